@@ -1,0 +1,46 @@
+import nx from '@nx/eslint-plugin';
+
+// Module boundaries (docs/architecture.md): product libraries import only scope:shared libraries and themselves;
+// apps wire layers; tools (the test bed, benchmark harness) may be imported by tests, never by production code.
+const productionConstraints = [
+  { sourceTag: 'scope:shared', onlyDependOnLibsWithTags: ['scope:shared'] },
+  { sourceTag: 'scope:kos', onlyDependOnLibsWithTags: ['scope:shared', 'scope:kos'] },
+  { sourceTag: 'scope:ayatori', onlyDependOnLibsWithTags: ['scope:shared', 'scope:ayatori'] },
+  { sourceTag: 'scope:mesh', onlyDependOnLibsWithTags: ['scope:shared', 'scope:mesh'] },
+  { sourceTag: 'scope:ceremony', onlyDependOnLibsWithTags: ['scope:shared', 'scope:ceremony'] },
+  { sourceTag: 'scope:platform', onlyDependOnLibsWithTags: ['scope:shared', 'scope:kos', 'scope:ayatori'] },
+  { sourceTag: 'type:lib', onlyDependOnLibsWithTags: ['type:lib'] },
+  { sourceTag: 'type:app', onlyDependOnLibsWithTags: ['type:lib'] },
+  { sourceTag: 'type:tool', onlyDependOnLibsWithTags: ['type:lib', 'type:tool'] },
+  // The per-node daemon never pulls in Kubernetes or PostgreSQL code; the authority no Kubernetes code.
+  { sourceTag: 'runs:node', bannedExternalImports: ['@kubernetes/client-node', 'pg', '@effect/sql-pg'] },
+  { sourceTag: 'runs:authority', bannedExternalImports: ['@kubernetes/client-node'] },
+];
+const testConstraints = productionConstraints.map((c) =>
+  c.onlyDependOnLibsWithTags && c.sourceTag.startsWith('type:')
+    ? { ...c, onlyDependOnLibsWithTags: [...c.onlyDependOnLibsWithTags, 'type:tool'] }
+    : c,
+);
+const testFiles = ['**/*.test.ts', '**/test/**/*.ts', '**/bench/**/*.ts'];
+
+export default [
+  ...nx.configs['flat/base'],
+  ...nx.configs['flat/typescript'],
+  ...nx.configs['flat/javascript'],
+  { ignores: ['**/dist', '**/out-tsc', '**/node_modules', 'reports', '**/*.timestamp*', '.nx'] },
+  {
+    files: ['**/*.ts', '**/*.mts', '**/*.js', '**/*.mjs'],
+    rules: {
+      '@nx/enforce-module-boundaries': ['error', { enforceBuildableLibDependency: true, allow: [], depConstraints: productionConstraints }],
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+    },
+  },
+  {
+    files: testFiles,
+    rules: {
+      '@nx/enforce-module-boundaries': ['error', { enforceBuildableLibDependency: true, allow: [], depConstraints: testConstraints }],
+    },
+  },
+  // Every project's vitest.config.ts takes its shape from the one workspace preset (vitest.shared.ts).
+  { files: ['**/vitest.config.ts'], rules: { '@nx/enforce-module-boundaries': 'off' } },
+];

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The one test command (README, .ci/run): sync check, lint, typecheck and every project's tests against one
+# shared real test bed, then a single closing line "N passed, N failed[, N skipped]".
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export NX_DAEMON="${NX_DAEMON:-false}" NX_NO_CLOUD=true NX_TUI=false NX_SKIP_NX_CACHE="${NX_SKIP_NX_CACHE:-true}"
+
+[ -d node_modules ] || npm ci --no-audit --no-fund || exit 1
+
+status=0
+step() { echo; echo "==> $*"; }
+
+# One test bed for the whole run (vitest's global setup reuses it through the state file).
+export HOMELAB_TESTBED_STATE="${HOMELAB_TESTBED_STATE:-$PWD/.testbed/state.json}"
+started_here=0
+if ! node tools/testbed/bin/testbed.mjs status >/dev/null 2>&1; then
+  step "starting the test bed (builds the binaries on first use)"
+  if ! node tools/testbed/bin/testbed.mjs up >/dev/null; then
+    echo "test bed failed to start (see the reason above)"; exit 1
+  fi
+  started_here=1
+fi
+stop_testbed() { [ "$started_here" = 1 ] && node tools/testbed/bin/testbed.mjs down >/dev/null 2>&1; }
+trap stop_testbed EXIT
+
+rm -rf reports/vitest
+step "nx sync:check"; npx nx sync:check || status=1
+step "lint + typecheck"; npx nx run-many -t lint typecheck --outputStyle=stream || status=1
+step "test"; npx nx run-many -t test --outputStyle=stream --parallel=1 || status=1
+
+node tools/scripts/test-summary.mjs reports/vitest || status=1
+exit $status

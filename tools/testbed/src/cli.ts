@@ -1,0 +1,124 @@
+// testbed up [--foreground] | down | env [--json] | status | build
+import { spawn } from 'node:child_process';
+import { closeSync, mkdirSync, openSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { Effect, Exit, Scope } from 'effect';
+import { ensureBinary } from './binaries.js';
+import { TestbedError } from './errors.js';
+import { defaultStateFile, isAlive, readState, removeState, shellExports, writeState } from './state.js';
+import { startTestbed } from './testbed.js';
+import { binaryPaths, versions } from './versions.js';
+
+const say = (line: string) => process.stderr.write(`testbed: ${line}\n`);
+const stateFile = defaultStateFile();
+
+const usage = `usage: testbed <command>
+  up [--foreground]  start etcd + kube-apiserver + OpenBao (and check PostgreSQL); print the exports
+  down               stop the running test bed
+  env [--json]       print the exports (or the state) of the running test bed
+  status             exit 0 if a test bed is running
+  build              build the binaries into the cache (${dirname(dirname(binaryPaths().etcd))})`;
+
+const foreground = Effect.gen(function* () {
+  const scope = yield* Scope.make();
+  const started = Date.now();
+  const state = yield* startTestbed({ progress: say }).pipe(Scope.extend(scope));
+  writeState(stateFile, state);
+  say(`ready in ${Date.now() - started} ms; state in ${stateFile}`);
+  process.stdout.write(`${shellExports(state, stateFile)}\n`);
+  yield* Effect.async<void>((resume) => {
+    const stop = (signal: string) => {
+      say(`${signal}: stopping`);
+      resume(Effect.void);
+    };
+    process.once('SIGINT', () => stop('SIGINT'));
+    process.once('SIGTERM', () => stop('SIGTERM'));
+  });
+  removeState(stateFile);
+  yield* Scope.close(scope, Exit.void);
+  say('stopped');
+});
+
+/** Starts `up --foreground` detached, waits for its state file, prints the exports. */
+const detached = Effect.gen(function* () {
+  const existing = yield* Effect.either(readState(stateFile));
+  if (existing._tag === 'Right' && isAlive(existing.right.pid)) {
+    say(`already running (pid ${existing.right.pid})`);
+    process.stdout.write(`${shellExports(existing.right, stateFile)}\n`);
+    return;
+  }
+  removeState(stateFile);
+  mkdirSync(dirname(stateFile), { recursive: true });
+  const logFile = join(dirname(stateFile), 'testbed.log');
+  const fd = openSync(logFile, 'w');
+  const child = spawn(process.execPath, [...process.execArgv, process.argv[1] as string, 'up', '--foreground'], {
+    detached: true,
+    stdio: ['ignore', 'ignore', fd],
+    env: process.env,
+  });
+  closeSync(fd);
+  child.unref();
+  say(`starting in the background (pid ${child.pid}, log ${logFile})`);
+  const deadline = Date.now() + 30 * 60_000; // a cold start includes building the binaries
+  for (;;) {
+    const state = yield* Effect.either(readState(stateFile));
+    if (state._tag === 'Right' && state.right.pid === child.pid) {
+      process.stdout.write(`${shellExports(state.right, stateFile)}\n`);
+      return;
+    }
+    if (child.pid === undefined || !isAlive(child.pid) || Date.now() > deadline) {
+      const { logTail } = yield* Effect.promise(() => import('./process.js'));
+      return yield* new TestbedError({ component: 'state', reason: `test bed failed to start:\n${logTail(logFile, 40)}`, logFile });
+    }
+    yield* Effect.sleep('250 millis');
+  }
+});
+
+const down = Effect.gen(function* () {
+  const state = yield* Effect.either(readState(stateFile));
+  if (state._tag === 'Left' || !isAlive(state.right.pid)) {
+    removeState(stateFile);
+    say('not running');
+    return;
+  }
+  process.kill(state.right.pid, 'SIGTERM');
+  for (let i = 0; i < 200 && isAlive(state.right.pid); i++) yield* Effect.sleep('100 millis');
+  if (isAlive(state.right.pid)) process.kill(state.right.pid, 'SIGKILL');
+  removeState(stateFile);
+  say(`stopped (pid ${state.right.pid})`);
+});
+
+const env = (json: boolean) =>
+  Effect.gen(function* () {
+    const state = yield* readState(stateFile);
+    if (!isAlive(state.pid)) return yield* new TestbedError({ component: 'state', reason: `stale state file ${stateFile} (pid ${state.pid} is gone)` });
+    process.stdout.write(json ? `${JSON.stringify(state, null, 2)}\n` : `${shellExports(state, stateFile)}\n`);
+  });
+
+const build = Effect.gen(function* () {
+  for (const name of ['etcd', 'kube-apiserver', 'bao'] as const) {
+    const path = yield* ensureBinary(name);
+    say(`${name}: ${path}`);
+  }
+  say(`versions: kubernetes ${versions.kubernetes}, etcd ${versions.etcd}, openbao ${versions.openbaoRelease}`);
+});
+
+const [command, ...flags] = process.argv.slice(2);
+const program: Effect.Effect<void, TestbedError> =
+  command === 'up' ? (flags.includes('--foreground') ? foreground : detached)
+  : command === 'down' ? down
+  : command === 'env' ? env(flags.includes('--json'))
+  : command === 'status' ? Effect.flatMap(readState(stateFile), (s) => (isAlive(s.pid) ? Effect.sync(() => say(`running (pid ${s.pid})`)) : new TestbedError({ component: 'state', reason: 'not running' })))
+  : command === 'build' ? build
+  : Effect.sync(() => {
+      process.stderr.write(`${usage}\n`);
+      process.exitCode = command === undefined || command === 'help' || command === '--help' ? 0 : 2;
+    });
+
+Effect.runPromiseExit(program).then((exit) => {
+  if (Exit.isFailure(exit)) {
+    const failure = exit.cause._tag === 'Fail' ? exit.cause.error.message : String(exit.cause);
+    say(`error: ${failure}`);
+    process.exitCode = 1;
+  }
+});

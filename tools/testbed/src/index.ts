@@ -1,0 +1,5 @@
+export { startTestbed, type StartOptions } from './testbed.js';
+export { TestbedState, defaultStateFile, readState, shellExports } from './state.js';
+export { TestbedError } from './errors.js';
+export { versions, binaryPaths, cacheRoot } from './versions.js';
+export { ensureBinary, type BinaryName } from './binaries.js';

@@ -1,0 +1,178 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Effect, Schedule } from 'effect';
+import pg from 'pg';
+import { ensureBinary } from './binaries.js';
+import { TestbedError } from './errors.js';
+import { freePort, httpCall } from './net.js';
+import { createPki } from './pki.js';
+import { runCommand, spawnScoped, waitReady } from './process.js';
+import { versions } from './versions.js';
+
+export type Progress = (line: string) => void;
+
+/** etcd on loopback with a throw-away data directory (fsync off: test data is disposable). */
+export const startEtcd = (dataDir: string, progress: Progress) =>
+  Effect.gen(function* () {
+    const bin = yield* ensureBinary('etcd');
+    const clientPort = yield* freePort();
+    const peerPort = yield* freePort();
+    const url = `http://127.0.0.1:${clientPort}`;
+    const started = Date.now();
+    const proc = yield* spawnScoped({
+      component: 'etcd',
+      command: bin,
+      args: [
+        `--name=testbed`,
+        `--data-dir=${join(dataDir, 'etcd')}`,
+        `--listen-client-urls=${url}`,
+        `--advertise-client-urls=${url}`,
+        `--listen-peer-urls=http://127.0.0.1:${peerPort}`,
+        `--initial-advertise-peer-urls=http://127.0.0.1:${peerPort}`,
+        `--initial-cluster=testbed=http://127.0.0.1:${peerPort}`,
+        '--unsafe-no-fsync=true',
+        '--log-level=warn',
+      ],
+      logFile: join(dataDir, 'etcd.log'),
+    });
+    yield* waitReady('etcd', proc, async () => (await httpCall(`${url}/health`)).status === 200, '30 seconds');
+    progress(`etcd ${versions.etcd} ready at ${url} (${Date.now() - started} ms)`);
+    return { url };
+  });
+
+export interface KubeEndpoint {
+  readonly server: string;
+  readonly token: string;
+  readonly caCert: string;
+  readonly kubeconfig: string;
+}
+
+/**
+ * kube-apiserver with envtest's flag set: loopback, RBAC, a static admin token in system:masters,
+ * a generated service-account key pair and a serving certificate signed by a throw-away CA.
+ */
+export const startKubeApiserver = (dataDir: string, etcdUrl: string, progress: Progress) =>
+  Effect.gen(function* () {
+    const bin = yield* ensureBinary('kube-apiserver');
+    const pkiDir = join(dataDir, 'pki');
+    mkdirSync(pkiDir, { recursive: true });
+    const pki = yield* createPki(pkiDir);
+    const token = randomBytes(24).toString('hex');
+    const tokensFile = join(pkiDir, 'tokens.csv');
+    writeFileSync(tokensFile, `${token},testbed-admin,testbed-admin,"system:masters"\n`, { mode: 0o600 });
+    const port = yield* freePort();
+    const server = `https://127.0.0.1:${port}`;
+    const started = Date.now();
+    const proc = yield* spawnScoped({
+      component: 'kube-apiserver',
+      command: bin,
+      args: [
+        `--etcd-servers=${etcdUrl}`,
+        '--bind-address=127.0.0.1',
+        '--advertise-address=127.0.0.1',
+        `--secure-port=${port}`,
+        `--cert-dir=${pkiDir}`,
+        `--tls-cert-file=${pki.servingCertFile}`,
+        `--tls-private-key-file=${pki.servingKeyFile}`,
+        '--service-cluster-ip-range=10.0.0.0/24',
+        `--service-account-issuer=${server}/`,
+        `--service-account-key-file=${pki.serviceAccountPublicKeyFile}`,
+        `--service-account-signing-key-file=${pki.serviceAccountPrivateKeyFile}`,
+        '--authorization-mode=RBAC',
+        `--token-auth-file=${tokensFile}`,
+        '--disable-admission-plugins=ServiceAccount',
+        '--allow-privileged=true',
+        '--v=1',
+      ],
+      logFile: join(dataDir, 'kube-apiserver.log'),
+    });
+    const headers = { authorization: `Bearer ${token}` };
+    yield* waitReady(
+      'kube-apiserver',
+      proc,
+      async () => (await httpCall(`${server}/readyz`, { headers, ca: pki.caCert })).status === 200,
+      '120 seconds',
+    );
+    const kubeconfig = join(dataDir, 'kubeconfig');
+    // JSON is valid YAML, and every kubeconfig reader accepts it.
+    writeFileSync(
+      kubeconfig,
+      JSON.stringify(
+        {
+          apiVersion: 'v1',
+          kind: 'Config',
+          clusters: [{ name: 'testbed', cluster: { server, 'certificate-authority-data': Buffer.from(pki.caCert).toString('base64') } }],
+          users: [{ name: 'testbed-admin', user: { token } }],
+          contexts: [{ name: 'testbed', context: { cluster: 'testbed', user: 'testbed-admin', namespace: 'default' } }],
+          'current-context': 'testbed',
+        },
+        null,
+        2,
+      ),
+      { mode: 0o600 },
+    );
+    progress(`kube-apiserver ${versions.kubernetes} ready at ${server} (${Date.now() - started} ms)`);
+    return { server, token, caCert: pki.caCert, kubeconfig } satisfies KubeEndpoint;
+  });
+
+/** The OpenBao dev server: in memory, unsealed, KV v2 mounted at `secret/`. */
+export const startOpenBao = (dataDir: string, progress: Progress) =>
+  Effect.gen(function* () {
+    const bin = yield* ensureBinary('bao');
+    const port = yield* freePort();
+    const addr = `http://127.0.0.1:${port}`;
+    const token = `testbed-${randomBytes(12).toString('hex')}`;
+    const started = Date.now();
+    const proc = yield* spawnScoped({
+      component: 'openbao',
+      command: bin,
+      args: ['server', '-dev', `-dev-root-token-id=${token}`, `-dev-listen-address=127.0.0.1:${port}`, '-dev-no-store-token'],
+      logFile: join(dataDir, 'openbao.log'),
+      env: { HOME: dataDir },
+    });
+    yield* waitReady('openbao', proc, async () => (await httpCall(`${addr}/v1/sys/health`)).status === 200, '60 seconds');
+    const mounts = yield* Effect.promise(() => httpCall(`${addr}/v1/sys/mounts`, { headers: { 'x-vault-token': token } }));
+    const secret = (JSON.parse(mounts.body) as { data?: Record<string, { options?: { version?: string } }> }).data?.['secret/'];
+    if (secret?.options?.version !== '2') {
+      return yield* new TestbedError({ component: 'openbao', reason: `dev server did not mount KV v2 at secret/: ${mounts.body.slice(0, 300)}` });
+    }
+    progress(`openbao ${versions.openbaoRelease} dev server ready at ${addr} (${Date.now() - started} ms)`);
+    return { addr, token, kvMount: 'secret' };
+  });
+
+export const postgresEndpoint = { host: '127.0.0.1', port: 5432, user: 'postgres', database: 'postgres' } as const;
+
+const pgVersion = (): Promise<string> => {
+  const client = new pg.Client({ ...postgresEndpoint, connectionTimeoutMillis: 3_000 });
+  return client
+    .connect()
+    .then(() => client.query<{ server_version: string }>('SHOW server_version'))
+    .then((r) => r.rows[0]?.server_version ?? 'unknown')
+    .finally(() => client.end().catch(() => undefined));
+};
+
+/**
+ * The machine's own PostgreSQL (trust auth on 127.0.0.1:5432). Started with the machine's
+ * pg_ctlcluster command when it is down; never replaced by anything else.
+ */
+export const ensurePostgres = (progress: Progress) =>
+  Effect.gen(function* () {
+    const first = yield* Effect.either(Effect.tryPromise(pgVersion));
+    if (first._tag === 'Right') {
+      progress(`postgresql ${first.right} reachable at ${postgresEndpoint.host}:${postgresEndpoint.port}`);
+      return { ...postgresEndpoint, version: first.right };
+    }
+    const confDir = '/etc/postgresql';
+    const clusters = existsSync(confDir) ? readdirSync(confDir) : [];
+    if (clusters.length === 0) {
+      return yield* new TestbedError({ component: 'postgresql', reason: `not reachable (${String(first.left.error)}) and no cluster under ${confDir} to start` });
+    }
+    progress(`postgresql not reachable; starting cluster ${clusters[0]}/main`);
+    yield* runCommand('postgresql', 'pg_ctlcluster', ['--skip-systemctl-redirect', clusters[0] as string, 'main', 'start']);
+    const version = yield* Effect.tryPromise({
+      try: pgVersion,
+      catch: (e) => new TestbedError({ component: 'postgresql', reason: `started but still not reachable: ${String(e)}` }),
+    }).pipe(Effect.retry({ times: 40, schedule: Schedule.spaced('250 millis') }));
+    return { ...postgresEndpoint, version };
+  });

@@ -1,0 +1,77 @@
+import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { Effect, Schema } from 'effect';
+import { TestbedError } from './errors.js';
+import { workspaceRoot } from './versions.js';
+
+/** How clients reach the running test bed. Written to the state file and handed to vitest workers. */
+export const TestbedState = Schema.Struct({
+  pid: Schema.Number,
+  startedAt: Schema.String,
+  dataDir: Schema.String,
+  kube: Schema.Struct({
+    server: Schema.String,
+    token: Schema.String,
+    caCert: Schema.String,
+    kubeconfig: Schema.String,
+    version: Schema.String,
+    etcd: Schema.String,
+  }),
+  postgres: Schema.Struct({
+    host: Schema.String,
+    port: Schema.Number,
+    user: Schema.String,
+    database: Schema.String,
+    version: Schema.String,
+  }),
+  openbao: Schema.Union(
+    Schema.Struct({ available: Schema.Literal(true), addr: Schema.String, token: Schema.String, kvMount: Schema.String, version: Schema.String }),
+    Schema.Struct({ available: Schema.Literal(false), reason: Schema.String }),
+  ),
+});
+export type TestbedState = typeof TestbedState.Type;
+
+export const defaultStateFile = (): string =>
+  process.env['HOMELAB_TESTBED_STATE'] ?? join(workspaceRoot(), '.testbed', 'state.json');
+
+export const writeState = (file: string, state: TestbedState): void => {
+  mkdirSync(dirname(file), { recursive: true });
+  writeFileSync(`${file}.tmp`, JSON.stringify(state, null, 2), { mode: 0o600 });
+  renameSync(`${file}.tmp`, file);
+};
+
+export const readState = (file: string): Effect.Effect<TestbedState, TestbedError> =>
+  Effect.try({
+    try: () => JSON.parse(readFileSync(file, 'utf8')) as unknown,
+    catch: () => new TestbedError({ component: 'state', reason: `no running test bed (state file ${file} is missing or unreadable)` }),
+  }).pipe(
+    Effect.flatMap(Schema.decodeUnknown(TestbedState)),
+    Effect.mapError((e) => (e._tag === 'TestbedError' ? e : new TestbedError({ component: 'state', reason: `state file ${file}: ${e.message}` }))),
+  );
+
+export const removeState = (file: string): void => rmSync(file, { force: true });
+
+export const isAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/** Shell exports for the running test bed (what `testbed env` prints). */
+export const shellExports = (state: TestbedState, stateFile: string): string => {
+  const lines: Array<[string, string | number]> = [
+    ['HOMELAB_TESTBED_STATE', stateFile],
+    ['KUBECONFIG', state.kube.kubeconfig],
+    ['PGHOST', state.postgres.host],
+    ['PGPORT', state.postgres.port],
+    ['PGUSER', state.postgres.user],
+  ];
+  if (state.openbao.available) {
+    lines.push(['BAO_ADDR', state.openbao.addr], ['BAO_TOKEN', state.openbao.token]);
+    lines.push(['VAULT_ADDR', state.openbao.addr], ['VAULT_TOKEN', state.openbao.token]);
+  }
+  return lines.map(([k, v]) => `export ${k}='${String(v).replaceAll("'", "'\\''")}'`).join('\n');
+};

@@ -1,0 +1,47 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Effect } from 'effect';
+import { ensurePostgres, startEtcd, startKubeApiserver, startOpenBao, type Progress } from './services.js';
+import type { TestbedState } from './state.js';
+import { versions } from './versions.js';
+
+export interface StartOptions {
+  readonly progress?: Progress;
+  /** Keep the data directory (logs, etcd data) after stopping, for debugging. */
+  readonly keepData?: boolean;
+}
+
+/**
+ * Starts the whole test bed inside the caller's scope: etcd, then kube-apiserver, then OpenBao, and
+ * checks PostgreSQL. Closing the scope stops every process and removes the data directory.
+ * OpenBao that cannot be built or started is reported as unavailable (with the reason), not faked.
+ */
+export const startTestbed = (options: StartOptions = {}) =>
+  Effect.gen(function* () {
+    const progress = options.progress ?? (() => undefined);
+    const dataDir = yield* Effect.acquireRelease(
+      Effect.sync(() => mkdtempSync(join(tmpdir(), 'homelab-testbed-'))),
+      (dir) => Effect.sync(() => (options.keepData ? undefined : rmSync(dir, { recursive: true, force: true }))),
+    );
+    progress(`data directory ${dataDir}`);
+    const postgres = yield* ensurePostgres(progress);
+    const etcd = yield* startEtcd(dataDir, progress);
+    const kube = yield* startKubeApiserver(dataDir, etcd.url, progress);
+    const openbao = yield* startOpenBao(dataDir, progress).pipe(
+      Effect.map((b) => ({ available: true as const, ...b, version: versions.openbaoRelease })),
+      Effect.catchTag('TestbedError', (e) => {
+        progress(`openbao UNAVAILABLE: ${e.message}`);
+        return Effect.succeed({ available: false as const, reason: e.message });
+      }),
+    );
+    const state: TestbedState = {
+      pid: process.pid,
+      startedAt: new Date().toISOString(),
+      dataDir,
+      kube: { ...kube, version: versions.kubernetes, etcd: versions.etcd },
+      postgres,
+      openbao,
+    };
+    return state;
+  });

@@ -1,0 +1,30 @@
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+
+/**
+ * The pinned versions of the real services. Changing one rebuilds that binary into a new cache folder
+ * (the cache is keyed by version); docs/decisions/0003-testbed-recipe.md records why these.
+ */
+export const versions = {
+  kubernetes: 'v1.36.3',
+  etcd: 'v3.6.16',
+  /** OpenBao's root module has no /v2 path: this exact pseudo-version is the v2.4.x release commit. */
+  openbaoModule: 'v0.0.0-20250828202315-f9407a27fbee',
+  openbaoRelease: 'v2.4.0',
+} as const;
+
+export const cacheRoot = (): string =>
+  process.env['TESTBED_CACHE_DIR'] ??
+  join(process.env['XDG_CACHE_HOME'] ?? join(homedir(), '.cache'), 'homelab-testbed');
+
+export const binaryPaths = () => {
+  const root = cacheRoot();
+  return {
+    etcd: join(root, `etcd-${versions.etcd}`, 'etcd'),
+    kubeApiserver: join(root, `kubernetes-${versions.kubernetes}`, 'kube-apiserver'),
+    bao: join(root, `openbao-${versions.openbaoModule}`, 'bao'),
+  } as const;
+};
+
+/** The repository root, found from this file's location (tools/testbed/src). */
+export const workspaceRoot = (): string => join(import.meta.dirname, '..', '..', '..');

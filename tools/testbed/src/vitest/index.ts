@@ -1,0 +1,165 @@
+// Per-file isolation on the shared test bed: each helper registers beforeAll/afterAll hooks that create a
+// fresh namespace / database / KV path for the calling test file and clean it up afterwards.
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, beforeAll, inject } from 'vitest';
+import { httpCall, type HttpResponse } from '../net.js';
+import type { TestbedState } from '../state.js';
+
+export type { TestbedState } from '../state.js';
+
+/** The running test bed (provided by the global setup). */
+export const testbed = (): TestbedState => {
+  const state = inject('homelabTestbed');
+  if (!state) throw new Error('no test bed: add { testbed: true } to this project\'s vitest config');
+  return state;
+};
+
+export const uniqueName = (prefix: string): string => `${prefix}-${randomBytes(4).toString('hex')}`;
+
+/** A raw, authenticated call to the test bed's kube-apiserver (for smoke tests and fixtures). */
+export const kubeRequest = (
+  method: string,
+  path: string,
+  body?: unknown,
+  contentType = 'application/json',
+): Promise<HttpResponse & { json: () => unknown }> => {
+  const { kube } = testbed();
+  return httpCall(`${kube.server}${path}`, {
+    method,
+    ca: kube.caCert,
+    headers: {
+      authorization: `Bearer ${kube.token}`,
+      accept: 'application/json',
+      ...(body === undefined ? {} : { 'content-type': contentType }),
+    },
+    ...(body === undefined ? {} : { body: typeof body === 'string' ? body : JSON.stringify(body) }),
+    timeoutMs: 30_000,
+  }).then((r) => ({ ...r, json: () => JSON.parse(r.body) as unknown }));
+};
+
+const lazy = <T>(what: string) => {
+  let value: T | undefined;
+  return {
+    set: (v: T) => (value = v),
+    get: (): T => {
+      if (value === undefined) throw new Error(`${what} is only available inside tests (after beforeAll)`);
+      return value;
+    },
+  };
+};
+
+/**
+ * A namespace of its own for this test file. The test bed runs no namespace controller, so a deleted
+ * namespace stays Terminating; names are unique per file, which keeps files independent.
+ */
+export const useNamespace = (prefix = 'test'): { readonly name: string } => {
+  const cell = lazy<string>('namespace');
+  beforeAll(async () => {
+    const name = uniqueName(prefix);
+    const res = await kubeRequest('POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
+    if (res.status !== 201) throw new Error(`creating namespace ${name}: ${res.status} ${res.body}`);
+    cell.set(name);
+  });
+  afterAll(async () => {
+    await kubeRequest('DELETE', `/api/v1/namespaces/${cell.get()}`);
+  });
+  return { get name() { return cell.get(); } };
+};
+
+export interface TestDatabase {
+  readonly database: string;
+  readonly host: string;
+  readonly port: number;
+  readonly user: string;
+  /** An admin client config for this database. */
+  readonly config: pg.ClientConfig;
+}
+
+/** A fresh PostgreSQL database for this test file, dropped (with its connections) afterwards. */
+export const useDatabase = (prefix = 't'): TestDatabase => {
+  const cell = lazy<TestDatabase>('database');
+  const admin = () => {
+    const { postgres } = testbed();
+    return new pg.Client({ host: postgres.host, port: postgres.port, user: postgres.user, database: postgres.database });
+  };
+  beforeAll(async () => {
+    const { postgres } = testbed();
+    const database = uniqueName(prefix).replaceAll('-', '_');
+    const client = admin();
+    await client.connect();
+    try {
+      await client.query(`CREATE DATABASE "${database}"`);
+    } finally {
+      await client.end();
+    }
+    cell.set({ database, host: postgres.host, port: postgres.port, user: postgres.user, config: { host: postgres.host, port: postgres.port, user: postgres.user, database } });
+  });
+  afterAll(async () => {
+    const client = admin();
+    await client.connect();
+    try {
+      await client.query(`DROP DATABASE IF EXISTS "${cell.get().database}" WITH (FORCE)`);
+    } finally {
+      await client.end();
+    }
+  });
+  return {
+    get database() { return cell.get().database; },
+    get host() { return cell.get().host; },
+    get port() { return cell.get().port; },
+    get user() { return cell.get().user; },
+    get config() { return cell.get().config; },
+  };
+};
+
+export interface TestKvPath {
+  readonly addr: string;
+  readonly token: string;
+  readonly mount: string;
+  /** A path prefix (no leading or trailing slash) owned by this test file. */
+  readonly base: string;
+}
+
+/** OpenBao call helper against the test bed's dev server. */
+export const baoRequest = (method: string, path: string, body?: unknown): Promise<HttpResponse> => {
+  const { openbao } = testbed();
+  if (!openbao.available) throw new Error(`OpenBao is unavailable on this test bed: ${openbao.reason}`);
+  return httpCall(`${openbao.addr}/v1/${path}`, {
+    method,
+    headers: { 'x-vault-token': openbao.token, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+};
+
+const deleteKvTree = async (mount: string, path: string): Promise<void> => {
+  const list = await baoRequest('LIST', `${mount}/metadata/${path}/`);
+  if (list.status === 200) {
+    const keys = (JSON.parse(list.body) as { data: { keys: string[] } }).data.keys;
+    for (const key of keys) {
+      if (key.endsWith('/')) await deleteKvTree(mount, `${path}/${key.slice(0, -1)}`);
+      else await baoRequest('DELETE', `${mount}/metadata/${path}/${key}`);
+    }
+  }
+  await baoRequest('DELETE', `${mount}/metadata/${path}`);
+};
+
+/** A KV v2 path prefix of its own for this test file; everything under it is deleted afterwards. */
+export const useKvPath = (prefix = 'tests'): TestKvPath => {
+  const cell = lazy<TestKvPath>('KV path');
+  beforeAll(() => {
+    const { openbao } = testbed();
+    if (!openbao.available) throw new Error(`OpenBao is unavailable on this test bed: ${openbao.reason}`);
+    cell.set({ addr: openbao.addr, token: openbao.token, mount: openbao.kvMount, base: `${prefix}/${uniqueName('kv')}` });
+  });
+  afterAll(async () => {
+    const kv = cell.get();
+    await deleteKvTree(kv.mount, kv.base);
+  });
+  return {
+    get addr() { return cell.get().addr; },
+    get token() { return cell.get().token; },
+    get mount() { return cell.get().mount; },
+    get base() { return cell.get().base; },
+  };
+};

@@ -1,0 +1,35 @@
+// One vitest configuration shape for every project: node environment, workspace packages resolved to their
+// TypeScript sources (the "@homelab/source" export condition), and a JSON report per project that
+// tools/scripts/test-summary.mjs totals into the single "N passed, N failed" line CI reads.
+import { basename, join } from 'node:path';
+import { defaultServerConditions } from 'vite';
+import { defineConfig, type ViteUserConfig } from 'vitest/config';
+
+const workspaceRoot = import.meta.dirname;
+const conditions = ['@homelab/source', ...defaultServerConditions];
+
+export interface ProjectTestOptions {
+  /** Start (or reuse) the real test bed once for this run. */
+  readonly testbed?: boolean;
+  readonly testTimeout?: number;
+}
+
+export function projectTestConfig(projectDir: string, options: ProjectTestOptions = {}): ViteUserConfig {
+  const name = basename(projectDir);
+  return defineConfig({
+    root: projectDir,
+    cacheDir: join(workspaceRoot, 'node_modules/.vite', name),
+    resolve: { conditions },
+    ssr: { resolve: { conditions } },
+    test: {
+      name,
+      environment: 'node',
+      include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
+      globalSetup: options.testbed ? [join(workspaceRoot, 'tools/testbed/src/vitest/global-setup.ts')] : [],
+      testTimeout: options.testTimeout ?? (options.testbed ? 60_000 : 10_000),
+      hookTimeout: options.testbed ? 180_000 : 10_000,
+      reporters: ['default', ['json', { outputFile: join(workspaceRoot, 'reports/vitest', `${name}.json`) }]],
+      passWithNoTests: false,
+    },
+  });
+}
