@@ -5,7 +5,7 @@ import { dirname, join } from 'node:path';
 import { Effect, Exit, Scope } from 'effect';
 import { ensureBinary } from './binaries.js';
 import { TestbedError } from './errors.js';
-import { defaultStateFile, isAlive, readState, removeState, shellExports, writeState } from './state.js';
+import { defaultStateFile, isAlive, readState, removeState, shellExports, writeState, type TestbedState } from './state.js';
 import { startTestbed } from './testbed.js';
 import { binaryPaths, versions } from './versions.js';
 
@@ -19,13 +19,33 @@ const usage = `usage: testbed <command>
   status             exit 0 if a test bed is running
   build              build the binaries into the cache (${dirname(dirname(binaryPaths().etcd))})`;
 
+const howToUse = (state: TestbedState) => `
+The test bed is running (pid ${state.pid}); Ctrl-C stops it and removes its data.
+  kube-apiserver ${state.kube.version}  ${state.kube.server}   (etcd ${state.kube.etcd})
+  PostgreSQL ${state.postgres.version}  ${state.postgres.host}:${state.postgres.port} user ${state.postgres.user}
+  OpenBao        ${state.openbao.available ? `${state.openbao.version}  ${state.openbao.addr} (KV v2 at ${state.openbao.kvMount}/)` : `UNAVAILABLE: ${state.openbao.reason}`}
+In another shell:
+  eval "$(npm run -s testbed -- env)"     # KUBECONFIG, PGHOST/PGPORT/PGUSER, BAO_ADDR/BAO_TOKEN
+  kubectl get ns   # any kubeconfig client
+  psql -c 'select 1'
+  curl -H "X-Vault-Token: $BAO_TOKEN" $BAO_ADDR/v1/sys/health
+  npm test                                 # reuses this test bed
+`;
+
 const foreground = Effect.gen(function* () {
+  const existing = yield* Effect.either(readState(stateFile));
+  if (existing._tag === 'Right' && isAlive(existing.right.pid)) {
+    say(`already running (pid ${existing.right.pid}); \`npm run testbed -- down\` stops it`);
+    process.stdout.write(`${shellExports(existing.right, stateFile)}\n`);
+    return;
+  }
   const scope = yield* Scope.make();
   const started = Date.now();
   const state = yield* startTestbed({ progress: say }).pipe(Scope.extend(scope));
   writeState(stateFile, state);
   say(`ready in ${Date.now() - started} ms; state in ${stateFile}`);
   process.stdout.write(`${shellExports(state, stateFile)}\n`);
+  if (process.stdout.isTTY || process.env['npm_lifecycle_event'] === 'start') process.stderr.write(howToUse(state));
   yield* Effect.async<void>((resume) => {
     const stop = (signal: string) => {
       say(`${signal}: stopping`);
