@@ -1,0 +1,1 @@
+export * as Api from './api/index.js';
