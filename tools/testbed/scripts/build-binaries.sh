@@ -23,11 +23,16 @@ run_logged() { # name, then command; prints the log tail on failure
   local log="$log_dir/$name.log"
   local start=$SECONDS
   echo "testbed: building $name (log: $log)" >&2
+  # A heartbeat, so a cold build (minutes) never looks hung.
+  ( while sleep 30; do echo "testbed: still building $name ($((SECONDS-start))s): $(tail -n 1 "$log" 2>/dev/null | cut -c1-100)" >&2; done ) &
+  local ticker=$!
   if ! ( "$@" ) >"$log" 2>&1; then
+    kill "$ticker" 2>/dev/null || true
     echo "testbed: building $name FAILED after $((SECONDS-start))s; last lines of $log:" >&2
     tail -n 40 "$log" >&2
     return 1
   fi
+  kill "$ticker" 2>/dev/null || true
   echo "testbed: built $name in $((SECONDS-start))s" >&2
 }
 
