@@ -1,0 +1,4 @@
+export * from './identity.js';
+export * from './manifest.js';
+export * from './head.js';
+export * from './retirement.js';

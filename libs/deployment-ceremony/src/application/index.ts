@@ -1,0 +1,6 @@
+export * from './ports.js';
+export * from './head-store.js';
+export * from './preflight.js';
+export * from './apply.js';
+export * from './audit.js';
+export * from './transitions.js';

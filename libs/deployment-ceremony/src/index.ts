@@ -1,0 +1,3 @@
+export * from './api/index.js';
+export * from './domain/index.js';
+export * from './application/index.js';
