@@ -2,7 +2,7 @@
 // offending item; the encoder refuses every value outside the data model with an EncodeError.
 import { Either } from 'effect';
 import { describe, expect, it } from 'vitest';
-import { decode, decodeOrThrow, encode, encodeOrThrow, InvalidEncoding, isCanonical } from '@homelab/cbor-canonical';
+import { decode, decodeOrThrow, encode, encodeOrThrow, InvalidEncoding, isCanonical } from '../src/index.js';
 import { hex, rejectionOf, unhex } from './helpers.js';
 
 const reject = (input: string, reason: string, offset: number, limits?: Parameters<typeof decode>[1]): void => {

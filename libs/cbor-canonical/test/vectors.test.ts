@@ -1,7 +1,7 @@
 // Spec service-control §2.6 vectors and RFC 8949 Appendix A: the examples inside the profile encode and decode
 // byte-exactly; the ones outside it are rejected with invalid-encoding, the right reason and the right offset.
 import { describe, expect, it } from 'vitest';
-import { type CborValue, decodeOrThrow, encodeOrThrow } from '@homelab/cbor-canonical';
+import { type CborValue, decodeOrThrow, encodeOrThrow } from '../src/index.js';
 import { hex, rejectionOf, unhex } from './helpers.js';
 
 const roundTrip = (value: CborValue, encoded: string): void => {
