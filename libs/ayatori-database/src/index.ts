@@ -1,1 +1,2 @@
 export * as Api from './api/index.js';
+export * as Domain from './domain/index.js';
