@@ -6,7 +6,7 @@ export const unhex = (h: string): Uint8Array => new Uint8Array(Buffer.from(h.rep
 
 /** The decode error of `bytes` (generic decoder, or a codec); fails the test if the input was accepted. */
 export const rejectionOf = <A>(bytes: Uint8Array, codec?: CodecOf<A>): DecodeError => {
-  const r = codec === undefined ? decode(bytes) : codec.decode(bytes);
+  const r: Either.Either<unknown, DecodeError> = codec === undefined ? decode(bytes) : codec.decode(bytes);
   if (Either.isRight(r)) throw new Error(`expected ${hex(bytes)} to be rejected, it decoded to ${String(r.right)}`);
   return r.left;
 };
