@@ -1,0 +1,12 @@
+// Writes deploy/crds/kos/ from the Schemas (the drift test fails until this has been run after a Schema change).
+import { join } from 'node:path';
+import { Effect } from 'effect';
+import { describeDrift, syncManifests } from '@homelab/crd';
+import { kosCrdFiles } from '../src/index.js';
+
+const directory = join(import.meta.dirname, '../../../deploy/crds/kos');
+const report = await Effect.runPromise(syncManifests({ directory, files: kosCrdFiles(), mode: 'write' }));
+for (const file of report.written) console.log(`wrote ${join(directory, file)}`);
+const stray = report.problems.filter((p) => p._tag === 'Stray');
+if (stray.length > 0) console.log(describeDrift({ ...report, problems: stray }));
+console.log(`${Object.keys(kosCrdFiles()).length} CRDs, ${report.written.length} written`);
