@@ -1,14 +1,14 @@
 // PostgreSQLDatabase (cluster-scoped): one database + one LOGIN role that owns it + one application credential
 // (seed: api/database/v1alpha1/postgresqldatabase_types.go and the generated CRD).
+import { cel, describe, withDefault, type CrdDefinition } from '@homelab/crd';
 import { Schema } from 'effect';
 import {
-  apiVersionField,
+  ApiVersion,
   Conditions,
   CredentialReference,
   Group,
   InstanceReference,
   Int64,
-  kindField,
   ObjectMeta,
   PostgreSQLIdentifier,
   ReadyColumn,
@@ -16,11 +16,10 @@ import {
   TenantReference,
   Version,
 } from './common.js';
-import { CrdResourceId, withCel } from './crd-annotations.js';
 
-export const DatabaseSource = Schema.Literal('Provision', 'Import').annotations({
-  description: 'Source 明确区分创建与只读导入，不从后端同名对象推断。',
-});
+export const DatabaseSource = Schema.Literal('Provision', 'Import').pipe(
+  describe('Source 明确区分创建与只读导入，不从后端同名对象推断。'),
+);
 export type DatabaseSource = typeof DatabaseSource.Type;
 
 /** Spec-level CEL: Import ⇔ credentialRef. */
@@ -41,66 +40,54 @@ export const PostgreSQLDatabaseSpec = Schema.Struct({
   loginRole: PostgreSQLIdentifier,
   source: DatabaseSource,
   credentialRef: Schema.optionalWith(CredentialReference, { exact: true }),
-  reclaimPolicy: Schema.optionalWith(ReclaimPolicy.annotations({ default: 'Retain' }), {
-    default: () => 'Retain' as const,
+  reclaimPolicy: Schema.optionalWith(ReclaimPolicy.pipe(withDefault('Retain')), { default: () => 'Retain' as const, exact: true }),
+  tenantRef: Schema.optionalWith(TenantReference.pipe(describe('TenantRef 由 controller 先写入；Released 时仍保留旧身份。')), {
     exact: true,
   }),
-  tenantRef: Schema.optionalWith(
-    TenantReference.annotations({ description: 'TenantRef 由 controller 先写入；Released 时仍保留旧身份。' }),
-    { exact: true },
-  ),
 }).pipe(
-  Schema.filter((spec) => (spec.source === 'Import') === (spec.credentialRef !== undefined) || ImportCredentialRule.message, {
-    identifier: 'ImportRequiresCredentialRef',
-  }),
-  withCel(ImportCredentialRule),
-).annotations({
-  identifier: 'PostgreSQLDatabaseSpec',
-  description: 'PostgreSQLDatabaseSpec 是一库、一个 login owner 及凭据的独立资源声明。',
-});
+  Schema.filter((spec) => (spec.source === 'Import') === (spec.credentialRef !== undefined) || ImportCredentialRule.message),
+  cel(ImportCredentialRule.rule, ImportCredentialRule.message),
+  describe('PostgreSQLDatabaseSpec 是一库、一个 login owner 及凭据的独立资源声明。'),
+);
 export type PostgreSQLDatabaseSpec = typeof PostgreSQLDatabaseSpec.Type;
 
 export const PostgreSQLDatabaseStatus = Schema.Struct({
   observedGeneration: Schema.optionalWith(Int64, { exact: true }),
-  instanceUID: Schema.optionalWith(
-    Schema.String.annotations({ description: 'InstanceUID 记录观察时的实例身份，不把同名新实例视为原目标。' }),
-    { exact: true },
-  ),
-  phase: Schema.optionalWith(
-    Schema.String.annotations({ description: 'Phase 暂不冻结供应子阶段枚举；它不是操作授权或绑定的替代记录。' }),
-    { exact: true },
-  ),
+  instanceUID: Schema.optionalWith(Schema.String.pipe(describe('InstanceUID 记录观察时的实例身份，不把同名新实例视为原目标。')), {
+    exact: true,
+  }),
+  phase: Schema.optionalWith(Schema.String.pipe(describe('Phase 暂不冻结供应子阶段枚举；它不是操作授权或绑定的替代记录。')), {
+    exact: true,
+  }),
   conditions: Schema.optionalWith(Conditions, { exact: true }),
-}).annotations({ identifier: 'PostgreSQLDatabaseStatus' });
+});
 export type PostgreSQLDatabaseStatus = typeof PostgreSQLDatabaseStatus.Type;
 
-export const PostgreSQLDatabaseResource = {
-  group: Group,
-  version: Version,
-  kind: 'PostgreSQLDatabase',
-  listKind: 'PostgreSQLDatabaseList',
-  plural: 'postgresqldatabases',
-  singular: 'postgresqldatabase',
-  scope: 'Cluster',
-  shortNames: [],
-  subresources: { status: true },
-  printerColumns: [
-    { name: 'Instance', type: 'string', jsonPath: '.spec.instanceRef.name' },
-    { name: 'Database', type: 'string', jsonPath: '.spec.database' },
-    ReadyColumn,
-  ],
-  required: ['spec'],
-} as const;
-
 export const PostgreSQLDatabase = Schema.Struct({
-  apiVersion: apiVersionField,
-  kind: kindField('PostgreSQLDatabase'),
+  apiVersion: Schema.Literal(ApiVersion),
+  kind: Schema.Literal('PostgreSQLDatabase'),
   metadata: ObjectMeta,
   spec: PostgreSQLDatabaseSpec,
   status: Schema.optionalWith(PostgreSQLDatabaseStatus, { exact: true }),
-}).pipe(withCel(DatabaseTargetFrozenRule)).annotations({
-  identifier: 'PostgreSQLDatabase',
-  [CrdResourceId]: PostgreSQLDatabaseResource,
-});
+}).pipe(cel(DatabaseTargetFrozenRule.rule, DatabaseTargetFrozenRule.message));
 export type PostgreSQLDatabase = typeof PostgreSQLDatabase.Type;
 export type PostgreSQLDatabaseEncoded = typeof PostgreSQLDatabase.Encoded;
+
+export const PostgreSQLDatabaseCrd: CrdDefinition = {
+  group: Group,
+  scope: 'Cluster',
+  names: { kind: 'PostgreSQLDatabase', plural: 'postgresqldatabases', singular: 'postgresqldatabase', listKind: 'PostgreSQLDatabaseList' },
+  versions: [
+    {
+      name: Version,
+      schema: PostgreSQLDatabase,
+      storage: true,
+      status: true,
+      printerColumns: [
+        { name: 'Instance', type: 'string', jsonPath: '.spec.instanceRef.name' },
+        { name: 'Database', type: 'string', jsonPath: '.spec.database' },
+        ReadyColumn,
+      ],
+    },
+  ],
+};

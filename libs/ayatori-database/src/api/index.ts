@@ -1,5 +1,5 @@
 export * from './common.js';
-export * from './crd-annotations.js';
+export * from './crds.js';
 export * from './database.js';
 export * from './instance.js';
 export * from './tenant.js';
