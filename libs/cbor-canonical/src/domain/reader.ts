@@ -9,6 +9,9 @@ import { DEFAULT_LIMITS, type CborValue, type Limits } from './value.js';
 
 const TWO_32 = 4294967296;
 
+/** The decoder recurses once per container: no configured limit goes above this (it keeps the stack safe). */
+export const MAX_DEPTH_CAP = 256;
+
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** @internal */
@@ -35,7 +38,7 @@ export class Reader {
     limits: Limits | undefined,
   ) {
     this.end = data.length;
-    this.maxDepth = limits?.maxDepth ?? DEFAULT_LIMITS.maxDepth;
+    this.maxDepth = Math.min(limits?.maxDepth ?? DEFAULT_LIMITS.maxDepth, MAX_DEPTH_CAP);
     this.maxText = limits?.maxTextBytes ?? DEFAULT_LIMITS.maxTextBytes;
     const maxMessage = limits?.maxMessageBytes ?? DEFAULT_LIMITS.maxMessageBytes;
     if (data.length > maxMessage) {

@@ -18,7 +18,7 @@ export type CborValue =
 
 /** Limits the decoder enforces; going over one is `invalid-encoding`. */
 export interface Limits {
-  /** Maximum container nesting: a scalar has depth 0, `[]` depth 1, `[[]]` depth 2. Default 16. */
+  /** Maximum container nesting: a scalar has depth 0, `[]` depth 1, `[[]]` depth 2. Default 16, capped at 256. */
   readonly maxDepth?: number;
   /** Maximum input size in bytes. Default 1 MiB (1,048,576). */
   readonly maxMessageBytes?: number;

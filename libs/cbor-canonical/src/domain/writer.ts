@@ -344,7 +344,7 @@ export const releaseWriter = (w: Writer): void => {
 export const encodeValueUnsafe = (v: CborValue | unknown, maxDepth?: number): Uint8Array => {
   const w = acquireWriter();
   try {
-    if (maxDepth !== undefined) w.maxDepth = maxDepth;
+    if (maxDepth !== undefined) w.maxDepth = Math.min(maxDepth, 256); // the same cap as the decoder: recursion stays stack-safe
     w.value(v, 0);
     return w.result();
   } finally {
