@@ -85,7 +85,7 @@ describe('QueueCore (work-queue contract)', () => {
   it('matches the model: dedupe while queued, one worker per key, re-add while processing ⇒ again after', () => {
     fc.assert(
       fc.property(fc.commands(commands, { size: '+1' }), (cmds) => {
-        fc.modelRun(() => ({ model: { queue: [], dirty: new Set(), processing: new Set() }, real: new QueueCore<string>() }), cmds);
+        fc.modelRun(() => ({ model: { queue: [], dirty: new Set<string>(), processing: new Set<string>() }, real: new QueueCore<string>() }), cmds);
       }),
       { numRuns: 300 },
     );

@@ -47,7 +47,9 @@ export class TokenBucketRateLimiter<K> implements RateLimiter<K> {
     this.tokens -= 1;
     return this.tokens >= 0 ? 0 : (-this.tokens * 1000) / this.qps;
   }
-  forget(): void {}
+  forget(): void {
+    // the bucket is global: nothing per key to forget
+  }
   numRequeues(): number {
     return 0;
   }
