@@ -1,5 +1,5 @@
 /** A deployment fixture for the application tests: a 7-object locked manifest installed into an InMemoryCluster. */
-import { Effect, Layer } from 'effect';
+import { Effect, Layer, Logger, LogLevel } from 'effect';
 import type { HeadVersion } from '../src/api/head.js';
 import { DEFAULT_HEAD_REF, type Lock, type Role, type TargetIdentity } from '../src/api/identity.js';
 import type { LockedManifest, Manifest, ManifestObject } from '../src/api/manifest.js';
@@ -70,6 +70,7 @@ export const makeWorld = (): World => {
     Layer.suspend(() => cluster.layer),
     Layer.suspend(() => store.layer),
     Layer.suspend(() => host.layer),
+    Logger.minimumLogLevel(LogLevel.Warning),
   );
   return {
     faults,

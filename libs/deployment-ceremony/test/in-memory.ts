@@ -34,12 +34,19 @@ export class SimulatedCrash extends Data.TaggedError('SimulatedCrash')<{ readonl
 export class InMemoryFaultPlan {
   step = 0;
   crashAt: { readonly step: number; readonly when: 'before' | 'after' } | undefined = undefined;
+  /** Another actor's action run just before the port call with this number (a concurrent writer). */
+  interleave: { readonly step: number; readonly action: () => void } | undefined = undefined;
 
   /** Wrap one port call. */
   around<A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> {
     return Effect.suspend(() => {
       this.step += 1;
       const step = this.step;
+      const other = this.interleave;
+      if (other !== undefined && other.step === step) {
+        this.interleave = undefined;
+        other.action();
+      }
       const crash = this.crashAt;
       if (crash !== undefined && crash.step === step) {
         this.crashAt = undefined;
