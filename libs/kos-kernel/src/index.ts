@@ -3,3 +3,8 @@ export * as v1alpha1 from './api/v1alpha1/kinds.js';
 export * as v1beta1 from './api/v1beta1/kinds.js';
 export * from './api/crds.js';
 export * from './domain/abi.js';
+export * from './domain/markers.js';
+export * from './domain/adoption.js';
+export * from './domain/write-path.js';
+export * from './domain/state.js';
+export * from './domain/reconcile.js';
