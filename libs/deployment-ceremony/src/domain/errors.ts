@@ -119,4 +119,13 @@ export type CeremonyDomainError =
   | TargetCheckFailed
   | InputChanged
   | ReceiptConflict
-  | CanonicalJsonError;
+  | CanonicalJsonError
+  | RequestNotAllowed;
+
+/** The ceremony's client was asked to send a request outside its allow-list (decision 0048). */
+export class RequestNotAllowed extends Data.TaggedError('RequestNotAllowed')<{
+  readonly code: 'REQUEST_NOT_ALLOWED';
+  readonly method: string;
+  readonly path: string;
+  readonly message: string;
+}> {}

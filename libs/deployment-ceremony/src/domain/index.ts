@@ -8,3 +8,4 @@ export * from './discovery.js';
 export * from './head.js';
 export * from './receipt.js';
 export * from './target-checks.js';
+export * from './request-allow-list.js';

@@ -8,7 +8,7 @@ import {
   type AuditCheck,
 } from '../api/retirement.js';
 import { canonicalJson, canonicalJsonUnsafe, digestOf, sha256Digest } from './canonical-json.js';
-import { HeadRejected } from './errors.js';
+import { HeadRejected, InputChanged } from './errors.js';
 import { identityKey, sameInventory, targetOf } from './identity.js';
 import { checkRetiredSet, checkSurvivorClosure, rolesOf } from './retirement-input.js';
 
@@ -185,4 +185,30 @@ export const auditReceipt = (bytes: string, preflight?: PreflightRecord): AuditR
     );
   }
   return result();
+};
+
+const decodePreflight = Schema.decodeUnknownEither(PreflightRecord);
+
+/**
+ * Read a stored preflight record (the CLI's file): JSON, schema-valid, and — when the operator names it by digest —
+ * exactly that digest. Anything else is INPUT_CHANGED (what: preflight).
+ */
+export const parsePreflightRecord = (
+  text: string,
+  expectedDigest?: Digest,
+): Either.Either<PreflightRecord, InputChanged> => {
+  const bad = (message: string) => Either.left(new InputChanged({ code: 'INPUT_CHANGED', what: 'preflight', message }));
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    return bad(`the preflight record is not JSON: ${String(e)}`);
+  }
+  const decoded = decodePreflight(json);
+  if (Either.isLeft(decoded)) return bad(`the preflight record is not valid: ${String(decoded.left)}`);
+  const digest = preflightDigest(decoded.right);
+  if (expectedDigest !== undefined && digest !== expectedDigest) {
+    return bad(`the preflight record digests to ${digest}, not the named ${expectedDigest}`);
+  }
+  return Either.right(decoded.right);
 };
