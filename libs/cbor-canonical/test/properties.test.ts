@@ -4,6 +4,7 @@ import * as cborg from 'cborg';
 import { Either } from 'effect';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { compareUtf8 } from '../src/domain/codec.js';
 import { decode, decodeOrThrow, encodeOrThrow, InvalidEncoding } from '../src/index.js';
 import { alternativeEncode, cborValue, rng } from './arbitraries.js';
 import { hex } from './helpers.js';
@@ -100,5 +101,18 @@ describe('agreement with cborg (independent implementation)', () => {
       { numRuns: 3000 },
     );
     expect(accepted).toBeGreaterThan(100);
+  });
+});
+
+describe('sort keys', () => {
+  it('SortKey.utf8 compares strings exactly as their UTF-8 bytes compare (surrogates vs U+E000..U+FFFF included)', () => {
+    const str = fc.string({ unit: 'binary', maxLength: 6 });
+    fc.assert(
+      fc.property(str, str, (a, b) => {
+        expect(Math.sign(compareUtf8(a, b))).toBe(Math.sign(Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'))));
+      }),
+      { numRuns: 5000 },
+    );
+    expect(compareUtf8('\u{10000}', '\uffff')).toBeGreaterThan(0); // UTF-16 order would say less
   });
 });

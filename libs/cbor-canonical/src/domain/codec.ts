@@ -24,7 +24,7 @@ import {
 import { digestEncodedUnsafe } from './digest.js';
 import { compareBytes, compareRanges, Reader } from './reader.js';
 import { type CborValue, type Limits, U64_MAX } from './value.js';
-import { acquireWriter, compareKeys, releaseWriter, type Writer } from './writer.js';
+import { acquireWriter, compareKeys, releaseWriter, Writer } from './writer.js';
 
 /** A codec for values of type `A`. */
 export interface Codec<A> {
@@ -622,55 +622,93 @@ export const set = <A>(item: Codec<A>, options: ArrayOptions = {}): Codec<Readon
     },
   );
 
-/** How a sorted list orders its members: the bytes to compare, derived from a member. */
-export type SortKey<A> = (a: A) => Uint8Array;
+/**
+ * How a sorted list orders its members: a key computed once per member, and a strict total order on keys.
+ * Build one with `SortKey.utf8` or `SortKey.encoding`, or give your own `{ key, compare }`.
+ */
+export interface SortKey<A> {
+  readonly key: (a: A) => unknown;
+  readonly compare: (x: unknown, y: unknown) => number;
+}
 
-const utf8Encoder = new TextEncoder();
+/** Compares two strings by their UTF-8 bytes (= code point order) without encoding them. */
+export const compareUtf8 = (a: string, b: string): number => {
+  const n = a.length < b.length ? a.length : b.length;
+  for (let i = 0; i < n; i++) {
+    const x = a.charCodeAt(i);
+    const y = b.charCodeAt(i);
+    if (x !== y) {
+      // UTF-16 order differs from code point order only where a surrogate meets U+E000..U+FFFF
+      const xs = x >= 0xd800 && x <= 0xdfff;
+      const ys = y >= 0xd800 && y <= 0xdfff;
+      if (xs !== ys && (x >= 0xe000 || y >= 0xe000)) return xs ? 1 : -1;
+      return x - y;
+    }
+  }
+  return a.length - b.length;
+};
 
 /** Sort keys for `sortedList`. */
 export const SortKey = {
   /** By the UTF-8 bytes of a text field (e.g. `declarations` by `declaration_key`, §2.2 rule 6). */
-  utf8:
-    <A>(get: (a: A) => string): SortKey<A> =>
-    (a) =>
-      utf8Encoder.encode(get(a)),
+  utf8: <A>(get: (a: A) => string): SortKey<A> => ({
+    key: get as (a: A) => unknown,
+    compare: compareUtf8 as (x: unknown, y: unknown) => number,
+  }),
   /** By the canonical encoding of a field (e.g. snapshot arrays by their resource reference / endpoint key). */
-  encoding:
-    <A, K>(codec: Codec<K>, get: (a: A) => K): SortKey<A> =>
-    (a) =>
-      codec.encodeOrThrow(get(a)),
+  encoding: <A, K>(codec: Codec<K>, get: (a: A) => K): SortKey<A> => {
+    const scratch = new Writer(256); // one per sort key: keys are encoded one at a time, never nested
+    return {
+      key: (a: A) => {
+        scratch.pos = 0;
+        codec.write(scratch, get(a), 0);
+        return scratch.buf.slice(0, scratch.pos);
+      },
+      compare: compareBytes as (x: unknown, y: unknown) => number,
+    };
+  },
 } as const;
 
 /**
- * An ordered list with a sort key (§2.2 rule 6): members in strictly increasing bytewise order of `key(member)`, so no
- * two members share a key. Encoding sorts (a duplicate key is an `EncodeError`); decoding rejects any other order
+ * An ordered list with a sort key (§2.2 rule 6): members in strictly increasing order of their key, so no two members
+ * share a key. Encoding sorts (a duplicate key is an `EncodeError`); decoding rejects any other order
  * (`list-unsorted`) and duplicate keys (`list-duplicate-key`).
  */
-export const sortedList = <A>(item: Codec<A>, key: SortKey<A>, options: ArrayOptions = {}): Codec<ReadonlyArray<A>> =>
-  make(
+export const sortedList = <A>(item: Codec<A>, sortKey: SortKey<A>, options: ArrayOptions = {}): Codec<ReadonlyArray<A>> => {
+  const keyOf = sortKey.key;
+  const compare = sortKey.compare;
+  return make(
     arraySchema(item, options),
     (w, v, depth) => {
       const a = checkArrayInput(w, v, depth, 'an array (sorted list)', options) as ReadonlyArray<A>;
       const n = a.length;
-      let keys: Uint8Array[];
-      try {
-        keys = a.map((m) => key(m));
-      } catch (e) {
-        throw e instanceof Fail ? e : encodeFail('invalid-value', `sort key: ${String(e)}`);
-      }
       let order: number[] | undefined;
-      for (let i = 1; i < n; i++) {
-        if (compareBytes(keys[i - 1], keys[i]) >= 0) {
-          order = Array.from({ length: n }, (_, j) => j).sort((x, y) => compareBytes(keys[x], keys[y]));
-          break;
+      if (n > 1) {
+        let keys: unknown[];
+        try {
+          keys = a.map((m) => keyOf(m));
+        } catch (e) {
+          throw e instanceof Fail ? e : encodeFail('invalid-value', `sort key: ${String(e)}`);
         }
-      }
-      if (order !== undefined) {
-        for (let j = 1; j < n; j++) {
-          if (compareBytes(keys[order[j - 1]], keys[order[j]]) === 0) {
+        for (let i = 1; i < n; i++) {
+          const c = compare(keys[i - 1], keys[i]);
+          if (c === 0) {
             const f = encodeFail('list-duplicate-key', 'two members with the same sort key');
-            f.path.unshift(order[j]);
+            f.path.unshift(i);
             throw f;
+          }
+          if (c > 0) {
+            order = Array.from({ length: n }, (_, j) => j).sort((x, y) => compare(keys[x], keys[y]));
+            break;
+          }
+        }
+        if (order !== undefined) {
+          for (let j = 1; j < n; j++) {
+            if (compare(keys[order[j - 1]], keys[order[j]]) === 0) {
+              const f = encodeFail('list-duplicate-key', 'two members with the same sort key');
+              f.path.unshift(order[j]);
+              throw f;
+            }
           }
         }
       }
@@ -687,16 +725,16 @@ export const sortedList = <A>(item: Codec<A>, key: SortKey<A>, options: ArrayOpt
       const n = readArrayHeader(r, depth, 'an array (sorted list)', options);
       const out = new Array<A>(n);
       const stack = r.stack;
-      let prev: Uint8Array | undefined;
+      let prev: unknown = undefined;
       for (let i = 0; i < n; i++) {
         const s = r.pos;
         stack.push(i);
         const m = item.read(r, depth + 1);
         out[i] = m;
-        if (r.unsupported === undefined) {
-          const k = key(m);
-          if (prev !== undefined) {
-            const c = compareBytes(prev, k);
+        if (n > 1 && r.unsupported === undefined) {
+          const k = keyOf(m);
+          if (i > 0) {
+            const c = compare(prev, k);
             if (c >= 0) {
               throw decodeFail(c === 0 ? 'list-duplicate-key' : 'list-unsorted', s, c === 0 ? 'two members with the same sort key' : 'members must be in increasing order of their sort key');
             }
@@ -708,6 +746,7 @@ export const sortedList = <A>(item: Codec<A>, key: SortKey<A>, options: ArrayOpt
       return out;
     },
   );
+};
 
 // ------------------------------------------------------------------------------------------------------------------
 // structs and variants

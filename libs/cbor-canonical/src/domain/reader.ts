@@ -12,6 +12,12 @@ const TWO_32 = 4294967296;
 /** The decoder recurses once per container: no configured limit goes above this (it keeps the stack safe). */
 export const MAX_DEPTH_CAP = 256;
 
+// Interned map-key strings: decoding a key the second time costs a hash and a compare, no string building.
+const KEY_CACHE_MAX_LEN = 32;
+const KEY_CACHE_MASK = 1023;
+const keyCacheBytes: Array<Uint8Array | undefined> = new Array<Uint8Array | undefined>(KEY_CACHE_MASK + 1);
+const keyCacheStrings: Array<string | undefined> = new Array<string | undefined>(KEY_CACHE_MASK + 1);
+
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** @internal */
@@ -213,12 +219,30 @@ export class Reader {
     return keyStart;
   }
 
-  /** The key string of the range `[start+headerLength, end)`; ASCII checked already. */
+  /** The key string of the range `[start+headerLength, end)`; ASCII checked already. Short keys are interned. */
   keyString(keyStart: number, end: number): string {
     const d = this.data;
-    const hl = headerLength(d[keyStart]);
+    const start = keyStart + headerLength(d[keyStart]);
+    const len = end - start;
+    if (len > KEY_CACHE_MAX_LEN) return String.fromCharCode.apply(null, d.subarray(start, end) as unknown as number[]);
+    let h = len;
+    for (let i = start; i < end; i++) h = (Math.imul(h, 31) + d[i]) | 0;
+    const slot = (h ^ (h >>> 13)) & KEY_CACHE_MASK;
+    const hit = keyCacheBytes[slot];
+    if (hit !== undefined && hit.length === len) {
+      let same = true;
+      for (let i = 0; i < len; i++) {
+        if (hit[i] !== d[start + i]) {
+          same = false;
+          break;
+        }
+      }
+      if (same) return keyCacheStrings[slot] as string;
+    }
     let s = '';
-    for (let i = keyStart + hl; i < end; i++) s += String.fromCharCode(d[i]);
+    for (let i = start; i < end; i++) s += String.fromCharCode(d[i]);
+    keyCacheBytes[slot] = d.slice(start, end);
+    keyCacheStrings[slot] = s;
     return s;
   }
 

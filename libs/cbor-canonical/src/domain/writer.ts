@@ -300,26 +300,25 @@ const describe = (v: object): string => (v.constructor ? v.constructor.name : 'o
 export const compareKeys = (a: string, b: string): number =>
   a.length - b.length || (a < b ? -1 : a > b ? 1 : 0);
 
-// Objects of the same shape (same keys in the same insertion order) share one sorted key list.
-const shapeCache = new Map<string, string[]>();
-const SHAPE_CACHE_MAX = 1024;
-
+/** Own enumerable keys in canonical order; already-sorted objects (e.g. decoded ones) cost one pass. */
 const sortedKeys = (v: Record<string, unknown>): string[] => {
   const keys = Object.keys(v);
-  if (keys.length < 2) return keys;
-  let sorted = true;
-  for (let i = 1; i < keys.length; i++) {
+  const n = keys.length;
+  for (let i = 1; i < n; i++) {
     if (compareKeys(keys[i - 1], keys[i]) >= 0) {
-      sorted = false;
+      // insertion sort: maps of the profile are small, and this beats a generic sort with a comparator
+      for (let j = i; j < n; j++) {
+        const k = keys[j];
+        let m = j - 1;
+        while (m >= 0 && compareKeys(keys[m], k) > 0) {
+          keys[m + 1] = keys[m];
+          m--;
+        }
+        keys[m + 1] = k;
+      }
       break;
     }
   }
-  if (sorted) return keys;
-  const shape = keys.join('\u0000');
-  const hit = shapeCache.get(shape);
-  if (hit !== undefined) return hit;
-  keys.sort(compareKeys);
-  if (shapeCache.size < SHAPE_CACHE_MAX) shapeCache.set(shape, keys);
   return keys;
 };
 
