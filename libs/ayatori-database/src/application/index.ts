@@ -1,0 +1,4 @@
+export * from './binding.js';
+export * from './instance.js';
+export * from './ports.js';
+export * from './program.js';
