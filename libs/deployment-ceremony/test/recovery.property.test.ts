@@ -15,6 +15,9 @@ import { auditReceipt, buildReceipt, receiptBytes } from '../src/domain/receipt.
 import { cmRef, cmTarget, installed, makeManifest, makeWorld, retirementCommand } from './fixture.js';
 import { crashed, failureOf } from './helpers.js';
 
+/** Let timers and I/O run between cases (the in-memory runs are synchronous; the vitest worker must stay responsive). */
+const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 const scenario = fc
   .integer({ min: 1, max: 6 })
   .chain((extras) =>
@@ -33,6 +36,7 @@ describe('apply crashed at every step, then re-run: always consistent (property)
   it('no lost or double deletion, Head committed once at generation+1, one receipt that audits', async () => {
     await fc.assert(
       fc.asyncProperty(scenario, async ({ extras, targets, finalized, crashes }) => {
+        await yieldToEventLoop();
         const world = makeWorld();
         const manifest = makeManifest(extras);
         const head0 = await installed(world, manifest);
@@ -103,7 +107,7 @@ describe('apply crashed at every step, then re-run: always consistent (property)
         const again = await runOnce();
         expect(Exit.isSuccess(again) && again.value.path).toBe('receipt-present');
       }),
-      { numRuns: 120 },
+      { numRuns: 100 },
     );
   }, 180_000);
 
@@ -112,6 +116,7 @@ describe('apply crashed at every step, then re-run: always consistent (property)
     for (let step = 1; ; step++) {
       let reached = false;
       for (const when of ['before', 'after'] as const) {
+        await yieldToEventLoop();
         const world = makeWorld();
         const manifest = makeManifest(4);
         const head0 = await installed(world, manifest);
@@ -146,6 +151,7 @@ describe('apply crashed at every step, then re-run: always consistent (property)
         fc.integer({ min: 1, max: 15 }),
         fc.constantFrom('before' as const, 'after' as const),
         async (step, when) => {
+          await yieldToEventLoop();
           const world = makeWorld();
           const manifest = makeManifest(3);
           const head0 = await installed(world, manifest);
@@ -181,6 +187,7 @@ describe('apply crashed at every step, then re-run: always consistent (property)
   it('preflight crashed at any step changed nothing, and a re-run produces the same record apart from the time (property)', async () => {
     await fc.assert(
       fc.asyncProperty(fc.integer({ min: 1, max: 12 }), fc.constantFrom('before' as const, 'after' as const), async (step, when) => {
+        await yieldToEventLoop();
         const world = makeWorld();
         const manifest = makeManifest(3);
         const head0 = await installed(world, manifest);
