@@ -30,6 +30,8 @@ export {
   isCanonical,
 } from './domain/cbor.js';
 export { Domain, type DomainName } from './domain/digest.js';
+export { compareBytes } from './domain/reader.js';
+export { compareUtf8 } from './domain/codec.js';
 export { Counter, COUNTER_INITIAL, isCounter, nextCounter } from './domain/counter.js';
 export type {
   ArrayOptions,

@@ -1,7 +1,7 @@
 // Schema codecs: closed records (key order computed once, unsupported-field vs invalid-encoding per §2.2 rule 9),
 // sets and sorted lists (§2.2 rule 6), fixed-length byte strings, u64 counters (§2.3) and domain digests (§2.4),
 // including the spec's structural vectors (empty report, listener).
-import { Either, Schema } from 'effect';
+import { Effect, Either, Schema } from 'effect';
 import { describe, expect, it } from 'vitest';
 import {
   Codec,
@@ -263,5 +263,42 @@ describe('the envelope shape (common fields, §3.2)', () => {
     const withSeq = { ...env, session_seq: 2n ** 63n };
     expect(Envelope.decodeOrThrow(Envelope.encodeOrThrow(withSeq))).toEqual(withSeq);
     expect(rejectionOf(encodeOrThrow({ ...env, schema: 2 } as never), Envelope)).toMatchObject({ reason: 'out-of-range', path: 'schema' });
+  });
+});
+
+describe('composition with Effect', () => {
+  const Small = Codec.struct({ a: Codec.uint() });
+
+  it('Either results are yieldable in Effect.gen and errors are catchable by tag', async () => {
+    const roundTrip = (input: Uint8Array) =>
+      Effect.gen(function* () {
+        const value = yield* Small.decode(input);
+        return yield* Small.encode(value);
+      }).pipe(
+        Effect.catchTag('UnsupportedField', (e) => Effect.succeed(`unsupported ${e.field}`)),
+        Effect.catchTag('InvalidEncoding', (e) => Effect.succeed(`invalid ${e.reason}@${e.offset}`)),
+      );
+    expect(await Effect.runPromise(roundTrip(encodeOrThrow({ a: 5 })))).toEqual(encodeOrThrow({ a: 5 }));
+    expect(await Effect.runPromise(roundTrip(encodeOrThrow({ a: 5, b: 1 })))).toBe('unsupported b');
+    expect(await Effect.runPromise(roundTrip(unhex('a161611817')))).toBe('invalid non-minimal@3');
+  });
+
+  it('transform maps a wire shape to a domain shape (UUID text over 16 bytes)', () => {
+    const uuidText = (b: Uint8Array): string => {
+      const h = hex(b);
+      return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+    };
+    const Uuid = Codec.transform(Codec.id16, {
+      schema: Schema.String,
+      decode: (b) => uuidText(b),
+      encode: (s) => unhex(s.replaceAll('-', '')),
+      message: 'not a UUID',
+    });
+    const text = '00112233-4455-6677-8899-aabbccddeeff';
+    expect(hex(Uuid.encodeOrThrow(text))).toBe('50' + '00112233445566778899aabbccddeeff');
+    expect(Uuid.decodeOrThrow(Uuid.encodeOrThrow(text))).toBe(text);
+    const Even = Codec.transform(Codec.uint(), { schema: Schema.Number, decode: (n) => (n % 2 === 0 ? n / 2 : undefined), encode: (h) => h * 2, message: 'odd' });
+    expect(rejectionOf(unhex('03'), Even)).toMatchObject({ reason: 'invalid-value' });
+    expect(Even.decodeOrThrow(unhex('04'))).toBe(2);
   });
 });
