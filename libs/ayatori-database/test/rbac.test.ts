@@ -1,0 +1,46 @@
+// RBAC manifests: the merged ClusterRole equals the seed's generated config/rbac/role.yaml, the minimum holds
+// (AY-81), and deploy/rbac/ayatori/ holds exactly the generated files (drift check).
+import { join } from 'node:path';
+import { describeDrift, driftModeFromEnv, syncManifests } from '@homelab/crd';
+import { Effect } from 'effect';
+import { describe, expect, it } from 'vitest';
+import { credentialsRole, managerClusterRole, rbacManifestFiles } from '../src/api/index.js';
+
+const g = 'database.ayatori.ddupan.top';
+
+describe('RBAC', () => {
+  it('the ClusterRole is the seed’s generated manager-role, rule for rule', () => {
+    expect(managerClusterRole()).toEqual({
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: 'manager-role' },
+      rules: [
+        { apiGroups: [g], resources: ['postgresqldatabases'], verbs: ['create', 'get', 'list', 'patch', 'update', 'watch'] },
+        {
+          apiGroups: [g],
+          resources: ['postgresqldatabases/finalizers', 'postgresqlinstances/finalizers', 'postgresqltenants/finalizers'],
+          verbs: ['update'],
+        },
+        { apiGroups: [g], resources: ['postgresqldatabases/status', 'postgresqlinstances/status', 'postgresqltenants/status'], verbs: ['get', 'patch', 'update'] },
+        { apiGroups: [g], resources: ['postgresqlinstances', 'postgresqltenants'], verbs: ['get', 'list', 'patch', 'update', 'watch'] },
+      ],
+    });
+  });
+
+  it('AY-81: no delete verb, no Secret rule, no events rule; the Secret Role grants only get/list/watch in one namespace', () => {
+    const rules = managerClusterRole().rules;
+    expect(rules.flatMap((r) => r.verbs)).not.toContain('delete');
+    expect(rules.flatMap((r) => r.resources).filter((r) => r.startsWith('secrets') || r.startsWith('events'))).toEqual([]);
+    expect(rules.flatMap((r) => r.apiGroups)).toEqual([g, g, g, g]);
+    const [role, binding] = credentialsRole('ayatori-system');
+    expect(role).toMatchObject({ kind: 'Role', metadata: { namespace: 'ayatori-system' }, rules: [{ apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list', 'watch'] }] });
+    expect(binding).toMatchObject({ kind: 'RoleBinding', subjects: [{ kind: 'ServiceAccount', name: 'controller-manager', namespace: 'ayatori-system' }] });
+  });
+
+  it('deploy/rbac/ayatori/ holds exactly the generated files (drift check)', async () => {
+    const report = await Effect.runPromise(
+      syncManifests({ directory: join(import.meta.dirname, '../../../deploy/rbac/ayatori'), files: rbacManifestFiles(), mode: driftModeFromEnv() }),
+    );
+    expect(report.problems, describeDrift(report)).toEqual([]);
+  });
+});
