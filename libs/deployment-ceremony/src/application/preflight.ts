@@ -6,14 +6,14 @@ import { deleteOptions } from '../domain/discovery.js';
 import { GuardFailed, HeadRejected } from '../domain/errors.js';
 import { checkExpectedHead } from '../domain/guards.js';
 import { headVersion } from '../domain/head.js';
-import { describeIdentity, identityKey, identityOfBody, targetOf } from '../domain/identity.js';
+import { describeIdentity, identityOfBody, targetOf } from '../domain/identity.js';
 import { checkApplyOwnership, checkExpectedFields } from '../domain/ownership.js';
 import { preflightDigest } from '../domain/receipt.js';
 import { splitInventory, validateRetirementInput } from '../domain/retirement-input.js';
 import { checkPresentNotTerminating } from '../domain/target-checks.js';
 import { readHead } from './head-store.js';
 import { KubernetesCluster } from './ports.js';
-import { deleteRefusedToTargetFailure, makeResolver, manifestBodies, verifyEnvironment } from './shared.js';
+import { bodyOf, deleteRefusedToTargetFailure, makeResolver, manifestBodies, verifyEnvironment } from './shared.js';
 
 export interface PreflightInput {
   readonly command: RetirementCommand;
@@ -72,7 +72,7 @@ export const preflightRetirement = Effect.fn('Retirement.preflight')(function* (
     const target = targetOf(member);
     const ref = yield* resolve(target, true);
     const live = yield* checkPresentNotTerminating(target, yield* cluster.get(ref));
-    const body = bodies.get(identityKey(target))!; // membership in the lock was validated
+    const body = yield* bodyOf(bodies, target);
     yield* checkExpectedFields(target, body, live.body);
     yield* checkApplyOwnership(target, body, live.managedFields);
     const preconditions = { uid: live.uid, resourceVersion: live.resourceVersion };

@@ -1,7 +1,7 @@
 import { Effect } from 'effect';
 import type { TargetIdentity } from '../api/identity.js';
 import type { LockedManifest, ManifestObjectBody } from '../api/manifest.js';
-import { TargetCheckFailed } from '../domain/errors.js';
+import { RetirementInputRejected, TargetCheckFailed } from '../domain/errors.js';
 import { checkClusterUid, checkKubeconfigPrivate, checkLock } from '../domain/guards.js';
 import { describeIdentity, identityKey, identityOfBody } from '../domain/identity.js';
 import { type ApiResource, resolveResource, type ResolvedResource } from '../domain/discovery.js';
@@ -49,6 +49,14 @@ export const makeResolver = Effect.fn('Ceremony.makeResolver')(function* () {
 /** The manifest bodies by identity key. */
 export const manifestBodies = (manifest: LockedManifest): ReadonlyMap<string, ManifestObjectBody> =>
   new Map(manifest.manifest.objects.map((o) => [identityKey(identityOfBody(o.object)), o.object] as const));
+
+/** The manifest body of an identity; absence is TARGET_NOT_IN_LOCK (callers validated membership before). */
+export const bodyOf = (bodies: ReadonlyMap<string, ManifestObjectBody>, target: TargetIdentity) => {
+  const body = bodies.get(identityKey(target));
+  return body === undefined
+    ? Effect.fail(new RetirementInputRejected({ code: 'TARGET_NOT_IN_LOCK', target, message: `${describeIdentity(target)}: not in the locked manifest` }))
+    : Effect.succeed(body);
+};
 
 /** Map a refused DELETE to the target's typed failure: 409 is a failed precondition, anything else a rejection. */
 export const deleteRefusedToTargetFailure = (target: TargetIdentity, check: string) => (e: DeleteRefused) =>

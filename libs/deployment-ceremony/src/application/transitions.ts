@@ -5,10 +5,10 @@ import type { LockedManifest } from '../api/manifest.js';
 import { HeadRejected } from '../domain/errors.js';
 import { checkExpectedHead } from '../domain/guards.js';
 import { encodeHead, headVersion, installHead, rollbackHead, upgradeHead } from '../domain/head.js';
-import { describeIdentity, identityKey, targetOf } from '../domain/identity.js';
+import { describeIdentity, targetOf } from '../domain/identity.js';
 import { casHead, createHead, readHead, readHeadOption } from './head-store.js';
 import { KubernetesCluster } from './ports.js';
-import { makeResolver, manifestBodies, verifyEnvironment } from './shared.js';
+import { bodyOf, makeResolver, manifestBodies, verifyEnvironment } from './shared.js';
 
 export interface TransitionInput {
   readonly head: HeadRef;
@@ -27,7 +27,7 @@ const applyObjects = Effect.fn('Head.applyObjects')(function* (manifest: LockedM
   for (const member of inventory) {
     const target = targetOf(member);
     const ref = yield* resolve(target, false);
-    yield* cluster.apply(ref, bodies.get(identityKey(target))!);
+    yield* cluster.apply(ref, yield* bodyOf(bodies, target));
     yield* Effect.logInfo(`applied ${describeIdentity(target)}`);
   }
 });

@@ -87,9 +87,13 @@ describe('expected fields and Apply ownership', () => {
     expect(Either.isLeft(r) && r.left.code).toBe('FIELD_DRIFT');
     expect(Either.isLeft(r) && r.left.message).toContain('data.k');
   });
-  it('arrays compare whole', () => {
-    const m = { ...manifest, spec: { ports: [1, 2] } } as ManifestObjectBody;
-    expect(fieldDrift(m, { ...m, spec: { ports: [1, 2, 3] } })).toEqual(['spec.ports']);
+  it('arrays match element by element: same length, server defaults inside elements allowed, scalars exact', () => {
+    const m = { ...manifest, spec: { ports: [1, 2], containers: [{ name: 'c', image: 'i' }] } } as ManifestObjectBody;
+    const defaulted = { ...m, spec: { ports: [1, 2], containers: [{ name: 'c', image: 'i', imagePullPolicy: 'IfNotPresent' }] } };
+    expect(fieldDrift(m, defaulted)).toEqual([]);
+    expect(fieldDrift(m, { ...m, spec: { ...defaulted.spec, ports: [1, 2, 3] } })).toEqual(['spec.ports']);
+    expect(fieldDrift(m, { ...m, spec: { ...defaulted.spec, containers: [{ name: 'c', image: 'other' }] } })).toEqual(['spec.containers']);
+    expect(fieldDrift(m, { ...m, spec: { ...defaulted.spec, containers: [...defaulted.spec.containers, { name: 'sidecar' }] } })).toEqual(['spec.containers']);
   });
   it('Apply ownership by qinglong3-catalog-lock over every manifest field passes', () => {
     expect(codeOf(checkApplyOwnership(target, manifest, [{ manager: FIELD_MANAGER, operation: 'Apply', fieldsV1 }]))).toBe('ok');

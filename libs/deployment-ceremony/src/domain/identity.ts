@@ -40,4 +40,8 @@ export const isHeadObject = (id: TargetIdentity, head: HeadRef): boolean =>
 
 /** Two inventories are the same ordered list of identities (roles included). */
 export const sameInventory = (a: ReadonlyArray<ObjectIdentity>, b: ReadonlyArray<ObjectIdentity>): boolean =>
-  a.length === b.length && a.every((x, i) => identityKey(x) === identityKey(b[i]!) && x.role === b[i]!.role);
+  a.length === b.length &&
+  a.every((x, i) => {
+    const y = b[i];
+    return y !== undefined && identityKey(x) === identityKey(y) && x.role === y.role;
+  });

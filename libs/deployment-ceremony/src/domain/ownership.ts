@@ -16,20 +16,24 @@ export interface ManagedFieldsEntry {
 const isPlainObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
 
-const deepEqual = (a: unknown, b: unknown): boolean => {
-  if (Array.isArray(a)) return Array.isArray(b) && a.length === b.length && a.every((x, i) => deepEqual(x, b[i]));
-  if (isPlainObject(a)) {
-    if (!isPlainObject(b)) return false;
-    const ka = Object.keys(a).filter((k) => a[k] !== undefined);
-    const kb = Object.keys(b).filter((k) => b[k] !== undefined);
-    return ka.length === kb.length && ka.every((k) => deepEqual(a[k], b[k]));
+/**
+ * Does the live value carry what the manifest sets? Objects: every manifest member matches (extra live members, e.g.
+ * server defaults, are fine). Arrays: same length, element i matches element i (so defaults inside list elements,
+ * such as a container's imagePullPolicy, are fine). Scalars: equal.
+ */
+const carries = (expected: unknown, actual: unknown): boolean => {
+  if (Array.isArray(expected)) {
+    return Array.isArray(actual) && actual.length === expected.length && expected.every((x, i) => carries(x, actual[i]));
   }
-  return Equal.equals(a, b);
+  if (isPlainObject(expected)) {
+    return isPlainObject(actual) && Object.entries(expected).every(([k, v]) => v === undefined || (k in actual && carries(v, actual[k])));
+  }
+  return Equal.equals(expected, actual);
 };
 
 /**
- * The field paths the manifest sets: objects are descended into, arrays and scalars are leaves (compared whole).
- * Empty objects set nothing.
+ * The field paths the manifest sets: objects are descended into; arrays and scalars are leaves (an array is matched
+ * element by element, see `carries`). Empty objects set nothing.
  */
 export const manifestFieldPaths = (body: unknown, prefix: ReadonlyArray<string> = []): ReadonlyArray<ReadonlyArray<string>> => {
   if (!isPlainObject(body)) return [prefix];
@@ -52,7 +56,7 @@ export const fieldDrift = (manifest: ManifestObjectBody, live: unknown): Readonl
   manifestFieldPaths(manifest).flatMap((path) => {
     const expected = valueAt(manifest, path).value;
     const actual = valueAt(live, path);
-    return actual.found && deepEqual(expected, actual.value) ? [] : [path.join('.')];
+    return actual.found && carries(expected, actual.value) ? [] : [path.join('.')];
   });
 
 /** Fields the server does not track in managedFields (identity and type, not content). */

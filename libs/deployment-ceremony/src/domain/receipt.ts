@@ -70,7 +70,7 @@ export const buildReceipt = (
       plural: t.plural,
       preconditions: t.preconditions,
       propagationPolicy: 'Background' as const,
-      outcome: r.outcomes[i]!,
+      outcome: r.outcomes[i] ?? 'deleted', // commitRetirementHead guarantees one outcome per target
       absence: { uid: t.preconditions.uid, confirmedBy: 'get-404' as const },
     })),
     survivorRoleClosure: { roles: rolesOf(record.mutation.survivor), survivorCount: record.mutation.survivor.length },
@@ -174,12 +174,15 @@ export const auditReceipt = (bytes: string, preflight?: PreflightRecord): AuditR
       preflight.commandDigest === r.commandDigest &&
         preflight.mutationDigest === r.mutationDigest &&
         preflight.targets.length === r.targets.length &&
-        preflight.targets.every(
-          (t, i) =>
-            identityKey(t.identity) === identityKey(r.targets[i]!.identity) &&
-            t.preconditions.uid === r.targets[i]!.preconditions.uid &&
-            t.preconditions.resourceVersion === r.targets[i]!.preconditions.resourceVersion,
-        ) &&
+        preflight.targets.every((t, i) => {
+          const rt = r.targets[i];
+          return (
+            rt !== undefined &&
+            identityKey(t.identity) === identityKey(rt.identity) &&
+            t.preconditions.uid === rt.preconditions.uid &&
+            t.preconditions.resourceVersion === rt.preconditions.resourceVersion
+          );
+        }) &&
         sameInventory(preflight.mutation.survivor, m.survivor),
       'the receipt is not bound to this preflight record',
     );

@@ -126,8 +126,9 @@ export const checkRetiredSet = (
   // survivor must be a subsequence of active
   let i = 0;
   for (const s of survivor) {
-    while (i < active.length && identityKey(active[i]!) !== identityKey(s)) i++;
-    if (i === active.length || active[i]!.role !== s.role) return mismatch(`survivor ${describeIdentity(s)} is not in the active inventory order`);
+    const key = identityKey(s);
+    while (i < activeKeys.length && activeKeys[i] !== key) i++;
+    if (i === activeKeys.length || active[i]?.role !== s.role) return mismatch(`survivor ${describeIdentity(s)} is not in the active inventory order`);
     i++;
   }
   const survivorKeys = new Set(survivor.map(identityKey));
