@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import {
   Codec,
   Counter,
+  SortKey,
   CounterExhausted,
   decodeOrThrow,
   digestEncoded,
@@ -181,6 +182,23 @@ describe('sets and sorted lists', () => {
     const dup = encodeOrThrow({ ...(generic as object), declarations: [generic.declarations[0], generic.declarations[0]] } as never);
     expect(rejectionOf(dup, ReportContent)).toMatchObject({ reason: 'list-duplicate-key' });
     expect(ReportContent.encode({ ...content, declarations: [declaration('a'), declaration('a')] })).toMatchObject({ left: { reason: 'list-duplicate-key' } });
+  });
+
+  it('lists keyed by the canonical encoding of a field (snapshot arrays): sorted on encode, checked on decode', () => {
+    const Ref = Codec.struct({ id: Codec.id16, n: Codec.uint() });
+    const Entry = Codec.struct({ ref: Ref, label: Codec.text() });
+    const Entries = Codec.sortedList(Entry, SortKey.encoding(Ref, (e) => e.ref));
+    const entry = (b: number, n: number, label: string) => ({ ref: { id: new Uint8Array(16).fill(b), n }, label });
+    // {id, n}: "n" (key length 1) sorts before "id" (length 2), so n decides first
+    const list = [entry(1, 300, 'c'), entry(9, 2, 'a'), entry(1, 24, 'b')];
+    const bytes = Entries.encodeOrThrow(list);
+    expect(Entries.decodeOrThrow(bytes).map((e) => e.label)).toEqual(['a', 'b', 'c']);
+    const generic = decodeOrThrow(bytes) as unknown[];
+    expect(rejectionOf(encodeOrThrow([generic[1], generic[0], generic[2]] as never), Entries)).toMatchObject({ reason: 'list-unsorted', path: '[1]' });
+    expect(rejectionOf(encodeOrThrow([generic[0], generic[0]] as never), Entries)).toMatchObject({ reason: 'list-duplicate-key', path: '[1]' });
+    expect(Entries.encode([entry(1, 1, 'x'), entry(1, 1, 'y')])).toMatchObject({ left: { reason: 'list-duplicate-key' } });
+    expect(Entries.encode([entry(1, 2, 'x'), entry(1, 1, 'y'), entry(1, 2, 'z')])).toMatchObject({ left: { reason: 'list-duplicate-key' } });
+    expect(Entries.encode([entry(1, 1, 'x'), { ref: { id: new Uint8Array(3), n: 1 }, label: 'y' }])).toMatchObject({ left: { reason: 'wrong-length' } });
   });
 
   it('minItems and maxItems bound arrays', () => {

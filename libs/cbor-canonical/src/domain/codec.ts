@@ -631,6 +631,22 @@ export interface SortKey<A> {
   readonly compare: (x: unknown, y: unknown) => number;
 }
 
+/** @internal A sort key by canonical encoding: sortedList writes the keys into scratch buffers, no allocation. */
+interface EncodedSortKey<A> extends SortKey<A> {
+  readonly writeKey: (w: Writer, a: A) => void;
+}
+
+/** Compares `a[0, la)` with `b[0, lb)` bytewise. */
+const compareBuffers = (a: Uint8Array, la: number, b: Uint8Array, lb: number): number => {
+  const n = la < lb ? la : lb;
+  for (let i = 0; i < n; i++) {
+    const x = a[i];
+    const y = b[i];
+    if (x !== y) return x - y;
+  }
+  return la - lb;
+};
+
 /** Compares two strings by their UTF-8 bytes (= code point order) without encoding them. */
 export const compareUtf8 = (a: string, b: string): number => {
   const n = a.length < b.length ? a.length : b.length;
@@ -657,17 +673,90 @@ export const SortKey = {
   }),
   /** By the canonical encoding of a field (e.g. snapshot arrays by their resource reference / endpoint key). */
   encoding: <A, K>(codec: Codec<K>, get: (a: A) => K): SortKey<A> => {
-    const scratch = new Writer(256); // one per sort key: keys are encoded one at a time, never nested
-    return {
-      key: (a: A) => {
-        scratch.pos = 0;
-        codec.write(scratch, get(a), 0);
-        return scratch.buf.slice(0, scratch.pos);
-      },
+    const key: EncodedSortKey<A> = {
+      key: (a: A) => codec.encodeOrThrow(get(a)),
       compare: compareBytes as (x: unknown, y: unknown) => number,
+      writeKey: (w: Writer, a: A) => codec.write(w, get(a), 0),
     };
+    return key;
   },
 } as const;
+
+/** Encode side of an encoding-keyed list: all keys in one scratch buffer; `undefined` when already in order. */
+const encodedOrder = <A>(a: ReadonlyArray<A>, writeKey: (w: Writer, a: A) => void): number[] | undefined => {
+  const n = a.length;
+  const w = acquireWriter();
+  try {
+    const ends = new Array<number>(n);
+    let sorted = true;
+    let i = 0;
+    try {
+      for (; i < n; i++) {
+        const s = w.pos;
+        writeKey(w, a[i]);
+        ends[i] = w.pos;
+        if (i > 0) {
+          const c = compareRanges(w.buf, i === 1 ? 0 : ends[i - 2], s, s, w.pos);
+          if (c === 0) throw encodeFail('list-duplicate-key', 'two members with the same sort key');
+          if (c > 0) sorted = false;
+        }
+      }
+    } catch (e) {
+      if (e instanceof Fail) e.path.unshift(i);
+      throw e;
+    }
+    if (sorted) return undefined;
+    const buf = w.buf;
+    const start = (j: number): number => (j === 0 ? 0 : ends[j - 1]);
+    const order = Array.from({ length: n }, (_, j) => j).sort((x, y) => compareRanges(buf, start(x), ends[x], start(y), ends[y]));
+    for (let j = 1; j < n; j++) {
+      const p = order[j - 1];
+      const q = order[j];
+      if (compareRanges(buf, start(p), ends[p], start(q), ends[q]) === 0) {
+        const f = encodeFail('list-duplicate-key', 'two members with the same sort key');
+        f.path.unshift(q);
+        throw f;
+      }
+    }
+    return order;
+  } finally {
+    releaseWriter(w);
+  }
+};
+
+/** Decode side of an encoding-keyed list: the previous and the current key in two scratch buffers. */
+const readEncodedKeys = <A>(r: Reader, depth: number, n: number, item: Codec<A>, writeKey: (w: Writer, a: A) => void): A[] => {
+  const out = new Array<A>(n);
+  const stack = r.stack;
+  let prev = acquireWriter();
+  let cur = acquireWriter();
+  try {
+    for (let i = 0; i < n; i++) {
+      const s = r.pos;
+      stack.push(i);
+      const m = item.read(r, depth + 1);
+      out[i] = m;
+      if (r.unsupported === undefined) {
+        cur.pos = 0;
+        writeKey(cur, m);
+        if (i > 0) {
+          const c = compareBuffers(prev.buf, prev.pos, cur.buf, cur.pos);
+          if (c >= 0) {
+            throw decodeFail(c === 0 ? 'list-duplicate-key' : 'list-unsorted', s, c === 0 ? 'two members with the same sort key' : 'members must be in increasing order of their sort key');
+          }
+        }
+        const t = prev;
+        prev = cur;
+        cur = t;
+      }
+      stack.pop();
+    }
+    return out;
+  } finally {
+    releaseWriter(prev);
+    releaseWriter(cur);
+  }
+};
 
 /**
  * An ordered list with a sort key (§2.2 rule 6): members in strictly increasing order of their key, so no two members
@@ -677,13 +766,16 @@ export const SortKey = {
 export const sortedList = <A>(item: Codec<A>, sortKey: SortKey<A>, options: ArrayOptions = {}): Codec<ReadonlyArray<A>> => {
   const keyOf = sortKey.key;
   const compare = sortKey.compare;
+  const writeKey = (sortKey as Partial<EncodedSortKey<A>>).writeKey;
   return make(
     arraySchema(item, options),
     (w, v, depth) => {
       const a = checkArrayInput(w, v, depth, 'an array (sorted list)', options) as ReadonlyArray<A>;
       const n = a.length;
       let order: number[] | undefined;
-      if (n > 1) {
+      if (n > 1 && writeKey !== undefined) {
+        order = encodedOrder(a, writeKey);
+      } else if (n > 1) {
         let keys: unknown[];
         try {
           keys = a.map((m) => keyOf(m));
@@ -725,6 +817,7 @@ export const sortedList = <A>(item: Codec<A>, sortKey: SortKey<A>, options: Arra
       const n = readArrayHeader(r, depth, 'an array (sorted list)', options);
       const out = new Array<A>(n);
       const stack = r.stack;
+      if (writeKey !== undefined && n > 1) return readEncodedKeys(r, depth, n, item, writeKey);
       let prev: unknown = undefined;
       for (let i = 0; i < n; i++) {
         const s = r.pos;
