@@ -14,3 +14,5 @@ export * from './application/informer.js';
 export * from './application/metrics.js';
 export * from './application/controller.js';
 export * from './application/status.js';
+export * from './domain/leader.js';
+export * from './application/leader-election.js';

@@ -27,18 +27,16 @@ describe('WorkQueue', () => {
   it.scoped('addRateLimited backs off exponentially per key until forget', () =>
     Effect.gen(function* () {
       const q = yield* makeWorkQueue<string>({ rateLimiter: new ItemExponentialRateLimiter(100, 10_000) });
-      const observed: Array<number> = [];
-      for (let i = 0; i < 5; i++) {
+      for (const expected of [100, 200, 400, 800, 1600]) {
         yield* q.addRateLimited('k');
-        let waited = 0;
-        while (Option.isNone(yield* q.poll)) {
-          yield* TestClock.adjust('1 millis');
-          waited++;
-        }
-        observed.push(waited);
+        // not a moment before the backoff delay…
+        yield* TestClock.adjust(expected - 1);
+        expect(Option.isNone(yield* q.poll)).toBe(true);
+        // …and exactly when it is due
+        yield* TestClock.adjust(1);
+        expect(yield* q.poll).toEqual(Option.some('k'));
         yield* q.done('k');
       }
-      expect(observed).toEqual([100, 200, 400, 800, 1600]);
       expect(yield* q.numRequeues('k')).toBe(5);
       yield* q.forget('k');
       expect(yield* q.numRequeues('k')).toBe(0);
