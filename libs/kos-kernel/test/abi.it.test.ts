@@ -1,16 +1,10 @@
 // On the test bed's real kube-apiserver: the ten generated CRDs install and become Established; the ABI
 // self-check passes against the live CRD list and webhook configurations (TC-105); an object written through
 // v1alpha1 reads with the same fields through v1beta1 and back (TC-104).
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parse } from 'yaml';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { kubeRequest, useNamespace } from '@homelab/testbed/vitest';
-import { checkAbi, type CrdLike, KERNEL_KINDS, KIND_INFO, kosCrdFiles, type WebhookConfigurationLike } from '../src/index.js';
-
-const deployDir = join(import.meta.dirname, '../../../deploy/crds/kos');
-const crdApi = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions';
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { checkAbi, type CrdLike, KERNEL_KINDS, type WebhookConfigurationLike } from '../src/index.js';
+import { crdApi, installKosCrds, sleep } from './support.js';
 const ns = useNamespace('kos-abi');
 
 interface Listed<T> {
@@ -30,27 +24,9 @@ const request = async (method: string, path: string, body?: unknown) => {
 };
 
 describe('the KOS CRDs on the real API server', () => {
-  beforeAll(async () => {
-    // Install exactly the committed files (the drift test proves they equal the generated ones), server-side applied.
-    for (const file of Object.keys(kosCrdFiles())) {
-      const manifest = parse(await readFile(join(deployDir, file), 'utf8')) as { metadata: { name: string } };
-      const res = await kubeRequest(
-        'PATCH',
-        `${crdApi}/${manifest.metadata.name}?fieldManager=kos-kernel-test&force=true`,
-        JSON.stringify(manifest),
-        'application/apply-patch+yaml',
-      );
-      if (res.status !== 200 && res.status !== 201) throw new Error(`applying ${file}: ${res.status} ${res.body}`);
-    }
-    for (let i = 0; i < 100; i++) {
-      const list = (await kubeRequest('GET', crdApi)).json() as Listed<CrdLike & { status?: { conditions?: Array<{ type: string; status: string }> } }>;
-      if (list.items.filter((c) => c.spec.group === 'kos.tsic.top').every(established) && list.items.filter((c) => c.spec.group === 'kos.tsic.top').length === 10) break;
-      await sleep(100);
-    }
-  });
-  afterAll(async () => {
-    for (const kind of KERNEL_KINDS) await kubeRequest('DELETE', `${crdApi}/${KIND_INFO[kind].plural}.kos.tsic.top`);
-  });
+  // Installs exactly the committed files (the drift test proves they equal the generated ones), server-side
+  // applied; they stay installed (see test/support.ts).
+  beforeAll(installKosCrds);
 
   it('all ten CRDs are Established', async () => {
     const list = (await kubeRequest('GET', crdApi)).json() as Listed<CrdLike & { status?: { conditions?: Array<{ type: string; status: string }> } }>;

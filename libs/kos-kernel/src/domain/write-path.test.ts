@@ -75,7 +75,10 @@ describe('write table', () => {
     }
   });
   it('every subject has its own SSA field manager', () => {
-    expect(new Set(SUBJECTS.map(fieldManagerOf)).size).toBe(SUBJECTS.length);
+    expect(new Set(SUBJECTS.map((s) => fieldManagerOf(s))).size).toBe(SUBJECTS.length);
     expect(fieldManagerOf('user')).toBe('kos-user');
+    expect(fieldManagerOf('user', 'alice')).toBe('kos-user/alice');
+    const admitted = admit({ subject: 'user', actor: 'bob', target: 'Volume', part: 'spec', object: obj, fields: ['spec.x'] });
+    expect(Either.isRight(admitted) && admitted.right.fieldManager).toBe('kos-user/bob');
   });
 });

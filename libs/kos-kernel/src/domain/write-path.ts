@@ -115,6 +115,8 @@ export interface WriteRequest {
   readonly object: { readonly namespace?: string; readonly name: string };
   /** The fields (paths like `spec.replicas`, or marker keys) the write sets; omitted = the whole part. */
   readonly fields?: ReadonlyArray<string>;
+  /** Who within the subject class writes (a user's account name, a controller instance): its own field manager. */
+  readonly actor?: string;
 }
 
 export class WriteRejected extends Data.TaggedError('WriteRejected')<{
@@ -132,7 +134,12 @@ export interface Admitted {
   readonly fieldManager: string;
 }
 
-export const fieldManagerOf = (subject: Subject): string => `kos-${subject}`;
+/**
+ * The SSA field manager of a writer: `kos-<subject>`, or `kos-<subject>/<actor>` when an actor (a user's account)
+ * is named — so two users writing the same field set conflict (409) instead of silently sharing ownership.
+ */
+export const fieldManagerOf = (subject: Subject, actor?: string): string =>
+  actor === undefined ? `kos-${subject}` : `kos-${subject}/${actor}`.slice(0, 128);
 
 const objectName = (o: WriteRequest['object']): string => (o.namespace === undefined ? o.name : `${o.namespace}/${o.name}`);
 
@@ -152,7 +159,7 @@ const covers = (entry: WriteEntry, fields: ReadonlyArray<string> | undefined): b
 export const admit = (request: WriteRequest, table: ReadonlyArray<WriteEntry> = WRITE_TABLE): Either.Either<Admitted, WriteRejected> => {
   const candidates = table.filter((e) => e.subject === request.subject && e.targets.includes(request.target) && e.parts.includes(request.part));
   const entry = candidates.find((e) => covers(e, request.fields));
-  if (entry !== undefined) return Either.right({ entry, fieldManager: fieldManagerOf(request.subject) });
+  if (entry !== undefined) return Either.right({ entry, fieldManager: fieldManagerOf(request.subject, request.actor) });
   const what = request.fields === undefined ? request.part : `${request.part} (${request.fields.join(', ')})`;
   const why =
     candidates.length === 0
