@@ -28,7 +28,8 @@ import {
 export class SimulatedCrash extends Data.TaggedError('SimulatedCrash')<{ readonly step: number; readonly when: 'before' | 'after' }> {}
 
 /**
- * InMemoryFaultPlan: numbers every port call (cluster and receipt store) from 1 and crashes the "process" at one
+ * InMemoryFaultPlan (unit tests of the ordering logic only; backs no claim about Kubernetes): numbers every port
+ * call (cluster and receipt store) from 1 and crashes the "process" at one
  * chosen call — before it takes effect, or after it took effect with its response lost.
  */
 export class InMemoryFaultPlan {
@@ -104,8 +105,9 @@ export const DEFAULT_DISCOVERY: Readonly<Record<string, ReadonlyArray<ApiResourc
 };
 
 /**
- * InMemoryCluster: an in-memory KubernetesCluster for unit tests of the ordering logic only (see the file comment).
- * One global resourceVersion counter, UIDs `uid-<n>`, every request recorded.
+ * InMemoryCluster: an in-memory KubernetesCluster. It stands in only for unit tests of the ordering logic of the
+ * application layer and backs no claim about Kubernetes. One global resourceVersion counter, UIDs `uid-<n>`,
+ * every request recorded.
  */
 export class InMemoryCluster {
   readonly objects = new Map<string, StoredObject>();
@@ -307,8 +309,8 @@ export class InMemoryCluster {
 }
 
 /**
- * InMemoryReceiptStore: a create-exclusive map of receipts for unit tests of the ordering logic only (see the file
- * comment). It shares the fault plan so a crash can hit the receipt write too.
+ * InMemoryReceiptStore: a create-exclusive map of receipts. It stands in only for unit tests of the ordering logic
+ * and backs no claim about Kubernetes or a file system. It shares the fault plan so a crash can hit the receipt write.
  */
 export class InMemoryReceiptStore {
   readonly files = new Map<string, string>();
@@ -336,7 +338,10 @@ export class InMemoryReceiptStore {
   }
 }
 
-/** InMemoryOperatorHost: fixed kubeconfig stat and caller uid, for unit tests only (see the file comment). */
+/**
+ * InMemoryOperatorHost: a fixed kubeconfig stat and caller uid. It stands in only for unit tests of the ordering
+ * logic and backs no claim about Kubernetes or the operating system.
+ */
 export class InMemoryOperatorHost {
   stat: FileStat = { isFile: true, uid: 1000, mode: 0o600 };
   callerUid = 1000;

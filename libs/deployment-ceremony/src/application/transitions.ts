@@ -1,8 +1,8 @@
-import { Effect, Option } from 'effect';
-import type { HeadVersion, ObservedHead } from '../api/head.js';
+import { Effect, type Either, Option } from 'effect';
+import type { HeadV2, HeadVersion, ObservedHead } from '../api/head.js';
 import type { HeadRef, ObjectIdentity } from '../api/identity.js';
 import type { LockedManifest } from '../api/manifest.js';
-import { HeadRejected } from '../domain/errors.js';
+import { HeadRejected, type TransitionRejected } from '../domain/errors.js';
 import { checkExpectedHead } from '../domain/guards.js';
 import { encodeHead, headVersion, installHead, rollbackHead, upgradeHead } from '../domain/head.js';
 import { describeIdentity, targetOf } from '../domain/identity.js';
@@ -48,27 +48,26 @@ export const install = Effect.fn('Head.install')(function* (input: TransitionInp
   return yield* createHead(input.head, next);
 });
 
+/** A transition of a committed Head: check it (domain), apply the objects in order, then CAS the next generation. */
+const transitionWith = (
+  name: string,
+  rule: (current: HeadV2, manifest: LockedManifest, head: HeadRef) => Either.Either<HeadV2, HeadRejected | TransitionRejected>,
+) =>
+  Effect.fn(name)(function* (input: TransitionInput) {
+    yield* verifyEnvironment(input.manifest, input.clusterUid);
+    const observed = yield* readHead(input.head);
+    yield* requireExpected(observed, input.expectedHead);
+    const next = yield* rule(observed.head, input.manifest, input.head);
+    yield* encodeHead(next); // size check before anything is applied
+    yield* applyObjects(input.manifest, next.inventory);
+    return yield* casHead(input.head, observed.resourceVersion, next);
+  });
+
 /** `upgrade`: the manifest must name every committed inventory object; apply, then CAS the next generation. */
-export const upgrade = Effect.fn('Head.upgrade')(function* (input: TransitionInput) {
-  yield* verifyEnvironment(input.manifest, input.clusterUid);
-  const observed = yield* readHead(input.head);
-  yield* requireExpected(observed, input.expectedHead);
-  const next = yield* upgradeHead(observed.head, input.manifest, input.head);
-  yield* encodeHead(next);
-  yield* applyObjects(input.manifest, next.inventory);
-  return yield* casHead(input.head, observed.resourceVersion, next);
-});
+export const upgrade = transitionWith('Head.upgrade', upgradeHead);
 
 /**
  * `rollback`: restore `previous` exactly (after a retirement: the same release version, its lock and full
  * inventory). Retired objects are re-created through server-side apply; deletion itself is not reversed.
  */
-export const rollback = Effect.fn('Head.rollback')(function* (input: TransitionInput) {
-  yield* verifyEnvironment(input.manifest, input.clusterUid);
-  const observed = yield* readHead(input.head);
-  yield* requireExpected(observed, input.expectedHead);
-  const next = yield* rollbackHead(observed.head, input.manifest, input.head);
-  yield* encodeHead(next);
-  yield* applyObjects(input.manifest, next.inventory);
-  return yield* casHead(input.head, observed.resourceVersion, next);
-});
+export const rollback = transitionWith('Head.rollback', rollbackHead);

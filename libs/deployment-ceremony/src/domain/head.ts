@@ -111,6 +111,31 @@ export const manifestInventory = (
   return Either.right(inventory);
 };
 
+/** The first identity of `required` that `declared` lacks (by identity key). */
+const firstMissing = (
+  required: ReadonlyArray<ObjectIdentity>,
+  declared: ReadonlyArray<ObjectIdentity>,
+): ObjectIdentity | undefined => {
+  const keys = new Set(declared.map(identityKey));
+  return required.find((o) => !keys.has(identityKey(o)));
+};
+
+/** The next committed Head: generation + 1, the new state, `previous` = the current state. */
+const successor = (
+  current: HeadV2,
+  state: { readonly release: HeadV2['release']; readonly lock: HeadV2['lock']; readonly inventory: ReadonlyArray<ObjectIdentity> },
+  transition: 'upgrade' | 'rollback',
+): HeadV2 => ({
+  schema: HEAD_SCHEMA_V2,
+  generation: current.generation + 1,
+  release: state.release,
+  lock: state.lock,
+  inventory: state.inventory,
+  transition,
+  phase: 'committed',
+  previous: { release: current.release, lock: current.lock, inventory: current.inventory },
+});
+
 const requireCommitted = (head: HeadV2): Either.Either<void, HeadRejected> =>
   head.phase === 'committed'
     ? Either.void
@@ -140,8 +165,7 @@ export const upgradeHead = (
   Either.gen(function* () {
     yield* requireCommitted(current);
     const inventory = yield* manifestInventory(locked, headRef);
-    const next = new Set(inventory.map(identityKey));
-    const omitted = current.inventory.find((o) => !next.has(identityKey(o)));
+    const omitted = firstMissing(current.inventory, inventory);
     if (omitted !== undefined) {
       return yield* Either.left(
         new TransitionRejected({
@@ -151,16 +175,7 @@ export const upgradeHead = (
         }),
       );
     }
-    return {
-      schema: HEAD_SCHEMA_V2,
-      generation: current.generation + 1,
-      release: locked.manifest.release,
-      lock: locked.lock,
-      inventory,
-      transition: 'upgrade',
-      phase: 'committed',
-      previous: { release: current.release, lock: current.lock, inventory: current.inventory },
-    } satisfies HeadV2;
+    return successor(current, { release: locked.manifest.release, lock: locked.lock, inventory }, 'upgrade');
   });
 
 /**
@@ -190,9 +205,7 @@ export const rollbackHead = (
         }),
       );
     }
-    const declared = yield* manifestInventory(locked, headRef);
-    const declaredKeys = new Set(declared.map(identityKey));
-    const unknown = previous.inventory.find((o) => !declaredKeys.has(identityKey(o)));
+    const unknown = firstMissing(previous.inventory, yield* manifestInventory(locked, headRef));
     if (unknown !== undefined) {
       return yield* Either.left(
         new TransitionRejected({
@@ -202,16 +215,7 @@ export const rollbackHead = (
         }),
       );
     }
-    return {
-      schema: HEAD_SCHEMA_V2,
-      generation: current.generation + 1,
-      release: previous.release,
-      lock: previous.lock,
-      inventory: previous.inventory,
-      transition: 'rollback',
-      phase: 'committed',
-      previous: { release: current.release, lock: current.lock, inventory: current.inventory },
-    } satisfies HeadV2;
+    return successor(current, previous, 'rollback');
   });
 
 /** The retirement's first Head CAS: same generation, `phase = applying`, the unique intent. */
