@@ -2,3 +2,5 @@ export * from './binding.js';
 export * from './instance.js';
 export * from './ports.js';
 export * from './program.js';
+export * from './mapping.js';
+export * from './observation.js';
