@@ -2,7 +2,7 @@
  * The retirement use cases through their ports, over the InMemory… stand-ins (ordering logic only; the behaviour of
  * a real API server is proved by the adapter's tests on the test bed, not here).
  */
-import { Effect, Exit, Layer, Option, Schema } from 'effect';
+import { Effect, Exit, Layer, Option, Schema, TestClock, TestContext } from 'effect';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { DEFAULT_HEAD_REF, HEAD_DATA_KEY } from '../src/api/identity.js';
 import { PreflightRecord, type RetirementCommand } from '../src/api/retirement.js';
@@ -257,6 +257,33 @@ describe('recovery', () => {
     const head = await headNow();
     const rebuilt = receiptBytes(Effect.runSync(buildReceipt(pf.record, DEFAULT_HEAD_REF, head.head, head.resourceVersion)));
     expect(Exit.isSuccess(first) && first.value.bytes).toBe(rebuilt);
+  });
+});
+
+describe('time and the commit CAS', () => {
+  it('observedAt and committedAt come from the Clock service (TestClock here)', async () => {
+    const program = Effect.gen(function* () {
+      yield* TestClock.setTime(Date.parse('2026-08-17T10:00:00.000Z'));
+      const pf = yield* preflightRetirement({ command, manifest });
+      yield* TestClock.setTime(Date.parse('2026-08-17T10:05:00.000Z'));
+      const out = yield* applyRetirement({ command, manifest, preflight: pf.record });
+      return [pf.record.observedAt, out.receipt.committedAt];
+    });
+    const times = await Effect.runPromise(program.pipe(Effect.provide(world.layer), Effect.provide(TestContext.TestContext)));
+    expect(times).toEqual(['2026-08-17T10:00:00.000Z', '2026-08-17T10:05:00.000Z']);
+  });
+
+  it('another writer moving the Head while targets are deleted → HEAD_CONFLICT at commit and no receipt; the same command then resumes the identical intent', async () => {
+    const pf = await preflight();
+    // apply calls: clusterUid(1) readHead(2) get(3) replaceHead(4) delete(5) get(6) replaceHead(7)
+    world.faults.step = 0;
+    world.faults.interleave = { step: 7, action: () => world.cluster.touchHead(DEFAULT_HEAD_REF) };
+    expect(failureOf(await apply(pf.record))?.code).toBe('HEAD_CONFLICT');
+    expect(world.store.files.size).toBe(0);
+    // the other writer's Head still holds our applying intent (it only bumped the resourceVersion): resume commits
+    const again = await apply(pf.record);
+    expect(Exit.isSuccess(again) && again.value.path).toBe('resumed');
+    expect(world.cluster.removedUids).toHaveLength(1);
   });
 });
 
