@@ -11,3 +11,4 @@ export * from './domain/reconcile.js';
 export * from './application/serial.js';
 export * from './application/writer.js';
 export * from './application/adoption.js';
+export * from './application/kernel.js';
