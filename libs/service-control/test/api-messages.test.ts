@@ -236,3 +236,30 @@ describe('closed messages', () => {
     );
   });
 });
+
+describe('catalogue and error messages', () => {
+  it('every implemented message kind is in the catalogue; the rest are the ready/lease/port kinds of issue II', async () => {
+    const { ALL_KINDS } = await import('../src/domain/kinds.js');
+    const { LATER_KINDS } = await import('../src/api/message.js');
+    for (const k of Object.keys(MessageCodecs)) expect(ALL_KINDS).toContain(k);
+    expect([...LATER_KINDS].sort()).toEqual(
+      ['lease.acquire', 'lease.refresh', 'lease.result', 'listener.ready', 'port.cancel', 'port.query', 'port.result', 'service.retry-port', 'service.retry-port.result'].sort(),
+    );
+    const later = { ...head, kind: 'lease.refresh' };
+    const bytes = ok(Either.mapLeft(encode(later as never), (e) => { throw e; }));
+    expect(errCode(decodeMessage(bytes))).toBe('unsupported-field');
+  });
+
+  it('an error message carries the stable code and the request kind; detail only for the local owner', async () => {
+    const { errorBody } = await import('../src/api/message.js');
+    const { scError } = await import('../src/domain/errors.js');
+    const e = scError('stale-session', 'network 0190… has seq 9');
+    expect(errorBody(e, 'snapshot.ack', 'peer')).toEqual({ error: 'stale-session', request_kind: 'snapshot.ack', detail: null });
+    expect(errorBody(e, 'snapshot.ack', 'local-owner').detail).toBe('network 0190… has seq 9');
+    const m = { ...env({ runtime_generation: null, runtime_id: null, authority_epoch: null }), kind: 'error', body: errorBody(e, 'runtime.floor', 'peer') } as Message;
+    const back = ok(decodeMessage(encodeMessage(m)));
+    expect(back.kind === 'error' && back.body.error).toBe('stale-session');
+    const bad = { ...m, body: { ...errorBody(e, 'x', 'peer'), error: 'teapot' } };
+    expect(errCode(decodeMessage(ok(Either.mapLeft(encode(bad as never), (x) => { throw x; }))))).toBe('invalid-encoding');
+  });
+});

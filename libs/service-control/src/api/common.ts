@@ -1,6 +1,7 @@
 // Shared wire sub-structures of the M6 messages (spec §2.5) as closed canonical-CBOR codecs. Field names are the wire
 // names (snake_case); the decoded types are plain data.
 import { Codec, type TypeOf } from '@homelab/cbor-canonical';
+import { isCanonicalDnsHost } from '../domain/declaration.js';
 import { ERROR_CODES } from '../domain/errors.js';
 
 export const MAX_PORT = 65535;
@@ -37,14 +38,11 @@ export const SubjectScope = Codec.struct({
 });
 export type SubjectScopeWire = TypeOf<typeof SubjectScope>;
 
-const isCanonicalDns = (s: string): boolean =>
-  s.length >= 1 && s.length <= 253 && s.split('.').every((l) => /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(l));
-
 /** `BackendHost = {"ipv4": bstr4} | {"ipv6": bstr16} | {"dns": canonical DNS text}`. */
 export const BackendHostCodec = Codec.variant({
   ipv4: Codec.bytes(4),
   ipv6: Codec.bytes(16),
-  dns: Codec.refine(Codec.text({ maxBytes: 253 }), isCanonicalDns, { message: 'backend dns host is not canonical' }),
+  dns: Codec.refine(Codec.text({ maxBytes: 253 }), isCanonicalDnsHost, { message: 'backend dns host is not canonical' }),
 });
 export type BackendHostWire = TypeOf<typeof BackendHostCodec>;
 

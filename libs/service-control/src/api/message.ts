@@ -3,6 +3,7 @@
 import { type Codec as CodecT, Codec, type DecodeError, decode, type TypeOf } from '@homelab/cbor-canonical';
 import { Either } from 'effect';
 import { type ServiceControlError, scError } from '../domain/errors.js';
+import { ALL_KINDS, type Kind } from '../domain/kinds.js';
 import { ReportAcceptedBody, ReportHeadBody, ReportReplaceBody } from './report.js';
 import {
   ErrorBody,
@@ -87,17 +88,7 @@ export type MessageOf<K extends MessageKind> = TypeOf<(typeof MessageCodecs)[K]>
 export type Message = { [K in MessageKind]: MessageOf<K> }[MessageKind];
 
 /** Kinds of the catalogue whose codecs belong to issue II (ready/lease/port/retry-port): known, not yet decodable. */
-export const LATER_KINDS = [
-  'listener.ready',
-  'lease.refresh',
-  'lease.acquire',
-  'lease.result',
-  'port.result',
-  'port.cancel',
-  'port.query',
-  'service.retry-port',
-  'service.retry-port.result',
-] as const;
+export const LATER_KINDS: readonly Kind[] = ALL_KINDS.filter((k) => !Object.prototype.hasOwnProperty.call(MessageCodecs, k));
 
 const isKind = (k: string): k is MessageKind => Object.prototype.hasOwnProperty.call(MessageCodecs, k);
 
@@ -150,3 +141,17 @@ export const SignedEnvelope = Codec.struct({
   signature: Codec.bytes(64),
 });
 export type SignedEnvelopeWire = TypeOf<typeof SignedEnvelope>;
+
+/**
+ * The body of an `error` message. Peers get the stable code and the request kind only: `detail` may name other
+ * memberships and goes to the local owner alone (seed §6 "错误不能泄露其他membership").
+ */
+export const errorBody = (
+  e: ServiceControlError,
+  requestKind: string,
+  audience: 'peer' | 'local-owner',
+): { readonly error: ServiceControlError['code']; readonly request_kind: string; readonly detail: string | null } => ({
+  error: e.code,
+  request_kind: requestKind,
+  detail: audience === 'local-owner' ? e.detail : null,
+});
