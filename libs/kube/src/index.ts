@@ -16,3 +16,4 @@ export * from './application/controller.js';
 export * from './application/status.js';
 export * from './domain/leader.js';
 export * from './application/leader-election.js';
+export * from './adapter/http/health-server.js';
