@@ -4,3 +4,4 @@ export * from './ports.js';
 export * from './program.js';
 export * from './mapping.js';
 export * from './observation.js';
+export * from './credentials.js';

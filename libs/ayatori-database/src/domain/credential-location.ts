@@ -193,3 +193,10 @@ export class ApplicationCredential {
     return ka.length === kb.length && ka.every((k) => a[k] === b[k]);
   }
 }
+
+/**
+ * The controller's OpenBao policy: create/update/read on the tenant KV prefix only — never management paths,
+ * never list/delete (seed test policy: `path "secret/data/applications/*" { capabilities = ["create", "update", "read"] }`).
+ */
+export const controllerPolicy = (scope: CredentialScope): string =>
+  `path "${scope.mount}/data/${scope.basePath}/*" {\n  capabilities = ["create", "update", "read"]\n}\n`;

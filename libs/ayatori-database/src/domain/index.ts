@@ -6,3 +6,4 @@ export * from './instance-reasons.js';
 export * from './ip.js';
 export * from './presentation.js';
 export * from './vocabulary.js';
+export * from './provisioning-sql.js';
