@@ -130,6 +130,25 @@ describe('closed records: unsupported-field vs invalid-encoding (§2.2 rule 9)',
     expect(Small.encode({ a: 1, bb: '', c: 0n })).toMatchObject({ left: { reason: 'out-of-range', path: 'c' } });
   });
 
+  it('the generic struct path (a "__proto__" field, or more than 64 fields) behaves like the specialised one', () => {
+    const Proto = Codec.struct(Object.fromEntries([['__proto__', Codec.uint()], ['a', Codec.optional(Codec.bool)]]) as never) as unknown as typeof Small;
+    const protoValue = JSON.parse('{"__proto__": 7}');
+    const protoBytes = encodeOrThrow(protoValue);
+    expect(hex(Proto.encodeOrThrow(protoValue))).toBe(hex(protoBytes));
+    const back = Proto.decodeOrThrow(protoBytes) as Record<string, unknown>;
+    expect(Object.keys(back)).toEqual(['__proto__']);
+    expect(Object.getPrototypeOf(back)).toBe(Object.prototype);
+    const fields = Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`f${i}`, i % 2 === 0 ? Codec.uint() : Codec.optional(Codec.uint())]));
+    const Wide = Codec.struct(fields);
+    const value = Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`f${i}`, i]).filter(([, i]) => (i as number) % 4 !== 1));
+    expect(Wide.decodeOrThrow(Wide.encodeOrThrow(value as never))).toEqual(value);
+    expect(hex(Wide.encodeOrThrow(value as never))).toBe(hex(encodeOrThrow(value as never)));
+    expect(rejectionOf(encodeOrThrow({ ...value, zz: 1 } as never), Wide)).toMatchObject({ _tag: 'UnsupportedField', field: 'zz' });
+    const { f0: _dropped, ...withoutF0 } = value;
+    expect(rejectionOf(encodeOrThrow({ ...withoutF0, f1: 1 } as never), Wide)).toMatchObject({ reason: 'missing-field' });
+    expect(Wide.encode({ f2: 1 } as never)).toMatchObject({ left: { reason: 'missing-field', path: 'f0' } });
+  });
+
   it('the Effect Schema of a codec describes the decoded type', () => {
     const v = Small.decodeOrThrow(Small.encodeOrThrow({ a: 1, bb: 'x' }));
     expect(Schema.is(Small.schema)(v)).toBe(true);

@@ -339,11 +339,18 @@ export const literal = <const L extends readonly [string, ...string[]]>(
       r.head();
       if (r.major !== 3) throw wrongType(r, list);
       const at = r.at;
-      const s = r.text();
-      const end = r.pos;
-      for (let i = 0; i < encoded.length; i++) {
-        if (compareWithKey(r.data, start, end, encoded[i]) === 0) return values[i] as L[number];
+      const len = r.arg;
+      if (len <= r.end - r.pos && len <= r.maxText) {
+        // compare the encoded bytes first: a known literal needs no string building
+        const end = r.pos + len;
+        for (let i = 0; i < encoded.length; i++) {
+          if (compareWithKey(r.data, start, end, encoded[i]) === 0) {
+            r.pos = end;
+            return values[i] as L[number];
+          }
+        }
       }
+      const s = r.text(); // validates (UTF-8, limits, truncation) and fails with the right reason
       if (options.otherwise === 'unsupported-field') {
         if (r.unsupported === undefined) r.unsupported = unsupportedFail(r, at, s, `value ${JSON.stringify(s)} is not supported (one of ${list})`);
         return s as L[number];
@@ -983,10 +990,108 @@ export const struct = <F extends Fields>(fields: F): StructCodec<F> => {
     return out as StructType<F>;
   };
 
-  const c = make(schema, write, read) as unknown as StructCodec<F> & { fields: F; keyOrder: ReadonlyArray<string> };
+  const specialised = names.length <= 64 && !names.includes('__proto__') ? specialise<StructType<F>>(plan, fixedHeader) : undefined;
+  const c = make(schema, specialised?.write ?? write, specialised?.read ?? read) as unknown as StructCodec<F> & {
+    fields: F;
+    keyOrder: ReadonlyArray<string>;
+  };
   (c as { fields: F }).fields = fields;
   (c as { keyOrder: ReadonlyArray<string> }).keyOrder = names;
   return c;
+};
+
+/**
+ * Struct read/write specialised to one field list: named (monomorphic) property loads, one object literal per decoded
+ * record, and per-field call sites that V8 can inline. The generated source embeds only `JSON.stringify`d field names
+ * (ASCII, checked) and indices; codecs and key bytes are passed in as values. Behaviour is identical to the generic
+ * closures (which remain for structs with a `__proto__` field or more than 64 fields).
+ */
+const specialise = <T>(
+  plan: ReadonlyArray<FieldPlan>,
+  fixedHeader: Uint8Array | undefined,
+): { readonly read: (r: Reader, depth: number) => T; readonly write: (w: Writer, v: T, depth: number) => void } => {
+  const total = plan.length;
+  const q = (name: string): string => JSON.stringify(name);
+  const idx = plan.map((_, i) => i);
+  const required = plan.filter((p) => !p.optional).length;
+  const readSrc = `
+    return function read(r, depth) {
+      r.head();
+      if (r.major !== 5) throw h.wrongType(r, 'a map (record)');
+      const mapAt = r.at;
+      r.checkDepth(depth + 1);
+      const n = r.length(2);
+      const d = r.data;
+      const stack = r.stack;
+      ${idx.map((i) => `let v${i};`).join(' ')}
+      let fi = 0, prevStart = -1, prevEnd = -1;
+      for (let i = 0; i < n; i++) {
+        const ks = r.keyRange(prevStart, prevEnd);
+        const ke = r.pos;
+        prevStart = ks;
+        prevEnd = ke;
+        let m = -1;
+        while (fi < ${total}) {
+          const c = h.compareWithKey(d, ks, ke, keys[fi]);
+          if (c === 0) { m = fi++; break; }
+          if (c < 0) break;
+          if (!optional[fi]) throw h.missing(ks, names[fi]);
+          fi++;
+        }
+        switch (m) {
+          ${idx.map((i) => `case ${i}: stack.push(${q(plan[i].name)}); v${i} = c${i}.read(r, depth + 1); stack.pop(); break;`).join(' ')}
+          default: h.unknown(r, ks, ke, depth);
+        }
+      }
+      for (; fi < ${total}; fi++) if (!optional[fi]) throw h.missing(mapAt, names[fi]);
+      const out = { ${plan.flatMap((p, i) => (p.optional ? [] : [`${q(p.name)}: v${i}`])).join(', ')} };
+      ${plan.flatMap((p, i) => (p.optional ? [`if (v${i} !== undefined) out[${q(p.name)}] = v${i};`] : [])).join(' ')}
+      return out;
+    };`;
+  const writeSrc = `
+    return function write(w, v, depth) {
+      if (typeof v !== 'object' || v === null || Array.isArray(v) || v instanceof Uint8Array) throw h.encodeWrongType('a record', v);
+      h.checkWriteDepth(w, depth + 1);
+      let at = 0;
+      try {
+        ${idx.map((i) => `const x${i} = v[${q(plan[i].name)}];`).join(' ')}
+        ${
+          fixedHeader !== undefined
+            ? 'w.raw(fixedHeader);'
+            : `let n = ${required}; ${plan.flatMap((p, i) => (p.optional ? [`if (x${i} !== undefined) n++;`] : [])).join(' ')} w.head(5, n);`
+        }
+        ${plan
+          .map((p, i) =>
+            p.optional
+              ? `at = ${i}; if (x${i} !== undefined) { w.raw(k${i}); c${i}.write(w, x${i}, depth + 1); }`
+              : `at = ${i}; if (x${i} === undefined) throw h.missingOnEncode(names[${i}]); w.raw(k${i}); c${i}.write(w, x${i}, depth + 1);`,
+          )
+          .join(' ')}
+      } catch (e) {
+        if (e instanceof h.Fail) e.path.unshift(names[at]);
+        throw e;
+      }
+    };`;
+  const prelude = idx.map((i) => `const c${i} = plan[${i}].codec; const k${i} = plan[${i}].key;`).join(' ');
+  const helpers = {
+    wrongType,
+    compareWithKey,
+    Fail,
+    encodeWrongType,
+    checkWriteDepth,
+    missing: (offset: number, name: string) => decodeFail('missing-field', offset, `required field ${name} is missing`),
+    missingOnEncode: (name: string) => encodeFail('missing-field', `required field ${name} is missing`),
+    unknown: (r: Reader, ks: number, ke: number, depth: number) => {
+      const name = r.keyString(ks, ke);
+      if (r.unsupported === undefined) r.unsupported = unsupportedFail(r, ks, name, `unknown field ${JSON.stringify(name)}`);
+      r.skip(depth + 1);
+    },
+  };
+  const args = ['plan', 'keys', 'names', 'optional', 'fixedHeader', 'h'];
+  const values = [plan, plan.map((p) => p.key), plan.map((p) => p.name), plan.map((p) => p.optional), fixedHeader, helpers];
+  const read = new Function(...args, prelude + readSrc)(...values) as (r: Reader, depth: number) => T;
+  const write = new Function(...args, prelude + writeSrc)(...values) as (w: Writer, v: T, depth: number) => void;
+  return { read, write };
 };
 
 type VariantType<C extends { readonly [key: string]: Codec<any> }> = {
