@@ -12,3 +12,4 @@ export * from './application/serial.js';
 export * from './application/writer.js';
 export * from './application/adoption.js';
 export * from './application/kernel.js';
+export * from './application/abi.js';

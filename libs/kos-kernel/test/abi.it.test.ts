@@ -3,8 +3,8 @@
 // v1alpha1 reads with the same fields through v1beta1 and back (TC-104).
 import { beforeAll, describe, expect, it } from 'vitest';
 import { kubeRequest, useNamespace } from '@homelab/testbed/vitest';
-import { checkAbi, type CrdLike, KERNEL_KINDS, type WebhookConfigurationLike } from '../src/index.js';
-import { crdApi, installKosCrds, sleep } from './support.js';
+import { checkAbi, checkClusterAbi, type CrdLike, KERNEL_KINDS, type WebhookConfigurationLike } from '../src/index.js';
+import { crdApi, installKosCrds, kubeRuntime, sleep } from './support.js';
 const ns = useNamespace('kos-abi');
 
 interface Listed<T> {
@@ -49,6 +49,16 @@ describe('the KOS CRDs on the real API server', () => {
     expect(report.violations).toEqual([]);
     expect(report.ok).toBe(true);
     for (const crd of crds.filter((c) => c.spec.group === 'kos.tsic.top')) expect(crd.spec.conversion?.strategy).toBe('None');
+  });
+
+  it('TC-105: checkClusterAbi (through @homelab/kube) agrees', async () => {
+    const rt = kubeRuntime();
+    try {
+      const report = await rt.runPromise(checkClusterAbi);
+      expect(report.violations).toEqual([]);
+    } finally {
+      await rt.dispose();
+    }
   });
 
   it('the live check would notice a broken ABI (a v1alpha1 schema edited on the server)', async () => {

@@ -96,6 +96,19 @@ describe('TC-17: adopt, release and decline', () => {
     expect(isAdoptable(released.metadata)).toBe(true);
   });
 
+  it('TC-19: an object carrying a marker on the wrong carrier is not treated as owned and cannot be adopted', async () => {
+    const wrong = deployment('wrong-carrier');
+    await create({ ...wrong, metadata: { ...wrong.metadata, annotations: { [markerKey('managed-by')]: 'kos' }, labels: { ...wrong.metadata.labels, [markerKey('adopted-at')]: '2026-11-30' } } });
+    const stored = await get('wrong-carrier');
+    const ownership = ownershipOf(stored.metadata);
+    expect(ownership._tag).toBe('Invalid');
+    expect(ownership._tag === 'Invalid' && ownership.violations.map((v) => v.code)).toEqual(['wrong_carrier', 'wrong_carrier']);
+    expect(kosMayWrite(stored.metadata)).toBe(false);
+    const r = await rt.runPromise(Effect.either(adopt(key('wrong-carrier'), { subject: 'alice', reason: 'r' }, options())));
+    expect(Either.isLeft(r) && r.left._tag === 'AdoptionRefused' && r.left.code).toBe('invalid_markers');
+    expect((await get('wrong-carrier')).metadata.resourceVersion).toBe(stored.metadata.resourceVersion);
+  });
+
   it('TC-17 decline: declined is written, the object stays unmanaged and is no longer adoptable', async () => {
     await create(deployment('mine'));
     const declined = await rt.runPromise(decline(key('mine')));

@@ -158,3 +158,18 @@ describe('EvaluateHealth', () => {
     );
   });
 });
+
+describe('workloadFactsOf (stored objects only)', () => {
+  it('reads desired from spec (default 1) and ready from status (omitted = 0); no status or an older generation = not observed', async () => {
+    const { workloadFactsOf } = await import('./state.js');
+    expect(workloadFactsOf({ metadata: { name: 'w', generation: 1 }, spec: {} })).toEqual({ name: 'w', desiredReplicas: 1, readyReplicas: undefined });
+    expect(workloadFactsOf({ metadata: { name: 'w', generation: 1 }, spec: { replicas: 3 }, status: { observedGeneration: 1, replicas: 3 } })).toEqual({
+      name: 'w',
+      desiredReplicas: 3,
+      readyReplicas: 0,
+    });
+    expect(workloadFactsOf({ metadata: { name: 'w', generation: 2 }, spec: { replicas: 3 }, status: { observedGeneration: 1, readyReplicas: 3 } }).readyReplicas).toBeUndefined();
+    // A rendered document has no status: it never reads as Unavailable, only as not observed.
+    expect(evaluateHealth({ ...healthy, workloads: [workloadFactsOf({ metadata: { name: 'rendered' }, spec: { replicas: 2 } })] }).state).toBe('Unknown');
+  });
+});

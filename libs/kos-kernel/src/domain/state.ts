@@ -165,3 +165,25 @@ export const evaluateHealth = (input: HealthInput): Health => {
   }
   return { state: 'Healthy', reasons: [] };
 };
+
+/**
+ * The health facts of one stored scalable workload (Deployment, StatefulSet, ReplicaSet): desired from
+ * `spec.replicas` (Kubernetes defaults it to 1), ready from `status.readyReplicas` (omitted when 0). A workload with
+ * no status yet, or whose status describes an older generation, has not been observed: readiness undefined.
+ */
+export const workloadFactsOf = (object: {
+  readonly metadata: { readonly name?: string; readonly generation?: number };
+  readonly [field: string]: unknown;
+}): WorkloadFacts => {
+  const spec = object['spec'] as { readonly replicas?: number } | undefined;
+  const status = object['status'] as { readonly readyReplicas?: number; readonly observedGeneration?: number } | undefined;
+  const observed =
+    status !== undefined &&
+    Object.keys(status).length > 0 &&
+    (status.observedGeneration === undefined || object.metadata.generation === undefined || status.observedGeneration >= object.metadata.generation);
+  return {
+    name: object.metadata.name ?? '',
+    desiredReplicas: spec?.replicas ?? 1,
+    readyReplicas: observed ? (status.readyReplicas ?? 0) : undefined,
+  };
+};

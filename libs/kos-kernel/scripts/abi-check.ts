@@ -1,0 +1,13 @@
+// ABI self-check of a cluster: `npm run abi-check -w @homelab/kos-kernel` (KUBECONFIG, or the running test bed's
+// state file via HOMELAB_TESTBED_STATE). Exit 0 when the ABI holds, 1 with one line per violation otherwise.
+import { Effect, Layer } from 'effect';
+import { layerFromKubeconfigFile, layerFromTestbedState } from '@homelab/kube';
+import { checkClusterAbi } from '../src/index.js';
+
+const kubeconfig = process.env['KUBECONFIG'];
+const layer = kubeconfig ? layerFromKubeconfigFile(kubeconfig) : layerFromTestbedState(process.env['HOMELAB_TESTBED_STATE'] ?? '.testbed/state.json');
+const report = await Effect.runPromise(checkClusterAbi.pipe(Effect.provide(Layer.orDie(layer))));
+for (const v of report.violations) console.log(`violation ${v.code}: ${v.message}`);
+for (const w of report.otherWebhooks) console.log(`note: webhook ${w} does not intercept kos.tsic.top`);
+console.log(report.ok ? 'ABI self-check passed: ten kinds, scopes, equal versions, storage v1beta1, conversion None, no webhooks' : `ABI self-check failed: ${report.violations.length} violation(s)`);
+process.exitCode = report.ok ? 0 : 1;
