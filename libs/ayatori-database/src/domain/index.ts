@@ -7,3 +7,4 @@ export * from './ip.js';
 export * from './presentation.js';
 export * from './vocabulary.js';
 export * from './provisioning-sql.js';
+export * from './inspection-sql.js';
