@@ -62,6 +62,7 @@ export const Codec = {
   bytes32: C.bytes32,
   nonce: C.nonce,
   value: C.value,
+  raw: C.raw,
   nullable: C.nullable,
   optional: C.optional,
   array: C.array,

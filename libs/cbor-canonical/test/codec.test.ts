@@ -339,3 +339,33 @@ describe('composition with Effect', () => {
     expect(Even.decodeOrThrow(unhex('04'))).toBe(2);
   });
 });
+
+describe('embedded items: Codec.raw and fromValue', () => {
+  const Msg = Codec.struct({ kind: Codec.text(), body: Codec.raw });
+  const Head = Codec.struct({ scope: Codec.struct({ nsd_id: Codec.id16 }) });
+
+  it('keeps a body as its canonical bytes: decode it later by kind, digest it as received', () => {
+    const body = encodeOrThrow({ scope: { nsd_id: nsd_id } });
+    const bytes = Msg.encodeOrThrow({ kind: 'report.head', body });
+    expect(hex(bytes)).toBe(hex(encodeOrThrow({ kind: 'report.head', body: { scope: { nsd_id } } })));
+    const msg = Msg.decodeOrThrow(bytes);
+    expect(hex(msg.body)).toBe(hex(body));
+    expect(Head.decodeOrThrow(msg.body)).toEqual({ scope: { nsd_id } });
+    expect(Either.map(digestEncoded(Domain.report, msg.body), hex)).toEqual(Either.right(hex(digestOrThrow(Domain.report, { scope: { nsd_id } }))));
+  });
+
+  it('a raw body is checked strictly on decode and must be one canonical item on encode', () => {
+    const bad = unhex(hex(encodeOrThrow({ kind: 'x', body: [1] })).replace(/8101$/, '811801'));
+    expect(rejectionOf(bad, Msg)).toMatchObject({ reason: 'non-minimal', path: 'body' });
+    expect(Msg.encode({ kind: 'x', body: unhex('1817') })).toMatchObject({ left: { reason: 'invalid-value', path: 'body' } });
+    expect(Msg.encode({ kind: 'x', body: unhex('0000') })).toMatchObject({ left: { reason: 'invalid-value' } });
+    expect(Msg.encode({ kind: 'x', body: new Uint8Array() })).toMatchObject({ left: { reason: 'invalid-value' } });
+  });
+
+  it('fromValue reads a generic value with a codec', () => {
+    expect(Head.fromValue({ scope: { nsd_id } })).toEqual(Either.right({ scope: { nsd_id } }));
+    expect(Head.fromValue({ scope: { nsd_id }, extra: 1 })).toMatchObject({ left: { _tag: 'UnsupportedField', field: 'extra' } });
+    expect(Head.fromValue({ scope: { nsd_id: new Uint8Array(3) } })).toMatchObject({ left: { reason: 'wrong-length', path: 'scope.nsd_id' } });
+    expect(Head.fromValue({ scope: -1 } as never)).toMatchObject({ left: { _tag: 'EncodeError' } });
+  });
+});

@@ -44,6 +44,11 @@ export interface Codec<A> {
   digest(domain: string, value: A): Either.Either<Uint8Array, EncodeError>;
   /** As `digest`, throwing the `EncodeError`. */
   digestOrThrow(domain: string, value: A): Uint8Array;
+  /**
+   * Reads an already-decoded generic value with this codec (e.g. a `Codec.value` body once its `kind` is known).
+   * Offsets in errors refer to the canonical encoding of `value`.
+   */
+  fromValue(value: CborValue, limits?: Limits): Either.Either<A, DecodeError | EncodeError>;
   /** @internal */
   readonly write: (w: Writer, value: A, depth: number) => void;
   /** @internal */
@@ -116,6 +121,20 @@ class CodecImpl<A> implements Codec<A> {
     } catch (e) {
       return Either.left(e as EncodeError);
     }
+  }
+
+  fromValue(value: CborValue, limits?: Limits): Either.Either<A, DecodeError | EncodeError> {
+    const w = acquireWriter();
+    let bytes: Uint8Array;
+    try {
+      w.value(value, 0);
+      bytes = w.result();
+    } catch (e) {
+      return Either.left(toEncodeError(e));
+    } finally {
+      releaseWriter(w);
+    }
+    return this.decode(bytes, limits);
   }
 }
 
@@ -446,6 +465,32 @@ export const value: Codec<CborValue> = make(
   Schema.declare((u: unknown): u is CborValue => isCborValue(u, 0)) as Schema.Schema<CborValue>,
   (w, v, depth) => w.value(v, depth),
   (r, depth) => r.value(depth),
+);
+
+/**
+ * One embedded item kept as its canonical bytes (a copy): fully checked on decode (strict profile, limits, depth), and
+ * written verbatim on encode after checking that the bytes are exactly one canonical item. Use it for a message body
+ * decoded later by `kind`, or content whose digest or signature is computed over the bytes as received.
+ */
+export const raw: Codec<Uint8Array> = make(
+  Schema.Uint8ArrayFromSelf as Schema.Schema<Uint8Array>,
+  (w, v, depth) => {
+    if (!(v instanceof Uint8Array)) throw encodeWrongType('the bytes of one canonical item', v);
+    try {
+      const r = new Reader(v, { maxDepth: Math.max(0, w.maxDepth - depth), maxMessageBytes: Number.MAX_SAFE_INTEGER, maxTextBytes: Number.MAX_SAFE_INTEGER });
+      r.value(0);
+      r.finish();
+    } catch (e) {
+      if (e instanceof Fail) throw encodeFail('invalid-value', `raw bytes are not one canonical item: ${e.reason} at byte ${e.offset}`);
+      throw e;
+    }
+    w.raw(v);
+  },
+  (r, depth) => {
+    const start = r.pos;
+    r.value(depth);
+    return r.data.slice(start, r.pos);
+  },
 );
 
 const isAscii = (k: string): boolean => {
