@@ -355,7 +355,7 @@ describe('embedded items: Codec.raw and fromValue', () => {
   });
 
   it('a raw body is checked strictly on decode and must be one canonical item on encode', () => {
-    const bad = unhex(hex(encodeOrThrow({ kind: 'x', body: [1] })).replace(/8101$/, '811801'));
+    const bad = unhex(hex(encodeOrThrow({ kind: 'x', body: [1] })).replace('8101', '811801'));
     expect(rejectionOf(bad, Msg)).toMatchObject({ reason: 'non-minimal', path: 'body' });
     expect(Msg.encode({ kind: 'x', body: unhex('1817') })).toMatchObject({ left: { reason: 'invalid-value', path: 'body' } });
     expect(Msg.encode({ kind: 'x', body: unhex('0000') })).toMatchObject({ left: { reason: 'invalid-value' } });
