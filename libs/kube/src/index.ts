@@ -17,3 +17,4 @@ export * from './application/status.js';
 export * from './domain/leader.js';
 export * from './application/leader-election.js';
 export * from './adapter/http/health-server.js';
+export * from './application/typed.js';
