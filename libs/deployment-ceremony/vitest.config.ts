@@ -1,5 +1,5 @@
 import { projectTestConfig } from '../../vitest.shared.js';
 
-// Unit tests only (domain rules and the application ordering logic over in-memory ports); the Kubernetes adapter and
-// its tests on the real test bed come with @homelab/kube.
-export default projectTestConfig(import.meta.dirname, { testTimeout: 60_000 });
+// Unit tests (domain rules, application ordering over in-memory ports) and the adapter tests on the real test bed
+// kube-apiserver (test/live.it.test.ts).
+export default projectTestConfig(import.meta.dirname, { testbed: true, testTimeout: 60_000 });

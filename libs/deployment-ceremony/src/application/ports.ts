@@ -2,7 +2,7 @@ import { Context, Data, type Effect, type Option } from 'effect';
 import type { HeadRef } from '../api/identity.js';
 import type { DeleteOptions } from '../api/retirement.js';
 import type { ApiResource } from '../domain/discovery.js';
-import type { GuardFailed } from '../domain/errors.js';
+import type { GuardFailed, RequestNotAllowed } from '../domain/errors.js';
 import type { FileStat } from '../domain/guards.js';
 import type { LiveObject } from '../domain/target-checks.js';
 
@@ -42,32 +42,33 @@ export class HeadWriteConflict extends Data.TaggedError('HeadWriteConflict')<{
 }> {}
 
 /**
- * The Kubernetes API as the ceremony uses it: only these operations, each one request (or one discovery read).
+ * The Kubernetes API as the ceremony uses it (a request outside the client's allow-list fails RequestNotAllowed
+ * before it is sent): only these operations, each one request (or one discovery read).
  * The real adapter is built on `@homelab/kube`; it must send exactly what is described here and nothing else.
  */
 export class KubernetesCluster extends Context.Tag('@homelab/deployment-ceremony/KubernetesCluster')<
   KubernetesCluster,
   {
     /** GET /api/v1/namespaces/kube-system → metadata.uid. */
-    readonly clusterUid: Effect.Effect<string, ClusterRequestFailed>;
+    readonly clusterUid: Effect.Effect<string, ClusterRequestFailed | RequestNotAllowed>;
     /** The resource list of one group/version (GET /api/v1 or /apis/<group>/<version>). */
-    readonly discover: (group: string, version: string) => Effect.Effect<ReadonlyArray<ApiResource>, ClusterRequestFailed>;
+    readonly discover: (group: string, version: string) => Effect.Effect<ReadonlyArray<ApiResource>, ClusterRequestFailed | RequestNotAllowed>;
     /** GET one object; `None` on 404. */
-    readonly get: (ref: ResourceRef) => Effect.Effect<Option.Option<LiveObject>, ClusterRequestFailed>;
+    readonly get: (ref: ResourceRef) => Effect.Effect<Option.Option<LiveObject>, ClusterRequestFailed | RequestNotAllowed>;
     /** DELETE one object with exactly these DeleteOptions (dry-run when `options.dryRun` is set). */
-    readonly delete: (ref: ResourceRef, options: DeleteOptions) => Effect.Effect<void, DeleteRefused | ClusterRequestFailed>;
+    readonly delete: (ref: ResourceRef, options: DeleteOptions) => Effect.Effect<void, DeleteRefused | ClusterRequestFailed | RequestNotAllowed>;
     /** Server-side apply (PATCH application/apply-patch+yaml) under field manager `qinglong3-catalog-lock`, force=false. */
-    readonly apply: (ref: ResourceRef, body: Readonly<Record<string, unknown>>) => Effect.Effect<LiveObject, ClusterRequestFailed>;
+    readonly apply: (ref: ResourceRef, body: Readonly<Record<string, unknown>>) => Effect.Effect<LiveObject, ClusterRequestFailed | RequestNotAllowed>;
     /** GET the Head ConfigMap; `None` on 404. */
-    readonly readHead: (ref: HeadRef) => Effect.Effect<Option.Option<StoredHead>, ClusterRequestFailed>;
+    readonly readHead: (ref: HeadRef) => Effect.Effect<Option.Option<StoredHead>, ClusterRequestFailed | RequestNotAllowed>;
     /** POST the Head ConfigMap (fails with HeadWriteConflict if it exists). */
-    readonly createHead: (ref: HeadRef, data: Readonly<Record<string, string>>) => Effect.Effect<StoredHead, HeadWriteConflict | ClusterRequestFailed>;
+    readonly createHead: (ref: HeadRef, data: Readonly<Record<string, string>>) => Effect.Effect<StoredHead, HeadWriteConflict | ClusterRequestFailed | RequestNotAllowed>;
     /** PUT the Head ConfigMap with metadata.resourceVersion = expected (HeadWriteConflict on 409). */
     readonly replaceHead: (
       ref: HeadRef,
       expectedResourceVersion: string,
       data: Readonly<Record<string, string>>,
-    ) => Effect.Effect<StoredHead, HeadWriteConflict | ClusterRequestFailed>;
+    ) => Effect.Effect<StoredHead, HeadWriteConflict | ClusterRequestFailed | RequestNotAllowed>;
   }
 >() {}
 

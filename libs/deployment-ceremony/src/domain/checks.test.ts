@@ -106,6 +106,18 @@ describe('expected fields and Apply ownership', () => {
     const r = checkApplyOwnership(target, manifest, [{ manager: FIELD_MANAGER, operation: 'Apply', fieldsV1: partial }]);
     expect(Either.isLeft(r) && r.left.message).toContain('data.list');
   });
+  it('an atomic struct owned as one value (fieldsV1 `{}` above the leaf, e.g. Deployment spec.selector) owns its subtree', () => {
+    const deployment: ManifestObjectBody = {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'd', namespace: 'app' },
+      spec: { selector: { matchLabels: { app: 'd' } }, replicas: 1 },
+    };
+    const atomic = { 'f:spec': { 'f:selector': {}, 'f:replicas': {} } };
+    expect(codeOf(checkApplyOwnership(target, deployment, [{ manager: FIELD_MANAGER, operation: 'Apply', fieldsV1: atomic }]))).toBe('ok');
+    const notOwned = { 'f:spec': { 'f:replicas': {} } };
+    expect(codeOf(checkApplyOwnership(target, deployment, [{ manager: FIELD_MANAGER, operation: 'Apply', fieldsV1: notOwned }]))).toBe('OWNERSHIP_MISSING');
+  });
 });
 
 describe('live target checks', () => {

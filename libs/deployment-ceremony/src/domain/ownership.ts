@@ -62,12 +62,18 @@ export const fieldDrift = (manifest: ManifestObjectBody, live: unknown): Readonl
 /** Fields the server does not track in managedFields (identity and type, not content). */
 const UNTRACKED: ReadonlyArray<string> = ['apiVersion', 'kind', 'metadata.name', 'metadata.namespace'];
 
+/**
+ * Does a fieldsV1 set own the path? Descends `f:<segment>` members. An empty set `{}` reached before the path ends
+ * owns the whole subtree: that is how the server records an atomic struct or map (e.g. a Deployment's
+ * `spec.selector`, `x-kubernetes-map-type: atomic`), owned as one value (found on the real API server, decision 0074).
+ */
 const ownsPath = (fieldsV1: unknown, path: ReadonlyArray<string>): boolean => {
   let cur: unknown = fieldsV1;
   for (const seg of path) {
     if (!isPlainObject(cur)) return false;
     const next = cur[`f:${seg}`];
     if (next === undefined) return false;
+    if (isPlainObject(next) && Object.keys(next).length === 0) return true;
     cur = next;
   }
   return true;

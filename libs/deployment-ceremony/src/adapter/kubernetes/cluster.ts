@@ -1,0 +1,254 @@
+// The real KubernetesCluster: every port operation is exactly one HTTP request to the API server, sent through
+// @homelab/kube's Transport (kubeconfig loading, TLS, credentials, keep-alive agent) after the request allow-list
+// (domain/request-allow-list.ts) accepted it. Answers are classified with @homelab/kube's typed errors.
+//
+// Why the Transport and not KubeClient's object methods: KubeClient addresses objects by apiVersion/kind through its
+// own discovery cache (and fills in requests of its own: discovery loads, a re-read after a Conflict, retries),
+// while the ceremony must send exactly the plural its own discovery step resolved, the DeleteOptions exactly as
+// given, each request once, and nothing the allow-list has not seen (decision 0070).
+import { KubeConfig } from '@kubernetes/client-node';
+import { classify, makeTransport, parseStatus, type KubeError, type Transport } from '@homelab/kube';
+import { Effect, Layer, Option, type Scope } from 'effect';
+import { FIELD_MANAGER, type HeadRef } from '../../api/identity.js';
+import type { DeleteOptions } from '../../api/retirement.js';
+import {
+  ClusterRequestFailed,
+  DeleteRefused,
+  HeadWriteConflict,
+  KubernetesCluster,
+  type ResourceRef,
+  type StoredHead,
+} from '../../application/ports.js';
+import type { ApiResource } from '../../domain/discovery.js';
+import { RequestNotAllowed } from '../../domain/errors.js';
+import type { ManagedFieldsEntry } from '../../domain/ownership.js';
+import { checkRequestAllowed, type ClientMode } from '../../domain/request-allow-list.js';
+import type { LiveObject } from '../../domain/target-checks.js';
+
+export interface ClusterOptions {
+  /** `retirement` (GET, DELETE, Head PUT) or `transition` (GET, apply PATCH, Head POST/PUT). */
+  readonly mode: ClientMode;
+  /** The Head ConfigMap: the only object the client may PUT (and, in transition mode, POST). */
+  readonly head: HeadRef;
+  /** Per-request deadline (default 30 s). */
+  readonly requestTimeoutMs?: number;
+  /**
+   * Fault-injection point for crash tests: called after a real (not dry-run) DELETE was answered 2xx, before the
+   * answer is handed back. The CLI wires it to SIGKILL itself when asked to (decision 0075); nothing else uses it.
+   */
+  readonly afterDeleteAnswered?: (ref: ResourceRef) => void;
+}
+
+/** One request as sent (after the allow-list): for tests and the CLI's progress output. */
+export interface SentRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly body?: unknown;
+}
+
+const prefix = (group: string, version: string) => (group === '' ? `/api/${version}` : `/apis/${group}/${version}`);
+
+/** The REST path of an object whose plural discovery resolved (namespace absent = cluster-scoped). */
+export const objectPath = (ref: ResourceRef): string =>
+  `${prefix(ref.group, ref.version)}${ref.namespace === undefined ? '' : `/namespaces/${ref.namespace}`}/${ref.plural}/${ref.name}`;
+
+const headPath = (ref: HeadRef) => `/api/v1/namespaces/${ref.namespace}/configmaps/${ref.name}`;
+
+interface Answer {
+  readonly status: number;
+  readonly json: unknown;
+  readonly error?: KubeError;
+}
+
+const asRecord = (u: unknown): Record<string, unknown> =>
+  typeof u === 'object' && u !== null && !Array.isArray(u) ? (u as Record<string, unknown>) : {};
+
+/** The fields of a GET/apply answer the ceremony reads. */
+export const liveObjectOf = (json: unknown): LiveObject => {
+  const body = asRecord(json);
+  const meta = asRecord(body['metadata']);
+  const str = (v: unknown) => (typeof v === 'string' ? v : '');
+  return {
+    uid: str(meta['uid']),
+    resourceVersion: str(meta['resourceVersion']),
+    ...(typeof meta['deletionTimestamp'] === 'string' ? { deletionTimestamp: meta['deletionTimestamp'] } : {}),
+    finalizers: Array.isArray(meta['finalizers']) ? meta['finalizers'].filter((f): f is string => typeof f === 'string') : [],
+    managedFields: Array.isArray(meta['managedFields']) ? (meta['managedFields'] as ReadonlyArray<ManagedFieldsEntry>) : [],
+    body,
+  };
+};
+
+const storedHeadOf = (json: unknown): StoredHead => {
+  const body = asRecord(json);
+  const meta = asRecord(body['metadata']);
+  const data = asRecord(body['data']);
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(data)) if (typeof v === 'string') out[k] = v;
+  return { resourceVersion: typeof meta['resourceVersion'] === 'string' ? meta['resourceVersion'] : '', data: out };
+};
+
+/** Build the service over a Transport (the layer below loads it from the named kubeconfig). */
+export const makeKubernetesCluster = (transport: Transport, options: ClusterOptions, sent?: Array<SentRequest>) => {
+  const timeoutMs = options.requestTimeoutMs ?? 30_000;
+
+  const failed = (operation: string, status: number | undefined, message: string) =>
+    new ClusterRequestFailed({ code: 'CLUSTER_REQUEST_FAILED', operation, ...(status === undefined ? {} : { status }), message });
+
+  /** Check the allow-list, send once (no retries), parse the answer. Non-2xx answers carry their typed KubeError. */
+  const send = (
+    operation: string,
+    method: string,
+    path: string,
+    body?: unknown,
+    contentType?: string,
+  ): Effect.Effect<Answer, ClusterRequestFailed | RequestNotAllowed> =>
+    Effect.gen(function* () {
+      const allowed = checkRequestAllowed(options.mode, { method, path }, options.head);
+      if (allowed._tag === 'Left') return yield* allowed.left;
+      sent?.push({ method, path, ...(body === undefined ? {} : { body }) });
+      const target = { verb: operation, path };
+      const answer = yield* transport
+        .request({
+          method,
+          path,
+          timeoutMs,
+          target,
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+          ...(contentType === undefined ? {} : { contentType }),
+        })
+        .pipe(Effect.mapError((e) => failed(operation, undefined, `${method} ${path}: ${e.message}`)));
+      if (answer.status >= 200 && answer.status < 300) {
+        try {
+          return { status: answer.status, json: JSON.parse(answer.body) as unknown };
+        } catch {
+          return yield* failed(operation, answer.status, `${method} ${path}: the answer is not JSON`);
+        }
+      }
+      const status = parseStatus(answer.body);
+      return { status: answer.status, json: status, error: classify(answer.status, status, target, answer.retryAfter) };
+    });
+
+  const unexpected = (operation: string, a: Answer) =>
+    failed(operation, a.status, `${a.error?._tag ?? 'HTTP'} ${a.status}: ${a.error?.message ?? 'unexpected answer'}`);
+
+  const clusterUid = Effect.gen(function* () {
+    const a = yield* send('cluster-uid', 'GET', '/api/v1/namespaces/kube-system');
+    if (a.error) return yield* unexpected('cluster-uid', a);
+    const uid = asRecord(asRecord(a.json)['metadata'])['uid'];
+    return typeof uid === 'string' && uid !== '' ? uid : yield* failed('cluster-uid', a.status, 'kube-system has no metadata.uid');
+  });
+
+  const discover = (group: string, version: string) =>
+    Effect.gen(function* () {
+      const a = yield* send('discover', 'GET', prefix(group, version));
+      if (a.error) return yield* unexpected('discover', a);
+      const resources = asRecord(a.json)['resources'];
+      if (!Array.isArray(resources)) return yield* failed('discover', a.status, `${prefix(group, version)}: no resource list`);
+      return resources.map((r): ApiResource => {
+        const o = asRecord(r);
+        return { name: String(o['name'] ?? ''), kind: String(o['kind'] ?? ''), namespaced: o['namespaced'] === true };
+      });
+    });
+
+  const get = (ref: ResourceRef) =>
+    Effect.gen(function* () {
+      const a = yield* send('get', 'GET', objectPath(ref));
+      if (a.error?._tag === 'NotFound') return Option.none<LiveObject>();
+      if (a.error) return yield* unexpected('get', a);
+      return Option.some(liveObjectOf(a.json));
+    });
+
+  const del = (ref: ResourceRef, deleteOptions: DeleteOptions) =>
+    Effect.gen(function* () {
+      const operation = deleteOptions.dryRun ? 'dry-run-delete' : 'delete';
+      // The body is the DeleteOptions exactly as given (plus its TypeMeta): Background, preconditions, dryRun.
+      const a = yield* send(operation, 'DELETE', objectPath(ref), { apiVersion: 'v1', kind: 'DeleteOptions', ...deleteOptions });
+      if (a.error) {
+        if (a.status === 404 || a.status === 409 || a.status === 422 || a.status === 400) {
+          return yield* new DeleteRefused({ status: a.status, reason: a.error.status?.reason ?? a.error._tag, message: a.error.message });
+        }
+        return yield* unexpected(operation, a);
+      }
+      if (!deleteOptions.dryRun) options.afterDeleteAnswered?.(ref);
+    });
+
+  const apply = (ref: ResourceRef, body: Readonly<Record<string, unknown>>) =>
+    Effect.gen(function* () {
+      const path = `${objectPath(ref)}?fieldManager=${FIELD_MANAGER}&force=false`;
+      const a = yield* send('apply', 'PATCH', path, body, 'application/apply-patch+yaml');
+      if (a.error) return yield* unexpected('apply', a);
+      return liveObjectOf(a.json);
+    });
+
+  const readHead = (ref: HeadRef) =>
+    Effect.gen(function* () {
+      const a = yield* send('read-head', 'GET', headPath(ref));
+      if (a.error?._tag === 'NotFound') return Option.none<StoredHead>();
+      if (a.error) return yield* unexpected('read-head', a);
+      return Option.some(storedHeadOf(a.json));
+    });
+
+  const headBody = (ref: HeadRef, data: Readonly<Record<string, string>>, resourceVersion?: string) => ({
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: {
+      name: ref.name,
+      namespace: ref.namespace,
+      ...(resourceVersion === undefined ? {} : { resourceVersion }),
+      labels: { 'app.kubernetes.io/managed-by': 'qinglong-deployment-ceremony' },
+    },
+    data,
+  });
+
+  const createHead = (ref: HeadRef, data: Readonly<Record<string, string>>) =>
+    Effect.gen(function* () {
+      const a = yield* send('create-head', 'POST', `/api/v1/namespaces/${ref.namespace}/configmaps`, headBody(ref, data));
+      if (a.error?._tag === 'AlreadyExists') return yield* new HeadWriteConflict({ message: a.error.message });
+      if (a.error) return yield* unexpected('create-head', a);
+      return storedHeadOf(a.json);
+    });
+
+  const replaceHead = (ref: HeadRef, expectedResourceVersion: string, data: Readonly<Record<string, string>>) =>
+    Effect.gen(function* () {
+      const a = yield* send('replace-head', 'PUT', headPath(ref), headBody(ref, data, expectedResourceVersion));
+      if (a.error?._tag === 'Conflict') return yield* new HeadWriteConflict({ message: a.error.message });
+      if (a.error) return yield* unexpected('replace-head', a);
+      return storedHeadOf(a.json);
+    });
+
+  return KubernetesCluster.of({ clusterUid, discover, get, delete: del, apply, readHead, createHead, replaceHead });
+};
+
+/** @homelab/kube's Transport for the named kubeconfig file only (its current context; no ambient KUBECONFIG/HOME). */
+export const transportFromKubeconfig = (kubeconfigPath: string): Effect.Effect<Transport, ClusterRequestFailed, Scope.Scope> =>
+  Effect.gen(function* () {
+    const kc = yield* Effect.try({
+      try: () => {
+        const config = new KubeConfig();
+        config.loadFromFile(kubeconfigPath);
+        return config;
+      },
+      catch: (e) =>
+        new ClusterRequestFailed({ code: 'CLUSTER_REQUEST_FAILED', operation: 'load-kubeconfig', message: `${kubeconfigPath}: ${(e as Error).message}` }),
+    });
+    return yield* Effect.acquireRelease(
+      makeTransport(kc, { maxSockets: 1, userAgent: 'qinglong-deployment-ceremony' }).pipe(
+        Effect.mapError((e) => new ClusterRequestFailed({ code: 'CLUSTER_REQUEST_FAILED', operation: 'connect', message: e.message })),
+      ),
+      (t) => t.close,
+    );
+  });
+
+/**
+ * KubernetesCluster over the named kubeconfig; the transport's sockets close with the layer's scope. `wrap` lets a
+ * test put a network fault between the client and the real server (e.g. a DELETE whose answer is lost).
+ */
+export const KubernetesClusterLive = (
+  kubeconfigPath: string,
+  options: ClusterOptions,
+  extra: { readonly wrap?: (t: Transport) => Transport; readonly sent?: Array<SentRequest> } = {},
+): Layer.Layer<KubernetesCluster, ClusterRequestFailed> =>
+  Layer.scoped(
+    KubernetesCluster,
+    Effect.map(transportFromKubeconfig(kubeconfigPath), (t) => makeKubernetesCluster(extra.wrap ? extra.wrap(t) : t, options, extra.sent)),
+  );
