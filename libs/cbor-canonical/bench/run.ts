@@ -15,28 +15,45 @@ interface Case {
   readonly fn: () => unknown;
 }
 
-/** Runs each case for about `ms` per round, interleaved over `rounds`; returns the best ops/s of each. */
-const measure = (cases: ReadonlyArray<Case>, ms: number, rounds: number): Map<string, number> => {
-  const best = new Map<string, number>();
-  for (const c of cases) for (let i = 0; i < 200; i++) c.fn(); // warm-up
-  for (let r = 0; r < rounds; r++) {
+/**
+ * Rotates through the cases in short slices (`sliceMs` each, `slices` times per case), so that every case sees the
+ * same machine noise; returns the median and the best ops/s of each case over its slices.
+ */
+const measure = (cases: ReadonlyArray<Case>, sliceMs: number, slices: number): Map<string, { median: number; best: number }> => {
+  const rates = new Map<string, number[]>(cases.map((c) => [c.name, []]));
+  const batch = new Map<string, number>();
+  for (const c of cases) {
+    // warm-up, and a batch size that takes about a tenth of a slice
+    let n = 1;
+    for (;;) {
+      const t = process.hrtime.bigint();
+      for (let i = 0; i < n; i++) c.fn();
+      if (Number(process.hrtime.bigint() - t) / 1e6 > sliceMs / 10 || n >= 1 << 20) break;
+      n *= 2;
+    }
+    batch.set(c.name, n);
+  }
+  const limit = BigInt(Math.round(sliceMs * 1e6));
+  for (let s = 0; s < slices; s++) {
     for (const c of cases) {
+      const b = batch.get(c.name) ?? 1;
       let n = 0;
-      let batch = 1;
       const start = process.hrtime.bigint();
-      const limit = BigInt(ms) * 1_000_000n;
       let elapsed = 0n;
       while (elapsed < limit) {
-        for (let i = 0; i < batch; i++) c.fn();
-        n += batch;
-        if (batch < 1 << 16) batch *= 2;
+        for (let i = 0; i < b; i++) c.fn();
+        n += b;
         elapsed = process.hrtime.bigint() - start;
       }
-      const ops = n / (Number(elapsed) / 1e9);
-      best.set(c.name, Math.max(best.get(c.name) ?? 0, ops));
+      rates.get(c.name)?.push(n / (Number(elapsed) / 1e9));
     }
   }
-  return best;
+  const out = new Map<string, { median: number; best: number }>();
+  for (const [k, r] of rates) {
+    const sorted = [...r].sort((a, b) => a - b);
+    out.set(k, { median: sorted[Math.floor(sorted.length / 2)] ?? Number.NaN, best: sorted[sorted.length - 1] ?? Number.NaN });
+  }
+  return out;
 };
 
 const fmt = (ops: number): string => (ops >= 1e6 ? `${(ops / 1e6).toFixed(2)} M/s` : ops >= 1e3 ? `${(ops / 1e3).toFixed(1)} k/s` : `${ops.toFixed(0)} /s`);
@@ -51,11 +68,11 @@ const scenarios = [
 ];
 
 const quick = process.argv.includes('--quick');
-const ms = quick ? 60 : 250;
-const rounds = quick ? 2 : 5;
+const sliceMs = 25;
+const slices = quick ? 8 : 40;
 
 const rows: string[] = [];
-console.log(`node ${process.version}; best of ${rounds} rounds of ${ms} ms per case\n`);
+console.log(`node ${process.version}; ${slices} slices of ${sliceMs} ms per case, rotated across cases; ratios of medians (best in brackets)\n`);
 for (const s of scenarios) {
   const plain = toPlain(s.typed) as CborValue;
   const ours = encodeOrThrow(plain);
@@ -76,15 +93,12 @@ for (const s of scenarios) {
       { name: 'cbor-x decode', fn: () => cborxDecoder.decode(viaCborx) },
       { name: 'cborg strict decode', fn: () => cborg.decode(ours, cborgStrict) },
     ],
-    ms,
-    rounds,
+    sliceMs,
+    slices,
   );
-  const g = (k: string): number => results.get(k) ?? Number.NaN;
-  console.table(
-    Object.fromEntries(
-      [...results].map(([k, v]) => [k, { 'ops/s': fmt(v) }]),
-    ),
-  );
+  const g = (k: string): number => results.get(k)?.median ?? Number.NaN;
+  const gb = (k: string): number => results.get(k)?.best ?? Number.NaN;
+  console.table(Object.fromEntries([...results].map(([k, v]) => [k, { 'median ops/s': fmt(v.median), 'best ops/s': fmt(v.best) }])));
   for (const [op, peerFast, peerStrict, goalFast, goalStrict] of [
     ['encode', 'cbor-x encode', 'cborg encode', 0.8, 3],
     ['codec.encode', 'cbor-x encode', 'cborg encode', 0.8, 3],
@@ -93,11 +107,11 @@ for (const s of scenarios) {
   ] as const) {
     const vsFast = g(op) / g(peerFast);
     const vsStrict = g(op) / g(peerStrict);
-    const line = `| ${s.label} | ${op} | ${fmt(g(op))} | ${ratio(g(op), g(peerFast))} (goal ≥${goalFast}) ${vsFast >= goalFast ? 'met' : 'MISSED'} | ${ratio(g(op), g(peerStrict))} (goal ≥${goalStrict}) ${vsStrict >= goalStrict ? 'met' : 'MISSED'} |`;
+    const line = `| ${s.label} | ${op} | ${fmt(g(op))} | ${ratio(g(op), g(peerFast))} [${ratio(gb(op), gb(peerFast))}] (≥${goalFast}: ${vsFast >= goalFast ? 'met' : 'MISSED'}) | ${ratio(g(op), g(peerStrict))} [${ratio(gb(op), gb(peerStrict))}] (≥${goalStrict}: ${vsStrict >= goalStrict ? 'met' : 'MISSED'}) |`;
     rows.push(line);
   }
   console.log('');
 }
-console.log('| message | operation | this library | vs cbor-x | vs cborg (canonical / strict) |');
+console.log('| message | operation | this library (median) | vs cbor-x: median [best] | vs cborg canonical / strict: median [best] |');
 console.log('|---|---|---|---|---|');
 for (const r of rows) console.log(r);
