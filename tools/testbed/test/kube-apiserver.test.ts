@@ -2,7 +2,7 @@
 // conflicts, delete preconditions, finalizers, watches and 410 Gone.
 import { request } from 'node:https';
 import { describe, expect, it } from 'vitest';
-import { kubeRequest, testbed, uniqueName, useNamespace } from '../src/vitest/index.js';
+import { installCrds, kubeRequest, testbed, uniqueName, useNamespace } from '../src/vitest/index.js';
 
 const group = 'smoke.testbed.homelab.local';
 const plural = `widgets${uniqueName('x').slice(2)}`;
@@ -49,19 +49,11 @@ const widget = (name: string, labels: Record<string, string> = {}, extra: Record
 
 describe.sequential('kube-apiserver (real)', () => {
   it('a CRD becomes Established and its objects can be created, read, listed by label and paged with continue', async () => {
-    const created = await kubeRequest('POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd);
-    expect(created.status).toBe(201);
-    let established = false;
-    for (let i = 0; i < 100 && !established; i++) {
-      const got = (await kubeRequest('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crdName}`)).json() as {
-        status?: { conditions?: Array<{ type: string; status: string }> };
-      };
-      established = got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') ?? false;
-      if (!established) await new Promise((r) => setTimeout(r, 100));
-    }
-    expect(established).toBe(true);
-    // The discovery endpoint may lag Established by a moment.
-    for (let i = 0; i < 100 && (await kubeRequest('GET', base())).status !== 200; i++) await new Promise((r) => setTimeout(r, 100));
+    await installCrds([crd]);
+    const got = (await kubeRequest('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crdName}`)).json() as {
+      status: { conditions: Array<{ type: string; status: string }> };
+    };
+    expect(got.status.conditions).toContainEqual(expect.objectContaining({ type: 'Established', status: 'True' }));
 
     for (const [name, tier] of [['a', 'gold'], ['b', 'gold'], ['c', 'gold'], ['d', 'silver']] as const) {
       expect((await kubeRequest('POST', base(), widget(name, { tier }))).status).toBe(201);
