@@ -18,3 +18,4 @@ export * from './api/runtime.js';
 export * from './api/snapshot.js';
 export * from './api/convert.js';
 export * from './api/validate.js';
+export * from './domain/startup.js';
