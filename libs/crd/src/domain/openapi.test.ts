@@ -121,6 +121,23 @@ describe('openApiSchema: objects, maps, unknown', () => {
     });
   });
 
+  it('optionalWith(…, { default }) becomes the CRD default, in wire form; the key stays optional', () => {
+    const s = Schema.Struct({
+      policy: Schema.optionalWith(Schema.Literal('Retain', 'Delete'), { default: () => 'Retain' as const }),
+      port: Schema.optionalWith(Schema.NumberFromString, { default: () => 5432 }),
+      name: Schema.String,
+    });
+    expect(ok(s)).toEqual({
+      type: 'object',
+      properties: {
+        policy: { type: 'string', enum: ['Retain', 'Delete'], default: 'Retain' },
+        port: { type: 'string', default: '5432' },
+        name: { type: 'string' },
+      },
+      required: ['name'],
+    });
+  });
+
   it("Effect's own default annotation is honoured, and Effect's automatic descriptions are not copied", () => {
     expect(ok(Schema.String.pipe(Schema.minLength(1)).annotations({ default: 'a' }))).toEqual({ type: 'string', minLength: 1, default: 'a' });
   });

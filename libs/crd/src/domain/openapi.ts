@@ -5,7 +5,7 @@
 // and, where they have none, must say how the server checks them (a CEL rule) or that it does not.
 // Everything that a structural schema cannot express (unions of objects, tuples, recursion, declarations)
 // is a typed error naming the field, never a silently looser schema.
-import { Either, Schema, SchemaAST } from 'effect';
+import { Either, Option, Schema, SchemaAST } from 'effect';
 import type { JSONSchemaProps, JsonType, ValidationRule } from '../api/manifest.js';
 import { type CrdAnnotation, getCrdAnnotation } from './annotations.js';
 import { CrdSchemaError } from './errors.js';
@@ -186,8 +186,8 @@ const base = (ast: SchemaAST.AST, path: ReadonlyArray<string>): Mutable => {
       return inner;
     }
     case 'Transformation':
-      // The wire shape is the encoded side.
-      return go(ast.from, path);
+      // The wire shape is the encoded side; defaults of `optionalWith(…, { default })` become CRD defaults.
+      return withPropertyDefaults(go(ast.from, path), ast, path);
     case 'TypeLiteral':
       return typeLiteral(ast, path);
     case 'TupleType': {
@@ -207,6 +207,30 @@ const base = (ast: SchemaAST.AST, path: ReadonlyArray<string>): Mutable => {
     default:
       return fail(path, `${ast._tag} cannot appear in a CRD schema`);
   }
+};
+
+/**
+ * `Schema.optionalWith(X, { default })` decodes an absent key to a value: the API server should store that value
+ * too, so it becomes the property's `default` (encoded through the property's own Schema).
+ */
+const withPropertyDefaults = (out: Mutable, ast: SchemaAST.Transformation, path: ReadonlyArray<string>): Mutable => {
+  if (ast.transformation._tag !== 'TypeLiteralTransformation' || out.properties === undefined) return out;
+  const from = ast.from._tag === 'TypeLiteral' ? ast.from : undefined;
+  let properties = out.properties;
+  for (const pst of ast.transformation.propertySignatureTransformations) {
+    if (typeof pst.from !== 'string') continue;
+    const decoded = pst.decode(Option.none());
+    const prop = properties[pst.from];
+    if (Option.isNone(decoded) || prop === undefined || prop.default !== undefined) continue;
+    // The encoded-side property holds the full property Schema (its transformation included).
+    const target = from?.propertySignatures.find((ps) => ps.name === pst.from);
+    const encoded = target === undefined ? Either.right(decoded.value) : Schema.encodeUnknownEither(Schema.make(target.type))(decoded.value);
+    if (Either.isLeft(encoded) || encoded.right === undefined) fail([...path, pst.from], 'the default value cannot be encoded to its wire form');
+    const value = (encoded as Either.Right<never, unknown>).right;
+    if (JSON.stringify(value) === undefined) fail([...path, pst.from], 'the default value is not JSON');
+    properties = { ...properties, [pst.from]: { ...prop, default: value } };
+  }
+  return { ...out, properties };
 };
 
 const union = (ast: SchemaAST.Union, path: ReadonlyArray<string>): Mutable => {
