@@ -1,27 +1,16 @@
 // Report/snapshot/lease-shaped messages for the benchmark (service-control §2.5, §3.3), in two forms: `plain` (all
 // integers as numbers: what every CBOR library takes) and `typed` (u64 counters as bigint: what the codecs take).
 import { Codec, SortKey } from '../src/index.js';
+import { Envelope, Port, Protocols, ReportContent, ServiceRef } from '../test/shapes.js';
 
 const id = (seed: number): Uint8Array => Uint8Array.from({ length: 16 }, (_, i) => (seed * 31 + i * 7) & 0xff);
 const key32 = (seed: number): Uint8Array => Uint8Array.from({ length: 32 }, (_, i) => (seed * 17 + i * 13) & 0xff);
 
-const Protocols = Codec.set(Codec.literal(['tcp', 'udp']), { minItems: 1 });
-const Port = Codec.uint({ min: 1, max: 65535 });
-const ServiceRef = Codec.struct({ nsd_id: Codec.id16, network_id: Codec.id16, service_id: Codec.id16 });
 const Scope = Codec.struct({ subject_identity: Codec.bytes32, nsd_id: Codec.id16, network_id: Codec.id16 });
 
-/** `lease.result`-shaped envelope (~300 bytes). */
+/** `lease.result`-shaped envelope (~470 bytes): the common envelope fields with a typed body. */
 export const LeaseEnvelope = Codec.struct({
-  schema: Codec.uint({ min: 1, max: 1 }),
-  kind: Codec.text({ maxBytes: 64 }),
-  nsd_id: Codec.id16,
-  network_id: Codec.id16,
-  subject_identity: Codec.bytes32,
-  runtime_generation: Codec.nullable(Codec.counter),
-  runtime_id: Codec.nullable(Codec.id16),
-  authority_epoch: Codec.nullable(Codec.counter),
-  request_id: Codec.id16,
-  session_seq: Codec.optional(Codec.counter),
+  ...Envelope.fields,
   body: Codec.struct({
     service_ref: ServiceRef,
     listener_revision: Codec.counter,
@@ -43,26 +32,8 @@ const Resource = Codec.struct({
   status: Codec.literal(['pending', 'available']),
 });
 
-const BackendHost = Codec.variant({ ipv4: Codec.bytes(4), ipv6: Codec.bytes(16), dns: Codec.text({ minBytes: 1, maxBytes: 253 }) });
-const Declaration = Codec.struct({
-  declaration_key: Codec.text(),
-  display_name: Codec.nullable(Codec.text()),
-  description: Codec.nullable(Codec.text()),
-  enabled: Codec.bool,
-  protocols: Protocols,
-  backend_host: BackendHost,
-  backend_port: Port,
-  port_mode: Codec.literal(['fixed', 'auto']),
-  requested_port: Codec.nullable(Port),
-});
-const PublisherScope = Codec.struct({ publisher_identity: Codec.bytes32, nsd_id: Codec.id16, network_id: Codec.id16 });
-
 /** `report.replace` content with one declaration (~300 bytes). */
-export const Report = Codec.struct({
-  scope: PublisherScope,
-  strict_mode: Codec.bool,
-  declarations: Codec.sortedList(Declaration, SortKey.utf8((d) => d.declaration_key)),
-});
+export const Report = ReportContent;
 
 /** Snapshot content with 1,000 resources (~170 KB). */
 export const Snapshot = Codec.struct({

@@ -56,18 +56,26 @@ export class Writer {
       b[p++] = (n >>> 8) & 0xff;
       b[p++] = n & 0xff;
     } else {
-      const hi = Math.floor(n / TWO_32);
-      const lo = n >>> 0;
-      b[p++] = mt | 27;
-      b[p++] = hi >>> 24;
-      b[p++] = (hi >>> 16) & 0xff;
-      b[p++] = (hi >>> 8) & 0xff;
-      b[p++] = hi & 0xff;
-      b[p++] = lo >>> 24;
-      b[p++] = (lo >>> 16) & 0xff;
-      b[p++] = (lo >>> 8) & 0xff;
-      b[p++] = lo & 0xff;
+      this.pos = p;
+      this.head64(mt, Math.floor(n / TWO_32), n >>> 0);
+      return;
     }
+    this.pos = p;
+  }
+
+  /** An 8-byte argument from its high and low 32-bit halves (the caller has ensured 9 bytes). */
+  private head64(mt: number, hi: number, lo: number): void {
+    const b = this.buf;
+    let p = this.pos;
+    b[p++] = mt | 27;
+    b[p++] = hi >>> 24;
+    b[p++] = (hi >>> 16) & 0xff;
+    b[p++] = (hi >>> 8) & 0xff;
+    b[p++] = hi & 0xff;
+    b[p++] = lo >>> 24;
+    b[p++] = (lo >>> 16) & 0xff;
+    b[p++] = (lo >>> 8) & 0xff;
+    b[p++] = lo & 0xff;
     this.pos = p;
   }
 
@@ -88,20 +96,7 @@ export class Writer {
       return;
     }
     this.ensure(9);
-    const b = this.buf;
-    let p = this.pos;
-    const hi = Number(n >> 32n);
-    const lo = Number(n & 0xffff_ffffn);
-    b[p++] = 27;
-    b[p++] = hi >>> 24;
-    b[p++] = (hi >>> 16) & 0xff;
-    b[p++] = (hi >>> 8) & 0xff;
-    b[p++] = hi & 0xff;
-    b[p++] = lo >>> 24;
-    b[p++] = (lo >>> 16) & 0xff;
-    b[p++] = (lo >>> 8) & 0xff;
-    b[p++] = lo & 0xff;
-    this.pos = p;
+    this.head64(0, Number(n >> 32n), Number(n & 0xffff_ffffn));
   }
 
   /** Major type 2. */
