@@ -151,3 +151,48 @@ describe('report.replace from A to B, through the wire', () => {
     expect(errCode(acceptReport(first.row, replaceRequest({ ...received.body, report_revision: 3n, report_digest: sha('x') }), true))).toBe('digest-conflict');
   });
 });
+
+describe('runtime, machine.auth and stream binding through the wire', () => {
+  it('M6-9 M6-11 runtime.bind and runtime.floor.result travel as closed messages into and out of the domain', async () => {
+    const { bindRequestFromMessage, floorResultBody } = await import('../src/api/convert.js');
+    const { bind, floorView } = await import('../src/domain/runtime.js');
+    const m = {
+      ...envFields('runtime.bind', { authority_epoch: null, runtime_generation: 5n, runtime_id: id16(5) }),
+      body: { mode: 'recovery', floor_request_id: id16(60), owner_recovery: false },
+    } as Message;
+    const decoded = ok(decodeMessage(encodeMessage(m)));
+    if (decoded.kind !== 'runtime.bind') throw new Error('kind');
+    const req = bindRequestFromMessage(decoded);
+    expect(req).toEqual({ generation: 5n, runtimeId: id16(5), mode: 'recovery', floorRequestId: id16(60), ownerRecovery: false });
+    const b = ok(bind(null, req, 'net', 0)).binding;
+    const floor = {
+      ...envFields('runtime.floor.result', { authority_epoch: 3n, runtime_generation: null, runtime_id: null }),
+      body: floorResultBody({ subject_identity: A, nsd_id: NSD, network_id: NET }, floorView(b, 1), 3n),
+    } as Message;
+    const back = ok(decodeMessage(encodeMessage(floor)));
+    expect(back.kind === 'runtime.floor.result' && back.body.runtime_status).toBe('active');
+    // recovery mode without the floor request is not even a valid body
+    const bad = { ...m, body: { mode: 'recovery', floor_request_id: null, owner_recovery: false } };
+    expect(errCode(decodeMessage(ok(Either.mapLeft(encode(bad as never), (e) => { throw e; }))))).toBe('invalid-encoding');
+  });
+
+  it('M6-15 M6-13 machine.auth and the stream binding object map onto the domain checks', async () => {
+    const { machineAuthFromWire, machineAuthToWire, streamBindingFromWire, streamBindingToWire } = await import('../src/api/convert.js');
+    const { MachineAuthRequestCodec, StreamBindingCodec } = await import('../src/api/runtime.js');
+    const { bind, machineAuth, prepareMachineAuth } = await import('../src/domain/runtime.js');
+    const { openSession, streamMayDeliver } = await import('../src/domain/session.js');
+    const binding = { identity: A, nsdId: NSD, networkId: NET, generation: 5n, runtimeId: id16(5), authorityEpoch: 3n };
+    const b = ok(bind(null, { generation: 5n, runtimeId: id16(5), mode: 'normal', floorRequestId: null, ownerRecovery: false }, 'net', 0)).binding;
+    const wire = machineAuthToWire(ok(prepareMachineAuth(binding)), NET, ['service_control.v1']);
+    const received = MachineAuthRequestCodec.decodeOrThrow(MachineAuthRequestCodec.encodeOrThrow(wire));
+    expect(ok(machineAuth(b, machineAuthFromWire(received), { nsdId: NSD, identity: A, currentEpoch: 3n, now: 1 }))).toBe(wire.runtime_id);
+    const legacy = MachineAuthRequestCodec.decodeOrThrow(MachineAuthRequestCodec.encodeOrThrow({ network_id: NET, runtime_id: wire.runtime_id, capabilities: [] }));
+    expect(errCode(machineAuth(b, machineAuthFromWire(legacy), { nsdId: NSD, identity: A, currentEpoch: 3n, now: 1 }))).toBe('stale-runtime');
+    const mark = ok(openSession(null, 1n, id16(70), 3n)).mark;
+    const sb = { nsdId: NSD, networkId: NET, runtimeGeneration: 5n, runtimeId: id16(5), authorityEpoch: 3n, sessionSeq: 1n, sessionRequestId: id16(70) };
+    const back = streamBindingFromWire(StreamBindingCodec.decodeOrThrow(StreamBindingCodec.encodeOrThrow(streamBindingToWire(sb))));
+    const tuple = { nsdId: NSD, networkId: NET, runtime: { generation: 5n, runtimeId: id16(5) }, epoch: 3n, mark };
+    expect(streamMayDeliver(back, tuple)).toBe(true);
+    expect(streamMayDeliver({ ...back, sessionRequestId: id16(71) }, tuple)).toBe(false);
+  });
+});

@@ -5,6 +5,10 @@ import { type ServiceControlError, scError } from '../domain/errors.js';
 import type { ServiceRef } from '../domain/ids.js';
 import type { DeclarationRead, ReplaceRequest } from '../domain/report.js';
 import type { SnapshotView } from '../domain/snapshot.js';
+import type { BindRequest, FloorView, MachineAuthRequest, ServiceControlObject } from '../domain/runtime.js';
+import type { StreamBinding } from '../domain/session.js';
+import type { MessageOf } from './message.js';
+import type { MachineAuthRequestWire, RuntimeFloorResultWire, ServiceControlObjectWire, StreamBindingWire } from './runtime.js';
 import type { ServiceRefWire } from './common.js';
 import { type DeclarationWire, type ReportContent, ReportContentCodec, type ReportReplaceBodyWire, reportDigest } from './report.js';
 import { type SnapshotPushBodyWire, snapshotDigest } from './snapshot.js';
@@ -86,3 +90,79 @@ export const snapshotView = (b: SnapshotPushBodyWire): Either.Either<SnapshotVie
     })),
   });
 };
+
+// ───────────────────── runtime / session / machine objects ─────────────────────
+
+export const serviceControlObjectFromWire = (o: ServiceControlObjectWire): ServiceControlObject => ({
+  nsdId: o.nsd_id,
+  subjectIdentity: o.subject_identity,
+  runtimeGeneration: o.runtime_generation,
+  runtimeId: o.runtime_id,
+  authorityEpoch: o.authority_epoch,
+});
+
+export const serviceControlObjectToWire = (o: ServiceControlObject): ServiceControlObjectWire => ({
+  nsd_id: o.nsdId,
+  subject_identity: o.subjectIdentity,
+  runtime_generation: o.runtimeGeneration,
+  runtime_id: o.runtimeId,
+  authority_epoch: o.authorityEpoch,
+});
+
+/** machine.auth as B's domain check takes it (the object may be absent on legacy identities). */
+export const machineAuthFromWire = (
+  a: MachineAuthRequestWire,
+): { readonly runtimeIdHex: string; readonly serviceControl: ServiceControlObject | null } => ({
+  runtimeIdHex: a.runtime_id,
+  serviceControl: a.service_control === undefined ? null : serviceControlObjectFromWire(a.service_control),
+});
+
+/** A's machine.auth request on the wire. */
+export const machineAuthToWire = (r: MachineAuthRequest, networkId: Uint8Array, capabilities: readonly string[]): MachineAuthRequestWire => ({
+  network_id: networkId,
+  runtime_id: r.runtimeIdHex,
+  capabilities,
+  service_control: serviceControlObjectToWire(r.serviceControl),
+});
+
+export const streamBindingFromWire = (b: StreamBindingWire): StreamBinding => ({
+  nsdId: b.nsd_id,
+  networkId: b.network_id,
+  runtimeGeneration: b.runtime_generation,
+  runtimeId: b.runtime_id,
+  authorityEpoch: b.authority_epoch,
+  sessionSeq: b.session_seq,
+  sessionRequestId: b.session_request_id,
+});
+
+export const streamBindingToWire = (b: StreamBinding): StreamBindingWire => ({
+  nsd_id: b.nsdId,
+  network_id: b.networkId,
+  runtime_generation: b.runtimeGeneration,
+  runtime_id: b.runtimeId,
+  authority_epoch: b.authorityEpoch,
+  session_seq: b.sessionSeq,
+  session_request_id: b.sessionRequestId,
+});
+
+/** The domain bind request of a decoded runtime.bind message. */
+export const bindRequestFromMessage = (m: MessageOf<'runtime.bind'>): BindRequest => ({
+  generation: m.runtime_generation,
+  runtimeId: m.runtime_id,
+  mode: m.body.mode,
+  floorRequestId: m.body.floor_request_id,
+  ownerRecovery: m.body.owner_recovery,
+});
+
+/** The body of runtime.floor.result from B's read-only floor view. */
+export const floorResultBody = (
+  scope: { readonly subject_identity: Uint8Array; readonly nsd_id: Uint8Array; readonly network_id: Uint8Array },
+  f: FloorView,
+  authorityEpoch: bigint,
+): RuntimeFloorResultWire => ({
+  scope,
+  runtime_generation: f.runtimeGeneration,
+  runtime_id: f.runtimeId,
+  runtime_status: f.status,
+  authority_epoch: authorityEpoch,
+});

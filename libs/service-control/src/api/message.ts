@@ -21,66 +21,60 @@ export const SCHEMA_VERSION = 1;
 export const CAPABILITY = 'service_control.v1';
 export const API_NAME = 'service.control.v1';
 
-interface KindSpec<K extends string, B> {
-  readonly kind: K;
-  readonly body: CodecT<B>;
-  /** `authority_epoch` may be null. */
-  readonly nullEpoch: boolean;
-  /** `runtime_generation` / `runtime_id` may be null. */
-  readonly nullRuntime: boolean;
-  /** Carries `session_seq` (always present for these kinds, absent for all others). */
-  readonly streamBound: boolean;
-}
+/** Which envelope values may be null for a kind (spec §3.2): strict (none), bind (epoch), bootstrap (all three). */
+const STRICT = { gen: Codec.counter, rid: Codec.id16, epoch: Codec.counter } as const;
+const NULL_EPOCH = { gen: Codec.counter, rid: Codec.id16, epoch: Codec.nullable(Codec.counter) } as const;
+const BOOTSTRAP = {
+  gen: Codec.nullable(Codec.counter),
+  rid: Codec.nullable(Codec.id16),
+  epoch: Codec.nullable(Codec.counter),
+} as const;
 
-const envelope = <K extends string, B>(s: KindSpec<K, B>) => {
-  const gen = s.nullRuntime ? Codec.nullable(Codec.counter) : Codec.counter;
-  const rid = s.nullRuntime ? Codec.nullable(Codec.id16) : Codec.id16;
-  const epoch = s.nullEpoch ? Codec.nullable(Codec.counter) : Codec.counter;
-  const common = {
-    schema: Codec.uint({ min: SCHEMA_VERSION, max: SCHEMA_VERSION }),
-    kind: Codec.literal([s.kind] as [K]),
-    nsd_id: Codec.id16,
-    network_id: Codec.id16,
-    subject_identity: Codec.bytes32,
-    runtime_generation: gen,
-    runtime_id: rid,
-    authority_epoch: epoch,
-    request_id: Codec.id16,
-    body: s.body,
-  };
-  // stream-bound kinds always carry session_seq; for every other kind it is an unknown key ([D] closed key set)
-  return s.streamBound ? Codec.struct({ ...common, session_seq: Codec.counter }) : Codec.struct(common);
-};
-
-const spec = <K extends string, B>(
+const fields = <K extends string, B, G, R, E>(
   kind: K,
   body: CodecT<B>,
-  o: { nullEpoch?: boolean; nullRuntime?: boolean; streamBound?: boolean } = {},
-): KindSpec<K, B> => ({
-  kind,
+  n: { readonly gen: CodecT<G>; readonly rid: CodecT<R>; readonly epoch: CodecT<E> },
+) => ({
+  schema: Codec.uint({ min: SCHEMA_VERSION, max: SCHEMA_VERSION }),
+  kind: Codec.literal([kind] as [K]),
+  nsd_id: Codec.id16,
+  network_id: Codec.id16,
+  subject_identity: Codec.bytes32,
+  runtime_generation: n.gen,
+  runtime_id: n.rid,
+  authority_epoch: n.epoch,
+  request_id: Codec.id16,
   body,
-  nullEpoch: o.nullEpoch ?? false,
-  nullRuntime: o.nullRuntime ?? false,
-  streamBound: o.streamBound ?? false,
 });
+
+/** A kind that is not stream-bound: `session_seq` is an unknown key for it ([D] closed key set). */
+const unary = <K extends string, B, G, R, E>(
+  kind: K,
+  body: CodecT<B>,
+  n: { readonly gen: CodecT<G>; readonly rid: CodecT<R>; readonly epoch: CodecT<E> },
+) => Codec.struct(fields(kind, body, n));
+
+/** A stream-bound kind: `session_seq` is always present. */
+const streamed = <K extends string, B>(kind: K, body: CodecT<B>) =>
+  Codec.struct({ ...fields(kind, body, STRICT), session_seq: Codec.counter });
 
 /**
  * One closed codec per implemented kind. [D] responses echo B's current values: `runtime.floor.result` may carry
  * nulls like its request; `error` may carry nulls (it can answer a bootstrap request) and never a session_seq.
  */
 export const MessageCodecs = {
-  'runtime.floor': envelope(spec('runtime.floor', RuntimeFloorBody, { nullEpoch: true, nullRuntime: true })),
-  'runtime.floor.result': envelope(spec('runtime.floor.result', RuntimeFloorResultBody, { nullEpoch: true, nullRuntime: true })),
-  'runtime.bind': envelope(spec('runtime.bind', RuntimeBindBody, { nullEpoch: true })),
-  'runtime.bind.result': envelope(spec('runtime.bind.result', RuntimeBindResultBody)),
-  'session.open': envelope(spec('session.open', SessionOpenBody, { streamBound: true })),
-  'session.open.result': envelope(spec('session.open.result', SessionOpenResultBody, { streamBound: true })),
-  'report.head': envelope(spec('report.head', ReportHeadBody)),
-  'report.replace': envelope(spec('report.replace', ReportReplaceBody)),
-  'report.accepted': envelope(spec('report.accepted', ReportAcceptedBody)),
-  'snapshot.push': envelope(spec('snapshot.push', SnapshotPushBody, { streamBound: true })),
-  'snapshot.ack': envelope(spec('snapshot.ack', SnapshotAckBody, { streamBound: true })),
-  error: envelope(spec('error', ErrorBody, { nullEpoch: true, nullRuntime: true })),
+  'runtime.floor': unary('runtime.floor', RuntimeFloorBody, BOOTSTRAP),
+  'runtime.floor.result': unary('runtime.floor.result', RuntimeFloorResultBody, BOOTSTRAP),
+  'runtime.bind': unary('runtime.bind', RuntimeBindBody, NULL_EPOCH),
+  'runtime.bind.result': unary('runtime.bind.result', RuntimeBindResultBody, STRICT),
+  'session.open': streamed('session.open', SessionOpenBody),
+  'session.open.result': streamed('session.open.result', SessionOpenResultBody),
+  'report.head': unary('report.head', ReportHeadBody, STRICT),
+  'report.replace': unary('report.replace', ReportReplaceBody, STRICT),
+  'report.accepted': unary('report.accepted', ReportAcceptedBody, STRICT),
+  'snapshot.push': streamed('snapshot.push', SnapshotPushBody),
+  'snapshot.ack': streamed('snapshot.ack', SnapshotAckBody),
+  error: unary('error', ErrorBody, BOOTSTRAP),
 } as const;
 
 export type MessageKind = keyof typeof MessageCodecs;
