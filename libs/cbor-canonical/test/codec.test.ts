@@ -109,6 +109,16 @@ describe('closed records: unsupported-field vs invalid-encoding (§2.2 rule 9)',
     expect(rejectionOf(bad, Small)).toMatchObject({ _tag: 'InvalidEncoding', reason: 'non-minimal' });
   });
 
+  it('codec decoding applies the limits it is given', () => {
+    const T = Codec.struct({ a: Codec.text() });
+    const bytes = T.encodeOrThrow({ a: 'hello' });
+    expect(rejectionOf(bytes, { decode: (b: Uint8Array) => T.decode(b, { maxTextBytes: 4 }) } as never)).toMatchObject({ reason: 'text-too-large', path: 'a' });
+    expect(T.decode(bytes, { maxMessageBytes: bytes.length - 1 })).toMatchObject({ left: { reason: 'message-too-large' } });
+    expect(Codec.struct({ a: Codec.array(Codec.array(Codec.uint())) }).decode(encodeOrThrow({ a: [[1]] }), { maxDepth: 2 })).toMatchObject({
+      left: { reason: 'depth-exceeded', path: 'a[0]' },
+    });
+  });
+
   it('a missing required field, a wrong type, a wrong length are invalid-encoding with the field path', () => {
     expect(rejectionOf(encodeOrThrow({ a: 1 }), Small)).toMatchObject({ _tag: 'InvalidEncoding', reason: 'missing-field' });
     expect(rejectionOf(encodeOrThrow({ a: 1, zz: 1 }), Small)).toMatchObject({ _tag: 'InvalidEncoding', reason: 'missing-field' });

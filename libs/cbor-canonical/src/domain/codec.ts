@@ -1035,7 +1035,14 @@ export const struct = <F extends Fields>(fields: F): StructCodec<F> => {
     return out as StructType<F>;
   };
 
-  const specialised = names.length <= 64 && !names.includes('__proto__') ? specialise<StructType<F>>(plan, fixedHeader) : undefined;
+  let specialised: ReturnType<typeof specialise<StructType<F>>> | undefined;
+  if (names.length <= 64 && !names.includes('__proto__')) {
+    try {
+      specialised = specialise<StructType<F>>(plan, fixedHeader);
+    } catch {
+      specialised = undefined; // code generation disallowed (e.g. --disallow-code-generation-from-strings): generic path
+    }
+  }
   const c = make(schema, specialised?.write ?? write, specialised?.read ?? read) as unknown as StructCodec<F> & {
     fields: F;
     keyOrder: ReadonlyArray<string>;
