@@ -8,6 +8,7 @@ import type { ExtensionSupport, ManagementChecks, ObservationTarget } from '../d
 import type { ObservationErrorKind } from '../domain/instance-reasons.js';
 import type { InstancePresentation, TenantPresentation } from '../domain/presentation.js';
 import type { BindingDatabase, BindingTenant } from './binding.js';
+import type { SecretFact } from './observation.js';
 
 /**
  * A Kubernetes API failure, classified. `Conflict` includes the synthetic 409 an adapter returns when the object
@@ -84,6 +85,15 @@ export class InstanceObserver extends Context.Tag('@homelab/ayatori-database/Ins
     /** Release the local pools of an Instance (no server-side effect). */
     readonly forget: (name: string) => Effect.Effect<void>;
   }
+>() {}
+
+/**
+ * The admin Secrets of Instances, read directly from the API (never a cache) in the controller namespace only;
+ * decoded data, or Missing/Unreadable. Used by the PostgreSQL observer before and after each observation.
+ */
+export class AdminSecrets extends Context.Tag('@homelab/ayatori-database/AdminSecrets')<
+  AdminSecrets,
+  { readonly read: (name: string) => Effect.Effect<SecretFact> }
 >() {}
 
 /**
