@@ -78,20 +78,36 @@ async function main() {
   await time(50, () => run(Effect.flatMap(KubeClient, (c) => c.get(ref))));
   await time(50, () => core.readNamespacedConfigMap({ name: 'list-0', namespace: ns }));
   await time(50, () => objects.read({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'list-0', namespace: ns } }));
+  // Interleaved (one op of each per iteration) so load drift on a shared machine hits every peer alike.
+  const interleaved = async (n: number, fs: ReadonlyArray<() => Promise<unknown>>): Promise<Array<number>> => {
+    const totals = fs.map(() => 0);
+    for (let i = 0; i < n; i++)
+      for (const [j, f] of fs.entries()) {
+        const t0 = performance.now();
+        await f();
+        totals[j] = (totals[j] ?? 0) + performance.now() - t0;
+      }
+    return totals;
+  };
+  const getPath = `/api/v1/namespaces/${ns}/configmaps/list-0`;
   for (let round = 0; round < 2; round++) {
-    const ours = await time(N_GET, () => run(Effect.flatMap(KubeClient, (c) => c.get(ref))));
-    const peer = await time(N_GET, () => core.readNamespacedConfigMap({ name: 'list-0', namespace: ns }));
-    const peer2 = await time(N_GET, () => objects.read({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'list-0', namespace: ns } }));
-    const floor = await time(N_GET, () => bareGet(`/api/v1/namespaces/${ns}/configmaps/list-0`));
+    const [ours = 0, peer = 0, peer2 = 0, floor = 0] = await interleaved(N_GET, [
+      () => run(Effect.flatMap(KubeClient, (c) => c.get(ref))),
+      () => core.readNamespacedConfigMap({ name: 'list-0', namespace: ns }),
+      () => objects.read({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'list-0', namespace: ns } }),
+      () => bareGet(getPath),
+    ]);
     line(`get ConfigMap ×${N_GET} (round ${round + 1})`, ours, peer, N_GET, 'CoreV1Api.read');
     line(`get ConfigMap ×${N_GET} (round ${round + 1})`, ours, peer2, N_GET, 'ObjectApi.read');
     line(`get ConfigMap ×${N_GET} (round ${round + 1})`, ours, floor, N_GET, 'bare https   ');
   }
   const coll = { apiVersion: 'v1', kind: 'ConfigMap', namespace: ns };
   for (let round = 0; round < 2; round++) {
-    const ours = await time(N_LIST, () => run(Effect.flatMap(KubeClient, (c) => c.list(coll, { labelSelector: 'set=list' }))));
-    const peer = await time(N_LIST, () => core.listNamespacedConfigMap({ namespace: ns, labelSelector: 'set=list' }));
-    const floor = await time(N_LIST, () => bareGet(`/api/v1/namespaces/${ns}/configmaps?labelSelector=set%3Dlist`));
+    const [ours = 0, peer = 0, floor = 0] = await interleaved(N_LIST, [
+      () => run(Effect.flatMap(KubeClient, (c) => c.list(coll, { labelSelector: 'set=list' }))),
+      () => core.listNamespacedConfigMap({ namespace: ns, labelSelector: 'set=list' }),
+      () => bareGet(`/api/v1/namespaces/${ns}/configmaps?labelSelector=set%3Dlist`),
+    ]);
     line(`list 100 ConfigMaps ×${N_LIST} (round ${round + 1})`, ours, peer, N_LIST, 'CoreV1Api.list');
     line(`list 100 ConfigMaps ×${N_LIST} (round ${round + 1})`, ours, floor, N_LIST, 'bare https   ');
   }

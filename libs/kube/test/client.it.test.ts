@@ -82,9 +82,9 @@ describe('create / get / list', () => {
     const first = await run(Effect.flatMap(K, (c) => c.list(ref, { labelSelector: 'paged=yes', limit: 2 })));
     expect(first.items).toHaveLength(2);
     expect(first.metadata.continue).toBeTruthy();
-    const second = await run(Effect.flatMap(K, (c) => c.list(ref, { labelSelector: 'paged=yes', limit: 2, continue: first.metadata.continue! })));
+    const second = await run(Effect.flatMap(K, (c) => c.list(ref, { labelSelector: 'paged=yes', limit: 2, continue: first.metadata.continue ?? '' })));
     expect(second.items).toHaveLength(2);
-    expect(second.items[0]!.metadata.name).not.toBe(first.items[0]!.metadata.name);
+    expect(second.items[0]?.metadata.name).not.toBe(first.items[0]?.metadata.name);
     const all = await run(Effect.flatMap(K, (c) => c.listAll(ref, { labelSelector: 'paged=yes', limit: 2 })));
     expect(all.items.map((i) => i.metadata.name).sort()).toEqual(['page-1', 'page-2', 'page-3', 'page-4', 'page-5']);
     expect(all.metadata.continue).toBeUndefined();
@@ -95,6 +95,11 @@ describe('create / get / list', () => {
     expect(await fail(Effect.flatMap(K, (c) => c.create(configMap(ns.name, 'dup'))))).toMatchObject({ _tag: 'AlreadyExists' });
     const nf = await fail(Effect.flatMap(K, (c) => c.get(cmRef('does-not-exist'))));
     expect(nf).toMatchObject({ _tag: 'NotFound', target: { verb: 'get', name: 'does-not-exist' } });
+  });
+
+  it('a namespaced kind addressed without a namespace is refused before any request', async () => {
+    const e = await failWith('InvalidRequest', Effect.flatMap(K, (c) => c.get({ apiVersion: 'v1', kind: 'ConfigMap', name: 'x' })));
+    expect(e.message).toContain('namespaced');
   });
 
   it('an invalid object is Invalid with field causes', async () => {
@@ -149,7 +154,7 @@ describe('server-side apply and patches', () => {
     const e = await failWith('Conflict', Effect.flatMap(K, (c) => c.apply(obj('bob'), { fieldManager: 'bob' })));
     const causes = e.causes;
     expect(causes[0]).toMatchObject({ reason: 'FieldManagerConflict', field: '.data.owner' });
-    expect(causes[0]!.message).toContain('alice');
+    expect(causes[0]?.message).toContain('alice');
     expect(e.current?.['data']).toEqual({ owner: 'alice' });
     const forced = await run(Effect.flatMap(K, (c) => c.apply(obj('bob'), { fieldManager: 'bob', force: true })));
     expect(forced['data']).toEqual({ owner: 'bob' });
@@ -204,7 +209,7 @@ describe('delete', () => {
     await run(Effect.flatMap(K, (c) => c.delete(cmRef('replaced'))));
     const fresh = await run(Effect.flatMap(K, (c) => c.create(configMap(ns.name, 'replaced', { gen: '2' }))));
     expect(fresh.metadata.uid).not.toBe(old.metadata.uid);
-    const e = await failWith('Conflict', Effect.flatMap(K, (c) => c.delete(cmRef('replaced'), { preconditions: { uid: old.metadata.uid! } })));
+    const e = await failWith('Conflict', Effect.flatMap(K, (c) => c.delete(cmRef('replaced'), { preconditions: { uid: old.metadata.uid ?? '' } })));
     expect(e.message).toContain('UID in the precondition');
     expect(e.current?.metadata.uid).toBe(fresh.metadata.uid);
     const still = await run(Effect.flatMap(K, (c) => c.get(cmRef('replaced'))));
@@ -214,10 +219,10 @@ describe('delete', () => {
   it('a stale resourceVersion precondition → Conflict; matching preconditions delete', async () => {
     const v1 = await run(Effect.flatMap(K, (c) => c.create(configMap(ns.name, 'rvpre', { v: '1' }))));
     const v2 = await run(Effect.flatMap(K, (c) => c.update({ ...v1, data: { v: '2' } })));
-    const e = await fail(Effect.flatMap(K, (c) => c.delete(cmRef('rvpre'), { preconditions: { resourceVersion: v1.metadata.resourceVersion! } })));
+    const e = await fail(Effect.flatMap(K, (c) => c.delete(cmRef('rvpre'), { preconditions: { resourceVersion: v1.metadata.resourceVersion ?? '' } })));
     expect(e).toMatchObject({ _tag: 'Conflict' });
     const ok = await run(
-      Effect.flatMap(K, (c) => c.delete(cmRef('rvpre'), { preconditions: { uid: v2.metadata.uid!, resourceVersion: v2.metadata.resourceVersion! } })),
+      Effect.flatMap(K, (c) => c.delete(cmRef('rvpre'), { preconditions: { uid: v2.metadata.uid ?? '', resourceVersion: v2.metadata.resourceVersion ?? '' } })),
     );
     expect(ok._tag).toBe('Deleted');
     expect(await fail(Effect.flatMap(K, (c) => c.get(cmRef('rvpre'))))).toMatchObject({ _tag: 'NotFound' });
@@ -257,7 +262,7 @@ describe('watch', () => {
       Effect.gen(function* () {
         const c = yield* K;
         const collect = yield* c
-          .watch(ref, { resourceVersion: start.metadata.resourceVersion!, fieldSelector: 'metadata.name=watched', allowWatchBookmarks: false })
+          .watch(ref, { resourceVersion: start.metadata.resourceVersion ?? '', fieldSelector: 'metadata.name=watched', allowWatchBookmarks: false })
           .pipe(Stream.take(3), Stream.runCollect, Effect.fork);
         const o = yield* c.create(configMap(ns.name, 'watched', { v: '1' }));
         yield* c.update({ ...o, data: { v: '2' } });
@@ -266,7 +271,7 @@ describe('watch', () => {
       }),
     );
     expect(events.map((e) => e.type)).toEqual(['ADDED', 'MODIFIED', 'DELETED']);
-    expect(events[1]!.object['data']).toEqual({ v: '2' });
+    expect(events[1]?.object['data']).toEqual({ v: '2' });
   });
 
   it('a watch from a resourceVersion older than the history is Gone (410)', async () => {

@@ -201,6 +201,19 @@ export const makeClient = (transport: Transport, options: ClientOptions = {}): E
       );
     };
 
+    /** The resource of one named object; a namespaced kind without a namespace is refused (it would 404 confusingly). */
+    const forNamed = (ref: ObjectRef): Effect.Effect<ResourceInfo, KubeError> =>
+      Effect.flatMap(forObject(ref.apiVersion, ref.kind), (r) =>
+        r.namespaced && !ref.namespace
+          ? Effect.fail(
+              new InvalidRequest({
+                message: `${ref.kind} ${ref.name} is namespaced: give its namespace`,
+                target: { verb: 'address', apiVersion: ref.apiVersion, kind: ref.kind, name: ref.name, path: '' },
+              }),
+            )
+          : Effect.succeed(r),
+      );
+
     const discovery: Discovery = { resolve, forObject, invalidate: Ref.set(discoveryRef, undefined) };
 
     // ---- objects ---------------------------------------------------------------------------------------------
@@ -242,7 +255,7 @@ export const makeClient = (transport: Transport, options: ClientOptions = {}): E
       );
 
     const get = <A extends KubeObject = KubeObject>(ref: ObjectRef): Effect.Effect<A, KubeError> =>
-      Effect.flatMap(forObject(ref.apiVersion, ref.kind), (r) => {
+      Effect.flatMap(forNamed(ref), (r) => {
         const path = resourcePath(r, ref.namespace, ref.name);
         const target = targetOf('get', ref, path);
         return Effect.flatMap(exchange(target, 'GET', path, true), (u) => asObject<A>(u, target));
@@ -294,7 +307,7 @@ export const makeClient = (transport: Transport, options: ClientOptions = {}): E
             message: `${verb} needs metadata.resourceVersion (optimistic concurrency); use apply or patch for blind writes`,
             target: { verb, path: '', kind: object.kind, name: ref.name },
           });
-        const r = yield* forObject(ref.apiVersion, ref.kind);
+        const r = yield* forNamed(ref);
         const path =
           (verb === 'create' ? resourcePath(r, ref.namespace) : resourcePath(r, ref.namespace, ref.name, verb === 'updateStatus' ? 'status' : undefined)) +
           queryString({ dryRun: o?.dryRun ? 'All' : undefined, fieldManager: o?.fieldManager });
@@ -312,7 +325,7 @@ export const makeClient = (transport: Transport, options: ClientOptions = {}): E
         if (ref instanceof InvalidRequest) return yield* ref;
         if (!o.fieldManager)
           return yield* new InvalidRequest({ message: 'server-side apply needs a fieldManager', target: { verb: 'apply', path: '' } });
-        const r = yield* forObject(ref.apiVersion, ref.kind);
+        const r = yield* forNamed(ref);
         const path =
           resourcePath(r, ref.namespace, ref.name, o.subresource) +
           queryString({ fieldManager: o.fieldManager, force: o.force ? true : undefined, dryRun: o.dryRun ? 'All' : undefined });
@@ -327,7 +340,7 @@ export const makeClient = (transport: Transport, options: ClientOptions = {}): E
       });
 
     const patch = <A extends KubeObject = KubeObject>(ref: ObjectRef, p: Patch, o?: PatchOptions): Effect.Effect<A, KubeError> =>
-      Effect.flatMap(forObject(ref.apiVersion, ref.kind), (r) => {
+      Effect.flatMap(forNamed(ref), (r) => {
         const path =
           resourcePath(r, ref.namespace, ref.name, o?.subresource) +
           queryString({ dryRun: o?.dryRun ? 'All' : undefined, fieldManager: o?.fieldManager });
@@ -342,7 +355,7 @@ export const makeClient = (transport: Transport, options: ClientOptions = {}): E
       });
 
     const del = (ref: ObjectRef, o?: DeleteOptions): Effect.Effect<DeleteResult, KubeError> =>
-      Effect.flatMap(forObject(ref.apiVersion, ref.kind), (r) => {
+      Effect.flatMap(forNamed(ref), (r) => {
         const path = resourcePath(r, ref.namespace, ref.name);
         const target = targetOf('delete', ref, path);
         const body = JSON.stringify({ apiVersion: 'v1', kind: 'DeleteOptions', ...o });
