@@ -1,0 +1,95 @@
+// The signed ControlEnvelope of spec §3.1 ([D] stand-in for the existing authenticated control transport): Ed25519
+// (node:crypto) over the canonical CBOR of {api, machine_id, nonce, payload}; machine_id is the signer's raw 32-byte
+// Ed25519 public key (decision 0100). Replaceable: nothing outside this folder knows the signature scheme.
+import { type KeyObject, createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, sign, verify } from 'node:crypto';
+import { Either } from 'effect';
+import { bytesEqual, toHex } from '../../domain/bytes.js';
+import { type ServiceControlError, scError } from '../../domain/errors.js';
+import { API_NAME, ControlEnvelopeContent, SignedEnvelope } from '../../api/message.js';
+
+/** The private half of a machine (A) or authority (B) identity. */
+export interface Signer {
+  /** Raw Ed25519 public key, 32 bytes: the `machine_id` of every envelope this signer seals. */
+  readonly machineId: Uint8Array;
+  readonly sign: (content: Uint8Array) => Uint8Array;
+}
+
+/** Raw 32-byte Ed25519 public key of a key object. */
+export const rawPublicKey = (key: KeyObject): Uint8Array => {
+  const jwk = (key.type === 'private' ? createPublicKey(key) : key).export({ format: 'jwk' });
+  if (jwk.crv !== 'Ed25519' || typeof jwk.x !== 'string') throw new Error('not an Ed25519 key');
+  return new Uint8Array(Buffer.from(jwk.x, 'base64url'));
+};
+
+/** Public key object from the raw 32 bytes (an identity). */
+export const publicKeyFromRaw = (raw: Uint8Array): KeyObject =>
+  createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(raw).toString('base64url') }, format: 'jwk' });
+
+export const ed25519Signer = (privateKey: KeyObject): Signer => ({
+  machineId: rawPublicKey(privateKey),
+  sign: (content) => new Uint8Array(sign(null, content, privateKey)),
+});
+
+/** A fresh identity (tests, first start of an app). */
+export const generateSigner = (): { readonly signer: Signer; readonly privateKeyPem: string } => {
+  const { privateKey } = generateKeyPairSync('ed25519');
+  return { signer: ed25519Signer(privateKey), privateKeyPem: privateKey.export({ format: 'pem', type: 'pkcs8' }).toString() };
+};
+
+export const signerFromPem = (pem: string): Signer => ed25519Signer(createPrivateKey(pem));
+
+/** 16 random bytes, never all zero (spec §2.3), new for each transport attempt. */
+export const freshNonce = (): Uint8Array => {
+  for (;;) {
+    const n = new Uint8Array(randomBytes(16));
+    if (n.some((b) => b !== 0)) return n;
+  }
+};
+
+/** Seal a payload (an encoded Message or stream request) into the bytes of a signed envelope. */
+export const sealEnvelope = (signer: Signer, payload: Uint8Array, nonce: Uint8Array = freshNonce()): Uint8Array => {
+  const content = { api: API_NAME, machine_id: signer.machineId, nonce, payload } as const;
+  const signature = signer.sign(ControlEnvelopeContent.encodeOrThrow(content));
+  return SignedEnvelope.encodeOrThrow({ ...content, signature });
+};
+
+export interface OpenedEnvelope {
+  readonly machineId: Uint8Array;
+  readonly nonce: Uint8Array;
+  readonly payload: Uint8Array;
+}
+
+/**
+ * Who may sign: returns the public key trusted for a machine_id, or null. B trusts the member identities it knows
+ * (the machine_id is the identity); A trusts exactly the configured NSD response key (`trustOnly`).
+ */
+export type TrustPolicy = (machineId: Uint8Array) => KeyObject | null;
+
+export const trustOnly = (raw: Uint8Array): TrustPolicy => {
+  const key = publicKeyFromRaw(raw);
+  return (id) => (bytesEqual(id, raw) ? key : null);
+};
+
+/** Trust any syntactically valid identity whose key is its machine_id (membership is checked later, §3.2 step 6). */
+export const trustSelfCertifying: TrustPolicy = (id) => {
+  try {
+    return publicKeyFromRaw(id);
+  } catch {
+    return null;
+  }
+};
+
+/**
+ * Decode (canonical, closed shape) and verify a signed envelope. Order: decode → api (closed literal) → trusted signer →
+ * signature. The signature covers exactly the canonical encoding of the four content fields.
+ */
+export const openEnvelope = (bytes: Uint8Array, trust: TrustPolicy): Either.Either<OpenedEnvelope, ServiceControlError> => {
+  const decoded = SignedEnvelope.decode(bytes);
+  if (Either.isLeft(decoded)) return Either.left(scError(decoded.left.code, `envelope: ${decoded.left.message}`));
+  const env = decoded.right;
+  const key = trust(env.machine_id);
+  if (key === null) return Either.left(scError('unauthorized', `envelope signer ${toHex(env.machine_id)} is not trusted`));
+  const content = ControlEnvelopeContent.encodeOrThrow({ api: env.api, machine_id: env.machine_id, nonce: env.nonce, payload: env.payload });
+  if (!verify(null, content, key, env.signature)) return Either.left(scError('unauthorized', 'envelope signature does not verify'));
+  return Either.right({ machineId: env.machine_id, nonce: env.nonce, payload: env.payload });
+};

@@ -1,0 +1,196 @@
+// HTTP carriage of the stand-in transport (spec §3.1 [D]): unary requests are HTTP POST with the signed envelope as
+// body and a signed envelope as response; config.stream is a POST whose body is the signed stream request and whose
+// response is an SSE stream of signed envelopes. Server side on node:http, client side on fetch. Replaceable.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Data, Effect, Either } from 'effect';
+import type { ErrorCode, ServiceControlError } from '../../domain/errors.js';
+import { isErrorCode, scError } from '../../domain/errors.js';
+import { type OpenedEnvelope, type Signer, type TrustPolicy, openEnvelope, sealEnvelope } from './envelope.js';
+import type { ReplayCache } from './replay.js';
+import { SSE_EVENT, SseParser, base64UrlDecodeStrict, sseFrame } from './sse.js';
+
+export const ENVELOPE_CONTENT_TYPE = 'application/vnd.homelab.service-control.v1+cbor';
+/** Payload limit 1 MiB plus envelope overhead. */
+export const MAX_ENVELOPE_BYTES = 1024 * 1024 + 256;
+/** Spec §6: each RPC attempt times out after 2 s, at most 3 attempts. */
+export const RPC_TIMEOUT_MS = 2_000;
+export const RPC_ATTEMPTS = 3;
+
+/** The network or the peer's transport failed (no signed answer): retryable with the same logical request. */
+export class TransportError extends Data.TaggedError('TransportError')<{
+  readonly reason: string;
+  /** The transport-level refusal code of the peer, when it answered one (decision 0101). */
+  readonly code: ErrorCode | null;
+}> {}
+
+export interface TransportSide {
+  readonly signer: Signer;
+  readonly trust: TrustPolicy;
+  readonly replay: ReplayCache;
+}
+
+/** Open and replay-check an envelope: the common first step of every receiver. */
+export const receiveEnvelope = (side: TransportSide, bytes: Uint8Array): Either.Either<OpenedEnvelope, ServiceControlError> =>
+  Either.flatMap(openEnvelope(bytes, side.trust), (env) =>
+    side.replay.admit(env.machineId, env.nonce) ? Either.right(env) : Either.left(scError('unauthorized', 'replayed envelope nonce')),
+  );
+
+export const readBody = (req: IncomingMessage, limit = MAX_ENVELOPE_BYTES): Promise<Uint8Array> =>
+  new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > limit) {
+        reject(scError('invalid-encoding', 'envelope too large'));
+        req.destroy();
+      } else chunks.push(c);
+    });
+    req.on('end', () => resolve(new Uint8Array(Buffer.concat(chunks))));
+    req.on('error', reject);
+  });
+
+const statusOf = (code: ErrorCode): number => (code === 'unauthorized' ? 401 : code === 'storage-unavailable' ? 503 : 400);
+
+/** A transport-level refusal (the envelope itself failed): HTTP status + the code as text, nothing signed. */
+export const refuse = (res: ServerResponse, e: ServiceControlError): void => {
+  if (res.headersSent) return void res.destroy();
+  res.writeHead(statusOf(e.code), { 'content-type': 'text/plain' }).end(e.code);
+};
+
+/**
+ * Server side of a unary request: read, open, replay-check, hand the payload to `handle`, seal its answer. `handle`
+ * must have committed everything it changed before it resolves (commit first, reply after).
+ */
+export const serveUnary = async (
+  side: TransportSide,
+  req: IncomingMessage,
+  res: ServerResponse,
+  handle: (env: OpenedEnvelope) => Promise<Uint8Array>,
+): Promise<void> => {
+  let bytes: Uint8Array;
+  try {
+    bytes = await readBody(req);
+  } catch (e) {
+    return refuse(res, e instanceof Error && 'code' in e ? (e as ServiceControlError) : scError('invalid-encoding', 'unreadable body'));
+  }
+  const env = receiveEnvelope(side, bytes);
+  if (Either.isLeft(env)) return refuse(res, env.left);
+  const sealed = sealEnvelope(side.signer, await handle(env.right));
+  res.writeHead(200, { 'content-type': ENVELOPE_CONTENT_TYPE, 'content-length': sealed.length }).end(sealed);
+};
+
+/** Server side of one config.stream: SSE headers, then `send` writes one signed event per payload. */
+export class SseSink {
+  private closed = false;
+  constructor(
+    private readonly side: TransportSide,
+    private readonly res: ServerResponse,
+  ) {
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive' });
+    res.write(': open\n\n');
+    res.on('close', () => {
+      this.closed = true;
+    });
+  }
+  get isClosed(): boolean {
+    return this.closed;
+  }
+  /** Seal and send; false when the stream is already gone (the event is simply not delivered). */
+  send(payload: Uint8Array): boolean {
+    if (this.closed) return false;
+    return this.res.write(sseFrame(sealEnvelope(this.side.signer, payload)));
+  }
+  ping(): void {
+    if (!this.closed) this.res.write(': ping\n\n');
+  }
+  close(): void {
+    if (!this.closed) this.res.end();
+    this.closed = true;
+  }
+}
+
+/** Client of unary requests: new nonce per attempt, 2 s per attempt, 3 attempts, response verified and replay-checked. */
+export const postUnary = Effect.fn('service-control.postUnary')(function* (
+  side: TransportSide,
+  url: string,
+  payload: Uint8Array,
+  options: { readonly timeoutMs?: number; readonly attempts?: number } = {},
+) {
+  const attempts = options.attempts ?? RPC_ATTEMPTS;
+  let last: TransportError = new TransportError({ reason: 'no attempt', code: null });
+  for (let i = 0; i < attempts; i++) {
+    const body = sealEnvelope(side.signer, payload);
+    const res = yield* Effect.tryPromise({
+      try: async (signal) => {
+        const r = await fetch(url, {
+          method: 'POST',
+          body,
+          headers: { 'content-type': ENVELOPE_CONTENT_TYPE },
+          signal: AbortSignal.any([signal, AbortSignal.timeout(options.timeoutMs ?? RPC_TIMEOUT_MS)]),
+        });
+        return { status: r.status, bytes: new Uint8Array(await r.arrayBuffer()) };
+      },
+      catch: (e) => new TransportError({ reason: `POST ${url}: ${String(e)}`, code: null }),
+    }).pipe(Effect.either);
+    if (Either.isLeft(res)) {
+      last = res.left;
+      continue;
+    }
+    const { status, bytes } = res.right;
+    if (status !== 200) {
+      const text = Buffer.from(bytes).toString('utf8');
+      const refusal = new TransportError({ reason: `HTTP ${status} ${text}`, code: isErrorCode(text) ? text : null });
+      if (status >= 500) {
+        last = refusal;
+        continue;
+      }
+      return yield* Effect.fail(refusal);
+    }
+    const env = receiveEnvelope(side, bytes);
+    if (Either.isLeft(env)) return yield* Effect.fail(env.left);
+    return env.right.payload;
+  }
+  return yield* Effect.fail(last);
+});
+
+export interface StreamHandlers {
+  /** A verified, fresh envelope's payload. */
+  readonly onPayload: (payload: Uint8Array) => void;
+  /** An event that failed framing, signature or replay: not applied, reported. */
+  readonly onReject: (e: ServiceControlError) => void;
+}
+
+/**
+ * Client of config.stream: POST the signed stream request, then read SSE until the server ends the stream or
+ * `signal` aborts. Events with another name are ignored; events that do not verify are rejected one by one.
+ */
+export const openStream = (
+  side: TransportSide,
+  url: string,
+  requestPayload: Uint8Array,
+  handlers: StreamHandlers,
+  signal: AbortSignal,
+): Promise<void> =>
+  (async () => {
+    const r = await fetch(url, {
+      method: 'POST',
+      body: sealEnvelope(side.signer, requestPayload),
+      headers: { 'content-type': ENVELOPE_CONTENT_TYPE, accept: 'text/event-stream' },
+      signal,
+    });
+    if (r.status !== 200 || r.body === null) {
+      const text = await r.text();
+      throw new TransportError({ reason: `stream HTTP ${r.status} ${text}`, code: isErrorCode(text) ? text : null });
+    }
+    const parser = new SseParser();
+    const decoder = new TextDecoder();
+    for await (const chunk of r.body as unknown as AsyncIterable<Uint8Array>) {
+      for (const ev of parser.push(decoder.decode(chunk, { stream: true }))) {
+        if (ev.event !== SSE_EVENT) continue;
+        const env = Either.flatMap(base64UrlDecodeStrict(ev.data), (b) => receiveEnvelope(side, b));
+        if (Either.isLeft(env)) handlers.onReject(env.left);
+        else handlers.onPayload(env.right.payload);
+      }
+    }
+  })();

@@ -1,0 +1,239 @@
+// The stand-in transport of spec §3.1: signed envelopes, anti-replay, unary POST, SSE config.stream — on loopback.
+import { type Server, createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Effect, Either } from 'effect';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ControlEnvelopeContent, SignedEnvelope } from '../src/api/message.js';
+import {
+  ReplayCache,
+  SSE_EVENT,
+  SseParser,
+  SseSink,
+  type TransportSide,
+  base64UrlDecodeStrict,
+  base64UrlEncode,
+  generateSigner,
+  openEnvelope,
+  openStream,
+  postUnary,
+  receiveEnvelope,
+  sealEnvelope,
+  serveUnary,
+  trustOnly,
+  trustSelfCertifying,
+} from '../src/adapter/transport/index.js';
+
+const a = generateSigner().signer;
+const b = generateSigner().signer;
+const mallory = generateSigner().signer;
+const payload = new Uint8Array([0xa0]);
+
+describe('signed envelope (spec §3.1 [D] Ed25519 over the canonical envelope)', () => {
+  it('M6-7 seals and opens; machine_id is the signer public key', () => {
+    const opened = openEnvelope(sealEnvelope(a, payload), trustSelfCertifying);
+    expect(Either.isRight(opened) && Buffer.from(opened.right.machineId).equals(Buffer.from(a.machineId))).toBe(true);
+  });
+
+  it('every flipped bit of the envelope is refused, never accepted with other content', () => {
+    const sealed = sealEnvelope(a, new Uint8Array([0xa1, 0x61, 0x61, 0x01]));
+    let accepted = 0;
+    for (let i = 0; i < sealed.length; i++)
+      for (let bit = 0; bit < 8; bit++) {
+        const t = sealed.slice();
+        t[i]! ^= 1 << bit;
+        const r = openEnvelope(t, trustOnly(a.machineId));
+        if (Either.isRight(r)) accepted++;
+        else expect(['unauthorized', 'invalid-encoding', 'unsupported-field']).toContain(r.left.code);
+      }
+    expect(accepted).toBe(0);
+  });
+
+  it('a signature by another key for the same machine_id is unauthorized', () => {
+    const content = { api: 'service.control.v1' as const, machine_id: a.machineId, nonce: new Uint8Array(16).fill(7), payload };
+    const forged = SignedEnvelope.encodeOrThrow({ ...content, signature: mallory.sign(ControlEnvelopeContent.encodeOrThrow(content)) });
+    const r = openEnvelope(forged, trustSelfCertifying);
+    expect(Either.isLeft(r) && r.left.code).toBe('unauthorized');
+  });
+
+  it('responses are verified against the trusted NSD key only', () => {
+    const r = openEnvelope(sealEnvelope(mallory, payload), trustOnly(b.machineId));
+    expect(Either.isLeft(r) && r.left.code).toBe('unauthorized');
+    expect(Either.isRight(openEnvelope(sealEnvelope(b, payload), trustOnly(b.machineId)))).toBe(true);
+  });
+
+  it('M6-2 M6-3 an envelope with an unknown key is unsupported-field, a non-canonical one invalid-encoding', () => {
+    const sealed = sealEnvelope(a, payload);
+    // 0xa5 → 0xa6 plus an appended "zz": 0 pair breaks key order or count; both are refused before the signature check.
+    const extended = new Uint8Array([0xa6, ...sealed.slice(1), 0x62, 0x7a, 0x7a, 0x00]);
+    const r = openEnvelope(extended, trustSelfCertifying);
+    expect(Either.isLeft(r)).toBe(true);
+    if (Either.isLeft(r)) expect(['unsupported-field', 'invalid-encoding']).toContain(r.left.code);
+    const truncated = openEnvelope(sealed.slice(0, sealed.length - 1), trustSelfCertifying);
+    expect(Either.isLeft(truncated) && truncated.left.code).toBe('invalid-encoding');
+  });
+
+  it('M6-4 an all-zero nonce is refused', () => {
+    expect(() => sealEnvelope(a, payload, new Uint8Array(16))).toThrow(/nonce/);
+    const sealed = Buffer.from(sealEnvelope(a, payload, new Uint8Array(16).fill(0x55)));
+    const at = sealed.indexOf(Buffer.alloc(16, 0x55));
+    sealed.fill(0, at, at + 16);
+    const r = openEnvelope(new Uint8Array(sealed), trustSelfCertifying);
+    expect(Either.isLeft(r) && r.left.code).toBe('invalid-encoding');
+  });
+});
+
+describe('anti-replay cache', () => {
+  it('admits a (signer, nonce) once; another signer with the same nonce is independent', () => {
+    const c = new ReplayCache();
+    const n = new Uint8Array(16).fill(1);
+    expect(c.admit(a.machineId, n)).toBe(true);
+    expect(c.admit(a.machineId, n)).toBe(false);
+    expect(c.admit(b.machineId, n)).toBe(true);
+  });
+
+  it('is bounded per signer, oldest forgotten first', () => {
+    const c = new ReplayCache(2);
+    const n = (i: number) => new Uint8Array(16).fill(i);
+    c.admit(a.machineId, n(1));
+    c.admit(a.machineId, n(2));
+    c.admit(a.machineId, n(3));
+    expect(c.size(a.machineId)).toBe(2);
+    expect(c.admit(a.machineId, n(3))).toBe(false);
+  });
+});
+
+describe('SSE framing', () => {
+  it('event name service.control.v1, data URL-safe Base64 without padding, parsed across chunk splits', () => {
+    const env = sealEnvelope(b, payload);
+    const frame = `event: ${SSE_EVENT}\ndata: ${base64UrlEncode(env)}\n\n`;
+    expect(frame.split('\n')[1]).toMatch(/^data: [A-Za-z0-9_-]+$/);
+    const p = new SseParser();
+    const events = [...frame].flatMap((ch) => p.push(ch));
+    expect(events).toHaveLength(1);
+    expect(events[0]!.event).toBe('service.control.v1');
+    const back = base64UrlDecodeStrict(events[0]!.data);
+    expect(Either.isRight(back) && Buffer.from(back.right).equals(Buffer.from(env))).toBe(true);
+  });
+
+  it('padded, standard-alphabet or non-canonical Base64 is invalid-encoding', () => {
+    for (const s of ['YQ==', 'a+b/', 'YR', 'Y']) {
+      const r = base64UrlDecodeStrict(s);
+      expect(Either.isLeft(r) && r.left.code).toBe('invalid-encoding');
+    }
+  });
+});
+
+describe('HTTP on loopback', () => {
+  const serverSide: TransportSide = { signer: b, trust: trustSelfCertifying, replay: new ReplayCache() };
+  const seenNonces: string[] = [];
+  let failFirst = 0;
+  let sinks: SseSink[] = [];
+  let server: Server;
+  let base = '';
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      if (req.url === '/rpc')
+        void serveUnary(serverSide, req, res, async (env) => {
+          seenNonces.push(Buffer.from(env.nonce).toString('hex'));
+          return env.payload; // echo
+        });
+      else if (req.url === '/flaky') {
+        if (failFirst-- > 0) {
+          req.resume();
+          res.writeHead(503).end('storage-unavailable');
+          return;
+        }
+        void serveUnary(serverSide, req, res, async (env) => {
+          seenNonces.push(Buffer.from(env.nonce).toString('hex'));
+          return env.payload;
+        });
+      } else if (req.url === '/rogue') {
+        req.resume();
+        res.writeHead(200).end(sealEnvelope(mallory, payload));
+      } else if (req.url === '/stream') {
+        void (async () => {
+          const { readBody } = await import('../src/adapter/transport/http.js');
+          const env = receiveEnvelope(serverSide, await readBody(req));
+          if (Either.isLeft(env)) return void res.writeHead(401).end(env.left.code);
+          sinks.push(new SseSink(serverSide, res));
+        })();
+      }
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    for (const s of sinks) s.close();
+    await new Promise((r) => server.close(r));
+  });
+
+  const client = (): TransportSide => ({ signer: a, trust: trustOnly(b.machineId), replay: new ReplayCache() });
+
+  it('unary request: POST envelope, signed response verified against the NSD key', async () => {
+    const out = await Effect.runPromise(postUnary(client(), `${base}/rpc`, new Uint8Array([0x01])));
+    expect([...out]).toEqual([0x01]);
+  });
+
+  it('a response signed by an untrusted key is refused (unauthorized)', async () => {
+    const r = await Effect.runPromise(Effect.either(postUnary(client(), `${base}/rogue`, payload)));
+    expect(Either.isLeft(r) && r.left._tag === 'ServiceControlError' && r.left.code).toBe('unauthorized');
+  });
+
+  it('a replayed request envelope is refused with 401 unauthorized', async () => {
+    const sealed = sealEnvelope(a, payload);
+    const first = await fetch(`${base}/rpc`, { method: 'POST', body: sealed });
+    expect(first.status).toBe(200);
+    await first.arrayBuffer();
+    const again = await fetch(`${base}/rpc`, { method: 'POST', body: sealed });
+    expect([again.status, await again.text()]).toEqual([401, 'unauthorized']);
+  });
+
+  it('transport retries use a new nonce each attempt (same payload)', async () => {
+    failFirst = 2;
+    seenNonces.length = 0;
+    const out = await Effect.runPromise(postUnary(client(), `${base}/flaky`, new Uint8Array([0x02])));
+    expect([...out]).toEqual([0x02]);
+    expect(seenNonces).toHaveLength(1);
+    failFirst = 3;
+    const r = await Effect.runPromise(Effect.either(postUnary(client(), `${base}/flaky`, payload)));
+    expect(Either.isLeft(r) && r.left._tag === 'TransportError' && r.left.code).toBe('storage-unavailable');
+  });
+
+  it('config.stream: SSE events verified; the replay cache is kept across a reconnect', async () => {
+    sinks = [];
+    const side = client();
+    const got: number[] = [];
+    const rejected: string[] = [];
+    const handlers = { onPayload: (p: Uint8Array) => got.push(p[0]!), onReject: (e: { code: string }) => rejected.push(e.code) };
+    const ctl1 = new AbortController();
+    const s1 = openStream(side, `${base}/stream`, payload, handlers, ctl1.signal).catch(() => undefined);
+    await waitFor(() => sinks.length === 1);
+    // capture one sealed event and send it on the first stream
+    const sealed = sealEnvelope(b, new Uint8Array([0x11]));
+    (sinks[0] as unknown as { res: { write: (s: string) => void } }).res.write(`event: ${SSE_EVENT}\ndata: ${base64UrlEncode(sealed)}\n\n`);
+    sinks[0]!.send(new Uint8Array([0x12]));
+    (sinks[0] as unknown as { res: { write: (s: string) => void } }).res.write(`event: other\ndata: ${base64UrlEncode(sealEnvelope(b, new Uint8Array([0x13])))}\n\n`);
+    await waitFor(() => got.length === 2);
+    sinks[0]!.close();
+    await s1;
+    // reconnect: the same envelope replayed on the new stream is refused
+    const ctl2 = new AbortController();
+    const s2 = openStream(side, `${base}/stream`, payload, handlers, ctl2.signal).catch(() => undefined);
+    await waitFor(() => sinks.length === 2);
+    (sinks[1] as unknown as { res: { write: (s: string) => void } }).res.write(`event: ${SSE_EVENT}\ndata: ${base64UrlEncode(sealed)}\n\n`);
+    sinks[1]!.send(new Uint8Array([0x14]));
+    await waitFor(() => got.length === 3);
+    expect(got).toEqual([0x11, 0x12, 0x14]);
+    expect(rejected).toEqual(['unauthorized']);
+    ctl2.abort();
+    await s2;
+  });
+});
+
+const waitFor = async (cond: () => boolean, ms = 5_000): Promise<void> => {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+};
