@@ -4,3 +4,4 @@ export * from './preflight.js';
 export * from './apply.js';
 export * from './audit.js';
 export * from './transitions.js';
+export { verifyEnvironment } from './shared.js';
