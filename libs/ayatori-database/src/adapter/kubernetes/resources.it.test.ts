@@ -1,0 +1,369 @@
+// The use cases through the real adapters: the Kubernetes adapter on the test bed's kube-apiserver (CRDs generated
+// from the Schemas), the PostgreSQL observer on the machine's PostgreSQL (roles created and dropped here), the
+// admin Secret read from the API server in this file's namespace (the "controller namespace" of these tests).
+// Only the failure injections are wrappers around the real adapters (a Tenant status write that fails once, an
+// Instance edited by "another client" during the observation) — the seed injects the same faults.
+import { randomBytes } from 'node:crypto';
+import { kubeRequest, testbed, useDatabase, useNamespace } from '@homelab/testbed/vitest';
+import { layerFromToken } from '@homelab/kube';
+import { Effect, Either, Layer } from 'effect';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { reconcileBinding } from '../../application/binding.js';
+import { reconcileInstance } from '../../application/instance.js';
+import { BindingResources, InstanceObserver, InstanceResources, KubernetesError } from '../../application/ports.js';
+import { quoteIdentifier } from '../../domain/provisioning-sql.js';
+import { Finalizers, InstanceMessage, InstanceReason, TenantMessage, TenantReason } from '../../domain/vocabulary.js';
+import { PostgresInstanceObserverLayer } from '../postgresql/observer.js';
+import { databases, installCrds, instances, tenants, uniqueName } from '../../../test/kube-fixture.js';
+import { apiVersion, KubernetesAdminSecretsLayer, KubernetesBindingResourcesLayer, KubernetesInstanceResourcesLayer } from './resources.js';
+
+const ns = useNamespace('ayatori-adapter');
+const db = useDatabase('ay_kadapter');
+const suffix = randomBytes(4).toString('hex');
+const manager = `ay_kmgr_${suffix}`;
+const superuser = `ay_ksuper_${suffix}`;
+const PASSWORD = `AYATORI-TEST-ONLY-${suffix}`;
+const cleanup: string[] = [];
+
+interface Obj {
+  metadata: { name: string; namespace?: string; uid: string; resourceVersion: string; generation: number; finalizers?: string[]; ownerReferences?: unknown[]; labels?: Record<string, string>; deletionTimestamp?: string };
+  spec: Record<string, unknown>;
+  status?: { phase?: string; conditions?: Array<{ type: string; status: string; reason: string; message: string; observedGeneration?: number }>; [k: string]: unknown };
+}
+
+const get = async (path: string): Promise<Obj | undefined> => {
+  const r = await kubeRequest('GET', path);
+  return r.status === 200 ? (r.json() as Obj) : undefined;
+};
+const must = async (path: string): Promise<Obj> => {
+  const o = await get(path);
+  if (o === undefined) throw new Error(`${path} not found`);
+  return o;
+};
+const post = async (collection: string, body: Record<string, unknown>): Promise<Obj> => {
+  const r = await kubeRequest('POST', collection, body);
+  if (r.status !== 201) throw new Error(`POST ${collection}: ${r.status} ${r.body}`);
+  const o = r.json() as Obj;
+  cleanup.push(`${collection}/${o.metadata.name}`);
+  return o;
+};
+/** Remove finalizers and delete (test clean-up only). */
+const purge = async (path: string) => {
+  for (let i = 0; i < 5; i++) {
+    const o = await get(path);
+    if (o === undefined) return;
+    if ((o.metadata.finalizers ?? []).length > 0) {
+      const r = await kubeRequest('PUT', path, { ...o, metadata: { ...o.metadata, finalizers: [] } });
+      if (r.status === 409) continue;
+    }
+    await kubeRequest('DELETE', path);
+    return;
+  }
+};
+
+const sql = async (text: string) => {
+  const { postgres } = testbed();
+  const c = new pg.Client({ host: postgres.host, port: postgres.port, user: postgres.user, database: postgres.database });
+  await c.connect();
+  try {
+    await c.query(text);
+  } finally {
+    await c.end();
+  }
+};
+
+const kubeLayer = () => layerFromToken(testbed().kube);
+const bindingLayer = () => KubernetesBindingResourcesLayer.pipe(Layer.provide(kubeLayer()));
+const instanceLayer = () =>
+  Layer.mergeAll(KubernetesInstanceResourcesLayer, PostgresInstanceObserverLayer().pipe(Layer.provide(KubernetesAdminSecretsLayer(ns.name)))).pipe(
+    Layer.provide(kubeLayer()),
+  );
+
+const bind = (namespace: string, name: string, layer = bindingLayer()) =>
+  Effect.runPromise(Effect.either(Effect.scoped(reconcileBinding(namespace, name).pipe(Effect.provide(layer)))));
+const observeInstance = (name: string, layer: Layer.Layer<InstanceResources | InstanceObserver, unknown> = instanceLayer()) =>
+  Effect.runPromise(Effect.either(Effect.scoped(reconcileInstance(name).pipe(Effect.provide(layer)))));
+
+const secret = async (name: string, username: string, password = PASSWORD) => {
+  const body = { apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: ns.name }, stringData: { username, password } };
+  const r = await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/secrets`, body);
+  if (r.status === 409) {
+    const current = (await kubeRequest('GET', `/api/v1/namespaces/${ns.name}/secrets/${name}`)).json() as Obj;
+    await kubeRequest('PUT', `/api/v1/namespaces/${ns.name}/secrets/${name}`, { ...body, metadata: { ...body.metadata, resourceVersion: current.metadata.resourceVersion } });
+  }
+};
+
+const instanceBody = (name: string, secretName: string) => ({
+  apiVersion,
+  kind: 'PostgreSQLInstance',
+  metadata: { name },
+  spec: {
+    endpoint: { host: 'localhost', hostaddr: '127.0.0.1', port: testbed().postgres.port, database: db.database, sslMode: 'disable' },
+    adminCredentialRef: { name: secretName },
+  },
+});
+/** A Tenant name that is also a PostgreSQL identifier (the default database/loginRole of a dynamic claim). */
+const identName = (prefix: string) => `${prefix}${randomBytes(4).toString('hex')}`;
+const ready = (o: Obj) => o.status?.conditions?.find((c) => c.type === 'Ready');
+
+beforeAll(async () => {
+  await installCrds();
+  await sql(`CREATE ROLE ${quoteIdentifier(manager)} LOGIN NOSUPERUSER CREATEDB CREATEROLE PASSWORD '${PASSWORD}'`);
+  await sql(`CREATE ROLE ${quoteIdentifier(superuser)} LOGIN SUPERUSER PASSWORD '${PASSWORD}'`);
+}, 120_000);
+
+afterAll(async () => {
+  for (const path of cleanup.reverse()) await purge(path);
+  for (const role of [manager, superuser]) await sql(`DROP ROLE IF EXISTS ${quoteIdentifier(role)}`).catch(() => undefined);
+});
+
+describe('Instance reconciliation (real API server + real PostgreSQL + real Secret)', () => {
+  it('AY-36/AY-37/AY-38: protection first, then a real observation → Ready/ManagementReady with the version; a repeat writes nothing', async () => {
+    const name = uniqueName('ay-inst');
+    await secret(`${name}-admin`, manager);
+    await post(instances, instanceBody(name, `${name}-admin`));
+    const r = await observeInstance(name);
+    expect(Either.isRight(r), JSON.stringify(r)).toBe(true);
+    const o = await must(`${instances}/${name}`);
+    expect(o.metadata.finalizers).toEqual([Finalizers.instance]);
+    expect(o.status?.phase).toBe('Ready');
+    expect(o.status?.['postgresqlVersion']).toBe(testbed().postgres.version);
+    expect(ready(o)).toMatchObject({ status: 'True', reason: InstanceReason.ManagementReady, observedGeneration: o.metadata.generation });
+    await observeInstance(name);
+    expect((await must(`${instances}/${name}`)).metadata.resourceVersion).toBe(o.metadata.resourceVersion);
+  });
+
+  it('AY-41/AY-44: a superuser Secret → InsufficientPrivileges; an empty password → InvalidCredentials; a missing Secret → DependencyUnavailable (never Ready)', async () => {
+    const name = uniqueName('ay-inst-priv');
+    await secret(`${name}-admin`, superuser);
+    await post(instances, instanceBody(name, `${name}-admin`));
+    await observeInstance(name);
+    let o = await must(`${instances}/${name}`);
+    expect(ready(o)).toMatchObject({ status: 'False', reason: InstanceReason.InsufficientPrivileges });
+    expect(o.status?.phase).toBe('Validating');
+
+    await secret(`${name}-admin`, manager, '');
+    await observeInstance(name);
+    o = await must(`${instances}/${name}`);
+    expect(ready(o)).toMatchObject({ status: 'False', reason: InstanceReason.InvalidCredentials, message: InstanceMessage.invalidCredentials });
+    expect(o.status?.['postgresqlVersion'] ?? '').toBe('');
+
+    await kubeRequest('DELETE', `/api/v1/namespaces/${ns.name}/secrets/${name}-admin`);
+    await observeInstance(name);
+    o = await must(`${instances}/${name}`);
+    expect(ready(o)).toMatchObject({ status: 'False', reason: InstanceReason.DependencyUnavailable });
+    expect(JSON.stringify(o.status)).not.toContain(PASSWORD);
+  });
+
+  it('AY-48: the Instance changes during the observation → the presentation is a 409, nothing is written, the other change is kept', async () => {
+    const name = uniqueName('ay-inst-race');
+    await secret(`${name}-admin`, manager);
+    await post(instances, instanceBody(name, `${name}-admin`));
+    await observeInstance(name); // finalizer + Ready
+    const before = await must(`${instances}/${name}`);
+    const racing = Layer.effect(
+      InstanceObserver,
+      Effect.gen(function* () {
+        const real = yield* InstanceObserver;
+        return {
+          forget: real.forget,
+          observeManagement: (target) =>
+            real.observeManagement(target).pipe(
+              Effect.tap(() =>
+                Effect.promise(async () => {
+                  const current = await must(`${instances}/${name}`);
+                  const r = await kubeRequest('PUT', `${instances}/${name}`, { ...current, metadata: { ...current.metadata, labels: { edited: 'by-other-client' } } });
+                  expect(r.status).toBe(200);
+                }),
+              ),
+            ),
+        };
+      }),
+    ).pipe(Layer.provide(PostgresInstanceObserverLayer().pipe(Layer.provide(KubernetesAdminSecretsLayer(ns.name)))), Layer.provide(kubeLayer()));
+    const layer = Layer.mergeAll(KubernetesInstanceResourcesLayer.pipe(Layer.provide(kubeLayer())), racing);
+    const r = await observeInstance(name, layer);
+    expect(Either.isLeft(r) && r.left instanceof KubernetesError && r.left.code).toBe('Conflict');
+    const after = await must(`${instances}/${name}`);
+    expect(after.metadata.labels).toEqual({ edited: 'by-other-client' });
+    expect(after.status).toEqual(before.status);
+  });
+
+  it('AY-50/AY-52: a deleting Instance referenced by a Database keeps its finalizer (InstanceInUse); once unreferenced the finalizer goes and the object is gone', async () => {
+    const name = uniqueName('ay-inst-del');
+    await secret(`${name}-admin`, manager);
+    await post(instances, instanceBody(name, `${name}-admin`));
+    await observeInstance(name);
+    const dbName = uniqueName('ay-ref');
+    await post(databases, { apiVersion, kind: 'PostgreSQLDatabase', metadata: { name: dbName }, spec: { instanceRef: { name }, database: 'app', loginRole: 'app', source: 'Provision' } });
+    expect((await kubeRequest('DELETE', `${instances}/${name}`)).status).toBe(200);
+    await observeInstance(name);
+    const held = await must(`${instances}/${name}`);
+    expect(held.metadata.finalizers).toEqual([Finalizers.instance]);
+    expect(ready(held)).toMatchObject({ status: 'False', reason: InstanceReason.InstanceInUse, message: InstanceMessage.instanceInUse(`Database/${dbName}`) });
+    await purge(`${databases}/${dbName}`);
+    await observeInstance(name);
+    expect(await get(`${instances}/${name}`)).toBeUndefined();
+  });
+});
+
+describe('binding (real API server; the Instance made Ready by a real observation)', () => {
+  let instanceName = '';
+  beforeAll(async () => {
+    instanceName = uniqueName('ay-bind-inst');
+    await secret(`${instanceName}-admin`, manager);
+    await post(instances, instanceBody(instanceName, `${instanceName}-admin`));
+    const r = await observeInstance(instanceName);
+    if (Either.isLeft(r)) throw new Error('instance not observed');
+  });
+
+  const tenantBody = (name: string, spec: Record<string, unknown>) => ({ apiVersion, kind: 'PostgreSQLTenant', metadata: { name, namespace: ns.name }, spec });
+
+  it('AY-13/AY-14/AY-15/AY-83: a dynamic Tenant → Database tenant-<uid> (Provision, Retain, finalizer, tenantRef, no ownerReferences, instanceUID), Tenant Bound; a repeat writes nothing', async () => {
+    const name = identName('dyn');
+    const t = await post(tenants(ns.name), tenantBody(name, { provision: { instanceRef: { name: instanceName }, database: 'dyn_app' } }));
+    const r = await bind(ns.name, name);
+    expect(Either.isRight(r), JSON.stringify(r)).toBe(true);
+    const dbPath = `${databases}/tenant-${t.metadata.uid}`;
+    cleanup.push(dbPath);
+    const d = await must(dbPath);
+    expect(d.spec).toEqual({
+      instanceRef: { name: instanceName },
+      database: 'dyn_app',
+      loginRole: name,
+      source: 'Provision',
+      reclaimPolicy: 'Retain',
+      tenantRef: { namespace: ns.name, name, uid: t.metadata.uid },
+    });
+    expect(d.metadata.finalizers).toEqual([Finalizers.database]);
+    expect(d.metadata.ownerReferences).toBeUndefined();
+    const inst = await must(`${instances}/${instanceName}`);
+    expect(d.status?.['instanceUID']).toBe(inst.metadata.uid);
+    const bound = await must(`${tenants(ns.name)}/${name}`);
+    expect(bound.metadata.finalizers).toEqual([Finalizers.tenant]);
+    expect(bound.status).toMatchObject({ phase: 'Bound', observedGeneration: bound.metadata.generation, databaseRef: { name: `tenant-${t.metadata.uid}`, uid: d.metadata.uid } });
+    expect(ready(bound)).toMatchObject({ status: 'False', reason: TenantReason.BindingComplete, message: TenantMessage.bindingComplete });
+
+    await bind(ns.name, name);
+    expect((await must(`${tenants(ns.name)}/${name}`)).metadata.resourceVersion).toBe(bound.metadata.resourceVersion);
+    expect((await must(dbPath)).metadata.resourceVersion).toBe(d.metadata.resourceVersion);
+  });
+
+  it('AY-18: the Tenant status write fails after the resource side was written; a fresh reconciler completes it with the same Database (no rollback, no second create)', async () => {
+    const name = identName('restart');
+    const t = await post(tenants(ns.name), tenantBody(name, { provision: { instanceRef: { name: instanceName } } }));
+    cleanup.push(`${databases}/tenant-${t.metadata.uid}`);
+    let failed = 0;
+    const failingOnce = Layer.effect(
+      BindingResources,
+      Effect.gen(function* () {
+        const real = yield* BindingResources;
+        return {
+          ...real,
+          present: (tenant, status) =>
+            status.phase === 'Bound' && failed++ === 0 ? Effect.fail(new KubernetesError({ code: 'Unavailable', message: 'injected: tenant status write lost' })) : real.present(tenant, status),
+        };
+      }),
+    ).pipe(Layer.provide(bindingLayer()));
+    const first = await bind(ns.name, name, failingOnce);
+    expect(Either.isLeft(first)).toBe(true);
+    const d = await must(`${databases}/tenant-${t.metadata.uid}`);
+    expect(d.spec['tenantRef']).toEqual({ namespace: ns.name, name, uid: t.metadata.uid });
+    expect((await must(`${tenants(ns.name)}/${name}`)).status?.phase).toBe('Binding');
+
+    expect(Either.isRight(await bind(ns.name, name))).toBe(true);
+    const after = await must(`${tenants(ns.name)}/${name}`);
+    expect(after.status).toMatchObject({ phase: 'Bound', databaseRef: { name: `tenant-${t.metadata.uid}`, uid: d.metadata.uid } });
+    expect((await must(`${databases}/tenant-${t.metadata.uid}`)).metadata.uid).toBe(d.metadata.uid);
+  });
+
+  it('AY-19: two Tenants claim one existing Database with real concurrent reconcilers: exactly one is Bound, the other is a Conflict; the only errors are 409s', async () => {
+    const dbName = uniqueName('shared-db');
+    const inst = await must(`${instances}/${instanceName}`);
+    const d = await post(databases, { apiVersion, kind: 'PostgreSQLDatabase', metadata: { name: dbName }, spec: { instanceRef: { name: instanceName }, database: 'shared_app', loginRole: 'shared_app', source: 'Provision' } });
+    const withStatus = await kubeRequest('PUT', `${databases}/${dbName}/status`, {
+      ...d,
+      status: {
+        instanceUID: inst.metadata.uid,
+        phase: 'Available',
+        observedGeneration: d.metadata.generation,
+        conditions: [{ type: 'Ready', status: 'True', reason: 'Available', message: 'test fixture', observedGeneration: d.metadata.generation, lastTransitionTime: '2026-01-01T00:00:00Z' }],
+      },
+    });
+    expect(withStatus.status, withStatus.body).toBe(200);
+    const names = [uniqueName('claim-a'), uniqueName('claim-b')];
+    for (const n of names) await post(tenants(ns.name), tenantBody(n, { databaseRef: { name: dbName } }));
+    const errors: string[] = [];
+    for (let round = 0; round < 4; round++) {
+      const results = await Promise.all(names.map((n) => bind(ns.name, n)));
+      for (const r of results) if (Either.isLeft(r)) errors.push(r.left instanceof KubernetesError ? r.left.code : String(r.left));
+    }
+    expect(errors.every((e) => e === 'Conflict'), errors.join()).toBe(true);
+    const stored = await must(`${databases}/${dbName}`);
+    const tenantsAfter = await Promise.all(names.map((n) => must(`${tenants(ns.name)}/${n}`)));
+    const boundOnes = tenantsAfter.filter((t) => t.status?.phase === 'Bound');
+    expect(boundOnes).toHaveLength(1);
+    expect((stored.spec['tenantRef'] as { name: string }).name).toBe(boundOnes[0]!.metadata.name);
+    const loser = tenantsAfter.find((t) => t.status?.phase !== 'Bound')!;
+    expect(ready(loser)).toMatchObject({ status: 'False', reason: TenantReason.Conflict });
+    expect(loser.status?.['databaseRef']).toBeUndefined();
+  });
+
+  it('AY-20: a Released Database is never bound again; nothing is written to it', async () => {
+    const dbName = uniqueName('released');
+    const inst = await must(`${instances}/${instanceName}`);
+    const d = await post(databases, { apiVersion, kind: 'PostgreSQLDatabase', metadata: { name: dbName }, spec: { instanceRef: { name: instanceName }, database: 'rel_app', loginRole: 'rel_app', source: 'Provision' } });
+    await kubeRequest('PUT', `${databases}/${dbName}/status`, { ...d, status: { instanceUID: inst.metadata.uid, phase: 'Released' } });
+    const before = await must(`${databases}/${dbName}`);
+    const name = uniqueName('late');
+    await post(tenants(ns.name), tenantBody(name, { databaseRef: { name: dbName } }));
+    await bind(ns.name, name);
+    const after = await must(`${databases}/${dbName}`);
+    expect(after.metadata.resourceVersion).toBe(before.metadata.resourceVersion);
+    expect(after.spec['tenantRef']).toBeUndefined();
+    expect(ready(await must(`${tenants(ns.name)}/${name}`))).toMatchObject({ reason: TenantReason.Conflict });
+  });
+
+  it('AY-30: presenting on a stale snapshot is a 409 and the other client\'s change survives', async () => {
+    const name = identName('stale');
+    await post(tenants(ns.name), tenantBody(name, { provision: { instanceRef: { name: instanceName } } }));
+    const port = await Effect.runPromise(Effect.provide(BindingResources, bindingLayer()));
+    const snapshot = await Effect.runPromise(port.tenant(ns.name, name));
+    if (snapshot === undefined) throw new Error('tenant missing');
+    const current = await must(`${tenants(ns.name)}/${name}`);
+    expect((await kubeRequest('PUT', `${tenants(ns.name)}/${name}`, { ...current, metadata: { ...current.metadata, labels: { other: 'client' } } })).status).toBe(200);
+    const r = await Effect.runPromise(Effect.either(port.present(snapshot, { phase: 'Binding', reason: TenantReason.BindingPending, message: TenantMessage.bindingPending })));
+    expect(Either.isLeft(r) && r.left.code).toBe('Conflict');
+    const after = await must(`${tenants(ns.name)}/${name}`);
+    expect(after.metadata.labels).toEqual({ other: 'client' });
+    expect(after.status?.phase).toBeUndefined();
+  });
+
+  it('AY-30 (server side): a write at a stale resourceVersion that passed the snapshot check is refused by the server with 409', async () => {
+    const name = identName('staleserver');
+    await post(tenants(ns.name), tenantBody(name, { provision: { instanceRef: { name: instanceName } } }));
+    const kubeOnly = await Effect.runPromise(Effect.provide(BindingResources, bindingLayer()));
+    const snapshot = await Effect.runPromise(kubeOnly.tenant(ns.name, name));
+    if (snapshot === undefined) throw new Error('tenant missing');
+    // The other client writes between our check and our write: simulate by checking first, then racing the write.
+    const current = await must(`${tenants(ns.name)}/${name}`);
+    await kubeRequest('PUT', `${tenants(ns.name)}/${name}`, { ...current, metadata: { ...current.metadata, labels: { other: 'client' } } });
+    const r = await kubeRequest('PUT', `${tenants(ns.name)}/${name}/status`, { ...current, status: { phase: 'Binding' } });
+    expect(r.status).toBe(409);
+  });
+
+  it('AY-32: a deleting Tenant → Deleting/DeletionPending; its finalizer and the Database\'s tenantRef stay', async () => {
+    const name = identName('bye');
+    const t = await post(tenants(ns.name), tenantBody(name, { provision: { instanceRef: { name: instanceName } } }));
+    cleanup.push(`${databases}/tenant-${t.metadata.uid}`);
+    await bind(ns.name, name);
+    expect((await kubeRequest('DELETE', `${tenants(ns.name)}/${name}`)).status).toBe(200);
+    await bind(ns.name, name);
+    const o = await must(`${tenants(ns.name)}/${name}`);
+    expect(o.metadata.deletionTimestamp).toBeDefined();
+    expect(o.metadata.finalizers).toEqual([Finalizers.tenant]);
+    expect(o.status?.phase).toBe('Deleting');
+    expect(ready(o)).toMatchObject({ reason: TenantReason.DeletionPending, message: TenantMessage.deletionPending });
+    expect((await must(`${databases}/tenant-${t.metadata.uid}`)).spec['tenantRef']).toEqual({ namespace: ns.name, name, uid: t.metadata.uid });
+  });
+});
