@@ -105,8 +105,9 @@ export const makeInformer = <A extends KubeObject = KubeObject>(
       yield* Deferred.succeed(syncedSignal, undefined);
     });
 
+    /** Apply one watch event to the cache (caller holds the lock). */
     const apply = (ev: { type: string; object: A }) =>
-      lock.withPermits(1)(
+      Effect.suspend(() =>
         Effect.gen(function* () {
           const o = ev.object;
           if (o.metadata?.resourceVersion) rv = o.metadata.resourceVersion;
@@ -141,7 +142,7 @@ export const makeInformer = <A extends KubeObject = KubeObject>(
           ...(options.labelSelector ? { labelSelector: options.labelSelector } : {}),
           ...(options.fieldSelector ? { fieldSelector: options.fieldSelector } : {}),
         })
-        .pipe(Stream.runForEach(apply));
+        .pipe(Stream.runForEachChunk((events) => lock.withPermits(1)(Effect.forEach(events, apply, { discard: true }))));
     });
 
     /** list (unless warm-started), then watch forever: resume from rv; relist on Gone; back off on other errors. */

@@ -1,5 +1,5 @@
 // The live KubeClient over the API server's REST interface (see transport.ts for how requests travel).
-import { Effect, Random, Ref, Stream } from 'effect';
+import { Chunk, Effect, Random, Ref, Stream } from 'effect';
 import type { DeleteOptions, KubeList, KubeObject, Status, WatchEvent } from '../../api/objects.js';
 import { defaultRetryPolicy, retryDelayMs, type RetryPolicy } from '../../domain/backoff.js';
 import { indexAggregated, indexLegacy, resolveKind, type AggregatedDiscovery, type LegacyResourceList, type Resolution } from '../../domain/discovery.js';
@@ -388,15 +388,23 @@ export const makeClient = (transport: Transport, options: ClientOptions = {}): E
             });
           const target = targetOf('watch', ref, path);
           return transport.lines({ method: 'GET', path, timeoutMs: (timeoutSeconds + 30) * 1000, target }).pipe(
-            Stream.mapEffect((line): Effect.Effect<WatchEvent<A>, KubeError> => {
-              const ev = line as { type?: string; object?: unknown };
-              if (ev.type === 'ERROR') {
-                const st = ev.object as Status;
-                return Effect.fail(classify(st.code ?? 500, st, target));
+            Stream.chunks,
+            Stream.flatMap((lines): Stream.Stream<WatchEvent<A>, KubeError> => {
+              const out: Array<WatchEvent<A>> = [];
+              for (const line of lines) {
+                const ev = line as { type?: string; object?: unknown };
+                if (ev.type === 'ADDED' || ev.type === 'MODIFIED' || ev.type === 'DELETED' || ev.type === 'BOOKMARK') {
+                  out.push({ type: ev.type, object: ev.object as A });
+                  continue;
+                }
+                // events before the failure are delivered first; then the stream fails typed
+                const failure: KubeError =
+                  ev.type === 'ERROR'
+                    ? classify((ev.object as Status).code ?? 500, ev.object as Status, target)
+                    : new DecodeFailure({ message: `unexpected watch event type ${String(ev.type)}`, target, body: JSON.stringify(line).slice(0, 2000) });
+                return Stream.concat(Stream.fromChunk(Chunk.unsafeFromArray(out)), Stream.fail(failure));
               }
-              if (ev.type === 'ADDED' || ev.type === 'MODIFIED' || ev.type === 'DELETED' || ev.type === 'BOOKMARK')
-                return Effect.succeed({ type: ev.type, object: ev.object as A });
-              return Effect.fail(new DecodeFailure({ message: `unexpected watch event type ${String(ev.type)}`, target, body: JSON.stringify(line).slice(0, 2000) }));
+              return Stream.fromChunk(Chunk.unsafeFromArray(out));
             }),
           );
         }),

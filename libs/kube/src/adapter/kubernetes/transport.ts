@@ -4,7 +4,7 @@
 import * as http from 'node:http';
 import * as https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { Effect, Stream } from 'effect';
+import { Chunk, Effect, Stream } from 'effect';
 import { classify, parseStatus, Timeout, Unavailable, type KubeError, type RequestTarget } from '../../domain/errors.js';
 
 export interface HttpAnswer {
@@ -201,19 +201,22 @@ export const makeTransport = (
                 res.setEncoding('utf8');
                 res.on('data', (chunk: string) => {
                   buffered += chunk;
-                  let nl = buffered.indexOf('\n');
-                  while (nl >= 0) {
-                    const line = buffered.slice(0, nl).trim();
-                    buffered = buffered.slice(nl + 1);
-                    if (line !== '') {
-                      try {
-                        void emit.single(JSON.parse(line) as unknown);
-                      } catch {
-                        // a torn line cannot happen with newline framing; ignore garbage defensively
-                      }
+                  const last = buffered.lastIndexOf('\n');
+                  if (last < 0) return;
+                  const complete = buffered.slice(0, last);
+                  buffered = buffered.slice(last + 1);
+                  // one emission per received chunk (amortises the stream's per-element cost)
+                  const values: Array<unknown> = [];
+                  for (const raw of complete.split('\n')) {
+                    const line = raw.trim();
+                    if (line === '') continue;
+                    try {
+                      values.push(JSON.parse(line) as unknown);
+                    } catch {
+                      // newline framing never tears a line; ignore garbage defensively
                     }
-                    nl = buffered.indexOf('\n');
                   }
+                  if (values.length > 0) void emit.chunk(Chunk.unsafeFromArray(values));
                 });
                 res.on('end', () => end());
                 res.on('close', () => end());
