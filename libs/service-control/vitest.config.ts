@@ -1,3 +1,3 @@
 import { projectTestConfig } from '../../vitest.shared.js';
 
-export default projectTestConfig(import.meta.dirname);
+export default projectTestConfig(import.meta.dirname, { testbed: true });

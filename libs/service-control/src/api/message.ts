@@ -14,7 +14,7 @@ import {
   SessionOpenBody,
   SessionOpenResultBody,
 } from './runtime.js';
-import { SnapshotAckBody, SnapshotPushBody } from './snapshot.js';
+import { SnapshotAckBody, SnapshotAckResultBody, SnapshotPushBody } from './snapshot.js';
 
 export const SCHEMA_VERSION = 1;
 /** Capability, stream event name and outer `ControlEnvelope.api` (spec §1.6). */
@@ -74,6 +74,7 @@ export const MessageCodecs = {
   'report.accepted': unary('report.accepted', ReportAcceptedBody, STRICT),
   'snapshot.push': streamed('snapshot.push', SnapshotPushBody),
   'snapshot.ack': streamed('snapshot.ack', SnapshotAckBody),
+  'snapshot.ack.result': streamed('snapshot.ack.result', SnapshotAckResultBody),
   error: unary('error', ErrorBody, BOOTSTRAP),
 } as const;
 

@@ -166,3 +166,13 @@ export const SnapshotAckBody = Codec.refine(
   { message: 'a refused snapshot cannot be applied' },
 );
 export type SnapshotAckBodyWire = TypeOf<typeof SnapshotAckBody>;
+
+/**
+ * [D] B's answer to a recorded snapshot.ack (decision 0102): it echoes the scope, revision and digest it recorded. It
+ * is a receipt only — never a grant, lease or readiness.
+ */
+export const SnapshotAckResultBody = Codec.struct({
+  scope: SubjectScope,
+  snapshot_revision: Codec.counter,
+  snapshot_digest: Codec.bytes32,
+});

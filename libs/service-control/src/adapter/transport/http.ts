@@ -76,7 +76,14 @@ export const serveUnary = async (
   }
   const env = receiveEnvelope(side, bytes);
   if (Either.isLeft(env)) return refuse(res, env.left);
-  const sealed = sealEnvelope(side.signer, await handle(env.right));
+  let answer: Uint8Array;
+  try {
+    answer = await handle(env.right);
+  } catch (e) {
+    // The handler could not even decode the payload (no scope to answer to) or failed unexpectedly.
+    return refuse(res, e instanceof Error && '_tag' in e && (e as { _tag: string })._tag === 'ServiceControlError' ? (e as ServiceControlError) : scError('storage-unavailable', String(e)));
+  }
+  const sealed = sealEnvelope(side.signer, answer);
   res.writeHead(200, { 'content-type': ENVELOPE_CONTENT_TYPE, 'content-length': sealed.length }).end(sealed);
 };
 

@@ -1,0 +1,1 @@
+export * from './authority-store.js';

@@ -1,0 +1,79 @@
+// B's storage port (the authority, NSD): one fenced transaction at a time over the rows the contract needs. The
+// PostgreSQL adapter is `src/adapter/postgresql/`; the application code (`authority.ts`) only sees this interface.
+import type { Either } from 'effect';
+import type { Bytes } from '../domain/bytes.js';
+import type { ServiceControlError } from '../domain/errors.js';
+import type { BReportRow } from '../domain/report.js';
+import type { RuntimeBinding } from '../domain/runtime.js';
+import type { SessionMark } from '../domain/session.js';
+import type { AckRecord } from '../domain/snapshot.js';
+
+/** A service row as B stores it: the declaration as its canonical CBOR, the listener intent revision. */
+export interface StoredService {
+  readonly serviceId: Bytes;
+  readonly publisher: Bytes;
+  readonly networkId: Bytes;
+  readonly declarationKey: string;
+  /** Canonical CBOR of the declaration (DeclarationCodec). */
+  readonly declaration: Bytes;
+  readonly state: 'active' | 'withdrawn';
+  readonly port: bigint | null;
+  readonly listenerRevision: bigint;
+}
+
+export interface StoredSnapshot {
+  readonly revision: bigint;
+  /** Digest of the content without the revision (decides "changed"). */
+  readonly bodyDigest: Bytes;
+  readonly digest: Bytes;
+  /** Canonical CBOR of the snapshot.push body. */
+  readonly body: Bytes;
+}
+
+export interface SessionRow extends SessionMark {
+  readonly generation: bigint;
+  readonly runtimeId: Bytes;
+}
+
+/** The rows of one transaction. Reads of rows the transaction will write take the row lock. */
+export interface AuthorityTx {
+  readonly lockRuntime: (identity: Bytes) => Promise<RuntimeBinding | null>;
+  readonly saveRuntime: (identity: Bytes, b: RuntimeBinding) => Promise<void>;
+  readonly lockSession: (identity: Bytes, networkId: Bytes) => Promise<SessionRow | null>;
+  readonly saveSession: (identity: Bytes, networkId: Bytes, s: SessionRow) => Promise<void>;
+  /** Corrupt row → `state-inconsistent` (Left) for that scope only. */
+  readonly lockReport: (identity: Bytes, networkId: Bytes) => Promise<Either.Either<BReportRow | null, ServiceControlError>>;
+  readonly saveReport: (identity: Bytes, networkId: Bytes, row: BReportRow) => Promise<void>;
+  readonly services: (networkId: Bytes) => Promise<readonly StoredService[]>;
+  readonly upsertServices: (rows: readonly StoredService[]) => Promise<void>;
+  readonly writeOutbox: (networkId: Bytes, reason: string) => Promise<void>;
+  readonly members: (networkId: Bytes) => Promise<readonly Bytes[]>;
+  readonly lockSnapshot: (target: Bytes, networkId: Bytes) => Promise<StoredSnapshot | null>;
+  readonly saveSnapshot: (target: Bytes, networkId: Bytes, s: StoredSnapshot) => Promise<void>;
+  /** Digest of every revision produced for the target (the ACK must name one of them). */
+  readonly producedDigests: (target: Bytes, networkId: Bytes) => Promise<ReadonlyMap<bigint, Bytes>>;
+  readonly acks: (target: Bytes, networkId: Bytes) => Promise<readonly AckRecord[]>;
+  readonly saveAck: (target: Bytes, networkId: Bytes, a: AckRecord) => Promise<void>;
+}
+
+export interface AuthorityStore {
+  /** Create/upgrade the schema (idempotent). */
+  readonly migrate: () => Promise<void>;
+  /** Increment and persist the authority epoch BEFORE serving (M6-12); creates the persistent nsd_id once. */
+  readonly takeover: () => Promise<{ readonly nsdId: Bytes; readonly epoch: bigint }>;
+  readonly isMember: (identity: Bytes, networkId: Bytes) => Promise<boolean>;
+  readonly addMember: (identity: Bytes, networkId: Bytes) => Promise<void>;
+  /**
+   * One transaction fenced on `epoch`: the authority row is read first (shared lock, lock order authority → machine →
+   * scope rows) and must still hold `epoch` (else `stale-epoch`, nothing written). `fn` returning Left rolls back.
+   * A storage failure is `storage-unavailable` and nothing is committed.
+   */
+  readonly transact: <A>(
+    epoch: bigint,
+    fn: (tx: AuthorityTx) => Promise<Either.Either<A, ServiceControlError>>,
+  ) => Promise<Either.Either<A, ServiceControlError>>;
+  /** Undelivered outbox rows' networks (for the producer after a restart). */
+  readonly pendingOutbox: () => Promise<readonly { readonly id: bigint; readonly networkId: Bytes }[]>;
+  readonly clearOutbox: (id: bigint) => Promise<void>;
+  readonly close: () => Promise<void>;
+}

@@ -1,0 +1,504 @@
+// B (NSD) request handling: §3.2 validation order, then one fenced transaction per request (commit before reply),
+// snapshot production per target+Network after the report commit, and delivery on config.stream only to a stream
+// whose binding matches the full persisted session tuple. Transport-agnostic: payload bytes in, payload bytes out.
+import { randomBytes } from 'node:crypto';
+import { Either } from 'effect';
+import { type Bytes, bytesEqual, toHex } from '../domain/bytes.js';
+import { type ServiceControlError, ServiceControlError as SCE, scError } from '../domain/errors.js';
+import { checkFences } from '../domain/fence.js';
+import { type Kind } from '../domain/kinds.js';
+import { acceptReport, reportHead } from '../domain/report.js';
+import { bind, floorView } from '../domain/runtime.js';
+import { openSession, streamMayDeliver } from '../domain/session.js';
+import { applyReport, type ServiceRow, ulid } from '../domain/services.js';
+import { produceSnapshot, recordAck } from '../domain/snapshot.js';
+import { validateDeclaration } from '../domain/declaration.js';
+import { type Message, type MessageOf, decodeMessage, encodeMessage, errorBody } from '../api/message.js';
+import { declarationFromWire, declarationToWire, floorResultBody, replaceRequest, streamBindingFromWire } from '../api/convert.js';
+import { DeclarationCodec, type BindingWire } from '../api/report.js';
+import { StreamBindingCodec } from '../api/runtime.js';
+import { type SnapshotWire, SnapshotPushBody, snapshotDigest } from '../api/snapshot.js';
+import { deriveN6 } from '../api/standins.js';
+import type { AuthorityStore, StoredService } from './authority-store.js';
+
+export interface AuthorityDeps {
+  readonly store: AuthorityStore;
+  readonly nsdId: Bytes;
+  readonly epoch: bigint;
+  readonly now: () => number;
+  /** Injected crash point (tests): called with a label after a commit and before the reply leaves. */
+  readonly fault?: (point: string) => void;
+  readonly log?: (event: string, fields: Record<string, unknown>) => void;
+}
+
+/** A connected config.stream. `send` returns false when the stream is gone. */
+export interface StreamSink {
+  readonly send: (payload: Uint8Array) => boolean;
+  readonly close: () => void;
+}
+
+interface OpenStream {
+  readonly identity: Bytes;
+  readonly networkId: Bytes;
+  readonly binding: ReturnType<typeof streamBindingFromWire>;
+  readonly sink: StreamSink;
+}
+
+const A_TO_B: readonly Kind[] = ['runtime.floor', 'runtime.bind', 'session.open', 'report.head', 'report.replace', 'snapshot.ack'];
+
+export interface AuthorityCounters {
+  requests: number;
+  refusals: number;
+  snapshotsProduced: number;
+  snapshotsDelivered: number;
+}
+
+export class Authority {
+  private readonly streams = new Set<OpenStream>();
+  readonly counters: AuthorityCounters = { requests: 0, refusals: 0, snapshotsProduced: 0, snapshotsDelivered: 0 };
+
+  constructor(private readonly d: AuthorityDeps) {}
+
+  get epoch(): bigint {
+    return this.d.epoch;
+  }
+  get streamCount(): number {
+    return this.streams.size;
+  }
+
+  /**
+   * Handle one unary request payload from a verified envelope signed by `signer`. Throws a ServiceControlError only
+   * when the payload cannot be decoded at all (no scope to answer to: the transport refuses it).
+   */
+  async handle(signer: Bytes, payload: Uint8Array): Promise<Uint8Array> {
+    this.counters.requests++;
+    const decoded = decodeMessage(payload);
+    if (Either.isLeft(decoded)) throw decoded.left;
+    const m = decoded.right;
+    const out = await this.dispatch(signer, m);
+    if (Either.isLeft(out)) {
+      this.counters.refusals++;
+      this.d.log?.("refused", { kind: m.kind, code: out.left.code, detail: out.left.detail });
+      return this.errorReply(m, out.left);
+    }
+    return out.right;
+  }
+
+  private async dispatch(signer: Bytes, m: Message): Promise<Either.Either<Uint8Array, ServiceControlError>> {
+    if (!A_TO_B.includes(m.kind)) return Either.left(scError('unsupported-field', `${m.kind} is not a request to the authority`));
+    if (!bytesEqual(m.subject_identity, signer)) return Either.left(scError('unauthorized', 'subject_identity is not the signer'));
+    if (!bytesEqual(m.nsd_id, this.d.nsdId)) return Either.left(scError('unauthorized', 'nsd_id is not this authority'));
+    try {
+      if (!(await this.d.store.isMember(m.subject_identity, m.network_id)))
+        return Either.left(scError('unauthorized', 'identity is not a member of the Network'));
+    } catch (e) {
+      return Either.left(e instanceof SCE ? e : scError('storage-unavailable', String(e)));
+    }
+    switch (m.kind) {
+      case 'runtime.floor':
+        return this.floor(m);
+      case 'runtime.bind':
+        return this.bind(m);
+      case 'session.open':
+        return this.sessionOpen(m);
+      case 'report.head':
+        return this.reportHead(m);
+      case 'report.replace':
+        return this.reportReplace(m);
+      case 'snapshot.ack':
+        return this.snapshotAck(m);
+      default:
+        return Either.left(scError('unsupported-field', `${m.kind} is not handled`));
+    }
+  }
+
+  private env(m: Message, kind: string, gen: bigint | null, rid: Bytes | null, body: unknown, sessionSeq?: bigint): Uint8Array {
+    return encodeMessage({
+      schema: 1,
+      kind,
+      nsd_id: this.d.nsdId,
+      network_id: m.network_id,
+      subject_identity: m.subject_identity,
+      runtime_generation: gen,
+      runtime_id: rid,
+      authority_epoch: this.d.epoch,
+      request_id: m.request_id,
+      body,
+      ...(sessionSeq === undefined ? {} : { session_seq: sessionSeq }),
+    } as unknown as Message);
+  }
+
+  private errorReply(m: Message, e: ServiceControlError): Uint8Array {
+    return this.env(m, 'error', m.runtime_generation ?? null, m.runtime_id ?? null, errorBody(e, m.kind, 'peer'));
+  }
+
+  private fences(m: Message, rt: { generation: bigint; runtimeId: Bytes } | null, session: { seq: bigint } | null) {
+    const env = m as Message & { readonly session_seq?: bigint };
+    return checkFences(
+      {
+        kind: m.kind,
+        runtimeGeneration: m.runtime_generation,
+        runtimeId: m.runtime_id,
+        authorityEpoch: m.authority_epoch,
+        sessionSeq: env.session_seq ?? null,
+      },
+      { runtime: rt, epoch: this.d.epoch, session },
+    );
+  }
+
+  private committed(point: string): void {
+    this.d.fault?.(point);
+  }
+
+  private async floor(m: MessageOf<'runtime.floor'>) {
+    const r = await this.d.store.transact(this.d.epoch, async (tx) => {
+      const rt = await tx.lockRuntime(m.subject_identity);
+      return Either.map(this.fences(m, rt, null), () => floorView(rt, this.d.now()));
+    });
+    return Either.map(r, (view) =>
+      this.env(m, 'runtime.floor.result', view.runtimeGeneration, view.runtimeId, floorResultBody(
+        { subject_identity: m.subject_identity, nsd_id: this.d.nsdId, network_id: m.network_id },
+        view,
+        this.d.epoch,
+      )),
+    );
+  }
+
+  private async bind(m: MessageOf<'runtime.bind'>) {
+    const r = await this.d.store.transact(this.d.epoch, async (tx) => {
+      const rt = await tx.lockRuntime(m.subject_identity);
+      const f = this.fences(m, rt, null);
+      if (Either.isLeft(f)) return Either.left(f.left);
+      const out = bind(
+        rt,
+        { generation: m.runtime_generation, runtimeId: m.runtime_id, mode: m.body.mode, floorRequestId: m.body.floor_request_id, ownerRecovery: m.body.owner_recovery },
+        toHex(m.network_id),
+        this.d.now(),
+      );
+      if (Either.isLeft(out)) return Either.left(out.left);
+      if (out.right.binding !== rt) await tx.saveRuntime(m.subject_identity, out.right.binding);
+      const s = await tx.lockSession(m.subject_identity, m.network_id);
+      const floor = s !== null && s.generation === m.runtime_generation && bytesEqual(s.runtimeId, m.runtime_id) ? s.seq : 0n;
+      return Either.right(floor);
+    });
+    if (Either.isRight(r)) this.committed('runtime.bind');
+    return Either.map(r, (sessionFloor) =>
+      this.env(m, 'runtime.bind.result', m.runtime_generation, m.runtime_id, {
+        authority_epoch: this.d.epoch,
+        runtime_generation: m.runtime_generation,
+        runtime_id: m.runtime_id,
+        session_floor: sessionFloor,
+      }),
+    );
+  }
+
+  private async sessionOpen(m: MessageOf<'session.open'>) {
+    const r = await this.d.store.transact(this.d.epoch, async (tx) => {
+      const rt = await tx.lockRuntime(m.subject_identity);
+      const f = this.fences(m, rt, null);
+      if (Either.isLeft(f)) return Either.left(f.left);
+      const s = await tx.lockSession(m.subject_identity, m.network_id);
+      const mark = s !== null && rt !== null && s.generation === rt.generation && bytesEqual(s.runtimeId, rt.runtimeId) ? s : null;
+      const o = openSession(mark, m.session_seq, m.request_id, this.d.epoch);
+      if (Either.isLeft(o)) return Either.left(o.left);
+      if (o.right.outcome === 'accepted')
+        await tx.saveSession(m.subject_identity, m.network_id, { ...o.right.mark, generation: m.runtime_generation, runtimeId: m.runtime_id });
+      return Either.right(o.right.mark);
+    });
+    if (Either.isRight(r)) {
+      this.committed('session.open');
+      // Streams of an older session of this scope stop receiving config at once.
+      for (const s of this.streams)
+        if (bytesEqual(s.identity, m.subject_identity) && bytesEqual(s.networkId, m.network_id) && s.binding.sessionSeq !== m.session_seq) {
+          s.sink.close();
+          this.streams.delete(s);
+        }
+    }
+    return Either.map(r, (mark) =>
+      this.env(m, 'session.open.result', m.runtime_generation, m.runtime_id, {
+        session_seq: mark.seq,
+        session_request_id: mark.requestId,
+        authority_epoch: this.d.epoch,
+      }, m.session_seq),
+    );
+  }
+
+  private bindings = (services: readonly StoredService[], publisher: Bytes): BindingWire[] =>
+    services
+      .filter((s) => s.state === 'active' && bytesEqual(s.publisher, publisher))
+      .map((s) => ({
+        declaration_key: s.declarationKey,
+        service_ref: { nsd_id: this.d.nsdId, network_id: s.networkId, service_id: s.serviceId },
+        P: s.port === null ? null : Number(s.port),
+        proposal_state: 'pending',
+      }))
+      .sort((a, b) => Buffer.compare(Buffer.from(a.declaration_key), Buffer.from(b.declaration_key)));
+
+  private async reportHead(m: MessageOf<'report.head'>) {
+    const r = await this.d.store.transact(this.d.epoch, async (tx) => {
+      const rt = await tx.lockRuntime(m.subject_identity);
+      const f = this.fences(m, rt, null);
+      if (Either.isLeft(f)) return Either.left(f.left);
+      const scopeOk = this.scopeMatches(m, m.body.scope);
+      if (Either.isLeft(scopeOk)) return Either.left(scopeOk.left);
+      const row = await tx.lockReport(m.subject_identity, m.network_id);
+      if (Either.isLeft(row)) return Either.left(row.left);
+      const head = reportHead(row.right);
+      const services = head.acceptedRevision === 0n ? [] : await tx.services(m.network_id);
+      return Either.right({ head, bindings: this.bindings(services, m.subject_identity) });
+    });
+    return Either.map(r, ({ head, bindings }) =>
+      this.env(m, 'report.accepted', m.runtime_generation, m.runtime_id, {
+        scope: m.body.scope,
+        accepted_revision: head.acceptedRevision,
+        report_digest: head.reportDigest,
+        bindings,
+      }),
+    );
+  }
+
+  private scopeMatches(m: Message, scope: { publisher_identity: Bytes; nsd_id: Bytes; network_id: Bytes }) {
+    return bytesEqual(scope.publisher_identity, m.subject_identity) && bytesEqual(scope.nsd_id, m.nsd_id) && bytesEqual(scope.network_id, m.network_id)
+      ? Either.void
+      : Either.left(scError('unauthorized', 'report scope is not the signer’s scope'));
+  }
+
+  private async reportReplace(m: MessageOf<'report.replace'>) {
+    const body = m.body;
+    const r = await this.d.store.transact(this.d.epoch, async (tx) => {
+      const rt = await tx.lockRuntime(m.subject_identity);
+      const f = this.fences(m, rt, null);
+      if (Either.isLeft(f)) return Either.left(f.left);
+      for (const sc of [body.scope, body.content.scope]) {
+        const ok = this.scopeMatches(m, sc);
+        if (Either.isLeft(ok)) return Either.left(ok.left);
+      }
+      const decls = [];
+      for (const w of body.content.declarations) {
+        const v = validateDeclaration(declarationFromWire(w));
+        if (Either.isLeft(v)) return Either.left(v.left);
+        decls.push(v.right);
+      }
+      const row = await tx.lockReport(m.subject_identity, m.network_id);
+      if (Either.isLeft(row)) return Either.left(row.left);
+      const outcome = acceptReport(row.right, replaceRequest(body), true);
+      if (Either.isLeft(outcome)) return Either.left(outcome.left);
+      const all = await tx.services(m.network_id);
+      if (outcome.right.outcome === 'replace') {
+        const mine = all.filter((s) => bytesEqual(s.publisher, m.subject_identity));
+        const rows: ServiceRow[] = [];
+        for (const s of mine) {
+          const d = DeclarationCodec.decode(s.declaration);
+          if (Either.isLeft(d)) return Either.left(scError('state-inconsistent', 'stored declaration is corrupt for this scope'));
+          rows.push({ serviceId: s.serviceId, declarationKey: s.declarationKey, declaration: declarationFromWire(d.right), state: s.state, port: s.port });
+        }
+        const now = this.d.now();
+        const app = applyReport(rows, decls, () => ulid(now, new Uint8Array(randomBytes(10))));
+        const prev = new Map(mine.map((s) => [toHex(s.serviceId), s]));
+        const stored: StoredService[] = [];
+        for (const row2 of [...app.created, ...app.updated, ...app.withdrawn]) {
+          const old = prev.get(toHex(row2.serviceId));
+          const bytes = DeclarationCodec.encodeOrThrow(declarationToWire(row2.declaration));
+          const changed = old === undefined || old.state !== row2.state || !Buffer.from(old.declaration).equals(Buffer.from(bytes));
+          if (!changed) continue;
+          stored.push({
+            serviceId: row2.serviceId,
+            publisher: m.subject_identity,
+            networkId: m.network_id,
+            declarationKey: row2.declarationKey,
+            declaration: bytes,
+            state: row2.state,
+            port: row2.port,
+            listenerRevision: old === undefined ? 1n : old.listenerRevision + 1n,
+          });
+        }
+        await tx.upsertServices(stored);
+        await tx.saveReport(m.subject_identity, m.network_id, outcome.right.row);
+        await tx.writeOutbox(m.network_id, 'report.replace');
+      }
+      const services = outcome.right.outcome === 'replace' ? await tx.services(m.network_id) : all;
+      return Either.right({ row: outcome.right.row, replaced: outcome.right.outcome === 'replace', bindings: this.bindings(services, m.subject_identity) });
+    });
+    if (Either.isRight(r)) {
+      this.committed('report.replace');
+      if (r.right.replaced) await this.produceNetwork(m.network_id);
+    }
+    return Either.map(r, ({ row, bindings }) =>
+      this.env(m, 'report.accepted', m.runtime_generation, m.runtime_id, {
+        scope: body.scope,
+        accepted_revision: row.revision,
+        report_digest: row.digest,
+        bindings,
+      }),
+    );
+  }
+
+  private async snapshotAck(m: MessageOf<'snapshot.ack'>) {
+    const body = m.body;
+    const r = await this.d.store.transact(this.d.epoch, async (tx) => {
+      const rt = await tx.lockRuntime(m.subject_identity);
+      const s = await tx.lockSession(m.subject_identity, m.network_id);
+      const current =
+        s !== null && rt !== null && s.generation === rt.generation && bytesEqual(s.runtimeId, rt.runtimeId) && s.epoch === this.d.epoch ? s : null;
+      const f = this.fences(m, rt, current);
+      if (Either.isLeft(f)) return Either.left(f.left);
+      const sc = body.scope;
+      if (!bytesEqual(sc.subject_identity, m.subject_identity) || !bytesEqual(sc.nsd_id, m.nsd_id) || !bytesEqual(sc.network_id, m.network_id))
+        return Either.left(scError('unauthorized', 'ACK scope is not the signer’s scope'));
+      const acks = await tx.acks(m.subject_identity, m.network_id);
+      const produced = await tx.producedDigests(m.subject_identity, m.network_id);
+      const rec = {
+        sessionSeq: m.session_seq,
+        revision: body.snapshot_revision,
+        digest: body.snapshot_digest,
+        accepted: body.accepted,
+        enforcementApplied: body.enforcement_applied,
+        dnsApplied: body.dns_applied,
+      };
+      const next = recordAck(acks, produced, rec);
+      if (Either.isLeft(next)) return Either.left(next.left);
+      if (next.right !== acks) await tx.saveAck(m.subject_identity, m.network_id, rec);
+      return Either.void;
+    });
+    if (Either.isRight(r)) this.committed('snapshot.ack');
+    return Either.map(r, () =>
+      this.env(m, 'snapshot.ack.result', m.runtime_generation, m.runtime_id, {
+        scope: body.scope,
+        snapshot_revision: body.snapshot_revision,
+        snapshot_digest: body.snapshot_digest,
+      }, m.session_seq),
+    );
+  }
+
+  // ───────────────────────── snapshot production and delivery ─────────────────────────
+
+  private buildSnapshot(target: Bytes, networkId: Bytes, services: readonly StoredService[]): Either.Either<Omit<SnapshotWire, 'snapshot_revision'>, ServiceControlError> {
+    const resources = [];
+    const withdrawals = [];
+    for (const s of services) {
+      const ref = { nsd_id: this.d.nsdId, network_id: networkId, service_id: s.serviceId };
+      if (s.state === 'withdrawn') {
+        withdrawals.push({
+          service_ref: ref,
+          publisher_identity: s.publisher,
+          consumer_identity: bytesEqual(s.publisher, target) ? null : target,
+          listener_revision: s.listenerRevision,
+        });
+        continue;
+      }
+      const d = DeclarationCodec.decode(s.declaration);
+      if (Either.isLeft(d)) return Either.left(scError('state-inconsistent', 'stored declaration is corrupt'));
+      resources.push({
+        service_ref: ref,
+        publisher_identity: s.publisher,
+        n6: deriveN6(s.publisher),
+        display_name: d.right.display_name,
+        protocols: d.right.protocols,
+        P: s.port === null ? null : Number(s.port),
+        status: 'pending' as const,
+      });
+    }
+    return Either.right({
+      scope: { subject_identity: target, nsd_id: this.d.nsdId, network_id: networkId },
+      resources,
+      // [D] decision 0104: listeners need a confirmed P and grants need the authorization compiler (issue II).
+      listeners: [],
+      grants: [],
+      withdrawals,
+    });
+  }
+
+  /** Produce (one transaction per target) and deliver the snapshots of every member of a Network. */
+  async produceNetwork(networkId: Bytes): Promise<void> {
+    const members = await this.d.store.transact(this.d.epoch, async (tx) => Either.right(await tx.members(networkId)));
+    if (Either.isLeft(members)) return;
+    for (const target of members.right) await this.produceFor(target, networkId);
+  }
+
+  /** Produce the current snapshot of target+Network; returns the encoded push body or null. */
+  async produceFor(target: Bytes, networkId: Bytes): Promise<Uint8Array | null> {
+    const r = await this.d.store.transact(this.d.epoch, async (tx) => {
+      const content = this.buildSnapshot(target, networkId, await tx.services(networkId));
+      if (Either.isLeft(content)) return Either.left(content.left);
+      const bodyDigest = snapshotDigest({ ...content.right, snapshot_revision: 1n });
+      const last = await tx.lockSnapshot(target, networkId);
+      const p = produceSnapshot(last === null ? null : { revision: last.revision, bodyDigest: last.bodyDigest }, bodyDigest);
+      if (Either.isLeft(p)) return Either.left(p.left);
+      if (p.right.outcome === 'unchanged' && last !== null) return Either.right(last.body);
+      const snapshot = { ...content.right, snapshot_revision: p.right.snapshot.revision };
+      const digest = snapshotDigest(snapshot);
+      const body = SnapshotPushBody.encodeOrThrow({ snapshot, snapshot_digest: digest });
+      await tx.saveSnapshot(target, networkId, { revision: p.right.snapshot.revision, bodyDigest, digest, body });
+      this.counters.snapshotsProduced++;
+      return Either.right(body);
+    });
+    if (Either.isLeft(r)) {
+      this.d.log?.('snapshot-failed', { code: r.left.code, detail: r.left.detail });
+      return null;
+    }
+    for (const s of this.streams) if (bytesEqual(s.identity, target) && bytesEqual(s.networkId, networkId)) this.push(s, r.right);
+    return r.right;
+  }
+
+  private push(s: OpenStream, body: Uint8Array): void {
+    const decoded = SnapshotPushBody.decodeOrThrow(body);
+    const msg = encodeMessage({
+      schema: 1,
+      kind: 'snapshot.push',
+      nsd_id: this.d.nsdId,
+      network_id: s.networkId,
+      subject_identity: s.identity,
+      runtime_generation: s.binding.runtimeGeneration,
+      runtime_id: s.binding.runtimeId,
+      authority_epoch: this.d.epoch,
+      request_id: new Uint8Array(randomBytes(16)),
+      session_seq: s.binding.sessionSeq,
+      body: decoded,
+    });
+    if (s.sink.send(msg)) this.counters.snapshotsDelivered++;
+  }
+
+  /**
+   * A signed config.stream request: its payload is the `service_control` object. Delivery only if it matches the
+   * full persisted session tuple (M6-13); otherwise the stream is refused (`stale-session`) and gets no config.
+   */
+  async openStream(signer: Bytes, payload: Uint8Array, sink: StreamSink): Promise<Either.Either<() => void, ServiceControlError>> {
+    const obj = StreamBindingCodec.decode(payload);
+    if (Either.isLeft(obj)) return Either.left(scError(obj.left.code, obj.left.message));
+    const binding = streamBindingFromWire(obj.right);
+    if (!bytesEqual(binding.nsdId, this.d.nsdId)) return Either.left(scError('unauthorized', 'stream for another authority'));
+    const ok = await this.d.store.transact(this.d.epoch, async (tx) => {
+      const rt = await tx.lockRuntime(signer);
+      const s = await tx.lockSession(signer, binding.networkId);
+      const may = streamMayDeliver(binding, {
+        nsdId: this.d.nsdId,
+        networkId: binding.networkId,
+        runtime: rt,
+        epoch: this.d.epoch,
+        mark: s !== null && rt !== null && s.generation === rt.generation && bytesEqual(s.runtimeId, rt.runtimeId) ? s : null,
+      });
+      return may ? Either.void : Either.left(scError('stale-session', 'stream binding does not match the persisted session'));
+    });
+    if (Either.isLeft(ok)) return Either.left(ok.left);
+    if (!(await this.d.store.isMember(signer, binding.networkId))) return Either.left(scError('unauthorized', 'not a member'));
+    const entry: OpenStream = { identity: signer, networkId: binding.networkId, binding, sink };
+    this.streams.add(entry);
+    await this.produceFor(signer, binding.networkId);
+    return Either.right(() => this.streams.delete(entry));
+  }
+
+  /** After a restart: produce for every Network with undelivered outbox rows, then clear them. */
+  async drainOutbox(): Promise<number> {
+    const rows = await this.d.store.pendingOutbox();
+    for (const r of rows) {
+      await this.produceNetwork(r.networkId);
+      await this.d.store.clearOutbox(r.id);
+    }
+    return rows.length;
+  }
+
+  closeStreams(): void {
+    for (const s of this.streams) s.sink.close();
+    this.streams.clear();
+  }
+}

@@ -1,0 +1,3 @@
+export * from './authority-store.js';
+export * from './authority.js';
+export * from './daemon-store.js';

@@ -1,0 +1,216 @@
+// B (NSD) on the machine's PostgreSQL: the Authority application over the real PG store, fed canonical messages.
+import { useDatabase } from '@homelab/testbed/vitest';
+import { Either } from 'effect';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Message, decodeMessage } from '../src/api/message.js';
+import { Authority } from '../src/application/authority.js';
+import type { AuthorityStore } from '../src/application/authority-store.js';
+import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
+import { generateSigner } from '../src/adapter/transport/index.js';
+import { type Who, decl, msg, replaceBody, rid16, pubScope, subScope } from './wire.js';
+
+const db = useDatabase('sc');
+let store: AuthorityStore;
+let authority: Authority;
+let nsdId: Uint8Array;
+const NET = rid16();
+const NET2 = rid16();
+const now = () => Date.now();
+
+const reply = async (a: Authority, w: Who, bytes: Uint8Array): Promise<Message> => {
+  const r = decodeMessage(await a.handle(w.identity, bytes));
+  if (Either.isLeft(r)) throw r.left;
+  return r.right;
+};
+const code = (m: Message): string => (m.kind === 'error' ? (m.body as { error: string }).error : 'ok');
+
+const newWho = async (net = NET): Promise<Who> => {
+  const identity = generateSigner().signer.machineId;
+  await store.addMember(identity, net);
+  return { identity, nsdId, networkId: net, gen: null, rid: null, epoch: null };
+};
+
+/** floor → bind → session: a bound, session-open identity. */
+const boot = async (w: Who, gen = 1n): Promise<bigint> => {
+  w.gen = gen;
+  w.rid = rid16();
+  const b = await reply(authority, w, msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }));
+  expect(b.kind).toBe('runtime.bind.result');
+  w.epoch = authority.epoch;
+  const s = await reply(authority, w, msg(w, 'session.open', {}, { session_seq: 1n }));
+  expect(s.kind).toBe('session.open.result');
+  return 1n;
+};
+
+const count = async (table: string): Promise<number> => {
+  const c = new pg.Client(db.config);
+  await c.connect();
+  try {
+    return Number((await c.query(`SELECT count(*)::int AS n FROM service_control.${table}`)).rows[0].n);
+  } finally {
+    await c.end();
+  }
+};
+
+beforeAll(async () => {
+  store = makePgAuthorityStore(db.config);
+  await store.migrate();
+  const t = await store.takeover();
+  nsdId = t.nsdId;
+  authority = new Authority({ store, nsdId, epoch: t.epoch, now });
+});
+afterAll(async () => {
+  await store.close();
+});
+
+describe('B on PostgreSQL', () => {
+  it('M6-12 the epoch is incremented and persisted before serving; the nsd_id stays; old-epoch messages and transactions are refused', async () => {
+    const w = await newWho();
+    await boot(w);
+    const s2 = makePgAuthorityStore(db.config);
+    await s2.migrate(); // idempotent
+    const t2 = await s2.takeover();
+    expect(t2.epoch).toBe(authority.epoch + 1n);
+    expect(Buffer.from(t2.nsdId).equals(Buffer.from(nsdId))).toBe(true);
+    // the old authority object still holds the old epoch: every transaction of it is fenced out
+    const old = await reply(authority, w, msg(w, 'report.head', { scope: pubScope(w) }));
+    expect(code(old)).toBe('stale-epoch');
+    const fresh = new Authority({ store: s2, nsdId, epoch: t2.epoch, now });
+    const stale = await reply(fresh, w, msg(w, 'report.head', { scope: pubScope(w) }));
+    expect(code(stale)).toBe('stale-epoch'); // message carries the old epoch
+    // a new bind (same instance, idempotent; bootstrap with a null epoch) hands out the new epoch
+    const b = await reply(fresh, w, msg({ ...w, epoch: null }, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }));
+    expect(b.kind === 'runtime.bind.result' && (b.body as { authority_epoch: bigint }).authority_epoch).toBe(t2.epoch);
+    authority = fresh;
+    store = s2;
+  });
+
+  it('M6-9 M6-11 bind rules are persisted: higher accepted, same pair idempotent, same generation other id and lower refused; floor is read-only', async () => {
+    const w = await newWho();
+    const f0 = await reply(authority, w, msg(w, 'runtime.floor', {}));
+    expect(f0.kind === 'runtime.floor.result' && (f0.body as { runtime_status: string }).runtime_status).toBe('none');
+    await boot(w, 5n);
+    const same = await reply(authority, w, msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }));
+    expect(same.kind).toBe('runtime.bind.result');
+    const other = { ...w, rid: rid16() };
+    expect(code(await reply(authority, w, msg(other, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false })))).toBe('stale-runtime');
+    const lower = { ...w, gen: 4n, rid: rid16() };
+    expect(code(await reply(authority, w, msg(lower, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false })))).toBe('stale-runtime');
+    const recovery = { ...w, gen: 6n, rid: rid16() };
+    expect(code(await reply(authority, w, msg(recovery, 'runtime.bind', { mode: 'recovery', floor_request_id: rid16(), owner_recovery: false })))).toBe(
+      'runtime-recovery-required',
+    );
+    const f1 = await reply(authority, w, msg({ ...w, gen: null, rid: null, epoch: null }, 'runtime.floor', {}));
+    expect(f1.kind === 'runtime.floor.result' && (f1.body as { runtime_generation: bigint }).runtime_generation).toBe(5n);
+  });
+
+  it('M6-13 session.open: higher accepted, same seq+request idempotent, lower or other request stale-session', async () => {
+    const w = await newWho();
+    await boot(w);
+    const m2 = msg(w, 'session.open', {}, { session_seq: 2n });
+    expect((await reply(authority, w, m2)).kind).toBe('session.open.result');
+    expect((await reply(authority, w, m2)).kind).toBe('session.open.result'); // same bytes = same request_id
+    expect(code(await reply(authority, w, msg(w, 'session.open', {}, { session_seq: 2n })))).toBe('stale-session');
+    expect(code(await reply(authority, w, msg(w, 'session.open', {}, { session_seq: 1n })))).toBe('stale-session');
+  });
+
+  it('M6-18 M6-19 report.replace: accept + outbox in the same transaction, original on repeat, digest-conflict, stale-report; stable ServiceRef', async () => {
+    const w = await newWho();
+    await boot(w);
+    const outbox0 = await count('outbox');
+    const r1 = await reply(authority, w, msg(w, 'report.replace', replaceBody(w, 1n, [decl('web', 'Web'), decl('db')])));
+    expect(r1.kind).toBe('report.accepted');
+    const b1 = (r1.body as { bindings: { declaration_key: string; service_ref: { service_id: Uint8Array } }[] }).bindings;
+    expect(b1.map((b) => b.declaration_key)).toEqual(['db', 'web']);
+    expect(await count('outbox')).toBe(outbox0 + 1);
+    const again = await reply(authority, w, msg(w, 'report.replace', replaceBody(w, 1n, [decl('web', 'Web'), decl('db')])));
+    expect(again.kind).toBe('report.accepted');
+    expect(await count('outbox')).toBe(outbox0 + 1);
+    expect(code(await reply(authority, w, msg(w, 'report.replace', replaceBody(w, 1n, [decl('web')]))))).toBe('digest-conflict');
+    const r2 = await reply(authority, w, msg(w, 'report.replace', replaceBody(w, 2n, [decl('web', 'Renamed'), decl('cache')])));
+    const b2 = (r2.body as typeof r1.body & { bindings: typeof b1 }).bindings;
+    const id = (bs: typeof b1, k: string) => Buffer.from(bs.find((b) => b.declaration_key === k)!.service_ref.service_id).toString('hex');
+    expect(id(b2, 'web')).toBe(id(b1, 'web')); // display-name change keeps the ServiceRef
+    expect(b2.map((b) => b.declaration_key)).toEqual(['cache', 'web']); // db withdrawn
+    expect(code(await reply(authority, w, msg(w, 'report.replace', replaceBody(w, 1n, [decl('x')]))))).toBe('stale-report');
+    const r3 = await reply(authority, w, msg(w, 'report.replace', replaceBody(w, 3n, [decl('web'), decl('db')])));
+    const b3 = (r3.body as { bindings: typeof b1 }).bindings;
+    expect(id(b3, 'db')).not.toBe(id(b1, 'db')); // deleted and recreated → new Service ULID
+    const head = await reply(authority, w, msg(w, 'report.head', { scope: pubScope(w) }));
+    expect((head.body as { accepted_revision: bigint }).accepted_revision).toBe(3n);
+  });
+
+  it('M6-18 a report from a non-current runtime is stale-runtime even with a higher revision', async () => {
+    const w = await newWho();
+    await boot(w);
+    const old = { ...w };
+    await boot(w, 2n);
+    expect(code(await reply(authority, w, msg(old, 'report.replace', replaceBody(old, 9n, [decl('a')]))))).toBe('stale-runtime');
+  });
+
+  it('M6-23 M6-26 snapshots per target+Network: a new revision only when content changes; ACK recorded once, idempotent, never for an unknown revision', async () => {
+    const pub = await newWho();
+    const con = await newWho();
+    await boot(pub);
+    await boot(con);
+    await reply(authority, pub, msg(pub, 'report.replace', replaceBody(pub, 1n, [decl('svc')])));
+    const body1 = await authority.produceFor(con.identity, NET);
+    const again = await authority.produceFor(con.identity, NET);
+    expect(Buffer.from(again!).equals(Buffer.from(body1!))).toBe(true);
+    const { SnapshotPushBody } = await import('../src/api/snapshot.js');
+    const s1 = SnapshotPushBody.decodeOrThrow(body1!);
+    await reply(authority, pub, msg(pub, 'report.replace', replaceBody(pub, 2n, [decl('svc', 'Shown')])));
+    const s2 = SnapshotPushBody.decodeOrThrow((await authority.produceFor(con.identity, NET))!);
+    expect(s2.snapshot.snapshot_revision).toBe(s1.snapshot.snapshot_revision + 1n);
+    const ack = (rev: bigint, digest: Uint8Array, enforcement = true) =>
+      msg(con, 'snapshot.ack', { scope: subScope(con), snapshot_revision: rev, snapshot_digest: digest, accepted: true, enforcement_applied: enforcement, dns_applied: false, errors: [] }, { session_seq: 1n });
+    const acks0 = await count('ack');
+    expect((await reply(authority, con, ack(s2.snapshot.snapshot_revision, s2.snapshot_digest))).kind).toBe('snapshot.ack.result');
+    expect((await reply(authority, con, ack(s2.snapshot.snapshot_revision, s2.snapshot_digest))).kind).toBe('snapshot.ack.result');
+    expect(await count('ack')).toBe(acks0 + 1);
+    expect(code(await reply(authority, con, ack(s2.snapshot.snapshot_revision, s2.snapshot_digest, false)))).toBe('digest-conflict');
+    expect(code(await reply(authority, con, ack(99n, s2.snapshot_digest)))).toBe('stale-snapshot');
+    expect(code(await reply(authority, con, msg(con, 'snapshot.ack', { scope: subScope(con), snapshot_revision: 1n, snapshot_digest: s1.snapshot_digest, accepted: true, enforcement_applied: true, dns_applied: true, errors: [] }, { session_seq: 7n })))).toBe(
+      'stale-session',
+    );
+  });
+
+  it('M6-60 a corrupt report row is state-inconsistent for that scope only; the others keep working', async () => {
+    const a = await newWho();
+    const b = await newWho(NET2);
+    await boot(a);
+    await boot(b);
+    await reply(authority, a, msg(a, 'report.replace', replaceBody(a, 1n, [decl('x')])));
+    await reply(authority, b, msg(b, 'report.replace', replaceBody(b, 1n, [decl('y')])));
+    const c = new pg.Client(db.config);
+    await c.connect();
+    await c.query(`UPDATE service_control.report SET digest = '\\x00' WHERE identity = $1`, [Buffer.from(a.identity)]);
+    await c.end();
+    expect(code(await reply(authority, a, msg(a, 'report.head', { scope: pubScope(a) })))).toBe('state-inconsistent');
+    expect(code(await reply(authority, a, msg(a, 'report.replace', replaceBody(a, 2n, [decl('z')]))))).toBe('state-inconsistent');
+    expect(code(await reply(authority, b, msg(b, 'report.replace', replaceBody(b, 2n, [decl('z')]))))).toBe('ok');
+  });
+
+  it('M6-59 storage unavailable: storage-unavailable and nothing is written', async () => {
+    const w = await newWho();
+    await boot(w);
+    const broken = makePgAuthorityStore({ ...db.config, port: 1, connectionTimeoutMillis: 500 });
+    const a2 = new Authority({ store: broken, nsdId, epoch: authority.epoch, now });
+    const r = await reply(a2, w, msg(w, 'report.replace', replaceBody(w, 1n, [decl('q')])));
+    expect(code(r)).toBe('storage-unavailable');
+    const head = await reply(authority, w, msg(w, 'report.head', { scope: pubScope(w) }));
+    expect((head.body as { accepted_revision: bigint }).accepted_revision).toBe(0n);
+    await broken.close();
+  });
+
+  it('M6-3 unknown-kind or B→A kinds are refused; another identity’s subject is unauthorized; a non-member is unauthorized', async () => {
+    const w = await newWho();
+    await boot(w);
+    const intruder = generateSigner().signer.machineId;
+    const r = decodeMessage(await authority.handle(intruder, msg(w, 'report.head', { scope: pubScope(w) })));
+    expect(Either.isRight(r) && code(r.right)).toBe('unauthorized');
+    const outsider: Who = { ...w, identity: intruder };
+    expect(code(await reply(authority, outsider, msg(outsider, 'runtime.floor', {})))).toBe('unauthorized');
+  });
+});
