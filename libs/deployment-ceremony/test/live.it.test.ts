@@ -18,7 +18,7 @@ import { auditStoredReceipt } from '../src/application/audit.js';
 import { readHead } from '../src/application/head-store.js';
 import { KubernetesCluster } from '../src/application/ports.js';
 import { preflightRetirement } from '../src/application/preflight.js';
-import { install, rollback } from '../src/application/transitions.js';
+import { install, rollback, upgrade } from '../src/application/transitions.js';
 import { checkRequestAllowed } from '../src/domain/request-allow-list.js';
 import {
   cm,
@@ -29,6 +29,7 @@ import {
   kubeSystemUid,
   listFiles,
   liveManifest,
+  lockManifest,
   makeWorkdir,
   other,
   runLive,
@@ -340,6 +341,22 @@ describe('rollback after a retirement (real server)', () => {
     const recreated = await other.json<{ metadata: { uid: string; managedFields: Array<{ manager: string; operation: string }> } }>(cmPath('back-cm-1'));
     expect(recreated.metadata.uid).not.toBe(pf.record.targets[0]!.preconditions.uid);
     expect(recreated.metadata.managedFields).toEqual(expect.arrayContaining([expect.objectContaining({ manager: 'qinglong3-catalog-lock', operation: 'Apply' })]));
+  });
+});
+
+describe('upgrade on the real server', () => {
+  it('a manifest that omits an inventory object is refused before anything is applied; a complete one is applied and CASes generation 2', async () => {
+    const d = await deployment('upg');
+    const full = liveManifest(ns.name, 'upg', '3.0.1');
+    const omitting = lockManifest({ ...full.manifest, objects: full.manifest.objects.filter((o) => o.object.metadata.name !== 'upg-cm-2') });
+    const sent: Array<SentRequest> = [];
+    const refused = await runLive(upgrade({ head: d.head, manifest: omitting, clusterUid, expectedHead: d.v1 }), d.env, 'transition', { sent });
+    expect(failureOf(refused)).toMatchObject({ code: 'UPGRADE_OMITS_INVENTORY_OBJECT' });
+    expect(sent.filter((r) => r.method !== 'GET')).toEqual([]);
+    const out = value(await runLive(upgrade({ head: d.head, manifest: full, clusterUid, expectedHead: d.v1 }), d.env, 'transition'));
+    expect([out.head.generation, out.head.transition, out.head.release.version, out.head.inventory.length]).toEqual([2, 'upgrade', '3.0.1', 7]);
+    // A stale expected Head is refused (HEAD_MISMATCH).
+    expect(failureOf(await runLive(upgrade({ head: d.head, manifest: full, clusterUid, expectedHead: d.v1 }), d.env, 'transition'))).toMatchObject({ code: 'HEAD_MISMATCH' });
   });
 });
 
