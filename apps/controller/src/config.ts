@@ -1,0 +1,77 @@
+// Configuration from flags and environment (flags win), with defaults that are safe on a workstation: loopback
+// only, port 8080, 1 MiB bodies. Pure: argv and env are parameters.
+import { randomBytes } from 'node:crypto';
+
+export type KubeSource = { readonly _tag: 'Kubeconfig'; readonly path: string } | { readonly _tag: 'InCluster' } | { readonly _tag: 'TestbedState'; readonly path?: string };
+
+export interface ControllerConfig {
+  /** The address asked for; without an identity module the server binds loopback whatever this says. */
+  readonly host: string;
+  readonly port: number;
+  /** Name of the identity module; none exists yet, so the API is loopback-only. */
+  readonly identity?: string;
+  readonly kube: KubeSource;
+  readonly bodyLimitBytes: number;
+  /** HMAC key of continue tokens; random per process unless given (tokens then do not survive a restart). */
+  readonly continueKey: Uint8Array;
+  readonly discoveryNamespaces: ReadonlyArray<string>;
+  readonly discoveryIntervalMs: number;
+  readonly shutdownGraceMs: number;
+}
+
+export class ConfigError extends Error {}
+
+const flag = (argv: ReadonlyArray<string>, name: string): string | undefined => {
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    if (a === `--${name}`) return argv[i + 1];
+    if (a.startsWith(`--${name}=`)) return a.slice(name.length + 3);
+  }
+  return undefined;
+};
+
+const int = (what: string, raw: string, min: number, max: number): number => {
+  const n = Number(raw);
+  if (!/^[0-9]+$/.test(raw) || n < min || n > max) throw new ConfigError(`${what} must be an integer from ${min} to ${max}, not "${raw}"`);
+  return n;
+};
+
+export const parseConfig = (argv: ReadonlyArray<string>, env: Readonly<Record<string, string | undefined>>): ControllerConfig => {
+  const get = (f: string, e: string) => flag(argv, f) ?? env[e];
+  const kubeconfig = get('kubeconfig', 'KUBECONFIG');
+  const testbedState = get('testbed-state', 'HOMELAB_TESTBED_STATE');
+  const kube: KubeSource =
+    kubeconfig !== undefined
+      ? { _tag: 'Kubeconfig', path: kubeconfig }
+      : env['KUBERNETES_SERVICE_HOST'] !== undefined
+        ? { _tag: 'InCluster' }
+        : { _tag: 'TestbedState', ...(testbedState !== undefined ? { path: testbedState } : {}) };
+  const key = get('continue-key', 'KOS_CONTINUE_KEY');
+  if (key !== undefined && !/^([0-9a-f]{2}){16,}$/i.test(key)) throw new ConfigError('the continue key must be at least 16 bytes of hex');
+  const identity = get('identity', 'KOS_IDENTITY');
+  return {
+    host: get('host', 'KOS_HOST') ?? '127.0.0.1',
+    port: int('port', get('port', 'KOS_PORT') ?? '8080', 0, 65535),
+    ...(identity !== undefined && identity !== '' ? { identity } : {}),
+    kube,
+    bodyLimitBytes: int('body limit', get('body-limit', 'KOS_BODY_LIMIT') ?? String(1024 * 1024), 1024, 64 * 1024 * 1024),
+    continueKey: key !== undefined ? Uint8Array.from(Buffer.from(key, 'hex')) : new Uint8Array(randomBytes(32)),
+    discoveryNamespaces: (get('discovery-namespaces', 'KOS_DISCOVERY_NAMESPACES') ?? '').split(',').map((s) => s.trim()).filter((s) => s !== ''),
+    discoveryIntervalMs: int('discovery interval', get('discovery-interval-ms', 'KOS_DISCOVERY_INTERVAL_MS') ?? '30000', 100, 86_400_000),
+    shutdownGraceMs: int('shutdown grace', get('shutdown-grace-ms', 'KOS_SHUTDOWN_GRACE_MS') ?? '30000', 0, 600_000),
+  };
+};
+
+const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
+
+/** Where to bind: the requested host only when an identity module guards the API; loopback otherwise. */
+export const bindAddress = (config: ControllerConfig): { readonly host: string; readonly notice?: string } => {
+  if (config.identity !== undefined) return { host: config.host };
+  if (LOOPBACK.has(config.host)) {
+    return { host: config.host === 'localhost' ? '127.0.0.1' : config.host, notice: 'no identity module is configured: the control-plane API listens on loopback only and every caller acts as the local Owner' };
+  }
+  return {
+    host: '127.0.0.1',
+    notice: `no identity module is configured: refusing to listen on ${config.host}; the control-plane API listens on loopback (127.0.0.1) only and every caller acts as the local Owner`,
+  };
+};

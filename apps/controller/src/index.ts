@@ -1,0 +1,3 @@
+export * from './config.js';
+export * from './metrics.js';
+export * from './server.js';

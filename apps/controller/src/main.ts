@@ -1,0 +1,34 @@
+// `npm start -w @homelab/controller`: configuration from flags/env, the control plane on it, SIGINT/SIGTERM stop it
+// gracefully.
+import { ConfigError, parseConfig } from './config.js';
+import { startController } from './server.js';
+
+const main = async () => {
+  let config;
+  try {
+    config = parseConfig(process.argv.slice(2), process.env);
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      console.error(`configuration: ${e.message}`);
+      process.exit(2);
+    }
+    throw e;
+  }
+  const handle = await startController(config);
+  const stop = () => {
+    handle.close().then(
+      () => process.exit(0),
+      (e: unknown) => {
+        console.error(e);
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+};
+
+main().catch((e: unknown) => {
+  console.error(`kos control plane failed to start: ${e instanceof Error ? e.message : String(e)}`);
+  process.exit(1);
+});

@@ -1,0 +1,189 @@
+// The control-plane HTTP server: node:http in front of @homelab/kos-kernel's router. It only wires: reads requests
+// (with a body limit), answers /healthz /readyz /metrics itself, hands everything else to `route`, runs the
+// discovery adapters on an interval, and shuts down gracefully (stop accepting, finish requests, let accepted
+// apply work reach its terminal state within the grace period, then release everything).
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Duration, Effect, Layer, ManagedRuntime, Schedule } from 'effect';
+import {
+  ApplyWorkLive,
+  awaitApplyWork,
+  controlPlaneConfig,
+  type DiscoveryAdapter,
+  DiscoveryIndexLive,
+  envelopeOf,
+  apiError,
+  helmReleasesAdapter,
+  LoopbackOwnerAuthorizer,
+  MemoryAuditorLive,
+  route,
+  type RouterServices,
+  runDiscovery,
+  SerialGateLive,
+  workloadsAdapter,
+  AuditLog,
+} from '@homelab/kos-kernel';
+import { KubeClient, layerFromKubeconfigFile, layerFromTestbedState, layerInCluster, type LayerOptions } from '@homelab/kube';
+import { bindAddress, type ControllerConfig } from './config.js';
+import { makeHttpMetrics, routeTemplate } from './metrics.js';
+
+export interface ControllerHandle {
+  readonly url: string;
+  readonly host: string;
+  readonly port: number;
+  /** What the server said about its bind address at start-up (loopback-only notice). */
+  readonly notice?: string;
+  readonly runtime: ManagedRuntime.ManagedRuntime<RouterServices | typeof AuditLog.Service | AuditLog, unknown>;
+  readonly close: () => Promise<void>;
+}
+
+export interface StartOptions {
+  /** Replace the default discovery adapters (workloads, helm-releases). */
+  readonly adapters?: ReadonlyArray<DiscoveryAdapter>;
+  /** Replace the KubeClient layer built from `config.kube`. */
+  readonly kube?: Layer.Layer<KubeClient, unknown>;
+  readonly kubeOptions?: LayerOptions;
+  readonly log?: (line: string) => void;
+}
+
+export const kubeLayerOf = (config: ControllerConfig, options: LayerOptions = {}): Layer.Layer<KubeClient, unknown> => {
+  switch (config.kube._tag) {
+    case 'Kubeconfig':
+      return layerFromKubeconfigFile(config.kube.path, options);
+    case 'InCluster':
+      return layerInCluster(options);
+    case 'TestbedState':
+      return layerFromTestbedState(config.kube.path, options);
+  }
+};
+
+const readBody = (req: IncomingMessage, limit: number): Promise<{ body?: string; tooLarge: boolean }> =>
+  new Promise((resolve, reject) => {
+    const declared = Number(req.headers['content-length'] ?? '0');
+    if (declared > limit) {
+      req.resume(); // drain without keeping it
+      req.on('end', () => resolve({ tooLarge: true }));
+      req.on('error', reject);
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let tooLarge = false;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > limit) tooLarge = true;
+      else chunks.push(c);
+    });
+    req.on('end', () => resolve(tooLarge ? { tooLarge } : { tooLarge, ...(size > 0 ? { body: Buffer.concat(chunks).toString('utf8') } : {}) }));
+    req.on('error', reject);
+  });
+
+const send = (res: ServerResponse, status: number, headers: Record<string, string>, body: string) => {
+  if (res.destroyed) return; // the client went away; the work it started goes on regardless
+  res.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+};
+
+export const startController = async (config: ControllerConfig, options: StartOptions = {}): Promise<ControllerHandle> => {
+  const log = options.log ?? ((line: string) => console.log(line));
+  const layer = Layer.mergeAll(
+    options.kube ?? kubeLayerOf(config, options.kubeOptions),
+    SerialGateLive,
+    controlPlaneConfig({ continueKey: config.continueKey }),
+    LoopbackOwnerAuthorizer,
+    MemoryAuditorLive(),
+    DiscoveryIndexLive,
+    ApplyWorkLive,
+  );
+  const runtime = ManagedRuntime.make(layer);
+  await runtime.runPromise(Effect.void); // build the layers now: a bad kubeconfig fails the start, not the first request
+  const metrics = makeHttpMetrics();
+  const adapters = options.adapters ?? [workloadsAdapter(config.discoveryNamespaces), helmReleasesAdapter(config.discoveryNamespaces)];
+  const discovery = runtime.runFork(
+    runDiscovery(adapters).pipe(
+      Effect.tap((results) => Effect.sync(() => results.filter((r) => !r.ok).forEach((r) => log(`discovery adapter ${r.adapter} failed: ${'error' in r ? r.error : ''}`)))),
+      Effect.repeat(Schedule.spaced(Duration.millis(config.discoveryIntervalMs))),
+    ),
+  );
+  let inFlight = 0;
+  let draining: (() => void) | undefined;
+
+  const ready = () =>
+    runtime.runPromise(
+      Effect.flatMap(KubeClient, (k) => k.discovery.forObject('kos.tsic.top/v1beta1', 'Application')).pipe(
+        Effect.timeout('2 seconds'),
+        Effect.as(true),
+        Effect.catchAll(() => Effect.succeed(false)),
+      ),
+    );
+
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    const started = process.hrtime.bigint();
+    const path = (req.url ?? '/').split('?')[0] as string;
+    let status = 500;
+    try {
+      if (path === '/healthz' && req.method === 'GET') {
+        status = 200;
+        send(res, 200, { 'content-type': 'text/plain' }, 'ok\n');
+      } else if (path === '/readyz' && req.method === 'GET') {
+        const ok = await ready();
+        status = ok ? 200 : 503;
+        if (ok) send(res, 200, { 'content-type': 'text/plain' }, 'ready\n');
+        else send(res, 503, { 'content-type': 'application/json' }, JSON.stringify(envelopeOf(apiError('cluster_unreachable', 'read', 'the KOS kinds are not served by the API server (unreachable, or the CRDs are not installed)'))));
+      } else if (path === '/metrics' && req.method === 'GET') {
+        status = 200;
+        send(res, 200, { 'content-type': metrics.registry.contentType }, await metrics.registry.metrics());
+      } else {
+        const { body, tooLarge } = await readBody(req, config.bodyLimitBytes);
+        const headers: Record<string, string | undefined> = {};
+        for (const [k, v] of Object.entries(req.headers)) headers[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : v;
+        // Not tied to the request: a client that disconnects does not interrupt the handler (TC-29).
+        const answer = await runtime.runPromise(
+          route({ method: req.method ?? 'GET', url: req.url ?? '/', headers, ...(body !== undefined ? { body } : {}), ...(tooLarge ? { bodyTooLarge: { limitBytes: config.bodyLimitBytes } } : {}) }),
+        );
+        status = answer.status;
+        send(res, answer.status, { ...answer.headers }, answer.body);
+      }
+    } catch (e) {
+      status = 500;
+      send(res, 500, { 'content-type': 'application/json' }, JSON.stringify(envelopeOf(apiError('internal', 'route', `unexpected failure: ${(e as Error).message}`))));
+    } finally {
+      metrics.observe(req.method ?? 'GET', routeTemplate(path), status, Number(process.hrtime.bigint() - started) / 1e9);
+    }
+  };
+
+  const server = createServer((req, res) => {
+    inFlight++;
+    void handle(req, res).finally(() => {
+      inFlight--;
+      if (inFlight === 0 && draining) draining();
+    });
+  });
+  server.requestTimeout = 60_000;
+  const bind = bindAddress(config);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, bind.host, () => resolve());
+  });
+  const address = server.address() as AddressInfo;
+  const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
+  log(`kos control plane listening on ${url}`);
+  if (bind.notice !== undefined) log(bind.notice);
+
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    (closing ??= (async () => {
+      log('shutting down: no new connections; finishing requests and accepted apply work');
+      const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      if (inFlight > 0) await new Promise<void>((resolve) => (draining = resolve));
+      await runtime.runPromise(awaitApplyWork.pipe(Effect.timeout(Duration.millis(config.shutdownGraceMs)), Effect.catchAll(() => Effect.sync(() => log('grace period over: interrupting unfinished apply work')))));
+      server.closeAllConnections();
+      await stopped;
+      await runtime.runPromise(discovery.interruptAsFork(discovery.id()).pipe(Effect.ignore));
+      await runtime.dispose();
+      log('stopped');
+    })());
+
+  return { url, host: address.address, port: address.port, ...(bind.notice !== undefined ? { notice: bind.notice } : {}), runtime: runtime as ControllerHandle['runtime'], close };
+};

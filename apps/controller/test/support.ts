@@ -1,0 +1,87 @@
+// Shared by the controller's test-bed tests: the KOS CRDs installed (installCrds waits until each version serves),
+// kos-system present, and a real controller (node:http on an ephemeral loopback port) against the test bed's
+// kube-apiserver, called over HTTP with fetch.
+import { createServer } from 'node:net';
+import { layerFromToken, type LayerOptions } from '@homelab/kube';
+import { kosCrds } from '@homelab/kos-kernel';
+import { installCrds, kubeRequest, testbed } from '@homelab/testbed/vitest';
+import { type ControllerConfig, type ControllerHandle, parseConfig, type StartOptions, startController } from '../src/index.js';
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export const prepareCluster = async (): Promise<void> => {
+  await installCrds(kosCrds() as unknown as Parameters<typeof installCrds>[0]);
+  const ns = await kubeRequest('POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'kos-system' } });
+  if (ns.status !== 201 && ns.status !== 409) throw new Error(`kos-system: ${ns.status} ${ns.body}`);
+};
+
+export const testConfig = (overrides: Partial<ControllerConfig> = {}): ControllerConfig => ({
+  ...parseConfig(['--port', '0'], {}),
+  discoveryIntervalMs: 60_000,
+  shutdownGraceMs: 30_000,
+  ...overrides,
+});
+
+export const startTestController = (overrides: Partial<ControllerConfig> = {}, options: StartOptions & { kubeOptions?: LayerOptions } = {}): Promise<ControllerHandle> =>
+  startController(testConfig(overrides), {
+    kube: layerFromToken(testbed().kube, options.kubeOptions ?? {}),
+    log: () => undefined,
+    ...options,
+  });
+
+/** A loopback port nothing listens on (bound, then released). */
+export const closedPort = async (): Promise<number> => {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
+  const port = (s.address() as { port: number }).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+};
+
+export interface Answer {
+  readonly status: number;
+  readonly headers: Headers;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  readonly body: any;
+}
+
+export const call = async (base: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Answer> => {
+  const res = await fetch(`${base}${path}`, {
+    method,
+    headers: { ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
+    ...(body !== undefined ? { body: typeof body === 'string' ? body : JSON.stringify(body) } : {}),
+  });
+  const text = await res.text();
+  let parsed: unknown = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    /* not JSON (health endpoints, metrics) */
+  }
+  return { status: res.status, headers: res.headers, body: parsed };
+};
+
+export const app = (namespace: string, name: string, spec: Record<string, unknown> = {}, labels?: Record<string, string>) => ({
+  apiVersion: 'kos.tsic.top/v1beta1',
+  kind: 'Application',
+  metadata: { name, namespace, ...(labels ? { labels } : {}) },
+  spec,
+});
+
+/** name → resourceVersion of every Application in the namespace, straight from the API server. */
+export const appVersions = async (namespace: string): Promise<Record<string, string>> => {
+  const list = (await kubeRequest('GET', `/apis/kos.tsic.top/v1beta1/namespaces/${namespace}/applications`)).json() as {
+    items: Array<{ metadata: { name: string; resourceVersion: string } }>;
+  };
+  return Object.fromEntries(list.items.map((i) => [i.metadata.name, i.metadata.resourceVersion]));
+};
+
+export const until = async <T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> => {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+};

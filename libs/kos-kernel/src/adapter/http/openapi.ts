@@ -1,0 +1,82 @@
+// /api/v1/openapi.json, generated from the same Schemas the handlers decode and answer with (decision 0096).
+import { JSONSchema, type Schema } from 'effect';
+import { Accepted, ActionAccepted, ActionRequest, ApplyAccepted, DesiredSet, DiscoveryList, ListPage, PlanResult, Projection, WireObject } from '../../api/http/bodies.js';
+import { ERROR_CODES, ErrorEnvelope } from '../../api/http/errors.js';
+import { KERNEL_KINDS } from '../../api/group.js';
+
+const schemas: Record<string, Schema.Schema.Any> = {
+  WireObject,
+  Projection,
+  ListPage,
+  Accepted,
+  DesiredSet,
+  PlanResult,
+  ApplyAccepted,
+  ActionRequest,
+  ActionAccepted,
+  DiscoveryList,
+  ErrorEnvelope,
+};
+
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const body = (name: string) => ({ content: { 'application/json': { schema: ref(name) } } });
+const errors = Object.fromEntries(
+  [...new Set(Object.values(ERROR_CODES).map((c) => c.status))].sort().map((status) => [
+    String(status),
+    {
+      description: Object.entries(ERROR_CODES)
+        .filter(([, c]) => c.status === status)
+        .map(([code]) => code)
+        .join(', '),
+      ...body('ErrorEnvelope'),
+    },
+  ]),
+);
+const param = (name: string, where: 'path' | 'query' | 'header', description: string, required = where === 'path', values?: ReadonlyArray<string>) => ({
+  name,
+  in: where,
+  required,
+  description,
+  schema: { type: 'string', ...(values ? { enum: values } : {}) },
+});
+const kind = param('kind', 'path', 'A kernel kind (name or plural); extension kinds with apiVersion', true, KERNEL_KINDS);
+const namespace = param('namespace', 'query', 'Namespace (namespaced kinds)');
+
+let cached: unknown;
+
+export const openApiDocument = (): unknown =>
+  (cached ??= {
+    openapi: '3.1.0',
+    info: {
+      title: 'KOS control plane',
+      version: 'v1',
+      description: `Every failure is {"error": {...}}; codes and their statuses: ${Object.entries(ERROR_CODES)
+        .map(([c, v]) => `${c} ${v.status}`)
+        .join(', ')}.`,
+    },
+    paths: {
+      '/api/v1/resources/{kind}': {
+        get: {
+          summary: 'One page of projections',
+          parameters: [kind, namespace, param('limit', 'query', 'Page size'), param('continue', 'query', 'Token of the previous page (same kind, namespace and labelSelector)'), param('labelSelector', 'query', 'Kubernetes label selector'), param('apiVersion', 'query', 'Extension kinds only')],
+          responses: { '200': { description: 'A page', ...body('ListPage') }, ...errors },
+        },
+        post: { summary: 'Create (idempotent)', parameters: [kind, namespace], requestBody: body('WireObject'), responses: { '202': { description: 'Accepted', ...body('Accepted') }, ...errors } },
+      },
+      '/api/v1/resources/{kind}/{name}': {
+        get: { summary: 'One projection (ETag = resourceVersion)', parameters: [kind, param('name', 'path', 'Object name'), namespace], responses: { '200': { description: 'The projection', ...body('Projection') }, ...errors } },
+        put: {
+          summary: 'Update client-owned fields',
+          parameters: [kind, param('name', 'path', 'Object name'), namespace, param('If-Match', 'header', 'The resourceVersion read (or metadata.resourceVersion)')],
+          requestBody: body('WireObject'),
+          responses: { '202': { description: 'Accepted', ...body('Accepted') }, ...errors },
+        },
+        delete: { summary: 'Delete', parameters: [kind, param('name', 'path', 'Object name'), namespace, param('If-Match', 'header', 'The resourceVersion read', true)], responses: { '202': { description: 'Accepted', ...body('Accepted') }, ...errors } },
+      },
+      '/api/v1/plan-requests': { post: { summary: 'Plan a desired set; writes nothing', requestBody: body('DesiredSet'), responses: { '200': { description: 'The plan', ...body('PlanResult') }, ...errors } } },
+      '/api/v1/apply-requests': { post: { summary: 'Apply a desired set (executes after 202)', requestBody: body('DesiredSet'), responses: { '202': { description: 'Accepted', ...body('ApplyAccepted') }, ...errors } } },
+      '/api/v1/action-requests': { post: { summary: 'adopt / release / decline (application actions: unsupported_action)', requestBody: body('ActionRequest'), responses: { '202': { description: 'Accepted', ...body('ActionAccepted') }, ...errors } } },
+      '/api/v1/discovery': { get: { summary: 'Discovered objects with their sources', responses: { '200': { description: 'The index', ...body('DiscoveryList') }, ...errors } } },
+    },
+    components: { schemas: Object.fromEntries(Object.entries(schemas).map(([name, s]) => [name, JSONSchema.make(s as Schema.Schema<unknown, unknown, never>, { target: 'openApi3.1' })])) },
+  });

@@ -1,0 +1,172 @@
+// The control plane's HTTP routing over plain request values (no sockets here: apps/controller reads the request,
+// calls `route`, writes the answer). Every failure — unknown route, wrong method, malformed or oversized body,
+// handler errors, defects — leaves as the envelope with its code's status (decision 0090).
+import { Cause, Effect, Option } from 'effect';
+import type { KubeClient } from '@homelab/kube';
+import { actionRequest } from '../../application/control-plane/actions.js';
+import { listDiscovered } from '../../application/control-plane/discovery.js';
+import { ApiError, apiError, envelopeOf, statusOf } from '../../application/control-plane/errors.js';
+import { type ApplyWork, applyRequest, planRequest } from '../../application/control-plane/plan.js';
+import { createResource, deleteResource, getResource, listResources, updateResource } from '../../application/control-plane/resources.js';
+import { Auditor, type Authorizer, type ControlPlaneConfig, type DiscoveryIndex } from '../../application/control-plane/services.js';
+import type { SerialGate } from '../../application/serial.js';
+import { openApiDocument } from './openapi.js';
+
+export interface HttpRequest {
+  readonly method: string;
+  /** Path and query, e.g. `/api/v1/resources/Application?namespace=apps`. */
+  readonly url: string;
+  /** Lower-case header names. */
+  readonly headers: Readonly<Record<string, string | undefined>>;
+  /** The body as text (undefined when none was sent). */
+  readonly body?: string;
+  /** Set by the server when the body exceeded its limit (the body is then not read). */
+  readonly bodyTooLarge?: { readonly limitBytes: number };
+}
+
+export interface HttpResponse {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: string;
+}
+
+export type RouterServices = KubeClient | SerialGate | ControlPlaneConfig | Authorizer | Auditor | DiscoveryIndex | ApplyWork;
+
+const json = (status: number, value: unknown, headers: Record<string, string> = {}): HttpResponse => ({
+  status,
+  headers: { 'content-type': 'application/json; charset=utf-8', ...headers },
+  body: JSON.stringify(value),
+});
+
+const failure = (e: ApiError): HttpResponse => json(statusOf(e), envelopeOf(e), { ...(e.headers ?? {}) });
+
+const WRITE_METHODS = new Set(['POST', 'PUT', 'DELETE', 'PATCH']);
+
+const parseBody = (req: HttpRequest): Effect.Effect<unknown, ApiError> =>
+  Effect.suspend(() => {
+    if (req.bodyTooLarge !== undefined) return Effect.fail(apiError('body_too_large', 'decode', `the body exceeds ${req.bodyTooLarge.limitBytes} bytes`));
+    const type = req.headers['content-type'];
+    if (type !== undefined && !/^application\/(json|[a-z0-9.+-]*\+json)\b/i.test(type.trim())) {
+      return Effect.fail(apiError('malformed_body', 'decode', `content-type must be application/json, not "${type}"`));
+    }
+    if (req.body === undefined || req.body.trim() === '') return Effect.fail(apiError('malformed_body', 'decode', 'a JSON body is required'));
+    try {
+      return Effect.succeed(JSON.parse(req.body) as unknown);
+    } catch (e) {
+      return Effect.fail(apiError('malformed_body', 'decode', `the body is not valid JSON: ${(e as Error).message}`));
+    }
+  });
+
+interface Route {
+  readonly pattern: RegExp;
+  readonly methods: Readonly<Record<string, (m: RegExpExecArray, q: URLSearchParams, req: HttpRequest) => Effect.Effect<HttpResponse, ApiError, RouterServices>>>;
+}
+
+const opt = (q: URLSearchParams, name: string): string | undefined => q.get(name) ?? undefined;
+const auth = (req: HttpRequest) => (req.headers['authorization'] !== undefined ? { authorization: req.headers['authorization'] } : {});
+const nsOf = (q: URLSearchParams) => (q.get('namespace') !== null ? { namespace: q.get('namespace') as string } : {});
+const withBody = <A>(req: HttpRequest, f: (body: unknown) => Effect.Effect<A, ApiError, RouterServices>) => Effect.flatMap(parseBody(req), f);
+
+const ROUTES: ReadonlyArray<Route> = [
+  {
+    pattern: /^\/api\/v1\/resources\/([^/]+)$/,
+    methods: {
+      GET: (m, q, req) =>
+        listResources({
+          ...auth(req),
+          kind: decodeURIComponent(m[1] as string),
+          ...nsOf(q),
+          ...(opt(q, 'apiVersion') !== undefined ? { apiVersion: opt(q, 'apiVersion') as string } : {}),
+          ...(opt(q, 'limit') !== undefined ? { limit: opt(q, 'limit') as string } : {}),
+          ...(opt(q, 'continue') !== undefined ? { continue: opt(q, 'continue') as string } : {}),
+          ...(opt(q, 'labelSelector') !== undefined ? { labelSelector: opt(q, 'labelSelector') as string } : {}),
+        }).pipe(Effect.map((page) => json(200, page))),
+      POST: (m, q, req) =>
+        withBody(req, (body) => createResource({ ...auth(req), kind: decodeURIComponent(m[1] as string), ...nsOf(q), body })).pipe(
+          Effect.map((a) => json(202, a, { location: locationOf(a.object) })),
+        ),
+    },
+  },
+  {
+    pattern: /^\/api\/v1\/resources\/([^/]+)\/([^/]+)$/,
+    methods: {
+      GET: (m, q, req) =>
+        getResource({
+          ...auth(req),
+          kind: decodeURIComponent(m[1] as string),
+          name: decodeURIComponent(m[2] as string),
+          ...nsOf(q),
+          ...(opt(q, 'apiVersion') !== undefined ? { apiVersion: opt(q, 'apiVersion') as string } : {}),
+        }).pipe(
+          Effect.map((p) => {
+            const rv = (p.object as { metadata?: { resourceVersion?: string } }).metadata?.resourceVersion;
+            return json(200, p, rv !== undefined ? { etag: `"${rv}"` } : {});
+          }),
+        ),
+      PUT: (m, q, req) =>
+        withBody(req, (body) =>
+          updateResource({
+            ...auth(req),
+            kind: decodeURIComponent(m[1] as string),
+            name: decodeURIComponent(m[2] as string),
+            ...nsOf(q),
+            ...(req.headers['if-match'] !== undefined ? { ifMatch: req.headers['if-match'] } : {}),
+            body,
+          }),
+        ).pipe(Effect.map((a) => json(202, a, { location: locationOf(a.object) }))),
+      DELETE: (m, q, req) =>
+        deleteResource({
+          ...auth(req),
+          kind: decodeURIComponent(m[1] as string),
+          name: decodeURIComponent(m[2] as string),
+          ...nsOf(q),
+          ...(req.headers['if-match'] !== undefined ? { ifMatch: req.headers['if-match'] } : {}),
+        }).pipe(Effect.map((a) => json(202, a))),
+    },
+  },
+  { pattern: /^\/api\/v1\/plan-requests$/, methods: { POST: (_m, _q, req) => withBody(req, (body) => planRequest({ ...auth(req), body })).pipe(Effect.map((p) => json(200, p))) } },
+  { pattern: /^\/api\/v1\/apply-requests$/, methods: { POST: (_m, _q, req) => withBody(req, (body) => applyRequest({ ...auth(req), body })).pipe(Effect.map((a) => json(202, a))) } },
+  { pattern: /^\/api\/v1\/action-requests$/, methods: { POST: (_m, _q, req) => withBody(req, (body) => actionRequest({ ...auth(req), body })).pipe(Effect.map((a) => json(202, a))) } },
+  { pattern: /^\/api\/v1\/discovery$/, methods: { GET: (_m, _q, req) => listDiscovered(auth(req)).pipe(Effect.map((d) => json(200, d))) } },
+  { pattern: /^\/api\/v1\/openapi\.json$/, methods: { GET: () => Effect.succeed(json(200, openApiDocument())) } },
+];
+
+const locationOf = (o: { kind: string; name: string; namespace?: string }) =>
+  `/api/v1/resources/${o.kind}/${encodeURIComponent(o.name)}${o.namespace !== undefined ? `?namespace=${encodeURIComponent(o.namespace)}` : ''}`;
+
+/** Answer one request. Never fails: every error is already the envelope. */
+export const route = (req: HttpRequest): Effect.Effect<HttpResponse, never, RouterServices> => {
+  const url = new URL(req.url, 'http://control-plane.invalid');
+  const method = req.method.toUpperCase();
+  const matched = ROUTES.map((r) => ({ r, m: r.pattern.exec(url.pathname) })).find((x) => x.m !== null);
+  const handled: Effect.Effect<HttpResponse, ApiError, RouterServices> =
+    matched === undefined
+      ? Effect.fail(apiError('not_found', 'route', `no route ${url.pathname}`))
+      : matched.r.methods[method] === undefined
+        ? Effect.fail(
+            apiError('method_not_allowed', 'route', `${method} is not allowed on ${url.pathname}; allowed: ${Object.keys(matched.r.methods).join(', ')}`, {
+              headers: { allow: Object.keys(matched.r.methods).join(', ') },
+            }),
+          )
+        : (matched.r.methods[method] as NonNullable<Route['methods'][string]>)(matched.m as RegExpExecArray, url.searchParams, req);
+  return handled.pipe(
+    // Writes refused before a handler saw them (route, decode) are audited here; handlers audit their own.
+    Effect.tapError((e) =>
+      WRITE_METHODS.has(method) && (e.stage === 'route' || e.stage === 'decode')
+        ? Effect.flatMap(Auditor, (a) => a.record({ actor: 'unknown', verb: 'action', outcome: 'rejected', code: e.code, message: `${method} ${url.pathname}: ${e.message}` }))
+        : Effect.void,
+    ),
+    Effect.catchAll((e) => Effect.succeed(failure(e))),
+    Effect.catchAllCause((cause) =>
+      Effect.succeed(
+        failure(
+          apiError('internal', 'route', `unexpected failure: ${Option.match(Cause.dieOption(cause), { onNone: () => Cause.pretty(cause).split('\n')[0], onSome: (d) => String(d) })}`, {
+            sideEffects: WRITE_METHODS.has(method) ? 'unknown' : 'none',
+          }),
+        ),
+      ),
+    ),
+  );
+};
+
+export { ApiError };

@@ -1,0 +1,136 @@
+// Request and response bodies of the control-plane HTTP API (seed 000 §控制面; digest §3.1, §3.3, §3.4, §6.1, §6.2).
+import { Schema } from 'effect';
+import { ObjectReference } from './errors.js';
+
+/** Any Kubernetes-shaped object as submitted or stored (validated per kind by the handlers). */
+export const WireObject = Schema.Struct(
+  {
+    apiVersion: Schema.optional(Schema.String),
+    kind: Schema.optional(Schema.String),
+    metadata: Schema.optional(
+      Schema.Struct(
+        {
+          name: Schema.optional(Schema.String),
+          namespace: Schema.optional(Schema.String),
+          labels: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
+          annotations: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
+          resourceVersion: Schema.optional(Schema.String),
+          uid: Schema.optional(Schema.String),
+        },
+        Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+      ),
+    ),
+    spec: Schema.optional(Schema.Unknown),
+  },
+  Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+);
+export type WireObject = typeof WireObject.Type;
+
+/** A read projection: the object plus when it was observed, whether that is older than the stale threshold, and
+ * every discovery source that reports it (TC-27, TC-11). */
+export const Projection = Schema.Struct({
+  object: Schema.Unknown,
+  observedAt: Schema.String,
+  stale: Schema.Boolean,
+  sources: Schema.Array(Schema.String),
+});
+export type Projection = typeof Projection.Type;
+
+export const ListPage = Schema.Struct({
+  kind: Schema.String,
+  items: Schema.Array(Projection),
+  /** Opaque, bound to kind, namespace and filters; absent on the last page. */
+  continue: Schema.optional(Schema.String),
+  remainingItemCount: Schema.optional(Schema.Number),
+});
+export type ListPage = typeof ListPage.Type;
+
+/** 202: the write was accepted; progress is read from the object itself. */
+export const Accepted = Schema.Struct({
+  accepted: Schema.Literal(true),
+  operation: Schema.Literal('create', 'update', 'delete', 'apply', 'action'),
+  object: ObjectReference,
+});
+export type Accepted = typeof Accepted.Type;
+
+/** The desired set of plan/apply: objects to exist as given, and optionally a scope whose other objects are deleted. */
+export const DesiredSet = Schema.Struct({
+  objects: Schema.Array(WireObject),
+  prune: Schema.optional(
+    Schema.Struct({
+      kinds: Schema.Array(Schema.String),
+      namespace: Schema.optional(Schema.String),
+      labelSelector: Schema.String.pipe(Schema.minLength(1)),
+    }),
+  ),
+});
+export type DesiredSet = typeof DesiredSet.Type;
+
+export const FieldChange = Schema.Struct({ path: Schema.String, from: Schema.Unknown, to: Schema.Unknown });
+export type FieldChange = typeof FieldChange.Type;
+
+export const PlanItem = Schema.Struct({
+  action: Schema.Literal('create', 'update', 'delete'),
+  object: ObjectReference,
+  /** update: the spec leaves that change (sensitive values are never read back: `from` of a `config` leaf is masked). */
+  changes: Schema.optional(Schema.Array(FieldChange)),
+});
+export type PlanItem = typeof PlanItem.Type;
+
+export const PlanResult = Schema.Struct({
+  creates: Schema.Array(PlanItem),
+  updates: Schema.Array(PlanItem),
+  deletes: Schema.Array(PlanItem),
+  summary: Schema.Struct({ create: Schema.Number, update: Schema.Number, delete: Schema.Number, unchanged: Schema.Number }),
+  warnings: Schema.Array(Schema.String),
+});
+export type PlanResult = typeof PlanResult.Type;
+
+export const ApplyAccepted = Schema.Struct({
+  accepted: Schema.Literal(true),
+  operation: Schema.Literal('apply'),
+  /** The plan being executed (the same computation as plan-requests). */
+  plan: PlanResult,
+  objects: Schema.Array(ObjectReference),
+});
+export type ApplyAccepted = typeof ApplyAccepted.Type;
+
+export const ADOPTION_ACTIONS = ['adopt', 'release', 'decline'] as const;
+export const APPLICATION_ACTIONS = ['retry', 'orphan', 'confirm', 'restart', 'stop', 'start', 'scale'] as const;
+
+export const ActionRequest = Schema.Struct({
+  action: Schema.String.pipe(Schema.minLength(1)),
+  object: Schema.Struct({
+    apiVersion: Schema.String,
+    kind: Schema.String,
+    namespace: Schema.optional(Schema.String),
+    name: Schema.String,
+  }),
+  reason: Schema.optional(Schema.String),
+  replicas: Schema.optional(Schema.Number),
+  digest: Schema.optional(Schema.String),
+});
+export type ActionRequest = typeof ActionRequest.Type;
+
+export const ActionAccepted = Schema.Struct({
+  accepted: Schema.Literal(true),
+  operation: Schema.Literal('action'),
+  action: Schema.String,
+  object: ObjectReference,
+  /** adopt: the immutable pre-adoption snapshot in kos-system. */
+  record: Schema.optional(ObjectReference),
+});
+export type ActionAccepted = typeof ActionAccepted.Type;
+
+/** One discovered object with every adapter that reports it, side by side (C-25, TC-11). */
+export const DiscoveredItem = Schema.Struct({
+  object: ObjectReference,
+  sources: Schema.Array(Schema.Struct({ adapter: Schema.String, category: Schema.String, observedAt: Schema.String })),
+  observedAt: Schema.String,
+  stale: Schema.Boolean,
+  ownership: Schema.Literal('managed', 'adopted', 'unmanaged', 'invalid'),
+  adoptable: Schema.Boolean,
+});
+export type DiscoveredItem = typeof DiscoveredItem.Type;
+
+export const DiscoveryList = Schema.Struct({ items: Schema.Array(DiscoveredItem) });

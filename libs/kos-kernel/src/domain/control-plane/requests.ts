@@ -1,0 +1,119 @@
+// Pure checks of the control plane's request parameters and bodies (decision 0094).
+import { Either, ParseResult, Schema } from 'effect';
+import { isKernelKind, KERNEL_KINDS, KIND_INFO, type KernelKind, KOS_GROUP } from '../../api/group.js';
+import { kinds as v1beta1Kinds } from '../../api/v1beta1/kinds.js';
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+export const isNamespaceName = (s: string): boolean => s.length <= 63 && DNS_LABEL.test(s);
+export const isObjectName = (s: string): boolean => s.length <= 253 && DNS_SUBDOMAIN.test(s);
+
+/** A kernel kind by its name or its plural (`Application`, `applications`). */
+export const resolveKind = (segment: string): KernelKind | undefined => {
+  if (isKernelKind(segment)) return segment;
+  return KERNEL_KINDS.find((k) => KIND_INFO[k].plural === segment.toLowerCase());
+};
+
+export const isKosApiVersion = (apiVersion: string): boolean => apiVersion === `${KOS_GROUP}/v1alpha1` || apiVersion === `${KOS_GROUP}/v1beta1`;
+
+// --- label selectors (the Kubernetes grammar: =, ==, !=, in, notin, exists, !exists) ---------------------------
+const QUALIFIED = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+const VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/;
+
+const splitTop = (s: string): string[] | undefined => {
+  const out: string[] = [];
+  let depth = 0;
+  let cur = '';
+  for (const ch of s) {
+    if (ch === '(') depth++;
+    if (ch === ')') depth--;
+    if (depth < 0 || depth > 1) return undefined;
+    if (ch === ',' && depth === 0) {
+      out.push(cur);
+      cur = '';
+    } else cur += ch;
+  }
+  if (depth !== 0) return undefined;
+  out.push(cur);
+  return out;
+};
+
+/** Why a label selector is not valid, or undefined if it is. */
+export const labelSelectorProblem = (selector: string): string | undefined => {
+  if (selector.trim() === '') return undefined;
+  const reqs = splitTop(selector);
+  if (reqs === undefined) return 'unbalanced parentheses';
+  for (const raw of reqs) {
+    const r = raw.trim();
+    if (r === '') return 'empty requirement';
+    const set = /^(\S+)\s+(in|notin)\s+\((.*)\)$/.exec(r);
+    if (set) {
+      const [, key, , values] = set as unknown as [string, string, string, string];
+      if (!QUALIFIED.test(key)) return `invalid key "${key}"`;
+      const vs = values.split(',').map((v) => v.trim());
+      if (vs.some((v) => !VALUE.test(v))) return `invalid value in "${r}"`;
+      continue;
+    }
+    const op = /^(!?)([^=!\s]+)$/.exec(r) ?? /^([^=!\s]+)\s*(==|=|!=)\s*(\S*)$/.exec(r);
+    if (op === null) return `cannot parse requirement "${r}"`;
+    if (op.length === 3) {
+      if (!QUALIFIED.test(op[2] as string)) return `invalid key "${op[2]}"`;
+    } else {
+      if (!QUALIFIED.test(op[1] as string)) return `invalid key "${op[1]}"`;
+      if (!VALUE.test(op[3] as string)) return `invalid value "${op[3]}"`;
+    }
+  }
+  return undefined;
+};
+
+/** The spec of a kernel kind, checked against its Schema (unknown fields are errors): field path + message. */
+export const specProblems = (kind: KernelKind, spec: unknown): ReadonlyArray<{ readonly field: string; readonly message: string }> => {
+  const schema = (v1beta1Kinds[kind] as unknown as { fields: { spec: Schema.Schema.Any } }).fields.spec as Schema.Schema<unknown, unknown, never>;
+  const result = Schema.decodeUnknownEither(schema, { errors: 'all', onExcessProperty: 'error' })(spec);
+  if (Either.isRight(result)) return [];
+  const byField = new Map<string, string[]>();
+  for (const i of ParseResult.ArrayFormatter.formatErrorSync(result.left)) {
+    const field = ['spec', ...i.path.map(String)].join('.');
+    const messages = byField.get(field) ?? [];
+    if (!messages.includes(i.message)) messages.push(i.message);
+    byField.set(field, messages);
+  }
+  return [...byField].map(([field, messages]) => ({ field, message: messages.join('; or ') }));
+};
+
+/** Spec values the API server fills in when absent (the CRDs' defaults): a request that omits them asks for them. */
+export const SPEC_DEFAULTS: Partial<Record<KernelKind, Readonly<Record<string, unknown>>>> = {
+  Application: { driftPolicy: 'reconcile' },
+};
+
+const jsonEqual = (a: unknown, b: unknown): boolean => JSON.stringify(canon(a)) === JSON.stringify(canon(b));
+const canon = (v: unknown): unknown =>
+  v !== null && typeof v === 'object'
+    ? Array.isArray(v)
+      ? v.map(canon)
+      : Object.fromEntries(Object.keys(v as object).sort().map((k) => [k, canon((v as Record<string, unknown>)[k])]))
+    : v;
+
+/** Is the stored spec the one this request asks for (after the server's defaults)? (TC-28) */
+export const sameDesiredSpec = (kind: KernelKind, requested: unknown, stored: unknown): boolean => {
+  const withDefaults = { ...(SPEC_DEFAULTS[kind] ?? {}), ...((requested as Record<string, unknown> | undefined) ?? {}) };
+  return jsonEqual(withDefaults, stored ?? {});
+};
+
+/** The leaves of a spec that differ (for plans): `spec.a.b` with from/to; arrays compare as one leaf. */
+export const specChanges = (from: unknown, to: unknown, path = 'spec'): ReadonlyArray<{ path: string; from: unknown; to: unknown }> => {
+  const isObj = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+  if (isObj(from) && isObj(to)) {
+    const keys = [...new Set([...Object.keys(from), ...Object.keys(to)])].sort();
+    return keys.flatMap((k) => specChanges(from[k], to[k], `${path}.${k}`));
+  }
+  return jsonEqual(from, to) ? [] : [{ path, from, to }];
+};
+
+/** `If-Match: "123"`, `W/"123"` or `123` → `123`. */
+export const parseIfMatch = (header: string | undefined): string | undefined => {
+  if (header === undefined) return undefined;
+  const v = header.trim().replace(/^W\//, '').replace(/^"(.*)"$/, '$1');
+  return v === '' || v === '*' ? undefined : v;
+};
