@@ -1,0 +1,191 @@
+// The two controllers running on `@homelab/kube` (informers, work queues, workers) against the test bed's real
+// kube-apiserver and the machine's real PostgreSQL: watches trigger rounds, Secret events reach Instances, Instance
+// readiness reaches Tenants, and shutdown closes the pools after the workers. The informers are restricted to this
+// file's label (other test files share the API server); the controllers' behaviour is otherwise the production one.
+import { randomBytes } from 'node:crypto';
+import { kubeRequest, testbed, useDatabase, useNamespace } from '@homelab/testbed/vitest';
+import { ControllerMetricsLive, layerFromToken } from '@homelab/kube';
+import { Effect, Either, Exit, Layer, Scope } from 'effect';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { quoteIdentifier } from '../domain/provisioning-sql.js';
+import { InstanceReason, SetupMessage, TenantReason } from '../domain/vocabulary.js';
+import { apiVersion, KubernetesAdminSecretsLayer, KubernetesBindingResourcesLayer, KubernetesInstanceResourcesLayer } from '../adapter/kubernetes/resources.js';
+import { PostgresInstanceObserverLayer } from '../adapter/postgresql/observer.js';
+import { databases, installCrds, instances, tenants } from '../../test/kube-fixture.js';
+import { startDatabaseControllers } from './controllers.js';
+
+const ns = useNamespace('ayatori-ctrl');
+const db = useDatabase('ay_ctrl');
+const suffix = randomBytes(4).toString('hex');
+const label = `ayatori-test-${suffix}`;
+const manager = `ay_cmgr_${suffix}`;
+const cleanup: string[] = [];
+
+interface Obj {
+  metadata: { name: string; uid: string; resourceVersion: string; finalizers?: string[] };
+  spec: Record<string, unknown>;
+  status?: { phase?: string; conditions?: Array<{ type: string; status: string; reason: string }> };
+}
+const get = async (path: string) => {
+  const r = await kubeRequest('GET', path);
+  return r.status === 200 ? (r.json() as Obj) : undefined;
+};
+const post = async (collection: string, body: Record<string, unknown>) => {
+  const r = await kubeRequest('POST', collection, body);
+  if (r.status !== 201) throw new Error(`POST ${collection}: ${r.status} ${r.body}`);
+  const o = r.json() as Obj;
+  cleanup.push(`${collection}/${o.metadata.name}`);
+  return o;
+};
+const purge = async (path: string) => {
+  for (let i = 0; i < 5; i++) {
+    const o = await get(path);
+    if (o === undefined) return;
+    if ((o.metadata.finalizers ?? []).length > 0 && (await kubeRequest('PUT', path, { ...o, metadata: { ...o.metadata, finalizers: [] } })).status === 409) continue;
+    await kubeRequest('DELETE', path);
+    return;
+  }
+};
+const sql = async (text: string) => {
+  const { postgres } = testbed();
+  const c = new pg.Client({ host: postgres.host, port: postgres.port, user: postgres.user, database: postgres.database });
+  await c.connect();
+  try {
+    return await c.query(text);
+  } finally {
+    await c.end();
+  }
+};
+const backends = async () =>
+  Number((await sql(`SELECT count(*)::int AS n FROM pg_catalog.pg_stat_activity WHERE usename = '${manager}'`)).rows[0].n);
+const ready = (o: Obj | undefined) => o?.status?.conditions?.find((c) => c.type === 'Ready');
+
+/** Poll until `check` holds (at most `ms`); returns the elapsed time. */
+const eventually = async (what: string, check: () => Promise<boolean>, ms = 10_000): Promise<number> => {
+  const start = Date.now();
+  while (Date.now() - start < ms) {
+    if (await check()) return Date.now() - start;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`not within ${ms} ms: ${what}`);
+};
+
+let outer: Scope.CloseableScope;
+let inner: Scope.CloseableScope;
+
+beforeAll(async () => {
+  await installCrds();
+  await sql(`CREATE ROLE ${quoteIdentifier(manager)} LOGIN NOSUPERUSER CREATEDB CREATEROLE`);
+  outer = Effect.runSync(Scope.make());
+  inner = Effect.runSync(Scope.make());
+  const kube = layerFromToken(testbed().kube);
+  const services = Layer.mergeAll(
+    KubernetesBindingResourcesLayer,
+    KubernetesInstanceResourcesLayer,
+    PostgresInstanceObserverLayer().pipe(Layer.provide(KubernetesAdminSecretsLayer(ns.name))),
+    ControllerMetricsLive(),
+    kube,
+  ).pipe(Layer.provideMerge(kube));
+  const context = await Effect.runPromise(Layer.buildWithScope(services, outer));
+  const started = await Effect.runPromise(
+    startDatabaseControllers({ secretNamespace: ns.name, labelSelector: `${label}=yes` }).pipe(Effect.provide(context), Scope.extend(inner)),
+  );
+  expect(started.instanceController).toBe(true);
+}, 120_000);
+
+afterAll(async () => {
+  await Effect.runPromise(Scope.close(inner, Exit.void)).catch(() => undefined);
+  await Effect.runPromise(Scope.close(outer, Exit.void)).catch(() => undefined);
+  for (const path of cleanup.reverse()) await purge(path);
+  await sql(`DROP ROLE IF EXISTS ${quoteIdentifier(manager)}`).catch(() => undefined);
+});
+
+describe('controllers on the real API server and PostgreSQL', () => {
+  const instanceName = `ay-ctrl-${suffix}`;
+  const secretName = `${instanceName}-admin`;
+  const tenantName = `app${suffix}`;
+
+  it('AY-43/AY-33: an Instance waits for its Secret; the Secret event makes it Ready, and the Instance event binds the waiting Tenant (each within 10 s)', async () => {
+    await post(instances, {
+      apiVersion,
+      kind: 'PostgreSQLInstance',
+      metadata: { name: instanceName, labels: { [label]: 'yes' } },
+      spec: { endpoint: { host: 'localhost', hostaddr: '127.0.0.1', port: testbed().postgres.port, database: db.database, sslMode: 'disable' }, adminCredentialRef: { name: secretName } },
+    });
+    const tenant = await post(tenants(ns.name), {
+      apiVersion,
+      kind: 'PostgreSQLTenant',
+      metadata: { name: tenantName, namespace: ns.name, labels: { [label]: 'yes' } },
+      spec: { provision: { instanceRef: { name: instanceName } } },
+    });
+    cleanup.push(`${databases}/tenant-${tenant.metadata.uid}`);
+    await eventually('Instance waits (DependencyUnavailable)', async () => ready(await get(`${instances}/${instanceName}`))?.reason === InstanceReason.DependencyUnavailable);
+    await eventually('Tenant waits for the Instance', async () => ready(await get(`${tenants(ns.name)}/${tenantName}`))?.reason === TenantReason.DependencyUnavailable);
+
+    const secret = await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/secrets`, {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: secretName, namespace: ns.name },
+      stringData: { username: manager, password: 'unused-under-trust' },
+    });
+    expect(secret.status).toBe(201);
+    await eventually('Instance Ready after the Secret event', async () => ready(await get(`${instances}/${instanceName}`))?.status === 'True');
+    await eventually('Tenant Bound after the Instance event', async () => (await get(`${tenants(ns.name)}/${tenantName}`))?.status?.phase === 'Bound');
+    const bound = await get(`${tenants(ns.name)}/${tenantName}`);
+    expect(ready(bound)?.reason).toBe(TenantReason.BindingComplete);
+    expect(await backends()).toBeGreaterThanOrEqual(1);
+  });
+
+  it('AY-47: deleting the admin Secret → the Instance is not Ready and its PostgreSQL connections are closed (within 10 s)', async () => {
+    expect((await kubeRequest('DELETE', `/api/v1/namespaces/${ns.name}/secrets/${secretName}`)).status).toBe(200);
+    await eventually('Instance DependencyUnavailable', async () => {
+      const c = ready(await get(`${instances}/${instanceName}`));
+      return c?.status === 'False' && c.reason === InstanceReason.DependencyUnavailable;
+    });
+    await eventually('zero backends', async () => (await backends()) === 0);
+  });
+
+  it('AY-82: shutdown stops the workers first, then closes the pools', async () => {
+    await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/secrets`, {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: secretName, namespace: ns.name },
+      stringData: { username: manager, password: 'unused-under-trust' },
+    });
+    await eventually('Ready again', async () => ready(await get(`${instances}/${instanceName}`))?.status === 'True');
+    expect(await backends()).toBeGreaterThanOrEqual(1);
+    await Effect.runPromise(Scope.close(inner, Exit.void));
+    // workers stopped: the pool is still held by the observer layer
+    expect(await backends()).toBeGreaterThanOrEqual(1);
+    await Effect.runPromise(Scope.close(outer, Exit.void));
+    await eventually('pools closed', async () => (await backends()) === 0, 5_000);
+  });
+});
+
+describe('setup (AY-53)', () => {
+  it('AY-53: an empty Secret namespace disables only the Instance controller; an invalid one is a setup error', async () => {
+    const scope = Effect.runSync(Scope.make());
+    try {
+      const kube = layerFromToken(testbed().kube);
+      const services = Layer.mergeAll(
+        KubernetesBindingResourcesLayer,
+        KubernetesInstanceResourcesLayer,
+        PostgresInstanceObserverLayer().pipe(Layer.provide(KubernetesAdminSecretsLayer('unused'))),
+        ControllerMetricsLive(),
+        kube,
+      ).pipe(Layer.provideMerge(kube));
+      const context = await Effect.runPromise(Layer.buildWithScope(services, scope));
+      const off = await Effect.runPromise(
+        startDatabaseControllers({ secretNamespace: '', labelSelector: `${label}=none` }).pipe(Effect.provide(context), Scope.extend(scope)),
+      );
+      expect(off.instanceController).toBe(false);
+      const bad = await Effect.runPromise(
+        Effect.either(startDatabaseControllers({ secretNamespace: 'Not_A_Label', labelSelector: `${label}=none` }).pipe(Effect.provide(context), Scope.extend(scope))),
+      );
+      expect(Either.isLeft(bad) && bad.left.message).toBe(SetupMessage.instanceObserverRequired);
+    } finally {
+      await Effect.runPromise(Scope.close(scope, Exit.void));
+    }
+  });
+});
