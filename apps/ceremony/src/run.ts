@@ -63,6 +63,15 @@ const loadManifest = (path: string) =>
 const guardKubeconfig = (path: string) =>
   Effect.flatMap(statKubeconfig(path), ({ stat }) => checkKubeconfigPrivate(path, stat, callerUid()));
 
+/** Commands other than `retire apply` write no receipt: their store refuses, typed, if ever asked. */
+const NoReceiptStore = Layer.succeed(
+  ceremony.ReceiptStore,
+  ceremony.ReceiptStore.of({
+    createExclusive: (key) => Effect.fail(new ceremony.ReceiptStoreFailed({ code: 'RECEIPT_STORE_FAILED', key, message: 'this command writes no receipt' })),
+    read: (key) => Effect.fail(new ceremony.ReceiptStoreFailed({ code: 'RECEIPT_STORE_FAILED', key, message: 'this command reads no receipt' })),
+  }),
+);
+
 const clusterLayer = (io: Io, kubeconfig: string, head: HeadRef, mode: ClientMode, receipts?: string) =>
   Effect.gen(function* () {
     yield* guardKubeconfig(kubeconfig);
@@ -70,7 +79,7 @@ const clusterLayer = (io: Io, kubeconfig: string, head: HeadRef, mode: ClientMod
     const killAfterDelete = io.env['QINGLONG_CEREMONY_FAULT'] === 'kill-after-delete' ? io.err : undefined;
     return Layer.mergeAll(
       clusterLive(kubeconfig, head, mode, killAfterDelete),
-      receipts === undefined ? FileReceiptStoreLive('/nonexistent-receipts') : FileReceiptStoreLive(receipts),
+      receipts === undefined ? NoReceiptStore : FileReceiptStoreLive(receipts),
       OperatorHostLive(kubeconfig),
     );
   });

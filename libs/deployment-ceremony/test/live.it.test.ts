@@ -5,7 +5,7 @@
  */
 import { chmodSync, readFileSync, statSync, symlinkSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { useNamespace } from '@homelab/testbed/vitest';
+import { kubeRequest, useNamespace } from '@homelab/testbed/vitest';
 import { Effect, Exit, Option } from 'effect';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { HeadVersion } from '../src/api/head.js';
@@ -19,6 +19,7 @@ import { readHead } from '../src/application/head-store.js';
 import { KubernetesCluster } from '../src/application/ports.js';
 import { preflightRetirement } from '../src/application/preflight.js';
 import { install, rollback, upgrade } from '../src/application/transitions.js';
+import { canonicalJsonUnsafe } from '../src/domain/canonical-json.js';
 import { checkRequestAllowed } from '../src/domain/request-allow-list.js';
 import {
   cm,
@@ -357,6 +358,29 @@ describe('upgrade on the real server', () => {
     expect([out.head.generation, out.head.transition, out.head.release.version, out.head.inventory.length]).toEqual([2, 'upgrade', '3.0.1', 7]);
     // A stale expected Head is refused (HEAD_MISMATCH).
     expect(failureOf(await runLive(upgrade({ head: d.head, manifest: full, clusterUid, expectedHead: d.v1 }), d.env, 'transition'))).toMatchObject({ code: 'HEAD_MISMATCH' });
+  });
+});
+
+describe('Head v1 on the real server', () => {
+  it('a v1 Head (written by an older release) is read as committed and the retirement stores the Head as v2', async () => {
+    const d = await deployment('v1h');
+    const v2 = await d.headNow();
+    const { phase: _p, schema: _s, intent: _i, retirement: _r, ...rest } = v2.head;
+    const v1 = { ...rest, schema: 'qinglong.deployment.head.v1' };
+    const put = await kubeRequest('PUT', cmPath(d.head.name), {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: d.head.name, namespace: ns.name, resourceVersion: v2.resourceVersion },
+      data: { 'head.json': canonicalJsonUnsafe(v1) },
+    });
+    expect(put.status).toBe(200);
+    const read = await d.headNow();
+    expect([read.storedSchema, read.head.phase]).toEqual(['qinglong.deployment.head.v1', 'committed']);
+    const c = d.cmd([cm(ns.name, 'v1h-cm-0')], { generation: 1, resourceVersion: read.resourceVersion });
+    const pf = value(await d.preflight(c));
+    value(await d.apply(c, pf.record));
+    const after = await d.headNow();
+    expect([after.storedSchema, after.head.generation, after.head.transition]).toEqual(['qinglong.deployment.head.v2', 2, 'retire']);
   });
 });
 
