@@ -38,8 +38,8 @@ const int = (what: string, raw: string, min: number, max: number): number => {
 
 export const parseConfig = (argv: ReadonlyArray<string>, env: Readonly<Record<string, string | undefined>>): ControllerConfig => {
   const get = (f: string, e: string) => flag(argv, f) ?? env[e];
-  const kubeconfig = get('kubeconfig', 'KUBECONFIG');
-  const testbedState = get('testbed-state', 'HOMELAB_TESTBED_STATE');
+  const kubeconfig = get('kubeconfig', 'KUBECONFIG') || undefined;
+  const testbedState = get('testbed-state', 'HOMELAB_TESTBED_STATE') || undefined;
   const kube: KubeSource =
     kubeconfig !== undefined
       ? { _tag: 'Kubeconfig', path: kubeconfig }
