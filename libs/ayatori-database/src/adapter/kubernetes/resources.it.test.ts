@@ -366,4 +366,142 @@ describe('binding (real API server; the Instance made Ready by a real observatio
     expect(ready(o)).toMatchObject({ reason: TenantReason.DeletionPending, message: TenantMessage.deletionPending });
     expect((await must(`${databases}/tenant-${t.metadata.uid}`)).spec['tenantRef']).toEqual({ namespace: ns.name, name, uid: t.metadata.uid });
   });
+  /** A Database created by the test with a status written through /status (instanceUID, phase, Ready at its generation). */
+  const databaseWithStatus = async (name: string, spec: Record<string, unknown>, st: { instanceUID?: string; phase?: string; ready?: boolean }) => {
+    const d = await post(databases, { apiVersion, kind: 'PostgreSQLDatabase', metadata: { name }, spec: { instanceRef: { name: instanceName }, database: 'x_app', loginRole: 'x_app', source: 'Provision', ...spec } });
+    const status: Record<string, unknown> = { phase: st.phase ?? 'Available', observedGeneration: d.metadata.generation };
+    if (st.instanceUID) status['instanceUID'] = st.instanceUID;
+    if (st.ready ?? true) {
+      status['conditions'] = [{ type: 'Ready', status: 'True', reason: 'Available', message: 'test fixture', observedGeneration: d.metadata.generation, lastTransitionTime: '2026-01-01T00:00:00Z' }];
+    }
+    const r = await kubeRequest('PUT', `${databases}/${name}/status`, { ...d, status });
+    expect(r.status, r.body).toBe(200);
+    return r.json() as Obj;
+  };
+  const tenantReady = async (name: string) => ready(await must(`${tenants(ns.name)}/${name}`));
+
+  it('AY-16: explicit database/loginRole are used verbatim; a dynamic Tenant named my-app without them → InvalidRequest, no finalizer, no Database', async () => {
+    const explicit = uniqueName('explicit');
+    const t1 = await post(tenants(ns.name), tenantBody(explicit, { provision: { instanceRef: { name: instanceName }, database: 'given_db', loginRole: 'given_role' } }));
+    cleanup.push(`${databases}/tenant-${t1.metadata.uid}`);
+    await bind(ns.name, explicit);
+    expect((await must(`${databases}/tenant-${t1.metadata.uid}`)).spec).toMatchObject({ database: 'given_db', loginRole: 'given_role' });
+    const bad = uniqueName('my-app');
+    const t2 = await post(tenants(ns.name), tenantBody(bad, { provision: { instanceRef: { name: instanceName } } }));
+    await bind(ns.name, bad);
+    const o = await must(`${tenants(ns.name)}/${bad}`);
+    expect(ready(o)).toMatchObject({ status: 'False', reason: TenantReason.InvalidRequest });
+    expect(o.metadata.finalizers).toBeUndefined();
+    expect(await get(`${databases}/tenant-${t2.metadata.uid}`)).toBeUndefined();
+  });
+
+  it('AY-23: a missing Instance → DependencyUnavailable after Binding; changing provision.instanceRef is then rejected (Invalid)', async () => {
+    const name = identName('noinst');
+    const t = await post(tenants(ns.name), tenantBody(name, { provision: { instanceRef: { name: uniqueName('absent') } } }));
+    await bind(ns.name, name);
+    const o = await must(`${tenants(ns.name)}/${name}`);
+    expect(o.status?.phase).toBe('Binding');
+    expect(ready(o)).toMatchObject({ reason: TenantReason.DependencyUnavailable, message: TenantMessage.instanceMissing });
+    expect(await get(`${databases}/tenant-${t.metadata.uid}`)).toBeUndefined();
+    const r = await kubeRequest('PUT', `${tenants(ns.name)}/${name}`, { ...o, spec: { provision: { instanceRef: { name: instanceName } } } });
+    expect(r.status).toBe(422);
+  });
+
+  it('AY-25: a Tenant naming a non-existent Database → DependencyUnavailable; no Database is created', async () => {
+    const name = uniqueName('nodb');
+    const target = uniqueName('missing-db');
+    await post(tenants(ns.name), tenantBody(name, { databaseRef: { name: target } }));
+    await bind(ns.name, name);
+    expect(await tenantReady(name)).toMatchObject({ reason: TenantReason.DependencyUnavailable, message: TenantMessage.databaseMissing });
+    expect(await get(`${databases}/${target}`)).toBeUndefined();
+  });
+
+  it('AY-24: an Instance without a current Ready → DependencyUnavailable', async () => {
+    const inst = uniqueName('ay-unready');
+    await post(instances, instanceBody(inst, `${inst}-absent-secret`)); // never observed: no Ready condition
+    const name = identName('unready');
+    await post(tenants(ns.name), tenantBody(name, { provision: { instanceRef: { name: inst } } }));
+    await bind(ns.name, name);
+    expect(await tenantReady(name)).toMatchObject({ reason: TenantReason.DependencyUnavailable, message: TenantMessage.instanceNotReady });
+  });
+
+  it('AY-26: an existing Database whose Ready is stale after a reclaimPolicy change (generation bump) → DependencyUnavailable', async () => {
+    const inst = await must(`${instances}/${instanceName}`);
+    const dbName = uniqueName('stale-ready');
+    const d = await databaseWithStatus(dbName, {}, { instanceUID: inst.metadata.uid });
+    const bumped = await kubeRequest('PUT', `${databases}/${dbName}`, { ...d, spec: { ...d.spec, reclaimPolicy: 'Delete' } });
+    expect(bumped.status, bumped.body).toBe(200);
+    const name = uniqueName('stale-claim');
+    await post(tenants(ns.name), tenantBody(name, { databaseRef: { name: dbName } }));
+    await bind(ns.name, name);
+    expect(await tenantReady(name)).toMatchObject({ reason: TenantReason.DependencyUnavailable, message: TenantMessage.databaseNotAvailable });
+    expect((await must(`${databases}/${dbName}`)).spec['tenantRef']).toBeUndefined();
+  });
+
+  it('AY-27: an existing Database without status.instanceUID → DependencyUnavailable; the controller does not fill it for a databaseRef claim', async () => {
+    const dbName = uniqueName('no-uid');
+    await databaseWithStatus(dbName, { source: 'Import', credentialRef: { mount: 'secret', path: 'apps/x' } }, {});
+    const name = uniqueName('import-claim');
+    await post(tenants(ns.name), tenantBody(name, { databaseRef: { name: dbName } }));
+    await bind(ns.name, name);
+    expect(await tenantReady(name)).toMatchObject({ reason: TenantReason.DependencyUnavailable, message: TenantMessage.databaseWithoutInstanceIdentity });
+    const after = await must(`${databases}/${dbName}`);
+    expect(after.status?.['instanceUID']).toBeUndefined();
+    expect(after.spec['tenantRef']).toBeUndefined();
+  });
+
+  it('AY-21: a Database bound to the same namespace/name with an old UID → the new same-named Tenant gets Conflict, no databaseRef', async () => {
+    const inst = await must(`${instances}/${instanceName}`);
+    const dbName = uniqueName('old-owner');
+    const name = uniqueName('reborn');
+    await databaseWithStatus(dbName, { tenantRef: { namespace: ns.name, name, uid: 'an-old-uid' } }, { instanceUID: inst.metadata.uid });
+    await post(tenants(ns.name), tenantBody(name, { databaseRef: { name: dbName } }));
+    await bind(ns.name, name);
+    const o = await must(`${tenants(ns.name)}/${name}`);
+    expect(ready(o)).toMatchObject({ reason: TenantReason.Conflict });
+    expect(o.status?.['databaseRef']).toBeUndefined();
+    expect((await must(`${databases}/${dbName}`)).spec['tenantRef']).toEqual({ namespace: ns.name, name, uid: 'an-old-uid' });
+  });
+
+  it('AY-22: a pre-existing tenant-<uid> Database that does not match the request → Conflict; its tenantRef stays unset', async () => {
+    const name = identName('squat');
+    const t = await post(tenants(ns.name), tenantBody(name, { provision: { instanceRef: { name: instanceName } } }));
+    const squatter = `tenant-${t.metadata.uid}`;
+    await post(databases, { apiVersion, kind: 'PostgreSQLDatabase', metadata: { name: squatter }, spec: { instanceRef: { name: instanceName }, database: 'other_db', loginRole: name, source: 'Provision' } });
+    await bind(ns.name, name);
+    expect(await tenantReady(name)).toMatchObject({ reason: TenantReason.Conflict, message: TenantMessage.dynamicNameTaken });
+    expect((await must(`${databases}/${squatter}`)).spec['tenantRef']).toBeUndefined();
+  });
+
+  it('AY-28: the Instance deleted and recreated under the same name while the Database records the old UID → Conflict', async () => {
+    const inst = uniqueName('ay-reborn');
+    await secret(`${inst}-admin`, manager);
+    const first = await post(instances, instanceBody(inst, `${inst}-admin`));
+    await observeInstance(inst);
+    const dbName = uniqueName('old-inst');
+    await databaseWithStatus(dbName, { instanceRef: { name: inst } }, { instanceUID: first.metadata.uid });
+    await purge(`${instances}/${inst}`);
+    const second = await post(instances, instanceBody(inst, `${inst}-admin`));
+    expect(second.metadata.uid).not.toBe(first.metadata.uid);
+    await observeInstance(inst);
+    expect(ready(await must(`${instances}/${inst}`))?.status).toBe('True');
+    const name = uniqueName('after-rebirth');
+    await post(tenants(ns.name), tenantBody(name, { databaseRef: { name: dbName } }));
+    await bind(ns.name, name);
+    expect(await tenantReady(name)).toMatchObject({ reason: TenantReason.Conflict, message: TenantMessage.instanceReplaced });
+    expect((await must(`${databases}/${dbName}`)).spec['tenantRef']).toBeUndefined();
+  });
+
+  it('AY-29: a Tenant whose status.databaseRef.uid differs from the Database UID → Conflict; nothing is taken over', async () => {
+    const inst = await must(`${instances}/${instanceName}`);
+    const dbName = uniqueName('uid-moved');
+    await databaseWithStatus(dbName, {}, { instanceUID: inst.metadata.uid });
+    const name = uniqueName('remembers');
+    const t = await post(tenants(ns.name), tenantBody(name, { databaseRef: { name: dbName } }));
+    const st = await kubeRequest('PUT', `${tenants(ns.name)}/${name}/status`, { ...t, status: { phase: 'Binding', databaseRef: { name: dbName, uid: 'a-previous-uid' } } });
+    expect(st.status, st.body).toBe(200);
+    await bind(ns.name, name);
+    expect(await tenantReady(name)).toMatchObject({ reason: TenantReason.Conflict });
+    expect((await must(`${databases}/${dbName}`)).spec['tenantRef']).toBeUndefined();
+  });
 });
