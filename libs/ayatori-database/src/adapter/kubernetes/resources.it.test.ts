@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { kubeRequest, testbed, useDatabase, useNamespace } from '@homelab/testbed/vitest';
 import { layerFromToken } from '@homelab/kube';
-import { Effect, Either, Layer } from 'effect';
+import { Duration, Effect, Either, Exit, Layer, Scope } from 'effect';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { reconcileBinding } from '../../application/binding.js';
@@ -68,6 +68,17 @@ const sql = async (text: string) => {
   await c.connect();
   try {
     await c.query(text);
+  } finally {
+    await c.end();
+  }
+};
+
+const sqlRows = async (text: string): Promise<Array<Record<string, unknown>>> => {
+  const { postgres } = testbed();
+  const c = new pg.Client({ host: postgres.host, port: postgres.port, user: postgres.user, database: postgres.database });
+  await c.connect();
+  try {
+    return (await c.query(text)).rows as Array<Record<string, unknown>>;
   } finally {
     await c.end();
   }
@@ -154,6 +165,47 @@ describe('Instance reconciliation (real API server + real PostgreSQL + real Secr
     o = await must(`${instances}/${name}`);
     expect(ready(o)).toMatchObject({ status: 'False', reason: InstanceReason.DependencyUnavailable });
     expect(JSON.stringify(o.status)).not.toContain(PASSWORD);
+  });
+
+  it('AY-39: a TLS identity failure (verify-full, certificate does not name host) → AuthenticationFailed, phase Validating, version cleared', async () => {
+    const name = uniqueName('ay-inst-tls');
+    await secret(`${name}-admin`, manager);
+    const body = instanceBody(name, `${name}-admin`);
+    await post(instances, { ...body, spec: { ...body.spec, endpoint: { ...body.spec.endpoint, host: 'elsewhere.invalid', sslMode: 'verify-full' } } });
+    await observeInstance(name);
+    const o = await must(`${instances}/${name}`);
+    expect(o.status?.phase).toBe('Validating');
+    expect(ready(o)).toMatchObject({ status: 'False', reason: InstanceReason.AuthenticationFailed, message: InstanceMessage.connectionAuthenticationFailed });
+    expect(o.status?.['postgresqlVersion'] ?? '').toBe('');
+  });
+
+  it('AY-45: with one long-lived observer, an annotation-only Secret change keeps the backend; a password change replaces it', async () => {
+    const name = uniqueName('ay-inst-pool');
+    await secret(`${name}-admin`, manager);
+    await post(instances, instanceBody(name, `${name}-admin`));
+    const scope = Effect.runSync(Scope.make());
+    try {
+      const context = await Effect.runPromise(Layer.buildWithScope(instanceLayer(), scope));
+      const round = () => Effect.runPromise(Effect.either(reconcileInstance(name).pipe(Effect.provide(context))));
+      const pids = async () =>
+        (await sqlRows(`SELECT pid FROM pg_catalog.pg_stat_activity WHERE usename = '${manager}' AND application_name = 'ayatori-database' ORDER BY pid`)).map((r) => r['pid']);
+      await round();
+      const first = await pids();
+      expect(first).toHaveLength(1);
+      const path = `/api/v1/namespaces/${ns.name}/secrets/${name}-admin`;
+      const current = (await kubeRequest('GET', path)).json() as Obj;
+      expect((await kubeRequest('PUT', path, { ...current, metadata: { ...current.metadata, annotations: { touched: 'yes' } } })).status).toBe(200);
+      await round();
+      expect(await pids()).toEqual(first);
+      await secret(`${name}-admin`, manager, `${PASSWORD}-rotated`);
+      await round();
+      const third = await pids();
+      expect(third).toHaveLength(1);
+      expect(third).not.toEqual(first);
+      expect(ready(await must(`${instances}/${name}`))?.status).toBe('True');
+    } finally {
+      await Effect.runPromise(Scope.close(scope, Exit.void));
+    }
   });
 
   it('AY-48: the Instance changes during the observation → the presentation is a 409, nothing is written, the other change is kept', async () => {
@@ -275,6 +327,38 @@ describe('binding (real API server; the Instance made Ready by a real observatio
     const after = await must(`${tenants(ns.name)}/${name}`);
     expect(after.status).toMatchObject({ phase: 'Bound', databaseRef: { name: `tenant-${t.metadata.uid}`, uid: d.metadata.uid } });
     expect((await must(`${databases}/tenant-${t.metadata.uid}`)).metadata.uid).toBe(d.metadata.uid);
+  });
+
+  it('AY-31: the Tenant generation changes during binding → no status presented, retry soon (1 ms)', async () => {
+    const name = identName('moving');
+    await post(tenants(ns.name), tenantBody(name, { provision: { instanceRef: { name: instanceName } } }));
+    const editing = Layer.effect(
+      BindingResources,
+      Effect.gen(function* () {
+        const real = yield* BindingResources;
+        return {
+          ...real,
+          bindDatabase: (database, tenant) =>
+            real.bindDatabase(database, tenant).pipe(
+              Effect.tap(() =>
+                Effect.promise(async () => {
+                  const current = await must(`${tenants(ns.name)}/${name}`);
+                  const r = await kubeRequest('PUT', `${tenants(ns.name)}/${name}`, { ...current, spec: { ...current.spec, extensions: ['pgcrypto'] } });
+                  expect(r.status, r.body).toBe(200);
+                }),
+              ),
+            ),
+        };
+      }),
+    ).pipe(Layer.provide(bindingLayer()));
+    const r = await bind(ns.name, name, editing);
+    if (Either.isLeft(r)) throw new Error(String(r.left));
+    expect(r.right.result.retrySoon).toBe(true);
+    expect(r.right.result.status).toBeUndefined();
+    const o = await must(`${tenants(ns.name)}/${name}`);
+    cleanup.push(`${databases}/tenant-${o.metadata.uid}`);
+    expect(o.status?.phase).toBe('Binding');
+    expect(r.right.requeueAfter._tag === 'Some' && r.right.requeueAfter.value).toEqual(Duration.millis(1));
   });
 
   it('AY-19: two Tenants claim one existing Database with real concurrent reconcilers: exactly one is Bound, the other is a Conflict; the only errors are 409s', async () => {

@@ -208,6 +208,26 @@ describe('management observation on real roles', () => {
     await Effect.runPromise(observer.forget(t.name));
   });
 
+  it('AY-41: removing CREATEROLE → InsufficientPrivileges; restoring it → all Passed again on the same backend (no reconnect)', async () => {
+    const t = { ...target(manager, { uid: 'restore' }), name: 'instance-restore' };
+    setSecret(t, manager);
+    expect(kindOf(await run(observer.observeManagement(t)))).toBe('Observed');
+    const [pid] = await backends(manager, 1);
+    await sql(`ALTER ROLE ${quoteIdentifier(manager)} NOCREATEROLE`);
+    try {
+      const r = await run(observer.observeManagement(t));
+      if (Either.isLeft(r)) throw new Error(r.left.kind);
+      expect(r.right.checks.roles).toBe('InsufficientPrivileges');
+    } finally {
+      await sql(`ALTER ROLE ${quoteIdentifier(manager)} CREATEROLE`);
+    }
+    const r = await run(observer.observeManagement(t));
+    if (Either.isLeft(r)) throw new Error(r.left.kind);
+    expect(managementFailure(r.right.checks)).toBe('NoFailure');
+    expect(await backends(manager, 1)).toEqual([pid]);
+    await Effect.runPromise(observer.forget(t.name));
+  });
+
   it('AY-42: a read-only session (default_transaction_read_only) → databases Unavailable (DependencyUnavailable)', async () => {
     const t = target(readonly);
     setSecret(t, readonly);
