@@ -20,7 +20,9 @@ import {
   type StoredHead,
 } from '../../application/ports.js';
 import type { ApiResource } from '../../domain/discovery.js';
-import { RequestNotAllowed } from '../../domain/errors.js';
+import { type GuardFailed, RequestNotAllowed } from '../../domain/errors.js';
+import { checkKubeconfigPrivate } from '../../domain/guards.js';
+import { callerUid, statKubeconfig } from '../host/operator-host.js';
 import type { ManagedFieldsEntry } from '../../domain/ownership.js';
 import { checkRequestAllowed, type ClientMode } from '../../domain/request-allow-list.js';
 import type { LiveObject } from '../../domain/target-checks.js';
@@ -220,8 +222,11 @@ export const makeKubernetesCluster = (transport: Transport, options: ClusterOpti
 };
 
 /** @homelab/kube's Transport for the named kubeconfig file only (its current context; no ambient KUBECONFIG/HOME). */
-export const transportFromKubeconfig = (kubeconfigPath: string): Effect.Effect<Transport, ClusterRequestFailed, Scope.Scope> =>
+export const transportFromKubeconfig = (kubeconfigPath: string): Effect.Effect<Transport, ClusterRequestFailed | GuardFailed, Scope.Scope> =>
   Effect.gen(function* () {
+    // The owner-private guard runs before the file is read at all (the use cases check it again, decision 0047).
+    const { stat } = yield* statKubeconfig(kubeconfigPath);
+    yield* checkKubeconfigPrivate(kubeconfigPath, stat, callerUid());
     const kc = yield* Effect.try({
       try: () => {
         const config = new KubeConfig();
@@ -247,7 +252,7 @@ export const KubernetesClusterLive = (
   kubeconfigPath: string,
   options: ClusterOptions,
   extra: { readonly wrap?: (t: Transport) => Transport; readonly sent?: Array<SentRequest> } = {},
-): Layer.Layer<KubernetesCluster, ClusterRequestFailed> =>
+): Layer.Layer<KubernetesCluster, ClusterRequestFailed | GuardFailed> =>
   Layer.scoped(
     KubernetesCluster,
     Effect.map(transportFromKubeconfig(kubeconfigPath), (t) => makeKubernetesCluster(extra.wrap ? extra.wrap(t) : t, options, extra.sent)),
