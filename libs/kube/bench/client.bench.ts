@@ -17,6 +17,7 @@ import {
   makeControllerMetrics,
   makeInformer,
   startController,
+  stripManagedFields,
   updateStatusIfChanged,
   type KubeObject,
 } from '../src/index.js';
@@ -219,17 +220,23 @@ async function main() {
       await new Promise((r) => setTimeout(r, 50));
     }
   };
-  await settle();
-  const before = process.memoryUsage().heapUsed;
-  const scope = Effect.runSync(Scope.make());
-  const inf = await rt.runPromise(
-    Effect.tap(makeInformer({ apiVersion: 'v1', kind: 'ConfigMap', namespace: ns }, { labelSelector: 'set=cache' }), (i) => i.synced).pipe(Scope.extend(scope)),
-  );
-  await settle();
-  const after = process.memoryUsage().heapUsed;
-  const size = (await rt.runPromise(inf.list)).length;
-  console.log(`informer cache of ${size} ConfigMaps: heap +${((after - before) / 1048576).toFixed(1)} MiB vs list JSON ${(listJsonBytes / 1048576).toFixed(1)} MiB (ratio ${((after - before) / listJsonBytes).toFixed(2)}×)${gc ? '' : ' [run with --expose-gc for a steadier number]'}`);
-  await Effect.runPromise(Scope.close(scope, Exit.void));
+  const measure = async (label: string, options: { readonly transform?: (o: KubeObject) => KubeObject }) => {
+    await settle();
+    const before = process.memoryUsage().heapUsed;
+    const scope = Effect.runSync(Scope.make());
+    const inf = await rt.runPromise(
+      Effect.tap(makeInformer({ apiVersion: 'v1', kind: 'ConfigMap', namespace: ns }, { labelSelector: 'set=cache', ...options }), (i) => i.synced).pipe(Scope.extend(scope)),
+    );
+    await settle();
+    const after = process.memoryUsage().heapUsed;
+    const size = (await rt.runPromise(inf.list)).length;
+    console.log(
+      `informer cache of ${size} ConfigMaps${label}: heap +${((after - before) / 1048576).toFixed(1)} MiB vs list JSON ${(listJsonBytes / 1048576).toFixed(1)} MiB (ratio ${((after - before) / listJsonBytes).toFixed(2)}×)${gc ? '' : ' [run with --expose-gc for a steadier number]'}`,
+    );
+    await Effect.runPromise(Scope.close(scope, Exit.void));
+  };
+  await measure('', {});
+  await measure(' (stripManagedFields)', { transform: stripManagedFields });
 
   // ---- cleanup (the test bed has no namespace controller: empty the namespace, then delete it) ----
   await core.deleteCollectionNamespacedConfigMap({ namespace: ns });

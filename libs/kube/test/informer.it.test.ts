@@ -4,7 +4,7 @@
 import { useNamespace } from '@homelab/testbed/vitest';
 import { Effect, Option } from 'effect';
 import { describe, expect, it } from 'vitest';
-import { KubeClient, makeInformer, type InformerEvent, type KubeObject } from '../src/index.js';
+import { KubeClient, makeInformer, stripManagedFields, type InformerEvent, type KubeObject } from '../src/index.js';
 import { useKube, useWidgetCrd } from './support.js';
 
 const ns = useNamespace('kube-informer');
@@ -79,6 +79,29 @@ describe('informer', () => {
     expect(result.events.slice(0, 4)).toEqual(['Added:warm-ghost', 'Added:warm-real', 'Updated:warm-real', 'Deleted:warm-ghost']);
     expect(Option.map(result.cached, (o) => o['spec'])).toEqual(Option.some({ size: 5 }));
     expect(Number(result.rv)).toBeGreaterThan(1);
+  });
+
+  it('a transform (stripManagedFields) applies to listed and watched objects before handlers and cache', async () => {
+    const r = await run(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const c = yield* KubeClient;
+          yield* c.create(widget('slim-1', 1));
+          const seen: Array<boolean> = [];
+          const inf = yield* makeInformer({ apiVersion: crd.apiVersion, kind: 'Widget', namespace: ns.name }, { transform: stripManagedFields, fieldSelector: 'metadata.name!=pre' });
+          yield* inf.addHandler((e) => Effect.sync(() => void seen.push(e.object.metadata.managedFields !== undefined)));
+          yield* inf.synced;
+          yield* c.create(widget('slim-2', 1));
+          yield* eventually(inf.get(`${ns.name}/slim-2`), Option.isSome, 'slim-2');
+          const raw = yield* c.get({ apiVersion: crd.apiVersion, kind: 'Widget', namespace: ns.name, name: 'slim-2' });
+          return { seen, cached: (yield* inf.list).map((o) => o.metadata.managedFields), raw: raw.metadata.managedFields };
+        }),
+      ),
+    );
+    expect(r.raw).toBeDefined();
+    expect(r.seen.length).toBeGreaterThanOrEqual(2);
+    expect(r.seen.every((has) => !has)).toBe(true);
+    expect(r.cached.every((m) => m === undefined)).toBe(true);
   });
 
   it('resync redelivers cached objects without API writes', async () => {

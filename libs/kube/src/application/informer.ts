@@ -31,7 +31,19 @@ export interface InformerOptions<A extends KubeObject> {
    * server answers 410 Gone it relists and emits the difference.
    */
   readonly initialState?: { readonly resourceVersion: string; readonly objects: ReadonlyArray<A> };
+  /**
+   * Applied to every object before it enters the cache (and before handlers see it), e.g. `stripManagedFields` to
+   * save memory. Must keep metadata.name/namespace/resourceVersion.
+   */
+  readonly transform?: (object: A) => A;
 }
+
+/** An informer transform dropping `metadata.managedFields` (often a third of an object's size). */
+export const stripManagedFields = <A extends KubeObject>(o: A): A => {
+  if (o.metadata.managedFields === undefined) return o;
+  const { managedFields: _m, ...metadata } = o.metadata;
+  return { ...o, metadata };
+};
 
 export interface InformerStats {
   readonly lists: number;
@@ -66,6 +78,7 @@ export const makeInformer = <A extends KubeObject = KubeObject>(
   Effect.gen(function* () {
     const client = yield* KubeClient;
     const store = new Map<string, A>();
+    const transform = options.transform ?? ((o: A) => o);
     const handlers: Array<InformerHandler<A>> = [];
     const syncedSignal = yield* Deferred.make<void>();
     let rv: string | undefined = options.initialState?.resourceVersion;
@@ -86,7 +99,8 @@ export const makeInformer = <A extends KubeObject = KubeObject>(
       const seen = new Set<string>();
       yield* lock.withPermits(1)(
         Effect.gen(function* () {
-          for (const o of page.items) {
+          for (const raw of page.items) {
+            const o = transform(raw);
             const k = keyOf(o);
             seen.add(k);
             const old = store.get(k);
@@ -109,7 +123,7 @@ export const makeInformer = <A extends KubeObject = KubeObject>(
     const apply = (ev: { type: string; object: A }) =>
       Effect.suspend(() =>
         Effect.gen(function* () {
-          const o = ev.object;
+          const o = ev.type === 'BOOKMARK' ? ev.object : transform(ev.object);
           if (o.metadata?.resourceVersion) rv = o.metadata.resourceVersion;
           if (ev.type === 'BOOKMARK') {
             yield* bump('bookmarks');
