@@ -462,11 +462,20 @@ export class Authority {
    * A signed config.stream request: its payload is the `service_control` object. Delivery only if it matches the
    * full persisted session tuple (M6-13); otherwise the stream is refused (`stale-session`) and gets no config.
    */
-  async openStream(signer: Bytes, payload: Uint8Array, sink: StreamSink): Promise<Either.Either<() => void, ServiceControlError>> {
+  async openStream(
+    signer: Bytes,
+    payload: Uint8Array,
+    sink: StreamSink,
+  ): Promise<Either.Either<{ readonly start: () => Promise<void>; readonly close: () => void }, ServiceControlError>> {
     const obj = StreamBindingCodec.decode(payload);
     if (Either.isLeft(obj)) return Either.left(scError(obj.left.code, obj.left.message));
     const binding = streamBindingFromWire(obj.right);
     if (!bytesEqual(binding.nsdId, this.d.nsdId)) return Either.left(scError('unauthorized', 'stream for another authority'));
+    try {
+      if (!(await this.d.store.isMember(signer, binding.networkId))) return Either.left(scError('unauthorized', 'not a member'));
+    } catch (e) {
+      return Either.left(e instanceof SCE ? e : scError('storage-unavailable', String(e)));
+    }
     const ok = await this.d.store.transact(this.d.epoch, async (tx) => {
       const rt = await tx.lockRuntime(signer);
       const s = await tx.lockSession(signer, binding.networkId);
@@ -480,11 +489,15 @@ export class Authority {
       return may ? Either.void : Either.left(scError('stale-session', 'stream binding does not match the persisted session'));
     });
     if (Either.isLeft(ok)) return Either.left(ok.left);
-    if (!(await this.d.store.isMember(signer, binding.networkId))) return Either.left(scError('unauthorized', 'not a member'));
     const entry: OpenStream = { identity: signer, networkId: binding.networkId, binding, sink };
-    this.streams.add(entry);
-    await this.produceFor(signer, binding.networkId);
-    return Either.right(() => this.streams.delete(entry));
+    return Either.right({
+      /** Register the stream (the sink is ready) and deliver the current snapshot. */
+      start: async () => {
+        this.streams.add(entry);
+        await this.produceFor(signer, binding.networkId);
+      },
+      close: () => void this.streams.delete(entry),
+    });
   }
 
   /** After a restart: produce for every Network with undelivered outbox rows, then clear them. */

@@ -1,0 +1,99 @@
+// NSD main: thin wiring of the service-control layers — PostgreSQL store, Authority, signed HTTP/SSE transport,
+// /healthz, /metrics (prom-client), graceful shutdown. No Kubernetes code.
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Either } from 'effect';
+import client from 'prom-client';
+import { InfoGetResponseCodec, fromHex, toHex, uuidText } from '@homelab/service-control';
+import { Authority } from '@homelab/service-control/application';
+import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
+import {
+  ReplayCache,
+  SseSink,
+  type TransportSide,
+  generateSigner,
+  readBody,
+  receiveEnvelope,
+  refuse,
+  serveUnary,
+  signerFromPem,
+  trustSelfCertifying,
+} from '@homelab/service-control/transport';
+import { loadConfig } from './config.js';
+
+const log = (event: string, fields: Record<string, unknown> = {}): void =>
+  void process.stdout.write(`${JSON.stringify({ t: new Date().toISOString(), app: 'nsd', event, ...fields })}\n`);
+
+const config = loadConfig(process.env, process.argv.slice(2));
+if (!existsSync(config.keyFile)) writeFileSync(config.keyFile, generateSigner().privateKeyPem, { mode: 0o600 });
+const signer = signerFromPem(readFileSync(config.keyFile, 'utf8'));
+const side: TransportSide = { signer, trust: trustSelfCertifying, replay: new ReplayCache() };
+const kill = (point: string) => {
+  if (config.fault === point) {
+    log('fault', { point });
+    process.kill(process.pid, 'SIGKILL');
+  }
+};
+
+const store = makePgAuthorityStore(config.database);
+await store.migrate();
+const { nsdId, epoch } = await store.takeover(); // persisted before serving (M6-12)
+for (const m of config.members) await store.addMember(fromHex(m.identity), fromHex(m.network));
+const authority = new Authority({ store, nsdId, epoch, now: Date.now, fault: kill, log });
+await authority.drainOutbox();
+
+const registry = new client.Registry();
+client.collectDefaultMetrics({ register: registry });
+const requests = new client.Counter({ name: 'nsd_requests_total', help: 'service-control requests handled', labelNames: ['route'], registers: [registry] });
+new client.Gauge({ name: 'nsd_authority_epoch', help: 'current authority epoch', registers: [registry], collect() { this.set(Number(epoch)); } });
+new client.Gauge({ name: 'nsd_streams', help: 'open config streams', registers: [registry], collect() { this.set(authority.streamCount); } });
+new client.Gauge({ name: 'nsd_refusals', help: 'requests answered with an error Message', registers: [registry], collect() { this.set(authority.counters.refusals); } });
+new client.Gauge({ name: 'nsd_snapshots_produced', help: 'snapshot revisions produced', registers: [registry], collect() { this.set(authority.counters.snapshotsProduced); } });
+new client.Gauge({ name: 'nsd_snapshots_delivered', help: 'snapshot.push events sent', registers: [registry], collect() { this.set(authority.counters.snapshotsDelivered); } });
+
+const info = InfoGetResponseCodec.encodeOrThrow({ capabilities: ['service_control.v1'], service_control_nsd_id: uuidText(nsdId) });
+
+const server = createServer((req, res) => {
+  const route = `${req.method} ${req.url}`;
+  requests.inc({ route });
+  if (route === 'POST /v1/info.get') return void serveUnary(side, req, res, async () => info);
+  if (route === 'POST /v1/rpc') return void serveUnary(side, req, res, (env) => authority.handle(env.machineId, env.payload));
+  if (route === 'POST /v1/config.stream')
+    return void (async () => {
+      const env = receiveEnvelope(side, await readBody(req));
+      if (Either.isLeft(env)) return refuse(res, env.left);
+      let sink: SseSink | null = null;
+      const opened = await authority
+        .openStream(env.right.machineId, env.right.payload, { send: (p) => sink?.send(p) ?? false, close: () => sink?.close() })
+        .catch((e: unknown) => Either.left(e as never));
+      if (Either.isLeft(opened)) return refuse(res, opened.left);
+      sink = new SseSink(side, res);
+      const ping = setInterval(() => sink?.ping(), 15_000);
+      res.on('close', () => {
+        clearInterval(ping);
+        opened.right.close();
+      });
+      await opened.right.start();
+    })();
+  if (route === 'GET /healthz') return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: true, epoch: String(epoch), nsd_id: uuidText(nsdId), streams: authority.streamCount }));
+  if (route === 'GET /metrics')
+    return void registry.metrics().then((m) => res.writeHead(200, { 'content-type': registry.contentType }).end(m));
+  res.writeHead(404).end();
+});
+server.listen(config.port, config.host, () => {
+  const port = (server.address() as AddressInfo).port;
+  log('listening', { host: config.host, port, epoch: String(epoch), nsd_id: uuidText(nsdId), nsd_key: toHex(signer.machineId) });
+});
+
+let stopping = false;
+const shutdown = (signal: string) => {
+  if (stopping) return;
+  stopping = true;
+  log('shutdown', { signal });
+  authority.closeStreams();
+  server.close(() => void store.close().then(() => process.exit(0)));
+  setTimeout(() => process.exit(0), 5_000).unref();
+};
+process.on('SIGTERM', () => shutdown('SIGTERM'));
+process.on('SIGINT', () => shutdown('SIGINT'));

@@ -1,0 +1,139 @@
+// End to end on loopback: NSD (fresh PostgreSQL database) and two ns-daemons (temp SQLite files) as real processes.
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { useDatabase } from '@homelab/testbed/vitest';
+import pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import { type Proc, healthz, start, until } from './processes.js';
+
+const db = useDatabase('nsd_e2e');
+const dir = mkdtempSync(join(tmpdir(), 'nsd-e2e-'));
+const procs: Proc[] = [];
+afterAll(() => {
+  for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const NET = randomBytes(16).toString('hex');
+const newIdentity = (name: string) => {
+  const { privateKey } = generateKeyPairSync('ed25519');
+  const keyFile = join(dir, `${name}.pem`);
+  writeFileSync(keyFile, privateKey.export({ format: 'pem', type: 'pkcs8' }));
+  return { keyFile, hex: Buffer.from(privateKey.export({ format: 'jwk' }).x as string, 'base64url').toString('hex') };
+};
+const a = newIdentity('a');
+const b = newIdentity('b');
+const nsdKeyFile = join(dir, 'nsd.pem');
+writeFileSync(join(dir, 'a.json'), JSON.stringify([{ key: 'web', protocols: ['http'], backend_host: '127.0.0.1', backend_port: 8080, display_name: 'Web' }]));
+writeFileSync(join(dir, 'b.json'), JSON.stringify([{ key: 'db', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 5432 }]));
+
+const startNsd = async (fault?: string) => {
+  const p = start('nsd', {
+    NSD_PORT: '0',
+    NSD_DB_HOST: db.host,
+    NSD_DB_PORT: String(db.port),
+    NSD_DB_USER: db.user,
+    NSD_DB_NAME: db.database,
+    NSD_KEY_FILE: nsdKeyFile,
+    NSD_MEMBERS: `${a.hex}:${NET},${b.hex}:${NET}`,
+    ...(fault === undefined ? {} : { NSD_FAULT: fault }),
+  });
+  procs.push(p);
+  const l = await p.waitFor((x) => x['event'] === 'listening');
+  return { p, port: l['port'] as number, key: l['nsd_key'] as string, epoch: BigInt(l['epoch'] as string) };
+};
+let nsdPort = 0;
+let nsdKey = '';
+const startNs = (who: { keyFile: string }, name: string, fault?: string) => {
+  const p = start('ns-daemon', {
+    NS_NSD_URL: `http://127.0.0.1:${nsdPort}`,
+    NS_NSD_KEY: nsdKey,
+    NS_NETWORK: NET,
+    NS_KEY_FILE: who.keyFile,
+    NS_STATE_FILE: join(dir, `${name}.db`),
+    NS_DECLARATIONS: join(dir, `${name}.json`),
+    NS_PORT: '0',
+    ...(fault === undefined ? {} : { NS_FAULT: fault }),
+  });
+  procs.push(p);
+  return p;
+};
+const nsPort = async (p: Proc) => (await p.waitFor((x) => x['event'] === 'listening'))['port'] as number;
+
+const sql = async (q: string): Promise<Record<string, unknown>[]> => {
+  const c = new pg.Client(db.config);
+  await c.connect();
+  try {
+    return (await c.query(q)).rows as Record<string, unknown>[];
+  } finally {
+    await c.end();
+  }
+};
+
+describe('nsd + two ns-daemons over loopback', () => {
+  it('M6-8 M6-9 M6-12 M6-13 M6-17 M6-18 M6-23 M6-26 M6-61 floor/bind → session.open → report.replace/accepted → snapshot.push/ack; then restarts of each side recover', async () => {
+    const nsd1 = await startNsd();
+    nsdPort = nsd1.port;
+    nsdKey = nsd1.key;
+    const na = startNs(a, 'a');
+    const nb = startNs(b, 'b');
+    const pa = await nsPort(na);
+    const pb = await nsPort(nb);
+    // both bind, open a session, report, receive a snapshot that contains both services, and ACK it
+    const both = (h: Record<string, unknown>) => h['phase'] === 'streaming' && h['acceptedRevision'] === '1' && Number(h['acks']) >= 1;
+    await until(() => healthz(pa), both);
+    await until(() => healthz(pb), both);
+    const resources = async () => Number((await sql(`SELECT count(*)::int AS n FROM service_control.service WHERE state = 'active'`))[0]!['n']);
+    expect(await resources()).toBe(2);
+    // each target's latest snapshot carries both services and was acknowledged (accepted) in the current session
+    await until(
+      () => sql(`SELECT s.target, s.revision, a.accepted FROM service_control.snapshot s JOIN service_control.ack a ON a.target = s.target AND a.revision = s.revision AND a.digest = s.digest`),
+      (rows) => rows.length === 2 && rows.every((r) => r['accepted'] === true),
+    );
+    const ha = await healthz(pa);
+    expect(ha['generation']).toBe('1');
+    expect(ha['epoch']).toBe(String(nsd1.epoch));
+
+    // ── kill the daemon A (SIGKILL) and restart it: generation+1 persisted before the start, report not resent
+    na.child.kill('SIGKILL');
+    await na.exited;
+    const na2 = startNs(a, 'a');
+    const pa2 = await nsPort(na2);
+    const after = await until(() => healthz(pa2), (h) => h['phase'] === 'streaming' && Number(h['acks']) >= 1);
+    expect(after['generation']).toBe('2');
+    expect(after['acceptedRevision']).toBe('1'); // same content keeps its revision (M6-17)
+    const bindings = await sql(`SELECT generation FROM service_control.runtime_binding WHERE identity = '\\x${a.hex}'`);
+    expect(bindings[0]!['generation']).toBe('2');
+
+    // ── kill NSD (SIGKILL) and restart it: new epoch, old-epoch messages refused, daemons re-bind and recover
+    nsd1.p.child.kill('SIGKILL');
+    await nsd1.p.exited;
+    const nsd2 = await start2(nsd1.port);
+    expect(nsd2.epoch).toBe(nsd1.epoch + 1n);
+    for (const port of [pa2, pb])
+      await until(() => healthz(port), (h) => h['phase'] === 'streaming' && h['epoch'] === String(nsd2.epoch), 90_000);
+    const refused = nsd2.p.lines.filter((l) => l['event'] === 'refused' && l['code'] === 'stale-epoch');
+    expect(refused.length).toBeGreaterThan(0); // the daemons' first old-epoch requests were refused
+    // both are bound under the new epoch, sessions re-opened under it and snapshots re-acknowledged
+    const marks = await sql(`SELECT epoch FROM service_control.session_mark`);
+    expect(marks.map((m) => m['epoch'])).toEqual([String(nsd2.epoch), String(nsd2.epoch)]);
+  });
+});
+
+/** Restart NSD on the same port (the daemons know its URL). */
+const start2 = async (port: number) => {
+  const p = start('nsd', {
+    NSD_PORT: String(port),
+    NSD_DB_HOST: db.host,
+    NSD_DB_PORT: String(db.port),
+    NSD_DB_USER: db.user,
+    NSD_DB_NAME: db.database,
+    NSD_KEY_FILE: nsdKeyFile,
+    NSD_MEMBERS: `${a.hex}:${NET},${b.hex}:${NET}`,
+  });
+  procs.push(p);
+  const l = await p.waitFor((x) => x['event'] === 'listening');
+  return { p, port: l['port'] as number, epoch: BigInt(l['epoch'] as string) };
+};

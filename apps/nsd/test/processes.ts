@@ -1,0 +1,85 @@
+// Test helper: run nsd and ns-daemon as real child processes (their `start` scripts' command), read their JSON logs.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { join } from 'node:path';
+
+const root = join(import.meta.dirname, '../../..');
+
+export interface Proc {
+  readonly child: ChildProcess;
+  readonly lines: Record<string, unknown>[];
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  waitFor: (pred: (l: Record<string, unknown>) => boolean, ms?: number) => Promise<Record<string, unknown>>;
+}
+
+export const start = (app: 'nsd' | 'ns-daemon', env: Record<string, string>): Proc => {
+  const cwd = join(root, 'apps', app);
+  const child = spawn(process.execPath, ['--conditions=@homelab/source', '--import', 'tsx', 'src/main.ts'], {
+    cwd,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: Record<string, unknown>[] = [];
+  const waiters = new Set<() => void>();
+  let buf = '';
+  child.stdout?.on('data', (c: Buffer) => {
+    buf += c.toString('utf8');
+    let i;
+    while ((i = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      try {
+        lines.push(JSON.parse(line) as Record<string, unknown>);
+      } catch {
+        lines.push({ raw: line });
+      }
+      for (const w of waiters) w();
+    }
+  });
+  let err = '';
+  child.stderr?.on('data', (c: Buffer) => (err += c.toString('utf8')));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
+    child.on('exit', (code, signal) => {
+      for (const w of waiters) w();
+      r({ code, signal });
+    }),
+  );
+  const waitFor = (pred: (l: Record<string, unknown>) => boolean, ms = 60_000) =>
+    new Promise<Record<string, unknown>>((resolve, reject) => {
+      const check = () => {
+        const hit = lines.find(pred);
+        if (hit !== undefined) {
+          waiters.delete(check);
+          clearTimeout(timer);
+          resolve(hit);
+        } else if (child.exitCode !== null || child.signalCode !== null) {
+          waiters.delete(check);
+          clearTimeout(timer);
+          reject(new Error(`${app} exited (${child.exitCode ?? child.signalCode}); stderr: ${err.slice(-2000)}; log: ${JSON.stringify(lines.slice(-10))}`));
+        }
+      };
+      const timer = setTimeout(() => {
+        waiters.delete(check);
+        reject(new Error(`${app}: timed out; stderr: ${err.slice(-2000)}; log: ${JSON.stringify(lines.slice(-10))}`));
+      }, ms);
+      waiters.add(check);
+      check();
+    });
+  return { child, lines, exited, waitFor };
+};
+
+export const healthz = async (port: number): Promise<Record<string, unknown>> => (await (await fetch(`http://127.0.0.1:${port}/healthz`)).json()) as Record<string, unknown>;
+
+export const until = async <A>(f: () => Promise<A>, ok: (a: A) => boolean, ms = 60_000): Promise<A> => {
+  const end = Date.now() + ms;
+  let last: A | undefined;
+  for (;;) {
+    try {
+      last = await f();
+      if (ok(last)) return last;
+    } catch {
+      // not up yet
+    }
+    if (Date.now() > end) throw new Error(`condition not reached; last ${JSON.stringify(last)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+};

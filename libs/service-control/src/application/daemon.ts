@@ -1,0 +1,382 @@
+// A (ns-daemon) control flow, spec §3.4: signed discovery → runtime (generation persisted before the start; floor
+// procedure when lost) → bind (epoch persisted) → session (seq reserved durably before each connection attempt) →
+// report (persisted before sending; recovery by report.head) → config.stream (floors persisted all-or-nothing before
+// the ACK). Transport-agnostic: `unary` and `stream` are injected.
+import { randomBytes } from 'node:crypto';
+import { Either } from 'effect';
+import { type Bytes, bytesEqual, toHex } from '../domain/bytes.js';
+import { type ServiceControlError, ServiceControlError as SCE, scError } from '../domain/errors.js';
+import { scopeKey } from '../domain/ids.js';
+import { prepareReport, recoverWithHead, onReportAccepted, type ReportPlan, type ReportVersion } from '../domain/report.js';
+import { type ABinding, type BindRequest, acceptBinding, onBindReply, planRecovery, planStart } from '../domain/runtime.js';
+import { type StreamBinding, eventMatchesStream, reserveSessionSeq } from '../domain/session.js';
+import { applySnapshot, buildAck } from '../domain/snapshot.js';
+import type { ServiceRef } from '../domain/ids.js';
+import { type Message, type MessageOf, decodeMessage, encodeMessage } from '../api/message.js';
+import { InfoGetResponseCodec, StreamBindingCodec, nsdIdFromInfo } from '../api/runtime.js';
+import { type DeclarationWire, type ReportContent, ReportContentCodec } from '../api/report.js';
+import { declarationRead, serviceRefToWire, snapshotView, streamBindingToWire } from '../api/convert.js';
+import { deriveN6 } from '../api/standins.js';
+import type { DaemonStore } from './daemon-store.js';
+
+export interface DaemonTransport {
+  /** One unary request (path relative to the NSD base URL); the verified response payload. Throws on failure. */
+  readonly unary: (path: string, payload: Uint8Array) => Promise<Uint8Array>;
+  /** Open config.stream and deliver verified event payloads until it ends (resolves) or fails (rejects). */
+  readonly stream: (payload: Uint8Array, onPayload: (p: Uint8Array) => void, signal: AbortSignal) => Promise<void>;
+}
+
+export interface DaemonDeps {
+  readonly store: DaemonStore;
+  readonly identity: Bytes;
+  readonly networkId: Bytes;
+  readonly transport: DaemonTransport;
+  /** A complete read of the local declarations, or a failure (never treated as "no declarations"). */
+  readonly declarations: () => Either.Either<readonly DeclarationWire[], string>;
+  /** The data-plane port ([D] none yet): which services' enforcement failed. */
+  readonly enforce?: (listeners: readonly ServiceRef[]) => readonly ServiceRef[];
+  readonly fault?: (point: string) => void;
+  readonly log?: (event: string, fields: Record<string, unknown>) => void;
+  readonly retryMs?: number;
+}
+
+export interface DaemonStatus {
+  phase: 'discovery' | 'binding' | 'session' | 'report' | 'streaming' | 'retrying' | 'stopped' | 'failed';
+  nsdId: string | null;
+  generation: string | null;
+  epoch: string | null;
+  sessionSeq: string | null;
+  reportRevision: string | null;
+  acceptedRevision: string | null;
+  snapshotRevision: string | null;
+  acks: number;
+  lastError: string | null;
+}
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((r) => {
+    const t = setTimeout(r, ms);
+    signal.addEventListener('abort', () => (clearTimeout(t), r()), { once: true });
+  });
+
+export class Daemon {
+  readonly runtimeId: Bytes = new Uint8Array(randomBytes(16));
+  private nsdId: Bytes | null = null;
+  private binding: ABinding | null = null;
+  private stream: StreamBinding | null = null;
+  readonly status: DaemonStatus = {
+    phase: 'discovery',
+    nsdId: null,
+    generation: null,
+    epoch: null,
+    sessionSeq: null,
+    reportRevision: null,
+    acceptedRevision: null,
+    snapshotRevision: null,
+    acks: 0,
+    lastError: null,
+  };
+
+  constructor(private readonly d: DaemonDeps) {}
+
+  private get scope(): string {
+    if (this.nsdId === null) throw new Error('no nsd_id yet');
+    return scopeKey({ identity: this.d.identity, nsdId: this.nsdId, networkId: this.d.networkId });
+  }
+
+  private log(event: string, fields: Record<string, unknown> = {}): void {
+    this.d.log?.(event, fields);
+  }
+
+  /** Send a request Message; an `error` answer is thrown as its ServiceControlError; the echo is checked. */
+  private async call<K extends Message['kind']>(m: Message, expect: K): Promise<MessageOf<K>> {
+    const bytes = await this.d.transport.unary('/v1/rpc', encodeMessage(m));
+    const r = decodeMessage(bytes);
+    if (Either.isLeft(r)) throw r.left;
+    const res = r.right;
+    if (!bytesEqual(res.request_id, m.request_id) || !bytesEqual(res.subject_identity, this.d.identity) || !bytesEqual(res.nsd_id, m.nsd_id))
+      throw scError('unauthorized', 'response does not echo the request');
+    if (res.kind === 'error') {
+      const body = res.body as { error: ServiceControlError['code']; detail: string | null };
+      throw scError(body.error, body.detail);
+    }
+    if (res.kind !== expect) throw scError('unsupported-field', `expected ${expect}, got ${res.kind}`);
+    return res as MessageOf<K>;
+  }
+
+  private env(kind: string, body: unknown, extra: { gen?: bigint | null; rid?: Bytes | null; epoch?: bigint | null; requestId?: Bytes; seq?: bigint } = {}): Message {
+    const b = this.binding;
+    return {
+      schema: 1,
+      kind,
+      nsd_id: this.nsdId,
+      network_id: this.d.networkId,
+      subject_identity: this.d.identity,
+      runtime_generation: extra.gen !== undefined ? extra.gen : (b?.generation ?? null),
+      runtime_id: extra.rid !== undefined ? extra.rid : (b?.runtimeId ?? null),
+      authority_epoch: extra.epoch !== undefined ? extra.epoch : (b?.authorityEpoch ?? null),
+      request_id: extra.requestId ?? new Uint8Array(randomBytes(16)),
+      body,
+      ...(extra.seq === undefined ? {} : { session_seq: extra.seq }),
+    } as unknown as Message;
+  }
+
+  /** §3.4 step 1: the nsd_id only from the signed info.get (M6-7). */
+  async discover(): Promise<void> {
+    const bytes = await this.d.transport.unary('/v1/info.get', new Uint8Array([0xa0]));
+    const info = InfoGetResponseCodec.decode(bytes);
+    if (Either.isLeft(info)) throw scError(info.left.code, info.left.message);
+    const id = nsdIdFromInfo(info.right);
+    if (Either.isLeft(id)) throw id.left;
+    if (id.right === null) throw scError('unsupported-field', 'the authority does not offer service_control.v1');
+    this.nsdId = id.right;
+    this.status.nsdId = toHex(id.right);
+    const prev = this.d.store.binding(this.scope);
+    if (prev === 'corrupt') throw scError('state-inconsistent', 'persisted binding is corrupt');
+    this.binding = prev;
+  }
+
+  /** §3.4 steps 2–3: generation persisted before the start, floor procedure when lost, bind, epoch persisted. */
+  async bindRuntime(): Promise<void> {
+    this.status.phase = 'binding';
+    let rec = this.d.store.runtime(this.d.identity);
+    let sent: BindRequest;
+    // A process keeps its runtime for its life: a re-bind (new epoch) repeats the same pair (idempotent at B).
+    if (this.binding !== null && bytesEqual(this.binding.runtimeId, this.runtimeId)) {
+      sent = { generation: this.binding.generation, runtimeId: this.runtimeId, mode: 'normal', floorRequestId: null, ownerRecovery: false };
+    } else {
+      const plan = planStart(rec, this.runtimeId);
+      if (Either.isLeft(plan)) throw plan.left;
+      if (plan.right.action === 'bind') {
+        this.d.store.saveRuntime(this.d.identity, plan.right.persist);
+        rec = plan.right.persist;
+        sent = plan.right.bind;
+      } else {
+        const floorRequestId = rec.state === 'recovering' ? rec.floorRequestId : new Uint8Array(randomBytes(16));
+        const f = await this.call(this.env('runtime.floor', {}, { gen: null, rid: null, epoch: null, requestId: floorRequestId }), 'runtime.floor.result');
+        const view = { runtimeGeneration: f.body.runtime_generation, runtimeId: f.body.runtime_id, status: f.body.runtime_status };
+        const rp = planRecovery(rec, view, floorRequestId, this.runtimeId);
+        if (Either.isLeft(rp)) throw rp.left;
+        this.d.store.saveRuntime(this.d.identity, rp.right.persist);
+        rec = rp.right.persist;
+        sent = rp.right.bind;
+      }
+      this.d.fault?.('after-persist-generation');
+    }
+    let reply: Either.Either<MessageOf<'runtime.bind.result'>, ServiceControlError>;
+    try {
+      reply = Either.right(
+        await this.call(
+          this.env('runtime.bind', { mode: sent.mode, floor_request_id: sent.floorRequestId, owner_recovery: sent.ownerRecovery }, { gen: sent.generation, rid: sent.runtimeId, epoch: null }),
+          'runtime.bind.result',
+        ),
+      );
+    } catch (e) {
+      if (!(e instanceof SCE)) throw e; // transport failure: the persisted record stays as it is
+      reply = Either.left(e);
+    }
+    const next = onBindReply(rec, sent, Either.map(reply, (m) => ({ generation: m.body.runtime_generation, runtimeId: m.body.runtime_id })));
+    if (Either.isLeft(next)) throw next.left;
+    if (next.right !== rec) this.d.store.saveRuntime(this.d.identity, next.right);
+    if (Either.isLeft(reply)) throw reply.left;
+    const nsdId = this.nsdId as Bytes;
+    const accepted = acceptBinding(this.binding, {
+      identity: this.d.identity,
+      nsdId,
+      networkId: this.d.networkId,
+      generation: sent.generation,
+      runtimeId: sent.runtimeId,
+      authorityEpoch: reply.right.body.authority_epoch,
+    });
+    if (Either.isLeft(accepted)) throw accepted.left;
+    this.d.store.saveBinding(this.scope, accepted.right); // the epoch is durable before anything uses it
+    this.binding = accepted.right;
+    this.status.generation = String(sent.generation);
+    this.status.epoch = String(accepted.right.authorityEpoch);
+    this.log('bound', { generation: String(sent.generation), epoch: String(accepted.right.authorityEpoch) });
+  }
+
+  /** §3.4 step 5: reserve a new seq durably before the attempt, then session.open. */
+  async openSession(): Promise<void> {
+    this.status.phase = 'session';
+    const last = this.d.store.lastSessionSeq(this.scope);
+    if (last === 'corrupt') throw scError('state-inconsistent', 'session record is corrupt');
+    const seq = reserveSessionSeq(last);
+    if (Either.isLeft(seq)) throw seq.left;
+    this.d.store.saveSessionSeq(this.scope, seq.right);
+    this.d.fault?.('after-reserve-session');
+    const requestId = new Uint8Array(randomBytes(16));
+    const r = await this.call(this.env('session.open', {}, { seq: seq.right, requestId }), 'session.open.result');
+    const b = this.binding as ABinding;
+    this.stream = {
+      nsdId: b.nsdId,
+      networkId: b.networkId,
+      runtimeGeneration: b.generation,
+      runtimeId: b.runtimeId,
+      authorityEpoch: b.authorityEpoch,
+      sessionSeq: r.body.session_seq,
+      sessionRequestId: r.body.session_request_id,
+    };
+    this.status.sessionSeq = String(seq.right);
+  }
+
+  private readDeclarations() {
+    const ds = this.d.declarations();
+    if (Either.isLeft(ds)) return { ok: false as const, reason: ds.left };
+    const content = {
+      scope: { publisher_identity: this.d.identity, nsd_id: this.nsdId as Bytes, network_id: this.d.networkId },
+      strict_mode: false,
+      declarations: [...ds.right].sort((a, b) => Buffer.compare(Buffer.from(a.declaration_key), Buffer.from(b.declaration_key))),
+    } as ReportContent;
+    try {
+      return declarationRead(content);
+    } catch (e) {
+      return { ok: false as const, reason: `declarations do not encode: ${String(e)}` };
+    }
+  }
+
+  private async sendReport(v: ReportVersion): Promise<void> {
+    const content = ReportContentCodec.decodeOrThrow(v.content);
+    const pub = { publisher_identity: this.d.identity, nsd_id: this.nsdId as Bytes, network_id: this.d.networkId };
+    const r = await this.call(this.env('report.replace', { scope: pub, report_revision: v.revision, report_digest: v.digest, content }), 'report.accepted');
+    const next = onReportAccepted(this.d.store.report(this.scope), { acceptedRevision: r.body.accepted_revision, reportDigest: r.body.report_digest });
+    if (Either.isLeft(next)) throw next.left;
+    this.d.store.saveReport(this.scope, next.right);
+    if (next.right.state === 'present') this.status.acceptedRevision = String(next.right.acceptedRevision);
+  }
+
+  private async runPlan(plan: ReportPlan): Promise<void> {
+    if (plan.action === 'skip') return this.log('report-skipped', { reason: plan.reason });
+    if (plan.action === 'head') throw new Error('unreachable: head plan after head');
+    if (plan.persist !== null) this.d.store.saveReport(this.scope, plan.persist); // persisted BEFORE sending (M6-17)
+    if (plan.persist?.state === 'present') this.status.reportRevision = String(plan.persist.report.revision);
+    this.d.fault?.('after-persist-report');
+    if (plan.send !== null) await this.sendReport(plan.send);
+  }
+
+  /** Report the declarations (M6-17), recovering through report.head when the local row is absent (M6-20). */
+  async syncReport(): Promise<void> {
+    this.status.phase = 'report';
+    const read = this.readDeclarations();
+    const rec = this.d.store.report(this.scope);
+    const plan = prepareReport(rec, read);
+    if (Either.isLeft(plan)) throw plan.left;
+    if (plan.right.action !== 'head') {
+      await this.runPlan(plan.right);
+      return this.reportStatus();
+    }
+    const pub = { publisher_identity: this.d.identity, nsd_id: this.nsdId as Bytes, network_id: this.d.networkId };
+    const h = await this.call(this.env('report.head', { scope: pub }), 'report.accepted');
+    const rp = recoverWithHead(rec, { acceptedRevision: h.body.accepted_revision, reportDigest: h.body.report_digest }, read);
+    if (Either.isLeft(rp)) throw rp.left;
+    await this.runPlan(rp.right);
+    this.reportStatus();
+  }
+
+  private reportStatus(): void {
+    const r = this.d.store.report(this.scope);
+    if (r.state !== 'present') return;
+    this.status.reportRevision = String(r.report.revision);
+    this.status.acceptedRevision = String(r.acceptedRevision);
+  }
+
+  /** One snapshot.push: verify against the stream, apply floors all-or-nothing, persist, then ACK (M6-24, M6-26). */
+  private async onEvent(payload: Uint8Array): Promise<void> {
+    const s = this.stream as StreamBinding;
+    const r = decodeMessage(payload);
+    if (Either.isLeft(r)) return this.log('event-refused', { code: r.left.code });
+    const m = r.right;
+    if (m.kind !== 'snapshot.push') return this.log('event-refused', { code: 'unsupported-field', kind: m.kind });
+    if (!bytesEqual(m.subject_identity, this.d.identity)) return this.log('event-refused', { code: 'unauthorized' });
+    const match = eventMatchesStream(s, {
+      nsdId: m.nsd_id,
+      networkId: m.network_id,
+      runtimeGeneration: m.runtime_generation,
+      runtimeId: m.runtime_id,
+      authorityEpoch: m.authority_epoch,
+      sessionSeq: m.session_seq,
+    });
+    if (Either.isLeft(match)) return this.log('event-refused', { code: match.left.code });
+    const view = snapshotView(m.body);
+    const digest = m.body.snapshot_digest;
+    const revision = m.body.snapshot.snapshot_revision;
+    const applied = Either.flatMap(view, (v) => applySnapshot(this.d.store.floors(this.scope), v, deriveN6));
+    if (Either.isRight(applied) && applied.right.outcome === 'applied') {
+      this.d.store.saveFloors(this.scope, applied.right.floors); // all floors in one durable write, before the ACK
+      this.status.snapshotRevision = String(revision);
+      this.d.fault?.('after-persist-floors');
+    }
+    const listeners = Either.isRight(view) ? view.right.listeners.map((l) => l.serviceRef) : [];
+    const failed = Either.isRight(applied) ? (this.d.enforce ?? ((ls) => ls))(listeners) : [];
+    // [D] no DNS stand-in yet: dns_applied is reported false, separately from enforcement (decision 0106).
+    const ack = buildAck({ revision, digest }, applied, { failed }, { ok: false });
+    const scope = { subject_identity: this.d.identity, nsd_id: s.nsdId, network_id: s.networkId };
+    await this.call(
+      this.env('snapshot.ack', {
+        scope,
+        snapshot_revision: ack.snapshotRevision,
+        snapshot_digest: ack.snapshotDigest,
+        accepted: ack.accepted,
+        enforcement_applied: ack.enforcementApplied,
+        dns_applied: ack.dnsApplied,
+        errors: ack.errors.map((e) => ({ service_ref: e.serviceRef === null ? null : serviceRefToWire(e.serviceRef), error: e.error })),
+      }, { seq: s.sessionSeq }),
+      'snapshot.ack.result',
+    );
+    this.status.acks++;
+    this.log('snapshot-acked', { revision: String(revision), accepted: ack.accepted });
+  }
+
+  /** §3.4 step 6: config.stream with the service_control object; events handled one at a time, in order. */
+  async streamOnce(signal: AbortSignal): Promise<void> {
+    this.status.phase = 'streaming';
+    const s = this.stream as StreamBinding;
+    let chain = Promise.resolve();
+    let failure: unknown = null;
+    await this.d.transport.stream(
+      StreamBindingCodec.encodeOrThrow(streamBindingToWire(s)),
+      (p) => {
+        chain = chain.then(() => this.onEvent(p)).catch((e: unknown) => {
+          failure = e;
+        });
+      },
+      signal,
+    );
+    await chain;
+    if (failure !== null) throw failure;
+  }
+
+  /** Run until aborted: discovery, bind, then session → report → stream, re-binding after an authority change. */
+  async run(signal: AbortSignal): Promise<void> {
+    const retry = this.d.retryMs ?? 500;
+    let needBind = true;
+    let discovered = false;
+    while (!signal.aborted) {
+      try {
+        if (!discovered) {
+          await this.discover();
+          discovered = true;
+        }
+        if (needBind) {
+          await this.bindRuntime();
+          needBind = false;
+        }
+        await this.openSession();
+        await this.syncReport();
+        await this.streamOnce(signal);
+      } catch (e) {
+        const code = e instanceof SCE ? e.code : null;
+        this.status.lastError = code ?? String(e);
+        this.log('retry', { error: this.status.lastError, detail: e instanceof SCE ? e.detail : undefined });
+        if (code === 'stale-epoch') needBind = true; // a new authority epoch: re-bind, persist the new epoch
+        if (code === 'stale-runtime' || code === 'state-inconsistent' || code === 'counter-exhausted') {
+          this.status.phase = 'failed';
+          throw e; // another instance took over, or local state needs the owner: never guess
+        }
+        this.status.phase = 'retrying';
+        await sleep(retry, signal);
+      }
+    }
+    this.status.phase = 'stopped';
+  }
+}
