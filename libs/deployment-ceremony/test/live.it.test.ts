@@ -163,9 +163,11 @@ describe('fail closed on the real server: nothing deleted, no receipt', () => {
     const d = await deployment('repl');
     const c = d.cmd([cm(ns.name, 'repl-cm-0')]);
     const pf = value(await d.preflight(c));
-    const oldUid = pf.record.targets[0]!.preconditions.uid;
+    const oldUid = pf.record.targets[0]?.preconditions.uid;
+    expect(oldUid).toMatch(/^[0-9a-f-]{36}$/);
     expect((await other.del(cmPath('repl-cm-0'))).status).toBe(200);
-    const body = d.manifest.manifest.objects.find((o) => o.object.metadata.name === 'repl-cm-0')!.object;
+    const body = d.manifest.manifest.objects.find((o) => o.object.metadata.name === 'repl-cm-0')?.object;
+    expect(body).toBeDefined();
     expect((await other.apply(cmPath('repl-cm-0'), body, 'qinglong3-catalog-lock')).status).toBe(201);
     const replaced = await other.json<{ metadata: { uid: string } }>(cmPath('repl-cm-0'));
     expect(replaced.metadata.uid).not.toBe(oldUid);
@@ -340,7 +342,9 @@ describe('rollback after a retirement (real server)', () => {
     expect(out.head.inventory).toEqual(retired.head.previous?.inventory);
     expect(out.head.lock).toEqual(retired.head.previous?.lock);
     const recreated = await other.json<{ metadata: { uid: string; managedFields: Array<{ manager: string; operation: string }> } }>(cmPath('back-cm-1'));
-    expect(recreated.metadata.uid).not.toBe(pf.record.targets[0]!.preconditions.uid);
+    const retiredUid = pf.record.targets[0]?.preconditions.uid;
+    expect(retiredUid).toMatch(/^[0-9a-f-]{36}$/);
+    expect(recreated.metadata.uid).not.toBe(retiredUid);
     expect(recreated.metadata.managedFields).toEqual(expect.arrayContaining([expect.objectContaining({ manager: 'qinglong3-catalog-lock', operation: 'Apply' })]));
   });
 });
@@ -394,13 +398,13 @@ describe('server normalisation of field values (decision 0046 → 0074)', () => 
     const stored = await other.json<{ spec: { template: { spec: { containers: Array<{ resources: { limits: { cpu: string } } }> } } } }>(
       `/apis/apps/v1/namespaces/${ns.name}/deployments/norm-raw`,
     );
-    expect(stored.spec.template.spec.containers[0]!.resources.limits.cpu).toBe('500m');
+    expect(stored.spec.template.spec.containers[0]?.resources.limits.cpu).toBe('500m');
     const dep = (name: string): TargetIdentity => ({ group: 'apps', version: 'v1', kind: 'Deployment', namespace: ns.name, name });
     const exit = await d.preflight(d.cmd([dep('norm-raw')]));
     expect(failureOf(exit)).toMatchObject({ code: 'FIELD_DRIFT', check: 'expected-fields' });
     expect(String((failureOf(exit) as { message: string }).message)).toContain('spec.template.spec.containers');
     const ok = value(await d.preflight(d.cmd([dep('norm-ok')])));
-    expect(ok.record.targets[0]!.plural).toBe('deployments');
+    expect(ok.record.targets[0]?.plural).toBe('deployments');
   });
 });
 
