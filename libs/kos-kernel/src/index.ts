@@ -27,3 +27,4 @@ export * from './application/control-plane/actions.js';
 export * from './application/control-plane/discovery.js';
 export * from './adapter/http/router.js';
 export * from './adapter/http/openapi.js';
+export * from './adapter/http/client.js';
