@@ -71,12 +71,28 @@ const eventually = async (what: string, check: () => Promise<boolean>, ms = 10_0
   throw new Error(`not within ${ms} ms: ${what}`);
 };
 
+/** What a read-only slice must leave untouched: the manager role (attributes, password) and the management database's objects. */
+const backendState = async () => {
+  const { postgres } = testbed();
+  const c = new pg.Client({ host: postgres.host, port: postgres.port, user: postgres.user, database: db.database });
+  await c.connect();
+  try {
+    const role = (await c.query(`SELECT rolsuper, rolcreaterole, rolcreatedb, rolcanlogin, rolpassword FROM pg_catalog.pg_authid WHERE rolname = '${manager}'`)).rows;
+    const objects = (await c.query(`SELECT (SELECT count(*) FROM pg_catalog.pg_extension)::int AS ext, (SELECT count(*) FROM pg_catalog.pg_namespace)::int AS ns, (SELECT count(*) FROM pg_catalog.pg_class WHERE relnamespace = 'public'::regnamespace)::int AS rel`)).rows;
+    return { role, objects };
+  } finally {
+    await c.end();
+  }
+};
+let stateBefore: unknown;
+
 let outer: Scope.CloseableScope;
 let inner: Scope.CloseableScope;
 
 beforeAll(async () => {
   await installCrds();
-  await sql(`CREATE ROLE ${quoteIdentifier(manager)} LOGIN NOSUPERUSER CREATEDB CREATEROLE`);
+  await sql(`CREATE ROLE ${quoteIdentifier(manager)} LOGIN NOSUPERUSER CREATEDB CREATEROLE PASSWORD 'AYATORI-TEST-ONLY-${suffix}'`);
+  stateBefore = await backendState();
   outer = Effect.runSync(Scope.make());
   inner = Effect.runSync(Scope.make());
   const kube = layerFromToken(testbed().kube);
@@ -160,6 +176,12 @@ describe('controllers on the real API server and PostgreSQL', () => {
     expect(await backends()).toBeGreaterThanOrEqual(1);
     await Effect.runPromise(Scope.close(outer, Exit.void));
     await eventually('pools closed', async () => (await backends()) === 0, 5_000);
+  });
+});
+
+describe('AY-84', () => {
+  it('AY-84: a whole controller run (observations, binding, deletion of the Secret, shutdown) changed no PostgreSQL role, password or object', async () => {
+    expect(await backendState()).toEqual(stateBefore);
   });
 });
 

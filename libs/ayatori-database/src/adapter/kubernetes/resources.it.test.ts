@@ -208,6 +208,62 @@ describe('Instance reconciliation (real API server + real PostgreSQL + real Secr
     }
   });
 
+  it('AY-49: an observation stalled past 15 s (catalog view locked in the management database) → DependencyUnavailable presented', async () => {
+    const name = uniqueName('ay-inst-slow');
+    await secret(`${name}-admin`, manager);
+    await post(instances, instanceBody(name, `${name}-admin`));
+    await observeInstance(name);
+    expect(ready(await must(`${instances}/${name}`))?.status).toBe('True');
+    const { postgres } = testbed();
+    const locker = new pg.Client({ host: postgres.host, port: postgres.port, user: postgres.user, database: db.database });
+    await locker.connect();
+    let round: Promise<unknown> | undefined;
+    try {
+      // The lock is per database: only sessions of this file's database wait on it.
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE pg_catalog.pg_available_extensions IN ACCESS EXCLUSIVE MODE');
+      const started = Date.now();
+      round = observeInstance(name);
+      let elapsed = 0;
+      for (;;) {
+        const c = ready(await must(`${instances}/${name}`));
+        if (c?.reason === InstanceReason.DependencyUnavailable) {
+          elapsed = Date.now() - started;
+          expect(c.message).toBe(InstanceMessage.observationFailed);
+          break;
+        }
+        if (Date.now() - started > 30_000) throw new Error('no DependencyUnavailable within 30 s');
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      expect(elapsed).toBeGreaterThanOrEqual(14_000);
+    } finally {
+      await locker.query('ROLLBACK');
+      await locker.end();
+      await round;
+    }
+  }, 60_000);
+
+  it('AY-51: a failed reference list on a deleting Instance → DependencyUnavailable presented, finalizer kept', async () => {
+    const name = uniqueName('ay-inst-list');
+    await secret(`${name}-admin`, manager);
+    await post(instances, instanceBody(name, `${name}-admin`));
+    await observeInstance(name);
+    expect((await kubeRequest('DELETE', `${instances}/${name}`)).status).toBe(200);
+    const failingList = Layer.effect(
+      InstanceResources,
+      Effect.gen(function* () {
+        const real = yield* InstanceResources;
+        return { ...real, references: () => Effect.fail(new KubernetesError({ code: 'Unavailable', message: 'injected: list failed' })) };
+      }),
+    ).pipe(Layer.provide(KubernetesInstanceResourcesLayer), Layer.provide(kubeLayer()));
+    const layer = Layer.mergeAll(failingList, PostgresInstanceObserverLayer().pipe(Layer.provide(KubernetesAdminSecretsLayer(ns.name)), Layer.provide(kubeLayer())));
+    await observeInstance(name, layer);
+    const o = await must(`${instances}/${name}`);
+    expect(o.metadata.finalizers).toEqual([Finalizers.instance]);
+    expect(ready(o)).toMatchObject({ status: 'False', reason: InstanceReason.DependencyUnavailable, message: InstanceMessage.referencesUnknown });
+    expect(o.status?.phase).toBe('Deleting');
+  });
+
   it('AY-48: the Instance changes during the observation → the presentation is a 409, nothing is written, the other change is kept', async () => {
     const name = uniqueName('ay-inst-race');
     await secret(`${name}-admin`, manager);
