@@ -2,7 +2,7 @@
 // resumes from the last resourceVersion seen, bookmarks included), relist on 410 Gone (emitting the difference
 // as events), backoff on other watch failures, periodic resync, and a "synced" signal. Handlers run in order in
 // the informer's fiber; keep them cheap (enqueue a key).
-import { Deferred, Duration, Effect, Option, Random, Ref, Schedule, type Scope, Stream } from 'effect';
+import { Clock, Deferred, Duration, Effect, Option, Random, Ref, Schedule, type Scope, Stream } from 'effect';
 import type { KubeObject } from '../api/objects.js';
 import type { KubeError } from '../domain/errors.js';
 import { objectKey } from '../domain/resources.js';
@@ -144,7 +144,9 @@ export const makeInformer = <A extends KubeObject = KubeObject>(
         }),
       );
 
-    const watchOnce: Effect.Effect<void, KubeError> = Effect.gen(function* () {
+    /** Runs one watch; returns how many events it delivered. */
+    const watchOnce: Effect.Effect<number, KubeError> = Effect.gen(function* () {
+      let delivered = 0;
       const base = options.watchTimeoutSeconds ?? 300;
       const timeoutSeconds = base + Math.floor((yield* Random.next) * base);
       yield* bump('watches');
@@ -156,7 +158,13 @@ export const makeInformer = <A extends KubeObject = KubeObject>(
           ...(options.labelSelector ? { labelSelector: options.labelSelector } : {}),
           ...(options.fieldSelector ? { fieldSelector: options.fieldSelector } : {}),
         })
-        .pipe(Stream.runForEachChunk((events) => lock.withPermits(1)(Effect.forEach(events, apply, { discard: true }))));
+        .pipe(
+          Stream.runForEachChunk((events) => {
+            delivered += events.length;
+            return lock.withPermits(1)(Effect.forEach(events, apply, { discard: true }));
+          }),
+        );
+      return delivered;
     });
 
     /** list (unless warm-started), then watch forever: resume from rv; relist on Gone; back off on other errors. */
@@ -170,9 +178,18 @@ export const makeInformer = <A extends KubeObject = KubeObject>(
         );
       }
       for (;;) {
+        const started = yield* Clock.currentTimeMillis;
         const r = yield* Effect.either(watchOnce);
         if (r._tag === 'Right') {
-          failures = 0;
+          // A watch that ends at once with nothing in it (a proxy or server closing early) must not become a hot
+          // loop: treat it like a failure and back off (client-go does the same for "very short watches").
+          const short = r.right === 0 && (yield* Clock.currentTimeMillis) - started < 1_000;
+          if (!short) {
+            failures = 0;
+            continue;
+          }
+          failures++;
+          yield* Effect.sleep(Duration.millis(Math.min(30_000, 800 * 2 ** Math.min(failures - 1, 6))));
           continue;
         }
         if (r.left._tag === 'Gone') {
