@@ -1,7 +1,8 @@
 // The two controllers running on `@homelab/kube` (informers, work queues, workers) against the test bed's real
 // kube-apiserver and the machine's real PostgreSQL: watches trigger rounds, Secret events reach Instances, Instance
-// readiness reaches Tenants, and shutdown closes the pools after the workers. The informers are restricted to this
-// file's label (other test files share the API server); the controllers' behaviour is otherwise the production one.
+// readiness reaches Tenants, and shutdown closes the pools after the workers. The controllers run as a ServiceAccount
+// holding exactly the generated RBAC (TokenRequest token). The informers are restricted to this file's label (other
+// test files share the API server); the controllers' behaviour is otherwise the production one.
 import { randomBytes } from 'node:crypto';
 import { kubeRequest, testbed, useDatabase, useNamespace } from '@homelab/testbed/vitest';
 import { ControllerMetricsLive, layerFromToken } from '@homelab/kube';
@@ -9,7 +10,9 @@ import { Effect, Either, Exit, Layer, Scope } from 'effect';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { quoteIdentifier } from '../domain/provisioning-sql.js';
+import { credentialsRole, managerClusterRole } from '../api/rbac.js';
 import { InstanceReason, SetupMessage, TenantReason } from '../domain/vocabulary.js';
+import { httpCall } from '../../test/http.js';
 import { apiVersion, KubernetesAdminSecretsLayer, KubernetesBindingResourcesLayer, KubernetesInstanceResourcesLayer } from '../adapter/kubernetes/resources.js';
 import { PostgresInstanceObserverLayer } from '../adapter/postgresql/observer.js';
 import { databases, installCrds, instances, tenants } from '../../test/kube-fixture.js';
@@ -86,6 +89,54 @@ const backendState = async () => {
 };
 let stateBefore: unknown;
 
+/**
+ * A ServiceAccount bound to exactly the generated RBAC (the `manager-role` ClusterRole under a unique name and the
+ * namespaced `database-management-credentials` Role), and a token for it from the TokenRequest API: the controllers
+ * of this file run with that identity.
+ */
+const roleName = `ay-manager-role-${suffix}`;
+const controllerToken = async (): Promise<string> => {
+  const create = async (path: string, body: unknown) => {
+    const r = await kubeRequest('POST', path, body);
+    if (r.status !== 201) throw new Error(`POST ${path}: ${r.status} ${r.body}`);
+  };
+  await create(`/api/v1/namespaces/${ns.name}/serviceaccounts`, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'controller-manager' } });
+  await create('/apis/rbac.authorization.k8s.io/v1/clusterroles', managerClusterRole(roleName));
+  rbacCleanup.push(`/apis/rbac.authorization.k8s.io/v1/clusterroles/${roleName}`);
+  await create('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRoleBinding',
+    metadata: { name: roleName },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: roleName },
+    subjects: [{ kind: 'ServiceAccount', name: 'controller-manager', namespace: ns.name }],
+  });
+  rbacCleanup.push(`/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${roleName}`);
+  const [role, binding] = credentialsRole(ns.name);
+  await create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns.name}/roles`, role);
+  await create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns.name}/rolebindings`, binding);
+  const reply = await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/serviceaccounts/controller-manager/token`, {
+    apiVersion: 'authentication.k8s.io/v1',
+    kind: 'TokenRequest',
+    spec: { expirationSeconds: 3600 },
+  });
+  if (reply.status !== 201) throw new Error(`TokenRequest: ${reply.status} ${reply.body}`);
+  const token = (reply.json() as { status: { token: string } }).status.token;
+  // RBAC reaches the authorizer quickly but not instantly: wait until the identity can list Tenants and Secrets.
+  const { kube } = testbed();
+  for (let i = 0; i < 200; i++) {
+    const ok = await Promise.all(
+      [`${tenants(ns.name)}`, `/api/v1/namespaces/${ns.name}/secrets`].map(async (path) => {
+        const r = await httpCall(`${kube.server}${path}`, { ca: kube.caCert, headers: { authorization: `Bearer ${token}`, accept: 'application/json' } });
+        return r.status === 200;
+      }),
+    );
+    if (ok.every(Boolean)) return token;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('generated RBAC not effective');
+};
+const rbacCleanup: string[] = [];
+
 let outer: Scope.CloseableScope;
 let inner: Scope.CloseableScope;
 
@@ -95,7 +146,7 @@ beforeAll(async () => {
   stateBefore = await backendState();
   outer = Effect.runSync(Scope.make());
   inner = Effect.runSync(Scope.make());
-  const kube = layerFromToken(testbed().kube);
+  const kube = layerFromToken({ ...testbed().kube, token: await controllerToken() });
   const services = Layer.mergeAll(
     KubernetesBindingResourcesLayer,
     KubernetesInstanceResourcesLayer,
@@ -114,6 +165,7 @@ afterAll(async () => {
   await Effect.runPromise(Scope.close(inner, Exit.void)).catch(() => undefined);
   await Effect.runPromise(Scope.close(outer, Exit.void)).catch(() => undefined);
   for (const path of cleanup.reverse()) await purge(path);
+  for (const path of rbacCleanup.reverse()) await kubeRequest('DELETE', path);
   await sql(`DROP ROLE IF EXISTS ${quoteIdentifier(manager)}`).catch(() => undefined);
 });
 
@@ -151,6 +203,38 @@ describe('controllers on the real API server and PostgreSQL', () => {
     const bound = await get(`${tenants(ns.name)}/${tenantName}`);
     expect(ready(bound)?.reason).toBe(TenantReason.BindingComplete);
     expect(await backends()).toBeGreaterThanOrEqual(1);
+  });
+
+  it('AY-33: under the generated RBAC, a Tenant naming a not-yet-existing Database waits (DependencyUnavailable); creating an Available+Ready Database binds it within 10 s through the Database watch', async () => {
+    const dbName = `ay-ctrl-db-${suffix}`;
+    const claim = `claim-${suffix}`;
+    await post(tenants(ns.name), {
+      apiVersion,
+      kind: 'PostgreSQLTenant',
+      metadata: { name: claim, namespace: ns.name, labels: { [label]: 'yes' } },
+      spec: { databaseRef: { name: dbName } },
+    });
+    await eventually('Tenant waits for the Database', async () => ready(await get(`${tenants(ns.name)}/${claim}`))?.reason === TenantReason.DependencyUnavailable);
+    const inst = await get(`${instances}/${instanceName}`);
+    const d = await post(databases, {
+      apiVersion,
+      kind: 'PostgreSQLDatabase',
+      metadata: { name: dbName, labels: { [label]: 'yes' } },
+      spec: { instanceRef: { name: instanceName }, database: 'later_app', loginRole: 'later_app', source: 'Provision' },
+    });
+    const started = Date.now();
+    const st = await kubeRequest('PUT', `${databases}/${dbName}/status`, {
+      ...d,
+      status: {
+        instanceUID: inst?.metadata.uid,
+        phase: 'Available',
+        observedGeneration: 1,
+        conditions: [{ type: 'Ready', status: 'True', reason: 'Available', message: 'test fixture', observedGeneration: 1, lastTransitionTime: '2026-01-01T00:00:00Z' }],
+      },
+    });
+    expect(st.status, st.body).toBe(200);
+    await eventually('Tenant Bound after the Database event', async () => (await get(`${tenants(ns.name)}/${claim}`))?.status?.phase === 'Bound');
+    expect(Date.now() - started).toBeLessThan(10_000);
   });
 
   it('AY-47: deleting the admin Secret → the Instance is not Ready and its PostgreSQL connections are closed (within 10 s)', async () => {
