@@ -29,15 +29,15 @@ const nsdKeyFile = join(dir, 'nsd.pem');
 writeFileSync(join(dir, 'a.json'), JSON.stringify([{ key: 'web', protocols: ['http'], backend_host: '127.0.0.1', backend_port: 8080, display_name: 'Web' }]));
 writeFileSync(join(dir, 'b.json'), JSON.stringify([{ key: 'db', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 5432 }]));
 
-const startNsd = async (fault?: string) => {
+const startNsd = async (fault?: string, members = `${a.hex}:${NET},${b.hex}:${NET}`, port = 0) => {
   const p = start('nsd', {
-    NSD_PORT: '0',
+    NSD_PORT: String(port),
     NSD_DB_HOST: db.host,
     NSD_DB_PORT: String(db.port),
     NSD_DB_USER: db.user,
     NSD_DB_NAME: db.database,
     NSD_KEY_FILE: nsdKeyFile,
-    NSD_MEMBERS: `${a.hex}:${NET},${b.hex}:${NET}`,
+    NSD_MEMBERS: members,
     ...(fault === undefined ? {} : { NSD_FAULT: fault }),
   });
   procs.push(p);
@@ -119,6 +119,77 @@ describe('nsd + two ns-daemons over loopback', () => {
     // both are bound under the new epoch, sessions re-opened under it and snapshots re-acknowledged
     const marks = await sql(`SELECT epoch FROM service_control.session_mark`);
     expect(marks.map((m) => m['epoch'])).toEqual([String(nsd2.epoch), String(nsd2.epoch)]);
+    // graceful shutdown of every process
+    for (const p of [nsd2.p, na2, nb]) {
+      p.child.kill('SIGTERM');
+      expect((await p.exited).code).toBe(0);
+    }
+  });
+
+  it('M6-58 M6-17 M6-18 M6-24 crash points: NSD killed after commit before reply; ns-daemon killed after persisting a report / floors before sending', async () => {
+    const NET2 = randomBytes(16).toString('hex');
+    const c = newIdentity('c');
+    const d = newIdentity('d');
+    writeFileSync(join(dir, 'c.json'), JSON.stringify([{ key: 'api', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 9000 }]));
+    writeFileSync(join(dir, 'd.json'), JSON.stringify([{ key: 'mq', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 5672 }]));
+    const members = `${c.hex}:${NET2},${d.hex}:${NET2}`;
+    const net2 = (who: { keyFile: string }, name: string, fault?: string) => {
+      const p = start('ns-daemon', {
+        NS_NSD_URL: `http://127.0.0.1:${nsdPort}`,
+        NS_NSD_KEY: nsdKey,
+        NS_NETWORK: NET2,
+        NS_KEY_FILE: who.keyFile,
+        NS_STATE_FILE: join(dir, `${name}.db`),
+        NS_DECLARATIONS: join(dir, `${name}.json`),
+        NS_PORT: '0',
+        ...(fault === undefined ? {} : { NS_FAULT: fault }),
+      });
+      procs.push(p);
+      return p;
+    };
+    const reportRow = async (who: { hex: string }) => sql(`SELECT revision FROM service_control.report WHERE identity = '\\x${who.hex}'`);
+
+    // 1. NSD dies right after committing c's report.replace, before replying
+    const faulty = await startNsd('report.replace', members);
+    nsdPort = faulty.port;
+    nsdKey = faulty.key;
+    const nc = net2(c, 'c');
+    const pc = await nsPort(nc);
+    await faulty.p.waitFor((l) => l['event'] === 'fault');
+    expect((await faulty.p.exited).signal).toBe('SIGKILL');
+    expect((await reportRow(c)).map((r) => r['revision'])).toEqual(['1']); // committed, reply lost
+    const good = await startNsd(undefined, members, faulty.port);
+    // c re-binds under the new epoch and resends the SAME revision and digest: B answers the original result
+    const hc = await until(() => healthz(pc), (h) => h['phase'] === 'streaming' && h['acceptedRevision'] === '1' && Number(h['acks']) >= 1, 90_000);
+    expect([hc['reportRevision'], hc['epoch']]).toEqual(['1', String(good.epoch)]);
+    expect(good.p.lines.some((l) => l['code'] === 'digest-conflict' || l['code'] === 'stale-report')).toBe(false);
+
+    // 2. d dies after persisting its report row, before sending it: the restart sends that revision, not a new one
+    const nd = net2(d, 'd', 'after-persist-report');
+    await nd.waitFor((l) => l['event'] === 'fault');
+    expect((await nd.exited).signal).toBe('SIGKILL');
+    expect(await reportRow(d)).toEqual([]); // never sent
+    const nd2 = net2(d, 'd');
+    const pd = await nsPort(nd2);
+    const hd = await until(() => healthz(pd), (h) => h['phase'] === 'streaming' && h['acceptedRevision'] === '1' && Number(h['acks']) >= 1, 90_000);
+    expect([hd['reportRevision'], hd['generation']]).toEqual(['1', '2']);
+    nd2.child.kill('SIGTERM');
+    await nd2.exited;
+
+    // 3. d dies after persisting the snapshot floors, before the ACK: the restart gets the same revision again
+    // (duplicate: floors unchanged) and acknowledges it in its new session
+    writeFileSync(join(dir, 'd.json'), JSON.stringify([{ key: 'mq', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 5672 }, { key: 'mq2', protocols: ['udp'], backend_host: '127.0.0.1', backend_port: 5673 }]));
+    const nd3 = net2(d, 'd', 'after-persist-floors'); // a changed declaration → a new snapshot revision to apply
+    await nd3.waitFor((l) => l['event'] === 'fault');
+    await nd3.exited;
+    const nd4 = net2(d, 'd');
+    const pd4 = await nsPort(nd4);
+    await until(() => healthz(pd4), (h) => h['phase'] === 'streaming' && Number(h['acks']) >= 1, 90_000);
+    const acked = await sql(
+      `SELECT a.session_seq FROM service_control.ack a JOIN service_control.snapshot s ON s.target = a.target AND s.revision = a.revision AND s.digest = a.digest WHERE a.target = '\\x${d.hex}'`,
+    );
+    expect(acked.length).toBeGreaterThan(0);
+    for (const p of [good.p, nc, nd4]) p.child.kill('SIGTERM');
   });
 });
 
