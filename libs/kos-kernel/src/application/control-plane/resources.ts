@@ -61,6 +61,14 @@ const namespaceFor = (kind: KernelKind, namespace: string | undefined, stage: 'r
 
 const apiVersionOf = Effect.map(ControlPlaneConfig, (c) => `${KOS_GROUP}/${c.version}`);
 
+/** Projections leave out `metadata.managedFields`: field-manager bookkeeping of the API server, not object state (decision 0092). */
+const withoutManagedFields = (o: KubeObject): KubeObject => {
+  if (o.metadata.managedFields === undefined) return o;
+  // eslint-disable-next-line @typescript-eslint/no-unused-vars
+  const { managedFields, ...metadata } = o.metadata;
+  return { ...o, metadata };
+};
+
 const projectWith = (objects: ReadonlyArray<KubeObject>, readAtMs: number) =>
   Effect.gen(function* () {
     const config = yield* ControlPlaneConfig;
@@ -68,7 +76,7 @@ const projectWith = (objects: ReadonlyArray<KubeObject>, readAtMs: number) =>
     const state = yield* index.state;
     const now = yield* Clock.currentTimeMillis;
     return objects.map(
-      (o): Projection => project(o, { readAtMs, nowMs: now, thresholdMs: config.staleThresholdMs, sources: sourcesOf(state, { ...o, name: o.metadata.name ?? '', ...(o.metadata.namespace !== undefined ? { namespace: o.metadata.namespace } : {}) }) }),
+      (o): Projection => project(withoutManagedFields(o), { readAtMs, nowMs: now, thresholdMs: config.staleThresholdMs, sources: sourcesOf(state, { ...o, name: o.metadata.name ?? '', ...(o.metadata.namespace !== undefined ? { namespace: o.metadata.namespace } : {}) }) }),
     );
   });
 

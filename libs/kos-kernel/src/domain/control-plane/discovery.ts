@@ -54,10 +54,27 @@ export const entriesOf = (state: DiscoveryState): ReadonlyArray<IndexEntry> => {
   return [...byKey.values()].map((v) => v.entry).sort((a, b) => objectKey(a.object).localeCompare(objectKey(b.object)));
 };
 
-/** The adapter ids that report an object (for the `sources` of its projection). */
-export const sourcesOf = (state: DiscoveryState, o: Pick<ObjectReference, 'apiVersion' | 'kind' | 'namespace' | 'name'>): ReadonlyArray<string> => {
-  const key = objectKey(o);
-  const out: string[] = [];
-  for (const r of state.values()) if (r.sightings.some((s) => objectKey(s.object) === key)) out.push(r.adapter);
-  return out.sort();
+const lookups = new WeakMap<DiscoveryState, ReadonlyMap<string, ReadonlyArray<string>>>();
+const NONE: ReadonlyArray<string> = [];
+
+/** object key → sorted adapter ids, built once per index state (states are immutable values). */
+const lookupOf = (state: DiscoveryState): ReadonlyMap<string, ReadonlyArray<string>> => {
+  const cached = lookups.get(state);
+  if (cached !== undefined) return cached;
+  const map = new Map<string, string[]>();
+  for (const r of state.values()) {
+    for (const s of r.sightings) {
+      const key = objectKey(s.object);
+      const list = map.get(key) ?? [];
+      if (!list.includes(r.adapter)) list.push(r.adapter);
+      map.set(key, list);
+    }
+  }
+  for (const list of map.values()) list.sort();
+  lookups.set(state, map);
+  return map;
 };
+
+/** The adapter ids that report an object (for the `sources` of its projection). */
+export const sourcesOf = (state: DiscoveryState, o: Pick<ObjectReference, 'apiVersion' | 'kind' | 'namespace' | 'name'>): ReadonlyArray<string> =>
+  lookupOf(state).get(objectKey(o)) ?? NONE;
