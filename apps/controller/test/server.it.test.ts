@@ -5,7 +5,10 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bindAddress, type ControllerHandle, parseConfig } from '../src/index.js';
-import { call, prepareCluster, startTestController } from './support.js';
+import { useNamespace } from '@homelab/testbed/vitest';
+import { app, appVersions, call, prepareCluster, startTestController } from './support.js';
+
+const ns = useNamespace('kos-srv');
 
 let cp: ControllerHandle;
 const lines: string[] = [];
@@ -46,6 +49,17 @@ describe('controller server', () => {
       expect.arrayContaining(['code', 'message', 'stage', 'object', 'retryable', 'requiresUserAction', 'sideEffects']),
     );
     expect(doc.body.paths['/api/v1/resources/{kind}'].post.responses['409'].description).toContain('object_exists');
+  });
+
+  it('graceful shutdown: apply work accepted before close() reaches its terminal state before close() returns', async () => {
+    const other = await startTestController();
+    const names = Array.from({ length: 30 }, (_, i) => `shut-${i}`);
+    const accepted = await call(other.url, 'POST', '/api/v1/apply-requests', { objects: names.map((n) => app(ns.name, n, { replicas: 1 })) });
+    expect(accepted.status).toBe(202);
+    await other.close();
+    const stored = await appVersions(ns.name);
+    expect(names.filter((n) => stored[n] !== undefined)).toHaveLength(30);
+    await expect(fetch(`${other.url}/healthz`)).rejects.toThrow();
   });
 
   it('the start script runs the server as a process: notice at start-up, graceful stop on SIGTERM', async () => {
