@@ -5,8 +5,8 @@
 // test files share the API server); the controllers' behaviour is otherwise the production one.
 import { randomBytes } from 'node:crypto';
 import { kubeRequest, testbed, useDatabase, useNamespace } from '@homelab/testbed/vitest';
-import { ControllerMetricsLive, layerFromToken } from '@homelab/kube';
-import { Effect, Either, Exit, Layer, Scope } from 'effect';
+import { ControllerMetrics, ControllerMetricsLive, layerFromToken } from '@homelab/kube';
+import { Cause, Context, Effect, Either, Exit, Layer, Logger, LogLevel, Scope } from 'effect';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { quoteIdentifier } from '../domain/provisioning-sql.js';
@@ -137,6 +137,9 @@ const controllerToken = async (): Promise<string> => {
 };
 const rbacCleanup: string[] = [];
 
+let metricsText: () => Promise<string> = async () => '';
+const logs: string[] = [];
+const CANARY = `AYATORI-CANARY-${suffix}`;
 let outer: Scope.CloseableScope;
 let inner: Scope.CloseableScope;
 
@@ -155,8 +158,11 @@ beforeAll(async () => {
     kube,
   ).pipe(Layer.provideMerge(kube));
   const context = await Effect.runPromise(Layer.buildWithScope(services, outer));
+  metricsText = () => Effect.runPromise(Context.get(context, ControllerMetrics).render);
+  // Every log line of the controllers (workers, informers, errors) is captured for the canary scan (AY-80).
+  const capture = Logger.replace(Logger.defaultLogger, Logger.make(({ message, cause }) => logs.push(`${JSON.stringify(message)} ${Cause.pretty(cause)}`)));
   const started = await Effect.runPromise(
-    startDatabaseControllers({ secretNamespace: ns.name, labelSelector: `${label}=yes` }).pipe(Effect.provide(context), Scope.extend(inner)),
+    startDatabaseControllers({ secretNamespace: ns.name, labelSelector: `${label}=yes` }).pipe(Effect.provide(context), Effect.provide(capture), Effect.provide(Logger.minimumLogLevel(LogLevel.Debug)), Scope.extend(inner)),
   );
   expect(started.instanceController).toBe(true);
 }, 120_000);
@@ -195,7 +201,7 @@ describe('controllers on the real API server and PostgreSQL', () => {
       apiVersion: 'v1',
       kind: 'Secret',
       metadata: { name: secretName, namespace: ns.name },
-      stringData: { username: manager, password: 'unused-under-trust' },
+      stringData: { username: manager, password: CANARY },
     });
     expect(secret.status).toBe(201);
     await eventually('Instance Ready after the Secret event', async () => ready(await get(`${instances}/${instanceName}`))?.status === 'True');
@@ -237,6 +243,15 @@ describe('controllers on the real API server and PostgreSQL', () => {
     expect(Date.now() - started).toBeLessThan(10_000);
   });
 
+  it('AY-35/AY-54: the controllers pass the drivers\' requeue to the work queue (rounds counted as requeue_after by the real controller metrics)', async () => {
+    const text = await metricsText();
+    for (const controller of ['database-binding', 'database-instance']) {
+      const line = text.split('\n').find((l) => l.startsWith('controller_runtime_reconcile_total') && l.includes(`controller="${controller}"`) && l.includes('result="requeue_after"'));
+      expect(line, controller).toBeDefined();
+      expect(Number(line!.split(' ').at(-1))).toBeGreaterThan(0);
+    }
+  });
+
   it('AY-47: deleting the admin Secret → the Instance is not Ready and its PostgreSQL connections are closed (within 10 s)', async () => {
     expect((await kubeRequest('DELETE', `/api/v1/namespaces/${ns.name}/secrets/${secretName}`)).status).toBe(200);
     await eventually('Instance DependencyUnavailable', async () => {
@@ -251,7 +266,7 @@ describe('controllers on the real API server and PostgreSQL', () => {
       apiVersion: 'v1',
       kind: 'Secret',
       metadata: { name: secretName, namespace: ns.name },
-      stringData: { username: manager, password: 'unused-under-trust' },
+      stringData: { username: manager, password: CANARY },
     });
     await eventually('Ready again', async () => ready(await get(`${instances}/${instanceName}`))?.status === 'True');
     expect(await backends()).toBeGreaterThanOrEqual(1);
@@ -260,6 +275,19 @@ describe('controllers on the real API server and PostgreSQL', () => {
     expect(await backends()).toBeGreaterThanOrEqual(1);
     await Effect.runPromise(Scope.close(outer, Exit.void));
     await eventually('pools closed', async () => (await backends()) === 0, 5_000);
+  });
+});
+
+describe('AY-80', () => {
+  it('AY-80: the admin password (a canary) appears in no log line, no status and no event of the whole run', async () => {
+    expect(logs.length).toBeGreaterThan(5); // every round logs its outcome at debug level
+    expect(logs.join('\n')).not.toContain(CANARY);
+    for (const path of [`${instances}/${`ay-ctrl-${suffix}`}`, `${tenants(ns.name)}/app${suffix}`, `${tenants(ns.name)}/claim-${suffix}`]) {
+      const o = await get(path);
+      expect(JSON.stringify(o?.status ?? {})).not.toContain(CANARY);
+    }
+    const events = await kubeRequest('GET', `/api/v1/namespaces/${ns.name}/events`);
+    expect(events.body).not.toContain(CANARY);
   });
 });
 

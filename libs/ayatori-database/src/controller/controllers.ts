@@ -8,7 +8,7 @@
 //   Databases are mirrored into plain Maps by handlers, and `toKeys` reads the mirrors.
 // - No metadata-only (PartialObjectMetadata) watch: the admin Secret informer receives full Secrets of the
 //   controller namespace; only `metadata.namespace/name` is ever read from them, and nothing is kept beyond that.
-import { type Duration, Effect, Option, type Scope } from 'effect';
+import { Cause, type Duration, Effect, Option, type Scope } from 'effect';
 import { type ControllerMetrics, type InformerEvent, type KubeClient, type KubeObject, makeInformer, startController } from '@homelab/kube';
 import { reconcileBinding } from '../application/binding.js';
 import { reconcileInstance } from '../application/instance.js';
@@ -51,6 +51,24 @@ const specOrDeletionChanged = (e: InformerEvent<KubeObject>): boolean =>
 
 const requeue = (after: Option.Option<Duration.Duration>) =>
   Option.match(after, { onNone: () => undefined, onSome: (d) => ({ requeueAfter: d }) });
+
+/**
+ * A failed round, logged without secrets: the error's tag and its fixed code/message (ports carry no server bodies,
+ * driver messages or credentials); defects and interruptions only by kind.
+ */
+const logFailure =
+  (controller: string) =>
+  (key: string, cause: Cause.Cause<unknown>): Effect.Effect<void> => {
+    const failure = Cause.failureOption(cause);
+    const what = Option.match(failure, {
+      onNone: () => (Cause.isInterruptedOnly(cause) ? 'interrupted' : 'defect'),
+      onSome: (e) => {
+        const r = rec(e);
+        return [str(r['_tag']), str(r['code']), str(r['message'])].filter((x) => x !== '').join(' ');
+      },
+    });
+    return Effect.logWarning(`${controller} ${key}: round failed: ${what}`);
+  };
 
 export class ControllerSetupError extends Error {
   readonly _tag = 'ControllerSetupError';
@@ -117,8 +135,14 @@ export const startDatabaseControllers = (
           toKeys: (i) => tenantKeys(tenantsForInstance(str(i.metadata.name), [...tenantMirror.values()], (db) => databaseInstance.get(db))),
         },
       ],
+      onError: logFailure(ControllerNames.binding),
       reconcile: (request) =>
-        reconcileBinding(request.namespace ?? '', request.name).pipe(Effect.map(({ requeueAfter }) => requeue(requeueAfter))),
+        reconcileBinding(request.namespace ?? '', request.name).pipe(
+          Effect.tap(({ result }) =>
+            Effect.logDebug(`${ControllerNames.binding} ${request.key}: ${result.status ? `${result.status.phase || '-'} ${result.status.reason}` : result.retrySoon ? 'retry soon' : 'nothing to present'}`),
+          ),
+          Effect.map(({ requeueAfter }) => requeue(requeueAfter)),
+        ),
     });
 
     if (!instanceEnabled) return { instanceController: false };
@@ -141,7 +165,16 @@ export const startDatabaseControllers = (
         { informer: databases, toKeys: (d) => instanceForReference({ kind: 'Database', instanceRef: str(rec(rec(d['spec'])['instanceRef'])['name']) }) },
         { informer: tenants, toKeys: (t) => instanceForReference({ kind: 'Tenant', provisionInstance: tenantFacts(t).provisionInstance }) },
       ],
-      reconcile: (request) => reconcileInstance(request.name).pipe(Effect.map(({ requeueAfter }) => requeue(requeueAfter))),
+      onError: logFailure(ControllerNames.instance),
+      reconcile: (request) =>
+        reconcileInstance(request.name).pipe(
+          Effect.tap(({ result }) =>
+            Effect.logDebug(
+              `${ControllerNames.instance} ${request.key}: ${result._tag === 'Outcome' ? `${result.outcome.presentation.phase} ${result.outcome.presentation.reason}` : 'gone'}`,
+            ),
+          ),
+          Effect.map(({ requeueAfter }) => requeue(requeueAfter)),
+        ),
     });
     return { instanceController: true };
   });

@@ -152,6 +152,23 @@ describe('on the real OpenBao dev server', () => {
     }
   });
 
+  it('AY-65 (cancelled caller): an interrupted Create or Read sends no request and writes nothing', async () => {
+    const proxy = new DroppingProxy();
+    const address = await proxy.start(kv.addr);
+    try {
+      const s = store(address);
+      const p = path('cancelled');
+      for (const op of [s.create(p, credential), s.read(p)]) {
+        const exit = await Effect.runPromise(Effect.exit(Effect.interrupt.pipe(Effect.zipRight(op))));
+        expect(exit._tag).toBe('Failure');
+      }
+      expect(proxy.requests).toBe(0);
+      expect((await stored(p)).status).toBe(404);
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it('AY-62: paths outside the scope are refused before any request', async () => {
     const proxy = new DroppingProxy();
     const address = await proxy.start(kv.addr);
