@@ -248,7 +248,7 @@ describe('controllers on the real API server and PostgreSQL', () => {
     for (const controller of ['database-binding', 'database-instance']) {
       const line = text.split('\n').find((l) => l.startsWith('controller_runtime_reconcile_total') && l.includes(`controller="${controller}"`) && l.includes('result="requeue_after"'));
       expect(line, controller).toBeDefined();
-      expect(Number(line!.split(' ').at(-1))).toBeGreaterThan(0);
+      expect(Number(line?.split(' ').at(-1))).toBeGreaterThan(0);
     }
   });
 

@@ -443,8 +443,9 @@ describe('binding (real API server; the Instance made Ready by a real observatio
     const tenantsAfter = await Promise.all(names.map((n) => must(`${tenants(ns.name)}/${n}`)));
     const boundOnes = tenantsAfter.filter((t) => t.status?.phase === 'Bound');
     expect(boundOnes).toHaveLength(1);
-    expect((stored.spec['tenantRef'] as { name: string }).name).toBe(boundOnes[0]!.metadata.name);
-    const loser = tenantsAfter.find((t) => t.status?.phase !== 'Bound')!;
+    expect((stored.spec['tenantRef'] as { name: string }).name).toBe(boundOnes[0]?.metadata.name);
+    const loser = tenantsAfter.find((t) => t.status?.phase !== 'Bound');
+    if (loser === undefined) throw new Error('no loser');
     expect(ready(loser)).toMatchObject({ status: 'False', reason: TenantReason.Conflict });
     expect(loser.status?.['databaseRef']).toBeUndefined();
   });

@@ -51,7 +51,7 @@ class FakeOpenBaoServer {
   private server: http.Server | undefined;
   constructor(private readonly answer: (method: string, url: string) => { status: number; body: unknown }) {}
   async start(): Promise<string> {
-    this.server = http.createServer((req, res) => {
+    const server = http.createServer((req, res) => {
       let body = '';
       req.on('data', (c: Buffer) => (body += c.toString()));
       req.on('end', () => {
@@ -61,8 +61,9 @@ class FakeOpenBaoServer {
         res.end(JSON.stringify(a.body));
       });
     });
-    await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', r));
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    this.server = server;
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   }
   close = () => new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
 }
@@ -73,7 +74,7 @@ class DroppingProxy {
   requests = 0;
   async start(target: string): Promise<string> {
     const upstream = new URL(target);
-    this.server = http.createServer((req, res) => {
+    const server = http.createServer((req, res) => {
       this.requests++;
       const forward = http.request({ host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: req.headers }, (up) => {
         if (req.method === 'PUT' && up.statusCode === 200) {
@@ -86,8 +87,9 @@ class DroppingProxy {
       });
       req.pipe(forward);
     });
-    await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', r));
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    this.server = server;
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   }
   close = () => new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
 }
@@ -185,8 +187,8 @@ describe('on the real OpenBao dev server', () => {
   });
 
   it('AY-61: an invalid mount or base path fails the layer with InvalidLocation (no client built)', async () => {
-    for (const [mount, basePath] of [['secret/data', 'apps'], ['secret', 'apps/../x'], ['', 'apps'], ['secret', 'metadata']]) {
-      const r = await Effect.runPromise(Effect.either(Effect.provide(Effect.void, OpenBaoCredentialStoreLayer({ address: kv.addr, token, mount: mount!, basePath: basePath! }))));
+    for (const [mount, basePath] of [['secret/data', 'apps'], ['secret', 'apps/../x'], ['', 'apps'], ['secret', 'metadata']] as const) {
+      const r = await Effect.runPromise(Effect.either(Effect.provide(Effect.void, OpenBaoCredentialStoreLayer({ address: kv.addr, token, mount, basePath }))));
       expect(Either.isLeft(r) && r.left.code).toBe('InvalidLocation');
     }
   });
@@ -210,8 +212,8 @@ describe('HTTP-fake cases (as in the seed)', () => {
         expect(await outcome(store(address, 'fake-token').create(path('readback'), credential))).toBe('Uncertain');
         const puts = fake.requests.filter((r) => r.method === 'PUT');
         expect(puts).toHaveLength(1);
-        expect(puts[0]!.url).toBe(`/v1/${kv.mount}/data/${path('readback')}`);
-        expect(JSON.parse(puts[0]!.body)).toEqual({ data: credential.secretData(), options: { cas: 0 } });
+        expect(puts[0]?.url).toBe(`/v1/${kv.mount}/data/${path('readback')}`);
+        expect(JSON.parse(puts[0]?.body ?? 'null')).toEqual({ data: credential.secretData(), options: { cas: 0 } });
       } finally {
         await fake.close();
       }
