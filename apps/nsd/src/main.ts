@@ -92,7 +92,7 @@ const shutdown = (signal: string) => {
   stopping = true;
   log('shutdown', { signal });
   authority.closeStreams();
-  server.close(() => void store.close().then(() => process.exit(0)));
+  server.close(() => void authority.idle().then(() => store.close()).then(() => process.exit(0)));
   setTimeout(() => process.exit(0), 5_000).unref();
 };
 process.on('SIGTERM', () => shutdown('SIGTERM'));

@@ -37,6 +37,8 @@ export interface SessionRow extends SessionMark {
 
 /** The rows of one transaction. Reads of rows the transaction will write take the row lock. */
 export interface AuthorityTx {
+  /** Network membership (ownership), read in the same transaction as the fences. */
+  readonly isMember: (identity: Bytes, networkId: Bytes) => Promise<boolean>;
   readonly lockRuntime: (identity: Bytes) => Promise<RuntimeBinding | null>;
   readonly saveRuntime: (identity: Bytes, b: RuntimeBinding) => Promise<void>;
   readonly lockSession: (identity: Bytes, networkId: Bytes) => Promise<SessionRow | null>;
@@ -46,13 +48,15 @@ export interface AuthorityTx {
   readonly saveReport: (identity: Bytes, networkId: Bytes, row: BReportRow) => Promise<void>;
   readonly services: (networkId: Bytes) => Promise<readonly StoredService[]>;
   readonly upsertServices: (rows: readonly StoredService[]) => Promise<void>;
-  readonly writeOutbox: (networkId: Bytes, reason: string) => Promise<void>;
+  /** Returns the outbox row id (cleared once the snapshots of the Network are produced). */
+  readonly writeOutbox: (networkId: Bytes, reason: string) => Promise<bigint>;
   readonly members: (networkId: Bytes) => Promise<readonly Bytes[]>;
   readonly lockSnapshot: (target: Bytes, networkId: Bytes) => Promise<StoredSnapshot | null>;
   readonly saveSnapshot: (target: Bytes, networkId: Bytes, s: StoredSnapshot) => Promise<void>;
-  /** Digest of every revision produced for the target (the ACK must name one of them). */
-  readonly producedDigests: (target: Bytes, networkId: Bytes) => Promise<ReadonlyMap<bigint, Bytes>>;
-  readonly acks: (target: Bytes, networkId: Bytes) => Promise<readonly AckRecord[]>;
+  /** Digest of the given revision if it was produced for the target (the ACK must name one). */
+  readonly producedDigests: (target: Bytes, networkId: Bytes, revision: bigint) => Promise<ReadonlyMap<bigint, Bytes>>;
+  /** The ACK records of (target, network, session, revision) — the only ones an ACK can collide with. */
+  readonly acks: (target: Bytes, networkId: Bytes, sessionSeq: bigint, revision: bigint) => Promise<readonly AckRecord[]>;
   readonly saveAck: (target: Bytes, networkId: Bytes, a: AckRecord) => Promise<void>;
 }
 

@@ -19,7 +19,7 @@ import { DeclarationCodec, type BindingWire } from '../api/report.js';
 import { StreamBindingCodec } from '../api/runtime.js';
 import { type SnapshotWire, SnapshotPushBody, snapshotDigest } from '../api/snapshot.js';
 import { deriveN6 } from '../api/standins.js';
-import type { AuthorityStore, StoredService } from './authority-store.js';
+import type { AuthorityStore, AuthorityTx, StoredService } from './authority-store.js';
 
 export interface AuthorityDeps {
   readonly store: AuthorityStore;
@@ -55,6 +55,8 @@ export interface AuthorityCounters {
 
 export class Authority {
   private readonly streams = new Set<OpenStream>();
+  /** Snapshot production queue (serialised, after commits). */
+  private production: Promise<void> = Promise.resolve();
   readonly counters: AuthorityCounters = { requests: 0, refusals: 0, snapshotsProduced: 0, snapshotsDelivered: 0 };
 
   constructor(private readonly d: AuthorityDeps) {}
@@ -88,12 +90,6 @@ export class Authority {
     if (!A_TO_B.includes(m.kind)) return Either.left(scError('unsupported-field', `${m.kind} is not a request to the authority`));
     if (!bytesEqual(m.subject_identity, signer)) return Either.left(scError('unauthorized', 'subject_identity is not the signer'));
     if (!bytesEqual(m.nsd_id, this.d.nsdId)) return Either.left(scError('unauthorized', 'nsd_id is not this authority'));
-    try {
-      if (!(await this.d.store.isMember(m.subject_identity, m.network_id)))
-        return Either.left(scError('unauthorized', 'identity is not a member of the Network'));
-    } catch (e) {
-      return Either.left(e instanceof SCE ? e : scError('storage-unavailable', String(e)));
-    }
     switch (m.kind) {
       case 'runtime.floor':
         return this.floor(m);
@@ -146,12 +142,19 @@ export class Authority {
     );
   }
 
+  /** One fenced transaction for request `m`: membership (step 6) is checked first, inside it. */
+  private tx<A>(m: Message, fn: (tx: AuthorityTx) => Promise<Either.Either<A, ServiceControlError>>) {
+    return this.d.store.transact<A>(this.d.epoch, async (tx) =>
+      (await tx.isMember(m.subject_identity, m.network_id)) ? fn(tx) : Either.left(scError('unauthorized', 'identity is not a member of the Network')),
+    );
+  }
+
   private committed(point: string): void {
     this.d.fault?.(point);
   }
 
   private async floor(m: MessageOf<'runtime.floor'>) {
-    const r = await this.d.store.transact(this.d.epoch, async (tx) => {
+    const r = await this.tx(m, async (tx) => {
       const rt = await tx.lockRuntime(m.subject_identity);
       return Either.map(this.fences(m, rt, null), () => floorView(rt, this.d.now()));
     });
@@ -165,7 +168,7 @@ export class Authority {
   }
 
   private async bind(m: MessageOf<'runtime.bind'>) {
-    const r = await this.d.store.transact(this.d.epoch, async (tx) => {
+    const r = await this.tx(m, async (tx) => {
       const rt = await tx.lockRuntime(m.subject_identity);
       const f = this.fences(m, rt, null);
       if (Either.isLeft(f)) return Either.left(f.left);
@@ -193,7 +196,7 @@ export class Authority {
   }
 
   private async sessionOpen(m: MessageOf<'session.open'>) {
-    const r = await this.d.store.transact(this.d.epoch, async (tx) => {
+    const r = await this.tx(m, async (tx) => {
       const rt = await tx.lockRuntime(m.subject_identity);
       const f = this.fences(m, rt, null);
       if (Either.isLeft(f)) return Either.left(f.left);
@@ -235,7 +238,7 @@ export class Authority {
       .sort((a, b) => Buffer.compare(Buffer.from(a.declaration_key), Buffer.from(b.declaration_key)));
 
   private async reportHead(m: MessageOf<'report.head'>) {
-    const r = await this.d.store.transact(this.d.epoch, async (tx) => {
+    const r = await this.tx(m, async (tx) => {
       const rt = await tx.lockRuntime(m.subject_identity);
       const f = this.fences(m, rt, null);
       if (Either.isLeft(f)) return Either.left(f.left);
@@ -265,7 +268,8 @@ export class Authority {
 
   private async reportReplace(m: MessageOf<'report.replace'>) {
     const body = m.body;
-    const r = await this.d.store.transact(this.d.epoch, async (tx) => {
+    let outboxId: bigint | null = null;
+    const r = await this.tx(m, async (tx) => {
       const rt = await tx.lockRuntime(m.subject_identity);
       const f = this.fences(m, rt, null);
       if (Either.isLeft(f)) return Either.left(f.left);
@@ -314,14 +318,21 @@ export class Authority {
         }
         await tx.upsertServices(stored);
         await tx.saveReport(m.subject_identity, m.network_id, outcome.right.row);
-        await tx.writeOutbox(m.network_id, 'report.replace');
+        outboxId = await tx.writeOutbox(m.network_id, 'report.replace');
       }
       const services = outcome.right.outcome === 'replace' ? await tx.services(m.network_id) : all;
       return Either.right({ row: outcome.right.row, replaced: outcome.right.outcome === 'replace', bindings: this.bindings(services, m.subject_identity) });
     });
     if (Either.isRight(r)) {
       this.committed('report.replace');
-      if (r.right.replaced) await this.produceNetwork(m.network_id);
+      // Produce after the commit, off the reply path: the outbox row makes it survive a crash in between.
+      if (outboxId !== null) {
+        const id = outboxId;
+        this.production = this.production
+          .then(() => this.produceNetwork(m.network_id))
+          .then(() => this.d.store.clearOutbox(id))
+          .catch((e: unknown) => this.d.log?.('production-failed', { error: String(e) }));
+      }
     }
     return Either.map(r, ({ row, bindings }) =>
       this.env(m, 'report.accepted', m.runtime_generation, m.runtime_id, {
@@ -335,7 +346,7 @@ export class Authority {
 
   private async snapshotAck(m: MessageOf<'snapshot.ack'>) {
     const body = m.body;
-    const r = await this.d.store.transact(this.d.epoch, async (tx) => {
+    const r = await this.tx(m, async (tx) => {
       const rt = await tx.lockRuntime(m.subject_identity);
       const s = await tx.lockSession(m.subject_identity, m.network_id);
       const current =
@@ -345,8 +356,8 @@ export class Authority {
       const sc = body.scope;
       if (!bytesEqual(sc.subject_identity, m.subject_identity) || !bytesEqual(sc.nsd_id, m.nsd_id) || !bytesEqual(sc.network_id, m.network_id))
         return Either.left(scError('unauthorized', 'ACK scope is not the signer’s scope'));
-      const acks = await tx.acks(m.subject_identity, m.network_id);
-      const produced = await tx.producedDigests(m.subject_identity, m.network_id);
+      const acks = await tx.acks(m.subject_identity, m.network_id, m.session_seq, body.snapshot_revision);
+      const produced = await tx.producedDigests(m.subject_identity, m.network_id, body.snapshot_revision);
       const rec = {
         sessionSeq: m.session_seq,
         revision: body.snapshot_revision,
@@ -508,6 +519,15 @@ export class Authority {
       await this.d.store.clearOutbox(r.id);
     }
     return rows.length;
+  }
+
+  /** Wait until every queued snapshot production has run (tests, shutdown). */
+  async idle(): Promise<void> {
+    let p: Promise<void>;
+    do {
+      p = this.production;
+      await p;
+    } while (p !== this.production);
   }
 
   closeStreams(): void {

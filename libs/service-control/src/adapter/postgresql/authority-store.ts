@@ -52,6 +52,8 @@ const storageError = (e: unknown): ServiceControlError =>
   e instanceof SCE ? e : scError('storage-unavailable', `postgresql: ${e instanceof Error ? e.message : String(e)}`);
 
 const tx = (c: pg.PoolClient): AuthorityTx => ({
+  isMember: async (identity, networkId) =>
+    (await c.query(`SELECT 1 FROM ${S}.member WHERE identity = $1 AND network_id = $2`, [buf(identity), buf(networkId)])).rowCount === 1,
   lockRuntime: async (identity) => {
     const r = await c.query(`SELECT generation, runtime_id, stopped, liveness FROM ${S}.runtime_binding WHERE identity = $1 FOR UPDATE`, [buf(identity)]);
     const row = r.rows[0];
@@ -132,9 +134,8 @@ const tx = (c: pg.PoolClient): AuthorityTx => ({
         [buf(s.serviceId), buf(s.publisher), buf(s.networkId), s.declarationKey, buf(s.declaration), s.state, s.port === null ? null : Number(s.port), s.listenerRevision.toString()],
       );
   },
-  writeOutbox: async (networkId, reason) => {
-    await c.query(`INSERT INTO ${S}.outbox (network_id, reason) VALUES ($1, $2)`, [buf(networkId), reason]);
-  },
+  writeOutbox: async (networkId, reason) =>
+    big((await c.query(`INSERT INTO ${S}.outbox (network_id, reason) VALUES ($1, $2) RETURNING id`, [buf(networkId), reason])).rows[0].id),
   members: async (networkId) => {
     const r = await c.query(`SELECT identity FROM ${S}.member WHERE network_id = $1 ORDER BY identity`, [buf(networkId)]);
     return r.rows.map((row) => b(row.identity));
@@ -155,14 +156,19 @@ const tx = (c: pg.PoolClient): AuthorityTx => ({
     );
     await c.query(`INSERT INTO ${S}.snapshot_history VALUES ($1, $2, $3, $4)`, [buf(target), buf(networkId), s.revision.toString(), buf(s.digest)]);
   },
-  producedDigests: async (target, networkId) => {
-    const r = await c.query(`SELECT revision, digest FROM ${S}.snapshot_history WHERE target = $1 AND network_id = $2`, [buf(target), buf(networkId)]);
+  producedDigests: async (target, networkId, revision) => {
+    const r = await c.query(`SELECT revision, digest FROM ${S}.snapshot_history WHERE target = $1 AND network_id = $2 AND revision = $3`, [
+      buf(target),
+      buf(networkId),
+      revision.toString(),
+    ]);
     return new Map(r.rows.map((row) => [big(row.revision), b(row.digest)]));
   },
-  acks: async (target, networkId) => {
+  acks: async (target, networkId, sessionSeq, revision) => {
     const r = await c.query(
-      `SELECT session_seq, revision, digest, accepted, enforcement_applied, dns_applied FROM ${S}.ack WHERE target = $1 AND network_id = $2`,
-      [buf(target), buf(networkId)],
+      `SELECT session_seq, revision, digest, accepted, enforcement_applied, dns_applied FROM ${S}.ack
+       WHERE target = $1 AND network_id = $2 AND session_seq = $3 AND revision = $4`,
+      [buf(target), buf(networkId), sessionSeq.toString(), revision.toString()],
     );
     return r.rows.map(
       (row): AckRecord => ({
@@ -271,9 +277,10 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): Authorit
       void orThrow(await run((c) => c.query(`INSERT INTO ${S}.member VALUES ($1, $2) ON CONFLICT DO NOTHING`, [buf(identity), buf(networkId)]))),
     transact: async (epoch, fn) => {
       const out = await run(async (c) => {
-        await c.query('BEGIN');
         try {
-          const r = await c.query(`SELECT epoch FROM ${S}.authority WHERE id = 1 FOR SHARE`);
+          // one round trip: BEGIN and the epoch fence read (lock order starts at the authority row)
+          const both = (await c.query(`BEGIN; SELECT epoch FROM ${S}.authority WHERE id = 1 FOR SHARE`)) as unknown as pg.QueryResult[];
+          const r = both[1] as pg.QueryResult;
           const current = r.rows[0] === undefined ? null : big(r.rows[0].epoch);
           if (current !== epoch) {
             await c.query('ROLLBACK');

@@ -1,7 +1,7 @@
 // HTTP carriage of the stand-in transport (spec §3.1 [D]): unary requests are HTTP POST with the signed envelope as
 // body and a signed envelope as response; config.stream is a POST whose body is the signed stream request and whose
 // response is an SSE stream of signed envelopes. Server side on node:http, client side on fetch. Replaceable.
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Agent, type IncomingMessage, type ServerResponse, request } from 'node:http';
 import { Data, Effect, Either } from 'effect';
 import type { ErrorCode, ServiceControlError } from '../../domain/errors.js';
 import { isErrorCode, scError } from '../../domain/errors.js';
@@ -117,6 +117,32 @@ export class SseSink {
   }
 }
 
+/** One keep-alive agent for the unary client of this process (node:http is about twice as fast as fetch here). */
+const agent = new Agent({ keepAlive: true, maxSockets: 16 });
+
+const post = (url: string, body: Uint8Array, timeoutMs: number, signal: AbortSignal): Promise<{ status: number; bytes: Uint8Array }> =>
+  new Promise((resolve, reject) => {
+    const req = request(
+      url,
+      { method: 'POST', agent, signal, headers: { 'content-type': ENVELOPE_CONTENT_TYPE, 'content-length': body.length } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on('data', (c: Buffer) => {
+          size += c.length;
+          if (size > MAX_ENVELOPE_BYTES) req.destroy(new Error('response too large'));
+          else chunks.push(c);
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, bytes: new Uint8Array(Buffer.concat(chunks)) }));
+        res.on('error', reject);
+      },
+    );
+    req.on('socket', (sock) => sock.setNoDelay(true));
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`timed out after ${timeoutMs} ms`)));
+    req.on('error', reject);
+    req.end(body);
+  });
+
 /** Client of unary requests: new nonce per attempt, 2 s per attempt, 3 attempts, response verified and replay-checked. */
 export const postUnary = Effect.fn('service-control.postUnary')(function* (
   side: TransportSide,
@@ -129,15 +155,7 @@ export const postUnary = Effect.fn('service-control.postUnary')(function* (
   for (let i = 0; i < attempts; i++) {
     const body = sealEnvelope(side.signer, payload);
     const res = yield* Effect.tryPromise({
-      try: async (signal) => {
-        const r = await fetch(url, {
-          method: 'POST',
-          body,
-          headers: { 'content-type': ENVELOPE_CONTENT_TYPE },
-          signal: AbortSignal.any([signal, AbortSignal.timeout(options.timeoutMs ?? RPC_TIMEOUT_MS)]),
-        });
-        return { status: r.status, bytes: new Uint8Array(await r.arrayBuffer()) };
-      },
+      try: (signal) => post(url, body, options.timeoutMs ?? RPC_TIMEOUT_MS, signal),
       catch: (e) => new TransportError({ reason: `POST ${url}: ${String(e)}`, code: null }),
     }).pipe(Effect.either);
     if (Either.isLeft(res)) {
