@@ -216,6 +216,32 @@ describe('B on PostgreSQL', () => {
     await broken.close();
   });
 
+  it('M6-16 bound heartbeats extend the 30 s liveness in one transaction; a mismatched object or a plain heartbeat commits nothing', async () => {
+    const { MachineHeartbeatCodec, MachineHeartbeatResultCodec } = await import('../src/api/runtime.js');
+    let t = 1_000_000;
+    const clocked = new Authority({ store, nsdId, epoch: authority.epoch, now: () => t });
+    const w = await newWho();
+    w.gen = 1n;
+    w.rid = rid16();
+    await reply(clocked, w, msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }));
+    w.epoch = clocked.epoch;
+    const obj = (o: Partial<Record<string, unknown>> = {}) => ({ nsd_id: nsdId, subject_identity: w.identity, runtime_generation: 1n, runtime_id: w.rid, authority_epoch: w.epoch, ...o });
+    const beat = async (payload: Record<string, unknown>) => MachineHeartbeatResultCodec.decodeOrThrow(await clocked.heartbeat(w.identity, MachineHeartbeatCodec.encodeOrThrow(payload as never)));
+    t += 20_000;
+    expect(await beat({ network_id: w.networkId, service_control: obj() })).toEqual({ accepted: true, error: null });
+    expect(await beat({ network_id: w.networkId, service_control: obj({ authority_epoch: w.epoch! + 1n }) })).toEqual({ accepted: false, error: 'stale-epoch' });
+    expect(await beat({ network_id: w.networkId, service_control: obj({ runtime_id: rid16() }) })).toEqual({ accepted: false, error: 'stale-runtime' });
+    expect(await beat({ network_id: w.networkId })).toEqual({ accepted: true, error: null }); // plain: no liveness
+    // at 45 s the instance is still live only because of the bound heartbeat at 20 s (deadline 50 s)
+    t += 25_000;
+    const takeover = { ...w, gen: 2n, rid: rid16(), epoch: null };
+    expect(code(await reply(clocked, w, msg(takeover, 'runtime.bind', { mode: 'recovery', floor_request_id: rid16(), owner_recovery: false })))).toBe('runtime-recovery-required');
+    // after the deadline a late heartbeat never revives it, and the recovery bind is accepted
+    t += 10_000;
+    expect(await beat({ network_id: w.networkId, service_control: obj() })).toEqual({ accepted: false, error: 'stale-runtime' });
+    expect((await reply(clocked, w, msg(takeover, 'runtime.bind', { mode: 'recovery', floor_request_id: rid16(), owner_recovery: false }))).kind).toBe('runtime.bind.result');
+  });
+
   it('M6-3 unknown-kind or B→A kinds are refused; another identity’s subject is unauthorized; a non-member is unauthorized', async () => {
     const w = await newWho();
     await boot(w);

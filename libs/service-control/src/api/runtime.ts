@@ -127,3 +127,13 @@ export const ErrorBody = Codec.struct({
   detail: Codec.nullable(Codec.text({ maxBytes: 4096 })),
 });
 export type ErrorBodyWire = TypeOf<typeof ErrorBody>;
+
+/**
+ * [D] The answer to machine.heartbeat (decision 0108): whether the bound heartbeat was committed, and the stable
+ * code when it was not (no detail: it may not leak other memberships).
+ */
+export const MachineHeartbeatResultCodec = Codec.struct({
+  accepted: Codec.bool,
+  error: Codec.nullable(ErrorCodeCodec),
+});
+export type MachineHeartbeatResultWire = TypeOf<typeof MachineHeartbeatResultCodec>;

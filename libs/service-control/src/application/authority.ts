@@ -8,15 +8,15 @@ import { type ServiceControlError, ServiceControlError as SCE, scError } from '.
 import { checkFences } from '../domain/fence.js';
 import { type Kind } from '../domain/kinds.js';
 import { acceptReport, reportHead } from '../domain/report.js';
-import { bind, floorView } from '../domain/runtime.js';
+import { bind, boundHeartbeat, floorView, plainHeartbeat } from '../domain/runtime.js';
 import { openSession, streamMayDeliver } from '../domain/session.js';
 import { applyReport, type ServiceRow, ulid } from '../domain/services.js';
 import { produceSnapshot, recordAck } from '../domain/snapshot.js';
 import { validateDeclaration } from '../domain/declaration.js';
 import { type Message, type MessageOf, decodeMessage, encodeMessage, errorBody } from '../api/message.js';
-import { declarationFromWire, declarationToWire, floorResultBody, replaceRequest, streamBindingFromWire } from '../api/convert.js';
+import { declarationFromWire, declarationToWire, floorResultBody, replaceRequest, serviceControlObjectFromWire, streamBindingFromWire } from '../api/convert.js';
 import { DeclarationCodec, type BindingWire } from '../api/report.js';
-import { StreamBindingCodec } from '../api/runtime.js';
+import { MachineHeartbeatCodec, MachineHeartbeatResultCodec, StreamBindingCodec } from '../api/runtime.js';
 import { type SnapshotWire, SnapshotPushBody, snapshotDigest } from '../api/snapshot.js';
 import { deriveN6 } from '../api/standins.js';
 import type { AuthorityStore, AuthorityTx, StoredService } from './authority-store.js';
@@ -379,6 +379,36 @@ export class Authority {
         snapshot_digest: body.snapshot_digest,
       }, m.session_seq),
     );
+  }
+
+  /**
+   * machine.heartbeat (existing API stand-in, M6-16): with the object, in ONE transaction, check signer, membership
+   * (the machine source), the persisted binding, instance and epoch; all match → liveness max(old, now + 30 s);
+   * any mismatch → nothing committed. A plain heartbeat never touches the 30 s liveness. Throws only on undecodable
+   * payloads.
+   */
+  async heartbeat(signer: Bytes, payload: Uint8Array): Promise<Uint8Array> {
+    const hb = MachineHeartbeatCodec.decode(payload);
+    if (Either.isLeft(hb)) throw scError(hb.left.code, hb.left.message);
+    const { network_id: networkId, service_control: obj } = hb.right;
+    const r = await this.d.store.transact(this.d.epoch, async (tx) => {
+      if (!(await tx.isMember(signer, networkId))) return Either.left(scError('unauthorized', 'not a member'));
+      const rt = await tx.lockRuntime(signer);
+      if (obj === undefined) {
+        plainHeartbeat(rt, this.d.now()); // the 300 s online observation only; no runtime liveness
+        return Either.void;
+      }
+      const out = boundHeartbeat(rt, serviceControlObjectFromWire(obj), toHex(networkId), {
+        nsdId: this.d.nsdId,
+        identity: signer,
+        currentEpoch: this.d.epoch,
+        now: this.d.now(),
+      });
+      if (Either.isLeft(out)) return Either.left(out.left);
+      await tx.saveRuntime(signer, out.right.binding);
+      return Either.void;
+    });
+    return MachineHeartbeatResultCodec.encodeOrThrow(Either.isRight(r) ? { accepted: true, error: null } : { accepted: false, error: r.left.code });
   }
 
   // ───────────────────────── snapshot production and delivery ─────────────────────────

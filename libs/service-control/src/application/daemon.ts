@@ -8,12 +8,12 @@ import { type Bytes, bytesEqual, toHex } from '../domain/bytes.js';
 import { type ServiceControlError, ServiceControlError as SCE, scError } from '../domain/errors.js';
 import { scopeKey } from '../domain/ids.js';
 import { prepareReport, recoverWithHead, onReportAccepted, type ReportPlan, type ReportVersion } from '../domain/report.js';
-import { type ABinding, type BindRequest, acceptBinding, onBindReply, planRecovery, planStart } from '../domain/runtime.js';
+import { type ABinding, BOUND_HEARTBEAT_PERIOD_MS, type BindRequest, acceptBinding, onBindReply, planRecovery, planStart } from '../domain/runtime.js';
 import { type StreamBinding, eventMatchesStream, reserveSessionSeq } from '../domain/session.js';
 import { applySnapshot, buildAck } from '../domain/snapshot.js';
 import type { ServiceRef } from '../domain/ids.js';
 import { type Message, type MessageOf, decodeMessage, encodeMessage } from '../api/message.js';
-import { InfoGetResponseCodec, StreamBindingCodec, nsdIdFromInfo } from '../api/runtime.js';
+import { InfoGetResponseCodec, MachineHeartbeatCodec, MachineHeartbeatResultCodec, StreamBindingCodec, nsdIdFromInfo } from '../api/runtime.js';
 import { type DeclarationWire, type ReportContent, ReportContentCodec } from '../api/report.js';
 import { declarationRead, serviceRefToWire, snapshotView, streamBindingToWire } from '../api/convert.js';
 import { deriveN6 } from '../api/standins.js';
@@ -346,9 +346,28 @@ export class Daemon {
     if (failure !== null) throw failure;
   }
 
+  /** A bound machine.heartbeat (every 10 s while bound, M6-16); false when B refused it. */
+  async heartbeat(): Promise<boolean> {
+    const b = this.binding;
+    if (b === null) return false;
+    const payload = MachineHeartbeatCodec.encodeOrThrow({
+      network_id: this.d.networkId,
+      service_control: { nsd_id: b.nsdId, subject_identity: this.d.identity, runtime_generation: b.generation, runtime_id: b.runtimeId, authority_epoch: b.authorityEpoch },
+    });
+    const r = MachineHeartbeatResultCodec.decode(await this.d.transport.unary('/v1/machine.heartbeat', payload));
+    if (Either.isLeft(r)) throw scError(r.left.code, r.left.message);
+    if (!r.right.accepted) this.log('heartbeat-refused', { code: r.right.error });
+    return r.right.accepted;
+  }
+
   /** Run until aborted: discovery, bind, then session → report → stream, re-binding after an authority change. */
   async run(signal: AbortSignal): Promise<void> {
     const retry = this.d.retryMs ?? 500;
+    const beat = setInterval(() => {
+      if (this.binding !== null && bytesEqual(this.binding.runtimeId, this.runtimeId))
+        this.heartbeat().catch((e: unknown) => this.log('heartbeat-failed', { error: String(e) }));
+    }, BOUND_HEARTBEAT_PERIOD_MS);
+    signal.addEventListener('abort', () => clearInterval(beat), { once: true });
     let needBind = true;
     let discovered = false;
     while (!signal.aborted) {
@@ -371,6 +390,7 @@ export class Daemon {
         if (code === 'stale-epoch') needBind = true; // a new authority epoch: re-bind, persist the new epoch
         if (code === 'stale-runtime' || code === 'state-inconsistent' || code === 'counter-exhausted') {
           this.status.phase = 'failed';
+          clearInterval(beat);
           throw e; // another instance took over, or local state needs the owner: never guess
         }
         this.status.phase = 'retrying';
