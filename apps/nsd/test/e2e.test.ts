@@ -189,7 +189,31 @@ describe('nsd + two ns-daemons over loopback', () => {
       `SELECT a.session_seq FROM service_control.ack a JOIN service_control.snapshot s ON s.target = a.target AND s.revision = a.revision AND s.digest = a.digest WHERE a.target = '\\x${d.hex}'`,
     );
     expect(acked.length).toBeGreaterThan(0);
-    for (const p of [good.p, nc, nd4]) p.child.kill('SIGTERM');
+    for (const p of [good.p, nc, nd4]) {
+      p.child.kill('SIGTERM');
+      await p.exited;
+    }
+  });
+
+  it('M6-11 M6-20 M6-61 lost daemon state: floor → recovery bind (refused while the old instance is live, accepted after its 30 s liveness) → report.head adopts the accepted revision', async () => {
+    const nsd = await startNsd();
+    nsdPort = nsd.port;
+    nsdKey = nsd.key;
+    const n1 = startNs(a, 'a');
+    const p1 = await nsPort(n1);
+    const before = await until(() => healthz(p1), (h) => h['phase'] === 'streaming' && Number(h['acks']) >= 1);
+    n1.child.kill('SIGKILL');
+    await n1.exited;
+    for (const f of ['a.db', 'a.db-wal', 'a.db-shm']) rmSync(join(dir, f), { force: true });
+    const n2 = startNs(a, 'a');
+    const p2 = await nsPort(n2);
+    const after = await until(() => healthz(p2), (h) => h['phase'] === 'streaming' && Number(h['acks']) >= 1, 90_000);
+    // a generation above the floor, persisted as `recovering` before the recovery bind
+    expect(BigInt(after['generation'] as string)).toBe(BigInt(before['generation'] as string) + 1n);
+    expect(n2.lines.some((l) => l['event'] === 'retry' && l['error'] === 'runtime-recovery-required')).toBe(true);
+    // the same declarations: B's accepted revision is adopted, nothing new is sent
+    expect([after['reportRevision'], after['acceptedRevision']]).toEqual([before['acceptedRevision'], before['acceptedRevision']]);
+    for (const p of [nsd.p, n2]) p.child.kill('SIGTERM');
   });
 });
 
