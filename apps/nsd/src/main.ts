@@ -58,6 +58,7 @@ const server = createServer((req, res) => {
   const route = `${req.method} ${req.url}`;
   requests.inc({ route });
   if (route === 'POST /v1/info.get') return void serveUnary(side, req, res, async () => info);
+  if (route === 'POST /v1/machine.auth') return void serveUnary(side, req, res, (env) => authority.machineAuth(env.machineId, env.payload));
   if (route === 'POST /v1/machine.heartbeat') return void serveUnary(side, req, res, (env) => authority.heartbeat(env.machineId, env.payload));
   if (route === 'POST /v1/rpc') return void serveUnary(side, req, res, (env) => authority.handle(env.machineId, env.payload));
   if (route === 'POST /v1/config.stream')

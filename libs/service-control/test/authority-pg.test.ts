@@ -43,6 +43,16 @@ const boot = async (w: Who, gen = 1n): Promise<bigint> => {
   return 1n;
 };
 
+const sql = async (q: string): Promise<Record<string, unknown>[]> => {
+  const c = new pg.Client(db.config);
+  await c.connect();
+  try {
+    return (await c.query(q)).rows as Record<string, unknown>[];
+  } finally {
+    await c.end();
+  }
+};
+
 const count = async (table: string): Promise<number> => {
   const c = new pg.Client(db.config);
   await c.connect();
@@ -240,6 +250,35 @@ describe('B on PostgreSQL', () => {
     t += 10_000;
     expect(await beat({ network_id: w.networkId, service_control: obj() })).toEqual({ accepted: false, error: 'stale-runtime' });
     expect((await reply(clocked, w, msg(takeover, 'runtime.bind', { mode: 'recovery', floor_request_id: rid16(), owner_recovery: false }))).kind).toBe('runtime.bind.result');
+  });
+
+  it('M6-15 machine.auth checks the object against the persisted binding in the transaction that writes active_runtime_id; never binds or preempts', async () => {
+    const { MachineAuthRequestCodec, MachineHeartbeatResultCodec } = await import('../src/api/runtime.js');
+    const w = await newWho();
+    const legacy = await newWho();
+    const auth = async (who: Who, o: Record<string, unknown> | undefined, rid = who.rid) =>
+      MachineHeartbeatResultCodec.decodeOrThrow(
+        await authority.machineAuth(
+          who.identity,
+          MachineAuthRequestCodec.encodeOrThrow({ network_id: who.networkId, runtime_id: Buffer.from(rid ?? new Uint8Array(16).fill(1)).toString('hex'), capabilities: [], ...(o === undefined ? {} : { service_control: o }) } as never),
+        ),
+      );
+    const active = async (who: Who) => (await sql(`SELECT active_runtime_id FROM service_control.machine WHERE identity = '\\x${Buffer.from(who.identity).toString('hex')}'`))[0]?.['active_runtime_id'] ?? null;
+    // a legacy identity (no M6 runtime) keeps the old semantics without the object
+    expect(await auth(legacy, undefined)).toEqual({ accepted: true, error: null });
+    await boot(w);
+    const obj = (o: Record<string, unknown> = {}) => ({ nsd_id: nsdId, subject_identity: w.identity, runtime_generation: w.gen, runtime_id: w.rid, authority_epoch: w.epoch, ...o });
+    expect(await auth(w, obj())).toEqual({ accepted: true, error: null });
+    expect(await active(w)).toBe(Buffer.from(w.rid!).toString('hex'));
+    // once the identity has an M6 runtime: no object, another instance or another epoch cannot overwrite it
+    const other = rid16();
+    expect(await auth(w, undefined, other)).toEqual({ accepted: false, error: 'stale-runtime' });
+    expect(await auth(w, obj({ runtime_id: other, runtime_generation: w.gen! + 1n }), other)).toEqual({ accepted: false, error: 'stale-runtime' });
+    expect(await auth(w, obj({ authority_epoch: w.epoch! + 1n }))).toEqual({ accepted: false, error: 'stale-epoch' });
+    expect(await active(w)).toBe(Buffer.from(w.rid!).toString('hex'));
+    // machine.auth did not bind anything: the runtime binding is still the bound pair
+    const f = await reply(authority, w, msg({ ...w, gen: null, rid: null, epoch: null }, 'runtime.floor', {}));
+    expect((f.body as { runtime_generation: bigint }).runtime_generation).toBe(w.gen);
   });
 
   it('M6-3 unknown-kind or B→A kinds are refused; another identity’s subject is unauthorized; a non-member is unauthorized', async () => {

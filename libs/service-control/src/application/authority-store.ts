@@ -41,6 +41,9 @@ export interface AuthorityTx {
   readonly isMember: (identity: Bytes, networkId: Bytes) => Promise<boolean>;
   readonly lockRuntime: (identity: Bytes) => Promise<RuntimeBinding | null>;
   readonly saveRuntime: (identity: Bytes, b: RuntimeBinding) => Promise<void>;
+  /** The machine row's `active_runtime_id` (lowercase hex), written by machine.auth only. */
+  readonly saveActiveRuntime: (identity: Bytes, runtimeIdHex: string) => Promise<void>;
+  readonly activeRuntime: (identity: Bytes) => Promise<string | null>;
   readonly lockSession: (identity: Bytes, networkId: Bytes) => Promise<SessionRow | null>;
   readonly saveSession: (identity: Bytes, networkId: Bytes, s: SessionRow) => Promise<void>;
   /** Corrupt row → `state-inconsistent` (Left) for that scope only. */

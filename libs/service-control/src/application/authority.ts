@@ -8,15 +8,15 @@ import { type ServiceControlError, ServiceControlError as SCE, scError } from '.
 import { checkFences } from '../domain/fence.js';
 import { type Kind } from '../domain/kinds.js';
 import { acceptReport, reportHead } from '../domain/report.js';
-import { bind, boundHeartbeat, floorView, plainHeartbeat } from '../domain/runtime.js';
+import { bind, boundHeartbeat, floorView, machineAuth, plainHeartbeat } from '../domain/runtime.js';
 import { openSession, streamMayDeliver } from '../domain/session.js';
 import { applyReport, type ServiceRow, ulid } from '../domain/services.js';
 import { produceSnapshot, recordAck } from '../domain/snapshot.js';
 import { validateDeclaration } from '../domain/declaration.js';
 import { type Message, type MessageOf, decodeMessage, encodeMessage, errorBody } from '../api/message.js';
-import { declarationFromWire, declarationToWire, floorResultBody, replaceRequest, serviceControlObjectFromWire, streamBindingFromWire } from '../api/convert.js';
+import { declarationFromWire, declarationToWire, floorResultBody, machineAuthFromWire, replaceRequest, serviceControlObjectFromWire, streamBindingFromWire } from '../api/convert.js';
 import { DeclarationCodec, type BindingWire } from '../api/report.js';
-import { MachineHeartbeatCodec, MachineHeartbeatResultCodec, StreamBindingCodec } from '../api/runtime.js';
+import { MachineAuthRequestCodec, MachineHeartbeatCodec, MachineHeartbeatResultCodec, StreamBindingCodec } from '../api/runtime.js';
 import { type SnapshotWire, SnapshotPushBody, snapshotDigest } from '../api/snapshot.js';
 import { deriveN6 } from '../api/standins.js';
 import type { AuthorityStore, AuthorityTx, StoredService } from './authority-store.js';
@@ -406,6 +406,26 @@ export class Authority {
       });
       if (Either.isLeft(out)) return Either.left(out.left);
       await tx.saveRuntime(signer, out.right.binding);
+      return Either.void;
+    });
+    return MachineHeartbeatResultCodec.encodeOrThrow(Either.isRight(r) ? { accepted: true, error: null } : { accepted: false, error: r.left.code });
+  }
+
+  /**
+   * machine.auth (existing API stand-in, M6-15): in the transaction that writes `active_runtime_id`, lock order
+   * authority → runtime row → machine row, check the object against the persisted binding and epoch. Once the
+   * identity has an M6 runtime, a missing object or any mismatch writes nothing; machine.auth never binds or preempts.
+   */
+  async machineAuth(signer: Bytes, payload: Uint8Array): Promise<Uint8Array> {
+    const req = MachineAuthRequestCodec.decode(payload);
+    if (Either.isLeft(req)) throw scError(req.left.code, req.left.message);
+    const r = await this.d.store.transact(this.d.epoch, async (tx) => {
+      if (!(await tx.isMember(signer, req.right.network_id))) return Either.left(scError('unauthorized', 'not a member'));
+      const rt = await tx.lockRuntime(signer);
+      await tx.activeRuntime(signer); // lock the machine row (authority → runtime → machine)
+      const out = machineAuth(rt, machineAuthFromWire(req.right), { nsdId: this.d.nsdId, identity: signer, currentEpoch: this.d.epoch, now: this.d.now() });
+      if (Either.isLeft(out)) return Either.left(out.left);
+      await tx.saveActiveRuntime(signer, out.right);
       return Either.void;
     });
     return MachineHeartbeatResultCodec.encodeOrThrow(Either.isRight(r) ? { accepted: true, error: null } : { accepted: false, error: r.left.code });

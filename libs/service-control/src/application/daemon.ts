@@ -8,14 +8,14 @@ import { type Bytes, bytesEqual, toHex } from '../domain/bytes.js';
 import { type ServiceControlError, ServiceControlError as SCE, scError } from '../domain/errors.js';
 import { scopeKey } from '../domain/ids.js';
 import { prepareReport, recoverWithHead, onReportAccepted, type ReportPlan, type ReportVersion } from '../domain/report.js';
-import { type ABinding, BOUND_HEARTBEAT_PERIOD_MS, type BindRequest, acceptBinding, onBindReply, planRecovery, planStart } from '../domain/runtime.js';
+import { type ABinding, BOUND_HEARTBEAT_PERIOD_MS, type BindRequest, acceptBinding, onBindReply, planRecovery, planStart, prepareMachineAuth } from '../domain/runtime.js';
 import { type StreamBinding, eventMatchesStream, reserveSessionSeq } from '../domain/session.js';
 import { applySnapshot, buildAck } from '../domain/snapshot.js';
 import type { ServiceRef } from '../domain/ids.js';
 import { type Message, type MessageOf, decodeMessage, encodeMessage } from '../api/message.js';
-import { InfoGetResponseCodec, MachineHeartbeatCodec, MachineHeartbeatResultCodec, StreamBindingCodec, nsdIdFromInfo } from '../api/runtime.js';
+import { InfoGetResponseCodec, MachineAuthRequestCodec, MachineHeartbeatCodec, MachineHeartbeatResultCodec, StreamBindingCodec, nsdIdFromInfo } from '../api/runtime.js';
 import { type DeclarationWire, type ReportContent, ReportContentCodec } from '../api/report.js';
-import { declarationRead, serviceRefToWire, snapshotView, streamBindingToWire } from '../api/convert.js';
+import { declarationRead, machineAuthToWire, serviceRefToWire, snapshotView, streamBindingToWire } from '../api/convert.js';
 import { deriveN6 } from '../api/standins.js';
 import type { DaemonStore } from './daemon-store.js';
 
@@ -346,6 +346,16 @@ export class Daemon {
     if (failure !== null) throw failure;
   }
 
+  /** §3.4 step 4: machine.auth with the object (never before bind, never an object-less fallback after a failure). */
+  async machineAuth(): Promise<void> {
+    const req = prepareMachineAuth(this.binding);
+    if (Either.isLeft(req)) throw req.left;
+    const payload = MachineAuthRequestCodec.encodeOrThrow(machineAuthToWire(req.right, this.d.networkId, ['service_control.v1']));
+    const r = MachineHeartbeatResultCodec.decode(await this.d.transport.unary('/v1/machine.auth', payload));
+    if (Either.isLeft(r)) throw scError(r.left.code, r.left.message);
+    if (!r.right.accepted) throw scError(r.right.error ?? 'unauthorized', 'machine.auth refused');
+  }
+
   /** A bound machine.heartbeat (every 10 s while bound, M6-16); false when B refused it. */
   async heartbeat(): Promise<boolean> {
     const b = this.binding;
@@ -378,6 +388,7 @@ export class Daemon {
         }
         if (needBind) {
           await this.bindRuntime();
+          await this.machineAuth();
           needBind = false;
         }
         await this.openSession();

@@ -41,6 +41,7 @@ const MIGRATIONS: readonly string[] = [
    CREATE TABLE ${S}.ack (target bytea NOT NULL, network_id bytea NOT NULL, session_seq numeric(20) NOT NULL,
      revision numeric(20) NOT NULL, digest bytea NOT NULL, accepted boolean NOT NULL, enforcement_applied boolean NOT NULL,
      dns_applied boolean NOT NULL, PRIMARY KEY (target, network_id, session_seq, revision));`,
+  `CREATE TABLE ${S}.machine (identity bytea PRIMARY KEY, active_runtime_id text NOT NULL);`,
 ];
 
 const b = (v: Buffer | Uint8Array): Bytes => new Uint8Array(v);
@@ -71,6 +72,13 @@ const tx = (c: pg.PoolClient): AuthorityTx => ({
        ON CONFLICT (identity) DO UPDATE SET generation = $2, runtime_id = $3, stopped = $4, liveness = $5`,
       [buf(identity), rb.generation.toString(), buf(rb.runtimeId), rb.stopped, JSON.stringify(Object.fromEntries(rb.liveness))],
     );
+  },
+  saveActiveRuntime: async (identity, hex) => {
+    await c.query(`INSERT INTO ${S}.machine VALUES ($1, $2) ON CONFLICT (identity) DO UPDATE SET active_runtime_id = $2`, [buf(identity), hex]);
+  },
+  activeRuntime: async (identity) => {
+    const r = await c.query(`SELECT active_runtime_id FROM ${S}.machine WHERE identity = $1 FOR UPDATE`, [buf(identity)]);
+    return r.rows[0] === undefined ? null : (r.rows[0].active_runtime_id as string);
   },
   lockSession: async (identity, networkId) => {
     const r = await c.query(
