@@ -17,7 +17,20 @@ export interface ControllerConfig {
   readonly discoveryNamespaces: ReadonlyArray<string>;
   readonly discoveryIntervalMs: number;
   readonly shutdownGraceMs: number;
+  /** Which modules run in this process (`--modules` / `CONTROLLER_MODULES`, default both). */
+  readonly modules: ReadonlySet<ControllerModule>;
+  /** Seed `--database-secret-namespace` (default `$POD_NAMESPACE`): the admin Secrets' namespace; empty disables the Instance controller. */
+  readonly databaseSecretNamespace: string;
+  /** Seed `--database-root-cert`: path of the PEM bundle trusted for management connections; empty = system roots. */
+  readonly databaseRootCert: string;
+  /** Restrict the Ayatori informers to a label selector (`--database-label-selector`; not in the seed: shared test clusters). Empty = every object. */
+  readonly databaseLabelSelector: string;
+  /** Leader election of the Ayatori controllers (`--leader-elect`, kubebuilder's flag; default off). */
+  readonly leaderElection: { readonly enabled: boolean; readonly namespace: string; readonly id: string };
 }
+
+export const CONTROLLER_MODULES = ['kos', 'ayatori'] as const;
+export type ControllerModule = (typeof CONTROLLER_MODULES)[number];
 
 export class ConfigError extends Error {}
 
@@ -25,6 +38,15 @@ const flag = (argv: ReadonlyArray<string>, name: string): string | undefined => 
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] as string;
     if (a === `--${name}`) return argv[i + 1];
+    if (a.startsWith(`--${name}=`)) return a.slice(name.length + 3);
+  }
+  return undefined;
+};
+
+/** A boolean flag may stand alone (`--leader-elect`) or carry a value (`--leader-elect=false`). */
+const boolFlag = (argv: ReadonlyArray<string>, name: string): string | undefined => {
+  for (const a of argv) {
+    if (a === `--${name}`) return 'true';
     if (a.startsWith(`--${name}=`)) return a.slice(name.length + 3);
   }
   return undefined;
@@ -49,6 +71,13 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: Readonly<Record<st
   const key = get('continue-key', 'KOS_CONTINUE_KEY');
   if (key !== undefined && !/^([0-9a-f]{2}){16,}$/i.test(key)) throw new ConfigError('the continue key must be at least 16 bytes of hex');
   const identity = get('identity', 'KOS_IDENTITY');
+  const moduleNames = (get('modules', 'CONTROLLER_MODULES') ?? CONTROLLER_MODULES.join(',')).split(',').map((s) => s.trim()).filter((s) => s !== '');
+  for (const m of moduleNames) if (!(CONTROLLER_MODULES as ReadonlyArray<string>).includes(m)) throw new ConfigError(`unknown module "${m}" (known: ${CONTROLLER_MODULES.join(', ')})`);
+  if (moduleNames.length === 0) throw new ConfigError(`--modules names no module (known: ${CONTROLLER_MODULES.join(', ')})`);
+  const leaderRaw = boolFlag(argv, 'leader-elect') ?? env['CONTROLLER_LEADER_ELECT'] ?? 'false';
+  if (!['true', 'false'].includes(leaderRaw)) throw new ConfigError(`--leader-elect must be true or false, not "${leaderRaw}"`);
+  const leaderNamespace = get('leader-election-namespace', 'CONTROLLER_LEADER_ELECTION_NAMESPACE') || env['POD_NAMESPACE'] || '';
+  if (leaderRaw === 'true' && moduleNames.includes('ayatori') && leaderNamespace === '') throw new ConfigError('--leader-elect needs --leader-election-namespace (or POD_NAMESPACE)');
   return {
     host: get('host', 'KOS_HOST') ?? '127.0.0.1',
     port: int('port', get('port', 'KOS_PORT') ?? '8080', 0, 65535),
@@ -59,6 +88,11 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: Readonly<Record<st
     discoveryNamespaces: (get('discovery-namespaces', 'KOS_DISCOVERY_NAMESPACES') ?? '').split(',').map((s) => s.trim()).filter((s) => s !== ''),
     discoveryIntervalMs: int('discovery interval', get('discovery-interval-ms', 'KOS_DISCOVERY_INTERVAL_MS') ?? '30000', 100, 86_400_000),
     shutdownGraceMs: int('shutdown grace', get('shutdown-grace-ms', 'KOS_SHUTDOWN_GRACE_MS') ?? '30000', 0, 600_000),
+    modules: new Set(moduleNames as ControllerModule[]),
+    databaseSecretNamespace: flag(argv, 'database-secret-namespace') ?? env['POD_NAMESPACE'] ?? '',
+    databaseRootCert: flag(argv, 'database-root-cert') ?? '',
+    databaseLabelSelector: get('database-label-selector', 'CONTROLLER_DATABASE_LABEL_SELECTOR') ?? '',
+    leaderElection: { enabled: leaderRaw === 'true', namespace: leaderNamespace, id: get('leader-election-id', 'CONTROLLER_LEADER_ELECTION_ID') ?? 'ayatori-database.database.ayatori.ddupan.top' },
   };
 };
 

@@ -14,7 +14,13 @@ const main = async () => {
     }
     throw e;
   }
-  const handle = await startController(config);
+  const handle = await startController(config, {
+    // A module that stops on its own (setup error, Lease lost) ends the process, as controller-runtime's manager does.
+    onFatal: (reason) => {
+      console.error(reason);
+      process.exit(1);
+    },
+  });
   const stop = () => {
     handle.close().then(
       () => process.exit(0),
@@ -29,6 +35,6 @@ const main = async () => {
 };
 
 main().catch((e: unknown) => {
-  console.error(`kos control plane failed to start: ${e instanceof Error ? e.message : String(e)}`);
+  console.error(`controller failed to start: ${e instanceof Error ? e.message : String(e)}`);
   process.exit(1);
 });

@@ -26,6 +26,7 @@ import {
 import { KubeClient, layerFromKubeconfigFile, layerFromTestbedState, layerInCluster, type LayerOptions } from '@homelab/kube';
 import { bindAddress, type ControllerConfig } from './config.js';
 import { makeHttpMetrics, routeTemplate } from './metrics.js';
+import { type AyatoriHandle, startAyatori } from './ayatori.js';
 
 export interface ControllerHandle {
   readonly url: string;
@@ -34,6 +35,8 @@ export interface ControllerHandle {
   /** What the server said about its bind address at start-up (loopback-only notice). */
   readonly notice?: string;
   readonly runtime: ManagedRuntime.ManagedRuntime<RouterServices | typeof AuditLog.Service | AuditLog, unknown>;
+  /** The Ayatori Database module, when `ayatori` is among the modules. */
+  readonly ayatori?: AyatoriHandle;
   readonly close: () => Promise<void>;
 }
 
@@ -44,6 +47,8 @@ export interface StartOptions {
   readonly kube?: Layer.Layer<KubeClient, unknown>;
   readonly kubeOptions?: LayerOptions;
   readonly log?: (line: string) => void;
+  /** A module stopped on its own (setup error, leadership lost). Default: log it. `main` exits non-zero. */
+  readonly onFatal?: (reason: string) => void;
 }
 
 export const kubeLayerOf = (config: ControllerConfig, options: LayerOptions = {}): Layer.Layer<KubeClient, unknown> => {
@@ -86,8 +91,10 @@ const send = (res: ServerResponse, status: number, headers: Record<string, strin
 
 export const startController = async (config: ControllerConfig, options: StartOptions = {}): Promise<ControllerHandle> => {
   const log = options.log ?? ((line: string) => console.log(line));
+  const kos = config.modules.has('kos');
+  const kube = options.kube ?? kubeLayerOf(config, options.kubeOptions);
   const layer = Layer.mergeAll(
-    options.kube ?? kubeLayerOf(config, options.kubeOptions),
+    kube,
     SerialGateLive,
     controlPlaneConfig({ continueKey: config.continueKey }),
     LoopbackOwnerAuthorizer,
@@ -98,7 +105,13 @@ export const startController = async (config: ControllerConfig, options: StartOp
   const runtime = ManagedRuntime.make(layer);
   await runtime.runPromise(Effect.void); // build the layers now: a bad kubeconfig fails the start, not the first request
   const metrics = makeHttpMetrics();
-  const adapters = options.adapters ?? [workloadsAdapter(config.discoveryNamespaces), helmReleasesAdapter(config.discoveryNamespaces)];
+  const ayatori = config.modules.has('ayatori')
+    ? await startAyatori(config, { kube, registry: metrics.registry, log, onFatal: options.onFatal ?? ((reason) => log(reason)) }).catch(async (e: unknown) => {
+        await runtime.dispose();
+        throw e;
+      })
+    : undefined;
+  const adapters = kos ? (options.adapters ?? [workloadsAdapter(config.discoveryNamespaces), helmReleasesAdapter(config.discoveryNamespaces)]) : [];
   const discovery = runtime.runFork(
     runDiscovery(adapters).pipe(
       Effect.tap((results) => Effect.sync(() => results.filter((r) => !r.ok).forEach((r) => log(`discovery adapter ${r.adapter} failed: ${'error' in r ? r.error : ''}`)))),
@@ -108,7 +121,14 @@ export const startController = async (config: ControllerConfig, options: StartOp
   let inFlight = 0;
   let draining: (() => void) | undefined;
 
-  const ready = () =>
+  /** What is not ready, in words; empty when every enabled module is. */
+  const notReady = async (): Promise<ReadonlyArray<string>> => {
+    const missing: string[] = [];
+    if (kos && !(await kosReady())) missing.push('the KOS kinds are not served by the API server (unreachable, or the CRDs are not installed)');
+    if (ayatori !== undefined && !['running', 'standby'].includes(ayatori.state())) missing.push(`the Ayatori database controllers are ${ayatori.state()}`);
+    return missing;
+  };
+  const kosReady = () =>
     runtime.runPromise(
       Effect.flatMap(KubeClient, (k) => k.discovery.forObject('kos.tsic.top/v1beta1', 'Application')).pipe(
         Effect.timeout('2 seconds'),
@@ -126,13 +146,16 @@ export const startController = async (config: ControllerConfig, options: StartOp
         status = 200;
         send(res, 200, { 'content-type': 'text/plain' }, 'ok\n');
       } else if (path === '/readyz' && req.method === 'GET') {
-        const ok = await ready();
-        status = ok ? 200 : 503;
-        if (ok) send(res, 200, { 'content-type': 'text/plain' }, 'ready\n');
-        else send(res, 503, { 'content-type': 'application/json' }, JSON.stringify(envelopeOf(apiError('cluster_unreachable', 'read', 'the KOS kinds are not served by the API server (unreachable, or the CRDs are not installed)'))));
+        const missing = await notReady();
+        status = missing.length === 0 ? 200 : 503;
+        if (missing.length === 0) send(res, 200, { 'content-type': 'text/plain' }, 'ready\n');
+        else send(res, 503, { 'content-type': 'application/json' }, JSON.stringify(envelopeOf(apiError('cluster_unreachable', 'read', missing.join('; ')))));
       } else if (path === '/metrics' && req.method === 'GET') {
         status = 200;
         send(res, 200, { 'content-type': metrics.registry.contentType }, await metrics.registry.metrics());
+      } else if (!kos) {
+        status = 404;
+        send(res, 404, { 'content-type': 'application/json' }, JSON.stringify(envelopeOf(apiError('not_found', 'route', 'the kos module is not enabled in this process (--modules)'))));
       } else {
         const { body, tooLarge } = await readBody(req, config.bodyLimitBytes);
         const headers: Record<string, string | undefined> = {};
@@ -167,7 +190,7 @@ export const startController = async (config: ControllerConfig, options: StartOp
   });
   const address = server.address() as AddressInfo;
   const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
-  log(`kos control plane listening on ${url}`);
+  log(`${kos ? 'kos control plane' : 'controller (health and metrics only)'} listening on ${url} (modules: ${[...config.modules].join(',')})`);
   if (bind.notice !== undefined) log(bind.notice);
 
   let closing: Promise<void> | undefined;
@@ -181,9 +204,11 @@ export const startController = async (config: ControllerConfig, options: StartOp
       server.closeAllConnections();
       await stopped;
       await runtime.runPromise(discovery.interruptAsFork(discovery.id()).pipe(Effect.ignore));
+      if (ayatori !== undefined) await ayatori.close(); // workers first, then the PostgreSQL pools
+
       await runtime.dispose();
       log('stopped');
     })());
 
-  return { url, host: address.address, port: address.port, ...(bind.notice !== undefined ? { notice: bind.notice } : {}), runtime: runtime as ControllerHandle['runtime'], close };
+  return { url, host: address.address, port: address.port, ...(ayatori !== undefined ? { ayatori } : {}), ...(bind.notice !== undefined ? { notice: bind.notice } : {}), runtime: runtime as ControllerHandle['runtime'], close };
 };

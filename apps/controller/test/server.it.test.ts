@@ -63,7 +63,7 @@ describe('controller server', () => {
   });
 
   it('the start script runs the server as a process: notice at start-up, graceful stop on SIGTERM', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@homelab/source', join(import.meta.dirname, '../src/main.ts'), '--port', '0'], {
+    const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@homelab/source', join(import.meta.dirname, '../src/main.ts'), '--port', '0', '--modules=kos'], {
       cwd: join(import.meta.dirname, '..'),
       env: { ...process.env, HOMELAB_TESTBED_STATE: join(import.meta.dirname, '../../../.testbed/state.json'), KUBECONFIG: '' },
       stdio: ['ignore', 'pipe', 'pipe'],

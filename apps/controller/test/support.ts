@@ -16,7 +16,7 @@ export const prepareCluster = async (): Promise<void> => {
 };
 
 export const testConfig = (overrides: Partial<ControllerConfig> = {}): ControllerConfig => ({
-  ...parseConfig(['--port', '0'], {}),
+  ...parseConfig(['--port', '0', '--modules=kos'], {}),
   discoveryIntervalMs: 60_000,
   shutdownGraceMs: 30_000,
   ...overrides,

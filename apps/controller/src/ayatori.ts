@@ -1,0 +1,88 @@
+// The Ayatori Database module of the controller process: builds the layers of @homelab/ayatori-database (Kubernetes
+// resources, the admin-Secret reader, the PostgreSQL observer with its pools, controller metrics on the process
+// registry) and runs the binding and Instance controllers — directly, or only while holding the Lease when leader
+// election is on. Wiring only: every rule lives in the library (seed cmd/main.go, setupInstanceObservation).
+//
+// Shutdown order (seed: "worker 完全停止后才释放 pgxpool"): interrupting the controllers' fiber closes their scope
+// (informers, queues, workers; the Lease is released) and only then is the layer scope holding the pools closed.
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { Cause, Effect, Exit, Fiber, Layer, Scope } from 'effect';
+import type { Registry } from 'prom-client';
+import { ControllerMetricsLive, type KubeClient, runAsLeader } from '@homelab/kube';
+import { Controller, KubernetesAdapter, PostgreSQLAdapter } from '@homelab/ayatori-database';
+import type { ControllerConfig } from './config.js';
+
+export type AyatoriState = 'starting' | 'running' | 'standby' | 'stopped' | 'failed';
+
+export interface AyatoriHandle {
+  /** `running` (controllers started), `standby` (waiting for the Lease), `starting`, `failed`, `stopped`. */
+  readonly state: () => AyatoriState;
+  /** Whether the Instance controller runs (a Secret namespace is configured). */
+  readonly instanceController: () => boolean | undefined;
+  /** Workers and informers first, then the PostgreSQL pools. */
+  readonly close: () => Promise<void>;
+}
+
+export interface AyatoriOptions {
+  readonly kube: Layer.Layer<KubeClient, unknown>;
+  readonly registry: Registry;
+  readonly log: (line: string) => void;
+  /** Called when the module stops on its own (setup error, leadership lost): the process should exit non-zero. */
+  readonly onFatal: (reason: string) => void;
+}
+
+export const startAyatori = async (config: ControllerConfig, options: AyatoriOptions): Promise<AyatoriHandle> => {
+  const rootCert = config.databaseRootCert === '' ? undefined : readFileSync(config.databaseRootCert, 'utf8');
+  const services = Layer.mergeAll(
+    KubernetesAdapter.KubernetesBindingResourcesLayer,
+    KubernetesAdapter.KubernetesInstanceResourcesLayer,
+    PostgreSQLAdapter.PostgresInstanceObserverLayer({ rootCert }).pipe(Layer.provide(KubernetesAdapter.KubernetesAdminSecretsLayer(config.databaseSecretNamespace))),
+    ControllerMetricsLive({ registry: options.registry }),
+  ).pipe(Layer.provideMerge(options.kube));
+  const pools = Effect.runSync(Scope.make());
+  const context = await Effect.runPromise(Layer.buildWithScope(services, pools));
+
+  let state: AyatoriState = 'starting';
+  let instanceController: boolean | undefined;
+  const controllers = Effect.gen(function* () {
+    const started = yield* Controller.startDatabaseControllers({
+      secretNamespace: config.databaseSecretNamespace,
+      ...(config.databaseLabelSelector !== '' ? { labelSelector: config.databaseLabelSelector } : {}),
+    });
+    instanceController = started.instanceController;
+    state = 'running';
+    yield* Effect.sync(() =>
+      options.log(`ayatori database controllers running: database-binding${started.instanceController ? ', database-instance' : ' (Instance controller disabled: no --database-secret-namespace)'}`),
+    );
+    return yield* Effect.never;
+  });
+  const identity = `${hostname()}_${randomBytes(4).toString('hex')}`;
+  const program = config.leaderElection.enabled
+    ? Effect.sync(() => {
+        state = 'standby';
+        options.log(`ayatori database controllers waiting for the Lease ${config.leaderElection.namespace}/${config.leaderElection.id} as ${identity}`);
+      }).pipe(Effect.zipRight(runAsLeader({ namespace: config.leaderElection.namespace, name: config.leaderElection.id, identity }, controllers)))
+    : Effect.scoped(controllers);
+  const fiber = Effect.runFork(program.pipe(Effect.provide(context)));
+  let stopping = false;
+  fiber.addObserver((exit) => {
+    if (stopping) return;
+    state = 'failed';
+    const reason = Exit.isFailure(exit) ? Cause.pretty(exit.cause).split('\n')[0] : 'ended';
+    options.onFatal(`ayatori database controllers stopped: ${reason}`);
+  });
+
+  return {
+    state: () => state,
+    instanceController: () => instanceController,
+    close: async () => {
+      stopping = true;
+      await Effect.runPromise(Fiber.interrupt(fiber));
+      state = 'stopped';
+      options.log('ayatori database controllers stopped; closing PostgreSQL pools');
+      await Effect.runPromise(Scope.close(pools, Exit.void));
+    },
+  };
+};

@@ -1,0 +1,37 @@
+// Configuration of the modules and the Ayatori flags: pure parsing of argv and env.
+import { describe, expect, it } from 'vitest';
+import { ConfigError, parseConfig } from './config.js';
+
+describe('modules and Ayatori configuration', () => {
+  it('runs both modules by default; --modules / CONTROLLER_MODULES select them, the flag winning', () => {
+    expect([...parseConfig([], {}).modules]).toEqual(['kos', 'ayatori']);
+    expect([...parseConfig(['--modules=kos'], {}).modules]).toEqual(['kos']);
+    expect([...parseConfig(['--modules', 'ayatori'], { CONTROLLER_MODULES: 'kos' }).modules]).toEqual(['ayatori']);
+    expect([...parseConfig([], { CONTROLLER_MODULES: ' ayatori , kos ' }).modules]).toEqual(['ayatori', 'kos']);
+  });
+
+  it('an unknown or empty module list is a configuration error naming the known modules', () => {
+    expect(() => parseConfig(['--modules=kos,billing'], {})).toThrow(new ConfigError('unknown module "billing" (known: kos, ayatori)'));
+    expect(() => parseConfig(['--modules=,'], {})).toThrow(ConfigError);
+  });
+
+  it('seed flags: --database-secret-namespace defaults to $POD_NAMESPACE (empty without it), --database-root-cert to empty', () => {
+    expect(parseConfig([], { POD_NAMESPACE: 'ayatori-system' }).databaseSecretNamespace).toBe('ayatori-system');
+    expect(parseConfig(['--database-secret-namespace=ops'], { POD_NAMESPACE: 'ayatori-system' }).databaseSecretNamespace).toBe('ops');
+    expect(parseConfig([], {}).databaseSecretNamespace).toBe('');
+    expect(parseConfig([], {}).databaseRootCert).toBe('');
+    expect(parseConfig(['--database-root-cert', '/etc/ca.pem'], {}).databaseRootCert).toBe('/etc/ca.pem');
+  });
+
+  it('leader election: off by default; --leader-elect alone or =true turns it on and needs a Lease namespace', () => {
+    expect(parseConfig([], {}).leaderElection.enabled).toBe(false);
+    const on = parseConfig(['--leader-elect', '--port', '0'], { POD_NAMESPACE: 'ayatori-system' });
+    expect(on.leaderElection).toEqual({ enabled: true, namespace: 'ayatori-system', id: 'ayatori-database.database.ayatori.ddupan.top' });
+    expect(on.port).toBe(0);
+    expect(parseConfig(['--leader-elect=false'], { CONTROLLER_LEADER_ELECT: 'true', POD_NAMESPACE: 'x' }).leaderElection.enabled).toBe(false);
+    expect(() => parseConfig(['--leader-elect'], {})).toThrow(new ConfigError('--leader-elect needs --leader-election-namespace (or POD_NAMESPACE)'));
+    expect(() => parseConfig(['--leader-elect=yes'], {})).toThrow(ConfigError);
+    // without the ayatori module there is nothing to elect
+    expect(parseConfig(['--leader-elect', '--modules=kos'], {}).leaderElection.enabled).toBe(true);
+  });
+});

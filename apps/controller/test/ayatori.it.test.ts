@@ -1,0 +1,209 @@
+// The controller app as a real process (`src/main.ts` under tsx) with the Ayatori Database module, against the test
+// bed: the real kube-apiserver (Ayatori + KOS CRDs installed), the machine's PostgreSQL (a manager role created
+// here), leader election through a real Lease. An Instance becomes Ready and a Tenant binds through the running
+// process; /readyz and /metrics show the controllers; SIGTERM stops it cleanly (exit 0, workers before pools, Lease
+// handed back). `--modules=kos` starts no Ayatori controller. The informers are restricted to this file's label
+// (`--database-label-selector`): other test files share the API server.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { Api } from '@homelab/ayatori-database';
+import { installCrds, kubeRequest, testbed, useDatabase, useNamespace } from '@homelab/testbed/vitest';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { prepareCluster, sleep } from './support.js';
+
+const ns = useNamespace('ctrl-ayatori');
+const db = useDatabase('ctrl_ay');
+const suffix = randomBytes(4).toString('hex');
+const label = `ctrl-ayatori-${suffix}`;
+const manager = `ctrl_ay_mgr_${suffix}`;
+const base = `/apis/${Api.Group}/${Api.Version}`;
+const instances = `${base}/postgresqlinstances`;
+const tenants = (namespace: string) => `${base}/namespaces/${namespace}/postgresqltenants`;
+const cleanup: string[] = [];
+const children: ChildProcess[] = [];
+
+interface Obj {
+  metadata: { name: string; uid: string; finalizers?: string[] };
+  spec?: Record<string, unknown>;
+  status?: { phase?: string; conditions?: Array<{ type: string; status: string; reason: string }> };
+}
+const get = async (path: string) => {
+  const r = await kubeRequest('GET', path);
+  return r.status === 200 ? (JSON.parse(r.body) as Obj) : undefined;
+};
+const post = async (collection: string, body: Record<string, unknown>) => {
+  const r = await kubeRequest('POST', collection, body);
+  if (r.status !== 201) throw new Error(`POST ${collection}: ${r.status} ${r.body}`);
+  const o = JSON.parse(r.body) as Obj;
+  cleanup.push(`${collection}/${o.metadata.name}`);
+  return o;
+};
+const purge = async (path: string) => {
+  for (let i = 0; i < 5; i++) {
+    const o = await get(path);
+    if (o === undefined) return;
+    if ((o.metadata.finalizers ?? []).length > 0 && (await kubeRequest('PUT', path, { ...o, metadata: { ...o.metadata, finalizers: [] } })).status === 409) continue;
+    await kubeRequest('DELETE', path);
+    return;
+  }
+};
+const sql = async (text: string) => {
+  const { postgres } = testbed();
+  const c = new pg.Client({ host: postgres.host, port: postgres.port, user: postgres.user, database: postgres.database });
+  await c.connect();
+  try {
+    return await c.query(text);
+  } finally {
+    await c.end();
+  }
+};
+const backends = async () => Number((await sql(`SELECT count(*)::int AS n FROM pg_catalog.pg_stat_activity WHERE usename = '${manager}'`)).rows[0].n);
+const ready = (o: Obj | undefined) => o?.status?.conditions?.find((c) => c.type === 'Ready');
+const eventually = async (what: string, check: () => Promise<boolean>, ms = 20_000): Promise<void> => {
+  const start = Date.now();
+  while (Date.now() - start < ms) {
+    if (await check()) return;
+    await sleep(100);
+  }
+  throw new Error(`not within ${ms} ms: ${what}`);
+};
+
+/** `npm start` as a child process; resolves with its URL once it listens, and the output collected so far. */
+const startProcess = async (args: ReadonlyArray<string>, env: Record<string, string> = {}) => {
+  const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@homelab/source', join(import.meta.dirname, '../src/main.ts'), '--port', '0', ...args], {
+    cwd: join(import.meta.dirname, '..'),
+    env: { ...process.env, HOMELAB_TESTBED_STATE: join(import.meta.dirname, '../../../.testbed/state.json'), KUBECONFIG: '', POD_NAMESPACE: '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.push(child);
+  const output = { text: '' };
+  child.stdout?.on('data', (d: Buffer) => (output.text += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (output.text += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no start-up line: ${output.text}`)), 60_000);
+    const check = () => {
+      const m = /listening on (http:\/\/[^;\s]+)/.exec(output.text);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1] as string);
+      }
+    };
+    child.stdout?.on('data', check);
+    void exited.then(() => reject(new Error(`exited before listening: ${output.text}`)));
+  });
+  return { child, url, output, exited };
+};
+
+beforeAll(async () => {
+  await prepareCluster();
+  await installCrds(Api.customResourceDefinitions() as unknown as Parameters<typeof installCrds>[0]);
+  for (let i = 0; i < 200; i++) {
+    const r = await kubeRequest('GET', base);
+    if (r.status === 200 && r.body.includes('postgresqltenants/status')) break;
+    await sleep(50);
+  }
+  await sql(`CREATE ROLE "${manager}" LOGIN NOSUPERUSER CREATEDB CREATEROLE PASSWORD 'CTRL-TEST-ONLY-${suffix}'`);
+}, 120_000);
+
+afterAll(async () => {
+  for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+  for (const path of cleanup.reverse()) await purge(path);
+  await sql(`DROP ROLE IF EXISTS "${manager}"`).catch(() => undefined);
+});
+
+describe('the controller process with the Ayatori Database module', () => {
+  it('default modules (kos,ayatori) with leader election: an Instance becomes Ready and a Tenant binds through the running process; /readyz and /metrics show both controllers; SIGTERM exits 0, workers before pools, Lease released', async () => {
+    const lease = `ctrl-ayatori-${suffix}`;
+    const proc = await startProcess([
+      `--database-secret-namespace=${ns.name}`,
+      `--database-label-selector=${label}=yes`,
+      '--leader-elect',
+      `--leader-election-namespace=${ns.name}`,
+      `--leader-election-id=${lease}`,
+    ]);
+    await eventually('controllers running', async () => proc.output.text.includes('ayatori database controllers running: database-binding, database-instance'));
+    const holder = (await get(`/apis/coordination.k8s.io/v1/namespaces/${ns.name}/leases/${lease}`)) as unknown as { spec: { holderIdentity?: string | null } };
+    expect(holder.spec.holderIdentity).toMatch(/_[0-9a-f]{8}$/);
+    expect((await fetch(`${proc.url}/readyz`)).status).toBe(200);
+
+    const instanceName = `ctrl-ay-${suffix}`;
+    const secretName = `${instanceName}-admin`;
+    await post(instances, {
+      apiVersion: `${Api.Group}/${Api.Version}`,
+      kind: 'PostgreSQLInstance',
+      metadata: { name: instanceName, labels: { [label]: 'yes' } },
+      spec: { endpoint: { host: 'localhost', hostaddr: '127.0.0.1', port: testbed().postgres.port, database: db.database, sslMode: 'disable' }, adminCredentialRef: { name: secretName } },
+    });
+    const secret = await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/secrets`, {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: secretName, namespace: ns.name },
+      stringData: { username: manager, password: `CTRL-TEST-ONLY-${suffix}` },
+    });
+    expect(secret.status).toBe(201);
+    await eventually('Instance Ready', async () => ready(await get(`${instances}/${instanceName}`))?.status === 'True');
+    const tenant = await post(tenants(ns.name), {
+      apiVersion: `${Api.Group}/${Api.Version}`,
+      kind: 'PostgreSQLTenant',
+      metadata: { name: `app${suffix}`, namespace: ns.name, labels: { [label]: 'yes' } },
+      spec: { provision: { instanceRef: { name: instanceName } } },
+    });
+    cleanup.push(`${base}/postgresqldatabases/tenant-${tenant.metadata.uid}`);
+    await eventually('Tenant Bound', async () => (await get(`${tenants(ns.name)}/app${suffix}`))?.status?.phase === 'Bound');
+    expect(ready(await get(`${tenants(ns.name)}/app${suffix}`))?.reason).toBe('BindingComplete');
+    expect(await backends()).toBeGreaterThanOrEqual(1);
+
+    const metrics = await (await fetch(`${proc.url}/metrics`)).text();
+    for (const controller of ['database-binding', 'database-instance']) {
+      const line = metrics.split('\n').find((l) => l.startsWith('controller_runtime_reconcile_total') && l.includes(`controller="${controller}"`) && l.includes('result="requeue_after"'));
+      expect(Number(line?.split(' ').at(-1)), controller).toBeGreaterThan(0);
+    }
+    expect(metrics).toContain('kos_controlplane_requests_total');
+    // the KOS module is served by the same process
+    expect((await fetch(`${proc.url}/api/v1/resources/Application?namespace=${ns.name}`)).status).toBe(200);
+
+    proc.child.kill('SIGTERM');
+    expect(await proc.exited).toBe(0);
+    const out = proc.output.text;
+    expect(out.indexOf('ayatori database controllers stopped; closing PostgreSQL pools')).toBeGreaterThan(out.indexOf('shutting down'));
+    expect(out.indexOf('stopped\n', out.indexOf('closing PostgreSQL pools'))).toBeGreaterThan(0);
+    await eventually('no manager backends', async () => (await backends()) === 0, 5_000);
+    const released = (await get(`/apis/coordination.k8s.io/v1/namespaces/${ns.name}/leases/${lease}`)) as unknown as { spec: { holderIdentity?: string | null } };
+    expect(released.spec.holderIdentity ?? null).toBeNull();
+    expect(out).not.toContain(`CTRL-TEST-ONLY-${suffix}`);
+  });
+
+  it('--modules=kos starts no Ayatori controller: no controller log line, no controller metrics, a labelled Tenant is left untouched', async () => {
+    const proc = await startProcess(['--modules=kos', `--database-secret-namespace=${ns.name}`, `--database-label-selector=${label}=kos`]);
+    await post(tenants(ns.name), {
+      apiVersion: `${Api.Group}/${Api.Version}`,
+      kind: 'PostgreSQLTenant',
+      metadata: { name: `kosonly${suffix}`, namespace: ns.name, labels: { [label]: 'kos' } },
+      spec: { databaseRef: { name: `nothing-${suffix}` } },
+    });
+    expect((await fetch(`${proc.url}/readyz`)).status).toBe(200);
+    await sleep(3_000); // what a running binding controller would have answered within (DependencyUnavailable)
+    const t = await get(`${tenants(ns.name)}/kosonly${suffix}`);
+    expect(t?.status?.conditions ?? []).toHaveLength(0);
+    expect(t?.metadata.finalizers ?? []).toHaveLength(0);
+    const metrics = await (await fetch(`${proc.url}/metrics`)).text();
+    expect(metrics).not.toContain('controller="database-binding"');
+    expect(metrics).not.toContain('controller="database-instance"');
+    expect(proc.output.text).not.toContain('ayatori database controllers');
+    expect(proc.output.text).toContain('(modules: kos)');
+    proc.child.kill('SIGTERM');
+    expect(await proc.exited).toBe(0);
+  });
+
+  it('--modules=ayatori serves health and metrics but no KOS API', async () => {
+    const proc = await startProcess(['--modules=ayatori', `--database-label-selector=${label}=none`]);
+    await eventually('binding controller running', async () => proc.output.text.includes('ayatori database controllers running: database-binding (Instance controller disabled'));
+    expect((await fetch(`${proc.url}/readyz`)).status).toBe(200);
+    expect((await fetch(`${proc.url}/api/v1/resources/Application`)).status).toBe(404);
+    proc.child.kill('SIGTERM');
+    expect(await proc.exited).toBe(0);
+  });
+});
