@@ -7,12 +7,13 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { Api } from '@homelab/ayatori-database';
+import { Api, Domain } from '@homelab/ayatori-database';
 import { installCrds, kubeRequest, testbed, useDatabase, useNamespace } from '@homelab/testbed/vitest';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prepareCluster, sleep } from './support.js';
 
+const { SetupMessage } = Domain;
 const ns = useNamespace('ctrl-ayatori');
 const db = useDatabase('ctrl_ay');
 const suffix = randomBytes(4).toString('hex');
@@ -71,10 +72,10 @@ const eventually = async (what: string, check: () => Promise<boolean>, ms = 20_0
 };
 
 /** `npm start` as a child process; resolves with its URL once it listens, and the output collected so far. */
-const startProcess = async (args: ReadonlyArray<string>, env: Record<string, string> = {}) => {
+const startProcess = async (args: ReadonlyArray<string>, options: { readonly waitListening?: boolean } = {}) => {
   const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@homelab/source', join(import.meta.dirname, '../src/main.ts'), '--port', '0', ...args], {
     cwd: join(import.meta.dirname, '..'),
-    env: { ...process.env, HOMELAB_TESTBED_STATE: join(import.meta.dirname, '../../../.testbed/state.json'), KUBECONFIG: '', POD_NAMESPACE: '', ...env },
+    env: { ...process.env, HOMELAB_TESTBED_STATE: join(import.meta.dirname, '../../../.testbed/state.json'), KUBECONFIG: '', POD_NAMESPACE: '' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   children.push(child);
@@ -82,6 +83,7 @@ const startProcess = async (args: ReadonlyArray<string>, env: Record<string, str
   child.stdout?.on('data', (d: Buffer) => (output.text += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (output.text += d.toString()));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  if (options.waitListening === false) return { child, url: '', output, exited };
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no start-up line: ${output.text}`)), 60_000);
     const check = () => {
@@ -205,5 +207,28 @@ describe('the controller process with the Ayatori Database module', () => {
     expect((await fetch(`${proc.url}/api/v1/resources/Application`)).status).toBe(404);
     proc.child.kill('SIGTERM');
     expect(await proc.exited).toBe(0);
+  });
+
+  it('leader election across two processes: the second waits as a ready standby and takes over at once when the leader stops (Lease handed back)', async () => {
+    const lease = `ctrl-ayatori-ha-${suffix}`;
+    const args = [`--modules=ayatori`, `--database-label-selector=${label}=ha`, '--leader-elect', `--leader-election-namespace=${ns.name}`, `--leader-election-id=${lease}`];
+    const first = await startProcess(args);
+    await eventually('first leads', async () => first.output.text.includes('ayatori database controllers running'));
+    const second = await startProcess(args);
+    await eventually('second waits for the Lease', async () => second.output.text.includes('waiting for the Lease'));
+    expect((await fetch(`${second.url}/readyz`)).status).toBe(200); // a standby replica is ready
+    await sleep(3_000); // several retry periods: the held Lease keeps it waiting
+    expect(second.output.text).not.toContain('ayatori database controllers running');
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+    await eventually('second takes over', async () => second.output.text.includes('ayatori database controllers running'), 10_000);
+    second.child.kill('SIGTERM');
+    expect(await second.exited).toBe(0);
+  });
+
+  it('an invalid --database-secret-namespace ends the process with exit 1 and the seed setup message', async () => {
+    const proc = await startProcess(['--modules=ayatori', '--database-secret-namespace=Not_A_Label', `--database-label-selector=${label}=none`], { waitListening: false });
+    expect(await proc.exited).toBe(1);
+    expect(proc.output.text).toContain(SetupMessage.instanceObserverRequired);
   });
 });
