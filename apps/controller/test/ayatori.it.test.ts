@@ -6,6 +6,8 @@
 // (`--database-label-selector`): other test files share the API server.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Api, Domain } from '@homelab/ayatori-database';
 import { installCrds, kubeRequest, testbed, useDatabase, useNamespace } from '@homelab/testbed/vitest';
@@ -23,6 +25,7 @@ const base = `/apis/${Api.Group}/${Api.Version}`;
 const instances = `${base}/postgresqlinstances`;
 const tenants = (namespace: string) => `${base}/namespaces/${namespace}/postgresqltenants`;
 const cleanup: string[] = [];
+const rbacCleanup: string[] = [];
 const children: ChildProcess[] = [];
 
 interface Obj {
@@ -113,6 +116,7 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
   for (const path of cleanup.reverse()) await purge(path);
+  for (const path of rbacCleanup.reverse()) await kubeRequest('DELETE', path);
   await sql(`DROP ROLE IF EXISTS "${manager}"`).catch(() => undefined);
 });
 
@@ -230,5 +234,94 @@ describe('the controller process with the Ayatori Database module', () => {
     const proc = await startProcess(['--modules=ayatori', '--database-secret-namespace=Not_A_Label', `--database-label-selector=${label}=none`], { waitListening: false });
     expect(await proc.exited).toBe(1);
     expect(proc.output.text).toContain(SetupMessage.instanceObserverRequired);
+  });
+
+  it('under exactly the generated RBAC (manager ClusterRole, credentials Role) plus kubebuilder\'s leader-election Role, the process (ServiceAccount token kubeconfig) leads, makes an Instance Ready and binds a Tenant', async () => {
+    const sa = 'controller-manager';
+    const roleName = `ctrl-ay-manager-${suffix}`;
+    const create = async (path: string, body: unknown) => {
+      const r = await kubeRequest('POST', path, body);
+      if (r.status !== 201) throw new Error(`POST ${path}: ${r.status} ${r.body}`);
+    };
+    await create(`/api/v1/namespaces/${ns.name}/serviceaccounts`, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: sa } });
+    await create('/apis/rbac.authorization.k8s.io/v1/clusterroles', Api.managerClusterRole(roleName));
+    rbacCleanup.push(`/apis/rbac.authorization.k8s.io/v1/clusterroles/${roleName}`);
+    await create('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name: roleName },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: roleName },
+      subjects: [{ kind: 'ServiceAccount', name: sa, namespace: ns.name }],
+    });
+    rbacCleanup.push(`/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${roleName}`);
+    const [role, binding] = Api.credentialsRole(ns.name);
+    await create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns.name}/roles`, role);
+    await create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns.name}/rolebindings`, binding);
+    // kubebuilder's config/rbac/leader_election_role.yaml (the seed keeps it unchanged)
+    await create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns.name}/roles`, {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'Role',
+      metadata: { name: 'leader-election-role' },
+      rules: [
+        { apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] },
+        { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] },
+        { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
+      ],
+    });
+    await create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns.name}/rolebindings`, {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: { name: 'leader-election-rolebinding' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'leader-election-role' },
+      subjects: [{ kind: 'ServiceAccount', name: sa, namespace: ns.name }],
+    });
+    const reply = await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/serviceaccounts/${sa}/token`, { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } });
+    expect(reply.status).toBe(201);
+    const token = (JSON.parse(reply.body) as { status: { token: string } }).status.token;
+    const { kube } = testbed();
+    const dir = mkdtempSync(join(tmpdir(), 'ctrl-ay-'));
+    const kubeconfig = join(dir, 'kubeconfig');
+    writeFileSync(
+      kubeconfig,
+      `apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: ${kube.server}\n    certificate-authority-data: ${Buffer.from(kube.caCert).toString('base64')}\nusers:\n- name: sa\n  user:\n    token: ${token}\ncontexts:\n- name: t\n  context:\n    cluster: t\n    user: sa\ncurrent-context: t\n`,
+      { mode: 0o600 },
+    );
+    await sleep(1_000); // RBAC reaches the authorizer quickly but not instantly
+    const lease = `ctrl-ayatori-rbac-${suffix}`;
+    const proc = await startProcess([
+      '--modules=ayatori',
+      `--kubeconfig=${kubeconfig}`,
+      `--database-secret-namespace=${ns.name}`,
+      `--database-label-selector=${label}=rbac`,
+      '--leader-elect',
+      `--leader-election-namespace=${ns.name}`,
+      `--leader-election-id=${lease}`,
+    ]);
+    try {
+      await eventually('controllers running', async () => proc.output.text.includes('ayatori database controllers running: database-binding, database-instance'));
+      const instanceName = `ctrl-ay-rbac-${suffix}`;
+      const secretName = `${instanceName}-admin`;
+      await post(instances, {
+        apiVersion: `${Api.Group}/${Api.Version}`,
+        kind: 'PostgreSQLInstance',
+        metadata: { name: instanceName, labels: { [label]: 'rbac' } },
+        spec: { endpoint: { host: 'localhost', hostaddr: '127.0.0.1', port: testbed().postgres.port, database: db.database, sslMode: 'disable' }, adminCredentialRef: { name: secretName } },
+      });
+      expect((await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/secrets`, { apiVersion: 'v1', kind: 'Secret', metadata: { name: secretName, namespace: ns.name }, stringData: { username: manager, password: `CTRL-TEST-ONLY-${suffix}` } })).status).toBe(201);
+      await eventually('Instance Ready', async () => ready(await get(`${instances}/${instanceName}`))?.status === 'True');
+      const tenant = await post(tenants(ns.name), {
+        apiVersion: `${Api.Group}/${Api.Version}`,
+        kind: 'PostgreSQLTenant',
+        metadata: { name: `rbac${suffix}`, namespace: ns.name, labels: { [label]: 'rbac' } },
+        spec: { provision: { instanceRef: { name: instanceName } } },
+      });
+      cleanup.push(`${base}/postgresqldatabases/tenant-${tenant.metadata.uid}`);
+      await eventually('Tenant Bound', async () => (await get(`${tenants(ns.name)}/rbac${suffix}`))?.status?.phase === 'Bound');
+      expect(proc.output.text).not.toMatch(/forbidden/i);
+    } finally {
+      proc.child.kill('SIGTERM');
+      expect(await proc.exited).toBe(0);
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
