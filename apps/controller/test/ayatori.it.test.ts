@@ -13,7 +13,9 @@ import { Api, Domain } from '@homelab/ayatori-database';
 import { installCrds, kubeRequest, testbed, useDatabase, useNamespace } from '@homelab/testbed/vitest';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { prepareCluster, sleep } from './support.js';
+import { layerFromToken } from '@homelab/kube';
+import { startController } from '../src/index.js';
+import { prepareCluster, sleep, testConfig } from './support.js';
 
 const { SetupMessage } = Domain;
 const ns = useNamespace('ctrl-ayatori');
@@ -322,6 +324,26 @@ describe('the controller process with the Ayatori Database module', () => {
       proc.child.kill('SIGTERM');
       expect(await proc.exited).toBe(0);
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('/readyz answers 503 naming the Ayatori module when its controllers failed (in-process, the fatal hook not exiting)', async () => {
+    const fatal: string[] = [];
+    const handle = await startController(testConfig({ modules: new Set(['ayatori']), databaseSecretNamespace: 'Not_A_Label', databaseLabelSelector: `${label}=none` }), {
+      kube: layerFromToken(testbed().kube),
+      log: () => undefined,
+      onFatal: (reason) => fatal.push(reason),
+    });
+    try {
+      await eventually('fatal reported', async () => fatal.length > 0, 10_000);
+      expect(fatal[0]).toContain(SetupMessage.instanceObserverRequired);
+      expect(handle.ayatori?.state()).toBe('failed');
+      const r = await fetch(`${handle.url}/readyz`);
+      expect(r.status).toBe(503);
+      expect(await r.text()).toContain('the Ayatori database controllers are failed');
+      expect((await fetch(`${handle.url}/healthz`)).status).toBe(200);
+    } finally {
+      await handle.close();
     }
   });
 });
