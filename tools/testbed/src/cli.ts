@@ -1,9 +1,11 @@
 // testbed up [--foreground] | down | env [--json] | status | build
 import { spawn } from 'node:child_process';
-import { closeSync, mkdirSync, openSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Effect, Exit, Scope } from 'effect';
+import { parseAllDocuments } from 'yaml';
 import { ensureBinary } from './binaries.js';
+import { installCrdsOn, type CrdManifest } from './kube-api.js';
 import { TestbedError } from './errors.js';
 import { defaultStateFile, isAlive, readState, removeState, shellExports, writeState, type TestbedState } from './state.js';
 import { startTestbed } from './testbed.js';
@@ -17,6 +19,7 @@ const usage = `usage: testbed <command>
   down               stop the running test bed
   env [--json]       print the exports (or the state) of the running test bed
   status             exit 0 if a test bed is running
+  install-crds PATH… apply the CustomResourceDefinitions in these YAML files/folders and wait until served
   build              build the binaries into the cache (${dirname(dirname(binaryPaths().etcd))})`;
 
 const howToUse = (state: TestbedState) => `
@@ -123,6 +126,36 @@ const build = Effect.gen(function* () {
   say(`versions: kubernetes ${versions.kubernetes}, etcd ${versions.etcd}, openbao ${versions.openbaoRelease}`);
 });
 
+/** Reads every CustomResourceDefinition document from YAML files (folders: their *.yaml files). */
+const readCrds = (paths: ReadonlyArray<string>): CrdManifest[] => {
+  const files = paths.flatMap((p) =>
+    statSync(p).isDirectory()
+      ? readdirSync(p).filter((f) => f.endsWith('.yaml') || f.endsWith('.yml')).sort().map((f) => join(p, f))
+      : [p],
+  );
+  return files.flatMap((f) =>
+    parseAllDocuments(readFileSync(f, 'utf8'))
+      .map((d) => d.toJS() as { kind?: string } | null)
+      .filter((d): d is CrdManifest & { kind: string } => d?.kind === 'CustomResourceDefinition'),
+  );
+};
+
+const installCrdsCommand = (paths: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    if (paths.length === 0) return yield* new TestbedError({ component: 'state', reason: 'install-crds needs at least one YAML file or folder' });
+    const state = yield* readState(stateFile);
+    const crds = yield* Effect.try({
+      try: () => readCrds(paths),
+      catch: (e) => new TestbedError({ component: 'state', reason: `reading CRDs: ${String(e)}` }),
+    });
+    const started = Date.now();
+    yield* Effect.tryPromise({
+      try: () => installCrdsOn(state.kube, crds),
+      catch: (e) => new TestbedError({ component: 'kube-apiserver', reason: String(e) }),
+    });
+    say(`${crds.length} CRDs installed and served (${Date.now() - started} ms): ${crds.map((c) => c.metadata.name).join(', ')}`);
+  });
+
 const [command, ...flags] = process.argv.slice(2);
 const program: Effect.Effect<void, TestbedError> =
   command === 'up' ? (flags.includes('--foreground') ? foreground : detached)
@@ -130,6 +163,7 @@ const program: Effect.Effect<void, TestbedError> =
   : command === 'env' ? env(flags.includes('--json'))
   : command === 'status' ? Effect.flatMap(readState(stateFile), (s) => (isAlive(s.pid) ? Effect.sync(() => say(`running (pid ${s.pid})`)) : new TestbedError({ component: 'state', reason: 'not running' })))
   : command === 'build' ? build
+  : command === 'install-crds' ? installCrdsCommand(flags)
   : Effect.sync(() => {
       process.stderr.write(`${usage}\n`);
       process.exitCode = command === undefined || command === 'help' || command === '--help' ? 0 : 2;
