@@ -9,8 +9,7 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { Cause, Effect, Exit, Fiber, Layer, Scope } from 'effect';
-import type { Registry } from 'prom-client';
-import { ControllerMetricsLive, type KubeClient, runAsLeader } from '@homelab/kube';
+import { ControllerMetrics, type ControllerMetricsService, type KubeClient, runAsLeader } from '@homelab/kube';
 import { Controller, KubernetesAdapter, PostgreSQLAdapter } from '@homelab/ayatori-database';
 import type { ControllerConfig } from './config.js';
 
@@ -27,7 +26,8 @@ export interface AyatoriHandle {
 
 export interface AyatoriOptions {
   readonly kube: Layer.Layer<KubeClient, unknown>;
-  readonly registry: Registry;
+  /** The process's controller metrics (one set of controller_runtime_* series per registry, shared with KOS). */
+  readonly controllerMetrics: ControllerMetricsService;
   readonly log: (line: string) => void;
   /** Called when the module stops on its own (setup error, leadership lost): the process should exit non-zero. */
   readonly onFatal: (reason: string) => void;
@@ -39,7 +39,7 @@ export const startAyatori = async (config: ControllerConfig, options: AyatoriOpt
     KubernetesAdapter.KubernetesBindingResourcesLayer,
     KubernetesAdapter.KubernetesInstanceResourcesLayer,
     PostgreSQLAdapter.PostgresInstanceObserverLayer({ rootCert }).pipe(Layer.provide(KubernetesAdapter.KubernetesAdminSecretsLayer(config.databaseSecretNamespace))),
-    ControllerMetricsLive({ registry: options.registry }),
+    Layer.succeed(ControllerMetrics, options.controllerMetrics),
   ).pipe(Layer.provideMerge(options.kube));
   const pools = Effect.runSync(Scope.make());
   const context = await Effect.runPromise(Layer.buildWithScope(services, pools));

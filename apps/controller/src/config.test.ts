@@ -31,7 +31,16 @@ describe('modules and Ayatori configuration', () => {
     expect(parseConfig(['--leader-elect=false'], { CONTROLLER_LEADER_ELECT: 'true', POD_NAMESPACE: 'x' }).leaderElection.enabled).toBe(false);
     expect(() => parseConfig(['--leader-elect'], {})).toThrow(new ConfigError('--leader-elect needs --leader-election-namespace (or POD_NAMESPACE)'));
     expect(() => parseConfig(['--leader-elect=yes'], {})).toThrow(ConfigError);
-    // without the ayatori module there is nothing to elect
-    expect(parseConfig(['--leader-elect', '--modules=kos'], {}).leaderElection.enabled).toBe(true);
+    // the KOS reconcilers are elected too (their own Lease), so the namespace is needed with --modules=kos as well
+    expect(() => parseConfig(['--leader-elect', '--modules=kos'], {})).toThrow(ConfigError);
+    expect(parseConfig(['--leader-elect', '--modules=kos', '--leader-election-namespace=kos-system'], {}).kosLeaderElectionId).toBe('kos-controller.kos.tsic.top');
+  });
+
+  it('--kos-crds: verify by default, install on request, anything else refused', () => {
+    expect(parseConfig([], {}).kosCrds).toBe('verify');
+    expect(parseConfig(['--kos-crds=install'], { KOS_CRDS: 'verify' }).kosCrds).toBe('install');
+    expect(parseConfig([], { KOS_CRDS: 'install' }).kosCrds).toBe('install');
+    expect(() => parseConfig(['--kos-crds=apply'], {})).toThrow(new ConfigError('--kos-crds must be install or verify, not "apply"'));
+    expect(parseConfig(['--kos-label-selector=a=b'], {}).kosLabelSelector).toBe('a=b');
   });
 });

@@ -27,6 +27,12 @@ export interface ControllerConfig {
   readonly databaseLabelSelector: string;
   /** Leader election of the Ayatori controllers (`--leader-elect`, kubebuilder's flag; default off). */
   readonly leaderElection: { readonly enabled: boolean; readonly namespace: string; readonly id: string };
+  /** KOS module start-up: `install` applies the generated CRDs and waits until served; `verify` (default) refuses to start when they are missing or drift. */
+  readonly kosCrds: 'install' | 'verify';
+  /** The Lease of the KOS reconcilers under leader election (`--kos-leader-election-id`). */
+  readonly kosLeaderElectionId: string;
+  /** Restrict the KOS reconcilers' informers (`--kos-label-selector`; for shared test clusters). Empty = every object. */
+  readonly kosLabelSelector: string;
 }
 
 export const CONTROLLER_MODULES = ['kos', 'ayatori'] as const;
@@ -77,7 +83,9 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: Readonly<Record<st
   const leaderRaw = boolFlag(argv, 'leader-elect') ?? env['CONTROLLER_LEADER_ELECT'] ?? 'false';
   if (!['true', 'false'].includes(leaderRaw)) throw new ConfigError(`--leader-elect must be true or false, not "${leaderRaw}"`);
   const leaderNamespace = get('leader-election-namespace', 'CONTROLLER_LEADER_ELECTION_NAMESPACE') || env['POD_NAMESPACE'] || '';
-  if (leaderRaw === 'true' && moduleNames.includes('ayatori') && leaderNamespace === '') throw new ConfigError('--leader-elect needs --leader-election-namespace (or POD_NAMESPACE)');
+  if (leaderRaw === 'true' && leaderNamespace === '') throw new ConfigError('--leader-elect needs --leader-election-namespace (or POD_NAMESPACE)');
+  const kosCrds = get('kos-crds', 'KOS_CRDS') ?? 'verify';
+  if (kosCrds !== 'install' && kosCrds !== 'verify') throw new ConfigError(`--kos-crds must be install or verify, not "${kosCrds}"`);
   return {
     host: get('host', 'KOS_HOST') ?? '127.0.0.1',
     port: int('port', get('port', 'KOS_PORT') ?? '8080', 0, 65535),
@@ -93,6 +101,9 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: Readonly<Record<st
     databaseRootCert: flag(argv, 'database-root-cert') ?? '',
     databaseLabelSelector: get('database-label-selector', 'CONTROLLER_DATABASE_LABEL_SELECTOR') ?? '',
     leaderElection: { enabled: leaderRaw === 'true', namespace: leaderNamespace, id: get('leader-election-id', 'CONTROLLER_LEADER_ELECTION_ID') ?? 'ayatori-database.database.ayatori.ddupan.top' },
+    kosCrds,
+    kosLabelSelector: get('kos-label-selector', 'KOS_LABEL_SELECTOR') ?? '',
+    kosLeaderElectionId: get('kos-leader-election-id', 'KOS_LEADER_ELECTION_ID') ?? 'kos-controller.kos.tsic.top',
   };
 };
 

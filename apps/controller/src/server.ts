@@ -23,10 +23,15 @@ import {
   workloadsAdapter,
   AuditLog,
 } from '@homelab/kos-kernel';
-import { KubeClient, layerFromKubeconfigFile, layerFromTestbedState, layerInCluster, type LayerOptions } from '@homelab/kube';
+import { ControllerMetrics, KubeClient, layerFromKubeconfigFile, makeControllerMetrics, runAsLeader, layerFromTestbedState, layerInCluster, type LayerOptions } from '@homelab/kube';
 import { bindAddress, type ControllerConfig } from './config.js';
 import { makeHttpMetrics, routeTemplate } from './metrics.js';
 import { type AyatoriHandle, startAyatori } from './ayatori.js';
+import { kosMetricsOn, kosStartGate, runKosReconcilers } from './kos.js';
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { Cause, Exit } from 'effect';
+import type { KernelConfig } from '@homelab/kos-kernel';
 
 export interface ControllerHandle {
   readonly url: string;
@@ -49,6 +54,11 @@ export interface StartOptions {
   readonly log?: (line: string) => void;
   /** A module stopped on its own (setup error, leadership lost). Default: log it. `main` exits non-zero. */
   readonly onFatal?: (reason: string) => void;
+  /** The KOS reconcilers' kernel configuration (round budget, intervals); default the kernel's. */
+  readonly kosKernelConfig?: KernelConfig;
+  /** In-process only: start the KOS module without its CRD/ABI gate (a test of a controller whose API server went
+   * away). `main` never sets it: a process always runs the gate. */
+  readonly skipKosStartGate?: boolean;
 }
 
 export const kubeLayerOf = (config: ControllerConfig, options: LayerOptions = {}): Layer.Layer<KubeClient, unknown> => {
@@ -105,8 +115,46 @@ export const startController = async (config: ControllerConfig, options: StartOp
   const runtime = ManagedRuntime.make(layer);
   await runtime.runPromise(Effect.void); // build the layers now: a bad kubeconfig fails the start, not the first request
   const metrics = makeHttpMetrics();
+  const controllerMetrics = makeControllerMetrics({ registry: metrics.registry });
+  const onFatal = options.onFatal ?? ((reason: string) => log(reason));
+  // KOS start-up gate: CRDs installed or verified, then the ABI self-check; any failure refuses the start.
+  if (kos && options.skipKosStartGate !== true)
+    await runtime.runPromise(kosStartGate(config.kosCrds)).catch(async (e: unknown) => {
+      await runtime.dispose();
+      throw e instanceof Error ? e : new Error(String(e));
+    });
+  let kosState: 'starting' | 'standby' | 'running' | 'stopped' | 'failed' = 'stopped';
+  let kosStopping = false;
+  const kosFiber = kos
+    ? (() => {
+        kosState = 'starting';
+        const reconcilers = runKosReconcilers({
+          labelSelector: config.kosLabelSelector,
+          ...(options.kosKernelConfig !== undefined ? { config: options.kosKernelConfig } : {}),
+          onRunning: () => {
+            kosState = 'running';
+            log('kos reconcilers running (ten kinds)');
+          },
+        });
+        const identity = `${hostname()}_${randomBytes(4).toString('hex')}`;
+        const program = config.leaderElection.enabled
+          ? Effect.sync(() => {
+              kosState = 'standby';
+              log(`kos reconcilers waiting for the Lease ${config.leaderElection.namespace}/${config.kosLeaderElectionId} as ${identity}`);
+            }).pipe(Effect.zipRight(runAsLeader({ namespace: config.leaderElection.namespace, name: config.kosLeaderElectionId, identity }, reconcilers)))
+          : Effect.scoped(reconcilers);
+        const fiber = runtime.runFork(program.pipe(Effect.provideService(ControllerMetrics, kosMetricsOn(controllerMetrics))));
+        fiber.addObserver((exit) => {
+          if (kosStopping) return;
+          kosState = 'failed';
+          onFatal(`kos reconcilers stopped: ${Exit.isFailure(exit) ? Cause.pretty(exit.cause).split('\n')[0] : 'ended'}`);
+        });
+        return fiber;
+      })()
+    : undefined;
   const ayatori = config.modules.has('ayatori')
-    ? await startAyatori(config, { kube, registry: metrics.registry, log, onFatal: options.onFatal ?? ((reason) => log(reason)) }).catch(async (e: unknown) => {
+    ? await startAyatori(config, { kube, controllerMetrics, log, onFatal }).catch(async (e: unknown) => {
+        kosStopping = true;
         await runtime.dispose();
         throw e;
       })
@@ -125,6 +173,7 @@ export const startController = async (config: ControllerConfig, options: StartOp
   const notReady = async (): Promise<ReadonlyArray<string>> => {
     const missing: string[] = [];
     if (kos && !(await kosReady())) missing.push('the KOS kinds are not served by the API server (unreachable, or the CRDs are not installed)');
+    if (kos && !['running', 'standby'].includes(kosState)) missing.push(`the KOS reconcilers are ${kosState}`);
     if (ayatori !== undefined && !['running', 'standby'].includes(ayatori.state())) missing.push(`the Ayatori database controllers are ${ayatori.state()}`);
     return missing;
   };
@@ -205,6 +254,12 @@ export const startController = async (config: ControllerConfig, options: StartOp
       await stopped;
       await runtime.runPromise(discovery.interruptAsFork(discovery.id()).pipe(Effect.ignore));
       if (ayatori !== undefined) await ayatori.close(); // workers first, then the PostgreSQL pools
+      if (kosFiber !== undefined) {
+        kosStopping = true;
+        await runtime.runPromise(kosFiber.interruptAsFork(kosFiber.id()).pipe(Effect.ignore));
+        await Effect.runPromise(Effect.ignore(kosFiber.await));
+        kosState = 'stopped';
+      }
 
       await runtime.dispose();
       log('stopped');

@@ -1,0 +1,118 @@
+// The controller app as a real process (`src/main.ts` under tsx) with the KOS module against the test bed's
+// kube-apiserver: `--kos-crds=install` applies the ten generated CRDs under the field manager `kos-controller` and
+// serves; `verify` (the default) starts on installed CRDs; a CRD edited on the server (one printer column) makes
+// `verify` refuse to start (exit 1) naming the CRD and the field — the CRD is restored in a finally (other test
+// files share it); the kernel's reconcilers run (kos_reconcile_round_duration_seconds counts a round for a new
+// Application) and a round writes nothing (resourceVersion unchanged). Informers restricted to this file's label.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { kosCrds } from '@homelab/kos-kernel';
+import { installCrds, kubeRequest, useNamespace } from '@homelab/testbed/vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { prepareCluster, sleep } from './support.js';
+
+const ns = useNamespace('ctrl-kos');
+const suffix = randomBytes(4).toString('hex');
+const label = `ctrl-kos-${suffix}`;
+const children: ChildProcess[] = [];
+const crdPath = (name: string) => `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`;
+
+const startProcess = async (args: ReadonlyArray<string>) => {
+  const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@homelab/source', join(import.meta.dirname, '../src/main.ts'), '--port', '0', '--modules=kos', `--kos-label-selector=${label}=yes`, ...args], {
+    cwd: join(import.meta.dirname, '..'),
+    env: { ...process.env, HOMELAB_TESTBED_STATE: join(import.meta.dirname, '../../../.testbed/state.json'), KUBECONFIG: '', POD_NAMESPACE: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.push(child);
+  const output = { text: '' };
+  child.stdout?.on('data', (d: Buffer) => (output.text += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (output.text += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  /** The URL once it listens, or undefined when it exited first. */
+  const listening = new Promise<string | undefined>((resolve) => {
+    const check = () => {
+      const m = /listening on (http:\/\/[^;\s]+)/.exec(output.text);
+      if (m) resolve(m[1] as string);
+    };
+    child.stdout?.on('data', check);
+    void exited.then(() => resolve(undefined));
+  });
+  return { child, output, exited, listening };
+};
+const stop = async (p: Awaited<ReturnType<typeof startProcess>>) => {
+  p.child.kill('SIGTERM');
+  return p.exited;
+};
+const eventually = async (what: string, check: () => Promise<boolean>, ms = 30_000): Promise<void> => {
+  const start = Date.now();
+  while (Date.now() - start < ms) {
+    if (await check()) return;
+    await sleep(100);
+  }
+  throw new Error(`not within ${ms} ms: ${what}`);
+};
+/** The sum of a series over its other labels, for one controller. */
+const metric = (text: string, name: string, controller: string): number =>
+  [...text.matchAll(new RegExp(`^${name}\\{([^}]*)\\} ([0-9.e+-]+)$`, 'gm'))].filter((m) => (m[1] as string).includes(`controller="${controller}"`)).reduce((n, m) => n + Number(m[2]), 0);
+
+beforeAll(async () => prepareCluster(), 120_000);
+afterAll(async () => {
+  for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+});
+
+describe('the controller process with the KOS module', () => {
+  it('--kos-crds=install applies the ten CRDs as kos-controller, waits until served, runs the reconcilers: a new Application gets a round (kos_reconcile_round_duration_seconds) and the round writes nothing', async () => {
+    const p = await startProcess(['--kos-crds=install']);
+    const url = await p.listening;
+    expect(url, p.output.text).toBeDefined();
+    expect(p.output.text).toContain('kos reconcilers running (ten kinds)');
+    for (const crd of kosCrds()) {
+      const stored = JSON.parse((await kubeRequest('GET', crdPath(crd.metadata.name))).body) as { metadata: { managedFields: Array<{ manager: string; operation: string }> } };
+      expect(stored.metadata.managedFields.some((f) => f.manager === 'kos-controller' && f.operation === 'Apply')).toBe(true);
+    }
+    expect((await fetch(`${url}/readyz`)).status).toBe(200);
+
+    const created = await kubeRequest('POST', `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/applications`, {
+      apiVersion: 'kos.tsic.top/v1beta1',
+      kind: 'Application',
+      metadata: { name: `app-${suffix}`, labels: { [label]: 'yes' } },
+      spec: { replicas: 1 },
+    });
+    expect(created.status, created.body).toBe(201);
+    const rv = (JSON.parse(created.body) as { metadata: { resourceVersion: string } }).metadata.resourceVersion;
+    await eventually('a KOS round for the Application', async () => metric(await (await fetch(`${url}/metrics`)).text(), 'kos_reconcile_round_duration_seconds_count', 'kos-application') >= 1);
+    const text = await (await fetch(`${url}/metrics`)).text();
+    expect(text).toContain('kos_reconcile_round_over_limit_total');
+    expect(metric(text, 'controller_runtime_reconcile_total', 'kos-application')).toBeGreaterThanOrEqual(1);
+    const after = JSON.parse((await kubeRequest('GET', `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/applications/app-${suffix}`)).body) as { metadata: { resourceVersion: string } };
+    expect(after.metadata.resourceVersion).toBe(rv);
+    expect(await stop(p)).toBe(0);
+  });
+
+  it('--kos-crds=verify (the default) starts on the installed CRDs', async () => {
+    const p = await startProcess([]);
+    const url = await p.listening;
+    expect(url, p.output.text).toBeDefined();
+    expect((await fetch(`${url}/readyz`)).status).toBe(200);
+    expect(await stop(p)).toBe(0);
+  });
+
+  it('a CRD edited on the server (a printer column) makes verify refuse to start, naming the CRD and the field; restored afterwards', async () => {
+    const name = 'volumemigrations.kos.tsic.top';
+    const before = JSON.parse((await kubeRequest('GET', crdPath(name))).body) as { spec: { versions: Array<{ additionalPrinterColumns: Array<{ name: string }> }> } };
+    expect(before.spec.versions[0]?.additionalPrinterColumns[0]?.name).toBe('Phase');
+    try {
+      const patched = await kubeRequest('PATCH', crdPath(name), [{ op: 'replace', path: '/spec/versions/0/additionalPrinterColumns/0/name', value: 'Stage' }], 'application/json-patch+json');
+      expect(patched.status, patched.body).toBe(200);
+      const p = await startProcess(['--kos-crds=verify']);
+      expect(await p.listening).toBeUndefined();
+      expect(await p.exited).toBe(1);
+      expect(p.output.text).toContain(`the CRD ${name} drifts from the generated one at spec.versions[0].additionalPrinterColumns[0].name`);
+    } finally {
+      await installCrds(kosCrds() as unknown as Parameters<typeof installCrds>[0]);
+    }
+    const restored = JSON.parse((await kubeRequest('GET', crdPath(name))).body) as typeof before;
+    expect(restored.spec.versions[0]?.additionalPrinterColumns[0]?.name).toBe('Phase');
+  });
+});
