@@ -98,6 +98,28 @@ describe('the controller process with the KOS module', () => {
     expect(await stop(p)).toBe(0);
   });
 
+  it('--leader-elect: the KOS reconcilers run only while holding their own Lease (kos-leader-election-id); a second process is a ready standby; SIGTERM hands the Lease back', async () => {
+    const lease = `kos-${suffix}`;
+    const leasePath = `/apis/coordination.k8s.io/v1/namespaces/${ns.name}/leases/${lease}`;
+    const holder = async () => (JSON.parse((await kubeRequest('GET', leasePath)).body) as { spec?: { holderIdentity?: string | null } }).spec?.holderIdentity ?? null;
+    const args = ['--leader-elect', `--leader-election-namespace=${ns.name}`, `--kos-leader-election-id=${lease}`];
+    const first = await startProcess(args);
+    expect(await first.listening, first.output.text).toBeDefined();
+    await eventually('the first process leads', async () => first.output.text.includes('kos reconcilers running (ten kinds)'));
+    expect(await holder()).toMatch(/_[0-9a-f]{8}$/);
+    const second = await startProcess(args);
+    const secondUrl = await second.listening;
+    expect(secondUrl, second.output.text).toBeDefined();
+    await eventually('the second process waits', async () => second.output.text.includes(`kos reconcilers waiting for the Lease ${ns.name}/${lease}`));
+    expect((await fetch(`${secondUrl}/readyz`)).status).toBe(200);
+    await sleep(2_000);
+    expect(second.output.text).not.toContain('kos reconcilers running');
+    expect(await stop(first)).toBe(0);
+    await eventually('the second process takes over', async () => second.output.text.includes('kos reconcilers running (ten kinds)'), 60_000);
+    expect(await stop(second)).toBe(0);
+    expect(await holder()).toBeNull();
+  });
+
   it('a CRD edited on the server (a printer column) makes verify refuse to start, naming the CRD and the field; restored afterwards', async () => {
     const name = 'volumemigrations.kos.tsic.top';
     const before = JSON.parse((await kubeRequest('GET', crdPath(name))).body) as { spec: { versions: Array<{ additionalPrinterColumns: Array<{ name: string }> }> } };
