@@ -12,6 +12,8 @@ export interface ProjectTestOptions {
   /** Start (or reuse) the real test bed once for this run. */
   readonly testbed?: boolean;
   readonly testTimeout?: number;
+  /** Run test files one at a time (for files that change cluster-wide state such as shared CRDs). */
+  readonly sequentialFiles?: boolean;
 }
 
 export function projectTestConfig(projectDir: string, options: ProjectTestOptions = {}): ViteUserConfig {
@@ -30,6 +32,7 @@ export function projectTestConfig(projectDir: string, options: ProjectTestOption
       hookTimeout: options.testbed ? 180_000 : 10_000,
       reporters: ['default', ['json', { outputFile: join(workspaceRoot, 'reports/vitest', `${name}.json`) }]],
       passWithNoTests: false,
+      fileParallelism: !options.sequentialFiles,
     },
   });
 }
