@@ -3,7 +3,7 @@
 // decision is `admit`. Server-side apply with a field manager per subject and 409-with-current-object are the
 // Kubernetes adapter's half (built on @homelab/kube); `fieldManagerOf` names the manager here.
 import { Data, Either } from 'effect';
-import type { KernelKind } from '../api/group.js';
+import { KERNEL_KINDS, type KernelKind } from '../api/group.js';
 import { markerKey, type MarkerName } from './markers.js';
 
 export const SUBJECTS = [
@@ -55,18 +55,7 @@ export interface WriteEntry {
 
 const USER_KINDS: ReadonlyArray<Target> = ['Application', 'Volume', 'Endpoint', 'BackupPolicy', 'RestoreJob', 'VolumeMigration'];
 const OWNED_KINDS: ReadonlyArray<Target> = ['Application', 'Volume', 'BackupPolicy', 'RestoreJob', 'VolumeMigration'];
-const KERNEL: ReadonlyArray<Target> = [
-  'Application',
-  'ApplicationDefinition',
-  'Volume',
-  'Endpoint',
-  'Provider',
-  'SystemComponent',
-  'BackupPolicy',
-  'RestoreJob',
-  'NodeDevice',
-  'VolumeMigration',
-];
+const KERNEL: ReadonlyArray<Target> = KERNEL_KINDS;
 const markers = (...names: ReadonlyArray<MarkerName>) => names.map(markerKey);
 
 /** The writer-assignment table, as far as the seed states it (digest §2.5). */
