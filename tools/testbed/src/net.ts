@@ -21,7 +21,8 @@ export interface HttpResponse {
 
 export interface HttpOptions {
   readonly method?: string;
-  readonly headers?: Record<string, string>;
+  /** Array values send the header once per value (e.g. several Impersonate-Group headers). */
+  readonly headers?: Record<string, string | ReadonlyArray<string>>;
   readonly body?: string;
   /** PEM CA bundle for https URLs. */
   readonly ca?: string;
@@ -38,7 +39,7 @@ export const httpCall = (url: string, options: HttpOptions = {}): Promise<HttpRe
       {
         method: options.method ?? 'GET',
         headers: {
-          ...options.headers,
+          ...(options.headers as Record<string, string | string[]> | undefined),
           ...(options.body === undefined ? {} : { 'content-length': String(Buffer.byteLength(options.body)) }),
         },
         ca: options.ca,

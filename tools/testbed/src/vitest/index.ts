@@ -8,6 +8,7 @@ import { httpCall, type HttpResponse } from '../net.js';
 import type { TestbedState } from '../state.js';
 
 export type { TestbedState } from '../state.js';
+export { httpCall, type HttpOptions, type HttpResponse } from '../net.js';
 
 /** The running test bed (provided by the global setup). */
 export const testbed = (): TestbedState => {
