@@ -13,6 +13,7 @@ export * from './domain/session.js';
 export * from './domain/snapshot.js';
 export * from './api/common.js';
 export * from './api/message.js';
+export * from './api/port.js';
 export * from './api/report.js';
 export * from './api/runtime.js';
 export * from './api/snapshot.js';

@@ -243,7 +243,7 @@ describe('catalogue and error messages', () => {
     const { LATER_KINDS } = await import('../src/api/message.js');
     for (const k of Object.keys(MessageCodecs)) expect(ALL_KINDS).toContain(k);
     expect([...LATER_KINDS].sort()).toEqual(
-      ['lease.acquire', 'lease.refresh', 'lease.result', 'listener.ready', 'port.cancel', 'port.query', 'port.result', 'service.retry-port', 'service.retry-port.result'].sort(),
+      ['lease.acquire', 'lease.refresh', 'lease.result', 'listener.ready'].sort(),
     );
     const later = { ...head, kind: 'lease.refresh' };
     const bytes = ok(Either.mapLeft(encode(later as never), (e) => { throw e; }));

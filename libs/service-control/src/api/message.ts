@@ -4,6 +4,7 @@ import { type Codec as CodecT, Codec, type DecodeError, decode, type TypeOf } fr
 import { Either } from 'effect';
 import { type ServiceControlError, scError } from '../domain/errors.js';
 import { ALL_KINDS, type Kind } from '../domain/kinds.js';
+import { PortCancelBody, PortQueryBody, PortResultBody, PortResultResultBody, RetryPortBody, RetryPortResultBody } from './port.js';
 import { ReportAcceptedBody, ReportHeadBody, ReportReplaceBody } from './report.js';
 import {
   ErrorBody,
@@ -75,6 +76,12 @@ export const MessageCodecs = {
   'snapshot.push': streamed('snapshot.push', SnapshotPushBody),
   'snapshot.ack': streamed('snapshot.ack', SnapshotAckBody),
   'snapshot.ack.result': streamed('snapshot.ack.result', SnapshotAckResultBody),
+  'port.result': streamed('port.result', PortResultBody),
+  'port.result.result': streamed('port.result.result', PortResultResultBody),
+  'port.cancel': streamed('port.cancel', PortCancelBody),
+  'port.query': streamed('port.query', PortQueryBody),
+  'service.retry-port': unary('service.retry-port', RetryPortBody, STRICT),
+  'service.retry-port.result': unary('service.retry-port.result', RetryPortResultBody, STRICT),
   error: unary('error', ErrorBody, BOOTSTRAP),
 } as const;
 

@@ -26,6 +26,7 @@ export const RESPONSE_KINDS = [
   'snapshot.ack.result',
   'lease.result',
   'service.retry-port.result',
+  'port.result.result',
   'error',
 ] as const;
 
@@ -60,6 +61,7 @@ export const STREAM_BOUND_KINDS: readonly Kind[] = [
   'port.result',
   'port.cancel',
   'port.query',
+  'port.result.result',
 ];
 
 export const isStreamBound = (k: Kind): boolean => STREAM_BOUND_KINDS.includes(k);
