@@ -4,6 +4,7 @@ import { type Codec as CodecT, Codec, type DecodeError, decode, type TypeOf } fr
 import { Either } from 'effect';
 import { type ServiceControlError, scError } from '../domain/errors.js';
 import { ALL_KINDS, type Kind } from '../domain/kinds.js';
+import { LeaseAcquireBody, LeaseRefreshBody, LeaseResultBody, ListenerReadyBody } from './lease.js';
 import { PortCancelBody, PortQueryBody, PortResultBody, PortResultResultBody, RetryPortBody, RetryPortResultBody } from './port.js';
 import { ReportAcceptedBody, ReportHeadBody, ReportReplaceBody } from './report.js';
 import {
@@ -82,6 +83,10 @@ export const MessageCodecs = {
   'port.query': streamed('port.query', PortQueryBody),
   'service.retry-port': unary('service.retry-port', RetryPortBody, STRICT),
   'service.retry-port.result': unary('service.retry-port.result', RetryPortResultBody, STRICT),
+  'listener.ready': streamed('listener.ready', ListenerReadyBody),
+  'lease.refresh': streamed('lease.refresh', LeaseRefreshBody),
+  'lease.acquire': streamed('lease.acquire', LeaseAcquireBody),
+  'lease.result': streamed('lease.result', LeaseResultBody),
   error: unary('error', ErrorBody, BOOTSTRAP),
 } as const;
 

@@ -21,7 +21,7 @@ export interface ValidationContext {
 }
 
 /** Kinds A may send to B (the rest are B→A or responses). */
-const A_TO_B: readonly Kind[] = ['runtime.floor', 'runtime.bind', 'session.open', 'report.head', 'report.replace', 'snapshot.ack', 'port.result', 'service.retry-port'];
+const A_TO_B: readonly Kind[] = ['runtime.floor', 'runtime.bind', 'session.open', 'report.head', 'report.replace', 'snapshot.ack', 'port.result', 'service.retry-port', 'listener.ready', 'lease.refresh', 'lease.acquire'];
 
 export const validateRequest = (bytes: Uint8Array, ctx: ValidationContext): Either.Either<Message, ServiceControlError> =>
   Either.flatMap(decodeMessage(bytes), (m) => {
