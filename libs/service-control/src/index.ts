@@ -16,6 +16,8 @@ export * from './api/common.js';
 export * from './api/lease.js';
 export * from './api/message.js';
 export * from './api/port.js';
+export * from './domain/port-endpoint.js';
+export * from './domain/port-allocation.js';
 export * from './api/report.js';
 export * from './api/runtime.js';
 export * from './api/snapshot.js';

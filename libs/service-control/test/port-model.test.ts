@@ -1,0 +1,233 @@
+// Model-based property: random interleavings of proposals from two NSDs (two ServiceRefs of the same publisher that
+// want the same ports), deliveries, duplicates, lost messages, cancels, B timeouts, retries, A crashes between
+// registration and arbitration and between the MayInstall commit and the install call, and A restarts — checked
+// against the model's invariants after every step:
+//   1. a P that may have been installed on A is never released by the B whose service owns it;
+//   2. no known conflict ever picks a winner (two or more distinct pending ServiceRefs at the cut point → no MayInstall);
+//   3. the per-round candidate budget (8 distinct candidates) is never exceeded.
+import fc from 'fast-check';
+import { Either } from 'effect';
+import { describe, expect, it } from 'vitest';
+import { serviceRefEqual, serviceRefText } from '../src/domain/ids.js';
+import {
+  type Allocation,
+  type PortDemand,
+  type PortTable,
+  CANDIDATES_PER_ROUND,
+  issueCandidate,
+  newAllocation,
+  onPortResult,
+  onUncertain,
+  retryPort,
+} from '../src/domain/port-allocation.js';
+import {
+  type EndpointAnswer,
+  type EndpointTable,
+  type ProposalRef,
+  arbitrate,
+  cancelProposal,
+  closeAllGates,
+  emptyEndpointTable,
+  endpointKey,
+  endpointOf,
+  markInstalled,
+  mayHaveBeenInstalled,
+  recoveryPlan,
+  registerProposal,
+} from '../src/domain/port-endpoint.js';
+import { id16 } from './helpers.js';
+import { PUB, seededRng, sref } from './port-fixtures.js';
+
+type ToA = { readonly kind: 'proposal' | 'cancel'; readonly b: number; readonly ref: ProposalRef };
+type ToB = { readonly b: number; readonly answer: EndpointAnswer };
+
+const Op = fc.oneof(
+  fc.record({ t: fc.constant('issue' as const), b: fc.nat(1) }),
+  fc.record({ t: fc.constant('deliverA' as const), i: fc.nat(), crashAfterRegister: fc.boolean(), arbitrateLater: fc.boolean(), crashBeforeInstall: fc.boolean(), dup: fc.boolean() }),
+  fc.record({ t: fc.constant('arbitrate' as const), crashBeforeInstall: fc.boolean() }),
+  fc.record({ t: fc.constant('deliverB' as const), i: fc.nat(), dup: fc.boolean() }),
+  fc.record({ t: fc.constant('drop' as const), i: fc.nat(), toA: fc.boolean() }),
+  fc.record({ t: fc.constant('timeout' as const), b: fc.nat(1) }),
+  fc.record({ t: fc.constant('retry' as const), b: fc.nat(1), req: fc.nat(3) }),
+  fc.record({ t: fc.constant('restartA' as const) }),
+);
+
+const counts = { conflicts: 0, mayInstall: 0, crashBeforeInstall: 0, pureReleases: 0, exhausted: 0, recovery: 0, retries: 0 };
+
+describe('P allocation model (A endpoint table × two B allocators)', () => {
+  it('M6-38 M6-39 M6-41 M6-43 random interleavings with crashes keep the invariants', () => {
+    fc.assert(
+      fc.property(fc.array(Op, { minLength: 5, maxLength: 80 }), fc.integer({ min: 0, max: 2 ** 30 }), fc.boolean(), (ops, seed, fixedMode) => {
+        const rng = seededRng(seed);
+        const refs = [sref(1, 1, 1), sref(1, 2, 1)]; // the same service ULID under two NSDs: distinct ServiceRefs
+        // both want the same ports: fixed 40001, or auto with the same backend port
+        const demand: PortDemand = fixedMode ? { mode: 'fixed', requestedPort: 40001n, backendPort: 8080n } : { mode: 'auto', requestedPort: null, backendPort: 8080n };
+        let nextId = 1;
+        let aTable: EndpointTable = emptyEndpointTable;
+        const bs: { alloc: Allocation; table: PortTable; roundPorts: Set<bigint>; round: bigint }[] = refs.map((r) => ({
+          alloc: newAllocation(r, PUB),
+          table: new Map(),
+          roundPorts: new Set(),
+          round: 1n,
+        }));
+        let toA: ToA[] = [];
+        let toB: ToB[] = [];
+        const digest = () => new Uint8Array(32).fill(1);
+
+        const sendAnswers = (answers: readonly EndpointAnswer[]) => {
+          for (const ans of answers) toB.push({ b: refs.findIndex((r) => serviceRefEqual(r, ans.ref.serviceRef)), answer: ans });
+        };
+        const arbitrateAt = (port: bigint, crashBeforeInstall: boolean) => {
+          const ep = endpointOf(aTable, PUB, port);
+          const pending = [...aTable.proposals.values()].filter((p) => p.status === 'proposed' && p.ref.port === port);
+          const distinct = new Set(pending.map((p) => serviceRefText(p.ref.serviceRef)));
+          const r = arbitrate(aTable, PUB, port);
+          // invariant 2: a known conflict never picks a winner
+          if (ep.owner === null && distinct.size >= 2) {
+            counts.conflicts++;
+            expect(r.out.mayInstall).toBeNull();
+            expect(r.out.answers.every((x) => x.result === 'conflict')).toBe(true);
+          }
+          aTable = r.table; // committed
+          if (r.out.mayInstall !== null) {
+            counts.mayInstall++;
+            if (crashBeforeInstall) {
+              counts.crashBeforeInstall++;
+              restartA();
+              return;
+            }
+            const inst = markInstalled(aTable, PUB, port);
+            if (Either.isRight(inst)) aTable = inst.right;
+          }
+          sendAnswers(r.out.answers);
+        };
+        const restartA = () => {
+          aTable = closeAllGates(aTable);
+          const plan = recoveryPlan(aTable);
+          for (const e of plan.reinstall) {
+            const inst = markInstalled(aTable, e.publisher, e.port);
+            if (Either.isRight(inst)) aTable = inst.right;
+          }
+          for (const x of plan.rearbitrate) arbitrateAt(x.port, false);
+        };
+
+        for (const op of ops) {
+          switch (op.t) {
+            case 'issue': {
+              const b = bs[op.b]!;
+              const s = issueCandidate(b.alloc, b.table, demand, rng, id16(nextId++), digest);
+              if (Either.isRight(s)) {
+                b.alloc = s.right.allocation;
+                b.table = s.right.table;
+                if (s.right.proposal !== null) {
+                  if (b.alloc.round !== b.round) {
+                    b.round = b.alloc.round;
+                    b.roundPorts = new Set();
+                  }
+                  b.roundPorts.add(s.right.proposal.port);
+                  toA.push({ kind: 'proposal', b: op.b, ref: s.right.proposal });
+                } else if (s.right.refusal?.code === 'allocation-exhausted') counts.exhausted++;
+              }
+              break;
+            }
+            case 'deliverA': {
+              if (toA.length === 0) break;
+              const i = op.i % toA.length;
+              const m = toA[i]!;
+              if (!op.dup) toA = toA.filter((_, j) => j !== i);
+              if (m.kind === 'proposal') {
+                const r = registerProposal(aTable, PUB, m.ref);
+                if (Either.isLeft(r)) break;
+                aTable = r.right.table; // committed as Proposed
+                if (r.right.out.kind === 'fenced') {
+                  sendAnswers([r.right.out.answer]);
+                  break;
+                }
+                if (op.crashAfterRegister) {
+                  restartA();
+                  break;
+                }
+                if (op.arbitrateLater) break; // another input may register before this one's cut point
+                arbitrateAt(m.ref.port, op.crashBeforeInstall);
+              } else {
+                const c = cancelProposal(aTable, PUB, m.ref);
+                if (Either.isLeft(c)) break;
+                aTable = c.right.table; // the fence commits before the answer
+                sendAnswers([c.right.out]);
+              }
+              break;
+            }
+            case 'deliverB': {
+              if (toB.length === 0) break;
+              const i = op.i % toB.length;
+              const m = toB[i]!;
+              if (!op.dup) toB = toB.filter((_, j) => j !== i);
+              const b = bs[m.b]!;
+              const r = onPortResult(b.alloc, b.table, m.answer.ref, m.answer.result, rng);
+              if (Either.isLeft(r)) break;
+              if (r.right.table.size < b.table.size) counts.pureReleases++;
+              b.alloc = r.right.allocation;
+              b.table = r.right.table;
+              break;
+            }
+            case 'drop':
+              if (op.toA && toA.length > 0) toA = toA.filter((_, j) => j !== op.i % toA.length);
+              if (!op.toA && toB.length > 0) toB = toB.filter((_, j) => j !== op.i % toB.length);
+              break;
+            case 'timeout': {
+              // 3 attempts without an answer: RecoveryRequired, then the original proposal is cancelled
+              const b = bs[op.b]!;
+              if (b.alloc.state !== 'offered' || b.alloc.current === null) break;
+              counts.recovery++;
+              b.alloc = onUncertain(b.alloc);
+              toA.push({ kind: 'cancel', b: op.b, ref: b.alloc.current! });
+              break;
+            }
+            case 'retry': {
+              const b = bs[op.b]!;
+              const r = retryPort(b.alloc, b.table, id16(10_000 + op.b * 10 + op.req), demand, rng, id16(nextId++), digest);
+              if (Either.isLeft(r)) break;
+              counts.retries++;
+              b.alloc = r.right.allocation;
+              b.table = r.right.table;
+              if (r.right.issued?.proposal) {
+                b.round = b.alloc.round;
+                b.roundPorts = new Set([r.right.issued.proposal.port]);
+                toA.push({ kind: 'proposal', b: op.b, ref: r.right.issued.proposal });
+              }
+              break;
+            }
+            case 'arbitrate':
+              for (const x of recoveryPlan(aTable).rearbitrate) arbitrateAt(x.port, op.crashBeforeInstall);
+              break;
+            case 'restartA':
+              restartA();
+              break;
+          }
+          // invariant 1: a P that may have been installed is never released by its owner's NSD
+          for (const e of aTable.endpoints.values()) {
+            if (e.owner === null || !mayHaveBeenInstalled(aTable, e.publisher, e.port)) continue;
+            const bi = refs.findIndex((r) => serviceRefEqual(r, e.owner!));
+            const entry = bs[bi]!.table.get(endpointKey(e.publisher, e.port));
+            expect(entry, `P ${e.port} owned on A is released on B`).toBeDefined();
+          }
+          // invariant 3: the per-round budget
+          for (const b of bs) {
+            expect(b.alloc.candidateIndex).toBeLessThanOrEqual(CANDIDATES_PER_ROUND);
+            expect(b.alloc.triedPorts.length).toBeLessThanOrEqual(CANDIDATES_PER_ROUND);
+            expect(new Set(b.alloc.triedPorts).size).toBe(b.alloc.triedPorts.length);
+            expect(b.roundPorts.size).toBeLessThanOrEqual(CANDIDATES_PER_ROUND);
+          }
+        }
+      }),
+      { numRuns: 400 },
+    );
+    // the interesting branches were exercised
+    expect(counts.conflicts).toBeGreaterThan(0);
+    expect(counts.mayInstall).toBeGreaterThan(0);
+    expect(counts.crashBeforeInstall).toBeGreaterThan(0);
+    expect(counts.pureReleases).toBeGreaterThan(0);
+    expect(counts.recovery).toBeGreaterThan(0);
+    expect(counts.retries).toBeGreaterThan(0);
+  });
+});
