@@ -1,0 +1,2 @@
+// @homelab/service-control/clock (subpath export to be added by the lead) — the real boot-time clock adapter.
+export * from './proc-uptime.js';
