@@ -7,6 +7,7 @@ import type { BReportRow } from '../domain/report.js';
 import type { RuntimeBinding } from '../domain/runtime.js';
 import type { SessionMark } from '../domain/session.js';
 import type { AckRecord } from '../domain/snapshot.js';
+import type { LeaseTx } from './lease-store.js';
 
 /** A service row as B stores it: the declaration as its canonical CBOR, the listener intent revision. */
 export interface StoredService {
@@ -35,8 +36,24 @@ export interface SessionRow extends SessionMark {
   readonly runtimeId: Bytes;
 }
 
-/** The rows of one transaction. Reads of rows the transaction will write take the row lock. */
+/** What every fenced request reads first, in one statement: membership, then the runtime row and the session row. */
+export interface FenceRows {
+  readonly member: boolean;
+  readonly runtime: RuntimeBinding | null;
+  /** null when absent or not asked for. */
+  readonly session: SessionRow | null;
+}
+
+/**
+ * The rows of one transaction. Reads of rows the transaction will write take the row lock. Reads issued in the same
+ * tick (e.g. under one `Promise.all`) share one round trip; writes are sent with the next read or the COMMIT, so a
+ * write's storage error surfaces when the transaction commits (decision 0130).
+ */
 export interface AuthorityTx {
+  /** The lease rows (grants, request map, marks, policy sources): `lease-store.ts`. */
+  readonly lease: LeaseTx;
+  /** The fence rows of (identity, network), locked in the fixed order runtime → session. */
+  readonly fence: (identity: Bytes, networkId: Bytes, options?: { readonly session?: boolean }) => Promise<FenceRows>;
   /** Network membership (ownership), read in the same transaction as the fences. */
   readonly isMember: (identity: Bytes, networkId: Bytes) => Promise<boolean>;
   readonly lockRuntime: (identity: Bytes) => Promise<RuntimeBinding | null>;
@@ -55,6 +72,8 @@ export interface AuthorityTx {
   readonly writeOutbox: (networkId: Bytes, reason: string) => Promise<bigint>;
   readonly members: (networkId: Bytes) => Promise<readonly Bytes[]>;
   readonly lockSnapshot: (target: Bytes, networkId: Bytes) => Promise<StoredSnapshot | null>;
+  /** Every snapshot row of a Network, locked, by target (lowercase hex): batched production (decision 0130). */
+  readonly lockSnapshots: (networkId: Bytes) => Promise<ReadonlyMap<string, StoredSnapshot>>;
   readonly saveSnapshot: (target: Bytes, networkId: Bytes, s: StoredSnapshot) => Promise<void>;
   /** Digest of the given revision if it was produced for the target (the ACK must name one). */
   readonly producedDigests: (target: Bytes, networkId: Bytes, revision: bigint) => Promise<ReadonlyMap<bigint, Bytes>>;
@@ -81,6 +100,7 @@ export interface AuthorityStore {
   ) => Promise<Either.Either<A, ServiceControlError>>;
   /** Undelivered outbox rows' networks (for the producer after a restart). */
   readonly pendingOutbox: () => Promise<readonly { readonly id: bigint; readonly networkId: Bytes }[]>;
-  readonly clearOutbox: (id: bigint) => Promise<void>;
+  /** Clear one outbox row, or with `networkId` every row of that Network up to `id` (one production covers them). */
+  readonly clearOutbox: (id: bigint, networkId?: Bytes) => Promise<void>;
   readonly close: () => Promise<void>;
 }

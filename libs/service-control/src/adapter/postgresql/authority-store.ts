@@ -12,6 +12,9 @@ import { nextCounter } from '../../domain/counter.js';
 import type { BReportRow } from '../../domain/report.js';
 import type { RuntimeBinding } from '../../domain/runtime.js';
 import type { AckRecord } from '../../domain/snapshot.js';
+import { TxBatch, type TxConnection, lit, staleEpoch } from './batch.js';
+
+import { LEASE_MIGRATIONS, leaseTx } from './lease-store.js';
 
 export const PG_SCHEMA = 'service_control';
 const S = PG_SCHEMA;
@@ -42,6 +45,7 @@ const MIGRATIONS: readonly string[] = [
      revision numeric(20) NOT NULL, digest bytea NOT NULL, accepted boolean NOT NULL, enforcement_applied boolean NOT NULL,
      dns_applied boolean NOT NULL, PRIMARY KEY (target, network_id, session_seq, revision));`,
   `CREATE TABLE ${S}.machine (identity bytea PRIMARY KEY, active_runtime_id text NOT NULL);`,
+  ...LEASE_MIGRATIONS,
 ];
 
 const b = (v: Buffer | Uint8Array): Bytes => new Uint8Array(v);
@@ -52,155 +56,160 @@ const big = (v: string | number): bigint => BigInt(v);
 const storageError = (e: unknown): ServiceControlError =>
   e instanceof SCE ? e : scError('storage-unavailable', `postgresql: ${e instanceof Error ? e.message : String(e)}`);
 
-const tx = (c: pg.PoolClient): AuthorityTx => ({
-  isMember: async (identity, networkId) =>
-    (await c.query(`SELECT 1 FROM ${S}.member WHERE identity = $1 AND network_id = $2`, [buf(identity), buf(networkId)])).rowCount === 1,
-  lockRuntime: async (identity) => {
-    const r = await c.query(`SELECT generation, runtime_id, stopped, liveness FROM ${S}.runtime_binding WHERE identity = $1 FOR UPDATE`, [buf(identity)]);
-    const row = r.rows[0];
-    if (row === undefined) return null;
-    return {
-      generation: big(row.generation),
-      runtimeId: b(row.runtime_id),
-      stopped: row.stopped,
-      liveness: new Map(Object.entries(row.liveness as Record<string, number>)),
-    };
-  },
-  saveRuntime: async (identity, rb: RuntimeBinding) => {
-    await c.query(
-      `INSERT INTO ${S}.runtime_binding (identity, generation, runtime_id, stopped, liveness) VALUES ($1, $2, $3, $4, $5)
-       ON CONFLICT (identity) DO UPDATE SET generation = $2, runtime_id = $3, stopped = $4, liveness = $5`,
-      [buf(identity), rb.generation.toString(), buf(rb.runtimeId), rb.stopped, JSON.stringify(Object.fromEntries(rb.liveness))],
-    );
-  },
-  saveActiveRuntime: async (identity, hex) => {
-    await c.query(`INSERT INTO ${S}.machine VALUES ($1, $2) ON CONFLICT (identity) DO UPDATE SET active_runtime_id = $2`, [buf(identity), hex]);
-  },
-  activeRuntime: async (identity) => {
-    const r = await c.query(`SELECT active_runtime_id FROM ${S}.machine WHERE identity = $1 FOR UPDATE`, [buf(identity)]);
-    return r.rows[0] === undefined ? null : (r.rows[0].active_runtime_id as string);
-  },
-  lockSession: async (identity, networkId) => {
-    const r = await c.query(
-      `SELECT generation, runtime_id, seq, request_id, epoch FROM ${S}.session_mark WHERE identity = $1 AND network_id = $2 FOR UPDATE`,
-      [buf(identity), buf(networkId)],
-    );
-    const row = r.rows[0];
-    return row === undefined
-      ? null
-      : { generation: big(row.generation), runtimeId: b(row.runtime_id), seq: big(row.seq), requestId: b(row.request_id), epoch: big(row.epoch) };
-  },
-  saveSession: async (identity, networkId, s: SessionRow) => {
-    await c.query(
-      `INSERT INTO ${S}.session_mark VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (identity, network_id)
-       DO UPDATE SET generation = $3, runtime_id = $4, seq = $5, request_id = $6, epoch = $7`,
-      [buf(identity), buf(networkId), s.generation.toString(), buf(s.runtimeId), s.seq.toString(), buf(s.requestId), s.epoch.toString()],
-    );
-  },
-  lockReport: async (identity, networkId) => {
-    const r = await c.query(`SELECT revision, digest FROM ${S}.report WHERE identity = $1 AND network_id = $2 FOR UPDATE`, [
-      buf(identity),
-      buf(networkId),
-    ]);
-    const row = r.rows[0];
-    if (row === undefined) return Either.right(null);
-    const revision = big(row.revision);
-    const digest = b(row.digest);
-    if (revision < 1n || digest.length !== 32) return Either.left(scError('state-inconsistent', 'report row is corrupt for this scope'));
-    return Either.right({ revision, digest } satisfies BReportRow);
-  },
-  saveReport: async (identity, networkId, row) => {
-    await c.query(
-      `INSERT INTO ${S}.report VALUES ($1, $2, $3, $4) ON CONFLICT (identity, network_id) DO UPDATE SET revision = $3, digest = $4`,
-      [buf(identity), buf(networkId), row.revision.toString(), buf(row.digest)],
-    );
-  },
-  services: async (networkId) => {
-    const r = await c.query(
+const runtimeOf = (row: { generation: string; runtime_id: string; stopped: boolean; liveness: Record<string, number> } | null): RuntimeBinding | null =>
+  row === null
+    ? null
+    : { generation: big(row.generation), runtimeId: hex(row.runtime_id), stopped: row.stopped, liveness: new Map(Object.entries(row.liveness)) };
+const sessionOf = (row: { generation: string; runtime_id: string; seq: string; request_id: string; epoch: string } | null): SessionRow | null =>
+  row === null
+    ? null
+    : { generation: big(row.generation), runtimeId: hex(row.runtime_id), seq: big(row.seq), requestId: hex(row.request_id), epoch: big(row.epoch) };
+const hex = (h: string): Bytes => new Uint8Array(Buffer.from(h, 'hex'));
+
+const RUNTIME_COLS = `generation::text AS generation, encode(runtime_id, 'hex') AS runtime_id, stopped, liveness`;
+const SESSION_COLS = `generation::text AS generation, encode(runtime_id, 'hex') AS runtime_id, seq::text AS seq, encode(request_id, 'hex') AS request_id, epoch::text AS epoch`;
+
+const serviceOf = (row: Record<string, unknown>): StoredService => ({
+  serviceId: b(row['service_id'] as Buffer),
+  publisher: b(row['publisher'] as Buffer),
+  networkId: b(row['network_id'] as Buffer),
+  declarationKey: row['declaration_key'] as string,
+  declaration: b(row['declaration'] as Buffer),
+  state: row['state'] as StoredService['state'],
+  port: row['port'] === null ? null : BigInt(row['port'] as number),
+  listenerRevision: big(row['listener_revision'] as string),
+});
+const snapshotOf = (row: Record<string, unknown>): StoredSnapshot => ({
+  revision: big(row['revision'] as string),
+  bodyDigest: b(row['body_digest'] as Buffer),
+  digest: b(row['digest'] as Buffer),
+  body: b(row['body'] as Buffer),
+});
+
+// Row functions of one transaction. Reads are queued statements (sent together when awaited); writes are queued and
+// ride along with the next read or the COMMIT (batch.ts). Lock order: authority (the batch's first statement) →
+// runtime row → machine row → scope rows; `fence` reads membership, runtime and session in ONE statement, in that order.
+const tx = (c: TxConnection): AuthorityTx => ({
+  lease: leaseTx(c),
+  fence: (identity, networkId, options) =>
+    c.statement(
+      `SELECT EXISTS (SELECT 1 FROM ${S}.member WHERE identity = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)}) AS member,
+         (SELECT row_to_json(r) FROM (SELECT ${RUNTIME_COLS} FROM ${S}.runtime_binding WHERE identity = ${lit.bytea(identity)} FOR UPDATE) r) AS runtime,
+         ${options?.session === false ? 'NULL::json' : `(SELECT row_to_json(s) FROM (SELECT ${SESSION_COLS} FROM ${S}.session_mark
+           WHERE identity = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)} FOR UPDATE) s)`} AS session`,
+      (r) => {
+        const row = r.rows[0];
+        return { member: row.member === true, runtime: runtimeOf(row.runtime), session: sessionOf(row.session) };
+      },
+    ),
+  isMember: (identity, networkId) =>
+    c.statement(`SELECT 1 FROM ${S}.member WHERE identity = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)}`, (r) => r.rowCount === 1),
+  lockRuntime: (identity) =>
+    c.statement(`SELECT ${RUNTIME_COLS} FROM ${S}.runtime_binding WHERE identity = ${lit.bytea(identity)} FOR UPDATE`, (r) => runtimeOf(r.rows[0] ?? null)),
+  saveRuntime: async (identity, rb: RuntimeBinding) =>
+    c.write(
+      `INSERT INTO ${S}.runtime_binding (identity, generation, runtime_id, stopped, liveness)
+       VALUES (${lit.bytea(identity)}, ${lit.num(rb.generation)}, ${lit.bytea(rb.runtimeId)}, ${lit.bool(rb.stopped)}, ${lit.json(Object.fromEntries(rb.liveness))})
+       ON CONFLICT (identity) DO UPDATE SET generation = excluded.generation, runtime_id = excluded.runtime_id, stopped = excluded.stopped, liveness = excluded.liveness`,
+    ),
+  saveActiveRuntime: async (identity, runtimeHex) =>
+    c.write(`INSERT INTO ${S}.machine VALUES (${lit.bytea(identity)}, ${lit.text(runtimeHex)}) ON CONFLICT (identity) DO UPDATE SET active_runtime_id = excluded.active_runtime_id`),
+  activeRuntime: (identity) =>
+    c.statement(`SELECT active_runtime_id FROM ${S}.machine WHERE identity = ${lit.bytea(identity)} FOR UPDATE`, (r) =>
+      r.rows[0] === undefined ? null : (r.rows[0].active_runtime_id as string),
+    ),
+  lockSession: (identity, networkId) =>
+    c.statement(
+      `SELECT ${SESSION_COLS} FROM ${S}.session_mark WHERE identity = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)} FOR UPDATE`,
+      (r) => sessionOf(r.rows[0] ?? null),
+    ),
+  saveSession: async (identity, networkId, s: SessionRow) =>
+    c.write(
+      `INSERT INTO ${S}.session_mark VALUES (${lit.bytea(identity)}, ${lit.bytea(networkId)}, ${lit.num(s.generation)}, ${lit.bytea(s.runtimeId)}, ${lit.num(s.seq)}, ${lit.bytea(s.requestId)}, ${lit.num(s.epoch)})
+       ON CONFLICT (identity, network_id) DO UPDATE SET generation = excluded.generation, runtime_id = excluded.runtime_id, seq = excluded.seq,
+         request_id = excluded.request_id, epoch = excluded.epoch`,
+    ),
+  lockReport: (identity, networkId) =>
+    c.statement(`SELECT revision, digest FROM ${S}.report WHERE identity = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)} FOR UPDATE`, (r) => {
+      const row = r.rows[0];
+      if (row === undefined) return Either.right(null);
+      const revision = big(row.revision);
+      const digest = b(row.digest);
+      if (revision < 1n || digest.length !== 32) return Either.left(scError('state-inconsistent', 'report row is corrupt for this scope'));
+      return Either.right({ revision, digest } satisfies BReportRow);
+    }),
+  saveReport: async (identity, networkId, row) =>
+    c.write(
+      `INSERT INTO ${S}.report VALUES (${lit.bytea(identity)}, ${lit.bytea(networkId)}, ${lit.num(row.revision)}, ${lit.bytea(row.digest)})
+       ON CONFLICT (identity, network_id) DO UPDATE SET revision = excluded.revision, digest = excluded.digest`,
+    ),
+  services: (networkId) =>
+    c.statement(
       `SELECT service_id, publisher, network_id, declaration_key, declaration, state, port, listener_revision FROM ${S}.service
-       WHERE network_id = $1 ORDER BY service_id`,
-      [buf(networkId)],
-    );
-    return r.rows.map(
-      (row): StoredService => ({
-        serviceId: b(row.service_id),
-        publisher: b(row.publisher),
-        networkId: b(row.network_id),
-        declarationKey: row.declaration_key,
-        declaration: b(row.declaration),
-        state: row.state,
-        port: row.port === null ? null : BigInt(row.port),
-        listenerRevision: big(row.listener_revision),
-      }),
-    );
-  },
+       WHERE network_id = ${lit.bytea(networkId)} ORDER BY service_id`,
+      (r) => r.rows.map(serviceOf),
+    ),
   upsertServices: async (rows) => {
-    for (const s of rows)
-      await c.query(
-        `INSERT INTO ${S}.service VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (service_id)
-         DO UPDATE SET declaration_key = $4, declaration = $5, state = $6, port = $7, listener_revision = $8`,
-        [buf(s.serviceId), buf(s.publisher), buf(s.networkId), s.declarationKey, buf(s.declaration), s.state, s.port === null ? null : Number(s.port), s.listenerRevision.toString()],
-      );
+    if (rows.length === 0) return;
+    c.write(
+      `INSERT INTO ${S}.service VALUES ${rows
+        .map(
+          (s) =>
+            `(${lit.bytea(s.serviceId)}, ${lit.bytea(s.publisher)}, ${lit.bytea(s.networkId)}, ${lit.text(s.declarationKey)}, ${lit.bytea(s.declaration)}, ${lit.text(s.state)}, ${lit.nullable(s.port, lit.num)}, ${lit.num(s.listenerRevision)})`,
+        )
+        .join(', ')}
+       ON CONFLICT (service_id) DO UPDATE SET declaration_key = excluded.declaration_key, declaration = excluded.declaration, state = excluded.state,
+         port = excluded.port, listener_revision = excluded.listener_revision`,
+    );
   },
-  writeOutbox: async (networkId, reason) =>
-    big((await c.query(`INSERT INTO ${S}.outbox (network_id, reason) VALUES ($1, $2) RETURNING id`, [buf(networkId), reason])).rows[0].id),
-  members: async (networkId) => {
-    const r = await c.query(`SELECT identity FROM ${S}.member WHERE network_id = $1 ORDER BY identity`, [buf(networkId)]);
-    return r.rows.map((row) => b(row.identity));
-  },
-  lockSnapshot: async (target, networkId) => {
-    const r = await c.query(`SELECT revision, body_digest, digest, body FROM ${S}.snapshot WHERE target = $1 AND network_id = $2 FOR UPDATE`, [
-      buf(target),
-      buf(networkId),
-    ]);
-    const row = r.rows[0];
-    return row === undefined ? null : { revision: big(row.revision), bodyDigest: b(row.body_digest), digest: b(row.digest), body: b(row.body) };
-  },
+  writeOutbox: (networkId, reason) =>
+    c.statement(`INSERT INTO ${S}.outbox (network_id, reason) VALUES (${lit.bytea(networkId)}, ${lit.text(reason)}) RETURNING id`, (r) => big(r.rows[0].id)),
+  members: (networkId) =>
+    c.statement(`SELECT identity FROM ${S}.member WHERE network_id = ${lit.bytea(networkId)} ORDER BY identity`, (r) => r.rows.map((row) => b(row.identity))),
+  lockSnapshot: (target, networkId) =>
+    c.statement(
+      `SELECT revision, body_digest, digest, body FROM ${S}.snapshot WHERE target = ${lit.bytea(target)} AND network_id = ${lit.bytea(networkId)} FOR UPDATE`,
+      (r) => (r.rows[0] === undefined ? null : snapshotOf(r.rows[0])),
+    ),
+  lockSnapshots: (networkId) =>
+    c.statement(
+      `SELECT encode(target, 'hex') AS target, revision, body_digest, digest, body FROM ${S}.snapshot WHERE network_id = ${lit.bytea(networkId)}
+       ORDER BY target FOR UPDATE`,
+      (r) => new Map(r.rows.map((row) => [row.target as string, snapshotOf(row)])),
+    ),
   saveSnapshot: async (target, networkId, s: StoredSnapshot) => {
-    await c.query(
-      `INSERT INTO ${S}.snapshot VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (target, network_id)
-       DO UPDATE SET revision = $3, body_digest = $4, digest = $5, body = $6`,
-      [buf(target), buf(networkId), s.revision.toString(), buf(s.bodyDigest), buf(s.digest), buf(s.body)],
+    c.write(
+      `INSERT INTO ${S}.snapshot VALUES (${lit.bytea(target)}, ${lit.bytea(networkId)}, ${lit.num(s.revision)}, ${lit.bytea(s.bodyDigest)}, ${lit.bytea(s.digest)}, ${lit.bytea(s.body)})
+       ON CONFLICT (target, network_id) DO UPDATE SET revision = excluded.revision, body_digest = excluded.body_digest, digest = excluded.digest, body = excluded.body`,
     );
-    await c.query(`INSERT INTO ${S}.snapshot_history VALUES ($1, $2, $3, $4)`, [buf(target), buf(networkId), s.revision.toString(), buf(s.digest)]);
+    c.write(`INSERT INTO ${S}.snapshot_history VALUES (${lit.bytea(target)}, ${lit.bytea(networkId)}, ${lit.num(s.revision)}, ${lit.bytea(s.digest)})`);
   },
-  producedDigests: async (target, networkId, revision) => {
-    const r = await c.query(`SELECT revision, digest FROM ${S}.snapshot_history WHERE target = $1 AND network_id = $2 AND revision = $3`, [
-      buf(target),
-      buf(networkId),
-      revision.toString(),
-    ]);
-    return new Map(r.rows.map((row) => [big(row.revision), b(row.digest)]));
-  },
-  acks: async (target, networkId, sessionSeq, revision) => {
-    const r = await c.query(
+  producedDigests: (target, networkId, revision) =>
+    c.statement(
+      `SELECT revision, digest FROM ${S}.snapshot_history WHERE target = ${lit.bytea(target)} AND network_id = ${lit.bytea(networkId)} AND revision = ${lit.num(revision)}`,
+      (r) => new Map(r.rows.map((row) => [big(row.revision), b(row.digest)])),
+    ),
+  acks: (target, networkId, sessionSeq, revision) =>
+    c.statement(
       `SELECT session_seq, revision, digest, accepted, enforcement_applied, dns_applied FROM ${S}.ack
-       WHERE target = $1 AND network_id = $2 AND session_seq = $3 AND revision = $4`,
-      [buf(target), buf(networkId), sessionSeq.toString(), revision.toString()],
-    );
-    return r.rows.map(
-      (row): AckRecord => ({
-        sessionSeq: big(row.session_seq),
-        revision: big(row.revision),
-        digest: b(row.digest),
-        accepted: row.accepted,
-        enforcementApplied: row.enforcement_applied,
-        dnsApplied: row.dns_applied,
-      }),
-    );
-  },
-  saveAck: async (target, networkId, a) => {
-    await c.query(`INSERT INTO ${S}.ack VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING`, [
-      buf(target),
-      buf(networkId),
-      a.sessionSeq.toString(),
-      a.revision.toString(),
-      buf(a.digest),
-      a.accepted,
-      a.enforcementApplied,
-      a.dnsApplied,
-    ]);
-  },
+       WHERE target = ${lit.bytea(target)} AND network_id = ${lit.bytea(networkId)} AND session_seq = ${lit.num(sessionSeq)} AND revision = ${lit.num(revision)}`,
+      (r) =>
+        r.rows.map(
+          (row): AckRecord => ({
+            sessionSeq: big(row.session_seq),
+            revision: big(row.revision),
+            digest: b(row.digest),
+            accepted: row.accepted,
+            enforcementApplied: row.enforcement_applied,
+            dnsApplied: row.dns_applied,
+          }),
+        ),
+    ),
+  saveAck: async (target, networkId, a) =>
+    c.write(
+      `INSERT INTO ${S}.ack VALUES (${lit.bytea(target)}, ${lit.bytea(networkId)}, ${lit.num(a.sessionSeq)}, ${lit.num(a.revision)}, ${lit.bytea(a.digest)},
+         ${lit.bool(a.accepted)}, ${lit.bool(a.enforcementApplied)}, ${lit.bool(a.dnsApplied)}) ON CONFLICT DO NOTHING`,
+    ),
 });
 
 export interface PgAuthorityStoreOptions extends pg.PoolConfig {
@@ -285,25 +294,20 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): Authorit
       void orThrow(await run((c) => c.query(`INSERT INTO ${S}.member VALUES ($1, $2) ON CONFLICT DO NOTHING`, [buf(identity), buf(networkId)]))),
     transact: async (epoch, fn) => {
       const out = await run(async (c) => {
+        const batch = new TxBatch(c, `SELECT epoch FROM ${S}.authority WHERE id = 1 FOR SHARE`, (r) =>
+          r.rows[0] !== undefined && big(r.rows[0].epoch) === epoch ? null : staleEpoch(),
+        );
         try {
-          // one round trip: BEGIN and the epoch fence read (lock order starts at the authority row)
-          const both = (await c.query(`BEGIN; SELECT epoch FROM ${S}.authority WHERE id = 1 FOR SHARE`)) as unknown as pg.QueryResult[];
-          const r = both[1] as pg.QueryResult;
-          const current = r.rows[0] === undefined ? null : big(r.rows[0].epoch);
-          if (current !== epoch) {
-            await c.query('ROLLBACK');
-            return Either.left(scError('stale-epoch', 'the authority epoch changed; this transaction is fenced out'));
-          }
-          const result = await fn(tx(c));
+          const result = await fn(tx(batch));
           if (Either.isLeft(result)) {
-            await c.query('ROLLBACK');
+            await batch.rollback();
             return result;
           }
-          await c.query('COMMIT');
+          await batch.commit();
           afterCommit?.();
           return result;
         } catch (e) {
-          await c.query('ROLLBACK').catch(() => undefined);
+          await batch.rollback();
           throw e;
         }
       });
@@ -315,7 +319,14 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): Authorit
           (await c.query(`SELECT id, network_id FROM ${S}.outbox ORDER BY id`)).rows.map((row) => ({ id: big(row.id), networkId: b(row.network_id) })),
         ),
       ),
-    clearOutbox: async (id) => void orThrow(await run((c) => c.query(`DELETE FROM ${S}.outbox WHERE id = $1`, [id.toString()]))),
+    clearOutbox: async (id, networkId) =>
+      void orThrow(
+        await run((c) =>
+          networkId === undefined
+            ? c.query(`DELETE FROM ${S}.outbox WHERE id = $1`, [id.toString()])
+            : c.query(`DELETE FROM ${S}.outbox WHERE network_id = $1 AND id <= $2`, [buf(networkId), id.toString()]),
+        ),
+      ),
     close: () => pool.end(),
   };
 };
