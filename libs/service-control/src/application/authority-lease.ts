@@ -1,0 +1,296 @@
+// B (NSD): listener.ready, lease.refresh and lease.acquire (spec §5.7, §5.8). One fenced transaction per request:
+// membership, runtime/epoch/session fences, the service's current intent, the session's ACK of the referenced
+// snapshot, the high-water mark and the request map; the pure decision (`domain/lease.ts`); the grant and the mark
+// committed BEFORE the reply. Semantic refusals are answered as a lease.result with `grant_id = null`,
+// `remaining_ms = 0` and the code as `result` (M6-37); envelope fence failures stay `error` messages (decision 0120).
+import { randomBytes } from 'node:crypto';
+import { Either } from 'effect';
+import { type Bytes, bytesEqual, toHex } from '../domain/bytes.js';
+import { type ServiceControlError, scError } from '../domain/errors.js';
+import { checkFences } from '../domain/fence.js';
+import {
+  type AcquireItemInput,
+  type AcquireItemRecord,
+  type CurrentIntent,
+  type GrantRecord,
+  type IntentStamp,
+  decideAcquire,
+  decideReady,
+  remainingMs,
+} from '../domain/lease.js';
+import type { MessageOf } from '../api/message.js';
+import { type LeaseResultItemWire, requestDigest } from '../api/lease.js';
+import { DeclarationCodec } from '../api/report.js';
+import { type ListenerDigestFieldsWire, SnapshotPushBody, authorizationDigest, listenerDigest } from '../api/snapshot.js';
+import type { AuthorityStore, AuthorityTx, StoredService } from './authority-store.js';
+import type { PolicySource } from './lease-store.js';
+
+export interface LeaseDeps {
+  readonly store: AuthorityStore;
+  readonly nsdId: Bytes;
+  readonly epoch: bigint;
+  /** B's lease clock (ms, monotonic within the epoch). */
+  readonly now: () => number;
+  readonly newId?: () => Bytes;
+}
+
+/** [D] decision 0121: the policy stand-in has one version until the authorization compiler exists. */
+export const POLICY_VERSION = 1n;
+
+/**
+ * The listener digest fields and `intent_digest` of a service's current intent (spec §2.4): null while the service
+ * has no confirmed P. The same function serves the snapshot producer and the ready check, so both name one intent.
+ */
+export const listenerIntentOf = (
+  nsdId: Bytes,
+  s: StoredService,
+  sources: readonly PolicySource[],
+): { readonly fields: ListenerDigestFieldsWire; readonly intentDigest: Bytes } | null => {
+  if (s.port === null || s.state !== 'active') return null;
+  const d = DeclarationCodec.decodeOrThrow(s.declaration);
+  const serviceRef = { nsd_id: nsdId, network_id: s.networkId, service_id: s.serviceId };
+  const fields: ListenerDigestFieldsWire = {
+    service_ref: serviceRef,
+    publisher_identity: s.publisher,
+    listener_revision: s.listenerRevision,
+    P: Number(s.port),
+    protocols: d.protocols,
+    backend_host: d.backend_host,
+    backend_port: d.backend_port,
+    enforcement_policy_version: POLICY_VERSION,
+    enforcement_policy_digest: authorizationDigest({
+      service_ref: serviceRef,
+      publisher_identity: s.publisher,
+      policy_version: POLICY_VERSION,
+      sources: [...sources]
+        .sort((a, b) => Buffer.compare(Buffer.from(a.consumer), Buffer.from(b.consumer)))
+        .map((x) => ({ consumer_identity: x.consumer, protocols: [...x.protocols].sort() as ('tcp' | 'udp')[] })),
+    }),
+  };
+  return { fields, intentDigest: listenerDigest(fields) };
+};
+
+const currentIntent = (nsdId: Bytes, s: StoredService | undefined, sources: readonly PolicySource[]): CurrentIntent | null => {
+  if (s === undefined) return null;
+  let li: ReturnType<typeof listenerIntentOf>;
+  try {
+    li = listenerIntentOf(nsdId, s, sources);
+  } catch {
+    return null; // a corrupt declaration row names no intent
+  }
+  return {
+    serviceId: s.serviceId,
+    publisher: s.publisher,
+    state: s.state,
+    listenerRevision: s.listenerRevision,
+    intentDigest: li?.intentDigest ?? null,
+    P: s.port,
+    protocols: li?.fields.protocols ?? [],
+    // [D] decision 0121: B's proposal record belongs to the port table; until it is wired here, P is the check.
+    proposal: null,
+    enforcementPolicyDigest: li?.fields.enforcement_policy_digest ?? new Uint8Array(32),
+    policyExpiry: null,
+  };
+};
+
+/** What the target's referenced snapshot carried for a service (only the current stored snapshot is readable). */
+const stampIn = async (tx: AuthorityTx, target: Bytes, networkId: Bytes, ref: { revision: bigint; digest: Bytes }, serviceId: Bytes): Promise<IntentStamp | null> => {
+  const snap = await tx.lockSnapshot(target, networkId);
+  if (snap === null || snap.revision !== ref.revision || !bytesEqual(snap.digest, ref.digest)) return null;
+  const body = SnapshotPushBody.decode(snap.body);
+  if (Either.isLeft(body)) return null;
+  const l = body.right.snapshot.listeners.find((x) => bytesEqual(x.service_ref.service_id, serviceId));
+  return l === undefined ? null : { listenerRevision: l.listener_revision, intentDigest: l.intent_digest };
+};
+
+type StreamMessage = MessageOf<'listener.ready'> | MessageOf<'lease.refresh'> | MessageOf<'lease.acquire'>;
+
+/** Membership, then the runtime → epoch → session fences against the persisted rows (stream-bound kinds). */
+const fence = async (d: LeaseDeps, tx: AuthorityTx, m: StreamMessage) => {
+  if (!(await tx.isMember(m.subject_identity, m.network_id))) return Either.left(scError('unauthorized', 'identity is not a member of the Network'));
+  const rt = await tx.lockRuntime(m.subject_identity);
+  const s = await tx.lockSession(m.subject_identity, m.network_id);
+  const current = s !== null && rt !== null && s.generation === rt.generation && bytesEqual(s.runtimeId, rt.runtimeId) && s.epoch === d.epoch ? s : null;
+  return checkFences(
+    { kind: m.kind, runtimeGeneration: m.runtime_generation, runtimeId: m.runtime_id, authorityEpoch: m.authority_epoch, sessionSeq: m.session_seq },
+    { runtime: rt, epoch: d.epoch, session: current },
+  );
+};
+
+const refOk = (d: LeaseDeps, m: StreamMessage, ref: { nsd_id: Bytes; network_id: Bytes }) =>
+  bytesEqual(ref.nsd_id, d.nsdId) && bytesEqual(ref.network_id, m.network_id);
+
+const newId = (d: LeaseDeps): Bytes => d.newId?.() ?? new Uint8Array(randomBytes(16));
+
+const base = (d: LeaseDeps, m: StreamMessage) => ({
+  request_id: m.request_id,
+  scope: { subject_identity: m.subject_identity, nsd_id: d.nsdId, network_id: m.network_id },
+  authority_epoch: d.epoch,
+  runtime_generation: m.runtime_generation,
+  runtime_id: m.runtime_id,
+  session_seq: m.session_seq,
+});
+
+/** A lease.result item: granted with the grant and remaining time, or a rejection (`grant_id` null, 0 ms). */
+const item = (grant: GrantRecord | null, result: LeaseResultItemWire['result'], now: number) =>
+  result === 'granted' && grant !== null
+    ? { grant_id: grant.grantId, remaining_ms: BigInt(remainingMs(grant.deadline, now)), result }
+    : { grant_id: null, remaining_ms: 0n, result: result === 'granted' ? ('lease-expired' as const) : result };
+
+export interface LeaseReply {
+  readonly results: readonly LeaseResultItemWire[];
+  /** Whether a grant (or request map entry) was committed: the crash point after the commit. */
+  readonly committed: boolean;
+}
+
+/** listener.ready / lease.refresh (M6-28 … M6-32, M6-36). */
+export const serveReady = async (d: LeaseDeps, m: MessageOf<'listener.ready'> | MessageOf<'lease.refresh'>): Promise<Either.Either<LeaseReply, ServiceControlError>> => {
+  const body = m.body;
+  const serviceId = body.service_ref.service_id;
+  const digest = requestDigest(m.kind, body);
+  return d.store.transact(d.epoch, async (tx) => {
+    const f = await fence(d, tx, m);
+    if (Either.isLeft(f)) return Either.left(f.left);
+    if (!refOk(d, m, body.service_ref)) return Either.left(scError('unauthorized', 'service_ref is not of this authority and Network'));
+    const now = d.now();
+    const svc = (await tx.services(m.network_id)).find((s) => bytesEqual(s.serviceId, serviceId) && bytesEqual(s.publisher, m.subject_identity));
+    const intent = currentIntent(d.nsdId, svc, svc === undefined ? [] : await tx.lease.policySources(serviceId));
+    const space = { kind: 'refresh' as const, serviceId };
+    const stored = await tx.lease.lockMark(m.subject_identity, m.network_id, space);
+    const mark = stored !== null && stored.generation === m.runtime_generation && bytesEqual(stored.runtimeId, m.runtime_id) ? stored : null;
+    const markGrant = mark === null ? null : await tx.lease.grantOf(m.subject_identity, mark.requestId, serviceId, d.epoch);
+    const latest = await tx.lease.latestPublisherGrant(serviceId, m.subject_identity, d.epoch);
+    const live = latest !== null && latest.generation === m.runtime_generation && bytesEqual(latest.runtimeId, m.runtime_id) ? latest : null;
+    const snapshot = { revision: body.snapshot_revision, digest: body.snapshot_digest };
+    const decision = decideReady({
+      now,
+      epoch: d.epoch,
+      runtime: { identity: m.subject_identity, generation: m.runtime_generation, runtimeId: m.runtime_id },
+      sessionSeq: m.session_seq,
+      request: {
+        kind: m.kind,
+        requestId: m.request_id,
+        seq: body.refresh_seq,
+        requestDigest: digest,
+        listenerRevision: body.listener_revision,
+        intentDigest: body.intent_digest,
+        proposalId: body.proposal_id,
+        round: body.allocation_round,
+        proposalSeq: body.proposal_seq,
+        P: BigInt(body.P),
+        snapshot,
+        proof: { protocols: body.proof.installed_protocols, P: BigInt(body.proof.installed_P), policyDigest: body.proof.enforcement_policy_digest },
+      },
+      mark,
+      markGrant,
+      live,
+      intent,
+      acks: await tx.acks(m.subject_identity, m.network_id, m.session_seq, body.snapshot_revision),
+      atSnapshot: await stampIn(tx, m.subject_identity, m.network_id, snapshot, serviceId),
+      newGrantId: newId(d),
+    });
+    const echo = { ...base(d, m), service_ref: body.service_ref, listener_revision: body.listener_revision, intent_digest: body.intent_digest, refresh_seq: body.refresh_seq };
+    if (Either.isLeft(decision)) return Either.right({ results: [{ ...echo, ...item(null, decision.left.code, now) }], committed: false });
+    if (decision.right.outcome === 'granted') {
+      await tx.lease.saveGrant(m.network_id, decision.right.grant);
+      await tx.lease.saveMark(m.subject_identity, m.network_id, space, { ...decision.right.mark, generation: m.runtime_generation, runtimeId: m.runtime_id });
+    }
+    // remaining is computed at reply time from the committed deadline (never a new 30 s for a retransmission)
+    return Either.right({ results: [{ ...echo, ...item(decision.right.grant, 'granted', now) }], committed: decision.right.outcome === 'granted' });
+  });
+};
+
+/** lease.acquire (M6-35): one result per requested service, in request order. */
+export const serveAcquire = async (d: LeaseDeps, m: MessageOf<'lease.acquire'>): Promise<Either.Either<LeaseReply, ServiceControlError>> => {
+  const body = m.body;
+  const digest = requestDigest('lease.acquire', body);
+  return d.store.transact(d.epoch, async (tx) => {
+    const f = await fence(d, tx, m);
+    if (Either.isLeft(f)) return Either.left(f.left);
+    for (const it of body.services)
+      if (!refOk(d, m, it.service_ref)) return Either.left(scError('unauthorized', 'service_ref is not of this authority and Network'));
+    const now = d.now();
+    const services = await tx.services(m.network_id);
+    const snapshot = { revision: body.snapshot_revision, digest: body.snapshot_digest };
+    const items: AcquireItemInput[] = [];
+    for (const it of body.services) {
+      const serviceId = it.service_ref.service_id;
+      const svc = services.find((s) => bytesEqual(s.serviceId, serviceId) && bytesEqual(s.publisher, it.publisher_identity));
+      const sources = svc === undefined ? [] : await tx.lease.policySources(serviceId);
+      const src = sources.find((s) => bytesEqual(s.consumer, m.subject_identity));
+      items.push({
+        serviceId,
+        publisher: it.publisher_identity,
+        listenerRevision: it.listener_revision,
+        intentDigest: it.intent_digest,
+        intent: currentIntent(d.nsdId, svc, sources),
+        atSnapshot: await stampIn(tx, m.subject_identity, m.network_id, snapshot, serviceId),
+        authorization: src === undefined ? null : { protocols: src.protocols, expiry: src.expiry },
+        publisherGrant: await tx.lease.latestPublisherGrant(serviceId, it.publisher_identity, d.epoch),
+      });
+    }
+    const space = { kind: 'consumer' as const };
+    const stored = await tx.lease.lockMark(m.subject_identity, m.network_id, space);
+    const mark = stored !== null && stored.generation === m.runtime_generation && bytesEqual(stored.runtimeId, m.runtime_id) ? stored : null;
+    const markItems: AcquireItemRecord[] = [];
+    if (mark !== null)
+      for (const s of await tx.lease.acquireItems(m.subject_identity, mark.requestId, d.epoch))
+        markItems.push({
+          serviceId: s.serviceId,
+          result: s.result,
+          grant: s.grantId === null ? null : await tx.lease.grantOf(m.subject_identity, mark.requestId, s.serviceId, d.epoch),
+        });
+    const decision = decideAcquire({
+      now,
+      epoch: d.epoch,
+      runtime: { identity: m.subject_identity, generation: m.runtime_generation, runtimeId: m.runtime_id },
+      sessionSeq: m.session_seq,
+      requestId: m.request_id,
+      seq: body.consumer_seq,
+      requestDigest: digest,
+      snapshot,
+      mark,
+      markItems,
+      acks: await tx.acks(m.subject_identity, m.network_id, m.session_seq, body.snapshot_revision),
+      items,
+      newGrantId: () => newId(d),
+    });
+    const echo = (it: (typeof body.services)[number]) => ({
+      ...base(d, m),
+      service_ref: it.service_ref,
+      listener_revision: it.listener_revision,
+      intent_digest: it.intent_digest,
+      consumer_seq: body.consumer_seq,
+      snapshot_revision: body.snapshot_revision,
+      snapshot_digest: body.snapshot_digest,
+    });
+    if (Either.isLeft(decision))
+      return Either.right({ results: body.services.map((it) => ({ ...echo(it), ...item(null, decision.left.code, now) })), committed: false });
+    const byService = new Map(decision.right.items.map((r) => [toHex(r.serviceId), r]));
+    if (decision.right.outcome === 'decided') {
+      for (const r of decision.right.items) if (r.grant !== null) await tx.lease.saveGrant(m.network_id, r.grant);
+      await tx.lease.saveAcquireItems(
+        m.subject_identity,
+        m.request_id,
+        d.epoch,
+        decision.right.items.map((r) => ({ serviceId: r.serviceId, result: r.result, grantId: r.grant?.grantId ?? null })),
+      );
+      await tx.lease.saveMark(m.subject_identity, m.network_id, space, { ...decision.right.mark, generation: m.runtime_generation, runtimeId: m.runtime_id });
+    }
+    return Either.right({
+      results: body.services.map((it) => {
+        const r = byService.get(toHex(it.service_ref.service_id));
+        return { ...echo(it), ...item(r?.grant ?? null, r?.result ?? 'stale-listener', now) };
+      }),
+      committed: decision.right.outcome === 'decided',
+    });
+  });
+};
+
+/** The owner's policy stand-in edit (tests, nsd configuration): allow or remove one consumer source of a service. */
+export const setPolicySource = (d: Pick<LeaseDeps, 'store' | 'epoch'>, serviceId: Bytes, source: PolicySource | { readonly consumer: Bytes; readonly remove: true }) =>
+  d.store.transact(d.epoch, async (tx) => {
+    if ('remove' in source) await tx.lease.deletePolicySource(serviceId, source.consumer);
+    else await tx.lease.savePolicySource(serviceId, source);
+    return Either.void;
+  });
