@@ -105,10 +105,12 @@ describe('M6-49 the deadline is the gate, not the driver', () => {
     publishService(r, 1); // t0 = T, remaining 30000, resolution 10 ⇒ effective deadline T + 29990
     const f = open(r, 1, CONSUMER, 'udp');
     r.clock.advance(29_989);
+    expect(r.engine.remainingMs(pubKey(1))).toBe(1);
     expect(r.engine.check(f, 'udp-send')).toBe('allow');
     r.clock.advance(1);
     expect(r.engine.check(f, 'udp-send')).toBe('expired');
     expect(r.engine.check(f, 'udp-send')).toBe('expired');
+    expect(r.engine.remainingMs(pubKey(1))).toBe(0);
     // the driver finds the teardown afterwards; it was never the gate
     const plans = r.engine.tick();
     expect(plans.map((p) => p.reason)).toEqual(['expired']);

@@ -283,6 +283,17 @@ export class PermitEngine {
   }
 
   /**
+   * Milliseconds of permit left for a key at the last clock reading (0 when closed, expired or the clock failed):
+   * e.g. the cap of a positive DNS TTL (spec §7). Reading-based, so never longer than the true remainder.
+   */
+  remainingMs(key: PermitKey): number {
+    const s = this.slots.get(permitKeyText(key));
+    const now = this.readClock();
+    if (s === undefined || now !== now || !s.open || now >= s.deadline) return 0;
+    return s.deadline - now;
+  }
+
+  /**
    * Record t0 (before the FIRST transmission of a logical request) and the key's revocation counter. Transport
    * retries reuse the returned object; a new logical request calls this again.
    */
