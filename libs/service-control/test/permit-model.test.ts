@@ -11,7 +11,7 @@
 // - no 5-tuple is reusable while a flow holding it has no retirement receipt.
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { Flow, GenerationStamp, OrdinaryDecision, PendingRequest, PermitKey, TeardownPlan } from '../src/permit/index.js';
+import type { Backend, Flow, GenerationStamp, OrdinaryDecision, PendingRequest, PermitKey, TeardownPlan } from '../src/permit/index.js';
 import { IO_POINTS, permitKeyText, TEARDOWN_STEPS } from '../src/permit/index.js';
 import { toHex } from '../src/domain/bytes.js';
 import { id16 } from './helpers.js';
@@ -46,7 +46,10 @@ type Op =
   | { t: 'check'; pick: number; point: number }
   | { t: 'send'; pick: number }
   | { t: 'dequeue'; pick: number; forge: boolean }
-  | { t: 'retire'; pick: number; forced: boolean };
+  | { t: 'retire'; pick: number; forced: boolean }
+  | { t: 'intent' }
+  | { t: 'toDeadline'; k: number; delta: number }
+  | { t: 'owners'; k: number; ambiguous: boolean };
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 12, arbitrary: fc.record({ t: fc.constant('request' as const), k: fc.nat(1), oldEpoch: fc.boolean() }) },
@@ -66,6 +69,9 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 8, arbitrary: fc.record({ t: fc.constant('send' as const), pick: fc.nat() }) },
   { weight: 8, arbitrary: fc.record({ t: fc.constant('dequeue' as const), pick: fc.nat(), forge: fc.boolean() }) },
   { weight: 4, arbitrary: fc.record({ t: fc.constant('retire' as const), pick: fc.nat(), forced: fc.boolean() }) },
+  { weight: 2, arbitrary: fc.constant({ t: 'intent' as const }) },
+  { weight: 4, arbitrary: fc.record({ t: fc.constant('toDeadline' as const), k: fc.nat(1), delta: fc.integer({ min: -1, max: 0 }) }) },
+  { weight: 1, arbitrary: fc.record({ t: fc.constant('owners' as const), k: fc.nat(1), ambiguous: fc.boolean() }) },
 );
 
 interface MKey {
@@ -114,6 +120,10 @@ const stats = {
   retired: 0,
   forcedNotRetired: 0,
   plansChecked: 0,
+  intentBlockedOpen: 0,
+  oldBackendKeptAfterUpdate: 0,
+  ownershipKills: 0,
+  ambiguousRefused: 0,
 };
 
 const SOURCES = [CONSUMER, CONSUMER_2];
@@ -148,6 +158,13 @@ const run = (ops: readonly Op[]): void => {
   const ms: MSource[] = SOURCES.map(() => ({ present: false, version: 0n, udp: false, changedOp: -1 }));
   const flows: MFlow[] = [];
   const pending: Array<{ p: PendingRequest; k: number }> = [];
+  // intent (backend) of the publisher key, and endpoint ownership per key
+  let intentPending = false;
+  let intentVersion = 0;
+  let backend: Backend | null = null;
+  const ambiguous = [false, false];
+  const ownersChangedOp = [-1, -1];
+  const backendOf = (v: number): Backend => ({ host: `10.0.0.${v + 1}`, port: 8080 });
   const queue: Array<{ stamp: GenerationStamp; f: MFlow }> = [];
   let failed = false;
   let policy: OrdinaryDecision = 'allow';
@@ -174,6 +191,7 @@ const run = (ops: readonly Op[]): void => {
     const k = mk[f.k] as MKey;
     const now = r.clock.t;
     if (failed || !k.open || now >= k.deadline || f.createdOp <= k.lastGapOp) return false;
+    if (f.createdOp <= (ownersChangedOp[f.k] as number)) return false;
     if (f.source !== null) {
       const s = ms[f.source] as MSource;
       if (!s.present || s.changedOp >= f.createdOp) return false;
@@ -195,7 +213,7 @@ const run = (ops: readonly Op[]): void => {
         const k = mk[op.k] as MKey;
         const key = keys[op.k] as PermitKey;
         const epoch = op.oldEpoch && k.currentEpoch > 1n ? k.currentEpoch - 1n : k.currentEpoch;
-        const p = r.engine.beginRequest(key, { kind: 'lease.refresh', echo: { ...echoFor(key, { seq: seq++, epoch, session: k.sessionFloor > 0n ? k.sessionFloor : 1n }), requestId: id16(Number(seq)) }, backend: null });
+        const p = r.engine.beginRequest(key, { kind: 'lease.refresh', echo: { ...echoFor(key, { seq: seq++, epoch, session: k.sessionFloor > 0n ? k.sessionFloor : 1n }), requestId: id16(Number(seq)) }, backend: op.k === 0 ? backendOf(intentVersion) : null });
         if (failed) expect(p).toBe('clock-failed');
         else if (p !== 'clock-failed') pending.push({ p, k: op.k });
         break;
@@ -248,6 +266,10 @@ const run = (ops: readonly Op[]): void => {
         k.epoch = epoch;
         k.appliedSeq = p.echo.seq;
         k.appliedId = toHex(p.echo.requestId);
+        if (ki === 0 && p.intentVersionAtSend === intentVersion) {
+          intentPending = false;
+          backend = p.backend;
+        }
         break;
       }
       case 'revoke': {
@@ -355,12 +377,17 @@ const run = (ops: readonly Op[]): void => {
           now < k.deadline &&
           (s === null || (s.present && (tuple.protocol === 'tcp' || s.udp))) &&
           !held &&
+          !(op.k === 0 && intentPending) &&
+          !(ambiguous[op.k] as boolean) &&
           (policy === 'allow' || policy === 'not-enforced');
         expect(out.verdict === 'allow').toBe(allowed);
         if (out.verdict === 'five-tuple-in-use') stats.tupleInUse++;
+        if (out.verdict === 'intent-change-pending') stats.intentBlockedOpen++;
+        if (out.verdict === 'ambiguous-endpoint') stats.ambiguousRefused++;
         if (out.verdict === 'allow') {
           const flow = (out as { flow: Flow }).flow;
           expect(flow.generation).toBe(k.generation);
+          expect(flow.backend).toEqual(op.k === 0 ? backend : null); // new flows get the current backend
           flows.push({ flow, k: op.k, source: op.k === 0 ? op.s : null, createdOp: i, tuple: tupleKey, retired: false });
         }
         break;
@@ -376,10 +403,12 @@ const run = (ops: readonly Op[]): void => {
           expect(r.clock.t).toBeLessThan(k.deadline); // no permit outlives its deadline
           expect(f.flow.generation).toBe(r.engine.permitStatus(keys[f.k] as PermitKey)?.generation); // never an old generation
           if (sleptOp > f.createdOp) stats.allowAfterSleep++; // the flow lived through a sleep/resume
+          if (f.k === 0 && f.flow.backend !== null && backend !== null && f.flow.backend.host !== backend.host) stats.oldBackendKeptAfterUpdate++;
         } else {
           if (v === 'expired' && lastTickOp < k.lastGapOp) stats.deniedExpiredNoTick++; // refused after the deadline, no tick ran since
           if (k.open && f.createdOp <= k.lastGapOp) stats.oldGenerationDeniedWhilePermitOpen++;
           if (v === 'source-grant-changed' || v === 'no-source-grant') stats.sourceChangeKills++;
+          if (v === 'ownership') stats.ownershipKills++;
         }
         break;
       }
@@ -401,6 +430,26 @@ const run = (ops: readonly Op[]): void => {
         expect(v === 'allow').toBe(!f.retired && modelAllows(f));
         if (v === 'allow') stats.dequeueAllowed++;
         else if ((mk[f.k] as MKey).open) stats.dequeueRefusedOldGeneration++;
+        break;
+      }
+      case 'toDeadline': {
+        // land exactly on (or 1 ms before) a permit's effective deadline: the boundary is `now < deadline`
+        const target = (mk[op.k] as MKey).deadline + op.delta;
+        if (target > r.clock.t) r.clock.t = target;
+        break;
+      }
+      case 'intent':
+        r.engine.beginIntentChange(keys[0] as PermitKey);
+        intentPending = true;
+        intentVersion++;
+        break;
+      case 'owners': {
+        const key = keys[op.k] as PermitKey;
+        const other: PermitKey = { ...key, scope: { ...key.scope, networkId: id16(4242) } };
+        const plans = r.engine.setEndpointOwners(op.k === 0 ? pubEndpoint(1) : vipEndpoint(2), op.ambiguous ? [owner(key), owner(other)] : [owner(key)]);
+        checkPlans(plans);
+        if ((ambiguous[op.k] as boolean) !== op.ambiguous) ownersChangedOp[op.k] = i;
+        ambiguous[op.k] = op.ambiguous;
         break;
       }
       case 'retire': {
