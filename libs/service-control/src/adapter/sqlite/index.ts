@@ -1,1 +1,2 @@
 export * from './daemon-store.js';
+export * from './endpoint-store.js';

@@ -1,0 +1,170 @@
+// A's P arbitration (spec §5.10, §5.12, §5.13, §5.15): every received proposal is registered durably, then decided at
+// the single cut point; MayInstall is committed synchronously BEFORE the injected installer is called; cancels write
+// the TerminatedPure fence before answering; a corrupt or incomplete table answers `state-inconsistent` (B then holds
+// the proposal as RecoveryRequired). The answers are `port.result` bodies, sent by the caller after this returns.
+import { Either } from 'effect';
+import type { PortResultBodyWire } from '../api/port.js';
+import { serviceRefFromWire, serviceRefToWire } from '../api/convert.js';
+import type { ProposalRefWire } from '../api/common.js';
+import type { Bytes } from '../domain/bytes.js';
+import { ServiceControlError } from '../domain/errors.js';
+import type { ServiceRef } from '../domain/ids.js';
+import {
+  type EndpointAnswer,
+  type EndpointTable,
+  type ProposalRef,
+  type Step,
+  arbitrate,
+  cancelProposal,
+  closeAllGates,
+  markInstallFailed,
+  markInstalled,
+  queryProposal,
+  recoveryPlan,
+  registerProposal,
+} from '../domain/port-endpoint.js';
+
+/** A's storage port for the endpoint table: one serial, synchronously durable transaction per call. */
+export interface EndpointStore {
+  /** Run one pure step under the table's write lock and commit it; a thrown error rolls back. */
+  readonly transact: <A>(label: string, step: (t: EndpointTable) => Step<A>) => A;
+  readonly read: () => EndpointTable;
+  readonly close: () => void;
+}
+
+/** What the data plane is asked to do (the real one is out of scope; see `SimulatedListenerInstaller`). */
+export interface ListenerInstaller {
+  /** Install N6:P and the forwarding with the data gate CLOSED. Throws on failure. */
+  readonly install: (publisher: Bytes, port: bigint, owner: ServiceRef) => Promise<void>;
+  /** Remove a listener (tombstone, revocation): gate closed first, then teardown. */
+  readonly remove: (publisher: Bytes, port: bigint) => Promise<void>;
+  /** Whether a local ordinary config or system listener holds the port (blocks MayInstall). */
+  readonly localConflict: (publisher: Bytes, port: bigint) => boolean;
+}
+
+/** A stand-in data plane that records calls in memory; failures can be injected. Never a real listener. */
+export class SimulatedListenerInstaller implements ListenerInstaller {
+  readonly calls: { readonly op: 'install' | 'remove'; readonly port: bigint }[] = [];
+  readonly installed = new Set<string>();
+  failNext = false;
+  constructor(private readonly systemPorts: ReadonlySet<bigint> = new Set()) {}
+  install = async (publisher: Bytes, port: bigint): Promise<void> => {
+    this.calls.push({ op: 'install', port });
+    if (this.failNext) {
+      this.failNext = false;
+      throw new Error('simulated install failure');
+    }
+    this.installed.add(`${Buffer.from(publisher).toString('hex')}:${port}`);
+  };
+  remove = async (publisher: Bytes, port: bigint): Promise<void> => {
+    this.calls.push({ op: 'remove', port });
+    this.installed.delete(`${Buffer.from(publisher).toString('hex')}:${port}`);
+  };
+  localConflict = (_publisher: Bytes, port: bigint): boolean => this.systemPorts.has(port);
+}
+
+export const proposalFromWire = (w: ProposalRefWire): ProposalRef => ({
+  serviceRef: serviceRefFromWire(w.service_ref),
+  listenerRevision: w.listener_revision,
+  intentDigest: w.intent_digest,
+  allocationRound: w.allocation_round,
+  proposalSeq: w.proposal_seq,
+  proposalId: w.proposal_id,
+  port: BigInt(w.P),
+});
+
+export const proposalToWire = (p: ProposalRef): ProposalRefWire => ({
+  service_ref: serviceRefToWire(p.serviceRef),
+  listener_revision: p.listenerRevision,
+  intent_digest: p.intentDigest,
+  allocation_round: p.allocationRound,
+  proposal_seq: p.proposalSeq,
+  proposal_id: p.proposalId,
+  P: Number(p.port),
+});
+
+/** The `port.result` body of an answer. */
+export const portResultBody = (a: EndpointAnswer): PortResultBodyWire => ({
+  ...proposalToWire(a.ref),
+  result: a.result,
+  termination_floor: a.terminationFloor,
+});
+
+const orThrow = <A>(e: Either.Either<A, ServiceControlError>): A => {
+  if (Either.isLeft(e)) throw e.left;
+  return e.right;
+};
+
+export interface ArbiterHooks {
+  /** Called after the MayInstall commit and before the install call (the M6-38 fault hook). */
+  readonly beforeInstall?: (port: bigint) => void;
+}
+
+export class PortArbiter {
+  constructor(
+    private readonly store: EndpointStore,
+    private readonly installer: ListenerInstaller,
+    private readonly hooks: ArbiterHooks = {},
+  ) {}
+
+  /**
+   * A proposal from a snapshot: register (commit) → arbitrate (commit, the cut point) → install only after the
+   * MayInstall commit → record the install (commit). Returns every decided answer (also other memberships' proposals
+   * refused at the same cut point — the caller routes each to its own NSD by its ServiceRef).
+   */
+  async onProposal(publisher: Bytes, ref: ProposalRef): Promise<readonly EndpointAnswer[]> {
+    const reg = this.store.transact('proposed', (t) => orThrow(registerProposal(t, publisher, ref)));
+    if (reg.kind === 'fenced') return [reg.answer];
+    return this.decide(publisher, ref.port);
+  }
+
+  private async decide(publisher: Bytes, port: bigint): Promise<readonly EndpointAnswer[]> {
+    const conflict = this.installer.localConflict(publisher, port);
+    const cut = this.store.transact('may-install', (t) => arbitrate(t, publisher, port, conflict));
+    if (cut.mayInstall === null) return cut.answers;
+    this.hooks.beforeInstall?.(port);
+    try {
+      await this.installer.install(publisher, port, cut.mayInstall.serviceRef);
+    } catch {
+      // the gate stays closed, the ownership is kept: apply-failed, never a pure proposal
+      this.store.transact('install-failed', (t) => ({ table: orThrow(markInstallFailed(t, publisher, port)), out: undefined }));
+      return cut.answers.map((a) => (a.result === 'claimed' || a.result === 'installed' ? { ...a, result: 'apply-failed' as const } : a));
+    }
+    this.store.transact('installed', (t) => ({ table: orThrow(markInstalled(t, publisher, port)), out: undefined }));
+    return cut.answers.map((a) => (a.result === 'claimed' ? { ...a, result: 'installed' as const } : a));
+  }
+
+  /** `port.cancel`: the fence (or the tombstone) commits before the answer; a tombstoned listener is removed. */
+  async onCancel(publisher: Bytes, ref: ProposalRef): Promise<EndpointAnswer> {
+    const ans = this.store.transact('cancel', (t) => orThrow(cancelProposal(t, publisher, ref)));
+    if (ans.result === 'claimed' || ans.result === 'installed') await this.installer.remove(publisher, ref.port);
+    return ans;
+  }
+
+  /** `port.query`: the current state, nothing changed (`absent` is never a release proof). */
+  onQuery(publisher: Bytes, ref: ProposalRef): EndpointAnswer {
+    return orThrow(queryProposal(this.store.read(), publisher, ref));
+  }
+
+  /**
+   * Recovery order (spec §5.15): load ownership and floors; keep every gate closed (no Active from disk); reinstall
+   * owned endpoints with the gate closed; re-arbitrate proposals registered before a crash. Returns the answers.
+   */
+  async recover(): Promise<readonly EndpointAnswer[]> {
+    this.store.transact('close-gates', (t) => ({ table: closeAllGates(t), out: undefined }));
+    const plan = recoveryPlan(this.store.read());
+    for (const e of plan.reinstall) {
+      if (e.owner === null) continue;
+      try {
+        await this.installer.install(e.publisher, e.port, e.owner);
+        this.store.transact('installed', (t) => ({ table: orThrow(markInstalled(t, e.publisher, e.port)), out: undefined }));
+      } catch (err) {
+        if (err instanceof ServiceControlError) throw err;
+        this.store.transact('install-failed', (t) => ({ table: orThrow(markInstallFailed(t, e.publisher, e.port)), out: undefined }));
+      }
+    }
+    const answers: EndpointAnswer[] = [];
+    for (const x of plan.rearbitrate) answers.push(...(await this.decide(x.publisher, x.port)));
+    return answers;
+  }
+}
