@@ -1,0 +1,288 @@
+// A's local name table on SQLite (decision 0115): the same database file as the daemon store (WAL,
+// synchronous=FULL, schema `ns.service-control.v1` in `meta`), with its own tables and its own migration marker
+// (`meta` key `names.version`) and the candidate format it was made for (`names.format`). Every mutating call is ONE
+// IMMEDIATE transaction: read the allocator record, check it against the rows, run the pure plan, write the plan's
+// allocator record and entry — so random tries, the scan_hint advance, the phase and the counts commit together, and
+// concurrent allocators (other connections, other processes) never hand out one name twice (the name is also the
+// primary key). Rows and the allocator record are checksummed: a corrupt row is `state-inconsistent` for that name
+// only; a corrupt or missing allocator record, or counts that no longer match the rows (a vanished tombstone), is
+// `state-inconsistent` for the table's writes while lookups go on. Driver failures are `storage-unavailable`.
+import { createHash } from 'node:crypto';
+import Database from 'better-sqlite3';
+import { Either } from 'effect';
+import { type ServiceControlError, ServiceControlError as ScErrorClass, scError } from '../../domain/errors.js';
+import type { NameError } from '../../names/errors.js';
+import { type NameFormat, SHORT_NAME_FORMAT } from '../../names/format.js';
+import type { NameStore } from '../../names/store.js';
+import {
+  type AllocatorState,
+  type NameEntry,
+  type NamePlan,
+  type NameTableView,
+  type NameWrite,
+  initialAllocator,
+  planAllocate,
+  planNickname,
+  planRebind,
+  planTombstone,
+  validAllocator,
+} from '../../names/table.js';
+import { SQLITE_SCHEMA_NAME } from './daemon-store.js';
+
+const NAME_MIGRATIONS: readonly string[] = [
+  `CREATE TABLE name_entry (name TEXT PRIMARY KEY, kind TEXT NOT NULL, state TEXT NOT NULL, target_ref TEXT,
+     target_address TEXT, format_phase INTEGER, version TEXT NOT NULL, checksum TEXT NOT NULL) STRICT;
+   CREATE UNIQUE INDEX name_entry_live_auto ON name_entry (target_ref) WHERE kind = 'auto' AND state = 'live';
+   CREATE INDEX name_entry_phase ON name_entry (format_phase) WHERE format_phase IS NOT NULL;
+   CREATE TABLE name_allocator (id INTEGER PRIMARY KEY CHECK (id = 1), value TEXT NOT NULL, checksum TEXT NOT NULL) STRICT;`,
+];
+
+export type NameStoreOp = 'allocate' | 'nickname' | 'rebind' | 'tombstone';
+
+export interface SqliteNameStoreOptions {
+  /** the candidate space; the seed's unless a test asks for a small one. Recorded at creation, checked on open. */
+  readonly format?: NameFormat;
+  /** how long a writer waits for another connection's transaction (ms) before `storage-unavailable` */
+  readonly busyTimeoutMs?: number;
+  /** Injected fault: called right after a transaction that wrote something commits (crash-point tests). */
+  readonly afterCommit?: (op: NameStoreOp) => void;
+}
+
+const sum = (value: string): string => createHash('sha256').update(value).digest('hex');
+
+interface EntryRow {
+  name: string;
+  kind: string;
+  state: string;
+  target_ref: string | null;
+  target_address: string | null;
+  format_phase: number | null;
+  version: string;
+  checksum: string;
+}
+
+const rowText = (e: Omit<EntryRow, 'checksum'>): string =>
+  JSON.stringify([e.name, e.kind, e.state, e.target_ref, e.target_address, e.format_phase, e.version]);
+
+const toRow = (e: NameEntry): EntryRow => {
+  const r = {
+    name: e.name,
+    kind: e.kind,
+    state: e.state,
+    target_ref: e.target?.ref ?? null,
+    target_address: e.target?.address ?? null,
+    format_phase: e.formatPhase,
+    version: e.version.toString(),
+  };
+  return { ...r, checksum: sum(rowText(r)) };
+};
+
+const fromRow = (r: EntryRow): NameEntry | 'corrupt' => {
+  if (sum(rowText(r)) !== r.checksum) return 'corrupt';
+  if ((r.kind !== 'auto' && r.kind !== 'manual') || (r.state !== 'live' && r.state !== 'tombstone')) return 'corrupt';
+  if (!/^[1-9][0-9]*$/.test(r.version)) return 'corrupt';
+  const hasTarget = r.target_ref !== null && r.target_address !== null;
+  if (hasTarget !== (r.state === 'live') || (r.target_ref === null) !== (r.target_address === null)) return 'corrupt';
+  return {
+    name: r.name,
+    kind: r.kind,
+    state: r.state,
+    target: hasTarget ? { ref: r.target_ref as string, address: r.target_address as string } : null,
+    formatPhase: r.format_phase,
+    version: BigInt(r.version),
+  };
+};
+
+const allocatorText = (a: AllocatorState): string =>
+  JSON.stringify({
+    phase: a.phase,
+    occupied: a.occupied.map(String),
+    scanHints: a.scanHints.map(String),
+    entries: a.entries.toString(),
+    tableVersion: a.tableVersion.toString(),
+  });
+
+const parseAllocator = (f: NameFormat, value: string, checksum: string): AllocatorState | 'corrupt' => {
+  if (sum(value) !== checksum) return 'corrupt';
+  try {
+    const v = JSON.parse(value) as { phase: number; occupied: string[]; scanHints: string[]; entries: string; tableVersion: string };
+    const a: AllocatorState = {
+      phase: v.phase,
+      occupied: v.occupied.map((x) => BigInt(x)),
+      scanHints: v.scanHints.map((x) => BigInt(x)),
+      entries: BigInt(v.entries),
+      tableVersion: BigInt(v.tableVersion),
+    };
+    return validAllocator(f, a) ? a : 'corrupt';
+  } catch {
+    return 'corrupt';
+  }
+};
+
+const storageError = (e: unknown): ServiceControlError =>
+  e instanceof ScErrorClass ? e : scError('storage-unavailable', `sqlite: ${e instanceof Error ? e.message : String(e)}`);
+
+const attempt = <A, E>(f: () => Either.Either<A, E>): Either.Either<A, E | ServiceControlError> => {
+  try {
+    return f();
+  } catch (e) {
+    return Either.left(storageError(e));
+  }
+};
+
+/** Open (creating or migrating) the name table in the daemon's database file. */
+export interface SqliteNameStore extends NameStore {
+  readonly db: Database.Database;
+  /**
+   * Put rows in directly in one transaction, keeping the allocator's counts right (like `InMemoryNameTable.seed`):
+   * for tests that need a table at 80 % of 676 000 without 540 800 separately committed allocations.
+   */
+  readonly seed: (rows: Iterable<NameEntry>) => void;
+}
+
+export const openSqliteNameStore = (path: string, options: SqliteNameStoreOptions = {}): SqliteNameStore => {
+  const format = options.format ?? SHORT_NAME_FORMAT;
+  let db: Database.Database;
+  try {
+    db = new Database(path);
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = FULL');
+    db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 10_000}`);
+    db.exec('CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT');
+    db.transaction(() => {
+      const meta = (key: string): string | undefined => db.prepare<[string], { value: string }>('SELECT value FROM meta WHERE key = ?').get(key)?.value;
+      const schema = meta('schema');
+      if (schema !== undefined && schema !== SQLITE_SCHEMA_NAME)
+        throw scError('state-inconsistent', `database schema is ${schema}, not ${SQLITE_SCHEMA_NAME}`);
+      db.prepare("INSERT OR IGNORE INTO meta VALUES ('schema', ?)").run(SQLITE_SCHEMA_NAME);
+      const recorded = meta('names.format');
+      if (recorded !== undefined && recorded !== format.id)
+        throw scError('state-inconsistent', `the name table was made for format ${recorded}, not ${format.id}`);
+      const version = Number(meta('names.version') ?? '0');
+      for (let i = version; i < NAME_MIGRATIONS.length; i++) db.exec(NAME_MIGRATIONS[i] as string);
+      if (version === 0) {
+        const text = allocatorText(initialAllocator(format));
+        db.prepare('INSERT INTO name_allocator VALUES (1, ?, ?)').run(text, sum(text));
+        db.prepare("INSERT INTO meta VALUES ('names.format', ?)").run(format.id);
+      }
+      db.prepare("INSERT OR REPLACE INTO meta VALUES ('names.version', ?)").run(String(NAME_MIGRATIONS.length));
+    }).immediate();
+  } catch (e) {
+    throw storageError(e);
+  }
+
+  const getEntry = db.prepare<[string], EntryRow>('SELECT * FROM name_entry WHERE name = ?');
+  const hasName = db.prepare<[string], { one: number }>('SELECT 1 AS one FROM name_entry WHERE name = ?');
+  const liveAuto = db.prepare<[string], EntryRow>("SELECT * FROM name_entry WHERE target_ref = ? AND kind = 'auto' AND state = 'live'");
+  const getAllocator = db.prepare<[], { value: string; checksum: string }>('SELECT value, checksum FROM name_allocator WHERE id = 1');
+  const countAll = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM name_entry');
+  const countPhase = db.prepare<[number], { n: number }>('SELECT count(*) AS n FROM name_entry WHERE format_phase = ?');
+  const insertEntry = db.prepare(
+    'INSERT INTO name_entry VALUES (@name, @kind, @state, @target_ref, @target_address, @format_phase, @version, @checksum)',
+  );
+  const updateEntry = db.prepare(
+    'UPDATE name_entry SET kind = @kind, state = @state, target_ref = @target_ref, target_address = @target_address, format_phase = @format_phase, version = @version, checksum = @checksum WHERE name = @name',
+  );
+  const putAllocator = db.prepare('UPDATE name_allocator SET value = ?, checksum = ? WHERE id = 1');
+  const allEntries = db.prepare<[], EntryRow>('SELECT * FROM name_entry ORDER BY name');
+
+  const readAllocator = (): Either.Either<AllocatorState, ServiceControlError> => {
+    const row = getAllocator.get();
+    if (row === undefined) return Either.left(scError('state-inconsistent', 'the name allocator record is missing'));
+    const a = parseAllocator(format, row.value, row.checksum);
+    return a === 'corrupt' ? Either.left(scError('state-inconsistent', 'the name allocator record is corrupt')) : Either.right(a);
+  };
+
+  /** The counts the allocator keeps must match the rows: a vanished row (a tombstone!) must never free its name. */
+  const checkCounts = (a: AllocatorState): Either.Either<AllocatorState, ServiceControlError> => {
+    if (BigInt((countAll.get() as { n: number }).n) !== a.entries)
+      return Either.left(scError('state-inconsistent', 'name rows do not match the allocator count'));
+    for (const k of [a.phase, Math.min(a.phase + 1, format.maxPhase)])
+      if (BigInt((countPhase.get(k) as { n: number }).n) !== a.occupied[k])
+        return Either.left(scError('state-inconsistent', `phase ${k} rows do not match the allocator count`));
+    return Either.right(a);
+  };
+
+  const view = (allocator: AllocatorState): NameTableView => ({
+    allocator,
+    isTaken: (name) => hasName.get(name) !== undefined,
+    entry: (name) => {
+      const r = getEntry.get(name);
+      return r === undefined ? null : fromRow(r);
+    },
+    liveAutoName: (ref) => {
+      const r = liveAuto.get(ref);
+      return r === undefined ? null : fromRow(r);
+    },
+  });
+
+  const apply = (w: NameWrite): void => {
+    if (w.entry !== null) (w.insert ? insertEntry : updateEntry).run(toRow(w.entry));
+    if (w.allocator !== null) {
+      const text = allocatorText(w.allocator);
+      putAllocator.run(text, sum(text));
+    }
+  };
+
+  /** One IMMEDIATE transaction: allocator read + checks + plan + write; the plan's write commits even with an error result. */
+  const run = <A>(op: NameStoreOp, counted: boolean, plan: (v: NameTableView) => NamePlan<A>): Either.Either<A, NameError> => {
+    let wrote = false;
+    let committed = false;
+    const r = attempt(() => {
+      const result = db
+        .transaction((): Either.Either<A, NameError> => {
+          const a = Either.flatMap(readAllocator(), (x) => (counted ? checkCounts(x) : Either.right(x)));
+          if (Either.isLeft(a)) return Either.left(a.left);
+          const p = plan(view(a.right));
+          if (p.write.allocator !== null || p.write.entry !== null) {
+            apply(p.write);
+            wrote = true;
+          }
+          return p.result;
+        })
+        .immediate();
+      committed = true;
+      return result;
+    });
+    if (wrote && committed) options.afterCommit?.(op);
+    return r;
+  };
+
+  return {
+    db,
+    format,
+    allocate: (target, rng) => run('allocate', true, (v) => planAllocate(format, v, target, rng)),
+    nickname: (name, target) => run('nickname', true, (v) => planNickname(format, v, name, target)),
+    rebind: (name, target) => run('rebind', false, (v) => planRebind(v, name, target)),
+    tombstone: (name) => run('tombstone', false, (v) => planTombstone(v, name)),
+    entry: (name) =>
+      attempt(() => {
+        const r = getEntry.get(name);
+        if (r === undefined) return Either.right(null);
+        const e = fromRow(r);
+        return e === 'corrupt' ? Either.left(scError('state-inconsistent', `name ${name} is corrupt`)) : Either.right(e);
+      }),
+    allocator: () => attempt(readAllocator),
+    entries: () =>
+      attempt(() => Either.right(allEntries.all().flatMap((r) => {
+        const e = fromRow(r);
+        return e === 'corrupt' ? [] : [e];
+      }))),
+    close: () => db.close(),
+    seed: (rows) =>
+      db
+        .transaction(() => {
+          const a = readAllocator();
+          if (Either.isLeft(a)) throw a.left;
+          let occupied = [...a.right.occupied];
+          let entries = a.right.entries;
+          for (const e of rows) {
+            insertEntry.run(toRow(e));
+            entries += 1n;
+            if (e.formatPhase !== null) occupied = occupied.map((c, k) => (k === e.formatPhase ? c + 1n : c));
+          }
+          apply({ allocator: { ...a.right, occupied, entries }, entry: null, insert: false });
+        })
+        .immediate(),
+  };
+};
