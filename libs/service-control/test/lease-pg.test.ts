@@ -219,6 +219,28 @@ describe('B ready and leases on PostgreSQL', () => {
     expect(await grants(w.identity)).toHaveLength(1);
   });
 
+  it('M6-29 the ACK stays usable after unrelated updates produced newer snapshots, not after this service changed', async () => {
+    const w = await publisher(40006);
+    const s = await listenerSnapshot(w, w, 1n);
+    clock = 4_500_000;
+    expect(one(await reply(authority, w, msg(w, 'listener.ready', readyBody(s, 1n), { session_seq: 1n }))).result).toBe('granted');
+    // an unrelated publisher reports: B produces newer snapshots for every member, w's included
+    await publisher(40007);
+    const current = await store.transact(authority.epoch, async (tx) => Either.right(await tx.lockSnapshot(w.identity, NET)));
+    expect(Either.isRight(current) && (current.right?.revision ?? 0n) > s.revision).toBe(true);
+    clock = 4_510_000;
+    expect(one(await reply(authority, w, msg(w, 'lease.refresh', readyBody(s, 2n), { session_seq: 1n }))).result).toBe('granted');
+    // this service changes (new backend port → new listener revision): the old ACK does not back the new intent
+    expect(code(await reply(authority, w, msg(w, 'report.replace', replaceBody(w, 2n, [decl('web', 'Web', 9090)]))))).toBe('ok');
+    await authority.idle();
+    const svc = await serviceOf(w.identity);
+    const li = listenerIntentOf(nsdId, svc, []);
+    if (li === null) throw new Error('no listener');
+    const changed = readyBody(s, 3n, { listener_revision: li.fields.listener_revision, intent_digest: li.intentDigest });
+    expect(one(await reply(authority, w, msg(w, 'lease.refresh', changed, { session_seq: 1n }))).result).toBe('enforcement-not-applied');
+    expect(one(await reply(authority, w, msg(w, 'lease.refresh', readyBody(s, 4n), { session_seq: 1n }))).result).toBe('stale-listener');
+  });
+
   it('M6-32 lower seq stale-refresh, same seq other content digest-conflict, old session stale-session; none changes a grant', async () => {
     const w = await publisher(40002);
     const s = await listenerSnapshot(w, w, 1n);

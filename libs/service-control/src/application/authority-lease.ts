@@ -22,7 +22,7 @@ import type { MessageOf } from '../api/message.js';
 import { type LeaseResultItemWire, requestDigest } from '../api/lease.js';
 import { DeclarationCodec } from '../api/report.js';
 import { type ListenerDigestFieldsWire, SnapshotPushBody, authorizationDigest, listenerDigest } from '../api/snapshot.js';
-import type { AuthorityStore, AuthorityTx, StoredService } from './authority-store.js';
+import type { AuthorityStore, AuthorityTx, FenceRows, StoredService } from './authority-store.js';
 import type { PolicySource } from './lease-store.js';
 
 export interface LeaseDeps {
@@ -93,23 +93,37 @@ const currentIntent = (nsdId: Bytes, s: StoredService | undefined, sources: read
   };
 };
 
-/** What the target's referenced snapshot carried for a service (only the current stored snapshot is readable). */
-const stampIn = async (tx: AuthorityTx, target: Bytes, networkId: Bytes, ref: { revision: bigint; digest: Bytes }, serviceId: Bytes): Promise<IntentStamp | null> => {
+/**
+ * What the target's referenced snapshot carried for a service: remembered per (target, revision, digest) the first
+ * time a ready/acquire reads it while it is the current snapshot, so later unrelated revisions do not invalidate the
+ * ACK (M6-29). A revision never read while current is unknown: the request is refused and A re-ACKs the newer one.
+ */
+const stampIn = async (
+  tx: AuthorityTx,
+  target: Bytes,
+  networkId: Bytes,
+  ref: { revision: bigint; digest: Bytes },
+  serviceId: Bytes,
+  known: IntentStamp | null,
+): Promise<IntentStamp | null> => {
+  if (known !== null) return known;
   const snap = await tx.lockSnapshot(target, networkId);
   if (snap === null || snap.revision !== ref.revision || !bytesEqual(snap.digest, ref.digest)) return null;
   const body = SnapshotPushBody.decode(snap.body);
   if (Either.isLeft(body)) return null;
-  const l = body.right.snapshot.listeners.find((x) => bytesEqual(x.service_ref.service_id, serviceId));
-  return l === undefined ? null : { listenerRevision: l.listener_revision, intentDigest: l.intent_digest };
+  const stamps = body.right.snapshot.listeners.map((l) => ({ serviceId: l.service_ref.service_id, listenerRevision: l.listener_revision, intentDigest: l.intent_digest }));
+  await tx.lease.saveSnapshotStamps(target, networkId, ref.revision, ref.digest, stamps);
+  const l = stamps.find((x) => bytesEqual(x.serviceId, serviceId));
+  return l === undefined ? null : { listenerRevision: l.listenerRevision, intentDigest: l.intentDigest };
 };
 
 type StreamMessage = MessageOf<'listener.ready'> | MessageOf<'lease.refresh'> | MessageOf<'lease.acquire'>;
 
 /** Membership, then the runtime → epoch → session fences against the persisted rows (stream-bound kinds). */
-const fence = async (d: LeaseDeps, tx: AuthorityTx, m: StreamMessage) => {
-  if (!(await tx.isMember(m.subject_identity, m.network_id))) return Either.left(scError('unauthorized', 'identity is not a member of the Network'));
-  const rt = await tx.lockRuntime(m.subject_identity);
-  const s = await tx.lockSession(m.subject_identity, m.network_id);
+const fenceOf = (d: LeaseDeps, m: StreamMessage, f: FenceRows) => {
+  if (!f.member) return Either.left(scError('unauthorized', 'identity is not a member of the Network'));
+  const rt = f.runtime;
+  const s = f.session;
   const current = s !== null && rt !== null && s.generation === rt.generation && bytesEqual(s.runtimeId, rt.runtimeId) && s.epoch === d.epoch ? s : null;
   return checkFences(
     { kind: m.kind, runtimeGeneration: m.runtime_generation, runtimeId: m.runtime_id, authorityEpoch: m.authority_epoch, sessionSeq: m.session_seq },
@@ -148,20 +162,28 @@ export const serveReady = async (d: LeaseDeps, m: MessageOf<'listener.ready'> | 
   const body = m.body;
   const serviceId = body.service_ref.service_id;
   const digest = requestDigest(m.kind, body);
+  const space = { kind: 'refresh' as const, serviceId };
+  const snapshot = { revision: body.snapshot_revision, digest: body.snapshot_digest };
   return d.store.transact(d.epoch, async (tx) => {
-    const f = await fence(d, tx, m);
+    // every read in one round trip with the fence (decision 0122)
+    const [fr, row, sources, stored, markGrant, latest, acks, known] = await Promise.all([
+      tx.fence(m.subject_identity, m.network_id, { session: true }),
+      tx.lease.service(serviceId),
+      tx.lease.policySources(serviceId),
+      tx.lease.lockMark(m.subject_identity, m.network_id, space),
+      tx.lease.grantOf(m.subject_identity, m.request_id, serviceId, d.epoch),
+      tx.lease.latestPublisherGrant(serviceId, m.subject_identity, d.epoch),
+      tx.acks(m.subject_identity, m.network_id, m.session_seq, body.snapshot_revision),
+      tx.lease.snapshotStamp(m.subject_identity, m.network_id, snapshot.revision, snapshot.digest, serviceId),
+    ]);
+    const f = fenceOf(d, m, fr);
     if (Either.isLeft(f)) return Either.left(f.left);
     if (!refOk(d, m, body.service_ref)) return Either.left(scError('unauthorized', 'service_ref is not of this authority and Network'));
     const now = d.now();
-    const svc = (await tx.services(m.network_id)).find((s) => bytesEqual(s.serviceId, serviceId) && bytesEqual(s.publisher, m.subject_identity));
-    const intent = currentIntent(d.nsdId, svc, svc === undefined ? [] : await tx.lease.policySources(serviceId));
-    const space = { kind: 'refresh' as const, serviceId };
-    const stored = await tx.lease.lockMark(m.subject_identity, m.network_id, space);
+    const svc = row !== null && bytesEqual(row.networkId, m.network_id) && bytesEqual(row.publisher, m.subject_identity) ? row : undefined;
+    const intent = currentIntent(d.nsdId, svc, svc === undefined ? [] : sources);
     const mark = stored !== null && stored.generation === m.runtime_generation && bytesEqual(stored.runtimeId, m.runtime_id) ? stored : null;
-    const markGrant = mark === null ? null : await tx.lease.grantOf(m.subject_identity, mark.requestId, serviceId, d.epoch);
-    const latest = await tx.lease.latestPublisherGrant(serviceId, m.subject_identity, d.epoch);
     const live = latest !== null && latest.generation === m.runtime_generation && bytesEqual(latest.runtimeId, m.runtime_id) ? latest : null;
-    const snapshot = { revision: body.snapshot_revision, digest: body.snapshot_digest };
     const decision = decideReady({
       now,
       epoch: d.epoch,
@@ -185,8 +207,8 @@ export const serveReady = async (d: LeaseDeps, m: MessageOf<'listener.ready'> | 
       markGrant,
       live,
       intent,
-      acks: await tx.acks(m.subject_identity, m.network_id, m.session_seq, body.snapshot_revision),
-      atSnapshot: await stampIn(tx, m.subject_identity, m.network_id, snapshot, serviceId),
+      acks,
+      atSnapshot: await stampIn(tx, m.subject_identity, m.network_id, snapshot, serviceId, known),
       newGrantId: newId(d),
     });
     const echo = { ...base(d, m), service_ref: body.service_ref, listener_revision: body.listener_revision, intent_digest: body.intent_digest, refresh_seq: body.refresh_seq };
@@ -205,17 +227,17 @@ export const serveAcquire = async (d: LeaseDeps, m: MessageOf<'lease.acquire'>):
   const body = m.body;
   const digest = requestDigest('lease.acquire', body);
   return d.store.transact(d.epoch, async (tx) => {
-    const f = await fence(d, tx, m);
+    const f = fenceOf(d, m, await tx.fence(m.subject_identity, m.network_id, { session: true }));
     if (Either.isLeft(f)) return Either.left(f.left);
     for (const it of body.services)
       if (!refOk(d, m, it.service_ref)) return Either.left(scError('unauthorized', 'service_ref is not of this authority and Network'));
     const now = d.now();
-    const services = await tx.services(m.network_id);
     const snapshot = { revision: body.snapshot_revision, digest: body.snapshot_digest };
     const items: AcquireItemInput[] = [];
     for (const it of body.services) {
       const serviceId = it.service_ref.service_id;
-      const svc = services.find((s) => bytesEqual(s.serviceId, serviceId) && bytesEqual(s.publisher, it.publisher_identity));
+      const row = await tx.lease.service(serviceId);
+      const svc = row !== null && bytesEqual(row.networkId, m.network_id) && bytesEqual(row.publisher, it.publisher_identity) ? row : undefined;
       const sources = svc === undefined ? [] : await tx.lease.policySources(serviceId);
       const src = sources.find((s) => bytesEqual(s.consumer, m.subject_identity));
       items.push({
@@ -224,7 +246,7 @@ export const serveAcquire = async (d: LeaseDeps, m: MessageOf<'lease.acquire'>):
         listenerRevision: it.listener_revision,
         intentDigest: it.intent_digest,
         intent: currentIntent(d.nsdId, svc, sources),
-        atSnapshot: await stampIn(tx, m.subject_identity, m.network_id, snapshot, serviceId),
+        atSnapshot: await stampIn(tx, m.subject_identity, m.network_id, snapshot, serviceId, await tx.lease.snapshotStamp(m.subject_identity, m.network_id, snapshot.revision, snapshot.digest, serviceId)),
         authorization: src === undefined ? null : { protocols: src.protocols, expiry: src.expiry },
         publisherGrant: await tx.lease.latestPublisherGrant(serviceId, it.publisher_identity, d.epoch),
       });

@@ -3,3 +3,5 @@ export * from './authority.js';
 export * from './daemon-store.js';
 export * from './daemon.js';
 export * from './port-arbiter.js';
+export * from './authority-lease.js';
+export * from './lease-store.js';

@@ -2,8 +2,9 @@
 // policy stand-in's consumer sources. Part of the fenced authority transaction (`AuthorityTx.lease`), so a grant is
 // committed under the epoch fence before the reply. The PostgreSQL adapter is `src/adapter/postgresql/lease-store.ts`.
 import type { Bytes } from '../domain/bytes.js';
+import type { StoredService } from './authority-store.js';
 import type { ErrorCode } from '../domain/errors.js';
-import type { ConsumerAuthorization, GrantRecord, RequestMark } from '../domain/lease.js';
+import type { ConsumerAuthorization, GrantRecord, IntentStamp, RequestMark } from '../domain/lease.js';
 
 /**
  * A high-water mark's seq space: `refresh` per (service, runtime) of a publisher, `consumer` per (target scope,
@@ -30,6 +31,8 @@ export interface PolicySource extends ConsumerAuthorization {
 }
 
 export interface LeaseTx {
+  /** One service row (not the Network's whole list: a refresh touches one service). */
+  readonly service: (serviceId: Bytes) => Promise<StoredService | null>;
   /** The mark of (holder, network, space), locked for this transaction. */
   readonly lockMark: (holder: Bytes, networkId: Bytes, space: MarkSpace) => Promise<StoredMark | null>;
   readonly saveMark: (holder: Bytes, networkId: Bytes, space: MarkSpace, mark: StoredMark) => Promise<void>;
@@ -41,6 +44,18 @@ export interface LeaseTx {
   /** The items of a consumer request in the epoch (empty after an authority restart). */
   readonly acquireItems: (holder: Bytes, requestId: Bytes, epoch: bigint) => Promise<readonly StoredAcquireItem[]>;
   readonly saveAcquireItems: (holder: Bytes, requestId: Bytes, epoch: bigint, items: readonly StoredAcquireItem[]) => Promise<void>;
+  /**
+   * The intent a produced snapshot (target, revision, digest) carried for a service, remembered once read (the content
+   * of a revision never changes), so an ACK stays usable after unrelated updates produced newer revisions (M6-29).
+   */
+  readonly snapshotStamp: (target: Bytes, networkId: Bytes, revision: bigint, digest: Bytes, serviceId: Bytes) => Promise<IntentStamp | null>;
+  readonly saveSnapshotStamps: (
+    target: Bytes,
+    networkId: Bytes,
+    revision: bigint,
+    digest: Bytes,
+    stamps: readonly (IntentStamp & { readonly serviceId: Bytes })[],
+  ) => Promise<void>;
   /** The policy stand-in: the consumer sources of a service. */
   readonly policySources: (serviceId: Bytes) => Promise<readonly PolicySource[]>;
   readonly savePolicySource: (serviceId: Bytes, s: PolicySource) => Promise<void>;

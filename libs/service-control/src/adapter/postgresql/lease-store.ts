@@ -5,6 +5,7 @@
 // never restores a grant (M6-36).
 import type { GrantKind, GrantRecord } from '../../domain/lease.js';
 import type { LeaseTx, MarkSpace, StoredAcquireItem, StoredMark } from '../../application/lease-store.js';
+import { type TxConnection, lit } from './batch.js';
 
 const S = 'service_control';
 
@@ -22,18 +23,15 @@ export const LEASE_MIGRATIONS: readonly string[] = [
    CREATE TABLE ${S}.lease_acquire_item (holder bytea NOT NULL, request_id bytea NOT NULL, service_id bytea NOT NULL,
      epoch numeric(20) NOT NULL, result text NOT NULL, grant_id bytea, PRIMARY KEY (holder, request_id, service_id));
    CREATE TABLE ${S}.policy_source (service_id bytea NOT NULL, consumer bytea NOT NULL, protocols text[] NOT NULL,
-     expiry bigint, PRIMARY KEY (service_id, consumer));`,
+     expiry bigint, PRIMARY KEY (service_id, consumer));
+   CREATE TABLE ${S}.lease_snapshot_stamp (target bytea NOT NULL, network_id bytea NOT NULL, revision numeric(20) NOT NULL,
+     digest bytea NOT NULL, service_id bytea NOT NULL, listener_revision numeric(20) NOT NULL, intent_digest bytea NOT NULL,
+     PRIMARY KEY (target, network_id, revision, service_id));`,
 ];
 
-/** The query surface of the transaction's client (pg.PoolClient or the store's batching wrapper). */
-export interface LeaseQuery {
-  readonly query: (text: string, values?: unknown[]) => Promise<{ readonly rows: Record<string, unknown>[] }>;
-}
-
-const buf = (v: Uint8Array): Buffer => Buffer.from(v.buffer, v.byteOffset, v.byteLength);
 const b = (v: unknown): Uint8Array => new Uint8Array(v as Buffer);
 /** `refresh` marks are keyed by the service id, the consumer mark by the empty key. */
-const spaceKey = (s: MarkSpace): Buffer => (s.kind === 'refresh' ? buf(s.serviceId) : Buffer.alloc(0));
+const spaceKey = (s: MarkSpace): string => lit.bytea(s.kind === 'refresh' ? s.serviceId : new Uint8Array(0));
 
 const GRANT_COLS = `grant_id, epoch::text AS epoch, kind, service_id, holder, generation::text AS generation, runtime_id,
   session_seq::text AS session_seq, seq::text AS seq, request_id, request_digest, deadline::text AS deadline`;
@@ -52,108 +50,129 @@ const grantOf = (r: Record<string, unknown>): GrantRecord => ({
   deadline: Number(r['deadline']),
 });
 
-export const leaseTx = (c: LeaseQuery): LeaseTx => ({
-  lockMark: async (holder, networkId, space) => {
-    const r = await c.query(
+/**
+ * Reads are queued statements (those issued in the same tick share one round trip with the fence read); writes ride
+ * with the COMMIT (decision 0130's batching), so a grant costs no round trip of its own and is still committed before
+ * the reply.
+ */
+export const leaseTx = (c: TxConnection): LeaseTx => ({
+  service: (serviceId) =>
+    c.statement(
+      `SELECT service_id, publisher, network_id, declaration_key, declaration, state, port, listener_revision::text AS listener_revision
+       FROM ${S}.service WHERE service_id = ${lit.bytea(serviceId)}`,
+      (r) => {
+        const row = r.rows[0] as Record<string, unknown> | undefined;
+        return row === undefined
+          ? null
+          : {
+              serviceId: b(row['service_id']),
+              publisher: b(row['publisher']),
+              networkId: b(row['network_id']),
+              declarationKey: row['declaration_key'] as string,
+              declaration: b(row['declaration']),
+              state: row['state'] as 'active' | 'withdrawn',
+              port: row['port'] === null ? null : BigInt(row['port'] as number),
+              listenerRevision: BigInt(row['listener_revision'] as string),
+            };
+      },
+    ),
+  lockMark: (holder, networkId, space) =>
+    c.statement(
       `SELECT generation::text AS generation, runtime_id, seq::text AS seq, request_id, request_digest FROM ${S}.lease_mark
-       WHERE holder = $1 AND network_id = $2 AND space = $3 FOR UPDATE`,
-      [buf(holder), buf(networkId), spaceKey(space)],
-    );
-    const row = r.rows[0];
-    return row === undefined
-      ? null
-      : ({
-          generation: BigInt(row['generation'] as string),
-          runtimeId: b(row['runtime_id']),
-          seq: BigInt(row['seq'] as string),
-          requestId: b(row['request_id']),
-          requestDigest: b(row['request_digest']),
-        } satisfies StoredMark);
-  },
-  saveMark: async (holder, networkId, space, m) => {
-    await c.query(
-      `INSERT INTO ${S}.lease_mark VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (holder, network_id, space)
-       DO UPDATE SET generation = $4, runtime_id = $5, seq = $6, request_id = $7, request_digest = $8`,
-      [buf(holder), buf(networkId), spaceKey(space), m.generation.toString(), buf(m.runtimeId), m.seq.toString(), buf(m.requestId), buf(m.requestDigest)],
-    );
-  },
-  grantOf: async (holder, requestId, serviceId, epoch) => {
-    const r = await c.query(`SELECT ${GRANT_COLS} FROM ${S}.lease_grant WHERE holder = $1 AND request_id = $2 AND service_id = $3 AND epoch = $4`, [
-      buf(holder),
-      buf(requestId),
-      buf(serviceId),
-      epoch.toString(),
-    ]);
-    return r.rows[0] === undefined ? null : grantOf(r.rows[0]);
-  },
-  latestPublisherGrant: async (serviceId, publisher, epoch) => {
-    const r = await c.query(
-      `SELECT ${GRANT_COLS} FROM ${S}.lease_grant WHERE service_id = $1 AND holder = $2 AND epoch = $3 AND kind IN ('ready', 'refresh')
-       ORDER BY seq DESC LIMIT 1`,
-      [buf(serviceId), buf(publisher), epoch.toString()],
-    );
-    return r.rows[0] === undefined ? null : grantOf(r.rows[0]);
-  },
-  saveGrant: async (networkId, g) => {
-    await c.query(
+       WHERE holder = ${lit.bytea(holder)} AND network_id = ${lit.bytea(networkId)} AND space = ${spaceKey(space)} FOR UPDATE`,
+      (r) => {
+        const row = r.rows[0] as Record<string, unknown> | undefined;
+        return row === undefined
+          ? null
+          : ({
+              generation: BigInt(row['generation'] as string),
+              runtimeId: b(row['runtime_id']),
+              seq: BigInt(row['seq'] as string),
+              requestId: b(row['request_id']),
+              requestDigest: b(row['request_digest']),
+            } satisfies StoredMark);
+      },
+    ),
+  saveMark: async (holder, networkId, space, m) =>
+    c.write(
+      `INSERT INTO ${S}.lease_mark VALUES (${lit.bytea(holder)}, ${lit.bytea(networkId)}, ${spaceKey(space)}, ${lit.num(m.generation)},
+         ${lit.bytea(m.runtimeId)}, ${lit.num(m.seq)}, ${lit.bytea(m.requestId)}, ${lit.bytea(m.requestDigest)})
+       ON CONFLICT (holder, network_id, space) DO UPDATE SET generation = excluded.generation, runtime_id = excluded.runtime_id,
+         seq = excluded.seq, request_id = excluded.request_id, request_digest = excluded.request_digest`,
+    ),
+  grantOf: (holder, requestId, serviceId, epoch) =>
+    c.statement(
+      `SELECT ${GRANT_COLS} FROM ${S}.lease_grant WHERE holder = ${lit.bytea(holder)} AND request_id = ${lit.bytea(requestId)}
+         AND service_id = ${lit.bytea(serviceId)} AND epoch = ${lit.num(epoch)}`,
+      (r) => (r.rows[0] === undefined ? null : grantOf(r.rows[0])),
+    ),
+  latestPublisherGrant: (serviceId, publisher, epoch) =>
+    c.statement(
+      `SELECT ${GRANT_COLS} FROM ${S}.lease_grant WHERE service_id = ${lit.bytea(serviceId)} AND holder = ${lit.bytea(publisher)}
+         AND epoch = ${lit.num(epoch)} AND kind IN ('ready', 'refresh') ORDER BY seq DESC LIMIT 1`,
+      (r) => (r.rows[0] === undefined ? null : grantOf(r.rows[0])),
+    ),
+  saveGrant: async (networkId, g) =>
+    c.write(
       `INSERT INTO ${S}.lease_grant (grant_id, epoch, kind, service_id, holder, network_id, generation, runtime_id, session_seq, seq,
-         request_id, request_digest, deadline) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-      [
-        buf(g.grantId),
-        g.epoch.toString(),
-        g.kind,
-        buf(g.serviceId),
-        buf(g.holder),
-        buf(networkId),
-        g.generation.toString(),
-        buf(g.runtimeId),
-        g.sessionSeq.toString(),
-        g.seq.toString(),
-        buf(g.requestId),
-        buf(g.requestDigest),
-        Math.floor(g.deadline).toString(),
-      ],
-    );
-  },
-  acquireItems: async (holder, requestId, epoch) => {
-    const r = await c.query(
-      `SELECT service_id, result, grant_id FROM ${S}.lease_acquire_item WHERE holder = $1 AND request_id = $2 AND epoch = $3 ORDER BY service_id`,
-      [buf(holder), buf(requestId), epoch.toString()],
-    );
-    return r.rows.map(
-      (row): StoredAcquireItem => ({
-        serviceId: b(row['service_id']),
-        result: row['result'] as StoredAcquireItem['result'],
-        grantId: row['grant_id'] === null ? null : b(row['grant_id']),
-      }),
-    );
-  },
+         request_id, request_digest, deadline) VALUES (${lit.bytea(g.grantId)}, ${lit.num(g.epoch)}, ${lit.text(g.kind)}, ${lit.bytea(g.serviceId)},
+         ${lit.bytea(g.holder)}, ${lit.bytea(networkId)}, ${lit.num(g.generation)}, ${lit.bytea(g.runtimeId)}, ${lit.num(g.sessionSeq)},
+         ${lit.num(g.seq)}, ${lit.bytea(g.requestId)}, ${lit.bytea(g.requestDigest)}, ${lit.num(Math.floor(g.deadline))})`,
+    ),
+  acquireItems: (holder, requestId, epoch) =>
+    c.statement(
+      `SELECT service_id, result, grant_id FROM ${S}.lease_acquire_item WHERE holder = ${lit.bytea(holder)} AND request_id = ${lit.bytea(requestId)}
+         AND epoch = ${lit.num(epoch)} ORDER BY service_id`,
+      (r) =>
+        r.rows.map(
+          (row): StoredAcquireItem => ({
+            serviceId: b(row['service_id']),
+            result: row['result'] as StoredAcquireItem['result'],
+            grantId: row['grant_id'] === null ? null : b(row['grant_id']),
+          }),
+        ),
+    ),
   saveAcquireItems: async (holder, requestId, epoch, items) => {
     for (const it of items)
-      await c.query(`INSERT INTO ${S}.lease_acquire_item VALUES ($1, $2, $3, $4, $5, $6)`, [
-        buf(holder),
-        buf(requestId),
-        buf(it.serviceId),
-        epoch.toString(),
-        it.result,
-        it.grantId === null ? null : buf(it.grantId),
-      ]);
+      c.write(
+        `INSERT INTO ${S}.lease_acquire_item VALUES (${lit.bytea(holder)}, ${lit.bytea(requestId)}, ${lit.bytea(it.serviceId)}, ${lit.num(epoch)},
+           ${lit.text(it.result)}, ${lit.nullable(it.grantId, lit.bytea)})`,
+      );
   },
-  policySources: async (serviceId) => {
-    const r = await c.query(`SELECT consumer, protocols, expiry::text AS expiry FROM ${S}.policy_source WHERE service_id = $1 ORDER BY consumer`, [buf(serviceId)]);
-    return r.rows.map((row) => ({
-      consumer: b(row['consumer']),
-      protocols: row['protocols'] as string[],
-      expiry: row['expiry'] === null ? null : Number(row['expiry']),
-    }));
+  snapshotStamp: (target, networkId, revision, digest, serviceId) =>
+    c.statement(
+      `SELECT listener_revision::text AS listener_revision, intent_digest FROM ${S}.lease_snapshot_stamp
+       WHERE target = ${lit.bytea(target)} AND network_id = ${lit.bytea(networkId)} AND revision = ${lit.num(revision)}
+         AND digest = ${lit.bytea(digest)} AND service_id = ${lit.bytea(serviceId)}`,
+      (r) => {
+        const row = r.rows[0] as Record<string, unknown> | undefined;
+        return row === undefined ? null : { listenerRevision: BigInt(row['listener_revision'] as string), intentDigest: b(row['intent_digest']) };
+      },
+    ),
+  saveSnapshotStamps: async (target, networkId, revision, digest, stamps) => {
+    for (const st of stamps)
+      if (st.intentDigest !== null)
+        c.write(
+          `INSERT INTO ${S}.lease_snapshot_stamp VALUES (${lit.bytea(target)}, ${lit.bytea(networkId)}, ${lit.num(revision)}, ${lit.bytea(digest)},
+             ${lit.bytea(st.serviceId)}, ${lit.num(st.listenerRevision)}, ${lit.bytea(st.intentDigest)}) ON CONFLICT DO NOTHING`,
+        );
   },
-  savePolicySource: async (serviceId, s) => {
-    await c.query(
-      `INSERT INTO ${S}.policy_source VALUES ($1, $2, $3, $4) ON CONFLICT (service_id, consumer) DO UPDATE SET protocols = $3, expiry = $4`,
-      [buf(serviceId), buf(s.consumer), [...s.protocols], s.expiry === null ? null : Math.floor(s.expiry).toString()],
-    );
-  },
-  deletePolicySource: async (serviceId, consumer) => {
-    await c.query(`DELETE FROM ${S}.policy_source WHERE service_id = $1 AND consumer = $2`, [buf(serviceId), buf(consumer)]);
-  },
+  policySources: (serviceId) =>
+    c.statement(
+      `SELECT consumer, protocols, expiry::text AS expiry FROM ${S}.policy_source WHERE service_id = ${lit.bytea(serviceId)} ORDER BY consumer`,
+      (r) =>
+        r.rows.map((row) => ({
+          consumer: b(row['consumer']),
+          protocols: row['protocols'] as string[],
+          expiry: row['expiry'] === null ? null : Number(row['expiry']),
+        })),
+    ),
+  savePolicySource: async (serviceId, s) =>
+    c.write(
+      `INSERT INTO ${S}.policy_source VALUES (${lit.bytea(serviceId)}, ${lit.bytea(s.consumer)},
+         ARRAY[${s.protocols.map((p) => lit.text(p)).join(', ')}]::text[], ${lit.nullable(s.expiry, (e) => lit.num(Math.floor(e)))})
+       ON CONFLICT (service_id, consumer) DO UPDATE SET protocols = excluded.protocols, expiry = excluded.expiry`,
+    ),
+  deletePolicySource: async (serviceId, consumer) =>
+    c.write(`DELETE FROM ${S}.policy_source WHERE service_id = ${lit.bytea(serviceId)} AND consumer = ${lit.bytea(consumer)}`),
 });
