@@ -8,8 +8,7 @@ import { join } from 'node:path';
 import { Either } from 'effect';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { openSqliteDaemonStore } from '../src/adapter/sqlite/index.js';
-import { openSqliteNameStore } from '../src/adapter/sqlite/name-store.js';
+import { openSqliteDaemonStore, openSqliteNameStore } from '../src/adapter/sqlite/index.js';
 import { type NameEntry, SCAN_STEPS, SHORT_NAME_FORMAT, candidateName, inMemoryNameTable } from '../src/names/index.js';
 import { TOY_FORMAT, failure, opArb, right, scriptedRng, seededRng, target } from './names-helpers.js';
 

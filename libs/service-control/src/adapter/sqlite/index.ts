@@ -1,2 +1,3 @@
 export * from './daemon-store.js';
+export * from './name-store.js';
 export * from './endpoint-store.js';
