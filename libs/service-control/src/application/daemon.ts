@@ -17,6 +17,7 @@ import { InfoGetResponseCodec, MachineAuthRequestCodec, MachineHeartbeatCodec, M
 import { type DeclarationWire, type ReportContent, ReportContentCodec } from '../api/report.js';
 import { declarationRead, machineAuthToWire, serviceRefToWire, snapshotView, streamBindingToWire } from '../api/convert.js';
 import { deriveN6 } from '../api/standins.js';
+import { DaemonLeases, type LeaseStatus } from './daemon-lease.js';
 import type { DaemonStore } from './daemon-store.js';
 
 export interface DaemonTransport {
@@ -38,6 +39,8 @@ export interface DaemonDeps {
   readonly fault?: (point: string) => void;
   readonly log?: (event: string, fields: Record<string, unknown>) => void;
   readonly retryMs?: number;
+  /** The boot clock (ms; keeps counting through sleep) for lease deadlines; defaults to `performance.now`. */
+  readonly bootNow?: () => number;
 }
 
 export interface DaemonStatus {
@@ -51,6 +54,8 @@ export interface DaemonStatus {
   snapshotRevision: string | null;
   acks: number;
   lastError: string | null;
+  /** Local lease state per published service (volatile: never restored from disk). */
+  leases: LeaseStatus[];
 }
 
 const sleep = (ms: number, signal: AbortSignal) =>
@@ -75,9 +80,24 @@ export class Daemon {
     snapshotRevision: null,
     acks: 0,
     lastError: null,
+    leases: [],
   };
 
-  constructor(private readonly d: DaemonDeps) {}
+  /** Publisher ready/refresh over the current session (daemon-lease.ts). */
+  readonly leases: DaemonLeases;
+
+  constructor(private readonly d: DaemonDeps) {
+    this.leases = new DaemonLeases({
+      now: d.bootNow ?? (() => performance.now()),
+      log: (event, fields) => this.log(event, fields),
+      call: async (kind, body, requestId) => {
+        const s = this.stream;
+        if (s === null) throw scError('stale-session', 'no session');
+        const r = await this.call(this.env(kind, body, { seq: s.sessionSeq, requestId }), 'lease.result');
+        return r.body.results;
+      },
+    });
+  }
 
   private get scope(): string {
     if (this.nsdId === null) throw new Error('no nsd_id yet');
@@ -189,6 +209,7 @@ export class Daemon {
       authorityEpoch: reply.right.body.authority_epoch,
     });
     if (Either.isLeft(accepted)) throw accepted.left;
+    this.leases.observeEpoch(accepted.right.authorityEpoch); // old-epoch permits go first (M6-36)
     this.d.store.saveBinding(this.scope, accepted.right); // the epoch is durable before anything uses it
     this.binding = accepted.right;
     this.status.generation = String(sent.generation);
@@ -324,6 +345,10 @@ export class Daemon {
       'snapshot.ack.result',
     );
     this.status.acks++;
+    if (ack.accepted && ack.enforcementApplied) {
+      await this.leases.onEnforcementAck(this.d.identity, { revision, digest }, m.body.snapshot.listeners, s.authorityEpoch);
+      this.status.leases = this.leases.status();
+    }
     this.log('snapshot-acked', { revision: String(revision), accepted: ack.accepted });
   }
 
@@ -377,7 +402,10 @@ export class Daemon {
       if (this.binding !== null && bytesEqual(this.binding.runtimeId, this.runtimeId))
         this.heartbeat().catch((e: unknown) => this.log('heartbeat-failed', { error: String(e) }));
     }, BOUND_HEARTBEAT_PERIOD_MS);
-    signal.addEventListener('abort', () => clearInterval(beat), { once: true });
+    const refresh = setInterval(() => {
+      this.leases.tick().then(() => (this.status.leases = this.leases.status()), (e: unknown) => this.log('lease-tick-failed', { error: String(e) }));
+    }, 1_000);
+    signal.addEventListener('abort', () => (clearInterval(beat), clearInterval(refresh)), { once: true });
     let needBind = true;
     let discovered = false;
     while (!signal.aborted) {
@@ -402,6 +430,7 @@ export class Daemon {
         if (code === 'stale-runtime' || code === 'state-inconsistent' || code === 'counter-exhausted') {
           this.status.phase = 'failed';
           clearInterval(beat);
+          clearInterval(refresh);
           throw e; // another instance took over, or local state needs the owner: never guess
         }
         this.status.phase = 'retrying';

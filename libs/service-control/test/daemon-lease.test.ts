@@ -1,0 +1,122 @@
+// A's lease driver (DaemonLeases) with a fake boot clock and a scripted authority: t0 before the first transmission,
+// refresh every 10 s, failures close at exactly the original deadline, a higher epoch drops the permit first.
+import { describe, expect, it } from 'vitest';
+import type { LeaseResultItemWire } from '../src/api/lease.js';
+import type { ListenerIntentWire } from '../src/api/snapshot.js';
+import { DaemonLeases } from '../src/application/daemon-lease.js';
+import { id16, id32, sha } from './helpers.js';
+
+const ME = id32(1);
+const SVC = { nsd_id: id16(1), network_id: id16(2), service_id: id16(3) };
+const listener = (digest = sha('intent')): ListenerIntentWire => ({
+  service_ref: SVC,
+  publisher_identity: ME,
+  listener_revision: 1n,
+  P: 40000,
+  protocols: ['tcp'],
+  backend_host: { ipv4: new Uint8Array([127, 0, 0, 1]) },
+  backend_port: 8080,
+  enforcement_policy_version: 1n,
+  enforcement_policy_digest: sha('policy'),
+  intent_digest: digest,
+  proposal: { service_ref: SVC, listener_revision: 1n, intent_digest: digest, allocation_round: 1n, proposal_seq: 1n, proposal_id: id16(9), P: 40000, candidate_index: 1 },
+  state: 'ready',
+});
+
+/** A scripted B: grants `remaining` (30000 minus its own processing), after `latency` ms of the fake clock. */
+const harness = () => {
+  const clock = { now: 100_000 };
+  const sent: { kind: string; t: number; seq: bigint }[] = [];
+  let mode: 'grant' | 'fail' | 'refuse' = 'grant';
+  let epoch = 1n;
+  const latency = 700;
+  const leases = new DaemonLeases({
+    now: () => clock.now,
+    call: async (kind, body, requestId) => {
+      const b = body as { refresh_seq: bigint; service_ref: typeof SVC; listener_revision: bigint; intent_digest: Uint8Array };
+      sent.push({ kind, t: clock.now, seq: b.refresh_seq });
+      clock.now += latency;
+      if (mode === 'fail') throw new Error('connection refused');
+      const granted = mode === 'grant';
+      const item: LeaseResultItemWire = {
+        request_id: requestId,
+        scope: { subject_identity: ME, nsd_id: SVC.nsd_id, network_id: SVC.network_id },
+        authority_epoch: epoch,
+        runtime_generation: 1n,
+        runtime_id: id16(5),
+        session_seq: 1n,
+        service_ref: b.service_ref,
+        listener_revision: b.listener_revision,
+        intent_digest: b.intent_digest,
+        grant_id: granted ? id16(100 + sent.length) : null,
+        refresh_seq: b.refresh_seq,
+        remaining_ms: granted ? 29_900n : 0n,
+        result: granted ? 'granted' : 'lease-expired',
+      };
+      return [item];
+    },
+  });
+  return { clock, sent, leases, set: (m: typeof mode) => (mode = m), setEpoch: (e: bigint) => (epoch = e) };
+};
+
+describe('A: DaemonLeases', () => {
+  it('M6-33 the permit runs from t0 read before the first transmission (latency only shortens it)', async () => {
+    const h = harness();
+    await h.leases.onEnforcementAck(ME, { revision: 1n, digest: sha('s1') }, [listener()], 1n);
+    expect(h.sent).toEqual([{ kind: 'listener.ready', t: 100_000, seq: 1n }]);
+    const [st] = h.leases.status();
+    expect(st?.active).toBe(true);
+    expect(st?.remainingMs).toBe(100_000 + 29_900 - h.clock.now); // t0 + remaining − now, not receipt + remaining
+    expect(h.leases.active(SVC.service_id)).toBe(true);
+  });
+
+  it('M6-34 refreshes every 10000 ms; when every refresh fails the service closes at exactly the original deadline', async () => {
+    const h = harness();
+    await h.leases.onEnforcementAck(ME, { revision: 1n, digest: sha('s1') }, [listener()], 1n);
+    const deadline = 100_000 + 29_900;
+    h.set('fail');
+    for (; h.clock.now < deadline + 20_000; h.clock.now += 100) {
+      await h.leases.tick();
+      expect(h.leases.active(SVC.service_id)).toBe(h.clock.now < deadline);
+    }
+    const refreshes = h.sent.filter((s) => s.kind === 'lease.refresh');
+    expect(refreshes.map((s) => s.t - 100_000)).toEqual([10_000, 20_000]);
+    expect(refreshes.map((s) => s.seq)).toEqual([2n, 3n]); // a new logical refresh never reuses a seq
+    expect(h.sent.filter((s) => s.kind === 'listener.ready').length).toBeGreaterThan(1); // after expiry: re-ready
+  });
+
+  it('M6-34 a successful refresh moves the deadline to its own t0 + remaining; a refused one changes nothing', async () => {
+    const h = harness();
+    await h.leases.onEnforcementAck(ME, { revision: 1n, digest: sha('s1') }, [listener()], 1n);
+    h.clock.now = 110_000;
+    await h.leases.tick();
+    expect(h.leases.status()[0]?.remainingMs).toBe(110_000 + 29_900 - h.clock.now);
+    h.set('refuse');
+    h.clock.now = 120_000;
+    await h.leases.tick();
+    expect(h.leases.status()[0]?.lastResult).toBe('lease-expired');
+    expect(h.leases.status()[0]?.remainingMs).toBe(110_000 + 29_900 - h.clock.now);
+  });
+
+  it('M6-36 a higher authority epoch drops the old-epoch permit first; a new ready in the new epoch is needed', async () => {
+    const h = harness();
+    await h.leases.onEnforcementAck(ME, { revision: 1n, digest: sha('s1') }, [listener()], 1n);
+    expect(h.leases.active(SVC.service_id)).toBe(true);
+    h.leases.observeEpoch(2n);
+    expect(h.leases.active(SVC.service_id)).toBe(false);
+    h.setEpoch(2n);
+    await h.leases.onEnforcementAck(ME, { revision: 2n, digest: sha('s2') }, [listener()], 2n);
+    expect(h.leases.active(SVC.service_id)).toBe(true);
+    expect(h.leases.status()[0]?.epoch).toBe('2');
+  });
+
+  it('M6-29 an intent change starts a new lease; a listener that disappeared loses its permit', async () => {
+    const h = harness();
+    await h.leases.onEnforcementAck(ME, { revision: 1n, digest: sha('s1') }, [listener()], 1n);
+    await h.leases.onEnforcementAck(ME, { revision: 2n, digest: sha('s2') }, [listener(sha('intent-2'))], 1n);
+    expect(h.leases.status()[0]?.seq).toBe('1'); // a fresh lease for the new intent
+    await h.leases.onEnforcementAck(ME, { revision: 3n, digest: sha('s3') }, [], 1n);
+    expect(h.leases.active(SVC.service_id)).toBe(false);
+    expect(h.leases.status()).toEqual([]);
+  });
+});
