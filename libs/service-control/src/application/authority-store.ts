@@ -8,6 +8,7 @@ import type { RuntimeBinding } from '../domain/runtime.js';
 import type { SessionMark } from '../domain/session.js';
 import type { AckRecord } from '../domain/snapshot.js';
 import type { LeaseTx } from './lease-store.js';
+import type { PortTx } from './port-store.js';
 
 /** A service row as B stores it: the declaration as its canonical CBOR, the listener intent revision. */
 export interface StoredService {
@@ -52,6 +53,8 @@ export interface FenceRows {
 export interface AuthorityTx {
   /** The lease rows (grants, request map, marks, policy sources): `lease-store.ts`. */
   readonly lease: LeaseTx;
+  /** The P rows (allocations, port table): `port-store.ts`. */
+  readonly ports: PortTx;
   /** The fence rows of (identity, network), locked in the fixed order runtime → session. */
   readonly fence: (identity: Bytes, networkId: Bytes, options?: { readonly session?: boolean }) => Promise<FenceRows>;
   /** Network membership (ownership), read in the same transaction as the fences. */

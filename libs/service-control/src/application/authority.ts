@@ -20,6 +20,7 @@ import { MachineAuthRequestCodec, MachineHeartbeatCodec, MachineHeartbeatResultC
 import { type SnapshotWire, SnapshotPushBody, snapshotDigest } from '../api/snapshot.js';
 import { deriveN6 } from '../api/standins.js';
 import { serveAcquire, serveReady } from './authority-lease.js';
+import { servePortResult, serveRetryPort } from './authority-port.js';
 import type { AuthorityStore, AuthorityTx, FenceRows, StoredService, StoredSnapshot } from './authority-store.js';
 
 export interface AuthorityDeps {
@@ -47,7 +48,7 @@ interface OpenStream {
   readonly sink: StreamSink;
 }
 
-const A_TO_B: readonly Kind[] = ['runtime.floor', 'runtime.bind', 'session.open', 'report.head', 'report.replace', 'snapshot.ack', 'listener.ready', 'lease.refresh', 'lease.acquire'];
+const A_TO_B: readonly Kind[] = ['runtime.floor', 'runtime.bind', 'session.open', 'report.head', 'report.replace', 'snapshot.ack', 'listener.ready', 'lease.refresh', 'lease.acquire', 'port.result', 'service.retry-port'];
 
 export interface AuthorityCounters {
   requests: number;
@@ -110,6 +111,9 @@ export class Authority {
       case 'lease.refresh':
       case 'lease.acquire':
         return this.lease(m);
+      case 'port.result':
+      case 'service.retry-port':
+        return this.port(m);
       default:
         return Either.left(scError('unsupported-field', `${m.kind} is not handled`));
     }
@@ -121,6 +125,22 @@ export class Authority {
     const r = m.kind === 'lease.acquire' ? await serveAcquire(deps, m) : await serveReady(deps, m);
     if (Either.isRight(r) && r.right.committed) this.committed(m.kind);
     return Either.map(r, (reply) => this.env(m, 'lease.result', m.runtime_generation, m.runtime_id, { results: reply.results }, m.session_seq));
+  }
+
+  /** port.result / service.retry-port: the allocation step is committed before the reply (authority-port.ts). */
+  private async port(m: MessageOf<'port.result'> | MessageOf<'service.retry-port'>) {
+    const deps = { store: this.d.store, nsdId: this.d.nsdId, epoch: this.d.epoch };
+    if (m.kind === 'service.retry-port') {
+      const r = await serveRetryPort(deps, m);
+      if (Either.isRight(r)) this.committed(m.kind);
+      return Either.map(r, (body) => this.env(m, 'service.retry-port.result', m.runtime_generation, m.runtime_id, body));
+    }
+    const r = await servePortResult(deps, m);
+    if (Either.isRight(r)) {
+      this.committed(m.kind);
+      if (r.right.outbox !== null) this.queueProduction(m.network_id, await r.right.outbox);
+    }
+    return Either.map(r, (reply) => this.env(m, 'port.result.result', m.runtime_generation, m.runtime_id, reply.body, m.session_seq));
   }
 
   private env(m: Message, kind: string, gen: bigint | null, rid: Bytes | null, body: unknown, sessionSeq?: bigint): Uint8Array {

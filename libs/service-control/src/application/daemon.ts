@@ -381,6 +381,18 @@ export class Daemon {
     if (!r.right.accepted) throw scError(r.right.error ?? 'unauthorized', 'machine.auth refused');
   }
 
+  /**
+   * `service.retry-port` for the local owner (CLI `ns service retry-port`, decision 0128): relayed to B with the
+   * owner's request_id (reused by the owner after an uncertain result, so B opens at most one round per id).
+   */
+  async retryPort(serviceRef: { readonly nsd_id: Bytes; readonly network_id: Bytes; readonly service_id: Bytes }, requestId: Bytes): Promise<MessageOf<'service.retry-port.result'>['body']> {
+    if (this.binding === null || this.nsdId === null) throw scError('runtime-recovery-required', 'the daemon is not bound yet');
+    if (!bytesEqual(serviceRef.nsd_id, this.nsdId) || !bytesEqual(serviceRef.network_id, this.d.networkId))
+      throw scError('unauthorized', 'the ServiceRef is not of this membership');
+    const r = await this.call(this.env('service.retry-port', { service_ref: serviceRef }, { requestId }), 'service.retry-port.result');
+    return r.body;
+  }
+
   /** A bound machine.heartbeat (every 10 s while bound, M6-16); false when B refused it. */
   async heartbeat(): Promise<boolean> {
     const b = this.binding;

@@ -3,5 +3,7 @@ export * from './authority.js';
 export * from './daemon-store.js';
 export * from './daemon.js';
 export * from './port-arbiter.js';
+export * from './port-allocator.js';
+export * from './port-store.js';
 export * from './authority-lease.js';
 export * from './lease-store.js';

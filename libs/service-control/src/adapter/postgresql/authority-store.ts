@@ -15,6 +15,7 @@ import type { AckRecord } from '../../domain/snapshot.js';
 import { TxBatch, type TxConnection, lit, staleEpoch } from './batch.js';
 
 import { LEASE_MIGRATIONS, leaseTx } from './lease-store.js';
+import { PORT_MIGRATIONS, portTx } from './port-store.js';
 
 export const PG_SCHEMA = 'service_control';
 const S = PG_SCHEMA;
@@ -46,6 +47,7 @@ const MIGRATIONS: readonly string[] = [
      dns_applied boolean NOT NULL, PRIMARY KEY (target, network_id, session_seq, revision));`,
   `CREATE TABLE ${S}.machine (identity bytea PRIMARY KEY, active_runtime_id text NOT NULL);`,
   ...LEASE_MIGRATIONS,
+  ...PORT_MIGRATIONS,
 ];
 
 const b = (v: Buffer | Uint8Array): Bytes => new Uint8Array(v);
@@ -91,6 +93,7 @@ const snapshotOf = (row: Record<string, unknown>): StoredSnapshot => ({
 // runtime row → machine row → scope rows; `fence` reads membership, runtime and session in ONE statement, in that order.
 const tx = (c: TxConnection): AuthorityTx => ({
   lease: leaseTx(c),
+  ports: portTx(c),
   fence: (identity, networkId, options) =>
     c.statement(
       `SELECT EXISTS (SELECT 1 FROM ${S}.member WHERE identity = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)}) AS member,

@@ -1,0 +1,129 @@
+// B (NSD): port.result and service.retry-port (spec §3.3, §5.11, §5.13, §5.14). One fenced transaction per request:
+// membership, runtime/epoch(/session) fences, the service row, the allocation record and the publisher's port table;
+// the pure step (`domain/port-allocation.ts`); the commit BEFORE the reply. A confirmation (claimed/installed/
+// apply-failed) writes the confirmed P into the service row, which the snapshot producer and the ready check read.
+// Refusals to a peer carry the code only (M6-47: no competitor identity, Network or port list).
+import { randomBytes } from 'node:crypto';
+import { Either } from 'effect';
+import type { MessageOf } from '../api/message.js';
+import { DeclarationCodec } from '../api/report.js';
+import { type Bytes, bytesEqual } from '../domain/bytes.js';
+import { type ServiceControlError, scError } from '../domain/errors.js';
+import { checkFences } from '../domain/fence.js';
+import { type BPortState } from '../api/port.js';
+import { type Allocation, type PortDemand, type Rng, onPortResult, retryPort } from '../domain/port-allocation.js';
+import type { AuthorityStore, FenceRows, StoredService } from './authority-store.js';
+import { listenerIntentOf } from './authority-lease.js';
+import { proposalFromWire, proposalToWire } from './port-arbiter.js';
+
+export interface PortDeps {
+  readonly store: AuthorityStore;
+  readonly nsdId: Bytes;
+  readonly epoch: bigint;
+  readonly rng?: Rng;
+  readonly newProposalId?: () => Bytes;
+  /** The listener digest of a service's intent at P (the snapshot producer's function). */
+  readonly intentDigestFor?: (s: StoredService, port: bigint, listenerRevision: bigint) => Bytes;
+}
+
+type PortMessage = MessageOf<'port.result'> | MessageOf<'service.retry-port'>;
+
+const fenceOf = (d: PortDeps, m: PortMessage, f: FenceRows) => {
+  if (!f.member) return Either.left(scError('unauthorized', 'identity is not a member of the Network'));
+  const rt = f.runtime;
+  const s = f.session;
+  const current = s !== null && rt !== null && s.generation === rt.generation && bytesEqual(s.runtimeId, rt.runtimeId) && s.epoch === d.epoch ? s : null;
+  return checkFences(
+    {
+      kind: m.kind,
+      runtimeGeneration: m.runtime_generation,
+      runtimeId: m.runtime_id,
+      authorityEpoch: m.authority_epoch,
+      sessionSeq: m.kind === 'port.result' ? m.session_seq : null,
+    },
+    { runtime: rt, epoch: d.epoch, session: current },
+  );
+};
+
+/** The P demand of a stored declaration (fixed/auto, requested P, backend port). */
+export const demandOf = (s: StoredService): Either.Either<PortDemand, ServiceControlError> =>
+  Either.mapBoth(DeclarationCodec.decode(s.declaration), {
+    onLeft: () => scError('state-inconsistent', 'stored declaration is corrupt for this service'),
+    onRight: (d) => ({ mode: d.port_mode, requestedPort: d.requested_port === null ? null : BigInt(d.requested_port), backendPort: BigInt(d.backend_port) }),
+  });
+
+const portState = (a: Allocation): BPortState => (a.state === 'idle' ? 'released-pure' : a.state);
+
+export interface PortResultReply {
+  readonly body: { readonly proposal: ReturnType<typeof proposalToWire>; readonly state: BPortState };
+  /** the confirmed P changed: the outbox row (its id resolves after the commit) — produce the Network again */
+  readonly outbox: Promise<bigint> | null;
+  readonly nextCandidateAfterMs: number | null;
+}
+
+/** `port.result` (M6-41): only the exact current proposal changes; the confirmed P goes into the service row. */
+export const servePortResult = (d: PortDeps, m: MessageOf<'port.result'>): Promise<Either.Either<PortResultReply, ServiceControlError>> => {
+  const ref = proposalFromWire(m.body);
+  return d.store.transact(d.epoch, async (tx) => {
+    const [fr, row] = await Promise.all([tx.fence(m.subject_identity, m.network_id, { session: true }), tx.lease.service(ref.serviceRef.serviceId)]);
+    const f = fenceOf(d, m, fr);
+    if (Either.isLeft(f)) return Either.left(f.left);
+    if (!bytesEqual(ref.serviceRef.nsdId, d.nsdId) || !bytesEqual(ref.serviceRef.networkId, m.network_id) || row === null || !bytesEqual(row.publisher, m.subject_identity))
+      return Either.left(scError('stale-proposal', 'no such proposal'));
+    const ports = await tx.ports.lockPorts(m.subject_identity);
+    const a = await tx.ports.lockAllocation(ref.serviceRef.serviceId);
+    if (a === null) return Either.left(scError('stale-proposal', 'no such proposal'));
+    const step = onPortResult(a, ports, ref, m.body.result, d.rng ?? Math.random);
+    if (Either.isLeft(step)) return Either.left(step.left);
+    await tx.ports.savePorts(m.subject_identity, ports, step.right.table);
+    await tx.ports.saveAllocation(step.right.allocation);
+    const confirmed = step.right.allocation.confirmedPort;
+    let outbox: Promise<bigint> | null = null;
+    if (confirmed !== null && confirmed !== row.port) {
+      await tx.upsertServices([{ ...row, port: confirmed }]);
+      outbox = tx.writeOutbox(m.network_id, 'port.result');
+    }
+    return Either.right({
+      body: { proposal: proposalToWire(ref), state: portState(step.right.allocation) },
+      outbox,
+      nextCandidateAfterMs: step.right.nextCandidateAfterMs,
+    });
+  });
+};
+
+/** `service.retry-port` (M6-45): round+1 when the old proposal is terminated or owned; idempotent per request_id. */
+export const serveRetryPort = (
+  d: PortDeps,
+  m: MessageOf<'service.retry-port'>,
+): Promise<Either.Either<{ readonly service_ref: MessageOf<'service.retry-port'>['body']['service_ref']; readonly allocation_round: bigint; readonly proposal_seq: bigint }, ServiceControlError>> => {
+  const sref = m.body.service_ref;
+  return d.store.transact(d.epoch, async (tx) => {
+    const [fr, row, sources] = await Promise.all([
+      tx.fence(m.subject_identity, m.network_id, { session: false }),
+      tx.lease.service(sref.service_id),
+      tx.lease.policySources(sref.service_id),
+    ]);
+    const f = fenceOf(d, m, fr);
+    if (Either.isLeft(f)) return Either.left(f.left);
+    if (!bytesEqual(sref.nsd_id, d.nsdId) || !bytesEqual(sref.network_id, m.network_id) || row === null)
+      return Either.left(scError('recovery-required', 'no such service allocation'));
+    // permission follows local-owner rules: only the publisher's own daemon relays its owner's request
+    if (!bytesEqual(row.publisher, m.subject_identity)) return Either.left(scError('unauthorized', 'only the publisher may retry its port'));
+    const demand = demandOf(row);
+    if (Either.isLeft(demand)) return Either.left(demand.left);
+    const a = await tx.ports.lockAllocation(sref.service_id);
+    if (a === null) return Either.left(scError('recovery-required', 'no allocation to retry'));
+    const ports = await tx.ports.lockPorts(m.subject_identity);
+    // the proposal binds the listener digest of the intent at that P (the same function as the snapshot producer)
+    const digest = (port: bigint, rev: bigint) =>
+      d.intentDigestFor?.(row, port, rev) ?? listenerIntentOf(d.nsdId, { ...row, port, listenerRevision: rev }, sources)?.intentDigest ?? new Uint8Array(32);
+    const step = retryPort(a, ports, m.request_id, demand.right, d.rng ?? Math.random, d.newProposalId?.() ?? new Uint8Array(randomBytes(16)), digest);
+    if (Either.isLeft(step)) return Either.left(step.left);
+    if (step.right.issued !== null) {
+      await tx.ports.savePorts(m.subject_identity, ports, step.right.table);
+      await tx.ports.saveAllocation(step.right.allocation);
+      void tx.writeOutbox(m.network_id, 'service.retry-port');
+    }
+    return Either.right({ service_ref: sref, allocation_round: step.right.round, proposal_seq: step.right.proposalSeq });
+  });
+};

@@ -1,0 +1,19 @@
+// B's P rows (spec §5.11): one allocation record per service and the per-NSD port table keyed by (publisher identity,
+// P) over every Network this NSD sees. Part of the fenced authority transaction (`AuthorityTx.ports`): a candidate,
+// its seq, tried_ports and count are committed under the epoch fence BEFORE the proposal is issued. The PostgreSQL
+// adapter is `src/adapter/postgresql/port-store.ts`.
+import type { Bytes } from '../domain/bytes.js';
+import type { Allocation, PortTable } from '../domain/port-allocation.js';
+
+export interface PortTx {
+  /**
+   * The publisher's port table, locked for this transaction (one allocation step per publisher identity at a time;
+   * lock order: authority → runtime → scope rows → the publisher's port lock).
+   */
+  readonly lockPorts: (publisher: Bytes) => Promise<PortTable>;
+  /** Write the difference between the locked table and the step's table (upserts and removals). */
+  readonly savePorts: (publisher: Bytes, before: PortTable, after: PortTable) => Promise<void>;
+  /** The service's allocation record (row lock), or null before its first proposal. Corrupt → state-inconsistent. */
+  readonly lockAllocation: (serviceId: Bytes) => Promise<Allocation | null>;
+  readonly saveAllocation: (a: Allocation) => Promise<void>;
+}
