@@ -1,0 +1,178 @@
+// Ready and leases against the real nsd process on a fresh PostgreSQL database, driven by a signed test client (the
+// wire an ns-daemon speaks): ready → lease.result → refresh; nsd SIGKILLed right after committing a grant (before the
+// reply) → restart with a new epoch → the old grant is not restored, the old request is refused, re-ready is required.
+// P allocation and listener production are other modules: the test confirms P and writes the listener snapshot in
+// the database, as those producers would.
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { useDatabase } from '@homelab/testbed/vitest';
+import { Effect, Either } from 'effect';
+import pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import { type LeaseResultItemWire, type Message, SnapshotPushBody, decodeMessage, encodeMessage, fromHex, reportDigest, snapshotDigest } from '@homelab/service-control';
+import { listenerIntentOf } from '@homelab/service-control/application';
+import { ReplayCache, generateSigner, postUnary, trustOnly } from '@homelab/service-control/transport';
+import { type Proc, start } from './processes.js';
+
+const db = useDatabase('nsd_lease');
+const dir = mkdtempSync(join(tmpdir(), 'nsd-lease-'));
+const procs: Proc[] = [];
+afterAll(() => {
+  for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const NET = new Uint8Array(randomBytes(16));
+const a = generateSigner().signer;
+const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
+
+const startNsd = async (fault?: string) => {
+  const p = start('nsd', {
+    NSD_PORT: '0',
+    NSD_DB_HOST: db.host,
+    NSD_DB_PORT: String(db.port),
+    NSD_DB_USER: db.user,
+    NSD_DB_NAME: db.database,
+    NSD_KEY_FILE: join(dir, 'nsd.pem'),
+    NSD_MEMBERS: `${hex(a.machineId)}:${hex(NET)}`,
+    ...(fault === undefined ? {} : { NSD_FAULT: fault }),
+  });
+  procs.push(p);
+  const l = await p.waitFor((x) => x['event'] === 'listening');
+  return { p, url: `http://127.0.0.1:${l['port'] as number}/v1/rpc`, key: fromHex(l['nsd_key'] as string), epoch: BigInt(l['epoch'] as string), nsdId: l['nsd_id'] as string };
+};
+
+const sql = async (q: string, values: unknown[] = []): Promise<Record<string, unknown>[]> => {
+  const c = new pg.Client(db.config);
+  await c.connect();
+  try {
+    return (await c.query(q, values)).rows as Record<string, unknown>[];
+  } finally {
+    await c.end();
+  }
+};
+
+describe('nsd ready and leases (real process, PostgreSQL)', () => {
+  it('M6-30 M6-31 M6-36 M6-58 ready → lease.result → refresh; SIGKILL after the grant commit; restart: old grant not restored, re-ready required', async () => {
+    let nsd = await startNsd('listener.ready');
+    const nsdId = fromHex(nsd.nsdId.replaceAll('-', ''));
+    const rid = new Uint8Array(randomBytes(16));
+    let client = { signer: a, trust: trustOnly(nsd.key), replay: new ReplayCache() };
+    let epoch: bigint | null = null;
+    const env = (kind: string, body: unknown, extra: Record<string, unknown> = {}) =>
+      encodeMessage({ schema: 1, kind, nsd_id: nsdId, network_id: NET, subject_identity: a.machineId, runtime_generation: 1n, runtime_id: rid, authority_epoch: epoch, request_id: new Uint8Array(randomBytes(16)), body, ...extra } as unknown as Message);
+    const call = async (bytes: Uint8Array): Promise<Message> => {
+      const r = decodeMessage(await Effect.runPromise(postUnary(client, nsd.url, bytes, { attempts: 1 })));
+      if (Either.isLeft(r)) throw r.left;
+      return r.right;
+    };
+    const code = (m: Message) => (m.kind === 'error' ? (m.body as { error: string }).error : 'ok');
+    const item = (m: Message): LeaseResultItemWire => {
+      if (m.kind !== 'lease.result') throw new Error(`expected lease.result, got ${m.kind} ${code(m)}`);
+      return m.body.results[0] as LeaseResultItemWire;
+    };
+    const bind = async (sessionSeq: bigint) => {
+      epoch = null;
+      const b = await call(env('runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }));
+      expect(b.kind).toBe('runtime.bind.result');
+      epoch = (b.body as { authority_epoch: bigint }).authority_epoch;
+      expect(code(await call(env('session.open', {}, { session_seq: sessionSeq })))).toBe('ok');
+    };
+
+    // ── bind, session 1, report one service; P confirmed and the listener snapshot written (other modules' work)
+    await bind(1n);
+    const scope = { publisher_identity: a.machineId, nsd_id: nsdId, network_id: NET };
+    const content = { scope, strict_mode: false, declarations: [{ declaration_key: 'web', display_name: 'Web', description: null, enabled: true, protocols: ['tcp'], backend_host: { ipv4: new Uint8Array([127, 0, 0, 1]) }, backend_port: 8080, port_mode: 'auto', requested_port: null }] };
+    expect(code(await call(env('report.replace', { scope, report_revision: 1n, report_digest: reportDigest(content as never), content })))).toBe('ok');
+    const svcRow = await until(async () => (await sql(`SELECT * FROM service_control.service`))[0]);
+    await sql(`UPDATE service_control.service SET port = 40000`);
+    const svc = {
+      serviceId: new Uint8Array(svcRow['service_id'] as Buffer),
+      publisher: a.machineId,
+      networkId: NET,
+      declarationKey: 'web',
+      declaration: new Uint8Array(svcRow['declaration'] as Buffer),
+      state: 'active' as const,
+      port: 40000n,
+      listenerRevision: BigInt(svcRow['listener_revision'] as string),
+    };
+    const li = listenerIntentOf(nsdId, svc, []);
+    if (li === null) throw new Error('no listener');
+    // wait for nsd's own production of this report, then add the next revision carrying the listener
+    const produced = await until(async () => (await sql(`SELECT revision::text AS r FROM service_control.snapshot WHERE target = $1`, [Buffer.from(a.machineId)]))[0]);
+    const revision = BigInt(produced['r'] as string) + 1n;
+    const snapshot = { scope: { subject_identity: a.machineId, nsd_id: nsdId, network_id: NET }, snapshot_revision: revision, resources: [], listeners: [{ ...li.fields, intent_digest: li.intentDigest, proposal: null, state: 'ready' as const }], grants: [], withdrawals: [] };
+    const digest = snapshotDigest(snapshot as never);
+    const body = SnapshotPushBody.encodeOrThrow({ snapshot: snapshot as never, snapshot_digest: digest });
+    await sql(`UPDATE service_control.snapshot SET revision = $2, body_digest = $3, digest = $3, body = $4 WHERE target = $1`, [Buffer.from(a.machineId), revision.toString(), Buffer.from(digest), Buffer.from(body)]);
+    await sql(`INSERT INTO service_control.snapshot_history VALUES ($1, $2, $3, $4)`, [Buffer.from(a.machineId), Buffer.from(NET), revision.toString(), Buffer.from(digest)]);
+    const ack = (seq: bigint) => env('snapshot.ack', { scope: snapshot.scope, snapshot_revision: revision, snapshot_digest: digest, accepted: true, enforcement_applied: true, dns_applied: false, errors: [] }, { session_seq: seq });
+    expect(code(await call(ack(1n)))).toBe('ok');
+
+    const ready = (kind: string, seq: bigint, sessionSeq: bigint) =>
+      env(kind, {
+        service_ref: li.fields.service_ref,
+        refresh_seq: seq,
+        listener_revision: li.fields.listener_revision,
+        intent_digest: li.intentDigest,
+        proposal_id: rid,
+        allocation_round: 1n,
+        proposal_seq: 1n,
+        P: li.fields.P,
+        snapshot_revision: revision,
+        snapshot_digest: digest,
+        proof: { installed_protocols: li.fields.protocols, installed_P: li.fields.P, enforcement_policy_digest: li.fields.enforcement_policy_digest },
+      }, { session_seq: sessionSeq });
+
+    // ── listener.ready: nsd commits the grant, then is SIGKILLed before the reply (fault point)
+    const first = ready('listener.ready', 1n, 1n);
+    await expect(call(first)).rejects.toBeDefined();
+    await nsd.p.exited;
+    const committed = await sql(`SELECT epoch::text AS epoch, seq::text AS seq, kind FROM service_control.lease_grant`);
+    expect(committed).toEqual([{ epoch: String(nsd.epoch), seq: '1', kind: 'ready' }]); // committed before the (lost) reply
+
+    // ── restart: a new epoch; the retransmission of the old logical request is refused, nothing is restored
+    const oldEpoch = nsd.epoch;
+    nsd = await startNsd();
+    expect(nsd.epoch).toBe(oldEpoch + 1n);
+    client = { signer: a, trust: trustOnly(nsd.key), replay: new ReplayCache() };
+    expect(code(await call(first))).toBe('stale-epoch');
+    // A re-binds (same runtime), opens session 2 and re-ACKs: a refresh of the old grant does not succeed
+    await bind(2n);
+    expect(code(await call(ack(2n)))).toBe('ok');
+    expect(item(await call(ready('lease.refresh', 2n, 2n)))).toMatchObject({ result: 'lease-expired', grant_id: null, remaining_ms: 0n });
+    // re-ready: a new grant in the new epoch, then a refresh (new seq) gets a new grant; a retransmission never a new 30 s
+    const reReady = item(await call(ready('listener.ready', 3n, 2n)));
+    expect(reReady.result).toBe('granted');
+    expect(reReady.authority_epoch).toBe(nsd.epoch);
+    expect(reReady.remaining_ms <= 30_000n && reReady.remaining_ms > 25_000n).toBe(true);
+    const refreshBytes = ready('lease.refresh', 4n, 2n);
+    const refreshed = item(await call(refreshBytes));
+    expect(refreshed.result).toBe('granted');
+    expect(Buffer.from(refreshed.grant_id as Uint8Array).equals(Buffer.from(reReady.grant_id as Uint8Array))).toBe(false);
+    await new Promise((r) => setTimeout(r, 300));
+    const again = item(await call(refreshBytes));
+    expect(Buffer.from(again.grant_id as Uint8Array).equals(Buffer.from(refreshed.grant_id as Uint8Array))).toBe(true);
+    expect(again.remaining_ms < refreshed.remaining_ms).toBe(true);
+    const rows = await sql(`SELECT epoch::text AS epoch, kind FROM service_control.lease_grant ORDER BY committed_at`);
+    expect(rows).toEqual([
+      { epoch: String(oldEpoch), kind: 'ready' },
+      { epoch: String(nsd.epoch), kind: 'ready' },
+      { epoch: String(nsd.epoch), kind: 'refresh' },
+    ]);
+    nsd.p.child.kill('SIGTERM');
+    await nsd.p.exited;
+  });
+});
+
+async function until<A>(f: () => Promise<A | undefined>, ms = 30_000): Promise<A> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await f();
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error('condition not reached');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
