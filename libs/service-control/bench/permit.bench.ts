@@ -28,7 +28,7 @@ class BenchClock implements BootClock {
 const setup = (clock: BootClock) => {
   const engine = new PermitEngine(clock, policy);
   engine.setEndpointOwners('[fd7a::1]:40001', [{ key, publisherIdentity: scope.identity }]);
-  engine.applySnapshotGrants(scope, [{ serviceRef: key.serviceRef, consumerIdentity: consumer, grantVersion: 1n, protocols: ['tcp', 'udp'] }]);
+  engine.applySnapshotGrants(scope, [{ serviceRef: key.serviceRef, publisherIdentity: scope.identity, consumerIdentity: consumer, grantVersion: 1n, protocols: ['tcp', 'udp'] }]);
   const p = engine.beginRequest(key, {
     kind: 'listener.ready',
     echo: {

@@ -149,7 +149,7 @@ export const setSources = (
   const key = pubKey(n);
   r.grants = [
     ...r.grants.filter((g) => serviceRefText(g.serviceRef) !== serviceRefText(key.serviceRef)),
-    ...sources.map((s) => ({ serviceRef: key.serviceRef, consumerIdentity: s, grantVersion: version, protocols })),
+    ...sources.map((s) => ({ serviceRef: key.serviceRef, publisherIdentity: PUBLISHER, consumerIdentity: s, grantVersion: version, protocols })),
   ];
   return r.engine.applySnapshotGrants(key.scope, r.grants);
 };

@@ -48,6 +48,7 @@ type Op =
   | { t: 'dequeue'; pick: number; forge: boolean }
   | { t: 'retire'; pick: number; forced: boolean }
   | { t: 'intent' }
+  | { t: 'refresh'; k: number; update: boolean }
   | { t: 'toDeadline'; k: number; delta: number }
   | { t: 'owners'; k: number; ambiguous: boolean };
 
@@ -66,10 +67,11 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 2, arbitrary: fc.record({ t: fc.constant('policy' as const), d: fc.constantFrom<OrdinaryDecision>('allow', 'allow', 'not-enforced', 'pass', 'deny') }) },
   { weight: 14, arbitrary: fc.record({ t: fc.constant('open' as const), k: fc.nat(1), s: fc.nat(1), udp: fc.boolean(), reuse: fc.option(fc.nat(), { freq: 4 }) }) },
   { weight: 24, arbitrary: fc.record({ t: fc.constant('check' as const), pick: fc.nat(), point: fc.nat(IO_POINTS.length - 1) }) },
-  { weight: 8, arbitrary: fc.record({ t: fc.constant('send' as const), pick: fc.nat() }) },
-  { weight: 8, arbitrary: fc.record({ t: fc.constant('dequeue' as const), pick: fc.nat(), forge: fc.boolean() }) },
+  { weight: 10, arbitrary: fc.record({ t: fc.constant('send' as const), pick: fc.nat() }) },
+  { weight: 10, arbitrary: fc.record({ t: fc.constant('dequeue' as const), pick: fc.nat(), forge: fc.boolean() }) },
   { weight: 4, arbitrary: fc.record({ t: fc.constant('retire' as const), pick: fc.nat(), forced: fc.boolean() }) },
   { weight: 2, arbitrary: fc.constant({ t: 'intent' as const }) },
+  { weight: 8, arbitrary: fc.record({ t: fc.constant('refresh' as const), k: fc.nat(1), update: fc.boolean() }) },
   { weight: 4, arbitrary: fc.record({ t: fc.constant('toDeadline' as const), k: fc.nat(1), delta: fc.integer({ min: -1, max: 0 }) }) },
   { weight: 1, arbitrary: fc.record({ t: fc.constant('owners' as const), k: fc.nat(1), ambiguous: fc.boolean() }) },
 );
@@ -137,7 +139,20 @@ const PRELUDE: readonly Op[] = [
 ];
 const RES = 10;
 
-const run = (ops: readonly Op[]): void => {
+/** `refresh` = (optionally an intent change, then) one request answered at once with 30 s: keeps permits continuous. */
+const expand = (ops: readonly Op[]): Op[] =>
+  ops.flatMap((op): Op[] =>
+    op.t === 'refresh'
+      ? [
+          ...(op.update && op.k === 0 ? [{ t: 'intent' as const }] : []),
+          { t: 'request', k: op.k, oldEpoch: false },
+          { t: 'deliver', pick: Number.MAX_SAFE_INTEGER, remaining: 30_000, dup: false },
+        ]
+      : [op],
+  );
+
+const run = (input: readonly Op[]): void => {
+  const ops = expand(input);
   const r: Rig = rig();
   const keys: PermitKey[] = [pubKey(1), consKey(2)];
   r.engine.setEndpointOwners(pubEndpoint(1), [owner(keys[0] as PermitKey)]);
@@ -220,7 +235,7 @@ const run = (ops: readonly Op[]): void => {
       }
       case 'deliver': {
         if (pending.length === 0) break;
-        const idx = op.pick % pending.length;
+        const idx = op.pick === Number.MAX_SAFE_INTEGER ? pending.length - 1 : op.pick % pending.length;
         const { p, k: ki } = pending[idx] as { p: PendingRequest; k: number };
         if (!op.dup) pending.splice(idx, 1);
         const k = mk[ki] as MKey;
@@ -292,7 +307,7 @@ const run = (ops: readonly Op[]): void => {
         const key = keys[0] as PermitKey;
         const wanted = [op.c1, op.c2];
         const grants = SOURCES.flatMap((id, j) =>
-          (wanted[j] as number) === 0 ? [] : [{ serviceRef: key.serviceRef, consumerIdentity: id, grantVersion: BigInt(wanted[j] as number), protocols: op.udp ? (['tcp', 'udp'] as const) : (['tcp'] as const) }],
+          (wanted[j] as number) === 0 ? [] : [{ serviceRef: key.serviceRef, publisherIdentity: PUBLISHER, consumerIdentity: id, grantVersion: BigInt(wanted[j] as number), protocols: op.udp ? (['tcp', 'udp'] as const) : (['tcp'] as const) }],
         );
         checkPlans(r.engine.applySnapshotGrants(key.scope, grants));
         SOURCES.forEach((_, j) => {
@@ -438,6 +453,8 @@ const run = (ops: readonly Op[]): void => {
         if (target > r.clock.t) r.clock.t = target;
         break;
       }
+      case 'refresh':
+        break; // expanded before the run
       case 'intent':
         r.engine.beginIntentChange(keys[0] as PermitKey);
         intentPending = true;
@@ -480,7 +497,7 @@ describe('permit engine against its model', () => {
       fc.property(fc.array(opArb, { minLength: 20, maxLength: 120 }), (ops) => {
         run([...PRELUDE, ...ops]);
       }),
-      { numRuns: 400 },
+      { numRuns: 500 },
     );
   });
 

@@ -394,6 +394,38 @@ describe('M6-14 / M6-27 at the permit level', () => {
     expect(r.engine.check(f, 'tcp-read-poll')).toBe('allow');
   });
 
+  it('M6-27 M6-50 the consumer side: its own Grant removed or re-versioned revokes the consumer permit; old flows stay dead', () => {
+    const r = rig();
+    const c = consKey(4);
+    r.engine.setEndpointOwners(vipEndpoint(4), [owner(c)]);
+    const ownGrant = (version: bigint) => ({ serviceRef: c.serviceRef, publisherIdentity: PUBLISHER, consumerIdentity: CONSUMER, grantVersion: version, protocols: ['tcp', 'udp'] as const });
+    const other = consKey(5);
+    r.engine.setEndpointOwners(vipEndpoint(5), [owner(other)]);
+    const otherGrant = { ...ownGrant(1n), serviceRef: other.serviceRef };
+    expect(r.engine.applySnapshotGrants(c.scope, [ownGrant(1n), otherGrant])).toEqual([]);
+    expect(grant(r, c).outcome).toBe('accepted');
+    expect(grant(r, other).outcome).toBe('accepted');
+    const f = flowOf(r.engine.openFlow({ endpoint: vipEndpoint(4), tuple: tuple(), peerIdentity: PUBLISHER }));
+    const g = flowOf(r.engine.openFlow({ endpoint: vipEndpoint(5), tuple: tuple(), peerIdentity: PUBLISHER }));
+    const inFlight = begin(r, c);
+    // the same Grant again: nothing happens
+    expect(r.engine.applySnapshotGrants(c.scope, [ownGrant(1n), otherGrant])).toEqual([]);
+    // removed: the consumer permit closes, only its flows die, the in-flight acquire is discarded
+    const plans = r.engine.applySnapshotGrants(c.scope, [otherGrant]);
+    expect(plans.map((p) => [p.reason, p.flowIds])).toEqual([['source-revoked', [f.id]]]);
+    expect(r.engine.check(f, 'udp-send')).toBe('no-source-grant');
+    expect(r.engine.check(g, 'udp-send')).toBe('allow');
+    expect(receipt(r, inFlight)).toEqual({ outcome: 'rejected', reason: 'revoked-after-send' });
+    // re-added with a new version: a new acquire is a new generation; the old flow stays dead
+    expect(r.engine.applySnapshotGrants(c.scope, [ownGrant(2n), otherGrant])).toEqual([]);
+    expect(grant(r, c)).toMatchObject({ outcome: 'accepted', newGeneration: true });
+    expect(r.engine.check(f, 'udp-send')).toBe('no-source-grant');
+    // a changed version of a held Grant revokes too
+    const h = flowOf(r.engine.openFlow({ endpoint: vipEndpoint(4), tuple: tuple(), peerIdentity: PUBLISHER }));
+    expect(r.engine.applySnapshotGrants(c.scope, [ownGrant(3n), otherGrant]).map((p) => p.reason)).toEqual(['source-changed']);
+    expect(r.engine.check(h, 'udp-send')).toBe('source-grant-changed');
+  });
+
   it('M6-27 old flows of a removed-then-re-added source stay dead; other sources untouched', () => {
     const r = rig();
     publishService(r, 1, [CONSUMER, CONSUMER_2], 1n);

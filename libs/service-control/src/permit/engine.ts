@@ -42,9 +42,14 @@ import {
   type Verdict,
 } from './types.js';
 
-/** A source Grant of a publisher permit as a snapshot carries it (spec §6.4; M6-27 versions). */
+/**
+ * A Grant as a snapshot carries it (spec §6.4; M6-27 versions). In a publisher's snapshot it is a source of that
+ * publisher's permit (`publisherIdentity` = the scope identity); in a consumer's snapshot it is the consumer's own
+ * authorization (`consumerIdentity` = the scope identity).
+ */
 export interface SourceGrant {
   readonly serviceRef: ServiceRef;
+  readonly publisherIdentity: Bytes;
   readonly consumerIdentity: Bytes;
   readonly grantVersion: bigint;
   readonly protocols: readonly FlowProtocol[];
@@ -90,6 +95,8 @@ class PermitSlot {
   /** Per-key revocation counter, captured by `beginRequest` (late success receipts are discarded). */
   revocations = 0;
   backend: Backend | null = null;
+  /** Consumer permits: the version of this node's own Grant last seen in a snapshot (null = none seen). */
+  ownGrantVersion: bigint | null = null;
   /** An intent change (e.g. backend update) is in progress: new flows wait for a grant of the new intent (§6.8). */
   intentPending = false;
   intentVersion = 0;
@@ -378,14 +385,34 @@ export class PermitEngine {
   }
 
   /**
-   * The complete source Grants of a publisher scope from an applied snapshot. A source whose grant disappeared or
-   * whose `grant_version`/protocols changed loses its flows; other sources are untouched. A re-added source (even
-   * with the same digest) starts afresh: its old flows stay dead (M6-27).
+   * The complete Grants of a scope from an applied snapshot (both projections of a source-level change, spec §6.2):
+   * - publisher side: a source whose Grant disappeared or whose `grant_version`/protocols changed loses its flows;
+   *   other sources are untouched. A re-added source (even with the same digest) starts afresh: its old flows stay
+   *   dead (M6-27).
+   * - consumer side: once this node's own Grant for a service was seen, its disappearance or a new version revokes the
+   *   consumer permit (its flows die, in-flight acquires are discarded); the consumer must acquire again.
    */
   applySnapshotGrants(scope: Scope, grants: readonly SourceGrant[]): TeardownPlan[] {
     const sc = scopeKey(scope);
+    const own = new Map<string, SourceGrant>();
+    for (const g of grants) if (bytesEqual(g.consumerIdentity, scope.identity)) own.set(serviceRefText(g.serviceRef), g);
+    const plans: TeardownPlan[] = [];
+    for (const s of this.slots.values()) {
+      if (s.key.role !== 'consumer' || s.scopeText !== sc) continue;
+      const d = own.get(serviceRefText(s.key.serviceRef));
+      if (s.ownGrantVersion !== null && (d === undefined || d.grantVersion !== s.ownGrantVersion)) {
+        s.revocations++;
+        plans.push(this.close(s, d === undefined ? 'source-revoked' : 'source-changed'));
+      }
+      s.ownGrantVersion = d === undefined ? null : d.grantVersion;
+    }
+    for (const d of own.values()) {
+      const s = this.slot({ scope, serviceRef: d.serviceRef, role: 'consumer' });
+      if (s.ownGrantVersion === null) s.ownGrantVersion = d.grantVersion;
+    }
     const byService = new Map<string, { ref: ServiceRef; grants: Map<string, SourceGrant> }>();
     for (const g of grants) {
+      if (!bytesEqual(g.publisherIdentity, scope.identity)) continue;
       const t = serviceRefText(g.serviceRef);
       let e = byService.get(t);
       if (e === undefined) {
@@ -400,7 +427,6 @@ export class PermitEngine {
       const s = this.slot({ scope, serviceRef: e.ref, role: 'publisher' });
       if (!targets.includes(s)) targets.push(s);
     }
-    const plans: TeardownPlan[] = [];
     for (const s of targets) {
       const desired = byService.get(serviceRefText(s.key.serviceRef))?.grants ?? new Map<string, SourceGrant>();
       for (const [hex, src] of [...s.sources]) {
