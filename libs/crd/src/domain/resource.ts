@@ -1,6 +1,7 @@
 // Kubernetes-flavoured building blocks for resource Schemas: the object envelope, ObjectMeta, metav1.Condition
 // (as controller-gen emits it), and the integer/time formats.
 import { Schema } from 'effect';
+import { ObjectMeta } from '@homelab/kube/objects';
 import { describe, format, listMap } from './annotations.js';
 
 /** A 32-bit signed integer (`type: integer, format: int32`). */
@@ -16,24 +17,9 @@ export const DateTimeString = Schema.String.pipe(
   format('date-time'),
 );
 
-/** The metadata a resource Schema decodes. The CRD always declares `metadata` as a bare `type: object`
- * (the API server owns its validation). */
-export const ObjectMeta = Schema.Struct({
-  name: Schema.optional(Schema.String),
-  generateName: Schema.optional(Schema.String),
-  namespace: Schema.optional(Schema.String),
-  uid: Schema.optional(Schema.String),
-  resourceVersion: Schema.optional(Schema.String),
-  generation: Schema.optional(Schema.Number),
-  creationTimestamp: Schema.optional(Schema.String),
-  deletionTimestamp: Schema.optional(Schema.String),
-  labels: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
-  annotations: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
-  finalizers: Schema.optional(Schema.Array(Schema.String)),
-  ownerReferences: Schema.optional(Schema.Array(Schema.Unknown)),
-  managedFields: Schema.optional(Schema.Array(Schema.Unknown)),
-});
-export type ObjectMeta = typeof ObjectMeta.Type;
+// The metadata a resource Schema decodes is @homelab/kube's ObjectMeta (one Schema for that wire shape). The CRD
+// always declares `metadata` as a bare `type: object` (the API server owns its validation).
+export { ObjectMeta } from '@homelab/kube/objects';
 
 /** metav1.Condition with the validation controller-gen emits for it. */
 export const Condition = Schema.Struct({
