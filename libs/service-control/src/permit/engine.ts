@@ -243,8 +243,9 @@ export class PermitEngine {
 
   /**
    * Set the durable owners of an endpoint. One owner = managed; several distinct owners = ambiguous (the entry is
-   * closed, never chosen by order); none = not a service endpoint. Any change of the owner set kills the flows on the
-   * endpoint ("refuse new and old flows").
+   * closed, never chosen by order); none = not a service endpoint at all. Pending, expired, revoked and tombstoned
+   * endpoints are still managed: keep their owner (the permit refuses), never clear it to "unmanaged". Any change of
+   * the owner set kills the flows on the endpoint ("refuse new and old flows").
    */
   setEndpointOwners(endpoint: EndpointId, owners: readonly EndpointOwner[]): TeardownPlan[] {
     const unique = [...new Map(owners.map((o) => [`${permitKeyText(o.key)}>${toHex(o.publisherIdentity)}`, o])).values()];
