@@ -52,6 +52,12 @@ const Op = fc.oneof(
   fc.record({ t: fc.constant('restartA' as const) }),
 );
 
+const at = <T>(xs: readonly T[], i: number): T => {
+  const x = xs[i];
+  if (x === undefined) throw new Error(`no element ${i}`);
+  return x;
+};
+
 const counts = { conflicts: 0, mayInstall: 0, crashBeforeInstall: 0, pureReleases: 0, exhausted: 0, recovery: 0, retries: 0 };
 
 describe('P allocation model (A endpoint table × two B allocators)', () => {
@@ -114,7 +120,7 @@ describe('P allocation model (A endpoint table × two B allocators)', () => {
         for (const op of ops) {
           switch (op.t) {
             case 'issue': {
-              const b = bs[op.b]!;
+              const b = at(bs, op.b);
               const s = issueCandidate(b.alloc, b.table, demand, rng, id16(nextId++), digest);
               if (Either.isRight(s)) {
                 b.alloc = s.right.allocation;
@@ -133,7 +139,7 @@ describe('P allocation model (A endpoint table × two B allocators)', () => {
             case 'deliverA': {
               if (toA.length === 0) break;
               const i = op.i % toA.length;
-              const m = toA[i]!;
+              const m = at(toA, i);
               if (!op.dup) toA = toA.filter((_, j) => j !== i);
               if (m.kind === 'proposal') {
                 const r = registerProposal(aTable, PUB, m.ref);
@@ -160,9 +166,9 @@ describe('P allocation model (A endpoint table × two B allocators)', () => {
             case 'deliverB': {
               if (toB.length === 0) break;
               const i = op.i % toB.length;
-              const m = toB[i]!;
+              const m = at(toB, i);
               if (!op.dup) toB = toB.filter((_, j) => j !== i);
-              const b = bs[m.b]!;
+              const b = at(bs, m.b);
               const r = onPortResult(b.alloc, b.table, m.answer.ref, m.answer.result, rng);
               if (Either.isLeft(r)) break;
               if (r.right.table.size < b.table.size) counts.pureReleases++;
@@ -176,15 +182,16 @@ describe('P allocation model (A endpoint table × two B allocators)', () => {
               break;
             case 'timeout': {
               // 3 attempts without an answer: RecoveryRequired, then the original proposal is cancelled
-              const b = bs[op.b]!;
-              if (b.alloc.state !== 'offered' || b.alloc.current === null) break;
+              const b = at(bs, op.b);
+              const cur = b.alloc.current;
+              if (b.alloc.state !== 'offered' || cur === null) break;
               counts.recovery++;
               b.alloc = onUncertain(b.alloc);
-              toA.push({ kind: 'cancel', b: op.b, ref: b.alloc.current! });
+              toA.push({ kind: 'cancel', b: op.b, ref: cur });
               break;
             }
             case 'retry': {
-              const b = bs[op.b]!;
+              const b = at(bs, op.b);
               const r = retryPort(b.alloc, b.table, id16(10_000 + op.b * 10 + op.req), demand, rng, id16(nextId++), digest);
               if (Either.isLeft(r)) break;
               counts.retries++;
@@ -206,9 +213,10 @@ describe('P allocation model (A endpoint table × two B allocators)', () => {
           }
           // invariant 1: a P that may have been installed is never released by its owner's NSD
           for (const e of aTable.endpoints.values()) {
-            if (e.owner === null || !mayHaveBeenInstalled(aTable, e.publisher, e.port)) continue;
-            const bi = refs.findIndex((r) => serviceRefEqual(r, e.owner!));
-            const entry = bs[bi]!.table.get(endpointKey(e.publisher, e.port));
+            const owner = e.owner;
+            if (owner === null || !mayHaveBeenInstalled(aTable, e.publisher, e.port)) continue;
+            const bi = refs.findIndex((r) => serviceRefEqual(r, owner));
+            const entry = at(bs, bi).table.get(endpointKey(e.publisher, e.port));
             expect(entry, `P ${e.port} owned on A is released on B`).toBeDefined();
           }
           // invariant 3: the per-round budget
