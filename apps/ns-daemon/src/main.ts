@@ -1,15 +1,20 @@
-// ns-daemon main: thin wiring — SQLite store, Daemon flow, signed HTTP/SSE client of NSD, /healthz, /metrics,
-// graceful shutdown. Never loads PostgreSQL or Kubernetes code.
+// ns-daemon main: wiring only — layers for the SQLite store, the Daemon flow (signed HTTP/SSE client of NSD) and the
+// /healthz + /metrics listener. Shutdown = closing the layers' scope: listener, then the run loop (aborted and
+// awaited), then the SQLite handle (decision 0131). Never loads PostgreSQL or Kubernetes code.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
+import { type IncomingMessage, type ServerResponse, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Effect } from 'effect';
+import { Cause, Effect, Exit, Fiber, Layer } from 'effect';
 import client from 'prom-client';
-import { fromHex, toHex } from '@homelab/service-control';
-import { Daemon } from '@homelab/service-control/application';
+import { ServiceControlError, fromHex, toHex, uuidText } from '@homelab/service-control';
+import { type Daemon, DaemonService, daemonLayer, daemonStoreLayer } from '@homelab/service-control/application';
 import { openSqliteDaemonStore } from '@homelab/service-control/sqlite';
 import { ReplayCache, type TransportSide, generateSigner, openStream, postUnary, signerFromPem, trustOnly } from '@homelab/service-control/transport';
 import { loadConfig, readDeclarations } from './config.js';
+import { isServiceCommand, runServiceCommand } from './cli.js';
+
+// `ns service retry-port …`: a client of the running daemon, not a second daemon (decision 0128).
+if (isServiceCommand(process.argv.slice(2))) process.exit(await runServiceCommand(process.argv.slice(2), process.env));
 
 const log = (event: string, fields: Record<string, unknown> = {}): void =>
   void process.stdout.write(`${JSON.stringify({ t: new Date().toISOString(), app: 'ns-daemon', event, ...fields })}\n`);
@@ -19,7 +24,6 @@ if (!existsSync(config.keyFile)) writeFileSync(config.keyFile, generateSigner().
 const signer = signerFromPem(readFileSync(config.keyFile, 'utf8'));
 // One replay cache for the whole runtime: kept across stream reconnects.
 const side: TransportSide = { signer, trust: trustOnly(fromHex(config.nsdKey)), replay: new ReplayCache() };
-const store = openSqliteDaemonStore(config.stateFile);
 const kill = (point: string) => {
   if (config.fault === point) {
     log('fault', { point });
@@ -27,8 +31,7 @@ const kill = (point: string) => {
   }
 };
 
-const daemon = new Daemon({
-  store,
+const DaemonLive = daemonLayer({
   identity: signer.machineId,
   networkId: fromHex(config.network),
   declarations: () => readDeclarations(config.declarationsFile),
@@ -39,40 +42,85 @@ const daemon = new Daemon({
     stream: (payload, onPayload, signal) =>
       openStream(side, `${config.nsdUrl}/v1/config.stream`, payload, { onPayload, onReject: (e) => log('event-rejected', { code: e.code }) }, signal),
   },
-});
+}).pipe(Layer.provide(daemonStoreLayer(() => openSqliteDaemonStore(config.stateFile))));
 
-const registry = new client.Registry();
-client.collectDefaultMetrics({ register: registry });
-new client.Gauge({ name: 'ns_snapshot_acks', help: 'snapshot.ack sent', registers: [registry], collect() { this.set(daemon.status.acks); } });
-new client.Gauge({ name: 'ns_runtime_generation', help: 'runtime generation of this process', registers: [registry], collect() { this.set(Number(daemon.status.generation ?? 0)); } });
-new client.Gauge({ name: 'ns_authority_epoch', help: 'adopted authority epoch', registers: [registry], collect() { this.set(Number(daemon.status.epoch ?? 0)); } });
+/** `POST /v1/owner/retry-port` {nsd_id, network_id, service_id, request_id} (hex) → service.retry-port via the daemon. */
+const ownerRetryPort = (daemon: { retryPort: Daemon['retryPort'] }, req: IncomingMessage, res: ServerResponse): void => {
+  let raw = '';
+  req.on('data', (c: Buffer) => (raw += c.toString('utf8')));
+  req.on('end', (): void => {
+    const reply = (status: number, body: unknown): void => void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+    let b: Record<string, string>;
+    try {
+      b = JSON.parse(raw) as Record<string, string>;
+    } catch {
+      return reply(400, { error: 'invalid-encoding' });
+    }
+    const ok = (h: unknown) => typeof h === 'string' && /^[0-9a-f]{32}$/.test(h);
+    if (![b['nsd_id'], b['network_id'], b['service_id'], b['request_id']].every(ok)) return reply(400, { error: 'invalid-encoding' });
+    const ref = { nsd_id: fromHex(b['nsd_id'] as string), network_id: fromHex(b['network_id'] as string), service_id: fromHex(b['service_id'] as string) };
+    daemon.retryPort(ref, fromHex(b['request_id'] as string)).then(
+      (r) => {
+        log('retry-port', { round: String(r.allocation_round), proposal_seq: String(r.proposal_seq) });
+        reply(200, { service_ref: `${uuidText(ref.nsd_id)}/${uuidText(ref.network_id)}/${uuidText(ref.service_id)}`, allocation_round: String(r.allocation_round), proposal_seq: String(r.proposal_seq) });
+      },
+      (e: unknown) => reply(e instanceof ServiceControlError ? 409 : 503, { error: e instanceof ServiceControlError ? e.code : 'uncertain', detail: e instanceof ServiceControlError ? e.detail : String(e) }),
+    );
+  });
+};
 
-const server = createServer((req, res) => {
-  if (req.method === 'GET' && req.url === '/healthz')
-    return void res
-      .writeHead(daemon.status.phase === 'failed' ? 503 : 200, { 'content-type': 'application/json' })
-      .end(JSON.stringify({ ...daemon.status, identity: toHex(signer.machineId) }));
-  if (req.method === 'GET' && req.url === '/metrics') return void registry.metrics().then((m) => res.writeHead(200, { 'content-type': registry.contentType }).end(m));
-  res.writeHead(404).end();
-});
-server.listen(config.port, config.host, () =>
-  log('listening', { port: (server.address() as AddressInfo).port, identity: toHex(signer.machineId) }),
+/** The health/metrics listener, open while the scope is. */
+const Listener = Layer.scopedDiscard(
+  Effect.gen(function* () {
+    const daemon = yield* DaemonService;
+    const registry = new client.Registry();
+    client.collectDefaultMetrics({ register: registry });
+    new client.Gauge({ name: 'ns_snapshot_acks', help: 'snapshot.ack sent', registers: [registry], collect() { this.set(daemon.status.acks); } });
+    new client.Gauge({ name: 'ns_runtime_generation', help: 'runtime generation of this process', registers: [registry], collect() { this.set(Number(daemon.status.generation ?? 0)); } });
+    new client.Gauge({ name: 'ns_authority_epoch', help: 'adopted authority epoch', registers: [registry], collect() { this.set(Number(daemon.status.epoch ?? 0)); } });
+
+    const server = createServer((req, res) => {
+      if (req.method === 'GET' && req.url === '/healthz')
+        return void res
+          .writeHead(daemon.status.phase === 'failed' ? 503 : 200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ ...daemon.status, identity: toHex(signer.machineId) }));
+      // the local owner's retry (CLI `ns service retry-port`): loopback only by default (--host)
+      if (req.method === 'POST' && req.url === '/v1/owner/retry-port') return void ownerRetryPort(daemon, req, res);
+      if (req.method === 'GET' && req.url === '/metrics') return void registry.metrics().then((m) => res.writeHead(200, { 'content-type': registry.contentType }).end(m));
+      res.writeHead(404).end();
+    });
+    yield* Effect.acquireRelease(
+      Effect.async<void>((resume) => {
+        server.once('error', (e) => resume(Effect.die(e)));
+        server.listen(config.port, config.host, () => {
+          log('listening', { port: (server.address() as AddressInfo).port, identity: toHex(signer.machineId) });
+          resume(Effect.void);
+        });
+      }),
+      () =>
+        Effect.async<void>((resume) => {
+          server.close(() => resume(Effect.void));
+          server.closeIdleConnections();
+        }),
+    );
+  }),
 );
 
-const ctl = new AbortController();
-const running = daemon.run(ctl.signal).catch((e: unknown) => log('failed', { error: String(e), code: (e as { code?: string }).code }));
+const main = Effect.runFork(Layer.launch(Listener.pipe(Layer.provide(DaemonLive))));
+main.addObserver((exit) => {
+  if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) {
+    log('failed', { error: Cause.pretty(exit.cause) });
+    process.exit(1);
+  }
+  process.exit(0);
+});
 
 let stopping = false;
 const shutdown = (signal: string) => {
   if (stopping) return;
   stopping = true;
   log('shutdown', { signal });
-  ctl.abort();
-  void running.finally(() => {
-    server.close();
-    store.close();
-    process.exit(0);
-  });
+  Effect.runFork(Fiber.interrupt(main));
   setTimeout(() => process.exit(0), 5_000).unref();
 };
 process.on('SIGTERM', () => shutdown('SIGTERM'));

@@ -58,22 +58,33 @@ try {
     const content = { scope, strict_mode: false, declarations: [{ declaration_key: 'svc', display_name: `v${rev}`, description: null, enabled: true, protocols: ['tcp'], backend_host: { ipv4: new Uint8Array([10, 0, 0, 1]) }, backend_port: 80, port_mode: 'auto', requested_port: null }] };
     return env('report.replace', { scope, report_revision: rev, report_digest: reportDigest(content as never), content });
   };
-  const time = async (n: number, f: () => Promise<unknown>): Promise<number> => {
+  // PostgreSQL round trips per request: every pg query is one (a multi-statement string is one round trip)
+  let queries = 0;
+  const query = pg.Client.prototype.query;
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    queries++;
+    return (query as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof query;
+  const perRequest: Record<string, number> = {};
+  const time = async (n: number, f: () => Promise<unknown>, label?: string): Promise<number> => {
+    const q0 = queries;
     const t0 = process.hrtime.bigint();
     for (let i = 0; i < n; i++) await f();
-    return (n * 1e9) / Number(process.hrtime.bigint() - t0);
+    const rate = (n * 1e9) / Number(process.hrtime.bigint() - t0);
+    if (label !== undefined) perRequest[label] = (queries - q0) / n;
+    return rate;
   };
 
   // warm up
   for (let i = 0; i < 20; i++) await call(replace());
-  const replaceRate = await time(N, () => call(replace()));
+  const replaceRate = await time(N, () => call(replace()), 'replace');
   await authority.idle();
   const body = (await authority.produceFor(a.machineId, net)) as Uint8Array;
   const snap = SnapshotPushBody.decodeOrThrow(body);
   const ack = () =>
     env('snapshot.ack', { scope: { subject_identity: a.machineId, nsd_id: nsdId, network_id: net }, snapshot_revision: snap.snapshot.snapshot_revision, snapshot_digest: snap.snapshot_digest, accepted: true, enforcement_applied: true, dns_applied: false, errors: [] }, { session_seq: 1n });
   await call(ack());
-  const ackRate = await time(N, () => call(ack()));
+  const ackRate = await time(N, () => call(ack()), 'ack');
 
   // where the time goes: the same ACK through Authority.handle without HTTP, and an HTTP echo with the same transport
   const ackBytes = ack();
@@ -99,6 +110,7 @@ try {
   console.log(`  snapshot.ack end to end (idempotent)   ${fmt(ackRate)} /s   ratio ${(ackRate / rawRate).toFixed(3)}  (goal ≥ 0.5)`);
   console.log(`  snapshot.ack without HTTP (handle)     ${fmt(directRate)} /s`);
   console.log(`  signed HTTP echo (transport only)      ${fmt(echoRate)} /s`);
+  console.log(`  PostgreSQL round trips per request: report.replace ${perRequest['replace']?.toFixed(1)} (incl. snapshot production after the reply), snapshot.ack ${perRequest['ack']?.toFixed(1)}; raw upsert 1`);
   server.close();
   await store.close();
 } finally {

@@ -1,12 +1,13 @@
-// NSD main: thin wiring of the service-control layers — PostgreSQL store, Authority, signed HTTP/SSE transport,
-// /healthz, /metrics (prom-client), graceful shutdown. No Kubernetes code.
+// NSD main: wiring only — layers for the PostgreSQL store, the Authority (epoch takeover before serving) and the
+// signed HTTP/SSE server with /healthz and /metrics (prom-client). Shutdown = closing the layers' scope: the server
+// and streams first, then queued snapshot production, then the pool (decision 0131). No Kubernetes code.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Either } from 'effect';
+import { Cause, Effect, Either, Exit, Fiber, Layer } from 'effect';
 import client from 'prom-client';
 import { InfoGetResponseCodec, fromHex, toHex, uuidText } from '@homelab/service-control';
-import { Authority } from '@homelab/service-control/application';
+import { AuthorityService, SystemControlClock, authorityLayer, authorityStoreLayer } from '@homelab/service-control/application';
 import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
 import {
   ReplayCache,
@@ -36,65 +37,89 @@ const kill = (point: string) => {
   }
 };
 
-const store = makePgAuthorityStore(config.database);
-await store.migrate();
-const { nsdId, epoch } = await store.takeover(); // persisted before serving (M6-12)
-for (const m of config.members) await store.addMember(fromHex(m.identity), fromHex(m.network));
-const authority = new Authority({ store, nsdId, epoch, now: Date.now, fault: kill, log });
-await authority.drainOutbox();
+/** The signed HTTP/SSE server of the Authority, listening while the scope is open. */
+const HttpServer = Layer.scopedDiscard(
+  Effect.gen(function* () {
+    const { authority, nsdId, epoch } = yield* AuthorityService;
+    const registry = new client.Registry();
+    client.collectDefaultMetrics({ register: registry });
+    const requests = new client.Counter({ name: 'nsd_requests_total', help: 'service-control requests handled', labelNames: ['route'], registers: [registry] });
+    new client.Gauge({ name: 'nsd_authority_epoch', help: 'current authority epoch', registers: [registry], collect() { this.set(Number(epoch)); } });
+    new client.Gauge({ name: 'nsd_streams', help: 'open config streams', registers: [registry], collect() { this.set(authority.streamCount); } });
+    new client.Gauge({ name: 'nsd_refusals', help: 'requests answered with an error Message', registers: [registry], collect() { this.set(authority.counters.refusals); } });
+    new client.Gauge({ name: 'nsd_snapshots_produced', help: 'snapshot revisions produced', registers: [registry], collect() { this.set(authority.counters.snapshotsProduced); } });
+    new client.Gauge({ name: 'nsd_snapshots_delivered', help: 'snapshot.push events sent', registers: [registry], collect() { this.set(authority.counters.snapshotsDelivered); } });
 
-const registry = new client.Registry();
-client.collectDefaultMetrics({ register: registry });
-const requests = new client.Counter({ name: 'nsd_requests_total', help: 'service-control requests handled', labelNames: ['route'], registers: [registry] });
-new client.Gauge({ name: 'nsd_authority_epoch', help: 'current authority epoch', registers: [registry], collect() { this.set(Number(epoch)); } });
-new client.Gauge({ name: 'nsd_streams', help: 'open config streams', registers: [registry], collect() { this.set(authority.streamCount); } });
-new client.Gauge({ name: 'nsd_refusals', help: 'requests answered with an error Message', registers: [registry], collect() { this.set(authority.counters.refusals); } });
-new client.Gauge({ name: 'nsd_snapshots_produced', help: 'snapshot revisions produced', registers: [registry], collect() { this.set(authority.counters.snapshotsProduced); } });
-new client.Gauge({ name: 'nsd_snapshots_delivered', help: 'snapshot.push events sent', registers: [registry], collect() { this.set(authority.counters.snapshotsDelivered); } });
+    const info = InfoGetResponseCodec.encodeOrThrow({ capabilities: ['service_control.v1'], service_control_nsd_id: uuidText(nsdId) });
 
-const info = InfoGetResponseCodec.encodeOrThrow({ capabilities: ['service_control.v1'], service_control_nsd_id: uuidText(nsdId) });
+    const server = createServer((req, res) => {
+      const route = `${req.method} ${req.url}`;
+      requests.inc({ route });
+      if (route === 'POST /v1/info.get') return void serveUnary(side, req, res, async () => info);
+      if (route === 'POST /v1/machine.auth') return void serveUnary(side, req, res, (env) => authority.machineAuth(env.machineId, env.payload));
+      if (route === 'POST /v1/machine.heartbeat') return void serveUnary(side, req, res, (env) => authority.heartbeat(env.machineId, env.payload));
+      if (route === 'POST /v1/rpc') return void serveUnary(side, req, res, (env) => authority.handle(env.machineId, env.payload));
+      if (route === 'POST /v1/config.stream')
+        return void (async () => {
+          const env = receiveEnvelope(side, await readBody(req));
+          if (Either.isLeft(env)) return refuse(res, env.left);
+          let sink: SseSink | null = null;
+          const opened = await authority
+            .openStream(env.right.machineId, env.right.payload, { send: (p) => sink?.send(p) ?? false, close: () => sink?.close() })
+            .catch((e: unknown) => Either.left(e as never));
+          if (Either.isLeft(opened)) return refuse(res, opened.left);
+          sink = new SseSink(side, res);
+          const ping = setInterval(() => sink?.ping(), 15_000);
+          res.on('close', () => {
+            clearInterval(ping);
+            opened.right.close();
+          });
+          await opened.right.start();
+        })();
+      if (route === 'GET /healthz') return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: true, epoch: String(epoch), nsd_id: uuidText(nsdId), streams: authority.streamCount }));
+      if (route === 'GET /metrics')
+        return void registry.metrics().then((m) => res.writeHead(200, { 'content-type': registry.contentType }).end(m));
+      res.writeHead(404).end();
+    });
+    yield* Effect.acquireRelease(
+      Effect.async<void>((resume) => {
+        server.once('error', (e) => resume(Effect.die(e)));
+        server.listen(config.port, config.host, () => {
+          const port = (server.address() as AddressInfo).port;
+          log('listening', { host: config.host, port, epoch: String(epoch), nsd_id: uuidText(nsdId), nsd_key: toHex(signer.machineId) });
+          resume(Effect.void);
+        });
+      }),
+      () =>
+        Effect.async<void>((resume) => {
+          authority.closeStreams(); // SSE responses end, so the server can close
+          server.close(() => resume(Effect.void));
+          server.closeIdleConnections();
+        }),
+    );
+  }),
+);
 
-const server = createServer((req, res) => {
-  const route = `${req.method} ${req.url}`;
-  requests.inc({ route });
-  if (route === 'POST /v1/info.get') return void serveUnary(side, req, res, async () => info);
-  if (route === 'POST /v1/machine.auth') return void serveUnary(side, req, res, (env) => authority.machineAuth(env.machineId, env.payload));
-  if (route === 'POST /v1/machine.heartbeat') return void serveUnary(side, req, res, (env) => authority.heartbeat(env.machineId, env.payload));
-  if (route === 'POST /v1/rpc') return void serveUnary(side, req, res, (env) => authority.handle(env.machineId, env.payload));
-  if (route === 'POST /v1/config.stream')
-    return void (async () => {
-      const env = receiveEnvelope(side, await readBody(req));
-      if (Either.isLeft(env)) return refuse(res, env.left);
-      let sink: SseSink | null = null;
-      const opened = await authority
-        .openStream(env.right.machineId, env.right.payload, { send: (p) => sink?.send(p) ?? false, close: () => sink?.close() })
-        .catch((e: unknown) => Either.left(e as never));
-      if (Either.isLeft(opened)) return refuse(res, opened.left);
-      sink = new SseSink(side, res);
-      const ping = setInterval(() => sink?.ping(), 15_000);
-      res.on('close', () => {
-        clearInterval(ping);
-        opened.right.close();
-      });
-      await opened.right.start();
-    })();
-  if (route === 'GET /healthz') return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: true, epoch: String(epoch), nsd_id: uuidText(nsdId), streams: authority.streamCount }));
-  if (route === 'GET /metrics')
-    return void registry.metrics().then((m) => res.writeHead(200, { 'content-type': registry.contentType }).end(m));
-  res.writeHead(404).end();
+const Nsd = HttpServer.pipe(
+  Layer.provide(authorityLayer({ members: config.members.map((m) => [fromHex(m.identity), fromHex(m.network)] as const), fault: kill, log })),
+  Layer.provide(authorityStoreLayer(() => makePgAuthorityStore(config.database))),
+  Layer.provide(SystemControlClock),
+);
+
+const main = Effect.runFork(Layer.launch(Nsd));
+main.addObserver((exit) => {
+  if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) {
+    log('failed', { error: Cause.pretty(exit.cause) });
+    process.exit(1);
+  }
+  process.exit(0);
 });
-server.listen(config.port, config.host, () => {
-  const port = (server.address() as AddressInfo).port;
-  log('listening', { host: config.host, port, epoch: String(epoch), nsd_id: uuidText(nsdId), nsd_key: toHex(signer.machineId) });
-});
-
 let stopping = false;
 const shutdown = (signal: string) => {
   if (stopping) return;
   stopping = true;
   log('shutdown', { signal });
-  authority.closeStreams();
-  server.close(() => void authority.idle().then(() => store.close()).then(() => process.exit(0)));
+  Effect.runFork(Fiber.interrupt(main));
   setTimeout(() => process.exit(0), 5_000).unref();
 };
 process.on('SIGTERM', () => shutdown('SIGTERM'));

@@ -1,0 +1,117 @@
+// The application as Effect services (decision 0131): `Authority` and `Daemon` stay the implementations (Promise
+// classes, tested as they are); these tags and layers are how processes assemble them. Every resource is acquired in
+// a scope and released by its finalizer in reverse order — the app's streams and production before the store's
+// pool, the daemon's run loop before its SQLite handle — so graceful shutdown is closing the scope.
+import { Context, Effect, Layer } from 'effect';
+import type { Bytes } from '../domain/bytes.js';
+import type { ServiceControlError } from '../domain/errors.js';
+import { Authority, type AuthorityDeps } from './authority.js';
+import type { AuthorityStore } from './authority-store.js';
+import { Daemon, type DaemonDeps } from './daemon.js';
+import type { DaemonStore } from './daemon-store.js';
+
+/** Wall-clock milliseconds: the only time source of the applications (domain code gets `now` as a parameter). */
+export class ControlClock extends Context.Tag('@homelab/service-control/ControlClock')<ControlClock, { readonly now: () => number }>() {}
+export const SystemControlClock = Layer.succeed(ControlClock, { now: () => Date.now() });
+
+/** B's store port (the PostgreSQL adapter in nsd). */
+export class AuthorityStoreService extends Context.Tag('@homelab/service-control/AuthorityStore')<AuthorityStoreService, AuthorityStore>() {}
+/** A's store port (the SQLite adapter in ns-daemon). */
+export class DaemonStoreService extends Context.Tag('@homelab/service-control/DaemonStore')<DaemonStoreService, DaemonStore>() {}
+
+const storageFailure = (e: unknown): ServiceControlError => e as ServiceControlError;
+
+/** An AuthorityStore opened in the scope: migrated on acquire, its pool closed on release. */
+export const authorityStoreLayer = (open: () => AuthorityStore): Layer.Layer<AuthorityStoreService, ServiceControlError> =>
+  Layer.scoped(
+    AuthorityStoreService,
+    Effect.acquireRelease(
+      Effect.tryPromise({
+        try: async () => {
+          const store = open();
+          try {
+            await store.migrate();
+            return store;
+          } catch (e) {
+            await store.close().catch(() => undefined);
+            throw e;
+          }
+        },
+        catch: storageFailure,
+      }),
+      (store) => Effect.promise(() => store.close().catch(() => undefined)),
+    ),
+  );
+
+/** A DaemonStore opened in the scope, closed on release. */
+export const daemonStoreLayer = (open: () => DaemonStore): Layer.Layer<DaemonStoreService, ServiceControlError> =>
+  Layer.scoped(DaemonStoreService, Effect.acquireRelease(Effect.try({ try: open, catch: storageFailure }), (store) => Effect.sync(() => store.close())));
+
+export interface AuthorityServiceShape {
+  readonly authority: Authority;
+  readonly nsdId: Bytes;
+  readonly epoch: bigint;
+}
+/** B, serving: the epoch taken over and committed before anything is served (M6-12). */
+export class AuthorityService extends Context.Tag('@homelab/service-control/Authority')<AuthorityService, AuthorityServiceShape>() {}
+
+export interface AuthorityOptions extends Pick<AuthorityDeps, 'fault' | 'log'> {
+  /** Network membership to add at startup (the stand-in for the existing ownership), `[identity, network]`. */
+  readonly members?: readonly (readonly [Bytes, Bytes])[];
+}
+
+/**
+ * Startup order of B: take over the epoch (committed), add the configured members, build the Authority, produce
+ * snapshots for outbox rows left by a crash. Release: close the streams, wait for queued snapshot production.
+ */
+export const authorityLayer = (options: AuthorityOptions = {}): Layer.Layer<AuthorityService, ServiceControlError, AuthorityStoreService | ControlClock> =>
+  Layer.scoped(
+    AuthorityService,
+    Effect.gen(function* () {
+      const store = yield* AuthorityStoreService;
+      const clock = yield* ControlClock;
+      const service = yield* Effect.acquireRelease(
+        Effect.tryPromise({
+          try: async () => {
+            const { nsdId, epoch } = await store.takeover();
+            for (const [identity, network] of options.members ?? []) await store.addMember(identity, network);
+            const authority = new Authority({ store, nsdId, epoch, now: clock.now, ...(options.fault ? { fault: options.fault } : {}), ...(options.log ? { log: options.log } : {}) });
+            await authority.drainOutbox();
+            return { authority, nsdId, epoch };
+          },
+          catch: storageFailure,
+        }),
+        ({ authority }) =>
+          Effect.promise(async () => {
+            authority.closeStreams();
+            await authority.idle();
+          }),
+      );
+      return service;
+    }),
+  );
+
+/** A, running: the §3.4 flow started in the scope; release aborts it and waits until it has stopped. */
+export class DaemonService extends Context.Tag('@homelab/service-control/Daemon')<DaemonService, Daemon>() {}
+
+export const daemonLayer = (deps: Omit<DaemonDeps, 'store'>): Layer.Layer<DaemonService, never, DaemonStoreService> =>
+  Layer.scoped(
+    DaemonService,
+    Effect.gen(function* () {
+      const store = yield* DaemonStoreService;
+      const daemon = new Daemon({ ...deps, store });
+      yield* Effect.acquireRelease(
+        Effect.sync(() => {
+          const ctl = new AbortController();
+          const running = daemon.run(ctl.signal).catch((e: unknown) => deps.log?.('failed', { error: String(e), code: (e as { code?: string }).code }));
+          return { ctl, running };
+        }),
+        ({ ctl, running }) =>
+          Effect.promise(async () => {
+            ctl.abort();
+            await running;
+          }),
+      );
+      return daemon;
+    }),
+  );
