@@ -120,3 +120,67 @@ describe('A: DaemonLeases', () => {
     expect(h.leases.status()).toEqual([]);
   });
 });
+
+describe('A: DaemonLeases as a consumer', () => {
+  const OTHER = id32(7);
+  const theirs = (i: number, digest = sha(`intent-${i}`)): ListenerIntentWire => ({
+    ...listener(digest),
+    service_ref: { ...SVC, service_id: id16(50 + i) },
+    publisher_identity: OTHER,
+    backend_host: null,
+    backend_port: null,
+    proposal: null,
+  });
+  const consumerHarness = (grant: (serviceId: Uint8Array) => boolean) => {
+    const clock = { now: 500_000 };
+    const sent: { kind: string; t: number; body: { consumer_seq: bigint; services: { service_ref: typeof SVC }[] } }[] = [];
+    const leases = new DaemonLeases({
+      now: () => clock.now,
+      call: async (kind, body, requestId) => {
+        const b = body as (typeof sent)[number]['body'] & { snapshot_revision: bigint; snapshot_digest: Uint8Array };
+        sent.push({ kind, t: clock.now, body: b });
+        clock.now += 400;
+        return b.services.map((s): LeaseResultItemWire => {
+          const ok = grant(s.service_ref.service_id);
+          return {
+            request_id: requestId,
+            scope: { subject_identity: ME, nsd_id: SVC.nsd_id, network_id: SVC.network_id },
+            authority_epoch: 1n,
+            runtime_generation: 1n,
+            runtime_id: id16(5),
+            session_seq: 1n,
+            service_ref: s.service_ref,
+            listener_revision: 1n,
+            intent_digest: sha('x'),
+            grant_id: ok ? id16(200) : null,
+            consumer_seq: b.consumer_seq,
+            snapshot_revision: b.snapshot_revision,
+            snapshot_digest: b.snapshot_digest,
+            remaining_ms: ok ? 12_000n : 0n,
+            result: ok ? 'granted' : 'unauthorized',
+          };
+        });
+      },
+    });
+    return { clock, sent, leases };
+  };
+
+  it('M6-35 one lease.acquire batch per snapshot, sorted by service_ref; per-item permits from the consumer’s own t0; re-acquire every 10 s', async () => {
+    const h = consumerHarness((id) => id[15] !== 52);
+    await h.leases.onEnforcementAck(ME, { revision: 4n, digest: sha('s4') }, [theirs(2), theirs(1)], 1n);
+    const acquires = h.sent.filter((s) => s.kind === 'lease.acquire');
+    expect(acquires).toHaveLength(1);
+    expect(acquires[0]?.body.services.map((s) => s.service_ref.service_id[15])).toEqual([51, 52]);
+    expect(acquires[0]?.body.consumer_seq).toBe(1n);
+    expect(h.leases.consumerActive(id16(51))).toBe(true);
+    expect(h.leases.consumerActive(id16(52))).toBe(false); // refused item only
+    const st = h.leases.status().find((x) => x.role === 'consumer' && x.service.endsWith('33'));
+    expect(st?.remainingMs).toBe(500_000 + 12_000 - h.clock.now);
+    for (h.clock.now = 500_400; h.clock.now < 521_000; h.clock.now += 100) await h.leases.tick();
+    expect(h.sent.filter((s) => s.kind === 'lease.acquire').map((s) => [s.t - 500_000, s.body.consumer_seq])).toEqual([
+      [0, 1n],
+      [10_000, 2n],
+      [20_000, 3n],
+    ]);
+  });
+});

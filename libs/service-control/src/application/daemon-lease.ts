@@ -19,6 +19,7 @@ import {
   refreshDue,
 } from '../domain/lease.js';
 import type { LeaseResultItemWire } from '../api/lease.js';
+import { ServiceRefCodec } from '../api/common.js';
 import type { ListenerIntentWire } from '../api/snapshot.js';
 
 /** Sends one logical lease request (stream-bound envelope filled by the caller) and returns the verified items. */
@@ -43,6 +44,7 @@ export interface PublishedIntent {
 
 export interface LeaseStatus {
   readonly service: string;
+  readonly role: 'publisher' | 'consumer';
   readonly active: boolean;
   readonly remainingMs: number;
   readonly seq: string;
@@ -65,8 +67,26 @@ class PublisherLease {
   }
 }
 
+/** One consumed service: its permit from this runtime's lease.acquire receipts. */
+class ConsumerLease {
+  state: ALeaseState;
+  lastResult: string | null = null;
+  constructor(
+    public listener: ListenerIntentWire,
+    epoch: bigint,
+  ) {
+    this.state = initialLeaseState(epoch);
+  }
+}
+
 export class DaemonLeases {
   private readonly publishers = new Map<string, PublisherLease>();
+  private readonly consumers = new Map<string, ConsumerLease>();
+  /** consumer_seq per target scope/runtime (in memory, decision 0123) and the consumer batch's timing. */
+  private consumerSeq = 0n;
+  private consumerT0: number | null = null;
+  private consumerSnapshot: { readonly revision: bigint; readonly digest: Bytes } | null = null;
+  private acquiring = false;
 
   constructor(private readonly d: DaemonLeaseDeps) {}
 
@@ -85,6 +105,12 @@ export class DaemonLeases {
       l.state = r.state;
       l.lastT0 = null;
     }
+    for (const [k, l] of this.consumers) {
+      const r = observeLeaseEpoch(l.state, epoch);
+      if (r.dropped) this.log('lease-dropped', { service: k, role: 'consumer', reason: 'authority-epoch' });
+      l.state = r.state;
+    }
+    this.consumerT0 = null;
   }
 
   /**
@@ -106,12 +132,84 @@ export class DaemonLeases {
       // a new session (or a new intent) proves itself again with a listener.ready; a live permit is kept meanwhile
       await this.send(k, lease, 'listener.ready');
     }
+    // consumer side: every other publisher's listener this snapshot authorizes us for gets a lease.acquire
+    const theirs = listeners.filter((l) => !bytesEqual(l.publisher_identity, identity) && l.P !== null);
+    const want = new Set(theirs.map((l) => toHex(l.service_ref.service_id)));
+    for (const k of [...this.consumers.keys()]) if (!want.has(k)) this.consumers.delete(k);
+    for (const l of theirs) {
+      const k = toHex(l.service_ref.service_id);
+      const cur = this.consumers.get(k);
+      if (cur !== undefined && bytesEqual(cur.listener.intent_digest, l.intent_digest)) cur.listener = l;
+      else this.consumers.set(k, new ConsumerLease(l, epoch));
+    }
+    this.consumerSnapshot = snapshot;
+    if (this.consumers.size > 0) await this.acquire();
+  }
+
+  /** One lease.acquire batch for every consumed service (new request_id, new consumer_seq, t0 before sending). */
+  private async acquire(): Promise<void> {
+    const snapshot = this.consumerSnapshot;
+    if (this.acquiring || snapshot === null || this.consumers.size === 0) return;
+    this.acquiring = true;
+    const requestId = new Uint8Array(randomBytes(16));
+    this.consumerSeq += 1n;
+    const seq = this.consumerSeq;
+    const t0 = this.d.now();
+    this.consumerT0 = t0;
+    const key = (l: ListenerIntentWire) => Buffer.from(ServiceRefCodec.encodeOrThrow(l.service_ref));
+    const leases = [...this.consumers.values()].sort((a, b) => Buffer.compare(key(a.listener), key(b.listener)));
+    for (const l of leases) l.state = beginRequest(l.state, { requestId, seq, t0, epoch: l.state.epoch });
+    const body = {
+      consumer_seq: seq,
+      snapshot_revision: snapshot.revision,
+      snapshot_digest: snapshot.digest,
+      services: leases.map((l) => ({
+        service_ref: l.listener.service_ref,
+        publisher_identity: l.listener.publisher_identity,
+        listener_revision: l.listener.listener_revision,
+        intent_digest: l.listener.intent_digest,
+      })),
+    };
+    try {
+      const items = await this.d.call('lease.acquire', body, requestId);
+      for (const it of items) {
+        const k = toHex(it.service_ref.service_id);
+        const l = this.consumers.get(k);
+        if (l === undefined) continue;
+        const r = applyReceipt(
+          l.state,
+          { requestId: it.request_id, seq: it.consumer_seq ?? 0n, epoch: it.authority_epoch, grantId: it.grant_id, remainingMs: it.remaining_ms, result: it.result },
+          this.d.now(),
+        );
+        l.lastResult = it.result;
+        if (Either.isLeft(r)) {
+          l.state = dropRequest(l.state, requestId);
+          l.lastResult = r.left.code;
+          continue;
+        }
+        l.state = r.right.state;
+      }
+      this.log('lease-acquired', { items: items.length, granted: items.filter((i) => i.result === 'granted').length });
+    } catch (e) {
+      const code = e instanceof SCE ? e.code : 'transport-failed';
+      for (const l of leases) l.lastResult = code;
+      this.log('lease-request-failed', { kind: 'lease.acquire', error: code });
+    } finally {
+      this.acquiring = false;
+    }
+  }
+
+  /** Forwarding to a consumed service is allowed only while its permit is live. */
+  consumerActive(serviceId: Bytes): boolean {
+    const l = this.consumers.get(toHex(serviceId));
+    return l !== undefined && permitActive(l.state, this.d.now());
   }
 
   /** The 10 s refresh points (called often; sends only when due). Sending never extends the permit by itself. */
   async tick(): Promise<void> {
     const now = this.d.now();
     for (const [k, l] of this.publishers) if (!l.inFlight && refreshDue(l.lastT0, now)) await this.send(k, l, permitActive(l.state, now) ? 'lease.refresh' : 'listener.ready');
+    if (refreshDue(this.consumerT0, now)) await this.acquire(); // consumers re-acquire every 10 s
   }
 
   private async send(k: string, l: PublisherLease, kind: 'listener.ready' | 'lease.refresh'): Promise<void> {
@@ -174,14 +272,25 @@ export class DaemonLeases {
 
   status(): LeaseStatus[] {
     const now = this.d.now();
-    return [...this.publishers.entries()].map(([service, l]) => ({
+    const consumers: LeaseStatus[] = [...this.consumers.entries()].map(([service, l]) => ({
       service,
+      role: 'consumer' as const,
+      active: permitActive(l.state, now),
+      remainingMs: localRemaining(l.state, now),
+      seq: String(this.consumerSeq),
+      epoch: String(l.state.epoch),
+      lastResult: l.lastResult,
+    }));
+    const publishers: LeaseStatus[] = [...this.publishers.entries()].map(([service, l]) => ({
+      service,
+      role: 'publisher' as const,
       active: permitActive(l.state, now),
       remainingMs: localRemaining(l.state, now),
       seq: String(l.seq),
       epoch: String(l.state.epoch),
       lastResult: l.lastResult,
     }));
+    return [...publishers, ...consumers];
   }
 }
 
