@@ -51,7 +51,6 @@ describe('local names on SQLite', () => {
     right(s.nickname('nas', target(1)));
     s.close();
     d.close();
-    // either store may open the file first
     const s2 = openSqliteNameStore(f);
     const d2 = openSqliteDaemonStore(f);
     expect(d2.lastSessionSeq('k')).toBe(3n);
@@ -60,6 +59,18 @@ describe('local names on SQLite', () => {
     d2.close();
     // a table made for one candidate space is never opened with another
     expect(() => openSqliteNameStore(f, { format: TOY_FORMAT })).toThrow(expect.objectContaining({ code: 'state-inconsistent' }));
+    // on a fresh file the name store may come first; the daemon store then migrates its own tables
+    const g = file();
+    const first = openSqliteNameStore(g);
+    right(first.nickname('nas', target(1)));
+    first.close();
+    const daemon = openSqliteDaemonStore(g);
+    daemon.saveSessionSeq('k', 1n);
+    expect(daemon.lastSessionSeq('k')).toBe(1n);
+    daemon.close();
+    const again = openSqliteNameStore(g);
+    expect(right(again.entry('nas'))?.target).toEqual(target(1));
+    again.close();
   });
 
   it('M6-55 on SQLite: at 80 % (auto, same-format manual and tombstones counted) the phase advances, names gain a character, and the phase survives a reopen', { timeout: SLOW_MS }, () => {
