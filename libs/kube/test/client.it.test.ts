@@ -2,7 +2,7 @@
 // server-side apply, patches, preconditioned / dry-run / finalizer deletes, typed errors, discovery, watch.
 import { useNamespace } from '@homelab/testbed/vitest';
 import { Chunk, Effect, Stream } from 'effect';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { KubeClient, type KubeObject } from '../src/index.js';
 import { configMap, useKube, useWidgetCrd } from './support.js';
 
@@ -244,7 +244,11 @@ describe('delete', () => {
     const pending = r._tag === 'Pending' ? r.object : undefined;
     expect(pending?.metadata.deletionTimestamp).toBeTruthy();
     expect(pending?.metadata.finalizers).toEqual(expect.arrayContaining(['kube.test/hold', 'foregroundDeletion']));
-    // No garbage collector runs in the test bed: clear both finalizers ourselves.
+    // The test bed's garbage collector removes foregroundDeletion (nothing depends on the object); ours still holds it.
+    await vi.waitFor(async () => expect((await run(Effect.flatMap(K, (c) => c.get(cmRef('fin'))))).metadata.finalizers).toEqual(['kube.test/hold']), {
+      timeout: 30_000,
+      interval: 100,
+    });
     await run(Effect.flatMap(K, (c) => c.patch(cmRef('fin'), { type: 'merge', patch: { metadata: { finalizers: null } } })));
     expect(await fail(Effect.flatMap(K, (c) => c.get(cmRef('fin'))))).toMatchObject({ _tag: 'NotFound' });
   });

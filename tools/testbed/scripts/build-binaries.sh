@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the real test-bed binaries (etcd, kube-apiserver, OpenBao) from the Go module proxy
+# Builds the real test-bed binaries (etcd, kube-apiserver, kube-controller-manager, OpenBao) from the Go module proxy
 # into a cache outside the repository, keyed by version. Idempotent: present binaries are reused.
 # Output of each build goes to a log file whose tail is printed on failure.
 set -euo pipefail
@@ -11,7 +11,7 @@ ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 BAO_VERSION="${BAO_VERSION:-v0.0.0-20250828202315-f9407a27fbee}"
 BAO_RELEASE="${BAO_RELEASE:-v2.4.0}"
 CACHE_ROOT="${TESTBED_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/homelab-testbed}"
-ONLY="${1:-all}"   # all | etcd | kube-apiserver | bao
+ONLY="${1:-all}"   # all | etcd | kube-apiserver | kube-controller-manager | bao
 
 export CGO_ENABLED=0 GOTOOLCHAIN="${GOTOOLCHAIN:-local}" GOFLAGS=-mod=mod
 
@@ -47,11 +47,14 @@ build_etcd() {
   mv "$out.tmp" "$out"
 }
 
-build_kube_apiserver() {
-  local out="$CACHE_ROOT/kubernetes-$K8S_VERSION/kube-apiserver"
-  [ -x "$out" ] && { echo "testbed: kube-apiserver $K8S_VERSION cached at $out" >&2; return 0; }
-  mkdir -p "$work/kas" && cd "$work/kas"
-  go mod init local.invalid/kasbuild
+# A k8s.io/kubernetes command (kube-apiserver, kube-controller-manager) from a wrapper module that requires
+# k8s.io/kubernetes and replaces each staging module named in its go.mod with the published v0.X.Y.
+build_kube_cmd() {
+  local cmd="$1"
+  local out="$CACHE_ROOT/kubernetes-$K8S_VERSION/$cmd"
+  [ -x "$out" ] && { echo "testbed: $cmd $K8S_VERSION cached at $out" >&2; return 0; }
+  mkdir -p "$work/$cmd" && cd "$work/$cmd"
+  go mod init "local.invalid/${cmd//-/}build"
   local staging="v0.${K8S_VERSION#v1.}"
   local kmod
   kmod="$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')"
@@ -62,14 +65,14 @@ build_kube_apiserver() {
   done
   local gd; gd="$(awk '$1=="godebug" && NF==2 {print $2}' "$kmod")"
   [ -z "$gd" ] || go mod edit -godebug="$gd"
-  go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION"
+  go get -tool "k8s.io/kubernetes/cmd/$cmd@$K8S_VERSION"
   local minor; minor="$(echo "$K8S_VERSION" | cut -d. -f2)"
   local ld='-s -w' p
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ld="$ld -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
   done
   mkdir -p "$(dirname "$out")"
-  go build -trimpath -ldflags="$ld" -o "$out.tmp" k8s.io/kubernetes/cmd/kube-apiserver
+  go build -trimpath -ldflags="$ld" -o "$out.tmp" "k8s.io/kubernetes/cmd/$cmd"
   mv "$out.tmp" "$out"
 }
 
@@ -90,9 +93,13 @@ build_bao() {
 }
 
 case "$ONLY" in
-  all) run_logged etcd build_etcd; run_logged kube-apiserver build_kube_apiserver; run_logged bao build_bao ;;
+  all)
+    run_logged etcd build_etcd
+    run_logged kube-apiserver build_kube_cmd kube-apiserver
+    run_logged kube-controller-manager build_kube_cmd kube-controller-manager
+    run_logged bao build_bao ;;
   etcd) run_logged etcd build_etcd ;;
-  kube-apiserver) run_logged kube-apiserver build_kube_apiserver ;;
+  kube-apiserver|kube-controller-manager) run_logged "$ONLY" build_kube_cmd "$ONLY" ;;
   bao) run_logged bao build_bao ;;
-  *) echo "usage: $0 [all|etcd|kube-apiserver|bao]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|etcd|kube-apiserver|kube-controller-manager|bao]" >&2; exit 2 ;;
 esac

@@ -5,11 +5,20 @@ import { TestbedError } from './errors.js';
 import { runCommand } from './process.js';
 import { binaryPaths, cacheRoot, versions, workspaceRoot } from './versions.js';
 
-export type BinaryName = 'etcd' | 'kube-apiserver' | 'bao';
+export type BinaryName = 'etcd' | 'kube-apiserver' | 'kube-controller-manager' | 'bao';
 
 const pathOf = (name: BinaryName): string => {
   const paths = binaryPaths();
-  return name === 'etcd' ? paths.etcd : name === 'kube-apiserver' ? paths.kubeApiserver : paths.bao;
+  switch (name) {
+    case 'etcd':
+      return paths.etcd;
+    case 'kube-apiserver':
+      return paths.kubeApiserver;
+    case 'kube-controller-manager':
+      return paths.kubeControllerManager;
+    case 'bao':
+      return paths.bao;
+  }
 };
 
 const isExecutable = (path: string): boolean => {

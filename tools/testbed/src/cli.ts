@@ -7,7 +7,8 @@ import { parseAllDocuments } from 'yaml';
 import { ensureBinary } from './binaries.js';
 import { installCrdsOn, type CrdManifest } from './kube-api.js';
 import { TestbedError } from './errors.js';
-import { defaultStateFile, isAlive, readState, removeState, shellExports, writeState, type TestbedState } from './state.js';
+import { httpCall } from './net.js';
+import { defaultStateFile, isAlive, readState, readStatePid, removeState, shellExports, writeState, type TestbedState } from './state.js';
 import { startTestbed } from './testbed.js';
 import { binaryPaths, versions } from './versions.js';
 
@@ -15,16 +16,17 @@ const say = (line: string) => process.stderr.write(`testbed: ${line}\n`);
 const stateFile = defaultStateFile();
 
 const usage = `usage: testbed <command>
-  up [--foreground]  start etcd + kube-apiserver + OpenBao (and check PostgreSQL); print the exports
+  up [--foreground]  start etcd + kube-apiserver + kube-controller-manager + OpenBao (and check PostgreSQL); print the exports
   down               stop the running test bed
   env [--json]       print the exports (or the state) of the running test bed
-  status             exit 0 if a test bed is running
+  status             exit 0 if a test bed is running; prints each service's health
   install-crds PATH… apply the CustomResourceDefinitions in these YAML files/folders and wait until served
   build              build the binaries into the cache (${dirname(dirname(binaryPaths().etcd))})`;
 
 const howToUse = (state: TestbedState) => `
 The test bed is running (pid ${state.pid}); Ctrl-C stops it and removes its data.
   kube-apiserver ${state.kube.version}  ${state.kube.server}   (etcd ${state.kube.etcd})
+  kube-controller-manager  pid ${state.controllerManager.pid}, ${state.controllerManager.healthz}   (${state.controllerManager.controllers.join(', ')})
   PostgreSQL ${state.postgres.version}  ${state.postgres.host}:${state.postgres.port} user ${state.postgres.user}
   OpenBao        ${state.openbao.available ? `${state.openbao.version}  ${state.openbao.addr} (KV v2 at ${state.openbao.kvMount}/)` : `UNAVAILABLE: ${state.openbao.reason}`}
 In another shell:
@@ -42,6 +44,7 @@ const foreground = Effect.gen(function* () {
     process.stdout.write(`${shellExports(existing.right, stateFile)}\n`);
     return;
   }
+  yield* olderRunning(stateFile);
   const scope = yield* Scope.make();
   const started = Date.now();
   const state = yield* startTestbed({ progress: say }).pipe(Scope.extend(scope));
@@ -70,6 +73,7 @@ const detached = Effect.gen(function* () {
     process.stdout.write(`${shellExports(existing.right, stateFile)}\n`);
     return;
   }
+  yield* olderRunning(stateFile);
   removeState(stateFile);
   mkdirSync(dirname(stateFile), { recursive: true });
   const logFile = join(dirname(stateFile), 'testbed.log');
@@ -97,19 +101,49 @@ const detached = Effect.gen(function* () {
   }
 });
 
+// The owning process stops its services in reverse start order (controller manager and OpenBao, then the API
+// server, then etcd) when its scope closes on SIGTERM.
 const down = Effect.gen(function* () {
-  const state = yield* Effect.either(readState(stateFile));
-  if (state._tag === 'Left' || !isAlive(state.right.pid)) {
+  const pid = readStatePid(stateFile);
+  if (pid === undefined || !isAlive(pid)) {
     removeState(stateFile);
     say('not running');
     return;
   }
-  process.kill(state.right.pid, 'SIGTERM');
-  for (let i = 0; i < 200 && isAlive(state.right.pid); i++) yield* Effect.sleep('100 millis');
-  if (isAlive(state.right.pid)) process.kill(state.right.pid, 'SIGKILL');
+  process.kill(pid, 'SIGTERM');
+  for (let i = 0; i < 200 && isAlive(pid); i++) yield* Effect.sleep('100 millis');
+  if (isAlive(pid)) process.kill(pid, 'SIGKILL');
   removeState(stateFile);
-  say(`stopped (pid ${state.right.pid})`);
+  say(`stopped (pid ${pid})`);
 });
+
+const status = Effect.gen(function* () {
+  const pid = readStatePid(stateFile);
+  if (pid === undefined || !isAlive(pid)) return yield* new TestbedError({ component: 'state', reason: 'not running' });
+  const state = yield* Effect.either(readState(stateFile));
+  if (state._tag === 'Left') {
+    return yield* new TestbedError({ component: 'state', reason: `running (pid ${pid}) but its state is not this version's (${state.left.reason}); restart it with down + up` });
+  }
+  const s = state.right;
+  say(`running (pid ${s.pid}, since ${s.startedAt})`);
+  const api = yield* Effect.promise(() => httpCall(`${s.kube.server}/readyz`, { headers: { authorization: `Bearer ${s.kube.token}` }, ca: s.kube.caCert }).catch((e: unknown) => ({ status: 0, body: String(e) })));
+  say(`kube-apiserver ${s.kube.version} ${s.kube.server}: ${api.status === 200 ? 'ready' : `NOT READY (${api.status})`}`);
+  const cm = s.controllerManager;
+  const cmHealth = yield* Effect.promise(() => httpCall(cm.healthz, { ca: s.kube.caCert }).catch((e: unknown) => ({ status: 0, body: String(e) })));
+  const cmOk = isAlive(cm.pid) && cmHealth.status === 200;
+  say(`kube-controller-manager ${cm.version} pid ${cm.pid} port ${cm.port} (${cm.controllers.join(', ')}): ${cmOk ? 'healthy' : `NOT HEALTHY (${isAlive(cm.pid) ? `healthz ${cmHealth.status}` : 'process gone'})`}`);
+  say(`openbao: ${s.openbao.available ? `${s.openbao.version} ${s.openbao.addr}` : `UNAVAILABLE: ${s.openbao.reason}`}`);
+  say(`postgresql ${s.postgres.version} ${s.postgres.host}:${s.postgres.port}`);
+  // Still exit 0: scripts read a non-zero status as "not running" and would start (and later stop) a second one.
+});
+
+/** A live test bed whose state file this version cannot decode (written before a field was added): stop, don't orphan it. */
+const olderRunning = (file: string): Effect.Effect<void, TestbedError> => {
+  const pid = readStatePid(file);
+  return pid !== undefined && isAlive(pid)
+    ? new TestbedError({ component: 'state', reason: `a test bed from an older version of this tool is running (pid ${pid}); stop it with \`testbed down\` first` })
+    : Effect.void;
+};
 
 const env = (json: boolean) =>
   Effect.gen(function* () {
@@ -119,7 +153,7 @@ const env = (json: boolean) =>
   });
 
 const build = Effect.gen(function* () {
-  for (const name of ['etcd', 'kube-apiserver', 'bao'] as const) {
+  for (const name of ['etcd', 'kube-apiserver', 'kube-controller-manager', 'bao'] as const) {
     const path = yield* ensureBinary(name);
     say(`${name}: ${path}`);
   }
@@ -161,7 +195,7 @@ const program: Effect.Effect<void, TestbedError> =
   command === 'up' ? (flags.includes('--foreground') ? foreground : detached)
   : command === 'down' ? down
   : command === 'env' ? env(flags.includes('--json'))
-  : command === 'status' ? Effect.flatMap(readState(stateFile), (s) => (isAlive(s.pid) ? Effect.sync(() => say(`running (pid ${s.pid})`)) : new TestbedError({ component: 'state', reason: 'not running' })))
+  : command === 'status' ? status
   : command === 'build' ? build
   : command === 'install-crds' ? installCrdsCommand(flags)
   : Effect.sync(() => {

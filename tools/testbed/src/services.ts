@@ -6,7 +6,7 @@ import pg from 'pg';
 import { ensureBinary } from './binaries.js';
 import { TestbedError } from './errors.js';
 import { freePort, httpCall } from './net.js';
-import { createPki } from './pki.js';
+import { createPki, type Pki } from './pki.js';
 import { runCommand, spawnScoped, waitReady } from './process.js';
 import { versions } from './versions.js';
 
@@ -48,9 +48,36 @@ export interface KubeEndpoint {
   readonly kubeconfig: string;
 }
 
+/** A kubeconfig (JSON, which every kubeconfig reader accepts as YAML) for one static-token user, mode 0600. */
+const writeKubeconfig = (file: string, server: string, caCert: string, user: string, token: string): void =>
+  writeFileSync(
+    file,
+    JSON.stringify(
+      {
+        apiVersion: 'v1',
+        kind: 'Config',
+        clusters: [{ name: 'testbed', cluster: { server, 'certificate-authority-data': Buffer.from(caCert).toString('base64') } }],
+        users: [{ name: user, user: { token } }],
+        contexts: [{ name: 'testbed', context: { cluster: 'testbed', user, namespace: 'default' } }],
+        'current-context': 'testbed',
+      },
+      null,
+      2,
+    ),
+    { mode: 0o600 },
+  );
+
+/** What the test bed's kube-controller-manager needs from the API server it talks to. */
+export interface ControllerManagerAccess {
+  readonly pki: Pki;
+  /** A static token for the user `system:kube-controller-manager` (bound to its bootstrap ClusterRole, not an admin). */
+  readonly token: string;
+}
+
 /**
  * kube-apiserver with envtest's flag set: loopback, RBAC, a static admin token in system:masters,
- * a generated service-account key pair and a serving certificate signed by a throw-away CA.
+ * a generated service-account key pair and a serving certificate signed by a throw-away CA. A second static token
+ * authenticates the kube-controller-manager as `system:kube-controller-manager`, as kubeadm's client certificate does.
  */
 export const startKubeApiserver = (dataDir: string, etcdUrl: string, progress: Progress) =>
   Effect.gen(function* () {
@@ -59,8 +86,14 @@ export const startKubeApiserver = (dataDir: string, etcdUrl: string, progress: P
     mkdirSync(pkiDir, { recursive: true });
     const pki = yield* createPki(pkiDir);
     const token = randomBytes(24).toString('hex');
+    const controllerManagerToken = randomBytes(24).toString('hex');
     const tokensFile = join(pkiDir, 'tokens.csv');
-    writeFileSync(tokensFile, `${token},testbed-admin,testbed-admin,"system:masters"\n`, { mode: 0o600 });
+    writeFileSync(
+      tokensFile,
+      `${token},testbed-admin,testbed-admin,"system:masters"\n` +
+        `${controllerManagerToken},system:kube-controller-manager,system:kube-controller-manager\n`,
+      { mode: 0o600 },
+    );
     const port = yield* freePort();
     const server = `https://127.0.0.1:${port}`;
     const started = Date.now();
@@ -95,25 +128,65 @@ export const startKubeApiserver = (dataDir: string, etcdUrl: string, progress: P
       '120 seconds',
     );
     const kubeconfig = join(dataDir, 'kubeconfig');
-    // JSON is valid YAML, and every kubeconfig reader accepts it.
-    writeFileSync(
-      kubeconfig,
-      JSON.stringify(
-        {
-          apiVersion: 'v1',
-          kind: 'Config',
-          clusters: [{ name: 'testbed', cluster: { server, 'certificate-authority-data': Buffer.from(pki.caCert).toString('base64') } }],
-          users: [{ name: 'testbed-admin', user: { token } }],
-          contexts: [{ name: 'testbed', context: { cluster: 'testbed', user: 'testbed-admin', namespace: 'default' } }],
-          'current-context': 'testbed',
-        },
-        null,
-        2,
-      ),
-      { mode: 0o600 },
-    );
+    writeKubeconfig(kubeconfig, server, pki.caCert, 'testbed-admin', token);
     progress(`kube-apiserver ${versions.kubernetes} ready at ${server} (${Date.now() - started} ms)`);
-    return { server, token, caCert: pki.caCert, kubeconfig } satisfies KubeEndpoint;
+    const endpoint: KubeEndpoint = { server, token, caCert: pki.caCert, kubeconfig };
+    const controllerManager: ControllerManagerAccess = { pki, token: controllerManagerToken };
+    return { endpoint, controllerManager };
+  });
+
+/**
+ * The controllers the test bed runs: the garbage collector (ownerReference cascades, Background and Foreground) and
+ * the namespace controller (a deleted namespace is emptied and goes away). Nothing else — no kubelet-facing,
+ * workload or token controllers — so tests still write status themselves where envtest would.
+ */
+export const controllerManagerControllers = ['garbage-collector-controller', 'namespace-controller'] as const;
+
+/**
+ * kube-controller-manager with only {@link controllerManagerControllers}, authenticated by its own static token as
+ * `system:kube-controller-manager`; each controller then uses its own ServiceAccount token from the TokenRequest
+ * API (`--use-service-account-credentials`), so it runs with its bootstrap RBAC role as on a kubeadm cluster.
+ * Loopback only, no leader election; its secure port serves with the API server's certificate (same CA), and it
+ * is ready when `/healthz` lists both controllers as ok.
+ */
+export const startKubeControllerManager = (dataDir: string, kube: KubeEndpoint, access: ControllerManagerAccess, progress: Progress) =>
+  Effect.gen(function* () {
+    const bin = yield* ensureBinary('kube-controller-manager');
+    const kubeconfig = join(dataDir, 'pki', 'kube-controller-manager.kubeconfig');
+    writeKubeconfig(kubeconfig, kube.server, kube.caCert, 'system:kube-controller-manager', access.token);
+    const port = yield* freePort();
+    const healthz = `https://127.0.0.1:${port}/healthz`;
+    const started = Date.now();
+    const proc = yield* spawnScoped({
+      component: 'kube-controller-manager',
+      command: bin,
+      args: [
+        `--kubeconfig=${kubeconfig}`,
+        `--controllers=${controllerManagerControllers.join(',')}`,
+        '--use-service-account-credentials=true',
+        '--leader-elect=false',
+        '--bind-address=127.0.0.1',
+        `--secure-port=${port}`,
+        `--tls-cert-file=${access.pki.servingCertFile}`,
+        `--tls-private-key-file=${access.pki.servingKeyFile}`,
+        // Tests create and delete objects in bursts; the default client limits (20/30) would make the GC lag.
+        '--kube-api-qps=100',
+        '--kube-api-burst=200',
+        '--v=1',
+      ],
+      logFile: join(dataDir, 'kube-controller-manager.log'),
+    });
+    yield* waitReady(
+      'kube-controller-manager',
+      proc,
+      async () => {
+        const r = await httpCall(`${healthz}?verbose`, { ca: kube.caCert });
+        return r.status === 200 && controllerManagerControllers.every((c) => r.body.includes(`[+]${c} ok`));
+      },
+      '60 seconds',
+    );
+    progress(`kube-controller-manager ${versions.kubernetes} ready at ${healthz} (${controllerManagerControllers.join(', ')}; ${Date.now() - started} ms)`);
+    return { pid: proc.child.pid ?? -1, port, healthz, controllers: [...controllerManagerControllers], version: versions.kubernetes };
   });
 
 /** The OpenBao dev server: in memory, unsealed, KV v2 mounted at `secret/`. */

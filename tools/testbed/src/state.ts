@@ -17,6 +17,14 @@ export const TestbedState = Schema.Struct({
     version: Schema.String,
     etcd: Schema.String,
   }),
+  /** The garbage collector and namespace controller (kube-controller-manager on loopback). */
+  controllerManager: Schema.Struct({
+    pid: Schema.Number,
+    port: Schema.Number,
+    healthz: Schema.String,
+    controllers: Schema.Array(Schema.String),
+    version: Schema.String,
+  }),
   postgres: Schema.Struct({
     host: Schema.String,
     port: Schema.Number,
@@ -50,6 +58,19 @@ export const readState = (file: string): Effect.Effect<TestbedState, TestbedErro
   );
 
 export const removeState = (file: string): void => rmSync(file, { force: true });
+
+/**
+ * Only the owning process's pid from a state file, without decoding the rest: `down` and `status` must still find a
+ * test bed whose state was written by an older version of this tool (e.g. before a field was added).
+ */
+export const readStatePid = (file: string): number | undefined => {
+  try {
+    const pid = (JSON.parse(readFileSync(file, 'utf8')) as { pid?: unknown }).pid;
+    return typeof pid === 'number' ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+};
 
 export const isAlive = (pid: number): boolean => {
   try {

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Effect } from 'effect';
-import { ensurePostgres, startEtcd, startKubeApiserver, startOpenBao, type Progress } from './services.js';
+import { ensurePostgres, startEtcd, startKubeApiserver, startKubeControllerManager, startOpenBao, type Progress } from './services.js';
 import type { TestbedState } from './state.js';
 import { versions } from './versions.js';
 
@@ -13,9 +13,11 @@ export interface StartOptions {
 }
 
 /**
- * Starts the whole test bed inside the caller's scope: etcd, then kube-apiserver, then OpenBao, and
- * checks PostgreSQL. Closing the scope stops every process and removes the data directory.
- * OpenBao that cannot be built or started is reported as unavailable (with the reason), not faked.
+ * Starts the whole test bed inside the caller's scope: etcd, then kube-apiserver, then kube-controller-manager and
+ * OpenBao side by side, and checks PostgreSQL. Closing the scope stops every process in the reverse order (the
+ * controller manager and OpenBao before the API server, the API server before etcd) and removes the data directory.
+ * OpenBao that cannot be built or started is reported as unavailable (with the reason), not faked; a controller
+ * manager that does not become healthy fails the start.
  */
 export const startTestbed = (options: StartOptions = {}) =>
   Effect.gen(function* () {
@@ -28,18 +30,25 @@ export const startTestbed = (options: StartOptions = {}) =>
     const postgres = yield* ensurePostgres(progress);
     const etcd = yield* startEtcd(dataDir, progress);
     const kube = yield* startKubeApiserver(dataDir, etcd.url, progress);
-    const openbao = yield* startOpenBao(dataDir, progress).pipe(
-      Effect.map((b) => ({ available: true as const, ...b, version: versions.openbaoRelease })),
-      Effect.catchTag('TestbedError', (e) => {
-        progress(`openbao UNAVAILABLE: ${e.message}`);
-        return Effect.succeed({ available: false as const, reason: e.message });
-      }),
+    const [controllerManager, openbao] = yield* Effect.all(
+      [
+        startKubeControllerManager(dataDir, kube.endpoint, kube.controllerManager, progress),
+        startOpenBao(dataDir, progress).pipe(
+          Effect.map((b) => ({ available: true as const, ...b, version: versions.openbaoRelease })),
+          Effect.catchTag('TestbedError', (e) => {
+            progress(`openbao UNAVAILABLE: ${e.message}`);
+            return Effect.succeed({ available: false as const, reason: e.message });
+          }),
+        ),
+      ],
+      { concurrency: 'unbounded' },
     );
     const state: TestbedState = {
       pid: process.pid,
       startedAt: new Date().toISOString(),
       dataDir,
-      kube: { ...kube, version: versions.kubernetes, etcd: versions.etcd },
+      kube: { ...kube.endpoint, version: versions.kubernetes, etcd: versions.etcd },
+      controllerManager,
       postgres,
       openbao,
     };

@@ -22,6 +22,7 @@ export const binaryPaths = () => {
   return {
     etcd: join(root, `etcd-${versions.etcd}`, 'etcd'),
     kubeApiserver: join(root, `kubernetes-${versions.kubernetes}`, 'kube-apiserver'),
+    kubeControllerManager: join(root, `kubernetes-${versions.kubernetes}`, 'kube-controller-manager'),
     bao: join(root, `openbao-${versions.openbaoModule}`, 'bao'),
   } as const;
 };

@@ -49,8 +49,8 @@ const lazy = <T>(what: string) => {
 };
 
 /**
- * A namespace of its own for this test file. The test bed runs no namespace controller, so a deleted
- * namespace stays Terminating; names are unique per file, which keeps files independent.
+ * A namespace of its own for this test file (unique name, so files stay independent), deleted after the file. The
+ * test bed's namespace controller then empties and removes it in the background; nothing waits for that.
  */
 export const useNamespace = (prefix = 'test'): { readonly name: string } => {
   const cell = lazy<string>('namespace');
