@@ -192,7 +192,10 @@ export class DaemonLeases {
       this.log('lease-acquired', { items: items.length, granted: items.filter((i) => i.result === 'granted').length });
     } catch (e) {
       const code = e instanceof SCE ? e.code : 'transport-failed';
-      for (const l of leases) l.lastResult = code;
+      for (const l of leases) {
+        l.state = dropRequest(l.state, requestId);
+        l.lastResult = code;
+      }
       this.log('lease-request-failed', { kind: 'lease.acquire', error: code });
     } finally {
       this.acquiring = false;
@@ -256,7 +259,8 @@ export class DaemonLeases {
       l.state = r.right.state;
       this.log('lease-receipt', { service: k, kind, outcome: r.right.outcome, result: it.result, remaining_ms: String(it.remaining_ms) });
     } catch (e) {
-      // lost or refused request: the permit stays at its original deadline (M6-34)
+      // lost or refused request: the permit stays at its original deadline (M6-34); the abandoned request is consumed
+      l.state = dropRequest(l.state, requestId);
       l.lastResult = e instanceof SCE ? e.code : 'transport-failed';
       this.log('lease-request-failed', { service: k, kind, error: l.lastResult });
     } finally {

@@ -330,9 +330,16 @@ export interface ALeaseState {
   readonly epoch: bigint;
   readonly permit: LocalPermit | null;
   readonly pending: readonly PendingRequest[];
-  /** request_ids (hex) whose receipt was applied (or refused): each logical receipt is applied at most once. */
+  /**
+   * request_ids (hex) whose receipt was consumed, the most recent `APPLIED_MEMORY` only: a receipt is applied at most
+   * once because consuming it removes its pending request (an older duplicate is then simply `unknown`); this set only
+   * names the recent duplicates.
+   */
   readonly applied: ReadonlySet<string>;
 }
+
+const APPLIED_MEMORY = 64;
+const remember = (applied: ReadonlySet<string>, key: string): ReadonlySet<string> => new Set([...applied, key].slice(-APPLIED_MEMORY));
 
 export const initialLeaseState = (epoch: bigint): ALeaseState => ({ epoch, permit: null, pending: [], applied: new Set() });
 
@@ -374,7 +381,7 @@ export const applyReceipt = (
   if (s.applied.has(key)) return Either.right({ state: s, outcome: 'duplicate' });
   const p = s.pending.find((x) => bytesEqual(x.requestId, r.requestId) && x.seq === r.seq);
   if (p === undefined) return Either.right({ state: s, outcome: 'unknown' });
-  const consumed: ALeaseState = { ...s, pending: s.pending.filter((x) => x !== p), applied: new Set([...s.applied, key]) };
+  const consumed: ALeaseState = { ...s, pending: s.pending.filter((x) => x !== p), applied: remember(s.applied, key) };
   if (r.epoch !== s.epoch || p.epoch !== s.epoch) return Either.right({ state: consumed, outcome: 'older' });
   if (r.result !== 'granted' || r.grantId === null) return Either.right({ state: consumed, outcome: 'refused' });
   if (r.remainingMs > BigInt(LEASE_MAX_MS)) return Either.left(scError('lease-expired', `remaining_ms ${r.remainingMs} above ${LEASE_MAX_MS}`));
@@ -393,7 +400,7 @@ export const applyReceipt = (
 export const dropRequest = (s: ALeaseState, requestId: Bytes): ALeaseState => ({
   ...s,
   pending: s.pending.filter((x) => !bytesEqual(x.requestId, requestId)),
-  applied: new Set([...s.applied, toHex(requestId)]),
+  applied: remember(s.applied, toHex(requestId)),
 });
 
 /** Forwarding is allowed only while `now < deadline` — checked on every action, not by a timer. */
