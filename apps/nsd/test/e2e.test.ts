@@ -104,6 +104,13 @@ describe('nsd + two ns-daemons over loopback', () => {
     const after = await until(() => healthz(pa2), (h) => h['phase'] === 'streaming' && Number(h['acks']) >= 1);
     expect(after['generation']).toBe('2');
     expect(after['acceptedRevision']).toBe('1'); // same content keeps its revision (M6-17)
+    // M6-61 the restart follows the §5.15 order in the event log: gates closed and no Active restored, floors loaded,
+    // then B (bind, session), then the stream and the first ACK
+    const order = ['startup', 'floors-loaded', 'bound', 'session-open', 'stream-open', 'snapshot-acked'];
+    const seen = order.map((e) => na2.lines.findIndex((l) => l['event'] === e));
+    expect(seen.every((i) => i >= 0)).toBe(true);
+    expect([...seen].sort((x, y) => x - y)).toEqual(seen);
+    expect(na2.lines[seen[0] as number]).toMatchObject({ gates: 'closed', permits: 0 });
     const bindings = await sql(`SELECT generation FROM service_control.runtime_binding WHERE identity = '\\x${a.hex}'`);
     expect(bindings[0]!['generation']).toBe('2');
 

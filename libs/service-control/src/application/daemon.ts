@@ -238,6 +238,7 @@ export class Daemon {
       sessionSeq: r.body.session_seq,
       sessionRequestId: r.body.session_request_id,
     };
+    this.log('session-open', { session_seq: String(r.body.session_seq) });
     this.status.sessionSeq = String(seq.right);
   }
 
@@ -355,6 +356,7 @@ export class Daemon {
   /** §3.4 step 6: config.stream with the service_control object; events handled one at a time, in order. */
   async streamOnce(signal: AbortSignal): Promise<void> {
     this.status.phase = 'streaming';
+    this.log('stream-open', {});
     const s = this.stream as StreamBinding;
     let chain = Promise.resolve();
     let failure: unknown = null;
@@ -420,11 +422,15 @@ export class Daemon {
     signal.addEventListener('abort', () => (clearInterval(beat), clearInterval(refresh)), { once: true });
     let needBind = true;
     let discovered = false;
+    // §5.15 recovery order, observable in the event log (M6-61): gates closed and nothing Active restored from disk
+    // (permits live in memory only), then the floors are loaded, then B is asked, then resources come back.
+    this.log('startup', { gates: 'closed', permits: this.leases.status().filter((l) => l.active).length });
     while (!signal.aborted) {
       try {
         if (!discovered) {
           await this.discover();
           discovered = true;
+          this.log('floors-loaded', { snapshot_floors: this.d.store.floors(this.scope).state });
         }
         if (needBind) {
           await this.bindRuntime();

@@ -70,10 +70,20 @@ export const trustOnly = (raw: Uint8Array): TrustPolicy => {
   return (id) => (bytesEqual(id, raw) ? key : null);
 };
 
+/** Key objects of recently seen identities: building one per request costs about as much as a verification. */
+const selfCertified = new Map<string, KeyObject>();
+const SELF_CERTIFIED_CACHE = 4096;
+
 /** Trust any syntactically valid identity whose key is its machine_id (membership is checked later, §3.2 step 6). */
 export const trustSelfCertifying: TrustPolicy = (id) => {
+  const hex = toHex(id);
+  const hit = selfCertified.get(hex);
+  if (hit !== undefined) return hit;
   try {
-    return publicKeyFromRaw(id);
+    const key = publicKeyFromRaw(id);
+    if (selfCertified.size >= SELF_CERTIFIED_CACHE) selfCertified.delete(selfCertified.keys().next().value as string);
+    selfCertified.set(hex, key);
+    return key;
   } catch {
     return null;
   }
