@@ -13,7 +13,7 @@ export HOMELAB_TESTBED_STATE="${HOMELAB_TESTBED_STATE:-$PWD/.testbed/state.json}
 testbed() { node tools/testbed/bin/testbed.mjs "$@"; }
 started_here=0
 if ! testbed status >/dev/null 2>&1; then
-  echo "==> starting the test bed (the first run builds etcd, kube-apiserver and OpenBao: ~9 min)"
+  echo "==> starting the test bed (the first run builds etcd, kube-apiserver, kube-controller-manager and OpenBao: ~10+ min)"
   testbed up >/dev/null
   started_here=1
 fi
