@@ -5,6 +5,7 @@ import {
   ControllerMetricsLive,
   KubeClient,
   layerInCluster,
+  makeMetadataInformer,
   ObjectMeta,
   runAsLeader,
   serveHealth,
@@ -62,3 +63,14 @@ export const scale = Effect.gen(function* () {
   const s = yield* settings.get('app-settings', 'apps');
   yield* settings.update({ ...s, data: { ...s.data, replicas: s.data.replicas + 1 } });
 });
+
+// metadata-only reads
+export const secretNames = Effect.scoped(
+  Effect.gen(function* () {
+    const kube = yield* KubeClient;
+    const page = yield* kube.listMetadata({ apiVersion: 'v1', kind: 'Secret', namespace: 'apps' }); // no data, ever
+    const secrets = yield* makeMetadataInformer({ apiVersion: 'v1', kind: 'Secret', namespace: 'apps' }); // metadata cache
+    yield* secrets.addHandler((e) => Effect.log(`${e.type} ${e.object.metadata.name} @${e.object.metadata.resourceVersion}`));
+    return page.items.map((i) => i.metadata.name);
+  }),
+);

@@ -43,6 +43,14 @@ export const KubeObjectSchema = Schema.Struct(
   Schema.Record({ key: Schema.String, value: Schema.Unknown }),
 );
 
+/**
+ * meta.k8s.io/v1 PartialObjectMetadata as the metadata-only reads deliver it: `apiVersion`/`kind` are those of the
+ * collection read (controller-runtime's GVK fix-up), and there is nothing besides `metadata`.
+ */
+export interface PartialObjectMetadata extends KubeObject {
+  readonly metadata: ObjectMeta;
+}
+
 export interface ListMeta {
   readonly resourceVersion?: string;
   readonly continue?: string;

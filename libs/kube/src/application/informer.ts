@@ -3,10 +3,10 @@
 // as events), backoff on other watch failures, periodic resync, and a "synced" signal. Handlers run in order in
 // the informer's fiber; keep them cheap (enqueue a key).
 import { Clock, Deferred, Duration, Effect, Option, Random, Ref, Schedule, type Scope, Stream } from 'effect';
-import type { KubeObject } from '../api/objects.js';
+import type { KubeList, KubeObject, PartialObjectMetadata, WatchEvent } from '../api/objects.js';
 import type { KubeError } from '../domain/errors.js';
 import { objectKey } from '../domain/resources.js';
-import { KubeClient, type CollectionRef } from './kube-client.js';
+import { KubeClient, type CollectionRef, type ListOptions, type WatchOptions } from './kube-client.js';
 
 export type InformerEvent<A extends KubeObject> =
   | { readonly type: 'Added'; readonly object: A }
@@ -70,13 +70,38 @@ export interface Informer<A extends KubeObject> {
 
 const keyOf = (o: KubeObject): string => objectKey(o.metadata.namespace, o.metadata.name ?? '');
 
+/** Where an informer's list and watch come from (whole objects, or metadata only). */
+interface InformerSource<A extends KubeObject> {
+  readonly listAll: (ref: CollectionRef, options: Omit<ListOptions, 'continue'>) => Effect.Effect<KubeList<A>, KubeError>;
+  readonly watch: (ref: CollectionRef, options: WatchOptions) => Stream.Stream<WatchEvent<A>, KubeError>;
+}
+
 /** Start an informer in the current scope (it stops with the scope). */
 export const makeInformer = <A extends KubeObject = KubeObject>(
   ref: CollectionRef,
   options: InformerOptions<A> = {},
 ): Effect.Effect<Informer<A>, never, KubeClient | Scope.Scope> =>
+  Effect.flatMap(KubeClient, (client) =>
+    informerOn<A>({ listAll: (r, o) => client.listAll<A>(r, o), watch: (r, o) => client.watch<A>(r, o) }, ref, options),
+  );
+
+/**
+ * A metadata-only informer (controller-runtime's metadata cache behind `WatchesMetadata`): lists and watches
+ * PartialObjectMetadata, so the cache and the handlers hold `metadata` only — a Secret informer never receives
+ * `data`. Give `ref.namespace` to watch one namespace (and need RBAC there only).
+ */
+export const makeMetadataInformer = (
+  ref: CollectionRef,
+  options: InformerOptions<PartialObjectMetadata> = {},
+): Effect.Effect<Informer<PartialObjectMetadata>, never, KubeClient | Scope.Scope> =>
+  Effect.flatMap(KubeClient, (client) => informerOn({ listAll: client.listAllMetadata, watch: client.watchMetadata }, ref, options));
+
+const informerOn = <A extends KubeObject>(
+  client: InformerSource<A>,
+  ref: CollectionRef,
+  options: InformerOptions<A>,
+): Effect.Effect<Informer<A>, never, Scope.Scope> =>
   Effect.gen(function* () {
-    const client = yield* KubeClient;
     const store = new Map<string, A>();
     const transform = options.transform ?? ((o: A) => o);
     const handlers: Array<InformerHandler<A>> = [];
@@ -90,7 +115,7 @@ export const makeInformer = <A extends KubeObject = KubeObject>(
     const emit = (e: InformerEvent<A>) => Effect.forEach(handlers, (h) => h(e), { discard: true });
 
     const relist = Effect.gen(function* () {
-      const page = yield* client.listAll<A>(ref, {
+      const page = yield* client.listAll(ref, {
         limit: options.pageSize ?? 500,
         ...(options.labelSelector ? { labelSelector: options.labelSelector } : {}),
         ...(options.fieldSelector ? { fieldSelector: options.fieldSelector } : {}),
@@ -151,7 +176,7 @@ export const makeInformer = <A extends KubeObject = KubeObject>(
       const timeoutSeconds = base + Math.floor((yield* Random.next) * base);
       yield* bump('watches');
       yield* client
-        .watch<A>(ref, {
+        .watch(ref, {
           ...(rv !== undefined ? { resourceVersion: rv } : {}),
           allowWatchBookmarks: true,
           timeoutSeconds,

@@ -1,7 +1,7 @@
 // The KubeClient port: dynamic Kubernetes objects addressed by apiVersion/kind(/namespace/name), typed errors,
 // server-side apply, preconditioned delete, watch and discovery. Implemented by adapter/kubernetes/client.ts.
 import { Context, type Effect, type Stream } from 'effect';
-import type { DeleteOptions, KubeList, KubeObject, Status, WatchEvent } from '../api/objects.js';
+import type { DeleteOptions, KubeList, KubeObject, PartialObjectMetadata, Status, WatchEvent } from '../api/objects.js';
 import type { KindQuery } from '../domain/discovery.js';
 import type { KubeError } from '../domain/errors.js';
 import type { ResourceInfo } from '../domain/resources.js';
@@ -103,6 +103,15 @@ export interface KubeClientService {
   readonly delete: (ref: ObjectRef, options?: DeleteOptions) => Effect.Effect<DeleteResult, KubeError>;
   /** Raw watch events from `resourceVersion`; ends when the server closes the watch. ERROR events fail typed (410 ⇒ Gone). */
   readonly watch: <A extends KubeObject = KubeObject>(ref: CollectionRef, options?: WatchOptions) => Stream.Stream<WatchEvent<A>, KubeError>;
+  /**
+   * Metadata-only reads (client-go's metadata client): the server is asked for PartialObjectMetadata(List) and every
+   * answer — also a server's plain-JSON fallback with whole objects — is cut to `metadata` before it is returned, so
+   * e.g. a Secret's `data` never leaves this client. Items carry the collection's apiVersion/kind.
+   */
+  readonly getMetadata: (ref: ObjectRef) => Effect.Effect<PartialObjectMetadata, KubeError>;
+  readonly listMetadata: (ref: CollectionRef, options?: ListOptions) => Effect.Effect<KubeList<PartialObjectMetadata>, KubeError>;
+  readonly listAllMetadata: (ref: CollectionRef, options?: Omit<ListOptions, 'continue'>) => Effect.Effect<KubeList<PartialObjectMetadata>, KubeError>;
+  readonly watchMetadata: (ref: CollectionRef, options?: WatchOptions) => Stream.Stream<WatchEvent<PartialObjectMetadata>, KubeError>;
   readonly discovery: Discovery;
 }
 

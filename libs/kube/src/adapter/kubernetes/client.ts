@@ -1,6 +1,6 @@
 // The live KubeClient over the API server's REST interface (see transport.ts for how requests travel).
 import { Chunk, Effect, Random, Ref, Stream } from 'effect';
-import type { DeleteOptions, KubeList, KubeObject, Status, WatchEvent } from '../../api/objects.js';
+import type { DeleteOptions, KubeList, KubeObject, PartialObjectMetadata, Status, WatchEvent } from '../../api/objects.js';
 import { defaultRetryPolicy, retryDelayMs, type RetryPolicy } from '../../domain/backoff.js';
 import { indexAggregated, indexLegacy, resolveKind, type AggregatedDiscovery, type LegacyResourceList, type Resolution } from '../../domain/discovery.js';
 import {
@@ -15,6 +15,14 @@ import {
   type KubeError,
   type RequestTarget,
 } from '../../domain/errors.js';
+import {
+  decodeMetadataList,
+  decodeMetadataObject,
+  decodeMetadataWatchEvent,
+  MetadataAccept,
+  MetadataListAccept,
+  type MetadataDecode,
+} from '../../domain/metadata.js';
 import { apiVersionOf, queryString, resourcePath, type ResourceInfo } from '../../domain/resources.js';
 import type {
   ApplyOptions,
@@ -372,7 +380,25 @@ export const makeClient = (transport: Transport, options: ClientOptions = {}): E
         );
       });
 
-    const watch = <A extends KubeObject = KubeObject>(ref: CollectionRef, o?: WatchOptions): Stream.Stream<WatchEvent<A>, KubeError> =>
+    type LineDecode<A extends KubeObject> =
+      | { readonly type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK'; readonly object: A }
+      | { readonly type: 'ERROR'; readonly status: Status }
+      | { readonly type: 'UNKNOWN' };
+
+    const decodeLine = <A extends KubeObject>(line: unknown): LineDecode<A> => {
+      const ev = line as { type?: string; object?: unknown };
+      if (ev.type === 'ADDED' || ev.type === 'MODIFIED' || ev.type === 'DELETED' || ev.type === 'BOOKMARK') return { type: ev.type, object: ev.object as A };
+      if (ev.type === 'ERROR') return { type: 'ERROR', status: ev.object as Status };
+      return { type: 'UNKNOWN' };
+    };
+
+    /** One watch request; each line decoded by `decode` (the metadata watch cuts objects down there). */
+    const watchWith = <A extends KubeObject>(
+      ref: CollectionRef,
+      o: WatchOptions | undefined,
+      accept: string | undefined,
+      decode: (line: unknown) => LineDecode<A>,
+    ): Stream.Stream<WatchEvent<A>, KubeError> =>
       Stream.unwrap(
         Effect.map(forObject(ref.apiVersion, ref.kind), (r) => {
           const timeoutSeconds = o?.timeoutSeconds ?? 300;
@@ -386,22 +412,27 @@ export const makeClient = (transport: Transport, options: ClientOptions = {}): E
               fieldSelector: o?.fieldSelector,
               timeoutSeconds,
             });
-          const target = targetOf('watch', ref, path);
-          return transport.lines({ method: 'GET', path, timeoutMs: (timeoutSeconds + 30) * 1000, target }).pipe(
+          const target = targetOf(accept === undefined ? 'watch' : 'watch(metadata)', ref, path);
+          return transport.lines({ method: 'GET', path, timeoutMs: (timeoutSeconds + 30) * 1000, target, ...(accept ? { accept } : {}) }).pipe(
             Stream.chunks,
             Stream.flatMap((lines): Stream.Stream<WatchEvent<A>, KubeError> => {
               const out: Array<WatchEvent<A>> = [];
               for (const line of lines) {
-                const ev = line as { type?: string; object?: unknown };
-                if (ev.type === 'ADDED' || ev.type === 'MODIFIED' || ev.type === 'DELETED' || ev.type === 'BOOKMARK') {
-                  out.push({ type: ev.type, object: ev.object as A });
+                const ev = decode(line);
+                if (ev.type !== 'ERROR' && ev.type !== 'UNKNOWN') {
+                  out.push({ type: ev.type, object: ev.object });
                   continue;
                 }
                 // events before the failure are delivered first; then the stream fails typed
                 const failure: KubeError =
                   ev.type === 'ERROR'
-                    ? classify((ev.object as Status).code ?? 500, ev.object as Status, target)
-                    : new DecodeFailure({ message: `unexpected watch event type ${String(ev.type)}`, target, body: JSON.stringify(line).slice(0, 2000) });
+                    ? classify(ev.status.code ?? 500, ev.status, target)
+                    : new DecodeFailure({
+                        message: `unexpected watch event type ${String((line as { type?: unknown }).type)}`,
+                        target,
+                        // the metadata watch never echoes a line: it may be a whole object
+                        body: accept === undefined ? (JSON.stringify(line)?.slice(0, 2000) ?? '') : '',
+                      });
                 return Stream.concat(Stream.fromChunk(Chunk.unsafeFromArray(out)), Stream.fail(failure));
               }
               return Stream.fromChunk(Chunk.unsafeFromArray(out));
@@ -409,6 +440,48 @@ export const makeClient = (transport: Transport, options: ClientOptions = {}): E
           );
         }),
       );
+
+    const watch = <A extends KubeObject = KubeObject>(ref: CollectionRef, o?: WatchOptions): Stream.Stream<WatchEvent<A>, KubeError> =>
+      watchWith<A>(ref, o, undefined, decodeLine);
+
+    // ---- metadata-only reads (PartialObjectMetadata) -------------------------------------------------------
+    /** A malformed answer fails without its body: a fallback answer may hold the very fields we refuse to keep. */
+    const decoded = <A>(d: MetadataDecode<A>, target: RequestTarget): Effect.Effect<A, DecodeFailure> =>
+      d._tag === 'Ok' ? Effect.succeed(d.value) : Effect.fail(new DecodeFailure({ message: `${target.verb} ${target.path}: ${d.reason}`, target, body: '' }));
+
+    const getMetadata = (ref: ObjectRef): Effect.Effect<PartialObjectMetadata, KubeError> =>
+      Effect.flatMap(forNamed(ref), (r) => {
+        const path = resourcePath(r, ref.namespace, ref.name);
+        const target = targetOf('get(metadata)', ref, path);
+        return Effect.flatMap(exchange(target, 'GET', path, true, undefined, undefined, MetadataAccept), (u) =>
+          decoded(decodeMetadataObject(u, ref.apiVersion, ref.kind), target),
+        );
+      });
+
+    const listMetadata = (ref: CollectionRef, o?: ListOptions): Effect.Effect<KubeList<PartialObjectMetadata>, KubeError> =>
+      Effect.flatMap(forObject(ref.apiVersion, ref.kind), (r) => {
+        const path = resourcePath(r, ref.namespace) + listQuery(o);
+        const target = targetOf('list(metadata)', ref, path);
+        return Effect.flatMap(exchange(target, 'GET', path, true, undefined, undefined, MetadataListAccept), (u) =>
+          decoded(decodeMetadataList(u, ref.apiVersion, ref.kind), target),
+        );
+      });
+
+    const listAllMetadata = (ref: CollectionRef, o?: Omit<ListOptions, 'continue'>): Effect.Effect<KubeList<PartialObjectMetadata>, KubeError> =>
+      Effect.gen(function* () {
+        const items: Array<PartialObjectMetadata> = [];
+        let page = yield* listMetadata(ref, o);
+        items.push(...page.items);
+        while (page.metadata.continue) {
+          page = yield* listMetadata(ref, { ...o, continue: page.metadata.continue });
+          items.push(...page.items);
+        }
+        const { continue: _c, ...meta } = page.metadata;
+        return { ...page, metadata: meta, items };
+      });
+
+    const watchMetadata = (ref: CollectionRef, o?: WatchOptions): Stream.Stream<WatchEvent<PartialObjectMetadata>, KubeError> =>
+      watchWith(ref, o, MetadataAccept, (line) => decodeMetadataWatchEvent(line, ref.apiVersion, ref.kind));
 
     return {
       server: transport.server,
@@ -422,6 +495,10 @@ export const makeClient = (transport: Transport, options: ClientOptions = {}): E
       patch,
       delete: del,
       watch,
+      getMetadata,
+      listMetadata,
+      listAllMetadata,
+      watchMetadata,
       discovery,
     } satisfies KubeClientService;
   });

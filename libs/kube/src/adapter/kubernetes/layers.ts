@@ -2,18 +2,47 @@
 // server/token/CA values (the test bed, or any bearer-token setup).
 import { readFileSync } from 'node:fs';
 import { KubeConfig } from '@kubernetes/client-node';
-import { Effect, Layer } from 'effect';
+import { Effect, Layer, Stream } from 'effect';
 import { KubeClient } from '../../application/kube-client.js';
 import { InvalidRequest, type Unavailable } from '../../domain/errors.js';
 import { makeClient, type ClientOptions } from './client.js';
-import { makeTransport } from './transport.js';
+import { makeTransport, type Transport } from './transport.js';
 
 export interface LayerOptions extends ClientOptions {
   /** Keep-alive sockets per client (default 32). */
   readonly maxSockets?: number;
   /** User-Agent; the API server also uses it as the default field manager of writes without one. */
   readonly userAgent?: string;
+  /**
+   * Called with every answer exactly as the server sent it (the body of each request, each line of each watch),
+   * before any decoding: for audits and for tests that must prove what the server did or did not send (e.g. that a
+   * metadata-only watch never carried a Secret's `data`). Keep it cheap; it must not throw.
+   */
+  readonly onAnswer?: (answer: ReceivedAnswer) => void;
 }
+
+export interface ReceivedAnswer {
+  readonly method: string;
+  /** Path and query as requested. */
+  readonly path: string;
+  readonly accept: string | undefined;
+  /** 'body' for a whole answer (with its status), 'line' for one watch event (JSON text). */
+  readonly kind: 'body' | 'line';
+  readonly status?: number;
+  readonly text: string;
+}
+
+const observed = (t: Transport, onAnswer: (a: ReceivedAnswer) => void): Transport => ({
+  ...t,
+  request: (req) =>
+    Effect.tap(t.request(req), (a) =>
+      Effect.sync(() => onAnswer({ method: req.method, path: req.path, accept: req.accept, kind: 'body', status: a.status, text: a.body })),
+    ),
+  lines: (req) =>
+    Stream.tap(t.lines(req), (v) =>
+      Effect.sync(() => onAnswer({ method: req.method, path: req.path, accept: req.accept, kind: 'line', text: JSON.stringify(v) })),
+    ),
+});
 
 const configError = (message: string) => new InvalidRequest({ message, target: { verb: 'configure', path: '' } });
 
@@ -24,7 +53,7 @@ export const layerFromKubeConfig = (load: () => KubeConfig, options: LayerOption
     Effect.gen(function* () {
       const kc = yield* Effect.try({ try: load, catch: (e) => configError(`loading kube config: ${(e as Error).message}`) });
       const transport = yield* Effect.acquireRelease(makeTransport(kc, options), (t) => t.close);
-      return yield* makeClient(transport, options);
+      return yield* makeClient(options.onAnswer ? observed(transport, options.onAnswer) : transport, options);
     }),
   );
 
