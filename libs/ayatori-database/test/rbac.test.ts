@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describeDrift, driftModeFromEnv, syncManifests } from '@homelab/crd';
 import { Effect } from 'effect';
 import { describe, expect, it } from 'vitest';
-import { credentialsRole, managerClusterRole, rbacManifestFiles } from '../src/api/index.js';
+import { credentialsRole, leaderElectionRole, managerClusterRole, rbacManifestFiles } from '../src/api/index.js';
 
 const g = 'database.ayatori.ddupan.top';
 
@@ -35,6 +35,29 @@ describe('RBAC', () => {
     const [role, binding] = credentialsRole('ayatori-system');
     expect(role).toMatchObject({ kind: 'Role', metadata: { namespace: 'ayatori-system' }, rules: [{ apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list', 'watch'] }] });
     expect(binding).toMatchObject({ kind: 'RoleBinding', subjects: [{ kind: 'ServiceAccount', name: 'controller-manager', namespace: 'ayatori-system' }] });
+  });
+
+  it('the leader-election Role and RoleBinding are kubebuilder\'s scaffold (leader-election-role in the controller namespace, bound to controller-manager); the manager-role stays the seed\'s', () => {
+    const all = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'];
+    const [role, binding] = leaderElectionRole('ayatori-system');
+    expect(role).toEqual({
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'Role',
+      metadata: { labels: { 'app.kubernetes.io/name': 'ayatori', 'app.kubernetes.io/managed-by': 'kustomize' }, name: 'leader-election-role', namespace: 'ayatori-system' },
+      rules: [
+        { apiGroups: [''], resources: ['configmaps'], verbs: all },
+        { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: all },
+        { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
+      ],
+    });
+    expect(binding).toEqual({
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: { labels: { 'app.kubernetes.io/name': 'ayatori', 'app.kubernetes.io/managed-by': 'kustomize' }, name: 'leader-election-rolebinding', namespace: 'ayatori-system' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'leader-election-role' },
+      subjects: [{ kind: 'ServiceAccount', name: 'controller-manager', namespace: 'ayatori-system' }],
+    });
+    expect(Object.keys(rbacManifestFiles()).sort()).toEqual(['database_credentials_role.yaml', 'leader_election_role.yaml', 'leader_election_role_binding.yaml', 'role.yaml']);
   });
 
   it('deploy/rbac/ayatori/ holds exactly the generated files (drift check)', async () => {

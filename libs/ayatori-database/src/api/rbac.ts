@@ -92,10 +92,44 @@ export const credentialsRole = (namespace: string, serviceAccount = 'controller-
   },
 ];
 
+export const LeaderElectionRoleName = 'leader-election-role';
+export const LeaderElectionRoleBindingName = 'leader-election-rolebinding';
+
+const allVerbs = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'];
+const scaffoldLabels = { 'app.kubernetes.io/name': 'ayatori', 'app.kubernetes.io/managed-by': 'kustomize' };
+
+/**
+ * kubebuilder's `config/rbac/leader_election_role.yaml` and `leader_election_role_binding.yaml`, which the seed keeps
+ * unchanged (kustomization lists them): a Role in the controller namespace for the leader-election Lease, with the
+ * scaffold's rules verbatim. This process uses only the `leases` rule (no ConfigMap lock, no Events are emitted);
+ * see decision 0142.
+ */
+export const leaderElectionRole = (namespace: string, serviceAccount = 'controller-manager') => [
+  {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'Role',
+    metadata: { labels: scaffoldLabels, name: LeaderElectionRoleName, namespace },
+    rules: [
+      { apiGroups: [''], resources: ['configmaps'], verbs: allVerbs },
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: allVerbs },
+      { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
+    ],
+  },
+  {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'RoleBinding',
+    metadata: { labels: scaffoldLabels, name: LeaderElectionRoleBindingName, namespace },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: LeaderElectionRoleName },
+    subjects: [{ kind: 'ServiceAccount', name: serviceAccount, namespace }],
+  },
+];
+
 const header = ['Generated from libs/ayatori-database/src/api/rbac.ts; do not edit.'];
 
 /** File name → YAML for deploy/rbac/ayatori/ (namespace `system`, replaced by the deployment's namespace). */
 export const rbacManifestFiles = (): Readonly<Record<string, string>> => ({
   'role.yaml': renderYaml([managerClusterRole()], { header }),
   'database_credentials_role.yaml': renderYaml(credentialsRole('system'), { header }),
+  'leader_election_role.yaml': renderYaml([leaderElectionRole('system')[0]], { header }),
+  'leader_election_role_binding.yaml': renderYaml([leaderElectionRole('system')[1]], { header }),
 });

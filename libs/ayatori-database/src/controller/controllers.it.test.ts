@@ -5,7 +5,7 @@
 // test files share the API server); the controllers' behaviour is otherwise the production one.
 import { randomBytes } from 'node:crypto';
 import { kubeRequest, testbed, useDatabase, useNamespace } from '@homelab/testbed/vitest';
-import { ControllerMetrics, ControllerMetricsLive, layerFromToken } from '@homelab/kube';
+import { ControllerMetrics, ControllerMetricsLive, layerFromToken, type ReceivedAnswer } from '@homelab/kube';
 import { Cause, Context, Effect, Either, Exit, Layer, Logger, LogLevel, Scope } from 'effect';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -139,6 +139,7 @@ const rbacCleanup: string[] = [];
 
 let metricsText: () => Promise<string> = async () => '';
 const logs: string[] = [];
+const received: ReceivedAnswer[] = [];
 const CANARY = `AYATORI-CANARY-${suffix}`;
 let outer: Scope.CloseableScope;
 let inner: Scope.CloseableScope;
@@ -149,7 +150,8 @@ beforeAll(async () => {
   stateBefore = await backendState();
   outer = Effect.runSync(Scope.make());
   inner = Effect.runSync(Scope.make());
-  const kube = layerFromToken({ ...testbed().kube, token: await controllerToken() });
+  // Every answer the controllers' client receives is kept as sent (AY-43 checks the Secret watch on the wire).
+  const kube = layerFromToken({ ...testbed().kube, token: await controllerToken() }, { onAnswer: (a) => void received.push(a) });
   const services = Layer.mergeAll(
     KubernetesBindingResourcesLayer,
     KubernetesInstanceResourcesLayer,
@@ -209,6 +211,51 @@ describe('controllers on the real API server and PostgreSQL', () => {
     const bound = await get(`${tenants(ns.name)}/${tenantName}`);
     expect(ready(bound)?.reason).toBe(TenantReason.BindingComplete);
     expect(await backends()).toBeGreaterThanOrEqual(1);
+  });
+
+  it('AY-43: the Secret watch is metadata-only in the Secret namespace — every Secret list/watch answer the controllers received was PartialObjectMetadata without the password; a data-only change of the referenced Secret reaches the Instance through that watch within 10 s (unknown username → AuthenticationFailed), and restoring it makes it Ready again', async () => {
+    const secretPath = `/api/v1/namespaces/${ns.name}/secrets/${secretName}`;
+    const b64 = (v: string) => Buffer.from(v).toString('base64');
+    const setUsername = async (username: string) => {
+      const r = await kubeRequest('PATCH', secretPath, { data: { username: b64(username) } }, 'application/merge-patch+json');
+      expect(r.status, r.body).toBe(200);
+      return (r.json() as Obj).metadata.resourceVersion;
+    };
+    expect(ready(await get(`${instances}/${instanceName}`))?.status).toBe('True');
+    const changedAt = await setUsername(`ay_nosuch_${suffix}`);
+    await eventually('Instance AuthenticationFailed after the data-only Secret change', async () => ready(await get(`${instances}/${instanceName}`))?.reason === InstanceReason.AuthenticationFailed);
+    await setUsername(manager);
+    await eventually('Instance Ready again after the Secret is restored', async () => ready(await get(`${instances}/${instanceName}`))?.status === 'True');
+
+    const collection = new RegExp(`^/api/v1/namespaces/${ns.name}/secrets(\\?|$)`);
+    const secretReads = received.filter((a) => a.path.includes('/secrets'));
+    const watchLines = secretReads.filter((a) => collection.test(a.path) && a.kind === 'line');
+    const lists = secretReads.filter((a) => collection.test(a.path) && a.kind === 'body' && !a.path.includes('watch=true'));
+    const direct = secretReads.filter((a) => a.path === secretPath);
+    // only this namespace, only the collection (watch/list) and the observer's direct reads of the named Secret
+    expect(secretReads.filter((a) => !collection.test(a.path) && a.path !== secretPath)).toEqual([]);
+    expect(lists.length).toBeGreaterThan(0);
+    for (const l of lists) {
+      expect(l.accept).toBe('application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json');
+      expect((JSON.parse(l.text) as { kind: string }).kind).toBe('PartialObjectMetadataList');
+    }
+    for (const l of watchLines) {
+      expect(l.accept).toBe('application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json');
+      const ev = JSON.parse(l.text) as { object: Record<string, unknown> };
+      expect(Object.keys(ev.object).sort()).toEqual(['apiVersion', 'kind', 'metadata']);
+      expect(ev.object['kind']).toBe('PartialObjectMetadata');
+    }
+    // the data-only change arrived as a MODIFIED event of the metadata watch
+    expect(
+      watchLines.some((l) => {
+        const ev = JSON.parse(l.text) as { type: string; object: { metadata: { name?: string; resourceVersion?: string } } };
+        return ev.type === 'MODIFIED' && ev.object.metadata.name === secretName && ev.object.metadata.resourceVersion === changedAt;
+      }),
+    ).toBe(true);
+    const leaks = (text: string) => [CANARY, b64(CANARY)].filter((c) => text.includes(c));
+    expect(leaks([...lists, ...watchLines].map((a) => a.text).join('\n'))).toEqual([]);
+    // the credentials do arrive — only through the observer's direct reads (the recorder would have seen them)
+    expect(leaks(direct.map((a) => a.text).join('\n'))).toEqual([b64(CANARY)]);
   });
 
   it('AY-33: under the generated RBAC, a Tenant naming a not-yet-existing Database waits (DependencyUnavailable); creating an Available+Ready Database binds it within 10 s through the Database watch', async () => {

@@ -3,13 +3,15 @@
 // `application/mapping.ts`); every round re-reads through the API (the use-case drivers). Requeue: the drivers' own
 // answer (30 s recheck, 1 ms retry-soon, none for a missing object); failures go back rate-limited.
 //
-// `@homelab/kube` gaps worked around here (reported; libs/kube is not changed from this package):
+// The admin-Secret watch is metadata-only and limited to the Secret namespace (seed: `WatchesMetadata(&Secret{})`
+// with the cache's `ByObject` namespace): the server sends PartialObjectMetadata, so no Secret `data` ever enters
+// this process through the watch — the credentials are read only by the observer, directly from the API (AY-43).
+//
+// `@homelab/kube` gap worked around here:
 // - `WatchSource.toKeys` is synchronous while informer caches are read through Effects: the cached Tenants and
 //   Databases are mirrored into plain Maps by handlers, and `toKeys` reads the mirrors.
-// - No metadata-only (PartialObjectMetadata) watch: the admin Secret informer receives full Secrets of the
-//   controller namespace; only `metadata.namespace/name` is ever read from them, and nothing is kept beyond that.
 import { Cause, type Duration, Effect, Option, type Scope } from 'effect';
-import { type ControllerMetrics, type InformerEvent, type KubeClient, type KubeObject, makeInformer, startController } from '@homelab/kube';
+import { type ControllerMetrics, type InformerEvent, type KubeClient, type KubeObject, makeInformer, makeMetadataInformer, startController } from '@homelab/kube';
 import { reconcileBinding } from '../application/binding.js';
 import { reconcileInstance } from '../application/instance.js';
 import { instanceForReference, instancesForSecret, type TenantFacts, tenantsForDatabase, tenantsForInstance } from '../application/mapping.js';
@@ -146,7 +148,7 @@ export const startDatabaseControllers = (
     });
 
     if (!instanceEnabled) return { instanceController: false };
-    const secrets = yield* makeInformer({ apiVersion: 'v1', kind: 'Secret', namespace: options.secretNamespace });
+    const secrets = yield* makeMetadataInformer({ apiVersion: 'v1', kind: 'Secret', namespace: options.secretNamespace });
     yield* startController({
       name: ControllerNames.instance,
       informer: instances,
