@@ -16,6 +16,10 @@ ONLY="${1:-all}"   # all | etcd | kube-apiserver | kube-controller-manager | bao
 export CGO_ENABLED=0 GOTOOLCHAIN="${GOTOOLCHAIN:-local}" GOFLAGS=-mod=mod
 
 log_dir="$CACHE_ROOT/logs"; mkdir -p "$log_dir"
+# One build at a time per cache: concurrent test-bed starts (several vitest runs) wait here and then find the
+# binaries cached, instead of compiling the same Go modules side by side.
+exec 9>"$CACHE_ROOT/.build.lock"
+if ! flock -n 9; then echo "testbed: another build is running; waiting for it" >&2; flock 9; fi
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
 
 run_logged() { # name, then command; prints the log tail on failure
