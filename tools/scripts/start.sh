@@ -56,7 +56,7 @@ start_m6() {
   (cd apps/nsd && NSD_PORT="$nsd_port" NSD_DB_NAME="$nsd_db" NSD_KEY_FILE="$m6_dir/nsd.pem" NSD_MEMBERS="$ida:$net,$idb:$net" \
     exec node --conditions=@homelab/source --import tsx src/main.ts) >"$m6_dir/nsd.log" 2>&1 &
   m6_pids+=("$!")
-  for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$nsd_port/healthz" >/dev/null 2>&1 && break; kill -0 "${m6_pids[0]}" 2>/dev/null || break; sleep 0.2; done
+  for _ in $(seq 1 900); do curl -sf "http://127.0.0.1:$nsd_port/healthz" >/dev/null 2>&1 && break; kill -0 "${m6_pids[0]}" 2>/dev/null || break; sleep 0.2; done
   if ! curl -sf "http://127.0.0.1:$nsd_port/healthz" >/dev/null 2>&1; then echo "nsd did not come up; $m6_dir/nsd.log:"; tail -20 "$m6_dir/nsd.log"; return 1; fi
   local i=0 n
   for n in a b; do
@@ -66,11 +66,12 @@ start_m6() {
     m6_pids+=("$!")
     i=$((i + 1))
   done
-  # bound and streaming = runtime bound, session open, report accepted, config.stream connected
+  # bound and streaming = runtime bound, session open, report accepted, config.stream connected (up to 3 min each:
+  # the first start compiles the TypeScript sources with tsx, slow on a loaded machine)
   local port ok
   for port in "${ns_ports[@]}"; do
     ok=0
-    for _ in $(seq 1 300); do
+    for _ in $(seq 1 900); do
       if curl -sf "http://127.0.0.1:$port/healthz" 2>/dev/null | grep -q '"phase":"streaming"'; then ok=1; break; fi
       sleep 0.2
     done
