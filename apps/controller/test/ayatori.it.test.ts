@@ -238,7 +238,7 @@ describe('the controller process with the Ayatori Database module', () => {
     expect(proc.output.text).toContain(SetupMessage.instanceObserverRequired);
   });
 
-  it('under exactly the generated RBAC (manager ClusterRole, credentials Role) plus kubebuilder\'s leader-election Role, the process (ServiceAccount token kubeconfig) leads, makes an Instance Ready and binds a Tenant', async () => {
+  it('under exactly the generated RBAC (manager ClusterRole, credentials Role, leader-election Role), the process (ServiceAccount token kubeconfig) leads, makes an Instance Ready and binds a Tenant', async () => {
     const sa = 'controller-manager';
     const roleName = `ctrl-ay-manager-${suffix}`;
     const create = async (path: string, body: unknown) => {
@@ -259,24 +259,10 @@ describe('the controller process with the Ayatori Database module', () => {
     const [role, binding] = Api.credentialsRole(ns.name);
     await create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns.name}/roles`, role);
     await create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns.name}/rolebindings`, binding);
-    // kubebuilder's config/rbac/leader_election_role.yaml (the seed keeps it unchanged)
-    await create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns.name}/roles`, {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'Role',
-      metadata: { name: 'leader-election-role' },
-      rules: [
-        { apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] },
-        { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] },
-        { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
-      ],
-    });
-    await create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns.name}/rolebindings`, {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'RoleBinding',
-      metadata: { name: 'leader-election-rolebinding' },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'leader-election-role' },
-      subjects: [{ kind: 'ServiceAccount', name: sa, namespace: ns.name }],
-    });
+    // the generated leader-election Role and RoleBinding (kubebuilder's scaffold, deploy/rbac/ayatori/leader_election_role*.yaml)
+    const [leaderRole, leaderBinding] = Api.leaderElectionRole(ns.name, sa);
+    await create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns.name}/roles`, leaderRole);
+    await create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns.name}/rolebindings`, leaderBinding);
     const reply = await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/serviceaccounts/${sa}/token`, { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } });
     expect(reply.status).toBe(201);
     const token = (JSON.parse(reply.body) as { status: { token: string } }).status.token;
