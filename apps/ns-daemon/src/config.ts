@@ -16,6 +16,11 @@ export interface NsConfig {
   readonly host: string;
   readonly port: number;
   readonly fault: string | null;
+  /**
+   * Test-only stand-in for a data plane (decision 0146): `POST /debug/simulated-flow` opens a simulated flow through
+   * the consumer's PermitEngine. Off unless `--debug-simulated-flows=1` / `NS_DEBUG_SIMULATED_FLOWS=1`.
+   */
+  readonly debugSimulatedFlows: boolean;
 }
 
 const flag = (argv: readonly string[], name: string): string | undefined => argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
@@ -36,6 +41,7 @@ export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): NsC
     host: get('host', '127.0.0.1') as string,
     port: Number(get('port', '7410')),
     fault: get('fault') ?? null,
+    debugSimulatedFlows: get('debug-simulated-flows', '0') === '1',
   };
 };
 

@@ -8,6 +8,7 @@ import { Cause, Effect, Exit, Fiber, Layer } from 'effect';
 import client from 'prom-client';
 import { ServiceControlError, fromHex, toHex, uuidText } from '@homelab/service-control';
 import { type Daemon, DaemonService, daemonLayer, daemonStoreLayer } from '@homelab/service-control/application';
+import { ProcUptimeBootClock } from '@homelab/service-control/clock';
 import { openSqliteDaemonStore } from '@homelab/service-control/sqlite';
 import { ReplayCache, type TransportSide, generateSigner, openStream, postUnary, signerFromPem, trustOnly } from '@homelab/service-control/transport';
 import { loadConfig, readDeclarations } from './config.js';
@@ -37,6 +38,7 @@ const DaemonLive = daemonLayer({
   declarations: () => readDeclarations(config.declarationsFile),
   fault: kill,
   log,
+  clock: new ProcUptimeBootClock(), // the one boot clock of the permit engine (includes suspend; decision 0111)
   transport: {
     unary: (path, payload) => Effect.runPromise(postUnary(side, `${config.nsdUrl}${path}`, payload)),
     stream: (payload, onPayload, signal) =>
@@ -69,6 +71,32 @@ const ownerRetryPort = (daemon: { retryPort: Daemon['retryPort'] }, req: Incomin
   });
 };
 
+/**
+ * `POST /debug/simulated-flow` {service_id} (hex): a stand-in for a data plane (decision 0146), only with
+ * `--debug-simulated-flows=1`. Opens one simulated TCP flow to a consumed service through the consumer's
+ * PermitEngine (dial start/complete and a write poll); every call also re-checks the flows opened before, so the
+ * answer is what the data plane would see now. `GET /debug/simulated-flow` only re-checks.
+ */
+const simulatedFlow = (daemon: Daemon, req: IncomingMessage, res: ServerResponse): void => {
+  let raw = '';
+  req.on('data', (c: Buffer) => (raw += c.toString('utf8')));
+  req.on('end', (): void => {
+    const reply = (status: number, body: unknown): void => void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+    if (req.method === 'GET') return reply(200, { flows: daemon.leases.checkSimulatedFlows() });
+    let b: Record<string, unknown>;
+    try {
+      b = JSON.parse(raw) as Record<string, unknown>;
+    } catch {
+      return reply(400, { error: 'invalid-encoding' });
+    }
+    const id = b['service_id'];
+    if (typeof id !== 'string' || !/^[0-9a-f]{32}$/.test(id)) return reply(400, { error: 'invalid-encoding' });
+    const opened = daemon.leases.openSimulatedFlow(fromHex(id));
+    log('simulated-flow', { service: id, verdict: opened.verdict, flow: opened.flowId });
+    reply(200, { opened, flows: daemon.leases.checkSimulatedFlows() });
+  });
+};
+
 /** The health/metrics listener, open while the scope is. */
 const Listener = Layer.scopedDiscard(
   Effect.gen(function* () {
@@ -83,7 +111,8 @@ const Listener = Layer.scopedDiscard(
       if (req.method === 'GET' && req.url === '/healthz')
         return void res
           .writeHead(daemon.status.phase === 'failed' ? 503 : 200, { 'content-type': 'application/json' })
-          .end(JSON.stringify({ ...daemon.status, identity: toHex(signer.machineId) }));
+          .end(JSON.stringify({ ...daemon.status, leases: daemon.leases.status(), identity: toHex(signer.machineId) }));
+      if (config.debugSimulatedFlows && req.url === '/debug/simulated-flow' && (req.method === 'POST' || req.method === 'GET')) return void simulatedFlow(daemon, req, res);
       // the local owner's retry (CLI `ns service retry-port`): loopback only by default (--host)
       if (req.method === 'POST' && req.url === '/v1/owner/retry-port') return void ownerRetryPort(daemon, req, res);
       if (req.method === 'GET' && req.url === '/metrics') return void registry.metrics().then((m) => res.writeHead(200, { 'content-type': registry.contentType }).end(m));

@@ -1,5 +1,6 @@
 // A's lease driver (DaemonLeases) with a fake boot clock and a scripted authority: t0 before the first transmission,
-// refresh every 10 s, failures close at exactly the original deadline, a higher epoch drops the permit first.
+// refresh every 10 s, failures close at exactly the original deadline, a higher epoch drops the permit first. The
+// permit decision is the PermitEngine's (decision 0145): receipts go through its echo check and its one BootClock.
 import { describe, expect, it } from 'vitest';
 import type { LeaseResultItemWire } from '../src/api/lease.js';
 import type { ListenerIntentWire } from '../src/api/snapshot.js';
@@ -31,7 +32,8 @@ const harness = () => {
   let epoch = 1n;
   const latency = 700;
   const leases = new DaemonLeases({
-    now: () => clock.now,
+    clock: { nowMs: () => clock.now, resolutionMs: 0 },
+    session: () => ({ authorityEpoch: epoch, runtimeGeneration: 1n, runtimeId: id16(5), sessionSeq: 1n }),
     call: async (kind, body, requestId) => {
       const b = body as { refresh_seq: bigint; service_ref: typeof SVC; listener_revision: bigint; intent_digest: Uint8Array };
       sent.push({ kind, t: clock.now, seq: b.refresh_seq });
@@ -114,7 +116,10 @@ describe('A: DaemonLeases', () => {
     const h = harness();
     await h.leases.onEnforcementAck(ME, { revision: 1n, digest: sha('s1') }, [listener()], 1n);
     await h.leases.onEnforcementAck(ME, { revision: 2n, digest: sha('s2') }, [listener(sha('intent-2'))], 1n);
-    expect(h.leases.status()[0]?.seq).toBe('1'); // a fresh lease for the new intent
+    // a fresh listener.ready for the new intent, with a seq never used before (the engine ignores older seqs)
+    expect(h.sent.map((s) => [s.kind, s.seq])).toEqual([['listener.ready', 1n], ['listener.ready', 2n]]);
+    expect(h.leases.status()[0]?.lastResult).toBe('granted');
+    expect(h.leases.engine.permitStatus({ scope: { identity: ME, nsdId: SVC.nsd_id, networkId: SVC.network_id }, serviceRef: { nsdId: SVC.nsd_id, networkId: SVC.network_id, serviceId: SVC.service_id }, role: 'publisher' })?.intentPending).toBe(false);
     await h.leases.onEnforcementAck(ME, { revision: 3n, digest: sha('s3') }, [], 1n);
     expect(h.leases.active(SVC.service_id)).toBe(false);
     expect(h.leases.status()).toEqual([]);
@@ -133,9 +138,10 @@ describe('A: DaemonLeases as a consumer', () => {
   });
   const consumerHarness = (grant: (serviceId: Uint8Array) => boolean) => {
     const clock = { now: 500_000 };
-    const sent: { kind: string; t: number; body: { consumer_seq: bigint; services: { service_ref: typeof SVC }[] } }[] = [];
+    const sent: { kind: string; t: number; body: { consumer_seq: bigint; services: { service_ref: typeof SVC; intent_digest: Uint8Array }[] } }[] = [];
     const leases = new DaemonLeases({
-      now: () => clock.now,
+      clock: { nowMs: () => clock.now, resolutionMs: 0 },
+      session: () => ({ authorityEpoch: 1n, runtimeGeneration: 1n, runtimeId: id16(5), sessionSeq: 1n }),
       call: async (kind, body, requestId) => {
         const b = body as (typeof sent)[number]['body'] & { snapshot_revision: bigint; snapshot_digest: Uint8Array };
         sent.push({ kind, t: clock.now, body: b });
@@ -151,7 +157,7 @@ describe('A: DaemonLeases as a consumer', () => {
             session_seq: 1n,
             service_ref: s.service_ref,
             listener_revision: 1n,
-            intent_digest: sha('x'),
+            intent_digest: s.intent_digest, // the receipt echoes the request (the engine checks every echo)
             grant_id: ok ? id16(200) : null,
             consumer_seq: b.consumer_seq,
             snapshot_revision: b.snapshot_revision,
@@ -182,5 +188,53 @@ describe('A: DaemonLeases as a consumer', () => {
       [10_000, 2n],
       [20_000, 3n],
     ]);
+  });
+});
+
+describe('A: one permit gate (decision 0145)', () => {
+  it('M6-62 M6-27 a consumer flow is allowed by the engine fed from lease.result; the own Grant removed → denied at the next check; the boot clock resolution shortens the permit', async () => {
+    const clock = { now: 1_000 };
+    const PUB = id32(7);
+    const ref = { ...SVC, service_id: id16(60) };
+    const l: ListenerIntentWire = { ...listener(), service_ref: ref, publisher_identity: PUB, backend_host: null, backend_port: null, proposal: null };
+    const leases = new DaemonLeases({
+      clock: { nowMs: () => clock.now, resolutionMs: 10 },
+      session: () => ({ authorityEpoch: 1n, runtimeGeneration: 1n, runtimeId: id16(5), sessionSeq: 1n }),
+      call: async (_kind, body, requestId) => {
+        const b = body as { consumer_seq: bigint; snapshot_revision: bigint; snapshot_digest: Uint8Array; services: { service_ref: typeof SVC; listener_revision: bigint; intent_digest: Uint8Array }[] };
+        clock.now += 50;
+        return b.services.map((s) => ({
+          request_id: requestId,
+          scope: { subject_identity: ME, nsd_id: SVC.nsd_id, network_id: SVC.network_id },
+          authority_epoch: 1n,
+          runtime_generation: 1n,
+          runtime_id: id16(5),
+          session_seq: 1n,
+          service_ref: s.service_ref,
+          listener_revision: s.listener_revision,
+          intent_digest: s.intent_digest,
+          grant_id: id16(201),
+          consumer_seq: b.consumer_seq,
+          snapshot_revision: b.snapshot_revision,
+          snapshot_digest: b.snapshot_digest,
+          remaining_ms: 20_000n,
+          result: 'granted' as const,
+        }));
+      },
+    });
+    const scope = { identity: ME, nsdId: SVC.nsd_id, networkId: SVC.network_id };
+    const grant = { service_ref: ref, publisher_identity: PUB, consumer_identity: ME, protocols: ['tcp' as const], policy_digest: sha('p'), grant_version: 1n, policy_version: 1n };
+    expect(leases.openSimulatedFlow(ref.service_id).verdict).toBe('ownership'); // nothing consumed yet
+    leases.onSnapshotGrants(scope, [grant]);
+    await leases.onEnforcementAck(ME, { revision: 1n, digest: sha('s1') }, [l], 1n);
+    const st = leases.status()[0];
+    expect(st?.remainingMs).toBe(1_000 + 20_000 - 10 - clock.now); // t0 + remaining − resolution − now
+    const opened = leases.openSimulatedFlow(ref.service_id);
+    expect(opened.verdict).toBe('allow');
+    expect(leases.checkSimulatedFlows().map((f) => f.verdict)).toEqual(['allow']);
+    leases.onSnapshotGrants(scope, []); // B revoked the consumer's Grant
+    expect(leases.checkSimulatedFlows().map((f) => f.verdict)).toEqual(['no-source-grant']);
+    expect(leases.openSimulatedFlow(ref.service_id).verdict).toBe('no-source-grant');
+    expect(leases.forwarder.teardownLog.map((e) => e.step)).toEqual(['gate', 'cancel', 'drop-queues', 'abort-tcp', 'delete-associations']);
   });
 });

@@ -1,26 +1,26 @@
-// A (ns-daemon): the publisher's ready/refresh and the consumer's acquire over the pure rules of `domain/lease.ts`,
-// with an injected boot clock (a clock that keeps counting through sleep). t0 is read BEFORE the first transmission of
-// each logical request; transport retries (the unary transport's 3 × 2 s) reuse it with the same request_id and seq.
-// Permits are volatile by design: nothing here is restored from disk (spec §5.6 "never restore Active from disk").
+// A (ns-daemon): the publisher's ready/refresh and the consumer's acquire, with ONE permit decision (decision 0145):
+// every logical request is registered with the PermitEngine before its first transmission (t0 from the engine's one
+// BootClock), every verified lease.result item goes through `engine.applyReceipt` (echo check, 30 s cap, clock
+// resolution subtracted, receipts after a revocation discarded, older seqs ignored), applied snapshot Grants through
+// `applySnapshotGrants`, epoch and session changes through `onEpochChange`/`onSessionChange`. Transport retries
+// (the unary transport's 3 × 2 s) reuse the pending request (same request_id, seq and t0). Permits are volatile by
+// design: nothing here is restored from disk (spec §5.6 "never restore Active from disk").
 import { randomBytes } from 'node:crypto';
-import { Either } from 'effect';
 import { type Bytes, bytesEqual, toHex } from '../domain/bytes.js';
 import { ServiceControlError as SCE } from '../domain/errors.js';
-import {
-  type ALeaseState,
-  REFRESH_PERIOD_MS,
-  applyReceipt,
-  beginRequest,
-  dropRequest,
-  initialLeaseState,
-  localRemaining,
-  observeLeaseEpoch,
-  permitActive,
-  refreshDue,
-} from '../domain/lease.js';
+import { type Scope, scopeKey } from '../domain/ids.js';
+import { REFRESH_PERIOD_MS, refreshDue } from '../domain/lease.js';
 import type { LeaseResultItemWire } from '../api/lease.js';
 import { ServiceRefCodec } from '../api/common.js';
-import type { ListenerIntentWire } from '../api/snapshot.js';
+import { serviceRefFromWire } from '../api/convert.js';
+import { type LeaseSessionContext, expectedEcho, leaseResultInput, sourceGrantsFromWire } from '../api/permit-wire.js';
+import type { GrantWire, ListenerIntentWire } from '../api/snapshot.js';
+import { deriveN6 } from '../api/standins.js';
+import type { BootClock } from '../permit/clock.js';
+import { type Flow, PermitEngine } from '../permit/engine.js';
+import type { PendingRequest } from '../permit/receipt.js';
+import { SimulatedForwarder } from '../permit/simulated-forwarder.js';
+import type { DenyReason, OrdinaryPolicy, PermitKey, TeardownPlan, Verdict } from '../permit/types.js';
 
 /** Sends one logical lease request (stream-bound envelope filled by the caller) and returns the verified items. */
 export type LeaseCall = (
@@ -30,9 +30,13 @@ export type LeaseCall = (
 ) => Promise<readonly LeaseResultItemWire[]>;
 
 export interface DaemonLeaseDeps {
-  /** The boot clock in ms (never the wall clock). */
-  readonly now: () => number;
+  /** The one boot clock (keeps counting through sleep); the engine reads it, never the wall clock. */
+  readonly clock: BootClock;
+  /** The session the next request goes out in (the receipt must echo it); null while there is none. */
+  readonly session: () => LeaseSessionContext | null;
   readonly call: LeaseCall;
+  /** The ordinary policy verdict of the Network ([D] none here: Node L3 is not enforced by this daemon). */
+  readonly policy?: OrdinaryPolicy;
   readonly log?: (event: string, fields: Record<string, unknown>) => void;
 }
 
@@ -45,120 +49,204 @@ export interface PublishedIntent {
 export interface LeaseStatus {
   readonly service: string;
   readonly role: 'publisher' | 'consumer';
+  /** The engine's permit is open and `now < deadline` (the same test every forwarding check makes). */
   readonly active: boolean;
   readonly remainingMs: number;
   readonly seq: string;
   readonly epoch: string;
   readonly lastResult: string | null;
+  /** Permit generation (0 = never granted); flows of older generations are dead for good. */
+  readonly generation: number;
+  /** Why the permit is closed (meaningful when `active` is false). */
+  readonly closeReason: DenyReason | null;
+  readonly liveFlows: number;
 }
 
-/** One publisher service's lease: the refresh_seq space of this runtime, the local permit, the last t0. */
+/** The simulated data plane's view of one test flow (decision 0146: a stand-in, enabled by a config flag only). */
+export interface SimulatedFlowStatus {
+  readonly flowId: number;
+  readonly service: string;
+  readonly verdict: Verdict;
+}
+
+const NOT_ENFORCED: OrdinaryPolicy = { decide: () => 'not-enforced' };
+const PERMIT_KINDS = { publisher: 'publisher', consumer: 'consumer' } as const;
+
+/** One publisher service's lease: its permit key, the intent it proves, the last t0. */
 class PublisherLease {
-  state: ALeaseState;
-  seq = 0n; // [D] decision 0123: per runtime, in memory (a new runtime may start again at 1)
   lastT0: number | null = null;
   lastResult: string | null = null;
   inFlight = false;
   constructor(
+    readonly key: PermitKey,
     public intent: PublishedIntent,
-    epoch: bigint,
-  ) {
-    this.state = initialLeaseState(epoch);
-  }
+  ) {}
 }
 
-/** One consumed service: its permit from this runtime's lease.acquire receipts. */
+/** One consumed service: its permit key and the listener it is consumed through. */
 class ConsumerLease {
-  state: ALeaseState;
   lastResult: string | null = null;
   constructor(
+    readonly key: PermitKey,
     public listener: ListenerIntentWire,
-    epoch: bigint,
-  ) {
-    this.state = initialLeaseState(epoch);
-  }
+  ) {}
 }
 
 export class DaemonLeases {
+  /** The one permit gate of this node (the data plane calls it; this driver feeds it). */
+  readonly engine: PermitEngine;
+  /** The simulated data plane that applies the engine's teardown plans (a real forwarder would take its place). */
+  readonly forwarder: SimulatedForwarder;
   private readonly publishers = new Map<string, PublisherLease>();
   private readonly consumers = new Map<string, ConsumerLease>();
-  /** consumer_seq per target scope/runtime (in memory, decision 0123) and the consumer batch's timing. */
+  private readonly scopes = new Map<string, Scope>();
+  private readonly simulated = new Map<number, { readonly flow: Flow; readonly service: string }>();
+  /** refresh_seq per service and consumer_seq of this runtime (in memory, decision 0123); never reused. */
+  private readonly publisherSeq = new Map<string, bigint>();
   private consumerSeq = 0n;
   private consumerT0: number | null = null;
   private consumerSnapshot: { readonly revision: bigint; readonly digest: Bytes } | null = null;
   private acquiring = false;
+  private epoch = 0n;
 
-  constructor(private readonly d: DaemonLeaseDeps) {}
+  constructor(private readonly d: DaemonLeaseDeps) {
+    this.engine = new PermitEngine(d.clock, d.policy ?? NOT_ENFORCED);
+    this.forwarder = new SimulatedForwarder(this.engine);
+  }
 
   private log(event: string, fields: Record<string, unknown>): void {
     this.d.log?.(event, fields);
   }
 
+  private teardown(plans: readonly TeardownPlan[]): void {
+    const all = [...plans, ...this.engine.takeTeardowns()];
+    if (all.length === 0) return;
+    this.forwarder.apply(all);
+    for (const p of all) if (p.flowIds.length > 0) this.log('permit-teardown', { reason: p.reason, flows: p.flowIds.length });
+  }
+
+  private now(): number {
+    return this.engine.readClock();
+  }
+
+  /** The membership this daemon acts in (known after discovery): epoch/session floors apply to it. */
+  useScope(scope: Scope): void {
+    this.scopes.set(scopeKey(scope), scope);
+  }
+
   /**
-   * A higher authority epoch: every old-epoch permit is dropped FIRST (gate closed), before anything is re-registered
-   * (M6-36). The services re-ready after the new session's ACK.
+   * A higher authority epoch: every old-epoch permit is closed FIRST (gate, then teardown), before anything is
+   * re-registered (M6-36). The services re-ready after the new session's ACK.
    */
   observeEpoch(epoch: bigint): void {
-    for (const [k, l] of this.publishers) {
-      const r = observeLeaseEpoch(l.state, epoch);
-      if (r.dropped) this.log('lease-dropped', { service: k, reason: 'authority-epoch' });
-      l.state = r.state;
-      l.lastT0 = null;
-    }
-    for (const [k, l] of this.consumers) {
-      const r = observeLeaseEpoch(l.state, epoch);
-      if (r.dropped) this.log('lease-dropped', { service: k, role: 'consumer', reason: 'authority-epoch' });
-      l.state = r.state;
-    }
+    if (epoch <= this.epoch) return;
+    this.epoch = epoch;
+    for (const scope of this.scopes.values()) this.teardown(this.engine.onEpochChange(scope, epoch));
+    for (const l of this.publishers.values()) l.lastT0 = null;
     this.consumerT0 = null;
+  }
+
+  /** A new session fences receipts of older sessions but cuts no unexpired permit (M6-14). */
+  observeSession(sessionSeq: bigint): void {
+    for (const scope of this.scopes.values()) this.engine.onSessionChange(scope, sessionSeq);
+  }
+
+  /** The Grants of an applied snapshot: a removed or re-versioned Grant kills that source's flows (M6-27). */
+  onSnapshotGrants(scope: Scope, grants: readonly GrantWire[]): void {
+    this.useScope(scope);
+    this.teardown(this.engine.applySnapshotGrants(scope, sourceGrantsFromWire(grants)));
   }
 
   /**
    * After a successful enforcement ACK of a snapshot: the publisher's own listeners with a confirmed P and proposal
    * get (or keep) a lease for exactly that intent. An intent change starts over with a new listener.ready; a listener
-   * that disappeared loses its permit at once (revocation closes the gate first).
+   * that disappeared is revoked at once (the gate closes first, the endpoint stays managed).
    */
   async onEnforcementAck(identity: Bytes, snapshot: { readonly revision: bigint; readonly digest: Bytes }, listeners: readonly ListenerIntentWire[], epoch: bigint): Promise<void> {
+    this.observeEpoch(epoch);
+    const scopeOf = (l: ListenerIntentWire): Scope => ({ identity, nsdId: l.service_ref.nsd_id, networkId: l.service_ref.network_id });
+    const keyOf = (l: ListenerIntentWire, role: 'publisher' | 'consumer'): PermitKey => ({ scope: scopeOf(l), serviceRef: serviceRefFromWire(l.service_ref), role: PERMIT_KINDS[role] });
+    for (const l of listeners) this.useScope(scopeOf(l));
     const mine = listeners.filter((l) => bytesEqual(l.publisher_identity, identity) && l.P !== null && l.proposal !== null);
     const keep = new Set(mine.map((l) => toHex(l.service_ref.service_id)));
-    for (const k of [...this.publishers.keys()]) if (!keep.has(k)) this.publishers.delete(k);
+    for (const [k, l] of [...this.publishers]) {
+      if (keep.has(k)) continue;
+      this.teardown([this.engine.revoke(l.key)]);
+      this.publishers.delete(k);
+    }
     for (const l of mine) {
       const k = toHex(l.service_ref.service_id);
       const cur = this.publishers.get(k);
-      const sameIntent = cur !== undefined && bytesEqual(cur.intent.listener.intent_digest, l.intent_digest);
-      const lease = sameIntent ? cur : new PublisherLease({ listener: l, snapshot }, epoch);
+      const key = keyOf(l, 'publisher');
+      if (cur !== undefined && !bytesEqual(cur.intent.listener.intent_digest, l.intent_digest)) this.engine.beginIntentChange(key);
+      const lease = cur ?? new PublisherLease(key, { listener: l, snapshot });
       lease.intent = { listener: l, snapshot };
       this.publishers.set(k, lease);
+      this.engine.setEndpointOwners(`[${toHex(deriveN6(identity))}]:${l.P}`, [{ key, publisherIdentity: identity }]);
       // a new session (or a new intent) proves itself again with a listener.ready; a live permit is kept meanwhile
       await this.send(k, lease, 'listener.ready');
     }
     // consumer side: every other publisher's listener this snapshot authorizes us for gets a lease.acquire
     const theirs = listeners.filter((l) => !bytesEqual(l.publisher_identity, identity) && l.P !== null);
     const want = new Set(theirs.map((l) => toHex(l.service_ref.service_id)));
-    for (const k of [...this.consumers.keys()]) if (!want.has(k)) this.consumers.delete(k);
+    for (const [k, l] of [...this.consumers]) {
+      if (want.has(k)) continue;
+      this.teardown([this.engine.revoke(l.key)]);
+      this.consumers.delete(k);
+    }
     for (const l of theirs) {
       const k = toHex(l.service_ref.service_id);
       const cur = this.consumers.get(k);
+      const key = keyOf(l, 'consumer');
       if (cur !== undefined && bytesEqual(cur.listener.intent_digest, l.intent_digest)) cur.listener = l;
-      else this.consumers.set(k, new ConsumerLease(l, epoch));
+      else {
+        if (cur !== undefined) this.teardown([this.engine.revoke(cur.key)]); // another intent: the old permit ends
+        this.consumers.set(k, new ConsumerLease(key, l));
+      }
+      // the consumer's endpoint for this service: the publisher's N6:P, owned by exactly this permit
+      this.engine.setEndpointOwners(this.consumerEndpoint(l), [{ key, publisherIdentity: l.publisher_identity }]);
     }
     this.consumerSnapshot = snapshot;
     if (this.consumers.size > 0) await this.acquire();
   }
 
+  private consumerEndpoint(l: ListenerIntentWire): string {
+    return `[${toHex(deriveN6(l.publisher_identity))}]:${l.P}`;
+  }
+
+  /** Apply one verified lease.result item to its pending request through the engine. */
+  private applyItem(pending: PendingRequest | 'clock-failed', it: LeaseResultItemWire): string {
+    const input = leaseResultInput(it);
+    if (!input.granted) return input.code; // B refused: the permit keeps its own deadline
+    if (pending === 'clock-failed') return 'clock-failed';
+    const out = this.engine.applyReceipt(pending, input.result);
+    this.teardown([]);
+    return out.outcome === 'accepted' ? 'granted' : out.reason;
+  }
+
   /** One lease.acquire batch for every consumed service (new request_id, new consumer_seq, t0 before sending). */
   private async acquire(): Promise<void> {
     const snapshot = this.consumerSnapshot;
-    if (this.acquiring || snapshot === null || this.consumers.size === 0) return;
+    const session = this.d.session();
+    if (this.acquiring || snapshot === null || session === null || this.consumers.size === 0) return;
     this.acquiring = true;
     const requestId = new Uint8Array(randomBytes(16));
     this.consumerSeq += 1n;
     const seq = this.consumerSeq;
-    const t0 = this.d.now();
-    this.consumerT0 = t0;
-    const key = (l: ListenerIntentWire) => Buffer.from(ServiceRefCodec.encodeOrThrow(l.service_ref));
-    const leases = [...this.consumers.values()].sort((a, b) => Buffer.compare(key(a.listener), key(b.listener)));
-    for (const l of leases) l.state = beginRequest(l.state, { requestId, seq, t0, epoch: l.state.epoch });
+    const ref = (l: ListenerIntentWire) => Buffer.from(ServiceRefCodec.encodeOrThrow(l.service_ref));
+    const leases = [...this.consumers.values()].sort((a, b) => Buffer.compare(ref(a.listener), ref(b.listener)));
+    // t0 before the first transmission, one per permit key, all from the one clock
+    const pending = new Map(
+      leases.map((l) => [
+        toHex(l.listener.service_ref.service_id),
+        this.engine.beginRequest(l.key, {
+          kind: 'lease.acquire',
+          echo: expectedEcho(session, requestId, { serviceRef: l.key.serviceRef, listenerRevision: l.listener.listener_revision, intentDigest: l.listener.intent_digest, seq }, snapshot),
+          backend: null,
+        }),
+      ]),
+    );
+    this.consumerT0 = this.now();
     const body = {
       consumer_seq: seq,
       snapshot_revision: snapshot.revision,
@@ -175,27 +263,14 @@ export class DaemonLeases {
       for (const it of items) {
         const k = toHex(it.service_ref.service_id);
         const l = this.consumers.get(k);
-        if (l === undefined) continue;
-        const r = applyReceipt(
-          l.state,
-          { requestId: it.request_id, seq: it.consumer_seq ?? 0n, epoch: it.authority_epoch, grantId: it.grant_id, remainingMs: it.remaining_ms, result: it.result },
-          this.d.now(),
-        );
-        l.lastResult = it.result;
-        if (Either.isLeft(r)) {
-          l.state = dropRequest(l.state, requestId);
-          l.lastResult = r.left.code;
-          continue;
-        }
-        l.state = r.right.state;
+        const p = pending.get(k);
+        if (l === undefined || p === undefined) continue;
+        l.lastResult = this.applyItem(p, it);
       }
       this.log('lease-acquired', { items: items.length, granted: items.filter((i) => i.result === 'granted').length });
     } catch (e) {
       const code = e instanceof SCE ? e.code : 'transport-failed';
-      for (const l of leases) {
-        l.state = dropRequest(l.state, requestId);
-        l.lastResult = code;
-      }
+      for (const l of leases) l.lastResult = code;
       this.log('lease-request-failed', { kind: 'lease.acquire', error: code });
     } finally {
       this.acquiring = false;
@@ -205,27 +280,34 @@ export class DaemonLeases {
   /** Forwarding to a consumed service is allowed only while its permit is live. */
   consumerActive(serviceId: Bytes): boolean {
     const l = this.consumers.get(toHex(serviceId));
-    return l !== undefined && permitActive(l.state, this.d.now());
+    return l !== undefined && this.engine.remainingMs(l.key) > 0;
   }
 
-  /** The 10 s refresh points (called often; sends only when due). Sending never extends the permit by itself. */
+  /** The 10 s refresh points (called often; sends only when due) and the expiry driver (never the gate). */
   async tick(): Promise<void> {
-    const now = this.d.now();
-    for (const [k, l] of this.publishers) if (!l.inFlight && refreshDue(l.lastT0, now)) await this.send(k, l, permitActive(l.state, now) ? 'lease.refresh' : 'listener.ready');
+    this.teardown(this.engine.tick());
+    const now = this.now();
+    for (const [k, l] of this.publishers)
+      if (!l.inFlight && refreshDue(l.lastT0, now)) await this.send(k, l, this.engine.remainingMs(l.key) > 0 ? 'lease.refresh' : 'listener.ready');
     if (refreshDue(this.consumerT0, now)) await this.acquire(); // consumers re-acquire every 10 s
   }
 
   private async send(k: string, l: PublisherLease, kind: 'listener.ready' | 'lease.refresh'): Promise<void> {
     const li = l.intent.listener;
     const p = li.proposal;
-    if (l.inFlight || p === null || li.P === null) return;
+    const session = this.d.session();
+    if (l.inFlight || p === null || li.P === null || session === null) return;
     l.inFlight = true;
     const requestId = new Uint8Array(randomBytes(16));
-    l.seq += 1n;
-    const seq = l.seq;
-    const t0 = this.d.now(); // before the first transmission
-    l.lastT0 = t0;
-    l.state = beginRequest(l.state, { requestId, seq, t0, epoch: l.state.epoch });
+    const seq = (this.publisherSeq.get(k) ?? 0n) + 1n;
+    this.publisherSeq.set(k, seq);
+    // t0 before the first transmission
+    const pending = this.engine.beginRequest(l.key, {
+      kind,
+      echo: expectedEcho(session, requestId, { serviceRef: l.key.serviceRef, listenerRevision: li.listener_revision, intentDigest: li.intent_digest, seq }, null),
+      backend: li.backend_port === null ? null : { host: backendText(li), port: li.backend_port },
+    });
+    l.lastT0 = this.now();
     const body = {
       service_ref: li.service_ref,
       refresh_seq: seq,
@@ -244,23 +326,12 @@ export class DaemonLeases {
       const items = await this.d.call(kind, body, requestId);
       const it = items[0];
       if (it === undefined) return;
-      const r = applyReceipt(
-        l.state,
-        { requestId: it.request_id, seq: it.refresh_seq ?? 0n, epoch: it.authority_epoch, grantId: it.grant_id, remainingMs: it.remaining_ms, result: it.result },
-        this.d.now(),
-      );
-      l.lastResult = it.result;
-      if (Either.isLeft(r)) {
-        l.state = dropRequest(l.state, requestId);
-        l.lastResult = r.left.code;
-        this.log('lease-receipt-refused', { service: k, code: r.left.code });
-        return;
-      }
-      l.state = r.right.state;
-      this.log('lease-receipt', { service: k, kind, outcome: r.right.outcome, result: it.result, remaining_ms: String(it.remaining_ms) });
+      l.lastResult = this.applyItem(pending, it);
+      if (l.lastResult === 'granted') this.log('lease-receipt', { service: k, kind, result: it.result, remaining_ms: String(it.remaining_ms) });
+      else this.log('lease-receipt-refused', { service: k, code: l.lastResult });
     } catch (e) {
-      // lost or refused request: the permit stays at its original deadline (M6-34); the abandoned request is consumed
-      l.state = dropRequest(l.state, requestId);
+      // lost or refused request: the permit stays at its original deadline (M6-34); the pending request is simply
+      // never applied (a later receipt for it would be an old seq)
       l.lastResult = e instanceof SCE ? e.code : 'transport-failed';
       this.log('lease-request-failed', { service: k, kind, error: l.lastResult });
     } finally {
@@ -268,34 +339,65 @@ export class DaemonLeases {
     }
   }
 
-  /** Forwarding for a service is allowed only while its permit is live (checked per action, not by a timer). */
+  /** Forwarding for a published service is allowed only while its permit is live (the engine's own test). */
   active(serviceId: Bytes): boolean {
     const l = this.publishers.get(toHex(serviceId));
-    return l !== undefined && permitActive(l.state, this.d.now());
+    return l !== undefined && this.engine.remainingMs(l.key) > 0;
+  }
+
+  /**
+   * Stand-in for a data plane (decision 0146): open a simulated TCP flow to a consumed service through the consumer's
+   * endpoint, checked by the engine at dial start/complete and at a write poll. Returns the flow and its verdict.
+   */
+  openSimulatedFlow(serviceId: Bytes): SimulatedFlowStatus {
+    const service = toHex(serviceId);
+    const l = this.consumers.get(service);
+    if (l === undefined) return { flowId: 0, service, verdict: 'ownership' };
+    const out = this.forwarder.accept({
+      endpoint: this.consumerEndpoint(l.listener),
+      tuple: { protocol: 'tcp', localAddress: '::1', localPort: 30_000 + this.simulated.size, remoteAddress: this.consumerEndpoint(l.listener), remotePort: l.listener.P ?? 0 },
+      peerIdentity: l.listener.publisher_identity,
+    });
+    if (out.verdict !== 'allow') return { flowId: 0, service, verdict: out.verdict === 'unmanaged' ? 'ownership' : out.verdict };
+    const flow = (out as { readonly flow: Flow }).flow;
+    this.simulated.set(flow.id, { flow, service });
+    return { flowId: flow.id, service, verdict: this.forwarder.send(flow, 'probe') };
+  }
+
+  /** One check of every simulated flow (a write poll each): what the data plane would see right now. */
+  checkSimulatedFlows(): SimulatedFlowStatus[] {
+    return [...this.simulated.values()].map(({ flow, service }) => ({ flowId: flow.id, service, verdict: this.engine.check(flow, 'tcp-write-poll') }));
   }
 
   status(): LeaseStatus[] {
-    const now = this.d.now();
-    const consumers: LeaseStatus[] = [...this.consumers.entries()].map(([service, l]) => ({
-      service,
-      role: 'consumer' as const,
-      active: permitActive(l.state, now),
-      remainingMs: localRemaining(l.state, now),
-      seq: String(this.consumerSeq),
-      epoch: String(l.state.epoch),
-      lastResult: l.lastResult,
-    }));
-    const publishers: LeaseStatus[] = [...this.publishers.entries()].map(([service, l]) => ({
-      service,
-      role: 'publisher' as const,
-      active: permitActive(l.state, now),
-      remainingMs: localRemaining(l.state, now),
-      seq: String(l.seq),
-      epoch: String(l.state.epoch),
-      lastResult: l.lastResult,
-    }));
+    const entry = (service: string, role: 'publisher' | 'consumer', key: PermitKey, seq: bigint, lastResult: string | null): LeaseStatus => {
+      const remainingMs = this.engine.remainingMs(key);
+      const s = this.engine.permitStatus(key);
+      return {
+        service,
+        role,
+        active: remainingMs > 0,
+        remainingMs,
+        seq: String(seq),
+        epoch: String(this.epoch),
+        lastResult,
+        generation: s?.generation ?? 0,
+        closeReason: remainingMs > 0 ? null : (s?.generation ?? 0) === 0 ? 'no-permit' : s?.open === false ? s.closeReason : 'expired',
+        liveFlows: s?.liveFlows ?? 0,
+      };
+    };
+    const publishers = [...this.publishers.entries()].map(([k, l]) => entry(k, 'publisher', l.key, this.publisherSeq.get(k) ?? 0n, l.lastResult));
+    const consumers = [...this.consumers.entries()].map(([k, l]) => entry(k, 'consumer', l.key, this.consumerSeq, l.lastResult));
     return [...publishers, ...consumers];
   }
 }
+
+/** The backend host of a publisher listener as text (for the engine's backend-at-creation rule, spec §6.5). */
+const backendText = (l: ListenerIntentWire): string => {
+  const h = l.backend_host as Record<string, Uint8Array | string> | null;
+  if (h === null) return '';
+  const [kind, v] = Object.entries(h)[0] ?? ['', ''];
+  return `${kind}:${typeof v === 'string' ? v : toHex(v)}`;
+};
 
 export { REFRESH_PERIOD_MS };

@@ -19,6 +19,7 @@ import { declarationRead, machineAuthToWire, serviceRefToWire, snapshotView, str
 import { deriveN6 } from '../api/standins.js';
 import { DaemonLeases, type LeaseStatus } from './daemon-lease.js';
 import type { DaemonStore } from './daemon-store.js';
+import type { BootClock } from '../permit/clock.js';
 
 export interface DaemonTransport {
   /** One unary request (path relative to the NSD base URL); the verified response payload. Throws on failure. */
@@ -39,8 +40,11 @@ export interface DaemonDeps {
   readonly fault?: (point: string) => void;
   readonly log?: (event: string, fields: Record<string, unknown>) => void;
   readonly retryMs?: number;
-  /** The boot clock (ms; keeps counting through sleep) for lease deadlines; defaults to `performance.now`. */
-  readonly bootNow?: () => number;
+  /**
+   * The one boot clock (keeps counting through sleep) the permit engine reads for t0 and every check: the process
+   * wires `/proc/uptime` (`@homelab/service-control/clock`), tests a fake one (decision 0145).
+   */
+  readonly clock: BootClock;
 }
 
 export interface DaemonStatus {
@@ -88,7 +92,11 @@ export class Daemon {
 
   constructor(private readonly d: DaemonDeps) {
     this.leases = new DaemonLeases({
-      now: d.bootNow ?? (() => performance.now()),
+      clock: d.clock,
+      session: () => {
+        const s = this.stream;
+        return s === null ? null : { authorityEpoch: s.authorityEpoch, runtimeGeneration: s.runtimeGeneration, runtimeId: s.runtimeId, sessionSeq: s.sessionSeq };
+      },
       log: (event, fields) => this.log(event, fields),
       call: async (kind, body, requestId) => {
         const s = this.stream;
@@ -154,6 +162,7 @@ export class Daemon {
     const prev = this.d.store.binding(this.scope);
     if (prev === 'corrupt') throw scError('state-inconsistent', 'persisted binding is corrupt');
     this.binding = prev;
+    this.leases.useScope({ identity: this.d.identity, nsdId: id.right, networkId: this.d.networkId });
   }
 
   /** §3.4 steps 2–3: generation persisted before the start, floor procedure when lost, bind, epoch persisted. */
@@ -238,6 +247,7 @@ export class Daemon {
       sessionSeq: r.body.session_seq,
       sessionRequestId: r.body.session_request_id,
     };
+    this.leases.observeSession(r.body.session_seq); // fences older-session receipts, cuts no permit (M6-14)
     this.log('session-open', { session_seq: String(r.body.session_seq) });
     this.status.sessionSeq = String(seq.right);
   }
@@ -327,6 +337,8 @@ export class Daemon {
       this.d.store.saveFloors(this.scope, applied.right.floors); // all floors in one durable write, before the ACK
       this.status.snapshotRevision = String(revision);
       this.d.fault?.('after-persist-floors');
+      // the applied snapshot's Grants feed the permit engine (a removed/re-versioned Grant kills that source's flows)
+      this.leases.onSnapshotGrants({ identity: this.d.identity, nsdId: s.nsdId, networkId: s.networkId }, m.body.snapshot.grants);
     }
     const listeners = Either.isRight(view) ? view.right.listeners.map((l) => l.serviceRef) : [];
     const failed = Either.isRight(applied) ? (this.d.enforce ?? ((ls) => ls))(listeners) : [];
