@@ -102,9 +102,9 @@ describe('M6-62 nsd + two ns-daemons over loopback (partial: see decision 0147)'
     expect(rows).toHaveLength(1);
     const serviceId = rows[0]?.['id'] as string;
 
-    // 3.–8. not reachable between these processes yet (decision 0147): no listener, so no lease on either side
-    const noPermit = (h: Record<string, unknown>) => (h['leases'] as { active: boolean }[]).every((l) => !l.active);
-    expect(noPermit(await healthz(a.port))).toBe(true);
+    // 3.–8. not reachable between these processes yet (decision 0147): the consumer holds no permit (no consumer
+    // lease is granted without a Grant/authorization on B)
+    const noPermit = (h: Record<string, unknown>) => (h['leases'] as { role: string; active: boolean }[]).every((l) => l.role !== 'consumer' || !l.active);
     expect(noPermit(await healthz(b.port))).toBe(true);
     // the directory entry alone never admits traffic: the consumer's data plane refuses the flow
     const denied = await openFlow(b.port, serviceId);
@@ -120,7 +120,6 @@ describe('M6-62 nsd + two ns-daemons over loopback (partial: see decision 0147)'
     expect(nsd2.epoch).toBe(nsd1.epoch + 1n);
     for (const port of [a.port, b.port])
       await until(() => healthz(port), (h) => h['phase'] === 'streaming' && h['epoch'] === String(nsd2.epoch) && Number(h['acks']) >= 2, 90_000);
-    expect(noPermit(await healthz(a.port))).toBe(true);
     expect(noPermit(await healthz(b.port))).toBe(true);
     const after = await openFlow(b.port, serviceId);
     expect(after.opened.verdict).not.toBe('allow');
