@@ -237,4 +237,54 @@ describe('A: one permit gate (decision 0145)', () => {
     expect(leases.openSimulatedFlow(ref.service_id).verdict).toBe('no-source-grant');
     expect(leases.forwarder.teardownLog.map((e) => e.step)).toEqual(['gate', 'cancel', 'drop-queues', 'abort-tcp', 'delete-associations']);
   });
+
+  it('M6-62 M6-36 a new authority epoch closes the consumer permit at once: the flow is denied until a new acquire under the new epoch is granted, and the old flow never revives', async () => {
+    const clock = { now: 5_000 };
+    const PUB = id32(8);
+    const ref = { ...SVC, service_id: id16(61) };
+    const l: ListenerIntentWire = { ...listener(), service_ref: ref, publisher_identity: PUB, backend_host: null, backend_port: null, proposal: null };
+    let epoch = 1n;
+    const leases = new DaemonLeases({
+      clock: { nowMs: () => clock.now, resolutionMs: 10 },
+      session: () => ({ authorityEpoch: epoch, runtimeGeneration: 1n, runtimeId: id16(5), sessionSeq: epoch }),
+      call: async (_kind, body, requestId) => {
+        const b = body as { consumer_seq: bigint; snapshot_revision: bigint; snapshot_digest: Uint8Array; services: { service_ref: typeof SVC; listener_revision: bigint; intent_digest: Uint8Array }[] };
+        clock.now += 20;
+        return b.services.map((s) => ({
+          request_id: requestId,
+          scope: { subject_identity: ME, nsd_id: SVC.nsd_id, network_id: SVC.network_id },
+          authority_epoch: epoch,
+          runtime_generation: 1n,
+          runtime_id: id16(5),
+          session_seq: epoch,
+          service_ref: s.service_ref,
+          listener_revision: s.listener_revision,
+          intent_digest: s.intent_digest,
+          grant_id: id16(210),
+          consumer_seq: b.consumer_seq,
+          snapshot_revision: b.snapshot_revision,
+          snapshot_digest: b.snapshot_digest,
+          remaining_ms: 25_000n,
+          result: 'granted' as const,
+        }));
+      },
+    });
+    await leases.onEnforcementAck(ME, { revision: 1n, digest: sha('s1') }, [l], 1n);
+    const first = leases.openSimulatedFlow(ref.service_id);
+    expect(first.verdict).toBe('allow');
+    const gen1 = leases.status()[0]?.generation;
+    // nsd restarted: the daemon re-binds and sees epoch 2 — the old permit closes before anything else
+    epoch = 2n;
+    leases.observeEpoch(2n);
+    leases.observeSession(2n);
+    expect(leases.checkSimulatedFlows().map((f) => f.verdict)).toEqual(['epoch-changed']);
+    expect(leases.openSimulatedFlow(ref.service_id).verdict).toBe('epoch-changed');
+    expect(leases.status()[0]).toMatchObject({ active: false, closeReason: 'epoch-changed' });
+    // the new session's ACK → a new acquire under epoch 2 → a new generation; the old flow stays dead
+    await leases.onEnforcementAck(ME, { revision: 2n, digest: sha('s2') }, [l], 2n);
+    expect(leases.status()[0]).toMatchObject({ active: true, generation: (gen1 ?? 0) + 1 });
+    expect(leases.openSimulatedFlow(ref.service_id).verdict).toBe('allow');
+    // the refused open bound nothing; the first flow stays dead under the new generation
+    expect(leases.checkSimulatedFlows().map((f) => f.verdict)).toEqual(['epoch-changed', 'allow']);
+  });
 });
