@@ -6,12 +6,12 @@ import { createHash } from 'node:crypto';
 import Database from 'better-sqlite3';
 import type { DaemonStore } from '../../application/daemon-store.js';
 import { fromHex, toHex } from '../../domain/bytes.js';
-import { scError } from '../../domain/errors.js';
+import { guardStorage as guard, openDaemonDatabase } from './database.js';
 import type { AReportRecord } from '../../domain/report.js';
 import type { ABinding, ARuntimeRecord } from '../../domain/runtime.js';
 import type { AFloorRecord, SnapshotFloors } from '../../domain/snapshot.js';
 
-export const SQLITE_SCHEMA_NAME = 'ns.service-control.v1';
+export { SQLITE_SCHEMA_NAME } from './database.js';
 
 const MIGRATIONS: readonly string[] = [
   `CREATE TABLE record (kind TEXT NOT NULL, scope TEXT NOT NULL, value TEXT NOT NULL, checksum TEXT NOT NULL,
@@ -62,35 +62,9 @@ export interface SqliteDaemonStoreOptions {
   readonly afterWrite?: (kind: string) => void;
 }
 
-/** Map a driver failure to `storage-unavailable` (thrown: the caller sends nothing). */
-const guard = <A>(f: () => A): A => {
-  try {
-    return f();
-  } catch (e) {
-    if (e instanceof Error && '_tag' in e) throw e;
-    throw scError('storage-unavailable', `sqlite: ${e instanceof Error ? e.message : String(e)}`);
-  }
-};
 
 export const openSqliteDaemonStore = (path: string, options: SqliteDaemonStoreOptions = {}): DaemonStore & { readonly db: Database.Database } => {
-  const db = guard(() => new Database(path));
-  guard(() => {
-    db.pragma('journal_mode = WAL');
-    db.pragma('synchronous = FULL');
-    db.pragma('foreign_keys = ON');
-    db.exec('CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT');
-    const schema = db.prepare<[], { value: string }>("SELECT value FROM meta WHERE key = 'schema'").get();
-    if (schema !== undefined && schema.value !== SQLITE_SCHEMA_NAME)
-      throw scError('state-inconsistent', `database schema is ${schema.value}, not ${SQLITE_SCHEMA_NAME}`);
-    const migrate = db.transaction(() => {
-      db.prepare("INSERT OR IGNORE INTO meta VALUES ('schema', ?)").run(SQLITE_SCHEMA_NAME);
-      const row = db.prepare<[], { value: string }>("SELECT value FROM meta WHERE key = 'version'").get();
-      const v = row === undefined ? 0 : Number(row.value);
-      for (let i = v; i < MIGRATIONS.length; i++) db.exec(MIGRATIONS[i] as string);
-      db.prepare("INSERT OR REPLACE INTO meta VALUES ('version', ?)").run(String(MIGRATIONS.length));
-    });
-    migrate.immediate();
-  });
+  const db = openDaemonDatabase(path, { versionKey: 'version', migrations: MIGRATIONS, foreignKeys: true });
   const getStmt = db.prepare<[string, string], { value: string; checksum: string }>('SELECT value, checksum FROM record WHERE kind = ? AND scope = ?');
   const putStmt = db.prepare('INSERT OR REPLACE INTO record VALUES (?, ?, ?, ?)');
   const markStmt = db.prepare('INSERT OR IGNORE INTO init_marker VALUES (?, ?)');

@@ -8,6 +8,7 @@ import Database from 'better-sqlite3';
 import type { EndpointStore } from '../../application/port-arbiter.js';
 import { fromHex, toHex } from '../../domain/bytes.js';
 import { scError } from '../../domain/errors.js';
+import { guardStorage as guard, openDaemonDatabase } from './database.js';
 import type { ServiceRef } from '../../domain/ids.js';
 import type { Endpoint, EndpointPhase, EndpointTable, ProposalEntry, ProposalRef, ProposalStatus } from '../../domain/port-endpoint.js';
 
@@ -64,33 +65,12 @@ export interface SqliteEndpointStoreOptions {
   readonly afterCommit?: (label: string) => void;
 }
 
-/** Map driver failures to `storage-unavailable`; a corrupt/incomplete table is `state-inconsistent`. */
-const guard = <A>(f: () => A): A => {
-  try {
-    return f();
-  } catch (e) {
-    if (e instanceof Error && '_tag' in e) throw e;
-    throw scError('storage-unavailable', `sqlite: ${e instanceof Error ? e.message : String(e)}`);
-  }
-};
-
 /** Open A's endpoint table in the daemon's SQLite file (its own tables and migration counter). */
 export const openSqliteEndpointStore = (
   path: string,
   options: SqliteEndpointStoreOptions = {},
 ): EndpointStore & { readonly db: Database.Database } => {
-  const db = guard(() => new Database(path));
-  guard(() => {
-    db.pragma('journal_mode = WAL');
-    db.pragma('synchronous = FULL');
-    db.exec('CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT');
-    db.transaction(() => {
-      const row = db.prepare<[], { value: string }>("SELECT value FROM meta WHERE key = 'endpoint_version'").get();
-      const v = row === undefined ? 0 : Number(row.value);
-      for (let i = v; i < MIGRATIONS.length; i++) db.exec(MIGRATIONS[i] as string);
-      db.prepare("INSERT OR REPLACE INTO meta VALUES ('endpoint_version', ?)").run(String(MIGRATIONS.length));
-    }).immediate();
-  });
+  const db = openDaemonDatabase(path, { versionKey: 'endpoint_version', migrations: MIGRATIONS });
   const all = (table: string) => db.prepare<[], Row>(`SELECT key, value, checksum FROM ${table}`);
   const readEndpoints = all('port_endpoint');
   const readProposals = all('port_proposal');

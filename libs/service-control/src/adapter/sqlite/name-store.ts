@@ -10,7 +10,7 @@
 import { createHash } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { Either } from 'effect';
-import { type ServiceControlError, ServiceControlError as ScErrorClass, scError } from '../../domain/errors.js';
+import { type ServiceControlError, scError } from '../../domain/errors.js';
 import type { NameError } from '../../names/errors.js';
 import { type NameFormat, SHORT_NAME_FORMAT } from '../../names/format.js';
 import type { NameStore } from '../../names/store.js';
@@ -27,7 +27,7 @@ import {
   planTombstone,
   validAllocator,
 } from '../../names/table.js';
-import { SQLITE_SCHEMA_NAME } from './daemon-store.js';
+import { openDaemonDatabase, storageError } from './database.js';
 
 const NAME_MIGRATIONS: readonly string[] = [
   `CREATE TABLE name_entry (name TEXT PRIMARY KEY, kind TEXT NOT NULL, state TEXT NOT NULL, target_ref TEXT,
@@ -119,9 +119,6 @@ const parseAllocator = (f: NameFormat, value: string, checksum: string): Allocat
   }
 };
 
-const storageError = (e: unknown): ServiceControlError =>
-  e instanceof ScErrorClass ? e : scError('storage-unavailable', `sqlite: ${e instanceof Error ? e.message : String(e)}`);
-
 const attempt = <A, E>(f: () => Either.Either<A, E>): Either.Either<A, E | ServiceControlError> => {
   try {
     return f();
@@ -142,39 +139,21 @@ export interface SqliteNameStore extends NameStore {
 
 export const openSqliteNameStore = (path: string, options: SqliteNameStoreOptions = {}): SqliteNameStore => {
   const format = options.format ?? SHORT_NAME_FORMAT;
-  const db = ((): Database.Database => {
-    let conn: Database.Database | undefined;
-    try {
-      conn = new Database(path);
-      const db = conn;
-      db.pragma('journal_mode = WAL');
-      db.pragma('synchronous = FULL');
-      db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 10_000}`);
-      db.exec('CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT');
-      db.transaction(() => {
-        const meta = (key: string): string | undefined => db.prepare<[string], { value: string }>('SELECT value FROM meta WHERE key = ?').get(key)?.value;
-        const schema = meta('schema');
-        if (schema !== undefined && schema !== SQLITE_SCHEMA_NAME)
-          throw scError('state-inconsistent', `database schema is ${schema}, not ${SQLITE_SCHEMA_NAME}`);
-        db.prepare("INSERT OR IGNORE INTO meta VALUES ('schema', ?)").run(SQLITE_SCHEMA_NAME);
-        const recorded = meta('names.format');
-        if (recorded !== undefined && recorded !== format.id)
-          throw scError('state-inconsistent', `the name table was made for format ${recorded}, not ${format.id}`);
-        const version = Number(meta('names.version') ?? '0');
-        for (let i = version; i < NAME_MIGRATIONS.length; i++) db.exec(NAME_MIGRATIONS[i] as string);
-        if (version === 0) {
-          const text = allocatorText(initialAllocator(format));
-          db.prepare('INSERT INTO name_allocator VALUES (1, ?, ?)').run(text, sum(text));
-          db.prepare("INSERT INTO meta VALUES ('names.format', ?)").run(format.id);
-        }
-        db.prepare("INSERT OR REPLACE INTO meta VALUES ('names.version', ?)").run(String(NAME_MIGRATIONS.length));
-      }).immediate();
-      return db;
-    } catch (e) {
-      conn?.close();
-      throw storageError(e);
-    }
-  })();
+  const db = openDaemonDatabase(path, {
+    versionKey: 'names.version',
+    migrations: NAME_MIGRATIONS,
+    busyTimeoutMs: options.busyTimeoutMs ?? 10_000,
+    onMigrate: (conn, fromVersion) => {
+      const recorded = conn.prepare<[string], { value: string }>('SELECT value FROM meta WHERE key = ?').get('names.format')?.value;
+      if (recorded !== undefined && recorded !== format.id)
+        throw scError('state-inconsistent', `the name table was made for format ${recorded}, not ${format.id}`);
+      if (fromVersion === 0) {
+        const text = allocatorText(initialAllocator(format));
+        conn.prepare('INSERT INTO name_allocator VALUES (1, ?, ?)').run(text, sum(text));
+        conn.prepare("INSERT INTO meta VALUES ('names.format', ?)").run(format.id);
+      }
+    },
+  });
 
   const getEntry = db.prepare<[string], EntryRow>('SELECT * FROM name_entry WHERE name = ?');
   const hasName = db.prepare<[string], { one: number }>('SELECT 1 AS one FROM name_entry WHERE name = ?');
