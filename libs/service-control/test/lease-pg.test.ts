@@ -132,6 +132,10 @@ const publisher = async (port = 40000) => {
   expect(code(await reply(authority, w, msg(w, 'report.replace', replaceBody(w, 1n, [decl('web', 'Web')]))))).toBe('ok');
   await authority.idle(); // the producer's own snapshot first; ours replaces it as the next revision
   await sql(`UPDATE service_control.service SET port = $1 WHERE publisher = $2`, [port, Buffer.from(w.identity)]);
+  // P is set directly here, so the report's own offer is dropped: a service without an allocation record keeps the
+  // P check only (the proposal path is proven in port-flow and the nsd e2e test)
+  await sql(`DELETE FROM service_control.port_allocation WHERE publisher = $1`, [Buffer.from(w.identity)]);
+  await sql(`DELETE FROM service_control.port_entry WHERE publisher = $1`, [Buffer.from(w.identity)]);
   return w;
 };
 
@@ -233,6 +237,8 @@ describe('B ready and leases on PostgreSQL', () => {
     // this service changes (new backend port → new listener revision): the old ACK does not back the new intent
     expect(code(await reply(authority, w, msg(w, 'report.replace', replaceBody(w, 2n, [decl('web', 'Web', 9090)]))))).toBe('ok');
     await authority.idle();
+    // the change's new offer is dropped again (P stays set directly, see `publisher`)
+    await sql(`DELETE FROM service_control.port_allocation WHERE publisher = $1`, [Buffer.from(w.identity)]);
     const svc = await serviceOf(w.identity);
     const li = listenerIntentOf(nsdId, svc, []);
     if (li === null) throw new Error('no listener');

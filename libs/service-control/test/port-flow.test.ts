@@ -86,8 +86,9 @@ describe('P flow: B on PostgreSQL ↔ A on SQLite', () => {
       return out;
     };
 
+    // the accepted report already offered both (persisted in the report's transaction, decision 0150)
     // 1. web: offered (persisted first), A registers → MayInstall → install → `installed`; B confirms P
-    const web = ok(await B.alloc.offer(B.epoch, refOf('web'), identity, { mode: 'auto', requestedPort: null, backendPort: 8080n }));
+    const web = { proposal: ok(await B.alloc.allocation(B.epoch, refOf('web')))?.current ?? null };
     const webP = web.proposal as CurrentProposal;
     const answers = await arbiter.onProposal(identity, proposalFromWire(proposalToWire(webP)));
     expect(answers.map((a) => a.result)).toEqual(['installed']);
@@ -98,7 +99,7 @@ describe('P flow: B on PostgreSQL ↔ A on SQLite', () => {
     expect((head.body['bindings'] as { declaration_key: string; P: number | null }[]).find((b) => b.declaration_key === 'web')?.P).toBe(8080);
 
     // 2. api: B persists the offer, then "crashes before sending"; the restarted B cancels the exact proposal
-    const api = ok(await B.alloc.offer(B.epoch, refOf('api'), identity, { mode: 'auto', requestedPort: null, backendPort: 9000n }));
+    const api = { proposal: ok(await B.alloc.allocation(B.epoch, refOf('api')))?.current ?? null };
     const apiP = api.proposal as CurrentProposal;
     B = await boot();
     await connect();

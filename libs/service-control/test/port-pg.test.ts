@@ -169,7 +169,8 @@ describe('B: port.result and service.retry-port over the wire (Authority on Post
     expect(accepted.kind).toBe('report.accepted');
     const binding = (accepted.body['bindings'] as { service_ref: { service_id: Uint8Array } }[])[0];
     const ref = { nsdId, networkId: net, serviceId: binding?.service_ref.service_id as Uint8Array };
-    const offered = ok(await alloc.offer(ep2, ref, pub.w.identity, auto));
+    // the accepted report already offered (decision 0150)
+    const offered = { proposal: ok(await alloc.allocation(ep2, ref))?.current ?? null };
     const p = offered.proposal as CurrentProposal;
     // a mismatching result: stale-proposal, nothing changes
     const stale = await pub.send(msg(pub.w, 'port.result', { ...result(p, 'claimed'), proposal_seq: 99n }, { session_seq: 1n }));

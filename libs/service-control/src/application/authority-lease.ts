@@ -24,6 +24,7 @@ import { DeclarationCodec } from '../api/report.js';
 import { type ListenerDigestFieldsWire, SnapshotPushBody, authorizationDigest, listenerDigest } from '../api/snapshot.js';
 import type { AuthorityStore, AuthorityTx, FenceRows, StoredService } from './authority-store.js';
 import type { PolicySource } from './lease-store.js';
+import { type Allocation, snapshotProposal } from '../domain/port-allocation.js';
 
 export interface LeaseDeps {
   readonly store: AuthorityStore;
@@ -70,7 +71,12 @@ export const listenerIntentOf = (
   return { fields, intentDigest: listenerDigest(fields) };
 };
 
-const currentIntent = (nsdId: Bytes, s: StoredService | undefined, sources: readonly PolicySource[]): CurrentIntent | null => {
+const currentIntent = (
+  nsdId: Bytes,
+  s: StoredService | undefined,
+  sources: readonly PolicySource[],
+  allocation: Allocation | null,
+): CurrentIntent | null => {
   if (s === undefined) return null;
   let li: ReturnType<typeof listenerIntentOf>;
   try {
@@ -86,11 +92,16 @@ const currentIntent = (nsdId: Bytes, s: StoredService | undefined, sources: read
     intentDigest: li?.intentDigest ?? null,
     P: s.port,
     protocols: li?.fields.protocols ?? [],
-    // [D] decision 0121: B's proposal record belongs to the port table; until it is wired here, P is the check.
-    proposal: null,
+    // the port table's current proposal (decision 0151); a service without an allocation record keeps the P check only
+    proposal: proposalOf(allocation),
     enforcementPolicyDigest: li?.fields.enforcement_policy_digest ?? new Uint8Array(32),
     policyExpiry: null,
   };
+};
+
+const proposalOf = (a: Allocation | null): CurrentIntent['proposal'] => {
+  const p = a === null ? null : snapshotProposal(a);
+  return p === null ? null : { proposalId: p.proposalId, round: p.allocationRound, seq: p.proposalSeq };
 };
 
 /**
@@ -166,7 +177,7 @@ export const serveReady = async (d: LeaseDeps, m: MessageOf<'listener.ready'> | 
   const snapshot = { revision: body.snapshot_revision, digest: body.snapshot_digest };
   return d.store.transact(d.epoch, async (tx) => {
     // every read in one round trip with the fence (decision 0122)
-    const [fr, row, sources, stored, markGrant, latest, acks, known] = await Promise.all([
+    const [fr, row, sources, stored, markGrant, latest, acks, known, allocation] = await Promise.all([
       tx.fence(m.subject_identity, m.network_id, { session: true }),
       tx.lease.service(serviceId),
       tx.lease.policySources(serviceId),
@@ -175,13 +186,14 @@ export const serveReady = async (d: LeaseDeps, m: MessageOf<'listener.ready'> | 
       tx.lease.latestPublisherGrant(serviceId, m.subject_identity, d.epoch),
       tx.acks(m.subject_identity, m.network_id, m.session_seq, body.snapshot_revision),
       tx.lease.snapshotStamp(m.subject_identity, m.network_id, snapshot.revision, snapshot.digest, serviceId),
+      tx.ports.lockAllocation(serviceId),
     ]);
     const f = fenceOf(d, m, fr);
     if (Either.isLeft(f)) return Either.left(f.left);
     if (!refOk(d, m, body.service_ref)) return Either.left(scError('unauthorized', 'service_ref is not of this authority and Network'));
     const now = d.now();
     const svc = row !== null && bytesEqual(row.networkId, m.network_id) && bytesEqual(row.publisher, m.subject_identity) ? row : undefined;
-    const intent = currentIntent(d.nsdId, svc, svc === undefined ? [] : sources);
+    const intent = currentIntent(d.nsdId, svc, svc === undefined ? [] : sources, allocation);
     const mark = stored !== null && stored.generation === m.runtime_generation && bytesEqual(stored.runtimeId, m.runtime_id) ? stored : null;
     const live = latest !== null && latest.generation === m.runtime_generation && bytesEqual(latest.runtimeId, m.runtime_id) ? latest : null;
     const decision = decideReady({
@@ -245,7 +257,7 @@ export const serveAcquire = async (d: LeaseDeps, m: MessageOf<'lease.acquire'>):
         publisher: it.publisher_identity,
         listenerRevision: it.listener_revision,
         intentDigest: it.intent_digest,
-        intent: currentIntent(d.nsdId, svc, sources),
+        intent: currentIntent(d.nsdId, svc, sources, svc === undefined ? null : await tx.ports.lockAllocation(serviceId)),
         atSnapshot: await stampIn(tx, m.subject_identity, m.network_id, snapshot, serviceId, await tx.lease.snapshotStamp(m.subject_identity, m.network_id, snapshot.revision, snapshot.digest, serviceId)),
         authorization: src === undefined ? null : { protocols: src.protocols, expiry: src.expiry },
         publisherGrant: await tx.lease.latestPublisherGrant(serviceId, it.publisher_identity, d.epoch),

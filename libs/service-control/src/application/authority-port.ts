@@ -95,7 +95,12 @@ export const servePortResult = (d: PortDeps, m: MessageOf<'port.result'>): Promi
 export const serveRetryPort = (
   d: PortDeps,
   m: MessageOf<'service.retry-port'>,
-): Promise<Either.Either<{ readonly service_ref: MessageOf<'service.retry-port'>['body']['service_ref']; readonly allocation_round: bigint; readonly proposal_seq: bigint }, ServiceControlError>> => {
+): Promise<
+  Either.Either<
+    { readonly service_ref: MessageOf<'service.retry-port'>['body']['service_ref']; readonly allocation_round: bigint; readonly proposal_seq: bigint; readonly outbox: Promise<bigint> | null },
+    ServiceControlError
+  >
+> => {
   const sref = m.body.service_ref;
   return d.store.transact(d.epoch, async (tx) => {
     const [fr, row, sources] = await Promise.all([
@@ -122,8 +127,9 @@ export const serveRetryPort = (
     if (step.right.issued !== null) {
       await tx.ports.savePorts(m.subject_identity, ports, step.right.table);
       await tx.ports.saveAllocation(step.right.allocation);
-      void tx.writeOutbox(m.network_id, 'service.retry-port');
     }
-    return Either.right({ service_ref: sref, allocation_round: step.right.round, proposal_seq: step.right.proposalSeq });
+    // a new proposal: the outbox row (its id resolves after the commit) — the publisher's snapshot must carry it
+    const outbox = step.right.issued !== null ? tx.writeOutbox(m.network_id, 'service.retry-port') : null;
+    return Either.right({ service_ref: sref, allocation_round: step.right.round, proposal_seq: step.right.proposalSeq, outbox });
   });
 };

@@ -21,6 +21,8 @@ import { type SnapshotWire, SnapshotPushBody, snapshotDigest } from '../api/snap
 import { deriveN6 } from '../api/standins.js';
 import { serveAcquire, serveReady } from './authority-lease.js';
 import { servePortResult, serveRetryPort } from './authority-port.js';
+import { allocateOnReport, publisherListeners } from './authority-offer.js';
+import type { ListenerIntentWire } from '../api/snapshot.js';
 import type { AuthorityStore, AuthorityTx, FenceRows, StoredService, StoredSnapshot } from './authority-store.js';
 
 export interface AuthorityDeps {
@@ -132,8 +134,11 @@ export class Authority {
     const deps = { store: this.d.store, nsdId: this.d.nsdId, epoch: this.d.epoch };
     if (m.kind === 'service.retry-port') {
       const r = await serveRetryPort(deps, m);
-      if (Either.isRight(r)) this.committed(m.kind);
-      return Either.map(r, (body) => this.env(m, 'service.retry-port.result', m.runtime_generation, m.runtime_id, body));
+      if (Either.isRight(r)) {
+        this.committed(m.kind);
+        if (r.right.outbox !== null) this.queueProduction(m.network_id, await r.right.outbox);
+      }
+      return Either.map(r, ({ outbox: _, ...body }) => this.env(m, 'service.retry-port.result', m.runtime_generation, m.runtime_id, body));
     }
     const r = await servePortResult(deps, m);
     if (Either.isRight(r)) {
@@ -360,6 +365,9 @@ export class Authority {
           });
         }
         await tx.upsertServices(stored);
+        // the P allocation of the written rows, in this same transaction (committed before any snapshot carries it)
+        const alloc = await allocateOnReport({ nsdId: this.d.nsdId }, tx, m.subject_identity, prev, stored);
+        if (Either.isLeft(alloc)) return Either.left(alloc.left);
         await tx.saveReport(m.subject_identity, m.network_id, outcome.right.row);
         // not awaited here: the outbox row goes to PostgreSQL with the COMMIT; its id is read after the commit
         outbox = tx.writeOutbox(m.network_id, 'report.replace');
@@ -472,7 +480,12 @@ export class Authority {
 
   // ───────────────────────── snapshot production and delivery ─────────────────────────
 
-  private buildSnapshot(target: Bytes, networkId: Bytes, services: readonly StoredService[]): Either.Either<Omit<SnapshotWire, 'snapshot_revision'>, ServiceControlError> {
+  private buildSnapshot(
+    target: Bytes,
+    networkId: Bytes,
+    services: readonly StoredService[],
+    listeners: readonly ListenerIntentWire[],
+  ): Either.Either<Omit<SnapshotWire, 'snapshot_revision'>, ServiceControlError> {
     const resources = [];
     const withdrawals = [];
     for (const s of services) {
@@ -501,8 +514,9 @@ export class Authority {
     return Either.right({
       scope: { subject_identity: target, nsd_id: this.d.nsdId, network_id: networkId },
       resources,
-      // [D] decision 0104: listeners need a confirmed P and grants need the authorization compiler (issue II).
-      listeners: [],
+      // the publisher view's listener intents with their current proposal (decision 0150); grants need the
+      // authorization compiler (issue II, decision 0104).
+      listeners: [...listeners],
       grants: [],
       withdrawals,
     });
@@ -536,8 +550,9 @@ export class Authority {
     networkId: Bytes,
     services: readonly StoredService[],
     last: StoredSnapshot | null,
+    listeners: readonly ListenerIntentWire[],
   ): Either.Either<{ readonly body: Uint8Array; readonly stored: StoredSnapshot | null }, ServiceControlError> {
-    const content = this.buildSnapshot(target, networkId, services);
+    const content = this.buildSnapshot(target, networkId, services, listeners);
     if (Either.isLeft(content)) return Either.left(content.left);
     const bodyDigest = snapshotDigest({ ...content.right, snapshot_revision: 1n });
     const p = produceSnapshot(last === null ? null : { revision: last.revision, bodyDigest: last.bodyDigest }, bodyDigest);
@@ -558,7 +573,8 @@ export class Authority {
       const [members, services, last] = await Promise.all([tx.members(networkId), tx.services(networkId), tx.lockSnapshots(networkId)]);
       const bodies: { target: Bytes; body: Uint8Array }[] = [];
       for (const target of members) {
-        const next = this.nextSnapshot(target, networkId, services, last.get(toHex(target)) ?? null);
+        const listeners = await publisherListeners(this.d.nsdId, tx, target, services);
+        const next = this.nextSnapshot(target, networkId, services, last.get(toHex(target)) ?? null, listeners);
         if (Either.isLeft(next)) {
           // a corrupt row is state-inconsistent for that target only; the others are still produced
           this.d.log?.('snapshot-failed', { code: next.left.code, detail: next.left.detail, target: toHex(target) });
@@ -584,7 +600,7 @@ export class Authority {
   async produceFor(target: Bytes, networkId: Bytes): Promise<Uint8Array | null> {
     const r = await this.d.store.transact(this.d.epoch, async (tx) => {
       const [services, last] = await Promise.all([tx.services(networkId), tx.lockSnapshot(target, networkId)]);
-      const next = this.nextSnapshot(target, networkId, services, last);
+      const next = this.nextSnapshot(target, networkId, services, last, await publisherListeners(this.d.nsdId, tx, target, services));
       if (Either.isLeft(next)) return Either.left(next.left);
       if (next.right.stored !== null) {
         await tx.saveSnapshot(target, networkId, next.right.stored);
