@@ -7,9 +7,9 @@ import type { AddressInfo } from 'node:net';
 import { Cause, Effect, Exit, Fiber, Layer } from 'effect';
 import client from 'prom-client';
 import { ServiceControlError, fromHex, toHex, uuidText } from '@homelab/service-control';
-import { type Daemon, DaemonService, daemonLayer, daemonStoreLayer } from '@homelab/service-control/application';
+import { type Daemon, DaemonService, PortArbiter, SimulatedListenerInstaller, daemonLayer, daemonStoreLayer } from '@homelab/service-control/application';
 import { ProcUptimeBootClock } from '@homelab/service-control/clock';
-import { openSqliteDaemonStore } from '@homelab/service-control/sqlite';
+import { openSqliteDaemonStore, openSqliteEndpointStore } from '@homelab/service-control/sqlite';
 import { ReplayCache, type TransportSide, generateSigner, openStream, postUnary, signerFromPem, trustOnly } from '@homelab/service-control/transport';
 import { loadConfig, readDeclarations } from './config.js';
 import { isServiceCommand, runServiceCommand } from './cli.js';
@@ -39,6 +39,8 @@ const DaemonLive = daemonLayer({
   fault: kill,
   log,
   clock: new ProcUptimeBootClock(), // the one boot clock of the permit engine (includes suspend; decision 0111)
+  // A's endpoint table in the state file; the data plane is the simulated installer (no real listener, decision 0152)
+  ports: new PortArbiter(openSqliteEndpointStore(config.stateFile), new SimulatedListenerInstaller()),
   transport: {
     unary: (path, payload) => Effect.runPromise(postUnary(side, `${config.nsdUrl}${path}`, payload)),
     stream: (payload, onPayload, signal) =>

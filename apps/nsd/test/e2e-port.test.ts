@@ -1,19 +1,17 @@
 // End to end on loopback for `ns service retry-port` (decision 0128): NSD (fresh PostgreSQL database) and two
 // ns-daemons as real processes; the CLI is the ns-daemon bin's `service retry-port` subcommand talking to its running
-// daemon, which relays `service.retry-port` to NSD. B's first offer is not produced by NSD yet (issue 8 gap): the test
-// writes it, and A's confirmation, through the PortAllocator on the same database under NSD's current epoch.
+// daemon, which relays `service.retry-port` to NSD. The P flow runs between the processes (decision 0150, 0152): the
+// accepted report offers P, the publisher's snapshot carries the proposal, its daemon claims it through the
+// PortArbiter and answers port.result, and the next snapshot carries the confirmed P.
 import { spawn } from 'node:child_process';
 import { generateKeyPairSync, randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { useDatabase } from '@homelab/testbed/vitest';
-import { Either } from 'effect';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { uuidText } from '@homelab/service-control';
-import { PortAllocator, proposalToWire } from '@homelab/service-control/application';
-import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
+import { SnapshotPushBody, uuidText } from '@homelab/service-control';
 import { type Proc, healthz, start, until } from './processes.js';
 
 const db = useDatabase('nsd_port');
@@ -51,8 +49,8 @@ const cli = (args: string[]): Promise<{ code: number | null; out: string }> =>
     child.on('exit', (code) => resolve({ code, out }));
   });
 
-describe('ns service retry-port against real processes', () => {
-  it('M6-45 M6-47 the CLI asks the running daemon, which relays service.retry-port: refused while the proposal is unconfirmed, round+1 after, idempotent per request id, foreign daemon refused', async () => {
+describe('P allocation and ns service retry-port against real processes', () => {
+  it('M6-38 M6-41 M6-45 M6-47 report → offer → snapshot with the proposal → the daemon claims → port table Claimed, next snapshot carries P; the CLI retry relays service.retry-port: round+1, idempotent per request id, foreign daemon refused', async () => {
     const nsd = start('nsd', {
       NSD_PORT: '0',
       NSD_DB_HOST: db.host,
@@ -92,36 +90,48 @@ describe('ns service retry-port against real processes', () => {
     const ref = { nsdId: new Uint8Array(row['nsd_id'] as Buffer), networkId: new Uint8Array(row['network_id'] as Buffer), serviceId: new Uint8Array(row['service_id'] as Buffer) };
     const refText = `${uuidText(ref.nsdId)}/${uuidText(ref.networkId)}/${uuidText(ref.serviceId)}`;
 
-    // B's offer (persisted under NSD's epoch), not confirmed yet
-    const store = makePgAuthorityStore(db.config);
-    closers.unshift(() => store.close());
-    const alloc = new PortAllocator({ store, rng: Math.random, newProposalId: () => new Uint8Array(randomBytes(16)), intentDigestFor: () => new Uint8Array(32).fill(1) });
-    const offered = await alloc.offer(epoch, ref, Buffer.from(a.hex, 'hex'), { mode: 'auto', requestedPort: null, backendPort: 8080n });
-    if (Either.isLeft(offered) || offered.right.proposal === null) throw new Error('offer failed');
-    const p = offered.right.proposal;
+    // B offered P in the report's transaction; the snapshot carried the proposal; a's daemon claimed it (installed)
+    const claimed = await na.waitFor((x) => x['event'] === 'port-result');
+    expect([claimed['P'], claimed['result'], claimed['state']]).toEqual(['8080', 'installed', 'claimed']);
+    const alloc = (await c.query(`SELECT value FROM service_control.port_allocation WHERE service_id = $1`, [Buffer.from(ref.serviceId)])).rows[0] as { value: Record<string, unknown> };
+    expect(alloc.value['state']).toBe('claimed');
+    const entry = (await c.query(`SELECT port, kind FROM service_control.port_entry WHERE publisher = $1`, [Buffer.from(a.hex, 'hex')])).rows;
+    expect(entry).toEqual([{ port: 8080, kind: 'owned' }]);
+    // the next snapshot for the publisher carries the confirmed P in its Resource and the claimed listener intent
+    const snap = await until(
+      async () => {
+        const r = (await c.query(`SELECT body FROM service_control.snapshot WHERE target = $1`, [Buffer.from(a.hex, 'hex')])).rows[0] as { body: Buffer };
+        return SnapshotPushBody.decodeOrThrow(new Uint8Array(r.body)).snapshot;
+      },
+      (x) => x.resources[0]?.P === 8080 && x.listeners[0]?.state === 'claimed',
+    );
+    expect(snap.listeners[0]?.proposal?.P).toBe(8080);
+    const seq1 = snap.listeners[0]?.proposal?.proposal_seq as bigint;
+    await until(() => healthz(pa), (h) => h['snapshotRevision'] === String(snap.snapshot_revision));
+    // b (a consumer) sees the Resource with P and no listener of a's
+    const snapB = (await c.query(`SELECT body FROM service_control.snapshot WHERE target = $1`, [Buffer.from(b.hex, 'hex')])).rows[0] as { body: Buffer };
+    const viewB = SnapshotPushBody.decodeOrThrow(new Uint8Array(snapB.body)).snapshot;
+    expect(viewB.listeners).toEqual([]);
 
-    const rid = randomUUID();
-    const refused = await cli(['service', 'retry-port', refText, '--request-id', rid, `--port=${pa}`]);
-    expect(refused.code).toBe(1);
-    expect(refused.out).toContain('"error":"recovery-required"');
-
-    // A's confirmation (as the daemon's port.result would carry it), then the owner's retry opens round 2
-    const confirmed = await alloc.onResult(epoch, Buffer.from(a.hex, 'hex'), { ...proposalToWire(p), result: 'installed', termination_floor: null });
-    expect(Either.isRight(confirmed)).toBe(true);
     const rid2 = randomUUID();
     const r1 = await cli(['service', 'retry-port', refText, '--request-id', rid2, `--port=${pa}`]);
     expect(r1.code).toBe(0);
-    expect(r1.out).toContain(`"allocation_round":"2","proposal_seq":"${p.proposalSeq + 1n}"`);
+    expect(r1.out).toContain(`"allocation_round":"2","proposal_seq":"${seq1 + 1n}"`);
     // the same request id again (after an uncertain result): the same answer, no second round
     const r2 = await cli(['service', 'retry-port', refText, '--request-id', rid2, `--port=${pa}`]);
     expect(r2.code).toBe(0);
-    expect(r2.out).toContain(`"allocation_round":"2","proposal_seq":"${p.proposalSeq + 1n}"`);
+    expect(r2.out).toContain(`"allocation_round":"2","proposal_seq":"${seq1 + 1n}"`);
     // another node's daemon relaying a retry for a's service: refused with the category only
     const foreign = await cli(['service', 'retry-port', refText, '--request-id', randomUUID(), `--port=${pb}`]);
     expect(foreign.code).toBe(1);
     expect(foreign.out).toContain('"error":"unauthorized","detail":null');
     // usage errors never reach the daemon
-    expect((await cli(['service', 'retry-port', 'not-a-ref', '--request-id', rid])).code).toBe(2);
-    expect(nsd.lines.some((x) => x['event'] === 'refused' && x['kind'] === 'service.retry-port' && x['code'] === 'recovery-required')).toBe(true);
+    expect((await cli(['service', 'retry-port', 'not-a-ref', '--request-id', randomUUID()])).code).toBe(2);
+    // round 2 proposes the confirmed P again; the daemon claims it (the P stays 8080, owned)
+    await until(
+      async () => ((await c.query(`SELECT value FROM service_control.port_allocation WHERE service_id = $1`, [Buffer.from(ref.serviceId)])).rows[0] as { value: Record<string, unknown> }).value,
+      (v) => v['state'] === 'claimed' && String(v['round']) === '2',
+    );
+    expect((await c.query(`SELECT port, kind FROM service_control.port_entry WHERE publisher = $1`, [Buffer.from(a.hex, 'hex')])).rows).toEqual([{ port: 8080, kind: 'owned' }]);
   });
 });

@@ -20,6 +20,7 @@ import { deriveN6 } from '../api/standins.js';
 import { DaemonLeases, type LeaseStatus } from './daemon-lease.js';
 import type { DaemonStore } from './daemon-store.js';
 import type { BootClock } from '../permit/clock.js';
+import { type PortArbiter, portResultBody, proposalFromWire } from './port-arbiter.js';
 
 export interface DaemonTransport {
   /** One unary request (path relative to the NSD base URL); the verified response payload. Throws on failure. */
@@ -45,6 +46,8 @@ export interface DaemonDeps {
    * wires `/proc/uptime` (`@homelab/service-control/clock`), tests a fake one (decision 0145).
    */
   readonly clock: BootClock;
+  /** A's endpoint table and installer: proposals of applied snapshots are arbitrated here (decision 0152). */
+  readonly ports?: PortArbiter;
 }
 
 export interface DaemonStatus {
@@ -363,6 +366,31 @@ export class Daemon {
       this.status.leases = this.leases.status();
     }
     this.log('snapshot-acked', { revision: String(revision), accepted: ack.accepted });
+    if (Either.isRight(applied) && applied.right.outcome === 'applied') await this.arbitrate(m.body.snapshot.listeners);
+  }
+
+  /**
+   * Proposals for this node's own listeners that B still holds as offered (or recovery-required): register → cut
+   * point → MayInstall → install (PortArbiter), then the signed `port.result` of every decided answer of this
+   * membership. A refusal from B is logged (the snapshot stays applied; B re-offers or holds RecoveryRequired).
+   */
+  private async arbitrate(listeners: MessageOf<'snapshot.push'>['body']['snapshot']['listeners']): Promise<void> {
+    const arbiter = this.d.ports;
+    const s = this.stream;
+    if (arbiter === undefined || s === null) return;
+    for (const l of listeners) {
+      if (l.proposal === null || !bytesEqual(l.publisher_identity, this.d.identity) || (l.state !== 'offered' && l.state !== 'recovery-required')) continue;
+      const answers = await arbiter.onProposal(this.d.identity, proposalFromWire(l.proposal));
+      for (const a of answers) {
+        if (!bytesEqual(a.ref.serviceRef.nsdId, s.nsdId) || !bytesEqual(a.ref.serviceRef.networkId, s.networkId)) continue;
+        try {
+          const r = await this.call(this.env('port.result', portResultBody(a), { seq: s.sessionSeq }), 'port.result.result');
+          this.log('port-result', { P: String(a.ref.port), result: a.result, state: r.body.state });
+        } catch (e) {
+          this.log('port-result-refused', { P: String(a.ref.port), result: a.result, error: e instanceof SCE ? e.code : String(e) });
+        }
+      }
+    }
   }
 
   /** §3.4 step 6: config.stream with the service_control object; events handled one at a time, in order. */
