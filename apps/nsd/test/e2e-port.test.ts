@@ -62,7 +62,6 @@ describe('P allocation and ns service retry-port against real processes', () => 
     });
     procs.push(nsd);
     const l = await nsd.waitFor((x) => x['event'] === 'listening');
-    const epoch = BigInt(l['epoch'] as string);
     const ns = (who: { keyFile: string }, name: string) => {
       const p = start('ns-daemon', {
         NS_NSD_URL: `http://127.0.0.1:${l['port'] as number}`,
