@@ -11,7 +11,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SecretFact } from '../../application/observation.js';
 import { AdminSecrets, InstanceObserver, type ObservationError } from '../../application/ports.js';
-import { managementFailure, type ObservationTarget, type TLSMode } from '../../domain/instance.js';
+import { checkExtensionSupport, managementFailure, type ObservationTarget, type TLSMode } from '../../domain/instance.js';
 import { quoteIdentifier } from '../../domain/provisioning-sql.js';
 import { makePostgresObserver, PostgresInstanceObserverLayer, type PostgresObserver } from './observer.js';
 
@@ -272,6 +272,33 @@ describe('management observation on real roles', () => {
       await sql('GRANT SELECT ON pg_catalog.pg_available_extensions TO PUBLIC');
     }
     expect(kindOf(await run(observer.observeManagement(t)))).toBe('Observed');
+    await Effect.runPromise(observer.forget(t.name));
+  });
+});
+
+describe('AY-57 on the real server', () => {
+  it('AY-57: a successful empty extension list is observed-empty (requests unsupported), never unobserved', async () => {
+    const t = target(manager);
+    setSecret(t, manager);
+    const def = (await sql(`SELECT pg_catalog.pg_get_viewdef('pg_catalog.pg_available_extensions'::regclass) AS d`)).rows[0].d as string;
+    const body = def.trim().replace(/;$/, '');
+    // pg_catalog's views are per database: in this test's database only, the catalog view answers an empty list, as a
+    // server without extension files would (a superuser session may replace a system view with allow_system_table_mods).
+    const replaceView = (select: string) =>
+      sql(`SET allow_system_table_mods = on; CREATE OR REPLACE VIEW pg_catalog.pg_available_extensions AS ${select}`);
+    await replaceView(`SELECT * FROM (${body}) AS v WHERE false`);
+    try {
+      expect((await sql('SELECT count(*)::int AS n FROM pg_catalog.pg_available_extensions')).rows[0].n).toBe(0);
+      const r = await run(observer.observeManagement(t));
+      if (Either.isLeft(r)) throw new Error(`observation failed: ${r.left.kind}`);
+      expect(r.right.extensions).toEqual({ _tag: 'Observed', available: [] });
+      expect(checkExtensionSupport(r.right.extensions, ['hstore'])).toEqual({ _tag: 'ExtensionsUnsupported', unsupported: ['hstore'] });
+    } finally {
+      await replaceView(body);
+    }
+    const again = await run(observer.observeManagement(t));
+    if (Either.isLeft(again) || again.right.extensions._tag !== 'Observed') throw new Error('observation after restore failed');
+    expect(again.right.extensions.available).toContain('hstore');
     await Effect.runPromise(observer.forget(t.name));
   });
 });
