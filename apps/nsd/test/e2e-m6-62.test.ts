@@ -11,30 +11,18 @@
 // (lease receipts → engine → flow allowed → revoke → denied within one check) is proven on the daemon's own driver in
 // libs/service-control test/daemon-lease.test.ts ("M6-62 M6-27 …"), and ready → lease → nsd restart → re-ready on
 // the real nsd in e2e-lease.test.ts.
-import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { useDatabase } from '@homelab/testbed/vitest';
 import pg from 'pg';
-import { afterAll, describe, expect, it } from 'vitest';
-import { type Proc, healthz, start, until } from './processes.js';
+import { describe, expect, it } from 'vitest';
+import { healthz, processWorkspace, start, until } from './processes.js';
 
 const db = useDatabase('nsd_m6_62');
-const dir = mkdtempSync(join(tmpdir(), 'nsd-m6-62-'));
-const procs: Proc[] = [];
-afterAll(() => {
-  for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
-  rmSync(dir, { recursive: true, force: true });
-});
+const { dir, procs, identity: newIdentity } = processWorkspace('nsd-m6-62');
 
 const NET = randomBytes(16).toString('hex');
-const newIdentity = (name: string) => {
-  const { privateKey } = generateKeyPairSync('ed25519');
-  const keyFile = join(dir, `${name}.pem`);
-  writeFileSync(keyFile, privateKey.export({ format: 'pem', type: 'pkcs8' }));
-  return { keyFile, hex: Buffer.from(privateKey.export({ format: 'jwk' }).x as string, 'base64url').toString('hex') };
-};
 const pub = newIdentity('publisher');
 const con = newIdentity('consumer');
 const nsdKeyFile = join(dir, 'nsd.pem');

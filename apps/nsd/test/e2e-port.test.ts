@@ -4,33 +4,19 @@
 // accepted report offers P, the publisher's snapshot carries the proposal, its daemon claims it through the
 // PortArbiter and answers port.result, and the next snapshot carries the confirmed P.
 import { spawn } from 'node:child_process';
-import { generateKeyPairSync, randomBytes, randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { useDatabase } from '@homelab/testbed/vitest';
 import pg from 'pg';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SnapshotPushBody, uuidText } from '@homelab/service-control';
-import { type Proc, healthz, start, until } from './processes.js';
+import { healthz, processWorkspace, start, until } from './processes.js';
 
 const db = useDatabase('nsd_port');
-const dir = mkdtempSync(join(tmpdir(), 'nsd-port-'));
-const procs: Proc[] = [];
-const closers: (() => Promise<void>)[] = [];
-afterAll(async () => {
-  for (const c of closers) await c();
-  for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
-  rmSync(dir, { recursive: true, force: true });
-});
+const { dir, procs, closers, identity } = processWorkspace('nsd-port');
 
 const NET = randomBytes(16).toString('hex');
-const identity = (name: string) => {
-  const { privateKey } = generateKeyPairSync('ed25519');
-  const keyFile = join(dir, `${name}.pem`);
-  writeFileSync(keyFile, privateKey.export({ format: 'pem', type: 'pkcs8' }));
-  return { keyFile, hex: Buffer.from(privateKey.export({ format: 'jwk' }).x as string, 'base64url').toString('hex') };
-};
 const a = identity('a');
 const b = identity('b');
 writeFileSync(join(dir, 'a.json'), JSON.stringify([{ key: 'web', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 8080 }]));

@@ -1,28 +1,16 @@
 // End to end on loopback: NSD (fresh PostgreSQL database) and two ns-daemons (temp SQLite files) as real processes.
-import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { useDatabase } from '@homelab/testbed/vitest';
 import pg from 'pg';
-import { afterAll, describe, expect, it } from 'vitest';
-import { type Proc, healthz, start, until } from './processes.js';
+import { describe, expect, it } from 'vitest';
+import { type Proc, healthz, processWorkspace, start, until } from './processes.js';
 
 const db = useDatabase('nsd_e2e');
-const dir = mkdtempSync(join(tmpdir(), 'nsd-e2e-'));
-const procs: Proc[] = [];
-afterAll(() => {
-  for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
-  rmSync(dir, { recursive: true, force: true });
-});
+const { dir, procs, identity: newIdentity } = processWorkspace('nsd-e2e');
 
 const NET = randomBytes(16).toString('hex');
-const newIdentity = (name: string) => {
-  const { privateKey } = generateKeyPairSync('ed25519');
-  const keyFile = join(dir, `${name}.pem`);
-  writeFileSync(keyFile, privateKey.export({ format: 'pem', type: 'pkcs8' }));
-  return { keyFile, hex: Buffer.from(privateKey.export({ format: 'jwk' }).x as string, 'base64url').toString('hex') };
-};
 const a = newIdentity('a');
 const b = newIdentity('b');
 const nsdKeyFile = join(dir, 'nsd.pem');

@@ -1,6 +1,10 @@
 // Test helper: run nsd and ns-daemon as real child processes (their `start` scripts' command), read their JSON logs.
 import { type ChildProcess, spawn } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { afterAll } from 'vitest';
 
 const root = join(import.meta.dirname, '../../..');
 
@@ -82,4 +86,24 @@ export const until = async <A>(f: () => Promise<A>, ok: (a: A) => boolean, ms = 
     if (Date.now() > end) throw new Error(`condition not reached; last ${JSON.stringify(last)}`);
     await new Promise((r) => setTimeout(r, 100));
   }
+};
+
+/** A test file's scratch space for real processes: a temp dir, the processes started (SIGKILLed after the file if still
+ * running, after `closers`), and Ed25519 identities written as PEM files (`hex` = the public key as nsd membership). */
+export const processWorkspace = (prefix: string) => {
+  const dir = mkdtempSync(join(tmpdir(), `${prefix}-`));
+  const procs: Proc[] = [];
+  const closers: (() => Promise<void>)[] = [];
+  afterAll(async () => {
+    for (const c of closers) await c();
+    for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const identity = (name: string) => {
+    const { privateKey } = generateKeyPairSync('ed25519');
+    const keyFile = join(dir, `${name}.pem`);
+    writeFileSync(keyFile, privateKey.export({ format: 'pem', type: 'pkcs8' }));
+    return { keyFile, hex: Buffer.from(privateKey.export({ format: 'jwk' }).x as string, 'base64url').toString('hex') };
+  };
+  return { dir, procs, closers, identity };
 };
