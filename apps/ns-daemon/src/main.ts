@@ -4,11 +4,12 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { type IncomingMessage, type ServerResponse, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Cause, Effect, Exit, Fiber, Layer } from 'effect';
+import { Effect, Layer } from 'effect';
 import client from 'prom-client';
 import { ServiceControlError, fromHex, toHex, uuidText } from '@homelab/service-control';
 import { type Daemon, DaemonService, PortArbiter, SimulatedListenerInstaller, daemonLayer, daemonStoreLayer } from '@homelab/service-control/application';
 import { ProcUptimeBootClock } from '@homelab/service-control/clock';
+import { launchUntilSignal } from '@homelab/service-control/process';
 import { openSqliteDaemonStore, openSqliteEndpointStore } from '@homelab/service-control/sqlite';
 import { ReplayCache, type TransportSide, generateSigner, openStream, postUnary, signerFromPem, trustOnly } from '@homelab/service-control/transport';
 import { loadConfig, readDeclarations } from './config.js';
@@ -137,22 +138,4 @@ const Listener = Layer.scopedDiscard(
   }),
 );
 
-const main = Effect.runFork(Layer.launch(Listener.pipe(Layer.provide(DaemonLive))));
-main.addObserver((exit) => {
-  if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) {
-    log('failed', { error: Cause.pretty(exit.cause) });
-    process.exit(1);
-  }
-  process.exit(0);
-});
-
-let stopping = false;
-const shutdown = (signal: string) => {
-  if (stopping) return;
-  stopping = true;
-  log('shutdown', { signal });
-  Effect.runFork(Fiber.interrupt(main));
-  setTimeout(() => process.exit(0), 5_000).unref();
-};
-process.on('SIGTERM', () => shutdown('SIGTERM'));
-process.on('SIGINT', () => shutdown('SIGINT'));
+launchUntilSignal(Listener.pipe(Layer.provide(DaemonLive)), log);

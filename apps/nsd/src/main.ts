@@ -4,11 +4,12 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Cause, Effect, Either, Exit, Fiber, Layer } from 'effect';
+import { Effect, Either, Layer } from 'effect';
 import client from 'prom-client';
 import { InfoGetResponseCodec, fromHex, toHex, uuidText } from '@homelab/service-control';
 import { AuthorityService, SystemControlClock, authorityLayer, authorityStoreLayer } from '@homelab/service-control/application';
 import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
+import { launchUntilSignal } from '@homelab/service-control/process';
 import {
   ReplayCache,
   SseSink,
@@ -106,21 +107,4 @@ const Nsd = HttpServer.pipe(
   Layer.provide(SystemControlClock),
 );
 
-const main = Effect.runFork(Layer.launch(Nsd));
-main.addObserver((exit) => {
-  if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) {
-    log('failed', { error: Cause.pretty(exit.cause) });
-    process.exit(1);
-  }
-  process.exit(0);
-});
-let stopping = false;
-const shutdown = (signal: string) => {
-  if (stopping) return;
-  stopping = true;
-  log('shutdown', { signal });
-  Effect.runFork(Fiber.interrupt(main));
-  setTimeout(() => process.exit(0), 5_000).unref();
-};
-process.on('SIGTERM', () => shutdown('SIGTERM'));
-process.on('SIGINT', () => shutdown('SIGINT'));
+launchUntilSignal(Nsd, log);
