@@ -63,6 +63,10 @@ try {
     await authority.idle();
     // P allocation and listener production are other modules' work: confirm P and write the listener snapshot here
     await rawPg.query('UPDATE service_control.service SET port = $1 WHERE publisher = $2', [port, Buffer.from(a.machineId)]);
+    // P is set directly, so nsd's own offer for the report is dropped (decision 0150): without an allocation record the
+    // ready check compares P only (as in test/e2e-lease.test.ts)
+    await rawPg.query('DELETE FROM service_control.port_allocation');
+    await rawPg.query('DELETE FROM service_control.port_entry');
     const services = await store.transact(epoch, async (tx) => Either.right(await tx.services(net)));
     if (Either.isLeft(services)) throw services.left;
     const svc = services.right.find((s) => Buffer.from(s.publisher).equals(Buffer.from(a.machineId)));
