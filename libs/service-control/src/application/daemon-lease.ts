@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { type Bytes, bytesEqual, toHex } from '../domain/bytes.js';
 import { ServiceControlError as SCE } from '../domain/errors.js';
-import { type Scope, scopeKey } from '../domain/ids.js';
+import { type Scope, scopeKey, serviceRefText } from '../domain/ids.js';
 import { REFRESH_PERIOD_MS, refreshDue } from '../domain/lease.js';
 import type { LeaseResultItemWire } from '../api/lease.js';
 import { ServiceRefCodec } from '../api/common.js';
@@ -343,6 +343,17 @@ export class DaemonLeases {
   active(serviceId: Bytes): boolean {
     const l = this.publishers.get(toHex(serviceId));
     return l !== undefined && this.engine.remainingMs(l.key) > 0;
+  }
+
+  /**
+   * The remaining ms of the live permit of a ServiceRef (`nsd/network/service` text), publisher or consumer, 0 when
+   * there is none: the local resolver's positive-TTL bound (spec §7) reads it on every answer.
+   */
+  permitRemainingMs(ref: string): number {
+    let best = 0;
+    for (const l of [...this.publishers.values(), ...this.consumers.values()])
+      if (serviceRefText(l.key.serviceRef) === ref) best = Math.max(best, this.engine.remainingMs(l.key));
+    return best;
   }
 
   /**
