@@ -1,12 +1,11 @@
-// Ready and leases, pure (spec §5.6–§5.8): B's ready/refresh/acquire decisions and A's local deadline rules with a
-// fake clock. Test names carry the M6 ids they prove.
+// Ready and leases, pure (spec §5.6–§5.8): B's ready/refresh/acquire decisions. A's local deadlines are proven on the
+// PermitEngine (test/permit-lease.test.ts). Test names carry the M6 ids they prove.
 import { decodeOrThrow, encodeOrThrow } from '@homelab/cbor-canonical';
 import { Either } from 'effect';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { type Bytes, toHex } from '../src/domain/bytes.js';
+import type { Bytes } from '../src/domain/bytes.js';
 import {
-  type ALeaseState,
   type AcquireInput,
   type AcquireItemInput,
   type CurrentIntent,
@@ -14,17 +13,8 @@ import {
   LEASE_MAX_MS,
   type ReadyInput,
   type ReadyRequest,
-  type Receipt,
-  REFRESH_PERIOD_MS,
-  applyReceipt,
-  beginRequest,
   decideAcquire,
   decideReady,
-  dropRequest,
-  initialLeaseState,
-  observeLeaseEpoch,
-  permitActive,
-  refreshDue,
   remainingMs,
 } from '../src/domain/lease.js';
 import type { AckRecord } from '../src/domain/snapshot.js';
@@ -365,146 +355,5 @@ describe('lease.result wire', () => {
     expect(Either.isLeft(miss) && miss.left.code).toBe('invalid-encoding');
     expect(Either.isRight(LeaseResultBody.encode({ results: [base] }))).toBe(true);
     expect(Either.isLeft(LeaseResultBody.encode({ results: [] }))).toBe(true);
-  });
-});
-
-// ───────────────────────────────────────── A ─────────────────────────────────────────
-
-const T0 = 50_000;
-const receipt = (over: Partial<Receipt> = {}): Receipt => ({
-  requestId: id16(1),
-  seq: 1n,
-  epoch: EPOCH,
-  grantId: id16(2),
-  remainingMs: 30_000n,
-  result: 'granted',
-  ...over,
-});
-const pendingState = (t0 = T0, seq = 1n, requestId = id16(1)): ALeaseState =>
-  beginRequest(initialLeaseState(EPOCH), { requestId, seq, t0, epoch: EPOCH });
-
-describe('A: local deadlines', () => {
-  it('M6-33 local_deadline = t0 + remaining_ms with t0 from before the first transmission (latency only shortens)', () => {
-    const r = ok(applyReceipt(pendingState(), receipt({ remainingMs: 30_000n }), T0 + 1_500));
-    expect(r.outcome).toBe('applied');
-    expect(r.state.permit?.deadline).toBe(T0 + 30_000);
-    expect(permitActive(r.state, T0 + 29_999)).toBe(true);
-    expect(permitActive(r.state, T0 + 30_000)).toBe(false);
-  });
-
-  it('M6-33 remaining_ms > 30000 or already expired on arrival → lease-expired, nothing applied', () => {
-    expect(errCode(applyReceipt(pendingState(), receipt({ remainingMs: 30_001n }), T0 + 1))).toBe('lease-expired');
-    expect(errCode(applyReceipt(pendingState(), receipt({ remainingMs: 10_000n }), T0 + 10_000))).toBe('lease-expired');
-    expect(errCode(applyReceipt(pendingState(), receipt({ remainingMs: 0n }), T0))).toBe('lease-expired');
-    const dropped = dropRequest(pendingState(), id16(1));
-    expect(ok(applyReceipt(dropped, receipt(), T0 + 1)).outcome).toBe('duplicate');
-    expect(dropped.permit).toBeNull();
-  });
-
-  it('M6-33 each logical receipt is applied at most once; a duplicate or late receipt never moves the deadline later', () => {
-    const a = ok(applyReceipt(pendingState(), receipt({ remainingMs: 20_000n }), T0 + 100));
-    const again = ok(applyReceipt(a.state, receipt({ remainingMs: 30_000n }), T0 + 200));
-    expect(again.outcome).toBe('duplicate');
-    expect(again.state.permit?.deadline).toBe(T0 + 20_000);
-  });
-
-  it('M6-33 an older-seq receipt never overrides a newer permit', () => {
-    let s = beginRequest(pendingState(T0, 1n, id16(1)), { requestId: id16(2), seq: 2n, t0: T0 + 10_000, epoch: EPOCH });
-    s = ok(applyReceipt(s, receipt({ requestId: id16(2), seq: 2n, remainingMs: 30_000n }), T0 + 10_010)).state;
-    const late = ok(applyReceipt(s, receipt({ requestId: id16(1), seq: 1n, remainingMs: 30_000n }), T0 + 10_020));
-    expect(late.outcome).toBe('older');
-    expect(late.state.permit?.seq).toBe(2n);
-    expect(late.state.permit?.deadline).toBe(T0 + 40_000);
-  });
-
-  it('M6-34 refresh every 10000 ms; when every refresh fails the service closes at exactly the original deadline', () => {
-    let now = T0;
-    let s = pendingState(T0);
-    s = ok(applyReceipt(s, receipt(), now + 50)).state;
-    const original = s.permit?.deadline as number;
-    let lastT0 = T0;
-    let sent = 0;
-    let seq = 1n;
-    for (now = T0; now <= T0 + 40_000; now += 250) {
-      if (refreshDue(lastT0, now)) {
-        seq++;
-        s = beginRequest(s, { requestId: id16(Number(seq)), seq, t0: now, epoch: EPOCH });
-        lastT0 = now;
-        sent++;
-        // the refresh fails (lost / refused): a refusal receipt changes nothing
-        s = ok(applyReceipt(s, receipt({ requestId: id16(Number(seq)), seq, grantId: null, remainingMs: 0n, result: 'lease-expired' }), now + 10)).state;
-      }
-      expect(permitActive(s, now)).toBe(now < original);
-    }
-    expect(sent).toBe(4); // at +10 s, +20 s, +30 s, +40 s
-    expect(original).toBe(T0 + 30_000);
-    expect(permitActive(s, original - 1)).toBe(true);
-    expect(permitActive(s, original)).toBe(false);
-    expect(REFRESH_PERIOD_MS).toBe(10_000);
-  });
-
-  it('M6-36 on a higher epoch A drops the old-epoch permit first; old-epoch receipts never apply afterwards', () => {
-    const s = ok(applyReceipt(pendingState(), receipt(), T0 + 10)).state;
-    const withPending = beginRequest(s, { requestId: id16(9), seq: 2n, t0: T0 + 10_000, epoch: EPOCH });
-    const next = observeLeaseEpoch(withPending, EPOCH + 1n);
-    expect(next.dropped).toBe(true);
-    expect(next.state.permit).toBeNull();
-    expect(permitActive(next.state, T0 + 11)).toBe(false);
-    // the in-flight old-epoch request's receipt arrives late: it is not ours any more
-    expect(ok(applyReceipt(next.state, receipt({ requestId: id16(9), seq: 2n }), T0 + 10_100)).outcome).toBe('unknown');
-    // a lower or equal epoch changes nothing
-    expect(observeLeaseEpoch(s, EPOCH).state).toBe(s);
-    // a new ready in the new epoch applies
-    const re = beginRequest(next.state, { requestId: id16(10), seq: 3n, t0: T0 + 12_000, epoch: EPOCH + 1n });
-    expect(ok(applyReceipt(re, receipt({ requestId: id16(10), seq: 3n, epoch: EPOCH + 1n }), T0 + 12_050)).state.permit?.deadline).toBe(T0 + 42_000);
-  });
-
-  it('M6-33 property: random receipt orders, duplicates and delays — the deadline is never later than t0 + remaining of the applied receipt and never moves later on a duplicate', () => {
-    const arb = fc.record({
-      requests: fc.array(fc.record({ gap: fc.integer({ min: 0, max: 15_000 }), remaining: fc.integer({ min: 0, max: 31_000 }), delay: fc.integer({ min: 0, max: 35_000 }) }), {
-        minLength: 1,
-        maxLength: 8,
-      }),
-      order: fc.array(fc.nat(), { maxLength: 30 }),
-    });
-    fc.assert(
-      fc.property(arb, ({ requests, order }) => {
-        let s = initialLeaseState(EPOCH);
-        let t = 0;
-        const sent = requests.map((r, i) => {
-          t += r.gap;
-          s = beginRequest(s, { requestId: id16(i + 1), seq: BigInt(i + 1), t0: t, epoch: EPOCH });
-          return { ...r, t0: t, arrive: t + r.delay, seq: BigInt(i + 1), requestId: id16(i + 1) };
-        });
-        // deliveries: each receipt once in time order, plus random duplicates (arriving later still)
-        type Sent = (typeof sent)[number];
-        const dups = order.map((k, j) => {
-          const orig = sent[k % sent.length] as Sent;
-          return { ...orig, arrive: orig.arrive + j * 7 + 1 };
-        });
-        const deliveries = [...sent, ...dups].sort((a, b) => a.arrive - b.arrive);
-        const appliedDeadline = new Map<string, number>();
-        for (const d of deliveries) {
-          const before = s.permit;
-          const r = applyReceipt(s, receipt({ requestId: d.requestId, seq: d.seq, remainingMs: BigInt(d.remaining) }), d.arrive);
-          if (Either.isLeft(r)) {
-            expect(r.left.code).toBe('lease-expired');
-            expect(d.remaining > LEASE_MAX_MS || d.t0 + d.remaining <= d.arrive).toBe(true);
-            s = dropRequest(s, d.requestId);
-            continue;
-          }
-          if (r.right.outcome === 'applied') {
-            const dl = r.right.state.permit?.deadline as number;
-            expect(dl).toBe(d.t0 + d.remaining); // never later than t0 + remaining of the applied receipt
-            expect(dl).toBeGreaterThan(d.arrive);
-            expect(appliedDeadline.has(toHex(d.requestId))).toBe(false); // at most once
-            appliedDeadline.set(toHex(d.requestId), dl);
-            if (before !== null) expect(d.seq).toBeGreaterThan(before.seq); // never an older seq over a newer permit
-          } else expect(r.right.state.permit).toBe(before); // duplicates/older/unknown change nothing
-          s = r.right.state;
-        }
-      }),
-      { numRuns: 300 },
-    );
   });
 });

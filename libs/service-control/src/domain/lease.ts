@@ -3,7 +3,7 @@
 // are readings of a clock that keeps counting through sleep (the boot clock). Nothing here persists or sends; each
 // decision says what to commit (B: before replying) or which local permit results (A).
 import { Either } from 'effect';
-import { type Bytes, bytesEqual, toHex } from './bytes.js';
+import { type Bytes, bytesEqual } from './bytes.js';
 import { type ErrorCode, type ServiceControlError, scError } from './errors.js';
 import { type AckRecord, hasEnforcementAck } from './snapshot.js';
 
@@ -306,115 +306,9 @@ export const decideAcquire = (i: AcquireInput): Either.Either<AcquireDecision, S
   });
 };
 
-// ───────────────────────────────────────── A: local deadlines ─────────────────────────────────────────
-
-/** One logical request A sent: t0 recorded from the boot clock BEFORE the first transmission (M6-33). */
-export interface PendingRequest {
-  readonly requestId: Bytes;
-  readonly seq: bigint;
-  readonly t0: number;
-  readonly epoch: bigint;
-}
-
-/** A's permit for one service (publisher) or one consumed service: never restored from disk. */
-export interface LocalPermit {
-  readonly seq: bigint;
-  readonly epoch: bigint;
-  readonly grantId: Bytes;
-  readonly requestId: Bytes;
-  /** `t0 + remaining_ms` on the boot clock. */
-  readonly deadline: number;
-}
-
-export interface ALeaseState {
-  readonly epoch: bigint;
-  readonly permit: LocalPermit | null;
-  readonly pending: readonly PendingRequest[];
-  /**
-   * request_ids (hex) whose receipt was consumed, the most recent `APPLIED_MEMORY` only: a receipt is applied at most
-   * once because consuming it removes its pending request (an older duplicate is then simply `unknown`); this set only
-   * names the recent duplicates.
-   */
-  readonly applied: ReadonlySet<string>;
-}
-
-const APPLIED_MEMORY = 64;
-const remember = (applied: ReadonlySet<string>, key: string): ReadonlySet<string> => new Set([...applied, key].slice(-APPLIED_MEMORY));
-
-export const initialLeaseState = (epoch: bigint): ALeaseState => ({ epoch, permit: null, pending: [], applied: new Set() });
-
-/** Record a new logical request before its first transmission (transport retries reuse it and its t0). */
-export const beginRequest = (s: ALeaseState, p: PendingRequest): ALeaseState => ({ ...s, pending: [...s.pending, p] });
-
-/** A verified lease.result item as A sees it. */
-export interface Receipt {
-  readonly requestId: Bytes;
-  readonly seq: bigint;
-  readonly epoch: bigint;
-  readonly grantId: Bytes | null;
-  readonly remainingMs: bigint;
-  readonly result: 'granted' | ErrorCode;
-}
-
-export type ReceiptOutcome =
-  /** a new permit (or successor) with this deadline */
-  | 'applied'
-  /** B refused: the permit is unchanged (it still ends at its own deadline) */
-  | 'refused'
-  /** already applied, or not a request of ours: ignored */
-  | 'duplicate'
-  | 'unknown'
-  /** an older seq than the current permit, or an old epoch: ignored */
-  | 'older';
-
-/**
- * A: apply one receipt (M6-33). `local_deadline = t0 + remaining_ms` with the request's own t0; a receipt with
- * `remaining_ms > 30000` or already expired on arrival is `lease-expired` (consumed, nothing applied). A duplicate or
- * late receipt never moves the deadline later, and an older seq never overrides a newer permit.
- */
-export const applyReceipt = (
-  s: ALeaseState,
-  r: Receipt,
-  now: number,
-): Either.Either<{ readonly state: ALeaseState; readonly outcome: ReceiptOutcome }, ServiceControlError> => {
-  const key = toHex(r.requestId);
-  if (s.applied.has(key)) return Either.right({ state: s, outcome: 'duplicate' });
-  const p = s.pending.find((x) => bytesEqual(x.requestId, r.requestId) && x.seq === r.seq);
-  if (p === undefined) return Either.right({ state: s, outcome: 'unknown' });
-  const consumed: ALeaseState = { ...s, pending: s.pending.filter((x) => x !== p), applied: remember(s.applied, key) };
-  if (r.epoch !== s.epoch || p.epoch !== s.epoch) return Either.right({ state: consumed, outcome: 'older' });
-  if (r.result !== 'granted' || r.grantId === null) return Either.right({ state: consumed, outcome: 'refused' });
-  if (r.remainingMs > BigInt(LEASE_MAX_MS)) return Either.left(scError('lease-expired', `remaining_ms ${r.remainingMs} above ${LEASE_MAX_MS}`));
-  const deadline = p.t0 + Number(r.remainingMs);
-  if (deadline <= now) return Either.left(scError('lease-expired', 'the receipt expired before it arrived'));
-  if (s.permit !== null && s.permit.seq >= r.seq) return Either.right({ state: consumed, outcome: 'older' });
-  return Either.right({
-    state: { ...consumed, permit: { seq: r.seq, epoch: r.epoch, grantId: r.grantId, requestId: r.requestId, deadline } },
-    outcome: 'applied',
-  });
-};
-
-/**
- * Consume a receipt that failed (`lease-expired` from `applyReceipt`): the request is done, nothing else changes.
- */
-export const dropRequest = (s: ALeaseState, requestId: Bytes): ALeaseState => ({
-  ...s,
-  pending: s.pending.filter((x) => !bytesEqual(x.requestId, requestId)),
-  applied: remember(s.applied, toHex(requestId)),
-});
-
-/** Forwarding is allowed only while `now < deadline` — checked on every action, not by a timer. */
-export const permitActive = (s: ALeaseState, now: number): boolean => s.permit !== null && now < s.permit.deadline;
-
-/** The remaining local permit (0 when none). */
-export const localRemaining = (s: ALeaseState, now: number): number => (s.permit === null ? 0 : remainingMs(s.permit.deadline, now));
-
-/**
- * A higher authority epoch (M6-36): drop the old-epoch permit and pending requests FIRST; the caller then re-registers
- * (session, ACK) and re-acquires with a new logical request. A lower or equal epoch changes nothing.
- */
-export const observeLeaseEpoch = (s: ALeaseState, epoch: bigint): { readonly state: ALeaseState; readonly dropped: boolean } =>
-  epoch > s.epoch ? { state: { epoch, permit: null, pending: [], applied: s.applied }, dropped: s.permit !== null } : { state: s, dropped: false };
+// ───────────────────────────────────────── A ─────────────────────────────────────────
+// A's local deadlines (t0 + remaining_ms, at most once, never an older seq, a higher epoch first) are the PermitEngine's
+// (`src/permit/engine.ts`, decision 0145); only the refresh cadence is shared from here.
 
 /** M6-34: the next refresh is due 10000 ms after the previous logical request's t0. */
 export const refreshDue = (lastT0: number | null, now: number): boolean => lastT0 === null || now >= lastT0 + REFRESH_PERIOD_MS;
