@@ -21,6 +21,11 @@ export interface NsConfig {
    * the consumer's PermitEngine. Off unless `--debug-simulated-flows=1` / `NS_DEBUG_SIMULATED_FLOWS=1`.
    */
   readonly debugSimulatedFlows: boolean;
+  /** The local-name DNS listener (decision 0176): loopback only (127.0.0.1 or ::1); no port = no listener. */
+  readonly dnsHost: string;
+  readonly dnsPort: number | null;
+  /** The local zone: a single label or one label under it is a managed name (decision 0119). */
+  readonly dnsZone: string;
 }
 
 const flag = (argv: readonly string[], name: string): string | undefined => argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
@@ -42,7 +47,17 @@ export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): NsC
     port: Number(get('port', '7410')),
     fault: get('fault') ?? null,
     debugSimulatedFlows: get('debug-simulated-flows', '0') === '1',
+    ...dnsConfig(get('dns-host', '127.0.0.1') as string, get('dns-port'), get('dns-zone', 'ns.internal') as string),
   };
+};
+
+/** The DNS listener's settings, checked: it binds loopback only and a port is 0..65535 (0 = ephemeral). */
+const dnsConfig = (dnsHost: string, port: string | undefined, dnsZone: string): Pick<NsConfig, 'dnsHost' | 'dnsPort' | 'dnsZone'> => {
+  if (dnsHost !== '127.0.0.1' && dnsHost !== '::1') throw new Error('NS_DNS_HOST / --dns-host must be 127.0.0.1 or ::1 (the DNS listener is loopback only)');
+  const dnsPort = port === undefined || port === '' ? null : Number(port);
+  if (dnsPort !== null && !(Number.isInteger(dnsPort) && dnsPort >= 0 && dnsPort <= 65_535)) throw new Error('NS_DNS_PORT / --dns-port must be 0..65535');
+  if (!/^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/.test(dnsZone)) throw new Error('NS_DNS_ZONE / --dns-zone must be a lowercase DNS name');
+  return { dnsHost, dnsPort, dnsZone };
 };
 
 /** Read the declarations file completely; any failure is a failed read (never "no declarations"). */

@@ -14,6 +14,7 @@ import { openSqliteDaemonStore, openSqliteEndpointStore } from '@homelab/service
 import { ReplayCache, type TransportSide, generateSigner, openStream, postUnary, signerFromPem, trustOnly } from '@homelab/service-control/transport';
 import { loadConfig, readDeclarations } from './config.js';
 import { isServiceCommand, runServiceCommand } from './cli.js';
+import { LocalNamesService, dnsLayer, dnsQueries, namesLayer, ownerNames } from './names.js';
 
 // `ns service retry-port …`: a client of the running daemon, not a second daemon (decision 0128).
 if (isServiceCommand(process.argv.slice(2))) process.exit(await runServiceCommand(process.argv.slice(2), process.env));
@@ -104,7 +105,9 @@ const simulatedFlow = (daemon: Daemon, req: IncomingMessage, res: ServerResponse
 const Listener = Layer.scopedDiscard(
   Effect.gen(function* () {
     const daemon = yield* DaemonService;
+    const names = yield* LocalNamesService;
     const registry = new client.Registry();
+    registry.registerMetric(dnsQueries);
     client.collectDefaultMetrics({ register: registry });
     new client.Gauge({ name: 'ns_snapshot_acks', help: 'snapshot.ack sent', registers: [registry], collect() { this.set(daemon.status.acks); } });
     new client.Gauge({ name: 'ns_runtime_generation', help: 'runtime generation of this process', registers: [registry], collect() { this.set(Number(daemon.status.generation ?? 0)); } });
@@ -118,6 +121,7 @@ const Listener = Layer.scopedDiscard(
       if (config.debugSimulatedFlows && req.url === '/debug/simulated-flow' && (req.method === 'POST' || req.method === 'GET')) return void simulatedFlow(daemon, req, res);
       // the local owner's retry (CLI `ns service retry-port`): loopback only by default (--host)
       if (req.method === 'POST' && req.url === '/v1/owner/retry-port') return void ownerRetryPort(daemon, req, res);
+      if ((req.method === 'POST' || req.method === 'GET') && req.url === '/v1/owner/names') return void ownerNames(names, req, res);
       if (req.method === 'GET' && req.url === '/metrics') return void registry.metrics().then((m) => res.writeHead(200, { 'content-type': registry.contentType }).end(m));
       res.writeHead(404).end();
     });
@@ -138,4 +142,5 @@ const Listener = Layer.scopedDiscard(
   }),
 );
 
-launchUntilSignal(Listener.pipe(Layer.provide(DaemonLive)), log);
+// the local names (one LocalNames for the owner's listener and the DNS listener) need the daemon's permits
+launchUntilSignal(Layer.mergeAll(Listener, dnsLayer(config, log)).pipe(Layer.provide(namesLayer(config.stateFile, config.dnsZone)), Layer.provide(DaemonLive)), log);
