@@ -11,7 +11,7 @@ import { right, seededRng } from './names-helpers.js';
 
 const ZONE = 'ns.internal';
 const hdr = (id: number, flags: number, qd: number, an = 0, ns = 0, ar = 0) => [id >> 8, id & 0xff, flags >> 8, flags & 0xff, 0, qd, 0, an, 0, ns, 0, ar];
-const q = (name: string, qtype = QTYPE.AAAA) => [...name.split('.').flatMap((l) => [l.length, ...Buffer.from(l)]), 0, qtype >> 8, qtype & 0xff, 0, 1];
+const q = (name: string, qtype: number = QTYPE.AAAA) => [...name.split('.').flatMap((l) => [l.length, ...Buffer.from(l)]), 0, qtype >> 8, qtype & 0xff, 0, 1];
 const bytes = (...parts: number[][]) => Uint8Array.from(parts.flat());
 const never = (): NameAnswer => {
   throw new Error('the resolver must not be asked');
