@@ -162,6 +162,14 @@ describe('DNS codec: parsing one query', () => {
         expect(ipv6Groups(ipv6Octets(full) as Uint8Array)).toBe(full);
       }),
     );
+    // every textual form (embedded IPv4, any compression) reads as the WHATWG URL parser reads it
+    fc.assert(
+      fc.property(fc.ipV6(), (text) => {
+        const normalised = new URL(`http://[${text}]/`).hostname.slice(1, -1);
+        expect(ipv6Octets(text)).toEqual(ipv6Octets(normalised));
+        expect(ipv6Octets(text)).not.toBeNull();
+      }),
+    );
     expect(ipv6Groups(ipv6Octets('::ffff:10.1.2.3') as Uint8Array)).toBe('0:0:0:0:0:ffff:a01:203');
     expect(ipv6Groups(ipv6Octets('::') as Uint8Array)).toBe('0:0:0:0:0:0:0:0');
     for (const bad of ['fe80::1%eth0', '1::2::3', '1:2:3:4:5:6:7:8:9', ':1:2:3:4:5:6:7', '12345::', '1.2.3.4', 'g::1', '1:2:3:4:5:6:7'])
@@ -217,6 +225,34 @@ describe('DNS replies from the local resolver (M6-57)', () => {
     expect(addr()).toBe('fd00:0:0:0:0:0:0:2');
     right(names.tombstone('nas'));
     expect(rcodeOf(ask(encodeQuery('nas', QTYPE.AAAA)))).toBe(RCODE.NXDOMAIN);
+  });
+
+  it('M6-57 DNS the wire says exactly what the resolver answered — kind → rcode, TTL and address unchanged (property)', () => {
+    const answerArb: fc.Arbitrary<NameAnswer> = fc.oneof(
+      fc.record({ kind: fc.constant('answer' as const), name: fc.constant('x'), type: fc.constant('AAAA' as const), address: fc.ipV6(), ttlSeconds: fc.integer({ min: 0, max: 60 }) }),
+      fc.record({ kind: fc.constant('answer' as const), name: fc.constant('x'), type: fc.constant('A' as const), address: fc.ipV4(), ttlSeconds: fc.integer({ min: 0, max: 60 }) }),
+      fc.record({ kind: fc.constant('nodata' as const), name: fc.constant('x'), ttlSeconds: fc.integer({ min: 0, max: 5 }) }),
+      fc.record({ kind: fc.constant('nxdomain' as const), name: fc.constant('x'), ttlSeconds: fc.integer({ min: 0, max: 5 }) }),
+      fc.record({ kind: fc.constant('servfail' as const), name: fc.constant('x'), reason: fc.constantFrom('state-inconsistent' as const, 'storage-unavailable' as const) }),
+      fc.record({ kind: fc.constant('refused' as const), name: fc.constant('x') }),
+    );
+    const expectedRcode = { answer: RCODE.NOERROR, nodata: RCODE.NOERROR, nxdomain: RCODE.NXDOMAIN, servfail: RCODE.SERVFAIL, refused: RCODE.REFUSED };
+    fc.assert(
+      fc.property(answerArb, fc.boolean(), (answer, edns) => {
+        const type = answer.kind === 'answer' ? answer.type : 'AAAA';
+        const asked: NameQuery[] = [];
+        const r = respond(encodeQuery('x', type === 'A' ? QTYPE.A : QTYPE.AAAA, { edns }), (query) => (asked.push(query), answer));
+        expect(asked).toEqual([{ name: 'x', type }]);
+        const d = decodeReply(r.reply as Uint8Array);
+        expect(r.outcome).toBe(answer.kind);
+        expect(d?.rcode).toBe(expectedRcode[answer.kind]);
+        expect(d?.authority).toBe(0);
+        if (answer.kind !== 'answer') return void expect(d?.answers).toEqual([]);
+        expect(d?.answers.map((a) => a.ttl)).toEqual([answer.ttlSeconds]);
+        const want = answer.type === 'A' ? ipv4Octets(answer.address) : ipv6Octets(answer.address);
+        expect(d?.answers[0]?.rdata).toEqual(want);
+      }),
+    );
   });
 
   it('M6-57 DNS names outside the managed zone are REFUSED (never recursed, never sent to public DNS); a resolver failure is SERVFAIL', () => {
