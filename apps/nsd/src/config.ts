@@ -10,6 +10,8 @@ export interface NsdConfig {
   readonly members: readonly { readonly identity: string; readonly network: string }[];
   /** Crash-point injection for tests: SIGKILL after the commit of this request kind, before the reply. */
   readonly fault: string | null;
+  /** Bearer token of the owner's admin API (`/v1/admin/*`, the policy stand-in); null = the API is off. */
+  readonly adminToken: string | null;
 }
 
 const flag = (argv: readonly string[], name: string): string | undefined => {
@@ -42,5 +44,6 @@ export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): Nsd
     keyFile: get('key-file', 'nsd-key.pem') as string,
     members,
     fault: get('fault') ?? null,
+    adminToken: get('admin-token') ?? null,
   };
 };

@@ -22,6 +22,7 @@ import {
   signerFromPem,
   trustSelfCertifying,
 } from '@homelab/service-control/transport';
+import { handleAdmin } from './admin.js';
 import { loadConfig } from './config.js';
 
 const log = (event: string, fields: Record<string, unknown> = {}): void =>
@@ -78,6 +79,7 @@ const HttpServer = Layer.scopedDiscard(
           await opened.right.start();
         })();
       if (route === 'GET /healthz') return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: true, epoch: String(epoch), nsd_id: uuidText(nsdId), streams: authority.streamCount }));
+      if (handleAdmin(authority, config.adminToken, req, res)) return;
       if (route === 'GET /metrics')
         return void registry.metrics().then((m) => res.writeHead(200, { 'content-type': registry.contentType }).end(m));
       res.writeHead(404).end();

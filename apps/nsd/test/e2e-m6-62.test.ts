@@ -1,16 +1,11 @@
 // M6-62 end to end on loopback, through real processes only: nsd (its own database on the machine's PostgreSQL) and two
 // ns-daemons (temp SQLite files, the real /proc/uptime boot clock, the test-only simulated data plane of decision
-// 0146), observed through the daemons' /healthz and /debug/simulated-flow endpoints and nsd's database.
+// 0146 on the consumer), driven through nsd's owner admin API (the policy stand-in, decision 0153) and observed
+// through the daemons' /healthz and /debug/simulated-flow endpoints.
 //
-// PARTIAL (decision 0147): B's snapshot producer does not yet emit listeners or Grants (decision 0104: listeners wait
-// for a confirmed P, Grants for the authorization compiler) and A does not yet send port.result from its arbiter, so
-// the steps proposal → claimed, ready, lease, consumer acquire and "flow allowed" cannot happen between these
-// processes. What this test proves on the real wire is the gate around them: report → snapshot → ACK, the
-// consumer's simulated flow denied while the service is only a directory entry (pending is never a permission),
-// nsd restart → new epoch on both daemons, still no permit (re-ready required). The permit half of the sequence
-// (lease receipts → engine → flow allowed → revoke → denied within one check) is proven on the daemon's own driver in
-// libs/service-control test/daemon-lease.test.ts ("M6-62 M6-27 …"), and ready → lease → nsd restart → re-ready on
-// the real nsd in e2e-lease.test.ts.
+// report → snapshot → proposal claimed → ACK → ready → lease → (owner allows the consumer) → consumer acquire →
+// simulated flow allowed → (owner removes the consumer) → the same flow denied at its next check, a new one refused
+// → nsd restart → new epoch, the publisher is ready again only through a new listener.ready in the new epoch.
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -23,6 +18,7 @@ const db = useDatabase('nsd_m6_62');
 const { dir, procs, identity: newIdentity } = processWorkspace('nsd-m6-62');
 
 const NET = randomBytes(16).toString('hex');
+const TOKEN = randomBytes(16).toString('hex');
 const pub = newIdentity('publisher');
 const con = newIdentity('consumer');
 const nsdKeyFile = join(dir, 'nsd.pem');
@@ -38,6 +34,7 @@ const startNsd = async (port = 0) => {
     NSD_DB_NAME: db.database,
     NSD_KEY_FILE: nsdKeyFile,
     NSD_MEMBERS: `${pub.hex}:${NET},${con.hex}:${NET}`,
+    NSD_ADMIN_TOKEN: TOKEN,
   });
   procs.push(p);
   const l = await p.waitFor((x) => x['event'] === 'listening');
@@ -58,6 +55,15 @@ const startNs = async (who: { keyFile: string }, name: string, nsd: { port: numb
   return { p, port: (await p.waitFor((x) => x['event'] === 'listening'))['port'] as number };
 };
 
+const admin = async (nsdPort: number, method: string, path: string, body?: unknown, token = TOKEN) => {
+  const r = await fetch(`http://127.0.0.1:${nsdPort}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  return { status: r.status, body: (await r.json()) as Record<string, unknown> };
+};
+
 const sql = async (q: string): Promise<Record<string, unknown>[]> => {
   const c = new pg.Client(db.config);
   await c.connect();
@@ -68,49 +74,101 @@ const sql = async (q: string): Promise<Record<string, unknown>[]> => {
   }
 };
 
-interface FlowAnswer {
-  readonly opened: { readonly flowId: number; readonly verdict: string };
-  readonly flows: readonly { readonly verdict: string }[];
+interface Lease {
+  readonly service: string;
+  readonly role: 'publisher' | 'consumer';
+  readonly active: boolean;
+  readonly epoch: string;
+  readonly generation: number;
 }
-const openFlow = async (port: number, serviceId: string): Promise<FlowAnswer> =>
-  (await (await fetch(`http://127.0.0.1:${port}/debug/simulated-flow`, { method: 'POST', body: JSON.stringify({ service_id: serviceId }) })).json()) as FlowAnswer;
+const leaseOf = (h: Record<string, unknown>, role: Lease['role'], service: string): Lease | undefined =>
+  (h['leases'] as Lease[]).find((l) => l.role === role && l.service === service);
 
-describe('M6-62 nsd + two ns-daemons over loopback (partial: see decision 0147)', () => {
-  it('M6-62 report → snapshot → ACK; the consumer’s simulated flow is denied without a permit; nsd restart → new epoch on both daemons, still denied (re-ready required)', async () => {
+interface Verdicts {
+  readonly opened?: { readonly flowId: number; readonly verdict: string };
+  readonly flows: readonly { readonly flowId: number; readonly verdict: string }[];
+}
+const openFlow = async (port: number, serviceId: string): Promise<Verdicts> =>
+  (await (await fetch(`http://127.0.0.1:${port}/debug/simulated-flow`, { method: 'POST', body: JSON.stringify({ service_id: serviceId }) })).json()) as Verdicts;
+const checkFlows = async (port: number): Promise<Verdicts> => (await (await fetch(`http://127.0.0.1:${port}/debug/simulated-flow`)).json()) as Verdicts;
+
+describe('M6-62 nsd + two ns-daemons over loopback', () => {
+  it('M6-62 report → snapshot → claimed → ACK → ready → lease → consumer acquire → flow allowed → revoke → denied within one check → nsd restart → new epoch, re-ready required', async () => {
     const nsd1 = await startNsd();
     const a = await startNs(pub, 'publisher', nsd1, false);
     const b = await startNs(con, 'consumer', nsd1, true);
 
-    // 1. report, 2. snapshot, 4. ACK — observed on both daemons' /healthz
-    const acked = (h: Record<string, unknown>) => h['phase'] === 'streaming' && h['snapshotRevision'] !== null && Number(h['acks']) >= 1;
-    const ha = await until(() => healthz(a.port), (h) => acked(h) && h['acceptedRevision'] === '1');
-    await until(() => healthz(b.port), acked);
+    // the admin API is the owner's: no token, no access
+    expect((await admin(nsd1.port, 'GET', `/v1/admin/services?network=${NET}`, undefined, 'wrong')).status).toBe(401);
+
+    // 1.–5. report → snapshot (proposal) → claimed → ACK → listener.ready → lease: the publisher's permit is active
+    const services = await until(
+      () => admin(nsd1.port, 'GET', `/v1/admin/services?network=${NET}`),
+      (r) => (r.body['services'] as { P: number | null }[] | undefined)?.[0]?.P !== null && (r.body['services'] as unknown[]).length === 1,
+    );
+    const svc = (services.body['services'] as { service_id: string; publisher: string; P: number; sources: unknown[] }[])[0] as {
+      service_id: string;
+      publisher: string;
+      P: number;
+      sources: unknown[];
+    };
+    expect(svc.publisher).toBe(pub.hex);
+    expect(svc.P).toBeGreaterThanOrEqual(8080); // auto mode tries the backend port first
+    expect(svc.sources).toEqual([]);
+    const id = svc.service_id;
+    const ha = await until(() => healthz(a.port), (h) => leaseOf(h, 'publisher', id)?.active === true);
     expect(ha['epoch']).toBe(String(nsd1.epoch));
-    const rows = await sql(`SELECT encode(service_id, 'hex') AS id, port FROM service_control.service WHERE publisher = '\\x${pub.hex}'`);
-    expect(rows).toHaveLength(1);
-    const serviceId = rows[0]?.['id'] as string;
 
-    // 3.–8. not reachable between these processes yet (decision 0147): the consumer holds no permit (no consumer
-    // lease is granted without a Grant/authorization on B)
-    const noPermit = (h: Record<string, unknown>) => (h['leases'] as { role: string; active: boolean }[]).every((l) => l.role !== 'consumer' || !l.active);
-    expect(noPermit(await healthz(b.port))).toBe(true);
-    // the directory entry alone never admits traffic: the consumer's data plane refuses the flow
-    const denied = await openFlow(b.port, serviceId);
-    expect(denied.opened.verdict).not.toBe('allow');
-    expect(denied.opened.flowId).toBe(0);
-    // the stand-in is off unless configured (the publisher runs without the flag)
-    expect((await fetch(`http://127.0.0.1:${a.port}/debug/simulated-flow`, { method: 'POST', body: '{}' })).status).toBe(404);
+    // without an authorization the consumer has no listener, no Grant, no permit: the flow is refused
+    const before = await openFlow(b.port, id);
+    expect(before.opened?.verdict).not.toBe('allow');
+    expect(before.opened?.flowId).toBe(0);
+    expect(leaseOf(await healthz(b.port), 'consumer', id)).toBeUndefined();
 
-    // 10. nsd restart → new epoch; both daemons re-bind and re-ACK under it; still no permit
+    // the owner allows the consumer (tcp): Grants in both snapshots, the publisher's intent changes (re-ready), the
+    // consumer gets the consumer view of the listener and acquires
+    const allow = await admin(nsd1.port, 'PUT', '/v1/admin/policy', { service_id: id, consumer: con.hex, protocols: ['tcp'] });
+    expect(allow).toEqual({ status: 200, body: { outcome: 'changed', policy_version: '2' } });
+    expect((await admin(nsd1.port, 'PUT', '/v1/admin/policy', { service_id: id, consumer: con.hex, protocols: ['tcp'] })).body['outcome']).toBe('unchanged');
+    // 6.–7. consumer acquire → the consumer's permit is active
+    await until(() => healthz(b.port), (h) => leaseOf(h, 'consumer', id)?.active === true);
+    await until(() => healthz(a.port), (h) => leaseOf(h, 'publisher', id)?.active === true);
+    // 8. a simulated flow through the consumer's data plane is allowed
+    const allowed = await openFlow(b.port, id);
+    expect(allowed.opened?.verdict).toBe('allow');
+    const flowId = allowed.opened?.flowId as number;
+    expect(flowId).toBeGreaterThan(0);
+
+    // 9. revoke: the owner removes the consumer; the next check of the SAME flow is denied, a new flow is refused
+    const removed = await admin(nsd1.port, 'DELETE', '/v1/admin/policy', { service_id: id, consumer: con.hex });
+    expect(removed).toEqual({ status: 200, body: { outcome: 'changed', policy_version: '3' } });
+    await until(() => healthz(b.port), (h) => leaseOf(h, 'consumer', id) === undefined);
+    const after = await checkFlows(b.port);
+    expect(after.flows.find((f) => f.flowId === flowId)?.verdict).not.toBe('allow');
+    expect((await openFlow(b.port, id)).opened?.verdict).not.toBe('allow');
+    // the publisher keeps serving (its own lease follows its new intent)
+    await until(() => healthz(a.port), (h) => leaseOf(h, 'publisher', id)?.active === true);
+
+    // re-allowed: a new grant and a new permit generation; the old flow stays dead
+    await admin(nsd1.port, 'PUT', '/v1/admin/policy', { service_id: id, consumer: con.hex, protocols: ['tcp'] });
+    await until(() => healthz(b.port), (h) => leaseOf(h, 'consumer', id)?.active === true);
+    expect((await checkFlows(b.port)).flows.find((f) => f.flowId === flowId)?.verdict).not.toBe('allow');
+    const again = await openFlow(b.port, id);
+    expect(again.opened?.verdict).toBe('allow');
+
+    // 10. nsd restart → new epoch; old grants are not restored: the publisher is Active again only after a new
+    // listener.ready in the new epoch, the consumer after a new acquire in the new epoch
     nsd1.p.child.kill('SIGTERM');
     expect((await nsd1.p.exited).code).toBe(0);
     const nsd2 = await startNsd(nsd1.port);
     expect(nsd2.epoch).toBe(nsd1.epoch + 1n);
-    for (const port of [a.port, b.port])
-      await until(() => healthz(port), (h) => h['phase'] === 'streaming' && h['epoch'] === String(nsd2.epoch) && Number(h['acks']) >= 2, 90_000);
-    expect(noPermit(await healthz(b.port))).toBe(true);
-    const after = await openFlow(b.port, serviceId);
-    expect(after.opened.verdict).not.toBe('allow');
+    const ha2 = await until(() => healthz(a.port), (h) => h['epoch'] === String(nsd2.epoch) && leaseOf(h, 'publisher', id)?.epoch === String(nsd2.epoch) && leaseOf(h, 'publisher', id)?.active === true, 90_000);
+    expect(leaseOf(ha2, 'publisher', id)?.epoch).toBe(String(nsd2.epoch));
+    // B's rows: the new epoch's first publisher grant came from a listener.ready (not a refresh of an old grant)
+    const kinds = await sql(`SELECT kind FROM service_control.lease_grant WHERE epoch = ${nsd2.epoch} AND service_id = '\\x${id}' AND holder = '\\x${pub.hex}' ORDER BY seq`);
+    expect(kinds[0]?.['kind']).toBe('ready');
+    await until(() => healthz(b.port), (h) => leaseOf(h, 'consumer', id)?.epoch === String(nsd2.epoch) && leaseOf(h, 'consumer', id)?.active === true, 90_000);
+    expect((await openFlow(b.port, id)).opened?.verdict).toBe('allow');
 
     for (const p of [nsd2.p, a.p, b.p]) {
       p.child.kill('SIGTERM');

@@ -35,7 +35,7 @@ export interface LeaseDeps {
   readonly newId?: () => Bytes;
 }
 
-/** [D] decision 0121: the policy stand-in has one version until the authorization compiler exists. */
+/** A service's policy version before its first policy edit (decision 0153: one version counter per service). */
 export const POLICY_VERSION = 1n;
 
 /**
@@ -46,6 +46,7 @@ export const listenerIntentOf = (
   nsdId: Bytes,
   s: StoredService,
   sources: readonly PolicySource[],
+  policyVersion: bigint = POLICY_VERSION,
 ): { readonly fields: ListenerDigestFieldsWire; readonly intentDigest: Bytes } | null => {
   if (s.port === null || s.state !== 'active') return null;
   const d = DeclarationCodec.decodeOrThrow(s.declaration);
@@ -58,11 +59,11 @@ export const listenerIntentOf = (
     protocols: d.protocols,
     backend_host: d.backend_host,
     backend_port: d.backend_port,
-    enforcement_policy_version: POLICY_VERSION,
+    enforcement_policy_version: policyVersion,
     enforcement_policy_digest: authorizationDigest({
       service_ref: serviceRef,
       publisher_identity: s.publisher,
-      policy_version: POLICY_VERSION,
+      policy_version: policyVersion,
       sources: [...sources]
         .sort((a, b) => Buffer.compare(Buffer.from(a.consumer), Buffer.from(b.consumer)))
         .map((x) => ({ consumer_identity: x.consumer, protocols: [...x.protocols].sort() as ('tcp' | 'udp')[] })),
@@ -76,11 +77,14 @@ const currentIntent = (
   s: StoredService | undefined,
   sources: readonly PolicySource[],
   allocation: Allocation | null,
+  policyVersion: bigint | null,
 ): CurrentIntent | null => {
   if (s === undefined) return null;
+  // the intent's listener revision is the allocation's (every candidate and every policy edit raises it, decision 0153)
+  const intentRow = allocation === null || allocation.listenerRevision === 0n ? s : { ...s, listenerRevision: allocation.listenerRevision };
   let li: ReturnType<typeof listenerIntentOf>;
   try {
-    li = listenerIntentOf(nsdId, s, sources);
+    li = listenerIntentOf(nsdId, intentRow, sources, policyVersion ?? POLICY_VERSION);
   } catch {
     return null; // a corrupt declaration row names no intent
   }
@@ -88,7 +92,7 @@ const currentIntent = (
     serviceId: s.serviceId,
     publisher: s.publisher,
     state: s.state,
-    listenerRevision: s.listenerRevision,
+    listenerRevision: intentRow.listenerRevision,
     intentDigest: li?.intentDigest ?? null,
     P: s.port,
     protocols: li?.fields.protocols ?? [],
@@ -177,7 +181,7 @@ export const serveReady = async (d: LeaseDeps, m: MessageOf<'listener.ready'> | 
   const snapshot = { revision: body.snapshot_revision, digest: body.snapshot_digest };
   return d.store.transact(d.epoch, async (tx) => {
     // every read in one round trip with the fence (decision 0122)
-    const [fr, row, sources, stored, markGrant, latest, acks, known, allocation] = await Promise.all([
+    const [fr, row, sources, stored, markGrant, latest, acks, known, allocation, policyVersion] = await Promise.all([
       tx.fence(m.subject_identity, m.network_id, { session: true }),
       tx.lease.service(serviceId),
       tx.lease.policySources(serviceId),
@@ -187,13 +191,14 @@ export const serveReady = async (d: LeaseDeps, m: MessageOf<'listener.ready'> | 
       tx.acks(m.subject_identity, m.network_id, m.session_seq, body.snapshot_revision),
       tx.lease.snapshotStamp(m.subject_identity, m.network_id, snapshot.revision, snapshot.digest, serviceId),
       tx.ports.lockAllocation(serviceId),
+      tx.grants.policyVersion(serviceId),
     ]);
     const f = fenceOf(d, m, fr);
     if (Either.isLeft(f)) return Either.left(f.left);
     if (!refOk(d, m, body.service_ref)) return Either.left(scError('unauthorized', 'service_ref is not of this authority and Network'));
     const now = d.now();
     const svc = row !== null && bytesEqual(row.networkId, m.network_id) && bytesEqual(row.publisher, m.subject_identity) ? row : undefined;
-    const intent = currentIntent(d.nsdId, svc, svc === undefined ? [] : sources, allocation);
+    const intent = currentIntent(d.nsdId, svc, svc === undefined ? [] : sources, allocation, policyVersion);
     const mark = stored !== null && stored.generation === m.runtime_generation && bytesEqual(stored.runtimeId, m.runtime_id) ? stored : null;
     const live = latest !== null && latest.generation === m.runtime_generation && bytesEqual(latest.runtimeId, m.runtime_id) ? latest : null;
     const decision = decideReady({
@@ -257,7 +262,13 @@ export const serveAcquire = async (d: LeaseDeps, m: MessageOf<'lease.acquire'>):
         publisher: it.publisher_identity,
         listenerRevision: it.listener_revision,
         intentDigest: it.intent_digest,
-        intent: currentIntent(d.nsdId, svc, sources, svc === undefined ? null : await tx.ports.lockAllocation(serviceId)),
+        intent: currentIntent(
+          d.nsdId,
+          svc,
+          sources,
+          svc === undefined ? null : await tx.ports.lockAllocation(serviceId),
+          svc === undefined ? null : await tx.grants.policyVersion(serviceId),
+        ),
         atSnapshot: await stampIn(tx, m.subject_identity, m.network_id, snapshot, serviceId, await tx.lease.snapshotStamp(m.subject_identity, m.network_id, snapshot.revision, snapshot.digest, serviceId)),
         authorization: src === undefined ? null : { protocols: src.protocols, expiry: src.expiry },
         publisherGrant: await tx.lease.latestPublisherGrant(serviceId, it.publisher_identity, d.epoch),

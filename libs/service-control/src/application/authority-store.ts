@@ -7,6 +7,7 @@ import type { BReportRow } from '../domain/report.js';
 import type { RuntimeBinding } from '../domain/runtime.js';
 import type { SessionMark } from '../domain/session.js';
 import type { AckRecord } from '../domain/snapshot.js';
+import type { GrantTx } from './grant-store.js';
 import type { LeaseTx } from './lease-store.js';
 import type { PortTx } from './port-store.js';
 
@@ -55,6 +56,8 @@ export interface AuthorityTx {
   readonly lease: LeaseTx;
   /** The P rows (allocations, port table): `port-store.ts`. */
   readonly ports: PortTx;
+  /** The authorization rows (policy versions, grant registry): `grant-store.ts`. */
+  readonly grants: GrantTx;
   /** The fence rows of (identity, network), locked in the fixed order runtime → session. */
   readonly fence: (identity: Bytes, networkId: Bytes, options?: { readonly session?: boolean }) => Promise<FenceRows>;
   /** Network membership (ownership), read in the same transaction as the fences. */

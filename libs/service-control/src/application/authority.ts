@@ -19,10 +19,12 @@ import { DeclarationCodec, type BindingWire } from '../api/report.js';
 import { MachineAuthRequestCodec, MachineHeartbeatCodec, MachineHeartbeatResultCodec, StreamBindingCodec } from '../api/runtime.js';
 import { type SnapshotWire, SnapshotPushBody, snapshotDigest } from '../api/snapshot.js';
 import { deriveN6 } from '../api/standins.js';
-import { serveAcquire, serveReady } from './authority-lease.js';
+import { POLICY_VERSION, serveAcquire, serveReady } from './authority-lease.js';
 import { servePortResult, serveRetryPort } from './authority-port.js';
-import { allocateOnReport, publisherListeners } from './authority-offer.js';
-import type { ListenerIntentWire } from '../api/snapshot.js';
+import { allocateOnReport } from './authority-offer.js';
+import { type NetworkView, networkView } from './authority-view.js';
+import type { NetworkPolicy } from './grant-store.js';
+import { nextCounter } from '../domain/counter.js';
 import type { AuthorityStore, AuthorityTx, FenceRows, StoredService, StoredSnapshot } from './authority-store.js';
 
 export interface AuthorityDeps {
@@ -51,6 +53,13 @@ interface OpenStream {
 }
 
 const A_TO_B: readonly Kind[] = ['runtime.floor', 'runtime.bind', 'session.open', 'report.head', 'report.replace', 'snapshot.ack', 'listener.ready', 'lease.refresh', 'lease.acquire', 'port.result', 'service.retry-port'];
+
+/** One owner edit of the policy stand-in: allow a consumer source (protocols) or remove it. */
+export type PolicyEdit = { readonly consumer: Bytes; readonly protocols: readonly ('tcp' | 'udp')[] } | { readonly consumer: Bytes; readonly remove: true };
+
+export type PolicyEditResult =
+  | { readonly outcome: 'changed' | 'unchanged'; readonly policyVersion: bigint }
+  | { readonly outcome: 'unknown-service' };
 
 export interface AuthorityCounters {
   requests: number;
@@ -478,20 +487,79 @@ export class Authority {
     return MachineHeartbeatResultCodec.encodeOrThrow(Either.isRight(r) ? { accepted: true, error: null } : { accepted: false, error: r.left.code });
   }
 
+  /**
+   * The owner's policy edit (the stand-in's table, decision 0153): allow one consumer source of a service with its
+   * protocols, or remove it. One fenced transaction raises the service's policy version and its intent's listener
+   * revision (the aggregate authorization digest changes, so A's listener floor needs a new revision) and writes the
+   * outbox row; the Network's snapshots are produced after the commit — the consumer's Grant appears or is withdrawn,
+   * the publisher's listener intent changes (it must be ready again), new consumer leases follow the new policy.
+   */
+  async editPolicy(serviceId: Bytes, edit: PolicyEdit): Promise<Either.Either<PolicyEditResult, ServiceControlError>> {
+    let outbox = null as Promise<bigint> | null;
+    let networkId: Bytes | null = null;
+    const r = await this.d.store.transact<PolicyEditResult>(this.d.epoch, async (tx) => {
+      const [row, sources, version, allocation] = await Promise.all([
+        tx.lease.service(serviceId),
+        tx.lease.policySources(serviceId),
+        tx.grants.policyVersion(serviceId, true),
+        tx.ports.lockAllocation(serviceId),
+      ]);
+      if (row === null || row.state !== 'active') return Either.right({ outcome: 'unknown-service' as const });
+      const had = sources.find((x) => bytesEqual(x.consumer, edit.consumer));
+      const protocols = 'remove' in edit ? [] : [...new Set(edit.protocols)].sort();
+      const same =
+        'remove' in edit ? had === undefined : had !== undefined && had.expiry === null && [...had.protocols].sort().join(',') === protocols.join(',');
+      const current = version ?? POLICY_VERSION;
+      if (same) return Either.right({ outcome: 'unchanged' as const, policyVersion: current });
+      const next = nextCounter(current, 'policy_version');
+      if (Either.isLeft(next)) return Either.left(next.left);
+      if ('remove' in edit) await tx.lease.deletePolicySource(serviceId, edit.consumer);
+      else await tx.lease.savePolicySource(serviceId, { consumer: edit.consumer, protocols, expiry: null });
+      await tx.grants.savePolicyVersion(serviceId, next.right);
+      if (allocation !== null && allocation.listenerRevision > 0n) {
+        const rev = nextCounter(allocation.listenerRevision, 'listener_revision');
+        if (Either.isLeft(rev)) return Either.left(rev.left);
+        await tx.ports.saveAllocation({ ...allocation, listenerRevision: rev.right });
+      }
+      networkId = row.networkId;
+      outbox = tx.writeOutbox(row.networkId, 'policy');
+      return Either.right({ outcome: 'changed' as const, policyVersion: next.right });
+    });
+    if (Either.isRight(r) && outbox !== null && networkId !== null) {
+      this.d.log?.('policy-changed', { service_id: toHex(serviceId), consumer: toHex(edit.consumer), removed: 'remove' in edit, policy_version: String(r.right.outcome === 'changed' ? r.right.policyVersion : '') });
+      this.queueProduction(networkId, await outbox);
+    }
+    return r;
+  }
+
+  /** The policy stand-in's sources of a Network's services (the admin view). */
+  async policyOf(networkId: Bytes): Promise<Either.Either<{ readonly services: readonly StoredService[]; readonly policy: NetworkPolicy }, ServiceControlError>> {
+    return this.d.store.transact(this.d.epoch, async (tx) => {
+      const [services, policy] = await Promise.all([tx.services(networkId), tx.grants.networkPolicy(networkId)]);
+      return Either.right({ services, policy });
+    });
+  }
+
   // ───────────────────────── snapshot production and delivery ─────────────────────────
 
   private buildSnapshot(
     target: Bytes,
     networkId: Bytes,
     services: readonly StoredService[],
-    listeners: readonly ListenerIntentWire[],
+    view: NetworkView,
   ): Either.Either<Omit<SnapshotWire, 'snapshot_revision'>, ServiceControlError> {
     const resources = [];
-    const withdrawals = [];
+    const withdrawals = new Map<string, SnapshotWire['withdrawals'][number]>();
+    const withdraw = (w: SnapshotWire['withdrawals'][number]) => {
+      // one Withdrawal per (service, source): a service-level one for this target wins over a source one
+      const k = `${toHex(w.service_ref.service_id)}|${w.consumer_identity === null ? '' : toHex(w.consumer_identity)}`;
+      const had = withdrawals.get(k);
+      if (had === undefined || had.listener_revision < w.listener_revision) withdrawals.set(k, w);
+    };
     for (const s of services) {
       const ref = { nsd_id: this.d.nsdId, network_id: networkId, service_id: s.serviceId };
       if (s.state === 'withdrawn') {
-        withdrawals.push({
+        withdraw({
           service_ref: ref,
           publisher_identity: s.publisher,
           consumer_identity: bytesEqual(s.publisher, target) ? null : target,
@@ -511,14 +579,15 @@ export class Authority {
         status: 'pending' as const,
       });
     }
+    for (const w of view.sourceWithdrawals(target)) withdraw(w);
     return Either.right({
       scope: { subject_identity: target, nsd_id: this.d.nsdId, network_id: networkId },
       resources,
-      // the publisher view's listener intents with their current proposal (decision 0150); grants need the
-      // authorization compiler (issue II, decision 0104).
-      listeners: [...listeners],
-      grants: [],
-      withdrawals,
+      // the publisher view of the target's own listener intents (with their proposal, decision 0150), the consumer
+      // view of the services it holds a Grant for, and the Grants where it is publisher or consumer (decision 0153)
+      listeners: view.listeners(target),
+      grants: view.grants(target),
+      withdrawals: [...withdrawals.values()],
     });
   }
 
@@ -550,9 +619,9 @@ export class Authority {
     networkId: Bytes,
     services: readonly StoredService[],
     last: StoredSnapshot | null,
-    listeners: readonly ListenerIntentWire[],
+    view: NetworkView,
   ): Either.Either<{ readonly body: Uint8Array; readonly stored: StoredSnapshot | null }, ServiceControlError> {
-    const content = this.buildSnapshot(target, networkId, services, listeners);
+    const content = this.buildSnapshot(target, networkId, services, view);
     if (Either.isLeft(content)) return Either.left(content.left);
     const bodyDigest = snapshotDigest({ ...content.right, snapshot_revision: 1n });
     const p = produceSnapshot(last === null ? null : { revision: last.revision, bodyDigest: last.bodyDigest }, bodyDigest);
@@ -565,16 +634,19 @@ export class Authority {
   }
 
   /**
-   * Produce and deliver the snapshots of every member of a Network in ONE transaction (members, services and every
-   * snapshot row read in one round trip, the changed rows written with the COMMIT). True when it committed.
+   * Produce and deliver the snapshots of every member of a Network in ONE transaction (members, services, every
+   * snapshot row, the policy, the grant registry and the allocations read in one round trip; the changed rows written
+   * with the COMMIT). Delivers every member's current snapshot (`only` = just that target's, plus every target whose
+   * snapshot changed). The snapshot pushed to `only` is returned (null on failure or when it is not a member).
    */
-  async produceNetwork(networkId: Bytes): Promise<boolean> {
+  private async produce(networkId: Bytes, only: Bytes | null): Promise<{ readonly ok: boolean; readonly body: Uint8Array | null }> {
     const r = await this.d.store.transact(this.d.epoch, async (tx) => {
       const [members, services, last] = await Promise.all([tx.members(networkId), tx.services(networkId), tx.lockSnapshots(networkId)]);
-      const bodies: { target: Bytes; body: Uint8Array }[] = [];
+      const view = await networkView(this.d.nsdId, tx, networkId, services, members, last);
+      if (Either.isLeft(view)) return Either.left(view.left);
+      const bodies: { target: Bytes; body: Uint8Array; changed: boolean }[] = [];
       for (const target of members) {
-        const listeners = await publisherListeners(this.d.nsdId, tx, target, services);
-        const next = this.nextSnapshot(target, networkId, services, last.get(toHex(target)) ?? null, listeners);
+        const next = this.nextSnapshot(target, networkId, services, last.get(toHex(target)) ?? null, view.right);
         if (Either.isLeft(next)) {
           // a corrupt row is state-inconsistent for that target only; the others are still produced
           this.d.log?.('snapshot-failed', { code: next.left.code, detail: next.left.detail, target: toHex(target) });
@@ -584,36 +656,35 @@ export class Authority {
           await tx.saveSnapshot(target, networkId, next.right.stored);
           this.counters.snapshotsProduced++;
         }
-        bodies.push({ target, body: next.right.body });
+        bodies.push({ target, body: next.right.body, changed: next.right.stored !== null });
       }
+      await view.right.save();
       return Either.right(bodies);
     });
     if (Either.isLeft(r)) {
       this.d.log?.('snapshot-failed', { code: r.left.code, detail: r.left.detail });
-      return false;
+      return { ok: false, body: null };
     }
-    for (const { target, body } of r.right) this.deliver(target, networkId, body);
-    return true;
+    let mine: Uint8Array | null = null;
+    for (const { target, body, changed } of r.right) {
+      const isOnly = only !== null && bytesEqual(target, only);
+      if (isOnly) mine = body;
+      if (only === null || isOnly || changed) this.deliver(target, networkId, body);
+    }
+    return { ok: true, body: mine };
   }
 
-  /** Produce the current snapshot of target+Network; returns the encoded push body or null. */
+  /** Produce and deliver the snapshots of every member of a Network. True when it committed. */
+  async produceNetwork(networkId: Bytes): Promise<boolean> {
+    return (await this.produce(networkId, null)).ok;
+  }
+
+  /**
+   * Produce the current snapshot of target+Network and deliver it (with every other member's snapshot that changed:
+   * Grants are per Network, decision 0153); returns the encoded push body or null.
+   */
   async produceFor(target: Bytes, networkId: Bytes): Promise<Uint8Array | null> {
-    const r = await this.d.store.transact(this.d.epoch, async (tx) => {
-      const [services, last] = await Promise.all([tx.services(networkId), tx.lockSnapshot(target, networkId)]);
-      const next = this.nextSnapshot(target, networkId, services, last, await publisherListeners(this.d.nsdId, tx, target, services));
-      if (Either.isLeft(next)) return Either.left(next.left);
-      if (next.right.stored !== null) {
-        await tx.saveSnapshot(target, networkId, next.right.stored);
-        this.counters.snapshotsProduced++;
-      }
-      return Either.right(next.right.body);
-    });
-    if (Either.isLeft(r)) {
-      this.d.log?.('snapshot-failed', { code: r.left.code, detail: r.left.detail });
-      return null;
-    }
-    this.deliver(target, networkId, r.right);
-    return r.right;
+    return (await this.produce(networkId, target)).body;
   }
 
   private deliver(target: Bytes, networkId: Bytes, body: Uint8Array): void {

@@ -4,6 +4,7 @@ export * from './daemon-store.js';
 export * from './daemon.js';
 export * from './authority-lease.js';
 export * from './lease-store.js';
+export * from './grant-store.js';
 export * from './port-arbiter.js';
 export * from './port-allocator.js';
 export * from './port-store.js';

@@ -16,6 +16,7 @@ import { TxBatch, type TxConnection, lit, staleEpoch } from './batch.js';
 
 import { LEASE_MIGRATIONS, leaseTx } from './lease-store.js';
 import { PORT_MIGRATIONS, portTx } from './port-store.js';
+import { GRANT_MIGRATIONS, grantTx } from './grant-store.js';
 
 export const PG_SCHEMA = 'service_control';
 const S = PG_SCHEMA;
@@ -48,6 +49,7 @@ const MIGRATIONS: readonly string[] = [
   `CREATE TABLE ${S}.machine (identity bytea PRIMARY KEY, active_runtime_id text NOT NULL);`,
   ...LEASE_MIGRATIONS,
   ...PORT_MIGRATIONS,
+  ...GRANT_MIGRATIONS,
 ];
 
 const b = (v: Buffer | Uint8Array): Bytes => new Uint8Array(v);
@@ -94,6 +96,7 @@ const snapshotOf = (row: Record<string, unknown>): StoredSnapshot => ({
 const tx = (c: TxConnection): AuthorityTx => ({
   lease: leaseTx(c),
   ports: portTx(c),
+  grants: grantTx(c),
   fence: (identity, networkId, options) =>
     c.statement(
       `SELECT EXISTS (SELECT 1 FROM ${S}.member WHERE identity = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)}) AS member,

@@ -1,0 +1,171 @@
+// B (NSD): what the snapshots of one Network carry beyond resources — listener intents and source Grants (spec §3.3
+// snapshot content, §2.3, §5.5). Read once per production, in the production transaction: every active service's
+// allocation, the Network's policy stand-in and the grant registry. Each target then gets
+// - the publisher view of its own services' listener intents (with the proposal and the backend), and
+// - the consumer view (no backend, no proposal) of every other service it holds a Grant for, once P is confirmed
+//   (pending is never a permission; a proposal is never exposed to consumers), and
+// - the Grants and source Withdrawals where it is the publisher or the consumer.
+// Decision 0153.
+import { Either } from 'effect';
+import { type Bytes, bytesEqual, toHex } from '../domain/bytes.js';
+import { type ServiceControlError } from '../domain/errors.js';
+import { type ServiceAuthorization, compileAuthorization, sourceKey } from '../domain/authorization.js';
+import { snapshotProposal } from '../domain/port-allocation.js';
+import { serviceRefToWire } from '../api/convert.js';
+import { type GrantWire, type ListenerIntentWire, SnapshotPushBody, type WithdrawalWire, sourceAuthorizationDigest } from '../api/snapshot.js';
+import { POLICY_VERSION, listenerIntentOf } from './authority-lease.js';
+import type { AuthorityTx, StoredService, StoredSnapshot } from './authority-store.js';
+
+const LISTENER_STATE = {
+  offered: 'offered',
+  claimed: 'claimed',
+  ready: 'ready',
+  'recovery-required': 'recovery-required',
+} as const;
+
+type Protocol = 'tcp' | 'udp';
+
+export interface NetworkView {
+  /** Listener intents of the target's snapshot, sorted by service id. */
+  readonly listeners: (target: Bytes) => ListenerIntentWire[];
+  readonly grants: (target: Bytes) => GrantWire[];
+  /** Source Withdrawals (removed authorizations of active services) the target must see. */
+  readonly sourceWithdrawals: (target: Bytes) => WithdrawalWire[];
+  /** Queue the registry rows this view changed (written with the production's COMMIT). */
+  readonly save: () => Promise<void>;
+}
+
+/** The Grants each previous snapshot carried: `sourceKey|grant_version|policy_digest`, per target (hex). */
+const carriedGrants = (last: ReadonlyMap<string, StoredSnapshot>): ReadonlyMap<string, ReadonlySet<string>> => {
+  const out = new Map<string, Set<string>>();
+  for (const [target, snap] of last) {
+    const body = SnapshotPushBody.decode(snap.body);
+    const set = new Set<string>();
+    if (Either.isRight(body))
+      for (const g of body.right.snapshot.grants)
+        set.add(`${sourceKey(g.service_ref.service_id, g.consumer_identity)}|${g.grant_version}|${toHex(g.policy_digest)}`);
+    out.set(target, set);
+  }
+  return out;
+};
+
+export const networkView = async (
+  nsdId: Bytes,
+  tx: AuthorityTx,
+  networkId: Bytes,
+  services: readonly StoredService[],
+  members: readonly Bytes[],
+  last: ReadonlyMap<string, StoredSnapshot>,
+): Promise<Either.Either<NetworkView, ServiceControlError>> => {
+  const active = services.filter((s) => s.state === 'active');
+  // one round trip: policy, registry and every active service's allocation
+  const [policy, registry, allocations] = await Promise.all([
+    tx.grants.networkPolicy(networkId),
+    tx.grants.lockRegistry(networkId),
+    Promise.all(active.map((s) => tx.ports.lockAllocation(s.serviceId))),
+  ]);
+  const member = new Set(members.map(toHex));
+  const publisherViews = new Map<string, ListenerIntentWire[]>();
+  const consumerViews = new Map<string, ListenerIntentWire>();
+  const inputs: ServiceAuthorization[] = [];
+  const publisherOf = new Map<string, Bytes>();
+  active.forEach((s, i) => {
+    const id = toHex(s.serviceId);
+    const a = allocations[i] ?? null;
+    const version = policy.versions.get(id) ?? POLICY_VERSION;
+    const sources = policy.sources.get(id) ?? [];
+    const ref = { nsdId, networkId, serviceId: s.serviceId };
+    const revision = a !== null && a.listenerRevision > 0n ? a.listenerRevision : s.listenerRevision;
+    publisherOf.set(id, s.publisher);
+    inputs.push({
+      ref,
+      publisher: s.publisher,
+      policyVersion: version,
+      listenerRevision: revision,
+      sources: sources.filter((x) => member.has(toHex(x.consumer))).map((x) => ({ consumer: x.consumer, protocols: x.protocols })),
+    });
+    const p = a === null ? null : snapshotProposal(a);
+    if (a === null || p === null || !(a.state in LISTENER_STATE)) return;
+    let li: ReturnType<typeof listenerIntentOf>;
+    try {
+      // the digest covers the complete authorization set (every source), the same input as the ready check
+      li = listenerIntentOf(nsdId, { ...s, port: p.port, listenerRevision: revision }, sources, version);
+    } catch {
+      return; // a corrupt declaration row names no intent
+    }
+    if (li === null) return;
+    const state = LISTENER_STATE[a.state as keyof typeof LISTENER_STATE];
+    const own = publisherViews.get(toHex(s.publisher)) ?? [];
+    own.push({
+      ...li.fields,
+      intent_digest: li.intentDigest,
+      proposal: {
+        service_ref: serviceRefToWire(p.serviceRef),
+        listener_revision: p.listenerRevision,
+        intent_digest: p.intentDigest,
+        allocation_round: p.allocationRound,
+        proposal_seq: p.proposalSeq,
+        proposal_id: p.proposalId,
+        P: Number(p.port),
+        candidate_index: p.candidateIndex,
+      },
+      state,
+    });
+    publisherViews.set(toHex(s.publisher), own);
+    // consumers see the listener only with a confirmed P: P, identity, protocols and authorization, no backend
+    if ((a.state === 'claimed' || a.state === 'ready') && a.confirmedPort === p.port)
+      consumerViews.set(id, { ...li.fields, backend_host: null, backend_port: null, intent_digest: li.intentDigest, proposal: null, state });
+  });
+
+  const carried = carriedGrants(last);
+  const compiled = compileAuthorization(
+    inputs,
+    registry,
+    (key, e) => {
+      const [serviceHex, consumerHex] = key.split('|') as [string, string];
+      const publisher = publisherOf.get(serviceHex);
+      const mark = `${key}|${e.version}|${toHex(e.policyDigest)}`;
+      return publisher !== undefined && carried.get(toHex(publisher))?.has(mark) === true && carried.get(consumerHex)?.has(mark) === true;
+    },
+    (ref, publisher, consumer, protocols) =>
+      sourceAuthorizationDigest({ service_ref: serviceRefToWire(ref), publisher_identity: publisher, consumer_identity: consumer, protocols: protocols as Protocol[] }),
+  );
+  if (Either.isLeft(compiled)) return Either.left(compiled.left);
+  const c = compiled.right;
+  const grantsWire: (GrantWire & { readonly publisher: Bytes })[] = c.grants.map((g) => ({
+    service_ref: serviceRefToWire(g.ref),
+    publisher_identity: g.publisher,
+    consumer_identity: g.consumer,
+    protocols: [...g.protocols] as Protocol[],
+    policy_digest: g.policyDigest,
+    grant_version: g.version,
+    policy_version: g.policyVersion,
+    publisher: g.publisher,
+  }));
+  const involves = (target: Bytes, x: { readonly publisher_identity: Bytes; readonly consumer_identity: Bytes | null }) =>
+    bytesEqual(x.publisher_identity, target) || (x.consumer_identity !== null && bytesEqual(x.consumer_identity, target));
+  const byId = (x: ListenerIntentWire, y: ListenerIntentWire) => Buffer.compare(Buffer.from(x.service_ref.service_id), Buffer.from(y.service_ref.service_id));
+
+  return Either.right({
+    listeners: (target) => {
+      const out = [...(publisherViews.get(toHex(target)) ?? [])];
+      for (const g of grantsWire) {
+        if (!bytesEqual(g.consumer_identity, target) || bytesEqual(g.publisher_identity, target)) continue;
+        const l = consumerViews.get(toHex(g.service_ref.service_id));
+        if (l !== undefined) out.push(l);
+      }
+      return out.sort(byId);
+    },
+    grants: (target) => grantsWire.filter((g) => involves(target, g)).map(({ publisher: _, ...g }) => g),
+    sourceWithdrawals: (target) =>
+      c.withdrawals
+        .map((w) => ({ service_ref: serviceRefToWire(w.ref), publisher_identity: w.publisher, consumer_identity: w.consumer, listener_revision: w.listenerRevision }))
+        .filter((w) => involves(target, w)),
+    save: () =>
+      tx.grants.saveRegistry(
+        networkId,
+        c.changed.map((r) => ({ ...r, protocols: [...r.protocols] })),
+        c.lastVersion,
+      ),
+  });
+};
