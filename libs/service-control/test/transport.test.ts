@@ -1,7 +1,7 @@
 // The stand-in transport of spec §3.1: signed envelopes, anti-replay, unary POST, SSE config.stream — on loopback.
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Effect, Either } from 'effect';
+import { Effect, Either, Fiber } from 'effect';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlEnvelopeContent, SignedEnvelope } from '../src/api/message.js';
 import {
@@ -16,6 +16,7 @@ import {
   openEnvelope,
   openStream,
   postUnary,
+  readBody,
   receiveEnvelope,
   sealEnvelope,
   serveUnary,
@@ -127,6 +128,8 @@ describe('HTTP on loopback', () => {
   const serverSide: TransportSide = { signer: b, trust: trustSelfCertifying, replay: new ReplayCache() };
   const seenNonces: string[] = [];
   let failFirst = 0;
+  let hangFirst = 0;
+  let hangClosed = 0;
   let sinks: SseSink[] = [];
   let server: Server;
   let base = '';
@@ -146,6 +149,15 @@ describe('HTTP on loopback', () => {
         void serveUnary(serverSide, req, res, async (env) => {
           seenNonces.push(Buffer.from(env.nonce).toString('hex'));
           return env.payload;
+        });
+      } else if (req.url === '/hang') {
+        // never answers the first `hangFirst` attempts (the client's timeout or interruption ends them)
+        req.on('close', () => hangClosed++);
+        void readBody(req).then((bytes) => {
+          const env = receiveEnvelope(serverSide, bytes);
+          if (Either.isRight(env)) seenNonces.push(Buffer.from(env.right.nonce).toString('hex'));
+          if (hangFirst-- > 0 || Either.isLeft(env)) return;
+          res.writeHead(200).end(sealEnvelope(b, env.right.payload));
         });
       } else if (req.url === '/rogue') {
         req.resume();
@@ -197,6 +209,28 @@ describe('HTTP on loopback', () => {
     failFirst = 3;
     const r = await Effect.runPromise(Effect.either(postUnary(client(), `${base}/flaky`, payload)));
     expect(Either.isLeft(r) && r.left._tag === 'TransportError' && r.left.code).toBe('storage-unavailable');
+  });
+
+  it('M6-44 an attempt that times out is retried with a new nonce and the same payload', async () => {
+    hangFirst = 1;
+    seenNonces.length = 0;
+    const out = await Effect.runPromise(postUnary(client(), `${base}/hang`, new Uint8Array([0x03]), { timeoutMs: 300 }));
+    expect([...out]).toEqual([0x03]);
+    expect(seenNonces).toHaveLength(2);
+    expect(seenNonces[0]).not.toBe(seenNonces[1]);
+  });
+
+  it('interrupting postUnary destroys the attempt in flight (no further attempt)', async () => {
+    hangFirst = 10;
+    seenNonces.length = 0;
+    const closedBefore = hangClosed;
+    const fiber = Effect.runFork(postUnary(client(), `${base}/hang`, payload));
+    await waitFor(() => seenNonces.length === 1);
+    await Effect.runPromise(Fiber.interrupt(fiber));
+    await waitFor(() => hangClosed === closedBefore + 1);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(seenNonces).toHaveLength(1);
+    hangFirst = 0;
   });
 
   it('config.stream: SSE events verified; the replay cache is kept across a reconnect', async () => {

@@ -1,7 +1,7 @@
 // The signed ControlEnvelope of spec §3.1 ([D] stand-in for the existing authenticated control transport): Ed25519
 // (node:crypto) over the canonical CBOR of {api, machine_id, nonce, payload}; machine_id is the signer's raw 32-byte
 // Ed25519 public key (decision 0100). Replaceable: nothing outside this folder knows the signature scheme.
-import { type KeyObject, createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, sign, verify } from 'node:crypto';
+import { type KeyObject, createPrivateKey, createPublicKey, generateKeyPairSync, randomFillSync, sign, verify } from 'node:crypto';
 import { Either } from 'effect';
 import { bytesEqual, toHex } from '../../domain/bytes.js';
 import { type ServiceControlError, scError } from '../../domain/errors.js';
@@ -38,10 +38,19 @@ export const generateSigner = (): { readonly signer: Signer; readonly privateKey
 
 export const signerFromPem = (pem: string): Signer => ed25519Signer(createPrivateKey(pem));
 
+/** CSPRNG bytes drawn 4 KiB at a time: one randomFillSync per 256 nonces instead of one per nonce. */
+const noncePool = new Uint8Array(4096);
+let noncePos = noncePool.length;
+
 /** 16 random bytes, never all zero (spec §2.3), new for each transport attempt. */
 export const freshNonce = (): Uint8Array => {
   for (;;) {
-    const n = new Uint8Array(randomBytes(16));
+    if (noncePos === noncePool.length) {
+      randomFillSync(noncePool);
+      noncePos = 0;
+    }
+    const n = noncePool.slice(noncePos, noncePos + 16); // a copy: the pool is refilled later
+    noncePos += 16;
     if (n.some((b) => b !== 0)) return n;
   }
 };

@@ -120,64 +120,75 @@ export class SseSink {
 /** One keep-alive agent for the unary client of this process (node:http is about twice as fast as fetch here). */
 const agent = new Agent({ keepAlive: true, maxSockets: 16 });
 
-const post = (url: string, body: Uint8Array, timeoutMs: number, signal: AbortSignal): Promise<{ status: number; bytes: Uint8Array }> =>
-  new Promise((resolve, reject) => {
-    const req = request(
-      url,
-      { method: 'POST', agent, signal, headers: { 'content-type': ENVELOPE_CONTENT_TYPE, 'content-length': body.length } },
-      (res) => {
-        const chunks: Buffer[] = [];
-        let size = 0;
-        res.on('data', (c: Buffer) => {
-          size += c.length;
-          if (size > MAX_ENVELOPE_BYTES) req.destroy(new Error('response too large'));
-          else chunks.push(c);
-        });
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, bytes: new Uint8Array(Buffer.concat(chunks)) }));
-        res.on('error', reject);
-      },
-    );
-    req.on('socket', (sock) => sock.setNoDelay(true));
-    req.setTimeout(timeoutMs, () => req.destroy(new Error(`timed out after ${timeoutMs} ms`)));
-    req.on('error', reject);
-    req.end(body);
+/**
+ * One POST attempt. Plain callbacks on purpose: this is the hot path of every request, and an AbortController per
+ * attempt (Effect.tryPromise's signal) plus a traced Effect.fn span cost more than the HTTP round trip itself
+ * (decision 0160). `cancel` destroys the request (interruption, timeout).
+ */
+const post = (url: string, body: Uint8Array, timeoutMs: number, done: (e: Error | null, status: number, bytes: Uint8Array) => void): (() => void) => {
+  let settled = false;
+  const finish = (e: Error | null, status = 0, bytes: Uint8Array = EMPTY) => {
+    if (settled) return;
+    settled = true;
+    done(e, status, bytes);
+  };
+  const req = request(url, { method: 'POST', agent, headers: { 'content-type': ENVELOPE_CONTENT_TYPE, 'content-length': body.length } }, (res) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    res.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_ENVELOPE_BYTES) req.destroy(new Error('response too large'));
+      else chunks.push(c);
+    });
+    res.on('end', () => finish(null, res.statusCode ?? 0, new Uint8Array(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks))));
+    res.on('error', (e) => finish(e));
   });
+  req.on('socket', (sock) => sock.setNoDelay(true));
+  req.setTimeout(timeoutMs, () => req.destroy(new Error(`timed out after ${timeoutMs} ms`)));
+  req.on('error', (e) => finish(e));
+  req.end(body);
+  return () => req.destroy(new Error('interrupted'));
+};
+const EMPTY = new Uint8Array(0);
 
-/** Client of unary requests: new nonce per attempt, 2 s per attempt, 3 attempts, response verified and replay-checked. */
-export const postUnary = Effect.fn('service-control.postUnary')(function* (
+/**
+ * Client of unary requests: new nonce per attempt, 2 s per attempt, 3 attempts, response verified and replay-checked.
+ * Interrupting the effect destroys the attempt in flight.
+ */
+export const postUnary = (
   side: TransportSide,
   url: string,
   payload: Uint8Array,
   options: { readonly timeoutMs?: number; readonly attempts?: number } = {},
-) {
-  const attempts = options.attempts ?? RPC_ATTEMPTS;
-  let last: TransportError = new TransportError({ reason: 'no attempt', code: null });
-  for (let i = 0; i < attempts; i++) {
-    const body = sealEnvelope(side.signer, payload);
-    const res = yield* Effect.tryPromise({
-      try: (signal) => post(url, body, options.timeoutMs ?? RPC_TIMEOUT_MS, signal),
-      catch: (e) => new TransportError({ reason: `POST ${url}: ${String(e)}`, code: null }),
-    }).pipe(Effect.either);
-    if (Either.isLeft(res)) {
-      last = res.left;
-      continue;
-    }
-    const { status, bytes } = res.right;
-    if (status !== 200) {
-      const text = Buffer.from(bytes).toString('utf8');
-      const refusal = new TransportError({ reason: `HTTP ${status} ${text}`, code: isErrorCode(text) ? text : null });
-      if (status >= 500) {
-        last = refusal;
-        continue;
-      }
-      return yield* Effect.fail(refusal);
-    }
-    const env = receiveEnvelope(side, bytes);
-    if (Either.isLeft(env)) return yield* Effect.fail(env.left);
-    return env.right.payload;
-  }
-  return yield* Effect.fail(last);
-});
+): Effect.Effect<Uint8Array, TransportError | ServiceControlError> =>
+  Effect.async<Uint8Array, TransportError | ServiceControlError>((resume) => {
+    const attempts = options.attempts ?? RPC_ATTEMPTS;
+    const timeoutMs = options.timeoutMs ?? RPC_TIMEOUT_MS;
+    let cancel: (() => void) | null = null;
+    let interrupted = false;
+    const attempt = (i: number, last: TransportError | null): void => {
+      if (interrupted) return;
+      if (i >= attempts) return resume(Effect.fail(last ?? new TransportError({ reason: 'no attempt', code: null })));
+      // a new nonce (a new envelope) for every attempt of the same logical request
+      cancel = post(url, sealEnvelope(side.signer, payload), timeoutMs, (e, status, bytes) => {
+        cancel = null;
+        if (interrupted) return;
+        if (e !== null) return attempt(i + 1, new TransportError({ reason: `POST ${url}: ${String(e)}`, code: null }));
+        if (status !== 200) {
+          const text = Buffer.from(bytes).toString('utf8');
+          const refusal = new TransportError({ reason: `HTTP ${status} ${text}`, code: isErrorCode(text) ? text : null });
+          return status >= 500 ? attempt(i + 1, refusal) : resume(Effect.fail(refusal));
+        }
+        const env = receiveEnvelope(side, bytes);
+        resume(Either.isLeft(env) ? Effect.fail(env.left) : Effect.succeed(env.right.payload));
+      });
+    };
+    attempt(0, null);
+    return Effect.sync(() => {
+      interrupted = true;
+      cancel?.();
+    });
+  });
 
 export interface StreamHandlers {
   /** A verified, fresh envelope's payload. */
