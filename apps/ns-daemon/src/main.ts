@@ -41,6 +41,9 @@ const DaemonLive = daemonLayer({
   fault: kill,
   log,
   clock: new ProcUptimeBootClock(), // the one boot clock of the permit engine (includes suspend; decision 0111)
+  // enforcement = the permit engine's state, applied before the ACK (source Grants, endpoint owners); the packet path
+  // is the simulated forwarder (decisions 0146, 0153), so no listener's enforcement can fail here
+  enforce: () => [],
   // A's endpoint table in the state file; the data plane is the simulated installer (no real listener, decision 0152)
   ports: new PortArbiter(openSqliteEndpointStore(config.stateFile), new SimulatedListenerInstaller()),
   transport: {
