@@ -160,12 +160,10 @@ describe('nsd ready and leases (real process, PostgreSQL)', () => {
     const again = item(await call(refreshBytes));
     expect(Buffer.from(again.grant_id as Uint8Array).equals(Buffer.from(refreshed.grant_id as Uint8Array))).toBe(true);
     expect(again.remaining_ms < refreshed.remaining_ms).toBe(true);
+    // only the grant a retransmission can still name is kept: the old epoch's and the superseded ready are pruned
+    // (decision 0165)
     const rows = await sql(`SELECT epoch::text AS epoch, kind FROM service_control.lease_grant ORDER BY committed_at`);
-    expect(rows).toEqual([
-      { epoch: String(oldEpoch), kind: 'ready' },
-      { epoch: String(nsd.epoch), kind: 'ready' },
-      { epoch: String(nsd.epoch), kind: 'refresh' },
-    ]);
+    expect(rows).toEqual([{ epoch: String(nsd.epoch), kind: 'refresh' }]);
     nsd.p.child.kill('SIGTERM');
     await nsd.p.exited;
   });

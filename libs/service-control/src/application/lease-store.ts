@@ -38,7 +38,7 @@ export interface LeaseTx {
   readonly saveMark: (holder: Bytes, networkId: Bytes, space: MarkSpace, mark: StoredMark) => Promise<void>;
   /** The grant a request produced for a service, in the given epoch (older epochs' grants are never restored). */
   readonly grantOf: (holder: Bytes, requestId: Bytes, serviceId: Bytes, epoch: bigint) => Promise<GrantRecord | null>;
-  /** The latest grant of (service, holder, kind ∈ ready|refresh) in the epoch: the publisher's Ready. */
+  /** The latest committed ready/refresh grant of (service, publisher) in the epoch (its refresh mark's): the publisher's Ready. */
   readonly latestPublisherGrant: (serviceId: Bytes, publisher: Bytes, epoch: bigint) => Promise<GrantRecord | null>;
   readonly saveGrant: (networkId: Bytes, g: GrantRecord) => Promise<void>;
   /** The items of a consumer request in the epoch (empty after an authority restart). */

@@ -14,7 +14,7 @@ import type { RuntimeBinding } from '../../domain/runtime.js';
 import type { AckRecord } from '../../domain/snapshot.js';
 import { TxBatch, type TxConnection, lit, staleEpoch } from './batch.js';
 
-import { LEASE_MIGRATIONS, leaseTx } from './lease-store.js';
+import { LEASE_MIGRATIONS, type LeaseTxOptions, leaseTx } from './lease-store.js';
 import { PORT_MIGRATIONS, portTx } from './port-store.js';
 import { GRANT_MIGRATIONS, grantTx } from './grant-store.js';
 
@@ -93,8 +93,8 @@ const snapshotOf = (row: Record<string, unknown>): StoredSnapshot => ({
 // Row functions of one transaction. Reads are queued statements (sent together when awaited); writes are queued and
 // ride along with the next read or the COMMIT (batch.ts). Lock order: authority (the batch's first statement) →
 // runtime row → machine row → scope rows; `fence` reads membership, runtime and session in ONE statement, in that order.
-const tx = (c: TxConnection): AuthorityTx => ({
-  lease: leaseTx(c),
+const tx = (c: TxConnection, leaseOptions: LeaseTxOptions): AuthorityTx => ({
+  lease: leaseTx(c, leaseOptions),
   ports: portTx(c),
   grants: grantTx(c),
   fence: (identity, networkId, options) =>
@@ -221,11 +221,13 @@ const tx = (c: TxConnection): AuthorityTx => ({
 export interface PgAuthorityStoreOptions extends pg.PoolConfig {
   /** Injected fault: called after the COMMIT of each transaction (crash-point tests kill the process here). */
   readonly afterCommit?: () => void;
+  /** Lease row pruning (decision 0165); `false` only for the unpruned twin of the pruning test. */
+  readonly pruneLeaseRows?: boolean;
 }
 
 /** The PostgreSQL adapter of B's store. */
 export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): AuthorityStore => {
-  const { afterCommit, ...config } = options;
+  const { afterCommit, pruneLeaseRows, ...config } = options;
   const pool = new pg.Pool({ max: 10, ...config });
   pool.on('error', () => undefined); // idle-client errors surface on the next query as storage-unavailable
 
@@ -304,7 +306,7 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): Authorit
           r.rows[0] !== undefined && big(r.rows[0].epoch) === epoch ? null : staleEpoch(),
         );
         try {
-          const result = await fn(tx(batch));
+          const result = await fn(tx(batch, { prune: pruneLeaseRows !== false }));
           if (Either.isLeft(result)) {
             await batch.rollback();
             return result;

@@ -50,12 +50,42 @@ const grantOf = (r: Record<string, unknown>): GrantRecord => ({
   deadline: Number(r['deadline']),
 });
 
+const EPOCH_NOW = `(SELECT epoch FROM ${S}.authority WHERE id = 1)`; // = the transaction's epoch (the fence checked it)
+
+/**
+ * Decision 0165: once a mark moved to a new request, the rows no read can reach any more are deleted in the same
+ * batch (after the mark upsert, with the COMMIT): every grant/request-map read filters on the current epoch and looks
+ * up the grants of a mark's request only. So a ready/refresh grant of an older epoch or of another request than the
+ * new mark's can never be read again; nor can an acquire grant or item of an older epoch or of a request no consumer
+ * mark of the holder names. The deletes use the (service, holder, …) and (holder, request_id) indexes and touch the
+ * few rows the previous request left: rows stay bounded by publisher services + consumer marks instead of growing
+ * with every refresh.
+ */
+const pruneAfterMark = (holder: Uint8Array, space: MarkSpace, requestId: Uint8Array): readonly string[] => {
+  const h = lit.bytea(holder);
+  if (space.kind === 'refresh') {
+    const pair = `holder = ${h} AND service_id = ${lit.bytea(space.serviceId)} AND kind IN ('ready', 'refresh')`;
+    return [`DELETE FROM ${S}.lease_grant WHERE ${pair} AND (epoch <> ${EPOCH_NOW} OR request_id <> ${lit.bytea(requestId)})`];
+  }
+  const unreachable = `(epoch <> ${EPOCH_NOW} OR request_id NOT IN (SELECT request_id FROM ${S}.lease_mark WHERE holder = ${h} AND space = ${spaceKey(space)}))`;
+  // one statement per write: the batch matches results to queued statements by position
+  return [
+    `DELETE FROM ${S}.lease_acquire_item WHERE holder = ${h} AND ${unreachable}`,
+    `DELETE FROM ${S}.lease_grant WHERE holder = ${h} AND kind = 'acquire' AND ${unreachable}`,
+  ];
+};
+
+export interface LeaseTxOptions {
+  /** Delete unreachable grant / request-map rows when a mark moves (decision 0165). Off only for the twin in tests. */
+  readonly prune?: boolean;
+}
+
 /**
  * Reads are queued statements (those issued in the same tick share one round trip with the fence read); writes ride
  * with the COMMIT (decision 0130's batching), so a grant costs no round trip of its own and is still committed before
  * the reply.
  */
-export const leaseTx = (c: TxConnection): LeaseTx => ({
+export const leaseTx = (c: TxConnection, options: LeaseTxOptions = {}): LeaseTx => ({
   service: (serviceId) =>
     c.statement(
       `SELECT service_id, publisher, network_id, declaration_key, declaration, state, port, listener_revision::text AS listener_revision
@@ -93,23 +123,28 @@ export const leaseTx = (c: TxConnection): LeaseTx => ({
             } satisfies StoredMark);
       },
     ),
-  saveMark: async (holder, networkId, space, m) =>
+  saveMark: async (holder, networkId, space, m) => {
     c.write(
       `INSERT INTO ${S}.lease_mark VALUES (${lit.bytea(holder)}, ${lit.bytea(networkId)}, ${spaceKey(space)}, ${lit.num(m.generation)},
          ${lit.bytea(m.runtimeId)}, ${lit.num(m.seq)}, ${lit.bytea(m.requestId)}, ${lit.bytea(m.requestDigest)})
        ON CONFLICT (holder, network_id, space) DO UPDATE SET generation = excluded.generation, runtime_id = excluded.runtime_id,
          seq = excluded.seq, request_id = excluded.request_id, request_digest = excluded.request_digest`,
-    ),
+    );
+    if (options.prune !== false) for (const q of pruneAfterMark(holder, space, m.requestId)) c.write(q);
+  },
   grantOf: (holder, requestId, serviceId, epoch) =>
     c.statement(
       `SELECT ${GRANT_COLS} FROM ${S}.lease_grant WHERE holder = ${lit.bytea(holder)} AND request_id = ${lit.bytea(requestId)}
          AND service_id = ${lit.bytea(serviceId)} AND epoch = ${lit.num(epoch)}`,
       (r) => (r.rows[0] === undefined ? null : grantOf(r.rows[0])),
     ),
+  // the grant of the refresh mark's request: the mark moves with every ready/refresh grant, so this is the latest one
+  // committed — by seq it would be an older runtime's when a new runtime starts again at seq 1 (decision 0165)
   latestPublisherGrant: (serviceId, publisher, epoch) =>
     c.statement(
       `SELECT ${GRANT_COLS} FROM ${S}.lease_grant WHERE service_id = ${lit.bytea(serviceId)} AND holder = ${lit.bytea(publisher)}
-         AND epoch = ${lit.num(epoch)} AND kind IN ('ready', 'refresh') ORDER BY seq DESC LIMIT 1`,
+         AND epoch = ${lit.num(epoch)} AND kind IN ('ready', 'refresh')
+         AND request_id IN (SELECT request_id FROM ${S}.lease_mark WHERE holder = ${lit.bytea(publisher)} AND space = ${lit.bytea(serviceId)})`,
       (r) => (r.rows[0] === undefined ? null : grantOf(r.rows[0])),
     ),
   saveGrant: async (networkId, g) =>

@@ -9,6 +9,7 @@ import { scError } from '../../domain/errors.js';
 import type { ServiceRef } from '../../domain/ids.js';
 import type { Allocation, AllocationState, PortEntryKind, PortTable } from '../../domain/port-allocation.js';
 import { endpointKey } from '../../domain/port-endpoint.js';
+import { type TxConnection, lit } from './batch.js';
 
 const S = 'service_control';
 
@@ -103,7 +104,7 @@ export const allocationFromJson = (j: unknown): Allocation => {
   }
 };
 
-export const portTx = (c: PortQuery): PortTx => ({
+export const portTx = (c: PortQuery & Pick<TxConnection, 'statement'>): PortTx => ({
   lockPorts: async (publisher) => {
     await c.query(`SELECT pg_advisory_xact_lock(hashtextextended('${S}.port:' || encode($1::bytea, 'hex'), 0))`, [buf(publisher)]);
     const r = await c.query(`SELECT port, kind, nsd_id, network_id, service_id FROM ${S}.port_entry WHERE publisher = $1`, [buf(publisher)]);
@@ -135,10 +136,11 @@ export const portTx = (c: PortQuery): PortTx => ({
         await c.query(`DELETE FROM ${S}.port_entry WHERE publisher = $1 AND port = $2 AND kind = 'reserved'`, [buf(publisher), Number(e.port)]);
       }
   },
-  lockAllocation: async (serviceId) => {
-    const r = await c.query(`SELECT value FROM ${S}.port_allocation WHERE service_id = $1 FOR UPDATE`, [buf(serviceId)]);
-    return r.rows[0] === undefined ? null : allocationFromJson(r.rows[0]['value']);
-  },
+  // a queued statement: the ready/refresh path reads it in the same round trip as the fence (decision 0130)
+  lockAllocation: (serviceId) =>
+    c.statement(`SELECT value FROM ${S}.port_allocation WHERE service_id = ${lit.bytea(serviceId)} FOR UPDATE`, (r) =>
+      r.rows[0] === undefined ? null : allocationFromJson(r.rows[0]['value']),
+    ),
   saveAllocation: async (a) => {
     await c.query(
       `INSERT INTO ${S}.port_allocation VALUES ($1, $2, $3::jsonb) ON CONFLICT (service_id) DO UPDATE SET value = $3::jsonb`,

@@ -1,0 +1,275 @@
+// Grant pruning (decision 0165) on the machine's PostgreSQL: the same logical requests go to two authorities, one
+// pruning its lease rows and an unpruned twin (`pruneLeaseRows: false`), with one controlled lease clock. Every
+// answer (result, remaining_ms, which grant) must be the same on both; the pruned side keeps a bounded number of rows.
+import { useDatabase } from '@homelab/testbed/vitest';
+import { Either } from 'effect';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Message, decodeMessage } from '../src/api/message.js';
+import { SnapshotPushBody, snapshotDigest } from '../src/api/snapshot.js';
+import { Authority } from '../src/application/authority.js';
+import { listenerIntentOf, setPolicySource } from '../src/application/authority-lease.js';
+import type { AuthorityStore, StoredService } from '../src/application/authority-store.js';
+import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
+import { generateSigner } from '../src/adapter/transport/index.js';
+import { toHex } from '../src/domain/bytes.js';
+import { type Who, decl, msg, replaceBody, rid16, subScope } from './wire.js';
+
+const NET = rid16();
+let clock = 1_000_000;
+
+interface Side {
+  readonly name: 'pruned' | 'twin';
+  readonly db: ReturnType<typeof useDatabase>;
+  store: AuthorityStore;
+  authority: Authority;
+  nsdId: Uint8Array;
+  /** grant_id (hex) → the order it was first seen in, so the two sides' grants can be compared */
+  readonly grants: Map<string, number>;
+  readonly who: Map<string, Who>;
+}
+const sides: Side[] = [
+  { name: 'pruned', db: useDatabase('sc_prune'), grants: new Map(), who: new Map() } as unknown as Side,
+  { name: 'twin', db: useDatabase('sc_prune_twin'), grants: new Map(), who: new Map() } as unknown as Side,
+];
+const [pruned, twin] = sides as [Side, Side];
+
+const sql = async (s: Side, q: string, values: unknown[] = []): Promise<Record<string, unknown>[]> => {
+  const c = new pg.Client(s.db.config);
+  await c.connect();
+  try {
+    return (await c.query(q, values)).rows as Record<string, unknown>[];
+  } finally {
+    await c.end();
+  }
+};
+const count = async (s: Side, table: string, holder: Uint8Array) =>
+  Number((await sql(s, `SELECT count(*) AS n FROM service_control.${table} WHERE holder = $1`, [Buffer.from(holder)]))[0]?.['n']);
+
+const reply = async (s: Side, w: Who, bytes: Uint8Array): Promise<Message> => {
+  const r = decodeMessage(await s.authority.handle(w.identity, bytes));
+  if (Either.isLeft(r)) throw r.left;
+  return r.right;
+};
+const ok = (m: Message) => expect(m.kind === 'error' ? (m.body as { error: string }).error : 'ok').toBe('ok');
+
+/** An answer with the side's own grant ids replaced by the order they were first seen in. */
+const answer = (s: Side, m: Message): unknown => {
+  if (m.kind === 'error') return { error: (m.body as { error: string }).error };
+  if (m.kind !== 'lease.result') throw new Error(`unexpected ${m.kind}`);
+  return m.body.results.map((r) => {
+    let grant: number | null = null;
+    if (r.grant_id !== null) {
+      const k = toHex(r.grant_id);
+      if (!s.grants.has(k)) s.grants.set(k, s.grants.size);
+      grant = s.grants.get(k) as number;
+    }
+    return { result: r.result, remaining_ms: r.remaining_ms, grant };
+  });
+};
+
+const P = generateSigner().signer.machineId;
+const C = generateSigner().signer.machineId;
+const who = (s: Side, identity: Uint8Array): Who => s.who.get(toHex(identity)) as Who;
+
+const bind = async (s: Side, w: Who, sessionSeq: bigint) => {
+  w.epoch = null;
+  ok(await reply(s, w, msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false })));
+  w.epoch = s.authority.epoch;
+  ok(await reply(s, w, msg(w, 'session.open', {}, { session_seq: sessionSeq })));
+};
+const serviceOf = async (s: Side): Promise<StoredService> => {
+  const r = await s.store.transact(s.authority.epoch, async (tx) => Either.right(await tx.services(NET)));
+  if (Either.isLeft(r)) throw r.left;
+  return r.right.find((x) => Buffer.from(x.publisher).equals(Buffer.from(P))) as StoredService;
+};
+const intentOf = async (s: Side) => {
+  const svc = await serviceOf(s);
+  const r = await s.store.transact(s.authority.epoch, async (tx) => Either.right(await tx.lease.policySources(svc.serviceId)));
+  if (Either.isLeft(r)) throw r.left;
+  const li = listenerIntentOf(s.nsdId, svc, r.right);
+  if (li === null) throw new Error('no listener');
+  return li;
+};
+
+/** A snapshot for `target` carrying P's listener (consumer view for the consumer), written and ACKed in `sessionSeq`. */
+const snapshotAcked = async (s: Side, target: Uint8Array, sessionSeq: bigint) => {
+  const w = who(s, target);
+  const li = await intentOf(s);
+  const last = await s.store.transact(s.authority.epoch, async (tx) => Either.right(await tx.lockSnapshot(target, NET)));
+  if (Either.isLeft(last)) throw last.left;
+  const revision = (last.right?.revision ?? 0n) + 1n;
+  const view = target === C ? { backend_host: null, backend_port: null } : {};
+  const snapshot = { scope: subScope(w), snapshot_revision: revision, resources: [], listeners: [{ ...li.fields, ...view, intent_digest: li.intentDigest, proposal: null, state: 'ready' as const }], grants: [], withdrawals: [] };
+  const digest = snapshotDigest(snapshot as never);
+  const saved = await s.store.transact(s.authority.epoch, async (tx) => {
+    await tx.saveSnapshot(target, NET, { revision, bodyDigest: digest, digest, body: SnapshotPushBody.encodeOrThrow({ snapshot: snapshot as never, snapshot_digest: digest }) });
+    return Either.void;
+  });
+  if (Either.isLeft(saved)) throw saved.left;
+  ok(await reply(s, w, msg(w, 'snapshot.ack', { scope: subScope(w), snapshot_revision: revision, snapshot_digest: digest, accepted: true, enforcement_applied: true, dns_applied: false, errors: [] }, { session_seq: sessionSeq })));
+  return { li, revision, digest };
+};
+type Snap = Awaited<ReturnType<typeof snapshotAcked>>;
+const snaps = new Map<string, Snap>();
+const snapKey = (s: Side, target: Uint8Array) => `${s.name}:${toHex(target)}`;
+
+/** One logical publisher request (same request_id, seq and content on both sides; `over` changes the content). */
+const ready = (kind: 'listener.ready' | 'lease.refresh', seq: bigint, requestId: Uint8Array, sessionSeq: bigint, over: Record<string, unknown> = {}) => (s: Side) => {
+  const snap = snaps.get(snapKey(s, P)) as Snap;
+  const body = {
+    service_ref: snap.li.fields.service_ref,
+    refresh_seq: seq,
+    listener_revision: snap.li.fields.listener_revision,
+    intent_digest: snap.li.intentDigest,
+    proposal_id: new Uint8Array(16),
+    allocation_round: 1n,
+    proposal_seq: 1n,
+    P: snap.li.fields.P,
+    snapshot_revision: snap.revision,
+    snapshot_digest: snap.digest,
+    proof: { installed_protocols: snap.li.fields.protocols, installed_P: snap.li.fields.P, enforcement_policy_digest: snap.li.fields.enforcement_policy_digest },
+    ...over,
+  };
+  return reply(s, who(s, P), msg(who(s, P), kind, body, { session_seq: sessionSeq, request_id: requestId }));
+};
+const acquire = (seq: bigint, requestId: Uint8Array, sessionSeq: bigint) => (s: Side) => {
+  const snap = snaps.get(snapKey(s, C)) as Snap;
+  const services = [{ service_ref: snap.li.fields.service_ref, publisher_identity: P, listener_revision: snap.li.fields.listener_revision, intent_digest: snap.li.intentDigest }];
+  const body = { consumer_seq: seq, snapshot_revision: snap.revision, snapshot_digest: snap.digest, services };
+  return reply(s, who(s, C), msg(who(s, C), 'lease.acquire', body, { session_seq: sessionSeq, request_id: requestId }));
+};
+
+/** Send to both sides; the answers must be equal. Returns the pruned side's answer. */
+const both = async (f: (s: Side) => Promise<Message>): Promise<unknown> => {
+  const a = answer(pruned, await f(pruned));
+  expect(answer(twin, await f(twin))).toEqual(a);
+  return a;
+};
+
+beforeAll(async () => {
+  for (const s of sides) {
+    s.store = makePgAuthorityStore({ ...s.db.config, ...(s.name === 'twin' ? { pruneLeaseRows: false } : {}) });
+    await s.store.migrate();
+    const t = await s.store.takeover();
+    s.nsdId = t.nsdId;
+    s.authority = new Authority({ store: s.store, nsdId: t.nsdId, epoch: t.epoch, now: () => Date.now(), leaseNow: () => clock });
+    for (const identity of [P, C]) {
+      await s.store.addMember(identity, NET);
+      const w: Who = { identity, nsdId: s.nsdId, networkId: NET, gen: 1n, rid: new Uint8Array(16).fill(identity === P ? 1 : 2), epoch: null };
+      s.who.set(toHex(identity), w);
+      await bind(s, w, 1n);
+    }
+    const p = who(s, P);
+    ok(await reply(s, p, msg(p, 'report.replace', replaceBody(p, 1n, [decl('web', 'Web')]))));
+    await s.authority.idle();
+    // P is the port table's job: set directly, the report's own offer dropped (a service without an allocation
+    // record keeps the P check only, as in lease-pg.test.ts)
+    await sql(s, `UPDATE service_control.service SET port = 40000 WHERE publisher = $1`, [Buffer.from(P)]);
+    await sql(s, `DELETE FROM service_control.port_allocation`);
+    await sql(s, `DELETE FROM service_control.port_entry`);
+    await setPolicySource({ store: s.store, epoch: s.authority.epoch }, (await serviceOf(s)).serviceId, { consumer: C, protocols: ['tcp'], expiry: null });
+    snaps.set(snapKey(s, P), await snapshotAcked(s, P, 1n));
+    snaps.set(snapKey(s, C), await snapshotAcked(s, C, 1n));
+  }
+});
+afterAll(async () => {
+  for (const s of sides) {
+    await s.authority.idle();
+    await s.store.close();
+  }
+});
+
+describe('grant pruning never changes an answer and bounds the rows', () => {
+  it('M6-31 M6-32 M6-35 M6-36 retransmissions, seq rules, expiry, an authority restart and a publisher runtime restart answer the same with and without pruning; pruned rows stay bounded', async () => {
+    const ids = Array.from({ length: 12 }, () => rid16());
+    clock = 2_000_000;
+    expect(await both(ready('listener.ready', 1n, ids[0] as Uint8Array, 1n))).toMatchObject([{ result: 'granted', remaining_ms: 30_000n }]);
+    for (let seq = 2n; seq <= 6n; seq++) {
+      clock += 10_000;
+      expect(await both(ready('lease.refresh', seq, ids[Number(seq) - 1] as Uint8Array, 1n))).toMatchObject([{ result: 'granted' }]);
+    }
+    // the consumer acquires three times while the publisher is Ready
+    for (let seq = 1n; seq <= 3n; seq++) {
+      clock += 1_000;
+      expect(await both(acquire(seq, ids[5 + Number(seq)] as Uint8Array, 1n))).toMatchObject([{ result: 'granted' }]);
+    }
+    clock += 2_000;
+    // retransmissions of the current requests: the original grants, counted down; of older ones: stale-refresh
+    expect(await both(ready('lease.refresh', 6n, ids[5] as Uint8Array, 1n))).toMatchObject([{ result: 'granted', remaining_ms: 25_000n }]);
+    expect(await both(acquire(3n, ids[8] as Uint8Array, 1n))).toMatchObject([{ result: 'granted' }]);
+    expect(await both(ready('lease.refresh', 4n, ids[3] as Uint8Array, 1n))).toMatchObject([{ result: 'stale-refresh', grant: null }]);
+    expect(await both(ready('listener.ready', 1n, ids[0] as Uint8Array, 1n))).toMatchObject([{ result: 'stale-refresh' }]);
+    expect(await both(acquire(2n, ids[7] as Uint8Array, 1n))).toMatchObject([{ result: 'stale-refresh' }]);
+    expect(await both(ready('lease.refresh', 6n, ids[5] as Uint8Array, 1n, { allocation_round: 2n }))).toMatchObject([{ result: 'digest-conflict' }]);
+    // the pruned side keeps one grant of the publisher (the mark's, which is the highest seq) and the consumer's
+    // current request only; the twin keeps every grant
+    expect(await count(pruned, 'lease_grant', P)).toBe(1);
+    expect(await count(pruned, 'lease_grant', C)).toBe(1);
+    expect(await count(pruned, 'lease_acquire_item', C)).toBe(1);
+    expect(await count(twin, 'lease_grant', P)).toBe(6);
+    expect(await count(twin, 'lease_grant', C)).toBe(3);
+    expect(await count(twin, 'lease_acquire_item', C)).toBe(3);
+
+    // past the deadline: the retransmission still names the original grant (0 ms left) — so the mark's grant is
+    // never pruned by age — a refresh is lease-expired, a new ready is granted
+    clock += 60_000;
+    expect(await both(ready('lease.refresh', 6n, ids[5] as Uint8Array, 1n))).toMatchObject([{ result: 'granted', remaining_ms: 0n }]);
+    expect(await both(acquire(3n, ids[8] as Uint8Array, 1n))).toMatchObject([{ result: 'granted', remaining_ms: 0n }]);
+    expect(await both(ready('lease.refresh', 7n, ids[9] as Uint8Array, 1n))).toMatchObject([{ result: 'lease-expired', grant: null }]);
+    expect(await both(ready('listener.ready', 8n, ids[10] as Uint8Array, 1n))).toMatchObject([{ result: 'granted', remaining_ms: 30_000n }]);
+    expect(await count(pruned, 'lease_grant', P)).toBe(1);
+
+    // authority restart on both: the old epoch's grants are never restored; the first grant of the new epoch prunes
+    // the old epoch's rows of that publisher service / consumer
+    for (const s of sides) {
+      const t = await s.store.takeover();
+      await s.authority.idle();
+      s.authority = new Authority({ store: s.store, nsdId: s.nsdId, epoch: t.epoch, now: () => Date.now(), leaseNow: () => clock });
+    }
+    const fresh = Array.from({ length: 6 }, () => rid16());
+    expect(await both(ready('lease.refresh', 8n, ids[10] as Uint8Array, 1n))).toEqual({ error: 'stale-epoch' });
+    for (const s of sides) {
+      await bind(s, who(s, P), 2n);
+      await bind(s, who(s, C), 2n);
+    }
+    clock += 1_000;
+    // retransmissions of the last requests of the old epoch (same content): their grants are not restored
+    expect(await both(ready('listener.ready', 8n, ids[10] as Uint8Array, 2n))).toMatchObject([{ result: 'lease-expired', grant: null }]);
+    expect(await both(acquire(3n, ids[8] as Uint8Array, 2n))).toMatchObject([{ result: 'lease-expired', grant: null }]);
+    for (const s of sides) {
+      snaps.set(snapKey(s, P), await snapshotAcked(s, P, 2n));
+      snaps.set(snapKey(s, C), await snapshotAcked(s, C, 2n));
+    }
+    expect(await both(ready('lease.refresh', 9n, fresh[0] as Uint8Array, 2n))).toMatchObject([{ result: 'lease-expired' }]);
+    expect(await both(ready('listener.ready', 10n, fresh[1] as Uint8Array, 2n))).toMatchObject([{ result: 'granted', remaining_ms: 30_000n }]);
+    expect(await both(acquire(4n, fresh[2] as Uint8Array, 2n))).toMatchObject([{ result: 'granted' }]);
+    clock += 5_000;
+    expect(await both(ready('lease.refresh', 11n, fresh[3] as Uint8Array, 2n))).toMatchObject([{ result: 'granted' }]);
+    expect(await both(ready('listener.ready', 10n, fresh[1] as Uint8Array, 2n))).toMatchObject([{ result: 'stale-refresh' }]);
+    expect(await both(acquire(4n, fresh[2] as Uint8Array, 2n))).toMatchObject([{ result: 'granted', remaining_ms: 25_000n }]);
+    const epochs = async (s: Side) => (await sql(s, `SELECT DISTINCT epoch::text AS e FROM service_control.lease_grant`)).map((r) => r['e']);
+    expect(await epochs(pruned)).toEqual([String(pruned.authority.epoch)]);
+    expect((await epochs(twin)).length).toBe(2);
+    expect(await count(pruned, 'lease_grant', P)).toBe(1);
+    expect(await count(pruned, 'lease_grant', C)).toBe(1);
+    expect(await count(pruned, 'lease_acquire_item', C)).toBe(1);
+
+    // the publisher restarts as a new runtime that counts refresh_seq from 1 again ([D] per-runtime seq space): its
+    // Ready is its latest grant (the mark's), not the old runtime's higher seq — refresh and acquire are granted
+    clock += 31_000;
+    for (const s of sides) {
+      const p = who(s, P);
+      p.gen = 2n;
+      p.rid = new Uint8Array(16).fill(3);
+      await bind(s, p, 3n);
+      snaps.set(snapKey(s, P), await snapshotAcked(s, P, 3n));
+    }
+    expect(await both(ready('listener.ready', 1n, fresh[4] as Uint8Array, 3n))).toMatchObject([{ result: 'granted', remaining_ms: 30_000n }]);
+    clock += 10_000;
+    expect(await both(ready('lease.refresh', 2n, fresh[5] as Uint8Array, 3n))).toMatchObject([{ result: 'granted', remaining_ms: 30_000n }]);
+    expect(await both(acquire(5n, rid16(), 2n))).toMatchObject([{ result: 'granted', remaining_ms: 30_000n }]);
+    expect(await count(pruned, 'lease_grant', P)).toBe(1);
+    expect(await count(twin, 'lease_grant', P)).toBe(11);
+  });
+});
