@@ -26,6 +26,8 @@ export interface NsConfig {
   readonly dnsPort: number | null;
   /** The local zone: a single label or one label under it is a managed name (decision 0119). */
   readonly dnsZone: string;
+  /** Test-only fault (decision 0172): arbitrate snapshot proposals this many ms late (`--debug-defer-proposals-ms`). */
+  readonly debugDeferProposalsMs: number | null;
 }
 
 const flag = (argv: readonly string[], name: string): string | undefined => argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
@@ -48,6 +50,7 @@ export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): NsC
     fault: get('fault') ?? null,
     debugSimulatedFlows: get('debug-simulated-flows', '0') === '1',
     ...dnsConfig(get('dns-host', '127.0.0.1') as string, get('dns-port'), get('dns-zone', 'ns.internal') as string),
+    debugDeferProposalsMs: get('debug-defer-proposals-ms') === undefined ? null : Number(get('debug-defer-proposals-ms')),
   };
 };
 

@@ -27,10 +27,17 @@ if (!existsSync(config.keyFile)) writeFileSync(config.keyFile, generateSigner().
 const signer = signerFromPem(readFileSync(config.keyFile, 'utf8'));
 // One replay cache for the whole runtime: kept across stream reconnects.
 const side: TransportSide = { signer, trust: trustOnly(fromHex(config.nsdKey)), replay: new ReplayCache() };
+let stopped = false;
 const kill = (point: string) => {
   if (config.fault === point) {
     log('fault', { point });
     process.kill(process.pid, 'SIGKILL');
+  }
+  // `stop:<point>`: the process stops itself once there (SIGSTOP; the test resumes it) — a daemon that does not answer
+  if (config.fault === `stop:${point}` && !stopped) {
+    stopped = true;
+    log('fault', { point, signal: 'SIGSTOP' });
+    process.kill(process.pid, 'SIGSTOP');
   }
 };
 
@@ -45,7 +52,9 @@ const DaemonLive = daemonLayer({
   // is the simulated forwarder (decisions 0146, 0153), so no listener's enforcement can fail here
   enforce: () => [],
   // A's endpoint table in the state file; the data plane is the simulated installer (no real listener, decision 0152)
-  ports: new PortArbiter(openSqliteEndpointStore(config.stateFile), new SimulatedListenerInstaller()),
+  // (crash points `endpoint-<label>` right after each endpoint commit, e.g. `endpoint-may-install` before the install)
+  ports: new PortArbiter(openSqliteEndpointStore(config.stateFile, { afterCommit: (label) => kill(`endpoint-${label}`) }), new SimulatedListenerInstaller()),
+  ...(config.debugDeferProposalsMs === null ? {} : { deferProposalsMs: config.debugDeferProposalsMs }),
   transport: {
     unary: (path, payload) => Effect.runPromise(postUnary(side, `${config.nsdUrl}${path}`, payload)),
     stream: (payload, onPayload, signal) =>

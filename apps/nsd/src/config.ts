@@ -12,6 +12,12 @@ export interface NsdConfig {
   readonly fault: string | null;
   /** Bearer token of the owner's admin API (`/v1/admin/*`, the policy stand-in); null = the API is off. */
   readonly adminToken: string | null;
+  /**
+   * Uncertain P proposals (decisions 0170, 0171): the confirmation window in ms (`--port-uncertain-ms`, default 3 × 2 s)
+   * and whether port.query/port.cancel are sent on config.stream (`--port-stream-requests=0` turns the mode off).
+   */
+  readonly portUncertainMs: number | null;
+  readonly portStreamRequests: boolean;
 }
 
 const flag = (argv: readonly string[], name: string): string | undefined => {
@@ -45,5 +51,7 @@ export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): Nsd
     members,
     fault: get('fault') ?? null,
     adminToken: get('admin-token') ?? null,
+    portUncertainMs: get('port-uncertain-ms') === undefined ? null : Number(get('port-uncertain-ms')),
+    portStreamRequests: get('port-stream-requests', '1') !== '0',
   };
 };

@@ -104,7 +104,7 @@ const HttpServer = Layer.scopedDiscard(
 );
 
 const Nsd = HttpServer.pipe(
-  Layer.provide(authorityLayer({ members: config.members.map((m) => [fromHex(m.identity), fromHex(m.network)] as const), fault: kill, log, leaseNow: () => Math.floor(performance.now()) })), // lease deadlines: monotonic within the epoch (decision 0122)
+  Layer.provide(authorityLayer({ members: config.members.map((m) => [fromHex(m.identity), fromHex(m.network)] as const), fault: kill, log, leaseNow: () => Math.floor(performance.now()), portRecovery: { requests: config.portStreamRequests, ...(config.portUncertainMs === null ? {} : { timeoutMs: config.portUncertainMs }) } })), // lease deadlines: monotonic within the epoch (decision 0122)
   Layer.provide(authorityStoreLayer(() => makePgAuthorityStore(config.database))),
   Layer.provide(SystemControlClock),
 );

@@ -21,6 +21,7 @@ import { type SnapshotWire, SnapshotPushBody, snapshotDigest } from '../api/snap
 import { deriveN6 } from '../api/standins.js';
 import { POLICY_VERSION, serveAcquire, serveReady } from './authority-lease.js';
 import { servePortResult, serveRetryPort } from './authority-port.js';
+import { PortRecoveryDriver, type PortRecoveryOptions } from './port-recovery.js';
 import { allocateOnReport } from './authority-offer.js';
 import { type NetworkView, networkView } from './authority-view.js';
 import type { NetworkPolicy } from './grant-store.js';
@@ -37,6 +38,8 @@ export interface AuthorityDeps {
   readonly log?: (event: string, fields: Record<string, unknown>) => void;
   /** B's lease clock (ms, monotonic within the epoch); defaults to `now`. */
   readonly leaseNow?: () => number;
+  /** Uncertain P proposals: confirmation window, port.cancel/port.query on the stream (decisions 0170, 0171). */
+  readonly portRecovery?: PortRecoveryOptions;
 }
 
 /** A connected config.stream. `send` returns false when the stream is gone. */
@@ -74,7 +77,18 @@ export class Authority {
   private production: Promise<void> = Promise.resolve();
   readonly counters: AuthorityCounters = { requests: 0, refusals: 0, snapshotsProduced: 0, snapshotsDelivered: 0 };
 
-  constructor(private readonly d: AuthorityDeps) {}
+  /** Offered proposals left unanswered → RecoveryRequired → port.query / port.cancel (port-recovery.ts). */
+  private readonly recovery: PortRecoveryDriver;
+
+  constructor(private readonly d: AuthorityDeps) {
+    this.recovery = new PortRecoveryDriver({
+      ...d.portRecovery,
+      store: d.store,
+      epoch: d.epoch,
+      send: (identity, networkId, kind, body, requestId) => this.sendRequest(identity, networkId, kind, body, requestId),
+      ...(d.log ? { log: d.log } : {}),
+    });
+  }
 
   get epoch(): bigint {
     return this.d.epoch;
@@ -152,6 +166,7 @@ export class Authority {
     const r = await servePortResult(deps, m);
     if (Either.isRight(r)) {
       this.committed(m.kind);
+      this.recovery.answered(m.body, r.right.body.state);
       if (r.right.outbox !== null) this.queueProduction(m.network_id, await r.right.outbox);
     }
     return Either.map(r, (reply) => this.env(m, 'port.result.result', m.runtime_generation, m.runtime_id, reply.body, m.session_seq));
@@ -707,6 +722,32 @@ export class Authority {
       body: decoded,
     });
     if (s.sink.send(msg)) this.counters.snapshotsDelivered++;
+    this.recovery.delivered(s.identity, s.networkId, decoded.snapshot.listeners);
+  }
+
+  /** A B→A `port.cancel`/`port.query` on the target's open stream(s) of that Network (decision 0170). */
+  private sendRequest(identity: Bytes, networkId: Bytes, kind: 'port.cancel' | 'port.query', body: unknown, requestId: Bytes): boolean {
+    let open = false;
+    for (const s of this.streams) {
+      if (!bytesEqual(s.identity, identity) || !bytesEqual(s.networkId, networkId)) continue;
+      open = true;
+      s.sink.send(
+        encodeMessage({
+          schema: 1,
+          kind,
+          nsd_id: this.d.nsdId,
+          network_id: s.networkId,
+          subject_identity: s.identity,
+          runtime_generation: s.binding.runtimeGeneration,
+          runtime_id: s.binding.runtimeId,
+          authority_epoch: this.d.epoch,
+          request_id: requestId,
+          session_seq: s.binding.sessionSeq,
+          body,
+        } as unknown as Message),
+      );
+    }
+    return open;
   }
 
   /**
@@ -766,6 +807,7 @@ export class Authority {
   }
 
   closeStreams(): void {
+    this.recovery.stop();
     for (const s of this.streams) s.sink.close();
     this.streams.clear();
   }

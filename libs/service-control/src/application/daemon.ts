@@ -21,6 +21,7 @@ import { DaemonLeases, type LeaseStatus } from './daemon-lease.js';
 import type { DaemonStore } from './daemon-store.js';
 import type { BootClock } from '../permit/clock.js';
 import { type PortArbiter, portResultBody, proposalFromWire } from './port-arbiter.js';
+import type { EndpointAnswer } from '../domain/port-endpoint.js';
 
 export interface DaemonTransport {
   /** One unary request (path relative to the NSD base URL); the verified response payload. Throws on failure. */
@@ -48,6 +49,11 @@ export interface DaemonDeps {
   readonly clock: BootClock;
   /** A's endpoint table and installer: proposals of applied snapshots are arbitrated here (decision 0152). */
   readonly ports?: PortArbiter;
+  /**
+   * Test-only fault (decision 0172): arbitrate the proposals of an applied snapshot this many ms later, outside the
+   * stream's event order — a late delivery of the proposal (B's port.query/port.cancel are handled meanwhile).
+   */
+  readonly deferProposalsMs?: number;
 }
 
 export interface DaemonStatus {
@@ -76,6 +82,8 @@ export class Daemon {
   private nsdId: Bytes | null = null;
   private binding: ABinding | null = null;
   private stream: StreamBinding | null = null;
+  /** The endpoint table's §5.15 recovery ran in this process (once, before the first stream). */
+  private portsRecovered = false;
   readonly status: DaemonStatus = {
     phase: 'discovery',
     nsdId: null,
@@ -321,7 +329,8 @@ export class Daemon {
     const r = decodeMessage(payload);
     if (Either.isLeft(r)) return this.log('event-refused', { code: r.left.code });
     const m = r.right;
-    if (m.kind !== 'snapshot.push') return this.log('event-refused', { code: 'unsupported-field', kind: m.kind });
+    const portRequest = (m.kind === 'port.cancel' || m.kind === 'port.query') && this.d.ports !== undefined;
+    if (m.kind !== 'snapshot.push' && !portRequest) return this.log('event-refused', { code: 'unsupported-field', kind: m.kind });
     if (!bytesEqual(m.subject_identity, this.d.identity)) return this.log('event-refused', { code: 'unauthorized' });
     const match = eventMatchesStream(s, {
       nsdId: m.nsd_id,
@@ -329,9 +338,11 @@ export class Daemon {
       runtimeGeneration: m.runtime_generation,
       runtimeId: m.runtime_id,
       authorityEpoch: m.authority_epoch,
-      sessionSeq: m.session_seq,
+      sessionSeq: (m as { readonly session_seq?: bigint }).session_seq ?? null,
     });
     if (Either.isLeft(match)) return this.log('event-refused', { code: match.left.code });
+    if (m.kind === 'port.cancel' || m.kind === 'port.query') return this.onPortRequest(m);
+    if (m.kind !== 'snapshot.push') return;
     const view = snapshotView(m.body);
     const digest = m.body.snapshot_digest;
     const revision = m.body.snapshot.snapshot_revision;
@@ -366,7 +377,70 @@ export class Daemon {
       this.status.leases = this.leases.status();
     }
     this.log('snapshot-acked', { revision: String(revision), accepted: ack.accepted });
-    if (Either.isRight(applied) && applied.right.outcome === 'applied') await this.arbitrate(m.body.snapshot.listeners);
+    // a duplicate too (the same revision again after a restart): a decided proposal is answered again from the table
+    if (Either.isRight(applied)) {
+      const listeners = m.body.snapshot.listeners;
+      const late = this.d.deferProposalsMs;
+      if (late === undefined) await this.arbitrate(listeners);
+      else setTimeout(() => void this.arbitrate(listeners).catch((e: unknown) => this.log('port-arbitration-failed', { error: String(e) })), late);
+    }
+  }
+
+  /**
+   * B's `port.cancel` / `port.query` on the stream (decision 0170), fenced like a snapshot: a cancel commits the
+   * TerminatedPure fence (or, at MayInstall or later, the tombstone) before the answer; a query changes nothing
+   * (`absent` is no release proof). The answer is a unary `port.result` echoing B's request_id. A corrupt or
+   * incomplete endpoint table proves nothing: no answer (B keeps the proposal RecoveryRequired).
+   */
+  private async onPortRequest(m: MessageOf<'port.cancel'> | MessageOf<'port.query'>): Promise<void> {
+    const arbiter = this.d.ports as PortArbiter;
+    const ref = proposalFromWire(m.body);
+    let answer: EndpointAnswer;
+    try {
+      answer = m.kind === 'port.cancel' ? await arbiter.onCancel(this.d.identity, ref) : arbiter.onQuery(this.d.identity, ref);
+    } catch (e) {
+      if (!(e instanceof SCE)) throw e;
+      return this.log('port-request-refused', { kind: m.kind, P: String(ref.port), code: e.code });
+    }
+    await this.sendPortAnswers([answer], { requestId: m.request_id, kind: m.kind });
+  }
+
+  /**
+   * Send decided answers of this membership as signed `port.result`s on the current session (other memberships'
+   * answers belong to their own NSDs). `request`: the B request being answered (its request_id is echoed).
+   */
+  private async sendPortAnswers(answers: readonly EndpointAnswer[], request?: { readonly requestId: Bytes; readonly kind: string }): Promise<void> {
+    const s = this.stream;
+    if (s === null) return;
+    for (const a of answers) {
+      if (!bytesEqual(a.ref.serviceRef.nsdId, s.nsdId) || !bytesEqual(a.ref.serviceRef.networkId, s.networkId)) continue;
+      const fields = { P: String(a.ref.port), result: a.result, ...(request === undefined ? {} : { kind: request.kind }) };
+      try {
+        const env = this.env('port.result', portResultBody(a), { seq: s.sessionSeq, ...(request === undefined ? {} : { requestId: request.requestId }) });
+        const r = await this.call(env, 'port.result.result');
+        this.log(request === undefined ? 'port-result' : 'port-request-answered', { ...fields, state: r.body.state });
+      } catch (e) {
+        this.log('port-result-refused', { ...fields, error: e instanceof SCE ? e.code : String(e) });
+      }
+    }
+  }
+
+  /**
+   * §5.15 on A, once per process, after B was asked (bind, session, report) and before the stream: every gate closed
+   * (nothing Active from disk), owned endpoints reinstalled from the endpoint table with the gate closed, proposals a
+   * crash left Proposed re-arbitrated and answered on this session. Nothing is released here.
+   */
+  private async recoverPorts(): Promise<void> {
+    const arbiter = this.d.ports;
+    if (arbiter !== undefined) {
+      const r = await arbiter.recover();
+      this.log('ports-recovered', {
+        reinstalled: r.reinstalled.map((e) => ({ P: String(e.port), installed: e.installed, service_id: toHex(e.owner.serviceId) })),
+        rearbitrated: r.answers.map((a) => ({ P: String(a.ref.port), result: a.result })),
+      });
+      await this.sendPortAnswers(r.answers);
+    }
+    this.portsRecovered = true;
   }
 
   /**
@@ -381,15 +455,8 @@ export class Daemon {
     for (const l of listeners) {
       if (l.proposal === null || !bytesEqual(l.publisher_identity, this.d.identity) || (l.state !== 'offered' && l.state !== 'recovery-required')) continue;
       const answers = await arbiter.onProposal(this.d.identity, proposalFromWire(l.proposal));
-      for (const a of answers) {
-        if (!bytesEqual(a.ref.serviceRef.nsdId, s.nsdId) || !bytesEqual(a.ref.serviceRef.networkId, s.networkId)) continue;
-        try {
-          const r = await this.call(this.env('port.result', portResultBody(a), { seq: s.sessionSeq }), 'port.result.result');
-          this.log('port-result', { P: String(a.ref.port), result: a.result, state: r.body.state });
-        } catch (e) {
-          this.log('port-result-refused', { P: String(a.ref.port), result: a.result, error: e instanceof SCE ? e.code : String(e) });
-        }
-      }
+      if (answers.length > 0) this.d.fault?.('before-port-result');
+      await this.sendPortAnswers(answers);
     }
   }
 
@@ -479,6 +546,7 @@ export class Daemon {
         }
         await this.openSession();
         await this.syncReport();
+        if (!this.portsRecovered) await this.recoverPorts();
         await this.streamOnce(signal);
       } catch (e) {
         const code = e instanceof SCE ? e.code : null;

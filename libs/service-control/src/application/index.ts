@@ -8,4 +8,5 @@ export * from './grant-store.js';
 export * from './port-arbiter.js';
 export * from './port-allocator.js';
 export * from './port-store.js';
+export * from './port-recovery.js';
 export * from './services.js';

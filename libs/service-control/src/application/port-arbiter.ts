@@ -95,6 +95,13 @@ const orThrow = <A>(e: Either.Either<A, ServiceControlError>): A => {
   return e.right;
 };
 
+/** What `recover()` did: the owned endpoints it reinstalled (gate closed; `installed: false` = the install failed, the
+ * ownership is kept) and the answers of the proposals it re-arbitrated (to be sent to their NSDs). */
+export interface EndpointRecoveryResult {
+  readonly reinstalled: readonly { readonly publisher: Bytes; readonly port: bigint; readonly owner: ServiceRef; readonly installed: boolean }[];
+  readonly answers: readonly EndpointAnswer[];
+}
+
 export interface ArbiterHooks {
   /** Called after the MayInstall commit and before the install call (the M6-38 fault hook). */
   readonly beforeInstall?: (port: bigint) => void;
@@ -115,6 +122,8 @@ export class PortArbiter {
   async onProposal(publisher: Bytes, ref: ProposalRef): Promise<readonly EndpointAnswer[]> {
     const reg = this.store.transact('proposed', (t) => orThrow(registerProposal(t, publisher, ref)));
     if (reg.kind === 'fenced') return [reg.answer];
+    // already decided (its answer was lost, or the daemon restarted): the same answer again, nothing new decided
+    if (reg.kind === 'duplicate' && reg.entry.status === 'confirmed') return [this.onQuery(publisher, ref)];
     return this.decide(publisher, ref.port);
   }
 
@@ -148,23 +157,26 @@ export class PortArbiter {
 
   /**
    * Recovery order (spec §5.15): load ownership and floors; keep every gate closed (no Active from disk); reinstall
-   * owned endpoints with the gate closed; re-arbitrate proposals registered before a crash. Returns the answers.
+   * owned endpoints with the gate closed; re-arbitrate proposals registered before a crash. Nothing is released.
    */
-  async recover(): Promise<readonly EndpointAnswer[]> {
+  async recover(): Promise<EndpointRecoveryResult> {
     this.store.transact('close-gates', (t) => ({ table: closeAllGates(t), out: undefined }));
     const plan = recoveryPlan(this.store.read());
+    const reinstalled: { publisher: Bytes; port: bigint; owner: ServiceRef; installed: boolean }[] = [];
     for (const e of plan.reinstall) {
       if (e.owner === null) continue;
       try {
         await this.installer.install(e.publisher, e.port, e.owner);
         this.store.transact('installed', (t) => ({ table: orThrow(markInstalled(t, e.publisher, e.port)), out: undefined }));
+        reinstalled.push({ publisher: e.publisher, port: e.port, owner: e.owner, installed: true });
       } catch (err) {
         if (err instanceof ServiceControlError) throw err;
         this.store.transact('install-failed', (t) => ({ table: orThrow(markInstallFailed(t, e.publisher, e.port)), out: undefined }));
+        reinstalled.push({ publisher: e.publisher, port: e.port, owner: e.owner, installed: false });
       }
     }
     const answers: EndpointAnswer[] = [];
     for (const x of plan.rearbitrate) answers.push(...(await this.decide(x.publisher, x.port)));
-    return answers;
+    return { reinstalled, answers };
   }
 }

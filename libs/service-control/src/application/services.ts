@@ -55,7 +55,7 @@ export interface AuthorityServiceShape {
 /** B, serving: the epoch taken over and committed before anything is served (M6-12). */
 export class AuthorityService extends Context.Tag('@homelab/service-control/Authority')<AuthorityService, AuthorityServiceShape>() {}
 
-export interface AuthorityOptions extends Pick<AuthorityDeps, 'fault' | 'log' | 'leaseNow'> {
+export interface AuthorityOptions extends Pick<AuthorityDeps, 'fault' | 'log' | 'leaseNow' | 'portRecovery'> {
   /** Network membership to add at startup (the stand-in for the existing ownership), `[identity, network]`. */
   readonly members?: readonly (readonly [Bytes, Bytes])[];
 }
@@ -75,7 +75,7 @@ export const authorityLayer = (options: AuthorityOptions = {}): Layer.Layer<Auth
           try: async () => {
             const { nsdId, epoch } = await store.takeover();
             for (const [identity, network] of options.members ?? []) await store.addMember(identity, network);
-            const authority = new Authority({ store, nsdId, epoch, now: clock.now, ...(options.fault ? { fault: options.fault } : {}), ...(options.log ? { log: options.log } : {}), ...(options.leaseNow ? { leaseNow: options.leaseNow } : {}) });
+            const authority = new Authority({ store, nsdId, epoch, now: clock.now, ...(options.fault ? { fault: options.fault } : {}), ...(options.log ? { log: options.log } : {}), ...(options.leaseNow ? { leaseNow: options.leaseNow } : {}), ...(options.portRecovery ? { portRecovery: options.portRecovery } : {}) });
             await authority.drainOutbox();
             return { authority, nsdId, epoch };
           },
