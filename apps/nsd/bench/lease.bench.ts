@@ -1,32 +1,45 @@
 // nsd lease bench: lease.refresh round trips per second end to end (HTTP POST + envelope verify + fenced PostgreSQL
 // transaction committing a grant and the refresh mark + signed lease.result) against raw single-row upsert
-// transactions on the same PostgreSQL in the same run; then the refresh load of 1k / 10k simulated publishers (one
-// refresh per 10 s each) against what was measured, sequentially and with concurrent clients. Prints ratios. Needs
-// the machine's PostgreSQL (PG* env or the test bed state file).
+// transactions on the same PostgreSQL in the same run — one client, and C concurrent clients on both sides — plus the
+// PostgreSQL round trips per refresh (every pg query of the store counted). Then the refresh load of 1k / 10k
+// publishers (each refreshes every 10 s, so N/10 refreshes per second are needed): the lease tables are filled to N
+// publishers (the measured publishers' rows cloned in SQL) and the capacity, CPU per refresh (this process + the
+// PostgreSQL backends) and the row counts (grant pruning, decision 0165) are printed. Needs the machine's PostgreSQL
+// (`./pg.ts`: PG* env, the test bed state file, or 127.0.0.1:5432); creates and drops its own database.
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
 import { Effect, Either } from 'effect';
-import pg from 'pg';
+import type pg from 'pg';
 import { type Message, REFRESH_PERIOD_MS, SnapshotPushBody, decodeMessage, encodeMessage, reportDigest, snapshotDigest } from '@homelab/service-control';
 import { Authority, listenerIntentOf } from '@homelab/service-control/application';
 import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
 import { ReplayCache, generateSigner, postUnary, serveUnary, trustOnly, trustSelfCertifying } from '@homelab/service-control/transport';
+import { type PgConfig, benchClient, rawUpsertRate, roundTrips, withBenchDatabase } from './pg.js';
 
 const N = Number(process.env['BENCH_N'] ?? 300);
-const CONCURRENCY = Number(process.env['BENCH_CONCURRENCY'] ?? 16);
-const statePath = join(import.meta.dirname, '../../../.testbed/state.json');
-const tb = existsSync(statePath) ? (JSON.parse(readFileSync(statePath, 'utf8')) as { postgres: { host: string; port: number; user: string } }).postgres : null;
-const base = { host: process.env['PGHOST'] ?? tb?.host ?? '127.0.0.1', port: Number(process.env['PGPORT'] ?? tb?.port ?? 5432), user: process.env['PGUSER'] ?? tb?.user ?? 'postgres' };
-const dbName = `nsd_lease_bench_${randomBytes(4).toString('hex')}`;
-const admin = new pg.Client({ ...base, database: 'postgres' });
-await admin.connect();
-await admin.query(`CREATE DATABASE ${dbName}`);
+const CONCURRENCY = (process.env['BENCH_CONCURRENCY'] ?? '8,32').split(',').map(Number);
+const PUBLISHERS = (process.env['BENCH_PUBLISHERS'] ?? '1000,10000').split(',').map(Number);
 
-try {
-  const config = { ...base, database: dbName };
+/** CPU ms of this process and of the bench database's PostgreSQL backends (/proc, when PostgreSQL is local). */
+const cpuMs = async (admin: pg.Client, database: string): Promise<{ node: number; pg: number | null }> => {
+  const u = process.cpuUsage();
+  const pids = (await admin.query('SELECT pid FROM pg_stat_activity WHERE datname = $1', [database])).rows.map((r) => r.pid as number);
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+      ticks += Number(f[11]) + Number(f[12]); // utime + stime (fields 14, 15), in 10 ms ticks
+    } catch {
+      return { node: (u.user + u.system) / 1000, pg: null }; // not local, or a backend ended
+    }
+  }
+  return { node: (u.user + u.system) / 1000, pg: ticks * 10 };
+};
+
+await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
+  roundTrips(); // install the counter before the store's pool exists
   const store = makePgAuthorityStore(config);
   await store.migrate();
   const { nsdId, epoch } = await store.takeover();
@@ -37,9 +50,7 @@ try {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/rpc`;
   const net = new Uint8Array(randomBytes(16));
-  const rawPg = new pg.Client(config);
-  rawPg.on('error', () => undefined); // the final DROP … WITH (FORCE) ends it
-  await rawPg.connect();
+  const rawPg = await benchClient(config);
 
   /** One simulated publisher: bound, session open, one service with P, its listener snapshot ACKed, Ready. */
   const publisher = async (port: number) => {
@@ -93,58 +104,106 @@ try {
       const item = m.kind === 'lease.result' ? m.body.results[0] : undefined;
       if (item?.result !== 'granted') throw new Error(`refresh refused: ${item?.result}`);
     };
-    const m = await call(ready('listener.ready'));
-    if (m.kind !== 'lease.result' || m.body.results[0]?.result !== 'granted') throw new Error('ready refused');
+    /** A new listener.ready: Ready again after the grant lapsed while other publishers were measured. */
+    const reready = async () => {
+      const m = await call(ready('listener.ready'));
+      if (m.kind !== 'lease.result' || m.body.results[0]?.result !== 'granted') throw new Error('ready refused');
+    };
+    await reready();
     const direct = async () => {
       const r = decodeMessage(await authority.handle(a.machineId, ready('lease.refresh')));
       if (Either.isLeft(r) || r.right.kind !== 'lease.result' || r.right.body.results[0]?.result !== 'granted') throw new Error('refresh refused');
     };
-    return { refresh, direct };
+    return { identity: a.machineId, refresh, direct, reready };
   };
 
-  const time = async (n: number, f: () => Promise<unknown>): Promise<number> => {
+  interface Run {
+    readonly rate: number;
+    readonly roundTrips: number;
+    readonly cpuNode: number;
+    readonly cpuPg: number | null;
+  }
+  /** `clients` loops of `per` calls each, all in flight together; rate, round trips and CPU per call. */
+  const run = async (clients: readonly (() => Promise<unknown>)[], per: number, before?: () => Promise<unknown>): Promise<Run> => {
+    await before?.();
+    const q0 = roundTrips();
+    const c0 = await cpuMs(admin, config.database);
     const t0 = process.hrtime.bigint();
-    for (let i = 0; i < n; i++) await f();
-    return (n * 1e9) / Number(process.hrtime.bigint() - t0);
+    await Promise.all(clients.map(async (f) => { for (let i = 0; i < per; i++) await f(); }));
+    const ns = Number(process.hrtime.bigint() - t0);
+    const c1 = await cpuMs(admin, config.database);
+    const n = per * clients.length;
+    return { rate: (n * 1e9) / ns, roundTrips: (roundTrips() - q0) / n, cpuNode: (c1.node - c0.node) / n, cpuPg: c0.pg === null || c1.pg === null ? null : (c1.pg - c0.pg) / n };
   };
 
-  const p0 = await publisher(40000);
+  const maxC = Math.max(...CONCURRENCY);
+  const pubs: Awaited<ReturnType<typeof publisher>>[] = [];
+  for (let i = 0; i < maxC; i++) pubs.push(await publisher(40000 + i));
+  const p0 = pubs[0] as (typeof pubs)[number];
   for (let i = 0; i < 20; i++) await p0.refresh(); // warm up
-  const refreshRate = await time(N, p0.refresh);
-  const directRate = await time(N, p0.direct);
 
-  // concurrent publishers (distinct rows): what one nsd sustains with CONCURRENCY clients in flight
-  const pubs = [];
-  for (let i = 0; i < CONCURRENCY; i++) pubs.push(await publisher(40001 + i));
-  const per = Math.max(1, Math.floor(N / CONCURRENCY));
-  const t0 = process.hrtime.bigint();
-  await Promise.all(pubs.map(async (p) => { for (let i = 0; i < per; i++) await p.refresh(); }));
-  const concurrentRate = (per * CONCURRENCY * 1e9) / Number(process.hrtime.bigint() - t0);
+  const fmt = (x: number, w = 7) => x.toFixed(0).padStart(w);
+  const cpu = (r: Run) => `CPU ${r.cpuNode.toFixed(2)} ms nsd+client${r.cpuPg === null ? '' : ` + ${r.cpuPg.toFixed(2)} ms PostgreSQL`} per call`;
+  const grantRows = async () => Number((await rawPg.query('SELECT count(*) AS n FROM service_control.lease_grant')).rows[0].n);
+  console.log(`nsd lease bench (N=${N} per client, loopback; PostgreSQL ${config.host}:${config.port}; store pool max 10)`);
+  const raw1 = await rawUpsertRate(config, 1, N);
+  const ref1 = await run([p0.refresh], N, p0.reready);
+  const dir1 = await run([p0.direct], N);
+  console.log(`  one client:  raw upsert ${fmt(raw1)} /s   lease.refresh ${fmt(ref1.rate)} /s   ratio ${(ref1.rate / raw1).toFixed(3)} (goal ≥ 0.5)`);
+  console.log(`               round trips per refresh ${ref1.roundTrips.toFixed(2)}; ${cpu(ref1)}`);
+  console.log(`               lease.refresh without HTTP (handle) ${fmt(dir1.rate)} /s, ${dir1.roundTrips.toFixed(2)} round trips; ${cpu(dir1)}`);
+  for (const c of CONCURRENCY) {
+    const rawC = await rawUpsertRate(config, c, N);
+    const refC = await run(pubs.slice(0, c).map((p) => p.refresh), N, () => Promise.all(pubs.slice(0, c).map((p) => p.reready())));
+    console.log(`  ${String(c).padStart(2)} clients:  raw upsert ${fmt(rawC)} /s   lease.refresh ${fmt(refC.rate)} /s   ratio ${(refC.rate / rawC).toFixed(3)}; ${refC.roundTrips.toFixed(2)} round trips; ${cpu(refC)}`);
+  }
 
-  await rawPg.query('CREATE TABLE bench_upsert (k int PRIMARY KEY, v bigint NOT NULL)');
-  let v = 0;
-  for (let i = 0; i < 20; i++) await rawPg.query('INSERT INTO bench_upsert VALUES (1, $1) ON CONFLICT (k) DO UPDATE SET v = $1', [v++]);
-  const rawRate = await time(N, () => rawPg.query('INSERT INTO bench_upsert VALUES (1, $1) ON CONFLICT (k) DO UPDATE SET v = $1', [v++]));
-  await rawPg.end();
-
-  const fmt = (x: number) => x.toFixed(0).padStart(7);
-  console.log(`nsd lease bench (N=${N}, loopback; PostgreSQL ${base.host}:${base.port})`);
-  console.log(`  raw single-row upsert transactions       ${fmt(rawRate)} /s   (peer, one client)`);
-  console.log(`  lease.refresh end to end, one client     ${fmt(refreshRate)} /s   ratio ${(refreshRate / rawRate).toFixed(3)}  (goal ≥ 0.5)`);
-  console.log(`  lease.refresh without HTTP (handle)      ${fmt(directRate)} /s`);
-  console.log(`  lease.refresh, ${String(CONCURRENCY).padStart(2)} concurrent publishers ${fmt(concurrentRate)} /s`);
-  for (const publishers of [1_000, 10_000]) {
+  // N publishers: clone the measured publishers' lease, session, service and snapshot rows in SQL up to N publishers,
+  // so every index the refresh reads has N publishers' rows; then measure the real publishers against that
+  const template = Buffer.from(p0.identity);
+  const cloneTables: readonly { table: string; who: string; extra?: string }[] = [
+    { table: 'member', who: 'identity' },
+    { table: 'runtime_binding', who: 'identity' },
+    { table: 'session_mark', who: 'identity' },
+    { table: 'report', who: 'identity' },
+    { table: 'service', who: 'publisher' },
+    { table: 'snapshot', who: 'target' },
+    { table: 'snapshot_history', who: 'target' },
+    { table: 'ack', who: 'target' },
+    { table: 'lease_snapshot_stamp', who: 'target' },
+    { table: 'lease_mark', who: 'holder' },
+    { table: 'lease_grant', who: 'holder', extra: `AND request_id = (SELECT request_id FROM service_control.lease_mark WHERE holder = $1)` },
+  ];
+  const keyCols = new Set(['identity', 'publisher', 'holder', 'target', 'service_id', 'space', 'grant_id', 'request_id']);
+  let seeded = maxC;
+  for (const publishers of PUBLISHERS) {
+    const add = publishers - seeded;
+    if (add > 0) {
+      for (const { table, who, extra } of cloneTables) {
+        const cols = (await rawPg.query(`SELECT column_name FROM information_schema.columns WHERE table_schema = 'service_control' AND table_name = $1 ORDER BY ordinal_position`, [table])).rows.map((r) => r.column_name as string);
+        // key columns → a per-copy hash of the same length (ids stay distinct; the service id of a copy is the same in every table)
+        const sel = cols.map((c) => (keyCols.has(c) ? `substring(sha256(${c} || int4send(g)) from 1 for length(${c}))` : c)).join(', ');
+        await rawPg.query(`INSERT INTO service_control.${table} (${cols.join(', ')}) SELECT ${sel} FROM service_control.${table}, generate_series($2::int, $3::int) g WHERE ${who} = $1 ${extra ?? ''}`, [template, seeded, publishers - 1]);
+      }
+      await rawPg.query('ANALYZE');
+      seeded = publishers;
+    }
     const needed = (publishers * 1000) / REFRESH_PERIOD_MS;
+    const rows0 = await grantRows();
+    const r = await run(pubs.map((p) => p.refresh), Math.max(1, Math.ceil(N / 4)), () => Promise.all(pubs.map((p) => p.reready())));
+    const rows1 = await grantRows();
+    const refreshes = Math.max(1, Math.ceil(N / 4)) * maxC;
     console.log(
-      `  ${String(publishers).padStart(6)} publishers × 1 refresh / ${REFRESH_PERIOD_MS / 1000} s = ${fmt(needed)} /s needed; headroom ${(refreshRate / needed).toFixed(2)}× one client, ${(concurrentRate / needed).toFixed(2)}× concurrent`,
+      `  ${String(publishers).padStart(6)} publishers × 1 refresh / ${REFRESH_PERIOD_MS / 1000} s = ${fmt(needed, 5)} /s needed; ${maxC} clients achieved ${fmt(r.rate)} /s = ${(r.rate / needed).toFixed(2)}× needed` +
+        ` (the load would use ${((100 * needed) / r.rate).toFixed(0)}% of that capacity); ${cpu(r)}; lease_grant rows ${rows0} → ${rows1} after ${refreshes} refreshes`,
     );
   }
+  const totalRefreshes = Number((await rawPg.query(`SELECT coalesce(sum(seq), 0) AS n FROM service_control.lease_mark WHERE holder = ANY($1)`, [pubs.map((p) => Buffer.from(p.identity))])).rows[0].n);
+  console.log(`  grant rows of the ${maxC} measured publishers after ${totalRefreshes} committed ready/refresh grants: ${(await rawPg.query('SELECT count(*) AS n FROM service_control.lease_grant WHERE holder = ANY($1)', [pubs.map((p) => Buffer.from(p.identity))])).rows[0].n} (pruned, decision 0165)`);
+  await rawPg.end();
   server.close();
   await store.close();
-} catch (e) {
+}).catch((e: unknown) => {
   console.error('lease bench failed:', e);
   process.exitCode = 1;
-} finally {
-  await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
-  await admin.end();
-}
+});
