@@ -44,6 +44,7 @@ start_m6() {
   mkdir -p "$m6_dir"
   for n in nsd a b; do [ -f "$m6_dir/$n.pem" ] || openssl genpkey -algorithm ed25519 -out "$m6_dir/$n.pem" 2>/dev/null; done
   [ -f "$m6_dir/network" ] || openssl rand -hex 16 >"$m6_dir/network"
+  [ -f "$m6_dir/admin-token" ] || (umask 077; openssl rand -hex 16 >"$m6_dir/admin-token")
   local net nsd_key ida idb
   net=$(cat "$m6_dir/network"); nsd_key=$(identity "$m6_dir/nsd.pem"); ida=$(identity "$m6_dir/a.pem"); idb=$(identity "$m6_dir/b.pem")
   [ -f "$m6_dir/a.json" ] || echo '[{"key":"web","protocols":["http"],"backend_host":"127.0.0.1","backend_port":8080,"display_name":"Web"}]' >"$m6_dir/a.json"
@@ -54,7 +55,7 @@ start_m6() {
   fi
   echo "==> starting nsd on http://127.0.0.1:$nsd_port (database $nsd_db) and ns-daemons on :${ns_ports[0]} and :${ns_ports[1]}"
   (cd apps/nsd && NSD_PORT="$nsd_port" NSD_DB_NAME="$nsd_db" NSD_KEY_FILE="$m6_dir/nsd.pem" NSD_MEMBERS="$ida:$net,$idb:$net" \
-    exec node --conditions=@homelab/source --import tsx src/main.ts) >"$m6_dir/nsd.log" 2>&1 &
+    NSD_ADMIN_TOKEN="$(cat "$m6_dir/admin-token")" exec node --conditions=@homelab/source --import tsx src/main.ts) >"$m6_dir/nsd.log" 2>&1 &
   m6_pids+=("$!")
   for _ in $(seq 1 900); do curl -sf "http://127.0.0.1:$nsd_port/healthz" >/dev/null 2>&1 && break; kill -0 "${m6_pids[0]}" 2>/dev/null || break; sleep 0.2; done
   if ! curl -sf "http://127.0.0.1:$nsd_port/healthz" >/dev/null 2>&1; then echo "nsd did not come up; $m6_dir/nsd.log:"; tail -20 "$m6_dir/nsd.log"; return 1; fi
@@ -82,6 +83,8 @@ start_m6() {
       nsd          http://127.0.0.1:$nsd_port/healthz   http://127.0.0.1:$nsd_port/metrics   log $m6_dir/nsd.log
       ns-daemon a  http://127.0.0.1:${ns_ports[0]}/healthz   http://127.0.0.1:${ns_ports[0]}/metrics   log $m6_dir/ns-a.log   declarations $m6_dir/a.json
       ns-daemon b  http://127.0.0.1:${ns_ports[1]}/healthz   http://127.0.0.1:${ns_ports[1]}/metrics   log $m6_dir/ns-b.log   declarations $m6_dir/b.json
+      owner admin  curl -H "authorization: Bearer \$(cat $m6_dir/admin-token)" "http://127.0.0.1:$nsd_port/v1/admin/services?network=$net"
+                   (allow a consumer: PUT /v1/admin/policy — apps/nsd/README.md "M6-62 by hand")
 M6
 }
 if [ "${M6_DISABLE:-0}" != 1 ]; then start_m6; fi

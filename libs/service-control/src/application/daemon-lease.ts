@@ -198,9 +198,12 @@ export class DaemonLeases {
       const k = toHex(l.service_ref.service_id);
       const cur = this.consumers.get(k);
       const key = keyOf(l, 'consumer');
-      if (cur !== undefined && bytesEqual(cur.listener.intent_digest, l.intent_digest)) cur.listener = l;
+      // the same endpoint (P) under a new intent (e.g. another source's authorization changed the aggregate digest):
+      // the permit and its flows stay — the own source Grant decides them (M6-27) — and the next acquire names the
+      // new intent (§2.4: no revocation just because the aggregate digest changed). Another P: the old permit ends.
+      if (cur !== undefined && cur.listener.P === l.P) cur.listener = l;
       else {
-        if (cur !== undefined) this.teardown([this.engine.revoke(cur.key)]); // another intent: the old permit ends
+        if (cur !== undefined) this.teardown([this.engine.revoke(cur.key)]);
         this.consumers.set(k, new ConsumerLease(key, l));
       }
       // the consumer's endpoint for this service: the publisher's N6:P, owned by exactly this permit
