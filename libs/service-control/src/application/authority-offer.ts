@@ -56,16 +56,24 @@ export const allocateOnReport = async (
   const start = ports;
   const rng = d.rng ?? Math.random;
   const newId = d.newProposalId ?? (() => new Uint8Array(randomBytes(16)));
-  for (const s of written) {
+  // every written row's allocation (row lock, in `written` order, after the port lock), policy sources and policy
+  // version are issued in one tick, so they share one round trip instead of two per service
+  const live = (s: StoredService) => s.state !== 'withdrawn';
+  const [founds, sourceLists, versions] = await Promise.all([
+    Promise.all(written.map((s) => tx.ports.lockAllocation(s.serviceId))),
+    Promise.all(written.map((s) => (live(s) ? tx.lease.policySources(s.serviceId) : []))),
+    Promise.all(written.map((s) => (live(s) ? tx.grants.policyVersion(s.serviceId) : null))),
+  ]);
+  for (const [i, s] of written.entries()) {
     const ref = { nsdId: d.nsdId, networkId: s.networkId, serviceId: s.serviceId };
-    const found = await tx.ports.lockAllocation(s.serviceId);
+    const found = founds[i] ?? null;
     if (s.state === 'withdrawn') {
       if (found !== null) ports = onWithdrawn(found, ports);
       continue;
     }
     const demand = demandOf(s);
     if (Either.isLeft(demand)) return Either.left(demand.left);
-    const [sources, version] = await Promise.all([tx.lease.policySources(s.serviceId), tx.grants.policyVersion(s.serviceId)]);
+    const [sources, version] = [sourceLists[i] ?? [], versions[i] ?? null];
     // the proposal binds the listener digest of the intent at P (the same function as the snapshot and the ready check)
     const digest = (port: bigint, rev: bigint) =>
       listenerIntentOf(d.nsdId, { ...s, port, listenerRevision: rev }, sources, version ?? undefined)?.intentDigest ?? new Uint8Array(32);

@@ -68,6 +68,11 @@ export class TxBatch implements TxConnection {
   private sending: Promise<void> = Promise.resolve();
   /** The first error of any round trip: the transaction is lost, later round trips are not sent. */
   private failed: Error | null = null;
+  /**
+   * Whether anything but a plain SELECT was queued (writes, DML statements, parameterised queries — conservatively).
+   * A transaction that changed no row commits without waiting for the WAL flush (decision 0161).
+   */
+  private changed = false;
   roundTrips = 0;
 
   constructor(
@@ -77,6 +82,7 @@ export class TxBatch implements TxConnection {
   ) {}
 
   statement = <A>(sql: string, parse: (r: pg.QueryResult) => A): Promise<A> => {
+    if (!READ_ONLY.test(sql)) this.changed = true;
     const inner = new Promise<A>((resolve, reject) =>
       this.queue.push({
         sql,
@@ -94,10 +100,12 @@ export class TxBatch implements TxConnection {
   };
 
   write = (sql: string): void => {
+    this.changed = true;
     this.queue.push({ sql, settle: () => undefined });
   };
 
   query = async (text: string, values?: unknown[]): Promise<pg.QueryResult> => {
+    this.changed = true;
     await this.flush();
     return this.client.query(text, values);
   };
@@ -156,9 +164,13 @@ export class TxBatch implements TxConnection {
     batch.forEach((q, i) => q.settle(results[head.length + i] as pg.QueryResult));
   }
 
-  /** Send the queued writes and COMMIT in one round trip (after the fence was read and checked). */
+  /**
+   * Send the queued writes and COMMIT in one round trip (after the fence was read and checked). A transaction that
+   * changed no row (its only WAL is row locks) skips the synchronous flush: nothing of it must survive a crash, and
+   * every row it read was committed durably by its writer before it became visible (decision 0161).
+   */
   commit(): Promise<void> {
-    return this.flush(['COMMIT']);
+    return this.flush(this.changed ? ['COMMIT'] : ['SET LOCAL synchronous_commit = off', 'COMMIT']);
   }
 
   async rollback(): Promise<void> {
@@ -168,5 +180,8 @@ export class TxBatch implements TxConnection {
     if (this.begun || this.failed !== null) await this.client.query('ROLLBACK').catch(() => undefined);
   }
 }
+
+/** A plain SELECT (row locks allowed; no data-modifying CTE, which would start with WITH). */
+const READ_ONLY = /^\s*SELECT\b/i;
 
 export const staleEpoch = () => scError('stale-epoch', 'the authority epoch changed; this transaction is fenced out');
