@@ -1,119 +1,215 @@
 // nsd bench: report.replace and snapshot.ack handled end to end (HTTP POST + envelope verify + fenced PostgreSQL
 // transaction + signed reply) per second, against raw single-row upsert transactions on the same PostgreSQL in the
-// same run (the physical limit of one durable commit). Prints ratios. Needs the machine's PostgreSQL (PG* env or the
-// test bed state file).
+// same run (the physical limit of one durable commit) — one sequential client, and C clients in flight (each its own
+// identity, runtime and Network, so fences never collide) against C raw-upsert connections. Prints ratios, the
+// PostgreSQL round trips per request and where the time of one request goes. The clients run on a worker thread
+// (client-worker.ts: clients are other machines); nsd's handler runs here. Needs the machine's PostgreSQL (pg.ts).
+// Env: BENCH_N (sequential requests, 300), BENCH_CONCURRENCY (8,32), BENCH_CONCURRENT_N (requests per concurrent run, 640).
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:http';
+import { createServer, request, Agent } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
-import { Effect } from 'effect';
-import pg from 'pg';
+import { Worker } from 'node:worker_threads';
+import { Effect, Either } from 'effect';
 import { type Message, SnapshotPushBody, decodeMessage, encodeMessage, reportDigest } from '@homelab/service-control';
 import { Authority } from '@homelab/service-control/application';
 import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
-import { ReplayCache, generateSigner, postUnary, serveUnary, trustOnly, trustSelfCertifying } from '@homelab/service-control/transport';
-import { Either } from 'effect';
+import { ReplayCache, type TransportSide, generateSigner, postUnary, receiveEnvelope, sealEnvelope, serveUnary, trustOnly, trustSelfCertifying } from '@homelab/service-control/transport';
+import type { ClientJob, ClientResult } from './client-worker.js';
+import { benchClient, rawUpsertRate, roundTrips, withBenchDatabase } from './pg.js';
 
 const N = Number(process.env['BENCH_N'] ?? 300);
-const statePath = join(import.meta.dirname, '../../../.testbed/state.json');
-const tb = existsSync(statePath) ? (JSON.parse(readFileSync(statePath, 'utf8')) as { postgres: { host: string; port: number; user: string } }).postgres : null;
-const base = { host: process.env['PGHOST'] ?? tb?.host ?? '127.0.0.1', port: Number(process.env['PGPORT'] ?? tb?.port ?? 5432), user: process.env['PGUSER'] ?? tb?.user ?? 'postgres' };
-const dbName = `nsd_bench_${randomBytes(4).toString('hex')}`;
-const admin = new pg.Client({ ...base, database: 'postgres' });
-await admin.connect();
-await admin.query(`CREATE DATABASE ${dbName}`);
+const CONCURRENCY = (process.env['BENCH_CONCURRENCY'] ?? '8,32').split(',').map(Number).filter((c) => c > 0);
+const CONCURRENT_N = Number(process.env['BENCH_CONCURRENT_N'] ?? 640);
 
-try {
-  const config = { ...base, database: dbName };
-  const store = makePgAuthorityStore(config);
+await withBenchDatabase('nsd_bench', async (config) => {
+  const store = makePgAuthorityStore({ ...config, max: Math.max(10, ...CONCURRENCY) });
   await store.migrate();
   const { nsdId, epoch } = await store.takeover();
   const authority = new Authority({ store, nsdId, epoch, now: Date.now });
   const nsd = generateSigner().signer;
-  const side = { signer: nsd, trust: trustSelfCertifying, replay: new ReplayCache() };
+  const side: TransportSide = { signer: nsd, trust: trustSelfCertifying, replay: new ReplayCache() };
   const server = createServer((req, res) => void serveUnary(side, req, res, (env) => authority.handle(env.machineId, env.payload)));
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/rpc`;
+  const fixtures = await benchClient(config);
+  let syntheticRevision = 1_000_000n;
 
-  const a = generateSigner().signer;
-  const net = new Uint8Array(randomBytes(16));
-  await store.addMember(a.machineId, net);
-  const client = { signer: a, trust: trustOnly(nsd.machineId), replay: new ReplayCache() };
-  const rid = new Uint8Array(randomBytes(16));
-  const env = (kind: string, body: unknown, extra: Record<string, unknown> = {}) =>
-    encodeMessage({ schema: 1, kind, nsd_id: nsdId, network_id: net, subject_identity: a.machineId, runtime_generation: 1n, runtime_id: rid, authority_epoch: epoch, request_id: new Uint8Array(randomBytes(16)), body, ...extra } as unknown as Message);
-  const call = async (bytes: Uint8Array): Promise<Message> => {
-    const r = decodeMessage(await Effect.runPromise(postUnary(client, url, bytes)));
-    if (Either.isLeft(r)) throw r.left;
-    if (r.right.kind === 'error') throw new Error(JSON.stringify(r.right.body));
-    return r.right;
+  /** One publisher: own identity and Network, bound, session 1 open, one report accepted. */
+  const publisher = async () => {
+    const { signer: a, privateKeyPem: pem } = generateSigner();
+    const net = new Uint8Array(randomBytes(16));
+    await store.addMember(a.machineId, net);
+    const client: TransportSide = { signer: a, trust: trustOnly(nsd.machineId), replay: new ReplayCache() };
+    const rid = new Uint8Array(randomBytes(16));
+    const env = (kind: string, body: unknown, extra: Record<string, unknown> = {}) =>
+      encodeMessage({ schema: 1, kind, nsd_id: nsdId, network_id: net, subject_identity: a.machineId, runtime_generation: 1n, runtime_id: rid, authority_epoch: epoch, request_id: new Uint8Array(randomBytes(16)), body, ...extra } as unknown as Message);
+    const call = async (bytes: Uint8Array): Promise<Message> => {
+      const r = decodeMessage(await Effect.runPromise(postUnary(client, url, bytes)));
+      if (Either.isLeft(r)) throw r.left;
+      if (r.right.kind === 'error') throw new Error(JSON.stringify(r.right.body));
+      return r.right;
+    };
+    const scope = { publisher_identity: a.machineId, nsd_id: nsdId, network_id: net };
+    let rev = 0n;
+    /** The next report revision (a changed display name: a real replace, no new P round). */
+    const replace = () => {
+      rev++;
+      const content = { scope, strict_mode: false, declarations: [{ declaration_key: 'svc', display_name: `v${rev}`, description: null, enabled: true, protocols: ['tcp'], backend_host: { ipv4: new Uint8Array([10, 0, 0, 1]) }, backend_port: 80, port_mode: 'auto', requested_port: null }] };
+      return env('report.replace', { scope, report_revision: rev, report_digest: reportDigest(content as never), content });
+    };
+    const ack = (revision: bigint, digest: Uint8Array) =>
+      env('snapshot.ack', { scope: { subject_identity: a.machineId, nsd_id: nsdId, network_id: net }, snapshot_revision: revision, snapshot_digest: digest, accepted: true, enforcement_applied: true, dns_applied: false, errors: [] }, { session_seq: 1n });
+    /** Repeat ACKs of the current snapshot: the first records the ACK, the rest find it (idempotent, no write). */
+    const repeatAcks = async (n: number) => {
+      await authority.idle();
+      const snap = SnapshotPushBody.decodeOrThrow((await authority.produceFor(a.machineId, net)) as Uint8Array);
+      return Array.from({ length: n }, () => ack(snap.snapshot.snapshot_revision, snap.snapshot_digest));
+    };
+    /**
+     * First ACKs, each of another revision: n produced revisions are written into the snapshot history directly
+     * (producing n real snapshots would need n report changes), so every ACK is recorded (an INSERT + durable commit).
+     */
+    const firstAcks = async (n: number) => {
+      const revs = Array.from({ length: n }, () => ({ revision: syntheticRevision++, digest: new Uint8Array(randomBytes(32)) }));
+      await fixtures.query(
+        `INSERT INTO service_control.snapshot_history SELECT $1, $2, r, d FROM unnest($3::numeric[], $4::bytea[]) AS u(r, d)`,
+        [Buffer.from(a.machineId), Buffer.from(net), revs.map((r) => r.revision.toString()), revs.map((r) => Buffer.from(r.digest))],
+      );
+      return revs.map((r) => ack(r.revision, r.digest));
+    };
+    await call(env('runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }, { authority_epoch: null }));
+    await call(env('session.open', {}, { session_seq: 1n }));
+    await call(replace());
+    return { a, pem, client, call, replace, replaces: (n: number) => Array.from({ length: n }, replace), repeatAcks, firstAcks };
   };
-  await call(encodeMessage({ schema: 1, kind: 'runtime.bind', nsd_id: nsdId, network_id: net, subject_identity: a.machineId, runtime_generation: 1n, runtime_id: rid, authority_epoch: null, request_id: new Uint8Array(randomBytes(16)), body: { mode: 'normal', floor_request_id: null, owner_recovery: false } } as unknown as Message));
-  await call(env('session.open', {}, { session_seq: 1n }));
-  const scope = { publisher_identity: a.machineId, nsd_id: nsdId, network_id: net };
-  let rev = 0n;
-  const replace = () => {
-    rev++;
-    const content = { scope, strict_mode: false, declarations: [{ declaration_key: 'svc', display_name: `v${rev}`, description: null, enabled: true, protocols: ['tcp'], backend_host: { ipv4: new Uint8Array([10, 0, 0, 1]) }, backend_port: 80, port_mode: 'auto', requested_port: null }] };
-    return env('report.replace', { scope, report_revision: rev, report_digest: reportDigest(content as never), content });
+  type Publisher = Awaited<ReturnType<typeof publisher>>;
+
+  /** Run prepared payloads on the worker thread, one sequential client per publisher, all at once. */
+  const runClients = async (jobs: readonly { pub: Publisher; payloads: Uint8Array[] }[]) => {
+    const workerData: ClientJob = { url, nsdKey: nsd.machineId, clients: jobs.map((j) => ({ pem: j.pub.pem, payloads: j.payloads })) };
+    // a worker's entry module is not seen by the parent's tsx loader: register tsx in the worker, then import it
+    const entry = new URL('./client-worker.ts', import.meta.url).href;
+    const worker = new Worker(`import('tsx/esm/api').then((t) => { t.register(); return import(${JSON.stringify(entry)}); })`, { eval: true, workerData });
+    await new Promise((r) => worker.once('message', r)); // ready
+    const rt0 = roundTrips();
+    const t0 = process.hrtime.bigint();
+    worker.postMessage('go');
+    const result = await new Promise<ClientResult>((resolve, reject) => {
+      worker.once('message', resolve);
+      worker.once('error', reject);
+    });
+    const replied = Number(process.hrtime.bigint() - t0) / 1e9;
+    await authority.idle(); // snapshot productions queued by the run
+    const drained = Number(process.hrtime.bigint() - t0) / 1e9;
+    await worker.terminate();
+    if (result.failures > 0) throw new Error(`${result.failures} requests failed, first: ${result.firstFailure}`);
+    return { rate: result.requests / replied, drainedRate: result.requests / drained, roundTrips: (roundTrips() - rt0) / result.requests };
   };
-  // PostgreSQL round trips per request: every pg query is one (a multi-statement string is one round trip)
-  let queries = 0;
-  const query = pg.Client.prototype.query;
-  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-    queries++;
-    return (query as (...a: unknown[]) => unknown).apply(this, args);
-  } as typeof query;
-  const perRequest: Record<string, number> = {};
-  const time = async (n: number, f: () => Promise<unknown>, label?: string): Promise<number> => {
-    const q0 = queries;
+
+  const rows: string[] = [];
+  const fmt = (x: number) => x.toFixed(0).padStart(6);
+  const ratio = (x: number, peer: number) => (x / peer).toFixed(3);
+
+  // ── one sequential client ──
+  const p0 = await publisher();
+  await runClients([{ pub: p0, payloads: p0.replaces(20) }]); // warm up (JIT, pool, worker)
+  const rawSeq = await rawUpsertRate(config, 1, N);
+  const repSeq = await runClients([{ pub: p0, payloads: p0.replaces(N) }]);
+  const ackSeq = await runClients([{ pub: p0, payloads: await p0.firstAcks(N) }]);
+  const repeatSeq = await runClients([{ pub: p0, payloads: await p0.repeatAcks(N) }]);
+  const rawSeq2 = await rawUpsertRate(config, 1, N);
+  const rawS = (rawSeq + rawSeq2) / 2;
+  rows.push(`one client, sequential (N=${N}); raw upserts ${fmt(rawSeq)} /s before, ${fmt(rawSeq2)} /s after — peer = mean ${fmt(rawS)} /s`);
+  rows.push(`  report.replace  ${fmt(repSeq.rate)} /s  ratio ${ratio(repSeq.rate, rawS)}   incl. the snapshot productions it queued: ${fmt(repSeq.drainedRate)} /s (${ratio(repSeq.drainedRate, rawS)});  ${repSeq.roundTrips.toFixed(1)} round trips/request incl. production`);
+  rows.push(`  snapshot.ack    ${fmt(ackSeq.rate)} /s  ratio ${ratio(ackSeq.rate, rawS)}   ${ackSeq.roundTrips.toFixed(1)} round trips/request (first ACK of each revision: writes the ACK row)`);
+  rows.push(`  repeat ACK      ${fmt(repeatSeq.rate)} /s  ratio ${ratio(repeatSeq.rate, rawS)}   ${repeatSeq.roundTrips.toFixed(1)} round trips/request (idempotent: the ACK row exists, nothing written)`);
+
+  // ── C clients in flight ──
+  const pubs: Publisher[] = [p0];
+  for (const c of CONCURRENCY) {
+    while (pubs.length < c) pubs.push(await publisher());
+    const use = pubs.slice(0, c);
+    const per = Math.max(1, Math.floor(CONCURRENT_N / c));
+    const raw1 = await rawUpsertRate(config, c, per);
+    const prepare = async (f: (pub: Publisher) => Promise<Uint8Array[]>) => {
+      const jobs = [];
+      for (const pub of use) jobs.push({ pub, payloads: await f(pub) }); // one fixtures connection: one at a time
+      return jobs;
+    };
+    const ack = await runClients(await prepare((pub) => pub.firstAcks(per)));
+    const repeat = await runClients(await prepare((pub) => pub.repeatAcks(per)));
+    const rep = await runClients(use.map((pub) => ({ pub, payloads: pub.replaces(per) })));
+    const raw2 = await rawUpsertRate(config, c, per);
+    const raw = (raw1 + raw2) / 2;
+    rows.push(`${c} clients in flight (${per} requests each); raw upserts on ${c} connections ${fmt(raw1)} /s before, ${fmt(raw2)} /s after — peer = mean ${fmt(raw)} /s`);
+    rows.push(`  report.replace  ${fmt(rep.rate)} /s  ratio ${ratio(rep.rate, raw)}   incl. the snapshot productions it queued: ${fmt(rep.drainedRate)} /s (${ratio(rep.drainedRate, raw)}); ${rep.roundTrips.toFixed(1)} round trips/request`);
+    rows.push(`  snapshot.ack    ${fmt(ack.rate)} /s  ratio ${ratio(ack.rate, raw)}   ${ack.roundTrips.toFixed(1)} round trips/request (first ACKs)`);
+    rows.push(`  repeat ACK      ${fmt(repeat.rate)} /s  ratio ${ratio(repeat.rate, raw)}   ${repeat.roundTrips.toFixed(1)} round trips/request`);
+  }
+
+  // ── where the time of one request goes (this thread, sequential, µs per request) ──
+  const micros = async (n: number, f: () => unknown): Promise<number> => {
+    for (let i = 0; i < 20; i++) await f();
     const t0 = process.hrtime.bigint();
     for (let i = 0; i < n; i++) await f();
-    const rate = (n * 1e9) / Number(process.hrtime.bigint() - t0);
-    if (label !== undefined) perRequest[label] = (queries - q0) / n;
-    return rate;
+    return Number(process.hrtime.bigint() - t0) / 1e3 / n;
   };
-
-  // warm up
-  for (let i = 0; i < 20; i++) await call(replace());
-  const replaceRate = await time(N, () => call(replace()), 'replace');
+  const [ackPayload] = await p0.repeatAcks(1);
+  const replyPayload = await authority.handle(p0.a.machineId, ackPayload as Uint8Array);
+  const M = Math.max(N, 300);
+  const firstAckPayloads = await p0.firstAcks(N + 20);
+  const requests = Array.from({ length: M + 20 }, () => sealEnvelope(p0.a, ackPayload as Uint8Array));
+  const replies = Array.from({ length: M + 20 }, () => sealEnvelope(nsd, replyPayload));
+  const seal = await micros(M, () => sealEnvelope(p0.a, ackPayload as Uint8Array));
+  const open = await micros(M, () => receiveEnvelope(side, requests.pop() as Uint8Array));
+  const sealReply = await micros(M, () => sealEnvelope(nsd, replyPayload));
+  const verifyReply = await micros(M, () => receiveEnvelope(p0.client, replies.pop() as Uint8Array));
+  const rt0 = roundTrips();
+  const handleAck = await micros(N, () => authority.handle(p0.a.machineId, firstAckPayloads.pop() as Uint8Array));
+  const ackTrips = (roundTrips() - rt0) / (N + 20);
+  const handleReplace = await micros(N, () => authority.handle(p0.a.machineId, p0.replace()));
   await authority.idle();
-  const body = (await authority.produceFor(a.machineId, net)) as Uint8Array;
-  const snap = SnapshotPushBody.decodeOrThrow(body);
-  const ack = () =>
-    env('snapshot.ack', { scope: { subject_identity: a.machineId, nsd_id: nsdId, network_id: net }, snapshot_revision: snap.snapshot.snapshot_revision, snapshot_digest: snap.snapshot_digest, accepted: true, enforcement_applied: true, dns_applied: false, errors: [] }, { session_seq: 1n });
-  await call(ack());
-  const ackRate = await time(N, () => call(ack()), 'ack');
-
-  // where the time goes: the same ACK through Authority.handle without HTTP, and an HTTP echo with the same transport
-  const ackBytes = ack();
-  const directRate = await time(N, () => authority.handle(a.machineId, ackBytes));
-  const echo = createServer((req, res) => void serveUnary(side, req, res, async (e) => e.payload));
+  // the bare HTTP round trip: the same keep-alive node:http client and server, no envelope work
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const echo = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(Buffer.concat(chunks)));
+  });
   await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
   const echoUrl = `http://127.0.0.1:${(echo.address() as AddressInfo).port}/`;
-  const echoRate = await time(N, () => Effect.runPromise(postUnary(client, echoUrl, ackBytes)));
+  const sealedAck = sealEnvelope(p0.a, ackPayload as Uint8Array);
+  const http = await micros(M, () =>
+    new Promise<void>((resolve, reject) => {
+      const req = request(echoUrl, { method: 'POST', agent, headers: { 'content-length': sealedAck.length } }, (res) => {
+        res.on('data', () => undefined);
+        res.on('end', resolve);
+      });
+      req.on('socket', (s) => s.setNoDelay(true));
+      req.on('error', reject);
+      req.end(sealedAck);
+    }),
+  );
   echo.close();
+  agent.destroy();
+  const signedEcho = await (async () => {
+    const s = createServer((req, res) => void serveUnary(side, req, res, async (e) => e.payload));
+    await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+    const u = `http://127.0.0.1:${(s.address() as AddressInfo).port}/`;
+    const us = await micros(M, () => Effect.runPromise(postUnary(p0.client, u, ackPayload as Uint8Array)));
+    s.close();
+    return us;
+  })();
+  const endToEnd = 1e6 / ackSeq.rate;
+  const us = (x: number) => `${x.toFixed(0).padStart(5)} µs`;
+  rows.push(`where one (first) snapshot.ack's time goes (sequential, this thread; end to end ${us(endToEnd)} = ${fmt(ackSeq.rate)} /s):`);
+  rows.push(`  client seal ${us(seal)} | server verify + replay ${us(open)} | handle incl. PostgreSQL ${us(handleAck)} (${ackTrips.toFixed(1)} round trips) | server seal ${us(sealReply)} | client verify + replay ${us(verifyReply)} | bare HTTP round trip ${us(http)}`);
+  rows.push(`  sum ${us(seal + open + handleAck + sealReply + verifyReply + http)}; signed HTTP echo (transport without handle) ${us(signedEcho)} = ${fmt(1e6 / signedEcho)} /s (${ratio(1e6 / signedEcho, rawS)} of raw); raw upsert ${us(1e6 / rawS)}`);
+  rows.push(`  report.replace handle incl. PostgreSQL ${us(handleReplace)} (reply path only; its snapshot production runs after the reply)`);
 
-  const raw = new pg.Client(config);
-  await raw.connect();
-  await raw.query('CREATE TABLE bench_upsert (k int PRIMARY KEY, v bigint NOT NULL)');
-  let v = 0;
-  for (let i = 0; i < 20; i++) await raw.query('INSERT INTO bench_upsert VALUES (1, $1) ON CONFLICT (k) DO UPDATE SET v = $1', [v++]);
-  const rawRate = await time(N, () => raw.query('INSERT INTO bench_upsert VALUES (1, $1) ON CONFLICT (k) DO UPDATE SET v = $1', [v++]));
-  await raw.end();
-
-  const fmt = (x: number) => x.toFixed(0).padStart(7);
-  console.log(`nsd bench (N=${N}, one client, sequential, loopback; PostgreSQL ${base.host}:${base.port})`);
-  console.log(`  raw single-row upsert transactions     ${fmt(rawRate)} /s   (peer)`);
-  console.log(`  report.replace end to end              ${fmt(replaceRate)} /s   ratio ${(replaceRate / rawRate).toFixed(3)}  (goal ≥ 0.5; snapshot production runs after the reply, from the outbox)`);
-  console.log(`  snapshot.ack end to end (idempotent)   ${fmt(ackRate)} /s   ratio ${(ackRate / rawRate).toFixed(3)}  (goal ≥ 0.5)`);
-  console.log(`  snapshot.ack without HTTP (handle)     ${fmt(directRate)} /s`);
-  console.log(`  signed HTTP echo (transport only)      ${fmt(echoRate)} /s`);
-  console.log(`  PostgreSQL round trips per request: report.replace ${perRequest['replace']?.toFixed(1)} (incl. snapshot production after the reply), snapshot.ack ${perRequest['ack']?.toFixed(1)}; raw upsert 1`);
+  console.log(`nsd bench (loopback; PostgreSQL ${config.host}:${config.port}; goal: each ratio ≥ 0.5)`);
+  for (const r of rows) console.log(r);
   server.close();
+  await fixtures.end();
   await store.close();
-} finally {
-  await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
-  await admin.end();
-}
+});
