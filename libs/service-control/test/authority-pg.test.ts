@@ -126,11 +126,25 @@ describe('B on PostgreSQL', () => {
     expect(code(await reply(authority, w, msg(w, 'session.open', {}, { session_seq: 1n })))).toBe('stale-session');
   });
 
+  it('M6-18 the snapshot production after a report clears the outbox rows it covers in its own transaction', async () => {
+    const w = await newWho(rid16());
+    await boot(w);
+    await authority.idle();
+    const before = await count('outbox');
+    const r = await reply(authority, w, msg(w, 'report.replace', replaceBody(w, 1n, [decl('web')])));
+    expect(r.kind).toBe('report.accepted');
+    await authority.idle();
+    expect(await count('outbox')).toBe(before);
+    expect(await count('snapshot')).toBeGreaterThan(0);
+  });
+
   it('M6-18 M6-19 report.replace: accept + outbox in the same transaction, original on repeat, digest-conflict, stale-report; stable ServiceRef', async () => {
     const w = await newWho();
     await boot(w);
     // an Authority whose outbox rows are never cleared, so the rows written by the report transactions stay visible
-    const keep = new Authority({ store: { ...store, clearOutbox: async () => undefined }, nsdId, epoch: authority.epoch, now });
+    // (a production clears them with its own COMMIT, through the transaction's clearOutbox)
+    const keepRows: AuthorityStore = { ...store, transact: (e, fn) => store.transact(e, (tx) => fn({ ...tx, clearOutbox: async () => undefined })) };
+    const keep = new Authority({ store: keepRows, nsdId, epoch: authority.epoch, now });
     await authority.idle();
     const outbox0 = await count('outbox');
     const r1 = await reply(keep, w, msg(w, 'report.replace', replaceBody(w, 1n, [decl('web', 'Web'), decl('db')])));

@@ -76,6 +76,8 @@ export interface AuthorityTx {
   readonly upsertServices: (rows: readonly StoredService[]) => Promise<void>;
   /** Returns the outbox row id (cleared once the snapshots of the Network are produced). */
   readonly writeOutbox: (networkId: Bytes, reason: string) => Promise<bigint>;
+  /** Clear the Network's outbox rows up to `upTo` in this transaction (the production that covers them). */
+  readonly clearOutbox: (networkId: Bytes, upTo: bigint) => Promise<void>;
   readonly members: (networkId: Bytes) => Promise<readonly Bytes[]>;
   readonly lockSnapshot: (target: Bytes, networkId: Bytes) => Promise<StoredSnapshot | null>;
   /** Every snapshot row of a Network, locked, by target (lowercase hex): batched production (decision 0130). */

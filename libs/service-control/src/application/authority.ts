@@ -623,7 +623,7 @@ export class Authority {
       .then(async () => {
         const upTo = this.queued.get(key) as bigint;
         this.queued.delete(key);
-        if (await this.produceNetwork(networkId)) await this.d.store.clearOutbox(upTo, networkId);
+        await this.produceNetwork(networkId, upTo);
       })
       .catch((e: unknown) => this.d.log?.('production-failed', { error: String(e) }));
   }
@@ -654,7 +654,7 @@ export class Authority {
    * with the COMMIT). Delivers every member's current snapshot (`only` = just that target's, plus every target whose
    * snapshot changed). The snapshot pushed to `only` is returned (null on failure or when it is not a member).
    */
-  private async produce(networkId: Bytes, only: Bytes | null): Promise<{ readonly ok: boolean; readonly body: Uint8Array | null }> {
+  private async produce(networkId: Bytes, only: Bytes | null, clearUpTo: bigint | null = null): Promise<{ readonly ok: boolean; readonly body: Uint8Array | null }> {
     const r = await this.d.store.transact(this.d.epoch, async (tx) => {
       const [members, services, last] = await Promise.all([tx.members(networkId), tx.services(networkId), tx.lockSnapshots(networkId)]);
       const view = await networkView(this.d.nsdId, tx, networkId, services, members, last);
@@ -674,6 +674,8 @@ export class Authority {
         bodies.push({ target, body: next.right.body, changed: next.right.stored !== null });
       }
       await view.right.save();
+      // the outbox rows this production covers go with its COMMIT (no separate round trip and flush)
+      if (clearUpTo !== null) await tx.clearOutbox(networkId, clearUpTo);
       return Either.right(bodies);
     });
     if (Either.isLeft(r)) {
@@ -689,9 +691,9 @@ export class Authority {
     return { ok: true, body: mine };
   }
 
-  /** Produce and deliver the snapshots of every member of a Network. True when it committed. */
-  async produceNetwork(networkId: Bytes): Promise<boolean> {
-    return (await this.produce(networkId, null)).ok;
+  /** Produce and deliver the snapshots of every member of a Network, clearing its outbox rows up to `clearUpTo`. */
+  async produceNetwork(networkId: Bytes, clearUpTo: bigint | null = null): Promise<boolean> {
+    return (await this.produce(networkId, null, clearUpTo)).ok;
   }
 
   /**
@@ -793,7 +795,7 @@ export class Authority {
       const k = toHex(r.networkId);
       if ((upTo.get(k)?.id ?? -1n) < r.id) upTo.set(k, r);
     }
-    for (const r of upTo.values()) if (await this.produceNetwork(r.networkId)) await this.d.store.clearOutbox(r.id, r.networkId);
+    for (const r of upTo.values()) await this.produceNetwork(r.networkId, r.id);
     return rows.length;
   }
 

@@ -170,6 +170,8 @@ const tx = (c: TxConnection, leaseOptions: LeaseTxOptions): AuthorityTx => ({
   },
   writeOutbox: (networkId, reason) =>
     c.statement(`INSERT INTO ${S}.outbox (network_id, reason) VALUES (${lit.bytea(networkId)}, ${lit.text(reason)}) RETURNING id`, (r) => big(r.rows[0].id)),
+  clearOutbox: async (networkId, upTo) =>
+    c.write(`DELETE FROM ${S}.outbox WHERE network_id = ${lit.bytea(networkId)} AND id <= ${lit.num(upTo)}`),
   members: (networkId) =>
     c.statement(`SELECT identity FROM ${S}.member WHERE network_id = ${lit.bytea(networkId)} ORDER BY identity`, (r) => r.rows.map((row) => b(row.identity))),
   lockSnapshot: (target, networkId) =>
