@@ -21,11 +21,6 @@ export const PORT_MIGRATIONS: readonly string[] = [
      service_id bytea NOT NULL, PRIMARY KEY (publisher, port));`,
 ];
 
-export interface PortQuery {
-  readonly query: (text: string, values?: unknown[]) => Promise<{ readonly rows: Record<string, unknown>[] }>;
-}
-
-const buf = (v: Uint8Array): Buffer => Buffer.from(v.buffer, v.byteOffset, v.byteLength);
 const b = (v: unknown): Uint8Array => new Uint8Array(v as Buffer);
 
 const refOut = (r: ServiceRef) => [toHex(r.nsdId), toHex(r.networkId), toHex(r.serviceId)];
@@ -104,12 +99,17 @@ export const allocationFromJson = (j: unknown): Allocation => {
   }
 };
 
-export const portTx = (c: PortQuery & Pick<TxConnection, 'statement'>): PortTx => ({
+// Reads are queued statements and writes ride with the next round trip or the COMMIT (batch.ts, decision 0130): the
+// port lock and the table read share one round trip, the table and allocation writes go with the COMMIT.
+export const portTx = (c: Pick<TxConnection, 'statement' | 'write'>): PortTx => ({
   lockPorts: async (publisher) => {
-    await c.query(`SELECT pg_advisory_xact_lock(hashtextextended('${S}.port:' || encode($1::bytea, 'hex'), 0))`, [buf(publisher)]);
-    const r = await c.query(`SELECT port, kind, nsd_id, network_id, service_id FROM ${S}.port_entry WHERE publisher = $1`, [buf(publisher)]);
+    const pub = lit.bytea(publisher);
+    const [, rows] = await Promise.all([
+      c.statement(`SELECT pg_advisory_xact_lock(hashtextextended('${S}.port:' || encode(${pub}, 'hex'), 0))`, () => undefined),
+      c.statement(`SELECT port, kind, nsd_id, network_id, service_id FROM ${S}.port_entry WHERE publisher = ${pub}`, (r) => r.rows as Record<string, unknown>[]),
+    ]);
     const table = new Map<string, { publisher: Uint8Array; port: bigint; kind: PortEntryKind; serviceRef: ServiceRef }>();
-    for (const row of r.rows) {
+    for (const row of rows) {
       const port = BigInt(row['port'] as number);
       table.set(endpointKey(publisher, port), {
         publisher,
@@ -124,16 +124,17 @@ export const portTx = (c: PortQuery & Pick<TxConnection, 'statement'>): PortTx =
     for (const [k, e] of after) {
       const old = before.get(k);
       if (old !== undefined && old.kind === e.kind && toHex(old.serviceRef.serviceId) === toHex(e.serviceRef.serviceId)) continue;
-      await c.query(
-        `INSERT INTO ${S}.port_entry VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (publisher, port)
-         DO UPDATE SET kind = $3, nsd_id = $4, network_id = $5, service_id = $6`,
-        [buf(publisher), Number(e.port), e.kind, buf(e.serviceRef.nsdId), buf(e.serviceRef.networkId), buf(e.serviceRef.serviceId)],
+      c.write(
+        `INSERT INTO ${S}.port_entry VALUES (${lit.bytea(publisher)}, ${lit.num(e.port)}, ${lit.text(e.kind)}, ${lit.bytea(e.serviceRef.nsdId)},
+           ${lit.bytea(e.serviceRef.networkId)}, ${lit.bytea(e.serviceRef.serviceId)})
+         ON CONFLICT (publisher, port) DO UPDATE SET kind = excluded.kind, nsd_id = excluded.nsd_id, network_id = excluded.network_id,
+           service_id = excluded.service_id`,
       );
     }
     for (const [k, e] of before)
       if (!after.has(k)) {
         if (e.kind !== 'reserved') throw scError('state-inconsistent', 'only a pure reservation is ever released');
-        await c.query(`DELETE FROM ${S}.port_entry WHERE publisher = $1 AND port = $2 AND kind = 'reserved'`, [buf(publisher), Number(e.port)]);
+        c.write(`DELETE FROM ${S}.port_entry WHERE publisher = ${lit.bytea(publisher)} AND port = ${lit.num(e.port)} AND kind = 'reserved'`);
       }
   },
   // a queued statement: the ready/refresh path reads it in the same round trip as the fence (decision 0130)
@@ -141,10 +142,9 @@ export const portTx = (c: PortQuery & Pick<TxConnection, 'statement'>): PortTx =
     c.statement(`SELECT value FROM ${S}.port_allocation WHERE service_id = ${lit.bytea(serviceId)} FOR UPDATE`, (r) =>
       r.rows[0] === undefined ? null : allocationFromJson(r.rows[0]['value']),
     ),
-  saveAllocation: async (a) => {
-    await c.query(
-      `INSERT INTO ${S}.port_allocation VALUES ($1, $2, $3::jsonb) ON CONFLICT (service_id) DO UPDATE SET value = $3::jsonb`,
-      [buf(a.serviceRef.serviceId), buf(a.publisher), JSON.stringify(allocationToJson(a))],
-    );
-  },
+  saveAllocation: async (a) =>
+    c.write(
+      `INSERT INTO ${S}.port_allocation VALUES (${lit.bytea(a.serviceRef.serviceId)}, ${lit.bytea(a.publisher)}, ${lit.json(allocationToJson(a))})
+       ON CONFLICT (service_id) DO UPDATE SET value = excluded.value`,
+    ),
 });
