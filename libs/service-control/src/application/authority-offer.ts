@@ -52,18 +52,19 @@ export const allocateOnReport = async (
   written: readonly StoredService[],
 ): Promise<Either.Either<void, ServiceControlError>> => {
   if (written.length === 0) return Either.void;
-  let ports = await tx.ports.lockPorts(publisher);
-  const start = ports;
   const rng = d.rng ?? Math.random;
   const newId = d.newProposalId ?? (() => new Uint8Array(randomBytes(16)));
-  // every written row's allocation (row lock, in `written` order, after the port lock), policy sources and policy
-  // version are issued in one tick, so they share one round trip instead of two per service
+  // the publisher's port lock and table, then every written row's allocation (row lock, in `written` order), policy
+  // sources and policy version are issued in one tick — queued in this order, so they share one round trip and keep
+  // the lock order (port lock → allocation rows)
   const live = (s: StoredService) => s.state !== 'withdrawn';
-  const [founds, sourceLists, versions] = await Promise.all([
+  const [start, founds, sourceLists, versions] = await Promise.all([
+    tx.ports.lockPorts(publisher),
     Promise.all(written.map((s) => tx.ports.lockAllocation(s.serviceId))),
     Promise.all(written.map((s) => (live(s) ? tx.lease.policySources(s.serviceId) : []))),
     Promise.all(written.map((s) => (live(s) ? tx.grants.policyVersion(s.serviceId) : null))),
   ]);
+  let ports = start;
   for (const [i, s] of written.entries()) {
     const ref = { nsdId: d.nsdId, networkId: s.networkId, serviceId: s.serviceId };
     const found = founds[i] ?? null;
