@@ -81,6 +81,8 @@ export class Daemon {
   readonly runtimeId: Bytes = new Uint8Array(randomBytes(16));
   private nsdId: Bytes | null = null;
   private binding: ABinding | null = null;
+  /** This start's bind (generation persisted once, M6-8): a bind retried after a lost or refused answer re-sends it. */
+  private startBind: BindRequest | null = null;
   private stream: StreamBinding | null = null;
   /** The endpoint table's §5.15 recovery ran in this process (once, before the first stream). */
   private portsRecovered = false;
@@ -184,6 +186,10 @@ export class Daemon {
     // A process keeps its runtime for its life: a re-bind (new epoch) repeats the same pair (idempotent at B).
     if (this.binding !== null && bytesEqual(this.binding.runtimeId, this.runtimeId)) {
       sent = { generation: this.binding.generation, runtimeId: this.runtimeId, mode: 'normal', floorRequestId: null, ownerRecovery: false };
+    } else if (this.startBind !== null) {
+      // B may have committed it (reply lost, §5.16) or refused it for now: the same pair is idempotent there, and a
+      // new generation per attempt would spend one per retry while B is down (the generation is per start, §5.1)
+      sent = this.startBind;
     } else {
       const plan = planStart(rec, this.runtimeId);
       if (Either.isLeft(plan)) throw plan.left;
@@ -201,6 +207,7 @@ export class Daemon {
         rec = rp.right.persist;
         sent = rp.right.bind;
       }
+      this.startBind = sent;
       this.d.fault?.('after-persist-generation');
     }
     let reply: Either.Either<MessageOf<'runtime.bind.result'>, ServiceControlError>;
