@@ -139,9 +139,17 @@ describe('M6-62 nsd + two ns-daemons over loopback', () => {
     const flowId = allowed.opened?.flowId as number;
     expect(flowId).toBeGreaterThan(0);
 
+    // another source's authorization changes the aggregate digest (the publisher's intent), not the consumer's own
+    // Grant: the consumer's flow is not revoked for it (§2.4) and its permit follows the new intent
+    const rev = Number((await healthz(b.port))['snapshotRevision']);
+    const other = randomBytes(32).toString('hex');
+    expect((await admin(nsd1.port, 'PUT', '/v1/admin/policy', { service_id: id, consumer: other, protocols: ['udp'] })).body['policy_version']).toBe('3');
+    await until(() => healthz(b.port), (h) => Number(h['snapshotRevision']) > rev && leaseOf(h, 'consumer', id)?.active === true);
+    expect((await checkFlows(b.port)).flows.find((f) => f.flowId === flowId)?.verdict).toBe('allow');
+
     // 9. revoke: the owner removes the consumer; the next check of the SAME flow is denied, a new flow is refused
     const removed = await admin(nsd1.port, 'DELETE', '/v1/admin/policy', { service_id: id, consumer: con.hex });
-    expect(removed).toEqual({ status: 200, body: { outcome: 'changed', policy_version: '3' } });
+    expect(removed).toEqual({ status: 200, body: { outcome: 'changed', policy_version: '4' } });
     await until(() => healthz(b.port), (h) => leaseOf(h, 'consumer', id) === undefined);
     const after = await checkFlows(b.port);
     expect(after.flows.find((f) => f.flowId === flowId)?.verdict).not.toBe('allow');

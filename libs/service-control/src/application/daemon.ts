@@ -474,16 +474,33 @@ export class Daemon {
     const s = this.stream as StreamBinding;
     let chain = Promise.resolve();
     let failure: unknown = null;
-    await this.d.transport.stream(
-      StreamBindingCodec.encodeOrThrow(streamBindingToWire(s)),
-      (p) => {
-        chain = chain.then(() => this.onEvent(p)).catch((e: unknown) => {
-          failure = e;
+    // an event that cannot be handled (e.g. its ACK never got through) ends this stream at once: the reconnect opens
+    // a new session and B delivers the current snapshot again, so nothing stays un-ACKed behind a live stream
+    const local = new AbortController();
+    const stop = () => local.abort();
+    signal.addEventListener('abort', stop, { once: true });
+    try {
+      await this.d.transport
+        .stream(
+          StreamBindingCodec.encodeOrThrow(streamBindingToWire(s)),
+          (p) => {
+            chain = chain
+              .then(() => (failure === null ? this.onEvent(p) : undefined))
+              .catch((e: unknown) => {
+                failure = e;
+                this.log('event-failed', { error: e instanceof SCE ? e.code : String(e) });
+                local.abort();
+              });
+          },
+          local.signal,
+        )
+        .catch((e: unknown) => {
+          if (failure === null) throw e; // our own abort after a failed event is reported as that failure below
         });
-      },
-      signal,
-    );
-    await chain;
+      await chain;
+    } finally {
+      signal.removeEventListener('abort', stop);
+    }
     if (failure !== null) throw failure;
   }
 
