@@ -4,6 +4,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import { httpCall } from '../src/net.js';
 import { installCrds, kubeRequest, testbed, uniqueName, useNamespace } from '../src/vitest/index.js';
+import { scratchCrd } from './support.js';
 
 interface Meta {
   metadata: {
@@ -103,21 +104,7 @@ describe.sequential('kube-controller-manager (real)', () => {
   });
 
   it('namespace controller: a deleted namespace is emptied (core and custom resources) and finishes deleting', async () => {
-    const group = 'nsctl.testbed.homelab.local';
-    const plural = `gadgets${uniqueName('x').slice(2)}`;
-    const kind = `Gadget${plural.slice(7)}`;
-    const crdName = `${plural}.${group}`;
-    const crd = {
-      apiVersion: 'apiextensions.k8s.io/v1',
-      kind: 'CustomResourceDefinition',
-      metadata: { name: crdName },
-      spec: {
-        group,
-        scope: 'Namespaced',
-        names: { plural, singular: plural.slice(0, -1), kind, listKind: `${kind}List` },
-        versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } }],
-      },
-    };
+    const { group, plural, kind, crdName, crd } = scratchCrd('nsctl.testbed.homelab.local', 'gadgets', 'Gadget', { type: 'object', 'x-kubernetes-preserve-unknown-fields': true });
     await installCrds([crd]);
     try {
       const name = uniqueName('doomed');

@@ -2,36 +2,13 @@
 // conflicts, delete preconditions, finalizers, watches and 410 Gone.
 import { request } from 'node:https';
 import { describe, expect, it } from 'vitest';
-import { installCrds, kubeRequest, testbed, uniqueName, useNamespace } from '../src/vitest/index.js';
+import { installCrds, kubeRequest, testbed, useNamespace } from '../src/vitest/index.js';
+import { scratchCrd } from './support.js';
 
-const group = 'smoke.testbed.homelab.local';
-const plural = `widgets${uniqueName('x').slice(2)}`;
-const kind = `Widget${plural.slice(7)}`;
-const crdName = `${plural}.${group}`;
-
-const crd = {
-  apiVersion: 'apiextensions.k8s.io/v1',
-  kind: 'CustomResourceDefinition',
-  metadata: { name: crdName },
-  spec: {
-    group,
-    scope: 'Namespaced',
-    names: { plural, singular: plural.slice(0, -1), kind, listKind: `${kind}List` },
-    versions: [
-      {
-        name: 'v1',
-        served: true,
-        storage: true,
-        schema: {
-          openAPIV3Schema: {
-            type: 'object',
-            properties: { spec: { type: 'object', properties: { size: { type: 'integer' }, color: { type: 'string' } } } },
-          },
-        },
-      },
-    ],
-  },
-};
+const { group, plural, kind, crdName, crd } = scratchCrd('smoke.testbed.homelab.local', 'widgets', 'Widget', {
+  type: 'object',
+  properties: { spec: { type: 'object', properties: { size: { type: 'integer' }, color: { type: 'string' } } } },
+});
 
 interface Obj {
   metadata: { name: string; uid: string; resourceVersion: string; deletionTimestamp?: string; finalizers?: string[] };

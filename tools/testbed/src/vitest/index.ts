@@ -1,6 +1,8 @@
 // Per-file isolation on the shared test bed: each helper registers beforeAll/afterAll hooks that create a
-// fresh namespace / database / KV path for the calling test file and clean it up afterwards.
+// fresh namespace / database / KV path for the calling test file and clean it up afterwards. Below them, the
+// fixtures test files of several projects share (polling, admin SQL, raw API objects, a scoped start-up).
 import { randomBytes } from 'node:crypto';
+import { Effect, type Scope } from 'effect';
 import pg from 'pg';
 import { afterAll, beforeAll, inject } from 'vitest';
 import { installCrdsOn, kubeCall, type CrdManifest } from '../kube-api.js';
@@ -78,30 +80,14 @@ export interface TestDatabase {
 /** A fresh PostgreSQL database for this test file, dropped (with its connections) afterwards. */
 export const useDatabase = (prefix = 't'): TestDatabase => {
   const cell = lazy<TestDatabase>('database');
-  const admin = () => {
-    const { postgres } = testbed();
-    return new pg.Client({ host: postgres.host, port: postgres.port, user: postgres.user, database: postgres.database });
-  };
   beforeAll(async () => {
     const { postgres } = testbed();
     const database = uniqueName(prefix).replaceAll('-', '_');
-    const client = admin();
-    await client.connect();
-    try {
-      await client.query(`CREATE DATABASE "${database}"`);
-    } finally {
-      await client.end();
-    }
+    await adminQuery(`CREATE DATABASE "${database}"`);
     cell.set({ database, host: postgres.host, port: postgres.port, user: postgres.user, config: { host: postgres.host, port: postgres.port, user: postgres.user, database } });
   });
   afterAll(async () => {
-    const client = admin();
-    await client.connect();
-    try {
-      await client.query(`DROP DATABASE IF EXISTS "${cell.get().database}" WITH (FORCE)`);
-    } finally {
-      await client.end();
-    }
+    await adminQuery(`DROP DATABASE IF EXISTS "${cell.get().database}" WITH (FORCE)`);
   });
   return {
     get database() { return cell.get().database; },
@@ -161,4 +147,114 @@ export const useKvPath = (prefix = 'tests'): TestKvPath => {
     get mount() { return cell.get().mount; },
     get base() { return cell.get().base; },
   };
+};
+
+// ---- Fixtures shared by test files on the test bed (one home instead of a copy per file). ----
+
+/**
+ * Polls `check` every `intervalMs` until it holds, and returns how long that took; fails with
+ * `not within <timeoutMs> ms: <what>` when it never does.
+ */
+export const eventually = async (what: string, check: () => boolean | Promise<boolean>, timeoutMs = 20_000, intervalMs = 100): Promise<number> => {
+  const start = Date.now();
+  while (Date.now() - start < timeoutMs) {
+    if (await check()) return Date.now() - start;
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+  throw new Error(`not within ${timeoutMs} ms: ${what}`);
+};
+
+/** One statement on the test bed's PostgreSQL as its admin user, on a connection of its own (closed afterwards). */
+export const adminQuery = async (text: string): Promise<pg.QueryResult> => {
+  const { postgres } = testbed();
+  const client = new pg.Client({ host: postgres.host, port: postgres.port, user: postgres.user, database: postgres.database });
+  await client.connect();
+  try {
+    return await client.query(text);
+  } finally {
+    await client.end();
+  }
+};
+
+/** What the object fixtures read of an API object. */
+export interface ObjectMeta {
+  readonly metadata: { readonly name: string; readonly finalizers?: ReadonlyArray<string> };
+}
+
+export interface KubeObjects<T extends ObjectMeta> {
+  /** The paths `post` created, oldest first: the file purges them (newest first) after its tests. */
+  readonly created: string[];
+  /** The object, or undefined when the API server answers 404 (any other answer fails: it is not "gone"). */
+  readonly get: (path: string) => Promise<T | undefined>;
+  /** The object; fails when it does not exist. */
+  readonly must: (path: string) => Promise<T>;
+  /** Creates the object (201 expected) and records its path in `created`. */
+  readonly post: (collection: string, body: Record<string, unknown>) => Promise<T>;
+  /** Clears the finalizers, then deletes (test clean-up only; a 409 from a concurrent write is retried). */
+  readonly purge: (path: string) => Promise<void>;
+}
+
+/** Raw access to the API objects of one test file, typed as that file reads them. */
+export const kubeObjects = <T extends ObjectMeta>(): KubeObjects<T> => {
+  const created: string[] = [];
+  const get = async (path: string): Promise<T | undefined> => {
+    const r = await kubeRequest('GET', path);
+    if (r.status === 404) return undefined;
+    if (r.status !== 200) throw new Error(`GET ${path}: ${r.status} ${r.body}`);
+    return r.json() as T;
+  };
+  const must = async (path: string): Promise<T> => {
+    const o = await get(path);
+    if (o === undefined) throw new Error(`${path} not found`);
+    return o;
+  };
+  const post = async (collection: string, body: Record<string, unknown>): Promise<T> => {
+    const r = await kubeRequest('POST', collection, body);
+    if (r.status !== 201) throw new Error(`POST ${collection}: ${r.status} ${r.body}`);
+    const o = r.json() as T;
+    created.push(`${collection}/${o.metadata.name}`);
+    return o;
+  };
+  const purge = async (path: string): Promise<void> => {
+    for (let i = 0; i < 5; i++) {
+      const o = await get(path);
+      if (o === undefined) return;
+      if ((o.metadata.finalizers ?? []).length > 0) {
+        const r = await kubeRequest('PUT', path, { ...o, metadata: { ...o.metadata, finalizers: [] } });
+        if (r.status === 409) continue;
+      }
+      await kubeRequest('DELETE', path);
+      return;
+    }
+  };
+  return { created, get, must, post, purge };
+};
+
+/**
+ * Runs `start` through `run` and keeps its scope open (so what it forked, e.g. a controller's workers, keeps
+ * running) while `body` runs; then closes the scope and waits until the run has ended.
+ */
+export const whileScoped = async <E, R>(
+  run: (effect: Effect.Effect<void, E, Exclude<R, Scope.Scope>>) => Promise<void>,
+  start: Effect.Effect<unknown, E, R>,
+  body: () => Promise<void>,
+): Promise<void> => {
+  let stop: (() => void) | undefined;
+  const running = run(
+    Effect.scoped(
+      Effect.gen(function* () {
+        yield* start;
+        yield* Effect.async<void>((resume) => {
+          stop = () => resume(Effect.void);
+        });
+      }),
+    ),
+  );
+  try {
+    await eventually('the scoped start', () => stop !== undefined, 20_000, 25);
+    await body();
+  } finally {
+    stop?.();
+    await running;
+  }
 };
