@@ -6,9 +6,8 @@
 // really gone for the collector to act (the docs forbid doing that in a cluster).
 import { randomBytes } from 'node:crypto';
 import { layerFromToken } from '@homelab/kube';
-import { kubeRequest, testbed, useDatabase, useNamespace } from '@homelab/testbed/vitest';
+import { adminQuery, kubeObjects, kubeRequest, testbed, useDatabase, useNamespace } from '@homelab/testbed/vitest';
 import { Effect, Either, Layer } from 'effect';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { reconcileBinding } from '../src/application/binding.js';
 import { reconcileInstance } from '../src/application/instance.js';
@@ -43,22 +42,8 @@ interface Obj {
   status?: { phase?: string; conditions?: Array<{ type: string; status: string; reason: string }> };
 }
 
-const get = async (path: string): Promise<Obj | undefined> => {
-  const r = await kubeRequest('GET', path);
-  if (r.status === 404) return undefined;
-  if (r.status !== 200) throw new Error(`GET ${path}: ${r.status} ${r.body}`);
-  return r.json() as Obj;
-};
-const must = async (path: string): Promise<Obj> => {
-  const o = await get(path);
-  if (o === undefined) throw new Error(`${path} not found`);
-  return o;
-};
-const post = async (collection: string, body: Record<string, unknown>): Promise<Obj> => {
-  const r = await kubeRequest('POST', collection, body);
-  if (r.status !== 201) throw new Error(`POST ${collection}: ${r.status} ${r.body}`);
-  return r.json() as Obj;
-};
+// The file's own `cleanup` list (finalizers released, then deleted) removes what it creates, not the fixture's purge.
+const { get, must, post } = kubeObjects<Obj>();
 const remove = async (path: string, propagationPolicy?: 'Foreground' | 'Background') => {
   const r = await kubeRequest('DELETE', path, propagationPolicy ? { kind: 'DeleteOptions', apiVersion: 'v1', propagationPolicy } : undefined);
   if (r.status !== 200 && r.status !== 202) throw new Error(`DELETE ${path}: ${r.status} ${r.body}`);
@@ -69,16 +54,7 @@ const releaseFinalizers = async (path: string) => {
   if (r.status !== 200 && r.status !== 404) throw new Error(`releasing ${path}: ${r.status} ${r.body}`);
 };
 
-const sql = async (text: string) => {
-  const { postgres } = testbed();
-  const c = new pg.Client({ host: postgres.host, port: postgres.port, user: postgres.user, database: postgres.database });
-  await c.connect();
-  try {
-    await c.query(text);
-  } finally {
-    await c.end();
-  }
-};
+const sql = adminQuery;
 
 const kubeLayer = () => layerFromToken(testbed().kube);
 const bind = (namespace: string, name: string) =>

@@ -4,13 +4,13 @@
 // holding exactly the generated RBAC (TokenRequest token). The informers are restricted to this file's label (other
 // test files share the API server); the controllers' behaviour is otherwise the production one.
 import { randomBytes } from 'node:crypto';
-import { kubeRequest, testbed, useDatabase, useNamespace } from '@homelab/testbed/vitest';
+import { adminQuery, eventually as pollUntil, kubeObjects, kubeRequest, testbed, useDatabase, useNamespace } from '@homelab/testbed/vitest';
 import { ControllerMetrics, ControllerMetricsLive, layerFromToken, type ReceivedAnswer } from '@homelab/kube';
 import { Cause, Context, Effect, Either, Exit, Layer, Logger, LogLevel, Scope } from 'effect';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { quoteIdentifier } from '../domain/provisioning-sql.js';
-import { credentialsRole, managerClusterRole } from '../api/rbac.js';
+import { grantManagerRbac } from '../testing/index.js';
 import { InstanceReason, SetupMessage, TenantReason } from '../domain/vocabulary.js';
 import { httpCall } from '../../test/http.js';
 import { apiVersion, KubernetesAdminSecretsLayer, KubernetesBindingResourcesLayer, KubernetesInstanceResourcesLayer } from '../adapter/kubernetes/resources.js';
@@ -23,56 +23,21 @@ const db = useDatabase('ay_ctrl');
 const suffix = randomBytes(4).toString('hex');
 const label = `ayatori-test-${suffix}`;
 const manager = `ay_cmgr_${suffix}`;
-const cleanup: string[] = [];
 
 interface Obj {
   metadata: { name: string; uid: string; resourceVersion: string; finalizers?: string[] };
   spec: Record<string, unknown>;
   status?: { phase?: string; conditions?: Array<{ type: string; status: string; reason: string }> };
 }
-const get = async (path: string) => {
-  const r = await kubeRequest('GET', path);
-  return r.status === 200 ? (r.json() as Obj) : undefined;
-};
-const post = async (collection: string, body: Record<string, unknown>) => {
-  const r = await kubeRequest('POST', collection, body);
-  if (r.status !== 201) throw new Error(`POST ${collection}: ${r.status} ${r.body}`);
-  const o = r.json() as Obj;
-  cleanup.push(`${collection}/${o.metadata.name}`);
-  return o;
-};
-const purge = async (path: string) => {
-  for (let i = 0; i < 5; i++) {
-    const o = await get(path);
-    if (o === undefined) return;
-    if ((o.metadata.finalizers ?? []).length > 0 && (await kubeRequest('PUT', path, { ...o, metadata: { ...o.metadata, finalizers: [] } })).status === 409) continue;
-    await kubeRequest('DELETE', path);
-    return;
-  }
-};
-const sql = async (text: string) => {
-  const { postgres } = testbed();
-  const c = new pg.Client({ host: postgres.host, port: postgres.port, user: postgres.user, database: postgres.database });
-  await c.connect();
-  try {
-    return await c.query(text);
-  } finally {
-    await c.end();
-  }
-};
+/** Objects `post` creates land in `cleanup`; the file purges them after its tests. */
+const { get, post, purge, created: cleanup } = kubeObjects<Obj>();
+const sql = adminQuery;
 const backends = async () =>
   Number((await sql(`SELECT count(*)::int AS n FROM pg_catalog.pg_stat_activity WHERE usename = '${manager}'`)).rows[0].n);
 const ready = (o: Obj | undefined) => o?.status?.conditions?.find((c) => c.type === 'Ready');
 
 /** Poll until `check` holds (at most `ms`); returns the elapsed time. */
-const eventually = async (what: string, check: () => Promise<boolean>, ms = 10_000): Promise<number> => {
-  const start = Date.now();
-  while (Date.now() - start < ms) {
-    if (await check()) return Date.now() - start;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`not within ${ms} ms: ${what}`);
-};
+const eventually = (what: string, check: () => Promise<boolean>, ms = 10_000): Promise<number> => pollUntil(what, check, ms, 50);
 
 /** What a read-only slice must leave untouched: the manager role (attributes, password) and the management database's objects. */
 const backendState = async () => {
@@ -100,20 +65,7 @@ const controllerToken = async (): Promise<string> => {
     const r = await kubeRequest('POST', path, body);
     if (r.status !== 201) throw new Error(`POST ${path}: ${r.status} ${r.body}`);
   };
-  await create(`/api/v1/namespaces/${ns.name}/serviceaccounts`, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'controller-manager' } });
-  await create('/apis/rbac.authorization.k8s.io/v1/clusterroles', managerClusterRole(roleName));
-  rbacCleanup.push(`/apis/rbac.authorization.k8s.io/v1/clusterroles/${roleName}`);
-  await create('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
-    apiVersion: 'rbac.authorization.k8s.io/v1',
-    kind: 'ClusterRoleBinding',
-    metadata: { name: roleName },
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: roleName },
-    subjects: [{ kind: 'ServiceAccount', name: 'controller-manager', namespace: ns.name }],
-  });
-  rbacCleanup.push(`/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${roleName}`);
-  const [role, binding] = credentialsRole(ns.name);
-  await create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns.name}/roles`, role);
-  await create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns.name}/rolebindings`, binding);
+  await grantManagerRbac({ create, cleanup: rbacCleanup, namespace: ns.name, serviceAccount: 'controller-manager', roleName });
   const reply = await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/serviceaccounts/controller-manager/token`, {
     apiVersion: 'authentication.k8s.io/v1',
     kind: 'TokenRequest',

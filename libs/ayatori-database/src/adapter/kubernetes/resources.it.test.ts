@@ -4,7 +4,7 @@
 // Only the failure injections are wrappers around the real adapters (a Tenant status write that fails once, an
 // Instance edited by "another client" during the observation) — the seed injects the same faults.
 import { randomBytes } from 'node:crypto';
-import { kubeRequest, testbed, useDatabase, useNamespace } from '@homelab/testbed/vitest';
+import { adminQuery, kubeObjects, kubeRequest, testbed, useDatabase, useNamespace } from '@homelab/testbed/vitest';
 import { layerFromToken } from '@homelab/kube';
 import { Duration, Effect, Either, Exit, Layer, Scope } from 'effect';
 import pg from 'pg';
@@ -24,7 +24,6 @@ const suffix = randomBytes(4).toString('hex');
 const manager = `ay_kmgr_${suffix}`;
 const superuser = `ay_ksuper_${suffix}`;
 const PASSWORD = `AYATORI-TEST-ONLY-${suffix}`;
-const cleanup: string[] = [];
 
 interface Obj {
   metadata: { name: string; namespace?: string; uid: string; resourceVersion: string; generation: number; finalizers?: string[]; ownerReferences?: unknown[]; labels?: Record<string, string>; deletionTimestamp?: string };
@@ -32,57 +31,10 @@ interface Obj {
   status?: { phase?: string; conditions?: Array<{ type: string; status: string; reason: string; message: string; observedGeneration?: number }>; [k: string]: unknown };
 }
 
-const get = async (path: string): Promise<Obj | undefined> => {
-  const r = await kubeRequest('GET', path);
-  return r.status === 200 ? (r.json() as Obj) : undefined;
-};
-const must = async (path: string): Promise<Obj> => {
-  const o = await get(path);
-  if (o === undefined) throw new Error(`${path} not found`);
-  return o;
-};
-const post = async (collection: string, body: Record<string, unknown>): Promise<Obj> => {
-  const r = await kubeRequest('POST', collection, body);
-  if (r.status !== 201) throw new Error(`POST ${collection}: ${r.status} ${r.body}`);
-  const o = r.json() as Obj;
-  cleanup.push(`${collection}/${o.metadata.name}`);
-  return o;
-};
-/** Remove finalizers and delete (test clean-up only). */
-const purge = async (path: string) => {
-  for (let i = 0; i < 5; i++) {
-    const o = await get(path);
-    if (o === undefined) return;
-    if ((o.metadata.finalizers ?? []).length > 0) {
-      const r = await kubeRequest('PUT', path, { ...o, metadata: { ...o.metadata, finalizers: [] } });
-      if (r.status === 409) continue;
-    }
-    await kubeRequest('DELETE', path);
-    return;
-  }
-};
-
-const sql = async (text: string) => {
-  const { postgres } = testbed();
-  const c = new pg.Client({ host: postgres.host, port: postgres.port, user: postgres.user, database: postgres.database });
-  await c.connect();
-  try {
-    await c.query(text);
-  } finally {
-    await c.end();
-  }
-};
-
-const sqlRows = async (text: string): Promise<Array<Record<string, unknown>>> => {
-  const { postgres } = testbed();
-  const c = new pg.Client({ host: postgres.host, port: postgres.port, user: postgres.user, database: postgres.database });
-  await c.connect();
-  try {
-    return (await c.query(text)).rows as Array<Record<string, unknown>>;
-  } finally {
-    await c.end();
-  }
-};
+/** Objects `post` creates land in `cleanup`; the file purges them after its tests. */
+const { get, must, post, purge, created: cleanup } = kubeObjects<Obj>();
+const sql = adminQuery;
+const sqlRows = async (text: string): Promise<Array<Record<string, unknown>>> => (await adminQuery(text)).rows as Array<Record<string, unknown>>;
 
 const kubeLayer = () => layerFromToken(testbed().kube);
 const bindingLayer = () => KubernetesBindingResourcesLayer.pipe(Layer.provide(kubeLayer()));

@@ -1,0 +1,37 @@
+// Test fixtures over the generated RBAC, shared by this library's tests and the controller app's (package export
+// `@homelab/ayatori-database/testing`). No I/O of its own: the caller says how an object is created.
+import { credentialsRole, managerClusterRole } from '../api/rbac.js';
+
+const rbacApi = '/apis/rbac.authorization.k8s.io/v1';
+
+export interface ManagerRbacGrant {
+  /** Creates the object in the collection (a failure must throw). */
+  readonly create: (collection: string, body: unknown) => Promise<void>;
+  /** Receives each cluster-scoped path as soon as it exists (the namespace's deletion leaves them): the caller deletes them. */
+  readonly cleanup: string[];
+  readonly namespace: string;
+  readonly serviceAccount: string;
+  /** The manager ClusterRole's (and its ClusterRoleBinding's) name, unique per test file. */
+  readonly roleName: string;
+}
+
+/**
+ * Creates `serviceAccount` in `namespace` holding exactly the generated manager RBAC: the manager ClusterRole bound
+ * to it, and the namespaced credentials Role and RoleBinding.
+ */
+export const grantManagerRbac = async ({ create, cleanup, namespace, serviceAccount, roleName }: ManagerRbacGrant): Promise<void> => {
+  await create(`/api/v1/namespaces/${namespace}/serviceaccounts`, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: serviceAccount } });
+  await create(`${rbacApi}/clusterroles`, managerClusterRole(roleName));
+  cleanup.push(`${rbacApi}/clusterroles/${roleName}`);
+  await create(`${rbacApi}/clusterrolebindings`, {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRoleBinding',
+    metadata: { name: roleName },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: roleName },
+    subjects: [{ kind: 'ServiceAccount', name: serviceAccount, namespace }],
+  });
+  cleanup.push(`${rbacApi}/clusterrolebindings/${roleName}`);
+  const [role, binding] = credentialsRole(namespace, serviceAccount);
+  await create(`${rbacApi}/namespaces/${namespace}/roles`, role);
+  await create(`${rbacApi}/namespaces/${namespace}/rolebindings`, binding);
+};
