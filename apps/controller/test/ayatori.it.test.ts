@@ -4,18 +4,18 @@
 // process; /readyz and /metrics show the controllers; SIGTERM stops it cleanly (exit 0, workers before pools, Lease
 // handed back). `--modules=kos` starts no Ayatori controller. The informers are restricted to this file's label
 // (`--database-label-selector`): other test files share the API server.
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Api, Domain } from '@homelab/ayatori-database';
-import { installCrds, kubeRequest, testbed, useDatabase, useNamespace } from '@homelab/testbed/vitest';
-import pg from 'pg';
+import { grantManagerRbac } from '@homelab/ayatori-database/testing';
+import { adminQuery, eventually as poll, installCrds, kubeObjects, kubeRequest, testbed, useDatabase, useNamespace } from '@homelab/testbed/vitest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { layerFromToken } from '@homelab/kube';
 import { startController } from '../src/index.js';
-import { prepareCluster, sleep, testConfig } from './support.js';
+import { prepareCluster, sleep, spawnController, testConfig } from './support.js';
 
 const { SetupMessage } = Domain;
 const ns = useNamespace('ctrl-ayatori');
@@ -26,7 +26,6 @@ const manager = `ctrl_ay_mgr_${suffix}`;
 const base = `/apis/${Api.Group}/${Api.Version}`;
 const instances = `${base}/postgresqlinstances`;
 const tenants = (namespace: string) => `${base}/namespaces/${namespace}/postgresqltenants`;
-const cleanup: string[] = [];
 const rbacCleanup: string[] = [];
 const children: ChildProcess[] = [];
 
@@ -35,72 +34,25 @@ interface Obj {
   spec?: Record<string, unknown>;
   status?: { phase?: string; conditions?: Array<{ type: string; status: string; reason: string }> };
 }
-const get = async (path: string) => {
-  const r = await kubeRequest('GET', path);
-  return r.status === 200 ? (JSON.parse(r.body) as Obj) : undefined;
-};
-const post = async (collection: string, body: Record<string, unknown>) => {
-  const r = await kubeRequest('POST', collection, body);
-  if (r.status !== 201) throw new Error(`POST ${collection}: ${r.status} ${r.body}`);
-  const o = JSON.parse(r.body) as Obj;
-  cleanup.push(`${collection}/${o.metadata.name}`);
-  return o;
-};
-const purge = async (path: string) => {
-  for (let i = 0; i < 5; i++) {
-    const o = await get(path);
-    if (o === undefined) return;
-    if ((o.metadata.finalizers ?? []).length > 0 && (await kubeRequest('PUT', path, { ...o, metadata: { ...o.metadata, finalizers: [] } })).status === 409) continue;
-    await kubeRequest('DELETE', path);
-    return;
-  }
-};
-const sql = async (text: string) => {
-  const { postgres } = testbed();
-  const c = new pg.Client({ host: postgres.host, port: postgres.port, user: postgres.user, database: postgres.database });
-  await c.connect();
-  try {
-    return await c.query(text);
-  } finally {
-    await c.end();
-  }
-};
+/** Objects `post` creates land in `cleanup`; the file purges them after its tests. */
+const { get, post, purge, created: cleanup } = kubeObjects<Obj>();
+const sql = adminQuery;
 const backends = async () => Number((await sql(`SELECT count(*)::int AS n FROM pg_catalog.pg_stat_activity WHERE usename = '${manager}'`)).rows[0].n);
 const ready = (o: Obj | undefined) => o?.status?.conditions?.find((c) => c.type === 'Ready');
-const eventually = async (what: string, check: () => Promise<boolean>, ms = 20_000): Promise<void> => {
-  const start = Date.now();
-  while (Date.now() - start < ms) {
-    if (await check()) return;
-    await sleep(100);
-  }
-  throw new Error(`not within ${ms} ms: ${what}`);
-};
+const eventually = (what: string, check: () => Promise<boolean>, ms = 20_000): Promise<number> => poll(what, check, ms, 100);
 
 /** `npm start` as a child process; resolves with its URL once it listens, and the output collected so far. */
 const startProcess = async (args: ReadonlyArray<string>, options: { readonly waitListening?: boolean } = {}) => {
-  const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@homelab/source', join(import.meta.dirname, '../src/main.ts'), '--port', '0', ...args], {
-    cwd: join(import.meta.dirname, '..'),
-    env: { ...process.env, HOMELAB_TESTBED_STATE: join(import.meta.dirname, '../../../.testbed/state.json'), KUBECONFIG: '', POD_NAMESPACE: '' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.push(child);
-  const output = { text: '' };
-  child.stdout?.on('data', (d: Buffer) => (output.text += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (output.text += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const { child, output, exited, listening } = spawnController(args, children);
   if (options.waitListening === false) return { child, url: '', output, exited };
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no start-up line: ${output.text}`)), 60_000);
-    const check = () => {
-      const m = /listening on (http:\/\/[^;\s]+)/.exec(output.text);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1] as string);
-      }
-    };
-    child.stdout?.on('data', check);
-    void exited.then(() => reject(new Error(`exited before listening: ${output.text}`)));
-  });
+  let timer: NodeJS.Timeout | undefined;
+  const url = await Promise.race([
+    listening,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no start-up line: ${output.text}`)), 60_000);
+    }),
+  ]).finally(() => clearTimeout(timer));
+  if (url === undefined) throw new Error(`exited before listening: ${output.text}`);
   return { child, url, output, exited };
 };
 
@@ -245,20 +197,7 @@ describe('the controller process with the Ayatori Database module', () => {
       const r = await kubeRequest('POST', path, body);
       if (r.status !== 201) throw new Error(`POST ${path}: ${r.status} ${r.body}`);
     };
-    await create(`/api/v1/namespaces/${ns.name}/serviceaccounts`, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: sa } });
-    await create('/apis/rbac.authorization.k8s.io/v1/clusterroles', Api.managerClusterRole(roleName));
-    rbacCleanup.push(`/apis/rbac.authorization.k8s.io/v1/clusterroles/${roleName}`);
-    await create('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRoleBinding',
-      metadata: { name: roleName },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: roleName },
-      subjects: [{ kind: 'ServiceAccount', name: sa, namespace: ns.name }],
-    });
-    rbacCleanup.push(`/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${roleName}`);
-    const [role, binding] = Api.credentialsRole(ns.name);
-    await create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns.name}/roles`, role);
-    await create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns.name}/rolebindings`, binding);
+    await grantManagerRbac({ create, cleanup: rbacCleanup, namespace: ns.name, serviceAccount: sa, roleName });
     // the generated leader-election Role and RoleBinding (kubebuilder's scaffold, deploy/rbac/ayatori/leader_election_role*.yaml)
     const [leaderRole, leaderBinding] = Api.leaderElectionRole(ns.name, sa);
     await create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns.name}/roles`, leaderRole);

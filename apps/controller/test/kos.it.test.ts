@@ -4,13 +4,12 @@
 // `verify` refuse to start (exit 1) naming the CRD and the field — the CRD is restored in a finally (other test
 // files share it); the kernel's reconcilers run (kos_reconcile_round_duration_seconds counts a round for a new
 // Application) and a round writes nothing (resourceVersion unchanged). Informers restricted to this file's label.
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
 import { kosCrds } from '@homelab/kos-kernel';
-import { installCrds, kubeRequest, useNamespace } from '@homelab/testbed/vitest';
+import { eventually as poll, installCrds, kubeRequest, useNamespace } from '@homelab/testbed/vitest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { prepareCluster, sleep } from './support.js';
+import { prepareCluster, sleep, spawnController } from './support.js';
 
 const ns = useNamespace('ctrl-kos');
 const suffix = randomBytes(4).toString('hex');
@@ -18,40 +17,12 @@ const label = `ctrl-kos-${suffix}`;
 const children: ChildProcess[] = [];
 const crdPath = (name: string) => `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`;
 
-const startProcess = async (args: ReadonlyArray<string>) => {
-  const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@homelab/source', join(import.meta.dirname, '../src/main.ts'), '--port', '0', '--modules=kos', `--kos-label-selector=${label}=yes`, ...args], {
-    cwd: join(import.meta.dirname, '..'),
-    env: { ...process.env, HOMELAB_TESTBED_STATE: join(import.meta.dirname, '../../../.testbed/state.json'), KUBECONFIG: '', POD_NAMESPACE: '' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.push(child);
-  const output = { text: '' };
-  child.stdout?.on('data', (d: Buffer) => (output.text += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (output.text += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  /** The URL once it listens, or undefined when it exited first. */
-  const listening = new Promise<string | undefined>((resolve) => {
-    const check = () => {
-      const m = /listening on (http:\/\/[^;\s]+)/.exec(output.text);
-      if (m) resolve(m[1] as string);
-    };
-    child.stdout?.on('data', check);
-    void exited.then(() => resolve(undefined));
-  });
-  return { child, output, exited, listening };
-};
+const startProcess = async (args: ReadonlyArray<string>) => spawnController(['--modules=kos', `--kos-label-selector=${label}=yes`, ...args], children);
 const stop = async (p: Awaited<ReturnType<typeof startProcess>>) => {
   p.child.kill('SIGTERM');
   return p.exited;
 };
-const eventually = async (what: string, check: () => Promise<boolean>, ms = 30_000): Promise<void> => {
-  const start = Date.now();
-  while (Date.now() - start < ms) {
-    if (await check()) return;
-    await sleep(100);
-  }
-  throw new Error(`not within ${ms} ms: ${what}`);
-};
+const eventually = (what: string, check: () => Promise<boolean>, ms = 30_000): Promise<number> => poll(what, check, ms, 100);
 /** The sum of a series over its other labels, for one controller. */
 const metric = (text: string, name: string, controller: string): number =>
   [...text.matchAll(new RegExp(`^${name}\\{([^}]*)\\} ([0-9.e+-]+)$`, 'gm'))].filter((m) => (m[1] as string).includes(`controller="${controller}"`)).reduce((n, m) => n + Number(m[2]), 0);

@@ -1,7 +1,9 @@
 // Shared by the controller's test-bed tests: the KOS CRDs installed (installCrds waits until each version serves),
 // kos-system present, and a real controller (node:http on an ephemeral loopback port) against the test bed's
-// kube-apiserver, called over HTTP with fetch.
+// kube-apiserver, called over HTTP with fetch; or the app as a process (`src/main.ts` under tsx).
+import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
+import { join } from 'node:path';
 import { layerFromToken, type LayerOptions } from '@homelab/kube';
 import { kosCrds } from '@homelab/kos-kernel';
 import { installCrds, kubeRequest, testbed } from '@homelab/testbed/vitest';
@@ -84,4 +86,31 @@ export const until = async <T>(what: string, probe: () => Promise<T | undefined>
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await sleep(100);
   }
+};
+
+/**
+ * `src/main.ts` as a child process under tsx (port 0, the test bed's kubeconfig, no in-cluster namespace), added to
+ * `children` (the file kills what still runs after its tests). `output` collects stdout and stderr; `listening`
+ * resolves with the URL from the start-up line, or with undefined when the process exits first.
+ */
+export const spawnController = (args: ReadonlyArray<string>, children: ChildProcess[]) => {
+  const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@homelab/source', join(import.meta.dirname, '../src/main.ts'), '--port', '0', ...args], {
+    cwd: join(import.meta.dirname, '..'),
+    env: { ...process.env, HOMELAB_TESTBED_STATE: join(import.meta.dirname, '../../../.testbed/state.json'), KUBECONFIG: '', POD_NAMESPACE: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.push(child);
+  const output = { text: '' };
+  child.stdout?.on('data', (d: Buffer) => (output.text += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (output.text += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const listening = new Promise<string | undefined>((resolve) => {
+    const check = () => {
+      const m = /listening on (http:\/\/[^;\s]+)/.exec(output.text);
+      if (m) resolve(m[1] as string);
+    };
+    child.stdout?.on('data', check);
+    void exited.then(() => resolve(undefined));
+  });
+  return { child, output, exited, listening };
 };

@@ -4,7 +4,7 @@
 import { Effect, Layer } from 'effect';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControllerMetrics, type ControllerMetricsService, KubeClient, type KubeObject } from '@homelab/kube';
-import { useNamespace } from '@homelab/testbed/vitest';
+import { eventually, useNamespace, whileScoped } from '@homelab/testbed/vitest';
 import { applyAs, type KernelConfig, type KosControllerOptions, makeKosMetrics, reconciledOf, setReconciled, startKosController } from '../src/index.js';
 import { installKosCrds, type KubeRuntime, kubeRuntime } from './support.js';
 
@@ -25,13 +25,7 @@ const app = (name: string, label: string): KubeObject => ({
 });
 const get = (name: string) =>
   rt.runPromise(Effect.flatMap(KubeClient, (c) => c.get({ apiVersion: 'kos.tsic.top/v1beta1', kind: 'Application', namespace: ns.name, name })));
-const waitFor = async (what: string, ok: () => boolean | Promise<boolean>, timeoutMs = 20_000) => {
-  const end = Date.now() + timeoutMs;
-  while (!(await ok())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-};
+const waitFor = (what: string, ok: () => boolean | Promise<boolean>, timeoutMs = 20_000) => eventually(what, ok, timeoutMs, 25);
 /** A counter's value for one controller. */
 const metric = async (m: ControllerMetricsService, name: string, controller: string): Promise<number> =>
   (await m.registry.getSingleMetric(name)?.get())?.values.find((v) => v.labels['controller'] === controller)?.value ?? 0;
@@ -39,24 +33,11 @@ const metric = async (m: ControllerMetricsService, name: string, controller: str
 /** Run a KOS controller (own metrics registry) while `body` runs. */
 const withController = async <E>(options: Omit<KosControllerOptions<E, KubeClient>, 'kind' | 'namespace'>, body: (m: ControllerMetricsService) => Promise<void>) => {
   const metrics = makeKosMetrics();
-  let stop: (() => void) | undefined;
-  const running = rt.runPromise(
-    Effect.scoped(
-      Effect.gen(function* () {
-        yield* startKosController<E, KubeClient>({ kind: 'Application', namespace: ns.name, ...options });
-        yield* Effect.async<void>((resume) => {
-          stop = () => resume(Effect.void);
-        });
-      }),
-    ).pipe(Effect.provide(Layer.succeed(ControllerMetrics, metrics))),
+  await whileScoped(
+    (running) => rt.runPromise(running.pipe(Effect.provide(Layer.succeed(ControllerMetrics, metrics)))),
+    startKosController<E, KubeClient>({ kind: 'Application', namespace: ns.name, ...options }),
+    () => body(metrics),
   );
-  try {
-    await waitFor('controller start', () => stop !== undefined);
-    await body(metrics);
-  } finally {
-    stop?.();
-    await running;
-  }
 };
 
 describe('TC-26: the reconcile kernel', () => {

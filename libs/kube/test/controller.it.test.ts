@@ -1,7 +1,7 @@
 // The reconcile loop on the real API server: convergence with no-op rounds writing nothing, dedupe under 100
 // rapid updates with never two rounds at once for a key, exponential backoff of a failing reconciler observed
 // through metrics, budget overruns and defects counted, RequeueAfter.
-import { uniqueName, useNamespace } from '@homelab/testbed/vitest';
+import { eventually, uniqueName, useNamespace, whileScoped } from '@homelab/testbed/vitest';
 import { Clock, Effect, Layer, Option } from 'effect';
 import { describe, expect, it } from 'vitest';
 import {
@@ -36,13 +36,7 @@ const metricValue = async (m: ControllerMetricsService, name: string, labels: Re
   return v?.value ?? 0;
 };
 
-const waitFor = async (what: string, ok: () => boolean | Promise<boolean>, timeoutMs = 20_000) => {
-  const end = Date.now() + timeoutMs;
-  while (!(await ok())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-};
+const waitFor = (what: string, ok: () => boolean | Promise<boolean>, timeoutMs = 20_000) => eventually(what, ok, timeoutMs, 25);
 
 /** Run a controller (its own metrics registry) while `body` runs; returns the metrics. */
 const withController = async <E>(
@@ -51,29 +45,16 @@ const withController = async <E>(
   body: (m: ControllerMetricsService) => Promise<void>,
 ): Promise<ControllerMetricsService> => {
   const metrics = makeControllerMetrics();
-  let stop: (() => void) | undefined;
-  const running = run(
-    Effect.scoped(
-      Effect.gen(function* () {
-        yield* startController<KubeObject, E, KubeClient>({
-          name: label,
-          for: { apiVersion: crd.apiVersion, kind: 'Widget', namespace: ns.name },
-          informerOptions: { labelSelector: `test=${label}` },
-          ...options,
-        });
-        yield* Effect.async<void>((resume) => {
-          stop = () => resume(Effect.void);
-        });
-      }),
-    ).pipe(Effect.provide(Layer.succeed(ControllerMetrics, metrics))),
+  await whileScoped(
+    (running) => run(running.pipe(Effect.provide(Layer.succeed(ControllerMetrics, metrics)))),
+    startController<KubeObject, E, KubeClient>({
+      name: label,
+      for: { apiVersion: crd.apiVersion, kind: 'Widget', namespace: ns.name },
+      informerOptions: { labelSelector: `test=${label}` },
+      ...options,
+    }),
+    () => body(metrics),
   );
-  try {
-    await waitFor('controller start', () => stop !== undefined);
-    await body(metrics);
-  } finally {
-    stop?.();
-    await running;
-  }
   return metrics;
 };
 
