@@ -4,6 +4,7 @@ import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { TestDatabase } from '@homelab/testbed/vitest';
 import { afterAll } from 'vitest';
 
 const root = join(import.meta.dirname, '../../..');
@@ -106,4 +107,39 @@ export const processWorkspace = (prefix: string) => {
     return { keyFile, hex: Buffer.from(privateKey.export({ format: 'jwk' }).x as string, 'base64url').toString('hex') };
   };
   return { dir, procs, closers, identity };
+};
+
+type Workspace = Pick<ReturnType<typeof processWorkspace>, 'dir' | 'procs'>;
+
+/** nsd on the test's database for `members` (`identityHex:networkHex`), key `<dir>/nsd.pem`; resolves once it listens. */
+export const startNsd = async (ws: Workspace, db: TestDatabase, members: readonly string[], env: Record<string, string> = {}) => {
+  const proc = start('nsd', {
+    NSD_PORT: '0',
+    NSD_DB_HOST: db.host,
+    NSD_DB_PORT: String(db.port),
+    NSD_DB_USER: db.user,
+    NSD_DB_NAME: db.database,
+    NSD_KEY_FILE: join(ws.dir, 'nsd.pem'),
+    NSD_MEMBERS: members.join(','),
+    ...env,
+  });
+  ws.procs.push(proc);
+  const l = await proc.waitFor((x) => x['event'] === 'listening');
+  return { proc, url: `http://127.0.0.1:${l['port'] as number}`, key: l['nsd_key'] as string };
+};
+
+/** An ns-daemon of `who` in `network` (state `<dir>/<name>.db`, declarations `<dir>/<name>.json`); not awaited. */
+export const startNs = (ws: Workspace, nsd: { readonly url: string; readonly key: string }, who: { readonly keyFile: string }, name: string, network: string, env: Record<string, string> = {}): Proc => {
+  const proc = start('ns-daemon', {
+    NS_NSD_URL: nsd.url,
+    NS_NSD_KEY: nsd.key,
+    NS_NETWORK: network,
+    NS_KEY_FILE: who.keyFile,
+    NS_STATE_FILE: join(ws.dir, `${name}.db`),
+    NS_DECLARATIONS: join(ws.dir, `${name}.json`),
+    NS_PORT: '0',
+    ...env,
+  });
+  ws.procs.push(proc);
+  return proc;
 };

@@ -1,0 +1,193 @@
+// B's uncertain-proposal driver (decisions 0170, 0171) with a controlled scheduler: Authority on the machine's
+// PostgreSQL, a config.stream sink that records what B pushes, A's PortArbiter on a temp-file SQLite endpoint table.
+// The confirmation window is the injected scheduler's timer, fired by the test (no waiting, no timing assertions).
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { useDatabase } from '@homelab/testbed/vitest';
+import { Either } from 'effect';
+import pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import { type Message, decodeMessage } from '../src/api/message.js';
+import { StreamBindingCodec } from '../src/api/runtime.js';
+import { streamBindingToWire } from '../src/api/convert.js';
+import { openSqliteEndpointStore } from '../src/adapter/sqlite/endpoint-store.js';
+import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
+import { generateSigner } from '../src/adapter/transport/index.js';
+import { Authority } from '../src/application/authority.js';
+import type { AuthorityStore } from '../src/application/authority-store.js';
+import { PortArbiter, SimulatedListenerInstaller, portResultBody, proposalFromWire } from '../src/application/port-arbiter.js';
+import type { Schedule } from '../src/application/port-recovery.js';
+import { decl, msg, replaceBody, rid16 } from './wire.js';
+
+const db = useDatabase('portrecovery');
+const dir = mkdtempSync(join(tmpdir(), 'ns-portrecovery-'));
+const stores: AuthorityStore[] = [];
+afterAll(async () => {
+  for (const s of stores) await s.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+const sql = async (q: string, v: unknown[] = []) => {
+  const c = new pg.Client(db.config);
+  await c.connect();
+  try {
+    return (await c.query(q, v)).rows as Record<string, unknown>[];
+  } finally {
+    await c.end();
+  }
+};
+
+/** A controlled scheduler: timers wait until the test fires them. */
+const controlled = () => {
+  const timers = new Set<{ ms: number; fn: () => void }>();
+  const schedule: Schedule = (ms, fn) => {
+    const t = { ms, fn };
+    timers.add(t);
+    return () => void timers.delete(t);
+  };
+  /** Fire every pending timer once (those scheduled while firing wait for the next call). */
+  const fire = () => {
+    const due = [...timers];
+    timers.clear();
+    for (const t of due) t.fn();
+    return due.map((t) => t.ms);
+  };
+  return { schedule, fire, pending: () => [...timers].map((t) => t.ms) };
+};
+
+/** Wait until `f` holds (the driver's transactions run on their own after a timer fires). */
+const eventually = async (f: () => boolean | Promise<boolean>) => {
+  for (let i = 0; i < 200; i++) {
+    if (await f()) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error('condition not reached');
+};
+
+/** B with the driver on a controlled timer, one member with a bound runtime, an open session and an open stream. */
+const setup = async (name: string, requests: boolean) => {
+  const store = makePgAuthorityStore(db.config);
+  stores.push(store);
+  await store.migrate();
+  const t = await store.takeover();
+  const clock = controlled();
+  const authority = new Authority({ store, nsdId: t.nsdId, epoch: t.epoch, now: () => Date.now(), portRecovery: { requests, timeoutMs: 6000, schedule: clock.schedule } });
+  const net = rid16();
+  const identity = generateSigner().signer.machineId;
+  await store.addMember(identity, net);
+  const w = { identity, nsdId: t.nsdId, networkId: net, gen: 1n, rid: rid16(), epoch: null as bigint | null };
+  const send = async (bytes: Uint8Array) => {
+    const r = decodeMessage(await authority.handle(identity, bytes));
+    if (Either.isLeft(r)) throw r.left;
+    return r.right as Message & { body: Record<string, unknown> };
+  };
+  expect((await send(msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }))).kind).toBe('runtime.bind.result');
+  w.epoch = t.epoch;
+  const sessionRequestId = rid16();
+  expect((await send(msg(w, 'session.open', {}, { session_seq: 1n, request_id: sessionRequestId }))).kind).toBe('session.open.result');
+  const pushed: (Message & { body: Record<string, unknown> })[] = [];
+  const binding = { nsdId: t.nsdId, networkId: net, runtimeGeneration: 1n, runtimeId: w.rid, authorityEpoch: t.epoch, sessionSeq: 1n, sessionRequestId };
+  const opened = await authority.openStream(identity, StreamBindingCodec.encodeOrThrow(streamBindingToWire(binding)), {
+    send: (p) => {
+      const m = decodeMessage(p);
+      if (Either.isRight(m)) pushed.push(m.right as Message & { body: Record<string, unknown> });
+      return true;
+    },
+    close: () => undefined,
+  });
+  if (Either.isLeft(opened)) throw opened.left;
+  await opened.right.start();
+  const A = openSqliteEndpointStore(join(dir, `${name}.db`));
+  const arbiter = new PortArbiter(A, new SimulatedListenerInstaller());
+  const answer = (body: ReturnType<typeof portResultBody>, requestId: Uint8Array) => send(msg(w, 'port.result', body, { session_seq: 1n, request_id: requestId }));
+  const allocation = async () =>
+    ((await sql(`SELECT value FROM service_control.port_allocation WHERE publisher = $1`, [Buffer.from(identity)]))[0] as { value: { state: string; idx: number; floor: string; seq: string } }).value;
+  const entries = () => sql(`SELECT port, kind FROM service_control.port_entry WHERE publisher = $1`, [Buffer.from(identity)]);
+  return { authority, clock, w, send, pushed, arbiter, answer, allocation, entries, identity, close: () => A.close() };
+};
+
+describe('uncertain P proposals (B driver, controlled timer)', () => {
+  it('M6-44 M6-40 M6-41 unanswered for one window → RecoveryRequired (P kept, nothing issued) → port.query on the stream; absent is no proof → port.cancel of the exact proposal; A fences, terminated-pure → release + floor; a late arbitration is refused', async () => {
+    const s = await setup('a', true);
+    await s.send(msg(s.w, 'report.replace', replaceBody(s.w, 1n, [decl('web', null, 8090)])));
+    await s.authority.idle();
+    const snap = s.pushed.filter((m) => m.kind === 'snapshot.push').at(-1) as Message & { body: { snapshot: { listeners: { proposal: Parameters<typeof proposalFromWire>[0]; state: string }[] } } };
+    const listener = snap.body.snapshot.listeners[0];
+    expect(listener?.state).toBe('offered');
+    const ref = proposalFromWire(listener?.proposal as Parameters<typeof proposalFromWire>[0]);
+    expect(s.clock.pending()).toEqual([6000]); // the confirmation window started at delivery
+    expect((await s.allocation()).state).toBe('offered');
+
+    s.clock.fire(); // no port.result within 3 × 2 s
+    await eventually(() => s.pushed.some((m) => m.kind === 'port.query'));
+    const held = await s.allocation();
+    expect([held.state, held.idx]).toEqual(['recovery-required', 1]);
+    expect(await s.entries()).toEqual([{ port: 8090, kind: 'reserved' }]);
+    const query = s.pushed.find((m) => m.kind === 'port.query') as Message & { body: Parameters<typeof proposalFromWire>[0]; session_seq: bigint };
+    expect(proposalFromWire(query.body)).toEqual(ref); // the exact ProposalRef
+    expect(query.session_seq).toBe(1n);
+
+    // unanswered: the same logical query again after another window (same request_id), nothing changes
+    s.clock.fire();
+    const queries = s.pushed.filter((m) => m.kind === 'port.query');
+    expect(queries).toHaveLength(2);
+    expect(Buffer.from(queries[1]?.request_id as Uint8Array).equals(Buffer.from(query.request_id))).toBe(true);
+
+    // A never registered it: absent — no release; B cancels the exact proposal next
+    const absent = s.arbiter.onQuery(s.identity, ref);
+    expect(absent.result).toBe('absent');
+    expect((await s.answer(portResultBody(absent), query.request_id)).body['state']).toBe('recovery-required');
+    expect(await s.entries()).toEqual([{ port: 8090, kind: 'reserved' }]);
+    const cancel = s.pushed.find((m) => m.kind === 'port.cancel') as Message & { body: Parameters<typeof proposalFromWire>[0] };
+    expect(proposalFromWire(cancel.body)).toEqual(ref);
+
+    // A fences it first (committed), then answers terminated-pure: B releases exactly that reservation, keeps the floor
+    const fenced = await s.arbiter.onCancel(s.identity, ref);
+    expect([fenced.result, fenced.terminationFloor]).toEqual(['terminated-pure', ref.proposalSeq]);
+    expect((await s.answer(portResultBody(fenced), cancel.request_id)).body['state']).toBe('released-pure');
+    const released = await s.allocation();
+    expect([released.state, released.floor]).toEqual(['released-pure', released.seq]);
+    expect(await s.entries()).toEqual([]);
+    expect(s.clock.pending()).toEqual([]); // resolved: nothing more is sent
+    // the original proposal reaching A late is refused by the fence; its proof again changes nothing on B
+    const late = await s.arbiter.onProposal(s.identity, ref);
+    expect(late.map((a) => a.result)).toEqual(['terminated-pure']);
+    expect((await s.answer(portResultBody(late[0] as (typeof late)[number]), rid16())).body['state']).toBe('released-pure');
+    expect(s.pushed.filter((m) => m.kind === 'port.cancel')).toHaveLength(1);
+    s.authority.closeStreams();
+    s.close();
+  });
+
+  it('M6-44 M6-41 M6-38 an answer after the window (claimed/installed) resolves RecoveryRequired to Claimed (a repeated proposal is answered from the table); with the stream-request mode off B only holds RecoveryRequired and sends nothing', async () => {
+    const s = await setup('b', true);
+    await s.send(msg(s.w, 'report.replace', replaceBody(s.w, 1n, [decl('web', null, 8091)])));
+    await s.authority.idle();
+    const snap = s.pushed.filter((m) => m.kind === 'snapshot.push').at(-1) as Message & { body: { snapshot: { listeners: { proposal: Parameters<typeof proposalFromWire>[0] }[] } } };
+    const ref = proposalFromWire(snap.body.snapshot.listeners[0]?.proposal as Parameters<typeof proposalFromWire>[0]);
+    s.clock.fire();
+    await eventually(() => s.pushed.some((m) => m.kind === 'port.query'));
+    const answers = await s.arbiter.onProposal(s.identity, ref); // A was slow, not absent: it claims now
+    expect(answers.map((a) => a.result)).toEqual(['installed']);
+    // the same proposal again (a re-delivery, a restart): answered from the table, nothing decided or installed anew
+    expect((await s.arbiter.onProposal(s.identity, ref)).map((a) => a.result)).toEqual(['installed']);
+    expect((await s.answer(portResultBody(answers[0] as (typeof answers)[number]), rid16())).body['state']).toBe('claimed');
+    expect(await s.entries()).toEqual([{ port: 8091, kind: 'owned' }]);
+    expect(s.clock.pending()).toEqual([]);
+    // the query answered later: installed, B stays Claimed
+    const q = s.pushed.find((m) => m.kind === 'port.query') as Message;
+    expect((await s.answer(portResultBody(s.arbiter.onQuery(s.identity, ref)), q.request_id)).body['state']).toBe('claimed');
+    s.authority.closeStreams();
+    s.close();
+
+    const off = await setup('c', false);
+    await off.send(msg(off.w, 'report.replace', replaceBody(off.w, 1n, [decl('web', null, 8092)])));
+    await off.authority.idle();
+    off.clock.fire();
+    await eventually(async () => (await off.allocation()).state === 'recovery-required');
+    expect(await off.entries()).toEqual([{ port: 8092, kind: 'reserved' }]);
+    expect(off.pushed.filter((m) => m.kind === 'port.query' || m.kind === 'port.cancel')).toEqual([]);
+    expect(off.clock.pending()).toEqual([]);
+    off.authority.closeStreams();
+    off.close();
+  });
+});
