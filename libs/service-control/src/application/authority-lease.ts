@@ -246,7 +246,7 @@ export const serveAcquire = async (d: LeaseDeps, m: MessageOf<'lease.acquire'>):
   return d.store.transact(d.epoch, async (tx) => {
     const space = { kind: 'consumer' as const };
     const snapshot = { revision: body.snapshot_revision, digest: body.snapshot_digest };
-    // every read in one round trip with the fence, as for ready/refresh (decision 0165; was ≈ 6 per item + 5)
+    // every read in one round trip with the fence, as for ready/refresh (decision 0130; was ≈ 6 per item + 5)
     const [fr, stored, acks, reads] = await Promise.all([
       tx.fence(m.subject_identity, m.network_id, { session: true }),
       tx.lease.lockMark(m.subject_identity, m.network_id, space),
