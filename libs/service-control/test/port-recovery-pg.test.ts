@@ -64,18 +64,22 @@ const eventually = async (f: () => boolean | Promise<boolean>) => {
   throw new Error('condition not reached');
 };
 
-/** B with the driver on a controlled timer, one member with a bound runtime, an open session and an open stream. */
-const setup = async (name: string, requests: boolean) => {
+/**
+ * B with the driver on a controlled timer, one member with a bound runtime, an open session and an open stream.
+ * `again`: the same member and runtime after a B restart (a new authority epoch on the same database, session `seq`).
+ */
+const setup = async (name: string, requests: boolean, again?: { readonly identity: Uint8Array; readonly net: Uint8Array; readonly rid: Uint8Array; readonly seq: bigint }) => {
   const store = makePgAuthorityStore(db.config);
   stores.push(store);
   await store.migrate();
   const t = await store.takeover();
   const clock = controlled();
   const authority = new Authority({ store, nsdId: t.nsdId, epoch: t.epoch, now: () => Date.now(), portRecovery: { requests, timeoutMs: 6000, schedule: clock.schedule } });
-  const net = rid16();
-  const identity = generateSigner().signer.machineId;
+  const net = again?.net ?? rid16();
+  const identity = again?.identity ?? generateSigner().signer.machineId;
+  const seq = again?.seq ?? 1n;
   await store.addMember(identity, net);
-  const w = { identity, nsdId: t.nsdId, networkId: net, gen: 1n, rid: rid16(), epoch: null as bigint | null };
+  const w = { identity, nsdId: t.nsdId, networkId: net, gen: 1n, rid: again?.rid ?? rid16(), epoch: null as bigint | null };
   const send = async (bytes: Uint8Array) => {
     const r = decodeMessage(await authority.handle(identity, bytes));
     if (Either.isLeft(r)) throw r.left;
@@ -84,9 +88,9 @@ const setup = async (name: string, requests: boolean) => {
   expect((await send(msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }))).kind).toBe('runtime.bind.result');
   w.epoch = t.epoch;
   const sessionRequestId = rid16();
-  expect((await send(msg(w, 'session.open', {}, { session_seq: 1n, request_id: sessionRequestId }))).kind).toBe('session.open.result');
+  expect((await send(msg(w, 'session.open', {}, { session_seq: seq, request_id: sessionRequestId }))).kind).toBe('session.open.result');
   const pushed: (Message & { body: Record<string, unknown> })[] = [];
-  const binding = { nsdId: t.nsdId, networkId: net, runtimeGeneration: 1n, runtimeId: w.rid, authorityEpoch: t.epoch, sessionSeq: 1n, sessionRequestId };
+  const binding = { nsdId: t.nsdId, networkId: net, runtimeGeneration: 1n, runtimeId: w.rid, authorityEpoch: t.epoch, sessionSeq: seq, sessionRequestId };
   const opened = await authority.openStream(identity, StreamBindingCodec.encodeOrThrow(streamBindingToWire(binding)), {
     send: (p) => {
       const m = decodeMessage(p);
@@ -99,11 +103,11 @@ const setup = async (name: string, requests: boolean) => {
   await opened.right.start();
   const A = openSqliteEndpointStore(join(dir, `${name}.db`));
   const arbiter = new PortArbiter(A, new SimulatedListenerInstaller());
-  const answer = (body: ReturnType<typeof portResultBody>, requestId: Uint8Array) => send(msg(w, 'port.result', body, { session_seq: 1n, request_id: requestId }));
+  const answer = (body: ReturnType<typeof portResultBody>, requestId: Uint8Array) => send(msg(w, 'port.result', body, { session_seq: seq, request_id: requestId }));
   const allocation = async () =>
     ((await sql(`SELECT value FROM service_control.port_allocation WHERE publisher = $1`, [Buffer.from(identity)]))[0] as { value: { state: string; idx: number; floor: string; seq: string } }).value;
   const entries = () => sql(`SELECT port, kind FROM service_control.port_entry WHERE publisher = $1`, [Buffer.from(identity)]);
-  return { authority, clock, w, send, pushed, arbiter, answer, allocation, entries, identity, close: () => A.close() };
+  return { authority, clock, w, send, pushed, arbiter, answer, allocation, entries, identity, net, close: () => A.close() };
 };
 
 describe('uncertain P proposals (B driver, controlled timer)', () => {
@@ -189,5 +193,32 @@ describe('uncertain P proposals (B driver, controlled timer)', () => {
     expect(off.clock.pending()).toEqual([]);
     off.authority.closeStreams();
     off.close();
+  });
+  it('M6-41 M6-44 a B restart keeps RecoveryRequired and the reservation; the new authority queries the delivered recovery-required proposal at once (tracking rebuilt from deliveries), and the publisher’s answer resolves it', async () => {
+    const s1 = await setup('d', true);
+    await s1.send(msg(s1.w, 'report.replace', replaceBody(s1.w, 1n, [decl('web', null, 8093)])));
+    await s1.authority.idle();
+    const snap = s1.pushed.filter((m) => m.kind === 'snapshot.push').at(-1) as Message & { body: { snapshot: { listeners: { proposal: Parameters<typeof proposalFromWire>[0] }[] } } };
+    const ref = proposalFromWire(snap.body.snapshot.listeners[0]?.proposal as Parameters<typeof proposalFromWire>[0]);
+    s1.clock.fire();
+    await eventually(async () => (await s1.allocation()).state === 'recovery-required');
+    s1.authority.closeStreams(); // B goes away; the next B takes over the epoch
+
+    const s2 = await setup('d', true, { identity: s1.identity, net: s1.net, rid: s1.w.rid as Uint8Array, seq: 2n });
+    expect((await s2.allocation()).state).toBe('recovery-required');
+    expect(await s2.entries()).toEqual([{ port: 8093, kind: 'reserved' }]);
+    // the stream's first snapshot carries the listener as recovery-required: queried at once, no timer fired
+    const query = s2.pushed.find((m) => m.kind === 'port.query') as Message & { body: Parameters<typeof proposalFromWire>[0]; session_seq: bigint };
+    expect(proposalFromWire(query.body)).toEqual(ref);
+    expect(query.session_seq).toBe(2n);
+    // A (slow, not absent) claims it and answers the query: installed → Claimed, the P owned
+    const answers = await s2.arbiter.onProposal(s2.identity, ref);
+    expect(answers.map((a) => a.result)).toEqual(['installed']);
+    expect((await s2.answer(portResultBody(s2.arbiter.onQuery(s2.identity, ref)), query.request_id)).body['state']).toBe('claimed');
+    expect(await s2.entries()).toEqual([{ port: 8093, kind: 'owned' }]);
+    expect(s2.clock.pending()).toEqual([]);
+    s2.authority.closeStreams();
+    s1.close();
+    s2.close();
   });
 });
