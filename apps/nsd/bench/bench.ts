@@ -92,6 +92,7 @@ await withBenchDatabase('nsd_bench', async (config) => {
     const worker = new Worker(`import('tsx/esm/api').then((t) => { t.register(); return import(${JSON.stringify(entry)}); })`, { eval: true, workerData });
     await new Promise((r) => worker.once('message', r)); // ready
     const rt0 = roundTrips();
+    const elu0 = performance.eventLoopUtilization();
     const t0 = process.hrtime.bigint();
     worker.postMessage('go');
     const result = await new Promise<ClientResult>((resolve, reject) => {
@@ -99,16 +100,18 @@ await withBenchDatabase('nsd_bench', async (config) => {
       worker.once('error', reject);
     });
     const replied = Number(process.hrtime.bigint() - t0) / 1e9;
+    const busy = performance.eventLoopUtilization(elu0).utilization; // nsd's thread (the clients run on the worker)
     await authority.idle(); // snapshot productions queued by the run
     const drained = Number(process.hrtime.bigint() - t0) / 1e9;
     await worker.terminate();
     if (result.failures > 0) throw new Error(`${result.failures} requests failed, first: ${result.firstFailure}`);
-    return { rate: result.requests / replied, drainedRate: result.requests / drained, roundTrips: (roundTrips() - rt0) / result.requests };
+    return { rate: result.requests / replied, drainedRate: result.requests / drained, roundTrips: (roundTrips() - rt0) / result.requests, busy };
   };
 
   const rows: string[] = [];
   const fmt = (x: number) => x.toFixed(0).padStart(6);
   const ratio = (x: number, peer: number) => (x / peer).toFixed(3);
+  const busy = (r: { busy: number }) => `nsd thread busy ${(r.busy * 100).toFixed(0)} %`;
 
   // ── one sequential client ──
   const p0 = await publisher();
@@ -120,9 +123,9 @@ await withBenchDatabase('nsd_bench', async (config) => {
   const rawSeq2 = await rawUpsertRate(config, 1, N);
   const rawS = (rawSeq + rawSeq2) / 2;
   rows.push(`one client, sequential (N=${N}); raw upserts ${fmt(rawSeq)} /s before, ${fmt(rawSeq2)} /s after — peer = mean ${fmt(rawS)} /s`);
-  rows.push(`  report.replace  ${fmt(repSeq.rate)} /s  ratio ${ratio(repSeq.rate, rawS)}   incl. the snapshot productions it queued: ${fmt(repSeq.drainedRate)} /s (${ratio(repSeq.drainedRate, rawS)});  ${repSeq.roundTrips.toFixed(1)} round trips/request incl. production`);
-  rows.push(`  snapshot.ack    ${fmt(ackSeq.rate)} /s  ratio ${ratio(ackSeq.rate, rawS)}   ${ackSeq.roundTrips.toFixed(1)} round trips/request (first ACK of each revision: writes the ACK row)`);
-  rows.push(`  repeat ACK      ${fmt(repeatSeq.rate)} /s  ratio ${ratio(repeatSeq.rate, rawS)}   ${repeatSeq.roundTrips.toFixed(1)} round trips/request (idempotent: the ACK row exists, nothing written)`);
+  rows.push(`  report.replace  ${fmt(repSeq.rate)} /s  ratio ${ratio(repSeq.rate, rawS)}   incl. the snapshot productions it queued: ${fmt(repSeq.drainedRate)} /s (${ratio(repSeq.drainedRate, rawS)});  ${repSeq.roundTrips.toFixed(1)} round trips/request incl. production; ${busy(repSeq)}`);
+  rows.push(`  snapshot.ack    ${fmt(ackSeq.rate)} /s  ratio ${ratio(ackSeq.rate, rawS)}   ${ackSeq.roundTrips.toFixed(1)} round trips/request (first ACK of each revision: writes the ACK row); ${busy(ackSeq)}`);
+  rows.push(`  repeat ACK      ${fmt(repeatSeq.rate)} /s  ratio ${ratio(repeatSeq.rate, rawS)}   ${repeatSeq.roundTrips.toFixed(1)} round trips/request (idempotent: the ACK row exists, nothing written); ${busy(repeatSeq)}`);
 
   // ── C clients in flight ──
   const pubs: Publisher[] = [p0];
@@ -142,9 +145,9 @@ await withBenchDatabase('nsd_bench', async (config) => {
     const raw2 = await rawUpsertRate(config, c, per);
     const raw = (raw1 + raw2) / 2;
     rows.push(`${c} clients in flight (${per} requests each); raw upserts on ${c} connections ${fmt(raw1)} /s before, ${fmt(raw2)} /s after — peer = mean ${fmt(raw)} /s`);
-    rows.push(`  report.replace  ${fmt(rep.rate)} /s  ratio ${ratio(rep.rate, raw)}   incl. the snapshot productions it queued: ${fmt(rep.drainedRate)} /s (${ratio(rep.drainedRate, raw)}); ${rep.roundTrips.toFixed(1)} round trips/request`);
-    rows.push(`  snapshot.ack    ${fmt(ack.rate)} /s  ratio ${ratio(ack.rate, raw)}   ${ack.roundTrips.toFixed(1)} round trips/request (first ACKs)`);
-    rows.push(`  repeat ACK      ${fmt(repeat.rate)} /s  ratio ${ratio(repeat.rate, raw)}   ${repeat.roundTrips.toFixed(1)} round trips/request`);
+    rows.push(`  report.replace  ${fmt(rep.rate)} /s  ratio ${ratio(rep.rate, raw)}   incl. the snapshot productions it queued: ${fmt(rep.drainedRate)} /s (${ratio(rep.drainedRate, raw)}); ${rep.roundTrips.toFixed(1)} round trips/request; ${busy(rep)}`);
+    rows.push(`  snapshot.ack    ${fmt(ack.rate)} /s  ratio ${ratio(ack.rate, raw)}   ${ack.roundTrips.toFixed(1)} round trips/request (first ACKs); ${busy(ack)}`);
+    rows.push(`  repeat ACK      ${fmt(repeat.rate)} /s  ratio ${ratio(repeat.rate, raw)}   ${repeat.roundTrips.toFixed(1)} round trips/request; ${busy(repeat)}`);
   }
 
   // ── where the time of one request goes (this thread, sequential, µs per request) ──
