@@ -25,18 +25,17 @@ const daemon = (name: string) => {
   return { ...id, name, net: randomBytes(16).toString('hex') };
 };
 type Daemon = ReturnType<typeof daemon>;
-type Nsd = Awaited<ReturnType<typeof startNsd>> & { readonly port: string; readonly epoch: bigint; readonly nsdId: string };
+type Nsd = Awaited<ReturnType<typeof startNsd>>;
 
 /** nsd for `members`, on `port` when given (a restart on the daemons' known URL), optionally with NSD_FAULT. */
-const nsdFor = async (members: readonly Daemon[], opts: { readonly port?: string; readonly fault?: string } = {}): Promise<Nsd> => {
+const nsdFor = async (members: readonly Daemon[], opts: { readonly port?: number; readonly fault?: string } = {}): Promise<Nsd> => {
   const n = await startNsd(
     ws,
     db,
     members.map((m) => `${m.hex}:${m.net}`),
-    { ...(opts.port === undefined ? {} : { NSD_PORT: opts.port }), ...(opts.fault === undefined ? {} : { NSD_FAULT: opts.fault }) },
+    { ...(opts.port === undefined ? {} : { NSD_PORT: String(opts.port) }), ...(opts.fault === undefined ? {} : { NSD_FAULT: opts.fault }) },
   );
-  const l = n.proc.lines.find((x) => x['event'] === 'listening') as Record<string, unknown>;
-  return { ...n, port: new URL(n.url).port, epoch: BigInt(l['epoch'] as string), nsdId: (l['nsd_id'] as string).replaceAll('-', '') };
+  return n;
 };
 const nsFor = (nsd: Nsd, who: Daemon, fault?: string) => startNs(ws, nsd, who, who.name, who.net, fault === undefined ? {} : { NS_FAULT: fault });
 const nsPort = async (p: Proc) => (await p.waitFor((x) => x['event'] === 'listening'))['port'] as number;

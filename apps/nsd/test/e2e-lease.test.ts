@@ -4,55 +4,27 @@
 // P allocation and listener production are other modules: the test confirms P and writes the listener snapshot in
 // the database, as those producers would.
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { useDatabase } from '@homelab/testbed/vitest';
 import { Effect, Either } from 'effect';
-import pg from 'pg';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { type LeaseResultItemWire, type Message, SnapshotPushBody, decodeMessage, encodeMessage, fromHex, reportDigest, snapshotDigest } from '@homelab/service-control';
 import { listenerIntentOf } from '@homelab/service-control/application';
 import { ReplayCache, generateSigner, postUnary, trustOnly } from '@homelab/service-control/transport';
-import { type Proc, start } from './processes.js';
+import { processWorkspace, sqlOn, startNsd as launchNsd } from './processes.js';
 
 const db = useDatabase('nsd_lease');
-const dir = mkdtempSync(join(tmpdir(), 'nsd-lease-'));
-const procs: Proc[] = [];
-afterAll(() => {
-  for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
-  rmSync(dir, { recursive: true, force: true });
-});
+const ws = processWorkspace('nsd-lease');
 
 const NET = new Uint8Array(randomBytes(16));
 const a = generateSigner().signer;
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
 
 const startNsd = async (fault?: string) => {
-  const p = start('nsd', {
-    NSD_PORT: '0',
-    NSD_DB_HOST: db.host,
-    NSD_DB_PORT: String(db.port),
-    NSD_DB_USER: db.user,
-    NSD_DB_NAME: db.database,
-    NSD_KEY_FILE: join(dir, 'nsd.pem'),
-    NSD_MEMBERS: `${hex(a.machineId)}:${hex(NET)}`,
-    ...(fault === undefined ? {} : { NSD_FAULT: fault }),
-  });
-  procs.push(p);
-  const l = await p.waitFor((x) => x['event'] === 'listening');
-  return { p, url: `http://127.0.0.1:${l['port'] as number}/v1/rpc`, key: fromHex(l['nsd_key'] as string), epoch: BigInt(l['epoch'] as string), nsdId: l['nsd_id'] as string };
+  const n = await launchNsd(ws, db, [`${hex(a.machineId)}:${hex(NET)}`], fault === undefined ? {} : { NSD_FAULT: fault });
+  return { p: n.proc, url: `${n.url}/v1/rpc`, key: fromHex(n.key), epoch: n.epoch, nsdId: n.nsdId };
 };
 
-const sql = async (q: string, values: unknown[] = []): Promise<Record<string, unknown>[]> => {
-  const c = new pg.Client(db.config);
-  await c.connect();
-  try {
-    return (await c.query(q, values)).rows as Record<string, unknown>[];
-  } finally {
-    await c.end();
-  }
-};
+const sql = sqlOn(db);
 
 describe('nsd ready and leases (real process, PostgreSQL)', () => {
   it('M6-30 M6-31 M6-36 M6-58 ready → lease.result → refresh; SIGKILL after the grant commit; restart: old grant not restored, re-ready required', async () => {

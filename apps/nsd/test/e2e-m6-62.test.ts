@@ -10,50 +10,27 @@ import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { useDatabase } from '@homelab/testbed/vitest';
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { healthz, processWorkspace, start, until } from './processes.js';
+import { healthz, processWorkspace, sqlOn, startNs, startNsd, until } from './processes.js';
 
 const db = useDatabase('nsd_m6_62');
-const { dir, procs, identity: newIdentity } = processWorkspace('nsd-m6-62');
+const ws = processWorkspace('nsd-m6-62');
+const { dir, identity: newIdentity } = ws;
 
 const NET = randomBytes(16).toString('hex');
 const TOKEN = randomBytes(16).toString('hex');
 const pub = newIdentity('publisher');
 const con = newIdentity('consumer');
-const nsdKeyFile = join(dir, 'nsd.pem');
 writeFileSync(join(dir, 'publisher.json'), JSON.stringify([{ key: 'web', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 8080 }]));
 writeFileSync(join(dir, 'consumer.json'), JSON.stringify([]));
 
-const startNsd = async (port = 0) => {
-  const p = start('nsd', {
-    NSD_PORT: String(port),
-    NSD_DB_HOST: db.host,
-    NSD_DB_PORT: String(db.port),
-    NSD_DB_USER: db.user,
-    NSD_DB_NAME: db.database,
-    NSD_KEY_FILE: nsdKeyFile,
-    NSD_MEMBERS: `${pub.hex}:${NET},${con.hex}:${NET}`,
-    NSD_ADMIN_TOKEN: TOKEN,
-  });
-  procs.push(p);
-  const l = await p.waitFor((x) => x['event'] === 'listening');
-  return { p, port: l['port'] as number, key: l['nsd_key'] as string, epoch: BigInt(l['epoch'] as string) };
-};
-const startNs = async (who: { keyFile: string }, name: string, nsd: { port: number; key: string }, debug: boolean) => {
-  const p = start('ns-daemon', {
-    NS_NSD_URL: `http://127.0.0.1:${nsd.port}`,
-    NS_NSD_KEY: nsd.key,
-    NS_NETWORK: NET,
-    NS_KEY_FILE: who.keyFile,
-    NS_STATE_FILE: join(dir, `${name}.db`),
-    NS_DECLARATIONS: join(dir, `${name}.json`),
-    NS_PORT: '0',
-    NS_DEBUG_SIMULATED_FLOWS: debug ? '1' : '0',
-  });
-  procs.push(p);
+const members = [`${pub.hex}:${NET}`, `${con.hex}:${NET}`];
+const startNsdOn = (port = 0) => startNsd(ws, db, members, { NSD_PORT: String(port), NSD_ADMIN_TOKEN: TOKEN });
+const startDaemon = async (who: { keyFile: string }, name: string, nsd: { url: string; key: string }, debug: boolean) => {
+  const p = startNs(ws, nsd, who, name, NET, { NS_DEBUG_SIMULATED_FLOWS: debug ? '1' : '0' });
   return { p, port: (await p.waitFor((x) => x['event'] === 'listening'))['port'] as number };
 };
+const sql = sqlOn(db);
 
 const admin = async (nsdPort: number, method: string, path: string, body?: unknown, token = TOKEN) => {
   const r = await fetch(`http://127.0.0.1:${nsdPort}${path}`, {
@@ -62,16 +39,6 @@ const admin = async (nsdPort: number, method: string, path: string, body?: unkno
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   return { status: r.status, body: (await r.json()) as Record<string, unknown> };
-};
-
-const sql = async (q: string): Promise<Record<string, unknown>[]> => {
-  const c = new pg.Client(db.config);
-  await c.connect();
-  try {
-    return (await c.query(q)).rows as Record<string, unknown>[];
-  } finally {
-    await c.end();
-  }
 };
 
 interface Lease {
@@ -94,9 +61,9 @@ const checkFlows = async (port: number): Promise<Verdicts> => (await (await fetc
 
 describe('M6-62 nsd + two ns-daemons over loopback', () => {
   it('M6-62 report → snapshot → claimed → ACK → ready → lease → consumer acquire → flow allowed → revoke → denied within one check → nsd restart → new epoch, re-ready required', async () => {
-    const nsd1 = await startNsd();
-    const a = await startNs(pub, 'publisher', nsd1, false);
-    const b = await startNs(con, 'consumer', nsd1, true);
+    const nsd1 = await startNsdOn();
+    const a = await startDaemon(pub, 'publisher', nsd1, false);
+    const b = await startDaemon(con, 'consumer', nsd1, true);
 
     // the admin API is the owner's: no token, no access
     expect((await admin(nsd1.port, 'GET', `/v1/admin/services?network=${NET}`, undefined, 'wrong')).status).toBe(401);
@@ -166,9 +133,9 @@ describe('M6-62 nsd + two ns-daemons over loopback', () => {
 
     // 10. nsd restart → new epoch; old grants are not restored: the publisher is Active again only after a new
     // listener.ready in the new epoch, the consumer after a new acquire in the new epoch
-    nsd1.p.child.kill('SIGTERM');
-    expect((await nsd1.p.exited).code).toBe(0);
-    const nsd2 = await startNsd(nsd1.port);
+    nsd1.proc.child.kill('SIGTERM');
+    expect((await nsd1.proc.exited).code).toBe(0);
+    const nsd2 = await startNsdOn(nsd1.port);
     expect(nsd2.epoch).toBe(nsd1.epoch + 1n);
     const ha2 = await until(() => healthz(a.port), (h) => h['epoch'] === String(nsd2.epoch) && leaseOf(h, 'publisher', id)?.epoch === String(nsd2.epoch) && leaseOf(h, 'publisher', id)?.active === true, 90_000);
     expect(leaseOf(ha2, 'publisher', id)?.epoch).toBe(String(nsd2.epoch));
@@ -178,7 +145,7 @@ describe('M6-62 nsd + two ns-daemons over loopback', () => {
     await until(() => healthz(b.port), (h) => leaseOf(h, 'consumer', id)?.epoch === String(nsd2.epoch) && leaseOf(h, 'consumer', id)?.active === true, 90_000);
     expect((await openFlow(b.port, id)).opened?.verdict).toBe('allow');
 
-    for (const p of [nsd2.p, a.p, b.p]) {
+    for (const p of [nsd2.proc, a.p, b.p]) {
       p.child.kill('SIGTERM');
       expect((await p.exited).code).toBe(0);
     }

@@ -3,9 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { useDatabase } from '@homelab/testbed/vitest';
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { type Proc, healthz, processWorkspace, start, until } from './processes.js';
+import { type Proc, healthz, processWorkspace, sqlOn, startNs as launchNs, startNsd as launchNsd, until } from './processes.js';
 
 const db = useDatabase('nsd_e2e');
 const { dir, procs, identity: newIdentity } = processWorkspace('nsd-e2e');
@@ -13,52 +12,21 @@ const { dir, procs, identity: newIdentity } = processWorkspace('nsd-e2e');
 const NET = randomBytes(16).toString('hex');
 const a = newIdentity('a');
 const b = newIdentity('b');
-const nsdKeyFile = join(dir, 'nsd.pem');
 writeFileSync(join(dir, 'a.json'), JSON.stringify([{ key: 'web', protocols: ['http'], backend_host: '127.0.0.1', backend_port: 8080, display_name: 'Web' }]));
 writeFileSync(join(dir, 'b.json'), JSON.stringify([{ key: 'db', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 5432 }]));
 
+const ws = { dir, procs };
 const startNsd = async (fault?: string, members = `${a.hex}:${NET},${b.hex}:${NET}`, port = 0) => {
-  const p = start('nsd', {
-    NSD_PORT: String(port),
-    NSD_DB_HOST: db.host,
-    NSD_DB_PORT: String(db.port),
-    NSD_DB_USER: db.user,
-    NSD_DB_NAME: db.database,
-    NSD_KEY_FILE: nsdKeyFile,
-    NSD_MEMBERS: members,
-    ...(fault === undefined ? {} : { NSD_FAULT: fault }),
-  });
-  procs.push(p);
-  const l = await p.waitFor((x) => x['event'] === 'listening');
-  return { p, port: l['port'] as number, key: l['nsd_key'] as string, epoch: BigInt(l['epoch'] as string) };
+  const n = await launchNsd(ws, db, members.split(','), { NSD_PORT: String(port), ...(fault === undefined ? {} : { NSD_FAULT: fault }) });
+  return { p: n.proc, port: n.port, key: n.key, epoch: n.epoch };
 };
 let nsdPort = 0;
 let nsdKey = '';
-const startNs = (who: { keyFile: string }, name: string, fault?: string) => {
-  const p = start('ns-daemon', {
-    NS_NSD_URL: `http://127.0.0.1:${nsdPort}`,
-    NS_NSD_KEY: nsdKey,
-    NS_NETWORK: NET,
-    NS_KEY_FILE: who.keyFile,
-    NS_STATE_FILE: join(dir, `${name}.db`),
-    NS_DECLARATIONS: join(dir, `${name}.json`),
-    NS_PORT: '0',
-    ...(fault === undefined ? {} : { NS_FAULT: fault }),
-  });
-  procs.push(p);
-  return p;
-};
+const startNs = (who: { keyFile: string }, name: string, fault?: string) =>
+  launchNs(ws, { url: `http://127.0.0.1:${nsdPort}`, key: nsdKey }, who, name, NET, fault === undefined ? {} : { NS_FAULT: fault });
 const nsPort = async (p: Proc) => (await p.waitFor((x) => x['event'] === 'listening'))['port'] as number;
 
-const sql = async (q: string): Promise<Record<string, unknown>[]> => {
-  const c = new pg.Client(db.config);
-  await c.connect();
-  try {
-    return (await c.query(q)).rows as Record<string, unknown>[];
-  } finally {
-    await c.end();
-  }
-};
+const sql = sqlOn(db);
 
 describe('nsd + two ns-daemons over loopback', () => {
   it('M6-8 M6-9 M6-12 M6-13 M6-17 M6-18 M6-23 M6-26 M6-61 floor/bind → session.open → report.replace/accepted → snapshot.push/ack; then restarts of each side recover', async () => {
@@ -129,20 +97,8 @@ describe('nsd + two ns-daemons over loopback', () => {
     writeFileSync(join(dir, 'c.json'), JSON.stringify([{ key: 'api', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 9000 }]));
     writeFileSync(join(dir, 'd.json'), JSON.stringify([{ key: 'mq', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 5672 }]));
     const members = `${c.hex}:${NET2},${d.hex}:${NET2}`;
-    const net2 = (who: { keyFile: string }, name: string, fault?: string) => {
-      const p = start('ns-daemon', {
-        NS_NSD_URL: `http://127.0.0.1:${nsdPort}`,
-        NS_NSD_KEY: nsdKey,
-        NS_NETWORK: NET2,
-        NS_KEY_FILE: who.keyFile,
-        NS_STATE_FILE: join(dir, `${name}.db`),
-        NS_DECLARATIONS: join(dir, `${name}.json`),
-        NS_PORT: '0',
-        ...(fault === undefined ? {} : { NS_FAULT: fault }),
-      });
-      procs.push(p);
-      return p;
-    };
+    const net2 = (who: { keyFile: string }, name: string, fault?: string) =>
+      launchNs(ws, { url: `http://127.0.0.1:${nsdPort}`, key: nsdKey }, who, name, NET2, fault === undefined ? {} : { NS_FAULT: fault });
     const reportRow = async (who: { hex: string }) => sql(`SELECT revision FROM service_control.report WHERE identity = '\\x${who.hex}'`);
 
     // 1. NSD dies right after committing c's report.replace, before replying
@@ -214,17 +170,4 @@ describe('nsd + two ns-daemons over loopback', () => {
 });
 
 /** Restart NSD on the same port (the daemons know its URL). */
-const start2 = async (port: number) => {
-  const p = start('nsd', {
-    NSD_PORT: String(port),
-    NSD_DB_HOST: db.host,
-    NSD_DB_PORT: String(db.port),
-    NSD_DB_USER: db.user,
-    NSD_DB_NAME: db.database,
-    NSD_KEY_FILE: nsdKeyFile,
-    NSD_MEMBERS: `${a.hex}:${NET},${b.hex}:${NET}`,
-  });
-  procs.push(p);
-  const l = await p.waitFor((x) => x['event'] === 'listening');
-  return { p, port: l['port'] as number, epoch: BigInt(l['epoch'] as string) };
-};
+const start2 = (port: number) => startNsd(undefined, undefined, port);
