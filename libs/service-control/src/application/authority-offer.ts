@@ -8,6 +8,7 @@ import { Either } from 'effect';
 import { DeclarationCodec } from '../api/report.js';
 import { type Bytes, toHex } from '../domain/bytes.js';
 import { type ServiceControlError } from '../domain/errors.js';
+import { nextCounter } from '../domain/counter.js';
 import {
   type Allocation,
   type DeclarationFacts,
@@ -90,10 +91,16 @@ export const allocateOnReport = async (
       if (bf === null || af === null) continue;
       const ch = onDeclarationChange(found, ports, bf, af, rng, newId(), digest);
       if (Either.isLeft(ch)) return Either.left(ch.left);
-      // [D] decision 0150: an unconfirmed offer must be cancelled first (port.cancel is not sent by B yet)
       if (ch.right.kind === 'round') {
         ports = ch.right.step.table;
         next = ch.right.step.allocation;
+      }
+      // an unconfirmed offer is not re-rounded (decision 0150), but the intent it carries changed: a new listener
+      // revision, or A would see a second digest under the same revision and refuse the whole snapshot (decision 0153)
+      if (ch.right.kind === 'needs-termination') {
+        const rev = nextCounter(found.listenerRevision, 'listener_revision');
+        if (Either.isLeft(rev)) return Either.left(rev.left);
+        next = { ...found, listenerRevision: rev.right };
       }
     }
     if (next !== null) await tx.ports.saveAllocation(next);
