@@ -4,7 +4,8 @@
 // identity, runtime and Network, so fences never collide) against C raw-upsert connections. Prints ratios, the
 // PostgreSQL round trips per request and where the time of one request goes. The clients run on a worker thread
 // (client-worker.ts: clients are other machines); nsd's handler runs here. Needs the machine's PostgreSQL (pg.ts).
-// Env: BENCH_N (sequential requests, 300), BENCH_CONCURRENCY (8,32), BENCH_CONCURRENT_N (requests per concurrent run, 640).
+// Env: BENCH_N (sequential requests, 300), BENCH_CONCURRENCY (8,32), BENCH_CONCURRENT_N (requests per concurrent run, 640),
+// BENCH_PROFILE (a directory: a CPU profile of nsd's thread per run, <run>.cpuprofile).
 import { randomBytes } from 'node:crypto';
 import { createServer, request, Agent } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -15,7 +16,7 @@ import { Authority } from '@homelab/service-control/application';
 import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
 import { ReplayCache, type TransportSide, generateSigner, postUnary, receiveEnvelope, sealEnvelope, serveUnary, trustOnly, trustSelfCertifying } from '@homelab/service-control/transport';
 import type { ClientJob, ClientResult } from './client-worker.js';
-import { benchClient, rawUpsertRate, roundTrips, withBenchDatabase } from './pg.js';
+import { benchClient, mainThreadSched, profiled, rawUpsertRate, roundTrips, withBenchDatabase } from './pg.js';
 
 const N = Number(process.env['BENCH_N'] ?? 300);
 const CONCURRENCY = (process.env['BENCH_CONCURRENCY'] ?? '8,32').split(',').map(Number).filter((c) => c > 0);
@@ -85,41 +86,49 @@ await withBenchDatabase('nsd_bench', async (config) => {
   type Publisher = Awaited<ReturnType<typeof publisher>>;
 
   /** Run prepared payloads on the worker thread, one sequential client per publisher, all at once. */
-  const runClients = async (jobs: readonly { pub: Publisher; payloads: Uint8Array[] }[]) => {
+  const runClients = async (label: string, jobs: readonly { pub: Publisher; payloads: Uint8Array[] }[]) => {
     const workerData: ClientJob = { url, nsdKey: nsd.machineId, clients: jobs.map((j) => ({ pem: j.pub.pem, payloads: j.payloads })) };
     // a worker's entry module is not seen by the parent's tsx loader: register tsx in the worker, then import it
     const entry = new URL('./client-worker.ts', import.meta.url).href;
     const worker = new Worker(`import('tsx/esm/api').then((t) => { t.register(); return import(${JSON.stringify(entry)}); })`, { eval: true, workerData });
     await new Promise((r) => worker.once('message', r)); // ready
-    const rt0 = roundTrips();
-    const elu0 = performance.eventLoopUtilization();
-    const t0 = process.hrtime.bigint();
-    worker.postMessage('go');
-    const result = await new Promise<ClientResult>((resolve, reject) => {
-      worker.once('message', resolve);
-      worker.once('error', reject);
+    const { result, replied, drained, busy, rt0, cpu } = await profiled(label, async () => {
+      const rt0 = roundTrips();
+      const s0 = mainThreadSched();
+      const elu0 = performance.eventLoopUtilization();
+      const t0 = process.hrtime.bigint();
+      worker.postMessage('go');
+      const result = await new Promise<ClientResult>((resolve, reject) => {
+        worker.once('message', resolve);
+        worker.once('error', reject);
+      });
+      const replied = Number(process.hrtime.bigint() - t0) / 1e9;
+      const busy = performance.eventLoopUtilization(elu0).utilization; // nsd's thread (the clients run on the worker)
+      await authority.idle(); // snapshot productions queued by the run
+      const drained = Number(process.hrtime.bigint() - t0) / 1e9;
+      const s1 = mainThreadSched();
+      const n = result.requests;
+      return { result, replied, drained, busy, rt0, cpu: s0 === null || s1 === null ? null : { run: (s1.run - s0.run) / n, wait: (s1.wait - s0.wait) / n } };
     });
-    const replied = Number(process.hrtime.bigint() - t0) / 1e9;
-    const busy = performance.eventLoopUtilization(elu0).utilization; // nsd's thread (the clients run on the worker)
-    await authority.idle(); // snapshot productions queued by the run
-    const drained = Number(process.hrtime.bigint() - t0) / 1e9;
     await worker.terminate();
     if (result.failures > 0) throw new Error(`${result.failures} requests failed, first: ${result.firstFailure}`);
-    return { rate: result.requests / replied, drainedRate: result.requests / drained, roundTrips: (roundTrips() - rt0) / result.requests, busy };
+    return { rate: result.requests / replied, drainedRate: result.requests / drained, roundTrips: (roundTrips() - rt0) / result.requests, busy, cpu };
   };
 
   const rows: string[] = [];
   const fmt = (x: number) => x.toFixed(0).padStart(6);
   const ratio = (x: number, peer: number) => (x / peer).toFixed(3);
-  const busy = (r: { busy: number }) => `nsd thread busy ${(r.busy * 100).toFixed(0)} %`;
+  // nsd's thread: busy share (event loop) and CPU per request (incl. the snapshot productions the run queued)
+  const busy = (r: { busy: number; cpu: { run: number; wait: number } | null }) =>
+    `nsd thread busy ${(r.busy * 100).toFixed(0)} %${r.cpu === null ? '' : `, CPU ${r.cpu.run.toFixed(0)} µs/request (+ ${r.cpu.wait.toFixed(0)} µs runnable, waiting for a core)`}`;
 
   // ── one sequential client ──
   const p0 = await publisher();
-  await runClients([{ pub: p0, payloads: p0.replaces(20) }]); // warm up (JIT, pool, worker)
+  await runClients('warmup', [{ pub: p0, payloads: p0.replaces(20) }]); // warm up (JIT, pool, worker)
   const rawSeq = await rawUpsertRate(config, 1, N);
-  const repSeq = await runClients([{ pub: p0, payloads: p0.replaces(N) }]);
-  const ackSeq = await runClients([{ pub: p0, payloads: await p0.firstAcks(N) }]);
-  const repeatSeq = await runClients([{ pub: p0, payloads: await p0.repeatAcks(N) }]);
+  const repSeq = await runClients('replace-1', [{ pub: p0, payloads: p0.replaces(N) }]);
+  const ackSeq = await runClients('ack-1', [{ pub: p0, payloads: await p0.firstAcks(N) }]);
+  const repeatSeq = await runClients('repeat-ack-1', [{ pub: p0, payloads: await p0.repeatAcks(N) }]);
   const rawSeq2 = await rawUpsertRate(config, 1, N);
   const rawS = (rawSeq + rawSeq2) / 2;
   rows.push(`one client, sequential (N=${N}); raw upserts ${fmt(rawSeq)} /s before, ${fmt(rawSeq2)} /s after — peer = mean ${fmt(rawS)} /s`);
@@ -139,9 +148,9 @@ await withBenchDatabase('nsd_bench', async (config) => {
       for (const pub of use) jobs.push({ pub, payloads: await f(pub) }); // one fixtures connection: one at a time
       return jobs;
     };
-    const ack = await runClients(await prepare((pub) => pub.firstAcks(per)));
-    const repeat = await runClients(await prepare((pub) => pub.repeatAcks(per)));
-    const rep = await runClients(use.map((pub) => ({ pub, payloads: pub.replaces(per) })));
+    const ack = await runClients(`ack-${c}`, await prepare((pub) => pub.firstAcks(per)));
+    const repeat = await runClients(`repeat-ack-${c}`, await prepare((pub) => pub.repeatAcks(per)));
+    const rep = await runClients(`replace-${c}`, use.map((pub) => ({ pub, payloads: pub.replaces(per) })));
     const raw2 = await rawUpsertRate(config, c, per);
     const raw = (raw1 + raw2) / 2;
     rows.push(`${c} clients in flight (${per} requests each); raw upserts on ${c} connections ${fmt(raw1)} /s before, ${fmt(raw2)} /s after — peer = mean ${fmt(raw)} /s`);

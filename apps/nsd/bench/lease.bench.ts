@@ -5,7 +5,8 @@
 // publishers (each refreshes every 10 s, so N/10 refreshes per second are needed): the lease tables are filled to N
 // publishers (the measured publishers' rows cloned in SQL) and the capacity, CPU per refresh (this process + the
 // PostgreSQL backends) and the row counts (grant pruning, decision 0165) are printed. Needs the machine's PostgreSQL
-// (`./pg.ts`: PG* env, the test bed state file, or 127.0.0.1:5432); creates and drops its own database.
+// (`./pg.ts`: PG* env, the test bed state file, or 127.0.0.1:5432); creates and drops its own database. Env: BENCH_N,
+// BENCH_CONCURRENCY, BENCH_PUBLISHERS, BENCH_PROFILE / BENCH_MARKS (pg.ts `profiled`; the clients run on this thread too).
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -16,7 +17,7 @@ import { type Message, REFRESH_PERIOD_MS, SnapshotPushBody, decodeMessage, encod
 import { Authority, listenerIntentOf } from '@homelab/service-control/application';
 import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
 import { ReplayCache, generateSigner, postUnary, serveUnary, trustOnly, trustSelfCertifying } from '@homelab/service-control/transport';
-import { type PgConfig, benchClient, rawUpsertRate, roundTrips, withBenchDatabase } from './pg.js';
+import { type PgConfig, benchClient, profiled, rawUpsertRate, roundTrips, withBenchDatabase } from './pg.js';
 
 const N = Number(process.env['BENCH_N'] ?? 300);
 const CONCURRENCY = (process.env['BENCH_CONCURRENCY'] ?? '8,32').split(',').map(Number);
@@ -124,12 +125,12 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     readonly cpuPg: number | null;
   }
   /** `clients` loops of `per` calls each, all in flight together; rate, round trips and CPU per call. */
-  const run = async (clients: readonly (() => Promise<unknown>)[], per: number, before?: () => Promise<unknown>): Promise<Run> => {
+  const run = async (label: string, clients: readonly (() => Promise<unknown>)[], per: number, before?: () => Promise<unknown>): Promise<Run> => {
     await before?.();
     const q0 = roundTrips();
     const c0 = await cpuMs(admin, config.database);
     const t0 = process.hrtime.bigint();
-    await Promise.all(clients.map(async (f) => { for (let i = 0; i < per; i++) await f(); }));
+    await profiled(label, () => Promise.all(clients.map(async (f) => { for (let i = 0; i < per; i++) await f(); })));
     const ns = Number(process.hrtime.bigint() - t0);
     const c1 = await cpuMs(admin, config.database);
     const n = per * clients.length;
@@ -147,14 +148,14 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   const grantRows = async () => Number((await rawPg.query('SELECT count(*) AS n FROM service_control.lease_grant')).rows[0].n);
   console.log(`nsd lease bench (N=${N} per client, loopback; PostgreSQL ${config.host}:${config.port}; store pool max 10)`);
   const raw1 = await rawUpsertRate(config, 1, N);
-  const ref1 = await run([p0.refresh], N, p0.reready);
-  const dir1 = await run([p0.direct], N);
+  const ref1 = await run('refresh-1', [p0.refresh], N, p0.reready);
+  const dir1 = await run('refresh-direct-1', [p0.direct], N);
   console.log(`  one client:  raw upsert ${fmt(raw1)} /s   lease.refresh ${fmt(ref1.rate)} /s   ratio ${(ref1.rate / raw1).toFixed(3)} (goal ≥ 0.5)`);
   console.log(`               round trips per refresh ${ref1.roundTrips.toFixed(2)}; ${cpu(ref1)}`);
   console.log(`               lease.refresh without HTTP (handle) ${fmt(dir1.rate)} /s, ${dir1.roundTrips.toFixed(2)} round trips; ${cpu(dir1)}`);
   for (const c of CONCURRENCY) {
     const rawC = await rawUpsertRate(config, c, N);
-    const refC = await run(pubs.slice(0, c).map((p) => p.refresh), N, () => Promise.all(pubs.slice(0, c).map((p) => p.reready())));
+    const refC = await run(`refresh-${c}`, pubs.slice(0, c).map((p) => p.refresh), N, () => Promise.all(pubs.slice(0, c).map((p) => p.reready())));
     console.log(`  ${String(c).padStart(2)} clients:  raw upsert ${fmt(rawC)} /s   lease.refresh ${fmt(refC.rate)} /s   ratio ${(refC.rate / rawC).toFixed(3)}; ${refC.roundTrips.toFixed(2)} round trips; ${cpu(refC)}`);
   }
 
@@ -190,7 +191,7 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     }
     const needed = (publishers * 1000) / REFRESH_PERIOD_MS;
     const rows0 = await grantRows();
-    const r = await run(pubs.map((p) => p.refresh), Math.max(1, Math.ceil(N / 4)), () => Promise.all(pubs.map((p) => p.reready())));
+    const r = await run(`refresh-${publishers}-publishers`, pubs.map((p) => p.refresh), Math.max(1, Math.ceil(N / 4)), () => Promise.all(pubs.map((p) => p.reready())));
     const rows1 = await grantRows();
     const refreshes = Math.max(1, Math.ceil(N / 4)) * maxC;
     console.log(

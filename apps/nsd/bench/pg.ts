@@ -97,3 +97,55 @@ export const roundTrips = (): number => {
   }
   return queries;
 };
+
+/**
+ * µs this process's main thread has run on a CPU (`run`) and waited runnable for one (`wait`) so far (Linux:
+ * /proc/self/task/<pid>/schedstat), or null elsewhere. The main thread is nsd's: process.cpuUsage would add the client
+ * worker and V8's helper threads. `wait` is what the event-loop utilisation counts as busy although nothing ran: on a
+ * loaded machine the thread is inside a callback but descheduled.
+ */
+export const mainThreadSched = (): { readonly run: number; readonly wait: number } | null => {
+  try {
+    const [run, wait] = readFileSync(`/proc/self/task/${process.pid}/schedstat`, 'utf8').split(' ').map(Number);
+    return run === undefined || wait === undefined ? null : { run: run / 1e3, wait: wait / 1e3 };
+  } catch {
+    return null;
+  }
+};
+
+/**
+ * Run `f`; with BENCH_PROFILE=<dir> set, under the V8 sampling profiler of this thread (100 µs interval), written to
+ * `<dir>/<label>.cpuprofile` (open in Chrome DevTools or read with any .cpuprofile tool). The V8 profiler samples wall
+ * time: on a loaded machine a descheduled thread's wait lands on the function it was in (often a socket write), so
+ * with BENCH_MARKS=<file> the run's monotonic start and end are appended there instead, to cut a `perf record`.
+ */
+export const profiled = async <A>(label: string, f: () => Promise<A>): Promise<A> => {
+  const marks = process.env['BENCH_MARKS'];
+  if (marks !== undefined && marks !== '') {
+    // CLOCK_MONOTONIC seconds of the run's start and end, to cut an external profile (perf record -k CLOCK_MONOTONIC)
+    const { appendFileSync } = await import('node:fs');
+    const t0 = process.hrtime.bigint();
+    try {
+      return await f();
+    } finally {
+      appendFileSync(marks, `${label} ${Number(t0) / 1e9} ${Number(process.hrtime.bigint()) / 1e9}\n`);
+    }
+  }
+  const dir = process.env['BENCH_PROFILE'];
+  if (dir === undefined || dir === '') return f();
+  const { Session } = await import('node:inspector/promises');
+  const { mkdirSync, writeFileSync } = await import('node:fs');
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.setSamplingInterval', { interval: 100 });
+  await session.post('Profiler.start');
+  try {
+    return await f();
+  } finally {
+    const { profile } = await session.post('Profiler.stop');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, `${label}.cpuprofile`), JSON.stringify(profile));
+    session.disconnect();
+  }
+};
