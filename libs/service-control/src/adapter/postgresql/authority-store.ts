@@ -93,132 +93,145 @@ const snapshotOf = (row: Record<string, unknown>): StoredSnapshot => ({
 // Row functions of one transaction. Reads are queued statements (sent together when awaited); writes are queued and
 // ride along with the next read or the COMMIT (batch.ts). Lock order: authority (the batch's first statement) →
 // runtime row → machine row → scope rows; `fence` reads membership, runtime and session in ONE statement, in that order.
-const tx = (c: TxConnection, leaseOptions: LeaseTxOptions): AuthorityTx => ({
-  lease: leaseTx(c, leaseOptions),
-  ports: portTx(c),
-  grants: grantTx(c),
-  fence: (identity, networkId, options) =>
-    c.statement(
-      `SELECT EXISTS (SELECT 1 FROM ${S}.member WHERE identity = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)}) AS member,
-         (SELECT row_to_json(r) FROM (SELECT ${RUNTIME_COLS} FROM ${S}.runtime_binding WHERE identity = ${lit.bytea(identity)} FOR UPDATE) r) AS runtime,
-         ${options?.session === false ? 'NULL::json' : `(SELECT row_to_json(s) FROM (SELECT ${SESSION_COLS} FROM ${S}.session_mark
-           WHERE identity = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)} FOR UPDATE) s)`} AS session`,
-      (r) => {
+// The lease, port and grant row functions are built on first use: most transactions touch none of them, and building
+// their ≈ 40 closures per transaction was measurable CPU on every request.
+const tx = (c: TxConnection, leaseOptions: LeaseTxOptions): AuthorityTx => {
+  let lease: AuthorityTx['lease'] | undefined;
+  let ports: AuthorityTx['ports'] | undefined;
+  let grants: AuthorityTx['grants'] | undefined;
+  return {
+    get lease() {
+      return (lease ??= leaseTx(c, leaseOptions));
+    },
+    get ports() {
+      return (ports ??= portTx(c));
+    },
+    get grants() {
+      return (grants ??= grantTx(c));
+    },
+    fence: (identity, networkId, options) =>
+      c.statement(
+        `SELECT EXISTS (SELECT 1 FROM ${S}.member WHERE identity = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)}) AS member,
+           (SELECT row_to_json(r) FROM (SELECT ${RUNTIME_COLS} FROM ${S}.runtime_binding WHERE identity = ${lit.bytea(identity)} FOR UPDATE) r) AS runtime,
+           ${options?.session === false ? 'NULL::json' : `(SELECT row_to_json(s) FROM (SELECT ${SESSION_COLS} FROM ${S}.session_mark
+             WHERE identity = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)} FOR UPDATE) s)`} AS session`,
+        (r) => {
+          const row = r.rows[0];
+          return { member: row.member === true, runtime: runtimeOf(row.runtime), session: sessionOf(row.session) };
+        },
+      ),
+    isMember: (identity, networkId) =>
+      c.statement(`SELECT 1 FROM ${S}.member WHERE identity = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)}`, (r) => r.rowCount === 1),
+    lockRuntime: (identity) =>
+      c.statement(`SELECT ${RUNTIME_COLS} FROM ${S}.runtime_binding WHERE identity = ${lit.bytea(identity)} FOR UPDATE`, (r) => runtimeOf(r.rows[0] ?? null)),
+    saveRuntime: async (identity, rb: RuntimeBinding) =>
+      c.write(
+        `INSERT INTO ${S}.runtime_binding (identity, generation, runtime_id, stopped, liveness)
+         VALUES (${lit.bytea(identity)}, ${lit.num(rb.generation)}, ${lit.bytea(rb.runtimeId)}, ${lit.bool(rb.stopped)}, ${lit.json(Object.fromEntries(rb.liveness))})
+         ON CONFLICT (identity) DO UPDATE SET generation = excluded.generation, runtime_id = excluded.runtime_id, stopped = excluded.stopped, liveness = excluded.liveness`,
+      ),
+    saveActiveRuntime: async (identity, runtimeHex) =>
+      c.write(`INSERT INTO ${S}.machine VALUES (${lit.bytea(identity)}, ${lit.text(runtimeHex)}) ON CONFLICT (identity) DO UPDATE SET active_runtime_id = excluded.active_runtime_id`),
+    activeRuntime: (identity) =>
+      c.statement(`SELECT active_runtime_id FROM ${S}.machine WHERE identity = ${lit.bytea(identity)} FOR UPDATE`, (r) =>
+        r.rows[0] === undefined ? null : (r.rows[0].active_runtime_id as string),
+      ),
+    lockSession: (identity, networkId) =>
+      c.statement(
+        `SELECT ${SESSION_COLS} FROM ${S}.session_mark WHERE identity = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)} FOR UPDATE`,
+        (r) => sessionOf(r.rows[0] ?? null),
+      ),
+    saveSession: async (identity, networkId, s: SessionRow) =>
+      c.write(
+        `INSERT INTO ${S}.session_mark VALUES (${lit.bytea(identity)}, ${lit.bytea(networkId)}, ${lit.num(s.generation)}, ${lit.bytea(s.runtimeId)}, ${lit.num(s.seq)}, ${lit.bytea(s.requestId)}, ${lit.num(s.epoch)})
+         ON CONFLICT (identity, network_id) DO UPDATE SET generation = excluded.generation, runtime_id = excluded.runtime_id, seq = excluded.seq,
+           request_id = excluded.request_id, epoch = excluded.epoch`,
+      ),
+    lockReport: (identity, networkId) =>
+      c.statement(`SELECT revision, digest FROM ${S}.report WHERE identity = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)} FOR UPDATE`, (r) => {
         const row = r.rows[0];
-        return { member: row.member === true, runtime: runtimeOf(row.runtime), session: sessionOf(row.session) };
-      },
-    ),
-  isMember: (identity, networkId) =>
-    c.statement(`SELECT 1 FROM ${S}.member WHERE identity = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)}`, (r) => r.rowCount === 1),
-  lockRuntime: (identity) =>
-    c.statement(`SELECT ${RUNTIME_COLS} FROM ${S}.runtime_binding WHERE identity = ${lit.bytea(identity)} FOR UPDATE`, (r) => runtimeOf(r.rows[0] ?? null)),
-  saveRuntime: async (identity, rb: RuntimeBinding) =>
-    c.write(
-      `INSERT INTO ${S}.runtime_binding (identity, generation, runtime_id, stopped, liveness)
-       VALUES (${lit.bytea(identity)}, ${lit.num(rb.generation)}, ${lit.bytea(rb.runtimeId)}, ${lit.bool(rb.stopped)}, ${lit.json(Object.fromEntries(rb.liveness))})
-       ON CONFLICT (identity) DO UPDATE SET generation = excluded.generation, runtime_id = excluded.runtime_id, stopped = excluded.stopped, liveness = excluded.liveness`,
-    ),
-  saveActiveRuntime: async (identity, runtimeHex) =>
-    c.write(`INSERT INTO ${S}.machine VALUES (${lit.bytea(identity)}, ${lit.text(runtimeHex)}) ON CONFLICT (identity) DO UPDATE SET active_runtime_id = excluded.active_runtime_id`),
-  activeRuntime: (identity) =>
-    c.statement(`SELECT active_runtime_id FROM ${S}.machine WHERE identity = ${lit.bytea(identity)} FOR UPDATE`, (r) =>
-      r.rows[0] === undefined ? null : (r.rows[0].active_runtime_id as string),
-    ),
-  lockSession: (identity, networkId) =>
-    c.statement(
-      `SELECT ${SESSION_COLS} FROM ${S}.session_mark WHERE identity = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)} FOR UPDATE`,
-      (r) => sessionOf(r.rows[0] ?? null),
-    ),
-  saveSession: async (identity, networkId, s: SessionRow) =>
-    c.write(
-      `INSERT INTO ${S}.session_mark VALUES (${lit.bytea(identity)}, ${lit.bytea(networkId)}, ${lit.num(s.generation)}, ${lit.bytea(s.runtimeId)}, ${lit.num(s.seq)}, ${lit.bytea(s.requestId)}, ${lit.num(s.epoch)})
-       ON CONFLICT (identity, network_id) DO UPDATE SET generation = excluded.generation, runtime_id = excluded.runtime_id, seq = excluded.seq,
-         request_id = excluded.request_id, epoch = excluded.epoch`,
-    ),
-  lockReport: (identity, networkId) =>
-    c.statement(`SELECT revision, digest FROM ${S}.report WHERE identity = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)} FOR UPDATE`, (r) => {
-      const row = r.rows[0];
-      if (row === undefined) return Either.right(null);
-      const revision = big(row.revision);
-      const digest = b(row.digest);
-      if (revision < 1n || digest.length !== 32) return Either.left(scError('state-inconsistent', 'report row is corrupt for this scope'));
-      return Either.right({ revision, digest } satisfies BReportRow);
-    }),
-  saveReport: async (identity, networkId, row) =>
-    c.write(
-      `INSERT INTO ${S}.report VALUES (${lit.bytea(identity)}, ${lit.bytea(networkId)}, ${lit.num(row.revision)}, ${lit.bytea(row.digest)})
-       ON CONFLICT (identity, network_id) DO UPDATE SET revision = excluded.revision, digest = excluded.digest`,
-    ),
-  services: (networkId) =>
-    c.statement(
-      `SELECT service_id, publisher, network_id, declaration_key, declaration, state, port, listener_revision FROM ${S}.service
-       WHERE network_id = ${lit.bytea(networkId)} ORDER BY service_id`,
-      (r) => r.rows.map(serviceOf),
-    ),
-  upsertServices: async (rows) => {
-    if (rows.length === 0) return;
-    c.write(
-      `INSERT INTO ${S}.service VALUES ${rows
-        .map(
-          (s) =>
-            `(${lit.bytea(s.serviceId)}, ${lit.bytea(s.publisher)}, ${lit.bytea(s.networkId)}, ${lit.text(s.declarationKey)}, ${lit.bytea(s.declaration)}, ${lit.text(s.state)}, ${lit.nullable(s.port, lit.num)}, ${lit.num(s.listenerRevision)})`,
-        )
-        .join(', ')}
-       ON CONFLICT (service_id) DO UPDATE SET declaration_key = excluded.declaration_key, declaration = excluded.declaration, state = excluded.state,
-         port = excluded.port, listener_revision = excluded.listener_revision`,
-    );
-  },
-  writeOutbox: (networkId, reason) =>
-    c.statement(`INSERT INTO ${S}.outbox (network_id, reason) VALUES (${lit.bytea(networkId)}, ${lit.text(reason)}) RETURNING id`, (r) => big(r.rows[0].id)),
-  clearOutbox: async (networkId, upTo) =>
-    c.write(`DELETE FROM ${S}.outbox WHERE network_id = ${lit.bytea(networkId)} AND id <= ${lit.num(upTo)}`),
-  members: (networkId) =>
-    c.statement(`SELECT identity FROM ${S}.member WHERE network_id = ${lit.bytea(networkId)} ORDER BY identity`, (r) => r.rows.map((row) => b(row.identity))),
-  lockSnapshot: (target, networkId) =>
-    c.statement(
-      `SELECT revision, body_digest, digest, body FROM ${S}.snapshot WHERE target = ${lit.bytea(target)} AND network_id = ${lit.bytea(networkId)} FOR UPDATE`,
-      (r) => (r.rows[0] === undefined ? null : snapshotOf(r.rows[0])),
-    ),
-  lockSnapshots: (networkId) =>
-    c.statement(
-      `SELECT encode(target, 'hex') AS target, revision, body_digest, digest, body FROM ${S}.snapshot WHERE network_id = ${lit.bytea(networkId)}
-       ORDER BY target FOR UPDATE`,
-      (r) => new Map(r.rows.map((row) => [row.target as string, snapshotOf(row)])),
-    ),
-  saveSnapshot: async (target, networkId, s: StoredSnapshot) => {
-    c.write(
-      `INSERT INTO ${S}.snapshot VALUES (${lit.bytea(target)}, ${lit.bytea(networkId)}, ${lit.num(s.revision)}, ${lit.bytea(s.bodyDigest)}, ${lit.bytea(s.digest)}, ${lit.bytea(s.body)})
-       ON CONFLICT (target, network_id) DO UPDATE SET revision = excluded.revision, body_digest = excluded.body_digest, digest = excluded.digest, body = excluded.body`,
-    );
-    c.write(`INSERT INTO ${S}.snapshot_history VALUES (${lit.bytea(target)}, ${lit.bytea(networkId)}, ${lit.num(s.revision)}, ${lit.bytea(s.digest)})`);
-  },
-  producedDigests: (target, networkId, revision) =>
-    c.statement(
-      `SELECT revision, digest FROM ${S}.snapshot_history WHERE target = ${lit.bytea(target)} AND network_id = ${lit.bytea(networkId)} AND revision = ${lit.num(revision)}`,
-      (r) => new Map(r.rows.map((row) => [big(row.revision), b(row.digest)])),
-    ),
-  acks: (target, networkId, sessionSeq, revision) =>
-    c.statement(
-      `SELECT session_seq, revision, digest, accepted, enforcement_applied, dns_applied FROM ${S}.ack
-       WHERE target = ${lit.bytea(target)} AND network_id = ${lit.bytea(networkId)} AND session_seq = ${lit.num(sessionSeq)} AND revision = ${lit.num(revision)}`,
-      (r) =>
-        r.rows.map(
-          (row): AckRecord => ({
-            sessionSeq: big(row.session_seq),
-            revision: big(row.revision),
-            digest: b(row.digest),
-            accepted: row.accepted,
-            enforcementApplied: row.enforcement_applied,
-            dnsApplied: row.dns_applied,
-          }),
-        ),
-    ),
-  saveAck: async (target, networkId, a) =>
-    c.write(
-      `INSERT INTO ${S}.ack VALUES (${lit.bytea(target)}, ${lit.bytea(networkId)}, ${lit.num(a.sessionSeq)}, ${lit.num(a.revision)}, ${lit.bytea(a.digest)},
-         ${lit.bool(a.accepted)}, ${lit.bool(a.enforcementApplied)}, ${lit.bool(a.dnsApplied)}) ON CONFLICT DO NOTHING`,
-    ),
-});
+        if (row === undefined) return Either.right(null);
+        const revision = big(row.revision);
+        const digest = b(row.digest);
+        if (revision < 1n || digest.length !== 32) return Either.left(scError('state-inconsistent', 'report row is corrupt for this scope'));
+        return Either.right({ revision, digest } satisfies BReportRow);
+      }),
+    saveReport: async (identity, networkId, row) =>
+      c.write(
+        `INSERT INTO ${S}.report VALUES (${lit.bytea(identity)}, ${lit.bytea(networkId)}, ${lit.num(row.revision)}, ${lit.bytea(row.digest)})
+         ON CONFLICT (identity, network_id) DO UPDATE SET revision = excluded.revision, digest = excluded.digest`,
+      ),
+    services: (networkId) =>
+      c.statement(
+        `SELECT service_id, publisher, network_id, declaration_key, declaration, state, port, listener_revision FROM ${S}.service
+         WHERE network_id = ${lit.bytea(networkId)} ORDER BY service_id`,
+        (r) => r.rows.map(serviceOf),
+      ),
+    upsertServices: async (rows) => {
+      if (rows.length === 0) return;
+      c.write(
+        `INSERT INTO ${S}.service VALUES ${rows
+          .map(
+            (s) =>
+              `(${lit.bytea(s.serviceId)}, ${lit.bytea(s.publisher)}, ${lit.bytea(s.networkId)}, ${lit.text(s.declarationKey)}, ${lit.bytea(s.declaration)}, ${lit.text(s.state)}, ${lit.nullable(s.port, lit.num)}, ${lit.num(s.listenerRevision)})`,
+          )
+          .join(', ')}
+         ON CONFLICT (service_id) DO UPDATE SET declaration_key = excluded.declaration_key, declaration = excluded.declaration, state = excluded.state,
+           port = excluded.port, listener_revision = excluded.listener_revision`,
+      );
+    },
+    writeOutbox: (networkId, reason) =>
+      c.statement(`INSERT INTO ${S}.outbox (network_id, reason) VALUES (${lit.bytea(networkId)}, ${lit.text(reason)}) RETURNING id`, (r) => big(r.rows[0].id)),
+    clearOutbox: async (networkId, upTo) =>
+      c.write(`DELETE FROM ${S}.outbox WHERE network_id = ${lit.bytea(networkId)} AND id <= ${lit.num(upTo)}`),
+    members: (networkId) =>
+      c.statement(`SELECT identity FROM ${S}.member WHERE network_id = ${lit.bytea(networkId)} ORDER BY identity`, (r) => r.rows.map((row) => b(row.identity))),
+    lockSnapshot: (target, networkId) =>
+      c.statement(
+        `SELECT revision, body_digest, digest, body FROM ${S}.snapshot WHERE target = ${lit.bytea(target)} AND network_id = ${lit.bytea(networkId)} FOR UPDATE`,
+        (r) => (r.rows[0] === undefined ? null : snapshotOf(r.rows[0])),
+      ),
+    lockSnapshots: (networkId) =>
+      c.statement(
+        `SELECT encode(target, 'hex') AS target, revision, body_digest, digest, body FROM ${S}.snapshot WHERE network_id = ${lit.bytea(networkId)}
+         ORDER BY target FOR UPDATE`,
+        (r) => new Map(r.rows.map((row) => [row.target as string, snapshotOf(row)])),
+      ),
+    saveSnapshot: async (target, networkId, s: StoredSnapshot) => {
+      c.write(
+        `INSERT INTO ${S}.snapshot VALUES (${lit.bytea(target)}, ${lit.bytea(networkId)}, ${lit.num(s.revision)}, ${lit.bytea(s.bodyDigest)}, ${lit.bytea(s.digest)}, ${lit.bytea(s.body)})
+         ON CONFLICT (target, network_id) DO UPDATE SET revision = excluded.revision, body_digest = excluded.body_digest, digest = excluded.digest, body = excluded.body`,
+      );
+      c.write(`INSERT INTO ${S}.snapshot_history VALUES (${lit.bytea(target)}, ${lit.bytea(networkId)}, ${lit.num(s.revision)}, ${lit.bytea(s.digest)})`);
+    },
+    producedDigests: (target, networkId, revision) =>
+      c.statement(
+        `SELECT revision, digest FROM ${S}.snapshot_history WHERE target = ${lit.bytea(target)} AND network_id = ${lit.bytea(networkId)} AND revision = ${lit.num(revision)}`,
+        (r) => new Map(r.rows.map((row) => [big(row.revision), b(row.digest)])),
+      ),
+    acks: (target, networkId, sessionSeq, revision) =>
+      c.statement(
+        `SELECT session_seq, revision, digest, accepted, enforcement_applied, dns_applied FROM ${S}.ack
+         WHERE target = ${lit.bytea(target)} AND network_id = ${lit.bytea(networkId)} AND session_seq = ${lit.num(sessionSeq)} AND revision = ${lit.num(revision)}`,
+        (r) =>
+          r.rows.map(
+            (row): AckRecord => ({
+              sessionSeq: big(row.session_seq),
+              revision: big(row.revision),
+              digest: b(row.digest),
+              accepted: row.accepted,
+              enforcementApplied: row.enforcement_applied,
+              dnsApplied: row.dns_applied,
+            }),
+          ),
+      ),
+    saveAck: async (target, networkId, a) =>
+      c.write(
+        `INSERT INTO ${S}.ack VALUES (${lit.bytea(target)}, ${lit.bytea(networkId)}, ${lit.num(a.sessionSeq)}, ${lit.num(a.revision)}, ${lit.bytea(a.digest)},
+           ${lit.bool(a.accepted)}, ${lit.bool(a.enforcementApplied)}, ${lit.bool(a.dnsApplied)}) ON CONFLICT DO NOTHING`,
+      ),
+  };
+};
 
 export interface PgAuthorityStoreOptions extends pg.PoolConfig {
   /** Injected fault: called after the COMMIT of each transaction (crash-point tests kill the process here). */
