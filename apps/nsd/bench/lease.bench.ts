@@ -17,7 +17,7 @@ import { type Message, REFRESH_PERIOD_MS, SnapshotPushBody, decodeMessage, encod
 import { Authority, listenerIntentOf } from '@homelab/service-control/application';
 import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
 import { ReplayCache, generateSigner, postUnary, serveUnary, trustOnly, trustSelfCertifying } from '@homelab/service-control/transport';
-import { type PgConfig, benchClient, profiled, rawUpsertRate, roundTrips, withBenchDatabase } from './pg.js';
+import { type PgConfig, benchClient, mainThreadSched, profiled, rawUpsertRate, roundTrips, withBenchDatabase } from './pg.js';
 
 const N = Number(process.env['BENCH_N'] ?? 300);
 const CONCURRENCY = (process.env['BENCH_CONCURRENCY'] ?? '8,32').split(',').map(Number);
@@ -123,18 +123,23 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     readonly roundTrips: number;
     readonly cpuNode: number;
     readonly cpuPg: number | null;
+    /** The main thread (nsd and the clients): µs on a CPU and µs runnable but waiting for one, per call. */
+    readonly thread: { readonly run: number; readonly wait: number } | null;
   }
   /** `clients` loops of `per` calls each, all in flight together; rate, round trips and CPU per call. */
   const run = async (label: string, clients: readonly (() => Promise<unknown>)[], per: number, before?: () => Promise<unknown>): Promise<Run> => {
     await before?.();
     const q0 = roundTrips();
     const c0 = await cpuMs(admin, config.database);
+    const s0 = mainThreadSched();
     const t0 = process.hrtime.bigint();
     await profiled(label, () => Promise.all(clients.map(async (f) => { for (let i = 0; i < per; i++) await f(); })));
     const ns = Number(process.hrtime.bigint() - t0);
+    const s1 = mainThreadSched();
     const c1 = await cpuMs(admin, config.database);
     const n = per * clients.length;
-    return { rate: (n * 1e9) / ns, roundTrips: (roundTrips() - q0) / n, cpuNode: (c1.node - c0.node) / n, cpuPg: c0.pg === null || c1.pg === null ? null : (c1.pg - c0.pg) / n };
+    const thread = s0 === null || s1 === null ? null : { run: (s1.run - s0.run) / n, wait: (s1.wait - s0.wait) / n };
+    return { rate: (n * 1e9) / ns, roundTrips: (roundTrips() - q0) / n, cpuNode: (c1.node - c0.node) / n, cpuPg: c0.pg === null || c1.pg === null ? null : (c1.pg - c0.pg) / n, thread };
   };
 
   const maxC = Math.max(...CONCURRENCY);
@@ -144,7 +149,9 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   for (let i = 0; i < 20; i++) await p0.refresh(); // warm up
 
   const fmt = (x: number, w = 7) => x.toFixed(0).padStart(w);
-  const cpu = (r: Run) => `CPU ${r.cpuNode.toFixed(2)} ms nsd+client${r.cpuPg === null ? '' : ` + ${r.cpuPg.toFixed(2)} ms PostgreSQL`} per call`;
+  const cpu = (r: Run) =>
+    `CPU ${r.cpuNode.toFixed(2)} ms nsd+client${r.cpuPg === null ? '' : ` + ${r.cpuPg.toFixed(2)} ms PostgreSQL`} per call` +
+    (r.thread === null ? '' : ` (main thread ${r.thread.run.toFixed(0)} µs on a core + ${r.thread.wait.toFixed(0)} µs waiting for one)`);
   const grantRows = async () => Number((await rawPg.query('SELECT count(*) AS n FROM service_control.lease_grant')).rows[0].n);
   console.log(`nsd lease bench (N=${N} per client, loopback; PostgreSQL ${config.host}:${config.port}; store pool max 10)`);
   const raw1 = await rawUpsertRate(config, 1, N);
