@@ -15,6 +15,7 @@ import { serviceRefToWire } from '../api/convert.js';
 import { type GrantWire, type ListenerIntentWire, SnapshotPushBody, type WithdrawalWire, sourceAuthorizationDigest } from '../api/snapshot.js';
 import { POLICY_VERSION, listenerIntentOf } from './authority-lease.js';
 import type { AuthorityTx, StoredService, StoredSnapshot } from './authority-store.js';
+import { proposalToWire } from './port-arbiter.js';
 
 const LISTENER_STATE = {
   offered: 'offered',
@@ -99,16 +100,7 @@ export const networkView = async (
     own.push({
       ...li.fields,
       intent_digest: li.intentDigest,
-      proposal: {
-        service_ref: serviceRefToWire(p.serviceRef),
-        listener_revision: p.listenerRevision,
-        intent_digest: p.intentDigest,
-        allocation_round: p.allocationRound,
-        proposal_seq: p.proposalSeq,
-        proposal_id: p.proposalId,
-        P: Number(p.port),
-        candidate_index: p.candidateIndex,
-      },
+      proposal: { ...proposalToWire(p), candidate_index: p.candidateIndex },
       state,
     });
     publisherViews.set(toHex(s.publisher), own);

@@ -710,21 +710,25 @@ export class Authority {
 
   private push(s: OpenStream, body: Uint8Array): void {
     const decoded = SnapshotPushBody.decodeOrThrow(body);
-    const msg = encodeMessage({
+    if (s.sink.send(this.streamMessage(s, 'snapshot.push', new Uint8Array(randomBytes(16)), decoded))) this.counters.snapshotsDelivered++;
+    this.recovery.delivered(s.identity, s.networkId, decoded.snapshot.listeners);
+  }
+
+  /** A B→A event on one stream: the envelope names exactly the stream's persisted session tuple (M6-13). */
+  private streamMessage(s: OpenStream, kind: 'snapshot.push' | 'port.cancel' | 'port.query', requestId: Bytes, body: unknown): Uint8Array {
+    return encodeMessage({
       schema: 1,
-      kind: 'snapshot.push',
+      kind,
       nsd_id: this.d.nsdId,
       network_id: s.networkId,
       subject_identity: s.identity,
       runtime_generation: s.binding.runtimeGeneration,
       runtime_id: s.binding.runtimeId,
       authority_epoch: this.d.epoch,
-      request_id: new Uint8Array(randomBytes(16)),
+      request_id: requestId,
       session_seq: s.binding.sessionSeq,
-      body: decoded,
-    });
-    if (s.sink.send(msg)) this.counters.snapshotsDelivered++;
-    this.recovery.delivered(s.identity, s.networkId, decoded.snapshot.listeners);
+      body,
+    } as unknown as Message);
   }
 
   /** A B→A `port.cancel`/`port.query` on the target's open stream(s) of that Network (decision 0170). */
@@ -733,21 +737,7 @@ export class Authority {
     for (const s of this.streams) {
       if (!bytesEqual(s.identity, identity) || !bytesEqual(s.networkId, networkId)) continue;
       open = true;
-      s.sink.send(
-        encodeMessage({
-          schema: 1,
-          kind,
-          nsd_id: this.d.nsdId,
-          network_id: s.networkId,
-          subject_identity: s.identity,
-          runtime_generation: s.binding.runtimeGeneration,
-          runtime_id: s.binding.runtimeId,
-          authority_epoch: this.d.epoch,
-          request_id: requestId,
-          session_seq: s.binding.sessionSeq,
-          body,
-        } as unknown as Message),
-      );
+      s.sink.send(this.streamMessage(s, kind, requestId, body));
     }
     return open;
   }
