@@ -10,12 +10,13 @@ import { randomBytes } from 'node:crypto';
 import { createServer, request, Agent } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Worker } from 'node:worker_threads';
-import { Effect, Either } from 'effect';
-import { type Message, SnapshotPushBody, decodeMessage, encodeMessage, reportDigest } from '@homelab/service-control';
+import { Effect } from 'effect';
+import { SnapshotPushBody, reportDigest } from '@homelab/service-control';
 import { Authority } from '@homelab/service-control/application';
 import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
-import { ReplayCache, type TransportSide, generateSigner, postUnary, receiveEnvelope, sealEnvelope, serveUnary, trustOnly, trustSelfCertifying } from '@homelab/service-control/transport';
+import { ReplayCache, type TransportSide, generateSigner, postUnary, receiveEnvelope, sealEnvelope, serveUnary, trustSelfCertifying } from '@homelab/service-control/transport';
 import type { ClientJob, ClientResult } from './client-worker.js';
+import { signedClient } from './signed-client.js';
 import { benchClient, mainThreadSched, profiled, rawUpsertRate, roundTrips, withBenchDatabase } from './pg.js';
 
 const N = Number(process.env['BENCH_N'] ?? 300);
@@ -40,16 +41,7 @@ await withBenchDatabase('nsd_bench', async (config) => {
     const { signer: a, privateKeyPem: pem } = generateSigner();
     const net = new Uint8Array(randomBytes(16));
     await store.addMember(a.machineId, net);
-    const client: TransportSide = { signer: a, trust: trustOnly(nsd.machineId), replay: new ReplayCache() };
-    const rid = new Uint8Array(randomBytes(16));
-    const env = (kind: string, body: unknown, extra: Record<string, unknown> = {}) =>
-      encodeMessage({ schema: 1, kind, nsd_id: nsdId, network_id: net, subject_identity: a.machineId, runtime_generation: 1n, runtime_id: rid, authority_epoch: epoch, request_id: new Uint8Array(randomBytes(16)), body, ...extra } as unknown as Message);
-    const call = async (bytes: Uint8Array): Promise<Message> => {
-      const r = decodeMessage(await Effect.runPromise(postUnary(client, url, bytes)));
-      if (Either.isLeft(r)) throw r.left;
-      if (r.right.kind === 'error') throw new Error(JSON.stringify(r.right.body));
-      return r.right;
-    };
+    const { side: client, env, call } = signedClient({ signer: a, nsdKey: nsd.machineId, url, nsdId, networkId: net, epoch });
     const scope = { publisher_identity: a.machineId, nsd_id: nsdId, network_id: net };
     let rev = 0n;
     /** The next report revision (a changed display name: a real replace, no new P round). */

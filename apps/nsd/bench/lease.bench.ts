@@ -11,13 +11,14 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Effect, Either } from 'effect';
+import { Either } from 'effect';
 import type pg from 'pg';
-import { type Message, REFRESH_PERIOD_MS, SnapshotPushBody, decodeMessage, encodeMessage, reportDigest, snapshotDigest } from '@homelab/service-control';
+import { REFRESH_PERIOD_MS, SnapshotPushBody, decodeMessage, reportDigest, snapshotDigest } from '@homelab/service-control';
 import { Authority, listenerIntentOf } from '@homelab/service-control/application';
 import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
-import { ReplayCache, generateSigner, postUnary, serveUnary, trustOnly, trustSelfCertifying } from '@homelab/service-control/transport';
+import { ReplayCache, generateSigner, serveUnary, trustSelfCertifying } from '@homelab/service-control/transport';
 import { type PgConfig, benchClient, mainThreadSched, profiled, rawUpsertRate, roundTrips, withBenchDatabase } from './pg.js';
+import { signedClient } from './signed-client.js';
 
 const N = Number(process.env['BENCH_N'] ?? 300);
 const CONCURRENCY = (process.env['BENCH_CONCURRENCY'] ?? '8,32').split(',').map(Number);
@@ -57,16 +58,7 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   const publisher = async (port: number) => {
     const a = generateSigner().signer;
     await store.addMember(a.machineId, net);
-    const client = { signer: a, trust: trustOnly(nsd.machineId), replay: new ReplayCache() };
-    const rid = new Uint8Array(randomBytes(16));
-    const env = (kind: string, body: unknown, extra: Record<string, unknown> = {}) =>
-      encodeMessage({ schema: 1, kind, nsd_id: nsdId, network_id: net, subject_identity: a.machineId, runtime_generation: 1n, runtime_id: rid, authority_epoch: epoch, request_id: new Uint8Array(randomBytes(16)), body, ...extra } as unknown as Message);
-    const call = async (bytes: Uint8Array): Promise<Message> => {
-      const r = decodeMessage(await Effect.runPromise(postUnary(client, url, bytes)));
-      if (Either.isLeft(r)) throw r.left;
-      if (r.right.kind === 'error') throw new Error(JSON.stringify(r.right.body));
-      return r.right;
-    };
+    const { env, call, rid } = signedClient({ signer: a, nsdKey: nsd.machineId, url, nsdId, networkId: net, epoch });
     await call(env('runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }, { authority_epoch: null }));
     await call(env('session.open', {}, { session_seq: 1n }));
     const scope = { publisher_identity: a.machineId, nsd_id: nsdId, network_id: net };
