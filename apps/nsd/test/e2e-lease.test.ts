@@ -4,13 +4,13 @@
 // P allocation and listener production are other modules: the test confirms P and writes the listener snapshot in
 // the database, as those producers would.
 import { randomBytes } from 'node:crypto';
-import { useDatabase } from '@homelab/testbed/vitest';
+import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
 import { Effect, Either } from 'effect';
 import { describe, expect, it } from 'vitest';
 import { type LeaseResultItemWire, type Message, SnapshotPushBody, decodeMessage, encodeMessage, fromHex, reportDigest, snapshotDigest } from '@homelab/service-control';
 import { listenerIntentOf } from '@homelab/service-control/application';
 import { ReplayCache, generateSigner, postUnary, trustOnly } from '@homelab/service-control/transport';
-import { processWorkspace, sqlOn, startNsd as launchNsd } from './processes.js';
+import { processWorkspace, startNsd as launchNsd } from './processes.js';
 
 const db = useDatabase('nsd_lease');
 const ws = processWorkspace('nsd-lease');

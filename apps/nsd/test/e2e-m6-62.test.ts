@@ -9,9 +9,9 @@
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { useDatabase } from '@homelab/testbed/vitest';
+import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
 import { describe, expect, it } from 'vitest';
-import { healthz, processWorkspace, sqlOn, startNs, startNsd, until } from './processes.js';
+import { healthz, processWorkspace, startNs, startNsd, until } from './processes.js';
 
 const db = useDatabase('nsd_m6_62');
 const ws = processWorkspace('nsd-m6-62');

@@ -2,9 +2,9 @@
 import { randomBytes } from 'node:crypto';
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { useDatabase } from '@homelab/testbed/vitest';
+import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
 import { describe, expect, it } from 'vitest';
-import { type Proc, healthz, processWorkspace, sqlOn, startNs as launchNs, startNsd as launchNsd, until } from './processes.js';
+import { type Proc, healthz, processWorkspace, startNs as launchNs, startNsd as launchNsd, until } from './processes.js';
 
 const db = useDatabase('nsd_e2e');
 const { dir, procs, identity: newIdentity } = processWorkspace('nsd-e2e');

@@ -5,7 +5,6 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestDatabase } from '@homelab/testbed/vitest';
-import pg from 'pg';
 import { afterAll } from 'vitest';
 
 const root = join(import.meta.dirname, '../../..');
@@ -130,18 +129,6 @@ export const startNsd = async (ws: Workspace, db: TestDatabase, members: readonl
   return { proc, port, url: `http://127.0.0.1:${port}`, key: l['nsd_key'] as string, epoch: BigInt(l['epoch'] as string), nsdId: (l['nsd_id'] as string).replaceAll('-', '') };
 };
 
-/** One query on the test's database (a fresh connection each: tests run next to SIGKILLed processes). */
-export const sqlOn =
-  (db: TestDatabase) =>
-  async (q: string, values: unknown[] = []): Promise<Record<string, unknown>[]> => {
-    const c = new pg.Client(db.config);
-    await c.connect();
-    try {
-      return (await c.query(q, values)).rows as Record<string, unknown>[];
-    } finally {
-      await c.end();
-    }
-  };
 
 /** An ns-daemon of `who` in `network` (state `<dir>/<name>.db`, declarations `<dir>/<name>.json`); not awaited. */
 export const startNs = (ws: Workspace, nsd: { readonly url: string; readonly key: string }, who: { readonly keyFile: string }, name: string, network: string, env: Record<string, string> = {}): Proc => {

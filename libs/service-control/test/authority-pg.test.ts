@@ -1,5 +1,5 @@
 // B (NSD) on the machine's PostgreSQL: the Authority application over the real PG store, fed canonical messages.
-import { useDatabase } from '@homelab/testbed/vitest';
+import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -43,15 +43,7 @@ const boot = async (w: Who, gen = 1n): Promise<bigint> => {
   return 1n;
 };
 
-const sql = async (q: string): Promise<Record<string, unknown>[]> => {
-  const c = new pg.Client(db.config);
-  await c.connect();
-  try {
-    return (await c.query(q)).rows as Record<string, unknown>[];
-  } finally {
-    await c.end();
-  }
-};
+const sql = sqlOn(db);
 
 const count = async (table: string): Promise<number> => {
   const c = new pg.Client(db.config);

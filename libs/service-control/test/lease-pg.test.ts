@@ -1,8 +1,7 @@
 // B's ready/refresh/acquire on the machine's PostgreSQL: grants committed before the reply, retransmissions, seq
 // rules, per-item acquire results and an authority restart, with a controlled lease clock.
-import { useDatabase } from '@homelab/testbed/vitest';
+import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Message, decodeMessage } from '../src/api/message.js';
 import { type LeaseResultItemWire, requestDigest } from '../src/api/lease.js';
@@ -46,15 +45,7 @@ const results = (m: Message): readonly LeaseResultItemWire[] => {
 };
 const one = (m: Message): LeaseResultItemWire => results(m)[0] as LeaseResultItemWire;
 
-const sql = async (q: string, values: unknown[] = []): Promise<Record<string, unknown>[]> => {
-  const c = new pg.Client(db.config);
-  await c.connect();
-  try {
-    return (await c.query(q, values)).rows as Record<string, unknown>[];
-  } finally {
-    await c.end();
-  }
-};
+const sql = sqlOn(db);
 const grants = async (holder: Uint8Array) => sql(`SELECT * FROM service_control.lease_grant WHERE holder = $1 ORDER BY seq`, [Buffer.from(holder)]);
 
 const newWho = async (): Promise<Who> => {

@@ -4,9 +4,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { useDatabase } from '@homelab/testbed/vitest';
+import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
-import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type Message, decodeMessage } from '../src/api/message.js';
 import { openSqliteEndpointStore } from '../src/adapter/sqlite/endpoint-store.js';
@@ -29,15 +28,7 @@ afterAll(async () => {
   for (const s of stores) await s.close();
   rmSync(dir, { recursive: true, force: true });
 });
-const sql = async (q: string) => {
-  const c = new pg.Client(db.config);
-  await c.connect();
-  try {
-    return (await c.query(q)).rows as Record<string, unknown>[];
-  } finally {
-    await c.end();
-  }
-};
+const sql = sqlOn(db);
 
 describe('P flow: B on PostgreSQL ↔ A on SQLite', () => {
   it('M6-38 M6-40 M6-41 claimed → P in the service row; B offered then lost the send: cancel → fence → terminated-pure → release + floor; the late snapshot is refused', async () => {

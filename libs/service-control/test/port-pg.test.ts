@@ -1,7 +1,6 @@
 // B's P allocation on the machine's PostgreSQL: the PortAllocator over the real fenced authority store.
-import { useDatabase } from '@homelab/testbed/vitest';
+import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { errorBody } from '../src/api/message.js';
 import type { AuthorityStore } from '../src/application/authority-store.js';
@@ -31,15 +30,7 @@ const open = async () => {
 afterAll(async () => {
   for (const s of stores) await s.close();
 });
-const sql = async (q: string): Promise<Record<string, unknown>[]> => {
-  const c = new pg.Client(db.config);
-  await c.connect();
-  try {
-    return (await c.query(q)).rows as Record<string, unknown>[];
-  } finally {
-    await c.end();
-  }
-};
+const sql = sqlOn(db);
 const auto: PortDemand = { mode: 'auto', requestedPort: null, backendPort: 8080n };
 const result = (p: CurrentProposal, r: 'claimed' | 'installed' | 'terminated-pure' | 'conflict' | 'absent', floor: bigint | null = null) => ({
   ...proposalToWire(p),

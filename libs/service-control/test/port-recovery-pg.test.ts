@@ -4,9 +4,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { useDatabase } from '@homelab/testbed/vitest';
+import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
-import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type Message, decodeMessage } from '../src/api/message.js';
 import { StreamBindingCodec } from '../src/api/runtime.js';
@@ -27,15 +26,7 @@ afterAll(async () => {
   for (const s of stores) await s.close();
   rmSync(dir, { recursive: true, force: true });
 });
-const sql = async (q: string, v: unknown[] = []) => {
-  const c = new pg.Client(db.config);
-  await c.connect();
-  try {
-    return (await c.query(q, v)).rows as Record<string, unknown>[];
-  } finally {
-    await c.end();
-  }
-};
+const sql = sqlOn(db);
 
 /** A controlled scheduler: timers wait until the test fires them. */
 const controlled = () => {

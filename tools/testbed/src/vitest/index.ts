@@ -165,6 +165,19 @@ export const eventually = async (what: string, check: () => boolean | Promise<bo
 };
 
 /** One statement on the test bed's PostgreSQL as its admin user, on a connection of its own (closed afterwards). */
+/** One query on a test database, on a fresh connection each (tests run next to SIGKILLed processes); the rows. */
+export const sqlOn =
+  (db: TestDatabase) =>
+  async (text: string, values: unknown[] = []): Promise<Record<string, unknown>[]> => {
+    const client = new pg.Client(db.config);
+    await client.connect();
+    try {
+      return (await client.query(text, values)).rows as Record<string, unknown>[];
+    } finally {
+      await client.end();
+    }
+  };
+
 export const adminQuery = async (text: string): Promise<pg.QueryResult> => {
   const { postgres } = testbed();
   const client = new pg.Client({ host: postgres.host, port: postgres.port, user: postgres.user, database: postgres.database });
