@@ -9,13 +9,12 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, request, Agent } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Worker } from 'node:worker_threads';
 import { Effect } from 'effect';
 import { SnapshotPushBody, reportDigest } from '@homelab/service-control';
 import { Authority } from '@homelab/service-control/application';
 import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
 import { ReplayCache, type TransportSide, generateSigner, postUnary, receiveEnvelope, sealEnvelope, serveUnary, trustSelfCertifying } from '@homelab/service-control/transport';
-import type { ClientJob, ClientResult } from './client-worker.js';
+import { startLoad } from './load-thread.js';
 import { signedClient } from './signed-client.js';
 import { benchClient, mainThreadSched, profiled, rawUpsertRate, roundTrips, withBenchDatabase } from './pg.js';
 
@@ -77,35 +76,36 @@ await withBenchDatabase('nsd_bench', async (config) => {
   };
   type Publisher = Awaited<ReturnType<typeof publisher>>;
 
-  /** Run prepared payloads on the worker thread, one sequential client per publisher, all at once. */
-  const runClients = async (label: string, jobs: readonly { pub: Publisher; payloads: Uint8Array[] }[]) => {
-    const workerData: ClientJob = { url, nsdKey: nsd.machineId, clients: jobs.map((j) => ({ pem: j.pub.pem, payloads: j.payloads })) };
-    // a worker's entry module is not seen by the parent's tsx loader: register tsx in the worker, then import it
-    const entry = new URL('./client-worker.ts', import.meta.url).href;
-    const worker = new Worker(`import('tsx/esm/api').then((t) => { t.register(); return import(${JSON.stringify(entry)}); })`, { eval: true, workerData });
-    await new Promise((r) => worker.once('message', r)); // ready
-    const { result, replied, drained, busy, rt0, cpu } = await profiled(label, async () => {
+  /** Run prepared payloads on the load-generator thread (load.ts), one sequential client per publisher, all at once. */
+  const runClients = async (label: string, jobs: readonly { pub: Publisher; payloads: Uint8Array[] }[], target = url) => {
+    const load = await startLoad({ url: target, nsdKey: nsd.machineId, clients: jobs.map((j) => ({ pem: j.pub.pem, payloads: j.payloads })) });
+    const { window, drained, busy, rt0, cpu } = await profiled(label, async () => {
       const rt0 = roundTrips();
       const s0 = mainThreadSched();
       const elu0 = performance.eventLoopUtilization();
       const t0 = process.hrtime.bigint();
-      worker.postMessage('go');
-      const result = await new Promise<ClientResult>((resolve, reject) => {
-        worker.once('message', resolve);
-        worker.once('error', reject);
-      });
-      const replied = Number(process.hrtime.bigint() - t0) / 1e9;
+      const window = await load.go();
       const busy = performance.eventLoopUtilization(elu0).utilization; // nsd's thread (the clients run on the worker)
+      const s1 = mainThreadSched();
       await authority.idle(); // snapshot productions queued by the run
       const drained = Number(process.hrtime.bigint() - t0) / 1e9;
-      const s1 = mainThreadSched();
-      const n = result.requests;
-      return { result, replied, drained, busy, rt0, cpu: s0 === null || s1 === null ? null : { run: (s1.run - s0.run) / n, wait: (s1.wait - s0.wait) / n } };
+      const n = window.requests;
+      return { window, drained, busy, rt0, cpu: s0 === null || s1 === null ? null : { run: (s1.run - s0.run) / n, wait: (s1.wait - s0.wait) / n } };
     });
-    await worker.terminate();
-    if (result.failures > 0) throw new Error(`${result.failures} requests failed, first: ${result.firstFailure}`);
-    return { rate: result.requests / replied, drainedRate: result.requests / drained, roundTrips: (roundTrips() - rt0) / result.requests, busy, cpu };
+    const check = await load.check();
+    if (check.failures > 0) throw new Error(`${label}: ${check.failures} answers failed their check, first: ${check.firstFailure}`);
+    const n = window.requests;
+    return { rate: n / window.seconds, drainedRate: n / Math.max(drained, window.seconds), roundTrips: (roundTrips() - rt0) / n, busy, cpu };
   };
+
+  /**
+   * The transport alone at the same concurrency: the same load against a signed echo (HTTP + envelope verify + replay
+   * check + sealed reply, no handler work). No store can make nsd faster than this on this machine.
+   */
+  const echoServer = createServer((req, res) => void serveUnary(side, req, res, async (e) => e.payload));
+  await new Promise<void>((r) => echoServer.listen(0, '127.0.0.1', r));
+  const signedEchoUrl = `http://127.0.0.1:${(echoServer.address() as AddressInfo).port}/v1/rpc`;
+  const transportCeiling = (label: string, jobs: readonly { pub: Publisher; payloads: Uint8Array[] }[]) => runClients(label, jobs, signedEchoUrl);
 
   const rows: string[] = [];
   const fmt = (x: number) => x.toFixed(0).padStart(6);
@@ -121,12 +121,14 @@ await withBenchDatabase('nsd_bench', async (config) => {
   const repSeq = await runClients('replace-1', [{ pub: p0, payloads: p0.replaces(N) }]);
   const ackSeq = await runClients('ack-1', [{ pub: p0, payloads: await p0.firstAcks(N) }]);
   const repeatSeq = await runClients('repeat-ack-1', [{ pub: p0, payloads: await p0.repeatAcks(N) }]);
+  const ceilSeq = await transportCeiling('echo-1', [{ pub: p0, payloads: await p0.repeatAcks(N) }]);
   const rawSeq2 = await rawUpsertRate(config, 1, N);
   const rawS = (rawSeq + rawSeq2) / 2;
   rows.push(`one client, sequential (N=${N}); raw upserts ${fmt(rawSeq)} /s before, ${fmt(rawSeq2)} /s after — peer = mean ${fmt(rawS)} /s`);
   rows.push(`  report.replace  ${fmt(repSeq.rate)} /s  ratio ${ratio(repSeq.rate, rawS)}   incl. the snapshot productions it queued: ${fmt(repSeq.drainedRate)} /s (${ratio(repSeq.drainedRate, rawS)});  ${repSeq.roundTrips.toFixed(1)} round trips/request incl. production; ${busy(repSeq)}`);
   rows.push(`  snapshot.ack    ${fmt(ackSeq.rate)} /s  ratio ${ratio(ackSeq.rate, rawS)}   ${ackSeq.roundTrips.toFixed(1)} round trips/request (first ACK of each revision: writes the ACK row); ${busy(ackSeq)}`);
   rows.push(`  repeat ACK      ${fmt(repeatSeq.rate)} /s  ratio ${ratio(repeatSeq.rate, rawS)}   ${repeatSeq.roundTrips.toFixed(1)} round trips/request (idempotent: the ACK row exists, nothing written); ${busy(repeatSeq)}`);
+  rows.push(`  transport alone (signed echo, no store) ${fmt(ceilSeq.rate)} /s  ratio ${ratio(ceilSeq.rate, rawS)} — the ceiling of any request on this machine; ${busy(ceilSeq)}`);
 
   // ── C clients in flight ──
   const pubs: Publisher[] = [p0];
@@ -143,12 +145,14 @@ await withBenchDatabase('nsd_bench', async (config) => {
     const ack = await runClients(`ack-${c}`, await prepare((pub) => pub.firstAcks(per)));
     const repeat = await runClients(`repeat-ack-${c}`, await prepare((pub) => pub.repeatAcks(per)));
     const rep = await runClients(`replace-${c}`, use.map((pub) => ({ pub, payloads: pub.replaces(per) })));
+    const ceil = await transportCeiling(`echo-${c}`, await prepare((pub) => pub.repeatAcks(per)));
     const raw2 = await rawUpsertRate(config, c, per);
     const raw = (raw1 + raw2) / 2;
     rows.push(`${c} clients in flight (${per} requests each); raw upserts on ${c} connections ${fmt(raw1)} /s before, ${fmt(raw2)} /s after — peer = mean ${fmt(raw)} /s`);
     rows.push(`  report.replace  ${fmt(rep.rate)} /s  ratio ${ratio(rep.rate, raw)}   incl. the snapshot productions it queued: ${fmt(rep.drainedRate)} /s (${ratio(rep.drainedRate, raw)}); ${rep.roundTrips.toFixed(1)} round trips/request; ${busy(rep)}`);
     rows.push(`  snapshot.ack    ${fmt(ack.rate)} /s  ratio ${ratio(ack.rate, raw)}   ${ack.roundTrips.toFixed(1)} round trips/request (first ACKs); ${busy(ack)}`);
     rows.push(`  repeat ACK      ${fmt(repeat.rate)} /s  ratio ${ratio(repeat.rate, raw)}   ${repeat.roundTrips.toFixed(1)} round trips/request; ${busy(repeat)}`);
+    rows.push(`  transport alone (signed echo, no store) ${fmt(ceil.rate)} /s  ratio ${ratio(ceil.rate, raw)} — the ceiling; ${busy(ceil)}`);
   }
 
   // ── where the time of one request goes (this thread, sequential, µs per request) ──
@@ -214,6 +218,7 @@ await withBenchDatabase('nsd_bench', async (config) => {
   console.log(`nsd bench (loopback; PostgreSQL ${config.host}:${config.port}; goal: each ratio ≥ 0.5)`);
   for (const r of rows) console.log(r);
   server.close();
+  echoServer.close();
   await fixtures.end();
   await store.close();
 });

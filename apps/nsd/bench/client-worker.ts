@@ -1,48 +1,39 @@
-// The bench's load generator, on its own thread (clients are other machines: their sealing and response checks are
-// not nsd's work). Each client has its own identity and sends its prepared payloads one after another through the
-// real transport client (postUnary: seal, POST, verify against the NSD key, replay check); all clients run at once.
+// The benches' load-generator thread (clients are other machines: their sealing and answer checks are not nsd's
+// work). Each client has its own identity; load.ts seals its payloads before the window, posts them one after another
+// on its own keep-alive connection, and every answer is verified after the window. All clients run at once.
+// Messages to the parent: 'ready' (sealed, connected) → waits for 'go' → { window } right after the last answer →
+// { check } once every answer is verified (with one outcome line per answer: its kind, and each lease result).
 import { parentPort, workerData } from 'node:worker_threads';
-import { Effect, Either } from 'effect';
-import { decodeMessage } from '@homelab/service-control';
-import { ReplayCache, postUnary, signerFromPem, trustOnly } from '@homelab/service-control/transport';
+import type { Message } from '@homelab/service-control';
+import { ReplayCache, signerFromPem, trustOnly } from '@homelab/service-control/transport';
+import { prepareLoad } from './load.js';
 
 export interface ClientJob {
   readonly url: string;
   readonly nsdKey: Uint8Array;
   readonly clients: readonly { readonly pem: string; readonly payloads: readonly Uint8Array[] }[];
 }
-export interface ClientResult {
+export interface ClientWindow {
   readonly requests: number;
   readonly seconds: number;
+}
+export interface ClientCheck {
   readonly failures: number;
   readonly firstFailure: string | null;
+  /** Per verified answer: `kind`, or `lease.result:<result>,…` */
+  readonly outcomes: readonly string[];
 }
 
+const outcome = (m: Message): string =>
+  m.kind === 'lease.result' ? `${m.kind}:${(m.body as { results: readonly { result: string }[] }).results.map((r) => r.result).join(',')}` : m.kind;
+
 const job = workerData as ClientJob;
-let failures = 0;
-let firstFailure: string | null = null;
-const fail = (why: string) => {
-  failures++;
-  firstFailure ??= why;
-};
-const sides = job.clients.map((c) => ({ side: { signer: signerFromPem(c.pem), trust: trustOnly(job.nsdKey), replay: new ReplayCache() }, payloads: c.payloads }));
-// ready → wait for "go": the caller times from "go" to the result (worker start-up is not measured)
+const load = await prepareLoad(
+  job.url,
+  job.clients.map((c) => ({ side: { signer: signerFromPem(c.pem), trust: trustOnly(job.nsdKey), replay: new ReplayCache() }, payloads: c.payloads })),
+);
 parentPort?.postMessage('ready');
 await new Promise<void>((resolve) => parentPort?.once('message', () => resolve()));
-const t0 = process.hrtime.bigint();
-await Promise.all(
-  sides.map(async ({ side, payloads }) => {
-    for (const p of payloads) {
-      const r = await Effect.runPromise(Effect.either(postUnary(side, job.url, p)));
-      if (Either.isLeft(r)) {
-        fail(String(r.left));
-        continue;
-      }
-      const m = decodeMessage(r.right);
-      if (Either.isLeft(m)) fail(m.left.message);
-      else if (m.right.kind === 'error') fail(JSON.stringify(m.right.body));
-    }
-  }),
-);
-const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
-parentPort?.postMessage({ requests: sides.reduce((n, s) => n + s.payloads.length, 0), seconds, failures, firstFailure } satisfies ClientResult);
+parentPort?.postMessage({ window: (await load.run()) satisfies ClientWindow });
+const { failures, firstFailure, answers } = load.verify();
+parentPort?.postMessage({ check: { failures, firstFailure, outcomes: answers.flat().map(outcome) } satisfies ClientCheck });

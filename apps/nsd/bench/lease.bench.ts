@@ -18,6 +18,7 @@ import { Authority, listenerIntentOf } from '@homelab/service-control/applicatio
 import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
 import { ReplayCache, generateSigner, serveUnary, trustSelfCertifying } from '@homelab/service-control/transport';
 import { type PgConfig, benchClient, mainThreadSched, profiled, rawUpsertRate, roundTrips, withBenchDatabase } from './pg.js';
+import { startLoad } from './load-thread.js';
 import { signedClient } from './signed-client.js';
 
 const N = Number(process.env['BENCH_N'] ?? 300);
@@ -56,7 +57,7 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
 
   /** One simulated publisher: bound, session open, one service with P, its listener snapshot ACKed, Ready. */
   const publisher = async (port: number) => {
-    const a = generateSigner().signer;
+    const { signer: a, privateKeyPem: pem } = generateSigner();
     await store.addMember(a.machineId, net);
     const { env, call, rid } = signedClient({ signer: a, nsdKey: nsd.machineId, url, nsdId, networkId: net, epoch });
     await call(env('runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }, { authority_epoch: null }));
@@ -107,7 +108,9 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
       const r = decodeMessage(await authority.handle(a.machineId, ready('lease.refresh')));
       if (Either.isLeft(r) || r.right.kind !== 'lease.result' || r.right.body.results[0]?.result !== 'granted') throw new Error('refresh refused');
     };
-    return { identity: a.machineId, refresh, direct, reready };
+    /** n refreshes, prepared for the load generator (each its own refresh_seq, in order). */
+    const refreshes = (n: number) => Array.from({ length: n }, () => ready('lease.refresh'));
+    return { identity: a.machineId, pem, refresh, refreshes, direct, reready };
   };
 
   interface Run {
@@ -115,46 +118,64 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     readonly roundTrips: number;
     readonly cpuNode: number;
     readonly cpuPg: number | null;
-    /** The main thread (nsd and the clients): µs on a CPU and µs runnable but waiting for one, per call. */
+    /** The main thread (nsd; in the direct runs also the calling loop): µs on a CPU and µs runnable but waiting for one, per call. */
     readonly thread: { readonly run: number; readonly wait: number } | null;
   }
-  /** `clients` loops of `per` calls each, all in flight together; rate, round trips and CPU per call. */
-  const run = async (label: string, clients: readonly (() => Promise<unknown>)[], per: number, before?: () => Promise<unknown>): Promise<Run> => {
-    await before?.();
+  /** Rate, round trips and CPU per call of `go` (which makes `n` calls). */
+  const measure = async (label: string, n: number, go: () => Promise<number | undefined>): Promise<Run> => {
     const q0 = roundTrips();
     const c0 = await cpuMs(admin, config.database);
     const s0 = mainThreadSched();
     const t0 = process.hrtime.bigint();
-    await profiled(label, () => Promise.all(clients.map(async (f) => { for (let i = 0; i < per; i++) await f(); })));
-    const ns = Number(process.hrtime.bigint() - t0);
+    const window = await profiled(label, go);
+    const ns = window ?? Number(process.hrtime.bigint() - t0);
     const s1 = mainThreadSched();
     const c1 = await cpuMs(admin, config.database);
-    const n = per * clients.length;
     const thread = s0 === null || s1 === null ? null : { run: (s1.run - s0.run) / n, wait: (s1.wait - s0.wait) / n };
     return { rate: (n * 1e9) / ns, roundTrips: (roundTrips() - q0) / n, cpuNode: (c1.node - c0.node) / n, cpuPg: c0.pg === null || c1.pg === null ? null : (c1.pg - c0.pg) / n, thread };
   };
+  /** `clients` loops of `per` calls each on this thread, all in flight together (the direct `handle` runs). */
+  const run = (label: string, clients: readonly (() => Promise<unknown>)[], per: number): Promise<Run> =>
+    measure(label, per * clients.length, async () => {
+      await Promise.all(clients.map(async (f) => { for (let i = 0; i < per; i++) await f(); }));
+      return undefined;
+    });
+  /**
+   * `per` lease.refresh requests of each publisher over HTTP from the load-generator thread (sealed before the
+   * window, answers verified after it: every one must be `granted`), all publishers in flight together.
+   */
+  const runLoad = async (label: string, use: readonly Publisher[], per: number): Promise<Run> => {
+    await Promise.all(use.map((p) => p.reready()));
+    const load = await startLoad({ url, nsdKey: nsd.machineId, clients: use.map((p) => ({ pem: p.pem, payloads: p.refreshes(per) })) });
+    const r = await measure(label, per * use.length, async () => (await load.go()).seconds * 1e9);
+    const check = await load.check();
+    const refused = check.outcomes.filter((o) => o !== 'lease.result:granted');
+    if (check.failures > 0 || refused.length > 0) throw new Error(`${label}: ${check.failures} answers failed their check (first: ${check.firstFailure}), ${refused.length} not granted (first: ${refused[0]})`);
+    return r;
+  };
 
   const maxC = Math.max(...CONCURRENCY);
-  const pubs: Awaited<ReturnType<typeof publisher>>[] = [];
+  type Publisher = Awaited<ReturnType<typeof publisher>>;
+  const pubs: Publisher[] = [];
   for (let i = 0; i < maxC; i++) pubs.push(await publisher(40000 + i));
   const p0 = pubs[0] as (typeof pubs)[number];
   for (let i = 0; i < 20; i++) await p0.refresh(); // warm up
 
   const fmt = (x: number, w = 7) => x.toFixed(0).padStart(w);
   const cpu = (r: Run) =>
-    `CPU ${r.cpuNode.toFixed(2)} ms nsd+client${r.cpuPg === null ? '' : ` + ${r.cpuPg.toFixed(2)} ms PostgreSQL`} per call` +
+    `CPU ${r.cpuNode.toFixed(2)} ms nsd + load generator${r.cpuPg === null ? '' : ` + ${r.cpuPg.toFixed(2)} ms PostgreSQL`} per call` +
     (r.thread === null ? '' : ` (main thread ${r.thread.run.toFixed(0)} µs on a core + ${r.thread.wait.toFixed(0)} µs waiting for one)`);
   const grantRows = async () => Number((await rawPg.query('SELECT count(*) AS n FROM service_control.lease_grant')).rows[0].n);
   console.log(`nsd lease bench (N=${N} per client, loopback; PostgreSQL ${config.host}:${config.port}; store pool max 10)`);
   const raw1 = await rawUpsertRate(config, 1, N);
-  const ref1 = await run('refresh-1', [p0.refresh], N, p0.reready);
+  const ref1 = await runLoad('refresh-1', [p0], N);
   const dir1 = await run('refresh-direct-1', [p0.direct], N);
   console.log(`  one client:  raw upsert ${fmt(raw1)} /s   lease.refresh ${fmt(ref1.rate)} /s   ratio ${(ref1.rate / raw1).toFixed(3)} (goal ≥ 0.5)`);
   console.log(`               round trips per refresh ${ref1.roundTrips.toFixed(2)}; ${cpu(ref1)}`);
   console.log(`               lease.refresh without HTTP (handle) ${fmt(dir1.rate)} /s, ${dir1.roundTrips.toFixed(2)} round trips; ${cpu(dir1)}`);
   for (const c of CONCURRENCY) {
     const rawC = await rawUpsertRate(config, c, N);
-    const refC = await run(`refresh-${c}`, pubs.slice(0, c).map((p) => p.refresh), N, () => Promise.all(pubs.slice(0, c).map((p) => p.reready())));
+    const refC = await runLoad(`refresh-${c}`, pubs.slice(0, c), N);
     console.log(`  ${String(c).padStart(2)} clients:  raw upsert ${fmt(rawC)} /s   lease.refresh ${fmt(refC.rate)} /s   ratio ${(refC.rate / rawC).toFixed(3)}; ${refC.roundTrips.toFixed(2)} round trips; ${cpu(refC)}`);
   }
 
@@ -190,7 +211,7 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     }
     const needed = (publishers * 1000) / REFRESH_PERIOD_MS;
     const rows0 = await grantRows();
-    const r = await run(`refresh-${publishers}-publishers`, pubs.map((p) => p.refresh), Math.max(1, Math.ceil(N / 4)), () => Promise.all(pubs.map((p) => p.reready())));
+    const r = await runLoad(`refresh-${publishers}-publishers`, pubs, Math.max(1, Math.ceil(N / 4)));
     const rows1 = await grantRows();
     const refreshes = Math.max(1, Math.ceil(N / 4)) * maxC;
     console.log(
