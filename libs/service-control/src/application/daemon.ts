@@ -319,6 +319,9 @@ export class Daemon {
     const h = await this.call(this.env('report.head', { scope: pub }), 'report.accepted');
     const rp = recoverWithHead(rec, { acceptedRevision: h.body.accepted_revision, reportDigest: h.body.report_digest }, read);
     if (Either.isLeft(rp)) throw rp.left;
+    // recovery is visible in the event log: which revision B had and what A does with it (adopt, send R+1, …)
+    const p = rp.right;
+    this.log('report-head', { accepted_revision: String(h.body.accepted_revision), action: p.action, sends: p.action === 'send' && p.send !== null ? String(p.send.revision) : null });
     await this.runPlan(rp.right);
     this.reportStatus();
   }

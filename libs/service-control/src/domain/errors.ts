@@ -194,6 +194,10 @@ export class ServiceControlError extends Data.TaggedError('ServiceControlError')
   get raisedBy(): RaisedBy {
     return ERROR_SPECS[this.code].raisedBy;
   }
+  /** The code first, so that logs, `String(e)` and Effect's Cause.pretty say what failed (not "An error has occurred"). */
+  override get message(): string {
+    return this.detail === null ? this.code : `${this.code}: ${this.detail}`;
+  }
 }
 
 /** Build the typed error for `code`. */
