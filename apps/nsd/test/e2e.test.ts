@@ -63,7 +63,7 @@ describe('nsd + two ns-daemons over loopback', () => {
     // M6-61 the restart follows the §5.15 order in the event log: gates closed and no Active restored, floors loaded,
     // then B (bind, session), then the stream and the first ACK
     const order = ['startup', 'floors-loaded', 'bound', 'session-open', 'stream-open', 'snapshot-acked'];
-    await na2.waitFor((l) => l['event'] === 'snapshot-acked'); // logged after the ACK's lease follow-up (ready)
+    await na2.waitFor((l) => l['event'] === 'snapshot-acked'); // logged once B answered the ACK
     const seen = order.map((e) => na2.lines.findIndex((l) => l['event'] === e));
     expect(seen.every((i) => i >= 0)).toBe(true);
     expect([...seen].sort((x, y) => x - y)).toEqual(seen);

@@ -382,11 +382,12 @@ export class Daemon {
       'snapshot.ack.result',
     );
     this.status.acks++;
+    // logged when B answered the ACK, before the readies it enables: the event log shows the §5.15 order as it ran
+    this.log('snapshot-acked', { revision: String(revision), accepted: ack.accepted });
     if (ack.accepted && ack.enforcementApplied) {
       await this.leases.onEnforcementAck(this.d.identity, { revision, digest }, m.body.snapshot.listeners, s.authorityEpoch);
       this.status.leases = this.leases.status();
     }
-    this.log('snapshot-acked', { revision: String(revision), accepted: ack.accepted });
     // a duplicate too (the same revision again after a restart): a decided proposal is answered again from the table
     if (Either.isRight(applied)) {
       const listeners = m.body.snapshot.listeners;
