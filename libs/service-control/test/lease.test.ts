@@ -78,6 +78,7 @@ const readyInput = (over: Partial<ReadyInput> = {}): ReadyInput => ({
   intent: intent(),
   acks: [ack(5n)],
   atSnapshot: { listenerRevision: 4n, intentDigest: sha('intent-4') },
+  floor: { current: SNAP.revision, enforced: SNAP.revision },
   newGrantId: id16(500),
   ...over,
 });
@@ -247,6 +248,7 @@ describe('B: lease.acquire', () => {
     mark: null,
     markItems: [],
     acks: [ack(9n)],
+    floor: { current: SNAP.revision, enforced: SNAP.revision },
     items: [item(SVC)],
     newGrantId: () => id16(700 + n++),
     ...over,

@@ -25,6 +25,7 @@ import { type ListenerDigestFieldsWire, SnapshotPushBody, authorizationDigest, l
 import type { AuthorityStore, AuthorityTx, FenceRows, StoredService } from './authority-store.js';
 import type { PolicySource } from './lease-store.js';
 import { type Allocation, snapshotProposal } from '../domain/port-allocation.js';
+import { revisionRetained } from '../domain/snapshot.js';
 
 export interface LeaseDeps {
   readonly store: AuthorityStore;
@@ -181,7 +182,7 @@ export const serveReady = async (d: LeaseDeps, m: MessageOf<'listener.ready'> | 
   const snapshot = { revision: body.snapshot_revision, digest: body.snapshot_digest };
   return d.store.transact(d.epoch, async (tx) => {
     // every read in one round trip with the fence (decision 0122)
-    const [fr, row, sources, stored, markGrant, latest, acks, known, allocation, policyVersion] = await Promise.all([
+    const [fr, row, sources, stored, markGrant, latest, acks, known, allocation, policyVersion, floor] = await Promise.all([
       tx.fence(m.subject_identity, m.network_id, { session: true }),
       tx.lease.service(serviceId),
       tx.lease.policySources(serviceId),
@@ -192,6 +193,7 @@ export const serveReady = async (d: LeaseDeps, m: MessageOf<'listener.ready'> | 
       tx.lease.snapshotStamp(m.subject_identity, m.network_id, snapshot.revision, snapshot.digest, serviceId),
       tx.ports.lockAllocation(serviceId),
       tx.grants.policyVersion(serviceId),
+      tx.revisionFloor(m.subject_identity, m.network_id, m.session_seq),
     ]);
     const f = fenceOf(d, m, fr);
     if (Either.isLeft(f)) return Either.left(f.left);
@@ -225,7 +227,9 @@ export const serveReady = async (d: LeaseDeps, m: MessageOf<'listener.ready'> | 
       live,
       intent,
       acks,
-      atSnapshot: await stampIn(tx, m.subject_identity, m.network_id, snapshot, serviceId, known),
+      // a revision below the floor is refused from the floor: no stamp is read or written for it (decision 0191)
+      atSnapshot: revisionRetained(floor, snapshot.revision) ? await stampIn(tx, m.subject_identity, m.network_id, snapshot, serviceId, known) : null,
+      floor,
       newGrantId: newId(d),
     });
     const echo = { ...base(d, m), service_ref: body.service_ref, listener_revision: body.listener_revision, intent_digest: body.intent_digest, refresh_seq: body.refresh_seq };
@@ -247,10 +251,11 @@ export const serveAcquire = async (d: LeaseDeps, m: MessageOf<'lease.acquire'>):
     const space = { kind: 'consumer' as const };
     const snapshot = { revision: body.snapshot_revision, digest: body.snapshot_digest };
     // every read in one round trip with the fence, as for ready/refresh (decision 0130; was ≈ 6 per item + 5)
-    const [fr, stored, acks, reads] = await Promise.all([
+    const [fr, stored, acks, floor, reads] = await Promise.all([
       tx.fence(m.subject_identity, m.network_id, { session: true }),
       tx.lease.lockMark(m.subject_identity, m.network_id, space),
       tx.acks(m.subject_identity, m.network_id, m.session_seq, body.snapshot_revision),
+      tx.revisionFloor(m.subject_identity, m.network_id, m.session_seq),
       Promise.all(
         body.services.map((it) => {
           const serviceId = it.service_ref.service_id;
@@ -283,7 +288,7 @@ export const serveAcquire = async (d: LeaseDeps, m: MessageOf<'lease.acquire'>):
           listenerRevision: it.listener_revision,
           intentDigest: it.intent_digest,
           intent: currentIntent(d.nsdId, svc, sources, svc === undefined ? null : allocation, svc === undefined ? null : policyVersion),
-          atSnapshot: await stampIn(tx, m.subject_identity, m.network_id, snapshot, serviceId, known),
+          atSnapshot: revisionRetained(floor, snapshot.revision) ? await stampIn(tx, m.subject_identity, m.network_id, snapshot, serviceId, known) : null,
           authorization: src === undefined ? null : { protocols: src.protocols, expiry: src.expiry },
           publisherGrant,
         };
@@ -313,6 +318,7 @@ export const serveAcquire = async (d: LeaseDeps, m: MessageOf<'lease.acquire'>):
       mark,
       markItems,
       acks,
+      floor,
       items,
       newGrantId: () => newId(d),
     });

@@ -6,7 +6,7 @@ import type { ServiceControlError } from '../domain/errors.js';
 import type { BReportRow } from '../domain/report.js';
 import type { RuntimeBinding } from '../domain/runtime.js';
 import type { SessionMark } from '../domain/session.js';
-import type { AckRecord } from '../domain/snapshot.js';
+import type { AckRecord, RevisionFloor } from '../domain/snapshot.js';
 import type { GrantTx } from './grant-store.js';
 import type { LeaseTx } from './lease-store.js';
 import type { PortTx } from './port-store.js';
@@ -68,6 +68,11 @@ export interface AuthorityTx {
   readonly saveActiveRuntime: (identity: Bytes, runtimeIdHex: string) => Promise<void>;
   readonly activeRuntime: (identity: Bytes) => Promise<string | null>;
   readonly lockSession: (identity: Bytes, networkId: Bytes) => Promise<SessionRow | null>;
+  /**
+   * Save a NEW session mark (a higher seq, or a new runtime's first). ACKs are per session (spec §5.5): the ACK
+   * records of the scope's earlier sessions are gone with the same commit — a new runtime may start again at the same
+   * seq, and must never find the old runtime's ACKs (decision 0191).
+   */
   readonly saveSession: (identity: Bytes, networkId: Bytes, s: SessionRow) => Promise<void>;
   /** Corrupt row → `state-inconsistent` (Left) for that scope only. */
   readonly lockReport: (identity: Bytes, networkId: Bytes) => Promise<Either.Either<BReportRow | null, ServiceControlError>>;
@@ -82,11 +87,18 @@ export interface AuthorityTx {
   readonly lockSnapshot: (target: Bytes, networkId: Bytes) => Promise<StoredSnapshot | null>;
   /** Every snapshot row of a Network, locked, by target (lowercase hex): batched production (decision 0130). */
   readonly lockSnapshots: (networkId: Bytes) => Promise<ReadonlyMap<string, StoredSnapshot>>;
+  /** A new revision: the snapshot row and its history row; revisions that fall below the floor are pruned (decision 0191). */
   readonly saveSnapshot: (target: Bytes, networkId: Bytes, s: StoredSnapshot) => Promise<void>;
+  /**
+   * The retained revision floor of (target, network) for the session `sessionSeq` (decision 0191): the latest
+   * produced revision and the session's latest enforced revision, from rows that are never pruned.
+   */
+  readonly revisionFloor: (target: Bytes, networkId: Bytes, sessionSeq: bigint) => Promise<RevisionFloor>;
   /** Digest of the given revision if it was produced for the target (the ACK must name one). */
   readonly producedDigests: (target: Bytes, networkId: Bytes, revision: bigint) => Promise<ReadonlyMap<bigint, Bytes>>;
   /** The ACK records of (target, network, session, revision) — the only ones an ACK can collide with. */
   readonly acks: (target: Bytes, networkId: Bytes, sessionSeq: bigint, revision: bigint) => Promise<readonly AckRecord[]>;
+  /** Record a new ACK; revisions it takes below the floor (a superseded enforced revision) are pruned (decision 0191). */
   readonly saveAck: (target: Bytes, networkId: Bytes, a: AckRecord) => Promise<void>;
 }
 

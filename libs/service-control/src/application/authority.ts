@@ -11,7 +11,7 @@ import { acceptReport, reportHead } from '../domain/report.js';
 import { bind, boundHeartbeat, floorView, machineAuth, plainHeartbeat } from '../domain/runtime.js';
 import { openSession, streamMayDeliver } from '../domain/session.js';
 import { applyReport, type ServiceRow, ulid } from '../domain/services.js';
-import { produceSnapshot, recordAck } from '../domain/snapshot.js';
+import { checkRetained, produceSnapshot, recordAck } from '../domain/snapshot.js';
 import { validateDeclaration } from '../domain/declaration.js';
 import { type Message, type MessageOf, decodeMessage, encodeMessage, errorBody } from '../api/message.js';
 import { declarationFromWire, declarationToWire, floorResultBody, machineAuthFromWire, replaceRequest, serviceControlObjectFromWire, streamBindingFromWire } from '../api/convert.js';
@@ -418,13 +418,15 @@ export class Authority {
 
   private async snapshotAck(m: MessageOf<'snapshot.ack'>) {
     const body = m.body;
-    // the ACK records and the produced digest that this ACK can collide with are read with the fence
+    // the ACK records and the produced digest that this ACK can collide with, and the retained floor, are read with
+    // the fence
     const reads = (tx: AuthorityTx) =>
       Promise.all([
         tx.acks(m.subject_identity, m.network_id, m.session_seq, body.snapshot_revision),
         tx.producedDigests(m.subject_identity, m.network_id, body.snapshot_revision),
+        tx.revisionFloor(m.subject_identity, m.network_id, m.session_seq),
       ]);
-    const r = await this.fenced(m.subject_identity, m.network_id, { session: true }, reads, async (tx, { runtime: rt, session: s }, [acks, produced]) => {
+    const r = await this.fenced(m.subject_identity, m.network_id, { session: true }, reads, async (tx, { runtime: rt, session: s }, [acks, produced, floor]) => {
       const current =
         s !== null && rt !== null && s.generation === rt.generation && bytesEqual(s.runtimeId, rt.runtimeId) && s.epoch === this.d.epoch ? s : null;
       const f = this.fences(m, rt, current);
@@ -440,6 +442,9 @@ export class Authority {
         enforcementApplied: body.enforcement_applied,
         dnsApplied: body.dns_applied,
       };
+      // below the retained floor: refused from the floor, whatever history/ACK rows are left (decision 0191)
+      const retained = checkRetained(floor, rec.revision);
+      if (Either.isLeft(retained)) return Either.left(retained.left);
       const next = recordAck(acks, produced, rec);
       if (Either.isLeft(next)) return Either.left(next.left);
       if (next.right !== acks) await tx.saveAck(m.subject_identity, m.network_id, rec);

@@ -5,7 +5,7 @@
 import { Either } from 'effect';
 import { type Bytes, bytesEqual } from './bytes.js';
 import { type ErrorCode, type ServiceControlError, scError } from './errors.js';
-import { type AckRecord, hasEnforcementAck } from './snapshot.js';
+import { type AckRecord, type RevisionFloor, checkRetained, hasEnforcementAck } from './snapshot.js';
 
 /** Lease maximum and B's deadline increment (spec §5.17). */
 export const LEASE_MAX_MS = 30_000;
@@ -126,6 +126,8 @@ export interface ReadyInput {
   readonly intent: CurrentIntent | null;
   readonly acks: readonly AckRecord[];
   readonly atSnapshot: IntentStamp | null;
+  /** The retained revision floor of the referenced snapshot's target+Network (decision 0191). */
+  readonly floor: RevisionFloor;
   readonly newGrantId: Bytes;
 }
 
@@ -176,6 +178,9 @@ export const decideReady = (i: ReadyInput): Either.Either<ReadyDecision, Service
   }
   const intent = checkIntent(r, i.intent);
   if (Either.isLeft(intent)) return Either.left(intent.left);
+  // a revision below the floor is refused from the floor, never from the (possibly pruned) ACK rows (decision 0191)
+  const retained = checkRetained(i.floor, r.snapshot.revision);
+  if (Either.isLeft(retained)) return Either.left(retained.left);
   if (!ackBacksIntent(i.acks, i.sessionSeq, r.snapshot, i.atSnapshot, intent.right))
     return Either.left(scError('enforcement-not-applied', 'no enforcement ACK of this intent in this session'));
   if (r.kind === 'lease.refresh' && (i.live === null || i.live.epoch !== i.epoch || i.live.deadline <= i.now))
@@ -243,6 +248,8 @@ export interface AcquireInput {
   /** The items the mark's request produced, in this epoch (empty after an authority restart). */
   readonly markItems: readonly AcquireItemRecord[];
   readonly acks: readonly AckRecord[];
+  /** The retained revision floor of the referenced snapshot's target+Network (decision 0191). */
+  readonly floor: RevisionFloor;
   readonly items: readonly AcquireItemInput[];
   readonly newGrantId: () => Bytes;
 }
@@ -257,6 +264,7 @@ const decideItem = (i: AcquireInput, it: AcquireItemInput): AcquireItemRecord =>
   if (intent === null || intent.state !== 'active' || !bytesEqual(intent.publisher, it.publisher)) return refuse('stale-listener');
   if (intent.listenerRevision !== it.listenerRevision || intent.intentDigest === null || !bytesEqual(intent.intentDigest, it.intentDigest))
     return refuse('stale-listener');
+  if (Either.isLeft(checkRetained(i.floor, i.snapshot.revision))) return refuse('stale-snapshot');
   if (!ackBacksIntent(i.acks, i.sessionSeq, i.snapshot, it.atSnapshot, intent)) return refuse('enforcement-not-applied');
   const auth = it.authorization;
   if (auth === null || (auth.expiry !== null && auth.expiry <= i.now)) return refuse('unauthorized');

@@ -302,3 +302,41 @@ export const hasEnforcementAck = (acks: readonly AckRecord[], sessionSeq: bigint
     (a) =>
       a.sessionSeq === sessionSeq && a.revision === revision && bytesEqual(a.digest, digest) && a.accepted && a.enforcementApplied,
   );
+
+// ───────────────────────────────────────── B: the retained revision floor ─────────────────────────────────────────
+
+/**
+ * How many of the latest produced revisions of a target+Network B keeps answering for (decision 0191): an ACK or a
+ * ready/acquire may still name a revision that was current a moment ago (the ACK or request was in flight while B
+ * produced newer ones). Beyond that window only the revision of the session's latest successful enforcement ACK is
+ * kept — the one A's ready/acquire reuse across unrelated updates (M6-29).
+ */
+export const RETAINED_REVISION_WINDOW = 16n;
+
+/** What decides whether a revision of (target, Network) is still answered for, from rows B never prunes. */
+export interface RevisionFloor {
+  /** The latest produced revision (the snapshot row); null = nothing produced yet. */
+  readonly current: bigint | null;
+  /** The highest revision with an accepted, `enforcement_applied` ACK in the current session; null = none. */
+  readonly enforced: bigint | null;
+}
+
+/**
+ * Is `revision` still answered for (decision 0191)? Yes when nothing was produced yet (no floor), when it is above
+ * `current − RETAINED_REVISION_WINDOW` (including revisions never produced: those are refused as before), or when it
+ * is the session's latest enforced revision. Once false for a revision it stays false: `current` only grows,
+ * `enforced` only grows within a session and a new session starts without one, and an ACK below the floor is never
+ * recorded — so deleting the rows of such revisions can never change an answer.
+ */
+export const revisionRetained = (floor: RevisionFloor, revision: bigint): boolean =>
+  floor.current === null || revision > floor.current - RETAINED_REVISION_WINDOW || revision === floor.enforced;
+
+/** `stale-snapshot` for a revision below the floor (an ACK, ready or acquire naming a snapshot no longer valid). */
+export const checkRetained = (floor: RevisionFloor, revision: bigint): Either.Either<void, ServiceControlError> =>
+  revisionRetained(floor, revision)
+    ? Either.void
+    : Either.left(scError('stale-snapshot', `snapshot revision ${revision} is below the retained floor`));
+
+/** The floor after an ACK was recorded: a successful enforcement ACK raises `enforced`. */
+export const floorAfterAck = (floor: RevisionFloor, ack: AckRecord): RevisionFloor =>
+  ack.accepted && ack.enforcementApplied && (floor.enforced === null || ack.revision > floor.enforced) ? { ...floor, enforced: ack.revision } : floor;

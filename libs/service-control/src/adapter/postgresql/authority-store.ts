@@ -17,6 +17,7 @@ import { TxBatch, type TxConnection, lit, staleEpoch } from './batch.js';
 import { LEASE_MIGRATIONS, type LeaseTxOptions, leaseTx } from './lease-store.js';
 import { PORT_MIGRATIONS, portTx } from './port-store.js';
 import { GRANT_MIGRATIONS, grantTx } from './grant-store.js';
+import { floorOf, floorSql, pruneBelowFloorSql } from './revision-floor.js';
 
 export const PG_SCHEMA = 'service_control';
 const S = PG_SCHEMA;
@@ -95,7 +96,7 @@ const snapshotOf = (row: Record<string, unknown>): StoredSnapshot => ({
 // runtime row → machine row → scope rows; `fence` reads membership, runtime and session in ONE statement, in that order.
 // The lease, port and grant row functions are built on first use: most transactions touch none of them, and building
 // their ≈ 40 closures per transaction was measurable CPU on every request.
-const tx = (c: TxConnection, leaseOptions: LeaseTxOptions): AuthorityTx => {
+const tx = (c: TxConnection, leaseOptions: LeaseTxOptions, pruneRevisions: boolean): AuthorityTx => {
   let lease: AuthorityTx['lease'] | undefined;
   let ports: AuthorityTx['ports'] | undefined;
   let grants: AuthorityTx['grants'] | undefined;
@@ -141,12 +142,17 @@ const tx = (c: TxConnection, leaseOptions: LeaseTxOptions): AuthorityTx => {
         `SELECT ${SESSION_COLS} FROM ${S}.session_mark WHERE identity = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)} FOR UPDATE`,
         (r) => sessionOf(r.rows[0] ?? null),
       ),
-    saveSession: async (identity, networkId, s: SessionRow) =>
+    saveSession: async (identity, networkId, s: SessionRow) => {
       c.write(
         `INSERT INTO ${S}.session_mark VALUES (${lit.bytea(identity)}, ${lit.bytea(networkId)}, ${lit.num(s.generation)}, ${lit.bytea(s.runtimeId)}, ${lit.num(s.seq)}, ${lit.bytea(s.requestId)}, ${lit.num(s.epoch)})
          ON CONFLICT (identity, network_id) DO UPDATE SET generation = excluded.generation, runtime_id = excluded.runtime_id, seq = excluded.seq,
            request_id = excluded.request_id, epoch = excluded.epoch`,
-      ),
+      );
+      // ACKs are per session: the earlier sessions' records go with the new mark — always, not only when pruning: a
+      // new runtime may open the same seq again and must not find them (decision 0191)
+      c.write(`DELETE FROM ${S}.ack WHERE target = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)}`);
+      if (pruneRevisions) c.write(pruneBelowFloorSql(identity, networkId));
+    },
     lockReport: (identity, networkId) =>
       c.statement(`SELECT revision, digest FROM ${S}.report WHERE identity = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)} FOR UPDATE`, (r) => {
         const row = r.rows[0];
@@ -203,7 +209,10 @@ const tx = (c: TxConnection, leaseOptions: LeaseTxOptions): AuthorityTx => {
          ON CONFLICT (target, network_id) DO UPDATE SET revision = excluded.revision, body_digest = excluded.body_digest, digest = excluded.digest, body = excluded.body`,
       );
       c.write(`INSERT INTO ${S}.snapshot_history VALUES (${lit.bytea(target)}, ${lit.bytea(networkId)}, ${lit.num(s.revision)}, ${lit.bytea(s.digest)})`);
+      // the new revision moves the floor: what fell below it goes with this COMMIT (decision 0191)
+      if (pruneRevisions) c.write(pruneBelowFloorSql(target, networkId));
     },
+    revisionFloor: (target, networkId, sessionSeq) => c.statement(floorSql(target, networkId, sessionSeq), (r) => floorOf(r.rows[0])),
     producedDigests: (target, networkId, revision) =>
       c.statement(
         `SELECT revision, digest FROM ${S}.snapshot_history WHERE target = ${lit.bytea(target)} AND network_id = ${lit.bytea(networkId)} AND revision = ${lit.num(revision)}`,
@@ -225,24 +234,32 @@ const tx = (c: TxConnection, leaseOptions: LeaseTxOptions): AuthorityTx => {
             }),
           ),
       ),
-    saveAck: async (target, networkId, a) =>
+    saveAck: async (target, networkId, a) => {
       c.write(
         `INSERT INTO ${S}.ack VALUES (${lit.bytea(target)}, ${lit.bytea(networkId)}, ${lit.num(a.sessionSeq)}, ${lit.num(a.revision)}, ${lit.bytea(a.digest)},
            ${lit.bool(a.accepted)}, ${lit.bool(a.enforcementApplied)}, ${lit.bool(a.dnsApplied)}) ON CONFLICT DO NOTHING`,
-      ),
+      );
+      // a new enforced revision may take the previous one below the floor (decision 0191)
+      if (pruneRevisions && a.accepted && a.enforcementApplied) c.write(pruneBelowFloorSql(target, networkId));
+    },
   };
 };
 
 export interface PgAuthorityStoreOptions extends pg.PoolConfig {
   /** Injected fault: called after the COMMIT of each transaction (crash-point tests kill the process here). */
   readonly afterCommit?: () => void;
-  /** Lease row pruning (decision 0165); `false` only for the unpruned twin of the pruning test. */
+  /** Lease row pruning (decisions 0165, 0191); `false` only for the unpruned twin of the pruning tests. */
   readonly pruneLeaseRows?: boolean;
+  /**
+   * Pruning of history, ACK and stamp rows below the retained revision floor (decision 0191); `false` only for the
+   * unpruned twin of `test/revision-prune-pg.test.ts`. The floor rule itself applies either way.
+   */
+  readonly pruneRevisionRows?: boolean;
 }
 
 /** The PostgreSQL adapter of B's store. */
 export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): AuthorityStore => {
-  const { afterCommit, pruneLeaseRows, ...config } = options;
+  const { afterCommit, pruneLeaseRows, pruneRevisionRows, ...config } = options;
   const pool = new pg.Pool({ max: 10, ...config });
   pool.on('error', () => undefined); // idle-client errors surface on the next query as storage-unavailable
 
@@ -301,6 +318,12 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): Authorit
               `INSERT INTO ${S}.authority VALUES (1, $1, $2) ON CONFLICT (id) DO UPDATE SET epoch = $2`,
               [buf(nsdId), next.right.toString()],
             );
+            // every grant and request-map read filters on the current epoch: the older epochs' rows are unreachable
+            // from this commit on — also those of services never granted again (decision 0191; 0165 pruned the rest)
+            if (pruneLeaseRows !== false)
+              await c.query(
+                `DELETE FROM ${S}.lease_grant WHERE epoch <> ${lit.num(next.right)}; DELETE FROM ${S}.lease_acquire_item WHERE epoch <> ${lit.num(next.right)}`,
+              );
             await c.query('COMMIT');
             return { nsdId, epoch: next.right };
           } catch (e) {
@@ -321,7 +344,7 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): Authorit
           r.rows[0] !== undefined && big(r.rows[0].epoch) === epoch ? null : staleEpoch(),
         );
         try {
-          const result = await fn(tx(batch, { prune: pruneLeaseRows !== false }));
+          const result = await fn(tx(batch, { prune: pruneLeaseRows !== false }, pruneRevisionRows !== false));
           if (Either.isLeft(result)) {
             await batch.rollback();
             return result;
