@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
 import { describe, expect, it } from 'vitest';
 import { openSqliteDaemonStore } from '@homelab/service-control/sqlite';
-import { type Proc, healthz, processWorkspace, start, startNs, startNsd, until } from './processes.js';
+import { type Proc, healthz, nsdEnv, processWorkspace, start, startNs, startNsd, until } from './processes.js';
 
 const U64_MAX = 18446744073709551615n;
 const db = useDatabase('nsd_counters');
@@ -40,14 +40,7 @@ describe('M6-5 counters at 2^64-1 in the real stores', () => {
     expect(before?.['epoch']).toBe(String(U64_MAX));
 
     try {
-      const again = start('nsd', {
-        NSD_PORT: '0',
-        NSD_DB_HOST: db.host,
-        NSD_DB_PORT: String(db.port),
-        NSD_DB_USER: db.user,
-        NSD_DB_NAME: db.database,
-        NSD_KEY_FILE: join(ws.dir, 'nsd.pem'),
-      });
+      const again = start('nsd', nsdEnv(ws, db, [])); // not startNsd: it must not reach 'listening'
       ws.procs.push(again);
       expect((await again.exited).code).toBe(1);
       const failed = again.lines.find((l) => l['event'] === 'failed');

@@ -111,18 +111,21 @@ export const processWorkspace = (prefix: string) => {
 
 type Workspace = Pick<ReturnType<typeof processWorkspace>, 'dir' | 'procs'>;
 
+/** nsd's environment for the test's database, `members` and key `<dir>/nsd.pem` (ephemeral port unless `env` says). */
+export const nsdEnv = (ws: Pick<Workspace, 'dir'>, db: TestDatabase, members: readonly string[], env: Record<string, string> = {}): Record<string, string> => ({
+  NSD_PORT: '0',
+  NSD_DB_HOST: db.host,
+  NSD_DB_PORT: String(db.port),
+  NSD_DB_USER: db.user,
+  NSD_DB_NAME: db.database,
+  NSD_KEY_FILE: join(ws.dir, 'nsd.pem'),
+  NSD_MEMBERS: members.join(','),
+  ...env,
+});
+
 /** nsd on the test's database for `members` (`identityHex:networkHex`), key `<dir>/nsd.pem`; resolves once it listens. */
 export const startNsd = async (ws: Workspace, db: TestDatabase, members: readonly string[], env: Record<string, string> = {}) => {
-  const proc = start('nsd', {
-    NSD_PORT: '0',
-    NSD_DB_HOST: db.host,
-    NSD_DB_PORT: String(db.port),
-    NSD_DB_USER: db.user,
-    NSD_DB_NAME: db.database,
-    NSD_KEY_FILE: join(ws.dir, 'nsd.pem'),
-    NSD_MEMBERS: members.join(','),
-    ...env,
-  });
+  const proc = start('nsd', nsdEnv(ws, db, members, env));
   ws.procs.push(proc);
   const l = await proc.waitFor((x) => x['event'] === 'listening');
   const port = l['port'] as number;

@@ -8,80 +8,17 @@ import type { Bytes } from '../src/domain/bytes.js';
 import {
   type AcquireInput,
   type AcquireItemInput,
-  type CurrentIntent,
   type GrantRecord,
   LEASE_MAX_MS,
   type ReadyInput,
-  type ReadyRequest,
   decideAcquire,
   decideReady,
   remainingMs,
 } from '../src/domain/lease.js';
-import type { AckRecord } from '../src/domain/snapshot.js';
 import { type LeaseResultItemWire, LeaseResultItem, LeaseResultBody } from '../src/api/lease.js';
-import { errCode, id16, id32, ok, sha } from './helpers.js';
+import { errCode, id16, ok, sha } from './helpers.js';
+import { CONS, EPOCH, PUB, SNAP, SVC, SVC2, ack, intent, readyInput, request } from './lease-fixtures.js';
 
-const PUB = id32(1);
-const CONS = id32(2);
-const SVC = id16(10);
-const SVC2 = id16(11);
-const EPOCH = 3n;
-const RT = { identity: PUB, generation: 2n, runtimeId: id16(20) };
-
-const intent = (over: Partial<CurrentIntent> = {}): CurrentIntent => ({
-  serviceId: SVC,
-  publisher: PUB,
-  state: 'active',
-  listenerRevision: 4n,
-  intentDigest: sha('intent-4'),
-  P: 40000n,
-  protocols: ['tcp'],
-  proposal: { proposalId: id16(30), round: 1n, seq: 2n },
-  enforcementPolicyDigest: sha('policy'),
-  policyExpiry: null,
-  ...over,
-});
-const SNAP = { revision: 7n, digest: sha('snap-7') };
-const ack = (sessionSeq: bigint, over: Partial<AckRecord> = {}): AckRecord => ({
-  sessionSeq,
-  revision: SNAP.revision,
-  digest: SNAP.digest,
-  accepted: true,
-  enforcementApplied: true,
-  dnsApplied: false,
-  ...over,
-});
-const request = (over: Partial<ReadyRequest> = {}): ReadyRequest => ({
-  kind: 'listener.ready',
-  requestId: id16(100),
-  seq: 1n,
-  requestDigest: sha('req-1'),
-  listenerRevision: 4n,
-  intentDigest: sha('intent-4'),
-  proposalId: id16(30),
-  round: 1n,
-  proposalSeq: 2n,
-  P: 40000n,
-  snapshot: SNAP,
-  proof: { protocols: ['tcp'], P: 40000n, policyDigest: sha('policy') },
-  ...over,
-});
-const readyInput = (over: Partial<ReadyInput> = {}): ReadyInput => ({
-  now: 1_000_000,
-  epoch: EPOCH,
-  runtime: RT,
-  sessionSeq: 5n,
-  request: request(),
-  mark: null,
-  markGrant: null,
-  live: null,
-  intent: intent(),
-  acks: [ack(5n)],
-  atSnapshot: { listenerRevision: 4n, intentDigest: sha('intent-4') },
-  floor: { current: SNAP.revision, enforced: SNAP.revision },
-  newGrantId: id16(500),
-  ...over,
-});
 const granted = (i: ReadyInput) => {
   const d = ok(decideReady(i));
   if (d.outcome !== 'granted') throw new Error('expected a new grant');

@@ -6,7 +6,6 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   type AcquireInput,
-  type CurrentIntent,
   type GrantRecord,
   type ReadyInput,
   decideAcquire,
@@ -21,11 +20,9 @@ import {
   recordAck,
   revisionRetained,
 } from '../src/domain/snapshot.js';
-import { errCode, id16, id32, ok, sha } from './helpers.js';
+import { errCode, id16, ok, sha } from './helpers.js';
+import { CONS, EPOCH, PUB, SNAP, SVC, ack, intent, readyInput } from './lease-fixtures.js';
 
-const PUB = id32(1);
-const CONS = id32(2);
-const SVC = id16(10);
 
 describe('the retained revision floor', () => {
   it('M6-23 M6-26 nothing produced yet: no floor (an ACK is refused as never produced, as before)', () => {
@@ -104,75 +101,34 @@ describe('the retained revision floor', () => {
 
 // ───────────────────────── where the floor's refusal sits in the decisions ─────────────────────────
 
-const EPOCH = 3n;
-const OLD = { revision: 7n, digest: sha('snap-7') };
-const intent = (over: Partial<CurrentIntent> = {}): CurrentIntent => ({
-  serviceId: SVC,
-  publisher: PUB,
-  state: 'active',
-  listenerRevision: 4n,
-  intentDigest: sha('intent-4'),
-  P: 40000n,
-  protocols: ['tcp'],
-  proposal: { proposalId: id16(30), round: 1n, seq: 2n },
-  enforcementPolicyDigest: sha('policy'),
-  policyExpiry: null,
-  ...over,
-});
-const ack7 = (sessionSeq: bigint): AckRecord => ({ sessionSeq, revision: 7n, digest: OLD.digest, accepted: true, enforcementApplied: true, dnsApplied: false });
+/** The fixtures' snapshot (revision 7), ACKed in session 5 (ready) / 9 (acquire). */
+const OLD = SNAP;
+const ack7 = (sessionSeq: bigint): AckRecord => ack(sessionSeq);
 /** OLD (revision 7) is W+1 revisions behind the current one and not the session's enforced revision: below the floor. */
 const BELOW: RevisionFloor = { current: 7n + W, enforced: 7n + W };
 const ABOVE: RevisionFloor = { current: 7n + W, enforced: 7n };
-
-const readyInput = (over: Partial<ReadyInput> = {}): ReadyInput => ({
-  now: 1_000_000,
-  epoch: EPOCH,
-  runtime: { identity: PUB, generation: 2n, runtimeId: id16(20) },
-  sessionSeq: 5n,
-  request: {
-    kind: 'listener.ready',
-    requestId: id16(100),
-    seq: 1n,
-    requestDigest: sha('req-1'),
-    listenerRevision: 4n,
-    intentDigest: sha('intent-4'),
-    proposalId: id16(30),
-    round: 1n,
-    proposalSeq: 2n,
-    P: 40000n,
-    snapshot: OLD,
-    proof: { protocols: ['tcp'], P: 40000n, policyDigest: sha('policy') },
-  },
-  mark: null,
-  markGrant: null,
-  live: null,
-  intent: intent(),
-  acks: [ack7(5n)],
-  atSnapshot: { listenerRevision: 4n, intentDigest: sha('intent-4') },
-  floor: ABOVE,
-  newGrantId: id16(500),
-  ...over,
-});
+/** A ready naming OLD while OLD is the session's enforced revision, W revisions behind the current one. */
+const readyAt = (over: Partial<ReadyInput> = {}): ReadyInput => readyInput({ floor: ABOVE, ...over });
 
 describe('the floor in the ready and acquire decisions', () => {
   it('M6-29 ACK reuse: the session’s enforced revision backs a ready however far behind the current revision it is', () => {
-    expect(ok(decideReady(readyInput())).outcome).toBe('granted');
+    expect(ok(decideReady(readyAt())).outcome).toBe('granted');
   });
 
   it('M6-28 below the floor: stale-snapshot even with the ACK and stamp still at hand (the unpruned twin answers the same)', () => {
-    expect(errCode(decideReady(readyInput({ floor: BELOW })))).toBe('stale-snapshot');
-    expect(errCode(decideReady(readyInput({ floor: BELOW, acks: [], atSnapshot: null })))).toBe('stale-snapshot');
+    expect(errCode(decideReady(readyAt({ floor: BELOW })))).toBe('stale-snapshot');
+    expect(errCode(decideReady(readyAt({ floor: BELOW, acks: [], atSnapshot: null })))).toBe('stale-snapshot');
   });
 
   it('M6-31 M6-32 the seq rules come first: a retransmission below the floor is still the original grant; a lower seq stale-refresh; a changed intent stale-listener', () => {
-    const first = ok(decideReady(readyInput()));
+    const first = ok(decideReady(readyAt()));
     if (first.outcome !== 'granted') throw new Error('expected a grant');
-    const again = ok(decideReady(readyInput({ floor: BELOW, mark: first.mark, markGrant: first.grant, live: first.grant, acks: [], atSnapshot: null })));
+    const again = ok(decideReady(readyAt({ floor: BELOW, mark: first.mark, markGrant: first.grant, live: first.grant, acks: [], atSnapshot: null })));
     expect(again.outcome).toBe('retransmission');
     expect(again.grant.grantId).toEqual(id16(500));
-    const lower = readyInput({ floor: BELOW, mark: { ...first.mark, seq: 2n } });
+    const lower = readyAt({ floor: BELOW, mark: { ...first.mark, seq: 2n } });
     expect(errCode(decideReady(lower))).toBe('stale-refresh');
-    expect(errCode(decideReady(readyInput({ floor: BELOW, intent: intent({ listenerRevision: 5n }) })))).toBe('stale-listener');
+    expect(errCode(decideReady(readyAt({ floor: BELOW, intent: intent({ listenerRevision: 5n }) })))).toBe('stale-listener');
   });
 
   it('M6-35 acquire: an item naming a snapshot below the floor is stale-snapshot; the floor never admits an item', () => {
