@@ -101,7 +101,7 @@ export const answerQuery = (
   if (found === 'corrupt' || found === 'unavailable')
     return { answer: { kind: 'servfail', name, reason: found === 'corrupt' ? 'state-inconsistent' : 'storage-unavailable' }, caches: pruned };
   if (found !== null && found.state === 'live' && found.kind === 'selector') {
-    const sel = sources.selector?.(label) ?? 'unavailable';
+    const sel: SelectorLookup = sources.selector === undefined ? 'unavailable' : sources.selector(label);
     if (sel === 'corrupt' || sel === 'unavailable' || sel === null)
       return { answer: { kind: 'servfail', name, reason: sel === 'unavailable' ? 'storage-unavailable' : 'state-inconsistent' }, caches: pruned };
     const source = selectedSource(sel);
