@@ -604,7 +604,8 @@ describe('multi-source names (decision 0192)', () => {
               exercised.invalidated += 1;
             }
             candidates.delete(ref);
-            right(e.ev === 'disappear' ? n.withdrawSource('media', ref) : n.sourceGone(ref));
+            if (e.ev === 'disappear') right(n.withdrawSource('media', ref));
+            else right(n.sourceGone(ref));
           } else if (e.ev === 'select') {
             const ref = src(e.i).ref;
             const r = n.select('media', ref);
