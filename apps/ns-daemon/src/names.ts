@@ -5,12 +5,21 @@
 // name's ServiceRef as this daemon's PermitEngine sees it now.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
-import { Context, Effect, Either, Layer } from 'effect';
+import { Context, Effect, Either, Layer, Schema } from 'effect';
 import client from 'prom-client';
 import { ServiceControlError } from '@homelab/service-control';
 import { DaemonService } from '@homelab/service-control/application';
 import { dnsServer } from '@homelab/service-control/dns';
-import { LocalNameError, LocalNames, NameRefused, type NameEntry, type NameError, cryptoNameRng } from '@homelab/service-control/names';
+import {
+  LocalNameError,
+  LocalNames,
+  NameRefused,
+  type NameEntry,
+  type NameError,
+  type SelectorEntry,
+  cryptoNameRng,
+  selectedSource,
+} from '@homelab/service-control/names';
 import { openSqliteNameStore } from '@homelab/service-control/sqlite';
 
 export class LocalNamesService extends Context.Tag('@homelab/ns-daemon/LocalNames')<LocalNamesService, LocalNames>() {}
@@ -60,6 +69,15 @@ export const dnsLayer = (c: DnsConfig, log: (event: string, fields?: Record<stri
 
 const entryJson = (e: NameEntry) => ({ name: e.name, kind: e.kind, state: e.state, target: e.target, version: String(e.version) });
 
+/** A multi-source name as the owner sees it: candidates, selection and what it answers now (decision 0192). */
+const selectorJson = (s: SelectorEntry) => ({
+  name: s.name,
+  sources: s.sources,
+  selection: s.selection,
+  answering: selectedSource(s),
+  version: String(s.version),
+});
+
 const errorJson = (e: NameError): { status: number; body: { error: string; detail: string | null } } =>
   e instanceof NameRefused
     ? { status: 409, body: { error: e.reason, detail: e.name } }
@@ -67,37 +85,80 @@ const errorJson = (e: NameError): { status: number; body: { error: string; detai
       ? { status: 409, body: { error: e.code, detail: e.detail } }
       : { status: e instanceof ServiceControlError && e.code === 'storage-unavailable' ? 503 : 409, body: { error: e.code, detail: e.detail ?? null } };
 
+// The request bodies (Effect Schema; unknown fields are refused: `invalid-encoding`, 400).
+const Text = Schema.String;
+const Source = Schema.Struct({ ref: Text, address: Text });
+export const OwnerNameRequest = Schema.Union(
+  Schema.Struct({ op: Schema.Literal('allocate'), ref: Text, address: Text }),
+  Schema.Struct({ op: Schema.Literal('nickname', 'rebind'), name: Text, ref: Text, address: Text }),
+  Schema.Struct({ op: Schema.Literal('tombstone'), name: Text }),
+  // multi-source names (decision 0192)
+  Schema.Struct({ op: Schema.Literal('create-multi-source'), name: Text, sources: Schema.Array(Source) }),
+  Schema.Struct({ op: Schema.Literal('add-source'), name: Text, ref: Text, address: Text }),
+  Schema.Struct({ op: Schema.Literal('withdraw-source'), name: Text, ref: Text }),
+  Schema.Struct({ op: Schema.Literal('select'), name: Text, ref: Text }),
+  Schema.Struct({ op: Schema.Literal('source-gone'), ref: Text }),
+);
+export type OwnerNameRequest = typeof OwnerNameRequest.Type;
+const decodeRequest = Schema.decodeUnknownEither(OwnerNameRequest, { onExcessProperty: 'error' });
+
+const USAGE =
+  'op allocate {ref, address} | nickname/rebind {name, ref, address} | tombstone {name} | create-multi-source {name, sources: [{ref, address}]} | add-source {name, ref, address} | withdraw-source {name, ref} | select {name, ref} | source-gone {ref}';
+
+/** One decoded request through the one `LocalNames`: 200 with the result, or the typed refusal. */
+const perform = (names: LocalNames, b: OwnerNameRequest): { status: number; body: unknown } => {
+  const out = <A>(r: Either.Either<A, NameError>, json: (a: A) => unknown) => (Either.isRight(r) ? { status: 200, body: json(r.right) } : errorJson(r.left));
+  const entry = (e: NameEntry) => ({ entry: entryJson(e) });
+  const selector = (s: SelectorEntry) => ({ selector: selectorJson(s) });
+  switch (b.op) {
+    case 'allocate':
+      return out(names.allocate({ ref: b.ref, address: b.address }), (a) => ({ entry: entryJson(a.entry), outcome: a.outcome }));
+    case 'nickname':
+      return out(names.nickname(b.name, { ref: b.ref, address: b.address }), entry);
+    case 'rebind':
+      return out(Either.map(names.rebind(b.name, { ref: b.ref, address: b.address }), (x) => x.entry), entry);
+    case 'tombstone':
+      return out(names.tombstone(b.name), entry);
+    case 'create-multi-source':
+      return out(names.createSelector(b.name, b.sources), selector);
+    case 'add-source':
+      return out(names.addSource(b.name, { ref: b.ref, address: b.address }), selector);
+    case 'withdraw-source':
+      return out(names.withdrawSource(b.name, b.ref), selector);
+    case 'select':
+      return out(names.select(b.name, b.ref), selector);
+    case 'source-gone':
+      return out(names.sourceGone(b.ref), (xs) => ({ selectors: xs.map(selectorJson) }));
+  }
+};
+
 /**
- * `POST /v1/owner/names` — the local owner's name operations (loopback listener), JSON
- * `{op: 'allocate', ref, address}` | `{op: 'nickname' | 'rebind', name, ref, address}` | `{op: 'tombstone', name}`;
- * 200 `{entry}` (allocate: also `outcome`), 409 `{error, detail}` refused, 400 malformed. `GET` lists the table.
+ * `POST /v1/owner/names` — the local owner's name operations (loopback listener), JSON bodies of `OwnerNameRequest`
+ * (unknown fields refused). 200 `{entry}` (allocate: also `outcome`) or, for multi-source names, `{selector}`
+ * (`source-gone`: `{selectors}`); 409 `{error, detail}` refused with the reason/code of decision 0117 / 0192; 400
+ * `{error: 'invalid-encoding'}` malformed; 503 storage unavailable. `GET` lists the table and the selectors.
  */
 export const ownerNames = (names: LocalNames, req: IncomingMessage, res: ServerResponse): void => {
   const reply = (status: number, body: unknown): void => void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
   if (req.method === 'GET') {
     const all = names.store.entries();
-    return Either.isRight(all) ? reply(200, { entries: all.right.map(entryJson) }) : reply(503, { error: all.left.code, detail: all.left.detail });
+    const sel = names.store.selectors();
+    if (Either.isLeft(all)) return reply(503, { error: all.left.code, detail: all.left.detail });
+    if (Either.isLeft(sel)) return reply(503, { error: sel.left.code, detail: sel.left.detail });
+    return reply(200, { entries: all.right.map(entryJson), selectors: sel.right.map(selectorJson) });
   }
   let raw = '';
   req.on('data', (c: Buffer) => (raw += c.toString('utf8')));
   req.on('end', (): void => {
-    let b: Record<string, unknown>;
+    let json: unknown;
     try {
-      b = JSON.parse(raw) as Record<string, unknown>;
+      json = JSON.parse(raw);
     } catch {
-      return reply(400, { error: 'invalid-encoding' });
+      return reply(400, { error: 'invalid-encoding', detail: 'body is not JSON' });
     }
-    const str = (k: string): string | null => (typeof b[k] === 'string' ? (b[k] as string) : null);
-    const [op, name, ref, address] = [str('op'), str('name'), str('ref'), str('address')];
-    const target = ref !== null && address !== null ? { ref, address } : null;
-    const done = (r: Either.Either<NameEntry, NameError>) => (Either.isRight(r) ? reply(200, { entry: entryJson(r.right) }) : reply(errorJson(r.left).status, errorJson(r.left).body));
-    if (op === 'allocate' && target !== null) {
-      const r = names.allocate(target);
-      return Either.isRight(r) ? reply(200, { entry: entryJson(r.right.entry), outcome: r.right.outcome }) : reply(errorJson(r.left).status, errorJson(r.left).body);
-    }
-    if (op === 'nickname' && name !== null && target !== null) return done(names.nickname(name, target));
-    if (op === 'rebind' && name !== null && target !== null) return done(Either.map(names.rebind(name, target), (x) => x.entry));
-    if (op === 'tombstone' && name !== null) return done(names.tombstone(name));
-    reply(400, { error: 'invalid-encoding', detail: 'op allocate {ref, address} | nickname/rebind {name, ref, address} | tombstone {name}' });
+    const b = decodeRequest(json);
+    if (Either.isLeft(b)) return reply(400, { error: 'invalid-encoding', detail: `${USAGE}: ${b.left.message}` });
+    const r = perform(names, b.right);
+    reply(r.status, r.body);
   });
 };

@@ -137,6 +137,47 @@ describe('ns-daemon serves local names over DNS (M6-57)', () => {
     await new Promise((r) => again.child.on('exit', r));
   });
 
+  it('M6-57 ns-daemon DNS: a multi-source name answers only after the owner selects, stops (REFUSED, AA) when the selected source is withdrawn — also after it returns and across a restart — until selected again; unknown fields refused', async () => {
+    const d = await startDaemon();
+    const s1 = { ref: REF_1, address: 'fd00::11' };
+    const s2 = { ref: REF_2, address: 'fd00::22' };
+    expect(await owner(d.http, { op: 'create-multi-source', name: 'media', sources: [s1, s2] })).toMatchObject({ status: 200, body: { selector: { name: 'media', selection: { state: 'none' }, answering: null, version: '1' } } });
+    const stopped = await udp(d.dns, encodeQuery('media', QTYPE.AAAA, { edns: true }));
+    expect(stopped).toMatchObject({ rcode: RCODE.REFUSED, aa: true, answers: [], authority: 0 });
+
+    // Effect Schema bodies: unknown fields and wrong shapes are refused, each with its code
+    expect(await owner(d.http, { op: 'select', name: 'media', ref: REF_2, force: true })).toMatchObject({ status: 400, body: { error: 'invalid-encoding' } });
+    expect(await owner(d.http, { op: 'create-multi-source', name: 'x', sources: [{ ref: REF_1 }] })).toMatchObject({ status: 400, body: { error: 'invalid-encoding' } });
+    expect(await owner(d.http, { op: 'select', name: 'media', ref: 'nsd/net/unknown' })).toMatchObject({ status: 409, body: { error: 'unknown-source', detail: 'media' } });
+    expect(await owner(d.http, { op: 'rebind', name: 'media', ref: REF_1, address: 'fd00::11' })).toMatchObject({ status: 409, body: { error: 'multi-source-name' } });
+
+    expect(await owner(d.http, { op: 'select', name: 'media', ref: REF_2 })).toMatchObject({ status: 200, body: { selector: { answering: s2, version: '2' } } });
+    const answered = await udp(d.dns, encodeQuery('media.ns.internal', QTYPE.AAAA));
+    expect([answered.rcode, addr(answered), answered.answers[0]?.ttl]).toEqual([RCODE.NOERROR, ['fd00:0:0:0:0:0:0:22'], 0]); // no permit here: TTL 0
+    const viaTcp = await tcp(d.dns, encodeQuery('media', QTYPE.AAAA));
+    expect(addr(viaTcp)).toEqual(['fd00:0:0:0:0:0:0:22']);
+
+    // the selected source goes away: the entry stops at the next query, and the other candidate is NOT chosen
+    expect(await owner(d.http, { op: 'source-gone', ref: REF_2 })).toMatchObject({ status: 200, body: { selectors: [{ name: 'media', answering: null, selection: { state: 'invalid', reason: 'source-withdrawn' } }] } });
+    expect(await udp(d.dns, encodeQuery('media', QTYPE.AAAA))).toMatchObject({ rcode: RCODE.REFUSED, aa: true, answers: [] });
+    expect(await owner(d.http, { op: 'add-source', name: 'media', ref: REF_2, address: 'fd00::22' })).toMatchObject({ status: 200, body: { selector: { answering: null } } });
+    expect((await tcp(d.dns, encodeQuery('media', QTYPE.AAAA))).rcode).toBe(RCODE.REFUSED);
+    const listed = (await (await fetch(`http://127.0.0.1:${d.http}/v1/owner/names`)).json()) as { entries: { name: string; kind: string }[]; selectors: { name: string; selection: { state: string } }[] };
+    expect(listed.entries).toContainEqual(expect.objectContaining({ name: 'media', kind: 'selector' }));
+    expect(listed.selectors).toEqual([expect.objectContaining({ name: 'media', selection: expect.objectContaining({ state: 'invalid' }) })]);
+    const metrics = await (await fetch(`http://127.0.0.1:${d.http}/metrics`)).text();
+    expect(metrics).toMatch(/ns_dns_queries_total\{transport="udp",outcome="stopped"\} 2/);
+
+    d.child.kill('SIGTERM');
+    expect(await new Promise((r) => d.child.on('exit', (code) => r(code)))).toBe(0);
+    const again = await startDaemon(); // the invalidation is persisted: still stopped after a restart
+    expect((await udp(again.dns, encodeQuery('media', QTYPE.AAAA))).rcode).toBe(RCODE.REFUSED);
+    expect(await owner(again.http, { op: 'select', name: 'media', ref: REF_1 })).toMatchObject({ status: 200, body: { selector: { answering: s1 } } });
+    expect(addr(await udp(again.dns, encodeQuery('media', QTYPE.AAAA)))).toEqual(['fd00:0:0:0:0:0:0:11']);
+    again.child.kill('SIGTERM');
+    await new Promise((r) => again.child.on('exit', r));
+  });
+
   it('M6-57 ns-daemon DNS configuration: off unless a port is set; loopback hosts only; the zone is a DNS name', () => {
     const base = { NS_NSD_KEY: 'c'.repeat(64), NS_NETWORK: 'd'.repeat(32) };
     expect(loadConfig(base, [])).toMatchObject({ dnsPort: null, dnsHost: '127.0.0.1', dnsZone: 'ns.internal' });

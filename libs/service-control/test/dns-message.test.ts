@@ -235,8 +235,9 @@ describe('DNS replies from the local resolver (M6-57)', () => {
       fc.record({ kind: fc.constant('nxdomain' as const), name: fc.constant('x'), ttlSeconds: fc.integer({ min: 0, max: 5 }) }),
       fc.record({ kind: fc.constant('servfail' as const), name: fc.constant('x'), reason: fc.constantFrom('state-inconsistent' as const, 'storage-unavailable' as const) }),
       fc.record({ kind: fc.constant('refused' as const), name: fc.constant('x') }),
+      fc.record({ kind: fc.constant('stopped' as const), name: fc.constant('x'), reason: fc.constantFrom('no-selection' as const, 'selection-invalid' as const) }),
     );
-    const expectedRcode = { answer: RCODE.NOERROR, nodata: RCODE.NOERROR, nxdomain: RCODE.NXDOMAIN, servfail: RCODE.SERVFAIL, refused: RCODE.REFUSED };
+    const expectedRcode = { answer: RCODE.NOERROR, nodata: RCODE.NOERROR, nxdomain: RCODE.NXDOMAIN, servfail: RCODE.SERVFAIL, refused: RCODE.REFUSED, stopped: RCODE.REFUSED };
     fc.assert(
       fc.property(answerArb, fc.boolean(), (answer, edns) => {
         const type = answer.kind === 'answer' ? answer.type : 'AAAA';
@@ -247,6 +248,8 @@ describe('DNS replies from the local resolver (M6-57)', () => {
         expect(r.outcome).toBe(answer.kind);
         expect(d?.rcode).toBe(expectedRcode[answer.kind]);
         expect(d?.authority).toBe(0);
+        // only a name that is not ours is REFUSED without AA; a stopped multi-source name is ours (decision 0192)
+        expect(d?.aa).toBe(answer.kind !== 'refused' && answer.kind !== 'servfail');
         if (answer.kind !== 'answer') return void expect(d?.answers).toEqual([]);
         expect(d?.answers.map((a) => a.ttl)).toEqual([answer.ttlSeconds]);
         const want = answer.type === 'A' ? ipv4Octets(answer.address) : ipv6Octets(answer.address);

@@ -139,6 +139,21 @@ describe('the local-name DNS listener on loopback sockets', () => {
     expect(dropped).toEqual({ replies: [], closedByServer: true });
   });
 
+  it('M6-57 DNS over UDP: a selected multi-source name answers its selection with TTL ≤ min(60 s, permit remaining) and is REFUSED (AA) once the selection is invalid; no other source is answered', async () => {
+    const a = { ref: 'nsd-a/net/films', address: 'fd00::a1' };
+    const b = { ref: 'nsd-b/net/films', address: 'fd00::b1' };
+    fakePermits.set(a.ref, now + 42_700);
+    fakePermits.set(b.ref, now + 500_000);
+    right(names.createSelector('films', [a, b]));
+    expect(await ask('films')).toMatchObject({ rcode: RCODE.REFUSED, aa: true, answers: [] });
+    right(names.select('films', a.ref));
+    const r = await ask('films.ns.internal');
+    expect([r.rcode, r.aa, r.answers.map((x) => ipv6Groups(x.rdata)), r.answers[0]?.ttl]).toEqual([RCODE.NOERROR, true, ['fd00:0:0:0:0:0:0:a1'], 42]);
+    right(names.withdrawSource('films', a.ref));
+    expect(await ask('films')).toMatchObject({ rcode: RCODE.REFUSED, aa: true, answers: [] });
+    expect(handled.filter((h) => h.outcome === 'stopped').length).toBe(2);
+  });
+
   it('the listener binds loopback only', async () => {
     await expect(startDnsServer({ host: '0.0.0.0', port: 0, resolve: () => ({ kind: 'refused', name: '' }) })).rejects.toThrow(/127\.0\.0\.1 or ::1/);
     const v6 = await startDnsServer({ host: '::1', port: 0, resolve: (q) => ({ kind: 'refused', name: q.name }) });

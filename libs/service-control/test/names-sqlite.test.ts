@@ -9,7 +9,7 @@ import { Either } from 'effect';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openSqliteDaemonStore, openSqliteNameStore } from '../src/adapter/sqlite/index.js';
-import { type NameEntry, SCAN_STEPS, SHORT_NAME_FORMAT, candidateName, inMemoryNameTable } from '../src/names/index.js';
+import { LocalNames, type NameEntry, SCAN_STEPS, SHORT_NAME_FORMAT, candidateName, inMemoryNameTable, selectedSource } from '../src/names/index.js';
 import { TOY_FORMAT, failure, opArb, right, scriptedRng, seededRng, target } from './names-helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'ns-names-'));
@@ -47,7 +47,7 @@ describe('local names on SQLite', () => {
     expect(s.db.pragma('journal_mode', { simple: true })).toBe('wal');
     expect(s.db.pragma('synchronous', { simple: true })).toBe(2);
     const meta = Object.fromEntries(s.db.prepare<[], { key: string; value: string }>('SELECT key, value FROM meta').all().map((r) => [r.key, r.value]));
-    expect(meta).toMatchObject({ schema: 'ns.service-control.v1', version: '1', 'names.version': '1', 'names.format': F.id });
+    expect(meta).toMatchObject({ schema: 'ns.service-control.v1', version: '1', 'names.version': '2', 'names.format': F.id });
     right(s.nickname('nas', target(1)));
     s.close();
     d.close();
@@ -286,6 +286,114 @@ describe('local names on SQLite', () => {
         expect(right(s.allocate(target('other'), scriptedRng([0n]))).entry.name).not.toBe(crashed?.name);
       }
       expect(right(s.allocator()).entries).toBe(BigInt(right(s.entries()).length));
+      s.close();
+    }
+  });
+
+  const src = (i: number, address = `fd00::${i}`) => ({ ref: `nsd-${i}/net/svc`, address });
+
+  it('M6-57 on SQLite: a multi-source selection survives a reopen; a select is one transaction (selector row and table version together, or neither)', () => {
+    const f = file();
+    const commits: string[] = [];
+    const s = openSqliteNameStore(f, { afterCommit: (op) => commits.push(op) });
+    right(s.createSelector('media', [src(1), src(2)]));
+    const v0 = right(s.allocator()).tableVersion;
+    commits.length = 0;
+    expect(right(s.select('media', src(2).ref))).toMatchObject({ selection: { state: 'selected', source: src(2) }, version: 2n });
+    expect(commits).toEqual(['select']); // exactly one committed transaction
+    expect(right(s.allocator()).tableVersion).toBe(v0 + 1n);
+    // refused or unchanged: nothing is written
+    expect(failure(s.select('media', src(7).ref))).toBe('unknown-source');
+    right(s.select('media', src(2).ref));
+    expect(commits).toEqual(['select']);
+    expect(right(s.allocator()).tableVersion).toBe(v0 + 1n);
+
+    // all or nothing: a failure at the allocator write (after the selector row was written) rolls the selection back
+    s.db.exec("CREATE TRIGGER fail_allocator BEFORE UPDATE ON name_allocator BEGIN SELECT RAISE(ABORT, 'injected'); END;");
+    expect(failure(s.select('media', src(1).ref))).toBe('storage-unavailable');
+    expect(right(s.selector('media'))).toMatchObject({ selection: { state: 'selected', source: src(2) }, version: 2n });
+    expect(right(s.allocator()).tableVersion).toBe(v0 + 1n);
+    s.db.exec('DROP TRIGGER fail_allocator');
+    s.close();
+
+    const r = openSqliteNameStore(f);
+    expect(right(r.selector('media'))).toEqual({ name: 'media', sources: [src(1), src(2)], selection: { state: 'selected', source: src(2) }, version: 2n });
+    expect(right(r.entry('media'))).toMatchObject({ kind: 'selector', state: 'live', target: null, version: 1n });
+    expect(right(r.selectors()).map((x) => x.name)).toEqual(['media']);
+    expect(failure(r.rebind('media', src(1)))).toBe('multi-source-name');
+    r.close();
+  });
+
+  it('M6-57 on SQLite: invalidation stops the entry — after a reopen, and when the source comes back — until the owner selects again', () => {
+    const f = file();
+    const permitRemainingMs = () => 30_000;
+    const open = () => new LocalNames(openSqliteNameStore(f), { zone: 'ns.internal', rng: seededRng(1), permitRemainingMs });
+    const a = open();
+    right(a.createSelector('media', [src(1), src(2)]));
+    right(a.select('media', src(1).ref));
+    expect(a.resolve({ name: 'media', type: 'AAAA' }, 0)).toMatchObject({ kind: 'answer', address: 'fd00::1', ttlSeconds: 30 });
+    expect(right(a.sourceGone(src(1).ref)).map((x) => x.selection)).toEqual([{ state: 'invalid', source: src(1), reason: 'source-withdrawn' }]);
+    expect(a.resolve({ name: 'media', type: 'AAAA' }, 1)).toEqual({ kind: 'stopped', name: 'media', reason: 'selection-invalid' });
+    a.store.close();
+
+    const b = open();
+    expect(b.resolve({ name: 'media', type: 'AAAA' }, 2)).toMatchObject({ kind: 'stopped', reason: 'selection-invalid' });
+    right(b.addSource('media', src(1)));
+    expect(b.resolve({ name: 'media.ns.internal', type: 'AAAA' }, 3)).toMatchObject({ kind: 'stopped', reason: 'selection-invalid' });
+    const persisted = right(b.store.selector('media'));
+    expect(persisted === null ? 'missing' : selectedSource(persisted)).toBeNull();
+    right(b.select('media', src(2).ref));
+    expect(b.resolve({ name: 'media', type: 'AAAA' }, 4)).toMatchObject({ kind: 'answer', address: 'fd00::2' });
+    // an invalidation committed through another connection stops the very next answer (multi-source answers are not cached)
+    const other = openSqliteNameStore(f);
+    right(other.withdrawSource('media', src(2).ref));
+    other.close();
+    expect(b.resolve({ name: 'media', type: 'AAAA' }, 5)).toMatchObject({ kind: 'stopped', reason: 'selection-invalid' });
+    b.store.close();
+  });
+
+  it('M6-60 on SQLite: a corrupt selector row is SERVFAIL for that name only and its changes are state-inconsistent; the new table is added to an existing file', () => {
+    const f = file();
+    const s = openSqliteNameStore(f);
+    right(s.nickname('nas', target(1)));
+    s.db.exec("DROP TABLE name_selector; UPDATE meta SET value = '1' WHERE key = 'names.version'"); // a file of the previous version
+    s.close();
+    const names = new LocalNames(openSqliteNameStore(f), { zone: 'ns.internal', rng: seededRng(1), permitRemainingMs: () => 0 });
+    const store = names.store as ReturnType<typeof openSqliteNameStore>;
+    expect(store.db.prepare<[], { value: string }>("SELECT value FROM meta WHERE key = 'names.version'").get()?.value).toBe('2');
+    expect(right(store.entry('nas'))?.target).toEqual(target(1));
+    right(names.createSelector('media', [src(1)]));
+    right(names.createSelector('films', [src(1)]));
+    right(names.select('media', src(1).ref));
+    right(names.select('films', src(1).ref));
+    store.db.prepare("UPDATE name_selector SET selection = replace(selection, 'fd00::1', 'fd00::6') WHERE name = 'media'").run();
+    expect(names.resolve({ name: 'media', type: 'AAAA' }, 0)).toMatchObject({ kind: 'servfail', reason: 'state-inconsistent' });
+    expect(failure(names.select('media', src(1).ref))).toBe('state-inconsistent');
+    expect(names.resolve({ name: 'films', type: 'AAAA' }, 0)).toMatchObject({ kind: 'answer', address: 'fd00::1' });
+    // a live multi-source name whose selector row vanished answers nothing of any source
+    store.db.prepare("DELETE FROM name_selector WHERE name = 'films'").run();
+    expect(names.resolve({ name: 'films', type: 'AAAA' }, 0)).toMatchObject({ kind: 'servfail', reason: 'state-inconsistent' });
+    store.close();
+  });
+
+  it('M6-58 SIGKILL right after a committed selection or invalidation: after reopen exactly that is persisted', { timeout: SLOW_MS }, async () => {
+    const expected = {
+      'create-selector': { state: 'none' },
+      select: { state: 'selected', source: src(1) },
+      'withdraw-source': { state: 'invalid', source: src(1), reason: 'source-withdrawn' },
+    } as const;
+    for (const op of Object.keys(expected) as (keyof typeof expected)[]) {
+      const f = file();
+      const r = await new Promise<{ signal: NodeJS.Signals | null; stderr: string }>((resolve, reject) => {
+        const c = spawn(process.execPath, ['--import', 'tsx', worker, 'crash-selector', f, op], { cwd });
+        let stderr = '';
+        c.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+        c.on('error', reject);
+        c.on('close', (_code, signal) => resolve({ signal, stderr }));
+      });
+      expect(r.signal, `${op}: ${r.stderr}`).toBe('SIGKILL');
+      const s = openSqliteNameStore(f);
+      expect(right(s.selector('media'))?.selection).toEqual(expected[op]);
       s.close();
     }
   });

@@ -8,6 +8,7 @@ import {
   type NameEntry,
   type NameTableView,
   LocalNames,
+  MAX_SOURCES,
   NEGATIVE_TTL_MAX_MS,
   RANDOM_TRIES,
   SCAN_STEPS,
@@ -23,6 +24,7 @@ import {
   phaseCapacity,
   planAllocate,
   reachesThreshold,
+  selectedSource,
 } from '../src/names/index.js';
 import { TOY_FORMAT, failure, opArb, right, scriptedRng, seededRng, target } from './names-helpers.js';
 
@@ -442,5 +444,215 @@ describe('the local resolver', () => {
         expect(outside.kind).toBe('refused');
       }),
     );
+  });
+});
+
+describe('multi-source names (decision 0192)', () => {
+  const ZONE = 'ns.internal';
+  const permits = new Map<string, number>();
+  const permitRemainingMs = (ref: string, now: number) => Math.max(0, (permits.get(ref) ?? 0) - now);
+  const src = (i: number, address = `fd00::${i}`) => ({ ref: `nsd-${i}/net/svc`, address });
+  const names = () => {
+    permits.clear();
+    return new LocalNames(inMemoryNameTable(F), { zone: ZONE, rng: seededRng(5), permitRemainingMs });
+  };
+
+  it('M6-57 a multi-source name answers nothing until the owner selects, then only the selected source; TTL ≤ min(60 s, permit remaining)', () => {
+    const n = names();
+    const created = right(n.createSelector('media', [src(2), src(1)]));
+    expect(created).toMatchObject({ sources: [src(1), src(2)], selection: { state: 'none' }, version: 1n });
+    expect(right(n.store.entry('media'))).toMatchObject({ kind: 'selector', state: 'live', target: null });
+    // two candidates, or one: never chosen automatically
+    expect(n.resolve({ name: 'media', type: 'AAAA' }, 0)).toEqual({ kind: 'stopped', name: 'media', reason: 'no-selection' });
+    right(n.createSelector('solo', [src(3)]));
+    expect(n.resolve({ name: 'solo.ns.internal', type: 'AAAA' }, 0)).toMatchObject({ kind: 'stopped', reason: 'no-selection' });
+
+    permits.set(src(2).ref, 12_500);
+    const sel = right(n.select('media', src(2).ref));
+    expect(sel).toMatchObject({ selection: { state: 'selected', source: src(2) }, version: 2n });
+    expect(selectedSource(sel)).toEqual(src(2));
+    expect(n.resolve({ name: 'media', type: 'AAAA' }, 0)).toEqual({ kind: 'answer', name: 'media', type: 'AAAA', address: 'fd00::2', ttlSeconds: 12 });
+    expect(n.resolve({ name: 'media', type: 'A' }, 0)).toMatchObject({ kind: 'nodata', ttlSeconds: 5 });
+    permits.set(src(2).ref, 0); // no permit: TTL 0, still the selection (a lapsed permit does not invalidate it)
+    expect(n.resolve({ name: 'media', type: 'AAAA' }, 1000)).toMatchObject({ kind: 'answer', address: 'fd00::2', ttlSeconds: 0 });
+    permits.set(src(2).ref, 500_000);
+    expect(n.resolve({ name: 'media', type: 'AAAA' }, 1000)).toMatchObject({ kind: 'answer', ttlSeconds: 60 });
+    // the same selection again writes nothing
+    expect(right(n.select('media', src(2).ref)).version).toBe(2n);
+  });
+
+  it('M6-57 an invalid selection stops the entry and no other source is chosen — not when it is withdrawn, not when it comes back, not when another is the only one left — until the owner selects again', () => {
+    const n = names();
+    right(n.createSelector('media', [src(1), src(2)]));
+    permits.set(src(1).ref, 100_000);
+    permits.set(src(2).ref, 100_000);
+    right(n.select('media', src(1).ref));
+    expect(n.resolve({ name: 'media', type: 'AAAA' }, 0)).toMatchObject({ kind: 'answer', address: 'fd00::1' });
+
+    const w = right(n.withdrawSource('media', src(1).ref));
+    expect(w).toMatchObject({ sources: [src(2)], selection: { state: 'invalid', source: src(1), reason: 'source-withdrawn' } });
+    expect(n.resolve({ name: 'media', type: 'AAAA' }, 1)).toEqual({ kind: 'stopped', name: 'media', reason: 'selection-invalid' });
+    right(n.addSource('media', src(1))); // the same source comes back: still stopped (the invalidation is sticky)
+    expect(n.resolve({ name: 'media', type: 'AAAA' }, 2)).toMatchObject({ kind: 'stopped', reason: 'selection-invalid' });
+    expect(failure(n.select('media', src(9).ref))).toBe('unknown-source');
+    right(n.select('media', src(1).ref));
+    expect(n.resolve({ name: 'media', type: 'AAAA' }, 3)).toMatchObject({ kind: 'answer', address: 'fd00::1' });
+
+    // the selected ref offered at another address is another source: the selection is invalid
+    expect(right(n.addSource('media', src(1, 'fd00::99'))).selection).toMatchObject({ state: 'invalid', reason: 'source-changed' });
+    expect(n.resolve({ name: 'media', type: 'AAAA' }, 4)).toMatchObject({ kind: 'stopped' });
+    right(n.select('media', src(1).ref));
+    expect(n.resolve({ name: 'media', type: 'AAAA' }, 5)).toMatchObject({ kind: 'answer', address: 'fd00::99' });
+    // withdrawing a source that is not selected changes nothing the entry answers
+    right(n.withdrawSource('media', src(2).ref));
+    expect(n.resolve({ name: 'media', type: 'AAAA' }, 6)).toMatchObject({ kind: 'answer', address: 'fd00::99' });
+    // a ServiceRef leaving the node's view is withdrawn from every multi-source name in one change
+    right(n.createSelector('other', [src(1, 'fd00::99'), src(4)]));
+    right(n.select('other', src(1).ref));
+    expect(right(n.sourceGone(src(1).ref)).map((s) => s.name)).toEqual(['media', 'other']);
+    for (const name of ['media', 'other']) expect(n.resolve({ name, type: 'AAAA' }, 7)).toMatchObject({ kind: 'stopped', reason: 'selection-invalid' });
+  });
+
+  it('M6-57 select clears the local positive and negative caches like a rebind; a multi-source answer is never cached', () => {
+    const n = names();
+    permits.set('svc-1', 100_000);
+    right(n.nickname('nas', target(1, '10.1.1.1')));
+    n.resolve({ name: 'nas', type: 'A' }, 0);
+    n.resolve({ name: 'ghost', type: 'A' }, 0);
+    right(n.createSelector('media', [src(1), src(2)]));
+    expect(n.cacheState).toEqual(emptyCaches);
+    n.resolve({ name: 'nas', type: 'A' }, 0);
+    n.resolve({ name: 'ghost', type: 'A' }, 0);
+    expect([HashMap.size(n.cacheState.positive), HashMap.size(n.cacheState.negative)]).toEqual([1, 1]);
+    right(n.select('media', src(1).ref));
+    expect(n.cacheState).toEqual(emptyCaches);
+    permits.set(src(1).ref, 100_000);
+    n.resolve({ name: 'media', type: 'AAAA' }, 0);
+    expect(HashMap.has(n.cacheState.positive, 'media')).toBe(false);
+  });
+
+  it('M6-57 multi-source refusals: name taken, not a multi-source name, rebind refused, unknown source, bad sources, tombstoned', () => {
+    const n = names();
+    right(n.nickname('nas', target(1)));
+    expect(failure(n.createSelector('nas', [src(1)]))).toBe('name-taken');
+    right(n.createSelector('media', [src(1)]));
+    expect(right(n.createSelector('media', [src(1)])).version).toBe(1n); // idempotent
+    expect(failure(n.createSelector('media', [src(2)]))).toBe('name-taken');
+    expect(failure(n.nickname('media', target(2)))).toBe('name-taken');
+    expect(failure(n.select('nas', 'x'))).toBe('not-multi-source');
+    expect(failure(n.addSource('nas', src(1)))).toBe('not-multi-source');
+    expect(failure(n.rebind('media', src(2)))).toBe('multi-source-name');
+    expect(failure(n.select('media', src(2).ref))).toBe('unknown-source');
+    expect(failure(n.select('nobody', src(1).ref))).toBe('unknown-name');
+    expect(failure(n.createSelector('dup', [src(1), src(1, 'fd00::7')]))).toBe('invalid-target');
+    expect(failure(n.createSelector('bad', [{ ref: 'r', address: 'nope' }]))).toBe('invalid-target');
+    expect(failure(n.createSelector('Bad_Name', []))).toBe('invalid-name');
+    expect(failure(n.createSelector('many', Array.from({ length: MAX_SOURCES + 1 }, (_, i) => src(i))))).toBe('too-many-sources');
+    right(n.tombstone('media'));
+    expect(failure(n.select('media', src(1).ref))).toBe('tombstoned');
+    expect(n.resolve({ name: 'media', type: 'AAAA' }, 0)).toMatchObject({ kind: 'nxdomain' });
+    // a live multi-source name whose selector row is unreadable is SERVFAIL, never an answer of some source
+    const broken = answerQuery(ZONE, emptyCaches, { lookup: () => ({ name: 'x', kind: 'selector', state: 'live', target: null, formatPhase: null, version: 1n }), selector: () => 'corrupt', permitRemainingMs }, { name: 'x', type: 'A' }, 0);
+    expect(broken.answer).toMatchObject({ kind: 'servfail', reason: 'state-inconsistent' });
+  });
+
+  it('M6-57 for any sequence of source appear/disappear/select/rebind events the resolver answers only the persisted valid selection, never switches source without a select, and an invalid selection answers nothing (property)', () => {
+    const exercised = { answered: 0, stoppedInvalid: 0, stoppedNone: 0, invalidated: 0, changedAddress: 0, reselected: 0, refusedSelect: 0, rebindRefused: 0 };
+    type Ev =
+      | { readonly ev: 'appear'; readonly i: number; readonly alt: boolean }
+      | { readonly ev: 'disappear'; readonly i: number }
+      | { readonly ev: 'gone'; readonly i: number }
+      | { readonly ev: 'select'; readonly i: number }
+      | { readonly ev: 'rebind'; readonly name: 'media' | 'nas'; readonly i: number }
+      | { readonly ev: 'query'; readonly dt: number };
+    const i = fc.integer({ min: 0, max: 4 });
+    const evArb: fc.Arbitrary<Ev> = fc.oneof(
+      { weight: 3, arbitrary: fc.record({ ev: fc.constant('appear' as const), i, alt: fc.boolean() }) },
+      { weight: 2, arbitrary: fc.record({ ev: fc.constant('disappear' as const), i }) },
+      { weight: 1, arbitrary: fc.record({ ev: fc.constant('gone' as const), i }) },
+      { weight: 2, arbitrary: fc.record({ ev: fc.constant('select' as const), i }) },
+      { weight: 1, arbitrary: fc.record({ ev: fc.constant('rebind' as const), name: fc.constantFrom('media' as const, 'nas' as const), i }) },
+      { weight: 4, arbitrary: fc.record({ ev: fc.constant('query' as const), dt: fc.integer({ min: 0, max: 70_000 }) }) },
+    );
+    const address = (k: number, alt: boolean) => (alt ? `fd00::a${k}` : `fd00::${k}`);
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 0, max: 4 }), { maxLength: 3 }), fc.array(evArb, { maxLength: 60 }), (initial, evs) => {
+        const n = names();
+        for (let k = 0; k < 5; k++) permits.set(src(k).ref, 1_000_000);
+        right(n.nickname('nas', target(1)));
+        const start = [...new Set(initial)].map((k) => src(k, address(k, false)));
+        right(n.createSelector('media', start));
+        // the model: candidates and the owner's selection, changed only as the rules say
+        const candidates = new Map(start.map((s) => [s.ref, s.address]));
+        let selected: { ref: string; address: string } | null = null;
+        let lastAnswered: string | null = null;
+        let selectedSinceLastAnswer = false;
+        let now = 0;
+        for (const e of evs) {
+          if (e.ev === 'appear') {
+            const s = src(e.i, address(e.i, e.alt));
+            if (selected?.ref === s.ref && selected.address !== s.address) {
+              selected = null;
+              exercised.changedAddress += 1;
+            }
+            candidates.set(s.ref, s.address);
+            right(n.addSource('media', s));
+          } else if (e.ev === 'disappear' || e.ev === 'gone') {
+            const ref = src(e.i).ref;
+            if (selected?.ref === ref) {
+              selected = null;
+              exercised.invalidated += 1;
+            }
+            candidates.delete(ref);
+            if (e.ev === 'disappear') right(n.withdrawSource('media', ref));
+            else right(n.sourceGone(ref));
+          } else if (e.ev === 'select') {
+            const ref = src(e.i).ref;
+            const r = n.select('media', ref);
+            const addr = candidates.get(ref);
+            if (addr === undefined) {
+              expect(failure(r)).toBe('unknown-source');
+              exercised.refusedSelect += 1;
+            } else {
+              right(r);
+              if (selected !== null && selected.ref !== ref) exercised.reselected += 1;
+              selected = { ref, address: addr };
+              selectedSinceLastAnswer = true;
+            }
+          } else if (e.ev === 'rebind') {
+            const r = n.rebind(e.name, target(e.i));
+            if (e.name === 'media') {
+              expect(failure(r)).toBe('multi-source-name');
+              exercised.rebindRefused += 1;
+            } else right(r);
+          } else {
+            now += e.dt;
+            const a = n.resolve({ name: 'media', type: 'AAAA' }, now);
+            const persisted = right(n.store.selector('media'));
+            if (persisted === null) throw new Error('selector row missing');
+            const valid = selectedSource(persisted);
+            // the model and the persisted selection agree
+            expect(valid).toEqual(selected);
+            if (selected === null) {
+              expect(a.kind).toBe('stopped');
+              if (a.kind === 'stopped') exercised[a.reason === 'selection-invalid' ? 'stoppedInvalid' : 'stoppedNone'] += 1;
+            } else {
+              expect(a).toMatchObject({ kind: 'answer', address: selected.address });
+              if (a.kind === 'answer') {
+                expect(a.ttlSeconds).toBeLessThanOrEqual(60);
+                expect(a.ttlSeconds * 1000).toBeLessThanOrEqual(permitRemainingMs(selected.ref, now));
+                // the answered source never changes without an owner selection in between
+                if (lastAnswered !== null && lastAnswered !== `${selected.ref} ${a.address}`) expect(selectedSinceLastAnswer).toBe(true);
+                lastAnswered = `${selected.ref} ${a.address}`;
+                selectedSinceLastAnswer = false;
+                exercised.answered += 1;
+              }
+            }
+          }
+        }
+      }),
+      { numRuns: 150 },
+    );
+    for (const [branch, count] of Object.entries(exercised)) expect(count, branch).toBeGreaterThan(0);
   });
 });

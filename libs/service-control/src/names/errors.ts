@@ -31,7 +31,16 @@ export type NameRefusalReason =
   /** the name is a tombstone */
   | 'tombstoned'
   /** only manual nicknames are rebound; an automatic name stays with its target until tombstoned */
-  | 'not-a-nickname';
+  | 'not-a-nickname'
+  // multi-source names (decision 0192)
+  /** a multi-source name changes its source only by an owner selection, never by a rebind */
+  | 'multi-source-name'
+  /** a source or selection operation on a name that is not a multi-source name */
+  | 'not-multi-source'
+  /** the selected ref is not a current candidate source of the name */
+  | 'unknown-source'
+  /** more candidate sources than `MAX_SOURCES` */
+  | 'too-many-sources';
 
 export class NameRefused extends Data.TaggedError('NameRefused')<{
   readonly reason: NameRefusalReason;

@@ -6,6 +6,7 @@ export * from './format.js';
 export * from './memory.js';
 export * from './random.js';
 export * from './resolver.js';
+export * from './selector.js';
 export * from './service.js';
 export * from './store.js';
 export * from './table.js';

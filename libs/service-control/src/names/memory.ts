@@ -4,12 +4,12 @@ import { Either } from 'effect';
 import type { ServiceControlError } from '../domain/errors.js';
 import type { NameError } from './errors.js';
 import { type NameFormat, SHORT_NAME_FORMAT } from './format.js';
+import { type SelectorEntry, type SelectorTableView, planAddSource, planCreateSelector, planSelect, planSourceGone, planWithdrawSource } from './selector.js';
 import type { NameStore } from './store.js';
 import {
   type AllocatorState,
   type NameEntry,
   type NamePlan,
-  type NameTableView,
   initialAllocator,
   planAllocate,
   planNickname,
@@ -29,10 +29,13 @@ export const inMemoryNameTable = (format: NameFormat = SHORT_NAME_FORMAT): InMem
   let allocator: AllocatorState = initialAllocator(format);
   const rows = new Map<string, NameEntry>();
   const autoByRef = new Map<string, string>();
+  const selectors = new Map<string, SelectorEntry>();
   let closed = false;
 
-  const view = (): NameTableView => ({
+  const view = (): SelectorTableView => ({
     allocator,
+    selector: (name) => selectors.get(name) ?? null,
+    selectorsWithSource: (ref) => [...selectors.values()].filter((s) => s.sources.some((x) => x.ref === ref)),
     isTaken: (name) => rows.has(name),
     entry: (name) => rows.get(name) ?? null,
     liveAutoName: (ref) => {
@@ -46,10 +49,11 @@ export const inMemoryNameTable = (format: NameFormat = SHORT_NAME_FORMAT): InMem
     rows.set(e.name, e);
     if (e.kind === 'auto' && e.state === 'live' && e.target !== null) autoByRef.set(e.target.ref, e.name);
   };
-  const run = <A>(plan: (v: NameTableView) => NamePlan<A>): Either.Either<A, NameError> => {
+  const run = <A>(plan: (v: SelectorTableView) => NamePlan<A>): Either.Either<A, NameError> => {
     if (closed) throw new Error('name table closed');
     const p = plan(view());
     if (p.write.entry !== null) put(p.write.entry);
+    for (const w of p.write.selectors ?? []) selectors.set(w.selector.name, w.selector);
     if (p.write.allocator !== null) allocator = p.write.allocator;
     return p.result;
   };
@@ -61,6 +65,13 @@ export const inMemoryNameTable = (format: NameFormat = SHORT_NAME_FORMAT): InMem
     nickname: (name, target) => run((v) => planNickname(format, v, name, target)),
     rebind: (name, target) => run((v) => planRebind(v, name, target)),
     tombstone: (name) => run((v) => planTombstone(v, name)),
+    createSelector: (name, sources) => run((v) => planCreateSelector(format, v, name, sources)),
+    addSource: (name, source) => run((v) => planAddSource(v, name, source)),
+    withdrawSource: (name, ref) => run((v) => planWithdrawSource(v, name, ref)),
+    select: (name, ref) => run((v) => planSelect(v, name, ref)),
+    sourceGone: (ref) => run((v) => planSourceGone(v, ref)),
+    selector: (name) => right(selectors.get(name) ?? null),
+    selectors: () => right([...selectors.values()].sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0))),
     entry: (name) => right(rows.get(name) ?? null),
     allocator: () => right(allocator),
     entries: () => right([...rows.values()].sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0))),

@@ -5,8 +5,12 @@
 // - negative TTL ≤ 5 s;
 // - a managed name (a short single label, or one label under the local zone) is always answered here —
 //   found, NODATA, NXDOMAIN or SERVFAIL — and never falls back to public DNS; anything else is `refused` by this
-//   function (it is not a local zone), which is the only answer a caller may pass on to its ordinary path.
+//   function (it is not a local zone), which is the only answer a caller may pass on to its ordinary path;
+// - a multi-source name answers its persisted, valid selection only; without one it is `stopped` — answered here,
+//   never another source, never public DNS (decision 0192). Its answers are not cached locally: the selection is
+//   read from the table on every query, so an invalidation committed by any connection stops the next answer.
 import { HashMap, Option } from 'effect';
+import { type SelectorEntry, selectedSource } from './selector.js';
 import type { NameEntry, NameTarget } from './table.js';
 
 export const POSITIVE_TTL_MAX_MS = 60_000;
@@ -26,6 +30,9 @@ export type NameAnswer =
   | { readonly kind: 'nxdomain'; readonly name: string; readonly ttlSeconds: number }
   /** the table row is corrupt or unreadable: answered locally as a failure, never forwarded */
   | { readonly kind: 'servfail'; readonly name: string; readonly reason: 'state-inconsistent' | 'storage-unavailable' }
+  /** a multi-source name without a valid selection: the entry is stopped (decision 0192) — a managed name, answered
+   *  here with nothing; no other source is chosen and the query never goes on to public DNS */
+  | { readonly kind: 'stopped'; readonly name: string; readonly reason: 'no-selection' | 'selection-invalid' }
   /** not a managed name: this function does not answer it */
   | { readonly kind: 'refused'; readonly name: string };
 
@@ -39,8 +46,13 @@ export const emptyCaches: ResolverCaches = { positive: HashMap.empty(), negative
 /** The table as the resolver sees it. */
 export type NameLookup = NameEntry | null | 'corrupt' | 'unavailable';
 
+/** A multi-source name's selector row as the resolver sees it (null: missing — a live selector name without it is corrupt). */
+export type SelectorLookup = SelectorEntry | null | 'corrupt' | 'unavailable';
+
 export interface ResolverSources {
   readonly lookup: (label: string) => NameLookup;
+  /** the selector row of a multi-source name; without this callback such a name is SERVFAIL */
+  readonly selector?: (label: string) => SelectorLookup;
   /** remaining ms of the usage permit related to the target (0 when there is none) */
   readonly permitRemainingMs: (ref: string, now: number) => number;
 }
@@ -88,6 +100,16 @@ export const answerQuery = (
   const found = label === '' || label.includes('.') ? null : sources.lookup(label);
   if (found === 'corrupt' || found === 'unavailable')
     return { answer: { kind: 'servfail', name, reason: found === 'corrupt' ? 'state-inconsistent' : 'storage-unavailable' }, caches: pruned };
+  if (found !== null && found.state === 'live' && found.kind === 'selector') {
+    const sel: SelectorLookup = sources.selector === undefined ? 'unavailable' : sources.selector(label);
+    if (sel === 'corrupt' || sel === 'unavailable' || sel === null)
+      return { answer: { kind: 'servfail', name, reason: sel === 'unavailable' ? 'storage-unavailable' : 'state-inconsistent' }, caches: pruned };
+    const source = selectedSource(sel);
+    if (source === null)
+      return { answer: { kind: 'stopped', name, reason: sel.selection.state === 'invalid' ? 'selection-invalid' : 'no-selection' }, caches: pruned };
+    // the selected source, TTL ≤ min(60 s, its permit remaining); not cached here (see the header)
+    return { answer: present(name, query.type, source, POSITIVE_TTL_MAX_MS, sources, now), caches: pruned };
+  }
   if (found === null || found.state !== 'live' || found.target === null) {
     const expiresAt = now + NEGATIVE_TTL_MAX_MS;
     return {

@@ -4,6 +4,7 @@
 import { Either } from 'effect';
 import type { NameError } from './errors.js';
 import { type NameAnswer, type NameQuery, type ResolverCaches, answerQuery, clearCaches, emptyCaches, forgetLabel } from './resolver.js';
+import type { SelectorEntry } from './selector.js';
 import type { NameStore } from './store.js';
 import type { Allocated, NameEntry, NameRng, NameTarget } from './table.js';
 
@@ -41,6 +42,32 @@ export class LocalNames {
     return Either.map(this.store.tombstone(name), (e) => this.forget(e, e.name));
   }
 
+  // Multi-source names (decision 0192). Every committed change clears both local caches before any further query on
+  // this thread — for `select` this is the seed's rebind rule; for source changes it is the conservative choice
+  // (multi-source answers are not cached anyway, but a name's negative entry must not outlive its creation).
+
+  createSelector(name: string, sources: readonly NameTarget[]): Either.Either<SelectorEntry, NameError> {
+    return this.cleared(this.store.createSelector(name, sources));
+  }
+
+  addSource(name: string, source: NameTarget): Either.Either<SelectorEntry, NameError> {
+    return this.cleared(this.store.addSource(name, source));
+  }
+
+  withdrawSource(name: string, ref: string): Either.Either<SelectorEntry, NameError> {
+    return this.cleared(this.store.withdrawSource(name, ref));
+  }
+
+  /** The owner's selection, committed in one transaction; clears both local caches like a rebind. */
+  select(name: string, ref: string): Either.Either<SelectorEntry, NameError> {
+    return this.cleared(this.store.select(name, ref));
+  }
+
+  /** `ref` left this node's view: withdrawn from every multi-source name listing it (one transaction). */
+  sourceGone(ref: string): Either.Either<readonly SelectorEntry[], NameError> {
+    return this.cleared(this.store.sourceGone(ref));
+  }
+
   resolve(query: NameQuery, now: number): NameAnswer {
     const { answer, caches } = answerQuery(
       this.options.zone,
@@ -50,6 +77,11 @@ export class LocalNames {
           const e = this.store.entry(label);
           if (Either.isRight(e)) return e.right;
           return e.left.code === 'state-inconsistent' ? 'corrupt' : 'unavailable';
+        },
+        selector: (label) => {
+          const s = this.store.selector(label);
+          if (Either.isRight(s)) return s.right;
+          return s.left.code === 'state-inconsistent' ? 'corrupt' : 'unavailable';
         },
         permitRemainingMs: this.options.permitRemainingMs,
       },
@@ -63,6 +95,11 @@ export class LocalNames {
   /** The current caches (tests look at them). */
   get cacheState(): ResolverCaches {
     return this.caches;
+  }
+
+  private cleared<A>(r: Either.Either<A, NameError>): Either.Either<A, NameError> {
+    if (Either.isRight(r)) this.caches = clearCaches(this.caches);
+    return r;
   }
 
   private forget<A>(a: A, label: string): A {

@@ -7,6 +7,7 @@ import { Either } from 'effect';
 import type { ServiceControlError } from '../domain/errors.js';
 import type { NameError } from './errors.js';
 import type { NameFormat } from './format.js';
+import type { SelectorEntry } from './selector.js';
 import type { AllocatorState, Allocated, NameEntry, NameRng, NameTarget } from './table.js';
 
 export interface NameStore {
@@ -15,6 +16,21 @@ export interface NameStore {
   readonly nickname: (name: string, target: NameTarget) => Either.Either<NameEntry, NameError>;
   readonly rebind: (name: string, target: NameTarget) => Either.Either<{ readonly entry: NameEntry; readonly previous: NameTarget | null }, NameError>;
   readonly tombstone: (name: string) => Either.Either<NameEntry, NameError>;
+  // multi-source names (decision 0192): each call is one transaction, like a rebind
+  /** create a multi-source name with its first candidate sources and no selection */
+  readonly createSelector: (name: string, sources: readonly NameTarget[]) => Either.Either<SelectorEntry, NameError>;
+  /** a candidate source appears (or changes its address: a selection of it becomes invalid) */
+  readonly addSource: (name: string, source: NameTarget) => Either.Either<SelectorEntry, NameError>;
+  /** a candidate source disappears (a selection of it becomes invalid) */
+  readonly withdrawSource: (name: string, ref: string) => Either.Either<SelectorEntry, NameError>;
+  /** the owner selects one current candidate */
+  readonly select: (name: string, ref: string) => Either.Either<SelectorEntry, NameError>;
+  /** `ref` left this node's view: withdrawn from every multi-source name listing it, in one transaction */
+  readonly sourceGone: (ref: string) => Either.Either<readonly SelectorEntry[], NameError>;
+  /** null = no selector row; a corrupt row is `state-inconsistent` for that name only */
+  readonly selector: (name: string) => Either.Either<SelectorEntry | null, ServiceControlError>;
+  /** every selector row, ordered by name (corrupt rows left out) */
+  readonly selectors: () => Either.Either<readonly SelectorEntry[], ServiceControlError>;
   /** null = no such name; a corrupt row is `state-inconsistent` for that name only */
   readonly entry: (name: string) => Either.Either<NameEntry | null, ServiceControlError>;
   readonly allocator: () => Either.Either<AllocatorState, ServiceControlError>;

@@ -8,6 +8,7 @@ import { nextCounter } from '../domain/counter.js';
 import { type ServiceControlError, scError } from '../domain/errors.js';
 import { type NameError, nameError, refused } from './errors.js';
 import { type NameFormat, candidateName, formatPhase, phaseCapacity, reachesThreshold } from './format.js';
+import type { SelectorEntry } from './selector.js';
 
 /** Uniform integer in [0, bound). Injected (tests pass a fake); the PRNG state is never persisted (seed §7). */
 export type NameRng = (bound: bigint) => bigint;
@@ -21,14 +22,15 @@ export interface NameTarget {
   readonly address: string;
 }
 
-export type NameKind = 'auto' | 'manual';
+/** `selector`: a multi-source name (decision 0192) — its sources and selection are in its selector row. */
+export type NameKind = 'auto' | 'manual' | 'selector';
 
 /** One row of the name table. Tombstones are kept forever (no GC) and occupy their name. */
 export interface NameEntry {
   readonly name: string;
   readonly kind: NameKind;
   readonly state: 'live' | 'tombstone';
-  /** null exactly for tombstones */
+  /** null exactly for tombstones and multi-source names (whose answer is their selection, `selector.ts`) */
   readonly target: NameTarget | null;
   /** the format phase of the name (null: not of any auto format) */
   readonly formatPhase: number | null;
@@ -86,6 +88,8 @@ export interface NameWrite {
   readonly entry: NameEntry | null;
   /** true when `entry` is a new row (INSERT), false when it replaces the row of the same name */
   readonly insert: boolean;
+  /** selector rows of multi-source names to write in the same transaction (decision 0192) */
+  readonly selectors?: readonly { readonly selector: SelectorEntry; readonly insert: boolean }[];
 }
 
 export const NO_WRITE: NameWrite = { allocator: null, entry: null, insert: false };
@@ -146,7 +150,7 @@ export const planAllocate = (f: NameFormat, view: NameTableView, target: NameTar
   while (reachesThreshold(f, phase, a0.occupied[phase] as bigint)) {
     if (phase >= f.maxPhase) {
       const write = phase === a0.phase ? NO_WRITE : withAllocator({ ...a0, phase });
-      return finish(write, Either.left(nameError('name-capacity-limit', `phase ${phase} reached 80 %`)));
+      return finishPlan(write, Either.left(nameError('name-capacity-limit', `phase ${phase} reached 80 %`)));
     }
     phase += 1;
   }
@@ -173,7 +177,7 @@ export const planAllocate = (f: NameFormat, view: NameTableView, target: NameTar
   const moved: AllocatorState = { ...a0, phase, scanHints: setAt(a0.scanHints, phase, hint) };
   if (found === null) {
     const write = moved.phase === a0.phase && hint === a0.scanHints[phase] ? NO_WRITE : withAllocator(moved);
-    return finish(write, Either.left(nameError('name-allocation-busy', `${randomTries} random tries and ${scanSteps} scan steps found nothing`)));
+    return finishPlan(write, Either.left(nameError('name-allocation-busy', `${randomTries} random tries and ${scanSteps} scan steps found nothing`)));
   }
   const entry: NameEntry = { name: found.name, kind: 'auto', state: 'live', target, formatPhase: phase, version: 1n };
   const after: AllocatorState = {
@@ -181,13 +185,13 @@ export const planAllocate = (f: NameFormat, view: NameTableView, target: NameTar
     occupied: setAt(moved.occupied, phase, (moved.occupied[phase] as bigint) + 1n),
     entries: moved.entries + 1n,
   };
-  return finish({ allocator: after, entry, insert: true }, Either.right({ entry, outcome: 'allocated', stats, phaseBefore: a0.phase }));
+  return finishPlan({ allocator: after, entry, insert: true }, Either.right({ entry, outcome: 'allocated', stats, phaseBefore: a0.phase }));
 };
 
 const withAllocator = (a: AllocatorState): NameWrite => ({ allocator: a, entry: null, insert: false });
 
 /** Every write bumps the table version; an exhausted version counter commits nothing. */
-const finish = <A>(write: NameWrite, result: Either.Either<A, NameError>): NamePlan<A> => {
+export const finishPlan = <A>(write: NameWrite, result: Either.Either<A, NameError>): NamePlan<A> => {
   if (write.allocator === null) return { write, result };
   const bumped = bumpTable(write.allocator);
   if (Either.isLeft(bumped)) return fail(bumped.left);
@@ -213,7 +217,7 @@ export const planNickname = (f: NameFormat, view: NameTableView, name: string, t
   const fp = formatPhase(f, name);
   const entry: NameEntry = { name, kind: 'manual', state: 'live', target, formatPhase: fp, version: 1n };
   const occupied = fp === null ? a.occupied : setAt(a.occupied, fp, (a.occupied[fp] as bigint) + 1n);
-  return finish({ allocator: { ...a, occupied, entries: a.entries + 1n }, entry, insert: true }, Either.right(entry));
+  return finishPlan({ allocator: { ...a, occupied, entries: a.entries + 1n }, entry, insert: true }, Either.right(entry));
 };
 
 export const sameTarget = (x: NameTarget | null, y: NameTarget | null): boolean =>
@@ -230,6 +234,8 @@ export const planRebind = (view: NameTableView, name: string, target: NameTarget
   if (current === 'corrupt') return fail(scError('state-inconsistent', `name ${name} is corrupt`));
   if (current === null) return fail(refused('unknown-name', name));
   if (current.state === 'tombstone') return fail(refused('tombstoned', name));
+  // a multi-source name changes its source only by an owner selection (`planSelect`, decision 0192)
+  if (current.kind === 'selector') return fail(refused('multi-source-name', name));
   if (current.kind !== 'manual') return fail(refused('not-a-nickname', name));
   if (sameTarget(current.target, target)) return { write: NO_WRITE, result: Either.right({ entry: current, previous: current.target }) };
   return changeEntry(view, current, { ...current, target }, (entry) => ({ entry, previous: current.target }));
@@ -248,5 +254,5 @@ const changeEntry = <A>(view: NameTableView, current: NameEntry, next: NameEntry
   const version = nextCounter(current.version, `version of ${current.name}`);
   if (Either.isLeft(version)) return fail(version.left);
   const entry = { ...next, version: version.right };
-  return finish({ allocator: view.allocator, entry, insert: false }, Either.right(out(entry)));
+  return finishPlan({ allocator: view.allocator, entry, insert: false }, Either.right(out(entry)));
 };

@@ -6,11 +6,14 @@
 //   negative answer (RFC 2308 §5) and the only negative cache is the resolver's own (≤ 5 s);
 // - servfail → SERVFAIL; refused (not a managed name) → REFUSED: we are not a recursive resolver and never ask
 //   public DNS. Other query types of a managed name get the name's existence (NODATA or NXDOMAIN); zone transfers and
-//   ANY are not implemented.
+//   ANY are not implemented;
+// - stopped (a multi-source name without a valid selection, decision 0192) → REFUSED with AA set and no records: the
+//   name is ours and closed by the owner's (missing or invalidated) selection. Not NXDOMAIN (it exists), not NODATA
+//   (that would claim an empty record set), never another source's address; REFUSED carries nothing to cache.
 import type { NameAnswer, NameQuery, QueryType } from '../../names/resolver.js';
 import { type ParsedQuery, QTYPE, RCODE, type Reply, encodeReply, ipv4Octets, ipv6Octets, parseQuery } from './message.js';
 
-export type DnsOutcome = 'answer' | 'nodata' | 'nxdomain' | 'refused' | 'servfail' | 'formerr' | 'notimp' | 'badvers' | 'dropped';
+export type DnsOutcome = 'answer' | 'nodata' | 'nxdomain' | 'refused' | 'stopped' | 'servfail' | 'formerr' | 'notimp' | 'badvers' | 'dropped';
 
 export interface DnsResponse {
   /** the bytes to send back, or null: send nothing */
@@ -52,6 +55,8 @@ export const respond = (packet: Uint8Array, resolve: (query: NameQuery) => NameA
   switch (answer.kind) {
     case 'refused':
       return done('refused', reply(RCODE.REFUSED, false));
+    case 'stopped':
+      return done('stopped', reply(RCODE.REFUSED, true), answer.reason);
     case 'servfail':
       return done('servfail', reply(RCODE.SERVFAIL, false), answer.reason);
     case 'nxdomain':

@@ -13,12 +13,22 @@ import { Either } from 'effect';
 import { type ServiceControlError, scError } from '../../domain/errors.js';
 import type { NameError } from '../../names/errors.js';
 import { type NameFormat, SHORT_NAME_FORMAT } from '../../names/format.js';
+import {
+  type Selection,
+  type SelectorEntry,
+  type SelectorTableView,
+  planAddSource,
+  planCreateSelector,
+  planSelect,
+  planSourceGone,
+  planWithdrawSource,
+  validSelector,
+} from '../../names/selector.js';
 import type { NameStore } from '../../names/store.js';
 import {
   type AllocatorState,
   type NameEntry,
   type NamePlan,
-  type NameTableView,
   type NameWrite,
   initialAllocator,
   planAllocate,
@@ -35,9 +45,13 @@ const NAME_MIGRATIONS: readonly string[] = [
    CREATE UNIQUE INDEX name_entry_live_auto ON name_entry (target_ref) WHERE kind = 'auto' AND state = 'live';
    CREATE INDEX name_entry_phase ON name_entry (format_phase) WHERE format_phase IS NOT NULL;
    CREATE TABLE name_allocator (id INTEGER PRIMARY KEY CHECK (id = 1), value TEXT NOT NULL, checksum TEXT NOT NULL) STRICT;`,
+  // 2: multi-source names (decision 0192) — one selector row per name of kind 'selector': candidate sources and the
+  // owner's selection, versioned and checksummed, written in the same transaction as the allocator record
+  `CREATE TABLE name_selector (name TEXT PRIMARY KEY, sources TEXT NOT NULL, selection TEXT NOT NULL, version TEXT NOT NULL,
+     checksum TEXT NOT NULL) STRICT;`,
 ];
 
-export type NameStoreOp = 'allocate' | 'nickname' | 'rebind' | 'tombstone';
+export type NameStoreOp = 'allocate' | 'nickname' | 'rebind' | 'tombstone' | 'create-selector' | 'add-source' | 'withdraw-source' | 'select' | 'source-gone';
 
 export interface SqliteNameStoreOptions {
   /** the candidate space; the seed's unless a test asks for a small one. Recorded at creation, checked on open. */
@@ -79,10 +93,11 @@ const toRow = (e: NameEntry): EntryRow => {
 
 const fromRow = (r: EntryRow): NameEntry | 'corrupt' => {
   if (sum(rowText(r)) !== r.checksum) return 'corrupt';
-  if ((r.kind !== 'auto' && r.kind !== 'manual') || (r.state !== 'live' && r.state !== 'tombstone')) return 'corrupt';
+  if ((r.kind !== 'auto' && r.kind !== 'manual' && r.kind !== 'selector') || (r.state !== 'live' && r.state !== 'tombstone')) return 'corrupt';
   if (!/^[1-9][0-9]*$/.test(r.version)) return 'corrupt';
   const hasTarget = r.target_ref !== null && r.target_address !== null;
-  if (hasTarget !== (r.state === 'live') || (r.target_ref === null) !== (r.target_address === null)) return 'corrupt';
+  // live auto/manual names have a target; tombstones and multi-source names (their selector row answers) have none
+  if (hasTarget !== (r.state === 'live' && r.kind !== 'selector') || (r.target_ref === null) !== (r.target_address === null)) return 'corrupt';
   return {
     name: r.name,
     kind: r.kind,
@@ -91,6 +106,56 @@ const fromRow = (r: EntryRow): NameEntry | 'corrupt' => {
     formatPhase: r.format_phase,
     version: BigInt(r.version),
   };
+};
+
+interface SelectorRow {
+  name: string;
+  sources: string;
+  selection: string;
+  version: string;
+  checksum: string;
+}
+
+const selectorText = (r: Omit<SelectorRow, 'checksum'>): string => JSON.stringify([r.name, r.sources, r.selection, r.version]);
+
+const toSelectorRow = (s: SelectorEntry): SelectorRow => {
+  const r = {
+    name: s.name,
+    sources: JSON.stringify(s.sources.map((x) => [x.ref, x.address])),
+    selection: JSON.stringify(s.selection.state === 'none' ? ['none'] : s.selection.state === 'selected' ? ['selected', s.selection.source.ref, s.selection.source.address] : ['invalid', s.selection.source.ref, s.selection.source.address, s.selection.reason]),
+    version: s.version.toString(),
+  };
+  return { ...r, checksum: sum(selectorText(r)) };
+};
+
+const fromSelectorRow = (r: SelectorRow): SelectorEntry | 'corrupt' => {
+  if (sum(selectorText(r)) !== r.checksum || !/^[1-9][0-9]*$/.test(r.version)) return 'corrupt';
+  try {
+    const sources = (JSON.parse(r.sources) as unknown[]).map((x) => {
+      const [ref, address] = x as [unknown, unknown];
+      if (typeof ref !== 'string' || typeof address !== 'string') throw new Error('source');
+      return { ref, address };
+    });
+    const sel = JSON.parse(r.selection) as unknown[];
+    const source = (): { ref: string; address: string } => {
+      if (typeof sel[1] !== 'string' || typeof sel[2] !== 'string') throw new Error('selection');
+      return { ref: sel[1], address: sel[2] };
+    };
+    const selection: Selection =
+      sel[0] === 'none' && sel.length === 1
+        ? { state: 'none' }
+        : sel[0] === 'selected' && sel.length === 3
+          ? { state: 'selected', source: source() }
+          : sel[0] === 'invalid' && sel.length === 4 && (sel[3] === 'source-withdrawn' || sel[3] === 'source-changed')
+            ? { state: 'invalid', source: source(), reason: sel[3] }
+            : (() => {
+                throw new Error('selection');
+              })();
+    const s: SelectorEntry = { name: r.name, sources, selection, version: BigInt(r.version) };
+    return validSelector(s) ? s : 'corrupt';
+  } catch {
+    return 'corrupt';
+  }
 };
 
 const allocatorText = (a: AllocatorState): string =>
@@ -169,6 +234,15 @@ export const openSqliteNameStore = (path: string, options: SqliteNameStoreOption
   );
   const putAllocator = db.prepare('UPDATE name_allocator SET value = ?, checksum = ? WHERE id = 1');
   const allEntries = db.prepare<[], EntryRow>('SELECT * FROM name_entry ORDER BY name');
+  const getSelector = db.prepare<[string], SelectorRow>('SELECT * FROM name_selector WHERE name = ?');
+  const allSelectors = db.prepare<[], SelectorRow>('SELECT * FROM name_selector ORDER BY name');
+  const insertSelector = db.prepare('INSERT INTO name_selector VALUES (@name, @sources, @selection, @version, @checksum)');
+  const updateSelector = db.prepare('UPDATE name_selector SET sources = @sources, selection = @selection, version = @version, checksum = @checksum WHERE name = @name');
+  const readSelectors = (): SelectorEntry[] =>
+    allSelectors.all().flatMap((r) => {
+      const x = fromSelectorRow(r);
+      return x === 'corrupt' ? [] : [x];
+    });
 
   const readAllocator = (): Either.Either<AllocatorState, ServiceControlError> => {
     const row = getAllocator.get();
@@ -187,8 +261,14 @@ export const openSqliteNameStore = (path: string, options: SqliteNameStoreOption
     return Either.right(a);
   };
 
-  const view = (allocator: AllocatorState): NameTableView => ({
+  const view = (allocator: AllocatorState): SelectorTableView => ({
     allocator,
+    selector: (name) => {
+      const r = getSelector.get(name);
+      return r === undefined ? null : fromSelectorRow(r);
+    },
+    // a corrupt selector row is left out: it answers SERVFAIL, never a source, and its writes are refused
+    selectorsWithSource: (ref) => readSelectors().filter((x) => x.sources.some((y) => y.ref === ref)),
     isTaken: (name) => hasName.get(name) !== undefined,
     entry: (name) => {
       const r = getEntry.get(name);
@@ -202,6 +282,7 @@ export const openSqliteNameStore = (path: string, options: SqliteNameStoreOption
 
   const apply = (w: NameWrite): void => {
     if (w.entry !== null) (w.insert ? insertEntry : updateEntry).run(toRow(w.entry));
+    for (const x of w.selectors ?? []) (x.insert ? insertSelector : updateSelector).run(toSelectorRow(x.selector));
     if (w.allocator !== null) {
       const text = allocatorText(w.allocator);
       putAllocator.run(text, sum(text));
@@ -209,7 +290,7 @@ export const openSqliteNameStore = (path: string, options: SqliteNameStoreOption
   };
 
   /** One IMMEDIATE transaction: allocator read + checks + plan + write; the plan's write commits even with an error result. */
-  const run = <A>(op: NameStoreOp, counted: boolean, plan: (v: NameTableView) => NamePlan<A>): Either.Either<A, NameError> => {
+  const run = <A>(op: NameStoreOp, counted: boolean, plan: (v: SelectorTableView) => NamePlan<A>): Either.Either<A, NameError> => {
     let wrote = false;
     let committed = false;
     const r = attempt(() => {
@@ -218,7 +299,7 @@ export const openSqliteNameStore = (path: string, options: SqliteNameStoreOption
           const a = Either.flatMap(readAllocator(), (x) => (counted ? checkCounts(x) : Either.right(x)));
           if (Either.isLeft(a)) return Either.left(a.left);
           const p = plan(view(a.right));
-          if (p.write.allocator !== null || p.write.entry !== null) {
+          if (p.write.allocator !== null || p.write.entry !== null || (p.write.selectors ?? []).length > 0) {
             apply(p.write);
             wrote = true;
           }
@@ -239,6 +320,19 @@ export const openSqliteNameStore = (path: string, options: SqliteNameStoreOption
     nickname: (name, target) => run('nickname', true, (v) => planNickname(format, v, name, target)),
     rebind: (name, target) => run('rebind', false, (v) => planRebind(v, name, target)),
     tombstone: (name) => run('tombstone', false, (v) => planTombstone(v, name)),
+    createSelector: (name, sources) => run('create-selector', true, (v) => planCreateSelector(format, v, name, sources)),
+    addSource: (name, source) => run('add-source', false, (v) => planAddSource(v, name, source)),
+    withdrawSource: (name, ref) => run('withdraw-source', false, (v) => planWithdrawSource(v, name, ref)),
+    select: (name, ref) => run('select', false, (v) => planSelect(v, name, ref)),
+    sourceGone: (ref) => run('source-gone', false, (v) => planSourceGone(v, ref)),
+    selector: (name) =>
+      attempt(() => {
+        const r = getSelector.get(name);
+        if (r === undefined) return Either.right(null);
+        const x = fromSelectorRow(r);
+        return x === 'corrupt' ? Either.left(scError('state-inconsistent', `the selector of ${name} is corrupt`)) : Either.right(x);
+      }),
+    selectors: () => attempt(() => Either.right(readSelectors())),
     entry: (name) =>
       attempt(() => {
         const r = getEntry.get(name);
