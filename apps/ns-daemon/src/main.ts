@@ -155,4 +155,4 @@ const Listener = Layer.scopedDiscard(
 );
 
 // the local names (one LocalNames for the owner's listener and the DNS listener) need the daemon's permits
-launchUntilSignal(Layer.mergeAll(Listener, dnsLayer(config, log)).pipe(Layer.provide(namesLayer(config.stateFile, config.dnsZone)), Layer.provide(DaemonLive)), log);
+launchUntilSignal(Layer.mergeAll(Listener, dnsLayer(config, log)).pipe(Layer.provide(namesLayer(config.stateFile, config.dnsZone, log)), Layer.provide(DaemonLive)), log);

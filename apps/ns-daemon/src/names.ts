@@ -7,7 +7,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { Context, Effect, Either, Layer, Schema } from 'effect';
 import client from 'prom-client';
-import { ServiceControlError } from '@homelab/service-control';
+import { ServiceControlError, serviceRefText } from '@homelab/service-control';
 import { DaemonService } from '@homelab/service-control/application';
 import { dnsServer } from '@homelab/service-control/dns';
 import {
@@ -25,7 +25,11 @@ import { openSqliteNameStore } from '@homelab/service-control/sqlite';
 export class LocalNamesService extends Context.Tag('@homelab/ns-daemon/LocalNames')<LocalNamesService, LocalNames>() {}
 
 /** The name table in the daemon's state file (decision 0115), closed with the scope. */
-export const namesLayer = (stateFile: string, zone: string): Layer.Layer<LocalNamesService, ServiceControlError, DaemonService> =>
+export const namesLayer = (
+  stateFile: string,
+  zone: string,
+  log?: (event: string, fields?: Record<string, unknown>) => void,
+): Layer.Layer<LocalNamesService, ServiceControlError, DaemonService> =>
   Layer.scoped(
     LocalNamesService,
     Effect.gen(function* () {
@@ -34,7 +38,20 @@ export const namesLayer = (stateFile: string, zone: string): Layer.Layer<LocalNa
         Effect.try({ try: () => openSqliteNameStore(stateFile), catch: (e) => e as ServiceControlError }),
         (s) => Effect.sync(() => s.close()),
       );
-      return new LocalNames(store, { zone, rng: cryptoNameRng, permitRemainingMs: (ref) => daemon.leases.permitRemainingMs(ref) });
+      const names = new LocalNames(store, { zone, rng: cryptoNameRng, permitRemainingMs: (ref) => daemon.leases.permitRemainingMs(ref) });
+      // a service withdrawn from this node by B stops every multi-source entry that selected it (decision 0192). An
+      // unwritable name table fails the snapshot event (no ACK, so it is delivered again); a corrupt selector row is
+      // that name's problem only (it answers SERVFAIL) and must not hold up the node's snapshots
+      daemon.onSourcesWithdrawn((refs) => {
+        for (const ref of refs) {
+          const out = names.sourceGone(serviceRefText(ref));
+          if (Either.isRight(out)) {
+            if (out.right.length > 0) log?.('name-sources-withdrawn', { ref: serviceRefText(ref), names: out.right.map((e) => e.name) });
+          } else if (out.left._tag === 'ServiceControlError' && out.left.code === 'storage-unavailable') throw out.left;
+          else log?.('name-source-withdrawal-failed', { ref: serviceRefText(ref), error: out.left._tag === 'NameRefused' ? out.left.reason : out.left.code });
+        }
+      });
+      return names;
     }),
   );
 

@@ -17,6 +17,7 @@ import {
   floorsMonotone,
   grantKey,
   hasEnforcementAck,
+  withdrawnSources,
   nextGrants,
   produceSnapshot,
   recordAck,
@@ -136,6 +137,23 @@ describe('A: applying snapshots', () => {
     // the known rev-1 digest is still enforced after a same-revision withdrawal
     const sameRevRec: AFloorRecord = { state: 'present', floors: sameRev.floors };
     expect(errCode(applySnapshot(sameRevRec, snap(7n, 'o', { listeners: [{ serviceRef: ref(1), listenerRevision: 1n, digest: sha('X') }] }), deriveN6))).toBe('digest-conflict');
+  });
+});
+
+describe('A: the sources a snapshot withdraws from this node (local names act on them, decision 0192)', () => {
+  const withdraw = (i: number, listenerRevision: bigint, consumerIdentity: Bytes | null = null) => ({ serviceRef: ref(i), consumerIdentity, listenerRevision });
+  const live = applied(snap(5n, 'live')); // ref(1) live at listener revision 1
+
+  it('M6-25 service Withdrawals and source Withdrawals naming this node, also when re-listed; never another consumer\'s; not once the service came back at a higher listener revision', () => {
+    const first = snap(6n, 'w', { listeners: [], withdrawals: [withdraw(1, 1n)] });
+    expect(withdrawnSources(live, first, TARGET)).toEqual([ref(1)]);
+    expect(withdrawnSources({ state: 'uninitialized' }, first, TARGET)).toEqual([ref(1)]);
+    const after = { state: 'present' as const, floors: ok(applySnapshot(live, first, deriveN6)).floors };
+    expect(withdrawnSources(after, snap(7n, 'again', { listeners: [], withdrawals: [withdraw(1, 1n)] }), TARGET)).toEqual([ref(1)]); // still withdrawn
+    expect(withdrawnSources(live, snap(6n, 's', { withdrawals: [withdraw(2, 1n, TARGET)] }), TARGET)).toEqual([ref(2)]);
+    expect(withdrawnSources(live, snap(6n, 'o', { withdrawals: [withdraw(2, 1n, id32(9))] }), TARGET)).toEqual([]);
+    const back = applied(snap(5n, 'l3', { listeners: [{ serviceRef: ref(1), listenerRevision: 3n, digest: sha('L3') }] }));
+    expect(withdrawnSources(back, snap(6n, 'late', { withdrawals: [withdraw(1, 2n)] }), TARGET)).toEqual([]);
   });
 });
 

@@ -10,7 +10,7 @@ import { scopeKey } from '../domain/ids.js';
 import { prepareReport, recoverWithHead, onReportAccepted, type ReportPlan, type ReportVersion } from '../domain/report.js';
 import { type ABinding, BOUND_HEARTBEAT_PERIOD_MS, type BindRequest, acceptBinding, onBindReply, planRecovery, planStart, prepareMachineAuth } from '../domain/runtime.js';
 import { type StreamBinding, eventMatchesStream, reserveSessionSeq } from '../domain/session.js';
-import { applySnapshot, buildAck } from '../domain/snapshot.js';
+import { applySnapshot, buildAck, withdrawnSources } from '../domain/snapshot.js';
 import type { ServiceRef } from '../domain/ids.js';
 import { type Message, type MessageOf, decodeMessage, encodeMessage } from '../api/message.js';
 import { InfoGetResponseCodec, MachineAuthRequestCodec, MachineHeartbeatCodec, MachineHeartbeatResultCodec, StreamBindingCodec, nsdIdFromInfo } from '../api/runtime.js';
@@ -102,6 +102,16 @@ export class Daemon {
 
   /** Publisher ready/refresh over the current session (daemon-lease.ts). */
   readonly leases: DaemonLeases;
+  private readonly withdrawalObservers: ((refs: readonly ServiceRef[]) => void)[] = [];
+
+  /**
+   * Called with the services each applied snapshot newly withdraws from this node (`withdrawnSources`), before its
+   * floors are persisted. Local names use it to stop multi-source entries (decision 0192). A throwing observer fails
+   * the event (no ACK; the stream re-delivers), so it must only throw when its own state could not be written.
+   */
+  onSourcesWithdrawn(f: (refs: readonly ServiceRef[]) => void): void {
+    this.withdrawalObservers.push(f);
+  }
 
   constructor(private readonly d: DaemonDeps) {
     this.leases = new DaemonLeases({
@@ -356,8 +366,13 @@ export class Daemon {
     const view = snapshotView(m.body);
     const digest = m.body.snapshot_digest;
     const revision = m.body.snapshot.snapshot_revision;
-    const applied = Either.flatMap(view, (v) => applySnapshot(this.d.store.floors(this.scope), v, deriveN6));
-    if (Either.isRight(applied) && applied.right.outcome === 'applied') {
+    const before = this.d.store.floors(this.scope);
+    const applied = Either.flatMap(view, (v) => applySnapshot(before, v, deriveN6));
+    if (Either.isRight(applied) && applied.right.outcome === 'applied' && Either.isRight(view)) {
+      // observers first (local names stop multi-source entries of withdrawn sources), then the floors: a crash in
+      // between derives the same withdrawals again when the snapshot is delivered again
+      const withdrawn = withdrawnSources(before, view.right, this.d.identity);
+      if (withdrawn.length > 0) for (const f of this.withdrawalObservers) f(withdrawn);
       this.d.store.saveFloors(this.scope, applied.right.floors); // all floors in one durable write, before the ACK
       this.status.snapshotRevision = String(revision);
       this.d.fault?.('after-persist-floors');

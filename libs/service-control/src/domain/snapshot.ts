@@ -203,6 +203,21 @@ export const applySnapshot = (
   return Either.right({ outcome: 'applied', floors: { revision: snap.revision, digest: snap.digest, listeners } });
 };
 
+/**
+ * The services an applied snapshot withdraws from `self`: each service Withdrawal and each source Withdrawal naming
+ * `self`, unless the floors before the apply already hold that service at a HIGHER listener revision (it came back;
+ * the withdrawal is stale). B lists a withdrawal again in later snapshots while it holds, so the same service can
+ * come again: what acts on it must be idempotent (local names: a selection already stopped stays stopped, decision
+ * 0192). The caller acts on them BEFORE it persists the new floors, so a crash in between loses none.
+ */
+export const withdrawnSources = (before: AFloorRecord, snap: SnapshotView, self: Bytes): readonly ServiceRef[] => {
+  const prev = before.state === 'present' ? before.floors.listeners : new Map<string, ListenerFloor>();
+  return snap.withdrawals
+    .filter((w) => w.consumerIdentity === null || bytesEqual(w.consumerIdentity, self))
+    .filter((w) => (prev.get(serviceRefText(w.serviceRef))?.revision ?? 0n) <= w.listenerRevision)
+    .map((w) => w.serviceRef);
+};
+
 /** Floors only move forward: every field of `next` is ≥ `prev` (used by tests and by the stores as an assertion). */
 export const floorsMonotone = (prev: SnapshotFloors, next: SnapshotFloors): boolean =>
   next.revision >= prev.revision &&
