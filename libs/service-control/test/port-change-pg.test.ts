@@ -9,7 +9,7 @@ import { Either } from 'effect';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type Message, decodeMessage } from '../src/api/message.js';
 import { StreamBindingCodec } from '../src/api/runtime.js';
-import { streamBindingToWire } from '../src/api/convert.js';
+import { serviceRefToWire, streamBindingToWire } from '../src/api/convert.js';
 import { openSqliteEndpointStore } from '../src/adapter/sqlite/endpoint-store.js';
 import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
@@ -113,7 +113,8 @@ const setup = async (name: string) => {
   const allocation = async () => ((await sql(`SELECT value FROM service_control.port_allocation WHERE publisher = $1`, [Buffer.from(identity)]))[0] as { value: AllocationJson }).value;
   const entries = async () =>
     ((await sql(`SELECT port, kind FROM service_control.port_entry WHERE publisher = $1 ORDER BY port`, [Buffer.from(identity)])) as { port: number; kind: string }[]).map((r) => `${r.port}:${r.kind}`);
-  return { authority, clock, identity, arbiter, report, answer, listeners, offeredRef, requests, allocation, entries, close: () => (authority.closeStreams(), A.close()) };
+  const retry = (serviceRef: ProposalWire['service_ref']) => send(msg(w, 'service.retry-port', { service_ref: serviceRef }));
+  return { authority, clock, identity, arbiter, report, answer, retry, listeners, offeredRef, requests, allocation, entries, close: () => (authority.closeStreams(), A.close()) };
 };
 
 describe('a substantive change while the proposal is offered (decision 0190, PostgreSQL)', () => {
@@ -227,6 +228,38 @@ describe('a substantive change while the proposal is offered (decision 0190, Pos
     s.clock.fire();
     await eventually(async () => (await s.allocation()).state === 'recovery-required');
     expect(s.requests('port.cancel')).toHaveLength(2);
+    s.close();
+  });
+
+  it('M6-40 M6-41 M6-38 the recovery cancel (query absent → cancel) is committed before it is sent; A arbitrated late and the cancel is answered installed: B tombstones the P (state tombstoned, never Claimed, not in the snapshot), opens no round by itself; retry-port opens round 2 without it', async () => {
+    const s = await setup('recovery');
+    await s.report(decl('web', null, 8095));
+    const x = s.offeredRef();
+    s.clock.fire(); // the confirmation window ends: RecoveryRequired, then port.query
+    await eventually(() => s.requests('port.query').length === 1);
+    const query = s.requests('port.query')[0];
+    expect((await s.answer(portResultBody(s.arbiter.onQuery(s.identity, x)), query?.request_id)).body['state']).toBe('recovery-required');
+    await eventually(() => s.requests('port.cancel').length === 1);
+    const sent = await s.allocation();
+    expect([sent.state, sent.cancelling]).toEqual(['recovery-required', true]);
+    // the snapshot delivered late reaches A between the two: A installs it, then the cancel tombstones it on A
+    expect((await s.arbiter.onProposal(s.identity, x)).map((a) => a.result)).toEqual(['installed']);
+    const ans = await s.arbiter.onCancel(s.identity, x);
+    expect(ans.result).toBe('installed');
+    const cancel = s.requests('port.cancel')[0];
+    expect((await s.answer(portResultBody(ans), cancel?.request_id)).body['state']).toBe('tombstoned');
+    const dead = await s.allocation();
+    expect([dead.state, dead.round, dead.cur?.port]).toEqual(['tombstoned', '1', '8095']);
+    expect(await s.entries()).toEqual(['8095:tombstoned']);
+    expect(s.clock.pending()).toEqual([]);
+    // the owner asks for a new round: round 2, a new P (the tombstone is never offered again)
+    const r = await s.retry(serviceRefToWire(x.serviceRef));
+    expect(r.kind).toBe('service.retry-port.result');
+    expect(r.body['allocation_round']).toBe(2n);
+    await s.authority.idle();
+    const y = s.offeredRef();
+    expect(y.port).not.toBe(8095n);
+    expect((await s.entries()).filter((e) => e.startsWith('8095:'))).toEqual(['8095:tombstoned']);
     s.close();
   });
 });
