@@ -4,7 +4,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
+import { eventually, sqlOn, useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type Message, decodeMessage } from '../src/api/message.js';
@@ -46,14 +46,6 @@ const controlled = () => {
     for (const t of due) t.fn();
   };
   return { schedule, fire, pending: () => [...timers].map((t) => t.ms) };
-};
-
-const eventually = async (f: () => boolean | Promise<boolean>) => {
-  for (let i = 0; i < 200; i++) {
-    if (await f()) return;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error('condition not reached');
 };
 
 /** A fixed-mode declaration of service `web` at P (backend 127.0.0.1:8090). */
@@ -208,7 +200,7 @@ describe('a substantive change while the proposal is offered (decision 0190, Pos
 
     // no answer within the window: RecoveryRequired, the reservation and the pending demand kept, the cancel re-sent
     s.clock.fire();
-    await eventually(() => s.requests('port.cancel').length === 2);
+    await eventually('the cancel re-sent', () => s.requests('port.cancel').length === 2, 5000, 10);
     const held = await s.allocation();
     expect([held.state, held.idx, held.tried, held.pending?.req]).toEqual(['recovery-required', 1, ['41000'], '43000']);
     expect(await s.entries()).toEqual(['41000:reserved']);
@@ -226,7 +218,7 @@ describe('a substantive change while the proposal is offered (decision 0190, Pos
     // resolved: the cancel is not sent any more; only the new proposal's confirmation window runs
     expect(s.clock.pending()).toEqual([6000]);
     s.clock.fire();
-    await eventually(async () => (await s.allocation()).state === 'recovery-required');
+    await eventually('RecoveryRequired', async () => (await s.allocation()).state === 'recovery-required', 5000, 10);
     expect(s.requests('port.cancel')).toHaveLength(2);
     s.close();
   });
@@ -236,10 +228,10 @@ describe('a substantive change while the proposal is offered (decision 0190, Pos
     await s.report(decl('web', null, 8095));
     const x = s.offeredRef();
     s.clock.fire(); // the confirmation window ends: RecoveryRequired, then port.query
-    await eventually(() => s.requests('port.query').length === 1);
+    await eventually('port.query sent', () => s.requests('port.query').length === 1, 5000, 10);
     const query = s.requests('port.query')[0];
     expect((await s.answer(portResultBody(s.arbiter.onQuery(s.identity, x)), query?.request_id)).body['state']).toBe('recovery-required');
-    await eventually(() => s.requests('port.cancel').length === 1);
+    await eventually('port.cancel sent', () => s.requests('port.cancel').length === 1, 5000, 10);
     const sent = await s.allocation();
     expect([sent.state, sent.cancelling]).toEqual(['recovery-required', true]);
     // the snapshot delivered late reaches A between the two: A installs it, then the cancel tombstones it on A
