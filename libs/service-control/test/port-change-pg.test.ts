@@ -94,7 +94,7 @@ const setup = async (name: string) => {
   const answer = (body: ReturnType<typeof portResultBody>, requestId: Uint8Array = rid16()) =>
     send(msg(w, 'port.result', body, { session_seq: 1n, request_id: requestId }));
   /** the publisher's listeners in the last snapshot B pushed */
-  const listeners = () => ((pushed.filter((m) => m.kind === 'snapshot.push').at(-1)?.body as { snapshot: { listeners: Listener[] } }).snapshot.listeners);
+  const listeners = () => ((pushed.filter((m) => m.kind === 'snapshot.push').at(-1)?.body as unknown as { snapshot: { listeners: Listener[] } }).snapshot.listeners);
   const offeredRef = (): ProposalRef => {
     const l = listeners().find((x) => x.state === 'offered');
     if (l?.proposal == null) throw new Error('no offered listener');
