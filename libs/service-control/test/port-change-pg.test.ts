@@ -51,17 +51,19 @@ const controlled = () => {
 /** A fixed-mode declaration of service `web` at P (backend 127.0.0.1:8090). */
 const fixedWeb = (p: number) => ({ ...decl('web', null, 8090), port_mode: 'fixed', requested_port: p }) as unknown as ReturnType<typeof decl>;
 
-const setup = async (name: string) => {
+/** `again`: the same member and runtime after a B restart (a new authority epoch on the same database, session `seq`). */
+const setup = async (name: string, again?: { readonly identity: Uint8Array; readonly net: Uint8Array; readonly rid: Uint8Array; readonly seq: bigint; readonly revision: bigint }) => {
   const store = makePgAuthorityStore(db.config);
   stores.push(store);
   await store.migrate();
   const t = await store.takeover();
   const clock = controlled();
   const authority = new Authority({ store, nsdId: t.nsdId, epoch: t.epoch, now: () => Date.now(), portRecovery: { requests: true, timeoutMs: 6000, schedule: clock.schedule } });
-  const net = rid16();
-  const identity = generateSigner().signer.machineId;
+  const net = again?.net ?? rid16();
+  const identity = again?.identity ?? generateSigner().signer.machineId;
+  const seq = again?.seq ?? 1n;
   await store.addMember(identity, net);
-  const w = { identity, nsdId: t.nsdId, networkId: net, gen: 1n, rid: rid16(), epoch: null as bigint | null };
+  const w = { identity, nsdId: t.nsdId, networkId: net, gen: 1n, rid: again?.rid ?? rid16(), epoch: null as bigint | null };
   const send = async (bytes: Uint8Array) => {
     const r = decodeMessage(await authority.handle(identity, bytes));
     if (Either.isLeft(r)) throw r.left;
@@ -70,9 +72,9 @@ const setup = async (name: string) => {
   expect((await send(msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }))).kind).toBe('runtime.bind.result');
   w.epoch = t.epoch;
   const sessionRequestId = rid16();
-  expect((await send(msg(w, 'session.open', {}, { session_seq: 1n, request_id: sessionRequestId }))).kind).toBe('session.open.result');
+  expect((await send(msg(w, 'session.open', {}, { session_seq: seq, request_id: sessionRequestId }))).kind).toBe('session.open.result');
   const pushed: Pushed[] = [];
-  const binding = { nsdId: t.nsdId, networkId: net, runtimeGeneration: 1n, runtimeId: w.rid, authorityEpoch: t.epoch, sessionSeq: 1n, sessionRequestId };
+  const binding = { nsdId: t.nsdId, networkId: net, runtimeGeneration: 1n, runtimeId: w.rid, authorityEpoch: t.epoch, sessionSeq: seq, sessionRequestId };
   const opened = await authority.openStream(identity, StreamBindingCodec.encodeOrThrow(streamBindingToWire(binding)), {
     send: (p) => {
       const m = decodeMessage(p);
@@ -85,14 +87,14 @@ const setup = async (name: string) => {
   await opened.right.start();
   const A = openSqliteEndpointStore(join(dir, `${name}.db`));
   const arbiter = new PortArbiter(A, new SimulatedListenerInstaller());
-  let revision = 0n;
+  let revision = again?.revision ?? 0n;
   const report = async (d: ReturnType<typeof decl>) => {
     revision++;
     expect((await send(msg(w, 'report.replace', replaceBody(w, revision, [d])))).kind).toBe('report.accepted');
     await authority.idle();
   };
   const answer = (body: ReturnType<typeof portResultBody>, requestId: Uint8Array = rid16()) =>
-    send(msg(w, 'port.result', body, { session_seq: 1n, request_id: requestId }));
+    send(msg(w, 'port.result', body, { session_seq: seq, request_id: requestId }));
   /** the publisher's listeners in the last snapshot B pushed */
   const listeners = () => ((pushed.filter((m) => m.kind === 'snapshot.push').at(-1)?.body as unknown as { snapshot: { listeners: Listener[] } }).snapshot.listeners);
   const offeredRef = (): ProposalRef => {
@@ -106,7 +108,7 @@ const setup = async (name: string) => {
   const entries = async () =>
     ((await sql(`SELECT port, kind FROM service_control.port_entry WHERE publisher = $1 ORDER BY port`, [Buffer.from(identity)])) as { port: number; kind: string }[]).map((r) => `${r.port}:${r.kind}`);
   const retry = (serviceRef: ProposalWire['service_ref']) => send(msg(w, 'service.retry-port', { service_ref: serviceRef }));
-  return { authority, clock, identity, arbiter, report, answer, retry, listeners, offeredRef, requests, allocation, entries, close: () => (authority.closeStreams(), A.close()) };
+  return { authority, clock, identity, net, w, arbiter, report, answer, retry, listeners, offeredRef, requests, allocation, entries, close: () => (authority.closeStreams(), A.close()) };
 };
 
 describe('a substantive change while the proposal is offered (decision 0190, PostgreSQL)', () => {
@@ -253,5 +255,32 @@ describe('a substantive change while the proposal is offered (decision 0190, Pos
     expect(y.port).not.toBe(8095n);
     expect((await s.entries()).filter((e) => e.startsWith('8095:'))).toEqual(['8095:tombstoned']);
     s.close();
+  });
+
+  it('M6-41 §5.15 B restarts while the cancel is unanswered: the new authority keeps the reservation, the pending demand and the cancel, and sends port.cancel again at the first delivery (rebuilt from the allocation rows); the answer opens round 2', async () => {
+    const s1 = await setup('restart');
+    await s1.report(fixedWeb(41000));
+    const x = s1.offeredRef();
+    await s1.report(fixedWeb(42000));
+    expect(s1.requests('port.cancel')).toHaveLength(1);
+    s1.close(); // B goes away before any answer; the next B takes over the epoch
+
+    const s2 = await setup('restart', { identity: s1.identity, net: s1.net, rid: s1.w.rid, seq: 2n, revision: 2n });
+    const kept = await s2.allocation();
+    expect([kept.state, kept.pending?.req, kept.cancelling, kept.round]).toEqual(['offered', '42000', true, '1']);
+    expect(await s2.entries()).toEqual(['41000:reserved']);
+    // the stream's first snapshot does not carry 41000; its cancel is sent at once, for the exact proposal
+    expect(s2.listeners()).toEqual([]);
+    const cancel = s2.requests('port.cancel');
+    expect(cancel).toHaveLength(1);
+    expect(proposalFromWire(cancel[0]?.body as ProposalWire)).toEqual(x);
+    expect((cancel[0] as unknown as { session_seq: bigint }).session_seq).toBe(2n);
+    const fenced = await s2.arbiter.onCancel(s2.identity, x);
+    expect((await s2.answer(portResultBody(fenced), cancel[0]?.request_id)).body['state']).toBe('released-pure');
+    const next = await s2.allocation();
+    expect([next.state, next.round, next.cur?.port]).toEqual(['offered', '2', '42000']);
+    await s2.authority.idle();
+    expect(s2.offeredRef().port).toBe(42000n);
+    s2.close();
   });
 });
