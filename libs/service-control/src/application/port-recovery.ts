@@ -4,7 +4,8 @@
 // candidate, no round). Then B asks A on the publisher's config.stream: `port.query` (the exact ProposalRef); an
 // `absent` answer — A never registered it, no release proof — is followed by `port.cancel` (same ProposalRef), which
 // makes A fence it TerminatedPure before answering. A's answers arrive as ordinary `port.result`s and are applied by
-// `servePortResult` (exact match only: terminated-pure → release + floor, claimed/installed → keep). Nothing here ever
+// `servePortResult` (exact match only: terminated-pure → release + floor, claimed/installed → keep, or the tombstone
+// once a cancel may have been sent, decision 0190). Nothing here ever
 // releases anything, and nothing is released because of a timeout. The timer is injected; tracking is in memory and
 // rebuilt from the snapshots B delivers (a delivered `recovery-required` listener after a B restart or an A
 // reconnect is queried again). A proposal B committed to cancel (`cancelling`: a declaration change its P no longer
@@ -65,6 +66,8 @@ interface Tracked {
   /** one logical request per phase: transport re-sends reuse it (a new envelope nonce each time) */
   requestId: Bytes;
   cancelTimer: (() => void) | null;
+  /** the cancel is being committed (`beginCancel`): nothing may be sent before that commit */
+  committing?: boolean;
 }
 
 /** The B-side state of one delivered proposal after a port.result (or the uncertainty transition). */
@@ -140,7 +143,11 @@ export class PortRecoveryDriver {
       this.d.log?.('port-recovery-resolved', { P: String(ref.port), result, state, phase: t.phase });
       return this.untrack(key);
     }
-    if (result === 'absent' && t.phase === 'querying') void this.startCancel(key);
+    if (result === 'absent' && t.phase === 'querying') {
+      t.phase = 'cancelling'; // a second absent (a re-sent query) starts nothing more
+      t.committing = true;
+      void this.startCancel(key);
+    }
   }
 
   /** Stop every timer (authority shutdown). */
@@ -205,10 +212,12 @@ export class PortRecoveryDriver {
     if (this.tracked.get(key) !== t || this.stopped) return;
     if (Either.isLeft(r)) {
       if (r.left.code === 'stale-proposal') return this.untrack(key);
+      // nothing committed, nothing sent: the commit is retried after another window
       this.d.log?.('port-cancel-failed', { P: String(t.ref.port), code: r.left.code });
       t.cancelTimer = this.schedule(this.timeoutMs, () => void this.startCancel(key));
       return;
     }
+    t.committing = false;
     this.enter(key, 'cancelling');
   }
 
@@ -231,7 +240,7 @@ export class PortRecoveryDriver {
   /** Send the phase's request (same request_id on every re-send) and re-send after another window until answered. */
   private ask(key: string): void {
     const t = this.tracked.get(key);
-    if (t === undefined || this.stopped || this.d.requests === false) return;
+    if (t === undefined || this.stopped || this.d.requests === false || t.committing === true) return;
     const kind: PortRequestKind = t.phase === 'cancelling' ? 'port.cancel' : 'port.query';
     const sent = this.d.send(t.publisher, t.networkId, kind, proposalToWire(t.ref), t.requestId);
     this.d.log?.('port-request-sent', { kind, P: String(t.ref.port), proposal_seq: String(t.ref.proposalSeq), sent });
