@@ -2,13 +2,14 @@
 // are `authority-view.ts`. An accepted report's changed rows reach the allocation record and the publisher's port
 // table in the SAME fenced transaction that stores them: a new service gets its first candidate, a substantive
 // declaration change opens a new round (or keeps the confirmed P), a withdrawal tombstones the P. The proposal is
-// therefore committed before any snapshot carrying it is produced (issued). Decision 0150.
+// therefore committed before any snapshot carrying it is produced (issued). Decision 0150. A substantive change while
+// the old proposal is unresolved is recorded as pending and opens its round when the old proposal is resolved;
+// decision 0190.
 import { randomBytes } from 'node:crypto';
 import { Either } from 'effect';
 import { DeclarationCodec } from '../api/report.js';
 import { type Bytes, toHex } from '../domain/bytes.js';
 import { type ServiceControlError } from '../domain/errors.js';
-import { nextCounter } from '../domain/counter.js';
 import {
   type Allocation,
   type DeclarationFacts,
@@ -71,6 +72,8 @@ export const allocateOnReport = async (
     const found = founds[i] ?? null;
     if (s.state === 'withdrawn') {
       if (found !== null) ports = onWithdrawn(found, ports);
+      // a change that waited for the old proposal has nothing to open any more
+      if (found !== null && found.pending !== null) await tx.ports.saveAllocation({ ...found, pending: null });
       continue;
     }
     const demand = demandOf(s);
@@ -95,13 +98,10 @@ export const allocateOnReport = async (
         ports = ch.right.step.table;
         next = ch.right.step.allocation;
       }
-      // an unconfirmed offer is not re-rounded (decision 0150), but the intent it carries changed: a new listener
-      // revision, or A would see a second digest under the same revision and refuse the whole snapshot (decision 0153)
-      if (ch.right.kind === 'needs-termination') {
-        const rev = nextCounter(found.listenerRevision, 'listener_revision');
-        if (Either.isLeft(rev)) return Either.left(rev.left);
-        next = { ...found, listenerRevision: rev.right };
-      }
+      // the old proposal is unresolved: the new demand waits for it (decision 0190) — the round opens in the
+      // transaction that resolves it; a proposal whose P no longer fits is cancelled (the snapshot drops it and the
+      // recovery driver sends port.cancel after this commit); the intent changed, so the listener revision moved on
+      if (ch.right.kind === 'pending') next = ch.right.allocation;
     }
     if (next !== null) await tx.ports.saveAllocation(next);
   }

@@ -11,7 +11,7 @@ import { type Bytes, bytesEqual } from '../domain/bytes.js';
 import { type ServiceControlError, scError } from '../domain/errors.js';
 import { checkFences } from '../domain/fence.js';
 import { type BPortState } from '../api/port.js';
-import { type Allocation, type PortDemand, type Rng, onPortResult, retryPort } from '../domain/port-allocation.js';
+import { type Allocation, type PortDemand, type Rng, applyPending, onPortResult, retryPort } from '../domain/port-allocation.js';
 import type { AuthorityStore, FenceRows, StoredService } from './authority-store.js';
 import { listenerIntentOf } from './authority-lease.js';
 import { proposalFromWire, proposalToWire } from './port-arbiter.js';
@@ -61,7 +61,12 @@ export interface PortResultReply {
   readonly nextCandidateAfterMs: number | null;
 }
 
-/** `port.result` (M6-41): only the exact current proposal changes; the confirmed P goes into the service row. */
+/**
+ * `port.result` (M6-41): only the exact current proposal changes; the confirmed P goes into the service row. A
+ * declaration change that waited for this proposal (decision 0190) opens its round in the same transaction — after a
+ * pure termination, a confirmation, or the tombstone of a proposal A took although B had cancelled it — and the
+ * Network's production is queued for the new proposal. The reply's state is that of the answered proposal.
+ */
 export const servePortResult = (d: PortDeps, m: MessageOf<'port.result'>): Promise<Either.Either<PortResultReply, ServiceControlError>> => {
   const ref = proposalFromWire(m.body);
   return d.store.transact(d.epoch, async (tx) => {
@@ -73,20 +78,36 @@ export const servePortResult = (d: PortDeps, m: MessageOf<'port.result'>): Promi
     const ports = await tx.ports.lockPorts(m.subject_identity);
     const a = await tx.ports.lockAllocation(ref.serviceRef.serviceId);
     if (a === null) return Either.left(scError('stale-proposal', 'no such proposal'));
-    const step = onPortResult(a, ports, ref, m.body.result, d.rng ?? Math.random);
+    const rng = d.rng ?? Math.random;
+    const step = onPortResult(a, ports, ref, m.body.result, rng);
     if (Either.isLeft(step)) return Either.left(step.left);
-    await tx.ports.savePorts(m.subject_identity, ports, step.right.table);
-    await tx.ports.saveAllocation(step.right.allocation);
-    const confirmed = step.right.allocation.confirmedPort;
-    let outbox: Promise<bigint> | null = null;
-    if (confirmed !== null && confirmed !== row.port) {
-      await tx.upsertServices([{ ...row, port: confirmed }]);
-      outbox = tx.writeOutbox(m.network_id, 'port.result');
+    const answered = step.right.allocation;
+    let after = answered;
+    let table = step.right.table;
+    let opened = false;
+    if (answered.pending !== null && row.state === 'active') {
+      const [sources, version] = await Promise.all([tx.lease.policySources(row.serviceId), tx.grants.policyVersion(row.serviceId)]);
+      // the new round's proposal binds the listener digest of the intent at its P (as the snapshot producer does)
+      const digest = (port: bigint, rev: bigint) =>
+        d.intentDigestFor?.(row, port, rev) ?? listenerIntentOf(d.nsdId, { ...row, port, listenerRevision: rev }, sources, version ?? undefined)?.intentDigest ?? new Uint8Array(32);
+      const pend = applyPending(answered, table, rng, d.newProposalId?.() ?? new Uint8Array(randomBytes(16)), digest);
+      if (Either.isLeft(pend)) return Either.left(pend.left);
+      if (pend.right !== null) {
+        after = pend.right.allocation;
+        table = pend.right.table;
+        opened = true;
+      }
     }
+    await tx.ports.savePorts(m.subject_identity, ports, table);
+    await tx.ports.saveAllocation(after);
+    const confirmed = after.confirmedPort;
+    let outbox: Promise<bigint> | null = null;
+    if (confirmed !== null && confirmed !== row.port) await tx.upsertServices([{ ...row, port: confirmed }]);
+    if ((confirmed !== null && confirmed !== row.port) || opened) outbox = tx.writeOutbox(m.network_id, 'port.result');
     return Either.right({
-      body: { proposal: proposalToWire(ref), state: portState(step.right.allocation) },
+      body: { proposal: proposalToWire(ref), state: portState(answered) },
       outbox,
-      nextCandidateAfterMs: step.right.nextCandidateAfterMs,
+      nextCandidateAfterMs: opened ? null : step.right.nextCandidateAfterMs,
     });
   });
 };

@@ -10,7 +10,8 @@ import { Either } from 'effect';
 import { type Bytes, bytesEqual, toHex } from '../domain/bytes.js';
 import { type ServiceControlError } from '../domain/errors.js';
 import { type ServiceAuthorization, compileAuthorization, sourceKey } from '../domain/authorization.js';
-import { snapshotProposal } from '../domain/port-allocation.js';
+import { cancelTarget, snapshotProposal } from '../domain/port-allocation.js';
+import type { ProposalRef } from '../domain/port-endpoint.js';
 import { serviceRefToWire } from '../api/convert.js';
 import { type GrantWire, type ListenerIntentWire, SnapshotPushBody, type WithdrawalWire, sourceAuthorizationDigest } from '../api/snapshot.js';
 import { POLICY_VERSION, listenerIntentOf } from './authority-lease.js';
@@ -32,6 +33,11 @@ export interface NetworkView {
   readonly grants: (target: Bytes) => GrantWire[];
   /** Source Withdrawals (removed authorizations of active services) the target must see. */
   readonly sourceWithdrawals: (target: Bytes) => WithdrawalWire[];
+  /**
+   * The target's own proposals B must cancel (a committed `cancelling` that is still unresolved, decision 0190): not in
+   * its listeners; the recovery driver sends `port.cancel` for them on its stream.
+   */
+  readonly cancels: (target: Bytes) => ProposalRef[];
   /** Queue the registry rows this view changed (written with the production's COMMIT). */
   readonly save: () => Promise<void>;
 }
@@ -70,6 +76,7 @@ export const networkView = async (
   const consumerViews = new Map<string, ListenerIntentWire>();
   const inputs: ServiceAuthorization[] = [];
   const publisherOf = new Map<string, Bytes>();
+  const cancelsOf = new Map<string, ProposalRef[]>();
   active.forEach((s, i) => {
     const id = toHex(s.serviceId);
     const a = allocations[i] ?? null;
@@ -85,6 +92,8 @@ export const networkView = async (
       listenerRevision: revision,
       sources: sources.filter((x) => member.has(toHex(x.consumer))).map((x) => ({ consumer: x.consumer, protocols: x.protocols })),
     });
+    const cancel = a === null ? null : cancelTarget(a);
+    if (cancel !== null) cancelsOf.set(toHex(s.publisher), [...(cancelsOf.get(toHex(s.publisher)) ?? []), cancel]);
     const p = a === null ? null : snapshotProposal(a);
     if (a === null || p === null || !(a.state in LISTENER_STATE)) return;
     let li: ReturnType<typeof listenerIntentOf>;
@@ -153,6 +162,7 @@ export const networkView = async (
       c.withdrawals
         .map((w) => ({ service_ref: serviceRefToWire(w.ref), publisher_identity: w.publisher, consumer_identity: w.consumer, listener_revision: w.listenerRevision }))
         .filter((w) => involves(target, w)),
+    cancels: (target) => cancelsOf.get(toHex(target)) ?? [],
     save: () =>
       tx.grants.saveRegistry(
         networkId,

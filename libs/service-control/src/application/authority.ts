@@ -6,6 +6,7 @@ import { Either } from 'effect';
 import { type Bytes, bytesEqual, toHex } from '../domain/bytes.js';
 import { type ServiceControlError, scError } from '../domain/errors.js';
 import { checkFences } from '../domain/fence.js';
+import type { ProposalRef } from '../domain/port-endpoint.js';
 import { type Kind } from '../domain/kinds.js';
 import { acceptReport, reportHead } from '../domain/report.js';
 import { bind, boundHeartbeat, floorView, machineAuth, plainHeartbeat } from '../domain/runtime.js';
@@ -664,7 +665,7 @@ export class Authority {
       const [members, services, last] = await Promise.all([tx.members(networkId), tx.services(networkId), tx.lockSnapshots(networkId)]);
       const view = await networkView(this.d.nsdId, tx, networkId, services, members, last);
       if (Either.isLeft(view)) return Either.left(view.left);
-      const bodies: { target: Bytes; body: Uint8Array; changed: boolean }[] = [];
+      const bodies: { target: Bytes; body: Uint8Array; changed: boolean; cancels: readonly ProposalRef[] }[] = [];
       for (const target of members) {
         const next = this.nextSnapshot(target, networkId, services, last.get(toHex(target)) ?? null, view.right);
         if (Either.isLeft(next)) {
@@ -676,7 +677,7 @@ export class Authority {
           await tx.saveSnapshot(target, networkId, next.right.stored);
           this.counters.snapshotsProduced++;
         }
-        bodies.push({ target, body: next.right.body, changed: next.right.stored !== null });
+        bodies.push({ target, body: next.right.body, changed: next.right.stored !== null, cancels: view.right.cancels(target) });
       }
       await view.right.save();
       // the outbox rows this production covers go with its COMMIT (no separate round trip and flush)
@@ -688,10 +689,10 @@ export class Authority {
       return { ok: false, body: null };
     }
     let mine: Uint8Array | null = null;
-    for (const { target, body, changed } of r.right) {
+    for (const { target, body, changed, cancels } of r.right) {
       const isOnly = only !== null && bytesEqual(target, only);
       if (isOnly) mine = body;
-      if (only === null || isOnly || changed) this.deliver(target, networkId, body);
+      if (only === null || isOnly || changed) this.deliver(target, networkId, body, cancels);
     }
     return { ok: true, body: mine };
   }
@@ -709,14 +710,15 @@ export class Authority {
     return (await this.produce(networkId, target)).body;
   }
 
-  private deliver(target: Bytes, networkId: Bytes, body: Uint8Array): void {
-    for (const s of this.streams) if (bytesEqual(s.identity, target) && bytesEqual(s.networkId, networkId)) this.push(s, body);
+  private deliver(target: Bytes, networkId: Bytes, body: Uint8Array, cancels: readonly ProposalRef[]): void {
+    for (const s of this.streams) if (bytesEqual(s.identity, target) && bytesEqual(s.networkId, networkId)) this.push(s, body, cancels);
   }
 
-  private push(s: OpenStream, body: Uint8Array): void {
+  private push(s: OpenStream, body: Uint8Array, cancels: readonly ProposalRef[]): void {
     const decoded = SnapshotPushBody.decodeOrThrow(body);
     if (s.sink.send(this.streamMessage(s, 'snapshot.push', new Uint8Array(randomBytes(16)), decoded))) this.counters.snapshotsDelivered++;
-    this.recovery.delivered(s.identity, s.networkId, decoded.snapshot.listeners);
+    // after the snapshot: its offered proposals start their windows, committed cancels are sent (decisions 0171, 0190)
+    this.recovery.delivered(s.identity, s.networkId, decoded.snapshot.listeners, cancels);
   }
 
   /** A B→A event on one stream: the envelope names exactly the stream's persisted session tuple (M6-13). */

@@ -13,6 +13,7 @@ import {
   type CurrentProposal,
   type PortDemand,
   type Rng,
+  applyPending,
   issueCandidate,
   newAllocation,
   onPortResult,
@@ -76,9 +77,13 @@ export class PortAllocator {
       if (a === null || !bytesEqual(a.publisher, publisher)) return Either.left(scError('stale-proposal', 'no such proposal'));
       const step = onPortResult(a, ports, ref, body.result, this.deps.rng);
       if (Either.isLeft(step)) return step;
-      await tx.ports.savePorts(publisher, ports, step.right.table);
-      await tx.ports.saveAllocation(step.right.allocation);
-      return Either.right({ allocation: step.right.allocation, nextCandidateAfterMs: step.right.nextCandidateAfterMs, refusal: step.right.refusal });
+      // a declaration change that waited for this proposal opens its round in this transaction (decision 0190)
+      const pend = applyPending(step.right.allocation, step.right.table, this.deps.rng, this.deps.newProposalId(), this.digestFor(a));
+      if (Either.isLeft(pend)) return Either.left(pend.left);
+      const [allocation, table] = pend.right === null ? [step.right.allocation, step.right.table] : [pend.right.allocation, pend.right.table];
+      await tx.ports.savePorts(publisher, ports, table);
+      await tx.ports.saveAllocation(allocation);
+      return Either.right({ allocation, nextCandidateAfterMs: pend.right === null ? step.right.nextCandidateAfterMs : null, refusal: step.right.refusal });
     });
   }
 

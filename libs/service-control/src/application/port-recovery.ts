@@ -4,17 +4,21 @@
 // candidate, no round). Then B asks A on the publisher's config.stream: `port.query` (the exact ProposalRef); an
 // `absent` answer — A never registered it, no release proof — is followed by `port.cancel` (same ProposalRef), which
 // makes A fence it TerminatedPure before answering. A's answers arrive as ordinary `port.result`s and are applied by
-// `servePortResult` (exact match only: terminated-pure → release + floor, claimed/installed → keep). Nothing here ever
+// `servePortResult` (exact match only: terminated-pure → release + floor, claimed/installed → keep, or the tombstone
+// once a cancel may have been sent, decision 0190). Nothing here ever
 // releases anything, and nothing is released because of a timeout. The timer is injected; tracking is in memory and
 // rebuilt from the snapshots B delivers (a delivered `recovery-required` listener after a B restart or an A
-// reconnect is queried again).
+// reconnect is queried again). A proposal B committed to cancel (`cancelling`: a declaration change its P no longer
+// fits, decision 0190, or the absent answer above, committed before the cancel is sent) is not in the snapshot; the
+// production hands it over with the delivery and it is cancelled at once; an unanswered cancel moves the allocation
+// to RecoveryRequired after one window and is re-sent every window.
 import { randomBytes } from 'node:crypto';
 import { Either } from 'effect';
 import type { PortResultBodyWire } from '../api/port.js';
 import type { ListenerIntentWire } from '../api/snapshot.js';
 import { type Bytes, bytesEqual, toHex } from '../domain/bytes.js';
 import { scError } from '../domain/errors.js';
-import { onUncertain } from '../domain/port-allocation.js';
+import { beginCancel, onUncertain } from '../domain/port-allocation.js';
 import { type ProposalRef, proposalRefEqual } from '../domain/port-endpoint.js';
 import type { AuthorityStore } from './authority-store.js';
 import { proposalFromWire, proposalToWire } from './port-arbiter.js';
@@ -62,6 +66,8 @@ interface Tracked {
   /** one logical request per phase: transport re-sends reuse it (a new envelope nonce each time) */
   requestId: Bytes;
   cancelTimer: (() => void) | null;
+  /** the cancel is being committed (`beginCancel`): nothing may be sent before that commit */
+  committing?: boolean;
 }
 
 /** The B-side state of one delivered proposal after a port.result (or the uncertainty transition). */
@@ -85,9 +91,11 @@ export class PortRecoveryDriver {
 
   /**
    * A snapshot was written to `publisher`'s stream. Its own offered proposals start the confirmation window (once per
-   * proposal); recovery-required ones are queried; any other state of a tracked proposal ends its tracking.
+   * proposal); recovery-required ones are queried; any other state of a tracked proposal ends its tracking. `cancels`
+   * are the publisher's proposals with a committed cancel (not in the snapshot): each is cancelled now, or again if
+   * its last request went nowhere.
    */
-  delivered(publisher: Bytes, networkId: Bytes, listeners: readonly ListenerIntentWire[]): void {
+  delivered(publisher: Bytes, networkId: Bytes, listeners: readonly ListenerIntentWire[], cancels: readonly ProposalRef[] = []): void {
     if (this.stopped) return;
     for (const l of listeners) {
       if (l.proposal === null || !bytesEqual(l.publisher_identity, publisher)) continue;
@@ -107,11 +115,23 @@ export class PortRecoveryDriver {
       if (l.state === 'recovery-required') this.enter(key, 'querying');
       else t.cancelTimer = this.schedule(this.timeoutMs, () => void this.expire(key));
     }
+    for (const ref of cancels) {
+      const key = toHex(ref.proposalId);
+      const known = this.tracked.get(key);
+      if (known !== undefined && known.phase === 'cancelling') {
+        if (known.cancelTimer === null) this.ask(key);
+        continue;
+      }
+      if (known === undefined)
+        this.tracked.set(key, { publisher, networkId, ref, phase: 'awaiting', requestId: new Uint8Array(randomBytes(16)), cancelTimer: null });
+      this.enter(key, 'cancelling');
+    }
   }
 
   /**
-   * A `port.result` of the publisher was committed (`state` = B's allocation state after it). A resolved state ends
-   * the tracking; `absent` to our query is no release proof: the exact proposal is cancelled next.
+   * A `port.result` of the publisher was committed (`state` = B's state of the answered proposal after it). A
+   * resolved state ends the tracking; `absent` to our query is no release proof: the exact proposal is cancelled
+   * next, after committing that a cancel is under way (decision 0190).
    */
   answered(body: PortResultBodyWire, state: string): void {
     const ref = proposalFromWire(body);
@@ -123,7 +143,11 @@ export class PortRecoveryDriver {
       this.d.log?.('port-recovery-resolved', { P: String(ref.port), result, state, phase: t.phase });
       return this.untrack(key);
     }
-    if (result === 'absent' && t.phase === 'querying') this.enter(key, 'cancelling');
+    if (result === 'absent' && t.phase === 'querying') {
+      t.phase = 'cancelling'; // a second absent (a re-sent query) starts nothing more
+      t.committing = true;
+      void this.startCancel(key);
+    }
   }
 
   /** Stop every timer (authority shutdown). */
@@ -137,12 +161,9 @@ export class PortRecoveryDriver {
     this.tracked.delete(key);
   }
 
-  /** The confirmation window ended without an answer: RecoveryRequired in one fenced transaction (exact proposal). */
-  private async expire(key: string): Promise<void> {
-    const t = this.tracked.get(key);
-    if (t === undefined || this.stopped) return;
-    t.cancelTimer = null;
-    const r = await this.d.store
+  /** offered → RecoveryRequired for the exact tracked proposal, in one fenced transaction; B's state after it. */
+  private uncertainTx(t: Tracked): Promise<Either.Either<string, ReturnType<typeof scError>>> {
+    return this.d.store
       .transact(this.d.epoch, async (tx) => {
         const a = await tx.ports.lockAllocation(t.ref.serviceRef.serviceId);
         if (a === null || a.current === null || !proposalRefEqual(a.current, t.ref)) return Either.left(scError('stale-proposal', 'no longer the current proposal'));
@@ -151,6 +172,14 @@ export class PortRecoveryDriver {
         return Either.right(next.state as string);
       })
       .catch((e: unknown) => Either.left(scError('storage-unavailable', String(e))));
+  }
+
+  /** The confirmation window ended without an answer: RecoveryRequired in one fenced transaction (exact proposal). */
+  private async expire(key: string): Promise<void> {
+    const t = this.tracked.get(key);
+    if (t === undefined || this.stopped) return;
+    t.cancelTimer = null;
+    const r = await this.uncertainTx(t);
     if (!this.tracked.has(key)) return;
     if (Either.isLeft(r)) {
       if (r.left.code === 'stale-proposal') return this.untrack(key);
@@ -164,6 +193,34 @@ export class PortRecoveryDriver {
     this.enter(key, 'querying');
   }
 
+  /** Commit that a cancel of the exact proposal is under way (`beginCancel`), then send it. */
+  private async startCancel(key: string): Promise<void> {
+    const t = this.tracked.get(key);
+    if (t === undefined || this.stopped) return;
+    t.cancelTimer?.();
+    t.cancelTimer = null;
+    const r = await this.d.store
+      .transact(this.d.epoch, async (tx) => {
+        const a = await tx.ports.lockAllocation(t.ref.serviceRef.serviceId);
+        if (a === null) return Either.left(scError('stale-proposal', 'no such allocation'));
+        const next = beginCancel(a, t.ref);
+        if (Either.isLeft(next)) return Either.left(next.left);
+        if (next.right !== a) await tx.ports.saveAllocation(next.right);
+        return Either.right(next.right.state as string);
+      })
+      .catch((e: unknown) => Either.left(scError('storage-unavailable', String(e))));
+    if (this.tracked.get(key) !== t || this.stopped) return;
+    if (Either.isLeft(r)) {
+      if (r.left.code === 'stale-proposal') return this.untrack(key);
+      // nothing committed, nothing sent: the commit is retried after another window
+      this.d.log?.('port-cancel-failed', { P: String(t.ref.port), code: r.left.code });
+      t.cancelTimer = this.schedule(this.timeoutMs, () => void this.startCancel(key));
+      return;
+    }
+    t.committing = false;
+    this.enter(key, 'cancelling');
+  }
+
   private enter(key: string, phase: Phase): void {
     const t = this.tracked.get(key);
     if (t === undefined) return;
@@ -171,18 +228,38 @@ export class PortRecoveryDriver {
     t.cancelTimer = null;
     t.phase = phase;
     t.requestId = new Uint8Array(randomBytes(16));
-    if (this.d.requests === false) return; // the stream-request mode is off: RecoveryRequired stays until the owner acts
+    if (this.d.requests === false) {
+      // the stream-request mode is off: RecoveryRequired stays until the owner acts; a committed cancel that cannot
+      // be sent still goes RecoveryRequired after one window
+      if (phase === 'cancelling') t.cancelTimer = this.schedule(this.timeoutMs, () => void this.uncertainTx(t));
+      return;
+    }
     this.ask(key);
   }
 
   /** Send the phase's request (same request_id on every re-send) and re-send after another window until answered. */
   private ask(key: string): void {
     const t = this.tracked.get(key);
-    if (t === undefined || this.stopped || this.d.requests === false) return;
+    if (t === undefined || this.stopped || this.d.requests === false || t.committing === true) return;
     const kind: PortRequestKind = t.phase === 'cancelling' ? 'port.cancel' : 'port.query';
     const sent = this.d.send(t.publisher, t.networkId, kind, proposalToWire(t.ref), t.requestId);
     this.d.log?.('port-request-sent', { kind, P: String(t.ref.port), proposal_seq: String(t.ref.proposalSeq), sent });
     // no stream: wait for the next delivery to this publisher (which asks again)
-    t.cancelTimer = sent ? this.schedule(this.timeoutMs, () => this.ask(key)) : null;
+    t.cancelTimer = sent ? this.schedule(this.timeoutMs, () => void this.resend(key)) : null;
+  }
+
+  /** A window passed without an answer: an unanswered cancel makes an offered allocation RecoveryRequired; re-send. */
+  private async resend(key: string): Promise<void> {
+    const t = this.tracked.get(key);
+    if (t === undefined || this.stopped) return;
+    if (t.phase === 'cancelling') {
+      t.cancelTimer = null;
+      const r = await this.uncertainTx(t);
+      if (this.tracked.get(key) !== t || this.stopped) return;
+      if (Either.isLeft(r) && r.left.code === 'stale-proposal') return this.untrack(key);
+      if (Either.isRight(r) && resolved(r.right)) return this.untrack(key);
+      if (Either.isRight(r)) this.d.log?.('port-uncertain', { P: String(t.ref.port), proposal_seq: String(t.ref.proposalSeq), state: r.right });
+    }
+    this.ask(key);
   }
 }

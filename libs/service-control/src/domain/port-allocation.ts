@@ -52,7 +52,13 @@ export type AllocationState =
   | 'released-pure'
   | 'recovery-required'
   | 'exhausted'
-  | 'pool-exhausted';
+  | 'pool-exhausted'
+  /**
+   * The current proposal was cancelled after A's MayInstall (A answered the cancel, or answered at all after a cancel
+   * may have been sent, with claimed/installed/apply-failed): A tombstoned it (§5.13 "after MayInstall, any cancel
+   * leads to a tombstone"), so B tombstones its P too. Waits, like released-pure, for a new round (decision 0190).
+   */
+  | 'tombstoned';
 
 export interface CurrentProposal extends ProposalRef {
   readonly candidateIndex: number;
@@ -78,6 +84,18 @@ export interface Allocation {
   readonly exposed: boolean;
   /** service.retry-port requests already served: request_id (hex) → the round/seq they produced. */
   readonly retries: ReadonlyMap<string, { readonly round: bigint; readonly proposalSeq: bigint }>;
+  /**
+   * A substantive declaration change that arrived while the current proposal was unresolved (offered or
+   * recovery-required): the new declaration's P demand. The new round opens in the transaction that resolves the old
+   * proposal (a pure termination, or a confirmation/tombstone), never before (spec §5.14, decision 0190).
+   */
+  readonly pending: PortDemand | null;
+  /**
+   * A `port.cancel` of the current proposal may have been sent (committed before it is sent). From then on a
+   * confirmation from A means A tombstoned the proposal (§5.13), so B tombstones its P; the proposal is no longer
+   * carried in the publisher's snapshot. Reset with every newly issued proposal.
+   */
+  readonly cancelling: boolean;
 }
 
 export const newAllocation = (serviceRef: ServiceRef, publisher: Bytes): Allocation => ({
@@ -94,6 +112,8 @@ export const newAllocation = (serviceRef: ServiceRef, publisher: Bytes): Allocat
   confirmedPort: null,
   exposed: false,
   retries: new Map(),
+  pending: null,
+  cancelling: false,
 });
 
 /** What the declaration asks of P (fixed/auto, requested P, backend port). */
@@ -213,6 +233,8 @@ export const issueCandidate = (
       triedPorts: [...a.triedPorts, port.right],
       state: 'offered',
       exposed: false,
+      pending: null,
+      cancelling: false,
     },
     table,
     proposal,
@@ -240,9 +262,12 @@ export type PortResultInput =
 
 /**
  * `port.result` from A (spec §3.3, §5.13). Only the exactly matching current proposal is updated (`stale-proposal`
- * otherwise, nothing changes). claimed/installed/apply-failed keep (confirm) the ownership. terminated-pure/conflict
- * release the pure candidate reservation — only when B never exposed it — and persist the termination floor.
- * `absent`/`proposed` are never release proofs. Nothing here ever releases because of a timeout.
+ * otherwise, nothing changes). claimed/installed/apply-failed keep (confirm) the ownership — unless a `port.cancel` of
+ * the proposal may have been sent (`cancelling`): then A tombstoned it (after MayInstall any cancel leads to a
+ * tombstone), and B tombstones the P too (state `tombstoned`, never released, never proposed again).
+ * terminated-pure/conflict release the pure candidate reservation — only when B never exposed it — and persist the
+ * termination floor. `absent`/`proposed` are never release proofs. Nothing here ever releases because of a timeout.
+ * A pending declaration change stays in the record; `applyPending` opens its round in the same transaction.
  */
 export const onPortResult = (
   a: Allocation,
@@ -262,15 +287,23 @@ export const onPortResult = (
     case 'claimed':
     case 'installed':
     case 'apply-failed': {
+      if (a.state === 'tombstoned') return Either.right(same); // the possibly-installed answer again
       if (a.state === 'released-pure' || a.state === 'exhausted' || a.state === 'pool-exhausted')
         return Either.left(scError('state-inconsistent', 'A confirmed a proposal B holds as purely terminated'));
+      if (a.cancelling) {
+        // A took the P and the cancel tombstones it there: the P-change steps (§5.14) — revocation and tombstone on A,
+        // the tombstone here in this transaction, only then (applyPending / a new round) another P
+        const table = withEntry(t, { publisher: a.publisher, port: cur.port, kind: 'tombstoned', serviceRef: a.serviceRef });
+        const confirmedPort = a.confirmedPort === cur.port ? null : a.confirmedPort;
+        return Either.right({ ...same, allocation: { ...a, state: 'tombstoned', confirmedPort }, table });
+      }
       const table = withEntry(t, { publisher: a.publisher, port: cur.port, kind: 'owned', serviceRef: a.serviceRef });
       return Either.right({ ...same, allocation: { ...a, state: a.state === 'ready' ? 'ready' : 'claimed', confirmedPort: cur.port }, table });
     }
     case 'terminated-pure':
     case 'conflict': {
       if (a.state === 'released-pure' || a.state === 'exhausted' || a.state === 'pool-exhausted') return Either.right(same); // the proof again
-      if (a.state === 'claimed' || a.state === 'ready')
+      if (a.state === 'claimed' || a.state === 'ready' || a.state === 'tombstoned')
         return Either.left(scError('state-inconsistent', 'A reported a pure termination of a confirmed proposal'));
       const floor = cur.proposalSeq > a.terminationFloor ? cur.proposalSeq : a.terminationFloor;
       const e = entryOf(t, a.publisher, cur.port);
@@ -279,14 +312,29 @@ export const onPortResult = (
         table = a.exposed ? withEntry(t, { ...e, kind: 'tombstoned' }) : without(t, a.publisher, cur.port);
       const exhausted = cur.candidateIndex >= CANDIDATES_PER_ROUND;
       const allocation: Allocation = { ...a, state: exhausted ? 'exhausted' : 'released-pure', terminationFloor: floor };
+      // a pending change opens a new round instead of the next candidate of this one
+      const next = a.pending === null && !exhausted;
       return Either.right({
         allocation,
         table,
-        nextCandidateAfterMs: exhausted ? null : sampleBackoffMs(cur.candidateIndex, rng),
-        refusal: exhausted ? scError('allocation-exhausted', 'the 8th candidate of the round failed') : null,
+        nextCandidateAfterMs: next ? sampleBackoffMs(cur.candidateIndex, rng) : null,
+        refusal: exhausted && a.pending === null ? scError('allocation-exhausted', 'the 8th candidate of the round failed') : null,
       });
     }
   }
+};
+
+/** The proposal is unresolved: neither terminated nor confirmed (nor tombstoned). */
+export const isUnresolved = (a: Allocation): boolean => a.state === 'offered' || a.state === 'recovery-required';
+
+/**
+ * The recovery driver is about to send `port.cancel` for the exact current proposal (decision 0171's absent → cancel):
+ * committed first, so any later confirmation is read as A's tombstone (decision 0190).
+ */
+export const beginCancel = (a: Allocation, ref: ProposalRef): Either.Either<Allocation, ServiceControlError> => {
+  if (a.current === null || !proposalRefEqual(a.current, ref) || !isUnresolved(a))
+    return Either.left(scError('stale-proposal', 'no longer the current unresolved proposal'));
+  return Either.right(a.cancelling ? a : { ...a, cancelling: true });
 };
 
 /**
@@ -317,12 +365,12 @@ const openRound = (
   proposalId: Bytes,
   intentDigestFor: (port: bigint, listenerRevision: bigint) => Bytes,
 ): Either.Either<RoundStep, ServiceControlError> => {
-  if (a.state === 'offered' || a.state === 'recovery-required')
+  if (isUnresolved(a))
     return Either.left(scError('recovery-required', 'the old proposal is neither durably terminated nor confirmed'));
   const round = nextCounter(a.round, 'allocation_round');
   if (Either.isLeft(round)) return Either.left(round.left);
   // a confirmed P stays owned (port table + confirmedPort); the new round proposes it again first
-  const fresh: Allocation = { ...a, round: round.right, candidateIndex: 0, triedPorts: [], state: 'idle' };
+  const fresh: Allocation = { ...a, round: round.right, candidateIndex: 0, triedPorts: [], state: 'idle', pending: null };
   return Either.map(issueCandidate(fresh, t, demand, rng, proposalId, intentDigestFor), (issued) => ({
     allocation: issued.allocation,
     table: issued.table,
@@ -371,14 +419,49 @@ export const isSubstantiveChange = (before: DeclarationFacts, after: Declaration
 
 export type ChangeOutcome =
   | { readonly kind: 'unchanged' }
-  /** the old proposal must first be terminated (B sends port.cancel) — no round yet */
-  | { readonly kind: 'needs-termination' }
+  /**
+   * The current proposal is unresolved: no round yet. The new demand is recorded as pending (a later change only
+   * replaces it) and the listener revision moves on (the intent changed). `cancel` is set when the proposal must be
+   * cancelled — its P cannot satisfy the new declaration, or a cancel was already under way — and names it; B sends
+   * `port.cancel` for it after the commit. When the P still fits, B waits for A's answer instead (a confirmed P that
+   * still fits is kept, so it must not be cancelled: A would tombstone it).
+   */
+  | { readonly kind: 'pending'; readonly allocation: Allocation; readonly cancel: ProposalRef | null }
   | { readonly kind: 'round'; readonly step: RoundStep; readonly tombstoned: bigint | null };
+
+/** Whether P satisfies the demand: auto takes any P, fixed only the requested one (spec §5.14 [Q]). */
+export const portFits = (port: bigint, demand: PortDemand): boolean => demand.mode === 'auto' || demand.requestedPort === port;
+
+/**
+ * The confirmed-P change rule (M6-46), for a resolved allocation: a confirmed P is kept while it still satisfies the
+ * declaration; when P really changes, the old P is tombstoned in the same transaction BEFORE the new candidate is
+ * issued. Then a new round (round+1, seq continuing, tried_ports emptied; tombstones and ownership still excluded).
+ */
+const changeResolved = (
+  a: Allocation,
+  t: PortTable,
+  demand: PortDemand,
+  rng: Rng,
+  proposalId: Bytes,
+  intentDigestFor: (port: bigint, listenerRevision: bigint) => Bytes,
+): Either.Either<{ readonly step: RoundStep; readonly tombstoned: bigint | null }, ServiceControlError> => {
+  let alloc = a;
+  let table = t;
+  let tombstoned: bigint | null = null;
+  if (a.confirmedPort !== null && !portFits(a.confirmedPort, demand)) {
+    const e = entryOf(t, a.publisher, a.confirmedPort);
+    table = withEntry(t, { publisher: a.publisher, port: a.confirmedPort, kind: 'tombstoned', serviceRef: e?.serviceRef ?? a.serviceRef });
+    tombstoned = a.confirmedPort;
+    alloc = { ...a, confirmedPort: null, state: 'idle' };
+  }
+  return Either.map(openRound(alloc, table, demand, rng, proposalId, intentDigestFor), (step) => ({ step, tombstoned }));
+};
 
 /**
  * A declaration change. Display name/description (not substantive) never opens a round. A substantive change opens
- * a new round; a confirmed P is kept while it still satisfies the declaration (auto, or fixed with the same P); when
- * P really changes, the old P is tombstoned in the same transaction BEFORE the new candidate is issued (M6-46).
+ * a new round by the confirmed-P change rule (`changeResolved`) — or, while the current proposal is unresolved, waits
+ * for it (`pending`, decision 0190): a new round requires that the old proposal is durably terminated or its P
+ * ownership safely kept (§5.14).
  */
 export const onDeclarationChange = (
   a: Allocation,
@@ -390,18 +473,46 @@ export const onDeclarationChange = (
   intentDigestFor: (port: bigint, listenerRevision: bigint) => Bytes,
 ): Either.Either<ChangeOutcome, ServiceControlError> => {
   if (!isSubstantiveChange(before, after)) return Either.right({ kind: 'unchanged' });
-  if (a.state === 'offered' || a.state === 'recovery-required') return Either.right({ kind: 'needs-termination' });
-  let alloc = a;
-  let table = t;
-  let tombstoned: bigint | null = null;
-  const keep = a.confirmedPort !== null && (after.mode === 'auto' || after.requestedPort === a.confirmedPort);
-  if (a.confirmedPort !== null && !keep) {
-    const e = entryOf(t, a.publisher, a.confirmedPort);
-    table = withEntry(t, { publisher: a.publisher, port: a.confirmedPort, kind: 'tombstoned', serviceRef: e?.serviceRef ?? a.serviceRef });
-    tombstoned = a.confirmedPort;
-    alloc = { ...a, confirmedPort: null, state: 'idle' };
+  const demand: PortDemand = { mode: after.mode, requestedPort: after.requestedPort, backendPort: after.backendPort };
+  if (isUnresolved(a)) {
+    const cur = a.current;
+    if (cur === null) return Either.left(scError('state-inconsistent', `an ${a.state} allocation without a current proposal`));
+    const rev = nextCounter(a.listenerRevision === 0n ? null : a.listenerRevision, 'listener_revision');
+    if (Either.isLeft(rev)) return Either.left(rev.left);
+    const cancelling = a.cancelling || !portFits(cur.port, demand);
+    const allocation: Allocation = { ...a, listenerRevision: rev.right, pending: demand, cancelling };
+    return Either.right({ kind: 'pending', allocation, cancel: cancelling ? cur : null });
   }
-  return Either.map(openRound(alloc, table, after, rng, proposalId, intentDigestFor), (step) => ({ kind: 'round' as const, step, tombstoned }));
+  return Either.map(changeResolved(a, t, demand, rng, proposalId, intentDigestFor), (r) => ({ kind: 'round' as const, ...r }));
+};
+
+export interface PendingStep {
+  readonly allocation: Allocation;
+  readonly table: PortTable;
+  /** the new round's proposal (null when its first candidate was refused: exhausted / pool-exhausted) */
+  readonly proposal: CurrentProposal | null;
+  readonly tombstoned: bigint | null;
+}
+
+/**
+ * After the step that resolved the current proposal (pure termination, confirmation, tombstone), in the same
+ * transaction: a pending declaration change opens its round now (decision 0190), by the confirmed-P change rule.
+ * `null` when there is nothing pending or the proposal is still unresolved.
+ */
+export const applyPending = (
+  a: Allocation,
+  t: PortTable,
+  rng: Rng,
+  proposalId: Bytes,
+  intentDigestFor: (port: bigint, listenerRevision: bigint) => Bytes,
+): Either.Either<PendingStep | null, ServiceControlError> => {
+  if (a.pending === null || isUnresolved(a)) return Either.right(null);
+  return Either.map(changeResolved(a, t, a.pending, rng, proposalId, intentDigestFor), ({ step, tombstoned }) => ({
+    allocation: step.allocation,
+    table: step.table,
+    proposal: step.issued?.proposal ?? null,
+    tombstoned,
+  }));
 };
 
 /** Withdrawal of the service: an owned P becomes a tombstone for the publisher identity (never reused automatically). */
@@ -417,7 +528,10 @@ export const onWithdrawn = (a: Allocation, t: PortTable): PortTable => {
 
 /** The proposal to carry in the publisher's snapshot: only an unterminated or confirmed current proposal. */
 export const snapshotProposal = (a: Allocation): CurrentProposal | null =>
-  a.state === 'offered' || a.state === 'claimed' || a.state === 'ready' || a.state === 'recovery-required' ? a.current : null;
+  isUnresolved(a) && a.cancelling ? null : a.state === 'offered' || a.state === 'claimed' || a.state === 'ready' || a.state === 'recovery-required' ? a.current : null;
+
+/** The proposal B must cancel on the publisher's stream (committed `cancelling`, still unresolved), or null. */
+export const cancelTarget = (a: Allocation): CurrentProposal | null => (a.cancelling && isUnresolved(a) ? a.current : null);
 
 /** The P to show in Resources: only a confirmed one (pending is never an access permission). */
 export const resourcePort = (a: Allocation): bigint | null => (a.state === 'claimed' || a.state === 'ready' ? a.confirmedPort : null);

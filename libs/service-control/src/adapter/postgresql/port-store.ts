@@ -7,7 +7,7 @@ import type { PortTx } from '../../application/port-store.js';
 import { fromHex, toHex } from '../../domain/bytes.js';
 import { scError } from '../../domain/errors.js';
 import type { ServiceRef } from '../../domain/ids.js';
-import type { Allocation, AllocationState, PortEntryKind, PortTable } from '../../domain/port-allocation.js';
+import type { Allocation, AllocationState, PortDemand, PortEntryKind, PortTable } from '../../domain/port-allocation.js';
 import { endpointKey } from '../../domain/port-endpoint.js';
 import { type TxConnection, lit } from './batch.js';
 
@@ -29,7 +29,19 @@ const refIn = (v: unknown): ServiceRef => {
   return { nsdId: fromHex(n), networkId: fromHex(w), serviceId: fromHex(s) };
 };
 
-const STATES: readonly AllocationState[] = ['idle', 'offered', 'claimed', 'ready', 'released-pure', 'recovery-required', 'exhausted', 'pool-exhausted'];
+const STATES: readonly AllocationState[] = ['idle', 'offered', 'claimed', 'ready', 'released-pure', 'recovery-required', 'exhausted', 'pool-exhausted', 'tombstoned'];
+
+const demandOut = (d: PortDemand) => ({ mode: d.mode, req: d.requestedPort === null ? null : d.requestedPort.toString(), backend: d.backendPort.toString() });
+const flagIn = (v: unknown): boolean => {
+  if (v === undefined || v === false) return false;
+  if (v === true) return true;
+  throw new Error('cancelling');
+};
+const demandIn = (v: unknown): PortDemand => {
+  const d = v as Record<string, unknown>;
+  if (d['mode'] !== 'fixed' && d['mode'] !== 'auto') throw new Error('pending mode');
+  return { mode: d['mode'], requestedPort: d['req'] === null ? null : BigInt(d['req'] as string), backendPort: BigInt(d['backend'] as string) };
+};
 
 export const allocationToJson = (a: Allocation): unknown => ({
   ref: refOut(a.serviceRef),
@@ -57,6 +69,9 @@ export const allocationToJson = (a: Allocation): unknown => ({
   confirmed: a.confirmedPort === null ? null : a.confirmedPort.toString(),
   exposed: a.exposed,
   retries: [...a.retries].map(([k, v]) => [k, v.round.toString(), v.proposalSeq.toString()]),
+  // decision 0190; rows written before it have neither key (= no pending change, no cancel sent)
+  pending: a.pending === null ? null : demandOut(a.pending),
+  cancelling: a.cancelling,
 });
 
 export const allocationFromJson = (j: unknown): Allocation => {
@@ -93,6 +108,8 @@ export const allocationFromJson = (j: unknown): Allocation => {
       confirmedPort: v['confirmed'] === null ? null : BigInt(v['confirmed'] as string),
       exposed: v['exposed'] === true,
       retries: new Map((v['retries'] as [string, string, string][]).map(([k, r, s]) => [k, { round: BigInt(r), proposalSeq: BigInt(s) }])),
+      pending: v['pending'] === undefined || v['pending'] === null ? null : demandIn(v['pending']),
+      cancelling: flagIn(v['cancelling']),
     };
   } catch (e) {
     throw scError('state-inconsistent', `port allocation row is corrupt (${e instanceof Error ? e.message : String(e)})`);
