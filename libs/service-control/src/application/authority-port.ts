@@ -11,7 +11,7 @@ import { type Bytes, bytesEqual } from '../domain/bytes.js';
 import { type ServiceControlError, scError } from '../domain/errors.js';
 import { checkFences } from '../domain/fence.js';
 import { type BPortState } from '../api/port.js';
-import { type Allocation, type PortDemand, type Rng, applyPending, onPortResult, retryPort } from '../domain/port-allocation.js';
+import { type Allocation, type PortDemand, type Rng, applyPending, issueCandidate, onPortResult, retryPort, sampleBackoffMs } from '../domain/port-allocation.js';
 import type { AuthorityStore, FenceRows, StoredService } from './authority-store.js';
 import { listenerIntentOf } from './authority-lease.js';
 import { proposalFromWire, proposalToWire } from './port-arbiter.js';
@@ -58,7 +58,16 @@ export interface PortResultReply {
   readonly body: { readonly proposal: ReturnType<typeof proposalToWire>; readonly state: BPortState };
   /** the confirmed P changed: the outbox row (its id resolves after the commit) — produce the Network again */
   readonly outbox: Promise<bigint> | null;
-  readonly nextCandidateAfterMs: number | null;
+  /** A's explicit pure refusal left budget in the round: issue the next candidate after `afterMs` (`serveNextCandidate`). */
+  readonly nextCandidate: NextCandidate | null;
+}
+
+/** Where a pure refusal left an allocation: the service, the refused proposal's seq and the backoff to wait. */
+export interface NextCandidate {
+  readonly serviceId: Bytes;
+  readonly networkId: Bytes;
+  readonly afterSeq: bigint;
+  readonly afterMs: number;
 }
 
 /**
@@ -107,7 +116,10 @@ export const servePortResult = (d: PortDeps, m: MessageOf<'port.result'>): Promi
     return Either.right({
       body: { proposal: proposalToWire(ref), state: portState(answered) },
       outbox,
-      nextCandidateAfterMs: opened ? null : step.right.nextCandidateAfterMs,
+      nextCandidate:
+        opened || step.right.nextCandidateAfterMs === null
+          ? null
+          : { serviceId: row.serviceId, networkId: m.network_id, afterSeq: after.proposalSeq, afterMs: step.right.nextCandidateAfterMs },
     });
   });
 };
@@ -154,3 +166,50 @@ export const serveRetryPort = (
     return Either.right({ service_ref: sref, allocation_round: step.right.round, proposal_seq: step.right.proposalSeq, outbox });
   });
 };
+
+/**
+ * The next candidate of the round once the backoff after A's explicit pure refusal has passed (spec §5.14: a new
+ * candidate only after an explicit pure refusal, uniformly random backoff, at most 8 per round). One fenced
+ * transaction that issues it only if the allocation is still exactly where the refusal left it — released-pure and
+ * `awaitingNext` after proposal `afterSeq`, no pending change, the service active — so a late timer, a duplicate or a step that already
+ * moved the allocation (a retry-port, a declaration change, an earlier timer) changes nothing. The candidate, seq,
+ * tried_ports and count are committed here, before the snapshot that carries the proposal is produced (`outbox`).
+ */
+export const serveNextCandidate = (
+  d: PortDeps,
+  next: Pick<NextCandidate, 'serviceId' | 'afterSeq'>,
+): Promise<Either.Either<{ readonly outbox: Promise<bigint> | null; readonly refusal: ServiceControlError | null }, ServiceControlError>> =>
+  d.store.transact(d.epoch, async (tx) => {
+    const row = await tx.lease.service(next.serviceId);
+    if (row === null || row.state !== 'active') return Either.right({ outbox: null, refusal: null });
+    const [ports, a, sources, version] = await Promise.all([
+      tx.ports.lockPorts(row.publisher),
+      tx.ports.lockAllocation(next.serviceId),
+      tx.lease.policySources(row.serviceId),
+      tx.grants.policyVersion(row.serviceId),
+    ]);
+    if (a === null || a.state !== 'released-pure' || !a.awaitingNext || a.pending !== null || a.proposalSeq !== next.afterSeq)
+      return Either.right({ outbox: null, refusal: null });
+    const demand = demandOf(row);
+    if (Either.isLeft(demand)) return Either.left(demand.left);
+    const digest = (port: bigint, rev: bigint) =>
+      d.intentDigestFor?.(row, port, rev) ?? listenerIntentOf(d.nsdId, { ...row, port, listenerRevision: rev }, sources, version ?? undefined)?.intentDigest ?? new Uint8Array(32);
+    const step = issueCandidate(a, ports, demand.right, d.rng ?? Math.random, d.newProposalId?.() ?? new Uint8Array(randomBytes(16)), digest);
+    if (Either.isLeft(step)) return Either.left(step.left);
+    await tx.ports.savePorts(row.publisher, ports, step.right.table);
+    await tx.ports.saveAllocation(step.right.allocation);
+    return Either.right({ outbox: step.right.proposal === null ? null : tx.writeOutbox(row.networkId, 'port.next-candidate'), refusal: step.right.refusal });
+  });
+
+/** After a restart: every allocation a pure refusal left waiting, each with a freshly sampled backoff (§5.14). */
+export const awaitingNextCandidates = (d: PortDeps): Promise<Either.Either<readonly NextCandidate[], ServiceControlError>> =>
+  d.store.transact(d.epoch, async (tx) =>
+    Either.right(
+      (await tx.ports.awaitingNextCandidate()).map((a) => ({
+        serviceId: a.serviceRef.serviceId,
+        networkId: a.serviceRef.networkId,
+        afterSeq: a.proposalSeq,
+        afterMs: sampleBackoffMs(a.current?.candidateIndex ?? a.candidateIndex, d.rng ?? Math.random),
+      })),
+    ),
+  );

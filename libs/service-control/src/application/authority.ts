@@ -21,8 +21,8 @@ import { MachineAuthRequestCodec, MachineHeartbeatCodec, MachineHeartbeatResultC
 import { type SnapshotWire, SnapshotPushBody, snapshotDigest } from '../api/snapshot.js';
 import { deriveN6 } from '../api/standins.js';
 import { POLICY_VERSION, serveAcquire, serveReady } from './authority-lease.js';
-import { servePortResult, serveRetryPort } from './authority-port.js';
-import { PortRecoveryDriver, type PortRecoveryOptions } from './port-recovery.js';
+import { type NextCandidate, awaitingNextCandidates, servePortResult, serveNextCandidate, serveRetryPort } from './authority-port.js';
+import { PortRecoveryDriver, type PortRecoveryOptions, type Schedule, timerSchedule } from './port-recovery.js';
 import { allocateOnReport } from './authority-offer.js';
 import { type NetworkView, networkView } from './authority-view.js';
 import type { NetworkPolicy } from './grant-store.js';
@@ -41,6 +41,8 @@ export interface AuthorityDeps {
   readonly leaseNow?: () => number;
   /** Uncertain P proposals: confirmation window, port.cancel/port.query on the stream (decisions 0170, 0171). */
   readonly portRecovery?: PortRecoveryOptions;
+  /** The backoff timer before the next candidate after a pure refusal (§5.14); tests inject a controlled one. */
+  readonly candidateSchedule?: Schedule;
 }
 
 /** A connected config.stream. `send` returns false when the stream is gone. */
@@ -80,6 +82,8 @@ export class Authority {
 
   /** Offered proposals left unanswered → RecoveryRequired → port.query / port.cancel (port-recovery.ts). */
   private readonly recovery: PortRecoveryDriver;
+  /** Backoff timers of next candidates after pure refusals (cancelled with the streams at shutdown). */
+  private readonly candidateTimers = new Set<() => void>();
 
   constructor(private readonly d: AuthorityDeps) {
     this.recovery = new PortRecoveryDriver({
@@ -169,6 +173,7 @@ export class Authority {
       this.committed(m.kind);
       this.recovery.answered(m.body, r.right.body.state);
       if (r.right.outbox !== null) this.queueProduction(m.network_id, await r.right.outbox);
+      if (r.right.nextCandidate !== null) this.scheduleNextCandidate(r.right.nextCandidate);
     }
     return Either.map(r, (reply) => this.env(m, 'port.result.result', m.runtime_generation, m.runtime_id, reply.body, m.session_seq));
   }
@@ -796,6 +801,41 @@ export class Authority {
     return rows.length;
   }
 
+  /**
+   * After A's explicit pure refusal with budget left in the round: the next candidate once the sampled backoff has
+   * passed (spec §5.14), in its own fenced transaction that changes nothing if the allocation moved meanwhile
+   * (`serveNextCandidate`); its proposal reaches A with the Network's next snapshot.
+   */
+  private scheduleNextCandidate(next: NextCandidate): void {
+    const schedule = this.d.candidateSchedule ?? timerSchedule;
+    const cancel = schedule(next.afterMs, () => {
+      this.candidateTimers.delete(cancel);
+      const deps = { store: this.d.store, nsdId: this.d.nsdId, epoch: this.d.epoch };
+      void serveNextCandidate(deps, next)
+        .then(async (r) => {
+          if (Either.isLeft(r)) return this.d.log?.('next-candidate-failed', { service: toHex(next.serviceId), code: r.left.code });
+          if (r.right.refusal !== null) this.d.log?.('next-candidate-refused', { service: toHex(next.serviceId), code: r.right.refusal.code });
+          if (r.right.outbox !== null) {
+            this.d.log?.('next-candidate', { service: toHex(next.serviceId), after_seq: String(next.afterSeq) });
+            this.queueProduction(next.networkId, await r.right.outbox);
+          }
+        })
+        .catch((e: unknown) => this.d.log?.('next-candidate-failed', { service: toHex(next.serviceId), error: String(e) }));
+    });
+    this.candidateTimers.add(cancel);
+  }
+
+  /**
+   * At start: allocations a pure refusal left waiting for their next candidate (its send time is not restored, §5.14:
+   * the backoff is sampled again, the tried ports are kept). Called once after the epoch takeover.
+   */
+  async resumeNextCandidates(): Promise<number> {
+    const r = await awaitingNextCandidates({ store: this.d.store, nsdId: this.d.nsdId, epoch: this.d.epoch });
+    if (Either.isLeft(r)) throw r.left;
+    for (const next of r.right) this.scheduleNextCandidate(next);
+    return r.right.length;
+  }
+
   /** Wait until every queued snapshot production has run (tests, shutdown). */
   async idle(): Promise<void> {
     let p: Promise<void>;
@@ -807,6 +847,8 @@ export class Authority {
 
   closeStreams(): void {
     this.recovery.stop();
+    for (const cancel of this.candidateTimers) cancel();
+    this.candidateTimers.clear();
     for (const s of this.streams) s.sink.close();
     this.streams.clear();
   }

@@ -16,4 +16,9 @@ export interface PortTx {
   /** The service's allocation record (row lock), or null before its first proposal. Corrupt → state-inconsistent. */
   readonly lockAllocation: (serviceId: Bytes) => Promise<Allocation | null>;
   readonly saveAllocation: (a: Allocation) => Promise<void>;
+  /**
+   * Allocations an explicit pure refusal left waiting for the next candidate of their round (`awaitingNext`): after a
+   * restart B issues it after a freshly sampled backoff (spec §5.14). A plain read, no locks.
+   */
+  readonly awaitingNextCandidate: () => Promise<readonly Allocation[]>;
 }

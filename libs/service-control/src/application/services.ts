@@ -77,6 +77,7 @@ export const authorityLayer = (options: AuthorityOptions = {}): Layer.Layer<Auth
             for (const [identity, network] of options.members ?? []) await store.addMember(identity, network);
             const authority = new Authority({ store, nsdId, epoch, now: clock.now, ...(options.fault ? { fault: options.fault } : {}), ...(options.log ? { log: options.log } : {}), ...(options.leaseNow ? { leaseNow: options.leaseNow } : {}), ...(options.portRecovery ? { portRecovery: options.portRecovery } : {}) });
             await authority.drainOutbox();
+            await authority.resumeNextCandidates(); // pure refusals that were waiting for their next candidate (§5.14)
             return { authority, nsdId, epoch };
           },
           catch: storageFailure,

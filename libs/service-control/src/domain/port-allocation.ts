@@ -96,6 +96,12 @@ export interface Allocation {
    * carried in the publisher's snapshot. Reset with every newly issued proposal.
    */
   readonly cancelling: boolean;
+  /**
+   * A's explicit pure refusal of an offered proposal left budget in the round: the next candidate is due after a
+   * backoff (§5.14). Not after a refusal that followed RecoveryRequired or a cancel ("automatic retry stops"). Reset
+   * with every newly issued proposal; persisted, so a restarted B issues it (after a freshly sampled backoff).
+   */
+  readonly awaitingNext: boolean;
 }
 
 export const newAllocation = (serviceRef: ServiceRef, publisher: Bytes): Allocation => ({
@@ -114,6 +120,7 @@ export const newAllocation = (serviceRef: ServiceRef, publisher: Bytes): Allocat
   retries: new Map(),
   pending: null,
   cancelling: false,
+  awaitingNext: false,
 });
 
 /** What the declaration asks of P (fixed/auto, requested P, backend port). */
@@ -235,6 +242,7 @@ export const issueCandidate = (
       exposed: false,
       pending: null,
       cancelling: false,
+      awaitingNext: false,
     },
     table,
     proposal,
@@ -311,9 +319,10 @@ export const onPortResult = (
       if (e !== undefined && e.kind === 'reserved' && serviceRefEqual(e.serviceRef, a.serviceRef))
         table = a.exposed ? withEntry(t, { ...e, kind: 'tombstoned' }) : without(t, a.publisher, cur.port);
       const exhausted = cur.candidateIndex >= CANDIDATES_PER_ROUND;
-      const allocation: Allocation = { ...a, state: exhausted ? 'exhausted' : 'released-pure', terminationFloor: floor };
-      // a pending change opens a new round instead of the next candidate of this one
-      const next = a.pending === null && !exhausted;
+      // a pending change opens a new round instead of the next candidate of this one; after RecoveryRequired or a
+      // cancel the automatic retry has stopped (§5.14): only service.retry-port or a substantive change goes on
+      const next = a.pending === null && !exhausted && a.state === 'offered' && !a.cancelling;
+      const allocation: Allocation = { ...a, state: exhausted ? 'exhausted' : 'released-pure', terminationFloor: floor, awaitingNext: next };
       return Either.right({
         allocation,
         table,

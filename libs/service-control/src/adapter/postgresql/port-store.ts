@@ -72,6 +72,8 @@ export const allocationToJson = (a: Allocation): unknown => ({
   // decision 0190; rows written before it have neither key (= no pending change, no cancel sent)
   pending: a.pending === null ? null : demandOut(a.pending),
   cancelling: a.cancelling,
+  // rows written before it have no key (= no next candidate due)
+  next: a.awaitingNext,
 });
 
 export const allocationFromJson = (j: unknown): Allocation => {
@@ -110,6 +112,7 @@ export const allocationFromJson = (j: unknown): Allocation => {
       retries: new Map((v['retries'] as [string, string, string][]).map(([k, r, s]) => [k, { round: BigInt(r), proposalSeq: BigInt(s) }])),
       pending: v['pending'] === undefined || v['pending'] === null ? null : demandIn(v['pending']),
       cancelling: flagIn(v['cancelling']),
+      awaitingNext: flagIn(v['next']),
     };
   } catch (e) {
     throw scError('state-inconsistent', `port allocation row is corrupt (${e instanceof Error ? e.message : String(e)})`);
@@ -163,5 +166,10 @@ export const portTx = (c: Pick<TxConnection, 'statement' | 'write'>): PortTx => 
     c.write(
       `INSERT INTO ${S}.port_allocation VALUES (${lit.bytea(a.serviceRef.serviceId)}, ${lit.bytea(a.publisher)}, ${lit.json(allocationToJson(a))})
        ON CONFLICT (service_id) DO UPDATE SET value = excluded.value`,
+    ),
+  awaitingNextCandidate: () =>
+    c.statement(
+      `SELECT value FROM ${S}.port_allocation WHERE value->>'state' = 'released-pure' AND value->'next' = 'true'::jsonb`,
+      (r) => r.rows.map((row) => allocationFromJson(row['value'])),
     ),
 });
