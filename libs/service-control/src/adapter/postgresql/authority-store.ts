@@ -17,7 +17,7 @@ import { TxBatch, type TxConnection, lit, staleEpoch } from './batch.js';
 import { LEASE_MIGRATIONS, type LeaseTxOptions, leaseTx } from './lease-store.js';
 import { PORT_MIGRATIONS, portTx } from './port-store.js';
 import { GRANT_MIGRATIONS, grantTx } from './grant-store.js';
-import { floorOf, floorSql, pruneBelowFloorSql } from './revision-floor.js';
+import { REVISION_FLOOR_MIGRATIONS, floorOf, floorSql, pruneBelowFloorSql } from './revision-floor.js';
 
 export const PG_SCHEMA = 'service_control';
 const S = PG_SCHEMA;
@@ -51,6 +51,7 @@ const MIGRATIONS: readonly string[] = [
   ...LEASE_MIGRATIONS,
   ...PORT_MIGRATIONS,
   ...GRANT_MIGRATIONS,
+  ...REVISION_FLOOR_MIGRATIONS,
 ];
 
 const b = (v: Buffer | Uint8Array): Bytes => new Uint8Array(v);

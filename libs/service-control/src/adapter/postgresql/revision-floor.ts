@@ -22,21 +22,32 @@ export const floorOf = (row: { current: string | null; enforced: string | null }
 });
 
 /**
- * One statement deleting every history, ACK and stamp row of (target, network) whose revision is no longer retained:
- * `revision ≤ current − window` and not the current session's latest enforced revision (`IS DISTINCT FROM`: with no
- * enforced ACK nothing is exempt). Data-modifying CTEs all see the rows as they were when the statement started, so
- * `keep` is computed before the ACK rows go (the deleted ACK rows are never the kept one, so it would not change).
- * Sent with the COMMIT of a transaction that already writes (a new revision, a new enforced ACK, a new session).
+ * Appended to the authority store's migrations: the pruning as a PL/pgSQL function. The same deletes as one plain
+ * statement with data-modifying CTEs cost ≈ 0.6 ms of PLANNING on every call (the batch's simple protocol has no plan
+ * cache) — on the COMMIT of every first ACK and every production; a function's statements are planned once per
+ * connection. The window is an argument so that the rule's constant stays in `domain/snapshot.ts`.
  */
-export const pruneBelowFloorSql = (target: Bytes, networkId: Bytes): string => {
-  const t = lit.bytea(target);
-  const n = lit.bytea(networkId);
-  const below = (x: string) => `${x}.target = ${t} AND ${x}.network_id = ${n} AND ${x}.revision <= f.low AND ${x}.revision IS DISTINCT FROM f.keep`;
-  return `WITH f AS (SELECT s.revision - ${lit.num(RETAINED_REVISION_WINDOW)} AS low,
-      (SELECT max(a.revision) FROM ${S}.ack a WHERE a.target = ${t} AND a.network_id = ${n} AND a.accepted AND a.enforcement_applied
-         AND a.session_seq = (SELECT m.seq FROM ${S}.session_mark m WHERE m.identity = ${t} AND m.network_id = ${n})) AS keep
-      FROM ${S}.snapshot s WHERE s.target = ${t} AND s.network_id = ${n}),
-    h AS (DELETE FROM ${S}.snapshot_history x USING f WHERE ${below('x')}),
-    a AS (DELETE FROM ${S}.ack x USING f WHERE ${below('x')})
-    DELETE FROM ${S}.lease_snapshot_stamp x USING f WHERE ${below('x')}`;
-};
+export const REVISION_FLOOR_MIGRATIONS: readonly string[] = [
+  `CREATE FUNCTION ${S}.prune_below_floor(t bytea, n bytea, win numeric) RETURNS void LANGUAGE plpgsql AS $fn$
+   DECLARE low numeric; seq numeric; keep numeric;
+   BEGIN
+     SELECT s.revision - win INTO low FROM ${S}.snapshot s WHERE s.target = t AND s.network_id = n;
+     IF low IS NULL OR low < 1 THEN RETURN; END IF; -- nothing produced yet, or no revision below the window
+     -- ACK rows exist for the current session only (a new session mark deletes the others): an index range on revision
+     SELECT m.seq INTO seq FROM ${S}.session_mark m WHERE m.identity = t AND m.network_id = n;
+     -- the current session's latest enforced revision, read before any ACK row goes (it is never one that goes)
+     SELECT max(a.revision) INTO keep FROM ${S}.ack a WHERE a.target = t AND a.network_id = n AND a.session_seq = seq AND a.accepted AND a.enforcement_applied;
+     DELETE FROM ${S}.snapshot_history x WHERE x.target = t AND x.network_id = n AND x.revision <= low AND x.revision IS DISTINCT FROM keep;
+     DELETE FROM ${S}.ack x WHERE x.target = t AND x.network_id = n AND x.session_seq = seq AND x.revision <= low AND x.revision IS DISTINCT FROM keep;
+     DELETE FROM ${S}.lease_snapshot_stamp x WHERE x.target = t AND x.network_id = n AND x.revision <= low AND x.revision IS DISTINCT FROM keep;
+   END $fn$;`,
+];
+
+/**
+ * Delete every history, ACK and stamp row of (target, network) whose revision is no longer retained:
+ * `revision ≤ current − window` and not the current session's latest enforced revision (`IS DISTINCT FROM`: with no
+ * enforced ACK nothing is exempt) — `prune_below_floor` above. Sent with the COMMIT of a transaction that already
+ * writes (a new revision, a new enforced ACK, a new session).
+ */
+export const pruneBelowFloorSql = (target: Bytes, networkId: Bytes): string =>
+  `SELECT ${S}.prune_below_floor(${lit.bytea(target)}, ${lit.bytea(networkId)}, ${lit.num(RETAINED_REVISION_WINDOW)})`;
