@@ -12,7 +12,7 @@ import { nextCounter } from '../../domain/counter.js';
 import type { BReportRow } from '../../domain/report.js';
 import type { RuntimeBinding } from '../../domain/runtime.js';
 import type { AckRecord } from '../../domain/snapshot.js';
-import { TxBatch, type TxConnection, lit, staleEpoch } from './batch.js';
+import { TxBatch, type TxConnection, lit, plainSql, staleEpoch } from './batch.js';
 
 import { LEASE_MIGRATIONS, type LeaseTxOptions, leaseTx } from './lease-store.js';
 import { PORT_MIGRATIONS, portTx } from './port-store.js';
@@ -333,7 +333,7 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): Authorit
             // from this commit on — also those of services never granted again (decision 0191; 0165 pruned the rest)
             if (pruneLeaseRows !== false)
               await c.query(
-                `DELETE FROM ${S}.lease_grant WHERE epoch <> ${lit.num(next.right)}; DELETE FROM ${S}.lease_acquire_item WHERE epoch <> ${lit.num(next.right)}`,
+                plainSql(`DELETE FROM ${S}.lease_grant WHERE epoch <> ${lit.num(next.right)}; DELETE FROM ${S}.lease_acquire_item WHERE epoch <> ${lit.num(next.right)}`),
               );
             await c.query('COMMIT');
             return { nsdId, epoch: next.right };
