@@ -7,6 +7,7 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { AuthorityStore, AuthorityTx } from '../src/application/authority-store.js';
 import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
+import { TxBatch, lit } from '../src/adapter/postgresql/batch.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { rid16 } from './wire.js';
 
@@ -66,3 +67,47 @@ describe('fenced transaction commit (decision 0161)', () => {
     expect(read.commit).toMatch(/SET LOCAL synchronous_commit = off;\s*COMMIT$/);
   });
 });
+
+describe('prepared statements in the batch (decision 0194)', () => {
+  it('M6-18 each statement shape is PREPAREd once per connection and then only EXECUTEd, with the values as parameters; BEGIN/COMMIT go as they are; the answers are the same', async () => {
+    const one = makePgAuthorityStore({ ...db.config, max: 1 }); // one connection: the second transaction reuses it
+    try {
+      const read = async () => {
+        sent.length = 0;
+        const r = await one.transact(epoch, async (tx) => Either.right(await Promise.all([tx.fence(identity, NET), tx.lockReport(identity, NET)])));
+        if (Either.isLeft(r)) throw r.left;
+        return { value: r.right, sql: sent.join('\n') };
+      };
+      const first = await read();
+      expect(first.sql).toMatch(/PREPARE sc_[0-9a-f]{20} AS SELECT member, runtime, session FROM service_control\.fence_rows\(\$1::bytea, \$2::bytea, \$3::boolean\)/);
+      expect(first.sql).toMatch(/EXECUTE sc_[0-9a-f]{20}\('\\x[0-9a-f]{64}'/); // the identity as a parameter value
+      expect(first.sql).toMatch(/^BEGIN;/);
+      const second = await read();
+      expect(second.sql).not.toContain('PREPARE');
+      expect(second.sql.match(/EXECUTE sc_/g)?.length).toBe(first.sql.match(/EXECUTE sc_/g)?.length);
+      expect(second.value[0]).toEqual(first.value[0]);
+    } finally {
+      await one.close();
+    }
+  });
+
+  it('M6-59 after a failed round trip nothing is assumed prepared on that connection: the next batch starts with DEALLOCATE ALL and prepares again', async () => {
+    const client = new pg.Client(db.config);
+    await client.connect();
+    try {
+      const fence = 'SELECT 1 AS one';
+      const batch = () => new TxBatch(client as unknown as pg.PoolClient, fence, () => null);
+      const b1 = batch();
+      await expect(b1.statement(`SELECT 1 / ${lit.num(0)} AS boom`, (r) => r.rows)).rejects.toThrow(/division by zero/);
+      await b1.rollback();
+      sent.length = 0;
+      const b2 = batch();
+      expect(await b2.statement(`SELECT ${lit.num(41)} + 1 AS answer`, (r) => r.rows[0]?.answer)).toBe(42);
+      await b2.commit();
+      expect(sent[0]).toMatch(/^DEALLOCATE ALL;\nBEGIN;\nPREPARE sc_[0-9a-f]{20} AS SELECT 1 AS one;/);
+    } finally {
+      await client.end();
+    }
+  });
+});
+
