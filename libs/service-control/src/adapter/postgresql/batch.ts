@@ -6,17 +6,18 @@
 // epoch fence read (the authority row FOR SHARE), checked before anything is committed.
 //
 // The simple protocol has no bind parameters: values are inlined as literals built only by `lit` below (bytea as
-// hex, numbers from bigint/int, text through pg's escapeLiteral), never from unchecked strings.
+// hex, numbers from bigint/int, text through pg's escapeLiteral), never from unchecked strings — and marked, so that
+// each statement goes as EXECUTE of a statement prepared once per connection (decision 0194: no planning per request).
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { scError } from '../../domain/errors.js';
 
-// Values are MARKED where they are inlined (\u0001literal\u0002, the SQL literal itself in between, any cast after
+// Values are MARKED where they are inlined (U+E000 literal U+E001, two private-use characters; any cast after
 // it): a batch lifts them out of each statement into the parameters of a prepared statement (below), and
 // `plainSql` drops the marks for SQL sent outside a batch.
-const M0 = '\u0001';
-const M1 = '\u0002';
-const MARKED = /\u0001([^\u0001\u0002]*)\u0002/g;
+const M0 = '\uE000';
+const M1 = '\uE001';
+const MARKED = /\uE000([^\uE000\uE001]*)\uE001/g;
 const mark = (sqlLiteral: string): string => `${M0}${sqlLiteral}${M1}`;
 
 /** SQL text with the marked literals inline (for a statement that does not go through a batch). */
@@ -31,11 +32,11 @@ export const lit = {
     return mark(s);
   },
   // a text that contains a mark character stays inline (unmarked): its statement is then sent as it is
-  text: (v: string): string => (/[\u0001\u0002]/.test(v) ? `${pg.escapeLiteral(v)}::text` : `${mark(pg.escapeLiteral(v))}::text`),
+  text: (v: string): string => (/[\uE000\uE001]/.test(v) ? `${pg.escapeLiteral(v)}::text` : `${mark(pg.escapeLiteral(v))}::text`),
   bool: (v: boolean): string => `${mark(v ? 'true' : 'false')}::boolean`,
   json: (v: unknown): string => {
     const t = pg.escapeLiteral(JSON.stringify(v));
-    return /[\u0001\u0002]/.test(t) ? `${t}::jsonb` : `${mark(t)}::jsonb`;
+    return /[\uE000\uE001]/.test(t) ? `${t}::jsonb` : `${mark(t)}::jsonb`;
   },
   nullable: <A>(v: A | null, f: (a: A) => string): string => (v === null ? 'NULL' : f(v)),
 };
