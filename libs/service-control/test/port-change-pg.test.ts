@@ -16,8 +16,8 @@ import { generateSigner } from '../src/adapter/transport/index.js';
 import { Authority } from '../src/application/authority.js';
 import type { AuthorityStore } from '../src/application/authority-store.js';
 import { PortArbiter, SimulatedListenerInstaller, portResultBody, proposalFromWire } from '../src/application/port-arbiter.js';
-import type { Schedule } from '../src/application/port-recovery.js';
 import type { ProposalRef } from '../src/domain/port-endpoint.js';
+import { controlledSchedule } from './port-fixtures.js';
 import { decl, msg, replaceBody, rid16 } from './wire.js';
 
 const db = useDatabase('portchange');
@@ -33,20 +33,7 @@ type Pushed = Message & { body: Record<string, unknown> };
 type ProposalWire = Parameters<typeof proposalFromWire>[0];
 type Listener = { proposal: ProposalWire | null; state: string; P: number };
 
-const controlled = () => {
-  const timers = new Set<{ ms: number; fn: () => void }>();
-  const schedule: Schedule = (ms, fn) => {
-    const t = { ms, fn };
-    timers.add(t);
-    return () => void timers.delete(t);
-  };
-  const fire = () => {
-    const due = [...timers];
-    timers.clear();
-    for (const t of due) t.fn();
-  };
-  return { schedule, fire, pending: () => [...timers].map((t) => t.ms) };
-};
+const controlled = controlledSchedule;
 
 /** A fixed-mode declaration of service `web` at P (backend 127.0.0.1:8090). */
 const fixedWeb = (p: number) => ({ ...decl('web', null, 8090), port_mode: 'fixed', requested_port: p }) as unknown as ReturnType<typeof decl>;

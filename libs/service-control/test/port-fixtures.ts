@@ -1,4 +1,5 @@
 // Test fixtures for the P tests: ServiceRefs, proposals and a seeded RNG.
+import type { Schedule } from '../src/application/port-recovery.js';
 import type { ServiceRef } from '../src/domain/ids.js';
 import type { ProposalRef } from '../src/domain/port-endpoint.js';
 import { id16, id32 } from './helpers.js';
@@ -31,4 +32,22 @@ export const seededRng = (seed: number): (() => number) => {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
+};
+
+/** A controlled scheduler for B's port timers (tests fire them; no waiting, no timing assertions). */
+export const controlledSchedule = () => {
+  const timers = new Set<{ ms: number; fn: () => void }>();
+  const schedule: Schedule = (ms, fn) => {
+    const t = { ms, fn };
+    timers.add(t);
+    return () => void timers.delete(t);
+  };
+  /** Fire every pending timer once (those scheduled while firing wait for the next call); returns their delays. */
+  const fire = () => {
+    const due = [...timers];
+    timers.clear();
+    for (const t of due) t.fn();
+    return due.map((t) => t.ms);
+  };
+  return { schedule, fire, pending: () => [...timers].map((t) => t.ms) };
 };

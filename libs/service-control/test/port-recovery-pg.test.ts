@@ -16,7 +16,7 @@ import { generateSigner } from '../src/adapter/transport/index.js';
 import { Authority } from '../src/application/authority.js';
 import type { AuthorityStore } from '../src/application/authority-store.js';
 import { PortArbiter, SimulatedListenerInstaller, portResultBody, proposalFromWire } from '../src/application/port-arbiter.js';
-import type { Schedule } from '../src/application/port-recovery.js';
+import { controlledSchedule } from './port-fixtures.js';
 import { decl, msg, replaceBody, rid16 } from './wire.js';
 
 const db = useDatabase('portrecovery');
@@ -28,23 +28,7 @@ afterAll(async () => {
 });
 const sql = sqlOn(db);
 
-/** A controlled scheduler: timers wait until the test fires them. */
-const controlled = () => {
-  const timers = new Set<{ ms: number; fn: () => void }>();
-  const schedule: Schedule = (ms, fn) => {
-    const t = { ms, fn };
-    timers.add(t);
-    return () => void timers.delete(t);
-  };
-  /** Fire every pending timer once (those scheduled while firing wait for the next call). */
-  const fire = () => {
-    const due = [...timers];
-    timers.clear();
-    for (const t of due) t.fn();
-    return due.map((t) => t.ms);
-  };
-  return { schedule, fire, pending: () => [...timers].map((t) => t.ms) };
-};
+const controlled = controlledSchedule; // timers wait until the test fires them
 
 /** Wait until `f` holds (the driver's transactions run on their own after a timer fires). */
 const eventually = async (f: () => boolean | Promise<boolean>) => {
