@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestDatabase } from '@homelab/testbed/vitest';
-import { afterAll } from 'vitest';
+import { afterAll, afterEach } from 'vitest';
 
 const root = join(import.meta.dirname, '../../..');
 
@@ -95,6 +95,13 @@ export const processWorkspace = (prefix: string) => {
   const dir = mkdtempSync(join(tmpdir(), `${prefix}-`));
   const procs: Proc[] = [];
   const closers: (() => Promise<void>)[] = [];
+  // a failed test prints what its processes logged last (CI keeps nothing else of them)
+  afterEach((ctx) => {
+    const failed = ctx.task.result?.state === 'fail' || (ctx.task.result?.errors?.length ?? 0) > 0;
+    if (!failed) return;
+    for (const [i, p] of procs.entries())
+      process.stderr.write(`── process ${i} (pid ${p.child.pid}), last log lines:\n${p.lines.slice(-40).map((l) => JSON.stringify(l)).join('\n')}\n`);
+  });
   afterAll(async () => {
     for (const c of closers) await c();
     for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');

@@ -780,10 +780,19 @@ export class Authority {
     if (Either.isLeft(ok)) return Either.left(ok.left);
     const entry: OpenStream = { identity: signer, networkId: binding.networkId, binding, sink };
     return Either.right({
-      /** Register the stream (the sink is ready) and deliver the current snapshot. */
+      /**
+       * Register the stream (the sink is ready) and deliver the current snapshot. When that production fails (the
+       * database refused it, e.g. a deadlock with another production), the stream is ended at once: a stream that
+       * never got its first snapshot would sit silent until the next change, and A reconnects and asks again.
+       */
       start: async () => {
         this.streams.add(entry);
-        await this.produceFor(signer, binding.networkId);
+        const first = await this.produce(binding.networkId, signer).catch(() => ({ ok: false, body: null }));
+        if (!first.ok || first.body === null) {
+          this.d.log?.('stream-first-snapshot-failed', { identity: toHex(signer), network: toHex(binding.networkId) });
+          this.streams.delete(entry);
+          sink.close();
+        }
       },
       close: () => void this.streams.delete(entry),
     });

@@ -54,6 +54,8 @@ export interface DaemonDeps {
    * stream's event order — a late delivery of the proposal (B's port.query/port.cancel are handled meanwhile).
    */
   readonly deferProposalsMs?: number;
+  /** A stream with no event this long after it opened is ended and opened again (default FIRST_EVENT_MS). */
+  readonly firstEventMs?: number;
 }
 
 export interface DaemonStatus {
@@ -70,6 +72,9 @@ export interface DaemonStatus {
   /** Local lease state per published service (volatile: never restored from disk). */
   leases: LeaseStatus[];
 }
+
+/** B delivers the current snapshot right after a stream opens; silence this long means it could not (see streamOnce). */
+export const FIRST_EVENT_MS = 15_000;
 
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((r) => {
@@ -498,11 +503,21 @@ export class Daemon {
     const local = new AbortController();
     const stop = () => local.abort();
     signal.addEventListener('abort', stop, { once: true });
+    // B sends the current snapshot as soon as a stream opens; a stream that stays silent past this (B could not
+    // produce it) is ended, and the reconnect asks again instead of waiting for the next change in the Network
+    let heard = false;
+    const silent = setTimeout(() => {
+      if (heard || failure !== null) return;
+      failure = new Error(`no event within ${this.d.firstEventMs ?? FIRST_EVENT_MS} ms of opening the stream`);
+      this.log('stream-silent', { after_ms: this.d.firstEventMs ?? FIRST_EVENT_MS });
+      local.abort();
+    }, this.d.firstEventMs ?? FIRST_EVENT_MS);
     try {
       await this.d.transport
         .stream(
           StreamBindingCodec.encodeOrThrow(streamBindingToWire(s)),
           (p) => {
+            heard = true;
             chain = chain
               .then(() => (failure === null ? this.onEvent(p) : undefined))
               .catch((e: unknown) => {
@@ -518,6 +533,7 @@ export class Daemon {
         });
       await chain;
     } finally {
+      clearTimeout(silent);
       signal.removeEventListener('abort', stop);
     }
     if (failure !== null) throw failure;
