@@ -634,10 +634,31 @@ export class Authority {
       .then(async () => {
         const upTo = this.queued.get(key) as bigint;
         this.queued.delete(key);
-        await this.produceNetwork(networkId, upTo);
+        const ok = await this.produceNetwork(networkId, upTo).catch(() => false);
+        // a production the database refused (its outbox rows are still there) is tried again, backing off up to 10 s,
+        // so the Network's members do not stay on an old revision until the next change or a restart
+        const attempt = (this.retries.get(key) ?? 0) + 1;
+        if (ok) this.retries.delete(key);
+        else if (!this.closed) {
+          this.retries.set(key, attempt);
+          const t = setTimeout(() => {
+            this.retryTimers.delete(t);
+            this.queueProduction(networkId, upTo);
+          }, Math.min(10_000, 100 * 2 ** Math.min(attempt, 7)));
+          t.unref();
+          this.retryTimers.add(t);
+        }
       })
       .catch((e: unknown) => this.d.log?.('production-failed', { error: String(e) }));
   }
+
+  /** Failed productions per Network (backoff) and their timers; cleared when the streams close. */
+  private readonly retries = new Map<string, number>();
+  private readonly retryTimers = new Set<NodeJS.Timeout>();
+  private closed = false;
+
+  /** Productions run one at a time: two whole-Network transactions at once could deadlock on the snapshot rows. */
+  private producing: Promise<unknown> = Promise.resolve();
 
   /** One snapshot of target+Network from the current rows: the stored one if unchanged, else a new revision. */
   private nextSnapshot(
@@ -665,7 +686,13 @@ export class Authority {
    * with the COMMIT). Delivers every member's current snapshot (`only` = just that target's, plus every target whose
    * snapshot changed). The snapshot pushed to `only` is returned (null on failure or when it is not a member).
    */
-  private async produce(networkId: Bytes, only: Bytes | null, clearUpTo: bigint | null = null): Promise<{ readonly ok: boolean; readonly body: Uint8Array | null }> {
+  private produce(networkId: Bytes, only: Bytes | null, clearUpTo: bigint | null = null): Promise<{ readonly ok: boolean; readonly body: Uint8Array | null }> {
+    const run = this.producing.then(() => this.produceNow(networkId, only, clearUpTo));
+    this.producing = run.catch(() => undefined);
+    return run;
+  }
+
+  private async produceNow(networkId: Bytes, only: Bytes | null, clearUpTo: bigint | null): Promise<{ readonly ok: boolean; readonly body: Uint8Array | null }> {
     const r = await this.d.store.transact(this.d.epoch, async (tx) => {
       const [members, services, last] = await Promise.all([tx.members(networkId), tx.services(networkId), tx.lockSnapshots(networkId)]);
       const view = await networkView(this.d.nsdId, tx, networkId, services, members, last);
@@ -855,6 +882,9 @@ export class Authority {
   }
 
   closeStreams(): void {
+    this.closed = true;
+    for (const t of this.retryTimers) clearTimeout(t);
+    this.retryTimers.clear();
     this.recovery.stop();
     for (const cancel of this.candidateTimers) cancel();
     this.candidateTimers.clear();
