@@ -296,3 +296,29 @@ describe('the next candidate after an explicit pure refusal (B, controlled timer
   });
 });
 
+describe('service.retry-port after a policy edit', () => {
+  it('M6-45 M6-24 the new round\'s proposal binds the same intent digest the snapshot\'s listener carries, also after the policy version moved', async () => {
+    const s = await setup('retry-policy', true);
+    await s.send(msg(s.w, 'report.replace', replaceBody(s.w, 1n, [decl('web', null, 8098)])));
+    await s.authority.idle();
+    const first = lastProposal(s.pushed) as NonNullable<ReturnType<typeof lastProposal>>;
+    const claimed = await s.arbiter.onProposal(s.identity, first);
+    expect((await s.answer(portResultBody(claimed[0] as (typeof claimed)[number]), rid16())).body['state']).toBe('claimed');
+    await s.authority.idle();
+    // the owner allows a consumer: the policy version and the intent's listener revision move
+    expect(await s.authority.editPolicy(first.serviceRef.serviceId, { consumer: generateSigner().signer.machineId, protocols: ['tcp'] })).toEqual(
+      Either.right({ outcome: 'changed', policyVersion: 2n }),
+    );
+    await s.authority.idle();
+    const sref = { nsd_id: first.serviceRef.nsdId, network_id: first.serviceRef.networkId, service_id: first.serviceRef.serviceId };
+    expect((await s.send(msg(s.w, 'service.retry-port', { service_ref: sref }))).kind).toBe('service.retry-port.result');
+    await s.authority.idle();
+    const snap = s.pushed.filter((m) => m.kind === 'snapshot.push').at(-1) as Message & { body: { snapshot: { listeners: { intent_digest: Uint8Array; proposal: { intent_digest: Uint8Array; allocation_round: bigint } | null }[] } } };
+    const l = snap.body.snapshot.listeners[0];
+    expect(l?.proposal?.allocation_round).toBe(2n);
+    expect(Buffer.from(l?.proposal?.intent_digest as Uint8Array).toString('hex')).toBe(Buffer.from(l?.intent_digest as Uint8Array).toString('hex'));
+    s.authority.closeStreams();
+    s.close();
+  });
+});
+

@@ -19,8 +19,7 @@ import {
   onDeclarationChange,
   onWithdrawn,
 } from '../domain/port-allocation.js';
-import { listenerIntentOf } from './authority-lease.js';
-import { demandOf } from './authority-port.js';
+import { demandOf, intentDigestAt } from './authority-port.js';
 import type { AuthorityTx, StoredService } from './authority-store.js';
 
 export interface OfferDeps {
@@ -80,8 +79,7 @@ export const allocateOnReport = async (
     if (Either.isLeft(demand)) return Either.left(demand.left);
     const [sources, version] = [sourceLists[i] ?? [], versions[i] ?? null];
     // the proposal binds the listener digest of the intent at P (the same function as the snapshot and the ready check)
-    const digest = (port: bigint, rev: bigint) =>
-      listenerIntentOf(d.nsdId, { ...s, port, listenerRevision: rev }, sources, version ?? undefined)?.intentDigest ?? new Uint8Array(32);
+    const digest = intentDigestAt(d, s, sources, version);
     const old = before.get(toHex(s.serviceId));
     let next: Allocation | null = null;
     if (found === null || found.state === 'idle') {

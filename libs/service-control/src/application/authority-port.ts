@@ -13,6 +13,7 @@ import { checkFences } from '../domain/fence.js';
 import { type BPortState } from '../api/port.js';
 import { type Allocation, type PortDemand, type Rng, applyPending, issueCandidate, onPortResult, retryPort, sampleBackoffMs } from '../domain/port-allocation.js';
 import type { AuthorityStore, FenceRows, StoredService } from './authority-store.js';
+import type { PolicySource } from './lease-store.js';
 import { listenerIntentOf } from './authority-lease.js';
 import { proposalFromWire, proposalToWire } from './port-arbiter.js';
 
@@ -51,6 +52,15 @@ export const demandOf = (s: StoredService): Either.Either<PortDemand, ServiceCon
     onLeft: () => scError('state-inconsistent', 'stored declaration is corrupt for this service'),
     onRight: (d) => ({ mode: d.port_mode, requestedPort: d.requested_port === null ? null : BigInt(d.requested_port), backendPort: BigInt(d.backend_port) }),
   });
+
+/**
+ * The listener digest of a service's intent at P, as the snapshot producer computes it (the listener's
+ * `intent_digest`): every proposal binds it, so it is taken with the service's policy sources and version.
+ */
+export const intentDigestAt =
+  (d: Pick<PortDeps, 'nsdId' | 'intentDigestFor'>, row: StoredService, sources: readonly PolicySource[], version: bigint | null) =>
+  (port: bigint, rev: bigint): Bytes =>
+    d.intentDigestFor?.(row, port, rev) ?? listenerIntentOf(d.nsdId, { ...row, port, listenerRevision: rev }, sources, version ?? undefined)?.intentDigest ?? new Uint8Array(32);
 
 const portState = (a: Allocation): BPortState => (a.state === 'idle' ? 'released-pure' : a.state);
 
@@ -96,10 +106,7 @@ export const servePortResult = (d: PortDeps, m: MessageOf<'port.result'>): Promi
     let opened = false;
     if (answered.pending !== null && row.state === 'active') {
       const [sources, version] = await Promise.all([tx.lease.policySources(row.serviceId), tx.grants.policyVersion(row.serviceId)]);
-      // the new round's proposal binds the listener digest of the intent at its P (as the snapshot producer does)
-      const digest = (port: bigint, rev: bigint) =>
-        d.intentDigestFor?.(row, port, rev) ?? listenerIntentOf(d.nsdId, { ...row, port, listenerRevision: rev }, sources, version ?? undefined)?.intentDigest ?? new Uint8Array(32);
-      const pend = applyPending(answered, table, rng, d.newProposalId?.() ?? new Uint8Array(randomBytes(16)), digest);
+      const pend = applyPending(answered, table, rng, d.newProposalId?.() ?? new Uint8Array(randomBytes(16)), intentDigestAt(d, row, sources, version));
       if (Either.isLeft(pend)) return Either.left(pend.left);
       if (pend.right !== null) {
         after = pend.right.allocation;
@@ -136,10 +143,11 @@ export const serveRetryPort = (
 > => {
   const sref = m.body.service_ref;
   return d.store.transact(d.epoch, async (tx) => {
-    const [fr, row, sources] = await Promise.all([
+    const [fr, row, sources, version] = await Promise.all([
       tx.fence(m.subject_identity, m.network_id, { session: false }),
       tx.lease.service(sref.service_id),
       tx.lease.policySources(sref.service_id),
+      tx.grants.policyVersion(sref.service_id),
     ]);
     const f = fenceOf(d, m, fr);
     if (Either.isLeft(f)) return Either.left(f.left);
@@ -152,10 +160,7 @@ export const serveRetryPort = (
     const a = await tx.ports.lockAllocation(sref.service_id);
     if (a === null) return Either.left(scError('recovery-required', 'no allocation to retry'));
     const ports = await tx.ports.lockPorts(m.subject_identity);
-    // the proposal binds the listener digest of the intent at that P (the same function as the snapshot producer)
-    const digest = (port: bigint, rev: bigint) =>
-      d.intentDigestFor?.(row, port, rev) ?? listenerIntentOf(d.nsdId, { ...row, port, listenerRevision: rev }, sources)?.intentDigest ?? new Uint8Array(32);
-    const step = retryPort(a, ports, m.request_id, demand.right, d.rng ?? Math.random, d.newProposalId?.() ?? new Uint8Array(randomBytes(16)), digest);
+    const step = retryPort(a, ports, m.request_id, demand.right, d.rng ?? Math.random, d.newProposalId?.() ?? new Uint8Array(randomBytes(16)), intentDigestAt(d, row, sources, version));
     if (Either.isLeft(step)) return Either.left(step.left);
     if (step.right.issued !== null) {
       await tx.ports.savePorts(m.subject_identity, ports, step.right.table);
@@ -192,9 +197,7 @@ export const serveNextCandidate = (
       return Either.right({ outbox: null, refusal: null });
     const demand = demandOf(row);
     if (Either.isLeft(demand)) return Either.left(demand.left);
-    const digest = (port: bigint, rev: bigint) =>
-      d.intentDigestFor?.(row, port, rev) ?? listenerIntentOf(d.nsdId, { ...row, port, listenerRevision: rev }, sources, version ?? undefined)?.intentDigest ?? new Uint8Array(32);
-    const step = issueCandidate(a, ports, demand.right, d.rng ?? Math.random, d.newProposalId?.() ?? new Uint8Array(randomBytes(16)), digest);
+    const step = issueCandidate(a, ports, demand.right, d.rng ?? Math.random, d.newProposalId?.() ?? new Uint8Array(randomBytes(16)), intentDigestAt(d, row, sources, version));
     if (Either.isLeft(step)) return Either.left(step.left);
     await tx.ports.savePorts(row.publisher, ports, step.right.table);
     await tx.ports.saveAllocation(step.right.allocation);
