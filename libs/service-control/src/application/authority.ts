@@ -82,8 +82,8 @@ export class Authority {
 
   /** Offered proposals left unanswered → RecoveryRequired → port.query / port.cancel (port-recovery.ts). */
   private readonly recovery: PortRecoveryDriver;
-  /** Backoff timers of next candidates after pure refusals (cancelled with the streams at shutdown). */
-  private readonly candidateTimers = new Set<() => void>();
+  /** Pending backoff timers (next candidates, production retries), cancelled when the streams close. */
+  private readonly timers = new Set<() => void>();
 
   constructor(private readonly d: AuthorityDeps) {
     this.recovery = new PortRecoveryDriver({
@@ -641,21 +641,24 @@ export class Authority {
         if (ok) this.retries.delete(key);
         else if (!this.closed) {
           this.retries.set(key, attempt);
-          const t = setTimeout(() => {
-            this.retryTimers.delete(t);
-            this.queueProduction(networkId, upTo);
-          }, Math.min(10_000, 100 * 2 ** Math.min(attempt, 7)));
-          t.unref();
-          this.retryTimers.add(t);
+          this.later(timerSchedule, Math.min(10_000, 100 * 2 ** Math.min(attempt, 7)), () => this.queueProduction(networkId, upTo));
         }
       })
       .catch((e: unknown) => this.d.log?.('production-failed', { error: String(e) }));
   }
 
-  /** Failed productions per Network (backoff) and their timers; cleared when the streams close. */
+  /** Failed productions per Network (their backoff); no retry once the streams are closed. */
   private readonly retries = new Map<string, number>();
-  private readonly retryTimers = new Set<NodeJS.Timeout>();
   private closed = false;
+
+  /** Run `fn` after `ms` on `schedule`, cancelled by closeStreams if still pending. */
+  private later(schedule: Schedule, ms: number, fn: () => void): void {
+    const cancel = schedule(ms, () => {
+      this.timers.delete(cancel);
+      fn();
+    });
+    this.timers.add(cancel);
+  }
 
   /** Productions run one at a time: two whole-Network transactions at once could deadlock on the snapshot rows. */
   private producing: Promise<unknown> = Promise.resolve();
@@ -843,9 +846,7 @@ export class Authority {
    * (`serveNextCandidate`); its proposal reaches A with the Network's next snapshot.
    */
   private scheduleNextCandidate(next: NextCandidate): void {
-    const schedule = this.d.candidateSchedule ?? timerSchedule;
-    const cancel = schedule(next.afterMs, () => {
-      this.candidateTimers.delete(cancel);
+    this.later(this.d.candidateSchedule ?? timerSchedule, next.afterMs, () => {
       const deps = { store: this.d.store, nsdId: this.d.nsdId, epoch: this.d.epoch };
       void serveNextCandidate(deps, next)
         .then(async (r) => {
@@ -858,7 +859,6 @@ export class Authority {
         })
         .catch((e: unknown) => this.d.log?.('next-candidate-failed', { service: toHex(next.serviceId), error: String(e) }));
     });
-    this.candidateTimers.add(cancel);
   }
 
   /**
@@ -883,11 +883,9 @@ export class Authority {
 
   closeStreams(): void {
     this.closed = true;
-    for (const t of this.retryTimers) clearTimeout(t);
-    this.retryTimers.clear();
+    for (const cancel of this.timers) cancel();
+    this.timers.clear();
     this.recovery.stop();
-    for (const cancel of this.candidateTimers) cancel();
-    this.candidateTimers.clear();
     for (const s of this.streams) s.sink.close();
     this.streams.clear();
   }
