@@ -19,6 +19,8 @@ const M0 = '\uE000';
 const M1 = '\uE001';
 const MARKED = /\uE000([^\uE000\uE001]*)\uE001/g;
 const mark = (sqlLiteral: string): string => `${M0}${sqlLiteral}${M1}`;
+/** A text or JSON literal that itself contains a mark character stays inline: its statement is then sent as it is. */
+const markUnlessMarked = (sqlLiteral: string): string => (/[\uE000\uE001]/.test(sqlLiteral) ? sqlLiteral : mark(sqlLiteral));
 
 /** SQL text with the marked literals inline (for a statement that does not go through a batch). */
 export const plainSql = (sql: string): string => sql.replace(MARKED, '$1');
@@ -31,13 +33,9 @@ export const lit = {
     if (s === null || !/^-?[0-9]+$/.test(s)) throw new Error(`not an integer: ${String(v)}`);
     return mark(s);
   },
-  // a text that contains a mark character stays inline (unmarked): its statement is then sent as it is
-  text: (v: string): string => (/[\uE000\uE001]/.test(v) ? `${pg.escapeLiteral(v)}::text` : `${mark(pg.escapeLiteral(v))}::text`),
+  text: (v: string): string => `${markUnlessMarked(pg.escapeLiteral(v))}::text`,
   bool: (v: boolean): string => `${mark(v ? 'true' : 'false')}::boolean`,
-  json: (v: unknown): string => {
-    const t = pg.escapeLiteral(JSON.stringify(v));
-    return /[\uE000\uE001]/.test(t) ? `${t}::jsonb` : `${mark(t)}::jsonb`;
-  },
+  json: (v: unknown): string => `${markUnlessMarked(pg.escapeLiteral(JSON.stringify(v)))}::jsonb`,
   nullable: <A>(v: A | null, f: (a: A) => string): string => (v === null ? 'NULL' : f(v)),
 };
 
