@@ -7,70 +7,31 @@
 // simulated flow allowed → (owner removes the consumer) → the same flow denied at its next check, a new one refused
 // → nsd restart → new epoch, the publisher is ready again only through a new listener.ready in the new epoch.
 import { randomBytes } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
 import { describe, expect, it } from 'vitest';
-import { healthz, processWorkspace, startNs, startNsd, until } from './processes.js';
+import { checkFlows, healthz, leaseOf, openFlow, ownerAdmin, processWorkspace, publisherAndConsumer, startNsListening, startNsd, until } from './processes.js';
 
 const db = useDatabase('nsd_m6_62');
 const ws = processWorkspace('nsd-m6-62');
-const { dir, identity: newIdentity } = ws;
-
-const NET = randomBytes(16).toString('hex');
-const TOKEN = randomBytes(16).toString('hex');
-const pub = newIdentity('publisher');
-const con = newIdentity('consumer');
-writeFileSync(join(dir, 'publisher.json'), JSON.stringify([{ key: 'web', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 8080 }]));
-writeFileSync(join(dir, 'consumer.json'), JSON.stringify([]));
-
-const members = [`${pub.hex}:${NET}`, `${con.hex}:${NET}`];
+const { net: NET, token: TOKEN, pub, con, members } = publisherAndConsumer(ws);
 const startNsdOn = (port = 0) => startNsd(ws, db, members, { NSD_PORT: String(port), NSD_ADMIN_TOKEN: TOKEN });
-const startDaemon = async (who: { keyFile: string }, name: string, nsd: { url: string; key: string }, debug: boolean) => {
-  const p = startNs(ws, nsd, who, name, NET, { NS_DEBUG_SIMULATED_FLOWS: debug ? '1' : '0' });
-  return { p, port: (await p.waitFor((x) => x['event'] === 'listening'))['port'] as number };
-};
+const startDaemon = (who: { keyFile: string }, name: string, nsd: { url: string; key: string }, debug: boolean) =>
+  startNsListening(ws, nsd, who, name, NET, { NS_DEBUG_SIMULATED_FLOWS: debug ? '1' : '0' });
 const sql = sqlOn(db);
-
-const admin = async (nsdPort: number, method: string, path: string, body?: unknown, token = TOKEN) => {
-  const r = await fetch(`http://127.0.0.1:${nsdPort}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  return { status: r.status, body: (await r.json()) as Record<string, unknown> };
-};
-
-interface Lease {
-  readonly service: string;
-  readonly role: 'publisher' | 'consumer';
-  readonly active: boolean;
-  readonly epoch: string;
-  readonly generation: number;
-}
-const leaseOf = (h: Record<string, unknown>, role: Lease['role'], service: string): Lease | undefined =>
-  (h['leases'] as Lease[]).find((l) => l.role === role && l.service === service);
-
-interface Verdicts {
-  readonly opened?: { readonly flowId: number; readonly verdict: string };
-  readonly flows: readonly { readonly flowId: number; readonly verdict: string }[];
-}
-const openFlow = async (port: number, serviceId: string): Promise<Verdicts> =>
-  (await (await fetch(`http://127.0.0.1:${port}/debug/simulated-flow`, { method: 'POST', body: JSON.stringify({ service_id: serviceId }) })).json()) as Verdicts;
-const checkFlows = async (port: number): Promise<Verdicts> => (await (await fetch(`http://127.0.0.1:${port}/debug/simulated-flow`)).json()) as Verdicts;
 
 describe('M6-62 nsd + two ns-daemons over loopback', () => {
   it('M6-62 report → snapshot → claimed → ACK → ready → lease → consumer acquire → flow allowed → revoke → denied within one check → nsd restart → new epoch, re-ready required', async () => {
     const nsd1 = await startNsdOn();
+    const admin = ownerAdmin(nsd1.url, TOKEN); // nsd2 later listens on the same port
     const a = await startDaemon(pub, 'publisher', nsd1, false);
     const b = await startDaemon(con, 'consumer', nsd1, true);
 
     // the admin API is the owner's: no token, no access
-    expect((await admin(nsd1.port, 'GET', `/v1/admin/services?network=${NET}`, undefined, 'wrong')).status).toBe(401);
+    expect((await ownerAdmin(nsd1.url, 'wrong')('GET', `/v1/admin/services?network=${NET}`)).status).toBe(401);
 
     // 1.–5. report → snapshot (proposal) → claimed → ACK → listener.ready → lease: the publisher's permit is active
     const services = await until(
-      () => admin(nsd1.port, 'GET', `/v1/admin/services?network=${NET}`),
+      () => admin('GET', `/v1/admin/services?network=${NET}`),
       (r) => (r.body['services'] as { P: number | null }[] | undefined)?.[0]?.P !== null && (r.body['services'] as unknown[]).length === 1,
     );
     const svc = (services.body['services'] as { service_id: string; publisher: string; P: number; sources: unknown[] }[])[0] as {
@@ -94,9 +55,9 @@ describe('M6-62 nsd + two ns-daemons over loopback', () => {
 
     // the owner allows the consumer (tcp): Grants in both snapshots, the publisher's intent changes (re-ready), the
     // consumer gets the consumer view of the listener and acquires
-    const allow = await admin(nsd1.port, 'PUT', '/v1/admin/policy', { service_id: id, consumer: con.hex, protocols: ['tcp'] });
+    const allow = await admin('PUT', '/v1/admin/policy', { service_id: id, consumer: con.hex, protocols: ['tcp'] });
     expect(allow).toEqual({ status: 200, body: { outcome: 'changed', policy_version: '2' } });
-    expect((await admin(nsd1.port, 'PUT', '/v1/admin/policy', { service_id: id, consumer: con.hex, protocols: ['tcp'] })).body['outcome']).toBe('unchanged');
+    expect((await admin('PUT', '/v1/admin/policy', { service_id: id, consumer: con.hex, protocols: ['tcp'] })).body['outcome']).toBe('unchanged');
     // 6.–7. consumer acquire → the consumer's permit is active
     await until(() => healthz(b.port), (h) => leaseOf(h, 'consumer', id)?.active === true);
     await until(() => healthz(a.port), (h) => leaseOf(h, 'publisher', id)?.active === true);
@@ -110,12 +71,12 @@ describe('M6-62 nsd + two ns-daemons over loopback', () => {
     // Grant: the consumer's flow is not revoked for it (§2.4) and its permit follows the new intent
     const rev = Number((await healthz(b.port))['snapshotRevision']);
     const other = randomBytes(32).toString('hex');
-    expect((await admin(nsd1.port, 'PUT', '/v1/admin/policy', { service_id: id, consumer: other, protocols: ['udp'] })).body['policy_version']).toBe('3');
+    expect((await admin('PUT', '/v1/admin/policy', { service_id: id, consumer: other, protocols: ['udp'] })).body['policy_version']).toBe('3');
     await until(() => healthz(b.port), (h) => Number(h['snapshotRevision']) > rev && leaseOf(h, 'consumer', id)?.active === true);
     expect((await checkFlows(b.port)).flows.find((f) => f.flowId === flowId)?.verdict).toBe('allow');
 
     // 9. revoke: the owner removes the consumer; the next check of the SAME flow is denied, a new flow is refused
-    const removed = await admin(nsd1.port, 'DELETE', '/v1/admin/policy', { service_id: id, consumer: con.hex });
+    const removed = await admin('DELETE', '/v1/admin/policy', { service_id: id, consumer: con.hex });
     expect(removed).toEqual({ status: 200, body: { outcome: 'changed', policy_version: '4' } });
     await until(() => healthz(b.port), (h) => leaseOf(h, 'consumer', id) === undefined);
     const after = await checkFlows(b.port);
@@ -125,7 +86,7 @@ describe('M6-62 nsd + two ns-daemons over loopback', () => {
     await until(() => healthz(a.port), (h) => leaseOf(h, 'publisher', id)?.active === true);
 
     // re-allowed: a new grant and a new permit generation; the old flow stays dead
-    await admin(nsd1.port, 'PUT', '/v1/admin/policy', { service_id: id, consumer: con.hex, protocols: ['tcp'] });
+    await admin('PUT', '/v1/admin/policy', { service_id: id, consumer: con.hex, protocols: ['tcp'] });
     await until(() => healthz(b.port), (h) => leaseOf(h, 'consumer', id)?.active === true);
     expect((await checkFlows(b.port)).flows.find((f) => f.flowId === flowId)?.verdict).not.toBe('allow');
     const again = await openFlow(b.port, id);

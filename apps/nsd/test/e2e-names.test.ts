@@ -4,28 +4,16 @@
 // no other source is chosen — and it stays stopped when the consumer is allowed again, until the owner selects.
 import { randomBytes } from 'node:crypto';
 import { createSocket } from 'node:dgram';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { useDatabase } from '@homelab/testbed/vitest';
 import { describe, expect, it } from 'vitest';
 import { type DecodedReply, QTYPE, RCODE, decodeReply, encodeQuery, ipv6Groups } from '@homelab/service-control/dns';
-import { healthz, processWorkspace, startNs, startNsd, until } from './processes.js';
+import { healthz, leaseOf, ownerAdmin, processWorkspace, publisherAndConsumer, startNs, startNsd, until } from './processes.js';
 
 const db = useDatabase('nsd_names');
 const ws = processWorkspace('nsd-names');
-const NET = randomBytes(16).toString('hex');
-const TOKEN = randomBytes(16).toString('hex');
-const pub = ws.identity('publisher');
-const con = ws.identity('consumer');
-writeFileSync(join(ws.dir, 'publisher.json'), JSON.stringify([{ key: 'web', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 8080 }]));
-writeFileSync(join(ws.dir, 'consumer.json'), JSON.stringify([]));
+const { net: NET, token: TOKEN, pub, con, members } = publisherAndConsumer(ws);
 
-type Nsd = Awaited<ReturnType<typeof startNsd>>;
 const uuid = (hex: string) => `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
-const admin = async (nsd: Nsd, method: string, path: string, body?: unknown) =>
-  (await (
-    await fetch(`${nsd.url}${path}`, { method, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) })
-  ).json()) as Record<string, unknown>;
 const owner = async (port: number, body: unknown) => {
   const r = await fetch(`http://127.0.0.1:${port}/v1/owner/names`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   return { status: r.status, body: (await r.json()) as Record<string, unknown> };
@@ -39,26 +27,22 @@ const udp = (port: number, name: string): Promise<DecodedReply> =>
     });
     s.send(encodeQuery(name, QTYPE.AAAA), port, '127.0.0.1');
   });
-interface Lease {
-  readonly service: string;
-  readonly role: string;
-  readonly active: boolean;
-}
-const consumerActive = (h: Record<string, unknown>, id: string) => (h['leases'] as Lease[]).some((l) => l.role === 'consumer' && l.service === id && l.active);
+const consumerActive = (h: Record<string, unknown>, id: string) => leaseOf(h, 'consumer', id)?.active === true;
 
 describe('M6-57 multi-source names follow B\'s withdrawals', () => {
   it('M6-57 M6-25 a selected source withdrawn by B (the owner removes the consumer) stops the consumer\'s multi-source name over DNS; the other candidate is not chosen; allowed again it stays stopped until the owner selects', async () => {
-    const nsd = await startNsd(ws, db, [`${pub.hex}:${NET}`, `${con.hex}:${NET}`], { NSD_ADMIN_TOKEN: TOKEN });
+    const nsd = await startNsd(ws, db, members, { NSD_ADMIN_TOKEN: TOKEN });
+    const admin = ownerAdmin(nsd.url, TOKEN);
     const a = startNs(ws, nsd, pub, 'publisher', NET);
     const b = startNs(ws, nsd, con, 'consumer', NET, { NS_DNS_PORT: '0' });
     const bHttp = (await b.waitFor((x) => x['event'] === 'listening'))['port'] as number;
     const bDns = (await b.waitFor((x) => x['event'] === 'dns-listening'))['port'] as number;
     await a.waitFor((x) => x['event'] === 'listening');
-    const services = await until(() => admin(nsd, 'GET', `/v1/admin/services?network=${NET}`), (r) => (r['services'] as { P: number | null }[] | undefined)?.[0]?.P != null);
-    const id = (services['services'] as { service_id: string }[])[0]?.service_id as string;
+    const services = await until(() => admin('GET', `/v1/admin/services?network=${NET}`), (r) => (r.body['services'] as { P: number | null }[] | undefined)?.[0]?.P != null);
+    const id = (services.body['services'] as { service_id: string }[])[0]?.service_id as string;
     const ref = `${uuid(nsd.nsdId)}/${uuid(NET)}/${uuid(id)}`;
     const other = `${uuid(nsd.nsdId)}/${uuid(NET)}/${uuid(randomBytes(16).toString('hex'))}`;
-    expect((await admin(nsd, 'PUT', '/v1/admin/policy', { service_id: id, consumer: con.hex, protocols: ['tcp'] }))['outcome']).toBe('changed');
+    expect((await admin('PUT', '/v1/admin/policy', { service_id: id, consumer: con.hex, protocols: ['tcp'] })).body['outcome']).toBe('changed');
     await until(() => healthz(bHttp), (h) => consumerActive(h, id), 90_000);
 
     expect((await owner(bHttp, { op: 'create-multi-source', name: 'web', sources: [{ ref, address: 'fd00::80' }, { ref: other, address: 'fd00::81' }] })).status).toBe(200);
@@ -69,14 +53,14 @@ describe('M6-57 multi-source names follow B\'s withdrawals', () => {
     expect(answered.answers[0]?.ttl).toBeLessThanOrEqual(30);
 
     // the owner removes the consumer: B withdraws the source from the consumer's snapshot → the entry stops
-    expect((await admin(nsd, 'DELETE', '/v1/admin/policy', { service_id: id, consumer: con.hex }))['outcome']).toBe('changed');
+    expect((await admin('DELETE', '/v1/admin/policy', { service_id: id, consumer: con.hex })).body['outcome']).toBe('changed');
     await b.waitFor((l) => l['event'] === 'name-sources-withdrawn' && l['ref'] === ref);
     expect(await udp(bDns, 'web')).toMatchObject({ rcode: RCODE.REFUSED, aa: true, answers: [] });
     const listed = (await (await fetch(`http://127.0.0.1:${bHttp}/v1/owner/names`)).json()) as { selectors: { name: string; selection: { state: string; reason?: string } }[] };
     expect(listed.selectors).toEqual([expect.objectContaining({ name: 'web', selection: expect.objectContaining({ state: 'invalid', reason: 'source-withdrawn' }) })]);
 
     // allowed again: the permit comes back, the entry does not (sticky) — until the owner selects
-    await admin(nsd, 'PUT', '/v1/admin/policy', { service_id: id, consumer: con.hex, protocols: ['tcp'] });
+    await admin('PUT', '/v1/admin/policy', { service_id: id, consumer: con.hex, protocols: ['tcp'] });
     await until(() => healthz(bHttp), (h) => consumerActive(h, id), 90_000);
     expect((await udp(bDns, 'web')).rcode).toBe(RCODE.REFUSED);
     expect((await owner(bHttp, { op: 'add-source', name: 'web', ref, address: 'fd00::80' })).status).toBe(200);

@@ -3,40 +3,15 @@
 // consumer only after a NEW lease.acquire; the old simulated flows are gone — and the §5.15 order is visible in the
 // event log: startup (gates closed, 0 permits) → floors loaded → bound → session → ports recovered → stream →
 // snapshot ACKed → the first grant. nsd keeps running on PostgreSQL throughout (its grants are not what A restores).
-import { randomBytes } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { useDatabase } from '@homelab/testbed/vitest';
 import { describe, expect, it } from 'vitest';
-import { type Proc, healthz, processWorkspace, startNs, startNsd, until } from './processes.js';
+import { type Proc, checkFlows, healthz, leaseOf, openFlow, ownerAdmin, processWorkspace, publisherAndConsumer, startNsListening, startNsd, until } from './processes.js';
 
 const db = useDatabase('nsd_restart_leases');
 const ws = processWorkspace('nsd-restart-leases');
-const NET = randomBytes(16).toString('hex');
-const TOKEN = randomBytes(16).toString('hex');
-const pub = ws.identity('publisher');
-const con = ws.identity('consumer');
-writeFileSync(join(ws.dir, 'publisher.json'), JSON.stringify([{ key: 'web', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 8080 }]));
-writeFileSync(join(ws.dir, 'consumer.json'), JSON.stringify([]));
-
-type Nsd = Awaited<ReturnType<typeof startNsd>>;
-const daemonOf = async (who: { keyFile: string }, name: string, nsd: Nsd, debug: boolean) => {
-  const p = startNs(ws, nsd, who, name, NET, { NS_DEBUG_SIMULATED_FLOWS: debug ? '1' : '0' });
-  return { p, port: (await p.waitFor((x) => x['event'] === 'listening'))['port'] as number };
-};
-interface Lease {
-  readonly service: string;
-  readonly role: 'publisher' | 'consumer';
-  readonly active: boolean;
-}
-const leaseOf = (h: Record<string, unknown>, role: Lease['role'], service: string) => (h['leases'] as Lease[]).find((l) => l.role === role && l.service === service);
-const flows = async (port: number) => ((await (await fetch(`http://127.0.0.1:${port}/debug/simulated-flow`)).json()) as { flows: { flowId: number; verdict: string }[] }).flows;
-const openFlow = async (port: number, serviceId: string) =>
-  ((await (await fetch(`http://127.0.0.1:${port}/debug/simulated-flow`, { method: 'POST', body: JSON.stringify({ service_id: serviceId }) })).json()) as { opened?: { flowId: number; verdict: string } }).opened;
-const admin = async (nsd: Nsd, method: string, path: string, body?: unknown) =>
-  (await (
-    await fetch(`${nsd.url}${path}`, { method, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) })
-  ).json()) as Record<string, unknown>;
+const { net: NET, token: TOKEN, pub, con, members } = publisherAndConsumer(ws);
+const daemonOf = (who: { keyFile: string }, name: string, nsd: { url: string; key: string }, debug: boolean) =>
+  startNsListening(ws, nsd, who, name, NET, { NS_DEBUG_SIMULATED_FLOWS: debug ? '1' : '0' });
 /** Index of the first log line of `p` matching, or -1. */
 const at = (p: Proc, pred: (l: Record<string, unknown>) => boolean) => p.lines.findIndex(pred);
 const ev = (name: string) => (l: Record<string, unknown>) => l['event'] === name;
@@ -47,18 +22,19 @@ const kill = async (p: Proc) => {
 
 describe('M6-61 restarted daemons restore no Active from disk', () => {
   it('M6-61 M6-31 M6-35 SIGKILLed publisher and consumer with live permits: after restart gates start closed with 0 permits, Active again only through a new ready / acquire of the new process, old flows gone, in the §5.15 order', async () => {
-    const nsd = await startNsd(ws, db, [`${pub.hex}:${NET}`, `${con.hex}:${NET}`], { NSD_ADMIN_TOKEN: TOKEN });
+    const nsd = await startNsd(ws, db, members, { NSD_ADMIN_TOKEN: TOKEN });
+    const admin = ownerAdmin(nsd.url, TOKEN);
     const a = await daemonOf(pub, 'publisher', nsd, false);
     const b = await daemonOf(con, 'consumer', nsd, true);
     const services = await until(
-      () => admin(nsd, 'GET', `/v1/admin/services?network=${NET}`),
-      (r) => (r['services'] as { P: number | null }[] | undefined)?.[0]?.P != null,
+      () => admin('GET', `/v1/admin/services?network=${NET}`),
+      (r) => (r.body['services'] as { P: number | null }[] | undefined)?.[0]?.P != null,
     );
-    const id = (services['services'] as { service_id: string }[])[0]?.service_id as string;
-    expect((await admin(nsd, 'PUT', '/v1/admin/policy', { service_id: id, consumer: con.hex, protocols: ['tcp'] }))['outcome']).toBe('changed');
+    const id = (services.body['services'] as { service_id: string }[])[0]?.service_id as string;
+    expect((await admin('PUT', '/v1/admin/policy', { service_id: id, consumer: con.hex, protocols: ['tcp'] })).body['outcome']).toBe('changed');
     await until(() => healthz(a.port), (h) => leaseOf(h, 'publisher', id)?.active === true, 90_000);
     await until(() => healthz(b.port), (h) => leaseOf(h, 'consumer', id)?.active === true, 90_000);
-    const flow = await openFlow(b.port, id);
+    const flow = (await openFlow(b.port, id)).opened;
     expect(flow?.verdict).toBe('allow');
 
     // ── the publisher, SIGKILLed while Active
@@ -78,12 +54,12 @@ describe('M6-61 restarted daemons restore no Active from disk', () => {
     await kill(b.p);
     const b2 = await daemonOf(con, 'consumer', nsd, true);
     expect(b2.p.lines.find(ev('startup'))).toMatchObject({ gates: 'closed', permits: 0 });
-    expect((await flows(b2.port)).some((f) => f.flowId === flow?.flowId && f.verdict === 'allow')).toBe(false); // the old flow did not survive
+    expect((await checkFlows(b2.port)).flows.some((f) => f.flowId === flow?.flowId && f.verdict === 'allow')).toBe(false); // the old flow did not survive
     await until(() => healthz(b2.port), (h) => leaseOf(h, 'consumer', id)?.active === true, 90_000);
     const acquired = at(b2.p, (l) => l['event'] === 'lease-acquired' && Number(l['granted']) >= 1);
     expect(acquired).toBeGreaterThan(at(b2.p, ev('snapshot-acked')));
     expect(at(b2.p, ev('snapshot-acked'))).toBeGreaterThan(at(b2.p, ev('floors-loaded')));
-    expect((await openFlow(b2.port, id))?.verdict).toBe('allow'); // a new flow under the new process's permit
+    expect((await openFlow(b2.port, id)).opened?.verdict).toBe('allow'); // a new flow under the new process's permit
     for (const p of [a2.p, b2.p, nsd.proc]) p.child.kill('SIGTERM');
   });
 });

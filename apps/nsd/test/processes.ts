@@ -1,6 +1,6 @@
 // Test helper: run nsd and ns-daemon as real child processes (their `start` scripts' command), read their JSON logs.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { generateKeyPairSync } from 'node:crypto';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -155,3 +155,55 @@ export const startNs = (ws: Workspace, nsd: { readonly url: string; readonly key
   ws.procs.push(proc);
   return proc;
 };
+
+/** An ns-daemon (startNs) whose /healthz port is known: resolves once it listens. */
+export const startNsListening = async (...args: Parameters<typeof startNs>) => {
+  const p = startNs(...args);
+  return { p, port: (await p.waitFor((x) => x['event'] === 'listening'))['port'] as number };
+};
+
+/**
+ * The M6-62 cast in a fresh Network: a publisher declaring `web` (tcp → 127.0.0.1:8080), a consumer declaring
+ * nothing (declaration files `<dir>/publisher.json`, `<dir>/consumer.json`), and the token of nsd's owner admin API.
+ */
+export const publisherAndConsumer = (ws: Pick<ReturnType<typeof processWorkspace>, 'dir' | 'identity'>) => {
+  const pub = ws.identity('publisher');
+  const con = ws.identity('consumer');
+  writeFileSync(join(ws.dir, 'publisher.json'), JSON.stringify([{ key: 'web', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 8080 }]));
+  writeFileSync(join(ws.dir, 'consumer.json'), JSON.stringify([]));
+  const net = randomBytes(16).toString('hex');
+  return { net, token: randomBytes(16).toString('hex'), pub, con, members: [`${pub.hex}:${net}`, `${con.hex}:${net}`] };
+};
+
+/** A client of nsd's owner admin API (`/v1/admin/…`, bearer token): status and JSON body. */
+export const ownerAdmin =
+  (nsdUrl: string, token: string) =>
+  async (method: string, path: string, body?: unknown): Promise<{ status: number; body: Record<string, unknown> }> => {
+    const r = await fetch(`${nsdUrl}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    return { status: r.status, body: (await r.json()) as Record<string, unknown> };
+  };
+
+/** One entry of a daemon's /healthz `leases`. */
+export interface DaemonLease {
+  readonly service: string;
+  readonly role: 'publisher' | 'consumer';
+  readonly active: boolean;
+  readonly epoch: string;
+  readonly generation: number;
+}
+export const leaseOf = (h: Record<string, unknown>, role: DaemonLease['role'], service: string): DaemonLease | undefined =>
+  (h['leases'] as DaemonLease[]).find((l) => l.role === role && l.service === service);
+
+/** The simulated data plane's debug endpoint (decision 0146): the verdict of a newly opened flow and of every flow. */
+export interface FlowVerdicts {
+  readonly opened?: { readonly flowId: number; readonly verdict: string };
+  readonly flows: readonly { readonly flowId: number; readonly verdict: string }[];
+}
+export const openFlow = async (port: number, serviceId: string): Promise<FlowVerdicts> =>
+  (await (await fetch(`http://127.0.0.1:${port}/debug/simulated-flow`, { method: 'POST', body: JSON.stringify({ service_id: serviceId }) })).json()) as FlowVerdicts;
+export const checkFlows = async (port: number): Promise<FlowVerdicts> => (await (await fetch(`http://127.0.0.1:${port}/debug/simulated-flow`)).json()) as FlowVerdicts;
+
