@@ -6,13 +6,13 @@ import { Either } from 'effect';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Message, decodeMessage } from '../src/api/message.js';
-import { SnapshotPushBody, snapshotDigest } from '../src/api/snapshot.js';
 import { Authority } from '../src/application/authority.js';
 import { listenerIntentOf, setPolicySource } from '../src/application/authority-lease.js';
 import type { AuthorityStore, StoredService } from '../src/application/authority-store.js';
 import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { toHex } from '../src/domain/bytes.js';
+import { writeListenerSnapshot } from './listener-snapshot.js';
 import { type Who, decl, msg, replaceBody, rid16, subScope } from './wire.js';
 
 const NET = rid16();
@@ -96,17 +96,7 @@ const intentOf = async (s: Side) => {
 const snapshotAcked = async (s: Side, target: Uint8Array, sessionSeq: bigint) => {
   const w = who(s, target);
   const li = await intentOf(s);
-  const last = await s.store.transact(s.authority.epoch, async (tx) => Either.right(await tx.lockSnapshot(target, NET)));
-  if (Either.isLeft(last)) throw last.left;
-  const revision = (last.right?.revision ?? 0n) + 1n;
-  const view = target === C ? { backend_host: null, backend_port: null } : {};
-  const snapshot = { scope: subScope(w), snapshot_revision: revision, resources: [], listeners: [{ ...li.fields, ...view, intent_digest: li.intentDigest, proposal: null, state: 'ready' as const }], grants: [], withdrawals: [] };
-  const digest = snapshotDigest(snapshot as never);
-  const saved = await s.store.transact(s.authority.epoch, async (tx) => {
-    await tx.saveSnapshot(target, NET, { revision, bodyDigest: digest, digest, body: SnapshotPushBody.encodeOrThrow({ snapshot: snapshot as never, snapshot_digest: digest }) });
-    return Either.void;
-  });
-  if (Either.isLeft(saved)) throw saved.left;
+  const { revision, digest } = await writeListenerSnapshot(s.store, s.authority.epoch, target, NET, subScope(w), li, target === C);
   ok(await reply(s, w, msg(w, 'snapshot.ack', { scope: subScope(w), snapshot_revision: revision, snapshot_digest: digest, accepted: true, enforcement_applied: true, dns_applied: false, errors: [] }, { session_seq: sessionSeq })));
   return { li, revision, digest };
 };

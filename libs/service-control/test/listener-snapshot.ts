@@ -1,0 +1,32 @@
+// Test fixture of the lease tests on PostgreSQL: the next snapshot revision of target+Network carrying one ready
+// listener (the consumer view — no backend — for a consumer), written through the store as the producer writes it.
+// P allocation and production are other modules' work; these tests need a listener snapshot to ACK and refresh on.
+import { Either } from 'effect';
+import { SnapshotPushBody, snapshotDigest } from '../src/api/snapshot.js';
+import type { listenerIntentOf } from '../src/application/authority-lease.js';
+import type { AuthorityStore } from '../src/application/authority-store.js';
+
+type Intent = NonNullable<ReturnType<typeof listenerIntentOf>>;
+
+export const writeListenerSnapshot = async (
+  store: AuthorityStore,
+  epoch: bigint,
+  target: Uint8Array,
+  networkId: Uint8Array,
+  scope: { readonly subject_identity: Uint8Array; readonly nsd_id: Uint8Array; readonly network_id: Uint8Array },
+  li: Intent,
+  consumerView: boolean,
+): Promise<{ readonly revision: bigint; readonly digest: Uint8Array }> => {
+  const last = await store.transact(epoch, async (tx) => Either.right(await tx.lockSnapshot(target, networkId)));
+  if (Either.isLeft(last)) throw last.left;
+  const revision = (last.right?.revision ?? 0n) + 1n;
+  const view = consumerView ? { backend_host: null, backend_port: null } : {};
+  const snapshot = { scope, snapshot_revision: revision, resources: [], listeners: [{ ...li.fields, ...view, intent_digest: li.intentDigest, proposal: null, state: 'ready' as const }], grants: [], withdrawals: [] };
+  const digest = snapshotDigest(snapshot as never);
+  const saved = await store.transact(epoch, async (tx) => {
+    await tx.saveSnapshot(target, networkId, { revision, bodyDigest: digest, digest, body: SnapshotPushBody.encodeOrThrow({ snapshot: snapshot as never, snapshot_digest: digest }) });
+    return Either.void;
+  });
+  if (Either.isLeft(saved)) throw saved.left;
+  return { revision, digest };
+};
