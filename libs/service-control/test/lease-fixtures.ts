@@ -1,6 +1,7 @@
 // Shared fixtures of B's pure ready/refresh/acquire tests (lease.test.ts, revision-floor.test.ts): one publisher,
 // one consumer, one service with a current intent, the snapshot its ACK names, and a ready request/input builder.
-import type { CurrentIntent, ReadyInput, ReadyRequest } from '../src/domain/lease.js';
+import type { Bytes } from '../src/domain/bytes.js';
+import type { AcquireInput, AcquireItemInput, CurrentIntent, GrantRecord, ReadyInput, ReadyRequest } from '../src/domain/lease.js';
 import type { AckRecord } from '../src/domain/snapshot.js';
 import { id16, id32, sha } from './helpers.js';
 
@@ -65,3 +66,37 @@ export const readyInput = (over: Partial<ReadyInput> = {}): ReadyInput => ({
   newGrantId: id16(500),
   ...over,
 });
+
+/** One item of a consumer's lease.acquire for `serviceId`, backed by the publisher's `publisherGrant`. */
+export const acquireItem = (serviceId: Bytes, publisherGrant: GrantRecord | null, over: Partial<AcquireItemInput> = {}): AcquireItemInput => ({
+  serviceId,
+  publisher: PUB,
+  listenerRevision: 4n,
+  intentDigest: sha('intent-4'),
+  intent: intent({ serviceId }),
+  atSnapshot: { listenerRevision: 4n, intentDigest: sha('intent-4') },
+  authorization: { protocols: ['tcp'], expiry: null },
+  publisherGrant,
+  ...over,
+});
+
+let grantIds = 0;
+/** The consumer's lease.acquire in session 9, naming SNAP (ACKed there); grant ids 700, 701, … per test file. */
+export const acquireInput = (over: Partial<AcquireInput> = {}): AcquireInput => ({
+  now: 1_000_000,
+  epoch: EPOCH,
+  runtime: { identity: CONS, generation: 1n, runtimeId: id16(21) },
+  sessionSeq: 9n,
+  requestId: id16(200),
+  seq: 1n,
+  requestDigest: sha('acq-1'),
+  snapshot: SNAP,
+  mark: null,
+  markItems: [],
+  acks: [ack(9n)],
+  floor: { current: SNAP.revision, enforced: SNAP.revision },
+  items: [],
+  newGrantId: () => id16(700 + grantIds++),
+  ...over,
+});
+

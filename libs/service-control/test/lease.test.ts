@@ -17,7 +17,7 @@ import {
 } from '../src/domain/lease.js';
 import { type LeaseResultItemWire, LeaseResultItem, LeaseResultBody } from '../src/api/lease.js';
 import { errCode, id16, ok, sha } from './helpers.js';
-import { CONS, EPOCH, PUB, SNAP, SVC, SVC2, ack, intent, readyInput, request } from './lease-fixtures.js';
+import { EPOCH, PUB, SVC, SVC2, ack, acquireInput, acquireItem, intent, readyInput, request } from './lease-fixtures.js';
 
 const granted = (i: ReadyInput) => {
   const d = ok(decideReady(i));
@@ -161,35 +161,8 @@ describe('B: listener.ready', () => {
 
 describe('B: lease.acquire', () => {
   const pubGrant = (deadline: number, epoch = EPOCH): GrantRecord => ({ ...granted(readyInput()).grant, deadline, epoch });
-  const item = (serviceId: Bytes, over: Partial<AcquireItemInput> = {}): AcquireItemInput => ({
-    serviceId,
-    publisher: PUB,
-    listenerRevision: 4n,
-    intentDigest: sha('intent-4'),
-    intent: intent({ serviceId }),
-    atSnapshot: { listenerRevision: 4n, intentDigest: sha('intent-4') },
-    authorization: { protocols: ['tcp'], expiry: null },
-    publisherGrant: pubGrant(1_020_000),
-    ...over,
-  });
-  let n = 0;
-  const acquire = (over: Partial<AcquireInput> = {}): AcquireInput => ({
-    now: 1_000_000,
-    epoch: EPOCH,
-    runtime: { identity: CONS, generation: 1n, runtimeId: id16(21) },
-    sessionSeq: 9n,
-    requestId: id16(200),
-    seq: 1n,
-    requestDigest: sha('acq-1'),
-    snapshot: SNAP,
-    mark: null,
-    markItems: [],
-    acks: [ack(9n)],
-    floor: { current: SNAP.revision, enforced: SNAP.revision },
-    items: [item(SVC)],
-    newGrantId: () => id16(700 + n++),
-    ...over,
-  });
+  const item = (serviceId: Bytes, over: Partial<AcquireItemInput> = {}): AcquireItemInput => acquireItem(serviceId, pubGrant(1_020_000), over);
+  const acquire = (over: Partial<AcquireInput> = {}): AcquireInput => acquireInput({ items: [item(SVC)], ...over });
 
   it('M6-35 remaining ≤ min(publisher grant remaining, policy remaining, 30000)', () => {
     const at = (pubDeadline: number, authExpiry: number | null, policyExpiry: number | null) => {

@@ -21,7 +21,7 @@ import {
   revisionRetained,
 } from '../src/domain/snapshot.js';
 import { errCode, id16, ok, sha } from './helpers.js';
-import { CONS, EPOCH, PUB, SNAP, SVC, ack, intent, readyInput } from './lease-fixtures.js';
+import { EPOCH, PUB, SVC, acquireInput, acquireItem, intent, readyInput } from './lease-fixtures.js';
 
 
 describe('the retained revision floor', () => {
@@ -101,13 +101,10 @@ describe('the retained revision floor', () => {
 
 // ───────────────────────── where the floor's refusal sits in the decisions ─────────────────────────
 
-/** The fixtures' snapshot (revision 7), ACKed in session 5 (ready) / 9 (acquire). */
-const OLD = SNAP;
-const ack7 = (sessionSeq: bigint): AckRecord => ack(sessionSeq);
-/** OLD (revision 7) is W+1 revisions behind the current one and not the session's enforced revision: below the floor. */
+/** The fixtures' snapshot SNAP (revision 7, ACKed in session 5 for ready, 9 for acquire) is W+1 revisions behind the current one and not the session's enforced revision: below the floor. */
 const BELOW: RevisionFloor = { current: 7n + W, enforced: 7n + W };
 const ABOVE: RevisionFloor = { current: 7n + W, enforced: 7n };
-/** A ready naming OLD while OLD is the session's enforced revision, W revisions behind the current one. */
+/** A ready naming SNAP while SNAP is the session's enforced revision, W revisions behind the current one. */
 const readyAt = (over: Partial<ReadyInput> = {}): ReadyInput => readyInput({ floor: ABOVE, ...over });
 
 describe('the floor in the ready and acquire decisions', () => {
@@ -146,33 +143,7 @@ describe('the floor in the ready and acquire decisions', () => {
       requestDigest: sha('p'),
       deadline: 1_020_000,
     };
-    const acquire = (floor: RevisionFloor): AcquireInput => ({
-      now: 1_000_000,
-      epoch: EPOCH,
-      runtime: { identity: CONS, generation: 1n, runtimeId: id16(21) },
-      sessionSeq: 9n,
-      requestId: id16(200),
-      seq: 1n,
-      requestDigest: sha('acq-1'),
-      snapshot: OLD,
-      mark: null,
-      markItems: [],
-      acks: [ack7(9n)],
-      floor,
-      items: [
-        {
-          serviceId: SVC,
-          publisher: PUB,
-          listenerRevision: 4n,
-          intentDigest: sha('intent-4'),
-          intent: intent(),
-          atSnapshot: { listenerRevision: 4n, intentDigest: sha('intent-4') },
-          authorization: { protocols: ['tcp'], expiry: null },
-          publisherGrant,
-        },
-      ],
-      newGrantId: () => id16(700),
-    });
+    const acquire = (floor: RevisionFloor): AcquireInput => acquireInput({ floor, items: [acquireItem(SVC, publisherGrant)] });
     const above = ok(decideAcquire(acquire(ABOVE)));
     expect(above.items.map((i) => i.result)).toEqual(['granted']);
     const below = ok(decideAcquire(acquire(BELOW)));
