@@ -60,7 +60,19 @@ const lift = (sql: string): Lifted | null => {
     return `$${args.length}`;
   });
   if (template.includes(';') || template.includes(M0) || template.includes(M1)) return null;
-  return { name: `sc_${createHash('sha1').update(template).digest('hex').slice(0, 20)}`, template, args };
+  return { name: nameOf(template), template, args };
+};
+
+/** Statement names by template (a few dozen shapes): the hash is computed once per shape, not per request. */
+const names = new Map<string, string>();
+const nameOf = (template: string): string => {
+  let name = names.get(template);
+  if (name === undefined) {
+    if (names.size >= 4096) names.clear(); // shapes that vary without bound (multi-row VALUES): keep the memo small
+    name = `sc_${createHash('sha1').update(template).digest('hex').slice(0, 20)}`;
+    names.set(template, name);
+  }
+  return name;
 };
 
 /**
