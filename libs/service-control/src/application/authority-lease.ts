@@ -123,7 +123,8 @@ const stampIn = async (
   known: IntentStamp | null,
 ): Promise<IntentStamp | null> => {
   if (known !== null) return known;
-  const snap = await tx.lockSnapshot(target, networkId);
+  // unlocked: the production locks snapshot rows before allocations, and this transaction already holds the allocation
+  const snap = await tx.currentSnapshot(target, networkId);
   if (snap === null || snap.revision !== ref.revision || !bytesEqual(snap.digest, ref.digest)) return null;
   const body = SnapshotPushBody.decode(snap.body);
   if (Either.isLeft(body)) return null;

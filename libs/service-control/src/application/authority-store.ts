@@ -85,6 +85,12 @@ export interface AuthorityTx {
   readonly clearOutbox: (networkId: Bytes, upTo: bigint) => Promise<void>;
   readonly members: (networkId: Bytes) => Promise<readonly Bytes[]>;
   readonly lockSnapshot: (target: Bytes, networkId: Bytes) => Promise<StoredSnapshot | null>;
+  /**
+   * The target's current snapshot row, read without a lock: for a reader that only needs what a revision carried (a
+   * revision's content never changes). A ready/acquire holds the service's allocation row, which the production
+   * locks after the snapshot rows — locking the snapshot row here would invert that order (a deadlock seen in CI).
+   */
+  readonly currentSnapshot: (target: Bytes, networkId: Bytes) => Promise<StoredSnapshot | null>;
   /** Every snapshot row of a Network, locked, by target (lowercase hex): batched production (decision 0130). */
   readonly lockSnapshots: (networkId: Bytes) => Promise<ReadonlyMap<string, StoredSnapshot>>;
   /** A new revision: the snapshot row and its history row; revisions that fall below the floor are pruned (decision 0191). */

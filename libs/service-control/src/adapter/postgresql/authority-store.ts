@@ -208,6 +208,11 @@ const tx = (c: TxConnection, leaseOptions: LeaseTxOptions, pruneRevisions: boole
         `SELECT revision, body_digest, digest, body FROM ${S}.snapshot WHERE target = ${lit.bytea(target)} AND network_id = ${lit.bytea(networkId)} FOR UPDATE`,
         (r) => (r.rows[0] === undefined ? null : snapshotOf(r.rows[0])),
       ),
+    currentSnapshot: (target, networkId) =>
+      c.statement(
+        `SELECT revision, body_digest, digest, body FROM ${S}.snapshot WHERE target = ${lit.bytea(target)} AND network_id = ${lit.bytea(networkId)}`,
+        (r) => (r.rows[0] === undefined ? null : snapshotOf(r.rows[0])),
+      ),
     lockSnapshots: (networkId) =>
       c.statement(
         `SELECT encode(target, 'hex') AS target, revision, body_digest, digest, body FROM ${S}.snapshot WHERE network_id = ${lit.bytea(networkId)}
