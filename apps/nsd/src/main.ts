@@ -109,4 +109,5 @@ const Nsd = HttpServer.pipe(
   Layer.provide(SystemControlClock),
 );
 
+log('starting', { database: `${config.database.host}:${config.database.port}/${config.database.database}`, port: config.port });
 launchUntilSignal(Nsd, log);

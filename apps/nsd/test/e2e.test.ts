@@ -137,8 +137,12 @@ describe('nsd + two ns-daemons over loopback', () => {
     const nd4 = net2(d, 'd');
     const pd4 = await nsPort(nd4);
     await until(() => healthz(pd4), (h) => h['phase'] === 'streaming' && Number(h['acks']) >= 1, 90_000);
-    const acked = await sql(
-      `SELECT a.session_seq FROM service_control.ack a JOIN service_control.snapshot s ON s.target = a.target AND s.revision = a.revision AND s.digest = a.digest WHERE a.target = '\\x${d.hex}'`,
+    // the current snapshot may be newer than the first ACK (the claimed P of the new declaration is produced right
+    // after it): wait for the ACK of the current revision rather than racing it
+    const acked = await until(
+      () => sql(`SELECT a.session_seq FROM service_control.ack a JOIN service_control.snapshot s ON s.target = a.target AND s.revision = a.revision AND s.digest = a.digest WHERE a.target = '\\x${d.hex}'`),
+      (rows) => rows.length > 0,
+      30_000,
     );
     expect(acked.length).toBeGreaterThan(0);
     for (const p of [good.p, nc, nd4]) {
