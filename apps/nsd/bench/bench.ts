@@ -16,11 +16,15 @@ import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
 import { ReplayCache, type TransportSide, generateSigner, postUnary, receiveEnvelope, sealEnvelope, serveUnary, trustSelfCertifying } from '@homelab/service-control/transport';
 import { startLoad } from './load-thread.js';
 import { signedClient } from './signed-client.js';
-import { benchClient, mainThreadSched, profiled, rawUpsertRate, roundTrips, withBenchDatabase } from './pg.js';
+import { type MachineCpu, benchClient, machineCpuSince, machineTicks, mainThreadSched, profiled, rawUpsertRun, roundTrips, withBenchDatabase } from './pg.js';
+import { availableParallelism } from 'node:os';
 
 const N = Number(process.env['BENCH_N'] ?? 300);
 const CONCURRENCY = (process.env['BENCH_CONCURRENCY'] ?? '8,32').split(',').map(Number).filter((c) => c > 0);
 const CONCURRENT_N = Number(process.env['BENCH_CONCURRENT_N'] ?? 640);
+
+/** Progress on stderr (the results table goes to stdout at the end). */
+const progress = (line: string) => process.stderr.write(`nsd bench: ${line}\n`);
 
 await withBenchDatabase('nsd_bench', async (config) => {
   const store = makePgAuthorityStore({ ...config, max: Math.max(10, ...CONCURRENCY) });
@@ -78,24 +82,27 @@ await withBenchDatabase('nsd_bench', async (config) => {
 
   /** Run prepared payloads on the load-generator thread (load.ts), one sequential client per publisher, all at once. */
   const runClients = async (label: string, jobs: readonly { pub: Publisher; payloads: Uint8Array[] }[], target = url) => {
+    progress(`${label}: ${jobs.length} client(s), ${jobs.reduce((n, j) => n + j.payloads.length, 0)} requests`);
     const load = await startLoad({ url: target, nsdKey: nsd.machineId, clients: jobs.map((j) => ({ pem: j.pub.pem, payloads: j.payloads })) });
-    const { window, drained, busy, rt0, cpu } = await profiled(label, async () => {
+    const { window, drained, busy, rt0, cpu, machine } = await profiled(label, async () => {
       const rt0 = roundTrips();
       const s0 = mainThreadSched();
       const elu0 = performance.eventLoopUtilization();
+      const m0 = machineTicks();
       const t0 = process.hrtime.bigint();
       const window = await load.go();
+      const machine = machineCpuSince(m0, window.requests);
       const busy = performance.eventLoopUtilization(elu0).utilization; // nsd's thread (the clients run on the worker)
       const s1 = mainThreadSched();
       await authority.idle(); // snapshot productions queued by the run
       const drained = Number(process.hrtime.bigint() - t0) / 1e9;
       const n = window.requests;
-      return { window, drained, busy, rt0, cpu: s0 === null || s1 === null ? null : { run: (s1.run - s0.run) / n, wait: (s1.wait - s0.wait) / n } };
+      return { window, drained, busy, rt0, machine, cpu: s0 === null || s1 === null ? null : { run: (s1.run - s0.run) / n, wait: (s1.wait - s0.wait) / n } };
     });
     const check = await load.check();
     if (check.failures > 0) throw new Error(`${label}: ${check.failures} answers failed their check, first: ${check.firstFailure}`);
     const n = window.requests;
-    return { rate: n / window.seconds, drainedRate: n / Math.max(drained, window.seconds), roundTrips: (roundTrips() - rt0) / n, busy, cpu };
+    return { rate: n / window.seconds, drainedRate: n / Math.max(drained, window.seconds), roundTrips: (roundTrips() - rt0) / n, busy, cpu, machine };
   };
 
   /**
@@ -111,24 +118,40 @@ await withBenchDatabase('nsd_bench', async (config) => {
   const fmt = (x: number) => x.toFixed(0).padStart(6);
   const ratio = (x: number, peer: number) => (x / peer).toFixed(3);
   // nsd's thread: busy share (event loop) and CPU per request (incl. the snapshot productions the run queued)
-  const busy = (r: { busy: number; cpu: { run: number; wait: number } | null }) =>
-    `nsd thread busy ${(r.busy * 100).toFixed(0)} %${r.cpu === null ? '' : `, CPU ${r.cpu.run.toFixed(0)} µs/request (+ ${r.cpu.wait.toFixed(0)} µs runnable, waiting for a core)`}`;
+  const busy = (r: { busy: number; cpu: { run: number; wait: number } | null; machine: MachineCpu }) =>
+    `nsd thread busy ${(r.busy * 100).toFixed(0)} %${r.cpu === null ? '' : `, CPU ${r.cpu.run.toFixed(0)} µs/request (+ ${r.cpu.wait.toFixed(0)} µs runnable, waiting for a core)`}; ${machineCpu(r.machine)}`;
+  const cores = availableParallelism();
+  /** The whole machine (clients, nsd, PostgreSQL): CPU per request and how busy the cores were. */
+  const machineCpu = (m: MachineCpu) => `machine CPU ${m.perRequestUs.toFixed(0)} µs/request, cores ${(m.busy * 100).toFixed(0)} % busy`;
+  /**
+   * What no nsd request can beat on this machine, from two peers of this run: a request needs at least one durable
+   * commit (a raw upsert) AND the signed transport (the signed echo). Sequentially their times add up; with clients in
+   * flight on a CPU-bound machine their machine CPU adds up (cores × 1 s / (raw CPU + echo CPU) requests per second).
+   */
+  const bound = (rawRate: number, raw: MachineCpu, echoRate: number, echo: MachineCpu, sequential: boolean) => {
+    const latencyBound = 1 / (1 / rawRate + 1 / echoRate) / rawRate;
+    if (sequential) return `bound for any request = one durable commit + the signed transport, in sequence: ${latencyBound.toFixed(3)}`;
+    const cpuBound = (cores * 1e6) / (raw.perRequestUs + echo.perRequestUs) / rawRate;
+    return `bound for any request = one raw upsert's machine CPU (${raw.perRequestUs.toFixed(0)} µs) + the signed echo's (${echo.perRequestUs.toFixed(0)} µs) on ${cores} cores: ${Math.min(cpuBound, 1).toFixed(3)} (raw run ${(raw.busy * 100).toFixed(0)} % busy${raw.busy < 0.85 ? ': not CPU-bound, so this bound is loose' : ''})`;
+  };
 
   // ── one sequential client ──
   const p0 = await publisher();
   await runClients('warmup', [{ pub: p0, payloads: p0.replaces(20) }]); // warm up (JIT, pool, worker)
-  const rawSeq = await rawUpsertRate(config, 1, N);
+  const rawSeqRun = await rawUpsertRun(config, 1, N);
+  const rawSeq = rawSeqRun.rate;
   const repSeq = await runClients('replace-1', [{ pub: p0, payloads: p0.replaces(N) }]);
   const ackSeq = await runClients('ack-1', [{ pub: p0, payloads: await p0.firstAcks(N) }]);
   const repeatSeq = await runClients('repeat-ack-1', [{ pub: p0, payloads: await p0.repeatAcks(N) }]);
   const ceilSeq = await transportCeiling('echo-1', [{ pub: p0, payloads: await p0.repeatAcks(N) }]);
-  const rawSeq2 = await rawUpsertRate(config, 1, N);
+  const rawSeq2 = (await rawUpsertRun(config, 1, N)).rate;
   const rawS = (rawSeq + rawSeq2) / 2;
   rows.push(`one client, sequential (N=${N}); raw upserts ${fmt(rawSeq)} /s before, ${fmt(rawSeq2)} /s after — peer = mean ${fmt(rawS)} /s`);
   rows.push(`  report.replace  ${fmt(repSeq.rate)} /s  ratio ${ratio(repSeq.rate, rawS)}   incl. the snapshot productions it queued: ${fmt(repSeq.drainedRate)} /s (${ratio(repSeq.drainedRate, rawS)});  ${repSeq.roundTrips.toFixed(1)} round trips/request incl. production; ${busy(repSeq)}`);
   rows.push(`  snapshot.ack    ${fmt(ackSeq.rate)} /s  ratio ${ratio(ackSeq.rate, rawS)}   ${ackSeq.roundTrips.toFixed(1)} round trips/request (first ACK of each revision: writes the ACK row); ${busy(ackSeq)}`);
   rows.push(`  repeat ACK      ${fmt(repeatSeq.rate)} /s  ratio ${ratio(repeatSeq.rate, rawS)}   ${repeatSeq.roundTrips.toFixed(1)} round trips/request (idempotent: the ACK row exists, nothing written); ${busy(repeatSeq)}`);
   rows.push(`  transport alone (signed echo, no store) ${fmt(ceilSeq.rate)} /s  ratio ${ratio(ceilSeq.rate, rawS)} — the ceiling of any request on this machine; ${busy(ceilSeq)}`);
+  rows.push(`  raw upsert: ${machineCpu(rawSeqRun.machine)}; ${bound(rawS, rawSeqRun.machine, ceilSeq.rate, ceilSeq.machine, true)}`);
 
   // ── C clients in flight ──
   const pubs: Publisher[] = [p0];
@@ -136,7 +159,8 @@ await withBenchDatabase('nsd_bench', async (config) => {
     while (pubs.length < c) pubs.push(await publisher());
     const use = pubs.slice(0, c);
     const per = Math.max(1, Math.floor(CONCURRENT_N / c));
-    const raw1 = await rawUpsertRate(config, c, per);
+    const raw1Run = await rawUpsertRun(config, c, per);
+    const raw1 = raw1Run.rate;
     const prepare = async (f: (pub: Publisher) => Promise<Uint8Array[]>) => {
       const jobs = [];
       for (const pub of use) jobs.push({ pub, payloads: await f(pub) }); // one fixtures connection: one at a time
@@ -146,13 +170,14 @@ await withBenchDatabase('nsd_bench', async (config) => {
     const repeat = await runClients(`repeat-ack-${c}`, await prepare((pub) => pub.repeatAcks(per)));
     const rep = await runClients(`replace-${c}`, use.map((pub) => ({ pub, payloads: pub.replaces(per) })));
     const ceil = await transportCeiling(`echo-${c}`, await prepare((pub) => pub.repeatAcks(per)));
-    const raw2 = await rawUpsertRate(config, c, per);
+    const raw2 = (await rawUpsertRun(config, c, per)).rate;
     const raw = (raw1 + raw2) / 2;
     rows.push(`${c} clients in flight (${per} requests each); raw upserts on ${c} connections ${fmt(raw1)} /s before, ${fmt(raw2)} /s after — peer = mean ${fmt(raw)} /s`);
     rows.push(`  report.replace  ${fmt(rep.rate)} /s  ratio ${ratio(rep.rate, raw)}   incl. the snapshot productions it queued: ${fmt(rep.drainedRate)} /s (${ratio(rep.drainedRate, raw)}); ${rep.roundTrips.toFixed(1)} round trips/request; ${busy(rep)}`);
     rows.push(`  snapshot.ack    ${fmt(ack.rate)} /s  ratio ${ratio(ack.rate, raw)}   ${ack.roundTrips.toFixed(1)} round trips/request (first ACKs); ${busy(ack)}`);
     rows.push(`  repeat ACK      ${fmt(repeat.rate)} /s  ratio ${ratio(repeat.rate, raw)}   ${repeat.roundTrips.toFixed(1)} round trips/request; ${busy(repeat)}`);
     rows.push(`  transport alone (signed echo, no store) ${fmt(ceil.rate)} /s  ratio ${ratio(ceil.rate, raw)} — the ceiling; ${busy(ceil)}`);
+    rows.push(`  raw upserts: ${machineCpu(raw1Run.machine)}; ${bound(raw, raw1Run.machine, ceil.rate, ceil.machine, false)}`);
   }
 
   // ── where the time of one request goes (this thread, sequential, µs per request) ──

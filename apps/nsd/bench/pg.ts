@@ -46,7 +46,11 @@ const UPSERT = 'INSERT INTO bench_upsert VALUES ($1, $2) ON CONFLICT (k) DO UPDA
  * Raw single-row upsert transactions per second (autocommit, one round trip and one durable commit each) with
  * `concurrency` clients in flight, each on its own connection and its own row, `perClient` upserts each.
  */
-export const rawUpsertRate = async (config: PgConfig, concurrency: number, perClient: number): Promise<number> => {
+export const rawUpsertRate = async (config: PgConfig, concurrency: number, perClient: number): Promise<number> =>
+  (await rawUpsertRun(config, concurrency, perClient)).rate;
+
+/** The raw upserts' rate and the machine's CPU per upsert while they ran (the peer's cost in the CPU budget). */
+export const rawUpsertRun = async (config: PgConfig, concurrency: number, perClient: number): Promise<{ readonly rate: number; readonly machine: MachineCpu }> => {
   const clients = await Promise.all(
     Array.from({ length: concurrency }, async () => {
       const c = new pg.Client(config);
@@ -60,9 +64,12 @@ export const rawUpsertRate = async (config: PgConfig, concurrency: number, perCl
     await clients[0]?.query('CREATE TABLE IF NOT EXISTS bench_upsert (k int PRIMARY KEY, v bigint NOT NULL)');
     let v = 0;
     await Promise.all(clients.map(async (c, k) => { for (let i = 0; i < 20; i++) await c.query(UPSERT, [k, v++]); })); // warm up
+    const m0 = machineTicks();
     const t0 = process.hrtime.bigint();
     await Promise.all(clients.map(async (c, k) => { for (let i = 0; i < perClient; i++) await c.query(UPSERT, [k, v++]); }));
-    return (concurrency * perClient * 1e9) / Number(process.hrtime.bigint() - t0);
+    const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+    const n = concurrency * perClient;
+    return { rate: n / seconds, machine: machineCpuSince(m0, n) };
   } finally {
     await Promise.all(clients.map((c) => c.end().catch(() => undefined)));
   }
@@ -148,4 +155,30 @@ export const profiled = async <A>(label: string, f: () => Promise<A>): Promise<A
     writeFileSync(join(dir, `${label}.cpuprofile`), JSON.stringify(profile));
     session.disconnect();
   }
+};
+
+/** The whole machine's CPU over a run: µs of CPU (every process: clients, nsd, PostgreSQL) per request, busy share. */
+export interface MachineCpu {
+  readonly perRequestUs: number;
+  /** Busy share of all cores, 0…1 (≈ 1: the run was CPU-bound, the CPU budget is what limits it). */
+  readonly busy: number;
+}
+
+/** /proc/stat's first line: busy and total jiffies of all cores (null off Linux). */
+export const machineTicks = (): { readonly busy: number; readonly total: number } | null => {
+  try {
+    const f = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1, 9).map(Number);
+    const total = f.reduce((a, x) => a + x, 0);
+    return { busy: total - (f[3] ?? 0) - (f[4] ?? 0), total }; // minus idle and iowait
+  } catch {
+    return null;
+  }
+};
+
+const TICK_US = 10_000; // USER_HZ = 100 on Linux
+
+export const machineCpuSince = (t0: ReturnType<typeof machineTicks>, requests: number): MachineCpu => {
+  const t1 = machineTicks();
+  if (t0 === null || t1 === null || t1.total === t0.total) return { perRequestUs: Number.NaN, busy: Number.NaN };
+  return { perRequestUs: ((t1.busy - t0.busy) * TICK_US) / requests, busy: (t1.busy - t0.busy) / (t1.total - t0.total) };
 };
