@@ -59,6 +59,7 @@ export const readyInput = (over: Partial<ReadyInput> = {}): ReadyInput => ({
   mark: null,
   markGrant: null,
   live: null,
+  markSessionSeq: null,
   intent: intent(),
   acks: [ack(5n)],
   atSnapshot: { listenerRevision: 4n, intentDigest: sha('intent-4') },

@@ -135,6 +135,27 @@ describe('B: listener.ready', () => {
     // on PostgreSQL in test/lease-pg.test.ts)
   });
 
+  it('a withdrawn service keeps its seq rules only in the session of its last grant; in any other session or epoch every ready/refresh is stale-listener (decision 0196)', () => {
+    const first = granted(readyInput({ request: request({ seq: 3n }) }));
+    const withdrawn = intent({ state: 'withdrawn', intentDigest: null });
+    const base = { mark: first.mark, markGrant: first.grant, live: first.grant, intent: withdrawn };
+    // the session of the grant (5): the same answers as for an active service
+    const again = ok(decideReady(readyInput({ ...base, markSessionSeq: 5n, request: request({ seq: 3n }) })));
+    expect(again.outcome).toBe('retransmission');
+    expect(again.grant).toBe(first.grant);
+    expect(errCode(decideReady(readyInput({ ...base, markSessionSeq: 5n, request: request({ seq: 2n }) })))).toBe('stale-refresh');
+    expect(errCode(decideReady(readyInput({ ...base, markSessionSeq: 5n, request: request({ seq: 3n, requestDigest: sha('other') }) })))).toBe('digest-conflict');
+    expect(errCode(decideReady(readyInput({ ...base, markSessionSeq: 5n, request: request({ seq: 4n }) })))).toBe('stale-listener');
+    // a later session, or no grant of the mark in this epoch: the mark does not apply — with or without the mark row
+    for (const markSessionSeq of [4n, null])
+      for (const seq of [2n, 3n, 4n]) {
+        expect(errCode(decideReady(readyInput({ ...base, markSessionSeq, sessionSeq: 5n, request: request({ seq }) })))).toBe('stale-listener');
+        expect(errCode(decideReady(readyInput({ markSessionSeq: null, intent: withdrawn, request: request({ seq }) })))).toBe('stale-listener');
+      }
+    // an active service: the seq rules whatever the session (unchanged)
+    expect(ok(decideReady(readyInput({ mark: first.mark, markGrant: first.grant, live: first.grant, markSessionSeq: 4n, request: request({ seq: 3n }) }))).outcome).toBe('retransmission');
+  });
+
   it('M6-30 M6-32 lease.refresh needs a live grant of this epoch and a higher seq; it gets a new grant and deadline', () => {
     const first = granted(readyInput());
     const refresh = (now: number, live: GrantRecord | null, epoch = EPOCH) =>

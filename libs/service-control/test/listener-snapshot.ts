@@ -8,20 +8,36 @@ import type { AuthorityStore } from '../src/application/authority-store.js';
 
 type Intent = NonNullable<ReturnType<typeof listenerIntentOf>>;
 
-export const writeListenerSnapshot = async (
+type Scope = { readonly subject_identity: Uint8Array; readonly nsd_id: Uint8Array; readonly network_id: Uint8Array };
+
+export const writeListenerSnapshot = (
   store: AuthorityStore,
   epoch: bigint,
   target: Uint8Array,
   networkId: Uint8Array,
-  scope: { readonly subject_identity: Uint8Array; readonly nsd_id: Uint8Array; readonly network_id: Uint8Array },
+  scope: Scope,
   li: Intent,
+  consumerView: boolean,
+): Promise<{ readonly revision: bigint; readonly digest: Uint8Array }> => writeListenersSnapshot(store, epoch, target, networkId, scope, [li], consumerView);
+
+/** The same with several ready listeners (sorted by service id). */
+export const writeListenersSnapshot = async (
+  store: AuthorityStore,
+  epoch: bigint,
+  target: Uint8Array,
+  networkId: Uint8Array,
+  scope: Scope,
+  lis: readonly Intent[],
   consumerView: boolean,
 ): Promise<{ readonly revision: bigint; readonly digest: Uint8Array }> => {
   const last = await store.transact(epoch, async (tx) => Either.right(await tx.lockSnapshot(target, networkId)));
   if (Either.isLeft(last)) throw last.left;
   const revision = (last.right?.revision ?? 0n) + 1n;
   const view = consumerView ? { backend_host: null, backend_port: null } : {};
-  const snapshot = { scope, snapshot_revision: revision, resources: [], listeners: [{ ...li.fields, ...view, intent_digest: li.intentDigest, proposal: null, state: 'ready' as const }], grants: [], withdrawals: [] };
+  const listeners = [...lis]
+    .sort((a, b) => Buffer.compare(Buffer.from(a.fields.service_ref.service_id), Buffer.from(b.fields.service_ref.service_id)))
+    .map((li) => ({ ...li.fields, ...view, intent_digest: li.intentDigest, proposal: null, state: 'ready' as const }));
+  const snapshot = { scope, snapshot_revision: revision, resources: [], listeners, grants: [], withdrawals: [] };
   const digest = snapshotDigest(snapshot as never);
   const saved = await store.transact(epoch, async (tx) => {
     await tx.saveSnapshot(target, networkId, { revision, bodyDigest: digest, digest, body: SnapshotPushBody.encodeOrThrow({ snapshot: snapshot as never, snapshot_digest: digest }) });

@@ -204,6 +204,8 @@ export const serveReady = async (d: LeaseDeps, m: MessageOf<'listener.ready'> | 
     const intent = currentIntent(d.nsdId, svc, svc === undefined ? [] : sources, allocation, policyVersion);
     const mark = stored !== null && stored.generation === m.runtime_generation && bytesEqual(stored.runtimeId, m.runtime_id) ? stored : null;
     const live = latest !== null && latest.generation === m.runtime_generation && bytesEqual(latest.runtimeId, m.runtime_id) ? latest : null;
+    // the latest grant is the mark's request's (decision 0165): its session bounds a withdrawn service's seq rules (0196)
+    const markSessionSeq = mark !== null && latest !== null && bytesEqual(latest.requestId, mark.requestId) ? latest.sessionSeq : null;
     const decision = decideReady({
       now,
       epoch: d.epoch,
@@ -226,6 +228,7 @@ export const serveReady = async (d: LeaseDeps, m: MessageOf<'listener.ready'> | 
       mark,
       markGrant,
       live,
+      markSessionSeq,
       intent,
       acks,
       // a revision below the floor is refused from the floor: no stamp is read or written for it (decision 0191)

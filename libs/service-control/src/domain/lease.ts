@@ -123,6 +123,11 @@ export interface ReadyInput {
   readonly markGrant: GrantRecord | null;
   /** The latest grant of (service, runtime) in this epoch (Ready while its deadline is ahead). */
   readonly live: GrantRecord | null;
+  /**
+   * The session of the mark's grant (the mark's request's grant in this epoch), null when there is none: the seq
+   * rules of a WITHDRAWN service apply only in that session (decision 0196).
+   */
+  readonly markSessionSeq: bigint | null;
   readonly intent: CurrentIntent | null;
   readonly acks: readonly AckRecord[];
   readonly atSnapshot: IntentStamp | null;
@@ -166,10 +171,16 @@ export const grantDeadline = (now: number, caps: readonly (number | null)[]): nu
  */
 export const decideReady = (i: ReadyInput): Either.Either<ReadyDecision, ServiceControlError> => {
   const r = i.request;
-  if (i.mark !== null) {
-    if (r.seq < i.mark.seq) return Either.left(scError('stale-refresh', `refresh_seq ${r.seq} below ${i.mark.seq}`));
-    if (r.seq === i.mark.seq) {
-      if (!bytesEqual(r.requestId, i.mark.requestId) || !bytesEqual(r.requestDigest, i.mark.requestDigest))
+  // Decision 0196: a withdrawn service (terminal: a re-declaration is a new service) keeps its seq space only for
+  // the session of its last grant — the only session a retransmission of that request can arrive in (its envelope
+  // keeps its session_seq; any other session is `stale-session` at the fence). In any other session, or after an
+  // authority restart, the mark no longer applies and the request is `stale-listener` (the service is not current),
+  // so B can delete the mark and its grant without changing any answer.
+  const mark = i.mark !== null && i.intent !== null && i.intent.state === 'withdrawn' && i.markSessionSeq !== i.sessionSeq ? null : i.mark;
+  if (mark !== null) {
+    if (r.seq < mark.seq) return Either.left(scError('stale-refresh', `refresh_seq ${r.seq} below ${mark.seq}`));
+    if (r.seq === mark.seq) {
+      if (!bytesEqual(r.requestId, mark.requestId) || !bytesEqual(r.requestDigest, mark.requestDigest))
         return Either.left(scError('digest-conflict', 'the same refresh_seq with other content'));
       // An old epoch's grant is never restored (M6-36): the retransmission finds no grant in this epoch.
       if (i.markGrant === null || i.markGrant.epoch !== i.epoch) return Either.left(scError('lease-expired', 'the grant of this request is gone'));

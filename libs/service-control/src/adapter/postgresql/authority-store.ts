@@ -14,7 +14,7 @@ import type { RuntimeBinding } from '../../domain/runtime.js';
 import type { AckRecord } from '../../domain/snapshot.js';
 import { TxBatch, type TxConnection, lit, plainSql, staleEpoch } from './batch.js';
 
-import { LEASE_MIGRATIONS, type LeaseTxOptions, leaseTx } from './lease-store.js';
+import { LEASE_MIGRATIONS, type LeaseTxOptions, leaseTx, pruneWithdrawnMarksSql, pruneWithdrawnSql } from './lease-store.js';
 import { PORT_MIGRATIONS, portTx } from './port-store.js';
 import { GRANT_MIGRATIONS, grantTx } from './grant-store.js';
 import { REVISION_FLOOR_MIGRATIONS, floorOf, floorSql, pruneBelowFloorSql } from './revision-floor.js';
@@ -163,6 +163,8 @@ const tx = (c: TxConnection, leaseOptions: LeaseTxOptions, pruneRevisions: boole
       // new runtime may open the same seq again and must not find them (decision 0191)
       c.write(`DELETE FROM ${S}.ack WHERE target = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)}`);
       if (pruneRevisions) c.write(pruneBelowFloorSql(identity, networkId));
+      // no grant is of the new session yet: the marks of the scope's withdrawn services no longer apply (decision 0196)
+      if (leaseOptions.prune !== false) for (const q of pruneWithdrawnSql(identity, networkId)) c.write(q);
     },
     lockReport: (identity, networkId) =>
       c.statement(`SELECT revision, digest FROM ${S}.report WHERE identity = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)} FOR UPDATE`, (r) => {
@@ -196,6 +198,12 @@ const tx = (c: TxConnection, leaseOptions: LeaseTxOptions, pruneRevisions: boole
          ON CONFLICT (service_id) DO UPDATE SET declaration_key = excluded.declaration_key, declaration = excluded.declaration, state = excluded.state,
            port = excluded.port, listener_revision = excluded.listener_revision`,
       );
+      // a withdrawal: the publisher's lease rows of its withdrawn services that no read can reach go with this COMMIT
+      // (decision 0196; after the upsert, so the statements see the new state)
+      if (leaseOptions.prune === false) return;
+      const scopes = new Map<string, StoredService>();
+      for (const s of rows) if (s.state === 'withdrawn') scopes.set(`${Buffer.from(s.publisher).toString('hex')}:${Buffer.from(s.networkId).toString('hex')}`, s);
+      for (const s of scopes.values()) for (const q of pruneWithdrawnSql(s.publisher, s.networkId)) c.write(q);
     },
     writeOutbox: (networkId, reason) =>
       c.statement(`INSERT INTO ${S}.outbox (network_id, reason) VALUES (${lit.bytea(networkId)}, ${lit.text(reason)}) RETURNING id`, (r) => big(r.rows[0].id)),
@@ -336,9 +344,12 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): Authorit
             );
             // every grant and request-map read filters on the current epoch: the older epochs' rows are unreachable
             // from this commit on — also those of services never granted again (decision 0191; 0165 pruned the rest)
+            // — and no withdrawn service's mark has a grant of the new epoch, so none of them applies any more (0196)
             if (pruneLeaseRows !== false)
               await c.query(
-                plainSql(`DELETE FROM ${S}.lease_grant WHERE epoch <> ${lit.num(next.right)}; DELETE FROM ${S}.lease_acquire_item WHERE epoch <> ${lit.num(next.right)}`),
+                plainSql(
+                  `DELETE FROM ${S}.lease_grant WHERE epoch <> ${lit.num(next.right)}; DELETE FROM ${S}.lease_acquire_item WHERE epoch <> ${lit.num(next.right)}; ${pruneWithdrawnMarksSql()}`,
+                ),
               );
             await c.query('COMMIT');
             return { nsdId, epoch: next.right };

@@ -75,6 +75,44 @@ const pruneAfterMark = (holder: Uint8Array, space: MarkSpace, requestId: Uint8Ar
   ];
 };
 
+const WITHDRAWN = (serviceCol: string) => `EXISTS (SELECT 1 FROM ${S}.service s WHERE s.service_id = ${serviceCol} AND s.state = 'withdrawn')`;
+
+/**
+ * Decision 0196: the publisher's lease rows of its WITHDRAWN services in a Network that no read can reach any more.
+ * A withdrawn service's refresh mark applies only in the session of its grant (`decideReady`), so the mark is
+ * unreachable unless its request's grant is of this epoch, of the mark's runtime, and of the scope's current session
+ * of the publisher's current runtime; its ready/refresh grants are read only through a mark (the mark's request's).
+ * Queued with the COMMIT of every transaction that withdraws a service (`upsertServices`) or opens a new session
+ * (`saveSession`, after the new session mark): the publisher's transactions are serialised on its runtime row, so
+ * nothing grants in between. Driven from the publisher's marks/grants in the Network (the (holder, network, space)
+ * key and the (holder, request_id) index), each joined to its service row by primary key. The consumers' acquire
+ * items and grants that name the service are kept: they are the request map of the consumer's mark (0165) — a
+ * retransmission of that request must still get them — and go with the consumer's next request.
+ */
+export const pruneWithdrawnSql = (publisher: Uint8Array, networkId: Uint8Array): readonly string[] => {
+  const p = lit.bytea(publisher);
+  const n = lit.bytea(networkId);
+  const currentSessionGrant = `SELECT 1 FROM ${S}.lease_grant g
+      JOIN ${S}.session_mark k ON k.identity = g.holder AND k.network_id = g.network_id AND k.seq = g.session_seq
+        AND k.generation = g.generation AND k.runtime_id = g.runtime_id AND k.epoch = ${EPOCH_NOW}
+      JOIN ${S}.runtime_binding b ON b.identity = k.identity AND b.generation = k.generation AND b.runtime_id = k.runtime_id
+    WHERE g.holder = m.holder AND g.network_id = m.network_id AND g.service_id = m.space AND g.request_id = m.request_id
+      AND g.kind IN ('ready', 'refresh') AND g.epoch = ${EPOCH_NOW} AND g.generation = m.generation AND g.runtime_id = m.runtime_id`;
+  // one statement per write: the batch matches results to queued statements by position
+  return [
+    `DELETE FROM ${S}.lease_mark m WHERE m.holder = ${p} AND m.network_id = ${n} AND ${WITHDRAWN('m.space')} AND NOT EXISTS (${currentSessionGrant})`,
+    `DELETE FROM ${S}.lease_grant g WHERE g.holder = ${p} AND g.network_id = ${n} AND g.kind IN ('ready', 'refresh') AND ${WITHDRAWN('g.service_id')}
+       AND NOT EXISTS (SELECT 1 FROM ${S}.lease_mark m WHERE m.holder = g.holder AND m.network_id = g.network_id AND m.space = g.service_id AND m.request_id = g.request_id)`,
+  ];
+};
+
+/**
+ * Decision 0196, at the takeover (startup, not the hot path): no withdrawn service can be granted in the new epoch,
+ * so no withdrawn service's mark has a grant of it — every such mark is unreachable from this commit on (the old
+ * epochs' grants go with the same takeover, decision 0191).
+ */
+export const pruneWithdrawnMarksSql = (): string => `DELETE FROM ${S}.lease_mark m WHERE ${WITHDRAWN('m.space')}`;
+
 export interface LeaseTxOptions {
   /** Delete unreachable grant / request-map rows when a mark moves (decision 0165). Off only for the twin in tests. */
   readonly prune?: boolean;
