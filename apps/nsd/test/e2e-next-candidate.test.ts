@@ -153,7 +153,7 @@ describe('the next P candidate after a pure refusal, across processes (decision 
 
   it('M6-42 M6-43 M6-58 §5.14 nsd SIGKILLed right after committing the pure refusal (awaitingNext persisted, before its reply and its timer): restarted with a new epoch, it resumes the waiting allocation with a fresh backoff and issues candidate 2 — tried ports kept, 8080 never offered again — and the daemon claims it', async () => {
     await ownAtX(N2);
-    const env = { NSD_KEY_FILE: join(ws.dir, 'nsd-z.pem'), NSD_PORT_UNCERTAIN_MS: '120000' };
+    const env = { NSD_KEY_FILE: join(ws.dir, 'nsd-z.pem'), NSD_ADMIN_TOKEN: TOKEN, NSD_PORT_UNCERTAIN_MS: '120000' };
     const z1 = await startNsd(ws, dbZ, [`${N2.hex}:${N2.net}`], { ...env, NSD_FAULT: 'port.result' });
     const c = await client(dbZ);
     const ns = startNs(ws, z1, N2, N2.name, N2.net);
@@ -163,6 +163,8 @@ describe('the next P candidate after a pure refusal, across processes (decision 
     expect(await z1.proc.exited).toEqual({ code: null, signal: 'SIGKILL' });
     expect(events(z1.proc, 'fault', { point: 'port.result' })).toHaveLength(1);
     expect(events(z1.proc, 'next-candidate')).toEqual([]);
+    // A never got the reply (its transport gives up, or meets the next epoch); it does not decide anything again
+    await ns.waitFor(logged('port-result-refused', { P: '8080', result: 'conflict' }), 90_000);
     const waiting = await allocationOf(c, N2);
     expect([waiting?.state, waiting?.next, waiting?.round, waiting?.seq, waiting?.idx, waiting?.tried, waiting?.floor]).toEqual(['released-pure', true, '1', '1', 1, ['8080'], '1']);
     expect(await entriesOf(c, N2)).toEqual([]); // the pure candidate's reservation is released
@@ -183,6 +185,10 @@ describe('the next P candidate after a pure refusal, across processes (decision 
     expect(await entriesOf(c, N2)).toEqual([`${p2}:owned`]);
     const snap = await until(() => snapshotOf(c, N2), (s) => s?.resources[0]?.P === Number(p2) && s.listeners[0]?.state === 'claimed');
     await until(() => healthz(port), (h) => h['epoch'] === String(z2.epoch) && h['snapshotRevision'] === String(snap?.snapshot_revision), 90_000);
+    const services = (await ownerAdmin(z2.url, TOKEN)('GET', `/v1/admin/services?network=${N2.net}`)).body['services'] as { service_id: string; declaration_key: string; P: number | null }[];
+    expect(services.map((s) => [s.declaration_key, s.P])).toEqual([['api', Number(p2)]]);
+    const lease = await until(() => healthz(port), (h) => leaseOf(h, 'publisher', services[0]?.service_id as string)?.active === true, 90_000);
+    expect(leaseOf(lease, 'publisher', services[0]?.service_id as string)?.epoch).toBe(String(z2.epoch));
 
     expect(events(z2.proc, 'next-candidate')).toHaveLength(1);
     expect(events(z2.proc, 'port-uncertain')).toEqual([]);
