@@ -12,7 +12,7 @@
 // The daemon serves one membership per process (NS_NSD_URL/NS_NSD_KEY/NS_NETWORK); its state file holds ONE endpoint
 // table for all memberships (§5.10), the rest of its records per scope. So the node runs at X first and then at the
 // NSD under test, one process after the other on the same state file (two concurrent daemon processes on one state
-// file are not supported: each start's recover() closes every gate of the table).
+// file are not supported: each start's recover() closes every gate of the table, and the runtime record is per identity).
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
