@@ -294,6 +294,40 @@ describe('the next candidate after an explicit pure refusal (B, controlled timer
     s1.close();
     s2.close();
   });
+
+  it('M6-43 M6-19 a service withdrawn while its next candidate is due is no longer due: the record drops awaitingNext in the report\'s transaction, the pending timer issues nothing, and a restarted B resumes nothing for it', async () => {
+    const s1 = await setup('next-d', true);
+    await occupy(s1, 8096n);
+    await s1.send(msg(s1.w, 'report.replace', replaceBody(s1.w, 1n, [decl('web', null, 8096)])));
+    await s1.authority.idle();
+    const refused = await s1.arbiter.onProposal(s1.identity, lastProposal(s1.pushed) as NonNullable<ReturnType<typeof lastProposal>>);
+    expect((await s1.answer(portResultBody(refused[0] as (typeof refused)[number]), rid16())).body['state']).toBe('released-pure');
+    expect(s1.next.pending()).toHaveLength(1);
+    const mine = async () => (await s1.allocation()) as unknown as { state: string; idx: number; next?: boolean; tried: string[] };
+    expect((await mine()).next).toBe(true);
+
+    // the owner removes the service before the backoff ends: the empty report withdraws it
+    expect((await s1.send(msg(s1.w, 'report.replace', replaceBody(s1.w, 2n, [])))).kind).toBe('report.accepted');
+    await s1.authority.idle();
+    const withdrawn = await mine();
+    expect([withdrawn.state, withdrawn.idx, withdrawn.tried, withdrawn.next]).toEqual(['released-pure', 1, ['8096'], false]);
+    s1.next.fire(); // the refusal's timer: nothing to issue for a withdrawn service
+    await s1.authority.idle();
+    expect((await mine()).idx).toBe(1);
+    expect(await s1.entries()).toEqual([]);
+    s1.authority.closeStreams();
+
+    const s2 = await setup('next-d2', true, { identity: s1.identity, net: s1.net, rid: s1.w.rid as Uint8Array, seq: 2n });
+    const due = await sql(`SELECT 1 FROM service_control.port_allocation WHERE publisher = $1 AND value->'next' = 'true'::jsonb`, [Buffer.from(s1.identity)]);
+    expect(due).toEqual([]); // nothing of this publisher is resumed by the restarted B
+    await s2.authority.resumeNextCandidates();
+    s2.next.fire();
+    await s2.authority.idle();
+    expect((await mine()).idx).toBe(1); // still nothing issued
+    s2.authority.closeStreams();
+    s1.close();
+    s2.close();
+  });
 });
 
 describe('service.retry-port after a policy edit', () => {
