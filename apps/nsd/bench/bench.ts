@@ -16,7 +16,7 @@ import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
 import { ReplayCache, type TransportSide, generateSigner, postUnary, receiveEnvelope, sealEnvelope, serveUnary, trustSelfCertifying } from '@homelab/service-control/transport';
 import { startLoad } from './load-thread.js';
 import { signedClient } from './signed-client.js';
-import { type MachineCpu, benchClient, machineCpuSince, machineTicks, mainThreadSched, profiled, rawUpsertRun, roundTrips, withBenchDatabase } from './pg.js';
+import { type MachineCpu, benchClient, machineCpuSince, machineCpuText, machineTicks, mainThreadSched, profiled, rawUpsertRun, requestBound, roundTrips, withBenchDatabase } from './pg.js';
 import { availableParallelism } from 'node:os';
 
 const N = Number(process.env['BENCH_N'] ?? 300);
@@ -121,19 +121,9 @@ await withBenchDatabase('nsd_bench', async (config) => {
   const busy = (r: { busy: number; cpu: { run: number; wait: number } | null; machine: MachineCpu }) =>
     `nsd thread busy ${(r.busy * 100).toFixed(0)} %${r.cpu === null ? '' : `, CPU ${r.cpu.run.toFixed(0)} µs/request (+ ${r.cpu.wait.toFixed(0)} µs runnable, waiting for a core)`}; ${machineCpu(r.machine)}`;
   const cores = availableParallelism();
-  /** The whole machine (clients, nsd, PostgreSQL): CPU per request and how busy the cores were. */
-  const machineCpu = (m: MachineCpu) => `machine CPU ${m.perRequestUs.toFixed(0)} µs/request, cores ${(m.busy * 100).toFixed(0)} % busy`;
-  /**
-   * What no nsd request can beat on this machine, from two peers of this run: a request needs at least one durable
-   * commit (a raw upsert) AND the signed transport (the signed echo). Sequentially their times add up; with clients in
-   * flight on a CPU-bound machine their machine CPU adds up (cores × 1 s / (raw CPU + echo CPU) requests per second).
-   */
-  const bound = (rawRate: number, raw: MachineCpu, echoRate: number, echo: MachineCpu, sequential: boolean) => {
-    const latencyBound = 1 / (1 / rawRate + 1 / echoRate) / rawRate;
-    if (sequential) return `bound for any request = one durable commit + the signed transport, in sequence: ${latencyBound.toFixed(3)}`;
-    const cpuBound = (cores * 1e6) / (raw.perRequestUs + echo.perRequestUs) / rawRate;
-    return `bound for any request = one raw upsert's machine CPU (${raw.perRequestUs.toFixed(0)} µs) + the signed echo's (${echo.perRequestUs.toFixed(0)} µs) on ${cores} cores: ${Math.min(cpuBound, 1).toFixed(3)} (raw run ${(raw.busy * 100).toFixed(0)} % busy${raw.busy < 0.85 ? ': not CPU-bound, so this bound is loose' : ''})`;
-  };
+  const machineCpu = machineCpuText;
+  const bound = (raw: { rate: number; machine: MachineCpu }, echo: { rate: number; machine: MachineCpu }, sequential: boolean) =>
+    requestBound(raw, echo, cores, sequential).text;
 
   // ── one sequential client ──
   const p0 = await publisher();
@@ -151,7 +141,7 @@ await withBenchDatabase('nsd_bench', async (config) => {
   rows.push(`  snapshot.ack    ${fmt(ackSeq.rate)} /s  ratio ${ratio(ackSeq.rate, rawS)}   ${ackSeq.roundTrips.toFixed(1)} round trips/request (first ACK of each revision: writes the ACK row); ${busy(ackSeq)}`);
   rows.push(`  repeat ACK      ${fmt(repeatSeq.rate)} /s  ratio ${ratio(repeatSeq.rate, rawS)}   ${repeatSeq.roundTrips.toFixed(1)} round trips/request (idempotent: the ACK row exists, nothing written); ${busy(repeatSeq)}`);
   rows.push(`  transport alone (signed echo, no store) ${fmt(ceilSeq.rate)} /s  ratio ${ratio(ceilSeq.rate, rawS)} — the ceiling of any request on this machine; ${busy(ceilSeq)}`);
-  rows.push(`  raw upsert: ${machineCpu(rawSeqRun.machine)}; ${bound(rawS, rawSeqRun.machine, ceilSeq.rate, ceilSeq.machine, true)}`);
+  rows.push(`  raw upsert: ${machineCpu(rawSeqRun.machine)}; ${bound({ rate: rawS, machine: rawSeqRun.machine }, ceilSeq, true)}`);
 
   // ── C clients in flight ──
   const pubs: Publisher[] = [p0];
@@ -177,7 +167,7 @@ await withBenchDatabase('nsd_bench', async (config) => {
     rows.push(`  snapshot.ack    ${fmt(ack.rate)} /s  ratio ${ratio(ack.rate, raw)}   ${ack.roundTrips.toFixed(1)} round trips/request (first ACKs); ${busy(ack)}`);
     rows.push(`  repeat ACK      ${fmt(repeat.rate)} /s  ratio ${ratio(repeat.rate, raw)}   ${repeat.roundTrips.toFixed(1)} round trips/request; ${busy(repeat)}`);
     rows.push(`  transport alone (signed echo, no store) ${fmt(ceil.rate)} /s  ratio ${ratio(ceil.rate, raw)} — the ceiling; ${busy(ceil)}`);
-    rows.push(`  raw upserts: ${machineCpu(raw1Run.machine)}; ${bound(raw, raw1Run.machine, ceil.rate, ceil.machine, false)}`);
+    rows.push(`  raw upserts: ${machineCpu(raw1Run.machine)}; ${bound({ rate: raw, machine: raw1Run.machine }, ceil, false)}`);
   }
 
   // ── where the time of one request goes (this thread, sequential, µs per request) ──

@@ -17,7 +17,8 @@ import { REFRESH_PERIOD_MS, SnapshotPushBody, decodeMessage, reportDigest, snaps
 import { Authority, listenerIntentOf } from '@homelab/service-control/application';
 import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
 import { ReplayCache, generateSigner, serveUnary, trustSelfCertifying } from '@homelab/service-control/transport';
-import { type PgConfig, benchClient, mainThreadSched, profiled, rawUpsertRate, roundTrips, withBenchDatabase } from './pg.js';
+import { availableParallelism } from 'node:os';
+import { type PgConfig, benchClient, machineCpuSince, machineCpuText, machineTicks, mainThreadSched, profiled, rawUpsertRun, requestBound, roundTrips, withBenchDatabase } from './pg.js';
 import { startLoad } from './load-thread.js';
 import { signedClient } from './signed-client.js';
 
@@ -154,6 +155,24 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     return r;
   };
 
+  /**
+   * The signed transport alone for the same payloads (a signed echo: HTTP, verify, replay check, seal; no store), with
+   * the machine's CPU per request: with the raw upserts it gives the bound no refresh can beat (decision 0195).
+   */
+  const echoServer = createServer((req, res) => void serveUnary(side, req, res, async (e) => e.payload));
+  await new Promise<void>((r) => echoServer.listen(0, '127.0.0.1', r));
+  const echoUrl = `http://127.0.0.1:${(echoServer.address() as AddressInfo).port}/v1/rpc`;
+  const runEcho = async (use: readonly Publisher[], per: number) => {
+    const load = await startLoad({ url: echoUrl, nsdKey: nsd.machineId, clients: use.map((p) => ({ pem: p.pem, payloads: p.refreshes(per) })) });
+    const m0 = machineTicks();
+    const window = await load.go();
+    const machine = machineCpuSince(m0, window.requests);
+    const check = await load.check();
+    if (check.failures > 0) throw new Error(`echo: ${check.failures} answers failed their check (first: ${check.firstFailure})`);
+    return { rate: window.requests / window.seconds, machine };
+  };
+  const cores = availableParallelism();
+
   const maxC = Math.max(...CONCURRENCY);
   type Publisher = Awaited<ReturnType<typeof publisher>>;
   const pubs: Publisher[] = [];
@@ -167,16 +186,22 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     (r.thread === null ? '' : ` (main thread ${r.thread.run.toFixed(0)} µs on a core + ${r.thread.wait.toFixed(0)} µs waiting for one)`);
   const grantRows = async () => Number((await rawPg.query('SELECT count(*) AS n FROM service_control.lease_grant')).rows[0].n);
   console.log(`nsd lease bench (N=${N} per client, loopback; PostgreSQL ${config.host}:${config.port}; store pool max 10)`);
-  const raw1 = await rawUpsertRate(config, 1, N);
+  const raw1Run = await rawUpsertRun(config, 1, N);
+  const raw1 = raw1Run.rate;
   const ref1 = await runLoad('refresh-1', [p0], N);
   const dir1 = await run('refresh-direct-1', [p0.direct], N);
+  const echo1 = await runEcho([p0], N);
   console.log(`  one client:  raw upsert ${fmt(raw1)} /s   lease.refresh ${fmt(ref1.rate)} /s   ratio ${(ref1.rate / raw1).toFixed(3)} (goal ≥ 0.5)`);
+  console.log(`               signed echo (transport alone) ${fmt(echo1.rate)} /s (${(echo1.rate / raw1).toFixed(3)}); raw upsert ${machineCpuText(raw1Run.machine)}; ${requestBound(raw1Run, echo1, cores, true).text}`);
   console.log(`               round trips per refresh ${ref1.roundTrips.toFixed(2)}; ${cpu(ref1)}`);
   console.log(`               lease.refresh without HTTP (handle) ${fmt(dir1.rate)} /s, ${dir1.roundTrips.toFixed(2)} round trips; ${cpu(dir1)}`);
   for (const c of CONCURRENCY) {
-    const rawC = await rawUpsertRate(config, c, N);
+    const rawCRun = await rawUpsertRun(config, c, N);
+    const rawC = rawCRun.rate;
     const refC = await runLoad(`refresh-${c}`, pubs.slice(0, c), N);
+    const echoC = await runEcho(pubs.slice(0, c), N);
     console.log(`  ${String(c).padStart(2)} clients:  raw upsert ${fmt(rawC)} /s   lease.refresh ${fmt(refC.rate)} /s   ratio ${(refC.rate / rawC).toFixed(3)}; ${refC.roundTrips.toFixed(2)} round trips; ${cpu(refC)}`);
+    console.log(`               signed echo ${fmt(echoC.rate)} /s (${(echoC.rate / rawC).toFixed(3)}); ${requestBound(rawCRun, echoC, cores, false).text}`);
   }
 
   // N publishers: clone the measured publishers' lease, session, service and snapshot rows in SQL up to N publishers,
@@ -223,6 +248,7 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   console.log(`  grant rows of the ${maxC} measured publishers after ${totalRefreshes} committed ready/refresh grants: ${(await rawPg.query('SELECT count(*) AS n FROM service_control.lease_grant WHERE holder = ANY($1)', [pubs.map((p) => Buffer.from(p.identity))])).rows[0].n} (pruned, decision 0165)`);
   await rawPg.end();
   server.close();
+  echoServer.close();
   await store.close();
 }).catch((e: unknown) => {
   console.error('lease bench failed:', e);

@@ -182,3 +182,30 @@ export const machineCpuSince = (t0: ReturnType<typeof machineTicks>, requests: n
   if (t0 === null || t1 === null || t1.total === t0.total) return { perRequestUs: Number.NaN, busy: Number.NaN };
   return { perRequestUs: ((t1.busy - t0.busy) * TICK_US) / requests, busy: (t1.busy - t0.busy) / (t1.total - t0.total) };
 };
+
+/**
+ * What no request that commits can beat on this machine (decision 0195), from two peers of the same run: it needs at
+ * least one durable commit (a raw upsert) AND the signed transport (a signed echo). One client: their times add up.
+ * Clients in flight on a CPU-bound machine: their machine CPU adds up (cores × 1 s / (raw CPU + echo CPU) per second).
+ * Returns the bound as a ratio against the raw rate, and a line saying how it was computed.
+ */
+export const requestBound = (
+  raw: { readonly rate: number; readonly machine: MachineCpu },
+  echo: { readonly rate: number; readonly machine: MachineCpu },
+  cores: number,
+  sequential: boolean,
+): { readonly ratio: number; readonly text: string } => {
+  if (sequential) {
+    const ratio = 1 / (1 / raw.rate + 1 / echo.rate) / raw.rate;
+    return { ratio, text: `bound for any request that commits = one durable commit + the signed transport, in sequence: ${ratio.toFixed(3)}` };
+  }
+  const ratio = Math.min(1, (cores * 1e6) / (raw.machine.perRequestUs + echo.machine.perRequestUs) / raw.rate);
+  const loose = raw.machine.busy < 0.85 ? ': not CPU-bound, so this bound is loose' : '';
+  return {
+    ratio,
+    text: `bound for any request that commits = one raw upsert's machine CPU (${raw.machine.perRequestUs.toFixed(0)} µs) + the signed echo's (${echo.machine.perRequestUs.toFixed(0)} µs) on ${cores} cores: ${ratio.toFixed(3)} (raw run ${(raw.machine.busy * 100).toFixed(0)} % busy${loose})`,
+  };
+};
+
+/** The whole machine (clients, nsd, PostgreSQL): CPU per request and how busy the cores were. */
+export const machineCpuText = (m: MachineCpu): string => `machine CPU ${m.perRequestUs.toFixed(0)} µs/request, cores ${(m.busy * 100).toFixed(0)} % busy`;
