@@ -3,14 +3,41 @@
 import { Worker } from 'node:worker_threads';
 import type { ClientCheck, ClientJob, ClientWindow } from './client-worker.js';
 
+/** Longest silence of the load generator in one step (connect, a run's window, the answers' checks). */
+const STEP_TIMEOUT_MS = 180_000;
+
 export const startLoad = async (job: ClientJob) => {
   // a worker's entry module is not seen by the parent's tsx loader: register tsx in the worker, then import it
   const entry = new URL('./client-worker.ts', import.meta.url).href;
   const worker = new Worker(`import('tsx/esm/api').then((t) => { t.register(); return import(${JSON.stringify(entry)}); })`, { eval: true, workerData: job });
+  let exited: Error | null = null;
+  worker.once('exit', (code) => (exited = new Error(`the load-generator thread exited (code ${code}) before it answered`)));
+  /**
+   * The worker's next message; fails when it errs, exits without answering, or stays silent for STEP_TIMEOUT_MS (a
+   * run that never answers — a lost connection, a request nsd never replies to — fails with a reason, not a hang).
+   */
   const next = <A>() =>
     new Promise<A>((resolve, reject) => {
-      worker.once('message', resolve);
-      worker.once('error', reject);
+      if (exited !== null) return reject(exited);
+      const fail = (e: Error) => {
+        cleanup();
+        reject(e);
+      };
+      const onMessage = (m: A) => {
+        cleanup();
+        resolve(m);
+      };
+      const onExit = (code: number) => fail(new Error(`the load-generator thread exited (code ${code}) before it answered`));
+      const timer = setTimeout(() => fail(new Error(`the load-generator thread sent nothing for ${STEP_TIMEOUT_MS / 1000} s (a request without an answer?)`)), STEP_TIMEOUT_MS);
+      const cleanup = () => {
+        clearTimeout(timer);
+        worker.off('message', onMessage);
+        worker.off('error', fail);
+        worker.off('exit', onExit);
+      };
+      worker.on('message', onMessage);
+      worker.on('error', fail);
+      worker.on('exit', onExit);
     });
   await next(); // ready: sealed and connected
   return {

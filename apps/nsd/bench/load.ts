@@ -37,8 +37,13 @@ class Connection {
       this.parse();
     });
     socket.on('error', (e) => this.settle(e));
-    socket.on('close', () => this.settle(new Error('connection closed')));
+    socket.on('close', () => {
+      this.closed = true;
+      this.settle(new Error('connection closed'));
+    });
   }
+  /** Closed by the peer (or an error) while no request was waiting: the next post fails at once instead of hanging. */
+  private closed = false;
 
   static open(url: URL): Promise<Connection> {
     return new Promise((resolve, reject) => {
@@ -52,6 +57,7 @@ class Connection {
 
   post(body: Uint8Array): Promise<{ status: number; body: Buffer }> {
     return new Promise((resolve, reject) => {
+      if (this.closed) return reject(new Error('connection closed by nsd before this request'));
       this.waiting = (r) => (r instanceof Error ? reject(r) : resolve(r));
       this.socket.write(Buffer.concat([Buffer.from(`${this.head}${body.length}\r\n\r\n`, 'latin1'), body]));
     });
