@@ -12,6 +12,7 @@ import type { AuthorityStore, StoredService } from '../src/application/authority
 import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { toHex } from '../src/domain/bytes.js';
+import { comparableAnswer, sendToBoth } from './twin.js';
 import { writeListenerSnapshot } from './listener-snapshot.js';
 import { type Who, decl, msg, replaceBody, rid16, subScope } from './wire.js';
 
@@ -53,19 +54,10 @@ const reply = async (s: Side, w: Who, bytes: Uint8Array): Promise<Message> => {
 };
 const ok = (m: Message) => expect(m.kind === 'error' ? (m.body as { error: string }).error : 'ok').toBe('ok');
 
-/** An answer with the side's own grant ids replaced by the order they were first seen in. */
+/** Only lease results (or errors) are compared here. */
 const answer = (s: Side, m: Message): unknown => {
-  if (m.kind === 'error') return { error: (m.body as { error: string }).error };
-  if (m.kind !== 'lease.result') throw new Error(`unexpected ${m.kind}`);
-  return m.body.results.map((r) => {
-    let grant: number | null = null;
-    if (r.grant_id !== null) {
-      const k = toHex(r.grant_id);
-      if (!s.grants.has(k)) s.grants.set(k, s.grants.size);
-      grant = s.grants.get(k) as number;
-    }
-    return { result: r.result, remaining_ms: r.remaining_ms, grant };
-  });
+  if (m.kind !== 'error' && m.kind !== 'lease.result') throw new Error(`unexpected ${m.kind}`);
+  return comparableAnswer(s, m);
 };
 
 const P = generateSigner().signer.machineId;
@@ -130,12 +122,7 @@ const acquire = (seq: bigint, requestId: Uint8Array, sessionSeq: bigint) => (s: 
   return reply(s, who(s, C), msg(who(s, C), 'lease.acquire', body, { session_seq: sessionSeq, request_id: requestId }));
 };
 
-/** Send to both sides; the answers must be equal. Returns the pruned side's answer. */
-const both = async (f: (s: Side) => Promise<Message>): Promise<unknown> => {
-  const a = answer(pruned, await f(pruned));
-  expect(answer(twin, await f(twin))).toEqual(a);
-  return a;
-};
+const both = sendToBoth(pruned, twin, answer);
 
 beforeAll(async () => {
   for (const s of sides) {

@@ -16,6 +16,7 @@ import type { AuthorityStore, StoredService } from '../src/application/authority
 import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { toHex } from '../src/domain/bytes.js';
+import { comparableAnswer, sendToBoth } from './twin.js';
 import { writeListenersSnapshot } from './listener-snapshot.js';
 import { type Who, decl, msg, replaceBody, rid16, subScope } from './wire.js';
 
@@ -57,26 +58,8 @@ const reply = async (s: Side, w: Who, bytes: Uint8Array): Promise<Message> => {
   if (Either.isLeft(r)) throw r.left;
   return r.right;
 };
-/** An answer with the side's own grant ids replaced by the order they were first seen in (service ids differ). */
-const answer = (s: Side, m: Message): unknown => {
-  if (m.kind === 'error') return { error: (m.body as { error: string }).error };
-  if (m.kind !== 'lease.result') return m.kind;
-  return m.body.results.map((r) => {
-    let grant: number | null = null;
-    if (r.grant_id !== null) {
-      const k = toHex(r.grant_id);
-      if (!s.grants.has(k)) s.grants.set(k, s.grants.size);
-      grant = s.grants.get(k) as number;
-    }
-    return { result: r.result, remaining_ms: r.remaining_ms, grant };
-  });
-};
-/** Send to both sides; the answers must be equal. Returns the answer. */
-const both = async (f: (s: Side) => Promise<Message>): Promise<unknown> => {
-  const a = answer(pruned, await f(pruned));
-  expect(answer(twin, await f(twin))).toEqual(a);
-  return a;
-};
+const answer = comparableAnswer;
+const both = sendToBoth(pruned, twin, answer);
 
 const bind = async (s: Side, w: Who, sessionSeq: bigint) => {
   w.epoch = null;
