@@ -5,7 +5,6 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Effect, Either, Layer } from 'effect';
-import client from 'prom-client';
 import { InfoGetResponseCodec, fromHex, toHex, uuidText } from '@homelab/service-control';
 import { AuthorityService, SystemControlClock, authorityLayer, authorityStoreLayer } from '@homelab/service-control/application';
 import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
@@ -24,6 +23,7 @@ import {
 } from '@homelab/service-control/transport';
 import { handleAdmin } from './admin.js';
 import { loadConfig } from './config.js';
+import { makeNsdMetrics } from './metrics.js';
 
 const log = (event: string, fields: Record<string, unknown> = {}): void =>
   void process.stdout.write(`${JSON.stringify({ t: new Date().toISOString(), app: 'nsd', event, ...fields })}\n`);
@@ -39,24 +39,23 @@ const kill = (point: string) => {
   }
 };
 
+/** Metrics: the Authority reports requests and productions into them from its first request on. */
+const metrics = makeNsdMetrics();
+const KNOWN_ROUTES = new Set(['POST /v1/info.get', 'POST /v1/machine.auth', 'POST /v1/machine.heartbeat', 'POST /v1/rpc', 'POST /v1/config.stream', 'GET /healthz', 'GET /metrics']);
+
 /** The signed HTTP/SSE server of the Authority, listening while the scope is open. */
 const HttpServer = Layer.scopedDiscard(
   Effect.gen(function* () {
     const { authority, nsdId, epoch } = yield* AuthorityService;
-    const registry = new client.Registry();
-    client.collectDefaultMetrics({ register: registry });
-    const requests = new client.Counter({ name: 'nsd_requests_total', help: 'service-control requests handled', labelNames: ['route'], registers: [registry] });
-    new client.Gauge({ name: 'nsd_authority_epoch', help: 'current authority epoch', registers: [registry], collect() { this.set(Number(epoch)); } });
-    new client.Gauge({ name: 'nsd_streams', help: 'open config streams', registers: [registry], collect() { this.set(authority.streamCount); } });
-    new client.Gauge({ name: 'nsd_refusals', help: 'requests answered with an error Message', registers: [registry], collect() { this.set(authority.counters.refusals); } });
-    new client.Gauge({ name: 'nsd_snapshots_produced', help: 'snapshot revisions produced', registers: [registry], collect() { this.set(authority.counters.snapshotsProduced); } });
-    new client.Gauge({ name: 'nsd_snapshots_delivered', help: 'snapshot.push events sent', registers: [registry], collect() { this.set(authority.counters.snapshotsDelivered); } });
+    metrics.watch(authority, epoch);
+    const registry = metrics.registry;
 
     const info = InfoGetResponseCodec.encodeOrThrow({ capabilities: ['service_control.v1'], service_control_nsd_id: uuidText(nsdId) });
 
     const server = createServer((req, res) => {
       const route = `${req.method} ${req.url}`;
-      requests.inc({ route });
+      // a bounded label: the known routes, the admin API as one, anything else as `other`
+      metrics.http(KNOWN_ROUTES.has(route) ? route : req.url?.startsWith('/v1/admin/') ? 'admin' : 'other');
       if (route === 'POST /v1/info.get') return void serveUnary(side, req, res, async () => info);
       if (route === 'POST /v1/machine.auth') return void serveUnary(side, req, res, (env) => authority.machineAuth(env.machineId, env.payload));
       if (route === 'POST /v1/machine.heartbeat') return void serveUnary(side, req, res, (env) => authority.heartbeat(env.machineId, env.payload));
@@ -104,7 +103,7 @@ const HttpServer = Layer.scopedDiscard(
 );
 
 const Nsd = HttpServer.pipe(
-  Layer.provide(authorityLayer({ members: config.members.map((m) => [fromHex(m.identity), fromHex(m.network)] as const), fault: kill, log, leaseNow: () => Math.floor(performance.now()), portRecovery: { requests: config.portStreamRequests, ...(config.portUncertainMs === null ? {} : { timeoutMs: config.portUncertainMs }) } })), // lease deadlines: monotonic within the epoch (decision 0122)
+  Layer.provide(authorityLayer({ observe: metrics.observe, members: config.members.map((m) => [fromHex(m.identity), fromHex(m.network)] as const), fault: kill, log, leaseNow: () => Math.floor(performance.now()), portRecovery: { requests: config.portStreamRequests, ...(config.portUncertainMs === null ? {} : { timeoutMs: config.portUncertainMs }) } })), // lease deadlines: monotonic within the epoch (decision 0122)
   Layer.provide(authorityStoreLayer(() => makePgAuthorityStore(config.database))),
   Layer.provide(SystemControlClock),
 );

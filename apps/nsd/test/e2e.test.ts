@@ -83,6 +83,21 @@ describe('nsd + two ns-daemons over loopback', () => {
     // both are bound under the new epoch, sessions re-opened under it and snapshots re-acknowledged
     const marks = await sql(`SELECT epoch FROM service_control.session_mark`);
     expect(marks.map((m) => m['epoch'])).toEqual([String(nsd2.epoch), String(nsd2.epoch)]);
+    // /metrics counts the same: every refusal by kind and code, the requests and productions of the new epoch (polled:
+    // the daemons' ACKs and streams of the new epoch arrive in their own time)
+    const sample = (metrics: string, name: string, labels: string) => {
+      const line = metrics.split('\n').find((l) => l.startsWith(`${name}{${labels}} `) || (labels === '' && l.startsWith(`${name} `)));
+      return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
+    };
+    const scrape = async () => (await fetch(`http://127.0.0.1:${nsd2.port}/metrics`)).text();
+    const metrics = await until(scrape, (m) => sample(m, 'nsd_requests_total', 'kind="snapshot.ack",outcome="ok"') >= 2 && sample(m, 'nsd_streams', '') === 2);
+    const staleEpochs = [...metrics.matchAll(/^nsd_requests_total\{kind="[^"]+",outcome="stale-epoch"\} (\d+)$/gm)].reduce((n, m) => n + Number(m[1]), 0);
+    expect(staleEpochs).toBeGreaterThanOrEqual(refused.length);
+    expect(sample(metrics, 'nsd_request_duration_seconds_count', 'kind="snapshot.ack"')).toBeGreaterThanOrEqual(2);
+    expect(sample(metrics, 'nsd_requests_total', 'kind="runtime.bind",outcome="ok"')).toBeGreaterThanOrEqual(2);
+    expect(sample(metrics, 'nsd_productions_total', 'outcome="ok"')).toBeGreaterThanOrEqual(1);
+    expect(sample(metrics, 'nsd_http_requests_total', 'route="POST /v1/rpc"')).toBeGreaterThanOrEqual(4);
+    expect(sample(metrics, 'nsd_authority_epoch', '')).toBe(Number(nsd2.epoch));
     // graceful shutdown of every process
     for (const p of [nsd2.p, na2, nb]) {
       p.child.kill('SIGTERM');

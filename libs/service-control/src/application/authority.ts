@@ -43,6 +43,19 @@ export interface AuthorityDeps {
   readonly portRecovery?: PortRecoveryOptions;
   /** The backoff timer before the next candidate after a pure refusal (§5.14); tests inject a controlled one. */
   readonly candidateSchedule?: Schedule;
+  /** Metrics hooks (nsd's /metrics): every handled request and every Network production, with their durations. */
+  readonly observe?: AuthorityObserver;
+}
+
+/** What the Authority reports as it works; the app turns it into metrics. Durations in seconds. */
+export interface AuthorityObserver {
+  /**
+   * One request handled: its kind (`machine.auth` and `machine.heartbeat` included; `undecodable` when the payload
+   * named none), `ok` or the refusal's error code, and the time from the verified payload to the reply.
+   */
+  readonly request?: (kind: string, outcome: string, seconds: number) => void;
+  /** One Network production transaction (after a commit, a retry, or a stream's first snapshot): ok or failed. */
+  readonly production?: (outcome: 'ok' | 'failed', seconds: number) => void;
 }
 
 /** A connected config.stream. `send` returns false when the stream is gone. */
@@ -108,16 +121,35 @@ export class Authority {
    */
   async handle(signer: Bytes, payload: Uint8Array): Promise<Uint8Array> {
     this.counters.requests++;
+    const t0 = performance.now();
     const decoded = decodeMessage(payload);
-    if (Either.isLeft(decoded)) throw decoded.left;
+    if (Either.isLeft(decoded)) {
+      this.observed('undecodable', decoded.left.code, t0);
+      throw decoded.left;
+    }
     const m = decoded.right;
     const out = await this.dispatch(signer, m);
     if (Either.isLeft(out)) {
       this.counters.refusals++;
       this.d.log?.("refused", { kind: m.kind, code: out.left.code, detail: out.left.detail });
+      this.observed(m.kind, out.left.code, t0);
       return this.errorReply(m, out.left);
     }
+    this.observed(m.kind, 'ok', t0);
     return out.right;
+  }
+
+  private observed(kind: string, outcome: string, t0: number): void {
+    this.d.observe?.request?.(kind, outcome, (performance.now() - t0) / 1000);
+  }
+
+  /** Networks whose production is queued and not yet started (coalesced: one per Network). */
+  get queuedProductions(): number {
+    return this.queued.size;
+  }
+  /** Networks whose last production failed and waits for its retry (backoff ≤ 10 s). */
+  get retryingProductions(): number {
+    return this.retries.size;
   }
 
   private async dispatch(signer: Bytes, m: Message): Promise<Either.Either<Uint8Array, ServiceControlError>> {
@@ -473,8 +505,12 @@ export class Authority {
    * payloads.
    */
   async heartbeat(signer: Bytes, payload: Uint8Array): Promise<Uint8Array> {
+    const t0 = performance.now();
     const hb = MachineHeartbeatCodec.decode(payload);
-    if (Either.isLeft(hb)) throw scError(hb.left.code, hb.left.message);
+    if (Either.isLeft(hb)) {
+      this.observed('machine.heartbeat', hb.left.code, t0);
+      throw scError(hb.left.code, hb.left.message);
+    }
     const { network_id: networkId, service_control: obj } = hb.right;
     const r = await this.fenced(signer, networkId, { session: false }, async () => undefined, async (tx, { runtime: rt }) => {
       if (obj === undefined) {
@@ -491,6 +527,7 @@ export class Authority {
       await tx.saveRuntime(signer, out.right.binding);
       return Either.void;
     });
+    this.observed('machine.heartbeat', Either.isRight(r) ? 'ok' : r.left.code, t0);
     return MachineHeartbeatResultCodec.encodeOrThrow(Either.isRight(r) ? { accepted: true, error: null } : { accepted: false, error: r.left.code });
   }
 
@@ -500,8 +537,12 @@ export class Authority {
    * identity has an M6 runtime, a missing object or any mismatch writes nothing; machine.auth never binds or preempts.
    */
   async machineAuth(signer: Bytes, payload: Uint8Array): Promise<Uint8Array> {
+    const t0 = performance.now();
     const req = MachineAuthRequestCodec.decode(payload);
-    if (Either.isLeft(req)) throw scError(req.left.code, req.left.message);
+    if (Either.isLeft(req)) {
+      this.observed('machine.auth', req.left.code, t0);
+      throw scError(req.left.code, req.left.message);
+    }
     // the machine row is locked in the same round trip, after the runtime row (authority → runtime → machine)
     const reads = (tx: AuthorityTx) => tx.activeRuntime(signer);
     const r = await this.fenced(signer, req.right.network_id, { session: false }, reads, async (tx, { runtime: rt }) => {
@@ -510,6 +551,7 @@ export class Authority {
       await tx.saveActiveRuntime(signer, out.right);
       return Either.void;
     });
+    this.observed('machine.auth', Either.isRight(r) ? 'ok' : r.left.code, t0);
     return MachineHeartbeatResultCodec.encodeOrThrow(Either.isRight(r) ? { accepted: true, error: null } : { accepted: false, error: r.left.code });
   }
 
@@ -696,6 +738,7 @@ export class Authority {
   }
 
   private async produceNow(networkId: Bytes, only: Bytes | null, clearUpTo: bigint | null): Promise<{ readonly ok: boolean; readonly body: Uint8Array | null }> {
+    const t0 = performance.now();
     const r = await this.d.store.transact(this.d.epoch, async (tx) => {
       const [members, services, last] = await Promise.all([tx.members(networkId), tx.services(networkId), tx.lockSnapshots(networkId)]);
       const view = await networkView(this.d.nsdId, tx, networkId, services, members, last);
@@ -708,10 +751,7 @@ export class Authority {
           this.d.log?.('snapshot-failed', { code: next.left.code, detail: next.left.detail, target: toHex(target) });
           continue;
         }
-        if (next.right.stored !== null) {
-          await tx.saveSnapshot(target, networkId, next.right.stored);
-          this.counters.snapshotsProduced++;
-        }
+        if (next.right.stored !== null) await tx.saveSnapshot(target, networkId, next.right.stored);
         bodies.push({ target, body: next.right.body, changed: next.right.stored !== null, cancels: view.right.cancels(target) });
       }
       await view.right.save();
@@ -719,10 +759,15 @@ export class Authority {
       if (clearUpTo !== null) await tx.clearOutbox(networkId, clearUpTo);
       return Either.right(bodies);
     });
+    const seconds = (performance.now() - t0) / 1000;
     if (Either.isLeft(r)) {
       this.d.log?.('snapshot-failed', { code: r.left.code, detail: r.left.detail });
+      this.d.observe?.production?.('failed', seconds);
       return { ok: false, body: null };
     }
+    this.d.observe?.production?.('ok', seconds);
+    // counted once committed: a production the database refused produced nothing
+    for (const b of r.right) if (b.changed) this.counters.snapshotsProduced++;
     let mine: Uint8Array | null = null;
     for (const { target, body, changed, cancels } of r.right) {
       const isOnly = only !== null && bytesEqual(target, only);

@@ -55,7 +55,7 @@ export interface AuthorityServiceShape {
 /** B, serving: the epoch taken over and committed before anything is served (M6-12). */
 export class AuthorityService extends Context.Tag('@homelab/service-control/Authority')<AuthorityService, AuthorityServiceShape>() {}
 
-export interface AuthorityOptions extends Pick<AuthorityDeps, 'fault' | 'log' | 'leaseNow' | 'portRecovery'> {
+export interface AuthorityOptions extends Pick<AuthorityDeps, 'fault' | 'log' | 'leaseNow' | 'portRecovery' | 'observe'> {
   /** Network membership to add at startup (the stand-in for the existing ownership), `[identity, network]`. */
   readonly members?: readonly (readonly [Bytes, Bytes])[];
 }
@@ -76,7 +76,7 @@ export const authorityLayer = (options: AuthorityOptions = {}): Layer.Layer<Auth
             const { nsdId, epoch } = await store.takeover();
             options.log?.('epoch-taken-over', { epoch: String(epoch) }); // start-up progress: each step is visible
             for (const [identity, network] of options.members ?? []) await store.addMember(identity, network);
-            const authority = new Authority({ store, nsdId, epoch, now: clock.now, ...(options.fault ? { fault: options.fault } : {}), ...(options.log ? { log: options.log } : {}), ...(options.leaseNow ? { leaseNow: options.leaseNow } : {}), ...(options.portRecovery ? { portRecovery: options.portRecovery } : {}) });
+            const authority = new Authority({ store, nsdId, epoch, now: clock.now, ...(options.fault ? { fault: options.fault } : {}), ...(options.log ? { log: options.log } : {}), ...(options.leaseNow ? { leaseNow: options.leaseNow } : {}), ...(options.portRecovery ? { portRecovery: options.portRecovery } : {}), ...(options.observe ? { observe: options.observe } : {}) });
             const drained = await authority.drainOutbox();
             const due = await authority.resumeNextCandidates(); // pure refusals that were waiting for their next candidate (§5.14)
             options.log?.('authority-ready', { outbox_rows: drained, next_candidates_due: due });
