@@ -10,6 +10,7 @@ import type { Bytes } from '../domain/bytes.js';
 import { ServiceControlError } from '../domain/errors.js';
 import type { ServiceRef } from '../domain/ids.js';
 import {
+  type Endpoint,
   type EndpointAnswer,
   type EndpointTable,
   type ProposalRef,
@@ -17,6 +18,7 @@ import {
   arbitrate,
   cancelProposal,
   closeAllGates,
+  installedEndpoint,
   markInstallFailed,
   markInstalled,
   queryProposal,
@@ -153,6 +155,14 @@ export class PortArbiter {
   /** `port.query`: the current state, nothing changed (`absent` is never a release proof). */
   onQuery(publisher: Bytes, ref: ProposalRef): EndpointAnswer {
     return orThrow(queryProposal(this.store.read(), publisher, ref));
+  }
+
+  /**
+   * The endpoint this proposal is installed on (InstalledClosed/Active under exactly this proposal), or null: what a
+   * publisher's ready/refresh may prove (decision 0197). Reads the committed table; a corrupt one throws.
+   */
+  installed(publisher: Bytes, ref: ProposalRef): Endpoint | null {
+    return installedEndpoint(this.store.read(), publisher, ref);
   }
 
   /**
