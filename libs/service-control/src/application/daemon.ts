@@ -140,9 +140,10 @@ export class Daemon {
 
   /**
    * The ready/refresh proof of a publisher listener from this node's installed state, or null when its proposal is not
-   * installed here (decision 0197): P is the endpoint the endpoint table has installed for exactly this proposal. The
-   * simulated installer installs the listener protocol-agnostically and the ACL is the permit engine's state applied
-   * before the ACK, so protocols and the authorization digest are those of the applied (ACKed) listener intent.
+   * installed here (decision 0197): P is the endpoint the endpoint table has InstalledClosed/Active for exactly this
+   * proposal and on which the installer observes the listener of this ServiceRef (`PortArbiter.installed`). [D] The
+   * simulated installer installs a listener protocol-agnostically and the ACL is the permit engine's state applied
+   * before the ACK, so the protocols and the authorization digest are those of the applied (ACKed) listener intent.
    */
   private installedProof(publisher: Bytes, l: ListenerIntentWire): ReadyProofWire | null {
     const arbiter = this.d.ports;
