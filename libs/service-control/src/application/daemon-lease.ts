@@ -24,6 +24,7 @@ import type { BootClock } from '../permit/clock.js';
 import { type Flow, PermitEngine } from '../permit/engine.js';
 import type { PendingRequest } from '../permit/receipt.js';
 import { SimulatedForwarder } from '../permit/simulated-forwarder.js';
+import { type PortArbiter, proposalFromWire } from './port-arbiter.js';
 import type { DenyReason, OrdinaryPolicy, PermitKey, TeardownPlan, Verdict } from '../permit/types.js';
 
 /** Sends one logical lease request (stream-bound envelope filled by the caller) and returns the verified items. */
@@ -442,6 +443,23 @@ export class DaemonLeases {
     return [...publishers, ...consumers];
   }
 }
+
+/**
+ * The ready/refresh proof of a publisher listener from this node's installed state, or null when its proposal is not
+ * installed here (decision 0197): P is the endpoint the endpoint table has InstalledClosed/Active for exactly this
+ * proposal and on which the installer observes the listener of this ServiceRef (`PortArbiter.installed`); no endpoint
+ * table, nothing installed. [D] The simulated installer installs a listener protocol-agnostically and the ACL is the
+ * permit engine's state applied before the ACK, so the protocols and the authorization digest are those of the
+ * applied (ACKed) listener intent.
+ */
+export const installedProofFrom =
+  (ports: PortArbiter | undefined) =>
+  (publisher: Bytes, l: ListenerIntentWire): ReadyProofWire | null => {
+    if (ports === undefined || l.proposal === null) return null;
+    const ep = ports.installed(publisher, proposalFromWire(l.proposal));
+    if (ep === null) return null;
+    return { installed_protocols: l.protocols, installed_P: Number(ep.port), enforcement_policy_digest: l.enforcement_policy_digest };
+  };
 
 /** The backend host of a publisher listener as text (for the engine's backend-at-creation rule, spec §6.5). */
 const backendText = (l: ListenerIntentWire): string => {

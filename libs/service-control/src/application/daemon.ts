@@ -17,9 +17,7 @@ import { InfoGetResponseCodec, MachineAuthRequestCodec, MachineHeartbeatCodec, M
 import { type DeclarationWire, type ReportContent, ReportContentCodec } from '../api/report.js';
 import { declarationRead, machineAuthToWire, serviceRefToWire, snapshotView, streamBindingToWire } from '../api/convert.js';
 import { deriveN6 } from '../api/standins.js';
-import type { ReadyProofWire } from '../api/lease.js';
-import type { ListenerIntentWire } from '../api/snapshot.js';
-import { DaemonLeases, type LeaseStatus } from './daemon-lease.js';
+import { DaemonLeases, type LeaseStatus, installedProofFrom } from './daemon-lease.js';
 import type { DaemonStore } from './daemon-store.js';
 import type { BootClock } from '../permit/clock.js';
 import { type PortArbiter, portResultBody, proposalFromWire } from './port-arbiter.js';
@@ -128,7 +126,7 @@ export class Daemon {
         return s === null ? null : { authorityEpoch: s.authorityEpoch, runtimeGeneration: s.runtimeGeneration, runtimeId: s.runtimeId, sessionSeq: s.sessionSeq };
       },
       log: (event, fields) => this.log(event, fields),
-      installedProof: (publisher, l) => this.installedProof(publisher, l),
+      installedProof: installedProofFrom(d.ports),
       call: async (kind, body, requestId) => {
         const s = this.stream;
         if (s === null) throw scError('stale-session', 'no session');
@@ -136,21 +134,6 @@ export class Daemon {
         return r.body.results;
       },
     });
-  }
-
-  /**
-   * The ready/refresh proof of a publisher listener from this node's installed state, or null when its proposal is not
-   * installed here (decision 0197): P is the endpoint the endpoint table has InstalledClosed/Active for exactly this
-   * proposal and on which the installer observes the listener of this ServiceRef (`PortArbiter.installed`). [D] The
-   * simulated installer installs a listener protocol-agnostically and the ACL is the permit engine's state applied
-   * before the ACK, so the protocols and the authorization digest are those of the applied (ACKed) listener intent.
-   */
-  private installedProof(publisher: Bytes, l: ListenerIntentWire): ReadyProofWire | null {
-    const arbiter = this.d.ports;
-    if (arbiter === undefined || l.proposal === null) return null;
-    const ep = arbiter.installed(publisher, proposalFromWire(l.proposal));
-    if (ep === null) return null;
-    return { installed_protocols: l.protocols, installed_P: Number(ep.port), enforcement_policy_digest: l.enforcement_policy_digest };
   }
 
   private get scope(): string {
