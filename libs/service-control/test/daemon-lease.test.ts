@@ -35,7 +35,7 @@ const harness = () => {
   let epoch = 1n;
   const latency = 700;
   const leases = new DaemonLeases({
-    installedProof: installedAsIntent,
+    readyProof: installedAsIntent,
     clock: { nowMs: () => clock.now, resolutionMs: 0 },
     session: () => ({ authorityEpoch: epoch, runtimeGeneration: 1n, runtimeId: id16(5), sessionSeq: 1n }),
     call: async (kind, body, requestId) => {
@@ -144,7 +144,7 @@ describe('A: DaemonLeases as a consumer', () => {
     const clock = { now: 500_000 };
     const sent: { kind: string; t: number; body: { consumer_seq: bigint; services: { service_ref: typeof SVC; intent_digest: Uint8Array }[] } }[] = [];
     const leases = new DaemonLeases({
-      installedProof: installedAsIntent,
+      readyProof: installedAsIntent,
       clock: { nowMs: () => clock.now, resolutionMs: 0 },
       session: () => ({ authorityEpoch: 1n, runtimeGeneration: 1n, runtimeId: id16(5), sessionSeq: 1n }),
       call: async (kind, body, requestId) => {
@@ -203,7 +203,7 @@ describe('A: one permit gate (decision 0145)', () => {
     const ref = { ...SVC, service_id: id16(60) };
     const l: ListenerIntentWire = { ...listener(), service_ref: ref, publisher_identity: PUB, backend_host: null, backend_port: null, proposal: null };
     const leases = new DaemonLeases({
-      installedProof: installedAsIntent,
+      readyProof: installedAsIntent,
       clock: { nowMs: () => clock.now, resolutionMs: 10 },
       session: () => ({ authorityEpoch: 1n, runtimeGeneration: 1n, runtimeId: id16(5), sessionSeq: 1n }),
       call: async (_kind, body, requestId) => {
@@ -251,7 +251,7 @@ describe('A: one permit gate (decision 0145)', () => {
     const l: ListenerIntentWire = { ...listener(), service_ref: ref, publisher_identity: PUB, backend_host: null, backend_port: null, proposal: null };
     let epoch = 1n;
     const leases = new DaemonLeases({
-      installedProof: installedAsIntent,
+      readyProof: installedAsIntent,
       clock: { nowMs: () => clock.now, resolutionMs: 10 },
       session: () => ({ authorityEpoch: epoch, runtimeGeneration: 1n, runtimeId: id16(5), sessionSeq: epoch }),
       call: async (_kind, body, requestId) => {

@@ -1,6 +1,7 @@
 // A proves only what it installed (decision 0197, spec §3.3 proof, §5.6 InstalledClosed → listener.ready, §5.10):
-// DaemonLeases with the daemon's proof source (`installedProofFrom`) over a real PortArbiter — the endpoint table on a
+// DaemonLeases with the daemon's proof source (`readyProofFrom`) over a real PortArbiter — the endpoint table on a
 // temp-file SQLite, the simulated installer — and a scripted B that grants every request and records what it got.
+// `claimed(l)` stands for B's port.result answer `claimed` to this process (the Daemon records it, `sendPortAnswers`).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,7 +9,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { ListenerReadyBodyWire, LeaseResultItemWire } from '../src/api/lease.js';
 import type { ListenerIntentWire } from '../src/api/snapshot.js';
 import { openSqliteEndpointStore } from '../src/adapter/sqlite/endpoint-store.js';
-import { DaemonLeases, installedProofFrom } from '../src/application/daemon-lease.js';
+import { DaemonLeases, readyProofFrom } from '../src/application/daemon-lease.js';
 import { PortArbiter, SimulatedListenerInstaller, proposalFromWire } from '../src/application/port-arbiter.js';
 import { endpointOf } from '../src/domain/port-endpoint.js';
 import { id16, id32, sha } from './helpers.js';
@@ -53,10 +54,11 @@ const node = (path: string) => {
   const installer = new SimulatedListenerInstaller();
   const arbiter = new PortArbiter(store, installer);
   const sent: { kind: string; body: ListenerReadyBodyWire; phase: string; observed: boolean }[] = [];
+  const claims = new Set<string>();
   const leases = new DaemonLeases({
     clock: { nowMs: () => clock.now, resolutionMs: 0 },
     session: () => ({ authorityEpoch: 1n, runtimeGeneration: 1n, runtimeId: id16(5), sessionSeq: 1n }),
-    installedProof: installedProofFrom(arbiter),
+    readyProof: readyProofFrom(arbiter, (id) => claims.has(Buffer.from(id).toString('hex'))),
     call: async (kind, raw, requestId) => {
       const body = raw as ListenerReadyBodyWire;
       const P = BigInt(body.P);
@@ -82,7 +84,8 @@ const node = (path: string) => {
   });
   const arbitrate = (l: ListenerIntentWire) => arbiter.onProposal(ME, proposalFromWire(l.proposal as NonNullable<ListenerIntentWire['proposal']>));
   const status = (svc: number) => leases.status().find((s) => s.service === Buffer.from(id16(svc)).toString('hex'));
-  return { clock, store, installer, arbiter, leases, sent, arbitrate, status };
+  const claimed = (l: ListenerIntentWire) => claims.add(Buffer.from(l.proposal?.proposal_id ?? []).toString('hex'));
+  return { clock, store, installer, arbiter, leases, sent, arbitrate, status, claimed };
 };
 
 const snap = (revision: bigint) => ({ revision, digest: sha(`snapshot-${revision}`) });
@@ -100,8 +103,13 @@ describe('A: listener.ready only for what this node installed (decision 0197)', 
     expect(a.sent).toEqual([]);
     expect(endpointOf(a.store.read(), ME, 40000n).phase).toBe('open');
 
-    // register → cut point → MayInstall → install; then the daemon reports the install (after its port.result)
+    // register → cut point → MayInstall → install: installed, but B does not hold the claim before A's answer
     expect((await a.arbitrate(l)).map((x) => x.result)).toEqual(['installed']);
+    await a.leases.onInstalled();
+    expect(a.sent).toEqual([]);
+    expect(a.status(3)).toMatchObject({ active: false, lastResult: 'claim-pending' });
+    // B answered the port.result `claimed`: the ready it owes goes out at once
+    a.claimed(l);
     await a.leases.onInstalled();
     expect(a.sent.map((s) => [s.kind, s.phase, s.observed])).toEqual([['listener.ready', 'installed-closed', true]]);
     const body = a.sent[0]?.body as ListenerReadyBodyWire;
@@ -133,6 +141,7 @@ describe('A: listener.ready only for what this node installed (decision 0197)', 
     expect(a.sent).toHaveLength(1);
     expect(a.status(4)).toMatchObject({ active: true, lastResult: 'not-installed' }); // the old permit runs on
     expect((await a.arbitrate(r2)).map((x) => x.result)).toEqual(['installed']); // the owner's update, same P
+    a.claimed(r2);
     await a.leases.onInstalled();
     expect(a.sent.map((s) => [s.kind, s.body.proposal_id, s.body.allocation_round])).toEqual([
       ['listener.ready', r1.proposal?.proposal_id, 1n],
@@ -148,6 +157,8 @@ describe('A: listener.ready only for what this node installed (decision 0197)', 
     expect((await a.arbitrate(failed)).map((x) => x.result)).toEqual(['apply-failed']);
     const kept = listener(6, 42001);
     await a.arbitrate(kept);
+    a.claimed(failed);
+    a.claimed(kept);
     await a.leases.onEnforcementAck(ME, snap(1n), [failed, kept], 1n);
     await a.leases.onInstalled();
     for (let i = 0; i < 5; i++) {
@@ -190,6 +201,26 @@ describe('A: listener.ready only for what this node installed (decision 0197)', 
     expect(r.reinstalled.map((e) => [e.port, e.installed])).toEqual([[43000n, true]]);
     await again.leases.onInstalled();
     expect(again.sent.map((s) => [s.kind, s.phase, s.observed, s.body.proof.installed_P, s.body.snapshot_revision])).toEqual([['listener.ready', 'installed-closed', true, 43000, 2n]]);
+    again.store.close();
+  });
+
+  it('M6-38 M6-61 §5.16 A installed, its answer was lost in a crash: after the restart the reinstalled P waits for the re-sent answer (B still says offered), then the ready follows', async () => {
+    const f = file();
+    const first = node(f);
+    const l = listener(8, 44000);
+    expect((await first.arbitrate(l)).map((x) => x.result)).toEqual(['installed']); // crash before the port.result
+    first.store.close();
+
+    const again = node(f);
+    await again.arbiter.recover();
+    await again.leases.onEnforcementAck(ME, snap(1n), [l], 1n); // B's snapshot still carries the offer
+    expect(again.sent).toEqual([]);
+    expect(again.status(8)).toMatchObject({ lastResult: 'claim-pending' });
+    // the duplicate proposal is answered again from the table (decision 0172); B claims it
+    expect((await again.arbitrate(l)).map((x) => x.result)).toEqual(['installed']);
+    again.claimed(l);
+    await again.leases.onInstalled();
+    expect(again.sent.map((s) => [s.kind, s.body.proposal_id, s.body.proof.installed_P])).toEqual([['listener.ready', l.proposal?.proposal_id, 44000]]);
     again.store.close();
   });
 });

@@ -5,10 +5,11 @@
 // `applySnapshotGrants`, epoch and session changes through `onEpochChange`/`onSessionChange`. Transport retries
 // (the unary transport's 3 × 2 s) reuse the pending request (same request_id, seq and t0). Permits are volatile by
 // design: nothing here is restored from disk (spec §5.6 "never restore Active from disk").
-// A publisher proves a listener only while this node has it installed (spec §5.6 InstalledClosed → listener.ready,
-// §5.10): every ready and refresh asks `installedProof` at send time and takes the proof from its answer; a listener
-// that is not installed (only offered, arbitration pending, install failed, tombstoned) sends nothing and is proven
-// as soon as `onInstalled` reports the install (decision 0197).
+// A publisher proves a listener only while this node has it installed and B holds its claim (spec §5.6
+// InstalledClosed → listener.ready, §5.10, §5.7 "P ownership"): every ready and refresh asks `readyProof` at send
+// time and takes the proof from its answer; a listener that is not installed (only offered, arbitration pending,
+// install failed, tombstoned) or whose claim B has not confirmed yet sends nothing, and is proven as soon as
+// `onInstalled` reports the install and B's answer (decision 0197).
 import { randomBytes } from 'node:crypto';
 import { type Bytes, bytesEqual, toHex } from '../domain/bytes.js';
 import { ServiceControlError as SCE } from '../domain/errors.js';
@@ -41,15 +42,23 @@ export interface DaemonLeaseDeps {
   readonly session: () => LeaseSessionContext | null;
   readonly call: LeaseCall;
   /**
-   * What this node has actually installed for a publisher listener's proposal — the ready/refresh proof
-   * (`installed_protocols`, `installed_P`, `enforcement_policy_digest`) — or null while that proposal is not installed
-   * here (spec §3.3 "observed from the actual installed state", §5.6). Asked right before every ready and refresh.
+   * The ready/refresh proof of a publisher listener — what this node has actually installed for its proposal
+   * (`installed_protocols`, `installed_P`, `enforcement_policy_digest`; spec §3.3 "observed from the actual installed
+   * state", §5.6) — or why it may not be proven now. Asked right before every ready and refresh (`readyProofFrom`).
    */
-  readonly installedProof: (publisher: Bytes, listener: ListenerIntentWire) => ReadyProofWire | null;
+  readonly readyProof: (publisher: Bytes, listener: ListenerIntentWire) => ReadyProofAnswer;
   /** The ordinary policy verdict of the Network ([D] none here: Node L3 is not enforced by this daemon). */
   readonly policy?: OrdinaryPolicy;
   readonly log?: (event: string, fields: Record<string, unknown>) => void;
 }
+
+/**
+ * A listener's proof, or why it is not proven now: `not-installed` — its proposal is not installed on this node (only
+ * offered or registered, at MayInstall, the install failed, tombstoned, or not reinstalled since a restart);
+ * `claim-pending` — installed, but B has not confirmed the claim yet (its snapshot still says offered/recovery-required
+ * and no port.result answer of this process said claimed/ready): B's ready check needs the confirmed P (§5.7).
+ */
+export type ReadyProofAnswer = ReadyProofWire | 'not-installed' | 'claim-pending';
 
 /** What a publisher proves in listener.ready / lease.refresh: the listener it installed and the ACKed snapshot. */
 export interface PublishedIntent {
@@ -326,16 +335,16 @@ export class DaemonLeases {
     const session = this.d.session();
     if (l.inFlight || p === null || li.P === null || session === null) return;
     // only what is installed here is proven, and the proof is what is installed (spec §3.3, §5.6; decision 0197)
-    let proof: ReadyProofWire | null;
+    let proof: ReadyProofAnswer;
     try {
-      proof = this.d.installedProof(l.key.scope.identity, li);
+      proof = this.d.readyProof(l.key.scope.identity, li);
     } catch (e) {
-      proof = null; // an unreadable endpoint table proves nothing
+      proof = 'not-installed'; // an unreadable endpoint table proves nothing
       this.log('lease-proof-unavailable', { service: k, kind, error: e instanceof SCE ? e.code : String(e) });
     }
-    if (proof === null) {
-      if (l.lastResult !== 'not-installed') this.log('lease-awaits-install', { service: k, kind, P: String(li.P) });
-      l.lastResult = 'not-installed';
+    if (typeof proof === 'string') {
+      if (l.lastResult !== proof) this.log('lease-awaits-install', { service: k, kind, P: String(li.P), reason: proof });
+      l.lastResult = proof;
       return;
     }
     l.inFlight = true;
@@ -445,19 +454,21 @@ export class DaemonLeases {
 }
 
 /**
- * The ready/refresh proof of a publisher listener from this node's installed state, or null when its proposal is not
- * installed here (decision 0197): P is the endpoint the endpoint table has InstalledClosed/Active for exactly this
- * proposal and on which the installer observes the listener of this ServiceRef (`PortArbiter.installed`); no endpoint
- * table, nothing installed. [D] The simulated installer installs a listener protocol-agnostically and the ACL is the
- * permit engine's state applied before the ACK, so the protocols and the authorization digest are those of the
- * applied (ACKed) listener intent.
+ * The daemon's `readyProof` (decision 0197). Installed: the endpoint table has the endpoint InstalledClosed/Active for
+ * exactly this proposal and the installer observes the listener of this ServiceRef there (`PortArbiter.installed`);
+ * without an endpoint table nothing is installed. B holds the claim: the ACKed snapshot says claimed/ready, or
+ * `claimConfirmed(proposal_id)` — B answered this process's port.result for it with claimed/ready. The proof: P is the
+ * installed endpoint's; [D] the simulated installer installs a listener protocol-agnostically and the ACL is the permit
+ * engine's state applied before the ACK, so the protocols and the authorization digest are those of the applied
+ * (ACKed) listener intent.
  */
-export const installedProofFrom =
-  (ports: PortArbiter | undefined) =>
-  (publisher: Bytes, l: ListenerIntentWire): ReadyProofWire | null => {
-    if (ports === undefined || l.proposal === null) return null;
+export const readyProofFrom =
+  (ports: PortArbiter | undefined, claimConfirmed: (proposalId: Bytes) => boolean = () => false) =>
+  (publisher: Bytes, l: ListenerIntentWire): ReadyProofAnswer => {
+    if (ports === undefined || l.proposal === null) return 'not-installed';
     const ep = ports.installed(publisher, proposalFromWire(l.proposal));
-    if (ep === null) return null;
+    if (ep === null) return 'not-installed';
+    if (l.state !== 'claimed' && l.state !== 'ready' && !claimConfirmed(l.proposal.proposal_id)) return 'claim-pending';
     return { installed_protocols: l.protocols, installed_P: Number(ep.port), enforcement_policy_digest: l.enforcement_policy_digest };
   };
 
