@@ -24,6 +24,9 @@ const listener = (digest = sha('intent')): ListenerIntentWire => ({
   state: 'ready',
 });
 
+/** A node that has installed every listener exactly as its intent says (the endpoint table's part: test/daemon-ready.test.ts). */
+const installedAsIntent = (_publisher: Uint8Array, l: ListenerIntentWire) => ({ installed_protocols: l.protocols, installed_P: l.P ?? 0, enforcement_policy_digest: l.enforcement_policy_digest });
+
 /** A scripted B: grants `remaining` (30000 minus its own processing), after `latency` ms of the fake clock. */
 const harness = () => {
   const clock = { now: 100_000 };
@@ -32,6 +35,7 @@ const harness = () => {
   let epoch = 1n;
   const latency = 700;
   const leases = new DaemonLeases({
+    readyProof: installedAsIntent,
     clock: { nowMs: () => clock.now, resolutionMs: 0 },
     session: () => ({ authorityEpoch: epoch, runtimeGeneration: 1n, runtimeId: id16(5), sessionSeq: 1n }),
     call: async (kind, body, requestId) => {
@@ -140,6 +144,7 @@ describe('A: DaemonLeases as a consumer', () => {
     const clock = { now: 500_000 };
     const sent: { kind: string; t: number; body: { consumer_seq: bigint; services: { service_ref: typeof SVC; intent_digest: Uint8Array }[] } }[] = [];
     const leases = new DaemonLeases({
+      readyProof: installedAsIntent,
       clock: { nowMs: () => clock.now, resolutionMs: 0 },
       session: () => ({ authorityEpoch: 1n, runtimeGeneration: 1n, runtimeId: id16(5), sessionSeq: 1n }),
       call: async (kind, body, requestId) => {
@@ -198,6 +203,7 @@ describe('A: one permit gate (decision 0145)', () => {
     const ref = { ...SVC, service_id: id16(60) };
     const l: ListenerIntentWire = { ...listener(), service_ref: ref, publisher_identity: PUB, backend_host: null, backend_port: null, proposal: null };
     const leases = new DaemonLeases({
+      readyProof: installedAsIntent,
       clock: { nowMs: () => clock.now, resolutionMs: 10 },
       session: () => ({ authorityEpoch: 1n, runtimeGeneration: 1n, runtimeId: id16(5), sessionSeq: 1n }),
       call: async (_kind, body, requestId) => {
@@ -245,6 +251,7 @@ describe('A: one permit gate (decision 0145)', () => {
     const l: ListenerIntentWire = { ...listener(), service_ref: ref, publisher_identity: PUB, backend_host: null, backend_port: null, proposal: null };
     let epoch = 1n;
     const leases = new DaemonLeases({
+      readyProof: installedAsIntent,
       clock: { nowMs: () => clock.now, resolutionMs: 10 },
       session: () => ({ authorityEpoch: epoch, runtimeGeneration: 1n, runtimeId: id16(5), sessionSeq: epoch }),
       call: async (_kind, body, requestId) => {

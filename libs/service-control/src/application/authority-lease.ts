@@ -123,15 +123,31 @@ const stampIn = async (
   known: IntentStamp | null,
 ): Promise<IntentStamp | null> => {
   if (known !== null) return known;
+  const stamps = await stampCurrentSnapshot(tx, target, networkId, ref);
+  const l = stamps?.find((x) => bytesEqual(x.serviceId, serviceId));
+  return l === undefined ? null : { listenerRevision: l.listenerRevision, intentDigest: l.intentDigest };
+};
+
+/**
+ * Stamp what the target's current snapshot carries (decision 0124) — when `only` is given, only if that is the current
+ * revision. Returns the stamps, or null when there was nothing to stamp. Also called by the transaction that confirms
+ * a publisher's P (`servePortResult`): the production that commit queues replaces the snapshot which carried the
+ * offered proposal, and A's listener.ready right after its install names that snapshot (decision 0197).
+ */
+export const stampCurrentSnapshot = async (
+  tx: AuthorityTx,
+  target: Bytes,
+  networkId: Bytes,
+  only?: { revision: bigint; digest: Bytes },
+): Promise<{ serviceId: Bytes; listenerRevision: bigint; intentDigest: Bytes }[] | null> => {
   // unlocked: the production locks snapshot rows before allocations, and this transaction already holds the allocation
   const snap = await tx.currentSnapshot(target, networkId);
-  if (snap === null || snap.revision !== ref.revision || !bytesEqual(snap.digest, ref.digest)) return null;
+  if (snap === null || (only !== undefined && (snap.revision !== only.revision || !bytesEqual(snap.digest, only.digest)))) return null;
   const body = SnapshotPushBody.decode(snap.body);
   if (Either.isLeft(body)) return null;
   const stamps = body.right.snapshot.listeners.map((l) => ({ serviceId: l.service_ref.service_id, listenerRevision: l.listener_revision, intentDigest: l.intent_digest }));
-  await tx.lease.saveSnapshotStamps(target, networkId, ref.revision, ref.digest, stamps);
-  const l = stamps.find((x) => bytesEqual(x.serviceId, serviceId));
-  return l === undefined ? null : { listenerRevision: l.listenerRevision, intentDigest: l.intentDigest };
+  await tx.lease.saveSnapshotStamps(target, networkId, snap.revision, snap.digest, stamps);
+  return stamps;
 };
 
 type StreamMessage = MessageOf<'listener.ready'> | MessageOf<'lease.refresh'> | MessageOf<'lease.acquire'>;

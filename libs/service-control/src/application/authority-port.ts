@@ -14,7 +14,7 @@ import { type BPortState } from '../api/port.js';
 import { type Allocation, type PortDemand, type Rng, applyPending, issueCandidate, onPortResult, retryPort, sampleBackoffMs } from '../domain/port-allocation.js';
 import type { AuthorityStore, FenceRows, StoredService } from './authority-store.js';
 import type { PolicySource } from './lease-store.js';
-import { listenerIntentOf } from './authority-lease.js';
+import { listenerIntentOf, stampCurrentSnapshot } from './authority-lease.js';
 import { proposalFromWire, proposalToWire } from './port-arbiter.js';
 
 export interface PortDeps {
@@ -118,7 +118,12 @@ export const servePortResult = (d: PortDeps, m: MessageOf<'port.result'>): Promi
     await tx.ports.saveAllocation(after);
     const confirmed = after.confirmedPort;
     let outbox: Promise<bigint> | null = null;
-    if (confirmed !== null && confirmed !== row.port) await tx.upsertServices([{ ...row, port: confirmed }]);
+    if (confirmed !== null && confirmed !== row.port) {
+      await tx.upsertServices([{ ...row, port: confirmed }]);
+      // the production this commit queues replaces the publisher's snapshot that carried the offered proposal: stamp it
+      // now, so that A's listener.ready right after its install, naming that ACKed snapshot, is backed (decision 0197)
+      await stampCurrentSnapshot(tx, m.subject_identity, m.network_id);
+    }
     if ((confirmed !== null && confirmed !== row.port) || opened) outbox = tx.writeOutbox(m.network_id, 'port.result');
     return Either.right({
       body: { proposal: proposalToWire(ref), state: portState(answered) },

@@ -5,12 +5,17 @@
 // `applySnapshotGrants`, epoch and session changes through `onEpochChange`/`onSessionChange`. Transport retries
 // (the unary transport's 3 × 2 s) reuse the pending request (same request_id, seq and t0). Permits are volatile by
 // design: nothing here is restored from disk (spec §5.6 "never restore Active from disk").
+// A publisher proves a listener only while this node has it installed and B holds its claim (spec §5.6
+// InstalledClosed → listener.ready, §5.10, §5.7 "P ownership"): every ready and refresh asks `readyProof` at send
+// time and takes the proof from its answer; a listener that is not installed (only offered, arbitration pending,
+// install failed, tombstoned) or whose claim B has not confirmed yet sends nothing, and is proven as soon as
+// `onInstalled` reports the install and B's answer (decision 0197).
 import { randomBytes } from 'node:crypto';
 import { type Bytes, bytesEqual, toHex } from '../domain/bytes.js';
 import { ServiceControlError as SCE } from '../domain/errors.js';
 import { type Scope, scopeKey, serviceRefText } from '../domain/ids.js';
 import { REFRESH_PERIOD_MS, refreshDue } from '../domain/lease.js';
-import type { LeaseResultItemWire } from '../api/lease.js';
+import type { LeaseResultItemWire, ReadyProofWire } from '../api/lease.js';
 import { ServiceRefCodec } from '../api/common.js';
 import { serviceRefFromWire } from '../api/convert.js';
 import { type LeaseSessionContext, expectedEcho, leaseResultInput, sourceGrantsFromWire } from '../api/permit-wire.js';
@@ -20,6 +25,7 @@ import type { BootClock } from '../permit/clock.js';
 import { type Flow, PermitEngine } from '../permit/engine.js';
 import type { PendingRequest } from '../permit/receipt.js';
 import { SimulatedForwarder } from '../permit/simulated-forwarder.js';
+import { type PortArbiter, proposalFromWire } from './port-arbiter.js';
 import type { DenyReason, OrdinaryPolicy, PermitKey, TeardownPlan, Verdict } from '../permit/types.js';
 
 /** Sends one logical lease request (stream-bound envelope filled by the caller) and returns the verified items. */
@@ -35,10 +41,24 @@ export interface DaemonLeaseDeps {
   /** The session the next request goes out in (the receipt must echo it); null while there is none. */
   readonly session: () => LeaseSessionContext | null;
   readonly call: LeaseCall;
+  /**
+   * The ready/refresh proof of a publisher listener — what this node has actually installed for its proposal
+   * (`installed_protocols`, `installed_P`, `enforcement_policy_digest`; spec §3.3 "observed from the actual installed
+   * state", §5.6) — or why it may not be proven now. Asked right before every ready and refresh (`readyProofFrom`).
+   */
+  readonly readyProof: (publisher: Bytes, listener: ListenerIntentWire) => ReadyProofAnswer;
   /** The ordinary policy verdict of the Network ([D] none here: Node L3 is not enforced by this daemon). */
   readonly policy?: OrdinaryPolicy;
   readonly log?: (event: string, fields: Record<string, unknown>) => void;
 }
+
+/**
+ * A listener's proof, or why it is not proven now: `not-installed` — its proposal is not installed on this node (only
+ * offered or registered, at MayInstall, the install failed, tombstoned, or not reinstalled since a restart);
+ * `claim-pending` — installed, but B has not confirmed the claim yet (its snapshot still says offered/recovery-required
+ * and no port.result answer of this process said claimed/ready): B's ready check needs the confirmed P (§5.7).
+ */
+export type ReadyProofAnswer = ReadyProofWire | 'not-installed' | 'claim-pending';
 
 /** What a publisher proves in listener.ready / lease.refresh: the listener it installed and the ACKed snapshot. */
 export interface PublishedIntent {
@@ -77,6 +97,8 @@ class PublisherLease {
   lastT0: number | null = null;
   lastResult: string | null = null;
   inFlight = false;
+  /** A listener.ready is owed for the current intent/session (set by each ACK, cleared when one is sent). */
+  readyDue = true;
   constructor(
     readonly key: PermitKey,
     public intent: PublishedIntent,
@@ -181,9 +203,11 @@ export class DaemonLeases {
       if (cur !== undefined && !bytesEqual(cur.intent.listener.intent_digest, l.intent_digest)) this.engine.beginIntentChange(key);
       const lease = cur ?? new PublisherLease(key, { listener: l, snapshot });
       lease.intent = { listener: l, snapshot };
+      lease.readyDue = true;
       this.publishers.set(k, lease);
       this.engine.setEndpointOwners(`[${toHex(deriveN6(identity))}]:${l.P}`, [{ key, publisherIdentity: identity }]);
-      // a new session (or a new intent) proves itself again with a listener.ready; a live permit is kept meanwhile
+      // a new session (or a new intent) proves itself again with a listener.ready — once its proposal is installed
+      // here (otherwise `onInstalled` sends it after the install); a live permit is kept meanwhile
       await this.send(k, lease, 'listener.ready');
     }
     // consumer side: every other publisher's listener this snapshot authorizes us for gets a lease.acquire
@@ -286,12 +310,22 @@ export class DaemonLeases {
     return l !== undefined && this.engine.remainingMs(l.key) > 0;
   }
 
+  /**
+   * The endpoint table installed (or re-answered) proposals: every publisher listener of the last ACKed snapshot that
+   * still owes its listener.ready sends it now if its proposal is installed (the others keep waiting).
+   */
+  async onInstalled(): Promise<void> {
+    for (const [k, l] of this.publishers) if (l.readyDue) await this.send(k, l, 'listener.ready');
+    this.teardown([]);
+  }
+
   /** The 10 s refresh points (called often; sends only when due) and the expiry driver (never the gate). */
   async tick(): Promise<void> {
     this.teardown(this.engine.tick());
     const now = this.now();
+    // a ready still owed (its proposal was not installed yet) is retried at every tick, not only every 10 s
     for (const [k, l] of this.publishers)
-      if (!l.inFlight && refreshDue(l.lastT0, now)) await this.send(k, l, this.engine.remainingMs(l.key) > 0 ? 'lease.refresh' : 'listener.ready');
+      if (!l.inFlight && (l.readyDue || refreshDue(l.lastT0, now))) await this.send(k, l, !l.readyDue && this.engine.remainingMs(l.key) > 0 ? 'lease.refresh' : 'listener.ready');
     if (refreshDue(this.consumerT0, now)) await this.acquire(); // consumers re-acquire every 10 s
   }
 
@@ -300,7 +334,21 @@ export class DaemonLeases {
     const p = li.proposal;
     const session = this.d.session();
     if (l.inFlight || p === null || li.P === null || session === null) return;
+    // only what is installed here is proven, and the proof is what is installed (spec §3.3, §5.6; decision 0197)
+    let proof: ReadyProofAnswer;
+    try {
+      proof = this.d.readyProof(l.key.scope.identity, li);
+    } catch (e) {
+      proof = 'not-installed'; // an unreadable endpoint table proves nothing
+      this.log('lease-proof-unavailable', { service: k, kind, error: e instanceof SCE ? e.code : String(e) });
+    }
+    if (typeof proof === 'string') {
+      if (l.lastResult !== proof) this.log('lease-awaits-install', { service: k, kind, P: String(li.P), reason: proof });
+      l.lastResult = proof;
+      return;
+    }
     l.inFlight = true;
+    l.readyDue = false;
     const requestId = new Uint8Array(randomBytes(16));
     const seq = (this.publisherSeq.get(k) ?? 0n) + 1n;
     this.publisherSeq.set(k, seq);
@@ -322,8 +370,7 @@ export class DaemonLeases {
       P: li.P,
       snapshot_revision: l.intent.snapshot.revision,
       snapshot_digest: l.intent.snapshot.digest,
-      // [D] the data plane is out of scope: the proof is the installed state the enforcement adapter reported
-      proof: { installed_protocols: li.protocols, installed_P: li.P, enforcement_policy_digest: li.enforcement_policy_digest },
+      proof,
     };
     try {
       const items = await this.d.call(kind, body, requestId);
@@ -405,6 +452,25 @@ export class DaemonLeases {
     return [...publishers, ...consumers];
   }
 }
+
+/**
+ * The daemon's `readyProof` (decision 0197). Installed: the endpoint table has the endpoint InstalledClosed/Active for
+ * exactly this proposal and the installer observes the listener of this ServiceRef there (`PortArbiter.installed`);
+ * without an endpoint table nothing is installed. B holds the claim: the ACKed snapshot says claimed/ready, or
+ * `claimConfirmed(proposal_id)` — B answered this process's port.result for it with claimed/ready. The proof: P is the
+ * installed endpoint's; [D] the simulated installer installs a listener protocol-agnostically and the ACL is the permit
+ * engine's state applied before the ACK, so the protocols and the authorization digest are those of the applied
+ * (ACKed) listener intent.
+ */
+export const readyProofFrom =
+  (ports: PortArbiter | undefined, claimConfirmed: (proposalId: Bytes) => boolean = () => false) =>
+  (publisher: Bytes, l: ListenerIntentWire): ReadyProofAnswer => {
+    if (ports === undefined || l.proposal === null) return 'not-installed';
+    const ep = ports.installed(publisher, proposalFromWire(l.proposal));
+    if (ep === null) return 'not-installed';
+    if (l.state !== 'claimed' && l.state !== 'ready' && !claimConfirmed(l.proposal.proposal_id)) return 'claim-pending';
+    return { installed_protocols: l.protocols, installed_P: Number(ep.port), enforcement_policy_digest: l.enforcement_policy_digest };
+  };
 
 /** The backend host of a publisher listener as text (for the engine's backend-at-creation rule, spec §6.5). */
 const backendText = (l: ListenerIntentWire): string => {

@@ -17,7 +17,7 @@ import { InfoGetResponseCodec, MachineAuthRequestCodec, MachineHeartbeatCodec, M
 import { type DeclarationWire, type ReportContent, ReportContentCodec } from '../api/report.js';
 import { declarationRead, machineAuthToWire, serviceRefToWire, snapshotView, streamBindingToWire } from '../api/convert.js';
 import { deriveN6 } from '../api/standins.js';
-import { DaemonLeases, type LeaseStatus } from './daemon-lease.js';
+import { DaemonLeases, type LeaseStatus, readyProofFrom } from './daemon-lease.js';
 import type { DaemonStore } from './daemon-store.js';
 import type { BootClock } from '../permit/clock.js';
 import { type PortArbiter, portResultBody, proposalFromWire } from './port-arbiter.js';
@@ -105,6 +105,8 @@ export class Daemon {
     leases: [],
   };
 
+  /** Proposals (hex id) whose claim B confirmed to this process: its port.result answer said claimed/ready (0197). */
+  private readonly claimsAtB = new Set<string>();
   /** Publisher ready/refresh over the current session (daemon-lease.ts). */
   readonly leases: DaemonLeases;
   private readonly withdrawalObservers: ((refs: readonly ServiceRef[]) => void)[] = [];
@@ -126,6 +128,7 @@ export class Daemon {
         return s === null ? null : { authorityEpoch: s.authorityEpoch, runtimeGeneration: s.runtimeGeneration, runtimeId: s.runtimeId, sessionSeq: s.sessionSeq };
       },
       log: (event, fields) => this.log(event, fields),
+      readyProof: readyProofFrom(d.ports, (id) => this.claimsAtB.has(toHex(id))),
       call: async (kind, body, requestId) => {
         const s = this.stream;
         if (s === null) throw scError('stale-session', 'no session');
@@ -449,11 +452,15 @@ export class Daemon {
       try {
         const env = this.env('port.result', portResultBody(a), { seq: s.sessionSeq, ...(request === undefined ? {} : { requestId: request.requestId }) });
         const r = await this.call(env, 'port.result.result');
+        if (r.body.state === 'claimed' || r.body.state === 'ready') this.claimsAtB.add(toHex(a.ref.proposalId));
         this.log(request === undefined ? 'port-result' : 'port-request-answered', { ...fields, state: r.body.state });
       } catch (e) {
         this.log('port-result-refused', { ...fields, error: e instanceof SCE ? e.code : String(e) });
       }
     }
+    // B has the answers: the listeners installed here whose claim it now holds send the ready they owe (decision 0197)
+    await this.leases.onInstalled();
+    this.status.leases = this.leases.status();
   }
 
   /**

@@ -8,8 +8,9 @@ import { serviceRefFromWire, serviceRefToWire } from '../api/convert.js';
 import type { ProposalRefWire } from '../api/common.js';
 import type { Bytes } from '../domain/bytes.js';
 import { ServiceControlError } from '../domain/errors.js';
-import type { ServiceRef } from '../domain/ids.js';
+import { type ServiceRef, serviceRefEqual } from '../domain/ids.js';
 import {
+  type Endpoint,
   type EndpointAnswer,
   type EndpointTable,
   type ProposalRef,
@@ -17,6 +18,7 @@ import {
   arbitrate,
   cancelProposal,
   closeAllGates,
+  installedEndpoint,
   markInstallFailed,
   markInstalled,
   queryProposal,
@@ -40,27 +42,34 @@ export interface ListenerInstaller {
   readonly remove: (publisher: Bytes, port: bigint) => Promise<void>;
   /** Whether a local ordinary config or system listener holds the port (blocks MayInstall). */
   readonly localConflict: (publisher: Bytes, port: bigint) => boolean;
+  /**
+   * The ServiceRef the listener on N6:P is actually installed for right now, or null when none is installed there —
+   * observed from the data plane, not from the endpoint table (which a restart or a failed reinstall leaves behind).
+   */
+  readonly observe: (publisher: Bytes, port: bigint) => ServiceRef | null;
 }
 
 /** A stand-in data plane that records calls in memory; failures can be injected. Never a real listener. */
 export class SimulatedListenerInstaller implements ListenerInstaller {
   readonly calls: { readonly op: 'install' | 'remove'; readonly port: bigint }[] = [];
-  readonly installed = new Set<string>();
+  /** `publisher-hex:P` → the ServiceRef installed there (in memory: nothing survives the process). */
+  readonly installed = new Map<string, ServiceRef>();
   failNext = false;
   constructor(private readonly systemPorts: ReadonlySet<bigint> = new Set()) {}
-  install = async (publisher: Bytes, port: bigint): Promise<void> => {
+  install = async (publisher: Bytes, port: bigint, owner: ServiceRef): Promise<void> => {
     this.calls.push({ op: 'install', port });
     if (this.failNext) {
       this.failNext = false;
       throw new Error('simulated install failure');
     }
-    this.installed.add(`${Buffer.from(publisher).toString('hex')}:${port}`);
+    this.installed.set(`${Buffer.from(publisher).toString('hex')}:${port}`, owner);
   };
   remove = async (publisher: Bytes, port: bigint): Promise<void> => {
     this.calls.push({ op: 'remove', port });
     this.installed.delete(`${Buffer.from(publisher).toString('hex')}:${port}`);
   };
   localConflict = (_publisher: Bytes, port: bigint): boolean => this.systemPorts.has(port);
+  observe = (publisher: Bytes, port: bigint): ServiceRef | null => this.installed.get(`${Buffer.from(publisher).toString('hex')}:${port}`) ?? null;
 }
 
 export const proposalFromWire = (w: ProposalRefWire): ProposalRef => ({
@@ -153,6 +162,18 @@ export class PortArbiter {
   /** `port.query`: the current state, nothing changed (`absent` is never a release proof). */
   onQuery(publisher: Bytes, ref: ProposalRef): EndpointAnswer {
     return orThrow(queryProposal(this.store.read(), publisher, ref));
+  }
+
+  /**
+   * The endpoint this proposal is installed on, or null: what a publisher's ready/refresh may prove (decision 0197).
+   * Both must hold: the committed table has the endpoint InstalledClosed/Active under exactly this proposal, and the
+   * data plane observes a listener installed there for its ServiceRef (after a restart nothing is, until `recover()`
+   * reinstalled it; a failed reinstall leaves the table's phase but no listener). A corrupt table throws.
+   */
+  installed(publisher: Bytes, ref: ProposalRef): Endpoint | null {
+    const ep = installedEndpoint(this.store.read(), publisher, ref);
+    const actual = ep === null ? null : this.installer.observe(publisher, ref.port);
+    return actual !== null && serviceRefEqual(actual, ref.serviceRef) ? ep : null;
   }
 
   /**

@@ -327,6 +327,21 @@ export const closeAllGates = (t: EndpointTable): EndpointTable => {
   return table;
 };
 
+/**
+ * The endpoint this proposal is installed on, or null: the proposal is confirmed, its ServiceRef owns the endpoint
+ * through exactly this proposal (the current install intent), and the install call succeeded (InstalledClosed or
+ * Active). Only such a listener may be proven with listener.ready / lease.refresh (spec §5.6, §5.10; decision 0197) —
+ * never a proposal that is only registered, only at MayInstall, failed to install, or tombstoned.
+ */
+export const installedEndpoint = (t: EndpointTable, publisher: Bytes, ref: ProposalRef): Endpoint | null => {
+  const known = t.proposals.get(toHex(ref.proposalId));
+  if (known === undefined || known.status !== 'confirmed' || !proposalRefEqual(known.ref, ref) || !bytesEqual(known.publisher, publisher)) return null;
+  const ep = t.endpoints.get(endpointKey(publisher, ref.port));
+  if (ep === undefined || (ep.phase !== 'installed-closed' && ep.phase !== 'active')) return null;
+  if (ep.owner === null || !serviceRefEqual(ep.owner, ref.serviceRef) || ep.ownerProposalId === null || !bytesEqual(ep.ownerProposalId, ref.proposalId)) return null;
+  return ep;
+};
+
 /** Whether the P of this publisher may have been installed (then it is never released purely). */
 export const mayHaveBeenInstalled = (t: EndpointTable, publisher: Bytes, port: bigint): boolean => {
   const ep = endpointOf(t, publisher, port);
