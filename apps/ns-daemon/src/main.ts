@@ -5,7 +5,6 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { type IncomingMessage, type ServerResponse, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Effect, Layer } from 'effect';
-import client from 'prom-client';
 import { ServiceControlError, fromHex, toHex, uuidText } from '@homelab/service-control';
 import { type Daemon, DaemonService, PortArbiter, SimulatedListenerInstaller, daemonLayer, daemonStoreLayer } from '@homelab/service-control/application';
 import { ProcUptimeBootClock } from '@homelab/service-control/clock';
@@ -15,6 +14,7 @@ import { ReplayCache, type TransportSide, generateSigner, openStream, postUnary,
 import { loadConfig, readDeclarations } from './config.js';
 import { isServiceCommand, runServiceCommand } from './cli.js';
 import { LocalNamesService, dnsLayer, dnsQueries, namesLayer, ownerNames } from './names.js';
+import { makeNsMetrics } from './metrics.js';
 
 // `ns service retry-port …`: a client of the running daemon, not a second daemon (decision 0128).
 if (isServiceCommand(process.argv.slice(2))) process.exit(await runServiceCommand(process.argv.slice(2), process.env));
@@ -41,7 +41,11 @@ const kill = (point: string) => {
   }
 };
 
+/** Metrics: the Daemon reports its requests to B and the lease results into them from its first request on. */
+const metrics = makeNsMetrics();
+
 const DaemonLive = daemonLayer({
+  observe: metrics.observe,
   identity: signer.machineId,
   networkId: fromHex(config.network),
   declarations: () => readDeclarations(config.declarationsFile),
@@ -118,12 +122,8 @@ const Listener = Layer.scopedDiscard(
   Effect.gen(function* () {
     const daemon = yield* DaemonService;
     const names = yield* LocalNamesService;
-    const registry = new client.Registry();
-    registry.registerMetric(dnsQueries);
-    client.collectDefaultMetrics({ register: registry });
-    new client.Gauge({ name: 'ns_snapshot_acks', help: 'snapshot.ack sent', registers: [registry], collect() { this.set(daemon.status.acks); } });
-    new client.Gauge({ name: 'ns_runtime_generation', help: 'runtime generation of this process', registers: [registry], collect() { this.set(Number(daemon.status.generation ?? 0)); } });
-    new client.Gauge({ name: 'ns_authority_epoch', help: 'adopted authority epoch', registers: [registry], collect() { this.set(Number(daemon.status.epoch ?? 0)); } });
+    metrics.watch(daemon, dnsQueries);
+    const registry = metrics.registry;
 
     const server = createServer((req, res) => {
       if (req.method === 'GET' && req.url === '/healthz')

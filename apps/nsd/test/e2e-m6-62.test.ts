@@ -66,6 +66,15 @@ describe('M6-62 nsd + two ns-daemons over loopback', () => {
     expect(allowed.opened?.verdict).toBe('allow');
     const flowId = allowed.opened?.flowId as number;
     expect(flowId).toBeGreaterThan(0);
+    // the daemons' /metrics: the granted lease results by kind, the live leases and the open flow
+    const metricsOf = async (port: number) => (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const value = (m: string, series: string) => Number(m.split('\n').find((l) => l.startsWith(`${series} `))?.split(' ')[1] ?? 0);
+    const [ma, mb] = await Promise.all([metricsOf(a.port), metricsOf(b.port)]);
+    expect(value(ma, 'ns_lease_results_total{kind="listener.ready",result="granted"}')).toBeGreaterThanOrEqual(1);
+    expect(value(ma, 'ns_leases{role="publisher",active="true"}')).toBe(1);
+    expect(value(mb, 'ns_lease_results_total{kind="lease.acquire",result="granted"}')).toBeGreaterThanOrEqual(1);
+    expect(value(mb, 'ns_leases{role="consumer",active="true"}')).toBe(1);
+    expect(value(mb, 'ns_live_flows')).toBeGreaterThanOrEqual(1);
 
     // another source's authorization changes the aggregate digest (the publisher's intent), not the consumer's own
     // Grant: the consumer's flow is not revoked for it (§2.4) and its permit follows the new intent

@@ -98,6 +98,17 @@ describe('nsd + two ns-daemons over loopback', () => {
     expect(sample(metrics, 'nsd_productions_total', 'outcome="ok"')).toBeGreaterThanOrEqual(1);
     expect(sample(metrics, 'nsd_http_requests_total', 'route="POST /v1/rpc"')).toBeGreaterThanOrEqual(4);
     expect(sample(metrics, 'nsd_authority_epoch', '')).toBe(Number(nsd2.epoch));
+    // each daemon's /metrics: its requests to B by kind and outcome — the refusals of the old epoch among them
+    const daemonMetrics = await Promise.all([pa2, pb].map(async (port) => (await fetch(`http://127.0.0.1:${port}/metrics`)).text()));
+    for (const m of daemonMetrics) {
+      expect(sample(m, 'ns_requests_total', 'kind="runtime.bind",outcome="ok"')).toBeGreaterThanOrEqual(1);
+      expect(sample(m, 'ns_requests_total', 'kind="snapshot.ack",outcome="ok"')).toBeGreaterThanOrEqual(1);
+      expect(sample(m, 'ns_request_duration_seconds_count', 'kind="snapshot.ack"')).toBeGreaterThanOrEqual(1);
+      expect(sample(m, 'ns_phase', 'phase="streaming"')).toBe(1);
+      expect(sample(m, 'ns_authority_epoch', '')).toBe(Number(nsd2.epoch));
+    }
+    const daemonStale = daemonMetrics.map((m) => [...m.matchAll(/^ns_requests_total\{kind="[^"]+",outcome="stale-epoch"\} (\d+)$/gm)].reduce((n, x) => n + Number(x[1]), 0));
+    expect(daemonStale[0]! + daemonStale[1]!).toBeGreaterThanOrEqual(1);
     // graceful shutdown of every process
     for (const p of [nsd2.p, na2, nb]) {
       p.child.kill('SIGTERM');

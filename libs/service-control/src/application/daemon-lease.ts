@@ -50,6 +50,8 @@ export interface DaemonLeaseDeps {
   /** The ordinary policy verdict of the Network ([D] none here: Node L3 is not enforced by this daemon). */
   readonly policy?: OrdinaryPolicy;
   readonly log?: (event: string, fields: Record<string, unknown>) => void;
+  /** Metrics hook: each lease.result item B answered, by request kind and result. */
+  readonly leaseResult?: (kind: string, result: string) => void;
 }
 
 /**
@@ -287,6 +289,7 @@ export class DaemonLeases {
     };
     try {
       const items = await this.d.call('lease.acquire', body, requestId);
+      for (const it of items) this.d.leaseResult?.('lease.acquire', it.result);
       for (const it of items) {
         const k = toHex(it.service_ref.service_id);
         const l = this.consumers.get(k);
@@ -376,6 +379,7 @@ export class DaemonLeases {
       const items = await this.d.call(kind, body, requestId);
       const it = items[0];
       if (it === undefined) return;
+      this.d.leaseResult?.(kind, it.result);
       l.lastResult = this.applyItem(pending, it);
       if (l.lastResult === 'granted') this.log('lease-receipt', { service: k, kind, result: it.result, remaining_ms: String(it.remaining_ms) });
       else this.log('lease-receipt-refused', { service: k, code: l.lastResult });

@@ -56,7 +56,22 @@ export interface DaemonDeps {
   readonly deferProposalsMs?: number;
   /** A stream with no event this long after it opened is ended and opened again (default FIRST_EVENT_MS). */
   readonly firstEventMs?: number;
+  /** Metrics hooks (ns-daemon's /metrics): every request to B, every lease result item. */
+  readonly observe?: DaemonObserver;
 }
+
+/** What the daemon reports as it talks to B; the app turns it into metrics. Durations in seconds. */
+export interface DaemonObserver {
+  /**
+   * One request to B (`machine.auth` and `machine.heartbeat` included): its kind, `ok`, B's refusal code, or
+   * `transport-failed` (no signed answer after the transport's attempts), and the time until the answer.
+   */
+  readonly request?: (kind: string, outcome: string, seconds: number) => void;
+  /** One item of a lease.result: the request kind (listener.ready, lease.refresh, lease.acquire) and its result. */
+  readonly leaseResult?: (kind: string, result: string) => void;
+}
+
+const outcomeOf = (e: unknown): string => (e instanceof SCE ? e.code : 'transport-failed');
 
 export interface DaemonStatus {
   phase: 'discovery' | 'binding' | 'session' | 'report' | 'streaming' | 'retrying' | 'stopped' | 'failed';
@@ -129,6 +144,7 @@ export class Daemon {
       },
       log: (event, fields) => this.log(event, fields),
       readyProof: readyProofFrom(d.ports, (id) => this.claimsAtB.has(toHex(id))),
+      ...(d.observe?.leaseResult ? { leaseResult: d.observe.leaseResult } : {}),
       call: async (kind, body, requestId) => {
         const s = this.stream;
         if (s === null) throw scError('stale-session', 'no session');
@@ -149,6 +165,25 @@ export class Daemon {
 
   /** Send a request Message; an `error` answer is thrown as its ServiceControlError; the echo is checked. */
   private async call<K extends Message['kind']>(m: Message, expect: K): Promise<MessageOf<K>> {
+    return this.observed(m.kind, () => this.callOnce(m, expect));
+  }
+
+  /** Time `f` and report its outcome: `ok` (or what `outcome` makes of the answer), or the code it threw. */
+  private async observed<A>(kind: string, f: () => Promise<A>, outcome: (a: A) => string = () => 'ok'): Promise<A> {
+    const report = this.d.observe?.request;
+    if (report === undefined) return f();
+    const t0 = performance.now();
+    try {
+      const a = await f();
+      report(kind, outcome(a), (performance.now() - t0) / 1000);
+      return a;
+    } catch (e) {
+      report(kind, outcomeOf(e), (performance.now() - t0) / 1000);
+      throw e;
+    }
+  }
+
+  private async callOnce<K extends Message['kind']>(m: Message, expect: K): Promise<MessageOf<K>> {
     const bytes = await this.d.transport.unary('/v1/rpc', encodeMessage(m));
     const r = decodeMessage(bytes);
     if (Either.isLeft(r)) throw r.left;
@@ -551,9 +586,11 @@ export class Daemon {
     const req = prepareMachineAuth(this.binding);
     if (Either.isLeft(req)) throw req.left;
     const payload = MachineAuthRequestCodec.encodeOrThrow(machineAuthToWire(req.right, this.d.networkId, ['service_control.v1']));
-    const r = MachineHeartbeatResultCodec.decode(await this.d.transport.unary('/v1/machine.auth', payload));
-    if (Either.isLeft(r)) throw scError(r.left.code, r.left.message);
-    if (!r.right.accepted) throw scError(r.right.error ?? 'unauthorized', 'machine.auth refused');
+    await this.observed('machine.auth', async () => {
+      const r = MachineHeartbeatResultCodec.decode(await this.d.transport.unary('/v1/machine.auth', payload));
+      if (Either.isLeft(r)) throw scError(r.left.code, r.left.message);
+      if (!r.right.accepted) throw scError(r.right.error ?? 'unauthorized', 'machine.auth refused');
+    });
   }
 
   /**
@@ -576,10 +613,17 @@ export class Daemon {
       network_id: this.d.networkId,
       service_control: { nsd_id: b.nsdId, subject_identity: this.d.identity, runtime_generation: b.generation, runtime_id: b.runtimeId, authority_epoch: b.authorityEpoch },
     });
-    const r = MachineHeartbeatResultCodec.decode(await this.d.transport.unary('/v1/machine.heartbeat', payload));
-    if (Either.isLeft(r)) throw scError(r.left.code, r.left.message);
-    if (!r.right.accepted) this.log('heartbeat-refused', { code: r.right.error });
-    return r.right.accepted;
+    const r = await this.observed(
+      'machine.heartbeat',
+      async () => {
+        const d = MachineHeartbeatResultCodec.decode(await this.d.transport.unary('/v1/machine.heartbeat', payload));
+        if (Either.isLeft(d)) throw scError(d.left.code, d.left.message);
+        return d.right;
+      },
+      (a) => (a.accepted ? 'ok' : (a.error ?? 'unauthorized')), // a refusal is an answer, counted by its code
+    );
+    if (!r.accepted) this.log('heartbeat-refused', { code: r.error });
+    return r.accepted;
   }
 
   /** Run until aborted: discovery, bind, then session → report → stream, re-binding after an authority change. */
