@@ -124,9 +124,30 @@ export interface AuthorityStore {
     epoch: bigint,
     fn: (tx: AuthorityTx) => Promise<Either.Either<A, ServiceControlError>>,
   ) => Promise<Either.Either<A, ServiceControlError>>;
+  /**
+   * The one-round-trip snapshot.ack (decision 0198), where the store has one: records a valid ACK — the current
+   * runtime and session of the scope, a retained revision produced with this digest, no different ACK for it — in one
+   * autocommit statement fenced on `epoch` (`recorded`), finds the same ACK again (`repeat`, nothing written), or
+   * writes nothing and answers `slow`: then `transact` decides, with the precise error.
+   */
+  readonly ackFast?: (epoch: bigint, ack: FastAckInput) => Promise<Either.Either<'recorded' | 'repeat' | 'slow', ServiceControlError>>;
   /** Undelivered outbox rows' networks (for the producer after a restart). */
   readonly pendingOutbox: () => Promise<readonly { readonly id: bigint; readonly networkId: Bytes }[]>;
   /** Clear one outbox row, or with `networkId` every row of that Network up to `id` (one production covers them). */
   readonly clearOutbox: (id: bigint, networkId?: Bytes) => Promise<void>;
   readonly close: () => Promise<void>;
+}
+
+/** A snapshot.ack as the fast path needs it (the envelope's runtime pair and session, the body's record). */
+export interface FastAckInput {
+  readonly identity: Bytes;
+  readonly networkId: Bytes;
+  readonly generation: bigint;
+  readonly runtimeId: Bytes;
+  readonly sessionSeq: bigint;
+  readonly revision: bigint;
+  readonly digest: Bytes;
+  readonly accepted: boolean;
+  readonly enforcementApplied: boolean;
+  readonly dnsApplied: boolean;
 }

@@ -456,6 +456,42 @@ export class Authority {
 
   private async snapshotAck(m: MessageOf<'snapshot.ack'>) {
     const body = m.body;
+    const reply = () =>
+      this.env(m, 'snapshot.ack.result', m.runtime_generation, m.runtime_id, {
+        scope: body.scope,
+        snapshot_revision: body.snapshot_revision,
+        snapshot_digest: body.snapshot_digest,
+      }, m.session_seq);
+    // one round trip when the store can decide a valid ACK itself (decision 0198); it answers 'slow' for anything
+    // else, having written nothing, and the general path below decides (the pure envelope checks first: a request
+    // that fails them goes the general way at once)
+    const own = body.scope;
+    if (
+      this.d.store.ackFast !== undefined &&
+      m.runtime_generation !== null &&
+      m.runtime_id !== null &&
+      m.authority_epoch === this.d.epoch &&
+      bytesEqual(own.subject_identity, m.subject_identity) &&
+      bytesEqual(own.nsd_id, m.nsd_id) &&
+      bytesEqual(own.network_id, m.network_id)
+    ) {
+      const fast = await this.d.store.ackFast(this.d.epoch, {
+        identity: m.subject_identity,
+        networkId: m.network_id,
+        generation: m.runtime_generation,
+        runtimeId: m.runtime_id,
+        sessionSeq: m.session_seq,
+        revision: body.snapshot_revision,
+        digest: body.snapshot_digest,
+        accepted: body.accepted,
+        enforcementApplied: body.enforcement_applied,
+        dnsApplied: body.dns_applied,
+      });
+      if (Either.isRight(fast) && fast.right !== 'slow') {
+        this.committed('snapshot.ack');
+        return Either.right(reply());
+      }
+    }
     // the ACK records and the produced digest that this ACK can collide with, and the retained floor, are read with
     // the fence
     const reads = (tx: AuthorityTx) =>
@@ -489,13 +525,7 @@ export class Authority {
       return Either.void;
     });
     if (Either.isRight(r)) this.committed('snapshot.ack');
-    return Either.map(r, () =>
-      this.env(m, 'snapshot.ack.result', m.runtime_generation, m.runtime_id, {
-        scope: body.scope,
-        snapshot_revision: body.snapshot_revision,
-        snapshot_digest: body.snapshot_digest,
-      }, m.session_seq),
-    );
+    return Either.map(r, reply);
   }
 
   /**

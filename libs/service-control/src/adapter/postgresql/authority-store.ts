@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { Either } from 'effect';
 import pg from 'pg';
-import type { AuthorityStore, AuthorityTx, SessionRow, StoredService, StoredSnapshot } from '../../application/authority-store.js';
+import type { AuthorityStore, AuthorityTx, FastAckInput, SessionRow, StoredService, StoredSnapshot } from '../../application/authority-store.js';
 import type { Bytes } from '../../domain/bytes.js';
 import { type ServiceControlError, ServiceControlError as SCE, scError } from '../../domain/errors.js';
 import { nextCounter } from '../../domain/counter.js';
@@ -18,6 +18,7 @@ import { LEASE_MIGRATIONS, type LeaseTxOptions, leaseTx, pruneWithdrawnMarksSql,
 import { PORT_MIGRATIONS, portTx } from './port-store.js';
 import { GRANT_MIGRATIONS, grantTx } from './grant-store.js';
 import { REVISION_FLOOR_MIGRATIONS, floorOf, floorSql, pruneBelowFloorSql } from './revision-floor.js';
+import { ACK_FAST_MIGRATIONS, type FastAckOutcome, ackFastQuery } from './ack-fast.js';
 
 export const PG_SCHEMA = 'service_control';
 const S = PG_SCHEMA;
@@ -67,6 +68,7 @@ const MIGRATIONS: readonly string[] = [
        SELECT row_to_json(s) INTO session FROM (SELECT ${SESSION_COLS} FROM ${S}.session_mark k WHERE k.identity = i AND k.network_id = n FOR UPDATE) s;
      END IF;
    END $fn$;`,
+  ...ACK_FAST_MIGRATIONS,
 ];
 
 const b = (v: Buffer | Uint8Array): Bytes => new Uint8Array(v);
@@ -279,11 +281,16 @@ export interface PgAuthorityStoreOptions extends pg.PoolConfig {
    * unpruned twin of `test/revision-prune-pg.test.ts`. The floor rule itself applies either way.
    */
   readonly pruneRevisionRows?: boolean;
+  /**
+   * The one-round-trip snapshot.ack (decision 0198); `false` only for the twin of `test/ack-fast-pg.test.ts`, which
+   * answers every ACK through the general path.
+   */
+  readonly fastAck?: boolean;
 }
 
 /** The PostgreSQL adapter of B's store. */
 export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): AuthorityStore => {
-  const { afterCommit, pruneLeaseRows, pruneRevisionRows, ...config } = options;
+  const { afterCommit, pruneLeaseRows, pruneRevisionRows, fastAck, ...config } = options;
   const pool = new pg.Pool({ max: 10, ...config });
   pool.on('error', () => undefined); // idle-client errors surface on the next query as storage-unavailable
 
@@ -386,6 +393,15 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): Authorit
       });
       return Either.isLeft(out) ? Either.left(out.left) : out.right;
     },
+    ...(fastAck === false
+      ? {}
+      : {
+          ackFast: async (epoch: bigint, ack: FastAckInput) => {
+            const out = await run(async (c) => (await c.query(ackFastQuery(epoch, ack, pruneRevisionRows !== false))).rows[0].outcome as FastAckOutcome);
+            if (Either.isRight(out) && out.right !== 'slow') afterCommit?.(); // the crash point after a commit, as transact's
+            return out;
+          },
+        }),
     pendingOutbox: async () =>
       orThrow(
         await run(async (c) =>
