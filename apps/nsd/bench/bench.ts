@@ -5,7 +5,7 @@
 // PostgreSQL round trips per request and where the time of one request goes. The clients run on a worker thread
 // (client-worker.ts: clients are other machines); nsd's handler runs here. Needs the machine's PostgreSQL (pg.ts).
 // Env: BENCH_N (sequential requests, 300), BENCH_CONCURRENCY (8,32), BENCH_CONCURRENT_N (requests per concurrent run, 640),
-// BENCH_PROFILE (a directory: a CPU profile of nsd's thread per run, <run>.cpuprofile).
+// BENCH_PROFILE (a directory: a CPU profile of nsd's thread per run, <run>.cpuprofile), BENCH_FAST_ACK=0 (no one-round-trip ACK).
 import { randomBytes } from 'node:crypto';
 import { createServer, request, Agent } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -27,7 +27,8 @@ const CONCURRENT_N = Number(process.env['BENCH_CONCURRENT_N'] ?? 640);
 const progress = (line: string) => process.stderr.write(`nsd bench: ${line}\n`);
 
 await withBenchDatabase('nsd_bench', async (config) => {
-  const store = makePgAuthorityStore({ ...config, max: Math.max(10, ...CONCURRENCY) });
+  // BENCH_FAST_ACK=0: every ACK through the general path (decision 0198), to compare in the same conditions
+  const store = makePgAuthorityStore({ ...config, max: Math.max(10, ...CONCURRENCY), fastAck: process.env['BENCH_FAST_ACK'] !== '0' });
   await store.migrate();
   const { nsdId, epoch } = await store.takeover();
   const authority = new Authority({ store, nsdId, epoch, now: Date.now });
