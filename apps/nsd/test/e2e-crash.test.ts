@@ -236,4 +236,32 @@ describe('M6-58 crash points of the runtime and session rows (real processes)', 
     await stop(r1);
     await stop(nsd2.proc);
   });
+
+  it('M6-58 M6-23 nsd SIGKILLed after committing a snapshot.ack in its one round trip (decision 0198), before the reply: the ACK row is durable, the restarted nsd (new epoch) fences the old session and the daemon ACKs its snapshot again in a new session', async () => {
+    const A = daemon('ack');
+    const faulty = await nsdFor([A], { fault: 'snapshot.ack' });
+    const r1 = nsFor(faulty, A);
+    const p1 = await nsPort(r1);
+    await faulty.proc.waitFor((l) => l['event'] === 'fault');
+    expect(await faulty.proc.exited).toEqual({ code: null, signal: 'SIGKILL' });
+    // committed at B (a valid first ACK: the one-statement path), the reply never reached the daemon
+    const acks = async () =>
+      (await c.query(`SELECT session_seq::text AS q, revision::text AS r, accepted FROM service_control.ack WHERE target = $1 ORDER BY 1, 2`, [Buffer.from(A.hex, 'hex')])).rows as { q: string; r: string; accepted: boolean }[];
+    const before = await acks();
+    expect(before).toHaveLength(1);
+    expect(before[0]).toMatchObject({ q: '1', accepted: true });
+    expect(events(r1, 'snapshot-acked')).toEqual([]);
+
+    const nsd2 = await nsdFor([A], { port: faulty.port });
+    expect(nsd2.epoch).toBe(faulty.epoch + 1n);
+    const h = await streaming(p1, (x) => x['epoch'] === String(nsd2.epoch));
+    const seq = BigInt(h['sessionSeq'] as string);
+    expect(seq > 1n).toBe(true);
+    // the new session's ACK is recorded; the old session's records went with the new session mark (decision 0191)
+    const after = await until(acks, (rows) => rows.some((r) => r.q === String(seq)));
+    expect(after.every((r) => r.q === String(seq) && r.accepted)).toBe(true);
+    expect(nsd2.proc.lines.some((l) => l['event'] === 'refused' && l['kind'] === 'snapshot.ack' && l['code'] !== 'stale-epoch' && l['code'] !== 'stale-session')).toBe(false);
+    await stop(r1);
+    await stop(nsd2.proc);
+  });
 });
