@@ -6,33 +6,23 @@ import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Message, decodeMessage } from '../src/api/message.js';
 import { Authority } from '../src/application/authority.js';
-import type { AuthorityStore } from '../src/application/authority-store.js';
 import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { toHex } from '../src/domain/bytes.js';
 import { RETAINED_REVISION_WINDOW } from '../src/domain/snapshot.js';
 import { writeListenersSnapshot } from './listener-snapshot.js';
-import { comparableAnswer, sendToBoth } from './twin.js';
+import { type TwinAuthoritySide, comparableAnswer, sendToBoth } from './twin.js';
 import { type Who, msg, rid16, subScope } from './wire.js';
 
 const NET = rid16();
 const OTHER_NET = rid16();
 const W = RETAINED_REVISION_WINDOW;
 
-interface Side {
-  readonly name: 'fast' | 'general';
-  readonly db: ReturnType<typeof useDatabase>;
-  readonly sql: ReturnType<typeof sqlOn>;
-  store: AuthorityStore;
-  authority: Authority;
-  nsdId: Uint8Array;
-  readonly grants: Map<string, number>;
-  readonly who: Map<string, Who>;
+interface Side extends TwinAuthoritySide<'fast' | 'general'> {
   /** `${target}:${revision}` → the digest this side produced (the snapshot names this side's nsd_id) */
   readonly digests: Map<string, Uint8Array>;
   /** What the fast path answered, in order (the fast side only). */
-  readonly outcomes: string[];
-}
+  readonly outcomes: string[];}
 const mk = (name: Side['name'], db: ReturnType<typeof useDatabase>) =>
   ({ name, db, sql: sqlOn(db), grants: new Map(), who: new Map(), digests: new Map(), outcomes: [] }) as unknown as Side;
 const sides = [mk('fast', useDatabase('sc_ack_fast')), mk('general', useDatabase('sc_ack_general'))] as const;

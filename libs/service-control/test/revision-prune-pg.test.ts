@@ -10,11 +10,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Message, decodeMessage } from '../src/api/message.js';
 import { Authority } from '../src/application/authority.js';
 import { listenerIntentOf, setPolicySource } from '../src/application/authority-lease.js';
-import type { AuthorityStore, StoredService } from '../src/application/authority-store.js';
+import type { StoredService } from '../src/application/authority-store.js';
 import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { toHex } from '../src/domain/bytes.js';
-import { comparableAnswer, sendToBoth } from './twin.js';
+import { type TwinAuthoritySide, comparableAnswer, sendToBoth } from './twin.js';
 import { RETAINED_REVISION_WINDOW } from '../src/domain/snapshot.js';
 import { writeListenerSnapshot } from './listener-snapshot.js';
 import { type Who, decl, msg, replaceBody, rid16, subScope } from './wire.js';
@@ -23,20 +23,10 @@ const W = Number(RETAINED_REVISION_WINDOW);
 const NET = rid16();
 let clock = 1_000_000;
 
-interface Side {
-  readonly name: 'pruned' | 'twin';
-  readonly db: ReturnType<typeof useDatabase>;
-  readonly sql: ReturnType<typeof sqlOn>;
-  store: AuthorityStore;
-  authority: Authority;
-  nsdId: Uint8Array;
-  /** grant_id (hex) → the order it was first seen in, so the two sides' grants can be compared */
-  readonly grants: Map<string, number>;
-  readonly who: Map<string, Who>;
+interface Side extends TwinAuthoritySide<'pruned' | 'twin'> {
   /** `${target hex}:${revision}` → the digest this side produced */
   readonly digests: Map<string, Uint8Array>;
-  li: ReturnType<typeof listenerIntentOf>;
-}
+  li: ReturnType<typeof listenerIntentOf>;}
 const mk = (name: Side['name'], db: ReturnType<typeof useDatabase>) =>
   ({ name, db, sql: sqlOn(db), grants: new Map(), who: new Map(), digests: new Map() }) as unknown as Side;
 const sides: Side[] = [mk('pruned', useDatabase('sc_rev_prune')), mk('twin', useDatabase('sc_rev_prune_twin'))];

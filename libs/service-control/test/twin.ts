@@ -1,13 +1,29 @@
 // The pruning twin tests (decisions 0165, 0191, 0196): the same requests go to a pruning store and to its unpruned
 // twin, and the answers must be equal. Grant ids are drawn at random on each side, so an answer is compared with the
 // side's own grant ids replaced by the order they were first seen in.
+import type { sqlOn, useDatabase } from '@homelab/testbed/vitest';
 import { expect } from 'vitest';
 import type { Message } from '../src/api/message.js';
+import type { Authority } from '../src/application/authority.js';
+import type { AuthorityStore } from '../src/application/authority-store.js';
 import { toHex } from '../src/domain/bytes.js';
+import type { Who } from './wire.js';
 
 export interface TwinSide {
   /** grant_id (hex) → the order it was first seen in on this side */
   readonly grants: Map<string, number>;
+}
+
+/** One side of a twin test: its own database, store and authority, and the requesters as this side knows them. */
+export interface TwinAuthoritySide<Name extends string> extends TwinSide {
+  readonly name: Name;
+  readonly db: ReturnType<typeof useDatabase>;
+  readonly sql: ReturnType<typeof sqlOn>;
+  store: AuthorityStore;
+  authority: Authority;
+  nsdId: Uint8Array;
+  /** identity (hex) → the requester's envelope fields on this side */
+  readonly who: Map<string, Who>;
 }
 
 /** An error as its code, a lease.result as its items with comparable grant ids, anything else as its kind. */

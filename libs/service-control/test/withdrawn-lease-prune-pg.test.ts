@@ -12,11 +12,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Message, decodeMessage } from '../src/api/message.js';
 import { Authority } from '../src/application/authority.js';
 import { listenerIntentOf, setPolicySource } from '../src/application/authority-lease.js';
-import type { AuthorityStore, StoredService } from '../src/application/authority-store.js';
+import type { StoredService } from '../src/application/authority-store.js';
 import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { toHex } from '../src/domain/bytes.js';
-import { comparableAnswer, sendToBoth } from './twin.js';
+import { type TwinAuthoritySide, comparableAnswer, sendToBoth } from './twin.js';
 import { writeListenersSnapshot } from './listener-snapshot.js';
 import { type Who, decl, msg, replaceBody, rid16, subScope } from './wire.js';
 
@@ -24,23 +24,13 @@ type Intent = NonNullable<ReturnType<typeof listenerIntentOf>>;
 const NET = rid16();
 let clock = 1_000_000;
 
-interface Side {
-  readonly name: 'pruned' | 'twin';
-  readonly db: ReturnType<typeof useDatabase>;
-  readonly sql: ReturnType<typeof sqlOn>;
-  store: AuthorityStore;
-  authority: Authority;
-  nsdId: Uint8Array;
-  /** grant_id (hex) → the order it was first seen in, so the two sides' grants can be compared */
-  readonly grants: Map<string, number>;
-  readonly who: Map<string, Who>;
+interface Side extends TwinAuthoritySide<'pruned' | 'twin'> {
   /** logical service name → its listener intent while it was active (kept after the withdrawal, for retransmissions) */
   readonly li: Map<string, Intent>;
   /** target (hex) → the snapshot the target ACKed last */
   readonly snap: Map<string, { readonly revision: bigint; readonly digest: Uint8Array }>;
   /** request_id (hex) → what was sent, so a retransmission carries the same logical content */
-  readonly sent: Map<string, { readonly kind: 'listener.ready' | 'lease.refresh' | 'lease.acquire'; readonly body: Record<string, unknown> }>;
-}
+  readonly sent: Map<string, { readonly kind: 'listener.ready' | 'lease.refresh' | 'lease.acquire'; readonly body: Record<string, unknown> }>;}
 const mk = (name: Side['name'], db: ReturnType<typeof useDatabase>) =>
   ({ name, db, sql: sqlOn(db), grants: new Map(), who: new Map(), li: new Map(), snap: new Map(), sent: new Map() }) as unknown as Side;
 const sides: Side[] = [mk('pruned', useDatabase('sc_wd_prune')), mk('twin', useDatabase('sc_wd_prune_twin'))];

@@ -138,16 +138,10 @@ export interface AuthorityStore {
   readonly close: () => Promise<void>;
 }
 
-/** A snapshot.ack as the fast path needs it (the envelope's runtime pair and session, the body's record). */
-export interface FastAckInput {
+/** A snapshot.ack as the fast path needs it: the envelope's scope and runtime pair, and the ACK record itself. */
+export interface FastAckInput extends AckRecord {
   readonly identity: Bytes;
   readonly networkId: Bytes;
   readonly generation: bigint;
   readonly runtimeId: Bytes;
-  readonly sessionSeq: bigint;
-  readonly revision: bigint;
-  readonly digest: Bytes;
-  readonly accepted: boolean;
-  readonly enforcementApplied: boolean;
-  readonly dnsApplied: boolean;
 }
