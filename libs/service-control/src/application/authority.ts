@@ -12,7 +12,7 @@ import { acceptReport, reportHead } from '../domain/report.js';
 import { bind, boundHeartbeat, floorView, machineAuth, plainHeartbeat } from '../domain/runtime.js';
 import { openSession, streamMayDeliver } from '../domain/session.js';
 import { applyReport, type ServiceRow, ulid } from '../domain/services.js';
-import { checkRetained, produceSnapshot, recordAck } from '../domain/snapshot.js';
+import { type AckRecord, checkRetained, produceSnapshot, recordAck } from '../domain/snapshot.js';
 import { validateDeclaration } from '../domain/declaration.js';
 import { type Message, type MessageOf, decodeMessage, encodeMessage, errorBody } from '../api/message.js';
 import { declarationFromWire, declarationToWire, floorResultBody, machineAuthFromWire, replaceRequest, serviceControlObjectFromWire, streamBindingFromWire } from '../api/convert.js';
@@ -465,27 +465,23 @@ export class Authority {
     // one round trip when the store can decide a valid ACK itself (decision 0198); it answers 'slow' for anything
     // else, having written nothing, and the general path below decides (the pure envelope checks first: a request
     // that fails them goes the general way at once)
-    const own = body.scope;
-    if (
-      this.d.store.ackFast !== undefined &&
-      m.runtime_generation !== null &&
-      m.runtime_id !== null &&
-      m.authority_epoch === this.d.epoch &&
-      bytesEqual(own.subject_identity, m.subject_identity) &&
-      bytesEqual(own.nsd_id, m.nsd_id) &&
-      bytesEqual(own.network_id, m.network_id)
-    ) {
+    const sc = body.scope;
+    const ownScope = bytesEqual(sc.subject_identity, m.subject_identity) && bytesEqual(sc.nsd_id, m.nsd_id) && bytesEqual(sc.network_id, m.network_id);
+    const rec: AckRecord = {
+      sessionSeq: m.session_seq,
+      revision: body.snapshot_revision,
+      digest: body.snapshot_digest,
+      accepted: body.accepted,
+      enforcementApplied: body.enforcement_applied,
+      dnsApplied: body.dns_applied,
+    };
+    if (this.d.store.ackFast !== undefined && m.runtime_generation !== null && m.runtime_id !== null && m.authority_epoch === this.d.epoch && ownScope) {
       const fast = await this.d.store.ackFast(this.d.epoch, {
         identity: m.subject_identity,
         networkId: m.network_id,
         generation: m.runtime_generation,
         runtimeId: m.runtime_id,
-        sessionSeq: m.session_seq,
-        revision: body.snapshot_revision,
-        digest: body.snapshot_digest,
-        accepted: body.accepted,
-        enforcementApplied: body.enforcement_applied,
-        dnsApplied: body.dns_applied,
+        ...rec,
       });
       if (Either.isRight(fast) && fast.right !== 'slow') {
         this.committed('snapshot.ack');
@@ -505,17 +501,7 @@ export class Authority {
         s !== null && rt !== null && s.generation === rt.generation && bytesEqual(s.runtimeId, rt.runtimeId) && s.epoch === this.d.epoch ? s : null;
       const f = this.fences(m, rt, current);
       if (Either.isLeft(f)) return Either.left(f.left);
-      const sc = body.scope;
-      if (!bytesEqual(sc.subject_identity, m.subject_identity) || !bytesEqual(sc.nsd_id, m.nsd_id) || !bytesEqual(sc.network_id, m.network_id))
-        return Either.left(scError('unauthorized', 'ACK scope is not the signer’s scope'));
-      const rec = {
-        sessionSeq: m.session_seq,
-        revision: body.snapshot_revision,
-        digest: body.snapshot_digest,
-        accepted: body.accepted,
-        enforcementApplied: body.enforcement_applied,
-        dnsApplied: body.dns_applied,
-      };
+      if (!ownScope) return Either.left(scError('unauthorized', 'ACK scope is not the signer’s scope'));
       // below the retained floor: refused from the floor, whatever history/ACK rows are left (decision 0191)
       const retained = checkRetained(floor, rec.revision);
       if (Either.isLeft(retained)) return Either.left(retained.left);
