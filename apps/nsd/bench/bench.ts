@@ -16,7 +16,7 @@ import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
 import { ReplayCache, type TransportSide, generateSigner, postUnary, receiveEnvelope, sealEnvelope, serveUnary, trustSelfCertifying } from '@homelab/service-control/transport';
 import { startLoad } from './load-thread.js';
 import { signedClient } from './signed-client.js';
-import { type MachineCpu, benchClient, machineCpuSince, machineCpuText, machineTicks, mainThreadSched, profiled, rawUpsertRun, requestBound, roundTrips, withBenchDatabase } from './pg.js';
+import { type MachineCpu, benchClient, machineCpuText, mainThreadSched, profiled, rawUpsertRun, requestBound, roundTrips, withBenchDatabase } from './pg.js';
 import { availableParallelism } from 'node:os';
 
 const N = Number(process.env['BENCH_N'] ?? 300);
@@ -85,25 +85,23 @@ await withBenchDatabase('nsd_bench', async (config) => {
   const runClients = async (label: string, jobs: readonly { pub: Publisher; payloads: Uint8Array[] }[], target = url) => {
     progress(`${label}: ${jobs.length} client(s), ${jobs.reduce((n, j) => n + j.payloads.length, 0)} requests`);
     const load = await startLoad({ url: target, nsdKey: nsd.machineId, clients: jobs.map((j) => ({ pem: j.pub.pem, payloads: j.payloads })) });
-    const { window, drained, busy, rt0, cpu, machine } = await profiled(label, async () => {
+    const { window, drained, busy, rt0, cpu } = await profiled(label, async () => {
       const rt0 = roundTrips();
       const s0 = mainThreadSched();
       const elu0 = performance.eventLoopUtilization();
-      const m0 = machineTicks();
       const t0 = process.hrtime.bigint();
       const window = await load.go();
-      const machine = machineCpuSince(m0, window.requests);
       const busy = performance.eventLoopUtilization(elu0).utilization; // nsd's thread (the clients run on the worker)
       const s1 = mainThreadSched();
       await authority.idle(); // snapshot productions queued by the run
       const drained = Number(process.hrtime.bigint() - t0) / 1e9;
       const n = window.requests;
-      return { window, drained, busy, rt0, machine, cpu: s0 === null || s1 === null ? null : { run: (s1.run - s0.run) / n, wait: (s1.wait - s0.wait) / n } };
+      return { window, drained, busy, rt0, cpu: s0 === null || s1 === null ? null : { run: (s1.run - s0.run) / n, wait: (s1.wait - s0.wait) / n } };
     });
     const check = await load.check();
     if (check.failures > 0) throw new Error(`${label}: ${check.failures} answers failed their check, first: ${check.firstFailure}`);
     const n = window.requests;
-    return { rate: n / window.seconds, drainedRate: n / Math.max(drained, window.seconds), roundTrips: (roundTrips() - rt0) / n, busy, cpu, machine };
+    return { rate: n / window.seconds, drainedRate: n / Math.max(drained, window.seconds), roundTrips: (roundTrips() - rt0) / n, busy, cpu, machine: window.machine };
   };
 
   /**
@@ -120,11 +118,8 @@ await withBenchDatabase('nsd_bench', async (config) => {
   const ratio = (x: number, peer: number) => (x / peer).toFixed(3);
   // nsd's thread: busy share (event loop) and CPU per request (incl. the snapshot productions the run queued)
   const busy = (r: { busy: number; cpu: { run: number; wait: number } | null; machine: MachineCpu }) =>
-    `nsd thread busy ${(r.busy * 100).toFixed(0)} %${r.cpu === null ? '' : `, CPU ${r.cpu.run.toFixed(0)} µs/request (+ ${r.cpu.wait.toFixed(0)} µs runnable, waiting for a core)`}; ${machineCpu(r.machine)}`;
+    `nsd thread busy ${(r.busy * 100).toFixed(0)} %${r.cpu === null ? '' : `, CPU ${r.cpu.run.toFixed(0)} µs/request (+ ${r.cpu.wait.toFixed(0)} µs runnable, waiting for a core)`}; ${machineCpuText(r.machine)}`;
   const cores = availableParallelism();
-  const machineCpu = machineCpuText;
-  const bound = (raw: { rate: number; machine: MachineCpu }, echo: { rate: number; machine: MachineCpu }, sequential: boolean) =>
-    requestBound(raw, echo, cores, sequential).text;
 
   // ── one sequential client ──
   const p0 = await publisher();
@@ -142,7 +137,7 @@ await withBenchDatabase('nsd_bench', async (config) => {
   rows.push(`  snapshot.ack    ${fmt(ackSeq.rate)} /s  ratio ${ratio(ackSeq.rate, rawS)}   ${ackSeq.roundTrips.toFixed(1)} round trips/request (first ACK of each revision: writes the ACK row); ${busy(ackSeq)}`);
   rows.push(`  repeat ACK      ${fmt(repeatSeq.rate)} /s  ratio ${ratio(repeatSeq.rate, rawS)}   ${repeatSeq.roundTrips.toFixed(1)} round trips/request (idempotent: the ACK row exists, nothing written); ${busy(repeatSeq)}`);
   rows.push(`  transport alone (signed echo, no store) ${fmt(ceilSeq.rate)} /s  ratio ${ratio(ceilSeq.rate, rawS)} — the ceiling of any request on this machine; ${busy(ceilSeq)}`);
-  rows.push(`  raw upsert: ${machineCpu(rawSeqRun.machine)}; ${bound({ rate: rawS, machine: rawSeqRun.machine }, ceilSeq, true)}`);
+  rows.push(`  raw upsert: ${machineCpuText(rawSeqRun.machine)}; ${requestBound({ rate: rawS, machine: rawSeqRun.machine }, ceilSeq, cores, true).text}`);
 
   // ── C clients in flight ──
   const pubs: Publisher[] = [p0];
@@ -168,7 +163,7 @@ await withBenchDatabase('nsd_bench', async (config) => {
     rows.push(`  snapshot.ack    ${fmt(ack.rate)} /s  ratio ${ratio(ack.rate, raw)}   ${ack.roundTrips.toFixed(1)} round trips/request (first ACKs); ${busy(ack)}`);
     rows.push(`  repeat ACK      ${fmt(repeat.rate)} /s  ratio ${ratio(repeat.rate, raw)}   ${repeat.roundTrips.toFixed(1)} round trips/request; ${busy(repeat)}`);
     rows.push(`  transport alone (signed echo, no store) ${fmt(ceil.rate)} /s  ratio ${ratio(ceil.rate, raw)} — the ceiling; ${busy(ceil)}`);
-    rows.push(`  raw upserts: ${machineCpu(raw1Run.machine)}; ${bound({ rate: raw, machine: raw1Run.machine }, ceil, false)}`);
+    rows.push(`  raw upserts: ${machineCpuText(raw1Run.machine)}; ${requestBound({ rate: raw, machine: raw1Run.machine }, ceil, cores, false).text}`);
   }
 
   // ── where the time of one request goes (this thread, sequential, µs per request) ──

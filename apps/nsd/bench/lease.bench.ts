@@ -18,7 +18,7 @@ import { Authority, listenerIntentOf } from '@homelab/service-control/applicatio
 import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
 import { ReplayCache, generateSigner, serveUnary, trustSelfCertifying } from '@homelab/service-control/transport';
 import { availableParallelism } from 'node:os';
-import { type PgConfig, benchClient, machineCpuSince, machineCpuText, machineTicks, mainThreadSched, profiled, rawUpsertRun, requestBound, roundTrips, withBenchDatabase } from './pg.js';
+import { type PgConfig, benchClient, machineCpuText, mainThreadSched, profiled, rawUpsertRun, requestBound, roundTrips, withBenchDatabase } from './pg.js';
 import { startLoad } from './load-thread.js';
 import { signedClient } from './signed-client.js';
 
@@ -164,12 +164,10 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   const echoUrl = `http://127.0.0.1:${(echoServer.address() as AddressInfo).port}/v1/rpc`;
   const runEcho = async (use: readonly Publisher[], per: number) => {
     const load = await startLoad({ url: echoUrl, nsdKey: nsd.machineId, clients: use.map((p) => ({ pem: p.pem, payloads: p.refreshes(per) })) });
-    const m0 = machineTicks();
     const window = await load.go();
-    const machine = machineCpuSince(m0, window.requests);
     const check = await load.check();
     if (check.failures > 0) throw new Error(`echo: ${check.failures} answers failed their check (first: ${check.firstFailure})`);
-    return { rate: window.requests / window.seconds, machine };
+    return { rate: window.requests / window.seconds, machine: window.machine };
   };
   const cores = availableParallelism();
 

@@ -2,6 +2,7 @@
 // resolves with it, `check()` with the verification of every answer. nsd's handler keeps this thread to itself.
 import { Worker } from 'node:worker_threads';
 import type { ClientCheck, ClientJob, ClientWindow } from './client-worker.js';
+import { type MachineCpu, machineCpuSince, machineTicks } from './pg.js';
 
 /** Longest silence of the load generator in one step (connect, a run's window, the answers' checks). */
 const STEP_TIMEOUT_MS = 180_000;
@@ -41,10 +42,13 @@ export const startLoad = async (job: ClientJob) => {
     });
   await next(); // ready: sealed and connected
   return {
-    go: async (): Promise<ClientWindow> => {
+    /** The timed window, with the whole machine's CPU per request over it (clients, nsd, PostgreSQL). */
+    go: async (): Promise<ClientWindow & { readonly machine: MachineCpu }> => {
       const answered = next<{ window: ClientWindow }>();
+      const m0 = machineTicks();
       worker.postMessage('go');
-      return (await answered).window;
+      const { window } = await answered;
+      return { ...window, machine: machineCpuSince(m0, window.requests) };
     },
     check: async (): Promise<ClientCheck> => {
       const { check } = await next<{ check: ClientCheck }>();

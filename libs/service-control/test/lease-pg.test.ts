@@ -12,6 +12,7 @@ import type { AuthorityStore, StoredService } from '../src/application/authority
 import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { type Who, decl, msg, replaceBody, rid16, subScope } from './wire.js';
+import { readyBody as listenerReadyBody } from './listener-snapshot.js';
 
 const db = useDatabase('sc_lease');
 let store: AuthorityStore;
@@ -130,20 +131,7 @@ const publisher = async (port = 40000) => {
   return w;
 };
 
-const readyBody = (s: Awaited<ReturnType<typeof listenerSnapshot>>, seq: bigint, over: Record<string, unknown> = {}) => ({
-  service_ref: s.li.fields.service_ref,
-  refresh_seq: seq,
-  listener_revision: s.li.fields.listener_revision,
-  intent_digest: s.li.intentDigest,
-  proposal_id: rid16(),
-  allocation_round: 1n,
-  proposal_seq: 1n,
-  P: s.li.fields.P,
-  snapshot_revision: s.revision,
-  snapshot_digest: s.digest,
-  proof: { installed_protocols: s.li.fields.protocols, installed_P: s.li.fields.P, enforcement_policy_digest: s.li.fields.enforcement_policy_digest },
-  ...over,
-});
+const readyBody = (s: Awaited<ReturnType<typeof listenerSnapshot>>, seq: bigint, over: Record<string, unknown> = {}) => ({ ...listenerReadyBody(s.li, s, seq, rid16()), ...over });
 
 beforeAll(async () => {
   store = makePgAuthorityStore(db.config);

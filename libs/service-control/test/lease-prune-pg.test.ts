@@ -13,7 +13,7 @@ import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { toHex } from '../src/domain/bytes.js';
 import { comparableAnswer, sendToBoth } from './twin.js';
-import { writeListenerSnapshot } from './listener-snapshot.js';
+import { readyBody, writeListenerSnapshot } from './listener-snapshot.js';
 import { type Who, decl, msg, replaceBody, rid16, subScope } from './wire.js';
 
 const NET = rid16();
@@ -99,20 +99,7 @@ const snapKey = (s: Side, target: Uint8Array) => `${s.name}:${toHex(target)}`;
 /** One logical publisher request (same request_id, seq and content on both sides; `over` changes the content). */
 const ready = (kind: 'listener.ready' | 'lease.refresh', seq: bigint, requestId: Uint8Array, sessionSeq: bigint, over: Record<string, unknown> = {}) => (s: Side) => {
   const snap = snaps.get(snapKey(s, P)) as Snap;
-  const body = {
-    service_ref: snap.li.fields.service_ref,
-    refresh_seq: seq,
-    listener_revision: snap.li.fields.listener_revision,
-    intent_digest: snap.li.intentDigest,
-    proposal_id: new Uint8Array(16),
-    allocation_round: 1n,
-    proposal_seq: 1n,
-    P: snap.li.fields.P,
-    snapshot_revision: snap.revision,
-    snapshot_digest: snap.digest,
-    proof: { installed_protocols: snap.li.fields.protocols, installed_P: snap.li.fields.P, enforcement_policy_digest: snap.li.fields.enforcement_policy_digest },
-    ...over,
-  };
+  const body = { ...readyBody(snap.li, snap, seq), ...over };
   return reply(s, who(s, P), msg(who(s, P), kind, body, { session_seq: sessionSeq, request_id: requestId }));
 };
 const acquire = (seq: bigint, requestId: Uint8Array, sessionSeq: bigint) => (s: Side) => {

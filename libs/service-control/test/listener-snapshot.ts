@@ -46,3 +46,21 @@ export const writeListenersSnapshot = async (
   if (Either.isLeft(saved)) throw saved.left;
   return { revision, digest };
 };
+
+/**
+ * The body of a listener.ready / lease.refresh proving listener `li` as installed (its P and protocols), naming the
+ * ACKed snapshot `at`; the proposal is the all-zero id of round 1 unless given (these tests set P directly).
+ */
+export const readyBody = (li: Intent, at: { readonly revision: bigint; readonly digest: Uint8Array }, seq: bigint, proposalId: Uint8Array = new Uint8Array(16)) => ({
+  service_ref: li.fields.service_ref,
+  refresh_seq: seq,
+  listener_revision: li.fields.listener_revision,
+  intent_digest: li.intentDigest,
+  proposal_id: proposalId,
+  allocation_round: 1n,
+  proposal_seq: 1n,
+  P: li.fields.P,
+  snapshot_revision: at.revision,
+  snapshot_digest: at.digest,
+  proof: { installed_protocols: li.fields.protocols, installed_P: li.fields.P, enforcement_policy_digest: li.fields.enforcement_policy_digest },
+});

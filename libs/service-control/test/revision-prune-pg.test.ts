@@ -16,7 +16,7 @@ import { generateSigner } from '../src/adapter/transport/index.js';
 import { toHex } from '../src/domain/bytes.js';
 import { type TwinAuthoritySide, comparableAnswer, sendToBoth } from './twin.js';
 import { RETAINED_REVISION_WINDOW } from '../src/domain/snapshot.js';
-import { writeListenerSnapshot } from './listener-snapshot.js';
+import { readyBody, writeListenerSnapshot } from './listener-snapshot.js';
 import { type Who, decl, msg, replaceBody, rid16, subScope } from './wire.js';
 
 const W = Number(RETAINED_REVISION_WINDOW);
@@ -99,19 +99,7 @@ const ack = (target: Uint8Array, revision: bigint, sessionSeq: bigint, o: AckOpt
 /** One logical publisher request naming `revision` (same request_id, seq and content on both sides). */
 const ready = (kind: 'listener.ready' | 'lease.refresh', seq: bigint, requestId: Uint8Array, sessionSeq: bigint, revision: bigint) => (s: Side) => {
   const li = s.li as NonNullable<Side['li']>;
-  const body = {
-    service_ref: li.fields.service_ref,
-    refresh_seq: seq,
-    listener_revision: li.fields.listener_revision,
-    intent_digest: li.intentDigest,
-    proposal_id: new Uint8Array(16),
-    allocation_round: 1n,
-    proposal_seq: 1n,
-    P: li.fields.P,
-    snapshot_revision: revision,
-    snapshot_digest: digestOf(s, P, revision),
-    proof: { installed_protocols: li.fields.protocols, installed_P: li.fields.P, enforcement_policy_digest: li.fields.enforcement_policy_digest },
-  };
+  const body = readyBody(li, { revision, digest: digestOf(s, P, revision) }, seq);
   return reply(s, who(s, P), msg(who(s, P), kind, body, { session_seq: sessionSeq, request_id: requestId }));
 };
 const acquire = (seq: bigint, requestId: Uint8Array, sessionSeq: bigint, revision: bigint) => (s: Side) => {

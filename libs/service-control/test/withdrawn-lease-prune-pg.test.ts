@@ -17,7 +17,7 @@ import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { toHex } from '../src/domain/bytes.js';
 import { type TwinAuthoritySide, comparableAnswer, sendToBoth } from './twin.js';
-import { writeListenersSnapshot } from './listener-snapshot.js';
+import { readyBody, writeListenersSnapshot } from './listener-snapshot.js';
 import { type Who, decl, msg, replaceBody, rid16, subScope } from './wire.js';
 
 type Intent = NonNullable<ReturnType<typeof listenerIntentOf>>;
@@ -119,19 +119,7 @@ const send = (s: Side, identity: Uint8Array, requestId: Uint8Array, sessionSeq: 
 const ready = (kind: 'listener.ready' | 'lease.refresh', name: string, seq: bigint, requestId: Uint8Array, sessionSeq: bigint) => (s: Side) => {
   const li = s.li.get(name) as Intent;
   const snap = s.snap.get(toHex(P)) as { revision: bigint; digest: Uint8Array };
-  const body = {
-    service_ref: li.fields.service_ref,
-    refresh_seq: seq,
-    listener_revision: li.fields.listener_revision,
-    intent_digest: li.intentDigest,
-    proposal_id: new Uint8Array(16),
-    allocation_round: 1n,
-    proposal_seq: 1n,
-    P: li.fields.P,
-    snapshot_revision: snap.revision,
-    snapshot_digest: snap.digest,
-    proof: { installed_protocols: li.fields.protocols, installed_P: li.fields.P, enforcement_policy_digest: li.fields.enforcement_policy_digest },
-  };
+  const body = readyBody(li, snap, seq);
   s.sent.set(toHex(requestId), { kind, body });
   return send(s, P, requestId, sessionSeq);
 };

@@ -18,6 +18,7 @@ import {
   arbitrate,
   cancelProposal,
   closeAllGates,
+  endpointKey,
   installedEndpoint,
   markInstallFailed,
   markInstalled,
@@ -62,14 +63,14 @@ export class SimulatedListenerInstaller implements ListenerInstaller {
       this.failNext = false;
       throw new Error('simulated install failure');
     }
-    this.installed.set(`${Buffer.from(publisher).toString('hex')}:${port}`, owner);
+    this.installed.set(endpointKey(publisher, port), owner);
   };
   remove = async (publisher: Bytes, port: bigint): Promise<void> => {
     this.calls.push({ op: 'remove', port });
-    this.installed.delete(`${Buffer.from(publisher).toString('hex')}:${port}`);
+    this.installed.delete(endpointKey(publisher, port));
   };
   localConflict = (_publisher: Bytes, port: bigint): boolean => this.systemPorts.has(port);
-  observe = (publisher: Bytes, port: bigint): ServiceRef | null => this.installed.get(`${Buffer.from(publisher).toString('hex')}:${port}`) ?? null;
+  observe = (publisher: Bytes, port: bigint): ServiceRef | null => this.installed.get(endpointKey(publisher, port)) ?? null;
 }
 
 export const proposalFromWire = (w: ProposalRefWire): ProposalRef => ({

@@ -75,8 +75,9 @@ export const authorityLayer = (options: AuthorityOptions = {}): Layer.Layer<Auth
           try: async () => {
             const { nsdId, epoch } = await store.takeover();
             options.log?.('epoch-taken-over', { epoch: String(epoch) }); // start-up progress: each step is visible
-            for (const [identity, network] of options.members ?? []) await store.addMember(identity, network);
-            const authority = new Authority({ store, nsdId, epoch, now: clock.now, ...(options.fault ? { fault: options.fault } : {}), ...(options.log ? { log: options.log } : {}), ...(options.leaseNow ? { leaseNow: options.leaseNow } : {}), ...(options.portRecovery ? { portRecovery: options.portRecovery } : {}), ...(options.observe ? { observe: options.observe } : {}) });
+            const { members, ...deps } = options; // the rest are the Authority's own optional dependencies
+            for (const [identity, network] of members ?? []) await store.addMember(identity, network);
+            const authority = new Authority({ store, nsdId, epoch, now: clock.now, ...deps });
             const drained = await authority.drainOutbox();
             const due = await authority.resumeNextCandidates(); // pure refusals that were waiting for their next candidate (§5.14)
             options.log?.('authority-ready', { outbox_rows: drained, next_candidates_due: due });

@@ -7,8 +7,8 @@
 // accept nothing the domain would refuse — `test/ack-fast-pg.test.ts` sends one sequence to a store with and one
 // without it and requires equal answers and equal rows.
 import type { FastAckInput as FastAck } from '../../application/authority-store.js';
-import type { Bytes } from '../../domain/bytes.js';
 import { RETAINED_REVISION_WINDOW } from '../../domain/snapshot.js';
+import { pgBytes as buf } from './batch.js';
 
 const S = 'service_control';
 
@@ -79,5 +79,3 @@ export const ackFastQuery = (epoch: bigint, a: FastAck, prune: boolean) => ({
     prune,
   ],
 });
-
-const buf = (v: Bytes): Buffer => Buffer.from(v.buffer, v.byteOffset, v.byteLength);

@@ -6,13 +6,13 @@ import { randomUUID } from 'node:crypto';
 import { Either } from 'effect';
 import pg from 'pg';
 import type { AuthorityStore, AuthorityTx, FastAckInput, SessionRow, StoredService, StoredSnapshot } from '../../application/authority-store.js';
-import type { Bytes } from '../../domain/bytes.js';
+import { type Bytes, toHex } from '../../domain/bytes.js';
 import { type ServiceControlError, ServiceControlError as SCE, scError } from '../../domain/errors.js';
 import { nextCounter } from '../../domain/counter.js';
 import type { BReportRow } from '../../domain/report.js';
 import type { RuntimeBinding } from '../../domain/runtime.js';
 import type { AckRecord } from '../../domain/snapshot.js';
-import { TxBatch, type TxConnection, lit, plainSql, staleEpoch } from './batch.js';
+import { TxBatch, type TxConnection, lit, pgBytes as buf, plainSql, staleEpoch } from './batch.js';
 
 import { LEASE_MIGRATIONS, type LeaseTxOptions, leaseTx, pruneWithdrawnMarksSql, pruneWithdrawnSql } from './lease-store.js';
 import { PORT_MIGRATIONS, portTx } from './port-store.js';
@@ -72,7 +72,6 @@ const MIGRATIONS: readonly string[] = [
 ];
 
 const b = (v: Buffer | Uint8Array): Bytes => new Uint8Array(v);
-const buf = (v: Bytes): Buffer => Buffer.from(v.buffer, v.byteOffset, v.byteLength);
 const big = (v: string | number): bigint => BigInt(v);
 
 /** Errors of the database itself (connection, I/O, server shutdown) → `storage-unavailable`. */
@@ -116,6 +115,12 @@ const tx = (c: TxConnection, leaseOptions: LeaseTxOptions, pruneRevisions: boole
   let lease: AuthorityTx['lease'] | undefined;
   let ports: AuthorityTx['ports'] | undefined;
   let grants: AuthorityTx['grants'] | undefined;
+  /** The snapshot row of target+Network, with the row lock (`FOR UPDATE`) or without. */
+  const snapshotRow = (target: Bytes, networkId: Bytes, lock: '' | ' FOR UPDATE') =>
+    c.statement(
+      `SELECT revision, body_digest, digest, body FROM ${S}.snapshot WHERE target = ${lit.bytea(target)} AND network_id = ${lit.bytea(networkId)}${lock}`,
+      (r) => (r.rows[0] === undefined ? null : snapshotOf(r.rows[0])),
+    );
   return {
     get lease() {
       return (lease ??= leaseTx(c, leaseOptions));
@@ -204,7 +209,7 @@ const tx = (c: TxConnection, leaseOptions: LeaseTxOptions, pruneRevisions: boole
       // (decision 0196; after the upsert, so the statements see the new state)
       if (leaseOptions.prune === false) return;
       const scopes = new Map<string, StoredService>();
-      for (const s of rows) if (s.state === 'withdrawn') scopes.set(`${Buffer.from(s.publisher).toString('hex')}:${Buffer.from(s.networkId).toString('hex')}`, s);
+      for (const s of rows) if (s.state === 'withdrawn') scopes.set(`${toHex(s.publisher)}:${toHex(s.networkId)}`, s);
       for (const s of scopes.values()) for (const q of pruneWithdrawnSql(s.publisher, s.networkId)) c.write(q);
     },
     writeOutbox: (networkId, reason) =>
@@ -213,16 +218,8 @@ const tx = (c: TxConnection, leaseOptions: LeaseTxOptions, pruneRevisions: boole
       c.write(`DELETE FROM ${S}.outbox WHERE network_id = ${lit.bytea(networkId)} AND id <= ${lit.num(upTo)}`),
     members: (networkId) =>
       c.statement(`SELECT identity FROM ${S}.member WHERE network_id = ${lit.bytea(networkId)} ORDER BY identity`, (r) => r.rows.map((row) => b(row.identity))),
-    lockSnapshot: (target, networkId) =>
-      c.statement(
-        `SELECT revision, body_digest, digest, body FROM ${S}.snapshot WHERE target = ${lit.bytea(target)} AND network_id = ${lit.bytea(networkId)} FOR UPDATE`,
-        (r) => (r.rows[0] === undefined ? null : snapshotOf(r.rows[0])),
-      ),
-    currentSnapshot: (target, networkId) =>
-      c.statement(
-        `SELECT revision, body_digest, digest, body FROM ${S}.snapshot WHERE target = ${lit.bytea(target)} AND network_id = ${lit.bytea(networkId)}`,
-        (r) => (r.rows[0] === undefined ? null : snapshotOf(r.rows[0])),
-      ),
+    lockSnapshot: (target, networkId) => snapshotRow(target, networkId, ' FOR UPDATE'),
+    currentSnapshot: (target, networkId) => snapshotRow(target, networkId, ''),
     lockSnapshots: (networkId) =>
       c.statement(
         `SELECT encode(target, 'hex') AS target, revision, body_digest, digest, body FROM ${S}.snapshot WHERE network_id = ${lit.bytea(networkId)}

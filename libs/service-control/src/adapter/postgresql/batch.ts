@@ -25,9 +25,12 @@ const markUnlessMarked = (sqlLiteral: string): string => (/[\uE000\uE001]/.test(
 /** SQL text with the marked literals inline (for a statement that does not go through a batch). */
 export const plainSql = (sql: string): string => sql.replace(MARKED, '$1');
 
+/** The bytes as a Buffer over the same memory (pg's bytea parameter type; no copy). */
+export const pgBytes = (v: Uint8Array): Buffer => Buffer.from(v.buffer, v.byteOffset, v.byteLength);
+
 /** SQL literals for the simple protocol (marked values; casts outside the marks so that a prepared form keeps them). */
 export const lit = {
-  bytea: (v: Uint8Array): string => `${mark(`'\\x${Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('hex')}'`)}::bytea`,
+  bytea: (v: Uint8Array): string => `${mark(`'\\x${pgBytes(v).toString('hex')}'`)}::bytea`,
   num: (v: bigint | number): string => {
     const s = typeof v === 'bigint' ? v.toString() : Number.isSafeInteger(v) ? String(v) : null;
     if (s === null || !/^-?[0-9]+$/.test(s)) throw new Error(`not an integer: ${String(v)}`);
