@@ -9,10 +9,9 @@ import { type Message, decodeMessage } from '../src/api/message.js';
 import { Authority } from '../src/application/authority.js';
 import { listenerIntentOf, setPolicySource } from '../src/application/authority-lease.js';
 import type { AuthorityStore, StoredService } from '../src/application/authority-store.js';
-import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { toHex } from '../src/domain/bytes.js';
-import { comparableAnswer, sendToBoth } from './twin.js';
+import { comparableAnswer, openTwinSide, sendToBoth } from './twin.js';
 import { readyBody, writeListenerSnapshot } from './listener-snapshot.js';
 import { type Who, decl, msg, replaceBody, rid16, subScope } from './wire.js';
 
@@ -113,17 +112,8 @@ const both = sendToBoth(pruned, twin, answer);
 
 beforeAll(async () => {
   for (const s of sides) {
-    s.store = makePgAuthorityStore({ ...s.db.config, ...(s.name === 'twin' ? { pruneLeaseRows: false } : {}) });
-    await s.store.migrate();
-    const t = await s.store.takeover();
-    s.nsdId = t.nsdId;
-    s.authority = new Authority({ store: s.store, nsdId: t.nsdId, epoch: t.epoch, now: () => Date.now(), leaseNow: () => clock });
-    for (const identity of [P, C]) {
-      await s.store.addMember(identity, NET);
-      const w: Who = { identity, nsdId: s.nsdId, networkId: NET, gen: 1n, rid: new Uint8Array(16).fill(identity === P ? 1 : 2), epoch: null };
-      s.who.set(toHex(identity), w);
-      await bind(s, w, 1n);
-    }
+    await openTwinSide(s, s.name === 'twin' ? { pruneLeaseRows: false } : {}, () => clock, NET, [P, C]);
+    for (const identity of [P, C]) await bind(s, who(s, identity), 1n);
     const p = who(s, P);
     ok(await reply(s, p, msg(p, 'report.replace', replaceBody(p, 1n, [decl('web', 'Web')]))));
     await s.authority.idle();

@@ -4,8 +4,9 @@
 import type { sqlOn, useDatabase } from '@homelab/testbed/vitest';
 import { expect } from 'vitest';
 import type { Message } from '../src/api/message.js';
-import type { Authority } from '../src/application/authority.js';
+import { Authority } from '../src/application/authority.js';
 import type { AuthorityStore } from '../src/application/authority-store.js';
+import { type PgAuthorityStoreOptions, makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { toHex } from '../src/domain/bytes.js';
 import type { Who } from './wire.js';
 
@@ -49,3 +50,35 @@ export const sendToBoth =
     expect(answer(twin, await f(twin))).toEqual(a);
     return a;
   };
+
+/** What `openTwinSide` fills in. */
+export interface OpenableSide {
+  readonly db: ReturnType<typeof useDatabase>;
+  store: AuthorityStore;
+  authority: Authority;
+  nsdId: Uint8Array;
+  readonly who: Map<string, Who>;
+}
+
+/**
+ * Open one side: its store on its own database (`storeOptions`: the switch the twin turns off), the epoch takeover, an
+ * Authority on the shared lease clock, and each of `identities` a member of `networkId` with its envelope fields
+ * (generation 1, runtime id filled with its position + 1; no epoch until it binds).
+ */
+export const openTwinSide = async (
+  s: OpenableSide,
+  storeOptions: Omit<PgAuthorityStoreOptions, keyof ReturnType<typeof useDatabase>['config']>,
+  leaseNow: () => number,
+  networkId: Uint8Array,
+  identities: readonly Uint8Array[],
+): Promise<void> => {
+  s.store = makePgAuthorityStore({ ...s.db.config, ...storeOptions });
+  await s.store.migrate();
+  const t = await s.store.takeover();
+  s.nsdId = t.nsdId;
+  s.authority = new Authority({ store: s.store, nsdId: t.nsdId, epoch: t.epoch, now: () => Date.now(), leaseNow });
+  for (const [i, identity] of identities.entries()) {
+    await s.store.addMember(identity, networkId);
+    s.who.set(toHex(identity), { identity, nsdId: s.nsdId, networkId, gen: 1n, rid: new Uint8Array(16).fill(i + 1), epoch: null });
+  }
+};

@@ -13,10 +13,9 @@ import { type Message, decodeMessage } from '../src/api/message.js';
 import { Authority } from '../src/application/authority.js';
 import { listenerIntentOf, setPolicySource } from '../src/application/authority-lease.js';
 import type { StoredService } from '../src/application/authority-store.js';
-import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { toHex } from '../src/domain/bytes.js';
-import { type TwinAuthoritySide, comparableAnswer, sendToBoth } from './twin.js';
+import { type TwinAuthoritySide, comparableAnswer, openTwinSide, sendToBoth } from './twin.js';
 import { readyBody, writeListenersSnapshot } from './listener-snapshot.js';
 import { type Who, decl, msg, replaceBody, rid16, subScope } from './wire.js';
 
@@ -171,17 +170,8 @@ const rows = async (s: Side, name: string) => {
 
 beforeAll(async () => {
   for (const s of sides) {
-    s.store = makePgAuthorityStore({ ...s.db.config, ...(s.name === 'twin' ? { pruneLeaseRows: false } : {}) });
-    await s.store.migrate();
-    const t = await s.store.takeover();
-    s.nsdId = t.nsdId;
-    s.authority = new Authority({ store: s.store, nsdId: t.nsdId, epoch: t.epoch, now: () => Date.now(), leaseNow: () => clock });
-    for (const identity of [P, C]) {
-      await s.store.addMember(identity, NET);
-      const w: Who = { identity, nsdId: s.nsdId, networkId: NET, gen: 1n, rid: new Uint8Array(16).fill(identity === P ? 1 : 2), epoch: null };
-      s.who.set(toHex(identity), w);
-      await bind(s, w, 1n);
-    }
+    await openTwinSide(s, s.name === 'twin' ? { pruneLeaseRows: false } : {}, () => clock, NET, [P, C]);
+    for (const identity of [P, C]) await bind(s, who(s, identity), 1n);
     expect(answer(s, await report(1n, ['web', 'db'])(s))).toBe('report.accepted');
     await declared({ web: 'web', db: 'db' })(s);
     await snapshotAcked(P, 1n, ['web', 'db'])(s);
