@@ -31,14 +31,20 @@ export default [
   {
     files: ['**/*.ts', '**/*.mts', '**/*.js', '**/*.mjs'],
     rules: {
-      '@nx/enforce-module-boundaries': ['error', { enforceBuildableLibDependency: true, allow: [], depConstraints: productionConstraints }],
+      '@nx/enforce-module-boundaries': [
+        'error',
+        { enforceBuildableLibDependency: true, allow: [], depConstraints: productionConstraints },
+      ],
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
     },
   },
   {
     files: testFiles,
     rules: {
-      '@nx/enforce-module-boundaries': ['error', { enforceBuildableLibDependency: true, allow: [], depConstraints: testConstraints }],
+      '@nx/enforce-module-boundaries': [
+        'error',
+        { enforceBuildableLibDependency: true, allow: [], depConstraints: testConstraints },
+      ],
     },
   },
   // Every project's vitest.config.ts takes its shape from the one workspace preset (vitest.shared.ts).

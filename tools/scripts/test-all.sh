@@ -24,9 +24,13 @@ stop_testbed() { [ "$started_here" = 1 ] && node tools/testbed/bin/testbed.mjs d
 trap stop_testbed EXIT
 
 rm -rf reports/vitest
-step "nx sync:check"; npx nx sync:check || status=1
-step "lint + typecheck"; npx nx run-many -t lint typecheck --outputStyle=stream || status=1
+# A failed check (format, sync, lint, typecheck) counts as one failure in the closing line, so the line alone tells.
+failed_checks=()
+check() { local name="$1"; shift; step "$name"; "$@" || { status=1; failed_checks+=("$name"); }; }
+check "format (prettier, decision 0199)" npx prettier --check . --log-level warn
+check "nx sync:check" npx nx sync:check
+check "lint + typecheck" npx nx run-many -t lint typecheck --outputStyle=stream
 step "test"; npx nx run-many -t test --outputStyle=stream --parallel=1 || status=1
 
-node tools/scripts/test-summary.mjs reports/vitest || status=1
+node tools/scripts/test-summary.mjs reports/vitest "${failed_checks[@]}" || status=1
 exit $status

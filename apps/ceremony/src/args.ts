@@ -25,7 +25,11 @@ interface ClusterArgs {
 
 export type Parsed =
   | { readonly _tag: 'help'; readonly topic?: string }
-  | ({ readonly _tag: 'install' | 'upgrade' | 'rollback'; readonly dryRun: boolean; readonly expected?: { readonly generation: number; readonly resourceVersion: string } } & ClusterArgs)
+  | ({
+      readonly _tag: 'install' | 'upgrade' | 'rollback';
+      readonly dryRun: boolean;
+      readonly expected?: { readonly generation: number; readonly resourceVersion: string };
+    } & ClusterArgs)
   | ({
       readonly _tag: 'retire-preflight';
       readonly targets: ReadonlyArray<TargetArg>;
@@ -48,7 +52,9 @@ const REPEATABLE = new Set(['target']);
 const FLAGS = new Set(['dry-run', 'help']);
 
 /** `--name value` / `--name=value` options and bare words. */
-const split = (argv: ReadonlyArray<string>): Either.Either<{ words: Array<string>; opts: Map<string, Array<string>> }, UsageError> => {
+const split = (
+  argv: ReadonlyArray<string>,
+): Either.Either<{ words: Array<string>; opts: Map<string, Array<string>> }, UsageError> => {
   const words: Array<string> = [];
   const opts = new Map<string, Array<string>>();
   for (let i = 0; i < argv.length; i++) {
@@ -68,12 +74,14 @@ const split = (argv: ReadonlyArray<string>): Either.Either<{ words: Array<string
     else if (eq >= 0) value = a.slice(eq + 1);
     else {
       const next = argv[i + 1];
-      if (next === undefined || next.startsWith('--')) return Either.left(new UsageError({ message: `--${name} needs a value` }));
+      if (next === undefined || next.startsWith('--'))
+        return Either.left(new UsageError({ message: `--${name} needs a value` }));
       value = next;
       i++;
     }
     const list = opts.get(name) ?? [];
-    if (list.length > 0 && !REPEATABLE.has(name)) return Either.left(new UsageError({ message: `--${name} given twice` }));
+    if (list.length > 0 && !REPEATABLE.has(name))
+      return Either.left(new UsageError({ message: `--${name} given twice` }));
     opts.set(name, [...list, value]);
   }
   return Either.right({ words, opts });
@@ -82,7 +90,8 @@ const split = (argv: ReadonlyArray<string>): Either.Either<{ words: Array<string
 /** `[group/]version/Kind/namespace/name`; four parts = the core group. */
 export const parseTarget = (s: string): Either.Either<TargetArg, UsageError> => {
   const parts = s.split('/');
-  const bad = () => Either.left(new UsageError({ message: `--target ${s}: expected [group/]version/Kind/namespace/name` }));
+  const bad = () =>
+    Either.left(new UsageError({ message: `--target ${s}: expected [group/]version/Kind/namespace/name` }));
   if (parts.some((p) => p === '')) return bad();
   if (parts.length === 4) {
     const [version, kind, namespace, name] = parts as [string, string, string, string];
@@ -105,10 +114,45 @@ const parseHead = (s: string | undefined): Either.Either<HeadArg, UsageError> =>
 
 const ALLOWED: Record<string, ReadonlyArray<string>> = {
   install: ['kubeconfig', 'head', 'manifest', 'cluster-uid', 'dry-run'],
-  upgrade: ['kubeconfig', 'head', 'manifest', 'cluster-uid', 'dry-run', 'expected-generation', 'expected-resource-version'],
-  rollback: ['kubeconfig', 'head', 'manifest', 'cluster-uid', 'dry-run', 'expected-generation', 'expected-resource-version'],
-  'retire-preflight': ['kubeconfig', 'head', 'manifest', 'cluster-uid', 'target', 'expected-generation', 'expected-resource-version', 'out'],
-  'retire-apply': ['kubeconfig', 'head', 'manifest', 'cluster-uid', 'target', 'expected-generation', 'expected-resource-version', 'preflight', 'receipts'],
+  upgrade: [
+    'kubeconfig',
+    'head',
+    'manifest',
+    'cluster-uid',
+    'dry-run',
+    'expected-generation',
+    'expected-resource-version',
+  ],
+  rollback: [
+    'kubeconfig',
+    'head',
+    'manifest',
+    'cluster-uid',
+    'dry-run',
+    'expected-generation',
+    'expected-resource-version',
+  ],
+  'retire-preflight': [
+    'kubeconfig',
+    'head',
+    'manifest',
+    'cluster-uid',
+    'target',
+    'expected-generation',
+    'expected-resource-version',
+    'out',
+  ],
+  'retire-apply': [
+    'kubeconfig',
+    'head',
+    'manifest',
+    'cluster-uid',
+    'target',
+    'expected-generation',
+    'expected-resource-version',
+    'preflight',
+    'receipts',
+  ],
   'receipt-audit': ['receipts', 'key', 'preflight'],
   'head-show': ['kubeconfig', 'head'],
 };
@@ -129,46 +173,80 @@ export const parseArgs = (argv: ReadonlyArray<string>): Either.Either<Parsed, Us
             : w0 === 'install' || w0 === 'upgrade' || w0 === 'rollback'
               ? w0
               : undefined;
-    if (tag === undefined) return yield* Either.left(new UsageError({ message: `unknown command: ${words.join(' ')}` }));
+    if (tag === undefined)
+      return yield* Either.left(new UsageError({ message: `unknown command: ${words.join(' ')}` }));
     if (help) return { _tag: 'help' as const, topic: tag };
     const extraWords = words.length - (tag.includes('-') ? 2 : 1);
-    if (extraWords > 0) return yield* Either.left(new UsageError({ message: `unexpected argument: ${words.slice(words.length - extraWords).join(' ')}` }));
+    if (extraWords > 0)
+      return yield* Either.left(
+        new UsageError({ message: `unexpected argument: ${words.slice(words.length - extraWords).join(' ')}` }),
+      );
     for (const name of opts.keys()) {
-      if (!(ALLOWED[tag] ?? []).includes(name)) return yield* Either.left(new UsageError({ message: `--${name} is not an option of ${tag.replace('-', ' ')}` }));
+      if (!(ALLOWED[tag] ?? []).includes(name))
+        return yield* Either.left(
+          new UsageError({ message: `--${name} is not an option of ${tag.replace('-', ' ')}` }),
+        );
     }
     const one = (name: string) => opts.get(name)?.[0];
     const need = (name: string) => {
       const v = one(name);
-      return v === undefined || v === '' ? Either.left(new UsageError({ message: `--${name} is required` })) : Either.right(v);
+      return v === undefined || v === ''
+        ? Either.left(new UsageError({ message: `--${name} is required` }))
+        : Either.right(v);
     };
     const expectedOpt = () => {
       const g = one('expected-generation');
       const rv = one('expected-resource-version');
       if (g === undefined && rv === undefined) return Either.right(undefined);
       if (g === undefined || rv === undefined) {
-        return Either.left(new UsageError({ message: '--expected-generation and --expected-resource-version go together' }));
+        return Either.left(
+          new UsageError({ message: '--expected-generation and --expected-resource-version go together' }),
+        );
       }
-      if (!/^[1-9][0-9]*$/.test(g)) return Either.left(new UsageError({ message: `--expected-generation ${g}: a positive integer` }));
+      if (!/^[1-9][0-9]*$/.test(g))
+        return Either.left(new UsageError({ message: `--expected-generation ${g}: a positive integer` }));
       return Either.right({ generation: Number(g), resourceVersion: rv });
     };
     if (tag === 'receipt-audit') {
       const preflight = one('preflight');
-      return { _tag: tag, receipts: yield* need('receipts'), key: yield* need('key'), ...(preflight === undefined ? {} : { preflight }) };
+      return {
+        _tag: tag,
+        receipts: yield* need('receipts'),
+        key: yield* need('key'),
+        ...(preflight === undefined ? {} : { preflight }),
+      };
     }
     const kubeconfig = yield* need('kubeconfig');
     const head = yield* parseHead(one('head'));
     if (tag === 'head-show') return { _tag: tag, kubeconfig, head };
-    const cluster: ClusterArgs = { kubeconfig, head, manifest: yield* need('manifest'), clusterUid: yield* need('cluster-uid') };
+    const cluster: ClusterArgs = {
+      kubeconfig,
+      head,
+      manifest: yield* need('manifest'),
+      clusterUid: yield* need('cluster-uid'),
+    };
     const expected = yield* expectedOpt();
     if (tag === 'install' || tag === 'upgrade' || tag === 'rollback') {
-      if (tag === 'install' && expected !== undefined) return yield* Either.left(new UsageError({ message: 'install takes no expected Head' }));
+      if (tag === 'install' && expected !== undefined)
+        return yield* Either.left(new UsageError({ message: 'install takes no expected Head' }));
       return { _tag: tag, ...cluster, dryRun: opts.has('dry-run'), ...(expected === undefined ? {} : { expected }) };
     }
     const targets = yield* Either.all((opts.get('target') ?? []).map(parseTarget));
-    if (targets.length === 0) return yield* Either.left(new UsageError({ message: 'at least one --target is required' }));
-    if (expected === undefined) return yield* Either.left(new UsageError({ message: '--expected-generation and --expected-resource-version are required' }));
+    if (targets.length === 0)
+      return yield* Either.left(new UsageError({ message: 'at least one --target is required' }));
+    if (expected === undefined)
+      return yield* Either.left(
+        new UsageError({ message: '--expected-generation and --expected-resource-version are required' }),
+      );
     if (tag === 'retire-preflight') return { _tag: tag, ...cluster, targets, expected, out: yield* need('out') };
-    return { _tag: tag, ...cluster, targets, expected, preflight: yield* need('preflight'), receipts: yield* need('receipts') };
+    return {
+      _tag: tag,
+      ...cluster,
+      targets,
+      expected,
+      preflight: yield* need('preflight'),
+      receipts: yield* need('receipts'),
+    };
   });
 
 export const USAGE = `ceremony — the QingLong Deployment Head and its fenced retirement ceremony (ADR-0435)

@@ -7,7 +7,9 @@ const main = async (): Promise<number> => {
   const parsed = parseArgs(process.argv.slice(2));
   if (Either.isLeft(parsed)) {
     process.stderr.write(`ceremony: ${parsed.left.message}\n\n${USAGE}`);
-    process.stdout.write(`${JSON.stringify({ ok: false, error: { _tag: 'UsageError', message: parsed.left.message } })}\n`);
+    process.stdout.write(
+      `${JSON.stringify({ ok: false, error: { _tag: 'UsageError', message: parsed.left.message } })}\n`,
+    );
     return EXIT.usage;
   }
   if (parsed.right._tag === 'help') {

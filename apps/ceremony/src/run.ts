@@ -56,7 +56,9 @@ export class CliInputError extends Data.TaggedError('CliInputError')<{ readonly 
 
 const loadManifest = (path: string) =>
   Effect.flatMap(readJson(path, 'manifest'), (json) =>
-    Schema.decodeUnknown(LockedManifest)(json).pipe(Effect.mapError((e) => new CliInputError({ message: `manifest ${path}: ${e.message}` }))),
+    Schema.decodeUnknown(LockedManifest)(json).pipe(
+      Effect.mapError((e) => new CliInputError({ message: `manifest ${path}: ${e.message}` })),
+    ),
   );
 
 /** The owner-private guard before the kubeconfig is read at all. */
@@ -67,8 +69,22 @@ const guardKubeconfig = (path: string) =>
 const NoReceiptStore = Layer.succeed(
   ceremony.ReceiptStore,
   ceremony.ReceiptStore.of({
-    createExclusive: (key) => Effect.fail(new ceremony.ReceiptStoreFailed({ code: 'RECEIPT_STORE_FAILED', key, message: 'this command writes no receipt' })),
-    read: (key) => Effect.fail(new ceremony.ReceiptStoreFailed({ code: 'RECEIPT_STORE_FAILED', key, message: 'this command reads no receipt' })),
+    createExclusive: (key) =>
+      Effect.fail(
+        new ceremony.ReceiptStoreFailed({
+          code: 'RECEIPT_STORE_FAILED',
+          key,
+          message: 'this command writes no receipt',
+        }),
+      ),
+    read: (key) =>
+      Effect.fail(
+        new ceremony.ReceiptStoreFailed({
+          code: 'RECEIPT_STORE_FAILED',
+          key,
+          message: 'this command reads no receipt',
+        }),
+      ),
   }),
 );
 
@@ -84,13 +100,22 @@ const clusterLayer = (io: Io, kubeconfig: string, head: HeadRef, mode: ClientMod
     );
   });
 
-const commandOf = (p: Extract<Parsed, { _tag: 'retire-preflight' | 'retire-apply' }>, lock: LockedManifest['lock']): RetirementCommand => ({
+const commandOf = (
+  p: Extract<Parsed, { _tag: 'retire-preflight' | 'retire-apply' }>,
+  lock: LockedManifest['lock'],
+): RetirementCommand => ({
   operation: 'cluster.deployment.retirement',
   head: p.head,
   clusterUid: p.clusterUid,
   lock,
   expectedHead: p.expected,
-  targets: p.targets.map((t): TargetIdentity => ({ group: t.group, version: t.version, kind: t.kind, namespace: t.namespace, name: t.name })),
+  targets: p.targets.map((t): TargetIdentity => ({
+    group: t.group,
+    version: t.version,
+    kind: t.kind,
+    namespace: t.namespace,
+    name: t.name,
+  })),
 });
 
 const ensureDir = (dir: string) =>
@@ -108,11 +133,16 @@ const program = (p: Exclude<Parsed, { _tag: 'help' }>, io: Io) =>
           p.preflight === undefined
             ? undefined
             : yield* Effect.flatMap(
-                Effect.try({ try: () => readFileSync(p.preflight ?? '', 'utf8'), catch: (e) => new CliInputError({ message: String(e) }) }),
+                Effect.try({
+                  try: () => readFileSync(p.preflight ?? '', 'utf8'),
+                  catch: (e) => new CliInputError({ message: String(e) }),
+                }),
                 (text) => parsePreflightRecord(text),
               );
         // Offline: only the receipt store is provided; no Kubernetes module is loaded.
-        const audit = yield* ceremony.auditStoredReceipt(p.key, preflight).pipe(Effect.provide(FileReceiptStoreLive(p.receipts)));
+        const audit = yield* ceremony
+          .auditStoredReceipt(p.key, preflight)
+          .pipe(Effect.provide(FileReceiptStoreLive(p.receipts)));
         io.err(`${audit.verdict === 'compatible' ? '✓' : '✗'} receipt ${p.key}: ${audit.verdict}`);
         for (const c of audit.checks) if (!c.ok) io.err(`  ✗ ${c.check}${c.detail ? `: ${c.detail}` : ''}`);
         return { result: audit, exit: audit.verdict === 'compatible' ? EXIT.ok : EXIT.incompatible };
@@ -139,34 +169,66 @@ const program = (p: Exclude<Parsed, { _tag: 'help' }>, io: Io) =>
       case 'rollback': {
         const manifest = yield* loadManifest(p.manifest);
         const layer = yield* clusterLayer(io, p.kubeconfig, p.head, 'transition');
-        const input = { head: p.head, manifest, clusterUid: p.clusterUid, ...(p.expected === undefined ? {} : { expectedHead: p.expected }) };
+        const input = {
+          head: p.head,
+          manifest,
+          clusterUid: p.clusterUid,
+          ...(p.expected === undefined ? {} : { expectedHead: p.expected }),
+        };
         if (p.dryRun) {
           const next = yield* Effect.gen(function* () {
             yield* ceremony.verifyEnvironment(manifest, p.clusterUid);
             const current = yield* readHeadOption(p.head);
             if (p._tag === 'install') {
-              if (Option.isSome(current)) return yield* new ceremony.HeadRejected({ code: 'HEAD_EXISTS', message: 'a Head exists; use upgrade' });
+              if (Option.isSome(current))
+                return yield* new ceremony.HeadRejected({ code: 'HEAD_EXISTS', message: 'a Head exists; use upgrade' });
               return yield* installHead(manifest, p.head);
             }
-            if (Option.isNone(current)) return yield* new ceremony.HeadRejected({ code: 'HEAD_NOT_FOUND', message: `no Head ${p.head.namespace}/${p.head.name}` });
+            if (Option.isNone(current))
+              return yield* new ceremony.HeadRejected({
+                code: 'HEAD_NOT_FOUND',
+                message: `no Head ${p.head.namespace}/${p.head.name}`,
+              });
             if (p.expected !== undefined) {
-              yield* ceremony.checkExpectedHead(ceremony.headVersion(current.value.head, current.value.resourceVersion), p.expected);
+              yield* ceremony.checkExpectedHead(
+                ceremony.headVersion(current.value.head, current.value.resourceVersion),
+                p.expected,
+              );
             }
             return yield* (p._tag === 'upgrade' ? upgradeHead : rollbackHead)(current.value.head, manifest, p.head);
           }).pipe(Effect.provide(layer));
           yield* encodeHead(next);
-          for (const o of next.inventory) io.err(`· would apply ${o.group === '' ? '' : `${o.group}/`}${o.version} ${o.kind} ${o.namespace ?? ''}/${o.name}`);
+          for (const o of next.inventory)
+            io.err(
+              `· would apply ${o.group === '' ? '' : `${o.group}/`}${o.version} ${o.kind} ${o.namespace ?? ''}/${o.name}`,
+            );
           return {
-            result: { operation: p._tag, dryRun: true, next: { generation: next.generation, transition: next.transition, release: next.release, inventory: next.inventory } },
+            result: {
+              operation: p._tag,
+              dryRun: true,
+              next: {
+                generation: next.generation,
+                transition: next.transition,
+                release: next.release,
+                inventory: next.inventory,
+              },
+            },
             exit: EXIT.ok,
           };
         }
         const observed = yield* ceremony[p._tag](input).pipe(Effect.provide(layer));
-        io.err(`✓ ${p._tag}: Head ${p.head.namespace}/${p.head.name} generation ${observed.head.generation} (${observed.head.inventory.length} objects)`);
+        io.err(
+          `✓ ${p._tag}: Head ${p.head.namespace}/${p.head.name} generation ${observed.head.generation} (${observed.head.inventory.length} objects)`,
+        );
         return {
           result: {
             operation: p._tag,
-            head: { generation: observed.head.generation, resourceVersion: observed.resourceVersion, transition: observed.head.transition, release: observed.head.release },
+            head: {
+              generation: observed.head.generation,
+              resourceVersion: observed.resourceVersion,
+              transition: observed.head.transition,
+              release: observed.head.release,
+            },
             inventory: observed.head.inventory.length,
           },
           exit: EXIT.ok,
@@ -175,7 +237,9 @@ const program = (p: Exclude<Parsed, { _tag: 'help' }>, io: Io) =>
       case 'retire-preflight': {
         const manifest = yield* loadManifest(p.manifest);
         const layer = yield* clusterLayer(io, p.kubeconfig, p.head, 'retirement');
-        const out = yield* ceremony.preflightRetirement({ command: commandOf(p, manifest.lock), manifest }).pipe(Effect.provide(layer));
+        const out = yield* ceremony
+          .preflightRetirement({ command: commandOf(p, manifest.lock), manifest })
+          .pipe(Effect.provide(layer));
         yield* ensureDir(p.out);
         const file = `preflight-${out.digest.slice('sha256:'.length)}.json`;
         yield* createExclusiveFile(p.out, file, out.bytes).pipe(Effect.catchTag('ReceiptExists', () => Effect.void));
@@ -185,7 +249,11 @@ const program = (p: Exclude<Parsed, { _tag: 'help' }>, io: Io) =>
             operation: 'cluster.deployment.retirement.preflight',
             preflightDigest: out.digest,
             file: `${p.out}/${file}`,
-            targets: out.record.targets.map((t) => ({ identity: t.identity, plural: t.plural, preconditions: t.preconditions })),
+            targets: out.record.targets.map((t) => ({
+              identity: t.identity,
+              plural: t.plural,
+              preconditions: t.preconditions,
+            })),
             survivorRoles: out.record.survivorRoles,
           },
           exit: EXIT.ok,
@@ -193,7 +261,10 @@ const program = (p: Exclude<Parsed, { _tag: 'help' }>, io: Io) =>
       }
       case 'retire-apply': {
         const manifest = yield* loadManifest(p.manifest);
-        const text = yield* Effect.try({ try: () => readFileSync(p.preflight, 'utf8'), catch: (e) => new CliInputError({ message: `preflight ${p.preflight}: ${(e as Error).message}` }) });
+        const text = yield* Effect.try({
+          try: () => readFileSync(p.preflight, 'utf8'),
+          catch: (e) => new CliInputError({ message: `preflight ${p.preflight}: ${(e as Error).message}` }),
+        });
         const record = yield* parsePreflightRecord(text);
         yield* ensureDir(p.receipts);
         const layer = yield* clusterLayer(io, p.kubeconfig, p.head, 'retirement', p.receipts);
@@ -209,7 +280,11 @@ const program = (p: Exclude<Parsed, { _tag: 'help' }>, io: Io) =>
             receiptFile: `${p.receipts}/${out.key}`,
             receiptDigest: out.receiptDigest,
             head: { generation: out.head.head.generation, resourceVersion: out.head.resourceVersion },
-            targets: out.receipt.targets.map((t) => ({ identity: t.identity, outcome: t.outcome, uid: t.preconditions.uid })),
+            targets: out.receipt.targets.map((t) => ({
+              identity: t.identity,
+              outcome: t.outcome,
+              uid: t.preconditions.uid,
+            })),
             crossResourceAtomicity: false,
           },
           exit: EXIT.ok,
@@ -250,4 +325,3 @@ export const run = async (p: Exclude<Parsed, { _tag: 'help' }>, io: Io): Promise
   io.out(JSON.stringify({ ok: false, error }));
   return UNAVAILABLE.has(error._tag) ? EXIT.unavailable : EXIT.refused;
 };
-

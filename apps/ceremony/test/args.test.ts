@@ -15,7 +15,20 @@ const common = ['--kubeconfig', 'k', '--manifest', 'm.json', '--cluster-uid', 'u
 
 describe('ceremony argument parsing', () => {
   it('retire preflight: ordered repeated targets, core group with four parts, default Head', () => {
-    const p = ok(['retire', 'preflight', ...common, '--expected-generation', '3', '--expected-resource-version', '77', '--target', 'v1/ConfigMap/ns/a', '--target=apps/v1/Deployment/ns/b', '--out', 'dir']);
+    const p = ok([
+      'retire',
+      'preflight',
+      ...common,
+      '--expected-generation',
+      '3',
+      '--expected-resource-version',
+      '77',
+      '--target',
+      'v1/ConfigMap/ns/a',
+      '--target=apps/v1/Deployment/ns/b',
+      '--out',
+      'dir',
+    ]);
     expect(p).toMatchObject({
       _tag: 'retire-preflight',
       head: DEFAULT_HEAD,
@@ -38,17 +51,53 @@ describe('ceremony argument parsing', () => {
     expect(usage(['install', '--kubeconfig', 'k'])).toBe('--manifest is required');
     expect(usage(['install', ...common, '--kubeconfig', 'again'])).toBe('--kubeconfig given twice');
     expect(usage(['install', ...common, '--target', 'v1/ConfigMap/ns/a'])).toBe('--target is not an option of install');
-    expect(usage(['retire', 'apply', ...common, '--expected-generation', '1', '--expected-resource-version', '1', '--target', 'ConfigMap/a', '--preflight', 'p', '--receipts', 'r'])).toContain('expected [group/]version/Kind/namespace/name');
+    expect(
+      usage([
+        'retire',
+        'apply',
+        ...common,
+        '--expected-generation',
+        '1',
+        '--expected-resource-version',
+        '1',
+        '--target',
+        'ConfigMap/a',
+        '--preflight',
+        'p',
+        '--receipts',
+        'r',
+      ]),
+    ).toContain('expected [group/]version/Kind/namespace/name');
     expect(usage(['head', 'show', '--kubeconfig', 'k', '--head', 'only-name'])).toContain('expected namespace/name');
     expect(usage(['upgrade', ...common, '--expected-generation', '2'])).toContain('go together');
-    expect(usage(['upgrade', ...common, '--expected-generation', '0', '--expected-resource-version', '1'])).toContain('positive integer');
-    expect(usage(['retire', 'preflight', ...common, '--expected-generation', '1', '--expected-resource-version', '1', '--out', 'o'])).toBe('at least one --target is required');
-    expect(usage(['install', ...common, '--expected-generation', '1', '--expected-resource-version', '1'])).toBe('--expected-generation is not an option of install');
+    expect(usage(['upgrade', ...common, '--expected-generation', '0', '--expected-resource-version', '1'])).toContain(
+      'positive integer',
+    );
+    expect(
+      usage([
+        'retire',
+        'preflight',
+        ...common,
+        '--expected-generation',
+        '1',
+        '--expected-resource-version',
+        '1',
+        '--out',
+        'o',
+      ]),
+    ).toBe('at least one --target is required');
+    expect(usage(['install', ...common, '--expected-generation', '1', '--expected-resource-version', '1'])).toBe(
+      '--expected-generation is not an option of install',
+    );
     expect(usage(['install', '--kubeconfig'])).toBe('--kubeconfig needs a value');
   });
   it('install/upgrade/rollback take --dry-run; receipt audit needs no kubeconfig', () => {
     expect(ok(['upgrade', ...common, '--dry-run'])).toMatchObject({ _tag: 'upgrade', dryRun: true });
-    expect(ok(['receipt', 'audit', '--receipts', 'r', '--key', 'k.json'])).toEqual({ _tag: 'receipt-audit', receipts: 'r', key: 'k.json' });
+    expect(ok(['receipt', 'audit', '--receipts', 'r', '--key', 'k.json'])).toEqual({
+      _tag: 'receipt-audit',
+      receipts: 'r',
+      key: 'k.json',
+    });
   });
   it('target syntax', () => {
     expect(Either.isRight(parseTarget('rbac.authorization.k8s.io/v1/Role/ns/r'))).toBe(true);

@@ -38,7 +38,9 @@ export const startAyatori = async (config: ControllerConfig, options: AyatoriOpt
   const services = Layer.mergeAll(
     KubernetesAdapter.KubernetesBindingResourcesLayer,
     KubernetesAdapter.KubernetesInstanceResourcesLayer,
-    PostgreSQLAdapter.PostgresInstanceObserverLayer({ rootCert }).pipe(Layer.provide(KubernetesAdapter.KubernetesAdminSecretsLayer(config.databaseSecretNamespace))),
+    PostgreSQLAdapter.PostgresInstanceObserverLayer({ rootCert }).pipe(
+      Layer.provide(KubernetesAdapter.KubernetesAdminSecretsLayer(config.databaseSecretNamespace)),
+    ),
     Layer.succeed(ControllerMetrics, options.controllerMetrics),
   ).pipe(Layer.provideMerge(options.kube));
   const pools = Effect.runSync(Scope.make());
@@ -54,7 +56,9 @@ export const startAyatori = async (config: ControllerConfig, options: AyatoriOpt
     instanceController = started.instanceController;
     state = 'running';
     yield* Effect.sync(() =>
-      options.log(`ayatori database controllers running: database-binding${started.instanceController ? ', database-instance' : ' (Instance controller disabled: no --database-secret-namespace)'}`),
+      options.log(
+        `ayatori database controllers running: database-binding${started.instanceController ? ', database-instance' : ' (Instance controller disabled: no --database-secret-namespace)'}`,
+      ),
     );
     return yield* Effect.never;
   });
@@ -62,8 +66,17 @@ export const startAyatori = async (config: ControllerConfig, options: AyatoriOpt
   const program = config.leaderElection.enabled
     ? Effect.sync(() => {
         state = 'standby';
-        options.log(`ayatori database controllers waiting for the Lease ${config.leaderElection.namespace}/${config.leaderElection.id} as ${identity}`);
-      }).pipe(Effect.zipRight(runAsLeader({ namespace: config.leaderElection.namespace, name: config.leaderElection.id, identity }, controllers)))
+        options.log(
+          `ayatori database controllers waiting for the Lease ${config.leaderElection.namespace}/${config.leaderElection.id} as ${identity}`,
+        );
+      }).pipe(
+        Effect.zipRight(
+          runAsLeader(
+            { namespace: config.leaderElection.namespace, name: config.leaderElection.id, identity },
+            controllers,
+          ),
+        ),
+      )
     : Effect.scoped(controllers);
   const fiber = Effect.runFork(program.pipe(Effect.provide(context)));
   let stopping = false;

@@ -11,13 +11,17 @@ describe('modules and Ayatori configuration', () => {
   });
 
   it('an unknown or empty module list is a configuration error naming the known modules', () => {
-    expect(() => parseConfig(['--modules=kos,billing'], {})).toThrow(new ConfigError('unknown module "billing" (known: kos, ayatori)'));
+    expect(() => parseConfig(['--modules=kos,billing'], {})).toThrow(
+      new ConfigError('unknown module "billing" (known: kos, ayatori)'),
+    );
     expect(() => parseConfig(['--modules=,'], {})).toThrow(ConfigError);
   });
 
   it('seed flags: --database-secret-namespace defaults to $POD_NAMESPACE (empty without it), --database-root-cert to empty', () => {
     expect(parseConfig([], { POD_NAMESPACE: 'ayatori-system' }).databaseSecretNamespace).toBe('ayatori-system');
-    expect(parseConfig(['--database-secret-namespace=ops'], { POD_NAMESPACE: 'ayatori-system' }).databaseSecretNamespace).toBe('ops');
+    expect(
+      parseConfig(['--database-secret-namespace=ops'], { POD_NAMESPACE: 'ayatori-system' }).databaseSecretNamespace,
+    ).toBe('ops');
     expect(parseConfig([], {}).databaseSecretNamespace).toBe('');
     expect(parseConfig([], {}).databaseRootCert).toBe('');
     expect(parseConfig(['--database-root-cert', '/etc/ca.pem'], {}).databaseRootCert).toBe('/etc/ca.pem');
@@ -26,21 +30,35 @@ describe('modules and Ayatori configuration', () => {
   it('leader election: off by default; --leader-elect alone or =true turns it on and needs a Lease namespace', () => {
     expect(parseConfig([], {}).leaderElection.enabled).toBe(false);
     const on = parseConfig(['--leader-elect', '--port', '0'], { POD_NAMESPACE: 'ayatori-system' });
-    expect(on.leaderElection).toEqual({ enabled: true, namespace: 'ayatori-system', id: 'ayatori-database.database.ayatori.ddupan.top' });
+    expect(on.leaderElection).toEqual({
+      enabled: true,
+      namespace: 'ayatori-system',
+      id: 'ayatori-database.database.ayatori.ddupan.top',
+    });
     expect(on.port).toBe(0);
-    expect(parseConfig(['--leader-elect=false'], { CONTROLLER_LEADER_ELECT: 'true', POD_NAMESPACE: 'x' }).leaderElection.enabled).toBe(false);
-    expect(() => parseConfig(['--leader-elect'], {})).toThrow(new ConfigError('--leader-elect needs --leader-election-namespace (or POD_NAMESPACE)'));
+    expect(
+      parseConfig(['--leader-elect=false'], { CONTROLLER_LEADER_ELECT: 'true', POD_NAMESPACE: 'x' }).leaderElection
+        .enabled,
+    ).toBe(false);
+    expect(() => parseConfig(['--leader-elect'], {})).toThrow(
+      new ConfigError('--leader-elect needs --leader-election-namespace (or POD_NAMESPACE)'),
+    );
     expect(() => parseConfig(['--leader-elect=yes'], {})).toThrow(ConfigError);
     // the KOS reconcilers are elected too (their own Lease), so the namespace is needed with --modules=kos as well
     expect(() => parseConfig(['--leader-elect', '--modules=kos'], {})).toThrow(ConfigError);
-    expect(parseConfig(['--leader-elect', '--modules=kos', '--leader-election-namespace=kos-system'], {}).kosLeaderElectionId).toBe('kos-controller.kos.tsic.top');
+    expect(
+      parseConfig(['--leader-elect', '--modules=kos', '--leader-election-namespace=kos-system'], {})
+        .kosLeaderElectionId,
+    ).toBe('kos-controller.kos.tsic.top');
   });
 
   it('--kos-crds: verify by default, install on request, anything else refused', () => {
     expect(parseConfig([], {}).kosCrds).toBe('verify');
     expect(parseConfig(['--kos-crds=install'], { KOS_CRDS: 'verify' }).kosCrds).toBe('install');
     expect(parseConfig([], { KOS_CRDS: 'install' }).kosCrds).toBe('install');
-    expect(() => parseConfig(['--kos-crds=apply'], {})).toThrow(new ConfigError('--kos-crds must be install or verify, not "apply"'));
+    expect(() => parseConfig(['--kos-crds=apply'], {})).toThrow(
+      new ConfigError('--kos-crds must be install or verify, not "apply"'),
+    );
     expect(parseConfig(['--kos-label-selector=a=b'], {}).kosLabelSelector).toBe('a=b');
   });
 });

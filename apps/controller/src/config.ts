@@ -2,7 +2,10 @@
 // only, port 8080, 1 MiB bodies. Pure: argv and env are parameters.
 import { randomBytes } from 'node:crypto';
 
-export type KubeSource = { readonly _tag: 'Kubeconfig'; readonly path: string } | { readonly _tag: 'InCluster' } | { readonly _tag: 'TestbedState'; readonly path?: string };
+export type KubeSource =
+  | { readonly _tag: 'Kubeconfig'; readonly path: string }
+  | { readonly _tag: 'InCluster' }
+  | { readonly _tag: 'TestbedState'; readonly path?: string };
 
 export interface ControllerConfig {
   /** The address asked for; without an identity module the server binds loopback whatever this says. */
@@ -60,11 +63,15 @@ const boolFlag = (argv: ReadonlyArray<string>, name: string): string | undefined
 
 const int = (what: string, raw: string, min: number, max: number): number => {
   const n = Number(raw);
-  if (!/^[0-9]+$/.test(raw) || n < min || n > max) throw new ConfigError(`${what} must be an integer from ${min} to ${max}, not "${raw}"`);
+  if (!/^[0-9]+$/.test(raw) || n < min || n > max)
+    throw new ConfigError(`${what} must be an integer from ${min} to ${max}, not "${raw}"`);
   return n;
 };
 
-export const parseConfig = (argv: ReadonlyArray<string>, env: Readonly<Record<string, string | undefined>>): ControllerConfig => {
+export const parseConfig = (
+  argv: ReadonlyArray<string>,
+  env: Readonly<Record<string, string | undefined>>,
+): ControllerConfig => {
   const get = (f: string, e: string) => flag(argv, f) ?? env[e];
   const kubeconfig = get('kubeconfig', 'KUBECONFIG') || undefined;
   const testbedState = get('testbed-state', 'HOMELAB_TESTBED_STATE') || undefined;
@@ -75,32 +82,60 @@ export const parseConfig = (argv: ReadonlyArray<string>, env: Readonly<Record<st
         ? { _tag: 'InCluster' }
         : { _tag: 'TestbedState', ...(testbedState !== undefined ? { path: testbedState } : {}) };
   const key = get('continue-key', 'KOS_CONTINUE_KEY');
-  if (key !== undefined && !/^([0-9a-f]{2}){16,}$/i.test(key)) throw new ConfigError('the continue key must be at least 16 bytes of hex');
+  if (key !== undefined && !/^([0-9a-f]{2}){16,}$/i.test(key))
+    throw new ConfigError('the continue key must be at least 16 bytes of hex');
   const identity = get('identity', 'KOS_IDENTITY');
-  const moduleNames = (get('modules', 'CONTROLLER_MODULES') ?? CONTROLLER_MODULES.join(',')).split(',').map((s) => s.trim()).filter((s) => s !== '');
-  for (const m of moduleNames) if (!(CONTROLLER_MODULES as ReadonlyArray<string>).includes(m)) throw new ConfigError(`unknown module "${m}" (known: ${CONTROLLER_MODULES.join(', ')})`);
-  if (moduleNames.length === 0) throw new ConfigError(`--modules names no module (known: ${CONTROLLER_MODULES.join(', ')})`);
+  const moduleNames = (get('modules', 'CONTROLLER_MODULES') ?? CONTROLLER_MODULES.join(','))
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  for (const m of moduleNames)
+    if (!(CONTROLLER_MODULES as ReadonlyArray<string>).includes(m))
+      throw new ConfigError(`unknown module "${m}" (known: ${CONTROLLER_MODULES.join(', ')})`);
+  if (moduleNames.length === 0)
+    throw new ConfigError(`--modules names no module (known: ${CONTROLLER_MODULES.join(', ')})`);
   const leaderRaw = boolFlag(argv, 'leader-elect') ?? env['CONTROLLER_LEADER_ELECT'] ?? 'false';
-  if (!['true', 'false'].includes(leaderRaw)) throw new ConfigError(`--leader-elect must be true or false, not "${leaderRaw}"`);
-  const leaderNamespace = get('leader-election-namespace', 'CONTROLLER_LEADER_ELECTION_NAMESPACE') || env['POD_NAMESPACE'] || '';
-  if (leaderRaw === 'true' && leaderNamespace === '') throw new ConfigError('--leader-elect needs --leader-election-namespace (or POD_NAMESPACE)');
+  if (!['true', 'false'].includes(leaderRaw))
+    throw new ConfigError(`--leader-elect must be true or false, not "${leaderRaw}"`);
+  const leaderNamespace =
+    get('leader-election-namespace', 'CONTROLLER_LEADER_ELECTION_NAMESPACE') || env['POD_NAMESPACE'] || '';
+  if (leaderRaw === 'true' && leaderNamespace === '')
+    throw new ConfigError('--leader-elect needs --leader-election-namespace (or POD_NAMESPACE)');
   const kosCrds = get('kos-crds', 'KOS_CRDS') ?? 'verify';
-  if (kosCrds !== 'install' && kosCrds !== 'verify') throw new ConfigError(`--kos-crds must be install or verify, not "${kosCrds}"`);
+  if (kosCrds !== 'install' && kosCrds !== 'verify')
+    throw new ConfigError(`--kos-crds must be install or verify, not "${kosCrds}"`);
   return {
     host: get('host', 'KOS_HOST') ?? '127.0.0.1',
     port: int('port', get('port', 'KOS_PORT') ?? '8080', 0, 65535),
     ...(identity !== undefined && identity !== '' ? { identity } : {}),
     kube,
-    bodyLimitBytes: int('body limit', get('body-limit', 'KOS_BODY_LIMIT') ?? String(1024 * 1024), 1024, 64 * 1024 * 1024),
+    bodyLimitBytes: int(
+      'body limit',
+      get('body-limit', 'KOS_BODY_LIMIT') ?? String(1024 * 1024),
+      1024,
+      64 * 1024 * 1024,
+    ),
     continueKey: key !== undefined ? Uint8Array.from(Buffer.from(key, 'hex')) : new Uint8Array(randomBytes(32)),
-    discoveryNamespaces: (get('discovery-namespaces', 'KOS_DISCOVERY_NAMESPACES') ?? '').split(',').map((s) => s.trim()).filter((s) => s !== ''),
-    discoveryIntervalMs: int('discovery interval', get('discovery-interval-ms', 'KOS_DISCOVERY_INTERVAL_MS') ?? '30000', 100, 86_400_000),
+    discoveryNamespaces: (get('discovery-namespaces', 'KOS_DISCOVERY_NAMESPACES') ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== ''),
+    discoveryIntervalMs: int(
+      'discovery interval',
+      get('discovery-interval-ms', 'KOS_DISCOVERY_INTERVAL_MS') ?? '30000',
+      100,
+      86_400_000,
+    ),
     shutdownGraceMs: int('shutdown grace', get('shutdown-grace-ms', 'KOS_SHUTDOWN_GRACE_MS') ?? '30000', 0, 600_000),
     modules: new Set(moduleNames as ControllerModule[]),
     databaseSecretNamespace: flag(argv, 'database-secret-namespace') ?? env['POD_NAMESPACE'] ?? '',
     databaseRootCert: flag(argv, 'database-root-cert') ?? '',
     databaseLabelSelector: get('database-label-selector', 'CONTROLLER_DATABASE_LABEL_SELECTOR') ?? '',
-    leaderElection: { enabled: leaderRaw === 'true', namespace: leaderNamespace, id: get('leader-election-id', 'CONTROLLER_LEADER_ELECTION_ID') ?? 'ayatori-database.database.ayatori.ddupan.top' },
+    leaderElection: {
+      enabled: leaderRaw === 'true',
+      namespace: leaderNamespace,
+      id: get('leader-election-id', 'CONTROLLER_LEADER_ELECTION_ID') ?? 'ayatori-database.database.ayatori.ddupan.top',
+    },
     kosCrds,
     kosLabelSelector: get('kos-label-selector', 'KOS_LABEL_SELECTOR') ?? '',
     kosLeaderElectionId: get('kos-leader-election-id', 'KOS_LEADER_ELECTION_ID') ?? 'kos-controller.kos.tsic.top',
@@ -113,7 +148,11 @@ const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
 export const bindAddress = (config: ControllerConfig): { readonly host: string; readonly notice?: string } => {
   if (config.identity !== undefined) return { host: config.host };
   if (LOOPBACK.has(config.host)) {
-    return { host: config.host === 'localhost' ? '127.0.0.1' : config.host, notice: 'no identity module is configured: the control-plane API listens on loopback only and every caller acts as the local Owner' };
+    return {
+      host: config.host === 'localhost' ? '127.0.0.1' : config.host,
+      notice:
+        'no identity module is configured: the control-plane API listens on loopback only and every caller acts as the local Owner',
+    };
   }
   return {
     host: '127.0.0.1',

@@ -6,7 +6,10 @@ import { firstDrift } from './kos.js';
 
 describe('firstDrift', () => {
   const generated = kosCrd('VolumeMigration');
-  const stored = () => structuredClone(generated) as unknown as { spec: Record<string, unknown> & { versions: Array<Record<string, unknown>> } };
+  const stored = () =>
+    structuredClone(generated) as unknown as {
+      spec: Record<string, unknown> & { versions: Array<Record<string, unknown>> };
+    };
 
   it('an unchanged CRD, and one with server defaults added, do not drift', () => {
     expect(firstDrift(generated.spec, stored().spec)).toBeUndefined();

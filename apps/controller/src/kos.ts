@@ -3,13 +3,25 @@
 // applies them, waits, and compares. A failure is a typed `KosStartError` and the process refuses to start.
 import { Data, Duration, Effect, Schedule } from 'effect';
 import { Registry } from 'prom-client';
-import { checkClusterAbi, KERNEL_KINDS, type KernelConfig, KOS_GROUP, KOS_ROUND_METRICS, KOS_STORAGE_VERSION, kosCrds, startKosController } from '@homelab/kos-kernel';
+import {
+  checkClusterAbi,
+  KERNEL_KINDS,
+  type KernelConfig,
+  KOS_GROUP,
+  KOS_ROUND_METRICS,
+  KOS_STORAGE_VERSION,
+  kosCrds,
+  startKosController,
+} from '@homelab/kos-kernel';
 import { type ControllerMetricsService, KubeClient, type KubeObject, makeControllerMetrics } from '@homelab/kube';
 
 export type KosCrdMode = 'install' | 'verify';
 export const KOS_FIELD_MANAGER = 'kos-controller';
 
-export class KosStartError extends Data.TaggedError('KosStartError')<{ readonly code: 'crd_missing' | 'crd_drift' | 'crd_not_established' | 'abi_violation' | 'cluster_unreachable'; readonly message: string }> {}
+export class KosStartError extends Data.TaggedError('KosStartError')<{
+  readonly code: 'crd_missing' | 'crd_drift' | 'crd_not_established' | 'abi_violation' | 'cluster_unreachable';
+  readonly message: string;
+}> {}
 
 /** The first path where `expected` (generated) and `actual` (stored) differ; fields the server adds are ignored. */
 export const firstDrift = (expected: unknown, actual: unknown, path = ''): string | undefined => {
@@ -36,7 +48,9 @@ export const firstDrift = (expected: unknown, actual: unknown, path = ''): strin
 const crdRef = (name: string) => ({ apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', name });
 
 const established = (o: KubeObject) =>
-  ((o['status'] as { conditions?: Array<{ type: string; status: string }> } | undefined)?.conditions ?? []).some((c) => c.type === 'Established' && c.status === 'True');
+  ((o['status'] as { conditions?: Array<{ type: string; status: string }> } | undefined)?.conditions ?? []).some(
+    (c) => c.type === 'Established' && c.status === 'True',
+  );
 
 /** `install`: server-side apply of each CRD (field manager `kos-controller`, forced), then wait until every one is
  * Established and both versions are served. `verify`: each CRD present and its spec equal to the generated one. */
@@ -44,13 +58,24 @@ export const ensureKosCrds = (mode: KosCrdMode) =>
   Effect.gen(function* () {
     const client = yield* KubeClient;
     const crds = kosCrds();
-    const unreachable = (e: { message?: string }) => new KosStartError({ code: 'cluster_unreachable', message: `reading the KOS CRDs: ${e.message ?? String(e)}` });
+    const unreachable = (e: { message?: string }) =>
+      new KosStartError({ code: 'cluster_unreachable', message: `reading the KOS CRDs: ${e.message ?? String(e)}` });
     if (mode === 'install') {
-      for (const crd of crds) yield* client.apply(crd as unknown as KubeObject, { fieldManager: KOS_FIELD_MANAGER, force: true }).pipe(Effect.mapError(unreachable));
+      for (const crd of crds)
+        yield* client
+          .apply(crd as unknown as KubeObject, { fieldManager: KOS_FIELD_MANAGER, force: true })
+          .pipe(Effect.mapError(unreachable));
       yield* Effect.forEach(crds, (crd) =>
         client.get(crdRef(crd.metadata.name)).pipe(
           Effect.mapError(unreachable),
-          Effect.filterOrFail(established, () => new KosStartError({ code: 'crd_not_established', message: `the CRD ${crd.metadata.name} is not Established` })),
+          Effect.filterOrFail(
+            established,
+            () =>
+              new KosStartError({
+                code: 'crd_not_established',
+                message: `the CRD ${crd.metadata.name} is not Established`,
+              }),
+          ),
           Effect.retry({ schedule: Schedule.spaced(Duration.millis(100)), times: 300 }),
         ),
       );
@@ -58,7 +83,13 @@ export const ensureKosCrds = (mode: KosCrdMode) =>
       for (const crd of crds)
         for (const version of ['v1alpha1', 'v1beta1'])
           yield* client.discovery.forObject(`${crd.spec.group}/${version}`, crd.spec.names.kind).pipe(
-            Effect.mapError(() => new KosStartError({ code: 'crd_not_established', message: `${crd.spec.names.kind} ${version} is not served` })),
+            Effect.mapError(
+              () =>
+                new KosStartError({
+                  code: 'crd_not_established',
+                  message: `${crd.spec.names.kind} ${version} is not served`,
+                }),
+            ),
             Effect.tapError(() => client.discovery.invalidate),
             Effect.retry({ schedule: Schedule.spaced(Duration.millis(100)), times: 300 }),
           );
@@ -68,14 +99,27 @@ export const ensureKosCrds = (mode: KosCrdMode) =>
       const stored = yield* client.get(crdRef(crd.metadata.name)).pipe(
         Effect.catchIf(
           (e) => (e as { _tag?: string })._tag === 'NotFound',
-          () => Effect.fail(new KosStartError({ code: 'crd_missing', message: `the CRD ${crd.metadata.name} is not installed (start once with --kos-crds=install)` })),
+          () =>
+            Effect.fail(
+              new KosStartError({
+                code: 'crd_missing',
+                message: `the CRD ${crd.metadata.name} is not installed (start once with --kos-crds=install)`,
+              }),
+            ),
         ),
         Effect.mapError((e) => (e instanceof KosStartError ? e : unreachable(e as { message?: string }))),
       );
       const drift = firstDrift(crd.spec, stored['spec']);
       if (drift !== undefined)
-        return yield* new KosStartError({ code: 'crd_drift', message: `the CRD ${crd.metadata.name} drifts from the generated one at spec${drift} (start with --kos-crds=install to update it)` });
-      if (!established(stored)) return yield* new KosStartError({ code: 'crd_not_established', message: `the CRD ${crd.metadata.name} is not Established` });
+        return yield* new KosStartError({
+          code: 'crd_drift',
+          message: `the CRD ${crd.metadata.name} drifts from the generated one at spec${drift} (start with --kos-crds=install to update it)`,
+        });
+      if (!established(stored))
+        return yield* new KosStartError({
+          code: 'crd_not_established',
+          message: `the CRD ${crd.metadata.name} is not Established`,
+        });
     }
   });
 
@@ -83,25 +127,47 @@ export const ensureKosCrds = (mode: KosCrdMode) =>
 export const kosStartGate = (mode: KosCrdMode) =>
   Effect.gen(function* () {
     yield* ensureKosCrds(mode);
-    const report = yield* checkClusterAbi.pipe(Effect.mapError((e) => new KosStartError({ code: 'cluster_unreachable', message: `ABI self-check: ${e.message}` })));
-    if (!report.ok) return yield* new KosStartError({ code: 'abi_violation', message: `ABI self-check failed: ${JSON.stringify(report.violations)}` });
+    const report = yield* checkClusterAbi.pipe(
+      Effect.mapError(
+        (e) => new KosStartError({ code: 'cluster_unreachable', message: `ABI self-check: ${e.message}` }),
+      ),
+    );
+    if (!report.ok)
+      return yield* new KosStartError({
+        code: 'abi_violation',
+        message: `ABI self-check failed: ${JSON.stringify(report.violations)}`,
+      });
   });
 
 /** The kernel's reconcilers for the ten kinds. No domain reconciler exists yet (later issues): each round
  * re-observes the object by name through the kernel (budget, backoff, kos_reconcile_* metrics) and, finding
  * nothing it may change, writes nothing. */
-export const runKosReconcilers = (options: { readonly labelSelector?: string; readonly config?: KernelConfig; readonly onRunning: () => void }) =>
+export const runKosReconcilers = (options: {
+  readonly labelSelector?: string;
+  readonly config?: KernelConfig;
+  readonly onRunning: () => void;
+}) =>
   Effect.gen(function* () {
     for (const kind of KERNEL_KINDS)
       yield* startKosController({
         name: `kos-${kind.toLowerCase()}`,
         kind,
-        ...(options.labelSelector !== undefined && options.labelSelector !== '' ? { informerOptions: { labelSelector: options.labelSelector } } : {}),
+        ...(options.labelSelector !== undefined && options.labelSelector !== ''
+          ? { informerOptions: { labelSelector: options.labelSelector } }
+          : {}),
         ...(options.config !== undefined ? { config: options.config } : {}),
         reconcile: (request) =>
           Effect.flatMap(KubeClient, (client) =>
-            client.get({ apiVersion: `${KOS_GROUP}/${KOS_STORAGE_VERSION}`, kind, name: request.name, ...(request.namespace !== undefined ? { namespace: request.namespace } : {}) }),
-          ).pipe(Effect.catchTag('NotFound', () => Effect.void), Effect.as({ state: 'steady' as const })),
+            client.get({
+              apiVersion: `${KOS_GROUP}/${KOS_STORAGE_VERSION}`,
+              kind,
+              name: request.name,
+              ...(request.namespace !== undefined ? { namespace: request.namespace } : {}),
+            }),
+          ).pipe(
+            Effect.catchTag('NotFound', () => Effect.void),
+            Effect.as({ state: 'steady' as const }),
+          ),
       });
     options.onRunning();
     return yield* Effect.never;
@@ -111,6 +177,12 @@ export const runKosReconcilers = (options: { readonly labelSelector?: string; re
  * per process registry) and KOS's own round metrics (kos_reconcile_round_*), registered on the same registry. */
 export const kosMetricsOn = (base: ControllerMetricsService): ControllerMetricsService => {
   const kos = makeControllerMetrics({ registry: new Registry(), roundNames: KOS_ROUND_METRICS });
-  for (const m of [kos.roundOverLimit, kos.roundDuration, kos.roundPanics]) base.registry.registerMetric(m as unknown as Parameters<Registry['registerMetric']>[0]);
-  return { ...base, roundOverLimit: kos.roundOverLimit, roundDuration: kos.roundDuration, roundPanics: kos.roundPanics };
+  for (const m of [kos.roundOverLimit, kos.roundDuration, kos.roundPanics])
+    base.registry.registerMetric(m as unknown as Parameters<Registry['registerMetric']>[0]);
+  return {
+    ...base,
+    roundOverLimit: kos.roundOverLimit,
+    roundDuration: kos.roundDuration,
+    roundPanics: kos.roundPanics,
+  };
 };

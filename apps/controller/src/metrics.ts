@@ -9,7 +9,12 @@ export interface HttpMetrics {
 export const makeHttpMetrics = (): HttpMetrics => {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
-  const requests = new Counter({ name: 'kos_controlplane_requests_total', help: 'Control-plane HTTP requests by method, route and status', labelNames: ['method', 'route', 'status'], registers: [registry] });
+  const requests = new Counter({
+    name: 'kos_controlplane_requests_total',
+    help: 'Control-plane HTTP requests by method, route and status',
+    labelNames: ['method', 'route', 'status'],
+    registers: [registry],
+  });
   const duration = new Histogram({
     name: 'kos_controlplane_request_duration_seconds',
     help: 'Control-plane HTTP request latency',
@@ -30,6 +35,18 @@ export const makeHttpMetrics = (): HttpMetrics => {
 export const routeTemplate = (path: string): string => {
   if (/^\/api\/v1\/resources\/[^/]+\/[^/]+$/.test(path)) return '/api/v1/resources/{kind}/{name}';
   if (/^\/api\/v1\/resources\/[^/]+$/.test(path)) return '/api/v1/resources/{kind}';
-  if (['/api/v1/plan-requests', '/api/v1/apply-requests', '/api/v1/action-requests', '/api/v1/discovery', '/api/v1/openapi.json', '/healthz', '/readyz', '/metrics'].includes(path)) return path;
+  if (
+    [
+      '/api/v1/plan-requests',
+      '/api/v1/apply-requests',
+      '/api/v1/action-requests',
+      '/api/v1/discovery',
+      '/api/v1/openapi.json',
+      '/healthz',
+      '/readyz',
+      '/metrics',
+    ].includes(path)
+  )
+    return path;
   return 'other';
 };

@@ -23,7 +23,16 @@ import {
   workloadsAdapter,
   AuditLog,
 } from '@homelab/kos-kernel';
-import { ControllerMetrics, KubeClient, layerFromKubeconfigFile, makeControllerMetrics, runAsLeader, layerFromTestbedState, layerInCluster, type LayerOptions } from '@homelab/kube';
+import {
+  ControllerMetrics,
+  KubeClient,
+  layerFromKubeconfigFile,
+  makeControllerMetrics,
+  runAsLeader,
+  layerFromTestbedState,
+  layerInCluster,
+  type LayerOptions,
+} from '@homelab/kube';
 import { bindAddress, type ControllerConfig } from './config.js';
 import { makeHttpMetrics, routeTemplate } from './metrics.js';
 import { type AyatoriHandle, startAyatori } from './ayatori.js';
@@ -89,7 +98,11 @@ const readBody = (req: IncomingMessage, limit: number): Promise<{ body?: string;
       if (size > limit) tooLarge = true;
       else chunks.push(c);
     });
-    req.on('end', () => resolve(tooLarge ? { tooLarge } : { tooLarge, ...(size > 0 ? { body: Buffer.concat(chunks).toString('utf8') } : {}) }));
+    req.on('end', () =>
+      resolve(
+        tooLarge ? { tooLarge } : { tooLarge, ...(size > 0 ? { body: Buffer.concat(chunks).toString('utf8') } : {}) },
+      ),
+    );
     req.on('error', reject);
   });
 
@@ -99,7 +112,10 @@ const send = (res: ServerResponse, status: number, headers: Record<string, strin
   res.end(body);
 };
 
-export const startController = async (config: ControllerConfig, options: StartOptions = {}): Promise<ControllerHandle> => {
+export const startController = async (
+  config: ControllerConfig,
+  options: StartOptions = {},
+): Promise<ControllerHandle> => {
   const log = options.log ?? ((line: string) => console.log(line));
   const kos = config.modules.has('kos');
   const kube = options.kube ?? kubeLayerOf(config, options.kubeOptions);
@@ -140,14 +156,27 @@ export const startController = async (config: ControllerConfig, options: StartOp
         const program = config.leaderElection.enabled
           ? Effect.sync(() => {
               kosState = 'standby';
-              log(`kos reconcilers waiting for the Lease ${config.leaderElection.namespace}/${config.kosLeaderElectionId} as ${identity}`);
-            }).pipe(Effect.zipRight(runAsLeader({ namespace: config.leaderElection.namespace, name: config.kosLeaderElectionId, identity }, reconcilers)))
+              log(
+                `kos reconcilers waiting for the Lease ${config.leaderElection.namespace}/${config.kosLeaderElectionId} as ${identity}`,
+              );
+            }).pipe(
+              Effect.zipRight(
+                runAsLeader(
+                  { namespace: config.leaderElection.namespace, name: config.kosLeaderElectionId, identity },
+                  reconcilers,
+                ),
+              ),
+            )
           : Effect.scoped(reconcilers);
-        const fiber = runtime.runFork(program.pipe(Effect.provideService(ControllerMetrics, kosMetricsOn(controllerMetrics))));
+        const fiber = runtime.runFork(
+          program.pipe(Effect.provideService(ControllerMetrics, kosMetricsOn(controllerMetrics))),
+        );
         fiber.addObserver((exit) => {
           if (kosStopping) return;
           kosState = 'failed';
-          onFatal(`kos reconcilers stopped: ${Exit.isFailure(exit) ? Cause.pretty(exit.cause).split('\n')[0] : 'ended'}`);
+          onFatal(
+            `kos reconcilers stopped: ${Exit.isFailure(exit) ? Cause.pretty(exit.cause).split('\n')[0] : 'ended'}`,
+          );
         });
         return fiber;
       })()
@@ -159,10 +188,21 @@ export const startController = async (config: ControllerConfig, options: StartOp
         throw e;
       })
     : undefined;
-  const adapters = kos ? (options.adapters ?? [workloadsAdapter(config.discoveryNamespaces), helmReleasesAdapter(config.discoveryNamespaces)]) : [];
+  const adapters = kos
+    ? (options.adapters ?? [
+        workloadsAdapter(config.discoveryNamespaces),
+        helmReleasesAdapter(config.discoveryNamespaces),
+      ])
+    : [];
   const discovery = runtime.runFork(
     runDiscovery(adapters).pipe(
-      Effect.tap((results) => Effect.sync(() => results.filter((r) => !r.ok).forEach((r) => log(`discovery adapter ${r.adapter} failed: ${'error' in r ? r.error : ''}`)))),
+      Effect.tap((results) =>
+        Effect.sync(() =>
+          results
+            .filter((r) => !r.ok)
+            .forEach((r) => log(`discovery adapter ${r.adapter} failed: ${'error' in r ? r.error : ''}`)),
+        ),
+      ),
       Effect.repeat(Schedule.spaced(Duration.millis(config.discoveryIntervalMs))),
     ),
   );
@@ -172,9 +212,11 @@ export const startController = async (config: ControllerConfig, options: StartOp
   /** What is not ready, in words; empty when every enabled module is. */
   const notReady = async (): Promise<ReadonlyArray<string>> => {
     const missing: string[] = [];
-    if (kos && !(await kosReady())) missing.push('the KOS kinds are not served by the API server (unreachable, or the CRDs are not installed)');
+    if (kos && !(await kosReady()))
+      missing.push('the KOS kinds are not served by the API server (unreachable, or the CRDs are not installed)');
     if (kos && !['running', 'standby'].includes(kosState)) missing.push(`the KOS reconcilers are ${kosState}`);
-    if (ayatori !== undefined && !['running', 'standby'].includes(ayatori.state())) missing.push(`the Ayatori database controllers are ${ayatori.state()}`);
+    if (ayatori !== undefined && !['running', 'standby'].includes(ayatori.state()))
+      missing.push(`the Ayatori database controllers are ${ayatori.state()}`);
     return missing;
   };
   const kosReady = () =>
@@ -198,29 +240,59 @@ export const startController = async (config: ControllerConfig, options: StartOp
         const missing = await notReady();
         status = missing.length === 0 ? 200 : 503;
         if (missing.length === 0) send(res, 200, { 'content-type': 'text/plain' }, 'ready\n');
-        else send(res, 503, { 'content-type': 'application/json' }, JSON.stringify(envelopeOf(apiError('cluster_unreachable', 'read', missing.join('; ')))));
+        else
+          send(
+            res,
+            503,
+            { 'content-type': 'application/json' },
+            JSON.stringify(envelopeOf(apiError('cluster_unreachable', 'read', missing.join('; ')))),
+          );
       } else if (path === '/metrics' && req.method === 'GET') {
         status = 200;
         send(res, 200, { 'content-type': metrics.registry.contentType }, await metrics.registry.metrics());
       } else if (!kos) {
         status = 404;
-        send(res, 404, { 'content-type': 'application/json' }, JSON.stringify(envelopeOf(apiError('not_found', 'route', 'the kos module is not enabled in this process (--modules)'))));
+        send(
+          res,
+          404,
+          { 'content-type': 'application/json' },
+          JSON.stringify(
+            envelopeOf(apiError('not_found', 'route', 'the kos module is not enabled in this process (--modules)')),
+          ),
+        );
       } else {
         const { body, tooLarge } = await readBody(req, config.bodyLimitBytes);
         const headers: Record<string, string | undefined> = {};
-        for (const [k, v] of Object.entries(req.headers)) headers[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : v;
+        for (const [k, v] of Object.entries(req.headers))
+          headers[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : v;
         // Not tied to the request: a client that disconnects does not interrupt the handler (TC-29).
         const answer = await runtime.runPromise(
-          route({ method: req.method ?? 'GET', url: req.url ?? '/', headers, ...(body !== undefined ? { body } : {}), ...(tooLarge ? { bodyTooLarge: { limitBytes: config.bodyLimitBytes } } : {}) }),
+          route({
+            method: req.method ?? 'GET',
+            url: req.url ?? '/',
+            headers,
+            ...(body !== undefined ? { body } : {}),
+            ...(tooLarge ? { bodyTooLarge: { limitBytes: config.bodyLimitBytes } } : {}),
+          }),
         );
         status = answer.status;
         send(res, answer.status, { ...answer.headers }, answer.body);
       }
     } catch (e) {
       status = 500;
-      send(res, 500, { 'content-type': 'application/json' }, JSON.stringify(envelopeOf(apiError('internal', 'route', `unexpected failure: ${(e as Error).message}`))));
+      send(
+        res,
+        500,
+        { 'content-type': 'application/json' },
+        JSON.stringify(envelopeOf(apiError('internal', 'route', `unexpected failure: ${(e as Error).message}`))),
+      );
     } finally {
-      metrics.observe(req.method ?? 'GET', routeTemplate(path), status, Number(process.hrtime.bigint() - started) / 1e9);
+      metrics.observe(
+        req.method ?? 'GET',
+        routeTemplate(path),
+        status,
+        Number(process.hrtime.bigint() - started) / 1e9,
+      );
     }
   };
 
@@ -239,7 +311,9 @@ export const startController = async (config: ControllerConfig, options: StartOp
   });
   const address = server.address() as AddressInfo;
   const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
-  log(`${kos ? 'kos control plane' : 'controller (health and metrics only)'} listening on ${url} (modules: ${[...config.modules].join(',')})`);
+  log(
+    `${kos ? 'kos control plane' : 'controller (health and metrics only)'} listening on ${url} (modules: ${[...config.modules].join(',')})`,
+  );
   if (bind.notice !== undefined) log(bind.notice);
 
   let closing: Promise<void> | undefined;
@@ -249,7 +323,12 @@ export const startController = async (config: ControllerConfig, options: StartOp
       const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
       if (inFlight > 0) await new Promise<void>((resolve) => (draining = resolve));
-      await runtime.runPromise(awaitApplyWork.pipe(Effect.timeout(Duration.millis(config.shutdownGraceMs)), Effect.catchAll(() => Effect.sync(() => log('grace period over: interrupting unfinished apply work')))));
+      await runtime.runPromise(
+        awaitApplyWork.pipe(
+          Effect.timeout(Duration.millis(config.shutdownGraceMs)),
+          Effect.catchAll(() => Effect.sync(() => log('grace period over: interrupting unfinished apply work'))),
+        ),
+      );
       server.closeAllConnections();
       await stopped;
       await runtime.runPromise(discovery.interruptAsFork(discovery.id()).pipe(Effect.ignore));
@@ -265,5 +344,13 @@ export const startController = async (config: ControllerConfig, options: StartOp
       log('stopped');
     })());
 
-  return { url, host: address.address, port: address.port, ...(ayatori !== undefined ? { ayatori } : {}), ...(bind.notice !== undefined ? { notice: bind.notice } : {}), runtime: runtime as ControllerHandle['runtime'], close };
+  return {
+    url,
+    host: address.address,
+    port: address.port,
+    ...(ayatori !== undefined ? { ayatori } : {}),
+    ...(bind.notice !== undefined ? { notice: bind.notice } : {}),
+    runtime: runtime as ControllerHandle['runtime'],
+    close,
+  };
 };

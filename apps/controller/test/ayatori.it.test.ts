@@ -11,7 +11,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Api, Domain } from '@homelab/ayatori-database';
 import { grantManagerRbac } from '@homelab/ayatori-database/testing';
-import { adminQuery, eventually as poll, installCrds, kubeObjects, kubeRequest, testbed, useDatabase, useNamespace } from '@homelab/testbed/vitest';
+import {
+  adminQuery,
+  eventually as poll,
+  installCrds,
+  kubeObjects,
+  kubeRequest,
+  testbed,
+  useDatabase,
+  useNamespace,
+} from '@homelab/testbed/vitest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { layerFromToken } from '@homelab/kube';
 import { startController } from '../src/index.js';
@@ -37,9 +46,13 @@ interface Obj {
 /** Objects `post` creates land in `cleanup`; the file purges them after its tests. */
 const { get, post, purge, created: cleanup } = kubeObjects<Obj>();
 const sql = adminQuery;
-const backends = async () => Number((await sql(`SELECT count(*)::int AS n FROM pg_catalog.pg_stat_activity WHERE usename = '${manager}'`)).rows[0].n);
+const backends = async () =>
+  Number(
+    (await sql(`SELECT count(*)::int AS n FROM pg_catalog.pg_stat_activity WHERE usename = '${manager}'`)).rows[0].n,
+  );
 const ready = (o: Obj | undefined) => o?.status?.conditions?.find((c) => c.type === 'Ready');
-const eventually = (what: string, check: () => Promise<boolean>, ms = 20_000): Promise<number> => poll(what, check, ms, 100);
+const eventually = (what: string, check: () => Promise<boolean>, ms = 20_000): Promise<number> =>
+  poll(what, check, ms, 100);
 
 /** `npm start` as a child process; resolves with its URL once it listens, and the output collected so far. */
 const startProcess = async (args: ReadonlyArray<string>, options: { readonly waitListening?: boolean } = {}) => {
@@ -84,8 +97,12 @@ describe('the controller process with the Ayatori Database module', () => {
       `--leader-election-namespace=${ns.name}`,
       `--leader-election-id=${lease}`,
     ]);
-    await eventually('controllers running', async () => proc.output.text.includes('ayatori database controllers running: database-binding, database-instance'));
-    const holder = (await get(`/apis/coordination.k8s.io/v1/namespaces/${ns.name}/leases/${lease}`)) as unknown as { spec: { holderIdentity?: string | null } };
+    await eventually('controllers running', async () =>
+      proc.output.text.includes('ayatori database controllers running: database-binding, database-instance'),
+    );
+    const holder = (await get(`/apis/coordination.k8s.io/v1/namespaces/${ns.name}/leases/${lease}`)) as unknown as {
+      spec: { holderIdentity?: string | null };
+    };
     expect(holder.spec.holderIdentity).toMatch(/_[0-9a-f]{8}$/);
     expect((await fetch(`${proc.url}/readyz`)).status).toBe(200);
 
@@ -95,7 +112,16 @@ describe('the controller process with the Ayatori Database module', () => {
       apiVersion: `${Api.Group}/${Api.Version}`,
       kind: 'PostgreSQLInstance',
       metadata: { name: instanceName, labels: { [label]: 'yes' } },
-      spec: { endpoint: { host: 'localhost', hostaddr: '127.0.0.1', port: testbed().postgres.port, database: db.database, sslMode: 'disable' }, adminCredentialRef: { name: secretName } },
+      spec: {
+        endpoint: {
+          host: 'localhost',
+          hostaddr: '127.0.0.1',
+          port: testbed().postgres.port,
+          database: db.database,
+          sslMode: 'disable',
+        },
+        adminCredentialRef: { name: secretName },
+      },
     });
     const secret = await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/secrets`, {
       apiVersion: 'v1',
@@ -112,13 +138,23 @@ describe('the controller process with the Ayatori Database module', () => {
       spec: { provision: { instanceRef: { name: instanceName } } },
     });
     cleanup.push(`${base}/postgresqldatabases/tenant-${tenant.metadata.uid}`);
-    await eventually('Tenant Bound', async () => (await get(`${tenants(ns.name)}/app${suffix}`))?.status?.phase === 'Bound');
+    await eventually(
+      'Tenant Bound',
+      async () => (await get(`${tenants(ns.name)}/app${suffix}`))?.status?.phase === 'Bound',
+    );
     expect(ready(await get(`${tenants(ns.name)}/app${suffix}`))?.reason).toBe('BindingComplete');
     expect(await backends()).toBeGreaterThanOrEqual(1);
 
     const metrics = await (await fetch(`${proc.url}/metrics`)).text();
     for (const controller of ['database-binding', 'database-instance']) {
-      const line = metrics.split('\n').find((l) => l.startsWith('controller_runtime_reconcile_total') && l.includes(`controller="${controller}"`) && l.includes('result="requeue_after"'));
+      const line = metrics
+        .split('\n')
+        .find(
+          (l) =>
+            l.startsWith('controller_runtime_reconcile_total') &&
+            l.includes(`controller="${controller}"`) &&
+            l.includes('result="requeue_after"'),
+        );
       expect(Number(line?.split(' ').at(-1)), controller).toBeGreaterThan(0);
     }
     expect(metrics).toContain('kos_controlplane_requests_total');
@@ -128,16 +164,24 @@ describe('the controller process with the Ayatori Database module', () => {
     proc.child.kill('SIGTERM');
     expect(await proc.exited).toBe(0);
     const out = proc.output.text;
-    expect(out.indexOf('ayatori database controllers stopped; closing PostgreSQL pools')).toBeGreaterThan(out.indexOf('shutting down'));
+    expect(out.indexOf('ayatori database controllers stopped; closing PostgreSQL pools')).toBeGreaterThan(
+      out.indexOf('shutting down'),
+    );
     expect(out.indexOf('stopped\n', out.indexOf('closing PostgreSQL pools'))).toBeGreaterThan(0);
     await eventually('no manager backends', async () => (await backends()) === 0, 5_000);
-    const released = (await get(`/apis/coordination.k8s.io/v1/namespaces/${ns.name}/leases/${lease}`)) as unknown as { spec: { holderIdentity?: string | null } };
+    const released = (await get(`/apis/coordination.k8s.io/v1/namespaces/${ns.name}/leases/${lease}`)) as unknown as {
+      spec: { holderIdentity?: string | null };
+    };
     expect(released.spec.holderIdentity ?? null).toBeNull();
     expect(out).not.toContain(`CTRL-TEST-ONLY-${suffix}`);
   });
 
   it('--modules=kos starts no Ayatori controller: no controller log line, no controller metrics, a labelled Tenant is left untouched', async () => {
-    const proc = await startProcess(['--modules=kos', `--database-secret-namespace=${ns.name}`, `--database-label-selector=${label}=kos`]);
+    const proc = await startProcess([
+      '--modules=kos',
+      `--database-secret-namespace=${ns.name}`,
+      `--database-label-selector=${label}=kos`,
+    ]);
     await post(tenants(ns.name), {
       apiVersion: `${Api.Group}/${Api.Version}`,
       kind: 'PostgreSQLTenant',
@@ -160,7 +204,9 @@ describe('the controller process with the Ayatori Database module', () => {
 
   it('--modules=ayatori serves health and metrics but no KOS API', async () => {
     const proc = await startProcess(['--modules=ayatori', `--database-label-selector=${label}=none`]);
-    await eventually('binding controller running', async () => proc.output.text.includes('ayatori database controllers running: database-binding (Instance controller disabled'));
+    await eventually('binding controller running', async () =>
+      proc.output.text.includes('ayatori database controllers running: database-binding (Instance controller disabled'),
+    );
     expect((await fetch(`${proc.url}/readyz`)).status).toBe(200);
     expect((await fetch(`${proc.url}/api/v1/resources/Application`)).status).toBe(404);
     proc.child.kill('SIGTERM');
@@ -169,7 +215,13 @@ describe('the controller process with the Ayatori Database module', () => {
 
   it('leader election across two processes: the second waits as a ready standby and takes over at once when the leader stops (Lease handed back)', async () => {
     const lease = `ctrl-ayatori-ha-${suffix}`;
-    const args = [`--modules=ayatori`, `--database-label-selector=${label}=ha`, '--leader-elect', `--leader-election-namespace=${ns.name}`, `--leader-election-id=${lease}`];
+    const args = [
+      `--modules=ayatori`,
+      `--database-label-selector=${label}=ha`,
+      '--leader-elect',
+      `--leader-election-namespace=${ns.name}`,
+      `--leader-election-id=${lease}`,
+    ];
     const first = await startProcess(args);
     await eventually('first leads', async () => first.output.text.includes('ayatori database controllers running'));
     const second = await startProcess(args);
@@ -179,13 +231,20 @@ describe('the controller process with the Ayatori Database module', () => {
     expect(second.output.text).not.toContain('ayatori database controllers running');
     first.child.kill('SIGTERM');
     expect(await first.exited).toBe(0);
-    await eventually('second takes over', async () => second.output.text.includes('ayatori database controllers running'), 10_000);
+    await eventually(
+      'second takes over',
+      async () => second.output.text.includes('ayatori database controllers running'),
+      10_000,
+    );
     second.child.kill('SIGTERM');
     expect(await second.exited).toBe(0);
   });
 
   it('an invalid --database-secret-namespace ends the process with exit 1 and the seed setup message', async () => {
-    const proc = await startProcess(['--modules=ayatori', '--database-secret-namespace=Not_A_Label', `--database-label-selector=${label}=none`], { waitListening: false });
+    const proc = await startProcess(
+      ['--modules=ayatori', '--database-secret-namespace=Not_A_Label', `--database-label-selector=${label}=none`],
+      { waitListening: false },
+    );
     expect(await proc.exited).toBe(1);
     expect(proc.output.text).toContain(SetupMessage.instanceObserverRequired);
   });
@@ -202,7 +261,11 @@ describe('the controller process with the Ayatori Database module', () => {
     const [leaderRole, leaderBinding] = Api.leaderElectionRole(ns.name, sa);
     await create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns.name}/roles`, leaderRole);
     await create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns.name}/rolebindings`, leaderBinding);
-    const reply = await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/serviceaccounts/${sa}/token`, { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } });
+    const reply = await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/serviceaccounts/${sa}/token`, {
+      apiVersion: 'authentication.k8s.io/v1',
+      kind: 'TokenRequest',
+      spec: { expirationSeconds: 3600 },
+    });
     expect(reply.status).toBe(201);
     const token = (JSON.parse(reply.body) as { status: { token: string } }).status.token;
     const { kube } = testbed();
@@ -225,17 +288,40 @@ describe('the controller process with the Ayatori Database module', () => {
       `--leader-election-id=${lease}`,
     ]);
     try {
-      await eventually('controllers running', async () => proc.output.text.includes('ayatori database controllers running: database-binding, database-instance'));
+      await eventually('controllers running', async () =>
+        proc.output.text.includes('ayatori database controllers running: database-binding, database-instance'),
+      );
       const instanceName = `ctrl-ay-rbac-${suffix}`;
       const secretName = `${instanceName}-admin`;
       await post(instances, {
         apiVersion: `${Api.Group}/${Api.Version}`,
         kind: 'PostgreSQLInstance',
         metadata: { name: instanceName, labels: { [label]: 'rbac' } },
-        spec: { endpoint: { host: 'localhost', hostaddr: '127.0.0.1', port: testbed().postgres.port, database: db.database, sslMode: 'disable' }, adminCredentialRef: { name: secretName } },
+        spec: {
+          endpoint: {
+            host: 'localhost',
+            hostaddr: '127.0.0.1',
+            port: testbed().postgres.port,
+            database: db.database,
+            sslMode: 'disable',
+          },
+          adminCredentialRef: { name: secretName },
+        },
       });
-      expect((await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/secrets`, { apiVersion: 'v1', kind: 'Secret', metadata: { name: secretName, namespace: ns.name }, stringData: { username: manager, password: `CTRL-TEST-ONLY-${suffix}` } })).status).toBe(201);
-      await eventually('Instance Ready', async () => ready(await get(`${instances}/${instanceName}`))?.status === 'True');
+      expect(
+        (
+          await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/secrets`, {
+            apiVersion: 'v1',
+            kind: 'Secret',
+            metadata: { name: secretName, namespace: ns.name },
+            stringData: { username: manager, password: `CTRL-TEST-ONLY-${suffix}` },
+          })
+        ).status,
+      ).toBe(201);
+      await eventually(
+        'Instance Ready',
+        async () => ready(await get(`${instances}/${instanceName}`))?.status === 'True',
+      );
       const tenant = await post(tenants(ns.name), {
         apiVersion: `${Api.Group}/${Api.Version}`,
         kind: 'PostgreSQLTenant',
@@ -243,7 +329,10 @@ describe('the controller process with the Ayatori Database module', () => {
         spec: { provision: { instanceRef: { name: instanceName } } },
       });
       cleanup.push(`${base}/postgresqldatabases/tenant-${tenant.metadata.uid}`);
-      await eventually('Tenant Bound', async () => (await get(`${tenants(ns.name)}/rbac${suffix}`))?.status?.phase === 'Bound');
+      await eventually(
+        'Tenant Bound',
+        async () => (await get(`${tenants(ns.name)}/rbac${suffix}`))?.status?.phase === 'Bound',
+      );
       expect(proc.output.text).not.toMatch(/forbidden/i);
     } finally {
       proc.child.kill('SIGTERM');
@@ -254,11 +343,18 @@ describe('the controller process with the Ayatori Database module', () => {
 
   it('/readyz answers 503 naming the Ayatori module when its controllers failed (in-process, the fatal hook not exiting)', async () => {
     const fatal: string[] = [];
-    const handle = await startController(testConfig({ modules: new Set(['ayatori']), databaseSecretNamespace: 'Not_A_Label', databaseLabelSelector: `${label}=none` }), {
-      kube: layerFromToken(testbed().kube),
-      log: () => undefined,
-      onFatal: (reason) => fatal.push(reason),
-    });
+    const handle = await startController(
+      testConfig({
+        modules: new Set(['ayatori']),
+        databaseSecretNamespace: 'Not_A_Label',
+        databaseLabelSelector: `${label}=none`,
+      }),
+      {
+        kube: layerFromToken(testbed().kube),
+        log: () => undefined,
+        onFatal: (reason) => fatal.push(reason),
+      },
+    );
     try {
       await eventually('fatal reported', async () => fatal.length > 0, 10_000);
       expect(fatal[0]).toContain(SetupMessage.instanceObserverRequired);

@@ -17,7 +17,10 @@ const deployment = (name: string, labels: Record<string, string>) => ({
   spec: {
     replicas: 1,
     selector: { matchLabels: { app: name } },
-    template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'main', image: 'registry.example/app:1.0' }] } },
+    template: {
+      metadata: { labels: { app: name } },
+      spec: { containers: [{ name: 'main', image: 'registry.example/app:1.0' }] },
+    },
   },
 });
 
@@ -27,7 +30,9 @@ const versions = async () => {
     [`/apis/apps/v1/namespaces/${ns.name}/deployments`, 'Deployment'],
     [`/api/v1/namespaces/${ns.name}/services`, 'Service'],
   ] as const) {
-    const l = (await kubeRequest('GET', path)).json() as { items: Array<{ metadata: { name: string; resourceVersion: string } }> };
+    const l = (await kubeRequest('GET', path)).json() as {
+      items: Array<{ metadata: { name: string; resourceVersion: string } }>;
+    };
     for (const i of l.items) out[`${kind}/${i.metadata.name}`] = i.metadata.resourceVersion;
   }
   return out;
@@ -40,15 +45,27 @@ interface Item {
   adoptable: boolean;
   stale: boolean;
 }
-const discovered = async (): Promise<Item[]> => (await call(cp.url, 'GET', '/api/v1/discovery')).body.items.filter((i: Item & { object: { namespace?: string } }) => i.object.namespace === ns.name);
+const discovered = async (): Promise<Item[]> =>
+  (await call(cp.url, 'GET', '/api/v1/discovery')).body.items.filter(
+    (i: Item & { object: { namespace?: string } }) => i.object.namespace === ns.name,
+  );
 
 beforeAll(async () => {
   await prepareCluster();
   const helm = { 'app.kubernetes.io/managed-by': 'Helm' };
-  for (const d of [deployment('web', helm), deployment('plain', {})]) expect((await kubeRequest('POST', `/apis/apps/v1/namespaces/${ns.name}/deployments`, d)).status).toBe(201);
-  const svc = { apiVersion: 'v1', kind: 'Service', metadata: { name: 'web', namespace: ns.name, labels: helm }, spec: { ports: [{ port: 80 }], selector: { app: 'web' } } };
+  for (const d of [deployment('web', helm), deployment('plain', {})])
+    expect((await kubeRequest('POST', `/apis/apps/v1/namespaces/${ns.name}/deployments`, d)).status).toBe(201);
+  const svc = {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name: 'web', namespace: ns.name, labels: helm },
+    spec: { ports: [{ port: 80 }], selector: { app: 'web' } },
+  };
   expect((await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/services`, svc)).status).toBe(201);
-  cp = await startTestController({ discoveryIntervalMs: 150 }, { adapters: [workloadsAdapter([ns.name]), helmReleasesAdapter([ns.name])] });
+  cp = await startTestController(
+    { discoveryIntervalMs: 150 },
+    { adapters: [workloadsAdapter([ns.name]), helmReleasesAdapter([ns.name])] },
+  );
 });
 afterAll(async () => cp?.close());
 
@@ -60,7 +77,10 @@ describe('TC-11: discovery is read-only, adoption is explicit, several sources s
       return i.length === 3 ? i : undefined;
     });
     const byKey = Object.fromEntries(items.map((i) => [`${i.object.kind}/${i.object.name}`, i]));
-    expect(byKey['Deployment/web']?.sources.map((s) => `${s.adapter}:${s.category}`)).toEqual(['helm-releases:release', 'workloads:workload']);
+    expect(byKey['Deployment/web']?.sources.map((s) => `${s.adapter}:${s.category}`)).toEqual([
+      'helm-releases:release',
+      'workloads:workload',
+    ]);
     expect(byKey['Deployment/plain']?.sources.map((s) => s.adapter)).toEqual(['workloads']);
     expect(byKey['Service/web']?.sources.map((s) => s.adapter)).toEqual(['helm-releases']);
     for (const i of items) expect(i).toMatchObject({ ownership: 'unmanaged', adoptable: true, stale: false });
@@ -75,10 +95,20 @@ describe('TC-11: discovery is read-only, adoption is explicit, several sources s
       reason: 'existing helm install',
     });
     expect(adopted.status).toBe(202);
-    expect(adopted.body).toMatchObject({ accepted: true, action: 'adopt', object: { name: 'web' }, record: { kind: 'ConfigMap', namespace: 'kos-system' } });
-    const web = (await kubeRequest('GET', `/apis/apps/v1/namespaces/${ns.name}/deployments/web`)).json() as { metadata: { labels: Record<string, string> } };
+    expect(adopted.body).toMatchObject({
+      accepted: true,
+      action: 'adopt',
+      object: { name: 'web' },
+      record: { kind: 'ConfigMap', namespace: 'kos-system' },
+    });
+    const web = (await kubeRequest('GET', `/apis/apps/v1/namespaces/${ns.name}/deployments/web`)).json() as {
+      metadata: { labels: Record<string, string> };
+    };
     expect(web.metadata.labels['kos.tsic.top/adopted-by']).toBe('local-owner');
-    const declined = await call(cp.url, 'POST', '/api/v1/action-requests', { action: 'decline', object: { apiVersion: 'apps/v1', kind: 'Deployment', namespace: ns.name, name: 'plain' } });
+    const declined = await call(cp.url, 'POST', '/api/v1/action-requests', {
+      action: 'decline',
+      object: { apiVersion: 'apps/v1', kind: 'Deployment', namespace: ns.name, name: 'plain' },
+    });
     expect(declined.status).toBe(202);
     const items = await until('the index to see the new markers', async () => {
       const i = await discovered();
@@ -87,20 +117,32 @@ describe('TC-11: discovery is read-only, adoption is explicit, several sources s
       return web?.ownership === 'adopted' && plain?.adoptable === false ? i : undefined;
     });
     expect(items.find((x) => x.object.kind === 'Service')).toMatchObject({ ownership: 'unmanaged', adoptable: true }); // never adopted implicitly
-    const again = await call(cp.url, 'POST', '/api/v1/action-requests', { action: 'adopt', object: { apiVersion: 'apps/v1', kind: 'Deployment', namespace: ns.name, name: 'plain' } });
+    const again = await call(cp.url, 'POST', '/api/v1/action-requests', {
+      action: 'adopt',
+      object: { apiVersion: 'apps/v1', kind: 'Deployment', namespace: ns.name, name: 'plain' },
+    });
     expect(again.status).toBe(409);
     expect(again.body.error).toMatchObject({ code: 'action_rejected', stage: 'action' });
   });
 
   it('application actions answer unsupported_action and record nothing', async () => {
     const before = await versions();
-    const records = (await kubeRequest('GET', '/api/v1/namespaces/kos-system/configmaps')).json() as { items: unknown[] };
+    const records = (await kubeRequest('GET', '/api/v1/namespaces/kos-system/configmaps')).json() as {
+      items: unknown[];
+    };
     for (const action of ['restart', 'stop', 'scale', 'retry']) {
-      const r = await call(cp.url, 'POST', '/api/v1/action-requests', { action, object: { apiVersion: 'kos.tsic.top/v1beta1', kind: 'Application', namespace: ns.name, name: 'web' }, replicas: 2 });
+      const r = await call(cp.url, 'POST', '/api/v1/action-requests', {
+        action,
+        object: { apiVersion: 'kos.tsic.top/v1beta1', kind: 'Application', namespace: ns.name, name: 'web' },
+        replicas: 2,
+      });
       expect(r.status).toBe(422);
       expect(r.body.error).toMatchObject({ code: 'unsupported_action', sideEffects: 'none' });
     }
     expect(await versions()).toEqual(before);
-    expect(((await kubeRequest('GET', '/api/v1/namespaces/kos-system/configmaps')).json() as { items: unknown[] }).items.length).toBe(records.items.length);
+    expect(
+      ((await kubeRequest('GET', '/api/v1/namespaces/kos-system/configmaps')).json() as { items: unknown[] }).items
+        .length,
+    ).toBe(records.items.length);
   });
 });

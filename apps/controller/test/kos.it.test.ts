@@ -17,15 +17,19 @@ const label = `ctrl-kos-${suffix}`;
 const children: ChildProcess[] = [];
 const crdPath = (name: string) => `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`;
 
-const startProcess = async (args: ReadonlyArray<string>) => spawnController(['--modules=kos', `--kos-label-selector=${label}=yes`, ...args], children);
+const startProcess = async (args: ReadonlyArray<string>) =>
+  spawnController(['--modules=kos', `--kos-label-selector=${label}=yes`, ...args], children);
 const stop = async (p: Awaited<ReturnType<typeof startProcess>>) => {
   p.child.kill('SIGTERM');
   return p.exited;
 };
-const eventually = (what: string, check: () => Promise<boolean>, ms = 30_000): Promise<number> => poll(what, check, ms, 100);
+const eventually = (what: string, check: () => Promise<boolean>, ms = 30_000): Promise<number> =>
+  poll(what, check, ms, 100);
 /** The sum of a series over its other labels, for one controller. */
 const metric = (text: string, name: string, controller: string): number =>
-  [...text.matchAll(new RegExp(`^${name}\\{([^}]*)\\} ([0-9.e+-]+)$`, 'gm'))].filter((m) => (m[1] as string).includes(`controller="${controller}"`)).reduce((n, m) => n + Number(m[2]), 0);
+  [...text.matchAll(new RegExp(`^${name}\\{([^}]*)\\} ([0-9.e+-]+)$`, 'gm'))]
+    .filter((m) => (m[1] as string).includes(`controller="${controller}"`))
+    .reduce((n, m) => n + Number(m[2]), 0);
 
 beforeAll(async () => prepareCluster(), 120_000);
 afterAll(async () => {
@@ -39,8 +43,12 @@ describe('the controller process with the KOS module', () => {
     expect(url, p.output.text).toBeDefined();
     expect(p.output.text).toContain('kos reconcilers running (ten kinds)');
     for (const crd of kosCrds()) {
-      const stored = JSON.parse((await kubeRequest('GET', crdPath(crd.metadata.name))).body) as { metadata: { managedFields: Array<{ manager: string; operation: string }> } };
-      expect(stored.metadata.managedFields.some((f) => f.manager === 'kos-controller' && f.operation === 'Apply')).toBe(true);
+      const stored = JSON.parse((await kubeRequest('GET', crdPath(crd.metadata.name))).body) as {
+        metadata: { managedFields: Array<{ manager: string; operation: string }> };
+      };
+      expect(stored.metadata.managedFields.some((f) => f.manager === 'kos-controller' && f.operation === 'Apply')).toBe(
+        true,
+      );
     }
     expect((await fetch(`${url}/readyz`)).status).toBe(200);
 
@@ -52,11 +60,21 @@ describe('the controller process with the KOS module', () => {
     });
     expect(created.status, created.body).toBe(201);
     const rv = (JSON.parse(created.body) as { metadata: { resourceVersion: string } }).metadata.resourceVersion;
-    await eventually('a KOS round for the Application', async () => metric(await (await fetch(`${url}/metrics`)).text(), 'kos_reconcile_round_duration_seconds_count', 'kos-application') >= 1);
+    await eventually(
+      'a KOS round for the Application',
+      async () =>
+        metric(
+          await (await fetch(`${url}/metrics`)).text(),
+          'kos_reconcile_round_duration_seconds_count',
+          'kos-application',
+        ) >= 1,
+    );
     const text = await (await fetch(`${url}/metrics`)).text();
     expect(text).toContain('kos_reconcile_round_over_limit_total');
     expect(metric(text, 'controller_runtime_reconcile_total', 'kos-application')).toBeGreaterThanOrEqual(1);
-    const after = JSON.parse((await kubeRequest('GET', `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/applications/app-${suffix}`)).body) as { metadata: { resourceVersion: string } };
+    const after = JSON.parse(
+      (await kubeRequest('GET', `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/applications/app-${suffix}`)).body,
+    ) as { metadata: { resourceVersion: string } };
     expect(after.metadata.resourceVersion).toBe(rv);
     expect(await stop(p)).toBe(0);
   });
@@ -72,36 +90,55 @@ describe('the controller process with the KOS module', () => {
   it('--leader-elect: the KOS reconcilers run only while holding their own Lease (kos-leader-election-id); a second process is a ready standby; SIGTERM hands the Lease back', async () => {
     const lease = `kos-${suffix}`;
     const leasePath = `/apis/coordination.k8s.io/v1/namespaces/${ns.name}/leases/${lease}`;
-    const holder = async () => (JSON.parse((await kubeRequest('GET', leasePath)).body) as { spec?: { holderIdentity?: string | null } }).spec?.holderIdentity ?? null;
+    const holder = async () =>
+      (JSON.parse((await kubeRequest('GET', leasePath)).body) as { spec?: { holderIdentity?: string | null } }).spec
+        ?.holderIdentity ?? null;
     const args = ['--leader-elect', `--leader-election-namespace=${ns.name}`, `--kos-leader-election-id=${lease}`];
     const first = await startProcess(args);
     expect(await first.listening, first.output.text).toBeDefined();
-    await eventually('the first process leads', async () => first.output.text.includes('kos reconcilers running (ten kinds)'));
+    await eventually('the first process leads', async () =>
+      first.output.text.includes('kos reconcilers running (ten kinds)'),
+    );
     expect(await holder()).toMatch(/_[0-9a-f]{8}$/);
     const second = await startProcess(args);
     const secondUrl = await second.listening;
     expect(secondUrl, second.output.text).toBeDefined();
-    await eventually('the second process waits', async () => second.output.text.includes(`kos reconcilers waiting for the Lease ${ns.name}/${lease}`));
+    await eventually('the second process waits', async () =>
+      second.output.text.includes(`kos reconcilers waiting for the Lease ${ns.name}/${lease}`),
+    );
     expect((await fetch(`${secondUrl}/readyz`)).status).toBe(200);
     await sleep(2_000);
     expect(second.output.text).not.toContain('kos reconcilers running');
     expect(await stop(first)).toBe(0);
-    await eventually('the second process takes over', async () => second.output.text.includes('kos reconcilers running (ten kinds)'), 60_000);
+    await eventually(
+      'the second process takes over',
+      async () => second.output.text.includes('kos reconcilers running (ten kinds)'),
+      60_000,
+    );
     expect(await stop(second)).toBe(0);
     expect(await holder()).toBeNull();
   });
 
   it('a CRD edited on the server (a printer column) makes verify refuse to start, naming the CRD and the field; restored afterwards', async () => {
     const name = 'volumemigrations.kos.tsic.top';
-    const before = JSON.parse((await kubeRequest('GET', crdPath(name))).body) as { spec: { versions: Array<{ additionalPrinterColumns: Array<{ name: string }> }> } };
+    const before = JSON.parse((await kubeRequest('GET', crdPath(name))).body) as {
+      spec: { versions: Array<{ additionalPrinterColumns: Array<{ name: string }> }> };
+    };
     expect(before.spec.versions[0]?.additionalPrinterColumns[0]?.name).toBe('Phase');
     try {
-      const patched = await kubeRequest('PATCH', crdPath(name), [{ op: 'replace', path: '/spec/versions/0/additionalPrinterColumns/0/name', value: 'Stage' }], 'application/json-patch+json');
+      const patched = await kubeRequest(
+        'PATCH',
+        crdPath(name),
+        [{ op: 'replace', path: '/spec/versions/0/additionalPrinterColumns/0/name', value: 'Stage' }],
+        'application/json-patch+json',
+      );
       expect(patched.status, patched.body).toBe(200);
       const p = await startProcess(['--kos-crds=verify']);
       expect(await p.listening).toBeUndefined();
       expect(await p.exited).toBe(1);
-      expect(p.output.text).toContain(`the CRD ${name} drifts from the generated one at spec.versions[0].additionalPrinterColumns[0].name`);
+      expect(p.output.text).toContain(
+        `the CRD ${name} drifts from the generated one at spec.versions[0].additionalPrinterColumns[0].name`,
+      );
     } finally {
       await installCrds(kosCrds() as unknown as Parameters<typeof installCrds>[0]);
     }

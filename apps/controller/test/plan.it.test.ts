@@ -23,9 +23,16 @@ describe('TC-35: plan requests have no side effects; plan and execution agree', 
       ['grow', { replicas: 1, config: { password: 'old-secret' } }],
       ['drop', { replicas: 1 }],
     ] as const) {
-      expect((await call(cp.url, 'POST', '/api/v1/resources/Application', app(ns.name, name, spec, group))).status).toBe(202);
+      expect(
+        (await call(cp.url, 'POST', '/api/v1/resources/Application', app(ns.name, name, spec, group))).status,
+      ).toBe(202);
     }
-    const outsider = await call(cp.url, 'POST', '/api/v1/resources/Application', app(ns.name, 'outsider', { replicas: 1 }));
+    const outsider = await call(
+      cp.url,
+      'POST',
+      '/api/v1/resources/Application',
+      app(ns.name, 'outsider', { replicas: 1 }),
+    );
     expect(outsider.status).toBe(202);
     const desired = {
       objects: [
@@ -67,7 +74,9 @@ describe('TC-35: plan requests have no side effects; plan and execution agree', 
     expect(Object.keys(after).sort()).toEqual(['fresh-a', 'fresh-b', 'grow', 'keep', 'outsider']);
     expect(after['keep']).toBe(before['keep']); // unchanged objects are not written
     expect(after['outsider']).toBe(before['outsider']); // outside the prune scope
-    const grow = (await kubeRequest('GET', `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/applications/grow`)).json() as { spec: Record<string, unknown> };
+    const grow = (
+      await kubeRequest('GET', `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/applications/grow`)
+    ).json() as { spec: Record<string, unknown> };
     expect(grow.spec).toMatchObject({ replicas: 3, config: { password: 'new-secret' }, owner: 'local-owner' });
     // After the apply, a new plan of the same set is empty.
     const settled = await call(cp.url, 'POST', '/api/v1/plan-requests', desired);
@@ -76,7 +85,9 @@ describe('TC-35: plan requests have no side effects; plan and execution agree', 
 
   it('TC-35 a plan of an invalid object fails in the envelope and writes nothing', async () => {
     const before = await appVersions(ns.name);
-    const r = await call(cp.url, 'POST', '/api/v1/plan-requests', { objects: [app(ns.name, 'broken', { replicas: 'many' })] });
+    const r = await call(cp.url, 'POST', '/api/v1/plan-requests', {
+      objects: [app(ns.name, 'broken', { replicas: 'many' })],
+    });
     expect(r.status).toBe(400);
     expect(r.body.error.code).toBe('invalid_field');
     expect(await appVersions(ns.name)).toEqual(before);

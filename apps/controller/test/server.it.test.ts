@@ -24,7 +24,9 @@ describe('controller server', () => {
     expect(cp.host).toBe('127.0.0.1');
     expect(cp.notice).toMatch(/no identity module.*loopback/);
     expect(lines.some((l) => /refusing to listen on 0\.0\.0\.0.*loopback/.test(l))).toBe(true);
-    expect(bindAddress({ ...parseConfig([], {}), host: '0.0.0.0', identity: 'local-accounts' })).toEqual({ host: '0.0.0.0' });
+    expect(bindAddress({ ...parseConfig([], {}), host: '0.0.0.0', identity: 'local-accounts' })).toEqual({
+      host: '0.0.0.0',
+    });
   });
 
   it('/healthz, /readyz (the KOS kinds are served), /metrics in Prometheus text with per-route counters', async () => {
@@ -33,7 +35,9 @@ describe('controller server', () => {
     await call(cp.url, 'GET', '/api/v1/resources/Application?namespace=default&limit=1');
     const m = await call(cp.url, 'GET', '/metrics');
     expect(m.status).toBe(200);
-    expect(m.body).toMatch(/kos_controlplane_requests_total\{method="GET",route="\/api\/v1\/resources\/\{kind\}",status="200"\} \d+/);
+    expect(m.body).toMatch(
+      /kos_controlplane_requests_total\{method="GET",route="\/api\/v1\/resources\/\{kind\}",status="200"\} \d+/,
+    );
     expect(m.body).toContain('kos_controlplane_request_duration_seconds_bucket');
     expect(m.body).toContain('process_cpu_user_seconds_total');
   });
@@ -43,7 +47,14 @@ describe('controller server', () => {
     expect(doc.status).toBe(200);
     expect(doc.body.openapi).toBe('3.1.0');
     expect(Object.keys(doc.body.paths)).toEqual(
-      expect.arrayContaining(['/api/v1/resources/{kind}', '/api/v1/resources/{kind}/{name}', '/api/v1/plan-requests', '/api/v1/apply-requests', '/api/v1/action-requests', '/api/v1/discovery']),
+      expect.arrayContaining([
+        '/api/v1/resources/{kind}',
+        '/api/v1/resources/{kind}/{name}',
+        '/api/v1/plan-requests',
+        '/api/v1/apply-requests',
+        '/api/v1/action-requests',
+        '/api/v1/discovery',
+      ]),
     );
     expect(doc.body.components.schemas.ErrorEnvelope.properties.error.required).toEqual(
       expect.arrayContaining(['code', 'message', 'stage', 'object', 'retryable', 'requiresUserAction', 'sideEffects']),
@@ -54,7 +65,9 @@ describe('controller server', () => {
   it('graceful shutdown: apply work accepted before close() reaches its terminal state before close() returns', async () => {
     const other = await startTestController();
     const names = Array.from({ length: 30 }, (_, i) => `shut-${i}`);
-    const accepted = await call(other.url, 'POST', '/api/v1/apply-requests', { objects: names.map((n) => app(ns.name, n, { replicas: 1 })) });
+    const accepted = await call(other.url, 'POST', '/api/v1/apply-requests', {
+      objects: names.map((n) => app(ns.name, n, { replicas: 1 })),
+    });
     expect(accepted.status).toBe(202);
     await other.close();
     const stored = await appVersions(ns.name);
@@ -63,11 +76,27 @@ describe('controller server', () => {
   });
 
   it('the start script runs the server as a process: notice at start-up, graceful stop on SIGTERM', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@homelab/source', join(import.meta.dirname, '../src/main.ts'), '--port', '0', '--modules=kos'], {
-      cwd: join(import.meta.dirname, '..'),
-      env: { ...process.env, HOMELAB_TESTBED_STATE: join(import.meta.dirname, '../../../.testbed/state.json'), KUBECONFIG: '' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        '--conditions=@homelab/source',
+        join(import.meta.dirname, '../src/main.ts'),
+        '--port',
+        '0',
+        '--modules=kos',
+      ],
+      {
+        cwd: join(import.meta.dirname, '..'),
+        env: {
+          ...process.env,
+          HOMELAB_TESTBED_STATE: join(import.meta.dirname, '../../../.testbed/state.json'),
+          KUBECONFIG: '',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (out += d.toString()));

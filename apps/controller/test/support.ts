@@ -7,13 +7,23 @@ import { join } from 'node:path';
 import { layerFromToken, type LayerOptions } from '@homelab/kube';
 import { kosCrds } from '@homelab/kos-kernel';
 import { installCrds, kubeRequest, testbed } from '@homelab/testbed/vitest';
-import { type ControllerConfig, type ControllerHandle, parseConfig, type StartOptions, startController } from '../src/index.js';
+import {
+  type ControllerConfig,
+  type ControllerHandle,
+  parseConfig,
+  type StartOptions,
+  startController,
+} from '../src/index.js';
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export const prepareCluster = async (): Promise<void> => {
   await installCrds(kosCrds() as unknown as Parameters<typeof installCrds>[0]);
-  const ns = await kubeRequest('POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'kos-system' } });
+  const ns = await kubeRequest('POST', '/api/v1/namespaces', {
+    apiVersion: 'v1',
+    kind: 'Namespace',
+    metadata: { name: 'kos-system' },
+  });
   if (ns.status !== 201 && ns.status !== 409) throw new Error(`kos-system: ${ns.status} ${ns.body}`);
 };
 
@@ -24,7 +34,10 @@ export const testConfig = (overrides: Partial<ControllerConfig> = {}): Controlle
   ...overrides,
 });
 
-export const startTestController = (overrides: Partial<ControllerConfig> = {}, options: StartOptions & { kubeOptions?: LayerOptions } = {}): Promise<ControllerHandle> =>
+export const startTestController = (
+  overrides: Partial<ControllerConfig> = {},
+  options: StartOptions & { kubeOptions?: LayerOptions } = {},
+): Promise<ControllerHandle> =>
   startController(testConfig(overrides), {
     kube: layerFromToken(testbed().kube, options.kubeOptions ?? {}),
     log: () => undefined,
@@ -47,7 +60,13 @@ export interface Answer {
   readonly body: any;
 }
 
-export const call = async (base: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Answer> => {
+export const call = async (
+  base: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<Answer> => {
   const res = await fetch(`${base}${path}`, {
     method,
     headers: { ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
@@ -63,7 +82,12 @@ export const call = async (base: string, method: string, path: string, body?: un
   return { status: res.status, headers: res.headers, body: parsed };
 };
 
-export const app = (namespace: string, name: string, spec: Record<string, unknown> = {}, labels?: Record<string, string>) => ({
+export const app = (
+  namespace: string,
+  name: string,
+  spec: Record<string, unknown> = {},
+  labels?: Record<string, string>,
+) => ({
   apiVersion: 'kos.tsic.top/v1beta1',
   kind: 'Application',
   metadata: { name, namespace, ...(labels ? { labels } : {}) },
@@ -94,11 +118,28 @@ export const until = async <T>(what: string, probe: () => Promise<T | undefined>
  * resolves with the URL from the start-up line, or with undefined when the process exits first.
  */
 export const spawnController = (args: ReadonlyArray<string>, children: ChildProcess[]) => {
-  const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@homelab/source', join(import.meta.dirname, '../src/main.ts'), '--port', '0', ...args], {
-    cwd: join(import.meta.dirname, '..'),
-    env: { ...process.env, HOMELAB_TESTBED_STATE: join(import.meta.dirname, '../../../.testbed/state.json'), KUBECONFIG: '', POD_NAMESPACE: '' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      '--conditions=@homelab/source',
+      join(import.meta.dirname, '../src/main.ts'),
+      '--port',
+      '0',
+      ...args,
+    ],
+    {
+      cwd: join(import.meta.dirname, '..'),
+      env: {
+        ...process.env,
+        HOMELAB_TESTBED_STATE: join(import.meta.dirname, '../../../.testbed/state.json'),
+        KUBECONFIG: '',
+        POD_NAMESPACE: '',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   children.push(child);
   const output = { text: '' };
   child.stdout?.on('data', (d: Buffer) => (output.text += d.toString()));

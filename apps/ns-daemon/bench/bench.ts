@@ -24,7 +24,11 @@ try {
   const store = openSqliteDaemonStore(join(dir, 'store.db'));
   const report = (i: number) => ({
     state: 'present' as const,
-    report: { revision: BigInt(i + 1), digest: new Uint8Array(32).fill(i & 0xff), content: new Uint8Array(120).fill(7) },
+    report: {
+      revision: BigInt(i + 1),
+      digest: new Uint8Array(32).fill(i & 0xff),
+      content: new Uint8Array(120).fill(7),
+    },
     acceptedRevision: BigInt(i),
   });
   // interleave rounds so machine noise hits both sides alike
@@ -43,8 +47,12 @@ try {
   const fmt = (x: number) => x.toFixed(0).padStart(7);
   console.log(`ns-daemon bench (N=${N}, WAL, synchronous=FULL, ${dir})`);
   console.log(`  raw better-sqlite3 insert commits      ${fmt(rawRate)} /s   (peer)`);
-  console.log(`  store: report row (persist-before-send) ${fmt(storeRate)} /s   ratio ${(storeRate / rawRate).toFixed(3)}  (goal ≥ 0.7)`);
-  console.log(`  store: session seq reservation          ${fmt(seqRate)} /s   ratio ${(seqRate / rawRate).toFixed(3)}  (goal ≥ 0.7)`);
+  console.log(
+    `  store: report row (persist-before-send) ${fmt(storeRate)} /s   ratio ${(storeRate / rawRate).toFixed(3)}  (goal ≥ 0.7)`,
+  );
+  console.log(
+    `  store: session seq reservation          ${fmt(seqRate)} /s   ratio ${(seqRate / rawRate).toFixed(3)}  (goal ≥ 0.7)`,
+  );
   store.close();
   raw.close();
 } finally {

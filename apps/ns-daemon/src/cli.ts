@@ -5,7 +5,11 @@
 import { parseId16 } from '@homelab/service-control';
 
 export interface RetryPortArgs {
-  readonly serviceRef: { readonly nsd_id: Uint8Array; readonly network_id: Uint8Array; readonly service_id: Uint8Array };
+  readonly serviceRef: {
+    readonly nsd_id: Uint8Array;
+    readonly network_id: Uint8Array;
+    readonly service_id: Uint8Array;
+  };
   readonly requestId: Uint8Array;
 }
 
@@ -21,13 +25,15 @@ export const parseServiceRef = (text: string): RetryPortArgs['serviceRef'] | nul
 
 /** `service retry-port <ServiceRef> --request-id <UUID>` → the arguments, or a usage error. */
 export const parseRetryPort = (argv: readonly string[]): RetryPortArgs | string => {
-  if (argv[0] !== 'service' || argv[1] !== 'retry-port') return 'usage: ns service retry-port <nsd/network/service> --request-id <UUID>';
+  if (argv[0] !== 'service' || argv[1] !== 'retry-port')
+    return 'usage: ns service retry-port <nsd/network/service> --request-id <UUID>';
   const ref = argv[2] === undefined ? null : parseServiceRef(argv[2]);
   if (ref === null) return 'the ServiceRef must be three canonical UUIDs: nsd/network/service';
   const i = argv.indexOf('--request-id');
   const inline = argv.find((a) => a.startsWith('--request-id='))?.slice('--request-id='.length);
   const rid = inline ?? (i >= 0 ? argv[i + 1] : undefined);
-  if (rid === undefined || !UUID.test(rid)) return '--request-id must be a canonical lowercase UUID (reuse it after an uncertain result)';
+  if (rid === undefined || !UUID.test(rid))
+    return '--request-id must be a canonical lowercase UUID (reuse it after an uncertain result)';
   return { serviceRef: ref, requestId: parseId16(rid) as Uint8Array };
 };
 
@@ -48,10 +54,17 @@ export const runServiceCommand = async (argv: readonly string[], env: NodeJS.Pro
   const res = await fetch(`http://${host}:${port}/v1/owner/retry-port`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ nsd_id: hex(args.serviceRef.nsd_id), network_id: hex(args.serviceRef.network_id), service_id: hex(args.serviceRef.service_id), request_id: hex(args.requestId) }),
+    body: JSON.stringify({
+      nsd_id: hex(args.serviceRef.nsd_id),
+      network_id: hex(args.serviceRef.network_id),
+      service_id: hex(args.serviceRef.service_id),
+      request_id: hex(args.requestId),
+    }),
   }).catch((e: unknown) => new Error(String(e)));
   if (res instanceof Error) {
-    process.stderr.write(`retry-port: the daemon is not reachable (${res.message}); the result is uncertain — reuse the same --request-id\n`);
+    process.stderr.write(
+      `retry-port: the daemon is not reachable (${res.message}); the result is uncertain — reuse the same --request-id\n`,
+    );
     return 1;
   }
   const text = await res.text();

@@ -1,7 +1,12 @@
 // ns-daemon configuration: flags (--name=value) override environment variables (NS_NAME), which override defaults.
 import { readFileSync } from 'node:fs';
 import { Either } from 'effect';
-import { type DeclarationWire, declarationFromLocal, declarationToWire, sortDeclarations } from '@homelab/service-control';
+import {
+  type DeclarationWire,
+  declarationFromLocal,
+  declarationToWire,
+  sortDeclarations,
+} from '@homelab/service-control';
 
 export interface NsConfig {
   /** Base URL of NSD, e.g. http://127.0.0.1:7400 */
@@ -30,13 +35,16 @@ export interface NsConfig {
   readonly debugDeferProposalsMs: number | null;
 }
 
-const flag = (argv: readonly string[], name: string): string | undefined => argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+const flag = (argv: readonly string[], name: string): string | undefined =>
+  argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 
 export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): NsConfig => {
-  const get = (name: string, fallback?: string): string | undefined => flag(argv, name) ?? env[`NS_${name.toUpperCase().replaceAll('-', '_')}`] ?? fallback;
+  const get = (name: string, fallback?: string): string | undefined =>
+    flag(argv, name) ?? env[`NS_${name.toUpperCase().replaceAll('-', '_')}`] ?? fallback;
   const nsdKey = get('nsd-key', '') as string;
   const network = get('network', '') as string;
-  if (!/^[0-9a-f]{64}$/.test(nsdKey)) throw new Error('NS_NSD_KEY / --nsd-key must be the NSD public key as 64 lowercase hex');
+  if (!/^[0-9a-f]{64}$/.test(nsdKey))
+    throw new Error('NS_NSD_KEY / --nsd-key must be the NSD public key as 64 lowercase hex');
   if (!/^[0-9a-f]{32}$/.test(network)) throw new Error('NS_NETWORK / --network must be 32 lowercase hex');
   return {
     nsdUrl: get('nsd-url', 'http://127.0.0.1:7400') as string,
@@ -50,16 +58,24 @@ export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): NsC
     fault: get('fault') ?? null,
     debugSimulatedFlows: get('debug-simulated-flows', '0') === '1',
     ...dnsConfig(get('dns-host', '127.0.0.1') as string, get('dns-port'), get('dns-zone', 'ns.internal') as string),
-    debugDeferProposalsMs: get('debug-defer-proposals-ms') === undefined ? null : Number(get('debug-defer-proposals-ms')),
+    debugDeferProposalsMs:
+      get('debug-defer-proposals-ms') === undefined ? null : Number(get('debug-defer-proposals-ms')),
   };
 };
 
 /** The DNS listener's settings, checked: it binds loopback only and a port is 0..65535 (0 = ephemeral). */
-const dnsConfig = (dnsHost: string, port: string | undefined, dnsZone: string): Pick<NsConfig, 'dnsHost' | 'dnsPort' | 'dnsZone'> => {
-  if (dnsHost !== '127.0.0.1' && dnsHost !== '::1') throw new Error('NS_DNS_HOST / --dns-host must be 127.0.0.1 or ::1 (the DNS listener is loopback only)');
+const dnsConfig = (
+  dnsHost: string,
+  port: string | undefined,
+  dnsZone: string,
+): Pick<NsConfig, 'dnsHost' | 'dnsPort' | 'dnsZone'> => {
+  if (dnsHost !== '127.0.0.1' && dnsHost !== '::1')
+    throw new Error('NS_DNS_HOST / --dns-host must be 127.0.0.1 or ::1 (the DNS listener is loopback only)');
   const dnsPort = port === undefined || port === '' ? null : Number(port);
-  if (dnsPort !== null && !(Number.isInteger(dnsPort) && dnsPort >= 0 && dnsPort <= 65_535)) throw new Error('NS_DNS_PORT / --dns-port must be 0..65535');
-  if (!/^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/.test(dnsZone)) throw new Error('NS_DNS_ZONE / --dns-zone must be a lowercase DNS name');
+  if (dnsPort !== null && !(Number.isInteger(dnsPort) && dnsPort >= 0 && dnsPort <= 65_535))
+    throw new Error('NS_DNS_PORT / --dns-port must be 0..65535');
+  if (!/^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/.test(dnsZone))
+    throw new Error('NS_DNS_ZONE / --dns-zone must be a lowercase DNS name');
   return { dnsHost, dnsPort, dnsZone };
 };
 

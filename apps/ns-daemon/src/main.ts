@@ -6,11 +6,26 @@ import { type IncomingMessage, type ServerResponse, createServer } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { Effect, Layer } from 'effect';
 import { ServiceControlError, fromHex, toHex, uuidText } from '@homelab/service-control';
-import { type Daemon, DaemonService, PortArbiter, SimulatedListenerInstaller, daemonLayer, daemonStoreLayer } from '@homelab/service-control/application';
+import {
+  type Daemon,
+  DaemonService,
+  PortArbiter,
+  SimulatedListenerInstaller,
+  daemonLayer,
+  daemonStoreLayer,
+} from '@homelab/service-control/application';
 import { ProcUptimeBootClock } from '@homelab/service-control/clock';
 import { launchUntilSignal } from '@homelab/service-control/process';
 import { openSqliteDaemonStore, openSqliteEndpointStore } from '@homelab/service-control/sqlite';
-import { ReplayCache, type TransportSide, generateSigner, openStream, postUnary, signerFromPem, trustOnly } from '@homelab/service-control/transport';
+import {
+  ReplayCache,
+  type TransportSide,
+  generateSigner,
+  openStream,
+  postUnary,
+  signerFromPem,
+  trustOnly,
+} from '@homelab/service-control/transport';
 import { loadConfig, readDeclarations } from './config.js';
 import { isServiceCommand, runServiceCommand } from './cli.js';
 import { LocalNamesService, dnsLayer, dnsQueries, namesLayer, ownerNames } from './names.js';
@@ -57,21 +72,35 @@ const DaemonLive = daemonLayer({
   enforce: () => [],
   // A's endpoint table in the state file; the data plane is the simulated installer (no real listener, decision 0152)
   // (crash points `endpoint-<label>` right after each endpoint commit, e.g. `endpoint-may-install` before the install)
-  ports: new PortArbiter(openSqliteEndpointStore(config.stateFile, { afterCommit: (label) => kill(`endpoint-${label}`) }), new SimulatedListenerInstaller()),
+  ports: new PortArbiter(
+    openSqliteEndpointStore(config.stateFile, { afterCommit: (label) => kill(`endpoint-${label}`) }),
+    new SimulatedListenerInstaller(),
+  ),
   ...(config.debugDeferProposalsMs === null ? {} : { deferProposalsMs: config.debugDeferProposalsMs }),
   transport: {
     unary: (path, payload) => Effect.runPromise(postUnary(side, `${config.nsdUrl}${path}`, payload)),
     stream: (payload, onPayload, signal) =>
-      openStream(side, `${config.nsdUrl}/v1/config.stream`, payload, { onPayload, onReject: (e) => log('event-rejected', { code: e.code }) }, signal),
+      openStream(
+        side,
+        `${config.nsdUrl}/v1/config.stream`,
+        payload,
+        { onPayload, onReject: (e) => log('event-rejected', { code: e.code }) },
+        signal,
+      ),
   },
 }).pipe(Layer.provide(daemonStoreLayer(() => openSqliteDaemonStore(config.stateFile))));
 
 /** `POST /v1/owner/retry-port` {nsd_id, network_id, service_id, request_id} (hex) → service.retry-port via the daemon. */
-const ownerRetryPort = (daemon: { retryPort: Daemon['retryPort'] }, req: IncomingMessage, res: ServerResponse): void => {
+const ownerRetryPort = (
+  daemon: { retryPort: Daemon['retryPort'] },
+  req: IncomingMessage,
+  res: ServerResponse,
+): void => {
   let raw = '';
   req.on('data', (c: Buffer) => (raw += c.toString('utf8')));
   req.on('end', (): void => {
-    const reply = (status: number, body: unknown): void => void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+    const reply = (status: number, body: unknown): void =>
+      void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
     let b: Record<string, string>;
     try {
       b = JSON.parse(raw) as Record<string, string>;
@@ -79,14 +108,27 @@ const ownerRetryPort = (daemon: { retryPort: Daemon['retryPort'] }, req: Incomin
       return reply(400, { error: 'invalid-encoding' });
     }
     const ok = (h: unknown) => typeof h === 'string' && /^[0-9a-f]{32}$/.test(h);
-    if (![b['nsd_id'], b['network_id'], b['service_id'], b['request_id']].every(ok)) return reply(400, { error: 'invalid-encoding' });
-    const ref = { nsd_id: fromHex(b['nsd_id'] as string), network_id: fromHex(b['network_id'] as string), service_id: fromHex(b['service_id'] as string) };
+    if (![b['nsd_id'], b['network_id'], b['service_id'], b['request_id']].every(ok))
+      return reply(400, { error: 'invalid-encoding' });
+    const ref = {
+      nsd_id: fromHex(b['nsd_id'] as string),
+      network_id: fromHex(b['network_id'] as string),
+      service_id: fromHex(b['service_id'] as string),
+    };
     daemon.retryPort(ref, fromHex(b['request_id'] as string)).then(
       (r) => {
         log('retry-port', { round: String(r.allocation_round), proposal_seq: String(r.proposal_seq) });
-        reply(200, { service_ref: `${uuidText(ref.nsd_id)}/${uuidText(ref.network_id)}/${uuidText(ref.service_id)}`, allocation_round: String(r.allocation_round), proposal_seq: String(r.proposal_seq) });
+        reply(200, {
+          service_ref: `${uuidText(ref.nsd_id)}/${uuidText(ref.network_id)}/${uuidText(ref.service_id)}`,
+          allocation_round: String(r.allocation_round),
+          proposal_seq: String(r.proposal_seq),
+        });
       },
-      (e: unknown) => reply(e instanceof ServiceControlError ? 409 : 503, { error: e instanceof ServiceControlError ? e.code : 'uncertain', detail: e instanceof ServiceControlError ? e.detail : String(e) }),
+      (e: unknown) =>
+        reply(e instanceof ServiceControlError ? 409 : 503, {
+          error: e instanceof ServiceControlError ? e.code : 'uncertain',
+          detail: e instanceof ServiceControlError ? e.detail : String(e),
+        }),
     );
   });
 };
@@ -101,7 +143,8 @@ const simulatedFlow = (daemon: Daemon, req: IncomingMessage, res: ServerResponse
   let raw = '';
   req.on('data', (c: Buffer) => (raw += c.toString('utf8')));
   req.on('end', (): void => {
-    const reply = (status: number, body: unknown): void => void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+    const reply = (status: number, body: unknown): void =>
+      void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
     if (req.method === 'GET') return reply(200, { flows: daemon.leases.checkSimulatedFlows() });
     let b: Record<string, unknown>;
     try {
@@ -130,11 +173,18 @@ const Listener = Layer.scopedDiscard(
         return void res
           .writeHead(daemon.status.phase === 'failed' ? 503 : 200, { 'content-type': 'application/json' })
           .end(JSON.stringify({ ...daemon.status, leases: daemon.leases.status(), identity: toHex(signer.machineId) }));
-      if (config.debugSimulatedFlows && req.url === '/debug/simulated-flow' && (req.method === 'POST' || req.method === 'GET')) return void simulatedFlow(daemon, req, res);
+      if (
+        config.debugSimulatedFlows &&
+        req.url === '/debug/simulated-flow' &&
+        (req.method === 'POST' || req.method === 'GET')
+      )
+        return void simulatedFlow(daemon, req, res);
       // the local owner's retry (CLI `ns service retry-port`): loopback only by default (--host)
       if (req.method === 'POST' && req.url === '/v1/owner/retry-port') return void ownerRetryPort(daemon, req, res);
-      if ((req.method === 'POST' || req.method === 'GET') && req.url === '/v1/owner/names') return void ownerNames(names, req, res);
-      if (req.method === 'GET' && req.url === '/metrics') return void registry.metrics().then((m) => res.writeHead(200, { 'content-type': registry.contentType }).end(m));
+      if ((req.method === 'POST' || req.method === 'GET') && req.url === '/v1/owner/names')
+        return void ownerNames(names, req, res);
+      if (req.method === 'GET' && req.url === '/metrics')
+        return void registry.metrics().then((m) => res.writeHead(200, { 'content-type': registry.contentType }).end(m));
       res.writeHead(404).end();
     });
     yield* Effect.acquireRelease(
@@ -155,4 +205,10 @@ const Listener = Layer.scopedDiscard(
 );
 
 // the local names (one LocalNames for the owner's listener and the DNS listener) need the daemon's permits
-launchUntilSignal(Layer.mergeAll(Listener, dnsLayer(config, log)).pipe(Layer.provide(namesLayer(config.stateFile, config.dnsZone, log)), Layer.provide(DaemonLive)), log);
+launchUntilSignal(
+  Layer.mergeAll(Listener, dnsLayer(config, log)).pipe(
+    Layer.provide(namesLayer(config.stateFile, config.dnsZone, log)),
+    Layer.provide(DaemonLive),
+  ),
+  log,
+);

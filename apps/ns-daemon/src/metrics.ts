@@ -63,7 +63,8 @@ export const makeNsMetrics = (): NsMetrics => {
       registers: [registry],
       collect() {
         this.reset();
-        for (const role of ['publisher', 'consumer'] as const) for (const active of ['true', 'false']) this.set({ role, active }, 0);
+        for (const role of ['publisher', 'consumer'] as const)
+          for (const active of ['true', 'false']) this.set({ role, active }, 0);
         for (const l of daemon.leases.status()) this.inc({ role: l.role, active: String(l.active) });
       },
     });
@@ -84,9 +85,30 @@ export const makeNsMetrics = (): NsMetrics => {
         this.inc(daemon.status.acks);
       },
     });
-    new client.Gauge({ name: 'ns_runtime_generation', help: 'runtime generation of this process', registers: [registry], collect() { this.set(Number(daemon.status.generation ?? 0)); } });
-    new client.Gauge({ name: 'ns_authority_epoch', help: 'adopted authority epoch', registers: [registry], collect() { this.set(Number(daemon.status.epoch ?? 0)); } });
-    new client.Gauge({ name: 'ns_snapshot_revision', help: 'revision of the last applied snapshot', registers: [registry], collect() { this.set(Number(daemon.status.snapshotRevision ?? 0)); } });
+    new client.Gauge({
+      name: 'ns_runtime_generation',
+      help: 'runtime generation of this process',
+      registers: [registry],
+      collect() {
+        this.set(Number(daemon.status.generation ?? 0));
+      },
+    });
+    new client.Gauge({
+      name: 'ns_authority_epoch',
+      help: 'adopted authority epoch',
+      registers: [registry],
+      collect() {
+        this.set(Number(daemon.status.epoch ?? 0));
+      },
+    });
+    new client.Gauge({
+      name: 'ns_snapshot_revision',
+      help: 'revision of the last applied snapshot',
+      registers: [registry],
+      collect() {
+        this.set(Number(daemon.status.snapshotRevision ?? 0));
+      },
+    });
   };
   return { registry, observe, watch };
 };

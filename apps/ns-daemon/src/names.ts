@@ -38,7 +38,11 @@ export const namesLayer = (
         Effect.try({ try: () => openSqliteNameStore(stateFile), catch: (e) => e as ServiceControlError }),
         (s) => Effect.sync(() => s.close()),
       );
-      const names = new LocalNames(store, { zone, rng: cryptoNameRng, permitRemainingMs: (ref) => daemon.leases.permitRemainingMs(ref) });
+      const names = new LocalNames(store, {
+        zone,
+        rng: cryptoNameRng,
+        permitRemainingMs: (ref) => daemon.leases.permitRemainingMs(ref),
+      });
       // a service withdrawn from this node by B stops every multi-source entry that selected it (decision 0192). An
       // unwritable name table fails the snapshot event (no ACK, so it is delivered again); a corrupt selector row is
       // that name's problem only (it answers SERVFAIL) and must not hold up the node's snapshots
@@ -46,9 +50,14 @@ export const namesLayer = (
         for (const ref of refs) {
           const out = names.sourceGone(serviceRefText(ref));
           if (Either.isRight(out)) {
-            if (out.right.length > 0) log?.('name-sources-withdrawn', { ref: serviceRefText(ref), names: out.right.map((e) => e.name) });
+            if (out.right.length > 0)
+              log?.('name-sources-withdrawn', { ref: serviceRefText(ref), names: out.right.map((e) => e.name) });
           } else if (out.left._tag === 'ServiceControlError' && out.left.code === 'storage-unavailable') throw out.left;
-          else log?.('name-source-withdrawal-failed', { ref: serviceRefText(ref), error: out.left._tag === 'NameRefused' ? out.left.reason : out.left.code });
+          else
+            log?.('name-source-withdrawal-failed', {
+              ref: serviceRefText(ref),
+              error: out.left._tag === 'NameRefused' ? out.left.reason : out.left.code,
+            });
         }
       });
       return names;
@@ -56,7 +65,12 @@ export const namesLayer = (
   );
 
 /** Queries handled, by transport and outcome (registered on the /metrics registry by main.ts). */
-export const dnsQueries = new client.Counter({ name: 'ns_dns_queries_total', help: 'DNS packets handled by the local-name listener', labelNames: ['transport', 'outcome'], registers: [] });
+export const dnsQueries = new client.Counter({
+  name: 'ns_dns_queries_total',
+  help: 'DNS packets handled by the local-name listener',
+  labelNames: ['transport', 'outcome'],
+  registers: [],
+});
 
 export interface DnsConfig {
   readonly dnsHost: string;
@@ -66,7 +80,10 @@ export interface DnsConfig {
 }
 
 /** The loopback DNS listener (UDP + TCP on one port) while the scope is open; nothing when no port is configured. */
-export const dnsLayer = (c: DnsConfig, log: (event: string, fields?: Record<string, unknown>) => void): Layer.Layer<never, Error, LocalNamesService> =>
+export const dnsLayer = (
+  c: DnsConfig,
+  log: (event: string, fields?: Record<string, unknown>) => void,
+): Layer.Layer<never, Error, LocalNamesService> =>
   c.dnsPort === null
     ? Layer.empty
     : Layer.scopedDiscard(
@@ -84,7 +101,13 @@ export const dnsLayer = (c: DnsConfig, log: (event: string, fields?: Record<stri
         }),
       );
 
-const entryJson = (e: NameEntry) => ({ name: e.name, kind: e.kind, state: e.state, target: e.target, version: String(e.version) });
+const entryJson = (e: NameEntry) => ({
+  name: e.name,
+  kind: e.kind,
+  state: e.state,
+  target: e.target,
+  version: String(e.version),
+});
 
 /** A multi-source name as the owner sees it: candidates, selection and what it answers now (decision 0192). */
 const selectorJson = (s: SelectorEntry) => ({
@@ -100,7 +123,10 @@ const errorJson = (e: NameError): { status: number; body: { error: string; detai
     ? { status: 409, body: { error: e.reason, detail: e.name } }
     : e instanceof LocalNameError
       ? { status: 409, body: { error: e.code, detail: e.detail } }
-      : { status: e instanceof ServiceControlError && e.code === 'storage-unavailable' ? 503 : 409, body: { error: e.code, detail: e.detail ?? null } };
+      : {
+          status: e instanceof ServiceControlError && e.code === 'storage-unavailable' ? 503 : 409,
+          body: { error: e.code, detail: e.detail ?? null },
+        };
 
 // The request bodies (Effect Schema; unknown fields are refused: `invalid-encoding`, 400).
 const Text = Schema.String;
@@ -124,16 +150,23 @@ const USAGE =
 
 /** One decoded request through the one `LocalNames`: 200 with the result, or the typed refusal. */
 const perform = (names: LocalNames, b: OwnerNameRequest): { status: number; body: unknown } => {
-  const out = <A>(r: Either.Either<A, NameError>, json: (a: A) => unknown) => (Either.isRight(r) ? { status: 200, body: json(r.right) } : errorJson(r.left));
+  const out = <A>(r: Either.Either<A, NameError>, json: (a: A) => unknown) =>
+    Either.isRight(r) ? { status: 200, body: json(r.right) } : errorJson(r.left);
   const entry = (e: NameEntry) => ({ entry: entryJson(e) });
   const selector = (s: SelectorEntry) => ({ selector: selectorJson(s) });
   switch (b.op) {
     case 'allocate':
-      return out(names.allocate({ ref: b.ref, address: b.address }), (a) => ({ entry: entryJson(a.entry), outcome: a.outcome }));
+      return out(names.allocate({ ref: b.ref, address: b.address }), (a) => ({
+        entry: entryJson(a.entry),
+        outcome: a.outcome,
+      }));
     case 'nickname':
       return out(names.nickname(b.name, { ref: b.ref, address: b.address }), entry);
     case 'rebind':
-      return out(Either.map(names.rebind(b.name, { ref: b.ref, address: b.address }), (x) => x.entry), entry);
+      return out(
+        Either.map(names.rebind(b.name, { ref: b.ref, address: b.address }), (x) => x.entry),
+        entry,
+      );
     case 'tombstone':
       return out(names.tombstone(b.name), entry);
     case 'create-multi-source':
@@ -156,7 +189,8 @@ const perform = (names: LocalNames, b: OwnerNameRequest): { status: number; body
  * `{error: 'invalid-encoding'}` malformed; 503 storage unavailable. `GET` lists the table and the selectors.
  */
 export const ownerNames = (names: LocalNames, req: IncomingMessage, res: ServerResponse): void => {
-  const reply = (status: number, body: unknown): void => void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+  const reply = (status: number, body: unknown): void =>
+    void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
   if (req.method === 'GET') {
     const all = names.store.entries();
     const sel = names.store.selectors();

@@ -17,7 +17,9 @@ describe('ns service retry-port', () => {
     expect(Buffer.from(a.serviceRef.nsd_id).toString('hex')).toBe(NSD.replaceAll('-', ''));
     expect(Buffer.from(a.serviceRef.service_id).toString('hex')).toBe(SVC.replaceAll('-', ''));
     expect(Buffer.from(a.requestId).toString('hex')).toBe(RID.replaceAll('-', ''));
-    expect(typeof parseRetryPort(['service', 'retry-port', `${NSD}/${NET}/${SVC}`, `--request-id=${RID}`])).toBe('object');
+    expect(typeof parseRetryPort(['service', 'retry-port', `${NSD}/${NET}/${SVC}`, `--request-id=${RID}`])).toBe(
+      'object',
+    );
     // Network/Service may be given as ULID text (the same 16 bytes)
     expect(parseServiceRef(`${NSD}/01J3SA1CE2KFAFC5RQ75592PVC/${SVC}`)).not.toBeNull();
     for (const bad of [
@@ -36,7 +38,9 @@ describe('ns service retry-port', () => {
     req.on('data', (c: Buffer) => (raw += c.toString()));
     req.on('end', () => {
       seen.push({ method: req.method, url: req.url, body: JSON.parse(raw) });
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ allocation_round: '2', proposal_seq: '9' }));
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ allocation_round: '2', proposal_seq: '9' }));
     });
   });
   afterAll(() => new Promise<void>((r) => server.close(() => r())));
@@ -51,7 +55,12 @@ describe('ns service retry-port', () => {
     expect(seen[0]).toEqual({
       method: 'POST',
       url: '/v1/owner/retry-port',
-      body: { nsd_id: NSD.replaceAll('-', ''), network_id: NET.replaceAll('-', ''), service_id: SVC.replaceAll('-', ''), request_id: RID.replaceAll('-', '') },
+      body: {
+        nsd_id: NSD.replaceAll('-', ''),
+        network_id: NET.replaceAll('-', ''),
+        service_id: SVC.replaceAll('-', ''),
+        request_id: RID.replaceAll('-', ''),
+      },
     });
     expect(seen[1]).toEqual(seen[0]); // the same request id again: B answers idempotently
     expect(await runServiceCommand(['service', 'retry-port', 'x'], {})).toBe(2);

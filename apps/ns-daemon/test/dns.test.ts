@@ -19,8 +19,10 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const REF_1 = '11111111-1111-4111-8111-111111111111/22222222-2222-4222-8222-222222222222/33333333-3333-4333-8333-333333333333';
-const REF_2 = '11111111-1111-4111-8111-111111111111/22222222-2222-4222-8222-222222222222/44444444-4444-4444-8444-444444444444';
+const REF_1 =
+  '11111111-1111-4111-8111-111111111111/22222222-2222-4222-8222-222222222222/33333333-3333-4333-8333-333333333333';
+const REF_2 =
+  '11111111-1111-4111-8111-111111111111/22222222-2222-4222-8222-222222222222/44444444-4444-4444-8444-444444444444';
 
 /** Start ns-daemon (NSD unreachable) with the DNS listener on an ephemeral port; resolves with both ports. */
 const startDaemon = (): Promise<{ child: ChildProcess; http: number; dns: number }> => {
@@ -88,7 +90,11 @@ const tcp = (port: number, packet: Uint8Array): Promise<DecodedReply> =>
   });
 
 const owner = async (http: number, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> => {
-  const res = await fetch(`http://127.0.0.1:${http}/v1/owner/names`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const res = await fetch(`http://127.0.0.1:${http}/v1/owner/names`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 };
 
@@ -97,11 +103,17 @@ const addr = (r: DecodedReply) => r.answers.map((a) => ipv6Groups(a.rdata));
 describe('ns-daemon serves local names over DNS (M6-57)', () => {
   it('M6-57 ns-daemon DNS: owner-bound names answered over UDP and TCP with TTL ≤ min(60 s, permit remaining = 0); NXDOMAIN without SOA; other zones REFUSED; rebind and tombstone visible at the next query; names survive a restart', async () => {
     const d = await startDaemon();
-    expect(await owner(d.http, { op: 'nickname', name: 'nas', ref: REF_1, address: 'fd00::1' })).toMatchObject({ status: 200, body: { entry: { name: 'nas', kind: 'manual', state: 'live' } } });
+    expect(await owner(d.http, { op: 'nickname', name: 'nas', ref: REF_1, address: 'fd00::1' })).toMatchObject({
+      status: 200,
+      body: { entry: { name: 'nas', kind: 'manual', state: 'live' } },
+    });
     const auto = await owner(d.http, { op: 'allocate', ref: REF_2, address: 'fd00::2' });
     const autoName = (auto.body['entry'] as { name: string }).name;
     expect(autoName).toMatch(/^[a-z]{2}[0-9]{3}$/);
-    expect(await owner(d.http, { op: 'nickname', name: autoName, ref: REF_1, address: 'fd00::9' })).toMatchObject({ status: 409, body: { error: 'name-taken' } });
+    expect(await owner(d.http, { op: 'nickname', name: autoName, ref: REF_1, address: 'fd00::9' })).toMatchObject({
+      status: 409,
+      body: { error: 'name-taken' },
+    });
 
     const nas = await udp(d.dns, encodeQuery('nas', QTYPE.AAAA, { edns: true }));
     expect(nas).toMatchObject({ rcode: RCODE.NOERROR, aa: true, ra: false, opt: { payload: 1232 } });
@@ -113,13 +125,25 @@ describe('ns-daemon serves local names over DNS (M6-57)', () => {
     const viaTcp = await tcp(d.dns, encodeQuery(`${autoName}.ns.internal`, QTYPE.AAAA));
     expect([viaTcp.rcode, addr(viaTcp), viaTcp.answers[0]?.ttl]).toEqual([RCODE.NOERROR, ['fd00:0:0:0:0:0:0:2'], 0]);
 
-    expect(await udp(d.dns, encodeQuery('ghost.ns.internal', QTYPE.AAAA))).toMatchObject({ rcode: RCODE.NXDOMAIN, aa: true, answers: [], authority: 0 });
-    for (const name of ['example.com', 'nas.example.com']) expect((await udp(d.dns, encodeQuery(name, QTYPE.AAAA))).rcode).toBe(RCODE.REFUSED);
+    expect(await udp(d.dns, encodeQuery('ghost.ns.internal', QTYPE.AAAA))).toMatchObject({
+      rcode: RCODE.NXDOMAIN,
+      aa: true,
+      answers: [],
+      authority: 0,
+    });
+    for (const name of ['example.com', 'nas.example.com'])
+      expect((await udp(d.dns, encodeQuery(name, QTYPE.AAAA))).rcode).toBe(RCODE.REFUSED);
     expect((await udp(d.dns, Uint8Array.from([0, 1, 1, 0, 0, 2, 0, 0, 0, 0, 0, 0]))).rcode).toBe(RCODE.FORMERR); // QDCOUNT 2
 
-    expect(await owner(d.http, { op: 'rebind', name: 'nas', ref: REF_2, address: 'fd00::3' })).toMatchObject({ status: 200, body: { entry: { version: '2' } } });
+    expect(await owner(d.http, { op: 'rebind', name: 'nas', ref: REF_2, address: 'fd00::3' })).toMatchObject({
+      status: 200,
+      body: { entry: { version: '2' } },
+    });
     expect(addr(await udp(d.dns, encodeQuery('nas', QTYPE.AAAA)))).toEqual(['fd00:0:0:0:0:0:0:3']);
-    expect(await owner(d.http, { op: 'tombstone', name: autoName })).toMatchObject({ status: 200, body: { entry: { state: 'tombstone' } } });
+    expect(await owner(d.http, { op: 'tombstone', name: autoName })).toMatchObject({
+      status: 200,
+      body: { entry: { state: 'tombstone' } },
+    });
     expect((await udp(d.dns, encodeQuery(autoName, QTYPE.AAAA))).rcode).toBe(RCODE.NXDOMAIN);
     expect(await owner(d.http, { op: 'rebind', name: 'ghost' })).toMatchObject({ status: 400 });
 
@@ -141,30 +165,69 @@ describe('ns-daemon serves local names over DNS (M6-57)', () => {
     const d = await startDaemon();
     const s1 = { ref: REF_1, address: 'fd00::11' };
     const s2 = { ref: REF_2, address: 'fd00::22' };
-    expect(await owner(d.http, { op: 'create-multi-source', name: 'media', sources: [s1, s2] })).toMatchObject({ status: 200, body: { selector: { name: 'media', selection: { state: 'none' }, answering: null, version: '1' } } });
+    expect(await owner(d.http, { op: 'create-multi-source', name: 'media', sources: [s1, s2] })).toMatchObject({
+      status: 200,
+      body: { selector: { name: 'media', selection: { state: 'none' }, answering: null, version: '1' } },
+    });
     const stopped = await udp(d.dns, encodeQuery('media', QTYPE.AAAA, { edns: true }));
     expect(stopped).toMatchObject({ rcode: RCODE.REFUSED, aa: true, answers: [], authority: 0 });
 
     // Effect Schema bodies: unknown fields and wrong shapes are refused, each with its code
-    expect(await owner(d.http, { op: 'select', name: 'media', ref: REF_2, force: true })).toMatchObject({ status: 400, body: { error: 'invalid-encoding' } });
-    expect(await owner(d.http, { op: 'create-multi-source', name: 'x', sources: [{ ref: REF_1 }] })).toMatchObject({ status: 400, body: { error: 'invalid-encoding' } });
-    expect(await owner(d.http, { op: 'select', name: 'media', ref: 'nsd/net/unknown' })).toMatchObject({ status: 409, body: { error: 'unknown-source', detail: 'media' } });
-    expect(await owner(d.http, { op: 'rebind', name: 'media', ref: REF_1, address: 'fd00::11' })).toMatchObject({ status: 409, body: { error: 'multi-source-name' } });
+    expect(await owner(d.http, { op: 'select', name: 'media', ref: REF_2, force: true })).toMatchObject({
+      status: 400,
+      body: { error: 'invalid-encoding' },
+    });
+    expect(await owner(d.http, { op: 'create-multi-source', name: 'x', sources: [{ ref: REF_1 }] })).toMatchObject({
+      status: 400,
+      body: { error: 'invalid-encoding' },
+    });
+    expect(await owner(d.http, { op: 'select', name: 'media', ref: 'nsd/net/unknown' })).toMatchObject({
+      status: 409,
+      body: { error: 'unknown-source', detail: 'media' },
+    });
+    expect(await owner(d.http, { op: 'rebind', name: 'media', ref: REF_1, address: 'fd00::11' })).toMatchObject({
+      status: 409,
+      body: { error: 'multi-source-name' },
+    });
 
-    expect(await owner(d.http, { op: 'select', name: 'media', ref: REF_2 })).toMatchObject({ status: 200, body: { selector: { answering: s2, version: '2' } } });
+    expect(await owner(d.http, { op: 'select', name: 'media', ref: REF_2 })).toMatchObject({
+      status: 200,
+      body: { selector: { answering: s2, version: '2' } },
+    });
     const answered = await udp(d.dns, encodeQuery('media.ns.internal', QTYPE.AAAA));
-    expect([answered.rcode, addr(answered), answered.answers[0]?.ttl]).toEqual([RCODE.NOERROR, ['fd00:0:0:0:0:0:0:22'], 0]); // no permit here: TTL 0
+    expect([answered.rcode, addr(answered), answered.answers[0]?.ttl]).toEqual([
+      RCODE.NOERROR,
+      ['fd00:0:0:0:0:0:0:22'],
+      0,
+    ]); // no permit here: TTL 0
     const viaTcp = await tcp(d.dns, encodeQuery('media', QTYPE.AAAA));
     expect(addr(viaTcp)).toEqual(['fd00:0:0:0:0:0:0:22']);
 
     // the selected source goes away: the entry stops at the next query, and the other candidate is NOT chosen
-    expect(await owner(d.http, { op: 'source-gone', ref: REF_2 })).toMatchObject({ status: 200, body: { selectors: [{ name: 'media', answering: null, selection: { state: 'invalid', reason: 'source-withdrawn' } }] } });
-    expect(await udp(d.dns, encodeQuery('media', QTYPE.AAAA))).toMatchObject({ rcode: RCODE.REFUSED, aa: true, answers: [] });
-    expect(await owner(d.http, { op: 'add-source', name: 'media', ref: REF_2, address: 'fd00::22' })).toMatchObject({ status: 200, body: { selector: { answering: null } } });
+    expect(await owner(d.http, { op: 'source-gone', ref: REF_2 })).toMatchObject({
+      status: 200,
+      body: {
+        selectors: [{ name: 'media', answering: null, selection: { state: 'invalid', reason: 'source-withdrawn' } }],
+      },
+    });
+    expect(await udp(d.dns, encodeQuery('media', QTYPE.AAAA))).toMatchObject({
+      rcode: RCODE.REFUSED,
+      aa: true,
+      answers: [],
+    });
+    expect(await owner(d.http, { op: 'add-source', name: 'media', ref: REF_2, address: 'fd00::22' })).toMatchObject({
+      status: 200,
+      body: { selector: { answering: null } },
+    });
     expect((await tcp(d.dns, encodeQuery('media', QTYPE.AAAA))).rcode).toBe(RCODE.REFUSED);
-    const listed = (await (await fetch(`http://127.0.0.1:${d.http}/v1/owner/names`)).json()) as { entries: { name: string; kind: string }[]; selectors: { name: string; selection: { state: string } }[] };
+    const listed = (await (await fetch(`http://127.0.0.1:${d.http}/v1/owner/names`)).json()) as {
+      entries: { name: string; kind: string }[];
+      selectors: { name: string; selection: { state: string } }[];
+    };
     expect(listed.entries).toContainEqual(expect.objectContaining({ name: 'media', kind: 'selector' }));
-    expect(listed.selectors).toEqual([expect.objectContaining({ name: 'media', selection: expect.objectContaining({ state: 'invalid' }) })]);
+    expect(listed.selectors).toEqual([
+      expect.objectContaining({ name: 'media', selection: expect.objectContaining({ state: 'invalid' }) }),
+    ]);
     const metrics = await (await fetch(`http://127.0.0.1:${d.http}/metrics`)).text();
     expect(metrics).toMatch(/ns_dns_queries_total\{transport="udp",outcome="stopped"\} 2/);
 
@@ -172,7 +235,10 @@ describe('ns-daemon serves local names over DNS (M6-57)', () => {
     expect(await new Promise((r) => d.child.on('exit', (code) => r(code)))).toBe(0);
     const again = await startDaemon(); // the invalidation is persisted: still stopped after a restart
     expect((await udp(again.dns, encodeQuery('media', QTYPE.AAAA))).rcode).toBe(RCODE.REFUSED);
-    expect(await owner(again.http, { op: 'select', name: 'media', ref: REF_1 })).toMatchObject({ status: 200, body: { selector: { answering: s1 } } });
+    expect(await owner(again.http, { op: 'select', name: 'media', ref: REF_1 })).toMatchObject({
+      status: 200,
+      body: { selector: { answering: s1 } },
+    });
     expect(addr(await udp(again.dns, encodeQuery('media', QTYPE.AAAA)))).toEqual(['fd00:0:0:0:0:0:0:11']);
     again.child.kill('SIGTERM');
     await new Promise((r) => again.child.on('exit', r));
@@ -181,7 +247,11 @@ describe('ns-daemon serves local names over DNS (M6-57)', () => {
   it('M6-57 ns-daemon DNS configuration: off unless a port is set; loopback hosts only; the zone is a DNS name', () => {
     const base = { NS_NSD_KEY: 'c'.repeat(64), NS_NETWORK: 'd'.repeat(32) };
     expect(loadConfig(base, [])).toMatchObject({ dnsPort: null, dnsHost: '127.0.0.1', dnsZone: 'ns.internal' });
-    expect(loadConfig({ ...base, NS_DNS_PORT: '5353' }, ['--dns-host=::1', '--dns-zone=home.arpa'])).toMatchObject({ dnsPort: 5353, dnsHost: '::1', dnsZone: 'home.arpa' });
+    expect(loadConfig({ ...base, NS_DNS_PORT: '5353' }, ['--dns-host=::1', '--dns-zone=home.arpa'])).toMatchObject({
+      dnsPort: 5353,
+      dnsHost: '::1',
+      dnsZone: 'home.arpa',
+    });
     expect(() => loadConfig({ ...base, NS_DNS_HOST: '0.0.0.0' }, [])).toThrow(/loopback only/);
     expect(() => loadConfig({ ...base, NS_DNS_HOST: '192.168.1.2' }, [])).toThrow(/loopback only/);
     expect(() => loadConfig({ ...base, NS_DNS_PORT: '70000' }, [])).toThrow(/0\.\.65535/);

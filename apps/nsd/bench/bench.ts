@@ -13,14 +13,36 @@ import { Effect } from 'effect';
 import { SnapshotPushBody, reportDigest } from '@homelab/service-control';
 import { Authority } from '@homelab/service-control/application';
 import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
-import { ReplayCache, type TransportSide, generateSigner, postUnary, receiveEnvelope, sealEnvelope, serveUnary, trustSelfCertifying } from '@homelab/service-control/transport';
+import {
+  ReplayCache,
+  type TransportSide,
+  generateSigner,
+  postUnary,
+  receiveEnvelope,
+  sealEnvelope,
+  serveUnary,
+  trustSelfCertifying,
+} from '@homelab/service-control/transport';
 import { startLoad } from './load-thread.js';
 import { signedClient } from './signed-client.js';
-import { type MachineCpu, benchClient, machineCpuText, mainThreadSched, profiled, rawUpsertRun, requestBound, roundTrips, withBenchDatabase } from './pg.js';
+import {
+  type MachineCpu,
+  benchClient,
+  machineCpuText,
+  mainThreadSched,
+  profiled,
+  rawUpsertRun,
+  requestBound,
+  roundTrips,
+  withBenchDatabase,
+} from './pg.js';
 import { availableParallelism } from 'node:os';
 
 const N = Number(process.env['BENCH_N'] ?? 300);
-const CONCURRENCY = (process.env['BENCH_CONCURRENCY'] ?? '8,32').split(',').map(Number).filter((c) => c > 0);
+const CONCURRENCY = (process.env['BENCH_CONCURRENCY'] ?? '8,32')
+  .split(',')
+  .map(Number)
+  .filter((c) => c > 0);
 const CONCURRENT_N = Number(process.env['BENCH_CONCURRENT_N'] ?? 640);
 
 /** Progress on stderr (the results table goes to stdout at the end). */
@@ -28,13 +50,19 @@ const progress = (line: string) => process.stderr.write(`nsd bench: ${line}\n`);
 
 await withBenchDatabase('nsd_bench', async (config) => {
   // BENCH_FAST_ACK=0: every ACK through the general path (decision 0198), to compare in the same conditions
-  const store = makePgAuthorityStore({ ...config, max: Math.max(10, ...CONCURRENCY), fastAck: process.env['BENCH_FAST_ACK'] !== '0' });
+  const store = makePgAuthorityStore({
+    ...config,
+    max: Math.max(10, ...CONCURRENCY),
+    fastAck: process.env['BENCH_FAST_ACK'] !== '0',
+  });
   await store.migrate();
   const { nsdId, epoch } = await store.takeover();
   const authority = new Authority({ store, nsdId, epoch, now: Date.now });
   const nsd = generateSigner().signer;
   const side: TransportSide = { signer: nsd, trust: trustSelfCertifying, replay: new ReplayCache() };
-  const server = createServer((req, res) => void serveUnary(side, req, res, (env) => authority.handle(env.machineId, env.payload)));
+  const server = createServer(
+    (req, res) => void serveUnary(side, req, res, (env) => authority.handle(env.machineId, env.payload)),
+  );
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/rpc`;
   const fixtures = await benchClient(config);
@@ -45,17 +73,54 @@ await withBenchDatabase('nsd_bench', async (config) => {
     const { signer: a, privateKeyPem: pem } = generateSigner();
     const net = new Uint8Array(randomBytes(16));
     await store.addMember(a.machineId, net);
-    const { side: client, env, call } = signedClient({ signer: a, nsdKey: nsd.machineId, url, nsdId, networkId: net, epoch });
+    const {
+      side: client,
+      env,
+      call,
+    } = signedClient({ signer: a, nsdKey: nsd.machineId, url, nsdId, networkId: net, epoch });
     const scope = { publisher_identity: a.machineId, nsd_id: nsdId, network_id: net };
     let rev = 0n;
     /** The next report revision (a changed display name: a real replace, no new P round). */
     const replace = () => {
       rev++;
-      const content = { scope, strict_mode: false, declarations: [{ declaration_key: 'svc', display_name: `v${rev}`, description: null, enabled: true, protocols: ['tcp'], backend_host: { ipv4: new Uint8Array([10, 0, 0, 1]) }, backend_port: 80, port_mode: 'auto', requested_port: null }] };
-      return env('report.replace', { scope, report_revision: rev, report_digest: reportDigest(content as never), content });
+      const content = {
+        scope,
+        strict_mode: false,
+        declarations: [
+          {
+            declaration_key: 'svc',
+            display_name: `v${rev}`,
+            description: null,
+            enabled: true,
+            protocols: ['tcp'],
+            backend_host: { ipv4: new Uint8Array([10, 0, 0, 1]) },
+            backend_port: 80,
+            port_mode: 'auto',
+            requested_port: null,
+          },
+        ],
+      };
+      return env('report.replace', {
+        scope,
+        report_revision: rev,
+        report_digest: reportDigest(content as never),
+        content,
+      });
     };
     const ack = (revision: bigint, digest: Uint8Array) =>
-      env('snapshot.ack', { scope: { subject_identity: a.machineId, nsd_id: nsdId, network_id: net }, snapshot_revision: revision, snapshot_digest: digest, accepted: true, enforcement_applied: true, dns_applied: false, errors: [] }, { session_seq: 1n });
+      env(
+        'snapshot.ack',
+        {
+          scope: { subject_identity: a.machineId, nsd_id: nsdId, network_id: net },
+          snapshot_revision: revision,
+          snapshot_digest: digest,
+          accepted: true,
+          enforcement_applied: true,
+          dns_applied: false,
+          errors: [],
+        },
+        { session_seq: 1n },
+      );
     /** Repeat ACKs of the current snapshot: the first records the ACK, the rest find it (idempotent, no write). */
     const repeatAcks = async (n: number) => {
       await authority.idle();
@@ -67,24 +132,51 @@ await withBenchDatabase('nsd_bench', async (config) => {
      * (producing n real snapshots would need n report changes), so every ACK is recorded (an INSERT + durable commit).
      */
     const firstAcks = async (n: number) => {
-      const revs = Array.from({ length: n }, () => ({ revision: syntheticRevision++, digest: new Uint8Array(randomBytes(32)) }));
+      const revs = Array.from({ length: n }, () => ({
+        revision: syntheticRevision++,
+        digest: new Uint8Array(randomBytes(32)),
+      }));
       await fixtures.query(
         `INSERT INTO service_control.snapshot_history SELECT $1, $2, r, d FROM unnest($3::numeric[], $4::bytea[]) AS u(r, d)`,
-        [Buffer.from(a.machineId), Buffer.from(net), revs.map((r) => r.revision.toString()), revs.map((r) => Buffer.from(r.digest))],
+        [
+          Buffer.from(a.machineId),
+          Buffer.from(net),
+          revs.map((r) => r.revision.toString()),
+          revs.map((r) => Buffer.from(r.digest)),
+        ],
       );
       return revs.map((r) => ack(r.revision, r.digest));
     };
-    await call(env('runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }, { authority_epoch: null }));
+    await call(
+      env('runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }, { authority_epoch: null }),
+    );
     await call(env('session.open', {}, { session_seq: 1n }));
     await call(replace());
-    return { a, pem, client, call, replace, replaces: (n: number) => Array.from({ length: n }, replace), repeatAcks, firstAcks };
+    return {
+      a,
+      pem,
+      client,
+      call,
+      replace,
+      replaces: (n: number) => Array.from({ length: n }, replace),
+      repeatAcks,
+      firstAcks,
+    };
   };
   type Publisher = Awaited<ReturnType<typeof publisher>>;
 
   /** Run prepared payloads on the load-generator thread (load.ts), one sequential client per publisher, all at once. */
-  const runClients = async (label: string, jobs: readonly { pub: Publisher; payloads: Uint8Array[] }[], target = url) => {
+  const runClients = async (
+    label: string,
+    jobs: readonly { pub: Publisher; payloads: Uint8Array[] }[],
+    target = url,
+  ) => {
     progress(`${label}: ${jobs.length} client(s), ${jobs.reduce((n, j) => n + j.payloads.length, 0)} requests`);
-    const load = await startLoad({ url: target, nsdKey: nsd.machineId, clients: jobs.map((j) => ({ pem: j.pub.pem, payloads: j.payloads })) });
+    const load = await startLoad({
+      url: target,
+      nsdKey: nsd.machineId,
+      clients: jobs.map((j) => ({ pem: j.pub.pem, payloads: j.payloads })),
+    });
     const { window, drained, busy, rt0, cpu } = await profiled(label, async () => {
       const rt0 = roundTrips();
       const s0 = mainThreadSched();
@@ -96,12 +188,26 @@ await withBenchDatabase('nsd_bench', async (config) => {
       await authority.idle(); // snapshot productions queued by the run
       const drained = Number(process.hrtime.bigint() - t0) / 1e9;
       const n = window.requests;
-      return { window, drained, busy, rt0, cpu: s0 === null || s1 === null ? null : { run: (s1.run - s0.run) / n, wait: (s1.wait - s0.wait) / n } };
+      return {
+        window,
+        drained,
+        busy,
+        rt0,
+        cpu: s0 === null || s1 === null ? null : { run: (s1.run - s0.run) / n, wait: (s1.wait - s0.wait) / n },
+      };
     });
     const check = await load.check();
-    if (check.failures > 0) throw new Error(`${label}: ${check.failures} answers failed their check, first: ${check.firstFailure}`);
+    if (check.failures > 0)
+      throw new Error(`${label}: ${check.failures} answers failed their check, first: ${check.firstFailure}`);
     const n = window.requests;
-    return { rate: n / window.seconds, drainedRate: n / Math.max(drained, window.seconds), roundTrips: (roundTrips() - rt0) / n, busy, cpu, machine: window.machine };
+    return {
+      rate: n / window.seconds,
+      drainedRate: n / Math.max(drained, window.seconds),
+      roundTrips: (roundTrips() - rt0) / n,
+      busy,
+      cpu,
+      machine: window.machine,
+    };
   };
 
   /**
@@ -111,7 +217,8 @@ await withBenchDatabase('nsd_bench', async (config) => {
   const echoServer = createServer((req, res) => void serveUnary(side, req, res, async (e) => e.payload));
   await new Promise<void>((r) => echoServer.listen(0, '127.0.0.1', r));
   const signedEchoUrl = `http://127.0.0.1:${(echoServer.address() as AddressInfo).port}/v1/rpc`;
-  const transportCeiling = (label: string, jobs: readonly { pub: Publisher; payloads: Uint8Array[] }[]) => runClients(label, jobs, signedEchoUrl);
+  const transportCeiling = (label: string, jobs: readonly { pub: Publisher; payloads: Uint8Array[] }[]) =>
+    runClients(label, jobs, signedEchoUrl);
 
   const rows: string[] = [];
   const fmt = (x: number) => x.toFixed(0).padStart(6);
@@ -132,12 +239,24 @@ await withBenchDatabase('nsd_bench', async (config) => {
   const ceilSeq = await transportCeiling('echo-1', [{ pub: p0, payloads: await p0.repeatAcks(N) }]);
   const rawSeq2 = (await rawUpsertRun(config, 1, N)).rate;
   const rawS = (rawSeq + rawSeq2) / 2;
-  rows.push(`one client, sequential (N=${N}); raw upserts ${fmt(rawSeq)} /s before, ${fmt(rawSeq2)} /s after — peer = mean ${fmt(rawS)} /s`);
-  rows.push(`  report.replace  ${fmt(repSeq.rate)} /s  ratio ${ratio(repSeq.rate, rawS)}   incl. the snapshot productions it queued: ${fmt(repSeq.drainedRate)} /s (${ratio(repSeq.drainedRate, rawS)});  ${repSeq.roundTrips.toFixed(1)} round trips/request incl. production; ${busy(repSeq)}`);
-  rows.push(`  snapshot.ack    ${fmt(ackSeq.rate)} /s  ratio ${ratio(ackSeq.rate, rawS)}   ${ackSeq.roundTrips.toFixed(1)} round trips/request (first ACK of each revision: writes the ACK row); ${busy(ackSeq)}`);
-  rows.push(`  repeat ACK      ${fmt(repeatSeq.rate)} /s  ratio ${ratio(repeatSeq.rate, rawS)}   ${repeatSeq.roundTrips.toFixed(1)} round trips/request (idempotent: the ACK row exists, nothing written); ${busy(repeatSeq)}`);
-  rows.push(`  transport alone (signed echo, no store) ${fmt(ceilSeq.rate)} /s  ratio ${ratio(ceilSeq.rate, rawS)} — the ceiling of any request on this machine; ${busy(ceilSeq)}`);
-  rows.push(`  raw upsert: ${machineCpuText(rawSeqRun.machine)}; ${requestBound({ rate: rawS, machine: rawSeqRun.machine }, ceilSeq, cores, true).text}`);
+  rows.push(
+    `one client, sequential (N=${N}); raw upserts ${fmt(rawSeq)} /s before, ${fmt(rawSeq2)} /s after — peer = mean ${fmt(rawS)} /s`,
+  );
+  rows.push(
+    `  report.replace  ${fmt(repSeq.rate)} /s  ratio ${ratio(repSeq.rate, rawS)}   incl. the snapshot productions it queued: ${fmt(repSeq.drainedRate)} /s (${ratio(repSeq.drainedRate, rawS)});  ${repSeq.roundTrips.toFixed(1)} round trips/request incl. production; ${busy(repSeq)}`,
+  );
+  rows.push(
+    `  snapshot.ack    ${fmt(ackSeq.rate)} /s  ratio ${ratio(ackSeq.rate, rawS)}   ${ackSeq.roundTrips.toFixed(1)} round trips/request (first ACK of each revision: writes the ACK row); ${busy(ackSeq)}`,
+  );
+  rows.push(
+    `  repeat ACK      ${fmt(repeatSeq.rate)} /s  ratio ${ratio(repeatSeq.rate, rawS)}   ${repeatSeq.roundTrips.toFixed(1)} round trips/request (idempotent: the ACK row exists, nothing written); ${busy(repeatSeq)}`,
+  );
+  rows.push(
+    `  transport alone (signed echo, no store) ${fmt(ceilSeq.rate)} /s  ratio ${ratio(ceilSeq.rate, rawS)} — the ceiling of any request on this machine; ${busy(ceilSeq)}`,
+  );
+  rows.push(
+    `  raw upsert: ${machineCpuText(rawSeqRun.machine)}; ${requestBound({ rate: rawS, machine: rawSeqRun.machine }, ceilSeq, cores, true).text}`,
+  );
 
   // ── C clients in flight ──
   const pubs: Publisher[] = [p0];
@@ -154,16 +273,31 @@ await withBenchDatabase('nsd_bench', async (config) => {
     };
     const ack = await runClients(`ack-${c}`, await prepare((pub) => pub.firstAcks(per)));
     const repeat = await runClients(`repeat-ack-${c}`, await prepare((pub) => pub.repeatAcks(per)));
-    const rep = await runClients(`replace-${c}`, use.map((pub) => ({ pub, payloads: pub.replaces(per) })));
+    const rep = await runClients(
+      `replace-${c}`,
+      use.map((pub) => ({ pub, payloads: pub.replaces(per) })),
+    );
     const ceil = await transportCeiling(`echo-${c}`, await prepare((pub) => pub.repeatAcks(per)));
     const raw2 = (await rawUpsertRun(config, c, per)).rate;
     const raw = (raw1 + raw2) / 2;
-    rows.push(`${c} clients in flight (${per} requests each); raw upserts on ${c} connections ${fmt(raw1)} /s before, ${fmt(raw2)} /s after — peer = mean ${fmt(raw)} /s`);
-    rows.push(`  report.replace  ${fmt(rep.rate)} /s  ratio ${ratio(rep.rate, raw)}   incl. the snapshot productions it queued: ${fmt(rep.drainedRate)} /s (${ratio(rep.drainedRate, raw)}); ${rep.roundTrips.toFixed(1)} round trips/request; ${busy(rep)}`);
-    rows.push(`  snapshot.ack    ${fmt(ack.rate)} /s  ratio ${ratio(ack.rate, raw)}   ${ack.roundTrips.toFixed(1)} round trips/request (first ACKs); ${busy(ack)}`);
-    rows.push(`  repeat ACK      ${fmt(repeat.rate)} /s  ratio ${ratio(repeat.rate, raw)}   ${repeat.roundTrips.toFixed(1)} round trips/request; ${busy(repeat)}`);
-    rows.push(`  transport alone (signed echo, no store) ${fmt(ceil.rate)} /s  ratio ${ratio(ceil.rate, raw)} — the ceiling; ${busy(ceil)}`);
-    rows.push(`  raw upserts: ${machineCpuText(raw1Run.machine)}; ${requestBound({ rate: raw, machine: raw1Run.machine }, ceil, cores, false).text}`);
+    rows.push(
+      `${c} clients in flight (${per} requests each); raw upserts on ${c} connections ${fmt(raw1)} /s before, ${fmt(raw2)} /s after — peer = mean ${fmt(raw)} /s`,
+    );
+    rows.push(
+      `  report.replace  ${fmt(rep.rate)} /s  ratio ${ratio(rep.rate, raw)}   incl. the snapshot productions it queued: ${fmt(rep.drainedRate)} /s (${ratio(rep.drainedRate, raw)}); ${rep.roundTrips.toFixed(1)} round trips/request; ${busy(rep)}`,
+    );
+    rows.push(
+      `  snapshot.ack    ${fmt(ack.rate)} /s  ratio ${ratio(ack.rate, raw)}   ${ack.roundTrips.toFixed(1)} round trips/request (first ACKs); ${busy(ack)}`,
+    );
+    rows.push(
+      `  repeat ACK      ${fmt(repeat.rate)} /s  ratio ${ratio(repeat.rate, raw)}   ${repeat.roundTrips.toFixed(1)} round trips/request; ${busy(repeat)}`,
+    );
+    rows.push(
+      `  transport alone (signed echo, no store) ${fmt(ceil.rate)} /s  ratio ${ratio(ceil.rate, raw)} — the ceiling; ${busy(ceil)}`,
+    );
+    rows.push(
+      `  raw upserts: ${machineCpuText(raw1Run.machine)}; ${requestBound({ rate: raw, machine: raw1Run.machine }, ceil, cores, false).text}`,
+    );
   }
 
   // ── where the time of one request goes (this thread, sequential, µs per request) ──
@@ -198,16 +332,22 @@ await withBenchDatabase('nsd_bench', async (config) => {
   await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
   const echoUrl = `http://127.0.0.1:${(echo.address() as AddressInfo).port}/`;
   const sealedAck = sealEnvelope(p0.a, ackPayload as Uint8Array);
-  const http = await micros(M, () =>
-    new Promise<void>((resolve, reject) => {
-      const req = request(echoUrl, { method: 'POST', agent, headers: { 'content-length': sealedAck.length } }, (res) => {
-        res.on('data', () => undefined);
-        res.on('end', resolve);
-      });
-      req.on('socket', (s) => s.setNoDelay(true));
-      req.on('error', reject);
-      req.end(sealedAck);
-    }),
+  const http = await micros(
+    M,
+    () =>
+      new Promise<void>((resolve, reject) => {
+        const req = request(
+          echoUrl,
+          { method: 'POST', agent, headers: { 'content-length': sealedAck.length } },
+          (res) => {
+            res.on('data', () => undefined);
+            res.on('end', resolve);
+          },
+        );
+        req.on('socket', (s) => s.setNoDelay(true));
+        req.on('error', reject);
+        req.end(sealedAck);
+      }),
   );
   echo.close();
   agent.destroy();
@@ -221,10 +361,18 @@ await withBenchDatabase('nsd_bench', async (config) => {
   })();
   const endToEnd = 1e6 / ackSeq.rate;
   const us = (x: number) => `${x.toFixed(0).padStart(5)} µs`;
-  rows.push(`where one (first) snapshot.ack's time goes (sequential, this thread; end to end ${us(endToEnd)} = ${fmt(ackSeq.rate)} /s):`);
-  rows.push(`  client seal ${us(seal)} | server verify + replay ${us(open)} | handle incl. PostgreSQL ${us(handleAck)} (${ackTrips.toFixed(1)} round trips) | server seal ${us(sealReply)} | client verify + replay ${us(verifyReply)} | bare HTTP round trip ${us(http)}`);
-  rows.push(`  sum ${us(seal + open + handleAck + sealReply + verifyReply + http)}; signed HTTP echo (transport without handle) ${us(signedEcho)} = ${fmt(1e6 / signedEcho)} /s (${ratio(1e6 / signedEcho, rawS)} of raw); raw upsert ${us(1e6 / rawS)}`);
-  rows.push(`  report.replace handle incl. PostgreSQL ${us(handleReplace)} (reply path only; its snapshot production runs after the reply)`);
+  rows.push(
+    `where one (first) snapshot.ack's time goes (sequential, this thread; end to end ${us(endToEnd)} = ${fmt(ackSeq.rate)} /s):`,
+  );
+  rows.push(
+    `  client seal ${us(seal)} | server verify + replay ${us(open)} | handle incl. PostgreSQL ${us(handleAck)} (${ackTrips.toFixed(1)} round trips) | server seal ${us(sealReply)} | client verify + replay ${us(verifyReply)} | bare HTTP round trip ${us(http)}`,
+  );
+  rows.push(
+    `  sum ${us(seal + open + handleAck + sealReply + verifyReply + http)}; signed HTTP echo (transport without handle) ${us(signedEcho)} = ${fmt(1e6 / signedEcho)} /s (${ratio(1e6 / signedEcho, rawS)} of raw); raw upsert ${us(1e6 / rawS)}`,
+  );
+  rows.push(
+    `  report.replace handle incl. PostgreSQL ${us(handleReplace)} (reply path only; its snapshot production runs after the reply)`,
+  );
 
   console.log(`nsd bench (loopback; PostgreSQL ${config.host}:${config.port}; goal: each ratio ≥ 0.5)`);
   for (const r of rows) console.log(r);

@@ -25,15 +25,22 @@ export interface ClientCheck {
 }
 
 const outcome = (m: Message): string =>
-  m.kind === 'lease.result' ? `${m.kind}:${(m.body as { results: readonly { result: string }[] }).results.map((r) => r.result).join(',')}` : m.kind;
+  m.kind === 'lease.result'
+    ? `${m.kind}:${(m.body as { results: readonly { result: string }[] }).results.map((r) => r.result).join(',')}`
+    : m.kind;
 
 const job = workerData as ClientJob;
 const load = await prepareLoad(
   job.url,
-  job.clients.map((c) => ({ side: { signer: signerFromPem(c.pem), trust: trustOnly(job.nsdKey), replay: new ReplayCache() }, payloads: c.payloads })),
+  job.clients.map((c) => ({
+    side: { signer: signerFromPem(c.pem), trust: trustOnly(job.nsdKey), replay: new ReplayCache() },
+    payloads: c.payloads,
+  })),
 );
 parentPort?.postMessage('ready');
 await new Promise<void>((resolve) => parentPort?.once('message', () => resolve()));
 parentPort?.postMessage({ window: (await load.run()) satisfies ClientWindow });
 const { failures, firstFailure, answers } = load.verify();
-parentPort?.postMessage({ check: { failures, firstFailure, outcomes: answers.flat().map(outcome) } satisfies ClientCheck });
+parentPort?.postMessage({
+  check: { failures, firstFailure, outcomes: answers.flat().map(outcome) } satisfies ClientCheck,
+});

@@ -13,12 +13,28 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Either } from 'effect';
 import type pg from 'pg';
-import { REFRESH_PERIOD_MS, SnapshotPushBody, decodeMessage, reportDigest, snapshotDigest } from '@homelab/service-control';
+import {
+  REFRESH_PERIOD_MS,
+  SnapshotPushBody,
+  decodeMessage,
+  reportDigest,
+  snapshotDigest,
+} from '@homelab/service-control';
 import { Authority, listenerIntentOf } from '@homelab/service-control/application';
 import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
 import { ReplayCache, generateSigner, serveUnary, trustSelfCertifying } from '@homelab/service-control/transport';
 import { availableParallelism } from 'node:os';
-import { type PgConfig, benchClient, machineCpuText, mainThreadSched, profiled, rawUpsertRun, requestBound, roundTrips, withBenchDatabase } from './pg.js';
+import {
+  type PgConfig,
+  benchClient,
+  machineCpuText,
+  mainThreadSched,
+  profiled,
+  rawUpsertRun,
+  requestBound,
+  roundTrips,
+  withBenchDatabase,
+} from './pg.js';
 import { startLoad } from './load-thread.js';
 import { signedClient } from './signed-client.js';
 
@@ -29,7 +45,9 @@ const PUBLISHERS = (process.env['BENCH_PUBLISHERS'] ?? '1000,10000').split(',').
 /** CPU ms of this process and of the bench database's PostgreSQL backends (/proc, when PostgreSQL is local). */
 const cpuMs = async (admin: pg.Client, database: string): Promise<{ node: number; pg: number | null }> => {
   const u = process.cpuUsage();
-  const pids = (await admin.query('SELECT pid FROM pg_stat_activity WHERE datname = $1', [database])).rows.map((r) => r.pid as number);
+  const pids = (await admin.query('SELECT pid FROM pg_stat_activity WHERE datname = $1', [database])).rows.map(
+    (r) => r.pid as number,
+  );
   let ticks = 0;
   for (const pid of pids) {
     try {
@@ -47,10 +65,18 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   const store = makePgAuthorityStore(config);
   await store.migrate();
   const { nsdId, epoch } = await store.takeover();
-  const authority = new Authority({ store, nsdId, epoch, now: Date.now, leaseNow: () => Math.floor(performance.now()) });
+  const authority = new Authority({
+    store,
+    nsdId,
+    epoch,
+    now: Date.now,
+    leaseNow: () => Math.floor(performance.now()),
+  });
   const nsd = generateSigner().signer;
   const side = { signer: nsd, trust: trustSelfCertifying, replay: new ReplayCache() };
-  const server = createServer((req, res) => void serveUnary(side, req, res, (env) => authority.handle(env.machineId, env.payload)));
+  const server = createServer(
+    (req, res) => void serveUnary(side, req, res, (env) => authority.handle(env.machineId, env.payload)),
+  );
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/rpc`;
   const net = new Uint8Array(randomBytes(16));
@@ -61,14 +87,37 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     const { signer: a, privateKeyPem: pem } = generateSigner();
     await store.addMember(a.machineId, net);
     const { env, call, rid } = signedClient({ signer: a, nsdKey: nsd.machineId, url, nsdId, networkId: net, epoch });
-    await call(env('runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }, { authority_epoch: null }));
+    await call(
+      env('runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }, { authority_epoch: null }),
+    );
     await call(env('session.open', {}, { session_seq: 1n }));
     const scope = { publisher_identity: a.machineId, nsd_id: nsdId, network_id: net };
-    const content = { scope, strict_mode: false, declarations: [{ declaration_key: 'svc', display_name: null, description: null, enabled: true, protocols: ['tcp'], backend_host: { ipv4: new Uint8Array([10, 0, 0, 1]) }, backend_port: 80, port_mode: 'auto', requested_port: null }] };
-    await call(env('report.replace', { scope, report_revision: 1n, report_digest: reportDigest(content as never), content }));
+    const content = {
+      scope,
+      strict_mode: false,
+      declarations: [
+        {
+          declaration_key: 'svc',
+          display_name: null,
+          description: null,
+          enabled: true,
+          protocols: ['tcp'],
+          backend_host: { ipv4: new Uint8Array([10, 0, 0, 1]) },
+          backend_port: 80,
+          port_mode: 'auto',
+          requested_port: null,
+        },
+      ],
+    };
+    await call(
+      env('report.replace', { scope, report_revision: 1n, report_digest: reportDigest(content as never), content }),
+    );
     await authority.idle();
     // P allocation and listener production are other modules' work: confirm P and write the listener snapshot here
-    await rawPg.query('UPDATE service_control.service SET port = $1 WHERE publisher = $2', [port, Buffer.from(a.machineId)]);
+    await rawPg.query('UPDATE service_control.service SET port = $1 WHERE publisher = $2', [
+      port,
+      Buffer.from(a.machineId),
+    ]);
     // P is set directly, so nsd's own offer for the report is dropped (decision 0150): without an allocation record the
     // ready check compares P only (as in test/e2e-lease.test.ts)
     await rawPg.query('DELETE FROM service_control.port_allocation');
@@ -81,17 +130,59 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     const last = await store.transact(epoch, async (tx) => Either.right(await tx.lockSnapshot(a.machineId, net)));
     if (Either.isLeft(last)) throw last.left;
     const revision = (last.right?.revision ?? 0n) + 1n;
-    const snapshot = { scope: { subject_identity: a.machineId, nsd_id: nsdId, network_id: net }, snapshot_revision: revision, resources: [], listeners: [{ ...li.fields, intent_digest: li.intentDigest, proposal: null, state: 'ready' as const }], grants: [], withdrawals: [] };
+    const snapshot = {
+      scope: { subject_identity: a.machineId, nsd_id: nsdId, network_id: net },
+      snapshot_revision: revision,
+      resources: [],
+      listeners: [{ ...li.fields, intent_digest: li.intentDigest, proposal: null, state: 'ready' as const }],
+      grants: [],
+      withdrawals: [],
+    };
     const digest = snapshotDigest(snapshot as never);
     await store.transact(epoch, async (tx) => {
-      await tx.saveSnapshot(a.machineId, net, { revision, bodyDigest: digest, digest, body: SnapshotPushBody.encodeOrThrow({ snapshot: snapshot as never, snapshot_digest: digest }) });
+      await tx.saveSnapshot(a.machineId, net, {
+        revision,
+        bodyDigest: digest,
+        digest,
+        body: SnapshotPushBody.encodeOrThrow({ snapshot: snapshot as never, snapshot_digest: digest }),
+      });
       return Either.void;
     });
-    await call(env('snapshot.ack', { scope: snapshot.scope, snapshot_revision: revision, snapshot_digest: digest, accepted: true, enforcement_applied: true, dns_applied: false, errors: [] }, { session_seq: 1n }));
+    await call(
+      env(
+        'snapshot.ack',
+        {
+          scope: snapshot.scope,
+          snapshot_revision: revision,
+          snapshot_digest: digest,
+          accepted: true,
+          enforcement_applied: true,
+          dns_applied: false,
+          errors: [],
+        },
+        { session_seq: 1n },
+      ),
+    );
     let seq = 0n;
     const ready = (kind: 'listener.ready' | 'lease.refresh') => {
       seq++;
-      const body = { service_ref: li.fields.service_ref, refresh_seq: seq, listener_revision: li.fields.listener_revision, intent_digest: li.intentDigest, proposal_id: rid, allocation_round: 1n, proposal_seq: 1n, P: li.fields.P, snapshot_revision: revision, snapshot_digest: digest, proof: { installed_protocols: li.fields.protocols, installed_P: li.fields.P, enforcement_policy_digest: li.fields.enforcement_policy_digest } };
+      const body = {
+        service_ref: li.fields.service_ref,
+        refresh_seq: seq,
+        listener_revision: li.fields.listener_revision,
+        intent_digest: li.intentDigest,
+        proposal_id: rid,
+        allocation_round: 1n,
+        proposal_seq: 1n,
+        P: li.fields.P,
+        snapshot_revision: revision,
+        snapshot_digest: digest,
+        proof: {
+          installed_protocols: li.fields.protocols,
+          installed_P: li.fields.P,
+          enforcement_policy_digest: li.fields.enforcement_policy_digest,
+        },
+      };
       return env(kind, body, { session_seq: 1n });
     };
     const refresh = async () => {
@@ -107,7 +198,8 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     await reready();
     const direct = async () => {
       const r = decodeMessage(await authority.handle(a.machineId, ready('lease.refresh')));
-      if (Either.isLeft(r) || r.right.kind !== 'lease.result' || r.right.body.results[0]?.result !== 'granted') throw new Error('refresh refused');
+      if (Either.isLeft(r) || r.right.kind !== 'lease.result' || r.right.body.results[0]?.result !== 'granted')
+        throw new Error('refresh refused');
     };
     /** n refreshes, prepared for the load generator (each its own refresh_seq, in order). */
     const refreshes = (n: number) => Array.from({ length: n }, () => ready('lease.refresh'));
@@ -133,12 +225,22 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     const s1 = mainThreadSched();
     const c1 = await cpuMs(admin, config.database);
     const thread = s0 === null || s1 === null ? null : { run: (s1.run - s0.run) / n, wait: (s1.wait - s0.wait) / n };
-    return { rate: (n * 1e9) / ns, roundTrips: (roundTrips() - q0) / n, cpuNode: (c1.node - c0.node) / n, cpuPg: c0.pg === null || c1.pg === null ? null : (c1.pg - c0.pg) / n, thread };
+    return {
+      rate: (n * 1e9) / ns,
+      roundTrips: (roundTrips() - q0) / n,
+      cpuNode: (c1.node - c0.node) / n,
+      cpuPg: c0.pg === null || c1.pg === null ? null : (c1.pg - c0.pg) / n,
+      thread,
+    };
   };
   /** `clients` loops of `per` calls each on this thread, all in flight together (the direct `handle` runs). */
   const run = (label: string, clients: readonly (() => Promise<unknown>)[], per: number): Promise<Run> =>
     measure(label, per * clients.length, async () => {
-      await Promise.all(clients.map(async (f) => { for (let i = 0; i < per; i++) await f(); }));
+      await Promise.all(
+        clients.map(async (f) => {
+          for (let i = 0; i < per; i++) await f();
+        }),
+      );
       return undefined;
     });
   /**
@@ -147,11 +249,18 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
    */
   const runLoad = async (label: string, use: readonly Publisher[], per: number): Promise<Run> => {
     await Promise.all(use.map((p) => p.reready()));
-    const load = await startLoad({ url, nsdKey: nsd.machineId, clients: use.map((p) => ({ pem: p.pem, payloads: p.refreshes(per) })) });
+    const load = await startLoad({
+      url,
+      nsdKey: nsd.machineId,
+      clients: use.map((p) => ({ pem: p.pem, payloads: p.refreshes(per) })),
+    });
     const r = await measure(label, per * use.length, async () => (await load.go()).seconds * 1e9);
     const check = await load.check();
     const refused = check.outcomes.filter((o) => o !== 'lease.result:granted');
-    if (check.failures > 0 || refused.length > 0) throw new Error(`${label}: ${check.failures} answers failed their check (first: ${check.firstFailure}), ${refused.length} not granted (first: ${refused[0]})`);
+    if (check.failures > 0 || refused.length > 0)
+      throw new Error(
+        `${label}: ${check.failures} answers failed their check (first: ${check.firstFailure}), ${refused.length} not granted (first: ${refused[0]})`,
+      );
     return r;
   };
 
@@ -163,10 +272,15 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   await new Promise<void>((r) => echoServer.listen(0, '127.0.0.1', r));
   const echoUrl = `http://127.0.0.1:${(echoServer.address() as AddressInfo).port}/v1/rpc`;
   const runEcho = async (use: readonly Publisher[], per: number) => {
-    const load = await startLoad({ url: echoUrl, nsdKey: nsd.machineId, clients: use.map((p) => ({ pem: p.pem, payloads: p.refreshes(per) })) });
+    const load = await startLoad({
+      url: echoUrl,
+      nsdKey: nsd.machineId,
+      clients: use.map((p) => ({ pem: p.pem, payloads: p.refreshes(per) })),
+    });
     const window = await load.go();
     const check = await load.check();
-    if (check.failures > 0) throw new Error(`echo: ${check.failures} answers failed their check (first: ${check.firstFailure})`);
+    if (check.failures > 0)
+      throw new Error(`echo: ${check.failures} answers failed their check (first: ${check.firstFailure})`);
     return { rate: window.requests / window.seconds, machine: window.machine };
   };
   const cores = availableParallelism();
@@ -181,25 +295,40 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   const fmt = (x: number, w = 7) => x.toFixed(0).padStart(w);
   const cpu = (r: Run) =>
     `CPU ${r.cpuNode.toFixed(2)} ms nsd + load generator${r.cpuPg === null ? '' : ` + ${r.cpuPg.toFixed(2)} ms PostgreSQL`} per call` +
-    (r.thread === null ? '' : ` (main thread ${r.thread.run.toFixed(0)} µs on a core + ${r.thread.wait.toFixed(0)} µs waiting for one)`);
-  const grantRows = async () => Number((await rawPg.query('SELECT count(*) AS n FROM service_control.lease_grant')).rows[0].n);
-  console.log(`nsd lease bench (N=${N} per client, loopback; PostgreSQL ${config.host}:${config.port}; store pool max 10)`);
+    (r.thread === null
+      ? ''
+      : ` (main thread ${r.thread.run.toFixed(0)} µs on a core + ${r.thread.wait.toFixed(0)} µs waiting for one)`);
+  const grantRows = async () =>
+    Number((await rawPg.query('SELECT count(*) AS n FROM service_control.lease_grant')).rows[0].n);
+  console.log(
+    `nsd lease bench (N=${N} per client, loopback; PostgreSQL ${config.host}:${config.port}; store pool max 10)`,
+  );
   const raw1Run = await rawUpsertRun(config, 1, N);
   const raw1 = raw1Run.rate;
   const ref1 = await runLoad('refresh-1', [p0], N);
   const dir1 = await run('refresh-direct-1', [p0.direct], N);
   const echo1 = await runEcho([p0], N);
-  console.log(`  one client:  raw upsert ${fmt(raw1)} /s   lease.refresh ${fmt(ref1.rate)} /s   ratio ${(ref1.rate / raw1).toFixed(3)} (goal ≥ 0.5)`);
-  console.log(`               signed echo (transport alone) ${fmt(echo1.rate)} /s (${(echo1.rate / raw1).toFixed(3)}); raw upsert ${machineCpuText(raw1Run.machine)}; ${requestBound(raw1Run, echo1, cores, true).text}`);
+  console.log(
+    `  one client:  raw upsert ${fmt(raw1)} /s   lease.refresh ${fmt(ref1.rate)} /s   ratio ${(ref1.rate / raw1).toFixed(3)} (goal ≥ 0.5)`,
+  );
+  console.log(
+    `               signed echo (transport alone) ${fmt(echo1.rate)} /s (${(echo1.rate / raw1).toFixed(3)}); raw upsert ${machineCpuText(raw1Run.machine)}; ${requestBound(raw1Run, echo1, cores, true).text}`,
+  );
   console.log(`               round trips per refresh ${ref1.roundTrips.toFixed(2)}; ${cpu(ref1)}`);
-  console.log(`               lease.refresh without HTTP (handle) ${fmt(dir1.rate)} /s, ${dir1.roundTrips.toFixed(2)} round trips; ${cpu(dir1)}`);
+  console.log(
+    `               lease.refresh without HTTP (handle) ${fmt(dir1.rate)} /s, ${dir1.roundTrips.toFixed(2)} round trips; ${cpu(dir1)}`,
+  );
   for (const c of CONCURRENCY) {
     const rawCRun = await rawUpsertRun(config, c, N);
     const rawC = rawCRun.rate;
     const refC = await runLoad(`refresh-${c}`, pubs.slice(0, c), N);
     const echoC = await runEcho(pubs.slice(0, c), N);
-    console.log(`  ${String(c).padStart(2)} clients:  raw upsert ${fmt(rawC)} /s   lease.refresh ${fmt(refC.rate)} /s   ratio ${(refC.rate / rawC).toFixed(3)}; ${refC.roundTrips.toFixed(2)} round trips; ${cpu(refC)}`);
-    console.log(`               signed echo ${fmt(echoC.rate)} /s (${(echoC.rate / rawC).toFixed(3)}); ${requestBound(rawCRun, echoC, cores, false).text}`);
+    console.log(
+      `  ${String(c).padStart(2)} clients:  raw upsert ${fmt(rawC)} /s   lease.refresh ${fmt(refC.rate)} /s   ratio ${(refC.rate / rawC).toFixed(3)}; ${refC.roundTrips.toFixed(2)} round trips; ${cpu(refC)}`,
+    );
+    console.log(
+      `               signed echo ${fmt(echoC.rate)} /s (${(echoC.rate / rawC).toFixed(3)}); ${requestBound(rawCRun, echoC, cores, false).text}`,
+    );
   }
 
   // N publishers: clone the measured publishers' lease, session, service and snapshot rows in SQL up to N publishers,
@@ -216,18 +345,41 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     { table: 'ack', who: 'target' },
     { table: 'lease_snapshot_stamp', who: 'target' },
     { table: 'lease_mark', who: 'holder' },
-    { table: 'lease_grant', who: 'holder', extra: `AND request_id = (SELECT request_id FROM service_control.lease_mark WHERE holder = $1)` },
+    {
+      table: 'lease_grant',
+      who: 'holder',
+      extra: `AND request_id = (SELECT request_id FROM service_control.lease_mark WHERE holder = $1)`,
+    },
   ];
-  const keyCols = new Set(['identity', 'publisher', 'holder', 'target', 'service_id', 'space', 'grant_id', 'request_id']);
+  const keyCols = new Set([
+    'identity',
+    'publisher',
+    'holder',
+    'target',
+    'service_id',
+    'space',
+    'grant_id',
+    'request_id',
+  ]);
   let seeded = maxC;
   for (const publishers of PUBLISHERS) {
     const add = publishers - seeded;
     if (add > 0) {
       for (const { table, who, extra } of cloneTables) {
-        const cols = (await rawPg.query(`SELECT column_name FROM information_schema.columns WHERE table_schema = 'service_control' AND table_name = $1 ORDER BY ordinal_position`, [table])).rows.map((r) => r.column_name as string);
+        const cols = (
+          await rawPg.query(
+            `SELECT column_name FROM information_schema.columns WHERE table_schema = 'service_control' AND table_name = $1 ORDER BY ordinal_position`,
+            [table],
+          )
+        ).rows.map((r) => r.column_name as string);
         // key columns → a per-copy hash of the same length (ids stay distinct; the service id of a copy is the same in every table)
-        const sel = cols.map((c) => (keyCols.has(c) ? `substring(sha256(${c} || int4send(g)) from 1 for length(${c}))` : c)).join(', ');
-        await rawPg.query(`INSERT INTO service_control.${table} (${cols.join(', ')}) SELECT ${sel} FROM service_control.${table}, generate_series($2::int, $3::int) g WHERE ${who} = $1 ${extra ?? ''}`, [template, seeded, publishers - 1]);
+        const sel = cols
+          .map((c) => (keyCols.has(c) ? `substring(sha256(${c} || int4send(g)) from 1 for length(${c}))` : c))
+          .join(', ');
+        await rawPg.query(
+          `INSERT INTO service_control.${table} (${cols.join(', ')}) SELECT ${sel} FROM service_control.${table}, generate_series($2::int, $3::int) g WHERE ${who} = $1 ${extra ?? ''}`,
+          [template, seeded, publishers - 1],
+        );
       }
       await rawPg.query('ANALYZE');
       seeded = publishers;
@@ -242,8 +394,16 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
         ` (the load would use ${((100 * needed) / r.rate).toFixed(0)}% of that capacity); ${cpu(r)}; lease_grant rows ${rows0} → ${rows1} after ${refreshes} refreshes`,
     );
   }
-  const totalRefreshes = Number((await rawPg.query(`SELECT coalesce(sum(seq), 0) AS n FROM service_control.lease_mark WHERE holder = ANY($1)`, [pubs.map((p) => Buffer.from(p.identity))])).rows[0].n);
-  console.log(`  grant rows of the ${maxC} measured publishers after ${totalRefreshes} committed ready/refresh grants: ${(await rawPg.query('SELECT count(*) AS n FROM service_control.lease_grant WHERE holder = ANY($1)', [pubs.map((p) => Buffer.from(p.identity))])).rows[0].n} (pruned, decision 0165)`);
+  const totalRefreshes = Number(
+    (
+      await rawPg.query(`SELECT coalesce(sum(seq), 0) AS n FROM service_control.lease_mark WHERE holder = ANY($1)`, [
+        pubs.map((p) => Buffer.from(p.identity)),
+      ])
+    ).rows[0].n,
+  );
+  console.log(
+    `  grant rows of the ${maxC} measured publishers after ${totalRefreshes} committed ready/refresh grants: ${(await rawPg.query('SELECT count(*) AS n FROM service_control.lease_grant WHERE holder = ANY($1)', [pubs.map((p) => Buffer.from(p.identity))])).rows[0].n} (pruned, decision 0165)`,
+  );
   await rawPg.end();
   server.close();
   echoServer.close();

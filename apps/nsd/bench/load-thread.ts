@@ -10,9 +10,15 @@ const STEP_TIMEOUT_MS = 180_000;
 export const startLoad = async (job: ClientJob) => {
   // a worker's entry module is not seen by the parent's tsx loader: register tsx in the worker, then import it
   const entry = new URL('./client-worker.ts', import.meta.url).href;
-  const worker = new Worker(`import('tsx/esm/api').then((t) => { t.register(); return import(${JSON.stringify(entry)}); })`, { eval: true, workerData: job });
+  const worker = new Worker(
+    `import('tsx/esm/api').then((t) => { t.register(); return import(${JSON.stringify(entry)}); })`,
+    { eval: true, workerData: job },
+  );
   let exited: Error | null = null;
-  worker.once('exit', (code) => (exited = new Error(`the load-generator thread exited (code ${code}) before it answered`)));
+  worker.once(
+    'exit',
+    (code) => (exited = new Error(`the load-generator thread exited (code ${code}) before it answered`)),
+  );
   /**
    * The worker's next message; fails when it errs, exits without answering, or stays silent for STEP_TIMEOUT_MS (a
    * run that never answers — a lost connection, a request nsd never replies to — fails with a reason, not a hang).
@@ -28,8 +34,17 @@ export const startLoad = async (job: ClientJob) => {
         cleanup();
         resolve(m);
       };
-      const onExit = (code: number) => fail(new Error(`the load-generator thread exited (code ${code}) before it answered`));
-      const timer = setTimeout(() => fail(new Error(`the load-generator thread sent nothing for ${STEP_TIMEOUT_MS / 1000} s (a request without an answer?)`)), STEP_TIMEOUT_MS);
+      const onExit = (code: number) =>
+        fail(new Error(`the load-generator thread exited (code ${code}) before it answered`));
+      const timer = setTimeout(
+        () =>
+          fail(
+            new Error(
+              `the load-generator thread sent nothing for ${STEP_TIMEOUT_MS / 1000} s (a request without an answer?)`,
+            ),
+          ),
+        STEP_TIMEOUT_MS,
+      );
       const cleanup = () => {
         clearTimeout(timer);
         worker.off('message', onMessage);

@@ -7,7 +7,12 @@
 import { type Socket, connect } from 'node:net';
 import { Either } from 'effect';
 import { type Message, decodeMessage } from '@homelab/service-control';
-import { ENVELOPE_CONTENT_TYPE, type TransportSide, receiveEnvelope, sealEnvelope } from '@homelab/service-control/transport';
+import {
+  ENVELOPE_CONTENT_TYPE,
+  type TransportSide,
+  receiveEnvelope,
+  sealEnvelope,
+} from '@homelab/service-control/transport';
 
 /** One client: its transport side (signer, trust = the NSD key, replay cache) and its payloads, in order. */
 export interface LoadClient {
@@ -49,7 +54,12 @@ class Connection {
     return new Promise((resolve, reject) => {
       const socket = connect({ host: url.hostname, port: Number(url.port), noDelay: true }, () => {
         socket.off('error', reject);
-        resolve(new Connection(socket, `POST ${url.pathname} HTTP/1.1\r\nHost: ${url.host}\r\nContent-Type: ${ENVELOPE_CONTENT_TYPE}\r\nContent-Length: `));
+        resolve(
+          new Connection(
+            socket,
+            `POST ${url.pathname} HTTP/1.1\r\nHost: ${url.host}\r\nContent-Type: ${ENVELOPE_CONTENT_TYPE}\r\nContent-Length: `,
+          ),
+        );
       });
       socket.once('error', reject);
     });
@@ -91,7 +101,11 @@ class Connection {
 export const prepareLoad = async (url: string, clients: readonly LoadClient[]) => {
   const target = new URL(url);
   const prepared = await Promise.all(
-    clients.map(async (c) => ({ side: c.side, sealed: c.payloads.map((p) => sealEnvelope(c.side.signer, p)), connection: await Connection.open(target) })),
+    clients.map(async (c) => ({
+      side: c.side,
+      sealed: c.payloads.map((p) => sealEnvelope(c.side.signer, p)),
+      connection: await Connection.open(target),
+    })),
   );
   let raw: { status: number; body: Buffer }[][] = [];
   /** The timed window: every client posts its sealed requests one after another, all clients at once. */
@@ -123,10 +137,13 @@ export const prepareLoad = async (url: string, clients: readonly LoadClient[]) =
       if (Either.isLeft(env)) return fail(env.left.message);
       const m = decodeMessage(env.right.payload);
       if (Either.isLeft(m)) return fail(m.left.message);
-      if (m.right.kind === 'error') return fail(JSON.stringify(m.right.body, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v)));
+      if (m.right.kind === 'error')
+        return fail(JSON.stringify(m.right.body, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v)));
       return m.right;
     };
-    const answers = raw.map((rs, i) => rs.map((r) => check((prepared[i] as (typeof prepared)[number]).side, r)).filter((m): m is Message => m !== null));
+    const answers = raw.map((rs, i) =>
+      rs.map((r) => check((prepared[i] as (typeof prepared)[number]).side, r)).filter((m): m is Message => m !== null),
+    );
     return { failures, firstFailure, answers };
   };
   return { run, verify };

@@ -14,7 +14,9 @@ export interface PgBase {
 
 export const pgBase = (): PgBase => {
   const statePath = join(import.meta.dirname, '../../../.testbed/state.json');
-  const tb = existsSync(statePath) ? (JSON.parse(readFileSync(statePath, 'utf8')) as { postgres?: PgBase }).postgres : undefined;
+  const tb = existsSync(statePath)
+    ? (JSON.parse(readFileSync(statePath, 'utf8')) as { postgres?: PgBase }).postgres
+    : undefined;
   return {
     host: process.env['PGHOST'] ?? tb?.host ?? '127.0.0.1',
     port: Number(process.env['PGPORT'] ?? tb?.port ?? 5432),
@@ -25,7 +27,10 @@ export const pgBase = (): PgBase => {
 export type PgConfig = PgBase & { readonly database: string };
 
 /** Run `f` against a fresh database `<prefix>_<random>`, dropped afterwards (even on failure). */
-export const withBenchDatabase = async <A>(prefix: string, f: (config: PgConfig, admin: pg.Client) => Promise<A>): Promise<A> => {
+export const withBenchDatabase = async <A>(
+  prefix: string,
+  f: (config: PgConfig, admin: pg.Client) => Promise<A>,
+): Promise<A> => {
   const base = pgBase();
   const database = `${prefix}_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ ...base, database: 'postgres' });
@@ -50,7 +55,11 @@ export const rawUpsertRate = async (config: PgConfig, concurrency: number, perCl
   (await rawUpsertRun(config, concurrency, perClient)).rate;
 
 /** The raw upserts' rate and the machine's CPU per upsert while they ran (the peer's cost in the CPU budget). */
-export const rawUpsertRun = async (config: PgConfig, concurrency: number, perClient: number): Promise<{ readonly rate: number; readonly machine: MachineCpu }> => {
+export const rawUpsertRun = async (
+  config: PgConfig,
+  concurrency: number,
+  perClient: number,
+): Promise<{ readonly rate: number; readonly machine: MachineCpu }> => {
   const clients = await Promise.all(
     Array.from({ length: concurrency }, async () => {
       const c = new pg.Client(config);
@@ -63,10 +72,18 @@ export const rawUpsertRun = async (config: PgConfig, concurrency: number, perCli
   try {
     await clients[0]?.query('CREATE TABLE IF NOT EXISTS bench_upsert (k int PRIMARY KEY, v bigint NOT NULL)');
     let v = 0;
-    await Promise.all(clients.map(async (c, k) => { for (let i = 0; i < 20; i++) await c.query(UPSERT, [k, v++]); })); // warm up
+    await Promise.all(
+      clients.map(async (c, k) => {
+        for (let i = 0; i < 20; i++) await c.query(UPSERT, [k, v++]);
+      }),
+    ); // warm up
     const m0 = machineTicks();
     const t0 = process.hrtime.bigint();
-    await Promise.all(clients.map(async (c, k) => { for (let i = 0; i < perClient; i++) await c.query(UPSERT, [k, v++]); }));
+    await Promise.all(
+      clients.map(async (c, k) => {
+        for (let i = 0; i < perClient; i++) await c.query(UPSERT, [k, v++]);
+      }),
+    );
     const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
     const n = concurrency * perClient;
     return { rate: n / seconds, machine: machineCpuSince(m0, n) };
@@ -180,7 +197,10 @@ const TICK_US = 10_000; // USER_HZ = 100 on Linux
 export const machineCpuSince = (t0: ReturnType<typeof machineTicks>, requests: number): MachineCpu => {
   const t1 = machineTicks();
   if (t0 === null || t1 === null || t1.total === t0.total) return { perRequestUs: Number.NaN, busy: Number.NaN };
-  return { perRequestUs: ((t1.busy - t0.busy) * TICK_US) / requests, busy: (t1.busy - t0.busy) / (t1.total - t0.total) };
+  return {
+    perRequestUs: ((t1.busy - t0.busy) * TICK_US) / requests,
+    busy: (t1.busy - t0.busy) / (t1.total - t0.total),
+  };
 };
 
 /**
@@ -197,7 +217,10 @@ export const requestBound = (
 ): { readonly ratio: number; readonly text: string } => {
   if (sequential) {
     const ratio = 1 / (1 / raw.rate + 1 / echo.rate) / raw.rate;
-    return { ratio, text: `bound for any request that commits = one durable commit + the signed transport, in sequence: ${ratio.toFixed(3)}` };
+    return {
+      ratio,
+      text: `bound for any request that commits = one durable commit + the signed transport, in sequence: ${ratio.toFixed(3)}`,
+    };
   }
   const ratio = Math.min(1, (cores * 1e6) / (raw.machine.perRequestUs + echo.machine.perRequestUs) / raw.rate);
   const loose = raw.machine.busy < 0.85 ? ': not CPU-bound, so this bound is loose' : '';
@@ -208,4 +231,5 @@ export const requestBound = (
 };
 
 /** The whole machine (clients, nsd, PostgreSQL): CPU per request and how busy the cores were. */
-export const machineCpuText = (m: MachineCpu): string => `machine CPU ${m.perRequestUs.toFixed(0)} µs/request, cores ${(m.busy * 100).toFixed(0)} % busy`;
+export const machineCpuText = (m: MachineCpu): string =>
+  `machine CPU ${m.perRequestUs.toFixed(0)} µs/request, cores ${(m.busy * 100).toFixed(0)} % busy`;

@@ -18,7 +18,19 @@ export const signedClient = (o: SignedClientOptions) => {
   const side: TransportSide = { signer: o.signer, trust: trustOnly(o.nsdKey), replay: new ReplayCache() };
   const rid = new Uint8Array(randomBytes(16));
   const env = (kind: string, body: unknown, extra: Record<string, unknown> = {}): Uint8Array =>
-    encodeMessage({ schema: 1, kind, nsd_id: o.nsdId, network_id: o.networkId, subject_identity: o.signer.machineId, runtime_generation: 1n, runtime_id: rid, authority_epoch: o.epoch, request_id: new Uint8Array(randomBytes(16)), body, ...extra } as unknown as Message);
+    encodeMessage({
+      schema: 1,
+      kind,
+      nsd_id: o.nsdId,
+      network_id: o.networkId,
+      subject_identity: o.signer.machineId,
+      runtime_generation: 1n,
+      runtime_id: rid,
+      authority_epoch: o.epoch,
+      request_id: new Uint8Array(randomBytes(16)),
+      body,
+      ...extra,
+    } as unknown as Message);
   const call = async (bytes: Uint8Array): Promise<Message> => {
     const r = decodeMessage(await Effect.runPromise(postUnary(side, o.url, bytes)));
     if (Either.isLeft(r)) throw r.left;

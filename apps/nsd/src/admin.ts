@@ -8,7 +8,11 @@ import { DeclarationCodec, fromHex, toHex, uuidText } from '@homelab/service-con
 import type { Authority, PolicyEdit } from '@homelab/service-control/application';
 import { readBody } from '@homelab/service-control/transport';
 
-const Hex = (bytes: number) => Schema.String.pipe(Schema.pattern(new RegExp(`^[0-9a-f]{${bytes * 2}}$`)), Schema.annotations({ description: `${bytes} bytes, lowercase hex` }));
+const Hex = (bytes: number) =>
+  Schema.String.pipe(
+    Schema.pattern(new RegExp(`^[0-9a-f]{${bytes * 2}}$`)),
+    Schema.annotations({ description: `${bytes} bytes, lowercase hex` }),
+  );
 const Protocol = Schema.Literal('tcp', 'udp');
 
 /** `PUT /v1/admin/policy`: allow one consumer source of a service. */
@@ -30,16 +34,22 @@ const authorized = (req: IncomingMessage, token: string): boolean => {
 };
 
 /** Handles `/v1/admin/*`; returns false when the route is not an admin route. */
-export const handleAdmin = (authority: Authority, token: string | null, req: IncomingMessage, res: ServerResponse): boolean => {
+export const handleAdmin = (
+  authority: Authority,
+  token: string | null,
+  req: IncomingMessage,
+  res: ServerResponse,
+): boolean => {
   const url = new URL(req.url ?? '/', 'http://nsd');
   if (!url.pathname.startsWith('/v1/admin/')) return false;
-  if (token === null) return json(res, 404, { error: 'admin API disabled: set NSD_ADMIN_TOKEN' }), true;
-  if (!authorized(req, token)) return json(res, 401, { error: 'missing or wrong bearer token' }), true;
+  if (token === null) return (json(res, 404, { error: 'admin API disabled: set NSD_ADMIN_TOKEN' }), true);
+  if (!authorized(req, token)) return (json(res, 401, { error: 'missing or wrong bearer token' }), true);
   void (async () => {
     try {
       if (req.method === 'GET' && url.pathname === '/v1/admin/services') {
         const network = url.searchParams.get('network') ?? '';
-        if (!/^[0-9a-f]{32}$/.test(network)) return json(res, 400, { error: 'query parameter network: 16 bytes, lowercase hex' });
+        if (!/^[0-9a-f]{32}$/.test(network))
+          return json(res, 400, { error: 'query parameter network: 16 bytes, lowercase hex' });
         const r = await authority.policyOf(fromHex(network));
         if (Either.isLeft(r)) return json(res, 503, { error: r.left.code, detail: r.left.detail });
         return json(res, 200, {
@@ -55,7 +65,10 @@ export const handleAdmin = (authority: Authority, token: string | null, req: Inc
               state: s.state,
               P: s.port === null ? null : Number(s.port),
               policy_version: String(r.right.policy.versions.get(id) ?? 1n),
-              sources: (r.right.policy.sources.get(id) ?? []).map((x) => ({ consumer: toHex(x.consumer), protocols: x.protocols })),
+              sources: (r.right.policy.sources.get(id) ?? []).map((x) => ({
+                consumer: toHex(x.consumer),
+                protocols: x.protocols,
+              })),
             };
           }),
         });
@@ -79,7 +92,11 @@ export const handleAdmin = (authority: Authority, token: string | null, req: Inc
               }));
         if (Either.isLeft(edit)) return json(res, 400, { error: 'invalid body', detail: String(edit.left.message) });
         const r = await authority.editPolicy(fromHex(edit.right.serviceId), edit.right.edit);
-        if (Either.isLeft(r)) return json(res, r.left.code === 'storage-unavailable' ? 503 : 409, { error: r.left.code, detail: r.left.detail });
+        if (Either.isLeft(r))
+          return json(res, r.left.code === 'storage-unavailable' ? 503 : 409, {
+            error: r.left.code,
+            detail: r.left.detail,
+          });
         if (r.right.outcome === 'unknown-service') return json(res, 404, { error: 'no active service with this id' });
         return json(res, 200, { outcome: r.right.outcome, policy_version: String(r.right.policyVersion) });
       }

@@ -3,7 +3,13 @@ export interface NsdConfig {
   readonly host: string;
   readonly port: number;
   /** PostgreSQL connection (libpq environment variables are honoured by pg as well). */
-  readonly database: { readonly host: string; readonly port: number; readonly user: string; readonly database: string; readonly password?: string };
+  readonly database: {
+    readonly host: string;
+    readonly port: number;
+    readonly user: string;
+    readonly database: string;
+    readonly password?: string;
+  };
   /** PEM file of the NSD's Ed25519 response key; created on first start. */
   readonly keyFile: string;
   /** Network members `identityHex:networkHex`, comma separated (the stand-in for existing ownership). */
@@ -26,14 +32,16 @@ const flag = (argv: readonly string[], name: string): string | undefined => {
 };
 
 export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): NsdConfig => {
-  const get = (name: string, fallback?: string): string | undefined => flag(argv, name) ?? env[`NSD_${name.toUpperCase().replaceAll('-', '_')}`] ?? fallback;
+  const get = (name: string, fallback?: string): string | undefined =>
+    flag(argv, name) ?? env[`NSD_${name.toUpperCase().replaceAll('-', '_')}`] ?? fallback;
   const members = (get('members', '') ?? '')
     .split(',')
     .map((s) => s.trim())
     .filter((s) => s !== '')
     .map((s) => {
       const [identity, network] = s.split(':');
-      if (!/^[0-9a-f]{64}$/.test(identity ?? '') || !/^[0-9a-f]{32}$/.test(network ?? '')) throw new Error(`bad member ${s}: identityHex(64):networkHex(32)`);
+      if (!/^[0-9a-f]{64}$/.test(identity ?? '') || !/^[0-9a-f]{32}$/.test(network ?? ''))
+        throw new Error(`bad member ${s}: identityHex(64):networkHex(32)`);
       return { identity: identity as string, network: network as string };
     });
   const password = get('db-password', env['PGPASSWORD']);

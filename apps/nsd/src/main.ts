@@ -6,7 +6,12 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Effect, Either, Layer } from 'effect';
 import { InfoGetResponseCodec, fromHex, toHex, uuidText } from '@homelab/service-control';
-import { AuthorityService, SystemControlClock, authorityLayer, authorityStoreLayer } from '@homelab/service-control/application';
+import {
+  AuthorityService,
+  SystemControlClock,
+  authorityLayer,
+  authorityStoreLayer,
+} from '@homelab/service-control/application';
 import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
 import { launchUntilSignal } from '@homelab/service-control/process';
 import {
@@ -41,7 +46,15 @@ const kill = (point: string) => {
 
 /** Metrics: the Authority reports requests and productions into them from its first request on. */
 const metrics = makeNsdMetrics();
-const KNOWN_ROUTES = new Set(['POST /v1/info.get', 'POST /v1/machine.auth', 'POST /v1/machine.heartbeat', 'POST /v1/rpc', 'POST /v1/config.stream', 'GET /healthz', 'GET /metrics']);
+const KNOWN_ROUTES = new Set([
+  'POST /v1/info.get',
+  'POST /v1/machine.auth',
+  'POST /v1/machine.heartbeat',
+  'POST /v1/rpc',
+  'POST /v1/config.stream',
+  'GET /healthz',
+  'GET /metrics',
+]);
 
 /** The signed HTTP/SSE server of the Authority, listening while the scope is open. */
 const HttpServer = Layer.scopedDiscard(
@@ -50,23 +63,32 @@ const HttpServer = Layer.scopedDiscard(
     metrics.watch(authority, epoch);
     const registry = metrics.registry;
 
-    const info = InfoGetResponseCodec.encodeOrThrow({ capabilities: ['service_control.v1'], service_control_nsd_id: uuidText(nsdId) });
+    const info = InfoGetResponseCodec.encodeOrThrow({
+      capabilities: ['service_control.v1'],
+      service_control_nsd_id: uuidText(nsdId),
+    });
 
     const server = createServer((req, res) => {
       const route = `${req.method} ${req.url}`;
       // a bounded label: the known routes, the admin API as one, anything else as `other`
       metrics.http(KNOWN_ROUTES.has(route) ? route : req.url?.startsWith('/v1/admin/') ? 'admin' : 'other');
       if (route === 'POST /v1/info.get') return void serveUnary(side, req, res, async () => info);
-      if (route === 'POST /v1/machine.auth') return void serveUnary(side, req, res, (env) => authority.machineAuth(env.machineId, env.payload));
-      if (route === 'POST /v1/machine.heartbeat') return void serveUnary(side, req, res, (env) => authority.heartbeat(env.machineId, env.payload));
-      if (route === 'POST /v1/rpc') return void serveUnary(side, req, res, (env) => authority.handle(env.machineId, env.payload));
+      if (route === 'POST /v1/machine.auth')
+        return void serveUnary(side, req, res, (env) => authority.machineAuth(env.machineId, env.payload));
+      if (route === 'POST /v1/machine.heartbeat')
+        return void serveUnary(side, req, res, (env) => authority.heartbeat(env.machineId, env.payload));
+      if (route === 'POST /v1/rpc')
+        return void serveUnary(side, req, res, (env) => authority.handle(env.machineId, env.payload));
       if (route === 'POST /v1/config.stream')
         return void (async () => {
           const env = receiveEnvelope(side, await readBody(req));
           if (Either.isLeft(env)) return refuse(res, env.left);
           let sink: SseSink | null = null;
           const opened = await authority
-            .openStream(env.right.machineId, env.right.payload, { send: (p) => sink?.send(p) ?? false, close: () => sink?.close() })
+            .openStream(env.right.machineId, env.right.payload, {
+              send: (p) => sink?.send(p) ?? false,
+              close: () => sink?.close(),
+            })
             .catch((e: unknown) => Either.left(e as never));
           if (Either.isLeft(opened)) return refuse(res, opened.left);
           sink = new SseSink(side, res);
@@ -77,7 +99,12 @@ const HttpServer = Layer.scopedDiscard(
           });
           await opened.right.start();
         })();
-      if (route === 'GET /healthz') return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: true, epoch: String(epoch), nsd_id: uuidText(nsdId), streams: authority.streamCount }));
+      if (route === 'GET /healthz')
+        return void res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(
+            JSON.stringify({ ok: true, epoch: String(epoch), nsd_id: uuidText(nsdId), streams: authority.streamCount }),
+          );
       if (handleAdmin(authority, config.adminToken, req, res)) return;
       if (route === 'GET /metrics')
         return void registry.metrics().then((m) => res.writeHead(200, { 'content-type': registry.contentType }).end(m));
@@ -88,7 +115,13 @@ const HttpServer = Layer.scopedDiscard(
         server.once('error', (e) => resume(Effect.die(e)));
         server.listen(config.port, config.host, () => {
           const port = (server.address() as AddressInfo).port;
-          log('listening', { host: config.host, port, epoch: String(epoch), nsd_id: uuidText(nsdId), nsd_key: toHex(signer.machineId) });
+          log('listening', {
+            host: config.host,
+            port,
+            epoch: String(epoch),
+            nsd_id: uuidText(nsdId),
+            nsd_key: toHex(signer.machineId),
+          });
           resume(Effect.void);
         });
       }),
@@ -103,10 +136,25 @@ const HttpServer = Layer.scopedDiscard(
 );
 
 const Nsd = HttpServer.pipe(
-  Layer.provide(authorityLayer({ observe: metrics.observe, members: config.members.map((m) => [fromHex(m.identity), fromHex(m.network)] as const), fault: kill, log, leaseNow: () => Math.floor(performance.now()), portRecovery: { requests: config.portStreamRequests, ...(config.portUncertainMs === null ? {} : { timeoutMs: config.portUncertainMs }) } })), // lease deadlines: monotonic within the epoch (decision 0122)
+  Layer.provide(
+    authorityLayer({
+      observe: metrics.observe,
+      members: config.members.map((m) => [fromHex(m.identity), fromHex(m.network)] as const),
+      fault: kill,
+      log,
+      leaseNow: () => Math.floor(performance.now()),
+      portRecovery: {
+        requests: config.portStreamRequests,
+        ...(config.portUncertainMs === null ? {} : { timeoutMs: config.portUncertainMs }),
+      },
+    }),
+  ), // lease deadlines: monotonic within the epoch (decision 0122)
   Layer.provide(authorityStoreLayer(() => makePgAuthorityStore(config.database))),
   Layer.provide(SystemControlClock),
 );
 
-log('starting', { database: `${config.database.host}:${config.database.port}/${config.database.database}`, port: config.port });
+log('starting', {
+  database: `${config.database.host}:${config.database.port}/${config.database.database}`,
+  port: config.port,
+});
 launchUntilSignal(Nsd, log);

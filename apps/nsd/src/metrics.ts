@@ -23,7 +23,12 @@ export interface NsdMetrics {
 export const makeNsdMetrics = (): NsdMetrics => {
   const registry = new client.Registry();
   client.collectDefaultMetrics({ register: registry });
-  const http = new client.Counter({ name: 'nsd_http_requests_total', help: 'HTTP requests received, by route', labelNames: ['route'], registers: [registry] });
+  const http = new client.Counter({
+    name: 'nsd_http_requests_total',
+    help: 'HTTP requests received, by route',
+    labelNames: ['route'],
+    registers: [registry],
+  });
   const requests = new client.Counter({
     name: 'nsd_requests_total',
     help: 'service-control requests handled, by message kind and outcome (ok, or the error code of the refusal)',
@@ -37,7 +42,12 @@ export const makeNsdMetrics = (): NsdMetrics => {
     buckets: REQUEST_BUCKETS,
     registers: [registry],
   });
-  const productions = new client.Counter({ name: 'nsd_productions_total', help: 'Network snapshot productions, by outcome (ok, failed)', labelNames: ['outcome'], registers: [registry] });
+  const productions = new client.Counter({
+    name: 'nsd_productions_total',
+    help: 'Network snapshot productions, by outcome (ok, failed)',
+    labelNames: ['outcome'],
+    registers: [registry],
+  });
   const productionSeconds = new client.Histogram({
     name: 'nsd_production_duration_seconds',
     help: 'duration of one Network snapshot production transaction',
@@ -78,11 +88,31 @@ export const makeNsdMetrics = (): NsdMetrics => {
   const watch = (authority: Authority, epoch: bigint) => {
     gauge('nsd_authority_epoch', 'current authority epoch', () => Number(epoch));
     gauge('nsd_streams', 'open config streams', () => authority.streamCount);
-    gauge('nsd_productions_queued', 'Networks whose snapshot production is queued and not started (coalesced per Network)', () => authority.queuedProductions);
-    gauge('nsd_productions_retrying', 'Networks whose last production failed and waits for its retry (backoff up to 10 s)', () => authority.retryingProductions);
-    counter('nsd_snapshots_produced_total', 'snapshot revisions produced (committed)', () => authority.counters.snapshotsProduced);
-    counter('nsd_snapshots_delivered_total', 'snapshot.push events sent on config streams', () => authority.counters.snapshotsDelivered);
-    counter('nsd_refusals_total', 'requests answered with an error Message (by kind and code: nsd_requests_total)', () => authority.counters.refusals);
+    gauge(
+      'nsd_productions_queued',
+      'Networks whose snapshot production is queued and not started (coalesced per Network)',
+      () => authority.queuedProductions,
+    );
+    gauge(
+      'nsd_productions_retrying',
+      'Networks whose last production failed and waits for its retry (backoff up to 10 s)',
+      () => authority.retryingProductions,
+    );
+    counter(
+      'nsd_snapshots_produced_total',
+      'snapshot revisions produced (committed)',
+      () => authority.counters.snapshotsProduced,
+    );
+    counter(
+      'nsd_snapshots_delivered_total',
+      'snapshot.push events sent on config streams',
+      () => authority.counters.snapshotsDelivered,
+    );
+    counter(
+      'nsd_refusals_total',
+      'requests answered with an error Message (by kind and code: nsd_requests_total)',
+      () => authority.counters.refusals,
+    );
   };
   return { registry, observe, http: (route) => http.inc({ route }), watch };
 };

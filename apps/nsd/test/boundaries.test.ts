@@ -15,12 +15,27 @@ describe('nsd', () => {
   it('the running process has loaded pg and never @kubernetes/client-node or SQLite', async () => {
     const trace = join(dir, 'trace.txt');
     writeFileSync(trace, '');
-    const child = spawn(process.execPath, ['--conditions=@homelab/source', '--import', './test/fixtures/trace.mjs', '--import', 'tsx', 'src/main.ts'], {
-      cwd: join(import.meta.dirname, '..'),
-      env: { ...process.env, TRACE_FILE: trace, NSD_PORT: '0', NSD_DB_HOST: db.host, NSD_DB_PORT: String(db.port), NSD_DB_USER: db.user, NSD_DB_NAME: db.database, NSD_KEY_FILE: join(dir, 'k.pem') },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    await new Promise<void>((resolve) => child.stdout.on('data', (c: Buffer) => (c.toString().includes('"listening"') ? resolve() : undefined)));
+    const child = spawn(
+      process.execPath,
+      ['--conditions=@homelab/source', '--import', './test/fixtures/trace.mjs', '--import', 'tsx', 'src/main.ts'],
+      {
+        cwd: join(import.meta.dirname, '..'),
+        env: {
+          ...process.env,
+          TRACE_FILE: trace,
+          NSD_PORT: '0',
+          NSD_DB_HOST: db.host,
+          NSD_DB_PORT: String(db.port),
+          NSD_DB_USER: db.user,
+          NSD_DB_NAME: db.database,
+          NSD_KEY_FILE: join(dir, 'k.pem'),
+        },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
+    await new Promise<void>((resolve) =>
+      child.stdout.on('data', (c: Buffer) => (c.toString().includes('"listening"') ? resolve() : undefined)),
+    );
     child.kill('SIGTERM');
     const exit = await new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
     expect(exit).toBe(0); // graceful shutdown
@@ -33,7 +48,10 @@ describe('nsd', () => {
   });
 
   it('configuration: flags override environment, members are checked', () => {
-    const c = loadConfig({ NSD_PORT: '1', NSD_MEMBERS: `${'a'.repeat(64)}:${'b'.repeat(32)}` }, ['--port=2', '--db-name=x']);
+    const c = loadConfig({ NSD_PORT: '1', NSD_MEMBERS: `${'a'.repeat(64)}:${'b'.repeat(32)}` }, [
+      '--port=2',
+      '--db-name=x',
+    ]);
     expect([c.port, c.database.database, c.members.length]).toEqual([2, 'x', 1]);
     expect(() => loadConfig({ NSD_MEMBERS: 'nope' }, [])).toThrow(/bad member/);
   });

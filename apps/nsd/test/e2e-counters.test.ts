@@ -17,7 +17,10 @@ const sql = sqlOn(db);
 
 const daemon = (name: string) => {
   const id = ws.identity(name);
-  writeFileSync(join(ws.dir, `${name}.json`), JSON.stringify([{ key: 'web', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 8080 }]));
+  writeFileSync(
+    join(ws.dir, `${name}.json`),
+    JSON.stringify([{ key: 'web', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 8080 }]),
+  );
   return { ...id, name, net: randomBytes(16).toString('hex'), stateFile: join(ws.dir, `${name}.db`) };
 };
 type Daemon = ReturnType<typeof daemon>;
@@ -36,7 +39,9 @@ describe('M6-5 counters at 2^64-1 in the real stores', () => {
     const first = await startNsd(ws, db, []);
     await stop(first.proc);
     await sql(`UPDATE service_control.authority SET epoch = ${U64_MAX}`);
-    const [before] = await sql(`SELECT encode(nsd_id, 'hex') AS nsd_id, epoch::text AS epoch FROM service_control.authority`);
+    const [before] = await sql(
+      `SELECT encode(nsd_id, 'hex') AS nsd_id, epoch::text AS epoch FROM service_control.authority`,
+    );
     expect(before?.['epoch']).toBe(String(U64_MAX));
 
     try {
@@ -46,7 +51,9 @@ describe('M6-5 counters at 2^64-1 in the real stores', () => {
       const failed = again.lines.find((l) => l['event'] === 'failed');
       expect(String(failed?.['error'])).toContain('counter-exhausted: authority_epoch at 2^64-1');
       expect(again.lines.some((l) => l['event'] === 'listening')).toBe(false);
-      expect(await sql(`SELECT encode(nsd_id, 'hex') AS nsd_id, epoch::text AS epoch FROM service_control.authority`)).toEqual([before]);
+      expect(
+        await sql(`SELECT encode(nsd_id, 'hex') AS nsd_id, epoch::text AS epoch FROM service_control.authority`),
+      ).toEqual([before]);
     } finally {
       await sql(`UPDATE service_control.authority SET epoch = 1`); // the other tests' nsd starts normally
     }
@@ -62,7 +69,10 @@ describe('M6-5 counters at 2^64-1 in the real stores', () => {
     const ns = startNs(ws, nsd, who, who.name, who.net);
     const port = await nsPort(ns);
     await failedWith(ns, 'counter-exhausted');
-    const h = await until(() => healthz(port), (x) => x['phase'] === 'failed');
+    const h = await until(
+      () => healthz(port),
+      (x) => x['phase'] === 'failed',
+    );
     expect(h['lastError']).toBe('counter-exhausted');
     expect(await healthStatus(port)).toBe(503);
     expect(ns.lines.some((l) => l['event'] === 'bound')).toBe(false);
@@ -75,12 +85,16 @@ describe('M6-5 counters at 2^64-1 in the real stores', () => {
     await stop(nsd.proc);
   });
 
-  it('M6-5 M6-13 ns-daemon at session_seq 2^64-1 binds but never opens a session: counter-exhausted; the persisted seq and B\'s session mark are unchanged', async () => {
+  it("M6-5 M6-13 ns-daemon at session_seq 2^64-1 binds but never opens a session: counter-exhausted; the persisted seq and B's session mark are unchanged", async () => {
     const who = daemon('seq');
     const nsd = await startNsd(ws, db, [`${who.hex}:${who.net}`]);
     const ns1 = startNs(ws, nsd, who, who.name, who.net);
     const p1 = await nsPort(ns1);
-    await until(() => healthz(p1), (x) => x['phase'] === 'streaming' && Number(x['acks']) >= 1, 90_000);
+    await until(
+      () => healthz(p1),
+      (x) => x['phase'] === 'streaming' && Number(x['acks']) >= 1,
+      90_000,
+    );
     await stop(ns1);
     const markQuery = `SELECT generation::text AS generation, seq::text AS seq, epoch::text AS epoch FROM service_control.session_mark WHERE identity = '\\x${who.hex}'`;
     const mark = await sql(markQuery);

@@ -21,26 +21,40 @@ const ws = processWorkspace('nsd-crash');
 /** One daemon identity per test, in its own Network, publishing one declaration. */
 const daemon = (name: string) => {
   const id = ws.identity(name);
-  writeFileSync(join(ws.dir, `${name}.json`), JSON.stringify([{ key: 'web', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 8080 }]));
+  writeFileSync(
+    join(ws.dir, `${name}.json`),
+    JSON.stringify([{ key: 'web', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 8080 }]),
+  );
   return { ...id, name, net: randomBytes(16).toString('hex') };
 };
 type Daemon = ReturnType<typeof daemon>;
 type Nsd = Awaited<ReturnType<typeof startNsd>>;
 
 /** nsd for `members`, on `port` when given (a restart on the daemons' known URL), optionally with NSD_FAULT. */
-const nsdFor = async (members: readonly Daemon[], opts: { readonly port?: number; readonly fault?: string } = {}): Promise<Nsd> => {
+const nsdFor = async (
+  members: readonly Daemon[],
+  opts: { readonly port?: number; readonly fault?: string } = {},
+): Promise<Nsd> => {
   const n = await startNsd(
     ws,
     db,
     members.map((m) => `${m.hex}:${m.net}`),
-    { ...(opts.port === undefined ? {} : { NSD_PORT: String(opts.port) }), ...(opts.fault === undefined ? {} : { NSD_FAULT: opts.fault }) },
+    {
+      ...(opts.port === undefined ? {} : { NSD_PORT: String(opts.port) }),
+      ...(opts.fault === undefined ? {} : { NSD_FAULT: opts.fault }),
+    },
   );
   return n;
 };
-const nsFor = (nsd: Nsd, who: Daemon, fault?: string) => startNs(ws, nsd, who, who.name, who.net, fault === undefined ? {} : { NS_FAULT: fault });
+const nsFor = (nsd: Nsd, who: Daemon, fault?: string) =>
+  startNs(ws, nsd, who, who.name, who.net, fault === undefined ? {} : { NS_FAULT: fault });
 const nsPort = async (p: Proc) => (await p.waitFor((x) => x['event'] === 'listening'))['port'] as number;
 const streaming = (port: number, extra: (h: Record<string, unknown>) => boolean = () => true) =>
-  until(() => healthz(port), (h) => h['phase'] === 'streaming' && Number(h['acks']) >= 1 && extra(h), 90_000);
+  until(
+    () => healthz(port),
+    (h) => h['phase'] === 'streaming' && Number(h['acks']) >= 1 && extra(h),
+    90_000,
+  );
 const stop = async (p: Proc) => {
   p.child.kill('SIGTERM');
   expect((await p.exited).code).toBe(0);
@@ -55,16 +69,29 @@ beforeAll(async () => {
 });
 type BindingRow = { generation: string; runtime_id: Buffer };
 const bindings = async (who: Daemon) =>
-  (await c.query(`SELECT generation, runtime_id FROM service_control.runtime_binding WHERE identity = $1`, [Buffer.from(who.hex, 'hex')])).rows as BindingRow[];
+  (
+    await c.query(`SELECT generation, runtime_id FROM service_control.runtime_binding WHERE identity = $1`, [
+      Buffer.from(who.hex, 'hex'),
+    ])
+  ).rows as BindingRow[];
 type MarkRow = { generation: string; runtime_id: Buffer; seq: string; epoch: string };
 const marks = async (who: Daemon) =>
-  (await c.query(`SELECT generation, runtime_id, seq, epoch FROM service_control.session_mark WHERE identity = $1`, [Buffer.from(who.hex, 'hex')])).rows as MarkRow[];
+  (
+    await c.query(`SELECT generation, runtime_id, seq, epoch FROM service_control.session_mark WHERE identity = $1`, [
+      Buffer.from(who.hex, 'hex'),
+    ])
+  ).rows as MarkRow[];
 
 /**
  * A signed session.open of A's identity (its key file) for the given instance and seq, sent once to nsd: the error
  * code, or `accepted`. A stand-in for a stale ns-daemon instance or a late retransmission of an old attempt.
  */
-const sessionOpenAs = async (nsd: Nsd, who: Daemon, instance: { generation: bigint; runtimeId: Uint8Array; epoch: bigint }, seq: bigint): Promise<string> => {
+const sessionOpenAs = async (
+  nsd: Nsd,
+  who: Daemon,
+  instance: { generation: bigint; runtimeId: Uint8Array; epoch: bigint },
+  seq: bigint,
+): Promise<string> => {
   const signer = signerFromPem(readFileSync(who.keyFile, 'utf8'));
   const m = {
     schema: 1,
@@ -80,9 +107,15 @@ const sessionOpenAs = async (nsd: Nsd, who: Daemon, instance: { generation: bigi
     session_seq: seq,
   } as unknown as Message;
   const side = { signer, trust: trustOnly(fromHex(nsd.key)), replay: new ReplayCache() };
-  const r = decodeMessage(await Effect.runPromise(postUnary(side, `${nsd.url}/v1/rpc`, encodeMessage(m), { attempts: 1 })));
+  const r = decodeMessage(
+    await Effect.runPromise(postUnary(side, `${nsd.url}/v1/rpc`, encodeMessage(m), { attempts: 1 })),
+  );
   if (Either.isLeft(r)) throw r.left;
-  return r.right.kind === 'error' ? (r.right.body as { error: string }).error : r.right.kind === 'session.open.result' ? 'accepted' : r.right.kind;
+  return r.right.kind === 'error'
+    ? (r.right.body as { error: string }).error
+    : r.right.kind === 'session.open.result'
+      ? 'accepted'
+      : r.right.kind;
 };
 
 describe('M6-58 crash points of the runtime and session rows (real processes)', () => {
@@ -118,7 +151,7 @@ describe('M6-58 crash points of the runtime and session rows (real processes)', 
     await stop(nsd.proc);
   });
 
-  it('M6-58 M6-9 M6-8 nsd SIGKILLed after committing runtime.bind, before the reply: the restarted nsd (new epoch) gets the daemon\'s retry of the same generation and id → bound once, one consistent binding row', async () => {
+  it("M6-58 M6-9 M6-8 nsd SIGKILLed after committing runtime.bind, before the reply: the restarted nsd (new epoch) gets the daemon's retry of the same generation and id → bound once, one consistent binding row", async () => {
     const A = daemon('bind');
     const nsd1 = await nsdFor([A]);
     const r1 = nsFor(nsd1, A);
@@ -145,7 +178,9 @@ describe('M6-58 crash points of the runtime and session rows (real processes)', 
     const after = await bindings(A);
     expect(after).toHaveLength(1);
     expect([after[0]?.generation, after[0]?.runtime_id.equals(committed[0]!.runtime_id)]).toEqual(['2', true]);
-    expect((await marks(A)).map((m) => [m.generation, m.runtime_id.equals(committed[0]!.runtime_id), m.epoch])).toEqual([['2', true, String(nsd2.epoch)]]);
+    expect((await marks(A)).map((m) => [m.generation, m.runtime_id.equals(committed[0]!.runtime_id), m.epoch])).toEqual(
+      [['2', true, String(nsd2.epoch)]],
+    );
     expect(nsd2.proc.lines.some((l) => l['event'] === 'refused' && l['code'] === 'stale-runtime')).toBe(false);
     await stop(r2);
     await stop(nsd2.proc);
@@ -168,12 +203,16 @@ describe('M6-58 crash points of the runtime and session rows (real processes)', 
     // a new floor + generation 2 would have been refused for 30 s against the committed, live generation 1
     expect(r1.lines.some((l) => l['event'] === 'retry' && l['error'] === 'runtime-recovery-required')).toBe(false);
     const after = await bindings(A);
-    expect([after.length, after[0]?.generation, after[0]?.runtime_id.equals(committed[0]!.runtime_id)]).toEqual([1, '1', true]);
+    expect([after.length, after[0]?.generation, after[0]?.runtime_id.equals(committed[0]!.runtime_id)]).toEqual([
+      1,
+      '1',
+      true,
+    ]);
     await stop(r1);
     await stop(nsd2.proc);
   });
 
-  it('M6-58 M6-13 ns-daemon SIGKILLed after reserving its session seq, before session.open: the restart reserves a higher seq, B accepts it, and the reserved seq (or an old instance\'s session, however high) is refused later', async () => {
+  it("M6-58 M6-13 ns-daemon SIGKILLed after reserving its session seq, before session.open: the restart reserves a higher seq, B accepts it, and the reserved seq (or an old instance's session, however high) is refused later", async () => {
     const A = daemon('seq');
     const nsd = await nsdFor([A]);
     const r1 = nsFor(nsd, A);
@@ -192,13 +231,22 @@ describe('M6-58 crash points of the runtime and session rows (real processes)', 
     const h3 = await streaming(await nsPort(r3));
     expect([h3['generation'], h3['sessionSeq']]).toEqual(['3', '3']);
     const [cur] = await bindings(A);
-    expect((await marks(A)).map((m) => [m.generation, m.seq, m.runtime_id.equals(cur!.runtime_id)])).toEqual([['3', '3', true]]);
+    expect((await marks(A)).map((m) => [m.generation, m.seq, m.runtime_id.equals(cur!.runtime_id)])).toEqual([
+      ['3', '3', true],
+    ]);
 
     // the reserved-but-never-sent seq 2, sent late by the current instance: fenced by the higher accepted seq
     const now = { generation: 3n, runtimeId: new Uint8Array(cur!.runtime_id), epoch: nsd.epoch };
     expect(await sessionOpenAs(nsd, A, now, 2n)).toBe('stale-session');
     // the replaced instance (generation 1) never comes back, however high its seq
-    expect(await sessionOpenAs(nsd, A, { generation: 1n, runtimeId: new Uint8Array(old!.runtime_id), epoch: nsd.epoch }, 1000n)).toBe('stale-runtime');
+    expect(
+      await sessionOpenAs(
+        nsd,
+        A,
+        { generation: 1n, runtimeId: new Uint8Array(old!.runtime_id), epoch: nsd.epoch },
+        1000n,
+      ),
+    ).toBe('stale-runtime');
     // nothing changed: the daemon's session is still the current one
     expect((await marks(A)).map((m) => [m.generation, m.seq])).toEqual([['3', '3']]);
     expect((await healthz(await nsPort(r3)))['sessionSeq']).toBe('3');
@@ -227,7 +275,9 @@ describe('M6-58 crash points of the runtime and session rows (real processes)', 
     expect(seq > 1n).toBe(true);
     const [b] = await bindings(A);
     expect(b?.runtime_id.equals(committed[0]!.runtime_id)).toBe(true);
-    expect((await marks(A)).map((m) => [m.generation, m.seq, m.epoch])).toEqual([['1', String(seq), String(nsd2.epoch)]]);
+    expect((await marks(A)).map((m) => [m.generation, m.seq, m.epoch])).toEqual([
+      ['1', String(seq), String(nsd2.epoch)],
+    ]);
     // the committed-but-unanswered session 1 is fenced, in the new epoch as in the old one
     const inst = { generation: 1n, runtimeId: new Uint8Array(b!.runtime_id) };
     expect(await sessionOpenAs(nsd2, A, { ...inst, epoch: nsd2.epoch }, 1n)).toBe('stale-session');
@@ -246,7 +296,12 @@ describe('M6-58 crash points of the runtime and session rows (real processes)', 
     expect(await faulty.proc.exited).toEqual({ code: null, signal: 'SIGKILL' });
     // committed at B (a valid first ACK: the one-statement path), the reply never reached the daemon
     const acks = async () =>
-      (await c.query(`SELECT session_seq::text AS q, revision::text AS r, accepted FROM service_control.ack WHERE target = $1 ORDER BY 1, 2`, [Buffer.from(A.hex, 'hex')])).rows as { q: string; r: string; accepted: boolean }[];
+      (
+        await c.query(
+          `SELECT session_seq::text AS q, revision::text AS r, accepted FROM service_control.ack WHERE target = $1 ORDER BY 1, 2`,
+          [Buffer.from(A.hex, 'hex')],
+        )
+      ).rows as { q: string; r: string; accepted: boolean }[];
     const before = await acks();
     expect(before).toHaveLength(1);
     expect(before[0]).toMatchObject({ q: '1', accepted: true });
@@ -260,7 +315,15 @@ describe('M6-58 crash points of the runtime and session rows (real processes)', 
     // the new session's ACK is recorded; the old session's records went with the new session mark (decision 0191)
     const after = await until(acks, (rows) => rows.some((r) => r.q === String(seq)));
     expect(after.every((r) => r.q === String(seq) && r.accepted)).toBe(true);
-    expect(nsd2.proc.lines.some((l) => l['event'] === 'refused' && l['kind'] === 'snapshot.ack' && l['code'] !== 'stale-epoch' && l['code'] !== 'stale-session')).toBe(false);
+    expect(
+      nsd2.proc.lines.some(
+        (l) =>
+          l['event'] === 'refused' &&
+          l['kind'] === 'snapshot.ack' &&
+          l['code'] !== 'stale-epoch' &&
+          l['code'] !== 'stale-session',
+      ),
+    ).toBe(false);
     await stop(r1);
     await stop(nsd2.proc);
   });

@@ -7,7 +7,16 @@ import { randomBytes } from 'node:crypto';
 import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
 import { Effect, Either } from 'effect';
 import { describe, expect, it } from 'vitest';
-import { type LeaseResultItemWire, type Message, SnapshotPushBody, decodeMessage, encodeMessage, fromHex, reportDigest, snapshotDigest } from '@homelab/service-control';
+import {
+  type LeaseResultItemWire,
+  type Message,
+  SnapshotPushBody,
+  decodeMessage,
+  encodeMessage,
+  fromHex,
+  reportDigest,
+  snapshotDigest,
+} from '@homelab/service-control';
 import { listenerIntentOf } from '@homelab/service-control/application';
 import { ReplayCache, generateSigner, postUnary, trustOnly } from '@homelab/service-control/transport';
 import { processWorkspace, startNsd as launchNsd } from './processes.js';
@@ -20,7 +29,12 @@ const a = generateSigner().signer;
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
 
 const startNsd = async (fault?: string) => {
-  const n = await launchNsd(ws, db, [`${hex(a.machineId)}:${hex(NET)}`], fault === undefined ? {} : { NSD_FAULT: fault });
+  const n = await launchNsd(
+    ws,
+    db,
+    [`${hex(a.machineId)}:${hex(NET)}`],
+    fault === undefined ? {} : { NSD_FAULT: fault },
+  );
   return { p: n.proc, url: `${n.url}/v1/rpc`, key: fromHex(n.key), epoch: n.epoch, nsdId: n.nsdId };
 };
 
@@ -34,7 +48,19 @@ describe('nsd ready and leases (real process, PostgreSQL)', () => {
     let client = { signer: a, trust: trustOnly(nsd.key), replay: new ReplayCache() };
     let epoch: bigint | null = null;
     const env = (kind: string, body: unknown, extra: Record<string, unknown> = {}) =>
-      encodeMessage({ schema: 1, kind, nsd_id: nsdId, network_id: NET, subject_identity: a.machineId, runtime_generation: 1n, runtime_id: rid, authority_epoch: epoch, request_id: new Uint8Array(randomBytes(16)), body, ...extra } as unknown as Message);
+      encodeMessage({
+        schema: 1,
+        kind,
+        nsd_id: nsdId,
+        network_id: NET,
+        subject_identity: a.machineId,
+        runtime_generation: 1n,
+        runtime_id: rid,
+        authority_epoch: epoch,
+        request_id: new Uint8Array(randomBytes(16)),
+        body,
+        ...extra,
+      } as unknown as Message);
     const call = async (bytes: Uint8Array): Promise<Message> => {
       const r = decodeMessage(await Effect.runPromise(postUnary(client, nsd.url, bytes, { attempts: 1 })));
       if (Either.isLeft(r)) throw r.left;
@@ -56,8 +82,30 @@ describe('nsd ready and leases (real process, PostgreSQL)', () => {
     // ── bind, session 1, report one service; P confirmed and the listener snapshot written (other modules' work)
     await bind(1n);
     const scope = { publisher_identity: a.machineId, nsd_id: nsdId, network_id: NET };
-    const content = { scope, strict_mode: false, declarations: [{ declaration_key: 'web', display_name: 'Web', description: null, enabled: true, protocols: ['tcp'], backend_host: { ipv4: new Uint8Array([127, 0, 0, 1]) }, backend_port: 8080, port_mode: 'auto', requested_port: null }] };
-    expect(code(await call(env('report.replace', { scope, report_revision: 1n, report_digest: reportDigest(content as never), content })))).toBe('ok');
+    const content = {
+      scope,
+      strict_mode: false,
+      declarations: [
+        {
+          declaration_key: 'web',
+          display_name: 'Web',
+          description: null,
+          enabled: true,
+          protocols: ['tcp'],
+          backend_host: { ipv4: new Uint8Array([127, 0, 0, 1]) },
+          backend_port: 8080,
+          port_mode: 'auto',
+          requested_port: null,
+        },
+      ],
+    };
+    expect(
+      code(
+        await call(
+          env('report.replace', { scope, report_revision: 1n, report_digest: reportDigest(content as never), content }),
+        ),
+      ),
+    ).toBe('ok');
     const svcRow = await until(async () => (await sql(`SELECT * FROM service_control.service`))[0]);
     await sql(`UPDATE service_control.service SET port = 40000`);
     // P is set directly here, so nsd's own offer for the report is dropped (decision 0150): without an allocation
@@ -77,30 +125,73 @@ describe('nsd ready and leases (real process, PostgreSQL)', () => {
     const li = listenerIntentOf(nsdId, svc, []);
     if (li === null) throw new Error('no listener');
     // wait for nsd's own production of this report, then add the next revision carrying the listener
-    const produced = await until(async () => (await sql(`SELECT revision::text AS r FROM service_control.snapshot WHERE target = $1`, [Buffer.from(a.machineId)]))[0]);
+    const produced = await until(
+      async () =>
+        (
+          await sql(`SELECT revision::text AS r FROM service_control.snapshot WHERE target = $1`, [
+            Buffer.from(a.machineId),
+          ])
+        )[0],
+    );
     const revision = BigInt(produced['r'] as string) + 1n;
-    const snapshot = { scope: { subject_identity: a.machineId, nsd_id: nsdId, network_id: NET }, snapshot_revision: revision, resources: [], listeners: [{ ...li.fields, intent_digest: li.intentDigest, proposal: null, state: 'ready' as const }], grants: [], withdrawals: [] };
+    const snapshot = {
+      scope: { subject_identity: a.machineId, nsd_id: nsdId, network_id: NET },
+      snapshot_revision: revision,
+      resources: [],
+      listeners: [{ ...li.fields, intent_digest: li.intentDigest, proposal: null, state: 'ready' as const }],
+      grants: [],
+      withdrawals: [],
+    };
     const digest = snapshotDigest(snapshot as never);
     const body = SnapshotPushBody.encodeOrThrow({ snapshot: snapshot as never, snapshot_digest: digest });
-    await sql(`UPDATE service_control.snapshot SET revision = $2, body_digest = $3, digest = $3, body = $4 WHERE target = $1`, [Buffer.from(a.machineId), revision.toString(), Buffer.from(digest), Buffer.from(body)]);
-    await sql(`INSERT INTO service_control.snapshot_history VALUES ($1, $2, $3, $4)`, [Buffer.from(a.machineId), Buffer.from(NET), revision.toString(), Buffer.from(digest)]);
-    const ack = (seq: bigint) => env('snapshot.ack', { scope: snapshot.scope, snapshot_revision: revision, snapshot_digest: digest, accepted: true, enforcement_applied: true, dns_applied: false, errors: [] }, { session_seq: seq });
+    await sql(
+      `UPDATE service_control.snapshot SET revision = $2, body_digest = $3, digest = $3, body = $4 WHERE target = $1`,
+      [Buffer.from(a.machineId), revision.toString(), Buffer.from(digest), Buffer.from(body)],
+    );
+    await sql(`INSERT INTO service_control.snapshot_history VALUES ($1, $2, $3, $4)`, [
+      Buffer.from(a.machineId),
+      Buffer.from(NET),
+      revision.toString(),
+      Buffer.from(digest),
+    ]);
+    const ack = (seq: bigint) =>
+      env(
+        'snapshot.ack',
+        {
+          scope: snapshot.scope,
+          snapshot_revision: revision,
+          snapshot_digest: digest,
+          accepted: true,
+          enforcement_applied: true,
+          dns_applied: false,
+          errors: [],
+        },
+        { session_seq: seq },
+      );
     expect(code(await call(ack(1n)))).toBe('ok');
 
     const ready = (kind: string, seq: bigint, sessionSeq: bigint) =>
-      env(kind, {
-        service_ref: li.fields.service_ref,
-        refresh_seq: seq,
-        listener_revision: li.fields.listener_revision,
-        intent_digest: li.intentDigest,
-        proposal_id: rid,
-        allocation_round: 1n,
-        proposal_seq: 1n,
-        P: li.fields.P,
-        snapshot_revision: revision,
-        snapshot_digest: digest,
-        proof: { installed_protocols: li.fields.protocols, installed_P: li.fields.P, enforcement_policy_digest: li.fields.enforcement_policy_digest },
-      }, { session_seq: sessionSeq });
+      env(
+        kind,
+        {
+          service_ref: li.fields.service_ref,
+          refresh_seq: seq,
+          listener_revision: li.fields.listener_revision,
+          intent_digest: li.intentDigest,
+          proposal_id: rid,
+          allocation_round: 1n,
+          proposal_seq: 1n,
+          P: li.fields.P,
+          snapshot_revision: revision,
+          snapshot_digest: digest,
+          proof: {
+            installed_protocols: li.fields.protocols,
+            installed_P: li.fields.P,
+            enforcement_policy_digest: li.fields.enforcement_policy_digest,
+          },
+        },
+        { session_seq: sessionSeq },
+      );
 
     // ── listener.ready: nsd commits the grant, then is SIGKILLed before the reply (fault point)
     const first = ready('listener.ready', 1n, 1n);
@@ -118,7 +209,11 @@ describe('nsd ready and leases (real process, PostgreSQL)', () => {
     // A re-binds (same runtime), opens session 2 and re-ACKs: a refresh of the old grant does not succeed
     await bind(2n);
     expect(code(await call(ack(2n)))).toBe('ok');
-    expect(item(await call(ready('lease.refresh', 2n, 2n)))).toMatchObject({ result: 'lease-expired', grant_id: null, remaining_ms: 0n });
+    expect(item(await call(ready('lease.refresh', 2n, 2n)))).toMatchObject({
+      result: 'lease-expired',
+      grant_id: null,
+      remaining_ms: 0n,
+    });
     // re-ready: a new grant in the new epoch, then a refresh (new seq) gets a new grant; a retransmission never a new 30 s
     const reReady = item(await call(ready('listener.ready', 3n, 2n)));
     expect(reReady.result).toBe('granted');
@@ -127,7 +222,9 @@ describe('nsd ready and leases (real process, PostgreSQL)', () => {
     const refreshBytes = ready('lease.refresh', 4n, 2n);
     const refreshed = item(await call(refreshBytes));
     expect(refreshed.result).toBe('granted');
-    expect(Buffer.from(refreshed.grant_id as Uint8Array).equals(Buffer.from(reReady.grant_id as Uint8Array))).toBe(false);
+    expect(Buffer.from(refreshed.grant_id as Uint8Array).equals(Buffer.from(reReady.grant_id as Uint8Array))).toBe(
+      false,
+    );
     await new Promise((r) => setTimeout(r, 300));
     const again = item(await call(refreshBytes));
     expect(Buffer.from(again.grant_id as Uint8Array).equals(Buffer.from(refreshed.grant_id as Uint8Array))).toBe(true);

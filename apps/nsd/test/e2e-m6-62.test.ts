@@ -9,7 +9,18 @@
 import { randomBytes } from 'node:crypto';
 import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
 import { describe, expect, it } from 'vitest';
-import { checkFlows, healthz, leaseOf, openFlow, ownerAdmin, processWorkspace, publisherAndConsumer, startNsListening, startNsd, until } from './processes.js';
+import {
+  checkFlows,
+  healthz,
+  leaseOf,
+  openFlow,
+  ownerAdmin,
+  processWorkspace,
+  publisherAndConsumer,
+  startNsListening,
+  startNsd,
+  until,
+} from './processes.js';
 
 const db = useDatabase('nsd_m6_62');
 const ws = processWorkspace('nsd-m6-62');
@@ -32,9 +43,13 @@ describe('M6-62 nsd + two ns-daemons over loopback', () => {
     // 1.–5. report → snapshot (proposal) → claimed → ACK → listener.ready → lease: the publisher's permit is active
     const services = await until(
       () => admin('GET', `/v1/admin/services?network=${NET}`),
-      (r) => (r.body['services'] as { P: number | null }[] | undefined)?.[0]?.P !== null && (r.body['services'] as unknown[]).length === 1,
+      (r) =>
+        (r.body['services'] as { P: number | null }[] | undefined)?.[0]?.P !== null &&
+        (r.body['services'] as unknown[]).length === 1,
     );
-    const svc = (services.body['services'] as { service_id: string; publisher: string; P: number; sources: unknown[] }[])[0] as {
+    const svc = (
+      services.body['services'] as { service_id: string; publisher: string; P: number; sources: unknown[] }[]
+    )[0] as {
       service_id: string;
       publisher: string;
       P: number;
@@ -44,7 +59,10 @@ describe('M6-62 nsd + two ns-daemons over loopback', () => {
     expect(svc.P).toBeGreaterThanOrEqual(8080); // auto mode tries the backend port first
     expect(svc.sources).toEqual([]);
     const id = svc.service_id;
-    const ha = await until(() => healthz(a.port), (h) => leaseOf(h, 'publisher', id)?.active === true);
+    const ha = await until(
+      () => healthz(a.port),
+      (h) => leaseOf(h, 'publisher', id)?.active === true,
+    );
     expect(ha['epoch']).toBe(String(nsd1.epoch));
 
     // without an authorization the consumer has no listener, no Grant, no permit: the flow is refused
@@ -57,10 +75,20 @@ describe('M6-62 nsd + two ns-daemons over loopback', () => {
     // consumer gets the consumer view of the listener and acquires
     const allow = await admin('PUT', '/v1/admin/policy', { service_id: id, consumer: con.hex, protocols: ['tcp'] });
     expect(allow).toEqual({ status: 200, body: { outcome: 'changed', policy_version: '2' } });
-    expect((await admin('PUT', '/v1/admin/policy', { service_id: id, consumer: con.hex, protocols: ['tcp'] })).body['outcome']).toBe('unchanged');
+    expect(
+      (await admin('PUT', '/v1/admin/policy', { service_id: id, consumer: con.hex, protocols: ['tcp'] })).body[
+        'outcome'
+      ],
+    ).toBe('unchanged');
     // 6.–7. consumer acquire → the consumer's permit is active
-    await until(() => healthz(b.port), (h) => leaseOf(h, 'consumer', id)?.active === true);
-    await until(() => healthz(a.port), (h) => leaseOf(h, 'publisher', id)?.active === true);
+    await until(
+      () => healthz(b.port),
+      (h) => leaseOf(h, 'consumer', id)?.active === true,
+    );
+    await until(
+      () => healthz(a.port),
+      (h) => leaseOf(h, 'publisher', id)?.active === true,
+    );
     // 8. a simulated flow through the consumer's data plane is allowed
     const allowed = await openFlow(b.port, id);
     expect(allowed.opened?.verdict).toBe('allow');
@@ -68,7 +96,13 @@ describe('M6-62 nsd + two ns-daemons over loopback', () => {
     expect(flowId).toBeGreaterThan(0);
     // the daemons' /metrics: the granted lease results by kind, the live leases and the open flow
     const metricsOf = async (port: number) => (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-    const value = (m: string, series: string) => Number(m.split('\n').find((l) => l.startsWith(`${series} `))?.split(' ')[1] ?? 0);
+    const value = (m: string, series: string) =>
+      Number(
+        m
+          .split('\n')
+          .find((l) => l.startsWith(`${series} `))
+          ?.split(' ')[1] ?? 0,
+      );
     const [ma, mb] = await Promise.all([metricsOf(a.port), metricsOf(b.port)]);
     expect(value(ma, 'ns_lease_results_total{kind="listener.ready",result="granted"}')).toBeGreaterThanOrEqual(1);
     expect(value(ma, 'ns_leases{role="publisher",active="true"}')).toBe(1);
@@ -80,23 +114,39 @@ describe('M6-62 nsd + two ns-daemons over loopback', () => {
     // Grant: the consumer's flow is not revoked for it (§2.4) and its permit follows the new intent
     const rev = Number((await healthz(b.port))['snapshotRevision']);
     const other = randomBytes(32).toString('hex');
-    expect((await admin('PUT', '/v1/admin/policy', { service_id: id, consumer: other, protocols: ['udp'] })).body['policy_version']).toBe('3');
-    await until(() => healthz(b.port), (h) => Number(h['snapshotRevision']) > rev && leaseOf(h, 'consumer', id)?.active === true);
+    expect(
+      (await admin('PUT', '/v1/admin/policy', { service_id: id, consumer: other, protocols: ['udp'] })).body[
+        'policy_version'
+      ],
+    ).toBe('3');
+    await until(
+      () => healthz(b.port),
+      (h) => Number(h['snapshotRevision']) > rev && leaseOf(h, 'consumer', id)?.active === true,
+    );
     expect((await checkFlows(b.port)).flows.find((f) => f.flowId === flowId)?.verdict).toBe('allow');
 
     // 9. revoke: the owner removes the consumer; the next check of the SAME flow is denied, a new flow is refused
     const removed = await admin('DELETE', '/v1/admin/policy', { service_id: id, consumer: con.hex });
     expect(removed).toEqual({ status: 200, body: { outcome: 'changed', policy_version: '4' } });
-    await until(() => healthz(b.port), (h) => leaseOf(h, 'consumer', id) === undefined);
+    await until(
+      () => healthz(b.port),
+      (h) => leaseOf(h, 'consumer', id) === undefined,
+    );
     const after = await checkFlows(b.port);
     expect(after.flows.find((f) => f.flowId === flowId)?.verdict).not.toBe('allow');
     expect((await openFlow(b.port, id)).opened?.verdict).not.toBe('allow');
     // the publisher keeps serving (its own lease follows its new intent)
-    await until(() => healthz(a.port), (h) => leaseOf(h, 'publisher', id)?.active === true);
+    await until(
+      () => healthz(a.port),
+      (h) => leaseOf(h, 'publisher', id)?.active === true,
+    );
 
     // re-allowed: a new grant and a new permit generation; the old flow stays dead
     await admin('PUT', '/v1/admin/policy', { service_id: id, consumer: con.hex, protocols: ['tcp'] });
-    await until(() => healthz(b.port), (h) => leaseOf(h, 'consumer', id)?.active === true);
+    await until(
+      () => healthz(b.port),
+      (h) => leaseOf(h, 'consumer', id)?.active === true,
+    );
     expect((await checkFlows(b.port)).flows.find((f) => f.flowId === flowId)?.verdict).not.toBe('allow');
     const again = await openFlow(b.port, id);
     expect(again.opened?.verdict).toBe('allow');
@@ -107,12 +157,25 @@ describe('M6-62 nsd + two ns-daemons over loopback', () => {
     expect((await nsd1.proc.exited).code).toBe(0);
     const nsd2 = await startNsdOn(nsd1.port);
     expect(nsd2.epoch).toBe(nsd1.epoch + 1n);
-    const ha2 = await until(() => healthz(a.port), (h) => h['epoch'] === String(nsd2.epoch) && leaseOf(h, 'publisher', id)?.epoch === String(nsd2.epoch) && leaseOf(h, 'publisher', id)?.active === true, 90_000);
+    const ha2 = await until(
+      () => healthz(a.port),
+      (h) =>
+        h['epoch'] === String(nsd2.epoch) &&
+        leaseOf(h, 'publisher', id)?.epoch === String(nsd2.epoch) &&
+        leaseOf(h, 'publisher', id)?.active === true,
+      90_000,
+    );
     expect(leaseOf(ha2, 'publisher', id)?.epoch).toBe(String(nsd2.epoch));
     // B's rows: the new epoch's first publisher grant came from a listener.ready (not a refresh of an old grant)
-    const kinds = await sql(`SELECT kind FROM service_control.lease_grant WHERE epoch = ${nsd2.epoch} AND service_id = '\\x${id}' AND holder = '\\x${pub.hex}' ORDER BY seq`);
+    const kinds = await sql(
+      `SELECT kind FROM service_control.lease_grant WHERE epoch = ${nsd2.epoch} AND service_id = '\\x${id}' AND holder = '\\x${pub.hex}' ORDER BY seq`,
+    );
     expect(kinds[0]?.['kind']).toBe('ready');
-    await until(() => healthz(b.port), (h) => leaseOf(h, 'consumer', id)?.epoch === String(nsd2.epoch) && leaseOf(h, 'consumer', id)?.active === true, 90_000);
+    await until(
+      () => healthz(b.port),
+      (h) => leaseOf(h, 'consumer', id)?.epoch === String(nsd2.epoch) && leaseOf(h, 'consumer', id)?.active === true,
+      90_000,
+    );
     expect((await openFlow(b.port, id)).opened?.verdict).toBe('allow');
 
     for (const p of [nsd2.proc, a.p, b.p]) {

@@ -35,7 +35,13 @@ const node = (name: string) => {
   const web = (key: string) => [{ key, protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 8080 }];
   writeFileSync(join(ws.dir, `${name}-x.json`), JSON.stringify(web('web')));
   writeFileSync(join(ws.dir, `${name}.json`), JSON.stringify(web('api')));
-  return { ...id, name, netX: randomBytes(16).toString('hex'), net: randomBytes(16).toString('hex'), state: join(ws.dir, `${name}.db`) };
+  return {
+    ...id,
+    name,
+    netX: randomBytes(16).toString('hex'),
+    net: randomBytes(16).toString('hex'),
+    state: join(ws.dir, `${name}.db`),
+  };
 };
 const N1 = node('n1');
 const N2 = node('n2');
@@ -50,13 +56,21 @@ const client = async (db: TestDatabase) => {
   return c;
 };
 beforeAll(async () => {
-  x = await startNsd(ws, dbX, [N1, N2].map((n) => `${n.hex}:${n.netX}`), { NSD_KEY_FILE: join(ws.dir, 'nsd-x.pem') });
+  x = await startNsd(
+    ws,
+    dbX,
+    [N1, N2].map((n) => `${n.hex}:${n.netX}`),
+    { NSD_KEY_FILE: join(ws.dir, 'nsd-x.pem') },
+  );
   ws.closers.push(async () => void (await Promise.all(clients.map((c) => c.end()))));
 });
 
-const logged = (event: string, fields: Record<string, unknown> = {}) => (l: Record<string, unknown>) =>
-  l['event'] === event && Object.entries(fields).every(([k, v]) => l[k] === v);
-const events = (proc: Proc, event: string, fields: Record<string, unknown> = {}) => proc.lines.filter(logged(event, fields));
+const logged =
+  (event: string, fields: Record<string, unknown> = {}) =>
+  (l: Record<string, unknown>) =>
+    l['event'] === event && Object.entries(fields).every(([k, v]) => l[k] === v);
+const events = (proc: Proc, event: string, fields: Record<string, unknown> = {}) =>
+  proc.lines.filter(logged(event, fields));
 const stop = async (p: Proc) => {
   p.child.kill('SIGTERM');
   expect((await p.exited).code).toBe(0);
@@ -72,13 +86,33 @@ const ownAtX = async (n: typeof N1) => {
   await stop(ns);
 };
 
-type Row = { state: string; round: string; seq: string; idx: number; tried: string[]; floor: string; next?: boolean; cur: { port: string; seq: string } | null };
+type Row = {
+  state: string;
+  round: string;
+  seq: string;
+  idx: number;
+  tried: string[];
+  floor: string;
+  next?: boolean;
+  cur: { port: string; seq: string } | null;
+};
 const allocationOf = async (c: pg.Client, n: { hex: string }): Promise<Row | undefined> =>
-  ((await c.query(`SELECT value FROM service_control.port_allocation WHERE publisher = $1`, [Buffer.from(n.hex, 'hex')])).rows[0] as { value: Row } | undefined)?.value;
+  (
+    (
+      await c.query(`SELECT value FROM service_control.port_allocation WHERE publisher = $1`, [
+        Buffer.from(n.hex, 'hex'),
+      ])
+    ).rows[0] as { value: Row } | undefined
+  )?.value;
 const entriesOf = async (c: pg.Client, n: { hex: string }) =>
-  (await c.query(`SELECT port, kind FROM service_control.port_entry WHERE publisher = $1 ORDER BY port`, [Buffer.from(n.hex, 'hex')])).rows.map((r: { port: number; kind: string }) => `${r.port}:${r.kind}`);
+  (
+    await c.query(`SELECT port, kind FROM service_control.port_entry WHERE publisher = $1 ORDER BY port`, [
+      Buffer.from(n.hex, 'hex'),
+    ])
+  ).rows.map((r: { port: number; kind: string }) => `${r.port}:${r.kind}`);
 const snapshotOf = async (c: pg.Client, n: { hex: string }) => {
-  const r = (await c.query(`SELECT body FROM service_control.snapshot WHERE target = $1`, [Buffer.from(n.hex, 'hex')])).rows[0] as { body: Buffer } | undefined;
+  const r = (await c.query(`SELECT body FROM service_control.snapshot WHERE target = $1`, [Buffer.from(n.hex, 'hex')]))
+    .rows[0] as { body: Buffer } | undefined;
   return r === undefined ? undefined : SnapshotPushBody.decodeOrThrow(new Uint8Array(r.body)).snapshot;
 };
 
@@ -88,8 +122,17 @@ const endpointTable = (n: typeof N1) => {
   try {
     const t = store.read();
     return {
-      proposals: [...t.proposals.values()].map((p) => ({ nsd: toHex(p.ref.serviceRef.nsdId), seq: String(p.ref.proposalSeq), P: String(p.ref.port), status: p.status })),
-      endpoints: [...t.endpoints.values()].map((e) => ({ P: String(e.port), phase: e.phase, nsd: e.owner === null ? null : toHex(e.owner.nsdId) })),
+      proposals: [...t.proposals.values()].map((p) => ({
+        nsd: toHex(p.ref.serviceRef.nsdId),
+        seq: String(p.ref.proposalSeq),
+        P: String(p.ref.port),
+        status: p.status,
+      })),
+      endpoints: [...t.endpoints.values()].map((e) => ({
+        P: String(e.port),
+        phase: e.phase,
+        nsd: e.owner === null ? null : toHex(e.owner.nsdId),
+      })),
     };
   } finally {
     store.close();
@@ -98,10 +141,14 @@ const endpointTable = (n: typeof N1) => {
 const inPool = (p: string) => Number(p) >= 40000 && Number(p) <= 50000;
 
 describe('the next P candidate after a pure refusal, across processes (decision 0193)', () => {
-  it('M6-42 M6-43 §5.14 the first auto candidate (the backend port 8080) is refused by A purely, because its endpoint table holds 8080 for the node\'s service at another NSD; after the backoff B issues candidate 2 from 40000..50000 on its own, the daemon claims it, the service gets that P (snapshot, admin view, publisher lease) while X\'s 8080 stays owned on A', async () => {
+  it("M6-42 M6-43 §5.14 the first auto candidate (the backend port 8080) is refused by A purely, because its endpoint table holds 8080 for the node's service at another NSD; after the backoff B issues candidate 2 from 40000..50000 on its own, the daemon claims it, the service gets that P (snapshot, admin view, publisher lease) while X's 8080 stays owned on A", async () => {
     await ownAtX(N1);
     // a long confirmation window: only A's answers move the allocation here, never the recovery driver (decision 0171)
-    const y = await startNsd(ws, dbY, [`${N1.hex}:${N1.net}`], { NSD_KEY_FILE: join(ws.dir, 'nsd-y.pem'), NSD_ADMIN_TOKEN: TOKEN, NSD_PORT_UNCERTAIN_MS: '120000' });
+    const y = await startNsd(ws, dbY, [`${N1.hex}:${N1.net}`], {
+      NSD_KEY_FILE: join(ws.dir, 'nsd-y.pem'),
+      NSD_ADMIN_TOKEN: TOKEN,
+      NSD_PORT_UNCERTAIN_MS: '120000',
+    });
     const c = await client(dbY);
     const ns = startNs(ws, y, N1, N1.name, N1.net);
     const port = await nsPort(ns);
@@ -120,17 +167,40 @@ describe('the next P candidate after a pure refusal, across processes (decision 
     const p2 = claimed['P'] as string;
     expect(inPool(p2)).toBe(true);
 
-    const a = await until(() => allocationOf(c, N1), (v) => v?.state === 'claimed');
-    expect([a?.round, a?.seq, a?.idx, a?.tried, a?.floor, a?.next, a?.cur?.port]).toEqual(['1', '2', 2, ['8080', p2], '1', false, p2]);
+    const a = await until(
+      () => allocationOf(c, N1),
+      (v) => v?.state === 'claimed',
+    );
+    expect([a?.round, a?.seq, a?.idx, a?.tried, a?.floor, a?.next, a?.cur?.port]).toEqual([
+      '1',
+      '2',
+      2,
+      ['8080', p2],
+      '1',
+      false,
+      p2,
+    ]);
     expect(await entriesOf(c, N1)).toEqual([`${p2}:owned`]); // 8080 was a pure candidate: released, no tombstone
     // the service's P: B's next snapshot for the publisher carries it (Resource and claimed listener), the daemon
     // applies it, the owner's view shows it, and the publisher's ready lease on that listener is active
-    const snap = await until(() => snapshotOf(c, N1), (s) => s?.resources[0]?.P === Number(p2) && s.listeners[0]?.state === 'claimed');
+    const snap = await until(
+      () => snapshotOf(c, N1),
+      (s) => s?.resources[0]?.P === Number(p2) && s.listeners[0]?.state === 'claimed',
+    );
     expect([snap?.listeners[0]?.proposal?.P, snap?.listeners[0]?.proposal?.proposal_seq]).toEqual([Number(p2), 2n]);
-    await until(() => healthz(port), (h) => h['snapshotRevision'] === String(snap?.snapshot_revision));
-    const services = (await ownerAdmin(y.url, TOKEN)('GET', `/v1/admin/services?network=${N1.net}`)).body['services'] as { service_id: string; declaration_key: string; P: number | null }[];
+    await until(
+      () => healthz(port),
+      (h) => h['snapshotRevision'] === String(snap?.snapshot_revision),
+    );
+    const services = (await ownerAdmin(y.url, TOKEN)('GET', `/v1/admin/services?network=${N1.net}`)).body[
+      'services'
+    ] as { service_id: string; declaration_key: string; P: number | null }[];
     expect(services.map((s) => [s.declaration_key, s.P])).toEqual([['api', Number(p2)]]);
-    await until(() => healthz(port), (h) => leaseOf(h, 'publisher', services[0]?.service_id as string)?.active === true, 90_000);
+    await until(
+      () => healthz(port),
+      (h) => leaseOf(h, 'publisher', services[0]?.service_id as string)?.active === true,
+      90_000,
+    );
 
     // resolved by A's answers and B's own timer: no uncertainty, no owner retry, 8080 never taken for this NSD
     expect(events(y.proc, 'port-uncertain')).toEqual([]);
@@ -166,7 +236,15 @@ describe('the next P candidate after a pure refusal, across processes (decision 
     // A never got the reply (its transport gives up, or meets the next epoch); it does not decide anything again
     await ns.waitFor(logged('port-result-refused', { P: '8080', result: 'conflict' }), 90_000);
     const waiting = await allocationOf(c, N2);
-    expect([waiting?.state, waiting?.next, waiting?.round, waiting?.seq, waiting?.idx, waiting?.tried, waiting?.floor]).toEqual(['released-pure', true, '1', '1', 1, ['8080'], '1']);
+    expect([
+      waiting?.state,
+      waiting?.next,
+      waiting?.round,
+      waiting?.seq,
+      waiting?.idx,
+      waiting?.tried,
+      waiting?.floor,
+    ]).toEqual(['released-pure', true, '1', '1', 1, ['8080'], '1']);
     expect(await entriesOf(c, N2)).toEqual([]); // the pure candidate's reservation is released
 
     // restarted on the same address: a new epoch; the waiting allocation is resumed (backoff sampled again)
@@ -180,14 +258,38 @@ describe('the next P candidate after a pure refusal, across processes (decision 
     const p2 = claimed['P'] as string;
     expect(p2).not.toBe('8080');
     expect(inPool(p2)).toBe(true);
-    const a = await until(() => allocationOf(c, N2), (v) => v?.state === 'claimed');
-    expect([a?.round, a?.seq, a?.idx, a?.tried, a?.floor, a?.next, a?.cur?.port]).toEqual(['1', '2', 2, ['8080', p2], '1', false, p2]);
+    const a = await until(
+      () => allocationOf(c, N2),
+      (v) => v?.state === 'claimed',
+    );
+    expect([a?.round, a?.seq, a?.idx, a?.tried, a?.floor, a?.next, a?.cur?.port]).toEqual([
+      '1',
+      '2',
+      2,
+      ['8080', p2],
+      '1',
+      false,
+      p2,
+    ]);
     expect(await entriesOf(c, N2)).toEqual([`${p2}:owned`]);
-    const snap = await until(() => snapshotOf(c, N2), (s) => s?.resources[0]?.P === Number(p2) && s.listeners[0]?.state === 'claimed');
-    await until(() => healthz(port), (h) => h['epoch'] === String(z2.epoch) && h['snapshotRevision'] === String(snap?.snapshot_revision), 90_000);
-    const services = (await ownerAdmin(z2.url, TOKEN)('GET', `/v1/admin/services?network=${N2.net}`)).body['services'] as { service_id: string; declaration_key: string; P: number | null }[];
+    const snap = await until(
+      () => snapshotOf(c, N2),
+      (s) => s?.resources[0]?.P === Number(p2) && s.listeners[0]?.state === 'claimed',
+    );
+    await until(
+      () => healthz(port),
+      (h) => h['epoch'] === String(z2.epoch) && h['snapshotRevision'] === String(snap?.snapshot_revision),
+      90_000,
+    );
+    const services = (await ownerAdmin(z2.url, TOKEN)('GET', `/v1/admin/services?network=${N2.net}`)).body[
+      'services'
+    ] as { service_id: string; declaration_key: string; P: number | null }[];
     expect(services.map((s) => [s.declaration_key, s.P])).toEqual([['api', Number(p2)]]);
-    const lease = await until(() => healthz(port), (h) => leaseOf(h, 'publisher', services[0]?.service_id as string)?.active === true, 90_000);
+    const lease = await until(
+      () => healthz(port),
+      (h) => leaseOf(h, 'publisher', services[0]?.service_id as string)?.active === true,
+      90_000,
+    );
     expect(leaseOf(lease, 'publisher', services[0]?.service_id as string)?.epoch).toBe(String(z2.epoch));
 
     expect(events(z2.proc, 'next-candidate')).toHaveLength(1);

@@ -19,7 +19,10 @@ const { dir, procs, closers, identity } = processWorkspace('nsd-port');
 const NET = randomBytes(16).toString('hex');
 const a = identity('a');
 const b = identity('b');
-writeFileSync(join(dir, 'a.json'), JSON.stringify([{ key: 'web', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 8080 }]));
+writeFileSync(
+  join(dir, 'a.json'),
+  JSON.stringify([{ key: 'web', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 8080 }]),
+);
 writeFileSync(join(dir, 'b.json'), JSON.stringify([]));
 
 /** Run `ns-daemon service retry-port …` (the bin's subcommand) and collect its exit code and output. */
@@ -65,36 +68,66 @@ describe('P allocation and ns service retry-port against real processes', () => 
     const nb = ns(b, 'b');
     const pa = (await na.waitFor((x) => x['event'] === 'listening'))['port'] as number;
     const pb = (await nb.waitFor((x) => x['event'] === 'listening'))['port'] as number;
-    await until(() => healthz(pa), (h) => h['phase'] === 'streaming' && h['acceptedRevision'] === '1');
-    await until(() => healthz(pb), (h) => h['phase'] === 'streaming');
+    await until(
+      () => healthz(pa),
+      (h) => h['phase'] === 'streaming' && h['acceptedRevision'] === '1',
+    );
+    await until(
+      () => healthz(pb),
+      (h) => h['phase'] === 'streaming',
+    );
 
     const c = new pg.Client(db.config);
     await c.connect();
     closers.push(() => c.end());
-    const row = (await c.query(`SELECT s.service_id, s.network_id, a.nsd_id FROM service_control.service s, service_control.authority a WHERE s.publisher = $1`, [Buffer.from(a.hex, 'hex')])).rows[0] as Record<string, Buffer>;
-    const ref = { nsdId: new Uint8Array(row['nsd_id'] as Buffer), networkId: new Uint8Array(row['network_id'] as Buffer), serviceId: new Uint8Array(row['service_id'] as Buffer) };
+    const row = (
+      await c.query(
+        `SELECT s.service_id, s.network_id, a.nsd_id FROM service_control.service s, service_control.authority a WHERE s.publisher = $1`,
+        [Buffer.from(a.hex, 'hex')],
+      )
+    ).rows[0] as Record<string, Buffer>;
+    const ref = {
+      nsdId: new Uint8Array(row['nsd_id'] as Buffer),
+      networkId: new Uint8Array(row['network_id'] as Buffer),
+      serviceId: new Uint8Array(row['service_id'] as Buffer),
+    };
     const refText = `${uuidText(ref.nsdId)}/${uuidText(ref.networkId)}/${uuidText(ref.serviceId)}`;
 
     // B offered P in the report's transaction; the snapshot carried the proposal; a's daemon claimed it (installed)
     const claimed = await na.waitFor((x) => x['event'] === 'port-result');
     expect([claimed['P'], claimed['result'], claimed['state']]).toEqual(['8080', 'installed', 'claimed']);
-    const alloc = (await c.query(`SELECT value FROM service_control.port_allocation WHERE service_id = $1`, [Buffer.from(ref.serviceId)])).rows[0] as { value: Record<string, unknown> };
+    const alloc = (
+      await c.query(`SELECT value FROM service_control.port_allocation WHERE service_id = $1`, [
+        Buffer.from(ref.serviceId),
+      ])
+    ).rows[0] as { value: Record<string, unknown> };
     expect(alloc.value['state']).toBe('claimed');
-    const entry = (await c.query(`SELECT port, kind FROM service_control.port_entry WHERE publisher = $1`, [Buffer.from(a.hex, 'hex')])).rows;
+    const entry = (
+      await c.query(`SELECT port, kind FROM service_control.port_entry WHERE publisher = $1`, [
+        Buffer.from(a.hex, 'hex'),
+      ])
+    ).rows;
     expect(entry).toEqual([{ port: 8080, kind: 'owned' }]);
     // the next snapshot for the publisher carries the confirmed P in its Resource and the claimed listener intent
     const snap = await until(
       async () => {
-        const r = (await c.query(`SELECT body FROM service_control.snapshot WHERE target = $1`, [Buffer.from(a.hex, 'hex')])).rows[0] as { body: Buffer };
+        const r = (
+          await c.query(`SELECT body FROM service_control.snapshot WHERE target = $1`, [Buffer.from(a.hex, 'hex')])
+        ).rows[0] as { body: Buffer };
         return SnapshotPushBody.decodeOrThrow(new Uint8Array(r.body)).snapshot;
       },
       (x) => x.resources[0]?.P === 8080 && x.listeners[0]?.state === 'claimed',
     );
     expect(snap.listeners[0]?.proposal?.P).toBe(8080);
     const seq1 = snap.listeners[0]?.proposal?.proposal_seq as bigint;
-    await until(() => healthz(pa), (h) => h['snapshotRevision'] === String(snap.snapshot_revision));
+    await until(
+      () => healthz(pa),
+      (h) => h['snapshotRevision'] === String(snap.snapshot_revision),
+    );
     // b (a consumer) sees the Resource with P and no listener of a's
-    const snapB = (await c.query(`SELECT body FROM service_control.snapshot WHERE target = $1`, [Buffer.from(b.hex, 'hex')])).rows[0] as { body: Buffer };
+    const snapB = (
+      await c.query(`SELECT body FROM service_control.snapshot WHERE target = $1`, [Buffer.from(b.hex, 'hex')])
+    ).rows[0] as { body: Buffer };
     const viewB = SnapshotPushBody.decodeOrThrow(new Uint8Array(snapB.body)).snapshot;
     expect(viewB.listeners).toEqual([]);
 
@@ -114,9 +147,22 @@ describe('P allocation and ns service retry-port against real processes', () => 
     expect((await cli(['service', 'retry-port', 'not-a-ref', '--request-id', randomUUID()])).code).toBe(2);
     // round 2 proposes the confirmed P again; the daemon claims it (the P stays 8080, owned)
     await until(
-      async () => ((await c.query(`SELECT value FROM service_control.port_allocation WHERE service_id = $1`, [Buffer.from(ref.serviceId)])).rows[0] as { value: Record<string, unknown> }).value,
+      async () =>
+        (
+          (
+            await c.query(`SELECT value FROM service_control.port_allocation WHERE service_id = $1`, [
+              Buffer.from(ref.serviceId),
+            ])
+          ).rows[0] as { value: Record<string, unknown> }
+        ).value,
       (v) => v['state'] === 'claimed' && String(v['round']) === '2',
     );
-    expect((await c.query(`SELECT port, kind FROM service_control.port_entry WHERE publisher = $1`, [Buffer.from(a.hex, 'hex')])).rows).toEqual([{ port: 8080, kind: 'owned' }]);
+    expect(
+      (
+        await c.query(`SELECT port, kind FROM service_control.port_entry WHERE publisher = $1`, [
+          Buffer.from(a.hex, 'hex'),
+        ])
+      ).rows,
+    ).toEqual([{ port: 8080, kind: 'owned' }]);
   });
 });

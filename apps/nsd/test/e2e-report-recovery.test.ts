@@ -21,22 +21,41 @@ const stop = async (p: Proc) => {
 };
 
 describe('M6-20 report recovery with changed declarations', () => {
-  it('M6-20 lost report row + changed declarations: report.head → B\'s revision R has another digest → A persists R+1, then sends it; B accepts R+1 with the new declaration', async () => {
+  it("M6-20 lost report row + changed declarations: report.head → B's revision R has another digest → A persists R+1, then sends it; B accepts R+1 with the new declaration", async () => {
     const who = { ...ws.identity('a'), net: randomBytes(16).toString('hex') };
     const decls = join(ws.dir, 'a.json');
     const stateFile = join(ws.dir, 'a.db');
-    writeFileSync(decls, JSON.stringify([{ key: 'web', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 8080 }]));
+    writeFileSync(
+      decls,
+      JSON.stringify([{ key: 'web', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 8080 }]),
+    );
     const nsd = await startNsd(ws, db, [`${who.hex}:${who.net}`]);
     const scope = `${who.hex}/${nsd.nsdId}/${who.net}`;
-    const reportRow = () => sql(`SELECT revision::text AS revision, encode(digest, 'hex') AS digest FROM service_control.report WHERE identity = '\\x${who.hex}'`);
+    const reportRow = () =>
+      sql(
+        `SELECT revision::text AS revision, encode(digest, 'hex') AS digest FROM service_control.report WHERE identity = '\\x${who.hex}'`,
+      );
 
     // two accepted revisions (a display-name edit while running is re-reported on restart)
     const n1 = startNs(ws, nsd, who, 'a', who.net);
-    await until(() => nsPort(n1).then(healthz), (h) => h['phase'] === 'streaming' && h['acceptedRevision'] === '1', 90_000);
+    await until(
+      () => nsPort(n1).then(healthz),
+      (h) => h['phase'] === 'streaming' && h['acceptedRevision'] === '1',
+      90_000,
+    );
     await stop(n1);
-    writeFileSync(decls, JSON.stringify([{ key: 'web', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 8080, display_name: 'Web' }]));
+    writeFileSync(
+      decls,
+      JSON.stringify([
+        { key: 'web', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 8080, display_name: 'Web' },
+      ]),
+    );
     const n2 = startNs(ws, nsd, who, 'a', who.net);
-    await until(() => nsPort(n2).then(healthz), (h) => h['phase'] === 'streaming' && h['acceptedRevision'] === '2', 90_000);
+    await until(
+      () => nsPort(n2).then(healthz),
+      (h) => h['phase'] === 'streaming' && h['acceptedRevision'] === '2',
+      90_000,
+    );
     await stop(n2);
     const [atR] = await reportRow();
     expect(atR?.['revision']).toBe('2');
@@ -45,13 +64,26 @@ describe('M6-20 report recovery with changed declarations', () => {
     const raw = new Database(stateFile);
     expect(raw.prepare(`DELETE FROM record WHERE kind = 'report' AND scope = ?`).run(scope).changes).toBe(1);
     raw.close();
-    writeFileSync(decls, JSON.stringify([{ key: 'web', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 8081, display_name: 'Web' }]));
+    writeFileSync(
+      decls,
+      JSON.stringify([
+        { key: 'web', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 8081, display_name: 'Web' },
+      ]),
+    );
 
     const n3 = startNs(ws, nsd, who, 'a', who.net);
-    const h3 = await until(() => nsPort(n3).then(healthz), (h) => h['phase'] === 'streaming' && h['acceptedRevision'] === '3', 90_000);
+    const h3 = await until(
+      () => nsPort(n3).then(healthz),
+      (h) => h['phase'] === 'streaming' && h['acceptedRevision'] === '3',
+      90_000,
+    );
     expect(h3['reportRevision']).toBe('3');
     // through report.head: B had R = 2, A sends R+1 = 3
-    expect(n3.lines.filter((l) => l['event'] === 'report-head').map((l) => [l['accepted_revision'], l['action'], l['sends']])).toEqual([['2', 'send', '3']]);
+    expect(
+      n3.lines
+        .filter((l) => l['event'] === 'report-head')
+        .map((l) => [l['accepted_revision'], l['action'], l['sends']]),
+    ).toEqual([['2', 'send', '3']]);
     const [atR1] = await reportRow();
     expect(atR1?.['revision']).toBe('3');
     expect(atR1?.['digest']).not.toBe(atR?.['digest']);
@@ -62,9 +94,15 @@ describe('M6-20 report recovery with changed declarations', () => {
     s.close();
     expect(rec.state).toBe('present');
     if (rec.state !== 'present') return;
-    expect([rec.report.revision, rec.acceptedRevision, Buffer.from(rec.report.digest).toString('hex')]).toEqual([3n, 3n, atR1?.['digest']]);
+    expect([rec.report.revision, rec.acceptedRevision, Buffer.from(rec.report.digest).toString('hex')]).toEqual([
+      3n,
+      3n,
+      atR1?.['digest'],
+    ]);
     // B's service carries the new backend port (the declaration of R+1), under the same ServiceRef as before
-    const services = await sql(`SELECT declaration_key, state FROM service_control.service WHERE publisher = '\\x${who.hex}'`);
+    const services = await sql(
+      `SELECT declaration_key, state FROM service_control.service WHERE publisher = '\\x${who.hex}'`,
+    );
     expect(services).toEqual([{ declaration_key: 'web', state: 'active' }]);
     await stop(nsd.proc);
   });

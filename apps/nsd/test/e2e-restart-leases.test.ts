@@ -5,7 +5,19 @@
 // snapshot ACKed → the first grant. nsd keeps running on PostgreSQL throughout (its grants are not what A restores).
 import { useDatabase } from '@homelab/testbed/vitest';
 import { describe, expect, it } from 'vitest';
-import { type Proc, checkFlows, healthz, leaseOf, openFlow, ownerAdmin, processWorkspace, publisherAndConsumer, startNsListening, startNsd, until } from './processes.js';
+import {
+  type Proc,
+  checkFlows,
+  healthz,
+  leaseOf,
+  openFlow,
+  ownerAdmin,
+  processWorkspace,
+  publisherAndConsumer,
+  startNsListening,
+  startNsd,
+  until,
+} from './processes.js';
 
 const db = useDatabase('nsd_restart_leases');
 const ws = processWorkspace('nsd-restart-leases');
@@ -31,21 +43,45 @@ describe('M6-61 restarted daemons restore no Active from disk', () => {
       (r) => (r.body['services'] as { P: number | null }[] | undefined)?.[0]?.P != null,
     );
     const id = (services.body['services'] as { service_id: string }[])[0]?.service_id as string;
-    expect((await admin('PUT', '/v1/admin/policy', { service_id: id, consumer: con.hex, protocols: ['tcp'] })).body['outcome']).toBe('changed');
-    await until(() => healthz(a.port), (h) => leaseOf(h, 'publisher', id)?.active === true, 90_000);
-    await until(() => healthz(b.port), (h) => leaseOf(h, 'consumer', id)?.active === true, 90_000);
+    expect(
+      (await admin('PUT', '/v1/admin/policy', { service_id: id, consumer: con.hex, protocols: ['tcp'] })).body[
+        'outcome'
+      ],
+    ).toBe('changed');
+    await until(
+      () => healthz(a.port),
+      (h) => leaseOf(h, 'publisher', id)?.active === true,
+      90_000,
+    );
+    await until(
+      () => healthz(b.port),
+      (h) => leaseOf(h, 'consumer', id)?.active === true,
+      90_000,
+    );
     const flow = (await openFlow(b.port, id)).opened;
     expect(flow?.verdict).toBe('allow');
 
     // ── the publisher, SIGKILLed while Active
     await kill(a.p);
     const a2 = await daemonOf(pub, 'publisher', nsd, false);
-    await until(() => healthz(a2.port), (h) => leaseOf(h, 'publisher', id)?.active === true, 90_000);
+    await until(
+      () => healthz(a2.port),
+      (h) => leaseOf(h, 'publisher', id)?.active === true,
+      90_000,
+    );
     const startup = a2.p.lines.find(ev('startup'));
     expect(startup).toMatchObject({ gates: 'closed', permits: 0 });
     const firstGrant = at(a2.p, (l) => l['event'] === 'lease-receipt' && l['result'] === 'granted');
     expect(a2.p.lines[firstGrant]?.['kind']).toBe('listener.ready'); // a new ready, not a refresh of a restored lease
-    const order = ['startup', 'floors-loaded', 'bound', 'session-open', 'ports-recovered', 'stream-open', 'snapshot-acked'].map((e) => at(a2.p, ev(e)));
+    const order = [
+      'startup',
+      'floors-loaded',
+      'bound',
+      'session-open',
+      'ports-recovered',
+      'stream-open',
+      'snapshot-acked',
+    ].map((e) => at(a2.p, ev(e)));
     expect(order.every((i) => i >= 0)).toBe(true);
     expect([...order].sort((x, y) => x - y)).toEqual(order);
     expect(firstGrant).toBeGreaterThan(order[order.length - 1] as number);
@@ -54,8 +90,14 @@ describe('M6-61 restarted daemons restore no Active from disk', () => {
     await kill(b.p);
     const b2 = await daemonOf(con, 'consumer', nsd, true);
     expect(b2.p.lines.find(ev('startup'))).toMatchObject({ gates: 'closed', permits: 0 });
-    expect((await checkFlows(b2.port)).flows.some((f) => f.flowId === flow?.flowId && f.verdict === 'allow')).toBe(false); // the old flow did not survive
-    await until(() => healthz(b2.port), (h) => leaseOf(h, 'consumer', id)?.active === true, 90_000);
+    expect((await checkFlows(b2.port)).flows.some((f) => f.flowId === flow?.flowId && f.verdict === 'allow')).toBe(
+      false,
+    ); // the old flow did not survive
+    await until(
+      () => healthz(b2.port),
+      (h) => leaseOf(h, 'consumer', id)?.active === true,
+      90_000,
+    );
     const acquired = at(b2.p, (l) => l['event'] === 'lease-acquired' && Number(l['granted']) >= 1);
     expect(acquired).toBeGreaterThan(at(b2.p, ev('snapshot-acked')));
     expect(at(b2.p, ev('snapshot-acked'))).toBeGreaterThan(at(b2.p, ev('floors-loaded')));

@@ -59,7 +59,11 @@ export const start = (app: 'nsd' | 'ns-daemon', env: Record<string, string>): Pr
         } else if (child.exitCode !== null || child.signalCode !== null) {
           waiters.delete(check);
           clearTimeout(timer);
-          reject(new Error(`${app} exited (${child.exitCode ?? child.signalCode}); stderr: ${err.slice(-2000)}; log: ${JSON.stringify(lines.slice(-10))}`));
+          reject(
+            new Error(
+              `${app} exited (${child.exitCode ?? child.signalCode}); stderr: ${err.slice(-2000)}; log: ${JSON.stringify(lines.slice(-10))}`,
+            ),
+          );
         }
       };
       const timer = setTimeout(() => {
@@ -72,7 +76,8 @@ export const start = (app: 'nsd' | 'ns-daemon', env: Record<string, string>): Pr
   return { child, lines, exited, waitFor };
 };
 
-export const healthz = async (port: number): Promise<Record<string, unknown>> => (await (await fetch(`http://127.0.0.1:${port}/healthz`)).json()) as Record<string, unknown>;
+export const healthz = async (port: number): Promise<Record<string, unknown>> =>
+  (await (await fetch(`http://127.0.0.1:${port}/healthz`)).json()) as Record<string, unknown>;
 
 export const until = async <A>(f: () => Promise<A>, ok: (a: A) => boolean, ms = 60_000): Promise<A> => {
   const end = Date.now() + ms;
@@ -100,7 +105,12 @@ export const processWorkspace = (prefix: string) => {
     const failed = ctx.task.result?.state === 'fail' || (ctx.task.result?.errors?.length ?? 0) > 0;
     if (!failed) return;
     for (const [i, p] of procs.entries())
-      process.stderr.write(`── process ${i} (pid ${p.child.pid}), last log lines:\n${p.lines.slice(-40).map((l) => JSON.stringify(l)).join('\n')}\n`);
+      process.stderr.write(
+        `── process ${i} (pid ${p.child.pid}), last log lines:\n${p.lines
+          .slice(-40)
+          .map((l) => JSON.stringify(l))
+          .join('\n')}\n`,
+      );
   });
   afterAll(async () => {
     for (const c of closers) await c();
@@ -119,7 +129,12 @@ export const processWorkspace = (prefix: string) => {
 type Workspace = Pick<ReturnType<typeof processWorkspace>, 'dir' | 'procs'>;
 
 /** nsd's environment for the test's database, `members` and key `<dir>/nsd.pem` (ephemeral port unless `env` says). */
-export const nsdEnv = (ws: Pick<Workspace, 'dir'>, db: TestDatabase, members: readonly string[], env: Record<string, string> = {}): Record<string, string> => ({
+export const nsdEnv = (
+  ws: Pick<Workspace, 'dir'>,
+  db: TestDatabase,
+  members: readonly string[],
+  env: Record<string, string> = {},
+): Record<string, string> => ({
   NSD_PORT: '0',
   NSD_DB_HOST: db.host,
   NSD_DB_PORT: String(db.port),
@@ -131,17 +146,35 @@ export const nsdEnv = (ws: Pick<Workspace, 'dir'>, db: TestDatabase, members: re
 });
 
 /** nsd on the test's database for `members` (`identityHex:networkHex`), key `<dir>/nsd.pem`; resolves once it listens. */
-export const startNsd = async (ws: Workspace, db: TestDatabase, members: readonly string[], env: Record<string, string> = {}) => {
+export const startNsd = async (
+  ws: Workspace,
+  db: TestDatabase,
+  members: readonly string[],
+  env: Record<string, string> = {},
+) => {
   const proc = start('nsd', nsdEnv(ws, db, members, env));
   ws.procs.push(proc);
   const l = await proc.waitFor((x) => x['event'] === 'listening');
   const port = l['port'] as number;
-  return { proc, port, url: `http://127.0.0.1:${port}`, key: l['nsd_key'] as string, epoch: BigInt(l['epoch'] as string), nsdId: (l['nsd_id'] as string).replaceAll('-', '') };
+  return {
+    proc,
+    port,
+    url: `http://127.0.0.1:${port}`,
+    key: l['nsd_key'] as string,
+    epoch: BigInt(l['epoch'] as string),
+    nsdId: (l['nsd_id'] as string).replaceAll('-', ''),
+  };
 };
 
-
 /** An ns-daemon of `who` in `network` (state `<dir>/<name>.db`, declarations `<dir>/<name>.json`); not awaited. */
-export const startNs = (ws: Workspace, nsd: { readonly url: string; readonly key: string }, who: { readonly keyFile: string }, name: string, network: string, env: Record<string, string> = {}): Proc => {
+export const startNs = (
+  ws: Workspace,
+  nsd: { readonly url: string; readonly key: string },
+  who: { readonly keyFile: string },
+  name: string,
+  network: string,
+  env: Record<string, string> = {},
+): Proc => {
   const proc = start('ns-daemon', {
     NS_NSD_URL: nsd.url,
     NS_NSD_KEY: nsd.key,
@@ -169,7 +202,10 @@ export const startNsListening = async (...args: Parameters<typeof startNs>) => {
 export const publisherAndConsumer = (ws: Pick<ReturnType<typeof processWorkspace>, 'dir' | 'identity'>) => {
   const pub = ws.identity('publisher');
   const con = ws.identity('consumer');
-  writeFileSync(join(ws.dir, 'publisher.json'), JSON.stringify([{ key: 'web', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 8080 }]));
+  writeFileSync(
+    join(ws.dir, 'publisher.json'),
+    JSON.stringify([{ key: 'web', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: 8080 }]),
+  );
   writeFileSync(join(ws.dir, 'consumer.json'), JSON.stringify([]));
   const net = randomBytes(16).toString('hex');
   return { net, token: randomBytes(16).toString('hex'), pub, con, members: [`${pub.hex}:${net}`, `${con.hex}:${net}`] };
@@ -195,8 +231,11 @@ export interface DaemonLease {
   readonly epoch: string;
   readonly generation: number;
 }
-export const leaseOf = (h: Record<string, unknown>, role: DaemonLease['role'], service: string): DaemonLease | undefined =>
-  (h['leases'] as DaemonLease[]).find((l) => l.role === role && l.service === service);
+export const leaseOf = (
+  h: Record<string, unknown>,
+  role: DaemonLease['role'],
+  service: string,
+): DaemonLease | undefined => (h['leases'] as DaemonLease[]).find((l) => l.role === role && l.service === service);
 
 /** The simulated data plane's debug endpoint (decision 0146): the verdict of a newly opened flow and of every flow. */
 export interface FlowVerdicts {
@@ -204,6 +243,11 @@ export interface FlowVerdicts {
   readonly flows: readonly { readonly flowId: number; readonly verdict: string }[];
 }
 export const openFlow = async (port: number, serviceId: string): Promise<FlowVerdicts> =>
-  (await (await fetch(`http://127.0.0.1:${port}/debug/simulated-flow`, { method: 'POST', body: JSON.stringify({ service_id: serviceId }) })).json()) as FlowVerdicts;
-export const checkFlows = async (port: number): Promise<FlowVerdicts> => (await (await fetch(`http://127.0.0.1:${port}/debug/simulated-flow`)).json()) as FlowVerdicts;
-
+  (await (
+    await fetch(`http://127.0.0.1:${port}/debug/simulated-flow`, {
+      method: 'POST',
+      body: JSON.stringify({ service_id: serviceId }),
+    })
+  ).json()) as FlowVerdicts;
+export const checkFlows = async (port: number): Promise<FlowVerdicts> =>
+  (await (await fetch(`http://127.0.0.1:${port}/debug/simulated-flow`)).json()) as FlowVerdicts;

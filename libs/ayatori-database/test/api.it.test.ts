@@ -32,7 +32,10 @@ const instance = (name: string, endpoint: Record<string, unknown> = {}, cred: Re
   apiVersion: ApiVersion,
   kind: 'PostgreSQLInstance',
   metadata: { name },
-  spec: { endpoint: { host: 'postgres.example.test', hostaddr: '192.0.2.10', ...endpoint }, adminCredentialRef: { name: 'admin', ...cred } },
+  spec: {
+    endpoint: { host: 'postgres.example.test', hostaddr: '192.0.2.10', ...endpoint },
+    adminCredentialRef: { name: 'admin', ...cred },
+  },
 });
 const database = (name: string, spec: Record<string, unknown> = {}) => ({
   apiVersion: ApiVersion,
@@ -55,7 +58,9 @@ interface Obj {
 
 describe('AY-1 installed CRDs', () => {
   it('AY-1: three kinds, their scopes and status subresources are served; no short names', async () => {
-    const list = (await call('GET', base)).json<{ resources: Array<{ name: string; kind: string; namespaced: boolean; shortNames?: string[] }> }>();
+    const list = (await call('GET', base)).json<{
+      resources: Array<{ name: string; kind: string; namespaced: boolean; shortNames?: string[] }>;
+    }>();
     const byName = new Map(list.resources.map((r) => [r.name, r]));
     expect(byName.get('postgresqlinstances')).toMatchObject({ kind: 'PostgreSQLInstance', namespaced: false });
     expect(byName.get('postgresqldatabases')).toMatchObject({ kind: 'PostgreSQLDatabase', namespaced: false });
@@ -74,7 +79,9 @@ describe('AY-1 installed CRDs', () => {
         headers: { authorization: `Bearer ${kube.token}`, accept: 'application/json;as=Table;v=v1;g=meta.k8s.io' },
       });
       expect(reply.status, reply.body).toBe(200);
-      return (JSON.parse(reply.body) as { columnDefinitions: Array<{ name: string }> }).columnDefinitions.map((c) => c.name);
+      return (JSON.parse(reply.body) as { columnDefinitions: Array<{ name: string }> }).columnDefinitions.map(
+        (c) => c.name,
+      );
     };
     expect(await table(instances)).toEqual(['Name', 'Ready']);
     expect(await table(databases)).toEqual(['Name', 'Instance', 'Database', 'Ready']);
@@ -89,7 +96,13 @@ describe('PostgreSQLInstance on the API server', () => {
     expect(res.status, res.body).toBe(201);
     const obj = res.json<Obj>();
     expect(obj.spec).toEqual({
-      endpoint: { host: 'postgres.example.test', hostaddr: '192.0.2.10', port: 5432, database: 'postgres', sslMode: 'verify-full' },
+      endpoint: {
+        host: 'postgres.example.test',
+        hostaddr: '192.0.2.10',
+        port: 5432,
+        database: 'postgres',
+        sslMode: 'verify-full',
+      },
       adminCredentialRef: { name: 'admin', usernameKey: 'username', passwordKey: 'password' },
     });
   });
@@ -115,7 +128,10 @@ describe('PostgreSQLDatabase on the API server', () => {
     let obj = res.json<Obj>();
     expect(obj.spec['reclaimPolicy']).toBe('Retain');
     for (const policy of ['Delete', 'Retain']) {
-      const updated = await call('PUT', `${databases}/${obj.metadata.name}`, { ...obj, spec: { ...obj.spec, reclaimPolicy: policy } });
+      const updated = await call('PUT', `${databases}/${obj.metadata.name}`, {
+        ...obj,
+        spec: { ...obj.spec, reclaimPolicy: policy },
+      });
       expect(updated.status, updated.body).toBe(200);
       obj = updated.json<Obj>();
       expect(obj.spec['reclaimPolicy']).toBe(policy);
@@ -128,7 +144,11 @@ describe('PostgreSQLDatabase on the API server', () => {
     ['uppercase database', { database: 'App' }],
     ['source Adopt', { source: 'Adopt' }],
     ['Import without credentialRef', { source: 'Import' }, 'only imported databases require an existing credentialRef'],
-    ['Provision with credentialRef', { credentialRef: { mount: 'secret', path: 'a/b' } }, 'only imported databases require an existing credentialRef'],
+    [
+      'Provision with credentialRef',
+      { credentialRef: { mount: 'secret', path: 'a/b' } },
+      'only imported databases require an existing credentialRef',
+    ],
     ['reclaimPolicy Recycle', { reclaimPolicy: 'Recycle' }],
     ['tenantRef without uid', { tenantRef: { namespace: 'apps', name: 'app' } }],
   ])('AY-5: rejects %s as Invalid', async (_name, spec, message) => {
@@ -138,7 +158,11 @@ describe('PostgreSQLDatabase on the API server', () => {
   it('AY-7: an Import Database is created although its Instance does not exist', async () => {
     const res = await create(
       databases,
-      database(uniqueName('ay7'), { instanceRef: { name: uniqueName('missing') }, source: 'Import', credentialRef: { mount: 'secret', path: 'existing/app' } }),
+      database(uniqueName('ay7'), {
+        instanceRef: { name: uniqueName('missing') },
+        source: 'Import',
+        credentialRef: { mount: 'secret', path: 'existing/app' },
+      }),
     );
     expect(res.status, res.body).toBe(201);
   });
@@ -154,22 +178,41 @@ describe('PostgreSQLDatabase on the API server', () => {
     obj = plain.json<Obj>();
     expect(obj.status).toBeUndefined();
     const generation = obj.metadata.generation;
-    const ready = { type: 'Ready', status: 'True', reason: 'Verified', message: '', lastTransitionTime: '2026-01-01T00:00:00Z', observedGeneration: generation };
-    const statusUpdate = await call('PUT', `${databases}/${name}/status`, { ...obj, status: { phase: 'Available', conditions: [ready] } });
+    const ready = {
+      type: 'Ready',
+      status: 'True',
+      reason: 'Verified',
+      message: '',
+      lastTransitionTime: '2026-01-01T00:00:00Z',
+      observedGeneration: generation,
+    };
+    const statusUpdate = await call('PUT', `${databases}/${name}/status`, {
+      ...obj,
+      status: { phase: 'Available', conditions: [ready] },
+    });
     expect(statusUpdate.status, statusUpdate.body).toBe(200);
     obj = statusUpdate.json<Obj>();
     expect(obj.metadata.generation).toBe(generation);
     expect(obj.status?.['phase']).toBe('Available');
-    const dup = await call('PUT', `${databases}/${name}/status`, { ...obj, status: { conditions: [ready, { ...ready, status: 'False' }] } });
+    const dup = await call('PUT', `${databases}/${name}/status`, {
+      ...obj,
+      status: { conditions: [ready, { ...ready, status: 'False' }] },
+    });
     expectInvalid(dup);
   });
 
   it('AY-9: an update with a stale resourceVersion gets 409; the stored tenantRef is the winner’s', async () => {
     const name = uniqueName('ay9');
     const obj = (await create(databases, database(name))).json<Obj>();
-    const winner = await call('PUT', `${databases}/${name}`, { ...obj, spec: { ...obj.spec, tenantRef: { namespace: 'apps', name: 'a', uid: 'winner' } } });
+    const winner = await call('PUT', `${databases}/${name}`, {
+      ...obj,
+      spec: { ...obj.spec, tenantRef: { namespace: 'apps', name: 'a', uid: 'winner' } },
+    });
     expect(winner.status, winner.body).toBe(200);
-    const loser = await call('PUT', `${databases}/${name}`, { ...obj, spec: { ...obj.spec, tenantRef: { namespace: 'apps', name: 'b', uid: 'loser' } } });
+    const loser = await call('PUT', `${databases}/${name}`, {
+      ...obj,
+      spec: { ...obj.spec, tenantRef: { namespace: 'apps', name: 'b', uid: 'loser' } },
+    });
     expect(loser.status).toBe(409);
     expect(loser.json<{ reason: string }>().reason).toBe('Conflict');
     const stored = (await call('GET', `${databases}/${name}`)).json<Obj>();
@@ -180,15 +223,24 @@ describe('PostgreSQLDatabase on the API server', () => {
     const message = 'managed database target cannot change after observation or binding starts';
     const viaTenantRef = async () => {
       const name = uniqueName('ay10t');
-      const obj = (await create(databases, database(name, { source: 'Import', credentialRef: { mount: 'secret', path: 'a/b' } }))).json<Obj>();
+      const obj = (
+        await create(databases, database(name, { source: 'Import', credentialRef: { mount: 'secret', path: 'a/b' } }))
+      ).json<Obj>();
       return (
-        await call('PUT', `${databases}/${name}`, { ...obj, spec: { ...obj.spec, tenantRef: { namespace: 'apps', name: 'a', uid: 'u' } } })
+        await call('PUT', `${databases}/${name}`, {
+          ...obj,
+          spec: { ...obj.spec, tenantRef: { namespace: 'apps', name: 'a', uid: 'u' } },
+        })
       ).json<Obj>();
     };
     const viaInstanceUID = async () => {
       const name = uniqueName('ay10i');
-      const obj = (await create(databases, database(name, { source: 'Import', credentialRef: { mount: 'secret', path: 'a/b' } }))).json<Obj>();
-      return (await call('PUT', `${databases}/${name}/status`, { ...obj, status: { instanceUID: 'instance-uid' } })).json<Obj>();
+      const obj = (
+        await create(databases, database(name, { source: 'Import', credentialRef: { mount: 'secret', path: 'a/b' } }))
+      ).json<Obj>();
+      return (
+        await call('PUT', `${databases}/${name}/status`, { ...obj, status: { instanceUID: 'instance-uid' } })
+      ).json<Obj>();
     };
     for (const start of [viaTenantRef, viaInstanceUID]) {
       const obj = await start();
@@ -212,7 +264,10 @@ describe('PostgreSQLTenant on the API server', () => {
   it('AY-6: both or neither of provision/databaseRef → Invalid with the exact message', async () => {
     const message = 'exactly one of provision and databaseRef is required';
     expectInvalid(
-      await create(tenants(ns.name), tenant(uniqueName('ay6'), { provision: { instanceRef: { name: 'shared' } }, databaseRef: { name: 'x' } })),
+      await create(
+        tenants(ns.name),
+        tenant(uniqueName('ay6'), { provision: { instanceRef: { name: 'shared' } }, databaseRef: { name: 'x' } }),
+      ),
       message,
     );
     expectInvalid(await create(tenants(ns.name), tenant(uniqueName('ay6'), {})), message);
@@ -228,7 +283,9 @@ describe('PostgreSQLTenant on the API server', () => {
   it('AY-11: once Binding/Bound/Deleting, the target is frozen and progress cannot return; extensions and secretName stay mutable', async () => {
     const name = uniqueName('ay11');
     const path = `${tenants(ns.name)}/${name}`;
-    let obj = (await create(tenants(ns.name), tenant(name, { provision: { instanceRef: { name: 'shared' } } }))).json<Obj>();
+    let obj = (
+      await create(tenants(ns.name), tenant(name, { provision: { instanceRef: { name: 'shared' } } }))
+    ).json<Obj>();
     const before = await call('PUT', path, { ...obj, spec: { provision: { instanceRef: { name: 'other' } } } });
     expect(before.status, 'unfrozen before binding starts').toBe(200);
     obj = before.json<Obj>();
@@ -236,12 +293,24 @@ describe('PostgreSQLTenant on the API server', () => {
       const statusUpdate = await call('PUT', `${path}/status`, { ...obj, status: { phase } });
       expect(statusUpdate.status, statusUpdate.body).toBe(200);
       obj = statusUpdate.json<Obj>();
-      expectInvalid(await call('PUT', path, { ...obj, spec: { provision: { instanceRef: { name: 'third' } } } }), 'binding target cannot change after binding starts');
-      expectInvalid(await call('PUT', path, { ...obj, spec: { databaseRef: { name: 'x' } } }), 'binding target cannot change after binding starts');
+      expectInvalid(
+        await call('PUT', path, { ...obj, spec: { provision: { instanceRef: { name: 'third' } } } }),
+        'binding target cannot change after binding starts',
+      );
+      expectInvalid(
+        await call('PUT', path, { ...obj, spec: { databaseRef: { name: 'x' } } }),
+        'binding target cannot change after binding starts',
+      );
       for (const bad of [{ phase: '' }, { phase: 'Pending' }, {}]) {
-        expectInvalid(await call('PUT', `${path}/status`, { ...obj, status: bad }), 'binding progress cannot return to an unbound state');
+        expectInvalid(
+          await call('PUT', `${path}/status`, { ...obj, status: bad }),
+          'binding progress cannot return to an unbound state',
+        );
       }
-      const mutable = await call('PUT', path, { ...obj, spec: { ...obj.spec, extensions: ['pgcrypto', phase], secretName: `s-${phase.toLowerCase()}` } });
+      const mutable = await call('PUT', path, {
+        ...obj,
+        spec: { ...obj.spec, extensions: ['pgcrypto', phase], secretName: `s-${phase.toLowerCase()}` },
+      });
       expect(mutable.status, mutable.body).toBe(200);
       obj = mutable.json<Obj>();
     }
@@ -252,7 +321,10 @@ describe('samples', () => {
   it('AY-12: the three sample manifests are accepted (cluster-scoped names suffixed, Tenants in the test namespace)', async () => {
     const dir = join(import.meta.dirname, '../samples');
     const suffix = uniqueName('s');
-    const load = (file: string) => parseAllDocuments(readFileSync(join(dir, file), 'utf8')).map((d) => d.toJS() as { metadata: { name: string; namespace?: string } });
+    const load = (file: string) =>
+      parseAllDocuments(readFileSync(join(dir, file), 'utf8')).map(
+        (d) => d.toJS() as { metadata: { name: string; namespace?: string } },
+      );
     const [inst] = load('database_v1alpha1_postgresqlinstance.yaml');
     const [db] = load('database_v1alpha1_postgresqldatabase.yaml');
     const ts = load('database_v1alpha1_postgresqltenant.yaml');

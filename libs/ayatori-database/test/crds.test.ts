@@ -14,7 +14,11 @@ const repoRoot = join(import.meta.dirname, '../../..');
 /** Condition item descriptions: `@homelab/crd` emits the first sentence of apimachinery's doc comments only. */
 const withoutConditionItemDescriptions = (crd: unknown): unknown => {
   const copy = structuredClone(crd) as {
-    spec: { versions: Array<{ schema: { openAPIV3Schema: { properties: { status: { properties: { conditions: { items: unknown } } } } } } }> };
+    spec: {
+      versions: Array<{
+        schema: { openAPIV3Schema: { properties: { status: { properties: { conditions: { items: unknown } } } } } };
+      }>;
+    };
   };
   const strip = (node: unknown): void => {
     if (Array.isArray(node)) node.forEach(strip);
@@ -40,14 +44,22 @@ const seedCrd = (plural: string) => {
 describe('generated CRDs', () => {
   for (const crd of customResourceDefinitions()) {
     it(`AY-1 (generation): ${crd.spec.names.plural} equals the seed's controller-gen CRD — scope, status subresource, printer columns, every default, pattern, enum, CEL rule and description`, () => {
-      const generated = parse(crdManifestFiles()[`${crd.spec.group}_${crd.spec.names.plural}.yaml`] as string) as unknown;
-      expect(withoutConditionItemDescriptions(generated)).toEqual(withoutConditionItemDescriptions(seedCrd(crd.spec.names.plural)));
+      const generated = parse(
+        crdManifestFiles()[`${crd.spec.group}_${crd.spec.names.plural}.yaml`] as string,
+      ) as unknown;
+      expect(withoutConditionItemDescriptions(generated)).toEqual(
+        withoutConditionItemDescriptions(seedCrd(crd.spec.names.plural)),
+      );
     });
   }
 
   it('deploy/crds/ayatori/ holds exactly the generated files (drift check)', async () => {
     const report = await Effect.runPromise(
-      syncManifests({ directory: join(repoRoot, 'deploy/crds/ayatori'), files: crdManifestFiles(), mode: driftModeFromEnv() }),
+      syncManifests({
+        directory: join(repoRoot, 'deploy/crds/ayatori'),
+        files: crdManifestFiles(),
+        mode: driftModeFromEnv(),
+      }),
     );
     expect(report.problems, describeDrift(report)).toEqual([]);
   });

@@ -14,7 +14,12 @@ import { reconcileInstance } from '../src/application/instance.js';
 import { quoteIdentifier } from '../src/domain/provisioning-sql.js';
 import { Finalizers, TenantReason } from '../src/domain/vocabulary.js';
 import { PostgresInstanceObserverLayer } from '../src/adapter/postgresql/observer.js';
-import { apiVersion, KubernetesAdminSecretsLayer, KubernetesBindingResourcesLayer, KubernetesInstanceResourcesLayer } from '../src/adapter/kubernetes/resources.js';
+import {
+  apiVersion,
+  KubernetesAdminSecretsLayer,
+  KubernetesBindingResourcesLayer,
+  KubernetesInstanceResourcesLayer,
+} from '../src/adapter/kubernetes/resources.js';
 import { databases, installCrds, instances, tenants, uniqueName } from './kube-fixture.js';
 
 const ns = useNamespace('ay-gc');
@@ -45,7 +50,11 @@ interface Obj {
 // The file's own `cleanup` list (finalizers released, then deleted) removes what it creates, not the fixture's purge.
 const { get, must, post } = kubeObjects<Obj>();
 const remove = async (path: string, propagationPolicy?: 'Foreground' | 'Background') => {
-  const r = await kubeRequest('DELETE', path, propagationPolicy ? { kind: 'DeleteOptions', apiVersion: 'v1', propagationPolicy } : undefined);
+  const r = await kubeRequest(
+    'DELETE',
+    path,
+    propagationPolicy ? { kind: 'DeleteOptions', apiVersion: 'v1', propagationPolicy } : undefined,
+  );
   if (r.status !== 200 && r.status !== 202) throw new Error(`DELETE ${path}: ${r.status} ${r.body}`);
 };
 /** Clears every finalizer (test clean-up, and the hand release described above). */
@@ -58,16 +67,25 @@ const sql = adminQuery;
 
 const kubeLayer = () => layerFromToken(testbed().kube);
 const bind = (namespace: string, name: string) =>
-  Effect.runPromise(Effect.either(Effect.scoped(reconcileBinding(namespace, name).pipe(Effect.provide(KubernetesBindingResourcesLayer.pipe(Layer.provide(kubeLayer())))))));
+  Effect.runPromise(
+    Effect.either(
+      Effect.scoped(
+        reconcileBinding(namespace, name).pipe(
+          Effect.provide(KubernetesBindingResourcesLayer.pipe(Layer.provide(kubeLayer()))),
+        ),
+      ),
+    ),
+  );
 const observeInstance = (name: string) =>
   Effect.runPromise(
     Effect.either(
       Effect.scoped(
         reconcileInstance(name).pipe(
           Effect.provide(
-            Layer.mergeAll(KubernetesInstanceResourcesLayer, PostgresInstanceObserverLayer().pipe(Layer.provide(KubernetesAdminSecretsLayer(ns.name)))).pipe(
-              Layer.provide(kubeLayer()),
-            ),
+            Layer.mergeAll(
+              KubernetesInstanceResourcesLayer,
+              PostgresInstanceObserverLayer().pipe(Layer.provide(KubernetesAdminSecretsLayer(ns.name))),
+            ).pipe(Layer.provide(kubeLayer())),
           ),
         ),
       ),
@@ -107,7 +125,15 @@ const ownedBy = async (namespace: string, owner: Obj): Promise<string> => {
     kind: 'ConfigMap',
     metadata: {
       name: uniqueName('owned'),
-      ownerReferences: [{ apiVersion: owner.apiVersion, kind: owner.kind, name: owner.metadata.name, uid: owner.metadata.uid, blockOwnerDeletion: true }],
+      ownerReferences: [
+        {
+          apiVersion: owner.apiVersion,
+          kind: owner.kind,
+          name: owner.metadata.name,
+          uid: owner.metadata.uid,
+          blockOwnerDeletion: true,
+        },
+      ],
     },
   });
   return `/api/v1/namespaces/${namespace}/configmaps/${cm.metadata.name}`;
@@ -139,7 +165,13 @@ beforeAll(async () => {
     kind: 'PostgreSQLInstance',
     metadata: { name: instanceName },
     spec: {
-      endpoint: { host: 'localhost', hostaddr: '127.0.0.1', port: testbed().postgres.port, database: db.database, sslMode: 'disable' },
+      endpoint: {
+        host: 'localhost',
+        hostaddr: '127.0.0.1',
+        port: testbed().postgres.port,
+        database: db.database,
+        sslMode: 'disable',
+      },
       adminCredentialRef: { name: `${instanceName}-admin` },
     },
   });
@@ -165,11 +197,17 @@ describe.sequential('AY-83 with the real garbage collector and namespace control
     await vi.waitFor(async () => expect(await get(control)).toBeUndefined(), settle);
     // foregroundDeletion is removed by the collector once nothing owned by the Tenant is left; the Tenant's own
     // finalizer stays (it is kept forever), so the Tenant stays Deleting.
-    await vi.waitFor(async () => expect((await must(tenantPath)).metadata.finalizers).toEqual([Finalizers.tenant]), settle);
+    await vi.waitFor(
+      async () => expect((await must(tenantPath)).metadata.finalizers).toEqual([Finalizers.tenant]),
+      settle,
+    );
     expect(Either.isRight(await bind(ns.name, tenant.metadata.name))).toBe(true);
     const deleting = await must(tenantPath);
     expect(deleting.status?.phase).toBe('Deleting');
-    expect(deleting.status?.conditions?.find((c) => c.type === 'Ready')).toMatchObject({ status: 'False', reason: TenantReason.DeletionPending });
+    expect(deleting.status?.conditions?.find((c) => c.type === 'Ready')).toMatchObject({
+      status: 'False',
+      reason: TenantReason.DeletionPending,
+    });
     await expectDatabaseKept(databasePath, database);
   });
 
@@ -214,7 +252,15 @@ describe.sequential('AY-83 with the real garbage collector and namespace control
       kind: 'PostgreSQLDatabase',
       metadata: {
         name: uniqueName('ay-gc-owned'),
-        ownerReferences: [{ apiVersion: instance.apiVersion, kind: instance.kind, name: instanceName, uid: instance.metadata.uid, blockOwnerDeletion: true }],
+        ownerReferences: [
+          {
+            apiVersion: instance.apiVersion,
+            kind: instance.kind,
+            name: instanceName,
+            uid: instance.metadata.uid,
+            blockOwnerDeletion: true,
+          },
+        ],
       },
       spec: { instanceRef: { name: instanceName }, database: 'owned', loginRole: 'owned', source: 'Provision' },
     });
@@ -223,7 +269,10 @@ describe.sequential('AY-83 with the real garbage collector and namespace control
     await remove(instancePath, 'Foreground');
     await vi.waitFor(async () => expect(await get(control)).toBeUndefined(), settle);
     await vi.waitFor(async () => expect(await get(ownedPath)).toBeUndefined(), settle);
-    await vi.waitFor(async () => expect((await must(instancePath)).metadata.finalizers).toEqual([Finalizers.instance]), settle);
+    await vi.waitFor(
+      async () => expect((await must(instancePath)).metadata.finalizers).toEqual([Finalizers.instance]),
+      settle,
+    );
     await expectDatabaseKept(databasePath, database);
   });
 });

@@ -20,6 +20,11 @@ export const callAs = (user: string, groups: ReadonlyArray<string>, method: stri
     ca: kube.caCert,
     method,
     body,
-    headers: { authorization: `Bearer ${kube.token}`, accept: 'application/json', 'impersonate-user': user, 'impersonate-group': [...groups] },
+    headers: {
+      authorization: `Bearer ${kube.token}`,
+      accept: 'application/json',
+      'impersonate-user': user,
+      'impersonate-group': [...groups],
+    },
   });
 };

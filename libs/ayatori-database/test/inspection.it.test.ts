@@ -5,8 +5,18 @@ import { testbed, useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkExtensionSupport, managementFailure, nativeManagementChecks, observeExtensionSupport } from '../src/domain/instance.js';
-import { InspectManagementStatement, InspectMetadataStatement, parseManagementRow, parseMetadataRow } from '../src/domain/inspection-sql.js';
+import {
+  checkExtensionSupport,
+  managementFailure,
+  nativeManagementChecks,
+  observeExtensionSupport,
+} from '../src/domain/instance.js';
+import {
+  InspectManagementStatement,
+  InspectMetadataStatement,
+  parseManagementRow,
+  parseMetadataRow,
+} from '../src/domain/inspection-sql.js';
 import { quoteIdentifier } from '../src/domain/provisioning-sql.js';
 
 const db = useDatabase('ay_inspect');
@@ -21,7 +31,8 @@ const connect = async (user: string) => {
 };
 const admin = () => connect(testbed().postgres.user);
 const rowOf = async (c: pg.Client, sql: string) => (await c.query({ text: sql, rowMode: 'array' })).rows[0];
-const management = async (c: pg.Client) => Either.getOrThrow(parseManagementRow(await rowOf(c, InspectManagementStatement)));
+const management = async (c: pg.Client) =>
+  Either.getOrThrow(parseManagementRow(await rowOf(c, InspectManagementStatement)));
 
 beforeAll(async () => {
   const a = await admin();
@@ -37,7 +48,12 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  const a = new pg.Client({ host: testbed().postgres.host, port: testbed().postgres.port, user: testbed().postgres.user, database: testbed().postgres.database });
+  const a = new pg.Client({
+    host: testbed().postgres.host,
+    port: testbed().postgres.port,
+    user: testbed().postgres.user,
+    database: testbed().postgres.database,
+  });
   await a.connect();
   try {
     for (const role of [manager, reader]) {
@@ -54,8 +70,10 @@ describe('metadata statement', () => {
     const c = await connect(reader);
     try {
       await c.query('SET search_path = public, pg_catalog');
-      const installedBefore = (await c.query('SELECT count(*)::int AS n FROM pg_catalog.pg_extension')).rows[0].n as number;
-      const schemasBefore = (await c.query('SELECT count(*)::int AS n FROM pg_catalog.pg_namespace')).rows[0].n as number;
+      const installedBefore = (await c.query('SELECT count(*)::int AS n FROM pg_catalog.pg_extension')).rows[0]
+        .n as number;
+      const schemasBefore = (await c.query('SELECT count(*)::int AS n FROM pg_catalog.pg_namespace')).rows[0]
+        .n as number;
       expect((await c.query('SELECT name FROM pg_available_extensions')).rows).toEqual([{ name: 'fake_extension' }]); // the shadow works unqualified
       const metadata = Either.getOrThrow(parseMetadataRow(await rowOf(c, InspectMetadataStatement)));
       expect(metadata.version).toMatch(/^\d+/);
@@ -64,10 +82,15 @@ describe('metadata statement', () => {
       expect(metadata.extensions).not.toContain('fake_extension');
       const support = observeExtensionSupport(metadata.extensions);
       expect(checkExtensionSupport(support, ['hstore', 'plpgsql'])).toEqual({ _tag: 'ExtensionsAccepted' });
-      expect(checkExtensionSupport(support, ['fake_extension', 'HSTORE'])).toEqual({ _tag: 'ExtensionsUnsupported', unsupported: ['fake_extension', 'HSTORE'] });
+      expect(checkExtensionSupport(support, ['fake_extension', 'HSTORE'])).toEqual({
+        _tag: 'ExtensionsUnsupported',
+        unsupported: ['fake_extension', 'HSTORE'],
+      });
       expect((await c.query('SELECT count(*)::int AS n FROM pg_catalog.pg_extension')).rows[0].n).toBe(installedBefore);
       expect((await c.query('SELECT count(*)::int AS n FROM pg_catalog.pg_namespace')).rows[0].n).toBe(schemasBefore);
-      expect((await c.query(`SELECT count(*)::int AS n FROM pg_catalog.pg_extension WHERE extname = 'hstore'`)).rows[0].n).toBe(0);
+      expect(
+        (await c.query(`SELECT count(*)::int AS n FROM pg_catalog.pg_extension WHERE extname = 'hstore'`)).rows[0].n,
+      ).toBe(0);
     } finally {
       await c.end();
     }
@@ -106,7 +129,10 @@ describe('management statement', () => {
     const c = await connect(manager);
     try {
       expect(managementFailure(nativeManagementChecks((await management(c)).role))).toBe('NoFailure');
-      for (const [drop, restore] of [['NOCREATEROLE', 'CREATEROLE'], ['NOCREATEDB', 'CREATEDB']]) {
+      for (const [drop, restore] of [
+        ['NOCREATEROLE', 'CREATEROLE'],
+        ['NOCREATEDB', 'CREATEDB'],
+      ]) {
         await a.query(`ALTER ROLE ${quoteIdentifier(manager)} ${drop}`);
         expect(managementFailure(nativeManagementChecks((await management(c)).role))).toBe('InsufficientPrivileges');
         await a.query(`ALTER ROLE ${quoteIdentifier(manager)} ${restore}`);

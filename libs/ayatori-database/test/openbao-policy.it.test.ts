@@ -14,26 +14,42 @@ afterAll(async () => {
   await baoRequest('DELETE', `sys/policies/acl/${policyName}`);
 });
 
-const asToken = (token: string, method: string, path: string, body?: unknown) => httpCall(`${kv.addr}/v1/${path}`, method, token, body);
+const asToken = (token: string, method: string, path: string, body?: unknown) =>
+  httpCall(`${kv.addr}/v1/${path}`, method, token, body);
 
 describe('OpenBao controller policy', () => {
   it('AY-70: the policy token can create/read under the tenant prefix but cannot read a management path', async () => {
     const scope = Either.getOrThrow(makeCredentialScope(kv.mount, `${kv.base}/applications`));
-    expect(controllerPolicy(scope)).toBe(`path "${kv.mount}/data/${kv.base}/applications/*" {\n  capabilities = ["create", "update", "read"]\n}\n`);
-    expect((await baoRequest('PUT', `sys/policies/acl/${policyName}`, { policy: controllerPolicy(scope) })).status).toBe(204);
-    const management = await baoRequest('POST', `${kv.mount}/data/${kv.base}/management/instance`, { data: { password: 'AYATORI-TEST-ONLY-initial-password' } });
+    expect(controllerPolicy(scope)).toBe(
+      `path "${kv.mount}/data/${kv.base}/applications/*" {\n  capabilities = ["create", "update", "read"]\n}\n`,
+    );
+    expect(
+      (await baoRequest('PUT', `sys/policies/acl/${policyName}`, { policy: controllerPolicy(scope) })).status,
+    ).toBe(204);
+    const management = await baoRequest('POST', `${kv.mount}/data/${kv.base}/management/instance`, {
+      data: { password: 'AYATORI-TEST-ONLY-initial-password' },
+    });
     expect(management.status).toBe(200);
-    const tokenReply = await baoRequest('POST', 'auth/token/create', { policies: [policyName], no_default_policy: true, ttl: '5m' });
+    const tokenReply = await baoRequest('POST', 'auth/token/create', {
+      policies: [policyName],
+      no_default_policy: true,
+      ttl: '5m',
+    });
     expect(tokenReply.status, tokenReply.body).toBe(200);
     const token = (JSON.parse(tokenReply.body) as { auth: { client_token: string } }).auth.client_token;
 
-    const write = await asToken(token, 'POST', `${kv.mount}/data/${kv.base}/applications/database-uid`, { data: { username: 'app' }, options: { cas: 0 } });
+    const write = await asToken(token, 'POST', `${kv.mount}/data/${kv.base}/applications/database-uid`, {
+      data: { username: 'app' },
+      options: { cas: 0 },
+    });
     expect(write.status, write.body).toBe(200);
     expect((await asToken(token, 'GET', `${kv.mount}/data/${kv.base}/applications/database-uid`)).status).toBe(200);
     const denied = await asToken(token, 'GET', `${kv.mount}/data/${kv.base}/management/instance`);
     expect(denied.status).toBe(403);
     expect(denied.body).not.toContain('AYATORI-TEST-ONLY-initial-password');
-    expect((await asToken(token, 'DELETE', `${kv.mount}/metadata/${kv.base}/applications/database-uid`)).status).toBe(403);
+    expect((await asToken(token, 'DELETE', `${kv.mount}/metadata/${kv.base}/applications/database-uid`)).status).toBe(
+      403,
+    );
     expect((await asToken(token, 'LIST', `${kv.mount}/metadata/${kv.base}/applications`)).status).toBe(403);
   });
 });

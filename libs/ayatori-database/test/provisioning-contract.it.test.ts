@@ -51,10 +51,14 @@ describe('native provisioning contract', () => {
   it('AY-60: create role + database as a non-superuser manager, install trusted hstore, refuse untrusted file_fdw, clean up', async () => {
     const manager = client(names.manager, 'postgres');
     await manager.connect();
-    const versionNum = Number((await manager.query<{ v: string }>("SELECT pg_catalog.current_setting('server_version_num') AS v")).rows[0]?.v);
-    const role = (await manager.query<{ rolsuper: boolean; rolcreatedb: boolean; rolcreaterole: boolean }>(
-      'SELECT rolsuper, rolcreatedb, rolcreaterole FROM pg_catalog.pg_roles WHERE rolname = current_user',
-    )).rows[0];
+    const versionNum = Number(
+      (await manager.query<{ v: string }>("SELECT pg_catalog.current_setting('server_version_num') AS v")).rows[0]?.v,
+    );
+    const role = (
+      await manager.query<{ rolsuper: boolean; rolcreatedb: boolean; rolcreaterole: boolean }>(
+        'SELECT rolsuper, rolcreatedb, rolcreaterole FROM pg_catalog.pg_roles WHERE rolname = current_user',
+      )
+    ).rows[0];
     expect(role).toEqual({ rolsuper: false, rolcreatedb: true, rolcreaterole: true });
     try {
       await run(manager, Either.getOrThrow(provisionDatabaseStatements(names, versionNum)));
@@ -62,11 +66,15 @@ describe('native provisioning contract', () => {
       await inDb.connect();
       try {
         await run(inDb, Either.getOrThrow(installExtensionStatements(names, 'hstore')));
-        expect((await inDb.query<{ installed: boolean }>(extensionInstalledQuery, ['hstore'])).rows[0]?.installed).toBe(true);
+        expect((await inDb.query<{ installed: boolean }>(extensionInstalledQuery, ['hstore'])).rows[0]?.installed).toBe(
+          true,
+        );
         await inDb.query(`SET ROLE ${quoteIdentifier(names.owner)}`);
         await expect(inDb.query('CREATE EXTENSION "file_fdw"')).rejects.toThrow(/permission denied/);
         await inDb.query('RESET ROLE');
-        expect((await inDb.query<{ installed: boolean }>(extensionInstalledQuery, ['file_fdw'])).rows[0]?.installed).toBe(false);
+        expect(
+          (await inDb.query<{ installed: boolean }>(extensionInstalledQuery, ['file_fdw'])).rows[0]?.installed,
+        ).toBe(false);
         // PUBLIC lost CONNECT; the owner has it
         const connect = await inDb.query<{ pub: boolean; own: boolean }>(
           `SELECT has_database_privilege('public', $1, 'CONNECT') AS pub, has_database_privilege($2, $1, 'CONNECT') AS own`,
@@ -77,7 +85,10 @@ describe('native provisioning contract', () => {
         await inDb.end();
       }
       await run(manager, Either.getOrThrow(dropDatabaseStatements(names)));
-      const left = await manager.query('SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1 UNION ALL SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $2', [names.database, names.owner]);
+      const left = await manager.query(
+        'SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1 UNION ALL SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $2',
+        [names.database, names.owner],
+      );
       expect(left.rowCount).toBe(0);
     } finally {
       await manager.end();
@@ -87,6 +98,8 @@ describe('native provisioning contract', () => {
   it('identifiers are validated before quoting', async () => {
     const bad = provisionDatabaseStatements({ ...names, owner: 'Robert"; DROP TABLE x; --' }, 150000);
     expect(Either.isLeft(bad) && bad.left.field).toBe('owner');
-    expect(Either.getOrThrow(provisionDatabaseStatements(names, 160000))[1]).toBe(`GRANT "${names.owner}" TO "${names.manager}" WITH SET TRUE`);
+    expect(Either.getOrThrow(provisionDatabaseStatements(names, 160000))[1]).toBe(
+      `GRANT "${names.owner}" TO "${names.manager}" WITH SET TRUE`,
+    );
   });
 });

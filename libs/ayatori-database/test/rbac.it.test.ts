@@ -65,26 +65,49 @@ const eventually = async (check: () => Promise<void>) => {
 
 describe('RBAC on the real API server', () => {
   it('AY-34: the binding identity (generated ClusterRole only) gets Forbidden on any Secret GET', async () => {
-    await eventually(async () => expect((await callAs(sa('binding-only'), groups(), 'GET', `${base}/postgresqldatabases`)).status).toBe(200));
+    await eventually(async () =>
+      expect((await callAs(sa('binding-only'), groups(), 'GET', `${base}/postgresqldatabases`)).status).toBe(200),
+    );
     for (const ns of [controllerNs.name, unrelatedNs.name]) {
-      expect((await callAs(sa('binding-only'), groups(), 'GET', `/api/v1/namespaces/${ns}/secrets/admin`)).status).toBe(403);
+      expect((await callAs(sa('binding-only'), groups(), 'GET', `/api/v1/namespaces/${ns}/secrets/admin`)).status).toBe(
+        403,
+      );
     }
     expect((await callAs(sa('binding-only'), groups(), 'GET', `${tenants(unrelatedNs.name)}`)).status).toBe(200);
   });
 
   it('AY-53 (RBAC part): the Instance identity reads Secrets in the controller namespace only', async () => {
     await eventually(async () =>
-      expect((await callAs(sa('controller-manager'), groups(), 'GET', `/api/v1/namespaces/${controllerNs.name}/secrets/admin`)).status).toBe(200),
+      expect(
+        (
+          await callAs(
+            sa('controller-manager'),
+            groups(),
+            'GET',
+            `/api/v1/namespaces/${controllerNs.name}/secrets/admin`,
+          )
+        ).status,
+      ).toBe(200),
     );
-    expect((await callAs(sa('controller-manager'), groups(), 'GET', `/api/v1/namespaces/${unrelatedNs.name}/secrets/admin`)).status).toBe(403);
+    expect(
+      (await callAs(sa('controller-manager'), groups(), 'GET', `/api/v1/namespaces/${unrelatedNs.name}/secrets/admin`))
+        .status,
+    ).toBe(403);
     expect((await callAs(sa('controller-manager'), groups(), 'GET', `/api/v1/secrets`)).status).toBe(403);
   });
 
   it('AY-81 (on the server): neither identity may delete Databases or create events', async () => {
     for (const who of ['controller-manager', 'binding-only']) {
       expect((await callAs(sa(who), groups(), 'DELETE', `${base}/postgresqldatabases/anything`)).status).toBe(403);
-      const event = { apiVersion: 'v1', kind: 'Event', metadata: { name: uniqueName('e') }, involvedObject: { kind: 'Pod', name: 'x' } };
-      expect((await callAs(sa(who), groups(), 'POST', `/api/v1/namespaces/${controllerNs.name}/events`, event)).status).toBe(403);
+      const event = {
+        apiVersion: 'v1',
+        kind: 'Event',
+        metadata: { name: uniqueName('e') },
+        involvedObject: { kind: 'Pod', name: 'x' },
+      };
+      expect(
+        (await callAs(sa(who), groups(), 'POST', `/api/v1/namespaces/${controllerNs.name}/events`, event)).status,
+      ).toBe(403);
     }
   });
 });

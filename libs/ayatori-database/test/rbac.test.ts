@@ -15,14 +15,30 @@ describe('RBAC', () => {
       kind: 'ClusterRole',
       metadata: { name: 'manager-role' },
       rules: [
-        { apiGroups: [g], resources: ['postgresqldatabases'], verbs: ['create', 'get', 'list', 'patch', 'update', 'watch'] },
         {
           apiGroups: [g],
-          resources: ['postgresqldatabases/finalizers', 'postgresqlinstances/finalizers', 'postgresqltenants/finalizers'],
+          resources: ['postgresqldatabases'],
+          verbs: ['create', 'get', 'list', 'patch', 'update', 'watch'],
+        },
+        {
+          apiGroups: [g],
+          resources: [
+            'postgresqldatabases/finalizers',
+            'postgresqlinstances/finalizers',
+            'postgresqltenants/finalizers',
+          ],
           verbs: ['update'],
         },
-        { apiGroups: [g], resources: ['postgresqldatabases/status', 'postgresqlinstances/status', 'postgresqltenants/status'], verbs: ['get', 'patch', 'update'] },
-        { apiGroups: [g], resources: ['postgresqlinstances', 'postgresqltenants'], verbs: ['get', 'list', 'patch', 'update', 'watch'] },
+        {
+          apiGroups: [g],
+          resources: ['postgresqldatabases/status', 'postgresqlinstances/status', 'postgresqltenants/status'],
+          verbs: ['get', 'patch', 'update'],
+        },
+        {
+          apiGroups: [g],
+          resources: ['postgresqlinstances', 'postgresqltenants'],
+          verbs: ['get', 'list', 'patch', 'update', 'watch'],
+        },
       ],
     });
   });
@@ -30,20 +46,33 @@ describe('RBAC', () => {
   it('AY-81: no delete verb, no Secret rule, no events rule; the Secret Role grants only get/list/watch in one namespace', () => {
     const rules = managerClusterRole().rules;
     expect(rules.flatMap((r) => r.verbs)).not.toContain('delete');
-    expect(rules.flatMap((r) => r.resources).filter((r) => r.startsWith('secrets') || r.startsWith('events'))).toEqual([]);
+    expect(rules.flatMap((r) => r.resources).filter((r) => r.startsWith('secrets') || r.startsWith('events'))).toEqual(
+      [],
+    );
     expect(rules.flatMap((r) => r.apiGroups)).toEqual([g, g, g, g]);
     const [role, binding] = credentialsRole('ayatori-system');
-    expect(role).toMatchObject({ kind: 'Role', metadata: { namespace: 'ayatori-system' }, rules: [{ apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list', 'watch'] }] });
-    expect(binding).toMatchObject({ kind: 'RoleBinding', subjects: [{ kind: 'ServiceAccount', name: 'controller-manager', namespace: 'ayatori-system' }] });
+    expect(role).toMatchObject({
+      kind: 'Role',
+      metadata: { namespace: 'ayatori-system' },
+      rules: [{ apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list', 'watch'] }],
+    });
+    expect(binding).toMatchObject({
+      kind: 'RoleBinding',
+      subjects: [{ kind: 'ServiceAccount', name: 'controller-manager', namespace: 'ayatori-system' }],
+    });
   });
 
-  it('the leader-election Role and RoleBinding are kubebuilder\'s scaffold (leader-election-role in the controller namespace, bound to controller-manager); the manager-role stays the seed\'s', () => {
+  it("the leader-election Role and RoleBinding are kubebuilder's scaffold (leader-election-role in the controller namespace, bound to controller-manager); the manager-role stays the seed's", () => {
     const all = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'];
     const [role, binding] = leaderElectionRole('ayatori-system');
     expect(role).toEqual({
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'Role',
-      metadata: { labels: { 'app.kubernetes.io/name': 'ayatori', 'app.kubernetes.io/managed-by': 'kustomize' }, name: 'leader-election-role', namespace: 'ayatori-system' },
+      metadata: {
+        labels: { 'app.kubernetes.io/name': 'ayatori', 'app.kubernetes.io/managed-by': 'kustomize' },
+        name: 'leader-election-role',
+        namespace: 'ayatori-system',
+      },
       rules: [
         { apiGroups: [''], resources: ['configmaps'], verbs: all },
         { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: all },
@@ -53,16 +82,29 @@ describe('RBAC', () => {
     expect(binding).toEqual({
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'RoleBinding',
-      metadata: { labels: { 'app.kubernetes.io/name': 'ayatori', 'app.kubernetes.io/managed-by': 'kustomize' }, name: 'leader-election-rolebinding', namespace: 'ayatori-system' },
+      metadata: {
+        labels: { 'app.kubernetes.io/name': 'ayatori', 'app.kubernetes.io/managed-by': 'kustomize' },
+        name: 'leader-election-rolebinding',
+        namespace: 'ayatori-system',
+      },
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'leader-election-role' },
       subjects: [{ kind: 'ServiceAccount', name: 'controller-manager', namespace: 'ayatori-system' }],
     });
-    expect(Object.keys(rbacManifestFiles()).sort()).toEqual(['database_credentials_role.yaml', 'leader_election_role.yaml', 'leader_election_role_binding.yaml', 'role.yaml']);
+    expect(Object.keys(rbacManifestFiles()).sort()).toEqual([
+      'database_credentials_role.yaml',
+      'leader_election_role.yaml',
+      'leader_election_role_binding.yaml',
+      'role.yaml',
+    ]);
   });
 
   it('deploy/rbac/ayatori/ holds exactly the generated files (drift check)', async () => {
     const report = await Effect.runPromise(
-      syncManifests({ directory: join(import.meta.dirname, '../../../deploy/rbac/ayatori'), files: rbacManifestFiles(), mode: driftModeFromEnv() }),
+      syncManifests({
+        directory: join(import.meta.dirname, '../../../deploy/rbac/ayatori'),
+        files: rbacManifestFiles(),
+        mode: driftModeFromEnv(),
+      }),
     );
     expect(report.problems, describeDrift(report)).toEqual([]);
   });

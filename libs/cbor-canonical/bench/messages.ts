@@ -39,7 +39,10 @@ export const Report = ReportContent;
 export const Snapshot = Codec.struct({
   scope: Scope,
   snapshot_revision: Codec.counter,
-  resources: Codec.sortedList(Resource, SortKey.encoding(ServiceRef, (r) => r.service_ref)),
+  resources: Codec.sortedList(
+    Resource,
+    SortKey.encoding(ServiceRef, (r) => r.service_ref),
+  ),
   listeners: Codec.array(Codec.value),
   grants: Codec.array(Codec.value),
   withdrawals: Codec.array(Codec.value),

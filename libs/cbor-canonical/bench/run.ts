@@ -8,7 +8,15 @@ import { LeaseEnvelope, leaseTyped, Report, reportTyped, Snapshot, snapshotTyped
 
 const cborx = new Encoder({ useRecords: false, mapsAsObjects: true, variableMapSize: true });
 const cborxDecoder = new Decoder({ useRecords: false, mapsAsObjects: true });
-const cborgStrict = { strict: true, rejectDuplicateMapKeys: true, allowIndefinite: false, allowUndefined: false, allowInfinity: false, allowNaN: false, allowBigInt: true } as const;
+const cborgStrict = {
+  strict: true,
+  rejectDuplicateMapKeys: true,
+  allowIndefinite: false,
+  allowUndefined: false,
+  allowInfinity: false,
+  allowNaN: false,
+  allowBigInt: true,
+} as const;
 
 interface Case {
   readonly name: string;
@@ -19,7 +27,11 @@ interface Case {
  * Rotates through the cases in short slices (`sliceMs` each, `slices` times per case), so that every case sees the
  * same machine noise; returns the median and the best ops/s of each case over its slices.
  */
-const measure = (cases: ReadonlyArray<Case>, sliceMs: number, slices: number): Map<string, { median: number; best: number }> => {
+const measure = (
+  cases: ReadonlyArray<Case>,
+  sliceMs: number,
+  slices: number,
+): Map<string, { median: number; best: number }> => {
   const rates = new Map<string, number[]>(cases.map((c) => [c.name, []]));
   const batch = new Map<string, number>();
   for (const c of cases) {
@@ -51,19 +63,31 @@ const measure = (cases: ReadonlyArray<Case>, sliceMs: number, slices: number): M
   const out = new Map<string, { median: number; best: number }>();
   for (const [k, r] of rates) {
     const sorted = [...r].sort((a, b) => a - b);
-    out.set(k, { median: sorted[Math.floor(sorted.length / 2)] ?? Number.NaN, best: sorted[sorted.length - 1] ?? Number.NaN });
+    out.set(k, {
+      median: sorted[Math.floor(sorted.length / 2)] ?? Number.NaN,
+      best: sorted[sorted.length - 1] ?? Number.NaN,
+    });
   }
   return out;
 };
 
-const fmt = (ops: number): string => (ops >= 1e6 ? `${(ops / 1e6).toFixed(2)} M/s` : ops >= 1e3 ? `${(ops / 1e3).toFixed(1)} k/s` : `${ops.toFixed(0)} /s`);
+const fmt = (ops: number): string =>
+  ops >= 1e6 ? `${(ops / 1e6).toFixed(2)} M/s` : ops >= 1e3 ? `${(ops / 1e3).toFixed(1)} k/s` : `${ops.toFixed(0)} /s`;
 const ratio = (a: number, b: number): string => `${(a / b).toFixed(2)}×`;
 
 const same = (a: Uint8Array, b: Uint8Array): boolean => Buffer.compare(a, b) === 0;
 
 const scenarios = [
-  { label: `report content, 1 declaration`, codec: Report as unknown as typeof Snapshot, typed: reportTyped as unknown as typeof snapshotTyped },
-  { label: `lease.result envelope`, codec: LeaseEnvelope as unknown as typeof Snapshot, typed: leaseTyped as unknown as typeof snapshotTyped },
+  {
+    label: `report content, 1 declaration`,
+    codec: Report as unknown as typeof Snapshot,
+    typed: reportTyped as unknown as typeof snapshotTyped,
+  },
+  {
+    label: `lease.result envelope`,
+    codec: LeaseEnvelope as unknown as typeof Snapshot,
+    typed: leaseTyped as unknown as typeof snapshotTyped,
+  },
   { label: `snapshot, 1,000 resources`, codec: Snapshot, typed: snapshotTyped },
 ];
 
@@ -72,7 +96,9 @@ const sliceMs = 25;
 const slices = quick ? 8 : 40;
 
 const rows: string[] = [];
-console.log(`node ${process.version}; ${slices} slices of ${sliceMs} ms per case, rotated across cases; ratios of medians (best in brackets)\n`);
+console.log(
+  `node ${process.version}; ${slices} slices of ${sliceMs} ms per case, rotated across cases; ratios of medians (best in brackets)\n`,
+);
 for (const s of scenarios) {
   const plain = toPlain(s.typed) as CborValue;
   const ours = encodeOrThrow(plain);
@@ -98,7 +124,9 @@ for (const s of scenarios) {
   );
   const g = (k: string): number => results.get(k)?.median ?? Number.NaN;
   const gb = (k: string): number => results.get(k)?.best ?? Number.NaN;
-  console.table(Object.fromEntries([...results].map(([k, v]) => [k, { 'median ops/s': fmt(v.median), 'best ops/s': fmt(v.best) }])));
+  console.table(
+    Object.fromEntries([...results].map(([k, v]) => [k, { 'median ops/s': fmt(v.median), 'best ops/s': fmt(v.best) }])),
+  );
   for (const [op, peerFast, peerStrict, goalFast, goalStrict] of [
     ['encode', 'cbor-x encode', 'cborg encode', 0.8, 3],
     ['codec.encode', 'cbor-x encode', 'cborg encode', 0.8, 3],
@@ -112,6 +140,8 @@ for (const s of scenarios) {
   }
   console.log('');
 }
-console.log('| message | operation | this library (median) | vs cbor-x: median [best] | vs cborg canonical / strict: median [best] |');
+console.log(
+  '| message | operation | this library (median) | vs cbor-x: median [best] | vs cborg canonical / strict: median [best] |',
+);
 console.log('|---|---|---|---|---|');
 for (const r of rows) console.log(r);

@@ -58,7 +58,11 @@ export const rng = (seed: number): (() => number) => {
  * Encodes `v` like the canonical encoder, except that with probability `p` a header is written in a longer form
  * than needed and a map's keys are written in a different order. Returns the bytes and whether anything deviated.
  */
-export const alternativeEncode = (v: CborValue, random: () => number, p: number): { bytes: Uint8Array; deviated: boolean } => {
+export const alternativeEncode = (
+  v: CborValue,
+  random: () => number,
+  p: number,
+): { bytes: Uint8Array; deviated: boolean } => {
   const out: number[] = [];
   let deviated = false;
   const head = (major: number, n: number | bigint): void => {

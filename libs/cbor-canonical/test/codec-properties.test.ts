@@ -57,7 +57,8 @@ describe('schema codecs on random records', () => {
         expect(hex(encodeOrThrow(back as never))).toBe(hex(b));
         // declarations come back sorted by UTF-8 key bytes, protocols by encoding
         const keys = back.declarations.map((d) => Buffer.from(d.declaration_key, 'utf8'));
-        for (let i = 1; i < keys.length; i++) expect(Buffer.compare(keys[i - 1] as Buffer, keys[i] as Buffer)).toBeLessThan(0);
+        for (let i = 1; i < keys.length; i++)
+          expect(Buffer.compare(keys[i - 1] as Buffer, keys[i] as Buffer)).toBeLessThan(0);
         for (const d of back.declarations) expect([...d.protocols]).toEqual([...d.protocols].sort());
       }),
       { numRuns: 500 },
@@ -68,7 +69,9 @@ describe('schema codecs on random records', () => {
     fc.assert(
       fc.property(listener, (l) => {
         const b = ListenerDigestFields.encodeOrThrow(l);
-        expect(hex(encodeOrThrow(l as never))).toBe(hex(ListenerDigestFields.encodeOrThrow({ ...l, protocols: [...l.protocols].sort() })));
+        expect(hex(encodeOrThrow(l as never))).toBe(
+          hex(ListenerDigestFields.encodeOrThrow({ ...l, protocols: [...l.protocols].sort() })),
+        );
         const back = ListenerDigestFields.decodeOrThrow(b);
         expect(back.listener_revision).toBe(l.listener_revision);
         expect(typeof back.enforcement_policy_version).toBe('bigint');
@@ -80,19 +83,24 @@ describe('schema codecs on random records', () => {
   it('an extra unknown key anywhere in a declaration is unsupported-field; a removed field is invalid-encoding', () => {
     const fieldNames = Declaration.keyOrder;
     fc.assert(
-      fc.property(declaration, fc.string({ unit: 'binary-ascii', maxLength: 16 }), fc.constantFrom(...fieldNames), (d, extra, drop) => {
-        fc.pre(!(fieldNames as readonly string[]).includes(extra) && extra !== '__proto__');
-        const value = plain(Declaration.decodeOrThrow(Declaration.encodeOrThrow(d))) as Record<string, CborValue>;
-        const withExtra = encodeOrThrow({ ...value, [extra]: 1 });
-        const r1 = Declaration.decode(withExtra);
-        expect(Either.isLeft(r1) && r1.left._tag).toBe('UnsupportedField');
-        expect(Either.isLeft(r1) && r1.left._tag === 'UnsupportedField' && r1.left.field).toBe(extra);
-        const { [drop]: _removed, ...rest } = value;
-        const r2 = Declaration.decode(encodeOrThrow(rest));
-        expect(Either.isLeft(r2) && r2.left).toMatchObject({ _tag: 'InvalidEncoding', reason: 'missing-field' });
-        const r3 = Declaration.decode(encodeOrThrow({ ...rest, [extra]: 1 }));
-        expect(Either.isLeft(r3) && r3.left._tag).toBe('InvalidEncoding');
-      }),
+      fc.property(
+        declaration,
+        fc.string({ unit: 'binary-ascii', maxLength: 16 }),
+        fc.constantFrom(...fieldNames),
+        (d, extra, drop) => {
+          fc.pre(!(fieldNames as readonly string[]).includes(extra) && extra !== '__proto__');
+          const value = plain(Declaration.decodeOrThrow(Declaration.encodeOrThrow(d))) as Record<string, CborValue>;
+          const withExtra = encodeOrThrow({ ...value, [extra]: 1 });
+          const r1 = Declaration.decode(withExtra);
+          expect(Either.isLeft(r1) && r1.left._tag).toBe('UnsupportedField');
+          expect(Either.isLeft(r1) && r1.left._tag === 'UnsupportedField' && r1.left.field).toBe(extra);
+          const { [drop]: _removed, ...rest } = value;
+          const r2 = Declaration.decode(encodeOrThrow(rest));
+          expect(Either.isLeft(r2) && r2.left).toMatchObject({ _tag: 'InvalidEncoding', reason: 'missing-field' });
+          const r3 = Declaration.decode(encodeOrThrow({ ...rest, [extra]: 1 }));
+          expect(Either.isLeft(r3) && r3.left._tag).toBe('InvalidEncoding');
+        },
+      ),
       { numRuns: 500 },
     );
   });

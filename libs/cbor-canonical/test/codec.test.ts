@@ -37,7 +37,9 @@ const declaration = (key: string): typeof Declaration.Type => ({
 
 describe('spec §2.6 structural vectors', () => {
   it('SHA-256("ns.service.report.v1" || 00 || a0)', () => {
-    expect(hex(digestOrThrow(Domain.report, {}))).toBe('a54b787a71f23c0f79c483963b0a9a2b23a2a6760a4a30b7c0888a85fe4551f9');
+    expect(hex(digestOrThrow(Domain.report, {}))).toBe(
+      'a54b787a71f23c0f79c483963b0a9a2b23a2a6760a4a30b7c0888a85fe4551f9',
+    );
     expect(Either.map(digestEncoded(Domain.report, unhex('a0')), hex)).toEqual(
       Either.right('a54b787a71f23c0f79c483963b0a9a2b23a2a6760a4a30b7c0888a85fe4551f9'),
     );
@@ -49,7 +51,9 @@ describe('spec §2.6 structural vectors', () => {
     expect(hex(bytes)).toBe(
       'a36573636f7065a3666e73645f69645000112233445566778899aabbccddeeff6a6e6574776f726b5f6964500190f3a0b1c2d3e4f5061728394a5b6c727075626c69736865725f6964656e7469747958200102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f206b7374726963745f6d6f6465f56c6465636c61726174696f6e7380',
     );
-    expect(hex(ReportContent.digestOrThrow(Domain.report, content))).toBe('289c9377079db2f357014882f39d501a8e420feb94a552bf346936b98ef3d4bb');
+    expect(hex(ReportContent.digestOrThrow(Domain.report, content))).toBe(
+      '289c9377079db2f357014882f39d501a8e420feb94a552bf346936b98ef3d4bb',
+    );
     expect(ReportContent.decodeOrThrow(bytes)).toEqual(content);
     // the generic encoder gives the same bytes for the same plain value
     expect(hex(encodeOrThrow(content))).toBe(hex(bytes));
@@ -69,20 +73,62 @@ describe('spec §2.6 structural vectors', () => {
     };
     const bytes = ListenerDigestFields.encodeOrThrow(listener);
     expect(bytes.length).toBe(320);
-    expect(hex(ListenerDigestFields.digestOrThrow(Domain.listener, listener))).toBe('9082c22f70aff8a28fb46c26538692cd925cd6dd991c643f55a01d1a72bf99b7');
+    expect(hex(ListenerDigestFields.digestOrThrow(Domain.listener, listener))).toBe(
+      '9082c22f70aff8a28fb46c26538692cd925cd6dd991c643f55a01d1a72bf99b7',
+    );
     expect(ListenerDigestFields.decodeOrThrow(bytes)).toEqual({ ...listener, protocols: ['tcp', 'udp'] });
   });
 
   it('set vectors: ["udp","tcp"] is set-unsorted, ["tcp","tcp"] set-duplicate, both invalid-encoding', () => {
-    expect(rejectionOf(unhex('826375647063746370'), Protocols)).toMatchObject({ code: 'invalid-encoding', reason: 'set-unsorted', offset: 5 });
-    expect(rejectionOf(unhex('826374637063746370'), Protocols)).toMatchObject({ code: 'invalid-encoding', reason: 'set-duplicate', offset: 5 });
+    expect(rejectionOf(unhex('826375647063746370'), Protocols)).toMatchObject({
+      code: 'invalid-encoding',
+      reason: 'set-unsorted',
+      offset: 5,
+    });
+    expect(rejectionOf(unhex('826374637063746370'), Protocols)).toMatchObject({
+      code: 'invalid-encoding',
+      reason: 'set-duplicate',
+      offset: 5,
+    });
     expect(Protocols.decodeOrThrow(unhex('826374637063756470'))).toEqual(['tcp', 'udp']);
   });
 
   it('struct key order is the spec order (computed once, from the encoded keys)', () => {
-    expect(Envelope.keyOrder).toEqual(['body', 'kind', 'nsd_id', 'schema', 'network_id', 'request_id', 'runtime_id', 'session_seq', 'authority_epoch', 'subject_identity', 'runtime_generation']);
-    expect(ListenerDigestFields.keyOrder).toEqual(['P', 'protocols', 'service_ref', 'backend_host', 'backend_port', 'listener_revision', 'publisher_identity', 'enforcement_policy_digest', 'enforcement_policy_version']);
-    expect(Declaration.keyOrder).toEqual(['enabled', 'port_mode', 'protocols', 'description', 'backend_host', 'backend_port', 'display_name', 'requested_port', 'declaration_key']);
+    expect(Envelope.keyOrder).toEqual([
+      'body',
+      'kind',
+      'nsd_id',
+      'schema',
+      'network_id',
+      'request_id',
+      'runtime_id',
+      'session_seq',
+      'authority_epoch',
+      'subject_identity',
+      'runtime_generation',
+    ]);
+    expect(ListenerDigestFields.keyOrder).toEqual([
+      'P',
+      'protocols',
+      'service_ref',
+      'backend_host',
+      'backend_port',
+      'listener_revision',
+      'publisher_identity',
+      'enforcement_policy_digest',
+      'enforcement_policy_version',
+    ]);
+    expect(Declaration.keyOrder).toEqual([
+      'enabled',
+      'port_mode',
+      'protocols',
+      'description',
+      'backend_host',
+      'backend_port',
+      'display_name',
+      'requested_port',
+      'declaration_key',
+    ]);
   });
 });
 
@@ -93,18 +139,30 @@ describe('closed records: unsupported-field vs invalid-encoding (§2.2 rule 9)',
     const e = rejectionOf(encodeOrThrow({ a: 1, bb: 'x', zz: true }), Small);
     expect(e).toMatchObject({ _tag: 'UnsupportedField', code: 'unsupported-field', field: 'zz', offset: 9, path: '' });
     const Outer = Codec.struct({ inner: Small });
-    expect(rejectionOf(encodeOrThrow({ inner: { a: 1, bb: 'x', d: 0 } }), Outer)).toMatchObject({ field: 'd', path: 'inner' });
+    expect(rejectionOf(encodeOrThrow({ inner: { a: 1, bb: 'x', d: 0 } }), Outer)).toMatchObject({
+      field: 'd',
+      path: 'inner',
+    });
   });
 
   it('an unknown key that sorts first or between known keys is found too', () => {
-    expect(rejectionOf(encodeOrThrow({ a: 1, b: 2, bb: 'x' }), Small)).toMatchObject({ _tag: 'UnsupportedField', field: 'b' });
-    expect(rejectionOf(encodeOrThrow({ '': 0, a: 1, bb: 'x' }), Small)).toMatchObject({ _tag: 'UnsupportedField', field: '' });
+    expect(rejectionOf(encodeOrThrow({ a: 1, b: 2, bb: 'x' }), Small)).toMatchObject({
+      _tag: 'UnsupportedField',
+      field: 'b',
+    });
+    expect(rejectionOf(encodeOrThrow({ '': 0, a: 1, bb: 'x' }), Small)).toMatchObject({
+      _tag: 'UnsupportedField',
+      field: '',
+    });
   });
 
   it('non-canonical bytes anywhere win over an unknown key (canonical check first)', () => {
     // {"a":1,"bb":"x","zz":true} with a trailing byte, and with a non-minimal integer after the unknown key
     const ok = encodeOrThrow({ a: 1, bb: 'x', zz: [1] });
-    expect(rejectionOf(new Uint8Array([...ok, 0]), Small)).toMatchObject({ _tag: 'InvalidEncoding', reason: 'trailing-bytes' });
+    expect(rejectionOf(new Uint8Array([...ok, 0]), Small)).toMatchObject({
+      _tag: 'InvalidEncoding',
+      reason: 'trailing-bytes',
+    });
     const bad = unhex(hex(ok).replace(/8101$/, '811801'));
     expect(rejectionOf(bad, Small)).toMatchObject({ _tag: 'InvalidEncoding', reason: 'non-minimal' });
   });
@@ -112,20 +170,43 @@ describe('closed records: unsupported-field vs invalid-encoding (§2.2 rule 9)',
   it('codec decoding applies the limits it is given', () => {
     const T = Codec.struct({ a: Codec.text() });
     const bytes = T.encodeOrThrow({ a: 'hello' });
-    expect(rejectionOf(bytes, { decode: (b: Uint8Array) => T.decode(b, { maxTextBytes: 4 }) } as never)).toMatchObject({ reason: 'text-too-large', path: 'a' });
-    expect(T.decode(bytes, { maxMessageBytes: bytes.length - 1 })).toMatchObject({ left: { reason: 'message-too-large' } });
-    expect(Codec.struct({ a: Codec.array(Codec.array(Codec.uint())) }).decode(encodeOrThrow({ a: [[1]] }), { maxDepth: 2 })).toMatchObject({
+    expect(rejectionOf(bytes, { decode: (b: Uint8Array) => T.decode(b, { maxTextBytes: 4 }) } as never)).toMatchObject({
+      reason: 'text-too-large',
+      path: 'a',
+    });
+    expect(T.decode(bytes, { maxMessageBytes: bytes.length - 1 })).toMatchObject({
+      left: { reason: 'message-too-large' },
+    });
+    expect(
+      Codec.struct({ a: Codec.array(Codec.array(Codec.uint())) }).decode(encodeOrThrow({ a: [[1]] }), { maxDepth: 2 }),
+    ).toMatchObject({
       left: { reason: 'depth-exceeded', path: 'a[0]' },
     });
   });
 
   it('a missing required field, a wrong type, a wrong length are invalid-encoding with the field path', () => {
-    expect(rejectionOf(encodeOrThrow({ a: 1 }), Small)).toMatchObject({ _tag: 'InvalidEncoding', reason: 'missing-field' });
-    expect(rejectionOf(encodeOrThrow({ a: 1, zz: 1 }), Small)).toMatchObject({ _tag: 'InvalidEncoding', reason: 'missing-field' });
-    expect(rejectionOf(encodeOrThrow({ a: 'x', bb: 'x' }), Small)).toMatchObject({ reason: 'wrong-type', path: 'a', offset: 3 });
+    expect(rejectionOf(encodeOrThrow({ a: 1 }), Small)).toMatchObject({
+      _tag: 'InvalidEncoding',
+      reason: 'missing-field',
+    });
+    expect(rejectionOf(encodeOrThrow({ a: 1, zz: 1 }), Small)).toMatchObject({
+      _tag: 'InvalidEncoding',
+      reason: 'missing-field',
+    });
+    expect(rejectionOf(encodeOrThrow({ a: 'x', bb: 'x' }), Small)).toMatchObject({
+      reason: 'wrong-type',
+      path: 'a',
+      offset: 3,
+    });
     expect(rejectionOf(encodeOrThrow([1]), Small)).toMatchObject({ reason: 'wrong-type', path: '' });
-    const badRef = { ...decodeOrThrow(ReportContent.encodeOrThrow({ scope, strict_mode: false, declarations: [] })) as object, scope: { ...scope, nsd_id: new Uint8Array(15) } };
-    expect(rejectionOf(encodeOrThrow(badRef as never), ReportContent)).toMatchObject({ reason: 'wrong-length', path: 'scope.nsd_id' });
+    const badRef = {
+      ...(decodeOrThrow(ReportContent.encodeOrThrow({ scope, strict_mode: false, declarations: [] })) as object),
+      scope: { ...scope, nsd_id: new Uint8Array(15) },
+    };
+    expect(rejectionOf(encodeOrThrow(badRef as never), ReportContent)).toMatchObject({
+      reason: 'wrong-length',
+      path: 'scope.nsd_id',
+    });
   });
 
   it('optional fields may be absent; absent and present both round-trip', () => {
@@ -135,27 +216,43 @@ describe('closed records: unsupported-field vs invalid-encoding (§2.2 rule 9)',
   });
 
   it('encoding refuses a missing field or a wrong value with the path', () => {
-    expect(Small.encode({ a: 1 } as never)).toMatchObject({ left: { _tag: 'EncodeError', reason: 'missing-field', path: 'bb' } });
+    expect(Small.encode({ a: 1 } as never)).toMatchObject({
+      left: { _tag: 'EncodeError', reason: 'missing-field', path: 'bb' },
+    });
     expect(Small.encode({ a: -1, bb: '' })).toMatchObject({ left: { reason: 'negative-integer', path: 'a' } });
     expect(Small.encode({ a: 1, bb: '', c: 0n })).toMatchObject({ left: { reason: 'out-of-range', path: 'c' } });
   });
 
   it('the generic struct path (a "__proto__" field, or more than 64 fields) behaves like the specialised one', () => {
-    const Proto = Codec.struct(Object.fromEntries([['__proto__', Codec.uint()], ['a', Codec.optional(Codec.bool)]]) as never) as unknown as typeof Small;
+    const Proto = Codec.struct(
+      Object.fromEntries([
+        ['__proto__', Codec.uint()],
+        ['a', Codec.optional(Codec.bool)],
+      ]) as never,
+    ) as unknown as typeof Small;
     const protoValue = JSON.parse('{"__proto__": 7}');
     const protoBytes = encodeOrThrow(protoValue);
     expect(hex(Proto.encodeOrThrow(protoValue))).toBe(hex(protoBytes));
     const back = Proto.decodeOrThrow(protoBytes) as Record<string, unknown>;
     expect(Object.keys(back)).toEqual(['__proto__']);
     expect(Object.getPrototypeOf(back)).toBe(Object.prototype);
-    const fields = Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`f${i}`, i % 2 === 0 ? Codec.uint() : Codec.optional(Codec.uint())]));
+    const fields = Object.fromEntries(
+      Array.from({ length: 65 }, (_, i) => [`f${i}`, i % 2 === 0 ? Codec.uint() : Codec.optional(Codec.uint())]),
+    );
     const Wide = Codec.struct(fields);
-    const value = Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`f${i}`, i]).filter(([, i]) => (i as number) % 4 !== 1));
+    const value = Object.fromEntries(
+      Array.from({ length: 65 }, (_, i) => [`f${i}`, i]).filter(([, i]) => (i as number) % 4 !== 1),
+    );
     expect(Wide.decodeOrThrow(Wide.encodeOrThrow(value as never))).toEqual(value);
     expect(hex(Wide.encodeOrThrow(value as never))).toBe(hex(encodeOrThrow(value as never)));
-    expect(rejectionOf(encodeOrThrow({ ...value, zz: 1 } as never), Wide)).toMatchObject({ _tag: 'UnsupportedField', field: 'zz' });
+    expect(rejectionOf(encodeOrThrow({ ...value, zz: 1 } as never), Wide)).toMatchObject({
+      _tag: 'UnsupportedField',
+      field: 'zz',
+    });
     const { f0: _dropped, ...withoutF0 } = value;
-    expect(rejectionOf(encodeOrThrow({ ...withoutF0, f1: 1 } as never), Wide)).toMatchObject({ reason: 'missing-field' });
+    expect(rejectionOf(encodeOrThrow({ ...withoutF0, f1: 1 } as never), Wide)).toMatchObject({
+      reason: 'missing-field',
+    });
     expect(Wide.encode({ f2: 1 } as never)).toMatchObject({ left: { reason: 'missing-field', path: 'f0' } });
   });
 
@@ -169,17 +266,30 @@ describe('closed records: unsupported-field vs invalid-encoding (§2.2 rule 9)',
 
 describe('variants, literals, nullable', () => {
   it('BackendHost: one-key map; an unknown case is unsupported-field; 0 or 2 keys are invalid-encoding', () => {
-    expect(BackendHost.decodeOrThrow(BackendHost.encodeOrThrow({ ipv6: new Uint8Array(16) }))).toEqual({ ipv6: new Uint8Array(16) });
-    expect(rejectionOf(encodeOrThrow({ host: 'x' }), BackendHost)).toMatchObject({ _tag: 'UnsupportedField', field: 'host' });
+    expect(BackendHost.decodeOrThrow(BackendHost.encodeOrThrow({ ipv6: new Uint8Array(16) }))).toEqual({
+      ipv6: new Uint8Array(16),
+    });
+    expect(rejectionOf(encodeOrThrow({ host: 'x' }), BackendHost)).toMatchObject({
+      _tag: 'UnsupportedField',
+      field: 'host',
+    });
     expect(rejectionOf(encodeOrThrow({}), BackendHost)).toMatchObject({ reason: 'wrong-type' });
-    expect(rejectionOf(encodeOrThrow({ dns: 'a', ipv4: new Uint8Array(4) }), BackendHost)).toMatchObject({ reason: 'wrong-type' });
-    expect(rejectionOf(encodeOrThrow({ ipv4: new Uint8Array(3) }), BackendHost)).toMatchObject({ reason: 'wrong-length', path: 'ipv4' });
+    expect(rejectionOf(encodeOrThrow({ dns: 'a', ipv4: new Uint8Array(4) }), BackendHost)).toMatchObject({
+      reason: 'wrong-type',
+    });
+    expect(rejectionOf(encodeOrThrow({ ipv4: new Uint8Array(3) }), BackendHost)).toMatchObject({
+      reason: 'wrong-length',
+      path: 'ipv4',
+    });
   });
 
   it('a literal outside the list is invalid-value, or unsupported-field when the codec says so', () => {
     const Mode = Codec.literal(['fixed', 'auto']);
     const Role = Codec.literal(['publisher'], { otherwise: 'unsupported-field' });
-    expect(rejectionOf(encodeOrThrow('gateway'), Mode)).toMatchObject({ _tag: 'InvalidEncoding', reason: 'invalid-value' });
+    expect(rejectionOf(encodeOrThrow('gateway'), Mode)).toMatchObject({
+      _tag: 'InvalidEncoding',
+      reason: 'invalid-value',
+    });
     expect(rejectionOf(encodeOrThrow('gateway'), Role)).toMatchObject({ _tag: 'UnsupportedField', field: 'gateway' });
     expect(Either.isLeft(Mode.encode('gateway' as never))).toBe(true);
   });
@@ -206,28 +316,51 @@ describe('sets and sorted lists', () => {
     const back = ReportContent.decodeOrThrow(bytes);
     expect(back.declarations.map((d) => d.declaration_key)).toEqual(['aa', 'b']);
     const generic = decodeOrThrow(bytes) as { declarations: unknown[] };
-    const swapped = encodeOrThrow({ ...(generic as object), declarations: [...generic.declarations].reverse() } as never);
+    const swapped = encodeOrThrow({
+      ...(generic as object),
+      declarations: [...generic.declarations].reverse(),
+    } as never);
     expect(rejectionOf(swapped, ReportContent)).toMatchObject({ reason: 'list-unsorted', path: 'declarations[1]' });
-    const dup = encodeOrThrow({ ...(generic as object), declarations: [generic.declarations[0], generic.declarations[0]] } as never);
+    const dup = encodeOrThrow({
+      ...(generic as object),
+      declarations: [generic.declarations[0], generic.declarations[0]],
+    } as never);
     expect(rejectionOf(dup, ReportContent)).toMatchObject({ reason: 'list-duplicate-key' });
-    expect(ReportContent.encode({ ...content, declarations: [declaration('a'), declaration('a')] })).toMatchObject({ left: { reason: 'list-duplicate-key' } });
+    expect(ReportContent.encode({ ...content, declarations: [declaration('a'), declaration('a')] })).toMatchObject({
+      left: { reason: 'list-duplicate-key' },
+    });
   });
 
   it('lists keyed by the canonical encoding of a field (snapshot arrays): sorted on encode, checked on decode', () => {
     const Ref = Codec.struct({ id: Codec.id16, n: Codec.uint() });
     const Entry = Codec.struct({ ref: Ref, label: Codec.text() });
-    const Entries = Codec.sortedList(Entry, SortKey.encoding(Ref, (e) => e.ref));
+    const Entries = Codec.sortedList(
+      Entry,
+      SortKey.encoding(Ref, (e) => e.ref),
+    );
     const entry = (b: number, n: number, label: string) => ({ ref: { id: new Uint8Array(16).fill(b), n }, label });
     // {id, n}: "n" (key length 1) sorts before "id" (length 2), so n decides first
     const list = [entry(1, 300, 'c'), entry(9, 2, 'a'), entry(1, 24, 'b')];
     const bytes = Entries.encodeOrThrow(list);
     expect(Entries.decodeOrThrow(bytes).map((e) => e.label)).toEqual(['a', 'b', 'c']);
     const generic = decodeOrThrow(bytes) as unknown[];
-    expect(rejectionOf(encodeOrThrow([generic[1], generic[0], generic[2]] as never), Entries)).toMatchObject({ reason: 'list-unsorted', path: '[1]' });
-    expect(rejectionOf(encodeOrThrow([generic[0], generic[0]] as never), Entries)).toMatchObject({ reason: 'list-duplicate-key', path: '[1]' });
-    expect(Entries.encode([entry(1, 1, 'x'), entry(1, 1, 'y')])).toMatchObject({ left: { reason: 'list-duplicate-key' } });
-    expect(Entries.encode([entry(1, 2, 'x'), entry(1, 1, 'y'), entry(1, 2, 'z')])).toMatchObject({ left: { reason: 'list-duplicate-key' } });
-    expect(Entries.encode([entry(1, 1, 'x'), { ref: { id: new Uint8Array(3), n: 1 }, label: 'y' }])).toMatchObject({ left: { reason: 'wrong-length' } });
+    expect(rejectionOf(encodeOrThrow([generic[1], generic[0], generic[2]] as never), Entries)).toMatchObject({
+      reason: 'list-unsorted',
+      path: '[1]',
+    });
+    expect(rejectionOf(encodeOrThrow([generic[0], generic[0]] as never), Entries)).toMatchObject({
+      reason: 'list-duplicate-key',
+      path: '[1]',
+    });
+    expect(Entries.encode([entry(1, 1, 'x'), entry(1, 1, 'y')])).toMatchObject({
+      left: { reason: 'list-duplicate-key' },
+    });
+    expect(Entries.encode([entry(1, 2, 'x'), entry(1, 1, 'y'), entry(1, 2, 'z')])).toMatchObject({
+      left: { reason: 'list-duplicate-key' },
+    });
+    expect(Entries.encode([entry(1, 1, 'x'), { ref: { id: new Uint8Array(3), n: 1 }, label: 'y' }])).toMatchObject({
+      left: { reason: 'wrong-length' },
+    });
   });
 
   it('minItems and maxItems bound arrays', () => {
@@ -257,7 +390,9 @@ describe('u64 and counters (§2.3)', () => {
   it('u64 decodes as bigint at every size; uint as number within its range', () => {
     expect(Codec.u64().decodeOrThrow(unhex('01'))).toBe(1n);
     expect(Codec.u64().decodeOrThrow(unhex('1bffffffffffffffff'))).toBe(U64_MAX);
-    expect(rejectionOf(unhex('1a00010000'), Codec.uint({ min: 1, max: 65535 }))).toMatchObject({ reason: 'out-of-range' });
+    expect(rejectionOf(unhex('1a00010000'), Codec.uint({ min: 1, max: 65535 }))).toMatchObject({
+      reason: 'out-of-range',
+    });
     expect(rejectionOf(unhex('1bffffffffffffffff'), Codec.uint())).toMatchObject({ reason: 'out-of-range' });
     expect(rejectionOf(unhex('00'), Codec.counter)).toMatchObject({ reason: 'out-of-range' });
   });
@@ -309,7 +444,10 @@ describe('the envelope shape (common fields, §3.2)', () => {
     expect(Envelope.decodeOrThrow(Envelope.encodeOrThrow(env))).toEqual(env);
     const withSeq = { ...env, session_seq: 2n ** 63n };
     expect(Envelope.decodeOrThrow(Envelope.encodeOrThrow(withSeq))).toEqual(withSeq);
-    expect(rejectionOf(encodeOrThrow({ ...env, schema: 2 } as never), Envelope)).toMatchObject({ reason: 'out-of-range', path: 'schema' });
+    expect(rejectionOf(encodeOrThrow({ ...env, schema: 2 } as never), Envelope)).toMatchObject({
+      reason: 'out-of-range',
+      path: 'schema',
+    });
   });
 });
 
@@ -344,7 +482,12 @@ describe('composition with Effect', () => {
     const text = '00112233-4455-6677-8899-aabbccddeeff';
     expect(hex(Uuid.encodeOrThrow(text))).toBe('50' + '00112233445566778899aabbccddeeff');
     expect(Uuid.decodeOrThrow(Uuid.encodeOrThrow(text))).toBe(text);
-    const Even = Codec.transform(Codec.uint(), { schema: Schema.Number, decode: (n) => (n % 2 === 0 ? n / 2 : undefined), encode: (h) => h * 2, message: 'odd' });
+    const Even = Codec.transform(Codec.uint(), {
+      schema: Schema.Number,
+      decode: (n) => (n % 2 === 0 ? n / 2 : undefined),
+      encode: (h) => h * 2,
+      message: 'odd',
+    });
     expect(rejectionOf(unhex('03'), Even)).toMatchObject({ reason: 'invalid-value' });
     expect(Even.decodeOrThrow(unhex('04'))).toBe(2);
   });
@@ -361,21 +504,29 @@ describe('embedded items: Codec.raw and fromValue', () => {
     const msg = Msg.decodeOrThrow(bytes);
     expect(hex(msg.body)).toBe(hex(body));
     expect(Head.decodeOrThrow(msg.body)).toEqual({ scope: { nsd_id } });
-    expect(Either.map(digestEncoded(Domain.report, msg.body), hex)).toEqual(Either.right(hex(digestOrThrow(Domain.report, { scope: { nsd_id } }))));
+    expect(Either.map(digestEncoded(Domain.report, msg.body), hex)).toEqual(
+      Either.right(hex(digestOrThrow(Domain.report, { scope: { nsd_id } }))),
+    );
   });
 
   it('a raw body is checked strictly on decode and must be one canonical item on encode', () => {
     const bad = unhex(hex(encodeOrThrow({ kind: 'x', body: [1] })).replace('8101', '811801'));
     expect(rejectionOf(bad, Msg)).toMatchObject({ reason: 'non-minimal', path: 'body' });
-    expect(Msg.encode({ kind: 'x', body: unhex('1817') })).toMatchObject({ left: { reason: 'invalid-value', path: 'body' } });
+    expect(Msg.encode({ kind: 'x', body: unhex('1817') })).toMatchObject({
+      left: { reason: 'invalid-value', path: 'body' },
+    });
     expect(Msg.encode({ kind: 'x', body: unhex('0000') })).toMatchObject({ left: { reason: 'invalid-value' } });
     expect(Msg.encode({ kind: 'x', body: new Uint8Array() })).toMatchObject({ left: { reason: 'invalid-value' } });
   });
 
   it('fromValue reads a generic value with a codec', () => {
     expect(Head.fromValue({ scope: { nsd_id } })).toEqual(Either.right({ scope: { nsd_id } }));
-    expect(Head.fromValue({ scope: { nsd_id }, extra: 1 })).toMatchObject({ left: { _tag: 'UnsupportedField', field: 'extra' } });
-    expect(Head.fromValue({ scope: { nsd_id: new Uint8Array(3) } })).toMatchObject({ left: { reason: 'wrong-length', path: 'scope.nsd_id' } });
+    expect(Head.fromValue({ scope: { nsd_id }, extra: 1 })).toMatchObject({
+      left: { _tag: 'UnsupportedField', field: 'extra' },
+    });
+    expect(Head.fromValue({ scope: { nsd_id: new Uint8Array(3) } })).toMatchObject({
+      left: { reason: 'wrong-length', path: 'scope.nsd_id' },
+    });
     expect(Head.fromValue({ scope: -1 } as never)).toMatchObject({ left: { _tag: 'EncodeError' } });
   });
 });

@@ -180,7 +180,7 @@ describe('encoder: values outside the data model are EncodeErrors, never another
     ['undefined', undefined, 'undefined'],
     ['a lone high surrogate', 'a\ud800', 'lone-surrogate'],
     ['a lone low surrogate', '\udc00b', 'lone-surrogate'],
-    ['a non-ASCII key', { 'é': 1 }, 'map-key-not-ascii'],
+    ['a non-ASCII key', { é: 1 }, 'map-key-not-ascii'],
     ['a Map', new Map(), 'unsupported-type'],
     ['a Date', new Date(0), 'unsupported-type'],
     ['a function', () => 1, 'unsupported-type'],

@@ -52,7 +52,14 @@ describe('fuzz: generic decoder', () => {
   });
 
   it('headers claiming huge lengths are rejected as truncated before any allocation', () => {
-    for (const h of ['9bffffffffffffffff', 'bbffffffffffffffff', '5bffffffffffffffff', '9b001fffffffffffff', '9a7fffffff00', 'ba7fffffff0000']) {
+    for (const h of [
+      '9bffffffffffffffff',
+      'bbffffffffffffffff',
+      '5bffffffffffffffff',
+      '9b001fffffffffffff',
+      '9a7fffffff00',
+      'ba7fffffff0000',
+    ]) {
       expect(decode(unhex(h))).toMatchObject({ left: { reason: 'truncated', offset: 0 } });
     }
     expect(decode(unhex('7bffffffffffffffff'))).toMatchObject({ left: { reason: 'text-too-large', offset: 0 } });
@@ -81,7 +88,11 @@ describe('fuzz: schema codecs', () => {
     body: { scope: { nsd_id: new Uint8Array(16) }, list: [1, 2, 'x'] },
   });
   const report = ReportContent.encodeOrThrow({
-    scope: { publisher_identity: new Uint8Array(32).fill(9), nsd_id: new Uint8Array(16), network_id: new Uint8Array(16) },
+    scope: {
+      publisher_identity: new Uint8Array(32).fill(9),
+      nsd_id: new Uint8Array(16),
+      network_id: new Uint8Array(16),
+    },
     strict_mode: false,
     declarations: ['a', 'b', 'c'].map((k) => ({
       declaration_key: k,

@@ -12,4 +12,5 @@ export const rejectionOf = <A>(bytes: Uint8Array, codec?: CodecOf<A>): DecodeErr
 };
 
 /** Bytes 1..n (the spec's "bytes 01..20"). */
-export const counting = (n: number, from = 1): Uint8Array => Uint8Array.from({ length: n }, (_, i) => (from + i) & 0xff);
+export const counting = (n: number, from = 1): Uint8Array =>
+  Uint8Array.from({ length: n }, (_, i) => (from + i) & 0xff);

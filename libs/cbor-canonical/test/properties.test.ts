@@ -109,7 +109,9 @@ describe('sort keys', () => {
     const str = fc.string({ unit: 'binary', maxLength: 6 });
     fc.assert(
       fc.property(str, str, (a, b) => {
-        expect(Math.sign(compareUtf8(a, b))).toBe(Math.sign(Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'))));
+        expect(Math.sign(compareUtf8(a, b))).toBe(
+          Math.sign(Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'))),
+        );
       }),
       { numRuns: 5000 },
     );

@@ -30,7 +30,10 @@ export const Declaration = Codec.struct({
 export const ReportContent = Codec.struct({
   scope: Scope,
   strict_mode: Codec.bool,
-  declarations: Codec.sortedList(Declaration, SortKey.utf8((d) => d.declaration_key)),
+  declarations: Codec.sortedList(
+    Declaration,
+    SortKey.utf8((d) => d.declaration_key),
+  ),
 });
 
 export const ListenerDigestFields = Codec.struct({

@@ -46,7 +46,19 @@ describe('spec §2.6 key order', () => {
   });
 
   it('envelope keys come out in the spec order', () => {
-    const keys = ['body', 'kind', 'nsd_id', 'schema', 'network_id', 'request_id', 'runtime_id', 'session_seq', 'authority_epoch', 'subject_identity', 'runtime_generation'];
+    const keys = [
+      'body',
+      'kind',
+      'nsd_id',
+      'schema',
+      'network_id',
+      'request_id',
+      'runtime_id',
+      'session_seq',
+      'authority_epoch',
+      'subject_identity',
+      'runtime_generation',
+    ];
     const shuffled = Object.fromEntries([...keys].reverse().map((k) => [k, 0]));
     expect(Object.keys(decodeOrThrow(encodeOrThrow(shuffled)) as object)).toEqual(keys);
   });
@@ -104,7 +116,11 @@ describe('RFC 8949 Appendix A examples inside the profile: encode and decode byt
     ['[]', [], '80'],
     ['[1, 2, 3]', [1, 2, 3], '83010203'],
     ['[1, [2, 3], [4, 5]]', [1, [2, 3], [4, 5]], '8301820203820405'],
-    ['[1..25]', Array.from({ length: 25 }, (_, i) => i + 1), '98190102030405060708090a0b0c0d0e0f101112131415161718181819'],
+    [
+      '[1..25]',
+      Array.from({ length: 25 }, (_, i) => i + 1),
+      '98190102030405060708090a0b0c0d0e0f101112131415161718181819',
+    ],
     ['{}', {}, 'a0'],
     ['{"a": 1, "b": [2, 3]}', { a: 1, b: [2, 3] }, 'a26161016162820203'],
     ['["a", {"b": "c"}]', ['a', { b: 'c' }], '826161a161626163'],

@@ -53,7 +53,10 @@ const maybe = <T>(arb: fc.Arbitrary<T>) => fc.option(arb, { nil: undefined, freq
 const specArb = fc.record(
   {
     size: fc.oneof(fc.integer({ min: -3, max: 103 }), fc.constantFrom(1, 50, 100, 2.5)),
-    target: fc.oneof(fc.constantFrom('a', 'abc', 'abcdefghij'), fc.constantFrom('', 'ABC', 'ab-c', 'abcdefghijk', 'a1')),
+    target: fc.oneof(
+      fc.constantFrom('a', 'abc', 'abcdefghij'),
+      fc.constantFrom('', 'ABC', 'ab-c', 'abcdefghijk', 'a1'),
+    ),
     mode: maybe(fc.constantFrom('fast', 'safe', 'slow', 'FAST')),
     ratio: maybe(fc.constantFrom(0, 0.25, 1, 1.0001, -1, 0.5)),
     tags: maybe(fc.uniqueArray(fc.constantFrom('a', 'bb', 'ccc', 'dddd', 'eeeee', 'ffffff'), { maxLength: 4 })),
@@ -81,7 +84,8 @@ describe('Effect Schema and the API server agree', () => {
         const server = res.status === 201;
         if (server) accepted++;
         else rejected++;
-        if (local !== server) throw new Error(`disagree on ${JSON.stringify(spec)}: Effect ${local}, API server ${server} (${res.body})`);
+        if (local !== server)
+          throw new Error(`disagree on ${JSON.stringify(spec)}: Effect ${local}, API server ${server} (${res.body})`);
       }),
       { numRuns: 150, seed: 20261130 },
     );

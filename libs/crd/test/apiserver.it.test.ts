@@ -6,7 +6,15 @@ import { Schema } from 'effect';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { kubeRequest, useNamespace } from '@homelab/testbed/vitest';
-import { cel, Conditions, customResourceDefinitionOrThrow, Int32, renderYaml, resource, withDefault } from '../src/index.js';
+import {
+  cel,
+  Conditions,
+  customResourceDefinitionOrThrow,
+  Int32,
+  renderYaml,
+  resource,
+  withDefault,
+} from '../src/index.js';
 
 const group = `t${randomBytes(4).toString('hex')}.crd.homelab.test`;
 const plural = 'gadgets';
@@ -77,7 +85,7 @@ describe('a generated CRD on the real API server', () => {
     let conditions: Array<{ type: string; status: string }> = [];
     for (let i = 0; i < 100; i++) {
       const res = await kubeRequest('GET', crdPath);
-      conditions = ((res.json() as { status?: { conditions?: typeof conditions } }).status?.conditions ?? []);
+      conditions = (res.json() as { status?: { conditions?: typeof conditions } }).status?.conditions ?? [];
       if (conditions.some((c) => c.type === 'Established' && c.status === 'True')) break;
       await sleep(100);
     }
@@ -87,7 +95,9 @@ describe('a generated CRD on the real API server', () => {
         expect.objectContaining({ type: 'NamesAccepted', status: 'True' }),
       ]),
     );
-    const stored = (await kubeRequest('GET', crdPath)).json() as { spec: { conversion: unknown; versions: Array<{ name: string; storage: boolean }> } };
+    const stored = (await kubeRequest('GET', crdPath)).json() as {
+      spec: { conversion: unknown; versions: Array<{ name: string; storage: boolean }> };
+    };
     expect(stored.spec.conversion).toEqual({ strategy: 'None' });
     expect(stored.spec.versions.map((v) => [v.name, v.storage])).toEqual([
       ['v1alpha1', false],
@@ -96,7 +106,12 @@ describe('a generated CRD on the real API server', () => {
   });
 
   it('accepts a good object and applies the schema default', async () => {
-    const res = await create({ apiVersion: `${group}/v1`, kind: 'Gadget', metadata: { name: 'good' }, spec: { size: 3, target: 'a' } });
+    const res = await create({
+      apiVersion: `${group}/v1`,
+      kind: 'Gadget',
+      metadata: { name: 'good' },
+      spec: { size: 3, target: 'a' },
+    });
     expect(res.status).toBe(201);
     expect((res.json() as { spec: unknown }).spec).toEqual({ size: 3, target: 'a', mode: 'safe' });
   });

@@ -21,7 +21,11 @@ import {
 const group = 'database.ayatori.ddupan.top';
 const apiVersion = `${group}/v1alpha1`;
 
-const ObjectName = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(253), Schema.pattern(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/));
+const ObjectName = Schema.String.pipe(
+  Schema.minLength(1),
+  Schema.maxLength(253),
+  Schema.pattern(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/),
+);
 const PostgreSQLIdentifier = Schema.String.pipe(Schema.maxLength(63), Schema.pattern(/^[a-z][a-z0-9_]{0,62}$/));
 const InstanceReference = Schema.Struct({ name: ObjectName });
 const DatabaseReference = Schema.Struct({ name: ObjectName });
@@ -31,7 +35,11 @@ const CredentialReference = Schema.Struct({
   path: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(1024)),
 });
 const SecretKey = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(253), Schema.pattern(/^[-._a-zA-Z0-9]+$/));
-const readyColumn = { name: 'Ready', type: 'string', jsonPath: ".status.conditions[?(@.type=='Ready')].status" } as const;
+const readyColumn = {
+  name: 'Ready',
+  type: 'string',
+  jsonPath: ".status.conditions[?(@.type=='Ready')].status",
+} as const;
 
 const Instance = resource({
   apiVersion,
@@ -39,10 +47,15 @@ const Instance = resource({
   spec: Schema.Struct({
     endpoint: Schema.Struct({
       host: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(253)),
-      hostaddr: Schema.String.pipe(Schema.maxLength(45), cel('isIP(self)', 'hostaddr must be a single IPv4 or IPv6 address')),
+      hostaddr: Schema.String.pipe(
+        Schema.maxLength(45),
+        cel('isIP(self)', 'hostaddr must be a single IPv4 or IPv6 address'),
+      ),
       port: Schema.optional(Int32.pipe(Schema.between(1, 65535), withDefault(5432))),
       database: Schema.optional(PostgreSQLIdentifier.pipe(withDefault('postgres'))),
-      sslMode: Schema.optional(Schema.Literal('disable', 'require', 'verify-ca', 'verify-full').pipe(withDefault('verify-full'))),
+      sslMode: Schema.optional(
+        Schema.Literal('disable', 'require', 'verify-ca', 'verify-full').pipe(withDefault('verify-full')),
+      ),
     }),
     adminCredentialRef: Schema.Struct({
       name: ObjectName,
@@ -70,12 +83,21 @@ const Database = resource({
     reclaimPolicy: Schema.optional(Schema.Literal('Retain', 'Delete').pipe(withDefault('Retain'))),
     tenantRef: Schema.optional(
       Schema.Struct({
-        namespace: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(63), Schema.pattern(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/)),
+        namespace: Schema.String.pipe(
+          Schema.minLength(1),
+          Schema.maxLength(63),
+          Schema.pattern(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/),
+        ),
         name: ObjectName,
         uid: Uid,
       }),
     ),
-  }).pipe(cel("(self.source == 'Import') == has(self.credentialRef)", 'only imported databases require an existing credentialRef')),
+  }).pipe(
+    cel(
+      "(self.source == 'Import') == has(self.credentialRef)",
+      'only imported databases require an existing credentialRef',
+    ),
+  ),
   status: Schema.Struct({
     observedGeneration: Schema.optional(Int64),
     instanceUID: Schema.optional(Schema.String),
@@ -203,13 +225,20 @@ describe('Ayatori Database CRDs from Effect Schemas match controller-gen', () =>
       'binding progress cannot return to an unbound state',
     ]);
     expect(root?.properties?.['spec']?.['x-kubernetes-validations']).toEqual([
-      { rule: 'has(self.provision) != has(self.databaseRef)', message: 'exactly one of provision and databaseRef is required' },
+      {
+        rule: 'has(self.provision) != has(self.databaseRef)',
+        message: 'exactly one of provision and databaseRef is required',
+      },
     ]);
   });
 
   it('the same Schemas still decode objects (one definition for types, validation and CRD)', () => {
     const decode = Schema.decodeUnknownEither(Tenant);
-    const ok = decode({ apiVersion, kind: 'PostgreSQLTenant', spec: { databaseRef: { name: 'imported-app' }, secretName: 'x' } });
+    const ok = decode({
+      apiVersion,
+      kind: 'PostgreSQLTenant',
+      spec: { databaseRef: { name: 'imported-app' }, secretName: 'x' },
+    });
     expect(ok._tag).toBe('Right');
     const bad = decode({ apiVersion, kind: 'PostgreSQLTenant', spec: { databaseRef: { name: 'Bad_Name' } } });
     expect(bad._tag).toBe('Left');

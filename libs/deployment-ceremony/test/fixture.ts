@@ -17,7 +17,10 @@ const deployment = (name: string, role: Role): ManifestObject => ({
     apiVersion: 'apps/v1',
     kind: 'Deployment',
     metadata: { name, namespace: NS, labels: { 'app.kubernetes.io/name': name } },
-    spec: { replicas: 1, template: { spec: { containers: [{ name, image: `registry.example/${name}@sha256:${'a'.repeat(64)}` }] } } },
+    spec: {
+      replicas: 1,
+      template: { spec: { containers: [{ name, image: `registry.example/${name}@sha256:${'a'.repeat(64)}` }] } },
+    },
   },
 });
 
@@ -46,18 +49,42 @@ export const makeManifest = (extra = 3, version = '3.0.0'): LockedManifest =>
     ],
   });
 
-export const cmTarget = (name: string): TargetIdentity => ({ group: '', version: 'v1', kind: 'ConfigMap', namespace: NS, name });
-export const cmRef = (name: string): ResourceRef => ({ group: '', version: 'v1', plural: 'configmaps', namespace: NS, name });
-export const deployRef = (name: string): ResourceRef => ({ group: 'apps', version: 'v1', plural: 'deployments', namespace: NS, name });
+export const cmTarget = (name: string): TargetIdentity => ({
+  group: '',
+  version: 'v1',
+  kind: 'ConfigMap',
+  namespace: NS,
+  name,
+});
+export const cmRef = (name: string): ResourceRef => ({
+  group: '',
+  version: 'v1',
+  plural: 'configmaps',
+  namespace: NS,
+  name,
+});
+export const deployRef = (name: string): ResourceRef => ({
+  group: 'apps',
+  version: 'v1',
+  plural: 'deployments',
+  namespace: NS,
+  name,
+});
 
 export interface World {
   readonly faults: InMemoryFaultPlan;
   readonly cluster: InMemoryCluster;
   readonly store: InMemoryReceiptStore;
   readonly host: InMemoryOperatorHost;
-  readonly layer: Layer.Layer<import('../src/application/ports.js').KubernetesCluster | import('../src/application/ports.js').ReceiptStore | import('../src/application/ports.js').OperatorHost>;
+  readonly layer: Layer.Layer<
+    | import('../src/application/ports.js').KubernetesCluster
+    | import('../src/application/ports.js').ReceiptStore
+    | import('../src/application/ports.js').OperatorHost
+  >;
   readonly run: <A, E>(effect: Effect.Effect<A, E, Layer.Layer.Success<World['layer']>>) => Promise<A>;
-  readonly runExit: <A, E>(effect: Effect.Effect<A, E, Layer.Layer.Success<World['layer']>>) => Promise<import('effect').Exit.Exit<A, E>>;
+  readonly runExit: <A, E>(
+    effect: Effect.Effect<A, E, Layer.Layer.Success<World['layer']>>,
+  ) => Promise<import('effect').Exit.Exit<A, E>>;
 }
 
 export const makeWorld = (): World => {
@@ -85,7 +112,9 @@ export const makeWorld = (): World => {
 
 /** Install the manifest; returns the Head version after install. */
 export const installed = async (world: World, manifest: LockedManifest = makeManifest()): Promise<HeadVersion> => {
-  const observed = await world.run(install({ head: DEFAULT_HEAD_REF, manifest, clusterUid: world.cluster.kubeSystemUid }));
+  const observed = await world.run(
+    install({ head: DEFAULT_HEAD_REF, manifest, clusterUid: world.cluster.kubeSystemUid }),
+  );
   return { generation: observed.head.generation, resourceVersion: observed.resourceVersion };
 };
 

@@ -7,4 +7,7 @@ export const failureOf = <A, E>(exit: Exit.Exit<A, E>): E | undefined =>
 /** Did the exit die of a simulated crash? */
 export const crashed = <A, E>(exit: Exit.Exit<A, E>): boolean =>
   Exit.isFailure(exit) &&
-  Option.exists(Cause.dieOption(exit.cause), (d) => typeof d === 'object' && d !== null && (d as { _tag?: string })._tag === 'SimulatedCrash');
+  Option.exists(
+    Cause.dieOption(exit.cause),
+    (d) => typeof d === 'object' && d !== null && (d as { _tag?: string })._tag === 'SimulatedCrash',
+  );

@@ -25,7 +25,10 @@ import {
 } from '../src/application/ports.js';
 
 /** The defect a simulated process crash raises (the in-flight request may or may not have taken effect). */
-export class SimulatedCrash extends Data.TaggedError('SimulatedCrash')<{ readonly step: number; readonly when: 'before' | 'after' }> {}
+export class SimulatedCrash extends Data.TaggedError('SimulatedCrash')<{
+  readonly step: number;
+  readonly when: 'before' | 'after';
+}> {}
 
 /**
  * InMemoryFaultPlan (unit tests of the ordering logic only; backs no claim about Kubernetes): numbers every port
@@ -162,7 +165,15 @@ export class InMemoryCluster {
       resourceVersion: this.nextRv(),
       body: structuredClone(body),
       finalizers: existing?.finalizers ?? [],
-      managedFields: [{ manager, operation: 'Apply', apiVersion: String(body['apiVersion']), fieldsType: 'FieldsV1', fieldsV1: fieldsV1Of(body) }],
+      managedFields: [
+        {
+          manager,
+          operation: 'Apply',
+          apiVersion: String(body['apiVersion']),
+          fieldsType: 'FieldsV1',
+          fieldsV1: fieldsV1Of(body),
+        },
+      ],
     };
     this.objects.set(key, stored);
     return stored;
@@ -214,92 +225,101 @@ export class InMemoryCluster {
 
   get service(): Context.Tag.Service<typeof KubernetesCluster> {
     return {
-    clusterUid: this.faults.around(
-      Effect.sync(() => {
-        this.record({ op: 'clusterUid' });
-        return this.kubeSystemUid;
-      }),
-    ),
-    discover: (group, version) =>
-      this.faults.around(
+      clusterUid: this.faults.around(
         Effect.sync(() => {
-          this.record({ op: 'discover' });
-          return this.discovery[`${group}/${version}`] ?? [];
+          this.record({ op: 'clusterUid' });
+          return this.kubeSystemUid;
         }),
       ),
-    get: (ref) =>
-      this.faults.around(
-        Effect.sync(() => {
-          this.record({ op: 'get', ref });
-          const o = this.objects.get(objectKey(ref));
-          return o === undefined ? Option.none() : Option.some(this.live(o));
-        }),
-      ),
-    delete: (ref, options) =>
-      this.faults.around(
-        Effect.suspend(() => {
-          this.record({ op: 'delete', ref, options });
-          const key = objectKey(ref);
-          const o = this.objects.get(key);
-          if (o === undefined) return Effect.fail(new DeleteRefused({ status: 404, reason: 'NotFound', message: 'not found' }));
-          if (o.uid !== options.preconditions.uid) {
-            return Effect.fail(new DeleteRefused({ status: 409, reason: 'Conflict', message: `Precondition failed: UID in precondition: ${options.preconditions.uid}, UID in object meta: ${o.uid}` }));
-          }
-          if (o.resourceVersion !== options.preconditions.resourceVersion) {
-            return Effect.fail(new DeleteRefused({ status: 409, reason: 'Conflict', message: 'Precondition failed: ResourceVersion' }));
-          }
-          if (options.dryRun !== undefined) return Effect.void;
-          if (o.finalizers.length > 0) {
-            if (o.deletionTimestamp === undefined) {
-              o.deletionTimestamp = '2026-01-01T00:00:00Z';
-              o.resourceVersion = this.nextRv();
+      discover: (group, version) =>
+        this.faults.around(
+          Effect.sync(() => {
+            this.record({ op: 'discover' });
+            return this.discovery[`${group}/${version}`] ?? [];
+          }),
+        ),
+      get: (ref) =>
+        this.faults.around(
+          Effect.sync(() => {
+            this.record({ op: 'get', ref });
+            const o = this.objects.get(objectKey(ref));
+            return o === undefined ? Option.none() : Option.some(this.live(o));
+          }),
+        ),
+      delete: (ref, options) =>
+        this.faults.around(
+          Effect.suspend(() => {
+            this.record({ op: 'delete', ref, options });
+            const key = objectKey(ref);
+            const o = this.objects.get(key);
+            if (o === undefined)
+              return Effect.fail(new DeleteRefused({ status: 404, reason: 'NotFound', message: 'not found' }));
+            if (o.uid !== options.preconditions.uid) {
+              return Effect.fail(
+                new DeleteRefused({
+                  status: 409,
+                  reason: 'Conflict',
+                  message: `Precondition failed: UID in precondition: ${options.preconditions.uid}, UID in object meta: ${o.uid}`,
+                }),
+              );
             }
+            if (o.resourceVersion !== options.preconditions.resourceVersion) {
+              return Effect.fail(
+                new DeleteRefused({ status: 409, reason: 'Conflict', message: 'Precondition failed: ResourceVersion' }),
+              );
+            }
+            if (options.dryRun !== undefined) return Effect.void;
+            if (o.finalizers.length > 0) {
+              if (o.deletionTimestamp === undefined) {
+                o.deletionTimestamp = '2026-01-01T00:00:00Z';
+                o.resourceVersion = this.nextRv();
+              }
+              return Effect.void;
+            }
+            this.objects.delete(key);
+            this.removedUids.push(o.uid);
             return Effect.void;
-          }
-          this.objects.delete(key);
-          this.removedUids.push(o.uid);
-          return Effect.void;
-        }),
-      ),
-    apply: (ref, body) =>
-      this.faults.around(
-        Effect.sync(() => {
-          this.record({ op: 'apply', ref });
-          return this.live(this.put(ref, body as Record<string, unknown>));
-        }),
-      ),
-    readHead: (ref) =>
-      this.faults.around(
-        Effect.sync(() => {
-          this.record({ op: 'readHead', ref });
-          return Option.fromNullable(this.heads.get(headKey(ref)));
-        }),
-      ),
-    createHead: (ref, data) =>
-      this.faults.around(
-        Effect.suspend(() => {
-          this.record({ op: 'createHead', ref });
-          if (this.heads.has(headKey(ref))) return Effect.fail(new HeadWriteConflict({ message: 'AlreadyExists' }));
-          const stored = { resourceVersion: this.nextRv(), data: { ...data } };
-          this.heads.set(headKey(ref), stored);
-          this.headWrites.push({ op: 'create', resourceVersion: stored.resourceVersion });
-          return Effect.succeed(stored);
-        }),
-      ),
-    replaceHead: (ref, expected, data) =>
-      this.faults.around(
-        Effect.suspend(() => {
-          this.record({ op: 'replaceHead', ref });
-          const current = this.heads.get(headKey(ref));
-          if (current === undefined || current.resourceVersion !== expected) {
-            return Effect.fail(new HeadWriteConflict({ message: `resourceVersion ${expected} is stale` }));
-          }
-          const stored = { resourceVersion: this.nextRv(), data: { ...data } };
-          this.heads.set(headKey(ref), stored);
-          this.headWrites.push({ op: 'replace', resourceVersion: stored.resourceVersion });
-          return Effect.succeed(stored);
-        }),
-      ),
+          }),
+        ),
+      apply: (ref, body) =>
+        this.faults.around(
+          Effect.sync(() => {
+            this.record({ op: 'apply', ref });
+            return this.live(this.put(ref, body as Record<string, unknown>));
+          }),
+        ),
+      readHead: (ref) =>
+        this.faults.around(
+          Effect.sync(() => {
+            this.record({ op: 'readHead', ref });
+            return Option.fromNullable(this.heads.get(headKey(ref)));
+          }),
+        ),
+      createHead: (ref, data) =>
+        this.faults.around(
+          Effect.suspend(() => {
+            this.record({ op: 'createHead', ref });
+            if (this.heads.has(headKey(ref))) return Effect.fail(new HeadWriteConflict({ message: 'AlreadyExists' }));
+            const stored = { resourceVersion: this.nextRv(), data: { ...data } };
+            this.heads.set(headKey(ref), stored);
+            this.headWrites.push({ op: 'create', resourceVersion: stored.resourceVersion });
+            return Effect.succeed(stored);
+          }),
+        ),
+      replaceHead: (ref, expected, data) =>
+        this.faults.around(
+          Effect.suspend(() => {
+            this.record({ op: 'replaceHead', ref });
+            const current = this.heads.get(headKey(ref));
+            if (current === undefined || current.resourceVersion !== expected) {
+              return Effect.fail(new HeadWriteConflict({ message: `resourceVersion ${expected} is stale` }));
+            }
+            const stored = { resourceVersion: this.nextRv(), data: { ...data } };
+            this.heads.set(headKey(ref), stored);
+            this.headWrites.push({ op: 'replace', resourceVersion: stored.resourceVersion });
+            return Effect.succeed(stored);
+          }),
+        ),
     };
   }
 
@@ -321,16 +341,16 @@ export class InMemoryReceiptStore {
   }
   get service(): Context.Tag.Service<typeof ReceiptStore> {
     return {
-    createExclusive: (key, bytes) =>
-      this.faults.around(
-        Effect.suspend(() => {
-          if (this.files.has(key)) return Effect.fail(new ReceiptExists({ key }));
-          this.files.set(key, bytes);
-          this.writes += 1;
-          return Effect.void;
-        }),
-      ),
-    read: (key) => this.faults.around(Effect.sync(() => Option.fromNullable(this.files.get(key)))),
+      createExclusive: (key, bytes) =>
+        this.faults.around(
+          Effect.suspend(() => {
+            if (this.files.has(key)) return Effect.fail(new ReceiptExists({ key }));
+            this.files.set(key, bytes);
+            this.writes += 1;
+            return Effect.void;
+          }),
+        ),
+      read: (key) => this.faults.around(Effect.sync(() => Option.fromNullable(this.files.get(key)))),
     };
   }
   get layer(): Layer.Layer<ReceiptStore> {
@@ -347,8 +367,8 @@ export class InMemoryOperatorHost {
   callerUid = 1000;
   get service(): Context.Tag.Service<typeof OperatorHost> {
     return {
-    kubeconfig: Effect.sync(() => ({ path: '/home/op/.kube/qinglong', stat: this.stat })),
-    callerUid: Effect.sync(() => this.callerUid),
+      kubeconfig: Effect.sync(() => ({ path: '/home/op/.kube/qinglong', stat: this.stat })),
+      callerUid: Effect.sync(() => this.callerUid),
     };
   }
   get layer(): Layer.Layer<OperatorHost> {

@@ -69,7 +69,11 @@ const deployment = (ns: string, name: string, role: Role, resources?: Record<str
         metadata: { labels: { app: name } },
         spec: {
           containers: [
-            { name: 'main', image: `registry.example/${role}@sha256:${'a'.repeat(64)}`, ...(resources ? { resources } : {}) },
+            {
+              name: 'main',
+              image: `registry.example/${role}@sha256:${'a'.repeat(64)}`,
+              ...(resources ? { resources } : {}),
+            },
           ],
         },
       },
@@ -90,7 +94,12 @@ export const lockManifest = (manifest: Manifest): LockedManifest => ({
  * A 7-object manifest in `ns`: four role Deployments and three ConfigMaps, all named `<prefix>-…`. `extraObjects`
  * are appended (e.g. a Deployment with a resource quantity the server normalises).
  */
-export const liveManifest = (ns: string, prefix: string, version = '3.0.0', extraObjects: ReadonlyArray<ManifestObject> = []): LockedManifest =>
+export const liveManifest = (
+  ns: string,
+  prefix: string,
+  version = '3.0.0',
+  extraObjects: ReadonlyArray<ManifestObject> = [],
+): LockedManifest =>
   lockManifest({
     schema: 'qinglong.deployment.manifest.v1',
     release: { version },
@@ -113,7 +122,13 @@ export const extraDeployment = (ns: string, name: string, resources: Record<stri
   return rest;
 };
 
-export const cm = (ns: string, name: string): TargetIdentity => ({ group: '', version: 'v1', kind: 'ConfigMap', namespace: ns, name });
+export const cm = (ns: string, name: string): TargetIdentity => ({
+  group: '',
+  version: 'v1',
+  kind: 'ConfigMap',
+  namespace: ns,
+  name,
+});
 
 export type Services = KubernetesCluster | ReceiptStore | OperatorHost;
 
@@ -149,7 +164,14 @@ export const command = (
   manifest: LockedManifest,
   expectedHead: HeadVersion,
   targets: ReadonlyArray<TargetIdentity>,
-): RetirementCommand => ({ operation: 'cluster.deployment.retirement', head, clusterUid, lock: manifest.lock, expectedHead, targets });
+): RetirementCommand => ({
+  operation: 'cluster.deployment.retirement',
+  head,
+  clusterUid,
+  lock: manifest.lock,
+  expectedHead,
+  targets,
+});
 
 /** A transport that calls `before` ahead of matching requests and can lose the answer of matching requests. */
 export const interpose = (
@@ -167,7 +189,11 @@ export const interpose = (
         const answer = yield* t.request(req);
         if (hit && behaviour.loseAnswer) {
           // The server acted; the client never sees its answer (a connection reset after the request was accepted).
-          return yield* new Unavailable({ message: `${req.method} ${req.path}: connection reset (answer lost)`, target: req.target, code: 0 });
+          return yield* new Unavailable({
+            message: `${req.method} ${req.path}: connection reset (answer lost)`,
+            target: req.target,
+            code: 0,
+          });
         }
         return answer;
       }),

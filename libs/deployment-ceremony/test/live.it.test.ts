@@ -76,7 +76,12 @@ describe('live gate (seed: install + retire one namespaced ConfigMap on a real A
   it('install 7 objects → Head generation 1; retire one ConfigMap → generation 2, inventory 6, object absent, real preconditioned DELETE, two audits pass, nothing left behind', async () => {
     const d = await deployment('gate');
     const before = await d.headNow();
-    expect([before.head.generation, before.head.inventory.length, before.head.phase, before.head.transition]).toEqual([1, 7, 'committed', 'install']);
+    expect([before.head.generation, before.head.inventory.length, before.head.phase, before.head.transition]).toEqual([
+      1,
+      7,
+      'committed',
+      'install',
+    ]);
     const live = await other.json<{ metadata: { uid: string; resourceVersion: string } }>(cmPath('gate-cm-1'));
 
     const sentPreflight: Array<SentRequest> = [];
@@ -87,7 +92,9 @@ describe('live gate (seed: install + retire one namespaced ConfigMap on a real A
       dryRun: { dryRun: ['All'], propagationPolicy: 'Background' },
     });
     // The preflight changed nothing: same resourceVersion, Head untouched.
-    expect((await other.json<typeof live>(cmPath('gate-cm-1'))).metadata.resourceVersion).toBe(live.metadata.resourceVersion);
+    expect((await other.json<typeof live>(cmPath('gate-cm-1'))).metadata.resourceVersion).toBe(
+      live.metadata.resourceVersion,
+    );
     expect((await d.headNow()).resourceVersion).toBe(before.resourceVersion);
     expect(new Set(sentPreflight.map((r) => r.method))).toEqual(new Set(['GET', 'DELETE']));
 
@@ -99,14 +106,24 @@ describe('live gate (seed: install + retire one namespaced ConfigMap on a real A
       {
         method: 'DELETE',
         path: cmPath('gate-cm-1'),
-        body: { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: 'Background', preconditions: { uid: live.metadata.uid, resourceVersion: live.metadata.resourceVersion } },
+        body: {
+          apiVersion: 'v1',
+          kind: 'DeleteOptions',
+          propagationPolicy: 'Background',
+          preconditions: { uid: live.metadata.uid, resourceVersion: live.metadata.resourceVersion },
+        },
       },
     ]);
     expect(sent.filter((r) => r.method === 'PUT').length).toBe(2); // applying, then committed
     expect((await other.get(cmPath('gate-cm-1'))).status).toBe(404);
 
     const after = await d.headNow();
-    expect([after.head.generation, after.head.inventory.length, after.head.phase, after.head.transition]).toEqual([2, 6, 'committed', 'retire']);
+    expect([after.head.generation, after.head.inventory.length, after.head.phase, after.head.transition]).toEqual([
+      2,
+      6,
+      'committed',
+      'retire',
+    ]);
     expect(after.head.previous?.inventory).toEqual(before.head.inventory);
     expect(out.receipt.headCas.before.generation).toBe(1);
     expect(out.receipt.headCas.after).toEqual({ generation: 2, resourceVersion: after.resourceVersion });
@@ -138,7 +155,10 @@ describe('request allow-list on the real client', () => {
     const refused: Array<SentRequest> = [];
     const exit = await runLive(
       Effect.flatMap(KubernetesCluster, (c) =>
-        c.apply({ group: '', version: 'v1', plural: 'configmaps', namespace: ns.name, name: 'allow-cm-2' }, { apiVersion: 'v1', kind: 'ConfigMap' }),
+        c.apply(
+          { group: '', version: 'v1', plural: 'configmaps', namespace: ns.name, name: 'allow-cm-2' },
+          { apiVersion: 'v1', kind: 'ConfigMap' },
+        ),
       ),
       d.env,
       'retirement',
@@ -149,7 +169,10 @@ describe('request allow-list on the real client', () => {
     // Deleting the Head through a retirement client is refused the same way.
     const headDelete = await runLive(
       Effect.flatMap(KubernetesCluster, (c) =>
-        c.delete({ group: '', version: 'v1', plural: 'configmaps', namespace: ns.name, name: d.head.name }, { propagationPolicy: 'Background', preconditions: { uid: 'x', resourceVersion: '1' } }),
+        c.delete(
+          { group: '', version: 'v1', plural: 'configmaps', namespace: ns.name, name: d.head.name },
+          { propagationPolicy: 'Background', preconditions: { uid: 'x', resourceVersion: '1' } },
+        ),
       ),
       d.env,
       'retirement',
@@ -177,7 +200,11 @@ describe('fail closed on the real server: nothing deleted, no receipt', () => {
     expect(failureOf(exit)).toMatchObject({ code: 'UID_REPLACED', target: cm(ns.name, 'repl-cm-0') });
     expect((await other.json<typeof replaced>(cmPath('repl-cm-0'))).metadata.uid).toBe(replaced.metadata.uid);
     const head = await d.headNow();
-    expect([head.head.generation, head.head.phase, head.resourceVersion]).toEqual([1, 'committed', d.v1.resourceVersion]);
+    expect([head.head.generation, head.head.phase, head.resourceVersion]).toEqual([
+      1,
+      'committed',
+      d.v1.resourceVersion,
+    ]);
     expect(receiptFiles()).toEqual(receiptsBefore);
   });
 
@@ -185,16 +212,23 @@ describe('fail closed on the real server: nothing deleted, no receipt', () => {
     const d = await deployment('drift');
     const c = d.cmd([cm(ns.name, 'drift-cm-0')]);
     const pf = value(await d.preflight(c));
-    expect((await other.mergePatch(cmPath('drift-cm-0'), { metadata: { labels: { touched: 'yes' } } })).status).toBe(200);
+    expect((await other.mergePatch(cmPath('drift-cm-0'), { metadata: { labels: { touched: 'yes' } } })).status).toBe(
+      200,
+    );
     const sent: Array<SentRequest> = [];
-    expect(failureOf(await d.apply(c, pf.record, { sent }))).toMatchObject({ code: 'RESOURCE_VERSION_DRIFT', check: 'resourceVersion' });
+    expect(failureOf(await d.apply(c, pf.record, { sent }))).toMatchObject({
+      code: 'RESOURCE_VERSION_DRIFT',
+      check: 'resourceVersion',
+    });
     expect(sent.filter((r) => r.method !== 'GET')).toEqual([]);
     expect((await other.get(cmPath('drift-cm-0'))).status).toBe(200);
   });
 
   it('a target held by a finalizer and terminating fails the preflight (TARGET_TERMINATING)', async () => {
     const d = await deployment('term');
-    expect((await other.mergePatch(cmPath('term-cm-0'), { metadata: { finalizers: ['example.com/hold'] } })).status).toBe(200);
+    expect(
+      (await other.mergePatch(cmPath('term-cm-0'), { metadata: { finalizers: ['example.com/hold'] } })).status,
+    ).toBe(200);
     expect((await other.del(cmPath('term-cm-0'))).status).toBe(200);
     const exit = await d.preflight(d.cmd([cm(ns.name, 'term-cm-0')]));
     expect(failureOf(exit)).toMatchObject({ code: 'TARGET_TERMINATING', check: 'deletionTimestamp' });
@@ -203,13 +237,17 @@ describe('fail closed on the real server: nothing deleted, no receipt', () => {
 
   it('a finalizer that holds the target after our DELETE → TARGET_TERMINATING, Head stays applying; once released, the same command recovers and commits once', async () => {
     const d = await deployment('fin');
-    expect((await other.mergePatch(cmPath('fin-cm-0'), { metadata: { finalizers: ['example.com/hold'] } })).status).toBe(200);
+    expect(
+      (await other.mergePatch(cmPath('fin-cm-0'), { metadata: { finalizers: ['example.com/hold'] } })).status,
+    ).toBe(200);
     const c = d.cmd([cm(ns.name, 'fin-cm-0')]);
     const pf = value(await d.preflight(c));
     expect(failureOf(await d.apply(c, pf.record))).toMatchObject({ code: 'TARGET_TERMINATING', check: 'absence' });
     const stuck = await d.headNow();
     expect([stuck.head.phase, stuck.head.generation]).toEqual(['applying', 1]);
-    expect(receiptFiles().some((f) => f === `retirement-receipt-${pf.record.mutationDigest.slice(7)}.json`)).toBe(false);
+    expect(receiptFiles().some((f) => f === `retirement-receipt-${pf.record.mutationDigest.slice(7)}.json`)).toBe(
+      false,
+    );
 
     expect((await other.mergePatch(cmPath('fin-cm-0'), { metadata: { finalizers: null } })).status).toBe(200);
     expect((await other.get(cmPath('fin-cm-0'))).status).toBe(404);
@@ -220,22 +258,28 @@ describe('fail closed on the real server: nothing deleted, no receipt', () => {
     expect([head.head.phase, head.head.generation, head.head.inventory.length]).toEqual(['committed', 2, 6]);
   });
 
-  it('Head changed by another writer between preflight and apply → HEAD_MISMATCH; between our read and our CAS → the server\'s 409 is HEAD_CONFLICT', async () => {
+  it("Head changed by another writer between preflight and apply → HEAD_MISMATCH; between our read and our CAS → the server's 409 is HEAD_CONFLICT", async () => {
     const d = await deployment('conf');
     const c = d.cmd([cm(ns.name, 'conf-cm-0')]);
     const pf = value(await d.preflight(c));
     // Another writer between the preflight and the apply.
-    expect((await other.mergePatch(cmPath(d.head.name), { metadata: { labels: { other: 'writer' } } })).status).toBe(200);
+    expect((await other.mergePatch(cmPath(d.head.name), { metadata: { labels: { other: 'writer' } } })).status).toBe(
+      200,
+    );
     expect(failureOf(await d.apply(c, pf.record))).toMatchObject({ code: 'HEAD_MISMATCH' });
     expect((await other.get(cmPath('conf-cm-0'))).status).toBe(200);
 
     // Fresh preflight on the moved Head; this time the other writer strikes right before our CAS (PUT).
     const moved = await d.headNow();
-    const c2 = d.cmd([cm(ns.name, 'conf-cm-0')], { generation: moved.head.generation, resourceVersion: moved.resourceVersion });
+    const c2 = d.cmd([cm(ns.name, 'conf-cm-0')], {
+      generation: moved.head.generation,
+      resourceVersion: moved.resourceVersion,
+    });
     const pf2 = value(await d.preflight(c2));
     const race = interpose((m, p) => m === 'PUT' && p === cmPath(d.head.name), {
       once: true,
-      before: async () => void (await other.mergePatch(cmPath(d.head.name), { metadata: { labels: { other: 'again' } } })),
+      before: async () =>
+        void (await other.mergePatch(cmPath(d.head.name), { metadata: { labels: { other: 'again' } } })),
     });
     expect(failureOf(await d.apply(c2, pf2.record, { wrap: race.wrap }))).toMatchObject({ code: 'HEAD_CONFLICT' });
     expect(race.fired()).toBe(1);
@@ -243,12 +287,16 @@ describe('fail closed on the real server: nothing deleted, no receipt', () => {
     expect((await d.headNow()).head.phase).toBe('committed');
   });
 
-  it('the server\'s dry-run DELETE answers 409 when the object moved under the preflight → PRECONDITION_FAILED', async () => {
+  it("the server's dry-run DELETE answers 409 when the object moved under the preflight → PRECONDITION_FAILED", async () => {
     const d = await deployment('dry');
-    const race = interpose((m, p, body) => m === 'DELETE' && p === cmPath('dry-cm-0') && (body ?? '').includes('"dryRun"'), {
-      once: true,
-      before: async () => void (await other.mergePatch(cmPath('dry-cm-0'), { metadata: { labels: { moved: 'yes' } } })),
-    });
+    const race = interpose(
+      (m, p, body) => m === 'DELETE' && p === cmPath('dry-cm-0') && (body ?? '').includes('"dryRun"'),
+      {
+        once: true,
+        before: async () =>
+          void (await other.mergePatch(cmPath('dry-cm-0'), { metadata: { labels: { moved: 'yes' } } })),
+      },
+    );
     const exit = await d.preflight(d.cmd([cm(ns.name, 'dry-cm-0')]), { wrap: race.wrap });
     expect(failureOf(exit)).toMatchObject({ code: 'PRECONDITION_FAILED', check: 'dry-run-delete' });
     expect(String((failureOf(exit) as { message: string }).message)).toContain('409');
@@ -261,8 +309,17 @@ describe('fail closed on the real server: nothing deleted, no receipt', () => {
     expect(failureOf(await d.preflight(d.cmd([secret])))).toMatchObject({ code: 'TARGET_FORBIDDEN_KIND' });
     const many = Array.from({ length: 65 }, (_, i) => cm(ns.name, `input-x-${i}`));
     expect(failureOf(await d.preflight(d.cmd(many)))).toMatchObject({ code: 'TARGET_LIMIT_EXCEEDED' });
-    const worker: TargetIdentity = { group: 'apps', version: 'v1', kind: 'Deployment', namespace: ns.name, name: 'input-worker' };
-    expect(failureOf(await d.preflight(d.cmd([worker])))).toMatchObject({ code: 'SURVIVOR_ROLE_MISSING', missingRoles: ['worker'] });
+    const worker: TargetIdentity = {
+      group: 'apps',
+      version: 'v1',
+      kind: 'Deployment',
+      namespace: ns.name,
+      name: 'input-worker',
+    };
+    expect(failureOf(await d.preflight(d.cmd([worker])))).toMatchObject({
+      code: 'SURVIVOR_ROLE_MISSING',
+      missingRoles: ['worker'],
+    });
     expect((await other.get(`/apis/apps/v1/namespaces/${ns.name}/deployments/input-worker`)).status).toBe(200);
   });
 
@@ -278,13 +335,19 @@ describe('fail closed on the real server: nothing deleted, no receipt', () => {
     const link = join(work.dir, 'kubeconfig-link');
     symlinkSync(work.kubeconfig, link);
     try {
-      const exit = await runLive(preflightRetirement({ command: c, manifest: d.manifest }), { ...d.env, kubeconfig: link }, 'retirement');
+      const exit = await runLive(
+        preflightRetirement({ command: c, manifest: d.manifest }),
+        { ...d.env, kubeconfig: link },
+        'retirement',
+      );
       expect(failureOf(exit)).toMatchObject({ code: 'KUBECONFIG_NOT_PRIVATE' });
       expect(String((failureOf(exit) as { message: string }).message)).toContain('not a regular file');
     } finally {
       unlinkSync(link);
     }
-    expect(failureOf(await d.preflight({ ...c, clusterUid: 'another-cluster' }))).toMatchObject({ code: 'CLUSTER_UID_MISMATCH' });
+    expect(failureOf(await d.preflight({ ...c, clusterUid: 'another-cluster' }))).toMatchObject({
+      code: 'CLUSTER_UID_MISMATCH',
+    });
   });
 });
 
@@ -293,7 +356,10 @@ describe('recovery on the real server', () => {
     const d = await deployment('lost');
     const c = d.cmd([cm(ns.name, 'lost-cm-0'), cm(ns.name, 'lost-cm-1')]);
     const pf = value(await d.preflight(c));
-    const fault = interpose((m, p, body) => m === 'DELETE' && p === cmPath('lost-cm-0') && !(body ?? '').includes('dryRun'), { once: true, loseAnswer: true });
+    const fault = interpose(
+      (m, p, body) => m === 'DELETE' && p === cmPath('lost-cm-0') && !(body ?? '').includes('dryRun'),
+      { once: true, loseAnswer: true },
+    );
     const first = await d.apply(c, pf.record, { wrap: fault.wrap });
     expect(failureOf(first)).toMatchObject({ _tag: 'ClusterRequestFailed', operation: 'delete' });
     expect((await other.get(cmPath('lost-cm-0'))).status).toBe(404); // the DELETE took effect
@@ -337,15 +403,35 @@ describe('rollback after a retirement (real server)', () => {
     const pf = value(await d.preflight(c));
     value(await d.apply(c, pf.record));
     const retired = await d.headNow();
-    const out = value(await runLive(rollback({ head: d.head, manifest: d.manifest, clusterUid, expectedHead: { generation: retired.head.generation, resourceVersion: retired.resourceVersion } }), d.env, 'transition'));
-    expect([out.head.generation, out.head.transition, out.head.inventory.length, out.head.release.version]).toEqual([3, 'rollback', 7, '3.0.0']);
+    const out = value(
+      await runLive(
+        rollback({
+          head: d.head,
+          manifest: d.manifest,
+          clusterUid,
+          expectedHead: { generation: retired.head.generation, resourceVersion: retired.resourceVersion },
+        }),
+        d.env,
+        'transition',
+      ),
+    );
+    expect([out.head.generation, out.head.transition, out.head.inventory.length, out.head.release.version]).toEqual([
+      3,
+      'rollback',
+      7,
+      '3.0.0',
+    ]);
     expect(out.head.inventory).toEqual(retired.head.previous?.inventory);
     expect(out.head.lock).toEqual(retired.head.previous?.lock);
-    const recreated = await other.json<{ metadata: { uid: string; managedFields: Array<{ manager: string; operation: string }> } }>(cmPath('back-cm-1'));
+    const recreated = await other.json<{
+      metadata: { uid: string; managedFields: Array<{ manager: string; operation: string }> };
+    }>(cmPath('back-cm-1'));
     const retiredUid = pf.record.targets[0]?.preconditions.uid;
     expect(retiredUid).toMatch(/^[0-9a-f-]{36}$/);
     expect(recreated.metadata.uid).not.toBe(retiredUid);
-    expect(recreated.metadata.managedFields).toEqual(expect.arrayContaining([expect.objectContaining({ manager: 'qinglong3-catalog-lock', operation: 'Apply' })]));
+    expect(recreated.metadata.managedFields).toEqual(
+      expect.arrayContaining([expect.objectContaining({ manager: 'qinglong3-catalog-lock', operation: 'Apply' })]),
+    );
   });
 });
 
@@ -353,15 +439,34 @@ describe('upgrade on the real server', () => {
   it('a manifest that omits an inventory object is refused before anything is applied; a complete one is applied and CASes generation 2', async () => {
     const d = await deployment('upg');
     const full = liveManifest(ns.name, 'upg', '3.0.1');
-    const omitting = lockManifest({ ...full.manifest, objects: full.manifest.objects.filter((o) => o.object.metadata.name !== 'upg-cm-2') });
+    const omitting = lockManifest({
+      ...full.manifest,
+      objects: full.manifest.objects.filter((o) => o.object.metadata.name !== 'upg-cm-2'),
+    });
     const sent: Array<SentRequest> = [];
-    const refused = await runLive(upgrade({ head: d.head, manifest: omitting, clusterUid, expectedHead: d.v1 }), d.env, 'transition', { sent });
+    const refused = await runLive(
+      upgrade({ head: d.head, manifest: omitting, clusterUid, expectedHead: d.v1 }),
+      d.env,
+      'transition',
+      { sent },
+    );
     expect(failureOf(refused)).toMatchObject({ code: 'UPGRADE_OMITS_INVENTORY_OBJECT' });
     expect(sent.filter((r) => r.method !== 'GET')).toEqual([]);
-    const out = value(await runLive(upgrade({ head: d.head, manifest: full, clusterUid, expectedHead: d.v1 }), d.env, 'transition'));
-    expect([out.head.generation, out.head.transition, out.head.release.version, out.head.inventory.length]).toEqual([2, 'upgrade', '3.0.1', 7]);
+    const out = value(
+      await runLive(upgrade({ head: d.head, manifest: full, clusterUid, expectedHead: d.v1 }), d.env, 'transition'),
+    );
+    expect([out.head.generation, out.head.transition, out.head.release.version, out.head.inventory.length]).toEqual([
+      2,
+      'upgrade',
+      '3.0.1',
+      7,
+    ]);
     // A stale expected Head is refused (HEAD_MISMATCH).
-    expect(failureOf(await runLive(upgrade({ head: d.head, manifest: full, clusterUid, expectedHead: d.v1 }), d.env, 'transition'))).toMatchObject({ code: 'HEAD_MISMATCH' });
+    expect(
+      failureOf(
+        await runLive(upgrade({ head: d.head, manifest: full, clusterUid, expectedHead: d.v1 }), d.env, 'transition'),
+      ),
+    ).toMatchObject({ code: 'HEAD_MISMATCH' });
   });
 });
 
@@ -384,7 +489,11 @@ describe('Head v1 on the real server', () => {
     const pf = value(await d.preflight(c));
     value(await d.apply(c, pf.record));
     const after = await d.headNow();
-    expect([after.storedSchema, after.head.generation, after.head.transition]).toEqual(['qinglong.deployment.head.v2', 2, 'retire']);
+    expect([after.storedSchema, after.head.generation, after.head.transition]).toEqual([
+      'qinglong.deployment.head.v2',
+      2,
+      'retire',
+    ]);
   });
 });
 
@@ -395,11 +504,17 @@ describe('server normalisation of field values (decision 0046 → 0074)', () => 
       extraDeployment(ns.name, 'norm-ok', { limits: { cpu: '500m', memory: '64Mi' } }),
     ]);
     const d = await deployment('norm', raw);
-    const stored = await other.json<{ spec: { template: { spec: { containers: Array<{ resources: { limits: { cpu: string } } }> } } } }>(
-      `/apis/apps/v1/namespaces/${ns.name}/deployments/norm-raw`,
-    );
+    const stored = await other.json<{
+      spec: { template: { spec: { containers: Array<{ resources: { limits: { cpu: string } } }> } } };
+    }>(`/apis/apps/v1/namespaces/${ns.name}/deployments/norm-raw`);
     expect(stored.spec.template.spec.containers[0]?.resources.limits.cpu).toBe('500m');
-    const dep = (name: string): TargetIdentity => ({ group: 'apps', version: 'v1', kind: 'Deployment', namespace: ns.name, name });
+    const dep = (name: string): TargetIdentity => ({
+      group: 'apps',
+      version: 'v1',
+      kind: 'Deployment',
+      namespace: ns.name,
+      name,
+    });
     const exit = await d.preflight(d.cmd([dep('norm-raw')]));
     expect(failureOf(exit)).toMatchObject({ code: 'FIELD_DRIFT', check: 'expected-fields' });
     expect(String((failureOf(exit) as { message: string }).message)).toContain('spec.template.spec.containers');
@@ -417,7 +532,13 @@ describe('the adapter reads', () => {
         return {
           core: yield* c.discover('', 'v1'),
           apps: yield* c.discover('apps', 'v1'),
-          missing: yield* c.get({ group: '', version: 'v1', plural: 'configmaps', namespace: ns.name, name: 'no-such-object' }),
+          missing: yield* c.get({
+            group: '',
+            version: 'v1',
+            plural: 'configmaps',
+            namespace: ns.name,
+            name: 'no-such-object',
+          }),
           uid: yield* c.clusterUid,
         };
       }),
@@ -425,7 +546,12 @@ describe('the adapter reads', () => {
       'retirement',
     );
     const r = value(exit);
-    expect(r.core).toEqual(expect.arrayContaining([{ name: 'configmaps', kind: 'ConfigMap', namespaced: true }, { name: 'namespaces', kind: 'Namespace', namespaced: false }]));
+    expect(r.core).toEqual(
+      expect.arrayContaining([
+        { name: 'configmaps', kind: 'ConfigMap', namespaced: true },
+        { name: 'namespaces', kind: 'Namespace', namespaced: false },
+      ]),
+    );
     expect(r.apps).toEqual(expect.arrayContaining([{ name: 'deployments/scale', kind: 'Scale', namespaced: true }]));
     expect(Option.isNone(r.missing)).toBe(true);
     expect(r.uid).toBe(clusterUid);

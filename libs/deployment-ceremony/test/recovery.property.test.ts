@@ -18,19 +18,23 @@ import { crashed, failureOf } from './helpers.js';
 /** Let timers and I/O run between cases (the in-memory runs are synchronous; the vitest worker must stay responsive). */
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-const scenario = fc
-  .integer({ min: 1, max: 6 })
-  .chain((extras) =>
-    fc.record({
-      extras: fc.constant(extras),
-      targets: fc.shuffledSubarray(Array.from({ length: extras }, (_, i) => `extra-${i}`), { minLength: 1 }),
-      finalized: fc.subarray(Array.from({ length: extras }, (_, i) => `extra-${i}`)),
-      crashes: fc.array(
-        fc.record({ step: fc.integer({ min: 1, max: 3 * extras + 9 }), when: fc.constantFrom('before' as const, 'after' as const) }),
-        { minLength: 1, maxLength: 4 },
-      ),
-    }),
-  );
+const scenario = fc.integer({ min: 1, max: 6 }).chain((extras) =>
+  fc.record({
+    extras: fc.constant(extras),
+    targets: fc.shuffledSubarray(
+      Array.from({ length: extras }, (_, i) => `extra-${i}`),
+      { minLength: 1 },
+    ),
+    finalized: fc.subarray(Array.from({ length: extras }, (_, i) => `extra-${i}`)),
+    crashes: fc.array(
+      fc.record({
+        step: fc.integer({ min: 1, max: 3 * extras + 9 }),
+        when: fc.constantFrom('before' as const, 'after' as const),
+      }),
+      { minLength: 1, maxLength: 4 },
+    ),
+  }),
+);
 
 describe('apply crashed at every step, then re-run: always consistent (property)', () => {
   it('no lost or double deletion, Head committed once at generation+1, one receipt that audits', async () => {
@@ -42,10 +46,17 @@ describe('apply crashed at every step, then re-run: always consistent (property)
         const head0 = await installed(world, manifest);
         for (const name of finalized) world.cluster.addFinalizer(cmRef(name), 'example.com/hold');
         const headAfterFinalizers = await world.run(readHead(DEFAULT_HEAD_REF));
-        const command = retirementCommand(world, manifest, { generation: head0.generation, resourceVersion: headAfterFinalizers.resourceVersion }, targets.map(cmTarget));
+        const command = retirementCommand(
+          world,
+          manifest,
+          { generation: head0.generation, resourceVersion: headAfterFinalizers.resourceVersion },
+          targets.map(cmTarget),
+        );
         const pf = await world.run(preflightRetirement({ command, manifest }));
         const targetUids = new Set(targets.map((n) => world.cluster.stored(cmRef(n))!.uid));
-        const others = [...world.cluster.objects.entries()].filter(([, o]) => !targetUids.has(o.uid)).map(([k, o]) => [k, o.uid, o.resourceVersion] as const);
+        const others = [...world.cluster.objects.entries()]
+          .filter(([, o]) => !targetUids.has(o.uid))
+          .map(([k, o]) => [k, o.uid, o.resourceVersion] as const);
         const replacesBefore = world.cluster.headWrites.length;
         const deletesBefore = world.cluster.requests.length;
 
@@ -101,7 +112,9 @@ describe('apply crashed at every step, then re-run: always consistent (property)
         // one receipt, equal to the one rebuilt from the Head, and it audits
         expect(world.store.writes).toBe(1);
         const [stored] = [...world.store.files.values()];
-        expect(stored).toBe(receiptBytes(Effect.runSync(buildReceipt(pf.record, DEFAULT_HEAD_REF, head.head, head.resourceVersion))));
+        expect(stored).toBe(
+          receiptBytes(Effect.runSync(buildReceipt(pf.record, DEFAULT_HEAD_REF, head.head, head.resourceVersion))),
+        );
         expect(auditReceipt(stored!, pf.record).verdict).toBe('compatible');
         // and re-running once more changes nothing
         const again = await runOnce();
@@ -162,7 +175,8 @@ describe('apply crashed at every step, then re-run: always consistent (property)
           await world.runExit(applyRetirement({ command, manifest, preflight: pf.record }));
           world.faults.crashAt = undefined;
           // another actor re-creates extra-2 under the same name (or replaces it if it still exists)
-          if (world.cluster.stored(cmRef('extra-2')) === undefined) world.cluster.put(cmRef('extra-2'), manifest.manifest.objects[6]!.object);
+          if (world.cluster.stored(cmRef('extra-2')) === undefined)
+            world.cluster.put(cmRef('extra-2'), manifest.manifest.objects[6]!.object);
           else world.cluster.replace(cmRef('extra-2'));
           const newUid = world.cluster.stored(cmRef('extra-2'))!.uid;
           const headBefore = await world.run(readHead(DEFAULT_HEAD_REF));
@@ -176,7 +190,11 @@ describe('apply crashed at every step, then re-run: always consistent (property)
             expect(world.store.files.size).toBe(0);
           } else {
             // only possible when the retirement had already been committed before the replacement
-            expect(headBefore.head).toMatchObject({ phase: 'committed', transition: 'retire', generation: head0.generation + 1 });
+            expect(headBefore.head).toMatchObject({
+              phase: 'committed',
+              transition: 'retire',
+              generation: head0.generation + 1,
+            });
           }
         },
       ),
@@ -186,25 +204,29 @@ describe('apply crashed at every step, then re-run: always consistent (property)
 
   it('preflight crashed at any step changed nothing, and a re-run produces the same record apart from the time (property)', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.integer({ min: 1, max: 12 }), fc.constantFrom('before' as const, 'after' as const), async (step, when) => {
-        await yieldToEventLoop();
-        const world = makeWorld();
-        const manifest = makeManifest(3);
-        const head0 = await installed(world, manifest);
-        const command = retirementCommand(world, manifest, head0, [cmTarget('extra-1'), cmTarget('extra-0')]);
-        const snapshot = JSON.stringify([...world.cluster.objects, ...world.cluster.heads]);
-        world.faults.step = 0;
-        world.faults.crashAt = { step, when };
-        const crashedRun = await world.runExit(preflightRetirement({ command, manifest }));
-        world.faults.crashAt = undefined;
-        expect(JSON.stringify([...world.cluster.objects, ...world.cluster.heads])).toBe(snapshot);
-        const ok = await world.run(preflightRetirement({ command, manifest }));
-        if (Exit.isSuccess(crashedRun)) {
-          expect({ ...crashedRun.value.record, observedAt: '' }).toEqual({ ...ok.record, observedAt: '' });
-        } else {
-          expect(crashed(crashedRun)).toBe(true);
-        }
-      }),
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 12 }),
+        fc.constantFrom('before' as const, 'after' as const),
+        async (step, when) => {
+          await yieldToEventLoop();
+          const world = makeWorld();
+          const manifest = makeManifest(3);
+          const head0 = await installed(world, manifest);
+          const command = retirementCommand(world, manifest, head0, [cmTarget('extra-1'), cmTarget('extra-0')]);
+          const snapshot = JSON.stringify([...world.cluster.objects, ...world.cluster.heads]);
+          world.faults.step = 0;
+          world.faults.crashAt = { step, when };
+          const crashedRun = await world.runExit(preflightRetirement({ command, manifest }));
+          world.faults.crashAt = undefined;
+          expect(JSON.stringify([...world.cluster.objects, ...world.cluster.heads])).toBe(snapshot);
+          const ok = await world.run(preflightRetirement({ command, manifest }));
+          if (Exit.isSuccess(crashedRun)) {
+            expect({ ...crashedRun.value.record, observedAt: '' }).toEqual({ ...ok.record, observedAt: '' });
+          } else {
+            expect(crashed(crashedRun)).toBe(true);
+          }
+        },
+      ),
       { numRuns: 60 },
     );
   }, 120_000);

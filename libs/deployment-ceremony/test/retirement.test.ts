@@ -12,7 +12,16 @@ import { readHead } from '../src/application/head-store.js';
 import { preflightRetirement } from '../src/application/preflight.js';
 import { rollback } from '../src/application/transitions.js';
 import { buildReceipt, receiptBytes } from '../src/domain/receipt.js';
-import { cmRef, cmTarget, deployRef, installed, makeManifest, makeWorld, retirementCommand, type World } from './fixture.js';
+import {
+  cmRef,
+  cmTarget,
+  deployRef,
+  installed,
+  makeManifest,
+  makeWorld,
+  retirementCommand,
+  type World,
+} from './fixture.js';
 import { failureOf } from './helpers.js';
 
 const manifest = makeManifest(3); // 7 objects: 4 role Deployments + extra-0..2
@@ -37,14 +46,23 @@ describe('live-gate shape: install 7 objects, retire one namespaced ConfigMap', 
     const uid = world.cluster.stored(cmRef('extra-1'))!.uid;
 
     const pf = await preflight();
-    expect(pf.record.targets[0]).toMatchObject({ plural: 'configmaps', preconditions: { uid }, dryRun: { dryRun: ['All'], propagationPolicy: 'Background' } });
+    expect(pf.record.targets[0]).toMatchObject({
+      plural: 'configmaps',
+      preconditions: { uid },
+      dryRun: { dryRun: ['All'], propagationPolicy: 'Background' },
+    });
     const result = await apply(pf.record);
     expect(Exit.isSuccess(result)).toBe(true);
     const out = Exit.isSuccess(result) ? result.value : undefined;
     expect(out?.path).toBe('applied');
 
     const after = await headNow();
-    expect([after.head.generation, after.head.inventory.length, after.head.phase, after.head.transition]).toEqual([2, 6, 'committed', 'retire']);
+    expect([after.head.generation, after.head.inventory.length, after.head.phase, after.head.transition]).toEqual([
+      2,
+      6,
+      'committed',
+      'retire',
+    ]);
     expect(after.head.previous?.inventory).toEqual(before.head.inventory);
     expect(world.cluster.stored(cmRef('extra-1'))).toBeUndefined();
     expect(world.cluster.removedUids).toEqual([uid]);
@@ -73,9 +91,13 @@ describe('live-gate shape: install 7 objects, retire one namespaced ConfigMap', 
     const snapshot = JSON.stringify([...world.cluster.objects]);
     const heads = JSON.stringify([...world.cluster.heads]);
     const n = world.cluster.requests.length;
-    const pf = await preflight(retirementCommand(world, manifest, command.expectedHead, [cmTarget('extra-2'), cmTarget('extra-0')]));
+    const pf = await preflight(
+      retirementCommand(world, manifest, command.expectedHead, [cmTarget('extra-2'), cmTarget('extra-0')]),
+    );
     const requests = world.cluster.requests.slice(n);
-    expect(new Set(requests.map((r) => r.op))).toEqual(new Set(['clusterUid', 'readHead', 'discover', 'get', 'delete']));
+    expect(new Set(requests.map((r) => r.op))).toEqual(
+      new Set(['clusterUid', 'readHead', 'discover', 'get', 'delete']),
+    );
     expect(requests.filter((r) => r.op === 'delete').every((r) => r.options?.dryRun?.[0] === 'All')).toBe(true);
     expect(requests.filter((r) => r.op === 'discover')).toHaveLength(1); // one discovery read per group/version
     expect(JSON.stringify([...world.cluster.objects])).toBe(snapshot);
@@ -113,7 +135,12 @@ describe('fail closed, nothing deleted, no receipt', () => {
     world.cluster.addFinalizer(cmRef('extra-1'), 'example.com/hold');
     // someone else deleted it; the finalizer holds it
     const o = world.cluster.stored(cmRef('extra-1'))!;
-    await world.run(world.cluster.service.delete(cmRef('extra-1'), { propagationPolicy: 'Background', preconditions: { uid: o.uid, resourceVersion: o.resourceVersion } }));
+    await world.run(
+      world.cluster.service.delete(cmRef('extra-1'), {
+        propagationPolicy: 'Background',
+        preconditions: { uid: o.uid, resourceVersion: o.resourceVersion },
+      }),
+    );
     const exit = await world.runExit(preflightRetirement({ command, manifest }));
     expect(failureOf(exit)?.code).toBe('TARGET_TERMINATING');
     await expectUntouched('TARGET_TERMINATING', await apply(pf.record));
@@ -130,15 +157,23 @@ describe('fail closed, nothing deleted, no receipt', () => {
     expect(failureOf(await apply(pf.record))?.code).toBe('TARGET_TERMINATING');
     world.cluster.releaseFinalizers(cmRef('extra-1'));
     const second = await apply(pf.record);
-    expect(Exit.isSuccess(second) && [second.value.path, second.value.receipt.targets[0]!.outcome]).toEqual(['resumed', 'recovered']);
+    expect(Exit.isSuccess(second) && [second.value.path, second.value.receipt.targets[0]!.outcome]).toEqual([
+      'resumed',
+      'recovered',
+    ]);
     expect((await headNow()).head).toMatchObject({ generation: 2, phase: 'committed' });
   });
 
   it('forbidden kind, 65 targets and a survivor missing the worker role are refused by the preflight', async () => {
     const secret = { group: '', version: 'v1', kind: 'Secret', namespace: 'qinglong', name: 's' };
-    expect(failureOf(await world.runExit(preflightRetirement({ command: { ...command, targets: [secret] }, manifest })))?.code).toBe('TARGET_FORBIDDEN_KIND');
+    expect(
+      failureOf(await world.runExit(preflightRetirement({ command: { ...command, targets: [secret] }, manifest })))
+        ?.code,
+    ).toBe('TARGET_FORBIDDEN_KIND');
     const many = Array.from({ length: 65 }, (_, i) => cmTarget(`n-${i}`));
-    expect(failureOf(await world.runExit(preflightRetirement({ command: { ...command, targets: many }, manifest })))?.code).toBe('TARGET_LIMIT_EXCEEDED');
+    expect(
+      failureOf(await world.runExit(preflightRetirement({ command: { ...command, targets: many }, manifest })))?.code,
+    ).toBe('TARGET_LIMIT_EXCEEDED');
     const worker = { group: 'apps', version: 'v1', kind: 'Deployment', namespace: 'qinglong', name: 'worker' };
     const exit = await world.runExit(preflightRetirement({ command: { ...command, targets: [worker] }, manifest }));
     expect(failureOf(exit)).toMatchObject({ code: 'SURVIVOR_ROLE_MISSING', missingRoles: ['worker'] });
@@ -173,15 +208,22 @@ describe('fail closed, nothing deleted, no receipt', () => {
   });
 
   it('ambiguous discovery fails closed (DISCOVERY_AMBIGUOUS)', async () => {
-    world.cluster.discovery['/v1'] = [...world.cluster.discovery['/v1']!, { name: 'configmaps2', kind: 'ConfigMap', namespaced: true }];
-    expect(failureOf(await world.runExit(preflightRetirement({ command, manifest })))?.code).toBe('DISCOVERY_AMBIGUOUS');
+    world.cluster.discovery['/v1'] = [
+      ...world.cluster.discovery['/v1']!,
+      { name: 'configmaps2', kind: 'ConfigMap', namespaced: true },
+    ];
+    expect(failureOf(await world.runExit(preflightRetirement({ command, manifest })))?.code).toBe(
+      'DISCOVERY_AMBIGUOUS',
+    );
   });
 
   it('a dry-run DELETE refused by the server fails the preflight (PRECONDITION_FAILED on 409)', async () => {
     // the object changes between the GET and the dry-run: the call numbers are clusterUid(1) readHead(2) discover(3) get(4) delete(5)
     world.faults.step = 0;
     world.faults.interleave = { step: 5, action: () => world.cluster.touch(cmRef('extra-1')) };
-    expect(failureOf(await world.runExit(preflightRetirement({ command, manifest })))?.code).toBe('PRECONDITION_FAILED');
+    expect(failureOf(await world.runExit(preflightRetirement({ command, manifest })))?.code).toBe(
+      'PRECONDITION_FAILED',
+    );
   });
 
   it('a changed command or a tampered preflight record is INPUT_CHANGED', async () => {
@@ -195,11 +237,15 @@ describe('fail closed, nothing deleted, no receipt', () => {
 
   it('guards: a group-readable kubeconfig and another cluster fail before any target is read', async () => {
     world.host.stat = { ...world.host.stat, mode: 0o640 };
-    expect(failureOf(await world.runExit(preflightRetirement({ command, manifest })))?.code).toBe('KUBECONFIG_NOT_PRIVATE');
+    expect(failureOf(await world.runExit(preflightRetirement({ command, manifest })))?.code).toBe(
+      'KUBECONFIG_NOT_PRIVATE',
+    );
     world.host.stat = { ...world.host.stat, mode: 0o600 };
     world.cluster.kubeSystemUid = 'another-cluster';
     const n = world.cluster.requests.length;
-    expect(failureOf(await world.runExit(preflightRetirement({ command, manifest })))?.code).toBe('CLUSTER_UID_MISMATCH');
+    expect(failureOf(await world.runExit(preflightRetirement({ command, manifest })))?.code).toBe(
+      'CLUSTER_UID_MISMATCH',
+    );
     expect(world.cluster.requests.slice(n).map((r) => r.op)).toEqual(['clusterUid']);
   });
 
@@ -223,7 +269,10 @@ describe('recovery', () => {
     expect(world.cluster.stored(cmRef('extra-1'))).toBeUndefined();
     expect((await headNow()).head.phase).toBe('applying');
     const second = await apply(pf.record);
-    expect(Exit.isSuccess(second) && [second.value.path, second.value.receipt.targets[0]!.outcome]).toEqual(['resumed', 'recovered']);
+    expect(Exit.isSuccess(second) && [second.value.path, second.value.receipt.targets[0]!.outcome]).toEqual([
+      'resumed',
+      'recovered',
+    ]);
     expect(world.cluster.removedUids).toHaveLength(1);
     expect(world.cluster.headWrites.filter((w) => w.op === 'replace')).toHaveLength(2);
   });
@@ -255,7 +304,9 @@ describe('recovery', () => {
     const pf = await preflight();
     const first = await apply(pf.record);
     const head = await headNow();
-    const rebuilt = receiptBytes(Effect.runSync(buildReceipt(pf.record, DEFAULT_HEAD_REF, head.head, head.resourceVersion)));
+    const rebuilt = receiptBytes(
+      Effect.runSync(buildReceipt(pf.record, DEFAULT_HEAD_REF, head.head, head.resourceVersion)),
+    );
     expect(Exit.isSuccess(first) && first.value.bytes).toBe(rebuilt);
   });
 });
@@ -269,7 +320,9 @@ describe('time and the commit CAS', () => {
       const out = yield* applyRetirement({ command, manifest, preflight: pf.record });
       return [pf.record.observedAt, out.receipt.committedAt];
     });
-    const times = await Effect.runPromise(program.pipe(Effect.provide(world.layer), Effect.provide(TestContext.TestContext)));
+    const times = await Effect.runPromise(
+      program.pipe(Effect.provide(world.layer), Effect.provide(TestContext.TestContext)),
+    );
     expect(times).toEqual(['2026-08-17T10:00:00.000Z', '2026-08-17T10:05:00.000Z']);
   });
 
@@ -301,7 +354,12 @@ describe('offline audit', () => {
     const bad = await Effect.runPromise(Effect.provide(auditStoredReceipt('forged', pf.record), storeOnly));
     expect(bad).toMatchObject({ verdict: 'incompatible', externalResultsReplayed: false, kubernetesMutation: false });
     expect(bad.checks.filter((c) => !c.ok).map((c) => c.check)).toEqual(
-      expect.arrayContaining(['mutation-digest', 'retired-equals-active-minus-survivor', 'survivor-role-closure', 'preflight-binding']),
+      expect.arrayContaining([
+        'mutation-digest',
+        'retired-equals-active-minus-survivor',
+        'survivor-role-closure',
+        'preflight-binding',
+      ]),
     );
     // the same receipt re-serialised with whitespace is not the canonical receipt
     world.store.files.set('pretty', JSON.stringify(JSON.parse(out!.bytes), null, 2));
@@ -316,7 +374,14 @@ describe('rollback after retirement', () => {
     const pf = await preflight();
     await apply(pf.record);
     const retired = await headNow();
-    const back = await world.run(rollback({ head: DEFAULT_HEAD_REF, manifest, clusterUid: world.cluster.kubeSystemUid, expectedHead: { generation: 2, resourceVersion: retired.resourceVersion } }));
+    const back = await world.run(
+      rollback({
+        head: DEFAULT_HEAD_REF,
+        manifest,
+        clusterUid: world.cluster.kubeSystemUid,
+        expectedHead: { generation: 2, resourceVersion: retired.resourceVersion },
+      }),
+    );
     expect(back.head).toMatchObject({ generation: 3, transition: 'rollback', release: { version: '3.0.0' } });
     expect(back.head.inventory).toEqual(retired.head.previous!.inventory);
     expect(back.head.lock).toEqual(retired.head.previous!.lock);

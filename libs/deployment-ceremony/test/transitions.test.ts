@@ -17,12 +17,23 @@ describe('install', () => {
   it('server-side applies every object in manifest order under qinglong3-catalog-lock, then creates the Head at generation 1', async () => {
     const world = makeWorld();
     await installed(world);
-    const ops = world.cluster.requests.filter((r) => r.op === 'apply' || r.op === 'createHead').map((r) => `${r.op}:${r.ref!.name}`);
+    const ops = world.cluster.requests
+      .filter((r) => r.op === 'apply' || r.op === 'createHead')
+      .map((r) => `${r.op}:${r.ref!.name}`);
     expect(ops).toEqual([
-      'apply:control', 'apply:control-ai', 'apply:admin', 'apply:worker', 'apply:extra-0', 'apply:extra-1', 'apply:extra-2',
+      'apply:control',
+      'apply:control-ai',
+      'apply:admin',
+      'apply:worker',
+      'apply:extra-0',
+      'apply:extra-1',
+      'apply:extra-2',
       `createHead:${DEFAULT_HEAD_REF.name}`,
     ]);
-    expect(world.cluster.stored(cmRef('extra-0'))!.managedFields[0]).toMatchObject({ manager: FIELD_MANAGER, operation: 'Apply' });
+    expect(world.cluster.stored(cmRef('extra-0'))!.managedFields[0]).toMatchObject({
+      manager: FIELD_MANAGER,
+      operation: 'Apply',
+    });
     const head = await world.run(readHead(DEFAULT_HEAD_REF));
     expect(head.head).toMatchObject({ generation: 1, transition: 'install', phase: 'committed' });
   });
@@ -50,7 +61,10 @@ describe('install', () => {
     const m = makeManifest(0);
     const big = lockManifest({
       ...m.manifest,
-      objects: [...m.manifest.objects, ...Array.from({ length: 8000 }, (_, i) => configMap(`a-long-configmap-name-for-the-size-test-${i}`))],
+      objects: [
+        ...m.manifest.objects,
+        ...Array.from({ length: 8000 }, (_, i) => configMap(`a-long-configmap-name-for-the-size-test-${i}`)),
+      ],
     });
     expect(failureOf(await world.runExit(install(input(world, big))))?.code).toBe('HEAD_TOO_LARGE');
     expect(world.cluster.requests.filter((r) => r.op === 'apply')).toEqual([]);
@@ -62,7 +76,10 @@ describe('upgrade', () => {
     const world = makeWorld();
     await installed(world);
     const m = makeManifest(3, '3.0.1');
-    const omitting = lockManifest({ ...m.manifest, objects: m.manifest.objects.filter((o) => o.object.metadata.name !== 'extra-1') });
+    const omitting = lockManifest({
+      ...m.manifest,
+      objects: m.manifest.objects.filter((o) => o.object.metadata.name !== 'extra-1'),
+    });
     const n = world.cluster.requests.length;
     const exit = await world.runExit(upgrade(input(world, omitting)));
     expect(failureOf(exit)).toMatchObject({ code: 'UPGRADE_OMITS_INVENTORY_OBJECT', target: { name: 'extra-1' } });
@@ -85,7 +102,9 @@ describe('upgrade', () => {
     const world = makeWorld();
     const v1 = await installed(world);
     world.cluster.touchHead(DEFAULT_HEAD_REF);
-    expect(failureOf(await world.runExit(upgrade({ ...input(world, makeManifest(3, '3.0.1')), expectedHead: v1 })))?.code).toBe('HEAD_MISMATCH');
+    expect(
+      failureOf(await world.runExit(upgrade({ ...input(world, makeManifest(3, '3.0.1')), expectedHead: v1 })))?.code,
+    ).toBe('HEAD_MISMATCH');
     // calls: clusterUid(1) readHead(2) discover(3) apply×7 (4..10) replaceHead(11)
     world.faults.step = 0;
     world.faults.interleave = { step: 11, action: () => world.cluster.touchHead(DEFAULT_HEAD_REF) };
@@ -100,9 +119,16 @@ describe('rollback', () => {
     await installed(world, original);
     expect(failureOf(await world.runExit(rollback(input(world, original))))?.code).toBe('ROLLBACK_WITHOUT_PREVIOUS');
     await world.run(upgrade(input(world, makeManifest(4, '3.0.1'))));
-    expect(failureOf(await world.runExit(rollback(input(world, makeManifest(4, '3.0.1')))))?.code).toBe('ROLLBACK_LOCK_MISMATCH');
+    expect(failureOf(await world.runExit(rollback(input(world, makeManifest(4, '3.0.1')))))?.code).toBe(
+      'ROLLBACK_LOCK_MISMATCH',
+    );
     const back = await world.run(rollback(input(world, original)));
-    expect(back.head).toMatchObject({ generation: 3, transition: 'rollback', release: { version: '3.0.0' }, lock: original.lock });
+    expect(back.head).toMatchObject({
+      generation: 3,
+      transition: 'rollback',
+      release: { version: '3.0.0' },
+      lock: original.lock,
+    });
     expect(back.head.inventory).toHaveLength(7);
   });
 });

@@ -5,9 +5,15 @@ import { layerFromKubeconfigFile, layerFromTestbedState } from '@homelab/kube';
 import { checkClusterAbi } from '../src/index.js';
 
 const kubeconfig = process.env['KUBECONFIG'];
-const layer = kubeconfig ? layerFromKubeconfigFile(kubeconfig) : layerFromTestbedState(process.env['HOMELAB_TESTBED_STATE'] ?? '.testbed/state.json');
+const layer = kubeconfig
+  ? layerFromKubeconfigFile(kubeconfig)
+  : layerFromTestbedState(process.env['HOMELAB_TESTBED_STATE'] ?? '.testbed/state.json');
 const report = await Effect.runPromise(checkClusterAbi.pipe(Effect.provide(Layer.orDie(layer))));
 for (const v of report.violations) console.log(`violation ${v.code}: ${v.message}`);
 for (const w of report.otherWebhooks) console.log(`note: webhook ${w} does not intercept kos.tsic.top`);
-console.log(report.ok ? 'ABI self-check passed: ten kinds, scopes, equal versions, storage v1beta1, conversion None, no webhooks' : `ABI self-check failed: ${report.violations.length} violation(s)`);
+console.log(
+  report.ok
+    ? 'ABI self-check passed: ten kinds, scopes, equal versions, storage v1beta1, conversion None, no webhooks'
+    : `ABI self-check failed: ${report.violations.length} violation(s)`,
+);
 process.exitCode = report.ok ? 0 : 1;

@@ -29,7 +29,9 @@ describe('the KOS CRDs on the real API server', () => {
   beforeAll(installKosCrds);
 
   it('all ten CRDs are Established', async () => {
-    const list = (await kubeRequest('GET', crdApi)).json() as Listed<CrdLike & { status?: { conditions?: Array<{ type: string; status: string }> } }>;
+    const list = (await kubeRequest('GET', crdApi)).json() as Listed<
+      CrdLike & { status?: { conditions?: Array<{ type: string; status: string }> } }
+    >;
     const kos = list.items.filter((c) => c.spec.group === 'kos.tsic.top');
     expect(kos.map((c) => c.spec.names.kind).sort()).toEqual([...KERNEL_KINDS].sort());
     expect(kos.filter((c) => !established(c)).map((c) => c.spec.names.kind)).toEqual([]);
@@ -37,8 +39,16 @@ describe('the KOS CRDs on the real API server', () => {
 
   it('TC-105: the ABI self-check passes against the live CRD list and webhook configurations (conversion None, no webhooks)', async () => {
     const crds = ((await kubeRequest('GET', crdApi)).json() as Listed<CrdLike>).items;
-    const validating = ((await kubeRequest('GET', '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations')).json() as Listed<WebhookConfigurationLike>).items;
-    const mutating = ((await kubeRequest('GET', '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations')).json() as Listed<WebhookConfigurationLike>).items;
+    const validating = (
+      (
+        await kubeRequest('GET', '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations')
+      ).json() as Listed<WebhookConfigurationLike>
+    ).items;
+    const mutating = (
+      (
+        await kubeRequest('GET', '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations')
+      ).json() as Listed<WebhookConfigurationLike>
+    ).items;
     const report = checkAbi({
       crds,
       webhookConfigurations: [
@@ -48,7 +58,8 @@ describe('the KOS CRDs on the real API server', () => {
     });
     expect(report.violations).toEqual([]);
     expect(report.ok).toBe(true);
-    for (const crd of crds.filter((c) => c.spec.group === 'kos.tsic.top')) expect(crd.spec.conversion?.strategy).toBe('None');
+    for (const crd of crds.filter((c) => c.spec.group === 'kos.tsic.top'))
+      expect(crd.spec.conversion?.strategy).toBe('None');
   });
 
   it('TC-105: checkClusterAbi (through @homelab/kube) agrees', async () => {
@@ -65,10 +76,21 @@ describe('the KOS CRDs on the real API server', () => {
     const crds = ((await kubeRequest('GET', crdApi)).json() as Listed<CrdLike>).items;
     const broken = crds.map((c) =>
       c.spec.names.kind === 'Volume' && c.spec.group === 'kos.tsic.top'
-        ? { ...c, spec: { ...c.spec, versions: c.spec.versions.map((v) => (v.name === 'v1alpha1' ? { ...v, schema: { openAPIV3Schema: { type: 'object' } } } : v)) } }
+        ? {
+            ...c,
+            spec: {
+              ...c.spec,
+              versions: c.spec.versions.map((v) =>
+                v.name === 'v1alpha1' ? { ...v, schema: { openAPIV3Schema: { type: 'object' } } } : v,
+              ),
+            },
+          }
         : c,
     );
-    expect(checkAbi({ crds: broken, webhookConfigurations: [] }).violations.map((v) => v.code)).toEqual(['versions_differ', 'status_mismatch']);
+    expect(checkAbi({ crds: broken, webhookConfigurations: [] }).violations.map((v) => v.code)).toEqual([
+      'versions_differ',
+      'status_mismatch',
+    ]);
   });
 
   it('TC-104: the same object read through v1alpha1 and v1beta1 has the same fields', async () => {
@@ -77,14 +99,28 @@ describe('the KOS CRDs on the real API server', () => {
       apiVersion: 'kos.tsic.top/v1alpha1',
       kind: 'Application',
       metadata: { name: 'web', labels: { 'kos.tsic.top/managed-by': 'kos' } },
-      spec: { owner: 'alice', namespace: 'apps', replicas: 2, paused: false, config: { port: 8080, nested: { list: [1, 'two'] } } },
+      spec: {
+        owner: 'alice',
+        namespace: 'apps',
+        replicas: 2,
+        paused: false,
+        config: { port: 8080, nested: { list: [1, 'two'] } },
+      },
     });
     expect(created.status).toBe(201);
-    const a = (await kubeRequest('GET', `/apis/kos.tsic.top/v1alpha1${base}/web`)).json() as Record<string, unknown> & { metadata: Record<string, unknown> };
-    const b = (await kubeRequest('GET', `/apis/kos.tsic.top/v1beta1${base}/web`)).json() as Record<string, unknown> & { metadata: Record<string, unknown> };
+    const a = (await kubeRequest('GET', `/apis/kos.tsic.top/v1alpha1${base}/web`)).json() as Record<string, unknown> & {
+      metadata: Record<string, unknown>;
+    };
+    const b = (await kubeRequest('GET', `/apis/kos.tsic.top/v1beta1${base}/web`)).json() as Record<string, unknown> & {
+      metadata: Record<string, unknown>;
+    };
     expect(a['apiVersion']).toBe('kos.tsic.top/v1alpha1');
     expect(b['apiVersion']).toBe('kos.tsic.top/v1beta1');
-    const strip = (o: typeof a) => ({ ...o, apiVersion: undefined, metadata: { ...o.metadata, managedFields: undefined } });
+    const strip = (o: typeof a) => ({
+      ...o,
+      apiVersion: undefined,
+      metadata: { ...o.metadata, managedFields: undefined },
+    });
     expect(strip(b)).toEqual(strip(a));
     // the schema default applied by the server is the same through both versions
     expect((b['spec'] as { driftPolicy?: string }).driftPolicy).toBe('reconcile');
@@ -93,7 +129,15 @@ describe('the KOS CRDs on the real API server', () => {
     const status = {
       phase: 'Ready',
       health: { state: 'Healthy' },
-      conditions: [{ type: 'Reconciled', status: 'True', reason: 'Applied', message: 'ok', lastTransitionTime: '2026-11-30T01:00:00Z' }],
+      conditions: [
+        {
+          type: 'Reconciled',
+          status: 'True',
+          reason: 'Applied',
+          message: 'ok',
+          lastTransitionTime: '2026-11-30T01:00:00Z',
+        },
+      ],
     };
     const put = await kubeRequest('PUT', `/apis/kos.tsic.top/v1beta1${base}/web/status`, { ...b, status });
     expect(put.status).toBe(200);
@@ -109,7 +153,9 @@ describe('the KOS CRDs on the real API server', () => {
       spec: { node: 'node-a', collector: 'usb', observedAt: '2026-11-30T01:00:00Z', devices: [{ serial: 'X1' }] },
     });
     expect(created.status).toBe(201);
-    expect((await kubeRequest('GET', `/apis/kos.tsic.top/v1beta1/nodedevices/node-a-${ns.name}/status`)).status).toBe(404);
+    expect((await kubeRequest('GET', `/apis/kos.tsic.top/v1beta1/nodedevices/node-a-${ns.name}/status`)).status).toBe(
+      404,
+    );
     await kubeRequest('DELETE', `/apis/kos.tsic.top/v1beta1/nodedevices/node-a-${ns.name}`);
   });
 });

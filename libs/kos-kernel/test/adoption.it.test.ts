@@ -5,7 +5,16 @@ import { Effect, Either } from 'effect';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubeClient, type KubeObject } from '@homelab/kube';
 import { kubeRequest, useNamespace } from '@homelab/testbed/vitest';
-import { adopt, decline, isAdoptable, kosMayWrite, markerKey, ownershipOf, release, validateMarkers } from '../src/index.js';
+import {
+  adopt,
+  decline,
+  isAdoptable,
+  kosMayWrite,
+  markerKey,
+  ownershipOf,
+  release,
+  validateMarkers,
+} from '../src/index.js';
 import { type KubeRuntime, kubeRuntime } from './support.js';
 
 const ns = useNamespace('kos-adopt');
@@ -22,14 +31,22 @@ const deployment = (name: string): KubeObject => ({
   spec: {
     replicas: 1,
     selector: { matchLabels: { app: name } },
-    template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'main', image: 'registry.example/app:1.0' }] } },
+    template: {
+      metadata: { labels: { app: name } },
+      spec: { containers: [{ name: 'main', image: 'registry.example/app:1.0' }] },
+    },
   },
 });
 const key = (name: string) => ({ apiVersion: 'apps/v1', kind: 'Deployment', namespace: ns.name, name });
 const create = (o: KubeObject) => rt.runPromise(Effect.flatMap(KubeClient, (c) => c.create(o)));
 const get = (name: string) => rt.runPromise(Effect.flatMap(KubeClient, (c) => c.get(key(name))));
 const snapshotsOf = async (uid: string) => {
-  const list = (await kubeRequest('GET', `/api/v1/namespaces/${ns.name}/configmaps?labelSelector=kos.tsic.top/record=adoption-snapshot`)).json() as {
+  const list = (
+    await kubeRequest(
+      'GET',
+      `/api/v1/namespaces/${ns.name}/configmaps?labelSelector=kos.tsic.top/record=adoption-snapshot`,
+    )
+  ).json() as {
     items: Array<KubeObject & { data: Record<string, string>; immutable?: boolean }>;
   };
   return list.items.filter((c) => c.metadata.annotations?.['kos.tsic.top/object-uid'] === uid);
@@ -39,10 +56,16 @@ const options = () => ({ systemNamespace: ns.name });
 describe('TC-17: adopt, release and decline', () => {
   it('TC-17 adopt: ownership markers on their carriers and an immutable snapshot equal to the pre-adoption spec', async () => {
     const created = await create(deployment('legacy'));
-    const r = await rt.runPromise(Effect.either(adopt(key('legacy'), { subject: 'alice', reason: 'existing-install' }, options())));
+    const r = await rt.runPromise(
+      Effect.either(adopt(key('legacy'), { subject: 'alice', reason: 'existing-install' }, options())),
+    );
     expect(Either.isRight(r)).toBe(true);
     const adopted = await get('legacy');
-    expect(adopted.metadata.labels).toMatchObject({ [markerKey('adopted-by')]: 'alice', [markerKey('adoption-reason')]: 'existing-install', app: 'legacy' });
+    expect(adopted.metadata.labels).toMatchObject({
+      [markerKey('adopted-by')]: 'alice',
+      [markerKey('adoption-reason')]: 'existing-install',
+      app: 'legacy',
+    });
     expect(adopted.metadata.annotations?.[markerKey('adopted-at')]).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/);
     expect(validateMarkers(adopted.metadata)).toEqual([]);
     expect(ownershipOf(adopted.metadata)).toMatchObject({ ownership: { _tag: 'Adopted', by: 'alice' } });
@@ -51,7 +74,11 @@ describe('TC-17: adopt, release and decline', () => {
     const [snapshot] = await snapshotsOf(created.metadata.uid ?? '');
     expect(snapshot?.immutable).toBe(true);
     expect(JSON.parse(snapshot?.data['spec.json'] ?? 'null')).toEqual(created['spec']);
-    expect(JSON.parse(snapshot?.data['object.json'] ?? 'null')).toMatchObject({ kind: 'Deployment', name: 'legacy', uid: created.metadata.uid });
+    expect(JSON.parse(snapshot?.data['object.json'] ?? 'null')).toMatchObject({
+      kind: 'Deployment',
+      name: 'legacy',
+      uid: created.metadata.uid,
+    });
 
     // The API server itself refuses to change the snapshot.
     const edit = await kubeRequest('PUT', `/api/v1/namespaces/${ns.name}/configmaps/${snapshot?.metadata.name}`, {
@@ -73,12 +100,16 @@ describe('TC-17: adopt, release and decline', () => {
     const created = await create(deployment('race'));
     const attempts = await rt.runPromise(
       Effect.all(
-        ['alice', 'bob', 'carol', 'dave'].map((subject) => Effect.either(adopt(key('race'), { subject, reason: 'race' }, options()))),
+        ['alice', 'bob', 'carol', 'dave'].map((subject) =>
+          Effect.either(adopt(key('race'), { subject, reason: 'race' }, options())),
+        ),
         { concurrency: 'unbounded' },
       ),
     );
     const won = attempts.filter(Either.isRight);
-    const lost = attempts.filter(Either.isLeft).map((a) => (a.left._tag === 'AdoptionRefused' ? a.left.code : a.left._tag));
+    const lost = attempts
+      .filter(Either.isLeft)
+      .map((a) => (a.left._tag === 'AdoptionRefused' ? a.left.code : a.left._tag));
     expect(won).toHaveLength(1);
     expect(lost).toEqual(['already_adopted', 'already_adopted', 'already_adopted']);
     expect(await snapshotsOf(created.metadata.uid ?? '')).toHaveLength(1);
@@ -98,13 +129,25 @@ describe('TC-17: adopt, release and decline', () => {
 
   it('TC-19: an object carrying a marker on the wrong carrier is not treated as owned and cannot be adopted', async () => {
     const wrong = deployment('wrong-carrier');
-    await create({ ...wrong, metadata: { ...wrong.metadata, annotations: { [markerKey('managed-by')]: 'kos' }, labels: { ...wrong.metadata.labels, [markerKey('adopted-at')]: '2026-11-30' } } });
+    await create({
+      ...wrong,
+      metadata: {
+        ...wrong.metadata,
+        annotations: { [markerKey('managed-by')]: 'kos' },
+        labels: { ...wrong.metadata.labels, [markerKey('adopted-at')]: '2026-11-30' },
+      },
+    });
     const stored = await get('wrong-carrier');
     const ownership = ownershipOf(stored.metadata);
     expect(ownership._tag).toBe('Invalid');
-    expect(ownership._tag === 'Invalid' && ownership.violations.map((v) => v.code)).toEqual(['wrong_carrier', 'wrong_carrier']);
+    expect(ownership._tag === 'Invalid' && ownership.violations.map((v) => v.code)).toEqual([
+      'wrong_carrier',
+      'wrong_carrier',
+    ]);
     expect(kosMayWrite(stored.metadata)).toBe(false);
-    const r = await rt.runPromise(Effect.either(adopt(key('wrong-carrier'), { subject: 'alice', reason: 'r' }, options())));
+    const r = await rt.runPromise(
+      Effect.either(adopt(key('wrong-carrier'), { subject: 'alice', reason: 'r' }, options())),
+    );
     expect(Either.isLeft(r) && r.left._tag === 'AdoptionRefused' && r.left.code).toBe('invalid_markers');
     expect((await get('wrong-carrier')).metadata.resourceVersion).toBe(stored.metadata.resourceVersion);
   });

@@ -11,7 +11,9 @@ const directory = join(import.meta.dirname, '../../../deploy/crds/kos');
 
 describe('deploy/crds/kos', () => {
   it('has no drift from the Schemas (and no stray files)', async () => {
-    const report = await Effect.runPromise(syncManifests({ directory, files: kosCrdFiles(), mode: driftModeFromEnv() }));
+    const report = await Effect.runPromise(
+      syncManifests({ directory, files: kosCrdFiles(), mode: driftModeFromEnv() }),
+    );
     expect(describeDrift(report)).toBe('');
     expect(report.files).toHaveLength(10);
   });
@@ -22,7 +24,9 @@ describe('deploy/crds/kos', () => {
 
   it('the committed files pass the ABI self-check', async () => {
     const { readFile } = await import('node:fs/promises');
-    const crds = await Promise.all(Object.keys(kosCrdFiles()).map(async (f) => parse(await readFile(join(directory, f), 'utf8')) as CrdLike));
+    const crds = await Promise.all(
+      Object.keys(kosCrdFiles()).map(async (f) => parse(await readFile(join(directory, f), 'utf8')) as CrdLike),
+    );
     expect(checkAbi({ crds, webhookConfigurations: [] }).violations).toEqual([]);
   });
 });

@@ -29,7 +29,11 @@ export const installKosCrds = async (): Promise<void> => {
       items: Array<{ spec: { group: string }; status?: { conditions?: Array<{ type: string; status: string }> } }>;
     };
     const kos = list.items.filter((c) => c.spec.group === 'kos.tsic.top');
-    if (kos.length === 10 && kos.every((c) => (c.status?.conditions ?? []).some((x) => x.type === 'Established' && x.status === 'True'))) return;
+    if (
+      kos.length === 10 &&
+      kos.every((c) => (c.status?.conditions ?? []).some((x) => x.type === 'Established' && x.status === 'True'))
+    )
+      return;
     await sleep(100);
   }
   throw new Error('the KOS CRDs did not become Established');
@@ -37,7 +41,9 @@ export const installKosCrds = async (): Promise<void> => {
 
 export const kubeRuntime = () => {
   const { kube } = testbed();
-  return ManagedRuntime.make(Layer.merge(layerFromToken({ server: kube.server, token: kube.token, caCert: kube.caCert }), SerialGateLive));
+  return ManagedRuntime.make(
+    Layer.merge(layerFromToken({ server: kube.server, token: kube.token, caCert: kube.caCert }), SerialGateLive),
+  );
 };
 export type KubeRuntime = ManagedRuntime.ManagedRuntime<KubeClient | SerialGate, unknown>;
 export type { Effect };

@@ -25,13 +25,20 @@ const app = (name: string, spec: Record<string, unknown>): KubeObject => ({
   spec,
 });
 const get = (kind: string, name: string) =>
-  rt.runPromise(Effect.flatMap(KubeClient, (c) => c.get({ apiVersion: 'kos.tsic.top/v1beta1', kind, namespace: ns.name, name })));
+  rt.runPromise(
+    Effect.flatMap(KubeClient, (c) => c.get({ apiVersion: 'kos.tsic.top/v1beta1', kind, namespace: ns.name, name })),
+  );
 
 describe('write path on the API server', () => {
   it('TC-18: a parent reconciler writing a child Volume spec is rejected before the API server, naming subject and object', async () => {
     await rt.runPromise(
       Effect.flatMap(KubeClient, (c) =>
-        c.create({ apiVersion: 'kos.tsic.top/v1beta1', kind: 'Volume', metadata: { name: 'data', namespace: ns.name }, spec: { owner: 'alice' } }),
+        c.create({
+          apiVersion: 'kos.tsic.top/v1beta1',
+          kind: 'Volume',
+          metadata: { name: 'data', namespace: ns.name },
+          spec: { owner: 'alice' },
+        }),
       ),
     );
     const before = await get('Volume', 'data');
@@ -40,7 +47,12 @@ describe('write path on the API server', () => {
         subject: 'application-reconciler',
         target: 'Volume',
         part: 'spec',
-        object: { apiVersion: 'kos.tsic.top/v1beta1', kind: 'Volume', metadata: { name: 'data', namespace: ns.name }, spec: { owner: 'bob' } },
+        object: {
+          apiVersion: 'kos.tsic.top/v1beta1',
+          kind: 'Volume',
+          metadata: { name: 'data', namespace: ns.name },
+          spec: { owner: 'bob' },
+        },
       }),
     );
     expect(Either.isLeft(r) && r.left._tag).toBe('WriteRejected');
@@ -53,15 +65,39 @@ describe('write path on the API server', () => {
   });
 
   it('a second user applying the same field set gets 409 with the current object; disjoint field sets are both kept', async () => {
-    const first = await run(applyAs({ subject: 'user', actor: 'alice', target: 'Application', part: 'spec', object: app('web', { replicas: 2 }) }));
+    const first = await run(
+      applyAs({
+        subject: 'user',
+        actor: 'alice',
+        target: 'Application',
+        part: 'spec',
+        object: app('web', { replicas: 2 }),
+      }),
+    );
     expect(Either.isRight(first) && first.right._tag).toBe('Written');
 
-    const second = await run(applyAs({ subject: 'user', actor: 'bob', target: 'Application', part: 'spec', object: app('web', { replicas: 3 }) }));
+    const second = await run(
+      applyAs({
+        subject: 'user',
+        actor: 'bob',
+        target: 'Application',
+        part: 'spec',
+        object: app('web', { replicas: 3 }),
+      }),
+    );
     expect(Either.isLeft(second) && second.left._tag).toBe('Conflict');
     const conflict = Either.isLeft(second) ? (second.left as { current?: KubeObject }) : undefined;
     expect((conflict?.current?.['spec'] as { replicas?: number } | undefined)?.replicas).toBe(2);
 
-    const disjoint = await run(applyAs({ subject: 'user', actor: 'bob', target: 'Application', part: 'spec', object: app('web', { paused: true }) }));
+    const disjoint = await run(
+      applyAs({
+        subject: 'user',
+        actor: 'bob',
+        target: 'Application',
+        part: 'spec',
+        object: app('web', { paused: true }),
+      }),
+    );
     expect(Either.isRight(disjoint)).toBe(true);
     const stored = await get('Application', 'web');
     expect(stored['spec']).toMatchObject({ replicas: 2, paused: true });
@@ -70,7 +106,15 @@ describe('write path on the API server', () => {
   });
 
   it('users may not apply spec.owner (the API writes it from the session): rejected, nothing sent', async () => {
-    const r = await run(applyAs({ subject: 'user', actor: 'alice', target: 'Application', part: 'spec', object: app('web', { owner: 'mallory' }) }));
+    const r = await run(
+      applyAs({
+        subject: 'user',
+        actor: 'alice',
+        target: 'Application',
+        part: 'spec',
+        object: app('web', { owner: 'mallory' }),
+      }),
+    );
     expect(Either.isLeft(r) && r.left._tag).toBe('WriteRejected');
     expect((await get('Application', 'web'))['spec']).not.toHaveProperty('owner');
   });
@@ -78,33 +122,76 @@ describe('write path on the API server', () => {
   it('an explicit update with a stale resourceVersion is a 409 with the current object', async () => {
     const stored = await get('Application', 'web');
     const fresh = await run(
-      updateAs({ subject: 'user', actor: 'alice', target: 'Application', part: 'spec', object: { ...stored, spec: { ...(stored['spec'] as object), replicas: 4 } } }),
+      updateAs({
+        subject: 'user',
+        actor: 'alice',
+        target: 'Application',
+        part: 'spec',
+        object: { ...stored, spec: { ...(stored['spec'] as object), replicas: 4 } },
+      }),
     );
     expect(Either.isRight(fresh)).toBe(true);
     const stale = await run(
-      updateAs({ subject: 'user', actor: 'alice', target: 'Application', part: 'spec', object: { ...stored, spec: { ...(stored['spec'] as object), replicas: 5 } } }),
+      updateAs({
+        subject: 'user',
+        actor: 'alice',
+        target: 'Application',
+        part: 'spec',
+        object: { ...stored, spec: { ...(stored['spec'] as object), replicas: 5 } },
+      }),
     );
     expect(Either.isLeft(stale) && stale.left._tag).toBe('Conflict');
-    expect(((Either.isLeft(stale) ? (stale.left as { current?: KubeObject }).current : undefined)?.['spec'] as { replicas?: number }).replicas).toBe(4);
+    expect(
+      (
+        (Either.isLeft(stale) ? (stale.left as { current?: KubeObject }).current : undefined)?.['spec'] as {
+          replicas?: number;
+        }
+      ).replicas,
+    ).toBe(4);
   });
 
   it('TC-26: repeating an unchanged apply or status write sends nothing: resourceVersion stays', async () => {
-    const spec = await run(applyAs({ subject: 'user', actor: 'carol', target: 'Application', part: 'spec', object: app('quiet', { replicas: 1 }) }));
+    const spec = await run(
+      applyAs({
+        subject: 'user',
+        actor: 'carol',
+        target: 'Application',
+        part: 'spec',
+        object: app('quiet', { replicas: 1 }),
+      }),
+    );
     expect(Either.isRight(spec) && spec.right._tag).toBe('Written');
     const conditions = setReconciled(undefined, { _tag: 'Applied' }, new Date('2026-11-30T01:00:00Z')).conditions;
     const status = { phase: 'Ready', health: { state: 'Healthy' }, conditions };
     const statusObject = { ...app('quiet', {}), status };
     delete (statusObject as { spec?: unknown }).spec;
-    const w1 = await run(applyAs({ subject: 'application-reconciler', target: 'Application', part: 'status', object: statusObject }));
+    const w1 = await run(
+      applyAs({ subject: 'application-reconciler', target: 'Application', part: 'status', object: statusObject }),
+    );
     expect(Either.isRight(w1) && w1.right._tag).toBe('Written');
     const rv = (await get('Application', 'quiet')).metadata.resourceVersion;
 
     for (let round = 0; round < 3; round++) {
       const again = setReconciled(conditions, { _tag: 'Applied' }, new Date(`2026-11-30T0${2 + round}:00:00Z`));
       expect(again.changed).toBe(false);
-      const s = await run(applyAs({ subject: 'application-reconciler', target: 'Application', part: 'status', object: { ...statusObject, status: { ...status, conditions: again.conditions } } }));
+      const s = await run(
+        applyAs({
+          subject: 'application-reconciler',
+          target: 'Application',
+          part: 'status',
+          object: { ...statusObject, status: { ...status, conditions: again.conditions } },
+        }),
+      );
       expect(Either.isRight(s) && s.right._tag).toBe('Unchanged');
-      const p = await run(applyAs({ subject: 'user', actor: 'carol', target: 'Application', part: 'spec', object: app('quiet', { replicas: 1 }) }));
+      const p = await run(
+        applyAs({
+          subject: 'user',
+          actor: 'carol',
+          target: 'Application',
+          part: 'spec',
+          object: app('quiet', { replicas: 1 }),
+        }),
+      );
       expect(Either.isRight(p) && p.right._tag).toBe('Unchanged');
     }
     const after = await get('Application', 'quiet');

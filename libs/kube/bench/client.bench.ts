@@ -29,7 +29,11 @@ const N_CONVERGE = env('BENCH_CONVERGE', 1000);
 const N_CACHE = env('BENCH_CACHE_OBJECTS', 10000);
 
 const stateFile = process.env['HOMELAB_TESTBED_STATE'] ?? join(import.meta.dirname, '../../../.testbed/state.json');
-const kube = (JSON.parse(readFileSync(stateFile, 'utf8')) as { kube: { server: string; token: string; caCert: string; kubeconfig: string } }).kube;
+const kube = (
+  JSON.parse(readFileSync(stateFile, 'utf8')) as {
+    kube: { server: string; token: string; caCert: string; kubeconfig: string };
+  }
+).kube;
 const kc = new KubeConfig();
 kc.loadFromFile(kube.kubeconfig);
 const core = kc.makeApiClient(CoreV1Api);
@@ -45,11 +49,20 @@ const bareAgent = new Agent({ keepAlive: true, ca: kube.caCert });
 const bareGet = (path: string) =>
   new Promise<unknown>((resolve, reject) => {
     const u = new URL(kube.server + path);
-    const r = request({ hostname: u.hostname, port: u.port, path: u.pathname + u.search, agent: bareAgent, headers: { authorization: `Bearer ${kube.token}`, accept: 'application/json' } }, (res) => {
-      const chunks: Array<Buffer> = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve(JSON.parse(Buffer.concat(chunks).toString('utf8'))));
-    });
+    const r = request(
+      {
+        hostname: u.hostname,
+        port: u.port,
+        path: u.pathname + u.search,
+        agent: bareAgent,
+        headers: { authorization: `Bearer ${kube.token}`, accept: 'application/json' },
+      },
+      (res) => {
+        const chunks: Array<Buffer> = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve(JSON.parse(Buffer.concat(chunks).toString('utf8'))));
+      },
+    );
     r.on('error', reject);
     r.end();
   });
@@ -65,20 +78,33 @@ const line = (what: string, ours: number, peer: number, n: number, peerName: str
   );
 const inParallel = async (n: number, width: number, f: (i: number) => Promise<unknown>) => {
   let next = 0;
-  await Promise.all(Array.from({ length: width }, async () => { while (next < n) await f(next++); }));
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      while (next < n) await f(next++);
+    }),
+  );
 };
 
 async function main() {
   console.log(`test bed ${kube.server}, namespace ${ns}`);
   await core.createNamespace({ body: { metadata: { name: ns } } });
-  const cm = (name: string, labels: Record<string, string> = {}) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace: ns, labels }, data: { k: 'v'.repeat(32) } });
-  await inParallel(100, 16, (i) => core.createNamespacedConfigMap({ namespace: ns, body: cm(`list-${i}`, { set: 'list' }) }));
+  const cm = (name: string, labels: Record<string, string> = {}) => ({
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name, namespace: ns, labels },
+    data: { k: 'v'.repeat(32) },
+  });
+  await inParallel(100, 16, (i) =>
+    core.createNamespacedConfigMap({ namespace: ns, body: cm(`list-${i}`, { set: 'list' }) }),
+  );
 
   // ---- 1. get / list ----
   const ref = { apiVersion: 'v1', kind: 'ConfigMap', namespace: ns, name: 'list-0' };
   await time(50, () => run(Effect.flatMap(KubeClient, (c) => c.get(ref))));
   await time(50, () => core.readNamespacedConfigMap({ name: 'list-0', namespace: ns }));
-  await time(50, () => objects.read({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'list-0', namespace: ns } }));
+  await time(50, () =>
+    objects.read({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'list-0', namespace: ns } }),
+  );
   // Interleaved (one op of each per iteration) so load drift on a shared machine hits every peer alike.
   const interleaved = async (n: number, fs: ReadonlyArray<() => Promise<unknown>>): Promise<Array<number>> => {
     const totals = fs.map(() => 0);
@@ -125,29 +151,65 @@ async function main() {
           group,
           names: { kind: 'Widget', plural: 'widgets', singular: 'widget', listKind: 'WidgetList' },
           scope: 'Namespaced',
-          versions: [{ name: 'v1', served: true, storage: true, subresources: { status: {} }, schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } }],
+          versions: [
+            {
+              name: 'v1',
+              served: true,
+              storage: true,
+              subresources: { status: {} },
+              schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
+            },
+          ],
         },
       } as KubeObject),
     ),
   );
   const apiVersion = `${group}/v1`;
   for (;;) {
-    const ok = await run(Effect.flatMap(KubeClient, (c) => Effect.zipRight(c.discovery.invalidate, c.list({ apiVersion, kind: 'Widget', namespace: ns }))).pipe(Effect.as(true), Effect.orElseSucceed(() => false)));
+    const ok = await run(
+      Effect.flatMap(KubeClient, (c) =>
+        Effect.zipRight(c.discovery.invalidate, c.list({ apiVersion, kind: 'Widget', namespace: ns })),
+      ).pipe(
+        Effect.as(true),
+        Effect.orElseSucceed(() => false),
+      ),
+    );
     if (ok) break;
     await new Promise((r) => setTimeout(r, 200));
   }
   await inParallel(N_CONVERGE, 16, (i) =>
-    custom.createNamespacedCustomObject({ group, version: 'v1', namespace: ns, plural: 'widgets', body: { apiVersion, kind: 'Widget', metadata: { name: `w-${i}`, namespace: ns }, spec: { size: i } } }),
+    custom.createNamespacedCustomObject({
+      group,
+      version: 'v1',
+      namespace: ns,
+      plural: 'widgets',
+      body: { apiVersion, kind: 'Widget', metadata: { name: `w-${i}`, namespace: ns }, spec: { size: i } },
+    }),
   );
-  const all = (await custom.listNamespacedCustomObject({ group, version: 'v1', namespace: ns, plural: 'widgets' })) as { items: Array<KubeObject> };
+  const all = (await custom.listNamespacedCustomObject({ group, version: 'v1', namespace: ns, plural: 'widgets' })) as {
+    items: Array<KubeObject>;
+  };
   const rawMs = await time(all.items.length, (i) => {
     const o = all.items[i] as KubeObject;
-    return custom.replaceNamespacedCustomObjectStatus({ group, version: 'v1', namespace: ns, plural: 'widgets', name: o.metadata.name ?? '', body: { ...o, status: { raw: true } } });
+    return custom.replaceNamespacedCustomObjectStatus({
+      group,
+      version: 'v1',
+      namespace: ns,
+      plural: 'widgets',
+      name: o.metadata.name ?? '',
+      body: { ...o, status: { raw: true } },
+    });
   });
 
   // the same writes through KubeClient, sequential, without the runtime (isolates the runtime's own overhead)
-  const fresh = (await run(Effect.flatMap(KubeClient, (c) => c.listAll({ apiVersion, kind: 'Widget', namespace: ns }, { limit: 500 })))).items;
-  const rawOursMs = await time(fresh.length, (i) => run(Effect.flatMap(KubeClient, (c) => c.updateStatus({ ...(fresh[i] as KubeObject), status: { rawOurs: true } }))));
+  const fresh = (
+    await run(
+      Effect.flatMap(KubeClient, (c) => c.listAll({ apiVersion, kind: 'Widget', namespace: ns }, { limit: 500 })),
+    )
+  ).items;
+  const rawOursMs = await time(fresh.length, (i) =>
+    run(Effect.flatMap(KubeClient, (c) => c.updateStatus({ ...(fresh[i] as KubeObject), status: { rawOurs: true } }))),
+  );
 
   // the same sequential writes while an informer watches the collection (what any controller pays for its watch)
   const watchedMs = await rt.runPromise(
@@ -157,7 +219,8 @@ async function main() {
         yield* informer.synced;
         const items = yield* informer.list;
         const t0 = performance.now();
-        for (const o of items) yield* Effect.flatMap(KubeClient, (c) => c.updateStatus({ ...o, status: { watched: true } }));
+        for (const o of items)
+          yield* Effect.flatMap(KubeClient, (c) => c.updateStatus({ ...o, status: { watched: true } }));
         return performance.now() - t0;
       }),
     ),
@@ -184,7 +247,10 @@ async function main() {
               Effect.gen(function* () {
                 const o = yield* informer.get(req.key);
                 if (Option.isNone(o)) return;
-                const w = yield* updateStatusIfChanged(o.value, { observed: (o.value['spec'] as { size: number }).size, tag });
+                const w = yield* updateStatusIfChanged(o.value, {
+                  observed: (o.value['spec'] as { size: number }).size,
+                  tag,
+                });
                 if (w.written && ++written === all.items.length) done();
               }),
           });
@@ -202,16 +268,30 @@ async function main() {
   const c4 = await converge(4, 'c4');
   const n = all.items.length;
   console.log(`converge ${n} Widgets (1 status write each, informer list included)`);
-  console.log(`  raw sequential client-node replaceStatus: ${rawMs.toFixed(0)} ms (${(rawMs / n).toFixed(2)} ms/write)`);
-  console.log(`  raw sequential KubeClient.updateStatus:   ${rawOursMs.toFixed(0)} ms (${(rawOursMs / n).toFixed(2)} ms/write)`);
-  console.log(`  raw sequential KubeClient.updateStatus with an informer watching: ${watchedMs.toFixed(0)} ms (${(watchedMs / n).toFixed(2)} ms/write)`);
-  console.log(`  runtime, 1 worker : ${c1.toFixed(0)} ms   ratio ${(c1 / rawMs).toFixed(2)}× vs client-node, ${(c1 / rawOursMs).toFixed(2)}× vs KubeClient  (goal ≤ 1.3×), ${(c1 / watchedMs).toFixed(2)}× vs KubeClient+watch`);
-  console.log(`  runtime, 4 workers: ${c4.toFixed(0)} ms   ratio ${(c4 / rawMs).toFixed(2)}× vs client-node, ${(c4 / rawOursMs).toFixed(2)}× vs KubeClient, ${(c4 / watchedMs).toFixed(2)}× vs KubeClient+watch`);
+  console.log(
+    `  raw sequential client-node replaceStatus: ${rawMs.toFixed(0)} ms (${(rawMs / n).toFixed(2)} ms/write)`,
+  );
+  console.log(
+    `  raw sequential KubeClient.updateStatus:   ${rawOursMs.toFixed(0)} ms (${(rawOursMs / n).toFixed(2)} ms/write)`,
+  );
+  console.log(
+    `  raw sequential KubeClient.updateStatus with an informer watching: ${watchedMs.toFixed(0)} ms (${(watchedMs / n).toFixed(2)} ms/write)`,
+  );
+  console.log(
+    `  runtime, 1 worker : ${c1.toFixed(0)} ms   ratio ${(c1 / rawMs).toFixed(2)}× vs client-node, ${(c1 / rawOursMs).toFixed(2)}× vs KubeClient  (goal ≤ 1.3×), ${(c1 / watchedMs).toFixed(2)}× vs KubeClient+watch`,
+  );
+  console.log(
+    `  runtime, 4 workers: ${c4.toFixed(0)} ms   ratio ${(c4 / rawMs).toFixed(2)}× vs client-node, ${(c4 / rawOursMs).toFixed(2)}× vs KubeClient, ${(c4 / watchedMs).toFixed(2)}× vs KubeClient+watch`,
+  );
 
   // ---- 3. cache memory ----
-  await inParallel(N_CACHE, 32, (i) => core.createNamespacedConfigMap({ namespace: ns, body: cm(`c-${i}`, { set: 'cache' }) }));
+  await inParallel(N_CACHE, 32, (i) =>
+    core.createNamespacedConfigMap({ namespace: ns, body: cm(`c-${i}`, { set: 'cache' }) }),
+  );
   const listJsonBytes = Buffer.byteLength(
-    JSON.stringify(await run(Effect.flatMap(KubeClient, (c) => c.listAll(coll, { labelSelector: 'set=cache', limit: 500 })))),
+    JSON.stringify(
+      await run(Effect.flatMap(KubeClient, (c) => c.listAll(coll, { labelSelector: 'set=cache', limit: 500 }))),
+    ),
   );
   const gc = (globalThis as { gc?: () => void }).gc;
   const settle = async () => {
@@ -225,7 +305,13 @@ async function main() {
     const before = process.memoryUsage().heapUsed;
     const scope = Effect.runSync(Scope.make());
     const inf = await rt.runPromise(
-      Effect.tap(makeInformer({ apiVersion: 'v1', kind: 'ConfigMap', namespace: ns }, { labelSelector: 'set=cache', ...options }), (i) => i.synced).pipe(Scope.extend(scope)),
+      Effect.tap(
+        makeInformer(
+          { apiVersion: 'v1', kind: 'ConfigMap', namespace: ns },
+          { labelSelector: 'set=cache', ...options },
+        ),
+        (i) => i.synced,
+      ).pipe(Scope.extend(scope)),
     );
     await settle();
     const after = process.memoryUsage().heapUsed;
@@ -241,7 +327,11 @@ async function main() {
   // ---- cleanup (the test bed has no namespace controller: empty the namespace, then delete it) ----
   await core.deleteCollectionNamespacedConfigMap({ namespace: ns });
   await custom.deleteCollectionNamespacedCustomObject({ group, version: 'v1', namespace: ns, plural: 'widgets' });
-  await run(Effect.flatMap(KubeClient, (c) => c.delete({ apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', name: `widgets.${group}` })));
+  await run(
+    Effect.flatMap(KubeClient, (c) =>
+      c.delete({ apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', name: `widgets.${group}` }),
+    ),
+  );
   await core.deleteNamespace({ name: ns });
   await rt.dispose();
   bareAgent.destroy();

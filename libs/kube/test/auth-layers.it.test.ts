@@ -7,7 +7,14 @@ import { join } from 'node:path';
 import { kubeRequest, testbed, useNamespace } from '@homelab/testbed/vitest';
 import { Effect, type Layer } from 'effect';
 import { describe, expect, it } from 'vitest';
-import { KubeClient, layerFromKubeconfigFile, layerFromTestbedState, layerFromToken, layerInCluster, type KubeObject } from '../src/index.js';
+import {
+  KubeClient,
+  layerFromKubeconfigFile,
+  layerFromTestbedState,
+  layerFromToken,
+  layerInCluster,
+  type KubeObject,
+} from '../src/index.js';
 import { configMap, useKube } from './support.js';
 
 const ns = useNamespace('kube-auth');
@@ -16,7 +23,8 @@ const { run } = useKube();
 const withLayer = <A, E>(layer: Layer.Layer<KubeClient, unknown>, eff: Effect.Effect<A, E, KubeClient>) =>
   Effect.runPromise(Effect.either(Effect.provide(eff, layer)));
 
-const listConfigMaps = (namespace: string) => Effect.flatMap(KubeClient, (c) => c.list({ apiVersion: 'v1', kind: 'ConfigMap', namespace }));
+const listConfigMaps = (namespace: string) =>
+  Effect.flatMap(KubeClient, (c) => c.list({ apiVersion: 'v1', kind: 'ConfigMap', namespace }));
 
 describe('layers', () => {
   it('from the test bed kubeconfig file', async () => {
@@ -36,7 +44,13 @@ describe('layers', () => {
 
   it('a wrong token is Unauthorized', async () => {
     const { kube } = testbed();
-    const r = await withLayer(layerFromToken({ ...kube, token: 'not-a-token' }, { retry: { maxRetries: 0, baseDelayMs: 1, maxDelayMs: 1, jitter: 0 } }), listConfigMaps(ns.name));
+    const r = await withLayer(
+      layerFromToken(
+        { ...kube, token: 'not-a-token' },
+        { retry: { maxRetries: 0, baseDelayMs: 1, maxDelayMs: 1, jitter: 0 } },
+      ),
+      listConfigMaps(ns.name),
+    );
     expect(r._tag === 'Left' && (r.left as { _tag: string })._tag).toBe('Unauthorized');
   });
 
@@ -74,9 +88,17 @@ describe('layers', () => {
     process.env['KUBERNETES_SERVICE_PORT'] = url.port;
     try {
       const layer = layerInCluster({ pathPrefix: prefix });
-      const ok = await withLayer(layer, Effect.flatMap(KubeClient, (c) => c.get({ apiVersion: 'v1', kind: 'ConfigMap', namespace: ns.name, name: 'visible' })));
+      const ok = await withLayer(
+        layer,
+        Effect.flatMap(KubeClient, (c) =>
+          c.get({ apiVersion: 'v1', kind: 'ConfigMap', namespace: ns.name, name: 'visible' }),
+        ),
+      );
       expect(ok._tag === 'Right' && ok.right['data']).toEqual({ ok: 'yes' });
-      const denied = await withLayer(layer, Effect.flatMap(KubeClient, (c) => c.create(configMap(ns.name, 'not-allowed'))));
+      const denied = await withLayer(
+        layer,
+        Effect.flatMap(KubeClient, (c) => c.create(configMap(ns.name, 'not-allowed'))),
+      );
       expect(denied._tag === 'Left' && (denied.left as { _tag: string })._tag).toBe('Forbidden');
       const elsewhere = await withLayer(layer, listConfigMaps('default'));
       expect(elsewhere._tag === 'Left' && (elsewhere.left as { _tag: string })._tag).toBe('Forbidden');

@@ -42,14 +42,19 @@ describe('discovery', () => {
 
   it('a kind served by two groups is ambiguous unless the group is named', async () => {
     // Event is served by the core group and by events.k8s.io.
-    const e = await failWith('AmbiguousKind', Effect.flatMap(K, (c) => c.discovery.resolve({ kind: 'Event' })));
+    const e = await failWith(
+      'AmbiguousKind',
+      Effect.flatMap(K, (c) => c.discovery.resolve({ kind: 'Event' })),
+    );
     expect(e.candidates).toEqual(['Event.core', 'Event.events.k8s.io']);
     const core = await run(Effect.flatMap(K, (c) => c.discovery.resolve({ kind: 'Event', group: '' })));
     expect(core).toMatchObject({ group: '', plural: 'events' });
   });
 
   it('an unknown kind is NoKindMatch; a freshly installed CRD is found', async () => {
-    const e = await fail(Effect.flatMap(K, (c) => c.get({ apiVersion: 'nope.example.com/v1', kind: 'Nope', name: 'x' })));
+    const e = await fail(
+      Effect.flatMap(K, (c) => c.get({ apiVersion: 'nope.example.com/v1', kind: 'Nope', name: 'x' })),
+    );
     expect(e).toMatchObject({ _tag: 'NoKindMatch', kind: 'Nope' });
     const w = await run(Effect.flatMap(K, (c) => c.discovery.resolve({ kind: 'Widget', group: crd.group })));
     expect(w).toMatchObject({ plural: 'widgets', version: 'v1', namespaced: true });
@@ -61,28 +66,44 @@ describe('create / get / list', () => {
   it('creates, reads back, and lists by label and field selector', async () => {
     await run(
       Effect.flatMap(K, (c) =>
-        Effect.forEach(['a', 'b', 'c'], (n) => c.create(configMap(ns.name, `sel-${n}`, { n }, { tier: n === 'c' ? 'back' : 'front' }))),
+        Effect.forEach(['a', 'b', 'c'], (n) =>
+          c.create(configMap(ns.name, `sel-${n}`, { n }, { tier: n === 'c' ? 'back' : 'front' })),
+        ),
       ),
     );
     const got = await run(Effect.flatMap(K, (c) => c.get(cmRef('sel-a'))));
     expect(got).toMatchObject({ kind: 'ConfigMap', data: { n: 'a' } });
     expect(got.metadata.uid).toMatch(/[0-9a-f-]{36}/);
-    const front = await run(Effect.flatMap(K, (c) => c.list({ apiVersion: 'v1', kind: 'ConfigMap', namespace: ns.name }, { labelSelector: 'tier=front' })));
+    const front = await run(
+      Effect.flatMap(K, (c) =>
+        c.list({ apiVersion: 'v1', kind: 'ConfigMap', namespace: ns.name }, { labelSelector: 'tier=front' }),
+      ),
+    );
     expect(front.items.map((i) => i.metadata.name).sort()).toEqual(['sel-a', 'sel-b']);
     expect(front.items[0]).toMatchObject({ apiVersion: 'v1', kind: 'ConfigMap' });
     const byName = await run(
-      Effect.flatMap(K, (c) => c.list({ apiVersion: 'v1', kind: 'ConfigMap', namespace: ns.name }, { fieldSelector: 'metadata.name=sel-c' })),
+      Effect.flatMap(K, (c) =>
+        c.list({ apiVersion: 'v1', kind: 'ConfigMap', namespace: ns.name }, { fieldSelector: 'metadata.name=sel-c' }),
+      ),
     );
     expect(byName.items.map((i) => i.metadata.name)).toEqual(['sel-c']);
   });
 
   it('pages with limit/continue, and listAll follows the continue tokens', async () => {
-    await run(Effect.flatMap(K, (c) => Effect.forEach([1, 2, 3, 4, 5], (i) => c.create(configMap(ns.name, `page-${i}`, {}, { paged: 'yes' })))));
+    await run(
+      Effect.flatMap(K, (c) =>
+        Effect.forEach([1, 2, 3, 4, 5], (i) => c.create(configMap(ns.name, `page-${i}`, {}, { paged: 'yes' }))),
+      ),
+    );
     const ref = { apiVersion: 'v1', kind: 'ConfigMap', namespace: ns.name };
     const first = await run(Effect.flatMap(K, (c) => c.list(ref, { labelSelector: 'paged=yes', limit: 2 })));
     expect(first.items).toHaveLength(2);
     expect(first.metadata.continue).toBeTruthy();
-    const second = await run(Effect.flatMap(K, (c) => c.list(ref, { labelSelector: 'paged=yes', limit: 2, continue: first.metadata.continue ?? '' })));
+    const second = await run(
+      Effect.flatMap(K, (c) =>
+        c.list(ref, { labelSelector: 'paged=yes', limit: 2, continue: first.metadata.continue ?? '' }),
+      ),
+    );
     expect(second.items).toHaveLength(2);
     expect(second.items[0]?.metadata.name).not.toBe(first.items[0]?.metadata.name);
     const all = await run(Effect.flatMap(K, (c) => c.listAll(ref, { labelSelector: 'paged=yes', limit: 2 })));
@@ -92,18 +113,26 @@ describe('create / get / list', () => {
 
   it('create of a taken name is AlreadyExists; get of a missing one is NotFound', async () => {
     await run(Effect.flatMap(K, (c) => c.create(configMap(ns.name, 'dup'))));
-    expect(await fail(Effect.flatMap(K, (c) => c.create(configMap(ns.name, 'dup'))))).toMatchObject({ _tag: 'AlreadyExists' });
+    expect(await fail(Effect.flatMap(K, (c) => c.create(configMap(ns.name, 'dup'))))).toMatchObject({
+      _tag: 'AlreadyExists',
+    });
     const nf = await fail(Effect.flatMap(K, (c) => c.get(cmRef('does-not-exist'))));
     expect(nf).toMatchObject({ _tag: 'NotFound', target: { verb: 'get', name: 'does-not-exist' } });
   });
 
   it('a namespaced kind addressed without a namespace is refused before any request', async () => {
-    const e = await failWith('InvalidRequest', Effect.flatMap(K, (c) => c.get({ apiVersion: 'v1', kind: 'ConfigMap', name: 'x' })));
+    const e = await failWith(
+      'InvalidRequest',
+      Effect.flatMap(K, (c) => c.get({ apiVersion: 'v1', kind: 'ConfigMap', name: 'x' })),
+    );
     expect(e.message).toContain('namespaced');
   });
 
   it('an invalid object is Invalid with field causes', async () => {
-    const e = await failWith('Invalid', Effect.flatMap(K, (c) => c.create(configMap(ns.name, 'Bad_Name'))));
+    const e = await failWith(
+      'Invalid',
+      Effect.flatMap(K, (c) => c.create(configMap(ns.name, 'Bad_Name'))),
+    );
     expect(e.causes.map((c) => c.field)).toContain('metadata.name');
   });
 
@@ -121,7 +150,10 @@ describe('update (optimistic) and status', () => {
     const created = await run(Effect.flatMap(K, (c) => c.create(configMap(ns.name, 'occ', { v: '1' }))));
     const second = await run(Effect.flatMap(K, (c) => c.update({ ...created, data: { v: '2' } })));
     expect(second.metadata.resourceVersion).not.toBe(created.metadata.resourceVersion);
-    const e = await failWith('Conflict', Effect.flatMap(K, (c) => c.update({ ...created, data: { v: 'stale' } })));
+    const e = await failWith(
+      'Conflict',
+      Effect.flatMap(K, (c) => c.update({ ...created, data: { v: 'stale' } })),
+    );
     const current = e.current;
     expect(current?.metadata.resourceVersion).toBe(second.metadata.resourceVersion);
     expect(current?.['data']).toEqual({ v: '2' });
@@ -137,7 +169,9 @@ describe('update (optimistic) and status', () => {
     // The main resource ignores status; the status subresource ignores spec.
     const viaMain = await run(Effect.flatMap(K, (c) => c.update({ ...w, status: { phase: 'ignored' } })));
     expect(viaMain['status']).toBeUndefined();
-    const viaStatus = await run(Effect.flatMap(K, (c) => c.updateStatus({ ...viaMain, spec: { size: 99 }, status: { phase: 'Ready' } })));
+    const viaStatus = await run(
+      Effect.flatMap(K, (c) => c.updateStatus({ ...viaMain, spec: { size: 99 }, status: { phase: 'Ready' } })),
+    );
     expect(viaStatus['status']).toEqual({ phase: 'Ready' });
     expect(viaStatus['spec']).toEqual({ size: 1 });
     expect(viaStatus.metadata.generation).toBe(viaMain.metadata.generation);
@@ -151,7 +185,10 @@ describe('server-side apply and patches', () => {
     const obj = (v: string) => configMap(ns.name, 'ssa', { owner: v });
     const a = await run(Effect.flatMap(K, (c) => c.apply(obj('alice'), { fieldManager: 'alice' })));
     expect(a['data']).toEqual({ owner: 'alice' });
-    const e = await failWith('Conflict', Effect.flatMap(K, (c) => c.apply(obj('bob'), { fieldManager: 'bob' })));
+    const e = await failWith(
+      'Conflict',
+      Effect.flatMap(K, (c) => c.apply(obj('bob'), { fieldManager: 'bob' })),
+    );
     const causes = e.causes;
     expect(causes[0]).toMatchObject({ reason: 'FieldManagerConflict', field: '.data.owner' });
     expect(causes[0]?.message).toContain('alice');
@@ -165,39 +202,80 @@ describe('server-side apply and patches', () => {
 
   it('apply to the status subresource, and dry-run apply persists nothing', async () => {
     await run(
-      Effect.flatMap(K, (c) => c.create({ apiVersion: crd.apiVersion, kind: 'Widget', metadata: { name: 'ssa-st', namespace: ns.name }, spec: { size: 2 } })),
+      Effect.flatMap(K, (c) =>
+        c.create({
+          apiVersion: crd.apiVersion,
+          kind: 'Widget',
+          metadata: { name: 'ssa-st', namespace: ns.name },
+          spec: { size: 2 },
+        }),
+      ),
     );
     const st = await run(
       Effect.flatMap(K, (c) =>
-        c.apply({ apiVersion: crd.apiVersion, kind: 'Widget', metadata: { name: 'ssa-st', namespace: ns.name }, status: { ok: true } }, { fieldManager: 'ctl', subresource: 'status' }),
+        c.apply(
+          {
+            apiVersion: crd.apiVersion,
+            kind: 'Widget',
+            metadata: { name: 'ssa-st', namespace: ns.name },
+            status: { ok: true },
+          },
+          { fieldManager: 'ctl', subresource: 'status' },
+        ),
       ),
     );
     expect(st['status']).toEqual({ ok: true });
-    const before = await run(Effect.flatMap(K, (c) => c.get({ apiVersion: crd.apiVersion, kind: 'Widget', namespace: ns.name, name: 'ssa-st' })));
+    const before = await run(
+      Effect.flatMap(K, (c) =>
+        c.get({ apiVersion: crd.apiVersion, kind: 'Widget', namespace: ns.name, name: 'ssa-st' }),
+      ),
+    );
     const dry = await run(
       Effect.flatMap(K, (c) =>
-        c.apply({ apiVersion: crd.apiVersion, kind: 'Widget', metadata: { name: 'ssa-st', namespace: ns.name }, spec: { size: 3 } }, { fieldManager: 'ctl', dryRun: true, force: true }),
+        c.apply(
+          {
+            apiVersion: crd.apiVersion,
+            kind: 'Widget',
+            metadata: { name: 'ssa-st', namespace: ns.name },
+            spec: { size: 3 },
+          },
+          { fieldManager: 'ctl', dryRun: true, force: true },
+        ),
       ),
     );
     expect(dry['spec']).toMatchObject({ size: 3 });
-    const after = await run(Effect.flatMap(K, (c) => c.get({ apiVersion: crd.apiVersion, kind: 'Widget', namespace: ns.name, name: 'ssa-st' })));
+    const after = await run(
+      Effect.flatMap(K, (c) =>
+        c.get({ apiVersion: crd.apiVersion, kind: 'Widget', namespace: ns.name, name: 'ssa-st' }),
+      ),
+    );
     expect(after.metadata.resourceVersion).toBe(before.metadata.resourceVersion);
     expect(after['spec']).toEqual({ size: 2 });
   });
 
   it('JSON merge patch and JSON patch (a failing test op is refused)', async () => {
     await run(Effect.flatMap(K, (c) => c.create(configMap(ns.name, 'patchme', { a: '1', b: '2' }))));
-    const merged = await run(Effect.flatMap(K, (c) => c.patch(cmRef('patchme'), { type: 'merge', patch: { data: { a: 'x', b: null } } })));
+    const merged = await run(
+      Effect.flatMap(K, (c) => c.patch(cmRef('patchme'), { type: 'merge', patch: { data: { a: 'x', b: null } } })),
+    );
     expect(merged['data']).toEqual({ a: 'x' });
     const jp = await run(
       Effect.flatMap(K, (c) =>
-        c.patch(cmRef('patchme'), { type: 'json', patch: [{ op: 'test', path: '/data/a', value: 'x' }, { op: 'add', path: '/data/c', value: '3' }] }),
+        c.patch(cmRef('patchme'), {
+          type: 'json',
+          patch: [
+            { op: 'test', path: '/data/a', value: 'x' },
+            { op: 'add', path: '/data/c', value: '3' },
+          ],
+        }),
       ),
     );
     expect(jp['data']).toEqual({ a: 'x', c: '3' });
     const bad = await failWith(
       'Invalid',
-      Effect.flatMap(K, (c) => c.patch(cmRef('patchme'), { type: 'json', patch: [{ op: 'test', path: '/data/a', value: 'nope' }] })),
+      Effect.flatMap(K, (c) =>
+        c.patch(cmRef('patchme'), { type: 'json', patch: [{ op: 'test', path: '/data/a', value: 'nope' }] }),
+      ),
     );
     expect(bad.status?.code).toBe(422);
   });
@@ -209,7 +287,10 @@ describe('delete', () => {
     await run(Effect.flatMap(K, (c) => c.delete(cmRef('replaced'))));
     const fresh = await run(Effect.flatMap(K, (c) => c.create(configMap(ns.name, 'replaced', { gen: '2' }))));
     expect(fresh.metadata.uid).not.toBe(old.metadata.uid);
-    const e = await failWith('Conflict', Effect.flatMap(K, (c) => c.delete(cmRef('replaced'), { preconditions: { uid: old.metadata.uid ?? '' } })));
+    const e = await failWith(
+      'Conflict',
+      Effect.flatMap(K, (c) => c.delete(cmRef('replaced'), { preconditions: { uid: old.metadata.uid ?? '' } })),
+    );
     expect(e.message).toContain('UID in the precondition');
     expect(e.current?.metadata.uid).toBe(fresh.metadata.uid);
     const still = await run(Effect.flatMap(K, (c) => c.get(cmRef('replaced'))));
@@ -219,10 +300,18 @@ describe('delete', () => {
   it('a stale resourceVersion precondition → Conflict; matching preconditions delete', async () => {
     const v1 = await run(Effect.flatMap(K, (c) => c.create(configMap(ns.name, 'rvpre', { v: '1' }))));
     const v2 = await run(Effect.flatMap(K, (c) => c.update({ ...v1, data: { v: '2' } })));
-    const e = await fail(Effect.flatMap(K, (c) => c.delete(cmRef('rvpre'), { preconditions: { resourceVersion: v1.metadata.resourceVersion ?? '' } })));
+    const e = await fail(
+      Effect.flatMap(K, (c) =>
+        c.delete(cmRef('rvpre'), { preconditions: { resourceVersion: v1.metadata.resourceVersion ?? '' } }),
+      ),
+    );
     expect(e).toMatchObject({ _tag: 'Conflict' });
     const ok = await run(
-      Effect.flatMap(K, (c) => c.delete(cmRef('rvpre'), { preconditions: { uid: v2.metadata.uid ?? '', resourceVersion: v2.metadata.resourceVersion ?? '' } })),
+      Effect.flatMap(K, (c) =>
+        c.delete(cmRef('rvpre'), {
+          preconditions: { uid: v2.metadata.uid ?? '', resourceVersion: v2.metadata.resourceVersion ?? '' },
+        }),
+      ),
     );
     expect(ok._tag).toBe('Deleted');
     expect(await fail(Effect.flatMap(K, (c) => c.get(cmRef('rvpre'))))).toMatchObject({ _tag: 'NotFound' });
@@ -230,7 +319,9 @@ describe('delete', () => {
 
   it('dry-run delete changes nothing', async () => {
     const o = await run(Effect.flatMap(K, (c) => c.create(configMap(ns.name, 'dry'))));
-    const r = await run(Effect.flatMap(K, (c) => c.delete(cmRef('dry'), { dryRun: ['All'], propagationPolicy: 'Background' })));
+    const r = await run(
+      Effect.flatMap(K, (c) => c.delete(cmRef('dry'), { dryRun: ['All'], propagationPolicy: 'Background' })),
+    );
     expect(r._tag).toBe('Deleted');
     const after = await run(Effect.flatMap(K, (c) => c.get(cmRef('dry'))));
     expect(after.metadata.resourceVersion).toBe(o.metadata.resourceVersion);
@@ -238,18 +329,33 @@ describe('delete', () => {
   });
 
   it('a finalizer keeps the object Pending until it is removed; Foreground adds foregroundDeletion', async () => {
-    await run(Effect.flatMap(K, (c) => c.create({ ...configMap(ns.name, 'fin'), metadata: { name: 'fin', namespace: ns.name, finalizers: ['kube.test/hold'] } })));
+    await run(
+      Effect.flatMap(K, (c) =>
+        c.create({
+          ...configMap(ns.name, 'fin'),
+          metadata: { name: 'fin', namespace: ns.name, finalizers: ['kube.test/hold'] },
+        }),
+      ),
+    );
     const r = await run(Effect.flatMap(K, (c) => c.delete(cmRef('fin'), { propagationPolicy: 'Foreground' })));
     expect(r._tag).toBe('Pending');
     const pending = r._tag === 'Pending' ? r.object : undefined;
     expect(pending?.metadata.deletionTimestamp).toBeTruthy();
     expect(pending?.metadata.finalizers).toEqual(expect.arrayContaining(['kube.test/hold', 'foregroundDeletion']));
     // The test bed's garbage collector removes foregroundDeletion (nothing depends on the object); ours still holds it.
-    await vi.waitFor(async () => expect((await run(Effect.flatMap(K, (c) => c.get(cmRef('fin'))))).metadata.finalizers).toEqual(['kube.test/hold']), {
-      timeout: 30_000,
-      interval: 100,
-    });
-    await run(Effect.flatMap(K, (c) => c.patch(cmRef('fin'), { type: 'merge', patch: { metadata: { finalizers: null } } })));
+    await vi.waitFor(
+      async () =>
+        expect((await run(Effect.flatMap(K, (c) => c.get(cmRef('fin'))))).metadata.finalizers).toEqual([
+          'kube.test/hold',
+        ]),
+      {
+        timeout: 30_000,
+        interval: 100,
+      },
+    );
+    await run(
+      Effect.flatMap(K, (c) => c.patch(cmRef('fin'), { type: 'merge', patch: { metadata: { finalizers: null } } })),
+    );
     expect(await fail(Effect.flatMap(K, (c) => c.get(cmRef('fin'))))).toMatchObject({ _tag: 'NotFound' });
   });
 
@@ -266,7 +372,11 @@ describe('watch', () => {
       Effect.gen(function* () {
         const c = yield* K;
         const collect = yield* c
-          .watch(ref, { resourceVersion: start.metadata.resourceVersion ?? '', fieldSelector: 'metadata.name=watched', allowWatchBookmarks: false })
+          .watch(ref, {
+            resourceVersion: start.metadata.resourceVersion ?? '',
+            fieldSelector: 'metadata.name=watched',
+            allowWatchBookmarks: false,
+          })
           .pipe(Stream.take(3), Stream.runCollect, Effect.fork);
         const o = yield* c.create(configMap(ns.name, 'watched', { v: '1' }));
         yield* c.update({ ...o, data: { v: '2' } });
@@ -280,7 +390,14 @@ describe('watch', () => {
 
   it('a watch from a resourceVersion older than the history is Gone (410)', async () => {
     const e = await fail(
-      Effect.flatMap(K, (c) => c.watch({ apiVersion: crd.apiVersion, kind: 'Widget', namespace: ns.name }, { resourceVersion: '1', timeoutSeconds: 5 }).pipe(Stream.runDrain)),
+      Effect.flatMap(K, (c) =>
+        c
+          .watch(
+            { apiVersion: crd.apiVersion, kind: 'Widget', namespace: ns.name },
+            { resourceVersion: '1', timeoutSeconds: 5 },
+          )
+          .pipe(Stream.runDrain),
+      ),
     );
     expect(e).toMatchObject({ _tag: 'Gone' });
   });

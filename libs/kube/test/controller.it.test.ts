@@ -28,15 +28,22 @@ const widget = (name: string, size: number, label: string): KubeObject => ({
   spec: { size },
 });
 
-const metricValue = async (m: ControllerMetricsService, name: string, labels: Record<string, string>): Promise<number> => {
+const metricValue = async (
+  m: ControllerMetricsService,
+  name: string,
+  labels: Record<string, string>,
+): Promise<number> => {
   const metric = m.registry.getSingleMetric(name);
   if (!metric) return 0;
   const got = await metric.get();
-  const v = got.values.find((x) => Object.entries(labels).every(([k, val]) => x.labels[k] === val) && !('le' in x.labels));
+  const v = got.values.find(
+    (x) => Object.entries(labels).every(([k, val]) => x.labels[k] === val) && !('le' in x.labels),
+  );
   return v?.value ?? 0;
 };
 
-const waitFor = (what: string, ok: () => boolean | Promise<boolean>, timeoutMs = 20_000) => eventually(what, ok, timeoutMs, 25);
+const waitFor = (what: string, ok: () => boolean | Promise<boolean>, timeoutMs = 20_000) =>
+  eventually(what, ok, timeoutMs, 25);
 
 /** Run a controller (its own metrics registry) while `body` runs; returns the metrics. */
 const withController = async <E>(
@@ -58,13 +65,18 @@ const withController = async <E>(
   return metrics;
 };
 
-const get = (name: string) => run(Effect.flatMap(KubeClient, (c) => c.get({ apiVersion: crd.apiVersion, kind: 'Widget', namespace: ns.name, name })));
+const get = (name: string) =>
+  run(
+    Effect.flatMap(KubeClient, (c) => c.get({ apiVersion: crd.apiVersion, kind: 'Widget', namespace: ns.name, name })),
+  );
 
 /** Reads the Widget (current facts), copies spec.size into status.observed — writing only when it differs. */
 const mirrorSize = (req: { namespace?: string; name: string }) =>
   Effect.gen(function* () {
     const c = yield* KubeClient;
-    const o = yield* c.get({ apiVersion: crd.apiVersion, kind: 'Widget', namespace: req.namespace ?? '', name: req.name }).pipe(Effect.option);
+    const o = yield* c
+      .get({ apiVersion: crd.apiVersion, kind: 'Widget', namespace: req.namespace ?? '', name: req.name })
+      .pipe(Effect.option);
     if (Option.isNone(o)) return;
     const w = yield* updateStatusIfChanged(o.value, { observed: (o.value['spec'] as { size: number }).size });
     return w.written ? undefined : undefined;
@@ -74,23 +86,33 @@ describe('reconcile loop', () => {
   it('converges; a no-op round writes nothing (resourceVersion unchanged)', async () => {
     const label = uniqueName('conv');
     let rounds = 0;
-    await withController(label, { reconcile: (r) => Effect.tap(mirrorSize(r), () => Effect.sync(() => rounds++)) }, async () => {
-      await run(Effect.flatMap(KubeClient, (c) => c.create(widget('conv', 3, label))));
-      await waitFor('status.observed = 3', async () => ((await get('conv'))['status'] as { observed?: number } | undefined)?.observed === 3);
-      await waitFor('quiet', () => rounds >= 2); // the status write's own event brings one more (no-op) round
-      const r0 = rounds;
-      // an unrelated change (an annotation) brings a round that finds nothing to do
-      const poked = await run(
-        Effect.flatMap(KubeClient, (c) =>
-          c.patch({ apiVersion: crd.apiVersion, kind: 'Widget', namespace: ns.name, name: 'conv' }, { type: 'merge', patch: { metadata: { annotations: { poke: '1' } } } }),
-        ),
-      );
-      await waitFor('the round after the poke', () => rounds > r0);
-      await new Promise((r) => setTimeout(r, 100));
-      const after = await get('conv');
-      expect(after.metadata.annotations).toEqual({ poke: '1' });
-      expect(after.metadata.resourceVersion).toBe(poked.metadata.resourceVersion);
-    });
+    await withController(
+      label,
+      { reconcile: (r) => Effect.tap(mirrorSize(r), () => Effect.sync(() => rounds++)) },
+      async () => {
+        await run(Effect.flatMap(KubeClient, (c) => c.create(widget('conv', 3, label))));
+        await waitFor(
+          'status.observed = 3',
+          async () => ((await get('conv'))['status'] as { observed?: number } | undefined)?.observed === 3,
+        );
+        await waitFor('quiet', () => rounds >= 2); // the status write's own event brings one more (no-op) round
+        const r0 = rounds;
+        // an unrelated change (an annotation) brings a round that finds nothing to do
+        const poked = await run(
+          Effect.flatMap(KubeClient, (c) =>
+            c.patch(
+              { apiVersion: crd.apiVersion, kind: 'Widget', namespace: ns.name, name: 'conv' },
+              { type: 'merge', patch: { metadata: { annotations: { poke: '1' } } } },
+            ),
+          ),
+        );
+        await waitFor('the round after the poke', () => rounds > r0);
+        await new Promise((r) => setTimeout(r, 100));
+        const after = await get('conv');
+        expect(after.metadata.annotations).toEqual({ poke: '1' });
+        expect(after.metadata.resourceVersion).toBe(poked.metadata.resourceVersion);
+      },
+    );
   });
 
   it('100 rapid updates to one object: far fewer rounds than events, never two at once, last value wins', async () => {
@@ -121,10 +143,17 @@ describe('reconcile loop', () => {
         const ref = { apiVersion: crd.apiVersion, kind: 'Widget', namespace: ns.name, name: 'burst' };
         await run(
           Effect.flatMap(KubeClient, (c) =>
-            Effect.forEach(Array.from({ length: 100 }, (_, i) => i + 1), (i) => c.patch(ref, { type: 'merge', patch: { spec: { size: i } } }), { discard: true }),
+            Effect.forEach(
+              Array.from({ length: 100 }, (_, i) => i + 1),
+              (i) => c.patch(ref, { type: 'merge', patch: { spec: { size: i } } }),
+              { discard: true },
+            ),
           ),
         );
-        await waitFor('status.observed = 100', async () => ((await get('burst'))['status'] as { observed?: number } | undefined)?.observed === 100);
+        await waitFor(
+          'status.observed = 100',
+          async () => ((await get('burst'))['status'] as { observed?: number } | undefined)?.observed === 100,
+        );
         // let retries of raced rounds finish before stopping
         let quietSince = Date.now();
         await waitFor('quiet', () => {
@@ -137,10 +166,15 @@ describe('reconcile loop', () => {
     expect(events).toBeGreaterThanOrEqual(101);
     expect(rounds).toBeLessThan(50);
     // rounds that raced a newer write end in Conflict and are retried: every round is counted once
-    const success = await metricValue(m, 'controller_runtime_reconcile_total', { controller: label, result: 'success' });
+    const success = await metricValue(m, 'controller_runtime_reconcile_total', {
+      controller: label,
+      result: 'success',
+    });
     const error = await metricValue(m, 'controller_runtime_reconcile_total', { controller: label, result: 'error' });
     expect(success + error).toBe(rounds);
-    console.log(`burst: ${events} informer events, ${rounds} reconcile rounds (${success} success, ${error} conflict-retried)`);
+    console.log(
+      `burst: ${events} informer events, ${rounds} reconcile rounds (${success} success, ${error} conflict-retried)`,
+    );
   });
 
   it('a failing reconciler backs off exponentially (errors and retries observed through metrics)', async () => {
@@ -151,18 +185,27 @@ describe('reconcile loop', () => {
       label,
       {
         rateLimiter: new ItemExponentialRateLimiter(base, 60_000),
-        reconcile: () => Effect.flatMap(Clock.currentTimeMillis, (t) => Effect.sync(() => times.push(t))).pipe(Effect.zipRight(Effect.fail('boom' as const))),
+        reconcile: () =>
+          Effect.flatMap(Clock.currentTimeMillis, (t) => Effect.sync(() => times.push(t))).pipe(
+            Effect.zipRight(Effect.fail('boom' as const)),
+          ),
       },
       async (metrics) => {
         await run(Effect.flatMap(KubeClient, (c) => c.create(widget('fail', 1, label))));
-        await waitFor('6 errors', async () => (await metricValue(metrics, 'controller_runtime_reconcile_errors_total', { controller: label })) >= 6);
+        await waitFor(
+          '6 errors',
+          async () =>
+            (await metricValue(metrics, 'controller_runtime_reconcile_errors_total', { controller: label })) >= 6,
+        );
       },
     );
     const errors = await metricValue(m, 'controller_runtime_reconcile_errors_total', { controller: label });
     const retries = await metricValue(m, 'workqueue_retries_total', { name: label });
     expect(errors).toBeGreaterThanOrEqual(6);
     expect(retries).toBe(errors);
-    expect(await metricValue(m, 'controller_runtime_reconcile_total', { controller: label, result: 'error' })).toBe(errors);
+    expect(await metricValue(m, 'controller_runtime_reconcile_total', { controller: label, result: 'error' })).toBe(
+      errors,
+    );
     // each gap is at least base·2^i: the delays double
     const gaps = times.slice(1).map((t, i) => t - (times[i] as number));
     gaps.slice(0, 5).forEach((g, i) => expect(g).toBeGreaterThanOrEqual(base * 2 ** i - 1));
@@ -182,11 +225,19 @@ describe('reconcile loop', () => {
       },
       async (metrics) => {
         await run(Effect.flatMap(KubeClient, (c) => c.create(widget('slow', 1, label))));
-        await waitFor('2 overruns', async () => (await metricValue(metrics, 'controller_runtime_reconcile_round_over_limit_total', { controller: label })) >= 2);
+        await waitFor(
+          '2 overruns',
+          async () =>
+            (await metricValue(metrics, 'controller_runtime_reconcile_round_over_limit_total', {
+              controller: label,
+            })) >= 2,
+        );
       },
     );
     expect(interrupted).toBeGreaterThanOrEqual(2);
-    expect(await metricValue(m, 'controller_runtime_reconcile_errors_total', { controller: label })).toBeGreaterThanOrEqual(2);
+    expect(
+      await metricValue(m, 'controller_runtime_reconcile_errors_total', { controller: label }),
+    ).toBeGreaterThanOrEqual(2);
   });
 
   it('defects (panics) are counted and the key is retried until it succeeds', async () => {
@@ -200,7 +251,14 @@ describe('reconcile loop', () => {
       },
       async (metrics) => {
         await run(Effect.flatMap(KubeClient, (c) => c.create(widget('panic', 1, label))));
-        await waitFor('success', async () => (await metricValue(metrics, 'controller_runtime_reconcile_total', { controller: label, result: 'success' })) >= 1);
+        await waitFor(
+          'success',
+          async () =>
+            (await metricValue(metrics, 'controller_runtime_reconcile_total', {
+              controller: label,
+              result: 'success',
+            })) >= 1,
+        );
       },
     );
     expect(await metricValue(m, 'controller_runtime_reconcile_panics_total', { controller: label })).toBe(2);
@@ -218,8 +276,12 @@ describe('reconcile loop', () => {
         await waitFor('3 rounds', () => calls >= 3);
       },
     );
-    expect(await metricValue(m, 'controller_runtime_reconcile_total', { controller: label, result: 'requeue_after' })).toBe(2);
-    expect(await metricValue(m, 'controller_runtime_reconcile_total', { controller: label, result: 'success' })).toBeGreaterThanOrEqual(1);
+    expect(
+      await metricValue(m, 'controller_runtime_reconcile_total', { controller: label, result: 'requeue_after' }),
+    ).toBe(2);
+    expect(
+      await metricValue(m, 'controller_runtime_reconcile_total', { controller: label, result: 'success' }),
+    ).toBeGreaterThanOrEqual(1);
     expect(m.registry.getSingleMetric('workqueue_depth')).toBeDefined();
   });
 });

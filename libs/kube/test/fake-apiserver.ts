@@ -15,7 +15,24 @@ export interface ScriptedAnswer {
 const discoveryCore = {
   kind: 'APIGroupDiscoveryList',
   apiVersion: 'apidiscovery.k8s.io/v2',
-  items: [{ metadata: { name: '' }, versions: [{ version: 'v1', resources: [{ resource: 'configmaps', responseKind: { group: '', version: '', kind: 'ConfigMap' }, scope: 'Namespaced', verbs: ['get', 'create'] }] }] }],
+  items: [
+    {
+      metadata: { name: '' },
+      versions: [
+        {
+          version: 'v1',
+          resources: [
+            {
+              resource: 'configmaps',
+              responseKind: { group: '', version: '', kind: 'ConfigMap' },
+              scope: 'Namespaced',
+              verbs: ['get', 'create'],
+            },
+          ],
+        },
+      ],
+    },
+  ],
 };
 const discoveryGroups = { kind: 'APIGroupDiscoveryList', apiVersion: 'apidiscovery.k8s.io/v2', items: [] };
 
@@ -51,7 +68,10 @@ export class FakeApiServer {
     }
     req.resume();
     this.requests.push({ method: req.method ?? '', url });
-    const next = this.script.shift() ?? { status: 200, body: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x', namespace: 'n' } } };
+    const next = this.script.shift() ?? {
+      status: 200,
+      body: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x', namespace: 'n' } },
+    };
     if (next.silent) return;
     res.writeHead(next.status, { 'content-type': 'application/json', ...(next.headers ?? {}) });
     res.end(JSON.stringify(next.body ?? { kind: 'Status', code: next.status, message: `scripted ${next.status}` }));

@@ -25,11 +25,20 @@ describe('health endpoints', () => {
               { name: 'gate', check: Effect.sync(() => gate) },
             ],
           });
-          const get = (p: string) => Effect.promise(() => fetch(`http://127.0.0.1:${port}${p}`).then(async (r) => ({ status: r.status, body: await r.text() })));
+          const get = (p: string) =>
+            Effect.promise(() =>
+              fetch(`http://127.0.0.1:${port}${p}`).then(async (r) => ({ status: r.status, body: await r.text() })),
+            );
           yield* inf.synced;
           const notReady = yield* get('/readyz');
           gate = true;
-          return { m: yield* get('/metrics'), h: yield* get('/healthz'), notReady, ready: yield* get('/readyz'), other: yield* get('/nope') };
+          return {
+            m: yield* get('/metrics'),
+            h: yield* get('/healthz'),
+            notReady,
+            ready: yield* get('/readyz'),
+            other: yield* get('/nope'),
+          };
         }),
       ),
     );

@@ -11,7 +11,12 @@ const ns = useNamespace('kube-informer');
 const { run } = useKube();
 const crd = useWidgetCrd(run);
 
-const widget = (name: string, size: number): KubeObject => ({ apiVersion: crd.apiVersion, kind: 'Widget', metadata: { name, namespace: ns.name }, spec: { size } });
+const widget = (name: string, size: number): KubeObject => ({
+  apiVersion: crd.apiVersion,
+  kind: 'Widget',
+  metadata: { name, namespace: ns.name },
+  spec: { size },
+});
 const eventually = <A>(eff: Effect.Effect<A>, ok: (a: A) => boolean, what: string) =>
   Effect.gen(function* () {
     for (let i = 0; i < 200; i++) {
@@ -37,13 +42,20 @@ describe('informer', () => {
           const a = yield* c.create(widget('live', 1));
           yield* c.update({ ...a, spec: { size: 2 } });
           yield* c.delete({ apiVersion: crd.apiVersion, kind: 'Widget', namespace: ns.name, name: 'live' });
-          yield* eventually(Effect.sync(() => events.length), (n) => n >= 4, '4 events');
+          yield* eventually(
+            Effect.sync(() => events.length),
+            (n) => n >= 4,
+            '4 events',
+          );
           expect(Option.isNone(yield* inf.get(`${ns.name}/live`))).toBe(true);
           expect((yield* inf.list).map((o) => o.metadata.name)).toEqual(['pre']);
           const stats = yield* inf.stats;
           expect(stats.lists).toBe(1);
           expect(stats.gone).toBe(0);
-          return events.map((e) => `${e.type}:${e.object.metadata.name}${e.type === 'Updated' ? `:${(e.object['spec'] as { size: number }).size}` : ''}`);
+          return events.map(
+            (e) =>
+              `${e.type}:${e.object.metadata.name}${e.type === 'Updated' ? `:${(e.object['spec'] as { size: number }).size}` : ''}`,
+          );
         }),
       ),
     );
@@ -56,12 +68,22 @@ describe('informer', () => {
         Effect.gen(function* () {
           const c = yield* KubeClient;
           const real = yield* c.create(widget('warm-real', 5));
-          const ghost: KubeObject = { ...widget('warm-ghost', 1), metadata: { name: 'warm-ghost', namespace: ns.name, resourceVersion: '1' } };
-          const staleReal: KubeObject = { ...real, metadata: { ...real.metadata, resourceVersion: '1' }, spec: { size: 0 } };
+          const ghost: KubeObject = {
+            ...widget('warm-ghost', 1),
+            metadata: { name: 'warm-ghost', namespace: ns.name, resourceVersion: '1' },
+          };
+          const staleReal: KubeObject = {
+            ...real,
+            metadata: { ...real.metadata, resourceVersion: '1' },
+            spec: { size: 0 },
+          };
           const events: Array<string> = [];
           const inf = yield* makeInformer(
-            { apiVersion: crd.apiVersion, kind: 'Widget', namespace: ns.name, },
-            { initialState: { resourceVersion: '1', objects: [ghost, staleReal] }, fieldSelector: 'metadata.name!=pre' },
+            { apiVersion: crd.apiVersion, kind: 'Widget', namespace: ns.name },
+            {
+              initialState: { resourceVersion: '1', objects: [ghost, staleReal] },
+              fieldSelector: 'metadata.name!=pre',
+            },
           );
           yield* inf.addHandler((e) => Effect.sync(() => void events.push(`${e.type}:${e.object.metadata.name}`)));
           yield* inf.synced;
@@ -76,7 +98,12 @@ describe('informer', () => {
     );
     expect(result.stats.gone).toBeGreaterThanOrEqual(1);
     expect(result.stats.lists).toBeGreaterThanOrEqual(1);
-    expect(result.events.slice(0, 4)).toEqual(['Added:warm-ghost', 'Added:warm-real', 'Updated:warm-real', 'Deleted:warm-ghost']);
+    expect(result.events.slice(0, 4)).toEqual([
+      'Added:warm-ghost',
+      'Added:warm-real',
+      'Updated:warm-real',
+      'Deleted:warm-ghost',
+    ]);
     expect(Option.map(result.cached, (o) => o['spec'])).toEqual(Option.some({ size: 5 }));
     expect(Number(result.rv)).toBeGreaterThan(1);
   });
@@ -88,13 +115,22 @@ describe('informer', () => {
           const c = yield* KubeClient;
           yield* c.create(widget('slim-1', 1));
           const seen: Array<boolean> = [];
-          const inf = yield* makeInformer({ apiVersion: crd.apiVersion, kind: 'Widget', namespace: ns.name }, { transform: stripManagedFields, fieldSelector: 'metadata.name!=pre' });
-          yield* inf.addHandler((e) => Effect.sync(() => void seen.push(e.object.metadata.managedFields !== undefined)));
+          const inf = yield* makeInformer(
+            { apiVersion: crd.apiVersion, kind: 'Widget', namespace: ns.name },
+            { transform: stripManagedFields, fieldSelector: 'metadata.name!=pre' },
+          );
+          yield* inf.addHandler((e) =>
+            Effect.sync(() => void seen.push(e.object.metadata.managedFields !== undefined)),
+          );
           yield* inf.synced;
           yield* c.create(widget('slim-2', 1));
           yield* eventually(inf.get(`${ns.name}/slim-2`), Option.isSome, 'slim-2');
           const raw = yield* c.get({ apiVersion: crd.apiVersion, kind: 'Widget', namespace: ns.name, name: 'slim-2' });
-          return { seen, cached: (yield* inf.list).map((o) => o.metadata.managedFields), raw: raw.metadata.managedFields };
+          return {
+            seen,
+            cached: (yield* inf.list).map((o) => o.metadata.managedFields),
+            raw: raw.metadata.managedFields,
+          };
         }),
       ),
     );
@@ -109,11 +145,18 @@ describe('informer', () => {
       Effect.scoped(
         Effect.gen(function* () {
           let resyncs = 0;
-          const inf = yield* makeInformer({ apiVersion: crd.apiVersion, kind: 'Widget', namespace: ns.name }, { resyncPeriod: '200 millis' });
+          const inf = yield* makeInformer(
+            { apiVersion: crd.apiVersion, kind: 'Widget', namespace: ns.name },
+            { resyncPeriod: '200 millis' },
+          );
           yield* inf.addHandler((e) => Effect.sync(() => void (e.type === 'Resync' && resyncs++)));
           yield* inf.synced;
           const size = (yield* inf.list).length;
-          yield* eventually(Effect.sync(() => resyncs), (r) => r >= 2 * size, 'two resyncs');
+          yield* eventually(
+            Effect.sync(() => resyncs),
+            (r) => r >= 2 * size,
+            'two resyncs',
+          );
           return size;
         }),
       ),

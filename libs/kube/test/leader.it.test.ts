@@ -30,9 +30,23 @@ const waitFor = async (what: string, ok: () => boolean, timeoutMs = 20_000) => {
 };
 
 /** A candidate: runs a Widget controller (counting its rounds) only while leading. */
-const candidate = (lease: string, identity: string, label: string, rounds: Map<string, number>, leading: Map<string, boolean>, extra: Partial<LeaderElectionConfig> = {}) =>
+const candidate = (
+  lease: string,
+  identity: string,
+  label: string,
+  rounds: Map<string, number>,
+  leading: Map<string, boolean>,
+  extra: Partial<LeaderElectionConfig> = {},
+) =>
   runAsLeader(
-    { namespace: ns.name, name: lease, identity, ...timing, onChange: (l) => Effect.sync(() => void leading.set(identity, l)), ...extra },
+    {
+      namespace: ns.name,
+      name: lease,
+      identity,
+      ...timing,
+      onChange: (l) => Effect.sync(() => void leading.set(identity, l)),
+      ...extra,
+    },
     Effect.gen(function* () {
       yield* startController({
         name: `${label}-${identity}`,
@@ -44,7 +58,12 @@ const candidate = (lease: string, identity: string, label: string, rounds: Map<s
     }).pipe(Effect.provide(Layer.sync(ControllerMetrics, () => makeControllerMetrics()))),
   );
 
-const widget = (name: string, label: string): KubeObject => ({ apiVersion: crd.apiVersion, kind: 'Widget', metadata: { name, namespace: ns.name, labels: { test: label } }, spec: { size: 1 } });
+const widget = (name: string, label: string): KubeObject => ({
+  apiVersion: crd.apiVersion,
+  kind: 'Widget',
+  metadata: { name, namespace: ns.name, labels: { test: label } },
+  spec: { size: 1 },
+});
 
 describe('leader election', () => {
   it('only the leader reconciles; a crashed leader is replaced after its lease expires', async () => {
@@ -60,7 +79,11 @@ describe('leader election', () => {
     await sleep(1_000);
     expect(rounds.get('b') ?? 0).toBe(0);
     expect(leading.get('b')).toBeUndefined();
-    const held = await run(Effect.flatMap(KubeClient, (c) => c.get({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', namespace: ns.name, name: lease })));
+    const held = await run(
+      Effect.flatMap(KubeClient, (c) =>
+        c.get({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', namespace: ns.name, name: lease }),
+      ),
+    );
     expect(held['spec']).toMatchObject({ holderIdentity: 'a', leaseDurationSeconds: 3 });
 
     // crash: interrupt a without releasing the lease (releaseOnCancel: false)
@@ -72,7 +95,11 @@ describe('leader election', () => {
     // b could not take over before a's lease ran out, and did within lease duration + a retry period (+ slack)
     expect(handover).toBeGreaterThanOrEqual(3_000 - 300 - 50);
     expect(handover).toBeLessThan(3_000 + 2 * 300 * 1.2 + 1_500);
-    const now = await run(Effect.flatMap(KubeClient, (c) => c.get({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', namespace: ns.name, name: lease })));
+    const now = await run(
+      Effect.flatMap(KubeClient, (c) =>
+        c.get({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', namespace: ns.name, name: lease }),
+      ),
+    );
     expect(now['spec']).toMatchObject({ holderIdentity: 'b', leaseTransitions: 1 });
     await run(Fiber.interrupt(b));
     console.log(`crash handover: ${handover} ms (lease 3000 ms, retry 300 ms)`);
@@ -110,7 +137,16 @@ describe('leader election', () => {
       Effect.flatMap(KubeClient, (c) =>
         c.patch(
           { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', namespace: ns.name, name: lease },
-          { type: 'merge', patch: { spec: { holderIdentity: 'intruder', leaseDurationSeconds: 60, renewTime: new Date().toISOString().replace('Z', '000Z') } } },
+          {
+            type: 'merge',
+            patch: {
+              spec: {
+                holderIdentity: 'intruder',
+                leaseDurationSeconds: 60,
+                renewTime: new Date().toISOString().replace('Z', '000Z'),
+              },
+            },
+          },
         ),
       ),
     );

@@ -29,7 +29,11 @@ interface Received {
 /** A KubeClient (admin token) whose transport reports every answer body and watch line as received. */
 const recordingClient = (received: Array<Received>) =>
   Effect.map(
-    Layer.build(layerFromToken(testbed().kube, { onAnswer: (a) => void received.push({ path: a.path, accept: a.accept, body: a.text }) })),
+    Layer.build(
+      layerFromToken(testbed().kube, {
+        onAnswer: (a) => void received.push({ path: a.path, accept: a.accept, body: a.text }),
+      }),
+    ),
     (ctx) => Context.get(ctx, KubeClient),
   );
 
@@ -50,8 +54,14 @@ const eventually = <A>(eff: Effect.Effect<A>, ok: (a: A) => boolean, what: strin
     return yield* Effect.dieMessage(`timed out waiting for ${what}`);
   });
 
-const canaries = ['META-CANARY-PRE-7f3a', 'META-CANARY-LIVE-19c2', 'META-CANARY-ROTATED-5d0e', 'META-CANARY-OTHER-b81f'] as const;
-const leaks = (text: string) => canaries.flatMap((c) => [c, Buffer.from(c).toString('base64')]).filter((c) => text.includes(c));
+const canaries = [
+  'META-CANARY-PRE-7f3a',
+  'META-CANARY-LIVE-19c2',
+  'META-CANARY-ROTATED-5d0e',
+  'META-CANARY-OTHER-b81f',
+] as const;
+const leaks = (text: string) =>
+  canaries.flatMap((c) => [c, Buffer.from(c).toString('base64')]).filter((c) => text.includes(c));
 
 describe('metadata-only informer (PartialObjectMetadata)', () => {
   it('Secrets of one namespace: the server sends PartialObjectMetadataList / PartialObjectMetadata, no data ever arrives, create / data-only update / delete are seen, the other namespace is not', async () => {
@@ -71,9 +81,19 @@ describe('metadata-only informer (PartialObjectMetadata)', () => {
           yield* inf.synced;
           const live = yield* admin.create(secret(ns.name, 'live', canaries[1]));
           // a change of data only: nothing in metadata but the resourceVersion moves
-          yield* admin.update({ ...live, data: { username: Buffer.from('meta-user').toString('base64'), password: Buffer.from(canaries[2]).toString('base64') } });
+          yield* admin.update({
+            ...live,
+            data: {
+              username: Buffer.from('meta-user').toString('base64'),
+              password: Buffer.from(canaries[2]).toString('base64'),
+            },
+          });
           yield* admin.delete({ apiVersion: 'v1', kind: 'Secret', namespace: ns.name, name: 'live' });
-          yield* eventually(Effect.sync(() => events.length), (n) => n >= 4, '4 events');
+          yield* eventually(
+            Effect.sync(() => events.length),
+            (n) => n >= 4,
+            '4 events',
+          );
           const cached = yield* inf.list;
           const pre = yield* inf.get(`${ns.name}/pre`);
           return { events, cached, pre, liveRv: live.metadata.resourceVersion };
@@ -81,9 +101,18 @@ describe('metadata-only informer (PartialObjectMetadata)', () => {
       ),
     );
 
-    expect(result.events.map((e) => `${e.type}:${e.object.metadata.name}`)).toEqual(['Added:pre', 'Added:live', 'Updated:live', 'Deleted:live']);
+    expect(result.events.map((e) => `${e.type}:${e.object.metadata.name}`)).toEqual([
+      'Added:pre',
+      'Added:live',
+      'Updated:live',
+      'Deleted:live',
+    ]);
     const updated = result.events[2];
-    expect(updated?.type === 'Updated' && updated.old.metadata.resourceVersion === result.liveRv && updated.object.metadata.resourceVersion !== result.liveRv).toBe(true);
+    expect(
+      updated?.type === 'Updated' &&
+        updated.old.metadata.resourceVersion === result.liveRv &&
+        updated.object.metadata.resourceVersion !== result.liveRv,
+    ).toBe(true);
     // cache and handlers: the collection's kind, metadata only
     for (const o of [...result.events.map((e) => e.object), ...result.cached]) {
       expect(Object.keys(o).sort()).toEqual(['apiVersion', 'kind', 'metadata']);
@@ -123,17 +152,35 @@ describe('metadata-only informer (PartialObjectMetadata)', () => {
           const admin = yield* KubeClient;
           yield* admin.create(secret(ns.name, 'single', canaries[0]));
           const client: KubeClientService = yield* recordingClient(received);
-          const one = yield* client.getMetadata({ apiVersion: 'v1', kind: 'Secret', namespace: ns.name, name: 'single' });
-          const page = yield* client.listMetadata({ apiVersion: 'v1', kind: 'Secret', namespace: ns.name }, { limit: 1 });
-          const all = yield* client.listAllMetadata({ apiVersion: 'v1', kind: 'Secret', namespace: ns.name }, { limit: 1 });
-          const missing = yield* Effect.flip(client.getMetadata({ apiVersion: 'v1', kind: 'Secret', namespace: ns.name, name: 'absent' }));
-          const firstEvent = yield* client.watchMetadata({ apiVersion: 'v1', kind: 'Secret', namespace: ns.name }, { resourceVersion: all.metadata.resourceVersion ?? '', timeoutSeconds: 10 }).pipe(
-            Stream.filter((e) => e.type !== 'BOOKMARK'),
-            Stream.take(1),
-            Stream.runCollect,
-            Effect.map(Chunk.toReadonlyArray),
-            Effect.fork,
+          const one = yield* client.getMetadata({
+            apiVersion: 'v1',
+            kind: 'Secret',
+            namespace: ns.name,
+            name: 'single',
+          });
+          const page = yield* client.listMetadata(
+            { apiVersion: 'v1', kind: 'Secret', namespace: ns.name },
+            { limit: 1 },
           );
+          const all = yield* client.listAllMetadata(
+            { apiVersion: 'v1', kind: 'Secret', namespace: ns.name },
+            { limit: 1 },
+          );
+          const missing = yield* Effect.flip(
+            client.getMetadata({ apiVersion: 'v1', kind: 'Secret', namespace: ns.name, name: 'absent' }),
+          );
+          const firstEvent = yield* client
+            .watchMetadata(
+              { apiVersion: 'v1', kind: 'Secret', namespace: ns.name },
+              { resourceVersion: all.metadata.resourceVersion ?? '', timeoutSeconds: 10 },
+            )
+            .pipe(
+              Stream.filter((e) => e.type !== 'BOOKMARK'),
+              Stream.take(1),
+              Stream.runCollect,
+              Effect.map(Chunk.toReadonlyArray),
+              Effect.fork,
+            );
           yield* Effect.sleep('300 millis');
           yield* admin.create(secret(ns.name, 'watched', canaries[1]));
           const watched = yield* firstEvent.await;
@@ -141,7 +188,11 @@ describe('metadata-only informer (PartialObjectMetadata)', () => {
         }),
       ),
     );
-    expect(out.one).toMatchObject({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'single', namespace: ns.name } });
+    expect(out.one).toMatchObject({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'single', namespace: ns.name },
+    });
     expect(Object.keys(out.one).sort()).toEqual(['apiVersion', 'kind', 'metadata']);
     expect(out.page.items).toHaveLength(1);
     expect(out.page.metadata.continue).toBeTruthy();

@@ -28,10 +28,16 @@ const controller = startController<KubeObject, unknown, KubeClient>({
   reconcile: (req) =>
     Effect.gen(function* () {
       const kube = yield* KubeClient;
-      const w = yield* kube.get({ ...widgets, namespace: req.namespace, name: req.name }).pipe(Effect.catchTag('NotFound', () => Effect.succeed(undefined)));
+      const w = yield* kube
+        .get({ ...widgets, namespace: req.namespace, name: req.name })
+        .pipe(Effect.catchTag('NotFound', () => Effect.succeed(undefined)));
       if (!w) return;
       const now = new Date().toISOString();
-      const conditions = setCondition(undefined, { type: 'Ready', status: 'True', reason: 'Mirrored', message: '', observedGeneration: w.metadata.generation }, now);
+      const conditions = setCondition(
+        undefined,
+        { type: 'Ready', status: 'True', reason: 'Mirrored', message: '', observedGeneration: w.metadata.generation },
+        now,
+      );
       yield* updateStatusIfChanged(w, { ...(w['status'] as object), conditions });
       return { requeueAfter: '5 minutes' };
     }),
@@ -41,7 +47,10 @@ export const main = Effect.scoped(
   Effect.gen(function* () {
     const metrics = yield* ControllerMetrics;
     yield* serveHealth({ metrics }, { host: '0.0.0.0', port: 8080 });
-    yield* runAsLeader({ namespace: 'kos-system', name: 'widget-controller', identity: process.env['POD_NAME'] ?? 'local' }, Effect.zipRight(controller, Effect.never));
+    yield* runAsLeader(
+      { namespace: 'kos-system', name: 'widget-controller', identity: process.env['POD_NAME'] ?? 'local' },
+      Effect.zipRight(controller, Effect.never),
+    );
   }),
 ).pipe(Effect.provide(Layer.mergeAll(layerInCluster(), ControllerMetricsLive())));
 
@@ -50,7 +59,9 @@ export const bump = (ref: ObjectRef) =>
     const kube = yield* KubeClient;
     const cm = yield* kube.get(ref);
     return yield* kube.update({ ...cm, data: { ...(cm['data'] as object), n: '2' } });
-  }).pipe(Effect.catchTag('Conflict', (e) => Effect.log(`lost the race; now at ${e.current?.metadata.resourceVersion}`)));
+  }).pipe(
+    Effect.catchTag('Conflict', (e) => Effect.log(`lost the race; now at ${e.current?.metadata.resourceVersion}`)),
+  );
 
 const Settings = Schema.Struct({
   apiVersion: Schema.Literal('v1'),
@@ -70,7 +81,9 @@ export const secretNames = Effect.scoped(
     const kube = yield* KubeClient;
     const page = yield* kube.listMetadata({ apiVersion: 'v1', kind: 'Secret', namespace: 'apps' }); // no data, ever
     const secrets = yield* makeMetadataInformer({ apiVersion: 'v1', kind: 'Secret', namespace: 'apps' }); // metadata cache
-    yield* secrets.addHandler((e) => Effect.log(`${e.type} ${e.object.metadata.name} @${e.object.metadata.resourceVersion}`));
+    yield* secrets.addHandler((e) =>
+      Effect.log(`${e.type} ${e.object.metadata.name} @${e.object.metadata.resourceVersion}`),
+    );
     return page.items.map((i) => i.metadata.name);
   }),
 );

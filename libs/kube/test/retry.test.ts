@@ -14,15 +14,23 @@ afterAll(() => fake.close());
 
 const fast: RetryPolicy = { maxRetries: 3, baseDelayMs: 1, maxDelayMs: 5, jitter: 0 };
 const layer = (retry: RetryPolicy = fast, requestTimeoutMs = 2_000) =>
-  layerFromKubeConfig(() => {
-    const kc = new KubeConfig();
-    kc.loadFromClusterAndUser({ name: 'fake', server: fake.url, skipTLSVerify: true }, { name: 'u', token: 't' });
-    return kc;
-  }, { retry, requestTimeoutMs });
+  layerFromKubeConfig(
+    () => {
+      const kc = new KubeConfig();
+      kc.loadFromClusterAndUser({ name: 'fake', server: fake.url, skipTLSVerify: true }, { name: 'u', token: 't' });
+      return kc;
+    },
+    { retry, requestTimeoutMs },
+  );
 
-const run = <A>(eff: Effect.Effect<A, KubeError, KubeClient>, l = layer()) => Effect.runPromise(Effect.either(Effect.provide(eff, l)));
-const get = Effect.flatMap(KubeClient, (c) => c.get({ apiVersion: 'v1', kind: 'ConfigMap', namespace: 'n', name: 'x' }));
-const create = Effect.flatMap(KubeClient, (c) => c.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x', namespace: 'n' } }));
+const run = <A>(eff: Effect.Effect<A, KubeError, KubeClient>, l = layer()) =>
+  Effect.runPromise(Effect.either(Effect.provide(eff, l)));
+const get = Effect.flatMap(KubeClient, (c) =>
+  c.get({ apiVersion: 'v1', kind: 'ConfigMap', namespace: 'n', name: 'x' }),
+);
+const create = Effect.flatMap(KubeClient, (c) =>
+  c.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x', namespace: 'n' } }),
+);
 
 describe('bounded retry of transient failures', () => {
   it('an idempotent GET is retried through a 503 burst and succeeds', async () => {
@@ -67,11 +75,14 @@ describe('bounded retry of transient failures', () => {
     const closed = await FakeApiServer.start();
     const url = closed.url;
     await closed.close();
-    const l = layerFromKubeConfig(() => {
-      const kc = new KubeConfig();
-      kc.loadFromClusterAndUser({ name: 'c', server: url, skipTLSVerify: true }, { name: 'u', token: 't' });
-      return kc;
-    }, { retry: { ...fast, maxRetries: 1 } });
+    const l = layerFromKubeConfig(
+      () => {
+        const kc = new KubeConfig();
+        kc.loadFromClusterAndUser({ name: 'c', server: url, skipTLSVerify: true }, { name: 'u', token: 't' });
+        return kc;
+      },
+      { retry: { ...fast, maxRetries: 1 } },
+    );
     const r = await run(get, l);
     expect(r._tag === 'Left' && r.left._tag).toBe('Unavailable');
   });

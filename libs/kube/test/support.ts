@@ -38,7 +38,8 @@ export const useKube = (options: LayerOptions = {}) => {
       if (!runtime) throw new Error('useKube: runtime not ready');
       const r = await runtime.runPromise(Effect.either(eff));
       if (r._tag === 'Right') throw new Error(`expected ${tag}, got success ${JSON.stringify(r.right).slice(0, 300)}`);
-      if (r.left._tag !== tag) throw new Error(`expected ${tag}, got ${r.left._tag}: ${String((r.left as { message?: string }).message)}`);
+      if (r.left._tag !== tag)
+        throw new Error(`expected ${tag}, got ${r.left._tag}: ${String((r.left as { message?: string }).message)}`);
       return r.left as Extract<E, { readonly _tag: T }>;
     },
   };
@@ -83,7 +84,9 @@ export const useWidgetCrd = (run: <A, E>(eff: Effect.Effect<A, E, KubeClient>) =
                       spec: {
                         type: 'object',
                         properties: { size: { type: 'integer' }, color: { type: 'string' } },
-                        'x-kubernetes-validations': [{ rule: '!has(self.size) || self.size <= 100', message: 'size must be at most 100' }],
+                        'x-kubernetes-validations': [
+                          { rule: '!has(self.size) || self.size <= 100', message: 'size must be at most 100' },
+                        ],
                       },
                       status: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
                     },
@@ -118,7 +121,12 @@ export const useWidgetCrd = (run: <A, E>(eff: Effect.Effect<A, E, KubeClient>) =
   return crd;
 };
 
-export const configMap = (namespace: string, name: string, data: Record<string, string> = {}, labels?: Record<string, string>): KubeObject => ({
+export const configMap = (
+  namespace: string,
+  name: string,
+  data: Record<string, string> = {},
+  labels?: Record<string, string>,
+): KubeObject => ({
   apiVersion: 'v1',
   kind: 'ConfigMap',
   metadata: { name, namespace, ...(labels ? { labels } : {}) },

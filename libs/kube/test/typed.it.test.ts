@@ -20,10 +20,19 @@ const settings = typedResource({ apiVersion: 'v1', kind: 'ConfigMap' }, Settings
 describe('typedResource', () => {
   it('encodes writes and decodes reads through the Schema', async () => {
     const created = await run(
-      settings.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'typed', namespace: ns.name }, data: { replicas: 3, mode: 'fast' } }),
+      settings.create({
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: 'typed', namespace: ns.name },
+        data: { replicas: 3, mode: 'fast' },
+      }),
     );
     expect(created.data.replicas).toBe(3);
-    const raw = await run(Effect.flatMap(KubeClient, (c) => c.get({ apiVersion: 'v1', kind: 'ConfigMap', namespace: ns.name, name: 'typed' })));
+    const raw = await run(
+      Effect.flatMap(KubeClient, (c) =>
+        c.get({ apiVersion: 'v1', kind: 'ConfigMap', namespace: ns.name, name: 'typed' }),
+      ),
+    );
     expect(raw['data']).toEqual({ replicas: '3', mode: 'fast' });
     const updated = await run(settings.update({ ...created, data: { replicas: 4, mode: 'safe' } }));
     expect(updated.data).toEqual({ replicas: 4, mode: 'safe' });
@@ -31,7 +40,16 @@ describe('typedResource', () => {
   });
 
   it('an object that breaks the Schema is a DecodeFailure naming the field', async () => {
-    await run(Effect.flatMap(KubeClient, (c) => c.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'odd', namespace: ns.name }, data: { replicas: 'many', mode: 'fast' } })));
+    await run(
+      Effect.flatMap(KubeClient, (c) =>
+        c.create({
+          apiVersion: 'v1',
+          kind: 'ConfigMap',
+          metadata: { name: 'odd', namespace: ns.name },
+          data: { replicas: 'many', mode: 'fast' },
+        }),
+      ),
+    );
     const e = await failWith('DecodeFailure', settings.get('odd', ns.name));
     expect(e.message).toContain('replicas');
   });

@@ -5,14 +5,25 @@
 // /proc/uptime clock (one pread per check), for information.
 // Run: npm run bench:permit -w @homelab/service-control   (env: BENCH_FLOWS, BENCH_ROUNDS)
 import { ProcUptimeBootClock } from '../src/adapter/clock/index.js';
-import { type BootClock, type Flow, IO_POINTS, type OrdinaryPolicy, PermitEngine, type PermitKey } from '../src/permit/index.js';
+import {
+  type BootClock,
+  type Flow,
+  IO_POINTS,
+  type OrdinaryPolicy,
+  PermitEngine,
+  type PermitKey,
+} from '../src/permit/index.js';
 
 const FLOWS = Number(process.env['BENCH_FLOWS'] ?? 10_000);
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 200);
 
 const b = (n: number, fill: number) => new Uint8Array(n).fill(fill);
 const scope = { identity: b(32, 1), nsdId: b(16, 2), networkId: b(16, 3) };
-const key: PermitKey = { scope, serviceRef: { nsdId: scope.nsdId, networkId: scope.networkId, serviceId: b(16, 4) }, role: 'publisher' };
+const key: PermitKey = {
+  scope,
+  serviceRef: { nsdId: scope.nsdId, networkId: scope.networkId, serviceId: b(16, 4) },
+  role: 'publisher',
+};
 const consumer = b(32, 9);
 const policy: OrdinaryPolicy = { decide: () => 'allow' };
 
@@ -28,7 +39,15 @@ class BenchClock implements BootClock {
 const setup = (clock: BootClock) => {
   const engine = new PermitEngine(clock, policy);
   engine.setEndpointOwners('[fd7a::1]:40001', [{ key, publisherIdentity: scope.identity }]);
-  engine.applySnapshotGrants(scope, [{ serviceRef: key.serviceRef, publisherIdentity: scope.identity, consumerIdentity: consumer, grantVersion: 1n, protocols: ['tcp', 'udp'] }]);
+  engine.applySnapshotGrants(scope, [
+    {
+      serviceRef: key.serviceRef,
+      publisherIdentity: scope.identity,
+      consumerIdentity: consumer,
+      grantVersion: 1n,
+      protocols: ['tcp', 'udp'],
+    },
+  ]);
   const p = engine.beginRequest(key, {
     kind: 'listener.ready',
     echo: {
@@ -53,7 +72,13 @@ const setup = (clock: BootClock) => {
   for (let i = 0; i < FLOWS; i++) {
     const o = engine.openFlow({
       endpoint: '[fd7a::1]:40001',
-      tuple: { protocol: i % 2 === 0 ? 'tcp' : 'udp', localAddress: 'fd7a::1', localPort: 40001, remoteAddress: `fd7a::${(i >> 16) + 2}`, remotePort: i & 0xffff },
+      tuple: {
+        protocol: i % 2 === 0 ? 'tcp' : 'udp',
+        localAddress: 'fd7a::1',
+        localPort: 40001,
+        remoteAddress: `fd7a::${(i >> 16) + 2}`,
+        remotePort: i & 0xffff,
+      },
       peerIdentity: consumer,
     });
     if (o.verdict !== 'allow') throw new Error(`open refused: ${o.verdict}`);
@@ -81,7 +106,8 @@ const points = IO_POINTS.filter((p) => p !== 'dequeue' && p !== 'fragment' && p 
 
 const mapGet = (): number => {
   let hits = 0;
-  for (let r = 0; r < ROUNDS; r++) for (let i = 0; i < FLOWS; i++) if (byKey.get(flowKeys[i] as string) !== undefined) hits++;
+  for (let r = 0; r < ROUNDS; r++)
+    for (let i = 0; i < FLOWS; i++) if (byKey.get(flowKeys[i] as string) !== undefined) hits++;
   return hits;
 };
 const engineCheck = (engine: PermitEngine, flows: readonly Flow[], rounds: number) => (): number => {
@@ -110,7 +136,9 @@ try {
   const r = setup(real);
   const realRounds = Math.max(1, ROUNDS / 20);
   const realNs = best(engineCheck(r.engine, r.flows, realRounds), 2);
-  console.log(`engine check with /proc/uptime    ${fmt(realNs)} (info: one pread per check; ${(realNs / peerNs).toFixed(1)}× the peer)`);
+  console.log(
+    `engine check with /proc/uptime    ${fmt(realNs)} (info: one pread per check; ${(realNs / peerNs).toFixed(1)}× the peer)`,
+  );
 } finally {
   real.close();
 }

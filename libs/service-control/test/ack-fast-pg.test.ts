@@ -22,9 +22,18 @@ interface Side extends TwinAuthoritySide<'fast' | 'general'> {
   /** `${target}:${revision}` → the digest this side produced (the snapshot names this side's nsd_id) */
   readonly digests: Map<string, Uint8Array>;
   /** What the fast path answered, in order (the fast side only). */
-  readonly outcomes: string[];}
+  readonly outcomes: string[];
+}
 const mk = (name: Side['name'], db: ReturnType<typeof useDatabase>) =>
-  ({ name, db, sql: sqlOn(db), grants: new Map(), who: new Map(), digests: new Map(), outcomes: [] }) as unknown as Side;
+  ({
+    name,
+    db,
+    sql: sqlOn(db),
+    grants: new Map(),
+    who: new Map(),
+    digests: new Map(),
+    outcomes: [],
+  }) as unknown as Side;
 const sides = [mk('fast', useDatabase('sc_ack_fast')), mk('general', useDatabase('sc_ack_general'))] as const;
 const [fast, general] = sides;
 
@@ -42,9 +51,16 @@ const both = sendToBoth<Side>(fast, general, answer);
 
 const open = async (s: Side, w: Who, sessionSeq: bigint) => {
   w.epoch = null;
-  expect(answer(s, await reply(s, w, msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false })))).toBe('runtime.bind.result');
+  expect(
+    answer(
+      s,
+      await reply(s, w, msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false })),
+    ),
+  ).toBe('runtime.bind.result');
   w.epoch = s.authority.epoch;
-  expect(answer(s, await reply(s, w, msg(w, 'session.open', {}, { session_seq: sessionSeq })))).toBe('session.open.result');
+  expect(answer(s, await reply(s, w, msg(w, 'session.open', {}, { session_seq: sessionSeq })))).toBe(
+    'session.open.result',
+  );
 };
 const produce = async (n = 1): Promise<bigint> => {
   let revision = 0n;
@@ -70,41 +86,62 @@ interface AckOpts {
   readonly scopeNetwork?: Uint8Array;
   readonly signer?: Uint8Array;
 }
-const ack = (revision: bigint, o: AckOpts = {}) => (s: Side) => {
-  const base = who(s, o.signer ?? A);
-  const w: Who = {
-    ...base,
-    ...(o.gen === undefined ? {} : { gen: o.gen }),
-    epoch: (base.epoch ?? s.authority.epoch) + (o.epochDelta ?? 0n),
+const ack =
+  (revision: bigint, o: AckOpts = {}) =>
+  (s: Side) => {
+    const base = who(s, o.signer ?? A);
+    const w: Who = {
+      ...base,
+      ...(o.gen === undefined ? {} : { gen: o.gen }),
+      epoch: (base.epoch ?? s.authority.epoch) + (o.epochDelta ?? 0n),
+    };
+    const accepted = o.accepted ?? true;
+    const body = {
+      scope: { ...subScope(w), ...(o.scopeNetwork === undefined ? {} : { network_id: o.scopeNetwork }) },
+      snapshot_revision: revision,
+      snapshot_digest:
+        o.digest === 'wrong'
+          ? new Uint8Array(32).fill(9)
+          : (s.digests.get(`${toHex(A)}:${revision}`) ?? new Uint8Array(32).fill(7)),
+      accepted,
+      enforcement_applied: accepted && (o.enforced ?? true),
+      dns_applied: o.dns ?? false,
+      errors: [],
+    };
+    return reply(s, w, msg(w, 'snapshot.ack', body, { session_seq: o.sessionSeq ?? 1n }));
   };
-  const accepted = o.accepted ?? true;
-  const body = {
-    scope: { ...subScope(w), ...(o.scopeNetwork === undefined ? {} : { network_id: o.scopeNetwork }) },
-    snapshot_revision: revision,
-    snapshot_digest: o.digest === 'wrong' ? new Uint8Array(32).fill(9) : (s.digests.get(`${toHex(A)}:${revision}`) ?? new Uint8Array(32).fill(7)),
-    accepted,
-    enforcement_applied: accepted && (o.enforced ?? true),
-    dns_applied: o.dns ?? false,
-    errors: [],
-  };
-  return reply(s, w, msg(w, 'snapshot.ack', body, { session_seq: o.sessionSeq ?? 1n }));
-};
 
 /** The ACK rows of A: equal on both sides (digests are each side's own, so compared as "the produced one"). */
 const ackRows = async (s: Side) =>
-  (await s.sql(`SELECT session_seq::int AS q, revision::int AS r, digest, accepted, enforcement_applied AS e, dns_applied AS d FROM service_control.ack WHERE target = $1 ORDER BY 1, 2`, [Buffer.from(A)])).map(
-    (row) => ({ q: row['q'], r: row['r'], produced: Buffer.from(row['digest'] as Buffer).equals(Buffer.from(s.digests.get(`${toHex(A)}:${row['r']}`) ?? [])), a: row['accepted'], e: row['e'], d: row['d'] }),
-  );
+  (
+    await s.sql(
+      `SELECT session_seq::int AS q, revision::int AS r, digest, accepted, enforcement_applied AS e, dns_applied AS d FROM service_control.ack WHERE target = $1 ORDER BY 1, 2`,
+      [Buffer.from(A)],
+    )
+  ).map((row) => ({
+    q: row['q'],
+    r: row['r'],
+    produced: Buffer.from(row['digest'] as Buffer).equals(Buffer.from(s.digests.get(`${toHex(A)}:${row['r']}`) ?? [])),
+    a: row['accepted'],
+    e: row['e'],
+    d: row['d'],
+  }));
 
 const start = async (s: Side) => {
   const base = makePgAuthorityStore({ ...s.db.config, ...(s.name === 'general' ? { fastAck: false } : {}) });
   const fastAck = base.ackFast;
   // the fast side's store records what its fast path answered (the general side has none)
-  s.store = fastAck === undefined ? base : { ...base, ackFast: async (e, a) => {
-    const r = await fastAck(e, a);
-    s.outcomes.push(r._tag === 'Right' ? r.right : `error:${r.left.code}`);
-    return r;
-  } };
+  s.store =
+    fastAck === undefined
+      ? base
+      : {
+          ...base,
+          ackFast: async (e, a) => {
+            const r = await fastAck(e, a);
+            s.outcomes.push(r._tag === 'Right' ? r.right : `error:${r.left.code}`);
+            return r;
+          },
+        };
   await s.store.migrate();
   const t = await s.store.takeover();
   s.nsdId = t.nsdId;
@@ -115,7 +152,15 @@ beforeAll(async () => {
   for (const s of sides) {
     await start(s);
     await s.store.addMember(A, NET);
-    for (const identity of [A, STRANGER]) s.who.set(toHex(identity), { identity, nsdId: s.nsdId, networkId: NET, gen: 1n, rid: new Uint8Array(16).fill(1), epoch: null });
+    for (const identity of [A, STRANGER])
+      s.who.set(toHex(identity), {
+        identity,
+        nsdId: s.nsdId,
+        networkId: NET,
+        gen: 1n,
+        rid: new Uint8Array(16).fill(1),
+        epoch: null,
+      });
     await open(s, who(s, A), 1n);
   }
 });

@@ -7,7 +7,14 @@ import { acceptReport, prepareReport } from '../src/domain/report.js';
 import { applySnapshot, buildAck } from '../src/domain/snapshot.js';
 import { type Message, decodeMessage, encodeMessage } from '../src/api/message.js';
 import { type ReportContent, reportDigest } from '../src/api/report.js';
-import { type GrantWire, type ListenerIntentWire, type ResourceWire, type SnapshotWire, listenerDigest, snapshotDigest } from '../src/api/snapshot.js';
+import {
+  type GrantWire,
+  type ListenerIntentWire,
+  type ResourceWire,
+  type SnapshotWire,
+  listenerDigest,
+  snapshotDigest,
+} from '../src/api/snapshot.js';
 import { declarationRead, declarationToWire, replaceRequest, snapshotView } from '../src/api/convert.js';
 import { declarationFromLocal } from '../src/domain/declaration.js';
 import { errCode, id16, id32, ok, sha } from './helpers.js';
@@ -97,7 +104,9 @@ describe('snapshot.push → A apply → snapshot.ack, through the wire', () => {
       },
     } as Message;
     const back = ok(decodeMessage(encodeMessage(ackMsg)));
-    expect(back.kind === 'snapshot.ack' && [back.body.accepted, back.body.enforcement_applied, back.body.dns_applied]).toEqual([true, true, false]);
+    expect(
+      back.kind === 'snapshot.ack' && [back.body.accepted, back.body.enforcement_applied, back.body.dns_applied],
+    ).toEqual([true, true, false]);
   });
 
   it('M6-24 a snapshot_digest that does not match the content is refused before any floor is touched', () => {
@@ -109,11 +118,25 @@ describe('snapshot.push → A apply → snapshot.ack, through the wire', () => {
 
   it('M6-24 unsorted snapshot arrays, or grants duplicated per source, are non-canonical → invalid-encoding', () => {
     const s = snapshot(1n, [1, 2]);
-    const raw = { ...push(s), body: { snapshot: { ...s, resources: [resourceOf(2), resourceOf(1)] }, snapshot_digest: snapshotDigest(s) } };
-    const bytes = ok(Either.mapLeft(encode(raw as never), (e) => { throw e; }));
+    const raw = {
+      ...push(s),
+      body: { snapshot: { ...s, resources: [resourceOf(2), resourceOf(1)] }, snapshot_digest: snapshotDigest(s) },
+    };
+    const bytes = ok(
+      Either.mapLeft(encode(raw as never), (e) => {
+        throw e;
+      }),
+    );
     expect(errCode(decodeMessage(bytes))).toBe('invalid-encoding');
-    const dup = { ...push(s), body: { snapshot: { ...s, grants: [grantOf(1, 2), grantOf(1, 2)] }, snapshot_digest: snapshotDigest(s) } };
-    const dupBytes = ok(Either.mapLeft(encode(dup as never), (e) => { throw e; }));
+    const dup = {
+      ...push(s),
+      body: { snapshot: { ...s, grants: [grantOf(1, 2), grantOf(1, 2)] }, snapshot_digest: snapshotDigest(s) },
+    };
+    const dupBytes = ok(
+      Either.mapLeft(encode(dup as never), (e) => {
+        throw e;
+      }),
+    );
     expect(errCode(decodeMessage(dupBytes))).toBe('invalid-encoding');
   });
 
@@ -122,7 +145,13 @@ describe('snapshot.push → A apply → snapshot.ack, through the wire', () => {
     const v1 = ok(snapshotView({ snapshot: s1, snapshot_digest: snapshotDigest(s1) }));
     const floors = ok(applySnapshot({ state: 'uninitialized' }, v1, deriveN6)).floors;
     const l2 = listenerOf(2, 1n);
-    const s2: SnapshotWire = { ...snapshot(2n, [1, 2]), listeners: [listenerOf(1, 2n), { ...l2, backend_port: 9999, intent_digest: listenerDigest({ ...l2, backend_port: 9999 } as never) }] };
+    const s2: SnapshotWire = {
+      ...snapshot(2n, [1, 2]),
+      listeners: [
+        listenerOf(1, 2n),
+        { ...l2, backend_port: 9999, intent_digest: listenerDigest({ ...l2, backend_port: 9999 } as never) },
+      ],
+    };
     const v2 = ok(snapshotView({ snapshot: s2, snapshot_digest: snapshotDigest(s2) }));
     expect(errCode(applySnapshot({ state: 'present', floors }, v2, deriveN6))).toBe('digest-conflict');
   });
@@ -130,9 +159,30 @@ describe('snapshot.push → A apply → snapshot.ack, through the wire', () => {
 
 describe('report.replace from A to B, through the wire', () => {
   it('M6-17 M6-18 A persists and sends; B decodes, recomputes the digest and accepts; a resend is the original result', () => {
-    const d = ok(declarationFromLocal({ key: 'web', protocols: ['https'], backend_host: '127.0.0.1', backend_port: 8443, display_name: 'Web' }));
-    const content: ReportContent = { scope: { publisher_identity: A, nsd_id: NSD, network_id: NET }, strict_mode: true, declarations: [declarationToWire(d)] };
-    const plan = ok(prepareReport({ state: 'present', report: { revision: 1n, digest: sha('old'), content: new Uint8Array() }, acceptedRevision: 1n }, declarationRead(content)));
+    const d = ok(
+      declarationFromLocal({
+        key: 'web',
+        protocols: ['https'],
+        backend_host: '127.0.0.1',
+        backend_port: 8443,
+        display_name: 'Web',
+      }),
+    );
+    const content: ReportContent = {
+      scope: { publisher_identity: A, nsd_id: NSD, network_id: NET },
+      strict_mode: true,
+      declarations: [declarationToWire(d)],
+    };
+    const plan = ok(
+      prepareReport(
+        {
+          state: 'present',
+          report: { revision: 1n, digest: sha('old'), content: new Uint8Array() },
+          acceptedRevision: 1n,
+        },
+        declarationRead(content),
+      ),
+    );
     if (plan.action !== 'send' || plan.send === null) throw new Error('expected a report to send');
     const msg = {
       ...envFields('report.replace'),
@@ -146,9 +196,19 @@ describe('report.replace from A to B, through the wire', () => {
     expect(ok(acceptReport(first.row, replaceRequest(received.body), true)).outcome).toBe('original');
     // the same revision with another content is a digest conflict
     const other = { ...received.body, content: { ...content, strict_mode: false } };
-    expect(errCode(acceptReport(first.row, replaceRequest({ ...other, report_digest: reportDigest(other.content) }), true))).toBe('digest-conflict');
+    expect(
+      errCode(acceptReport(first.row, replaceRequest({ ...other, report_digest: reportDigest(other.content) }), true)),
+    ).toBe('digest-conflict');
     // a claimed digest that does not match the content
-    expect(errCode(acceptReport(first.row, replaceRequest({ ...received.body, report_revision: 3n, report_digest: sha('x') }), true))).toBe('digest-conflict');
+    expect(
+      errCode(
+        acceptReport(
+          first.row,
+          replaceRequest({ ...received.body, report_revision: 3n, report_digest: sha('x') }),
+          true,
+        ),
+      ),
+    ).toBe('digest-conflict');
   });
 });
 
@@ -163,7 +223,13 @@ describe('runtime, machine.auth and stream binding through the wire', () => {
     const decoded = ok(decodeMessage(encodeMessage(m)));
     if (decoded.kind !== 'runtime.bind') throw new Error('kind');
     const req = bindRequestFromMessage(decoded);
-    expect(req).toEqual({ generation: 5n, runtimeId: id16(5), mode: 'recovery', floorRequestId: id16(60), ownerRecovery: false });
+    expect(req).toEqual({
+      generation: 5n,
+      runtimeId: id16(5),
+      mode: 'recovery',
+      floorRequestId: id16(60),
+      ownerRecovery: false,
+    });
     const b = ok(bind(null, req, 'net', 0)).binding;
     const floor = {
       ...envFields('runtime.floor.result', { authority_epoch: 3n, runtime_generation: null, runtime_id: null }),
@@ -173,24 +239,58 @@ describe('runtime, machine.auth and stream binding through the wire', () => {
     expect(back.kind === 'runtime.floor.result' && back.body.runtime_status).toBe('active');
     // recovery mode without the floor request is not even a valid body
     const bad = { ...m, body: { mode: 'recovery', floor_request_id: null, owner_recovery: false } };
-    expect(errCode(decodeMessage(ok(Either.mapLeft(encode(bad as never), (e) => { throw e; }))))).toBe('invalid-encoding');
+    expect(
+      errCode(
+        decodeMessage(
+          ok(
+            Either.mapLeft(encode(bad as never), (e) => {
+              throw e;
+            }),
+          ),
+        ),
+      ),
+    ).toBe('invalid-encoding');
   });
 
   it('M6-15 M6-13 machine.auth and the stream binding object map onto the domain checks', async () => {
-    const { machineAuthFromWire, machineAuthToWire, streamBindingFromWire, streamBindingToWire } = await import('../src/api/convert.js');
+    const { machineAuthFromWire, machineAuthToWire, streamBindingFromWire, streamBindingToWire } =
+      await import('../src/api/convert.js');
     const { MachineAuthRequestCodec, StreamBindingCodec } = await import('../src/api/runtime.js');
     const { bind, machineAuth, prepareMachineAuth } = await import('../src/domain/runtime.js');
     const { openSession, streamMayDeliver } = await import('../src/domain/session.js');
     const binding = { identity: A, nsdId: NSD, networkId: NET, generation: 5n, runtimeId: id16(5), authorityEpoch: 3n };
-    const b = ok(bind(null, { generation: 5n, runtimeId: id16(5), mode: 'normal', floorRequestId: null, ownerRecovery: false }, 'net', 0)).binding;
+    const b = ok(
+      bind(
+        null,
+        { generation: 5n, runtimeId: id16(5), mode: 'normal', floorRequestId: null, ownerRecovery: false },
+        'net',
+        0,
+      ),
+    ).binding;
     const wire = machineAuthToWire(ok(prepareMachineAuth(binding)), NET, ['service_control.v1']);
     const received = MachineAuthRequestCodec.decodeOrThrow(MachineAuthRequestCodec.encodeOrThrow(wire));
-    expect(ok(machineAuth(b, machineAuthFromWire(received), { nsdId: NSD, identity: A, currentEpoch: 3n, now: 1 }))).toBe(wire.runtime_id);
-    const legacy = MachineAuthRequestCodec.decodeOrThrow(MachineAuthRequestCodec.encodeOrThrow({ network_id: NET, runtime_id: wire.runtime_id, capabilities: [] }));
-    expect(errCode(machineAuth(b, machineAuthFromWire(legacy), { nsdId: NSD, identity: A, currentEpoch: 3n, now: 1 }))).toBe('stale-runtime');
+    expect(
+      ok(machineAuth(b, machineAuthFromWire(received), { nsdId: NSD, identity: A, currentEpoch: 3n, now: 1 })),
+    ).toBe(wire.runtime_id);
+    const legacy = MachineAuthRequestCodec.decodeOrThrow(
+      MachineAuthRequestCodec.encodeOrThrow({ network_id: NET, runtime_id: wire.runtime_id, capabilities: [] }),
+    );
+    expect(
+      errCode(machineAuth(b, machineAuthFromWire(legacy), { nsdId: NSD, identity: A, currentEpoch: 3n, now: 1 })),
+    ).toBe('stale-runtime');
     const mark = ok(openSession(null, 1n, id16(70), 3n)).mark;
-    const sb = { nsdId: NSD, networkId: NET, runtimeGeneration: 5n, runtimeId: id16(5), authorityEpoch: 3n, sessionSeq: 1n, sessionRequestId: id16(70) };
-    const back = streamBindingFromWire(StreamBindingCodec.decodeOrThrow(StreamBindingCodec.encodeOrThrow(streamBindingToWire(sb))));
+    const sb = {
+      nsdId: NSD,
+      networkId: NET,
+      runtimeGeneration: 5n,
+      runtimeId: id16(5),
+      authorityEpoch: 3n,
+      sessionSeq: 1n,
+      sessionRequestId: id16(70),
+    };
+    const back = streamBindingFromWire(
+      StreamBindingCodec.decodeOrThrow(StreamBindingCodec.encodeOrThrow(streamBindingToWire(sb))),
+    );
     const tuple = { nsdId: NSD, networkId: NET, runtime: { generation: 5n, runtimeId: id16(5) }, epoch: 3n, mark };
     expect(streamMayDeliver(back, tuple)).toBe(true);
     expect(streamMayDeliver({ ...back, sessionRequestId: id16(71) }, tuple)).toBe(false);

@@ -30,10 +30,23 @@ const ack = (o: Record<string, unknown> = {}): Record<string, unknown> => ({
   authority_epoch: 7n,
   request_id: id16(50),
   session_seq: 3n,
-  body: { scope, snapshot_revision: 2n, snapshot_digest: id32(9), accepted: true, enforcement_applied: true, dns_applied: true, errors: [] },
+  body: {
+    scope,
+    snapshot_revision: 2n,
+    snapshot_digest: id32(9),
+    accepted: true,
+    enforcement_applied: true,
+    dns_applied: true,
+    errors: [],
+  },
   ...o,
 });
-const bytesOf = (o: Record<string, unknown>): Uint8Array => ok(Either.mapLeft(encode(o as never), (e) => { throw e; }));
+const bytesOf = (o: Record<string, unknown>): Uint8Array =>
+  ok(
+    Either.mapLeft(encode(o as never), (e) => {
+      throw e;
+    }),
+  );
 
 // Each defect, and the code it must produce when it is the only one (spec §3.2 order).
 const DEFECTS = {
@@ -93,10 +106,24 @@ describe('B validates a request in the order of spec §3.2', () => {
   it('a non-member identity is unauthorized; B→A kinds are not requests to B; report messages need no session', () => {
     const notMember = { ...ctx, isMember: () => false };
     expect(errCode(validateRequest(build(new Set()).bytes, notMember))).toBe('unauthorized');
-    const push = { ...ack(), kind: 'snapshot.push', body: { snapshot: { scope, snapshot_revision: 1n, resources: [], listeners: [], grants: [], withdrawals: [] }, snapshot_digest: id32(3) } };
+    const push = {
+      ...ack(),
+      kind: 'snapshot.push',
+      body: {
+        snapshot: { scope, snapshot_revision: 1n, resources: [], listeners: [], grants: [], withdrawals: [] },
+        snapshot_digest: id32(3),
+      },
+    };
     expect(errCode(validateRequest(bytesOf(push), ctx))).toBe('unsupported-field');
-    const headMsg = { ...ack(), kind: 'report.head', body: { scope: { publisher_identity: ME, nsd_id: NSD, network_id: NET } } } as Record<string, unknown>;
+    const headMsg = {
+      ...ack(),
+      kind: 'report.head',
+      body: { scope: { publisher_identity: ME, nsd_id: NSD, network_id: NET } },
+    } as Record<string, unknown>;
     delete headMsg['session_seq'];
-    expect(ok(validateRequest(encodeMessage(headMsg as Message), { ...ctx, fences: () => ({ ...current, session: null }) })).kind).toBe('report.head');
+    expect(
+      ok(validateRequest(encodeMessage(headMsg as Message), { ...ctx, fences: () => ({ ...current, session: null }) }))
+        .kind,
+    ).toBe('report.head');
   });
 });

@@ -35,7 +35,11 @@ const newWho = async (net = NET): Promise<Who> => {
 const boot = async (w: Who, gen = 1n): Promise<bigint> => {
   w.gen = gen;
   w.rid = rid16();
-  const b = await reply(authority, w, msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }));
+  const b = await reply(
+    authority,
+    w,
+    msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }),
+  );
   expect(b.kind).toBe('runtime.bind.result');
   w.epoch = authority.epoch;
   const s = await reply(authority, w, msg(w, 'session.open', {}, { session_seq: 1n }));
@@ -83,7 +87,11 @@ describe('B on PostgreSQL', () => {
     const stale = await reply(fresh, w, msg(w, 'report.head', { scope: pubScope(w) }));
     expect(code(stale)).toBe('stale-epoch'); // message carries the old epoch
     // a new bind (same instance, idempotent; bootstrap with a null epoch) hands out the new epoch
-    const b = await reply(fresh, w, msg({ ...w, epoch: null }, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }));
+    const b = await reply(
+      fresh,
+      w,
+      msg({ ...w, epoch: null }, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }),
+    );
     expect(b.kind === 'runtime.bind.result' && (b.body as { authority_epoch: bigint }).authority_epoch).toBe(t2.epoch);
     authority = fresh;
     store = s2;
@@ -94,18 +102,46 @@ describe('B on PostgreSQL', () => {
     const f0 = await reply(authority, w, msg(w, 'runtime.floor', {}));
     expect(f0.kind === 'runtime.floor.result' && (f0.body as { runtime_status: string }).runtime_status).toBe('none');
     await boot(w, 5n);
-    const same = await reply(authority, w, msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }));
+    const same = await reply(
+      authority,
+      w,
+      msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }),
+    );
     expect(same.kind).toBe('runtime.bind.result');
     const other = { ...w, rid: rid16() };
-    expect(code(await reply(authority, w, msg(other, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false })))).toBe('stale-runtime');
+    expect(
+      code(
+        await reply(
+          authority,
+          w,
+          msg(other, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }),
+        ),
+      ),
+    ).toBe('stale-runtime');
     const lower = { ...w, gen: 4n, rid: rid16() };
-    expect(code(await reply(authority, w, msg(lower, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false })))).toBe('stale-runtime');
+    expect(
+      code(
+        await reply(
+          authority,
+          w,
+          msg(lower, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }),
+        ),
+      ),
+    ).toBe('stale-runtime');
     const recovery = { ...w, gen: 6n, rid: rid16() };
-    expect(code(await reply(authority, w, msg(recovery, 'runtime.bind', { mode: 'recovery', floor_request_id: rid16(), owner_recovery: false })))).toBe(
-      'runtime-recovery-required',
-    );
+    expect(
+      code(
+        await reply(
+          authority,
+          w,
+          msg(recovery, 'runtime.bind', { mode: 'recovery', floor_request_id: rid16(), owner_recovery: false }),
+        ),
+      ),
+    ).toBe('runtime-recovery-required');
     const f1 = await reply(authority, w, msg({ ...w, gen: null, rid: null, epoch: null }, 'runtime.floor', {}));
-    expect(f1.kind === 'runtime.floor.result' && (f1.body as { runtime_generation: bigint }).runtime_generation).toBe(5n);
+    expect(f1.kind === 'runtime.floor.result' && (f1.body as { runtime_generation: bigint }).runtime_generation).toBe(
+      5n,
+    );
   });
 
   it('M6-13 session.open: higher accepted, same seq+request idempotent, lower or other request stale-session', async () => {
@@ -135,22 +171,33 @@ describe('B on PostgreSQL', () => {
     await boot(w);
     // an Authority whose outbox rows are never cleared, so the rows written by the report transactions stay visible
     // (a production clears them with its own COMMIT, through the transaction's clearOutbox)
-    const keepRows: AuthorityStore = { ...store, transact: (e, fn) => store.transact(e, (tx) => fn({ ...tx, clearOutbox: async () => undefined })) };
+    const keepRows: AuthorityStore = {
+      ...store,
+      transact: (e, fn) => store.transact(e, (tx) => fn({ ...tx, clearOutbox: async () => undefined })),
+    };
     const keep = new Authority({ store: keepRows, nsdId, epoch: authority.epoch, now });
     await authority.idle();
     const outbox0 = await count('outbox');
     const r1 = await reply(keep, w, msg(w, 'report.replace', replaceBody(w, 1n, [decl('web', 'Web'), decl('db')])));
     expect(r1.kind).toBe('report.accepted');
-    const b1 = (r1.body as { bindings: { declaration_key: string; service_ref: { service_id: Uint8Array } }[] }).bindings;
+    const b1 = (r1.body as { bindings: { declaration_key: string; service_ref: { service_id: Uint8Array } }[] })
+      .bindings;
     expect(b1.map((b) => b.declaration_key)).toEqual(['db', 'web']);
     expect(await count('outbox')).toBe(outbox0 + 1);
     const again = await reply(keep, w, msg(w, 'report.replace', replaceBody(w, 1n, [decl('web', 'Web'), decl('db')])));
     expect(again.kind).toBe('report.accepted');
     expect(await count('outbox')).toBe(outbox0 + 1);
-    expect(code(await reply(keep, w, msg(w, 'report.replace', replaceBody(w, 1n, [decl('web')]))))).toBe('digest-conflict');
-    const r2 = await reply(keep, w, msg(w, 'report.replace', replaceBody(w, 2n, [decl('web', 'Renamed'), decl('cache')])));
+    expect(code(await reply(keep, w, msg(w, 'report.replace', replaceBody(w, 1n, [decl('web')]))))).toBe(
+      'digest-conflict',
+    );
+    const r2 = await reply(
+      keep,
+      w,
+      msg(w, 'report.replace', replaceBody(w, 2n, [decl('web', 'Renamed'), decl('cache')])),
+    );
     const b2 = (r2.body as typeof r1.body & { bindings: typeof b1 }).bindings;
-    const id = (bs: typeof b1, k: string) => Buffer.from(bs.find((b) => b.declaration_key === k)!.service_ref.service_id).toString('hex');
+    const id = (bs: typeof b1, k: string) =>
+      Buffer.from(bs.find((b) => b.declaration_key === k)!.service_ref.service_id).toString('hex');
     expect(id(b2, 'web')).toBe(id(b1, 'web')); // display-name change keeps the ServiceRef
     expect(b2.map((b) => b.declaration_key)).toEqual(['cache', 'web']); // db withdrawn
     expect(code(await reply(keep, w, msg(w, 'report.replace', replaceBody(w, 1n, [decl('x')]))))).toBe('stale-report');
@@ -173,7 +220,9 @@ describe('B on PostgreSQL', () => {
     await boot(w);
     const old = { ...w };
     await boot(w, 2n);
-    expect(code(await reply(authority, w, msg(old, 'report.replace', replaceBody(old, 9n, [decl('a')]))))).toBe('stale-runtime');
+    expect(code(await reply(authority, w, msg(old, 'report.replace', replaceBody(old, 9n, [decl('a')]))))).toBe(
+      'stale-runtime',
+    );
   });
 
   it('M6-23 M6-26 snapshots per target+Network: a new revision only when content changes; ACK recorded once, idempotent, never for an unknown revision', async () => {
@@ -193,16 +242,54 @@ describe('B on PostgreSQL', () => {
     const s2 = SnapshotPushBody.decodeOrThrow((await authority.produceFor(con.identity, NET))!);
     expect(s2.snapshot.snapshot_revision).toBe(s1.snapshot.snapshot_revision + 1n);
     const ack = (rev: bigint, digest: Uint8Array, enforcement = true) =>
-      msg(con, 'snapshot.ack', { scope: subScope(con), snapshot_revision: rev, snapshot_digest: digest, accepted: true, enforcement_applied: enforcement, dns_applied: false, errors: [] }, { session_seq: 1n });
+      msg(
+        con,
+        'snapshot.ack',
+        {
+          scope: subScope(con),
+          snapshot_revision: rev,
+          snapshot_digest: digest,
+          accepted: true,
+          enforcement_applied: enforcement,
+          dns_applied: false,
+          errors: [],
+        },
+        { session_seq: 1n },
+      );
     const acks0 = await count('ack');
-    expect((await reply(authority, con, ack(s2.snapshot.snapshot_revision, s2.snapshot_digest))).kind).toBe('snapshot.ack.result');
-    expect((await reply(authority, con, ack(s2.snapshot.snapshot_revision, s2.snapshot_digest))).kind).toBe('snapshot.ack.result');
-    expect(await count('ack')).toBe(acks0 + 1);
-    expect(code(await reply(authority, con, ack(s2.snapshot.snapshot_revision, s2.snapshot_digest, false)))).toBe('digest-conflict');
-    expect(code(await reply(authority, con, ack(99n, s2.snapshot_digest)))).toBe('stale-snapshot');
-    expect(code(await reply(authority, con, msg(con, 'snapshot.ack', { scope: subScope(con), snapshot_revision: 1n, snapshot_digest: s1.snapshot_digest, accepted: true, enforcement_applied: true, dns_applied: true, errors: [] }, { session_seq: 7n })))).toBe(
-      'stale-session',
+    expect((await reply(authority, con, ack(s2.snapshot.snapshot_revision, s2.snapshot_digest))).kind).toBe(
+      'snapshot.ack.result',
     );
+    expect((await reply(authority, con, ack(s2.snapshot.snapshot_revision, s2.snapshot_digest))).kind).toBe(
+      'snapshot.ack.result',
+    );
+    expect(await count('ack')).toBe(acks0 + 1);
+    expect(code(await reply(authority, con, ack(s2.snapshot.snapshot_revision, s2.snapshot_digest, false)))).toBe(
+      'digest-conflict',
+    );
+    expect(code(await reply(authority, con, ack(99n, s2.snapshot_digest)))).toBe('stale-snapshot');
+    expect(
+      code(
+        await reply(
+          authority,
+          con,
+          msg(
+            con,
+            'snapshot.ack',
+            {
+              scope: subScope(con),
+              snapshot_revision: 1n,
+              snapshot_digest: s1.snapshot_digest,
+              accepted: true,
+              enforcement_applied: true,
+              dns_applied: true,
+              errors: [],
+            },
+            { session_seq: 7n },
+          ),
+        ),
+      ),
+    ).toBe('stale-session');
   });
 
   it('M6-60 a corrupt report row is state-inconsistent for that scope only; the others keep working', async () => {
@@ -217,7 +304,9 @@ describe('B on PostgreSQL', () => {
     await c.query(`UPDATE service_control.report SET digest = '\\x00' WHERE identity = $1`, [Buffer.from(a.identity)]);
     await c.end();
     expect(code(await reply(authority, a, msg(a, 'report.head', { scope: pubScope(a) })))).toBe('state-inconsistent');
-    expect(code(await reply(authority, a, msg(a, 'report.replace', replaceBody(a, 2n, [decl('z')]))))).toBe('state-inconsistent');
+    expect(code(await reply(authority, a, msg(a, 'report.replace', replaceBody(a, 2n, [decl('z')]))))).toBe(
+      'state-inconsistent',
+    );
     expect(code(await reply(authority, b, msg(b, 'report.replace', replaceBody(b, 2n, [decl('z')]))))).toBe('ok');
   });
 
@@ -242,21 +331,56 @@ describe('B on PostgreSQL', () => {
     w.rid = rid16();
     await reply(clocked, w, msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }));
     w.epoch = clocked.epoch;
-    const obj = (o: Partial<Record<string, unknown>> = {}) => ({ nsd_id: nsdId, subject_identity: w.identity, runtime_generation: 1n, runtime_id: w.rid, authority_epoch: w.epoch, ...o });
-    const beat = async (payload: Record<string, unknown>) => MachineHeartbeatResultCodec.decodeOrThrow(await clocked.heartbeat(w.identity, MachineHeartbeatCodec.encodeOrThrow(payload as never)));
+    const obj = (o: Partial<Record<string, unknown>> = {}) => ({
+      nsd_id: nsdId,
+      subject_identity: w.identity,
+      runtime_generation: 1n,
+      runtime_id: w.rid,
+      authority_epoch: w.epoch,
+      ...o,
+    });
+    const beat = async (payload: Record<string, unknown>) =>
+      MachineHeartbeatResultCodec.decodeOrThrow(
+        await clocked.heartbeat(w.identity, MachineHeartbeatCodec.encodeOrThrow(payload as never)),
+      );
     t += 20_000;
     expect(await beat({ network_id: w.networkId, service_control: obj() })).toEqual({ accepted: true, error: null });
-    expect(await beat({ network_id: w.networkId, service_control: obj({ authority_epoch: w.epoch! + 1n }) })).toEqual({ accepted: false, error: 'stale-epoch' });
-    expect(await beat({ network_id: w.networkId, service_control: obj({ runtime_id: rid16() }) })).toEqual({ accepted: false, error: 'stale-runtime' });
+    expect(await beat({ network_id: w.networkId, service_control: obj({ authority_epoch: w.epoch! + 1n }) })).toEqual({
+      accepted: false,
+      error: 'stale-epoch',
+    });
+    expect(await beat({ network_id: w.networkId, service_control: obj({ runtime_id: rid16() }) })).toEqual({
+      accepted: false,
+      error: 'stale-runtime',
+    });
     expect(await beat({ network_id: w.networkId })).toEqual({ accepted: true, error: null }); // plain: no liveness
     // at 45 s the instance is still live only because of the bound heartbeat at 20 s (deadline 50 s)
     t += 25_000;
     const takeover = { ...w, gen: 2n, rid: rid16(), epoch: null };
-    expect(code(await reply(clocked, w, msg(takeover, 'runtime.bind', { mode: 'recovery', floor_request_id: rid16(), owner_recovery: false })))).toBe('runtime-recovery-required');
+    expect(
+      code(
+        await reply(
+          clocked,
+          w,
+          msg(takeover, 'runtime.bind', { mode: 'recovery', floor_request_id: rid16(), owner_recovery: false }),
+        ),
+      ),
+    ).toBe('runtime-recovery-required');
     // after the deadline a late heartbeat never revives it, and the recovery bind is accepted
     t += 10_000;
-    expect(await beat({ network_id: w.networkId, service_control: obj() })).toEqual({ accepted: false, error: 'stale-runtime' });
-    expect((await reply(clocked, w, msg(takeover, 'runtime.bind', { mode: 'recovery', floor_request_id: rid16(), owner_recovery: false }))).kind).toBe('runtime.bind.result');
+    expect(await beat({ network_id: w.networkId, service_control: obj() })).toEqual({
+      accepted: false,
+      error: 'stale-runtime',
+    });
+    expect(
+      (
+        await reply(
+          clocked,
+          w,
+          msg(takeover, 'runtime.bind', { mode: 'recovery', floor_request_id: rid16(), owner_recovery: false }),
+        )
+      ).kind,
+    ).toBe('runtime.bind.result');
   });
 
   it('M6-15 machine.auth checks the object against the persisted binding in the transaction that writes active_runtime_id; never binds or preempts', async () => {
@@ -267,20 +391,40 @@ describe('B on PostgreSQL', () => {
       MachineHeartbeatResultCodec.decodeOrThrow(
         await authority.machineAuth(
           who.identity,
-          MachineAuthRequestCodec.encodeOrThrow({ network_id: who.networkId, runtime_id: Buffer.from(rid ?? new Uint8Array(16).fill(1)).toString('hex'), capabilities: [], ...(o === undefined ? {} : { service_control: o }) } as never),
+          MachineAuthRequestCodec.encodeOrThrow({
+            network_id: who.networkId,
+            runtime_id: Buffer.from(rid ?? new Uint8Array(16).fill(1)).toString('hex'),
+            capabilities: [],
+            ...(o === undefined ? {} : { service_control: o }),
+          } as never),
         ),
       );
-    const active = async (who: Who) => (await sql(`SELECT active_runtime_id FROM service_control.machine WHERE identity = '\\x${Buffer.from(who.identity).toString('hex')}'`))[0]?.['active_runtime_id'] ?? null;
+    const active = async (who: Who) =>
+      (
+        await sql(
+          `SELECT active_runtime_id FROM service_control.machine WHERE identity = '\\x${Buffer.from(who.identity).toString('hex')}'`,
+        )
+      )[0]?.['active_runtime_id'] ?? null;
     // a legacy identity (no M6 runtime) keeps the old semantics without the object
     expect(await auth(legacy, undefined)).toEqual({ accepted: true, error: null });
     await boot(w);
-    const obj = (o: Record<string, unknown> = {}) => ({ nsd_id: nsdId, subject_identity: w.identity, runtime_generation: w.gen, runtime_id: w.rid, authority_epoch: w.epoch, ...o });
+    const obj = (o: Record<string, unknown> = {}) => ({
+      nsd_id: nsdId,
+      subject_identity: w.identity,
+      runtime_generation: w.gen,
+      runtime_id: w.rid,
+      authority_epoch: w.epoch,
+      ...o,
+    });
     expect(await auth(w, obj())).toEqual({ accepted: true, error: null });
     expect(await active(w)).toBe(Buffer.from(w.rid!).toString('hex'));
     // once the identity has an M6 runtime: no object, another instance or another epoch cannot overwrite it
     const other = rid16();
     expect(await auth(w, undefined, other)).toEqual({ accepted: false, error: 'stale-runtime' });
-    expect(await auth(w, obj({ runtime_id: other, runtime_generation: w.gen! + 1n }), other)).toEqual({ accepted: false, error: 'stale-runtime' });
+    expect(await auth(w, obj({ runtime_id: other, runtime_generation: w.gen! + 1n }), other)).toEqual({
+      accepted: false,
+      error: 'stale-runtime',
+    });
     expect(await auth(w, obj({ authority_epoch: w.epoch! + 1n }))).toEqual({ accepted: false, error: 'stale-epoch' });
     expect(await active(w)).toBe(Buffer.from(w.rid!).toString('hex'));
     // machine.auth did not bind anything: the runtime binding is still the bound pair

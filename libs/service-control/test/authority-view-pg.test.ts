@@ -44,7 +44,9 @@ describe('snapshot content beyond resources (B on PostgreSQL)', () => {
       if (Either.isLeft(r)) throw r.left;
       return r.right as Message & { body: Record<string, unknown> };
     };
-    expect((await send(msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }))).kind).toBe('runtime.bind.result');
+    expect(
+      (await send(msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }))).kind,
+    ).toBe('runtime.bind.result');
     w.epoch = B.epoch;
     expect((await send(msg(w, 'session.open', {}, { session_seq: 1n }))).kind).toBe('session.open.result');
     const snapshotOf = async (target: Uint8Array) => {
@@ -55,7 +57,9 @@ describe('snapshot content beyond resources (B on PostgreSQL)', () => {
     };
 
     // report → offer: the publisher's listener intent at the proposal (state offered)
-    expect((await send(msg(w, 'report.replace', replaceBody(w, 1n, [decl('web', null, 8080)])))).kind).toBe('report.accepted');
+    expect((await send(msg(w, 'report.replace', replaceBody(w, 1n, [decl('web', null, 8080)])))).kind).toBe(
+      'report.accepted',
+    );
     const s1 = await snapshotOf(pub);
     const l1 = s1.snapshot.listeners[0];
     expect(l1?.state).toBe('offered');
@@ -70,7 +74,9 @@ describe('snapshot content beyond resources (B on PostgreSQL)', () => {
     expect(Either.isRight(apply(s1))).toBe(true);
 
     // the backend changes while the proposal is unconfirmed: a new intent digest under a NEW listener revision
-    expect((await send(msg(w, 'report.replace', replaceBody(w, 2n, [decl('web', null, 8081)])))).kind).toBe('report.accepted');
+    expect((await send(msg(w, 'report.replace', replaceBody(w, 2n, [decl('web', null, 8081)])))).kind).toBe(
+      'report.accepted',
+    );
     const s2 = await snapshotOf(pub);
     const l2 = s2.snapshot.listeners[0];
     expect(l2?.backend_port).toBe(8081);
@@ -86,7 +92,9 @@ describe('snapshot content beyond resources (B on PostgreSQL)', () => {
     const edit = await B.authority.editPolicy(serviceId, { consumer: con, protocols: ['tcp'] });
     expect(Either.isRight(edit) && edit.right).toEqual({ outcome: 'changed', policyVersion: 2n });
     const [sp, sc, ss] = [await snapshotOf(pub), await snapshotOf(con), await snapshotOf(stranger)];
-    expect(sp.snapshot.grants.map((g) => [toHex(g.consumer_identity), g.grant_version, g.policy_version])).toEqual([[toHex(con), 1n, 2n]]);
+    expect(sp.snapshot.grants.map((g) => [toHex(g.consumer_identity), g.grant_version, g.policy_version])).toEqual([
+      [toHex(con), 1n, 2n],
+    ]);
     expect(sc.snapshot.grants).toEqual(sp.snapshot.grants);
     expect(ss.snapshot.grants).toEqual([]);
     expect(sc.snapshot.listeners).toEqual([]);

@@ -4,7 +4,12 @@ import { Either } from 'effect';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { type Bytes, toHex } from '../src/domain/bytes.js';
-import { type RegistryEntry, type ServiceAuthorization, compileAuthorization, sourceKey } from '../src/domain/authorization.js';
+import {
+  type RegistryEntry,
+  type ServiceAuthorization,
+  compileAuthorization,
+  sourceKey,
+} from '../src/domain/authorization.js';
 import type { GrantEntry } from '../src/domain/snapshot.js';
 import { id16, id32, sha } from './helpers.js';
 
@@ -12,14 +17,20 @@ const nsd = id16(1);
 const net = id16(2);
 const pub = id32(3);
 const consumers = [id32(10), id32(11), id32(12)] as const;
-const svc = (n: number, sources: readonly { consumer: Bytes; protocols: readonly string[] }[], policyVersion = 1n, listenerRevision = 1n): ServiceAuthorization => ({
+const svc = (
+  n: number,
+  sources: readonly { consumer: Bytes; protocols: readonly string[] }[],
+  policyVersion = 1n,
+  listenerRevision = 1n,
+): ServiceAuthorization => ({
   ref: { nsdId: nsd, networkId: net, serviceId: id16(100 + n) },
   publisher: pub,
   policyVersion,
   listenerRevision,
   sources,
 });
-const digest = (_r: unknown, _p: Bytes, c: Bytes, protocols: readonly string[]) => sha(`${toHex(c)}|${protocols.join(',')}`);
+const digest = (_r: unknown, _p: Bytes, c: Bytes, protocols: readonly string[]) =>
+  sha(`${toHex(c)}|${protocols.join(',')}`);
 
 /** One production: compile, then apply the changed rows to the registry (what the store does). */
 const produce = (
@@ -37,7 +48,14 @@ const always = () => true;
 
 describe('authorization compiler (B)', () => {
   it('M6-27 every source of an active service gets a Grant with sorted protocols, its policy version and a source digest; a second identical production changes no row', () => {
-    const s = svc(1, [{ consumer: consumers[0], protocols: ['udp', 'tcp'] }, { consumer: consumers[1], protocols: ['tcp'] }], 4n);
+    const s = svc(
+      1,
+      [
+        { consumer: consumers[0], protocols: ['udp', 'tcp'] },
+        { consumer: consumers[1], protocols: ['tcp'] },
+      ],
+      4n,
+    );
     const first = produce({ rows: [], lastVersion: null }, [s], always);
     expect(first.out.grants.map((g) => [toHex(g.consumer), g.protocols, g.policyVersion, g.version])).toEqual([
       [toHex(consumers[0]), ['tcp', 'udp'], 4n, 1n],
@@ -52,7 +70,10 @@ describe('authorization compiler (B)', () => {
   });
 
   it('M6-27 a removed source becomes a source Withdrawal at the current listener revision; re-adding it gives a new grant_version, other sources keep theirs', () => {
-    const both = [{ consumer: consumers[0], protocols: ['tcp'] }, { consumer: consumers[1], protocols: ['tcp'] }];
+    const both = [
+      { consumer: consumers[0], protocols: ['tcp'] },
+      { consumer: consumers[1], protocols: ['tcp'] },
+    ];
     const p1 = produce({ rows: [], lastVersion: null }, [svc(1, both, 1n, 1n)], always);
     const p2 = produce(p1.registry, [svc(1, [both[1] as (typeof both)[number]], 2n, 2n)], always);
     expect(p2.out.withdrawals.map((w) => [toHex(w.consumer), w.listenerRevision])).toEqual([[toHex(consumers[0]), 2n]]);
@@ -94,7 +115,9 @@ describe('authorization compiler (B)', () => {
         let policyVersion = 1n;
         for (const st of steps) {
           policyVersion++;
-          const sources = new Map(st.sources.map((x) => [x.c, { consumer: consumers[x.c] as Bytes, protocols: x.tcp ? ['tcp'] : ['udp'] }]));
+          const sources = new Map(
+            st.sources.map((x) => [x.c, { consumer: consumers[x.c] as Bytes, protocols: x.tcp ? ['tcp'] : ['udp'] }]),
+          );
           const services = st.live ? [svc(1, [...sources.values()], policyVersion, policyVersion)] : [];
           const { out, registry: next } = produce(registry, services, () => st.held);
           const now = new Map(out.grants.map((g) => [sourceKey(g.ref.serviceId, g.consumer), g as GrantEntry]));
@@ -112,10 +135,13 @@ describe('authorization compiler (B)', () => {
             }
           }
           if (st.live)
-            for (const k of prev.keys()) if (!now.has(k)) expect(out.withdrawals.some((w) => sourceKey(w.ref.serviceId, w.consumer) === k)).toBe(true);
+            for (const k of prev.keys())
+              if (!now.has(k))
+                expect(out.withdrawals.some((w) => sourceKey(w.ref.serviceId, w.consumer) === k)).toBe(true);
           const versions = out.grants.map((g) => g.version);
           expect(new Set(versions).size).toBe(versions.length);
-          if (registry.lastVersion !== null && next.lastVersion !== null) expect(next.lastVersion >= registry.lastVersion).toBe(true);
+          if (registry.lastVersion !== null && next.lastVersion !== null)
+            expect(next.lastVersion >= registry.lastVersion).toBe(true);
           registry = next;
           prev = now;
         }

@@ -61,7 +61,12 @@ describe('fenced transaction commit (decision 0161)', () => {
 
   it('M6-26 a transaction that only read and locked rows (fence, report, ACK records) commits without waiting for the flush', async () => {
     const read = await run(async (tx) =>
-      Promise.all([tx.fence(identity, NET, { session: true }), tx.lockReport(identity, NET), tx.acks(identity, NET, 1n, 1n), tx.producedDigests(identity, NET, 1n)]),
+      Promise.all([
+        tx.fence(identity, NET, { session: true }),
+        tx.lockReport(identity, NET),
+        tx.acks(identity, NET, 1n, 1n),
+        tx.producedDigests(identity, NET, 1n),
+      ]),
     );
     expect(read.value[0].member).toBe(true);
     expect(read.commit).toMatch(/SET LOCAL synchronous_commit = off;\s*COMMIT$/);
@@ -74,12 +79,16 @@ describe('prepared statements in the batch (decision 0194)', () => {
     try {
       const read = async () => {
         sent.length = 0;
-        const r = await one.transact(epoch, async (tx) => Either.right(await Promise.all([tx.fence(identity, NET), tx.lockReport(identity, NET)])));
+        const r = await one.transact(epoch, async (tx) =>
+          Either.right(await Promise.all([tx.fence(identity, NET), tx.lockReport(identity, NET)])),
+        );
         if (Either.isLeft(r)) throw r.left;
         return { value: r.right, sql: sent.join('\n') };
       };
       const first = await read();
-      expect(first.sql).toMatch(/PREPARE sc_[0-9a-f]{20} AS SELECT member, runtime, session FROM service_control\.fence_rows\(\$1::bytea, \$2::bytea, \$3::boolean\)/);
+      expect(first.sql).toMatch(
+        /PREPARE sc_[0-9a-f]{20} AS SELECT member, runtime, session FROM service_control\.fence_rows\(\$1::bytea, \$2::bytea, \$3::boolean\)/,
+      );
       expect(first.sql).toMatch(/EXECUTE sc_[0-9a-f]{20}\('\\x[0-9a-f]{64}'/); // the identity as a parameter value
       expect(first.sql).toMatch(/^BEGIN;/);
       const second = await read();
@@ -110,4 +119,3 @@ describe('prepared statements in the batch (decision 0194)', () => {
     }
   });
 });
-

@@ -20,12 +20,25 @@ const listener = (digest = sha('intent')): ListenerIntentWire => ({
   enforcement_policy_version: 1n,
   enforcement_policy_digest: sha('policy'),
   intent_digest: digest,
-  proposal: { service_ref: SVC, listener_revision: 1n, intent_digest: digest, allocation_round: 1n, proposal_seq: 1n, proposal_id: id16(9), P: 40000, candidate_index: 1 },
+  proposal: {
+    service_ref: SVC,
+    listener_revision: 1n,
+    intent_digest: digest,
+    allocation_round: 1n,
+    proposal_seq: 1n,
+    proposal_id: id16(9),
+    P: 40000,
+    candidate_index: 1,
+  },
   state: 'ready',
 });
 
 /** A node that has installed every listener exactly as its intent says (the endpoint table's part: test/daemon-ready.test.ts). */
-const installedAsIntent = (_publisher: Uint8Array, l: ListenerIntentWire) => ({ installed_protocols: l.protocols, installed_P: l.P ?? 0, enforcement_policy_digest: l.enforcement_policy_digest });
+const installedAsIntent = (_publisher: Uint8Array, l: ListenerIntentWire) => ({
+  installed_protocols: l.protocols,
+  installed_P: l.P ?? 0,
+  enforcement_policy_digest: l.enforcement_policy_digest,
+});
 
 /** A scripted B: grants `remaining` (30000 minus its own processing), after `latency` ms of the fake clock. */
 const harness = () => {
@@ -39,7 +52,12 @@ const harness = () => {
     clock: { nowMs: () => clock.now, resolutionMs: 0 },
     session: () => ({ authorityEpoch: epoch, runtimeGeneration: 1n, runtimeId: id16(5), sessionSeq: 1n }),
     call: async (kind, body, requestId) => {
-      const b = body as { refresh_seq: bigint; service_ref: typeof SVC; listener_revision: bigint; intent_digest: Uint8Array };
+      const b = body as {
+        refresh_seq: bigint;
+        service_ref: typeof SVC;
+        listener_revision: bigint;
+        intent_digest: Uint8Array;
+      };
       sent.push({ kind, t: clock.now, seq: b.refresh_seq });
       clock.now += latency;
       if (mode === 'fail') throw new Error('connection refused');
@@ -121,9 +139,18 @@ describe('A: DaemonLeases', () => {
     await h.leases.onEnforcementAck(ME, { revision: 1n, digest: sha('s1') }, [listener()], 1n);
     await h.leases.onEnforcementAck(ME, { revision: 2n, digest: sha('s2') }, [listener(sha('intent-2'))], 1n);
     // a fresh listener.ready for the new intent, with a seq never used before (the engine ignores older seqs)
-    expect(h.sent.map((s) => [s.kind, s.seq])).toEqual([['listener.ready', 1n], ['listener.ready', 2n]]);
+    expect(h.sent.map((s) => [s.kind, s.seq])).toEqual([
+      ['listener.ready', 1n],
+      ['listener.ready', 2n],
+    ]);
     expect(h.leases.status()[0]?.lastResult).toBe('granted');
-    expect(h.leases.engine.permitStatus({ scope: { identity: ME, nsdId: SVC.nsd_id, networkId: SVC.network_id }, serviceRef: { nsdId: SVC.nsd_id, networkId: SVC.network_id, serviceId: SVC.service_id }, role: 'publisher' })?.intentPending).toBe(false);
+    expect(
+      h.leases.engine.permitStatus({
+        scope: { identity: ME, nsdId: SVC.nsd_id, networkId: SVC.network_id },
+        serviceRef: { nsdId: SVC.nsd_id, networkId: SVC.network_id, serviceId: SVC.service_id },
+        role: 'publisher',
+      })?.intentPending,
+    ).toBe(false);
     await h.leases.onEnforcementAck(ME, { revision: 3n, digest: sha('s3') }, [], 1n);
     expect(h.leases.active(SVC.service_id)).toBe(false);
     expect(h.leases.status()).toEqual([]);
@@ -142,7 +169,11 @@ describe('A: DaemonLeases as a consumer', () => {
   });
   const consumerHarness = (grant: (serviceId: Uint8Array) => boolean) => {
     const clock = { now: 500_000 };
-    const sent: { kind: string; t: number; body: { consumer_seq: bigint; services: { service_ref: typeof SVC; intent_digest: Uint8Array }[] } }[] = [];
+    const sent: {
+      kind: string;
+      t: number;
+      body: { consumer_seq: bigint; services: { service_ref: typeof SVC; intent_digest: Uint8Array }[] };
+    }[] = [];
     const leases = new DaemonLeases({
       readyProof: installedAsIntent,
       clock: { nowMs: () => clock.now, resolutionMs: 0 },
@@ -201,13 +232,25 @@ describe('A: one permit gate (decision 0145)', () => {
     const clock = { now: 1_000 };
     const PUB = id32(7);
     const ref = { ...SVC, service_id: id16(60) };
-    const l: ListenerIntentWire = { ...listener(), service_ref: ref, publisher_identity: PUB, backend_host: null, backend_port: null, proposal: null };
+    const l: ListenerIntentWire = {
+      ...listener(),
+      service_ref: ref,
+      publisher_identity: PUB,
+      backend_host: null,
+      backend_port: null,
+      proposal: null,
+    };
     const leases = new DaemonLeases({
       readyProof: installedAsIntent,
       clock: { nowMs: () => clock.now, resolutionMs: 10 },
       session: () => ({ authorityEpoch: 1n, runtimeGeneration: 1n, runtimeId: id16(5), sessionSeq: 1n }),
       call: async (_kind, body, requestId) => {
-        const b = body as { consumer_seq: bigint; snapshot_revision: bigint; snapshot_digest: Uint8Array; services: { service_ref: typeof SVC; listener_revision: bigint; intent_digest: Uint8Array }[] };
+        const b = body as {
+          consumer_seq: bigint;
+          snapshot_revision: bigint;
+          snapshot_digest: Uint8Array;
+          services: { service_ref: typeof SVC; listener_revision: bigint; intent_digest: Uint8Array }[];
+        };
         clock.now += 50;
         return b.services.map((s) => ({
           request_id: requestId,
@@ -229,7 +272,15 @@ describe('A: one permit gate (decision 0145)', () => {
       },
     });
     const scope = { identity: ME, nsdId: SVC.nsd_id, networkId: SVC.network_id };
-    const grant = { service_ref: ref, publisher_identity: PUB, consumer_identity: ME, protocols: ['tcp' as const], policy_digest: sha('p'), grant_version: 1n, policy_version: 1n };
+    const grant = {
+      service_ref: ref,
+      publisher_identity: PUB,
+      consumer_identity: ME,
+      protocols: ['tcp' as const],
+      policy_digest: sha('p'),
+      grant_version: 1n,
+      policy_version: 1n,
+    };
     expect(leases.openSimulatedFlow(ref.service_id).verdict).toBe('ownership'); // nothing consumed yet
     leases.onSnapshotGrants(scope, [grant]);
     await leases.onEnforcementAck(ME, { revision: 1n, digest: sha('s1') }, [l], 1n);
@@ -241,21 +292,39 @@ describe('A: one permit gate (decision 0145)', () => {
     leases.onSnapshotGrants(scope, []); // B revoked the consumer's Grant
     expect(leases.checkSimulatedFlows().map((f) => f.verdict)).toEqual(['no-source-grant']);
     expect(leases.openSimulatedFlow(ref.service_id).verdict).toBe('no-source-grant');
-    expect(leases.forwarder.teardownLog.map((e) => e.step)).toEqual(['gate', 'cancel', 'drop-queues', 'abort-tcp', 'delete-associations']);
+    expect(leases.forwarder.teardownLog.map((e) => e.step)).toEqual([
+      'gate',
+      'cancel',
+      'drop-queues',
+      'abort-tcp',
+      'delete-associations',
+    ]);
   });
 
   it('M6-62 M6-36 a new authority epoch closes the consumer permit at once: the flow is denied until a new acquire under the new epoch is granted, and the old flow never revives', async () => {
     const clock = { now: 5_000 };
     const PUB = id32(8);
     const ref = { ...SVC, service_id: id16(61) };
-    const l: ListenerIntentWire = { ...listener(), service_ref: ref, publisher_identity: PUB, backend_host: null, backend_port: null, proposal: null };
+    const l: ListenerIntentWire = {
+      ...listener(),
+      service_ref: ref,
+      publisher_identity: PUB,
+      backend_host: null,
+      backend_port: null,
+      proposal: null,
+    };
     let epoch = 1n;
     const leases = new DaemonLeases({
       readyProof: installedAsIntent,
       clock: { nowMs: () => clock.now, resolutionMs: 10 },
       session: () => ({ authorityEpoch: epoch, runtimeGeneration: 1n, runtimeId: id16(5), sessionSeq: epoch }),
       call: async (_kind, body, requestId) => {
-        const b = body as { consumer_seq: bigint; snapshot_revision: bigint; snapshot_digest: Uint8Array; services: { service_ref: typeof SVC; listener_revision: bigint; intent_digest: Uint8Array }[] };
+        const b = body as {
+          consumer_seq: bigint;
+          snapshot_revision: bigint;
+          snapshot_digest: Uint8Array;
+          services: { service_ref: typeof SVC; listener_revision: bigint; intent_digest: Uint8Array }[];
+        };
         clock.now += 20;
         return b.services.map((s) => ({
           request_id: requestId,

@@ -25,7 +25,11 @@ const NET = id16(2);
 const ref = (svc: number) => ({ nsd_id: NSD, network_id: NET, service_id: id16(svc) });
 
 /** An own listener as B's snapshot carries it: `state` is B's view (offered until B has A's answer). */
-const listener = (svc: number, P: number, o: { seq?: bigint; round?: bigint; state?: ListenerIntentWire['state']; protocols?: ('tcp' | 'udp')[] } = {}): ListenerIntentWire => {
+const listener = (
+  svc: number,
+  P: number,
+  o: { seq?: bigint; round?: bigint; state?: ListenerIntentWire['state']; protocols?: ('tcp' | 'udp')[] } = {},
+): ListenerIntentWire => {
   const seq = o.seq ?? 1n;
   const digest = sha(`intent-${svc}-${seq}`);
   return {
@@ -39,7 +43,16 @@ const listener = (svc: number, P: number, o: { seq?: bigint; round?: bigint; sta
     enforcement_policy_version: 1n,
     enforcement_policy_digest: sha(`policy-${svc}`),
     intent_digest: digest,
-    proposal: { service_ref: ref(svc), listener_revision: seq, intent_digest: digest, allocation_round: o.round ?? 1n, proposal_seq: seq, proposal_id: id16(900 + svc * 16 + Number(seq)), P, candidate_index: 1 },
+    proposal: {
+      service_ref: ref(svc),
+      listener_revision: seq,
+      intent_digest: digest,
+      allocation_round: o.round ?? 1n,
+      proposal_seq: seq,
+      proposal_id: id16(900 + svc * 16 + Number(seq)),
+      P,
+      candidate_index: 1,
+    },
     state: o.state ?? 'offered',
   };
 };
@@ -62,7 +75,12 @@ const node = (path: string) => {
     call: async (kind, raw, requestId) => {
       const body = raw as ListenerReadyBodyWire;
       const P = BigInt(body.P);
-      sent.push({ kind, body, phase: endpointOf(store.read(), ME, P).phase, observed: installer.observe(ME, P) !== null });
+      sent.push({
+        kind,
+        body,
+        phase: endpointOf(store.read(), ME, P).phase,
+        observed: installer.observe(ME, P) !== null,
+      });
       clock.now += 200;
       const item: LeaseResultItemWire = {
         request_id: requestId,
@@ -82,7 +100,8 @@ const node = (path: string) => {
       return [item];
     },
   });
-  const arbitrate = (l: ListenerIntentWire) => arbiter.onProposal(ME, proposalFromWire(l.proposal as NonNullable<ListenerIntentWire['proposal']>));
+  const arbitrate = (l: ListenerIntentWire) =>
+    arbiter.onProposal(ME, proposalFromWire(l.proposal as NonNullable<ListenerIntentWire['proposal']>));
   const status = (svc: number) => leases.status().find((s) => s.service === Buffer.from(id16(svc)).toString('hex'));
   const claimed = (l: ListenerIntentWire) => claims.add(Buffer.from(l.proposal?.proposal_id ?? []).toString('hex'));
   return { clock, store, installer, arbiter, leases, sent, arbitrate, status, claimed };
@@ -114,7 +133,11 @@ describe('A: listener.ready only for what this node installed (decision 0197)', 
     expect(a.sent.map((s) => [s.kind, s.phase, s.observed])).toEqual([['listener.ready', 'installed-closed', true]]);
     const body = a.sent[0]?.body as ListenerReadyBodyWire;
     const ep = endpointOf(a.store.read(), ME, 40000n);
-    expect(body.proof).toEqual({ installed_protocols: ['tcp', 'udp'], installed_P: Number(ep.port), enforcement_policy_digest: sha('policy-3') });
+    expect(body.proof).toEqual({
+      installed_protocols: ['tcp', 'udp'],
+      installed_P: Number(ep.port),
+      enforcement_policy_digest: sha('policy-3'),
+    });
     expect([body.P, body.proposal_id, body.snapshot_revision]).toEqual([40000, l.proposal?.proposal_id, 1n]); // the ACKed snapshot
     expect(a.status(3)).toMatchObject({ active: true, lastResult: 'granted' });
     await a.leases.onInstalled(); // owed once: nothing more until the next ACK or refresh point
@@ -172,7 +195,10 @@ describe('A: listener.ready only for what this node installed (decision 0197)', 
 
     // B cancels the installed proposal: tombstoned, the listener removed; the refresh point proves nothing any more
     const deadline = 1_000_000 + 29_000; // the ready's t0 (sent at the ACK, before any tick) + remaining
-    expect((await a.arbiter.onCancel(ME, proposalFromWire(kept.proposal as NonNullable<ListenerIntentWire['proposal']>))).result).toBe('installed');
+    expect(
+      (await a.arbiter.onCancel(ME, proposalFromWire(kept.proposal as NonNullable<ListenerIntentWire['proposal']>)))
+        .result,
+    ).toBe('installed');
     expect(endpointOf(a.store.read(), ME, 42001n).phase).toBe('tombstoned');
     for (; a.clock.now < deadline + 20_000; a.clock.now += 500) {
       await a.leases.tick();
@@ -200,7 +226,9 @@ describe('A: listener.ready only for what this node installed (decision 0197)', 
     const r = await again.arbiter.recover(); // §5.15 step 5: the same resource comes back, gate closed
     expect(r.reinstalled.map((e) => [e.port, e.installed])).toEqual([[43000n, true]]);
     await again.leases.onInstalled();
-    expect(again.sent.map((s) => [s.kind, s.phase, s.observed, s.body.proof.installed_P, s.body.snapshot_revision])).toEqual([['listener.ready', 'installed-closed', true, 43000, 2n]]);
+    expect(
+      again.sent.map((s) => [s.kind, s.phase, s.observed, s.body.proof.installed_P, s.body.snapshot_revision]),
+    ).toEqual([['listener.ready', 'installed-closed', true, 43000, 2n]]);
     again.store.close();
   });
 
@@ -220,7 +248,9 @@ describe('A: listener.ready only for what this node installed (decision 0197)', 
     expect((await again.arbitrate(l)).map((x) => x.result)).toEqual(['installed']);
     again.claimed(l);
     await again.leases.onInstalled();
-    expect(again.sent.map((s) => [s.kind, s.body.proposal_id, s.body.proof.installed_P])).toEqual([['listener.ready', l.proposal?.proposal_id, 44000]]);
+    expect(again.sent.map((s) => [s.kind, s.body.proposal_id, s.body.proof.installed_P])).toEqual([
+      ['listener.ready', l.proposal?.proposal_id, 44000],
+    ]);
     again.store.close();
   });
 });

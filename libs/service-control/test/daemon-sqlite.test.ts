@@ -14,7 +14,10 @@ const id = new Uint8Array(32).fill(1);
 const floors = (rev: bigint) => ({
   revision: rev,
   digest: new Uint8Array(32).fill(Number(rev)),
-  listeners: new Map([['svc-a', { revision: 2n, digest: null }], ['svc-b', { revision: 5n, digest: new Uint8Array(32).fill(4) }]]),
+  listeners: new Map([
+    ['svc-a', { revision: 2n, digest: null }],
+    ['svc-b', { revision: 5n, digest: new Uint8Array(32).fill(4) }],
+  ]),
 });
 
 describe('A on SQLite', () => {
@@ -30,10 +33,21 @@ describe('A on SQLite', () => {
     const f = file();
     const s = openSqliteDaemonStore(f);
     s.saveRuntime(id, { state: 'recovering', generation: 9n, floorRequestId: new Uint8Array(16).fill(2) });
-    const binding = { identity: id, nsdId: new Uint8Array(16).fill(5), networkId: new Uint8Array(16).fill(6), generation: 9n, runtimeId: new Uint8Array(16).fill(7), authorityEpoch: 3n };
+    const binding = {
+      identity: id,
+      nsdId: new Uint8Array(16).fill(5),
+      networkId: new Uint8Array(16).fill(6),
+      generation: 9n,
+      runtimeId: new Uint8Array(16).fill(7),
+      authorityEpoch: 3n,
+    };
     s.saveBinding('k', binding);
     s.saveSessionSeq('k', 18446744073709551615n);
-    const report = { state: 'present' as const, report: { revision: 2n, digest: new Uint8Array(32).fill(8), content: new Uint8Array([1, 2]) }, acceptedRevision: 1n };
+    const report = {
+      state: 'present' as const,
+      report: { revision: 2n, digest: new Uint8Array(32).fill(8), content: new Uint8Array([1, 2]) },
+      acceptedRevision: 1n,
+    };
     s.saveReport('k', report);
     s.saveFloors('k', floors(4n));
     s.close();
@@ -50,8 +64,16 @@ describe('A on SQLite', () => {
 
   it('M6-60 M6-21 M6-24 a corrupt record is corrupt for its scope only; a vanished floor record after init is missing; a corrupt runtime record means the floor procedure', () => {
     const s = openSqliteDaemonStore(file());
-    s.saveReport('a', { state: 'present', report: { revision: 1n, digest: new Uint8Array(32).fill(1), content: new Uint8Array([1]) }, acceptedRevision: 1n });
-    s.saveReport('b', { state: 'present', report: { revision: 1n, digest: new Uint8Array(32).fill(1), content: new Uint8Array([1]) }, acceptedRevision: 1n });
+    s.saveReport('a', {
+      state: 'present',
+      report: { revision: 1n, digest: new Uint8Array(32).fill(1), content: new Uint8Array([1]) },
+      acceptedRevision: 1n,
+    });
+    s.saveReport('b', {
+      state: 'present',
+      report: { revision: 1n, digest: new Uint8Array(32).fill(1), content: new Uint8Array([1]) },
+      acceptedRevision: 1n,
+    });
     s.saveFloors('a', floors(1n));
     s.saveFloors('b', floors(1n));
     s.saveRuntime(id, { state: 'normal', generation: 3n });
@@ -90,10 +112,14 @@ describe('A on SQLite', () => {
       ['session', true, true],
     ] as const) {
       const f = file();
-      const r = spawnSync(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'fixtures/sqlite-crash.ts'), f, killAfter], {
-        encoding: 'utf8',
-        cwd: join(import.meta.dirname, '..'),
-      });
+      const r = spawnSync(
+        process.execPath,
+        ['--import', 'tsx', join(import.meta.dirname, 'fixtures/sqlite-crash.ts'), f, killAfter],
+        {
+          encoding: 'utf8',
+          cwd: join(import.meta.dirname, '..'),
+        },
+      );
       expect(r.signal).toBe('SIGKILL');
       const s = openSqliteDaemonStore(f);
       expect(s.runtime(new Uint8Array(32).fill(3))).toEqual({ state: 'normal', generation: 7n });

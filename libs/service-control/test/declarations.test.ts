@@ -2,7 +2,13 @@ import { Either } from 'effect';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { toHex } from '../src/domain/bytes.js';
-import { type Declaration, declarationFromLocal, parseBackendHost, sortDeclarations, validateDeclaration } from '../src/domain/declaration.js';
+import {
+  type Declaration,
+  declarationFromLocal,
+  parseBackendHost,
+  sortDeclarations,
+  validateDeclaration,
+} from '../src/domain/declaration.js';
 import { parseId16, ulidText, uuidText } from '../src/domain/ids.js';
 import { type ServiceRow, applyReport, ulid } from '../src/domain/services.js';
 import { errCode, id16, ok } from './helpers.js';
@@ -30,7 +36,14 @@ describe('declarations from the local source', () => {
   });
 
   it('M6-22 HTTP/HTTPS declarations map to TCP backend semantics only', () => {
-    const d = ok(declarationFromLocal({ key: 'web', protocols: ['http', 'https', 'udp'], backend_host: 'Backend.LAN.', backend_port: 80 }));
+    const d = ok(
+      declarationFromLocal({
+        key: 'web',
+        protocols: ['http', 'https', 'udp'],
+        backend_host: 'Backend.LAN.',
+        backend_port: 80,
+      }),
+    );
     expect(d.protocols).toEqual(['tcp', 'udp']);
     expect(d.backendHost).toEqual({ dns: 'backend.lan' });
     expect(d.portMode).toBe('auto');
@@ -41,8 +54,12 @@ describe('declarations from the local source', () => {
     const base = { key: 'db', protocols: ['tcp'], backend_host: '10.0.0.2', backend_port: 5432 };
     expect(errCode(declarationFromLocal({ ...base, port_mode: 'fixed' }))).toBe('invalid-encoding');
     expect(errCode(declarationFromLocal({ ...base, port_mode: 'fixed', requested_port: 0 }))).toBe('invalid-encoding');
-    expect(errCode(declarationFromLocal({ ...base, port_mode: 'fixed', requested_port: 70000 }))).toBe('invalid-encoding');
-    expect(errCode(declarationFromLocal({ ...base, port_mode: 'auto', requested_port: 40001 }))).toBe('invalid-encoding');
+    expect(errCode(declarationFromLocal({ ...base, port_mode: 'fixed', requested_port: 70000 }))).toBe(
+      'invalid-encoding',
+    );
+    expect(errCode(declarationFromLocal({ ...base, port_mode: 'auto', requested_port: 40001 }))).toBe(
+      'invalid-encoding',
+    );
     expect(ok(declarationFromLocal({ ...base, port_mode: 'fixed', requested_port: 45432 })).requestedPort).toBe(45432n);
     expect(errCode(validateDeclaration(decl('x', { portMode: 'fixed', requestedPort: 0n })))).toBe('invalid-encoding');
     expect(errCode(validateDeclaration(decl('x', { portMode: 'auto', requestedPort: 5n })))).toBe('invalid-encoding');
@@ -55,14 +72,24 @@ describe('declarations from the local source', () => {
     expect(errCode(validateDeclaration(decl('x', { backendPort: 0n })))).toBe('invalid-encoding');
     expect(errCode(validateDeclaration(decl('x', { backendHost: { dns: 'Upper.case' } })))).toBe('invalid-encoding');
     expect(errCode(validateDeclaration(decl('x', { backendHost: { dns: '-bad.lan' } })))).toBe('invalid-encoding');
-    expect(errCode(validateDeclaration(decl('x', { backendHost: { ipv4: new Uint8Array(5) } })))).toBe('invalid-encoding');
+    expect(errCode(validateDeclaration(decl('x', { backendHost: { ipv4: new Uint8Array(5) } })))).toBe(
+      'invalid-encoding',
+    );
     expect(toHex((ok(parseBackendHost('::1')) as { ipv6: Uint8Array }).ipv6)).toBe('0'.repeat(31) + '1');
-    expect(toHex((ok(parseBackendHost('[fe80::1:2]')) as { ipv6: Uint8Array }).ipv6)).toBe('fe800000000000000000000000010002');
-    expect(toHex((ok(parseBackendHost('::ffff:10.0.0.1')) as { ipv6: Uint8Array }).ipv6)).toBe('00000000000000000000ffff0a000001');
+    expect(toHex((ok(parseBackendHost('[fe80::1:2]')) as { ipv6: Uint8Array }).ipv6)).toBe(
+      'fe800000000000000000000000010002',
+    );
+    expect(toHex((ok(parseBackendHost('::ffff:10.0.0.1')) as { ipv6: Uint8Array }).ipv6)).toBe(
+      '00000000000000000000ffff0a000001',
+    );
     expect(Either.isLeft(parseBackendHost('1::2::3'))).toBe(true);
     expect(Either.isLeft(parseBackendHost('256.1.1.1.'))).toBe(false); // not an IPv4 literal: a (canonical) DNS name
     expect(errCode(sortDeclarations([decl('b'), decl('a'), decl('b')]))).toBe('invalid-encoding');
-    expect(ok(sortDeclarations([decl('b'), decl('é'), decl('a')])).map((d) => d.declarationKey)).toEqual(['a', 'b', 'é']);
+    expect(ok(sortDeclarations([decl('b'), decl('é'), decl('a')])).map((d) => d.declarationKey)).toEqual([
+      'a',
+      'b',
+      'é',
+    ]);
   });
 });
 
@@ -126,9 +153,15 @@ describe('B: services of a report', () => {
         const issued = new Set<string>();
         let prevActive = new Map<string, string>();
         for (const keys of reports) {
-          const r = applyReport(rows, keys.map((x) => decl(x, { displayName: `n${k}` })), () => id16(++k + 10_000));
+          const r = applyReport(
+            rows,
+            keys.map((x) => decl(x, { displayName: `n${k}` })),
+            () => id16(++k + 10_000),
+          );
           rows = [...r.rows];
-          const active = new Map(rows.filter((x) => x.state === 'active').map((x) => [x.declarationKey, toHex(x.serviceId)]));
+          const active = new Map(
+            rows.filter((x) => x.state === 'active').map((x) => [x.declarationKey, toHex(x.serviceId)]),
+          );
           expect([...active.keys()].sort()).toEqual([...keys].sort());
           for (const [key, id] of active) {
             if (prevActive.has(key)) expect(id).toBe(prevActive.get(key));

@@ -19,12 +19,21 @@ const dir = mkdtempSync(join(tmpdir(), 'ns-dns-'));
 const store = openSqliteNameStore(join(dir, 'state.db'));
 const fakePermits = new Map<string, number>();
 let now = 1_000;
-const names = new LocalNames(store, { zone: 'ns.internal', rng: seededRng(11), permitRemainingMs: (ref, t) => Math.max(0, (fakePermits.get(ref) ?? 0) - t) });
+const names = new LocalNames(store, {
+  zone: 'ns.internal',
+  rng: seededRng(11),
+  permitRemainingMs: (ref, t) => Math.max(0, (fakePermits.get(ref) ?? 0) - t),
+});
 const handled: { transport: string; outcome: string }[] = [];
 let server: DnsServer;
 
 beforeAll(async () => {
-  server = await startDnsServer({ host: '127.0.0.1', port: 0, resolve: (q) => names.resolve(q, now), onQuery: (transport, r: DnsResponse) => void handled.push({ transport, outcome: r.outcome }) });
+  server = await startDnsServer({
+    host: '127.0.0.1',
+    port: 0,
+    resolve: (q) => names.resolve(q, now),
+    onQuery: (transport, r: DnsResponse) => void handled.push({ transport, outcome: r.outcome }),
+  });
 });
 afterAll(async () => {
   await server.close();
@@ -48,7 +57,8 @@ const udp = (packet: Uint8Array, waitMs = 2_000): Promise<Uint8Array | null> =>
     s.send(packet, server.port, '127.0.0.1');
   });
 
-const ask = async (name: string, type: number = QTYPE.AAAA): Promise<DecodedReply> => decodeReply((await udp(encodeQuery(name, type))) as Uint8Array) as DecodedReply;
+const ask = async (name: string, type: number = QTYPE.AAAA): Promise<DecodedReply> =>
+  decodeReply((await udp(encodeQuery(name, type))) as Uint8Array) as DecodedReply;
 
 /** Send framed messages over one TCP connection; resolves with the framed replies received until the server closes or `count` arrive. */
 const tcp = (chunks: Uint8Array[], count: number): Promise<{ replies: Uint8Array[]; closedByServer: boolean }> =>
@@ -79,7 +89,9 @@ describe('the local-name DNS listener on loopback sockets', () => {
     fakePermits.set('svc-nas', now + 600_000);
     const first = await ask('nas.ns.internal');
     expect(first).toMatchObject({ rcode: RCODE.NOERROR, aa: true, ra: false });
-    expect(first.answers.map((a) => [a.type, a.ttl, ipv6Groups(a.rdata)])).toEqual([[QTYPE.AAAA, 60, 'fd00:0:0:0:0:0:a:1']]);
+    expect(first.answers.map((a) => [a.type, a.ttl, ipv6Groups(a.rdata)])).toEqual([
+      [QTYPE.AAAA, 60, 'fd00:0:0:0:0:0:a:1'],
+    ]);
     fakePermits.set('svc-nas', now + 12_345); // less permit left than cache: the permit bounds the TTL
     expect((await ask('nas')).answers[0]?.ttl).toBe(12);
     now += 12_345; // the permit ends; the cached answer never outlives it
@@ -110,7 +122,12 @@ describe('the local-name DNS listener on loopback sockets', () => {
   it('M6-57 DNS over UDP: public and other-zone names are REFUSED (not recursive, never forwarded)', async () => {
     for (const name of ['example.com', 'nas.example.com', 'nas.internal', '']) {
       const r = await ask(name);
-      expect({ name, rcode: r.rcode, answers: r.answers.length, ra: r.ra }).toEqual({ name, rcode: RCODE.REFUSED, answers: 0, ra: false });
+      expect({ name, rcode: r.rcode, answers: r.answers.length, ra: r.ra }).toEqual({
+        name,
+        rcode: RCODE.REFUSED,
+        answers: 0,
+        ra: false,
+      });
     }
   });
 
@@ -121,7 +138,9 @@ describe('the local-name DNS listener on loopback sockets', () => {
     const loop = Uint8Array.from([0, 10, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xc0, 12, 0, 28, 0, 1]);
     expect(decodeReply((await udp(loop)) as Uint8Array)).toMatchObject({ id: 10, rcode: RCODE.FORMERR });
     expect((await ask('nas')).rcode).toBe(RCODE.NOERROR); // still serving
-    expect(handled.filter((h) => h.transport === 'udp').map((h) => h.outcome)).toEqual(expect.arrayContaining(['dropped', 'formerr', 'answer', 'nxdomain', 'refused']));
+    expect(handled.filter((h) => h.transport === 'udp').map((h) => h.outcome)).toEqual(
+      expect.arrayContaining(['dropped', 'formerr', 'answer', 'nxdomain', 'refused']),
+    );
   });
 
   it('M6-57 DNS over TCP: length-framed queries on one connection (split across writes), FORMERR for a malformed one, closed on an undecodable one', async () => {
@@ -148,14 +167,21 @@ describe('the local-name DNS listener on loopback sockets', () => {
     expect(await ask('films')).toMatchObject({ rcode: RCODE.REFUSED, aa: true, answers: [] });
     right(names.select('films', a.ref));
     const r = await ask('films.ns.internal');
-    expect([r.rcode, r.aa, r.answers.map((x) => ipv6Groups(x.rdata)), r.answers[0]?.ttl]).toEqual([RCODE.NOERROR, true, ['fd00:0:0:0:0:0:0:a1'], 42]);
+    expect([r.rcode, r.aa, r.answers.map((x) => ipv6Groups(x.rdata)), r.answers[0]?.ttl]).toEqual([
+      RCODE.NOERROR,
+      true,
+      ['fd00:0:0:0:0:0:0:a1'],
+      42,
+    ]);
     right(names.withdrawSource('films', a.ref));
     expect(await ask('films')).toMatchObject({ rcode: RCODE.REFUSED, aa: true, answers: [] });
     expect(handled.filter((h) => h.outcome === 'stopped').length).toBe(2);
   });
 
   it('the listener binds loopback only', async () => {
-    await expect(startDnsServer({ host: '0.0.0.0', port: 0, resolve: () => ({ kind: 'refused', name: '' }) })).rejects.toThrow(/127\.0\.0\.1 or ::1/);
+    await expect(
+      startDnsServer({ host: '0.0.0.0', port: 0, resolve: () => ({ kind: 'refused', name: '' }) }),
+    ).rejects.toThrow(/127\.0\.0\.1 or ::1/);
     const v6 = await startDnsServer({ host: '::1', port: 0, resolve: (q) => ({ kind: 'refused', name: q.name }) });
     const reply = await new Promise<Uint8Array>((resolve) => {
       const s = createSocket('udp6');

@@ -21,10 +21,14 @@ const file = () => join(dir, `state-${n++}.db`);
 
 const crashChild = (f: string, killAt: string) => {
   const marker = `${f}.installed`;
-  const r = spawnSync(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'fixtures/endpoint-crash.ts'), f, killAt, marker], {
-    encoding: 'utf8',
-    cwd: join(import.meta.dirname, '..'),
-  });
+  const r = spawnSync(
+    process.execPath,
+    ['--import', 'tsx', join(import.meta.dirname, 'fixtures/endpoint-crash.ts'), f, killAt, marker],
+    {
+      encoding: 'utf8',
+      cwd: join(import.meta.dirname, '..'),
+    },
+  );
   const id = fromHex((JSON.parse(r.stdout.split('\n')[0] as string) as { id: string }).id);
   return { r, installCalled: existsSync(marker), ref: proposal(sref(1), 40001n, 3n, { proposalId: id }) };
 };
@@ -100,7 +104,9 @@ describe('A: endpoint table on SQLite', () => {
     await a.onProposal(PUB, proposal(sref(1), 40020n));
     const unknown = proposal(sref(3), 40021n, 4n);
     s.db.prepare("UPDATE port_proposal SET value = value || ' '").run();
-    await expect(a.onCancel(PUB, unknown)).rejects.toSatisfy((e: unknown) => e instanceof ServiceControlError && e.code === 'state-inconsistent');
+    await expect(a.onCancel(PUB, unknown)).rejects.toSatisfy(
+      (e: unknown) => e instanceof ServiceControlError && e.code === 'state-inconsistent',
+    );
     s.db.prepare("UPDATE port_proposal SET checksum = 'x'").run();
     expect(() => a.onQuery(PUB, unknown)).toThrow(ServiceControlError);
     s.close();
@@ -109,7 +115,9 @@ describe('A: endpoint table on SQLite', () => {
     const b = new PortArbiter(t, new SimulatedListenerInstaller());
     await b.onProposal(PUB, proposal(sref(1), 40030n));
     t.db.prepare('DELETE FROM port_endpoint').run(); // a vanished row: the manifest disagrees
-    await expect(b.onCancel(PUB, proposal(sref(4), 40031n))).rejects.toSatisfy((e: unknown) => e instanceof ServiceControlError && e.code === 'state-inconsistent');
+    await expect(b.onCancel(PUB, proposal(sref(4), 40031n))).rejects.toSatisfy(
+      (e: unknown) => e instanceof ServiceControlError && e.code === 'state-inconsistent',
+    );
     expect(t.db.prepare('SELECT count(*) FROM port_proposal').pluck().get()).toBe(1);
     t.close();
   });

@@ -24,11 +24,16 @@ describe('envelope fences by kind', () => {
   it('M6-10 only runtime.floor and runtime.bind accept authority_epoch = null', () => {
     expect(ok(checkFences({ ...exact('runtime.floor'), authorityEpoch: null }, cur))).toBeUndefined();
     expect(ok(checkFences({ ...exact('runtime.bind'), authorityEpoch: null }, cur))).toBeUndefined();
-    for (const k of nonBootstrap) expect(errCode(checkFences({ ...exact(k), authorityEpoch: null }, cur)), k).toBe('stale-epoch');
+    for (const k of nonBootstrap)
+      expect(errCode(checkFences({ ...exact(k), authorityEpoch: null }, cur)), k).toBe('stale-epoch');
   });
 
   it('M6-10 only runtime.floor accepts null runtime_generation / runtime_id', () => {
-    expect(ok(checkFences({ ...exact('runtime.floor'), runtimeGeneration: null, runtimeId: null, authorityEpoch: null }, cur))).toBeUndefined();
+    expect(
+      ok(
+        checkFences({ ...exact('runtime.floor'), runtimeGeneration: null, runtimeId: null, authorityEpoch: null }, cur),
+      ),
+    ).toBeUndefined();
     for (const k of ['runtime.bind', ...nonBootstrap] as Kind[]) {
       expect(errCode(checkFences({ ...exact(k), runtimeGeneration: null }, cur)), k).toBe('stale-runtime');
       expect(errCode(checkFences({ ...exact(k), runtimeId: null }, cur)), k).toBe('stale-runtime');
@@ -44,7 +49,9 @@ describe('envelope fences by kind', () => {
       expect(errCode(checkFences({ ...exact(k), authorityEpoch: 4n }, cur)), k).toBe('stale-epoch');
     }
     // a bind may carry a new (higher) runtime pair; a non-null epoch must still be the current one
-    expect(Either.isRight(checkFences({ ...exact('runtime.bind'), runtimeGeneration: 6n, runtimeId: id16(6) }, cur))).toBe(true);
+    expect(
+      Either.isRight(checkFences({ ...exact('runtime.bind'), runtimeGeneration: 6n, runtimeId: id16(6) }, cur)),
+    ).toBe(true);
     expect(errCode(checkFences({ ...exact('runtime.bind'), authorityEpoch: 2n }, cur))).toBe('stale-epoch');
   });
 
@@ -76,7 +83,11 @@ describe('authority epoch', () => {
     expect(errCode(observeEpoch(4n, 3n))).toBe('stale-epoch');
   });
 
-  type Op = { t: 'restart' } | { t: 'begin'; key: number; value: number } | { t: 'commit'; pick: number } | { t: 'msg'; pick: number };
+  type Op =
+    | { t: 'restart' }
+    | { t: 'begin'; key: number; value: number }
+    | { t: 'commit'; pick: number }
+    | { t: 'msg'; pick: number };
   const opArb: fc.Arbitrary<Op> = fc.oneof(
     fc.constant({ t: 'restart' as const }),
     fc.record({ t: fc.constant('begin' as const), key: fc.integer({ min: 0, max: 3 }), value: fc.nat() }),
@@ -115,11 +126,14 @@ describe('authority epoch', () => {
             if (tx.epoch === epoch) model.set(tx.key, tx.value); // the model: only current-epoch transactions commit
           } else {
             const e = epochs[op.pick % epochs.length] as bigint;
-            const r = checkFences({ kind: 'report.head', runtimeGeneration: 1n, runtimeId: id16(1), authorityEpoch: e }, {
-              runtime: { generation: 1n, runtimeId: id16(1) },
-              epoch,
-              session: null,
-            });
+            const r = checkFences(
+              { kind: 'report.head', runtimeGeneration: 1n, runtimeId: id16(1), authorityEpoch: e },
+              {
+                runtime: { generation: 1n, runtimeId: id16(1) },
+                epoch,
+                session: null,
+              },
+            );
             expect(Either.isRight(r)).toBe(e === epoch);
             if (e !== epoch) seen.staleMsg++;
             // A side: once it saw the current epoch, older ones are refused

@@ -1,7 +1,14 @@
 // Shared fixtures of B's pure ready/refresh/acquire tests (lease.test.ts, revision-floor.test.ts): one publisher,
 // one consumer, one service with a current intent, the snapshot its ACK names, and a ready request/input builder.
 import type { Bytes } from '../src/domain/bytes.js';
-import type { AcquireInput, AcquireItemInput, CurrentIntent, GrantRecord, ReadyInput, ReadyRequest } from '../src/domain/lease.js';
+import type {
+  AcquireInput,
+  AcquireItemInput,
+  CurrentIntent,
+  GrantRecord,
+  ReadyInput,
+  ReadyRequest,
+} from '../src/domain/lease.js';
 import type { AckRecord } from '../src/domain/snapshot.js';
 import { id16, id32, sha } from './helpers.js';
 
@@ -69,7 +76,11 @@ export const readyInput = (over: Partial<ReadyInput> = {}): ReadyInput => ({
 });
 
 /** One item of a consumer's lease.acquire for `serviceId`, backed by the publisher's `publisherGrant`. */
-export const acquireItem = (serviceId: Bytes, publisherGrant: GrantRecord | null, over: Partial<AcquireItemInput> = {}): AcquireItemInput => ({
+export const acquireItem = (
+  serviceId: Bytes,
+  publisherGrant: GrantRecord | null,
+  over: Partial<AcquireItemInput> = {},
+): AcquireItemInput => ({
   serviceId,
   publisher: PUB,
   listenerRevision: 4n,
@@ -100,4 +111,3 @@ export const acquireInput = (over: Partial<AcquireInput> = {}): AcquireInput => 
   newGrantId: () => id16(700 + grantIds++),
   ...over,
 });
-

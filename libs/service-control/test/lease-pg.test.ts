@@ -41,13 +41,17 @@ const reply = async (a: Authority, w: Who, bytes: Uint8Array): Promise<Message> 
 };
 const code = (m: Message): string => (m.kind === 'error' ? (m.body as { error: string }).error : 'ok');
 const results = (m: Message): readonly LeaseResultItemWire[] => {
-  if (m.kind !== 'lease.result') throw new Error(`expected lease.result, got ${m.kind} ${JSON.stringify(m.body, (_k, v) => (typeof v === 'bigint' ? String(v) : v))}`);
+  if (m.kind !== 'lease.result')
+    throw new Error(
+      `expected lease.result, got ${m.kind} ${JSON.stringify(m.body, (_k, v) => (typeof v === 'bigint' ? String(v) : v))}`,
+    );
   return m.body.results;
 };
 const one = (m: Message): LeaseResultItemWire => results(m)[0] as LeaseResultItemWire;
 
 const sql = sqlOn(db);
-const grants = async (holder: Uint8Array) => sql(`SELECT * FROM service_control.lease_grant WHERE holder = $1 ORDER BY seq`, [Buffer.from(holder)]);
+const grants = async (holder: Uint8Array) =>
+  sql(`SELECT * FROM service_control.lease_grant WHERE holder = $1 ORDER BY seq`, [Buffer.from(holder)]);
 
 const newWho = async (): Promise<Who> => {
   const identity = generateSigner().signer.machineId;
@@ -56,7 +60,11 @@ const newWho = async (): Promise<Who> => {
 };
 const bind = async (w: Who, seq: bigint) => {
   w.epoch = null;
-  const b = await reply(authority, w, msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }));
+  const b = await reply(
+    authority,
+    w,
+    msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }),
+  );
   expect(b.kind).toBe('runtime.bind.result');
   w.epoch = authority.epoch;
   const s = await reply(authority, w, msg(w, 'session.open', {}, { session_seq: seq }));
@@ -85,11 +93,18 @@ const sourcesOf = async (serviceId: Uint8Array) => {
  * A publisher with one service whose P is confirmed (the port table's job: set directly here) and a snapshot for
  * `target` carrying that listener (the producer's job: written directly here), ACKed in the target's session.
  */
-const listenerSnapshot = async (target: Who, publisher: Who, sessionSeq: bigint, opts: { ack?: boolean; consumerView?: boolean } = {}) => {
+const listenerSnapshot = async (
+  target: Who,
+  publisher: Who,
+  sessionSeq: bigint,
+  opts: { ack?: boolean; consumerView?: boolean } = {},
+) => {
   const svc = await serviceOf(publisher.identity);
   const li = listenerIntentOf(nsdId, svc, await sourcesOf(svc.serviceId));
   if (li === null) throw new Error('no listener');
-  const last = await store.transact(authority.epoch, async (tx) => Either.right(await tx.lockSnapshot(target.identity, NET)));
+  const last = await store.transact(authority.epoch, async (tx) =>
+    Either.right(await tx.lockSnapshot(target.identity, NET)),
+  );
   if (Either.isLeft(last)) throw last.left;
   const revision = (last.right?.revision ?? 0n) + 1n;
   const view = opts.consumerView ? { backend_host: null, backend_port: null } : {};
@@ -103,7 +118,12 @@ const listenerSnapshot = async (target: Who, publisher: Who, sessionSeq: bigint,
   };
   const digest = snapshotDigest(snapshot as never);
   const saved = await store.transact(authority.epoch, async (tx) => {
-    await tx.saveSnapshot(target.identity, NET, { revision, bodyDigest: digest, digest, body: SnapshotPushBody.encodeOrThrow({ snapshot: snapshot as never, snapshot_digest: digest }) });
+    await tx.saveSnapshot(target.identity, NET, {
+      revision,
+      bodyDigest: digest,
+      digest,
+      body: SnapshotPushBody.encodeOrThrow({ snapshot: snapshot as never, snapshot_digest: digest }),
+    });
     return Either.void;
   });
   if (Either.isLeft(saved)) throw saved.left;
@@ -111,7 +131,20 @@ const listenerSnapshot = async (target: Who, publisher: Who, sessionSeq: bigint,
     const a = await reply(
       authority,
       target,
-      msg(target, 'snapshot.ack', { scope: subScope(target), snapshot_revision: revision, snapshot_digest: digest, accepted: true, enforcement_applied: true, dns_applied: false, errors: [] }, { session_seq: sessionSeq }),
+      msg(
+        target,
+        'snapshot.ack',
+        {
+          scope: subScope(target),
+          snapshot_revision: revision,
+          snapshot_digest: digest,
+          accepted: true,
+          enforcement_applied: true,
+          dns_applied: false,
+          errors: [],
+        },
+        { session_seq: sessionSeq },
+      ),
     );
     expect(code(a)).toBe('ok');
   }
@@ -121,7 +154,9 @@ const listenerSnapshot = async (target: Who, publisher: Who, sessionSeq: bigint,
 const publisher = async (port = 40000) => {
   const w = await newWho();
   await boot(w);
-  expect(code(await reply(authority, w, msg(w, 'report.replace', replaceBody(w, 1n, [decl('web', 'Web')]))))).toBe('ok');
+  expect(code(await reply(authority, w, msg(w, 'report.replace', replaceBody(w, 1n, [decl('web', 'Web')]))))).toBe(
+    'ok',
+  );
   await authority.idle(); // the producer's own snapshot first; ours replaces it as the next revision
   await sql(`UPDATE service_control.service SET port = $1 WHERE publisher = $2`, [port, Buffer.from(w.identity)]);
   // P is set directly here, so the report's own offer is dropped: a service without an allocation record keeps the
@@ -131,7 +166,11 @@ const publisher = async (port = 40000) => {
   return w;
 };
 
-const readyBody = (s: Awaited<ReturnType<typeof listenerSnapshot>>, seq: bigint, over: Record<string, unknown> = {}) => ({ ...listenerReadyBody(s.li, s, seq, rid16()), ...over });
+const readyBody = (
+  s: Awaited<ReturnType<typeof listenerSnapshot>>,
+  seq: bigint,
+  over: Record<string, unknown> = {},
+) => ({ ...listenerReadyBody(s.li, s, seq, rid16()), ...over });
 
 beforeAll(async () => {
   store = makePgAuthorityStore(db.config);
@@ -157,7 +196,9 @@ describe('B ready and leases on PostgreSQL', () => {
     clock = 2_000_000;
     const requestId = rid16();
     const body = readyBody(s2, 2n);
-    const ok = one(await reply(authority, w, msg(w, 'listener.ready', body, { session_seq: 1n, request_id: requestId })));
+    const ok = one(
+      await reply(authority, w, msg(w, 'listener.ready', body, { session_seq: 1n, request_id: requestId })),
+    );
     expect(ok.result).toBe('granted');
     expect(ok.remaining_ms).toBe(30_000n);
     expect(ok.refresh_seq).toBe(2n);
@@ -175,7 +216,11 @@ describe('B ready and leases on PostgreSQL', () => {
     expect(Buffer.from(rows[0]?.['service_id'] as Buffer).equals(Buffer.from(s2.svc.serviceId))).toBe(true);
     expect(Buffer.from(rows[0]?.['runtime_id'] as Buffer).equals(Buffer.from(w.rid as Uint8Array))).toBe(true);
     expect(Buffer.from(rows[0]?.['request_id'] as Buffer).equals(Buffer.from(requestId))).toBe(true);
-    expect(Buffer.from(rows[0]?.['request_digest'] as Buffer).equals(Buffer.from(requestDigest('listener.ready', body as never)))).toBe(true);
+    expect(
+      Buffer.from(rows[0]?.['request_digest'] as Buffer).equals(
+        Buffer.from(requestDigest('listener.ready', body as never)),
+      ),
+    ).toBe(true);
     // an ACK of the same snapshot in an older session does not count: a new session must ACK again
     await bind(w, 2n);
     const stale = one(await reply(authority, w, msg(w, 'listener.ready', readyBody(s2, 3n), { session_seq: 2n })));
@@ -206,41 +251,70 @@ describe('B ready and leases on PostgreSQL', () => {
     const w = await publisher(40006);
     const s = await listenerSnapshot(w, w, 1n);
     clock = 4_500_000;
-    expect(one(await reply(authority, w, msg(w, 'listener.ready', readyBody(s, 1n), { session_seq: 1n }))).result).toBe('granted');
+    expect(one(await reply(authority, w, msg(w, 'listener.ready', readyBody(s, 1n), { session_seq: 1n }))).result).toBe(
+      'granted',
+    );
     // an unrelated publisher reports: B produces newer snapshots for every member, w's included
     await publisher(40007);
-    const current = await store.transact(authority.epoch, async (tx) => Either.right(await tx.lockSnapshot(w.identity, NET)));
+    const current = await store.transact(authority.epoch, async (tx) =>
+      Either.right(await tx.lockSnapshot(w.identity, NET)),
+    );
     expect(Either.isRight(current) && (current.right?.revision ?? 0n) > s.revision).toBe(true);
     clock = 4_510_000;
-    expect(one(await reply(authority, w, msg(w, 'lease.refresh', readyBody(s, 2n), { session_seq: 1n }))).result).toBe('granted');
+    expect(one(await reply(authority, w, msg(w, 'lease.refresh', readyBody(s, 2n), { session_seq: 1n }))).result).toBe(
+      'granted',
+    );
     // this service changes (new backend port → new listener revision): the old ACK does not back the new intent
-    expect(code(await reply(authority, w, msg(w, 'report.replace', replaceBody(w, 2n, [decl('web', 'Web', 9090)]))))).toBe('ok');
+    expect(
+      code(await reply(authority, w, msg(w, 'report.replace', replaceBody(w, 2n, [decl('web', 'Web', 9090)])))),
+    ).toBe('ok');
     await authority.idle();
     // the change's new offer is dropped again (P stays set directly, see `publisher`)
     await sql(`DELETE FROM service_control.port_allocation WHERE publisher = $1`, [Buffer.from(w.identity)]);
     const svc = await serviceOf(w.identity);
     const li = listenerIntentOf(nsdId, svc, []);
     if (li === null) throw new Error('no listener');
-    const changed = readyBody(s, 3n, { listener_revision: li.fields.listener_revision, intent_digest: li.intentDigest });
-    expect(one(await reply(authority, w, msg(w, 'lease.refresh', changed, { session_seq: 1n }))).result).toBe('enforcement-not-applied');
-    expect(one(await reply(authority, w, msg(w, 'lease.refresh', readyBody(s, 4n), { session_seq: 1n }))).result).toBe('stale-listener');
+    const changed = readyBody(s, 3n, {
+      listener_revision: li.fields.listener_revision,
+      intent_digest: li.intentDigest,
+    });
+    expect(one(await reply(authority, w, msg(w, 'lease.refresh', changed, { session_seq: 1n }))).result).toBe(
+      'enforcement-not-applied',
+    );
+    expect(one(await reply(authority, w, msg(w, 'lease.refresh', readyBody(s, 4n), { session_seq: 1n }))).result).toBe(
+      'stale-listener',
+    );
   });
 
   it('M6-32 lower seq stale-refresh, same seq other content digest-conflict, old session stale-session; none changes a grant', async () => {
     const w = await publisher(40002);
     const s = await listenerSnapshot(w, w, 1n);
     clock = 4_000_000;
-    expect(one(await reply(authority, w, msg(w, 'listener.ready', readyBody(s, 5n), { session_seq: 1n }))).result).toBe('granted');
+    expect(one(await reply(authority, w, msg(w, 'listener.ready', readyBody(s, 5n), { session_seq: 1n }))).result).toBe(
+      'granted',
+    );
     clock = 4_010_000;
     const refresh = one(await reply(authority, w, msg(w, 'lease.refresh', readyBody(s, 6n), { session_seq: 1n })));
     expect(refresh).toMatchObject({ result: 'granted', remaining_ms: 30_000n });
     const before = await grants(w.identity);
     // the ready grant (seq 5) can no longer be read once the refresh (seq 6) moved the mark: pruned (decision 0165)
     expect(before.map((g) => g['deadline'])).toEqual(['4040000']);
-    expect(one(await reply(authority, w, msg(w, 'lease.refresh', readyBody(s, 4n), { session_seq: 1n })))).toMatchObject({ result: 'stale-refresh', grant_id: null, remaining_ms: 0n });
-    expect(one(await reply(authority, w, msg(w, 'lease.refresh', readyBody(s, 6n, { allocation_round: 2n }), { session_seq: 1n }))).result).toBe('digest-conflict');
+    expect(
+      one(await reply(authority, w, msg(w, 'lease.refresh', readyBody(s, 4n), { session_seq: 1n }))),
+    ).toMatchObject({ result: 'stale-refresh', grant_id: null, remaining_ms: 0n });
+    expect(
+      one(
+        await reply(
+          authority,
+          w,
+          msg(w, 'lease.refresh', readyBody(s, 6n, { allocation_round: 2n }), { session_seq: 1n }),
+        ),
+      ).result,
+    ).toBe('digest-conflict');
     await bind(w, 2n);
-    expect(code(await reply(authority, w, msg(w, 'lease.refresh', readyBody(s, 7n), { session_seq: 1n })))).toBe('stale-session');
+    expect(code(await reply(authority, w, msg(w, 'lease.refresh', readyBody(s, 7n), { session_seq: 1n })))).toBe(
+      'stale-session',
+    );
     expect(await grants(w.identity)).toEqual(before);
   });
 
@@ -251,11 +325,17 @@ describe('B ready and leases on PostgreSQL', () => {
     await boot(c);
     const svc1 = await serviceOf(p1.identity);
     const svc2 = await serviceOf(p2.identity);
-    await setPolicySource({ store, epoch: authority.epoch }, svc1.serviceId, { consumer: c.identity, protocols: ['tcp'], expiry: null });
+    await setPolicySource({ store, epoch: authority.epoch }, svc1.serviceId, {
+      consumer: c.identity,
+      protocols: ['tcp'],
+      expiry: null,
+    });
     // publisher 1 is Ready (its snapshot names the intent with the new policy source); publisher 2 is not
     const s1 = await listenerSnapshot(p1, p1, 1n);
     clock = 5_000_000;
-    expect(one(await reply(authority, p1, msg(p1, 'listener.ready', readyBody(s1, 1n), { session_seq: 1n }))).result).toBe('granted');
+    expect(
+      one(await reply(authority, p1, msg(p1, 'listener.ready', readyBody(s1, 1n), { session_seq: 1n }))).result,
+    ).toBe('granted');
     // the consumer's snapshot carries both listeners (consumer view); it ACKs it
     const l1 = listenerIntentOf(nsdId, svc1, await sourcesOf(svc1.serviceId));
     const l2 = listenerIntentOf(nsdId, svc2, await sourcesOf(svc2.serviceId));
@@ -265,34 +345,94 @@ describe('B ready and leases on PostgreSQL', () => {
       snapshot_revision: 10n,
       resources: [],
       listeners: [l1, l2]
-        .map((l) => ({ ...l.fields, backend_host: null, backend_port: null, intent_digest: l.intentDigest, proposal: null, state: 'ready' as const }))
+        .map((l) => ({
+          ...l.fields,
+          backend_host: null,
+          backend_port: null,
+          intent_digest: l.intentDigest,
+          proposal: null,
+          state: 'ready' as const,
+        }))
         .sort((a, b) => Buffer.compare(Buffer.from(a.service_ref.service_id), Buffer.from(b.service_ref.service_id))),
       grants: [],
       withdrawals: [],
     };
     const digest = snapshotDigest(snapshot as never);
     await store.transact(authority.epoch, async (tx) => {
-      await tx.saveSnapshot(c.identity, NET, { revision: 10n, bodyDigest: digest, digest, body: SnapshotPushBody.encodeOrThrow({ snapshot: snapshot as never, snapshot_digest: digest }) });
+      await tx.saveSnapshot(c.identity, NET, {
+        revision: 10n,
+        bodyDigest: digest,
+        digest,
+        body: SnapshotPushBody.encodeOrThrow({ snapshot: snapshot as never, snapshot_digest: digest }),
+      });
       return Either.void;
     });
-    expect(code(await reply(authority, c, msg(c, 'snapshot.ack', { scope: subScope(c), snapshot_revision: 10n, snapshot_digest: digest, accepted: true, enforcement_applied: true, dns_applied: false, errors: [] }, { session_seq: 1n })))).toBe('ok');
+    expect(
+      code(
+        await reply(
+          authority,
+          c,
+          msg(
+            c,
+            'snapshot.ack',
+            {
+              scope: subScope(c),
+              snapshot_revision: 10n,
+              snapshot_digest: digest,
+              accepted: true,
+              enforcement_applied: true,
+              dns_applied: false,
+              errors: [],
+            },
+            { session_seq: 1n },
+          ),
+        ),
+      ),
+    ).toBe('ok');
     clock = 5_012_000;
     const items = [l1, l2]
-      .map((l) => ({ service_ref: l.fields.service_ref, publisher_identity: l.fields.publisher_identity, listener_revision: l.fields.listener_revision, intent_digest: l.intentDigest }))
+      .map((l) => ({
+        service_ref: l.fields.service_ref,
+        publisher_identity: l.fields.publisher_identity,
+        listener_revision: l.fields.listener_revision,
+        intent_digest: l.intentDigest,
+      }))
       .sort((a, b) => Buffer.compare(Buffer.from(a.service_ref.service_id), Buffer.from(b.service_ref.service_id)));
-    const acquire = (seq: bigint) => msg(c, 'lease.acquire', { consumer_seq: seq, snapshot_revision: 10n, snapshot_digest: digest, services: items }, { session_seq: 1n });
+    const acquire = (seq: bigint) =>
+      msg(
+        c,
+        'lease.acquire',
+        { consumer_seq: seq, snapshot_revision: 10n, snapshot_digest: digest, services: items },
+        { session_seq: 1n },
+      );
     const bytes = acquire(1n);
     const r = results(await reply(authority, c, bytes));
-    const byService = (id: Uint8Array) => r.find((x) => Buffer.from(x.service_ref.service_id).equals(Buffer.from(id))) as LeaseResultItemWire;
-    expect(byService(svc1.serviceId)).toMatchObject({ result: 'granted', remaining_ms: 18_000n, consumer_seq: 1n, snapshot_revision: 10n });
+    const byService = (id: Uint8Array) =>
+      r.find((x) => Buffer.from(x.service_ref.service_id).equals(Buffer.from(id))) as LeaseResultItemWire;
+    expect(byService(svc1.serviceId)).toMatchObject({
+      result: 'granted',
+      remaining_ms: 18_000n,
+      consumer_seq: 1n,
+      snapshot_revision: 10n,
+    });
     expect(byService(svc2.serviceId)).toMatchObject({ result: 'unauthorized', grant_id: null, remaining_ms: 0n });
     // retransmission of the first request: the same results, remaining counted down from the committed deadline
     clock = 5_015_000;
     const again = results(await reply(authority, c, bytes));
-    expect(again.map((x) => [x.result, x.remaining_ms])).toEqual(r.map((x) => [x.result, x.result === 'granted' ? 15_000n : 0n]));
-    expect(Buffer.from(again.find((x) => x.result === 'granted')?.grant_id as Uint8Array).equals(Buffer.from(byService(svc1.serviceId).grant_id as Uint8Array))).toBe(true);
+    expect(again.map((x) => [x.result, x.remaining_ms])).toEqual(
+      r.map((x) => [x.result, x.result === 'granted' ? 15_000n : 0n]),
+    );
+    expect(
+      Buffer.from(again.find((x) => x.result === 'granted')?.grant_id as Uint8Array).equals(
+        Buffer.from(byService(svc1.serviceId).grant_id as Uint8Array),
+      ),
+    ).toBe(true);
     // authorize the consumer for service 2 too: its publisher is still not Ready → refused, service 1 unaffected
-    await setPolicySource({ store, epoch: authority.epoch }, svc2.serviceId, { consumer: c.identity, protocols: ['tcp'], expiry: null });
+    await setPolicySource({ store, epoch: authority.epoch }, svc2.serviceId, {
+      consumer: c.identity,
+      protocols: ['tcp'],
+      expiry: null,
+    });
     // (the policy change changed service 2's intent: the consumer must name the new one; the old item is stale)
     const r2 = results(await reply(authority, c, acquire(2n)));
     expect(r2.map((x) => x.result).sort()).toEqual(['granted', 'stale-listener'].sort());
@@ -320,7 +460,9 @@ describe('B ready and leases on PostgreSQL', () => {
     await bind(w, 2n);
     const s3 = await listenerSnapshot(w, w, 2n);
     clock = 6_001_000;
-    expect(one(await reply(authority, w, msg(w, 'lease.refresh', readyBody(s3, 2n), { session_seq: 2n })))).toMatchObject({ result: 'lease-expired', grant_id: null });
+    expect(
+      one(await reply(authority, w, msg(w, 'lease.refresh', readyBody(s3, 2n), { session_seq: 2n }))),
+    ).toMatchObject({ result: 'lease-expired', grant_id: null });
     // a new listener.ready gets a new grant in the new epoch with a full deadline from ITS commit
     const re = one(await reply(authority, w, msg(w, 'listener.ready', readyBody(s3, 3n), { session_seq: 2n })));
     expect(re.result).toBe('granted');

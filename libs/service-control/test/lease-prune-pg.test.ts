@@ -44,7 +44,11 @@ const sql = async (s: Side, q: string, values: unknown[] = []): Promise<Record<s
   }
 };
 const count = async (s: Side, table: string, holder: Uint8Array) =>
-  Number((await sql(s, `SELECT count(*) AS n FROM service_control.${table} WHERE holder = $1`, [Buffer.from(holder)]))[0]?.['n']);
+  Number(
+    (await sql(s, `SELECT count(*) AS n FROM service_control.${table} WHERE holder = $1`, [Buffer.from(holder)]))[0]?.[
+      'n'
+    ],
+  );
 
 const reply = async (s: Side, w: Who, bytes: Uint8Array): Promise<Message> => {
   const r = decodeMessage(await s.authority.handle(w.identity, bytes));
@@ -76,7 +80,9 @@ const serviceOf = async (s: Side): Promise<StoredService> => {
 };
 const intentOf = async (s: Side) => {
   const svc = await serviceOf(s);
-  const r = await s.store.transact(s.authority.epoch, async (tx) => Either.right(await tx.lease.policySources(svc.serviceId)));
+  const r = await s.store.transact(s.authority.epoch, async (tx) =>
+    Either.right(await tx.lease.policySources(svc.serviceId)),
+  );
   if (Either.isLeft(r)) throw r.left;
   const li = listenerIntentOf(s.nsdId, svc, r.right);
   if (li === null) throw new Error('no listener');
@@ -87,8 +93,35 @@ const intentOf = async (s: Side) => {
 const snapshotAcked = async (s: Side, target: Uint8Array, sessionSeq: bigint) => {
   const w = who(s, target);
   const li = await intentOf(s);
-  const { revision, digest } = await writeListenerSnapshot(s.store, s.authority.epoch, target, NET, subScope(w), li, target === C);
-  ok(await reply(s, w, msg(w, 'snapshot.ack', { scope: subScope(w), snapshot_revision: revision, snapshot_digest: digest, accepted: true, enforcement_applied: true, dns_applied: false, errors: [] }, { session_seq: sessionSeq })));
+  const { revision, digest } = await writeListenerSnapshot(
+    s.store,
+    s.authority.epoch,
+    target,
+    NET,
+    subScope(w),
+    li,
+    target === C,
+  );
+  ok(
+    await reply(
+      s,
+      w,
+      msg(
+        w,
+        'snapshot.ack',
+        {
+          scope: subScope(w),
+          snapshot_revision: revision,
+          snapshot_digest: digest,
+          accepted: true,
+          enforcement_applied: true,
+          dns_applied: false,
+          errors: [],
+        },
+        { session_seq: sessionSeq },
+      ),
+    ),
+  );
   return { li, revision, digest };
 };
 type Snap = Awaited<ReturnType<typeof snapshotAcked>>;
@@ -96,14 +129,29 @@ const snaps = new Map<string, Snap>();
 const snapKey = (s: Side, target: Uint8Array) => `${s.name}:${toHex(target)}`;
 
 /** One logical publisher request (same request_id, seq and content on both sides; `over` changes the content). */
-const ready = (kind: 'listener.ready' | 'lease.refresh', seq: bigint, requestId: Uint8Array, sessionSeq: bigint, over: Record<string, unknown> = {}) => (s: Side) => {
-  const snap = snaps.get(snapKey(s, P)) as Snap;
-  const body = { ...readyBody(snap.li, snap, seq), ...over };
-  return reply(s, who(s, P), msg(who(s, P), kind, body, { session_seq: sessionSeq, request_id: requestId }));
-};
+const ready =
+  (
+    kind: 'listener.ready' | 'lease.refresh',
+    seq: bigint,
+    requestId: Uint8Array,
+    sessionSeq: bigint,
+    over: Record<string, unknown> = {},
+  ) =>
+  (s: Side) => {
+    const snap = snaps.get(snapKey(s, P)) as Snap;
+    const body = { ...readyBody(snap.li, snap, seq), ...over };
+    return reply(s, who(s, P), msg(who(s, P), kind, body, { session_seq: sessionSeq, request_id: requestId }));
+  };
 const acquire = (seq: bigint, requestId: Uint8Array, sessionSeq: bigint) => (s: Side) => {
   const snap = snaps.get(snapKey(s, C)) as Snap;
-  const services = [{ service_ref: snap.li.fields.service_ref, publisher_identity: P, listener_revision: snap.li.fields.listener_revision, intent_digest: snap.li.intentDigest }];
+  const services = [
+    {
+      service_ref: snap.li.fields.service_ref,
+      publisher_identity: P,
+      listener_revision: snap.li.fields.listener_revision,
+      intent_digest: snap.li.intentDigest,
+    },
+  ];
   const body = { consumer_seq: seq, snapshot_revision: snap.revision, snapshot_digest: snap.digest, services };
   return reply(s, who(s, C), msg(who(s, C), 'lease.acquire', body, { session_seq: sessionSeq, request_id: requestId }));
 };
@@ -122,7 +170,11 @@ beforeAll(async () => {
     await sql(s, `UPDATE service_control.service SET port = 40000 WHERE publisher = $1`, [Buffer.from(P)]);
     await sql(s, `DELETE FROM service_control.port_allocation`);
     await sql(s, `DELETE FROM service_control.port_entry`);
-    await setPolicySource({ store: s.store, epoch: s.authority.epoch }, (await serviceOf(s)).serviceId, { consumer: C, protocols: ['tcp'], expiry: null });
+    await setPolicySource({ store: s.store, epoch: s.authority.epoch }, (await serviceOf(s)).serviceId, {
+      consumer: C,
+      protocols: ['tcp'],
+      expiry: null,
+    });
     snaps.set(snapKey(s, P), await snapshotAcked(s, P, 1n));
     snaps.set(snapKey(s, C), await snapshotAcked(s, C, 1n));
   }
@@ -138,10 +190,14 @@ describe('grant pruning never changes an answer and bounds the rows', () => {
   it('M6-31 M6-32 M6-35 M6-36 retransmissions, seq rules, expiry, an authority restart and a publisher runtime restart answer the same with and without pruning; pruned rows stay bounded', async () => {
     const ids = Array.from({ length: 12 }, () => rid16());
     clock = 2_000_000;
-    expect(await both(ready('listener.ready', 1n, ids[0] as Uint8Array, 1n))).toMatchObject([{ result: 'granted', remaining_ms: 30_000n }]);
+    expect(await both(ready('listener.ready', 1n, ids[0] as Uint8Array, 1n))).toMatchObject([
+      { result: 'granted', remaining_ms: 30_000n },
+    ]);
     for (let seq = 2n; seq <= 6n; seq++) {
       clock += 10_000;
-      expect(await both(ready('lease.refresh', seq, ids[Number(seq) - 1] as Uint8Array, 1n))).toMatchObject([{ result: 'granted' }]);
+      expect(await both(ready('lease.refresh', seq, ids[Number(seq) - 1] as Uint8Array, 1n))).toMatchObject([
+        { result: 'granted' },
+      ]);
     }
     // the consumer acquires three times while the publisher is Ready
     for (let seq = 1n; seq <= 3n; seq++) {
@@ -150,12 +206,20 @@ describe('grant pruning never changes an answer and bounds the rows', () => {
     }
     clock += 2_000;
     // retransmissions of the current requests: the original grants, counted down; of older ones: stale-refresh
-    expect(await both(ready('lease.refresh', 6n, ids[5] as Uint8Array, 1n))).toMatchObject([{ result: 'granted', remaining_ms: 25_000n }]);
+    expect(await both(ready('lease.refresh', 6n, ids[5] as Uint8Array, 1n))).toMatchObject([
+      { result: 'granted', remaining_ms: 25_000n },
+    ]);
     expect(await both(acquire(3n, ids[8] as Uint8Array, 1n))).toMatchObject([{ result: 'granted' }]);
-    expect(await both(ready('lease.refresh', 4n, ids[3] as Uint8Array, 1n))).toMatchObject([{ result: 'stale-refresh', grant: null }]);
-    expect(await both(ready('listener.ready', 1n, ids[0] as Uint8Array, 1n))).toMatchObject([{ result: 'stale-refresh' }]);
+    expect(await both(ready('lease.refresh', 4n, ids[3] as Uint8Array, 1n))).toMatchObject([
+      { result: 'stale-refresh', grant: null },
+    ]);
+    expect(await both(ready('listener.ready', 1n, ids[0] as Uint8Array, 1n))).toMatchObject([
+      { result: 'stale-refresh' },
+    ]);
     expect(await both(acquire(2n, ids[7] as Uint8Array, 1n))).toMatchObject([{ result: 'stale-refresh' }]);
-    expect(await both(ready('lease.refresh', 6n, ids[5] as Uint8Array, 1n, { allocation_round: 2n }))).toMatchObject([{ result: 'digest-conflict' }]);
+    expect(await both(ready('lease.refresh', 6n, ids[5] as Uint8Array, 1n, { allocation_round: 2n }))).toMatchObject([
+      { result: 'digest-conflict' },
+    ]);
     // the pruned side keeps one grant of the publisher (the mark's, which is the highest seq) and the consumer's
     // current request only; the twin keeps every grant
     expect(await count(pruned, 'lease_grant', P)).toBe(1);
@@ -168,10 +232,16 @@ describe('grant pruning never changes an answer and bounds the rows', () => {
     // past the deadline: the retransmission still names the original grant (0 ms left) — so the mark's grant is
     // never pruned by age — a refresh is lease-expired, a new ready is granted
     clock += 60_000;
-    expect(await both(ready('lease.refresh', 6n, ids[5] as Uint8Array, 1n))).toMatchObject([{ result: 'granted', remaining_ms: 0n }]);
+    expect(await both(ready('lease.refresh', 6n, ids[5] as Uint8Array, 1n))).toMatchObject([
+      { result: 'granted', remaining_ms: 0n },
+    ]);
     expect(await both(acquire(3n, ids[8] as Uint8Array, 1n))).toMatchObject([{ result: 'granted', remaining_ms: 0n }]);
-    expect(await both(ready('lease.refresh', 7n, ids[9] as Uint8Array, 1n))).toMatchObject([{ result: 'lease-expired', grant: null }]);
-    expect(await both(ready('listener.ready', 8n, ids[10] as Uint8Array, 1n))).toMatchObject([{ result: 'granted', remaining_ms: 30_000n }]);
+    expect(await both(ready('lease.refresh', 7n, ids[9] as Uint8Array, 1n))).toMatchObject([
+      { result: 'lease-expired', grant: null },
+    ]);
+    expect(await both(ready('listener.ready', 8n, ids[10] as Uint8Array, 1n))).toMatchObject([
+      { result: 'granted', remaining_ms: 30_000n },
+    ]);
     expect(await count(pruned, 'lease_grant', P)).toBe(1);
 
     // authority restart on both: the old epoch's grants are never restored; the first grant of the new epoch prunes
@@ -179,7 +249,13 @@ describe('grant pruning never changes an answer and bounds the rows', () => {
     for (const s of sides) {
       const t = await s.store.takeover();
       await s.authority.idle();
-      s.authority = new Authority({ store: s.store, nsdId: s.nsdId, epoch: t.epoch, now: () => Date.now(), leaseNow: () => clock });
+      s.authority = new Authority({
+        store: s.store,
+        nsdId: s.nsdId,
+        epoch: t.epoch,
+        now: () => Date.now(),
+        leaseNow: () => clock,
+      });
     }
     const fresh = Array.from({ length: 6 }, () => rid16());
     expect(await both(ready('lease.refresh', 8n, ids[10] as Uint8Array, 1n))).toEqual({ error: 'stale-epoch' });
@@ -189,20 +265,31 @@ describe('grant pruning never changes an answer and bounds the rows', () => {
     }
     clock += 1_000;
     // retransmissions of the last requests of the old epoch (same content): their grants are not restored
-    expect(await both(ready('listener.ready', 8n, ids[10] as Uint8Array, 2n))).toMatchObject([{ result: 'lease-expired', grant: null }]);
+    expect(await both(ready('listener.ready', 8n, ids[10] as Uint8Array, 2n))).toMatchObject([
+      { result: 'lease-expired', grant: null },
+    ]);
     expect(await both(acquire(3n, ids[8] as Uint8Array, 2n))).toMatchObject([{ result: 'lease-expired', grant: null }]);
     for (const s of sides) {
       snaps.set(snapKey(s, P), await snapshotAcked(s, P, 2n));
       snaps.set(snapKey(s, C), await snapshotAcked(s, C, 2n));
     }
-    expect(await both(ready('lease.refresh', 9n, fresh[0] as Uint8Array, 2n))).toMatchObject([{ result: 'lease-expired' }]);
-    expect(await both(ready('listener.ready', 10n, fresh[1] as Uint8Array, 2n))).toMatchObject([{ result: 'granted', remaining_ms: 30_000n }]);
+    expect(await both(ready('lease.refresh', 9n, fresh[0] as Uint8Array, 2n))).toMatchObject([
+      { result: 'lease-expired' },
+    ]);
+    expect(await both(ready('listener.ready', 10n, fresh[1] as Uint8Array, 2n))).toMatchObject([
+      { result: 'granted', remaining_ms: 30_000n },
+    ]);
     expect(await both(acquire(4n, fresh[2] as Uint8Array, 2n))).toMatchObject([{ result: 'granted' }]);
     clock += 5_000;
     expect(await both(ready('lease.refresh', 11n, fresh[3] as Uint8Array, 2n))).toMatchObject([{ result: 'granted' }]);
-    expect(await both(ready('listener.ready', 10n, fresh[1] as Uint8Array, 2n))).toMatchObject([{ result: 'stale-refresh' }]);
-    expect(await both(acquire(4n, fresh[2] as Uint8Array, 2n))).toMatchObject([{ result: 'granted', remaining_ms: 25_000n }]);
-    const epochs = async (s: Side) => (await sql(s, `SELECT DISTINCT epoch::text AS e FROM service_control.lease_grant`)).map((r) => r['e']);
+    expect(await both(ready('listener.ready', 10n, fresh[1] as Uint8Array, 2n))).toMatchObject([
+      { result: 'stale-refresh' },
+    ]);
+    expect(await both(acquire(4n, fresh[2] as Uint8Array, 2n))).toMatchObject([
+      { result: 'granted', remaining_ms: 25_000n },
+    ]);
+    const epochs = async (s: Side) =>
+      (await sql(s, `SELECT DISTINCT epoch::text AS e FROM service_control.lease_grant`)).map((r) => r['e']);
     expect(await epochs(pruned)).toEqual([String(pruned.authority.epoch)]);
     expect((await epochs(twin)).length).toBe(2);
     expect(await count(pruned, 'lease_grant', P)).toBe(1);
@@ -219,9 +306,13 @@ describe('grant pruning never changes an answer and bounds the rows', () => {
       await bind(s, p, 3n);
       snaps.set(snapKey(s, P), await snapshotAcked(s, P, 3n));
     }
-    expect(await both(ready('listener.ready', 1n, fresh[4] as Uint8Array, 3n))).toMatchObject([{ result: 'granted', remaining_ms: 30_000n }]);
+    expect(await both(ready('listener.ready', 1n, fresh[4] as Uint8Array, 3n))).toMatchObject([
+      { result: 'granted', remaining_ms: 30_000n },
+    ]);
     clock += 10_000;
-    expect(await both(ready('lease.refresh', 2n, fresh[5] as Uint8Array, 3n))).toMatchObject([{ result: 'granted', remaining_ms: 30_000n }]);
+    expect(await both(ready('lease.refresh', 2n, fresh[5] as Uint8Array, 3n))).toMatchObject([
+      { result: 'granted', remaining_ms: 30_000n },
+    ]);
     expect(await both(acquire(5n, rid16(), 2n))).toMatchObject([{ result: 'granted', remaining_ms: 30_000n }]);
     expect(await count(pruned, 'lease_grant', P)).toBe(1);
     expect(await count(twin, 'lease_grant', P)).toBe(11);

@@ -17,7 +17,18 @@ import {
 } from '../src/domain/lease.js';
 import { type LeaseResultItemWire, LeaseResultItem, LeaseResultBody } from '../src/api/lease.js';
 import { errCode, id16, ok, sha } from './helpers.js';
-import { EPOCH, PUB, SVC, SVC2, ack, acquireInput, acquireItem, intent, readyInput, request } from './lease-fixtures.js';
+import {
+  EPOCH,
+  PUB,
+  SVC,
+  SVC2,
+  ack,
+  acquireInput,
+  acquireItem,
+  intent,
+  readyInput,
+  request,
+} from './lease-fixtures.js';
 
 const granted = (i: ReadyInput) => {
   const d = ok(decideReady(i));
@@ -31,9 +42,13 @@ describe('B: listener.ready', () => {
     // an ACK from an older session is not accepted
     expect(errCode(decideReady(readyInput({ acks: [ack(4n)] })))).toBe('enforcement-not-applied');
     // accepted but enforcement not applied; another revision; another digest
-    expect(errCode(decideReady(readyInput({ acks: [ack(5n, { enforcementApplied: false })] })))).toBe('enforcement-not-applied');
+    expect(errCode(decideReady(readyInput({ acks: [ack(5n, { enforcementApplied: false })] })))).toBe(
+      'enforcement-not-applied',
+    );
     expect(errCode(decideReady(readyInput({ acks: [ack(5n, { revision: 6n })] })))).toBe('enforcement-not-applied');
-    expect(errCode(decideReady(readyInput({ acks: [ack(5n, { digest: sha('other') })] })))).toBe('enforcement-not-applied');
+    expect(errCode(decideReady(readyInput({ acks: [ack(5n, { digest: sha('other') })] })))).toBe(
+      'enforcement-not-applied',
+    );
     expect(granted(readyInput()).grant.grantId).toEqual(id16(500));
   });
 
@@ -42,9 +57,13 @@ describe('B: listener.ready', () => {
     expect(granted(readyInput()).outcome).toBe('granted');
     // this service changed since the ACKed snapshot (new listener revision / digest): the old ACK no longer backs it
     const changed = intent({ listenerRevision: 5n, intentDigest: sha('intent-5') });
-    expect(errCode(decideReady(readyInput({ intent: changed, request: request({ listenerRevision: 5n, intentDigest: sha('intent-5') }) })))).toBe(
-      'enforcement-not-applied',
-    );
+    expect(
+      errCode(
+        decideReady(
+          readyInput({ intent: changed, request: request({ listenerRevision: 5n, intentDigest: sha('intent-5') }) }),
+        ),
+      ),
+    ).toBe('enforcement-not-applied');
     // revoked (withdrawn) → stale-listener, never a grant
     expect(errCode(decideReady(readyInput({ intent: intent({ state: 'withdrawn' }) })))).toBe('stale-listener');
     // the snapshot did not carry the service at all
@@ -78,19 +97,47 @@ describe('B: listener.ready', () => {
     expect(errCode(decideReady(readyInput({ request: request({ listenerRevision: 3n }) })))).toBe('stale-listener');
     expect(errCode(decideReady(readyInput({ request: request({ intentDigest: sha('x') }) })))).toBe('stale-listener');
     expect(errCode(decideReady(readyInput({ intent: null })))).toBe('stale-listener');
-    expect(errCode(decideReady(readyInput({ intent: intent({ P: null, intentDigest: null }) })))).toBe('stale-listener');
-    expect(errCode(decideReady(readyInput({ request: request({ P: 40001n, proof: { protocols: ['tcp'], P: 40001n, policyDigest: sha('policy') } }) })))).toBe('stale-proposal');
+    expect(errCode(decideReady(readyInput({ intent: intent({ P: null, intentDigest: null }) })))).toBe(
+      'stale-listener',
+    );
+    expect(
+      errCode(
+        decideReady(
+          readyInput({
+            request: request({ P: 40001n, proof: { protocols: ['tcp'], P: 40001n, policyDigest: sha('policy') } }),
+          }),
+        ),
+      ),
+    ).toBe('stale-proposal');
     expect(errCode(decideReady(readyInput({ request: request({ proposalId: id16(31) }) })))).toBe('stale-proposal');
     expect(errCode(decideReady(readyInput({ request: request({ round: 2n }) })))).toBe('stale-proposal');
     expect(errCode(decideReady(readyInput({ request: request({ proposalSeq: 3n }) })))).toBe('stale-proposal');
-    expect(errCode(decideReady(readyInput({ request: request({ proof: { protocols: ['tcp', 'udp'], P: 40000n, policyDigest: sha('policy') } }) })))).toBe('apply-failed');
-    expect(errCode(decideReady(readyInput({ request: request({ proof: { protocols: ['tcp'], P: 40000n, policyDigest: sha('old') } }) })))).toBe('apply-failed');
+    expect(
+      errCode(
+        decideReady(
+          readyInput({
+            request: request({ proof: { protocols: ['tcp', 'udp'], P: 40000n, policyDigest: sha('policy') } }),
+          }),
+        ),
+      ),
+    ).toBe('apply-failed');
+    expect(
+      errCode(
+        decideReady(
+          readyInput({ request: request({ proof: { protocols: ['tcp'], P: 40000n, policyDigest: sha('old') } }) }),
+        ),
+      ),
+    ).toBe('apply-failed');
   });
 
   it('M6-31 a retransmission returns the same grant_id and remaining_ms = floor(max(0, deadline − reply_time)), never a new 30 s', () => {
     const first = granted(readyInput());
     const again = (now: number) =>
-      ok(decideReady(readyInput({ now, mark: first.mark, markGrant: first.grant, live: first.grant, newGrantId: id16(999) })));
+      ok(
+        decideReady(
+          readyInput({ now, mark: first.mark, markGrant: first.grant, live: first.grant, newGrantId: id16(999) }),
+        ),
+      );
     for (const [now, rem] of [
       [1_000_000, 30_000],
       [1_000_000.9, 29_999],
@@ -105,7 +152,9 @@ describe('B: listener.ready', () => {
       expect(r.remainingMs).toBe(rem);
     }
     // after an authority restart the old grant is gone: a retransmission gets nothing
-    expect(errCode(decideReady(readyInput({ epoch: EPOCH + 1n, mark: first.mark, markGrant: first.grant })))).toBe('lease-expired');
+    expect(errCode(decideReady(readyInput({ epoch: EPOCH + 1n, mark: first.mark, markGrant: first.grant })))).toBe(
+      'lease-expired',
+    );
   });
 
   it('M6-31 property: retransmissions at any later times never extend: remaining is non-increasing and ≤ deadline − now', () => {
@@ -128,9 +177,15 @@ describe('B: listener.ready', () => {
   it('M6-32 lower seq → stale-refresh, same seq other content → digest-conflict, none of them yields a grant', () => {
     const first = granted(readyInput({ request: request({ seq: 3n }) }));
     const base = { mark: first.mark, markGrant: first.grant, live: first.grant };
-    expect(errCode(decideReady(readyInput({ ...base, request: request({ kind: 'lease.refresh', seq: 2n }) })))).toBe('stale-refresh');
-    expect(errCode(decideReady(readyInput({ ...base, request: request({ seq: 3n, requestDigest: sha('other') }) })))).toBe('digest-conflict');
-    expect(errCode(decideReady(readyInput({ ...base, request: request({ seq: 3n, requestId: id16(101) }) })))).toBe('digest-conflict');
+    expect(errCode(decideReady(readyInput({ ...base, request: request({ kind: 'lease.refresh', seq: 2n }) })))).toBe(
+      'stale-refresh',
+    );
+    expect(
+      errCode(decideReady(readyInput({ ...base, request: request({ seq: 3n, requestDigest: sha('other') }) }))),
+    ).toBe('digest-conflict');
+    expect(errCode(decideReady(readyInput({ ...base, request: request({ seq: 3n, requestId: id16(101) }) })))).toBe(
+      'digest-conflict',
+    );
     // (the old-session refusal `stale-session` is the envelope's session fence: test/fence-epoch.test.ts M6-14, and
     // on PostgreSQL in test/lease-pg.test.ts)
   });
@@ -143,17 +198,43 @@ describe('B: listener.ready', () => {
     const again = ok(decideReady(readyInput({ ...base, markSessionSeq: 5n, request: request({ seq: 3n }) })));
     expect(again.outcome).toBe('retransmission');
     expect(again.grant).toBe(first.grant);
-    expect(errCode(decideReady(readyInput({ ...base, markSessionSeq: 5n, request: request({ seq: 2n }) })))).toBe('stale-refresh');
-    expect(errCode(decideReady(readyInput({ ...base, markSessionSeq: 5n, request: request({ seq: 3n, requestDigest: sha('other') }) })))).toBe('digest-conflict');
-    expect(errCode(decideReady(readyInput({ ...base, markSessionSeq: 5n, request: request({ seq: 4n }) })))).toBe('stale-listener');
+    expect(errCode(decideReady(readyInput({ ...base, markSessionSeq: 5n, request: request({ seq: 2n }) })))).toBe(
+      'stale-refresh',
+    );
+    expect(
+      errCode(
+        decideReady(
+          readyInput({ ...base, markSessionSeq: 5n, request: request({ seq: 3n, requestDigest: sha('other') }) }),
+        ),
+      ),
+    ).toBe('digest-conflict');
+    expect(errCode(decideReady(readyInput({ ...base, markSessionSeq: 5n, request: request({ seq: 4n }) })))).toBe(
+      'stale-listener',
+    );
     // a later session, or no grant of the mark in this epoch: the mark does not apply — with or without the mark row
     for (const markSessionSeq of [4n, null])
       for (const seq of [2n, 3n, 4n]) {
-        expect(errCode(decideReady(readyInput({ ...base, markSessionSeq, sessionSeq: 5n, request: request({ seq }) })))).toBe('stale-listener');
-        expect(errCode(decideReady(readyInput({ markSessionSeq: null, intent: withdrawn, request: request({ seq }) })))).toBe('stale-listener');
+        expect(
+          errCode(decideReady(readyInput({ ...base, markSessionSeq, sessionSeq: 5n, request: request({ seq }) }))),
+        ).toBe('stale-listener');
+        expect(
+          errCode(decideReady(readyInput({ markSessionSeq: null, intent: withdrawn, request: request({ seq }) }))),
+        ).toBe('stale-listener');
       }
     // an active service: the seq rules whatever the session (unchanged)
-    expect(ok(decideReady(readyInput({ mark: first.mark, markGrant: first.grant, live: first.grant, markSessionSeq: 4n, request: request({ seq: 3n }) }))).outcome).toBe('retransmission');
+    expect(
+      ok(
+        decideReady(
+          readyInput({
+            mark: first.mark,
+            markGrant: first.grant,
+            live: first.grant,
+            markSessionSeq: 4n,
+            request: request({ seq: 3n }),
+          }),
+        ),
+      ).outcome,
+    ).toBe('retransmission');
   });
 
   it('M6-30 M6-32 lease.refresh needs a live grant of this epoch and a higher seq; it gets a new grant and deadline', () => {
@@ -181,13 +262,30 @@ describe('B: listener.ready', () => {
 });
 
 describe('B: lease.acquire', () => {
-  const pubGrant = (deadline: number, epoch = EPOCH): GrantRecord => ({ ...granted(readyInput()).grant, deadline, epoch });
-  const item = (serviceId: Bytes, over: Partial<AcquireItemInput> = {}): AcquireItemInput => acquireItem(serviceId, pubGrant(1_020_000), over);
+  const pubGrant = (deadline: number, epoch = EPOCH): GrantRecord => ({
+    ...granted(readyInput()).grant,
+    deadline,
+    epoch,
+  });
+  const item = (serviceId: Bytes, over: Partial<AcquireItemInput> = {}): AcquireItemInput =>
+    acquireItem(serviceId, pubGrant(1_020_000), over);
   const acquire = (over: Partial<AcquireInput> = {}): AcquireInput => acquireInput({ items: [item(SVC)], ...over });
 
   it('M6-35 remaining ≤ min(publisher grant remaining, policy remaining, 30000)', () => {
     const at = (pubDeadline: number, authExpiry: number | null, policyExpiry: number | null) => {
-      const d = ok(decideAcquire(acquire({ items: [item(SVC, { publisherGrant: pubGrant(pubDeadline), authorization: { protocols: ['tcp'], expiry: authExpiry }, intent: intent({ policyExpiry }) })] })));
+      const d = ok(
+        decideAcquire(
+          acquire({
+            items: [
+              item(SVC, {
+                publisherGrant: pubGrant(pubDeadline),
+                authorization: { protocols: ['tcp'], expiry: authExpiry },
+                intent: intent({ policyExpiry }),
+              }),
+            ],
+          }),
+        ),
+      );
       const it0 = d.items[0];
       return it0?.grant === null || it0 === undefined ? null : remainingMs(it0.grant.deadline, 1_000_000);
     };
@@ -196,11 +294,16 @@ describe('B: lease.acquire', () => {
     expect(at(1_090_000, 1_005_000, null)).toBe(5_000);
     expect(at(1_090_000, null, 1_007_000)).toBe(7_000);
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 90_000 }), fc.option(fc.integer({ min: 1, max: 90_000 })), fc.option(fc.integer({ min: 1, max: 90_000 })), (p, a, q) => {
-        const rem = at(1_000_000 + p, a === null ? null : 1_000_000 + a, q === null ? null : 1_000_000 + q);
-        expect(rem).not.toBeNull();
-        expect(rem).toBeLessThanOrEqual(Math.min(p, a ?? Infinity, q ?? Infinity, LEASE_MAX_MS));
-      }),
+      fc.property(
+        fc.integer({ min: 1, max: 90_000 }),
+        fc.option(fc.integer({ min: 1, max: 90_000 })),
+        fc.option(fc.integer({ min: 1, max: 90_000 })),
+        (p, a, q) => {
+          const rem = at(1_000_000 + p, a === null ? null : 1_000_000 + a, q === null ? null : 1_000_000 + q);
+          expect(rem).not.toBeNull();
+          expect(rem).toBeLessThanOrEqual(Math.min(p, a ?? Infinity, q ?? Infinity, LEASE_MAX_MS));
+        },
+      ),
     );
   });
 
@@ -219,7 +322,14 @@ describe('B: lease.acquire', () => {
         }),
       ),
     );
-    expect(d.items.map((i) => i.result)).toEqual(['granted', 'unauthorized', 'lease-expired', 'lease-expired', 'lease-expired', 'unauthorized']);
+    expect(d.items.map((i) => i.result)).toEqual([
+      'granted',
+      'unauthorized',
+      'lease-expired',
+      'lease-expired',
+      'lease-expired',
+      'unauthorized',
+    ]);
     expect(d.items.filter((i) => i.grant !== null).length).toBe(1);
   });
 
@@ -227,7 +337,10 @@ describe('B: lease.acquire', () => {
     const d = ok(
       decideAcquire(
         acquire({
-          items: [item(SVC, { listenerRevision: 3n }), item(SVC2, { atSnapshot: { listenerRevision: 3n, intentDigest: sha('intent-3') } })],
+          items: [
+            item(SVC, { listenerRevision: 3n }),
+            item(SVC2, { atSnapshot: { listenerRevision: 3n, intentDigest: sha('intent-3') } }),
+          ],
         }),
       ),
     );
@@ -242,8 +355,12 @@ describe('B: lease.acquire', () => {
     const again = ok(decideAcquire(acquire({ mark: first.mark, markItems: first.items, now: 1_005_000 })));
     expect(again).toEqual({ outcome: 'retransmission', items: first.items });
     expect(errCode(decideAcquire(acquire({ seq: 0n + 1n, mark: { ...first.mark, seq: 2n } })))).toBe('stale-refresh');
-    expect(errCode(decideAcquire(acquire({ mark: first.mark, markItems: first.items, requestDigest: sha('other') })))).toBe('digest-conflict');
-    expect(errCode(decideAcquire(acquire({ mark: first.mark, markItems: [], epoch: EPOCH + 1n })))).toBe('lease-expired');
+    expect(
+      errCode(decideAcquire(acquire({ mark: first.mark, markItems: first.items, requestDigest: sha('other') }))),
+    ).toBe('digest-conflict');
+    expect(errCode(decideAcquire(acquire({ mark: first.mark, markItems: [], epoch: EPOCH + 1n })))).toBe(
+      'lease-expired',
+    );
   });
 });
 
@@ -267,9 +384,29 @@ describe('lease.result wire', () => {
     const bytes = LeaseResultItem.encodeOrThrow(base);
     expect(LeaseResultItem.decodeOrThrow(bytes)).toEqual(base);
     expect(Object.keys(base).sort()).toEqual(
-      ['request_id', 'scope', 'authority_epoch', 'runtime_generation', 'runtime_id', 'session_seq', 'service_ref', 'listener_revision', 'intent_digest', 'grant_id', 'refresh_seq', 'remaining_ms', 'result'].sort(),
+      [
+        'request_id',
+        'scope',
+        'authority_epoch',
+        'runtime_generation',
+        'runtime_id',
+        'session_seq',
+        'service_ref',
+        'listener_revision',
+        'intent_digest',
+        'grant_id',
+        'refresh_seq',
+        'remaining_ms',
+        'result',
+      ].sort(),
     );
-    const consumer = { ...base, refresh_seq: undefined, consumer_seq: 2n, snapshot_revision: 3n, snapshot_digest: sha('s') };
+    const consumer = {
+      ...base,
+      refresh_seq: undefined,
+      consumer_seq: 2n,
+      snapshot_revision: 3n,
+      snapshot_digest: sha('s'),
+    };
     delete (consumer as { refresh_seq?: bigint }).refresh_seq;
     expect(Either.isRight(LeaseResultItem.encode(consumer))).toBe(true);
     const bad = (v: unknown) => Either.isLeft(LeaseResultItem.encode(v as LeaseResultItemWire));

@@ -18,7 +18,8 @@ export const writeListenerSnapshot = (
   scope: Scope,
   li: Intent,
   consumerView: boolean,
-): Promise<{ readonly revision: bigint; readonly digest: Uint8Array }> => writeListenersSnapshot(store, epoch, target, networkId, scope, [li], consumerView);
+): Promise<{ readonly revision: bigint; readonly digest: Uint8Array }> =>
+  writeListenersSnapshot(store, epoch, target, networkId, scope, [li], consumerView);
 
 /** The same with several ready listeners (sorted by service id). */
 export const writeListenersSnapshot = async (
@@ -35,12 +36,19 @@ export const writeListenersSnapshot = async (
   const revision = (last.right?.revision ?? 0n) + 1n;
   const view = consumerView ? { backend_host: null, backend_port: null } : {};
   const listeners = [...lis]
-    .sort((a, b) => Buffer.compare(Buffer.from(a.fields.service_ref.service_id), Buffer.from(b.fields.service_ref.service_id)))
+    .sort((a, b) =>
+      Buffer.compare(Buffer.from(a.fields.service_ref.service_id), Buffer.from(b.fields.service_ref.service_id)),
+    )
     .map((li) => ({ ...li.fields, ...view, intent_digest: li.intentDigest, proposal: null, state: 'ready' as const }));
   const snapshot = { scope, snapshot_revision: revision, resources: [], listeners, grants: [], withdrawals: [] };
   const digest = snapshotDigest(snapshot as never);
   const saved = await store.transact(epoch, async (tx) => {
-    await tx.saveSnapshot(target, networkId, { revision, bodyDigest: digest, digest, body: SnapshotPushBody.encodeOrThrow({ snapshot: snapshot as never, snapshot_digest: digest }) });
+    await tx.saveSnapshot(target, networkId, {
+      revision,
+      bodyDigest: digest,
+      digest,
+      body: SnapshotPushBody.encodeOrThrow({ snapshot: snapshot as never, snapshot_digest: digest }),
+    });
     return Either.void;
   });
   if (Either.isLeft(saved)) throw saved.left;
@@ -51,7 +59,12 @@ export const writeListenersSnapshot = async (
  * The body of a listener.ready / lease.refresh proving listener `li` as installed (its P and protocols), naming the
  * ACKed snapshot `at`; the proposal is the all-zero id of round 1 unless given (these tests set P directly).
  */
-export const readyBody = (li: Intent, at: { readonly revision: bigint; readonly digest: Uint8Array }, seq: bigint, proposalId: Uint8Array = new Uint8Array(16)) => ({
+export const readyBody = (
+  li: Intent,
+  at: { readonly revision: bigint; readonly digest: Uint8Array },
+  seq: bigint,
+  proposalId: Uint8Array = new Uint8Array(16),
+) => ({
   service_ref: li.fields.service_ref,
   refresh_seq: seq,
   listener_revision: li.fields.listener_revision,
@@ -62,5 +75,9 @@ export const readyBody = (li: Intent, at: { readonly revision: bigint; readonly 
   P: li.fields.P,
   snapshot_revision: at.revision,
   snapshot_digest: at.digest,
-  proof: { installed_protocols: li.fields.protocols, installed_P: li.fields.P, enforcement_policy_digest: li.fields.enforcement_policy_digest },
+  proof: {
+    installed_protocols: li.fields.protocols,
+    installed_P: li.fields.P,
+    enforcement_policy_digest: li.fields.enforcement_policy_digest,
+  },
 });

@@ -6,7 +6,15 @@ import type { NameFormat } from '../src/names/format.js';
 import type { NameRng, NameTarget } from '../src/names/table.js';
 
 /** A small space of the seed's shape: 1 letter of 2, 1 digit of 2, suffix of 3 → capacities 4, 12, 36 (4 + 10 + 29 = 43 names before the limit). */
-export const TOY_FORMAT: NameFormat = { id: 'toy:[ab][01][012]{0..2}', letters: 'ab', letterCount: 1, digits: '01', digitCount: 1, suffix: '012', maxPhase: 2 };
+export const TOY_FORMAT: NameFormat = {
+  id: 'toy:[ab][01][012]{0..2}',
+  letters: 'ab',
+  letterCount: 1,
+  digits: '01',
+  digitCount: 1,
+  suffix: '012',
+  maxPhase: 2,
+};
 
 /** Fake RNG that returns the scripted values in order (cyclically), each reduced modulo the bound; counts its calls. */
 export const scriptedRng = (values: readonly bigint[]): NameRng & { calls: number } => {
@@ -34,7 +42,10 @@ export const seededRng = (seed: number): NameRng => {
   };
 };
 
-export const target = (i: number | string, address = `10.77.${Number.isInteger(i) ? Number(i) % 250 : 1}.1`): NameTarget => ({ ref: `svc-${i}`, address });
+export const target = (
+  i: number | string,
+  address = `10.77.${Number.isInteger(i) ? Number(i) % 250 : 1}.1`,
+): NameTarget => ({ ref: `svc-${i}`, address });
 
 export const right = <A>(e: Either.Either<A, NameError>): A => {
   if (Either.isLeft(e)) throw new Error(`expected Right, got ${JSON.stringify(e.left)}`);
@@ -59,8 +70,21 @@ export type Op =
 const toyNames = ['a0', 'b1', 'a10', 'b02', 'a120', 'nas', 'printer', 'b0'];
 export const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 6, arbitrary: fc.record({ op: fc.constant('allocate' as const), ref: fc.integer({ min: 0, max: 60 }) }) },
-  { weight: 2, arbitrary: fc.record({ op: fc.constant('nickname' as const), name: fc.constantFrom(...toyNames), ref: fc.integer({ min: 0, max: 60 }) }) },
-  { weight: 1, arbitrary: fc.record({ op: fc.constant('rebind' as const), name: fc.constantFrom(...toyNames), ref: fc.integer({ min: 0, max: 60 }) }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      op: fc.constant('nickname' as const),
+      name: fc.constantFrom(...toyNames),
+      ref: fc.integer({ min: 0, max: 60 }),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      op: fc.constant('rebind' as const),
+      name: fc.constantFrom(...toyNames),
+      ref: fc.integer({ min: 0, max: 60 }),
+    }),
+  },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('tombstone' as const), pick: fc.nat() }) },
 );
-

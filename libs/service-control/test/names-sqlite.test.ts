@@ -9,7 +9,15 @@ import { Either } from 'effect';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openSqliteDaemonStore, openSqliteNameStore } from '../src/adapter/sqlite/index.js';
-import { LocalNames, type NameEntry, SCAN_STEPS, SHORT_NAME_FORMAT, candidateName, inMemoryNameTable, selectedSource } from '../src/names/index.js';
+import {
+  LocalNames,
+  type NameEntry,
+  SCAN_STEPS,
+  SHORT_NAME_FORMAT,
+  candidateName,
+  inMemoryNameTable,
+  selectedSource,
+} from '../src/names/index.js';
 import { TOY_FORMAT, failure, opArb, right, scriptedRng, seededRng, target } from './names-helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'ns-names-'));
@@ -29,9 +37,23 @@ const rowsOfPhase0 = (from: bigint, to: bigint): NameEntry[] => {
     const k = Number(i % 3n);
     rows.push(
       k === 0
-        ? { name, kind: 'auto', state: 'live', target: { ref: `seed-${i}`, address: '10.0.0.1' }, formatPhase: 0, version: 1n }
+        ? {
+            name,
+            kind: 'auto',
+            state: 'live',
+            target: { ref: `seed-${i}`, address: '10.0.0.1' },
+            formatPhase: 0,
+            version: 1n,
+          }
         : k === 1
-          ? { name, kind: 'manual', state: 'live', target: { ref: 'm', address: '10.0.0.2' }, formatPhase: 0, version: 1n }
+          ? {
+              name,
+              kind: 'manual',
+              state: 'live',
+              target: { ref: 'm', address: '10.0.0.2' },
+              formatPhase: 0,
+              version: 1n,
+            }
           : { name, kind: 'auto', state: 'tombstone', target: null, formatPhase: 0, version: 2n },
     );
   }
@@ -46,8 +68,18 @@ describe('local names on SQLite', () => {
     const s = openSqliteNameStore(f);
     expect(s.db.pragma('journal_mode', { simple: true })).toBe('wal');
     expect(s.db.pragma('synchronous', { simple: true })).toBe(2);
-    const meta = Object.fromEntries(s.db.prepare<[], { key: string; value: string }>('SELECT key, value FROM meta').all().map((r) => [r.key, r.value]));
-    expect(meta).toMatchObject({ schema: 'ns.service-control.v1', version: '1', 'names.version': '2', 'names.format': F.id });
+    const meta = Object.fromEntries(
+      s.db
+        .prepare<[], { key: string; value: string }>('SELECT key, value FROM meta')
+        .all()
+        .map((r) => [r.key, r.value]),
+    );
+    expect(meta).toMatchObject({
+      schema: 'ns.service-control.v1',
+      version: '1',
+      'names.version': '2',
+      'names.format': F.id,
+    });
     right(s.nickname('nas', target(1)));
     s.close();
     d.close();
@@ -58,7 +90,9 @@ describe('local names on SQLite', () => {
     s2.close();
     d2.close();
     // a table made for one candidate space is never opened with another
-    expect(() => openSqliteNameStore(f, { format: TOY_FORMAT })).toThrow(expect.objectContaining({ code: 'state-inconsistent' }));
+    expect(() => openSqliteNameStore(f, { format: TOY_FORMAT })).toThrow(
+      expect.objectContaining({ code: 'state-inconsistent' }),
+    );
     // on a fresh file the name store may come first; the daemon store then migrates its own tables
     const g = file();
     const first = openSqliteNameStore(g);
@@ -73,29 +107,33 @@ describe('local names on SQLite', () => {
     again.close();
   });
 
-  it('M6-55 on SQLite: at 80 % (auto, same-format manual and tombstones counted) the phase advances, names gain a character, and the phase survives a reopen', { timeout: SLOW_MS }, async () => {
-    const f = file();
-    const s = openSqliteNameStore(f);
-    // seeded in chunks, yielding between them: a worker blocked for a minute loses its RPC with the test runner
-    for (let from = 0n; from < 540_799n; from += 30_000n) {
-      s.seed(rowsOfPhase0(from, from + 30_000n < 540_799n ? from + 30_000n : 540_799n));
-      await new Promise((resolve) => setImmediate(resolve));
-    }
-    right(s.nickname('my-printer', target('p'))); // not of the format: not counted
-    const rng = seededRng(11);
-    expect(right(s.allocate(target(1), rng)).entry.name).toMatch(/^[a-z]{2}[0-9]{3}$/);
-    expect(right(s.allocator())).toMatchObject({ phase: 0 });
-    expect(right(s.allocator()).occupied[0]).toBe(540_800n);
-    const longer = right(s.allocate(target(2), rng));
-    expect(longer.entry.name).toMatch(/^[a-z]{2}[0-9]{3}[0-9a-z]$/);
-    s.close();
-    const r = openSqliteNameStore(f);
-    expect(right(r.allocator()).phase).toBe(1);
-    right(r.tombstone(longer.entry.name));
-    expect(right(r.allocate(target(3), rng)).entry.formatPhase).toBe(1); // never back to phase 0
-    expect(right(r.entry(longer.entry.name))).toMatchObject({ state: 'tombstone', version: 2n });
-    r.close();
-  });
+  it(
+    'M6-55 on SQLite: at 80 % (auto, same-format manual and tombstones counted) the phase advances, names gain a character, and the phase survives a reopen',
+    { timeout: SLOW_MS },
+    async () => {
+      const f = file();
+      const s = openSqliteNameStore(f);
+      // seeded in chunks, yielding between them: a worker blocked for a minute loses its RPC with the test runner
+      for (let from = 0n; from < 540_799n; from += 30_000n) {
+        s.seed(rowsOfPhase0(from, from + 30_000n < 540_799n ? from + 30_000n : 540_799n));
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      right(s.nickname('my-printer', target('p'))); // not of the format: not counted
+      const rng = seededRng(11);
+      expect(right(s.allocate(target(1), rng)).entry.name).toMatch(/^[a-z]{2}[0-9]{3}$/);
+      expect(right(s.allocator())).toMatchObject({ phase: 0 });
+      expect(right(s.allocator()).occupied[0]).toBe(540_800n);
+      const longer = right(s.allocate(target(2), rng));
+      expect(longer.entry.name).toMatch(/^[a-z]{2}[0-9]{3}[0-9a-z]$/);
+      s.close();
+      const r = openSqliteNameStore(f);
+      expect(right(r.allocator()).phase).toBe(1);
+      right(r.tombstone(longer.entry.name));
+      expect(right(r.allocate(target(3), rng)).entry.formatPhase).toBe(1); // never back to phase 0
+      expect(right(r.entry(longer.entry.name))).toMatchObject({ state: 'tombstone', version: 2n });
+      r.close();
+    },
+  );
 
   it('M6-56 on SQLite: busy commits the advanced scan_hint in the allocation transaction; the retry after a reopen continues from it', () => {
     const f = file();
@@ -168,7 +206,7 @@ describe('local names on SQLite', () => {
 
     const t = openSqliteNameStore(file());
     right(t.nickname('x', target(1)));
-    t.db.prepare("UPDATE name_allocator SET value = replace(value, '\"phase\":0', '\"phase\":1')").run();
+    t.db.prepare('UPDATE name_allocator SET value = replace(value, \'"phase":0\', \'"phase":1\')').run();
     expect(failure(t.allocate(target(2), seededRng(1)))).toBe('state-inconsistent');
     expect(failure(t.tombstone('x'))).toBe('state-inconsistent');
     expect(right(t.entry('x'))?.target).toEqual(target(1));
@@ -187,33 +225,40 @@ describe('local names on SQLite', () => {
 
   it('the SQLite store gives the in-memory model’s results for random operation sequences, across reopens (property)', () => {
     fc.assert(
-      fc.property(fc.array(fc.oneof({ weight: 9, arbitrary: opArb }, { weight: 1, arbitrary: fc.constant({ op: 'reopen' as const }) }), { maxLength: 30 }), fc.integer(), (ops, seed) => {
-        const f = file();
-        let s = openSqliteNameStore(f, { format: TOY_FORMAT });
-        const m = inMemoryNameTable(TOY_FORMAT);
-        const [rs, rm] = [seededRng(seed), seededRng(seed)];
-        for (const o of ops) {
-          if (o.op === 'reopen') {
-            s.close();
-            s = openSqliteNameStore(f, { format: TOY_FORMAT });
-            continue;
+      fc.property(
+        fc.array(
+          fc.oneof({ weight: 9, arbitrary: opArb }, { weight: 1, arbitrary: fc.constant({ op: 'reopen' as const }) }),
+          { maxLength: 30 },
+        ),
+        fc.integer(),
+        (ops, seed) => {
+          const f = file();
+          let s = openSqliteNameStore(f, { format: TOY_FORMAT });
+          const m = inMemoryNameTable(TOY_FORMAT);
+          const [rs, rm] = [seededRng(seed), seededRng(seed)];
+          for (const o of ops) {
+            if (o.op === 'reopen') {
+              s.close();
+              s = openSqliteNameStore(f, { format: TOY_FORMAT });
+              continue;
+            }
+            const names = right(m.entries()).map((e) => e.name);
+            const pick = o.op === 'tombstone' ? (names[o.pick % Math.max(1, names.length)] ?? 'none') : '';
+            const run = (t: typeof m | typeof s, rng: typeof rs) =>
+              o.op === 'allocate'
+                ? t.allocate(target(o.ref), rng)
+                : o.op === 'nickname'
+                  ? t.nickname(o.name, target(o.ref))
+                  : o.op === 'rebind'
+                    ? t.rebind(o.name, target(o.ref))
+                    : t.tombstone(pick);
+            expect(run(s, rs)).toEqual(run(m, rm));
           }
-          const names = right(m.entries()).map((e) => e.name);
-          const pick = o.op === 'tombstone' ? (names[o.pick % Math.max(1, names.length)] ?? 'none') : '';
-          const run = (t: typeof m | typeof s, rng: typeof rs) =>
-            o.op === 'allocate'
-              ? t.allocate(target(o.ref), rng)
-              : o.op === 'nickname'
-                ? t.nickname(o.name, target(o.ref))
-                : o.op === 'rebind'
-                  ? t.rebind(o.name, target(o.ref))
-                  : t.tombstone(pick);
-          expect(run(s, rs)).toEqual(run(m, rm));
-        }
-        expect(right(s.entries())).toEqual(right(m.entries()));
-        expect(right(s.allocator())).toEqual(right(m.allocator()));
-        s.close();
-      }),
+          expect(right(s.entries())).toEqual(right(m.entries()));
+          expect(right(s.allocator())).toEqual(right(m.allocator()));
+          s.close();
+        },
+      ),
       { numRuns: 12 },
     );
   });
@@ -224,13 +269,26 @@ describe('local names on SQLite', () => {
         { length: workers },
         (_, w) =>
           new Promise<Array<{ ref: string; name?: string; error?: string; outcome?: string }>>((resolve, reject) => {
-            const c = spawn(process.execPath, ['--import', 'tsx', worker, 'allocate', path, String(w), String(count), format], { cwd });
+            const c = spawn(
+              process.execPath,
+              ['--import', 'tsx', worker, 'allocate', path, String(w), String(count), format],
+              { cwd },
+            );
             let out = '';
             let err = '';
             c.stdout.on('data', (d: Buffer) => (out += d.toString()));
             c.stderr.on('data', (d: Buffer) => (err += d.toString()));
             c.on('error', reject);
-            c.on('close', (code) => (code === 0 ? resolve(out.trim().split('\n').map((l) => JSON.parse(l))) : reject(new Error(`worker ${w}: ${code} ${err}`))));
+            c.on('close', (code) =>
+              code === 0
+                ? resolve(
+                    out
+                      .trim()
+                      .split('\n')
+                      .map((l) => JSON.parse(l)),
+                  )
+                : reject(new Error(`worker ${w}: ${code} ${err}`)),
+            );
           }),
       ),
     ).then((xs) => xs.flat());
@@ -249,46 +307,59 @@ describe('local names on SQLite', () => {
     s.close();
   });
 
-  it('concurrent allocation up to the capacity limit: exactly the 43 names of the small space, each once, then name-capacity-limit', { timeout: SLOW_MS }, async () => {
-    const f = file();
-    openSqliteNameStore(f, { format: TOY_FORMAT }).close();
-    const results = await runWorkers(f, 4, 15, 'toy');
-    const names = results.flatMap((r) => (r.name === undefined ? [] : [r.name]));
-    expect(names.length).toBe(43);
-    expect(new Set(names).size).toBe(43);
-    expect(results.filter((r) => r.error !== undefined).every((r) => r.error === 'name-capacity-limit')).toBe(true);
-    const s = openSqliteNameStore(f, { format: TOY_FORMAT });
-    expect(right(s.entries()).length).toBe(43);
-    s.close();
-  });
-
-  it('M6-58 SIGKILL right after a committed name operation: after reopen exactly what committed is there (the allocated name stays allocated)', { timeout: SLOW_MS }, async () => {
-    for (const op of ['nickname', 'allocate', 'rebind', 'tombstone'] as const) {
+  it(
+    'concurrent allocation up to the capacity limit: exactly the 43 names of the small space, each once, then name-capacity-limit',
+    { timeout: SLOW_MS },
+    async () => {
       const f = file();
-      const r = await new Promise<{ signal: NodeJS.Signals | null; stderr: string }>((resolve, reject) => {
-        const c = spawn(process.execPath, ['--import', 'tsx', worker, 'crash', f, op], { cwd });
-        let stderr = '';
-        c.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-        c.on('error', reject);
-        c.on('close', (_code, signal) => resolve({ signal, stderr }));
-      });
-      expect(r.signal, `${op}: ${r.stderr}`).toBe('SIGKILL');
-      const s = openSqliteNameStore(f);
-      const rows = right(s.entries());
-      const nas = rows.find((e) => e.name === 'nas');
-      const crashed = rows.find((e) => e.target?.ref === 'svc-crash');
-      expect(nas?.target?.ref ?? nas?.state).toBe({ nickname: 'svc-old', allocate: 'svc-old', rebind: 'svc-new', tombstone: 'tombstone' }[op]);
-      if (op === 'nickname') expect(crashed).toBeUndefined();
-      else {
-        expect(crashed?.name).toMatch(/^[a-z]{2}[0-9]{3}$/);
-        // the allocation committed: the same target gets the same name back, another target never gets it
-        expect(right(s.allocate({ ref: 'svc-crash', address: '10.2.2.2' }, seededRng(1)))).toMatchObject({ outcome: 'existing', entry: crashed });
-        expect(right(s.allocate(target('other'), scriptedRng([0n]))).entry.name).not.toBe(crashed?.name);
-      }
-      expect(right(s.allocator()).entries).toBe(BigInt(right(s.entries()).length));
+      openSqliteNameStore(f, { format: TOY_FORMAT }).close();
+      const results = await runWorkers(f, 4, 15, 'toy');
+      const names = results.flatMap((r) => (r.name === undefined ? [] : [r.name]));
+      expect(names.length).toBe(43);
+      expect(new Set(names).size).toBe(43);
+      expect(results.filter((r) => r.error !== undefined).every((r) => r.error === 'name-capacity-limit')).toBe(true);
+      const s = openSqliteNameStore(f, { format: TOY_FORMAT });
+      expect(right(s.entries()).length).toBe(43);
       s.close();
-    }
-  });
+    },
+  );
+
+  it(
+    'M6-58 SIGKILL right after a committed name operation: after reopen exactly what committed is there (the allocated name stays allocated)',
+    { timeout: SLOW_MS },
+    async () => {
+      for (const op of ['nickname', 'allocate', 'rebind', 'tombstone'] as const) {
+        const f = file();
+        const r = await new Promise<{ signal: NodeJS.Signals | null; stderr: string }>((resolve, reject) => {
+          const c = spawn(process.execPath, ['--import', 'tsx', worker, 'crash', f, op], { cwd });
+          let stderr = '';
+          c.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+          c.on('error', reject);
+          c.on('close', (_code, signal) => resolve({ signal, stderr }));
+        });
+        expect(r.signal, `${op}: ${r.stderr}`).toBe('SIGKILL');
+        const s = openSqliteNameStore(f);
+        const rows = right(s.entries());
+        const nas = rows.find((e) => e.name === 'nas');
+        const crashed = rows.find((e) => e.target?.ref === 'svc-crash');
+        expect(nas?.target?.ref ?? nas?.state).toBe(
+          { nickname: 'svc-old', allocate: 'svc-old', rebind: 'svc-new', tombstone: 'tombstone' }[op],
+        );
+        if (op === 'nickname') expect(crashed).toBeUndefined();
+        else {
+          expect(crashed?.name).toMatch(/^[a-z]{2}[0-9]{3}$/);
+          // the allocation committed: the same target gets the same name back, another target never gets it
+          expect(right(s.allocate({ ref: 'svc-crash', address: '10.2.2.2' }, seededRng(1)))).toMatchObject({
+            outcome: 'existing',
+            entry: crashed,
+          });
+          expect(right(s.allocate(target('other'), scriptedRng([0n]))).entry.name).not.toBe(crashed?.name);
+        }
+        expect(right(s.allocator()).entries).toBe(BigInt(right(s.entries()).length));
+        s.close();
+      }
+    },
+  );
 
   const src = (i: number, address = `fd00::${i}`) => ({ ref: `nsd-${i}/net/svc`, address });
 
@@ -299,7 +370,10 @@ describe('local names on SQLite', () => {
     right(s.createSelector('media', [src(1), src(2)]));
     const v0 = right(s.allocator()).tableVersion;
     commits.length = 0;
-    expect(right(s.select('media', src(2).ref))).toMatchObject({ selection: { state: 'selected', source: src(2) }, version: 2n });
+    expect(right(s.select('media', src(2).ref))).toMatchObject({
+      selection: { state: 'selected', source: src(2) },
+      version: 2n,
+    });
     expect(commits).toEqual(['select']); // exactly one committed transaction
     expect(right(s.allocator()).tableVersion).toBe(v0 + 1n);
     // refused or unchanged: nothing is written
@@ -309,7 +383,9 @@ describe('local names on SQLite', () => {
     expect(right(s.allocator()).tableVersion).toBe(v0 + 1n);
 
     // all or nothing: a failure at the allocator write (after the selector row was written) rolls the selection back
-    s.db.exec("CREATE TRIGGER fail_allocator BEFORE UPDATE ON name_allocator BEGIN SELECT RAISE(ABORT, 'injected'); END;");
+    s.db.exec(
+      "CREATE TRIGGER fail_allocator BEFORE UPDATE ON name_allocator BEGIN SELECT RAISE(ABORT, 'injected'); END;",
+    );
     expect(failure(s.select('media', src(1).ref))).toBe('storage-unavailable');
     expect(right(s.selector('media'))).toMatchObject({ selection: { state: 'selected', source: src(2) }, version: 2n });
     expect(right(s.allocator()).tableVersion).toBe(v0 + 1n);
@@ -317,7 +393,12 @@ describe('local names on SQLite', () => {
     s.close();
 
     const r = openSqliteNameStore(f);
-    expect(right(r.selector('media'))).toEqual({ name: 'media', sources: [src(1), src(2)], selection: { state: 'selected', source: src(2) }, version: 2n });
+    expect(right(r.selector('media'))).toEqual({
+      name: 'media',
+      sources: [src(1), src(2)],
+      selection: { state: 'selected', source: src(2) },
+      version: 2n,
+    });
     expect(right(r.entry('media'))).toMatchObject({ kind: 'selector', state: 'live', target: null, version: 1n });
     expect(right(r.selectors()).map((x) => x.name)).toEqual(['media']);
     expect(failure(r.rebind('media', src(1)))).toBe('multi-source-name');
@@ -327,19 +408,36 @@ describe('local names on SQLite', () => {
   it('M6-57 on SQLite: invalidation stops the entry — after a reopen, and when the source comes back — until the owner selects again', () => {
     const f = file();
     const permitRemainingMs = () => 30_000;
-    const open = () => new LocalNames(openSqliteNameStore(f), { zone: 'ns.internal', rng: seededRng(1), permitRemainingMs });
+    const open = () =>
+      new LocalNames(openSqliteNameStore(f), { zone: 'ns.internal', rng: seededRng(1), permitRemainingMs });
     const a = open();
     right(a.createSelector('media', [src(1), src(2)]));
     right(a.select('media', src(1).ref));
-    expect(a.resolve({ name: 'media', type: 'AAAA' }, 0)).toMatchObject({ kind: 'answer', address: 'fd00::1', ttlSeconds: 30 });
-    expect(right(a.sourceGone(src(1).ref)).map((x) => x.selection)).toEqual([{ state: 'invalid', source: src(1), reason: 'source-withdrawn' }]);
-    expect(a.resolve({ name: 'media', type: 'AAAA' }, 1)).toEqual({ kind: 'stopped', name: 'media', reason: 'selection-invalid' });
+    expect(a.resolve({ name: 'media', type: 'AAAA' }, 0)).toMatchObject({
+      kind: 'answer',
+      address: 'fd00::1',
+      ttlSeconds: 30,
+    });
+    expect(right(a.sourceGone(src(1).ref)).map((x) => x.selection)).toEqual([
+      { state: 'invalid', source: src(1), reason: 'source-withdrawn' },
+    ]);
+    expect(a.resolve({ name: 'media', type: 'AAAA' }, 1)).toEqual({
+      kind: 'stopped',
+      name: 'media',
+      reason: 'selection-invalid',
+    });
     a.store.close();
 
     const b = open();
-    expect(b.resolve({ name: 'media', type: 'AAAA' }, 2)).toMatchObject({ kind: 'stopped', reason: 'selection-invalid' });
+    expect(b.resolve({ name: 'media', type: 'AAAA' }, 2)).toMatchObject({
+      kind: 'stopped',
+      reason: 'selection-invalid',
+    });
     right(b.addSource('media', src(1)));
-    expect(b.resolve({ name: 'media.ns.internal', type: 'AAAA' }, 3)).toMatchObject({ kind: 'stopped', reason: 'selection-invalid' });
+    expect(b.resolve({ name: 'media.ns.internal', type: 'AAAA' }, 3)).toMatchObject({
+      kind: 'stopped',
+      reason: 'selection-invalid',
+    });
     const persisted = right(b.store.selector('media'));
     expect(persisted === null ? 'missing' : selectedSource(persisted)).toBeNull();
     right(b.select('media', src(2).ref));
@@ -348,7 +446,10 @@ describe('local names on SQLite', () => {
     const other = openSqliteNameStore(f);
     right(other.withdrawSource('media', src(2).ref));
     other.close();
-    expect(b.resolve({ name: 'media', type: 'AAAA' }, 5)).toMatchObject({ kind: 'stopped', reason: 'selection-invalid' });
+    expect(b.resolve({ name: 'media', type: 'AAAA' }, 5)).toMatchObject({
+      kind: 'stopped',
+      reason: 'selection-invalid',
+    });
     b.store.close();
   });
 
@@ -358,43 +459,61 @@ describe('local names on SQLite', () => {
     right(s.nickname('nas', target(1)));
     s.db.exec("DROP TABLE name_selector; UPDATE meta SET value = '1' WHERE key = 'names.version'"); // a file of the previous version
     s.close();
-    const names = new LocalNames(openSqliteNameStore(f), { zone: 'ns.internal', rng: seededRng(1), permitRemainingMs: () => 0 });
+    const names = new LocalNames(openSqliteNameStore(f), {
+      zone: 'ns.internal',
+      rng: seededRng(1),
+      permitRemainingMs: () => 0,
+    });
     const store = names.store as ReturnType<typeof openSqliteNameStore>;
-    expect(store.db.prepare<[], { value: string }>("SELECT value FROM meta WHERE key = 'names.version'").get()?.value).toBe('2');
+    expect(
+      store.db.prepare<[], { value: string }>("SELECT value FROM meta WHERE key = 'names.version'").get()?.value,
+    ).toBe('2');
     expect(right(store.entry('nas'))?.target).toEqual(target(1));
     right(names.createSelector('media', [src(1)]));
     right(names.createSelector('films', [src(1)]));
     right(names.select('media', src(1).ref));
     right(names.select('films', src(1).ref));
-    store.db.prepare("UPDATE name_selector SET selection = replace(selection, 'fd00::1', 'fd00::6') WHERE name = 'media'").run();
-    expect(names.resolve({ name: 'media', type: 'AAAA' }, 0)).toMatchObject({ kind: 'servfail', reason: 'state-inconsistent' });
+    store.db
+      .prepare("UPDATE name_selector SET selection = replace(selection, 'fd00::1', 'fd00::6') WHERE name = 'media'")
+      .run();
+    expect(names.resolve({ name: 'media', type: 'AAAA' }, 0)).toMatchObject({
+      kind: 'servfail',
+      reason: 'state-inconsistent',
+    });
     expect(failure(names.select('media', src(1).ref))).toBe('state-inconsistent');
     expect(names.resolve({ name: 'films', type: 'AAAA' }, 0)).toMatchObject({ kind: 'answer', address: 'fd00::1' });
     // a live multi-source name whose selector row vanished answers nothing of any source
     store.db.prepare("DELETE FROM name_selector WHERE name = 'films'").run();
-    expect(names.resolve({ name: 'films', type: 'AAAA' }, 0)).toMatchObject({ kind: 'servfail', reason: 'state-inconsistent' });
+    expect(names.resolve({ name: 'films', type: 'AAAA' }, 0)).toMatchObject({
+      kind: 'servfail',
+      reason: 'state-inconsistent',
+    });
     store.close();
   });
 
-  it('M6-58 SIGKILL right after a committed selection or invalidation: after reopen exactly that is persisted', { timeout: SLOW_MS }, async () => {
-    const expected = {
-      'create-selector': { state: 'none' },
-      select: { state: 'selected', source: src(1) },
-      'withdraw-source': { state: 'invalid', source: src(1), reason: 'source-withdrawn' },
-    } as const;
-    for (const op of Object.keys(expected) as (keyof typeof expected)[]) {
-      const f = file();
-      const r = await new Promise<{ signal: NodeJS.Signals | null; stderr: string }>((resolve, reject) => {
-        const c = spawn(process.execPath, ['--import', 'tsx', worker, 'crash-selector', f, op], { cwd });
-        let stderr = '';
-        c.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-        c.on('error', reject);
-        c.on('close', (_code, signal) => resolve({ signal, stderr }));
-      });
-      expect(r.signal, `${op}: ${r.stderr}`).toBe('SIGKILL');
-      const s = openSqliteNameStore(f);
-      expect(right(s.selector('media'))?.selection).toEqual(expected[op]);
-      s.close();
-    }
-  });
+  it(
+    'M6-58 SIGKILL right after a committed selection or invalidation: after reopen exactly that is persisted',
+    { timeout: SLOW_MS },
+    async () => {
+      const expected = {
+        'create-selector': { state: 'none' },
+        select: { state: 'selected', source: src(1) },
+        'withdraw-source': { state: 'invalid', source: src(1), reason: 'source-withdrawn' },
+      } as const;
+      for (const op of Object.keys(expected) as (keyof typeof expected)[]) {
+        const f = file();
+        const r = await new Promise<{ signal: NodeJS.Signals | null; stderr: string }>((resolve, reject) => {
+          const c = spawn(process.execPath, ['--import', 'tsx', worker, 'crash-selector', f, op], { cwd });
+          let stderr = '';
+          c.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+          c.on('error', reject);
+          c.on('close', (_code, signal) => resolve({ signal, stderr }));
+        });
+        expect(r.signal, `${op}: ${r.stderr}`).toBe('SIGKILL');
+        const s = openSqliteNameStore(f);
+        expect(right(s.selector('media'))?.selection).toEqual(expected[op]);
+        s.close();
+      }
+    },
+  );
 });

@@ -13,7 +13,8 @@ describe('boot-time clock from /proc/uptime', () => {
     expect(parseProcUptimeMs('465.45 217.90\n')).toBe(465_450);
     expect(parseProcUptimeMs('0.01 0.00\n')).toBe(10);
     expect(parseProcUptimeMs('123456789.99 1.00\n')).toBe(123_456_789_990);
-    for (const bad of ['', '12 3', '12.3 4', 'x.00 1', '-1.00 2', '1.000 2']) expect(() => parseProcUptimeMs(bad)).toThrow(BootClockError);
+    for (const bad of ['', '12 3', '12.3 4', 'x.00 1', '-1.00 2', '1.000 2'])
+      expect(() => parseProcUptimeMs(bad)).toThrow(BootClockError);
   });
 
   it('M6-52 reads the real clock: monotone, a lower bound of the kernel uptime, 10 ms resolution', () => {

@@ -48,7 +48,11 @@ export const CONSUMER_2 = id32(3);
 export const NSD = id16(90);
 export const NETWORK = id16(91);
 export const ref = (n: number): ServiceRef => ({ nsdId: NSD, networkId: NETWORK, serviceId: id16(n) });
-export const pubKey = (n: number): PermitKey => ({ scope: { identity: PUBLISHER, nsdId: NSD, networkId: NETWORK }, serviceRef: ref(n), role: 'publisher' });
+export const pubKey = (n: number): PermitKey => ({
+  scope: { identity: PUBLISHER, nsdId: NSD, networkId: NETWORK },
+  serviceRef: ref(n),
+  role: 'publisher',
+});
 export const consKey = (n: number, identity = CONSUMER): PermitKey => ({
   scope: { identity, nsdId: NSD, networkId: NETWORK },
   serviceRef: ref(n),
@@ -129,7 +133,12 @@ export const BACKEND_1: Backend = { host: '10.0.0.1', port: 8080 };
 export const BACKEND_2: Backend = { host: '10.0.0.2', port: 8080 };
 
 /** A publisher service n with endpoint ownership, the given sources granted and a fresh permit. */
-export const publishService = (r: Rig, n: number, sources: readonly Uint8Array[] = [CONSUMER], version = 1n): PermitKey => {
+export const publishService = (
+  r: Rig,
+  n: number,
+  sources: readonly Uint8Array[] = [CONSUMER],
+  version = 1n,
+): PermitKey => {
   const key = pubKey(n);
   r.engine.setEndpointOwners(pubEndpoint(n), [owner(key)]);
   setSources(r, n, sources, version);
@@ -149,7 +158,13 @@ export const setSources = (
   const key = pubKey(n);
   r.grants = [
     ...r.grants.filter((g) => serviceRefText(g.serviceRef) !== serviceRefText(key.serviceRef)),
-    ...sources.map((s) => ({ serviceRef: key.serviceRef, publisherIdentity: PUBLISHER, consumerIdentity: s, grantVersion: version, protocols })),
+    ...sources.map((s) => ({
+      serviceRef: key.serviceRef,
+      publisherIdentity: PUBLISHER,
+      consumerIdentity: s,
+      grantVersion: version,
+      protocols,
+    })),
   ];
   return r.engine.applySnapshotGrants(key.scope, r.grants);
 };

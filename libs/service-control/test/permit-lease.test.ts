@@ -103,15 +103,26 @@ describe('A: local deadlines on the permit engine', () => {
     expect(r.engine.onEpochChange(key.scope, 3n)).toEqual([]);
     // a new ready in the new epoch applies, from its own t0
     const t0 = r.clock.t;
-    expect(grant(r, key, 30_000, { epoch: 4n })).toMatchObject({ outcome: 'accepted', deadline: t0 + 30_000 - RES, newGeneration: true });
+    expect(grant(r, key, 30_000, { epoch: 4n })).toMatchObject({
+      outcome: 'accepted',
+      deadline: t0 + 30_000 - RES,
+      newGeneration: true,
+    });
   });
 
   it('M6-33 property: random receipt orders, duplicates and delays — the deadline is never later than t0 + remaining of the applied receipt and never moves later on a duplicate', () => {
     const arb = fc.record({
-      requests: fc.array(fc.record({ gap: fc.integer({ min: 0, max: 15_000 }), remaining: fc.integer({ min: 0, max: 31_000 }), delay: fc.integer({ min: 0, max: 35_000 }) }), {
-        minLength: 1,
-        maxLength: 8,
-      }),
+      requests: fc.array(
+        fc.record({
+          gap: fc.integer({ min: 0, max: 15_000 }),
+          remaining: fc.integer({ min: 0, max: 31_000 }),
+          delay: fc.integer({ min: 0, max: 35_000 }),
+        }),
+        {
+          minLength: 1,
+          maxLength: 8,
+        },
+      ),
       order: fc.array(fc.nat(), { maxLength: 30 }),
     });
     fc.assert(

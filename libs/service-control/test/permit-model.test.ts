@@ -11,7 +11,15 @@
 // - no 5-tuple is reusable while a flow holding it has no retirement receipt.
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { Backend, Flow, GenerationStamp, OrdinaryDecision, PendingRequest, PermitKey, TeardownPlan } from '../src/permit/index.js';
+import type {
+  Backend,
+  Flow,
+  GenerationStamp,
+  OrdinaryDecision,
+  PendingRequest,
+  PermitKey,
+  TeardownPlan,
+} from '../src/permit/index.js';
 import { IO_POINTS, permitKeyText, TEARDOWN_STEPS } from '../src/permit/index.js';
 import { toHex } from '../src/domain/bytes.js';
 import { id16 } from './helpers.js';
@@ -54,25 +62,72 @@ type Op =
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 12, arbitrary: fc.record({ t: fc.constant('request' as const), k: fc.nat(1), oldEpoch: fc.boolean() }) },
-  { weight: 12, arbitrary: fc.record({ t: fc.constant('deliver' as const), pick: fc.nat(), remaining: fc.oneof({ weight: 1, arbitrary: fc.integer({ min: 0, max: 30_000 }) }, { weight: 1, arbitrary: fc.constant(30_001) }, { weight: 4, arbitrary: fc.constant(30_000) }), dup: fc.boolean() }) },
+  {
+    weight: 12,
+    arbitrary: fc.record({
+      t: fc.constant('deliver' as const),
+      pick: fc.nat(),
+      remaining: fc.oneof(
+        { weight: 1, arbitrary: fc.integer({ min: 0, max: 30_000 }) },
+        { weight: 1, arbitrary: fc.constant(30_001) },
+        { weight: 4, arbitrary: fc.constant(30_000) },
+      ),
+      dup: fc.boolean(),
+    }),
+  },
   { weight: 2, arbitrary: fc.record({ t: fc.constant('revoke' as const), k: fc.nat(1) }) },
   { weight: 1, arbitrary: fc.record({ t: fc.constant('revokeSource' as const), s: fc.nat(1) }) },
-  { weight: 3, arbitrary: fc.record({ t: fc.constant('grants' as const), c1: fc.nat(2), c2: fc.nat(2), udp: fc.boolean() }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({ t: fc.constant('grants' as const), c1: fc.nat(2), c2: fc.nat(2), udp: fc.boolean() }),
+  },
   { weight: 1, arbitrary: fc.record({ t: fc.constant('epoch' as const), k: fc.nat(1) }) },
   { weight: 1, arbitrary: fc.record({ t: fc.constant('session' as const), k: fc.nat(1) }) },
   { weight: 12, arbitrary: fc.record({ t: fc.constant('advance' as const), ms: fc.integer({ min: 0, max: 12_000 }) }) },
-  { weight: 3, arbitrary: fc.record({ t: fc.constant('sleep' as const), ms: fc.integer({ min: 1_000, max: 70_000 }), resume: fc.boolean() }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      t: fc.constant('sleep' as const),
+      ms: fc.integer({ min: 1_000, max: 70_000 }),
+      resume: fc.boolean(),
+    }),
+  },
   { weight: 2, arbitrary: fc.constant({ t: 'tick' as const }) },
   { weight: 1, arbitrary: fc.record({ t: fc.constant('clockFail' as const), regress: fc.boolean() }) },
-  { weight: 2, arbitrary: fc.record({ t: fc.constant('policy' as const), d: fc.constantFrom<OrdinaryDecision>('allow', 'allow', 'not-enforced', 'pass', 'deny') }) },
-  { weight: 14, arbitrary: fc.record({ t: fc.constant('open' as const), k: fc.nat(1), s: fc.nat(1), udp: fc.boolean(), reuse: fc.option(fc.nat(), { freq: 4 }) }) },
-  { weight: 24, arbitrary: fc.record({ t: fc.constant('check' as const), pick: fc.nat(), point: fc.nat(IO_POINTS.length - 1) }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      t: fc.constant('policy' as const),
+      d: fc.constantFrom<OrdinaryDecision>('allow', 'allow', 'not-enforced', 'pass', 'deny'),
+    }),
+  },
+  {
+    weight: 14,
+    arbitrary: fc.record({
+      t: fc.constant('open' as const),
+      k: fc.nat(1),
+      s: fc.nat(1),
+      udp: fc.boolean(),
+      reuse: fc.option(fc.nat(), { freq: 4 }),
+    }),
+  },
+  {
+    weight: 24,
+    arbitrary: fc.record({ t: fc.constant('check' as const), pick: fc.nat(), point: fc.nat(IO_POINTS.length - 1) }),
+  },
   { weight: 10, arbitrary: fc.record({ t: fc.constant('send' as const), pick: fc.nat() }) },
   { weight: 10, arbitrary: fc.record({ t: fc.constant('dequeue' as const), pick: fc.nat(), forge: fc.boolean() }) },
   { weight: 4, arbitrary: fc.record({ t: fc.constant('retire' as const), pick: fc.nat(), forced: fc.boolean() }) },
   { weight: 2, arbitrary: fc.constant({ t: 'intent' as const }) },
   { weight: 8, arbitrary: fc.record({ t: fc.constant('refresh' as const), k: fc.nat(1), update: fc.boolean() }) },
-  { weight: 4, arbitrary: fc.record({ t: fc.constant('toDeadline' as const), k: fc.nat(1), delta: fc.integer({ min: -1, max: 0 }) }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      t: fc.constant('toDeadline' as const),
+      k: fc.nat(1),
+      delta: fc.integer({ min: -1, max: 0 }),
+    }),
+  },
   { weight: 1, arbitrary: fc.record({ t: fc.constant('owners' as const), k: fc.nat(1), ambiguous: fc.boolean() }) },
 );
 
@@ -192,7 +247,12 @@ const run = (input: readonly Op[]): void => {
     for (const p of plans) {
       stats.plansChecked++;
       expect(p.steps.map((s) => s.step)).toEqual([...TEARDOWN_STEPS]);
-      for (const s of p.steps) expect(s.flowIds).toEqual(s.step === 'abort-tcp' ? p.flowIds.filter((id) => flows.find((f) => f.flow.id === id)?.flow.protocol === 'tcp') : p.flowIds);
+      for (const s of p.steps)
+        expect(s.flowIds).toEqual(
+          s.step === 'abort-tcp'
+            ? p.flowIds.filter((id) => flows.find((f) => f.flow.id === id)?.flow.protocol === 'tcp')
+            : p.flowIds,
+        );
       for (const id of p.flowIds) {
         const f = flows.find((x) => x.flow.id === id) as MFlow;
         expect(permitKeyText(f.flow.key)).toBe(permitKeyText(p.key)); // only flows of the target key…
@@ -228,7 +288,14 @@ const run = (input: readonly Op[]): void => {
         const k = mk[op.k] as MKey;
         const key = keys[op.k] as PermitKey;
         const epoch = op.oldEpoch && k.currentEpoch > 1n ? k.currentEpoch - 1n : k.currentEpoch;
-        const p = r.engine.beginRequest(key, { kind: 'lease.refresh', echo: { ...echoFor(key, { seq: seq++, epoch, session: k.sessionFloor > 0n ? k.sessionFloor : 1n }), requestId: id16(Number(seq)) }, backend: op.k === 0 ? backendOf(intentVersion) : null });
+        const p = r.engine.beginRequest(key, {
+          kind: 'lease.refresh',
+          echo: {
+            ...echoFor(key, { seq: seq++, epoch, session: k.sessionFloor > 0n ? k.sessionFloor : 1n }),
+            requestId: id16(Number(seq)),
+          },
+          backend: op.k === 0 ? backendOf(intentVersion) : null,
+        });
         if (failed) expect(p).toBe('clock-failed');
         else if (p !== 'clock-failed') pending.push({ p, k: op.k });
         break;
@@ -249,7 +316,8 @@ const run = (input: readonly Op[]): void => {
         else if (p.echo.authorityEpoch < k.epochFloor) expected = 'stale-epoch';
         else if (p.echo.sessionSeq < k.sessionFloor) expected = 'stale-session';
         else if (k.appliedSeq !== null && p.echo.seq <= k.appliedSeq)
-          expected = p.echo.seq === k.appliedSeq && k.appliedId === toHex(p.echo.requestId) ? 'already-applied' : 'stale-seq';
+          expected =
+            p.echo.seq === k.appliedSeq && k.appliedId === toHex(p.echo.requestId) ? 'already-applied' : 'stale-seq';
         else expected = 'accepted';
         expect(out.outcome === 'accepted' ? 'accepted' : out.reason).toBe(expected);
         if (out.outcome === 'rejected') {
@@ -307,7 +375,17 @@ const run = (input: readonly Op[]): void => {
         const key = keys[0] as PermitKey;
         const wanted = [op.c1, op.c2];
         const grants = SOURCES.flatMap((id, j) =>
-          (wanted[j] as number) === 0 ? [] : [{ serviceRef: key.serviceRef, publisherIdentity: PUBLISHER, consumerIdentity: id, grantVersion: BigInt(wanted[j] as number), protocols: op.udp ? (['tcp', 'udp'] as const) : (['tcp'] as const) }],
+          (wanted[j] as number) === 0
+            ? []
+            : [
+                {
+                  serviceRef: key.serviceRef,
+                  publisherIdentity: PUBLISHER,
+                  consumerIdentity: id,
+                  grantVersion: BigInt(wanted[j] as number),
+                  protocols: op.udp ? (['tcp', 'udp'] as const) : (['tcp'] as const),
+                },
+              ],
         );
         checkPlans(r.engine.applySnapshotGrants(key.scope, grants));
         SOURCES.forEach((_, j) => {
@@ -380,9 +458,22 @@ const run = (input: readonly Op[]): void => {
       case 'open': {
         const k = mk[op.k] as MKey;
         const reuse = op.reuse !== null && flows.length > 0 ? (flows[op.reuse % flows.length] as MFlow) : null;
-        const tuple = reuse !== null ? reuse.flow.tuple : { protocol: op.udp ? ('udp' as const) : ('tcp' as const), localAddress: 'fd7a::1', localPort: 40001, remoteAddress: 'fd7a::9', remotePort: tuplePort++ };
+        const tuple =
+          reuse !== null
+            ? reuse.flow.tuple
+            : {
+                protocol: op.udp ? ('udp' as const) : ('tcp' as const),
+                localAddress: 'fd7a::1',
+                localPort: 40001,
+                remoteAddress: 'fd7a::9',
+                remotePort: tuplePort++,
+              };
         const peer = op.k === 0 ? (SOURCES[op.s] as Uint8Array) : PUBLISHER;
-        const out = r.engine.openFlow({ endpoint: op.k === 0 ? pubEndpoint(1) : vipEndpoint(2), tuple, peerIdentity: peer });
+        const out = r.engine.openFlow({
+          endpoint: op.k === 0 ? pubEndpoint(1) : vipEndpoint(2),
+          tuple,
+          peerIdentity: peer,
+        });
         const tupleKey = `${tuple.protocol}|${tuple.localAddress}|${tuple.localPort}|${tuple.remoteAddress}|${tuple.remotePort}`;
         const held = flows.some((f) => f.tuple === tupleKey && !f.retired);
         const s = op.k === 0 ? (ms[op.s] as MSource) : null;
@@ -403,7 +494,14 @@ const run = (input: readonly Op[]): void => {
           const flow = (out as { flow: Flow }).flow;
           expect(flow.generation).toBe(k.generation);
           expect(flow.backend).toEqual(op.k === 0 ? backend : null); // new flows get the current backend
-          flows.push({ flow, k: op.k, source: op.k === 0 ? op.s : null, createdOp: i, tuple: tupleKey, retired: false });
+          flows.push({
+            flow,
+            k: op.k,
+            source: op.k === 0 ? op.s : null,
+            createdOp: i,
+            tuple: tupleKey,
+            retired: false,
+          });
         }
         break;
       }
@@ -418,7 +516,8 @@ const run = (input: readonly Op[]): void => {
           expect(r.clock.t).toBeLessThan(k.deadline); // no permit outlives its deadline
           expect(f.flow.generation).toBe(r.engine.permitStatus(keys[f.k] as PermitKey)?.generation); // never an old generation
           if (sleptOp > f.createdOp) stats.allowAfterSleep++; // the flow lived through a sleep/resume
-          if (f.k === 0 && f.flow.backend !== null && backend !== null && f.flow.backend.host !== backend.host) stats.oldBackendKeptAfterUpdate++;
+          if (f.k === 0 && f.flow.backend !== null && backend !== null && f.flow.backend.host !== backend.host)
+            stats.oldBackendKeptAfterUpdate++;
         } else {
           if (v === 'expired' && lastTickOp < k.lastGapOp) stats.deniedExpiredNoTick++; // refused after the deadline, no tick ran since
           if (k.open && f.createdOp <= k.lastGapOp) stats.oldGenerationDeniedWhilePermitOpen++;
@@ -463,7 +562,10 @@ const run = (input: readonly Op[]): void => {
       case 'owners': {
         const key = keys[op.k] as PermitKey;
         const other: PermitKey = { ...key, scope: { ...key.scope, networkId: id16(4242) } };
-        const plans = r.engine.setEndpointOwners(op.k === 0 ? pubEndpoint(1) : vipEndpoint(2), op.ambiguous ? [owner(key), owner(other)] : [owner(key)]);
+        const plans = r.engine.setEndpointOwners(
+          op.k === 0 ? pubEndpoint(1) : vipEndpoint(2),
+          op.ambiguous ? [owner(key), owner(other)] : [owner(key)],
+        );
         checkPlans(plans);
         if ((ambiguous[op.k] as boolean) !== op.ambiguous) ownersChangedOp[op.k] = i;
         ambiguous[op.k] = op.ambiguous;
@@ -472,7 +574,11 @@ const run = (input: readonly Op[]): void => {
       case 'retire': {
         if (flows.length === 0) break;
         const f = flows[op.pick % flows.length] as MFlow;
-        const out = r.engine.recordRetirement(op.forced ? { kind: 'forced-cancel', flowId: f.flow.id } : { kind: 'terminated', flowId: f.flow.id, evidence: 'eof' });
+        const out = r.engine.recordRetirement(
+          op.forced
+            ? { kind: 'forced-cancel', flowId: f.flow.id }
+            : { kind: 'terminated', flowId: f.flow.id, evidence: 'eof' },
+        );
         if (f.retired) expect(out).toBe('unknown-flow');
         else if (f.flow.state === 'live') expect(out).toBe('flow-live');
         else if (op.forced) {

@@ -49,21 +49,34 @@ describe('M6-48 all five judgments must allow', () => {
     publishService(r, 2, [CONSUMER]); // another service on another endpoint keeps working throughout
 
     // ownership: an endpoint no service owns is not a service decision at all (ordinary L3 keeps its behaviour)
-    expect(r.engine.openFlow({ endpoint: '[fd7a::1]:22', tuple: tuple(), peerIdentity: CONSUMER }).verdict).toBe('unmanaged');
+    expect(r.engine.openFlow({ endpoint: '[fd7a::1]:22', tuple: tuple(), peerIdentity: CONSUMER }).verdict).toBe(
+      'unmanaged',
+    );
     // ambiguous ownership (two NSD/Networks for one endpoint) closes the entry — no winner by order
-    r.engine.setEndpointOwners(vipEndpoint(9), [owner(consKey(9)), owner({ ...consKey(9), scope: { ...consKey(9).scope, networkId: id32(5).slice(0, 16) } })]);
-    expect(r.engine.openFlow({ endpoint: vipEndpoint(9), tuple: tuple(), peerIdentity: PUBLISHER }).verdict).toBe('ambiguous-endpoint');
+    r.engine.setEndpointOwners(vipEndpoint(9), [
+      owner(consKey(9)),
+      owner({ ...consKey(9), scope: { ...consKey(9).scope, networkId: id32(5).slice(0, 16) } }),
+    ]);
+    expect(r.engine.openFlow({ endpoint: vipEndpoint(9), tuple: tuple(), peerIdentity: PUBLISHER }).verdict).toBe(
+      'ambiguous-endpoint',
+    );
     // owned but no permit yet (pending): managed, refused
     r.engine.setEndpointOwners(pubEndpoint(3), [owner(pubKey(3))]);
     setSources(r, 3, [CONSUMER]);
-    expect(r.engine.openFlow({ endpoint: pubEndpoint(3), tuple: tuple(), peerIdentity: CONSUMER }).verdict).toBe('no-permit');
+    expect(r.engine.openFlow({ endpoint: pubEndpoint(3), tuple: tuple(), peerIdentity: CONSUMER }).verdict).toBe(
+      'no-permit',
+    );
     // source Grant missing / protocol not granted
-    expect(r.engine.openFlow({ endpoint: pubEndpoint(1), tuple: tuple(), peerIdentity: CONSUMER_2 }).verdict).toBe('no-source-grant');
+    expect(r.engine.openFlow({ endpoint: pubEndpoint(1), tuple: tuple(), peerIdentity: CONSUMER_2 }).verdict).toBe(
+      'no-source-grant',
+    );
     setSources(r, 1, [CONSUMER, CONSUMER_2], 1n);
     setSources(r, 3, [CONSUMER]);
     r.grants = r.grants.map((g) => (g.consumerIdentity === CONSUMER_2 ? { ...g, protocols: ['tcp'] } : g));
     r.engine.applySnapshotGrants(key.scope, r.grants);
-    expect(r.engine.openFlow({ endpoint: pubEndpoint(1), tuple: tuple('udp'), peerIdentity: CONSUMER_2 }).verdict).toBe('protocol-not-allowed');
+    expect(r.engine.openFlow({ endpoint: pubEndpoint(1), tuple: tuple('udp'), peerIdentity: CONSUMER_2 }).verdict).toBe(
+      'protocol-not-allowed',
+    );
     // ordinary policy: in an Enforce Network a Pass on an unbound packet is not a permission, nor is a deny
     const f = open(r, 1);
     const other = open(r, 2);
@@ -71,7 +84,9 @@ describe('M6-48 all five judgments must allow', () => {
     expect(r.engine.check(f, 'inbound-delivery')).toBe('ordinary-policy');
     r.policy.decision = 'deny';
     expect(r.engine.check(f, 'inbound-delivery')).toBe('ordinary-policy');
-    expect(r.engine.openFlow({ endpoint: pubEndpoint(1), tuple: tuple(), peerIdentity: CONSUMER }).verdict).toBe('ordinary-policy');
+    expect(r.engine.openFlow({ endpoint: pubEndpoint(1), tuple: tuple(), peerIdentity: CONSUMER }).verdict).toBe(
+      'ordinary-policy',
+    );
     r.policy.decision = 'allow';
     expect(r.engine.check(f, 'inbound-delivery')).toBe('allow');
     // a changed source Grant (new grant_version) kills that source's flows
@@ -80,7 +95,9 @@ describe('M6-48 all five judgments must allow', () => {
     // consumer side: the peer must be the full publisher identity the endpoint is bound to
     r.engine.setEndpointOwners(vipEndpoint(4), [owner(consKey(4))]);
     expect(grant(r, consKey(4)).outcome).toBe('accepted');
-    expect(r.engine.openFlow({ endpoint: vipEndpoint(4), tuple: tuple(), peerIdentity: id32(66) }).verdict).toBe('wrong-publisher');
+    expect(r.engine.openFlow({ endpoint: vipEndpoint(4), tuple: tuple(), peerIdentity: id32(66) }).verdict).toBe(
+      'wrong-publisher',
+    );
     const c = flowOf(r.engine.openFlow({ endpoint: vipEndpoint(4), tuple: tuple(), peerIdentity: PUBLISHER }));
     // ownership change of a managed endpoint refuses the old flows too
     r.engine.setEndpointOwners(vipEndpoint(4), [owner(consKey(5))]);
@@ -89,11 +106,15 @@ describe('M6-48 all five judgments must allow', () => {
     const g = open(r, 2);
     r.clock.advance(30_000);
     expect(r.engine.check(g, 'tcp-write-poll')).toBe('expired');
-    expect(r.engine.openFlow({ endpoint: pubEndpoint(2), tuple: tuple(), peerIdentity: CONSUMER }).verdict).toBe('expired');
+    expect(r.engine.openFlow({ endpoint: pubEndpoint(2), tuple: tuple(), peerIdentity: CONSUMER }).verdict).toBe(
+      'expired',
+    );
     expect(r.engine.check(other, 'tcp-read-poll')).toBe('expired');
     expect(grant(r, pubKey(2)).outcome).toBe('accepted');
     r.engine.revoke(pubKey(2));
-    expect(r.engine.openFlow({ endpoint: pubEndpoint(2), tuple: tuple(), peerIdentity: CONSUMER }).verdict).toBe('revoked');
+    expect(r.engine.openFlow({ endpoint: pubEndpoint(2), tuple: tuple(), peerIdentity: CONSUMER }).verdict).toBe(
+      'revoked',
+    );
     // a denied open creates nothing: no flow is bound to any other service or membership
     expect(r.engine.liveFlowCount()).toBe(0);
   });
@@ -189,7 +210,9 @@ describe('M6-50 revocation order, isolation and retirement', () => {
     expect(r.engine.mayReuseFiveTuple(t)).toBe(false);
     expect(r.fw.finishDrivers().get(f.id)).toBe('forced-cancel-is-not-retirement');
     expect(r.engine.mayReuseFiveTuple(t)).toBe(false);
-    expect(r.engine.openFlow({ endpoint: pubEndpoint(1), tuple: t, peerIdentity: CONSUMER }).verdict).toBe('five-tuple-in-use');
+    expect(r.engine.openFlow({ endpoint: pubEndpoint(1), tuple: t, peerIdentity: CONSUMER }).verdict).toBe(
+      'five-tuple-in-use',
+    );
     expect(r.engine.recordRetirement({ kind: 'terminated', flowId: f.id, evidence: 'broken-pipe' })).toBe('retired');
     expect(r.engine.mayReuseFiveTuple(t)).toBe(true);
     const g = flowOf(r.fw.accept({ endpoint: pubEndpoint(1), tuple: t, peerIdentity: CONSUMER }));
@@ -246,7 +269,13 @@ describe('M6-51 late receipts and new generations', () => {
     r.clock.advance(5_000);
     expect(receipt(r, slow, 5_000)).toEqual({ outcome: 'rejected', reason: 'lease-expired' });
     const wrong = begin(r, a);
-    expect(r.engine.applyReceipt(wrong, { echo: { ...wrong.echo, listenerRevision: 9n }, grantId: id32(1), remainingMs: 30_000 })).toEqual({
+    expect(
+      r.engine.applyReceipt(wrong, {
+        echo: { ...wrong.echo, listenerRevision: 9n },
+        grantId: id32(1),
+        remainingMs: 30_000,
+      }),
+    ).toEqual({
       outcome: 'rejected',
       reason: 'echo-mismatch',
     });
@@ -297,7 +326,9 @@ describe('M6-52 sleep, resume and clock failure', () => {
     expect(r.engine.clockFailed).toBe(true);
     expect(r.engine.check(f, 'tcp-read-poll')).toBe('clock-failed');
     expect(r.engine.beginRequest(a, { kind: 'lease.refresh', echo: echoFor(a), backend: null })).toBe('clock-failed');
-    expect(r.engine.openFlow({ endpoint: vipEndpoint(2), tuple: tuple(), peerIdentity: PUBLISHER }).verdict).toBe('clock-failed');
+    expect(r.engine.openFlow({ endpoint: vipEndpoint(2), tuple: tuple(), peerIdentity: PUBLISHER }).verdict).toBe(
+      'clock-failed',
+    );
     expect(r.engine.permitStatus(a)?.open).toBe(false);
     expect(r.engine.permitStatus(c)?.open).toBe(false);
     expect(r.engine.takeTeardowns().map((p) => p.reason)).toEqual(['clock-failed', 'clock-failed']);
@@ -323,7 +354,9 @@ describe('M6-53 backend update under a continuous permit', () => {
     const old = open(r, 1);
     expect(old.backend).toEqual(BACKEND_1);
     r.engine.beginIntentChange(a);
-    expect(r.engine.openFlow({ endpoint: pubEndpoint(1), tuple: tuple(), peerIdentity: CONSUMER }).verdict).toBe('intent-change-pending');
+    expect(r.engine.openFlow({ endpoint: pubEndpoint(1), tuple: tuple(), peerIdentity: CONSUMER }).verdict).toBe(
+      'intent-change-pending',
+    );
     expect(r.engine.check(old, 'tcp-read-poll')).toBe('allow');
     r.clock.advance(5_000);
     expect(grant(r, a, 30_000, { backend: BACKEND_2 })).toMatchObject({ outcome: 'accepted', newGeneration: false });
@@ -398,7 +431,13 @@ describe('M6-14 / M6-27 at the permit level', () => {
     const r = rig();
     const c = consKey(4);
     r.engine.setEndpointOwners(vipEndpoint(4), [owner(c)]);
-    const ownGrant = (version: bigint) => ({ serviceRef: c.serviceRef, publisherIdentity: PUBLISHER, consumerIdentity: CONSUMER, grantVersion: version, protocols: ['tcp', 'udp'] as const });
+    const ownGrant = (version: bigint) => ({
+      serviceRef: c.serviceRef,
+      publisherIdentity: PUBLISHER,
+      consumerIdentity: CONSUMER,
+      grantVersion: version,
+      protocols: ['tcp', 'udp'] as const,
+    });
     const other = consKey(5);
     r.engine.setEndpointOwners(vipEndpoint(5), [owner(other)]);
     const otherGrant = { ...ownGrant(1n), serviceRef: other.serviceRef };
@@ -422,7 +461,9 @@ describe('M6-14 / M6-27 at the permit level', () => {
     expect(r.engine.check(f, 'udp-send')).toBe('no-source-grant');
     // a changed version of a held Grant revokes too
     const h = flowOf(r.engine.openFlow({ endpoint: vipEndpoint(4), tuple: tuple(), peerIdentity: PUBLISHER }));
-    expect(r.engine.applySnapshotGrants(c.scope, [ownGrant(3n), otherGrant]).map((p) => p.reason)).toEqual(['source-changed']);
+    expect(r.engine.applySnapshotGrants(c.scope, [ownGrant(3n), otherGrant]).map((p) => p.reason)).toEqual([
+      'source-changed',
+    ]);
     expect(r.engine.check(h, 'udp-send')).toBe('source-grant-changed');
   });
 

@@ -53,21 +53,31 @@ describe('B: P allocation (pure)', () => {
     expect(errCode(chooseCandidate(t, a, fixed(22n), rng))).toBe('port-unavailable');
     expect(errCode(chooseCandidate(t, a, fixed(8080n), rng))).toBe('port-unavailable');
     fc.assert(
-      fc.property(fc.integer({ min: 0, max: 2 ** 31 }), fc.array(fc.integer({ min: 40000, max: 50000 }), { maxLength: 20 }), (seed, excluded) => {
-        const table = new Map(t);
-        for (const [i, p] of excluded.entries())
-          table.set(endpointKey(PUB, BigInt(p)), { publisher: PUB, port: BigInt(p), kind: i % 2 === 0 ? 'owned' : 'tombstoned', serviceRef: other });
-        const tried = excluded.slice(0, 3).map(BigInt);
-        const p = ok(chooseCandidate(table, { ...a, triedPorts: [40000n, ...tried] }, auto, seededRng(seed)));
-        expect(p >= AUTO_PORT_MIN && p <= AUTO_PORT_MAX).toBe(true);
-        expect(excluded.map(BigInt)).not.toContain(p);
-        expect(p).not.toBe(40000n);
-      }),
+      fc.property(
+        fc.integer({ min: 0, max: 2 ** 31 }),
+        fc.array(fc.integer({ min: 40000, max: 50000 }), { maxLength: 20 }),
+        (seed, excluded) => {
+          const table = new Map(t);
+          for (const [i, p] of excluded.entries())
+            table.set(endpointKey(PUB, BigInt(p)), {
+              publisher: PUB,
+              port: BigInt(p),
+              kind: i % 2 === 0 ? 'owned' : 'tombstoned',
+              serviceRef: other,
+            });
+          const tried = excluded.slice(0, 3).map(BigInt);
+          const p = ok(chooseCandidate(table, { ...a, triedPorts: [40000n, ...tried] }, auto, seededRng(seed)));
+          expect(p >= AUTO_PORT_MIN && p <= AUTO_PORT_MAX).toBe(true);
+          expect(excluded.map(BigInt)).not.toContain(p);
+          expect(p).not.toBe(40000n);
+        },
+      ),
       { numRuns: 100 },
     );
     // an empty pool → port-pool-exhausted, no blind tries
     const full = new Map(t);
-    for (let p = AUTO_PORT_MIN; p <= AUTO_PORT_MAX; p++) full.set(endpointKey(PUB, p), { publisher: PUB, port: p, kind: 'owned', serviceRef: other });
+    for (let p = AUTO_PORT_MIN; p <= AUTO_PORT_MAX; p++)
+      full.set(endpointKey(PUB, p), { publisher: PUB, port: p, kind: 'owned', serviceRef: other });
     expect(errCode(chooseCandidate(full, a, auto, rng))).toBe('port-pool-exhausted');
     const s = issue(a, full);
     expect(s.refusal?.code).toBe('port-pool-exhausted');
@@ -102,7 +112,9 @@ describe('B: P allocation (pure)', () => {
     expect(a.state).toBe('exhausted');
     expect(errCode(issueCandidate(a, t, auto, rng, pid(), digest))).toBe('allocation-exhausted');
     expect(() => ok(issueCandidate({ ...a, state: 'released-pure' }, t, auto, rng, pid(), digest))).not.toThrow();
-    expect(ok(issueCandidate({ ...a, state: 'released-pure' }, t, auto, rng, pid(), digest)).refusal?.code).toBe('allocation-exhausted');
+    expect(ok(issueCandidate({ ...a, state: 'released-pure' }, t, auto, rng, pid(), digest)).refusal?.code).toBe(
+      'allocation-exhausted',
+    );
   });
 
   it('M6-43 backoff is uniform within [0, min(2000, 100×2^(candidate_index−1))] ms with the injected RNG', () => {
@@ -110,10 +122,14 @@ describe('B: P allocation (pure)', () => {
     expect(sampleBackoffMs(3, () => 0)).toBe(0);
     expect(sampleBackoffMs(3, () => 0.9999999)).toBe(400);
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 8 }), fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }), (i, r) => {
-        const v = sampleBackoffMs(i, () => r);
-        expect(Number.isInteger(v) && v >= 0 && v <= Math.min(2000, 100 * 2 ** (i - 1))).toBe(true);
-      }),
+      fc.property(
+        fc.integer({ min: 1, max: 8 }),
+        fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }),
+        (i, r) => {
+          const v = sampleBackoffMs(i, () => r);
+          expect(Number.isInteger(v) && v >= 0 && v <= Math.min(2000, 100 * 2 ** (i - 1))).toBe(true);
+        },
+      ),
     );
   });
 
@@ -122,7 +138,12 @@ describe('B: P allocation (pure)', () => {
     const cur = s.proposal as never as import('../src/domain/port-endpoint.js').ProposalRef;
     const key = endpointKey(PUB, s.proposal?.port as bigint);
     // mismatch → stale-proposal, nothing changes
-    for (const bad of [{ ...cur, proposalSeq: 9n }, { ...cur, port: 1n }, { ...cur, proposalId: id16(1) }, { ...cur, allocationRound: 2n }])
+    for (const bad of [
+      { ...cur, proposalSeq: 9n },
+      { ...cur, port: 1n },
+      { ...cur, proposalId: id16(1) },
+      { ...cur, allocationRound: 2n },
+    ])
       expect(errCode(onPortResult(s.allocation, s.table, bad, 'terminated-pure', rng))).toBe('stale-proposal');
     // absent / proposed are not proofs
     expect(ok(onPortResult(s.allocation, s.table, cur, 'absent', rng)).table.get(key)?.kind).toBe('reserved');
@@ -143,7 +164,9 @@ describe('B: P allocation (pure)', () => {
     expect(released.allocation.state).toBe('released-pure');
     expect(snapshotProposal(released.allocation)).toBeNull();
     // the proof again (receipt lost) is idempotent; a late confirmation of a released proposal is inconsistent
-    expect(ok(onPortResult(released.allocation, released.table, cur, 'terminated-pure', rng)).nextCandidateAfterMs).toBeNull();
+    expect(
+      ok(onPortResult(released.allocation, released.table, cur, 'terminated-pure', rng)).nextCandidateAfterMs,
+    ).toBeNull();
     expect(errCode(onPortResult(released.allocation, released.table, cur, 'claimed', rng))).toBe('state-inconsistent');
     // an exposed proposal is never released purely: it is tombstoned
     const exposed = ok(onPortResult({ ...s.allocation, exposed: true }, s.table, cur, 'terminated-pure', rng));
@@ -172,7 +195,9 @@ describe('B: P allocation (pure)', () => {
     expect(r2.allocation).toBe(r1.allocation);
     // a new request while round 2's proposal is offered (not terminated) → recovery-required
     expect(errCode(retryPort(r1.allocation, r1.table, id16(78), auto, rng, pid(), digest))).toBe('recovery-required');
-    expect(errCode(retryPort(onUncertain(r1.allocation), r1.table, id16(79), auto, rng, pid(), digest))).toBe('recovery-required');
+    expect(errCode(retryPort(onUncertain(r1.allocation), r1.table, id16(79), auto, rng, pid(), digest))).toBe(
+      'recovery-required',
+    );
     // restarts, epoch changes and display-name changes never open a round
     expect(afterRestart(a)).toEqual(a);
     const facts = { ...auto, backendHost: new Uint8Array([1]), protocols: ['tcp'] };
@@ -189,7 +214,9 @@ describe('B: P allocation (pure)', () => {
     expect(restarted.confirmedPort).toBe(40100n);
     const before = { ...fixed(40100n), backendHost: new Uint8Array([1]), protocols: ['tcp'] };
     // backend update: P kept (new round, same P)
-    const upd = ok(onDeclarationChange(restarted, c.table, before, { ...before, backendPort: 9090n }, rng, pid(), digest));
+    const upd = ok(
+      onDeclarationChange(restarted, c.table, before, { ...before, backendPort: 9090n }, rng, pid(), digest),
+    );
     expect(upd.kind).toBe('round');
     if (upd.kind !== 'round') return;
     expect(upd.tombstoned).toBeNull();
@@ -198,26 +225,36 @@ describe('B: P allocation (pure)', () => {
     // auto with the backend port taken by nobody still keeps the confirmed P
     expect(ok(chooseCandidate(c.table, restarted, auto, rng))).toBe(40100n);
     // the fixed P changes: the old P is tombstoned in the same step, the new P is proposed
-    const chg = ok(onDeclarationChange(restarted, c.table, before, { ...before, requestedPort: 40200n }, rng, pid(), digest));
+    const chg = ok(
+      onDeclarationChange(restarted, c.table, before, { ...before, requestedPort: 40200n }, rng, pid(), digest),
+    );
     if (chg.kind !== 'round') throw new Error('expected a round');
     expect(chg.tombstoned).toBe(40100n);
     expect(chg.step.table.get(endpointKey(PUB, 40100n))?.kind).toBe('tombstoned');
     expect(chg.step.issued?.proposal?.port).toBe(40200n);
     // the tombstoned P is never offered to another service of the publisher
-    expect(errCode(chooseCandidate(chg.step.table, newAllocation(sref(2), PUB), fixed(40100n), rng))).toBe('port-unavailable');
+    expect(errCode(chooseCandidate(chg.step.table, newAllocation(sref(2), PUB), fixed(40100n), rng))).toBe(
+      'port-unavailable',
+    );
     // withdrawal tombstones too
     expect(onWithdrawn(restarted, c.table).get(endpointKey(PUB, 40100n))?.kind).toBe('tombstoned');
   });
 
   it('M6-47 refusals expose only the category: no competitor identity, Network or port list', () => {
     const other = sref(9, 4, 5);
-    const t: PortTable = new Map([[endpointKey(PUB, 40300n), { publisher: PUB, port: 40300n, kind: 'owned', serviceRef: other }]]);
+    const t: PortTable = new Map([
+      [endpointKey(PUB, 40300n), { publisher: PUB, port: 40300n, kind: 'owned', serviceRef: other }],
+    ]);
     const e = chooseCandidate(t, newAllocation(sref(1), PUB), fixed(40300n), rng);
     if (Either.isRight(e)) throw new Error('expected a refusal');
     expect(e.left.code).toBe('port-unavailable');
     const detail = e.left.detail ?? '';
     for (const leak of [toHex(other.nsdId), toHex(other.networkId), toHex(other.serviceId), toHex(PUB), '40300'])
       expect(detail).not.toContain(leak);
-    expect(errorBody(e.left, 'service.retry-port', 'peer')).toEqual({ error: 'port-unavailable', request_kind: 'service.retry-port', detail: null });
+    expect(errorBody(e.left, 'service.retry-port', 'peer')).toEqual({
+      error: 'port-unavailable',
+      request_kind: 'service.retry-port',
+      detail: null,
+    });
   });
 });

@@ -15,7 +15,12 @@ import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { Authority } from '../src/application/authority.js';
 import type { AuthorityStore } from '../src/application/authority-store.js';
-import { PortArbiter, SimulatedListenerInstaller, portResultBody, proposalFromWire } from '../src/application/port-arbiter.js';
+import {
+  PortArbiter,
+  SimulatedListenerInstaller,
+  portResultBody,
+  proposalFromWire,
+} from '../src/application/port-arbiter.js';
 import type { ProposalRef } from '../src/domain/port-endpoint.js';
 import { controlledSchedule } from './port-fixtures.js';
 import { decl, msg, replaceBody, rid16 } from './wire.js';
@@ -36,32 +41,67 @@ type Listener = { proposal: ProposalWire | null; state: string; P: number };
 const controlled = controlledSchedule;
 
 /** A fixed-mode declaration of service `web` at P (backend 127.0.0.1:8090). */
-const fixedWeb = (p: number) => ({ ...decl('web', null, 8090), port_mode: 'fixed', requested_port: p }) as unknown as ReturnType<typeof decl>;
+const fixedWeb = (p: number) =>
+  ({ ...decl('web', null, 8090), port_mode: 'fixed', requested_port: p }) as unknown as ReturnType<typeof decl>;
 
 /** `again`: the same member and runtime after a B restart (a new authority epoch on the same database, session `seq`). */
-const setup = async (name: string, again?: { readonly identity: Uint8Array; readonly net: Uint8Array; readonly rid: Uint8Array; readonly seq: bigint; readonly revision: bigint }) => {
+const setup = async (
+  name: string,
+  again?: {
+    readonly identity: Uint8Array;
+    readonly net: Uint8Array;
+    readonly rid: Uint8Array;
+    readonly seq: bigint;
+    readonly revision: bigint;
+  },
+) => {
   const store = makePgAuthorityStore(db.config);
   stores.push(store);
   await store.migrate();
   const t = await store.takeover();
   const clock = controlled();
-  const authority = new Authority({ store, nsdId: t.nsdId, epoch: t.epoch, now: () => Date.now(), portRecovery: { requests: true, timeoutMs: 6000, schedule: clock.schedule } });
+  const authority = new Authority({
+    store,
+    nsdId: t.nsdId,
+    epoch: t.epoch,
+    now: () => Date.now(),
+    portRecovery: { requests: true, timeoutMs: 6000, schedule: clock.schedule },
+  });
   const net = again?.net ?? rid16();
   const identity = again?.identity ?? generateSigner().signer.machineId;
   const seq = again?.seq ?? 1n;
   await store.addMember(identity, net);
-  const w = { identity, nsdId: t.nsdId, networkId: net, gen: 1n, rid: again?.rid ?? rid16(), epoch: null as bigint | null };
+  const w = {
+    identity,
+    nsdId: t.nsdId,
+    networkId: net,
+    gen: 1n,
+    rid: again?.rid ?? rid16(),
+    epoch: null as bigint | null,
+  };
   const send = async (bytes: Uint8Array) => {
     const r = decodeMessage(await authority.handle(identity, bytes));
     if (Either.isLeft(r)) throw r.left;
     return r.right as Pushed;
   };
-  expect((await send(msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }))).kind).toBe('runtime.bind.result');
+  expect(
+    (await send(msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }))).kind,
+  ).toBe('runtime.bind.result');
   w.epoch = t.epoch;
   const sessionRequestId = rid16();
-  expect((await send(msg(w, 'session.open', {}, { session_seq: seq, request_id: sessionRequestId }))).kind).toBe('session.open.result');
+  expect((await send(msg(w, 'session.open', {}, { session_seq: seq, request_id: sessionRequestId }))).kind).toBe(
+    'session.open.result',
+  );
   const pushed: Pushed[] = [];
-  const binding = { nsdId: t.nsdId, networkId: net, runtimeGeneration: 1n, runtimeId: w.rid, authorityEpoch: t.epoch, sessionSeq: seq, sessionRequestId };
+  const binding = {
+    nsdId: t.nsdId,
+    networkId: net,
+    runtimeGeneration: 1n,
+    runtimeId: w.rid,
+    authorityEpoch: t.epoch,
+    sessionSeq: seq,
+    sessionRequestId,
+  };
   const opened = await authority.openStream(identity, StreamBindingCodec.encodeOrThrow(streamBindingToWire(binding)), {
     send: (p) => {
       const m = decodeMessage(p);
@@ -83,19 +123,61 @@ const setup = async (name: string, again?: { readonly identity: Uint8Array; read
   const answer = (body: ReturnType<typeof portResultBody>, requestId: Uint8Array = rid16()) =>
     send(msg(w, 'port.result', body, { session_seq: seq, request_id: requestId }));
   /** the publisher's listeners in the last snapshot B pushed */
-  const listeners = () => ((pushed.filter((m) => m.kind === 'snapshot.push').at(-1)?.body as unknown as { snapshot: { listeners: Listener[] } }).snapshot.listeners);
+  const listeners = () =>
+    (
+      pushed.filter((m) => m.kind === 'snapshot.push').at(-1)?.body as unknown as {
+        snapshot: { listeners: Listener[] };
+      }
+    ).snapshot.listeners;
   const offeredRef = (): ProposalRef => {
     const l = listeners().find((x) => x.state === 'offered');
     if (l?.proposal == null) throw new Error('no offered listener');
     return proposalFromWire(l.proposal);
   };
-  const requests = (kind: 'port.cancel' | 'port.query') => pushed.filter((m) => m.kind === kind) as (Pushed & { body: ProposalWire })[];
-  type AllocationJson = { state: string; round: string; seq: string; idx: number; tried: string[]; floor: string; cur: { port: string } | null; pending: { mode: string; req: string | null } | null; cancelling: boolean };
-  const allocation = async () => ((await sql(`SELECT value FROM service_control.port_allocation WHERE publisher = $1`, [Buffer.from(identity)]))[0] as { value: AllocationJson }).value;
+  const requests = (kind: 'port.cancel' | 'port.query') =>
+    pushed.filter((m) => m.kind === kind) as (Pushed & { body: ProposalWire })[];
+  type AllocationJson = {
+    state: string;
+    round: string;
+    seq: string;
+    idx: number;
+    tried: string[];
+    floor: string;
+    cur: { port: string } | null;
+    pending: { mode: string; req: string | null } | null;
+    cancelling: boolean;
+  };
+  const allocation = async () =>
+    (
+      (
+        await sql(`SELECT value FROM service_control.port_allocation WHERE publisher = $1`, [Buffer.from(identity)])
+      )[0] as { value: AllocationJson }
+    ).value;
   const entries = async () =>
-    ((await sql(`SELECT port, kind FROM service_control.port_entry WHERE publisher = $1 ORDER BY port`, [Buffer.from(identity)])) as { port: number; kind: string }[]).map((r) => `${r.port}:${r.kind}`);
-  const retry = (serviceRef: ProposalWire['service_ref']) => send(msg(w, 'service.retry-port', { service_ref: serviceRef }));
-  return { authority, clock, identity, net, w, arbiter, report, answer, retry, listeners, offeredRef, requests, allocation, entries, close: () => (authority.closeStreams(), A.close()) };
+    (
+      (await sql(`SELECT port, kind FROM service_control.port_entry WHERE publisher = $1 ORDER BY port`, [
+        Buffer.from(identity),
+      ])) as { port: number; kind: string }[]
+    ).map((r) => `${r.port}:${r.kind}`);
+  const retry = (serviceRef: ProposalWire['service_ref']) =>
+    send(msg(w, 'service.retry-port', { service_ref: serviceRef }));
+  return {
+    authority,
+    clock,
+    identity,
+    net,
+    w,
+    arbiter,
+    report,
+    answer,
+    retry,
+    listeners,
+    offeredRef,
+    requests,
+    allocation,
+    entries,
+    close: () => (authority.closeStreams(), A.close()),
+  };
 };
 
 describe('a substantive change while the proposal is offered (decision 0190, PostgreSQL)', () => {
@@ -109,7 +191,14 @@ describe('a substantive change while the proposal is offered (decision 0190, Pos
     await s.report(fixedWeb(42000));
     // the report committed the pending demand and the cancel, not a round: nothing new is reserved
     const waiting = await s.allocation();
-    expect([waiting.state, waiting.round, waiting.seq, waiting.tried, waiting.pending?.req, waiting.cancelling]).toEqual(['offered', '1', '1', ['41000'], '42000', true]);
+    expect([
+      waiting.state,
+      waiting.round,
+      waiting.seq,
+      waiting.tried,
+      waiting.pending?.req,
+      waiting.cancelling,
+    ]).toEqual(['offered', '1', '1', ['41000'], '42000', true]);
     expect(await s.entries()).toEqual(['41000:reserved']);
     // the snapshot no longer carries the proposal; the cancel names it exactly
     expect(s.listeners()).toEqual([]);
@@ -124,9 +213,17 @@ describe('a substantive change while the proposal is offered (decision 0190, Pos
     const reply = await s.answer(portResultBody(fenced), (cancels[0] as (typeof cancels)[number]).request_id);
     expect(reply.body['state']).toBe('released-pure');
     const next = await s.allocation();
-    expect([next.state, next.round, next.seq, next.tried, next.idx, next.floor, next.cur?.port, next.pending, next.cancelling]).toEqual([
-      'offered', '2', '2', ['42000'], 1, '1', '42000', null, false,
-    ]);
+    expect([
+      next.state,
+      next.round,
+      next.seq,
+      next.tried,
+      next.idx,
+      next.floor,
+      next.cur?.port,
+      next.pending,
+      next.cancelling,
+    ]).toEqual(['offered', '2', '2', ['42000'], 1, '1', '42000', null, false]);
     expect(await s.entries()).toEqual(['42000:reserved']);
     await s.authority.idle();
     const y = s.offeredRef();
@@ -157,7 +254,13 @@ describe('a substantive change while the proposal is offered (decision 0190, Pos
     expect(reply.body['state']).toBe('tombstoned');
     expect(await s.entries()).toEqual(['41000:tombstoned', '42000:reserved']);
     const next = await s.allocation();
-    expect([next.state, next.round, next.seq, next.cur?.port, next.pending]).toEqual(['offered', '2', '2', '42000', null]);
+    expect([next.state, next.round, next.seq, next.cur?.port, next.pending]).toEqual([
+      'offered',
+      '2',
+      '2',
+      '42000',
+      null,
+    ]);
     // the answer that was lost arrives now: no longer the current proposal
     const late = await s.answer(portResultBody(lost[0] as (typeof lost)[number]));
     expect([late.kind, late.body['error']]).toEqual(['error', 'stale-proposal']);
@@ -182,7 +285,14 @@ describe('a substantive change while the proposal is offered (decision 0190, Pos
     await s.report(fixedWeb(42000));
     await s.report(fixedWeb(43000));
     const waiting = await s.allocation();
-    expect([waiting.state, waiting.round, waiting.seq, waiting.tried, waiting.pending?.req, waiting.cancelling]).toEqual(['offered', '1', '1', ['41000'], '43000', true]);
+    expect([
+      waiting.state,
+      waiting.round,
+      waiting.seq,
+      waiting.tried,
+      waiting.pending?.req,
+      waiting.cancelling,
+    ]).toEqual(['offered', '1', '1', ['41000'], '43000', true]);
     expect(await s.entries()).toEqual(['41000:reserved']);
     const first = s.requests('port.cancel');
     expect(first).toHaveLength(1);
@@ -194,13 +304,21 @@ describe('a substantive change while the proposal is offered (decision 0190, Pos
     expect([held.state, held.idx, held.tried, held.pending?.req]).toEqual(['recovery-required', 1, ['41000'], '43000']);
     expect(await s.entries()).toEqual(['41000:reserved']);
     const again = s.requests('port.cancel');
-    expect(Buffer.from(again[1]?.request_id as Uint8Array).equals(Buffer.from(first[0]?.request_id as Uint8Array))).toBe(true);
+    expect(
+      Buffer.from(again[1]?.request_id as Uint8Array).equals(Buffer.from(first[0]?.request_id as Uint8Array)),
+    ).toBe(true);
     expect(proposalFromWire(again[1]?.body as ProposalWire)).toEqual(x);
 
     const fenced = await s.arbiter.onCancel(s.identity, x);
     expect((await s.answer(portResultBody(fenced), first[0]?.request_id)).body['state']).toBe('released-pure');
     const next = await s.allocation();
-    expect([next.state, next.round, next.seq, next.cur?.port, next.tried]).toEqual(['offered', '2', '2', '43000', ['43000']]);
+    expect([next.state, next.round, next.seq, next.cur?.port, next.tried]).toEqual([
+      'offered',
+      '2',
+      '2',
+      '43000',
+      ['43000'],
+    ]);
     expect(await s.entries()).toEqual(['43000:reserved']);
     await s.authority.idle();
     expect(s.offeredRef().port).toBe(43000n);
@@ -219,7 +337,9 @@ describe('a substantive change while the proposal is offered (decision 0190, Pos
     s.clock.fire(); // the confirmation window ends: RecoveryRequired, then port.query
     await eventually('port.query sent', () => s.requests('port.query').length === 1, 5000, 10);
     const query = s.requests('port.query')[0];
-    expect((await s.answer(portResultBody(s.arbiter.onQuery(s.identity, x)), query?.request_id)).body['state']).toBe('recovery-required');
+    expect((await s.answer(portResultBody(s.arbiter.onQuery(s.identity, x)), query?.request_id)).body['state']).toBe(
+      'recovery-required',
+    );
     await eventually('port.cancel sent', () => s.requests('port.cancel').length === 1, 5000, 10);
     const sent = await s.allocation();
     expect([sent.state, sent.cancelling]).toEqual(['recovery-required', true]);

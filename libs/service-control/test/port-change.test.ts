@@ -30,7 +30,12 @@ let n = 0;
 const pid = () => id16(700_000 + n++);
 const rng = seededRng(11);
 const host = new Uint8Array([127, 0, 0, 1]);
-const facts = (d: PortDemand, over: Partial<DeclarationFacts> = {}): DeclarationFacts => ({ ...d, backendHost: host, protocols: ['tcp'], ...over });
+const facts = (d: PortDemand, over: Partial<DeclarationFacts> = {}): DeclarationFacts => ({
+  ...d,
+  backendHost: host,
+  protocols: ['tcp'],
+  ...over,
+});
 const fixed = (p: bigint, backendPort = 8080n): PortDemand => ({ mode: 'fixed', requestedPort: p, backendPort });
 const auto = (backendPort = 8080n): PortDemand => ({ mode: 'auto', requestedPort: null, backendPort });
 
@@ -40,8 +45,13 @@ const offered = (d: PortDemand, t: PortTable = new Map()) => {
   return { a: s.allocation, t: s.table };
 };
 
-const change = (a: Allocation, t: PortTable, before: PortDemand, after: PortDemand, over: Partial<DeclarationFacts> = {}) =>
-  ok(onDeclarationChange(a, t, facts(before), facts(after, over), rng, pid(), digest));
+const change = (
+  a: Allocation,
+  t: PortTable,
+  before: PortDemand,
+  after: PortDemand,
+  over: Partial<DeclarationFacts> = {},
+) => ok(onDeclarationChange(a, t, facts(before), facts(after, over), rng, pid(), digest));
 
 const pending = (a: Allocation, t: PortTable, before: PortDemand, after: PortDemand) => {
   const ch = change(a, t, before, after);
@@ -53,7 +63,13 @@ const pending = (a: Allocation, t: PortTable, before: PortDemand, after: PortDem
 const answer = (a: Allocation, t: PortTable, result: Parameters<typeof onPortResult>[3]) => {
   const r = ok(onPortResult(a, t, a.current as never, result, rng));
   const p = ok(applyPending(r.allocation, r.table, rng, pid(), digest));
-  return { answered: r.allocation, allocation: p?.allocation ?? r.allocation, table: p?.table ?? r.table, proposal: p?.proposal ?? null, tombstoned: p?.tombstoned ?? null };
+  return {
+    answered: r.allocation,
+    allocation: p?.allocation ?? r.allocation,
+    table: p?.table ?? r.table,
+    proposal: p?.proposal ?? null,
+    tombstoned: p?.tombstoned ?? null,
+  };
 };
 
 const kind = (t: PortTable, p: bigint) => t.get(endpointKey(PUB, p))?.kind;
@@ -67,7 +83,12 @@ describe('B: a substantive change while the proposal is unresolved (decision 019
     expect(ch.allocation.pending).toEqual(fixed(42000n));
     expect(ch.allocation.cancelling).toBe(true);
     expect(ch.allocation.listenerRevision).toBe(a.listenerRevision + 1n);
-    expect([ch.allocation.state, ch.allocation.round, ch.allocation.proposalSeq, ch.allocation.triedPorts]).toEqual(['offered', 1n, 1n, [41000n]]);
+    expect([ch.allocation.state, ch.allocation.round, ch.allocation.proposalSeq, ch.allocation.triedPorts]).toEqual([
+      'offered',
+      1n,
+      1n,
+      [41000n],
+    ]);
     expect(ch.allocation.current).toEqual(x);
     expect(kind(t, 41000n)).toBe('reserved'); // the reservation is kept until a proof
     expect(kind(t, 42000n)).toBeUndefined();
@@ -87,7 +108,13 @@ describe('B: a substantive change while the proposal is unresolved (decision 019
       expect(r.answered.terminationFloor).toBe(1n);
       expect(kind(r.table, 41000n)).toBeUndefined();
       expect(r.proposal?.port).toBe(42000n);
-      expect([r.allocation.state, r.allocation.round, r.allocation.proposalSeq, r.allocation.triedPorts, r.allocation.candidateIndex]).toEqual(['offered', 2n, 2n, [42000n], 1]);
+      expect([
+        r.allocation.state,
+        r.allocation.round,
+        r.allocation.proposalSeq,
+        r.allocation.triedPorts,
+        r.allocation.candidateIndex,
+      ]).toEqual(['offered', 2n, 2n, [42000n], 1]);
       expect([r.allocation.pending, r.allocation.cancelling]).toEqual([null, false]);
       expect(r.allocation.listenerRevision).toBe(ch.allocation.listenerRevision + 1n);
       expect(kind(r.table, 42000n)).toBe('reserved');
@@ -103,13 +130,22 @@ describe('B: a substantive change while the proposal is unresolved (decision 019
       expect(r.answered.state).toBe('tombstoned');
       expect(kind(r.table, 41000n)).toBe('tombstoned');
       expect(r.proposal?.port).toBe(42000n);
-      expect([r.allocation.state, r.allocation.round, r.allocation.proposalSeq, r.allocation.confirmedPort]).toEqual(['offered', 2n, 2n, null]);
+      expect([r.allocation.state, r.allocation.round, r.allocation.proposalSeq, r.allocation.confirmedPort]).toEqual([
+        'offered',
+        2n,
+        2n,
+        null,
+      ]);
       expect(resourcePort(r.allocation)).toBeNull();
       // the tombstoned P is out of every candidate choice, even for the same service
       expect(errCode(chooseCandidate(r.table, r.allocation, fixed(41000n), rng))).toBe('port-unavailable');
-      expect(errCode(chooseCandidate(r.table, newAllocation(sref(2), PUB), fixed(41000n), rng))).toBe('port-unavailable');
+      expect(errCode(chooseCandidate(r.table, newAllocation(sref(2), PUB), fixed(41000n), rng))).toBe(
+        'port-unavailable',
+      );
       // the same answer again is stale (no longer the current proposal) and changes nothing
-      expect(errCode(onPortResult(r.allocation, r.table, ch.allocation.current as never, result, rng))).toBe('stale-proposal');
+      expect(errCode(onPortResult(r.allocation, r.table, ch.allocation.current as never, result, rng))).toBe(
+        'stale-proposal',
+      );
     }
   });
 
@@ -143,7 +179,11 @@ describe('B: a substantive change while the proposal is unresolved (decision 019
     const first = pending(a, t, fixed(41000n), fixed(42000n));
     const second = pending(first.allocation, t, fixed(42000n), fixed(43000n));
     expect(second.allocation.pending).toEqual(fixed(43000n));
-    expect([second.allocation.round, second.allocation.proposalSeq, second.allocation.triedPorts]).toEqual([1n, 1n, [41000n]]);
+    expect([second.allocation.round, second.allocation.proposalSeq, second.allocation.triedPorts]).toEqual([
+      1n,
+      1n,
+      [41000n],
+    ]);
     expect(second.allocation.listenerRevision).toBe(first.allocation.listenerRevision + 1n);
     // back to 41000: it would fit, but the cancel is already under way
     const back = pending(second.allocation, t, fixed(43000n), fixed(41000n));
@@ -155,14 +195,25 @@ describe('B: a substantive change while the proposal is unresolved (decision 019
     expect([r.proposal?.port, r.allocation.round]).toEqual([41000n, 2n]);
     // resolved by a confirmation instead: 41000 is tombstoned, so fixed 41000 cannot be offered (exhausted, category only)
     const c = answer(back.allocation, t, 'claimed');
-    expect([kind(c.table, 41000n), c.proposal, c.allocation.state, c.allocation.round]).toEqual(['tombstoned', null, 'exhausted', 2n]);
+    expect([kind(c.table, 41000n), c.proposal, c.allocation.state, c.allocation.round]).toEqual([
+      'tombstoned',
+      null,
+      'exhausted',
+      2n,
+    ]);
   });
 
   it('M6-44 an unanswered cancel: RecoveryRequired keeps the reservation and the pending demand, consumes no port and opens no round; absent/proposed are no proof; the later answer still resolves it', () => {
     const { a, t } = offered(fixed(41000n));
     const ch = pending(a, t, fixed(41000n), fixed(42000n));
     const held = onUncertain(ch.allocation);
-    expect([held.state, held.pending, held.cancelling, held.candidateIndex, held.triedPorts]).toEqual(['recovery-required', fixed(42000n), true, 1, [41000n]]);
+    expect([held.state, held.pending, held.cancelling, held.candidateIndex, held.triedPorts]).toEqual([
+      'recovery-required',
+      fixed(42000n),
+      true,
+      1,
+      [41000n],
+    ]);
     expect(cancelTarget(held)).toEqual(a.current);
     for (const result of ['absent', 'proposed'] as const) {
       const r = answer(held, t, result);
@@ -195,14 +246,18 @@ describe('B: a substantive change while the proposal is unresolved (decision 019
     const c = ok(beginCancel(held, held.current as never));
     expect(c.cancelling).toBe(true);
     expect(snapshotProposal(c)).toBeNull();
-    expect(errCode(beginCancel(c, { ...(held.current as never as object), proposalSeq: 99n } as never))).toBe('stale-proposal');
+    expect(errCode(beginCancel(c, { ...(held.current as never as object), proposalSeq: 99n } as never))).toBe(
+      'stale-proposal',
+    );
     const r = answer(c, t, 'installed');
     expect([r.allocation.state, r.proposal, kind(r.table, 8200n)]).toEqual(['tombstoned', null, 'tombstoned']);
     expect(snapshotProposal(r.allocation)).toBeNull();
     expect(resourcePort(r.allocation)).toBeNull();
     // the answer again is idempotent; a pure termination after it contradicts A's own answer
     expect(ok(onPortResult(r.allocation, r.table, c.current as never, 'claimed', rng)).allocation).toBe(r.allocation);
-    expect(errCode(onPortResult(r.allocation, r.table, c.current as never, 'terminated-pure', rng))).toBe('state-inconsistent');
+    expect(errCode(onPortResult(r.allocation, r.table, c.current as never, 'terminated-pure', rng))).toBe(
+      'state-inconsistent',
+    );
     const retry = ok(retryPort(r.allocation, r.table, id16(5), auto(8200n), rng, pid(), digest));
     expect(retry.round).toBe(2n);
     expect(retry.issued?.proposal?.port).not.toBe(8200n);

@@ -20,7 +20,8 @@ import {
 import { PUB, PUB2, proposal, sref } from './port-fixtures.js';
 import { errCode, ok } from './helpers.js';
 
-const reg = (t: EndpointTable, p: ReturnType<typeof proposal>, pub = PUB): EndpointTable => ok(registerProposal(t, pub, p)).table;
+const reg = (t: EndpointTable, p: ReturnType<typeof proposal>, pub = PUB): EndpointTable =>
+  ok(registerProposal(t, pub, p)).table;
 
 describe('A: endpoint table (pure)', () => {
   it('M6-38 a proposal is registered as Proposed first (no ownership, nothing installable), MayInstall only in the arbitration step', () => {
@@ -81,8 +82,14 @@ describe('A: endpoint table (pure)', () => {
         const outcome = (order: typeof ps) => {
           const t = order.reduce((acc, p) => reg(acc, p), emptyEndpointTable);
           const a = arbitrate(t, PUB, 40010n);
-          const results = [...a.out.answers].map((x) => `${Buffer.from(x.ref.proposalId).toString('hex')}=${x.result}`).sort();
-          return JSON.stringify({ owner: endpointOf(a.table, PUB, 40010n).owner === null ? null : 'owned', results, may: a.out.mayInstall?.proposalSeq.toString() ?? null });
+          const results = [...a.out.answers]
+            .map((x) => `${Buffer.from(x.ref.proposalId).toString('hex')}=${x.result}`)
+            .sort();
+          return JSON.stringify({
+            owner: endpointOf(a.table, PUB, 40010n).owner === null ? null : 'owned',
+            results,
+            may: a.out.mayInstall?.proposalSeq.toString() ?? null,
+          });
         };
         const first = outcome(perms[seed % perms.length] as typeof ps);
         for (const perm of perms) expect(outcome(perm)).toBe(first);
@@ -116,7 +123,11 @@ describe('A: endpoint table (pure)', () => {
     expect(c.out.terminationFloor).toBeNull();
     expect(endpointOf(c.table, PUB, 40004n).phase).toBe('tombstoned');
     // a tombstone is never reused, not by another service and not by its former owner
-    const again = arbitrate(reg(reg(c.table, proposal(sref(2, 2), 40004n)), proposal(sref(1), 40004n, 2n)), PUB, 40004n);
+    const again = arbitrate(
+      reg(reg(c.table, proposal(sref(2, 2), 40004n)), proposal(sref(1), 40004n, 2n)),
+      PUB,
+      40004n,
+    );
     expect(again.out.mayInstall).toBeNull();
     expect(again.out.answers.every((x) => x.result === 'conflict')).toBe(true);
     expect(mayHaveBeenInstalled(again.table, PUB, 40004n)).toBe(true);

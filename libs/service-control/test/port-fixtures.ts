@@ -8,7 +8,11 @@ export const PUB = id32(1);
 export const PUB2 = id32(2);
 
 /** A ServiceRef from NSD `nsd` / Network `net` / service `svc` (small integers). */
-export const sref = (svc: number, nsd = 1, net = 1): ServiceRef => ({ nsdId: id16(1000 + nsd), networkId: id16(2000 + net), serviceId: id16(svc) });
+export const sref = (svc: number, nsd = 1, net = 1): ServiceRef => ({
+  nsdId: id16(1000 + nsd),
+  networkId: id16(2000 + net),
+  serviceId: id16(svc),
+});
 
 let pid = 1;
 export const proposal = (ref: ServiceRef, port: bigint, seq = 1n, over: Partial<ProposalRef> = {}): ProposalRef => ({

@@ -14,7 +14,13 @@ import { generateSigner } from '../src/adapter/transport/index.js';
 import { Authority } from '../src/application/authority.js';
 import type { AuthorityStore } from '../src/application/authority-store.js';
 import { PortAllocator } from '../src/application/port-allocator.js';
-import { PortArbiter, SimulatedListenerInstaller, portResultBody, proposalFromWire, proposalToWire } from '../src/application/port-arbiter.js';
+import {
+  PortArbiter,
+  SimulatedListenerInstaller,
+  portResultBody,
+  proposalFromWire,
+  proposalToWire,
+} from '../src/application/port-arbiter.js';
 import type { CurrentProposal } from '../src/domain/port-allocation.js';
 import { endpointOf } from '../src/domain/port-endpoint.js';
 import { id16, ok } from './helpers.js';
@@ -39,7 +45,12 @@ describe('P flow: B on PostgreSQL ↔ A on SQLite', () => {
       await store.migrate();
       const t = await store.takeover();
       const authority = new Authority({ store, nsdId: t.nsdId, epoch: t.epoch, now: () => Date.now() });
-      const alloc = new PortAllocator({ store, rng: seededRng(3), newProposalId: () => id16(600_000 + n++), intentDigestFor: () => new Uint8Array(32).fill(9) });
+      const alloc = new PortAllocator({
+        store,
+        rng: seededRng(3),
+        newProposalId: () => id16(600_000 + n++),
+        intentDigestFor: () => new Uint8Array(32).fill(9),
+      });
       return { store, authority, alloc, ...t };
     };
     let B = await boot();
@@ -55,14 +66,21 @@ describe('P flow: B on PostgreSQL ↔ A on SQLite', () => {
     };
     const connect = async () => {
       w.epoch = null; // a bind after an authority restart carries no epoch yet
-      expect((await send(msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }))).kind).toBe('runtime.bind.result');
+      expect(
+        (await send(msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }))).kind,
+      ).toBe('runtime.bind.result');
       w.epoch = B.epoch;
       seq += 1n;
       expect((await send(msg(w, 'session.open', {}, { session_seq: seq }))).kind).toBe('session.open.result');
     };
     await connect();
-    const accepted = await send(msg(w, 'report.replace', replaceBody(w, 1n, [decl('api', null, 9000), decl('web', null, 8080)])));
-    const bindings = accepted.body['bindings'] as { declaration_key: string; service_ref: { nsd_id: Uint8Array; network_id: Uint8Array; service_id: Uint8Array } }[];
+    const accepted = await send(
+      msg(w, 'report.replace', replaceBody(w, 1n, [decl('api', null, 9000), decl('web', null, 8080)])),
+    );
+    const bindings = accepted.body['bindings'] as {
+      declaration_key: string;
+      service_ref: { nsd_id: Uint8Array; network_id: Uint8Array; service_id: Uint8Array };
+    }[];
     const refOf = (key: string) => {
       const b = bindings.find((x) => x.declaration_key === key)?.service_ref;
       if (b === undefined) throw new Error(key);
@@ -87,7 +105,11 @@ describe('P flow: B on PostgreSQL ↔ A on SQLite', () => {
     const [res] = await toB(answers.map(portResultBody));
     expect([res?.kind, res?.body['state']]).toEqual(['port.result.result', 'claimed']);
     const head = await send(msg(w, 'report.head', { scope: pubScope(w) }));
-    expect((head.body['bindings'] as { declaration_key: string; P: number | null }[]).find((b) => b.declaration_key === 'web')?.P).toBe(8080);
+    expect(
+      (head.body['bindings'] as { declaration_key: string; P: number | null }[]).find(
+        (b) => b.declaration_key === 'web',
+      )?.P,
+    ).toBe(8080);
 
     // 2. api: B persists the offer, then "crashes before sending"; the restarted B cancels the exact proposal
     const api = { proposal: ok(await B.alloc.allocation(B.epoch, refOf('api')))?.current ?? null };

@@ -30,7 +30,8 @@ const proposal = {
 };
 
 /** Re-encode a message with one field of its body replaced (bypassing the typed encoder). */
-const withBody = (m: Message, body: unknown): Uint8Array => encode({ ...(m as unknown as Record<string, unknown>), body } as never);
+const withBody = (m: Message, body: unknown): Uint8Array =>
+  encode({ ...(m as unknown as Record<string, unknown>), body } as never);
 
 describe('P messages', () => {
   const samples: Message[] = [
@@ -41,7 +42,11 @@ describe('P messages', () => {
     env('port.query', proposal),
     env('port.result.result', { proposal, state: 'released-pure' }),
     env('service.retry-port', { service_ref: proposal.service_ref }, false),
-    env('service.retry-port.result', { service_ref: proposal.service_ref, allocation_round: 2n, proposal_seq: 4n }, false),
+    env(
+      'service.retry-port.result',
+      { service_ref: proposal.service_ref, allocation_round: 2n, proposal_seq: 4n },
+      false,
+    ),
   ];
 
   it('every P kind round-trips byte for byte', () => {
@@ -62,15 +67,31 @@ describe('P messages', () => {
   });
 
   it('M6-3 closed shapes: an unknown key is unsupported-field; session_seq only on stream-bound kinds; the floor exactly for pure terminations', () => {
-    expect(errCode(decodeMessage(withBody(samples[3] as Message, { ...proposal, competitor: id32(9) })))).toBe('unsupported-field');
+    expect(errCode(decodeMessage(withBody(samples[3] as Message, { ...proposal, competitor: id32(9) })))).toBe(
+      'unsupported-field',
+    );
     const retry = encode({ ...(samples[6] as unknown as Record<string, unknown>), session_seq: 1n } as never);
     expect(errCode(decodeMessage(retry))).toBe('unsupported-field');
     const noSeq = { ...(samples[0] as unknown as Record<string, unknown>) };
     delete noSeq['session_seq'];
     expect(errCode(decodeMessage(encode(noSeq as never)))).not.toBeNull();
-    expect(errCode(decodeMessage(withBody(samples[0] as Message, { ...proposal, result: 'terminated-pure', termination_floor: null })))).toBe('invalid-encoding');
-    expect(errCode(decodeMessage(withBody(samples[0] as Message, { ...proposal, result: 'claimed', termination_floor: 3n })))).toBe('invalid-encoding');
-    expect(errCode(decodeMessage(withBody(samples[0] as Message, { ...proposal, result: 'released', termination_floor: null })))).not.toBeNull();
+    expect(
+      errCode(
+        decodeMessage(
+          withBody(samples[0] as Message, { ...proposal, result: 'terminated-pure', termination_floor: null }),
+        ),
+      ),
+    ).toBe('invalid-encoding');
+    expect(
+      errCode(
+        decodeMessage(withBody(samples[0] as Message, { ...proposal, result: 'claimed', termination_floor: 3n })),
+      ),
+    ).toBe('invalid-encoding');
+    expect(
+      errCode(
+        decodeMessage(withBody(samples[0] as Message, { ...proposal, result: 'released', termination_floor: null })),
+      ),
+    ).not.toBeNull();
     expect(errCode(decodeMessage(withBody(samples[3] as Message, { ...proposal, P: 0 })))).toBe('invalid-encoding');
   });
 });

@@ -32,7 +32,11 @@ afterAll(async () => {
 });
 const sql = sqlOn(db);
 const auto: PortDemand = { mode: 'auto', requestedPort: null, backendPort: 8080n };
-const result = (p: CurrentProposal, r: 'claimed' | 'installed' | 'terminated-pure' | 'conflict' | 'absent', floor: bigint | null = null) => ({
+const result = (
+  p: CurrentProposal,
+  r: 'claimed' | 'installed' | 'terminated-pure' | 'conflict' | 'absent',
+  floor: bigint | null = null,
+) => ({
   ...proposalToWire(p),
   result: r,
   termination_floor: floor,
@@ -49,7 +53,9 @@ describe('B: P allocation on PostgreSQL', () => {
     const o = ok(await B.alloc.offer(B.epoch, ref, PUB, auto));
     expect(o.proposal?.port).toBe(8080n);
     expect(o.proposal?.candidateIndex).toBe(1);
-    const rows = await sql(`SELECT value FROM service_control.port_allocation WHERE service_id = '\\x${Buffer.from(ref.serviceId).toString('hex')}'`);
+    const rows = await sql(
+      `SELECT value FROM service_control.port_allocation WHERE service_id = '\\x${Buffer.from(ref.serviceId).toString('hex')}'`,
+    );
     const v = rows[0]?.['value'] as Record<string, unknown>;
     expect([v['seq'], v['idx'], v['tried'], v['state']]).toEqual(['1', 1, ['8080'], 'offered']);
     const entries = await sql(`SELECT port, kind FROM service_control.port_entry WHERE port = 8080`);
@@ -66,7 +72,9 @@ describe('B: P allocation on PostgreSQL', () => {
     const ref = sref(10);
     const o = ok(await B.alloc.offer(B.epoch, ref, PUB, { mode: 'fixed', requestedPort: 40500n, backendPort: 80n }));
     const p = o.proposal as CurrentProposal;
-    expect(errCode(await B.alloc.onResult(B.epoch, PUB, { ...result(p, 'terminated-pure', 1n), proposal_seq: 9n }))).toBe('stale-proposal');
+    expect(
+      errCode(await B.alloc.onResult(B.epoch, PUB, { ...result(p, 'terminated-pure', 1n), proposal_seq: 9n })),
+    ).toBe('stale-proposal');
     ok(await B.alloc.onResult(B.epoch, PUB, result(p, 'absent')));
     // 3 uncertain transport attempts → RecoveryRequired, the reservation kept
     expect(ok(await B.alloc.uncertain(B.epoch, ref)).state).toBe('recovery-required');
@@ -97,7 +105,11 @@ describe('B: P allocation on PostgreSQL', () => {
     const p = o.proposal as CurrentProposal;
     const c = ok(await B.alloc.onResult(B.epoch, PUB, result(p, 'installed')));
     expect(c.allocation.confirmedPort).toBe(p.port);
-    expect(await sql(`SELECT kind FROM service_control.port_entry WHERE service_id = '\\x${Buffer.from(ref.serviceId).toString('hex')}'`)).toEqual([{ kind: 'owned' }]);
+    expect(
+      await sql(
+        `SELECT kind FROM service_control.port_entry WHERE service_id = '\\x${Buffer.from(ref.serviceId).toString('hex')}'`,
+      ),
+    ).toEqual([{ kind: 'owned' }]);
     // restart: P kept, no round opened
     B = await open();
     const kept = ok(await B.alloc.allocation(B.epoch, ref));
@@ -116,16 +128,25 @@ describe('B: P allocation on PostgreSQL', () => {
     // a new request while round 2's proposal is unconfirmed → recovery-required
     expect(errCode(await B.alloc.retry(B.epoch, PUB, ref, id16(43), auto))).toBe('recovery-required');
     // the P stays owned throughout
-    expect(await sql(`SELECT kind FROM service_control.port_entry WHERE service_id = '\\x${Buffer.from(ref.serviceId).toString('hex')}'`)).toEqual([{ kind: 'owned' }]);
+    expect(
+      await sql(
+        `SELECT kind FROM service_control.port_entry WHERE service_id = '\\x${Buffer.from(ref.serviceId).toString('hex')}'`,
+      ),
+    ).toEqual([{ kind: 'owned' }]);
   });
 
   it('M6-60 a corrupt allocation row is state-inconsistent for that service only', async () => {
     const bad = sref(30);
     const good = sref(31);
     ok(await B.alloc.offer(B.epoch, bad, PUB, { mode: 'fixed', requestedPort: 40600n, backendPort: 80n }));
-    await sql(`UPDATE service_control.port_allocation SET value = jsonb_set(value, '{state}', '"bogus"') WHERE service_id = '\\x${Buffer.from(bad.serviceId).toString('hex')}'`);
+    await sql(
+      `UPDATE service_control.port_allocation SET value = jsonb_set(value, '{state}', '"bogus"') WHERE service_id = '\\x${Buffer.from(bad.serviceId).toString('hex')}'`,
+    );
     expect(errCode(await B.alloc.allocation(B.epoch, bad))).toBe('state-inconsistent');
-    expect(ok(await B.alloc.offer(B.epoch, good, PUB, { mode: 'fixed', requestedPort: 40601n, backendPort: 80n })).proposal?.port).toBe(40601n);
+    expect(
+      ok(await B.alloc.offer(B.epoch, good, PUB, { mode: 'fixed', requestedPort: 40601n, backendPort: 80n })).proposal
+        ?.port,
+    ).toBe(40601n);
   });
 });
 
@@ -138,7 +159,12 @@ describe('B: port.result and service.retry-port over the wire (Authority on Post
     const { store } = B;
     const { nsdId, epoch: ep2 } = await store.takeover(); // a new authority epoch for this Authority
     const authority = new Authority({ store, nsdId, epoch: ep2, now: () => Date.now() });
-    const alloc = new PortAllocator({ store, rng: seededRng(5), newProposalId: () => id16(800_000 + n++), intentDigestFor: () => new Uint8Array(32).fill(3) });
+    const alloc = new PortAllocator({
+      store,
+      rng: seededRng(5),
+      newProposalId: () => id16(800_000 + n++),
+      intentDigestFor: () => new Uint8Array(32).fill(3),
+    });
     const net = rid16();
     const mk = async () => {
       const identity = generateSigner().signer.machineId;
@@ -149,7 +175,9 @@ describe('B: port.result and service.retry-port over the wire (Authority on Post
         if (Either.isLeft(r)) throw r.left;
         return r.right as { kind: string; body: Record<string, unknown> };
       };
-      expect((await send(msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }))).kind).toBe('runtime.bind.result');
+      expect(
+        (await send(msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }))).kind,
+      ).toBe('runtime.bind.result');
       w.epoch = ep2;
       expect((await send(msg(w, 'session.open', {}, { session_seq: 1n }))).kind).toBe('session.open.result');
       return { w, send };
@@ -164,7 +192,9 @@ describe('B: port.result and service.retry-port over the wire (Authority on Post
     const offered = { proposal: ok(await alloc.allocation(ep2, ref))?.current ?? null };
     const p = offered.proposal as CurrentProposal;
     // a mismatching result: stale-proposal, nothing changes
-    const stale = await pub.send(msg(pub.w, 'port.result', { ...result(p, 'claimed'), proposal_seq: 99n }, { session_seq: 1n }));
+    const stale = await pub.send(
+      msg(pub.w, 'port.result', { ...result(p, 'claimed'), proposal_seq: 99n }, { session_seq: 1n }),
+    );
     expect([stale.kind, stale.body['error']]).toEqual(['error', 'stale-proposal']);
     // the publisher's claimed result: confirmed, and the service row carries P (report.head bindings)
     const claimed = await pub.send(msg(pub.w, 'port.result', result(p, 'claimed'), { session_seq: 1n }));
@@ -177,10 +207,14 @@ describe('B: port.result and service.retry-port over the wire (Authority on Post
     expect([foreign.kind, foreign.body['error'], foreign.body['detail']]).toEqual(['error', 'unauthorized', null]);
     // from the publisher: round 2, seq continues; the same request_id again answers the same and opens nothing
     const requestId = rid16();
-    const r1 = await pub.send(msg(pub.w, 'service.retry-port', { service_ref: binding?.service_ref }, { request_id: requestId }));
+    const r1 = await pub.send(
+      msg(pub.w, 'service.retry-port', { service_ref: binding?.service_ref }, { request_id: requestId }),
+    );
     expect(r1.kind).toBe('service.retry-port.result');
     expect([r1.body['allocation_round'], r1.body['proposal_seq']]).toEqual([2n, p.proposalSeq + 1n]);
-    const r2 = await pub.send(msg(pub.w, 'service.retry-port', { service_ref: binding?.service_ref }, { request_id: requestId }));
+    const r2 = await pub.send(
+      msg(pub.w, 'service.retry-port', { service_ref: binding?.service_ref }, { request_id: requestId }),
+    );
     expect([r2.body['allocation_round'], r2.body['proposal_seq']]).toEqual([2n, p.proposalSeq + 1n]);
     const r3 = await pub.send(msg(pub.w, 'service.retry-port', { service_ref: binding?.service_ref }));
     expect([r3.kind, r3.body['error']]).toEqual(['error', 'recovery-required']);

@@ -15,7 +15,12 @@ import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { Authority } from '../src/application/authority.js';
 import type { AuthorityStore } from '../src/application/authority-store.js';
-import { PortArbiter, SimulatedListenerInstaller, portResultBody, proposalFromWire } from '../src/application/port-arbiter.js';
+import {
+  PortArbiter,
+  SimulatedListenerInstaller,
+  portResultBody,
+  proposalFromWire,
+} from '../src/application/port-arbiter.js';
 import { controlledSchedule } from './port-fixtures.js';
 import { decl, msg, replaceBody, rid16 } from './wire.js';
 
@@ -43,30 +48,60 @@ const eventually = async (f: () => boolean | Promise<boolean>) => {
  * B with the driver on a controlled timer, one member with a bound runtime, an open session and an open stream.
  * `again`: the same member and runtime after a B restart (a new authority epoch on the same database, session `seq`).
  */
-const setup = async (name: string, requests: boolean, again?: { readonly identity: Uint8Array; readonly net: Uint8Array; readonly rid: Uint8Array; readonly seq: bigint }) => {
+const setup = async (
+  name: string,
+  requests: boolean,
+  again?: { readonly identity: Uint8Array; readonly net: Uint8Array; readonly rid: Uint8Array; readonly seq: bigint },
+) => {
   const store = makePgAuthorityStore(db.config);
   stores.push(store);
   await store.migrate();
   const t = await store.takeover();
   const clock = controlled();
   const next = controlled(); // backoff timers of next candidates after pure refusals (§5.14)
-  const authority = new Authority({ store, nsdId: t.nsdId, epoch: t.epoch, now: () => Date.now(), portRecovery: { requests, timeoutMs: 6000, schedule: clock.schedule }, candidateSchedule: next.schedule });
+  const authority = new Authority({
+    store,
+    nsdId: t.nsdId,
+    epoch: t.epoch,
+    now: () => Date.now(),
+    portRecovery: { requests, timeoutMs: 6000, schedule: clock.schedule },
+    candidateSchedule: next.schedule,
+  });
   const net = again?.net ?? rid16();
   const identity = again?.identity ?? generateSigner().signer.machineId;
   const seq = again?.seq ?? 1n;
   await store.addMember(identity, net);
-  const w = { identity, nsdId: t.nsdId, networkId: net, gen: 1n, rid: again?.rid ?? rid16(), epoch: null as bigint | null };
+  const w = {
+    identity,
+    nsdId: t.nsdId,
+    networkId: net,
+    gen: 1n,
+    rid: again?.rid ?? rid16(),
+    epoch: null as bigint | null,
+  };
   const send = async (bytes: Uint8Array) => {
     const r = decodeMessage(await authority.handle(identity, bytes));
     if (Either.isLeft(r)) throw r.left;
     return r.right as Message & { body: Record<string, unknown> };
   };
-  expect((await send(msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }))).kind).toBe('runtime.bind.result');
+  expect(
+    (await send(msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }))).kind,
+  ).toBe('runtime.bind.result');
   w.epoch = t.epoch;
   const sessionRequestId = rid16();
-  expect((await send(msg(w, 'session.open', {}, { session_seq: seq, request_id: sessionRequestId }))).kind).toBe('session.open.result');
+  expect((await send(msg(w, 'session.open', {}, { session_seq: seq, request_id: sessionRequestId }))).kind).toBe(
+    'session.open.result',
+  );
   const pushed: (Message & { body: Record<string, unknown> })[] = [];
-  const binding = { nsdId: t.nsdId, networkId: net, runtimeGeneration: 1n, runtimeId: w.rid, authorityEpoch: t.epoch, sessionSeq: seq, sessionRequestId };
+  const binding = {
+    nsdId: t.nsdId,
+    networkId: net,
+    runtimeGeneration: 1n,
+    runtimeId: w.rid,
+    authorityEpoch: t.epoch,
+    sessionSeq: seq,
+    sessionRequestId,
+  };
   const opened = await authority.openStream(identity, StreamBindingCodec.encodeOrThrow(streamBindingToWire(binding)), {
     send: (p) => {
       const m = decodeMessage(p);
@@ -79,11 +114,31 @@ const setup = async (name: string, requests: boolean, again?: { readonly identit
   await opened.right.start();
   const A = openSqliteEndpointStore(join(dir, `${name}.db`));
   const arbiter = new PortArbiter(A, new SimulatedListenerInstaller());
-  const answer = (body: ReturnType<typeof portResultBody>, requestId: Uint8Array) => send(msg(w, 'port.result', body, { session_seq: seq, request_id: requestId }));
+  const answer = (body: ReturnType<typeof portResultBody>, requestId: Uint8Array) =>
+    send(msg(w, 'port.result', body, { session_seq: seq, request_id: requestId }));
   const allocation = async () =>
-    ((await sql(`SELECT value FROM service_control.port_allocation WHERE publisher = $1`, [Buffer.from(identity)]))[0] as { value: { state: string; idx: number; floor: string; seq: string } }).value;
-  const entries = () => sql(`SELECT port, kind FROM service_control.port_entry WHERE publisher = $1`, [Buffer.from(identity)]);
-  return { authority, clock, next, w, send, pushed, arbiter, answer, allocation, entries, identity, net, close: () => A.close() };
+    (
+      (
+        await sql(`SELECT value FROM service_control.port_allocation WHERE publisher = $1`, [Buffer.from(identity)])
+      )[0] as { value: { state: string; idx: number; floor: string; seq: string } }
+    ).value;
+  const entries = () =>
+    sql(`SELECT port, kind FROM service_control.port_entry WHERE publisher = $1`, [Buffer.from(identity)]);
+  return {
+    authority,
+    clock,
+    next,
+    w,
+    send,
+    pushed,
+    arbiter,
+    answer,
+    allocation,
+    entries,
+    identity,
+    net,
+    close: () => A.close(),
+  };
 };
 
 describe('uncertain P proposals (B driver, controlled timer)', () => {
@@ -91,7 +146,9 @@ describe('uncertain P proposals (B driver, controlled timer)', () => {
     const s = await setup('a', true);
     await s.send(msg(s.w, 'report.replace', replaceBody(s.w, 1n, [decl('web', null, 8090)])));
     await s.authority.idle();
-    const snap = s.pushed.filter((m) => m.kind === 'snapshot.push').at(-1) as Message & { body: { snapshot: { listeners: { proposal: Parameters<typeof proposalFromWire>[0]; state: string }[] } } };
+    const snap = s.pushed.filter((m) => m.kind === 'snapshot.push').at(-1) as Message & {
+      body: { snapshot: { listeners: { proposal: Parameters<typeof proposalFromWire>[0]; state: string }[] } };
+    };
     const listener = snap.body.snapshot.listeners[0];
     expect(listener?.state).toBe('offered');
     const ref = proposalFromWire(listener?.proposal as Parameters<typeof proposalFromWire>[0]);
@@ -103,7 +160,10 @@ describe('uncertain P proposals (B driver, controlled timer)', () => {
     const held = await s.allocation();
     expect([held.state, held.idx]).toEqual(['recovery-required', 1]);
     expect(await s.entries()).toEqual([{ port: 8090, kind: 'reserved' }]);
-    const query = s.pushed.find((m) => m.kind === 'port.query') as Message & { body: Parameters<typeof proposalFromWire>[0]; session_seq: bigint };
+    const query = s.pushed.find((m) => m.kind === 'port.query') as Message & {
+      body: Parameters<typeof proposalFromWire>[0];
+      session_seq: bigint;
+    };
     expect(proposalFromWire(query.body)).toEqual(ref); // the exact ProposalRef
     expect(query.session_seq).toBe(1n);
 
@@ -118,7 +178,9 @@ describe('uncertain P proposals (B driver, controlled timer)', () => {
     expect(absent.result).toBe('absent');
     expect((await s.answer(portResultBody(absent), query.request_id)).body['state']).toBe('recovery-required');
     expect(await s.entries()).toEqual([{ port: 8090, kind: 'reserved' }]);
-    const cancel = s.pushed.find((m) => m.kind === 'port.cancel') as Message & { body: Parameters<typeof proposalFromWire>[0] };
+    const cancel = s.pushed.find((m) => m.kind === 'port.cancel') as Message & {
+      body: Parameters<typeof proposalFromWire>[0];
+    };
     expect(proposalFromWire(cancel.body)).toEqual(ref);
 
     // A fences it first (committed), then answers terminated-pure: B releases exactly that reservation, keeps the floor
@@ -132,7 +194,9 @@ describe('uncertain P proposals (B driver, controlled timer)', () => {
     // the original proposal reaching A late is refused by the fence; its proof again changes nothing on B
     const late = await s.arbiter.onProposal(s.identity, ref);
     expect(late.map((a) => a.result)).toEqual(['terminated-pure']);
-    expect((await s.answer(portResultBody(late[0] as (typeof late)[number]), rid16())).body['state']).toBe('released-pure');
+    expect((await s.answer(portResultBody(late[0] as (typeof late)[number]), rid16())).body['state']).toBe(
+      'released-pure',
+    );
     expect(s.pushed.filter((m) => m.kind === 'port.cancel')).toHaveLength(1);
     s.authority.closeStreams();
     s.close();
@@ -142,7 +206,9 @@ describe('uncertain P proposals (B driver, controlled timer)', () => {
     const s = await setup('b', true);
     await s.send(msg(s.w, 'report.replace', replaceBody(s.w, 1n, [decl('web', null, 8091)])));
     await s.authority.idle();
-    const snap = s.pushed.filter((m) => m.kind === 'snapshot.push').at(-1) as Message & { body: { snapshot: { listeners: { proposal: Parameters<typeof proposalFromWire>[0] }[] } } };
+    const snap = s.pushed.filter((m) => m.kind === 'snapshot.push').at(-1) as Message & {
+      body: { snapshot: { listeners: { proposal: Parameters<typeof proposalFromWire>[0] }[] } };
+    };
     const ref = proposalFromWire(snap.body.snapshot.listeners[0]?.proposal as Parameters<typeof proposalFromWire>[0]);
     s.clock.fire();
     await eventually(() => s.pushed.some((m) => m.kind === 'port.query'));
@@ -150,12 +216,16 @@ describe('uncertain P proposals (B driver, controlled timer)', () => {
     expect(answers.map((a) => a.result)).toEqual(['installed']);
     // the same proposal again (a re-delivery, a restart): answered from the table, nothing decided or installed anew
     expect((await s.arbiter.onProposal(s.identity, ref)).map((a) => a.result)).toEqual(['installed']);
-    expect((await s.answer(portResultBody(answers[0] as (typeof answers)[number]), rid16())).body['state']).toBe('claimed');
+    expect((await s.answer(portResultBody(answers[0] as (typeof answers)[number]), rid16())).body['state']).toBe(
+      'claimed',
+    );
     expect(await s.entries()).toEqual([{ port: 8091, kind: 'owned' }]);
     expect(s.clock.pending()).toEqual([]);
     // the query answered later: installed, B stays Claimed
     const q = s.pushed.find((m) => m.kind === 'port.query') as Message;
-    expect((await s.answer(portResultBody(s.arbiter.onQuery(s.identity, ref)), q.request_id)).body['state']).toBe('claimed');
+    expect((await s.answer(portResultBody(s.arbiter.onQuery(s.identity, ref)), q.request_id)).body['state']).toBe(
+      'claimed',
+    );
     s.authority.closeStreams();
     s.close();
 
@@ -174,7 +244,9 @@ describe('uncertain P proposals (B driver, controlled timer)', () => {
     const s1 = await setup('d', true);
     await s1.send(msg(s1.w, 'report.replace', replaceBody(s1.w, 1n, [decl('web', null, 8093)])));
     await s1.authority.idle();
-    const snap = s1.pushed.filter((m) => m.kind === 'snapshot.push').at(-1) as Message & { body: { snapshot: { listeners: { proposal: Parameters<typeof proposalFromWire>[0] }[] } } };
+    const snap = s1.pushed.filter((m) => m.kind === 'snapshot.push').at(-1) as Message & {
+      body: { snapshot: { listeners: { proposal: Parameters<typeof proposalFromWire>[0] }[] } };
+    };
     const ref = proposalFromWire(snap.body.snapshot.listeners[0]?.proposal as Parameters<typeof proposalFromWire>[0]);
     s1.clock.fire();
     await eventually(async () => (await s1.allocation()).state === 'recovery-required');
@@ -184,13 +256,18 @@ describe('uncertain P proposals (B driver, controlled timer)', () => {
     expect((await s2.allocation()).state).toBe('recovery-required');
     expect(await s2.entries()).toEqual([{ port: 8093, kind: 'reserved' }]);
     // the stream's first snapshot carries the listener as recovery-required: queried at once, no timer fired
-    const query = s2.pushed.find((m) => m.kind === 'port.query') as Message & { body: Parameters<typeof proposalFromWire>[0]; session_seq: bigint };
+    const query = s2.pushed.find((m) => m.kind === 'port.query') as Message & {
+      body: Parameters<typeof proposalFromWire>[0];
+      session_seq: bigint;
+    };
     expect(proposalFromWire(query.body)).toEqual(ref);
     expect(query.session_seq).toBe(2n);
     // A (slow, not absent) claims it and answers the query: installed → Claimed, the P owned
     const answers = await s2.arbiter.onProposal(s2.identity, ref);
     expect(answers.map((a) => a.result)).toEqual(['installed']);
-    expect((await s2.answer(portResultBody(s2.arbiter.onQuery(s2.identity, ref)), query.request_id)).body['state']).toBe('claimed');
+    expect(
+      (await s2.answer(portResultBody(s2.arbiter.onQuery(s2.identity, ref)), query.request_id)).body['state'],
+    ).toBe('claimed');
     expect(await s2.entries()).toEqual([{ port: 8093, kind: 'owned' }]);
     expect(s2.clock.pending()).toEqual([]);
     s2.authority.closeStreams();
@@ -199,7 +276,9 @@ describe('uncertain P proposals (B driver, controlled timer)', () => {
   });
 });
 
-type Pushed = Message & { body: { snapshot: { listeners: { proposal: Parameters<typeof proposalFromWire>[0] | null; state: string }[] } } };
+type Pushed = Message & {
+  body: { snapshot: { listeners: { proposal: Parameters<typeof proposalFromWire>[0] | null; state: string }[] } };
+};
 /** The proposal of the last snapshot B pushed to the publisher. */
 const lastProposal = (pushed: readonly Message[]) => {
   const snap = pushed.filter((m) => m.kind === 'snapshot.push').at(-1) as Pushed | undefined;
@@ -210,7 +289,15 @@ const lastProposal = (pushed: readonly Message[]) => {
 describe('the next candidate after an explicit pure refusal (B, controlled timer)', () => {
   /** A already owns P for another service (another NSD's): B's proposal of that P is refused `conflict` on A. */
   const occupy = async (s: Awaited<ReturnType<typeof setup>>, port: bigint) => {
-    const theirs = { serviceRef: { nsdId: rid16(), networkId: rid16(), serviceId: rid16() }, listenerRevision: 1n, intentDigest: new Uint8Array(32), allocationRound: 1n, proposalSeq: 1n, proposalId: rid16(), port };
+    const theirs = {
+      serviceRef: { nsdId: rid16(), networkId: rid16(), serviceId: rid16() },
+      listenerRevision: 1n,
+      intentDigest: new Uint8Array(32),
+      allocationRound: 1n,
+      proposalSeq: 1n,
+      proposalId: rid16(),
+      port,
+    };
     expect((await s.arbiter.onProposal(s.identity, theirs)).map((a) => a.result)).toEqual(['installed']);
   };
 
@@ -223,7 +310,9 @@ describe('the next candidate after an explicit pure refusal (B, controlled timer
     expect(first?.port).toBe(8093n); // auto: the backend port first
     const refused = await s.arbiter.onProposal(s.identity, first as NonNullable<typeof first>);
     expect(refused.map((a) => a.result)).toEqual(['conflict']);
-    expect((await s.answer(portResultBody(refused[0] as (typeof refused)[number]), rid16())).body['state']).toBe('released-pure');
+    expect((await s.answer(portResultBody(refused[0] as (typeof refused)[number]), rid16())).body['state']).toBe(
+      'released-pure',
+    );
     expect(await s.entries()).toEqual([]); // the pure candidate reservation is released
     const due = s.next.pending();
     expect(due).toHaveLength(1);
@@ -243,7 +332,9 @@ describe('the next candidate after an explicit pure refusal (B, controlled timer
     expect(second?.port).not.toBe(8093n);
     expect(Number(second?.port)).toBeGreaterThanOrEqual(40000);
     expect(Number(second?.port)).toBeLessThanOrEqual(50000);
-    expect((await s.arbiter.onProposal(s.identity, second as NonNullable<typeof second>)).map((x) => x.result)).toEqual(['installed']);
+    expect((await s.arbiter.onProposal(s.identity, second as NonNullable<typeof second>)).map((x) => x.result)).toEqual(
+      ['installed'],
+    );
     s.authority.closeStreams();
     s.close();
   });
@@ -259,26 +350,43 @@ describe('the next candidate after an explicit pure refusal (B, controlled timer
     await s.answer(portResultBody(s.arbiter.onQuery(s.identity, ref)), query.request_id); // absent → cancel
     await eventually(() => s.pushed.some((m) => m.kind === 'port.cancel'));
     const cancel = s.pushed.find((m) => m.kind === 'port.cancel') as Message;
-    expect((await s.answer(portResultBody(await s.arbiter.onCancel(s.identity, ref)), cancel.request_id)).body['state']).toBe('released-pure');
+    expect(
+      (await s.answer(portResultBody(await s.arbiter.onCancel(s.identity, ref)), cancel.request_id)).body['state'],
+    ).toBe('released-pure');
     expect(s.next.pending()).toEqual([]);
     expect((await s.allocation()).idx).toBe(1);
     s.authority.closeStreams();
     s.close();
   });
 
-  it('M6-43 a B restart issues the candidate a pure refusal left due (backoff sampled again, tried ports kept); the old authority\'s late timer changes nothing', async () => {
+  it("M6-43 a B restart issues the candidate a pure refusal left due (backoff sampled again, tried ports kept); the old authority's late timer changes nothing", async () => {
     const s1 = await setup('next-c', true);
     await occupy(s1, 8095n);
     await s1.send(msg(s1.w, 'report.replace', replaceBody(s1.w, 1n, [decl('web', null, 8095)])));
     await s1.authority.idle();
-    const refused = await s1.arbiter.onProposal(s1.identity, lastProposal(s1.pushed) as NonNullable<ReturnType<typeof lastProposal>>);
+    const refused = await s1.arbiter.onProposal(
+      s1.identity,
+      lastProposal(s1.pushed) as NonNullable<ReturnType<typeof lastProposal>>,
+    );
     await s1.answer(portResultBody(refused[0] as (typeof refused)[number]), rid16());
     expect(s1.next.pending()).toHaveLength(1); // due, but B stops before the backoff ends
     s1.authority.closeStreams();
     expect(s1.next.pending()).toEqual([]); // cancelled with the streams
 
-    const s2 = await setup('next-c2', true, { identity: s1.identity, net: s1.net, rid: s1.w.rid as Uint8Array, seq: 2n });
-    const dueRows = async () => Number((await sql(`SELECT count(*)::int AS n FROM service_control.port_allocation WHERE value->'next' = 'true'::jsonb`))[0]?.['n']);
+    const s2 = await setup('next-c2', true, {
+      identity: s1.identity,
+      net: s1.net,
+      rid: s1.w.rid as Uint8Array,
+      seq: 2n,
+    });
+    const dueRows = async () =>
+      Number(
+        (
+          await sql(
+            `SELECT count(*)::int AS n FROM service_control.port_allocation WHERE value->'next' = 'true'::jsonb`,
+          )
+        )[0]?.['n'],
+      );
     const due = await dueRows();
     expect(due).toBeGreaterThanOrEqual(1); // this publisher's (the file's other tests leave none when they pass)
     expect(await s2.authority.resumeNextCandidates()).toBe(due);
@@ -295,30 +403,49 @@ describe('the next candidate after an explicit pure refusal (B, controlled timer
     s2.close();
   });
 
-  it('M6-43 M6-19 a service withdrawn while its next candidate is due is no longer due: the record drops awaitingNext in the report\'s transaction, the pending timer issues nothing, and a restarted B resumes nothing for it', async () => {
+  it("M6-43 M6-19 a service withdrawn while its next candidate is due is no longer due: the record drops awaitingNext in the report's transaction, the pending timer issues nothing, and a restarted B resumes nothing for it", async () => {
     const s1 = await setup('next-d', true);
     await occupy(s1, 8096n);
     await s1.send(msg(s1.w, 'report.replace', replaceBody(s1.w, 1n, [decl('web', null, 8096)])));
     await s1.authority.idle();
-    const refused = await s1.arbiter.onProposal(s1.identity, lastProposal(s1.pushed) as NonNullable<ReturnType<typeof lastProposal>>);
-    expect((await s1.answer(portResultBody(refused[0] as (typeof refused)[number]), rid16())).body['state']).toBe('released-pure');
+    const refused = await s1.arbiter.onProposal(
+      s1.identity,
+      lastProposal(s1.pushed) as NonNullable<ReturnType<typeof lastProposal>>,
+    );
+    expect((await s1.answer(portResultBody(refused[0] as (typeof refused)[number]), rid16())).body['state']).toBe(
+      'released-pure',
+    );
     expect(s1.next.pending()).toHaveLength(1);
-    const mine = async () => (await s1.allocation()) as unknown as { state: string; idx: number; next?: boolean; tried: string[] };
+    const mine = async () =>
+      (await s1.allocation()) as unknown as { state: string; idx: number; next?: boolean; tried: string[] };
     expect((await mine()).next).toBe(true);
 
     // the owner removes the service before the backoff ends: the empty report withdraws it
     expect((await s1.send(msg(s1.w, 'report.replace', replaceBody(s1.w, 2n, [])))).kind).toBe('report.accepted');
     await s1.authority.idle();
     const withdrawn = await mine();
-    expect([withdrawn.state, withdrawn.idx, withdrawn.tried, withdrawn.next]).toEqual(['released-pure', 1, ['8096'], false]);
+    expect([withdrawn.state, withdrawn.idx, withdrawn.tried, withdrawn.next]).toEqual([
+      'released-pure',
+      1,
+      ['8096'],
+      false,
+    ]);
     s1.next.fire(); // the refusal's timer: nothing to issue for a withdrawn service
     await s1.authority.idle();
     expect((await mine()).idx).toBe(1);
     expect(await s1.entries()).toEqual([]);
     s1.authority.closeStreams();
 
-    const s2 = await setup('next-d2', true, { identity: s1.identity, net: s1.net, rid: s1.w.rid as Uint8Array, seq: 2n });
-    const due = await sql(`SELECT 1 FROM service_control.port_allocation WHERE publisher = $1 AND value->'next' = 'true'::jsonb`, [Buffer.from(s1.identity)]);
+    const s2 = await setup('next-d2', true, {
+      identity: s1.identity,
+      net: s1.net,
+      rid: s1.w.rid as Uint8Array,
+      seq: 2n,
+    });
+    const due = await sql(
+      `SELECT 1 FROM service_control.port_allocation WHERE publisher = $1 AND value->'next' = 'true'::jsonb`,
+      [Buffer.from(s1.identity)],
+    );
     expect(due).toEqual([]); // nothing of this publisher is resumed by the restarted B
     await s2.authority.resumeNextCandidates();
     s2.next.fire();
@@ -331,28 +458,49 @@ describe('the next candidate after an explicit pure refusal (B, controlled timer
 });
 
 describe('service.retry-port after a policy edit', () => {
-  it('M6-45 M6-24 the new round\'s proposal binds the same intent digest the snapshot\'s listener carries, also after the policy version moved', async () => {
+  it("M6-45 M6-24 the new round's proposal binds the same intent digest the snapshot's listener carries, also after the policy version moved", async () => {
     const s = await setup('retry-policy', true);
     await s.send(msg(s.w, 'report.replace', replaceBody(s.w, 1n, [decl('web', null, 8098)])));
     await s.authority.idle();
     const first = lastProposal(s.pushed) as NonNullable<ReturnType<typeof lastProposal>>;
     const claimed = await s.arbiter.onProposal(s.identity, first);
-    expect((await s.answer(portResultBody(claimed[0] as (typeof claimed)[number]), rid16())).body['state']).toBe('claimed');
-    await s.authority.idle();
-    // the owner allows a consumer: the policy version and the intent's listener revision move
-    expect(await s.authority.editPolicy(first.serviceRef.serviceId, { consumer: generateSigner().signer.machineId, protocols: ['tcp'] })).toEqual(
-      Either.right({ outcome: 'changed', policyVersion: 2n }),
+    expect((await s.answer(portResultBody(claimed[0] as (typeof claimed)[number]), rid16())).body['state']).toBe(
+      'claimed',
     );
     await s.authority.idle();
-    const sref = { nsd_id: first.serviceRef.nsdId, network_id: first.serviceRef.networkId, service_id: first.serviceRef.serviceId };
-    expect((await s.send(msg(s.w, 'service.retry-port', { service_ref: sref }))).kind).toBe('service.retry-port.result');
+    // the owner allows a consumer: the policy version and the intent's listener revision move
+    expect(
+      await s.authority.editPolicy(first.serviceRef.serviceId, {
+        consumer: generateSigner().signer.machineId,
+        protocols: ['tcp'],
+      }),
+    ).toEqual(Either.right({ outcome: 'changed', policyVersion: 2n }));
     await s.authority.idle();
-    const snap = s.pushed.filter((m) => m.kind === 'snapshot.push').at(-1) as Message & { body: { snapshot: { listeners: { intent_digest: Uint8Array; proposal: { intent_digest: Uint8Array; allocation_round: bigint } | null }[] } } };
+    const sref = {
+      nsd_id: first.serviceRef.nsdId,
+      network_id: first.serviceRef.networkId,
+      service_id: first.serviceRef.serviceId,
+    };
+    expect((await s.send(msg(s.w, 'service.retry-port', { service_ref: sref }))).kind).toBe(
+      'service.retry-port.result',
+    );
+    await s.authority.idle();
+    const snap = s.pushed.filter((m) => m.kind === 'snapshot.push').at(-1) as Message & {
+      body: {
+        snapshot: {
+          listeners: {
+            intent_digest: Uint8Array;
+            proposal: { intent_digest: Uint8Array; allocation_round: bigint } | null;
+          }[];
+        };
+      };
+    };
     const l = snap.body.snapshot.listeners[0];
     expect(l?.proposal?.allocation_round).toBe(2n);
-    expect(Buffer.from(l?.proposal?.intent_digest as Uint8Array).toString('hex')).toBe(Buffer.from(l?.intent_digest as Uint8Array).toString('hex'));
+    expect(Buffer.from(l?.proposal?.intent_digest as Uint8Array).toString('hex')).toBe(
+      Buffer.from(l?.intent_digest as Uint8Array).toString('hex'),
+    );
     s.authority.closeStreams();
     s.close();
   });
 });
-

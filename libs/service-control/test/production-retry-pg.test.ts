@@ -26,7 +26,8 @@ const faultyStore = (inner: AuthorityStore) => {
   const store: AuthorityStore = {
     ...inner,
     transact: (epoch, fn) => {
-      if (countdown > 0 && --countdown === 0) return Promise.resolve(Either.left(scError('storage-unavailable', 'injected')));
+      if (countdown > 0 && --countdown === 0)
+        return Promise.resolve(Either.left(scError('storage-unavailable', 'injected')));
       return inner.transact(epoch, fn);
     },
   };
@@ -40,7 +41,13 @@ const setup = async () => {
   const t = await inner.takeover();
   const { store, failTransaction } = faultyStore(inner);
   const logs: { event: string; fields: Record<string, unknown> }[] = [];
-  const authority = new Authority({ store, nsdId: t.nsdId, epoch: t.epoch, now: () => Date.now(), log: (event, fields) => logs.push({ event, fields }) });
+  const authority = new Authority({
+    store,
+    nsdId: t.nsdId,
+    epoch: t.epoch,
+    now: () => Date.now(),
+    log: (event, fields) => logs.push({ event, fields }),
+  });
   const identity = generateSigner().signer.machineId;
   const net = rid16();
   await inner.addMember(identity, net);
@@ -54,18 +61,30 @@ const setup = async () => {
   w.epoch = t.epoch;
   const sessionRequestId = rid16();
   await send(msg(w, 'session.open', {}, { session_seq: 1n, request_id: sessionRequestId }));
-  const binding = { nsdId: t.nsdId, networkId: net, runtimeGeneration: 1n, runtimeId: w.rid, authorityEpoch: t.epoch, sessionSeq: 1n, sessionRequestId };
+  const binding = {
+    nsdId: t.nsdId,
+    networkId: net,
+    runtimeGeneration: 1n,
+    runtimeId: w.rid,
+    authorityEpoch: t.epoch,
+    sessionSeq: 1n,
+    sessionRequestId,
+  };
   const stream = async () => {
     const pushed: Message[] = [];
     let closed = false;
-    const opened = await authority.openStream(identity, StreamBindingCodec.encodeOrThrow(streamBindingToWire(binding)), {
-      send: (p) => {
-        const m = decodeMessage(p);
-        if (Either.isRight(m)) pushed.push(m.right);
-        return true;
+    const opened = await authority.openStream(
+      identity,
+      StreamBindingCodec.encodeOrThrow(streamBindingToWire(binding)),
+      {
+        send: (p) => {
+          const m = decodeMessage(p);
+          if (Either.isRight(m)) pushed.push(m.right);
+          return true;
+        },
+        close: () => void (closed = true),
       },
-      close: () => void (closed = true),
-    });
+    );
     if (Either.isLeft(opened)) throw opened.left;
     await opened.right.start();
     return { pushed, closed: () => closed };
@@ -79,8 +98,14 @@ describe('snapshot production under storage failure', () => {
     const live = await s.stream();
     expect(live.pushed.filter((m) => m.kind === 'snapshot.push')).toHaveLength(1); // the current snapshot on open
     s.failTransaction(2); // the report's transaction commits, the production after it is refused
-    expect((await s.send(msg(s.w, 'report.replace', replaceBody(s.w, 1n, [decl('web', null, 8097)])))).kind).toBe('report.accepted');
-    await eventually('the retried production is delivered', () => live.pushed.filter((m) => m.kind === 'snapshot.push').length === 2, 10_000);
+    expect((await s.send(msg(s.w, 'report.replace', replaceBody(s.w, 1n, [decl('web', null, 8097)])))).kind).toBe(
+      'report.accepted',
+    );
+    await eventually(
+      'the retried production is delivered',
+      () => live.pushed.filter((m) => m.kind === 'snapshot.push').length === 2,
+      10_000,
+    );
     expect(s.logs.some((l) => l.event === 'snapshot-failed' && l.fields['code'] === 'storage-unavailable')).toBe(true);
     const last = live.pushed.at(-1) as Message & { body: { snapshot: { listeners: unknown[] } } };
     expect(last.body.snapshot.listeners).toHaveLength(1); // the reported service, produced by the retry

@@ -21,7 +21,12 @@ import { generateSigner } from '../src/adapter/transport/index.js';
 import { Authority } from '../src/application/authority.js';
 import type { AuthorityStore } from '../src/application/authority-store.js';
 import { Daemon, type DaemonTransport } from '../src/application/daemon.js';
-import { PortArbiter, SimulatedListenerInstaller, portResultBody, proposalFromWire } from '../src/application/port-arbiter.js';
+import {
+  PortArbiter,
+  SimulatedListenerInstaller,
+  portResultBody,
+  proposalFromWire,
+} from '../src/application/port-arbiter.js';
 import { uuidText } from '../src/domain/ids.js';
 import { endpointOf } from '../src/domain/port-endpoint.js';
 import { controlledSchedule } from './port-fixtures.js';
@@ -38,7 +43,9 @@ afterAll(async () => {
 });
 
 type Pushed = Message & { body: Record<string, unknown> };
-type Push = Message & { body: { snapshot_digest: Uint8Array; snapshot: { snapshot_revision: bigint; listeners: ListenerIntentWire[] } } };
+type Push = Message & {
+  body: { snapshot_digest: Uint8Array; snapshot: { snapshot_revision: bigint; listeners: ListenerIntentWire[] } };
+};
 
 const boot = async () => {
   const store = makePgAuthorityStore(db.config);
@@ -46,7 +53,13 @@ const boot = async () => {
   await store.migrate();
   const t = await store.takeover();
   // the uncertain-proposal driver's timers wait for the test (none fires here)
-  const authority = new Authority({ store, nsdId: t.nsdId, epoch: t.epoch, now: () => Date.now(), portRecovery: { schedule: controlledSchedule().schedule } });
+  const authority = new Authority({
+    store,
+    nsdId: t.nsdId,
+    epoch: t.epoch,
+    now: () => Date.now(),
+    portRecovery: { schedule: controlledSchedule().schedule },
+  });
   authorities.push(authority);
   return { store, authority, ...t };
 };
@@ -71,20 +84,36 @@ describe('the ready right after the install (decision 0197)', () => {
       if (Either.isLeft(r)) throw r.left;
       return r.right as Pushed;
     };
-    expect((await send(msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }))).kind).toBe('runtime.bind.result');
+    expect(
+      (await send(msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }))).kind,
+    ).toBe('runtime.bind.result');
     w.epoch = B.epoch;
     const sessionRequestId = rid16();
-    expect((await send(msg(w, 'session.open', {}, { session_seq: 1n, request_id: sessionRequestId }))).kind).toBe('session.open.result');
+    expect((await send(msg(w, 'session.open', {}, { session_seq: 1n, request_id: sessionRequestId }))).kind).toBe(
+      'session.open.result',
+    );
     const pushed: Push[] = [];
-    const binding = { nsdId: B.nsdId, networkId: net, runtimeGeneration: 1n, runtimeId: w.rid, authorityEpoch: B.epoch, sessionSeq: 1n, sessionRequestId };
-    const opened = await B.authority.openStream(identity, StreamBindingCodec.encodeOrThrow(streamBindingToWire(binding)), {
-      send: (p) => {
-        const m = decodeMessage(p);
-        if (Either.isRight(m) && m.right.kind === 'snapshot.push') pushed.push(m.right as unknown as Push);
-        return true;
+    const binding = {
+      nsdId: B.nsdId,
+      networkId: net,
+      runtimeGeneration: 1n,
+      runtimeId: w.rid,
+      authorityEpoch: B.epoch,
+      sessionSeq: 1n,
+      sessionRequestId,
+    };
+    const opened = await B.authority.openStream(
+      identity,
+      StreamBindingCodec.encodeOrThrow(streamBindingToWire(binding)),
+      {
+        send: (p) => {
+          const m = decodeMessage(p);
+          if (Either.isRight(m) && m.right.kind === 'snapshot.push') pushed.push(m.right as unknown as Push);
+          return true;
+        },
+        close: () => undefined,
       },
-      close: () => undefined,
-    });
+    );
     if (Either.isLeft(opened)) throw opened.left;
     await opened.right.start();
     await send(msg(w, 'report.replace', replaceBody(w, 1n, [decl('web', null, 8080)])));
@@ -93,14 +122,28 @@ describe('the ready right after the install (decision 0197)', () => {
     const offered = first.body.snapshot.listeners[0] as ListenerIntentWire;
     expect([offered.state, offered.P]).toEqual(['offered', 8080]);
     const scope = { subject_identity: identity, nsd_id: B.nsdId, network_id: net };
-    const ackOf = (p: Push) => ({ scope, snapshot_revision: p.body.snapshot.snapshot_revision, snapshot_digest: p.body.snapshot_digest, accepted: true, enforcement_applied: true, dns_applied: false, errors: [] });
+    const ackOf = (p: Push) => ({
+      scope,
+      snapshot_revision: p.body.snapshot.snapshot_revision,
+      snapshot_digest: p.body.snapshot_digest,
+      accepted: true,
+      enforcement_applied: true,
+      dns_applied: false,
+      errors: [],
+    });
     expect((await send(msg(w, 'snapshot.ack', ackOf(first), { session_seq: 1n }))).kind).toBe('snapshot.ack.result');
 
     // A arbitrates and installs, answers `installed`; B claims and queues the production of the next snapshot
     const A = openSqliteEndpointStore(join(dir, 'a.db'));
     const arbiter = new PortArbiter(A, new SimulatedListenerInstaller());
-    const [answer] = await arbiter.onProposal(identity, proposalFromWire(offered.proposal as NonNullable<ListenerIntentWire['proposal']>));
-    expect((await send(msg(w, 'port.result', portResultBody(answer as NonNullable<typeof answer>), { session_seq: 1n }))).body['state']).toBe('claimed');
+    const [answer] = await arbiter.onProposal(
+      identity,
+      proposalFromWire(offered.proposal as NonNullable<ListenerIntentWire['proposal']>),
+    );
+    expect(
+      (await send(msg(w, 'port.result', portResultBody(answer as NonNullable<typeof answer>), { session_seq: 1n })))
+        .body['state'],
+    ).toBe('claimed');
     // the worst order for A: the claim's production has committed (a newer snapshot is current) before the ready
     await B.authority.idle();
     const second = pushed.at(-1) as Push;
@@ -119,7 +162,11 @@ describe('the ready right after the install (decision 0197)', () => {
       P: 8080,
       snapshot_revision: first.body.snapshot.snapshot_revision, // the snapshot A ACKed, which carried the offer
       snapshot_digest: first.body.snapshot_digest,
-      proof: { installed_protocols: offered.protocols, installed_P: 8080, enforcement_policy_digest: offered.enforcement_policy_digest },
+      proof: {
+        installed_protocols: offered.protocols,
+        installed_P: 8080,
+        enforcement_policy_digest: offered.enforcement_policy_digest,
+      },
     };
     const r = await send(msg(w, 'listener.ready', ready, { session_seq: 1n }));
     expect(r.kind).toBe('lease.result');
@@ -146,7 +193,11 @@ describe('the ready right after the install (decision 0197)', () => {
       const sent: { kind: string; installed: boolean; body: Record<string, unknown> }[] = [];
       const transport: DaemonTransport = {
         unary: async (path, payload) => {
-          if (path === '/v1/info.get') return InfoGetResponseCodec.encodeOrThrow({ capabilities: ['service_control.v1'], service_control_nsd_id: uuidText(B.nsdId) });
+          if (path === '/v1/info.get')
+            return InfoGetResponseCodec.encodeOrThrow({
+              capabilities: ['service_control.v1'],
+              service_control_nsd_id: uuidText(B.nsdId),
+            });
           if (path === '/v1/machine.auth') return B.authority.machineAuth(identity, payload);
           if (path === '/v1/machine.heartbeat') return B.authority.heartbeat(identity, payload);
           const m = decodeMessage(payload);
@@ -154,7 +205,10 @@ describe('the ready right after the install (decision 0197)', () => {
             const body = m.right.body as Record<string, unknown>;
             // what A's endpoint table and data plane hold for the proven proposal at the moment the ready leaves
             const P = BigInt((body as unknown as ListenerReadyBodyWire).P ?? 0);
-            const installed = m.right.kind === 'listener.ready' && endpointOf(endpoints.read(), identity, P).phase === 'installed-closed' && installer.observe(identity, P) !== null;
+            const installed =
+              m.right.kind === 'listener.ready' &&
+              endpointOf(endpoints.read(), identity, P).phase === 'installed-closed' &&
+              installer.observe(identity, P) !== null;
             sent.push({ kind: m.right.kind, installed, body });
           }
           return B.authority.handle(identity, payload);
@@ -162,7 +216,10 @@ describe('the ready right after the install (decision 0197)', () => {
         stream: async (payload, onPayload, signal) => {
           let ended!: () => void;
           const done = new Promise<void>((r) => (ended = r));
-          const o = await B.authority.openStream(identity, payload, { send: (p) => (onPayload(p), true), close: () => ended() });
+          const o = await B.authority.openStream(identity, payload, {
+            send: (p) => (onPayload(p), true),
+            close: () => ended(),
+          });
           if (Either.isLeft(o)) throw o.left;
           signal.addEventListener('abort', () => (o.right.close(), ended()), { once: true });
           await o.right.start();
@@ -182,8 +239,11 @@ describe('the ready right after the install (decision 0197)', () => {
         retryMs: 200,
       });
       const ctl = new AbortController();
-      const running = daemon.run(ctl.signal).catch((e: unknown) => log.push({ event: 'failed', fields: { error: String(e) } }));
-      const at = (event: string, pred: (f: Record<string, unknown>) => boolean = () => true) => log.findIndex((l) => l.event === event && pred(l.fields));
+      const running = daemon
+        .run(ctl.signal)
+        .catch((e: unknown) => log.push({ event: 'failed', fields: { error: String(e) } }));
+      const at = (event: string, pred: (f: Record<string, unknown>) => boolean = () => true) =>
+        log.findIndex((l) => l.event === event && pred(l.fields));
       const stop = async () => {
         ctl.abort();
         await running;
@@ -203,7 +263,9 @@ describe('the ready right after the install (decision 0197)', () => {
     expect(first.sent.filter((s) => s.kind === 'listener.ready').every((s) => s.installed)).toBe(true);
     const proof = (first.sent.find((s) => s.kind === 'listener.ready')?.body as unknown as ListenerReadyBodyWire).proof;
     expect([proof.installed_P, proof.installed_protocols]).toEqual([8081, ['tcp']]);
-    expect(first.daemon.status.leases).toEqual([expect.objectContaining({ role: 'publisher', active: true, lastResult: 'granted' })]);
+    expect(first.daemon.status.leases).toEqual([
+      expect.objectContaining({ role: 'publisher', active: true, lastResult: 'granted' }),
+    ]);
     await B.authority.idle();
     await first.stop();
 
@@ -221,6 +283,7 @@ describe('the ready right after the install (decision 0197)', () => {
     await B.authority.idle();
     await again.stop();
 
-    for (const d of [first, again]) expect(d.log.filter((l) => l.event === 'lease-receipt-refused' || l.event === 'failed')).toEqual([]);
+    for (const d of [first, again])
+      expect(d.log.filter((l) => l.event === 'lease-receipt-refused' || l.event === 'failed')).toEqual([]);
   });
 });

@@ -16,7 +16,11 @@ import {
 } from '../src/domain/report.js';
 import { errCode, ok, sha } from './helpers.js';
 
-const read = (text: string): DeclarationRead => ({ ok: true, content: new TextEncoder().encode(text), digest: sha(text) });
+const read = (text: string): DeclarationRead => ({
+  ok: true,
+  content: new TextEncoder().encode(text),
+  digest: sha(text),
+});
 const failed: DeclarationRead = { ok: false, reason: 'config unreadable' };
 const present = (revision: bigint, text: string, acceptedRevision = revision): AReportRecord => ({
   state: 'present',
@@ -40,7 +44,9 @@ describe('A: persisting reports', () => {
 
   it('M6-17 a read failure sends nothing and never produces an empty report', () => {
     expect(ok(prepareReport(present(3n, 'a'), failed))).toEqual({ action: 'skip', reason: 'config unreadable' });
-    expect(ok(recoverWithHead({ state: 'absent' }, { acceptedRevision: 3n, reportDigest: sha('a') }, failed)).action).toBe('skip');
+    expect(
+      ok(recoverWithHead({ state: 'absent' }, { acceptedRevision: 3n, reportDigest: sha('a') }, failed)).action,
+    ).toBe('skip');
   });
 
   it('M6-5 report_revision at 2^64-1 → counter-exhausted, nothing persisted', () => {
@@ -50,7 +56,11 @@ describe('A: persisting reports', () => {
 
 describe('B: report.replace', () => {
   const row: BReportRow = { revision: 5n, digest: sha('x') };
-  const req = (revision: bigint, text: string, computed = text) => ({ revision, claimedDigest: sha(text), computedDigest: sha(computed) });
+  const req = (revision: bigint, text: string, computed = text) => ({
+    revision,
+    claimedDigest: sha(text),
+    computedDigest: sha(computed),
+  });
 
   it('M6-18 lower → stale-report; same revision + different digest → digest-conflict; same + same → original result', () => {
     expect(errCode(acceptReport(row, req(4n, 'y'), true))).toBe('stale-report');
@@ -59,7 +69,11 @@ describe('B: report.replace', () => {
   });
 
   it('M6-18 higher → full replacement with an outbox row in the same transaction', () => {
-    expect(ok(acceptReport(row, req(6n, 'y'), true))).toEqual({ outcome: 'replace', row: { revision: 6n, digest: sha('y') }, writeOutbox: true });
+    expect(ok(acceptReport(row, req(6n, 'y'), true))).toEqual({
+      outcome: 'replace',
+      row: { revision: 6n, digest: sha('y') },
+      writeOutbox: true,
+    });
     expect(ok(acceptReport(null, req(1n, 'y'), true)).outcome).toBe('replace');
   });
 
@@ -80,26 +94,44 @@ describe('A: recovery through report.head', () => {
     const adopt = ok(recoverWithHead({ state: 'absent' }, { acceptedRevision: 7n, reportDigest: sha('a') }, read('a')));
     expect(adopt).toEqual({ action: 'send', persist: present(7n, 'a'), send: null });
     const bump = ok(recoverWithHead({ state: 'absent' }, { acceptedRevision: 7n, reportDigest: sha('a') }, read('b')));
-    expect(bump).toEqual({ action: 'send', persist: present(8n, 'b', 7n), send: (present(8n, 'b') as { report: ReportVersion }).report });
+    expect(bump).toEqual({
+      action: 'send',
+      persist: present(8n, 'b', 7n),
+      send: (present(8n, 'b') as { report: ReportVersion }).report,
+    });
     const none = ok(recoverWithHead({ state: 'absent' }, { acceptedRevision: 0n, reportDigest: null }, read('b')));
     expect(none.action === 'send' && none.send?.revision).toBe(1n);
   });
 
   it('M6-20 local newer durable report ⇒ send it; equal ⇒ nothing new', () => {
-    const newer = ok(recoverWithHead(present(4n, 'b', 3n), { acceptedRevision: 3n, reportDigest: sha('a') }, read('b')));
+    const newer = ok(
+      recoverWithHead(present(4n, 'b', 3n), { acceptedRevision: 3n, reportDigest: sha('a') }, read('b')),
+    );
     expect(newer.action === 'send' && newer.send?.revision).toBe(4n);
-    const equal = ok(recoverWithHead(present(4n, 'b', 3n), { acceptedRevision: 4n, reportDigest: sha('b') }, read('b')));
+    const equal = ok(
+      recoverWithHead(present(4n, 'b', 3n), { acceptedRevision: 4n, reportDigest: sha('b') }, read('b')),
+    );
     expect(equal).toEqual({ action: 'send', persist: present(4n, 'b', 4n), send: null }); // receipt was lost: learn it
   });
 
   it('M6-21 server floor regression, same revision with another digest, or a corrupt local row → state-inconsistent', () => {
-    expect(errCode(recoverWithHead(present(4n, 'b', 4n), { acceptedRevision: 3n, reportDigest: sha('a') }, read('b')))).toBe('state-inconsistent');
-    expect(errCode(recoverWithHead(present(4n, 'b'), { acceptedRevision: 4n, reportDigest: sha('c') }, read('b')))).toBe('state-inconsistent');
-    expect(errCode(recoverWithHead(present(4n, 'b'), { acceptedRevision: 5n, reportDigest: sha('c') }, read('b')))).toBe('state-inconsistent');
-    expect(errCode(recoverWithHead({ state: 'corrupt' }, { acceptedRevision: 0n, reportDigest: null }, read('b')))).toBe('state-inconsistent');
+    expect(
+      errCode(recoverWithHead(present(4n, 'b', 4n), { acceptedRevision: 3n, reportDigest: sha('a') }, read('b'))),
+    ).toBe('state-inconsistent');
+    expect(
+      errCode(recoverWithHead(present(4n, 'b'), { acceptedRevision: 4n, reportDigest: sha('c') }, read('b'))),
+    ).toBe('state-inconsistent');
+    expect(
+      errCode(recoverWithHead(present(4n, 'b'), { acceptedRevision: 5n, reportDigest: sha('c') }, read('b'))),
+    ).toBe('state-inconsistent');
+    expect(
+      errCode(recoverWithHead({ state: 'corrupt' }, { acceptedRevision: 0n, reportDigest: null }, read('b'))),
+    ).toBe('state-inconsistent');
     // writes for the scope stop: a corrupt row blocks every new report too
     expect(errCode(prepareReport({ state: 'corrupt' }, read('b')))).toBe('state-inconsistent');
-    expect(errCode(onReportAccepted(present(4n, 'b', 3n), { acceptedRevision: 4n, reportDigest: sha('c') }))).toBe('state-inconsistent');
+    expect(errCode(onReportAccepted(present(4n, 'b', 3n), { acceptedRevision: 4n, reportDigest: sha('c') }))).toBe(
+      'state-inconsistent',
+    );
   });
 });
 
@@ -113,9 +145,23 @@ type Op =
   | { t: 'loseA' }
   | { t: 'recover' };
 const opArb: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 3, arbitrary: fc.record({ t: fc.constant('edit' as const), text: fc.constantFrom('', 'a', 'b', 'c', 'ab') }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({ t: fc.constant('edit' as const), text: fc.constantFrom('', 'a', 'b', 'c', 'ab') }),
+  },
   { weight: 1, arbitrary: fc.record({ t: fc.constant('readFails' as const), on: fc.boolean() }) },
-  { weight: 4, arbitrary: fc.record({ t: fc.constant('fanout' as const), fault: fc.constantFrom('none' as const, 'crashBeforePersist' as const, 'crashAfterPersist' as const, 'replyLost' as const) }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      t: fc.constant('fanout' as const),
+      fault: fc.constantFrom(
+        'none' as const,
+        'crashBeforePersist' as const,
+        'crashAfterPersist' as const,
+        'replyLost' as const,
+      ),
+    }),
+  },
   { weight: 1, arbitrary: fc.constant({ t: 'loseA' as const }) },
   { weight: 2, arbitrary: fc.constant({ t: 'recover' as const }) },
 );
@@ -136,7 +182,11 @@ describe('reports under random edits, crashes and state loss (model-based)', () 
         const deliver = (r: ReportVersion, replyLost: boolean): void => {
           const computed = sha(new TextDecoder().decode(r.content));
           const before: BReportRow | null = bRow;
-          const out = acceptReport(bRow, { revision: r.revision, claimedDigest: r.digest, computedDigest: computed }, true);
+          const out = acceptReport(
+            bRow,
+            { revision: r.revision, claimedDigest: r.digest, computedDigest: computed },
+            true,
+          );
           expect(errCode(out)).toBeNull(); // honest A never triggers stale-report / digest-conflict
           const o = ok(out);
           if (o.outcome === 'replace') {

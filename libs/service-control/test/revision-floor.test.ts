@@ -23,14 +23,22 @@ import {
 import { errCode, id16, ok, sha } from './helpers.js';
 import { EPOCH, PUB, SVC, acquireInput, acquireItem, intent, readyInput } from './lease-fixtures.js';
 
-
 describe('the retained revision floor', () => {
   it('M6-23 M6-26 nothing produced yet: no floor (an ACK is refused as never produced, as before)', () => {
     const floor: RevisionFloor = { current: null, enforced: null };
     expect(revisionRetained(floor, 1n)).toBe(true);
-    expect(errCode(recordAck([], new Map(), { sessionSeq: 1n, revision: 1n, digest: sha('1'), accepted: true, enforcementApplied: true, dnsApplied: false }))).toBe(
-      'stale-snapshot',
-    );
+    expect(
+      errCode(
+        recordAck([], new Map(), {
+          sessionSeq: 1n,
+          revision: 1n,
+          digest: sha('1'),
+          accepted: true,
+          enforcementApplied: true,
+          dnsApplied: false,
+        }),
+      ),
+    ).toBe('stale-snapshot');
   });
 
   it('M6-26 the last RETAINED_REVISION_WINDOW produced revisions, revisions above current, and the session’s enforced revision are retained; nothing else', () => {
@@ -69,7 +77,11 @@ describe('the retained revision floor', () => {
     type Op = { k: 'produce' } | { k: 'ack'; back: number; enforced: boolean } | { k: 'session' };
     const op: fc.Arbitrary<Op> = fc.oneof(
       fc.constant({ k: 'produce' as const }),
-      fc.record({ k: fc.constant('ack' as const), back: fc.integer({ min: 0, max: Number(W) * 3 }), enforced: fc.boolean() }),
+      fc.record({
+        k: fc.constant('ack' as const),
+        back: fc.integer({ min: 0, max: Number(W) * 3 }),
+        enforced: fc.boolean(),
+      }),
       fc.constant({ k: 'session' as const }),
     );
     let dropped = 0;
@@ -84,7 +96,14 @@ describe('the retained revision floor', () => {
             const revision = floor.current - BigInt(o.back);
             // an ACK is recorded only when its revision is retained (and was produced)
             if (revision >= 1n && revisionRetained(floor, revision))
-              floor = floorAfterAck(floor, { sessionSeq: 1n, revision, digest: sha('d'), accepted: true, enforcementApplied: o.enforced, dnsApplied: false });
+              floor = floorAfterAck(floor, {
+                sessionSeq: 1n,
+                revision,
+                digest: sha('d'),
+                accepted: true,
+                enforcementApplied: o.enforced,
+                dnsApplied: false,
+              });
           }
           for (let r = 1n; r <= (floor.current ?? 0n); r++) {
             if (gone.has(r)) expect(revisionRetained(floor, r)).toBe(false);
@@ -120,12 +139,25 @@ describe('the floor in the ready and acquire decisions', () => {
   it('M6-31 M6-32 the seq rules come first: a retransmission below the floor is still the original grant; a lower seq stale-refresh; a changed intent stale-listener', () => {
     const first = ok(decideReady(readyAt()));
     if (first.outcome !== 'granted') throw new Error('expected a grant');
-    const again = ok(decideReady(readyAt({ floor: BELOW, mark: first.mark, markGrant: first.grant, live: first.grant, acks: [], atSnapshot: null })));
+    const again = ok(
+      decideReady(
+        readyAt({
+          floor: BELOW,
+          mark: first.mark,
+          markGrant: first.grant,
+          live: first.grant,
+          acks: [],
+          atSnapshot: null,
+        }),
+      ),
+    );
     expect(again.outcome).toBe('retransmission');
     expect(again.grant.grantId).toEqual(id16(500));
     const lower = readyAt({ floor: BELOW, mark: { ...first.mark, seq: 2n } });
     expect(errCode(decideReady(lower))).toBe('stale-refresh');
-    expect(errCode(decideReady(readyAt({ floor: BELOW, intent: intent({ listenerRevision: 5n }) })))).toBe('stale-listener');
+    expect(errCode(decideReady(readyAt({ floor: BELOW, intent: intent({ listenerRevision: 5n }) })))).toBe(
+      'stale-listener',
+    );
   });
 
   it('M6-35 acquire: an item naming a snapshot below the floor is stale-snapshot; the floor never admits an item', () => {
@@ -143,7 +175,8 @@ describe('the floor in the ready and acquire decisions', () => {
       requestDigest: sha('p'),
       deadline: 1_020_000,
     };
-    const acquire = (floor: RevisionFloor): AcquireInput => acquireInput({ floor, items: [acquireItem(SVC, publisherGrant)] });
+    const acquire = (floor: RevisionFloor): AcquireInput =>
+      acquireInput({ floor, items: [acquireItem(SVC, publisherGrant)] });
     const above = ok(decideAcquire(acquire(ABOVE)));
     expect(above.items.map((i) => i.result)).toEqual(['granted']);
     const below = ok(decideAcquire(acquire(BELOW)));

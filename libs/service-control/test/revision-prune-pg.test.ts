@@ -25,7 +25,8 @@ let clock = 1_000_000;
 interface Side extends TwinAuthoritySide<'pruned' | 'twin'> {
   /** `${target hex}:${revision}` → the digest this side produced */
   readonly digests: Map<string, Uint8Array>;
-  li: ReturnType<typeof listenerIntentOf>;}
+  li: ReturnType<typeof listenerIntentOf>;
+}
 const mk = (name: Side['name'], db: ReturnType<typeof useDatabase>) =>
   ({ name, db, sql: sqlOn(db), grants: new Map(), who: new Map(), digests: new Map() }) as unknown as Side;
 const sides: Side[] = [mk('pruned', useDatabase('sc_rev_prune')), mk('twin', useDatabase('sc_rev_prune_twin'))];
@@ -49,9 +50,16 @@ const each = async (f: (s: Side) => Promise<unknown>) => {
 
 const bind = async (s: Side, w: Who, sessionSeq: bigint) => {
   w.epoch = null;
-  expect(answer(s, await reply(s, w, msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false })))).toBe('runtime.bind.result');
+  expect(
+    answer(
+      s,
+      await reply(s, w, msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false })),
+    ),
+  ).toBe('runtime.bind.result');
   w.epoch = s.authority.epoch;
-  expect(answer(s, await reply(s, w, msg(w, 'session.open', {}, { session_seq: sessionSeq })))).toBe('session.open.result');
+  expect(answer(s, await reply(s, w, msg(w, 'session.open', {}, { session_seq: sessionSeq })))).toBe(
+    'session.open.result',
+  );
 };
 const serviceOf = async (s: Side): Promise<StoredService> => {
   const r = await s.store.transact(s.authority.epoch, async (tx) => Either.right(await tx.services(NET)));
@@ -63,11 +71,20 @@ const serviceOf = async (s: Side): Promise<StoredService> => {
 const produce = async (s: Side, target: Uint8Array): Promise<bigint> => {
   const w = who(s, target);
   const li = s.li as NonNullable<Side['li']>;
-  const { revision, digest } = await writeListenerSnapshot(s.store, s.authority.epoch, target, NET, subScope(w), li, target === C);
+  const { revision, digest } = await writeListenerSnapshot(
+    s.store,
+    s.authority.epoch,
+    target,
+    NET,
+    subScope(w),
+    li,
+    target === C,
+  );
   s.digests.set(`${toHex(target)}:${revision}`, digest);
   return revision;
 };
-const digestOf = (s: Side, target: Uint8Array, revision: bigint) => s.digests.get(`${toHex(target)}:${revision}`) ?? new Uint8Array(32).fill(7);
+const digestOf = (s: Side, target: Uint8Array, revision: bigint) =>
+  s.digests.get(`${toHex(target)}:${revision}`) ?? new Uint8Array(32).fill(7);
 const produceBoth = async (target: Uint8Array, n = 1): Promise<bigint> => {
   let r = 0n;
   for (let i = 0; i < n; i++) for (const s of sides) r = await produce(s, target);
@@ -80,49 +97,83 @@ interface AckOpts {
   readonly dns?: boolean;
   readonly wrongDigest?: boolean;
 }
-const ack = (target: Uint8Array, revision: bigint, sessionSeq: bigint, o: AckOpts = {}) => (s: Side) => {
-  const w = who(s, target);
-  const accepted = o.accepted ?? true;
-  const body = {
-    scope: subScope(w),
-    snapshot_revision: revision,
-    snapshot_digest: o.wrongDigest === true ? new Uint8Array(32).fill(9) : digestOf(s, target, revision),
-    accepted,
-    enforcement_applied: accepted && (o.enforced ?? true),
-    dns_applied: o.dns ?? false,
-    errors: [],
+const ack =
+  (target: Uint8Array, revision: bigint, sessionSeq: bigint, o: AckOpts = {}) =>
+  (s: Side) => {
+    const w = who(s, target);
+    const accepted = o.accepted ?? true;
+    const body = {
+      scope: subScope(w),
+      snapshot_revision: revision,
+      snapshot_digest: o.wrongDigest === true ? new Uint8Array(32).fill(9) : digestOf(s, target, revision),
+      accepted,
+      enforcement_applied: accepted && (o.enforced ?? true),
+      dns_applied: o.dns ?? false,
+      errors: [],
+    };
+    return reply(s, w, msg(w, 'snapshot.ack', body, { session_seq: sessionSeq }));
   };
-  return reply(s, w, msg(w, 'snapshot.ack', body, { session_seq: sessionSeq }));
-};
 
 /** One logical publisher request naming `revision` (same request_id, seq and content on both sides). */
-const ready = (kind: 'listener.ready' | 'lease.refresh', seq: bigint, requestId: Uint8Array, sessionSeq: bigint, revision: bigint) => (s: Side) => {
-  const li = s.li as NonNullable<Side['li']>;
-  const body = readyBody(li, { revision, digest: digestOf(s, P, revision) }, seq);
-  return reply(s, who(s, P), msg(who(s, P), kind, body, { session_seq: sessionSeq, request_id: requestId }));
-};
+const ready =
+  (
+    kind: 'listener.ready' | 'lease.refresh',
+    seq: bigint,
+    requestId: Uint8Array,
+    sessionSeq: bigint,
+    revision: bigint,
+  ) =>
+  (s: Side) => {
+    const li = s.li as NonNullable<Side['li']>;
+    const body = readyBody(li, { revision, digest: digestOf(s, P, revision) }, seq);
+    return reply(s, who(s, P), msg(who(s, P), kind, body, { session_seq: sessionSeq, request_id: requestId }));
+  };
 const acquire = (seq: bigint, requestId: Uint8Array, sessionSeq: bigint, revision: bigint) => (s: Side) => {
   const li = s.li as NonNullable<Side['li']>;
-  const services = [{ service_ref: li.fields.service_ref, publisher_identity: P, listener_revision: li.fields.listener_revision, intent_digest: li.intentDigest }];
+  const services = [
+    {
+      service_ref: li.fields.service_ref,
+      publisher_identity: P,
+      listener_revision: li.fields.listener_revision,
+      intent_digest: li.intentDigest,
+    },
+  ];
   const body = { consumer_seq: seq, snapshot_revision: revision, snapshot_digest: digestOf(s, C, revision), services };
   return reply(s, who(s, C), msg(who(s, C), 'lease.acquire', body, { session_seq: sessionSeq, request_id: requestId }));
 };
 
 const rows = async (s: Side, table: 'snapshot_history' | 'ack' | 'lease_snapshot_stamp', target: Uint8Array) =>
-  Number((await s.sql(`SELECT count(*) AS n FROM service_control.${table} WHERE target = $1`, [Buffer.from(target)]))[0]?.['n']);
+  Number(
+    (await s.sql(`SELECT count(*) AS n FROM service_control.${table} WHERE target = $1`, [Buffer.from(target)]))[0]?.[
+      'n'
+    ],
+  );
 const revisions = async (s: Side, table: 'snapshot_history' | 'ack' | 'lease_snapshot_stamp', target: Uint8Array) =>
-  (await s.sql(`SELECT DISTINCT revision::int AS r FROM service_control.${table} WHERE target = $1 ORDER BY 1`, [Buffer.from(target)])).map((r) => r['r'] as number);
+  (
+    await s.sql(`SELECT DISTINCT revision::int AS r FROM service_control.${table} WHERE target = $1 ORDER BY 1`, [
+      Buffer.from(target),
+    ])
+  ).map((r) => r['r'] as number);
 /** The bound of decision 0191: the window plus the session's enforced revision (one listener per snapshot here). */
 const bounded = async (target: Uint8Array) => {
-  for (const t of ['snapshot_history', 'ack', 'lease_snapshot_stamp'] as const) expect(await rows(pruned, t, target)).toBeLessThanOrEqual(W + 1);
+  for (const t of ['snapshot_history', 'ack', 'lease_snapshot_stamp'] as const)
+    expect(await rows(pruned, t, target)).toBeLessThanOrEqual(W + 1);
 };
 
 beforeAll(async () => {
   for (const s of sides) {
-    await openTwinSide(s, s.name === 'twin' ? { pruneRevisionRows: false, pruneLeaseRows: false } : {}, () => clock, NET, [P, C]);
+    await openTwinSide(
+      s,
+      s.name === 'twin' ? { pruneRevisionRows: false, pruneLeaseRows: false } : {},
+      () => clock,
+      NET,
+      [P, C],
+    );
     for (const identity of [P, C]) await bind(s, who(s, identity), 1n);
     const p = who(s, P);
-    expect(answer(s, await reply(s, p, msg(p, 'report.replace', replaceBody(p, 1n, [decl('web', 'Web')]))))).toBe('report.accepted');
+    expect(answer(s, await reply(s, p, msg(p, 'report.replace', replaceBody(p, 1n, [decl('web', 'Web')]))))).toBe(
+      'report.accepted',
+    );
     await s.authority.idle();
     // P is the port table's job: set directly and the report's own offer dropped (as in lease-prune-pg.test.ts);
     // the producer's own snapshots are dropped too, this test writes every revision itself
@@ -131,9 +182,15 @@ beforeAll(async () => {
     await s.sql(`DELETE FROM service_control.port_entry`);
     await s.sql(`DELETE FROM service_control.snapshot`);
     await s.sql(`DELETE FROM service_control.snapshot_history`);
-    await setPolicySource({ store: s.store, epoch: s.authority.epoch }, (await serviceOf(s)).serviceId, { consumer: C, protocols: ['tcp'], expiry: null });
+    await setPolicySource({ store: s.store, epoch: s.authority.epoch }, (await serviceOf(s)).serviceId, {
+      consumer: C,
+      protocols: ['tcp'],
+      expiry: null,
+    });
     const svc = await serviceOf(s);
-    const r = await s.store.transact(s.authority.epoch, async (tx) => Either.right(await tx.lease.policySources(svc.serviceId)));
+    const r = await s.store.transact(s.authority.epoch, async (tx) =>
+      Either.right(await tx.lease.policySources(svc.serviceId)),
+    );
     if (Either.isLeft(r)) throw r.left;
     s.li = listenerIntentOf(s.nsdId, svc, r.right);
   }
@@ -156,7 +213,9 @@ describe('bounded revision history never changes an answer', () => {
     expect(await produceBoth(P)).toBe(1n);
     expect(await both(ack(P, 1n, 1n))).toBe('acked');
     const ready1 = next();
-    expect(await both(ready('listener.ready', 1n, ready1, 1n, 1n))).toMatchObject([{ result: 'granted', remaining_ms: 30_000n }]);
+    expect(await both(ready('listener.ready', 1n, ready1, 1n, 1n))).toMatchObject([
+      { result: 'granted', remaining_ms: 30_000n },
+    ]);
 
     // ── 3W unrelated updates, each ACKed as applied but not enforced (another service failed): revision 1 stays the
     // session's enforced revision, so the ACK reuse of M6-29 keeps backing refreshes far below the window
@@ -167,9 +226,14 @@ describe('bounded revision history never changes an answer', () => {
     const cur = BigInt(1 + 3 * W);
     clock += 10_000;
     const refresh2 = next();
-    expect(await both(ready('lease.refresh', 2n, refresh2, 1n, 1n))).toMatchObject([{ result: 'granted', remaining_ms: 30_000n }]);
+    expect(await both(ready('lease.refresh', 2n, refresh2, 1n, 1n))).toMatchObject([
+      { result: 'granted', remaining_ms: 30_000n },
+    ]);
     await bounded(P);
-    expect(await revisions(pruned, 'snapshot_history', P)).toEqual([1, ...Array.from({ length: W }, (_, i) => Number(cur) - W + 1 + i)]);
+    expect(await revisions(pruned, 'snapshot_history', P)).toEqual([
+      1,
+      ...Array.from({ length: W }, (_, i) => Number(cur) - W + 1 + i),
+    ]);
     expect(await rows(twin, 'snapshot_history', P)).toBe(Number(cur));
     expect(await rows(twin, 'ack', P)).toBe(Number(cur));
 
@@ -191,12 +255,18 @@ describe('bounded revision history never changes an answer', () => {
     expect(await both(ack(P, e1, 1n))).toBe('acked');
     clock += 1_000;
     // the retransmission of the refresh that named revision 1: the seq rules come first, the original grant
-    expect(await both(ready('lease.refresh', 2n, refresh2, 1n, 1n))).toMatchObject([{ result: 'granted', remaining_ms: 29_000n, grant: 1 }]);
+    expect(await both(ready('lease.refresh', 2n, refresh2, 1n, 1n))).toMatchObject([
+      { result: 'granted', remaining_ms: 29_000n, grant: 1 },
+    ]);
     // a new refresh still naming revision 1: refused from the floor, nothing granted
-    expect(await both(ready('lease.refresh', 3n, next(), 1n, 1n))).toMatchObject([{ result: 'stale-snapshot', grant: null, remaining_ms: 0n }]);
+    expect(await both(ready('lease.refresh', 3n, next(), 1n, 1n))).toMatchObject([
+      { result: 'stale-snapshot', grant: null, remaining_ms: 0n },
+    ]);
     expect(await both(ack(P, 1n, 1n))).toEqual({ error: 'stale-snapshot' });
     const refresh4 = next();
-    expect(await both(ready('lease.refresh', 4n, refresh4, 1n, e1))).toMatchObject([{ result: 'granted', remaining_ms: 30_000n }]);
+    expect(await both(ready('lease.refresh', 4n, refresh4, 1n, e1))).toMatchObject([
+      { result: 'granted', remaining_ms: 30_000n },
+    ]);
     // a refresh in flight while a newer enforced ACK commits still names the previous one: inside the window it is
     // still granted (ACK reuse across an unrelated update)
     const e2 = await produceBoth(P);
@@ -234,11 +304,21 @@ describe('bounded revision history never changes an answer', () => {
     for (const s of sides) {
       const t = await s.store.takeover();
       await s.authority.idle();
-      s.authority = new Authority({ store: s.store, nsdId: s.nsdId, epoch: t.epoch, now: () => Date.now(), leaseNow: () => clock });
+      s.authority = new Authority({
+        store: s.store,
+        nsdId: s.nsdId,
+        epoch: t.epoch,
+        now: () => Date.now(),
+        leaseNow: () => clock,
+      });
     }
     expect(Number((await pruned.sql(`SELECT count(*) AS n FROM service_control.lease_grant`))[0]?.['n'])).toBe(0);
-    expect(Number((await pruned.sql(`SELECT count(*) AS n FROM service_control.lease_acquire_item`))[0]?.['n'])).toBe(0);
-    expect(Number((await twin.sql(`SELECT count(*) AS n FROM service_control.lease_grant`))[0]?.['n'])).toBeGreaterThan(2);
+    expect(Number((await pruned.sql(`SELECT count(*) AS n FROM service_control.lease_acquire_item`))[0]?.['n'])).toBe(
+      0,
+    );
+    expect(Number((await twin.sql(`SELECT count(*) AS n FROM service_control.lease_grant`))[0]?.['n'])).toBeGreaterThan(
+      2,
+    );
     expect(await both(ready('lease.refresh', 6n, next(), 1n, e2))).toEqual({ error: 'stale-epoch' });
     expect(await both(ack(P, e2, 1n))).toEqual({ error: 'stale-epoch' });
     await each(async (s) => {
@@ -248,14 +328,22 @@ describe('bounded revision history never changes an answer', () => {
     expect(await rows(pruned, 'ack', P)).toBe(0);
     expect(await rows(twin, 'ack', P)).toBe(0); // ACKs are per session: cleared on both (a rule, not pruning)
     clock += 1_000;
-    expect(await both(ready('lease.refresh', 5n, refresh5, 2n, e1))).toMatchObject([{ result: 'lease-expired', grant: null }]); // not restored
-    expect(await both(ready('lease.refresh', 4n, refresh4, 2n, e1))).toMatchObject([{ result: 'stale-refresh', grant: null }]);
-    expect(await both(ready('listener.ready', 6n, next(), 2n, e2))).toMatchObject([{ result: 'enforcement-not-applied' }]);
+    expect(await both(ready('lease.refresh', 5n, refresh5, 2n, e1))).toMatchObject([
+      { result: 'lease-expired', grant: null },
+    ]); // not restored
+    expect(await both(ready('lease.refresh', 4n, refresh4, 2n, e1))).toMatchObject([
+      { result: 'stale-refresh', grant: null },
+    ]);
+    expect(await both(ready('listener.ready', 6n, next(), 2n, e2))).toMatchObject([
+      { result: 'enforcement-not-applied' },
+    ]);
     expect(await both(ack(P, e1, 2n))).toBe('acked'); // inside the window: an ACK of the previous revision in the new session
     expect(await both(ack(P, 1n, 2n))).toEqual({ error: 'stale-snapshot' });
     expect(await both(ack(P, e2, 2n))).toBe('acked');
     const ready7 = next();
-    expect(await both(ready('listener.ready', 7n, ready7, 2n, e2))).toMatchObject([{ result: 'granted', remaining_ms: 30_000n }]);
+    expect(await both(ready('listener.ready', 7n, ready7, 2n, e2))).toMatchObject([
+      { result: 'granted', remaining_ms: 30_000n },
+    ]);
     expect(await both(ack(C, c1, 2n))).toBe('acked');
     expect(await both(acquire(5n, next(), 2n, c1))).toMatchObject([{ result: 'granted' }]);
 
@@ -268,9 +356,13 @@ describe('bounded revision history never changes an answer', () => {
       p.rid = new Uint8Array(16).fill(3);
       await bind(s, p, 2n);
     });
-    expect(await both(ready('listener.ready', 1n, next(), 2n, e2))).toMatchObject([{ result: 'enforcement-not-applied', grant: null }]);
+    expect(await both(ready('listener.ready', 1n, next(), 2n, e2))).toMatchObject([
+      { result: 'enforcement-not-applied', grant: null },
+    ]);
     expect(await both(ack(P, e2, 2n))).toBe('acked');
-    expect(await both(ready('listener.ready', 2n, next(), 2n, e2))).toMatchObject([{ result: 'granted', remaining_ms: 30_000n }]);
+    expect(await both(ready('listener.ready', 2n, next(), 2n, e2))).toMatchObject([
+      { result: 'granted', remaining_ms: 30_000n },
+    ]);
 
     // ── and many more revisions in the new epoch: still bounded, the twin still growing
     for (let i = 0; i < 2 * W; i++) {

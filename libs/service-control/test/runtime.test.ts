@@ -96,9 +96,9 @@ describe('runtime.bind on B', () => {
     ).toBe('stale-runtime');
     const ctx = { nsdId: NSD, identity: ID, currentEpoch: 1n, now: 20 };
     const obj = { nsdId: NSD, subjectIdentity: ID, runtimeGeneration: 3n, runtimeId: id16(1), authorityEpoch: 1n };
-    expect(errCode(machineAuth(b1, { runtimeIdHex: Buffer.from(id16(1)).toString('hex'), serviceControl: obj }, ctx))).toBe(
-      'stale-runtime',
-    );
+    expect(
+      errCode(machineAuth(b1, { runtimeIdHex: Buffer.from(id16(1)).toString('hex'), serviceControl: obj }, ctx)),
+    ).toBe('stale-runtime');
     expect(errCode(boundHeartbeat(b1, obj, NET, ctx))).toBe('stale-runtime');
   });
 
@@ -119,7 +119,13 @@ describe('lost generation: floor recovery', () => {
     expect(r1.persist).toEqual({ state: 'recovering', generation: 8n, floorRequestId: id16(50) });
     const reply = bind(old, r1.bind, NET, 1000);
     expect(errCode(reply)).toBe('runtime-recovery-required');
-    const after = ok(onBindReply(r1.persist, r1.bind, Either.map(reply, (o) => o.binding)));
+    const after = ok(
+      onBindReply(
+        r1.persist,
+        r1.bind,
+        Either.map(reply, (o) => o.binding),
+      ),
+    );
     expect(after).toEqual(r1.persist); // unchanged: retry later with the SAME generation
     // even after a restart that reads the floor again, the generation is not raised
     const r2 = ok(planRecovery(after, floorView(old, 2000), id16(51), id16(3)));
@@ -130,7 +136,10 @@ describe('lost generation: floor recovery', () => {
     const r = ok(planRecovery({ state: 'absent' }, floorView(old, 0), id16(50), id16(2)));
     const accepted = ok(bind(old, r.bind, NET, LIVENESS_EXTENSION_MS));
     expect(accepted.outcome).toBe('accepted');
-    expect(ok(onBindReply(r.persist, r.bind, Either.right(accepted.binding)))).toEqual({ state: 'normal', generation: 8n });
+    expect(ok(onBindReply(r.persist, r.bind, Either.right(accepted.binding)))).toEqual({
+      state: 'normal',
+      generation: 8n,
+    });
   });
 
   it('M6-11 accepted at once with an explicit owner recovery', () => {
@@ -140,7 +149,14 @@ describe('lost generation: floor recovery', () => {
 
   it('M6-11 a recovery bind without a floor request is refused', () => {
     expect(
-      errCode(bind(null, { generation: 1n, runtimeId: id16(1), mode: 'recovery', floorRequestId: null, ownerRecovery: false }, NET, 0)),
+      errCode(
+        bind(
+          null,
+          { generation: 1n, runtimeId: id16(1), mode: 'recovery', floorRequestId: null, ownerRecovery: false },
+          NET,
+          0,
+        ),
+      ),
     ).toBe('runtime-recovery-required');
   });
 
@@ -149,14 +165,23 @@ describe('lost generation: floor recovery', () => {
     const refused = bind(old, sent, NET, 0);
     if (Either.isRight(refused)) throw new Error('expected a refusal');
     expect(refused.left.code).toBe('stale-runtime');
-    expect(errCode(onBindReply({ state: 'normal', generation: 3n }, sent, Either.left(refused.left)))).toBe('state-inconsistent');
+    expect(errCode(onBindReply({ state: 'normal', generation: 3n }, sent, Either.left(refused.left)))).toBe(
+      'state-inconsistent',
+    );
   });
 });
 
 describe('machine.auth', () => {
   const b = ok(bind(null, normal(2n, id16(5)), NET, 0)).binding;
   const ctx = { nsdId: NSD, identity: ID, currentEpoch: 3n, now: 100 };
-  const binding: ABinding = { identity: ID, nsdId: NSD, networkId: id16(77), generation: 2n, runtimeId: id16(5), authorityEpoch: 3n };
+  const binding: ABinding = {
+    identity: ID,
+    nsdId: NSD,
+    networkId: id16(77),
+    generation: 2n,
+    runtimeId: id16(5),
+    authorityEpoch: 3n,
+  };
 
   it('M6-15 the client refuses machine.auth before bind and builds it with the object and the lowercase hex runtime_id', () => {
     expect(errCode(prepareMachineAuth(null))).toBe('unauthorized');
@@ -168,16 +193,20 @@ describe('machine.auth', () => {
 
   it('M6-15 a missing or mismatched object cannot overwrite the active runtime; the hex must match; no preemption', () => {
     const req = ok(prepareMachineAuth(binding));
-    expect(errCode(machineAuth(b, { runtimeIdHex: req.runtimeIdHex, serviceControl: null }, ctx))).toBe('stale-runtime');
-    expect(errCode(machineAuth(b, { ...req, runtimeIdHex: 'AB'.repeat(16) }, ctx))).toBe('unauthorized');
-    expect(errCode(machineAuth(b, { ...req, runtimeIdHex: `${req.runtimeIdHex.slice(0, -1)}6` }, ctx))).toBe('unauthorized');
-    const higher = { ...req.serviceControl, runtimeGeneration: 3n, runtimeId: id16(6) };
-    expect(errCode(machineAuth(b, { runtimeIdHex: Buffer.from(id16(6)).toString('hex'), serviceControl: higher }, ctx))).toBe(
+    expect(errCode(machineAuth(b, { runtimeIdHex: req.runtimeIdHex, serviceControl: null }, ctx))).toBe(
       'stale-runtime',
     );
-    expect(errCode(machineAuth(b, { ...req, serviceControl: { ...req.serviceControl, authorityEpoch: 2n } }, ctx))).toBe(
-      'stale-epoch',
+    expect(errCode(machineAuth(b, { ...req, runtimeIdHex: 'AB'.repeat(16) }, ctx))).toBe('unauthorized');
+    expect(errCode(machineAuth(b, { ...req, runtimeIdHex: `${req.runtimeIdHex.slice(0, -1)}6` }, ctx))).toBe(
+      'unauthorized',
     );
+    const higher = { ...req.serviceControl, runtimeGeneration: 3n, runtimeId: id16(6) };
+    expect(
+      errCode(machineAuth(b, { runtimeIdHex: Buffer.from(id16(6)).toString('hex'), serviceControl: higher }, ctx)),
+    ).toBe('stale-runtime');
+    expect(
+      errCode(machineAuth(b, { ...req, serviceControl: { ...req.serviceControl, authorityEpoch: 2n } }, ctx)),
+    ).toBe('stale-epoch');
     expect(errCode(machineAuth(b, { ...req, serviceControl: { ...req.serviceControl, nsdId: id16(1) } }, ctx))).toBe(
       'unauthorized',
     );
@@ -189,7 +218,9 @@ describe('machine.auth', () => {
     expect(errCode(acceptBinding(binding, { ...binding, generation: 1n }))).toBe('stale-runtime');
     expect(errCode(acceptBinding(binding, { ...binding, runtimeId: id16(9) }))).toBe('stale-runtime');
     expect(errCode(acceptBinding(binding, { ...binding, authorityEpoch: 2n }))).toBe('stale-epoch');
-    expect(ok(acceptBinding(binding, { ...binding, generation: 3n, runtimeId: id16(9), authorityEpoch: 4n })).generation).toBe(3n);
+    expect(
+      ok(acceptBinding(binding, { ...binding, generation: 3n, runtimeId: id16(9), authorityEpoch: 4n })).generation,
+    ).toBe(3n);
   });
 });
 
@@ -255,7 +286,14 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
 
 describe('runtime fencing under random operations and crashes (model-based)', () => {
   it('M6-8 M6-9 M6-11 generations only grow, a replaced instance never comes back, recovery never preempts a live instance', () => {
-    const seen = { recoveryRefused: 0, recoveryAccepted: 0, staleChecked: 0, heartbeatOk: 0, heartbeatRefused: 0, crashAfterPersist: 0 };
+    const seen = {
+      recoveryRefused: 0,
+      recoveryAccepted: 0,
+      staleChecked: 0,
+      heartbeatOk: 0,
+      heartbeatRefused: 0,
+      crashAfterPersist: 0,
+    };
     fc.assert(
       fc.property(fc.array(opArb, { minLength: 20, maxLength: 80 }), (ops) => {
         // durable
@@ -293,7 +331,11 @@ describe('runtime fencing under random operations and crashes (model-based)', ()
             bBinding = r.right.binding;
           }
           if (replyLost) return;
-          const next = onBindReply(aRec, req, Either.map(r, (o) => o.binding));
+          const next = onBindReply(
+            aRec,
+            req,
+            Either.map(r, (o) => o.binding),
+          );
           if (Either.isRight(next)) {
             aRec = next.right;
             if (live && Either.isRight(r)) live.bound = true;
@@ -326,7 +368,12 @@ describe('runtime fencing under random operations and crashes (model-based)', ()
                 if (Either.isLeft(rp)) break;
                 const { persist, bind: req } = rp.right;
                 expect(req.generation).toBeGreaterThan(floor.runtimeGeneration ?? 0n); // above the authority's floor
-                if (aRec.state === 'recovering') expect(req.generation).toBe(aRec.generation > (floor.runtimeGeneration ?? 0n) ? aRec.generation : (floor.runtimeGeneration ?? 0n) + 1n);
+                if (aRec.state === 'recovering')
+                  expect(req.generation).toBe(
+                    aRec.generation > (floor.runtimeGeneration ?? 0n)
+                      ? aRec.generation
+                      : (floor.runtimeGeneration ?? 0n) + 1n,
+                  );
                 aRec = persist;
                 if (req.generation > maxPersistedByA) maxPersistedByA = req.generation;
                 if (op.crashAfterPersist) break;
@@ -388,7 +435,17 @@ describe('runtime fencing under random operations and crashes (model-based)', ()
               if (old.generation === cur.generation) break;
               const fences = { runtime: cur, epoch: 1n, session: null };
               expect(
-                errCode(checkFences({ kind: 'report.replace', runtimeGeneration: old.generation, runtimeId: old.runtimeId, authorityEpoch: 1n }, fences)),
+                errCode(
+                  checkFences(
+                    {
+                      kind: 'report.replace',
+                      runtimeGeneration: old.generation,
+                      runtimeId: old.runtimeId,
+                      authorityEpoch: 1n,
+                    },
+                    fences,
+                  ),
+                ),
               ).toBe('stale-runtime');
               expect(errCode(bind(cur, normal(old.generation, old.runtimeId), NET, now))).toBe('stale-runtime');
               seen.staleChecked++;
@@ -397,14 +454,28 @@ describe('runtime fencing under random operations and crashes (model-based)', ()
           }
           // invariants after every step
           for (let i = 1; i < accepted.length; i++)
-            expect((accepted[i] as { generation: bigint }).generation).toBeGreaterThan((accepted[i - 1] as { generation: bigint }).generation);
+            expect((accepted[i] as { generation: bigint }).generation).toBeGreaterThan(
+              (accepted[i - 1] as { generation: bigint }).generation,
+            );
           if (bBinding !== null) {
             const last = accepted[accepted.length - 1];
             expect(last?.generation).toBe((bBinding as RuntimeBinding).generation);
           }
         }
       }),
-      { numRuns: 300, examples: [[[{ t: 'start', crashAfterPersist: false, replyLost: false }, { t: 'crashA' }, { t: 'loseA' }, { t: 'start', crashAfterPersist: false, replyLost: false }]]] },
+      {
+        numRuns: 300,
+        examples: [
+          [
+            [
+              { t: 'start', crashAfterPersist: false, replyLost: false },
+              { t: 'crashA' },
+              { t: 'loseA' },
+              { t: 'start', crashAfterPersist: false, replyLost: false },
+            ],
+          ],
+        ],
+      },
     );
     // the runs really exercised every branch the property is about
     for (const [k, v] of Object.entries(seen)) expect(v, k).toBeGreaterThan(0);

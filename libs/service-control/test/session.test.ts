@@ -20,7 +20,13 @@ const NSD = id16(900);
 const NET = id16(901);
 const RT = { generation: 2n, runtimeId: id16(2) };
 
-const tuple = (mark: SessionMark | null, epoch = 1n): PersistedSessionTuple => ({ nsdId: NSD, networkId: NET, runtime: RT, epoch, mark });
+const tuple = (mark: SessionMark | null, epoch = 1n): PersistedSessionTuple => ({
+  nsdId: NSD,
+  networkId: NET,
+  runtime: RT,
+  epoch,
+  mark,
+});
 const streamObj = (seq: bigint, req: Uint8Array, epoch = 1n): StreamBinding => ({
   nsdId: NSD,
   networkId: NET,
@@ -72,7 +78,14 @@ describe('session.open', () => {
 
   it('A accepts only events whose NSD, Network, runtime, epoch and session equal the stream', () => {
     const s = streamObj(4n, id16(40));
-    const ev = { nsdId: NSD, networkId: NET, runtimeGeneration: 2n, runtimeId: RT.runtimeId, authorityEpoch: 1n, sessionSeq: 4n };
+    const ev = {
+      nsdId: NSD,
+      networkId: NET,
+      runtimeGeneration: 2n,
+      runtimeId: RT.runtimeId,
+      authorityEpoch: 1n,
+      sessionSeq: 4n,
+    };
     expect(Either.isRight(eventMatchesStream(s, ev))).toBe(true);
     expect(errCode(eventMatchesStream(s, { ...ev, sessionSeq: 3n }))).toBe('stale-session');
     expect(errCode(eventMatchesStream(s, { ...ev, authorityEpoch: 2n }))).toBe('stale-epoch');
@@ -87,7 +100,15 @@ type Op =
   | { t: 'restartB' }
   | { t: 'old'; pick: number };
 const opArb: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 4, arbitrary: fc.record({ t: fc.constant('connect' as const), crashAfterReserve: fc.boolean(), replyLost: fc.boolean(), retransmit: fc.boolean() }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      t: fc.constant('connect' as const),
+      crashAfterReserve: fc.boolean(),
+      replyLost: fc.boolean(),
+      retransmit: fc.boolean(),
+    }),
+  },
   { weight: 1, arbitrary: fc.constant({ t: 'crashA' as const }) },
   { weight: 1, arbitrary: fc.constant({ t: 'restartB' as const }) },
   { weight: 2, arbitrary: fc.record({ t: fc.constant('old' as const), pick: fc.nat() }) },
@@ -129,16 +150,28 @@ describe('sessions under random reconnects, crashes and authority restarts (mode
             if (op.replyLost) continue; // A never learns it; the next attempt reserves a new seq
             expect(streamMayDeliver(streamObj(seq, req, epoch), tuple(mark, epoch))).toBe(true);
             seen.delivered++;
-          } else if (op.t === 'crashA') continue; // A's volatile stream is gone; its durable seq stays
+          } else if (op.t === 'crashA')
+            continue; // A's volatile stream is gone; its durable seq stays
           else if (op.t === 'restartB') {
             epoch = ok(takeover(epoch));
           } else {
             if (opened.length === 0) continue;
             const o = opened[op.pick % opened.length] as (typeof opened)[number];
-            const isCurrent = mark !== null && o.seq === mark.seq && bytesEqual(o.req, mark.requestId) && o.epoch === epoch && mark.epoch === epoch;
+            const isCurrent =
+              mark !== null &&
+              o.seq === mark.seq &&
+              bytesEqual(o.req, mark.requestId) &&
+              o.epoch === epoch &&
+              mark.epoch === epoch;
             expect(streamMayDeliver(streamObj(o.seq, o.req, o.epoch), tuple(mark, epoch))).toBe(isCurrent);
             const fence = checkFences(
-              { kind: 'snapshot.ack', runtimeGeneration: RT.generation, runtimeId: RT.runtimeId, authorityEpoch: o.epoch, sessionSeq: o.seq },
+              {
+                kind: 'snapshot.ack',
+                runtimeGeneration: RT.generation,
+                runtimeId: RT.runtimeId,
+                authorityEpoch: o.epoch,
+                sessionSeq: o.seq,
+              },
               { runtime: RT, epoch, session: mark && mark.epoch === epoch ? { seq: mark.seq } : null },
             );
             expect(Either.isRight(fence)).toBe(isCurrent);

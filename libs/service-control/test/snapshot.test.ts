@@ -82,13 +82,21 @@ describe('A: applying snapshots', () => {
   it('M6-24 refuses the whole snapshot on same revision + different digest, rollback, listener regression, N6 mismatch, invalid entry', () => {
     expect(errCode(applySnapshot(rec, snap(5n, 'y'), deriveN6))).toBe('digest-conflict');
     expect(errCode(applySnapshot(rec, snap(4n, 'x'), deriveN6))).toBe('stale-snapshot');
-    const regress = applied(snap(5n, 'x', { listeners: [{ serviceRef: ref(1), listenerRevision: 3n, digest: sha('L3') }] }));
+    const regress = applied(
+      snap(5n, 'x', { listeners: [{ serviceRef: ref(1), listenerRevision: 3n, digest: sha('L3') }] }),
+    );
     expect(errCode(applySnapshot(regress, snap(6n, 'z'), deriveN6))).toBe('stale-listener');
-    const sameRevOtherDigest = snap(6n, 'z', { listeners: [{ serviceRef: ref(1), listenerRevision: 1n, digest: sha('other') }] });
+    const sameRevOtherDigest = snap(6n, 'z', {
+      listeners: [{ serviceRef: ref(1), listenerRevision: 1n, digest: sha('other') }],
+    });
     expect(errCode(applySnapshot(rec, sameRevOtherDigest, deriveN6))).toBe('digest-conflict');
-    const badN6 = snap(6n, 'z', { resources: [{ serviceRef: ref(1), publisherIdentity: id32(7), n6: deriveN6(id32(8)) }] });
+    const badN6 = snap(6n, 'z', {
+      resources: [{ serviceRef: ref(1), publisherIdentity: id32(7), n6: deriveN6(id32(8)) }],
+    });
     expect(errCode(applySnapshot(rec, badN6, deriveN6))).toBe('unauthorized');
-    const foreign = snap(6n, 'z', { listeners: [{ serviceRef: { ...ref(2), networkId: id16(5) }, listenerRevision: 1n, digest: sha('L') }] });
+    const foreign = snap(6n, 'z', {
+      listeners: [{ serviceRef: { ...ref(2), networkId: id16(5) }, listenerRevision: 1n, digest: sha('L') }],
+    });
     expect(errCode(applySnapshot(rec, foreign, deriveN6))).toBe('invalid-encoding');
     const dup = snap(6n, 'z', {
       listeners: [
@@ -110,7 +118,9 @@ describe('A: applying snapshots', () => {
     const before = rec;
     expect(Either.isLeft(applySnapshot(rec, mixed, deriveN6))).toBe(true);
     expect(rec).toBe(before);
-    expect(rec.state === 'present' && rec.floors.listeners.get([...rec.floors.listeners.keys()][0] as string)?.revision).toBe(1n);
+    expect(
+      rec.state === 'present' && rec.floors.listeners.get([...rec.floors.listeners.keys()][0] as string)?.revision,
+    ).toBe(1n);
   });
 
   it('M6-24 a corrupt floor record, or one missing after init → state-inconsistent', () => {
@@ -127,32 +137,66 @@ describe('A: applying snapshots', () => {
   it('M6-25 withdrawals and empty snapshots do not clear history; a withdrawal raises the floor without erasing a known digest', () => {
     const empty = ok(applySnapshot(rec, snap(6n, 'empty', { resources: [], listeners: [] }), deriveN6));
     expect(empty.floors.listeners.size).toBe(1); // history kept
-    const sameRev = ok(applySnapshot(rec, snap(6n, 'w', { listeners: [], withdrawals: [{ serviceRef: ref(1), consumerIdentity: null, listenerRevision: 1n }] }), deriveN6));
+    const sameRev = ok(
+      applySnapshot(
+        rec,
+        snap(6n, 'w', {
+          listeners: [],
+          withdrawals: [{ serviceRef: ref(1), consumerIdentity: null, listenerRevision: 1n }],
+        }),
+        deriveN6,
+      ),
+    );
     const key = [...sameRev.floors.listeners.keys()][0] as string;
     expect(sameRev.floors.listeners.get(key)).toEqual({ revision: 1n, digest: sha('L1') }); // digest of rev 1 kept
-    const raised = ok(applySnapshot(rec, snap(6n, 'w2', { listeners: [], withdrawals: [{ serviceRef: ref(1), consumerIdentity: null, listenerRevision: 2n }] }), deriveN6));
+    const raised = ok(
+      applySnapshot(
+        rec,
+        snap(6n, 'w2', {
+          listeners: [],
+          withdrawals: [{ serviceRef: ref(1), consumerIdentity: null, listenerRevision: 2n }],
+        }),
+        deriveN6,
+      ),
+    );
     expect(raised.floors.listeners.get(key)).toEqual({ revision: 2n, digest: null });
     const after: AFloorRecord = { state: 'present', floors: raised.floors };
     expect(errCode(applySnapshot(after, snap(7n, 'back'), deriveN6))).toBe('stale-listener'); // the old listener cannot return
     // the known rev-1 digest is still enforced after a same-revision withdrawal
     const sameRevRec: AFloorRecord = { state: 'present', floors: sameRev.floors };
-    expect(errCode(applySnapshot(sameRevRec, snap(7n, 'o', { listeners: [{ serviceRef: ref(1), listenerRevision: 1n, digest: sha('X') }] }), deriveN6))).toBe('digest-conflict');
+    expect(
+      errCode(
+        applySnapshot(
+          sameRevRec,
+          snap(7n, 'o', { listeners: [{ serviceRef: ref(1), listenerRevision: 1n, digest: sha('X') }] }),
+          deriveN6,
+        ),
+      ),
+    ).toBe('digest-conflict');
   });
 });
 
 describe('A: the sources a snapshot withdraws from this node (local names act on them, decision 0192)', () => {
-  const withdraw = (i: number, listenerRevision: bigint, consumerIdentity: Bytes | null = null) => ({ serviceRef: ref(i), consumerIdentity, listenerRevision });
+  const withdraw = (i: number, listenerRevision: bigint, consumerIdentity: Bytes | null = null) => ({
+    serviceRef: ref(i),
+    consumerIdentity,
+    listenerRevision,
+  });
   const live = applied(snap(5n, 'live')); // ref(1) live at listener revision 1
 
-  it('M6-25 service Withdrawals and source Withdrawals naming this node, also when re-listed; never another consumer\'s; not once the service came back at a higher listener revision', () => {
+  it("M6-25 service Withdrawals and source Withdrawals naming this node, also when re-listed; never another consumer's; not once the service came back at a higher listener revision", () => {
     const first = snap(6n, 'w', { listeners: [], withdrawals: [withdraw(1, 1n)] });
     expect(withdrawnSources(live, first, TARGET)).toEqual([ref(1)]);
     expect(withdrawnSources({ state: 'uninitialized' }, first, TARGET)).toEqual([ref(1)]);
     const after = { state: 'present' as const, floors: ok(applySnapshot(live, first, deriveN6)).floors };
-    expect(withdrawnSources(after, snap(7n, 'again', { listeners: [], withdrawals: [withdraw(1, 1n)] }), TARGET)).toEqual([ref(1)]); // still withdrawn
+    expect(
+      withdrawnSources(after, snap(7n, 'again', { listeners: [], withdrawals: [withdraw(1, 1n)] }), TARGET),
+    ).toEqual([ref(1)]); // still withdrawn
     expect(withdrawnSources(live, snap(6n, 's', { withdrawals: [withdraw(2, 1n, TARGET)] }), TARGET)).toEqual([ref(2)]);
     expect(withdrawnSources(live, snap(6n, 'o', { withdrawals: [withdraw(2, 1n, id32(9))] }), TARGET)).toEqual([]);
-    const back = applied(snap(5n, 'l3', { listeners: [{ serviceRef: ref(1), listenerRevision: 3n, digest: sha('L3') }] }));
+    const back = applied(
+      snap(5n, 'l3', { listeners: [{ serviceRef: ref(1), listenerRevision: 3n, digest: sha('L3') }] }),
+    );
     expect(withdrawnSources(back, snap(6n, 'late', { withdrawals: [withdraw(1, 2n)] }), TARGET)).toEqual([]);
   });
 });
@@ -161,28 +205,65 @@ describe('snapshot.ack', () => {
   const s = { revision: 5n, digest: sha('5') };
 
   it('M6-26 accepted / enforcement_applied / dns_applied are separate; a DNS failure leaves enforcement applied', () => {
-    expect(buildAck(s, Either.right(null), { failed: [] }, { ok: false })).toMatchObject({ accepted: true, enforcementApplied: true, dnsApplied: false, errors: [] });
+    expect(buildAck(s, Either.right(null), { failed: [] }, { ok: false })).toMatchObject({
+      accepted: true,
+      enforcementApplied: true,
+      dnsApplied: false,
+      errors: [],
+    });
     expect(buildAck(s, Either.right(null), { failed: [ref(1)] }, { ok: true })).toMatchObject({
       accepted: true,
       enforcementApplied: false,
       dnsApplied: true,
       errors: [{ serviceRef: ref(1), error: 'apply-failed' }],
     });
-    const refused = buildAck(s, applySnapshot({ state: 'corrupt' }, snap(5n, '5'), deriveN6), { failed: [] }, { ok: true });
-    expect(refused).toMatchObject({ accepted: false, enforcementApplied: false, dnsApplied: false, errors: [{ serviceRef: null, error: 'state-inconsistent' }] });
+    const refused = buildAck(
+      s,
+      applySnapshot({ state: 'corrupt' }, snap(5n, '5'), deriveN6),
+      { failed: [] },
+      { ok: true },
+    );
+    expect(refused).toMatchObject({
+      accepted: false,
+      enforcementApplied: false,
+      dnsApplied: false,
+      errors: [{ serviceRef: null, error: 'state-inconsistent' }],
+    });
   });
 
   it('M6-26 a DNS failure in one membership does not touch another membership', () => {
     const m1 = applied(snap(1n, 'm1'));
     const m2 = applied(snap(1n, 'm2'));
-    const ack1 = buildAck({ revision: 2n, digest: sha('2|a') }, applySnapshot(m1, snap(2n, 'a'), deriveN6), { failed: [] }, { ok: false });
-    const ack2 = buildAck({ revision: 2n, digest: sha('2|b') }, applySnapshot(m2, snap(2n, 'b'), deriveN6), { failed: [] }, { ok: true });
-    expect([ack1.dnsApplied, ack1.enforcementApplied, ack2.dnsApplied, ack2.enforcementApplied]).toEqual([false, true, true, true]);
+    const ack1 = buildAck(
+      { revision: 2n, digest: sha('2|a') },
+      applySnapshot(m1, snap(2n, 'a'), deriveN6),
+      { failed: [] },
+      { ok: false },
+    );
+    const ack2 = buildAck(
+      { revision: 2n, digest: sha('2|b') },
+      applySnapshot(m2, snap(2n, 'b'), deriveN6),
+      { failed: [] },
+      { ok: true },
+    );
+    expect([ack1.dnsApplied, ack1.enforcementApplied, ack2.dnsApplied, ack2.enforcementApplied]).toEqual([
+      false,
+      true,
+      true,
+      true,
+    ]);
   });
 
   it('M6-26 B records ACKs per session; identical repeats are idempotent; an ACK never creates or extends a lease', () => {
     const produced = new Map([[5n, sha('5')]]);
-    const ack: AckRecord = { sessionSeq: 3n, revision: 5n, digest: sha('5'), accepted: true, enforcementApplied: true, dnsApplied: false };
+    const ack: AckRecord = {
+      sessionSeq: 3n,
+      revision: 5n,
+      digest: sha('5'),
+      accepted: true,
+      enforcementApplied: true,
+      dnsApplied: false,
+    };
     const grants = Object.freeze({ g: { deadline: 1000 } });
     const state = { acks: [] as readonly AckRecord[], grants };
     const acks = ok(recordAck(state.acks, produced, ack));
@@ -216,7 +297,10 @@ describe('grant versions', () => {
     const v1 = g1.entries.get(k)?.version as bigint;
     expect(ok(nextGrants(g1, new Map([[k, terms('d', 5n)]]), () => false)).entries.get(k)?.version).not.toBe(v1);
     expect(ok(nextGrants(g1, new Map([[k, terms('e', 5n)]]), () => true)).entries.get(k)?.version).not.toBe(v1);
-    expect(ok(nextGrants(g1, new Map([[k, { ...terms('d', 5n), protocols: ['tcp', 'udp'] }]]), () => true)).entries.get(k)?.version).not.toBe(v1);
+    expect(
+      ok(nextGrants(g1, new Map([[k, { ...terms('d', 5n), protocols: ['tcp', 'udp'] }]]), () => true)).entries.get(k)
+        ?.version,
+    ).not.toBe(v1);
     expect(ok(nextGrants(g1, new Map([[k, terms('d', 4n)]]), () => true)).entries.get(k)?.version).not.toBe(v1);
   });
 
@@ -237,7 +321,11 @@ describe('grant versions', () => {
           const next = ok(nextGrants(reg, desired, () => s.held));
           for (const [key, e] of next.entries) {
             const prev = reg.entries.get(key);
-            const mayKeep = prev !== undefined && s.held && toHex(prev.policyDigest) === toHex(e.policyDigest) && e.policyVersion >= prev.policyVersion;
+            const mayKeep =
+              prev !== undefined &&
+              s.held &&
+              toHex(prev.policyDigest) === toHex(e.policyDigest) &&
+              e.policyVersion >= prev.policyVersion;
             if (mayKeep) expect(e.version).toBe(prev.version);
             else {
               expect(issued.has(e.version)).toBe(false);
@@ -265,7 +353,14 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 3, arbitrary: fc.record({ t: fc.constant('change' as const), svc: fc.integer({ min: 1, max: 3 }) }) },
   { weight: 1, arbitrary: fc.record({ t: fc.constant('withdraw' as const), svc: fc.integer({ min: 1, max: 3 }) }) },
   { weight: 5, arbitrary: fc.record({ t: fc.constant('deliver' as const), pick: fc.nat() }) },
-  { weight: 2, arbitrary: fc.record({ t: fc.constant('tamper' as const), pick: fc.nat(), how: fc.constantFrom('digest' as const, 'n6' as const, 'listener' as const) }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      t: fc.constant('tamper' as const),
+      pick: fc.nat(),
+      how: fc.constantFrom('digest' as const, 'n6' as const, 'listener' as const),
+    }),
+  },
   { weight: 1, arbitrary: fc.constant({ t: 'crashA' as const }) },
   { weight: 1, arbitrary: fc.constant({ t: 'corruptA' as const }) },
 );
@@ -282,7 +377,10 @@ describe('snapshot floors under replays, reordering, tampering and crashes (mode
         const produce = (): void => {
           const ls = [...listeners.entries()].filter(([, l]) => !l.withdrawn).sort(([a], [b]) => a - b);
           const ws = [...listeners.entries()].filter(([, l]) => l.withdrawn).sort(([a], [b]) => a - b);
-          const body = JSON.stringify([ls.map(([i, l]) => [i, String(l.rev), toHex(l.digest)]), ws.map(([i, l]) => [i, String(l.rev)])]);
+          const body = JSON.stringify([
+            ls.map(([i, l]) => [i, String(l.rev), toHex(l.digest)]),
+            ws.map(([i, l]) => [i, String(l.rev)]),
+          ]);
           const o = ok(produceSnapshot(last, sha(body)));
           last = o.snapshot;
           if (o.outcome === 'unchanged') return;
@@ -320,7 +418,11 @@ describe('snapshot floors under replays, reordering, tampering and crashes (mode
                 v = { ...s, digest: forged, resources: s.resources.map((r) => ({ ...r, n6: deriveN6(id32(99)) })) };
               } else {
                 if (s.listeners.length === 0) continue;
-                v = { ...s, digest: forged, listeners: s.listeners.map((l) => ({ ...l, digest: sha(`forged-${toHex(l.digest)}`) })) };
+                v = {
+                  ...s,
+                  digest: forged,
+                  listeners: s.listeners.map((l) => ({ ...l, digest: sha(`forged-${toHex(l.digest)}`) })),
+                };
               }
             }
             const before = aRec;

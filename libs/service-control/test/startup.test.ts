@@ -35,18 +35,33 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
 
 describe('A startup order (spec §3.4)', () => {
   it('M6-7 without service_control_nsd_id the contract stays off: no runtime, bind, auth or session action', () => {
-    const s0 = initialStartup({ runtime: { state: 'normal', generation: 3n }, binding: null, lastSessionSeq: null }, ME, NET);
+    const s0 = initialStartup(
+      { runtime: { state: 'normal', generation: 3n }, binding: null, lastSessionSeq: null },
+      ME,
+      NET,
+    );
     const r = stepStartup(s0, { t: 'info', nsdId: null, runtimeId: id16(1) });
     expect(r.state.phase.phase).toBe('disabled');
     expect(r.actions).toEqual([]);
-    for (const ev of [{ t: 'retry' }, { t: 'disconnected', requestId: id16(2) }, { t: 'auth-reply', ok: true, requestId: id16(3) }] as StartupEvent[])
+    for (const ev of [
+      { t: 'retry' },
+      { t: 'disconnected', requestId: id16(2) },
+      { t: 'auth-reply', ok: true, requestId: id16(3) },
+    ] as StartupEvent[])
       expect(stepStartup(r.state, ev).actions).toEqual([]);
   });
 
   it('M6-15 a failed machine.auth stops; there is no retry without the object', () => {
-    let s: StartupState = initialStartup({ runtime: { state: 'normal', generation: 3n }, binding: null, lastSessionSeq: null }, ME, NET);
+    let s: StartupState = initialStartup(
+      { runtime: { state: 'normal', generation: 3n }, binding: null, lastSessionSeq: null },
+      ME,
+      NET,
+    );
     s = stepStartup(s, { t: 'info', nsdId: NSD, runtimeId: id16(1) }).state;
-    const bound = stepStartup(s, { t: 'bind-reply', reply: Either.right({ generation: 4n, runtimeId: id16(1), authorityEpoch: 2n }) });
+    const bound = stepStartup(s, {
+      t: 'bind-reply',
+      reply: Either.right({ generation: 4n, runtimeId: id16(1), authorityEpoch: 2n }),
+    });
     expect(bound.actions.map((a) => a.t)).toEqual(['persist-runtime', 'persist-binding', 'send-machine-auth']);
     const failed = stepStartup(bound.state, { t: 'auth-reply', ok: false, requestId: id16(9) });
     expect(failed.state.phase.phase).toBe('stopped');
@@ -103,9 +118,17 @@ describe('A startup order (spec §3.4)', () => {
               if (store.binding !== null && store.binding.generation === a.bind.generation) seen.rebinds++;
               const r = bind(bBinding, a.bind, SOURCE, now);
               if (Either.isRight(r)) bBinding = r.right.binding;
-              lastRefusedGen = Either.isLeft(r) && r.left.code === 'runtime-recovery-required' ? a.bind.generation : null;
+              lastRefusedGen =
+                Either.isLeft(r) && r.left.code === 'runtime-recovery-required' ? a.bind.generation : null;
               if (!drop)
-                feed({ t: 'bind-reply', reply: Either.map(r, (o) => ({ generation: o.binding.generation, runtimeId: o.binding.runtimeId, authorityEpoch: epoch })) });
+                feed({
+                  t: 'bind-reply',
+                  reply: Either.map(r, (o) => ({
+                    generation: o.binding.generation,
+                    runtimeId: o.binding.runtimeId,
+                    authorityEpoch: epoch,
+                  })),
+                });
               return;
             }
             case 'send-machine-auth': {
@@ -129,7 +152,10 @@ describe('A startup order (spec §3.4)', () => {
                 sent.push(a.seq);
                 sentSeqs.set(key, sent);
               }
-              const current = bBinding !== null && bBinding.generation === binding.generation && bytesEqual(bBinding.runtimeId, binding.runtimeId);
+              const current =
+                bBinding !== null &&
+                bBinding.generation === binding.generation &&
+                bytesEqual(bBinding.runtimeId, binding.runtimeId);
               let reply: Either.Either<{ seq: bigint; requestId: Uint8Array }, ServiceControlError>;
               if (!current) reply = Either.left(scError('stale-runtime'));
               else if (binding.authorityEpoch !== epoch) reply = Either.left(scError('stale-epoch'));
@@ -146,11 +172,21 @@ describe('A startup order (spec §3.4)', () => {
               const key = `${a.binding.runtimeGeneration}/${toHex(a.binding.runtimeId)}`;
               const b = bBinding as RuntimeBinding | null;
               const runtime = b === null ? null : { generation: b.generation, runtimeId: b.runtimeId };
-              const deliver = streamMayDeliver(a.binding, { nsdId: NSD, networkId: NET, runtime, epoch, mark: marks.get(key) ?? null });
+              const deliver = streamMayDeliver(a.binding, {
+                nsdId: NSD,
+                networkId: NET,
+                runtime,
+                epoch,
+                mark: marks.get(key) ?? null,
+              });
               if (deliver) seen.streams++;
               else {
                 // refused only because the authority restarted or the instance was replaced after the session commit
-                expect(epoch !== a.binding.authorityEpoch || runtime === null || runtime.generation !== a.binding.runtimeGeneration).toBe(true);
+                expect(
+                  epoch !== a.binding.authorityEpoch ||
+                    runtime === null ||
+                    runtime.generation !== a.binding.runtimeGeneration,
+                ).toBe(true);
                 feed({ t: 'disconnected', requestId: id16(40_000 + ids++) });
               }
               return;
@@ -174,7 +210,8 @@ describe('A startup order (spec §3.4)', () => {
               seen.crashes++;
               break;
             case 'lose':
-              if (st.phase.phase === 'discover') store = { runtime: { state: 'absent' }, binding: null, lastSessionSeq: null };
+              if (st.phase.phase === 'discover')
+                store = { runtime: { state: 'absent' }, binding: null, lastSessionSeq: null };
               break;
             case 'disconnect':
               feed({ t: 'disconnected', requestId: id16(30_000 + ids++) });

@@ -50,8 +50,16 @@ describe('signed envelope (spec §3.1 [D] Ed25519 over the canonical envelope)',
   });
 
   it('a signature by another key for the same machine_id is unauthorized', () => {
-    const content = { api: 'service.control.v1' as const, machine_id: a.machineId, nonce: new Uint8Array(16).fill(7), payload };
-    const forged = SignedEnvelope.encodeOrThrow({ ...content, signature: mallory.sign(ControlEnvelopeContent.encodeOrThrow(content)) });
+    const content = {
+      api: 'service.control.v1' as const,
+      machine_id: a.machineId,
+      nonce: new Uint8Array(16).fill(7),
+      payload,
+    };
+    const forged = SignedEnvelope.encodeOrThrow({
+      ...content,
+      signature: mallory.sign(ControlEnvelopeContent.encodeOrThrow(content)),
+    });
     const r = openEnvelope(forged, trustSelfCertifying);
     expect(Either.isLeft(r) && r.left.code).toBe('unauthorized');
   });
@@ -214,7 +222,9 @@ describe('HTTP on loopback', () => {
   it('M6-44 an attempt that times out is retried with a new nonce and the same payload', async () => {
     hangFirst = 1;
     seenNonces.length = 0;
-    const out = await Effect.runPromise(postUnary(client(), `${base}/hang`, new Uint8Array([0x03]), { timeoutMs: 300 }));
+    const out = await Effect.runPromise(
+      postUnary(client(), `${base}/hang`, new Uint8Array([0x03]), { timeoutMs: 300 }),
+    );
     expect([...out]).toEqual([0x03]);
     expect(seenNonces).toHaveLength(2);
     expect(seenNonces[0]).not.toBe(seenNonces[1]);
@@ -238,15 +248,22 @@ describe('HTTP on loopback', () => {
     const side = client();
     const got: number[] = [];
     const rejected: string[] = [];
-    const handlers = { onPayload: (p: Uint8Array) => got.push(p[0]!), onReject: (e: { code: string }) => rejected.push(e.code) };
+    const handlers = {
+      onPayload: (p: Uint8Array) => got.push(p[0]!),
+      onReject: (e: { code: string }) => rejected.push(e.code),
+    };
     const ctl1 = new AbortController();
     const s1 = openStream(side, `${base}/stream`, payload, handlers, ctl1.signal).catch(() => undefined);
     await waitFor(() => sinks.length === 1);
     // capture one sealed event and send it on the first stream
     const sealed = sealEnvelope(b, new Uint8Array([0x11]));
-    (sinks[0] as unknown as { res: { write: (s: string) => void } }).res.write(`event: ${SSE_EVENT}\ndata: ${base64UrlEncode(sealed)}\n\n`);
+    (sinks[0] as unknown as { res: { write: (s: string) => void } }).res.write(
+      `event: ${SSE_EVENT}\ndata: ${base64UrlEncode(sealed)}\n\n`,
+    );
     sinks[0]!.send(new Uint8Array([0x12]));
-    (sinks[0] as unknown as { res: { write: (s: string) => void } }).res.write(`event: other\ndata: ${base64UrlEncode(sealEnvelope(b, new Uint8Array([0x13])))}\n\n`);
+    (sinks[0] as unknown as { res: { write: (s: string) => void } }).res.write(
+      `event: other\ndata: ${base64UrlEncode(sealEnvelope(b, new Uint8Array([0x13])))}\n\n`,
+    );
     await waitFor(() => got.length === 2);
     sinks[0]!.close();
     await s1;
@@ -254,7 +271,9 @@ describe('HTTP on loopback', () => {
     const ctl2 = new AbortController();
     const s2 = openStream(side, `${base}/stream`, payload, handlers, ctl2.signal).catch(() => undefined);
     await waitFor(() => sinks.length === 2);
-    (sinks[1] as unknown as { res: { write: (s: string) => void } }).res.write(`event: ${SSE_EVENT}\ndata: ${base64UrlEncode(sealed)}\n\n`);
+    (sinks[1] as unknown as { res: { write: (s: string) => void } }).res.write(
+      `event: ${SSE_EVENT}\ndata: ${base64UrlEncode(sealed)}\n\n`,
+    );
     sinks[1]!.send(new Uint8Array([0x14]));
     await waitFor(() => got.length === 3);
     expect(got).toEqual([0x11, 0x12, 0x14]);

@@ -79,6 +79,13 @@ export const openTwinSide = async (
   s.authority = new Authority({ store: s.store, nsdId: t.nsdId, epoch: t.epoch, now: () => Date.now(), leaseNow });
   for (const [i, identity] of identities.entries()) {
     await s.store.addMember(identity, networkId);
-    s.who.set(toHex(identity), { identity, nsdId: s.nsdId, networkId, gen: 1n, rid: new Uint8Array(16).fill(i + 1), epoch: null });
+    s.who.set(toHex(identity), {
+      identity,
+      nsdId: s.nsdId,
+      networkId,
+      gen: 1n,
+      rid: new Uint8Array(16).fill(i + 1),
+      epoch: null,
+    });
   }
 };

@@ -48,7 +48,9 @@ export const content = (w: Who, decls: ReturnType<typeof decl>[]): ReportContent
   ({
     scope: pubScope(w),
     strict_mode: false,
-    declarations: [...decls].sort((a, b) => Buffer.compare(Buffer.from(a.declaration_key), Buffer.from(b.declaration_key))),
+    declarations: [...decls].sort((a, b) =>
+      Buffer.compare(Buffer.from(a.declaration_key), Buffer.from(b.declaration_key)),
+    ),
   }) as unknown as ReportContent;
 
 export const replaceBody = (w: Who, revision: bigint, decls: ReturnType<typeof decl>[]) => {

@@ -29,9 +29,22 @@ interface Side extends TwinAuthoritySide<'pruned' | 'twin'> {
   /** target (hex) → the snapshot the target ACKed last */
   readonly snap: Map<string, { readonly revision: bigint; readonly digest: Uint8Array }>;
   /** request_id (hex) → what was sent, so a retransmission carries the same logical content */
-  readonly sent: Map<string, { readonly kind: 'listener.ready' | 'lease.refresh' | 'lease.acquire'; readonly body: Record<string, unknown> }>;}
+  readonly sent: Map<
+    string,
+    { readonly kind: 'listener.ready' | 'lease.refresh' | 'lease.acquire'; readonly body: Record<string, unknown> }
+  >;
+}
 const mk = (name: Side['name'], db: ReturnType<typeof useDatabase>) =>
-  ({ name, db, sql: sqlOn(db), grants: new Map(), who: new Map(), li: new Map(), snap: new Map(), sent: new Map() }) as unknown as Side;
+  ({
+    name,
+    db,
+    sql: sqlOn(db),
+    grants: new Map(),
+    who: new Map(),
+    li: new Map(),
+    snap: new Map(),
+    sent: new Map(),
+  }) as unknown as Side;
 const sides: Side[] = [mk('pruned', useDatabase('sc_wd_prune')), mk('twin', useDatabase('sc_wd_prune_twin'))];
 const [pruned, twin] = sides as [Side, Side];
 
@@ -52,12 +65,19 @@ const both = sendToBoth(pruned, twin, answer);
 
 const bind = async (s: Side, w: Who, sessionSeq: bigint) => {
   w.epoch = null;
-  expect(answer(s, await reply(s, w, msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false })))).toBe('runtime.bind.result');
+  expect(
+    answer(
+      s,
+      await reply(s, w, msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false })),
+    ),
+  ).toBe('runtime.bind.result');
   w.epoch = s.authority.epoch;
   await openSession(s, w, sessionSeq);
 };
 const openSession = async (s: Side, w: Who, sessionSeq: bigint) =>
-  expect(answer(s, await reply(s, w, msg(w, 'session.open', {}, { session_seq: sessionSeq })))).toBe('session.open.result');
+  expect(answer(s, await reply(s, w, msg(w, 'session.open', {}, { session_seq: sessionSeq })))).toBe(
+    'session.open.result',
+  );
 
 const DECLS = { web: decl('web', 'Web', 8080), db: decl('db', 'DB', 5432) } as const;
 const PORTS: Record<string, number> = { web: 40000, db: 40001, web2: 40002 };
@@ -65,7 +85,19 @@ const PORTS: Record<string, number> = { web: 40000, db: 40001, web2: 40002 };
 /** P's report.replace with the given declaration keys; the production it queues is awaited. */
 const report = (revision: bigint, keys: readonly (keyof typeof DECLS)[]) => async (s: Side) => {
   const p = who(s, P);
-  const m = await reply(s, p, msg(p, 'report.replace', replaceBody(p, revision, keys.map((k) => DECLS[k]))));
+  const m = await reply(
+    s,
+    p,
+    msg(
+      p,
+      'report.replace',
+      replaceBody(
+        p,
+        revision,
+        keys.map((k) => DECLS[k]),
+      ),
+    ),
+  );
   await s.authority.idle();
   return m;
 };
@@ -83,15 +115,24 @@ const declared = (names: Readonly<Record<string, string>>) => async (s: Side) =>
   for (const svc of await services(s)) {
     const name = names[svc.declarationKey];
     if (svc.state !== 'active' || name === undefined || s.li.has(name)) continue;
-    await s.sql(`UPDATE service_control.service SET port = $1 WHERE service_id = $2`, [PORTS[name], Buffer.from(svc.serviceId)]);
-    await setPolicySource({ store: s.store, epoch: s.authority.epoch }, svc.serviceId, { consumer: C, protocols: ['tcp'], expiry: null });
+    await s.sql(`UPDATE service_control.service SET port = $1 WHERE service_id = $2`, [
+      PORTS[name],
+      Buffer.from(svc.serviceId),
+    ]);
+    await setPolicySource({ store: s.store, epoch: s.authority.epoch }, svc.serviceId, {
+      consumer: C,
+      protocols: ['tcp'],
+      expiry: null,
+    });
   }
   await s.sql(`DELETE FROM service_control.port_allocation`);
   await s.sql(`DELETE FROM service_control.port_entry`);
   for (const svc of await services(s)) {
     const name = names[svc.declarationKey];
     if (svc.state !== 'active' || name === undefined || s.li.has(name)) continue;
-    const sources = await s.store.transact(s.authority.epoch, async (tx) => Either.right(await tx.lease.policySources(svc.serviceId)));
+    const sources = await s.store.transact(s.authority.epoch, async (tx) =>
+      Either.right(await tx.lease.policySources(svc.serviceId)),
+    );
     if (Either.isLeft(sources)) throw sources.left;
     const li = listenerIntentOf(s.nsdId, svc, sources.right);
     if (li === null) throw new Error(`no listener for ${name}`);
@@ -104,41 +145,79 @@ const idOf = (s: Side, name: string): Uint8Array => (s.li.get(name) as Intent).f
 const snapshotAcked = (target: Uint8Array, sessionSeq: bigint, names: readonly string[]) => async (s: Side) => {
   const w = who(s, target);
   const lis = names.map((n) => s.li.get(n) as Intent);
-  const { revision, digest } = await writeListenersSnapshot(s.store, s.authority.epoch, target, NET, subScope(w), lis, target === C);
-  const body = { scope: subScope(w), snapshot_revision: revision, snapshot_digest: digest, accepted: true, enforcement_applied: true, dns_applied: false, errors: [] };
-  expect(answer(s, await reply(s, w, msg(w, 'snapshot.ack', body, { session_seq: sessionSeq })))).toBe('snapshot.ack.result');
+  const { revision, digest } = await writeListenersSnapshot(
+    s.store,
+    s.authority.epoch,
+    target,
+    NET,
+    subScope(w),
+    lis,
+    target === C,
+  );
+  const body = {
+    scope: subScope(w),
+    snapshot_revision: revision,
+    snapshot_digest: digest,
+    accepted: true,
+    enforcement_applied: true,
+    dns_applied: false,
+    errors: [],
+  };
+  expect(answer(s, await reply(s, w, msg(w, 'snapshot.ack', body, { session_seq: sessionSeq })))).toBe(
+    'snapshot.ack.result',
+  );
   s.snap.set(toHex(target), { revision, digest });
 };
 
 const send = (s: Side, identity: Uint8Array, requestId: Uint8Array, sessionSeq: bigint) => {
   const { kind, body } = s.sent.get(toHex(requestId)) as NonNullable<ReturnType<Side['sent']['get']>>;
-  return reply(s, who(s, identity), msg(who(s, identity), kind, body, { session_seq: sessionSeq, request_id: requestId }));
+  return reply(
+    s,
+    who(s, identity),
+    msg(who(s, identity), kind, body, { session_seq: sessionSeq, request_id: requestId }),
+  );
 };
 /** One logical publisher request for the named service, naming P's last ACKed snapshot. */
-const ready = (kind: 'listener.ready' | 'lease.refresh', name: string, seq: bigint, requestId: Uint8Array, sessionSeq: bigint) => (s: Side) => {
-  const li = s.li.get(name) as Intent;
-  const snap = s.snap.get(toHex(P)) as { revision: bigint; digest: Uint8Array };
-  const body = readyBody(li, snap, seq);
-  s.sent.set(toHex(requestId), { kind, body });
-  return send(s, P, requestId, sessionSeq);
-};
+const ready =
+  (kind: 'listener.ready' | 'lease.refresh', name: string, seq: bigint, requestId: Uint8Array, sessionSeq: bigint) =>
+  (s: Side) => {
+    const li = s.li.get(name) as Intent;
+    const snap = s.snap.get(toHex(P)) as { revision: bigint; digest: Uint8Array };
+    const body = readyBody(li, snap, seq);
+    s.sent.set(toHex(requestId), { kind, body });
+    return send(s, P, requestId, sessionSeq);
+  };
 /** The consumer's lease.acquire of the named services, naming C's last ACKed snapshot. */
 const acquire = (seq: bigint, requestId: Uint8Array, sessionSeq: bigint, names: readonly string[]) => (s: Side) => {
   const snap = s.snap.get(toHex(C)) as { revision: bigint; digest: Uint8Array };
   const items = names.map((n) => {
     const li = s.li.get(n) as Intent;
-    return { service_ref: li.fields.service_ref, publisher_identity: P, listener_revision: li.fields.listener_revision, intent_digest: li.intentDigest };
+    return {
+      service_ref: li.fields.service_ref,
+      publisher_identity: P,
+      listener_revision: li.fields.listener_revision,
+      intent_digest: li.intentDigest,
+    };
   });
   items.sort((a, b) => Buffer.compare(Buffer.from(a.service_ref.service_id), Buffer.from(b.service_ref.service_id)));
-  s.sent.set(toHex(requestId), { kind: 'lease.acquire', body: { consumer_seq: seq, snapshot_revision: snap.revision, snapshot_digest: snap.digest, services: items } });
+  s.sent.set(toHex(requestId), {
+    kind: 'lease.acquire',
+    body: { consumer_seq: seq, snapshot_revision: snap.revision, snapshot_digest: snap.digest, services: items },
+  });
   return send(s, C, requestId, sessionSeq);
 };
 /** A retransmission: the same request_id and logical content in a new envelope (`over` changes the content). */
-const again = (identity: Uint8Array, requestId: Uint8Array, sessionSeq: bigint, over: Record<string, unknown> = {}) => (s: Side) => {
-  const sent = s.sent.get(toHex(requestId)) as NonNullable<ReturnType<Side['sent']['get']>>;
-  const body = { ...sent.body, ...over };
-  return reply(s, who(s, identity), msg(who(s, identity), sent.kind, body, { session_seq: sessionSeq, request_id: requestId }));
-};
+const again =
+  (identity: Uint8Array, requestId: Uint8Array, sessionSeq: bigint, over: Record<string, unknown> = {}) =>
+  (s: Side) => {
+    const sent = s.sent.get(toHex(requestId)) as NonNullable<ReturnType<Side['sent']['get']>>;
+    const body = { ...sent.body, ...over };
+    return reply(
+      s,
+      who(s, identity),
+      msg(who(s, identity), sent.kind, body, { session_seq: sessionSeq, request_id: requestId }),
+    );
+  };
 /**
  * An acquire's answer per logical service name: its items come in service-id order, which differs between the two
  * sides (random ids), so the results are mapped back to the names — and numbered in name order — before comparing.
@@ -147,9 +226,17 @@ const acquireAnswer = (s: Side, names: readonly string[], m: Message): unknown =
   if (m.kind !== 'lease.result') return answer(s, m);
   const order = [...names].sort((a, b) => Buffer.compare(Buffer.from(idOf(s, a)), Buffer.from(idOf(s, b))));
   const byName = new Map(order.map((n, i) => [n, m.body.results[i]]));
-  return Object.fromEntries([...names].sort().map((n) => [n, answer(s, { ...m, body: { ...m.body, results: [byName.get(n)] } } as Message)]));
+  return Object.fromEntries(
+    [...names].sort().map((n) => [n, answer(s, { ...m, body: { ...m.body, results: [byName.get(n)] } } as Message)]),
+  );
 };
-const acquireBoth = async (seq: bigint, requestId: Uint8Array, sessionSeq: bigint, names: readonly string[], resend = false) => {
+const acquireBoth = async (
+  seq: bigint,
+  requestId: Uint8Array,
+  sessionSeq: bigint,
+  names: readonly string[],
+  resend = false,
+) => {
   const f = (s: Side) => (resend ? again(C, requestId, sessionSeq)(s) : acquire(seq, requestId, sessionSeq, names)(s));
   const a = acquireAnswer(pruned, names, await f(pruned));
   expect(acquireAnswer(twin, names, await f(twin))).toEqual(a);
@@ -162,8 +249,12 @@ const rows = async (s: Side, name: string) => {
   const n = async (q: string) => Number((await s.sql(q, [id]))[0]?.['n']);
   return {
     marks: await n(`SELECT count(*) AS n FROM service_control.lease_mark WHERE space = $1`),
-    publisherGrants: await n(`SELECT count(*) AS n FROM service_control.lease_grant WHERE service_id = $1 AND kind IN ('ready', 'refresh')`),
-    acquireGrants: await n(`SELECT count(*) AS n FROM service_control.lease_grant WHERE service_id = $1 AND kind = 'acquire'`),
+    publisherGrants: await n(
+      `SELECT count(*) AS n FROM service_control.lease_grant WHERE service_id = $1 AND kind IN ('ready', 'refresh')`,
+    ),
+    acquireGrants: await n(
+      `SELECT count(*) AS n FROM service_control.lease_grant WHERE service_id = $1 AND kind = 'acquire'`,
+    ),
     items: await n(`SELECT count(*) AS n FROM service_control.lease_acquire_item WHERE service_id = $1`),
   };
 };
@@ -187,37 +278,64 @@ afterAll(async () => {
 
 // one request sequence, in order: each step starts where the previous one left both stores
 describe('lease rows of withdrawn services: pruning never changes an answer and leaves no row a request can no longer reach', () => {
-  const [webReady, webRefresh, dbReady, dbRefresh, dbRefresh3, dbRefresh4, web2Ready] = Array.from({ length: 7 }, rid16) as [Uint8Array, Uint8Array, Uint8Array, Uint8Array, Uint8Array, Uint8Array, Uint8Array];
+  const [webReady, webRefresh, dbReady, dbRefresh, dbRefresh3, dbRefresh4, web2Ready] = Array.from(
+    { length: 7 },
+    rid16,
+  ) as [Uint8Array, Uint8Array, Uint8Array, Uint8Array, Uint8Array, Uint8Array, Uint8Array];
   const [acq1, acq2, acq3, acq4] = Array.from({ length: 4 }, rid16) as [Uint8Array, Uint8Array, Uint8Array, Uint8Array];
 
   it('a service withdrawn in the session of its last grant still answers that request’s retransmission with the original grant, and the seq rules; its mark and grant stay while that session lasts', async () => {
     clock = 2_000_000;
-    expect(await both(ready('listener.ready', 'web', 1n, webReady, 1n))).toMatchObject([{ result: 'granted', remaining_ms: 30_000n }]);
-    expect(await both(ready('listener.ready', 'db', 1n, dbReady, 1n))).toMatchObject([{ result: 'granted', remaining_ms: 30_000n }]);
+    expect(await both(ready('listener.ready', 'web', 1n, webReady, 1n))).toMatchObject([
+      { result: 'granted', remaining_ms: 30_000n },
+    ]);
+    expect(await both(ready('listener.ready', 'db', 1n, dbReady, 1n))).toMatchObject([
+      { result: 'granted', remaining_ms: 30_000n },
+    ]);
     clock += 10_000;
-    expect(await both(ready('lease.refresh', 'web', 2n, webRefresh, 1n))).toMatchObject([{ result: 'granted', remaining_ms: 30_000n }]);
-    expect(await both(ready('lease.refresh', 'db', 2n, dbRefresh, 1n))).toMatchObject([{ result: 'granted', remaining_ms: 30_000n }]);
+    expect(await both(ready('lease.refresh', 'web', 2n, webRefresh, 1n))).toMatchObject([
+      { result: 'granted', remaining_ms: 30_000n },
+    ]);
+    expect(await both(ready('lease.refresh', 'db', 2n, dbRefresh, 1n))).toMatchObject([
+      { result: 'granted', remaining_ms: 30_000n },
+    ]);
     clock += 1_000;
     const first = (await acquireBoth(1n, acq1, 1n, ['web', 'db'])) as Record<'web' | 'db', [{ grant: number }]>;
-    expect(first).toMatchObject({ web: [{ result: 'granted', remaining_ms: 29_000n }], db: [{ result: 'granted', remaining_ms: 29_000n }] });
+    expect(first).toMatchObject({
+      web: [{ result: 'granted', remaining_ms: 29_000n }],
+      db: [{ result: 'granted', remaining_ms: 29_000n }],
+    });
 
     // the owner drops `web` from the report: withdrawn in this session
     expect(await both(report(2n, ['db']))).toBe('report.accepted');
     for (const s of sides) expect((await services(s)).find((x) => x.declarationKey === 'web')?.state).toBe('withdrawn');
     clock += 2_000;
     // the same session: the retransmission of the last grant's request is its original grant, counted down
-    expect(await both(again(P, webRefresh, 1n))).toMatchObject([{ result: 'granted', remaining_ms: 27_000n, grant: 2 }]);
-    expect(await both(ready('listener.ready', 'web', 1n, rid16(), 1n))).toMatchObject([{ result: 'stale-refresh', grant: null }]);
-    expect(await both(again(P, webRefresh, 1n, { allocation_round: 2n }))).toMatchObject([{ result: 'digest-conflict' }]);
-    expect(await both(ready('lease.refresh', 'web', 3n, rid16(), 1n))).toMatchObject([{ result: 'stale-listener', grant: null }]);
+    expect(await both(again(P, webRefresh, 1n))).toMatchObject([
+      { result: 'granted', remaining_ms: 27_000n, grant: 2 },
+    ]);
+    expect(await both(ready('listener.ready', 'web', 1n, rid16(), 1n))).toMatchObject([
+      { result: 'stale-refresh', grant: null },
+    ]);
+    expect(await both(again(P, webRefresh, 1n, { allocation_round: 2n }))).toMatchObject([
+      { result: 'digest-conflict' },
+    ]);
+    expect(await both(ready('lease.refresh', 'web', 3n, rid16(), 1n))).toMatchObject([
+      { result: 'stale-listener', grant: null },
+    ]);
     // the consumer's retransmission of its request naming the withdrawn service: the same items as before
     expect(await acquireBoth(1n, acq1, 1n, ['web', 'db'], true)).toMatchObject({
       web: [{ result: 'granted', remaining_ms: 27_000n, grant: first.web[0].grant }],
       db: [{ result: 'granted', remaining_ms: 27_000n, grant: first.db[0].grant }],
     });
-    expect(await acquireBoth(2n, acq2, 1n, ['web', 'db'])).toMatchObject({ web: [{ result: 'stale-listener', grant: null }], db: [{ result: 'granted' }] });
+    expect(await acquireBoth(2n, acq2, 1n, ['web', 'db'])).toMatchObject({
+      web: [{ result: 'stale-listener', grant: null }],
+      db: [{ result: 'granted' }],
+    });
     // the live service is untouched
-    expect(await both(ready('lease.refresh', 'db', 3n, dbRefresh3, 1n))).toMatchObject([{ result: 'granted', remaining_ms: 30_000n }]);
+    expect(await both(ready('lease.refresh', 'db', 3n, dbRefresh3, 1n))).toMatchObject([
+      { result: 'granted', remaining_ms: 30_000n },
+    ]);
 
     // a retransmission can still arrive in this session: the pruned side keeps the mark and its grant
     expect(await rows(pruned, 'web')).toMatchObject({ marks: 1, publisherGrants: 1 });
@@ -235,13 +353,19 @@ describe('lease rows of withdrawn services: pruning never changes an answer and 
     expect(await rows(twin, 'web')).toMatchObject({ marks: 1, publisherGrants: 2 });
     // the retransmission of the last request in another session (a correct A never sends it: its envelope keeps the
     // session), a lower seq, the same seq with other content, a higher seq: all stale-listener
-    expect(await both(again(P, webRefresh, 2n))).toMatchObject([{ result: 'stale-listener', grant: null, remaining_ms: 0n }]);
+    expect(await both(again(P, webRefresh, 2n))).toMatchObject([
+      { result: 'stale-listener', grant: null, remaining_ms: 0n },
+    ]);
     expect(await both(ready('listener.ready', 'web', 1n, rid16(), 2n))).toMatchObject([{ result: 'stale-listener' }]);
-    expect(await both(again(P, webRefresh, 2n, { allocation_round: 2n }))).toMatchObject([{ result: 'stale-listener' }]);
+    expect(await both(again(P, webRefresh, 2n, { allocation_round: 2n }))).toMatchObject([
+      { result: 'stale-listener' },
+    ]);
     expect(await both(ready('lease.refresh', 'web', 4n, rid16(), 2n))).toMatchObject([{ result: 'stale-listener' }]);
     // the live service keeps its seq rules across the session change
     await each(snapshotAcked(P, 2n, ['db']));
-    expect(await both(ready('lease.refresh', 'db', 4n, dbRefresh4, 2n))).toMatchObject([{ result: 'granted', remaining_ms: 30_000n }]);
+    expect(await both(ready('lease.refresh', 'db', 4n, dbRefresh4, 2n))).toMatchObject([
+      { result: 'granted', remaining_ms: 30_000n },
+    ]);
     expect(await both(again(P, dbRefresh3, 2n))).toMatchObject([{ result: 'stale-refresh' }]);
     expect(await both(again(P, dbRefresh4, 2n))).toMatchObject([{ result: 'granted', remaining_ms: 30_000n }]);
     expect(await rows(pruned, 'db')).toMatchObject({ marks: 1, publisherGrants: 1 });
@@ -257,7 +381,9 @@ describe('lease rows of withdrawn services: pruning never changes an answer and 
     }
     // the new runtime's session: db is still active, so its (old runtime's) mark is kept — acquire reads it
     expect(await rows(pruned, 'db')).toMatchObject({ marks: 1, publisherGrants: 1 });
-    expect(await acquireBoth(4n, rid16(), 1n, ['db'])).toMatchObject({ db: [{ result: 'granted', remaining_ms: 29_000n }] });
+    expect(await acquireBoth(4n, rid16(), 1n, ['db'])).toMatchObject({
+      db: [{ result: 'granted', remaining_ms: 29_000n }],
+    });
     // `db` withdrawn and `web` declared again (a new service: `web2`)
     expect(await both(report(3n, ['web']))).toBe('report.accepted');
     expect(await rows(pruned, 'db')).toMatchObject({ marks: 0, publisherGrants: 0 });
@@ -270,9 +396,13 @@ describe('lease rows of withdrawn services: pruning never changes an answer and 
     for (const s of sides) expect(toHex(idOf(s, 'web2'))).not.toBe(toHex(idOf(s, 'web')));
     await each(snapshotAcked(P, 3n, ['web2']));
     await each(snapshotAcked(C, 1n, ['web2']));
-    expect(await both(ready('listener.ready', 'web2', 1n, web2Ready, 3n))).toMatchObject([{ result: 'granted', remaining_ms: 30_000n }]);
+    expect(await both(ready('listener.ready', 'web2', 1n, web2Ready, 3n))).toMatchObject([
+      { result: 'granted', remaining_ms: 30_000n },
+    ]);
     clock += 1_000;
-    expect(await acquireBoth(5n, acq4, 1n, ['web2'])).toMatchObject({ web2: [{ result: 'granted', remaining_ms: 29_000n }] });
+    expect(await acquireBoth(5n, acq4, 1n, ['web2'])).toMatchObject({
+      web2: [{ result: 'granted', remaining_ms: 29_000n }],
+    });
     // the retransmissions of requests naming the old `web`: still stale-listener, the new service changes nothing
     expect(await both(again(P, webRefresh, 3n))).toMatchObject([{ result: 'stale-listener' }]);
   });
@@ -287,7 +417,13 @@ describe('lease rows of withdrawn services: pruning never changes an answer and 
     for (const s of sides) {
       const t = await s.store.takeover();
       await s.authority.idle();
-      s.authority = new Authority({ store: s.store, nsdId: s.nsdId, epoch: t.epoch, now: () => Date.now(), leaseNow: () => clock });
+      s.authority = new Authority({
+        store: s.store,
+        nsdId: s.nsdId,
+        epoch: t.epoch,
+        now: () => Date.now(),
+        leaseNow: () => clock,
+      });
     }
     for (const s of sides) {
       await bind(s, who(s, P), 4n);
@@ -298,13 +434,22 @@ describe('lease rows of withdrawn services: pruning never changes an answer and 
     expect(await both(again(P, web2Ready, 4n))).toMatchObject([{ result: 'stale-listener', grant: null }]);
     expect(await both(ready('listener.ready', 'web2', 1n, rid16(), 4n))).toMatchObject([{ result: 'stale-listener' }]);
     // the consumer's request map of the old epoch: lease-expired, as before (decision 0165)
-    expect(await acquireBoth(5n, acq4, 2n, ['web2'], true)).toMatchObject({ web2: [{ result: 'lease-expired', grant: null }] });
+    expect(await acquireBoth(5n, acq4, 2n, ['web2'], true)).toMatchObject({
+      web2: [{ result: 'lease-expired', grant: null }],
+    });
 
     for (const name of ['web', 'db', 'web2']) {
       expect(await rows(pruned, name)).toEqual({ marks: 0, publisherGrants: 0, acquireGrants: 0, items: 0 });
       expect((await rows(twin, name)).marks).toBe(1);
     }
     // the consumer's mark stays (one per membership: spec §5.8 "request map and high-water marks are persisted")
-    for (const s of sides) expect(Number((await s.sql(`SELECT count(*) AS n FROM service_control.lease_mark WHERE holder = $1`, [Buffer.from(C)]))[0]?.['n'])).toBe(1);
+    for (const s of sides)
+      expect(
+        Number(
+          (
+            await s.sql(`SELECT count(*) AS n FROM service_control.lease_mark WHERE holder = $1`, [Buffer.from(C)])
+          )[0]?.['n'],
+        ),
+      ).toBe(1);
   });
 });

@@ -50,7 +50,10 @@ export const ensureBinary = (name: BinaryName): Effect.Effect<string, TestbedErr
       },
     });
     if (!isExecutable(path)) {
-      return yield* new TestbedError({ component: 'binaries', reason: `build of ${name} reported success but ${path} is missing` });
+      return yield* new TestbedError({
+        component: 'binaries',
+        reason: `build of ${name} reported success but ${path} is missing`,
+      });
     }
     return path;
   });

@@ -8,7 +8,16 @@ import { ensureBinary } from './binaries.js';
 import { installCrdsOn, type CrdManifest } from './kube-api.js';
 import { TestbedError } from './errors.js';
 import { httpCall } from './net.js';
-import { defaultStateFile, isAlive, readState, readStatePid, removeState, shellExports, writeState, type TestbedState } from './state.js';
+import {
+  defaultStateFile,
+  isAlive,
+  readState,
+  readStatePid,
+  removeState,
+  shellExports,
+  writeState,
+  type TestbedState,
+} from './state.js';
 import { startTestbed } from './testbed.js';
 import { binaryPaths, versions } from './versions.js';
 
@@ -95,7 +104,11 @@ const detached = Effect.gen(function* () {
     }
     if (child.pid === undefined || !isAlive(child.pid) || Date.now() > deadline) {
       const { logTail } = yield* Effect.promise(() => import('./process.js'));
-      return yield* new TestbedError({ component: 'state', reason: `test bed failed to start:\n${logTail(logFile, 40)}`, logFile });
+      return yield* new TestbedError({
+        component: 'state',
+        reason: `test bed failed to start:\n${logTail(logFile, 40)}`,
+        logFile,
+      });
     }
     yield* Effect.sleep('250 millis');
   }
@@ -122,17 +135,33 @@ const status = Effect.gen(function* () {
   if (pid === undefined || !isAlive(pid)) return yield* new TestbedError({ component: 'state', reason: 'not running' });
   const state = yield* Effect.either(readState(stateFile));
   if (state._tag === 'Left') {
-    return yield* new TestbedError({ component: 'state', reason: `running (pid ${pid}) but its state is not this version's (${state.left.reason}); restart it with down + up` });
+    return yield* new TestbedError({
+      component: 'state',
+      reason: `running (pid ${pid}) but its state is not this version's (${state.left.reason}); restart it with down + up`,
+    });
   }
   const s = state.right;
   say(`running (pid ${s.pid}, since ${s.startedAt})`);
-  const api = yield* Effect.promise(() => httpCall(`${s.kube.server}/readyz`, { headers: { authorization: `Bearer ${s.kube.token}` }, ca: s.kube.caCert }).catch((e: unknown) => ({ status: 0, body: String(e) })));
-  say(`kube-apiserver ${s.kube.version} ${s.kube.server}: ${api.status === 200 ? 'ready' : `NOT READY (${api.status})`}`);
+  const api = yield* Effect.promise(() =>
+    httpCall(`${s.kube.server}/readyz`, {
+      headers: { authorization: `Bearer ${s.kube.token}` },
+      ca: s.kube.caCert,
+    }).catch((e: unknown) => ({ status: 0, body: String(e) })),
+  );
+  say(
+    `kube-apiserver ${s.kube.version} ${s.kube.server}: ${api.status === 200 ? 'ready' : `NOT READY (${api.status})`}`,
+  );
   const cm = s.controllerManager;
-  const cmHealth = yield* Effect.promise(() => httpCall(cm.healthz, { ca: s.kube.caCert }).catch((e: unknown) => ({ status: 0, body: String(e) })));
+  const cmHealth = yield* Effect.promise(() =>
+    httpCall(cm.healthz, { ca: s.kube.caCert }).catch((e: unknown) => ({ status: 0, body: String(e) })),
+  );
   const cmOk = isAlive(cm.pid) && cmHealth.status === 200;
-  say(`kube-controller-manager ${cm.version} pid ${cm.pid} port ${cm.port} (${cm.controllers.join(', ')}): ${cmOk ? 'healthy' : `NOT HEALTHY (${isAlive(cm.pid) ? `healthz ${cmHealth.status}` : 'process gone'})`}`);
-  say(`openbao: ${s.openbao.available ? `${s.openbao.version} ${s.openbao.addr}` : `UNAVAILABLE: ${s.openbao.reason}`}`);
+  say(
+    `kube-controller-manager ${cm.version} pid ${cm.pid} port ${cm.port} (${cm.controllers.join(', ')}): ${cmOk ? 'healthy' : `NOT HEALTHY (${isAlive(cm.pid) ? `healthz ${cmHealth.status}` : 'process gone'})`}`,
+  );
+  say(
+    `openbao: ${s.openbao.available ? `${s.openbao.version} ${s.openbao.addr}` : `UNAVAILABLE: ${s.openbao.reason}`}`,
+  );
   say(`postgresql ${s.postgres.version} ${s.postgres.host}:${s.postgres.port}`);
   // Still exit 0: scripts read a non-zero status as "not running" and would start (and later stop) a second one.
 });
@@ -141,14 +170,21 @@ const status = Effect.gen(function* () {
 const olderRunning = (file: string): Effect.Effect<void, TestbedError> => {
   const pid = readStatePid(file);
   return pid !== undefined && isAlive(pid)
-    ? new TestbedError({ component: 'state', reason: `a test bed from an older version of this tool is running (pid ${pid}); stop it with \`testbed down\` first` })
+    ? new TestbedError({
+        component: 'state',
+        reason: `a test bed from an older version of this tool is running (pid ${pid}); stop it with \`testbed down\` first`,
+      })
     : Effect.void;
 };
 
 const env = (json: boolean) =>
   Effect.gen(function* () {
     const state = yield* readState(stateFile);
-    if (!isAlive(state.pid)) return yield* new TestbedError({ component: 'state', reason: `stale state file ${stateFile} (pid ${state.pid} is gone)` });
+    if (!isAlive(state.pid))
+      return yield* new TestbedError({
+        component: 'state',
+        reason: `stale state file ${stateFile} (pid ${state.pid} is gone)`,
+      });
     process.stdout.write(json ? `${JSON.stringify(state, null, 2)}\n` : `${shellExports(state, stateFile)}\n`);
   });
 
@@ -164,7 +200,10 @@ const build = Effect.gen(function* () {
 const readCrds = (paths: ReadonlyArray<string>): CrdManifest[] => {
   const files = paths.flatMap((p) =>
     statSync(p).isDirectory()
-      ? readdirSync(p).filter((f) => f.endsWith('.yaml') || f.endsWith('.yml')).sort().map((f) => join(p, f))
+      ? readdirSync(p)
+          .filter((f) => f.endsWith('.yaml') || f.endsWith('.yml'))
+          .sort()
+          .map((f) => join(p, f))
       : [p],
   );
   return files.flatMap((f) =>
@@ -176,7 +215,11 @@ const readCrds = (paths: ReadonlyArray<string>): CrdManifest[] => {
 
 const installCrdsCommand = (paths: ReadonlyArray<string>) =>
   Effect.gen(function* () {
-    if (paths.length === 0) return yield* new TestbedError({ component: 'state', reason: 'install-crds needs at least one YAML file or folder' });
+    if (paths.length === 0)
+      return yield* new TestbedError({
+        component: 'state',
+        reason: 'install-crds needs at least one YAML file or folder',
+      });
     const state = yield* readState(stateFile);
     const crds = yield* Effect.try({
       try: () => readCrds(paths),
@@ -187,21 +230,31 @@ const installCrdsCommand = (paths: ReadonlyArray<string>) =>
       try: () => installCrdsOn(state.kube, crds),
       catch: (e) => new TestbedError({ component: 'kube-apiserver', reason: String(e) }),
     });
-    say(`${crds.length} CRDs installed and served (${Date.now() - started} ms): ${crds.map((c) => c.metadata.name).join(', ')}`);
+    say(
+      `${crds.length} CRDs installed and served (${Date.now() - started} ms): ${crds.map((c) => c.metadata.name).join(', ')}`,
+    );
   });
 
 const [command, ...flags] = process.argv.slice(2);
 const program: Effect.Effect<void, TestbedError> =
-  command === 'up' ? (flags.includes('--foreground') ? foreground : detached)
-  : command === 'down' ? down
-  : command === 'env' ? env(flags.includes('--json'))
-  : command === 'status' ? status
-  : command === 'build' ? build
-  : command === 'install-crds' ? installCrdsCommand(flags)
-  : Effect.sync(() => {
-      process.stderr.write(`${usage}\n`);
-      process.exitCode = command === undefined || command === 'help' || command === '--help' ? 0 : 2;
-    });
+  command === 'up'
+    ? flags.includes('--foreground')
+      ? foreground
+      : detached
+    : command === 'down'
+      ? down
+      : command === 'env'
+        ? env(flags.includes('--json'))
+        : command === 'status'
+          ? status
+          : command === 'build'
+            ? build
+            : command === 'install-crds'
+              ? installCrdsCommand(flags)
+              : Effect.sync(() => {
+                  process.stderr.write(`${usage}\n`);
+                  process.exitCode = command === undefined || command === 'help' || command === '--help' ? 0 : 2;
+                });
 
 Effect.runPromiseExit(program).then((exit) => {
   if (Exit.isFailure(exit)) {

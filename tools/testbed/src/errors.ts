@@ -2,7 +2,8 @@ import { Data } from 'effect';
 
 /** Any failure to build, start, probe or stop a test-bed service. `logFile` points at the evidence. */
 export class TestbedError extends Data.TaggedError('TestbedError')<{
-  readonly component: 'etcd' | 'kube-apiserver' | 'kube-controller-manager' | 'openbao' | 'postgresql' | 'binaries' | 'state' | 'pki';
+  readonly component:
+    'etcd' | 'kube-apiserver' | 'kube-controller-manager' | 'openbao' | 'postgresql' | 'binaries' | 'state' | 'pki';
   readonly reason: string;
   readonly logFile?: string;
 }> {

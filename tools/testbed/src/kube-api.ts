@@ -60,18 +60,25 @@ export interface CrdManifest {
  * Creates (or replaces) CRDs and waits until each is Established **and** every served version answers a list
  * with 200 — Established alone does not mean the storage for the new resource is ready to serve.
  */
-export const installCrdsOn = async (kube: KubeEndpoint, crds: ReadonlyArray<CrdManifest>, timeoutMs = 60_000): Promise<void> => {
+export const installCrdsOn = async (
+  kube: KubeEndpoint,
+  crds: ReadonlyArray<CrdManifest>,
+  timeoutMs = 60_000,
+): Promise<void> => {
   const kubeRequest = (method: string, path: string, body?: unknown) => kubeCall(kube, method, path, body);
   const crdPath = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions';
   for (const crd of crds) {
     const created = await kubeRequest('POST', crdPath, crd);
     if (created.status === 409) {
-      const current = (await kubeRequest('GET', `${crdPath}/${crd.metadata.name}`)).json() as { metadata: { resourceVersion: string } };
+      const current = (await kubeRequest('GET', `${crdPath}/${crd.metadata.name}`)).json() as {
+        metadata: { resourceVersion: string };
+      };
       const replaced = await kubeRequest('PUT', `${crdPath}/${crd.metadata.name}`, {
         ...crd,
         metadata: { ...crd.metadata, resourceVersion: current.metadata.resourceVersion },
       });
-      if (replaced.status !== 200) throw new Error(`replacing CRD ${crd.metadata.name}: ${replaced.status} ${replaced.body}`);
+      if (replaced.status !== 200)
+        throw new Error(`replacing CRD ${crd.metadata.name}: ${replaced.status} ${replaced.body}`);
     } else if (created.status !== 201) {
       throw new Error(`creating CRD ${crd.metadata.name}: ${created.status} ${created.body}`);
     }
@@ -88,14 +95,17 @@ export const installCrdsOn = async (kube: KubeEndpoint, crds: ReadonlyArray<CrdM
     }
     const { group, names, scope } = crd.spec;
     for (const version of crd.spec.versions.filter((v) => v.served)) {
-      const list = scope === 'Namespaced' ? `/apis/${group}/${version.name}/namespaces/default/${names.plural}` : `/apis/${group}/${version.name}/${names.plural}`;
+      const list =
+        scope === 'Namespaced'
+          ? `/apis/${group}/${version.name}/namespaces/default/${names.plural}`
+          : `/apis/${group}/${version.name}/${names.plural}`;
       for (;;) {
         const r = await kubeRequest('GET', `${list}?limit=1`);
         if (r.status === 200) break;
-        if (Date.now() > deadline) throw new Error(`${list} not served after ${timeoutMs} ms: ${r.status} ${r.body.slice(0, 200)}`);
+        if (Date.now() > deadline)
+          throw new Error(`${list} not served after ${timeoutMs} ms: ${r.status} ${r.body.slice(0, 200)}`);
         await sleep(100);
       }
     }
   }
 };
-

@@ -22,13 +22,51 @@ export const createPki = (dir: string): Effect.Effect<Pki, TestbedError> =>
   Effect.gen(function* () {
     const f = (name: string) => join(dir, name);
     const openssl = (...args: string[]) => runCommand('pki', 'openssl', args);
-    yield* openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', f('ca.key'), '-out', f('ca.crt'),
-      '-days', '2', '-subj', '/CN=homelab-testbed-ca');
+    yield* openssl(
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      f('ca.key'),
+      '-out',
+      f('ca.crt'),
+      '-days',
+      '2',
+      '-subj',
+      '/CN=homelab-testbed-ca',
+    );
     writeFileSync(f('serving.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n');
-    yield* openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', f('serving.key'), '-out', f('serving.csr'),
-      '-subj', '/CN=kube-apiserver');
-    yield* openssl('x509', '-req', '-in', f('serving.csr'), '-CA', f('ca.crt'), '-CAkey', f('ca.key'),
-      '-CAcreateserial', '-out', f('serving.crt'), '-days', '2', '-extfile', f('serving.ext'));
+    yield* openssl(
+      'req',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      f('serving.key'),
+      '-out',
+      f('serving.csr'),
+      '-subj',
+      '/CN=kube-apiserver',
+    );
+    yield* openssl(
+      'x509',
+      '-req',
+      '-in',
+      f('serving.csr'),
+      '-CA',
+      f('ca.crt'),
+      '-CAkey',
+      f('ca.key'),
+      '-CAcreateserial',
+      '-out',
+      f('serving.crt'),
+      '-days',
+      '2',
+      '-extfile',
+      f('serving.ext'),
+    );
     const sa = yield* Effect.try({
       try: () => generateKeyPairSync('rsa', { modulusLength: 2048 }),
       catch: (e) => new TestbedError({ component: 'pki', reason: String(e) }),

@@ -53,7 +53,8 @@ export const spawnScoped = (spec: {
           closeSync(fd);
         }
       },
-      catch: (e) => new TestbedError({ component: spec.component, reason: `spawn failed: ${String(e)}`, logFile: spec.logFile }),
+      catch: (e) =>
+        new TestbedError({ component: spec.component, reason: `spawn failed: ${String(e)}`, logFile: spec.logFile }),
     }),
     (managed) => stopProcess(managed),
   );
@@ -122,7 +123,12 @@ export const runCommand = (
       resume(
         code === 0
           ? Effect.succeed(out)
-          : Effect.fail(new TestbedError({ component, reason: `${command} ${args.join(' ')} exited ${code}:\n${out.slice(-4000)}` })),
+          : Effect.fail(
+              new TestbedError({
+                component,
+                reason: `${command} ${args.join(' ')} exited ${code}:\n${out.slice(-4000)}`,
+              }),
+            ),
       ),
     );
   });

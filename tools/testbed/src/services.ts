@@ -56,7 +56,12 @@ const writeKubeconfig = (file: string, server: string, caCert: string, user: str
       {
         apiVersion: 'v1',
         kind: 'Config',
-        clusters: [{ name: 'testbed', cluster: { server, 'certificate-authority-data': Buffer.from(caCert).toString('base64') } }],
+        clusters: [
+          {
+            name: 'testbed',
+            cluster: { server, 'certificate-authority-data': Buffer.from(caCert).toString('base64') },
+          },
+        ],
         users: [{ name: user, user: { token } }],
         contexts: [{ name: 'testbed', context: { cluster: 'testbed', user, namespace: 'default' } }],
         'current-context': 'testbed',
@@ -149,7 +154,12 @@ export const controllerManagerControllers = ['garbage-collector-controller', 'na
  * Loopback only, no leader election; its secure port serves with the API server's certificate (same CA), and it
  * is ready when `/healthz` lists both controllers as ok.
  */
-export const startKubeControllerManager = (dataDir: string, kube: KubeEndpoint, access: ControllerManagerAccess, progress: Progress) =>
+export const startKubeControllerManager = (
+  dataDir: string,
+  kube: KubeEndpoint,
+  access: ControllerManagerAccess,
+  progress: Progress,
+) =>
   Effect.gen(function* () {
     const bin = yield* ensureBinary('kube-controller-manager');
     const kubeconfig = join(dataDir, 'pki', 'kube-controller-manager.kubeconfig');
@@ -185,8 +195,16 @@ export const startKubeControllerManager = (dataDir: string, kube: KubeEndpoint, 
       },
       '60 seconds',
     );
-    progress(`kube-controller-manager ${versions.kubernetes} ready at ${healthz} (${controllerManagerControllers.join(', ')}; ${Date.now() - started} ms)`);
-    return { pid: proc.child.pid ?? -1, port, healthz, controllers: [...controllerManagerControllers], version: versions.kubernetes };
+    progress(
+      `kube-controller-manager ${versions.kubernetes} ready at ${healthz} (${controllerManagerControllers.join(', ')}; ${Date.now() - started} ms)`,
+    );
+    return {
+      pid: proc.child.pid ?? -1,
+      port,
+      healthz,
+      controllers: [...controllerManagerControllers],
+      version: versions.kubernetes,
+    };
   });
 
 /** The OpenBao dev server: in memory, unsealed, KV v2 mounted at `secret/`. */
@@ -200,15 +218,33 @@ export const startOpenBao = (dataDir: string, progress: Progress) =>
     const proc = yield* spawnScoped({
       component: 'openbao',
       command: bin,
-      args: ['server', '-dev', `-dev-root-token-id=${token}`, `-dev-listen-address=127.0.0.1:${port}`, '-dev-no-store-token'],
+      args: [
+        'server',
+        '-dev',
+        `-dev-root-token-id=${token}`,
+        `-dev-listen-address=127.0.0.1:${port}`,
+        '-dev-no-store-token',
+      ],
       logFile: join(dataDir, 'openbao.log'),
       env: { HOME: dataDir },
     });
-    yield* waitReady('openbao', proc, async () => (await httpCall(`${addr}/v1/sys/health`)).status === 200, '60 seconds');
-    const mounts = yield* Effect.promise(() => httpCall(`${addr}/v1/sys/mounts`, { headers: { 'x-vault-token': token } }));
-    const secret = (JSON.parse(mounts.body) as { data?: Record<string, { options?: { version?: string } }> }).data?.['secret/'];
+    yield* waitReady(
+      'openbao',
+      proc,
+      async () => (await httpCall(`${addr}/v1/sys/health`)).status === 200,
+      '60 seconds',
+    );
+    const mounts = yield* Effect.promise(() =>
+      httpCall(`${addr}/v1/sys/mounts`, { headers: { 'x-vault-token': token } }),
+    );
+    const secret = (JSON.parse(mounts.body) as { data?: Record<string, { options?: { version?: string } }> }).data?.[
+      'secret/'
+    ];
     if (secret?.options?.version !== '2') {
-      return yield* new TestbedError({ component: 'openbao', reason: `dev server did not mount KV v2 at secret/: ${mounts.body.slice(0, 300)}` });
+      return yield* new TestbedError({
+        component: 'openbao',
+        reason: `dev server did not mount KV v2 at secret/: ${mounts.body.slice(0, 300)}`,
+      });
     }
     progress(`openbao ${versions.openbaoRelease} dev server ready at ${addr} (${Date.now() - started} ms)`);
     return { addr, token, kvMount: 'secret' };
@@ -239,13 +275,22 @@ export const ensurePostgres = (progress: Progress) =>
     const confDir = '/etc/postgresql';
     const clusters = existsSync(confDir) ? readdirSync(confDir) : [];
     if (clusters.length === 0) {
-      return yield* new TestbedError({ component: 'postgresql', reason: `not reachable (${String(first.left.error)}) and no cluster under ${confDir} to start` });
+      return yield* new TestbedError({
+        component: 'postgresql',
+        reason: `not reachable (${String(first.left.error)}) and no cluster under ${confDir} to start`,
+      });
     }
     progress(`postgresql not reachable; starting cluster ${clusters[0]}/main`);
-    yield* runCommand('postgresql', 'pg_ctlcluster', ['--skip-systemctl-redirect', clusters[0] as string, 'main', 'start']);
+    yield* runCommand('postgresql', 'pg_ctlcluster', [
+      '--skip-systemctl-redirect',
+      clusters[0] as string,
+      'main',
+      'start',
+    ]);
     const version = yield* Effect.tryPromise({
       try: pgVersion,
-      catch: (e) => new TestbedError({ component: 'postgresql', reason: `started but still not reachable: ${String(e)}` }),
+      catch: (e) =>
+        new TestbedError({ component: 'postgresql', reason: `started but still not reachable: ${String(e)}` }),
     }).pipe(Effect.retry({ times: 40, schedule: Schedule.spaced('250 millis') }));
     return { ...postgresEndpoint, version };
   });

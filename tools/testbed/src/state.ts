@@ -33,7 +33,13 @@ export const TestbedState = Schema.Struct({
     version: Schema.String,
   }),
   openbao: Schema.Union(
-    Schema.Struct({ available: Schema.Literal(true), addr: Schema.String, token: Schema.String, kvMount: Schema.String, version: Schema.String }),
+    Schema.Struct({
+      available: Schema.Literal(true),
+      addr: Schema.String,
+      token: Schema.String,
+      kvMount: Schema.String,
+      version: Schema.String,
+    }),
     Schema.Struct({ available: Schema.Literal(false), reason: Schema.String }),
   ),
 });
@@ -51,10 +57,18 @@ export const writeState = (file: string, state: TestbedState): void => {
 export const readState = (file: string): Effect.Effect<TestbedState, TestbedError> =>
   Effect.try({
     try: () => JSON.parse(readFileSync(file, 'utf8')) as unknown,
-    catch: () => new TestbedError({ component: 'state', reason: `no running test bed (state file ${file} is missing or unreadable)` }),
+    catch: () =>
+      new TestbedError({
+        component: 'state',
+        reason: `no running test bed (state file ${file} is missing or unreadable)`,
+      }),
   }).pipe(
     Effect.flatMap(Schema.decodeUnknown(TestbedState)),
-    Effect.mapError((e) => (e._tag === 'TestbedError' ? e : new TestbedError({ component: 'state', reason: `state file ${file}: ${e.message}` }))),
+    Effect.mapError((e) =>
+      e._tag === 'TestbedError'
+        ? e
+        : new TestbedError({ component: 'state', reason: `state file ${file}: ${e.message}` }),
+    ),
   );
 
 export const removeState = (file: string): void => rmSync(file, { force: true });

@@ -2,7 +2,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Effect } from 'effect';
-import { ensurePostgres, startEtcd, startKubeApiserver, startKubeControllerManager, startOpenBao, type Progress } from './services.js';
+import {
+  ensurePostgres,
+  startEtcd,
+  startKubeApiserver,
+  startKubeControllerManager,
+  startOpenBao,
+  type Progress,
+} from './services.js';
 import type { TestbedState } from './state.js';
 import { versions } from './versions.js';
 

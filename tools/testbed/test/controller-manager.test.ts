@@ -24,7 +24,15 @@ const settle = { timeout: 60_000, interval: 200 } as const;
 
 const configMap = async (name: string, owner?: Meta, extra: Record<string, unknown> = {}): Promise<Meta> => {
   const ownerReferences = owner
-    ? [{ apiVersion: 'v1', kind: 'ConfigMap', name: owner.metadata.name, uid: owner.metadata.uid, blockOwnerDeletion: true }]
+    ? [
+        {
+          apiVersion: 'v1',
+          kind: 'ConfigMap',
+          name: owner.metadata.name,
+          uid: owner.metadata.uid,
+          blockOwnerDeletion: true,
+        },
+      ]
     : undefined;
   const r = await kubeRequest('POST', configMaps(), {
     apiVersion: 'v1',
@@ -38,7 +46,11 @@ const configMap = async (name: string, owner?: Meta, extra: Record<string, unkno
 
 const get = (path: string) => kubeRequest('GET', path);
 const remove = (path: string, propagationPolicy?: 'Background' | 'Foreground' | 'Orphan') =>
-  kubeRequest('DELETE', path, propagationPolicy ? { kind: 'DeleteOptions', apiVersion: 'v1', propagationPolicy } : undefined);
+  kubeRequest(
+    'DELETE',
+    path,
+    propagationPolicy ? { kind: 'DeleteOptions', apiVersion: 'v1', propagationPolicy } : undefined,
+  );
 const gone = async (path: string) => expect((await get(path)).status).toBe(404);
 
 describe.sequential('kube-controller-manager (real)', () => {
@@ -82,12 +94,20 @@ describe.sequential('kube-controller-manager (real)', () => {
     expect((deleted.json() as Meta).metadata.finalizers).toContain('foregroundDeletion');
 
     const dependentPath = `${configMaps()}/${dependent.metadata.name}`;
-    await vi.waitFor(async () => expect(((await get(dependentPath)).json() as Meta).metadata.deletionTimestamp).toBeTruthy(), settle);
+    await vi.waitFor(
+      async () => expect(((await get(dependentPath)).json() as Meta).metadata.deletionTimestamp).toBeTruthy(),
+      settle,
+    );
     const waiting = (await get(`${configMaps()}/${owner.metadata.name}`)).json() as Meta;
     expect(waiting.metadata.deletionTimestamp).toBeTruthy();
     expect(waiting.metadata.finalizers).toContain('foregroundDeletion');
 
-    const released = await kubeRequest('PATCH', dependentPath, [{ op: 'remove', path: '/metadata/finalizers' }], 'application/json-patch+json');
+    const released = await kubeRequest(
+      'PATCH',
+      dependentPath,
+      [{ op: 'remove', path: '/metadata/finalizers' }],
+      'application/json-patch+json',
+    );
     expect(released.status, released.body).toBe(200);
     await vi.waitFor(() => gone(dependentPath), settle);
     await vi.waitFor(() => gone(`${configMaps()}/${owner.metadata.name}`), settle);
@@ -104,14 +124,28 @@ describe.sequential('kube-controller-manager (real)', () => {
   });
 
   it('namespace controller: a deleted namespace is emptied (core and custom resources) and finishes deleting', async () => {
-    const { group, plural, kind, crdName, crd } = scratchCrd('nsctl.testbed.homelab.local', 'gadgets', 'Gadget', { type: 'object', 'x-kubernetes-preserve-unknown-fields': true });
+    const { group, plural, kind, crdName, crd } = scratchCrd('nsctl.testbed.homelab.local', 'gadgets', 'Gadget', {
+      type: 'object',
+      'x-kubernetes-preserve-unknown-fields': true,
+    });
     await installCrds([crd]);
     try {
       const name = uniqueName('doomed');
-      expect((await kubeRequest('POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name } })).status).toBe(201);
-      const cm = await kubeRequest('POST', `/api/v1/namespaces/${name}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'c' } });
+      expect(
+        (await kubeRequest('POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name } }))
+          .status,
+      ).toBe(201);
+      const cm = await kubeRequest('POST', `/api/v1/namespaces/${name}/configmaps`, {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: 'c' },
+      });
       expect(cm.status, cm.body).toBe(201);
-      const cr = await kubeRequest('POST', `/apis/${group}/v1/namespaces/${name}/${plural}`, { apiVersion: `${group}/v1`, kind, metadata: { name: 'g' } });
+      const cr = await kubeRequest('POST', `/apis/${group}/v1/namespaces/${name}/${plural}`, {
+        apiVersion: `${group}/v1`,
+        kind,
+        metadata: { name: 'g' },
+      });
       expect(cr.status, cr.body).toBe(201);
 
       const deleting = await kubeRequest('DELETE', `/api/v1/namespaces/${name}`);

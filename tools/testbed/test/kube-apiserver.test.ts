@@ -27,12 +27,19 @@ const widget = (name: string, labels: Record<string, string> = {}, extra: Record
 describe.sequential('kube-apiserver (real)', () => {
   it('a CRD becomes Established and its objects can be created, read, listed by label and paged with continue', async () => {
     await installCrds([crd]);
-    const got = (await kubeRequest('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crdName}`)).json() as {
+    const got = (
+      await kubeRequest('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crdName}`)
+    ).json() as {
       status: { conditions: Array<{ type: string; status: string }> };
     };
     expect(got.status.conditions).toContainEqual(expect.objectContaining({ type: 'Established', status: 'True' }));
 
-    for (const [name, tier] of [['a', 'gold'], ['b', 'gold'], ['c', 'gold'], ['d', 'silver']] as const) {
+    for (const [name, tier] of [
+      ['a', 'gold'],
+      ['b', 'gold'],
+      ['c', 'gold'],
+      ['d', 'silver'],
+    ] as const) {
       expect((await kubeRequest('POST', base(), widget(name, { tier }))).status).toBe(201);
     }
     const read = (await kubeRequest('GET', `${base()}/a`)).json() as Obj;
@@ -45,7 +52,12 @@ describe.sequential('kube-apiserver (real)', () => {
     };
     expect(page1.items.map((o) => o.metadata.name)).toEqual(['a', 'b']);
     expect(page1.metadata.continue).toBeTruthy();
-    const page2 = (await kubeRequest('GET', `${base()}?labelSelector=tier%3Dgold&limit=2&continue=${encodeURIComponent(page1.metadata.continue ?? '')}`)).json() as {
+    const page2 = (
+      await kubeRequest(
+        'GET',
+        `${base()}?labelSelector=tier%3Dgold&limit=2&continue=${encodeURIComponent(page1.metadata.continue ?? '')}`,
+      )
+    ).json() as {
       items: Obj[];
       metadata: { continue?: string };
     };
@@ -149,7 +161,10 @@ describe.sequential('kube-apiserver (real)', () => {
     // resourceVersion 1 predates this resource's watch cache window: the server answers 410 Gone
     // (inside the watch stream, as an ERROR event carrying a Status with code 410).
     const expired = await kubeRequest('GET', `${base()}?watch=true&resourceVersion=1&timeoutSeconds=2`);
-    const status = expired.status === 410 ? (expired.json() as { code: number }) : (JSON.parse(expired.body.split('\n')[0] ?? '{}') as { type: string; object: { code: number } }).object;
+    const status =
+      expired.status === 410
+        ? (expired.json() as { code: number })
+        : (JSON.parse(expired.body.split('\n')[0] ?? '{}') as { type: string; object: { code: number } }).object;
     expect(status.code).toBe(410);
   });
 

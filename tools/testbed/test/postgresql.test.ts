@@ -4,7 +4,7 @@ import { testbed, uniqueName, useDatabase } from '../src/vitest/index.js';
 
 const db = useDatabase('smoke');
 
-describe('PostgreSQL (the machine\'s server)', () => {
+describe("PostgreSQL (the machine's server)", () => {
   it('creates a role and a database, connects as that role, and drops both', async () => {
     const { postgres } = testbed();
     const role = uniqueName('role').replaceAll('-', '_');
@@ -14,9 +14,17 @@ describe('PostgreSQL (the machine\'s server)', () => {
     try {
       await admin.query(`CREATE ROLE "${role}" LOGIN PASSWORD 'pw-${role}'`);
       await admin.query(`CREATE DATABASE "${database}" OWNER "${role}"`);
-      const asRole = new pg.Client({ host: postgres.host, port: postgres.port, user: role, password: `pw-${role}`, database });
+      const asRole = new pg.Client({
+        host: postgres.host,
+        port: postgres.port,
+        user: role,
+        password: `pw-${role}`,
+        database,
+      });
       await asRole.connect();
-      const who = await asRole.query<{ current_user: string; current_database: string }>('SELECT current_user, current_database()');
+      const who = await asRole.query<{ current_user: string; current_database: string }>(
+        'SELECT current_user, current_database()',
+      );
       await asRole.end();
       expect(who.rows[0]).toEqual({ current_user: role, current_database: database });
       await admin.query(`DROP DATABASE "${database}"`);

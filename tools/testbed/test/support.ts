@@ -5,7 +5,12 @@ import { uniqueName } from '../src/vitest/index.js';
  * A namespaced CRD `<plural><random>.<group>` of kind `<kind><random>`, one version v1 (served, stored) with this
  * schema. Not installed: the test installs it (and deletes it where it must).
  */
-export const scratchCrd = (group: string, pluralPrefix: string, kindPrefix: string, openAPIV3Schema: Record<string, unknown>) => {
+export const scratchCrd = (
+  group: string,
+  pluralPrefix: string,
+  kindPrefix: string,
+  openAPIV3Schema: Record<string, unknown>,
+) => {
   const unique = uniqueName('x').slice(2);
   const plural = `${pluralPrefix}${unique}`;
   const kind = `${kindPrefix}${unique}`;

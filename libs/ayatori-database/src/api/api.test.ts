@@ -29,7 +29,10 @@ const decodeTenant = decode(PostgreSQLTenant);
 const message = (e: Either.Either<unknown, ParseResult.ParseError>): string =>
   Either.isLeft(e) ? ParseResult.TreeFormatter.formatErrorSync(e.left) : '';
 
-const instance = (endpoint: Record<string, unknown> = {}, cred: Record<string, unknown> = {}): PostgreSQLInstanceEncoded =>
+const instance = (
+  endpoint: Record<string, unknown> = {},
+  cred: Record<string, unknown> = {},
+): PostgreSQLInstanceEncoded =>
   ({
     apiVersion: ApiVersion,
     kind: 'PostgreSQLInstance',
@@ -59,10 +62,18 @@ const tenant = (spec: Record<string, unknown>, status?: Record<string, unknown>)
 
 describe('API kinds (database.ayatori.ddupan.top/v1alpha1)', () => {
   it('AY-8 (schema): status.conditions is a list-map keyed by type; duplicate Ready conditions are rejected', () => {
-    const ready = { type: 'Ready', status: 'False', reason: 'BindingPending', message: 'm', lastTransitionTime: '2026-01-01T00:00:00Z' };
+    const ready = {
+      type: 'Ready',
+      status: 'False',
+      reason: 'BindingPending',
+      message: 'm',
+      lastTransitionTime: '2026-01-01T00:00:00Z',
+    };
     const ok = decodeTenant(tenant({ databaseRef: { name: 'x' } }, { phase: 'Binding', conditions: [ready] }));
     expect(Either.isRight(ok)).toBe(true);
-    const dup = decodeTenant(tenant({ databaseRef: { name: 'x' } }, { phase: 'Binding', conditions: [ready, { ...ready, status: 'True' }] }));
+    const dup = decodeTenant(
+      tenant({ databaseRef: { name: 'x' } }, { phase: 'Binding', conditions: [ready, { ...ready, status: 'True' }] }),
+    );
     expect(message(dup)).toContain('duplicate condition type');
   });
 });
@@ -77,7 +88,11 @@ describe('PostgreSQLInstance', () => {
       database: 'postgres',
       sslMode: 'verify-full',
     });
-    expect(decoded.spec.adminCredentialRef).toEqual({ name: 'shared-admin', usernameKey: 'username', passwordKey: 'password' });
+    expect(decoded.spec.adminCredentialRef).toEqual({
+      name: 'shared-admin',
+      usernameKey: 'username',
+      passwordKey: 'password',
+    });
     expect(decoded.status).toBeUndefined();
   });
 
@@ -100,7 +115,9 @@ describe('PostgreSQLInstance', () => {
   });
 
   it('AY-4 (schema): hostaddr failures carry the CEL message; IPv4 and IPv6 forms are accepted', () => {
-    expect(message(decodeInstance(instance({ hostaddr: 'localhost' })))).toContain('hostaddr must be a single IPv4 or IPv6 address');
+    expect(message(decodeInstance(instance({ hostaddr: 'localhost' })))).toContain(
+      'hostaddr must be a single IPv4 or IPv6 address',
+    );
     for (const hostaddr of ['127.0.0.1', '::1', '2001:db8::10', 'fe80::1', '::', '::192.0.2.1']) {
       expect(Either.isRight(decodeInstance(instance({ hostaddr }))), hostaddr).toBe(true);
     }
@@ -117,7 +134,9 @@ describe('PostgreSQLDatabase', () => {
   it('AY-3 (schema): reclaimPolicy defaults to Retain; Delete and Retain are both accepted', () => {
     expect(Either.getOrThrow(decodeDatabase(database())).spec.reclaimPolicy).toBe('Retain');
     expect(Either.getOrThrow(decodeDatabase(database({ reclaimPolicy: 'Delete' }))).spec.reclaimPolicy).toBe('Delete');
-    expect(databaseUpdateViolation(database({ reclaimPolicy: 'Retain' }), database({ reclaimPolicy: 'Delete' }))).toBeUndefined();
+    expect(
+      databaseUpdateViolation(database({ reclaimPolicy: 'Retain' }), database({ reclaimPolicy: 'Delete' })),
+    ).toBeUndefined();
   });
 
   it.each([
@@ -136,7 +155,9 @@ describe('PostgreSQLDatabase', () => {
   it('AY-5 (schema): Provision with credentialRef is rejected with the exact message', () => {
     const result = decodeDatabase(database({ credentialRef: { mount: 'secret', path: 'a/b' } }));
     expect(message(result)).toContain('only imported databases require an existing credentialRef');
-    expect(message(decodeDatabase(database({ source: 'Import' })))).toContain('only imported databases require an existing credentialRef');
+    expect(message(decodeDatabase(database({ source: 'Import' })))).toContain(
+      'only imported databases require an existing credentialRef',
+    );
   });
 
   it('AY-7 (schema): an Import Database decodes on its own (no Instance lookup is part of the schema)', () => {
@@ -154,14 +175,26 @@ describe('PostgreSQLDatabase', () => {
       expect(databaseUpdateViolation(old, { ...old, spec: { ...old.spec, database: 'other' } })).toBe(msg);
       expect(databaseUpdateViolation(old, { ...old, spec: { ...old.spec, loginRole: 'other' } })).toBe(msg);
       expect(databaseUpdateViolation(old, { ...old, spec: { ...old.spec, source: 'Import' } })).toBe(msg);
-      expect(databaseUpdateViolation(old, { ...old, spec: { ...old.spec, credentialRef: { mount: 's', path: 'p' } } })).toBe(msg);
+      expect(
+        databaseUpdateViolation(old, { ...old, spec: { ...old.spec, credentialRef: { mount: 's', path: 'p' } } }),
+      ).toBe(msg);
       expect(databaseUpdateViolation(old, { ...old, spec: { ...old.spec, reclaimPolicy: 'Delete' } })).toBeUndefined();
     }
     const { credentialRef: _removed, ...withoutRef } = imported.spec;
     expect(databaseUpdateViolation(imported, { ...imported, spec: withoutRef })).toBe(msg);
-    expect(databaseUpdateViolation(imported, { ...imported, spec: { ...imported.spec, credentialRef: { mount: 'secret', path: 'a/c' } } })).toBe(msg);
+    expect(
+      databaseUpdateViolation(imported, {
+        ...imported,
+        spec: { ...imported.spec, credentialRef: { mount: 'secret', path: 'a/c' } },
+      }),
+    ).toBe(msg);
     // tenantRef itself is not frozen by the rule, and before observation/binding everything may change
-    expect(databaseUpdateViolation(imported, { ...imported, spec: { ...imported.spec, tenantRef: { ...tenantRef, uid: 'u2' } } })).toBeUndefined();
+    expect(
+      databaseUpdateViolation(imported, {
+        ...imported,
+        spec: { ...imported.spec, tenantRef: { ...tenantRef, uid: 'u2' } },
+      }),
+    ).toBeUndefined();
     expect(databaseUpdateViolation(database(), database({ database: 'other' }))).toBeUndefined();
   });
 });
@@ -169,19 +202,26 @@ describe('PostgreSQLDatabase', () => {
 describe('PostgreSQLTenant', () => {
   it('AY-6 (schema): both or neither of provision/databaseRef is rejected with the exact message', () => {
     const msg = 'exactly one of provision and databaseRef is required';
-    expect(message(decodeTenant(tenant({ provision: { instanceRef: { name: 'shared' } }, databaseRef: { name: 'x' } })))).toContain(msg);
+    expect(
+      message(decodeTenant(tenant({ provision: { instanceRef: { name: 'shared' } }, databaseRef: { name: 'x' } }))),
+    ).toContain(msg);
     expect(message(decodeTenant(tenant({})))).toContain(msg);
     expect(Either.isRight(decodeTenant(tenant({ provision: { instanceRef: { name: 'shared' } } })))).toBe(true);
   });
 
   it('AY-7 (schema): two Tenants naming the same Database both decode', () => {
     const a = decodeTenant(tenant({ databaseRef: { name: 'shared-db' } }));
-    const b = decodeTenant({ ...tenant({ databaseRef: { name: 'shared-db' } }), metadata: { name: 'b', namespace: 'apps' } });
+    const b = decodeTenant({
+      ...tenant({ databaseRef: { name: 'shared-db' } }),
+      metadata: { name: 'b', namespace: 'apps' },
+    });
     expect([Either.isRight(a), Either.isRight(b)]).toEqual([true, true]);
   });
 
   it('spec.extensions keeps any spelling (no identifier rule) and is a set-list', () => {
-    const decoded = Either.getOrThrow(decodeTenant(tenant({ databaseRef: { name: 'x' }, extensions: ['HSTORE', 'uuid-ossp'] })));
+    const decoded = Either.getOrThrow(
+      decodeTenant(tenant({ databaseRef: { name: 'x' }, extensions: ['HSTORE', 'uuid-ossp'] })),
+    );
     expect(decoded.spec.extensions).toEqual(['HSTORE', 'uuid-ossp']);
   });
 
@@ -191,22 +231,29 @@ describe('PostgreSQLTenant', () => {
     const provision = { instanceRef: { name: 'shared' } };
     for (const phase of ['Binding', 'Bound', 'Deleting']) {
       const old = tenant({ provision }, { phase });
-      expect(tenantUpdateViolations(old, tenant({ provision: { instanceRef: { name: 'other' } } }, { phase }))).toEqual([frozen]);
+      expect(tenantUpdateViolations(old, tenant({ provision: { instanceRef: { name: 'other' } } }, { phase }))).toEqual(
+        [frozen],
+      );
       expect(tenantUpdateViolations(old, tenant({ databaseRef: { name: 'x' } }, { phase }))).toEqual([frozen]);
       expect(tenantUpdateViolations(old, tenant({ provision }, { phase: '' }))).toEqual([progress]);
       expect(tenantUpdateViolations(old, tenant({ provision }, { phase: 'Pending' }))).toEqual([progress]);
       expect(tenantUpdateViolations(old, tenant({ provision }))).toEqual([progress]);
-      expect(tenantUpdateViolations(old, tenant({ provision, extensions: ['pgcrypto'], secretName: 'new' }, { phase }))).toEqual([]);
+      expect(
+        tenantUpdateViolations(old, tenant({ provision, extensions: ['pgcrypto'], secretName: 'new' }, { phase })),
+      ).toEqual([]);
     }
     expect(tenantUpdateViolations(tenant({ provision }), tenant({ databaseRef: { name: 'x' } }))).toEqual([]);
-    expect(tenantUpdateViolations(tenant({ provision }, { phase: 'Pending' }), tenant({ databaseRef: { name: 'x' } }))).toEqual([]);
+    expect(
+      tenantUpdateViolations(tenant({ provision }, { phase: 'Pending' }), tenant({ databaseRef: { name: 'x' } })),
+    ).toEqual([]);
   });
 });
 
 describe('samples', () => {
   it('AY-12 (schema): the three sample manifests (four objects) decode strictly', () => {
     const dir = join(import.meta.dirname, '../../samples');
-    const load = (file: string) => parseAllDocuments(readFileSync(join(dir, file), 'utf8')).map((d) => d.toJS() as unknown);
+    const load = (file: string) =>
+      parseAllDocuments(readFileSync(join(dir, file), 'utf8')).map((d) => d.toJS() as unknown);
     const [inst] = load('database_v1alpha1_postgresqlinstance.yaml');
     const [db] = load('database_v1alpha1_postgresqldatabase.yaml');
     const tenants = load('database_v1alpha1_postgresqltenant.yaml');

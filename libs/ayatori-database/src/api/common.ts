@@ -36,7 +36,11 @@ export const Uid = Schema.String.pipe(
 );
 
 /** A namespace name (DNS-1123 label) as `TenantReference.namespace` validates it. */
-export const NamespaceName = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(63), Schema.pattern(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/));
+export const NamespaceName = Schema.String.pipe(
+  Schema.minLength(1),
+  Schema.maxLength(63),
+  Schema.pattern(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/),
+);
 
 export const InstanceReference = Schema.Struct({ name: ObjectName }).pipe(
   describe('InstanceReference 仅引用同 API group 的集群级 PostgreSQLInstance。'),
@@ -65,7 +69,11 @@ export type ReclaimPolicy = typeof ReclaimPolicy.Type;
 
 export const CredentialReference = Schema.Struct({
   mount: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(253)),
-  path: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(1024), describe('Path 是 mount 内的逻辑路径，不含 KV v2 的 data/ API 前缀。')),
+  path: Schema.String.pipe(
+    Schema.minLength(1),
+    Schema.maxLength(1024),
+    describe('Path 是 mount 内的逻辑路径，不含 KV v2 的 data/ API 前缀。'),
+  ),
 }).pipe(
   describe(
     'CredentialReference 定位已有 OpenBao KV v2 凭据，不包含任何秘密值。\n只由资源管理员在导入时填写；controller 必须检查部署允许的 mount/path 范围。',
@@ -82,7 +90,9 @@ export const Int64 = CrdInt64;
  * needs no CEL rule of its own.
  */
 export const Conditions = CrdConditions.pipe(
-  Schema.filter((conditions) => new Set(conditions.map((c) => c.type)).size === conditions.length || 'duplicate condition type'),
+  Schema.filter(
+    (conditions) => new Set(conditions.map((c) => c.type)).size === conditions.length || 'duplicate condition type',
+  ),
   crd({ serverUnchecked: true }),
 );
 export type Condition = (typeof Conditions.Type)[number];

@@ -15,6 +15,8 @@ export const crdManifestFiles = (): Readonly<Record<string, string>> =>
   Object.fromEntries(
     customResourceDefinitions().map((crd) => [
       `${crd.spec.group}_${crd.spec.names.plural}.yaml`,
-      renderYaml([crd], { header: ['Generated from libs/ayatori-database/src/api (Effect Schemas) by @homelab/crd; do not edit.'] }),
+      renderYaml([crd], {
+        header: ['Generated from libs/ayatori-database/src/api (Effect Schemas) by @homelab/crd; do not edit.'],
+      }),
     ]),
   );

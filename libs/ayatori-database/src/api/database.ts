@@ -30,7 +30,7 @@ export const ImportCredentialRule = {
 
 /** Object-level transition rule: the managed target freezes once observation or binding started. */
 export const DatabaseTargetFrozenRule = {
-  rule: "!(has(oldSelf.spec.tenantRef) || (has(oldSelf.status) && has(oldSelf.status.instanceUID))) || (self.spec.instanceRef == oldSelf.spec.instanceRef && self.spec.database == oldSelf.spec.database && self.spec.loginRole == oldSelf.spec.loginRole && self.spec.source == oldSelf.spec.source && has(self.spec.credentialRef) == has(oldSelf.spec.credentialRef) && (!has(oldSelf.spec.credentialRef) || self.spec.credentialRef == oldSelf.spec.credentialRef))",
+  rule: '!(has(oldSelf.spec.tenantRef) || (has(oldSelf.status) && has(oldSelf.status.instanceUID))) || (self.spec.instanceRef == oldSelf.spec.instanceRef && self.spec.database == oldSelf.spec.database && self.spec.loginRole == oldSelf.spec.loginRole && self.spec.source == oldSelf.spec.source && has(self.spec.credentialRef) == has(oldSelf.spec.credentialRef) && (!has(oldSelf.spec.credentialRef) || self.spec.credentialRef == oldSelf.spec.credentialRef))',
   message: 'managed database target cannot change after observation or binding starts',
 } as const;
 
@@ -40,12 +40,20 @@ export const PostgreSQLDatabaseSpec = Schema.Struct({
   loginRole: PostgreSQLIdentifier,
   source: DatabaseSource,
   credentialRef: Schema.optionalWith(CredentialReference, { exact: true }),
-  reclaimPolicy: Schema.optionalWith(ReclaimPolicy.pipe(withDefault('Retain')), { default: () => 'Retain' as const, exact: true }),
-  tenantRef: Schema.optionalWith(TenantReference.pipe(describe('TenantRef 由 controller 先写入；Released 时仍保留旧身份。')), {
+  reclaimPolicy: Schema.optionalWith(ReclaimPolicy.pipe(withDefault('Retain')), {
+    default: () => 'Retain' as const,
     exact: true,
   }),
+  tenantRef: Schema.optionalWith(
+    TenantReference.pipe(describe('TenantRef 由 controller 先写入；Released 时仍保留旧身份。')),
+    {
+      exact: true,
+    },
+  ),
 }).pipe(
-  Schema.filter((spec) => (spec.source === 'Import') === (spec.credentialRef !== undefined) || ImportCredentialRule.message),
+  Schema.filter(
+    (spec) => (spec.source === 'Import') === (spec.credentialRef !== undefined) || ImportCredentialRule.message,
+  ),
   cel(ImportCredentialRule.rule, ImportCredentialRule.message),
   describe('PostgreSQLDatabaseSpec 是一库、一个 login owner 及凭据的独立资源声明。'),
 );
@@ -53,12 +61,18 @@ export type PostgreSQLDatabaseSpec = typeof PostgreSQLDatabaseSpec.Type;
 
 export const PostgreSQLDatabaseStatus = Schema.Struct({
   observedGeneration: Schema.optionalWith(Int64, { exact: true }),
-  instanceUID: Schema.optionalWith(Schema.String.pipe(describe('InstanceUID 记录观察时的实例身份，不把同名新实例视为原目标。')), {
-    exact: true,
-  }),
-  phase: Schema.optionalWith(Schema.String.pipe(describe('Phase 暂不冻结供应子阶段枚举；它不是操作授权或绑定的替代记录。')), {
-    exact: true,
-  }),
+  instanceUID: Schema.optionalWith(
+    Schema.String.pipe(describe('InstanceUID 记录观察时的实例身份，不把同名新实例视为原目标。')),
+    {
+      exact: true,
+    },
+  ),
+  phase: Schema.optionalWith(
+    Schema.String.pipe(describe('Phase 暂不冻结供应子阶段枚举；它不是操作授权或绑定的替代记录。')),
+    {
+      exact: true,
+    },
+  ),
   conditions: Schema.optionalWith(Conditions, { exact: true }),
 });
 export type PostgreSQLDatabaseStatus = typeof PostgreSQLDatabaseStatus.Type;
@@ -76,7 +90,12 @@ export type PostgreSQLDatabaseEncoded = typeof PostgreSQLDatabase.Encoded;
 export const PostgreSQLDatabaseCrd: CrdDefinition = {
   group: Group,
   scope: 'Cluster',
-  names: { kind: 'PostgreSQLDatabase', plural: 'postgresqldatabases', singular: 'postgresqldatabase', listKind: 'PostgreSQLDatabaseList' },
+  names: {
+    kind: 'PostgreSQLDatabase',
+    plural: 'postgresqldatabases',
+    singular: 'postgresqldatabase',
+    listKind: 'PostgreSQLDatabaseList',
+  },
   versions: [
     {
       name: Version,

@@ -3,7 +3,17 @@
 import { cel, describe, Int32, withDefault, type CrdDefinition } from '@homelab/crd';
 import { Schema } from 'effect';
 import { isSingleIpAddress } from '../domain/ip.js';
-import { ApiVersion, Conditions, Group, Int64, ObjectMeta, ObjectName, PostgreSQLIdentifier, ReadyColumn, Version } from './common.js';
+import {
+  ApiVersion,
+  Conditions,
+  Group,
+  Int64,
+  ObjectMeta,
+  ObjectName,
+  PostgreSQLIdentifier,
+  ReadyColumn,
+  Version,
+} from './common.js';
 
 export const HostAddrRule = { rule: 'isIP(self)', message: 'hostaddr must be a single IPv4 or IPv6 address' } as const;
 
@@ -26,8 +36,14 @@ export const PostgreSQLEndpoint = Schema.Struct({
   host: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(253)),
   hostaddr: HostAddr,
   port: Schema.optionalWith(Port, { default: () => 5432, exact: true }),
-  database: Schema.optionalWith(PostgreSQLIdentifier.pipe(withDefault('postgres')), { default: () => 'postgres', exact: true }),
-  sslMode: Schema.optionalWith(SSLMode.pipe(withDefault('verify-full')), { default: () => 'verify-full' as const, exact: true }),
+  database: Schema.optionalWith(PostgreSQLIdentifier.pipe(withDefault('postgres')), {
+    default: () => 'postgres',
+    exact: true,
+  }),
+  sslMode: Schema.optionalWith(SSLMode.pipe(withDefault('verify-full')), {
+    default: () => 'verify-full' as const,
+    exact: true,
+  }),
 }).pipe(describe('PostgreSQLEndpoint 显式区分证书主机名与实际连接 IP，不进行 DNS 推导。'));
 export type PostgreSQLEndpoint = typeof PostgreSQLEndpoint.Type;
 
@@ -66,6 +82,11 @@ export type PostgreSQLInstanceEncoded = typeof PostgreSQLInstance.Encoded;
 export const PostgreSQLInstanceCrd: CrdDefinition = {
   group: Group,
   scope: 'Cluster',
-  names: { kind: 'PostgreSQLInstance', plural: 'postgresqlinstances', singular: 'postgresqlinstance', listKind: 'PostgreSQLInstanceList' },
+  names: {
+    kind: 'PostgreSQLInstance',
+    plural: 'postgresqlinstances',
+    singular: 'postgresqlinstance',
+    listKind: 'PostgreSQLInstanceList',
+  },
   versions: [{ name: Version, schema: PostgreSQLInstance, storage: true, status: true, printerColumns: [ReadyColumn] }],
 };

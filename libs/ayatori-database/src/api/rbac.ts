@@ -62,7 +62,9 @@ export const mergePermissions = (permissions: ReadonlyArray<Permission>): Readon
   }
   return [...rules.values()]
     .map((r) => ({ apiGroups: [r.group], resources: [...r.resources].sort(), verbs: r.verbs }))
-    .sort((a, b) => `${a.apiGroups[0]} ${a.resources.join(',')}`.localeCompare(`${b.apiGroups[0]} ${b.resources.join(',')}`));
+    .sort((a, b) =>
+      `${a.apiGroups[0]} ${a.resources.join(',')}`.localeCompare(`${b.apiGroups[0]} ${b.resources.join(',')}`),
+    );
 };
 
 export const ManagerRoleName = 'manager-role';
@@ -76,7 +78,11 @@ export const managerClusterRole = (name: string = ManagerRoleName) => ({
 });
 
 /** The Role (and its binding to the controller's ServiceAccount) that lets the Instance controller read Secrets. */
-export const credentialsRole = (namespace: string, serviceAccount = 'controller-manager', name: string = CredentialsRoleName) => [
+export const credentialsRole = (
+  namespace: string,
+  serviceAccount = 'controller-manager',
+  name: string = CredentialsRoleName,
+) => [
   {
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'Role',

@@ -43,14 +43,22 @@ export const PostgreSQLTenantSpec = Schema.Struct({
   provision: Schema.optionalWith(DatabaseProvisionRequest, { exact: true }),
   databaseRef: Schema.optionalWith(DatabaseReference, { exact: true }),
   extensions: Schema.optionalWith(
-    Schema.Array(Schema.String).pipe(listSet, describe('Extensions 保留后端扩展名称的原样拼写，不按 SQL identifier 限制。')),
+    Schema.Array(Schema.String).pipe(
+      listSet,
+      describe('Extensions 保留后端扩展名称的原样拼写，不按 SQL identifier 限制。'),
+    ),
     { exact: true },
   ),
-  secretName: Schema.optionalWith(ObjectName.pipe(describe('SecretName 指定 Tenant namespace 内的投射目标，省略时使用合同约定的默认名称。')), {
-    exact: true,
-  }),
+  secretName: Schema.optionalWith(
+    ObjectName.pipe(describe('SecretName 指定 Tenant namespace 内的投射目标，省略时使用合同约定的默认名称。')),
+    {
+      exact: true,
+    },
+  ),
 }).pipe(
-  Schema.filter((spec) => (spec.provision !== undefined) !== (spec.databaseRef !== undefined) || ExactlyOneTargetRule.message),
+  Schema.filter(
+    (spec) => (spec.provision !== undefined) !== (spec.databaseRef !== undefined) || ExactlyOneTargetRule.message,
+  ),
   cel(ExactlyOneTargetRule.rule, ExactlyOneTargetRule.message),
   describe('PostgreSQLTenantSpec 显式选择动态申请或已有 Database，不重复声明来源。'),
 );
@@ -58,14 +66,23 @@ export type PostgreSQLTenantSpec = typeof PostgreSQLTenantSpec.Type;
 
 export const PostgreSQLTenantStatus = Schema.Struct({
   observedGeneration: Schema.optionalWith(Int64, { exact: true }),
-  databaseRef: Schema.optionalWith(BoundDatabaseReference.pipe(describe('DatabaseRef 只有在资源侧确认绑定后才写入。')), { exact: true }),
+  databaseRef: Schema.optionalWith(
+    BoundDatabaseReference.pipe(describe('DatabaseRef 只有在资源侧确认绑定后才写入。')),
+    { exact: true },
+  ),
   phase: Schema.optionalWith(Schema.String, { exact: true }),
-  secretName: Schema.optionalWith(ObjectName.pipe(describe('SecretName 是已观察到的同 namespace 投射目标，不包含凭据值。')), {
-    exact: true,
-  }),
-  credentialURL: Schema.optionalWith(Schema.String.pipe(describe('CredentialURL 只含 OpenBao API 位置，禁止嵌入认证信息。')), {
-    exact: true,
-  }),
+  secretName: Schema.optionalWith(
+    ObjectName.pipe(describe('SecretName 是已观察到的同 namespace 投射目标，不包含凭据值。')),
+    {
+      exact: true,
+    },
+  ),
+  credentialURL: Schema.optionalWith(
+    Schema.String.pipe(describe('CredentialURL 只含 OpenBao API 位置，禁止嵌入认证信息。')),
+    {
+      exact: true,
+    },
+  ),
   conditions: Schema.optionalWith(Conditions, { exact: true }),
 });
 export type PostgreSQLTenantStatus = typeof PostgreSQLTenantStatus.Type;
@@ -76,14 +93,22 @@ export const PostgreSQLTenant = Schema.Struct({
   metadata: ObjectMeta,
   spec: PostgreSQLTenantSpec,
   status: Schema.optionalWith(PostgreSQLTenantStatus, { exact: true }),
-}).pipe(cel(TenantTargetFrozenRule.rule, TenantTargetFrozenRule.message), cel(TenantProgressRule.rule, TenantProgressRule.message));
+}).pipe(
+  cel(TenantTargetFrozenRule.rule, TenantTargetFrozenRule.message),
+  cel(TenantProgressRule.rule, TenantProgressRule.message),
+);
 export type PostgreSQLTenant = typeof PostgreSQLTenant.Type;
 export type PostgreSQLTenantEncoded = typeof PostgreSQLTenant.Encoded;
 
 export const PostgreSQLTenantCrd: CrdDefinition = {
   group: Group,
   scope: 'Namespaced',
-  names: { kind: 'PostgreSQLTenant', plural: 'postgresqltenants', singular: 'postgresqltenant', listKind: 'PostgreSQLTenantList' },
+  names: {
+    kind: 'PostgreSQLTenant',
+    plural: 'postgresqltenants',
+    singular: 'postgresqltenant',
+    listKind: 'PostgreSQLTenantList',
+  },
   versions: [
     {
       name: Version,

@@ -39,13 +39,20 @@ export interface BindingResult {
 }
 
 const nothing: BindingResult = { tenant: undefined, status: undefined, retrySoon: false };
-const present = (tenant: BindingTenant, phase: string, reason: string, message: string, database?: Binding.Identity): BindingResult => ({
+const present = (
+  tenant: BindingTenant,
+  phase: string,
+  reason: string,
+  message: string,
+  database?: Binding.Identity,
+): BindingResult => ({
   tenant,
   status: { phase, reason, message, ...(database ? { database } : {}) },
   retrySoon: false,
 });
 
-const readTenant = (namespace: string, name: string) => ask<BindingAction, BindingTenant | undefined>({ _tag: 'ReadTenant', namespace, name });
+const readTenant = (namespace: string, name: string) =>
+  ask<BindingAction, BindingTenant | undefined>({ _tag: 'ReadTenant', namespace, name });
 const readDatabase = (name: string) => ask<BindingAction, BindingDatabase | undefined>({ _tag: 'ReadDatabase', name });
 
 /** The checkpoint written before any Database write, unless binding already started. */
@@ -61,23 +68,39 @@ function* resolveDatabase(tenant: BindingTenant, target: Binding.Target): Progra
   if (existing === undefined && target.provision === undefined) {
     return { issue: { reason: TenantReason.DependencyUnavailable, message: TenantMessage.databaseMissing } };
   }
-  if (target.provision !== undefined && existing !== undefined && !Binding.matchesProvision(existing, target, tenant.identity)) {
+  if (
+    target.provision !== undefined &&
+    existing !== undefined &&
+    !Binding.matchesProvision(existing, target, tenant.identity)
+  ) {
     return { issue: { reason: TenantReason.Conflict, message: TenantMessage.dynamicNameTaken } };
   }
   // The Instance comes from the request for dynamic claims, from the Database otherwise — never inferred.
-  const instanceName = target.provision !== undefined ? target.provision.instance : (existing as BindingDatabase).instance;
-  const instance = yield* ask<BindingAction, Binding.Instance | undefined>({ _tag: 'ReadInstance', name: instanceName });
-  if (instance === undefined) return { issue: { reason: TenantReason.DependencyUnavailable, message: TenantMessage.instanceMissing } };
+  const instanceName =
+    target.provision !== undefined ? target.provision.instance : (existing as BindingDatabase).instance;
+  const instance = yield* ask<BindingAction, Binding.Instance | undefined>({
+    _tag: 'ReadInstance',
+    name: instanceName,
+  });
+  if (instance === undefined)
+    return { issue: { reason: TenantReason.DependencyUnavailable, message: TenantMessage.instanceMissing } };
   const instanceIssue = Binding.checkInstance(instance, existing);
   if (instanceIssue !== undefined) return { issue: instanceIssue };
   let database =
-    existing ?? (yield* ask<BindingAction, BindingDatabase>({ _tag: 'CreateDatabase', target, tenant: tenant.identity }));
+    existing ??
+    (yield* ask<BindingAction, BindingDatabase>({ _tag: 'CreateDatabase', target, tenant: tenant.identity }));
   // Only a dynamic record gets its Instance identity here; an imported one must have been observed first.
   if (database.instanceUID === '' && target.provision !== undefined) {
-    database = yield* ask<BindingAction, BindingDatabase>({ _tag: 'RecordInstance', database, instanceUID: instance.identity.uid });
+    database = yield* ask<BindingAction, BindingDatabase>({
+      _tag: 'RecordInstance',
+      database,
+      instanceUID: instance.identity.uid,
+    });
   }
   if (database.instanceUID === '') {
-    return { issue: { reason: TenantReason.DependencyUnavailable, message: TenantMessage.databaseWithoutInstanceIdentity } };
+    return {
+      issue: { reason: TenantReason.DependencyUnavailable, message: TenantMessage.databaseWithoutInstanceIdentity },
+    };
   }
   return { database };
 }
@@ -88,34 +111,57 @@ function* confirmBinding(tenant: BindingTenant, database: BindingDatabase): Prog
   if (!Binding.sameTenant(latest.identity, tenant.identity) || latest.deleting) return nothing;
   if (latest.generation !== tenant.generation) return { ...nothing, retrySoon: true };
   const observed = yield* readDatabase(database.identity.name);
-  if (observed === undefined || !Binding.sameIdentity(observed.identity, database.identity) || observed.tenant === undefined) {
+  if (
+    observed === undefined ||
+    !Binding.sameIdentity(observed.identity, database.identity) ||
+    observed.tenant === undefined
+  ) {
     return present(latest, latest.phase, TenantReason.Conflict, TenantMessage.resourceSideChanged);
   }
   const issue = Binding.canBind(observed, latest);
   if (issue !== undefined) return present(latest, latest.phase, issue.reason, issue.message);
-  return present(latest, TenantPhase.Bound, TenantReason.BindingComplete, TenantMessage.bindingComplete, observed.identity);
+  return present(
+    latest,
+    TenantPhase.Bound,
+    TenantReason.BindingComplete,
+    TenantMessage.bindingComplete,
+    observed.identity,
+  );
 }
 
 /** `BindingService.Reconcile` as a pure program over the binding actions. */
 export function* bindingProgram(namespace: string, name: string): Program<BindingAction, BindingResult> {
   const read = yield* readTenant(namespace, name);
   if (read === undefined) return nothing;
-  if (read.deleting) return present(read, TenantPhase.Deleting, TenantReason.DeletionPending, TenantMessage.deletionPending);
+  if (read.deleting)
+    return present(read, TenantPhase.Deleting, TenantReason.DeletionPending, TenantMessage.deletionPending);
   const target = Binding.resolve(read.request, read.identity);
   if (Either.isLeft(target)) return present(read, read.phase, TenantReason.InvalidRequest, target.left.message);
   // Persist the fixed request (finalizer, then Binding) before touching any Database; not a claim of success.
-  const tenant = yield* ask<BindingAction, BindingTenant>({ _tag: 'BeginBinding', tenant: read, checkpoint: bindingCheckpoint(read.phase) });
+  const tenant = yield* ask<BindingAction, BindingTenant>({
+    _tag: 'BeginBinding',
+    tenant: read,
+    checkpoint: bindingCheckpoint(read.phase),
+  });
   const resolved = yield* resolveDatabase(tenant, target.right);
   if ('issue' in resolved) return present(tenant, tenant.phase, resolved.issue.reason, resolved.issue.message);
   const issue = Binding.canBind(resolved.database, tenant);
   if (issue !== undefined) return present(tenant, tenant.phase, issue.reason, issue.message);
-  const bound = yield* ask<BindingAction, BindingDatabase>({ _tag: 'BindDatabase', database: resolved.database, tenant: tenant.identity });
+  const bound = yield* ask<BindingAction, BindingDatabase>({
+    _tag: 'BindDatabase',
+    database: resolved.database,
+    tenant: tenant.identity,
+  });
   return yield* confirmBinding(tenant, bound);
 }
 
 /** Requeue after a reconcile: retry-soon 1 ms; no Tenant none; otherwise the 30 s low-frequency recheck. */
 export const bindingRequeue = (result: BindingResult): Option.Option<Duration.Duration> =>
-  result.retrySoon ? Option.some(Timing.retrySoon) : result.tenant === undefined ? Option.none() : Option.some(Timing.dependencyRetry);
+  result.retrySoon
+    ? Option.some(Timing.retrySoon)
+    : result.tenant === undefined
+      ? Option.none()
+      : Option.some(Timing.dependencyRetry);
 
 /** Answer one action through the port. */
 const perform = (resources: BindingResources['Type'], action: BindingAction) => {
@@ -150,6 +196,7 @@ export const reconcileBinding = Effect.fn('reconcileBinding')(function* (namespa
     next = program.next(answer);
   }
   const result = next.value;
-  if (result.tenant !== undefined && result.status !== undefined) yield* resources.present(result.tenant, result.status);
+  if (result.tenant !== undefined && result.status !== undefined)
+    yield* resources.present(result.tenant, result.status);
   return { result, requeueAfter: bindingRequeue(result) };
 });

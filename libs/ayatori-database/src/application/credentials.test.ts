@@ -4,21 +4,36 @@ import { Either } from 'effect';
 import { describe, expect, it } from 'vitest';
 import { ApplicationCredential, makeCredentialScope } from '../domain/credential-location.js';
 import type { Endpoint } from '../domain/instance.js';
-import { CAS_MISMATCH, type CredentialAction, createCredentialProgram, type HttpFact, readCredentialProgram } from './credentials.js';
+import {
+  CAS_MISMATCH,
+  type CredentialAction,
+  createCredentialProgram,
+  type HttpFact,
+  readCredentialProgram,
+} from './credentials.js';
 import { walk } from './program.js';
 
 const scope = Either.getOrThrow(makeCredentialScope('secret', 'applications'));
-const endpoint: Endpoint = { host: 'postgres.example.test', hostAddr: '192.0.2.10', port: 5432, managementDatabase: 'app', tlsMode: 'verify-full' };
+const endpoint: Endpoint = {
+  host: 'postgres.example.test',
+  hostAddr: '192.0.2.10',
+  port: 5432,
+  managementDatabase: 'app',
+  tlsMode: 'verify-full',
+};
 const CANARY = 'AYATORI-TEST-ONLY-application-password';
 const credential = Either.getOrThrow(ApplicationCredential.make('app', CANARY, 'app', endpoint));
 const data = credential.secretData();
 
 const ok = (body: unknown): HttpFact => ({ _tag: 'Response', status: 200, body });
 const created = ok({ data: { version: 1, created_time: 'now' } });
-const stored = (version: unknown = 1, values: unknown = data): HttpFact => ok({ data: { data: values, metadata: { version } } });
+const stored = (version: unknown = 1, values: unknown = data): HttpFact =>
+  ok({ data: { data: values, metadata: { version } } });
 
 const create = (put: HttpFact, get: HttpFact = stored(), path = 'applications/database-uid') =>
-  walk(createCredentialProgram(scope, path, credential), (action: CredentialAction) => (action._tag === 'Put' ? put : get));
+  walk(createCredentialProgram(scope, path, credential), (action: CredentialAction) =>
+    action._tag === 'Put' ? put : get,
+  );
 const errorOf = (r: Either.Either<unknown, { message: string }>) => (Either.isLeft(r) ? r.left.message : 'ok');
 
 describe('credential create program', () => {
@@ -44,12 +59,18 @@ describe('credential create program', () => {
   });
 
   it.each<[string, HttpFact]>([
-    ['HTTP 500 whose body holds secrets', { _tag: 'Response', status: 500, body: { errors: [`token AYATORI-TEST-ONLY-bao-token ${CANARY}`] } }],
+    [
+      'HTTP 500 whose body holds secrets',
+      { _tag: 'Response', status: 500, body: { errors: [`token AYATORI-TEST-ONLY-bao-token ${CANARY}`] } },
+    ],
     ['a lost write response (502 from a proxy)', { _tag: 'Response', status: 502, body: undefined }],
     ['no response at all', { _tag: 'NoResponse' }],
     ['a 200 without version', ok({ data: {} })],
     ['a 200 with version 2', ok({ data: { version: 2 } })],
-    ['a 400 whose CAS message is only a substring', { _tag: 'Response', status: 400, body: { errors: [`${CAS_MISMATCH}!`] } }],
+    [
+      'a 400 whose CAS message is only a substring',
+      { _tag: 'Response', status: 400, body: { errors: [`${CAS_MISMATCH}!`] } },
+    ],
   ])('AY-64/AY-67 (rule): %s → Uncertain with one request, nothing leaked', (_name, put) => {
     const { actions, result } = create(put);
     expect(actions).toHaveLength(1);
@@ -72,7 +93,16 @@ describe('credential create program', () => {
   });
 
   it('AY-62 (rule): a path outside the scope is refused before any request', () => {
-    for (const path of ['', '/absolute', 'applications', 'applications-other/key', 'applications/../management', 'applications/%2e%2e/key', 'applications//key', 'applications/data/key']) {
+    for (const path of [
+      '',
+      '/absolute',
+      'applications',
+      'applications-other/key',
+      'applications/../management',
+      'applications/%2e%2e/key',
+      'applications//key',
+      'applications/data/key',
+    ]) {
       const { actions, result } = create(created, stored(), path);
       expect(actions).toEqual([]);
       expect(errorOf(result)).toBe('credential location is outside the configured scope');
@@ -91,14 +121,22 @@ describe('credential read program', () => {
   });
 
   it('AY-69 (rule): 404 or a soft-deleted version (data null) → NotFound', () => {
-    for (const reply of [{ _tag: 'Response', status: 404, body: { errors: [] } } as const, { _tag: 'Response', status: 404, body: { data: { data: null, metadata: { version: 1 } } } } as const, ok({ data: { data: null } })]) {
-      expect(errorOf(walk(readCredentialProgram(scope, 'applications/x'), () => reply).result)).toBe('application credential not found');
+    for (const reply of [
+      { _tag: 'Response', status: 404, body: { errors: [] } } as const,
+      { _tag: 'Response', status: 404, body: { data: { data: null, metadata: { version: 1 } } } } as const,
+      ok({ data: { data: null } }),
+    ]) {
+      expect(errorOf(walk(readCredentialProgram(scope, 'applications/x'), () => reply).result)).toBe(
+        'application credential not found',
+      );
     }
   });
 
   it('AY-65 (rule): any other read error → Unavailable; invalid stored data → invalid credential, not echoed', () => {
     for (const reply of [{ _tag: 'Response', status: 500, body: {} } as const, { _tag: 'NoResponse' } as const]) {
-      expect(errorOf(walk(readCredentialProgram(scope, 'applications/x'), () => reply).result)).toBe('credential backend unavailable');
+      expect(errorOf(walk(readCredentialProgram(scope, 'applications/x'), () => reply).result)).toBe(
+        'credential backend unavailable',
+      );
     }
     const bad = walk(readCredentialProgram(scope, 'applications/x'), () => stored(1, { ...data, port: 'abc' }));
     expect(errorOf(bad.result)).toBe('application credential is invalid');

@@ -9,20 +9,33 @@
 //   Uncertain. Uncertain and Conflict are for humans: never regenerate, never adopt.
 // Error values are the seed's fixed messages: no path, body, token or password reaches them.
 import { Either } from 'effect';
-import { acceptsPath, ApplicationCredential, CredentialError, type CredentialScope, kvRoutes } from '../domain/credential-location.js';
+import {
+  acceptsPath,
+  ApplicationCredential,
+  CredentialError,
+  type CredentialScope,
+  kvRoutes,
+} from '../domain/credential-location.js';
 import { type Action, ask, type Program } from './program.js';
 
 export const CAS_MISMATCH = 'check-and-set parameter did not match the current version';
 
 /** What came back from one HTTP request: a status and the parsed JSON body (if any), or no response at all. */
-export type HttpFact = { readonly _tag: 'Response'; readonly status: number; readonly body: unknown } | { readonly _tag: 'NoResponse' };
+export type HttpFact =
+  { readonly _tag: 'Response'; readonly status: number; readonly body: unknown } | { readonly _tag: 'NoResponse' };
 
 export type CredentialAction =
-  | (Action<'Put'> & { readonly route: string; readonly body: { readonly data: Record<string, string>; readonly options: { readonly cas: 0 } } })
+  | (Action<'Put'> & {
+      readonly route: string;
+      readonly body: { readonly data: Record<string, string>; readonly options: { readonly cas: 0 } };
+    })
   | (Action<'Get'> & { readonly route: string });
 
 const field = (value: unknown, ...path: string[]): unknown =>
-  path.reduce<unknown>((v, k) => (v !== null && typeof v === 'object' ? (v as Record<string, unknown>)[k] : undefined), value);
+  path.reduce<unknown>(
+    (v, k) => (v !== null && typeof v === 'object' ? (v as Record<string, unknown>)[k] : undefined),
+    value,
+  );
 
 /** The outcome of the create-only PUT: continue to read-back, or a final error. */
 export const writeOutcome = (reply: HttpFact): Either.Either<void, CredentialError> => {
@@ -30,14 +43,18 @@ export const writeOutcome = (reply: HttpFact): Either.Either<void, CredentialErr
   if (reply.status === 401 || reply.status === 403) return Either.left(CredentialError.of('Unavailable'));
   if (reply.status === 400) {
     const errors = field(reply.body, 'errors');
-    return Either.left(CredentialError.of(Array.isArray(errors) && errors.includes(CAS_MISMATCH) ? 'Conflict' : 'Uncertain'));
+    return Either.left(
+      CredentialError.of(Array.isArray(errors) && errors.includes(CAS_MISMATCH) ? 'Conflict' : 'Uncertain'),
+    );
   }
   if (reply.status !== 200) return Either.left(CredentialError.of('Uncertain'));
   return field(reply.body, 'data', 'version') === 1 ? Either.void : Either.left(CredentialError.of('Uncertain'));
 };
 
 /** A read: 404 or soft-deleted (`data.data` null) → NotFound; any other failure → Unavailable. */
-export const readOutcome = (reply: HttpFact): Either.Either<{ readonly data: unknown; readonly version: unknown }, CredentialError> => {
+export const readOutcome = (
+  reply: HttpFact,
+): Either.Either<{ readonly data: unknown; readonly version: unknown }, CredentialError> => {
   if (reply._tag === 'NoResponse') return Either.left(CredentialError.of('Unavailable'));
   if (reply.status === 404) return Either.left(CredentialError.of('NotFound'));
   if (reply.status !== 200) return Either.left(CredentialError.of('Unavailable'));
@@ -64,14 +81,21 @@ export function* createCredentialProgram(
 ): Program<CredentialAction, Either.Either<void, CredentialError>> {
   if (!acceptsPath(scope, path)) return Either.left(CredentialError.of('InvalidLocation'));
   const data = credential.secretData();
-  if (Either.isLeft(ApplicationCredential.parse(data))) return Either.left(CredentialError.of('ApplicationCredentialInvalid'));
+  if (Either.isLeft(ApplicationCredential.parse(data)))
+    return Either.left(CredentialError.of('ApplicationCredentialInvalid'));
   const route = kvRoutes(scope, path).data;
-  const written = writeOutcome(yield* ask<CredentialAction, HttpFact>({ _tag: 'Put', route, body: { data, options: { cas: 0 } } }));
+  const written = writeOutcome(
+    yield* ask<CredentialAction, HttpFact>({ _tag: 'Put', route, body: { data, options: { cas: 0 } } }),
+  );
   if (Either.isLeft(written)) return written;
   const readBack = readOutcome(yield* ask<CredentialAction, HttpFact>({ _tag: 'Get', route }));
   if (Either.isLeft(readBack) || readBack.right.version !== 1) return Either.left(CredentialError.of('Uncertain'));
   const stored = readBack.right.data;
-  if (stored === null || typeof stored !== 'object' || !ApplicationCredential.sameData(data, stored as Record<string, unknown>)) {
+  if (
+    stored === null ||
+    typeof stored !== 'object' ||
+    !ApplicationCredential.sameData(data, stored as Record<string, unknown>)
+  ) {
     return Either.left(CredentialError.of('Uncertain'));
   }
   return Either.void;

@@ -9,7 +9,13 @@ import type { ObservationTarget } from '../domain/instance.js';
 import { nativeManagementChecks } from '../domain/instance.js';
 import { type BindingDatabase, type BindingTenant, reconcileBinding } from './binding.js';
 import { reconcileInstance } from './instance.js';
-import { BindingResources, InstanceObserver, type InstanceRecord, InstanceResources, KubernetesError } from './ports.js';
+import {
+  BindingResources,
+  InstanceObserver,
+  type InstanceRecord,
+  InstanceResources,
+  KubernetesError,
+} from './ports.js';
 
 const tenant: BindingTenant = {
   identity: { namespace: 'apps', name: 'dynamic', uid: 'tenant-uid' },
@@ -34,7 +40,15 @@ const record = (tenantRef: Binding.TenantIdentity | undefined, instanceUID = '')
   revision: '2',
 });
 
-const operations = ['tenant', 'beginBinding', 'database', 'instance', 'createDatabase', 'recordInstance', 'bindDatabase'] as const;
+const operations = [
+  'tenant',
+  'beginBinding',
+  'database',
+  'instance',
+  'createDatabase',
+  'recordInstance',
+  'bindDatabase',
+] as const;
 
 /** Answers the dynamic happy path from fixed facts; `failOn` makes that operation fail; records every call. */
 const ScriptedBindingResources = (calls: string[], failOn?: (typeof operations)[number]) => {
@@ -43,12 +57,15 @@ const ScriptedBindingResources = (calls: string[], failOn?: (typeof operations)[
   const step = <A>(name: string, answer: () => A) =>
     Effect.suspend(() => {
       calls.push(name);
-      return name === failOn ? Effect.fail(new KubernetesError({ code: 'Unavailable', message: `${name} failed` })) : Effect.succeed(answer());
+      return name === failOn
+        ? Effect.fail(new KubernetesError({ code: 'Unavailable', message: `${name} failed` }))
+        : Effect.succeed(answer());
     });
   return Layer.succeed(BindingResources, {
     tenant: () => step('tenant', () => (tenantReads++ === 0 ? tenant : { ...tenant, phase: 'Binding' })),
     beginBinding: (t) => step('beginBinding', () => ({ ...t, phase: 'Binding' })),
-    database: () => step('database', () => (databaseReads++ === 0 ? undefined : record(tenant.identity, 'instance-uid'))),
+    database: () =>
+      step('database', () => (databaseReads++ === 0 ? undefined : record(tenant.identity, 'instance-uid'))),
     instance: () => step('instance', () => instance),
     createDatabase: (_target, t) => step('createDatabase', () => record(t)),
     recordInstance: (d, uid) => step('recordInstance', () => ({ ...d, instanceUID: uid })),
@@ -61,8 +78,21 @@ describe('reconcileBinding driver', () => {
   it.effect('runs the program through the port, presents once at the end, requeues after 30 s', () =>
     Effect.gen(function* () {
       const calls: string[] = [];
-      const { result, requeueAfter } = yield* reconcileBinding('apps', 'dynamic').pipe(Effect.provide(ScriptedBindingResources(calls)));
-      expect(calls).toEqual(['tenant', 'beginBinding', 'database', 'instance', 'createDatabase', 'recordInstance', 'bindDatabase', 'tenant', 'database', 'present']);
+      const { result, requeueAfter } = yield* reconcileBinding('apps', 'dynamic').pipe(
+        Effect.provide(ScriptedBindingResources(calls)),
+      );
+      expect(calls).toEqual([
+        'tenant',
+        'beginBinding',
+        'database',
+        'instance',
+        'createDatabase',
+        'recordInstance',
+        'bindDatabase',
+        'tenant',
+        'database',
+        'present',
+      ]);
       expect(result.status?.reason).toBe('BindingComplete');
       expect(Option.map(requeueAfter, Duration.toMillis)).toEqual(Option.some(30_000));
     }),
@@ -72,7 +102,9 @@ describe('reconcileBinding driver', () => {
     it.effect(`stops at a failed ${failOn}: returns that error, nothing after it, nothing presented`, () =>
       Effect.gen(function* () {
         const calls: string[] = [];
-        const exit = yield* Effect.exit(reconcileBinding('apps', 'dynamic').pipe(Effect.provide(ScriptedBindingResources(calls, failOn))));
+        const exit = yield* Effect.exit(
+          reconcileBinding('apps', 'dynamic').pipe(Effect.provide(ScriptedBindingResources(calls, failOn))),
+        );
         expect(Exit.isFailure(exit)).toBe(true);
         expect(calls.at(-1)).toBe(failOn);
         expect(calls).not.toContain('present');
@@ -85,13 +117,24 @@ const target: ObservationTarget = {
   uid: 'instance-uid',
   name: 'shared',
   revision: 1,
-  endpoint: { host: 'fixture.invalid', hostAddr: '127.0.0.1', port: 5432, managementDatabase: 'postgres', tlsMode: 'disable' },
+  endpoint: {
+    host: 'fixture.invalid',
+    hostAddr: '127.0.0.1',
+    port: 5432,
+    managementDatabase: 'postgres',
+    tlsMode: 'disable',
+  },
   credential: { name: 'admin', usernameKey: 'username', passwordKey: 'password' },
 };
 const live: InstanceRecord = { target, revision: '5', deleting: false };
 
 /** Instance ports from fixed facts; `hang` makes one operation never complete (a stalled dependency). */
-const ScriptedInstancePorts = (calls: string[], presented: unknown[], loaded: InstanceRecord, hang?: 'load' | 'protect' | 'references' | 'observe') => {
+const ScriptedInstancePorts = (
+  calls: string[],
+  presented: unknown[],
+  loaded: InstanceRecord,
+  hang?: 'load' | 'protect' | 'references' | 'observe',
+) => {
   const step = <A>(name: typeof hang | 'present' | 'forget', answer: () => A) =>
     Effect.suspend(() => {
       calls.push(name ?? '');
@@ -132,30 +175,45 @@ describe('reconcileInstance driver', () => {
     Effect.gen(function* () {
       const calls: string[] = [];
       const presented: unknown[] = [];
-      const fiber = yield* Effect.fork(reconcileInstance('shared').pipe(Effect.provide(ScriptedInstancePorts(calls, presented, live, 'observe'))));
+      const fiber = yield* Effect.fork(
+        reconcileInstance('shared').pipe(Effect.provide(ScriptedInstancePorts(calls, presented, live, 'observe'))),
+      );
       yield* TestClock.adjust('14 seconds');
       expect(presented).toEqual([]);
       yield* TestClock.adjust('1 second');
       const { requeueAfter } = yield* Fiber.join(fiber);
       expect(presented).toMatchObject([
-        { presentation: { phase: 'Validating', reason: 'DependencyUnavailable', message: '管理连接或能力查询失败；检查 PostgreSQL 可达性、catalog 读取权限和超时', postgresqlVersion: '' } },
+        {
+          presentation: {
+            phase: 'Validating',
+            reason: 'DependencyUnavailable',
+            message: '管理连接或能力查询失败；检查 PostgreSQL 可达性、catalog 读取权限和超时',
+            postgresqlVersion: '',
+          },
+        },
       ]);
       expect(Option.isSome(requeueAfter)).toBe(true);
     }),
   );
 
-  it.effect('AY-51 (driver): reference lists exceeding the budget → DependencyUnavailable presented, finalizer kept', () =>
-    Effect.gen(function* () {
-      const calls: string[] = [];
-      const presented: unknown[] = [];
-      const fiber = yield* Effect.fork(
-        reconcileInstance('shared').pipe(Effect.provide(ScriptedInstancePorts(calls, presented, { ...live, deleting: true }, 'references'))),
-      );
-      yield* TestClock.adjust('15 seconds');
-      yield* Fiber.join(fiber);
-      expect(calls).toEqual(['load', 'forget', 'references', 'present']);
-      expect(presented).toMatchObject([{ removeProtection: false, presentation: { reason: 'DependencyUnavailable' } }]);
-    }),
+  it.effect(
+    'AY-51 (driver): reference lists exceeding the budget → DependencyUnavailable presented, finalizer kept',
+    () =>
+      Effect.gen(function* () {
+        const calls: string[] = [];
+        const presented: unknown[] = [];
+        const fiber = yield* Effect.fork(
+          reconcileInstance('shared').pipe(
+            Effect.provide(ScriptedInstancePorts(calls, presented, { ...live, deleting: true }, 'references')),
+          ),
+        );
+        yield* TestClock.adjust('15 seconds');
+        yield* Fiber.join(fiber);
+        expect(calls).toEqual(['load', 'forget', 'references', 'present']);
+        expect(presented).toMatchObject([
+          { removeProtection: false, presentation: { reason: 'DependencyUnavailable' } },
+        ]);
+      }),
   );
 
   for (const hang of ['load', 'protect'] as const) {
@@ -163,7 +221,11 @@ describe('reconcileInstance driver', () => {
       Effect.gen(function* () {
         const calls: string[] = [];
         const presented: unknown[] = [];
-        const fiber = yield* Effect.fork(Effect.exit(reconcileInstance('shared').pipe(Effect.provide(ScriptedInstancePorts(calls, presented, live, hang)))));
+        const fiber = yield* Effect.fork(
+          Effect.exit(
+            reconcileInstance('shared').pipe(Effect.provide(ScriptedInstancePorts(calls, presented, live, hang))),
+          ),
+        );
         yield* TestClock.adjust('15 seconds');
         const exit = yield* Fiber.join(fiber);
         expect(Exit.isFailure(exit)).toBe(true);

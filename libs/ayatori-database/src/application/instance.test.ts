@@ -3,7 +3,15 @@
 import { Duration, Either, Option } from 'effect';
 import { describe, expect, it } from 'vitest';
 import { type ManagementChecks, nativeManagementChecks, type ObservationTarget } from '../domain/instance.js';
-import { budgetExceeded, type InstanceAction, instanceProgram, instanceRequeue, type InstanceResult, type ObservationFact, type ReferenceFact } from './instance.js';
+import {
+  budgetExceeded,
+  type InstanceAction,
+  instanceProgram,
+  instanceRequeue,
+  type InstanceResult,
+  type ObservationFact,
+  type ReferenceFact,
+} from './instance.js';
 import type { InstanceRecord } from './ports.js';
 import { walk } from './program.js';
 
@@ -11,17 +19,32 @@ const target: ObservationTarget = {
   uid: 'instance-uid',
   name: 'shared',
   revision: 2,
-  endpoint: { host: 'postgres.example.test', hostAddr: '127.0.0.1', port: 5432, managementDatabase: 'postgres', tlsMode: 'disable' },
+  endpoint: {
+    host: 'postgres.example.test',
+    hostAddr: '127.0.0.1',
+    port: 5432,
+    managementDatabase: 'postgres',
+    tlsMode: 'disable',
+  },
   credential: { name: 'shared-admin', usernameKey: 'username', passwordKey: 'password' },
 };
-const record = (change: Partial<InstanceRecord> = {}): InstanceRecord => ({ target, revision: '7', deleting: false, ...change });
+const record = (change: Partial<InstanceRecord> = {}): InstanceRecord => ({
+  target,
+  revision: '7',
+  deleting: false,
+  ...change,
+});
 const complete = nativeManagementChecks({ superuser: false, createRole: true, createDatabase: true, readOnly: false });
 const observed = (checks: ManagementChecks, version = '15.8', t = target): ObservationFact => ({
   _tag: 'Observed',
   observation: { target: t, version, checks, extensions: { _tag: 'Observed', available: ['plpgsql'] } },
 });
 
-const run = (loaded: InstanceRecord | undefined, fact: ObservationFact | undefined, references: ReferenceFact = { _tag: 'Listed', reference: undefined }) =>
+const run = (
+  loaded: InstanceRecord | undefined,
+  fact: ObservationFact | undefined,
+  references: ReferenceFact = { _tag: 'Listed', reference: undefined },
+) =>
   walk(instanceProgram('shared'), (action: InstanceAction) => {
     switch (action._tag) {
       case 'Load':
@@ -60,7 +83,12 @@ describe('Instance program', () => {
 
   it('AY-40: an unobserved check → ObservationIncomplete, the observed version still shown', () => {
     const { result } = run(record(), observed({ ...complete, grants: 'Unobserved' }));
-    expect(presentation(result)).toMatchObject({ phase: 'Validating', ready: false, reason: 'ObservationIncomplete', postgresqlVersion: '15.8' });
+    expect(presentation(result)).toMatchObject({
+      phase: 'Validating',
+      ready: false,
+      reason: 'ObservationIncomplete',
+      postgresqlVersion: '15.8',
+    });
   });
 
   it.each([
@@ -69,8 +97,18 @@ describe('Instance program', () => {
     ['AY-41 superuser', { superuser: true }, 'InsufficientPrivileges'],
     ['AY-42 read-only or recovery', { readOnly: true }, 'DependencyUnavailable'],
   ])('%s → %s (Validating, not ready)', (_name, change, reason) => {
-    const checks = nativeManagementChecks({ superuser: false, createRole: true, createDatabase: true, readOnly: false, ...change });
-    expect(presentation(run(record(), observed(checks)).result)).toMatchObject({ phase: 'Validating', ready: false, reason });
+    const checks = nativeManagementChecks({
+      superuser: false,
+      createRole: true,
+      createDatabase: true,
+      readOnly: false,
+      ...change,
+    });
+    expect(presentation(run(record(), observed(checks)).result)).toMatchObject({
+      phase: 'Validating',
+      ready: false,
+      reason,
+    });
   });
 
   it.each([
@@ -97,7 +135,13 @@ describe('Instance program', () => {
         _tag: 'Outcome',
         outcome: {
           removeProtection: false,
-          presentation: { phase: 'Deleting', ready: false, reason: 'InstanceInUse', message: `仍被 ${reference} 引用；先处理该资源，不会级联删除外部数据库`, postgresqlVersion: '' },
+          presentation: {
+            phase: 'Deleting',
+            ready: false,
+            reason: 'InstanceInUse',
+            message: `仍被 ${reference} 引用；先处理该资源，不会级联删除外部数据库`,
+            postgresqlVersion: '',
+          },
         },
       });
     }
@@ -105,12 +149,19 @@ describe('Instance program', () => {
 
   it('AY-51: a failed reference list → DependencyUnavailable, finalizer kept', () => {
     const { result } = run(record({ deleting: true }), undefined, { _tag: 'ListFailed' });
-    expect(result).toMatchObject({ outcome: { removeProtection: false, presentation: { reason: 'DependencyUnavailable', phase: 'Deleting' } } });
+    expect(result).toMatchObject({
+      outcome: { removeProtection: false, presentation: { reason: 'DependencyUnavailable', phase: 'Deleting' } },
+    });
   });
 
   it('AY-52/AY-54: no references → reason Deleting, the finalizer removed, and no requeue', () => {
     const { result } = run(record({ deleting: true }), undefined);
-    expect(result).toMatchObject({ outcome: { removeProtection: true, presentation: { reason: 'Deleting', message: '引用已解除，仅移除登记保护；不删除 PostgreSQL 或凭据' } } });
+    expect(result).toMatchObject({
+      outcome: {
+        removeProtection: true,
+        presentation: { reason: 'Deleting', message: '引用已解除，仅移除登记保护；不删除 PostgreSQL 或凭据' },
+      },
+    });
     expect(Option.isNone(instanceRequeue(result))).toBe(true);
   });
 
@@ -122,7 +173,9 @@ describe('Instance program', () => {
   });
 
   it('AY-49 (rule): the 15 s budget turns a running observation or reference list into a presented failure, and a load/protect into an error', () => {
-    expect(budgetExceeded({ _tag: 'Observe', record: record() })).toEqual(Either.right({ _tag: 'Failed', kind: 'Other' }));
+    expect(budgetExceeded({ _tag: 'Observe', record: record() })).toEqual(
+      Either.right({ _tag: 'Failed', kind: 'Other' }),
+    );
     expect(budgetExceeded({ _tag: 'References', name: 'shared' })).toEqual(Either.right({ _tag: 'ListFailed' }));
     for (const action of [{ _tag: 'Load', name: 'shared' } as const, { _tag: 'Protect', record: record() } as const]) {
       const outcome = budgetExceeded(action);

@@ -2,7 +2,12 @@
 // protect first, observe fresh every round, let the domain judge, present the result. Deletion never connects to
 // PostgreSQL: it releases local pools, checks references by name and removes the protection only when none is left.
 import { Clock, Data, Duration, Effect, Either, Option } from 'effect';
-import { deletionDecision, managementResult, observationFailure, type ObservationErrorKind } from '../domain/instance-reasons.js';
+import {
+  deletionDecision,
+  managementResult,
+  observationFailure,
+  type ObservationErrorKind,
+} from '../domain/instance-reasons.js';
 import { EmptySnapshot, InstanceAggregate, makeCapabilityObservation } from '../domain/instance.js';
 import type { InstancePresentation } from '../domain/presentation.js';
 import { InstancePhase, Timing } from '../domain/vocabulary.js';
@@ -16,7 +21,8 @@ import {
 } from './ports.js';
 import { type Action, ask, type Program } from './program.js';
 
-export type ReferenceFact = { readonly _tag: 'Listed'; readonly reference: string | undefined } | { readonly _tag: 'ListFailed' };
+export type ReferenceFact =
+  { readonly _tag: 'Listed'; readonly reference: string | undefined } | { readonly _tag: 'ListFailed' };
 export type ObservationFact =
   | { readonly _tag: 'Observed'; readonly observation: InstanceObservation }
   | { readonly _tag: 'Failed'; readonly kind: ObservationErrorKind };
@@ -29,17 +35,27 @@ export type InstanceAction =
   | (Action<'Observe'> & { readonly record: InstanceRecord });
 
 /** A rule of the domain refused the round (invalid definition, wrong phase, target mismatch): a reconcile error. */
-export class InstanceRoundError extends Data.TaggedError('InstanceRoundError')<{ readonly code: string; readonly message: string }> {}
+export class InstanceRoundError extends Data.TaggedError('InstanceRoundError')<{
+  readonly code: string;
+  readonly message: string;
+}> {}
 
 export type InstanceResult =
   | { readonly _tag: 'Gone' }
   | { readonly _tag: 'Outcome'; readonly record: InstanceRecord; readonly outcome: InstanceOutcome }
   | InstanceRoundError;
 
-const roundError = (e: { readonly _tag: string; readonly message: string; readonly code?: string }): InstanceRoundError =>
-  new InstanceRoundError({ code: e.code ?? e._tag, message: e.message });
+const roundError = (e: {
+  readonly _tag: string;
+  readonly message: string;
+  readonly code?: string;
+}): InstanceRoundError => new InstanceRoundError({ code: e.code ?? e._tag, message: e.message });
 
-const outcome = (record: InstanceRecord, presentation: InstancePresentation, removeProtection = false): InstanceResult => ({
+const outcome = (
+  record: InstanceRecord,
+  presentation: InstancePresentation,
+  removeProtection = false,
+): InstanceResult => ({
   _tag: 'Outcome',
   record,
   outcome: { presentation, removeProtection },
@@ -48,13 +64,21 @@ const outcome = (record: InstanceRecord, presentation: InstancePresentation, rem
 function* deleting(record: InstanceRecord): Program<InstanceAction, InstanceResult> {
   const name = record.target.name;
   yield* ask<InstanceAction, void>({ _tag: 'Forget', name });
-  const aggregate = Either.flatMap(InstanceAggregate.reconstitute(record.target, EmptySnapshot, true), (a) => a.beginDeletion());
+  const aggregate = Either.flatMap(InstanceAggregate.reconstitute(record.target, EmptySnapshot, true), (a) =>
+    a.beginDeletion(),
+  );
   if (Either.isLeft(aggregate)) return roundError(aggregate.left);
   const references = yield* ask<InstanceAction, ReferenceFact>({ _tag: 'References', name });
   const decision = deletionDecision(references);
   return outcome(
     record,
-    { phase: aggregate.right.snapshot().phase, ready: false, reason: decision.reason, message: decision.message, postgresqlVersion: '' },
+    {
+      phase: aggregate.right.snapshot().phase,
+      ready: false,
+      reason: decision.reason,
+      message: decision.message,
+      postgresqlVersion: '',
+    },
     decision.removeProtection,
   );
 }
@@ -70,7 +94,9 @@ export function* instanceProgram(name: string): Program<InstanceAction, Instance
   // The finalizer is persisted before any PostgreSQL connection.
   const record = yield* ask<InstanceAction, InstanceRecord>({ _tag: 'Protect', record: loaded });
   // Every round starts without evidence: a stored Ready or a live pool is not this round's proof.
-  const validating = Either.flatMap(InstanceAggregate.reconstitute(record.target, EmptySnapshot, false), (a) => a.beginValidation());
+  const validating = Either.flatMap(InstanceAggregate.reconstitute(record.target, EmptySnapshot, false), (a) =>
+    a.beginValidation(),
+  );
   if (Either.isLeft(validating)) return roundError(validating.left);
   const fact = yield* ask<InstanceAction, ObservationFact>({ _tag: 'Observe', record });
   if (fact._tag === 'Failed') {
@@ -78,11 +104,14 @@ export function* instanceProgram(name: string): Program<InstanceAction, Instance
     return outcome(record, { phase: InstancePhase.Validating, ready: false, reason, message, postgresqlVersion: '' });
   }
   const assessed = Either.flatMap(
-    Either.mapLeft(makeCapabilityObservation(fact.observation.target, fact.observation.version, fact.observation.checks), (e) => ({
-      _tag: e._tag,
-      code: e.field,
-      message: e.message,
-    })),
+    Either.mapLeft(
+      makeCapabilityObservation(fact.observation.target, fact.observation.version, fact.observation.checks),
+      (e) => ({
+        _tag: e._tag,
+        code: e.field,
+        message: e.message,
+      }),
+    ),
     (capabilities) => validating.right.assessManagement(capabilities),
   );
   if (Either.isLeft(assessed)) return roundError(assessed.left);
@@ -103,7 +132,9 @@ export function* instanceProgram(name: string): Program<InstanceAction, Instance
  * is a reconcile error (nothing presented); the reference lists and the observation become failed facts, so the
  * outcome is still presented (with the worker's own time, outside the budget).
  */
-export const budgetExceeded = (action: InstanceAction): Either.Either<ReferenceFact | ObservationFact | void, KubernetesError> => {
+export const budgetExceeded = (
+  action: InstanceAction,
+): Either.Either<ReferenceFact | ObservationFact | void, KubernetesError> => {
   switch (action._tag) {
     case 'References':
       return Either.right({ _tag: 'ListFailed' });
@@ -112,7 +143,9 @@ export const budgetExceeded = (action: InstanceAction): Either.Either<ReferenceF
     case 'Forget':
       return Either.right(undefined);
     default:
-      return Either.left(new KubernetesError({ code: 'Timeout', message: `observation budget exhausted during ${action._tag}` }));
+      return Either.left(
+        new KubernetesError({ code: 'Timeout', message: `observation budget exhausted during ${action._tag}` }),
+      );
   }
 };
 

@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { instanceForReference, instancesForSecret, tenantIndexValue, tenantsForDatabase, tenantsForInstance } from './mapping.js';
+import {
+  instanceForReference,
+  instancesForSecret,
+  tenantIndexValue,
+  tenantsForDatabase,
+  tenantsForInstance,
+} from './mapping.js';
 
 const tenants = [
   { namespace: 'apps', name: 'dynamic', uid: 'u1', provisionInstance: 'shared' },
@@ -30,7 +36,10 @@ describe('event mapping (watches trigger; decisions re-read)', () => {
       { name: 'b', adminSecret: 'admin' },
       { name: 'c', adminSecret: 'other' },
     ];
-    expect(instancesForSecret({ namespace: 'ayatori-system', name: 'admin' }, 'ayatori-system', instances)).toEqual(['a', 'b']);
+    expect(instancesForSecret({ namespace: 'ayatori-system', name: 'admin' }, 'ayatori-system', instances)).toEqual([
+      'a',
+      'b',
+    ]);
     expect(instancesForSecret({ namespace: 'unrelated', name: 'admin' }, 'ayatori-system', instances)).toEqual([]);
   });
 

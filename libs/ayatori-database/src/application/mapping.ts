@@ -48,7 +48,9 @@ export const instancesForSecret = (
 
 /** A Database or Tenant event enqueues the Instance it references (a databaseRef Tenant references none). */
 export const instanceForReference = (
-  object: { readonly kind: 'Database'; readonly instanceRef: string } | { readonly kind: 'Tenant'; readonly provisionInstance?: string | undefined },
+  object:
+    | { readonly kind: 'Database'; readonly instanceRef: string }
+    | { readonly kind: 'Tenant'; readonly provisionInstance?: string | undefined },
 ): ReadonlyArray<string> => {
   const name = object.kind === 'Database' ? object.instanceRef : object.provisionInstance;
   return name ? [name] : [];

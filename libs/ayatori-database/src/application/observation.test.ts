@@ -3,7 +3,12 @@
 import { inspect } from 'node:util';
 import { Either } from 'effect';
 import { describe, expect, it } from 'vitest';
-import { InstanceAggregate, EmptySnapshot, makeCapabilityObservation, type ObservationTarget } from '../domain/instance.js';
+import {
+  InstanceAggregate,
+  EmptySnapshot,
+  makeCapabilityObservation,
+  type ObservationTarget,
+} from '../domain/instance.js';
 import {
   AdminCredentials,
   type InspectFact,
@@ -20,10 +25,19 @@ const target: ObservationTarget = {
   uid: 'instance-uid',
   name: 'shared',
   revision: 1,
-  endpoint: { host: 'fixture.invalid', hostAddr: '127.0.0.1', port: 5432, managementDatabase: 'postgres', tlsMode: 'disable' },
+  endpoint: {
+    host: 'fixture.invalid',
+    hostAddr: '127.0.0.1',
+    port: 5432,
+    managementDatabase: 'postgres',
+    tlsMode: 'disable',
+  },
   credential: { name: 'admin', usernameKey: 'login', passwordKey: 'credential' },
 };
-const secret = (password = CANARY, username = 'native_manager'): SecretFact => ({ _tag: 'Found', data: { login: username, credential: password, other: 'x' } });
+const secret = (password = CANARY, username = 'native_manager'): SecretFact => ({
+  _tag: 'Found',
+  data: { login: username, credential: password, other: 'x' },
+});
 const management: InspectFact = {
   _tag: 'Management',
   metadata: { version: '15.8', extensions: ['hstore', 'plpgsql'] },
@@ -36,7 +50,12 @@ interface Script {
   readonly inspect?: InspectFact;
 }
 
-const run = (script: Script, pool: PoolMemory | undefined, t: ObservationTarget = target, mode: 'management' | 'metadata' = 'management') => {
+const run = (
+  script: Script,
+  pool: PoolMemory | undefined,
+  t: ObservationTarget = target,
+  mode: 'management' | 'metadata' = 'management',
+) => {
   let reads = 0;
   return walk(observationProgram(t, pool, mode), (action: ObservationAction) => {
     switch (action._tag) {
@@ -45,23 +64,34 @@ const run = (script: Script, pool: PoolMemory | undefined, t: ObservationTarget 
       case 'Release':
         return undefined;
       case 'Connect':
-        return script.connect === undefined || script.connect === 'ok' ? { _tag: 'Connected' } : { _tag: 'Failed', kind: script.connect };
+        return script.connect === undefined || script.connect === 'ok'
+          ? { _tag: 'Connected' }
+          : { _tag: 'Failed', kind: script.connect };
       case 'Inspect':
         return script.inspect ?? management;
     }
   });
 };
 const tags = (actions: ReadonlyArray<ObservationAction>) => actions.map((a) => a._tag);
-const held = (password = CANARY, t: ObservationTarget = target): PoolMemory => ({ target: t, credentials: new AdminCredentials('native_manager', password) });
+const held = (password = CANARY, t: ObservationTarget = target): PoolMemory => ({
+  target: t,
+  credentials: new AdminCredentials('native_manager', password),
+});
 const observed = (o: ObservationOutcome) => (o._tag === 'Observed' ? o.observation : undefined);
 
 describe('management observation program', () => {
   it('AY-37 (rule): a first observation connects, queries, re-reads the Secret, and returns checks bound to this target', () => {
     const { actions, result } = run({ secrets: [secret()] }, undefined);
     expect(tags(actions)).toEqual(['ReadSecret', 'Connect', 'Inspect', 'ReadSecret']);
-    expect(observed(result)).toMatchObject({ target, version: '15.8', extensions: { _tag: 'Observed', available: ['hstore', 'plpgsql'] } });
+    expect(observed(result)).toMatchObject({
+      target,
+      version: '15.8',
+      extensions: { _tag: 'Observed', available: ['hstore', 'plpgsql'] },
+    });
     const capability = Either.getOrThrow(makeCapabilityObservation(target, '15.8', observed(result)!.checks));
-    const validating = Either.getOrThrow(Either.getOrThrow(InstanceAggregate.reconstitute(target, EmptySnapshot, false)).beginValidation());
+    const validating = Either.getOrThrow(
+      Either.getOrThrow(InstanceAggregate.reconstitute(target, EmptySnapshot, false)).beginValidation(),
+    );
     expect(Either.getOrThrow(validating.assessManagement(capability)).snapshot().phase).toBe('Ready');
   });
 
@@ -114,7 +144,10 @@ describe('management observation program', () => {
   });
 
   it('AY-58 (rule): a failed query or an empty version → no partial data, the pool released', () => {
-    for (const inspectFact of [{ _tag: 'Failed' } as const, { ...management, metadata: { version: '', extensions: ['hstore'] } }]) {
+    for (const inspectFact of [
+      { _tag: 'Failed' } as const,
+      { ...management, metadata: { version: '', extensions: ['hstore'] } },
+    ]) {
       const { actions, result } = run({ secrets: [secret()], inspect: inspectFact }, undefined);
       expect(tags(actions)).toEqual(['ReadSecret', 'Connect', 'Inspect', 'Release']);
       expect(result).toEqual({ _tag: 'Failed', kind: 'Other', pool: undefined });
@@ -124,11 +157,21 @@ describe('management observation program', () => {
   it('AY-40/AY-59 (rule): the metadata-only path carries no management checks, even if the adapter supplied role facts', () => {
     const { result } = run({ secrets: [secret()] }, undefined, target, 'metadata');
     const checks = observed(result)!.checks;
-    expect(Object.values(checks)).toEqual(['Unobserved', 'Unobserved', 'Unobserved', 'Unobserved', 'Unobserved', 'Unobserved']);
+    expect(Object.values(checks)).toEqual([
+      'Unobserved',
+      'Unobserved',
+      'Unobserved',
+      'Unobserved',
+      'Unobserved',
+      'Unobserved',
+    ]);
   });
 
   it('AY-57 (rule): a successful empty list is observed-empty', () => {
-    const { result } = run({ secrets: [secret()], inspect: { ...management, metadata: { version: '15.8', extensions: null } } }, undefined);
+    const { result } = run(
+      { secrets: [secret()], inspect: { ...management, metadata: { version: '15.8', extensions: null } } },
+      undefined,
+    );
     expect(observed(result)!.extensions).toEqual({ _tag: 'Observed', available: [] });
   });
 

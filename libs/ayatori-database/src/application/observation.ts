@@ -63,7 +63,8 @@ export type SecretFact =
   | { readonly _tag: 'Missing' }
   | { readonly _tag: 'Unreadable' };
 
-export type ConnectFact = { readonly _tag: 'Connected' } | { readonly _tag: 'Failed'; readonly kind: 'Authentication' | 'Other' };
+export type ConnectFact =
+  { readonly _tag: 'Connected' } | { readonly _tag: 'Failed'; readonly kind: 'Authentication' | 'Other' };
 
 export interface MetadataFacts {
   readonly version: string;
@@ -84,7 +85,9 @@ export type ObservationAction =
   | (Action<'Connect'> & { readonly target: ObservationTarget; readonly credentials: AdminCredentials })
   | (Action<'Inspect'> & { readonly instance: string; readonly mode: ObservationMode });
 
-export class InvalidObservationTarget extends Data.TaggedError('InvalidObservationTarget')<{ readonly message: string }> {}
+export class InvalidObservationTarget extends Data.TaggedError('InvalidObservationTarget')<{
+  readonly message: string;
+}> {}
 
 export type ObservationOutcome =
   | { readonly _tag: 'Observed'; readonly observation: InstanceObservation; readonly pool: PoolMemory }
@@ -101,7 +104,10 @@ export const adminCredentialsFrom = (
   return username && password ? new AdminCredentials(username, password) : undefined;
 };
 
-const credentialFailure = (fact: SecretFact, keys: ObservationTarget['credential']): ObservationErrorKind | AdminCredentials => {
+const credentialFailure = (
+  fact: SecretFact,
+  keys: ObservationTarget['credential'],
+): ObservationErrorKind | AdminCredentials => {
   if (fact._tag !== 'Found') return 'CredentialsUnavailable';
   return adminCredentialsFrom(fact.data, keys) ?? 'CredentialsInvalid';
 };
@@ -115,12 +121,18 @@ export function* observationProgram(
   const valid = validateTarget(target);
   if (Either.isLeft(valid)) return new InvalidObservationTarget({ message: valid.left.message });
   const name = target.name;
-  const failed = function* (kind: ObservationErrorKind, held: PoolMemory | undefined): Program<ObservationAction, ObservationOutcome> {
+  const failed = function* (
+    kind: ObservationErrorKind,
+    held: PoolMemory | undefined,
+  ): Program<ObservationAction, ObservationOutcome> {
     if (held !== undefined) yield* ask<ObservationAction, void>({ _tag: 'Release', instance: name });
     return { _tag: 'Failed', kind, pool: undefined };
   };
 
-  const before = credentialFailure(yield* ask<ObservationAction, SecretFact>({ _tag: 'ReadSecret', name: target.credential.name }), target.credential);
+  const before = credentialFailure(
+    yield* ask<ObservationAction, SecretFact>({ _tag: 'ReadSecret', name: target.credential.name }),
+    target.credential,
+  );
   if (!(before instanceof AdminCredentials)) return yield* failed(before, pool);
 
   let held = pool;
@@ -137,12 +149,17 @@ export function* observationProgram(
   const inspected = yield* ask<ObservationAction, InspectFact>({ _tag: 'Inspect', instance: name, mode });
   if (inspected._tag === 'Failed' || inspected.metadata.version === '') return yield* failed('Other', held);
 
-  const after = credentialFailure(yield* ask<ObservationAction, SecretFact>({ _tag: 'ReadSecret', name: target.credential.name }), target.credential);
+  const after = credentialFailure(
+    yield* ask<ObservationAction, SecretFact>({ _tag: 'ReadSecret', name: target.credential.name }),
+    target.credential,
+  );
   if (!(after instanceof AdminCredentials)) return yield* failed(after, held);
   if (!after.equals(before)) return yield* failed('CredentialsChanged', held);
 
   const checks: ManagementChecks =
-    mode === 'management' && inspected._tag === 'Management' ? nativeManagementChecks(inspected.role) : UnobservedChecks;
+    mode === 'management' && inspected._tag === 'Management'
+      ? nativeManagementChecks(inspected.role)
+      : UnobservedChecks;
   const extensions: ExtensionSupport = observeExtensionSupport(inspected.metadata.extensions);
   return {
     _tag: 'Observed',

@@ -27,13 +27,25 @@ export class BindingResources extends Context.Tag('@homelab/ayatori-database/Bin
     readonly database: (name: string) => Effect.Effect<BindingDatabase | undefined, KubernetesError>;
     readonly instance: (name: string) => Effect.Effect<Binding.Instance | undefined, KubernetesError>;
     /** At the snapshot's version: add the tenant finalizer (if missing), then present the checkpoint (if any). */
-    readonly beginBinding: (tenant: BindingTenant, checkpoint: TenantPresentation | undefined) => Effect.Effect<BindingTenant, KubernetesError>;
+    readonly beginBinding: (
+      tenant: BindingTenant,
+      checkpoint: TenantPresentation | undefined,
+    ) => Effect.Effect<BindingTenant, KubernetesError>;
     /** Create `tenant-<uid>` with source Provision, Retain, the tenantRef and the database finalizer, in one call. */
-    readonly createDatabase: (target: Binding.Target, tenant: Binding.TenantIdentity) => Effect.Effect<BindingDatabase, KubernetesError>;
+    readonly createDatabase: (
+      target: Binding.Target,
+      tenant: Binding.TenantIdentity,
+    ) => Effect.Effect<BindingDatabase, KubernetesError>;
     /** At the snapshot's version: `status.instanceUID = uid`. */
-    readonly recordInstance: (database: BindingDatabase, instanceUID: string) => Effect.Effect<BindingDatabase, KubernetesError>;
+    readonly recordInstance: (
+      database: BindingDatabase,
+      instanceUID: string,
+    ) => Effect.Effect<BindingDatabase, KubernetesError>;
     /** At the snapshot's version: add the database finalizer and set `spec.tenantRef` (write only if changed). */
-    readonly bindDatabase: (database: BindingDatabase, tenant: Binding.TenantIdentity) => Effect.Effect<BindingDatabase, KubernetesError>;
+    readonly bindDatabase: (
+      database: BindingDatabase,
+      tenant: Binding.TenantIdentity,
+    ) => Effect.Effect<BindingDatabase, KubernetesError>;
     /** At the snapshot's version (NotFound ignored): write the status only if it differs semantically. */
     readonly present: (tenant: BindingTenant, status: TenantPresentation) => Effect.Effect<void, KubernetesError>;
   }

@@ -25,7 +25,10 @@ export interface Walk<Act, R> {
  * Run a program to completion with a pure answering function (for tests and for reasoning): returns every action
  * in order and the result.
  */
-export const walk = <Act, R>(program: Program<Act, R>, answer: (action: Act, index: number) => unknown): Walk<Act, R> => {
+export const walk = <Act, R>(
+  program: Program<Act, R>,
+  answer: (action: Act, index: number) => unknown,
+): Walk<Act, R> => {
   const actions: Act[] = [];
   let next = program.next();
   while (!next.done) {

@@ -4,7 +4,15 @@
 // holding exactly the generated RBAC (TokenRequest token). The informers are restricted to this file's label (other
 // test files share the API server); the controllers' behaviour is otherwise the production one.
 import { randomBytes } from 'node:crypto';
-import { adminQuery, eventually as pollUntil, kubeObjects, kubeRequest, testbed, useDatabase, useNamespace } from '@homelab/testbed/vitest';
+import {
+  adminQuery,
+  eventually as pollUntil,
+  kubeObjects,
+  kubeRequest,
+  testbed,
+  useDatabase,
+  useNamespace,
+} from '@homelab/testbed/vitest';
 import { ControllerMetrics, ControllerMetricsLive, layerFromToken, type ReceivedAnswer } from '@homelab/kube';
 import { Cause, Context, Effect, Either, Exit, Layer, Logger, LogLevel, Scope } from 'effect';
 import pg from 'pg';
@@ -13,7 +21,12 @@ import { quoteIdentifier } from '../domain/provisioning-sql.js';
 import { grantManagerRbac } from '../testing/index.js';
 import { InstanceReason, SetupMessage, TenantReason } from '../domain/vocabulary.js';
 import { httpCall } from '../../test/http.js';
-import { apiVersion, KubernetesAdminSecretsLayer, KubernetesBindingResourcesLayer, KubernetesInstanceResourcesLayer } from '../adapter/kubernetes/resources.js';
+import {
+  apiVersion,
+  KubernetesAdminSecretsLayer,
+  KubernetesBindingResourcesLayer,
+  KubernetesInstanceResourcesLayer,
+} from '../adapter/kubernetes/resources.js';
 import { PostgresInstanceObserverLayer } from '../adapter/postgresql/observer.js';
 import { databases, installCrds, instances, tenants } from '../../test/kube-fixture.js';
 import { startDatabaseControllers } from './controllers.js';
@@ -33,11 +46,14 @@ interface Obj {
 const { get, post, purge, created: cleanup } = kubeObjects<Obj>();
 const sql = adminQuery;
 const backends = async () =>
-  Number((await sql(`SELECT count(*)::int AS n FROM pg_catalog.pg_stat_activity WHERE usename = '${manager}'`)).rows[0].n);
+  Number(
+    (await sql(`SELECT count(*)::int AS n FROM pg_catalog.pg_stat_activity WHERE usename = '${manager}'`)).rows[0].n,
+  );
 const ready = (o: Obj | undefined) => o?.status?.conditions?.find((c) => c.type === 'Ready');
 
 /** Poll until `check` holds (at most `ms`); returns the elapsed time. */
-const eventually = (what: string, check: () => Promise<boolean>, ms = 10_000): Promise<number> => pollUntil(what, check, ms, 50);
+const eventually = (what: string, check: () => Promise<boolean>, ms = 10_000): Promise<number> =>
+  pollUntil(what, check, ms, 50);
 
 /** What a read-only slice must leave untouched: the manager role (attributes, password) and the management database's objects. */
 const backendState = async () => {
@@ -45,8 +61,16 @@ const backendState = async () => {
   const c = new pg.Client({ host: postgres.host, port: postgres.port, user: postgres.user, database: db.database });
   await c.connect();
   try {
-    const role = (await c.query(`SELECT rolsuper, rolcreaterole, rolcreatedb, rolcanlogin, rolpassword FROM pg_catalog.pg_authid WHERE rolname = '${manager}'`)).rows;
-    const objects = (await c.query(`SELECT (SELECT count(*) FROM pg_catalog.pg_extension)::int AS ext, (SELECT count(*) FROM pg_catalog.pg_namespace)::int AS ns, (SELECT count(*) FROM pg_catalog.pg_class WHERE relnamespace = 'public'::regnamespace)::int AS rel`)).rows;
+    const role = (
+      await c.query(
+        `SELECT rolsuper, rolcreaterole, rolcreatedb, rolcanlogin, rolpassword FROM pg_catalog.pg_authid WHERE rolname = '${manager}'`,
+      )
+    ).rows;
+    const objects = (
+      await c.query(
+        `SELECT (SELECT count(*) FROM pg_catalog.pg_extension)::int AS ext, (SELECT count(*) FROM pg_catalog.pg_namespace)::int AS ns, (SELECT count(*) FROM pg_catalog.pg_class WHERE relnamespace = 'public'::regnamespace)::int AS rel`,
+      )
+    ).rows;
     return { role, objects };
   } finally {
     await c.end();
@@ -65,7 +89,13 @@ const controllerToken = async (): Promise<string> => {
     const r = await kubeRequest('POST', path, body);
     if (r.status !== 201) throw new Error(`POST ${path}: ${r.status} ${r.body}`);
   };
-  await grantManagerRbac({ create, cleanup: rbacCleanup, namespace: ns.name, serviceAccount: 'controller-manager', roleName });
+  await grantManagerRbac({
+    create,
+    cleanup: rbacCleanup,
+    namespace: ns.name,
+    serviceAccount: 'controller-manager',
+    roleName,
+  });
   const reply = await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/serviceaccounts/controller-manager/token`, {
     apiVersion: 'authentication.k8s.io/v1',
     kind: 'TokenRequest',
@@ -78,7 +108,10 @@ const controllerToken = async (): Promise<string> => {
   for (let i = 0; i < 200; i++) {
     const ok = await Promise.all(
       [`${tenants(ns.name)}`, `/api/v1/namespaces/${ns.name}/secrets`].map(async (path) => {
-        const r = await httpCall(`${kube.server}${path}`, { ca: kube.caCert, headers: { authorization: `Bearer ${token}`, accept: 'application/json' } });
+        const r = await httpCall(`${kube.server}${path}`, {
+          ca: kube.caCert,
+          headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
+        });
         return r.status === 200;
       }),
     );
@@ -98,12 +131,17 @@ let inner: Scope.CloseableScope;
 
 beforeAll(async () => {
   await installCrds();
-  await sql(`CREATE ROLE ${quoteIdentifier(manager)} LOGIN NOSUPERUSER CREATEDB CREATEROLE PASSWORD 'AYATORI-TEST-ONLY-${suffix}'`);
+  await sql(
+    `CREATE ROLE ${quoteIdentifier(manager)} LOGIN NOSUPERUSER CREATEDB CREATEROLE PASSWORD 'AYATORI-TEST-ONLY-${suffix}'`,
+  );
   stateBefore = await backendState();
   outer = Effect.runSync(Scope.make());
   inner = Effect.runSync(Scope.make());
   // Every answer the controllers' client receives is kept as sent (AY-43 checks the Secret watch on the wire).
-  const kube = layerFromToken({ ...testbed().kube, token: await controllerToken() }, { onAnswer: (a) => void received.push(a) });
+  const kube = layerFromToken(
+    { ...testbed().kube, token: await controllerToken() },
+    { onAnswer: (a) => void received.push(a) },
+  );
   const services = Layer.mergeAll(
     KubernetesBindingResourcesLayer,
     KubernetesInstanceResourcesLayer,
@@ -114,9 +152,17 @@ beforeAll(async () => {
   const context = await Effect.runPromise(Layer.buildWithScope(services, outer));
   metricsText = () => Effect.runPromise(Context.get(context, ControllerMetrics).render);
   // Every log line of the controllers (workers, informers, errors) is captured for the canary scan (AY-80).
-  const capture = Logger.replace(Logger.defaultLogger, Logger.make(({ message, cause }) => logs.push(`${JSON.stringify(message)} ${Cause.pretty(cause)}`)));
+  const capture = Logger.replace(
+    Logger.defaultLogger,
+    Logger.make(({ message, cause }) => logs.push(`${JSON.stringify(message)} ${Cause.pretty(cause)}`)),
+  );
   const started = await Effect.runPromise(
-    startDatabaseControllers({ secretNamespace: ns.name, labelSelector: `${label}=yes` }).pipe(Effect.provide(context), Effect.provide(capture), Effect.provide(Logger.minimumLogLevel(LogLevel.Debug)), Scope.extend(inner)),
+    startDatabaseControllers({ secretNamespace: ns.name, labelSelector: `${label}=yes` }).pipe(
+      Effect.provide(context),
+      Effect.provide(capture),
+      Effect.provide(Logger.minimumLogLevel(LogLevel.Debug)),
+      Scope.extend(inner),
+    ),
   );
   expect(started.instanceController).toBe(true);
 }, 120_000);
@@ -139,7 +185,16 @@ describe('controllers on the real API server and PostgreSQL', () => {
       apiVersion,
       kind: 'PostgreSQLInstance',
       metadata: { name: instanceName, labels: { [label]: 'yes' } },
-      spec: { endpoint: { host: 'localhost', hostaddr: '127.0.0.1', port: testbed().postgres.port, database: db.database, sslMode: 'disable' }, adminCredentialRef: { name: secretName } },
+      spec: {
+        endpoint: {
+          host: 'localhost',
+          hostaddr: '127.0.0.1',
+          port: testbed().postgres.port,
+          database: db.database,
+          sslMode: 'disable',
+        },
+        adminCredentialRef: { name: secretName },
+      },
     });
     const tenant = await post(tenants(ns.name), {
       apiVersion,
@@ -148,8 +203,14 @@ describe('controllers on the real API server and PostgreSQL', () => {
       spec: { provision: { instanceRef: { name: instanceName } } },
     });
     cleanup.push(`${databases}/tenant-${tenant.metadata.uid}`);
-    await eventually('Instance waits (DependencyUnavailable)', async () => ready(await get(`${instances}/${instanceName}`))?.reason === InstanceReason.DependencyUnavailable);
-    await eventually('Tenant waits for the Instance', async () => ready(await get(`${tenants(ns.name)}/${tenantName}`))?.reason === TenantReason.DependencyUnavailable);
+    await eventually(
+      'Instance waits (DependencyUnavailable)',
+      async () => ready(await get(`${instances}/${instanceName}`))?.reason === InstanceReason.DependencyUnavailable,
+    );
+    await eventually(
+      'Tenant waits for the Instance',
+      async () => ready(await get(`${tenants(ns.name)}/${tenantName}`))?.reason === TenantReason.DependencyUnavailable,
+    );
 
     const secret = await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/secrets`, {
       apiVersion: 'v1',
@@ -158,8 +219,14 @@ describe('controllers on the real API server and PostgreSQL', () => {
       stringData: { username: manager, password: CANARY },
     });
     expect(secret.status).toBe(201);
-    await eventually('Instance Ready after the Secret event', async () => ready(await get(`${instances}/${instanceName}`))?.status === 'True');
-    await eventually('Tenant Bound after the Instance event', async () => (await get(`${tenants(ns.name)}/${tenantName}`))?.status?.phase === 'Bound');
+    await eventually(
+      'Instance Ready after the Secret event',
+      async () => ready(await get(`${instances}/${instanceName}`))?.status === 'True',
+    );
+    await eventually(
+      'Tenant Bound after the Instance event',
+      async () => (await get(`${tenants(ns.name)}/${tenantName}`))?.status?.phase === 'Bound',
+    );
     const bound = await get(`${tenants(ns.name)}/${tenantName}`);
     expect(ready(bound)?.reason).toBe(TenantReason.BindingComplete);
     expect(await backends()).toBeGreaterThanOrEqual(1);
@@ -169,20 +236,33 @@ describe('controllers on the real API server and PostgreSQL', () => {
     const secretPath = `/api/v1/namespaces/${ns.name}/secrets/${secretName}`;
     const b64 = (v: string) => Buffer.from(v).toString('base64');
     const setUsername = async (username: string) => {
-      const r = await kubeRequest('PATCH', secretPath, { data: { username: b64(username) } }, 'application/merge-patch+json');
+      const r = await kubeRequest(
+        'PATCH',
+        secretPath,
+        { data: { username: b64(username) } },
+        'application/merge-patch+json',
+      );
       expect(r.status, r.body).toBe(200);
       return (r.json() as Obj).metadata.resourceVersion;
     };
     expect(ready(await get(`${instances}/${instanceName}`))?.status).toBe('True');
     const changedAt = await setUsername(`ay_nosuch_${suffix}`);
-    await eventually('Instance AuthenticationFailed after the data-only Secret change', async () => ready(await get(`${instances}/${instanceName}`))?.reason === InstanceReason.AuthenticationFailed);
+    await eventually(
+      'Instance AuthenticationFailed after the data-only Secret change',
+      async () => ready(await get(`${instances}/${instanceName}`))?.reason === InstanceReason.AuthenticationFailed,
+    );
     await setUsername(manager);
-    await eventually('Instance Ready again after the Secret is restored', async () => ready(await get(`${instances}/${instanceName}`))?.status === 'True');
+    await eventually(
+      'Instance Ready again after the Secret is restored',
+      async () => ready(await get(`${instances}/${instanceName}`))?.status === 'True',
+    );
 
     const collection = new RegExp(`^/api/v1/namespaces/${ns.name}/secrets(\\?|$)`);
     const secretReads = received.filter((a) => a.path.includes('/secrets'));
     const watchLines = secretReads.filter((a) => collection.test(a.path) && a.kind === 'line');
-    const lists = secretReads.filter((a) => collection.test(a.path) && a.kind === 'body' && !a.path.includes('watch=true'));
+    const lists = secretReads.filter(
+      (a) => collection.test(a.path) && a.kind === 'body' && !a.path.includes('watch=true'),
+    );
     const direct = secretReads.filter((a) => a.path === secretPath);
     // only this namespace, only the collection (watch/list) and the observer's direct reads of the named Secret
     expect(secretReads.filter((a) => !collection.test(a.path) && a.path !== secretPath)).toEqual([]);
@@ -200,8 +280,15 @@ describe('controllers on the real API server and PostgreSQL', () => {
     // the data-only change arrived as a MODIFIED event of the metadata watch
     expect(
       watchLines.some((l) => {
-        const ev = JSON.parse(l.text) as { type: string; object: { metadata: { name?: string; resourceVersion?: string } } };
-        return ev.type === 'MODIFIED' && ev.object.metadata.name === secretName && ev.object.metadata.resourceVersion === changedAt;
+        const ev = JSON.parse(l.text) as {
+          type: string;
+          object: { metadata: { name?: string; resourceVersion?: string } };
+        };
+        return (
+          ev.type === 'MODIFIED' &&
+          ev.object.metadata.name === secretName &&
+          ev.object.metadata.resourceVersion === changedAt
+        );
       }),
     ).toBe(true);
     const leaks = (text: string) => [CANARY, b64(CANARY)].filter((c) => text.includes(c));
@@ -219,7 +306,10 @@ describe('controllers on the real API server and PostgreSQL', () => {
       metadata: { name: claim, namespace: ns.name, labels: { [label]: 'yes' } },
       spec: { databaseRef: { name: dbName } },
     });
-    await eventually('Tenant waits for the Database', async () => ready(await get(`${tenants(ns.name)}/${claim}`))?.reason === TenantReason.DependencyUnavailable);
+    await eventually(
+      'Tenant waits for the Database',
+      async () => ready(await get(`${tenants(ns.name)}/${claim}`))?.reason === TenantReason.DependencyUnavailable,
+    );
     const inst = await get(`${instances}/${instanceName}`);
     const d = await post(databases, {
       apiVersion,
@@ -234,18 +324,37 @@ describe('controllers on the real API server and PostgreSQL', () => {
         instanceUID: inst?.metadata.uid,
         phase: 'Available',
         observedGeneration: 1,
-        conditions: [{ type: 'Ready', status: 'True', reason: 'Available', message: 'test fixture', observedGeneration: 1, lastTransitionTime: '2026-01-01T00:00:00Z' }],
+        conditions: [
+          {
+            type: 'Ready',
+            status: 'True',
+            reason: 'Available',
+            message: 'test fixture',
+            observedGeneration: 1,
+            lastTransitionTime: '2026-01-01T00:00:00Z',
+          },
+        ],
       },
     });
     expect(st.status, st.body).toBe(200);
-    await eventually('Tenant Bound after the Database event', async () => (await get(`${tenants(ns.name)}/${claim}`))?.status?.phase === 'Bound');
+    await eventually(
+      'Tenant Bound after the Database event',
+      async () => (await get(`${tenants(ns.name)}/${claim}`))?.status?.phase === 'Bound',
+    );
     expect(Date.now() - started).toBeLessThan(10_000);
   });
 
-  it('AY-35/AY-54: the controllers pass the drivers\' requeue to the work queue (rounds counted as requeue_after by the real controller metrics)', async () => {
+  it("AY-35/AY-54: the controllers pass the drivers' requeue to the work queue (rounds counted as requeue_after by the real controller metrics)", async () => {
     const text = await metricsText();
     for (const controller of ['database-binding', 'database-instance']) {
-      const line = text.split('\n').find((l) => l.startsWith('controller_runtime_reconcile_total') && l.includes(`controller="${controller}"`) && l.includes('result="requeue_after"'));
+      const line = text
+        .split('\n')
+        .find(
+          (l) =>
+            l.startsWith('controller_runtime_reconcile_total') &&
+            l.includes(`controller="${controller}"`) &&
+            l.includes('result="requeue_after"'),
+        );
       expect(line, controller).toBeDefined();
       expect(Number(line?.split(' ').at(-1))).toBeGreaterThan(0);
     }
@@ -281,7 +390,11 @@ describe('AY-80', () => {
   it('AY-80: the admin password (a canary) appears in no log line, no status and no event of the whole run', async () => {
     expect(logs.length).toBeGreaterThan(5); // every round logs its outcome at debug level
     expect(logs.join('\n')).not.toContain(CANARY);
-    for (const path of [`${instances}/${`ay-ctrl-${suffix}`}`, `${tenants(ns.name)}/app${suffix}`, `${tenants(ns.name)}/claim-${suffix}`]) {
+    for (const path of [
+      `${instances}/${`ay-ctrl-${suffix}`}`,
+      `${tenants(ns.name)}/app${suffix}`,
+      `${tenants(ns.name)}/claim-${suffix}`,
+    ]) {
       const o = await get(path);
       expect(JSON.stringify(o?.status ?? {})).not.toContain(CANARY);
     }
@@ -310,11 +423,19 @@ describe('setup (AY-53)', () => {
       ).pipe(Layer.provideMerge(kube));
       const context = await Effect.runPromise(Layer.buildWithScope(services, scope));
       const off = await Effect.runPromise(
-        startDatabaseControllers({ secretNamespace: '', labelSelector: `${label}=none` }).pipe(Effect.provide(context), Scope.extend(scope)),
+        startDatabaseControllers({ secretNamespace: '', labelSelector: `${label}=none` }).pipe(
+          Effect.provide(context),
+          Scope.extend(scope),
+        ),
       );
       expect(off.instanceController).toBe(false);
       const bad = await Effect.runPromise(
-        Effect.either(startDatabaseControllers({ secretNamespace: 'Not_A_Label', labelSelector: `${label}=none` }).pipe(Effect.provide(context), Scope.extend(scope))),
+        Effect.either(
+          startDatabaseControllers({ secretNamespace: 'Not_A_Label', labelSelector: `${label}=none` }).pipe(
+            Effect.provide(context),
+            Scope.extend(scope),
+          ),
+        ),
       );
       expect(Either.isLeft(bad) && bad.left.message).toBe(SetupMessage.instanceObserverRequired);
     } finally {

@@ -11,10 +11,24 @@
 // - `WatchSource.toKeys` is synchronous while informer caches are read through Effects: the cached Tenants and
 //   Databases are mirrored into plain Maps by handlers, and `toKeys` reads the mirrors.
 import { Cause, type Duration, Effect, Option, type Scope } from 'effect';
-import { type ControllerMetrics, type InformerEvent, type KubeClient, type KubeObject, makeInformer, makeMetadataInformer, startController } from '@homelab/kube';
+import {
+  type ControllerMetrics,
+  type InformerEvent,
+  type KubeClient,
+  type KubeObject,
+  makeInformer,
+  makeMetadataInformer,
+  startController,
+} from '@homelab/kube';
 import { reconcileBinding } from '../application/binding.js';
 import { reconcileInstance } from '../application/instance.js';
-import { instanceForReference, instancesForSecret, type TenantFacts, tenantsForDatabase, tenantsForInstance } from '../application/mapping.js';
+import {
+  instanceForReference,
+  instancesForSecret,
+  type TenantFacts,
+  tenantsForDatabase,
+  tenantsForInstance,
+} from '../application/mapping.js';
 import type { BindingResources, InstanceObserver, InstanceResources } from '../application/ports.js';
 import { ControllerNames, SetupMessage } from '../domain/vocabulary.js';
 import { apiVersion, Kinds } from '../adapter/kubernetes/resources.js';
@@ -30,7 +44,8 @@ export interface DatabaseControllersOptions {
 
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
-const rec = (v: unknown): Record<string, unknown> => (v !== null && typeof v === 'object' ? (v as Record<string, unknown>) : {});
+const rec = (v: unknown): Record<string, unknown> =>
+  v !== null && typeof v === 'object' ? (v as Record<string, unknown>) : {};
 const str = (v: unknown): string => (typeof v === 'string' ? v : '');
 
 const tenantFacts = (o: KubeObject): TenantFacts => {
@@ -123,7 +138,8 @@ export const startDatabaseControllers = (
         else instanceSecret.set(name, str(rec(rec(e.object['spec'])['adminCredentialRef'])['name']));
       }),
     );
-    const tenantKeys = (keys: ReadonlyArray<{ namespace: string; name: string }>) => keys.map((k) => `${k.namespace}/${k.name}`);
+    const tenantKeys = (keys: ReadonlyArray<{ namespace: string; name: string }>) =>
+      keys.map((k) => `${k.namespace}/${k.name}`);
 
     yield* startController({
       name: ControllerNames.binding,
@@ -131,24 +147,36 @@ export const startDatabaseControllers = (
       predicate: specOrDeletionChanged,
       concurrency: options.concurrency ?? 1,
       watches: [
-        { informer: databases, toKeys: (d) => tenantKeys(tenantsForDatabase(str(d.metadata.name), [...tenantMirror.values()])) },
+        {
+          informer: databases,
+          toKeys: (d) => tenantKeys(tenantsForDatabase(str(d.metadata.name), [...tenantMirror.values()])),
+        },
         {
           informer: instances,
-          toKeys: (i) => tenantKeys(tenantsForInstance(str(i.metadata.name), [...tenantMirror.values()], (db) => databaseInstance.get(db))),
+          toKeys: (i) =>
+            tenantKeys(
+              tenantsForInstance(str(i.metadata.name), [...tenantMirror.values()], (db) => databaseInstance.get(db)),
+            ),
         },
       ],
       onError: logFailure(ControllerNames.binding),
       reconcile: (request) =>
         reconcileBinding(request.namespace ?? '', request.name).pipe(
           Effect.tap(({ result }) =>
-            Effect.logDebug(`${ControllerNames.binding} ${request.key}: ${result.status ? `${result.status.phase || '-'} ${result.status.reason}` : result.retrySoon ? 'retry soon' : 'nothing to present'}`),
+            Effect.logDebug(
+              `${ControllerNames.binding} ${request.key}: ${result.status ? `${result.status.phase || '-'} ${result.status.reason}` : result.retrySoon ? 'retry soon' : 'nothing to present'}`,
+            ),
           ),
           Effect.map(({ requeueAfter }) => requeue(requeueAfter)),
         ),
     });
 
     if (!instanceEnabled) return { instanceController: false };
-    const secrets = yield* makeMetadataInformer({ apiVersion: 'v1', kind: 'Secret', namespace: options.secretNamespace });
+    const secrets = yield* makeMetadataInformer({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      namespace: options.secretNamespace,
+    });
     yield* startController({
       name: ControllerNames.instance,
       informer: instances,
@@ -164,8 +192,15 @@ export const startDatabaseControllers = (
               [...instanceSecret.entries()].map(([name, adminSecret]) => ({ name, adminSecret })),
             ),
         },
-        { informer: databases, toKeys: (d) => instanceForReference({ kind: 'Database', instanceRef: str(rec(rec(d['spec'])['instanceRef'])['name']) }) },
-        { informer: tenants, toKeys: (t) => instanceForReference({ kind: 'Tenant', provisionInstance: tenantFacts(t).provisionInstance }) },
+        {
+          informer: databases,
+          toKeys: (d) =>
+            instanceForReference({ kind: 'Database', instanceRef: str(rec(rec(d['spec'])['instanceRef'])['name']) }),
+        },
+        {
+          informer: tenants,
+          toKeys: (t) => instanceForReference({ kind: 'Tenant', provisionInstance: tenantFacts(t).provisionInstance }),
+        },
       ],
       onError: logFailure(ControllerNames.instance),
       reconcile: (request) =>

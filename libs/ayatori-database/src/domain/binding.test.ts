@@ -24,7 +24,10 @@ describe('resolve (binding.Request.Resolve)', () => {
     const request: Request = { provision: { instance: 'shared' } };
     const frozen = JSON.stringify(request);
     const target = Either.getOrThrow(resolve(request, tenantId));
-    expect(target).toEqual({ name: 'tenant-tenant-uid', provision: { instance: 'shared', database: 'app', loginRole: 'app' } });
+    expect(target).toEqual({
+      name: 'tenant-tenant-uid',
+      provision: { instance: 'shared', database: 'app', loginRole: 'app' },
+    });
     expect(JSON.stringify(request)).toBe(frozen);
     expect(target.provision).not.toBe(request.provision);
     expect(dynamicDatabaseName('abc')).toBe('tenant-abc');
@@ -34,7 +37,11 @@ describe('resolve (binding.Request.Resolve)', () => {
     const name = fc.stringMatching(/^[a-z][a-z0-9_-]{0,12}$/);
     fc.assert(
       fc.property(
-        fc.record({ instance: name, database: fc.option(name, { nil: undefined }), loginRole: fc.option(name, { nil: undefined }) }),
+        fc.record({
+          instance: name,
+          database: fc.option(name, { nil: undefined }),
+          loginRole: fc.option(name, { nil: undefined }),
+        }),
         fc.option(name, { nil: undefined }),
         name,
         (provision, existingDatabase, tenantName) => {
@@ -53,17 +60,25 @@ describe('resolve (binding.Request.Resolve)', () => {
   });
 
   it('AY-16: explicit database/loginRole are used verbatim; a Tenant named my-app that omits them is InvalidRequest', () => {
-    const explicit = Either.getOrThrow(resolve({ provision: { instance: 'shared', database: 'custom', loginRole: 'owner' } }, tenantId));
+    const explicit = Either.getOrThrow(
+      resolve({ provision: { instance: 'shared', database: 'custom', loginRole: 'owner' } }, tenantId),
+    );
     expect(explicit.provision).toEqual({ instance: 'shared', database: 'custom', loginRole: 'owner' });
     const invalid = resolve({ provision: { instance: 'shared' } }, { ...tenantId, name: 'my-app' });
     expect(invalid).toEqual(Either.left({ _tag: 'InvalidRequest', message: TenantMessage.invalidIdentifier }));
-    expect(TenantMessage.invalidIdentifier).toBe('动态 database/loginRole 必须符合 PostgreSQL identifier 规则；省略时使用 Tenant 名称');
+    expect(TenantMessage.invalidIdentifier).toBe(
+      '动态 database/loginRole 必须符合 PostgreSQL identifier 规则；省略时使用 Tenant 名称',
+    );
   });
 
   it.each<[string, Request, string | undefined]>([
     ['existing Database claim', { existingDatabase: 'existing' }, undefined],
     ['no entry', {}, '必须且只能选择动态申请或已有 Database'],
-    ['both entries', { provision: { instance: 'shared' }, existingDatabase: 'existing' }, '必须且只能选择动态申请或已有 Database'],
+    [
+      'both entries',
+      { provision: { instance: 'shared' }, existingDatabase: 'existing' },
+      '必须且只能选择动态申请或已有 Database',
+    ],
     ['invalid database', { provision: { instance: 'shared', database: 'bad-name' } }, TenantMessage.invalidIdentifier],
     ['invalid role', { provision: { instance: 'shared', loginRole: 'bad-name' } }, TenantMessage.invalidIdentifier],
   ])('AY-78: %s', (_name, request, error) => {
@@ -92,17 +107,51 @@ const availableDatabase: Database = {
   deleting: false,
   ready: true,
 };
-const claimant: Tenant = { identity: { namespace: 'apps', name: 'app', uid: 'current' }, request: {}, phase: 'Binding', deleting: false };
+const claimant: Tenant = {
+  identity: { namespace: 'apps', name: 'app', uid: 'current' },
+  request: {},
+  phase: 'Binding',
+  deleting: false,
+};
 
 describe('canBind (Database.CanBind)', () => {
   const cases: ReadonlyArray<[string, (d: Database, t: Tenant) => [Database, Tenant], string | undefined, string?]> = [
     ['AY-79 idle and ready → OK', (d, t) => [d, t], undefined],
-    ['AY-79 same binding retried while not Ready → OK', (d, t) => [{ ...d, tenant: t.identity, ready: false, phase: 'Pending' }, t], undefined],
-    ['AY-26 not Ready at the current generation → DependencyUnavailable', (d, t) => [{ ...d, ready: false }, t], 'DependencyUnavailable', TenantMessage.databaseNotAvailable],
-    ['AY-26 not Available → DependencyUnavailable', (d, t) => [{ ...d, phase: 'Pending' }, t], 'DependencyUnavailable', TenantMessage.databaseNotAvailable],
-    ['AY-20 Released → Conflict', (d, t) => [{ ...d, phase: 'Released' }, t], 'Conflict', TenantMessage.databaseReleasedOrDeleting],
-    ['AY-20 deletionTimestamp → Conflict', (d, t) => [{ ...d, deleting: true }, t], 'Conflict', TenantMessage.databaseReleasedOrDeleting],
-    ['AY-20 Deleting phase → Conflict', (d, t) => [{ ...d, phase: 'Deleting' }, t], 'Conflict', TenantMessage.databaseReleasedOrDeleting],
+    [
+      'AY-79 same binding retried while not Ready → OK',
+      (d, t) => [{ ...d, tenant: t.identity, ready: false, phase: 'Pending' }, t],
+      undefined,
+    ],
+    [
+      'AY-26 not Ready at the current generation → DependencyUnavailable',
+      (d, t) => [{ ...d, ready: false }, t],
+      'DependencyUnavailable',
+      TenantMessage.databaseNotAvailable,
+    ],
+    [
+      'AY-26 not Available → DependencyUnavailable',
+      (d, t) => [{ ...d, phase: 'Pending' }, t],
+      'DependencyUnavailable',
+      TenantMessage.databaseNotAvailable,
+    ],
+    [
+      'AY-20 Released → Conflict',
+      (d, t) => [{ ...d, phase: 'Released' }, t],
+      'Conflict',
+      TenantMessage.databaseReleasedOrDeleting,
+    ],
+    [
+      'AY-20 deletionTimestamp → Conflict',
+      (d, t) => [{ ...d, deleting: true }, t],
+      'Conflict',
+      TenantMessage.databaseReleasedOrDeleting,
+    ],
+    [
+      'AY-20 Deleting phase → Conflict',
+      (d, t) => [{ ...d, phase: 'Deleting' }, t],
+      'Conflict',
+      TenantMessage.databaseReleasedOrDeleting,
+    ],
     [
       'AY-19 occupied by another Tenant → Conflict',
       (d, t) => [{ ...d, tenant: { namespace: 'other', name: 'x', uid: 'other' } }, t],
@@ -140,8 +189,15 @@ describe('canBind (Database.CanBind)', () => {
   });
 
   it('AY-79: the checks run in the seed order (UID mismatch before Released before occupancy before readiness)', () => {
-    const everything: Database = { ...availableDatabase, phase: 'Released', ready: false, tenant: { namespace: 'o', name: 'o', uid: 'o' } };
-    expect(canBind(everything, { ...claimant, database: { name: 'resource', uid: 'old' } })?.message).toContain('UID 与已记录绑定不同');
+    const everything: Database = {
+      ...availableDatabase,
+      phase: 'Released',
+      ready: false,
+      tenant: { namespace: 'o', name: 'o', uid: 'o' },
+    };
+    expect(canBind(everything, { ...claimant, database: { name: 'resource', uid: 'old' } })?.message).toContain(
+      'UID 与已记录绑定不同',
+    );
     expect(canBind(everything, claimant)?.message).toBe(TenantMessage.databaseReleasedOrDeleting);
     expect(canBind({ ...everything, phase: 'Available' }, claimant)?.message).toContain('已绑定 Tenant o/o');
   });
@@ -179,14 +235,23 @@ describe('checkInstance (Instance.Check)', () => {
     const expected = { reason: 'DependencyUnavailable', message: 'Instance 正在删除或尚无当前版本的 Ready 观察' };
     expect(checkInstance({ ...instance, ready: false })).toEqual(expected);
     expect(checkInstance({ ...instance, deleting: true })).toEqual(expected);
-    expect(checkInstance({ ...instance, ready: false }, { ...availableDatabase, instanceUID: 'replaced' })).toEqual(expected);
+    expect(checkInstance({ ...instance, ready: false }, { ...availableDatabase, instanceUID: 'replaced' })).toEqual(
+      expected,
+    );
   });
 });
 
 describe('matchesProvision', () => {
   const target: Target = { name: 'tenant-t', provision: { instance: 'shared', database: 'app', loginRole: 'owner' } };
   const tenant: TenantIdentity = { namespace: 'apps', name: 'app', uid: 't' };
-  const record: Database = { ...availableDatabase, source: 'Provision', instance: 'shared', name: 'app', loginRole: 'owner', tenant };
+  const record: Database = {
+    ...availableDatabase,
+    source: 'Provision',
+    instance: 'shared',
+    name: 'app',
+    loginRole: 'owner',
+    tenant,
+  };
   it('the same target and identity may be retried', () => {
     expect(matchesProvision(record, target, tenant)).toBe(true);
   });

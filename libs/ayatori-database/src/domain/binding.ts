@@ -8,7 +8,14 @@
 //   second; a one-sided record grants nothing, and a restart completes the second write, never rolls back the first.
 // - A Released (or deleting) Database is never reassigned automatically.
 import { Either } from 'effect';
-import { DatabasePhase, DatabaseSource, DynamicDatabasePrefix, TenantMessage, TenantPhase, TenantReason } from './vocabulary.js';
+import {
+  DatabasePhase,
+  DatabaseSource,
+  DynamicDatabasePrefix,
+  TenantMessage,
+  TenantPhase,
+  TenantReason,
+} from './vocabulary.js';
 
 export interface Identity {
   readonly name: string;
@@ -175,5 +182,7 @@ export const canBind = (database: Database, tenant: Tenant): Issue | undefined =
 export const bindingStarted = (phase: string): boolean => phase === TenantPhase.Binding || phase === TenantPhase.Bound;
 
 /** The informer index value of a Tenant: the Database name it targets, even for invalid requests. */
-export const bindingTargetName = (tenant: { readonly uid: string; readonly existingDatabase?: string | undefined }): string =>
-  present(tenant.existingDatabase) ? tenant.existingDatabase : dynamicDatabaseName(tenant.uid);
+export const bindingTargetName = (tenant: {
+  readonly uid: string;
+  readonly existingDatabase?: string | undefined;
+}): string => (present(tenant.existingDatabase) ? tenant.existingDatabase : dynamicDatabaseName(tenant.uid));

@@ -26,10 +26,24 @@ describe('currentReady', () => {
 
 describe('setStatusCondition', () => {
   it('lastTransitionTime changes only when status changes; reason, message, observedGeneration always update', () => {
-    const first = setStatusCondition(undefined, { type: 'Ready', status: 'False', reason: 'A', message: 'a', observedGeneration: 1 }, T0);
-    const same = setStatusCondition(first, { type: 'Ready', status: 'False', reason: 'B', message: 'b', observedGeneration: 2 }, T1);
-    expect(same).toEqual([{ type: 'Ready', status: 'False', reason: 'B', message: 'b', observedGeneration: 2, lastTransitionTime: T0 }]);
-    const flipped = setStatusCondition(same, { type: 'Ready', status: 'True', reason: 'C', message: 'c', observedGeneration: 2 }, T1);
+    const first = setStatusCondition(
+      undefined,
+      { type: 'Ready', status: 'False', reason: 'A', message: 'a', observedGeneration: 1 },
+      T0,
+    );
+    const same = setStatusCondition(
+      first,
+      { type: 'Ready', status: 'False', reason: 'B', message: 'b', observedGeneration: 2 },
+      T1,
+    );
+    expect(same).toEqual([
+      { type: 'Ready', status: 'False', reason: 'B', message: 'b', observedGeneration: 2, lastTransitionTime: T0 },
+    ]);
+    const flipped = setStatusCondition(
+      same,
+      { type: 'Ready', status: 'True', reason: 'C', message: 'c', observedGeneration: 2 },
+      T1,
+    );
     expect(flipped[0]?.lastTransitionTime).toBe(T1);
     const other = setStatusCondition(flipped, { type: 'Other', status: 'Unknown', reason: 'D', message: '' }, T1);
     expect(other.map((c) => c.type)).toEqual(['Ready', 'Other']);
@@ -49,12 +63,26 @@ describe('status presentation', () => {
       phase: 'Bound',
       observedGeneration: 4,
       databaseRef: { name: 'tenant-u', uid: 'd' },
-      conditions: [{ type: 'Ready', status: 'False', reason: 'BindingComplete', message: 'm', observedGeneration: 4, lastTransitionTime: T0 }],
+      conditions: [
+        {
+          type: 'Ready',
+          status: 'False',
+          reason: 'BindingComplete',
+          message: 'm',
+          observedGeneration: 4,
+          lastTransitionTime: T0,
+        },
+      ],
     });
   });
 
   it('AY-15 (rule): presenting the same result again is not a change (no write)', () => {
-    const result = { phase: 'Bound', reason: 'BindingComplete', message: 'm', database: { name: 'tenant-u', uid: 'd' } };
+    const result = {
+      phase: 'Bound',
+      reason: 'BindingComplete',
+      message: 'm',
+      database: { name: 'tenant-u', uid: 'd' },
+    };
     const once = presentTenantStatus(undefined, 4, result, T0).status;
     expect(presentTenantStatus(once, 4, result, T1)).toEqual({ status: once, changed: false });
     expect(presentTenantStatus(once, 5, result, T1).changed).toBe(true);
@@ -62,7 +90,12 @@ describe('status presentation', () => {
 
   it('a result without a Database never clears a recorded databaseRef; other status fields are kept', () => {
     const previous = { phase: 'Bound', databaseRef: { name: 'x', uid: 'y' }, secretName: 's' };
-    const { status } = presentTenantStatus(previous, 1, { phase: 'Deleting', reason: 'DeletionPending', message: 'm' }, T0);
+    const { status } = presentTenantStatus(
+      previous,
+      1,
+      { phase: 'Deleting', reason: 'DeletionPending', message: 'm' },
+      T0,
+    );
     expect(status.databaseRef).toEqual({ name: 'x', uid: 'y' });
     expect(status.secretName).toBe('s');
   });
@@ -80,9 +113,18 @@ describe('status presentation', () => {
   it('AY-39 (rule): an observation error clears postgresqlVersion', () => {
     const ok = { phase: 'Ready', ready: true, reason: 'ManagementReady', message: 'm', postgresqlVersion: '17.2' };
     const first = presentInstanceStatus(undefined, 2, ok, T0).status;
-    const failed = presentInstanceStatus(first, 2, { phase: 'Validating', ready: false, reason: 'AuthenticationFailed', message: 'x', postgresqlVersion: '' }, T1);
+    const failed = presentInstanceStatus(
+      first,
+      2,
+      { phase: 'Validating', ready: false, reason: 'AuthenticationFailed', message: 'x', postgresqlVersion: '' },
+      T1,
+    );
     expect(failed.changed).toBe(true);
     expect(failed.status.postgresqlVersion).toBe('');
-    expect(failed.status.conditions?.[0]).toMatchObject({ status: 'False', reason: 'AuthenticationFailed', lastTransitionTime: T1 });
+    expect(failed.status.conditions?.[0]).toMatchObject({
+      status: 'False',
+      reason: 'AuthenticationFailed',
+      lastTransitionTime: T1,
+    });
   });
 });

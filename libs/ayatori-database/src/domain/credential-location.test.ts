@@ -56,18 +56,33 @@ describe('credential location scope', () => {
   });
 
   it('KV v2 routes add the data/metadata layer; the credential URL carries no auth and must be in scope', () => {
-    expect(kvRoutes(scope, 'applications/u1')).toEqual({ data: 'secret/data/applications/u1', metadata: 'secret/metadata/applications/u1' });
+    expect(kvRoutes(scope, 'applications/u1')).toEqual({
+      data: 'secret/data/applications/u1',
+      metadata: 'secret/metadata/applications/u1',
+    });
     expect(credentialURL('https://bao.example.test/', scope, 'applications/u1')).toEqual(
       Either.right('https://bao.example.test/v1/secret/data/applications/u1'),
     );
-    for (const bad of ['https://user:pw@bao.example.test', 'https://bao.example.test?x=1', 'https://bao.example.test#f', 'ftp://bao', 'bao.example.test']) {
+    for (const bad of [
+      'https://user:pw@bao.example.test',
+      'https://bao.example.test?x=1',
+      'https://bao.example.test#f',
+      'ftp://bao',
+      'bao.example.test',
+    ]) {
       expect(isValidOpenBaoAddress(bad), bad).toBe(false);
     }
     expect(Either.isLeft(credentialURL('https://bao.example.test', scope, 'management/instance'))).toBe(true);
   });
 });
 
-const endpoint: Endpoint = { host: 'postgres.example.test', hostAddr: '192.0.2.10', port: 5432, managementDatabase: 'app', tlsMode: 'verify-full' };
+const endpoint: Endpoint = {
+  host: 'postgres.example.test',
+  hostAddr: '192.0.2.10',
+  port: 5432,
+  managementDatabase: 'app',
+  tlsMode: 'verify-full',
+};
 const CANARY = 'AYATORI-TEST-ONLY-application-password';
 
 describe('application credential', () => {
@@ -78,7 +93,14 @@ describe('application credential', () => {
     expect(Object.keys(data)).toEqual([...CredentialKeys]);
     expect(data.password).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(b.secretData().password).not.toBe(data.password);
-    expect(data).toMatchObject({ username: 'app', database: 'app', host: 'postgres.example.test', hostaddr: '192.0.2.10', port: '5432', sslmode: 'verify-full' });
+    expect(data).toMatchObject({
+      username: 'app',
+      database: 'app',
+      host: 'postgres.example.test',
+      hostaddr: '192.0.2.10',
+      port: '5432',
+      sslmode: 'verify-full',
+    });
     const parsed = Either.getOrThrow(ApplicationCredential.parse(data));
     expect(parsed.secretData()).toEqual(data);
     expect(Either.isLeft(ApplicationCredential.fromEntropy('app', 'app', endpoint, randomBytes(16)))).toBe(true);
@@ -86,7 +108,14 @@ describe('application credential', () => {
 
   it('AY-72: string, inspect and JSON renderings are redacted; mutating the returned map changes nothing', () => {
     const c = Either.getOrThrow(ApplicationCredential.make('app', CANARY, 'app', endpoint));
-    const renderings = [String(c), `${c}`, inspect(c), inspect({ nested: c }, { depth: 5 }), JSON.stringify(c), JSON.stringify({ c })];
+    const renderings = [
+      String(c),
+      `${c}`,
+      inspect(c),
+      inspect({ nested: c }, { depth: 5 }),
+      JSON.stringify(c),
+      JSON.stringify({ c }),
+    ];
     for (const text of renderings) {
       expect(text).toContain('[redacted application credential]');
       expect(text).not.toContain(CANARY);
@@ -105,7 +134,12 @@ describe('application credential', () => {
       const { [key]: _dropped, ...missing } = good;
       cases.push(missing, { ...good, [key]: 5432 }, { ...good, [key]: '' });
     }
-    cases.push({ ...good, port: '54x2' }, { ...good, port: '5432.0' }, { ...good, hostaddr: 'localhost' }, { ...good, sslmode: 'prefer' });
+    cases.push(
+      { ...good, port: '54x2' },
+      { ...good, port: '5432.0' },
+      { ...good, hostaddr: 'localhost' },
+      { ...good, sslmode: 'prefer' },
+    );
     cases.push({ ...good, username: 'Bad-Name' }, { ...good, port: '70000' });
     for (const data of cases) {
       const result = ApplicationCredential.parse(data);

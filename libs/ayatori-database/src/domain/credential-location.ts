@@ -46,22 +46,29 @@ export interface CredentialScope {
   readonly basePath: string;
 }
 
-export const makeCredentialScope = (mount: string, basePath: string): Either.Either<CredentialScope, CredentialError> =>
+export const makeCredentialScope = (
+  mount: string,
+  basePath: string,
+): Either.Either<CredentialScope, CredentialError> =>
   isValidKvPath(mount) && isValidKvPath(basePath)
     ? Either.right({ mount, basePath })
     : Either.left(CredentialError.of('InvalidLocation'));
 
 /** `ProvisionPath`: `<basePath>/<Database UID>`; the UID must be one segment. */
 export const provisionPath = (scope: CredentialScope, databaseUID: string): Either.Either<string, CredentialError> =>
-  SEGMENT.test(databaseUID) ? Either.right(`${scope.basePath}/${databaseUID}`) : Either.left(CredentialError.of('InvalidLocation'));
+  SEGMENT.test(databaseUID)
+    ? Either.right(`${scope.basePath}/${databaseUID}`)
+    : Either.left(CredentialError.of('InvalidLocation'));
 
 /** `accepts`: a valid path strictly below the base path. Checked before any request is made. */
 export const acceptsPath = (scope: CredentialScope, path: string): boolean =>
   isValidKvPath(path) && path.startsWith(`${scope.basePath}/`);
 
 /** An imported `credentialRef` is usable only if it names the configured mount and a path inside the scope. */
-export const acceptsCredentialRef = (scope: CredentialScope, ref: { readonly mount: string; readonly path: string }): boolean =>
-  ref.mount === scope.mount && acceptsPath(scope, ref.path);
+export const acceptsCredentialRef = (
+  scope: CredentialScope,
+  ref: { readonly mount: string; readonly path: string },
+): boolean => ref.mount === scope.mount && acceptsPath(scope, ref.path);
 
 /** The KV v2 API routes of a logical path (the `data/` layer is added here, never stored in specs). */
 export const kvRoutes = (scope: CredentialScope, path: string) => ({
@@ -95,8 +102,13 @@ export const isValidOpenBaoAddress = (value: string): boolean => {
  * `status.credentialURL`: the KV v2 API URL of a credential, with no token or userinfo. The template
  * `<address>/v1/<mount>/data/<path>` is the superseded docs' one (decision 0055).
  */
-export const credentialURL = (address: string, scope: CredentialScope, path: string): Either.Either<string, CredentialError> => {
-  if (!isValidOpenBaoAddress(address) || !acceptsPath(scope, path)) return Either.left(CredentialError.of('InvalidLocation'));
+export const credentialURL = (
+  address: string,
+  scope: CredentialScope,
+  path: string,
+): Either.Either<string, CredentialError> => {
+  if (!isValidOpenBaoAddress(address) || !acceptsPath(scope, path))
+    return Either.left(CredentialError.of('InvalidLocation'));
   return Either.right(`${address.replace(/\/+$/, '')}/v1/${kvRoutes(scope, path).data}`);
 };
 
@@ -119,7 +131,12 @@ export class ApplicationCredential {
     this.#password = password;
   }
 
-  static make(username: string, password: string, database: string, endpoint: Endpoint): Either.Either<ApplicationCredential, CredentialError> {
+  static make(
+    username: string,
+    password: string,
+    database: string,
+    endpoint: Endpoint,
+  ): Either.Either<ApplicationCredential, CredentialError> {
     if (!IDENTIFIER.test(username) || !IDENTIFIER.test(database) || password === '') {
       return Either.left(CredentialError.of('ApplicationCredentialInvalid'));
     }

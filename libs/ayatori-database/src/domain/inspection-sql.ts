@@ -36,7 +36,8 @@ export interface MetadataRow {
 
 const malformed = (what: string) => Either.left(new MalformedInspectionRow({ message: `inspection row: ${what}` }));
 
-const isStringArray = (v: unknown): v is ReadonlyArray<string> => Array.isArray(v) && v.every((x) => typeof x === 'string');
+const isStringArray = (v: unknown): v is ReadonlyArray<string> =>
+  Array.isArray(v) && v.every((x) => typeof x === 'string');
 
 /** Parse the metadata row (array row mode): `[version, extensions[]]`. */
 export const parseMetadataRow = (row: unknown): Either.Either<MetadataRow, MalformedInspectionRow> => {
@@ -55,9 +56,15 @@ export const parseManagementRow = (
   const [version, extensions, superuser, createRole, createDatabase, readOnly] = row as unknown[];
   if (typeof version !== 'string') return malformed('version');
   if (!isStringArray(extensions)) return malformed('extensions');
-  for (const flag of [superuser, createRole, createDatabase, readOnly]) if (typeof flag !== 'boolean') return malformed('role flags');
+  for (const flag of [superuser, createRole, createDatabase, readOnly])
+    if (typeof flag !== 'boolean') return malformed('role flags');
   return Either.right({
     metadata: { version, extensions: [...extensions] },
-    role: { superuser: superuser as boolean, createRole: createRole as boolean, createDatabase: createDatabase as boolean, readOnly: readOnly as boolean },
+    role: {
+      superuser: superuser as boolean,
+      createRole: createRole as boolean,
+      createDatabase: createDatabase as boolean,
+      readOnly: readOnly as boolean,
+    },
   });
 };

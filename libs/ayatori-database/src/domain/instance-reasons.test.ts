@@ -1,11 +1,22 @@
 import { describe, expect, it } from 'vitest';
 import { type Failure } from './instance.js';
-import { deletionDecision, type ObservationErrorKind, firstInstanceReference, isDns1123Label, managementResult, observationFailure } from './instance-reasons.js';
+import {
+  deletionDecision,
+  type ObservationErrorKind,
+  firstInstanceReference,
+  isDns1123Label,
+  managementResult,
+  observationFailure,
+} from './instance-reasons.js';
 
 describe('Instance reason table (spec §3.5)', () => {
   it.each<[Failure, string, string]>([
     ['NoFailure', 'ManagementReady', '当前管理能力检查通过；具体资源授权和扩展安装仍需执行时验证'],
-    ['InsufficientPrivileges', 'InsufficientPrivileges', '原生管理要求非 superuser 且具备 CREATEDB/CREATEROLE；不会自动修改账号权限'],
+    [
+      'InsufficientPrivileges',
+      'InsufficientPrivileges',
+      '原生管理要求非 superuser 且具备 CREATEDB/CREATEROLE；不会自动修改账号权限',
+    ],
     ['DependencyUnavailable', 'DependencyUnavailable', '当前 PostgreSQL 不可写或所需管理能力暂不可用'],
     ['AuthenticationFailed', 'AuthenticationFailed', '当前管理能力检查未通过认证'],
     ['ObservationIncomplete', 'ObservationIncomplete', '管理能力检查尚有缺项，不能仅凭 metadata 查询成功标记 Ready'],
@@ -14,7 +25,13 @@ describe('Instance reason table (spec §3.5)', () => {
   });
 
   it('ManagementReady iff no failure', () => {
-    const all: ReadonlyArray<Failure> = ['NoFailure', 'ObservationIncomplete', 'DependencyUnavailable', 'AuthenticationFailed', 'InsufficientPrivileges'];
+    const all: ReadonlyArray<Failure> = [
+      'NoFailure',
+      'ObservationIncomplete',
+      'DependencyUnavailable',
+      'AuthenticationFailed',
+      'InsufficientPrivileges',
+    ];
     for (const f of all) expect(managementResult(f).reason === 'ManagementReady').toBe(f === 'NoFailure');
   });
 
@@ -22,8 +39,18 @@ describe('Instance reason table (spec §3.5)', () => {
     ['AY-39', 'Authentication', 'AuthenticationFailed', '管理连接认证或 TLS 校验失败；检查管理 Secret 和 CA/证书配置'],
     ['AY-44', 'CredentialsInvalid', 'InvalidCredentials', '管理 Secret 的用户名或密码字段缺失；检查引用字段映射'],
     ['AY-46', 'CredentialsChanged', 'CredentialsChanged', '观察期间管理凭据变化，已丢弃结果并关闭旧连接；等待重新验证'],
-    ['AY-43/AY-47', 'CredentialsUnavailable', 'DependencyUnavailable', '无法读取管理 Secret；检查其是否存在及 controller namespace 内的读取权限'],
-    ['AY-49', 'Other', 'DependencyUnavailable', '管理连接或能力查询失败；检查 PostgreSQL 可达性、catalog 读取权限和超时'],
+    [
+      'AY-43/AY-47',
+      'CredentialsUnavailable',
+      'DependencyUnavailable',
+      '无法读取管理 Secret；检查其是否存在及 controller namespace 内的读取权限',
+    ],
+    [
+      'AY-49',
+      'Other',
+      'DependencyUnavailable',
+      '管理连接或能力查询失败；检查 PostgreSQL 可达性、catalog 读取权限和超时',
+    ],
   ])('%s (rule): observation error %s → %s with a fixed message', (_ids, kind, reason, message) => {
     expect(observationFailure(kind)).toEqual({ reason, message });
   });

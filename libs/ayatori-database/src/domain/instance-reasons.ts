@@ -29,11 +29,7 @@ export const managementResult = (failure: Failure): ReasonMessage => {
  * connection failure, a query failure — is `Other`.
  */
 export type ObservationErrorKind =
-  | 'Authentication'
-  | 'CredentialsInvalid'
-  | 'CredentialsChanged'
-  | 'CredentialsUnavailable'
-  | 'Other';
+  'Authentication' | 'CredentialsInvalid' | 'CredentialsChanged' | 'CredentialsUnavailable' | 'Other';
 
 /** `observationFailure`: the reason of an observation that did not complete. */
 export const observationFailure = (kind: ObservationErrorKind): ReasonMessage => {
@@ -91,13 +87,22 @@ export const deletionDecision = (
   references: { readonly _tag: 'ListFailed' } | { readonly _tag: 'Listed'; readonly reference: string | undefined },
 ): DeletionDecision => {
   if (references._tag === 'ListFailed') {
-    return { reason: InstanceReason.DependencyUnavailable, message: InstanceMessage.referencesUnknown, removeProtection: false };
+    return {
+      reason: InstanceReason.DependencyUnavailable,
+      message: InstanceMessage.referencesUnknown,
+      removeProtection: false,
+    };
   }
   if (references.reference !== undefined) {
-    return { reason: InstanceReason.InstanceInUse, message: InstanceMessage.instanceInUse(references.reference), removeProtection: false };
+    return {
+      reason: InstanceReason.InstanceInUse,
+      message: InstanceMessage.instanceInUse(references.reference),
+      removeProtection: false,
+    };
   }
   return { reason: InstanceReason.Deleting, message: InstanceMessage.deleting, removeProtection: true };
 };
 
 /** `--database-secret-namespace` must be a DNS-1123 label; empty disables the Instance controller only. */
-export const isDns1123Label = (value: string): boolean => value.length <= 63 && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(value);
+export const isDns1123Label = (value: string): boolean =>
+  value.length <= 63 && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(value);

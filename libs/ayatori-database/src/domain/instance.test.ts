@@ -25,7 +25,13 @@ const target: ObservationTarget = {
   uid: 'instance-uid',
   name: 'shared',
   revision: 3,
-  endpoint: { host: 'postgres.example.test', hostAddr: '192.0.2.10', port: 5432, managementDatabase: 'postgres', tlsMode: 'verify-full' },
+  endpoint: {
+    host: 'postgres.example.test',
+    hostAddr: '192.0.2.10',
+    port: 5432,
+    managementDatabase: 'postgres',
+    tlsMode: 'verify-full',
+  },
   credential: { name: 'shared-admin', usernameKey: 'username', passwordKey: 'password' },
 };
 const complete: ManagementChecks = {
@@ -39,8 +45,11 @@ const complete: ManagementChecks = {
 
 const aggregate = (snapshot: Partial<Snapshot> = {}, deleting = false, t: ObservationTarget = target) =>
   Either.getOrThrow(InstanceAggregate.reconstitute(t, { ...EmptySnapshot, ...snapshot }, deleting));
-const observation = (checks: ManagementChecks, t: ObservationTarget = target, version = VERSION): CapabilityObservation =>
-  Either.getOrThrow(makeCapabilityObservation(t, version, checks));
+const observation = (
+  checks: ManagementChecks,
+  t: ObservationTarget = target,
+  version = VERSION,
+): CapabilityObservation => Either.getOrThrow(makeCapabilityObservation(t, version, checks));
 const ready = (): InstanceAggregate => {
   const value = Either.getOrThrow(aggregate({ phase: 'Validating' }).assessManagement(observation(complete)));
   expect(Either.isRight(value.requireProvisioningReady())).toBe(true);
@@ -52,12 +61,34 @@ describe('Instance readiness', () => {
     const validating = Either.getOrThrow(aggregate().beginValidation());
     expect(Either.isLeft(validating.requireProvisioningReady())).toBe(true);
     const incomplete = Either.getOrThrow(
-      validating.assessManagement(observation({ ...complete, connection: 'Unobserved', metadata: 'Unobserved', roles: 'Unobserved', databases: 'Unobserved', grants: 'Unobserved', extensions: 'Unobserved' })),
+      validating.assessManagement(
+        observation({
+          ...complete,
+          connection: 'Unobserved',
+          metadata: 'Unobserved',
+          roles: 'Unobserved',
+          databases: 'Unobserved',
+          grants: 'Unobserved',
+          extensions: 'Unobserved',
+        }),
+      ),
     );
-    expect(incomplete.snapshot()).toEqual({ phase: 'Validating', readiness: 'NotReady', failure: 'ObservationIncomplete', observedRevision: 3, reportedVersion: '' });
+    expect(incomplete.snapshot()).toEqual({
+      phase: 'Validating',
+      readiness: 'NotReady',
+      failure: 'ObservationIncomplete',
+      observedRevision: 3,
+      reportedVersion: '',
+    });
     expect(Either.isLeft(incomplete.requireProvisioningReady())).toBe(true);
     const done = Either.getOrThrow(incomplete.assessManagement(observation(complete)));
-    expect(done.snapshot()).toEqual({ phase: 'Ready', readiness: 'Ready', failure: 'NoFailure', observedRevision: 3, reportedVersion: VERSION });
+    expect(done.snapshot()).toEqual({
+      phase: 'Ready',
+      readiness: 'Ready',
+      failure: 'NoFailure',
+      observedRevision: 3,
+      reportedVersion: VERSION,
+    });
     expect(Either.isRight(done.requireProvisioningReady())).toBe(true);
   });
 
@@ -74,8 +105,15 @@ describe('Instance readiness', () => {
         it(`AY-74: ${check}=${name} on the ${phase} path → Validating/NotReady/${want} at the current revision; recovery restores Ready`, () => {
           const start = phase === 'Ready' ? ready() : aggregate({ phase });
           const obs = observation({ ...complete, [check]: result });
-          const assessed = Either.getOrThrow(phase === 'Ready' ? start.assessReadiness(obs) : start.assessManagement(obs));
-          expect(assessed.snapshot()).toMatchObject({ phase: 'Validating', readiness: 'NotReady', failure: want, observedRevision: 3 });
+          const assessed = Either.getOrThrow(
+            phase === 'Ready' ? start.assessReadiness(obs) : start.assessManagement(obs),
+          );
+          expect(assessed.snapshot()).toMatchObject({
+            phase: 'Validating',
+            readiness: 'NotReady',
+            failure: want,
+            observedRevision: 3,
+          });
           expect(Either.isLeft(assessed.requireProvisioningReady())).toBe(true);
           const recovered = Either.getOrThrow(assessed.assessManagement(observation(complete)));
           expect(Either.isRight(recovered.requireProvisioningReady())).toBe(true);
@@ -132,7 +170,9 @@ describe('Instance readiness', () => {
           if (!deleting && needs === phase) continue;
           const value = aggregate({ phase }, deleting);
           const before = value.snapshot();
-          expect(Either.isLeft(apply(value, observation(complete))), `${phase} deleting=${deleting} ${needs}`).toBe(true);
+          expect(Either.isLeft(apply(value, observation(complete))), `${phase} deleting=${deleting} ${needs}`).toBe(
+            true,
+          );
           expect(value.snapshot()).toEqual(before);
         }
       }
@@ -140,12 +180,22 @@ describe('Instance readiness', () => {
   });
 
   it('an observation without a server version cannot establish Ready (decision 0053)', () => {
-    const assessed = Either.getOrThrow(aggregate({ phase: 'Validating' }).assessManagement(observation(complete, target, '')));
-    expect(assessed.snapshot()).toMatchObject({ phase: 'Validating', readiness: 'NotReady', failure: 'ObservationIncomplete' });
+    const assessed = Either.getOrThrow(
+      aggregate({ phase: 'Validating' }).assessManagement(observation(complete, target, '')),
+    );
+    expect(assessed.snapshot()).toMatchObject({
+      phase: 'Validating',
+      readiness: 'NotReady',
+      failure: 'ObservationIncomplete',
+    });
   });
 
   it('an invalid target is rejected by the observation constructor and by reconstitution', () => {
-    for (const bad of [{ ...target, uid: '' }, { ...target, revision: 0 }, { ...target, endpoint: { ...target.endpoint, hostAddr: 'localhost' } }]) {
+    for (const bad of [
+      { ...target, uid: '' },
+      { ...target, revision: 0 },
+      { ...target, endpoint: { ...target.endpoint, hostAddr: 'localhost' } },
+    ]) {
       expect(Either.isLeft(makeCapabilityObservation(bad, VERSION, complete))).toBe(true);
       expect(Either.isLeft(InstanceAggregate.reconstitute(bad, EmptySnapshot, false))).toBe(true);
     }
@@ -155,7 +205,9 @@ describe('Instance readiness', () => {
 describe('Instance lifecycle', () => {
   it('reconstitution keeps the four known phases and turns anything else into Pending/Unknown', () => {
     for (const phase of ['Pending', 'Validating', 'Ready', 'Deleting'] as const) {
-      expect(aggregate({ phase, readiness: 'Ready', observedRevision: 1, reportedVersion: '17' }).snapshot().phase).toBe(phase);
+      expect(
+        aggregate({ phase, readiness: 'Ready', observedRevision: 1, reportedVersion: '17' }).snapshot().phase,
+      ).toBe(phase);
     }
     const legacy = aggregate({ phase: 'InitializingRegistry' as Phase, readiness: 'Ready' });
     expect(legacy.snapshot()).toMatchObject({ phase: 'Pending', readiness: 'Unknown' });
@@ -178,14 +230,18 @@ describe('Instance lifecycle', () => {
     expect(sameConnectionIdentity(target, { ...target, revision: 9 })).toBe(true);
     expect(sameConnectionIdentity(target, { ...target, uid: 'new' })).toBe(false);
     expect(sameConnectionIdentity(target, { ...target, endpoint: { ...target.endpoint, port: 5433 } })).toBe(false);
-    expect(sameConnectionIdentity(target, { ...target, credential: { ...target.credential, passwordKey: 'pw' } })).toBe(false);
+    expect(sameConnectionIdentity(target, { ...target, credential: { ...target.credential, passwordKey: 'pw' } })).toBe(
+      false,
+    );
   });
 });
 
 describe('extensions', () => {
   it('AY-77: every requested extension available still does not satisfy RequireProvisioningReady', () => {
     const value = aggregate({ phase: 'Validating' });
-    const withExtensions = Either.getOrThrow(value.observeExtensions(target, observeExtensionSupport(['hstore', 'plpgsql'])));
+    const withExtensions = Either.getOrThrow(
+      value.observeExtensions(target, observeExtensionSupport(['hstore', 'plpgsql'])),
+    );
     expect(withExtensions.checkExtensions(['hstore'])).toEqual({ _tag: 'ExtensionsAccepted' });
     expect(Either.isLeft(withExtensions.requireProvisioningReady())).toBe(true);
   });
@@ -201,7 +257,10 @@ describe('extensions', () => {
 
   it('AY-57 (rule): a successful empty or absent list is observed-empty (requests unsupported); unobserved is never empty', () => {
     for (const empty of [[], null, undefined]) {
-      expect(checkExtensionSupport(observeExtensionSupport(empty), ['hstore'])).toEqual({ _tag: 'ExtensionsUnsupported', unsupported: ['hstore'] });
+      expect(checkExtensionSupport(observeExtensionSupport(empty), ['hstore'])).toEqual({
+        _tag: 'ExtensionsUnsupported',
+        unsupported: ['hstore'],
+      });
     }
     expect(checkExtensionSupport(UnobservedExtensions, ['hstore'])).toEqual({ _tag: 'ExtensionSupportUnobserved' });
     expect(aggregate().checkExtensions(['hstore'])).toEqual({ _tag: 'ExtensionSupportUnobserved' });
@@ -212,7 +271,9 @@ describe('extensions', () => {
     const value = Either.getOrThrow(aggregate().observeExtensions(target, observeExtensionSupport(list)));
     list.push('mutated');
     expect(value.checkExtensions(['mutated'])._tag).toBe('ExtensionsUnsupported');
-    expect(Either.isLeft(aggregate().observeExtensions({ ...target, uid: 'x' }, observeExtensionSupport(['hstore'])))).toBe(true);
+    expect(
+      Either.isLeft(aggregate().observeExtensions({ ...target, uid: 'x' }, observeExtensionSupport(['hstore']))),
+    ).toBe(true);
   });
 });
 

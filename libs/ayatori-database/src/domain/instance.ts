@@ -17,15 +17,13 @@ import { InstancePhase } from './vocabulary.js';
 export type TLSMode = 'disable' | 'require' | 'verify-ca' | 'verify-full';
 export const TLSModes: ReadonlyArray<TLSMode> = ['disable', 'require', 'verify-ca', 'verify-full'];
 
-export class InvalidDefinition extends Data.TaggedError('InvalidDefinition')<{ readonly field: string; readonly message: string }> {}
+export class InvalidDefinition extends Data.TaggedError('InvalidDefinition')<{
+  readonly field: string;
+  readonly message: string;
+}> {}
 
 export type InstanceRuleCode =
-  | 'Deleting'
-  | 'WrongPhase'
-  | 'TargetMismatch'
-  | 'InvalidObservation'
-  | 'DeletionNotRequested'
-  | 'NotProvisioningReady';
+  'Deleting' | 'WrongPhase' | 'TargetMismatch' | 'InvalidObservation' | 'DeletionNotRequested' | 'NotProvisioningReady';
 
 /** A precondition of an aggregate method does not hold; the aggregate is unchanged. */
 export class InstanceRuleError extends Data.TaggedError('InstanceRuleError')<{
@@ -52,9 +50,11 @@ export const makeEndpoint = (values: Endpoint): Either.Either<Endpoint, InvalidD
   if (values.hostAddr.length > 45 || !isSingleIpAddress(values.hostAddr)) {
     return bad('hostaddr', 'hostaddr must be a single IPv4 or IPv6 address');
   }
-  if (!Number.isInteger(values.port) || values.port < 1 || values.port > 65535) return bad('port', 'port must be 1..65535');
+  if (!Number.isInteger(values.port) || values.port < 1 || values.port > 65535)
+    return bad('port', 'port must be 1..65535');
   if (!IDENTIFIER.test(values.managementDatabase)) return bad('database', 'database must be a PostgreSQL identifier');
-  if (!TLSModes.includes(values.tlsMode)) return bad('sslMode', 'sslMode must be disable, require, verify-ca or verify-full');
+  if (!TLSModes.includes(values.tlsMode))
+    return bad('sslMode', 'sslMode must be disable, require, verify-ca or verify-full');
   return Either.right({ ...values });
 };
 
@@ -75,7 +75,9 @@ export const makeAdminCredentialReference = (
     ['passwordKey', values.passwordKey],
   ] as const) {
     if (key.length < 1 || key.length > 253 || !SECRET_KEY.test(key)) {
-      return Either.left(new InvalidDefinition({ field: `adminCredentialRef.${field}`, message: 'invalid Secret key' }));
+      return Either.left(
+        new InvalidDefinition({ field: `adminCredentialRef.${field}`, message: 'invalid Secret key' }),
+      );
     }
   }
   return Either.right({ ...values });
@@ -91,10 +93,14 @@ export interface ObservationTarget {
 }
 
 export const validateTarget = (target: ObservationTarget): Either.Either<ObservationTarget, InvalidDefinition> => {
-  if (target.uid === '') return Either.left(new InvalidDefinition({ field: 'metadata.uid', message: 'instance UID is required' }));
-  if (target.name === '') return Either.left(new InvalidDefinition({ field: 'metadata.name', message: 'instance name is required' }));
+  if (target.uid === '')
+    return Either.left(new InvalidDefinition({ field: 'metadata.uid', message: 'instance UID is required' }));
+  if (target.name === '')
+    return Either.left(new InvalidDefinition({ field: 'metadata.name', message: 'instance name is required' }));
   if (!Number.isInteger(target.revision) || target.revision < 1) {
-    return Either.left(new InvalidDefinition({ field: 'metadata.generation', message: 'generation must be a positive integer' }));
+    return Either.left(
+      new InvalidDefinition({ field: 'metadata.generation', message: 'generation must be a positive integer' }),
+    );
   }
   return Either.flatMap(makeEndpoint(target.endpoint), (endpoint) =>
     Either.map(makeAdminCredentialReference(target.credential), (credential) => ({ ...target, endpoint, credential })),
@@ -149,7 +155,8 @@ export const UnobservedChecks: ManagementChecks = {
   extensions: 'Unobserved',
 };
 
-export type Failure = 'NoFailure' | 'ObservationIncomplete' | 'DependencyUnavailable' | 'AuthenticationFailed' | 'InsufficientPrivileges';
+export type Failure =
+  'NoFailure' | 'ObservationIncomplete' | 'DependencyUnavailable' | 'AuthenticationFailed' | 'InsufficientPrivileges';
 export type Readiness = 'Unknown' | 'Ready' | 'NotReady';
 export type Phase = (typeof InstancePhase)[keyof typeof InstancePhase];
 const PHASES: ReadonlyArray<string> = Object.values(InstancePhase);
@@ -217,7 +224,12 @@ export const makeCapabilityObservation = (
   version: string,
   checks: ManagementChecks,
 ): Either.Either<CapabilityObservation, InvalidDefinition> =>
-  Either.map(validateTarget(target), (t) => ({ _tag: 'CapabilityObservation' as const, target: t, version, checks: { ...checks } }));
+  Either.map(validateTarget(target), (t) => ({
+    _tag: 'CapabilityObservation' as const,
+    target: t,
+    version,
+    checks: { ...checks },
+  }));
 
 /** Go's zero `CapabilityObservation`: an invalid target and unobserved checks. Every assess method rejects it. */
 export const ZeroCapabilityObservation: CapabilityObservation = {
@@ -252,8 +264,7 @@ export const EmptySnapshot: Snapshot = {
 
 /** Available extensions: unobserved is not the same as observed-empty. */
 export type ExtensionSupport =
-  | { readonly _tag: 'Unobserved' }
-  | { readonly _tag: 'Observed'; readonly available: ReadonlyArray<string> };
+  { readonly _tag: 'Unobserved' } | { readonly _tag: 'Observed'; readonly available: ReadonlyArray<string> };
 
 export const UnobservedExtensions: ExtensionSupport = { _tag: 'Unobserved' };
 
@@ -312,7 +323,9 @@ export class InstanceAggregate {
   /** Enter Validating with Unknown readiness and no evidence. No I/O; observedRevision does not move. */
   beginValidation(): Either.Either<InstanceAggregate, InstanceRuleError> {
     if (this.deleting) return ruleError('Deleting', 'a deleting instance cannot start validation');
-    return Either.right(this.with({ ...this.state, phase: 'Validating', readiness: 'Unknown', failure: 'NoFailure' }, undefined));
+    return Either.right(
+      this.with({ ...this.state, phase: 'Validating', readiness: 'Unknown', failure: 'NoFailure' }, undefined),
+    );
   }
 
   private accept(o: CapabilityObservation, phase: Phase): Either.Either<CapabilityObservation, InstanceRuleError> {
@@ -337,7 +350,13 @@ export class InstanceAggregate {
       );
     }
     return this.with(
-      { phase: 'Ready', observedRevision: this.target.revision, readiness: 'Ready', reportedVersion: o.version, failure: 'NoFailure' },
+      {
+        phase: 'Ready',
+        observedRevision: this.target.revision,
+        readiness: 'Ready',
+        reportedVersion: o.version,
+        failure: 'NoFailure',
+      },
       o,
     );
   }
@@ -381,9 +400,14 @@ export class InstanceAggregate {
   }
 
   /** Record the available extensions observed for this target (a different target is rejected). */
-  observeExtensions(target: ObservationTarget, support: ExtensionSupport): Either.Either<InstanceAggregate, InstanceRuleError> {
-    if (!targetsMatch(this.target, target)) return ruleError('TargetMismatch', 'extension observation target does not match instance');
-    const copy: ExtensionSupport = support._tag === 'Observed' ? { _tag: 'Observed', available: [...support.available] } : support;
+  observeExtensions(
+    target: ObservationTarget,
+    support: ExtensionSupport,
+  ): Either.Either<InstanceAggregate, InstanceRuleError> {
+    if (!targetsMatch(this.target, target))
+      return ruleError('TargetMismatch', 'extension observation target does not match instance');
+    const copy: ExtensionSupport =
+      support._tag === 'Observed' ? { _tag: 'Observed', available: [...support.available] } : support;
     return Either.right(new InstanceAggregate(this.target, this.state, this.deleting, this.evidence, copy));
   }
 

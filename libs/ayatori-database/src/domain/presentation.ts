@@ -42,7 +42,13 @@ export const presentTenantStatus = (
     ...(result.database ? { databaseRef: { name: result.database.name, uid: result.database.uid } } : {}),
     conditions: setStatusCondition(
       base.conditions,
-      { type: ConditionType.Ready, status: 'False', reason: result.reason, message: result.message, observedGeneration: generation },
+      {
+        type: ConditionType.Ready,
+        status: 'False',
+        reason: result.reason,
+        message: result.message,
+        observedGeneration: generation,
+      },
       now,
     ),
   };

@@ -14,15 +14,25 @@ export interface ProvisioningNames {
   readonly manager: string;
 }
 
-export class InvalidIdentifier extends Data.TaggedError('InvalidIdentifier')<{ readonly field: string; readonly message: string }> {}
+export class InvalidIdentifier extends Data.TaggedError('InvalidIdentifier')<{
+  readonly field: string;
+  readonly message: string;
+}> {}
 
 type Quoted = { readonly owner: string; readonly database: string; readonly manager: string };
 
 const checked = <A>(names: ProvisioningNames, build: (q: Quoted) => A): Either.Either<A, InvalidIdentifier> => {
   for (const [field, value] of Object.entries(names)) {
-    if (!isPostgreSQLIdentifier(value)) return Either.left(new InvalidIdentifier({ field, message: `${field} is not a PostgreSQL identifier` }));
+    if (!isPostgreSQLIdentifier(value))
+      return Either.left(new InvalidIdentifier({ field, message: `${field} is not a PostgreSQL identifier` }));
   }
-  return Either.right(build({ owner: quoteIdentifier(names.owner), database: quoteIdentifier(names.database), manager: quoteIdentifier(names.manager) }));
+  return Either.right(
+    build({
+      owner: quoteIdentifier(names.owner),
+      database: quoteIdentifier(names.database),
+      manager: quoteIdentifier(names.manager),
+    }),
+  );
 };
 
 /**
@@ -42,11 +52,21 @@ export const provisionDatabaseStatements = (names: ProvisioningNames, serverVers
 
 /** Statements run inside the new database: install one (trusted) extension as the owner. */
 export const installExtensionStatements = (names: ProvisioningNames, extension: string) =>
-  checked(names, (q): ReadonlyArray<string> => [`SET ROLE ${q.owner}`, `CREATE EXTENSION ${quoteIdentifier(extension)}`, 'RESET ROLE']);
+  checked(names, (q): ReadonlyArray<string> => [
+    `SET ROLE ${q.owner}`,
+    `CREATE EXTENSION ${quoteIdentifier(extension)}`,
+    'RESET ROLE',
+  ]);
 
 /** The read-back of an installed extension (parameter $1 = extension name). */
-export const extensionInstalledQuery = 'SELECT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = $1) AS installed';
+export const extensionInstalledQuery =
+  'SELECT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = $1) AS installed';
 
 /** Clean-up as the manager: drop the database as its owner, then the role. */
 export const dropDatabaseStatements = (names: ProvisioningNames) =>
-  checked(names, (q): ReadonlyArray<string> => [`SET ROLE ${q.owner}`, `DROP DATABASE ${q.database}`, 'RESET ROLE', `DROP ROLE ${q.owner}`]);
+  checked(names, (q): ReadonlyArray<string> => [
+    `SET ROLE ${q.owner}`,
+    `DROP DATABASE ${q.database}`,
+    'RESET ROLE',
+    `DROP ROLE ${q.owner}`,
+  ]);

@@ -27,9 +27,19 @@ export const TenantPhase = { Binding: 'Binding', Bound: 'Bound', Deleting: 'Dele
 export type TenantPhase = (typeof TenantPhase)[keyof typeof TenantPhase];
 
 /** Database phase strings the rules understand (the field itself is free text). */
-export const DatabasePhase = { Available: 'Available', Released: 'Released', Deleting: 'Deleting', Pending: 'Pending' } as const;
+export const DatabasePhase = {
+  Available: 'Available',
+  Released: 'Released',
+  Deleting: 'Deleting',
+  Pending: 'Pending',
+} as const;
 
-export const InstancePhase = { Pending: 'Pending', Validating: 'Validating', Ready: 'Ready', Deleting: 'Deleting' } as const;
+export const InstancePhase = {
+  Pending: 'Pending',
+  Validating: 'Validating',
+  Ready: 'Ready',
+  Deleting: 'Deleting',
+} as const;
 export type InstancePhase = (typeof InstancePhase)[keyof typeof InstancePhase];
 
 /** Database `spec.source` values the rules compare against. */
@@ -65,7 +75,8 @@ export const TenantMessage = {
   instanceReplaced: 'Instance UID 已变化；请核实实例身份，未迁移或接管资源',
   databaseReleasedOrDeleting: 'Database 正在删除或处于 Released；请由管理员核实并处理，未重新分配',
   resourceSideChanged: '资源侧身份或绑定已变化，未完成申请侧绑定',
-  databaseUidChanged: (database: string) => `Database ${database} 的 UID 与已记录绑定不同；请核实同名重建，未接管新对象`,
+  databaseUidChanged: (database: string) =>
+    `Database ${database} 的 UID 与已记录绑定不同；请核实同名重建，未接管新对象`,
   databaseBoundElsewhere: (database: string, namespace: string, name: string, uid: string) =>
     `Database ${database} 已绑定 Tenant ${namespace}/${name}（UID ${uid}）；未抢占`,
 } as const;

@@ -19,8 +19,18 @@ export interface ManagerRbacGrant {
  * Creates `serviceAccount` in `namespace` holding exactly the generated manager RBAC: the manager ClusterRole bound
  * to it, and the namespaced credentials Role and RoleBinding.
  */
-export const grantManagerRbac = async ({ create, cleanup, namespace, serviceAccount, roleName }: ManagerRbacGrant): Promise<void> => {
-  await create(`/api/v1/namespaces/${namespace}/serviceaccounts`, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: serviceAccount } });
+export const grantManagerRbac = async ({
+  create,
+  cleanup,
+  namespace,
+  serviceAccount,
+  roleName,
+}: ManagerRbacGrant): Promise<void> => {
+  await create(`/api/v1/namespaces/${namespace}/serviceaccounts`, {
+    apiVersion: 'v1',
+    kind: 'ServiceAccount',
+    metadata: { name: serviceAccount },
+  });
   await create(`${rbacApi}/clusterroles`, managerClusterRole(roleName));
   cleanup.push(`${rbacApi}/clusterroles/${roleName}`);
   await create(`${rbacApi}/clusterrolebindings`, {

@@ -150,7 +150,11 @@ const make = <A>(
 const MAJOR_NAMES = ['unsigned integer', 'negative integer', 'byte string', 'text', 'array', 'map', 'tag', 'simple'];
 
 const wrongType = (r: Reader, expected: string): Fail =>
-  decodeFail('wrong-type', r.at, `expected ${expected}, found ${r.major === 7 ? simpleName(r.arg) : MAJOR_NAMES[r.major]}`);
+  decodeFail(
+    'wrong-type',
+    r.at,
+    `expected ${expected}, found ${r.major === 7 ? simpleName(r.arg) : MAJOR_NAMES[r.major]}`,
+  );
 
 const simpleName = (ai: number): string => (ai === 20 ? 'false' : ai === 21 ? 'true' : 'null');
 
@@ -302,10 +306,12 @@ export const text = (options: TextOptions = {}): Codec<string> => {
   return make(
     (options.maxBytes === undefined && options.minBytes === undefined
       ? Schema.String
-      : Schema.String.pipe(Schema.filter((s) => {
-          const n = Buffer.byteLength(s, 'utf8');
-          return n >= minB && n <= maxB;
-        }))) as Schema.Schema<string>,
+      : Schema.String.pipe(
+          Schema.filter((s) => {
+            const n = Buffer.byteLength(s, 'utf8');
+            return n >= minB && n <= maxB;
+          }),
+        )) as Schema.Schema<string>,
     (w, v) => {
       if (typeof v !== 'string') throw encodeWrongType('text', v);
       const start = w.pos;
@@ -313,7 +319,10 @@ export const text = (options: TextOptions = {}): Codec<string> => {
       const n = w.buf[start] & 31;
       const len = n < 24 ? n : w.pos - start - (n === 24 ? 2 : n === 25 ? 3 : n === 26 ? 5 : 9);
       if (len < minB || len > maxB) {
-        throw encodeFail(len > maxB ? 'text-too-large' : 'out-of-range', `text of ${len} bytes is not within ${minB}..${maxB}`);
+        throw encodeFail(
+          len > maxB ? 'text-too-large' : 'out-of-range',
+          `text of ${len} bytes is not within ${minB}..${maxB}`,
+        );
       }
     },
     (r) => {
@@ -323,7 +332,11 @@ export const text = (options: TextOptions = {}): Codec<string> => {
       const len = r.arg;
       const s = r.text();
       if (len < minB || len > maxB) {
-        throw decodeFail(len > maxB ? 'text-too-large' : 'out-of-range', at, `text of ${len} bytes is not within ${minB}..${maxB}`);
+        throw decodeFail(
+          len > maxB ? 'text-too-large' : 'out-of-range',
+          at,
+          `text of ${len} bytes is not within ${minB}..${maxB}`,
+        );
       }
       return s;
     },
@@ -371,7 +384,8 @@ export const literal = <const L extends readonly [string, ...string[]]>(
       }
       const s = r.text(); // validates (UTF-8, limits, truncation) and fails with the right reason
       if (options.otherwise === 'unsupported-field') {
-        if (r.unsupported === undefined) r.unsupported = unsupportedFail(r, at, s, `value ${JSON.stringify(s)} is not supported (one of ${list})`);
+        if (r.unsupported === undefined)
+          r.unsupported = unsupportedFail(r, at, s, `value ${JSON.stringify(s)} is not supported (one of ${list})`);
         return s as L[number];
       }
       throw decodeFail('invalid-value', at, `${JSON.stringify(s)} is not one of ${list}`);
@@ -408,7 +422,9 @@ export const bytes = (length?: number | BytesOptions): Codec<Uint8Array> => {
   return make(
     (min === 0 && max === Number.MAX_SAFE_INTEGER
       ? Schema.Uint8ArrayFromSelf
-      : Schema.Uint8ArrayFromSelf.pipe(Schema.filter((b) => b.length >= min && b.length <= max, { description: want }))) as Schema.Schema<Uint8Array>,
+      : Schema.Uint8ArrayFromSelf.pipe(
+          Schema.filter((b) => b.length >= min && b.length <= max, { description: want }),
+        )) as Schema.Schema<Uint8Array>,
     (w, v) => {
       if (!(v instanceof Uint8Array)) throw encodeWrongType('a byte string', v);
       if (v.length < min || v.length > max) throw encodeFail('wrong-length', `${v.length} bytes, expected ${want}`);
@@ -477,11 +493,16 @@ export const raw: Codec<Uint8Array> = make(
   (w, v, depth) => {
     if (!(v instanceof Uint8Array)) throw encodeWrongType('the bytes of one canonical item', v);
     try {
-      const r = new Reader(v, { maxDepth: Math.max(0, w.maxDepth - depth), maxMessageBytes: Number.MAX_SAFE_INTEGER, maxTextBytes: Number.MAX_SAFE_INTEGER });
+      const r = new Reader(v, {
+        maxDepth: Math.max(0, w.maxDepth - depth),
+        maxMessageBytes: Number.MAX_SAFE_INTEGER,
+        maxTextBytes: Number.MAX_SAFE_INTEGER,
+      });
       r.value(0);
       r.finish();
     } catch (e) {
-      if (e instanceof Fail) throw encodeFail('invalid-value', `raw bytes are not one canonical item: ${e.reason} at byte ${e.offset}`);
+      if (e instanceof Fail)
+        throw encodeFail('invalid-value', `raw bytes are not one canonical item: ${e.reason} at byte ${e.offset}`);
       throw e;
     }
     w.raw(v);
@@ -551,23 +572,35 @@ const readArrayHeader = (r: Reader, depth: number, what: string, options: ArrayO
   if (r.major !== 4) throw wrongType(r, what);
   r.checkDepth(depth + 1);
   const n = r.length(1);
-  if (n < (options.minItems ?? 0)) throw decodeFail('wrong-length', r.at, `${n} items, at least ${options.minItems} expected`);
-  if (n > (options.maxItems ?? Number.MAX_SAFE_INTEGER)) throw decodeFail('too-many-items', r.at, `${n} items, at most ${options.maxItems} allowed`);
+  if (n < (options.minItems ?? 0))
+    throw decodeFail('wrong-length', r.at, `${n} items, at least ${options.minItems} expected`);
+  if (n > (options.maxItems ?? Number.MAX_SAFE_INTEGER))
+    throw decodeFail('too-many-items', r.at, `${n} items, at most ${options.maxItems} allowed`);
   return n;
 };
 
-const checkArrayInput = (w: Writer, v: unknown, depth: number, what: string, options: ArrayOptions): ReadonlyArray<unknown> => {
+const checkArrayInput = (
+  w: Writer,
+  v: unknown,
+  depth: number,
+  what: string,
+  options: ArrayOptions,
+): ReadonlyArray<unknown> => {
   if (!Array.isArray(v)) throw encodeWrongType(what, v);
   checkWriteDepth(w, depth + 1);
-  if (v.length < (options.minItems ?? 0)) throw encodeFail('wrong-length', `${v.length} items, at least ${options.minItems} expected`);
-  if (v.length > (options.maxItems ?? Number.MAX_SAFE_INTEGER)) throw encodeFail('wrong-length', `${v.length} items, at most ${options.maxItems} allowed`);
+  if (v.length < (options.minItems ?? 0))
+    throw encodeFail('wrong-length', `${v.length} items, at least ${options.minItems} expected`);
+  if (v.length > (options.maxItems ?? Number.MAX_SAFE_INTEGER))
+    throw encodeFail('wrong-length', `${v.length} items, at most ${options.maxItems} allowed`);
   return v;
 };
 
 const arraySchema = <A>(item: Codec<A>, options: ArrayOptions): Schema.Schema<ReadonlyArray<A>> => {
   let s: Schema.Schema<ReadonlyArray<A>> = Schema.Array(item.schema) as unknown as Schema.Schema<ReadonlyArray<A>>;
-  if (options.minItems !== undefined) s = s.pipe(Schema.filter((a) => a.length >= (options.minItems ?? 0))) as unknown as typeof s;
-  if (options.maxItems !== undefined) s = s.pipe(Schema.filter((a) => a.length <= (options.maxItems ?? Number.MAX_SAFE_INTEGER))) as unknown as typeof s;
+  if (options.minItems !== undefined)
+    s = s.pipe(Schema.filter((a) => a.length >= (options.minItems ?? 0))) as unknown as typeof s;
+  if (options.maxItems !== undefined)
+    s = s.pipe(Schema.filter((a) => a.length <= (options.maxItems ?? Number.MAX_SAFE_INTEGER))) as unknown as typeof s;
   return s;
 };
 
@@ -663,7 +696,11 @@ export const set = <A>(item: Codec<A>, options: ArrayOptions = {}): Codec<Readon
         if (prevStart >= 0) {
           const c = compareRanges(r.data, prevStart, prevEnd, s, r.pos);
           if (c >= 0) {
-            throw decodeFail(c === 0 ? 'set-duplicate' : 'set-unsorted', s, c === 0 ? 'the same member twice in a set' : 'set members must be in bytewise order of their encoding');
+            throw decodeFail(
+              c === 0 ? 'set-duplicate' : 'set-unsorted',
+              s,
+              c === 0 ? 'the same member twice in a set' : 'set members must be in bytewise order of their encoding',
+            );
           }
         }
         stack.pop();
@@ -760,7 +797,9 @@ const encodedOrder = <A>(a: ReadonlyArray<A>, writeKey: (w: Writer, a: A) => voi
     if (sorted) return undefined;
     const buf = w.buf;
     const start = (j: number): number => (j === 0 ? 0 : ends[j - 1]);
-    const order = Array.from({ length: n }, (_, j) => j).sort((x, y) => compareRanges(buf, start(x), ends[x], start(y), ends[y]));
+    const order = Array.from({ length: n }, (_, j) => j).sort((x, y) =>
+      compareRanges(buf, start(x), ends[x], start(y), ends[y]),
+    );
     for (let j = 1; j < n; j++) {
       const p = order[j - 1];
       const q = order[j];
@@ -777,7 +816,13 @@ const encodedOrder = <A>(a: ReadonlyArray<A>, writeKey: (w: Writer, a: A) => voi
 };
 
 /** Decode side of an encoding-keyed list: the previous and the current key in two scratch buffers. */
-const readEncodedKeys = <A>(r: Reader, depth: number, n: number, item: Codec<A>, writeKey: (w: Writer, a: A) => void): A[] => {
+const readEncodedKeys = <A>(
+  r: Reader,
+  depth: number,
+  n: number,
+  item: Codec<A>,
+  writeKey: (w: Writer, a: A) => void,
+): A[] => {
   const out = new Array<A>(n);
   const stack = r.stack;
   let prev = acquireWriter();
@@ -794,7 +839,11 @@ const readEncodedKeys = <A>(r: Reader, depth: number, n: number, item: Codec<A>,
         if (i > 0) {
           const c = compareBuffers(prev.buf, prev.pos, cur.buf, cur.pos);
           if (c >= 0) {
-            throw decodeFail(c === 0 ? 'list-duplicate-key' : 'list-unsorted', s, c === 0 ? 'two members with the same sort key' : 'members must be in increasing order of their sort key');
+            throw decodeFail(
+              c === 0 ? 'list-duplicate-key' : 'list-unsorted',
+              s,
+              c === 0 ? 'two members with the same sort key' : 'members must be in increasing order of their sort key',
+            );
           }
         }
         const t = prev;
@@ -815,7 +864,11 @@ const readEncodedKeys = <A>(r: Reader, depth: number, n: number, item: Codec<A>,
  * share a key. Encoding sorts (a duplicate key is an `EncodeError`); decoding rejects any other order
  * (`list-unsorted`) and duplicate keys (`list-duplicate-key`).
  */
-export const sortedList = <A>(item: Codec<A>, sortKey: SortKey<A>, options: ArrayOptions = {}): Codec<ReadonlyArray<A>> => {
+export const sortedList = <A>(
+  item: Codec<A>,
+  sortKey: SortKey<A>,
+  options: ArrayOptions = {},
+): Codec<ReadonlyArray<A>> => {
   const keyOf = sortKey.key;
   const compare = sortKey.compare;
   const writeKey = (sortKey as Partial<EncodedSortKey<A>>).writeKey;
@@ -881,7 +934,13 @@ export const sortedList = <A>(item: Codec<A>, sortKey: SortKey<A>, options: Arra
           if (i > 0) {
             const c = compare(prev, k);
             if (c >= 0) {
-              throw decodeFail(c === 0 ? 'list-duplicate-key' : 'list-unsorted', s, c === 0 ? 'two members with the same sort key' : 'members must be in increasing order of their sort key');
+              throw decodeFail(
+                c === 0 ? 'list-duplicate-key' : 'list-unsorted',
+                s,
+                c === 0
+                  ? 'two members with the same sort key'
+                  : 'members must be in increasing order of their sort key',
+              );
             }
           }
           prev = k;
@@ -940,27 +999,35 @@ export const struct = <F extends Fields>(fields: F): StructCodec<F> => {
   const plan: FieldPlan[] = names.map((name) => {
     const f = fields[name];
     const isOpt = (f as Optional<unknown>)._tag === 'Optional';
-    return { name, key: encodeKey(name), codec: (isOpt ? (f as Optional<unknown>).codec : f) as Codec<unknown>, optional: isOpt };
+    return {
+      name,
+      key: encodeKey(name),
+      codec: (isOpt ? (f as Optional<unknown>).codec : f) as Codec<unknown>,
+      optional: isOpt,
+    };
   });
   const total = plan.length;
   const required = plan.filter((p) => !p.optional).length;
   const anyOptional = required !== total;
-  const fixedHeader = anyOptional ? undefined : (() => {
-    const w = acquireWriter();
-    try {
-      w.head(5, total);
-      return w.result();
-    } finally {
-      releaseWriter(w);
-    }
-  })();
+  const fixedHeader = anyOptional
+    ? undefined
+    : (() => {
+        const w = acquireWriter();
+        try {
+          w.head(5, total);
+          return w.result();
+        } finally {
+          releaseWriter(w);
+        }
+      })();
 
   const schemaFields: Record<string, Schema.Schema.Any | Schema.PropertySignature.Any> = {};
   for (const p of plan) schemaFields[p.name] = p.optional ? Schema.optional(p.codec.schema) : p.codec.schema;
   const schema = Schema.Struct(schemaFields) as unknown as Schema.Schema<StructType<F>>;
 
   const write = (w: Writer, v: StructType<F>, depth: number): void => {
-    if (typeof v !== 'object' || v === null || Array.isArray(v) || v instanceof Uint8Array) throw encodeWrongType('a record', v);
+    if (typeof v !== 'object' || v === null || Array.isArray(v) || v instanceof Uint8Array)
+      throw encodeWrongType('a record', v);
     checkWriteDepth(w, depth + 1);
     const obj = v as Record<string, unknown>;
     if (fixedHeader !== undefined) w.raw(fixedHeader);
@@ -1021,11 +1088,13 @@ export const struct = <F extends Fields>(fields: F): StructCodec<F> => {
         stack.push(matched.name);
         const x = matched.codec.read(r, depth + 1);
         stack.pop();
-        if (matched.name === '__proto__') Object.defineProperty(out, '__proto__', { value: x, enumerable: true, writable: true, configurable: true });
+        if (matched.name === '__proto__')
+          Object.defineProperty(out, '__proto__', { value: x, enumerable: true, writable: true, configurable: true });
         else out[matched.name] = x;
       } else {
         const name = r.keyString(ks, ke);
-        if (r.unsupported === undefined) r.unsupported = unsupportedFail(r, ks, name, `unknown field ${JSON.stringify(name)}`);
+        if (r.unsupported === undefined)
+          r.unsupported = unsupportedFail(r, ks, name, `unknown field ${JSON.stringify(name)}`);
         r.skip(depth + 1);
       }
     }
@@ -1135,12 +1204,20 @@ const specialise = <T>(
     missingOnEncode: (name: string) => encodeFail('missing-field', `required field ${name} is missing`),
     unknown: (r: Reader, ks: number, ke: number, depth: number) => {
       const name = r.keyString(ks, ke);
-      if (r.unsupported === undefined) r.unsupported = unsupportedFail(r, ks, name, `unknown field ${JSON.stringify(name)}`);
+      if (r.unsupported === undefined)
+        r.unsupported = unsupportedFail(r, ks, name, `unknown field ${JSON.stringify(name)}`);
       r.skip(depth + 1);
     },
   };
   const args = ['plan', 'keys', 'names', 'optional', 'fixedHeader', 'h'];
-  const values = [plan, plan.map((p) => p.key), plan.map((p) => p.name), plan.map((p) => p.optional), fixedHeader, helpers];
+  const values = [
+    plan,
+    plan.map((p) => p.key),
+    plan.map((p) => p.name),
+    plan.map((p) => p.optional),
+    fixedHeader,
+    helpers,
+  ];
   const read = new Function(...args, prelude + readSrc)(...values) as (r: Reader, depth: number) => T;
   const write = new Function(...args, prelude + writeSrc)(...values) as (w: Writer, v: T, depth: number) => void;
   return { read, write };
@@ -1154,19 +1231,25 @@ type VariantType<C extends { readonly [key: string]: Codec<any> }> = {
  * A one-key map whose key names the case, e.g. `BackendHost = {"ipv4": bstr4} | {"ipv6": bstr16} | {"dns": tstr}`
  * (§2.5). An unknown case key is `unsupported-field`; zero or several keys are `invalid-encoding`.
  */
-export const variant = <C extends { readonly [key: string]: Codec<any> }>(cases: C): Codec<Simplify<VariantType<C>>> => {
+export const variant = <C extends { readonly [key: string]: Codec<any> }>(
+  cases: C,
+): Codec<Simplify<VariantType<C>>> => {
   const names = Object.keys(cases).sort(compareKeys);
   const keys = names.map(encodeKey);
   const codecs = names.map((n) => cases[n]);
-  const schema = Schema.Union(...names.map((n) => Schema.Struct({ [n]: cases[n].schema }))) as unknown as Schema.Schema<Simplify<VariantType<C>>>;
+  const schema = Schema.Union(...names.map((n) => Schema.Struct({ [n]: cases[n].schema }))) as unknown as Schema.Schema<
+    Simplify<VariantType<C>>
+  >;
   const list = names.join(' | ');
   return make(
     schema,
     (w, v, depth) => {
-      if (typeof v !== 'object' || v === null || Array.isArray(v)) throw encodeWrongType(`a one-key record (${list})`, v);
+      if (typeof v !== 'object' || v === null || Array.isArray(v))
+        throw encodeWrongType(`a one-key record (${list})`, v);
       checkWriteDepth(w, depth + 1);
       const own = Object.keys(v);
-      if (own.length !== 1) throw encodeFail('wrong-type', `a variant has exactly one key (${list}), got ${own.length}`);
+      if (own.length !== 1)
+        throw encodeFail('wrong-type', `a variant has exactly one key (${list}), got ${own.length}`);
       const k = own[0];
       const idx = names.indexOf(k);
       if (idx < 0) throw encodeFail('invalid-value', `${JSON.stringify(k)} is not one of ${list}`);
@@ -1183,7 +1266,8 @@ export const variant = <C extends { readonly [key: string]: Codec<any> }>(cases:
     (r, depth) => {
       r.head();
       if (r.major !== 5) throw wrongType(r, `a one-key map (${list})`);
-      if (r.arg !== 1) throw decodeFail('wrong-type', r.at, `a variant is a map with exactly one key (${list}), found ${r.argText()}`);
+      if (r.arg !== 1)
+        throw decodeFail('wrong-type', r.at, `a variant is a map with exactly one key (${list}), found ${r.argText()}`);
       r.checkDepth(depth + 1);
       const ks = r.keyRange(-1, -1);
       const ke = r.pos;
@@ -1196,7 +1280,8 @@ export const variant = <C extends { readonly [key: string]: Codec<any> }>(cases:
         }
       }
       const name = r.keyString(ks, ke);
-      if (r.unsupported === undefined) r.unsupported = unsupportedFail(r, ks, name, `unknown case ${JSON.stringify(name)} (one of ${list})`);
+      if (r.unsupported === undefined)
+        r.unsupported = unsupportedFail(r, ks, name, `unknown case ${JSON.stringify(name)} (one of ${list})`);
       r.skip(depth + 1);
       return { [name]: null } as unknown as Simplify<VariantType<C>>;
     },

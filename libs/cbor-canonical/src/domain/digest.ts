@@ -28,7 +28,8 @@ export const domainPrefix = (domain: string): Uint8Array => {
   prefix = new Uint8Array(domain.length + 1);
   for (let i = 0; i < domain.length; i++) {
     const c = domain.charCodeAt(i);
-    if (c === 0 || c >= 0x80) throw encodeFail('invalid-domain', `digest domain ${JSON.stringify(domain)} must be ASCII without NUL`);
+    if (c === 0 || c >= 0x80)
+      throw encodeFail('invalid-domain', `digest domain ${JSON.stringify(domain)} must be ASCII without NUL`);
     prefix[i] = c;
   }
   if (domainCache.size < 256) domainCache.set(domain, prefix);

@@ -134,7 +134,11 @@ export class Reader {
     const n = this.arg;
     // NaN (a length above 2^53−1) also fails this test
     if (!(n * minItemBytes <= this.end - this.pos)) {
-      throw decodeFail('truncated', this.at, `declares ${this.argText()} ${this.major >= 4 ? 'items' : 'bytes'}, only ${this.end - this.pos} bytes remain`);
+      throw decodeFail(
+        'truncated',
+        this.at,
+        `declares ${this.argText()} ${this.major >= 4 ? 'items' : 'bytes'}, only ${this.end - this.pos} bytes remain`,
+      );
     }
     return n;
   }
@@ -152,10 +156,15 @@ export class Reader {
   text(): string {
     const len = this.arg;
     if (!(len <= this.maxText)) {
-      throw decodeFail('text-too-large', this.at, `text of ${this.argText()} bytes is over the limit of ${this.maxText}`);
+      throw decodeFail(
+        'text-too-large',
+        this.at,
+        `text of ${this.argText()} bytes is over the limit of ${this.maxText}`,
+      );
     }
     const start = this.pos;
-    if (len > this.end - start) throw decodeFail('truncated', this.at, `text of ${len} bytes, only ${this.end - start} remain`);
+    if (len > this.end - start)
+      throw decodeFail('truncated', this.at, `text of ${len} bytes, only ${this.end - start} remain`);
     const end = start + len;
     this.pos = end;
     const d = this.data;
@@ -197,9 +206,11 @@ export class Reader {
     const keyStart = this.at;
     if (this.major !== 3) throw decodeFail('map-key-not-text', keyStart, 'map keys must be text strings');
     const len = this.arg;
-    if (!(len <= this.maxText)) throw decodeFail('text-too-large', keyStart, `map key of ${this.argText()} bytes is over the limit`);
+    if (!(len <= this.maxText))
+      throw decodeFail('text-too-large', keyStart, `map key of ${this.argText()} bytes is over the limit`);
     const start = this.pos;
-    if (len > this.end - start) throw decodeFail('truncated', keyStart, `map key of ${len} bytes, only ${this.end - start} remain`);
+    if (len > this.end - start)
+      throw decodeFail('truncated', keyStart, `map key of ${len} bytes, only ${this.end - start} remain`);
     const end = start + len;
     const d = this.data;
     for (let i = start; i < end; i++) {
@@ -290,7 +301,8 @@ export class Reader {
       prevStart = keyStart;
       prevEnd = keyEnd;
       const v = this.value(depth);
-      if (key === '__proto__') Object.defineProperty(out, key, { value: v, enumerable: true, writable: true, configurable: true });
+      if (key === '__proto__')
+        Object.defineProperty(out, key, { value: v, enumerable: true, writable: true, configurable: true });
       else out[key] = v;
     }
     return out;

@@ -292,8 +292,7 @@ const isPlainObject = (v: object): boolean => {
 const describe = (v: object): string => (v.constructor ? v.constructor.name : 'object');
 
 /** Canonical key order: shorter encoded key first, then bytewise (for ASCII, UTF-16 order equals byte order). */
-export const compareKeys = (a: string, b: string): number =>
-  a.length - b.length || (a < b ? -1 : a > b ? 1 : 0);
+export const compareKeys = (a: string, b: string): number => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0);
 
 /** Own enumerable keys in canonical order; already-sorted objects (e.g. decoded ones) cost one pass. */
 const sortedKeys = (v: Record<string, unknown>): string[] => {

@@ -33,7 +33,10 @@ export const getCrdAnnotation = (annotated: SchemaAST.Annotated): CrdAnnotation 
   annotated.annotations[CrdAnnotationId] as CrdAnnotation | undefined;
 
 /** Merge two hint sets: `outer` wins on scalars, validations are concatenated (inner first). */
-export const mergeCrdAnnotations = (inner: CrdAnnotation | undefined, outer: CrdAnnotation | undefined): CrdAnnotation => {
+export const mergeCrdAnnotations = (
+  inner: CrdAnnotation | undefined,
+  outer: CrdAnnotation | undefined,
+): CrdAnnotation => {
   const validations = [...(inner?.validations ?? []), ...(outer?.validations ?? [])];
   return { ...inner, ...outer, ...(validations.length > 0 ? { validations } : {}) };
 };
@@ -42,7 +45,9 @@ export const mergeCrdAnnotations = (inner: CrdAnnotation | undefined, outer: Crd
 export const crd =
   (hints: CrdAnnotation) =>
   <S extends Schema.Annotable.All>(self: S): Schema.Annotable.Self<S> =>
-    self.annotations({ [CrdAnnotationId]: mergeCrdAnnotations(getCrdAnnotation(self.ast), hints) }) as Schema.Annotable.Self<S>;
+    self.annotations({
+      [CrdAnnotationId]: mergeCrdAnnotations(getCrdAnnotation(self.ast), hints),
+    }) as Schema.Annotable.Self<S>;
 
 export interface CelOptions {
   readonly messageExpression?: string;

@@ -6,7 +6,12 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { syncManifests } from '../adapter/file/manifests.js';
 import { cel } from './annotations.js';
-import { customResourceDefinition, customResourceDefinitionOrThrow, type CrdDefinition, type VersionDefinition } from './crd.js';
+import {
+  customResourceDefinition,
+  customResourceDefinitionOrThrow,
+  type CrdDefinition,
+  type VersionDefinition,
+} from './crd.js';
 import { compareManifest, describeDrift } from './drift.js';
 import { renderYaml } from './render.js';
 import { Conditions, resource } from './resource.js';
@@ -22,7 +27,13 @@ const def: CrdDefinition = {
   names: { kind: 'Widget', plural: 'widgets', shortNames: ['wdg'] },
   versions: [
     { name: 'v1', schema: v1, storage: false, status: true },
-    { name: 'v2', schema: v2, storage: true, status: true, printerColumns: [{ name: 'Phase', type: 'string', jsonPath: '.status.phase' }] },
+    {
+      name: 'v2',
+      schema: v2,
+      storage: true,
+      status: true,
+      printerColumns: [{ name: 'Phase', type: 'string', jsonPath: '.status.phase' }],
+    },
   ],
 };
 
@@ -30,14 +41,22 @@ describe('customResourceDefinition', () => {
   it('assembles names, scope, versions, subresources, printer columns and conversion None', () => {
     const crd = customResourceDefinitionOrThrow(def);
     expect(crd.metadata.name).toBe('widgets.example.test');
-    expect(crd.spec.names).toEqual({ kind: 'Widget', listKind: 'WidgetList', plural: 'widgets', singular: 'widget', shortNames: ['wdg'] });
+    expect(crd.spec.names).toEqual({
+      kind: 'Widget',
+      listKind: 'WidgetList',
+      plural: 'widgets',
+      singular: 'widget',
+      shortNames: ['wdg'],
+    });
     expect(crd.spec.conversion).toEqual({ strategy: 'None' });
     expect(crd.spec.versions.map((v) => [v.name, v.served, v.storage])).toEqual([
       ['v1', true, false],
       ['v2', true, true],
     ]);
     expect(crd.spec.versions[1]?.subresources).toEqual({ status: {} });
-    expect(crd.spec.versions[1]?.additionalPrinterColumns).toEqual([{ name: 'Phase', type: 'string', jsonPath: '.status.phase' }]);
+    expect(crd.spec.versions[1]?.additionalPrinterColumns).toEqual([
+      { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
+    ]);
     expect(crd.spec.versions[0]?.additionalPrinterColumns).toBeUndefined();
   });
 
@@ -52,7 +71,10 @@ describe('customResourceDefinition', () => {
 
   it('root CEL rules piped onto the resource schema land on openAPIV3Schema', () => {
     const withRule = v2.pipe(cel('self.metadata.name.size() <= 20', 'name too long'));
-    const crd = customResourceDefinitionOrThrow({ ...def, versions: [{ name: 'v2', schema: withRule, storage: true, status: true }] });
+    const crd = customResourceDefinitionOrThrow({
+      ...def,
+      versions: [{ name: 'v2', schema: withRule, storage: true, status: true }],
+    });
     expect(crd.spec.versions[0]?.schema.openAPIV3Schema['x-kubernetes-validations']).toEqual([
       { rule: 'self.metadata.name.size() <= 20', message: 'name too long' },
     ]);
@@ -66,28 +88,44 @@ describe('customResourceDefinition', () => {
 
   const stored = def.versions[1] as VersionDefinition;
   it('refuses zero or two storage versions, duplicates, bad names and bad columns', () => {
-    expect(reason({ ...def, versions: def.versions.map((v) => ({ ...v, storage: true })) })).toMatch(/exactly one storage version.*found 2/);
+    expect(reason({ ...def, versions: def.versions.map((v) => ({ ...v, storage: true })) })).toMatch(
+      /exactly one storage version.*found 2/,
+    );
     expect(reason({ ...def, versions: def.versions.map((v) => ({ ...v, storage: false })) })).toMatch(/found 0/);
     expect(reason({ ...def, versions: [stored, { ...stored, storage: false }] })).toMatch(/listed twice/);
     expect(reason({ ...def, names: { kind: 'Widget', plural: 'Widgets' } })).toMatch(/plural/);
     expect(reason({ ...def, names: { kind: 'widget', plural: 'widgets' } })).toMatch(/CamelCase/);
     expect(reason({ ...def, versions: [{ ...stored, name: 'version2' }] })).toMatch(/not a Kubernetes version/);
     expect(
-      reason({ ...def, versions: [{ ...stored, printerColumns: [{ name: 'P', type: 'string', jsonPath: 'status.phase' }] }] }),
+      reason({
+        ...def,
+        versions: [{ ...stored, printerColumns: [{ name: 'P', type: 'string', jsonPath: 'status.phase' }] }],
+      }),
     ).toMatch(/jsonPath/);
   });
 
   it('refuses a status subresource on a kind without a status field', () => {
     const noStatus = resource({ apiVersion: 'example.test/v2', kind: 'Widget', spec: Spec });
-    expect(reason({ ...def, versions: [{ name: 'v2', schema: noStatus, storage: true, status: true }] })).toMatch(/without a status field/);
-    const crd = customResourceDefinitionOrThrow({ ...def, versions: [{ name: 'v2', schema: noStatus, storage: true }] });
+    expect(reason({ ...def, versions: [{ name: 'v2', schema: noStatus, storage: true, status: true }] })).toMatch(
+      /without a status field/,
+    );
+    const crd = customResourceDefinitionOrThrow({
+      ...def,
+      versions: [{ name: 'v2', schema: noStatus, storage: true }],
+    });
     expect(crd.spec.versions[0]?.subresources).toBeUndefined();
     expect(crd.spec.versions[0]?.schema.openAPIV3Schema.properties?.['status']).toBeUndefined();
   });
 
   it('reports schema errors with the CRD, version and field path', () => {
-    const bad = resource({ apiVersion: 'example.test/v2', kind: 'Widget', spec: Schema.Struct({ when: Schema.DateFromSelf }) });
-    expect(reason({ ...def, versions: [{ name: 'v2', schema: bad, storage: true }] })).toMatch(/^widgets\.example\.test\/v2\.spec\.when: /);
+    const bad = resource({
+      apiVersion: 'example.test/v2',
+      kind: 'Widget',
+      spec: Schema.Struct({ when: Schema.DateFromSelf }),
+    });
+    expect(reason({ ...def, versions: [{ name: 'v2', schema: bad, storage: true }] })).toMatch(
+      /^widgets\.example\.test\/v2\.spec\.when: /,
+    );
   });
 });
 
@@ -122,7 +160,13 @@ describe('drift check', () => {
     expect(compareManifest('a.yaml', 'x\ny\n', 'x\ny\n')._tag).toBe('InSync');
     expect(compareManifest('a.yaml', 'x\ny\n', 'x\r\ny\r\n')._tag).toBe('InSync');
     expect(compareManifest('a.yaml', 'x\n', undefined)._tag).toBe('Missing');
-    expect(compareManifest('a.yaml', 'x\ny\nz\n', 'x\nY\nz\n')).toEqual({ _tag: 'Drifted', file: 'a.yaml', line: 2, expected: 'y', actual: 'Y' });
+    expect(compareManifest('a.yaml', 'x\ny\nz\n', 'x\nY\nz\n')).toEqual({
+      _tag: 'Drifted',
+      file: 'a.yaml',
+      line: 2,
+      expected: 'y',
+      actual: 'Y',
+    });
   });
 
   it('syncManifests: reports missing, writes in write mode, then detects an edit and a stray file', async () => {

@@ -23,7 +23,11 @@ export interface VersionDefinition {
   readonly deprecationWarning?: string;
   /** Enables the status subresource; the schema must then have a `status` property. */
   readonly status?: boolean;
-  readonly scale?: { readonly specReplicasPath: string; readonly statusReplicasPath: string; readonly labelSelectorPath?: string };
+  readonly scale?: {
+    readonly specReplicasPath: string;
+    readonly statusReplicasPath: string;
+    readonly labelSelectorPath?: string;
+  };
   readonly printerColumns?: ReadonlyArray<PrinterColumn>;
 }
 
@@ -57,7 +61,10 @@ const versionSchema = (crdName: string, version: VersionDefinition): JSONSchemaP
   }
   const root = generated.right;
   if (root.type !== 'object' || root.properties === undefined) {
-    throw new CrdDefinitionError({ crd: crdName, reason: `version ${version.name}: the schema is not an object with properties` });
+    throw new CrdDefinitionError({
+      crd: crdName,
+      reason: `version ${version.name}: the schema is not an object with properties`,
+    });
   }
   const { apiVersion: _a, kind: _k, metadata: _m, ...rest } = root.properties;
   const required = (root.required ?? []).filter((r) => r !== 'apiVersion' && r !== 'kind' && r !== 'metadata');
@@ -81,7 +88,11 @@ const check = (condition: boolean, crd: string, reason: string): void => {
 
 const buildUnsafe = (def: CrdDefinition): CustomResourceDefinition => {
   const name = `${def.names.plural}.${def.group}`;
-  check(DNS_SUBDOMAIN.test(def.group) && def.group.includes('.'), name, `group ${def.group} must be a DNS subdomain with a dot`);
+  check(
+    DNS_SUBDOMAIN.test(def.group) && def.group.includes('.'),
+    name,
+    `group ${def.group} must be a DNS subdomain with a dot`,
+  );
   check(DNS_LABEL.test(def.names.plural), name, `plural ${def.names.plural} must be a lowercase DNS label`);
   check(KIND.test(def.names.kind), name, `kind ${def.names.kind} must be CamelCase`);
   const singular = def.names.singular ?? def.names.kind.toLowerCase();
@@ -98,14 +109,22 @@ const buildUnsafe = (def: CrdDefinition): CustomResourceDefinition => {
   }
   const versions: CrdVersion[] = def.versions.map((v) => {
     const schema = versionSchema(name, v);
-    if (v.status) check(schema.properties?.['status'] !== undefined, name, `version ${v.name}: status subresource without a status field`);
+    if (v.status)
+      check(
+        schema.properties?.['status'] !== undefined,
+        name,
+        `version ${v.name}: status subresource without a status field`,
+      );
     for (const c of v.printerColumns ?? []) {
       check(c.jsonPath.startsWith('.'), name, `printer column ${c.name}: jsonPath must start with '.'`);
       check(c.name.trim() !== '', name, 'printer column without a name');
     }
     const subresources =
       v.status || v.scale
-        ? { ...(v.status ? { status: {} as Record<string, never> } : {}), ...(v.scale ? { scale: { ...v.scale } } : {}) }
+        ? {
+            ...(v.status ? { status: {} as Record<string, never> } : {}),
+            ...(v.scale ? { scale: { ...v.scale } } : {}),
+          }
         : undefined;
     return {
       name: v.name,
@@ -115,7 +134,9 @@ const buildUnsafe = (def: CrdDefinition): CustomResourceDefinition => {
       ...(v.deprecationWarning !== undefined ? { deprecationWarning: v.deprecationWarning } : {}),
       schema: { openAPIV3Schema: schema },
       ...(subresources ? { subresources } : {}),
-      ...(v.printerColumns && v.printerColumns.length > 0 ? { additionalPrinterColumns: v.printerColumns.map((c) => ({ ...c })) } : {}),
+      ...(v.printerColumns && v.printerColumns.length > 0
+        ? { additionalPrinterColumns: v.printerColumns.map((c) => ({ ...c })) }
+        : {}),
     };
   });
   const names: CrdNames = {

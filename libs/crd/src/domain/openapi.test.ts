@@ -28,7 +28,11 @@ describe('openApiSchema: scalars and filters', () => {
       pattern: '^[a-z]+$',
     });
     expect(ok(Schema.Int.pipe(Schema.between(1, 9)))).toEqual({ type: 'integer', minimum: 1, maximum: 9 });
-    expect(ok(Schema.Number.pipe(Schema.greaterThan(0)))).toEqual({ type: 'number', minimum: 0, exclusiveMinimum: true });
+    expect(ok(Schema.Number.pipe(Schema.greaterThan(0)))).toEqual({
+      type: 'number',
+      minimum: 0,
+      exclusiveMinimum: true,
+    });
     expect(ok(Schema.Array(Schema.String).pipe(Schema.minItems(1), Schema.maxItems(3)))).toEqual({
       type: 'array',
       items: { type: 'string' },
@@ -38,7 +42,9 @@ describe('openApiSchema: scalars and filters', () => {
   });
 
   it('keeps the tightest of repeated bounds', () => {
-    expect(ok(Schema.String.pipe(Schema.maxLength(10), Schema.maxLength(4), Schema.minLength(1), Schema.minLength(2)))).toEqual({
+    expect(
+      ok(Schema.String.pipe(Schema.maxLength(10), Schema.maxLength(4), Schema.minLength(1), Schema.minLength(2))),
+    ).toEqual({
       type: 'string',
       maxLength: 4,
       minLength: 2,
@@ -111,10 +117,18 @@ describe('openApiSchema: objects, maps, unknown', () => {
     expect(ok(s).properties).toEqual({
       mode: { type: 'string', enum: ['x', 'y'], default: 'x', description: 'the mode' },
       size: { type: 'string', format: 'quantity' },
-      extra: { type: 'object', properties: { known: { type: 'string' } }, 'x-kubernetes-preserve-unknown-fields': true },
+      extra: {
+        type: 'object',
+        properties: { known: { type: 'string' } },
+        'x-kubernetes-preserve-unknown-fields': true,
+      },
       items: {
         type: 'array',
-        items: { type: 'object', properties: { name: { type: 'string' }, value: { type: 'string' } }, required: ['name'] },
+        items: {
+          type: 'object',
+          properties: { name: { type: 'string' }, value: { type: 'string' } },
+          required: ['name'],
+        },
         'x-kubernetes-list-type': 'map',
         'x-kubernetes-list-map-keys': ['name'],
       },
@@ -139,7 +153,11 @@ describe('openApiSchema: objects, maps, unknown', () => {
   });
 
   it("Effect's own default annotation is honoured, and Effect's automatic descriptions are not copied", () => {
-    expect(ok(Schema.String.pipe(Schema.minLength(1)).annotations({ default: 'a' }))).toEqual({ type: 'string', minLength: 1, default: 'a' });
+    expect(ok(Schema.String.pipe(Schema.minLength(1)).annotations({ default: 'a' }))).toEqual({
+      type: 'string',
+      minLength: 1,
+      default: 'a',
+    });
   });
 });
 
@@ -151,12 +169,19 @@ describe('openApiSchema: CEL rules', () => {
     );
     expect(ok(s)['x-kubernetes-validations']).toEqual([
       { rule: 'has(self.a) != has(self.b)', message: 'exactly one of a and b' },
-      { rule: '!has(self.a) || self.a != "x"', message: 'a must not be x', reason: 'FieldValueForbidden', fieldPath: '.a' },
+      {
+        rule: '!has(self.a) || self.a != "x"',
+        message: 'a must not be x',
+        reason: 'FieldValueForbidden',
+        fieldPath: '.a',
+      },
     ]);
   });
 
   it('a rule on an optional field stays on that field', () => {
-    const s = Schema.Struct({ ip: Schema.optional(Schema.String.pipe(Schema.maxLength(45), cel('isIP(self)', 'not an IP'))) });
+    const s = Schema.Struct({
+      ip: Schema.optional(Schema.String.pipe(Schema.maxLength(45), cel('isIP(self)', 'not an IP'))),
+    });
     expect(ok(s).properties?.['ip']).toEqual({
       type: 'string',
       maxLength: 45,
@@ -182,7 +207,9 @@ describe('openApiSchema: CEL rules', () => {
 
 describe('openApiSchema: what a structural schema cannot say is a typed error naming the field', () => {
   it('union of objects', () => {
-    const e = err(Schema.Struct({ x: Schema.Union(Schema.Struct({ a: Schema.String }), Schema.Struct({ b: Schema.String })) }));
+    const e = err(
+      Schema.Struct({ x: Schema.Union(Schema.Struct({ a: Schema.String }), Schema.Struct({ b: Schema.String })) }),
+    );
     expect(e._tag).toBe('CrdSchemaError');
     expect(e.path).toBe('.x');
     expect(e.reason).toMatch(/union/);
@@ -213,15 +240,24 @@ describe('checkStructural', () => {
   it('accepts typed trees and reports untyped nodes', () => {
     expect(checkStructural({ type: 'object', properties: { a: { type: 'string' } } })).toEqual([]);
     expect(checkStructural({ type: 'object', properties: { a: {} } })).toEqual([
-      { path: '.a', reason: 'no type (and neither x-kubernetes-int-or-string nor x-kubernetes-preserve-unknown-fields)' },
+      {
+        path: '.a',
+        reason: 'no type (and neither x-kubernetes-int-or-string nor x-kubernetes-preserve-unknown-fields)',
+      },
     ]);
   });
   it('reports properties together with additionalProperties, and set lists of objects', () => {
     expect(
-      checkStructural({ type: 'object', properties: { a: { type: 'string' } }, additionalProperties: { type: 'string' } }).map((p) => p.reason),
+      checkStructural({
+        type: 'object',
+        properties: { a: { type: 'string' } },
+        additionalProperties: { type: 'string' },
+      }).map((p) => p.reason),
     ).toEqual(['properties and additionalProperties are mutually exclusive']);
-    expect(checkStructural({ type: 'array', items: { type: 'object' }, 'x-kubernetes-list-type': 'set' }).map((p) => p.reason)).toEqual([
-      'x-kubernetes-list-type set needs scalar items',
-    ]);
+    expect(
+      checkStructural({ type: 'array', items: { type: 'object' }, 'x-kubernetes-list-type': 'set' }).map(
+        (p) => p.reason,
+      ),
+    ).toEqual(['x-kubernetes-list-type set needs scalar items']);
   });
 });

@@ -20,11 +20,7 @@ const renderPath = (path: ReadonlyArray<string>): string =>
   path.map((p) => (p === '[]' ? '[*]' : /^[A-Za-z_$][\w$]*$/.test(p) ? `.${p}` : `[${JSON.stringify(p)}]`)).join('');
 
 /** Apply the CRD hints and Effect's `default` annotation of one node to the schema built for it. */
-const applyHints = (
-  out: Mutable,
-  hints: CrdAnnotation | undefined,
-  effectDefault: unknown,
-): Mutable => {
+const applyHints = (out: Mutable, hints: CrdAnnotation | undefined, effectDefault: unknown): Mutable => {
   if (hints?.openApi !== undefined) return { ...hints.openApi };
   const result: Mutable = { ...out };
   if (effectDefault !== undefined) result.default = effectDefault;
@@ -65,7 +61,8 @@ const mergeJsonSchemaAnnotation = (
     switch (key) {
       case 'type':
         if (value === 'integer' && (result.type === 'number' || result.type === 'integer')) result.type = 'integer';
-        else if (value !== result.type) fail(path, `refinement declares type ${String(value)} over ${String(result.type)}`);
+        else if (value !== result.type)
+          fail(path, `refinement declares type ${String(value)} over ${String(result.type)}`);
         break;
       case 'minLength':
       case 'maxLength':
@@ -79,7 +76,14 @@ const mergeJsonSchemaAnnotation = (
         const n = value as number;
         const previous = result[key];
         // Several refinements of the same kind: keep the tightest.
-        const tighter = previous === undefined ? n : key.startsWith('min') ? Math.max(previous, n) : key.startsWith('max') ? Math.min(previous, n) : n;
+        const tighter =
+          previous === undefined
+            ? n
+            : key.startsWith('min')
+              ? Math.max(previous, n)
+              : key.startsWith('max')
+                ? Math.min(previous, n)
+                : n;
         result[key] = tighter;
         break;
       }
@@ -201,7 +205,10 @@ const base = (ast: SchemaAST.AST, path: ReadonlyArray<string>): Mutable => {
     case 'Suspend':
       return fail(path, 'recursive schemas cannot be expressed in a structural schema');
     case 'Declaration':
-      return fail(path, `declared type ${String(ast)} has no wire form here; use its encoded schema or crd({ openApi })`);
+      return fail(
+        path,
+        `declared type ${String(ast)} has no wire form here; use its encoded schema or crd({ openApi })`,
+      );
     case 'TemplateLiteral':
       return fail(path, 'template literal types are not supported; use a string with a pattern');
     default:
@@ -224,8 +231,12 @@ const withPropertyDefaults = (out: Mutable, ast: SchemaAST.Transformation, path:
     if (Option.isNone(decoded) || prop === undefined || prop.default !== undefined) continue;
     // The encoded-side property holds the full property Schema (its transformation included).
     const target = from?.propertySignatures.find((ps) => ps.name === pst.from);
-    const encoded = target === undefined ? Either.right(decoded.value) : Schema.encodeUnknownEither(Schema.make(target.type))(decoded.value);
-    if (Either.isLeft(encoded) || encoded.right === undefined) fail([...path, pst.from], 'the default value cannot be encoded to its wire form');
+    const encoded =
+      target === undefined
+        ? Either.right(decoded.value)
+        : Schema.encodeUnknownEither(Schema.make(target.type))(decoded.value);
+    if (Either.isLeft(encoded) || encoded.right === undefined)
+      fail([...path, pst.from], 'the default value cannot be encoded to its wire form');
     const value = (encoded as Either.Right<never, unknown>).right;
     if (JSON.stringify(value) === undefined) fail([...path, pst.from], 'the default value is not JSON');
     properties = { ...properties, [pst.from]: { ...prop, default: value } };
@@ -285,7 +296,8 @@ const typeLiteral = (ast: SchemaAST.TypeLiteral, path: ReadonlyArray<string>): M
     const fieldPath = [...path, name];
     const psHints = getCrdAnnotation(ps);
     const inner = go(ps.type, fieldPath);
-    properties[name] = psHints?.openApi !== undefined ? { ...psHints.openApi } : applyHints(inner, psHints, nodeDefault(ps));
+    properties[name] =
+      psHints?.openApi !== undefined ? { ...psHints.openApi } : applyHints(inner, psHints, nodeDefault(ps));
     if (!ps.isOptional) required.push(name);
   }
   const out: Mutable = { type: 'object' };
@@ -298,8 +310,9 @@ const typeLiteral = (ast: SchemaAST.TypeLiteral, path: ReadonlyArray<string>): M
  * The structural OpenAPI v3 schema of a Schema's wire (encoded) form, or the first reason it has none.
  * Runs the structural checks of `checkStructural` on the result.
  */
-export const openApiSchema = <A, I, R>(schema: Schema.Schema<A, I, R>): Either.Either<JSONSchemaProps, CrdSchemaError> =>
-  openApiSchemaOfAst(schema.ast);
+export const openApiSchema = <A, I, R>(
+  schema: Schema.Schema<A, I, R>,
+): Either.Either<JSONSchemaProps, CrdSchemaError> => openApiSchemaOfAst(schema.ast);
 
 export const openApiSchemaOfAst = (ast: SchemaAST.AST): Either.Either<JSONSchemaProps, CrdSchemaError> => {
   try {
@@ -327,8 +340,10 @@ const checkRule = (rule: ValidationRule, at: string, problems: StructuralProblem
   if (rule.rule.trim() === '') problems.push({ path: at, reason: 'empty CEL rule' });
   if (rule.message !== undefined) {
     if (rule.message.trim() === '') problems.push({ path: at, reason: `CEL rule ${rule.rule}: empty message` });
-    if (/[\r\n]/.test(rule.message)) problems.push({ path: at, reason: `CEL rule ${rule.rule}: message contains a line break` });
-    if (rule.message.length > MAX_MESSAGE) problems.push({ path: at, reason: `CEL rule ${rule.rule}: message longer than ${MAX_MESSAGE}` });
+    if (/[\r\n]/.test(rule.message))
+      problems.push({ path: at, reason: `CEL rule ${rule.rule}: message contains a line break` });
+    if (rule.message.length > MAX_MESSAGE)
+      problems.push({ path: at, reason: `CEL rule ${rule.rule}: message longer than ${MAX_MESSAGE}` });
   }
   if (rule.fieldPath !== undefined && !rule.fieldPath.startsWith('.')) {
     problems.push({ path: at, reason: `CEL rule ${rule.rule}: fieldPath must start with '.'` });
@@ -345,27 +360,43 @@ export const checkStructural = (schema: JSONSchemaProps, at = ''): ReadonlyArray
   const problems: StructuralProblem[] = [];
   const visit = (node: JSONSchemaProps, p: string): void => {
     const where = p || '<root>';
-    if (node.type === undefined && !node['x-kubernetes-int-or-string'] && !node['x-kubernetes-preserve-unknown-fields']) {
-      problems.push({ path: where, reason: 'no type (and neither x-kubernetes-int-or-string nor x-kubernetes-preserve-unknown-fields)' });
+    if (
+      node.type === undefined &&
+      !node['x-kubernetes-int-or-string'] &&
+      !node['x-kubernetes-preserve-unknown-fields']
+    ) {
+      problems.push({
+        path: where,
+        reason: 'no type (and neither x-kubernetes-int-or-string nor x-kubernetes-preserve-unknown-fields)',
+      });
     }
     if (node.properties !== undefined && node.additionalProperties !== undefined) {
       problems.push({ path: where, reason: 'properties and additionalProperties are mutually exclusive' });
     }
-    if ((node.properties !== undefined || node.additionalProperties !== undefined || node.required !== undefined) && node.type !== 'object') {
+    if (
+      (node.properties !== undefined || node.additionalProperties !== undefined || node.required !== undefined) &&
+      node.type !== 'object'
+    ) {
       problems.push({ path: where, reason: 'properties/required on a node that is not type: object' });
     }
     for (const r of node.required ?? []) {
-      if (node.properties?.[r] === undefined) problems.push({ path: where, reason: `required field ${r} is not a property` });
+      if (node.properties?.[r] === undefined)
+        problems.push({ path: where, reason: `required field ${r} is not a property` });
     }
-    if (node.items !== undefined && node.type !== 'array') problems.push({ path: where, reason: 'items on a node that is not type: array' });
-    if (node.type === 'array' && node.items === undefined) problems.push({ path: where, reason: 'array without items' });
+    if (node.items !== undefined && node.type !== 'array')
+      problems.push({ path: where, reason: 'items on a node that is not type: array' });
+    if (node.type === 'array' && node.items === undefined)
+      problems.push({ path: where, reason: 'array without items' });
     const listType = node['x-kubernetes-list-type'];
-    if (listType !== undefined && node.type !== 'array') problems.push({ path: where, reason: 'x-kubernetes-list-type on a non-array' });
+    if (listType !== undefined && node.type !== 'array')
+      problems.push({ path: where, reason: 'x-kubernetes-list-type on a non-array' });
     if (listType === 'map') {
       const keys = node['x-kubernetes-list-map-keys'] ?? [];
       const items = node.items;
-      if (keys.length === 0) problems.push({ path: where, reason: 'x-kubernetes-list-type map needs x-kubernetes-list-map-keys' });
-      if (items?.type !== 'object') problems.push({ path: where, reason: 'x-kubernetes-list-type map needs object items' });
+      if (keys.length === 0)
+        problems.push({ path: where, reason: 'x-kubernetes-list-type map needs x-kubernetes-list-map-keys' });
+      if (items?.type !== 'object')
+        problems.push({ path: where, reason: 'x-kubernetes-list-type map needs object items' });
       for (const k of keys) {
         const prop = items?.properties?.[k];
         if (prop === undefined) problems.push({ path: where, reason: `list map key ${k} is not an item property` });

@@ -10,7 +10,8 @@ export interface RenderOptions {
 export const renderYaml = (objects: ReadonlyArray<unknown>, options: RenderOptions = {}): string => {
   const header = (options.header ?? []).map((line) => (line === '' ? '#\n' : `# ${line}\n`)).join('');
   const docs = objects.map(
-    (o) => `---\n${stringify(o, { sortMapEntries: true, lineWidth: 0, indent: 2, indentSeq: false, aliasDuplicateObjects: false })}`,
+    (o) =>
+      `---\n${stringify(o, { sortMapEntries: true, lineWidth: 0, indent: 2, indentSeq: false, aliasDuplicateObjects: false })}`,
   );
   return header + docs.join('');
 };

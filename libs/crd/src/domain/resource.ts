@@ -30,7 +30,9 @@ export const Condition = Schema.Struct({
     ),
     describe('type of condition in CamelCase or in foo.example.com/CamelCase.'),
   ),
-  status: Schema.Literal('True', 'False', 'Unknown').pipe(describe('status of the condition, one of True, False, Unknown.')),
+  status: Schema.Literal('True', 'False', 'Unknown').pipe(
+    describe('status of the condition, one of True, False, Unknown.'),
+  ),
   observedGeneration: Schema.optional(
     Int64.pipe(
       Schema.greaterThanOrEqualTo(0),
@@ -44,7 +46,7 @@ export const Condition = Schema.Struct({
     Schema.minLength(1),
     Schema.maxLength(1024),
     Schema.pattern(/^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$/),
-    describe('reason contains a programmatic identifier indicating the reason for the condition\'s last transition.'),
+    describe("reason contains a programmatic identifier indicating the reason for the condition's last transition."),
   ),
   message: Schema.String.pipe(
     Schema.maxLength(32768),

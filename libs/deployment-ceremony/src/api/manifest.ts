@@ -7,7 +7,10 @@ export const ManifestObjectBody = Schema.Struct(
     apiVersion: Schema.String.pipe(Schema.minLength(1)),
     kind: Schema.String.pipe(Schema.minLength(1)),
     metadata: Schema.Struct(
-      { name: Schema.String.pipe(Schema.minLength(1)), namespace: Schema.optional(Schema.String.pipe(Schema.minLength(1))) },
+      {
+        name: Schema.String.pipe(Schema.minLength(1)),
+        namespace: Schema.optional(Schema.String.pipe(Schema.minLength(1))),
+      },
       { key: Schema.String, value: Schema.Unknown },
     ),
   },

@@ -50,22 +50,46 @@ const refOf = (t: IntentTarget): ResourceRef => ({
 const checkInputs = (input: ApplyInput) =>
   Effect.gen(function* () {
     const { command, manifest, preflight } = input;
-    if (digestOf(command) !== preflight.commandDigest || canonicalJsonUnsafe(command) !== canonicalJsonUnsafe(preflight.command)) {
-      return yield* new InputChanged({ code: 'INPUT_CHANGED', what: 'command', message: 'the command is not the one the preflight checked' });
+    if (
+      digestOf(command) !== preflight.commandDigest ||
+      canonicalJsonUnsafe(command) !== canonicalJsonUnsafe(preflight.command)
+    ) {
+      return yield* new InputChanged({
+        code: 'INPUT_CHANGED',
+        what: 'command',
+        message: 'the command is not the one the preflight checked',
+      });
     }
     if (digestOf(preflight.mutation) !== preflight.mutationDigest) {
-      return yield* new InputChanged({ code: 'INPUT_CHANGED', what: 'mutation', message: 'the preflight mutation does not match its digest' });
+      return yield* new InputChanged({
+        code: 'INPUT_CHANGED',
+        what: 'mutation',
+        message: 'the preflight mutation does not match its digest',
+      });
     }
     const m = preflight.mutation;
     const split = yield* splitInventory(m.active, command.targets);
     yield* checkRetiredSet(m.active, m.survivor, m.retired);
-    if (!sameInventory(split.survivor, m.survivor) || !sameInventory(split.retired, m.retired) ||
-        preflight.targets.length !== command.targets.length ||
-        preflight.targets.some((t, i) => canonicalJsonUnsafe(targetOf(t.identity)) !== canonicalJsonUnsafe(command.targets[i]))) {
-      return yield* new InputChanged({ code: 'INPUT_CHANGED', what: 'preflight', message: 'the preflight record is not the closure of this command' });
+    if (
+      !sameInventory(split.survivor, m.survivor) ||
+      !sameInventory(split.retired, m.retired) ||
+      preflight.targets.length !== command.targets.length ||
+      preflight.targets.some(
+        (t, i) => canonicalJsonUnsafe(targetOf(t.identity)) !== canonicalJsonUnsafe(command.targets[i]),
+      )
+    ) {
+      return yield* new InputChanged({
+        code: 'INPUT_CHANGED',
+        what: 'preflight',
+        message: 'the preflight record is not the closure of this command',
+      });
     }
     if (canonicalJsonUnsafe(manifest.lock) !== canonicalJsonUnsafe(command.lock)) {
-      return yield* new InputChanged({ code: 'INPUT_CHANGED', what: 'lock', message: 'the manifest is locked differently from the command' });
+      return yield* new InputChanged({
+        code: 'INPUT_CHANGED',
+        what: 'lock',
+        message: 'the manifest is locked differently from the command',
+      });
     }
     yield* checkLock(manifest);
   });
@@ -123,14 +147,21 @@ export const applyRetirement = Effect.fn('Retirement.apply')(function* (input: A
     let resume: boolean;
     if (observed.head.phase === 'applying') {
       if (observed.head.intent === undefined || !sameIntent(observed.head.intent, intent)) {
-        return yield* new HeadRejected({ code: 'INTENT_MISMATCH', message: 'the Head holds another applying intent; it cannot be taken over' });
+        return yield* new HeadRejected({
+          code: 'INTENT_MISMATCH',
+          message: 'the Head holds another applying intent; it cannot be taken over',
+        });
       }
       resume = true;
       path = 'resumed';
     } else {
       yield* checkExpectedHead(headVersion(observed.head, observed.resourceVersion), command.expectedHead);
       if (!sameInventory(observed.head.inventory, preflight.mutation.active)) {
-        return yield* new InputChanged({ code: 'INPUT_CHANGED', what: 'mutation', message: 'the Head inventory is not the preflight\'s active inventory' });
+        return yield* new InputChanged({
+          code: 'INPUT_CHANGED',
+          what: 'mutation',
+          message: "the Head inventory is not the preflight's active inventory",
+        });
       }
       // Before any delete: every target still has exactly the preflight UID and resourceVersion.
       for (const t of intent.targets) {
@@ -147,7 +178,9 @@ export const applyRetirement = Effect.fn('Retirement.apply')(function* (input: A
     const committedAt = new Date(yield* Clock.currentTimeMillis).toISOString();
     const next = yield* commitRetirementHead(observed.head, preflight.mutation.survivor, outcomes, committedAt);
     observed = yield* casHead(command.head, observed.resourceVersion, next);
-    yield* Effect.logInfo(`Head committed at generation ${observed.head.generation} with ${next.inventory.length} objects`);
+    yield* Effect.logInfo(
+      `Head committed at generation ${observed.head.generation} with ${next.inventory.length} objects`,
+    );
   }
 
   const receipt = yield* buildReceipt(preflight, command.head, observed.head, observed.resourceVersion);
@@ -161,7 +194,11 @@ export const applyRetirement = Effect.fn('Retirement.apply')(function* (input: A
         Option.isSome(existing) && existing.value === bytes
           ? Effect.succeed(false)
           : Effect.fail(
-              new ReceiptConflict({ code: 'RECEIPT_EXISTS_DIFFERENT', key, message: `a different receipt is stored as ${key}; it is never overwritten` }),
+              new ReceiptConflict({
+                code: 'RECEIPT_EXISTS_DIFFERENT',
+                key,
+                message: `a different receipt is stored as ${key}; it is never overwritten`,
+              }),
             ),
       ),
     ),

@@ -18,7 +18,10 @@ export const readHeadOption = Effect.fn('Head.readOption')(function* (ref: HeadR
 export const readHead = Effect.fn('Head.read')(function* (ref: HeadRef) {
   const head = yield* readHeadOption(ref);
   if (Option.isNone(head)) {
-    return yield* new HeadRejected({ code: 'HEAD_NOT_FOUND', message: `no Head ConfigMap ${ref.namespace}/${ref.name}` });
+    return yield* new HeadRejected({
+      code: 'HEAD_NOT_FOUND',
+      message: `no Head ConfigMap ${ref.namespace}/${ref.name}`,
+    });
   }
   return head.value;
 });
@@ -27,11 +30,15 @@ export const readHead = Effect.fn('Head.read')(function* (ref: HeadRef) {
 export const casHead = Effect.fn('Head.cas')(function* (ref: HeadRef, expectedResourceVersion: string, next: HeadV2) {
   const cluster = yield* KubernetesCluster;
   const data = yield* encodeHead(next);
-  const stored = yield* cluster.replaceHead(ref, expectedResourceVersion, data).pipe(
-    Effect.catchTag('HeadWriteConflict', (e) =>
-      Effect.fail(new HeadRejected({ code: 'HEAD_CONFLICT', message: `another writer changed the Head: ${e.message}` })),
-    ),
-  );
+  const stored = yield* cluster
+    .replaceHead(ref, expectedResourceVersion, data)
+    .pipe(
+      Effect.catchTag('HeadWriteConflict', (e) =>
+        Effect.fail(
+          new HeadRejected({ code: 'HEAD_CONFLICT', message: `another writer changed the Head: ${e.message}` }),
+        ),
+      ),
+    );
   return { head: next, resourceVersion: stored.resourceVersion, storedSchema: next.schema } satisfies ObservedHead;
 });
 
@@ -39,10 +46,12 @@ export const casHead = Effect.fn('Head.cas')(function* (ref: HeadRef, expectedRe
 export const createHead = Effect.fn('Head.create')(function* (ref: HeadRef, head: HeadV2) {
   const cluster = yield* KubernetesCluster;
   const data = yield* encodeHead(head);
-  const stored = yield* cluster.createHead(ref, data).pipe(
-    Effect.catchTag('HeadWriteConflict', (e) =>
-      Effect.fail(new HeadRejected({ code: 'HEAD_EXISTS', message: `a Head already exists: ${e.message}` })),
-    ),
-  );
+  const stored = yield* cluster
+    .createHead(ref, data)
+    .pipe(
+      Effect.catchTag('HeadWriteConflict', (e) =>
+        Effect.fail(new HeadRejected({ code: 'HEAD_EXISTS', message: `a Head already exists: ${e.message}` })),
+      ),
+    );
   return { head, resourceVersion: stored.resourceVersion, storedSchema: head.schema } satisfies ObservedHead;
 });

@@ -52,17 +52,33 @@ export class KubernetesCluster extends Context.Tag('@homelab/deployment-ceremony
     /** GET /api/v1/namespaces/kube-system → metadata.uid. */
     readonly clusterUid: Effect.Effect<string, ClusterRequestFailed | RequestNotAllowed>;
     /** The resource list of one group/version (GET /api/v1 or /apis/<group>/<version>). */
-    readonly discover: (group: string, version: string) => Effect.Effect<ReadonlyArray<ApiResource>, ClusterRequestFailed | RequestNotAllowed>;
+    readonly discover: (
+      group: string,
+      version: string,
+    ) => Effect.Effect<ReadonlyArray<ApiResource>, ClusterRequestFailed | RequestNotAllowed>;
     /** GET one object; `None` on 404. */
-    readonly get: (ref: ResourceRef) => Effect.Effect<Option.Option<LiveObject>, ClusterRequestFailed | RequestNotAllowed>;
+    readonly get: (
+      ref: ResourceRef,
+    ) => Effect.Effect<Option.Option<LiveObject>, ClusterRequestFailed | RequestNotAllowed>;
     /** DELETE one object with exactly these DeleteOptions (dry-run when `options.dryRun` is set). */
-    readonly delete: (ref: ResourceRef, options: DeleteOptions) => Effect.Effect<void, DeleteRefused | ClusterRequestFailed | RequestNotAllowed>;
+    readonly delete: (
+      ref: ResourceRef,
+      options: DeleteOptions,
+    ) => Effect.Effect<void, DeleteRefused | ClusterRequestFailed | RequestNotAllowed>;
     /** Server-side apply (PATCH application/apply-patch+yaml) under field manager `qinglong3-catalog-lock`, force=false. */
-    readonly apply: (ref: ResourceRef, body: Readonly<Record<string, unknown>>) => Effect.Effect<LiveObject, ClusterRequestFailed | RequestNotAllowed>;
+    readonly apply: (
+      ref: ResourceRef,
+      body: Readonly<Record<string, unknown>>,
+    ) => Effect.Effect<LiveObject, ClusterRequestFailed | RequestNotAllowed>;
     /** GET the Head ConfigMap; `None` on 404. */
-    readonly readHead: (ref: HeadRef) => Effect.Effect<Option.Option<StoredHead>, ClusterRequestFailed | RequestNotAllowed>;
+    readonly readHead: (
+      ref: HeadRef,
+    ) => Effect.Effect<Option.Option<StoredHead>, ClusterRequestFailed | RequestNotAllowed>;
     /** POST the Head ConfigMap (fails with HeadWriteConflict if it exists). */
-    readonly createHead: (ref: HeadRef, data: Readonly<Record<string, string>>) => Effect.Effect<StoredHead, HeadWriteConflict | ClusterRequestFailed | RequestNotAllowed>;
+    readonly createHead: (
+      ref: HeadRef,
+      data: Readonly<Record<string, string>>,
+    ) => Effect.Effect<StoredHead, HeadWriteConflict | ClusterRequestFailed | RequestNotAllowed>;
     /** PUT the Head ConfigMap with metadata.resourceVersion = expected (HeadWriteConflict on 409). */
     readonly replaceHead: (
       ref: HeadRef,

@@ -1,6 +1,11 @@
 import { Clock, Effect, Schema } from 'effect';
 import type { LockedManifest } from '../api/manifest.js';
-import { PreflightRecord, type PreflightTarget, type RetirementCommand, type RetirementMutation } from '../api/retirement.js';
+import {
+  PreflightRecord,
+  type PreflightTarget,
+  type RetirementCommand,
+  type RetirementMutation,
+} from '../api/retirement.js';
 import { canonicalJsonUnsafe, digestOf } from '../domain/canonical-json.js';
 import { deleteOptions } from '../domain/discovery.js';
 import { GuardFailed, HeadRejected } from '../domain/errors.js';
@@ -37,7 +42,11 @@ export interface PreflightOutput {
 export const preflightRetirement = Effect.fn('Retirement.preflight')(function* (input: PreflightInput) {
   const { command, manifest } = input;
   if (canonicalJsonUnsafe(command.lock) !== canonicalJsonUnsafe(manifest.lock)) {
-    return yield* new GuardFailed({ code: 'LOCK_MISMATCH', check: 'lock', message: 'the command names another lock than the manifest\'s' });
+    return yield* new GuardFailed({
+      code: 'LOCK_MISMATCH',
+      check: 'lock',
+      message: "the command names another lock than the manifest's",
+    });
   }
   yield* verifyEnvironment(manifest, command.clusterUid);
   const observed = yield* readHead(command.head);
@@ -47,7 +56,11 @@ export const preflightRetirement = Effect.fn('Retirement.preflight')(function* (
     return yield* new HeadRejected({ code: 'HEAD_APPLYING', message: 'the Head holds an applying retirement intent' });
   }
   if (canonicalJsonUnsafe(head.lock) !== canonicalJsonUnsafe(command.lock)) {
-    return yield* new GuardFailed({ code: 'LOCK_MISMATCH', check: 'lock', message: `the Head is locked to ${head.lock.manifestDigest}` });
+    return yield* new GuardFailed({
+      code: 'LOCK_MISMATCH',
+      check: 'lock',
+      message: `the Head is locked to ${head.lock.manifestDigest}`,
+    });
   }
   const targets = yield* validateRetirementInput({
     targets: command.targets,
@@ -77,8 +90,12 @@ export const preflightRetirement = Effect.fn('Retirement.preflight')(function* (
     yield* checkApplyOwnership(target, body, live.managedFields);
     const preconditions = { uid: live.uid, resourceVersion: live.resourceVersion };
     const dryRun = deleteOptions(preconditions, true);
-    yield* cluster.delete(ref, dryRun).pipe(Effect.catchTag('DeleteRefused', deleteRefusedToTargetFailure(target, 'dry-run-delete')));
-    yield* Effect.logInfo(`preflight ${describeIdentity(target)}: uid ${live.uid} resourceVersion ${live.resourceVersion}, dry-run DELETE accepted`);
+    yield* cluster
+      .delete(ref, dryRun)
+      .pipe(Effect.catchTag('DeleteRefused', deleteRefusedToTargetFailure(target, 'dry-run-delete')));
+    yield* Effect.logInfo(
+      `preflight ${describeIdentity(target)}: uid ${live.uid} resourceVersion ${live.resourceVersion}, dry-run DELETE accepted`,
+    );
     checked.push({
       identity: member,
       plural: ref.plural,

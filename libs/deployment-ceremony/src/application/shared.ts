@@ -54,7 +54,13 @@ export const manifestBodies = (manifest: LockedManifest): ReadonlyMap<string, Ma
 export const bodyOf = (bodies: ReadonlyMap<string, ManifestObjectBody>, target: TargetIdentity) => {
   const body = bodies.get(identityKey(target));
   return body === undefined
-    ? Effect.fail(new RetirementInputRejected({ code: 'TARGET_NOT_IN_LOCK', target, message: `${describeIdentity(target)}: not in the locked manifest` }))
+    ? Effect.fail(
+        new RetirementInputRejected({
+          code: 'TARGET_NOT_IN_LOCK',
+          target,
+          message: `${describeIdentity(target)}: not in the locked manifest`,
+        }),
+      )
     : Effect.succeed(body);
 };
 

@@ -20,7 +20,10 @@ export interface TransitionInput {
 }
 
 /** Server-side apply the inventory's objects in order (field manager qinglong3-catalog-lock). */
-const applyObjects = Effect.fn('Head.applyObjects')(function* (manifest: LockedManifest, inventory: ReadonlyArray<ObjectIdentity>) {
+const applyObjects = Effect.fn('Head.applyObjects')(function* (
+  manifest: LockedManifest,
+  inventory: ReadonlyArray<ObjectIdentity>,
+) {
   const cluster = yield* KubernetesCluster;
   const resolve = yield* makeResolver();
   const bodies = manifestBodies(manifest);
@@ -33,14 +36,19 @@ const applyObjects = Effect.fn('Head.applyObjects')(function* (manifest: LockedM
 });
 
 const requireExpected = (observed: ObservedHead, expected: HeadVersion | undefined) =>
-  expected === undefined ? Effect.void : checkExpectedHead(headVersion(observed.head, observed.resourceVersion), expected);
+  expected === undefined
+    ? Effect.void
+    : checkExpectedHead(headVersion(observed.head, observed.resourceVersion), expected);
 
 /** `install`: apply the locked manifest and create the Head at generation 1 (fails if a Head exists). */
 export const install = Effect.fn('Head.install')(function* (input: TransitionInput) {
   yield* verifyEnvironment(input.manifest, input.clusterUid);
   const existing = yield* readHeadOption(input.head);
   if (Option.isSome(existing)) {
-    return yield* new HeadRejected({ code: 'HEAD_EXISTS', message: `a Head exists at generation ${existing.value.head.generation}; use upgrade` });
+    return yield* new HeadRejected({
+      code: 'HEAD_EXISTS',
+      message: `a Head exists at generation ${existing.value.head.generation}; use upgrade`,
+    });
   }
   const next = yield* installHead(input.manifest, input.head);
   yield* encodeHead(next); // size check before anything is applied
@@ -51,7 +59,11 @@ export const install = Effect.fn('Head.install')(function* (input: TransitionInp
 /** A transition of a committed Head: check it (domain), apply the objects in order, then CAS the next generation. */
 const transitionWith = (
   name: string,
-  rule: (current: HeadV2, manifest: LockedManifest, head: HeadRef) => Either.Either<HeadV2, HeadRejected | TransitionRejected>,
+  rule: (
+    current: HeadV2,
+    manifest: LockedManifest,
+    head: HeadRef,
+  ) => Either.Either<HeadV2, HeadRejected | TransitionRejected>,
 ) =>
   Effect.fn(name)(function* (input: TransitionInput) {
     yield* verifyEnvironment(input.manifest, input.clusterUid);

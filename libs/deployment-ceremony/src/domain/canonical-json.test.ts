@@ -15,7 +15,9 @@ describe('canonical JSON (RFC 8785)', () => {
   });
 
   it('writes numbers the ECMAScript way (RFC 8785 §3.2.2.3)', () => {
-    expect(Either.getOrThrow(canonicalJson([1e21, 1e-7, -0, 0.1, 333333333.3333333]))).toBe('[1e+21,1e-7,0,0.1,333333333.3333333]');
+    expect(Either.getOrThrow(canonicalJson([1e21, 1e-7, -0, 0.1, 333333333.3333333]))).toBe(
+      '[1e+21,1e-7,0,0.1,333333333.3333333]',
+    );
   });
 
   it('rejects non-finite numbers, lone surrogates and non-JSON values with NOT_CANONICAL_JSON', () => {

@@ -20,7 +20,9 @@ describe('kubeconfig guard (pure, over a stat result)', () => {
     expect(codeOf(checkKubeconfigPrivate('k', { ...ok, isFile: false }, 1000))).toBe('KUBECONFIG_NOT_PRIVATE');
     expect(codeOf(checkKubeconfigPrivate('k', ok, 0))).toBe('KUBECONFIG_NOT_PRIVATE');
     for (const mode of [0o640, 0o604, 0o610, 0o601, 0o700, 0o4600, 0o2600, 0o1600, 0o666]) {
-      expect(codeOf(checkKubeconfigPrivate('k', { ...ok, mode }, 1000)), mode.toString(8)).toBe('KUBECONFIG_NOT_PRIVATE');
+      expect(codeOf(checkKubeconfigPrivate('k', { ...ok, mode }, 1000)), mode.toString(8)).toBe(
+        'KUBECONFIG_NOT_PRIVATE',
+      );
     }
   });
   it('cluster UID must equal the recorded one (CLUSTER_UID_MISMATCH)', () => {
@@ -28,9 +30,15 @@ describe('kubeconfig guard (pure, over a stat result)', () => {
     expect(codeOf(checkClusterUid('u2', 'u1'))).toBe('CLUSTER_UID_MISMATCH');
   });
   it('the Head must be exactly the expected generation and resourceVersion (HEAD_MISMATCH)', () => {
-    expect(codeOf(checkExpectedHead({ generation: 2, resourceVersion: '9' }, { generation: 2, resourceVersion: '9' }))).toBe('ok');
-    expect(codeOf(checkExpectedHead({ generation: 2, resourceVersion: '9' }, { generation: 2, resourceVersion: '8' }))).toBe('HEAD_MISMATCH');
-    expect(codeOf(checkExpectedHead({ generation: 3, resourceVersion: '9' }, { generation: 2, resourceVersion: '9' }))).toBe('HEAD_MISMATCH');
+    expect(
+      codeOf(checkExpectedHead({ generation: 2, resourceVersion: '9' }, { generation: 2, resourceVersion: '9' })),
+    ).toBe('ok');
+    expect(
+      codeOf(checkExpectedHead({ generation: 2, resourceVersion: '9' }, { generation: 2, resourceVersion: '8' })),
+    ).toBe('HEAD_MISMATCH');
+    expect(
+      codeOf(checkExpectedHead({ generation: 3, resourceVersion: '9' }, { generation: 2, resourceVersion: '9' })),
+    ).toBe('HEAD_MISMATCH');
   });
 });
 
@@ -45,12 +53,16 @@ describe('discovery → exactly one plural and its scope', () => {
   });
   it('zero or several matches fail closed (DISCOVERY_AMBIGUOUS)', () => {
     expect(codeOf(resolveResource(target, [], true))).toBe('DISCOVERY_AMBIGUOUS');
-    expect(codeOf(resolveResource(target, [...core, { name: 'configmapz', kind: 'ConfigMap', namespaced: true }], true))).toBe('DISCOVERY_AMBIGUOUS');
+    expect(
+      codeOf(resolveResource(target, [...core, { name: 'configmapz', kind: 'ConfigMap', namespaced: true }], true)),
+    ).toBe('DISCOVERY_AMBIGUOUS');
   });
   it('a cluster-scoped match fails closed for retirement (DISCOVERY_CLUSTER_SCOPED)', () => {
     expect(codeOf(resolveResource({ ...target, kind: 'Namespace' }, core, true))).toBe('DISCOVERY_CLUSTER_SCOPED');
     expect(codeOf(resolveResource({ group: '', version: 'v1', kind: 'Namespace', name: 'n' }, core, false))).toBe('ok');
-    expect(codeOf(resolveResource({ group: '', version: 'v1', kind: 'ConfigMap', name: 'n' }, core, false))).toBe('DISCOVERY_SCOPE_MISMATCH');
+    expect(codeOf(resolveResource({ group: '', version: 'v1', kind: 'ConfigMap', name: 'n' }, core, false))).toBe(
+      'DISCOVERY_SCOPE_MISMATCH',
+    );
   });
 });
 
@@ -89,21 +101,39 @@ describe('expected fields and Apply ownership', () => {
   });
   it('arrays match element by element: same length, server defaults inside elements allowed, scalars exact', () => {
     const m = { ...manifest, spec: { ports: [1, 2], containers: [{ name: 'c', image: 'i' }] } } as ManifestObjectBody;
-    const defaulted = { ...m, spec: { ports: [1, 2], containers: [{ name: 'c', image: 'i', imagePullPolicy: 'IfNotPresent' }] } };
+    const defaulted = {
+      ...m,
+      spec: { ports: [1, 2], containers: [{ name: 'c', image: 'i', imagePullPolicy: 'IfNotPresent' }] },
+    };
     expect(fieldDrift(m, defaulted)).toEqual([]);
     expect(fieldDrift(m, { ...m, spec: { ...defaulted.spec, ports: [1, 2, 3] } })).toEqual(['spec.ports']);
-    expect(fieldDrift(m, { ...m, spec: { ...defaulted.spec, containers: [{ name: 'c', image: 'other' }] } })).toEqual(['spec.containers']);
-    expect(fieldDrift(m, { ...m, spec: { ...defaulted.spec, containers: [...defaulted.spec.containers, { name: 'sidecar' }] } })).toEqual(['spec.containers']);
+    expect(fieldDrift(m, { ...m, spec: { ...defaulted.spec, containers: [{ name: 'c', image: 'other' }] } })).toEqual([
+      'spec.containers',
+    ]);
+    expect(
+      fieldDrift(m, {
+        ...m,
+        spec: { ...defaulted.spec, containers: [...defaulted.spec.containers, { name: 'sidecar' }] },
+      }),
+    ).toEqual(['spec.containers']);
   });
   it('Apply ownership by qinglong3-catalog-lock over every manifest field passes', () => {
-    expect(codeOf(checkApplyOwnership(target, manifest, [{ manager: FIELD_MANAGER, operation: 'Apply', fieldsV1 }]))).toBe('ok');
+    expect(
+      codeOf(checkApplyOwnership(target, manifest, [{ manager: FIELD_MANAGER, operation: 'Apply', fieldsV1 }])),
+    ).toBe('ok');
   });
   it('no Apply entry of the field manager, an Update entry, or an unowned field is OWNERSHIP_MISSING', () => {
     expect(codeOf(checkApplyOwnership(target, manifest, []))).toBe('OWNERSHIP_MISSING');
-    expect(codeOf(checkApplyOwnership(target, manifest, [{ manager: FIELD_MANAGER, operation: 'Update', fieldsV1 }]))).toBe('OWNERSHIP_MISSING');
-    expect(codeOf(checkApplyOwnership(target, manifest, [{ manager: 'kubectl', operation: 'Apply', fieldsV1 }]))).toBe('OWNERSHIP_MISSING');
+    expect(
+      codeOf(checkApplyOwnership(target, manifest, [{ manager: FIELD_MANAGER, operation: 'Update', fieldsV1 }])),
+    ).toBe('OWNERSHIP_MISSING');
+    expect(codeOf(checkApplyOwnership(target, manifest, [{ manager: 'kubectl', operation: 'Apply', fieldsV1 }]))).toBe(
+      'OWNERSHIP_MISSING',
+    );
     const partial = { 'f:metadata': { 'f:labels': { 'f:a': {} } }, 'f:data': { 'f:k': {} } };
-    const r = checkApplyOwnership(target, manifest, [{ manager: FIELD_MANAGER, operation: 'Apply', fieldsV1: partial }]);
+    const r = checkApplyOwnership(target, manifest, [
+      { manager: FIELD_MANAGER, operation: 'Apply', fieldsV1: partial },
+    ]);
     expect(Either.isLeft(r) && r.left.message).toContain('data.list');
   });
   it('an atomic struct owned as one value (fieldsV1 `{}` above the leaf, e.g. Deployment spec.selector) owns its subtree', () => {
@@ -114,20 +144,39 @@ describe('expected fields and Apply ownership', () => {
       spec: { selector: { matchLabels: { app: 'd' } }, replicas: 1 },
     };
     const atomic = { 'f:spec': { 'f:selector': {}, 'f:replicas': {} } };
-    expect(codeOf(checkApplyOwnership(target, deployment, [{ manager: FIELD_MANAGER, operation: 'Apply', fieldsV1: atomic }]))).toBe('ok');
+    expect(
+      codeOf(
+        checkApplyOwnership(target, deployment, [{ manager: FIELD_MANAGER, operation: 'Apply', fieldsV1: atomic }]),
+      ),
+    ).toBe('ok');
     const notOwned = { 'f:spec': { 'f:replicas': {} } };
-    expect(codeOf(checkApplyOwnership(target, deployment, [{ manager: FIELD_MANAGER, operation: 'Apply', fieldsV1: notOwned }]))).toBe('OWNERSHIP_MISSING');
+    expect(
+      codeOf(
+        checkApplyOwnership(target, deployment, [{ manager: FIELD_MANAGER, operation: 'Apply', fieldsV1: notOwned }]),
+      ),
+    ).toBe('OWNERSHIP_MISSING');
   });
 });
 
 describe('live target checks', () => {
-  const obj = (over: Partial<LiveObject> = {}): LiveObject => ({ uid: 'u1', resourceVersion: '5', finalizers: [], managedFields: [], body: {}, ...over });
+  const obj = (over: Partial<LiveObject> = {}): LiveObject => ({
+    uid: 'u1',
+    resourceVersion: '5',
+    finalizers: [],
+    managedFields: [],
+    body: {},
+    ...over,
+  });
   const pre = { uid: 'u1', resourceVersion: '5' };
   it('exact re-read: UID_REPLACED, RESOURCE_VERSION_DRIFT, TARGET_TERMINATING, TARGET_ABSENT', () => {
     expect(codeOf(checkExactTarget(target, Option.some(obj()), pre))).toBe('ok');
     expect(codeOf(checkExactTarget(target, Option.some(obj({ uid: 'u2' })), pre))).toBe('UID_REPLACED');
-    expect(codeOf(checkExactTarget(target, Option.some(obj({ resourceVersion: '6' })), pre))).toBe('RESOURCE_VERSION_DRIFT');
-    expect(codeOf(checkExactTarget(target, Option.some(obj({ deletionTimestamp: 't', finalizers: ['f'] })), pre))).toBe('TARGET_TERMINATING');
+    expect(codeOf(checkExactTarget(target, Option.some(obj({ resourceVersion: '6' })), pre))).toBe(
+      'RESOURCE_VERSION_DRIFT',
+    );
+    expect(codeOf(checkExactTarget(target, Option.some(obj({ deletionTimestamp: 't', finalizers: ['f'] })), pre))).toBe(
+      'TARGET_TERMINATING',
+    );
     expect(codeOf(checkExactTarget(target, Option.none(), pre))).toBe('TARGET_ABSENT');
   });
   it('absence is a 404 only: same UID still there or a new UID with the name fails closed', () => {
@@ -140,6 +189,8 @@ describe('live target checks', () => {
     expect(Either.getOrThrow(classifyForResume(target, Option.none(), pre))).toBe('absent');
     expect(Either.getOrThrow(classifyForResume(target, Option.some(obj()), pre))).toBe('exact');
     expect(codeOf(classifyForResume(target, Option.some(obj({ uid: 'u2' })), pre))).toBe('UID_REPLACED');
-    expect(codeOf(classifyForResume(target, Option.some(obj({ deletionTimestamp: 't' })), pre))).toBe('TARGET_TERMINATING');
+    expect(codeOf(classifyForResume(target, Option.some(obj({ deletionTimestamp: 't' })), pre))).toBe(
+      'TARGET_TERMINATING',
+    );
   });
 });

@@ -16,13 +16,20 @@ export interface FileStat {
  * The owner-private kubeconfig: a regular file, owned by the calling user, mode 0600 or stricter — no group or
  * other bits, no owner execute, no setuid/setgid/sticky.
  */
-export const checkKubeconfigPrivate = (path: string, stat: FileStat, callerUid: number): Either.Either<void, GuardFailed> => {
+export const checkKubeconfigPrivate = (
+  path: string,
+  stat: FileStat,
+  callerUid: number,
+): Either.Either<void, GuardFailed> => {
   const fail = (message: string) =>
-    Either.left(new GuardFailed({ code: 'KUBECONFIG_NOT_PRIVATE', check: 'kubeconfig', message: `${path}: ${message}` }));
+    Either.left(
+      new GuardFailed({ code: 'KUBECONFIG_NOT_PRIVATE', check: 'kubeconfig', message: `${path}: ${message}` }),
+    );
   if (!stat.isFile) return fail('not a regular file');
   if (stat.uid !== callerUid) return fail(`owned by uid ${stat.uid}, not by the caller (uid ${callerUid})`);
   const disallowed = stat.mode & 0o7177;
-  if (disallowed !== 0) return fail(`mode ${(stat.mode & 0o7777).toString(8).padStart(4, '0')} is not 0600 or stricter`);
+  if (disallowed !== 0)
+    return fail(`mode ${(stat.mode & 0o7777).toString(8).padStart(4, '0')} is not 0600 or stricter`);
   return Either.void;
 };
 
@@ -43,22 +50,27 @@ export const checkLock = (locked: LockedManifest): Either.Either<void, GuardFail
   const digest = digestOf(locked.manifest);
   if (digest !== locked.lock.manifestDigest) {
     return Either.left(
-      new GuardFailed({ code: 'LOCK_MISMATCH', check: 'lock', message: `manifest digest ${digest} is not the locked ${locked.lock.manifestDigest}` }),
+      new GuardFailed({
+        code: 'LOCK_MISMATCH',
+        check: 'lock',
+        message: `manifest digest ${digest} is not the locked ${locked.lock.manifestDigest}`,
+      }),
     );
   }
   if (locked.manifest.catalogue !== locked.lock.catalogue) {
     return Either.left(
-      new GuardFailed({ code: 'LOCK_MISMATCH', check: 'lock', message: `manifest catalogue ${locked.manifest.catalogue} is not the locked ${locked.lock.catalogue}` }),
+      new GuardFailed({
+        code: 'LOCK_MISMATCH',
+        check: 'lock',
+        message: `manifest catalogue ${locked.manifest.catalogue} is not the locked ${locked.lock.catalogue}`,
+      }),
     );
   }
   return Either.void;
 };
 
 /** The Head is exactly the expected one: generation and opaque resourceVersion (equality only). */
-export const checkExpectedHead = (
-  observed: HeadVersion,
-  expected: HeadVersion,
-): Either.Either<void, HeadRejected> =>
+export const checkExpectedHead = (observed: HeadVersion, expected: HeadVersion): Either.Either<void, HeadRejected> =>
   observed.generation === expected.generation && observed.resourceVersion === expected.resourceVersion
     ? Either.void
     : Either.left(

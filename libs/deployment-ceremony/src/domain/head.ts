@@ -38,8 +38,7 @@ export const decodeHead = (
   return decodeAnyHead(json).pipe(
     Either.mapLeft((e) => invalid(`${HEAD_DATA_KEY}: ${ParseResult.TreeFormatter.formatErrorSync(e)}`)),
     Either.flatMap((any) => {
-      const head: HeadV2 =
-        any.schema === HEAD_SCHEMA_V2 ? any : { ...any, schema: HEAD_SCHEMA_V2, phase: 'committed' };
+      const head: HeadV2 = any.schema === HEAD_SCHEMA_V2 ? any : { ...any, schema: HEAD_SCHEMA_V2, phase: 'committed' };
       return Either.map(checkHeadInvariants(head), () => ({ head, storedSchema: any.schema }));
     }),
   );
@@ -50,7 +49,8 @@ export const checkHeadInvariants = (head: HeadV2): Either.Either<void, HeadRejec
   if ((head.phase === 'applying') !== (head.intent !== undefined)) {
     return Either.left(invalid('an intent must be present exactly while phase = applying'));
   }
-  if (head.phase === 'applying' && head.transition !== 'retire') return Either.left(invalid('only a retirement is ever applying'));
+  if (head.phase === 'applying' && head.transition !== 'retire')
+    return Either.left(invalid('only a retirement is ever applying'));
   if (head.retirement !== undefined && (head.transition !== 'retire' || head.phase !== 'committed')) {
     return Either.left(invalid('a retirement record belongs only to a committed retire transition'));
   }
@@ -67,7 +67,12 @@ export const encodeHead = (head: HeadV2): Either.Either<Readonly<Record<string, 
   const text = canonicalJsonUnsafe(Schema.encodeSync(AnyHead)(head));
   const size = utf8Length(text);
   return size > MAX_HEAD_BYTES
-    ? Either.left(new HeadRejected({ code: 'HEAD_TOO_LARGE', message: `head.json would be ${size} bytes; the limit is ${MAX_HEAD_BYTES}` }))
+    ? Either.left(
+        new HeadRejected({
+          code: 'HEAD_TOO_LARGE',
+          message: `head.json would be ${size} bytes; the limit is ${MAX_HEAD_BYTES}`,
+        }),
+      )
     : Either.right({ [HEAD_DATA_KEY]: text });
 };
 
@@ -90,12 +95,22 @@ export const manifestInventory = (
   for (const o of locked.manifest.objects) {
     const id = identityOfBody(o.object);
     if (isHeadObject(id, headRef)) {
-      return Either.left(new TransitionRejected({ code: 'MANIFEST_INVALID', target: id, message: 'a manifest cannot contain the Deployment Head' }));
+      return Either.left(
+        new TransitionRejected({
+          code: 'MANIFEST_INVALID',
+          target: id,
+          message: 'a manifest cannot contain the Deployment Head',
+        }),
+      );
     }
     const key = identityKey(id);
     if (seen.has(key)) {
       return Either.left(
-        new TransitionRejected({ code: 'MANIFEST_DUPLICATE_OBJECT', target: id, message: `${describeIdentity(id)} appears twice in the manifest` }),
+        new TransitionRejected({
+          code: 'MANIFEST_DUPLICATE_OBJECT',
+          target: id,
+          message: `${describeIdentity(id)} appears twice in the manifest`,
+        }),
       );
     }
     seen.add(key);
@@ -105,7 +120,10 @@ export const manifestInventory = (
   const missing = ALL_ROLES.filter((r) => !roles.has(r));
   if (missing.length > 0) {
     return Either.left(
-      new TransitionRejected({ code: 'MANIFEST_ROLE_MISSING', message: `the manifest has no object with role(s) ${missing.join(', ')}` }),
+      new TransitionRejected({
+        code: 'MANIFEST_ROLE_MISSING',
+        message: `the manifest has no object with role(s) ${missing.join(', ')}`,
+      }),
     );
   }
   return Either.right(inventory);
@@ -123,7 +141,11 @@ const firstMissing = (
 /** The next committed Head: generation + 1, the new state, `previous` = the current state. */
 const successor = (
   current: HeadV2,
-  state: { readonly release: HeadV2['release']; readonly lock: HeadV2['lock']; readonly inventory: ReadonlyArray<ObjectIdentity> },
+  state: {
+    readonly release: HeadV2['release'];
+    readonly lock: HeadV2['lock'];
+    readonly inventory: ReadonlyArray<ObjectIdentity>;
+  },
   transition: 'upgrade' | 'rollback',
 ): HeadV2 => ({
   schema: HEAD_SCHEMA_V2,
@@ -140,7 +162,10 @@ const requireCommitted = (head: HeadV2): Either.Either<void, HeadRejected> =>
   head.phase === 'committed'
     ? Either.void
     : Either.left(
-        new HeadRejected({ code: 'HEAD_APPLYING', message: 'the Head holds an applying retirement intent; resume that retirement first' }),
+        new HeadRejected({
+          code: 'HEAD_APPLYING',
+          message: 'the Head holds an applying retirement intent; resume that retirement first',
+        }),
       );
 
 /** `install`: generation 1 from a locked manifest. */
@@ -191,7 +216,9 @@ export const rollbackHead = (
     yield* requireCommitted(current);
     const previous = current.previous;
     if (previous === null) {
-      return yield* Either.left(new TransitionRejected({ code: 'ROLLBACK_WITHOUT_PREVIOUS', message: 'the Head has no previous state' }));
+      return yield* Either.left(
+        new TransitionRejected({ code: 'ROLLBACK_WITHOUT_PREVIOUS', message: 'the Head has no previous state' }),
+      );
     }
     if (
       locked.lock.manifestDigest !== previous.lock.manifestDigest ||
@@ -240,15 +267,28 @@ export const commitRetirementHead = (
     return Either.left(new HeadRejected({ code: 'HEAD_MISMATCH', message: 'the Head is not applying a retirement' }));
   }
   if (outcomes.length !== intent.targets.length) {
-    return Either.left(new HeadRejected({ code: 'INTENT_MISMATCH', message: 'one outcome per intent target is required' }));
+    return Either.left(
+      new HeadRejected({ code: 'INTENT_MISMATCH', message: 'one outcome per intent target is required' }),
+    );
   }
   const survivorKeys = new Set(survivor.map(identityKey));
   const retired = applying.inventory.filter((o) => !survivorKeys.has(identityKey(o)));
   const intended = intent.targets.map((t) => identityKey(t.identity)).sort();
   const actual = retired.map(identityKey).sort();
-  if (intended.length !== actual.length || intended.some((k, i) => k !== actual[i]) ||
-      !sameInventory(applying.inventory.filter((o) => survivorKeys.has(identityKey(o))), survivor)) {
-    return Either.left(new HeadRejected({ code: 'INTENT_MISMATCH', message: 'the survivor inventory is not the active inventory minus the intent targets' }));
+  if (
+    intended.length !== actual.length ||
+    intended.some((k, i) => k !== actual[i]) ||
+    !sameInventory(
+      applying.inventory.filter((o) => survivorKeys.has(identityKey(o))),
+      survivor,
+    )
+  ) {
+    return Either.left(
+      new HeadRejected({
+        code: 'INTENT_MISMATCH',
+        message: 'the survivor inventory is not the active inventory minus the intent targets',
+      }),
+    );
   }
   const { intent: _i, ...rest } = applying;
   return Either.right({

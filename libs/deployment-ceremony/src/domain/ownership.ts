@@ -23,10 +23,15 @@ const isPlainObject = (v: unknown): v is Record<string, unknown> =>
  */
 const carries = (expected: unknown, actual: unknown): boolean => {
   if (Array.isArray(expected)) {
-    return Array.isArray(actual) && actual.length === expected.length && expected.every((x, i) => carries(x, actual[i]));
+    return (
+      Array.isArray(actual) && actual.length === expected.length && expected.every((x, i) => carries(x, actual[i]))
+    );
   }
   if (isPlainObject(expected)) {
-    return isPlainObject(actual) && Object.entries(expected).every(([k, v]) => v === undefined || (k in actual && carries(v, actual[k])));
+    return (
+      isPlainObject(actual) &&
+      Object.entries(expected).every(([k, v]) => v === undefined || (k in actual && carries(v, actual[k])))
+    );
   }
   return Equal.equals(expected, actual);
 };
@@ -35,7 +40,10 @@ const carries = (expected: unknown, actual: unknown): boolean => {
  * The field paths the manifest sets: objects are descended into; arrays and scalars are leaves (an array is matched
  * element by element, see `carries`). Empty objects set nothing.
  */
-export const manifestFieldPaths = (body: unknown, prefix: ReadonlyArray<string> = []): ReadonlyArray<ReadonlyArray<string>> => {
+export const manifestFieldPaths = (
+  body: unknown,
+  prefix: ReadonlyArray<string> = [],
+): ReadonlyArray<ReadonlyArray<string>> => {
   if (!isPlainObject(body)) return [prefix];
   return Object.entries(body)
     .filter(([, v]) => v !== undefined)
@@ -92,7 +100,12 @@ export const checkApplyOwnership = (
   const entries = managedFields.filter((e) => e.manager === FIELD_MANAGER && e.operation === 'Apply');
   const fail = (message: string) =>
     Either.left(
-      new TargetCheckFailed({ code: 'OWNERSHIP_MISSING', target, check: 'managedFields', message: `${describeIdentity(target)}: ${message}` }),
+      new TargetCheckFailed({
+        code: 'OWNERSHIP_MISSING',
+        target,
+        check: 'managedFields',
+        message: `${describeIdentity(target)}: ${message}`,
+      }),
     );
   if (entries.length === 0) return fail(`no managedFields entry with manager ${FIELD_MANAGER} and operation Apply`);
   const unowned = manifestFieldPaths(manifest)

@@ -1,19 +1,15 @@
 import { Either, Schema } from 'effect';
 import type { HeadV2, HeadVersion, RetirementIntent } from '../api/head.js';
 import type { Digest, HeadRef } from '../api/identity.js';
-import {
-  AuditResult,
-  PreflightRecord,
-  RetirementReceipt,
-  type AuditCheck,
-} from '../api/retirement.js';
+import { AuditResult, PreflightRecord, RetirementReceipt, type AuditCheck } from '../api/retirement.js';
 import { canonicalJson, canonicalJsonUnsafe, digestOf, sha256Digest } from './canonical-json.js';
 import { HeadRejected, InputChanged } from './errors.js';
 import { identityKey, sameInventory, targetOf } from './identity.js';
 import { checkRetiredSet, checkSurvivorClosure, rolesOf } from './retirement-input.js';
 
 /** The digest that addresses a preflight record (of its canonical JSON). */
-export const preflightDigest = (record: PreflightRecord): Digest => digestOf(Schema.encodeSync(PreflightRecord)(record));
+export const preflightDigest = (record: PreflightRecord): Digest =>
+  digestOf(Schema.encodeSync(PreflightRecord)(record));
 
 /** The unique intent the Head carries while applying, derived only from the preflight record. */
 export const intentOf = (record: PreflightRecord, digest: Digest): RetirementIntent => ({
@@ -46,10 +42,14 @@ export const buildReceipt = (
   const r = committed.retirement;
   const digest = preflightDigest(record);
   if (committed.phase !== 'committed' || committed.transition !== 'retire' || r === undefined) {
-    return Either.left(new HeadRejected({ code: 'HEAD_MISMATCH', message: 'the Head does not carry a committed retirement' }));
+    return Either.left(
+      new HeadRejected({ code: 'HEAD_MISMATCH', message: 'the Head does not carry a committed retirement' }),
+    );
   }
   if (!sameIntent(r.intent, intentOf(record, digest))) {
-    return Either.left(new HeadRejected({ code: 'INTENT_MISMATCH', message: 'the committed retirement is not this preflight\'s intent' }));
+    return Either.left(
+      new HeadRejected({ code: 'INTENT_MISMATCH', message: "the committed retirement is not this preflight's intent" }),
+    );
   }
   if (committed.generation !== record.mutation.from.generation + 1) {
     return Either.left(new HeadRejected({ code: 'HEAD_ADVANCED', message: 'the Head has moved past this retirement' }));
@@ -112,7 +112,11 @@ export const auditReceipt = (bytes: string, preflight?: PreflightRecord): AuditR
     return result();
   }
   const canonical = canonicalJson(json);
-  check('canonical-json', Either.isRight(canonical) && canonical.right === bytes, 'the receipt bytes are not canonical JSON');
+  check(
+    'canonical-json',
+    Either.isRight(canonical) && canonical.right === bytes,
+    'the receipt bytes are not canonical JSON',
+  );
   const decoded = decodeReceipt(json);
   if (Either.isLeft(decoded)) {
     check('schema', false, String(decoded.left));
@@ -123,16 +127,27 @@ export const auditReceipt = (bytes: string, preflight?: PreflightRecord): AuditR
   const m = r.mutation;
   check('command-digest', digestOf(r.command) === r.commandDigest, 'commandDigest is not the digest of the command');
   check('mutation-digest', digestOf(m) === r.mutationDigest, 'mutationDigest is not the digest of the mutation');
-  check('declarations', r.crossResourceAtomicity === false && r.recovery === 'resume_exact_retirement_from_target_head');
-  check('lock', canonicalJsonUnsafe(r.command.lock) === canonicalJsonUnsafe(m.lock), 'command and mutation locks differ');
+  check(
+    'declarations',
+    r.crossResourceAtomicity === false && r.recovery === 'resume_exact_retirement_from_target_head',
+  );
+  check(
+    'lock',
+    canonicalJsonUnsafe(r.command.lock) === canonicalJsonUnsafe(m.lock),
+    'command and mutation locks differ',
+  );
   check(
     'expected-head',
     r.command.expectedHead.generation === m.from.generation &&
       r.command.expectedHead.resourceVersion === m.from.resourceVersion,
-    'the mutation does not start from the command\'s expected Head',
+    "the mutation does not start from the command's expected Head",
   );
   const retiredSet = checkRetiredSet(m.active, m.survivor, m.retired);
-  check('retired-equals-active-minus-survivor', Either.isRight(retiredSet), Either.isLeft(retiredSet) ? retiredSet.left.message : undefined);
+  check(
+    'retired-equals-active-minus-survivor',
+    Either.isRight(retiredSet),
+    Either.isLeft(retiredSet) ? retiredSet.left.message : undefined,
+  );
   const closure = checkSurvivorClosure(m.survivor);
   check(
     'survivor-role-closure',
@@ -144,7 +159,8 @@ export const auditReceipt = (bytes: string, preflight?: PreflightRecord): AuditR
   const commandKeys = r.command.targets.map(identityKey);
   check(
     'targets-are-the-command',
-    commandKeys.length === r.targets.length && r.targets.every((t, i) => identityKey(targetOf(t.identity)) === commandKeys[i]),
+    commandKeys.length === r.targets.length &&
+      r.targets.every((t, i) => identityKey(targetOf(t.identity)) === commandKeys[i]),
     'receipt targets are not the command targets in order',
   );
   const retiredKeys = new Set(m.retired.map(identityKey));
@@ -168,7 +184,11 @@ export const auditReceipt = (bytes: string, preflight?: PreflightRecord): AuditR
   );
   if (preflight !== undefined) {
     const pd = preflightDigest(preflight);
-    check('preflight-digest', pd === r.preflightDigest, `the preflight record digests to ${pd}, the receipt names ${r.preflightDigest}`);
+    check(
+      'preflight-digest',
+      pd === r.preflightDigest,
+      `the preflight record digests to ${pd}, the receipt names ${r.preflightDigest}`,
+    );
     check(
       'preflight-binding',
       preflight.commandDigest === r.commandDigest &&

@@ -5,7 +5,13 @@ import { DEFAULT_HEAD_REF, type ObjectIdentity, type TargetIdentity } from '../a
 import { identityKey, targetOf } from './identity.js';
 import { checkRetiredSet, MAX_TARGETS, splitInventory, validateRetirementInput } from './retirement-input.js';
 
-const cm = (name: string, namespace = 'app'): ObjectIdentity => ({ group: '', version: 'v1', kind: 'ConfigMap', namespace, name });
+const cm = (name: string, namespace = 'app'): ObjectIdentity => ({
+  group: '',
+  version: 'v1',
+  kind: 'ConfigMap',
+  namespace,
+  name,
+});
 const roleObjects: ReadonlyArray<ObjectIdentity> = [
   { group: 'apps', version: 'v1', kind: 'Deployment', namespace: 'app', name: 'control', role: 'control' },
   { group: 'apps', version: 'v1', kind: 'Deployment', namespace: 'app', name: 'control-ai', role: 'control-ai' },
@@ -14,7 +20,10 @@ const roleObjects: ReadonlyArray<ObjectIdentity> = [
 ];
 const extras = Array.from({ length: 70 }, (_, i) => cm(`cm-${i}`));
 const inventory = [...roleObjects, ...extras];
-const facts = (targets: ReadonlyArray<TargetIdentity>, more: Partial<Parameters<typeof validateRetirementInput>[0]> = {}) => ({
+const facts = (
+  targets: ReadonlyArray<TargetIdentity>,
+  more: Partial<Parameters<typeof validateRetirementInput>[0]> = {},
+) => ({
   targets,
   lockIdentities: inventory.map(targetOf),
   inventory,
@@ -37,7 +46,12 @@ describe('retirement input rules (ADR-0435)', () => {
   });
 
   it('rejects cluster-scoped targets (TARGET_NOT_NAMESPACED) and duplicates (TARGET_DUPLICATE)', () => {
-    const clusterRole: TargetIdentity = { group: 'rbac.authorization.k8s.io', version: 'v1', kind: 'ClusterRole', name: 'x' };
+    const clusterRole: TargetIdentity = {
+      group: 'rbac.authorization.k8s.io',
+      version: 'v1',
+      kind: 'ClusterRole',
+      name: 'x',
+    };
     expect(codeOf(validateRetirementInput(facts([clusterRole])))).toBe('TARGET_NOT_NAMESPACED');
     expect(codeOf(validateRetirementInput(facts([cm('cm-1'), cm('cm-1')])))).toBe('TARGET_DUPLICATE');
   });
@@ -51,12 +65,20 @@ describe('retirement input rules (ADR-0435)', () => {
     }
     // a Secret-like kind in another group is not the core Secret
     const crd: ObjectIdentity = { group: 'example.com', version: 'v1', kind: 'Secret', namespace: 'app', name: 's' };
-    expect(codeOf(validateRetirementInput(facts([crd], { inventory: [...inventory, crd], lockIdentities: [...inventory, crd].map(targetOf) })))).toBe('ok');
+    expect(
+      codeOf(
+        validateRetirementInput(
+          facts([crd], { inventory: [...inventory, crd], lockIdentities: [...inventory, crd].map(targetOf) }),
+        ),
+      ),
+    ).toBe('ok');
   });
 
   it('targets must be in the lock (TARGET_NOT_IN_LOCK) and in the committed inventory (TARGET_NOT_IN_INVENTORY)', () => {
     expect(codeOf(validateRetirementInput(facts([cm('cm-1')], { lockIdentities: [] })))).toBe('TARGET_NOT_IN_LOCK');
-    expect(codeOf(validateRetirementInput(facts([cm('cm-1')], { inventory: roleObjects })))).toBe('TARGET_NOT_IN_INVENTORY');
+    expect(codeOf(validateRetirementInput(facts([cm('cm-1')], { inventory: roleObjects })))).toBe(
+      'TARGET_NOT_IN_INVENTORY',
+    );
     // the version is part of the identity
     expect(codeOf(validateRetirementInput(facts([{ ...cm('cm-1'), version: 'v2' }])))).toBe('TARGET_NOT_IN_LOCK');
   });
@@ -95,7 +117,9 @@ describe('survivor closure', () => {
     const exact = inventory.slice(10);
     expect(Either.isRight(checkRetiredSet(inventory, survivor, exact))).toBe(true);
     expect(codeOf(checkRetiredSet(inventory, survivor, exact.slice(1)))).toBe('RETIRED_SET_MISMATCH');
-    expect(codeOf(checkRetiredSet(inventory, survivor, [...exact.slice(1), inventory[0]!]))).toBe('RETIRED_SET_MISMATCH');
+    expect(codeOf(checkRetiredSet(inventory, survivor, [...exact.slice(1), inventory[0]!]))).toBe(
+      'RETIRED_SET_MISMATCH',
+    );
     // survivor out of inventory order or not in it
     expect(codeOf(checkRetiredSet(inventory, [...survivor].reverse(), exact))).toBe('RETIRED_SET_MISMATCH');
     expect(codeOf(checkRetiredSet(inventory, [cm('stranger')], inventory))).toBe('RETIRED_SET_MISMATCH');

@@ -28,7 +28,9 @@ export const validateRetirementInput = (
 ): Either.Either<ReadonlyArray<ObjectIdentity>, RetirementInputRejected> => {
   const { targets } = facts;
   if (targets.length === 0) {
-    return Either.left(new RetirementInputRejected({ code: 'TARGETS_EMPTY', message: 'no retirement target was named' }));
+    return Either.left(
+      new RetirementInputRejected({ code: 'TARGETS_EMPTY', message: 'no retirement target was named' }),
+    );
   }
   if (targets.length > MAX_TARGETS) {
     return Either.left(
@@ -48,8 +50,10 @@ export const validateRetirementInput = (
       Either.left(new RetirementInputRejected({ code, target, message: `${describeIdentity(target)}: ${why}` }));
     if (seen.has(key)) return reject('TARGET_DUPLICATE', 'named more than once');
     seen.add(key);
-    if (target.namespace === undefined) return reject('TARGET_NOT_NAMESPACED', 'only namespaced resources can be retired');
-    if (isHeadObject(target, facts.head)) return reject('TARGET_FORBIDDEN_KIND', 'the Deployment Head cannot be retired');
+    if (target.namespace === undefined)
+      return reject('TARGET_NOT_NAMESPACED', 'only namespaced resources can be retired');
+    if (isHeadObject(target, facts.head))
+      return reject('TARGET_FORBIDDEN_KIND', 'the Deployment Head cannot be retired');
     if (target.group === '' && FORBIDDEN_CORE_KINDS.includes(target.kind)) {
       return reject('TARGET_FORBIDDEN_KIND', `core ${target.kind} needs its own dedicated ceremony`);
     }
@@ -73,7 +77,11 @@ export const checkSurvivorClosure = (
 ): Either.Either<ReadonlyArray<Role>, SurvivorClosureViolated> => {
   if (survivor.length === 0) {
     return Either.left(
-      new SurvivorClosureViolated({ code: 'SURVIVOR_EMPTY', missingRoles: [...ALL_ROLES], message: 'the survivor inventory would be empty' }),
+      new SurvivorClosureViolated({
+        code: 'SURVIVOR_EMPTY',
+        missingRoles: [...ALL_ROLES],
+        message: 'the survivor inventory would be empty',
+      }),
     );
   }
   const roles = rolesOf(survivor);
@@ -128,7 +136,8 @@ export const checkRetiredSet = (
   for (const s of survivor) {
     const key = identityKey(s);
     while (i < activeKeys.length && activeKeys[i] !== key) i++;
-    if (i === activeKeys.length || active[i]?.role !== s.role) return mismatch(`survivor ${describeIdentity(s)} is not in the active inventory order`);
+    if (i === activeKeys.length || active[i]?.role !== s.role)
+      return mismatch(`survivor ${describeIdentity(s)} is not in the active inventory order`);
     i++;
   }
   const survivorKeys = new Set(survivor.map(identityKey));
@@ -138,7 +147,8 @@ export const checkRetiredSet = (
   }
   const retiredKeys = new Set(retired.map(identityKey));
   for (const e of expected) {
-    if (!retiredKeys.has(identityKey(e))) return mismatch(`${describeIdentity(e)} is in active − survivor but not retired`);
+    if (!retiredKeys.has(identityKey(e)))
+      return mismatch(`${describeIdentity(e)} is in active − survivor but not retired`);
   }
   return Either.void;
 };

@@ -26,7 +26,12 @@ export const checkPresentNotTerminating = (
 ): Either.Either<LiveObject, TargetCheckFailed> => {
   if (Option.isNone(live)) return failed(target, 'TARGET_ABSENT', 'get', 'not found');
   if (live.value.deletionTimestamp !== undefined) {
-    return failed(target, 'TARGET_TERMINATING', 'deletionTimestamp', `terminating since ${live.value.deletionTimestamp} (finalizers: ${live.value.finalizers.join(', ') || 'none'})`);
+    return failed(
+      target,
+      'TARGET_TERMINATING',
+      'deletionTimestamp',
+      `terminating since ${live.value.deletionTimestamp} (finalizers: ${live.value.finalizers.join(', ') || 'none'})`,
+    );
   }
   return Either.right(live.value);
 };
@@ -38,9 +43,15 @@ export const checkExactTarget = (
   expected: Preconditions,
 ): Either.Either<LiveObject, TargetCheckFailed> =>
   Either.flatMap(checkPresentNotTerminating(target, live), (obj) => {
-    if (obj.uid !== expected.uid) return failed(target, 'UID_REPLACED', 'uid', `UID is ${obj.uid}; preflight recorded ${expected.uid}`);
+    if (obj.uid !== expected.uid)
+      return failed(target, 'UID_REPLACED', 'uid', `UID is ${obj.uid}; preflight recorded ${expected.uid}`);
     if (obj.resourceVersion !== expected.resourceVersion) {
-      return failed(target, 'RESOURCE_VERSION_DRIFT', 'resourceVersion', `resourceVersion is ${obj.resourceVersion}; preflight recorded ${expected.resourceVersion}`);
+      return failed(
+        target,
+        'RESOURCE_VERSION_DRIFT',
+        'resourceVersion',
+        `resourceVersion is ${obj.resourceVersion}; preflight recorded ${expected.resourceVersion}`,
+      );
     }
     return Either.right(obj);
   });
@@ -56,7 +67,12 @@ export const checkAbsent = (
 ): Either.Either<void, TargetCheckFailed> => {
   if (Option.isNone(live)) return Either.void;
   if (live.value.uid !== oldUid) {
-    return failed(target, 'UID_REPLACED', 'absence', `a new object with UID ${live.value.uid} has the name; the old UID ${oldUid} is not proven gone`);
+    return failed(
+      target,
+      'UID_REPLACED',
+      'absence',
+      `a new object with UID ${live.value.uid} has the name; the old UID ${oldUid} is not proven gone`,
+    );
   }
   return failed(
     target,
@@ -80,4 +96,6 @@ export const classifyForResume = (
   live: Option.Option<LiveObject>,
   expected: Preconditions,
 ): Either.Either<ResumeState, TargetCheckFailed> =>
-  Option.isNone(live) ? Either.right('absent') : Either.map(checkExactTarget(target, live, expected), () => 'exact' as const);
+  Option.isNone(live)
+    ? Either.right('absent')
+    : Either.map(checkExactTarget(target, live, expected), () => 'exact' as const);

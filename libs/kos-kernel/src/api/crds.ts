@@ -1,6 +1,11 @@
 // The CRDs of the ten kinds, generated from the Schemas with @homelab/crd: both versions served, v1beta1 stored,
 // `conversion: None`, the status subresource exactly for the eight kinds with a status writer.
-import { type CustomResourceDefinition, customResourceDefinitionOrThrow, type PrinterColumn, renderYaml } from '@homelab/crd';
+import {
+  type CustomResourceDefinition,
+  customResourceDefinitionOrThrow,
+  type PrinterColumn,
+  renderYaml,
+} from '@homelab/crd';
 import { KERNEL_KINDS, KIND_INFO, KOS_GROUP, KOS_STORAGE_VERSION, type KernelKind } from './group.js';
 import * as v1alpha1 from './v1alpha1/kinds.js';
 import * as v1beta1 from './v1beta1/kinds.js';
@@ -40,6 +45,8 @@ export const kosCrdFiles = (): Readonly<Record<string, string>> =>
   Object.fromEntries(
     kosCrds().map((crd) => [
       `${crd.metadata.name}.yaml`,
-      renderYaml([crd], { header: ['Generated from libs/kos-kernel/src/api (npm run generate -w @homelab/kos-kernel). Do not edit.'] }),
+      renderYaml([crd], {
+        header: ['Generated from libs/kos-kernel/src/api (npm run generate -w @homelab/kos-kernel). Do not edit.'],
+      }),
     ]),
   );

@@ -33,15 +33,34 @@ export interface KindInfo {
 
 export const KIND_INFO: Readonly<Record<KernelKind, KindInfo>> = {
   Application: { kind: 'Application', plural: 'applications', scope: 'Namespaced', status: true, owned: true },
-  ApplicationDefinition: { kind: 'ApplicationDefinition', plural: 'applicationdefinitions', scope: 'Cluster', status: false, owned: false },
+  ApplicationDefinition: {
+    kind: 'ApplicationDefinition',
+    plural: 'applicationdefinitions',
+    scope: 'Cluster',
+    status: false,
+    owned: false,
+  },
   Volume: { kind: 'Volume', plural: 'volumes', scope: 'Namespaced', status: true, owned: true },
   Endpoint: { kind: 'Endpoint', plural: 'endpoints', scope: 'Namespaced', status: true, owned: false },
   Provider: { kind: 'Provider', plural: 'providers', scope: 'Cluster', status: true, owned: false },
-  SystemComponent: { kind: 'SystemComponent', plural: 'systemcomponents', scope: 'Cluster', status: true, owned: false },
+  SystemComponent: {
+    kind: 'SystemComponent',
+    plural: 'systemcomponents',
+    scope: 'Cluster',
+    status: true,
+    owned: false,
+  },
   BackupPolicy: { kind: 'BackupPolicy', plural: 'backuppolicies', scope: 'Namespaced', status: true, owned: true },
   RestoreJob: { kind: 'RestoreJob', plural: 'restorejobs', scope: 'Namespaced', status: true, owned: true },
   NodeDevice: { kind: 'NodeDevice', plural: 'nodedevices', scope: 'Cluster', status: false, owned: false },
-  VolumeMigration: { kind: 'VolumeMigration', plural: 'volumemigrations', scope: 'Namespaced', status: true, owned: true },
+  VolumeMigration: {
+    kind: 'VolumeMigration',
+    plural: 'volumemigrations',
+    scope: 'Namespaced',
+    status: true,
+    owned: true,
+  },
 };
 
-export const isKernelKind = (kind: string): kind is KernelKind => (KERNEL_KINDS as ReadonlyArray<string>).includes(kind);
+export const isKernelKind = (kind: string): kind is KernelKind =>
+  (KERNEL_KINDS as ReadonlyArray<string>).includes(kind);

@@ -31,10 +31,32 @@ describe('TC-104: v1alpha1 and v1beta1 have the same structure', () => {
   }
 
   it('TC-104: one object decodes to the same fields through both versions', () => {
-    const spec = { owner: 'alice', namespace: 'apps', replicas: 2, paused: false, driftPolicy: 'adopt', config: { a: [1, { b: true }] } };
-    const status = { phase: 'Ready', health: { state: 'Healthy' }, retryCount: 0, applied: { renderDigest: 'sha256:x', extra: 1 } };
-    const a = Schema.decodeUnknownSync(v1alpha1.Application)({ apiVersion: 'kos.tsic.top/v1alpha1', kind: 'Application', spec, status });
-    const b = Schema.decodeUnknownSync(v1beta1.Application)({ apiVersion: 'kos.tsic.top/v1beta1', kind: 'Application', spec, status });
+    const spec = {
+      owner: 'alice',
+      namespace: 'apps',
+      replicas: 2,
+      paused: false,
+      driftPolicy: 'adopt',
+      config: { a: [1, { b: true }] },
+    };
+    const status = {
+      phase: 'Ready',
+      health: { state: 'Healthy' },
+      retryCount: 0,
+      applied: { renderDigest: 'sha256:x', extra: 1 },
+    };
+    const a = Schema.decodeUnknownSync(v1alpha1.Application)({
+      apiVersion: 'kos.tsic.top/v1alpha1',
+      kind: 'Application',
+      spec,
+      status,
+    });
+    const b = Schema.decodeUnknownSync(v1beta1.Application)({
+      apiVersion: 'kos.tsic.top/v1beta1',
+      kind: 'Application',
+      spec,
+      status,
+    });
     expect({ ...b, apiVersion: undefined }).toEqual({ ...a, apiVersion: undefined });
   });
 
@@ -43,8 +65,15 @@ describe('TC-104: v1alpha1 and v1beta1 have the same structure', () => {
       const root = Either.getOrThrow(openApiSchema(v1beta1.kinds[kind] as Schema.Schema.Any));
       const status = root.properties?.['status'];
       if (KIND_INFO[kind].status) {
-        expect(Object.keys(status?.properties ?? {})).toEqual(expect.arrayContaining(['phase', 'health', 'conditions']));
-        expect(status?.properties?.['health']?.properties?.['state']?.enum).toEqual(['Unknown', 'Unavailable', 'Degraded', 'Healthy']);
+        expect(Object.keys(status?.properties ?? {})).toEqual(
+          expect.arrayContaining(['phase', 'health', 'conditions']),
+        );
+        expect(status?.properties?.['health']?.properties?.['state']?.enum).toEqual([
+          'Unknown',
+          'Unavailable',
+          'Degraded',
+          'Healthy',
+        ]);
       } else {
         expect(status).toBeUndefined();
       }

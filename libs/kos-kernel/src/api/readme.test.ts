@@ -13,8 +13,13 @@ const list = (cell: string) => (cell.trim() === '—' ? [] : cell.split(',').map
 describe('README kinds table', () => {
   const rows = readFileSync(join(import.meta.dirname, '../../README.md'), 'utf8')
     .split('\n')
-    .filter((l) => /^\| `[A-Za-z]+` \|/.test(l))
-    .map((l) => l.split('|').slice(1, -1).map((c) => c.trim()));
+    .filter((l) => /^\| `[A-Za-z]+` +\|/.test(l))
+    .map((l) =>
+      l
+        .split('|')
+        .slice(1, -1)
+        .map((c) => c.trim()),
+    );
 
   it('lists the ten kinds once each', () => {
     expect(rows.map((r) => r[0]?.replaceAll('`', '')).sort()).toEqual([...KERNEL_KINDS].sort());
@@ -27,7 +32,9 @@ describe('README kinds table', () => {
       expect(row[1]).toBe(KIND_INFO[kind].scope);
       expect(row[2]).toBe(KIND_INFO[kind].status ? 'yes' : 'no');
       expect(list(row[3] as string).sort()).toEqual(Object.keys(root.properties?.['spec']?.properties ?? {}).sort());
-      const status = Object.keys(root.properties?.['status']?.properties ?? {}).filter((k) => !COMMON_STATUS.includes(k));
+      const status = Object.keys(root.properties?.['status']?.properties ?? {}).filter(
+        (k) => !COMMON_STATUS.includes(k),
+      );
       expect(list(row[4] as string).sort()).toEqual(status.sort());
     });
   }

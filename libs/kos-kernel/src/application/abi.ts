@@ -17,8 +17,14 @@ export const checkClusterAbi: Effect.Effect<AbiReport, KubeError, KubeClient> = 
   return checkAbi({
     crds: crds.items as unknown as ReadonlyArray<CrdLike>,
     webhookConfigurations: [
-      ...validating.items.map((w) => ({ ...(w as unknown as WebhookConfigurationLike), kind: 'ValidatingWebhookConfiguration' })),
-      ...mutating.items.map((w) => ({ ...(w as unknown as WebhookConfigurationLike), kind: 'MutatingWebhookConfiguration' })),
+      ...validating.items.map((w) => ({
+        ...(w as unknown as WebhookConfigurationLike),
+        kind: 'ValidatingWebhookConfiguration',
+      })),
+      ...mutating.items.map((w) => ({
+        ...(w as unknown as WebhookConfigurationLike),
+        kind: 'MutatingWebhookConfiguration',
+      })),
     ],
   });
 });

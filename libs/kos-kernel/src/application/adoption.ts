@@ -45,8 +45,9 @@ const targetOf = (o: KubeObject): AdoptionTarget => ({
   ...(o.metadata.annotations !== undefined ? { annotations: o.metadata.annotations } : {}),
 });
 
-const fromEither = <A, E>(e: { readonly _tag: 'Left'; readonly left: E } | { readonly _tag: 'Right'; readonly right: A }) =>
-  e._tag === 'Left' ? Effect.fail(e.left) : Effect.succeed(e.right);
+const fromEither = <A, E>(
+  e: { readonly _tag: 'Left'; readonly left: E } | { readonly _tag: 'Right'; readonly right: A },
+) => (e._tag === 'Left' ? Effect.fail(e.left) : Effect.succeed(e.right));
 
 /** The write-table target of an object: a kernel kind, a PVC, or any other (downstream) object. */
 const targetClass = (key: ObjectKey): Target =>
@@ -63,7 +64,12 @@ const admitMarkers = (key: ObjectKey, change: MarkerChange) =>
       target: targetClass(key),
       part: 'markers',
       object: { name: key.name, ...(key.namespace !== undefined ? { namespace: key.namespace } : {}) },
-      fields: [...Object.keys(change.setLabels), ...change.removeLabels, ...Object.keys(change.setAnnotations), ...change.removeAnnotations],
+      fields: [
+        ...Object.keys(change.setLabels),
+        ...change.removeLabels,
+        ...Object.keys(change.setAnnotations),
+        ...change.removeAnnotations,
+      ],
     }),
   );
 
@@ -76,7 +82,10 @@ const patchMarkers = (key: ObjectKey, read: KubeObject, change: MarkerChange) =>
         metadata: {
           resourceVersion: read.metadata.resourceVersion,
           labels: { ...Object.fromEntries(change.removeLabels.map((k) => [k, null])), ...change.setLabels },
-          annotations: { ...Object.fromEntries(change.removeAnnotations.map((k) => [k, null])), ...change.setAnnotations },
+          annotations: {
+            ...Object.fromEntries(change.removeAnnotations.map((k) => [k, null])),
+            ...change.setAnnotations,
+          },
         },
       },
     }),
@@ -99,9 +108,18 @@ export const adopt = (
         const client = yield* KubeClient;
         const read = yield* client.get(key);
         const now = new Date(yield* Clock.currentTimeMillis);
-        const plan = yield* fromEither(planAdopt({ target: targetOf(read), subject: input.subject, reason: input.reason, now }));
+        const plan = yield* fromEither(
+          planAdopt({ target: targetOf(read), subject: input.subject, reason: input.reason, now }),
+        );
         yield* admitMarkers(key, plan.markers);
-        yield* fromEither(admit({ subject: 'adoption', target: 'AdoptionSnapshot', part: 'create', object: { namespace: KOS_SYSTEM_NAMESPACE, name: plan.snapshot.metadata.name } }));
+        yield* fromEither(
+          admit({
+            subject: 'adoption',
+            target: 'AdoptionSnapshot',
+            part: 'create',
+            object: { namespace: KOS_SYSTEM_NAMESPACE, name: plan.snapshot.metadata.name },
+          }),
+        );
         const snapshotManifest: SnapshotConfigMap = {
           ...plan.snapshot,
           metadata: { ...plan.snapshot.metadata, namespace: options.systemNamespace ?? KOS_SYSTEM_NAMESPACE },
@@ -114,7 +132,13 @@ export const adopt = (
   );
 
 const markerAction =
-  (plan: (t: AdoptionTarget) => { readonly _tag: 'Left'; readonly left: AdoptionRefused } | { readonly _tag: 'Right'; readonly right: MarkerChange }) =>
+  (
+    plan: (
+      t: AdoptionTarget,
+    ) =>
+      | { readonly _tag: 'Left'; readonly left: AdoptionRefused }
+      | { readonly _tag: 'Right'; readonly right: MarkerChange },
+  ) =>
   (key: ObjectKey): Effect.Effect<KubeObject, AdoptionRefused | WriteRejected | KubeError, KubeClient | SerialGate> =>
     Effect.flatMap(SerialGate, (gate) =>
       gate.withKey(
@@ -123,7 +147,11 @@ const markerAction =
           const client = yield* KubeClient;
           const read = yield* client.get(key);
           const change = yield* fromEither(plan(targetOf(read)));
-          const touched = Object.keys(change.setLabels).length + change.removeLabels.length + Object.keys(change.setAnnotations).length + change.removeAnnotations.length;
+          const touched =
+            Object.keys(change.setLabels).length +
+            change.removeLabels.length +
+            Object.keys(change.setAnnotations).length +
+            change.removeAnnotations.length;
           if (touched === 0) return read; // nothing to change: no write
           yield* admitMarkers(key, change);
           return yield* patchMarkers(key, read, change);

@@ -63,7 +63,11 @@ export const startKosController = <E, R>(
     reconcile: (request) =>
       Effect.map(options.reconcile(request), (round) => {
         const next = decideAfterRound(
-          { _tag: 'Done', state: round.state, ...(round.requeueAfterMs !== undefined ? { requeueAfterMs: round.requeueAfterMs } : {}) },
+          {
+            _tag: 'Done',
+            state: round.state,
+            ...(round.requeueAfterMs !== undefined ? { requeueAfterMs: round.requeueAfterMs } : {}),
+          },
           { durationMs: 0, previousFailures: 0 },
           config,
         );

@@ -9,10 +9,28 @@ describe('SerialGate', () => {
       const gate = yield* makeSerialGate;
       const log = yield* Ref.make<string[]>([]);
       const hold = yield* Deferred.make<void>();
-      const a = yield* Effect.fork(gate.withKey('x', Effect.zipRight(Ref.update(log, (l) => [...l, 'a-start']), Deferred.await(hold))));
+      const a = yield* Effect.fork(
+        gate.withKey(
+          'x',
+          Effect.zipRight(
+            Ref.update(log, (l) => [...l, 'a-start']),
+            Deferred.await(hold),
+          ),
+        ),
+      );
       yield* Effect.yieldNow();
-      const b = yield* Effect.fork(gate.withKey('x', Ref.update(log, (l) => [...l, 'b'])));
-      const c = yield* Effect.fork(gate.withKey('y', Ref.update(log, (l) => [...l, 'c'])));
+      const b = yield* Effect.fork(
+        gate.withKey(
+          'x',
+          Ref.update(log, (l) => [...l, 'b']),
+        ),
+      );
+      const c = yield* Effect.fork(
+        gate.withKey(
+          'y',
+          Ref.update(log, (l) => [...l, 'c']),
+        ),
+      );
       yield* Fiber.join(c);
       for (let i = 0; i < 5; i++) yield* Effect.yieldNow();
       expect(yield* Ref.get(log)).toEqual(['a-start', 'c']);
@@ -46,7 +64,10 @@ describe('SerialGate', () => {
         yield* Effect.yieldNow();
         yield* Ref.update(inside, (x) => x - 1);
       });
-      yield* Effect.all(Array.from({ length: 20 }, () => gate.withKey('k', body)), { concurrency: 'unbounded' });
+      yield* Effect.all(
+        Array.from({ length: 20 }, () => gate.withKey('k', body)),
+        { concurrency: 'unbounded' },
+      );
       expect(yield* Ref.get(maxInside)).toBe(1);
     }),
   );

@@ -32,7 +32,9 @@ export interface WriteAs {
   readonly object: KubeObject;
 }
 
-export type WriteOutcome = { readonly _tag: 'Written'; readonly object: KubeObject } | { readonly _tag: 'Unchanged'; readonly object: KubeObject };
+export type WriteOutcome =
+  | { readonly _tag: 'Written'; readonly object: KubeObject }
+  | { readonly _tag: 'Unchanged'; readonly object: KubeObject };
 
 const refOf = (o: KubeObject) => ({
   apiVersion: o.apiVersion,
@@ -53,7 +55,10 @@ const admitted = (w: WriteAs) =>
       subject: w.subject,
       target: w.target,
       part: w.part,
-      object: { name: w.object.metadata.name ?? '', ...(w.object.metadata.namespace !== undefined ? { namespace: w.object.metadata.namespace } : {}) },
+      object: {
+        name: w.object.metadata.name ?? '',
+        ...(w.object.metadata.namespace !== undefined ? { namespace: w.object.metadata.namespace } : {}),
+      },
       fields: fieldsOf(w.part, w.object),
       ...(w.actor !== undefined ? { actor: w.actor } : {}),
     });
@@ -72,13 +77,23 @@ export const applyAs = (w: WriteAs): Effect.Effect<WriteOutcome, WriteRejected |
       Effect.map((o): KubeObject | undefined => o),
       Effect.catchTag('NotFound', () => Effect.succeed(undefined)),
     );
-    const applied = w.part === 'markers' ? { metadata: { labels: w.object.metadata.labels ?? {}, annotations: w.object.metadata.annotations ?? {} } } : { [w.part]: w.object[w.part] };
+    const applied =
+      w.part === 'markers'
+        ? { metadata: { labels: w.object.metadata.labels ?? {}, annotations: w.object.metadata.annotations ?? {} } }
+        : { [w.part]: w.object[w.part] };
     // Skip only when this manager already applied and the values are in place: a *second* writer of the same
     // fields must still reach the server and get its 409.
-    if (stored !== undefined && managesByApply(stored, fieldManager) && decideApply(stored, applied)._tag === 'NoWrite') {
+    if (
+      stored !== undefined &&
+      managesByApply(stored, fieldManager) &&
+      decideApply(stored, applied)._tag === 'NoWrite'
+    ) {
       return { _tag: 'Unchanged', object: stored } as const;
     }
-    const object = yield* client.apply(w.object, { fieldManager, ...(w.part === 'status' ? { subresource: 'status' as const } : {}) });
+    const object = yield* client.apply(w.object, {
+      fieldManager,
+      ...(w.part === 'status' ? { subresource: 'status' as const } : {}),
+    });
     return { _tag: 'Written', object } as const;
   });
 
@@ -87,5 +102,7 @@ export const updateAs = (w: WriteAs): Effect.Effect<KubeObject, WriteRejected | 
   Effect.gen(function* () {
     const { fieldManager } = yield* admitted(w);
     const client = yield* KubeClient;
-    return w.part === 'status' ? yield* client.updateStatus(w.object, { fieldManager }) : yield* client.update(w.object, { fieldManager });
+    return w.part === 'status'
+      ? yield* client.updateStatus(w.object, { fieldManager })
+      : yield* client.update(w.object, { fieldManager });
   });

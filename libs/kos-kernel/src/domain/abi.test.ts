@@ -6,8 +6,10 @@ import { kosCrds } from '../api/crds.js';
 import { checkAbi, type CrdLike, firstDifference } from './abi.js';
 
 const generated = (): CrdLike[] => JSON.parse(JSON.stringify(kosCrds())) as CrdLike[];
-const codes = (crds: ReadonlyArray<CrdLike>, webhookConfigurations: Parameters<typeof checkAbi>[0]['webhookConfigurations'] = []) =>
-  checkAbi({ crds, webhookConfigurations }).violations.map((v) => v.code);
+const codes = (
+  crds: ReadonlyArray<CrdLike>,
+  webhookConfigurations: Parameters<typeof checkAbi>[0]['webhookConfigurations'] = [],
+) => checkAbi({ crds, webhookConfigurations }).violations.map((v) => v.code);
 
 type Mutable<T> = { -readonly [K in keyof T]: Mutable<T[K]> };
 const edit = (f: (crds: Mutable<CrdLike>[]) => void): CrdLike[] => {
@@ -25,7 +27,10 @@ describe('ABI self-check', () => {
   });
 
   it('CRDs of other groups are ignored', () => {
-    const other = { ...generated()[0]!, spec: { ...generated()[0]!.spec, group: 'example.test', names: { kind: 'Gadget' } } };
+    const other = {
+      ...generated()[0]!,
+      spec: { ...generated()[0]!.spec, group: 'example.test', names: { kind: 'Gadget' } },
+    };
     expect(codes([...generated(), other])).toEqual([]);
   });
 
@@ -57,11 +62,17 @@ describe('ABI self-check', () => {
 
   it('versions that differ in schema are reported with the path', () => {
     const crds = edit((c) => {
-      const schema = c[0]!.spec.versions[0]!.schema!.openAPIV3Schema as { properties: { spec: { properties: Record<string, unknown> } } };
+      const schema = c[0]!.spec.versions[0]!.schema!.openAPIV3Schema as {
+        properties: { spec: { properties: Record<string, unknown> } };
+      };
       schema.properties.spec.properties['extra'] = { type: 'string' };
     });
     const [v] = checkAbi({ crds, webhookConfigurations: [] }).violations;
-    expect(v).toMatchObject({ code: 'versions_differ', kind: 'Application', path: '.schema.properties.spec.properties.extra (only in the first)' });
+    expect(v).toMatchObject({
+      code: 'versions_differ',
+      kind: 'Application',
+      path: '.schema.properties.spec.properties.extra (only in the first)',
+    });
   });
 
   it('status subresource or field where the ABI says none, and the other way round', () => {
@@ -70,21 +81,38 @@ describe('ABI self-check', () => {
       'status_mismatch',
       'status_mismatch',
     ]);
-    expect(codes(edit((c) => c[0]!.spec.versions.forEach((v) => delete v.subresources)))).toEqual(['status_mismatch', 'status_mismatch']);
+    expect(codes(edit((c) => c[0]!.spec.versions.forEach((v) => delete v.subresources)))).toEqual([
+      'status_mismatch',
+      'status_mismatch',
+    ]);
   });
 
   it('TC-105: a conversion webhook is a violation', () => {
     expect(
-      codes(edit((c) => (c[0]!.spec.conversion = { strategy: 'Webhook', webhook: { clientConfig: { url: 'https://x' } } }))),
+      codes(
+        edit((c) => (c[0]!.spec.conversion = { strategy: 'Webhook', webhook: { clientConfig: { url: 'https://x' } } })),
+      ),
     ).toEqual(['conversion_not_none']);
     expect(codes(edit((c) => delete c[0]!.spec.conversion))).toEqual([]); // absent = the API server's default, None
   });
 
   it('TC-105: an admission webhook on the kernel group (or on every group) is a violation; others are listed only', () => {
     const hooks = [
-      { kind: 'ValidatingWebhookConfiguration', metadata: { name: 'kos' }, webhooks: [{ name: 'v.kos', rules: [{ apiGroups: ['kos.tsic.top'] }] }] },
-      { kind: 'MutatingWebhookConfiguration', metadata: { name: 'all' }, webhooks: [{ name: 'm.all', rules: [{ apiGroups: ['*'] }] }] },
-      { kind: 'ValidatingWebhookConfiguration', metadata: { name: 'cm' }, webhooks: [{ name: 'v.cm', rules: [{ apiGroups: ['cert-manager.io'] }] }] },
+      {
+        kind: 'ValidatingWebhookConfiguration',
+        metadata: { name: 'kos' },
+        webhooks: [{ name: 'v.kos', rules: [{ apiGroups: ['kos.tsic.top'] }] }],
+      },
+      {
+        kind: 'MutatingWebhookConfiguration',
+        metadata: { name: 'all' },
+        webhooks: [{ name: 'm.all', rules: [{ apiGroups: ['*'] }] }],
+      },
+      {
+        kind: 'ValidatingWebhookConfiguration',
+        metadata: { name: 'cm' },
+        webhooks: [{ name: 'v.cm', rules: [{ apiGroups: ['cert-manager.io'] }] }],
+      },
     ];
     const report = checkAbi({ crds: generated(), webhookConfigurations: hooks });
     expect(report.violations.map((v) => v.code)).toEqual(['admission_webhook', 'admission_webhook']);

@@ -18,7 +18,11 @@ export interface CrdLike {
       readonly subresources?: { readonly status?: unknown; readonly scale?: unknown };
       readonly additionalPrinterColumns?: ReadonlyArray<unknown>;
     }>;
-    readonly conversion?: { readonly strategy?: string; readonly webhook?: unknown; readonly webhookClientConfig?: unknown };
+    readonly conversion?: {
+      readonly strategy?: string;
+      readonly webhook?: unknown;
+      readonly webhookClientConfig?: unknown;
+    };
   };
 }
 
@@ -62,7 +66,14 @@ export const firstDifference = (a: unknown, b: unknown, path = ''): string | und
     }
     return undefined;
   }
-  if (a !== null && b !== null && typeof a === 'object' && typeof b === 'object' && !Array.isArray(a) && !Array.isArray(b)) {
+  if (
+    a !== null &&
+    b !== null &&
+    typeof a === 'object' &&
+    typeof b === 'object' &&
+    !Array.isArray(a) &&
+    !Array.isArray(b)
+  ) {
     const ao = a as Record<string, unknown>;
     const bo = b as Record<string, unknown>;
     const keys = [...new Set([...Object.keys(ao), ...Object.keys(bo)])].sort();
@@ -97,11 +108,16 @@ export const checkAbi = (input: {
   for (const c of inGroup) seen.set(c.spec.names.kind, (seen.get(c.spec.names.kind) ?? 0) + 1);
 
   for (const kind of KERNEL_KINDS) {
-    if (!seen.has(kind)) violations.push({ code: 'kind_missing', kind, message: `kernel kind ${kind} has no CRD in ${KOS_GROUP}` });
+    if (!seen.has(kind))
+      violations.push({ code: 'kind_missing', kind, message: `kernel kind ${kind} has no CRD in ${KOS_GROUP}` });
   }
   for (const [kind, count] of [...seen.entries()].sort()) {
     if (!(KERNEL_KINDS as ReadonlyArray<string>).includes(kind)) {
-      violations.push({ code: 'kind_not_kernel', kind, message: `${kind} is not a kernel kind; ${KOS_GROUP} is a closed set of ten (C-19)` });
+      violations.push({
+        code: 'kind_not_kernel',
+        kind,
+        message: `${kind} is not a kernel kind; ${KOS_GROUP} is a closed set of ten (C-19)`,
+      });
     }
     if (count > 1) violations.push({ code: 'kind_duplicated', kind, message: `${kind} is defined by ${count} CRDs` });
   }
@@ -111,11 +127,18 @@ export const checkAbi = (input: {
     const info = (KIND_INFO as Record<string, (typeof KIND_INFO)[keyof typeof KIND_INFO] | undefined>)[kind];
     if (info === undefined) continue;
     if (crd.spec.scope !== info.scope) {
-      violations.push({ code: 'scope_mismatch', kind, message: `${kind} is ${crd.spec.scope}, the ABI says ${info.scope}` });
+      violations.push({
+        code: 'scope_mismatch',
+        kind,
+        message: `${kind} is ${crd.spec.scope}, the ABI says ${info.scope}`,
+      });
     }
     const names = crd.spec.versions.map((v) => v.name).sort();
     const expected = [...KOS_VERSIONS].sort();
-    const served = crd.spec.versions.filter((v) => v.served).map((v) => v.name).sort();
+    const served = crd.spec.versions
+      .filter((v) => v.served)
+      .map((v) => v.name)
+      .sort();
     if (firstDifference(names, expected) !== undefined || firstDifference(served, expected) !== undefined) {
       violations.push({
         code: 'version_set',
@@ -125,7 +148,11 @@ export const checkAbi = (input: {
     }
     const storage = crd.spec.versions.filter((v) => v.storage).map((v) => v.name);
     if (storage.length !== 1 || storage[0] !== KOS_STORAGE_VERSION) {
-      violations.push({ code: 'storage_version', kind, message: `${kind} stores [${storage.join(', ')}]; the ABI stores ${KOS_STORAGE_VERSION}` });
+      violations.push({
+        code: 'storage_version',
+        kind,
+        message: `${kind} stores [${storage.join(', ')}]; the ABI stores ${KOS_STORAGE_VERSION}`,
+      });
     }
     const [a, b] = KOS_VERSIONS.map((name) => crd.spec.versions.find((v) => v.name === name));
     if (a !== undefined && b !== undefined) {
@@ -136,7 +163,12 @@ export const checkAbi = (input: {
       });
       const diff = firstDifference(shape(a), shape(b));
       if (diff !== undefined) {
-        violations.push({ code: 'versions_differ', kind, path: diff, message: `${kind}: ${a.name} and ${b.name} differ at ${diff}` });
+        violations.push({
+          code: 'versions_differ',
+          kind,
+          path: diff,
+          message: `${kind}: ${a.name} and ${b.name} differ at ${diff}`,
+        });
       }
     }
     for (const v of crd.spec.versions) {
@@ -169,7 +201,11 @@ export const checkAbi = (input: {
     for (const hook of config.webhooks ?? []) {
       const id = `${config.kind ?? 'WebhookConfiguration'}/${config.metadata?.name ?? '?'}/${hook.name}`;
       if (intercepts(hook.rules)) {
-        violations.push({ code: 'admission_webhook', webhook: id, message: `admission webhook ${id} intercepts ${KOS_GROUP}; the ABI has none` });
+        violations.push({
+          code: 'admission_webhook',
+          webhook: id,
+          message: `admission webhook ${id} intercepts ${KOS_GROUP}; the ABI has none`,
+        });
       } else {
         otherWebhooks.push(id);
       }

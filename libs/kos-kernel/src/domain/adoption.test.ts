@@ -2,11 +2,24 @@
 // refusals decided before any write.
 import { Either } from 'effect';
 import { describe, expect, it } from 'vitest';
-import { type AdoptionTarget, applyMarkerChange, canonicalJson, planAdopt, planDecline, planRelease } from './adoption.js';
+import {
+  type AdoptionTarget,
+  applyMarkerChange,
+  canonicalJson,
+  planAdopt,
+  planDecline,
+  planRelease,
+} from './adoption.js';
 import { isAdoptable, kosMayWrite, markerKey as k, ownershipOf, validateMarkers } from './markers.js';
 
 const target = (labels: Record<string, string> = {}, annotations: Record<string, string> = {}): AdoptionTarget => ({
-  ref: { apiVersion: 'apps/v1', kind: 'Deployment', namespace: 'media', name: 'jellyfin', uid: '6b1f4c1e-0c1a-4c59-9d1e-3f2a7b8c9d0e' },
+  ref: {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    namespace: 'media',
+    name: 'jellyfin',
+    uid: '6b1f4c1e-0c1a-4c59-9d1e-3f2a7b8c9d0e',
+  },
   spec: { replicas: 1, template: { spec: { containers: [{ name: 'j', image: 'jellyfin:10' }] } } },
   labels,
   annotations,
@@ -46,24 +59,40 @@ describe('TC-17: adopt, release, decline', () => {
     expect(snapshot.metadata.name.length).toBeLessThanOrEqual(253);
     // The same spec in another key order gives the same bytes.
     const reordered = { ...t, spec: { template: t.spec && (t.spec as { template: unknown }).template, replicas: 1 } };
-    expect(right(planAdopt({ target: reordered, subject: 'alice', reason: 'r', now })).snapshot.data['spec.json']).toBe(snapshot.data['spec.json']);
+    expect(right(planAdopt({ target: reordered, subject: 'alice', reason: 'r', now })).snapshot.data['spec.json']).toBe(
+      snapshot.data['spec.json'],
+    );
   });
 
   it('TC-17 adopt is refused for managed, adopted and declined objects, and for non-label subjects or reasons', () => {
-    expect(left(planAdopt({ target: target({ [k('managed-by')]: 'kos' }), subject: 'a', reason: 'r', now })).code).toBe('already_managed');
-    const adopted = applyMarkerChange(target(), right(planAdopt({ target: target(), subject: 'a', reason: 'r', now })).markers);
-    expect(left(planAdopt({ target: { ...target(), ...adopted }, subject: 'b', reason: 'r', now })).code).toBe('already_adopted');
+    expect(left(planAdopt({ target: target({ [k('managed-by')]: 'kos' }), subject: 'a', reason: 'r', now })).code).toBe(
+      'already_managed',
+    );
+    const adopted = applyMarkerChange(
+      target(),
+      right(planAdopt({ target: target(), subject: 'a', reason: 'r', now })).markers,
+    );
+    expect(left(planAdopt({ target: { ...target(), ...adopted }, subject: 'b', reason: 'r', now })).code).toBe(
+      'already_adopted',
+    );
     const declined = left(planAdopt({ target: target({ [k('declined')]: 'true' }), subject: 'a', reason: 'r', now }));
     expect(declined.code).toBe('declined');
     expect(declined.message).toBe('Deployment media/jellyfin: adoption was declined for this object');
-    expect(left(planAdopt({ target: target(), subject: 'alice@example.com', reason: 'r', now })).code).toBe('bad_subject');
+    expect(left(planAdopt({ target: target(), subject: 'alice@example.com', reason: 'r', now })).code).toBe(
+      'bad_subject',
+    );
     expect(left(planAdopt({ target: target(), subject: 'a', reason: 'two words', now })).code).toBe('bad_reason');
-    expect(left(planAdopt({ target: target({}, { [k('managed-by')]: 'kos' }), subject: 'a', reason: 'r', now })).code).toBe('invalid_markers');
+    expect(
+      left(planAdopt({ target: target({}, { [k('managed-by')]: 'kos' }), subject: 'a', reason: 'r', now })).code,
+    ).toBe('invalid_markers');
   });
 
   it('TC-17 release: removes the ownership markers and sets released; KOS stops writing; it can be adopted again', () => {
     const t = target();
-    const adopted = { ...t, ...applyMarkerChange(t, right(planAdopt({ target: t, subject: 'a', reason: 'r', now })).markers) };
+    const adopted = {
+      ...t,
+      ...applyMarkerChange(t, right(planAdopt({ target: t, subject: 'a', reason: 'r', now })).markers),
+    };
     const change = right(planRelease(adopted));
     expect(change).toEqual({
       setLabels: { [k('released')]: 'true' },
@@ -92,6 +121,8 @@ describe('TC-17: adopt, release, decline', () => {
   });
 
   it('canonicalJson sorts keys at every level and keeps array order', () => {
-    expect(canonicalJson({ b: 1, a: { d: [3, { z: 1, y: 2 }], c: null } })).toBe('{"a":{"c":null,"d":[3,{"y":2,"z":1}]},"b":1}');
+    expect(canonicalJson({ b: 1, a: { d: [3, { z: 1, y: 2 }], c: null } })).toBe(
+      '{"a":{"c":null,"d":[3,{"y":2,"z":1}]},"b":1}',
+    );
   });
 });

@@ -7,7 +7,14 @@ import { type Marked, type MarkerName, isLabelValue, markerKey, type MarkerViola
 export const KOS_SYSTEM_NAMESPACE = 'kos-system';
 
 export class AdoptionRefused extends Data.TaggedError('AdoptionRefused')<{
-  readonly code: 'already_managed' | 'already_adopted' | 'declined' | 'not_adopted' | 'invalid_markers' | 'bad_subject' | 'bad_reason';
+  readonly code:
+    | 'already_managed'
+    | 'already_adopted'
+    | 'declined'
+    | 'not_adopted'
+    | 'invalid_markers'
+    | 'bad_subject'
+    | 'bad_reason';
   readonly object: string;
   readonly message: string;
   readonly violations?: ReadonlyArray<MarkerViolation>;
@@ -55,16 +62,32 @@ export const describeRef = (ref: Pick<ObjectRef, 'kind' | 'namespace' | 'name'>)
 export const canonicalJson = (value: unknown): string =>
   JSON.stringify(value, (_k, v: unknown) =>
     v !== null && typeof v === 'object' && !Array.isArray(v)
-      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      ? Object.fromEntries(
+          Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+        )
       : v,
   );
 
-const refuse = (code: AdoptionRefused['code'], target: AdoptionTarget, message: string, violations?: ReadonlyArray<MarkerViolation>) =>
-  Either.left(new AdoptionRefused({ code, object: describeRef(target.ref), message: `${describeRef(target.ref)}: ${message}`, ...(violations ? { violations } : {}) }));
+const refuse = (
+  code: AdoptionRefused['code'],
+  target: AdoptionTarget,
+  message: string,
+  violations?: ReadonlyArray<MarkerViolation>,
+) =>
+  Either.left(
+    new AdoptionRefused({
+      code,
+      object: describeRef(target.ref),
+      message: `${describeRef(target.ref)}: ${message}`,
+      ...(violations ? { violations } : {}),
+    }),
+  );
 
 const ownership = (target: AdoptionTarget) => {
   const r = ownershipOf(target);
-  return r._tag === 'Invalid' ? refuse('invalid_markers', target, r.violations.map((v) => v.message).join('; '), r.violations) : Either.right(r.ownership);
+  return r._tag === 'Invalid'
+    ? refuse('invalid_markers', target, r.violations.map((v) => v.message).join('; '), r.violations)
+    : Either.right(r.ownership);
 };
 
 const keys = (...names: ReadonlyArray<MarkerName>) => names.map(markerKey);
@@ -87,11 +110,14 @@ export const planAdopt = (input: {
 }): Either.Either<AdoptPlan, AdoptionRefused> =>
   Either.flatMap(ownership(input.target), (o) => {
     const { target } = input;
-    if (o._tag === 'Managed') return refuse('already_managed', target, `managed by ${o.by}; only unmanaged objects can be adopted`);
+    if (o._tag === 'Managed')
+      return refuse('already_managed', target, `managed by ${o.by}; only unmanaged objects can be adopted`);
     if (o._tag === 'Adopted') return refuse('already_adopted', target, `already adopted by ${o.by}`);
     if (o.declined) return refuse('declined', target, 'adoption was declined for this object');
-    if (!isLabelValue(input.subject)) return refuse('bad_subject', target, `subject ${JSON.stringify(input.subject)} is not a label value`);
-    if (!isLabelValue(input.reason)) return refuse('bad_reason', target, `reason ${JSON.stringify(input.reason)} is not a label value`);
+    if (!isLabelValue(input.subject))
+      return refuse('bad_subject', target, `subject ${JSON.stringify(input.subject)} is not a label value`);
+    if (!isLabelValue(input.reason))
+      return refuse('bad_reason', target, `reason ${JSON.stringify(input.reason)} is not a label value`);
     const at = input.now.toISOString().replace(/\.\d{3}Z$/, 'Z');
     const stamp = at.replace(/[-:]/g, '').replace('T', '-').replace('Z', '').toLowerCase();
     const snapshot: SnapshotConfigMap = {
@@ -124,7 +150,9 @@ export const planRelease = (target: AdoptionTarget): Either.Either<MarkerChange,
     const labels = target.labels ?? {};
     return Either.right({
       setLabels: { [markerKey('released')]: 'true' },
-      removeLabels: keys('managed-by', 'owner-uid', 'adopted-by', 'adoption-reason').filter((k) => labels[k] !== undefined),
+      removeLabels: keys('managed-by', 'owner-uid', 'adopted-by', 'adoption-reason').filter(
+        (k) => labels[k] !== undefined,
+      ),
       setAnnotations: {},
       removeAnnotations: (target.annotations ?? {})[markerKey('adopted-at')] !== undefined ? keys('adopted-at') : [],
     });
@@ -133,8 +161,10 @@ export const planRelease = (target: AdoptionTarget): Either.Either<MarkerChange,
 /** Decline: write `declined`; the object stays unmanaged and is no longer listed as adoptable. */
 export const planDecline = (target: AdoptionTarget): Either.Either<MarkerChange, AdoptionRefused> =>
   Either.flatMap(ownership(target), (o) => {
-    if (o._tag === 'Managed') return refuse('already_managed', target, `managed by ${o.by}; release it before declining`);
-    if (o._tag === 'Adopted') return refuse('already_adopted', target, `adopted by ${o.by}; release it before declining`);
+    if (o._tag === 'Managed')
+      return refuse('already_managed', target, `managed by ${o.by}; release it before declining`);
+    if (o._tag === 'Adopted')
+      return refuse('already_adopted', target, `adopted by ${o.by}; release it before declining`);
     return Either.right({
       setLabels: o.declined ? {} : { [markerKey('declined')]: 'true' },
       removeLabels: [],

@@ -36,7 +36,13 @@ const labelValue = (v: string) => LABEL_VALUE.test(v);
 const isTrue = (v: string) => v === 'true';
 const timestamp = (v: string) => RFC3339.test(v) && !Number.isNaN(Date.parse(v));
 
-const spec = (name: MarkerName, carrier: Carrier, group: MarkerGroup, value: string, valid: (v: string) => boolean): MarkerSpec => ({
+const spec = (
+  name: MarkerName,
+  carrier: Carrier,
+  group: MarkerGroup,
+  value: string,
+  valid: (v: string) => boolean,
+): MarkerSpec => ({
   name,
   key: `${MARKER_PREFIX}${name}`,
   carrier,
@@ -47,7 +53,13 @@ const spec = (name: MarkerName, carrier: Carrier, group: MarkerGroup, value: str
 
 /** The nine markers, in the seed's order. */
 export const MARKERS: ReadonlyArray<MarkerSpec> = [
-  spec('managed-by', 'label', 'ownership', 'a non-empty label value naming the managing subject (KOS writes "kos")', labelValue),
+  spec(
+    'managed-by',
+    'label',
+    'ownership',
+    'a non-empty label value naming the managing subject (KOS writes "kos")',
+    labelValue,
+  ),
   spec('owner-uid', 'label', 'ownership', 'the UID of the owning KOS object (lowercase UUID)', (v) => UID.test(v)),
   spec('adopted-by', 'label', 'ownership', 'a non-empty label value naming the adopting subject', labelValue),
   spec('adoption-reason', 'label', 'ownership', 'a non-empty label-safe reason token (≤ 63 characters)', labelValue),
@@ -71,7 +83,13 @@ export interface Marked {
 }
 
 export type MarkerViolation =
-  | { readonly code: 'wrong_carrier'; readonly key: string; readonly found: Carrier; readonly expected: Carrier; readonly message: string }
+  | {
+      readonly code: 'wrong_carrier';
+      readonly key: string;
+      readonly found: Carrier;
+      readonly expected: Carrier;
+      readonly message: string;
+    }
   | { readonly code: 'invalid_value'; readonly key: string; readonly value: string; readonly message: string }
   | { readonly code: 'conflicting_ownership'; readonly keys: ReadonlyArray<string>; readonly message: string }
   | { readonly code: 'incomplete_adoption'; readonly missing: ReadonlyArray<string>; readonly message: string };
@@ -95,7 +113,12 @@ export const validateMarkers = (object: Marked): ReadonlyArray<MarkerViolation> 
     }
     const value = m.carrier === 'label' ? labels[m.key] : annotations[m.key];
     if (value !== undefined && !m.valid(value)) {
-      violations.push({ code: 'invalid_value', key: m.key, value, message: `marker ${m.key}=${JSON.stringify(value)}: expected ${m.value}` });
+      violations.push({
+        code: 'invalid_value',
+        key: m.key,
+        value,
+        message: `marker ${m.key}=${JSON.stringify(value)}: expected ${m.value}`,
+      });
     }
   }
   const has = (name: MarkerName) => labels[markerKey(name)] !== undefined || annotations[markerKey(name)] !== undefined;
@@ -126,7 +149,12 @@ export const validateMarkers = (object: Marked): ReadonlyArray<MarkerViolation> 
 /** The ownership tri-state (digest §2.4). */
 export type Ownership =
   | { readonly _tag: 'Managed'; readonly by: string; readonly ownerUid: string | undefined }
-  | { readonly _tag: 'Adopted'; readonly by: string; readonly reason: string | undefined; readonly at: string | undefined }
+  | {
+      readonly _tag: 'Adopted';
+      readonly by: string;
+      readonly reason: string | undefined;
+      readonly at: string | undefined;
+    }
   | { readonly _tag: 'Unmanaged'; readonly declined: boolean; readonly released: boolean };
 
 export type OwnershipResult =
@@ -143,12 +171,18 @@ export const ownershipOf = (object: Marked): OwnershipResult => {
   const label = (n: MarkerName) => labels[markerKey(n)];
   const flags = { invalid: label('invalid') === 'true', stale: label('stale') === 'true' };
   const managedBy = label('managed-by');
-  if (managedBy !== undefined) return { _tag: 'Valid', ownership: { _tag: 'Managed', by: managedBy, ownerUid: label('owner-uid') }, ...flags };
+  if (managedBy !== undefined)
+    return { _tag: 'Valid', ownership: { _tag: 'Managed', by: managedBy, ownerUid: label('owner-uid') }, ...flags };
   const adoptedBy = label('adopted-by');
   if (adoptedBy !== undefined) {
     return {
       _tag: 'Valid',
-      ownership: { _tag: 'Adopted', by: adoptedBy, reason: label('adoption-reason'), at: annotations[markerKey('adopted-at')] },
+      ownership: {
+        _tag: 'Adopted',
+        by: adoptedBy,
+        reason: label('adoption-reason'),
+        at: annotations[markerKey('adopted-at')],
+      },
       ...flags,
     };
   }

@@ -34,7 +34,9 @@ export type WriteDecision<T> = { readonly _tag: 'NoWrite' } | { readonly _tag: '
 
 /** Write the status only when it differs from the stored one (TC-26: no resourceVersion bump without cause). */
 export const decideStatusWrite = <T>(stored: unknown, desired: T): WriteDecision<T> =>
-  jsonEqual(normaliseStatus(stored), normaliseStatus(desired)) ? { _tag: 'NoWrite' } : { _tag: 'Write', value: desired };
+  jsonEqual(normaliseStatus(stored), normaliseStatus(desired))
+    ? { _tag: 'NoWrite' }
+    : { _tag: 'Write', value: desired };
 
 /**
  * Server-side apply only when some field this subject applies differs from the stored object: every leaf of
@@ -47,7 +49,9 @@ export const decideApply = <T>(stored: unknown, applied: T): WriteDecision<T> =>
 const containedIn = (applied: unknown, stored: unknown): boolean => {
   if (applied !== null && typeof applied === 'object' && !Array.isArray(applied)) {
     if (stored === null || typeof stored !== 'object' || Array.isArray(stored)) return false;
-    return Object.entries(applied as Record<string, unknown>).every(([k, v]) => containedIn(v, (stored as Record<string, unknown>)[k]));
+    return Object.entries(applied as Record<string, unknown>).every(([k, v]) =>
+      containedIn(v, (stored as Record<string, unknown>)[k]),
+    );
   }
   return jsonEqual(applied, stored);
 };
@@ -110,7 +114,8 @@ export const decideAfterRound = (
   const durationSeconds = round.durationMs / 1000;
   if (outcome._tag === 'Done') {
     const interval = outcome.state === 'active' ? config.activeIntervalMs : config.steadyIntervalMs;
-    const requeueAfterMs = outcome.requeueAfterMs === undefined ? interval : Math.max(0, Math.min(outcome.requeueAfterMs, interval));
+    const requeueAfterMs =
+      outcome.requeueAfterMs === undefined ? interval : Math.max(0, Math.min(outcome.requeueAfterMs, interval));
     return { requeueAfterMs, failures: 0, metrics: { overLimit, panics: 0, durationSeconds } };
   }
   const failures = round.previousFailures + 1;

@@ -30,7 +30,8 @@ export const NOT_OBSERVED = 'NotObserved';
 /** Read the Reconciled axis: a missing condition means Unknown (no writer has observed the object yet). TC-25. */
 export const reconciledOf = (conditions: ReadonlyArray<Condition> | undefined): Reconciled => {
   const c = (conditions ?? []).find((x) => x.type === RECONCILED);
-  if (c === undefined) return { status: 'Unknown', reason: NOT_OBSERVED, message: 'no writer has observed this object yet' };
+  if (c === undefined)
+    return { status: 'Unknown', reason: NOT_OBSERVED, message: 'no writer has observed this object yet' };
   return { status: c.status, reason: c.reason, message: c.message };
 };
 
@@ -64,7 +65,9 @@ export const setCondition = (
   const i = list.findIndex((c) => c.type === next.type);
   const previous = i === -1 ? undefined : list[i];
   const lastTransitionTime =
-    previous !== undefined && previous.status === next.status ? previous.lastTransitionTime : now.toISOString().replace(/\.\d{3}Z$/, 'Z');
+    previous !== undefined && previous.status === next.status
+      ? previous.lastTransitionTime
+      : now.toISOString().replace(/\.\d{3}Z$/, 'Z');
   const condition: Condition = { ...next, lastTransitionTime };
   if (
     previous !== undefined &&
@@ -92,7 +95,13 @@ export const setReconciled = (
   }
   return setCondition(
     conditions,
-    { type: RECONCILED, status: r.status, reason: r.reason, message: r.message, ...(observedGeneration === undefined ? {} : { observedGeneration }) },
+    {
+      type: RECONCILED,
+      status: r.status,
+      reason: r.reason,
+      message: r.message,
+      ...(observedGeneration === undefined ? {} : { observedGeneration }),
+    },
     now,
   );
 };
@@ -117,7 +126,11 @@ export interface HealthInput {
   /** Paused (spec.paused) or stopped for maintenance: effective desired replicas are 0. */
   readonly paused: boolean;
   readonly workloads: ReadonlyArray<WorkloadFacts>;
-  readonly dependencies: ReadonlyArray<{ readonly name: string; readonly required: boolean; readonly health: HealthState }>;
+  readonly dependencies: ReadonlyArray<{
+    readonly name: string;
+    readonly required: boolean;
+    readonly health: HealthState;
+  }>;
   readonly volumes: ReadonlyArray<{ readonly name: string; readonly required: boolean; readonly present: boolean }>;
   /** Downstream drift detected (Drifted). */
   readonly drifted: boolean;
@@ -143,7 +156,8 @@ export const evaluateHealth = (input: HealthInput): Health => {
     if (desired === 0) continue;
     if (w.readyReplicas === undefined) found.Unknown.push(`workload ${w.name}: readiness not observed`);
     else if (w.readyReplicas <= 0) found.Unavailable.push(`workload ${w.name}: 0 of ${desired} replicas ready`);
-    else if (w.readyReplicas < desired) found.Degraded.push(`workload ${w.name}: ${w.readyReplicas} of ${desired} replicas ready`);
+    else if (w.readyReplicas < desired)
+      found.Degraded.push(`workload ${w.name}: ${w.readyReplicas} of ${desired} replicas ready`);
   }
   for (const d of input.dependencies) {
     if (d.required) {
@@ -155,7 +169,10 @@ export const evaluateHealth = (input: HealthInput): Health => {
     }
   }
   for (const v of input.volumes) {
-    if (!v.present) (v.required ? found.Unavailable : found.Degraded).push(`${v.required ? 'required' : 'optional'} volume ${v.name} is missing`);
+    if (!v.present)
+      (v.required ? found.Unavailable : found.Degraded).push(
+        `${v.required ? 'required' : 'optional'} volume ${v.name} is missing`,
+      );
   }
   if (input.drifted) found.Degraded.push('downstream drift');
   for (const c of input.capabilityShortfalls) found.Degraded.push(`capability guarantee insufficient: ${c}`);
@@ -176,11 +193,14 @@ export const workloadFactsOf = (object: {
   readonly [field: string]: unknown;
 }): WorkloadFacts => {
   const spec = object['spec'] as { readonly replicas?: number } | undefined;
-  const status = object['status'] as { readonly readyReplicas?: number; readonly observedGeneration?: number } | undefined;
+  const status = object['status'] as
+    { readonly readyReplicas?: number; readonly observedGeneration?: number } | undefined;
   const observed =
     status !== undefined &&
     Object.keys(status).length > 0 &&
-    (status.observedGeneration === undefined || object.metadata.generation === undefined || status.observedGeneration >= object.metadata.generation);
+    (status.observedGeneration === undefined ||
+      object.metadata.generation === undefined ||
+      status.observedGeneration >= object.metadata.generation);
   return {
     name: object.metadata.name ?? '',
     desiredReplicas: spec?.replicas ?? 1,

@@ -53,7 +53,14 @@ export interface WriteEntry {
   readonly source: 'E' | 'D';
 }
 
-const USER_KINDS: ReadonlyArray<Target> = ['Application', 'Volume', 'Endpoint', 'BackupPolicy', 'RestoreJob', 'VolumeMigration'];
+const USER_KINDS: ReadonlyArray<Target> = [
+  'Application',
+  'Volume',
+  'Endpoint',
+  'BackupPolicy',
+  'RestoreJob',
+  'VolumeMigration',
+];
 const OWNED_KINDS: ReadonlyArray<Target> = ['Application', 'Volume', 'BackupPolicy', 'RestoreJob', 'VolumeMigration'];
 const KERNEL: ReadonlyArray<Target> = KERNEL_KINDS;
 const markers = (...names: ReadonlyArray<MarkerName>) => names.map(markerKey);
@@ -64,7 +71,13 @@ export const WRITE_TABLE: ReadonlyArray<WriteEntry> = [
   { subject: 'user', targets: USER_KINDS, parts: ['spec', 'create', 'delete'], except: ['spec.owner'], source: 'E' },
   { subject: 'owner', targets: USER_KINDS, parts: ['spec', 'create', 'delete'], except: ['spec.owner'], source: 'E' },
   { subject: 'owner', targets: OWNED_KINDS, parts: ['spec'], only: ['spec.owner'], source: 'D' }, // transfer (§6.11)
-  { subject: 'owner', targets: ['SystemComponent'], parts: ['spec', 'create', 'delete'], only: ['spec.package', 'spec.disable'], source: 'D' },
+  {
+    subject: 'owner',
+    targets: ['SystemComponent'],
+    parts: ['spec', 'create', 'delete'],
+    only: ['spec.package', 'spec.disable'],
+    source: 'D',
+  },
   { subject: 'control-plane', targets: OWNED_KINDS, parts: ['spec'], only: ['spec.owner'], source: 'E' },
   { subject: 'control-plane', targets: ['ActionRecord'], parts: ['create'], source: 'E' },
   {
@@ -77,13 +90,30 @@ export const WRITE_TABLE: ReadonlyArray<WriteEntry> = [
   { subject: 'adoption', targets: ['AdoptionSnapshot'], parts: ['create'], source: 'E' },
   { subject: 'catalogue-sync', targets: ['ApplicationDefinition'], parts: ['spec', 'create', 'delete'], source: 'E' },
   { subject: 'application-reconciler', targets: ['Application'], parts: ['status', 'finalizers'], source: 'E' },
-  { subject: 'application-reconciler', targets: ['Downstream'], parts: ['spec', 'status', 'markers', 'finalizers', 'create', 'delete'], source: 'E' },
+  {
+    subject: 'application-reconciler',
+    targets: ['Downstream'],
+    parts: ['spec', 'status', 'markers', 'finalizers', 'create', 'delete'],
+    source: 'E',
+  },
   { subject: 'application-reconciler', targets: ['ActionRecord'], parts: ['delete'], source: 'E' },
   { subject: 'application-reconciler', targets: ['OrphanManifest'], parts: ['create'], source: 'E' },
   { subject: 'component-reconciler', targets: ['SystemComponent'], parts: ['status', 'finalizers'], source: 'E' },
-  { subject: 'endpoint-reconciler', targets: ['Endpoint'], parts: ['status'], only: ['status.certificate', 'status.conditions'], source: 'E' },
+  {
+    subject: 'endpoint-reconciler',
+    targets: ['Endpoint'],
+    parts: ['status'],
+    only: ['status.certificate', 'status.conditions'],
+    source: 'E',
+  },
   { subject: 'device-collector', targets: ['NodeDevice'], parts: ['spec', 'create'], source: 'D' },
-  { subject: 'device-reconciler', targets: ['NodeDevice'], parts: ['markers'], only: markers('invalid', 'stale'), source: 'D' },
+  {
+    subject: 'device-reconciler',
+    targets: ['NodeDevice'],
+    parts: ['markers'],
+    only: markers('invalid', 'stale'),
+    source: 'D',
+  },
   { subject: 'device-reconciler', targets: ['NodeDevice'], parts: ['delete'], source: 'D' }, // reclaim after the node is gone
   { subject: 'volume-reconciler', targets: ['Volume'], parts: ['status', 'finalizers'], source: 'D' },
   { subject: 'volume-reconciler', targets: ['PersistentVolumeClaim'], parts: ['spec', 'create'], source: 'D' },
@@ -130,7 +160,8 @@ export interface Admitted {
 export const fieldManagerOf = (subject: Subject, actor?: string): string =>
   actor === undefined ? `kos-${subject}` : `kos-${subject}/${actor}`.slice(0, 128);
 
-const objectName = (o: WriteRequest['object']): string => (o.namespace === undefined ? o.name : `${o.namespace}/${o.name}`);
+const objectName = (o: WriteRequest['object']): string =>
+  o.namespace === undefined ? o.name : `${o.namespace}/${o.name}`;
 
 /** Does `field` fall under `pattern` (equal, or a sub-path of it)? */
 const under = (field: string, pattern: string): boolean => field === pattern || field.startsWith(`${pattern}.`);
@@ -145,8 +176,13 @@ const covers = (entry: WriteEntry, fields: ReadonlyArray<string> | undefined): b
 };
 
 /** Admit a write if an entry of the table allows it; otherwise reject, naming subject and object. */
-export const admit = (request: WriteRequest, table: ReadonlyArray<WriteEntry> = WRITE_TABLE): Either.Either<Admitted, WriteRejected> => {
-  const candidates = table.filter((e) => e.subject === request.subject && e.targets.includes(request.target) && e.parts.includes(request.part));
+export const admit = (
+  request: WriteRequest,
+  table: ReadonlyArray<WriteEntry> = WRITE_TABLE,
+): Either.Either<Admitted, WriteRejected> => {
+  const candidates = table.filter(
+    (e) => e.subject === request.subject && e.targets.includes(request.target) && e.parts.includes(request.part),
+  );
   const entry = candidates.find((e) => covers(e, request.fields));
   if (entry !== undefined) return Either.right({ entry, fieldManager: fieldManagerOf(request.subject, request.actor) });
   const what = request.fields === undefined ? request.part : `${request.part} (${request.fields.join(', ')})`;
@@ -154,7 +190,9 @@ export const admit = (request: WriteRequest, table: ReadonlyArray<WriteEntry> = 
     candidates.length === 0
       ? 'no entry of the write table allows it'
       : `the write table allows this subject only ${candidates
-          .map((e) => (e.only ? `[${e.only.join(', ')}]` : e.except ? `all but [${e.except.join(', ')}]` : 'everything'))
+          .map((e) =>
+            e.only ? `[${e.only.join(', ')}]` : e.except ? `all but [${e.except.join(', ')}]` : 'everything',
+          )
           .join(' or ')} there`;
   return Either.left(
     new WriteRejected({

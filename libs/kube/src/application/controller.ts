@@ -49,7 +49,10 @@ export interface ControllerOptions<A extends KubeObject, E, R> {
   readonly onError?: (key: string, cause: Cause.Cause<E | RoundOverBudget>) => Effect.Effect<void>;
 }
 
-export class RoundOverBudget extends Data.TaggedError('RoundOverBudget')<{ readonly key: string; readonly budgetMs: number }> {}
+export class RoundOverBudget extends Data.TaggedError('RoundOverBudget')<{
+  readonly key: string;
+  readonly budgetMs: number;
+}> {}
 
 export interface Controller<A extends KubeObject> {
   readonly name: string;
@@ -73,7 +76,8 @@ export const startController = <A extends KubeObject, E, R>(
     const concurrency = Math.max(1, options.concurrency ?? 1);
     metrics.maxConcurrent.set(label, concurrency);
     metrics.activeWorkers.set(label, 0);
-    for (const result of ['success', 'error', 'requeue', 'requeue_after']) metrics.reconcileTotal.inc({ controller: name, result }, 0);
+    for (const result of ['success', 'error', 'requeue', 'requeue_after'])
+      metrics.reconcileTotal.inc({ controller: name, result }, 0);
     metrics.reconcileErrors.inc(label, 0);
     metrics.reconcilePanics.inc(label, 0);
     metrics.roundOverLimit.inc(label, 0);
@@ -91,9 +95,12 @@ export const startController = <A extends KubeObject, E, R>(
     const enqueue = (o: KubeObject) => queue.add(objectKey(o.metadata.namespace, o.metadata.name ?? ''));
     yield* informer.addHandler((e) => (options.predicate && !options.predicate(e) ? Effect.void : enqueue(e.object)));
     for (const w of options.watches ?? [])
-      yield* w.informer.addHandler((e) => Effect.forEach(w.toKeys(e.object as KubeObject), (k) => queue.add(k), { discard: true }));
+      yield* w.informer.addHandler((e) =>
+        Effect.forEach(w.toKeys(e.object as KubeObject), (k) => queue.add(k), { discard: true }),
+      );
 
-    const budgetMs = options.roundBudget !== undefined ? Duration.toMillis(Duration.decode(options.roundBudget)) : undefined;
+    const budgetMs =
+      options.roundBudget !== undefined ? Duration.toMillis(Duration.decode(options.roundBudget)) : undefined;
 
     const round = (key: string) =>
       Effect.gen(function* () {
@@ -103,7 +110,12 @@ export const startController = <A extends KubeObject, E, R>(
         metrics.activeWorkers.inc(label);
         const body = options.reconcile(request);
         const bounded: Effect.Effect<ReconcileResult, E | RoundOverBudget, R> =
-          budgetMs === undefined ? body : Effect.timeoutFail(body, { duration: Duration.millis(budgetMs), onTimeout: () => new RoundOverBudget({ key, budgetMs }) });
+          budgetMs === undefined
+            ? body
+            : Effect.timeoutFail(body, {
+                duration: Duration.millis(budgetMs),
+                onTimeout: () => new RoundOverBudget({ key, budgetMs }),
+              });
         const exit = yield* Effect.exit(bounded);
         metrics.activeWorkers.dec(label);
         const seconds = ((yield* Clock.currentTimeMillis) - t0) / 1000;
@@ -153,7 +165,10 @@ export const startController = <A extends KubeObject, E, R>(
         yield* informer.synced;
         for (const w of options.watches ?? []) yield* w.informer.synced;
         started = true;
-        yield* Effect.all(Array.from({ length: concurrency }, () => worker), { concurrency: 'unbounded', discard: true });
+        yield* Effect.all(
+          Array.from({ length: concurrency }, () => worker),
+          { concurrency: 'unbounded', discard: true },
+        );
       }),
     );
 

@@ -72,7 +72,10 @@ const keyOf = (o: KubeObject): string => objectKey(o.metadata.namespace, o.metad
 
 /** Where an informer's list and watch come from (whole objects, or metadata only). */
 interface InformerSource<A extends KubeObject> {
-  readonly listAll: (ref: CollectionRef, options: Omit<ListOptions, 'continue'>) => Effect.Effect<KubeList<A>, KubeError>;
+  readonly listAll: (
+    ref: CollectionRef,
+    options: Omit<ListOptions, 'continue'>,
+  ) => Effect.Effect<KubeList<A>, KubeError>;
   readonly watch: (ref: CollectionRef, options: WatchOptions) => Stream.Stream<WatchEvent<A>, KubeError>;
 }
 
@@ -94,7 +97,9 @@ export const makeMetadataInformer = (
   ref: CollectionRef,
   options: InformerOptions<PartialObjectMetadata> = {},
 ): Effect.Effect<Informer<PartialObjectMetadata>, never, KubeClient | Scope.Scope> =>
-  Effect.flatMap(KubeClient, (client) => informerOn({ listAll: client.listAllMetadata, watch: client.watchMetadata }, ref, options));
+  Effect.flatMap(KubeClient, (client) =>
+    informerOn({ listAll: client.listAllMetadata, watch: client.watchMetadata }, ref, options),
+  );
 
 const informerOn = <A extends KubeObject>(
   client: InformerSource<A>,
@@ -131,7 +136,8 @@ const informerOn = <A extends KubeObject>(
             const old = store.get(k);
             store.set(k, o);
             if (!old) yield* emit({ type: 'Added', object: o });
-            else if (old.metadata.resourceVersion !== o.metadata.resourceVersion) yield* emit({ type: 'Updated', old, object: o });
+            else if (old.metadata.resourceVersion !== o.metadata.resourceVersion)
+              yield* emit({ type: 'Updated', old, object: o });
           }
           for (const [k, old] of [...store]) {
             if (seen.has(k)) continue;
@@ -239,7 +245,9 @@ const informerOn = <A extends KubeObject>(
           yield* Deferred.await(syncedSignal);
           for (;;) {
             yield* Effect.sleep(period);
-            yield* lock.withPermits(1)(Effect.forEach([...store.values()], (o) => emit({ type: 'Resync', object: o }), { discard: true }));
+            yield* lock.withPermits(1)(
+              Effect.forEach([...store.values()], (o) => emit({ type: 'Resync', object: o }), { discard: true }),
+            );
           }
         }),
       );

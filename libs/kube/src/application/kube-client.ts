@@ -89,9 +89,15 @@ export interface KubeClientService {
   readonly server: string;
   readonly get: <A extends KubeObject = KubeObject>(ref: ObjectRef) => Effect.Effect<A, KubeError>;
   /** One page (use limit/continue) or the whole collection. */
-  readonly list: <A extends KubeObject = KubeObject>(ref: CollectionRef, options?: ListOptions) => Effect.Effect<KubeList<A>, KubeError>;
+  readonly list: <A extends KubeObject = KubeObject>(
+    ref: CollectionRef,
+    options?: ListOptions,
+  ) => Effect.Effect<KubeList<A>, KubeError>;
   /** Follow continue tokens until the collection is complete (`limit` is the page size). */
-  readonly listAll: <A extends KubeObject = KubeObject>(ref: CollectionRef, options?: Omit<ListOptions, 'continue'>) => Effect.Effect<KubeList<A>, KubeError>;
+  readonly listAll: <A extends KubeObject = KubeObject>(
+    ref: CollectionRef,
+    options?: Omit<ListOptions, 'continue'>,
+  ) => Effect.Effect<KubeList<A>, KubeError>;
   readonly create: <A extends KubeObject>(object: A, options?: WriteOptions) => Effect.Effect<A, KubeError>;
   /** Replace the object; `metadata.resourceVersion` is required (optimistic concurrency ⇒ Conflict if stale). */
   readonly update: <A extends KubeObject>(object: A, options?: WriteOptions) => Effect.Effect<A, KubeError>;
@@ -99,19 +105,35 @@ export interface KubeClientService {
   readonly updateStatus: <A extends KubeObject>(object: A, options?: WriteOptions) => Effect.Effect<A, KubeError>;
   /** Server-side apply (application/apply-patch+yaml) under a named field manager. */
   readonly apply: <A extends KubeObject>(object: A, options: ApplyOptions) => Effect.Effect<A, KubeError>;
-  readonly patch: <A extends KubeObject = KubeObject>(ref: ObjectRef, patch: Patch, options?: PatchOptions) => Effect.Effect<A, KubeError>;
+  readonly patch: <A extends KubeObject = KubeObject>(
+    ref: ObjectRef,
+    patch: Patch,
+    options?: PatchOptions,
+  ) => Effect.Effect<A, KubeError>;
   readonly delete: (ref: ObjectRef, options?: DeleteOptions) => Effect.Effect<DeleteResult, KubeError>;
   /** Raw watch events from `resourceVersion`; ends when the server closes the watch. ERROR events fail typed (410 ⇒ Gone). */
-  readonly watch: <A extends KubeObject = KubeObject>(ref: CollectionRef, options?: WatchOptions) => Stream.Stream<WatchEvent<A>, KubeError>;
+  readonly watch: <A extends KubeObject = KubeObject>(
+    ref: CollectionRef,
+    options?: WatchOptions,
+  ) => Stream.Stream<WatchEvent<A>, KubeError>;
   /**
    * Metadata-only reads (client-go's metadata client): the server is asked for PartialObjectMetadata(List) and every
    * answer — also a server's plain-JSON fallback with whole objects — is cut to `metadata` before it is returned, so
    * e.g. a Secret's `data` never leaves this client. Items carry the collection's apiVersion/kind.
    */
   readonly getMetadata: (ref: ObjectRef) => Effect.Effect<PartialObjectMetadata, KubeError>;
-  readonly listMetadata: (ref: CollectionRef, options?: ListOptions) => Effect.Effect<KubeList<PartialObjectMetadata>, KubeError>;
-  readonly listAllMetadata: (ref: CollectionRef, options?: Omit<ListOptions, 'continue'>) => Effect.Effect<KubeList<PartialObjectMetadata>, KubeError>;
-  readonly watchMetadata: (ref: CollectionRef, options?: WatchOptions) => Stream.Stream<WatchEvent<PartialObjectMetadata>, KubeError>;
+  readonly listMetadata: (
+    ref: CollectionRef,
+    options?: ListOptions,
+  ) => Effect.Effect<KubeList<PartialObjectMetadata>, KubeError>;
+  readonly listAllMetadata: (
+    ref: CollectionRef,
+    options?: Omit<ListOptions, 'continue'>,
+  ) => Effect.Effect<KubeList<PartialObjectMetadata>, KubeError>;
+  readonly watchMetadata: (
+    ref: CollectionRef,
+    options?: WatchOptions,
+  ) => Stream.Stream<WatchEvent<PartialObjectMetadata>, KubeError>;
   readonly discovery: Discovery;
 }
 

@@ -21,14 +21,25 @@ export interface LeaderElectionConfig {
   readonly onChange?: (leading: boolean) => Effect.Effect<void>;
 }
 
-export class LeadershipLost extends Data.TaggedError('LeadershipLost')<{ readonly identity: string; readonly lease: string; readonly reason: string }> {}
+export class LeadershipLost extends Data.TaggedError('LeadershipLost')<{
+  readonly identity: string;
+  readonly lease: string;
+  readonly reason: string;
+}> {}
 
 type LeaseObject = KubeObject & { readonly spec?: LeaseSpec };
 
 const timingOf = (c: LeaderElectionConfig): LeaderTiming => ({
-  leaseDurationMs: c.leaseDuration !== undefined ? Duration.toMillis(Duration.decode(c.leaseDuration)) : defaultLeaderTiming.leaseDurationMs,
-  renewDeadlineMs: c.renewDeadline !== undefined ? Duration.toMillis(Duration.decode(c.renewDeadline)) : defaultLeaderTiming.renewDeadlineMs,
-  retryPeriodMs: c.retryPeriod !== undefined ? Duration.toMillis(Duration.decode(c.retryPeriod)) : defaultLeaderTiming.retryPeriodMs,
+  leaseDurationMs:
+    c.leaseDuration !== undefined
+      ? Duration.toMillis(Duration.decode(c.leaseDuration))
+      : defaultLeaderTiming.leaseDurationMs,
+  renewDeadlineMs:
+    c.renewDeadline !== undefined
+      ? Duration.toMillis(Duration.decode(c.renewDeadline))
+      : defaultLeaderTiming.renewDeadlineMs,
+  retryPeriodMs:
+    c.retryPeriod !== undefined ? Duration.toMillis(Duration.decode(c.retryPeriod)) : defaultLeaderTiming.retryPeriodMs,
 });
 
 /**
@@ -55,20 +66,33 @@ export const runAsLeader = <A, E, R>(
         Effect.map((o) => ({ object: o as LeaseObject | undefined })),
         Effect.catchTag('NotFound', () => Effect.succeed({ object: undefined as LeaseObject | undefined })),
       );
-      const d = decide(current.object?.spec ?? (current.object ? {} : undefined), yield* Ref.get(observed), config.identity, now, timing);
+      const d = decide(
+        current.object?.spec ?? (current.object ? {} : undefined),
+        yield* Ref.get(observed),
+        config.identity,
+        now,
+        timing,
+      );
       if (d._tag === 'HeldByOther') {
         yield* Ref.set(observed, d.observation);
         return false;
       }
       const written =
         d._tag === 'Create'
-          ? yield* client.create<LeaseObject>({ apiVersion: ref.apiVersion, kind: 'Lease', metadata: { name: ref.name, namespace: ref.namespace }, spec: d.spec })
+          ? yield* client.create<LeaseObject>({
+              apiVersion: ref.apiVersion,
+              kind: 'Lease',
+              metadata: { name: ref.name, namespace: ref.namespace },
+              spec: d.spec,
+            })
           : yield* client.update<LeaseObject>({ ...(current.object as LeaseObject), spec: d.spec });
       yield* Ref.set(observed, { record: JSON.stringify(written.spec ?? {}), observedAt: now });
       return true;
     }).pipe(Effect.catchAll((_: KubeError) => Effect.succeed(false)));
 
-    const jittered = Effect.flatMap(Random.next, (r) => Effect.sleep(Duration.millis(timing.retryPeriodMs * (1 + 0.2 * r))));
+    const jittered = Effect.flatMap(Random.next, (r) =>
+      Effect.sleep(Duration.millis(timing.retryPeriodMs * (1 + 0.2 * r))),
+    );
 
     // acquire
     while (!(yield* tryAcquireOrRenew)) yield* jittered;
@@ -79,7 +103,10 @@ export const runAsLeader = <A, E, R>(
       const o = yield* client.get<LeaseObject>(ref);
       if (o.spec?.holderIdentity !== config.identity) return;
       const now = yield* Clock.currentTimeMillis;
-      yield* client.update<LeaseObject>({ ...o, spec: { ...o.spec, holderIdentity: null, leaseDurationSeconds: 1, renewTime: microTime(now) } });
+      yield* client.update<LeaseObject>({
+        ...o,
+        spec: { ...o.spec, holderIdentity: null, leaseDurationSeconds: 1, renewTime: microTime(now) },
+      });
     }).pipe(Effect.ignore);
 
     const lost = yield* Deferred.make<never, LeadershipLost>();
@@ -92,7 +119,14 @@ export const runAsLeader = <A, E, R>(
         const now = yield* Clock.currentTimeMillis;
         if (ok) lastRenew = now;
         else if (now - lastRenew >= timing.renewDeadlineMs)
-          return yield* Deferred.fail(lost, new LeadershipLost({ identity: config.identity, lease: `${config.namespace}/${config.name}`, reason: `no renewal within ${timing.renewDeadlineMs} ms` }));
+          return yield* Deferred.fail(
+            lost,
+            new LeadershipLost({
+              identity: config.identity,
+              lease: `${config.namespace}/${config.name}`,
+              reason: `no renewal within ${timing.renewDeadlineMs} ms`,
+            }),
+          );
       }
     });
 

@@ -3,7 +3,15 @@
 import { Effect, ParseResult, Schema } from 'effect';
 import type { DeleteOptions, KubeList, KubeObject } from '../api/objects.js';
 import { DecodeFailure, type KubeError } from '../domain/errors.js';
-import { KubeClient, type ApplyOptions, type DeleteResult, type ListOptions, type Patch, type PatchOptions, type WriteOptions } from './kube-client.js';
+import {
+  KubeClient,
+  type ApplyOptions,
+  type DeleteResult,
+  type ListOptions,
+  type Patch,
+  type PatchOptions,
+  type WriteOptions,
+} from './kube-client.js';
 
 export interface TypedResource<A> {
   readonly apiVersion: string;
@@ -14,8 +22,17 @@ export interface TypedResource<A> {
   readonly update: (object: A, options?: WriteOptions) => Effect.Effect<A, KubeError, KubeClient>;
   readonly updateStatus: (object: A, options?: WriteOptions) => Effect.Effect<A, KubeError, KubeClient>;
   readonly apply: (object: A, options: ApplyOptions) => Effect.Effect<A, KubeError, KubeClient>;
-  readonly patch: (name: string, namespace: string | undefined, patch: Patch, options?: PatchOptions) => Effect.Effect<A, KubeError, KubeClient>;
-  readonly delete: (name: string, namespace?: string, options?: DeleteOptions) => Effect.Effect<DeleteResult, KubeError, KubeClient>;
+  readonly patch: (
+    name: string,
+    namespace: string | undefined,
+    patch: Patch,
+    options?: PatchOptions,
+  ) => Effect.Effect<A, KubeError, KubeClient>;
+  readonly delete: (
+    name: string,
+    namespace?: string,
+    options?: DeleteOptions,
+  ) => Effect.Effect<DeleteResult, KubeError, KubeClient>;
   /** Decode any object of this kind (e.g. from an informer). */
   readonly decode: (object: KubeObject) => Effect.Effect<A, DecodeFailure>;
 }
@@ -42,9 +59,20 @@ export const typedResource = <A, I extends KubeObject>(
     );
   const encode = (a: A, verb: string): Effect.Effect<I, DecodeFailure> =>
     Schema.encode(schema)(a).pipe(
-      Effect.mapError((e) => new DecodeFailure({ message: `cannot encode ${spec.kind}: ${ParseResult.TreeFormatter.formatErrorSync(e)}`, target: target(verb), body: '' })),
+      Effect.mapError(
+        (e) =>
+          new DecodeFailure({
+            message: `cannot encode ${spec.kind}: ${ParseResult.TreeFormatter.formatErrorSync(e)}`,
+            target: target(verb),
+            body: '',
+          }),
+      ),
     );
-  const ref = (name: string, namespace?: string) => ({ ...spec, name, ...(namespace !== undefined ? { namespace } : {}) });
+  const ref = (name: string, namespace?: string) => ({
+    ...spec,
+    name,
+    ...(namespace !== undefined ? { namespace } : {}),
+  });
   const write = (verb: 'create' | 'update' | 'updateStatus', a: A, o?: WriteOptions) =>
     Effect.gen(function* () {
       const c = yield* KubeClient;
@@ -54,11 +82,13 @@ export const typedResource = <A, I extends KubeObject>(
   return {
     ...spec,
     decode: (o) => decode(o),
-    get: (name, namespace) => Effect.flatMap(KubeClient, (c) => Effect.flatMap(c.get(ref(name, namespace)), (o) => decode(o, 'get'))),
+    get: (name, namespace) =>
+      Effect.flatMap(KubeClient, (c) => Effect.flatMap(c.get(ref(name, namespace)), (o) => decode(o, 'get'))),
     list: (namespace, options) =>
       Effect.flatMap(KubeClient, (c) =>
-        Effect.flatMap(c.listAll({ ...spec, ...(namespace !== undefined ? { namespace } : {}) }, options), (l: KubeList) =>
-          Effect.forEach(l.items, (o) => decode(o, 'list')),
+        Effect.flatMap(
+          c.listAll({ ...spec, ...(namespace !== undefined ? { namespace } : {}) }, options),
+          (l: KubeList) => Effect.forEach(l.items, (o) => decode(o, 'list')),
         ),
       ),
     create: (a, o) => write('create', a, o),
@@ -69,7 +99,8 @@ export const typedResource = <A, I extends KubeObject>(
         const c = yield* KubeClient;
         return yield* decode(yield* c.apply(yield* encode(a, 'apply'), o), 'apply');
       }),
-    patch: (name, namespace, p, o) => Effect.flatMap(KubeClient, (c) => Effect.flatMap(c.patch(ref(name, namespace), p, o), (x) => decode(x, 'patch'))),
+    patch: (name, namespace, p, o) =>
+      Effect.flatMap(KubeClient, (c) => Effect.flatMap(c.patch(ref(name, namespace), p, o), (x) => decode(x, 'patch'))),
     delete: (name, namespace, o) => Effect.flatMap(KubeClient, (c) => c.delete(ref(name, namespace), o)),
   };
 };

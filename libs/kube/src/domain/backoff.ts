@@ -17,7 +17,12 @@ export const noRetries: RetryPolicy = { ...defaultRetryPolicy, maxRetries: 0 };
  * Delay before retry number `attempt` (0-based): base·2^attempt capped at max, the jittered share scaled by
  * `random` ∈ [0,1), and never shorter than the server's Retry-After.
  */
-export const retryDelayMs = (policy: RetryPolicy, attempt: number, random: number, retryAfterSeconds?: number): number => {
+export const retryDelayMs = (
+  policy: RetryPolicy,
+  attempt: number,
+  random: number,
+  retryAfterSeconds?: number,
+): number => {
   const exp = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** Math.min(attempt, 30));
   const jittered = exp * (1 - policy.jitter) + exp * policy.jitter * random;
   return Math.max(jittered, (retryAfterSeconds ?? 0) * 1000);

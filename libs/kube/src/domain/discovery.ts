@@ -115,7 +115,9 @@ export const resolveKind = (index: ReadonlyArray<ResourceInfo>, q: KindQuery): R
     byKind.length > 0
       ? byKind
       : index.filter((r) => r.plural === lower || r.singular === lower || r.shortNames.includes(lower))
-  ).filter((r) => (q.group === undefined || r.group === q.group) && (q.version === undefined || r.version === q.version));
+  ).filter(
+    (r) => (q.group === undefined || r.group === q.group) && (q.version === undefined || r.version === q.version),
+  );
   if (matches.length === 0) return { _tag: 'Missing' };
   const groups = [...new Set(matches.map((r) => r.group))];
   if (groups.length > 1)

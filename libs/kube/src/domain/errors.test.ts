@@ -4,7 +4,13 @@ import { classify, retryableFor, type KubeError } from './errors.js';
 import { defaultRetryPolicy, retryDelayMs } from './backoff.js';
 
 const target = { verb: 'get', path: '/api/v1/namespaces/a/configmaps/b' };
-const status = (code: number, reason?: string, extra: object = {}) => ({ kind: 'Status' as const, code, message: `m${code}`, ...(reason ? { reason } : {}), ...extra });
+const status = (code: number, reason?: string, extra: object = {}) => ({
+  kind: 'Status' as const,
+  code,
+  message: `m${code}`,
+  ...(reason ? { reason } : {}),
+  ...extra,
+});
 
 describe('classify', () => {
   it.each([
@@ -34,8 +40,16 @@ describe('classify', () => {
   });
 
   it('keeps field causes of Invalid and the Retry-After of 429 (body first, header second)', () => {
-    const inv = classify(422, status(422, 'Invalid', { details: { causes: [{ field: 'spec.x', message: 'bad', reason: 'FieldValueInvalid' }] } }), target);
-    expect(inv._tag === 'Invalid' && inv.causes).toEqual([{ field: 'spec.x', message: 'bad', reason: 'FieldValueInvalid' }]);
+    const inv = classify(
+      422,
+      status(422, 'Invalid', {
+        details: { causes: [{ field: 'spec.x', message: 'bad', reason: 'FieldValueInvalid' }] },
+      }),
+      target,
+    );
+    expect(inv._tag === 'Invalid' && inv.causes).toEqual([
+      { field: 'spec.x', message: 'bad', reason: 'FieldValueInvalid' },
+    ]);
     const a = classify(429, status(429, 'TooManyRequests', { details: { retryAfterSeconds: 3 } }), target, '9');
     expect(a._tag === 'Unavailable' && a.retryAfterSeconds).toBe(3);
     const b = classify(503, undefined, target, '7');
@@ -48,8 +62,14 @@ describe('classify', () => {
     const u429 = classify(429, undefined, target) as KubeError;
     const t = classify(504, undefined, target) as KubeError;
     const nf = classify(404, undefined, target) as KubeError;
-    expect([retryableFor(true, u503), retryableFor(true, t), retryableFor(true, u429), retryableFor(true, nf)]).toEqual([true, true, true, false]);
-    expect([retryableFor(false, u503), retryableFor(false, t), retryableFor(false, u429)]).toEqual([false, false, true]);
+    expect([retryableFor(true, u503), retryableFor(true, t), retryableFor(true, u429), retryableFor(true, nf)]).toEqual(
+      [true, true, true, false],
+    );
+    expect([retryableFor(false, u503), retryableFor(false, t), retryableFor(false, u429)]).toEqual([
+      false,
+      false,
+      true,
+    ]);
   });
 });
 

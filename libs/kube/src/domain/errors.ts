@@ -49,7 +49,9 @@ export class Unavailable extends Data.TaggedError('Unavailable')<
   Common & { readonly code: number; readonly retryAfterSeconds?: number; readonly cause?: unknown }
 > {}
 /** Any other refusal (400 BadRequest, 405, 406, 415, ...), with the server's code and reason. */
-export class BadRequest extends Data.TaggedError('BadRequest')<Common & { readonly code: number; readonly reason?: string }> {}
+export class BadRequest extends Data.TaggedError('BadRequest')<
+  Common & { readonly code: number; readonly reason?: string }
+> {}
 /** The request could not be formed (missing resourceVersion for update, unknown kind, ambiguous kind, bad input). */
 export class InvalidRequest extends Data.TaggedError('InvalidRequest')<Common> {}
 /** Discovery found the kind in more than one group; name the group. */
@@ -57,7 +59,9 @@ export class AmbiguousKind extends Data.TaggedError('AmbiguousKind')<
   Common & { readonly candidates: ReadonlyArray<string> }
 > {}
 /** Discovery knows no resource for this kind (in this group/version): the API or CRD is not installed. */
-export class NoKindMatch extends Data.TaggedError('NoKindMatch')<Common & { readonly kind: string; readonly apiVersion?: string }> {}
+export class NoKindMatch extends Data.TaggedError('NoKindMatch')<
+  Common & { readonly kind: string; readonly apiVersion?: string }
+> {}
 /** The server answered something that is not the expected JSON. */
 export class DecodeFailure extends Data.TaggedError('DecodeFailure')<Common & { readonly body: string }> {}
 
@@ -137,7 +141,8 @@ export const classify = (
 };
 
 /** Transient errors: worth retrying (subject to the request being idempotent, see `retryableFor`). */
-export const isTransient = (e: KubeError): e is Timeout | Unavailable => e._tag === 'Timeout' || e._tag === 'Unavailable';
+export const isTransient = (e: KubeError): e is Timeout | Unavailable =>
+  e._tag === 'Timeout' || e._tag === 'Unavailable';
 
 /**
  * Whether a failed request may be sent again. Idempotent requests (get, list, put with resourceVersion, apply,

@@ -7,7 +7,10 @@ const t: LeaderTiming = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retr
 describe('leader decisions', () => {
   it('no lease → create it as holder with transitions 0', () => {
     const d = decide(undefined, undefined, 'a', 1_000, t);
-    expect(d).toMatchObject({ _tag: 'Create', spec: { holderIdentity: 'a', leaseDurationSeconds: 15, leaseTransitions: 0 } });
+    expect(d).toMatchObject({
+      _tag: 'Create',
+      spec: { holderIdentity: 'a', leaseDurationSeconds: 15, leaseTransitions: 0 },
+    });
   });
 
   it('held by another: wait until leaseDuration has passed since *we* last saw the record change', () => {
@@ -25,10 +28,22 @@ describe('leader decisions', () => {
   });
 
   it('our own lease renews in place (acquireTime and transitions kept); a released lease is free at once', () => {
-    const mine = { holderIdentity: 'a', leaseDurationSeconds: 15, acquireTime: microTime(5), renewTime: microTime(5), leaseTransitions: 2 };
-    expect(decide(mine, undefined, 'a', 9_000, t)).toMatchObject({ _tag: 'Update', spec: { acquireTime: microTime(5), renewTime: microTime(9_000), leaseTransitions: 2 } });
+    const mine = {
+      holderIdentity: 'a',
+      leaseDurationSeconds: 15,
+      acquireTime: microTime(5),
+      renewTime: microTime(5),
+      leaseTransitions: 2,
+    };
+    expect(decide(mine, undefined, 'a', 9_000, t)).toMatchObject({
+      _tag: 'Update',
+      spec: { acquireTime: microTime(5), renewTime: microTime(9_000), leaseTransitions: 2 },
+    });
     const released = { holderIdentity: null, leaseDurationSeconds: 1, leaseTransitions: 2 };
-    expect(decide(released, undefined, 'b', 9_000, t)).toMatchObject({ _tag: 'Update', spec: { holderIdentity: 'b', leaseTransitions: 3 } });
+    expect(decide(released, undefined, 'b', 9_000, t)).toMatchObject({
+      _tag: 'Update',
+      spec: { holderIdentity: 'b', leaseTransitions: 3 },
+    });
   });
 
   it('MicroTime has six fractional digits', () => {

@@ -10,7 +10,11 @@ export interface LeaderTiming {
 }
 
 /** client-go / controller-runtime defaults: 15 s, 10 s, 2 s. */
-export const defaultLeaderTiming: LeaderTiming = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000 };
+export const defaultLeaderTiming: LeaderTiming = {
+  leaseDurationMs: 15_000,
+  renewDeadlineMs: 10_000,
+  retryPeriodMs: 2_000,
+};
 
 /** Kubernetes MicroTime: RFC 3339 with exactly six fractional digits. */
 export const microTime = (ms: number): string => new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
@@ -39,13 +43,20 @@ export const decide = (
   if (current === undefined)
     return {
       _tag: 'Create',
-      spec: { holderIdentity: identity, leaseDurationSeconds: durationSeconds, acquireTime: microTime(now), renewTime: microTime(now), leaseTransitions: 0 },
+      spec: {
+        holderIdentity: identity,
+        leaseDurationSeconds: durationSeconds,
+        acquireTime: microTime(now),
+        renewTime: microTime(now),
+        leaseTransitions: 0,
+      },
     };
   const record = JSON.stringify(current);
   const observation: Observation = previous && previous.record === record ? previous : { record, observedAt: now };
   const holder = current.holderIdentity ?? '';
   const heldFor = (current.leaseDurationSeconds ?? durationSeconds) * 1000;
-  if (holder !== '' && holder !== identity && observation.observedAt + heldFor > now) return { _tag: 'HeldByOther', holder, observation };
+  if (holder !== '' && holder !== identity && observation.observedAt + heldFor > now)
+    return { _tag: 'HeldByOther', holder, observation };
   const mine = holder === identity;
   return {
     _tag: 'Update',

@@ -13,11 +13,20 @@ import {
 } from './metadata.js';
 
 const secretMeta = { name: 's1', namespace: 'ns', uid: 'u-1', resourceVersion: '7', labels: { a: 'b' } };
-const fullSecret = { apiVersion: 'v1', kind: 'Secret', metadata: secretMeta, type: 'Opaque', data: { password: 'Q0FOQVJZ' }, stringData: { x: 'CANARY' } };
+const fullSecret = {
+  apiVersion: 'v1',
+  kind: 'Secret',
+  metadata: secretMeta,
+  type: 'Opaque',
+  data: { password: 'Q0FOQVJZ' },
+  stringData: { x: 'CANARY' },
+};
 
 describe('metadata-only decoding', () => {
   it('asks for the meta.k8s.io/v1 forms first and plain JSON as the fallback (client-go order, no protobuf)', () => {
-    expect(MetadataListAccept).toBe('application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json');
+    expect(MetadataListAccept).toBe(
+      'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json',
+    );
     expect(MetadataAccept).toBe('application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json');
   });
 
@@ -32,12 +41,21 @@ describe('metadata-only decoding', () => {
     expect(d).toEqual({
       _tag: 'Ok',
       converted: true,
-      value: { apiVersion: 'v1', kind: 'SecretList', metadata: { resourceVersion: '9', continue: 'c' }, items: [{ apiVersion: 'v1', kind: 'Secret', metadata: secretMeta }] },
+      value: {
+        apiVersion: 'v1',
+        kind: 'SecretList',
+        metadata: { resourceVersion: '9', continue: 'c' },
+        items: [{ apiVersion: 'v1', kind: 'Secret', metadata: secretMeta }],
+      },
     });
   });
 
   it('the fallback: a plain SecretList is cut to metadata (no data, stringData or type survives), flagged not converted', () => {
-    const d = decodeMetadataList({ kind: 'SecretList', apiVersion: 'v1', metadata: { resourceVersion: '9' }, items: [fullSecret] }, 'v1', 'Secret');
+    const d = decodeMetadataList(
+      { kind: 'SecretList', apiVersion: 'v1', metadata: { resourceVersion: '9' }, items: [fullSecret] },
+      'v1',
+      'Secret',
+    );
     expect(d._tag).toBe('Ok');
     if (d._tag !== 'Ok') return;
     expect(d.converted).toBe(false);
@@ -49,12 +67,21 @@ describe('metadata-only decoding', () => {
   it('malformed list answers are refused (no items array, not an object); an empty list is fine', () => {
     expect(decodeMetadataList({ items: 'x' }, 'v1', 'Secret')._tag).toBe('Malformed');
     expect(decodeMetadataList('x', 'v1', 'Secret')._tag).toBe('Malformed');
-    expect(decodeMetadataList({ kind: 'PartialObjectMetadataList', metadata: {} }, 'v1', 'Secret')).toMatchObject({ _tag: 'Ok', value: { items: [] } });
+    expect(decodeMetadataList({ kind: 'PartialObjectMetadataList', metadata: {} }, 'v1', 'Secret')).toMatchObject({
+      _tag: 'Ok',
+      value: { items: [] },
+    });
   });
 
   it('a single fallback object must look like ObjectMeta (client-go isLikelyObjectMetadata)', () => {
-    expect(decodeMetadataObject(fullSecret, 'v1', 'Secret')).toEqual({ _tag: 'Ok', converted: false, value: { apiVersion: 'v1', kind: 'Secret', metadata: secretMeta } });
-    expect(decodeMetadataObject({ kind: 'PartialObjectMetadata', metadata: secretMeta }, 'v1', 'Secret')).toMatchObject({ _tag: 'Ok', converted: true });
+    expect(decodeMetadataObject(fullSecret, 'v1', 'Secret')).toEqual({
+      _tag: 'Ok',
+      converted: false,
+      value: { apiVersion: 'v1', kind: 'Secret', metadata: secretMeta },
+    });
+    expect(decodeMetadataObject({ kind: 'PartialObjectMetadata', metadata: secretMeta }, 'v1', 'Secret')).toMatchObject(
+      { _tag: 'Ok', converted: true },
+    );
     expect(decodeMetadataObject({ data: { a: 'b' } }, 'v1', 'Secret')._tag).toBe('Malformed');
     expect(isLikelyObjectMetadata({})).toBe(false);
     expect(isLikelyObjectMetadata({ generateName: 'x-' })).toBe(true);
@@ -66,11 +93,23 @@ describe('metadata-only decoding', () => {
       type: 'MODIFIED',
       object: { apiVersion: 'v1', kind: 'Secret', metadata: secretMeta },
     });
-    expect(decodeMetadataWatchEvent({ type: 'BOOKMARK', object: { kind: 'PartialObjectMetadata', metadata: { resourceVersion: '12' } } }, 'v1', 'Secret')).toEqual({
+    expect(
+      decodeMetadataWatchEvent(
+        { type: 'BOOKMARK', object: { kind: 'PartialObjectMetadata', metadata: { resourceVersion: '12' } } },
+        'v1',
+        'Secret',
+      ),
+    ).toEqual({
       type: 'BOOKMARK',
       object: { apiVersion: 'v1', kind: 'Secret', metadata: { resourceVersion: '12' } },
     });
-    expect(decodeMetadataWatchEvent({ type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired' } }, 'v1', 'Secret')).toEqual({
+    expect(
+      decodeMetadataWatchEvent(
+        { type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired' } },
+        'v1',
+        'Secret',
+      ),
+    ).toEqual({
       type: 'ERROR',
       status: { kind: 'Status', code: 410, reason: 'Expired' },
     });
@@ -79,11 +118,18 @@ describe('metadata-only decoding', () => {
 
   it('property: whatever else an object carries, only apiVersion, kind and its metadata come out', () => {
     fc.assert(
-      fc.property(fc.dictionary(fc.string().filter((k) => k !== 'metadata'), fc.jsonValue()), fc.dictionary(fc.string(), fc.string()), (extra, labels) => {
-        const out = toPartialObjectMetadata({ ...extra, metadata: { name: 'n', labels } }, 'v1', 'Secret');
-        expect(Object.keys(out).sort()).toEqual(['apiVersion', 'kind', 'metadata']);
-        expect(out.metadata).toEqual({ name: 'n', labels });
-      }),
+      fc.property(
+        fc.dictionary(
+          fc.string().filter((k) => k !== 'metadata'),
+          fc.jsonValue(),
+        ),
+        fc.dictionary(fc.string(), fc.string()),
+        (extra, labels) => {
+          const out = toPartialObjectMetadata({ ...extra, metadata: { name: 'n', labels } }, 'v1', 'Secret');
+          expect(Object.keys(out).sort()).toEqual(['apiVersion', 'kind', 'metadata']);
+          expect(out.metadata).toEqual({ name: 'n', labels });
+        },
+      ),
     );
   });
 });

@@ -30,13 +30,19 @@ export const toPartialObjectMetadata = (raw: unknown, apiVersion: string, kind: 
 export const isLikelyObjectMetadata = (m: ObjectMeta): boolean =>
   Boolean(m.uid || m.creationTimestamp || m.name || m.generateName);
 
-export type MetadataDecode<A> = { readonly _tag: 'Ok'; readonly value: A; readonly converted: boolean } | { readonly _tag: 'Malformed'; readonly reason: string };
+export type MetadataDecode<A> =
+  | { readonly _tag: 'Ok'; readonly value: A; readonly converted: boolean }
+  | { readonly _tag: 'Malformed'; readonly reason: string };
 
 /**
  * A list answer: a PartialObjectMetadataList (`converted`), or — the fallback — any list with `items`, whose items
  * are cut to their metadata. `converted: false` tells the caller the server sent whole objects.
  */
-export const decodeMetadataList = (body: unknown, apiVersion: string, kind: string): MetadataDecode<KubeList<PartialObjectMetadata>> => {
+export const decodeMetadataList = (
+  body: unknown,
+  apiVersion: string,
+  kind: string,
+): MetadataDecode<KubeList<PartialObjectMetadata>> => {
   if (!isRecord(body)) return { _tag: 'Malformed', reason: 'answer is not a JSON object' };
   const items = body['items'] ?? [];
   if (!Array.isArray(items)) return { _tag: 'Malformed', reason: 'answer has no items array' };
@@ -53,10 +59,15 @@ export const decodeMetadataList = (body: unknown, apiVersion: string, kind: stri
 };
 
 /** A single-object answer (get): PartialObjectMetadata, or a whole object cut down if it looks like one. */
-export const decodeMetadataObject = (body: unknown, apiVersion: string, kind: string): MetadataDecode<PartialObjectMetadata> => {
+export const decodeMetadataObject = (
+  body: unknown,
+  apiVersion: string,
+  kind: string,
+): MetadataDecode<PartialObjectMetadata> => {
   if (!isRecord(body)) return { _tag: 'Malformed', reason: 'answer is not a JSON object' };
   const value = toPartialObjectMetadata(body, apiVersion, kind);
-  if (!isLikelyObjectMetadata(value.metadata)) return { _tag: 'Malformed', reason: 'object does not appear to match the ObjectMeta schema' };
+  if (!isLikelyObjectMetadata(value.metadata))
+    return { _tag: 'Malformed', reason: 'object does not appear to match the ObjectMeta schema' };
   return { _tag: 'Ok', converted: body['kind'] === 'PartialObjectMetadata', value };
 };
 

@@ -85,7 +85,13 @@ describe('QueueCore (work-queue contract)', () => {
   it('matches the model: dedupe while queued, one worker per key, re-add while processing ⇒ again after', () => {
     fc.assert(
       fc.property(fc.commands(commands, { size: '+1' }), (cmds) => {
-        fc.modelRun(() => ({ model: { queue: [], dirty: new Set<string>(), processing: new Set<string>() }, real: new QueueCore<string>() }), cmds);
+        fc.modelRun(
+          () => ({
+            model: { queue: [], dirty: new Set<string>(), processing: new Set<string>() },
+            real: new QueueCore<string>(),
+          }),
+          cmds,
+        );
       }),
       { numRuns: 300 },
     );
@@ -93,19 +99,23 @@ describe('QueueCore (work-queue contract)', () => {
 
   it('delayed adds keep the earliest time and are promoted when due', () => {
     fc.assert(
-      fc.property(fc.array(fc.tuple(keys, fc.integer({ min: 0, max: 1000 })), { maxLength: 40 }), fc.integer({ min: 0, max: 1000 }), (adds, now) => {
-        const q = new QueueCore<string>();
-        const earliest = new Map<string, number>();
-        for (const [k, at] of adds) {
-          q.addAt(k, at);
-          earliest.set(k, Math.min(at, earliest.get(k) ?? Infinity));
-        }
-        const moved = new Set(q.promote(now));
-        for (const [k, at] of earliest) expect(moved.has(k)).toBe(at <= now);
-        expect(new Set(q.snapshot())).toEqual(moved);
-        const rest = [...earliest.values()].filter((at) => at > now);
-        expect(q.nextReadyAt()).toBe(rest.length ? Math.min(...rest) : undefined);
-      }),
+      fc.property(
+        fc.array(fc.tuple(keys, fc.integer({ min: 0, max: 1000 })), { maxLength: 40 }),
+        fc.integer({ min: 0, max: 1000 }),
+        (adds, now) => {
+          const q = new QueueCore<string>();
+          const earliest = new Map<string, number>();
+          for (const [k, at] of adds) {
+            q.addAt(k, at);
+            earliest.set(k, Math.min(at, earliest.get(k) ?? Infinity));
+          }
+          const moved = new Set(q.promote(now));
+          for (const [k, at] of earliest) expect(moved.has(k)).toBe(at <= now);
+          expect(new Set(q.snapshot())).toEqual(moved);
+          const rest = [...earliest.values()].filter((at) => at > now);
+          expect(q.nextReadyAt()).toBe(rest.length ? Math.min(...rest) : undefined);
+        },
+      ),
     );
   });
 });

@@ -1,26 +1,36 @@
 // Properties of the work-queue rate limiters (client-go semantics).
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { defaultControllerRateLimiter, ItemExponentialRateLimiter, MaxOfRateLimiter, TokenBucketRateLimiter } from './ratelimit.js';
+import {
+  defaultControllerRateLimiter,
+  ItemExponentialRateLimiter,
+  MaxOfRateLimiter,
+  TokenBucketRateLimiter,
+} from './ratelimit.js';
 
 describe('ItemExponentialRateLimiter', () => {
   it('per key: base·2^n capped at max; forget resets; keys are independent', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 50 }), fc.integer({ min: 1, max: 100_000 }), fc.array(fc.constantFrom('a', 'b', 'forget-a'), { maxLength: 60 }), (base, max, ops) => {
-        const l = new ItemExponentialRateLimiter<string>(base, max);
-        const n = new Map<string, number>();
-        for (const op of ops) {
-          if (op === 'forget-a') {
-            l.forget('a');
-            n.delete('a');
-            continue;
+      fc.property(
+        fc.integer({ min: 1, max: 50 }),
+        fc.integer({ min: 1, max: 100_000 }),
+        fc.array(fc.constantFrom('a', 'b', 'forget-a'), { maxLength: 60 }),
+        (base, max, ops) => {
+          const l = new ItemExponentialRateLimiter<string>(base, max);
+          const n = new Map<string, number>();
+          for (const op of ops) {
+            if (op === 'forget-a') {
+              l.forget('a');
+              n.delete('a');
+              continue;
+            }
+            const k = n.get(op) ?? 0;
+            expect(l.when(op)).toBe(Math.min(base * 2 ** k, max));
+            n.set(op, k + 1);
+            expect(l.numRequeues(op)).toBe(k + 1);
           }
-          const k = n.get(op) ?? 0;
-          expect(l.when(op)).toBe(Math.min(base * 2 ** k, max));
-          n.set(op, k + 1);
-          expect(l.numRequeues(op)).toBe(k + 1);
-        }
-      }),
+        },
+      ),
     );
   });
 });
@@ -28,21 +38,26 @@ describe('ItemExponentialRateLimiter', () => {
 describe('TokenBucketRateLimiter', () => {
   it('grants at most burst + qps·elapsed undelayed requests, and delays the rest until a token exists', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 50 }), fc.integer({ min: 1, max: 20 }), fc.array(fc.integer({ min: 0, max: 200 }), { minLength: 1, maxLength: 200 }), (qps, burst, gaps) => {
-        const l = new TokenBucketRateLimiter<string>(qps, burst);
-        let now = 0;
-        let immediate = 0;
-        let lastReadyAt = 0;
-        for (const g of gaps) {
-          now += g;
-          const d = l.when('k', now);
-          if (d === 0) immediate++;
-          // reservations are served in order, never earlier than the previous one
-          expect(now + d + 1e-6).toBeGreaterThanOrEqual(lastReadyAt);
-          lastReadyAt = now + d;
-        }
-        expect(immediate).toBeLessThanOrEqual(burst + Math.floor((now * qps) / 1000) + 1);
-      }),
+      fc.property(
+        fc.integer({ min: 1, max: 50 }),
+        fc.integer({ min: 1, max: 20 }),
+        fc.array(fc.integer({ min: 0, max: 200 }), { minLength: 1, maxLength: 200 }),
+        (qps, burst, gaps) => {
+          const l = new TokenBucketRateLimiter<string>(qps, burst);
+          let now = 0;
+          let immediate = 0;
+          let lastReadyAt = 0;
+          for (const g of gaps) {
+            now += g;
+            const d = l.when('k', now);
+            if (d === 0) immediate++;
+            // reservations are served in order, never earlier than the previous one
+            expect(now + d + 1e-6).toBeGreaterThanOrEqual(lastReadyAt);
+            lastReadyAt = now + d;
+          }
+          expect(immediate).toBeLessThanOrEqual(burst + Math.floor((now * qps) / 1000) + 1);
+        },
+      ),
     );
   });
 

@@ -42,7 +42,8 @@ export class TokenBucketRateLimiter<K> implements RateLimiter<K> {
     this.tokens = burst;
   }
   when(_key: K, now: number): number {
-    if (this.last !== undefined && now > this.last) this.tokens = Math.min(this.burst, this.tokens + ((now - this.last) * this.qps) / 1000);
+    if (this.last !== undefined && now > this.last)
+      this.tokens = Math.min(this.burst, this.tokens + ((now - this.last) * this.qps) / 1000);
     this.last = this.last === undefined ? now : Math.max(this.last, now);
     this.tokens -= 1;
     return this.tokens >= 0 ? 0 : (-this.tokens * 1000) / this.qps;

@@ -13,7 +13,8 @@ export const parseApiVersion = (apiVersion: string): GroupVersion => {
     : { group: apiVersion.slice(0, slash), version: apiVersion.slice(slash + 1) };
 };
 
-export const formatApiVersion = (gv: GroupVersion): string => (gv.group === '' ? gv.version : `${gv.group}/${gv.version}`);
+export const formatApiVersion = (gv: GroupVersion): string =>
+  gv.group === '' ? gv.version : `${gv.group}/${gv.version}`;
 
 /** A served resource, as discovery describes it. */
 export interface ResourceInfo {
@@ -57,7 +58,9 @@ export const resourcePath = (
 };
 
 /** Query string from defined values only. */
-export const queryString = (params: Record<string, string | number | boolean | ReadonlyArray<string> | undefined>): string => {
+export const queryString = (
+  params: Record<string, string | number | boolean | ReadonlyArray<string> | undefined>,
+): string => {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) {
     if (v === undefined) continue;

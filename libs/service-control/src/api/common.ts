@@ -42,7 +42,9 @@ export type SubjectScopeWire = TypeOf<typeof SubjectScope>;
 export const BackendHostCodec = Codec.variant({
   ipv4: Codec.bytes(4),
   ipv6: Codec.bytes(16),
-  dns: Codec.refine(Codec.text({ maxBytes: 253 }), isCanonicalDnsHost, { message: 'backend dns host is not canonical' }),
+  dns: Codec.refine(Codec.text({ maxBytes: 253 }), isCanonicalDnsHost, {
+    message: 'backend dns host is not canonical',
+  }),
 });
 export type BackendHostWire = TypeOf<typeof BackendHostCodec>;
 

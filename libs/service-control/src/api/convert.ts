@@ -8,9 +8,20 @@ import type { SnapshotView } from '../domain/snapshot.js';
 import type { BindRequest, FloorView, MachineAuthRequest, ServiceControlObject } from '../domain/runtime.js';
 import type { StreamBinding } from '../domain/session.js';
 import type { MessageOf } from './message.js';
-import type { MachineAuthRequestWire, RuntimeFloorResultWire, ServiceControlObjectWire, StreamBindingWire } from './runtime.js';
+import type {
+  MachineAuthRequestWire,
+  RuntimeFloorResultWire,
+  ServiceControlObjectWire,
+  StreamBindingWire,
+} from './runtime.js';
 import type { ServiceRefWire } from './common.js';
-import { type DeclarationWire, type ReportContent, ReportContentCodec, type ReportReplaceBodyWire, reportDigest } from './report.js';
+import {
+  type DeclarationWire,
+  type ReportContent,
+  ReportContentCodec,
+  type ReportReplaceBodyWire,
+  reportDigest,
+} from './report.js';
 import { type SnapshotPushBodyWire, snapshotDigest } from './snapshot.js';
 
 export const serviceRefFromWire = (r: ServiceRefWire): ServiceRef => ({
@@ -77,7 +88,11 @@ export const snapshotView = (b: SnapshotPushBodyWire): Either.Either<SnapshotVie
     scope: { identity: s.scope.subject_identity, nsdId: s.scope.nsd_id, networkId: s.scope.network_id },
     revision: s.snapshot_revision,
     digest: b.snapshot_digest,
-    resources: s.resources.map((r) => ({ serviceRef: serviceRefFromWire(r.service_ref), publisherIdentity: r.publisher_identity, n6: r.n6 })),
+    resources: s.resources.map((r) => ({
+      serviceRef: serviceRefFromWire(r.service_ref),
+      publisherIdentity: r.publisher_identity,
+      n6: r.n6,
+    })),
     listeners: s.listeners.map((l) => ({
       serviceRef: serviceRefFromWire(l.service_ref),
       listenerRevision: l.listener_revision,
@@ -118,7 +133,11 @@ export const machineAuthFromWire = (
 });
 
 /** A's machine.auth request on the wire. */
-export const machineAuthToWire = (r: MachineAuthRequest, networkId: Uint8Array, capabilities: readonly string[]): MachineAuthRequestWire => ({
+export const machineAuthToWire = (
+  r: MachineAuthRequest,
+  networkId: Uint8Array,
+  capabilities: readonly string[],
+): MachineAuthRequestWire => ({
   network_id: networkId,
   runtime_id: r.runtimeIdHex,
   capabilities,

@@ -113,8 +113,14 @@ export type LeaseResultBodyWire = TypeOf<typeof LeaseResultBody>;
  * nonce is not part of it; the kind is, so a ready and a refresh with equal bodies never collide.
  */
 export const REQUEST_DIGEST_DOMAIN = 'ns.service.lease-request.v1';
-export const requestDigest = (kind: 'listener.ready' | 'lease.refresh' | 'lease.acquire', body: ListenerReadyBodyWire | LeaseAcquireBodyWire): Uint8Array =>
+export const requestDigest = (
+  kind: 'listener.ready' | 'lease.refresh' | 'lease.acquire',
+  body: ListenerReadyBodyWire | LeaseAcquireBodyWire,
+): Uint8Array =>
   digestOrThrow(REQUEST_DIGEST_DOMAIN, {
     kind,
-    body: kind === 'lease.acquire' ? LeaseAcquireBody.encodeOrThrow(body as LeaseAcquireBodyWire) : ListenerReadyBody.encodeOrThrow(body as ListenerReadyBodyWire),
+    body:
+      kind === 'lease.acquire'
+        ? LeaseAcquireBody.encodeOrThrow(body as LeaseAcquireBodyWire)
+        : ListenerReadyBody.encodeOrThrow(body as ListenerReadyBodyWire),
   });

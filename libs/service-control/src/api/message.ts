@@ -5,7 +5,14 @@ import { Either } from 'effect';
 import { type ServiceControlError, scError } from '../domain/errors.js';
 import { ALL_KINDS, type Kind } from '../domain/kinds.js';
 import { LeaseAcquireBody, LeaseRefreshBody, LeaseResultBody, ListenerReadyBody } from './lease.js';
-import { PortCancelBody, PortQueryBody, PortResultBody, PortResultResultBody, RetryPortBody, RetryPortResultBody } from './port.js';
+import {
+  PortCancelBody,
+  PortQueryBody,
+  PortResultBody,
+  PortResultResultBody,
+  RetryPortBody,
+  RetryPortResultBody,
+} from './port.js';
 import { ReportAcceptedBody, ReportHeadBody, ReportReplaceBody } from './report.js';
 import {
   ErrorBody,
@@ -95,7 +102,9 @@ export type MessageOf<K extends MessageKind> = TypeOf<(typeof MessageCodecs)[K]>
 export type Message = { [K in MessageKind]: MessageOf<K> }[MessageKind];
 
 /** Kinds of the catalogue whose codecs belong to issue II (ready/lease/port/retry-port): known, not yet decodable. */
-export const LATER_KINDS: readonly Kind[] = ALL_KINDS.filter((k) => !Object.prototype.hasOwnProperty.call(MessageCodecs, k));
+export const LATER_KINDS: readonly Kind[] = ALL_KINDS.filter(
+  (k) => !Object.prototype.hasOwnProperty.call(MessageCodecs, k),
+);
 
 const isKind = (k: string): k is MessageKind => Object.prototype.hasOwnProperty.call(MessageCodecs, k);
 
@@ -126,7 +135,12 @@ export const decodeMessage = (bytes: Uint8Array): Either.Either<Message, Service
   if (typeof kind !== 'string') return Either.left(scError('invalid-encoding', 'kind is a missing or non-text field'));
   if (!isKind(kind))
     return Either.left(
-      scError('unsupported-field', (LATER_KINDS as readonly string[]).includes(kind) ? `kind ${kind} is not implemented yet` : `unknown kind ${kind}`),
+      scError(
+        'unsupported-field',
+        (LATER_KINDS as readonly string[]).includes(kind)
+          ? `kind ${kind} is not implemented yet`
+          : `unknown kind ${kind}`,
+      ),
     );
   const decoded = (MessageCodecs[kind] as unknown as CodecT<Message>).decode(bytes);
   return Either.mapLeft(decoded, fromDecodeError);

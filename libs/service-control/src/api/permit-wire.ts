@@ -21,7 +21,12 @@ export interface LeaseSessionContext {
 export const expectedEcho = (
   session: LeaseSessionContext,
   requestId: Bytes,
-  item: { readonly serviceRef: ServiceRef; readonly listenerRevision: bigint; readonly intentDigest: Bytes; readonly seq: bigint },
+  item: {
+    readonly serviceRef: ServiceRef;
+    readonly listenerRevision: bigint;
+    readonly intentDigest: Bytes;
+    readonly seq: bigint;
+  },
   snapshot: { readonly revision: bigint; readonly digest: Bytes } | null,
 ): RequestEcho => ({
   requestId,
@@ -53,8 +58,7 @@ export const leaseResultEcho = (it: LeaseResultItemWire): RequestEcho => ({
 });
 
 export type LeaseResultInput =
-  | { readonly granted: true; readonly result: VerifiedLeaseResult }
-  | { readonly granted: false; readonly code: string };
+  { readonly granted: true; readonly result: VerifiedLeaseResult } | { readonly granted: false; readonly code: string };
 
 /**
  * A signature-verified `lease.result` item → engine input. A refusal (or a "granted" without a grant id) applies

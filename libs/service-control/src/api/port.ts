@@ -7,7 +7,15 @@ import { ProposalRefCodec, ServiceRefCodec } from './common.js';
  * `port.result.result`: the verbatim five, plus [D] (decision 0125) `absent` — A has no record of the proposal (a
  * port.query answer; never a release proof) — and `proposed` — registered, not yet arbitrated (a port.query answer).
  */
-export const PORT_RESULTS = ['claimed', 'installed', 'terminated-pure', 'apply-failed', 'conflict', 'absent', 'proposed'] as const;
+export const PORT_RESULTS = [
+  'claimed',
+  'installed',
+  'terminated-pure',
+  'apply-failed',
+  'conflict',
+  'absent',
+  'proposed',
+] as const;
 export type PortResultCode = (typeof PORT_RESULTS)[number];
 
 /** The results that prove a pure termination on A (the proposal was fenced as TerminatedPure before the answer). */

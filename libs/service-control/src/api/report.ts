@@ -73,9 +73,14 @@ export const ReportAcceptedBody = Codec.refine(
     scope: PublisherScope,
     accepted_revision: Codec.u64(),
     report_digest: Codec.nullable(Codec.bytes32),
-    bindings: Codec.sortedList(BindingCodec, SortKey.utf8((b: BindingWire) => b.declaration_key)),
+    bindings: Codec.sortedList(
+      BindingCodec,
+      SortKey.utf8((b: BindingWire) => b.declaration_key),
+    ),
   }),
-  (r) => (r.accepted_revision === 0n) === (r.report_digest === null) && (r.accepted_revision !== 0n || r.bindings.length === 0),
+  (r) =>
+    (r.accepted_revision === 0n) === (r.report_digest === null) &&
+    (r.accepted_revision !== 0n || r.bindings.length === 0),
   { message: 'accepted_revision 0 iff report_digest null (and no bindings)' },
 );
 export type ReportAcceptedBodyWire = TypeOf<typeof ReportAcceptedBody>;

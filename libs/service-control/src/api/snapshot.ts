@@ -127,9 +127,11 @@ export type WithdrawalWire = TypeOf<typeof WithdrawalCodec>;
 
 /** Endpoint keys of the per-source arrays ([D]): `{service_ref, consumer_identity}`. */
 const SourceKey = Codec.struct({ service_ref: ServiceRefCodec, consumer_identity: Codec.nullable(Codec.bytes32) });
-const byRef = <A extends { readonly service_ref: ServiceRefWire }>() => SortKey.encoding(ServiceRefCodec, (a: A) => a.service_ref);
-const bySource = <A extends { readonly service_ref: ServiceRefWire; readonly consumer_identity: Uint8Array | null }>() =>
-  SortKey.encoding(SourceKey, (a: A) => ({ service_ref: a.service_ref, consumer_identity: a.consumer_identity }));
+const byRef = <A extends { readonly service_ref: ServiceRefWire }>() =>
+  SortKey.encoding(ServiceRefCodec, (a: A) => a.service_ref);
+const bySource = <
+  A extends { readonly service_ref: ServiceRefWire; readonly consumer_identity: Uint8Array | null },
+>() => SortKey.encoding(SourceKey, (a: A) => ({ service_ref: a.service_ref, consumer_identity: a.consumer_identity }));
 
 /** Snapshot content = what the snapshot digest covers. Arrays are sorted by full resource reference / endpoint key. */
 export const SnapshotCodec = Codec.struct({

@@ -21,11 +21,27 @@ export interface ValidationContext {
 }
 
 /** Kinds A may send to B (the rest are B→A or responses). */
-const A_TO_B: readonly Kind[] = ['runtime.floor', 'runtime.bind', 'session.open', 'report.head', 'report.replace', 'snapshot.ack', 'port.result', 'service.retry-port', 'listener.ready', 'lease.refresh', 'lease.acquire'];
+const A_TO_B: readonly Kind[] = [
+  'runtime.floor',
+  'runtime.bind',
+  'session.open',
+  'report.head',
+  'report.replace',
+  'snapshot.ack',
+  'port.result',
+  'service.retry-port',
+  'listener.ready',
+  'lease.refresh',
+  'lease.acquire',
+];
 
-export const validateRequest = (bytes: Uint8Array, ctx: ValidationContext): Either.Either<Message, ServiceControlError> =>
+export const validateRequest = (
+  bytes: Uint8Array,
+  ctx: ValidationContext,
+): Either.Either<Message, ServiceControlError> =>
   Either.flatMap(decodeMessage(bytes), (m) => {
-    if (!A_TO_B.includes(m.kind)) return Either.left(scError('unsupported-field', `${m.kind} is not a request to the authority`));
+    if (!A_TO_B.includes(m.kind))
+      return Either.left(scError('unsupported-field', `${m.kind} is not a request to the authority`));
     if (!bytesEqual(m.subject_identity, ctx.signer))
       return Either.left(scError('unauthorized', 'subject_identity is not the signer'));
     if (!bytesEqual(m.nsd_id, ctx.nsdId)) return Either.left(scError('unauthorized', 'nsd_id is not this authority'));

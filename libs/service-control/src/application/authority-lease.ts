@@ -21,7 +21,12 @@ import {
 import type { MessageOf } from '../api/message.js';
 import { type LeaseResultItemWire, requestDigest } from '../api/lease.js';
 import { DeclarationCodec } from '../api/report.js';
-import { type ListenerDigestFieldsWire, SnapshotPushBody, authorizationDigest, listenerDigest } from '../api/snapshot.js';
+import {
+  type ListenerDigestFieldsWire,
+  SnapshotPushBody,
+  authorizationDigest,
+  listenerDigest,
+} from '../api/snapshot.js';
 import type { AuthorityStore, AuthorityTx, FenceRows, StoredService } from './authority-store.js';
 import type { PolicySource } from './lease-store.js';
 import { type Allocation, snapshotProposal } from '../domain/port-allocation.js';
@@ -82,7 +87,10 @@ const currentIntent = (
 ): CurrentIntent | null => {
   if (s === undefined) return null;
   // the intent's listener revision is the allocation's (every candidate and every policy edit raises it, decision 0153)
-  const intentRow = allocation === null || allocation.listenerRevision === 0n ? s : { ...s, listenerRevision: allocation.listenerRevision };
+  const intentRow =
+    allocation === null || allocation.listenerRevision === 0n
+      ? s
+      : { ...s, listenerRevision: allocation.listenerRevision };
   let li: ReturnType<typeof listenerIntentOf>;
   try {
     li = listenerIntentOf(nsdId, intentRow, sources, policyVersion ?? POLICY_VERSION);
@@ -142,10 +150,18 @@ export const stampCurrentSnapshot = async (
 ): Promise<{ serviceId: Bytes; listenerRevision: bigint; intentDigest: Bytes }[] | null> => {
   // unlocked: the production locks snapshot rows before allocations, and this transaction already holds the allocation
   const snap = await tx.currentSnapshot(target, networkId);
-  if (snap === null || (only !== undefined && (snap.revision !== only.revision || !bytesEqual(snap.digest, only.digest)))) return null;
+  if (
+    snap === null ||
+    (only !== undefined && (snap.revision !== only.revision || !bytesEqual(snap.digest, only.digest)))
+  )
+    return null;
   const body = SnapshotPushBody.decode(snap.body);
   if (Either.isLeft(body)) return null;
-  const stamps = body.right.snapshot.listeners.map((l) => ({ serviceId: l.service_ref.service_id, listenerRevision: l.listener_revision, intentDigest: l.intent_digest }));
+  const stamps = body.right.snapshot.listeners.map((l) => ({
+    serviceId: l.service_ref.service_id,
+    listenerRevision: l.listener_revision,
+    intentDigest: l.intent_digest,
+  }));
   await tx.lease.saveSnapshotStamps(target, networkId, snap.revision, snap.digest, stamps);
   return stamps;
 };
@@ -157,9 +173,22 @@ const fenceOf = (d: LeaseDeps, m: StreamMessage, f: FenceRows) => {
   if (!f.member) return Either.left(scError('unauthorized', 'identity is not a member of the Network'));
   const rt = f.runtime;
   const s = f.session;
-  const current = s !== null && rt !== null && s.generation === rt.generation && bytesEqual(s.runtimeId, rt.runtimeId) && s.epoch === d.epoch ? s : null;
+  const current =
+    s !== null &&
+    rt !== null &&
+    s.generation === rt.generation &&
+    bytesEqual(s.runtimeId, rt.runtimeId) &&
+    s.epoch === d.epoch
+      ? s
+      : null;
   return checkFences(
-    { kind: m.kind, runtimeGeneration: m.runtime_generation, runtimeId: m.runtime_id, authorityEpoch: m.authority_epoch, sessionSeq: m.session_seq },
+    {
+      kind: m.kind,
+      runtimeGeneration: m.runtime_generation,
+      runtimeId: m.runtime_id,
+      authorityEpoch: m.authority_epoch,
+      sessionSeq: m.session_seq,
+    },
     { runtime: rt, epoch: d.epoch, session: current },
   );
 };
@@ -191,7 +220,10 @@ export interface LeaseReply {
 }
 
 /** listener.ready / lease.refresh (M6-28 … M6-32, M6-36). */
-export const serveReady = async (d: LeaseDeps, m: MessageOf<'listener.ready'> | MessageOf<'lease.refresh'>): Promise<Either.Either<LeaseReply, ServiceControlError>> => {
+export const serveReady = async (
+  d: LeaseDeps,
+  m: MessageOf<'listener.ready'> | MessageOf<'lease.refresh'>,
+): Promise<Either.Either<LeaseReply, ServiceControlError>> => {
   const body = m.body;
   const serviceId = body.service_ref.service_id;
   const digest = requestDigest(m.kind, body);
@@ -199,29 +231,41 @@ export const serveReady = async (d: LeaseDeps, m: MessageOf<'listener.ready'> | 
   const snapshot = { revision: body.snapshot_revision, digest: body.snapshot_digest };
   return d.store.transact(d.epoch, async (tx) => {
     // every read in one round trip with the fence (decision 0122)
-    const [fr, row, sources, stored, markGrant, latest, acks, known, allocation, policyVersion, floor] = await Promise.all([
-      tx.fence(m.subject_identity, m.network_id, { session: true }),
-      tx.lease.service(serviceId),
-      tx.lease.policySources(serviceId),
-      tx.lease.lockMark(m.subject_identity, m.network_id, space),
-      tx.lease.grantOf(m.subject_identity, m.request_id, serviceId, d.epoch),
-      tx.lease.latestPublisherGrant(serviceId, m.subject_identity, d.epoch),
-      tx.acks(m.subject_identity, m.network_id, m.session_seq, body.snapshot_revision),
-      tx.lease.snapshotStamp(m.subject_identity, m.network_id, snapshot.revision, snapshot.digest, serviceId),
-      tx.ports.lockAllocation(serviceId),
-      tx.grants.policyVersion(serviceId),
-      tx.revisionFloor(m.subject_identity, m.network_id, m.session_seq),
-    ]);
+    const [fr, row, sources, stored, markGrant, latest, acks, known, allocation, policyVersion, floor] =
+      await Promise.all([
+        tx.fence(m.subject_identity, m.network_id, { session: true }),
+        tx.lease.service(serviceId),
+        tx.lease.policySources(serviceId),
+        tx.lease.lockMark(m.subject_identity, m.network_id, space),
+        tx.lease.grantOf(m.subject_identity, m.request_id, serviceId, d.epoch),
+        tx.lease.latestPublisherGrant(serviceId, m.subject_identity, d.epoch),
+        tx.acks(m.subject_identity, m.network_id, m.session_seq, body.snapshot_revision),
+        tx.lease.snapshotStamp(m.subject_identity, m.network_id, snapshot.revision, snapshot.digest, serviceId),
+        tx.ports.lockAllocation(serviceId),
+        tx.grants.policyVersion(serviceId),
+        tx.revisionFloor(m.subject_identity, m.network_id, m.session_seq),
+      ]);
     const f = fenceOf(d, m, fr);
     if (Either.isLeft(f)) return Either.left(f.left);
-    if (!refOk(d, m, body.service_ref)) return Either.left(scError('unauthorized', 'service_ref is not of this authority and Network'));
+    if (!refOk(d, m, body.service_ref))
+      return Either.left(scError('unauthorized', 'service_ref is not of this authority and Network'));
     const now = d.now();
-    const svc = row !== null && bytesEqual(row.networkId, m.network_id) && bytesEqual(row.publisher, m.subject_identity) ? row : undefined;
+    const svc =
+      row !== null && bytesEqual(row.networkId, m.network_id) && bytesEqual(row.publisher, m.subject_identity)
+        ? row
+        : undefined;
     const intent = currentIntent(d.nsdId, svc, svc === undefined ? [] : sources, allocation, policyVersion);
-    const mark = stored !== null && stored.generation === m.runtime_generation && bytesEqual(stored.runtimeId, m.runtime_id) ? stored : null;
-    const live = latest !== null && latest.generation === m.runtime_generation && bytesEqual(latest.runtimeId, m.runtime_id) ? latest : null;
+    const mark =
+      stored !== null && stored.generation === m.runtime_generation && bytesEqual(stored.runtimeId, m.runtime_id)
+        ? stored
+        : null;
+    const live =
+      latest !== null && latest.generation === m.runtime_generation && bytesEqual(latest.runtimeId, m.runtime_id)
+        ? latest
+        : null;
     // the latest grant is the mark's request's (decision 0165): its session bounds a withdrawn service's seq rules (0196)
-    const markSessionSeq = mark !== null && latest !== null && bytesEqual(latest.requestId, mark.requestId) ? latest.sessionSeq : null;
+    const markSessionSeq =
+      mark !== null && latest !== null && bytesEqual(latest.requestId, mark.requestId) ? latest.sessionSeq : null;
     const decision = decideReady({
       now,
       epoch: d.epoch,
@@ -239,7 +283,11 @@ export const serveReady = async (d: LeaseDeps, m: MessageOf<'listener.ready'> | 
         proposalSeq: body.proposal_seq,
         P: BigInt(body.P),
         snapshot,
-        proof: { protocols: body.proof.installed_protocols, P: BigInt(body.proof.installed_P), policyDigest: body.proof.enforcement_policy_digest },
+        proof: {
+          protocols: body.proof.installed_protocols,
+          P: BigInt(body.proof.installed_P),
+          policyDigest: body.proof.enforcement_policy_digest,
+        },
       },
       mark,
       markGrant,
@@ -248,23 +296,42 @@ export const serveReady = async (d: LeaseDeps, m: MessageOf<'listener.ready'> | 
       intent,
       acks,
       // a revision below the floor is refused from the floor: no stamp is read or written for it (decision 0191)
-      atSnapshot: revisionRetained(floor, snapshot.revision) ? await stampIn(tx, m.subject_identity, m.network_id, snapshot, serviceId, known) : null,
+      atSnapshot: revisionRetained(floor, snapshot.revision)
+        ? await stampIn(tx, m.subject_identity, m.network_id, snapshot, serviceId, known)
+        : null,
       floor,
       newGrantId: newId(d),
     });
-    const echo = { ...base(d, m), service_ref: body.service_ref, listener_revision: body.listener_revision, intent_digest: body.intent_digest, refresh_seq: body.refresh_seq };
-    if (Either.isLeft(decision)) return Either.right({ results: [{ ...echo, ...item(null, decision.left.code, now) }], committed: false });
+    const echo = {
+      ...base(d, m),
+      service_ref: body.service_ref,
+      listener_revision: body.listener_revision,
+      intent_digest: body.intent_digest,
+      refresh_seq: body.refresh_seq,
+    };
+    if (Either.isLeft(decision))
+      return Either.right({ results: [{ ...echo, ...item(null, decision.left.code, now) }], committed: false });
     if (decision.right.outcome === 'granted') {
       await tx.lease.saveGrant(m.network_id, decision.right.grant);
-      await tx.lease.saveMark(m.subject_identity, m.network_id, space, { ...decision.right.mark, generation: m.runtime_generation, runtimeId: m.runtime_id });
+      await tx.lease.saveMark(m.subject_identity, m.network_id, space, {
+        ...decision.right.mark,
+        generation: m.runtime_generation,
+        runtimeId: m.runtime_id,
+      });
     }
     // remaining is computed at reply time from the committed deadline (never a new 30 s for a retransmission)
-    return Either.right({ results: [{ ...echo, ...item(decision.right.grant, 'granted', now) }], committed: decision.right.outcome === 'granted' });
+    return Either.right({
+      results: [{ ...echo, ...item(decision.right.grant, 'granted', now) }],
+      committed: decision.right.outcome === 'granted',
+    });
   });
 };
 
 /** lease.acquire (M6-35): one result per requested service, in request order. */
-export const serveAcquire = async (d: LeaseDeps, m: MessageOf<'lease.acquire'>): Promise<Either.Either<LeaseReply, ServiceControlError>> => {
+export const serveAcquire = async (
+  d: LeaseDeps,
+  m: MessageOf<'lease.acquire'>,
+): Promise<Either.Either<LeaseReply, ServiceControlError>> => {
   const body = m.body;
   const digest = requestDigest('lease.acquire', body);
   return d.store.transact(d.epoch, async (tx) => {
@@ -293,13 +360,17 @@ export const serveAcquire = async (d: LeaseDeps, m: MessageOf<'lease.acquire'>):
     const f = fenceOf(d, m, fr);
     if (Either.isLeft(f)) return Either.left(f.left);
     for (const it of body.services)
-      if (!refOk(d, m, it.service_ref)) return Either.left(scError('unauthorized', 'service_ref is not of this authority and Network'));
+      if (!refOk(d, m, it.service_ref))
+        return Either.left(scError('unauthorized', 'service_ref is not of this authority and Network'));
     const now = d.now();
     const items: AcquireItemInput[] = await Promise.all(
       body.services.map(async (it, i): Promise<AcquireItemInput> => {
         const serviceId = it.service_ref.service_id;
         const [row, allSources, allocation, policyVersion, known, publisherGrant] = reads[i] as (typeof reads)[number];
-        const svc = row !== null && bytesEqual(row.networkId, m.network_id) && bytesEqual(row.publisher, it.publisher_identity) ? row : undefined;
+        const svc =
+          row !== null && bytesEqual(row.networkId, m.network_id) && bytesEqual(row.publisher, it.publisher_identity)
+            ? row
+            : undefined;
         const sources = svc === undefined ? [] : allSources;
         const src = sources.find((s) => bytesEqual(s.consumer, m.subject_identity));
         return {
@@ -307,14 +378,25 @@ export const serveAcquire = async (d: LeaseDeps, m: MessageOf<'lease.acquire'>):
           publisher: it.publisher_identity,
           listenerRevision: it.listener_revision,
           intentDigest: it.intent_digest,
-          intent: currentIntent(d.nsdId, svc, sources, svc === undefined ? null : allocation, svc === undefined ? null : policyVersion),
-          atSnapshot: revisionRetained(floor, snapshot.revision) ? await stampIn(tx, m.subject_identity, m.network_id, snapshot, serviceId, known) : null,
+          intent: currentIntent(
+            d.nsdId,
+            svc,
+            sources,
+            svc === undefined ? null : allocation,
+            svc === undefined ? null : policyVersion,
+          ),
+          atSnapshot: revisionRetained(floor, snapshot.revision)
+            ? await stampIn(tx, m.subject_identity, m.network_id, snapshot, serviceId, known)
+            : null,
           authorization: src === undefined ? null : { protocols: src.protocols, expiry: src.expiry },
           publisherGrant,
         };
       }),
     );
-    const mark = stored !== null && stored.generation === m.runtime_generation && bytesEqual(stored.runtimeId, m.runtime_id) ? stored : null;
+    const mark =
+      stored !== null && stored.generation === m.runtime_generation && bytesEqual(stored.runtimeId, m.runtime_id)
+        ? stored
+        : null;
     // the mark's items are only read for a retransmission (the same seq): that is the only case the decision uses them
     const markItems: AcquireItemRecord[] =
       mark === null || mark.seq !== body.consumer_seq
@@ -323,7 +405,10 @@ export const serveAcquire = async (d: LeaseDeps, m: MessageOf<'lease.acquire'>):
             (await tx.lease.acquireItems(m.subject_identity, mark.requestId, d.epoch)).map(async (s) => ({
               serviceId: s.serviceId,
               result: s.result,
-              grant: s.grantId === null ? null : await tx.lease.grantOf(m.subject_identity, mark.requestId, s.serviceId, d.epoch),
+              grant:
+                s.grantId === null
+                  ? null
+                  : await tx.lease.grantOf(m.subject_identity, mark.requestId, s.serviceId, d.epoch),
             })),
           );
     const decision = decideAcquire({
@@ -352,7 +437,10 @@ export const serveAcquire = async (d: LeaseDeps, m: MessageOf<'lease.acquire'>):
       snapshot_digest: body.snapshot_digest,
     });
     if (Either.isLeft(decision))
-      return Either.right({ results: body.services.map((it) => ({ ...echo(it), ...item(null, decision.left.code, now) })), committed: false });
+      return Either.right({
+        results: body.services.map((it) => ({ ...echo(it), ...item(null, decision.left.code, now) })),
+        committed: false,
+      });
     const byService = new Map(decision.right.items.map((r) => [toHex(r.serviceId), r]));
     if (decision.right.outcome === 'decided') {
       for (const r of decision.right.items) if (r.grant !== null) await tx.lease.saveGrant(m.network_id, r.grant);
@@ -360,9 +448,17 @@ export const serveAcquire = async (d: LeaseDeps, m: MessageOf<'lease.acquire'>):
         m.subject_identity,
         m.request_id,
         d.epoch,
-        decision.right.items.map((r) => ({ serviceId: r.serviceId, result: r.result, grantId: r.grant?.grantId ?? null })),
+        decision.right.items.map((r) => ({
+          serviceId: r.serviceId,
+          result: r.result,
+          grantId: r.grant?.grantId ?? null,
+        })),
       );
-      await tx.lease.saveMark(m.subject_identity, m.network_id, space, { ...decision.right.mark, generation: m.runtime_generation, runtimeId: m.runtime_id });
+      await tx.lease.saveMark(m.subject_identity, m.network_id, space, {
+        ...decision.right.mark,
+        generation: m.runtime_generation,
+        runtimeId: m.runtime_id,
+      });
     }
     return Either.right({
       results: body.services.map((it) => {
@@ -375,7 +471,11 @@ export const serveAcquire = async (d: LeaseDeps, m: MessageOf<'lease.acquire'>):
 };
 
 /** The owner's policy stand-in edit (tests, nsd configuration): allow or remove one consumer source of a service. */
-export const setPolicySource = (d: Pick<LeaseDeps, 'store' | 'epoch'>, serviceId: Bytes, source: PolicySource | { readonly consumer: Bytes; readonly remove: true }) =>
+export const setPolicySource = (
+  d: Pick<LeaseDeps, 'store' | 'epoch'>,
+  serviceId: Bytes,
+  source: PolicySource | { readonly consumer: Bytes; readonly remove: true },
+) =>
   d.store.transact(d.epoch, async (tx) => {
     if ('remove' in source) await tx.lease.deletePolicySource(serviceId, source.consumer);
     else await tx.lease.savePolicySource(serviceId, source);

@@ -73,7 +73,8 @@ export const allocateOnReport = async (
       if (found !== null) ports = onWithdrawn(found, ports);
       // a change that waited for the old proposal has nothing to open any more, and no next candidate is due (a
       // restarted B would otherwise resume a withdrawn service's refusal at every start, decision 0193)
-      if (found !== null && (found.pending !== null || found.awaitingNext)) await tx.ports.saveAllocation({ ...found, pending: null, awaitingNext: false });
+      if (found !== null && (found.pending !== null || found.awaitingNext))
+        await tx.ports.saveAllocation({ ...found, pending: null, awaitingNext: false });
       continue;
     }
     const demand = demandOf(s);

@@ -11,7 +11,16 @@ import { type Bytes, bytesEqual } from '../domain/bytes.js';
 import { type ServiceControlError, scError } from '../domain/errors.js';
 import { checkFences } from '../domain/fence.js';
 import { type BPortState } from '../api/port.js';
-import { type Allocation, type PortDemand, type Rng, applyPending, issueCandidate, onPortResult, retryPort, sampleBackoffMs } from '../domain/port-allocation.js';
+import {
+  type Allocation,
+  type PortDemand,
+  type Rng,
+  applyPending,
+  issueCandidate,
+  onPortResult,
+  retryPort,
+  sampleBackoffMs,
+} from '../domain/port-allocation.js';
 import type { AuthorityStore, FenceRows, StoredService } from './authority-store.js';
 import type { PolicySource } from './lease-store.js';
 import { listenerIntentOf, stampCurrentSnapshot } from './authority-lease.js';
@@ -33,7 +42,14 @@ const fenceOf = (d: PortDeps, m: PortMessage, f: FenceRows) => {
   if (!f.member) return Either.left(scError('unauthorized', 'identity is not a member of the Network'));
   const rt = f.runtime;
   const s = f.session;
-  const current = s !== null && rt !== null && s.generation === rt.generation && bytesEqual(s.runtimeId, rt.runtimeId) && s.epoch === d.epoch ? s : null;
+  const current =
+    s !== null &&
+    rt !== null &&
+    s.generation === rt.generation &&
+    bytesEqual(s.runtimeId, rt.runtimeId) &&
+    s.epoch === d.epoch
+      ? s
+      : null;
   return checkFences(
     {
       kind: m.kind,
@@ -50,7 +66,11 @@ const fenceOf = (d: PortDeps, m: PortMessage, f: FenceRows) => {
 export const demandOf = (s: StoredService): Either.Either<PortDemand, ServiceControlError> =>
   Either.mapBoth(DeclarationCodec.decode(s.declaration), {
     onLeft: () => scError('state-inconsistent', 'stored declaration is corrupt for this service'),
-    onRight: (d) => ({ mode: d.port_mode, requestedPort: d.requested_port === null ? null : BigInt(d.requested_port), backendPort: BigInt(d.backend_port) }),
+    onRight: (d) => ({
+      mode: d.port_mode,
+      requestedPort: d.requested_port === null ? null : BigInt(d.requested_port),
+      backendPort: BigInt(d.backend_port),
+    }),
   });
 
 /**
@@ -58,9 +78,16 @@ export const demandOf = (s: StoredService): Either.Either<PortDemand, ServiceCon
  * `intent_digest`): every proposal binds it, so it is taken with the service's policy sources and version.
  */
 export const intentDigestAt =
-  (d: Pick<PortDeps, 'nsdId' | 'intentDigestFor'>, row: StoredService, sources: readonly PolicySource[], version: bigint | null) =>
+  (
+    d: Pick<PortDeps, 'nsdId' | 'intentDigestFor'>,
+    row: StoredService,
+    sources: readonly PolicySource[],
+    version: bigint | null,
+  ) =>
   (port: bigint, rev: bigint): Bytes =>
-    d.intentDigestFor?.(row, port, rev) ?? listenerIntentOf(d.nsdId, { ...row, port, listenerRevision: rev }, sources, version ?? undefined)?.intentDigest ?? new Uint8Array(32);
+    d.intentDigestFor?.(row, port, rev) ??
+    listenerIntentOf(d.nsdId, { ...row, port, listenerRevision: rev }, sources, version ?? undefined)?.intentDigest ??
+    new Uint8Array(32);
 
 const portState = (a: Allocation): BPortState => (a.state === 'idle' ? 'released-pure' : a.state);
 
@@ -86,13 +113,24 @@ export interface NextCandidate {
  * pure termination, a confirmation, or the tombstone of a proposal A took although B had cancelled it — and the
  * Network's production is queued for the new proposal. The reply's state is that of the answered proposal.
  */
-export const servePortResult = (d: PortDeps, m: MessageOf<'port.result'>): Promise<Either.Either<PortResultReply, ServiceControlError>> => {
+export const servePortResult = (
+  d: PortDeps,
+  m: MessageOf<'port.result'>,
+): Promise<Either.Either<PortResultReply, ServiceControlError>> => {
   const ref = proposalFromWire(m.body);
   return d.store.transact(d.epoch, async (tx) => {
-    const [fr, row] = await Promise.all([tx.fence(m.subject_identity, m.network_id, { session: true }), tx.lease.service(ref.serviceRef.serviceId)]);
+    const [fr, row] = await Promise.all([
+      tx.fence(m.subject_identity, m.network_id, { session: true }),
+      tx.lease.service(ref.serviceRef.serviceId),
+    ]);
     const f = fenceOf(d, m, fr);
     if (Either.isLeft(f)) return Either.left(f.left);
-    if (!bytesEqual(ref.serviceRef.nsdId, d.nsdId) || !bytesEqual(ref.serviceRef.networkId, m.network_id) || row === null || !bytesEqual(row.publisher, m.subject_identity))
+    if (
+      !bytesEqual(ref.serviceRef.nsdId, d.nsdId) ||
+      !bytesEqual(ref.serviceRef.networkId, m.network_id) ||
+      row === null ||
+      !bytesEqual(row.publisher, m.subject_identity)
+    )
       return Either.left(scError('stale-proposal', 'no such proposal'));
     const ports = await tx.ports.lockPorts(m.subject_identity);
     const a = await tx.ports.lockAllocation(ref.serviceRef.serviceId);
@@ -105,8 +143,17 @@ export const servePortResult = (d: PortDeps, m: MessageOf<'port.result'>): Promi
     let table = step.right.table;
     let opened = false;
     if (answered.pending !== null && row.state === 'active') {
-      const [sources, version] = await Promise.all([tx.lease.policySources(row.serviceId), tx.grants.policyVersion(row.serviceId)]);
-      const pend = applyPending(answered, table, rng, d.newProposalId?.() ?? new Uint8Array(randomBytes(16)), intentDigestAt(d, row, sources, version));
+      const [sources, version] = await Promise.all([
+        tx.lease.policySources(row.serviceId),
+        tx.grants.policyVersion(row.serviceId),
+      ]);
+      const pend = applyPending(
+        answered,
+        table,
+        rng,
+        d.newProposalId?.() ?? new Uint8Array(randomBytes(16)),
+        intentDigestAt(d, row, sources, version),
+      );
       if (Either.isLeft(pend)) return Either.left(pend.left);
       if (pend.right !== null) {
         after = pend.right.allocation;
@@ -131,7 +178,12 @@ export const servePortResult = (d: PortDeps, m: MessageOf<'port.result'>): Promi
       nextCandidate:
         opened || step.right.nextCandidateAfterMs === null
           ? null
-          : { serviceId: row.serviceId, networkId: m.network_id, afterSeq: after.proposalSeq, afterMs: step.right.nextCandidateAfterMs },
+          : {
+              serviceId: row.serviceId,
+              networkId: m.network_id,
+              afterSeq: after.proposalSeq,
+              afterMs: step.right.nextCandidateAfterMs,
+            },
     });
   });
 };
@@ -142,7 +194,12 @@ export const serveRetryPort = (
   m: MessageOf<'service.retry-port'>,
 ): Promise<
   Either.Either<
-    { readonly service_ref: MessageOf<'service.retry-port'>['body']['service_ref']; readonly allocation_round: bigint; readonly proposal_seq: bigint; readonly outbox: Promise<bigint> | null },
+    {
+      readonly service_ref: MessageOf<'service.retry-port'>['body']['service_ref'];
+      readonly allocation_round: bigint;
+      readonly proposal_seq: bigint;
+      readonly outbox: Promise<bigint> | null;
+    },
     ServiceControlError
   >
 > => {
@@ -159,13 +216,22 @@ export const serveRetryPort = (
     if (!bytesEqual(sref.nsd_id, d.nsdId) || !bytesEqual(sref.network_id, m.network_id) || row === null)
       return Either.left(scError('recovery-required', 'no such service allocation'));
     // permission follows local-owner rules: only the publisher's own daemon relays its owner's request
-    if (!bytesEqual(row.publisher, m.subject_identity)) return Either.left(scError('unauthorized', 'only the publisher may retry its port'));
+    if (!bytesEqual(row.publisher, m.subject_identity))
+      return Either.left(scError('unauthorized', 'only the publisher may retry its port'));
     const demand = demandOf(row);
     if (Either.isLeft(demand)) return Either.left(demand.left);
     const a = await tx.ports.lockAllocation(sref.service_id);
     if (a === null) return Either.left(scError('recovery-required', 'no allocation to retry'));
     const ports = await tx.ports.lockPorts(m.subject_identity);
-    const step = retryPort(a, ports, m.request_id, demand.right, d.rng ?? Math.random, d.newProposalId?.() ?? new Uint8Array(randomBytes(16)), intentDigestAt(d, row, sources, version));
+    const step = retryPort(
+      a,
+      ports,
+      m.request_id,
+      demand.right,
+      d.rng ?? Math.random,
+      d.newProposalId?.() ?? new Uint8Array(randomBytes(16)),
+      intentDigestAt(d, row, sources, version),
+    );
     if (Either.isLeft(step)) return Either.left(step.left);
     if (step.right.issued !== null) {
       await tx.ports.savePorts(m.subject_identity, ports, step.right.table);
@@ -173,7 +239,12 @@ export const serveRetryPort = (
     }
     // a new proposal: the outbox row (its id resolves after the commit) — the publisher's snapshot must carry it
     const outbox = step.right.issued !== null ? tx.writeOutbox(m.network_id, 'service.retry-port') : null;
-    return Either.right({ service_ref: sref, allocation_round: step.right.round, proposal_seq: step.right.proposalSeq, outbox });
+    return Either.right({
+      service_ref: sref,
+      allocation_round: step.right.round,
+      proposal_seq: step.right.proposalSeq,
+      outbox,
+    });
   });
 };
 
@@ -188,7 +259,12 @@ export const serveRetryPort = (
 export const serveNextCandidate = (
   d: PortDeps,
   next: Pick<NextCandidate, 'serviceId' | 'afterSeq'>,
-): Promise<Either.Either<{ readonly outbox: Promise<bigint> | null; readonly refusal: ServiceControlError | null }, ServiceControlError>> =>
+): Promise<
+  Either.Either<
+    { readonly outbox: Promise<bigint> | null; readonly refusal: ServiceControlError | null },
+    ServiceControlError
+  >
+> =>
   d.store.transact(d.epoch, async (tx) => {
     const row = await tx.lease.service(next.serviceId);
     if (row === null || row.state !== 'active') return Either.right({ outbox: null, refusal: null });
@@ -198,19 +274,37 @@ export const serveNextCandidate = (
       tx.lease.policySources(row.serviceId),
       tx.grants.policyVersion(row.serviceId),
     ]);
-    if (a === null || a.state !== 'released-pure' || !a.awaitingNext || a.pending !== null || a.proposalSeq !== next.afterSeq)
+    if (
+      a === null ||
+      a.state !== 'released-pure' ||
+      !a.awaitingNext ||
+      a.pending !== null ||
+      a.proposalSeq !== next.afterSeq
+    )
       return Either.right({ outbox: null, refusal: null });
     const demand = demandOf(row);
     if (Either.isLeft(demand)) return Either.left(demand.left);
-    const step = issueCandidate(a, ports, demand.right, d.rng ?? Math.random, d.newProposalId?.() ?? new Uint8Array(randomBytes(16)), intentDigestAt(d, row, sources, version));
+    const step = issueCandidate(
+      a,
+      ports,
+      demand.right,
+      d.rng ?? Math.random,
+      d.newProposalId?.() ?? new Uint8Array(randomBytes(16)),
+      intentDigestAt(d, row, sources, version),
+    );
     if (Either.isLeft(step)) return Either.left(step.left);
     await tx.ports.savePorts(row.publisher, ports, step.right.table);
     await tx.ports.saveAllocation(step.right.allocation);
-    return Either.right({ outbox: step.right.proposal === null ? null : tx.writeOutbox(row.networkId, 'port.next-candidate'), refusal: step.right.refusal });
+    return Either.right({
+      outbox: step.right.proposal === null ? null : tx.writeOutbox(row.networkId, 'port.next-candidate'),
+      refusal: step.right.refusal,
+    });
   });
 
 /** After a restart: every allocation a pure refusal left waiting, each with a freshly sampled backoff (§5.14). */
-export const awaitingNextCandidates = (d: PortDeps): Promise<Either.Either<readonly NextCandidate[], ServiceControlError>> =>
+export const awaitingNextCandidates = (
+  d: PortDeps,
+): Promise<Either.Either<readonly NextCandidate[], ServiceControlError>> =>
   d.store.transact(d.epoch, async (tx) =>
     Either.right(
       (await tx.ports.awaitingNextCandidate()).map((a) => ({

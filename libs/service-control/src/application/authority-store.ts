@@ -75,7 +75,10 @@ export interface AuthorityTx {
    */
   readonly saveSession: (identity: Bytes, networkId: Bytes, s: SessionRow) => Promise<void>;
   /** Corrupt row → `state-inconsistent` (Left) for that scope only. */
-  readonly lockReport: (identity: Bytes, networkId: Bytes) => Promise<Either.Either<BReportRow | null, ServiceControlError>>;
+  readonly lockReport: (
+    identity: Bytes,
+    networkId: Bytes,
+  ) => Promise<Either.Either<BReportRow | null, ServiceControlError>>;
   readonly saveReport: (identity: Bytes, networkId: Bytes, row: BReportRow) => Promise<void>;
   readonly services: (networkId: Bytes) => Promise<readonly StoredService[]>;
   readonly upsertServices: (rows: readonly StoredService[]) => Promise<void>;
@@ -103,7 +106,12 @@ export interface AuthorityTx {
   /** Digest of the given revision if it was produced for the target (the ACK must name one). */
   readonly producedDigests: (target: Bytes, networkId: Bytes, revision: bigint) => Promise<ReadonlyMap<bigint, Bytes>>;
   /** The ACK records of (target, network, session, revision) — the only ones an ACK can collide with. */
-  readonly acks: (target: Bytes, networkId: Bytes, sessionSeq: bigint, revision: bigint) => Promise<readonly AckRecord[]>;
+  readonly acks: (
+    target: Bytes,
+    networkId: Bytes,
+    sessionSeq: bigint,
+    revision: bigint,
+  ) => Promise<readonly AckRecord[]>;
   /** Record a new ACK; revisions it takes below the floor (a superseded enforced revision) are pruned (decision 0191). */
   readonly saveAck: (target: Bytes, networkId: Bytes, a: AckRecord) => Promise<void>;
 }
@@ -130,7 +138,10 @@ export interface AuthorityStore {
    * autocommit statement fenced on `epoch` (`recorded`), finds the same ACK again (`repeat`, nothing written), or
    * writes nothing and answers `slow`: then `transact` decides, with the precise error.
    */
-  readonly ackFast?: (epoch: bigint, ack: FastAckInput) => Promise<Either.Either<'recorded' | 'repeat' | 'slow', ServiceControlError>>;
+  readonly ackFast?: (
+    epoch: bigint,
+    ack: FastAckInput,
+  ) => Promise<Either.Either<'recorded' | 'repeat' | 'slow', ServiceControlError>>;
   /** Undelivered outbox rows' networks (for the producer after a restart). */
   readonly pendingOutbox: () => Promise<readonly { readonly id: bigint; readonly networkId: Bytes }[]>;
   /** Clear one outbox row, or with `networkId` every row of that Network up to `id` (one production covers them). */

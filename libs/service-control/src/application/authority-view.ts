@@ -13,7 +13,13 @@ import { type ServiceAuthorization, compileAuthorization, sourceKey } from '../d
 import { cancelTarget, snapshotProposal } from '../domain/port-allocation.js';
 import type { ProposalRef } from '../domain/port-endpoint.js';
 import { serviceRefToWire } from '../api/convert.js';
-import { type GrantWire, type ListenerIntentWire, SnapshotPushBody, type WithdrawalWire, sourceAuthorizationDigest } from '../api/snapshot.js';
+import {
+  type GrantWire,
+  type ListenerIntentWire,
+  SnapshotPushBody,
+  type WithdrawalWire,
+  sourceAuthorizationDigest,
+} from '../api/snapshot.js';
 import { POLICY_VERSION, listenerIntentOf } from './authority-lease.js';
 import type { AuthorityTx, StoredService, StoredSnapshot } from './authority-store.js';
 import { proposalToWire } from './port-arbiter.js';
@@ -50,7 +56,9 @@ const carriedGrants = (last: ReadonlyMap<string, StoredSnapshot>): ReadonlyMap<s
     const set = new Set<string>();
     if (Either.isRight(body))
       for (const g of body.right.snapshot.grants)
-        set.add(`${sourceKey(g.service_ref.service_id, g.consumer_identity)}|${g.grant_version}|${toHex(g.policy_digest)}`);
+        set.add(
+          `${sourceKey(g.service_ref.service_id, g.consumer_identity)}|${g.grant_version}|${toHex(g.policy_digest)}`,
+        );
     out.set(target, set);
   }
   return out;
@@ -90,7 +98,9 @@ export const networkView = async (
       publisher: s.publisher,
       policyVersion: version,
       listenerRevision: revision,
-      sources: sources.filter((x) => member.has(toHex(x.consumer))).map((x) => ({ consumer: x.consumer, protocols: x.protocols })),
+      sources: sources
+        .filter((x) => member.has(toHex(x.consumer)))
+        .map((x) => ({ consumer: x.consumer, protocols: x.protocols })),
     });
     const cancel = a === null ? null : cancelTarget(a);
     if (cancel !== null) cancelsOf.set(toHex(s.publisher), [...(cancelsOf.get(toHex(s.publisher)) ?? []), cancel]);
@@ -115,7 +125,14 @@ export const networkView = async (
     publisherViews.set(toHex(s.publisher), own);
     // consumers see the listener only with a confirmed P: P, identity, protocols and authorization, no backend
     if ((a.state === 'claimed' || a.state === 'ready') && a.confirmedPort === p.port)
-      consumerViews.set(id, { ...li.fields, backend_host: null, backend_port: null, intent_digest: li.intentDigest, proposal: null, state });
+      consumerViews.set(id, {
+        ...li.fields,
+        backend_host: null,
+        backend_port: null,
+        intent_digest: li.intentDigest,
+        proposal: null,
+        state,
+      });
   });
 
   const carried = carriedGrants(last);
@@ -126,10 +143,19 @@ export const networkView = async (
       const [serviceHex, consumerHex] = key.split('|') as [string, string];
       const publisher = publisherOf.get(serviceHex);
       const mark = `${key}|${e.version}|${toHex(e.policyDigest)}`;
-      return publisher !== undefined && carried.get(toHex(publisher))?.has(mark) === true && carried.get(consumerHex)?.has(mark) === true;
+      return (
+        publisher !== undefined &&
+        carried.get(toHex(publisher))?.has(mark) === true &&
+        carried.get(consumerHex)?.has(mark) === true
+      );
     },
     (ref, publisher, consumer, protocols) =>
-      sourceAuthorizationDigest({ service_ref: serviceRefToWire(ref), publisher_identity: publisher, consumer_identity: consumer, protocols: protocols as Protocol[] }),
+      sourceAuthorizationDigest({
+        service_ref: serviceRefToWire(ref),
+        publisher_identity: publisher,
+        consumer_identity: consumer,
+        protocols: protocols as Protocol[],
+      }),
   );
   if (Either.isLeft(compiled)) return Either.left(compiled.left);
   const c = compiled.right;
@@ -143,9 +169,14 @@ export const networkView = async (
     policy_version: g.policyVersion,
     publisher: g.publisher,
   }));
-  const involves = (target: Bytes, x: { readonly publisher_identity: Bytes; readonly consumer_identity: Bytes | null }) =>
-    bytesEqual(x.publisher_identity, target) || (x.consumer_identity !== null && bytesEqual(x.consumer_identity, target));
-  const byId = (x: ListenerIntentWire, y: ListenerIntentWire) => Buffer.compare(Buffer.from(x.service_ref.service_id), Buffer.from(y.service_ref.service_id));
+  const involves = (
+    target: Bytes,
+    x: { readonly publisher_identity: Bytes; readonly consumer_identity: Bytes | null },
+  ) =>
+    bytesEqual(x.publisher_identity, target) ||
+    (x.consumer_identity !== null && bytesEqual(x.consumer_identity, target));
+  const byId = (x: ListenerIntentWire, y: ListenerIntentWire) =>
+    Buffer.compare(Buffer.from(x.service_ref.service_id), Buffer.from(y.service_ref.service_id));
 
   return Either.right({
     listeners: (target) => {
@@ -160,7 +191,12 @@ export const networkView = async (
     grants: (target) => grantsWire.filter((g) => involves(target, g)).map(({ publisher: _, ...g }) => g),
     sourceWithdrawals: (target) =>
       c.withdrawals
-        .map((w) => ({ service_ref: serviceRefToWire(w.ref), publisher_identity: w.publisher, consumer_identity: w.consumer, listener_revision: w.listenerRevision }))
+        .map((w) => ({
+          service_ref: serviceRefToWire(w.ref),
+          publisher_identity: w.publisher,
+          consumer_identity: w.consumer,
+          listener_revision: w.listenerRevision,
+        }))
         .filter((w) => involves(target, w)),
     cancels: (target) => cancelsOf.get(toHex(target)) ?? [],
     save: () =>

@@ -15,13 +15,32 @@ import { applyReport, type ServiceRow, ulid } from '../domain/services.js';
 import { type AckRecord, checkRetained, produceSnapshot, recordAck } from '../domain/snapshot.js';
 import { validateDeclaration } from '../domain/declaration.js';
 import { type Message, type MessageOf, decodeMessage, encodeMessage, errorBody } from '../api/message.js';
-import { declarationFromWire, declarationToWire, floorResultBody, machineAuthFromWire, replaceRequest, serviceControlObjectFromWire, streamBindingFromWire } from '../api/convert.js';
+import {
+  declarationFromWire,
+  declarationToWire,
+  floorResultBody,
+  machineAuthFromWire,
+  replaceRequest,
+  serviceControlObjectFromWire,
+  streamBindingFromWire,
+} from '../api/convert.js';
 import { DeclarationCodec, type BindingWire } from '../api/report.js';
-import { MachineAuthRequestCodec, MachineHeartbeatCodec, MachineHeartbeatResultCodec, StreamBindingCodec } from '../api/runtime.js';
+import {
+  MachineAuthRequestCodec,
+  MachineHeartbeatCodec,
+  MachineHeartbeatResultCodec,
+  StreamBindingCodec,
+} from '../api/runtime.js';
 import { type SnapshotWire, SnapshotPushBody, snapshotDigest } from '../api/snapshot.js';
 import { deriveN6 } from '../api/standins.js';
 import { POLICY_VERSION, serveAcquire, serveReady } from './authority-lease.js';
-import { type NextCandidate, awaitingNextCandidates, servePortResult, serveNextCandidate, serveRetryPort } from './authority-port.js';
+import {
+  type NextCandidate,
+  awaitingNextCandidates,
+  servePortResult,
+  serveNextCandidate,
+  serveRetryPort,
+} from './authority-port.js';
 import { PortRecoveryDriver, type PortRecoveryOptions, type Schedule, timerSchedule } from './port-recovery.js';
 import { allocateOnReport } from './authority-offer.js';
 import { type NetworkView, networkView } from './authority-view.js';
@@ -71,10 +90,24 @@ interface OpenStream {
   readonly sink: StreamSink;
 }
 
-const A_TO_B: readonly Kind[] = ['runtime.floor', 'runtime.bind', 'session.open', 'report.head', 'report.replace', 'snapshot.ack', 'listener.ready', 'lease.refresh', 'lease.acquire', 'port.result', 'service.retry-port'];
+const A_TO_B: readonly Kind[] = [
+  'runtime.floor',
+  'runtime.bind',
+  'session.open',
+  'report.head',
+  'report.replace',
+  'snapshot.ack',
+  'listener.ready',
+  'lease.refresh',
+  'lease.acquire',
+  'port.result',
+  'service.retry-port',
+];
 
 /** One owner edit of the policy stand-in: allow a consumer source (protocols) or remove it. */
-export type PolicyEdit = { readonly consumer: Bytes; readonly protocols: readonly ('tcp' | 'udp')[] } | { readonly consumer: Bytes; readonly remove: true };
+export type PolicyEdit =
+  | { readonly consumer: Bytes; readonly protocols: readonly ('tcp' | 'udp')[] }
+  | { readonly consumer: Bytes; readonly remove: true };
 
 export type PolicyEditResult =
   | { readonly outcome: 'changed' | 'unchanged'; readonly policyVersion: bigint }
@@ -103,7 +136,8 @@ export class Authority {
       ...d.portRecovery,
       store: d.store,
       epoch: d.epoch,
-      send: (identity, networkId, kind, body, requestId) => this.sendRequest(identity, networkId, kind, body, requestId),
+      send: (identity, networkId, kind, body, requestId) =>
+        this.sendRequest(identity, networkId, kind, body, requestId),
       ...(d.log ? { log: d.log } : {}),
     });
   }
@@ -131,7 +165,7 @@ export class Authority {
     const out = await this.dispatch(signer, m);
     if (Either.isLeft(out)) {
       this.counters.refusals++;
-      this.d.log?.("refused", { kind: m.kind, code: out.left.code, detail: out.left.detail });
+      this.d.log?.('refused', { kind: m.kind, code: out.left.code, detail: out.left.detail });
       this.observed(m.kind, out.left.code, t0);
       return this.errorReply(m, out.left);
     }
@@ -153,9 +187,12 @@ export class Authority {
   }
 
   private async dispatch(signer: Bytes, m: Message): Promise<Either.Either<Uint8Array, ServiceControlError>> {
-    if (!A_TO_B.includes(m.kind)) return Either.left(scError('unsupported-field', `${m.kind} is not a request to the authority`));
-    if (!bytesEqual(m.subject_identity, signer)) return Either.left(scError('unauthorized', 'subject_identity is not the signer'));
-    if (!bytesEqual(m.nsd_id, this.d.nsdId)) return Either.left(scError('unauthorized', 'nsd_id is not this authority'));
+    if (!A_TO_B.includes(m.kind))
+      return Either.left(scError('unsupported-field', `${m.kind} is not a request to the authority`));
+    if (!bytesEqual(m.subject_identity, signer))
+      return Either.left(scError('unauthorized', 'subject_identity is not the signer'));
+    if (!bytesEqual(m.nsd_id, this.d.nsdId))
+      return Either.left(scError('unauthorized', 'nsd_id is not this authority'));
     switch (m.kind) {
       case 'runtime.floor':
         return this.floor(m);
@@ -186,7 +223,9 @@ export class Authority {
     const deps = { store: this.d.store, nsdId: this.d.nsdId, epoch: this.d.epoch, now: this.d.leaseNow ?? this.d.now };
     const r = m.kind === 'lease.acquire' ? await serveAcquire(deps, m) : await serveReady(deps, m);
     if (Either.isRight(r) && r.right.committed) this.committed(m.kind);
-    return Either.map(r, (reply) => this.env(m, 'lease.result', m.runtime_generation, m.runtime_id, { results: reply.results }, m.session_seq));
+    return Either.map(r, (reply) =>
+      this.env(m, 'lease.result', m.runtime_generation, m.runtime_id, { results: reply.results }, m.session_seq),
+    );
   }
 
   /** port.result / service.retry-port: the allocation step is committed before the reply (authority-port.ts). */
@@ -198,7 +237,9 @@ export class Authority {
         this.committed(m.kind);
         if (r.right.outbox !== null) this.queueProduction(m.network_id, await r.right.outbox);
       }
-      return Either.map(r, ({ outbox: _, ...body }) => this.env(m, 'service.retry-port.result', m.runtime_generation, m.runtime_id, body));
+      return Either.map(r, ({ outbox: _, ...body }) =>
+        this.env(m, 'service.retry-port.result', m.runtime_generation, m.runtime_id, body),
+      );
     }
     const r = await servePortResult(deps, m);
     if (Either.isRight(r)) {
@@ -207,10 +248,19 @@ export class Authority {
       if (r.right.outbox !== null) this.queueProduction(m.network_id, await r.right.outbox);
       if (r.right.nextCandidate !== null) this.scheduleNextCandidate(r.right.nextCandidate);
     }
-    return Either.map(r, (reply) => this.env(m, 'port.result.result', m.runtime_generation, m.runtime_id, reply.body, m.session_seq));
+    return Either.map(r, (reply) =>
+      this.env(m, 'port.result.result', m.runtime_generation, m.runtime_id, reply.body, m.session_seq),
+    );
   }
 
-  private env(m: Message, kind: string, gen: bigint | null, rid: Bytes | null, body: unknown, sessionSeq?: bigint): Uint8Array {
+  private env(
+    m: Message,
+    kind: string,
+    gen: bigint | null,
+    rid: Bytes | null,
+    body: unknown,
+    sessionSeq?: bigint,
+  ): Uint8Array {
     return encodeMessage({
       schema: 1,
       kind,
@@ -259,12 +309,24 @@ export class Authority {
   ) {
     return this.d.store.transact<A>(this.d.epoch, async (tx) => {
       const [fence, pre] = await Promise.all([tx.fence(identity, networkId, options), reads(tx)]);
-      return fence.member ? fn(tx, fence, pre) : Either.left(scError('unauthorized', 'identity is not a member of the Network'));
+      return fence.member
+        ? fn(tx, fence, pre)
+        : Either.left(scError('unauthorized', 'identity is not a member of the Network'));
     });
   }
 
-  private tx<A>(m: Message, fn: (tx: AuthorityTx, fence: FenceRows) => Promise<Either.Either<A, ServiceControlError>>, options: { readonly session?: boolean } = { session: false }) {
-    return this.fenced(m.subject_identity, m.network_id, options, async () => undefined, (tx, fence) => fn(tx, fence));
+  private tx<A>(
+    m: Message,
+    fn: (tx: AuthorityTx, fence: FenceRows) => Promise<Either.Either<A, ServiceControlError>>,
+    options: { readonly session?: boolean } = { session: false },
+  ) {
+    return this.fenced(
+      m.subject_identity,
+      m.network_id,
+      options,
+      async () => undefined,
+      (tx, fence) => fn(tx, fence),
+    );
   }
 
   private committed(point: string): void {
@@ -272,31 +334,50 @@ export class Authority {
   }
 
   private async floor(m: MessageOf<'runtime.floor'>) {
-    const r = await this.tx(m, async (_tx, { runtime: rt }) => Either.map(this.fences(m, rt, null), () => floorView(rt, this.d.now())));
+    const r = await this.tx(m, async (_tx, { runtime: rt }) =>
+      Either.map(this.fences(m, rt, null), () => floorView(rt, this.d.now())),
+    );
     return Either.map(r, (view) =>
-      this.env(m, 'runtime.floor.result', view.runtimeGeneration, view.runtimeId, floorResultBody(
-        { subject_identity: m.subject_identity, nsd_id: this.d.nsdId, network_id: m.network_id },
-        view,
-        this.d.epoch,
-      )),
+      this.env(
+        m,
+        'runtime.floor.result',
+        view.runtimeGeneration,
+        view.runtimeId,
+        floorResultBody(
+          { subject_identity: m.subject_identity, nsd_id: this.d.nsdId, network_id: m.network_id },
+          view,
+          this.d.epoch,
+        ),
+      ),
     );
   }
 
   private async bind(m: MessageOf<'runtime.bind'>) {
-    const r = await this.tx(m, async (tx, { runtime: rt, session: s }) => {
-      const f = this.fences(m, rt, null);
-      if (Either.isLeft(f)) return Either.left(f.left);
-      const out = bind(
-        rt,
-        { generation: m.runtime_generation, runtimeId: m.runtime_id, mode: m.body.mode, floorRequestId: m.body.floor_request_id, ownerRecovery: m.body.owner_recovery },
-        toHex(m.network_id),
-        this.d.now(),
-      );
-      if (Either.isLeft(out)) return Either.left(out.left);
-      if (out.right.binding !== rt) await tx.saveRuntime(m.subject_identity, out.right.binding);
-      const floor = s !== null && s.generation === m.runtime_generation && bytesEqual(s.runtimeId, m.runtime_id) ? s.seq : 0n;
-      return Either.right(floor);
-    }, { session: true });
+    const r = await this.tx(
+      m,
+      async (tx, { runtime: rt, session: s }) => {
+        const f = this.fences(m, rt, null);
+        if (Either.isLeft(f)) return Either.left(f.left);
+        const out = bind(
+          rt,
+          {
+            generation: m.runtime_generation,
+            runtimeId: m.runtime_id,
+            mode: m.body.mode,
+            floorRequestId: m.body.floor_request_id,
+            ownerRecovery: m.body.owner_recovery,
+          },
+          toHex(m.network_id),
+          this.d.now(),
+        );
+        if (Either.isLeft(out)) return Either.left(out.left);
+        if (out.right.binding !== rt) await tx.saveRuntime(m.subject_identity, out.right.binding);
+        const floor =
+          s !== null && s.generation === m.runtime_generation && bytesEqual(s.runtimeId, m.runtime_id) ? s.seq : 0n;
+        return Either.right(floor);
+      },
+      { session: true },
+    );
     if (Either.isRight(r)) this.committed('runtime.bind');
     return Either.map(r, (sessionFloor) =>
       this.env(m, 'runtime.bind.result', m.runtime_generation, m.runtime_id, {
@@ -309,31 +390,53 @@ export class Authority {
   }
 
   private async sessionOpen(m: MessageOf<'session.open'>) {
-    const r = await this.tx(m, async (tx, { runtime: rt, session: s }) => {
-      const f = this.fences(m, rt, null);
-      if (Either.isLeft(f)) return Either.left(f.left);
-      const mark = s !== null && rt !== null && s.generation === rt.generation && bytesEqual(s.runtimeId, rt.runtimeId) ? s : null;
-      const o = openSession(mark, m.session_seq, m.request_id, this.d.epoch);
-      if (Either.isLeft(o)) return Either.left(o.left);
-      if (o.right.outcome === 'accepted')
-        await tx.saveSession(m.subject_identity, m.network_id, { ...o.right.mark, generation: m.runtime_generation, runtimeId: m.runtime_id });
-      return Either.right(o.right.mark);
-    }, { session: true });
+    const r = await this.tx(
+      m,
+      async (tx, { runtime: rt, session: s }) => {
+        const f = this.fences(m, rt, null);
+        if (Either.isLeft(f)) return Either.left(f.left);
+        const mark =
+          s !== null && rt !== null && s.generation === rt.generation && bytesEqual(s.runtimeId, rt.runtimeId)
+            ? s
+            : null;
+        const o = openSession(mark, m.session_seq, m.request_id, this.d.epoch);
+        if (Either.isLeft(o)) return Either.left(o.left);
+        if (o.right.outcome === 'accepted')
+          await tx.saveSession(m.subject_identity, m.network_id, {
+            ...o.right.mark,
+            generation: m.runtime_generation,
+            runtimeId: m.runtime_id,
+          });
+        return Either.right(o.right.mark);
+      },
+      { session: true },
+    );
     if (Either.isRight(r)) {
       this.committed('session.open');
       // Streams of an older session of this scope stop receiving config at once.
       for (const s of this.streams)
-        if (bytesEqual(s.identity, m.subject_identity) && bytesEqual(s.networkId, m.network_id) && s.binding.sessionSeq !== m.session_seq) {
+        if (
+          bytesEqual(s.identity, m.subject_identity) &&
+          bytesEqual(s.networkId, m.network_id) &&
+          s.binding.sessionSeq !== m.session_seq
+        ) {
           s.sink.close();
           this.streams.delete(s);
         }
     }
     return Either.map(r, (mark) =>
-      this.env(m, 'session.open.result', m.runtime_generation, m.runtime_id, {
-        session_seq: mark.seq,
-        session_request_id: mark.requestId,
-        authority_epoch: this.d.epoch,
-      }, m.session_seq),
+      this.env(
+        m,
+        'session.open.result',
+        m.runtime_generation,
+        m.runtime_id,
+        {
+          session_seq: mark.seq,
+          session_request_id: mark.requestId,
+          authority_epoch: this.d.epoch,
+        },
+        m.session_seq,
+      ),
     );
   }
 
@@ -349,17 +452,24 @@ export class Authority {
       .sort((a, b) => Buffer.compare(Buffer.from(a.declaration_key), Buffer.from(b.declaration_key)));
 
   private async reportHead(m: MessageOf<'report.head'>) {
-    const reads = (tx: AuthorityTx) => Promise.all([tx.lockReport(m.subject_identity, m.network_id), tx.services(m.network_id)]);
-    const r = await this.fenced(m.subject_identity, m.network_id, { session: false }, reads, async (_tx, { runtime: rt }, [row, all]) => {
-      const f = this.fences(m, rt, null);
-      if (Either.isLeft(f)) return Either.left(f.left);
-      const scopeOk = this.scopeMatches(m, m.body.scope);
-      if (Either.isLeft(scopeOk)) return Either.left(scopeOk.left);
-      if (Either.isLeft(row)) return Either.left(row.left);
-      const head = reportHead(row.right);
-      const services = head.acceptedRevision === 0n ? [] : all;
-      return Either.right({ head, bindings: this.bindings(services, m.subject_identity) });
-    });
+    const reads = (tx: AuthorityTx) =>
+      Promise.all([tx.lockReport(m.subject_identity, m.network_id), tx.services(m.network_id)]);
+    const r = await this.fenced(
+      m.subject_identity,
+      m.network_id,
+      { session: false },
+      reads,
+      async (_tx, { runtime: rt }, [row, all]) => {
+        const f = this.fences(m, rt, null);
+        if (Either.isLeft(f)) return Either.left(f.left);
+        const scopeOk = this.scopeMatches(m, m.body.scope);
+        if (Either.isLeft(scopeOk)) return Either.left(scopeOk.left);
+        if (Either.isLeft(row)) return Either.left(row.left);
+        const head = reportHead(row.right);
+        const services = head.acceptedRevision === 0n ? [] : all;
+        return Either.right({ head, bindings: this.bindings(services, m.subject_identity) });
+      },
+    );
     return Either.map(r, ({ head, bindings }) =>
       this.env(m, 'report.accepted', m.runtime_generation, m.runtime_id, {
         scope: m.body.scope,
@@ -371,7 +481,9 @@ export class Authority {
   }
 
   private scopeMatches(m: Message, scope: { publisher_identity: Bytes; nsd_id: Bytes; network_id: Bytes }) {
-    return bytesEqual(scope.publisher_identity, m.subject_identity) && bytesEqual(scope.nsd_id, m.nsd_id) && bytesEqual(scope.network_id, m.network_id)
+    return bytesEqual(scope.publisher_identity, m.subject_identity) &&
+      bytesEqual(scope.nsd_id, m.nsd_id) &&
+      bytesEqual(scope.network_id, m.network_id)
       ? Either.void
       : Either.left(scError('unauthorized', 'report scope is not the signer’s scope'));
   }
@@ -380,65 +492,84 @@ export class Authority {
     const body = m.body;
     let outbox = null as Promise<bigint> | null;
     // the report row and the Network's service rows are read with the fence, in the first round trip
-    const reads = (tx: AuthorityTx) => Promise.all([tx.lockReport(m.subject_identity, m.network_id), tx.services(m.network_id)]);
-    const r = await this.fenced(m.subject_identity, m.network_id, { session: false }, reads, async (tx, { runtime: rt }, [row, all]) => {
-      const f = this.fences(m, rt, null);
-      if (Either.isLeft(f)) return Either.left(f.left);
-      for (const sc of [body.scope, body.content.scope]) {
-        const ok = this.scopeMatches(m, sc);
-        if (Either.isLeft(ok)) return Either.left(ok.left);
-      }
-      const decls = [];
-      for (const w of body.content.declarations) {
-        const v = validateDeclaration(declarationFromWire(w));
-        if (Either.isLeft(v)) return Either.left(v.left);
-        decls.push(v.right);
-      }
-      if (Either.isLeft(row)) return Either.left(row.left);
-      const outcome = acceptReport(row.right, replaceRequest(body), true);
-      if (Either.isLeft(outcome)) return Either.left(outcome.left);
-      let services = all;
-      if (outcome.right.outcome === 'replace') {
-        const mine = all.filter((s) => bytesEqual(s.publisher, m.subject_identity));
-        const rows: ServiceRow[] = [];
-        for (const s of mine) {
-          const d = DeclarationCodec.decode(s.declaration);
-          if (Either.isLeft(d)) return Either.left(scError('state-inconsistent', 'stored declaration is corrupt for this scope'));
-          rows.push({ serviceId: s.serviceId, declarationKey: s.declarationKey, declaration: declarationFromWire(d.right), state: s.state, port: s.port });
+    const reads = (tx: AuthorityTx) =>
+      Promise.all([tx.lockReport(m.subject_identity, m.network_id), tx.services(m.network_id)]);
+    const r = await this.fenced(
+      m.subject_identity,
+      m.network_id,
+      { session: false },
+      reads,
+      async (tx, { runtime: rt }, [row, all]) => {
+        const f = this.fences(m, rt, null);
+        if (Either.isLeft(f)) return Either.left(f.left);
+        for (const sc of [body.scope, body.content.scope]) {
+          const ok = this.scopeMatches(m, sc);
+          if (Either.isLeft(ok)) return Either.left(ok.left);
         }
-        const now = this.d.now();
-        const app = applyReport(rows, decls, () => ulid(now, new Uint8Array(randomBytes(10))));
-        const prev = new Map(mine.map((s) => [toHex(s.serviceId), s]));
-        const stored: StoredService[] = [];
-        for (const row2 of [...app.created, ...app.updated, ...app.withdrawn]) {
-          const old = prev.get(toHex(row2.serviceId));
-          const bytes = DeclarationCodec.encodeOrThrow(declarationToWire(row2.declaration));
-          const changed = old === undefined || old.state !== row2.state || !Buffer.from(old.declaration).equals(Buffer.from(bytes));
-          if (!changed) continue;
-          stored.push({
-            serviceId: row2.serviceId,
-            publisher: m.subject_identity,
-            networkId: m.network_id,
-            declarationKey: row2.declarationKey,
-            declaration: bytes,
-            state: row2.state,
-            port: row2.port,
-            listenerRevision: old === undefined ? 1n : old.listenerRevision + 1n,
-          });
+        const decls = [];
+        for (const w of body.content.declarations) {
+          const v = validateDeclaration(declarationFromWire(w));
+          if (Either.isLeft(v)) return Either.left(v.left);
+          decls.push(v.right);
         }
-        await tx.upsertServices(stored);
-        // the P allocation of the written rows, in this same transaction (committed before any snapshot carries it)
-        const alloc = await allocateOnReport({ nsdId: this.d.nsdId }, tx, m.subject_identity, prev, stored);
-        if (Either.isLeft(alloc)) return Either.left(alloc.left);
-        await tx.saveReport(m.subject_identity, m.network_id, outcome.right.row);
-        // not awaited here: the outbox row goes to PostgreSQL with the COMMIT; its id is read after the commit
-        outbox = tx.writeOutbox(m.network_id, 'report.replace');
-        // the rows as committed, without reading them again
-        const written = new Map(stored.map((s) => [toHex(s.serviceId), s]));
-        services = [...all.filter((s) => !written.has(toHex(s.serviceId))), ...stored];
-      }
-      return Either.right({ row: outcome.right.row, replaced: outcome.right.outcome === 'replace', bindings: this.bindings(services, m.subject_identity) });
-    });
+        if (Either.isLeft(row)) return Either.left(row.left);
+        const outcome = acceptReport(row.right, replaceRequest(body), true);
+        if (Either.isLeft(outcome)) return Either.left(outcome.left);
+        let services = all;
+        if (outcome.right.outcome === 'replace') {
+          const mine = all.filter((s) => bytesEqual(s.publisher, m.subject_identity));
+          const rows: ServiceRow[] = [];
+          for (const s of mine) {
+            const d = DeclarationCodec.decode(s.declaration);
+            if (Either.isLeft(d))
+              return Either.left(scError('state-inconsistent', 'stored declaration is corrupt for this scope'));
+            rows.push({
+              serviceId: s.serviceId,
+              declarationKey: s.declarationKey,
+              declaration: declarationFromWire(d.right),
+              state: s.state,
+              port: s.port,
+            });
+          }
+          const now = this.d.now();
+          const app = applyReport(rows, decls, () => ulid(now, new Uint8Array(randomBytes(10))));
+          const prev = new Map(mine.map((s) => [toHex(s.serviceId), s]));
+          const stored: StoredService[] = [];
+          for (const row2 of [...app.created, ...app.updated, ...app.withdrawn]) {
+            const old = prev.get(toHex(row2.serviceId));
+            const bytes = DeclarationCodec.encodeOrThrow(declarationToWire(row2.declaration));
+            const changed =
+              old === undefined || old.state !== row2.state || !Buffer.from(old.declaration).equals(Buffer.from(bytes));
+            if (!changed) continue;
+            stored.push({
+              serviceId: row2.serviceId,
+              publisher: m.subject_identity,
+              networkId: m.network_id,
+              declarationKey: row2.declarationKey,
+              declaration: bytes,
+              state: row2.state,
+              port: row2.port,
+              listenerRevision: old === undefined ? 1n : old.listenerRevision + 1n,
+            });
+          }
+          await tx.upsertServices(stored);
+          // the P allocation of the written rows, in this same transaction (committed before any snapshot carries it)
+          const alloc = await allocateOnReport({ nsdId: this.d.nsdId }, tx, m.subject_identity, prev, stored);
+          if (Either.isLeft(alloc)) return Either.left(alloc.left);
+          await tx.saveReport(m.subject_identity, m.network_id, outcome.right.row);
+          // not awaited here: the outbox row goes to PostgreSQL with the COMMIT; its id is read after the commit
+          outbox = tx.writeOutbox(m.network_id, 'report.replace');
+          // the rows as committed, without reading them again
+          const written = new Map(stored.map((s) => [toHex(s.serviceId), s]));
+          services = [...all.filter((s) => !written.has(toHex(s.serviceId))), ...stored];
+        }
+        return Either.right({
+          row: outcome.right.row,
+          replaced: outcome.right.outcome === 'replace',
+          bindings: this.bindings(services, m.subject_identity),
+        });
+      },
+    );
     if (Either.isRight(r)) {
       this.committed('report.replace');
       // Produce after the commit, off the reply path: the outbox row makes it survive a crash in between.
@@ -457,16 +588,26 @@ export class Authority {
   private async snapshotAck(m: MessageOf<'snapshot.ack'>) {
     const body = m.body;
     const reply = () =>
-      this.env(m, 'snapshot.ack.result', m.runtime_generation, m.runtime_id, {
-        scope: body.scope,
-        snapshot_revision: body.snapshot_revision,
-        snapshot_digest: body.snapshot_digest,
-      }, m.session_seq);
+      this.env(
+        m,
+        'snapshot.ack.result',
+        m.runtime_generation,
+        m.runtime_id,
+        {
+          scope: body.scope,
+          snapshot_revision: body.snapshot_revision,
+          snapshot_digest: body.snapshot_digest,
+        },
+        m.session_seq,
+      );
     // one round trip when the store can decide a valid ACK itself (decision 0198); it answers 'slow' for anything
     // else, having written nothing, and the general path below decides (the pure envelope checks first: a request
     // that fails them goes the general way at once)
     const sc = body.scope;
-    const ownScope = bytesEqual(sc.subject_identity, m.subject_identity) && bytesEqual(sc.nsd_id, m.nsd_id) && bytesEqual(sc.network_id, m.network_id);
+    const ownScope =
+      bytesEqual(sc.subject_identity, m.subject_identity) &&
+      bytesEqual(sc.nsd_id, m.nsd_id) &&
+      bytesEqual(sc.network_id, m.network_id);
     const rec: AckRecord = {
       sessionSeq: m.session_seq,
       revision: body.snapshot_revision,
@@ -475,7 +616,13 @@ export class Authority {
       enforcementApplied: body.enforcement_applied,
       dnsApplied: body.dns_applied,
     };
-    if (this.d.store.ackFast !== undefined && m.runtime_generation !== null && m.runtime_id !== null && m.authority_epoch === this.d.epoch && ownScope) {
+    if (
+      this.d.store.ackFast !== undefined &&
+      m.runtime_generation !== null &&
+      m.runtime_id !== null &&
+      m.authority_epoch === this.d.epoch &&
+      ownScope
+    ) {
       const fast = await this.d.store.ackFast(this.d.epoch, {
         identity: m.subject_identity,
         networkId: m.network_id,
@@ -496,20 +643,32 @@ export class Authority {
         tx.producedDigests(m.subject_identity, m.network_id, body.snapshot_revision),
         tx.revisionFloor(m.subject_identity, m.network_id, m.session_seq),
       ]);
-    const r = await this.fenced(m.subject_identity, m.network_id, { session: true }, reads, async (tx, { runtime: rt, session: s }, [acks, produced, floor]) => {
-      const current =
-        s !== null && rt !== null && s.generation === rt.generation && bytesEqual(s.runtimeId, rt.runtimeId) && s.epoch === this.d.epoch ? s : null;
-      const f = this.fences(m, rt, current);
-      if (Either.isLeft(f)) return Either.left(f.left);
-      if (!ownScope) return Either.left(scError('unauthorized', 'ACK scope is not the signer’s scope'));
-      // below the retained floor: refused from the floor, whatever history/ACK rows are left (decision 0191)
-      const retained = checkRetained(floor, rec.revision);
-      if (Either.isLeft(retained)) return Either.left(retained.left);
-      const next = recordAck(acks, produced, rec);
-      if (Either.isLeft(next)) return Either.left(next.left);
-      if (next.right !== acks) await tx.saveAck(m.subject_identity, m.network_id, rec);
-      return Either.void;
-    });
+    const r = await this.fenced(
+      m.subject_identity,
+      m.network_id,
+      { session: true },
+      reads,
+      async (tx, { runtime: rt, session: s }, [acks, produced, floor]) => {
+        const current =
+          s !== null &&
+          rt !== null &&
+          s.generation === rt.generation &&
+          bytesEqual(s.runtimeId, rt.runtimeId) &&
+          s.epoch === this.d.epoch
+            ? s
+            : null;
+        const f = this.fences(m, rt, current);
+        if (Either.isLeft(f)) return Either.left(f.left);
+        if (!ownScope) return Either.left(scError('unauthorized', 'ACK scope is not the signer’s scope'));
+        // below the retained floor: refused from the floor, whatever history/ACK rows are left (decision 0191)
+        const retained = checkRetained(floor, rec.revision);
+        if (Either.isLeft(retained)) return Either.left(retained.left);
+        const next = recordAck(acks, produced, rec);
+        if (Either.isLeft(next)) return Either.left(next.left);
+        if (next.right !== acks) await tx.saveAck(m.subject_identity, m.network_id, rec);
+        return Either.void;
+      },
+    );
     if (Either.isRight(r)) this.committed('snapshot.ack');
     return Either.map(r, reply);
   }
@@ -528,23 +687,31 @@ export class Authority {
       throw scError(hb.left.code, hb.left.message);
     }
     const { network_id: networkId, service_control: obj } = hb.right;
-    const r = await this.fenced(signer, networkId, { session: false }, async () => undefined, async (tx, { runtime: rt }) => {
-      if (obj === undefined) {
-        plainHeartbeat(rt, this.d.now()); // the 300 s online observation only; no runtime liveness
+    const r = await this.fenced(
+      signer,
+      networkId,
+      { session: false },
+      async () => undefined,
+      async (tx, { runtime: rt }) => {
+        if (obj === undefined) {
+          plainHeartbeat(rt, this.d.now()); // the 300 s online observation only; no runtime liveness
+          return Either.void;
+        }
+        const out = boundHeartbeat(rt, serviceControlObjectFromWire(obj), toHex(networkId), {
+          nsdId: this.d.nsdId,
+          identity: signer,
+          currentEpoch: this.d.epoch,
+          now: this.d.now(),
+        });
+        if (Either.isLeft(out)) return Either.left(out.left);
+        await tx.saveRuntime(signer, out.right.binding);
         return Either.void;
-      }
-      const out = boundHeartbeat(rt, serviceControlObjectFromWire(obj), toHex(networkId), {
-        nsdId: this.d.nsdId,
-        identity: signer,
-        currentEpoch: this.d.epoch,
-        now: this.d.now(),
-      });
-      if (Either.isLeft(out)) return Either.left(out.left);
-      await tx.saveRuntime(signer, out.right.binding);
-      return Either.void;
-    });
+      },
+    );
     this.observed('machine.heartbeat', Either.isRight(r) ? 'ok' : r.left.code, t0);
-    return MachineHeartbeatResultCodec.encodeOrThrow(Either.isRight(r) ? { accepted: true, error: null } : { accepted: false, error: r.left.code });
+    return MachineHeartbeatResultCodec.encodeOrThrow(
+      Either.isRight(r) ? { accepted: true, error: null } : { accepted: false, error: r.left.code },
+    );
   }
 
   /**
@@ -561,14 +728,27 @@ export class Authority {
     }
     // the machine row is locked in the same round trip, after the runtime row (authority → runtime → machine)
     const reads = (tx: AuthorityTx) => tx.activeRuntime(signer);
-    const r = await this.fenced(signer, req.right.network_id, { session: false }, reads, async (tx, { runtime: rt }) => {
-      const out = machineAuth(rt, machineAuthFromWire(req.right), { nsdId: this.d.nsdId, identity: signer, currentEpoch: this.d.epoch, now: this.d.now() });
-      if (Either.isLeft(out)) return Either.left(out.left);
-      await tx.saveActiveRuntime(signer, out.right);
-      return Either.void;
-    });
+    const r = await this.fenced(
+      signer,
+      req.right.network_id,
+      { session: false },
+      reads,
+      async (tx, { runtime: rt }) => {
+        const out = machineAuth(rt, machineAuthFromWire(req.right), {
+          nsdId: this.d.nsdId,
+          identity: signer,
+          currentEpoch: this.d.epoch,
+          now: this.d.now(),
+        });
+        if (Either.isLeft(out)) return Either.left(out.left);
+        await tx.saveActiveRuntime(signer, out.right);
+        return Either.void;
+      },
+    );
     this.observed('machine.auth', Either.isRight(r) ? 'ok' : r.left.code, t0);
-    return MachineHeartbeatResultCodec.encodeOrThrow(Either.isRight(r) ? { accepted: true, error: null } : { accepted: false, error: r.left.code });
+    return MachineHeartbeatResultCodec.encodeOrThrow(
+      Either.isRight(r) ? { accepted: true, error: null } : { accepted: false, error: r.left.code },
+    );
   }
 
   /**
@@ -592,7 +772,9 @@ export class Authority {
       const had = sources.find((x) => bytesEqual(x.consumer, edit.consumer));
       const protocols = 'remove' in edit ? [] : [...new Set(edit.protocols)].sort();
       const same =
-        'remove' in edit ? had === undefined : had !== undefined && had.expiry === null && [...had.protocols].sort().join(',') === protocols.join(',');
+        'remove' in edit
+          ? had === undefined
+          : had !== undefined && had.expiry === null && [...had.protocols].sort().join(',') === protocols.join(',');
       const current = version ?? POLICY_VERSION;
       if (same) return Either.right({ outcome: 'unchanged' as const, policyVersion: current });
       const next = nextCounter(current, 'policy_version');
@@ -610,14 +792,23 @@ export class Authority {
       return Either.right({ outcome: 'changed' as const, policyVersion: next.right });
     });
     if (Either.isRight(r) && outbox !== null && networkId !== null) {
-      this.d.log?.('policy-changed', { service_id: toHex(serviceId), consumer: toHex(edit.consumer), removed: 'remove' in edit, policy_version: String(r.right.outcome === 'changed' ? r.right.policyVersion : '') });
+      this.d.log?.('policy-changed', {
+        service_id: toHex(serviceId),
+        consumer: toHex(edit.consumer),
+        removed: 'remove' in edit,
+        policy_version: String(r.right.outcome === 'changed' ? r.right.policyVersion : ''),
+      });
       this.queueProduction(networkId, await outbox);
     }
     return r;
   }
 
   /** The policy stand-in's sources of a Network's services (the admin view). */
-  async policyOf(networkId: Bytes): Promise<Either.Either<{ readonly services: readonly StoredService[]; readonly policy: NetworkPolicy }, ServiceControlError>> {
+  async policyOf(
+    networkId: Bytes,
+  ): Promise<
+    Either.Either<{ readonly services: readonly StoredService[]; readonly policy: NetworkPolicy }, ServiceControlError>
+  > {
     return this.d.store.transact(this.d.epoch, async (tx) => {
       const [services, policy] = await Promise.all([tx.services(networkId), tx.grants.networkPolicy(networkId)]);
       return Either.right({ services, policy });
@@ -699,7 +890,9 @@ export class Authority {
         if (ok) this.retries.delete(key);
         else if (!this.closed) {
           this.retries.set(key, attempt);
-          this.later(timerSchedule, Math.min(10_000, 100 * 2 ** Math.min(attempt, 7)), () => this.queueProduction(networkId, upTo));
+          this.later(timerSchedule, Math.min(10_000, 100 * 2 ** Math.min(attempt, 7)), () =>
+            this.queueProduction(networkId, upTo),
+          );
         }
       })
       .catch((e: unknown) => this.d.log?.('production-failed', { error: String(e) }));
@@ -732,13 +925,19 @@ export class Authority {
     const content = this.buildSnapshot(target, networkId, services, view);
     if (Either.isLeft(content)) return Either.left(content.left);
     const bodyDigest = snapshotDigest({ ...content.right, snapshot_revision: 1n });
-    const p = produceSnapshot(last === null ? null : { revision: last.revision, bodyDigest: last.bodyDigest }, bodyDigest);
+    const p = produceSnapshot(
+      last === null ? null : { revision: last.revision, bodyDigest: last.bodyDigest },
+      bodyDigest,
+    );
     if (Either.isLeft(p)) return Either.left(p.left);
     if (p.right.outcome === 'unchanged' && last !== null) return Either.right({ body: last.body, stored: null });
     const snapshot = { ...content.right, snapshot_revision: p.right.snapshot.revision };
     const digest = snapshotDigest(snapshot);
     const body = SnapshotPushBody.encodeOrThrow({ snapshot, snapshot_digest: digest });
-    return Either.right({ body, stored: { revision: p.right.snapshot.revision, bodyDigest, digest, body } satisfies StoredSnapshot });
+    return Either.right({
+      body,
+      stored: { revision: p.right.snapshot.revision, bodyDigest, digest, body } satisfies StoredSnapshot,
+    });
   }
 
   /**
@@ -747,16 +946,28 @@ export class Authority {
    * with the COMMIT). Delivers every member's current snapshot (`only` = just that target's, plus every target whose
    * snapshot changed). The snapshot pushed to `only` is returned (null on failure or when it is not a member).
    */
-  private produce(networkId: Bytes, only: Bytes | null, clearUpTo: bigint | null = null): Promise<{ readonly ok: boolean; readonly body: Uint8Array | null }> {
+  private produce(
+    networkId: Bytes,
+    only: Bytes | null,
+    clearUpTo: bigint | null = null,
+  ): Promise<{ readonly ok: boolean; readonly body: Uint8Array | null }> {
     const run = this.producing.then(() => this.produceNow(networkId, only, clearUpTo));
     this.producing = run.catch(() => undefined);
     return run;
   }
 
-  private async produceNow(networkId: Bytes, only: Bytes | null, clearUpTo: bigint | null): Promise<{ readonly ok: boolean; readonly body: Uint8Array | null }> {
+  private async produceNow(
+    networkId: Bytes,
+    only: Bytes | null,
+    clearUpTo: bigint | null,
+  ): Promise<{ readonly ok: boolean; readonly body: Uint8Array | null }> {
     const t0 = performance.now();
     const r = await this.d.store.transact(this.d.epoch, async (tx) => {
-      const [members, services, last] = await Promise.all([tx.members(networkId), tx.services(networkId), tx.lockSnapshots(networkId)]);
+      const [members, services, last] = await Promise.all([
+        tx.members(networkId),
+        tx.services(networkId),
+        tx.lockSnapshots(networkId),
+      ]);
       const view = await networkView(this.d.nsdId, tx, networkId, services, members, last);
       if (Either.isLeft(view)) return Either.left(view.left);
       const bodies: { target: Bytes; body: Uint8Array; changed: boolean; cancels: readonly ProposalRef[] }[] = [];
@@ -768,7 +979,12 @@ export class Authority {
           continue;
         }
         if (next.right.stored !== null) await tx.saveSnapshot(target, networkId, next.right.stored);
-        bodies.push({ target, body: next.right.body, changed: next.right.stored !== null, cancels: view.right.cancels(target) });
+        bodies.push({
+          target,
+          body: next.right.body,
+          changed: next.right.stored !== null,
+          cancels: view.right.cancels(target),
+        });
       }
       await view.right.save();
       // the outbox rows this production covers go with its COMMIT (no separate round trip and flush)
@@ -807,18 +1023,25 @@ export class Authority {
   }
 
   private deliver(target: Bytes, networkId: Bytes, body: Uint8Array, cancels: readonly ProposalRef[]): void {
-    for (const s of this.streams) if (bytesEqual(s.identity, target) && bytesEqual(s.networkId, networkId)) this.push(s, body, cancels);
+    for (const s of this.streams)
+      if (bytesEqual(s.identity, target) && bytesEqual(s.networkId, networkId)) this.push(s, body, cancels);
   }
 
   private push(s: OpenStream, body: Uint8Array, cancels: readonly ProposalRef[]): void {
     const decoded = SnapshotPushBody.decodeOrThrow(body);
-    if (s.sink.send(this.streamMessage(s, 'snapshot.push', new Uint8Array(randomBytes(16)), decoded))) this.counters.snapshotsDelivered++;
+    if (s.sink.send(this.streamMessage(s, 'snapshot.push', new Uint8Array(randomBytes(16)), decoded)))
+      this.counters.snapshotsDelivered++;
     // after the snapshot: its offered proposals start their windows, committed cancels are sent (decisions 0171, 0190)
     this.recovery.delivered(s.identity, s.networkId, decoded.snapshot.listeners, cancels);
   }
 
   /** A B→A event on one stream: the envelope names exactly the stream's persisted session tuple (M6-13). */
-  private streamMessage(s: OpenStream, kind: 'snapshot.push' | 'port.cancel' | 'port.query', requestId: Bytes, body: unknown): Uint8Array {
+  private streamMessage(
+    s: OpenStream,
+    kind: 'snapshot.push' | 'port.cancel' | 'port.query',
+    requestId: Bytes,
+    body: unknown,
+  ): Uint8Array {
     return encodeMessage({
       schema: 1,
       kind,
@@ -835,7 +1058,13 @@ export class Authority {
   }
 
   /** A B→A `port.cancel`/`port.query` on the target's open stream(s) of that Network (decision 0170). */
-  private sendRequest(identity: Bytes, networkId: Bytes, kind: 'port.cancel' | 'port.query', body: unknown, requestId: Bytes): boolean {
+  private sendRequest(
+    identity: Bytes,
+    networkId: Bytes,
+    kind: 'port.cancel' | 'port.query',
+    body: unknown,
+    requestId: Bytes,
+  ): boolean {
     let open = false;
     for (const s of this.streams) {
       if (!bytesEqual(s.identity, identity) || !bytesEqual(s.networkId, networkId)) continue;
@@ -857,17 +1086,29 @@ export class Authority {
     const obj = StreamBindingCodec.decode(payload);
     if (Either.isLeft(obj)) return Either.left(scError(obj.left.code, obj.left.message));
     const binding = streamBindingFromWire(obj.right);
-    if (!bytesEqual(binding.nsdId, this.d.nsdId)) return Either.left(scError('unauthorized', 'stream for another authority'));
-    const ok = await this.fenced(signer, binding.networkId, { session: true }, async () => undefined, async (_tx, { runtime: rt, session: s }) => {
-      const may = streamMayDeliver(binding, {
-        nsdId: this.d.nsdId,
-        networkId: binding.networkId,
-        runtime: rt,
-        epoch: this.d.epoch,
-        mark: s !== null && rt !== null && s.generation === rt.generation && bytesEqual(s.runtimeId, rt.runtimeId) ? s : null,
-      });
-      return may ? Either.void : Either.left(scError('stale-session', 'stream binding does not match the persisted session'));
-    });
+    if (!bytesEqual(binding.nsdId, this.d.nsdId))
+      return Either.left(scError('unauthorized', 'stream for another authority'));
+    const ok = await this.fenced(
+      signer,
+      binding.networkId,
+      { session: true },
+      async () => undefined,
+      async (_tx, { runtime: rt, session: s }) => {
+        const may = streamMayDeliver(binding, {
+          nsdId: this.d.nsdId,
+          networkId: binding.networkId,
+          runtime: rt,
+          epoch: this.d.epoch,
+          mark:
+            s !== null && rt !== null && s.generation === rt.generation && bytesEqual(s.runtimeId, rt.runtimeId)
+              ? s
+              : null,
+        });
+        return may
+          ? Either.void
+          : Either.left(scError('stale-session', 'stream binding does not match the persisted session'));
+      },
+    );
     if (Either.isLeft(ok)) return Either.left(ok.left);
     const entry: OpenStream = { identity: signer, networkId: binding.networkId, binding, sink };
     return Either.right({
@@ -911,14 +1152,18 @@ export class Authority {
       const deps = { store: this.d.store, nsdId: this.d.nsdId, epoch: this.d.epoch };
       void serveNextCandidate(deps, next)
         .then(async (r) => {
-          if (Either.isLeft(r)) return this.d.log?.('next-candidate-failed', { service: toHex(next.serviceId), code: r.left.code });
-          if (r.right.refusal !== null) this.d.log?.('next-candidate-refused', { service: toHex(next.serviceId), code: r.right.refusal.code });
+          if (Either.isLeft(r))
+            return this.d.log?.('next-candidate-failed', { service: toHex(next.serviceId), code: r.left.code });
+          if (r.right.refusal !== null)
+            this.d.log?.('next-candidate-refused', { service: toHex(next.serviceId), code: r.right.refusal.code });
           if (r.right.outbox !== null) {
             this.d.log?.('next-candidate', { service: toHex(next.serviceId), after_seq: String(next.afterSeq) });
             this.queueProduction(next.networkId, await r.right.outbox);
           }
         })
-        .catch((e: unknown) => this.d.log?.('next-candidate-failed', { service: toHex(next.serviceId), error: String(e) }));
+        .catch((e: unknown) =>
+          this.d.log?.('next-candidate-failed', { service: toHex(next.serviceId), error: String(e) }),
+        );
     });
   }
 

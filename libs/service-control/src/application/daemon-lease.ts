@@ -146,7 +146,8 @@ export class DaemonLeases {
     const all = [...plans, ...this.engine.takeTeardowns()];
     if (all.length === 0) return;
     this.forwarder.apply(all);
-    for (const p of all) if (p.flowIds.length > 0) this.log('permit-teardown', { reason: p.reason, flows: p.flowIds.length });
+    for (const p of all)
+      if (p.flowIds.length > 0) this.log('permit-teardown', { reason: p.reason, flows: p.flowIds.length });
   }
 
   private now(): number {
@@ -186,12 +187,27 @@ export class DaemonLeases {
    * get (or keep) a lease for exactly that intent. An intent change starts over with a new listener.ready; a listener
    * that disappeared is revoked at once (the gate closes first, the endpoint stays managed).
    */
-  async onEnforcementAck(identity: Bytes, snapshot: { readonly revision: bigint; readonly digest: Bytes }, listeners: readonly ListenerIntentWire[], epoch: bigint): Promise<void> {
+  async onEnforcementAck(
+    identity: Bytes,
+    snapshot: { readonly revision: bigint; readonly digest: Bytes },
+    listeners: readonly ListenerIntentWire[],
+    epoch: bigint,
+  ): Promise<void> {
     this.observeEpoch(epoch);
-    const scopeOf = (l: ListenerIntentWire): Scope => ({ identity, nsdId: l.service_ref.nsd_id, networkId: l.service_ref.network_id });
-    const keyOf = (l: ListenerIntentWire, role: 'publisher' | 'consumer'): PermitKey => ({ scope: scopeOf(l), serviceRef: serviceRefFromWire(l.service_ref), role: PERMIT_KINDS[role] });
+    const scopeOf = (l: ListenerIntentWire): Scope => ({
+      identity,
+      nsdId: l.service_ref.nsd_id,
+      networkId: l.service_ref.network_id,
+    });
+    const keyOf = (l: ListenerIntentWire, role: 'publisher' | 'consumer'): PermitKey => ({
+      scope: scopeOf(l),
+      serviceRef: serviceRefFromWire(l.service_ref),
+      role: PERMIT_KINDS[role],
+    });
     for (const l of listeners) this.useScope(scopeOf(l));
-    const mine = listeners.filter((l) => bytesEqual(l.publisher_identity, identity) && l.P !== null && l.proposal !== null);
+    const mine = listeners.filter(
+      (l) => bytesEqual(l.publisher_identity, identity) && l.P !== null && l.proposal !== null,
+    );
     const keep = new Set(mine.map((l) => toHex(l.service_ref.service_id)));
     for (const [k, l] of [...this.publishers]) {
       if (keep.has(k)) continue;
@@ -202,7 +218,8 @@ export class DaemonLeases {
       const k = toHex(l.service_ref.service_id);
       const cur = this.publishers.get(k);
       const key = keyOf(l, 'publisher');
-      if (cur !== undefined && !bytesEqual(cur.intent.listener.intent_digest, l.intent_digest)) this.engine.beginIntentChange(key);
+      if (cur !== undefined && !bytesEqual(cur.intent.listener.intent_digest, l.intent_digest))
+        this.engine.beginIntentChange(key);
       const lease = cur ?? new PublisherLease(key, { listener: l, snapshot });
       lease.intent = { listener: l, snapshot };
       lease.readyDue = true;
@@ -270,7 +287,17 @@ export class DaemonLeases {
         toHex(l.listener.service_ref.service_id),
         this.engine.beginRequest(l.key, {
           kind: 'lease.acquire',
-          echo: expectedEcho(session, requestId, { serviceRef: l.key.serviceRef, listenerRevision: l.listener.listener_revision, intentDigest: l.listener.intent_digest, seq }, snapshot),
+          echo: expectedEcho(
+            session,
+            requestId,
+            {
+              serviceRef: l.key.serviceRef,
+              listenerRevision: l.listener.listener_revision,
+              intentDigest: l.listener.intent_digest,
+              seq,
+            },
+            snapshot,
+          ),
           backend: null,
         }),
       ]),
@@ -328,7 +355,8 @@ export class DaemonLeases {
     const now = this.now();
     // a ready still owed (its proposal was not installed yet) is retried at every tick, not only every 10 s
     for (const [k, l] of this.publishers)
-      if (!l.inFlight && (l.readyDue || refreshDue(l.lastT0, now))) await this.send(k, l, !l.readyDue && this.engine.remainingMs(l.key) > 0 ? 'lease.refresh' : 'listener.ready');
+      if (!l.inFlight && (l.readyDue || refreshDue(l.lastT0, now)))
+        await this.send(k, l, !l.readyDue && this.engine.remainingMs(l.key) > 0 ? 'lease.refresh' : 'listener.ready');
     if (refreshDue(this.consumerT0, now)) await this.acquire(); // consumers re-acquire every 10 s
   }
 
@@ -346,7 +374,8 @@ export class DaemonLeases {
       this.log('lease-proof-unavailable', { service: k, kind, error: e instanceof SCE ? e.code : String(e) });
     }
     if (typeof proof === 'string') {
-      if (l.lastResult !== proof) this.log('lease-awaits-install', { service: k, kind, P: String(li.P), reason: proof });
+      if (l.lastResult !== proof)
+        this.log('lease-awaits-install', { service: k, kind, P: String(li.P), reason: proof });
       l.lastResult = proof;
       return;
     }
@@ -358,7 +387,12 @@ export class DaemonLeases {
     // t0 before the first transmission
     const pending = this.engine.beginRequest(l.key, {
       kind,
-      echo: expectedEcho(session, requestId, { serviceRef: l.key.serviceRef, listenerRevision: li.listener_revision, intentDigest: li.intent_digest, seq }, null),
+      echo: expectedEcho(
+        session,
+        requestId,
+        { serviceRef: l.key.serviceRef, listenerRevision: li.listener_revision, intentDigest: li.intent_digest, seq },
+        null,
+      ),
       backend: li.backend_port === null ? null : { host: backendText(li), port: li.backend_port },
     });
     l.lastT0 = this.now();
@@ -381,7 +415,8 @@ export class DaemonLeases {
       if (it === undefined) return;
       this.d.leaseResult?.(kind, it.result);
       l.lastResult = this.applyItem(pending, it);
-      if (l.lastResult === 'granted') this.log('lease-receipt', { service: k, kind, result: it.result, remaining_ms: String(it.remaining_ms) });
+      if (l.lastResult === 'granted')
+        this.log('lease-receipt', { service: k, kind, result: it.result, remaining_ms: String(it.remaining_ms) });
       else this.log('lease-receipt-refused', { service: k, code: l.lastResult });
     } catch (e) {
       // lost or refused request: the permit stays at its original deadline (M6-34); the pending request is simply
@@ -420,10 +455,17 @@ export class DaemonLeases {
     if (l === undefined) return { flowId: 0, service, verdict: 'ownership' };
     const out = this.forwarder.accept({
       endpoint: this.consumerEndpoint(l.listener),
-      tuple: { protocol: 'tcp', localAddress: '::1', localPort: 30_000 + this.simulated.size, remoteAddress: this.consumerEndpoint(l.listener), remotePort: l.listener.P ?? 0 },
+      tuple: {
+        protocol: 'tcp',
+        localAddress: '::1',
+        localPort: 30_000 + this.simulated.size,
+        remoteAddress: this.consumerEndpoint(l.listener),
+        remotePort: l.listener.P ?? 0,
+      },
       peerIdentity: l.listener.publisher_identity,
     });
-    if (out.verdict !== 'allow') return { flowId: 0, service, verdict: out.verdict === 'unmanaged' ? 'ownership' : out.verdict };
+    if (out.verdict !== 'allow')
+      return { flowId: 0, service, verdict: out.verdict === 'unmanaged' ? 'ownership' : out.verdict };
     const flow = (out as { readonly flow: Flow }).flow;
     this.simulated.set(flow.id, { flow, service });
     return { flowId: flow.id, service, verdict: this.forwarder.send(flow, 'probe') };
@@ -431,11 +473,21 @@ export class DaemonLeases {
 
   /** One check of every simulated flow (a write poll each): what the data plane would see right now. */
   checkSimulatedFlows(): SimulatedFlowStatus[] {
-    return [...this.simulated.values()].map(({ flow, service }) => ({ flowId: flow.id, service, verdict: this.engine.check(flow, 'tcp-write-poll') }));
+    return [...this.simulated.values()].map(({ flow, service }) => ({
+      flowId: flow.id,
+      service,
+      verdict: this.engine.check(flow, 'tcp-write-poll'),
+    }));
   }
 
   status(): LeaseStatus[] {
-    const entry = (service: string, role: 'publisher' | 'consumer', key: PermitKey, seq: bigint, lastResult: string | null): LeaseStatus => {
+    const entry = (
+      service: string,
+      role: 'publisher' | 'consumer',
+      key: PermitKey,
+      seq: bigint,
+      lastResult: string | null,
+    ): LeaseStatus => {
       const remainingMs = this.engine.remainingMs(key);
       const s = this.engine.permitStatus(key);
       return {
@@ -447,12 +499,23 @@ export class DaemonLeases {
         epoch: String(this.epoch),
         lastResult,
         generation: s?.generation ?? 0,
-        closeReason: remainingMs > 0 ? null : (s?.generation ?? 0) === 0 ? 'no-permit' : s?.open === false ? s.closeReason : 'expired',
+        closeReason:
+          remainingMs > 0
+            ? null
+            : (s?.generation ?? 0) === 0
+              ? 'no-permit'
+              : s?.open === false
+                ? s.closeReason
+                : 'expired',
         liveFlows: s?.liveFlows ?? 0,
       };
     };
-    const publishers = [...this.publishers.entries()].map(([k, l]) => entry(k, 'publisher', l.key, this.publisherSeq.get(k) ?? 0n, l.lastResult));
-    const consumers = [...this.consumers.entries()].map(([k, l]) => entry(k, 'consumer', l.key, this.consumerSeq, l.lastResult));
+    const publishers = [...this.publishers.entries()].map(([k, l]) =>
+      entry(k, 'publisher', l.key, this.publisherSeq.get(k) ?? 0n, l.lastResult),
+    );
+    const consumers = [...this.consumers.entries()].map(([k, l]) =>
+      entry(k, 'consumer', l.key, this.consumerSeq, l.lastResult),
+    );
     return [...publishers, ...consumers];
   }
 }
@@ -473,7 +536,11 @@ export const readyProofFrom =
     const ep = ports.installed(publisher, proposalFromWire(l.proposal));
     if (ep === null) return 'not-installed';
     if (l.state !== 'claimed' && l.state !== 'ready' && !claimConfirmed(l.proposal.proposal_id)) return 'claim-pending';
-    return { installed_protocols: l.protocols, installed_P: Number(ep.port), enforcement_policy_digest: l.enforcement_policy_digest };
+    return {
+      installed_protocols: l.protocols,
+      installed_P: Number(ep.port),
+      enforcement_policy_digest: l.enforcement_policy_digest,
+    };
   };
 
 /** The backend host of a publisher listener as text (for the engine's backend-at-creation rule, spec §6.5). */

@@ -7,15 +7,43 @@ import { Either } from 'effect';
 import { type Bytes, bytesEqual, toHex } from '../domain/bytes.js';
 import { type ServiceControlError, ServiceControlError as SCE, scError } from '../domain/errors.js';
 import { scopeKey } from '../domain/ids.js';
-import { prepareReport, recoverWithHead, onReportAccepted, type ReportPlan, type ReportVersion } from '../domain/report.js';
-import { type ABinding, BOUND_HEARTBEAT_PERIOD_MS, type BindRequest, acceptBinding, onBindReply, planRecovery, planStart, prepareMachineAuth } from '../domain/runtime.js';
+import {
+  prepareReport,
+  recoverWithHead,
+  onReportAccepted,
+  type ReportPlan,
+  type ReportVersion,
+} from '../domain/report.js';
+import {
+  type ABinding,
+  BOUND_HEARTBEAT_PERIOD_MS,
+  type BindRequest,
+  acceptBinding,
+  onBindReply,
+  planRecovery,
+  planStart,
+  prepareMachineAuth,
+} from '../domain/runtime.js';
 import { type StreamBinding, eventMatchesStream, reserveSessionSeq } from '../domain/session.js';
 import { applySnapshot, buildAck, withdrawnSources } from '../domain/snapshot.js';
 import type { ServiceRef } from '../domain/ids.js';
 import { type Message, type MessageOf, decodeMessage, encodeMessage } from '../api/message.js';
-import { InfoGetResponseCodec, MachineAuthRequestCodec, MachineHeartbeatCodec, MachineHeartbeatResultCodec, StreamBindingCodec, nsdIdFromInfo } from '../api/runtime.js';
+import {
+  InfoGetResponseCodec,
+  MachineAuthRequestCodec,
+  MachineHeartbeatCodec,
+  MachineHeartbeatResultCodec,
+  StreamBindingCodec,
+  nsdIdFromInfo,
+} from '../api/runtime.js';
 import { type DeclarationWire, type ReportContent, ReportContentCodec } from '../api/report.js';
-import { declarationRead, machineAuthToWire, serviceRefToWire, snapshotView, streamBindingToWire } from '../api/convert.js';
+import {
+  declarationRead,
+  machineAuthToWire,
+  serviceRefToWire,
+  snapshotView,
+  streamBindingToWire,
+} from '../api/convert.js';
 import { deriveN6 } from '../api/standins.js';
 import { DaemonLeases, type LeaseStatus, readyProofFrom } from './daemon-lease.js';
 import type { DaemonStore } from './daemon-store.js';
@@ -140,7 +168,14 @@ export class Daemon {
       clock: d.clock,
       session: () => {
         const s = this.stream;
-        return s === null ? null : { authorityEpoch: s.authorityEpoch, runtimeGeneration: s.runtimeGeneration, runtimeId: s.runtimeId, sessionSeq: s.sessionSeq };
+        return s === null
+          ? null
+          : {
+              authorityEpoch: s.authorityEpoch,
+              runtimeGeneration: s.runtimeGeneration,
+              runtimeId: s.runtimeId,
+              sessionSeq: s.sessionSeq,
+            };
       },
       log: (event, fields) => this.log(event, fields),
       readyProof: readyProofFrom(d.ports, (id) => this.claimsAtB.has(toHex(id))),
@@ -188,7 +223,11 @@ export class Daemon {
     const r = decodeMessage(bytes);
     if (Either.isLeft(r)) throw r.left;
     const res = r.right;
-    if (!bytesEqual(res.request_id, m.request_id) || !bytesEqual(res.subject_identity, this.d.identity) || !bytesEqual(res.nsd_id, m.nsd_id))
+    if (
+      !bytesEqual(res.request_id, m.request_id) ||
+      !bytesEqual(res.subject_identity, this.d.identity) ||
+      !bytesEqual(res.nsd_id, m.nsd_id)
+    )
       throw scError('unauthorized', 'response does not echo the request');
     if (res.kind === 'error') {
       const body = res.body as { error: ServiceControlError['code']; detail: string | null };
@@ -198,7 +237,11 @@ export class Daemon {
     return res as MessageOf<K>;
   }
 
-  private env(kind: string, body: unknown, extra: { gen?: bigint | null; rid?: Bytes | null; epoch?: bigint | null; requestId?: Bytes; seq?: bigint } = {}): Message {
+  private env(
+    kind: string,
+    body: unknown,
+    extra: { gen?: bigint | null; rid?: Bytes | null; epoch?: bigint | null; requestId?: Bytes; seq?: bigint } = {},
+  ): Message {
     const b = this.binding;
     return {
       schema: 1,
@@ -238,7 +281,13 @@ export class Daemon {
     let sent: BindRequest;
     // A process keeps its runtime for its life: a re-bind (new epoch) repeats the same pair (idempotent at B).
     if (this.binding !== null && bytesEqual(this.binding.runtimeId, this.runtimeId)) {
-      sent = { generation: this.binding.generation, runtimeId: this.runtimeId, mode: 'normal', floorRequestId: null, ownerRecovery: false };
+      sent = {
+        generation: this.binding.generation,
+        runtimeId: this.runtimeId,
+        mode: 'normal',
+        floorRequestId: null,
+        ownerRecovery: false,
+      };
     } else if (this.startBind !== null) {
       // B may have committed it (reply lost, §5.16) or refused it for now: the same pair is idempotent there, and a
       // new generation per attempt would spend one per retry while B is down (the generation is per start, §5.1)
@@ -252,8 +301,15 @@ export class Daemon {
         sent = plan.right.bind;
       } else {
         const floorRequestId = rec.state === 'recovering' ? rec.floorRequestId : new Uint8Array(randomBytes(16));
-        const f = await this.call(this.env('runtime.floor', {}, { gen: null, rid: null, epoch: null, requestId: floorRequestId }), 'runtime.floor.result');
-        const view = { runtimeGeneration: f.body.runtime_generation, runtimeId: f.body.runtime_id, status: f.body.runtime_status };
+        const f = await this.call(
+          this.env('runtime.floor', {}, { gen: null, rid: null, epoch: null, requestId: floorRequestId }),
+          'runtime.floor.result',
+        );
+        const view = {
+          runtimeGeneration: f.body.runtime_generation,
+          runtimeId: f.body.runtime_id,
+          status: f.body.runtime_status,
+        };
         const rp = planRecovery(rec, view, floorRequestId, this.runtimeId);
         if (Either.isLeft(rp)) throw rp.left;
         this.d.store.saveRuntime(this.d.identity, rp.right.persist);
@@ -267,7 +323,11 @@ export class Daemon {
     try {
       reply = Either.right(
         await this.call(
-          this.env('runtime.bind', { mode: sent.mode, floor_request_id: sent.floorRequestId, owner_recovery: sent.ownerRecovery }, { gen: sent.generation, rid: sent.runtimeId, epoch: null }),
+          this.env(
+            'runtime.bind',
+            { mode: sent.mode, floor_request_id: sent.floorRequestId, owner_recovery: sent.ownerRecovery },
+            { gen: sent.generation, rid: sent.runtimeId, epoch: null },
+          ),
           'runtime.bind.result',
         ),
       );
@@ -275,7 +335,11 @@ export class Daemon {
       if (!(e instanceof SCE)) throw e; // transport failure: the persisted record stays as it is
       reply = Either.left(e);
     }
-    const next = onBindReply(rec, sent, Either.map(reply, (m) => ({ generation: m.body.runtime_generation, runtimeId: m.body.runtime_id })));
+    const next = onBindReply(
+      rec,
+      sent,
+      Either.map(reply, (m) => ({ generation: m.body.runtime_generation, runtimeId: m.body.runtime_id })),
+    );
     if (Either.isLeft(next)) throw next.left;
     if (next.right !== rec) this.d.store.saveRuntime(this.d.identity, next.right);
     if (Either.isLeft(reply)) throw reply.left;
@@ -329,7 +393,9 @@ export class Daemon {
     const content = {
       scope: { publisher_identity: this.d.identity, nsd_id: this.nsdId as Bytes, network_id: this.d.networkId },
       strict_mode: false,
-      declarations: [...ds.right].sort((a, b) => Buffer.compare(Buffer.from(a.declaration_key), Buffer.from(b.declaration_key))),
+      declarations: [...ds.right].sort((a, b) =>
+        Buffer.compare(Buffer.from(a.declaration_key), Buffer.from(b.declaration_key)),
+      ),
     } as ReportContent;
     try {
       return declarationRead(content);
@@ -341,8 +407,14 @@ export class Daemon {
   private async sendReport(v: ReportVersion): Promise<void> {
     const content = ReportContentCodec.decodeOrThrow(v.content);
     const pub = { publisher_identity: this.d.identity, nsd_id: this.nsdId as Bytes, network_id: this.d.networkId };
-    const r = await this.call(this.env('report.replace', { scope: pub, report_revision: v.revision, report_digest: v.digest, content }), 'report.accepted');
-    const next = onReportAccepted(this.d.store.report(this.scope), { acceptedRevision: r.body.accepted_revision, reportDigest: r.body.report_digest });
+    const r = await this.call(
+      this.env('report.replace', { scope: pub, report_revision: v.revision, report_digest: v.digest, content }),
+      'report.accepted',
+    );
+    const next = onReportAccepted(this.d.store.report(this.scope), {
+      acceptedRevision: r.body.accepted_revision,
+      reportDigest: r.body.report_digest,
+    });
     if (Either.isLeft(next)) throw next.left;
     this.d.store.saveReport(this.scope, next.right);
     if (next.right.state === 'present') this.status.acceptedRevision = String(next.right.acceptedRevision);
@@ -370,11 +442,19 @@ export class Daemon {
     }
     const pub = { publisher_identity: this.d.identity, nsd_id: this.nsdId as Bytes, network_id: this.d.networkId };
     const h = await this.call(this.env('report.head', { scope: pub }), 'report.accepted');
-    const rp = recoverWithHead(rec, { acceptedRevision: h.body.accepted_revision, reportDigest: h.body.report_digest }, read);
+    const rp = recoverWithHead(
+      rec,
+      { acceptedRevision: h.body.accepted_revision, reportDigest: h.body.report_digest },
+      read,
+    );
     if (Either.isLeft(rp)) throw rp.left;
     // recovery is visible in the event log: which revision B had and what A does with it (adopt, send R+1, …)
     const p = rp.right;
-    this.log('report-head', { accepted_revision: String(h.body.accepted_revision), action: p.action, sends: p.action === 'send' && p.send !== null ? String(p.send.revision) : null });
+    this.log('report-head', {
+      accepted_revision: String(h.body.accepted_revision),
+      action: p.action,
+      sends: p.action === 'send' && p.send !== null ? String(p.send.revision) : null,
+    });
     await this.runPlan(rp.right);
     this.reportStatus();
   }
@@ -393,7 +473,8 @@ export class Daemon {
     if (Either.isLeft(r)) return this.log('event-refused', { code: r.left.code });
     const m = r.right;
     const portRequest = (m.kind === 'port.cancel' || m.kind === 'port.query') && this.d.ports !== undefined;
-    if (m.kind !== 'snapshot.push' && !portRequest) return this.log('event-refused', { code: 'unsupported-field', kind: m.kind });
+    if (m.kind !== 'snapshot.push' && !portRequest)
+      return this.log('event-refused', { code: 'unsupported-field', kind: m.kind });
     if (!bytesEqual(m.subject_identity, this.d.identity)) return this.log('event-refused', { code: 'unauthorized' });
     const match = eventMatchesStream(s, {
       nsdId: m.nsd_id,
@@ -420,7 +501,10 @@ export class Daemon {
       this.status.snapshotRevision = String(revision);
       this.d.fault?.('after-persist-floors');
       // the applied snapshot's Grants feed the permit engine (a removed/re-versioned Grant kills that source's flows)
-      this.leases.onSnapshotGrants({ identity: this.d.identity, nsdId: s.nsdId, networkId: s.networkId }, m.body.snapshot.grants);
+      this.leases.onSnapshotGrants(
+        { identity: this.d.identity, nsdId: s.nsdId, networkId: s.networkId },
+        m.body.snapshot.grants,
+      );
     }
     const listeners = Either.isRight(view) ? view.right.listeners.map((l) => l.serviceRef) : [];
     const failed = Either.isRight(applied) ? (this.d.enforce ?? ((ls) => ls))(listeners) : [];
@@ -428,22 +512,34 @@ export class Daemon {
     const ack = buildAck({ revision, digest }, applied, { failed }, { ok: false });
     const scope = { subject_identity: this.d.identity, nsd_id: s.nsdId, network_id: s.networkId };
     await this.call(
-      this.env('snapshot.ack', {
-        scope,
-        snapshot_revision: ack.snapshotRevision,
-        snapshot_digest: ack.snapshotDigest,
-        accepted: ack.accepted,
-        enforcement_applied: ack.enforcementApplied,
-        dns_applied: ack.dnsApplied,
-        errors: ack.errors.map((e) => ({ service_ref: e.serviceRef === null ? null : serviceRefToWire(e.serviceRef), error: e.error })),
-      }, { seq: s.sessionSeq }),
+      this.env(
+        'snapshot.ack',
+        {
+          scope,
+          snapshot_revision: ack.snapshotRevision,
+          snapshot_digest: ack.snapshotDigest,
+          accepted: ack.accepted,
+          enforcement_applied: ack.enforcementApplied,
+          dns_applied: ack.dnsApplied,
+          errors: ack.errors.map((e) => ({
+            service_ref: e.serviceRef === null ? null : serviceRefToWire(e.serviceRef),
+            error: e.error,
+          })),
+        },
+        { seq: s.sessionSeq },
+      ),
       'snapshot.ack.result',
     );
     this.status.acks++;
     // logged when B answered the ACK, before the readies it enables: the event log shows the §5.15 order as it ran
     this.log('snapshot-acked', { revision: String(revision), accepted: ack.accepted });
     if (ack.accepted && ack.enforcementApplied) {
-      await this.leases.onEnforcementAck(this.d.identity, { revision, digest }, m.body.snapshot.listeners, s.authorityEpoch);
+      await this.leases.onEnforcementAck(
+        this.d.identity,
+        { revision, digest },
+        m.body.snapshot.listeners,
+        s.authorityEpoch,
+      );
       this.status.leases = this.leases.status();
     }
     // a duplicate too (the same revision again after a restart): a decided proposal is answered again from the table
@@ -451,7 +547,14 @@ export class Daemon {
       const listeners = m.body.snapshot.listeners;
       const late = this.d.deferProposalsMs;
       if (late === undefined) await this.arbitrate(listeners);
-      else setTimeout(() => void this.arbitrate(listeners).catch((e: unknown) => this.log('port-arbitration-failed', { error: String(e) })), late);
+      else
+        setTimeout(
+          () =>
+            void this.arbitrate(listeners).catch((e: unknown) =>
+              this.log('port-arbitration-failed', { error: String(e) }),
+            ),
+          late,
+        );
     }
   }
 
@@ -466,7 +569,8 @@ export class Daemon {
     const ref = proposalFromWire(m.body);
     let answer: EndpointAnswer;
     try {
-      answer = m.kind === 'port.cancel' ? await arbiter.onCancel(this.d.identity, ref) : arbiter.onQuery(this.d.identity, ref);
+      answer =
+        m.kind === 'port.cancel' ? await arbiter.onCancel(this.d.identity, ref) : arbiter.onQuery(this.d.identity, ref);
     } catch (e) {
       if (!(e instanceof SCE)) throw e;
       return this.log('port-request-refused', { kind: m.kind, P: String(ref.port), code: e.code });
@@ -478,14 +582,25 @@ export class Daemon {
    * Send decided answers of this membership as signed `port.result`s on the current session (other memberships'
    * answers belong to their own NSDs). `request`: the B request being answered (its request_id is echoed).
    */
-  private async sendPortAnswers(answers: readonly EndpointAnswer[], request?: { readonly requestId: Bytes; readonly kind: string }): Promise<void> {
+  private async sendPortAnswers(
+    answers: readonly EndpointAnswer[],
+    request?: { readonly requestId: Bytes; readonly kind: string },
+  ): Promise<void> {
     const s = this.stream;
     if (s === null) return;
     for (const a of answers) {
-      if (!bytesEqual(a.ref.serviceRef.nsdId, s.nsdId) || !bytesEqual(a.ref.serviceRef.networkId, s.networkId)) continue;
-      const fields = { P: String(a.ref.port), result: a.result, ...(request === undefined ? {} : { kind: request.kind }) };
+      if (!bytesEqual(a.ref.serviceRef.nsdId, s.nsdId) || !bytesEqual(a.ref.serviceRef.networkId, s.networkId))
+        continue;
+      const fields = {
+        P: String(a.ref.port),
+        result: a.result,
+        ...(request === undefined ? {} : { kind: request.kind }),
+      };
       try {
-        const env = this.env('port.result', portResultBody(a), { seq: s.sessionSeq, ...(request === undefined ? {} : { requestId: request.requestId }) });
+        const env = this.env('port.result', portResultBody(a), {
+          seq: s.sessionSeq,
+          ...(request === undefined ? {} : { requestId: request.requestId }),
+        });
         const r = await this.call(env, 'port.result.result');
         if (r.body.state === 'claimed' || r.body.state === 'ready') this.claimsAtB.add(toHex(a.ref.proposalId));
         this.log(request === undefined ? 'port-result' : 'port-request-answered', { ...fields, state: r.body.state });
@@ -508,7 +623,11 @@ export class Daemon {
     if (arbiter !== undefined) {
       const r = await arbiter.recover();
       this.log('ports-recovered', {
-        reinstalled: r.reinstalled.map((e) => ({ P: String(e.port), installed: e.installed, service_id: toHex(e.owner.serviceId) })),
+        reinstalled: r.reinstalled.map((e) => ({
+          P: String(e.port),
+          installed: e.installed,
+          service_id: toHex(e.owner.serviceId),
+        })),
         rearbitrated: r.answers.map((a) => ({ P: String(a.ref.port), result: a.result })),
       });
       await this.sendPortAnswers(r.answers);
@@ -526,7 +645,12 @@ export class Daemon {
     const s = this.stream;
     if (arbiter === undefined || s === null) return;
     for (const l of listeners) {
-      if (l.proposal === null || !bytesEqual(l.publisher_identity, this.d.identity) || (l.state !== 'offered' && l.state !== 'recovery-required')) continue;
+      if (
+        l.proposal === null ||
+        !bytesEqual(l.publisher_identity, this.d.identity) ||
+        (l.state !== 'offered' && l.state !== 'recovery-required')
+      )
+        continue;
       const answers = await arbiter.onProposal(this.d.identity, proposalFromWire(l.proposal));
       if (answers.length > 0) this.d.fault?.('before-port-result');
       await this.sendPortAnswers(answers);
@@ -585,7 +709,9 @@ export class Daemon {
   async machineAuth(): Promise<void> {
     const req = prepareMachineAuth(this.binding);
     if (Either.isLeft(req)) throw req.left;
-    const payload = MachineAuthRequestCodec.encodeOrThrow(machineAuthToWire(req.right, this.d.networkId, ['service_control.v1']));
+    const payload = MachineAuthRequestCodec.encodeOrThrow(
+      machineAuthToWire(req.right, this.d.networkId, ['service_control.v1']),
+    );
     await this.observed('machine.auth', async () => {
       const r = MachineHeartbeatResultCodec.decode(await this.d.transport.unary('/v1/machine.auth', payload));
       if (Either.isLeft(r)) throw scError(r.left.code, r.left.message);
@@ -597,11 +723,18 @@ export class Daemon {
    * `service.retry-port` for the local owner (CLI `ns service retry-port`, decision 0128): relayed to B with the
    * owner's request_id (reused by the owner after an uncertain result, so B opens at most one round per id).
    */
-  async retryPort(serviceRef: { readonly nsd_id: Bytes; readonly network_id: Bytes; readonly service_id: Bytes }, requestId: Bytes): Promise<MessageOf<'service.retry-port.result'>['body']> {
-    if (this.binding === null || this.nsdId === null) throw scError('runtime-recovery-required', 'the daemon is not bound yet');
+  async retryPort(
+    serviceRef: { readonly nsd_id: Bytes; readonly network_id: Bytes; readonly service_id: Bytes },
+    requestId: Bytes,
+  ): Promise<MessageOf<'service.retry-port.result'>['body']> {
+    if (this.binding === null || this.nsdId === null)
+      throw scError('runtime-recovery-required', 'the daemon is not bound yet');
     if (!bytesEqual(serviceRef.nsd_id, this.nsdId) || !bytesEqual(serviceRef.network_id, this.d.networkId))
       throw scError('unauthorized', 'the ServiceRef is not of this membership');
-    const r = await this.call(this.env('service.retry-port', { service_ref: serviceRef }, { requestId }), 'service.retry-port.result');
+    const r = await this.call(
+      this.env('service.retry-port', { service_ref: serviceRef }, { requestId }),
+      'service.retry-port.result',
+    );
     return r.body;
   }
 
@@ -611,7 +744,13 @@ export class Daemon {
     if (b === null) return false;
     const payload = MachineHeartbeatCodec.encodeOrThrow({
       network_id: this.d.networkId,
-      service_control: { nsd_id: b.nsdId, subject_identity: this.d.identity, runtime_generation: b.generation, runtime_id: b.runtimeId, authority_epoch: b.authorityEpoch },
+      service_control: {
+        nsd_id: b.nsdId,
+        subject_identity: this.d.identity,
+        runtime_generation: b.generation,
+        runtime_id: b.runtimeId,
+        authority_epoch: b.authorityEpoch,
+      },
     });
     const r = await this.observed(
       'machine.heartbeat',
@@ -634,7 +773,10 @@ export class Daemon {
         this.heartbeat().catch((e: unknown) => this.log('heartbeat-failed', { error: String(e) }));
     }, BOUND_HEARTBEAT_PERIOD_MS);
     const refresh = setInterval(() => {
-      this.leases.tick().then(() => (this.status.leases = this.leases.status()), (e: unknown) => this.log('lease-tick-failed', { error: String(e) }));
+      this.leases.tick().then(
+        () => (this.status.leases = this.leases.status()),
+        (e: unknown) => this.log('lease-tick-failed', { error: String(e) }),
+      );
     }, 1_000);
     signal.addEventListener('abort', () => (clearInterval(beat), clearInterval(refresh)), { once: true });
     let needBind = true;

@@ -42,5 +42,9 @@ export interface GrantTx {
   /** The Network's registry, locked (production of one Network is serialised on it). */
   readonly lockRegistry: (networkId: Bytes) => Promise<GrantRegistry>;
   /** Replace the Network's registry rows that changed and the counter. */
-  readonly saveRegistry: (networkId: Bytes, rows: readonly GrantRegistryRow[], lastVersion: bigint | null) => Promise<void>;
+  readonly saveRegistry: (
+    networkId: Bytes,
+    rows: readonly GrantRegistryRow[],
+    lastVersion: bigint | null,
+  ) => Promise<void>;
 }

@@ -43,12 +43,23 @@ export interface LeaseTx {
   readonly saveGrant: (networkId: Bytes, g: GrantRecord) => Promise<void>;
   /** The items of a consumer request in the epoch (empty after an authority restart). */
   readonly acquireItems: (holder: Bytes, requestId: Bytes, epoch: bigint) => Promise<readonly StoredAcquireItem[]>;
-  readonly saveAcquireItems: (holder: Bytes, requestId: Bytes, epoch: bigint, items: readonly StoredAcquireItem[]) => Promise<void>;
+  readonly saveAcquireItems: (
+    holder: Bytes,
+    requestId: Bytes,
+    epoch: bigint,
+    items: readonly StoredAcquireItem[],
+  ) => Promise<void>;
   /**
    * The intent a produced snapshot (target, revision, digest) carried for a service, remembered once read (the content
    * of a revision never changes), so an ACK stays usable after unrelated updates produced newer revisions (M6-29).
    */
-  readonly snapshotStamp: (target: Bytes, networkId: Bytes, revision: bigint, digest: Bytes, serviceId: Bytes) => Promise<IntentStamp | null>;
+  readonly snapshotStamp: (
+    target: Bytes,
+    networkId: Bytes,
+    revision: bigint,
+    digest: Bytes,
+    serviceId: Bytes,
+  ) => Promise<IntentStamp | null>;
   readonly saveSnapshotStamps: (
     target: Bytes,
     networkId: Bytes,

@@ -52,11 +52,17 @@ const load = async (tx: AuthorityTx, serviceRef: ServiceRef, publisher: Bytes): 
 export class PortAllocator {
   constructor(private readonly deps: PortAllocatorDeps) {}
 
-  private digestFor = (a: { readonly serviceRef: ServiceRef; readonly publisher: Bytes }) => (port: bigint, rev: bigint) =>
-    this.deps.intentDigestFor(a.serviceRef, a.publisher, port, rev);
+  private digestFor =
+    (a: { readonly serviceRef: ServiceRef; readonly publisher: Bytes }) => (port: bigint, rev: bigint) =>
+      this.deps.intentDigestFor(a.serviceRef, a.publisher, port, rev);
 
   /** Issue the next candidate of the current round (first offer, or after the backoff of a pure refusal). */
-  offer(epoch: bigint, serviceRef: ServiceRef, publisher: Bytes, demand: PortDemand): Promise<Either.Either<OfferResult, ServiceControlError>> {
+  offer(
+    epoch: bigint,
+    serviceRef: ServiceRef,
+    publisher: Bytes,
+    demand: PortDemand,
+  ): Promise<Either.Either<OfferResult, ServiceControlError>> {
     return this.deps.store.transact(epoch, async (tx) => {
       const ports = await tx.ports.lockPorts(publisher);
       const a = await load(tx, serviceRef, publisher);
@@ -64,26 +70,46 @@ export class PortAllocator {
       if (Either.isLeft(step)) return step;
       await tx.ports.savePorts(publisher, ports, step.right.table);
       await tx.ports.saveAllocation(step.right.allocation);
-      return Either.right({ allocation: step.right.allocation, proposal: step.right.proposal, refusal: step.right.refusal });
+      return Either.right({
+        allocation: step.right.allocation,
+        proposal: step.right.proposal,
+        refusal: step.right.refusal,
+      });
     });
   }
 
   /** `port.result` from the publisher: only the exactly matching current proposal changes (else stale-proposal). */
-  onResult(epoch: bigint, publisher: Bytes, body: PortResultBodyWire): Promise<Either.Either<PortResultOutcome, ServiceControlError>> {
+  onResult(
+    epoch: bigint,
+    publisher: Bytes,
+    body: PortResultBodyWire,
+  ): Promise<Either.Either<PortResultOutcome, ServiceControlError>> {
     const ref = proposalFromWire(body);
     return this.deps.store.transact(epoch, async (tx) => {
       const ports = await tx.ports.lockPorts(publisher);
       const a = await tx.ports.lockAllocation(ref.serviceRef.serviceId);
-      if (a === null || !bytesEqual(a.publisher, publisher)) return Either.left(scError('stale-proposal', 'no such proposal'));
+      if (a === null || !bytesEqual(a.publisher, publisher))
+        return Either.left(scError('stale-proposal', 'no such proposal'));
       const step = onPortResult(a, ports, ref, body.result, this.deps.rng);
       if (Either.isLeft(step)) return step;
       // a declaration change that waited for this proposal opens its round in this transaction (decision 0190)
-      const pend = applyPending(step.right.allocation, step.right.table, this.deps.rng, this.deps.newProposalId(), this.digestFor(a));
+      const pend = applyPending(
+        step.right.allocation,
+        step.right.table,
+        this.deps.rng,
+        this.deps.newProposalId(),
+        this.digestFor(a),
+      );
       if (Either.isLeft(pend)) return Either.left(pend.left);
-      const [allocation, table] = pend.right === null ? [step.right.allocation, step.right.table] : [pend.right.allocation, pend.right.table];
+      const [allocation, table] =
+        pend.right === null ? [step.right.allocation, step.right.table] : [pend.right.allocation, pend.right.table];
       await tx.ports.savePorts(publisher, ports, table);
       await tx.ports.saveAllocation(allocation);
-      return Either.right({ allocation, nextCandidateAfterMs: pend.right === null ? step.right.nextCandidateAfterMs : null, refusal: step.right.refusal });
+      return Either.right({
+        allocation,
+        nextCandidateAfterMs: pend.right === null ? step.right.nextCandidateAfterMs : null,
+        refusal: step.right.refusal,
+      });
     });
   }
 
@@ -108,12 +134,18 @@ export class PortAllocator {
     serviceRef: ServiceRef,
     requestId: Bytes,
     demand: PortDemand,
-  ): Promise<Either.Either<{ readonly round: bigint; readonly proposalSeq: bigint; readonly proposal: CurrentProposal | null }, ServiceControlError>> {
+  ): Promise<
+    Either.Either<
+      { readonly round: bigint; readonly proposalSeq: bigint; readonly proposal: CurrentProposal | null },
+      ServiceControlError
+    >
+  > {
     type Out = { readonly round: bigint; readonly proposalSeq: bigint; readonly proposal: CurrentProposal | null };
     return this.deps.store.transact(epoch, async (tx): Promise<Either.Either<Out, ServiceControlError>> => {
       const a = await tx.ports.lockAllocation(serviceRef.serviceId);
       if (a === null) return Either.left(scError('recovery-required', 'no allocation to retry'));
-      if (!bytesEqual(a.publisher, requester)) return Either.left(scError('unauthorized', 'only the publisher may retry its port'));
+      if (!bytesEqual(a.publisher, requester))
+        return Either.left(scError('unauthorized', 'only the publisher may retry its port'));
       const ports = await tx.ports.lockPorts(a.publisher);
       const step = retryPort(a, ports, requestId, demand, this.deps.rng, this.deps.newProposalId(), this.digestFor(a));
       if (Either.isLeft(step)) return Either.left(step.left);
@@ -121,12 +153,18 @@ export class PortAllocator {
         await tx.ports.savePorts(a.publisher, ports, step.right.table);
         await tx.ports.saveAllocation(step.right.allocation);
       }
-      return Either.right({ round: step.right.round, proposalSeq: step.right.proposalSeq, proposal: step.right.issued?.proposal ?? null });
+      return Either.right({
+        round: step.right.round,
+        proposalSeq: step.right.proposalSeq,
+        proposal: step.right.issued?.proposal ?? null,
+      });
     });
   }
 
   /** Read one allocation (fenced read). */
   allocation(epoch: bigint, serviceRef: ServiceRef): Promise<Either.Either<Allocation | null, ServiceControlError>> {
-    return this.deps.store.transact(epoch, async (tx) => Either.right(await tx.ports.lockAllocation(serviceRef.serviceId)));
+    return this.deps.store.transact(epoch, async (tx) =>
+      Either.right(await tx.ports.lockAllocation(serviceRef.serviceId)),
+    );
   }
 }

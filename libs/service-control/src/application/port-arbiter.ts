@@ -70,7 +70,8 @@ export class SimulatedListenerInstaller implements ListenerInstaller {
     this.installed.delete(endpointKey(publisher, port));
   };
   localConflict = (_publisher: Bytes, port: bigint): boolean => this.systemPorts.has(port);
-  observe = (publisher: Bytes, port: bigint): ServiceRef | null => this.installed.get(endpointKey(publisher, port)) ?? null;
+  observe = (publisher: Bytes, port: bigint): ServiceRef | null =>
+    this.installed.get(endpointKey(publisher, port)) ?? null;
 }
 
 export const proposalFromWire = (w: ProposalRefWire): ProposalRef => ({
@@ -108,7 +109,12 @@ const orThrow = <A>(e: Either.Either<A, ServiceControlError>): A => {
 /** What `recover()` did: the owned endpoints it reinstalled (gate closed; `installed: false` = the install failed, the
  * ownership is kept) and the answers of the proposals it re-arbitrated (to be sent to their NSDs). */
 export interface EndpointRecoveryResult {
-  readonly reinstalled: readonly { readonly publisher: Bytes; readonly port: bigint; readonly owner: ServiceRef; readonly installed: boolean }[];
+  readonly reinstalled: readonly {
+    readonly publisher: Bytes;
+    readonly port: bigint;
+    readonly owner: ServiceRef;
+    readonly installed: boolean;
+  }[];
   readonly answers: readonly EndpointAnswer[];
 }
 
@@ -146,8 +152,13 @@ export class PortArbiter {
       await this.installer.install(publisher, port, cut.mayInstall.serviceRef);
     } catch {
       // the gate stays closed, the ownership is kept: apply-failed, never a pure proposal
-      this.store.transact('install-failed', (t) => ({ table: orThrow(markInstallFailed(t, publisher, port)), out: undefined }));
-      return cut.answers.map((a) => (a.result === 'claimed' || a.result === 'installed' ? { ...a, result: 'apply-failed' as const } : a));
+      this.store.transact('install-failed', (t) => ({
+        table: orThrow(markInstallFailed(t, publisher, port)),
+        out: undefined,
+      }));
+      return cut.answers.map((a) =>
+        a.result === 'claimed' || a.result === 'installed' ? { ...a, result: 'apply-failed' as const } : a,
+      );
     }
     this.store.transact('installed', (t) => ({ table: orThrow(markInstalled(t, publisher, port)), out: undefined }));
     return cut.answers.map((a) => (a.result === 'claimed' ? { ...a, result: 'installed' as const } : a));
@@ -189,11 +200,17 @@ export class PortArbiter {
       if (e.owner === null) continue;
       try {
         await this.installer.install(e.publisher, e.port, e.owner);
-        this.store.transact('installed', (t) => ({ table: orThrow(markInstalled(t, e.publisher, e.port)), out: undefined }));
+        this.store.transact('installed', (t) => ({
+          table: orThrow(markInstalled(t, e.publisher, e.port)),
+          out: undefined,
+        }));
         reinstalled.push({ publisher: e.publisher, port: e.port, owner: e.owner, installed: true });
       } catch (err) {
         if (err instanceof ServiceControlError) throw err;
-        this.store.transact('install-failed', (t) => ({ table: orThrow(markInstallFailed(t, e.publisher, e.port)), out: undefined }));
+        this.store.transact('install-failed', (t) => ({
+          table: orThrow(markInstallFailed(t, e.publisher, e.port)),
+          out: undefined,
+        }));
         reinstalled.push({ publisher: e.publisher, port: e.port, owner: e.owner, installed: false });
       }
     }

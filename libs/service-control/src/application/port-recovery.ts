@@ -52,7 +52,13 @@ export interface PortRecoveryDeps extends PortRecoveryOptions {
   readonly store: AuthorityStore;
   readonly epoch: bigint;
   /** Push one B→A request on the publisher's open stream(s) of that Network; false when none is open. */
-  readonly send: (publisher: Bytes, networkId: Bytes, kind: PortRequestKind, body: ReturnType<typeof proposalToWire>, requestId: Bytes) => boolean;
+  readonly send: (
+    publisher: Bytes,
+    networkId: Bytes,
+    kind: PortRequestKind,
+    body: ReturnType<typeof proposalToWire>,
+    requestId: Bytes,
+  ) => boolean;
   readonly log?: (event: string, fields: Record<string, unknown>) => void;
 }
 
@@ -95,7 +101,12 @@ export class PortRecoveryDriver {
    * are the publisher's proposals with a committed cancel (not in the snapshot): each is cancelled now, or again if
    * its last request went nowhere.
    */
-  delivered(publisher: Bytes, networkId: Bytes, listeners: readonly ListenerIntentWire[], cancels: readonly ProposalRef[] = []): void {
+  delivered(
+    publisher: Bytes,
+    networkId: Bytes,
+    listeners: readonly ListenerIntentWire[],
+    cancels: readonly ProposalRef[] = [],
+  ): void {
     if (this.stopped) return;
     for (const l of listeners) {
       if (l.proposal === null || !bytesEqual(l.publisher_identity, publisher)) continue;
@@ -110,7 +121,14 @@ export class PortRecoveryDriver {
         if (known.phase !== 'awaiting' && known.cancelTimer === null) this.ask(key);
         continue;
       }
-      const t: Tracked = { publisher, networkId, ref: proposalFromWire(l.proposal), phase: 'awaiting', requestId: new Uint8Array(randomBytes(16)), cancelTimer: null };
+      const t: Tracked = {
+        publisher,
+        networkId,
+        ref: proposalFromWire(l.proposal),
+        phase: 'awaiting',
+        requestId: new Uint8Array(randomBytes(16)),
+        cancelTimer: null,
+      };
       this.tracked.set(key, t);
       if (l.state === 'recovery-required') this.enter(key, 'querying');
       else t.cancelTimer = this.schedule(this.timeoutMs, () => void this.expire(key));
@@ -123,7 +141,14 @@ export class PortRecoveryDriver {
         continue;
       }
       if (known === undefined)
-        this.tracked.set(key, { publisher, networkId, ref, phase: 'awaiting', requestId: new Uint8Array(randomBytes(16)), cancelTimer: null });
+        this.tracked.set(key, {
+          publisher,
+          networkId,
+          ref,
+          phase: 'awaiting',
+          requestId: new Uint8Array(randomBytes(16)),
+          cancelTimer: null,
+        });
       this.enter(key, 'cancelling');
     }
   }
@@ -166,7 +191,8 @@ export class PortRecoveryDriver {
     return this.d.store
       .transact(this.d.epoch, async (tx) => {
         const a = await tx.ports.lockAllocation(t.ref.serviceRef.serviceId);
-        if (a === null || a.current === null || !proposalRefEqual(a.current, t.ref)) return Either.left(scError('stale-proposal', 'no longer the current proposal'));
+        if (a === null || a.current === null || !proposalRefEqual(a.current, t.ref))
+          return Either.left(scError('stale-proposal', 'no longer the current proposal'));
         const next = onUncertain(a);
         if (next !== a) await tx.ports.saveAllocation(next);
         return Either.right(next.state as string);
@@ -258,7 +284,12 @@ export class PortRecoveryDriver {
       if (this.tracked.get(key) !== t || this.stopped) return;
       if (Either.isLeft(r) && r.left.code === 'stale-proposal') return this.untrack(key);
       if (Either.isRight(r) && resolved(r.right)) return this.untrack(key);
-      if (Either.isRight(r)) this.d.log?.('port-uncertain', { P: String(t.ref.port), proposal_seq: String(t.ref.proposalSeq), state: r.right });
+      if (Either.isRight(r))
+        this.d.log?.('port-uncertain', {
+          P: String(t.ref.port),
+          proposal_seq: String(t.ref.proposalSeq),
+          state: r.right,
+        });
     }
     this.ask(key);
   }

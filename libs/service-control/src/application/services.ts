@@ -11,18 +11,29 @@ import { Daemon, type DaemonDeps } from './daemon.js';
 import type { DaemonStore } from './daemon-store.js';
 
 /** Wall-clock milliseconds: the only time source of the applications (domain code gets `now` as a parameter). */
-export class ControlClock extends Context.Tag('@homelab/service-control/ControlClock')<ControlClock, { readonly now: () => number }>() {}
+export class ControlClock extends Context.Tag('@homelab/service-control/ControlClock')<
+  ControlClock,
+  { readonly now: () => number }
+>() {}
 export const SystemControlClock = Layer.succeed(ControlClock, { now: () => Date.now() });
 
 /** B's store port (the PostgreSQL adapter in nsd). */
-export class AuthorityStoreService extends Context.Tag('@homelab/service-control/AuthorityStore')<AuthorityStoreService, AuthorityStore>() {}
+export class AuthorityStoreService extends Context.Tag('@homelab/service-control/AuthorityStore')<
+  AuthorityStoreService,
+  AuthorityStore
+>() {}
 /** A's store port (the SQLite adapter in ns-daemon). */
-export class DaemonStoreService extends Context.Tag('@homelab/service-control/DaemonStore')<DaemonStoreService, DaemonStore>() {}
+export class DaemonStoreService extends Context.Tag('@homelab/service-control/DaemonStore')<
+  DaemonStoreService,
+  DaemonStore
+>() {}
 
 const storageFailure = (e: unknown): ServiceControlError => e as ServiceControlError;
 
 /** An AuthorityStore opened in the scope: migrated on acquire, its pool closed on release. */
-export const authorityStoreLayer = (open: () => AuthorityStore): Layer.Layer<AuthorityStoreService, ServiceControlError> =>
+export const authorityStoreLayer = (
+  open: () => AuthorityStore,
+): Layer.Layer<AuthorityStoreService, ServiceControlError> =>
   Layer.scoped(
     AuthorityStoreService,
     Effect.acquireRelease(
@@ -45,7 +56,12 @@ export const authorityStoreLayer = (open: () => AuthorityStore): Layer.Layer<Aut
 
 /** A DaemonStore opened in the scope, closed on release. */
 export const daemonStoreLayer = (open: () => DaemonStore): Layer.Layer<DaemonStoreService, ServiceControlError> =>
-  Layer.scoped(DaemonStoreService, Effect.acquireRelease(Effect.try({ try: open, catch: storageFailure }), (store) => Effect.sync(() => store.close())));
+  Layer.scoped(
+    DaemonStoreService,
+    Effect.acquireRelease(Effect.try({ try: open, catch: storageFailure }), (store) =>
+      Effect.sync(() => store.close()),
+    ),
+  );
 
 export interface AuthorityServiceShape {
   readonly authority: Authority;
@@ -53,9 +69,15 @@ export interface AuthorityServiceShape {
   readonly epoch: bigint;
 }
 /** B, serving: the epoch taken over and committed before anything is served (M6-12). */
-export class AuthorityService extends Context.Tag('@homelab/service-control/Authority')<AuthorityService, AuthorityServiceShape>() {}
+export class AuthorityService extends Context.Tag('@homelab/service-control/Authority')<
+  AuthorityService,
+  AuthorityServiceShape
+>() {}
 
-export interface AuthorityOptions extends Pick<AuthorityDeps, 'fault' | 'log' | 'leaseNow' | 'portRecovery' | 'observe'> {
+export interface AuthorityOptions extends Pick<
+  AuthorityDeps,
+  'fault' | 'log' | 'leaseNow' | 'portRecovery' | 'observe'
+> {
   /** Network membership to add at startup (the stand-in for the existing ownership), `[identity, network]`. */
   readonly members?: readonly (readonly [Bytes, Bytes])[];
 }
@@ -64,7 +86,9 @@ export interface AuthorityOptions extends Pick<AuthorityDeps, 'fault' | 'log' | 
  * Startup order of B: take over the epoch (committed), add the configured members, build the Authority, produce
  * snapshots for outbox rows left by a crash. Release: close the streams, wait for queued snapshot production.
  */
-export const authorityLayer = (options: AuthorityOptions = {}): Layer.Layer<AuthorityService, ServiceControlError, AuthorityStoreService | ControlClock> =>
+export const authorityLayer = (
+  options: AuthorityOptions = {},
+): Layer.Layer<AuthorityService, ServiceControlError, AuthorityStoreService | ControlClock> =>
   Layer.scoped(
     AuthorityService,
     Effect.gen(function* () {
@@ -107,7 +131,9 @@ export const daemonLayer = (deps: Omit<DaemonDeps, 'store'>): Layer.Layer<Daemon
       yield* Effect.acquireRelease(
         Effect.sync(() => {
           const ctl = new AbortController();
-          const running = daemon.run(ctl.signal).catch((e: unknown) => deps.log?.('failed', { error: String(e), code: (e as { code?: string }).code }));
+          const running = daemon
+            .run(ctl.signal)
+            .catch((e: unknown) => deps.log?.('failed', { error: String(e), code: (e as { code?: string }).code }));
           return { ctl, running };
         }),
         ({ ctl, running }) =>

@@ -86,7 +86,11 @@ export const compileAuthorization = (
     for (const src of s.sources) {
       const protocols = [...src.protocols].sort();
       const key = keyOf(s.ref, src.consumer);
-      desired.set(key, { protocols, policyDigest: policyDigest(s.ref, s.publisher, src.consumer, protocols), policyVersion: s.policyVersion });
+      desired.set(key, {
+        protocols,
+        policyDigest: policyDigest(s.ref, s.publisher, src.consumer, protocols),
+        policyVersion: s.policyVersion,
+      });
       meta.set(key, { s, consumer: src.consumer });
     }
   const active = new Map<string, GrantEntry>();
@@ -101,7 +105,13 @@ export const compileAuthorization = (
   for (const [k, e] of next.right.entries) {
     const m = meta.get(k) as { readonly s: ServiceAuthorization; readonly consumer: Bytes };
     grants.push({ ...e, ref: m.s.ref, publisher: m.s.publisher, consumer: m.consumer });
-    const row: RegistryEntry = { ...e, serviceId: m.s.ref.serviceId, consumer: m.consumer, state: 'active', listenerRevision: m.s.listenerRevision };
+    const row: RegistryEntry = {
+      ...e,
+      serviceId: m.s.ref.serviceId,
+      consumer: m.consumer,
+      state: 'active',
+      listenerRevision: m.s.listenerRevision,
+    };
     const old = byKey.get(k);
     if (old === undefined || !sameEntry(old, row)) changed.push(row);
   }
@@ -110,9 +120,18 @@ export const compileAuthorization = (
   for (const [k, r] of byKey) {
     if (next.right.entries.has(k)) continue;
     const s = live.get(toHex(r.serviceId));
-    const row: RegistryEntry = r.state === 'withdrawn' ? r : { ...r, state: 'withdrawn', listenerRevision: s?.listenerRevision ?? r.listenerRevision };
+    const row: RegistryEntry =
+      r.state === 'withdrawn'
+        ? r
+        : { ...r, state: 'withdrawn', listenerRevision: s?.listenerRevision ?? r.listenerRevision };
     if (row !== r) changed.push(row);
-    if (s !== undefined) withdrawals.push({ ref: s.ref, publisher: s.publisher, consumer: r.consumer, listenerRevision: row.listenerRevision });
+    if (s !== undefined)
+      withdrawals.push({
+        ref: s.ref,
+        publisher: s.publisher,
+        consumer: r.consumer,
+        listenerRevision: row.listenerRevision,
+      });
   }
   return Either.right({ grants, withdrawals, changed, lastVersion: next.right.lastVersion });
 };

@@ -10,7 +10,8 @@ export const isU64 = (v: bigint): boolean => v >= 0n && v <= U64_MAX;
 
 /** The successor of a persisted counter value (`null` = never allocated → 1). At 2^64−1: `counter-exhausted`. */
 export const nextCounter = (current: bigint | null, name = 'counter'): Either.Either<bigint, ServiceControlError> => {
-  if (current !== null && !isU64(current)) return Either.left(scError('state-inconsistent', `${name} out of u64 range`));
+  if (current !== null && !isU64(current))
+    return Either.left(scError('state-inconsistent', `${name} out of u64 range`));
   return Either.mapLeft(Counter.next(current ?? 0n), () => scError('counter-exhausted', `${name} at 2^64-1`));
 };
 

@@ -6,10 +6,7 @@ import { type ServiceControlError, scError } from './errors.js';
 
 export type Protocol = 'tcp' | 'udp';
 export type PortMode = 'fixed' | 'auto';
-export type BackendHost =
-  | { readonly ipv4: Bytes }
-  | { readonly ipv6: Bytes }
-  | { readonly dns: string };
+export type BackendHost = { readonly ipv4: Bytes } | { readonly ipv6: Bytes } | { readonly dns: string };
 
 export interface Declaration {
   readonly declarationKey: string;
@@ -29,9 +26,7 @@ const utf8Length = (s: string): number => Buffer.byteLength(s, 'utf8');
 
 /** Canonical DNS host text: lowercase, no trailing dot, labels 1..63 of [a-z0-9-] without edge hyphens, ≤ 253. */
 export const isCanonicalDnsHost = (s: string): boolean =>
-  s.length >= 1 &&
-  s.length <= 253 &&
-  s.split('.').every((l) => /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(l));
+  s.length >= 1 && s.length <= 253 && s.split('.').every((l) => /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(l));
 
 const checkPort = (p: bigint, what: string): Either.Either<void, ServiceControlError> =>
   p >= 1n && p <= 65535n ? Either.void : Either.left(scError('invalid-encoding', `${what} outside 1..65535`));
@@ -146,7 +141,9 @@ export const parseBackendHost = (s: string): Either.Either<BackendHost, ServiceC
  * - any other unknown key → `unsupported-field`;
  * - protocol "http"/"https" → TCP backend semantics only.
  */
-export const declarationFromLocal = (input: Readonly<Record<string, unknown>>): Either.Either<Declaration, ServiceControlError> => {
+export const declarationFromLocal = (
+  input: Readonly<Record<string, unknown>>,
+): Either.Either<Declaration, ServiceControlError> => {
   for (const k of Object.keys(input)) {
     if ((UNSUPPORTED_BEHAVIOUR as readonly string[]).includes(k))
       return Either.left(scError('unsupported-field', `declaration requires unsupported behaviour: ${k}`));
@@ -194,7 +191,9 @@ export const declarationFromLocal = (input: Readonly<Record<string, unknown>>): 
 };
 
 /** Declarations of a report are sorted by the UTF-8 bytes of the key, without duplicates. */
-export const sortDeclarations = (ds: readonly Declaration[]): Either.Either<readonly Declaration[], ServiceControlError> => {
+export const sortDeclarations = (
+  ds: readonly Declaration[],
+): Either.Either<readonly Declaration[], ServiceControlError> => {
   const sorted = [...ds].sort((a, b) => Buffer.compare(Buffer.from(a.declarationKey), Buffer.from(b.declarationKey)));
   for (let i = 1; i < sorted.length; i++)
     if ((sorted[i] as Declaration).declarationKey === (sorted[i - 1] as Declaration).declarationKey)

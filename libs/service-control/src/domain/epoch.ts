@@ -23,7 +23,10 @@ export type EpochObservation = 'same' | 'higher';
  * A sees an epoch for a scope. Higher → the caller must first drop that scope's old-epoch permits (close gates,
  * tear down) and then adopt it; lower → `stale-epoch` (old-epoch messages are refused once a higher one was seen).
  */
-export const observeEpoch = (known: bigint | null, seen: bigint): Either.Either<EpochObservation, ServiceControlError> =>
+export const observeEpoch = (
+  known: bigint | null,
+  seen: bigint,
+): Either.Either<EpochObservation, ServiceControlError> =>
   known === null || seen > known
     ? Either.right('higher')
     : seen === known

@@ -61,7 +61,12 @@ const spec = (code: ErrorCode, retry: Retry, raisedBy: RaisedBy, meaning: string
 
 /** Every code as data. Meanings follow the digest's §4 table; [D] mappings are recorded in docs/decisions/0060. */
 export const ERROR_SPECS: { readonly [C in ErrorCode]: ErrorSpec } = {
-  'unsupported-version': spec('unsupported-version', 'never', 'A+B', 'schema ≠ 1, or the peer lacks service_control.v1'),
+  'unsupported-version': spec(
+    'unsupported-version',
+    'never',
+    'A+B',
+    'schema ≠ 1, or the peer lacks service_control.v1',
+  ),
   'unsupported-field': spec(
     'unsupported-field',
     'never',

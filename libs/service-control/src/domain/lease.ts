@@ -137,23 +137,41 @@ export interface ReadyInput {
 }
 
 export type ReadyDecision =
-  | { readonly outcome: 'granted'; readonly grant: GrantRecord; readonly mark: RequestMark; readonly remainingMs: number }
+  | {
+      readonly outcome: 'granted';
+      readonly grant: GrantRecord;
+      readonly mark: RequestMark;
+      readonly remainingMs: number;
+    }
   | { readonly outcome: 'retransmission'; readonly grant: GrantRecord; readonly remainingMs: number };
 
 const sameProtocols = (a: readonly string[], b: readonly string[]): boolean =>
   a.length === b.length && [...a].sort().every((p, i) => p === [...b].sort()[i]);
 
 /** Exact listener + proposal + proof checks shared by ready and refresh (spec §5.7 row 1). */
-const checkIntent = (r: ReadyRequest, intent: CurrentIntent | null): Either.Either<CurrentIntent, ServiceControlError> => {
-  if (intent === null || intent.state !== 'active') return Either.left(scError('stale-listener', 'the service is not current'));
-  if (intent.listenerRevision !== r.listenerRevision || intent.intentDigest === null || !bytesEqual(intent.intentDigest, r.intentDigest))
+const checkIntent = (
+  r: ReadyRequest,
+  intent: CurrentIntent | null,
+): Either.Either<CurrentIntent, ServiceControlError> => {
+  if (intent === null || intent.state !== 'active')
+    return Either.left(scError('stale-listener', 'the service is not current'));
+  if (
+    intent.listenerRevision !== r.listenerRevision ||
+    intent.intentDigest === null ||
+    !bytesEqual(intent.intentDigest, r.intentDigest)
+  )
     return Either.left(scError('stale-listener', 'not the current listener revision/intent'));
-  if (intent.P === null || intent.P !== r.P) return Either.left(scError('stale-proposal', 'P is not the service’s confirmed P'));
+  if (intent.P === null || intent.P !== r.P)
+    return Either.left(scError('stale-proposal', 'P is not the service’s confirmed P'));
   const p = intent.proposal;
   if (p !== null && (!bytesEqual(p.proposalId, r.proposalId) || p.round !== r.round || p.seq !== r.proposalSeq))
     return Either.left(scError('stale-proposal', 'not the current proposal'));
   // [D] decision 0120: a proof that does not match the intent is an install that is not what was asked for.
-  if (r.proof.P !== r.P || !sameProtocols(r.proof.protocols, intent.protocols) || !bytesEqual(r.proof.policyDigest, intent.enforcementPolicyDigest))
+  if (
+    r.proof.P !== r.P ||
+    !sameProtocols(r.proof.protocols, intent.protocols) ||
+    !bytesEqual(r.proof.policyDigest, intent.enforcementPolicyDigest)
+  )
     return Either.left(scError('apply-failed', 'the installed state does not match the intent'));
   return Either.right(intent);
 };
@@ -176,15 +194,23 @@ export const decideReady = (i: ReadyInput): Either.Either<ReadyDecision, Service
   // keeps its session_seq; any other session is `stale-session` at the fence). In any other session, or after an
   // authority restart, the mark no longer applies and the request is `stale-listener` (the service is not current),
   // so B can delete the mark and its grant without changing any answer.
-  const mark = i.mark !== null && i.intent !== null && i.intent.state === 'withdrawn' && i.markSessionSeq !== i.sessionSeq ? null : i.mark;
+  const mark =
+    i.mark !== null && i.intent !== null && i.intent.state === 'withdrawn' && i.markSessionSeq !== i.sessionSeq
+      ? null
+      : i.mark;
   if (mark !== null) {
     if (r.seq < mark.seq) return Either.left(scError('stale-refresh', `refresh_seq ${r.seq} below ${mark.seq}`));
     if (r.seq === mark.seq) {
       if (!bytesEqual(r.requestId, mark.requestId) || !bytesEqual(r.requestDigest, mark.requestDigest))
         return Either.left(scError('digest-conflict', 'the same refresh_seq with other content'));
       // An old epoch's grant is never restored (M6-36): the retransmission finds no grant in this epoch.
-      if (i.markGrant === null || i.markGrant.epoch !== i.epoch) return Either.left(scError('lease-expired', 'the grant of this request is gone'));
-      return Either.right({ outcome: 'retransmission', grant: i.markGrant, remainingMs: remainingMs(i.markGrant.deadline, i.now) });
+      if (i.markGrant === null || i.markGrant.epoch !== i.epoch)
+        return Either.left(scError('lease-expired', 'the grant of this request is gone'));
+      return Either.right({
+        outcome: 'retransmission',
+        grant: i.markGrant,
+        remainingMs: remainingMs(i.markGrant.deadline, i.now),
+      });
     }
   }
   const intent = checkIntent(r, i.intent);
@@ -212,11 +238,17 @@ export const decideReady = (i: ReadyInput): Either.Either<ReadyDecision, Service
     requestDigest: r.requestDigest,
     deadline,
   };
-  return Either.right({ outcome: 'granted', grant, mark: { seq: r.seq, requestId: r.requestId, requestDigest: r.requestDigest }, remainingMs: remainingMs(deadline, i.now) });
+  return Either.right({
+    outcome: 'granted',
+    grant,
+    mark: { seq: r.seq, requestId: r.requestId, requestDigest: r.requestDigest },
+    remainingMs: remainingMs(deadline, i.now),
+  });
 };
 
 /** Is the publisher Ready (a live grant of the current epoch)? */
-export const isReady = (g: GrantRecord | null, epoch: bigint, now: number): g is GrantRecord => g !== null && g.epoch === epoch && now < g.deadline;
+export const isReady = (g: GrantRecord | null, epoch: bigint, now: number): g is GrantRecord =>
+  g !== null && g.epoch === epoch && now < g.deadline;
 
 // ───────────────────────────────────────── B: lease.acquire ─────────────────────────────────────────
 
@@ -272,11 +304,17 @@ export type AcquireDecision =
 const decideItem = (i: AcquireInput, it: AcquireItemInput): AcquireItemRecord => {
   const refuse = (result: ErrorCode): AcquireItemRecord => ({ serviceId: it.serviceId, grant: null, result });
   const intent = it.intent;
-  if (intent === null || intent.state !== 'active' || !bytesEqual(intent.publisher, it.publisher)) return refuse('stale-listener');
-  if (intent.listenerRevision !== it.listenerRevision || intent.intentDigest === null || !bytesEqual(intent.intentDigest, it.intentDigest))
+  if (intent === null || intent.state !== 'active' || !bytesEqual(intent.publisher, it.publisher))
+    return refuse('stale-listener');
+  if (
+    intent.listenerRevision !== it.listenerRevision ||
+    intent.intentDigest === null ||
+    !bytesEqual(intent.intentDigest, it.intentDigest)
+  )
     return refuse('stale-listener');
   if (Either.isLeft(checkRetained(i.floor, i.snapshot.revision))) return refuse('stale-snapshot');
-  if (!ackBacksIntent(i.acks, i.sessionSeq, i.snapshot, it.atSnapshot, intent)) return refuse('enforcement-not-applied');
+  if (!ackBacksIntent(i.acks, i.sessionSeq, i.snapshot, it.atSnapshot, intent))
+    return refuse('enforcement-not-applied');
   const auth = it.authorization;
   if (auth === null || (auth.expiry !== null && auth.expiry <= i.now)) return refuse('unauthorized');
   if (!isReady(it.publisherGrant, i.epoch, i.now)) return refuse('lease-expired');
@@ -330,4 +368,5 @@ export const decideAcquire = (i: AcquireInput): Either.Either<AcquireDecision, S
 // (`src/permit/engine.ts`, decision 0145); only the refresh cadence is shared from here.
 
 /** M6-34: the next refresh is due 10000 ms after the previous logical request's t0. */
-export const refreshDue = (lastT0: number | null, now: number): boolean => lastT0 === null || now >= lastT0 + REFRESH_PERIOD_MS;
+export const refreshDue = (lastT0: number | null, now: number): boolean =>
+  lastT0 === null || now >= lastT0 + REFRESH_PERIOD_MS;

@@ -130,7 +130,8 @@ export interface PortDemand {
   readonly backendPort: bigint;
 }
 
-const entryOf = (t: PortTable, publisher: Bytes, port: bigint): PortEntry | undefined => t.get(endpointKey(publisher, port));
+const entryOf = (t: PortTable, publisher: Bytes, port: bigint): PortEntry | undefined =>
+  t.get(endpointKey(publisher, port));
 
 const withEntry = (t: PortTable, e: PortEntry): PortTable => {
   const next = new Map(t);
@@ -164,7 +165,9 @@ export const chooseCandidate = (
   const free = (p: bigint): boolean => !a.triedPorts.includes(p) && eligible(t, a, p);
   if (demand.mode === 'fixed') {
     const p = demand.requestedPort;
-    return p !== null && free(p) ? Either.right(p) : Either.left(scError('port-unavailable', 'the requested P is unavailable'));
+    return p !== null && free(p)
+      ? Either.right(p)
+      : Either.left(scError('port-unavailable', 'the requested P is unavailable'));
   }
   if (a.confirmedPort !== null && eligible(t, a, a.confirmedPort)) return Either.right(a.confirmedPort);
   if (free(demand.backendPort)) return Either.right(demand.backendPort);
@@ -201,13 +204,21 @@ export const issueCandidate = (
   if (!mayIssue(a))
     return Either.left(
       a.state === 'exhausted'
-        ? scError('allocation-exhausted', 'the round is exhausted; only service.retry-port or a substantive change opens a new one')
+        ? scError(
+            'allocation-exhausted',
+            'the round is exhausted; only service.retry-port or a substantive change opens a new one',
+          )
         : a.state === 'pool-exhausted'
           ? scError('port-pool-exhausted', 'no eligible port left in 40000..50000')
           : scError('recovery-required', `no new candidate while the allocation is ${a.state}`),
     );
   if (a.candidateIndex >= CANDIDATES_PER_ROUND)
-    return Either.right({ allocation: { ...a, state: 'exhausted', current: a.current }, table: t, proposal: null, refusal: scError('allocation-exhausted', 'the 8th candidate of the round failed') });
+    return Either.right({
+      allocation: { ...a, state: 'exhausted', current: a.current },
+      table: t,
+      proposal: null,
+      refusal: scError('allocation-exhausted', 'the 8th candidate of the round failed'),
+    });
   const port = chooseCandidate(t, a, demand, rng);
   if (Either.isLeft(port)) {
     const state: AllocationState = port.left.code === 'port-pool-exhausted' ? 'pool-exhausted' : 'exhausted';
@@ -229,7 +240,10 @@ export const issueCandidate = (
     candidateIndex,
   };
   const own = entryOf(t, a.publisher, port.right);
-  const table = own?.kind === 'owned' ? t : withEntry(t, { publisher: a.publisher, port: port.right, kind: 'reserved', serviceRef: a.serviceRef });
+  const table =
+    own?.kind === 'owned'
+      ? t
+      : withEntry(t, { publisher: a.publisher, port: port.right, kind: 'reserved', serviceRef: a.serviceRef });
   return Either.right({
     allocation: {
       ...a,
@@ -260,13 +274,7 @@ export interface ResultStep {
 }
 
 export type PortResultInput =
-  | 'claimed'
-  | 'installed'
-  | 'terminated-pure'
-  | 'apply-failed'
-  | 'conflict'
-  | 'absent'
-  | 'proposed';
+  'claimed' | 'installed' | 'terminated-pure' | 'apply-failed' | 'conflict' | 'absent' | 'proposed';
 
 /**
  * `port.result` from A (spec §3.3, §5.13). Only the exactly matching current proposal is updated (`stale-proposal`
@@ -301,16 +309,26 @@ export const onPortResult = (
       if (a.cancelling) {
         // A took the P and the cancel tombstones it there: the P-change steps (§5.14) — revocation and tombstone on A,
         // the tombstone here in this transaction, only then (applyPending / a new round) another P
-        const table = withEntry(t, { publisher: a.publisher, port: cur.port, kind: 'tombstoned', serviceRef: a.serviceRef });
+        const table = withEntry(t, {
+          publisher: a.publisher,
+          port: cur.port,
+          kind: 'tombstoned',
+          serviceRef: a.serviceRef,
+        });
         const confirmedPort = a.confirmedPort === cur.port ? null : a.confirmedPort;
         return Either.right({ ...same, allocation: { ...a, state: 'tombstoned', confirmedPort }, table });
       }
       const table = withEntry(t, { publisher: a.publisher, port: cur.port, kind: 'owned', serviceRef: a.serviceRef });
-      return Either.right({ ...same, allocation: { ...a, state: a.state === 'ready' ? 'ready' : 'claimed', confirmedPort: cur.port }, table });
+      return Either.right({
+        ...same,
+        allocation: { ...a, state: a.state === 'ready' ? 'ready' : 'claimed', confirmedPort: cur.port },
+        table,
+      });
     }
     case 'terminated-pure':
     case 'conflict': {
-      if (a.state === 'released-pure' || a.state === 'exhausted' || a.state === 'pool-exhausted') return Either.right(same); // the proof again
+      if (a.state === 'released-pure' || a.state === 'exhausted' || a.state === 'pool-exhausted')
+        return Either.right(same); // the proof again
       if (a.state === 'claimed' || a.state === 'ready' || a.state === 'tombstoned')
         return Either.left(scError('state-inconsistent', 'A reported a pure termination of a confirmed proposal'));
       const floor = cur.proposalSeq > a.terminationFloor ? cur.proposalSeq : a.terminationFloor;
@@ -322,12 +340,20 @@ export const onPortResult = (
       // a pending change opens a new round instead of the next candidate of this one; after RecoveryRequired or a
       // cancel the automatic retry has stopped (§5.14): only service.retry-port or a substantive change goes on
       const next = a.pending === null && !exhausted && a.state === 'offered' && !a.cancelling;
-      const allocation: Allocation = { ...a, state: exhausted ? 'exhausted' : 'released-pure', terminationFloor: floor, awaitingNext: next };
+      const allocation: Allocation = {
+        ...a,
+        state: exhausted ? 'exhausted' : 'released-pure',
+        terminationFloor: floor,
+        awaitingNext: next,
+      };
       return Either.right({
         allocation,
         table,
         nextCandidateAfterMs: next ? sampleBackoffMs(cur.candidateIndex, rng) : null,
-        refusal: exhausted && a.pending === null ? scError('allocation-exhausted', 'the 8th candidate of the round failed') : null,
+        refusal:
+          exhausted && a.pending === null
+            ? scError('allocation-exhausted', 'the 8th candidate of the round failed')
+            : null,
       });
     }
   }
@@ -350,10 +376,12 @@ export const beginCancel = (a: Allocation, ref: ProposalRef): Either.Either<Allo
  * The confirmation stayed uncertain after 3 transport attempts (or A answered `state-inconsistent`): RecoveryRequired,
  * the reservation is kept, no further candidate is consumed, no round is opened automatically.
  */
-export const onUncertain = (a: Allocation): Allocation => (a.state === 'offered' ? { ...a, state: 'recovery-required' } : a);
+export const onUncertain = (a: Allocation): Allocation =>
+  a.state === 'offered' ? { ...a, state: 'recovery-required' } : a;
 
 /** The listener reached Ready (lease granted): the P is owned and may be shown to consumers. */
-export const markReady = (a: Allocation): Allocation => (a.state === 'claimed' ? { ...a, state: 'ready', exposed: true } : a);
+export const markReady = (a: Allocation): Allocation =>
+  a.state === 'claimed' ? { ...a, state: 'ready', exposed: true } : a;
 
 /** After a B restart, Ready is history (DesiredPending); reservations, tombstones and budgets stay. */
 export const afterRestart = (a: Allocation): Allocation => (a.state === 'ready' ? { ...a, state: 'claimed' } : a);
@@ -379,7 +407,14 @@ const openRound = (
   const round = nextCounter(a.round, 'allocation_round');
   if (Either.isLeft(round)) return Either.left(round.left);
   // a confirmed P stays owned (port table + confirmedPort); the new round proposes it again first
-  const fresh: Allocation = { ...a, round: round.right, candidateIndex: 0, triedPorts: [], state: 'idle', pending: null };
+  const fresh: Allocation = {
+    ...a,
+    round: round.right,
+    candidateIndex: 0,
+    triedPorts: [],
+    state: 'idle',
+    pending: null,
+  };
   return Either.map(issueCandidate(fresh, t, demand, rng, proposalId, intentDigestFor), (issued) => ({
     allocation: issued.allocation,
     table: issued.table,
@@ -404,7 +439,8 @@ export const retryPort = (
   intentDigestFor: (port: bigint, listenerRevision: bigint) => Bytes,
 ): Either.Either<RoundStep, ServiceControlError> => {
   const seen = a.retries.get(toHex(requestId));
-  if (seen !== undefined) return Either.right({ allocation: a, table: t, round: seen.round, proposalSeq: seen.proposalSeq, issued: null });
+  if (seen !== undefined)
+    return Either.right({ allocation: a, table: t, round: seen.round, proposalSeq: seen.proposalSeq, issued: null });
   return Either.map(openRound(a, t, demand, rng, proposalId, intentDigestFor), (s) => {
     const retries = new Map(s.allocation.retries);
     retries.set(toHex(requestId), { round: s.round, proposalSeq: s.proposalSeq });
@@ -439,7 +475,8 @@ export type ChangeOutcome =
   | { readonly kind: 'round'; readonly step: RoundStep; readonly tombstoned: bigint | null };
 
 /** Whether P satisfies the demand: auto takes any P, fixed only the requested one (spec §5.14 [Q]). */
-export const portFits = (port: bigint, demand: PortDemand): boolean => demand.mode === 'auto' || demand.requestedPort === port;
+export const portFits = (port: bigint, demand: PortDemand): boolean =>
+  demand.mode === 'auto' || demand.requestedPort === port;
 
 /**
  * The confirmed-P change rule (M6-46), for a resolved allocation: a confirmed P is kept while it still satisfies the
@@ -459,11 +496,19 @@ const changeResolved = (
   let tombstoned: bigint | null = null;
   if (a.confirmedPort !== null && !portFits(a.confirmedPort, demand)) {
     const e = entryOf(t, a.publisher, a.confirmedPort);
-    table = withEntry(t, { publisher: a.publisher, port: a.confirmedPort, kind: 'tombstoned', serviceRef: e?.serviceRef ?? a.serviceRef });
+    table = withEntry(t, {
+      publisher: a.publisher,
+      port: a.confirmedPort,
+      kind: 'tombstoned',
+      serviceRef: e?.serviceRef ?? a.serviceRef,
+    });
     tombstoned = a.confirmedPort;
     alloc = { ...a, confirmedPort: null, state: 'idle' };
   }
-  return Either.map(openRound(alloc, table, demand, rng, proposalId, intentDigestFor), (step) => ({ step, tombstoned }));
+  return Either.map(openRound(alloc, table, demand, rng, proposalId, intentDigestFor), (step) => ({
+    step,
+    tombstoned,
+  }));
 };
 
 /**
@@ -485,14 +530,18 @@ export const onDeclarationChange = (
   const demand: PortDemand = { mode: after.mode, requestedPort: after.requestedPort, backendPort: after.backendPort };
   if (isUnresolved(a)) {
     const cur = a.current;
-    if (cur === null) return Either.left(scError('state-inconsistent', `an ${a.state} allocation without a current proposal`));
+    if (cur === null)
+      return Either.left(scError('state-inconsistent', `an ${a.state} allocation without a current proposal`));
     const rev = nextCounter(a.listenerRevision === 0n ? null : a.listenerRevision, 'listener_revision');
     if (Either.isLeft(rev)) return Either.left(rev.left);
     const cancelling = a.cancelling || !portFits(cur.port, demand);
     const allocation: Allocation = { ...a, listenerRevision: rev.right, pending: demand, cancelling };
     return Either.right({ kind: 'pending', allocation, cancel: cancelling ? cur : null });
   }
-  return Either.map(changeResolved(a, t, demand, rng, proposalId, intentDigestFor), (r) => ({ kind: 'round' as const, ...r }));
+  return Either.map(changeResolved(a, t, demand, rng, proposalId, intentDigestFor), (r) => ({
+    kind: 'round' as const,
+    ...r,
+  }));
 };
 
 export interface PendingStep {
@@ -530,17 +579,24 @@ export const onWithdrawn = (a: Allocation, t: PortTable): PortTable => {
   for (const port of [a.confirmedPort, a.current?.port ?? null]) {
     if (port === null) continue;
     const e = entryOf(table, a.publisher, port);
-    if (e !== undefined && serviceRefEqual(e.serviceRef, a.serviceRef)) table = withEntry(table, { ...e, kind: 'tombstoned' });
+    if (e !== undefined && serviceRefEqual(e.serviceRef, a.serviceRef))
+      table = withEntry(table, { ...e, kind: 'tombstoned' });
   }
   return table;
 };
 
 /** The proposal to carry in the publisher's snapshot: only an unterminated or confirmed current proposal. */
 export const snapshotProposal = (a: Allocation): CurrentProposal | null =>
-  isUnresolved(a) && a.cancelling ? null : a.state === 'offered' || a.state === 'claimed' || a.state === 'ready' || a.state === 'recovery-required' ? a.current : null;
+  isUnresolved(a) && a.cancelling
+    ? null
+    : a.state === 'offered' || a.state === 'claimed' || a.state === 'ready' || a.state === 'recovery-required'
+      ? a.current
+      : null;
 
 /** The proposal B must cancel on the publisher's stream (committed `cancelling`, still unresolved), or null. */
-export const cancelTarget = (a: Allocation): CurrentProposal | null => (a.cancelling && isUnresolved(a) ? a.current : null);
+export const cancelTarget = (a: Allocation): CurrentProposal | null =>
+  a.cancelling && isUnresolved(a) ? a.current : null;
 
 /** The P to show in Resources: only a confirmed one (pending is never an access permission). */
-export const resourcePort = (a: Allocation): bigint | null => (a.state === 'claimed' || a.state === 'ready' ? a.confirmedPort : null);
+export const resourcePort = (a: Allocation): bigint | null =>
+  a.state === 'claimed' || a.state === 'ready' ? a.confirmedPort : null;

@@ -73,7 +73,8 @@ export const emptyEndpointTable: EndpointTable = { endpoints: new Map(), proposa
 export const endpointKey = (publisher: Bytes, port: bigint): string => `${toHex(publisher)}:${port.toString()}`;
 
 /** The answer A sends as `port.result` (wire result codes; `absent`/`proposed` only answer port.query). */
-export type EndpointResult = 'claimed' | 'installed' | 'terminated-pure' | 'apply-failed' | 'conflict' | 'absent' | 'proposed';
+export type EndpointResult =
+  'claimed' | 'installed' | 'terminated-pure' | 'apply-failed' | 'conflict' | 'absent' | 'proposed';
 
 export interface EndpointAnswer {
   readonly publisher: Bytes;
@@ -111,7 +112,14 @@ const terminate = (t: EndpointTable, publisher: Bytes, ref: ProposalRef): { tabl
 };
 
 export const endpointOf = (t: EndpointTable, publisher: Bytes, port: bigint): Endpoint =>
-  t.endpoints.get(endpointKey(publisher, port)) ?? { publisher, port, phase: 'open', owner: null, ownerProposalId: null, installed: false };
+  t.endpoints.get(endpointKey(publisher, port)) ?? {
+    publisher,
+    port,
+    phase: 'open',
+    owner: null,
+    ownerProposalId: null,
+    installed: false,
+  };
 
 const ownedAnswer = (e: Endpoint): EndpointResult => (e.installed ? 'installed' : 'claimed');
 
@@ -140,7 +148,15 @@ export const registerProposal = (
     if (known.status === 'terminated-pure')
       return Either.right({
         table: t,
-        out: { kind: 'fenced', answer: { publisher, ref, result: 'terminated-pure', terminationFloor: t.floors.get(serviceRefText(ref.serviceRef)) ?? ref.proposalSeq } },
+        out: {
+          kind: 'fenced',
+          answer: {
+            publisher,
+            ref,
+            result: 'terminated-pure',
+            terminationFloor: t.floors.get(serviceRefText(ref.serviceRef)) ?? ref.proposalSeq,
+          },
+        },
       });
     return Either.right({ table: t, out: { kind: 'duplicate', entry: known } });
   }
@@ -229,26 +245,43 @@ export const arbitrate = (
 };
 
 /** After a successful install call: MayInstall → InstalledClosed (gate still closed). */
-export const markInstalled = (t: EndpointTable, publisher: Bytes, port: bigint): Either.Either<EndpointTable, ServiceControlError> => {
+export const markInstalled = (
+  t: EndpointTable,
+  publisher: Bytes,
+  port: bigint,
+): Either.Either<EndpointTable, ServiceControlError> => {
   const ep = endpointOf(t, publisher, port);
   if (ep.owner === null || ep.phase === 'tombstoned' || ep.phase === 'open')
     return Either.left(scError('state-inconsistent', 'install recorded for an endpoint without a live install intent'));
-  return Either.right(withEndpoint(t, { ...ep, phase: ep.phase === 'active' ? 'active' : 'installed-closed', installed: true }));
+  return Either.right(
+    withEndpoint(t, { ...ep, phase: ep.phase === 'active' ? 'active' : 'installed-closed', installed: true }),
+  );
 };
 
 /**
  * A failed install call: the gate stays closed and the ownership is kept (`apply-failed`); the endpoint counts as
  * possibly installed from now on — an install failure after MayInstall is never a pure proof.
  */
-export const markInstallFailed = (t: EndpointTable, publisher: Bytes, port: bigint): Either.Either<EndpointTable, ServiceControlError> => {
+export const markInstallFailed = (
+  t: EndpointTable,
+  publisher: Bytes,
+  port: bigint,
+): Either.Either<EndpointTable, ServiceControlError> => {
   const ep = endpointOf(t, publisher, port);
   if (ep.owner === null || ep.phase === 'open')
-    return Either.left(scError('state-inconsistent', 'install failure recorded for an endpoint without an install intent'));
+    return Either.left(
+      scError('state-inconsistent', 'install failure recorded for an endpoint without an install intent'),
+    );
   return Either.right(withEndpoint(t, { ...ep, installed: true }));
 };
 
 /** The data gate opened under a valid lease / closed again (expiry, revocation, restart). */
-export const markGate = (t: EndpointTable, publisher: Bytes, port: bigint, open: boolean): Either.Either<EndpointTable, ServiceControlError> => {
+export const markGate = (
+  t: EndpointTable,
+  publisher: Bytes,
+  port: bigint,
+  open: boolean,
+): Either.Either<EndpointTable, ServiceControlError> => {
   const ep = endpointOf(t, publisher, port);
   if (ep.phase !== 'installed-closed' && ep.phase !== 'active')
     return Either.left(scError('state-inconsistent', 'the gate belongs to an installed endpoint'));
@@ -284,24 +317,52 @@ export const cancelProposal = (
     // possibly installed: never a pure release; the cancel tombstones the endpoint
     let table = known === undefined ? withProposal(t, { publisher, ref, status: 'confirmed' }) : t;
     table = ownedBySameService ? tombstone(table, publisher, ref.port) : table;
-    return Either.right({ table, out: { publisher, ref, result: ownedAnswer(endpointOf(table, publisher, ref.port)), terminationFloor: null } });
+    return Either.right({
+      table,
+      out: { publisher, ref, result: ownedAnswer(endpointOf(table, publisher, ref.port)), terminationFloor: null },
+    });
   }
   if (known?.status === 'terminated-pure')
-    return Either.right({ table: t, out: { publisher, ref, result: 'terminated-pure', terminationFloor: t.floors.get(serviceRefText(ref.serviceRef)) ?? ref.proposalSeq } });
+    return Either.right({
+      table: t,
+      out: {
+        publisher,
+        ref,
+        result: 'terminated-pure',
+        terminationFloor: t.floors.get(serviceRefText(ref.serviceRef)) ?? ref.proposalSeq,
+      },
+    });
   const r = terminate(t, publisher, ref);
-  return Either.right({ table: r.table, out: { publisher, ref, result: 'terminated-pure', terminationFloor: r.floor } });
+  return Either.right({
+    table: r.table,
+    out: { publisher, ref, result: 'terminated-pure', terminationFloor: r.floor },
+  });
 };
 
 /** `port.query`: the current state, nothing changed. `absent` is never a release proof. */
-export const queryProposal = (t: EndpointTable, publisher: Bytes, ref: ProposalRef): Either.Either<EndpointAnswer, ServiceControlError> => {
+export const queryProposal = (
+  t: EndpointTable,
+  publisher: Bytes,
+  ref: ProposalRef,
+): Either.Either<EndpointAnswer, ServiceControlError> => {
   const known = t.proposals.get(toHex(ref.proposalId));
   if (known === undefined) return Either.right({ publisher, ref, result: 'absent', terminationFloor: null });
   if (!proposalRefEqual(known.ref, ref) || !bytesEqual(known.publisher, publisher))
     return Either.left(scError('stale-proposal', 'the query does not match the registered proposal'));
   if (known.status === 'proposed') return Either.right({ publisher, ref, result: 'proposed', terminationFloor: null });
   if (known.status === 'terminated-pure')
-    return Either.right({ publisher, ref, result: 'terminated-pure', terminationFloor: t.floors.get(serviceRefText(ref.serviceRef)) ?? ref.proposalSeq });
-  return Either.right({ publisher, ref, result: ownedAnswer(endpointOf(t, publisher, ref.port)), terminationFloor: null });
+    return Either.right({
+      publisher,
+      ref,
+      result: 'terminated-pure',
+      terminationFloor: t.floors.get(serviceRefText(ref.serviceRef)) ?? ref.proposalSeq,
+    });
+  return Either.right({
+    publisher,
+    ref,
+    result: ownedAnswer(endpointOf(t, publisher, ref.port)),
+    terminationFloor: null,
+  });
 };
 
 /** What A's recovery (spec §5.15) finds in the table: owned endpoints to reinstall, endpoints to re-arbitrate. */
@@ -313,17 +374,21 @@ export interface EndpointRecovery {
 }
 
 export const recoveryPlan = (t: EndpointTable): EndpointRecovery => {
-  const reinstall = [...t.endpoints.values()].filter((e) => e.owner !== null && e.phase !== 'tombstoned' && e.phase !== 'open');
+  const reinstall = [...t.endpoints.values()].filter(
+    (e) => e.owner !== null && e.phase !== 'tombstoned' && e.phase !== 'open',
+  );
   const seen = new Map<string, { publisher: Bytes; port: bigint }>();
   for (const p of t.proposals.values())
-    if (p.status === 'proposed') seen.set(endpointKey(p.publisher, p.ref.port), { publisher: p.publisher, port: p.ref.port });
+    if (p.status === 'proposed')
+      seen.set(endpointKey(p.publisher, p.ref.port), { publisher: p.publisher, port: p.ref.port });
   return { reinstall, rearbitrate: [...seen.values()] };
 };
 
 /** After a restart, no endpoint is Active: the gates start closed (spec §5.6 "never restore Active from disk"). */
 export const closeAllGates = (t: EndpointTable): EndpointTable => {
   let table = t;
-  for (const e of t.endpoints.values()) if (e.phase === 'active') table = withEndpoint(table, { ...e, phase: 'installed-closed' });
+  for (const e of t.endpoints.values())
+    if (e.phase === 'active') table = withEndpoint(table, { ...e, phase: 'installed-closed' });
   return table;
 };
 
@@ -335,10 +400,22 @@ export const closeAllGates = (t: EndpointTable): EndpointTable => {
  */
 export const installedEndpoint = (t: EndpointTable, publisher: Bytes, ref: ProposalRef): Endpoint | null => {
   const known = t.proposals.get(toHex(ref.proposalId));
-  if (known === undefined || known.status !== 'confirmed' || !proposalRefEqual(known.ref, ref) || !bytesEqual(known.publisher, publisher)) return null;
+  if (
+    known === undefined ||
+    known.status !== 'confirmed' ||
+    !proposalRefEqual(known.ref, ref) ||
+    !bytesEqual(known.publisher, publisher)
+  )
+    return null;
   const ep = t.endpoints.get(endpointKey(publisher, ref.port));
   if (ep === undefined || (ep.phase !== 'installed-closed' && ep.phase !== 'active')) return null;
-  if (ep.owner === null || !serviceRefEqual(ep.owner, ref.serviceRef) || ep.ownerProposalId === null || !bytesEqual(ep.ownerProposalId, ref.proposalId)) return null;
+  if (
+    ep.owner === null ||
+    !serviceRefEqual(ep.owner, ref.serviceRef) ||
+    ep.ownerProposalId === null ||
+    !bytesEqual(ep.ownerProposalId, ref.proposalId)
+  )
+    return null;
   return ep;
 };
 

@@ -38,7 +38,10 @@ export type ReportPlan =
   | { readonly action: 'head' };
 
 /** A wants to fan out its current declarations (M6-17). */
-export const prepareReport = (rec: AReportRecord, read: DeclarationRead): Either.Either<ReportPlan, ServiceControlError> => {
+export const prepareReport = (
+  rec: AReportRecord,
+  read: DeclarationRead,
+): Either.Either<ReportPlan, ServiceControlError> => {
   if (rec.state === 'corrupt') return Either.left(scError('state-inconsistent', 'local report row is corrupt'));
   if (!read.ok) return Either.right({ action: 'skip', reason: read.reason });
   if (rec.state === 'absent') return Either.right({ action: 'head' });
@@ -96,14 +99,17 @@ export const recoverWithHead = (
       send: null,
     });
   }
-  return Either.map(nextCounter(head.acceptedRevision === 0n ? null : head.acceptedRevision, 'report_revision'), (revision) => {
-    const report = { revision, digest: read.digest, content: read.content };
-    return {
-      action: 'send' as const,
-      persist: { state: 'present' as const, report, acceptedRevision: head.acceptedRevision },
-      send: report,
-    };
-  });
+  return Either.map(
+    nextCounter(head.acceptedRevision === 0n ? null : head.acceptedRevision, 'report_revision'),
+    (revision) => {
+      const report = { revision, digest: read.digest, content: read.content };
+      return {
+        action: 'send' as const,
+        persist: { state: 'present' as const, report, acceptedRevision: head.acceptedRevision },
+        send: report,
+      };
+    },
+  );
 };
 
 /** A got `report.accepted` for what it sent: remember the accepted revision (echo must match, else inconsistent). */
@@ -161,9 +167,15 @@ export const acceptReport = (
         ? Either.right({ outcome: 'original', row })
         : Either.left(scError('digest-conflict', 'same revision, different digest'));
   }
-  return Either.right({ outcome: 'replace', row: { revision: req.revision, digest: req.claimedDigest }, writeOutbox: true });
+  return Either.right({
+    outcome: 'replace',
+    row: { revision: req.revision, digest: req.claimedDigest },
+    writeOutbox: true,
+  });
 };
 
 /** report.head on B: revision 0 and digest null when there is no report. */
 export const reportHead = (row: BReportRow | null): ReportHead =>
-  row === null ? { acceptedRevision: 0n, reportDigest: null } : { acceptedRevision: row.revision, reportDigest: row.digest };
+  row === null
+    ? { acceptedRevision: 0n, reportDigest: null }
+    : { acceptedRevision: row.revision, reportDigest: row.digest };

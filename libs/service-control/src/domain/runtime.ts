@@ -284,7 +284,10 @@ export const boundHeartbeat = (
 export const plainHeartbeat = <B extends RuntimeBinding | null>(
   b: B,
   now: number,
-): { readonly binding: B; readonly onlineUntil: number } => ({ binding: b, onlineUntil: now + PLAIN_ONLINE_OBSERVATION_MS });
+): { readonly binding: B; readonly onlineUntil: number } => ({
+  binding: b,
+  onlineUntil: now + PLAIN_ONLINE_OBSERVATION_MS,
+});
 
 /**
  * machine.auth on B (M6-15): once the identity has an M6 runtime, a missing object or any mismatch cannot overwrite

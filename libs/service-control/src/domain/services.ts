@@ -65,7 +65,13 @@ export const applyReport = (
       updated.push(u);
       out.push(u);
     } else {
-      const c: ServiceRow = { serviceId: newServiceId(), declarationKey: d.declarationKey, declaration: d, state: 'active', port: null };
+      const c: ServiceRow = {
+        serviceId: newServiceId(),
+        declarationKey: d.declarationKey,
+        declaration: d,
+        state: 'active',
+        port: null,
+      };
       created.push(c);
       out.push(c);
     }

@@ -82,7 +82,11 @@ export const eventMatchesStream = (
 ): Either.Either<void, ServiceControlError> => {
   if (!bytesEqual(ev.nsdId, stream.nsdId) || !bytesEqual(ev.networkId, stream.networkId))
     return Either.left(scError('unauthorized', 'event for another scope'));
-  if (ev.runtimeGeneration !== stream.runtimeGeneration || ev.runtimeId === null || !bytesEqual(ev.runtimeId, stream.runtimeId))
+  if (
+    ev.runtimeGeneration !== stream.runtimeGeneration ||
+    ev.runtimeId === null ||
+    !bytesEqual(ev.runtimeId, stream.runtimeId)
+  )
     return Either.left(scError('stale-runtime', 'event for another instance'));
   if (ev.authorityEpoch !== stream.authorityEpoch) return Either.left(scError('stale-epoch', 'event of another epoch'));
   if (ev.sessionSeq !== stream.sessionSeq) return Either.left(scError('stale-session', 'event of another session'));

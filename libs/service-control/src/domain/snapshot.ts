@@ -26,7 +26,8 @@ export const produceSnapshot = (
   last: ProducedSnapshot | null,
   bodyDigest: Bytes,
 ): Either.Either<ProduceOutcome, ServiceControlError> => {
-  if (last !== null && bytesEqual(last.bodyDigest, bodyDigest)) return Either.right({ outcome: 'unchanged', snapshot: last });
+  if (last !== null && bytesEqual(last.bodyDigest, bodyDigest))
+    return Either.right({ outcome: 'unchanged', snapshot: last });
   return Either.map(nextCounter(last?.revision ?? null, 'snapshot_revision'), (revision) => ({
     outcome: 'new' as const,
     snapshot: { revision, bodyDigest },
@@ -160,7 +161,8 @@ export const applySnapshot = (
   deriveN6: (identity: Bytes) => Bytes,
 ): Either.Either<ApplyOutcome, ServiceControlError> => {
   if (rec.state === 'corrupt') return Either.left(scError('state-inconsistent', 'snapshot floor record is corrupt'));
-  if (rec.state === 'missing') return Either.left(scError('state-inconsistent', 'snapshot floor record missing after init'));
+  if (rec.state === 'missing')
+    return Either.left(scError('state-inconsistent', 'snapshot floor record missing after init'));
   if (snap.revision < 1n) return Either.left(scError('invalid-encoding', 'snapshot_revision must be ≥ 1'));
   const prev = rec.state === 'present' ? rec.floors : null;
   if (prev !== null) {
@@ -187,18 +189,21 @@ export const applySnapshot = (
     if (l.listenerRevision < 1n) return Either.left(scError('invalid-encoding', 'listener_revision must be ≥ 1'));
     const f = listeners.get(key);
     if (f !== undefined) {
-      if (l.listenerRevision < f.revision) return Either.left(scError('stale-listener', 'listener revision below floor'));
+      if (l.listenerRevision < f.revision)
+        return Either.left(scError('stale-listener', 'listener revision below floor'));
       if (l.listenerRevision === f.revision && f.digest !== null && !bytesEqual(f.digest, l.digest))
         return Either.left(scError('digest-conflict', 'same listener revision, different digest'));
     }
     listeners.set(key, { revision: l.listenerRevision, digest: l.digest });
   }
   for (const w of snap.withdrawals) {
-    if (!inScope(w.serviceRef)) return Either.left(scError('invalid-encoding', 'withdrawal outside the snapshot scope'));
+    if (!inScope(w.serviceRef))
+      return Either.left(scError('invalid-encoding', 'withdrawal outside the snapshot scope'));
     const key = serviceRefText(w.serviceRef);
     const f = listeners.get(key);
     // A withdrawal raises the floor; it never lowers it and never erases a known digest of the same revision.
-    if (f === undefined || w.listenerRevision > f.revision) listeners.set(key, { revision: w.listenerRevision, digest: null });
+    if (f === undefined || w.listenerRevision > f.revision)
+      listeners.set(key, { revision: w.listenerRevision, digest: null });
   }
   return Either.right({ outcome: 'applied', floors: { revision: snap.revision, digest: snap.digest, listeners } });
 };
@@ -299,23 +304,35 @@ export const recordAck = (
 ): Either.Either<readonly AckRecord[], ServiceControlError> => {
   const d = produced.get(ack.revision);
   if (d === undefined) return Either.left(scError('stale-snapshot', 'ACK for a snapshot revision never produced'));
-  if (!bytesEqual(d, ack.digest)) return Either.left(scError('digest-conflict', 'ACK digest differs from the snapshot'));
+  if (!bytesEqual(d, ack.digest))
+    return Either.left(scError('digest-conflict', 'ACK digest differs from the snapshot'));
   const same = acks.find((a) => a.sessionSeq === ack.sessionSeq && a.revision === ack.revision);
   if (same !== undefined) {
     const identical =
       same.accepted === ack.accepted &&
       same.enforcementApplied === ack.enforcementApplied &&
       same.dnsApplied === ack.dnsApplied;
-    return identical ? Either.right(acks) : Either.left(scError('digest-conflict', 'a different ACK for the same snapshot'));
+    return identical
+      ? Either.right(acks)
+      : Either.left(scError('digest-conflict', 'a different ACK for the same snapshot'));
   }
   return Either.right([...acks, ack]);
 };
 
 /** Is there a successful enforcement ACK of (revision, digest) in this session (the precondition of ready/acquire)? */
-export const hasEnforcementAck = (acks: readonly AckRecord[], sessionSeq: bigint, revision: bigint, digest: Bytes): boolean =>
+export const hasEnforcementAck = (
+  acks: readonly AckRecord[],
+  sessionSeq: bigint,
+  revision: bigint,
+  digest: Bytes,
+): boolean =>
   acks.some(
     (a) =>
-      a.sessionSeq === sessionSeq && a.revision === revision && bytesEqual(a.digest, digest) && a.accepted && a.enforcementApplied,
+      a.sessionSeq === sessionSeq &&
+      a.revision === revision &&
+      bytesEqual(a.digest, digest) &&
+      a.accepted &&
+      a.enforcementApplied,
   );
 
 // ───────────────────────────────────────── B: the retained revision floor ─────────────────────────────────────────
@@ -354,4 +371,6 @@ export const checkRetained = (floor: RevisionFloor, revision: bigint): Either.Ei
 
 /** The floor after an ACK was recorded: a successful enforcement ACK raises `enforced`. */
 export const floorAfterAck = (floor: RevisionFloor, ack: AckRecord): RevisionFloor =>
-  ack.accepted && ack.enforcementApplied && (floor.enforced === null || ack.revision > floor.enforced) ? { ...floor, enforced: ack.revision } : floor;
+  ack.accepted && ack.enforcementApplied && (floor.enforced === null || ack.revision > floor.enforced)
+    ? { ...floor, enforced: ack.revision }
+    : floor;

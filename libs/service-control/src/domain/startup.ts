@@ -50,12 +50,19 @@ export type StartupEvent =
   | { readonly t: 'floor'; readonly floor: FloorView; readonly floorRequestId: Bytes }
   | {
       readonly t: 'bind-reply';
-      readonly reply: Either.Either<{ readonly generation: bigint; readonly runtimeId: Bytes; readonly authorityEpoch: bigint }, ServiceControlError>;
+      readonly reply: Either.Either<
+        { readonly generation: bigint; readonly runtimeId: Bytes; readonly authorityEpoch: bigint },
+        ServiceControlError
+      >;
     }
   /** `requestId`: a fresh random id for the first session.open (drawn by the caller). */
   | { readonly t: 'auth-reply'; readonly ok: boolean; readonly requestId: Bytes }
   /** `seq`: the session_seq of the attempt this reply answers (replies of abandoned attempts are ignored). */
-  | { readonly t: 'session-reply'; readonly seq: bigint; readonly reply: Either.Either<{ readonly seq: bigint; readonly requestId: Bytes }, ServiceControlError> }
+  | {
+      readonly t: 'session-reply';
+      readonly seq: bigint;
+      readonly reply: Either.Either<{ readonly seq: bigint; readonly requestId: Bytes }, ServiceControlError>;
+    }
   /** The connection or stream was lost (same instance): a new attempt with a new session seq. */
   | { readonly t: 'disconnected'; readonly requestId: Bytes }
   /** A retry timer fired after `retry-later` or a lost reply: resend the SAME logical request. */
@@ -93,7 +100,11 @@ const openSession = (s: StartupState, binding: ABinding, requestId: Bytes): Star
   const seq = reserveSessionSeq(s.durable.lastSessionSeq);
   if (Either.isLeft(seq)) return stop(s, seq.left); // exhausted: A must restart, which creates a new runtime
   return {
-    state: { ...s, durable: { ...s.durable, lastSessionSeq: seq.right }, phase: { phase: 'await-session', binding, seq: seq.right, requestId } },
+    state: {
+      ...s,
+      durable: { ...s.durable, lastSessionSeq: seq.right },
+      phase: { phase: 'await-session', binding, seq: seq.right, requestId },
+    },
     actions: [
       { t: 'persist-session-seq', seq: seq.right },
       { t: 'send-session-open', seq: seq.right, requestId },
@@ -112,11 +123,21 @@ export const stepStartup = (s: StartupState, ev: StartupEvent): StartupStep => {
       const plan = planStart(s.durable.runtime, ev.runtimeId);
       if (Either.isLeft(plan)) return stop(s, plan.left);
       if (plan.right.action === 'floor')
-        return { state: { ...s, phase: { phase: 'await-floor', nsdId: ev.nsdId, runtimeId: ev.runtimeId } }, actions: [{ t: 'send-floor' }] };
+        return {
+          state: { ...s, phase: { phase: 'await-floor', nsdId: ev.nsdId, runtimeId: ev.runtimeId } },
+          actions: [{ t: 'send-floor' }],
+        };
       const { persist, bind } = plan.right;
       return {
-        state: { ...s, durable: { ...s.durable, runtime: persist, lastSessionSeq: null }, phase: { phase: 'await-bind', nsdId: ev.nsdId, bind } },
-        actions: [{ t: 'persist-runtime', record: persist }, { t: 'send-bind', bind }],
+        state: {
+          ...s,
+          durable: { ...s.durable, runtime: persist, lastSessionSeq: null },
+          phase: { phase: 'await-bind', nsdId: ev.nsdId, bind },
+        },
+        actions: [
+          { t: 'persist-runtime', record: persist },
+          { t: 'send-bind', bind },
+        ],
       };
     }
     case 'floor': {
@@ -124,15 +145,21 @@ export const stepStartup = (s: StartupState, ev: StartupEvent): StartupStep => {
       const r = planRecovery(s.durable.runtime, ev.floor, ev.floorRequestId, p.runtimeId);
       if (Either.isLeft(r)) return stop(s, r.left);
       return {
-        state: { ...s, durable: { ...s.durable, runtime: r.right.persist, lastSessionSeq: null }, phase: { phase: 'await-bind', nsdId: p.nsdId, bind: r.right.bind } },
-        actions: [{ t: 'persist-runtime', record: r.right.persist }, { t: 'send-bind', bind: r.right.bind }],
+        state: {
+          ...s,
+          durable: { ...s.durable, runtime: r.right.persist, lastSessionSeq: null },
+          phase: { phase: 'await-bind', nsdId: p.nsdId, bind: r.right.bind },
+        },
+        actions: [
+          { t: 'persist-runtime', record: r.right.persist },
+          { t: 'send-bind', bind: r.right.bind },
+        ],
       };
     }
     case 'bind-reply': {
       if (p.phase !== 'await-bind') return { state: s, actions: [] };
       const rebind = s.durable.binding !== null && s.durable.binding.generation === p.bind.generation;
-      if (rebind && Either.isLeft(ev.reply) && ev.reply.left.code === 'stale-runtime')
-        return stop(s, ev.reply.left); // this instance was replaced: it must stop, never re-increment
+      if (rebind && Either.isLeft(ev.reply) && ev.reply.left.code === 'stale-runtime') return stop(s, ev.reply.left); // this instance was replaced: it must stop, never re-increment
       const next = onBindReply(
         s.durable.runtime,
         p.bind,
@@ -156,9 +183,17 @@ export const stepStartup = (s: StartupState, ev: StartupEvent): StartupStep => {
       const auth = prepareMachineAuth(binding);
       if (Either.isLeft(auth)) return stop(s, auth.left);
       return {
-        state: { ...s, durable: { ...s.durable, runtime: next.right, binding }, phase: { phase: 'await-auth', binding } },
+        state: {
+          ...s,
+          durable: { ...s.durable, runtime: next.right, binding },
+          phase: { phase: 'await-auth', binding },
+        },
         // the returned epoch is persisted BEFORE machine.auth
-        actions: [{ t: 'persist-runtime', record: next.right }, { t: 'persist-binding', binding }, { t: 'send-machine-auth', request: auth.right }],
+        actions: [
+          { t: 'persist-runtime', record: next.right },
+          { t: 'persist-binding', binding },
+          { t: 'send-machine-auth', request: auth.right },
+        ],
       };
     }
     case 'auth-reply': {
@@ -181,7 +216,10 @@ export const stepStartup = (s: StartupState, ev: StartupEvent): StartupStep => {
             floorRequestId: null,
             ownerRecovery: false,
           };
-          return { state: { ...s, phase: { phase: 'await-bind', nsdId: p.binding.nsdId, bind } }, actions: [{ t: 'send-bind', bind }] };
+          return {
+            state: { ...s, phase: { phase: 'await-bind', nsdId: p.binding.nsdId, bind } },
+            actions: [{ t: 'send-bind', bind }],
+          };
         }
         return stop(s, ev.reply.left);
       }
@@ -197,11 +235,15 @@ export const stepStartup = (s: StartupState, ev: StartupEvent): StartupStep => {
         sessionRequestId: r.requestId,
       };
       // config.stream only after the session is committed (the reply proves it)
-      return { state: { ...s, phase: { phase: 'streaming', binding: p.binding, stream } }, actions: [{ t: 'open-stream', binding: stream }] };
+      return {
+        state: { ...s, phase: { phase: 'streaming', binding: p.binding, stream } },
+        actions: [{ t: 'open-stream', binding: stream }],
+      };
     }
     case 'retry': {
       if (p.phase === 'await-bind') return { state: s, actions: [{ t: 'send-bind', bind: p.bind }] };
-      if (p.phase === 'await-session') return { state: s, actions: [{ t: 'send-session-open', seq: p.seq, requestId: p.requestId }] };
+      if (p.phase === 'await-session')
+        return { state: s, actions: [{ t: 'send-session-open', seq: p.seq, requestId: p.requestId }] };
       if (p.phase === 'await-floor') return { state: s, actions: [{ t: 'send-floor' }] };
       return { state: s, actions: [] };
     }

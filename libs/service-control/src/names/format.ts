@@ -38,7 +38,8 @@ export const baseCapacity = (f: NameFormat): bigint =>
   pow(BigInt(f.letters.length), f.letterCount) * pow(BigInt(f.digits.length), f.digitCount);
 
 /** Capacity of phase k: base · |suffix|^k. */
-export const phaseCapacity = (f: NameFormat, phase: number): bigint => baseCapacity(f) * pow(BigInt(f.suffix.length), phase);
+export const phaseCapacity = (f: NameFormat, phase: number): bigint =>
+  baseCapacity(f) * pow(BigInt(f.suffix.length), phase);
 
 /** The name length of phase k. */
 export const phaseLength = (f: NameFormat, phase: number): number => f.letterCount + f.digitCount + phase;

@@ -4,7 +4,15 @@ import { Either } from 'effect';
 import type { ServiceControlError } from '../domain/errors.js';
 import type { NameError } from './errors.js';
 import { type NameFormat, SHORT_NAME_FORMAT } from './format.js';
-import { type SelectorEntry, type SelectorTableView, planAddSource, planCreateSelector, planSelect, planSourceGone, planWithdrawSource } from './selector.js';
+import {
+  type SelectorEntry,
+  type SelectorTableView,
+  planAddSource,
+  planCreateSelector,
+  planSelect,
+  planSourceGone,
+  planWithdrawSource,
+} from './selector.js';
 import type { NameStore } from './store.js';
 import {
   type AllocatorState,

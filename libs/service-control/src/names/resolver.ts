@@ -24,7 +24,13 @@ export interface NameQuery {
 }
 
 export type NameAnswer =
-  | { readonly kind: 'answer'; readonly name: string; readonly type: QueryType; readonly address: string; readonly ttlSeconds: number }
+  | {
+      readonly kind: 'answer';
+      readonly name: string;
+      readonly type: QueryType;
+      readonly address: string;
+      readonly ttlSeconds: number;
+    }
   /** the name exists but has no address of the asked family */
   | { readonly kind: 'nodata'; readonly name: string; readonly ttlSeconds: number }
   | { readonly kind: 'nxdomain'; readonly name: string; readonly ttlSeconds: number }
@@ -88,7 +94,10 @@ export const answerQuery = (
 
   const positive = HashMap.get(caches.positive, label);
   if (Option.isSome(positive) && positive.value.expiresAt > now)
-    return { answer: present(name, query.type, positive.value.target, positive.value.expiresAt - now, sources, now), caches };
+    return {
+      answer: present(name, query.type, positive.value.target, positive.value.expiresAt - now, sources, now),
+      caches,
+    };
   const negative = HashMap.get(caches.negative, label);
   if (Option.isSome(negative) && negative.value > now)
     return { answer: { kind: 'nxdomain', name, ttlSeconds: seconds(negative.value - now) }, caches };
@@ -99,14 +108,31 @@ export const answerQuery = (
   };
   const found = label === '' || label.includes('.') ? null : sources.lookup(label);
   if (found === 'corrupt' || found === 'unavailable')
-    return { answer: { kind: 'servfail', name, reason: found === 'corrupt' ? 'state-inconsistent' : 'storage-unavailable' }, caches: pruned };
+    return {
+      answer: { kind: 'servfail', name, reason: found === 'corrupt' ? 'state-inconsistent' : 'storage-unavailable' },
+      caches: pruned,
+    };
   if (found !== null && found.state === 'live' && found.kind === 'selector') {
     const sel: SelectorLookup = sources.selector === undefined ? 'unavailable' : sources.selector(label);
     if (sel === 'corrupt' || sel === 'unavailable' || sel === null)
-      return { answer: { kind: 'servfail', name, reason: sel === 'unavailable' ? 'storage-unavailable' : 'state-inconsistent' }, caches: pruned };
+      return {
+        answer: {
+          kind: 'servfail',
+          name,
+          reason: sel === 'unavailable' ? 'storage-unavailable' : 'state-inconsistent',
+        },
+        caches: pruned,
+      };
     const source = selectedSource(sel);
     if (source === null)
-      return { answer: { kind: 'stopped', name, reason: sel.selection.state === 'invalid' ? 'selection-invalid' : 'no-selection' }, caches: pruned };
+      return {
+        answer: {
+          kind: 'stopped',
+          name,
+          reason: sel.selection.state === 'invalid' ? 'selection-invalid' : 'no-selection',
+        },
+        caches: pruned,
+      };
     // the selected source, TTL ≤ min(60 s, its permit remaining); not cached here (see the header)
     return { answer: present(name, query.type, source, POSITIVE_TTL_MAX_MS, sources, now), caches: pruned };
   }
@@ -119,13 +145,24 @@ export const answerQuery = (
   }
   const target = found.target;
   const lifetime = Math.min(POSITIVE_TTL_MAX_MS, Math.max(0, sources.permitRemainingMs(target.ref, now)));
-  const next = lifetime > 0 ? { ...pruned, positive: HashMap.set(pruned.positive, label, { target, expiresAt: now + lifetime }) } : pruned;
+  const next =
+    lifetime > 0
+      ? { ...pruned, positive: HashMap.set(pruned.positive, label, { target, expiresAt: now + lifetime }) }
+      : pruned;
   return { answer: present(name, query.type, target, lifetime, sources, now), caches: next };
 };
 
-const present = (name: string, type: QueryType, target: NameTarget, cacheLeftMs: number, sources: ResolverSources, now: number): NameAnswer => {
+const present = (
+  name: string,
+  type: QueryType,
+  target: NameTarget,
+  cacheLeftMs: number,
+  sources: ResolverSources,
+  now: number,
+): NameAnswer => {
   const ttlMs = Math.min(POSITIVE_TTL_MAX_MS, cacheLeftMs, Math.max(0, sources.permitRemainingMs(target.ref, now)));
-  if (family(target.address) !== type) return { kind: 'nodata', name, ttlSeconds: seconds(Math.min(ttlMs, NEGATIVE_TTL_MAX_MS)) };
+  if (family(target.address) !== type)
+    return { kind: 'nodata', name, ttlSeconds: seconds(Math.min(ttlMs, NEGATIVE_TTL_MAX_MS)) };
   return { kind: 'answer', name, type, address: target.address, ttlSeconds: seconds(ttlMs) };
 };
 

@@ -87,7 +87,10 @@ export const withSource = (s: SelectorEntry, source: NameTarget): SelectorEntry 
   if (old === undefined && s.sources.length >= MAX_SOURCES) return 'too-many';
   const sources = [...s.sources.filter((x) => x.ref !== source.ref), source].sort(byRef);
   const sel = s.selection;
-  const selection: Selection = sel.state === 'selected' && sel.source.ref === source.ref ? { state: 'invalid', source: sel.source, reason: 'source-changed' } : sel;
+  const selection: Selection =
+    sel.state === 'selected' && sel.source.ref === source.ref
+      ? { state: 'invalid', source: sel.source, reason: 'source-changed' }
+      : sel;
   return { ...s, sources, selection };
 };
 
@@ -95,7 +98,10 @@ export const withSource = (s: SelectorEntry, source: NameTarget): SelectorEntry 
 export const withoutSource = (s: SelectorEntry, ref: string): SelectorEntry | 'unchanged' => {
   if (!s.sources.some((x) => x.ref === ref)) return 'unchanged';
   const sel = s.selection;
-  const selection: Selection = sel.state === 'selected' && sel.source.ref === ref ? { state: 'invalid', source: sel.source, reason: 'source-withdrawn' } : sel;
+  const selection: Selection =
+    sel.state === 'selected' && sel.source.ref === ref
+      ? { state: 'invalid', source: sel.source, reason: 'source-withdrawn' }
+      : sel;
   return { ...s, sources: s.sources.filter((x) => x.ref !== ref), selection };
 };
 
@@ -123,18 +129,26 @@ const fail = <A>(e: NameError): NamePlan<A> => ({ write: NO_WRITE, result: Eithe
  * that exists or is tombstoned is refused (`name-taken`), as for a nickname; the same call again (same candidates)
  * is an idempotent success. Counts toward its format phase like a manual name of that format.
  */
-export const planCreateSelector = (f: NameFormat, view: SelectorTableView, name: string, sources: readonly NameTarget[]): NamePlan<SelectorEntry> => {
+export const planCreateSelector = (
+  f: NameFormat,
+  view: SelectorTableView,
+  name: string,
+  sources: readonly NameTarget[],
+): NamePlan<SelectorEntry> => {
   if (!validLabel(name)) return fail(refused('invalid-name', name));
   if (sources.length > MAX_SOURCES) return fail(refused('too-many-sources', name));
-  if (!sources.every(validTarget) || new Set(sources.map((x) => x.ref)).size !== sources.length) return fail(refused('invalid-target', name));
+  if (!sources.every(validTarget) || new Set(sources.map((x) => x.ref)).size !== sources.length)
+    return fail(refused('invalid-target', name));
   const sorted = [...sources].sort(byRef);
   const current = view.entry(name);
   if (current === 'corrupt') return fail(scError('state-inconsistent', `name ${name} is corrupt`));
   if (current !== null || view.isTaken(name)) {
     if (current !== null && current.kind === 'selector' && current.state === 'live') {
       const sel = view.selector(name);
-      if (sel === 'corrupt' || sel === null) return fail(scError('state-inconsistent', `the selector of ${name} is corrupt or missing`));
-      if (sel.sources.length === sorted.length && sel.sources.every((x, i) => sameTarget(x, sorted[i] as NameTarget))) return { write: NO_WRITE, result: Either.right(sel) };
+      if (sel === 'corrupt' || sel === null)
+        return fail(scError('state-inconsistent', `the selector of ${name} is corrupt or missing`));
+      if (sel.sources.length === sorted.length && sel.sources.every((x, i) => sameTarget(x, sorted[i] as NameTarget)))
+        return { write: NO_WRITE, result: Either.right(sel) };
     }
     return fail(refused('name-taken', name));
   }
@@ -143,7 +157,12 @@ export const planCreateSelector = (f: NameFormat, view: SelectorTableView, name:
   const entry: NameEntry = { name, kind: 'selector', state: 'live', target: null, formatPhase: fp, version: 1n };
   const selector: SelectorEntry = { name, sources: sorted, selection: { state: 'none' }, version: 1n };
   const occupied = fp === null ? a.occupied : a.occupied.map((c, k) => (k === fp ? c + 1n : c));
-  const write: NameWrite = { allocator: { ...a, occupied, entries: a.entries + 1n }, entry, insert: true, selectors: [{ selector, insert: true }] };
+  const write: NameWrite = {
+    allocator: { ...a, occupied, entries: a.entries + 1n },
+    entry,
+    insert: true,
+    selectors: [{ selector, insert: true }],
+  };
   return finishPlan(write, Either.right(selector));
 };
 
@@ -155,7 +174,8 @@ const liveSelector = (view: SelectorTableView, name: string): Either.Either<Sele
   if (current.state === 'tombstone') return Either.left(refused('tombstoned', name));
   if (current.kind !== 'selector') return Either.left(refused('not-multi-source', name));
   const sel = view.selector(name);
-  if (sel === 'corrupt' || sel === null) return Either.left(scError('state-inconsistent', `the selector of ${name} is corrupt or missing`));
+  if (sel === 'corrupt' || sel === null)
+    return Either.left(scError('state-inconsistent', `the selector of ${name} is corrupt or missing`));
   return Either.right(sel);
 };
 
@@ -167,10 +187,22 @@ const bumped = (view: SelectorTableView, changed: readonly SelectorEntry[]): Nam
     out.push({ ...s, version: v.right });
   }
   if (out.length === 0) return { write: NO_WRITE, result: Either.right([]) };
-  return finishPlan({ allocator: view.allocator, entry: null, insert: false, selectors: out.map((selector) => ({ selector, insert: false })) }, Either.right(out));
+  return finishPlan(
+    {
+      allocator: view.allocator,
+      entry: null,
+      insert: false,
+      selectors: out.map((selector) => ({ selector, insert: false })),
+    },
+    Either.right(out),
+  );
 };
 
-const one = (view: SelectorTableView, name: string, change: (s: SelectorEntry) => Either.Either<SelectorEntry | 'unchanged', NameError>): NamePlan<SelectorEntry> => {
+const one = (
+  view: SelectorTableView,
+  name: string,
+  change: (s: SelectorEntry) => Either.Either<SelectorEntry | 'unchanged', NameError>,
+): NamePlan<SelectorEntry> => {
   const s = liveSelector(view, name);
   if (Either.isLeft(s)) return fail(s.left);
   const next = change(s.right);

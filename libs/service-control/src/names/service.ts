@@ -3,7 +3,15 @@
 // after the rebind already sees the new target (M6-57). New bindings and tombstones drop that name's cache entries.
 import { Either } from 'effect';
 import type { NameError } from './errors.js';
-import { type NameAnswer, type NameQuery, type ResolverCaches, answerQuery, clearCaches, emptyCaches, forgetLabel } from './resolver.js';
+import {
+  type NameAnswer,
+  type NameQuery,
+  type ResolverCaches,
+  answerQuery,
+  clearCaches,
+  emptyCaches,
+  forgetLabel,
+} from './resolver.js';
 import type { SelectorEntry } from './selector.js';
 import type { NameStore } from './store.js';
 import type { Allocated, NameEntry, NameRng, NameTarget } from './table.js';
@@ -32,7 +40,10 @@ export class LocalNames {
     return Either.map(this.store.nickname(name, target), (e) => this.forget(e, e.name));
   }
 
-  rebind(name: string, target: NameTarget): Either.Either<{ readonly entry: NameEntry; readonly previous: NameTarget | null }, NameError> {
+  rebind(
+    name: string,
+    target: NameTarget,
+  ): Either.Either<{ readonly entry: NameEntry; readonly previous: NameTarget | null }, NameError> {
     const r = this.store.rebind(name, target);
     if (Either.isRight(r)) this.caches = clearCaches(this.caches);
     return r;

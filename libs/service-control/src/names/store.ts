@@ -14,7 +14,10 @@ export interface NameStore {
   readonly format: NameFormat;
   readonly allocate: (target: NameTarget, rng: NameRng) => Either.Either<Allocated, NameError>;
   readonly nickname: (name: string, target: NameTarget) => Either.Either<NameEntry, NameError>;
-  readonly rebind: (name: string, target: NameTarget) => Either.Either<{ readonly entry: NameEntry; readonly previous: NameTarget | null }, NameError>;
+  readonly rebind: (
+    name: string,
+    target: NameTarget,
+  ) => Either.Either<{ readonly entry: NameEntry; readonly previous: NameTarget | null }, NameError>;
   readonly tombstone: (name: string) => Either.Either<NameEntry, NameError>;
   // multi-source names (decision 0192): each call is one transaction, like a rebind
   /** create a multi-source name with its first candidate sources and no selection */

@@ -138,13 +138,27 @@ const setAt = (xs: readonly bigint[], i: number, v: bigint): readonly bigint[] =
  * 4. nothing found → the retryable `name-allocation-busy`, never a longer name below 80 %.
  * A target that already has a live automatic name gets it back and nothing is written.
  */
-export const planAllocate = (f: NameFormat, view: NameTableView, target: NameTarget, rng: NameRng): NamePlan<Allocated> => {
+export const planAllocate = (
+  f: NameFormat,
+  view: NameTableView,
+  target: NameTarget,
+  rng: NameRng,
+): NamePlan<Allocated> => {
   if (!validTarget(target)) return fail(refused('invalid-target', ''));
   const a0 = view.allocator;
   const existing = view.liveAutoName(target.ref);
-  if (existing === 'corrupt') return fail(scError('state-inconsistent', `the automatic name of ${target.ref} is corrupt`));
+  if (existing === 'corrupt')
+    return fail(scError('state-inconsistent', `the automatic name of ${target.ref} is corrupt`));
   if (existing !== null)
-    return { write: NO_WRITE, result: Either.right({ entry: existing, outcome: 'existing', stats: { randomTries: 0, scanSteps: 0 }, phaseBefore: a0.phase }) };
+    return {
+      write: NO_WRITE,
+      result: Either.right({
+        entry: existing,
+        outcome: 'existing',
+        stats: { randomTries: 0, scanSteps: 0 },
+        phaseBefore: a0.phase,
+      }),
+    };
 
   let phase = a0.phase;
   while (reachesThreshold(f, phase, a0.occupied[phase] as bigint)) {
@@ -177,7 +191,12 @@ export const planAllocate = (f: NameFormat, view: NameTableView, target: NameTar
   const moved: AllocatorState = { ...a0, phase, scanHints: setAt(a0.scanHints, phase, hint) };
   if (found === null) {
     const write = moved.phase === a0.phase && hint === a0.scanHints[phase] ? NO_WRITE : withAllocator(moved);
-    return finishPlan(write, Either.left(nameError('name-allocation-busy', `${randomTries} random tries and ${scanSteps} scan steps found nothing`)));
+    return finishPlan(
+      write,
+      Either.left(
+        nameError('name-allocation-busy', `${randomTries} random tries and ${scanSteps} scan steps found nothing`),
+      ),
+    );
   }
   const entry: NameEntry = { name: found.name, kind: 'auto', state: 'live', target, formatPhase: phase, version: 1n };
   const after: AllocatorState = {
@@ -185,7 +204,10 @@ export const planAllocate = (f: NameFormat, view: NameTableView, target: NameTar
     occupied: setAt(moved.occupied, phase, (moved.occupied[phase] as bigint) + 1n),
     entries: moved.entries + 1n,
   };
-  return finishPlan({ allocator: after, entry, insert: true }, Either.right({ entry, outcome: 'allocated', stats, phaseBefore: a0.phase }));
+  return finishPlan(
+    { allocator: after, entry, insert: true },
+    Either.right({ entry, outcome: 'allocated', stats, phaseBefore: a0.phase }),
+  );
 };
 
 const withAllocator = (a: AllocatorState): NameWrite => ({ allocator: a, entry: null, insert: false });
@@ -202,7 +224,12 @@ export const finishPlan = <A>(write: NameWrite, result: Either.Either<A, NameErr
  * A manual nickname (M6-57): a name that is bound or tombstoned is refused (`name-taken`) and nothing changes — in
  * particular no automatic name. A nickname of an auto format counts toward that phase's 80 %.
  */
-export const planNickname = (f: NameFormat, view: NameTableView, name: string, target: NameTarget): NamePlan<NameEntry> => {
+export const planNickname = (
+  f: NameFormat,
+  view: NameTableView,
+  name: string,
+  target: NameTarget,
+): NamePlan<NameEntry> => {
   if (!validLabel(name)) return fail(refused('invalid-name', name));
   if (!validTarget(target)) return fail(refused('invalid-target', name));
   const current = view.entry(name);
@@ -217,7 +244,10 @@ export const planNickname = (f: NameFormat, view: NameTableView, name: string, t
   const fp = formatPhase(f, name);
   const entry: NameEntry = { name, kind: 'manual', state: 'live', target, formatPhase: fp, version: 1n };
   const occupied = fp === null ? a.occupied : setAt(a.occupied, fp, (a.occupied[fp] as bigint) + 1n);
-  return finishPlan({ allocator: { ...a, occupied, entries: a.entries + 1n }, entry, insert: true }, Either.right(entry));
+  return finishPlan(
+    { allocator: { ...a, occupied, entries: a.entries + 1n }, entry, insert: true },
+    Either.right(entry),
+  );
 };
 
 export const sameTarget = (x: NameTarget | null, y: NameTarget | null): boolean =>
@@ -228,7 +258,11 @@ export const sameTarget = (x: NameTarget | null, y: NameTarget | null): boolean 
  * increases). Only live manual nicknames are rebound. The caller clears its local positive and negative caches
  * after the commit; permissions never move with the name (names are not permission keys, I6).
  */
-export const planRebind = (view: NameTableView, name: string, target: NameTarget): NamePlan<{ readonly entry: NameEntry; readonly previous: NameTarget | null }> => {
+export const planRebind = (
+  view: NameTableView,
+  name: string,
+  target: NameTarget,
+): NamePlan<{ readonly entry: NameEntry; readonly previous: NameTarget | null }> => {
   if (!validTarget(target)) return fail(refused('invalid-target', name));
   const current = view.entry(name);
   if (current === 'corrupt') return fail(scError('state-inconsistent', `name ${name} is corrupt`));
@@ -237,7 +271,8 @@ export const planRebind = (view: NameTableView, name: string, target: NameTarget
   // a multi-source name changes its source only by an owner selection (`planSelect`, decision 0192)
   if (current.kind === 'selector') return fail(refused('multi-source-name', name));
   if (current.kind !== 'manual') return fail(refused('not-a-nickname', name));
-  if (sameTarget(current.target, target)) return { write: NO_WRITE, result: Either.right({ entry: current, previous: current.target }) };
+  if (sameTarget(current.target, target))
+    return { write: NO_WRITE, result: Either.right({ entry: current, previous: current.target }) };
   return changeEntry(view, current, { ...current, target }, (entry) => ({ entry, previous: current.target }));
 };
 
@@ -250,7 +285,12 @@ export const planTombstone = (view: NameTableView, name: string): NamePlan<NameE
   return changeEntry(view, current, { ...current, state: 'tombstone', target: null }, (e) => e);
 };
 
-const changeEntry = <A>(view: NameTableView, current: NameEntry, next: NameEntry, out: (e: NameEntry) => A): NamePlan<A> => {
+const changeEntry = <A>(
+  view: NameTableView,
+  current: NameEntry,
+  next: NameEntry,
+  out: (e: NameEntry) => A,
+): NamePlan<A> => {
   const version = nextCounter(current.version, `version of ${current.name}`);
   if (Either.isLeft(version)) return fail(version.left);
   const entry = { ...next, version: version.right };

@@ -248,7 +248,9 @@ export class PermitEngine {
    * the owner set kills the flows on the endpoint ("refuse new and old flows").
    */
   setEndpointOwners(endpoint: EndpointId, owners: readonly EndpointOwner[]): TeardownPlan[] {
-    const unique = [...new Map(owners.map((o) => [`${permitKeyText(o.key)}>${toHex(o.publisherIdentity)}`, o])).values()];
+    const unique = [
+      ...new Map(owners.map((o) => [`${permitKeyText(o.key)}>${toHex(o.publisherIdentity)}`, o])).values(),
+    ];
     const signature = ownerSignature(unique);
     const ep = this.endpoints.get(endpoint);
     if (ep === undefined) {
@@ -325,23 +327,29 @@ export class PermitEngine {
     const echo = result.echo;
     if (!echoEqual(pending.echo, echo)) return { outcome: 'rejected', reason: 'echo-mismatch' };
     const remaining = result.remainingMs;
-    if (!Number.isSafeInteger(remaining) || remaining > LEASE_MAX_MS) return { outcome: 'rejected', reason: 'remaining-too-long' };
+    if (!Number.isSafeInteger(remaining) || remaining > LEASE_MAX_MS)
+      return { outcome: 'rejected', reason: 'remaining-too-long' };
     const deadline = pending.t0 + remaining - this.resolution;
     if (remaining <= 0 || now >= deadline) return { outcome: 'rejected', reason: 'lease-expired' };
     if (s.revocations !== pending.revocationsAtSend) return { outcome: 'rejected', reason: 'revoked-after-send' };
     const epochFloor = this.epochFloors.get(s.scopeText);
-    if (epochFloor !== undefined && echo.authorityEpoch < epochFloor) return { outcome: 'rejected', reason: 'stale-epoch' };
+    if (epochFloor !== undefined && echo.authorityEpoch < epochFloor)
+      return { outcome: 'rejected', reason: 'stale-epoch' };
     const sessionFloor = this.sessionFloors.get(s.scopeText);
-    if (sessionFloor !== undefined && echo.sessionSeq < sessionFloor) return { outcome: 'rejected', reason: 'stale-session' };
+    if (sessionFloor !== undefined && echo.sessionSeq < sessionFloor)
+      return { outcome: 'rejected', reason: 'stale-session' };
     if (s.appliedSeq !== null && echo.seq <= s.appliedSeq) {
-      const same = echo.seq === s.appliedSeq && s.appliedRequestId !== null && bytesEqual(s.appliedRequestId, echo.requestId);
+      const same =
+        echo.seq === s.appliedSeq && s.appliedRequestId !== null && bytesEqual(s.appliedRequestId, echo.requestId);
       return { outcome: 'rejected', reason: same ? 'already-applied' : 'stale-seq' };
     }
     // A higher epoch seen in a verified receipt fences the older-epoch permits of the scope first.
-    if (epochFloor === undefined || echo.authorityEpoch > epochFloor) this.pending.push(...this.onEpochChange(pending.key.scope, echo.authorityEpoch));
+    if (epochFloor === undefined || echo.authorityEpoch > epochFloor)
+      this.pending.push(...this.onEpochChange(pending.key.scope, echo.authorityEpoch));
     const continuous = s.open && now < s.deadline && s.epoch === echo.authorityEpoch;
     if (!continuous) {
-      if (s.open || s.flows.size > 0) this.pending.push(this.close(s, s.open && now >= s.deadline ? 'expired' : 'epoch-changed'));
+      if (s.open || s.flows.size > 0)
+        this.pending.push(this.close(s, s.open && now >= s.deadline ? 'expired' : 'epoch-changed'));
       s.generation++;
       s.open = true;
     }
@@ -396,7 +404,8 @@ export class PermitEngine {
   applySnapshotGrants(scope: Scope, grants: readonly SourceGrant[]): TeardownPlan[] {
     const sc = scopeKey(scope);
     const own = new Map<string, SourceGrant>();
-    for (const g of grants) if (bytesEqual(g.consumerIdentity, scope.identity)) own.set(serviceRefText(g.serviceRef), g);
+    for (const g of grants)
+      if (bytesEqual(g.consumerIdentity, scope.identity)) own.set(serviceRefText(g.serviceRef), g);
     const plans: TeardownPlan[] = [];
     for (const s of this.slots.values()) {
       if (s.key.role !== 'consumer' || s.scopeText !== sc) continue;
@@ -433,7 +442,10 @@ export class PermitEngine {
       for (const [hex, src] of [...s.sources]) {
         const d = desired.get(hex);
         const same =
-          d !== undefined && d.grantVersion === src.version && d.protocols.includes('tcp') === src.tcp && d.protocols.includes('udp') === src.udp;
+          d !== undefined &&
+          d.grantVersion === src.version &&
+          d.protocols.includes('tcp') === src.tcp &&
+          d.protocols.includes('udp') === src.udp;
         if (same) continue;
         src.incarnation++;
         s.sources.delete(hex);
@@ -442,7 +454,15 @@ export class PermitEngine {
       }
       for (const [hex, d] of desired) {
         if (!s.sources.has(hex))
-          s.sources.set(hex, new SourceSlot(d.consumerIdentity, d.grantVersion, d.protocols.includes('tcp'), d.protocols.includes('udp')));
+          s.sources.set(
+            hex,
+            new SourceSlot(
+              d.consumerIdentity,
+              d.grantVersion,
+              d.protocols.includes('tcp'),
+              d.protocols.includes('udp'),
+            ),
+          );
       }
     }
     return plans;
@@ -456,7 +476,8 @@ export class PermitEngine {
     this.epochFloors.set(sc, epoch);
     const plans: TeardownPlan[] = [];
     for (const s of this.slots.values())
-      if (s.scopeText === sc && s.open && s.epoch !== null && s.epoch < epoch) plans.push(this.close(s, 'epoch-changed'));
+      if (s.scopeText === sc && s.open && s.epoch !== null && s.epoch < epoch)
+        plans.push(this.close(s, 'epoch-changed'));
     return plans;
   }
 
@@ -476,7 +497,8 @@ export class PermitEngine {
    */
   tick(): TeardownPlan[] {
     const now = this.readClock();
-    if (now === now) for (const s of this.slots.values()) if (s.open && now >= s.deadline) this.pending.push(this.close(s, 'expired'));
+    if (now === now)
+      for (const s of this.slots.values()) if (s.open && now >= s.deadline) this.pending.push(this.close(s, 'expired'));
     return this.takeTeardowns();
   }
 

@@ -158,7 +158,11 @@ export class SimulatedForwarder implements PermitDataPlane {
     this.reassembly.set(k, parts);
     if (last) {
       this.reassembly.delete(k);
-      this.enqueue({ stamp: { flowId: key.flowId, generation: key.generation }, payload: parts.join(''), direction: key.direction });
+      this.enqueue({
+        stamp: { flowId: key.flowId, generation: key.generation },
+        payload: parts.join(''),
+        direction: key.direction,
+      });
     }
     return v;
   }
@@ -188,7 +192,8 @@ export class SimulatedForwarder implements PermitDataPlane {
 
   /** Apply a plan in order and log each step. */
   apply(plans: TeardownPlan | readonly TeardownPlan[]): void {
-    for (const p of Array.isArray(plans) ? (plans as readonly TeardownPlan[]) : [plans as TeardownPlan]) applyTeardown(p, this);
+    for (const p of Array.isArray(plans) ? (plans as readonly TeardownPlan[]) : [plans as TeardownPlan])
+      applyTeardown(p, this);
   }
 
   /**
@@ -240,7 +245,8 @@ export class SimulatedForwarder implements PermitDataPlane {
   }
 }
 
-const backendText = (flow: Flow): string | null => (flow.backend === null ? null : `${flow.backend.host}:${flow.backend.port}`);
+const backendText = (flow: Flow): string | null =>
+  flow.backend === null ? null : `${flow.backend.host}:${flow.backend.port}`;
 const fragmentText = (k: FragmentKey): string => `${k.flowId}|${k.source}|${k.direction}|${k.generation}`;
 
 /** Convenience for simulated peers in tests and the e2e: a 32-byte identity filled with one byte. */

@@ -128,7 +128,8 @@ export interface TeardownStep {
   readonly flowIds: readonly number[];
 }
 
-export type TeardownReason = 'revoked' | 'expired' | 'source-revoked' | 'source-changed' | 'epoch-changed' | 'clock-failed' | 'ownership-changed';
+export type TeardownReason =
+  'revoked' | 'expired' | 'source-revoked' | 'source-changed' | 'epoch-changed' | 'clock-failed' | 'ownership-changed';
 
 /**
  * What a data plane must do, in order, for one revoked/expired service or source. The engine has already done step 1
@@ -154,7 +155,8 @@ export type RetirementReceipt =
   | { readonly kind: 'terminated'; readonly flowId: number; readonly evidence: 'eof' | 'broken-pipe' }
   | { readonly kind: 'forced-cancel'; readonly flowId: number };
 
-export type RetirementOutcome = 'retired' | 'flow-live' | 'forced-cancel-is-not-retirement' | 'unknown-flow' | 'flow-mismatch';
+export type RetirementOutcome =
+  'retired' | 'flow-live' | 'forced-cancel-is-not-retirement' | 'unknown-flow' | 'flow-mismatch';
 
 /** A queued item, an ICMP association or anything else stamped with its flow and permit generation at creation. */
 export interface GenerationStamp {

@@ -15,7 +15,7 @@ export { httpCall, type HttpOptions, type HttpResponse } from '../net.js';
 /** The running test bed (provided by the global setup). */
 export const testbed = (): TestbedState => {
   const state = inject('homelabTestbed');
-  if (!state) throw new Error('no test bed: add { testbed: true } to this project\'s vitest config');
+  if (!state) throw new Error("no test bed: add { testbed: true } to this project's vitest config");
   return state;
 };
 
@@ -58,14 +58,22 @@ export const useNamespace = (prefix = 'test'): { readonly name: string } => {
   const cell = lazy<string>('namespace');
   beforeAll(async () => {
     const name = uniqueName(prefix);
-    const res = await kubeRequest('POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
+    const res = await kubeRequest('POST', '/api/v1/namespaces', {
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: { name },
+    });
     if (res.status !== 201) throw new Error(`creating namespace ${name}: ${res.status} ${res.body}`);
     cell.set(name);
   });
   afterAll(async () => {
     await kubeRequest('DELETE', `/api/v1/namespaces/${cell.get()}`);
   });
-  return { get name() { return cell.get(); } };
+  return {
+    get name() {
+      return cell.get();
+    },
+  };
 };
 
 export interface TestDatabase {
@@ -84,17 +92,33 @@ export const useDatabase = (prefix = 't'): TestDatabase => {
     const { postgres } = testbed();
     const database = uniqueName(prefix).replaceAll('-', '_');
     await adminQuery(`CREATE DATABASE "${database}"`);
-    cell.set({ database, host: postgres.host, port: postgres.port, user: postgres.user, config: { host: postgres.host, port: postgres.port, user: postgres.user, database } });
+    cell.set({
+      database,
+      host: postgres.host,
+      port: postgres.port,
+      user: postgres.user,
+      config: { host: postgres.host, port: postgres.port, user: postgres.user, database },
+    });
   });
   afterAll(async () => {
     await adminQuery(`DROP DATABASE IF EXISTS "${cell.get().database}" WITH (FORCE)`);
   });
   return {
-    get database() { return cell.get().database; },
-    get host() { return cell.get().host; },
-    get port() { return cell.get().port; },
-    get user() { return cell.get().user; },
-    get config() { return cell.get().config; },
+    get database() {
+      return cell.get().database;
+    },
+    get host() {
+      return cell.get().host;
+    },
+    get port() {
+      return cell.get().port;
+    },
+    get user() {
+      return cell.get().user;
+    },
+    get config() {
+      return cell.get().config;
+    },
   };
 };
 
@@ -135,17 +159,30 @@ export const useKvPath = (prefix = 'tests'): TestKvPath => {
   beforeAll(() => {
     const { openbao } = testbed();
     if (!openbao.available) throw new Error(`OpenBao is unavailable on this test bed: ${openbao.reason}`);
-    cell.set({ addr: openbao.addr, token: openbao.token, mount: openbao.kvMount, base: `${prefix}/${uniqueName('kv')}` });
+    cell.set({
+      addr: openbao.addr,
+      token: openbao.token,
+      mount: openbao.kvMount,
+      base: `${prefix}/${uniqueName('kv')}`,
+    });
   });
   afterAll(async () => {
     const kv = cell.get();
     await deleteKvTree(kv.mount, kv.base);
   });
   return {
-    get addr() { return cell.get().addr; },
-    get token() { return cell.get().token; },
-    get mount() { return cell.get().mount; },
-    get base() { return cell.get().base; },
+    get addr() {
+      return cell.get().addr;
+    },
+    get token() {
+      return cell.get().token;
+    },
+    get mount() {
+      return cell.get().mount;
+    },
+    get base() {
+      return cell.get().base;
+    },
   };
 };
 
@@ -155,7 +192,12 @@ export const useKvPath = (prefix = 'tests'): TestKvPath => {
  * Polls `check` every `intervalMs` until it holds, and returns how long that took; fails with
  * `not within <timeoutMs> ms: <what>` when it never does.
  */
-export const eventually = async (what: string, check: () => boolean | Promise<boolean>, timeoutMs = 20_000, intervalMs = 100): Promise<number> => {
+export const eventually = async (
+  what: string,
+  check: () => boolean | Promise<boolean>,
+  timeoutMs = 20_000,
+  intervalMs = 100,
+): Promise<number> => {
   const start = Date.now();
   while (Date.now() - start < timeoutMs) {
     if (await check()) return Date.now() - start;
@@ -180,7 +222,12 @@ export const sqlOn =
 
 export const adminQuery = async (text: string): Promise<pg.QueryResult> => {
   const { postgres } = testbed();
-  const client = new pg.Client({ host: postgres.host, port: postgres.port, user: postgres.user, database: postgres.database });
+  const client = new pg.Client({
+    host: postgres.host,
+    port: postgres.port,
+    user: postgres.user,
+    database: postgres.database,
+  });
   await client.connect();
   try {
     return await client.query(text);

@@ -16,7 +16,12 @@ import { quoteIdentifier } from '../../domain/provisioning-sql.js';
 import { Finalizers, InstanceMessage, InstanceReason, TenantMessage, TenantReason } from '../../domain/vocabulary.js';
 import { PostgresInstanceObserverLayer } from '../postgresql/observer.js';
 import { databases, installCrds, instances, tenants, uniqueName } from '../../../test/kube-fixture.js';
-import { apiVersion, KubernetesAdminSecretsLayer, KubernetesBindingResourcesLayer, KubernetesInstanceResourcesLayer } from './resources.js';
+import {
+  apiVersion,
+  KubernetesAdminSecretsLayer,
+  KubernetesBindingResourcesLayer,
+  KubernetesInstanceResourcesLayer,
+} from './resources.js';
 
 const ns = useNamespace('ayatori-adapter');
 const db = useDatabase('ay_kadapter');
@@ -26,34 +31,60 @@ const superuser = `ay_ksuper_${suffix}`;
 const PASSWORD = `AYATORI-TEST-ONLY-${suffix}`;
 
 interface Obj {
-  metadata: { name: string; namespace?: string; uid: string; resourceVersion: string; generation: number; finalizers?: string[]; ownerReferences?: unknown[]; labels?: Record<string, string>; deletionTimestamp?: string };
+  metadata: {
+    name: string;
+    namespace?: string;
+    uid: string;
+    resourceVersion: string;
+    generation: number;
+    finalizers?: string[];
+    ownerReferences?: unknown[];
+    labels?: Record<string, string>;
+    deletionTimestamp?: string;
+  };
   spec: Record<string, unknown>;
-  status?: { phase?: string; conditions?: Array<{ type: string; status: string; reason: string; message: string; observedGeneration?: number }>; [k: string]: unknown };
+  status?: {
+    phase?: string;
+    conditions?: Array<{ type: string; status: string; reason: string; message: string; observedGeneration?: number }>;
+    [k: string]: unknown;
+  };
 }
 
 /** Objects `post` creates land in `cleanup`; the file purges them after its tests. */
 const { get, must, post, purge, created: cleanup } = kubeObjects<Obj>();
 const sql = adminQuery;
-const sqlRows = async (text: string): Promise<Array<Record<string, unknown>>> => (await adminQuery(text)).rows as Array<Record<string, unknown>>;
+const sqlRows = async (text: string): Promise<Array<Record<string, unknown>>> =>
+  (await adminQuery(text)).rows as Array<Record<string, unknown>>;
 
 const kubeLayer = () => layerFromToken(testbed().kube);
 const bindingLayer = () => KubernetesBindingResourcesLayer.pipe(Layer.provide(kubeLayer()));
 const instanceLayer = () =>
-  Layer.mergeAll(KubernetesInstanceResourcesLayer, PostgresInstanceObserverLayer().pipe(Layer.provide(KubernetesAdminSecretsLayer(ns.name)))).pipe(
-    Layer.provide(kubeLayer()),
-  );
+  Layer.mergeAll(
+    KubernetesInstanceResourcesLayer,
+    PostgresInstanceObserverLayer().pipe(Layer.provide(KubernetesAdminSecretsLayer(ns.name))),
+  ).pipe(Layer.provide(kubeLayer()));
 
 const bind = (namespace: string, name: string, layer = bindingLayer()) =>
   Effect.runPromise(Effect.either(Effect.scoped(reconcileBinding(namespace, name).pipe(Effect.provide(layer)))));
-const observeInstance = (name: string, layer: Layer.Layer<InstanceResources | InstanceObserver, unknown> = instanceLayer()) =>
-  Effect.runPromise(Effect.either(Effect.scoped(reconcileInstance(name).pipe(Effect.provide(layer)))));
+const observeInstance = (
+  name: string,
+  layer: Layer.Layer<InstanceResources | InstanceObserver, unknown> = instanceLayer(),
+) => Effect.runPromise(Effect.either(Effect.scoped(reconcileInstance(name).pipe(Effect.provide(layer)))));
 
 const secret = async (name: string, username: string, password = PASSWORD) => {
-  const body = { apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: ns.name }, stringData: { username, password } };
+  const body = {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name, namespace: ns.name },
+    stringData: { username, password },
+  };
   const r = await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/secrets`, body);
   if (r.status === 409) {
     const current = (await kubeRequest('GET', `/api/v1/namespaces/${ns.name}/secrets/${name}`)).json() as Obj;
-    await kubeRequest('PUT', `/api/v1/namespaces/${ns.name}/secrets/${name}`, { ...body, metadata: { ...body.metadata, resourceVersion: current.metadata.resourceVersion } });
+    await kubeRequest('PUT', `/api/v1/namespaces/${ns.name}/secrets/${name}`, {
+      ...body,
+      metadata: { ...body.metadata, resourceVersion: current.metadata.resourceVersion },
+    });
   }
 };
 
@@ -62,7 +93,13 @@ const instanceBody = (name: string, secretName: string) => ({
   kind: 'PostgreSQLInstance',
   metadata: { name },
   spec: {
-    endpoint: { host: 'localhost', hostaddr: '127.0.0.1', port: testbed().postgres.port, database: db.database, sslMode: 'disable' },
+    endpoint: {
+      host: 'localhost',
+      hostaddr: '127.0.0.1',
+      port: testbed().postgres.port,
+      database: db.database,
+      sslMode: 'disable',
+    },
     adminCredentialRef: { name: secretName },
   },
 });
@@ -78,7 +115,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const path of cleanup.reverse()) await purge(path);
-  for (const role of [manager, superuser]) await sql(`DROP ROLE IF EXISTS ${quoteIdentifier(role)}`).catch(() => undefined);
+  for (const role of [manager, superuser])
+    await sql(`DROP ROLE IF EXISTS ${quoteIdentifier(role)}`).catch(() => undefined);
 });
 
 describe('Instance reconciliation (real API server + real PostgreSQL + real Secret)', () => {
@@ -92,7 +130,11 @@ describe('Instance reconciliation (real API server + real PostgreSQL + real Secr
     expect(o.metadata.finalizers).toEqual([Finalizers.instance]);
     expect(o.status?.phase).toBe('Ready');
     expect(o.status?.['postgresqlVersion']).toBe(testbed().postgres.version);
-    expect(ready(o)).toMatchObject({ status: 'True', reason: InstanceReason.ManagementReady, observedGeneration: o.metadata.generation });
+    expect(ready(o)).toMatchObject({
+      status: 'True',
+      reason: InstanceReason.ManagementReady,
+      observedGeneration: o.metadata.generation,
+    });
     await observeInstance(name);
     expect((await must(`${instances}/${name}`)).metadata.resourceVersion).toBe(o.metadata.resourceVersion);
   });
@@ -109,7 +151,11 @@ describe('Instance reconciliation (real API server + real PostgreSQL + real Secr
     await secret(`${name}-admin`, manager, '');
     await observeInstance(name);
     o = await must(`${instances}/${name}`);
-    expect(ready(o)).toMatchObject({ status: 'False', reason: InstanceReason.InvalidCredentials, message: InstanceMessage.invalidCredentials });
+    expect(ready(o)).toMatchObject({
+      status: 'False',
+      reason: InstanceReason.InvalidCredentials,
+      message: InstanceMessage.invalidCredentials,
+    });
     expect(o.status?.['postgresqlVersion'] ?? '').toBe('');
 
     await kubeRequest('DELETE', `/api/v1/namespaces/${ns.name}/secrets/${name}-admin`);
@@ -123,11 +169,18 @@ describe('Instance reconciliation (real API server + real PostgreSQL + real Secr
     const name = uniqueName('ay-inst-tls');
     await secret(`${name}-admin`, manager);
     const body = instanceBody(name, `${name}-admin`);
-    await post(instances, { ...body, spec: { ...body.spec, endpoint: { ...body.spec.endpoint, host: 'elsewhere.invalid', sslMode: 'verify-full' } } });
+    await post(instances, {
+      ...body,
+      spec: { ...body.spec, endpoint: { ...body.spec.endpoint, host: 'elsewhere.invalid', sslMode: 'verify-full' } },
+    });
     await observeInstance(name);
     const o = await must(`${instances}/${name}`);
     expect(o.status?.phase).toBe('Validating');
-    expect(ready(o)).toMatchObject({ status: 'False', reason: InstanceReason.AuthenticationFailed, message: InstanceMessage.connectionAuthenticationFailed });
+    expect(ready(o)).toMatchObject({
+      status: 'False',
+      reason: InstanceReason.AuthenticationFailed,
+      message: InstanceMessage.connectionAuthenticationFailed,
+    });
     expect(o.status?.['postgresqlVersion'] ?? '').toBe('');
   });
 
@@ -140,13 +193,24 @@ describe('Instance reconciliation (real API server + real PostgreSQL + real Secr
       const context = await Effect.runPromise(Layer.buildWithScope(instanceLayer(), scope));
       const round = () => Effect.runPromise(Effect.either(reconcileInstance(name).pipe(Effect.provide(context))));
       const pids = async () =>
-        (await sqlRows(`SELECT pid FROM pg_catalog.pg_stat_activity WHERE usename = '${manager}' AND application_name = 'ayatori-database' ORDER BY pid`)).map((r) => r['pid']);
+        (
+          await sqlRows(
+            `SELECT pid FROM pg_catalog.pg_stat_activity WHERE usename = '${manager}' AND application_name = 'ayatori-database' ORDER BY pid`,
+          )
+        ).map((r) => r['pid']);
       await round();
       const first = await pids();
       expect(first).toHaveLength(1);
       const path = `/api/v1/namespaces/${ns.name}/secrets/${name}-admin`;
       const current = (await kubeRequest('GET', path)).json() as Obj;
-      expect((await kubeRequest('PUT', path, { ...current, metadata: { ...current.metadata, annotations: { touched: 'yes' } } })).status).toBe(200);
+      expect(
+        (
+          await kubeRequest('PUT', path, {
+            ...current,
+            metadata: { ...current.metadata, annotations: { touched: 'yes' } },
+          })
+        ).status,
+      ).toBe(200);
       await round();
       expect(await pids()).toEqual(first);
       await secret(`${name}-admin`, manager, `${PASSWORD}-rotated`);
@@ -167,7 +231,12 @@ describe('Instance reconciliation (real API server + real PostgreSQL + real Secr
     await observeInstance(name);
     expect(ready(await must(`${instances}/${name}`))?.status).toBe('True');
     const { postgres } = testbed();
-    const locker = new pg.Client({ host: postgres.host, port: postgres.port, user: postgres.user, database: db.database });
+    const locker = new pg.Client({
+      host: postgres.host,
+      port: postgres.port,
+      user: postgres.user,
+      database: db.database,
+    });
     await locker.connect();
     let round: Promise<unknown> | undefined;
     try {
@@ -205,14 +274,27 @@ describe('Instance reconciliation (real API server + real PostgreSQL + real Secr
       InstanceResources,
       Effect.gen(function* () {
         const real = yield* InstanceResources;
-        return { ...real, references: () => Effect.fail(new KubernetesError({ code: 'Unavailable', message: 'injected: list failed' })) };
+        return {
+          ...real,
+          references: () => Effect.fail(new KubernetesError({ code: 'Unavailable', message: 'injected: list failed' })),
+        };
       }),
     ).pipe(Layer.provide(KubernetesInstanceResourcesLayer), Layer.provide(kubeLayer()));
-    const layer = Layer.mergeAll(failingList, PostgresInstanceObserverLayer().pipe(Layer.provide(KubernetesAdminSecretsLayer(ns.name)), Layer.provide(kubeLayer())));
+    const layer = Layer.mergeAll(
+      failingList,
+      PostgresInstanceObserverLayer().pipe(
+        Layer.provide(KubernetesAdminSecretsLayer(ns.name)),
+        Layer.provide(kubeLayer()),
+      ),
+    );
     await observeInstance(name, layer);
     const o = await must(`${instances}/${name}`);
     expect(o.metadata.finalizers).toEqual([Finalizers.instance]);
-    expect(ready(o)).toMatchObject({ status: 'False', reason: InstanceReason.DependencyUnavailable, message: InstanceMessage.referencesUnknown });
+    expect(ready(o)).toMatchObject({
+      status: 'False',
+      reason: InstanceReason.DependencyUnavailable,
+      message: InstanceMessage.referencesUnknown,
+    });
     expect(o.status?.phase).toBe('Deleting');
   });
 
@@ -233,14 +315,20 @@ describe('Instance reconciliation (real API server + real PostgreSQL + real Secr
               Effect.tap(() =>
                 Effect.promise(async () => {
                   const current = await must(`${instances}/${name}`);
-                  const r = await kubeRequest('PUT', `${instances}/${name}`, { ...current, metadata: { ...current.metadata, labels: { edited: 'by-other-client' } } });
+                  const r = await kubeRequest('PUT', `${instances}/${name}`, {
+                    ...current,
+                    metadata: { ...current.metadata, labels: { edited: 'by-other-client' } },
+                  });
                   expect(r.status).toBe(200);
                 }),
               ),
             ),
         };
       }),
-    ).pipe(Layer.provide(PostgresInstanceObserverLayer().pipe(Layer.provide(KubernetesAdminSecretsLayer(ns.name)))), Layer.provide(kubeLayer()));
+    ).pipe(
+      Layer.provide(PostgresInstanceObserverLayer().pipe(Layer.provide(KubernetesAdminSecretsLayer(ns.name)))),
+      Layer.provide(kubeLayer()),
+    );
     const layer = Layer.mergeAll(KubernetesInstanceResourcesLayer.pipe(Layer.provide(kubeLayer())), racing);
     const r = await observeInstance(name, layer);
     expect(Either.isLeft(r) && r.left instanceof KubernetesError && r.left.code).toBe('Conflict');
@@ -255,12 +343,21 @@ describe('Instance reconciliation (real API server + real PostgreSQL + real Secr
     await post(instances, instanceBody(name, `${name}-admin`));
     await observeInstance(name);
     const dbName = uniqueName('ay-ref');
-    await post(databases, { apiVersion, kind: 'PostgreSQLDatabase', metadata: { name: dbName }, spec: { instanceRef: { name }, database: 'app', loginRole: 'app', source: 'Provision' } });
+    await post(databases, {
+      apiVersion,
+      kind: 'PostgreSQLDatabase',
+      metadata: { name: dbName },
+      spec: { instanceRef: { name }, database: 'app', loginRole: 'app', source: 'Provision' },
+    });
     expect((await kubeRequest('DELETE', `${instances}/${name}`)).status).toBe(200);
     await observeInstance(name);
     const held = await must(`${instances}/${name}`);
     expect(held.metadata.finalizers).toEqual([Finalizers.instance]);
-    expect(ready(held)).toMatchObject({ status: 'False', reason: InstanceReason.InstanceInUse, message: InstanceMessage.instanceInUse(`Database/${dbName}`) });
+    expect(ready(held)).toMatchObject({
+      status: 'False',
+      reason: InstanceReason.InstanceInUse,
+      message: InstanceMessage.instanceInUse(`Database/${dbName}`),
+    });
     await purge(`${databases}/${dbName}`);
     await observeInstance(name);
     expect(await get(`${instances}/${name}`)).toBeUndefined();
@@ -277,11 +374,19 @@ describe('binding (real API server; the Instance made Ready by a real observatio
     if (Either.isLeft(r)) throw new Error('instance not observed');
   });
 
-  const tenantBody = (name: string, spec: Record<string, unknown>) => ({ apiVersion, kind: 'PostgreSQLTenant', metadata: { name, namespace: ns.name }, spec });
+  const tenantBody = (name: string, spec: Record<string, unknown>) => ({
+    apiVersion,
+    kind: 'PostgreSQLTenant',
+    metadata: { name, namespace: ns.name },
+    spec,
+  });
 
   it('AY-13/AY-14/AY-15/AY-83: a dynamic Tenant → Database tenant-<uid> (Provision, Retain, finalizer, tenantRef, no ownerReferences, instanceUID), Tenant Bound; a repeat writes nothing', async () => {
     const name = identName('dyn');
-    const t = await post(tenants(ns.name), tenantBody(name, { provision: { instanceRef: { name: instanceName }, database: 'dyn_app' } }));
+    const t = await post(
+      tenants(ns.name),
+      tenantBody(name, { provision: { instanceRef: { name: instanceName }, database: 'dyn_app' } }),
+    );
     const r = await bind(ns.name, name);
     expect(Either.isRight(r), JSON.stringify(r)).toBe(true);
     const dbPath = `${databases}/tenant-${t.metadata.uid}`;
@@ -301,8 +406,16 @@ describe('binding (real API server; the Instance made Ready by a real observatio
     expect(d.status?.['instanceUID']).toBe(inst.metadata.uid);
     const bound = await must(`${tenants(ns.name)}/${name}`);
     expect(bound.metadata.finalizers).toEqual([Finalizers.tenant]);
-    expect(bound.status).toMatchObject({ phase: 'Bound', observedGeneration: bound.metadata.generation, databaseRef: { name: `tenant-${t.metadata.uid}`, uid: d.metadata.uid } });
-    expect(ready(bound)).toMatchObject({ status: 'False', reason: TenantReason.BindingComplete, message: TenantMessage.bindingComplete });
+    expect(bound.status).toMatchObject({
+      phase: 'Bound',
+      observedGeneration: bound.metadata.generation,
+      databaseRef: { name: `tenant-${t.metadata.uid}`, uid: d.metadata.uid },
+    });
+    expect(ready(bound)).toMatchObject({
+      status: 'False',
+      reason: TenantReason.BindingComplete,
+      message: TenantMessage.bindingComplete,
+    });
 
     await bind(ns.name, name);
     expect((await must(`${tenants(ns.name)}/${name}`)).metadata.resourceVersion).toBe(bound.metadata.resourceVersion);
@@ -321,7 +434,9 @@ describe('binding (real API server; the Instance made Ready by a real observatio
         return {
           ...real,
           present: (tenant, status) =>
-            status.phase === 'Bound' && failed++ === 0 ? Effect.fail(new KubernetesError({ code: 'Unavailable', message: 'injected: tenant status write lost' })) : real.present(tenant, status),
+            status.phase === 'Bound' && failed++ === 0
+              ? Effect.fail(new KubernetesError({ code: 'Unavailable', message: 'injected: tenant status write lost' }))
+              : real.present(tenant, status),
         };
       }),
     ).pipe(Layer.provide(bindingLayer()));
@@ -333,7 +448,10 @@ describe('binding (real API server; the Instance made Ready by a real observatio
 
     expect(Either.isRight(await bind(ns.name, name))).toBe(true);
     const after = await must(`${tenants(ns.name)}/${name}`);
-    expect(after.status).toMatchObject({ phase: 'Bound', databaseRef: { name: `tenant-${t.metadata.uid}`, uid: d.metadata.uid } });
+    expect(after.status).toMatchObject({
+      phase: 'Bound',
+      databaseRef: { name: `tenant-${t.metadata.uid}`, uid: d.metadata.uid },
+    });
     expect((await must(`${databases}/tenant-${t.metadata.uid}`)).metadata.uid).toBe(d.metadata.uid);
   });
 
@@ -351,7 +469,10 @@ describe('binding (real API server; the Instance made Ready by a real observatio
               Effect.tap(() =>
                 Effect.promise(async () => {
                   const current = await must(`${tenants(ns.name)}/${name}`);
-                  const r = await kubeRequest('PUT', `${tenants(ns.name)}/${name}`, { ...current, spec: { ...current.spec, extensions: ['pgcrypto'] } });
+                  const r = await kubeRequest('PUT', `${tenants(ns.name)}/${name}`, {
+                    ...current,
+                    spec: { ...current.spec, extensions: ['pgcrypto'] },
+                  });
                   expect(r.status, r.body).toBe(200);
                 }),
               ),
@@ -372,14 +493,33 @@ describe('binding (real API server; the Instance made Ready by a real observatio
   it('AY-19: two Tenants claim one existing Database with real concurrent reconcilers: exactly one is Bound, the other is a Conflict; the only errors are 409s', async () => {
     const dbName = uniqueName('shared-db');
     const inst = await must(`${instances}/${instanceName}`);
-    const d = await post(databases, { apiVersion, kind: 'PostgreSQLDatabase', metadata: { name: dbName }, spec: { instanceRef: { name: instanceName }, database: 'shared_app', loginRole: 'shared_app', source: 'Provision' } });
+    const d = await post(databases, {
+      apiVersion,
+      kind: 'PostgreSQLDatabase',
+      metadata: { name: dbName },
+      spec: {
+        instanceRef: { name: instanceName },
+        database: 'shared_app',
+        loginRole: 'shared_app',
+        source: 'Provision',
+      },
+    });
     const withStatus = await kubeRequest('PUT', `${databases}/${dbName}/status`, {
       ...d,
       status: {
         instanceUID: inst.metadata.uid,
         phase: 'Available',
         observedGeneration: d.metadata.generation,
-        conditions: [{ type: 'Ready', status: 'True', reason: 'Available', message: 'test fixture', observedGeneration: d.metadata.generation, lastTransitionTime: '2026-01-01T00:00:00Z' }],
+        conditions: [
+          {
+            type: 'Ready',
+            status: 'True',
+            reason: 'Available',
+            message: 'test fixture',
+            observedGeneration: d.metadata.generation,
+            lastTransitionTime: '2026-01-01T00:00:00Z',
+          },
+        ],
       },
     });
     expect(withStatus.status, withStatus.body).toBe(200);
@@ -388,9 +528,13 @@ describe('binding (real API server; the Instance made Ready by a real observatio
     const errors: string[] = [];
     for (let round = 0; round < 4; round++) {
       const results = await Promise.all(names.map((n) => bind(ns.name, n)));
-      for (const r of results) if (Either.isLeft(r)) errors.push(r.left instanceof KubernetesError ? r.left.code : String(r.left));
+      for (const r of results)
+        if (Either.isLeft(r)) errors.push(r.left instanceof KubernetesError ? r.left.code : String(r.left));
     }
-    expect(errors.every((e) => e === 'Conflict'), errors.join()).toBe(true);
+    expect(
+      errors.every((e) => e === 'Conflict'),
+      errors.join(),
+    ).toBe(true);
     const stored = await must(`${databases}/${dbName}`);
     const tenantsAfter = await Promise.all(names.map((n) => must(`${tenants(ns.name)}/${n}`)));
     const boundOnes = tenantsAfter.filter((t) => t.status?.phase === 'Bound');
@@ -405,8 +549,16 @@ describe('binding (real API server; the Instance made Ready by a real observatio
   it('AY-20: a Released Database is never bound again; nothing is written to it', async () => {
     const dbName = uniqueName('released');
     const inst = await must(`${instances}/${instanceName}`);
-    const d = await post(databases, { apiVersion, kind: 'PostgreSQLDatabase', metadata: { name: dbName }, spec: { instanceRef: { name: instanceName }, database: 'rel_app', loginRole: 'rel_app', source: 'Provision' } });
-    await kubeRequest('PUT', `${databases}/${dbName}/status`, { ...d, status: { instanceUID: inst.metadata.uid, phase: 'Released' } });
+    const d = await post(databases, {
+      apiVersion,
+      kind: 'PostgreSQLDatabase',
+      metadata: { name: dbName },
+      spec: { instanceRef: { name: instanceName }, database: 'rel_app', loginRole: 'rel_app', source: 'Provision' },
+    });
+    await kubeRequest('PUT', `${databases}/${dbName}/status`, {
+      ...d,
+      status: { instanceUID: inst.metadata.uid, phase: 'Released' },
+    });
     const before = await must(`${databases}/${dbName}`);
     const name = uniqueName('late');
     await post(tenants(ns.name), tenantBody(name, { databaseRef: { name: dbName } }));
@@ -417,15 +569,30 @@ describe('binding (real API server; the Instance made Ready by a real observatio
     expect(ready(await must(`${tenants(ns.name)}/${name}`))).toMatchObject({ reason: TenantReason.Conflict });
   });
 
-  it('AY-30: presenting on a stale snapshot is a 409 and the other client\'s change survives', async () => {
+  it("AY-30: presenting on a stale snapshot is a 409 and the other client's change survives", async () => {
     const name = identName('stale');
     await post(tenants(ns.name), tenantBody(name, { provision: { instanceRef: { name: instanceName } } }));
     const port = await Effect.runPromise(Effect.provide(BindingResources, bindingLayer()));
     const snapshot = await Effect.runPromise(port.tenant(ns.name, name));
     if (snapshot === undefined) throw new Error('tenant missing');
     const current = await must(`${tenants(ns.name)}/${name}`);
-    expect((await kubeRequest('PUT', `${tenants(ns.name)}/${name}`, { ...current, metadata: { ...current.metadata, labels: { other: 'client' } } })).status).toBe(200);
-    const r = await Effect.runPromise(Effect.either(port.present(snapshot, { phase: 'Binding', reason: TenantReason.BindingPending, message: TenantMessage.bindingPending })));
+    expect(
+      (
+        await kubeRequest('PUT', `${tenants(ns.name)}/${name}`, {
+          ...current,
+          metadata: { ...current.metadata, labels: { other: 'client' } },
+        })
+      ).status,
+    ).toBe(200);
+    const r = await Effect.runPromise(
+      Effect.either(
+        port.present(snapshot, {
+          phase: 'Binding',
+          reason: TenantReason.BindingPending,
+          message: TenantMessage.bindingPending,
+        }),
+      ),
+    );
     expect(Either.isLeft(r) && r.left.code).toBe('Conflict');
     const after = await must(`${tenants(ns.name)}/${name}`);
     expect(after.metadata.labels).toEqual({ other: 'client' });
@@ -440,12 +607,18 @@ describe('binding (real API server; the Instance made Ready by a real observatio
     if (snapshot === undefined) throw new Error('tenant missing');
     // The other client writes between our check and our write: simulate by checking first, then racing the write.
     const current = await must(`${tenants(ns.name)}/${name}`);
-    await kubeRequest('PUT', `${tenants(ns.name)}/${name}`, { ...current, metadata: { ...current.metadata, labels: { other: 'client' } } });
-    const r = await kubeRequest('PUT', `${tenants(ns.name)}/${name}/status`, { ...current, status: { phase: 'Binding' } });
+    await kubeRequest('PUT', `${tenants(ns.name)}/${name}`, {
+      ...current,
+      metadata: { ...current.metadata, labels: { other: 'client' } },
+    });
+    const r = await kubeRequest('PUT', `${tenants(ns.name)}/${name}/status`, {
+      ...current,
+      status: { phase: 'Binding' },
+    });
     expect(r.status).toBe(409);
   });
 
-  it('AY-32: a deleting Tenant → Deleting/DeletionPending; its finalizer and the Database\'s tenantRef stay', async () => {
+  it("AY-32: a deleting Tenant → Deleting/DeletionPending; its finalizer and the Database's tenantRef stay", async () => {
     const name = identName('bye');
     const t = await post(tenants(ns.name), tenantBody(name, { provision: { instanceRef: { name: instanceName } } }));
     cleanup.push(`${databases}/tenant-${t.metadata.uid}`);
@@ -457,15 +630,46 @@ describe('binding (real API server; the Instance made Ready by a real observatio
     expect(o.metadata.finalizers).toEqual([Finalizers.tenant]);
     expect(o.status?.phase).toBe('Deleting');
     expect(ready(o)).toMatchObject({ reason: TenantReason.DeletionPending, message: TenantMessage.deletionPending });
-    expect((await must(`${databases}/tenant-${t.metadata.uid}`)).spec['tenantRef']).toEqual({ namespace: ns.name, name, uid: t.metadata.uid });
+    expect((await must(`${databases}/tenant-${t.metadata.uid}`)).spec['tenantRef']).toEqual({
+      namespace: ns.name,
+      name,
+      uid: t.metadata.uid,
+    });
   });
   /** A Database created by the test with a status written through /status (instanceUID, phase, Ready at its generation). */
-  const databaseWithStatus = async (name: string, spec: Record<string, unknown>, st: { instanceUID?: string; phase?: string; ready?: boolean }) => {
-    const d = await post(databases, { apiVersion, kind: 'PostgreSQLDatabase', metadata: { name }, spec: { instanceRef: { name: instanceName }, database: 'x_app', loginRole: 'x_app', source: 'Provision', ...spec } });
-    const status: Record<string, unknown> = { phase: st.phase ?? 'Available', observedGeneration: d.metadata.generation };
+  const databaseWithStatus = async (
+    name: string,
+    spec: Record<string, unknown>,
+    st: { instanceUID?: string; phase?: string; ready?: boolean },
+  ) => {
+    const d = await post(databases, {
+      apiVersion,
+      kind: 'PostgreSQLDatabase',
+      metadata: { name },
+      spec: {
+        instanceRef: { name: instanceName },
+        database: 'x_app',
+        loginRole: 'x_app',
+        source: 'Provision',
+        ...spec,
+      },
+    });
+    const status: Record<string, unknown> = {
+      phase: st.phase ?? 'Available',
+      observedGeneration: d.metadata.generation,
+    };
     if (st.instanceUID) status['instanceUID'] = st.instanceUID;
     if (st.ready ?? true) {
-      status['conditions'] = [{ type: 'Ready', status: 'True', reason: 'Available', message: 'test fixture', observedGeneration: d.metadata.generation, lastTransitionTime: '2026-01-01T00:00:00Z' }];
+      status['conditions'] = [
+        {
+          type: 'Ready',
+          status: 'True',
+          reason: 'Available',
+          message: 'test fixture',
+          observedGeneration: d.metadata.generation,
+          lastTransitionTime: '2026-01-01T00:00:00Z',
+        },
+      ];
     }
     const r = await kubeRequest('PUT', `${databases}/${name}/status`, { ...d, status });
     expect(r.status, r.body).toBe(200);
@@ -475,10 +679,18 @@ describe('binding (real API server; the Instance made Ready by a real observatio
 
   it('AY-16: explicit database/loginRole are used verbatim; a dynamic Tenant named my-app without them → InvalidRequest, no finalizer, no Database', async () => {
     const explicit = uniqueName('explicit');
-    const t1 = await post(tenants(ns.name), tenantBody(explicit, { provision: { instanceRef: { name: instanceName }, database: 'given_db', loginRole: 'given_role' } }));
+    const t1 = await post(
+      tenants(ns.name),
+      tenantBody(explicit, {
+        provision: { instanceRef: { name: instanceName }, database: 'given_db', loginRole: 'given_role' },
+      }),
+    );
     cleanup.push(`${databases}/tenant-${t1.metadata.uid}`);
     await bind(ns.name, explicit);
-    expect((await must(`${databases}/tenant-${t1.metadata.uid}`)).spec).toMatchObject({ database: 'given_db', loginRole: 'given_role' });
+    expect((await must(`${databases}/tenant-${t1.metadata.uid}`)).spec).toMatchObject({
+      database: 'given_db',
+      loginRole: 'given_role',
+    });
     const bad = uniqueName('my-app');
     const t2 = await post(tenants(ns.name), tenantBody(bad, { provision: { instanceRef: { name: instanceName } } }));
     await bind(ns.name, bad);
@@ -490,13 +702,22 @@ describe('binding (real API server; the Instance made Ready by a real observatio
 
   it('AY-23: a missing Instance → DependencyUnavailable after Binding; changing provision.instanceRef is then rejected (Invalid)', async () => {
     const name = identName('noinst');
-    const t = await post(tenants(ns.name), tenantBody(name, { provision: { instanceRef: { name: uniqueName('absent') } } }));
+    const t = await post(
+      tenants(ns.name),
+      tenantBody(name, { provision: { instanceRef: { name: uniqueName('absent') } } }),
+    );
     await bind(ns.name, name);
     const o = await must(`${tenants(ns.name)}/${name}`);
     expect(o.status?.phase).toBe('Binding');
-    expect(ready(o)).toMatchObject({ reason: TenantReason.DependencyUnavailable, message: TenantMessage.instanceMissing });
+    expect(ready(o)).toMatchObject({
+      reason: TenantReason.DependencyUnavailable,
+      message: TenantMessage.instanceMissing,
+    });
     expect(await get(`${databases}/tenant-${t.metadata.uid}`)).toBeUndefined();
-    const r = await kubeRequest('PUT', `${tenants(ns.name)}/${name}`, { ...o, spec: { provision: { instanceRef: { name: instanceName } } } });
+    const r = await kubeRequest('PUT', `${tenants(ns.name)}/${name}`, {
+      ...o,
+      spec: { provision: { instanceRef: { name: instanceName } } },
+    });
     expect(r.status).toBe(422);
   });
 
@@ -505,7 +726,10 @@ describe('binding (real API server; the Instance made Ready by a real observatio
     const target = uniqueName('missing-db');
     await post(tenants(ns.name), tenantBody(name, { databaseRef: { name: target } }));
     await bind(ns.name, name);
-    expect(await tenantReady(name)).toMatchObject({ reason: TenantReason.DependencyUnavailable, message: TenantMessage.databaseMissing });
+    expect(await tenantReady(name)).toMatchObject({
+      reason: TenantReason.DependencyUnavailable,
+      message: TenantMessage.databaseMissing,
+    });
     expect(await get(`${databases}/${target}`)).toBeUndefined();
   });
 
@@ -515,19 +739,28 @@ describe('binding (real API server; the Instance made Ready by a real observatio
     const name = identName('unready');
     await post(tenants(ns.name), tenantBody(name, { provision: { instanceRef: { name: inst } } }));
     await bind(ns.name, name);
-    expect(await tenantReady(name)).toMatchObject({ reason: TenantReason.DependencyUnavailable, message: TenantMessage.instanceNotReady });
+    expect(await tenantReady(name)).toMatchObject({
+      reason: TenantReason.DependencyUnavailable,
+      message: TenantMessage.instanceNotReady,
+    });
   });
 
   it('AY-26: an existing Database whose Ready is stale after a reclaimPolicy change (generation bump) → DependencyUnavailable', async () => {
     const inst = await must(`${instances}/${instanceName}`);
     const dbName = uniqueName('stale-ready');
     const d = await databaseWithStatus(dbName, {}, { instanceUID: inst.metadata.uid });
-    const bumped = await kubeRequest('PUT', `${databases}/${dbName}`, { ...d, spec: { ...d.spec, reclaimPolicy: 'Delete' } });
+    const bumped = await kubeRequest('PUT', `${databases}/${dbName}`, {
+      ...d,
+      spec: { ...d.spec, reclaimPolicy: 'Delete' },
+    });
     expect(bumped.status, bumped.body).toBe(200);
     const name = uniqueName('stale-claim');
     await post(tenants(ns.name), tenantBody(name, { databaseRef: { name: dbName } }));
     await bind(ns.name, name);
-    expect(await tenantReady(name)).toMatchObject({ reason: TenantReason.DependencyUnavailable, message: TenantMessage.databaseNotAvailable });
+    expect(await tenantReady(name)).toMatchObject({
+      reason: TenantReason.DependencyUnavailable,
+      message: TenantMessage.databaseNotAvailable,
+    });
     expect((await must(`${databases}/${dbName}`)).spec['tenantRef']).toBeUndefined();
   });
 
@@ -537,7 +770,10 @@ describe('binding (real API server; the Instance made Ready by a real observatio
     const name = uniqueName('import-claim');
     await post(tenants(ns.name), tenantBody(name, { databaseRef: { name: dbName } }));
     await bind(ns.name, name);
-    expect(await tenantReady(name)).toMatchObject({ reason: TenantReason.DependencyUnavailable, message: TenantMessage.databaseWithoutInstanceIdentity });
+    expect(await tenantReady(name)).toMatchObject({
+      reason: TenantReason.DependencyUnavailable,
+      message: TenantMessage.databaseWithoutInstanceIdentity,
+    });
     const after = await must(`${databases}/${dbName}`);
     expect(after.status?.['instanceUID']).toBeUndefined();
     expect(after.spec['tenantRef']).toBeUndefined();
@@ -547,22 +783,38 @@ describe('binding (real API server; the Instance made Ready by a real observatio
     const inst = await must(`${instances}/${instanceName}`);
     const dbName = uniqueName('old-owner');
     const name = uniqueName('reborn');
-    await databaseWithStatus(dbName, { tenantRef: { namespace: ns.name, name, uid: 'an-old-uid' } }, { instanceUID: inst.metadata.uid });
+    await databaseWithStatus(
+      dbName,
+      { tenantRef: { namespace: ns.name, name, uid: 'an-old-uid' } },
+      { instanceUID: inst.metadata.uid },
+    );
     await post(tenants(ns.name), tenantBody(name, { databaseRef: { name: dbName } }));
     await bind(ns.name, name);
     const o = await must(`${tenants(ns.name)}/${name}`);
     expect(ready(o)).toMatchObject({ reason: TenantReason.Conflict });
     expect(o.status?.['databaseRef']).toBeUndefined();
-    expect((await must(`${databases}/${dbName}`)).spec['tenantRef']).toEqual({ namespace: ns.name, name, uid: 'an-old-uid' });
+    expect((await must(`${databases}/${dbName}`)).spec['tenantRef']).toEqual({
+      namespace: ns.name,
+      name,
+      uid: 'an-old-uid',
+    });
   });
 
   it('AY-22: a pre-existing tenant-<uid> Database that does not match the request → Conflict; its tenantRef stays unset', async () => {
     const name = identName('squat');
     const t = await post(tenants(ns.name), tenantBody(name, { provision: { instanceRef: { name: instanceName } } }));
     const squatter = `tenant-${t.metadata.uid}`;
-    await post(databases, { apiVersion, kind: 'PostgreSQLDatabase', metadata: { name: squatter }, spec: { instanceRef: { name: instanceName }, database: 'other_db', loginRole: name, source: 'Provision' } });
+    await post(databases, {
+      apiVersion,
+      kind: 'PostgreSQLDatabase',
+      metadata: { name: squatter },
+      spec: { instanceRef: { name: instanceName }, database: 'other_db', loginRole: name, source: 'Provision' },
+    });
     await bind(ns.name, name);
-    expect(await tenantReady(name)).toMatchObject({ reason: TenantReason.Conflict, message: TenantMessage.dynamicNameTaken });
+    expect(await tenantReady(name)).toMatchObject({
+      reason: TenantReason.Conflict,
+      message: TenantMessage.dynamicNameTaken,
+    });
     expect((await must(`${databases}/${squatter}`)).spec['tenantRef']).toBeUndefined();
   });
 
@@ -581,7 +833,10 @@ describe('binding (real API server; the Instance made Ready by a real observatio
     const name = uniqueName('after-rebirth');
     await post(tenants(ns.name), tenantBody(name, { databaseRef: { name: dbName } }));
     await bind(ns.name, name);
-    expect(await tenantReady(name)).toMatchObject({ reason: TenantReason.Conflict, message: TenantMessage.instanceReplaced });
+    expect(await tenantReady(name)).toMatchObject({
+      reason: TenantReason.Conflict,
+      message: TenantMessage.instanceReplaced,
+    });
     expect((await must(`${databases}/${dbName}`)).spec['tenantRef']).toBeUndefined();
   });
 
@@ -591,7 +846,10 @@ describe('binding (real API server; the Instance made Ready by a real observatio
     await databaseWithStatus(dbName, {}, { instanceUID: inst.metadata.uid });
     const name = uniqueName('remembers');
     const t = await post(tenants(ns.name), tenantBody(name, { databaseRef: { name: dbName } }));
-    const st = await kubeRequest('PUT', `${tenants(ns.name)}/${name}/status`, { ...t, status: { phase: 'Binding', databaseRef: { name: dbName, uid: 'a-previous-uid' } } });
+    const st = await kubeRequest('PUT', `${tenants(ns.name)}/${name}/status`, {
+      ...t,
+      status: { phase: 'Binding', databaseRef: { name: dbName, uid: 'a-previous-uid' } },
+    });
     expect(st.status, st.body).toBe(200);
     await bind(ns.name, name);
     expect(await tenantReady(name)).toMatchObject({ reason: TenantReason.Conflict });

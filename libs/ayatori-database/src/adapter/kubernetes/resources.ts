@@ -11,14 +11,31 @@ import { Group, Version } from '../../api/common.js';
 import type * as Binding from '../../domain/binding.js';
 import { type Condition, currentReady, semanticEqual } from '../../domain/conditions.js';
 import type { ObservationTarget, TLSMode } from '../../domain/instance.js';
-import { presentInstanceStatus, presentTenantStatus, type InstanceStatusValue, type TenantStatusValue, type TenantPresentation } from '../../domain/presentation.js';
+import {
+  presentInstanceStatus,
+  presentTenantStatus,
+  type InstanceStatusValue,
+  type TenantStatusValue,
+  type TenantPresentation,
+} from '../../domain/presentation.js';
 import { DatabaseSource, Finalizers, StaleSnapshotMessage } from '../../domain/vocabulary.js';
 import type { BindingDatabase, BindingTenant } from '../../application/binding.js';
 import type { SecretFact } from '../../application/observation.js';
-import { AdminSecrets, BindingResources, type InstanceOutcome, type InstanceRecord, InstanceResources, KubernetesError } from '../../application/ports.js';
+import {
+  AdminSecrets,
+  BindingResources,
+  type InstanceOutcome,
+  type InstanceRecord,
+  InstanceResources,
+  KubernetesError,
+} from '../../application/ports.js';
 
 export const apiVersion = `${Group}/${Version}`;
-export const Kinds = { instance: 'PostgreSQLInstance', database: 'PostgreSQLDatabase', tenant: 'PostgreSQLTenant' } as const;
+export const Kinds = {
+  instance: 'PostgreSQLInstance',
+  database: 'PostgreSQLDatabase',
+  tenant: 'PostgreSQLTenant',
+} as const;
 
 type Obj = KubeObject;
 
@@ -49,19 +66,27 @@ const codeOf = (e: KubeError): KubernetesError['code'] => {
 export const kubernetesError = (verb: string, kind: string, name: string) => (e: KubeError) =>
   new KubernetesError({ code: codeOf(e), message: `${verb} ${kind} ${name}: ${e._tag}` });
 
-const stale = (kind: 'binding' | 'instance') => new KubernetesError({ code: 'Conflict', message: StaleSnapshotMessage[kind] });
+const stale = (kind: 'binding' | 'instance') =>
+  new KubernetesError({ code: 'Conflict', message: StaleSnapshotMessage[kind] });
 
 // ---- field access --------------------------------------------------------------------------------------------
 
-const rec = (v: unknown): Record<string, unknown> => (v !== null && typeof v === 'object' ? (v as Record<string, unknown>) : {});
+const rec = (v: unknown): Record<string, unknown> =>
+  v !== null && typeof v === 'object' ? (v as Record<string, unknown>) : {};
 const str = (v: unknown): string => (typeof v === 'string' ? v : '');
 const spec = (o: Obj) => rec(o['spec']);
 const status = (o: Obj) => rec(o['status']);
 const deleting = (o: Obj) => o.metadata.deletionTimestamp !== undefined;
 const conditions = (o: Obj) => status(o)['conditions'] as ReadonlyArray<Condition> | undefined;
 const hasFinalizer = (o: Obj, f: string) => (o.metadata.finalizers ?? []).includes(f);
-const withFinalizer = (o: Obj, f: string): Obj => ({ ...o, metadata: { ...o.metadata, finalizers: [...(o.metadata.finalizers ?? []), f] } });
-const withoutFinalizer = (o: Obj, f: string): Obj => ({ ...o, metadata: { ...o.metadata, finalizers: (o.metadata.finalizers ?? []).filter((x) => x !== f) } });
+const withFinalizer = (o: Obj, f: string): Obj => ({
+  ...o,
+  metadata: { ...o.metadata, finalizers: [...(o.metadata.finalizers ?? []), f] },
+});
+const withoutFinalizer = (o: Obj, f: string): Obj => ({
+  ...o,
+  metadata: { ...o.metadata, finalizers: (o.metadata.finalizers ?? []).filter((x) => x !== f) },
+});
 
 // ---- mapping (seed: binding_mapping.go, instance_mapping.go) -------------------------------------------------
 
@@ -73,7 +98,15 @@ export const bindingTenant = (o: Obj): BindingTenant => {
   return {
     identity: { namespace: str(o.metadata.namespace), name: str(o.metadata.name), uid: str(o.metadata.uid) },
     request: {
-      ...(provision ? { provision: { instance: str(rec(provision['instanceRef'])['name']), database: str(provision['database']), loginRole: str(provision['loginRole']) } } : {}),
+      ...(provision
+        ? {
+            provision: {
+              instance: str(rec(provision['instanceRef'])['name']),
+              database: str(provision['database']),
+              loginRole: str(provision['loginRole']),
+            },
+          }
+        : {}),
       ...(databaseRef ? { existingDatabase: str(databaseRef['name']) } : {}),
     },
     phase: str(status(o)['phase']),
@@ -94,7 +127,9 @@ export const bindingDatabase = (o: Obj): BindingDatabase => {
     name: str(s['database']),
     loginRole: str(s['loginRole']),
     source: str(s['source']),
-    ...(tenantRef ? { tenant: { namespace: str(tenantRef['namespace']), name: str(tenantRef['name']), uid: str(tenantRef['uid']) } } : {}),
+    ...(tenantRef
+      ? { tenant: { namespace: str(tenantRef['namespace']), name: str(tenantRef['name']), uid: str(tenantRef['uid']) } }
+      : {}),
     phase: str(status(o)['phase']),
     deleting: deleting(o),
     ready: currentReady(o.metadata.generation ?? 0, conditions(o)),
@@ -124,7 +159,11 @@ export const instanceRecord = (o: Obj): InstanceRecord => {
       managementDatabase: str(endpoint['database']) || 'postgres',
       tlsMode: (str(endpoint['sslMode']) || 'verify-full') as TLSMode,
     },
-    credential: { name: str(ref['name']), usernameKey: str(ref['usernameKey']) || 'username', passwordKey: str(ref['passwordKey']) || 'password' },
+    credential: {
+      name: str(ref['name']),
+      usernameKey: str(ref['usernameKey']) || 'username',
+      passwordKey: str(ref['passwordKey']) || 'password',
+    },
   };
   return { target, revision: str(o.metadata.resourceVersion), deleting: deleting(o) };
 };
@@ -137,7 +176,9 @@ const omitEmptyPhase = <S extends { readonly phase?: string | undefined }>(s: S)
   return rest as S;
 };
 
-const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(Math.floor(ms / 1000) * 1000).toISOString().replace('.000Z', 'Z'));
+const now = Effect.map(Clock.currentTimeMillis, (ms) =>
+  new Date(Math.floor(ms / 1000) * 1000).toISOString().replace('.000Z', 'Z'),
+);
 
 /** Read directly; `undefined` for NotFound. */
 const readOptional = (kube: KubeClientService, kind: string, name: string, namespace?: string) =>
@@ -148,7 +189,15 @@ const readOptional = (kube: KubeClientService, kind: string, name: string, names
   );
 
 /** Re-read and insist on the snapshot's UID and resourceVersion (seed `tenantAtVersion` / `databaseAtVersion`). */
-const atVersion = (kube: KubeClientService, which: 'binding' | 'instance', kind: string, name: string, uid: string, revision: string, namespace?: string) =>
+const atVersion = (
+  kube: KubeClientService,
+  which: 'binding' | 'instance',
+  kind: string,
+  name: string,
+  uid: string,
+  revision: string,
+  namespace?: string,
+) =>
   kube.get({ apiVersion, kind, name, ...(namespace === undefined ? {} : { namespace }) }).pipe(
     Effect.mapError(kubernetesError('get', kind, name)),
     Effect.filterOrFail(
@@ -164,11 +213,14 @@ const presentTenant = (kube: KubeClientService, o: Obj, result: TenantPresentati
     // Go's omitempty: an empty phase is not stored (a Tenant refused before binding keeps no phase).
     const status = omitEmptyPhase(presented.status);
     if (semanticEqual(previous ?? {}, status)) return o;
-    return yield* kube.updateStatus({ ...o, status }).pipe(Effect.mapError(kubernetesError('update status of', Kinds.tenant, str(o.metadata.name))));
+    return yield* kube
+      .updateStatus({ ...o, status })
+      .pipe(Effect.mapError(kubernetesError('update status of', Kinds.tenant, str(o.metadata.name))));
   });
 
 export const makeBindingResources = (kube: KubeClientService): BindingResources['Type'] => ({
-  tenant: (namespace, name) => Effect.map(readOptional(kube, Kinds.tenant, name, namespace), (o) => (o ? bindingTenant(o) : undefined)),
+  tenant: (namespace, name) =>
+    Effect.map(readOptional(kube, Kinds.tenant, name, namespace), (o) => (o ? bindingTenant(o) : undefined)),
   database: (name) => Effect.map(readOptional(kube, Kinds.database, name), (o) => (o ? bindingDatabase(o) : undefined)),
   instance: (name) => Effect.map(readOptional(kube, Kinds.instance, name), (o) => (o ? bindingInstance(o) : undefined)),
   beginBinding: (tenant, checkpoint) =>
@@ -176,7 +228,9 @@ export const makeBindingResources = (kube: KubeClientService): BindingResources[
       const { namespace, name, uid } = tenant.identity;
       let o = yield* atVersion(kube, 'binding', Kinds.tenant, name, uid, tenant.revision, namespace);
       if (!hasFinalizer(o, Finalizers.tenant)) {
-        o = yield* kube.update(withFinalizer(o, Finalizers.tenant)).pipe(Effect.mapError(kubernetesError('update', Kinds.tenant, name)));
+        o = yield* kube
+          .update(withFinalizer(o, Finalizers.tenant))
+          .pipe(Effect.mapError(kubernetesError('update', Kinds.tenant, name)));
       }
       if (checkpoint !== undefined) o = yield* presentTenant(kube, o, checkpoint);
       return bindingTenant(o);
@@ -184,7 +238,11 @@ export const makeBindingResources = (kube: KubeClientService): BindingResources[
   createDatabase: (target, tenant) =>
     Effect.gen(function* () {
       const provision = target.provision;
-      if (provision === undefined) return yield* new KubernetesError({ code: 'Invalid', message: `create ${Kinds.database} ${target.name}: not a dynamic target` });
+      if (provision === undefined)
+        return yield* new KubernetesError({
+          code: 'Invalid',
+          message: `create ${Kinds.database} ${target.name}: not a dynamic target`,
+        });
       const created = yield* kube
         .create<Obj>({
           apiVersion,
@@ -222,7 +280,12 @@ export const makeBindingResources = (kube: KubeClientService): BindingResources[
         o = withFinalizer(o, Finalizers.database);
         changed = true;
       }
-      if (current === undefined || current['namespace'] !== wanted.namespace || current['name'] !== wanted.name || current['uid'] !== wanted.uid) {
+      if (
+        current === undefined ||
+        current['namespace'] !== wanted.namespace ||
+        current['name'] !== wanted.name ||
+        current['uid'] !== wanted.uid
+      ) {
         o = { ...o, spec: { ...spec(o), tenantRef: wanted } };
         changed = true;
       }
@@ -230,9 +293,20 @@ export const makeBindingResources = (kube: KubeClientService): BindingResources[
       return bindingDatabase(o);
     }),
   present: (tenant, result) =>
-    atVersion(kube, 'binding', Kinds.tenant, tenant.identity.name, tenant.identity.uid, tenant.revision, tenant.identity.namespace).pipe(
+    atVersion(
+      kube,
+      'binding',
+      Kinds.tenant,
+      tenant.identity.name,
+      tenant.identity.uid,
+      tenant.revision,
+      tenant.identity.namespace,
+    ).pipe(
       Effect.map((o): Obj | undefined => o),
-      Effect.catchIf((e) => e.code === 'NotFound', () => Effect.succeed(undefined)),
+      Effect.catchIf(
+        (e) => e.code === 'NotFound',
+        () => Effect.succeed(undefined),
+      ),
       Effect.flatMap((o) => (o === undefined ? Effect.void : Effect.asVoid(presentTenant(kube, o, result)))),
     ),
 });
@@ -248,32 +322,55 @@ export const makeInstanceResources = (kube: KubeClientService): InstanceResource
       Effect.gen(function* () {
         const o = yield* instanceAt(record);
         if (hasFinalizer(o, Finalizers.instance)) return instanceRecord(o);
-        const written = yield* kube.update(withFinalizer(o, Finalizers.instance)).pipe(Effect.mapError(kubernetesError('update', Kinds.instance, record.target.name)));
+        const written = yield* kube
+          .update(withFinalizer(o, Finalizers.instance))
+          .pipe(Effect.mapError(kubernetesError('update', Kinds.instance, record.target.name)));
         return instanceRecord(written);
       }),
     references: (name) =>
       Effect.gen(function* () {
-        const databases = yield* kube.listAll({ apiVersion, kind: Kinds.database }).pipe(Effect.mapError(kubernetesError('list', Kinds.database, '*')));
+        const databases = yield* kube
+          .listAll({ apiVersion, kind: Kinds.database })
+          .pipe(Effect.mapError(kubernetesError('list', Kinds.database, '*')));
         const database = databases.items.find((d) => str(rec(spec(d)['instanceRef'])['name']) === name);
         if (database !== undefined) return `Database/${str(database.metadata.name)}`;
-        const tenants = yield* kube.listAll({ apiVersion, kind: Kinds.tenant }).pipe(Effect.mapError(kubernetesError('list', Kinds.tenant, '*')));
-        const tenant = tenants.items.find((t) => spec(t)['provision'] !== undefined && str(rec(rec(spec(t)['provision'])['instanceRef'])['name']) === name);
-        return tenant === undefined ? undefined : `Tenant/${str(tenant.metadata.namespace)}/${str(tenant.metadata.name)}`;
+        const tenants = yield* kube
+          .listAll({ apiVersion, kind: Kinds.tenant })
+          .pipe(Effect.mapError(kubernetesError('list', Kinds.tenant, '*')));
+        const tenant = tenants.items.find(
+          (t) =>
+            spec(t)['provision'] !== undefined && str(rec(rec(spec(t)['provision'])['instanceRef'])['name']) === name,
+        );
+        return tenant === undefined
+          ? undefined
+          : `Tenant/${str(tenant.metadata.namespace)}/${str(tenant.metadata.name)}`;
       }),
     present: (record, outcome: InstanceOutcome) =>
       Effect.gen(function* () {
         const found = yield* instanceAt(record).pipe(
           Effect.map((o): Obj | undefined => o),
-          Effect.catchIf((e) => e.code === 'NotFound', () => Effect.succeed(undefined)),
+          Effect.catchIf(
+            (e) => e.code === 'NotFound',
+            () => Effect.succeed(undefined),
+          ),
         );
         if (found === undefined) return;
         let o = found;
-        const presented = presentInstanceStatus(o['status'] as InstanceStatusValue | undefined, o.metadata.generation ?? 0, outcome.presentation, yield* now);
+        const presented = presentInstanceStatus(
+          o['status'] as InstanceStatusValue | undefined,
+          o.metadata.generation ?? 0,
+          outcome.presentation,
+          yield* now,
+        );
         if (presented.changed) {
-          o = yield* kube.updateStatus({ ...o, status: presented.status }).pipe(Effect.mapError(kubernetesError('update status of', Kinds.instance, record.target.name)));
+          o = yield* kube
+            .updateStatus({ ...o, status: presented.status })
+            .pipe(Effect.mapError(kubernetesError('update status of', Kinds.instance, record.target.name)));
         }
         if (outcome.removeProtection && hasFinalizer(o, Finalizers.instance)) {
-          yield* kube.update(withoutFinalizer(o, Finalizers.instance)).pipe(Effect.mapError(kubernetesError('update', Kinds.instance, record.target.name)));
+          yield* kube
+            .update(withoutFinalizer(o, Finalizers.instance))
+            .pipe(Effect.mapError(kubernetesError('update', Kinds.instance, record.target.name)));
         }
       }),
   };
@@ -283,7 +380,8 @@ export const makeInstanceResources = (kube: KubeClientService): InstanceResource
 
 const decode = (data: unknown): Record<string, string> => {
   const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(rec(data))) if (typeof v === 'string') out[k] = Buffer.from(v, 'base64').toString('utf8');
+  for (const [k, v] of Object.entries(rec(data)))
+    if (typeof v === 'string') out[k] = Buffer.from(v, 'base64').toString('utf8');
   return out;
 };
 
@@ -292,12 +390,24 @@ export const makeAdminSecrets = (kube: KubeClientService, namespace: string): Ad
   read: (name) =>
     kube.get({ apiVersion: 'v1', kind: 'Secret', namespace, name }).pipe(
       Effect.map((o): SecretFact => ({ _tag: 'Found', data: decode(o['data']) })),
-      Effect.catchAll((e) => Effect.succeed<SecretFact>(e._tag === 'NotFound' ? { _tag: 'Missing' } : { _tag: 'Unreadable' })),
+      Effect.catchAll((e) =>
+        Effect.succeed<SecretFact>(e._tag === 'NotFound' ? { _tag: 'Missing' } : { _tag: 'Unreadable' }),
+      ),
     ),
 });
 
 // ---- layers --------------------------------------------------------------------------------------------------
 
-export const KubernetesBindingResourcesLayer = Layer.effect(BindingResources, Effect.map(KubeClient, makeBindingResources));
-export const KubernetesInstanceResourcesLayer = Layer.effect(InstanceResources, Effect.map(KubeClient, makeInstanceResources));
-export const KubernetesAdminSecretsLayer = (namespace: string) => Layer.effect(AdminSecrets, Effect.map(KubeClient, (kube) => makeAdminSecrets(kube, namespace)));
+export const KubernetesBindingResourcesLayer = Layer.effect(
+  BindingResources,
+  Effect.map(KubeClient, makeBindingResources),
+);
+export const KubernetesInstanceResourcesLayer = Layer.effect(
+  InstanceResources,
+  Effect.map(KubeClient, makeInstanceResources),
+);
+export const KubernetesAdminSecretsLayer = (namespace: string) =>
+  Layer.effect(
+    AdminSecrets,
+    Effect.map(KubeClient, (kube) => makeAdminSecrets(kube, namespace)),
+  );

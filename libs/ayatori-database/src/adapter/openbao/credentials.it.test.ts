@@ -9,7 +9,12 @@ import type { AddressInfo } from 'node:net';
 import { baoRequest, useKvPath } from '@homelab/testbed/vitest';
 import { Effect, Either } from 'effect';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ApplicationCredential, type CredentialError, controllerPolicy, makeCredentialScope } from '../../domain/credential-location.js';
+import {
+  ApplicationCredential,
+  type CredentialError,
+  controllerPolicy,
+  makeCredentialScope,
+} from '../../domain/credential-location.js';
 import { makeOpenBaoCredentials, type OpenBaoCredentials, OpenBaoCredentialStoreLayer } from './credentials.js';
 
 const kv = useKvPath('ayatori-adapter');
@@ -19,25 +24,45 @@ const PASSWORD = `AYATORI-TEST-ONLY-app-password-${suffix}`;
 let token = '';
 
 const credential = Either.getOrThrow(
-  ApplicationCredential.make('app_owner', PASSWORD, 'app', { host: 'postgres.example', hostAddr: '192.0.2.1', port: 5432, managementDatabase: 'app', tlsMode: 'verify-full' }),
+  ApplicationCredential.make('app_owner', PASSWORD, 'app', {
+    host: 'postgres.example',
+    hostAddr: '192.0.2.1',
+    port: 5432,
+    managementDatabase: 'app',
+    tlsMode: 'verify-full',
+  }),
 );
 const base = () => `${kv.base}/applications`;
 const path = (leaf: string) => `${base()}/${leaf}`;
 const store = (address = kv.addr, withToken = token): OpenBaoCredentials =>
-  Either.getOrThrow(makeOpenBaoCredentials({ address, token: withToken, mount: kv.mount, basePath: base(), timeoutMs: 5_000 }));
+  Either.getOrThrow(
+    makeOpenBaoCredentials({ address, token: withToken, mount: kv.mount, basePath: base(), timeoutMs: 5_000 }),
+  );
 const outcome = async <A>(e: Effect.Effect<A, CredentialError>) => {
   const r = await Effect.runPromise(Effect.either(e));
   return Either.isLeft(r) ? r.left.code : 'Ok';
 };
 const stored = async (p: string) => {
   const r = await baoRequest('GET', `${kv.mount}/data/${p}`);
-  return { status: r.status, body: r.status === 200 ? (JSON.parse(r.body) as { data: { data: Record<string, string> | null; metadata: { version: number } } }) : undefined };
+  return {
+    status: r.status,
+    body:
+      r.status === 200
+        ? (JSON.parse(r.body) as { data: { data: Record<string, string> | null; metadata: { version: number } } })
+        : undefined,
+  };
 };
 
 beforeAll(async () => {
   const scope = Either.getOrThrow(makeCredentialScope(kv.mount, base()));
-  expect((await baoRequest('PUT', `sys/policies/acl/${policyName}`, { policy: controllerPolicy(scope) })).status).toBe(204);
-  const reply = await baoRequest('POST', 'auth/token/create', { policies: [policyName], no_default_policy: true, ttl: '10m' });
+  expect((await baoRequest('PUT', `sys/policies/acl/${policyName}`, { policy: controllerPolicy(scope) })).status).toBe(
+    204,
+  );
+  const reply = await baoRequest('POST', 'auth/token/create', {
+    policies: [policyName],
+    no_default_policy: true,
+    ttl: '10m',
+  });
   token = (JSON.parse(reply.body) as { auth: { client_token: string } }).auth.client_token;
 });
 
@@ -76,15 +101,18 @@ class DroppingProxy {
     const upstream = new URL(target);
     const server = http.createServer((req, res) => {
       this.requests++;
-      const forward = http.request({ host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: req.headers }, (up) => {
-        if (req.method === 'PUT' && up.statusCode === 200) {
-          up.resume();
-          res.socket?.destroy();
-          return;
-        }
-        res.writeHead(up.statusCode ?? 502, up.headers);
-        up.pipe(res);
-      });
+      const forward = http.request(
+        { host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: req.headers },
+        (up) => {
+          if (req.method === 'PUT' && up.statusCode === 200) {
+            up.resume();
+            res.socket?.destroy();
+            return;
+          }
+          res.writeHead(up.statusCode ?? 502, up.headers);
+          up.pipe(res);
+        },
+      );
       req.pipe(forward);
     });
     this.server = server;
@@ -105,14 +133,19 @@ describe('on the real OpenBao dev server', () => {
     const read = await Effect.runPromise(restarted.read(p));
     expect(read.secretData()).toEqual(credential.secretData());
     expect(await outcome(restarted.create(p, credential))).toBe('Conflict');
-    const metadata = JSON.parse((await baoRequest('GET', `${kv.mount}/metadata/${p}`)).body) as { data: { current_version: number } };
+    const metadata = JSON.parse((await baoRequest('GET', `${kv.mount}/metadata/${p}`)).body) as {
+      data: { current_version: number };
+    };
     expect(metadata.data.current_version).toBe(1);
   });
 
   it('AY-66: two concurrent Creates on one path: exactly one succeeds, the other is Conflict (CAS on the real server)', async () => {
     for (let round = 0; round < 5; round++) {
       const p = path(`concurrent-${round}`);
-      const results = await Promise.all([outcome(store().create(p, credential)), outcome(store().create(p, credential))]);
+      const results = await Promise.all([
+        outcome(store().create(p, credential)),
+        outcome(store().create(p, credential)),
+      ]);
       expect([...results].sort()).toEqual(['Conflict', 'Ok']);
       expect((await stored(p)).body?.data.metadata.version).toBe(1);
     }
@@ -128,7 +161,9 @@ describe('on the real OpenBao dev server', () => {
   });
 
   it('AY-65: a token without the policy (403) or an invalid token → Unavailable, nothing written; an unreachable server → Unavailable on read', async () => {
-    const bare = JSON.parse((await baoRequest('POST', 'auth/token/create', { policies: ['default'], ttl: '5m' })).body) as { auth: { client_token: string } };
+    const bare = JSON.parse(
+      (await baoRequest('POST', 'auth/token/create', { policies: ['default'], ttl: '5m' })).body,
+    ) as { auth: { client_token: string } };
     for (const t of [bare.auth.client_token, `s.invalid-${suffix}`]) {
       const p = path(`denied-${t.length}`);
       expect(await outcome(store(kv.addr, t).create(p, credential))).toBe('Unavailable');
@@ -176,7 +211,16 @@ describe('on the real OpenBao dev server', () => {
     const address = await proxy.start(kv.addr);
     try {
       const s = store(address);
-      for (const bad of [base(), `${base()}/../x`, `${base()}/data/x`, `${base()}/metadata`, `other/x`, `${base()}/a//b`, `/${base()}/x`, `${base()}/x?y`]) {
+      for (const bad of [
+        base(),
+        `${base()}/../x`,
+        `${base()}/data/x`,
+        `${base()}/metadata`,
+        `other/x`,
+        `${base()}/a//b`,
+        `/${base()}/x`,
+        `${base()}/x?y`,
+      ]) {
         expect(await outcome(s.create(bad, credential))).toBe('InvalidLocation');
         expect(await outcome(s.read(bad))).toBe('InvalidLocation');
       }
@@ -187,8 +231,17 @@ describe('on the real OpenBao dev server', () => {
   });
 
   it('AY-61: an invalid mount or base path fails the layer with InvalidLocation (no client built)', async () => {
-    for (const [mount, basePath] of [['secret/data', 'apps'], ['secret', 'apps/../x'], ['', 'apps'], ['secret', 'metadata']] as const) {
-      const r = await Effect.runPromise(Effect.either(Effect.provide(Effect.void, OpenBaoCredentialStoreLayer({ address: kv.addr, token, mount, basePath }))));
+    for (const [mount, basePath] of [
+      ['secret/data', 'apps'],
+      ['secret', 'apps/../x'],
+      ['', 'apps'],
+      ['secret', 'metadata'],
+    ] as const) {
+      const r = await Effect.runPromise(
+        Effect.either(
+          Effect.provide(Effect.void, OpenBaoCredentialStoreLayer({ address: kv.addr, token, mount, basePath })),
+        ),
+      );
       expect(Either.isLeft(r) && r.left.code).toBe('InvalidLocation');
     }
   });
@@ -225,7 +278,9 @@ describe('HTTP-fake cases (as in the seed)', () => {
     const fake = new FakeOpenBaoServer(() => ({ status: 500, body: { errors: [`internal ${leaked} ${PASSWORD}`] } }));
     const address = await fake.start();
     try {
-      const r = await Effect.runPromise(Effect.either(store(address, `token-${leaked}`).create(path('boom'), credential)));
+      const r = await Effect.runPromise(
+        Effect.either(store(address, `token-${leaked}`).create(path('boom'), credential)),
+      );
       expect(fake.requests).toHaveLength(1);
       if (Either.isRight(r)) throw new Error('expected a failure');
       expect(r.left.code).toBe('Uncertain');

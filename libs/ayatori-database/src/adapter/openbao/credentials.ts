@@ -9,10 +9,20 @@
 // - An interrupted caller sends nothing: each request is one `Effect.tryPromise` started only when reached.
 import { Effect, Either, Layer } from 'effect';
 import vault from 'node-vault';
-import { createCredentialProgram, type CredentialAction, type HttpFact, readCredentialProgram } from '../../application/credentials.js';
+import {
+  createCredentialProgram,
+  type CredentialAction,
+  type HttpFact,
+  readCredentialProgram,
+} from '../../application/credentials.js';
 import { CredentialStore } from '../../application/ports.js';
 import type { Program } from '../../application/program.js';
-import { type ApplicationCredential, CredentialError, type CredentialScope, makeCredentialScope } from '../../domain/credential-location.js';
+import {
+  type ApplicationCredential,
+  CredentialError,
+  type CredentialScope,
+  makeCredentialScope,
+} from '../../domain/credential-location.js';
 
 export interface OpenBaoConfig {
   /** `--openbao-address`, e.g. `https://openbao.example:8200`. */
@@ -28,11 +38,26 @@ export interface OpenBaoConfig {
 }
 
 /** One raw request through node-vault; non-2xx answers and lost answers become facts, never thrown errors. */
-const send = (client: vault.client, timeoutMs: number, method: 'GET' | 'PUT', route: string, json?: unknown): Effect.Effect<HttpFact> =>
+const send = (
+  client: vault.client,
+  timeoutMs: number,
+  method: 'GET' | 'PUT',
+  route: string,
+  json?: unknown,
+): Effect.Effect<HttpFact> =>
   Effect.tryPromise({
-    try: () => client.request({ path: `/${route}`, method, timeout: timeoutMs, ...(json === undefined ? {} : { json }) }) as Promise<unknown>,
+    try: () =>
+      client.request({
+        path: `/${route}`,
+        method,
+        timeout: timeoutMs,
+        ...(json === undefined ? {} : { json }),
+      }) as Promise<unknown>,
     catch: (error): HttpFact => {
-      const response = error !== null && typeof error === 'object' ? (error as { response?: { statusCode?: unknown; body?: unknown } }).response : undefined;
+      const response =
+        error !== null && typeof error === 'object'
+          ? (error as { response?: { statusCode?: unknown; body?: unknown } }).response
+          : undefined;
       return response !== undefined && typeof response.statusCode === 'number'
         ? { _tag: 'Response', status: response.statusCode, body: response.body }
         : { _tag: 'NoResponse' };
@@ -47,7 +72,10 @@ const drive = <R>(client: vault.client, timeoutMs: number, program: Program<Cred
     let next = program.next();
     while (!next.done) {
       const action = next.value;
-      const fact = action._tag === 'Put' ? yield* send(client, timeoutMs, 'PUT', action.route, action.body) : yield* send(client, timeoutMs, 'GET', action.route);
+      const fact =
+        action._tag === 'Put'
+          ? yield* send(client, timeoutMs, 'PUT', action.route, action.body)
+          : yield* send(client, timeoutMs, 'GET', action.route);
       next = program.next(fact);
     }
     return next.value;
@@ -73,9 +101,14 @@ export const makeOpenBaoCredentials = (config: OpenBaoConfig): Either.Either<Ope
     const timeoutMs = config.timeoutMs ?? 10_000;
     return {
       scope,
-      read: (path: string) => drive(client, timeoutMs, readCredentialProgram(scope, path)).pipe(Effect.flatMap(Either.match({ onLeft: Effect.fail, onRight: Effect.succeed }))),
+      read: (path: string) =>
+        drive(client, timeoutMs, readCredentialProgram(scope, path)).pipe(
+          Effect.flatMap(Either.match({ onLeft: Effect.fail, onRight: Effect.succeed })),
+        ),
       create: (path: string, credential: ApplicationCredential) =>
-        drive(client, timeoutMs, createCredentialProgram(scope, path, credential)).pipe(Effect.flatMap(Either.match({ onLeft: Effect.fail, onRight: Effect.succeed }))),
+        drive(client, timeoutMs, createCredentialProgram(scope, path, credential)).pipe(
+          Effect.flatMap(Either.match({ onLeft: Effect.fail, onRight: Effect.succeed })),
+        ),
     };
   });
 

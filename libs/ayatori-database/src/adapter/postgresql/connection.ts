@@ -29,14 +29,26 @@ export const tlsOptions = (endpoint: Endpoint, rootCert: string | undefined): fa
     case 'require':
       return { rejectUnauthorized: false };
     case 'verify-ca':
-      return { ...(rootCert === undefined ? {} : { ca: rootCert }), rejectUnauthorized: true, checkServerIdentity: () => undefined };
+      return {
+        ...(rootCert === undefined ? {} : { ca: rootCert }),
+        rejectUnauthorized: true,
+        checkServerIdentity: () => undefined,
+      };
     case 'verify-full':
-      return { ...(rootCert === undefined ? {} : { ca: rootCert }), rejectUnauthorized: true, servername: endpoint.host };
+      return {
+        ...(rootCert === undefined ? {} : { ca: rootCert }),
+        rejectUnauthorized: true,
+        servername: endpoint.host,
+      };
   }
 };
 
 /** The pool configuration of one management login. Contains the password: never log or render it. */
-export const poolConfig = (endpoint: Endpoint, credentials: AdminCredentials, options: ConnectorOptions = {}): pg.PoolConfig => ({
+export const poolConfig = (
+  endpoint: Endpoint,
+  credentials: AdminCredentials,
+  options: ConnectorOptions = {},
+): pg.PoolConfig => ({
   host: endpoint.hostAddr,
   port: endpoint.port,
   database: endpoint.managementDatabase,

@@ -11,7 +11,12 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SecretFact } from '../../application/observation.js';
 import { AdminSecrets, InstanceObserver, type ObservationError } from '../../application/ports.js';
-import { checkExtensionSupport, managementFailure, type ObservationTarget, type TLSMode } from '../../domain/instance.js';
+import {
+  checkExtensionSupport,
+  managementFailure,
+  type ObservationTarget,
+  type TLSMode,
+} from '../../domain/instance.js';
 import { quoteIdentifier } from '../../domain/provisioning-sql.js';
 import { makePostgresObserver, PostgresInstanceObserverLayer, type PostgresObserver } from './observer.js';
 
@@ -75,7 +80,10 @@ const backends = async (role: string, settle?: number): Promise<ReadonlyArray<nu
 };
 
 let uidCounter = 0;
-const target = (role: string, over: Partial<ObservationTarget['endpoint']> & { secret?: string; uid?: string; revision?: number } = {}): ObservationTarget => ({
+const target = (
+  role: string,
+  over: Partial<ObservationTarget['endpoint']> & { secret?: string; uid?: string; revision?: number } = {},
+): ObservationTarget => ({
   uid: over.uid ?? `uid-${role}`,
   name: `instance-${role.replaceAll('_', '-')}`,
   revision: over.revision ?? 1,
@@ -86,7 +94,11 @@ const target = (role: string, over: Partial<ObservationTarget['endpoint']> & { s
     managementDatabase: over.managementDatabase ?? db.database,
     tlsMode: over.tlsMode ?? 'disable',
   },
-  credential: { name: over.secret ?? `admin-${role.replaceAll('_', '-')}`, usernameKey: 'login', passwordKey: 'credential' },
+  credential: {
+    name: over.secret ?? `admin-${role.replaceAll('_', '-')}`,
+    usernameKey: 'login',
+    passwordKey: 'credential',
+  },
 });
 
 const secrets = new InMemoryAdminSecrets();
@@ -113,7 +125,9 @@ beforeAll(async () => {
   await sql(`GRANT SELECT ON public.pg_available_extensions TO PUBLIC`);
   await sql(`ALTER ROLE ${quoteIdentifier(manager)} SET search_path = public, pg_catalog`);
   uidCounter = 0;
-  observer = await Effect.runPromise(makePostgresObserver(secrets.read, { rootCert: serverCert, connectTimeoutMs: 5_000 }));
+  observer = await Effect.runPromise(
+    makePostgresObserver(secrets.read, { rootCert: serverCert, connectTimeoutMs: 5_000 }),
+  );
 });
 
 afterAll(async () => {
@@ -132,16 +146,49 @@ describe('TLS modes (spec §4.1) against the real server certificate', () => {
       )
     ).rows.map((r) => r.ssl as boolean);
 
-  const cases: ReadonlyArray<{ mode: TLSMode; host: string; expect: 'Observed' | 'Authentication'; ssl?: boolean; note: string }> = [
+  const cases: ReadonlyArray<{
+    mode: TLSMode;
+    host: string;
+    expect: 'Observed' | 'Authentication';
+    ssl?: boolean;
+    note: string;
+  }> = [
     { mode: 'disable', host: 'localhost', expect: 'Observed', ssl: false, note: 'plaintext' },
-    { mode: 'require', host: 'elsewhere.invalid', expect: 'Observed', ssl: true, note: 'encrypted, certificate not checked' },
-    { mode: 'verify-ca', host: 'elsewhere.invalid', expect: 'Observed', ssl: true, note: 'chain checked against the root bundle, host not checked' },
-    { mode: 'verify-full', host: 'localhost', expect: 'Observed', ssl: true, note: 'chain and DNS SAN = host, socket to hostaddr' },
-    { mode: 'verify-full', host: 'elsewhere.invalid', expect: 'Authentication', note: 'certificate does not name host' },
+    {
+      mode: 'require',
+      host: 'elsewhere.invalid',
+      expect: 'Observed',
+      ssl: true,
+      note: 'encrypted, certificate not checked',
+    },
+    {
+      mode: 'verify-ca',
+      host: 'elsewhere.invalid',
+      expect: 'Observed',
+      ssl: true,
+      note: 'chain checked against the root bundle, host not checked',
+    },
+    {
+      mode: 'verify-full',
+      host: 'localhost',
+      expect: 'Observed',
+      ssl: true,
+      note: 'chain and DNS SAN = host, socket to hostaddr',
+    },
+    {
+      mode: 'verify-full',
+      host: 'elsewhere.invalid',
+      expect: 'Authentication',
+      note: 'certificate does not name host',
+    },
   ];
   for (const c of cases) {
     it(`AY-39/TLS: ${c.mode} with host ${c.host} → ${c.expect} (${c.note})`, async () => {
-      const t = { ...target(manager, { tlsMode: c.mode, host: c.host }), name: `tls-${c.mode}-${c.host}`, uid: `tls-${uidCounter++}` };
+      const t = {
+        ...target(manager, { tlsMode: c.mode, host: c.host }),
+        name: `tls-${c.mode}-${c.host}`,
+        uid: `tls-${uidCounter++}`,
+      };
       setSecret(t, manager);
       const r = await run(observer.observeManagement(t));
       expect(kindOf(r)).toBe(c.expect);
@@ -280,7 +327,8 @@ describe('AY-57 on the real server', () => {
   it('AY-57: a successful empty extension list is observed-empty (requests unsupported), never unobserved', async () => {
     const t = target(manager);
     setSecret(t, manager);
-    const def = (await sql(`SELECT pg_catalog.pg_get_viewdef('pg_catalog.pg_available_extensions'::regclass) AS d`)).rows[0].d as string;
+    const def = (await sql(`SELECT pg_catalog.pg_get_viewdef('pg_catalog.pg_available_extensions'::regclass) AS d`))
+      .rows[0].d as string;
     const body = def.trim().replace(/;$/, '');
     // pg_catalog's views are per database: in this test's database only, the catalog view answers an empty list, as a
     // server without extension files would (a superuser session may replace a system view with allow_system_table_mods).
@@ -292,12 +340,16 @@ describe('AY-57 on the real server', () => {
       const r = await run(observer.observeManagement(t));
       if (Either.isLeft(r)) throw new Error(`observation failed: ${r.left.kind}`);
       expect(r.right.extensions).toEqual({ _tag: 'Observed', available: [] });
-      expect(checkExtensionSupport(r.right.extensions, ['hstore'])).toEqual({ _tag: 'ExtensionsUnsupported', unsupported: ['hstore'] });
+      expect(checkExtensionSupport(r.right.extensions, ['hstore'])).toEqual({
+        _tag: 'ExtensionsUnsupported',
+        unsupported: ['hstore'],
+      });
     } finally {
       await replaceView(body);
     }
     const again = await run(observer.observeManagement(t));
-    if (Either.isLeft(again) || again.right.extensions._tag !== 'Observed') throw new Error('observation after restore failed');
+    if (Either.isLeft(again) || again.right.extensions._tag !== 'Observed')
+      throw new Error('observation after restore failed');
     expect(again.right.extensions.available).toContain('hstore');
     await Effect.runPromise(observer.forget(t.name));
   });
@@ -363,7 +415,9 @@ describe('pools (AY-45/46/47, AY-44)', () => {
 
   it('AY-50/AY-82: forget releases one Instance; closing the layer scope releases every pool and later observations fail', async () => {
     const scope = Effect.runSync(Scope.make());
-    const layer = PostgresInstanceObserverLayer({ rootCert: serverCert }).pipe(Layer.provide(Layer.succeed(AdminSecrets, { read: secrets.read })));
+    const layer = PostgresInstanceObserverLayer({ rootCert: serverCert }).pipe(
+      Layer.provide(Layer.succeed(AdminSecrets, { read: secrets.read })),
+    );
     const ctx = await Effect.runPromise(Layer.buildWithScope(layer, scope));
     const port = Context.get(ctx, InstanceObserver);
     const a = target(manager, { uid: 'scope-a' });
@@ -391,7 +445,8 @@ describe('AY-80 (adapter part): nothing secret in errors', () => {
     failures.push(await run(observer.observeManagement(t2)));
     for (const f of failures) {
       const text = `${JSON.stringify(f)} ${String(f)} ${(Either.isLeft(f as Either.Either<unknown, ObservationError>) && (f as Either.Left<ObservationError, unknown>).left.message) || ''}`;
-      for (const secret of [PASSWORD_CANARY, nologin, 'elsewhere.invalid', '127.0.0.1', 'password']) expect(text).not.toContain(secret);
+      for (const secret of [PASSWORD_CANARY, nologin, 'elsewhere.invalid', '127.0.0.1', 'password'])
+        expect(text).not.toContain(secret);
     }
   });
 });

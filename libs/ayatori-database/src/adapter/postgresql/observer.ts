@@ -6,7 +6,12 @@
 // (message, detail, host, user) reaches a result: failures become `ObservationError` kinds.
 import { Effect, Either, Layer } from 'effect';
 import pg from 'pg';
-import { InspectManagementStatement, InspectMetadataStatement, parseManagementRow, parseMetadataRow } from '../../domain/inspection-sql.js';
+import {
+  InspectManagementStatement,
+  InspectMetadataStatement,
+  parseManagementRow,
+  parseMetadataRow,
+} from '../../domain/inspection-sql.js';
 import type { ObservationTarget } from '../../domain/instance.js';
 import {
   type ConnectFact,
@@ -39,7 +44,10 @@ export interface PostgresObserver {
 const endPool = (pool: pg.Pool): Effect.Effect<void> => Effect.promise(() => pool.end().catch(() => undefined));
 
 /** Build an observer over `pg`, reading admin Secrets with `readSecret`. */
-export const makePostgresObserver = (readSecret: (name: string) => Effect.Effect<SecretFact>, options: ConnectorOptions = {}) =>
+export const makePostgresObserver = (
+  readSecret: (name: string) => Effect.Effect<SecretFact>,
+  options: ConnectorOptions = {},
+) =>
   Effect.gen(function* () {
     const pools = new Map<string, Held>();
     const lock = yield* Effect.makeSemaphore(1);
@@ -79,7 +87,9 @@ export const makePostgresObserver = (readSecret: (name: string) => Effect.Effect
           if (result.rows.length !== 1) return { _tag: 'Failed' };
           if (mode === 'management') {
             const parsed = parseManagementRow(result.rows[0]);
-            return Either.isLeft(parsed) ? { _tag: 'Failed' } : { _tag: 'Management', metadata: parsed.right.metadata, role: parsed.right.role };
+            return Either.isLeft(parsed)
+              ? { _tag: 'Failed' }
+              : { _tag: 'Management', metadata: parsed.right.metadata, role: parsed.right.role };
           }
           const parsed = parseMetadataRow(result.rows[0]);
           return Either.isLeft(parsed) ? { _tag: 'Failed' } : { _tag: 'Metadata', metadata: parsed.right };
@@ -101,7 +111,10 @@ export const makePostgresObserver = (readSecret: (name: string) => Effect.Effect
       }
     };
 
-    const observe = (target: ObservationTarget, mode: ObservationMode): Effect.Effect<InstanceObservation, ObservationError> =>
+    const observe = (
+      target: ObservationTarget,
+      mode: ObservationMode,
+    ): Effect.Effect<InstanceObservation, ObservationError> =>
       lock.withPermits(1)(
         Effect.gen(function* () {
           if (closed) return yield* new ObservationError({ kind: 'Other' });
@@ -143,7 +156,9 @@ export const makePostgresObserver = (readSecret: (name: string) => Effect.Effect
  * `InstanceObserver` over `pg`, scoped: closing the scope (manager shutdown, after the workers stopped) releases
  * every pool.
  */
-export const PostgresInstanceObserverLayer = (options: ConnectorOptions = {}): Layer.Layer<InstanceObserver, never, AdminSecrets> =>
+export const PostgresInstanceObserverLayer = (
+  options: ConnectorOptions = {},
+): Layer.Layer<InstanceObserver, never, AdminSecrets> =>
   Layer.scoped(
     InstanceObserver,
     Effect.gen(function* () {

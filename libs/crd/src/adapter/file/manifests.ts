@@ -30,7 +30,9 @@ const readIfExists = (file: string) =>
 const listDir = (directory: string) =>
   Effect.tryPromise({ try: () => readdir(directory), catch: (e) => e as NodeJS.ErrnoException }).pipe(
     Effect.catchAll((e) =>
-      e.code === 'ENOENT' ? Effect.succeed([] as string[]) : Effect.fail(new ManifestIoError({ file: directory, reason: e.message })),
+      e.code === 'ENOENT'
+        ? Effect.succeed([] as string[])
+        : Effect.fail(new ManifestIoError({ file: directory, reason: e.message })),
     ),
   );
 
@@ -72,4 +74,5 @@ export const syncManifests = Effect.fn('syncManifests')(function* (options: Sync
 });
 
 /** `write` when the environment asks to regenerate (`HOMELAB_WRITE_GENERATED=1`), else `check`. */
-export const driftModeFromEnv = (): 'check' | 'write' => (process.env['HOMELAB_WRITE_GENERATED'] === '1' ? 'write' : 'check');
+export const driftModeFromEnv = (): 'check' | 'write' =>
+  process.env['HOMELAB_WRITE_GENERATED'] === '1' ? 'write' : 'check';

@@ -10,14 +10,23 @@ const KEY = /^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$/;
 const errno = (e: unknown): string | undefined => (e as NodeJS.ErrnoException | undefined)?.code;
 
 /** Write `bytes` to `dir/key` only if nothing exists there. Fails ReceiptExists on EEXIST. */
-export const createExclusiveFile = (dir: string, key: string, bytes: string): Effect.Effect<void, ReceiptExists | ReceiptStoreFailed> =>
+export const createExclusiveFile = (
+  dir: string,
+  key: string,
+  bytes: string,
+): Effect.Effect<void, ReceiptExists | ReceiptStoreFailed> =>
   Effect.gen(function* () {
     if (!KEY.test(key) || key.includes('..')) {
-      return yield* new ReceiptStoreFailed({ code: 'RECEIPT_STORE_FAILED', key, message: `not a plain file name: ${key}` });
+      return yield* new ReceiptStoreFailed({
+        code: 'RECEIPT_STORE_FAILED',
+        key,
+        message: `not a plain file name: ${key}`,
+      });
     }
     const path = join(dir, key);
     const fd = yield* Effect.try({
-      try: () => openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600),
+      try: () =>
+        openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600),
       catch: (e) =>
         errno(e) === 'EEXIST'
           ? new ReceiptExists({ key })
@@ -41,7 +50,8 @@ export const createExclusiveFile = (dir: string, key: string, bytes: string): Ef
           closeSync(dfd);
         }
       },
-      catch: (e) => new ReceiptStoreFailed({ code: 'RECEIPT_STORE_FAILED', key, message: `${path}: ${(e as Error).message}` }),
+      catch: (e) =>
+        new ReceiptStoreFailed({ code: 'RECEIPT_STORE_FAILED', key, message: `${path}: ${(e as Error).message}` }),
     });
   });
 
@@ -56,7 +66,12 @@ export const readFileOption = (dir: string, key: string): Effect.Effect<Option.O
         throw e;
       }
     },
-    catch: (e) => new ReceiptStoreFailed({ code: 'RECEIPT_STORE_FAILED', key, message: `${join(dir, key)}: ${(e as Error).message}` }),
+    catch: (e) =>
+      new ReceiptStoreFailed({
+        code: 'RECEIPT_STORE_FAILED',
+        key,
+        message: `${join(dir, key)}: ${(e as Error).message}`,
+      }),
   });
 
 /** The ReceiptStore over a directory (which must exist; the CLI creates it with mode 0700). */

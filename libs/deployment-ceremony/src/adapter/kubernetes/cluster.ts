@@ -74,8 +74,12 @@ export const liveObjectOf = (json: unknown): LiveObject => {
     uid: str(meta['uid']),
     resourceVersion: str(meta['resourceVersion']),
     ...(typeof meta['deletionTimestamp'] === 'string' ? { deletionTimestamp: meta['deletionTimestamp'] } : {}),
-    finalizers: Array.isArray(meta['finalizers']) ? meta['finalizers'].filter((f): f is string => typeof f === 'string') : [],
-    managedFields: Array.isArray(meta['managedFields']) ? (meta['managedFields'] as ReadonlyArray<ManagedFieldsEntry>) : [],
+    finalizers: Array.isArray(meta['finalizers'])
+      ? meta['finalizers'].filter((f): f is string => typeof f === 'string')
+      : [],
+    managedFields: Array.isArray(meta['managedFields'])
+      ? (meta['managedFields'] as ReadonlyArray<ManagedFieldsEntry>)
+      : [],
     body,
   };
 };
@@ -94,7 +98,12 @@ export const makeKubernetesCluster = (transport: Transport, options: ClusterOpti
   const timeoutMs = options.requestTimeoutMs ?? 30_000;
 
   const failed = (operation: string, status: number | undefined, message: string) =>
-    new ClusterRequestFailed({ code: 'CLUSTER_REQUEST_FAILED', operation, ...(status === undefined ? {} : { status }), message });
+    new ClusterRequestFailed({
+      code: 'CLUSTER_REQUEST_FAILED',
+      operation,
+      ...(status === undefined ? {} : { status }),
+      message,
+    });
 
   /** Check the allow-list, send once (no retries), parse the answer. Non-2xx answers carry their typed KubeError. */
   const send = (
@@ -137,7 +146,9 @@ export const makeKubernetesCluster = (transport: Transport, options: ClusterOpti
     const a = yield* send('cluster-uid', 'GET', '/api/v1/namespaces/kube-system');
     if (a.error) return yield* unexpected('cluster-uid', a);
     const uid = asRecord(asRecord(a.json)['metadata'])['uid'];
-    return typeof uid === 'string' && uid !== '' ? uid : yield* failed('cluster-uid', a.status, 'kube-system has no metadata.uid');
+    return typeof uid === 'string' && uid !== ''
+      ? uid
+      : yield* failed('cluster-uid', a.status, 'kube-system has no metadata.uid');
   });
 
   const discover = (group: string, version: string) =>
@@ -145,7 +156,8 @@ export const makeKubernetesCluster = (transport: Transport, options: ClusterOpti
       const a = yield* send('discover', 'GET', prefix(group, version));
       if (a.error) return yield* unexpected('discover', a);
       const resources = asRecord(a.json)['resources'];
-      if (!Array.isArray(resources)) return yield* failed('discover', a.status, `${prefix(group, version)}: no resource list`);
+      if (!Array.isArray(resources))
+        return yield* failed('discover', a.status, `${prefix(group, version)}: no resource list`);
       return resources.map((r): ApiResource => {
         const o = asRecord(r);
         return { name: String(o['name'] ?? ''), kind: String(o['kind'] ?? ''), namespaced: o['namespaced'] === true };
@@ -164,10 +176,18 @@ export const makeKubernetesCluster = (transport: Transport, options: ClusterOpti
     Effect.gen(function* () {
       const operation = deleteOptions.dryRun ? 'dry-run-delete' : 'delete';
       // The body is the DeleteOptions exactly as given (plus its TypeMeta): Background, preconditions, dryRun.
-      const a = yield* send(operation, 'DELETE', objectPath(ref), { apiVersion: 'v1', kind: 'DeleteOptions', ...deleteOptions });
+      const a = yield* send(operation, 'DELETE', objectPath(ref), {
+        apiVersion: 'v1',
+        kind: 'DeleteOptions',
+        ...deleteOptions,
+      });
       if (a.error) {
         if (a.status === 404 || a.status === 409 || a.status === 422 || a.status === 400) {
-          return yield* new DeleteRefused({ status: a.status, reason: a.error.status?.reason ?? a.error._tag, message: a.error.message });
+          return yield* new DeleteRefused({
+            status: a.status,
+            reason: a.error.status?.reason ?? a.error._tag,
+            message: a.error.message,
+          });
         }
         return yield* unexpected(operation, a);
       }
@@ -204,7 +224,12 @@ export const makeKubernetesCluster = (transport: Transport, options: ClusterOpti
 
   const createHead = (ref: HeadRef, data: Readonly<Record<string, string>>) =>
     Effect.gen(function* () {
-      const a = yield* send('create-head', 'POST', `/api/v1/namespaces/${ref.namespace}/configmaps`, headBody(ref, data));
+      const a = yield* send(
+        'create-head',
+        'POST',
+        `/api/v1/namespaces/${ref.namespace}/configmaps`,
+        headBody(ref, data),
+      );
       if (a.error?._tag === 'AlreadyExists') return yield* new HeadWriteConflict({ message: a.error.message });
       if (a.error) return yield* unexpected('create-head', a);
       return storedHeadOf(a.json);
@@ -222,7 +247,9 @@ export const makeKubernetesCluster = (transport: Transport, options: ClusterOpti
 };
 
 /** @homelab/kube's Transport for the named kubeconfig file only (its current context; no ambient KUBECONFIG/HOME). */
-export const transportFromKubeconfig = (kubeconfigPath: string): Effect.Effect<Transport, ClusterRequestFailed | GuardFailed, Scope.Scope> =>
+export const transportFromKubeconfig = (
+  kubeconfigPath: string,
+): Effect.Effect<Transport, ClusterRequestFailed | GuardFailed, Scope.Scope> =>
   Effect.gen(function* () {
     // The owner-private guard runs before the file is read at all (the use cases check it again, decision 0047).
     const { stat } = yield* statKubeconfig(kubeconfigPath);
@@ -234,11 +261,17 @@ export const transportFromKubeconfig = (kubeconfigPath: string): Effect.Effect<T
         return config;
       },
       catch: (e) =>
-        new ClusterRequestFailed({ code: 'CLUSTER_REQUEST_FAILED', operation: 'load-kubeconfig', message: `${kubeconfigPath}: ${(e as Error).message}` }),
+        new ClusterRequestFailed({
+          code: 'CLUSTER_REQUEST_FAILED',
+          operation: 'load-kubeconfig',
+          message: `${kubeconfigPath}: ${(e as Error).message}`,
+        }),
     });
     return yield* Effect.acquireRelease(
       makeTransport(kc, { maxSockets: 1, userAgent: 'qinglong-deployment-ceremony' }).pipe(
-        Effect.mapError((e) => new ClusterRequestFailed({ code: 'CLUSTER_REQUEST_FAILED', operation: 'connect', message: e.message })),
+        Effect.mapError(
+          (e) => new ClusterRequestFailed({ code: 'CLUSTER_REQUEST_FAILED', operation: 'connect', message: e.message }),
+        ),
       ),
       (t) => t.close,
     );
@@ -255,5 +288,7 @@ export const KubernetesClusterLive = (
 ): Layer.Layer<KubernetesCluster, ClusterRequestFailed | GuardFailed> =>
   Layer.scoped(
     KubernetesCluster,
-    Effect.map(transportFromKubeconfig(kubeconfigPath), (t) => makeKubernetesCluster(extra.wrap ? extra.wrap(t) : t, options, extra.sent)),
+    Effect.map(transportFromKubeconfig(kubeconfigPath), (t) =>
+      makeKubernetesCluster(extra.wrap ? extra.wrap(t) : t, options, extra.sent),
+    ),
   );

@@ -1,6 +1,17 @@
 // /api/v1/openapi.json, generated from the same Schemas the handlers decode and answer with (decision 0096).
 import { JSONSchema, type Schema } from 'effect';
-import { Accepted, ActionAccepted, ActionRequest, ApplyAccepted, DesiredSet, DiscoveryList, ListPage, PlanResult, Projection, WireObject } from '../../api/http/bodies.js';
+import {
+  Accepted,
+  ActionAccepted,
+  ActionRequest,
+  ApplyAccepted,
+  DesiredSet,
+  DiscoveryList,
+  ListPage,
+  PlanResult,
+  Projection,
+  WireObject,
+} from '../../api/http/bodies.js';
 import { ERROR_CODES, ErrorEnvelope } from '../../api/http/errors.js';
 import { KERNEL_KINDS } from '../../api/group.js';
 
@@ -32,14 +43,26 @@ const errors = Object.fromEntries(
     },
   ]),
 );
-const param = (name: string, where: 'path' | 'query' | 'header', description: string, required = where === 'path', values?: ReadonlyArray<string>) => ({
+const param = (
+  name: string,
+  where: 'path' | 'query' | 'header',
+  description: string,
+  required = where === 'path',
+  values?: ReadonlyArray<string>,
+) => ({
   name,
   in: where,
   required,
   description,
   schema: { type: 'string', ...(values ? { enum: values } : {}) },
 });
-const kind = param('kind', 'path', 'A kernel kind (name or plural); extension kinds with apiVersion', true, KERNEL_KINDS);
+const kind = param(
+  'kind',
+  'path',
+  'A kernel kind (name or plural); extension kinds with apiVersion',
+  true,
+  KERNEL_KINDS,
+);
 const namespace = param('namespace', 'query', 'Namespace (namespaced kinds)');
 
 let cached: unknown;
@@ -58,25 +81,85 @@ export const openApiDocument = (): unknown =>
       '/api/v1/resources/{kind}': {
         get: {
           summary: 'One page of projections',
-          parameters: [kind, namespace, param('limit', 'query', 'Page size'), param('continue', 'query', 'Token of the previous page (same kind, namespace and labelSelector)'), param('labelSelector', 'query', 'Kubernetes label selector'), param('apiVersion', 'query', 'Extension kinds only')],
+          parameters: [
+            kind,
+            namespace,
+            param('limit', 'query', 'Page size'),
+            param('continue', 'query', 'Token of the previous page (same kind, namespace and labelSelector)'),
+            param('labelSelector', 'query', 'Kubernetes label selector'),
+            param('apiVersion', 'query', 'Extension kinds only'),
+          ],
           responses: { '200': { description: 'A page', ...body('ListPage') }, ...errors },
         },
-        post: { summary: 'Create (idempotent)', parameters: [kind, namespace], requestBody: body('WireObject'), responses: { '202': { description: 'Accepted', ...body('Accepted') }, ...errors } },
-      },
-      '/api/v1/resources/{kind}/{name}': {
-        get: { summary: 'One projection (ETag = resourceVersion)', parameters: [kind, param('name', 'path', 'Object name'), namespace], responses: { '200': { description: 'The projection', ...body('Projection') }, ...errors } },
-        put: {
-          summary: 'Update client-owned fields',
-          parameters: [kind, param('name', 'path', 'Object name'), namespace, param('If-Match', 'header', 'The resourceVersion read (or metadata.resourceVersion)')],
+        post: {
+          summary: 'Create (idempotent)',
+          parameters: [kind, namespace],
           requestBody: body('WireObject'),
           responses: { '202': { description: 'Accepted', ...body('Accepted') }, ...errors },
         },
-        delete: { summary: 'Delete', parameters: [kind, param('name', 'path', 'Object name'), namespace, param('If-Match', 'header', 'The resourceVersion read', true)], responses: { '202': { description: 'Accepted', ...body('Accepted') }, ...errors } },
       },
-      '/api/v1/plan-requests': { post: { summary: 'Plan a desired set; writes nothing', requestBody: body('DesiredSet'), responses: { '200': { description: 'The plan', ...body('PlanResult') }, ...errors } } },
-      '/api/v1/apply-requests': { post: { summary: 'Apply a desired set (executes after 202)', requestBody: body('DesiredSet'), responses: { '202': { description: 'Accepted', ...body('ApplyAccepted') }, ...errors } } },
-      '/api/v1/action-requests': { post: { summary: 'adopt / release / decline (application actions: unsupported_action)', requestBody: body('ActionRequest'), responses: { '202': { description: 'Accepted', ...body('ActionAccepted') }, ...errors } } },
-      '/api/v1/discovery': { get: { summary: 'Discovered objects with their sources', responses: { '200': { description: 'The index', ...body('DiscoveryList') }, ...errors } } },
+      '/api/v1/resources/{kind}/{name}': {
+        get: {
+          summary: 'One projection (ETag = resourceVersion)',
+          parameters: [kind, param('name', 'path', 'Object name'), namespace],
+          responses: { '200': { description: 'The projection', ...body('Projection') }, ...errors },
+        },
+        put: {
+          summary: 'Update client-owned fields',
+          parameters: [
+            kind,
+            param('name', 'path', 'Object name'),
+            namespace,
+            param('If-Match', 'header', 'The resourceVersion read (or metadata.resourceVersion)'),
+          ],
+          requestBody: body('WireObject'),
+          responses: { '202': { description: 'Accepted', ...body('Accepted') }, ...errors },
+        },
+        delete: {
+          summary: 'Delete',
+          parameters: [
+            kind,
+            param('name', 'path', 'Object name'),
+            namespace,
+            param('If-Match', 'header', 'The resourceVersion read', true),
+          ],
+          responses: { '202': { description: 'Accepted', ...body('Accepted') }, ...errors },
+        },
+      },
+      '/api/v1/plan-requests': {
+        post: {
+          summary: 'Plan a desired set; writes nothing',
+          requestBody: body('DesiredSet'),
+          responses: { '200': { description: 'The plan', ...body('PlanResult') }, ...errors },
+        },
+      },
+      '/api/v1/apply-requests': {
+        post: {
+          summary: 'Apply a desired set (executes after 202)',
+          requestBody: body('DesiredSet'),
+          responses: { '202': { description: 'Accepted', ...body('ApplyAccepted') }, ...errors },
+        },
+      },
+      '/api/v1/action-requests': {
+        post: {
+          summary: 'adopt / release / decline (application actions: unsupported_action)',
+          requestBody: body('ActionRequest'),
+          responses: { '202': { description: 'Accepted', ...body('ActionAccepted') }, ...errors },
+        },
+      },
+      '/api/v1/discovery': {
+        get: {
+          summary: 'Discovered objects with their sources',
+          responses: { '200': { description: 'The index', ...body('DiscoveryList') }, ...errors },
+        },
+      },
     },
-    components: { schemas: Object.fromEntries(Object.entries(schemas).map(([name, s]) => [name, JSONSchema.make(s as Schema.Schema<unknown, unknown, never>, { target: 'openApi3.1' })])) },
+    components: {
+      schemas: Object.fromEntries(
+        Object.entries(schemas).map(([name, s]) => [
+          name,
+          JSONSchema.make(s as Schema.Schema<unknown, unknown, never>, { target: 'openApi3.1' }),
+        ]),
+      ),
+    },
   });

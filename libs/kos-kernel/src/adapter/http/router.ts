@@ -7,8 +7,19 @@ import { actionRequest } from '../../application/control-plane/actions.js';
 import { listDiscovered } from '../../application/control-plane/discovery.js';
 import { ApiError, apiError, envelopeOf, statusOf } from '../../application/control-plane/errors.js';
 import { type ApplyWork, applyRequest, planRequest } from '../../application/control-plane/plan.js';
-import { createResource, deleteResource, getResource, listResources, updateResource } from '../../application/control-plane/resources.js';
-import { Auditor, type Authorizer, type ControlPlaneConfig, type DiscoveryIndex } from '../../application/control-plane/services.js';
+import {
+  createResource,
+  deleteResource,
+  getResource,
+  listResources,
+  updateResource,
+} from '../../application/control-plane/resources.js';
+import {
+  Auditor,
+  type Authorizer,
+  type ControlPlaneConfig,
+  type DiscoveryIndex,
+} from '../../application/control-plane/services.js';
 import type { SerialGate } from '../../application/serial.js';
 import { openApiDocument } from './openapi.js';
 
@@ -30,7 +41,8 @@ export interface HttpResponse {
   readonly body: string;
 }
 
-export type RouterServices = KubeClient | SerialGate | ControlPlaneConfig | Authorizer | Auditor | DiscoveryIndex | ApplyWork;
+export type RouterServices =
+  KubeClient | SerialGate | ControlPlaneConfig | Authorizer | Auditor | DiscoveryIndex | ApplyWork;
 
 const json = (status: number, value: unknown, headers: Record<string, string> = {}): HttpResponse => ({
   status,
@@ -44,12 +56,14 @@ const WRITE_METHODS = new Set(['POST', 'PUT', 'DELETE', 'PATCH']);
 
 const parseBody = (req: HttpRequest): Effect.Effect<unknown, ApiError> =>
   Effect.suspend(() => {
-    if (req.bodyTooLarge !== undefined) return Effect.fail(apiError('body_too_large', 'decode', `the body exceeds ${req.bodyTooLarge.limitBytes} bytes`));
+    if (req.bodyTooLarge !== undefined)
+      return Effect.fail(apiError('body_too_large', 'decode', `the body exceeds ${req.bodyTooLarge.limitBytes} bytes`));
     const type = req.headers['content-type'];
     if (type !== undefined && !/^application\/(json|[a-z0-9.+-]*\+json)\b/i.test(type.trim())) {
       return Effect.fail(apiError('malformed_body', 'decode', `content-type must be application/json, not "${type}"`));
     }
-    if (req.body === undefined || req.body.trim() === '') return Effect.fail(apiError('malformed_body', 'decode', 'a JSON body is required'));
+    if (req.body === undefined || req.body.trim() === '')
+      return Effect.fail(apiError('malformed_body', 'decode', 'a JSON body is required'));
     try {
       return Effect.succeed(JSON.parse(req.body) as unknown);
     } catch (e) {
@@ -59,13 +73,24 @@ const parseBody = (req: HttpRequest): Effect.Effect<unknown, ApiError> =>
 
 interface Route {
   readonly pattern: RegExp;
-  readonly methods: Readonly<Record<string, (m: RegExpExecArray, q: URLSearchParams, req: HttpRequest) => Effect.Effect<HttpResponse, ApiError, RouterServices>>>;
+  readonly methods: Readonly<
+    Record<
+      string,
+      (
+        m: RegExpExecArray,
+        q: URLSearchParams,
+        req: HttpRequest,
+      ) => Effect.Effect<HttpResponse, ApiError, RouterServices>
+    >
+  >;
 }
 
 const opt = (q: URLSearchParams, name: string): string | undefined => q.get(name) ?? undefined;
-const auth = (req: HttpRequest) => (req.headers['authorization'] !== undefined ? { authorization: req.headers['authorization'] } : {});
+const auth = (req: HttpRequest) =>
+  req.headers['authorization'] !== undefined ? { authorization: req.headers['authorization'] } : {};
 const nsOf = (q: URLSearchParams) => (q.get('namespace') !== null ? { namespace: q.get('namespace') as string } : {});
-const withBody = <A>(req: HttpRequest, f: (body: unknown) => Effect.Effect<A, ApiError, RouterServices>) => Effect.flatMap(parseBody(req), f);
+const withBody = <A>(req: HttpRequest, f: (body: unknown) => Effect.Effect<A, ApiError, RouterServices>) =>
+  Effect.flatMap(parseBody(req), f);
 
 const ROUTES: ReadonlyArray<Route> = [
   {
@@ -82,9 +107,9 @@ const ROUTES: ReadonlyArray<Route> = [
           ...(opt(q, 'labelSelector') !== undefined ? { labelSelector: opt(q, 'labelSelector') as string } : {}),
         }).pipe(Effect.map((page) => json(200, page))),
       POST: (m, q, req) =>
-        withBody(req, (body) => createResource({ ...auth(req), kind: decodeURIComponent(m[1] as string), ...nsOf(q), body })).pipe(
-          Effect.map((a) => json(202, a, { location: locationOf(a.object) })),
-        ),
+        withBody(req, (body) =>
+          createResource({ ...auth(req), kind: decodeURIComponent(m[1] as string), ...nsOf(q), body }),
+        ).pipe(Effect.map((a) => json(202, a, { location: locationOf(a.object) }))),
     },
   },
   {
@@ -124,10 +149,31 @@ const ROUTES: ReadonlyArray<Route> = [
         }).pipe(Effect.map((a) => json(202, a))),
     },
   },
-  { pattern: /^\/api\/v1\/plan-requests$/, methods: { POST: (_m, _q, req) => withBody(req, (body) => planRequest({ ...auth(req), body })).pipe(Effect.map((p) => json(200, p))) } },
-  { pattern: /^\/api\/v1\/apply-requests$/, methods: { POST: (_m, _q, req) => withBody(req, (body) => applyRequest({ ...auth(req), body })).pipe(Effect.map((a) => json(202, a))) } },
-  { pattern: /^\/api\/v1\/action-requests$/, methods: { POST: (_m, _q, req) => withBody(req, (body) => actionRequest({ ...auth(req), body })).pipe(Effect.map((a) => json(202, a))) } },
-  { pattern: /^\/api\/v1\/discovery$/, methods: { GET: (_m, _q, req) => listDiscovered(auth(req)).pipe(Effect.map((d) => json(200, d))) } },
+  {
+    pattern: /^\/api\/v1\/plan-requests$/,
+    methods: {
+      POST: (_m, _q, req) =>
+        withBody(req, (body) => planRequest({ ...auth(req), body })).pipe(Effect.map((p) => json(200, p))),
+    },
+  },
+  {
+    pattern: /^\/api\/v1\/apply-requests$/,
+    methods: {
+      POST: (_m, _q, req) =>
+        withBody(req, (body) => applyRequest({ ...auth(req), body })).pipe(Effect.map((a) => json(202, a))),
+    },
+  },
+  {
+    pattern: /^\/api\/v1\/action-requests$/,
+    methods: {
+      POST: (_m, _q, req) =>
+        withBody(req, (body) => actionRequest({ ...auth(req), body })).pipe(Effect.map((a) => json(202, a))),
+    },
+  },
+  {
+    pattern: /^\/api\/v1\/discovery$/,
+    methods: { GET: (_m, _q, req) => listDiscovered(auth(req)).pipe(Effect.map((d) => json(200, d))) },
+  },
   { pattern: /^\/api\/v1\/openapi\.json$/, methods: { GET: () => Effect.succeed(json(200, openApiDocument())) } },
 ];
 
@@ -144,25 +190,47 @@ export const route = (req: HttpRequest): Effect.Effect<HttpResponse, never, Rout
       ? Effect.fail(apiError('not_found', 'route', `no route ${url.pathname}`))
       : matched.r.methods[method] === undefined
         ? Effect.fail(
-            apiError('method_not_allowed', 'route', `${method} is not allowed on ${url.pathname}; allowed: ${Object.keys(matched.r.methods).join(', ')}`, {
-              headers: { allow: Object.keys(matched.r.methods).join(', ') },
-            }),
+            apiError(
+              'method_not_allowed',
+              'route',
+              `${method} is not allowed on ${url.pathname}; allowed: ${Object.keys(matched.r.methods).join(', ')}`,
+              {
+                headers: { allow: Object.keys(matched.r.methods).join(', ') },
+              },
+            ),
           )
-        : (matched.r.methods[method] as NonNullable<Route['methods'][string]>)(matched.m as RegExpExecArray, url.searchParams, req);
+        : (matched.r.methods[method] as NonNullable<Route['methods'][string]>)(
+            matched.m as RegExpExecArray,
+            url.searchParams,
+            req,
+          );
   return handled.pipe(
     // Writes refused before a handler saw them (route, decode) are audited here; handlers audit their own.
     Effect.tapError((e) =>
       WRITE_METHODS.has(method) && (e.stage === 'route' || e.stage === 'decode')
-        ? Effect.flatMap(Auditor, (a) => a.record({ actor: 'unknown', verb: 'action', outcome: 'rejected', code: e.code, message: `${method} ${url.pathname}: ${e.message}` }))
+        ? Effect.flatMap(Auditor, (a) =>
+            a.record({
+              actor: 'unknown',
+              verb: 'action',
+              outcome: 'rejected',
+              code: e.code,
+              message: `${method} ${url.pathname}: ${e.message}`,
+            }),
+          )
         : Effect.void,
     ),
     Effect.catchAll((e) => Effect.succeed(failure(e))),
     Effect.catchAllCause((cause) =>
       Effect.succeed(
         failure(
-          apiError('internal', 'route', `unexpected failure: ${Option.match(Cause.dieOption(cause), { onNone: () => Cause.pretty(cause).split('\n')[0], onSome: (d) => String(d) })}`, {
-            sideEffects: WRITE_METHODS.has(method) ? 'unknown' : 'none',
-          }),
+          apiError(
+            'internal',
+            'route',
+            `unexpected failure: ${Option.match(Cause.dieOption(cause), { onNone: () => Cause.pretty(cause).split('\n')[0], onSome: (d) => String(d) })}`,
+            {
+              sideEffects: WRITE_METHODS.has(method) ? 'unknown' : 'none',
+            },
+          ),
         ),
       ),
     ),

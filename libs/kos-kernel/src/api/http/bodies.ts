@@ -81,7 +81,12 @@ export const PlanResult = Schema.Struct({
   creates: Schema.Array(PlanItem),
   updates: Schema.Array(PlanItem),
   deletes: Schema.Array(PlanItem),
-  summary: Schema.Struct({ create: Schema.Number, update: Schema.Number, delete: Schema.Number, unchanged: Schema.Number }),
+  summary: Schema.Struct({
+    create: Schema.Number,
+    update: Schema.Number,
+    delete: Schema.Number,
+    unchanged: Schema.Number,
+  }),
   warnings: Schema.Array(Schema.String),
 });
 export type PlanResult = typeof PlanResult.Type;

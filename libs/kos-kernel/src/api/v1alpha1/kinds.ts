@@ -18,7 +18,11 @@ const Opaque = Schema.Unknown;
 /** C-60: the owning account of the five owned kinds (written by the API from the session; immutable). */
 const Owner = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(253));
 
-const NamespaceName = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(63), Schema.pattern(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/));
+const NamespaceName = Schema.String.pipe(
+  Schema.minLength(1),
+  Schema.maxLength(63),
+  Schema.pattern(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/),
+);
 
 /** C-08 health states, in priority order. */
 export const HealthState = Schema.Literal('Unknown', 'Unavailable', 'Degraded', 'Healthy');
@@ -50,14 +54,21 @@ export const ApplicationStatus = Schema.Struct({
   nextRetryAt: Schema.optional(DateTimeString), // C-33
   uninstall: Schema.optional(Opaque), // C-33
   resources: Schema.optional(
-    Schema.Struct({ unlimited: Schema.optional(Schema.Boolean), limitRange: Schema.optional(Opaque) }).pipe(preserveUnknownFields),
+    Schema.Struct({ unlimited: Schema.optional(Schema.Boolean), limitRange: Schema.optional(Opaque) }).pipe(
+      preserveUnknownFields,
+    ),
   ), // C-67
   resourceDefaults: Schema.optional(Opaque), // C-67
   drift: Schema.optional(Opaque), // C-34
   applied: Schema.optional(Schema.Struct({ renderDigest: Schema.optional(Schema.String) }).pipe(preserveUnknownFields)), // C-34
   upgrade: Schema.optional(Schema.Struct({ renderDigest: Schema.optional(Schema.String) }).pipe(preserveUnknownFields)), // C-34
 });
-export const Application = resource({ apiVersion, kind: 'Application', spec: ApplicationSpec, status: ApplicationStatus });
+export const Application = resource({
+  apiVersion,
+  kind: 'Application',
+  spec: ApplicationSpec,
+  status: ApplicationStatus,
+});
 
 // --- ApplicationDefinition (Cluster, no status writer ⇒ no status) --------------------------------------------
 export const ApplicationDefinitionSpec = Schema.Struct({
@@ -69,7 +80,11 @@ export const ApplicationDefinitionSpec = Schema.Struct({
   requires: Schema.optional(Opaque), // C-32
   resources: Schema.optional(Opaque), // C-67: package defaults
 });
-export const ApplicationDefinition = resource({ apiVersion, kind: 'ApplicationDefinition', spec: ApplicationDefinitionSpec });
+export const ApplicationDefinition = resource({
+  apiVersion,
+  kind: 'ApplicationDefinition',
+  spec: ApplicationDefinitionSpec,
+});
 
 // --- Volume (Namespaced, status) ------------------------------------------------------------------------------
 export const VolumeSpec = Schema.Struct({ owner: Schema.optional(Owner) });
@@ -95,7 +110,12 @@ export const SystemComponentSpec = Schema.Struct({
   disable: Schema.optional(Opaque), // C-28: disable request
 });
 export const SystemComponentStatus = Schema.Struct({ ...statusFields });
-export const SystemComponent = resource({ apiVersion, kind: 'SystemComponent', spec: SystemComponentSpec, status: SystemComponentStatus });
+export const SystemComponent = resource({
+  apiVersion,
+  kind: 'SystemComponent',
+  spec: SystemComponentSpec,
+  status: SystemComponentStatus,
+});
 
 // --- BackupPolicy (Namespaced, status) ------------------------------------------------------------------------
 export const BackupPolicySpec = Schema.Struct({
@@ -113,7 +133,12 @@ export const BackupPolicyStatus = Schema.Struct({
   lastDrill: Schema.optional(Opaque),
   running: Schema.optional(Opaque), // the long action in progress
 });
-export const BackupPolicy = resource({ apiVersion, kind: 'BackupPolicy', spec: BackupPolicySpec, status: BackupPolicyStatus });
+export const BackupPolicy = resource({
+  apiVersion,
+  kind: 'BackupPolicy',
+  spec: BackupPolicySpec,
+  status: BackupPolicyStatus,
+});
 
 // --- RestoreJob (Namespaced, status) --------------------------------------------------------------------------
 export const RestoreJobSpec = Schema.Struct({
@@ -140,7 +165,12 @@ export const NodeDevice = resource({ apiVersion, kind: 'NodeDevice', spec: NodeD
 // --- VolumeMigration (Namespaced, status) ---------------------------------------------------------------------
 export const VolumeMigrationSpec = Schema.Struct({ owner: Schema.optional(Owner) });
 export const VolumeMigrationStatus = Schema.Struct({ ...statusFields });
-export const VolumeMigration = resource({ apiVersion, kind: 'VolumeMigration', spec: VolumeMigrationSpec, status: VolumeMigrationStatus });
+export const VolumeMigration = resource({
+  apiVersion,
+  kind: 'VolumeMigration',
+  spec: VolumeMigrationSpec,
+  status: VolumeMigrationStatus,
+});
 
 /** The ten kinds of this version, by kind name. */
 export const kinds = {

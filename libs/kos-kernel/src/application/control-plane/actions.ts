@@ -19,15 +19,26 @@ export interface ActionInput extends Caller {
 
 /** The label-safe reason token adoption needs (≤ 63 chars of [A-Za-z0-9._-]). */
 const reasonToken = (reason: string | undefined): string =>
-  (reason ?? 'user-request').replace(/[^A-Za-z0-9._-]+/g, '-').replace(/^[^A-Za-z0-9]+|[^A-Za-z0-9]+$/g, '').slice(0, 63) || 'user-request';
+  (reason ?? 'user-request')
+    .replace(/[^A-Za-z0-9._-]+/g, '-')
+    .replace(/^[^A-Za-z0-9]+|[^A-Za-z0-9]+$/g, '')
+    .slice(0, 63) || 'user-request';
 
-export const actionRequest = (input: ActionInput): Effect.Effect<ActionAccepted, ApiError, KubeClient | SerialGate | Authorizer | Auditor> => {
+export const actionRequest = (
+  input: ActionInput,
+): Effect.Effect<ActionAccepted, ApiError, KubeClient | SerialGate | Authorizer | Auditor> => {
   let actor = 'unknown';
   let target: ObjectReference | undefined;
   let verb: 'action' | 'adopt' | 'release' | 'decline' = 'action';
   return Effect.gen(function* () {
     const request = yield* Schema.decodeUnknown(ActionRequest)(input.body).pipe(
-      Effect.mapError((e) => apiError('malformed_body', 'decode', `the body must be {action, object: {apiVersion, kind, namespace?, name}, reason?}: ${e.message}`)),
+      Effect.mapError((e) =>
+        apiError(
+          'malformed_body',
+          'decode',
+          `the body must be {action, object: {apiVersion, kind, namespace?, name}, reason?}: ${e.message}`,
+        ),
+      ),
     );
     target = request.object;
     if ((ADOPTION_ACTIONS as ReadonlyArray<string>).includes(request.action)) verb = request.action as typeof verb;
@@ -38,10 +49,21 @@ export const actionRequest = (input: ActionInput): Effect.Effect<ActionAccepted,
       Effect.gen(function* () {
         const o = request.object;
         if (!isObjectName(o.name) || (o.namespace !== undefined && !isNamespaceName(o.namespace))) {
-          return yield* apiError('invalid_field', 'validate', 'object.name must be a DNS subdomain and object.namespace a DNS label', { object: o });
+          return yield* apiError(
+            'invalid_field',
+            'validate',
+            'object.name must be a DNS subdomain and object.namespace a DNS label',
+            { object: o },
+          );
         }
         const principal = yield* Effect.flatMap(Authorizer, (a) =>
-          a.authorize({ verb: 'action', kind: o.kind, name: o.name, ...(o.namespace ? { namespace: o.namespace } : {}), ...(input.authorization !== undefined ? { authorization: input.authorization } : {}) }),
+          a.authorize({
+            verb: 'action',
+            kind: o.kind,
+            name: o.name,
+            ...(o.namespace ? { namespace: o.namespace } : {}),
+            ...(input.authorization !== undefined ? { authorization: input.authorization } : {}),
+          }),
         );
         actor = principal.actor;
         if ((APPLICATION_ACTIONS as ReadonlyArray<string>).includes(request.action)) {
@@ -60,19 +82,42 @@ export const actionRequest = (input: ActionInput): Effect.Effect<ActionAccepted,
               : fromKube(e as Parameters<typeof fromKube>[0], 'action', o, true);
         switch (request.action) {
           case 'adopt': {
-            const r = yield* adopt(o, { subject: principal.actor, reason: reasonToken(request.reason) }).pipe(Effect.mapError(toApi));
-            return { accepted: true, operation: 'action', action: 'adopt', object: refOf(r.object), record: refOf(r.snapshot) } satisfies ActionAccepted;
+            const r = yield* adopt(o, { subject: principal.actor, reason: reasonToken(request.reason) }).pipe(
+              Effect.mapError(toApi),
+            );
+            return {
+              accepted: true,
+              operation: 'action',
+              action: 'adopt',
+              object: refOf(r.object),
+              record: refOf(r.snapshot),
+            } satisfies ActionAccepted;
           }
           case 'release': {
             const r = yield* release(o).pipe(Effect.mapError(toApi));
-            return { accepted: true, operation: 'action', action: 'release', object: refOf(r) } satisfies ActionAccepted;
+            return {
+              accepted: true,
+              operation: 'action',
+              action: 'release',
+              object: refOf(r),
+            } satisfies ActionAccepted;
           }
           case 'decline': {
             const r = yield* decline(o).pipe(Effect.mapError(toApi));
-            return { accepted: true, operation: 'action', action: 'decline', object: refOf(r) } satisfies ActionAccepted;
+            return {
+              accepted: true,
+              operation: 'action',
+              action: 'decline',
+              object: refOf(r),
+            } satisfies ActionAccepted;
           }
           default:
-            return yield* apiError('unsupported_action', 'action', `unknown action "${request.action}"; known: ${[...ADOPTION_ACTIONS, ...APPLICATION_ACTIONS].join(', ')}`, { object: o });
+            return yield* apiError(
+              'unsupported_action',
+              'action',
+              `unknown action "${request.action}"; known: ${[...ADOPTION_ACTIONS, ...APPLICATION_ACTIONS].join(', ')}`,
+              { object: o },
+            );
         }
       }),
     );

@@ -22,10 +22,24 @@ export interface DiscoveryAdapter {
   readonly category: string;
   /** Declared scope: the namespaces it looks in (empty = cluster-wide). */
   readonly namespaces: ReadonlyArray<string>;
-  readonly discover: (cluster: ReadOnlyCluster, namespaces: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<Sighting>, KubeError>;
+  readonly discover: (
+    cluster: ReadOnlyCluster,
+    namespaces: ReadonlyArray<string>,
+  ) => Effect.Effect<ReadonlyArray<Sighting>, KubeError>;
 }
 
-const sightingOf = (o: { apiVersion: string; kind: string; metadata: { name?: string; namespace?: string; uid?: string; resourceVersion?: string; labels?: Record<string, string>; annotations?: Record<string, string> } }): Sighting => ({
+const sightingOf = (o: {
+  apiVersion: string;
+  kind: string;
+  metadata: {
+    name?: string;
+    namespace?: string;
+    uid?: string;
+    resourceVersion?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+  };
+}): Sighting => ({
   object: {
     apiVersion: o.apiVersion,
     kind: o.kind,
@@ -38,7 +52,12 @@ const sightingOf = (o: { apiVersion: string; kind: string; metadata: { name?: st
   ...(o.metadata.annotations !== undefined ? { annotations: o.metadata.annotations } : {}),
 });
 
-const listIn = (cluster: ReadOnlyCluster, refs: ReadonlyArray<Omit<CollectionRef, 'namespace'>>, namespaces: ReadonlyArray<string>, options: Omit<ListOptions, 'continue'> = {}) =>
+const listIn = (
+  cluster: ReadOnlyCluster,
+  refs: ReadonlyArray<Omit<CollectionRef, 'namespace'>>,
+  namespaces: ReadonlyArray<string>,
+  options: Omit<ListOptions, 'continue'> = {},
+) =>
   Effect.forEach(
     refs.flatMap((r) => (namespaces.length === 0 ? [r] : namespaces.map((namespace) => ({ ...r, namespace })))),
     (ref) => Effect.map(cluster.list(ref, { limit: 500, ...options }), (l) => l.items.map(sightingOf)),
@@ -49,7 +68,15 @@ export const workloadsAdapter = (namespaces: ReadonlyArray<string>): DiscoveryAd
   id: 'workloads',
   category: 'workload',
   namespaces,
-  discover: (cluster, ns) => listIn(cluster, [{ apiVersion: 'apps/v1', kind: 'Deployment' }, { apiVersion: 'apps/v1', kind: 'StatefulSet' }], ns),
+  discover: (cluster, ns) =>
+    listIn(
+      cluster,
+      [
+        { apiVersion: 'apps/v1', kind: 'Deployment' },
+        { apiVersion: 'apps/v1', kind: 'StatefulSet' },
+      ],
+      ns,
+    ),
 });
 
 /** Objects a Helm release manages (`app.kubernetes.io/managed-by=Helm`): workloads, services, config. */
@@ -60,7 +87,12 @@ export const helmReleasesAdapter = (namespaces: ReadonlyArray<string>): Discover
   discover: (cluster, ns) =>
     listIn(
       cluster,
-      [{ apiVersion: 'apps/v1', kind: 'Deployment' }, { apiVersion: 'apps/v1', kind: 'StatefulSet' }, { apiVersion: 'v1', kind: 'Service' }, { apiVersion: 'v1', kind: 'ConfigMap' }],
+      [
+        { apiVersion: 'apps/v1', kind: 'Deployment' },
+        { apiVersion: 'apps/v1', kind: 'StatefulSet' },
+        { apiVersion: 'v1', kind: 'Service' },
+        { apiVersion: 'v1', kind: 'ConfigMap' },
+      ],
       ns,
       { labelSelector: 'app.kubernetes.io/managed-by=Helm' },
     ),
@@ -77,7 +109,9 @@ export const runDiscovery = (adapters: ReadonlyArray<DiscoveryAdapter>) =>
       (adapter) =>
         adapter.discover(cluster, adapter.namespaces).pipe(
           Effect.flatMap((sightings) =>
-            Effect.flatMap(Clock.currentTimeMillis, (now) => index.report({ adapter: adapter.id, category: adapter.category, observedAtMs: now, sightings })),
+            Effect.flatMap(Clock.currentTimeMillis, (now) =>
+              index.report({ adapter: adapter.id, category: adapter.category, observedAtMs: now, sightings }),
+            ),
           ),
           Effect.as({ adapter: adapter.id, ok: true as const }),
           Effect.catchAll((e) => Effect.succeed({ adapter: adapter.id, ok: false as const, error: e.message })),
@@ -87,19 +121,41 @@ export const runDiscovery = (adapters: ReadonlyArray<DiscoveryAdapter>) =>
   });
 
 /** GET /api/v1/discovery: every discovered object once, its sources side by side, ownership and adoptability. */
-export const listDiscovered = (input: Caller): Effect.Effect<{ readonly items: ReadonlyArray<DiscoveredItem> }, ApiError, DiscoveryIndex | ControlPlaneConfig | Authorizer> =>
+export const listDiscovered = (
+  input: Caller,
+): Effect.Effect<
+  { readonly items: ReadonlyArray<DiscoveredItem> },
+  ApiError,
+  DiscoveryIndex | ControlPlaneConfig | Authorizer
+> =>
   Effect.gen(function* () {
-    yield* Effect.flatMap(Authorizer, (a) => a.authorize({ verb: 'discover', ...(input.authorization !== undefined ? { authorization: input.authorization } : {}) }));
+    yield* Effect.flatMap(Authorizer, (a) =>
+      a.authorize({
+        verb: 'discover',
+        ...(input.authorization !== undefined ? { authorization: input.authorization } : {}),
+      }),
+    );
     const state = yield* Effect.flatMap(DiscoveryIndex, (i) => i.state);
     const config = yield* ControlPlaneConfig;
     const now = yield* Clock.currentTimeMillis;
     const items = entriesOf(state).map((e): DiscoveredItem => {
       const newest = Math.max(...e.sources.map((s) => s.observedAtMs));
       const own = ownershipOf({ labels: e.labels, annotations: e.annotations });
-      const ownership = own._tag === 'Invalid' ? 'invalid' : own.ownership._tag === 'Managed' ? 'managed' : own.ownership._tag === 'Adopted' ? 'adopted' : 'unmanaged';
+      const ownership =
+        own._tag === 'Invalid'
+          ? 'invalid'
+          : own.ownership._tag === 'Managed'
+            ? 'managed'
+            : own.ownership._tag === 'Adopted'
+              ? 'adopted'
+              : 'unmanaged';
       return {
         object: e.object,
-        sources: e.sources.map((s) => ({ adapter: s.adapter, category: s.category, observedAt: new Date(s.observedAtMs).toISOString() })),
+        sources: e.sources.map((s) => ({
+          adapter: s.adapter,
+          category: s.category,
+          observedAt: new Date(s.observedAtMs).toISOString(),
+        })),
         observedAt: new Date(newest).toISOString(),
         stale: isStale(newest, now, config.staleThresholdMs),
         ownership,

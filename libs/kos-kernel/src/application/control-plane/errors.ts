@@ -1,7 +1,14 @@
 // ApiError: the one failure type of the control-plane handlers; it renders as the envelope (decision 0090).
 import { Data } from 'effect';
 import type { KubeError } from '@homelab/kube';
-import { ERROR_CODES, type ErrorBody, type ErrorCode, type ObjectReference, type SideEffects, type Stage } from '../../api/http/errors.js';
+import {
+  ERROR_CODES,
+  type ErrorBody,
+  type ErrorCode,
+  type ObjectReference,
+  type SideEffects,
+  type Stage,
+} from '../../api/http/errors.js';
 
 export class ApiError extends Data.TaggedError('ApiError')<{
   readonly code: ErrorCode;
@@ -34,7 +41,9 @@ export const envelopeOf = (e: ApiError): { readonly error: ErrorBody } => ({
     requiresUserAction: ERROR_CODES[e.code].requiresUserAction,
     sideEffects: e.sideEffects ?? 'none',
     ...(e.current !== undefined ? { current: e.current } : {}),
-    ...(e.causes !== undefined && e.causes.length > 0 ? { causes: e.causes.map((c) => ({ ...(c.field !== undefined ? { field: c.field } : {}), message: c.message })) } : {}),
+    ...(e.causes !== undefined && e.causes.length > 0
+      ? { causes: e.causes.map((c) => ({ ...(c.field !== undefined ? { field: c.field } : {}), message: c.message })) }
+      : {}),
   },
 });
 
@@ -46,33 +55,65 @@ export const fromKube = (e: KubeError, stage: Stage, object: ObjectReference | u
   const at = object !== undefined ? { object } : {};
   switch (e._tag) {
     case 'NotFound':
-      return apiError('not_found', stage, object ? `${object.kind} ${object.namespace ? `${object.namespace}/` : ''}${object.name} not found` : e.message, at);
+      return apiError(
+        'not_found',
+        stage,
+        object ? `${object.kind} ${object.namespace ? `${object.namespace}/` : ''}${object.name} not found` : e.message,
+        at,
+      );
     case 'AlreadyExists':
       return apiError('object_exists', stage, e.message, at);
     case 'Conflict':
       return apiError('conflict', stage, `the object changed since the version you sent: ${e.message}`, {
         ...at,
         ...(e.current !== undefined ? { current: e.current } : {}),
-        causes: e.causes.map((c) => ({ ...(c.field !== undefined ? { field: c.field } : {}), message: c.message ?? c.reason ?? 'conflict' })),
+        causes: e.causes.map((c) => ({
+          ...(c.field !== undefined ? { field: c.field } : {}),
+          message: c.message ?? c.reason ?? 'conflict',
+        })),
       });
     case 'Invalid':
       return apiError('invalid_field', stage, e.message, {
         ...at,
-        causes: e.causes.map((c) => ({ ...(c.field !== undefined ? { field: c.field } : {}), message: c.message ?? c.reason ?? 'invalid' })),
+        causes: e.causes.map((c) => ({
+          ...(c.field !== undefined ? { field: c.field } : {}),
+          message: c.message ?? c.reason ?? 'invalid',
+        })),
       });
     case 'Forbidden':
     case 'Unauthorized':
-      return apiError('credentials_invalid', stage, `the API server refused the control plane's credentials: ${e.message}`, at);
+      return apiError(
+        'credentials_invalid',
+        stage,
+        `the API server refused the control plane's credentials: ${e.message}`,
+        at,
+      );
     case 'Timeout':
-      return apiError('cluster_unreachable', stage, `the API server did not answer in time: ${e.message}`, { ...at, sideEffects: write ? 'unknown' : 'none' });
+      return apiError('cluster_unreachable', stage, `the API server did not answer in time: ${e.message}`, {
+        ...at,
+        sideEffects: write ? 'unknown' : 'none',
+      });
     case 'Unavailable':
-      return apiError('cluster_unreachable', stage, `the API server is unavailable: ${e.message}`, { ...at, sideEffects: write && e.code !== 0 ? 'unknown' : 'none' });
+      return apiError('cluster_unreachable', stage, `the API server is unavailable: ${e.message}`, {
+        ...at,
+        sideEffects: write && e.code !== 0 ? 'unknown' : 'none',
+      });
     case 'NoKindMatch':
-      return apiError('capability_missing', stage, `the cluster does not serve ${e.apiVersion ?? ''} ${e.kind} (CRD not installed)`, at);
+      return apiError(
+        'capability_missing',
+        stage,
+        `the cluster does not serve ${e.apiVersion ?? ''} ${e.kind} (CRD not installed)`,
+        at,
+      );
     case 'BadRequest':
       return apiError('invalid_parameter', stage, e.message, at);
     case 'Gone':
-      return apiError('invalid_continue', stage, `the listing expired on the API server; start again: ${e.message}`, at);
+      return apiError(
+        'invalid_continue',
+        stage,
+        `the listing expired on the API server; start again: ${e.message}`,
+        at,
+      );
     default:
       return apiError('internal', stage, `${e._tag}: ${e.message}`, { ...at, sideEffects: write ? 'unknown' : 'none' });
   }

@@ -7,7 +7,12 @@ import { KubeClient, type KubeError, type KubeObject } from '@homelab/kube';
 import { type ApplyAccepted, DesiredSet, type PlanItem, type PlanResult } from '../../api/http/bodies.js';
 import type { ObjectReference } from '../../api/http/errors.js';
 import { KIND_INFO } from '../../api/group.js';
-import { labelSelectorProblem, resolveKind, sameDesiredSpec, specChanges } from '../../domain/control-plane/requests.js';
+import {
+  labelSelectorProblem,
+  resolveKind,
+  sameDesiredSpec,
+  specChanges,
+} from '../../domain/control-plane/requests.js';
 import { objectKey } from '../../domain/control-plane/discovery.js';
 import { admit } from '../../domain/write-path.js';
 import { ApiError, apiError, fromKube } from './errors.js';
@@ -32,14 +37,27 @@ interface ComputedPlan {
 
 /** Sensitive values never leave the cluster through a plan: config leaves are shown as set/changed, not their values. */
 const mask = (c: { path: string; from: unknown; to: unknown }) =>
-  c.path.startsWith('spec.config') ? { path: c.path, from: c.from === undefined ? undefined : '(set)', to: c.to === undefined ? undefined : '(set)' } : c;
+  c.path.startsWith('spec.config')
+    ? { path: c.path, from: c.from === undefined ? undefined : '(set)', to: c.to === undefined ? undefined : '(set)' }
+    : c;
 
-const computePlan = (input: PlanInput, verb: 'plan' | 'apply'): Effect.Effect<ComputedPlan, ApiError, KubeClient | ControlPlaneConfig | Authorizer> =>
+const computePlan = (
+  input: PlanInput,
+  verb: 'plan' | 'apply',
+): Effect.Effect<ComputedPlan, ApiError, KubeClient | ControlPlaneConfig | Authorizer> =>
   Effect.gen(function* () {
     const set = yield* Schema.decodeUnknown(DesiredSet)(input.body).pipe(
-      Effect.mapError((e) => apiError('malformed_body', 'decode', `the body must be {objects: [...], prune?: {kinds, namespace?, labelSelector}}: ${e.message}`)),
+      Effect.mapError((e) =>
+        apiError(
+          'malformed_body',
+          'decode',
+          `the body must be {objects: [...], prune?: {kinds, namespace?, labelSelector}}: ${e.message}`,
+        ),
+      ),
     );
-    const principal = yield* Effect.flatMap(Authorizer, (a) => a.authorize({ verb, ...(input.authorization !== undefined ? { authorization: input.authorization } : {}) }));
+    const principal = yield* Effect.flatMap(Authorizer, (a) =>
+      a.authorize({ verb, ...(input.authorization !== undefined ? { authorization: input.authorization } : {}) }),
+    );
     const client = yield* KubeClient;
     const warnings: string[] = [];
     const steps: Step[] = [];
@@ -47,12 +65,17 @@ const computePlan = (input: PlanInput, verb: 'plan' | 'apply'): Effect.Effect<Co
     let unchanged = 0;
     for (const [i, raw] of set.objects.entries()) {
       const kindName = (raw as { kind?: unknown }).kind;
-      if (typeof kindName !== 'string') return yield* apiError('invalid_field', 'validate', `objects[${i}].kind is required`);
+      if (typeof kindName !== 'string')
+        return yield* apiError('invalid_field', 'validate', `objects[${i}].kind is required`);
       const kind = resolveKind(kindName);
-      if (kind === undefined) return yield* apiError('capability_missing', 'validate', `objects[${i}]: unknown kind "${kindName}"`);
+      if (kind === undefined)
+        return yield* apiError('capability_missing', 'validate', `objects[${i}]: unknown kind "${kindName}"`);
       const d = yield* desiredOf(kind, raw, principal, {});
       const key = objectKey(d.ref);
-      if (seen.has(key)) return yield* apiError('invalid_field', 'validate', `objects[${i}]: ${kind} ${d.ref.name} is listed twice`, { object: d.ref });
+      if (seen.has(key))
+        return yield* apiError('invalid_field', 'validate', `objects[${i}]: ${kind} ${d.ref.name} is listed twice`, {
+          object: d.ref,
+        });
       seen.add(key);
       const target = { name: d.ref.name, ...(d.ref.namespace !== undefined ? { namespace: d.ref.namespace } : {}) };
       const stored = yield* client.get(d.ref).pipe(
@@ -60,21 +83,39 @@ const computePlan = (input: PlanInput, verb: 'plan' | 'apply'): Effect.Effect<Co
         Effect.catchTag('NotFound', () => Effect.succeed(undefined)),
         Effect.mapError((e) => fromKube(e, 'plan', d.ref, false)),
       );
-      const rejected = admit({ subject: principal.subject, actor: principal.actor, target: kind, part: stored === undefined ? 'create' : 'spec', object: target, fields: [] });
-      if (rejected._tag === 'Left') return yield* apiError('forbidden', 'admit', rejected.left.message, { object: d.ref });
+      const rejected = admit({
+        subject: principal.subject,
+        actor: principal.actor,
+        target: kind,
+        part: stored === undefined ? 'create' : 'spec',
+        object: target,
+        fields: [],
+      });
+      if (rejected._tag === 'Left')
+        return yield* apiError('forbidden', 'admit', rejected.left.message, { object: d.ref });
       if (stored === undefined) {
         // A server dry run validates the object as the API server would, and persists nothing.
-        yield* client.create(d.object, { dryRun: true }).pipe(Effect.mapError((e) => fromKube(e, 'plan', d.ref, false)));
+        yield* client
+          .create(d.object, { dryRun: true })
+          .pipe(Effect.mapError((e) => fromKube(e, 'plan', d.ref, false)));
         steps.push({ item: { action: 'create', object: d.ref }, object: d.object });
       } else if (sameDesiredSpec(kind, d.object['spec'], stored['spec'])) {
         unchanged++;
       } else {
         const owner = (stored['spec'] as { owner?: unknown } | undefined)?.owner;
         if (KIND_INFO[kind].owned && owner !== undefined && owner !== principal.actor) {
-          return yield* apiError('forbidden', 'admit', `${kind} ${d.ref.name} belongs to ${String(owner)}`, { object: refOf(stored) });
+          return yield* apiError('forbidden', 'admit', `${kind} ${d.ref.name} belongs to ${String(owner)}`, {
+            object: refOf(stored),
+          });
         }
-        const changes = specChanges(stored['spec'], { ...(d.object['spec'] as object) }).filter((c) => !(c.to === undefined && c.path === 'spec.driftPolicy'));
-        steps.push({ item: { action: 'update', object: refOf(stored), changes: changes.map(mask) }, object: d.object, stored });
+        const changes = specChanges(stored['spec'], { ...(d.object['spec'] as object) }).filter(
+          (c) => !(c.to === undefined && c.path === 'spec.driftPolicy'),
+        );
+        steps.push({
+          item: { action: 'update', object: refOf(stored), changes: changes.map(mask) },
+          object: d.object,
+          stored,
+        });
       }
     }
     if (set.prune !== undefined) {
@@ -83,15 +124,26 @@ const computePlan = (input: PlanInput, verb: 'plan' | 'apply'): Effect.Effect<Co
       const version = (yield* ControlPlaneConfig).version;
       for (const kindName of set.prune.kinds) {
         const kind = resolveKind(kindName);
-        if (kind === undefined) return yield* apiError('capability_missing', 'validate', `prune.kinds: unknown kind "${kindName}"`);
+        if (kind === undefined)
+          return yield* apiError('capability_missing', 'validate', `prune.kinds: unknown kind "${kindName}"`);
         const ns = KIND_INFO[kind].scope === 'Namespaced' ? set.prune.namespace : undefined;
         const existing = yield* client
-          .listAll({ apiVersion: `kos.tsic.top/${version}`, kind, ...(ns !== undefined ? { namespace: ns } : {}) }, { labelSelector: set.prune.labelSelector, limit: 500 })
+          .listAll(
+            { apiVersion: `kos.tsic.top/${version}`, kind, ...(ns !== undefined ? { namespace: ns } : {}) },
+            { labelSelector: set.prune.labelSelector, limit: 500 },
+          )
           .pipe(Effect.mapError((e) => fromKube(e, 'plan', undefined, false)));
         for (const o of existing.items) {
           const ref = refOf(o);
           if (seen.has(objectKey(ref))) continue;
-          const rejected = admit({ subject: principal.subject, actor: principal.actor, target: kind, part: 'delete', object: { name: ref.name, ...(ref.namespace ? { namespace: ref.namespace } : {}) }, fields: [] });
+          const rejected = admit({
+            subject: principal.subject,
+            actor: principal.actor,
+            target: kind,
+            part: 'delete',
+            object: { name: ref.name, ...(ref.namespace ? { namespace: ref.namespace } : {}) },
+            fields: [],
+          });
           if (rejected._tag === 'Left') {
             warnings.push(`${kind} ${ref.name} matches the prune scope but ${rejected.left.message}; it is kept`);
             continue;
@@ -115,10 +167,16 @@ const computePlan = (input: PlanInput, verb: 'plan' | 'apply'): Effect.Effect<Co
 export const planRequest = (input: PlanInput) => Effect.map(computePlan(input, 'plan'), (p) => p.result);
 
 /** The fibers of accepted apply requests: they belong to the server, not to the request that started them. */
-export class ApplyWork extends Context.Tag('@homelab/kos-kernel/ApplyWork')<ApplyWork, { readonly fibers: FiberSet.FiberSet<unknown, unknown> }>() {}
+export class ApplyWork extends Context.Tag('@homelab/kos-kernel/ApplyWork')<
+  ApplyWork,
+  { readonly fibers: FiberSet.FiberSet<unknown, unknown> }
+>() {}
 
 /** Scoped to the server: closing the scope (graceful shutdown) interrupts what is still running. Use `awaitApplyWork` first. */
-export const ApplyWorkLive = Layer.scoped(ApplyWork, Effect.map(FiberSet.make<unknown, unknown>(), (fibers) => ({ fibers })));
+export const ApplyWorkLive = Layer.scoped(
+  ApplyWork,
+  Effect.map(FiberSet.make<unknown, unknown>(), (fibers) => ({ fibers })),
+);
 
 /** Wait until every accepted apply has reached its terminal state (graceful shutdown). */
 export const awaitApplyWork = Effect.flatMap(ApplyWork, ({ fibers }) => FiberSet.awaitEmpty(fibers));
@@ -133,11 +191,31 @@ const execute = (step: Step, principal: Principal) =>
       step.item.action === 'create'
         ? client.create(step.object as KubeObject, { fieldManager })
         : step.item.action === 'update'
-          ? client.update<KubeObject>({ ...(step.stored as KubeObject), spec: (step.object as KubeObject)['spec'] }, { fieldManager })
+          ? client.update<KubeObject>(
+              { ...(step.stored as KubeObject), spec: (step.object as KubeObject)['spec'] },
+              { fieldManager },
+            )
           : client.delete(ref, { preconditions: { resourceVersion: step.stored?.metadata.resourceVersion as string } });
     yield* run.pipe(
-      Effect.flatMap(() => auditor.record({ actor: principal.actor, verb: 'apply', object: ref, outcome: 'succeeded', message: step.item.action })),
-      Effect.catchAll((e) => auditor.record({ actor: principal.actor, verb: 'apply', object: ref, outcome: 'failed', code: fromKube(e, 'apply', ref, true).code, message: `${step.item.action}: ${e.message}` })),
+      Effect.flatMap(() =>
+        auditor.record({
+          actor: principal.actor,
+          verb: 'apply',
+          object: ref,
+          outcome: 'succeeded',
+          message: step.item.action,
+        }),
+      ),
+      Effect.catchAll((e) =>
+        auditor.record({
+          actor: principal.actor,
+          verb: 'apply',
+          object: ref,
+          outcome: 'failed',
+          code: fromKube(e, 'apply', ref, true).code,
+          message: `${step.item.action}: ${e.message}`,
+        }),
+      ),
     );
   });
 
@@ -146,11 +224,15 @@ const execute = (step: Step, principal: Principal) =>
  * execute it in a server-owned fiber. Updates and deletes are bound to the versions the plan read: an object that
  * changed in between is not overwritten (its audit record says conflict).
  */
-export const applyRequest = (input: PlanInput): Effect.Effect<ApplyAccepted, ApiError, KubeClient | ControlPlaneConfig | Authorizer | Auditor | ApplyWork> =>
+export const applyRequest = (
+  input: PlanInput,
+): Effect.Effect<ApplyAccepted, ApiError, KubeClient | ControlPlaneConfig | Authorizer | Auditor | ApplyWork> =>
   Effect.gen(function* () {
     const auditor = yield* Auditor;
     const plan = yield* computePlan(input, 'apply').pipe(
-      Effect.tapError((e) => auditor.record({ actor: 'unknown', verb: 'apply', outcome: 'rejected', code: e.code, message: e.message })),
+      Effect.tapError((e) =>
+        auditor.record({ actor: 'unknown', verb: 'apply', outcome: 'rejected', code: e.code, message: e.message }),
+      ),
     );
     const { fibers } = yield* ApplyWork;
     const context = yield* Effect.context<KubeClient | Auditor>();
@@ -158,12 +240,29 @@ export const applyRequest = (input: PlanInput): Effect.Effect<ApplyAccepted, Api
     yield* FiberSet.run(
       fibers,
       Effect.forEach(plan.steps, (s) => execute(s, plan.principal), { concurrency: 8, discard: true }).pipe(
-        Effect.zipRight(auditor.record({ actor: plan.principal.actor, verb: 'apply', outcome: 'succeeded', message: `apply of ${plan.steps.length} changes started at ${new Date(started).toISOString()} finished` })),
+        Effect.zipRight(
+          auditor.record({
+            actor: plan.principal.actor,
+            verb: 'apply',
+            outcome: 'succeeded',
+            message: `apply of ${plan.steps.length} changes started at ${new Date(started).toISOString()} finished`,
+          }),
+        ),
         Effect.provide(context),
       ),
     );
-    yield* auditor.record({ actor: plan.principal.actor, verb: 'apply', outcome: 'accepted', message: `${plan.steps.length} changes` });
-    return { accepted: true, operation: 'apply', plan: plan.result, objects: plan.steps.map((s) => s.item.object) } satisfies ApplyAccepted;
+    yield* auditor.record({
+      actor: plan.principal.actor,
+      verb: 'apply',
+      outcome: 'accepted',
+      message: `${plan.steps.length} changes`,
+    });
+    return {
+      accepted: true,
+      operation: 'apply',
+      plan: plan.result,
+      objects: plan.steps.map((s) => s.item.object),
+    } satisfies ApplyAccepted;
   });
 
 export const isApiError = (e: unknown): e is ApiError => e instanceof ApiError;

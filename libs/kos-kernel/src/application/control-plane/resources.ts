@@ -42,20 +42,32 @@ export const kindOf = (segment: string, apiVersion: string | undefined, stage: '
   Effect.suspend(() => {
     if (apiVersion !== undefined && !isKosApiVersion(apiVersion)) {
       return Effect.fail(
-        apiError('capability_missing', stage, `${apiVersion} ${segment} is not served: no activated component declares it (extension kinds are served only while their component is activated)`),
+        apiError(
+          'capability_missing',
+          stage,
+          `${apiVersion} ${segment} is not served: no activated component declares it (extension kinds are served only while their component is activated)`,
+        ),
       );
     }
     const kind = resolveKind(segment);
     return kind === undefined
-      ? Effect.fail(apiError('capability_missing', stage, `unknown kind "${segment}": not a kernel kind of ${KOS_GROUP} and not declared by an activated component`))
+      ? Effect.fail(
+          apiError(
+            'capability_missing',
+            stage,
+            `unknown kind "${segment}": not a kernel kind of ${KOS_GROUP} and not declared by an activated component`,
+          ),
+        )
       : Effect.succeed(kind);
   });
 
 const namespaceFor = (kind: KernelKind, namespace: string | undefined, stage: 'route' | 'validate') =>
   Effect.suspend(() => {
     if (namespace === undefined || namespace === '') return Effect.succeed(undefined);
-    if (KIND_INFO[kind].scope === 'Cluster') return Effect.fail(apiError('invalid_parameter', stage, `${kind} is cluster-scoped: no namespace`));
-    if (!isNamespaceName(namespace)) return Effect.fail(apiError('invalid_parameter', stage, `namespace "${namespace}" is not a DNS label`));
+    if (KIND_INFO[kind].scope === 'Cluster')
+      return Effect.fail(apiError('invalid_parameter', stage, `${kind} is cluster-scoped: no namespace`));
+    if (!isNamespaceName(namespace))
+      return Effect.fail(apiError('invalid_parameter', stage, `namespace "${namespace}" is not a DNS label`));
     return Effect.succeed(namespace);
   });
 
@@ -75,8 +87,17 @@ const projectWith = (objects: ReadonlyArray<KubeObject>, readAtMs: number) =>
     const index = yield* DiscoveryIndex;
     const state = yield* index.state;
     const now = yield* Clock.currentTimeMillis;
-    return objects.map(
-      (o): Projection => project(withoutManagedFields(o), { readAtMs, nowMs: now, thresholdMs: config.staleThresholdMs, sources: sourcesOf(state, { ...o, name: o.metadata.name ?? '', ...(o.metadata.namespace !== undefined ? { namespace: o.metadata.namespace } : {}) }) }),
+    return objects.map((o): Projection =>
+      project(withoutManagedFields(o), {
+        readAtMs,
+        nowMs: now,
+        thresholdMs: config.staleThresholdMs,
+        sources: sourcesOf(state, {
+          ...o,
+          name: o.metadata.name ?? '',
+          ...(o.metadata.namespace !== undefined ? { namespace: o.metadata.namespace } : {}),
+        }),
+      }),
     );
   });
 
@@ -100,10 +121,24 @@ export const audited = <A extends { readonly object?: ObjectReference }, R>(
 ): Effect.Effect<A, ApiError, R | Auditor> =>
   Effect.flatMap(Auditor, (auditor) =>
     effect.pipe(
-      Effect.tap((a) => auditor.record({ actor: actor(), verb, outcome: 'accepted', ...(a.object ?? object() ? { object: (a.object ?? object()) as ObjectReference } : {}) })),
+      Effect.tap((a) =>
+        auditor.record({
+          actor: actor(),
+          verb,
+          outcome: 'accepted',
+          ...((a.object ?? object()) ? { object: (a.object ?? object()) as ObjectReference } : {}),
+        }),
+      ),
       Effect.tapError((e) => {
         const o = e.object ?? object();
-        return auditor.record({ actor: actor(), verb, outcome: 'rejected', code: e.code, message: e.message, ...(o !== undefined ? { object: o } : {}) });
+        return auditor.record({
+          actor: actor(),
+          verb,
+          outcome: 'rejected',
+          code: e.code,
+          message: e.message,
+          ...(o !== undefined ? { object: o } : {}),
+        });
       }),
     ),
   );
@@ -119,7 +154,9 @@ export interface ListInput extends Caller {
   readonly labelSelector?: string;
 }
 
-export const listResources = (input: ListInput): Effect.Effect<ListPage, ApiError, KubeClient | ControlPlaneConfig | Authorizer | DiscoveryIndex> =>
+export const listResources = (
+  input: ListInput,
+): Effect.Effect<ListPage, ApiError, KubeClient | ControlPlaneConfig | Authorizer | DiscoveryIndex> =>
   Effect.gen(function* () {
     const kind = yield* kindOf(input.kind, input.apiVersion);
     const namespace = yield* namespaceFor(kind, input.namespace, 'route');
@@ -129,16 +166,26 @@ export const listResources = (input: ListInput): Effect.Effect<ListPage, ApiErro
     if (input.limit !== undefined) {
       const n = Number(input.limit);
       if (!/^[0-9]+$/.test(input.limit) || !Number.isSafeInteger(n) || n < 1 || n > config.maxPageSize) {
-        return yield* apiError('invalid_parameter', 'route', `limit must be an integer from 1 to ${config.maxPageSize}, not "${input.limit}"`);
+        return yield* apiError(
+          'invalid_parameter',
+          'route',
+          `limit must be an integer from 1 to ${config.maxPageSize}, not "${input.limit}"`,
+        );
       }
       limit = n;
     }
-    const selector = input.labelSelector === undefined || input.labelSelector.trim() === '' ? undefined : input.labelSelector;
+    const selector =
+      input.labelSelector === undefined || input.labelSelector.trim() === '' ? undefined : input.labelSelector;
     if (selector !== undefined) {
       const problem = labelSelectorProblem(selector);
-      if (problem !== undefined) return yield* apiError('invalid_parameter', 'route', `labelSelector "${selector}": ${problem}`);
+      if (problem !== undefined)
+        return yield* apiError('invalid_parameter', 'route', `labelSelector "${selector}": ${problem}`);
     }
-    const query: ListQuery = { kind, ...(namespace !== undefined ? { namespace } : {}), ...(selector !== undefined ? { labelSelector: selector } : {}) };
+    const query: ListQuery = {
+      kind,
+      ...(namespace !== undefined ? { namespace } : {}),
+      ...(selector !== undefined ? { labelSelector: selector } : {}),
+    };
     let upstream: string | undefined;
     if (input.continue !== undefined && input.continue !== '') {
       const decoded = decodeContinue(config.continueKey, query, input.continue);
@@ -148,7 +195,14 @@ export const listResources = (input: ListInput): Effect.Effect<ListPage, ApiErro
     const client = yield* KubeClient;
     const apiVersion = yield* apiVersionOf;
     const page = yield* client
-      .list({ apiVersion, kind, ...(namespace !== undefined ? { namespace } : {}) }, { limit, ...(selector !== undefined ? { labelSelector: selector } : {}), ...(upstream !== undefined ? { continue: upstream } : {}) })
+      .list(
+        { apiVersion, kind, ...(namespace !== undefined ? { namespace } : {}) },
+        {
+          limit,
+          ...(selector !== undefined ? { labelSelector: selector } : {}),
+          ...(upstream !== undefined ? { continue: upstream } : {}),
+        },
+      )
       .pipe(Effect.mapError((e) => fromKube(e, 'read', undefined, false)));
     const readAt = yield* Clock.currentTimeMillis;
     const items = yield* projectWith(page.items, readAt);
@@ -157,7 +211,9 @@ export const listResources = (input: ListInput): Effect.Effect<ListPage, ApiErro
       kind,
       items,
       ...(next !== undefined && next !== '' ? { continue: encodeContinue(config.continueKey, query, next) } : {}),
-      ...(page.metadata.remainingItemCount !== undefined ? { remainingItemCount: page.metadata.remainingItemCount } : {}),
+      ...(page.metadata.remainingItemCount !== undefined
+        ? { remainingItemCount: page.metadata.remainingItemCount }
+        : {}),
     };
   });
 
@@ -168,16 +224,30 @@ export interface GetInput extends Caller {
   readonly namespace?: string;
 }
 
-const objectKey = (kind: KernelKind, name: string, namespace: string | undefined, apiVersion: string, stage: 'route' | 'validate') =>
+const objectKey = (
+  kind: KernelKind,
+  name: string,
+  namespace: string | undefined,
+  apiVersion: string,
+  stage: 'route' | 'validate',
+) =>
   Effect.suspend(() => {
-    if (!isObjectName(name)) return Effect.fail(apiError('invalid_parameter', stage, `name "${name}" is not a DNS subdomain`));
+    if (!isObjectName(name))
+      return Effect.fail(apiError('invalid_parameter', stage, `name "${name}" is not a DNS subdomain`));
     if (KIND_INFO[kind].scope === 'Namespaced' && namespace === undefined) {
       return Effect.fail(apiError('invalid_parameter', stage, `${kind} is namespaced: give the namespace`));
     }
-    return Effect.succeed({ apiVersion, kind, name, ...(namespace !== undefined ? { namespace } : {}) } as ObjectReference);
+    return Effect.succeed({
+      apiVersion,
+      kind,
+      name,
+      ...(namespace !== undefined ? { namespace } : {}),
+    } as ObjectReference);
   });
 
-export const getResource = (input: GetInput): Effect.Effect<Projection, ApiError, KubeClient | ControlPlaneConfig | Authorizer | DiscoveryIndex> =>
+export const getResource = (
+  input: GetInput,
+): Effect.Effect<Projection, ApiError, KubeClient | ControlPlaneConfig | Authorizer | DiscoveryIndex> =>
   Effect.gen(function* () {
     const kind = yield* kindOf(input.kind, input.apiVersion);
     const namespace = yield* namespaceFor(kind, input.namespace, 'route');
@@ -195,7 +265,9 @@ export const getResource = (input: GetInput): Effect.Effect<Projection, ApiError
 const admitOr = (request: Parameters<typeof admit>[0], ref: ObjectReference) =>
   Effect.suspend(() => {
     const d = admit(request);
-    return Either.isLeft(d) ? Effect.fail(apiError('forbidden', 'admit', d.left.message, { object: ref })) : Effect.succeed(d.right);
+    return Either.isLeft(d)
+      ? Effect.fail(apiError('forbidden', 'admit', d.left.message, { object: ref }))
+      : Effect.succeed(d.right);
   });
 
 interface Desired {
@@ -213,59 +285,118 @@ export const desiredOf = (
   context: { readonly namespace?: string; readonly name?: string },
 ): Effect.Effect<Desired, ApiError, ControlPlaneConfig> =>
   Effect.gen(function* () {
-    if (body === null || typeof body !== 'object' || Array.isArray(body)) return yield* apiError('malformed_body', 'decode', 'the body must be a JSON object');
+    if (body === null || typeof body !== 'object' || Array.isArray(body))
+      return yield* apiError('malformed_body', 'decode', 'the body must be a JSON object');
     const o = body as Record<string, unknown>;
     const apiVersion = yield* apiVersionOf;
     if (o['apiVersion'] !== undefined && (typeof o['apiVersion'] !== 'string' || !isKosApiVersion(o['apiVersion']))) {
-      return yield* apiError('capability_missing', 'validate', `apiVersion ${String(o['apiVersion'])} is not served for ${kind}`);
+      return yield* apiError(
+        'capability_missing',
+        'validate',
+        `apiVersion ${String(o['apiVersion'])} is not served for ${kind}`,
+      );
     }
-    if (o['kind'] !== undefined && o['kind'] !== kind) return yield* apiError('invalid_field', 'validate', `kind: the body says ${String(o['kind'])}, the route ${kind}`, { causes: [{ field: 'kind', message: `must be ${kind}` }] });
+    if (o['kind'] !== undefined && o['kind'] !== kind)
+      return yield* apiError(
+        'invalid_field',
+        'validate',
+        `kind: the body says ${String(o['kind'])}, the route ${kind}`,
+        { causes: [{ field: 'kind', message: `must be ${kind}` }] },
+      );
     const meta = (o['metadata'] ?? {}) as Record<string, unknown>;
-    if (typeof meta !== 'object' || meta === null) return yield* apiError('invalid_field', 'validate', 'metadata must be an object');
+    if (typeof meta !== 'object' || meta === null)
+      return yield* apiError('invalid_field', 'validate', 'metadata must be an object');
     const name = meta['name'] ?? context.name;
-    if (typeof name !== 'string' || !isObjectName(name)) return yield* apiError('invalid_field', 'validate', 'metadata.name is required and must be a DNS subdomain', { causes: [{ field: 'metadata.name', message: 'required DNS subdomain' }] });
-    if (context.name !== undefined && name !== context.name) return yield* apiError('invalid_field', 'validate', `metadata.name "${name}" differs from the route's "${context.name}"`);
+    if (typeof name !== 'string' || !isObjectName(name))
+      return yield* apiError('invalid_field', 'validate', 'metadata.name is required and must be a DNS subdomain', {
+        causes: [{ field: 'metadata.name', message: 'required DNS subdomain' }],
+      });
+    if (context.name !== undefined && name !== context.name)
+      return yield* apiError(
+        'invalid_field',
+        'validate',
+        `metadata.name "${name}" differs from the route's "${context.name}"`,
+      );
     const bodyNs = meta['namespace'];
-    if (bodyNs !== undefined && typeof bodyNs !== 'string') return yield* apiError('invalid_field', 'validate', 'metadata.namespace must be a string');
+    if (bodyNs !== undefined && typeof bodyNs !== 'string')
+      return yield* apiError('invalid_field', 'validate', 'metadata.namespace must be a string');
     if (bodyNs !== undefined && context.namespace !== undefined && bodyNs !== context.namespace) {
-      return yield* apiError('invalid_field', 'validate', `metadata.namespace "${bodyNs}" differs from the namespace parameter "${context.namespace}"`);
+      return yield* apiError(
+        'invalid_field',
+        'validate',
+        `metadata.namespace "${bodyNs}" differs from the namespace parameter "${context.namespace}"`,
+      );
     }
     const namespace = (bodyNs as string | undefined) ?? context.namespace;
     if (KIND_INFO[kind].scope === 'Namespaced' && (namespace === undefined || !isNamespaceName(namespace))) {
-      return yield* apiError('invalid_field', 'validate', `${kind} is namespaced: metadata.namespace (a DNS label) is required`, { causes: [{ field: 'metadata.namespace', message: 'required' }] });
+      return yield* apiError(
+        'invalid_field',
+        'validate',
+        `${kind} is namespaced: metadata.namespace (a DNS label) is required`,
+        { causes: [{ field: 'metadata.namespace', message: 'required' }] },
+      );
     }
-    if (KIND_INFO[kind].scope === 'Cluster' && namespace !== undefined) return yield* apiError('invalid_field', 'validate', `${kind} is cluster-scoped: no metadata.namespace`);
-    const ref: ObjectReference = { apiVersion, kind, name, ...(KIND_INFO[kind].scope === 'Namespaced' ? { namespace: namespace as string } : {}) };
+    if (KIND_INFO[kind].scope === 'Cluster' && namespace !== undefined)
+      return yield* apiError('invalid_field', 'validate', `${kind} is cluster-scoped: no metadata.namespace`);
+    const ref: ObjectReference = {
+      apiVersion,
+      kind,
+      name,
+      ...(KIND_INFO[kind].scope === 'Namespaced' ? { namespace: namespace as string } : {}),
+    };
     const labels = (meta['labels'] ?? {}) as Record<string, string>;
     const annotations = (meta['annotations'] ?? {}) as Record<string, string>;
-    for (const [what, map] of [['labels', labels], ['annotations', annotations]] as const) {
+    for (const [what, map] of [
+      ['labels', labels],
+      ['annotations', annotations],
+    ] as const) {
       if (typeof map !== 'object' || map === null || Object.values(map).some((v) => typeof v !== 'string')) {
-        return yield* apiError('invalid_field', 'validate', `metadata.${what} must map strings to strings`, { object: ref });
+        return yield* apiError('invalid_field', 'validate', `metadata.${what} must map strings to strings`, {
+          object: ref,
+        });
       }
       const marker = Object.keys(map).find((k) => k.startsWith(MARKER_PREFIX));
       if (marker !== undefined) {
-        return yield* apiError('forbidden', 'admit', `${marker} is an ownership marker: only the adoption actions write markers (subject ${principal.subject}, ${kind} ${name})`, { object: ref });
+        return yield* apiError(
+          'forbidden',
+          'admit',
+          `${marker} is an ownership marker: only the adoption actions write markers (subject ${principal.subject}, ${kind} ${name})`,
+          { object: ref },
+        );
       }
     }
     const spec = (o['spec'] ?? {}) as Record<string, unknown>;
     const problems = specProblems(kind, spec);
     if (problems.length > 0) {
-      return yield* apiError('invalid_field', 'validate', problems.map((p) => `${p.field}: ${p.message}`).join('; '), { object: ref, causes: problems });
+      return yield* apiError('invalid_field', 'validate', problems.map((p) => `${p.field}: ${p.message}`).join('; '), {
+        object: ref,
+        causes: problems,
+      });
     }
     let finalSpec: Record<string, unknown> = spec;
     if (KIND_INFO[kind].owned) {
       if (spec['owner'] !== undefined && spec['owner'] !== principal.actor) {
-        return yield* apiError('invalid_field', 'validate', `spec.owner is written by the API from the session (${principal.actor}); it cannot be set to "${String(spec['owner'])}"`, {
-          object: ref,
-          causes: [{ field: 'spec.owner', message: 'set by the API, immutable' }],
-        });
+        return yield* apiError(
+          'invalid_field',
+          'validate',
+          `spec.owner is written by the API from the session (${principal.actor}); it cannot be set to "${String(spec['owner'])}"`,
+          {
+            object: ref,
+            causes: [{ field: 'spec.owner', message: 'set by the API, immutable' }],
+          },
+        );
       }
       finalSpec = { ...spec, owner: principal.actor };
     }
     const object: KubeObject = {
       apiVersion,
       kind,
-      metadata: { name, ...(ref.namespace !== undefined ? { namespace: ref.namespace } : {}), ...(Object.keys(labels).length ? { labels } : {}), ...(Object.keys(annotations).length ? { annotations } : {}) },
+      metadata: {
+        name,
+        ...(ref.namespace !== undefined ? { namespace: ref.namespace } : {}),
+        ...(Object.keys(labels).length ? { labels } : {}),
+        ...(Object.keys(annotations).length ? { annotations } : {}),
+      },
       spec: finalSpec,
     };
     return { kind, ref, object, principal };
@@ -276,12 +407,37 @@ const admitUserWrite = (d: Desired, part: 'create' | 'spec') =>
   Effect.gen(function* () {
     const target = { name: d.ref.name, ...(d.ref.namespace !== undefined ? { namespace: d.ref.namespace } : {}) };
     const userFields = fieldsOf('spec', d.object).filter((f) => f !== 'spec.owner' && !f.startsWith('spec.owner.'));
-    if (part === 'create') yield* admitOr({ subject: d.principal.subject, actor: d.principal.actor, target: d.kind, part: 'create', object: target, fields: [] }, d.ref);
+    if (part === 'create')
+      yield* admitOr(
+        {
+          subject: d.principal.subject,
+          actor: d.principal.actor,
+          target: d.kind,
+          part: 'create',
+          object: target,
+          fields: [],
+        },
+        d.ref,
+      );
     const spec = d.object['spec'] as Record<string, unknown>;
     if (Object.keys(spec).some((k) => k !== 'owner')) {
-      yield* admitOr({ subject: d.principal.subject, actor: d.principal.actor, target: d.kind, part: 'spec', object: target, fields: userFields }, d.ref);
+      yield* admitOr(
+        {
+          subject: d.principal.subject,
+          actor: d.principal.actor,
+          target: d.kind,
+          part: 'spec',
+          object: target,
+          fields: userFields,
+        },
+        d.ref,
+      );
     }
-    if (KIND_INFO[d.kind].owned) yield* admitOr({ subject: 'control-plane', target: d.kind, part: 'spec', object: target, fields: ['spec.owner'] }, d.ref);
+    if (KIND_INFO[d.kind].owned)
+      yield* admitOr(
+        { subject: 'control-plane', target: d.kind, part: 'spec', object: target, fields: ['spec.owner'] },
+        d.ref,
+      );
     return fieldManagerOf(d.principal.subject, d.principal.actor);
   });
 
@@ -296,7 +452,9 @@ export interface CreateInput extends Caller {
  * with a different one ⇒ `object_exists`. Concurrent identical requests race on the API server's create: the
  * losers read the winner's object and converge on it.
  */
-export const createResource = (input: CreateInput): Effect.Effect<Accepted, ApiError, KubeClient | ControlPlaneConfig | Authorizer | Auditor> => {
+export const createResource = (
+  input: CreateInput,
+): Effect.Effect<Accepted, ApiError, KubeClient | ControlPlaneConfig | Authorizer | Auditor> => {
   let actor = 'unknown';
   let target: ObjectReference | undefined;
   return audited(
@@ -316,10 +474,15 @@ export const createResource = (input: CreateInput): Effect.Effect<Accepted, ApiE
         sameDesiredSpec(kind, d.object['spec'], stored['spec'])
           ? Effect.succeed<Accepted>({ accepted: true, operation: 'create', object: refOf(stored) })
           : Effect.fail(
-              apiError('object_exists', 'write', `${kind} ${d.ref.namespace ? `${d.ref.namespace}/` : ''}${d.ref.name} already exists with a different desired state`, {
-                object: refOf(stored),
-                current: stored,
-              }),
+              apiError(
+                'object_exists',
+                'write',
+                `${kind} ${d.ref.namespace ? `${d.ref.namespace}/` : ''}${d.ref.name} already exists with a different desired state`,
+                {
+                  object: refOf(stored),
+                  current: stored,
+                },
+              ),
             );
       const existing = yield* client.get(d.ref).pipe(
         Effect.map((o): KubeObject | undefined => o),
@@ -350,7 +513,9 @@ export interface UpdateInput extends Caller {
 }
 
 /** Update client-owned fields with optimistic concurrency (C-05): a changed version ⇒ 409 + `current`. */
-export const updateResource = (input: UpdateInput): Effect.Effect<Accepted, ApiError, KubeClient | ControlPlaneConfig | Authorizer | Auditor> => {
+export const updateResource = (
+  input: UpdateInput,
+): Effect.Effect<Accepted, ApiError, KubeClient | ControlPlaneConfig | Authorizer | Auditor> => {
   let actor = 'unknown';
   let target: ObjectReference | undefined;
   return audited(
@@ -362,38 +527,78 @@ export const updateResource = (input: UpdateInput): Effect.Effect<Accepted, ApiE
       const ns = yield* namespaceFor(kind, input.namespace, 'route');
       const principal = yield* authorize(input, 'update', kind, ns, input.name);
       actor = principal.actor;
-      const d = yield* desiredOf(kind, input.body, principal, { name: input.name, ...(ns !== undefined ? { namespace: ns } : {}) });
+      const d = yield* desiredOf(kind, input.body, principal, {
+        name: input.name,
+        ...(ns !== undefined ? { namespace: ns } : {}),
+      });
       target = d.ref;
-      const bodyVersion = ((input.body as { metadata?: { resourceVersion?: unknown } }).metadata?.resourceVersion ?? undefined) as unknown;
+      const bodyVersion = ((input.body as { metadata?: { resourceVersion?: unknown } }).metadata?.resourceVersion ??
+        undefined) as unknown;
       const headerVersion = parseIfMatch(input.ifMatch);
-      if (bodyVersion !== undefined && typeof bodyVersion !== 'string') return yield* apiError('invalid_field', 'validate', 'metadata.resourceVersion must be a string', { object: d.ref });
+      if (bodyVersion !== undefined && typeof bodyVersion !== 'string')
+        return yield* apiError('invalid_field', 'validate', 'metadata.resourceVersion must be a string', {
+          object: d.ref,
+        });
       if (headerVersion !== undefined && bodyVersion !== undefined && headerVersion !== bodyVersion) {
-        return yield* apiError('invalid_field', 'validate', `If-Match (${headerVersion}) and metadata.resourceVersion (${bodyVersion}) disagree`, { object: d.ref });
+        return yield* apiError(
+          'invalid_field',
+          'validate',
+          `If-Match (${headerVersion}) and metadata.resourceVersion (${bodyVersion}) disagree`,
+          { object: d.ref },
+        );
       }
       const version = headerVersion ?? (bodyVersion as string | undefined);
-      if (version === undefined) return yield* apiError('precondition_required', 'validate', 'PUT needs If-Match or metadata.resourceVersion (the version you read)', { object: d.ref });
+      if (version === undefined)
+        return yield* apiError(
+          'precondition_required',
+          'validate',
+          'PUT needs If-Match or metadata.resourceVersion (the version you read)',
+          { object: d.ref },
+        );
       const fieldManager = yield* admitUserWrite(d, 'spec');
       const client = yield* KubeClient;
       const stored = yield* client.get(d.ref).pipe(Effect.mapError((e) => fromKube(e, 'read', d.ref, false)));
       if (stored.metadata.resourceVersion !== version) {
-        return yield* apiError('conflict', 'write', `the object is at version ${stored.metadata.resourceVersion}, not ${version}`, { object: refOf(stored), current: stored });
+        return yield* apiError(
+          'conflict',
+          'write',
+          `the object is at version ${stored.metadata.resourceVersion}, not ${version}`,
+          { object: refOf(stored), current: stored },
+        );
       }
       const storedOwner = (stored['spec'] as { owner?: unknown } | undefined)?.owner;
       const spec = d.object['spec'] as Record<string, unknown>;
       if (KIND_INFO[kind].owned && storedOwner !== undefined && storedOwner !== spec['owner']) {
-        return yield* apiError('forbidden', 'admit', `spec.owner is ${String(storedOwner)}; only the owner's session may update it (transfer is an Owner action)`, { object: refOf(stored) });
+        return yield* apiError(
+          'forbidden',
+          'admit',
+          `spec.owner is ${String(storedOwner)}; only the owner's session may update it (transfer is an Owner action)`,
+          { object: refOf(stored) },
+        );
       }
       const next: KubeObject = {
         ...stored,
         metadata: {
           ...stored.metadata,
           resourceVersion: version,
-          labels: { ...Object.fromEntries(Object.entries(stored.metadata.labels ?? {}).filter(([k]) => k.startsWith(MARKER_PREFIX))), ...(d.object.metadata.labels ?? {}) },
-          annotations: { ...Object.fromEntries(Object.entries(stored.metadata.annotations ?? {}).filter(([k]) => k.startsWith(MARKER_PREFIX))), ...(d.object.metadata.annotations ?? {}) },
+          labels: {
+            ...Object.fromEntries(
+              Object.entries(stored.metadata.labels ?? {}).filter(([k]) => k.startsWith(MARKER_PREFIX)),
+            ),
+            ...(d.object.metadata.labels ?? {}),
+          },
+          annotations: {
+            ...Object.fromEntries(
+              Object.entries(stored.metadata.annotations ?? {}).filter(([k]) => k.startsWith(MARKER_PREFIX)),
+            ),
+            ...(d.object.metadata.annotations ?? {}),
+          },
         },
         spec,
       };
-      const updated = yield* client.update(next, { fieldManager }).pipe(Effect.mapError((e) => fromKube(e, 'write', d.ref, true)));
+      const updated = yield* client
+        .update(next, { fieldManager })
+        .pipe(Effect.mapError((e) => fromKube(e, 'write', d.ref, true)));
       return { accepted: true, operation: 'update', object: refOf(updated) } satisfies Accepted;
     }),
   );
@@ -407,7 +612,9 @@ export interface DeleteInput extends Caller {
 }
 
 /** Delete bound to the version the caller read (If-Match required): a changed version ⇒ 409 + `current`. */
-export const deleteResource = (input: DeleteInput): Effect.Effect<Accepted, ApiError, KubeClient | ControlPlaneConfig | Authorizer | Auditor> => {
+export const deleteResource = (
+  input: DeleteInput,
+): Effect.Effect<Accepted, ApiError, KubeClient | ControlPlaneConfig | Authorizer | Auditor> => {
   let actor = 'unknown';
   let target: ObjectReference | undefined;
   return audited(
@@ -422,19 +629,43 @@ export const deleteResource = (input: DeleteInput): Effect.Effect<Accepted, ApiE
       const principal = yield* authorize(input, 'delete', kind, ns, input.name);
       actor = principal.actor;
       const version = parseIfMatch(input.ifMatch);
-      if (version === undefined) return yield* apiError('precondition_required', 'validate', 'DELETE needs If-Match (the version you read)', { object: ref });
-      yield* admitOr({ subject: principal.subject, actor: principal.actor, target: kind, part: 'delete', object: { name: ref.name, ...(ref.namespace !== undefined ? { namespace: ref.namespace } : {}) }, fields: [] }, ref);
+      if (version === undefined)
+        return yield* apiError('precondition_required', 'validate', 'DELETE needs If-Match (the version you read)', {
+          object: ref,
+        });
+      yield* admitOr(
+        {
+          subject: principal.subject,
+          actor: principal.actor,
+          target: kind,
+          part: 'delete',
+          object: { name: ref.name, ...(ref.namespace !== undefined ? { namespace: ref.namespace } : {}) },
+          fields: [],
+        },
+        ref,
+      );
       const client = yield* KubeClient;
       const result = yield* client.delete(ref, { preconditions: { resourceVersion: version } }).pipe(
         Effect.catchTag('Conflict', (e) =>
           client.get(ref).pipe(
             Effect.mapError((g) => fromKube(g, 'read', ref, false)),
-            Effect.flatMap((current) => Effect.fail(apiError('conflict', 'write', `the object changed since version ${version}: ${e.message}`, { object: refOf(current), current }))),
+            Effect.flatMap((current) =>
+              Effect.fail(
+                apiError('conflict', 'write', `the object changed since version ${version}: ${e.message}`, {
+                  object: refOf(current),
+                  current,
+                }),
+              ),
+            ),
           ),
         ),
         Effect.mapError((e) => (e instanceof ApiError ? e : fromKube(e, 'write', ref, true))),
       );
-      return { accepted: true, operation: 'delete', object: result.object !== undefined ? refOf(result.object) : ref } satisfies Accepted;
+      return {
+        accepted: true,
+        operation: 'delete',
+        object: result.object !== undefined ? refOf(result.object) : ref,
+      } satisfies Accepted;
     }),
   );
 };

@@ -47,10 +47,16 @@ export interface AuditRecord {
 }
 
 /** Every write, rejected attempts included, appends one record (seed §6.10 via C-14). */
-export class Auditor extends Context.Tag('@homelab/kos-kernel/Auditor')<Auditor, { readonly record: (entry: Omit<AuditRecord, 'at'>) => Effect.Effect<void> }>() {}
+export class Auditor extends Context.Tag('@homelab/kos-kernel/Auditor')<
+  Auditor,
+  { readonly record: (entry: Omit<AuditRecord, 'at'>) => Effect.Effect<void> }
+>() {}
 
 /** The audit trail kept in process memory (bounded), until the control-plane database exists. */
-export class AuditLog extends Context.Tag('@homelab/kos-kernel/AuditLog')<AuditLog, { readonly entries: Effect.Effect<ReadonlyArray<AuditRecord>> }>() {}
+export class AuditLog extends Context.Tag('@homelab/kos-kernel/AuditLog')<
+  AuditLog,
+  { readonly entries: Effect.Effect<ReadonlyArray<AuditRecord>> }
+>() {}
 
 export const MemoryAuditorLive = (capacity = 10_000): Layer.Layer<Auditor | AuditLog> =>
   Layer.effectContext(
@@ -58,7 +64,10 @@ export const MemoryAuditorLive = (capacity = 10_000): Layer.Layer<Auditor | Audi
       const ref = yield* Ref.make<ReadonlyArray<AuditRecord>>([]);
       const record = (entry: Omit<AuditRecord, 'at'>) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) =>
-          Ref.update(ref, (all) => [...all.slice(Math.max(0, all.length - capacity + 1)), { at: new Date(now).toISOString(), ...entry }]),
+          Ref.update(ref, (all) => [
+            ...all.slice(Math.max(0, all.length - capacity + 1)),
+            { at: new Date(now).toISOString(), ...entry },
+          ]),
         );
       return Context.make(Auditor, { record }).pipe(Context.add(AuditLog, { entries: Ref.get(ref) }));
     }),
@@ -74,10 +83,19 @@ export interface ControlPlaneSettings {
   readonly version: 'v1alpha1' | 'v1beta1';
 }
 
-export class ControlPlaneConfig extends Context.Tag('@homelab/kos-kernel/ControlPlaneConfig')<ControlPlaneConfig, ControlPlaneSettings>() {}
+export class ControlPlaneConfig extends Context.Tag('@homelab/kos-kernel/ControlPlaneConfig')<
+  ControlPlaneConfig,
+  ControlPlaneSettings
+>() {}
 
 export const controlPlaneConfig = (settings: Partial<ControlPlaneSettings> & { readonly continueKey: Uint8Array }) =>
-  Layer.succeed(ControlPlaneConfig, { staleThresholdMs: STALE_THRESHOLD_MS, defaultPageSize: 100, maxPageSize: 1000, version: 'v1beta1', ...settings });
+  Layer.succeed(ControlPlaneConfig, {
+    staleThresholdMs: STALE_THRESHOLD_MS,
+    defaultPageSize: 100,
+    maxPageSize: 1000,
+    version: 'v1beta1',
+    ...settings,
+  });
 
 /** The multi-source discovery index (C-25): adapters report into it; the API reads it. */
 export class DiscoveryIndex extends Context.Tag('@homelab/kos-kernel/DiscoveryIndex')<

@@ -12,7 +12,10 @@ export interface ListQuery {
   readonly labelSelector?: string;
 }
 
-export class InvalidContinue extends Data.TaggedError('InvalidContinue')<{ readonly reason: 'malformed' | 'signature' | 'other_query'; readonly message: string }> {}
+export class InvalidContinue extends Data.TaggedError('InvalidContinue')<{
+  readonly reason: 'malformed' | 'signature' | 'other_query';
+  readonly message: string;
+}> {}
 
 const enc = new TextEncoder();
 const b64url = (bytes: Uint8Array): string => Buffer.from(bytes).toString('base64url');
@@ -36,29 +39,45 @@ const equalStrings = (a: string, b: string): boolean => {
 };
 
 /** The API server's continue token inside `token`, if the token is ours, intact and issued for this very query. */
-export const decodeContinue = (key: Uint8Array, query: ListQuery, token: string): Either.Either<string, InvalidContinue> => {
+export const decodeContinue = (
+  key: Uint8Array,
+  query: ListQuery,
+  token: string,
+): Either.Either<string, InvalidContinue> => {
   const parts = token.split('.');
   if (parts.length !== 2 || parts[0] === '' || parts[1] === '') {
-    return Either.left(new InvalidContinue({ reason: 'malformed', message: 'the continue token is not one this control plane issued' }));
+    return Either.left(
+      new InvalidContinue({ reason: 'malformed', message: 'the continue token is not one this control plane issued' }),
+    );
   }
   const [payload, mac] = parts as [string, string];
   if (!equalStrings(sign(key, payload), mac)) {
-    return Either.left(new InvalidContinue({ reason: 'signature', message: 'the continue token was altered or issued by another control plane' }));
+    return Either.left(
+      new InvalidContinue({
+        reason: 'signature',
+        message: 'the continue token was altered or issued by another control plane',
+      }),
+    );
   }
   let body: { q?: unknown; c?: unknown };
   try {
     body = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as { q?: unknown; c?: unknown };
   } catch {
-    return Either.left(new InvalidContinue({ reason: 'malformed', message: 'the continue token payload is not readable' }));
+    return Either.left(
+      new InvalidContinue({ reason: 'malformed', message: 'the continue token payload is not readable' }),
+    );
   }
   if (typeof body.q !== 'string' || typeof body.c !== 'string') {
-    return Either.left(new InvalidContinue({ reason: 'malformed', message: 'the continue token payload is incomplete' }));
+    return Either.left(
+      new InvalidContinue({ reason: 'malformed', message: 'the continue token payload is incomplete' }),
+    );
   }
   if (body.q !== queryDigest(query)) {
     return Either.left(
       new InvalidContinue({
         reason: 'other_query',
-        message: 'the continue token belongs to another query (kind, namespace or labelSelector differ); start the listing again without it',
+        message:
+          'the continue token belongs to another query (kind, namespace or labelSelector differ); start the listing again without it',
       }),
     );
   }

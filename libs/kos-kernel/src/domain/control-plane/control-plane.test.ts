@@ -8,7 +8,14 @@ import { envelopeOf, apiError } from '../../application/control-plane/errors.js'
 import { decodeContinue, encodeContinue, type ListQuery } from './continue-token.js';
 import { entriesOf, recordReport, sourcesOf, type DiscoveryState } from './discovery.js';
 import { isStale, project, STALE_THRESHOLD_MS } from './projection.js';
-import { labelSelectorProblem, parseIfMatch, resolveKind, sameDesiredSpec, specChanges, specProblems } from './requests.js';
+import {
+  labelSelectorProblem,
+  parseIfMatch,
+  resolveKind,
+  sameDesiredSpec,
+  specChanges,
+  specProblems,
+} from './requests.js';
 
 const key = new Uint8Array(32).fill(7);
 const otherKey = new Uint8Array(32).fill(8);
@@ -58,11 +65,20 @@ describe('TC-27 staleness (pure)', () => {
 
   it('NodeDevice projections are as old as spec.observedAt; other objects as old as the read', () => {
     const now = Date.parse('2026-01-01T00:10:00Z');
-    const device = project({ kind: 'NodeDevice', spec: { observedAt: '2026-01-01T00:07:00Z' } }, { readAtMs: now, nowMs: now, sources: [] });
+    const device = project(
+      { kind: 'NodeDevice', spec: { observedAt: '2026-01-01T00:07:00Z' } },
+      { readAtMs: now, nowMs: now, sources: [] },
+    );
     expect(device).toMatchObject({ observedAt: '2026-01-01T00:07:00.000Z', stale: true });
-    const app = project({ kind: 'Application', spec: {} }, { readAtMs: now - 1000, nowMs: now, sources: ['b', 'a', 'b'] });
+    const app = project(
+      { kind: 'Application', spec: {} },
+      { readAtMs: now - 1000, nowMs: now, sources: ['b', 'a', 'b'] },
+    );
     expect(app).toMatchObject({ observedAt: '2026-01-01T00:09:59.000Z', stale: false, sources: ['a', 'b'] });
-    const future = project({ kind: 'NodeDevice', spec: { observedAt: '2027-01-01T00:00:00Z' } }, { readAtMs: now, nowMs: now, sources: [] });
+    const future = project(
+      { kind: 'NodeDevice', spec: { observedAt: '2027-01-01T00:00:00Z' } },
+      { readAtMs: now, nowMs: now, sources: [] },
+    );
     expect(future.observedAt).toBe(new Date(now).toISOString()); // a clock ahead never makes a fact look newer than its read
   });
 });
@@ -71,8 +87,18 @@ describe('TC-11 the multi-source index (pure)', () => {
   const ref = (name: string, kind = 'Deployment') => ({ apiVersion: 'apps/v1', kind, namespace: 'n', name });
   it('one object reported by two adapters is one entry with both sources; a new report replaces the old one', () => {
     let s: DiscoveryState = new Map();
-    s = recordReport(s, { adapter: 'workloads', category: 'workload', observedAtMs: 1, sightings: [{ object: ref('web') }, { object: ref('db') }] });
-    s = recordReport(s, { adapter: 'helm-releases', category: 'release', observedAtMs: 2, sightings: [{ object: ref('web'), labels: { x: '1' } }] });
+    s = recordReport(s, {
+      adapter: 'workloads',
+      category: 'workload',
+      observedAtMs: 1,
+      sightings: [{ object: ref('web') }, { object: ref('db') }],
+    });
+    s = recordReport(s, {
+      adapter: 'helm-releases',
+      category: 'release',
+      observedAtMs: 2,
+      sightings: [{ object: ref('web'), labels: { x: '1' } }],
+    });
     const entries = entriesOf(s);
     expect(entries.map((e) => [e.object.name, e.sources.map((x) => x.adapter)])).toEqual([
       ['db', ['workloads']],
@@ -80,22 +106,47 @@ describe('TC-11 the multi-source index (pure)', () => {
     ]);
     expect(entries.find((e) => e.object.name === 'web')?.labels).toEqual({ x: '1' });
     expect(sourcesOf(s, ref('web'))).toEqual(['helm-releases', 'workloads']);
-    s = recordReport(s, { adapter: 'workloads', category: 'workload', observedAtMs: 3, sightings: [{ object: ref('web') }] });
+    s = recordReport(s, {
+      adapter: 'workloads',
+      category: 'workload',
+      observedAtMs: 3,
+      sightings: [{ object: ref('web') }],
+    });
     expect(entriesOf(s).map((e) => e.object.name)).toEqual(['web']);
   });
 });
 
 describe('request checks', () => {
   it('label selectors: the Kubernetes grammar', () => {
-    for (const ok of ['', 'a=b', 'a==b', 'a!=b', 'a', '!a', 'a in (b,c)', 'a notin (b)', 'app.kubernetes.io/name=x,tier in (web, api)', 'a=']) expect(labelSelectorProblem(ok)).toBeUndefined();
-    for (const bad of ['a in (b', 'a=b,', '=b', 'a b', 'a=(b)', 'kos.tsic.top/x=y z', '-a=b']) expect(labelSelectorProblem(bad)).toBeDefined();
+    for (const ok of [
+      '',
+      'a=b',
+      'a==b',
+      'a!=b',
+      'a',
+      '!a',
+      'a in (b,c)',
+      'a notin (b)',
+      'app.kubernetes.io/name=x,tier in (web, api)',
+      'a=',
+    ])
+      expect(labelSelectorProblem(ok)).toBeUndefined();
+    for (const bad of ['a in (b', 'a=b,', '=b', 'a b', 'a=(b)', 'kos.tsic.top/x=y z', '-a=b'])
+      expect(labelSelectorProblem(bad)).toBeDefined();
   });
 
   it('kinds by name or plural; If-Match forms', () => {
     expect(resolveKind('Application')).toBe('Application');
     expect(resolveKind('backuppolicies')).toBe('BackupPolicy');
     expect(resolveKind('Widget')).toBeUndefined();
-    expect(['"12"', 'W/"12"', '12', '', '*', undefined].map(parseIfMatch)).toEqual(['12', '12', '12', undefined, undefined, undefined]);
+    expect(['"12"', 'W/"12"', '12', '', '*', undefined].map(parseIfMatch)).toEqual([
+      '12',
+      '12',
+      '12',
+      undefined,
+      undefined,
+      undefined,
+    ]);
   });
 
   it('spec validation names the field; unknown fields are errors', () => {
@@ -123,7 +174,15 @@ describe('the error-code table (decision 0090)', () => {
     for (const [code, spec] of Object.entries(ERROR_CODES)) {
       expect(spec.status).toBeGreaterThanOrEqual(400);
       const env = envelopeOf(apiError(code as keyof typeof ERROR_CODES, 'route', 'm'));
-      expect(Object.keys(env.error).sort()).toEqual(['code', 'message', 'object', 'requiresUserAction', 'retryable', 'sideEffects', 'stage']);
+      expect(Object.keys(env.error).sort()).toEqual([
+        'code',
+        'message',
+        'object',
+        'requiresUserAction',
+        'retryable',
+        'sideEffects',
+        'stage',
+      ]);
     }
   });
 });

@@ -20,7 +20,11 @@ export interface IndexEntry {
   readonly object: ObjectReference;
   readonly labels: Readonly<Record<string, string>>;
   readonly annotations: Readonly<Record<string, string>>;
-  readonly sources: ReadonlyArray<{ readonly adapter: string; readonly category: string; readonly observedAtMs: number }>;
+  readonly sources: ReadonlyArray<{
+    readonly adapter: string;
+    readonly category: string;
+    readonly observedAtMs: number;
+  }>;
 }
 
 export const objectKey = (o: Pick<ObjectReference, 'apiVersion' | 'kind' | 'namespace' | 'name'>): string =>
@@ -29,7 +33,8 @@ export const objectKey = (o: Pick<ObjectReference, 'apiVersion' | 'kind' | 'name
 /** The index as the latest report of each adapter. */
 export type DiscoveryState = ReadonlyMap<string, Report>;
 
-export const recordReport = (state: DiscoveryState, report: Report): DiscoveryState => new Map(state).set(report.adapter, report);
+export const recordReport = (state: DiscoveryState, report: Report): DiscoveryState =>
+  new Map(state).set(report.adapter, report);
 
 /** Merge the adapters' reports: one entry per object, sources sorted by adapter id; the newest sighting's labels win. */
 export const entriesOf = (state: DiscoveryState): ReadonlyArray<IndexEntry> => {
@@ -76,5 +81,7 @@ const lookupOf = (state: DiscoveryState): ReadonlyMap<string, ReadonlyArray<stri
 };
 
 /** The adapter ids that report an object (for the `sources` of its projection). */
-export const sourcesOf = (state: DiscoveryState, o: Pick<ObjectReference, 'apiVersion' | 'kind' | 'namespace' | 'name'>): ReadonlyArray<string> =>
-  lookupOf(state).get(objectKey(o)) ?? NONE;
+export const sourcesOf = (
+  state: DiscoveryState,
+  o: Pick<ObjectReference, 'apiVersion' | 'kind' | 'namespace' | 'name'>,
+): ReadonlyArray<string> => lookupOf(state).get(objectKey(o)) ?? NONE;

@@ -5,7 +5,8 @@ import type { Projection } from '../../api/http/bodies.js';
 /** controlplane.StaleThreshold: one threshold for every source. */
 export const STALE_THRESHOLD_MS = 2 * 60 * 1000;
 
-export const isStale = (observedAtMs: number, nowMs: number, thresholdMs: number = STALE_THRESHOLD_MS): boolean => nowMs - observedAtMs > thresholdMs;
+export const isStale = (observedAtMs: number, nowMs: number, thresholdMs: number = STALE_THRESHOLD_MS): boolean =>
+  nowMs - observedAtMs > thresholdMs;
 
 interface Observed {
   readonly kind: string;
@@ -30,7 +31,12 @@ export const observedAtOf = (object: Observed, readAtMs: number): number => {
 
 export const project = (
   object: Observed,
-  input: { readonly readAtMs: number; readonly nowMs: number; readonly sources: ReadonlyArray<string>; readonly thresholdMs?: number },
+  input: {
+    readonly readAtMs: number;
+    readonly nowMs: number;
+    readonly sources: ReadonlyArray<string>;
+    readonly thresholdMs?: number;
+  },
 ): Projection => {
   const observed = observedAtOf(object, input.readAtMs);
   return {

@@ -15,10 +15,12 @@ export const resolveKind = (segment: string): KernelKind | undefined => {
   return KERNEL_KINDS.find((k) => KIND_INFO[k].plural === segment.toLowerCase());
 };
 
-export const isKosApiVersion = (apiVersion: string): boolean => apiVersion === `${KOS_GROUP}/v1alpha1` || apiVersion === `${KOS_GROUP}/v1beta1`;
+export const isKosApiVersion = (apiVersion: string): boolean =>
+  apiVersion === `${KOS_GROUP}/v1alpha1` || apiVersion === `${KOS_GROUP}/v1beta1`;
 
 // --- label selectors (the Kubernetes grammar: =, ==, !=, in, notin, exists, !exists) ---------------------------
-const QUALIFIED = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+const QUALIFIED =
+  /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
 const VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/;
 
 const splitTop = (s: string): string[] | undefined => {
@@ -68,8 +70,12 @@ export const labelSelectorProblem = (selector: string): string | undefined => {
 };
 
 /** The spec of a kernel kind, checked against its Schema (unknown fields are errors): field path + message. */
-export const specProblems = (kind: KernelKind, spec: unknown): ReadonlyArray<{ readonly field: string; readonly message: string }> => {
-  const schema = (v1beta1Kinds[kind] as unknown as { fields: { spec: Schema.Schema.Any } }).fields.spec as Schema.Schema<unknown, unknown, never>;
+export const specProblems = (
+  kind: KernelKind,
+  spec: unknown,
+): ReadonlyArray<{ readonly field: string; readonly message: string }> => {
+  const schema = (v1beta1Kinds[kind] as unknown as { fields: { spec: Schema.Schema.Any } }).fields
+    .spec as Schema.Schema<unknown, unknown, never>;
   const result = Schema.decodeUnknownEither(schema, { errors: 'all', onExcessProperty: 'error' })(spec);
   if (Either.isRight(result)) return [];
   const byField = new Map<string, string[]>();
@@ -92,17 +98,28 @@ const canon = (v: unknown): unknown =>
   v !== null && typeof v === 'object'
     ? Array.isArray(v)
       ? v.map(canon)
-      : Object.fromEntries(Object.keys(v as object).sort().map((k) => [k, canon((v as Record<string, unknown>)[k])]))
+      : Object.fromEntries(
+          Object.keys(v as object)
+            .sort()
+            .map((k) => [k, canon((v as Record<string, unknown>)[k])]),
+        )
     : v;
 
 /** Is the stored spec the one this request asks for (after the server's defaults)? (TC-28) */
 export const sameDesiredSpec = (kind: KernelKind, requested: unknown, stored: unknown): boolean => {
-  const withDefaults = { ...(SPEC_DEFAULTS[kind] ?? {}), ...((requested as Record<string, unknown> | undefined) ?? {}) };
+  const withDefaults = {
+    ...(SPEC_DEFAULTS[kind] ?? {}),
+    ...((requested as Record<string, unknown> | undefined) ?? {}),
+  };
   return jsonEqual(withDefaults, stored ?? {});
 };
 
 /** The leaves of a spec that differ (for plans): `spec.a.b` with from/to; arrays compare as one leaf. */
-export const specChanges = (from: unknown, to: unknown, path = 'spec'): ReadonlyArray<{ path: string; from: unknown; to: unknown }> => {
+export const specChanges = (
+  from: unknown,
+  to: unknown,
+  path = 'spec',
+): ReadonlyArray<{ path: string; from: unknown; to: unknown }> => {
   const isObj = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
   if (isObj(from) && isObj(to)) {
     const keys = [...new Set([...Object.keys(from), ...Object.keys(to)])].sort();
@@ -114,6 +131,9 @@ export const specChanges = (from: unknown, to: unknown, path = 'spec'): Readonly
 /** `If-Match: "123"`, `W/"123"` or `123` → `123`. */
 export const parseIfMatch = (header: string | undefined): string | undefined => {
   if (header === undefined) return undefined;
-  const v = header.trim().replace(/^W\//, '').replace(/^"(.*)"$/, '$1');
+  const v = header
+    .trim()
+    .replace(/^W\//, '')
+    .replace(/^"(.*)"$/, '$1');
   return v === '' || v === '*' ? undefined : v;
 };

@@ -19,10 +19,15 @@ export interface HealthEndpoints {
 
 const runChecks = async (checks: ReadonlyArray<HealthCheck>): Promise<{ ok: boolean; text: string }> => {
   const results = await Promise.all(
-    checks.map(async (c) => ({ name: c.name, ok: await Effect.runPromise(c.check.pipe(Effect.orElseSucceed(() => false))) })),
+    checks.map(async (c) => ({
+      name: c.name,
+      ok: await Effect.runPromise(c.check.pipe(Effect.orElseSucceed(() => false))),
+    })),
   );
   const ok = results.every((r) => r.ok);
-  const text = results.map((r) => `[${r.ok ? '+' : '-'}]${r.name} ${r.ok ? 'ok' : 'failed'}`).join('\n') + `\n${ok ? 'ok' : 'not ok'}\n`;
+  const text =
+    results.map((r) => `[${r.ok ? '+' : '-'}]${r.name} ${r.ok ? 'ok' : 'failed'}`).join('\n') +
+    `\n${ok ? 'ok' : 'not ok'}\n`;
   return { ok, text };
 };
 
@@ -43,7 +48,9 @@ export const healthHandler =
         .catch((e: unknown) => answer(500, 'text/plain', String(e)));
       return true;
     }
-    void runChecks(path === '/healthz' ? (endpoints.liveness ?? []) : (endpoints.readiness ?? [])).then((r) => answer(r.ok ? 200 : 500, 'text/plain; charset=utf-8', r.text));
+    void runChecks(path === '/healthz' ? (endpoints.liveness ?? []) : (endpoints.readiness ?? [])).then((r) =>
+      answer(r.ok ? 200 : 500, 'text/plain; charset=utf-8', r.text),
+    );
     return true;
   };
 

@@ -1,8 +1,22 @@
 // The live KubeClient over the API server's REST interface (see transport.ts for how requests travel).
 import { Chunk, Effect, Random, Ref, Stream } from 'effect';
-import type { DeleteOptions, KubeList, KubeObject, PartialObjectMetadata, Status, WatchEvent } from '../../api/objects.js';
+import type {
+  DeleteOptions,
+  KubeList,
+  KubeObject,
+  PartialObjectMetadata,
+  Status,
+  WatchEvent,
+} from '../../api/objects.js';
 import { defaultRetryPolicy, retryDelayMs, type RetryPolicy } from '../../domain/backoff.js';
-import { indexAggregated, indexLegacy, resolveKind, type AggregatedDiscovery, type LegacyResourceList, type Resolution } from '../../domain/discovery.js';
+import {
+  indexAggregated,
+  indexLegacy,
+  resolveKind,
+  type AggregatedDiscovery,
+  type LegacyResourceList,
+  type Resolution,
+} from '../../domain/discovery.js';
 import {
   AmbiguousKind,
   classify,
@@ -55,7 +69,13 @@ interface DiscoveryState {
 }
 
 const withConflictCurrent = (e: Conflict, current: KubeObject): Conflict =>
-  new Conflict({ message: e.message, target: e.target, causes: e.causes, current, ...(e.status ? { status: e.status } : {}) });
+  new Conflict({
+    message: e.message,
+    target: e.target,
+    causes: e.causes,
+    current,
+    ...(e.status ? { status: e.status } : {}),
+  });
 
 export const makeClient = (transport: Transport, options: ClientOptions = {}): Effect.Effect<KubeClientService> =>
   Effect.gen(function* () {
@@ -88,7 +108,13 @@ export const makeClient = (transport: Transport, options: ClientOptions = {}): E
               try {
                 return Effect.succeed(JSON.parse(answer.body) as unknown);
               } catch {
-                return Effect.fail(new DecodeFailure({ message: `${method} ${path}: answer is not JSON`, target, body: answer.body.slice(0, 2000) }));
+                return Effect.fail(
+                  new DecodeFailure({
+                    message: `${method} ${path}: answer is not JSON`,
+                    target,
+                    body: answer.body.slice(0, 2000),
+                  }),
+                );
               }
             }
             return Effect.fail(classify(answer.status, parseStatus(answer.body), target, answer.retryAfter));
@@ -99,7 +125,12 @@ export const makeClient = (transport: Transport, options: ClientOptions = {}): E
           attempt < policy.maxRetries && retryableFor(idempotent, e)
             ? Effect.flatMap(Random.next, (r) =>
                 Effect.sleep(
-                  retryDelayMs(policy, attempt, r, e._tag === 'Timeout' || e._tag === 'Unavailable' ? e.retryAfterSeconds : undefined),
+                  retryDelayMs(
+                    policy,
+                    attempt,
+                    r,
+                    e._tag === 'Timeout' || e._tag === 'Unavailable' ? e.retryAfterSeconds : undefined,
+                  ),
                 ),
               ).pipe(Effect.zipRight(loop(attempt + 1)))
             : Effect.fail(e),
@@ -119,21 +150,31 @@ export const makeClient = (transport: Transport, options: ClientOptions = {}): E
         .request({ method: 'GET', path, timeoutMs, target: { verb: 'discover', path }, accept: AGGREGATED })
         .pipe(
           Effect.flatMap((a) => {
-            if (a.status !== 200) return Effect.fail(classify(a.status, parseStatus(a.body), { verb: 'discover', path }, a.retryAfter));
+            if (a.status !== 200)
+              return Effect.fail(classify(a.status, parseStatus(a.body), { verb: 'discover', path }, a.retryAfter));
             const parsed = JSON.parse(a.body) as { kind?: string };
-            return Effect.succeed(parsed.kind === 'APIGroupDiscoveryList' ? (parsed as AggregatedDiscovery) : undefined);
+            return Effect.succeed(
+              parsed.kind === 'APIGroupDiscoveryList' ? (parsed as AggregatedDiscovery) : undefined,
+            );
           }),
         );
 
     const loadLegacy: Effect.Effect<ReadonlyArray<ResourceInfo>, KubeError> = Effect.gen(function* () {
       const core = (yield* getJson('/api')) as { versions: ReadonlyArray<string> };
       const groups = (yield* getJson('/apis')) as {
-        groups: ReadonlyArray<{ name: string; versions: ReadonlyArray<{ groupVersion: string; version: string }>; preferredVersion?: { version: string } }>;
+        groups: ReadonlyArray<{
+          name: string;
+          versions: ReadonlyArray<{ groupVersion: string; version: string }>;
+          preferredVersion?: { version: string };
+        }>;
       };
       const targets = [
         ...core.versions.map((v, i) => ({ path: `/api/${v}`, preferred: i === 0 })),
         ...groups.groups.flatMap((g) =>
-          g.versions.map((v) => ({ path: `/apis/${v.groupVersion}`, preferred: (g.preferredVersion?.version ?? g.versions[0]?.version) === v.version })),
+          g.versions.map((v) => ({
+            path: `/apis/${v.groupVersion}`,
+            preferred: (g.preferredVersion?.version ?? g.versions[0]?.version) === v.version,
+          })),
         ),
       ];
       const lists = yield* Effect.forEach(
@@ -228,7 +269,13 @@ export const makeClient = (transport: Transport, options: ClientOptions = {}): E
     const asObject = <A>(u: unknown, target: RequestTarget): Effect.Effect<A, DecodeFailure> =>
       typeof u === 'object' && u !== null && typeof (u as { kind?: unknown }).kind === 'string'
         ? Effect.succeed(u as A)
-        : Effect.fail(new DecodeFailure({ message: `${target.verb} ${target.path}: not a Kubernetes object`, target, body: JSON.stringify(u)?.slice(0, 2000) ?? '' }));
+        : Effect.fail(
+            new DecodeFailure({
+              message: `${target.verb} ${target.path}: not a Kubernetes object`,
+              target,
+              body: JSON.stringify(u)?.slice(0, 2000) ?? '',
+            }),
+          );
 
     const targetOf = (verb: string, ref: CollectionRef & { name?: string }, path: string): RequestTarget => ({
       verb,
@@ -246,7 +293,12 @@ export const makeClient = (transport: Transport, options: ClientOptions = {}): E
           message: 'object needs apiVersion, kind and metadata.name',
           target: { verb: 'write', path: '', ...(o.kind ? { kind: o.kind } : {}) },
         });
-      return { apiVersion: o.apiVersion, kind: o.kind, name, ...(o.metadata.namespace ? { namespace: o.metadata.namespace } : {}) };
+      return {
+        apiVersion: o.apiVersion,
+        kind: o.kind,
+        name,
+        ...(o.metadata.namespace ? { namespace: o.metadata.namespace } : {}),
+      };
     };
 
     /** On Conflict, attach the object as it is now (re-read; absent if it is gone). */
@@ -279,17 +331,26 @@ export const makeClient = (transport: Transport, options: ClientOptions = {}): E
         resourceVersionMatch: o?.resourceVersionMatch,
       });
 
-    const list = <A extends KubeObject = KubeObject>(ref: CollectionRef, o?: ListOptions): Effect.Effect<KubeList<A>, KubeError> =>
+    const list = <A extends KubeObject = KubeObject>(
+      ref: CollectionRef,
+      o?: ListOptions,
+    ): Effect.Effect<KubeList<A>, KubeError> =>
       Effect.flatMap(forObject(ref.apiVersion, ref.kind), (r) => {
         const path = resourcePath(r, ref.namespace) + listQuery(o);
         const target = targetOf('list', ref, path);
         return Effect.flatMap(exchange(target, 'GET', path, true), (u) => asObject<KubeList<A>>(u, target));
       }).pipe(
         // Lists omit apiVersion/kind on items; restore them so items are self-describing.
-        Effect.map((l) => ({ ...l, items: l.items.map((i) => (i.kind ? i : ({ ...i, apiVersion: ref.apiVersion, kind: ref.kind } as A))) })),
+        Effect.map((l) => ({
+          ...l,
+          items: l.items.map((i) => (i.kind ? i : ({ ...i, apiVersion: ref.apiVersion, kind: ref.kind } as A))),
+        })),
       );
 
-    const listAll = <A extends KubeObject = KubeObject>(ref: CollectionRef, o?: Omit<ListOptions, 'continue'>): Effect.Effect<KubeList<A>, KubeError> =>
+    const listAll = <A extends KubeObject = KubeObject>(
+      ref: CollectionRef,
+      o?: Omit<ListOptions, 'continue'>,
+    ): Effect.Effect<KubeList<A>, KubeError> =>
       Effect.gen(function* () {
         const items: Array<A> = [];
         let page = yield* list<A>(ref, o);
@@ -317,7 +378,9 @@ export const makeClient = (transport: Transport, options: ClientOptions = {}): E
           });
         const r = yield* forNamed(ref);
         const path =
-          (verb === 'create' ? resourcePath(r, ref.namespace) : resourcePath(r, ref.namespace, ref.name, verb === 'updateStatus' ? 'status' : undefined)) +
+          (verb === 'create'
+            ? resourcePath(r, ref.namespace)
+            : resourcePath(r, ref.namespace, ref.name, verb === 'updateStatus' ? 'status' : undefined)) +
           queryString({ dryRun: o?.dryRun ? 'All' : undefined, fieldManager: o?.fieldManager });
         const target = targetOf(verb, ref, path);
         const call = Effect.flatMap(
@@ -332,22 +395,35 @@ export const makeClient = (transport: Transport, options: ClientOptions = {}): E
         const ref = refOf(object);
         if (ref instanceof InvalidRequest) return yield* ref;
         if (!o.fieldManager)
-          return yield* new InvalidRequest({ message: 'server-side apply needs a fieldManager', target: { verb: 'apply', path: '' } });
+          return yield* new InvalidRequest({
+            message: 'server-side apply needs a fieldManager',
+            target: { verb: 'apply', path: '' },
+          });
         const r = yield* forNamed(ref);
         const path =
           resourcePath(r, ref.namespace, ref.name, o.subresource) +
-          queryString({ fieldManager: o.fieldManager, force: o.force ? true : undefined, dryRun: o.dryRun ? 'All' : undefined });
+          queryString({
+            fieldManager: o.fieldManager,
+            force: o.force ? true : undefined,
+            dryRun: o.dryRun ? 'All' : undefined,
+          });
         const target = targetOf('apply', ref, path);
         // Apply bodies must not carry managedFields; resourceVersion, when present, makes the apply conditional.
         const { managedFields: _m, ...metadata } = object.metadata;
         const body = JSON.stringify({ ...object, metadata });
         return yield* withCurrent(
           ref,
-          Effect.flatMap(exchange(target, 'PATCH', path, true, body, 'application/apply-patch+yaml'), (u) => asObject<A>(u, target)),
+          Effect.flatMap(exchange(target, 'PATCH', path, true, body, 'application/apply-patch+yaml'), (u) =>
+            asObject<A>(u, target),
+          ),
         );
       });
 
-    const patch = <A extends KubeObject = KubeObject>(ref: ObjectRef, p: Patch, o?: PatchOptions): Effect.Effect<A, KubeError> =>
+    const patch = <A extends KubeObject = KubeObject>(
+      ref: ObjectRef,
+      p: Patch,
+      o?: PatchOptions,
+    ): Effect.Effect<A, KubeError> =>
       Effect.flatMap(forNamed(ref), (r) => {
         const path =
           resourcePath(r, ref.namespace, ref.name, o?.subresource) +
@@ -356,8 +432,9 @@ export const makeClient = (transport: Transport, options: ClientOptions = {}): E
         const contentType = p.type === 'merge' ? 'application/merge-patch+json' : 'application/json-patch+json';
         return withCurrent(
           ref,
-          Effect.flatMap(exchange(target, 'PATCH', path, p.type === 'merge', JSON.stringify(p.patch), contentType), (u) =>
-            asObject<A>(u, target),
+          Effect.flatMap(
+            exchange(target, 'PATCH', path, p.type === 'merge', JSON.stringify(p.patch), contentType),
+            (u) => asObject<A>(u, target),
           ),
         );
       });
@@ -387,7 +464,8 @@ export const makeClient = (transport: Transport, options: ClientOptions = {}): E
 
     const decodeLine = <A extends KubeObject>(line: unknown): LineDecode<A> => {
       const ev = line as { type?: string; object?: unknown };
-      if (ev.type === 'ADDED' || ev.type === 'MODIFIED' || ev.type === 'DELETED' || ev.type === 'BOOKMARK') return { type: ev.type, object: ev.object as A };
+      if (ev.type === 'ADDED' || ev.type === 'MODIFIED' || ev.type === 'DELETED' || ev.type === 'BOOKMARK')
+        return { type: ev.type, object: ev.object as A };
       if (ev.type === 'ERROR') return { type: 'ERROR', status: ev.object as Status };
       return { type: 'UNKNOWN' };
     };
@@ -413,41 +491,53 @@ export const makeClient = (transport: Transport, options: ClientOptions = {}): E
               timeoutSeconds,
             });
           const target = targetOf(accept === undefined ? 'watch' : 'watch(metadata)', ref, path);
-          return transport.lines({ method: 'GET', path, timeoutMs: (timeoutSeconds + 30) * 1000, target, ...(accept ? { accept } : {}) }).pipe(
-            Stream.chunks,
-            Stream.flatMap((lines): Stream.Stream<WatchEvent<A>, KubeError> => {
-              const out: Array<WatchEvent<A>> = [];
-              for (const line of lines) {
-                const ev = decode(line);
-                if (ev.type !== 'ERROR' && ev.type !== 'UNKNOWN') {
-                  out.push({ type: ev.type, object: ev.object });
-                  continue;
+          return transport
+            .lines({
+              method: 'GET',
+              path,
+              timeoutMs: (timeoutSeconds + 30) * 1000,
+              target,
+              ...(accept ? { accept } : {}),
+            })
+            .pipe(
+              Stream.chunks,
+              Stream.flatMap((lines): Stream.Stream<WatchEvent<A>, KubeError> => {
+                const out: Array<WatchEvent<A>> = [];
+                for (const line of lines) {
+                  const ev = decode(line);
+                  if (ev.type !== 'ERROR' && ev.type !== 'UNKNOWN') {
+                    out.push({ type: ev.type, object: ev.object });
+                    continue;
+                  }
+                  // events before the failure are delivered first; then the stream fails typed
+                  const failure: KubeError =
+                    ev.type === 'ERROR'
+                      ? classify(ev.status.code ?? 500, ev.status, target)
+                      : new DecodeFailure({
+                          message: `unexpected watch event type ${String((line as { type?: unknown }).type)}`,
+                          target,
+                          // the metadata watch never echoes a line: it may be a whole object
+                          body: accept === undefined ? (JSON.stringify(line)?.slice(0, 2000) ?? '') : '',
+                        });
+                  return Stream.concat(Stream.fromChunk(Chunk.unsafeFromArray(out)), Stream.fail(failure));
                 }
-                // events before the failure are delivered first; then the stream fails typed
-                const failure: KubeError =
-                  ev.type === 'ERROR'
-                    ? classify(ev.status.code ?? 500, ev.status, target)
-                    : new DecodeFailure({
-                        message: `unexpected watch event type ${String((line as { type?: unknown }).type)}`,
-                        target,
-                        // the metadata watch never echoes a line: it may be a whole object
-                        body: accept === undefined ? (JSON.stringify(line)?.slice(0, 2000) ?? '') : '',
-                      });
-                return Stream.concat(Stream.fromChunk(Chunk.unsafeFromArray(out)), Stream.fail(failure));
-              }
-              return Stream.fromChunk(Chunk.unsafeFromArray(out));
-            }),
-          );
+                return Stream.fromChunk(Chunk.unsafeFromArray(out));
+              }),
+            );
         }),
       );
 
-    const watch = <A extends KubeObject = KubeObject>(ref: CollectionRef, o?: WatchOptions): Stream.Stream<WatchEvent<A>, KubeError> =>
-      watchWith<A>(ref, o, undefined, decodeLine);
+    const watch = <A extends KubeObject = KubeObject>(
+      ref: CollectionRef,
+      o?: WatchOptions,
+    ): Stream.Stream<WatchEvent<A>, KubeError> => watchWith<A>(ref, o, undefined, decodeLine);
 
     // ---- metadata-only reads (PartialObjectMetadata) -------------------------------------------------------
     /** A malformed answer fails without its body: a fallback answer may hold the very fields we refuse to keep. */
     const decoded = <A>(d: MetadataDecode<A>, target: RequestTarget): Effect.Effect<A, DecodeFailure> =>
-      d._tag === 'Ok' ? Effect.succeed(d.value) : Effect.fail(new DecodeFailure({ message: `${target.verb} ${target.path}: ${d.reason}`, target, body: '' }));
+      d._tag === 'Ok'
+        ? Effect.succeed(d.value)
+        : Effect.fail(new DecodeFailure({ message: `${target.verb} ${target.path}: ${d.reason}`, target, body: '' }));
 
     const getMetadata = (ref: ObjectRef): Effect.Effect<PartialObjectMetadata, KubeError> =>
       Effect.flatMap(forNamed(ref), (r) => {
@@ -458,7 +548,10 @@ export const makeClient = (transport: Transport, options: ClientOptions = {}): E
         );
       });
 
-    const listMetadata = (ref: CollectionRef, o?: ListOptions): Effect.Effect<KubeList<PartialObjectMetadata>, KubeError> =>
+    const listMetadata = (
+      ref: CollectionRef,
+      o?: ListOptions,
+    ): Effect.Effect<KubeList<PartialObjectMetadata>, KubeError> =>
       Effect.flatMap(forObject(ref.apiVersion, ref.kind), (r) => {
         const path = resourcePath(r, ref.namespace) + listQuery(o);
         const target = targetOf('list(metadata)', ref, path);
@@ -467,7 +560,10 @@ export const makeClient = (transport: Transport, options: ClientOptions = {}): E
         );
       });
 
-    const listAllMetadata = (ref: CollectionRef, o?: Omit<ListOptions, 'continue'>): Effect.Effect<KubeList<PartialObjectMetadata>, KubeError> =>
+    const listAllMetadata = (
+      ref: CollectionRef,
+      o?: Omit<ListOptions, 'continue'>,
+    ): Effect.Effect<KubeList<PartialObjectMetadata>, KubeError> =>
       Effect.gen(function* () {
         const items: Array<PartialObjectMetadata> = [];
         let page = yield* listMetadata(ref, o);
@@ -480,7 +576,10 @@ export const makeClient = (transport: Transport, options: ClientOptions = {}): E
         return { ...page, metadata: meta, items };
       });
 
-    const watchMetadata = (ref: CollectionRef, o?: WatchOptions): Stream.Stream<WatchEvent<PartialObjectMetadata>, KubeError> =>
+    const watchMetadata = (
+      ref: CollectionRef,
+      o?: WatchOptions,
+    ): Stream.Stream<WatchEvent<PartialObjectMetadata>, KubeError> =>
       watchWith(ref, o, MetadataAccept, (line) => decodeMetadataWatchEvent(line, ref.apiVersion, ref.kind));
 
     return {

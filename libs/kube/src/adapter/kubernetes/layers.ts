@@ -36,22 +36,39 @@ const observed = (t: Transport, onAnswer: (a: ReceivedAnswer) => void): Transpor
   ...t,
   request: (req) =>
     Effect.tap(t.request(req), (a) =>
-      Effect.sync(() => onAnswer({ method: req.method, path: req.path, accept: req.accept, kind: 'body', status: a.status, text: a.body })),
+      Effect.sync(() =>
+        onAnswer({
+          method: req.method,
+          path: req.path,
+          accept: req.accept,
+          kind: 'body',
+          status: a.status,
+          text: a.body,
+        }),
+      ),
     ),
   lines: (req) =>
     Stream.tap(t.lines(req), (v) =>
-      Effect.sync(() => onAnswer({ method: req.method, path: req.path, accept: req.accept, kind: 'line', text: JSON.stringify(v) })),
+      Effect.sync(() =>
+        onAnswer({ method: req.method, path: req.path, accept: req.accept, kind: 'line', text: JSON.stringify(v) }),
+      ),
     ),
 });
 
 const configError = (message: string) => new InvalidRequest({ message, target: { verb: 'configure', path: '' } });
 
 /** KubeClient from an already loaded KubeConfig (its current context). */
-export const layerFromKubeConfig = (load: () => KubeConfig, options: LayerOptions = {}): Layer.Layer<KubeClient, InvalidRequest | Unavailable> =>
+export const layerFromKubeConfig = (
+  load: () => KubeConfig,
+  options: LayerOptions = {},
+): Layer.Layer<KubeClient, InvalidRequest | Unavailable> =>
   Layer.scoped(
     KubeClient,
     Effect.gen(function* () {
-      const kc = yield* Effect.try({ try: load, catch: (e) => configError(`loading kube config: ${(e as Error).message}`) });
+      const kc = yield* Effect.try({
+        try: load,
+        catch: (e) => configError(`loading kube config: ${(e as Error).message}`),
+      });
       const transport = yield* Effect.acquireRelease(makeTransport(kc, options), (t) => t.close);
       return yield* makeClient(options.onAnswer ? observed(transport, options.onAnswer) : transport, options);
     }),
@@ -73,7 +90,9 @@ export const layerFromKubeconfigFile = (
  * From the pod's service account: KUBERNETES_SERVICE_HOST/PORT, the CA and the (rotating) token under
  * /var/run/secrets/kubernetes.io/serviceaccount. `pathPrefix` relocates that directory (tests).
  */
-export const layerInCluster = (options: LayerOptions & { readonly pathPrefix?: string } = {}): Layer.Layer<KubeClient, InvalidRequest | Unavailable> =>
+export const layerInCluster = (
+  options: LayerOptions & { readonly pathPrefix?: string } = {},
+): Layer.Layer<KubeClient, InvalidRequest | Unavailable> =>
   layerFromKubeConfig(() => {
     if (!process.env['KUBERNETES_SERVICE_HOST'] || !process.env['KUBERNETES_SERVICE_PORT'])
       throw new Error('not in a cluster: KUBERNETES_SERVICE_HOST / KUBERNETES_SERVICE_PORT are unset');
@@ -91,11 +110,19 @@ export interface TokenEndpoint {
 }
 
 /** From explicit values (the test bed's `kube` block has exactly these fields). */
-export const layerFromToken = (endpoint: TokenEndpoint, options: LayerOptions = {}): Layer.Layer<KubeClient, InvalidRequest | Unavailable> =>
+export const layerFromToken = (
+  endpoint: TokenEndpoint,
+  options: LayerOptions = {},
+): Layer.Layer<KubeClient, InvalidRequest | Unavailable> =>
   layerFromKubeConfig(() => {
     const kc = new KubeConfig();
     kc.loadFromClusterAndUser(
-      { name: 'cluster', server: endpoint.server, caData: Buffer.from(endpoint.caCert).toString('base64'), skipTLSVerify: false },
+      {
+        name: 'cluster',
+        server: endpoint.server,
+        caData: Buffer.from(endpoint.caCert).toString('base64'),
+        skipTLSVerify: false,
+      },
       { name: 'user', token: endpoint.token },
     );
     return kc;
@@ -117,7 +144,8 @@ export const layerFromTestbedState = (
         catch: (e) => configError(`reading test bed state ${file}: ${(e as Error).message}`),
       });
       const kube = state.kube;
-      if (!kube?.server || !kube.token || !kube.caCert) return yield* configError(`test bed state ${file} has no kube server/token/caCert`);
+      if (!kube?.server || !kube.token || !kube.caCert)
+        return yield* configError(`test bed state ${file} has no kube server/token/caCert`);
       return layerFromToken({ server: kube.server, token: kube.token, caCert: kube.caCert }, options);
     }),
   );

@@ -5,7 +5,14 @@ import * as http from 'node:http';
 import * as https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Chunk, Effect, Stream } from 'effect';
-import { classify, parseStatus, Timeout, Unavailable, type KubeError, type RequestTarget } from '../../domain/errors.js';
+import {
+  classify,
+  parseStatus,
+  Timeout,
+  Unavailable,
+  type KubeError,
+  type RequestTarget,
+} from '../../domain/errors.js';
 
 export interface HttpAnswer {
   readonly status: number;
@@ -32,12 +39,16 @@ export interface Transport {
   readonly close: Effect.Effect<void>;
 }
 
-type TlsOptions = Pick<https.AgentOptions, 'ca' | 'cert' | 'key' | 'pfx' | 'passphrase' | 'rejectUnauthorized' | 'servername'>;
+type TlsOptions = Pick<
+  https.AgentOptions,
+  'ca' | 'cert' | 'key' | 'pfx' | 'passphrase' | 'rejectUnauthorized' | 'servername'
+>;
 
 const headersOf = (h: https.RequestOptions['headers']): Record<string, string> => {
   const out: Record<string, string> = {};
   if (h === undefined || Array.isArray(h)) return out;
-  for (const [k, v] of Object.entries(h as http.OutgoingHttpHeaders)) if (v !== undefined) out[k] = Array.isArray(v) ? v.join(', ') : String(v);
+  for (const [k, v] of Object.entries(h as http.OutgoingHttpHeaders))
+    if (v !== undefined) out[k] = Array.isArray(v) ? v.join(', ') : String(v);
   return out;
 };
 
@@ -120,12 +131,22 @@ export const makeTransport = (
         onResponse,
       );
       r.setTimeout(req.timeoutMs, () => {
-        onError(new Timeout({ message: `${req.method} ${req.path}: no answer within ${req.timeoutMs} ms`, target: req.target }));
+        onError(
+          new Timeout({
+            message: `${req.method} ${req.path}: no answer within ${req.timeoutMs} ms`,
+            target: req.target,
+          }),
+        );
         r.destroy();
       });
       r.on('error', (cause) =>
         onError(
-          new Unavailable({ message: `${req.method} ${req.path}: ${(cause as Error).message}`, target: req.target, code: 0, cause }),
+          new Unavailable({
+            message: `${req.method} ${req.path}: ${(cause as Error).message}`,
+            target: req.target,
+            code: 0,
+            cause,
+          }),
         ),
       );
       if (req.body !== undefined) r.write(req.body);
@@ -159,7 +180,16 @@ export const makeTransport = (
                 ),
               );
               res.on('error', (cause) =>
-                finish(Effect.fail(new Unavailable({ message: `reading answer: ${cause.message}`, target: req.target, code: 0, cause }))),
+                finish(
+                  Effect.fail(
+                    new Unavailable({
+                      message: `reading answer: ${cause.message}`,
+                      target: req.target,
+                      code: 0,
+                      cause,
+                    }),
+                  ),
+                ),
               );
             },
             (e) => finish(Effect.fail(e)),
@@ -221,7 +251,9 @@ export const makeTransport = (
                 res.on('end', () => end());
                 res.on('close', () => end());
                 res.on('error', (cause) =>
-                  end(new Unavailable({ message: `watch stream: ${cause.message}`, target: req.target, code: 0, cause })),
+                  end(
+                    new Unavailable({ message: `watch stream: ${cause.message}`, target: req.target, code: 0, cause }),
+                  ),
                 );
               },
               (e) => end(e),

@@ -15,13 +15,35 @@ export interface QueryOptions {
 
 /** A query for `name` (dotted, ASCII labels; '' or '.' is the root) of type `qtype`. */
 export const encodeQuery = (name: string, qtype: number, o: QueryOptions = {}): Uint8Array => {
-  const labels = name.replace(/\.$/, '').split('.').filter((l) => l.length > 0);
+  const labels = name
+    .replace(/\.$/, '')
+    .split('.')
+    .filter((l) => l.length > 0);
   const nameBytes = [...labels.flatMap((l) => [l.length, ...Buffer.from(l, 'latin1')]), 0];
   const opt = o.edns ? [0, 0, QTYPE.OPT, 0x04, 0xd0, 0, o.ednsVersion ?? 0, 0, 0, 0, 0] : [];
   const flags = ((o.opcode ?? 0) << 11) | (o.rd === false ? 0 : 0x0100);
   const id = o.id ?? 0x1234;
   const qclass = o.qclass ?? CLASS_IN;
-  return Uint8Array.from([id >> 8, id & 0xff, flags >> 8, flags & 0xff, 0, 1, 0, 0, 0, 0, 0, o.edns ? 1 : 0, ...nameBytes, qtype >> 8, qtype & 0xff, qclass >> 8, qclass & 0xff, ...opt]);
+  return Uint8Array.from([
+    id >> 8,
+    id & 0xff,
+    flags >> 8,
+    flags & 0xff,
+    0,
+    1,
+    0,
+    0,
+    0,
+    0,
+    0,
+    o.edns ? 1 : 0,
+    ...nameBytes,
+    qtype >> 8,
+    qtype & 0xff,
+    qclass >> 8,
+    qclass & 0xff,
+    ...opt,
+  ]);
 };
 
 export interface DecodedReply {
@@ -35,7 +57,12 @@ export interface DecodedReply {
   /** the full rcode (the OPT record's extended bits included) */
   readonly rcode: number;
   readonly question: { readonly name: string; readonly qtype: number; readonly qclass: number } | null;
-  readonly answers: readonly { readonly name: string; readonly type: number; readonly ttl: number; readonly rdata: Uint8Array }[];
+  readonly answers: readonly {
+    readonly name: string;
+    readonly type: number;
+    readonly ttl: number;
+    readonly rdata: Uint8Array;
+  }[];
   readonly authority: number;
   readonly opt: { readonly payload: number; readonly version: number } | null;
 }
@@ -60,7 +87,13 @@ export const decodeReply = (b: Uint8Array): DecodedReply | null => {
     if ('error' in n || n.end + 10 > b.length) return null;
     const rdlen = v.getUint16(n.end + 8);
     if (n.end + 10 + rdlen > b.length) return null;
-    records.push({ name: n.name, type: v.getUint16(n.end), cls: v.getUint16(n.end + 2), ttl: v.getUint32(n.end + 4), rdata: b.slice(n.end + 10, n.end + 10 + rdlen) });
+    records.push({
+      name: n.name,
+      type: v.getUint16(n.end),
+      cls: v.getUint16(n.end + 2),
+      ttl: v.getUint32(n.end + 4),
+      rdata: b.slice(n.end + 10, n.end + 10 + rdlen),
+    });
     pos = n.end + 10 + rdlen;
   }
   if (pos !== b.length) return null;

@@ -31,9 +31,21 @@ export interface QueryHeader {
 
 export type ParsedQuery =
   /** a standard query the listener answers; `questionBytes` is the question section as sent (echoed verbatim) */
-  | { readonly kind: 'query'; readonly header: QueryHeader; readonly question: Question; readonly questionBytes: Uint8Array; readonly edns: boolean }
+  | {
+      readonly kind: 'query';
+      readonly header: QueryHeader;
+      readonly question: Question;
+      readonly questionBytes: Uint8Array;
+      readonly edns: boolean;
+    }
   /** answered with a header-only error reply (`edns`: the query carried a valid OPT, so the reply carries one) */
-  | { readonly kind: 'error'; readonly header: QueryHeader; readonly rcode: number; readonly edns: boolean; readonly reason: string }
+  | {
+      readonly kind: 'error';
+      readonly header: QueryHeader;
+      readonly rcode: number;
+      readonly edns: boolean;
+      readonly reason: string;
+    }
   /** no reply at all: too short to hold a header, or a response (answering responses invites loops) */
   | { readonly kind: 'drop'; readonly reason: 'short' | 'response' };
 
@@ -55,7 +67,10 @@ const labelText = (b: Uint8Array, from: number, len: number): string => {
  * last, and never into the header: the targets strictly decrease, so no loop is possible. The 255-octet limit counts
  * the expanded name. Returns the text and the offset just past the name where it started, or why it is malformed.
  */
-export const readName = (b: Uint8Array, at: number): { readonly name: string; readonly end: number } | { readonly error: string } => {
+export const readName = (
+  b: Uint8Array,
+  at: number,
+): { readonly name: string; readonly end: number } | { readonly error: string } => {
   const labels: string[] = [];
   let octets = 1; // the root label
   let pos = at;
@@ -68,7 +83,8 @@ export const readName = (b: Uint8Array, at: number): { readonly name: string; re
     if (tag === 0xc0) {
       if (pos + 1 >= b.length) return { error: 'truncated pointer' };
       const target = ((len & 0x3f) << 8) | (b[pos + 1] as number);
-      if (target >= pos || target >= limit || target < HEADER_OCTETS) return { error: 'compression pointer not strictly backward (loop)' };
+      if (target >= pos || target >= limit || target < HEADER_OCTETS)
+        return { error: 'compression pointer not strictly backward (loop)' };
       end ??= pos + 2;
       limit = target;
       pos = target;
@@ -90,7 +106,13 @@ export const parseQuery = (b: Uint8Array): ParsedQuery => {
   const flags = u16(b, 2);
   if (flags & 0x8000) return { kind: 'drop', reason: 'response' };
   const header: QueryHeader = { id: u16(b, 0), opcode: (flags >> 11) & 0xf, rd: (flags & 0x0100) !== 0 };
-  const error = (rcode: number, reason: string, edns = false): ParsedQuery => ({ kind: 'error', header, rcode, edns, reason });
+  const error = (rcode: number, reason: string, edns = false): ParsedQuery => ({
+    kind: 'error',
+    header,
+    rcode,
+    edns,
+    reason,
+  });
   if (header.opcode !== 0) return error(RCODE.NOTIMP, `opcode ${header.opcode}`);
   const [qd, an, ns, ar] = [u16(b, 4), u16(b, 6), u16(b, 8), u16(b, 10)];
   if (qd !== 1) return error(RCODE.FORMERR, `QDCOUNT ${qd}`);
@@ -114,7 +136,7 @@ export const parseQuery = (b: Uint8Array): ParsedQuery => {
     const rdlen = u16(b, pos + 9);
     const rdEnd = pos + 11 + rdlen;
     if (rdEnd > b.length) return error(RCODE.FORMERR, 'truncated OPT data');
-    for (let o = pos + 11; o < rdEnd; ) {
+    for (let o = pos + 11; o < rdEnd;) {
       if (o + 4 > rdEnd) return error(RCODE.FORMERR, 'truncated EDNS option');
       o += 4 + u16(b, o + 2);
       if (o > rdEnd) return error(RCODE.FORMERR, 'EDNS option overruns the OPT data');
@@ -156,7 +178,8 @@ export const encodeReply = (r: Reply): Uint8Array => {
   const out = new Uint8Array(size);
   const view = new DataView(out.buffer);
   // QR=1, opcode copied, AA, TC=0, RD copied, RA=0 (not a recursive resolver), Z/AD/CD=0, the low 4 bits of the rcode
-  const flags = 0x8000 | ((r.header.opcode & 0xf) << 11) | (r.aa ? 0x0400 : 0) | (r.header.rd ? 0x0100 : 0) | (r.rcode & 0xf);
+  const flags =
+    0x8000 | ((r.header.opcode & 0xf) << 11) | (r.aa ? 0x0400 : 0) | (r.header.rd ? 0x0100 : 0) | (r.rcode & 0xf);
   view.setUint16(0, r.header.id);
   view.setUint16(2, flags);
   view.setUint16(4, r.questionBytes === null ? 0 : 1);

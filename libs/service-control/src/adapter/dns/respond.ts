@@ -11,9 +11,19 @@
 //   name is ours and closed by the owner's (missing or invalidated) selection. Not NXDOMAIN (it exists), not NODATA
 //   (that would claim an empty record set), never another source's address; REFUSED carries nothing to cache.
 import type { NameAnswer, NameQuery, QueryType } from '../../names/resolver.js';
-import { type ParsedQuery, QTYPE, RCODE, type Reply, encodeReply, ipv4Octets, ipv6Octets, parseQuery } from './message.js';
+import {
+  type ParsedQuery,
+  QTYPE,
+  RCODE,
+  type Reply,
+  encodeReply,
+  ipv4Octets,
+  ipv6Octets,
+  parseQuery,
+} from './message.js';
 
-export type DnsOutcome = 'answer' | 'nodata' | 'nxdomain' | 'refused' | 'stopped' | 'servfail' | 'formerr' | 'notimp' | 'badvers' | 'dropped';
+export type DnsOutcome =
+  'answer' | 'nodata' | 'nxdomain' | 'refused' | 'stopped' | 'servfail' | 'formerr' | 'notimp' | 'badvers' | 'dropped';
 
 export interface DnsResponse {
   /** the bytes to send back, or null: send nothing */
@@ -25,7 +35,11 @@ export interface DnsResponse {
   readonly reason: string | null;
 }
 
-const ERROR_OUTCOME: Record<number, DnsOutcome> = { [RCODE.FORMERR]: 'formerr', [RCODE.NOTIMP]: 'notimp', [RCODE.BADVERS]: 'badvers' };
+const ERROR_OUTCOME: Record<number, DnsOutcome> = {
+  [RCODE.FORMERR]: 'formerr',
+  [RCODE.NOTIMP]: 'notimp',
+  [RCODE.BADVERS]: 'badvers',
+};
 const UNIMPLEMENTED_TYPES = new Set<number>([QTYPE.IXFR, QTYPE.AXFR, QTYPE.MAILA, QTYPE.MAILB, QTYPE.ANY]);
 
 /** Answer one packet. Never throws: a resolver that throws is SERVFAIL. */
@@ -34,16 +48,30 @@ export const respond = (packet: Uint8Array, resolve: (query: NameQuery) => NameA
   if (parsed.kind === 'drop') return { reply: null, outcome: 'dropped', name: null, reason: parsed.reason };
   if (parsed.kind === 'error')
     return {
-      reply: encodeReply({ header: parsed.header, rcode: parsed.rcode, aa: false, questionBytes: null, answers: [], edns: parsed.edns }),
+      reply: encodeReply({
+        header: parsed.header,
+        rcode: parsed.rcode,
+        aa: false,
+        questionBytes: null,
+        answers: [],
+        edns: parsed.edns,
+      }),
       outcome: ERROR_OUTCOME[parsed.rcode] ?? 'formerr',
       name: null,
       reason: parsed.reason,
     };
   const { header, question, questionBytes, edns } = parsed;
-  const reply = (rcode: number, aa: boolean, answers: Reply['answers'] = []): Uint8Array => encodeReply({ header, rcode, aa, questionBytes, answers, edns });
-  const done = (outcome: DnsOutcome, bytes: Uint8Array, reason: string | null = null): DnsResponse => ({ reply: bytes, outcome, name: question.name, reason });
+  const reply = (rcode: number, aa: boolean, answers: Reply['answers'] = []): Uint8Array =>
+    encodeReply({ header, rcode, aa, questionBytes, answers, edns });
+  const done = (outcome: DnsOutcome, bytes: Uint8Array, reason: string | null = null): DnsResponse => ({
+    reply: bytes,
+    outcome,
+    name: question.name,
+    reason,
+  });
 
-  if (UNIMPLEMENTED_TYPES.has(question.qtype)) return done('notimp', reply(RCODE.NOTIMP, false), `query type ${question.qtype}`);
+  if (UNIMPLEMENTED_TYPES.has(question.qtype))
+    return done('notimp', reply(RCODE.NOTIMP, false), `query type ${question.qtype}`);
   const asked: QueryType | null = question.qtype === QTYPE.AAAA ? 'AAAA' : question.qtype === QTYPE.A ? 'A' : null;
   let answer: NameAnswer;
   try {
@@ -66,8 +94,14 @@ export const respond = (packet: Uint8Array, resolve: (query: NameQuery) => NameA
     case 'answer': {
       if (asked === null) return done('nodata', reply(RCODE.NOERROR, true));
       const rdata = answer.type === 'AAAA' ? ipv6Octets(answer.address) : ipv4Octets(answer.address);
-      if (rdata === null) return done('servfail', reply(RCODE.SERVFAIL, false), `address ${answer.address} cannot be encoded`);
-      return done('answer', reply(RCODE.NOERROR, true, [{ type: asked === 'AAAA' ? QTYPE.AAAA : QTYPE.A, ttlSeconds: answer.ttlSeconds, rdata }]));
+      if (rdata === null)
+        return done('servfail', reply(RCODE.SERVFAIL, false), `address ${answer.address} cannot be encoded`);
+      return done(
+        'answer',
+        reply(RCODE.NOERROR, true, [
+          { type: asked === 'AAAA' ? QTYPE.AAAA : QTYPE.A, ttlSeconds: answer.ttlSeconds, rdata },
+        ]),
+      );
     }
   }
 };

@@ -89,7 +89,8 @@ const listenTcp = (host: string, port: number, o: DnsServerOptions) =>
 
 /** Start listening; resolves once both sockets are bound. */
 export const startDnsServer = async (o: DnsServerOptions): Promise<DnsServer> => {
-  if (!(DNS_LOOPBACK_HOSTS as readonly string[]).includes(o.host)) throw new Error(`the DNS listener binds 127.0.0.1 or ::1 only, not ${o.host}`);
+  if (!(DNS_LOOPBACK_HOSTS as readonly string[]).includes(o.host))
+    throw new Error(`the DNS listener binds 127.0.0.1 or ::1 only, not ${o.host}`);
   const tcp = o.tcp ?? true;
   // an ephemeral UDP port may be taken for TCP by someone else: try a few ports before giving up
   for (let attempt = 0; ; attempt++) {

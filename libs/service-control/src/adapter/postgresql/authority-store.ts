@@ -5,7 +5,14 @@
 import { randomUUID } from 'node:crypto';
 import { Either } from 'effect';
 import pg from 'pg';
-import type { AuthorityStore, AuthorityTx, FastAckInput, SessionRow, StoredService, StoredSnapshot } from '../../application/authority-store.js';
+import type {
+  AuthorityStore,
+  AuthorityTx,
+  FastAckInput,
+  SessionRow,
+  StoredService,
+  StoredSnapshot,
+} from '../../application/authority-store.js';
 import { type Bytes, toHex } from '../../domain/bytes.js';
 import { type ServiceControlError, ServiceControlError as SCE, scError } from '../../domain/errors.js';
 import { nextCounter } from '../../domain/counter.js';
@@ -14,7 +21,13 @@ import type { RuntimeBinding } from '../../domain/runtime.js';
 import type { AckRecord } from '../../domain/snapshot.js';
 import { TxBatch, type TxConnection, lit, pgBytes as buf, plainSql, staleEpoch } from './batch.js';
 
-import { LEASE_MIGRATIONS, type LeaseTxOptions, leaseTx, pruneWithdrawnMarksSql, pruneWithdrawnSql } from './lease-store.js';
+import {
+  LEASE_MIGRATIONS,
+  type LeaseTxOptions,
+  leaseTx,
+  pruneWithdrawnMarksSql,
+  pruneWithdrawnSql,
+} from './lease-store.js';
 import { PORT_MIGRATIONS, portTx } from './port-store.js';
 import { GRANT_MIGRATIONS, grantTx } from './grant-store.js';
 import { REVISION_FLOOR_MIGRATIONS, floorOf, floorSql, pruneBelowFloorSql } from './revision-floor.js';
@@ -78,16 +91,30 @@ const big = (v: string | number): bigint => BigInt(v);
 const storageError = (e: unknown): ServiceControlError =>
   e instanceof SCE ? e : scError('storage-unavailable', `postgresql: ${e instanceof Error ? e.message : String(e)}`);
 
-const runtimeOf = (row: { generation: string; runtime_id: string; stopped: boolean; liveness: Record<string, number> } | null): RuntimeBinding | null =>
+const runtimeOf = (
+  row: { generation: string; runtime_id: string; stopped: boolean; liveness: Record<string, number> } | null,
+): RuntimeBinding | null =>
   row === null
     ? null
-    : { generation: big(row.generation), runtimeId: hex(row.runtime_id), stopped: row.stopped, liveness: new Map(Object.entries(row.liveness)) };
-const sessionOf = (row: { generation: string; runtime_id: string; seq: string; request_id: string; epoch: string } | null): SessionRow | null =>
+    : {
+        generation: big(row.generation),
+        runtimeId: hex(row.runtime_id),
+        stopped: row.stopped,
+        liveness: new Map(Object.entries(row.liveness)),
+      };
+const sessionOf = (
+  row: { generation: string; runtime_id: string; seq: string; request_id: string; epoch: string } | null,
+): SessionRow | null =>
   row === null
     ? null
-    : { generation: big(row.generation), runtimeId: hex(row.runtime_id), seq: big(row.seq), requestId: hex(row.request_id), epoch: big(row.epoch) };
+    : {
+        generation: big(row.generation),
+        runtimeId: hex(row.runtime_id),
+        seq: big(row.seq),
+        requestId: hex(row.request_id),
+        epoch: big(row.epoch),
+      };
 const hex = (h: string): Bytes => new Uint8Array(Buffer.from(h, 'hex'));
-
 
 const serviceOf = (row: Record<string, unknown>): StoredService => ({
   serviceId: b(row['service_id'] as Buffer),
@@ -140,9 +167,15 @@ const tx = (c: TxConnection, leaseOptions: LeaseTxOptions, pruneRevisions: boole
         },
       ),
     isMember: (identity, networkId) =>
-      c.statement(`SELECT 1 FROM ${S}.member WHERE identity = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)}`, (r) => r.rowCount === 1),
+      c.statement(
+        `SELECT 1 FROM ${S}.member WHERE identity = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)}`,
+        (r) => r.rowCount === 1,
+      ),
     lockRuntime: (identity) =>
-      c.statement(`SELECT ${RUNTIME_COLS} FROM ${S}.runtime_binding WHERE identity = ${lit.bytea(identity)} FOR UPDATE`, (r) => runtimeOf(r.rows[0] ?? null)),
+      c.statement(
+        `SELECT ${RUNTIME_COLS} FROM ${S}.runtime_binding WHERE identity = ${lit.bytea(identity)} FOR UPDATE`,
+        (r) => runtimeOf(r.rows[0] ?? null),
+      ),
     saveRuntime: async (identity, rb: RuntimeBinding) =>
       c.write(
         `INSERT INTO ${S}.runtime_binding (identity, generation, runtime_id, stopped, liveness)
@@ -150,10 +183,13 @@ const tx = (c: TxConnection, leaseOptions: LeaseTxOptions, pruneRevisions: boole
          ON CONFLICT (identity) DO UPDATE SET generation = excluded.generation, runtime_id = excluded.runtime_id, stopped = excluded.stopped, liveness = excluded.liveness`,
       ),
     saveActiveRuntime: async (identity, runtimeHex) =>
-      c.write(`INSERT INTO ${S}.machine VALUES (${lit.bytea(identity)}, ${lit.text(runtimeHex)}) ON CONFLICT (identity) DO UPDATE SET active_runtime_id = excluded.active_runtime_id`),
+      c.write(
+        `INSERT INTO ${S}.machine VALUES (${lit.bytea(identity)}, ${lit.text(runtimeHex)}) ON CONFLICT (identity) DO UPDATE SET active_runtime_id = excluded.active_runtime_id`,
+      ),
     activeRuntime: (identity) =>
-      c.statement(`SELECT active_runtime_id FROM ${S}.machine WHERE identity = ${lit.bytea(identity)} FOR UPDATE`, (r) =>
-        r.rows[0] === undefined ? null : (r.rows[0].active_runtime_id as string),
+      c.statement(
+        `SELECT active_runtime_id FROM ${S}.machine WHERE identity = ${lit.bytea(identity)} FOR UPDATE`,
+        (r) => (r.rows[0] === undefined ? null : (r.rows[0].active_runtime_id as string)),
       ),
     lockSession: (identity, networkId) =>
       c.statement(
@@ -174,14 +210,18 @@ const tx = (c: TxConnection, leaseOptions: LeaseTxOptions, pruneRevisions: boole
       if (leaseOptions.prune !== false) for (const q of pruneWithdrawnSql(identity, networkId)) c.write(q);
     },
     lockReport: (identity, networkId) =>
-      c.statement(`SELECT revision, digest FROM ${S}.report WHERE identity = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)} FOR UPDATE`, (r) => {
-        const row = r.rows[0];
-        if (row === undefined) return Either.right(null);
-        const revision = big(row.revision);
-        const digest = b(row.digest);
-        if (revision < 1n || digest.length !== 32) return Either.left(scError('state-inconsistent', 'report row is corrupt for this scope'));
-        return Either.right({ revision, digest } satisfies BReportRow);
-      }),
+      c.statement(
+        `SELECT revision, digest FROM ${S}.report WHERE identity = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)} FOR UPDATE`,
+        (r) => {
+          const row = r.rows[0];
+          if (row === undefined) return Either.right(null);
+          const revision = big(row.revision);
+          const digest = b(row.digest);
+          if (revision < 1n || digest.length !== 32)
+            return Either.left(scError('state-inconsistent', 'report row is corrupt for this scope'));
+          return Either.right({ revision, digest } satisfies BReportRow);
+        },
+      ),
     saveReport: async (identity, networkId, row) =>
       c.write(
         `INSERT INTO ${S}.report VALUES (${lit.bytea(identity)}, ${lit.bytea(networkId)}, ${lit.num(row.revision)}, ${lit.bytea(row.digest)})
@@ -213,11 +253,17 @@ const tx = (c: TxConnection, leaseOptions: LeaseTxOptions, pruneRevisions: boole
       for (const s of scopes.values()) for (const q of pruneWithdrawnSql(s.publisher, s.networkId)) c.write(q);
     },
     writeOutbox: (networkId, reason) =>
-      c.statement(`INSERT INTO ${S}.outbox (network_id, reason) VALUES (${lit.bytea(networkId)}, ${lit.text(reason)}) RETURNING id`, (r) => big(r.rows[0].id)),
+      c.statement(
+        `INSERT INTO ${S}.outbox (network_id, reason) VALUES (${lit.bytea(networkId)}, ${lit.text(reason)}) RETURNING id`,
+        (r) => big(r.rows[0].id),
+      ),
     clearOutbox: async (networkId, upTo) =>
       c.write(`DELETE FROM ${S}.outbox WHERE network_id = ${lit.bytea(networkId)} AND id <= ${lit.num(upTo)}`),
     members: (networkId) =>
-      c.statement(`SELECT identity FROM ${S}.member WHERE network_id = ${lit.bytea(networkId)} ORDER BY identity`, (r) => r.rows.map((row) => b(row.identity))),
+      c.statement(
+        `SELECT identity FROM ${S}.member WHERE network_id = ${lit.bytea(networkId)} ORDER BY identity`,
+        (r) => r.rows.map((row) => b(row.identity)),
+      ),
     lockSnapshot: (target, networkId) => snapshotRow(target, networkId, ' FOR UPDATE'),
     currentSnapshot: (target, networkId) => snapshotRow(target, networkId, ''),
     lockSnapshots: (networkId) =>
@@ -231,11 +277,14 @@ const tx = (c: TxConnection, leaseOptions: LeaseTxOptions, pruneRevisions: boole
         `INSERT INTO ${S}.snapshot VALUES (${lit.bytea(target)}, ${lit.bytea(networkId)}, ${lit.num(s.revision)}, ${lit.bytea(s.bodyDigest)}, ${lit.bytea(s.digest)}, ${lit.bytea(s.body)})
          ON CONFLICT (target, network_id) DO UPDATE SET revision = excluded.revision, body_digest = excluded.body_digest, digest = excluded.digest, body = excluded.body`,
       );
-      c.write(`INSERT INTO ${S}.snapshot_history VALUES (${lit.bytea(target)}, ${lit.bytea(networkId)}, ${lit.num(s.revision)}, ${lit.bytea(s.digest)})`);
+      c.write(
+        `INSERT INTO ${S}.snapshot_history VALUES (${lit.bytea(target)}, ${lit.bytea(networkId)}, ${lit.num(s.revision)}, ${lit.bytea(s.digest)})`,
+      );
       // the new revision moves the floor: what fell below it goes with this COMMIT (decision 0191)
       if (pruneRevisions) c.write(pruneBelowFloorSql(target, networkId));
     },
-    revisionFloor: (target, networkId, sessionSeq) => c.statement(floorSql(target, networkId, sessionSeq), (r) => floorOf(r.rows[0])),
+    revisionFloor: (target, networkId, sessionSeq) =>
+      c.statement(floorSql(target, networkId, sessionSeq), (r) => floorOf(r.rows[0])),
     producedDigests: (target, networkId, revision) =>
       c.statement(
         `SELECT revision, digest FROM ${S}.snapshot_history WHERE target = ${lit.bytea(target)} AND network_id = ${lit.bytea(networkId)} AND revision = ${lit.num(revision)}`,
@@ -246,16 +295,14 @@ const tx = (c: TxConnection, leaseOptions: LeaseTxOptions, pruneRevisions: boole
         `SELECT session_seq, revision, digest, accepted, enforcement_applied, dns_applied FROM ${S}.ack
          WHERE target = ${lit.bytea(target)} AND network_id = ${lit.bytea(networkId)} AND session_seq = ${lit.num(sessionSeq)} AND revision = ${lit.num(revision)}`,
         (r) =>
-          r.rows.map(
-            (row): AckRecord => ({
-              sessionSeq: big(row.session_seq),
-              revision: big(row.revision),
-              digest: b(row.digest),
-              accepted: row.accepted,
-              enforcementApplied: row.enforcement_applied,
-              dnsApplied: row.dns_applied,
-            }),
-          ),
+          r.rows.map((row): AckRecord => ({
+            sessionSeq: big(row.session_seq),
+            revision: big(row.revision),
+            digest: b(row.digest),
+            accepted: row.accepted,
+            enforcementApplied: row.enforcement_applied,
+            dnsApplied: row.dns_applied,
+          })),
       ),
     saveAck: async (target, networkId, a) => {
       c.write(
@@ -319,8 +366,11 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): Authorit
           await c.query('BEGIN');
           try {
             await c.query(`SELECT pg_advisory_xact_lock(hashtext('${S}.migrate'))`);
-            await c.query(`CREATE SCHEMA IF NOT EXISTS ${S}; CREATE TABLE IF NOT EXISTS ${S}.schema_version (version int PRIMARY KEY)`);
-            const v = (await c.query(`SELECT coalesce(max(version), 0) AS v FROM ${S}.schema_version`)).rows[0].v as number;
+            await c.query(
+              `CREATE SCHEMA IF NOT EXISTS ${S}; CREATE TABLE IF NOT EXISTS ${S}.schema_version (version int PRIMARY KEY)`,
+            );
+            const v = (await c.query(`SELECT coalesce(max(version), 0) AS v FROM ${S}.schema_version`)).rows[0]
+              .v as number;
             for (let i = v; i < MIGRATIONS.length; i++) {
               await c.query(MIGRATIONS[i] as string);
               await c.query(`INSERT INTO ${S}.schema_version VALUES ($1)`, [i + 1]);
@@ -339,13 +389,14 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): Authorit
           try {
             const r = await c.query(`SELECT nsd_id, epoch FROM ${S}.authority WHERE id = 1 FOR UPDATE`);
             const row = r.rows[0];
-            const nsdId = row === undefined ? new Uint8Array(Buffer.from(randomUUID().replaceAll('-', ''), 'hex')) : b(row.nsd_id);
+            const nsdId =
+              row === undefined ? new Uint8Array(Buffer.from(randomUUID().replaceAll('-', ''), 'hex')) : b(row.nsd_id);
             const next = nextCounter(row === undefined ? null : big(row.epoch), 'authority_epoch');
             if (Either.isLeft(next)) throw next.left;
-            await c.query(
-              `INSERT INTO ${S}.authority VALUES (1, $1, $2) ON CONFLICT (id) DO UPDATE SET epoch = $2`,
-              [buf(nsdId), next.right.toString()],
-            );
+            await c.query(`INSERT INTO ${S}.authority VALUES (1, $1, $2) ON CONFLICT (id) DO UPDATE SET epoch = $2`, [
+              buf(nsdId),
+              next.right.toString(),
+            ]);
             // every grant and request-map read filters on the current epoch: the older epochs' rows are unreachable
             // from this commit on — also those of services never granted again (decision 0191; 0165 pruned the rest)
             // — and no withdrawn service's mark has a grant of the new epoch, so none of them applies any more (0196)
@@ -365,10 +416,22 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): Authorit
       ),
     isMember: async (identity, networkId) =>
       orThrow(
-        await run(async (c) => (await c.query(`SELECT 1 FROM ${S}.member WHERE identity = $1 AND network_id = $2`, [buf(identity), buf(networkId)])).rowCount === 1),
+        await run(
+          async (c) =>
+            (
+              await c.query(`SELECT 1 FROM ${S}.member WHERE identity = $1 AND network_id = $2`, [
+                buf(identity),
+                buf(networkId),
+              ])
+            ).rowCount === 1,
+        ),
       ),
     addMember: async (identity, networkId) =>
-      void orThrow(await run((c) => c.query(`INSERT INTO ${S}.member VALUES ($1, $2) ON CONFLICT DO NOTHING`, [buf(identity), buf(networkId)]))),
+      void orThrow(
+        await run((c) =>
+          c.query(`INSERT INTO ${S}.member VALUES ($1, $2) ON CONFLICT DO NOTHING`, [buf(identity), buf(networkId)]),
+        ),
+      ),
     transact: async (epoch, fn) => {
       const out = await run(async (c) => {
         const batch = new TxBatch(c, `SELECT epoch FROM ${S}.authority WHERE id = 1 FOR SHARE`, (r) =>
@@ -394,7 +457,11 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): Authorit
       ? {}
       : {
           ackFast: async (epoch: bigint, ack: FastAckInput) => {
-            const out = await run(async (c) => (await c.query(ackFastQuery(epoch, ack, pruneRevisionRows !== false))).rows[0].outcome as FastAckOutcome);
+            const out = await run(
+              async (c) =>
+                (await c.query(ackFastQuery(epoch, ack, pruneRevisionRows !== false))).rows[0]
+                  .outcome as FastAckOutcome,
+            );
             if (Either.isRight(out) && out.right !== 'slow') afterCommit?.(); // the crash point after a commit, as transact's
             return out;
           },
@@ -402,7 +469,10 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): Authorit
     pendingOutbox: async () =>
       orThrow(
         await run(async (c) =>
-          (await c.query(`SELECT id, network_id FROM ${S}.outbox ORDER BY id`)).rows.map((row) => ({ id: big(row.id), networkId: b(row.network_id) })),
+          (await c.query(`SELECT id, network_id FROM ${S}.outbox ORDER BY id`)).rows.map((row) => ({
+            id: big(row.id),
+            networkId: b(row.network_id),
+          })),
         ),
       ),
     clearOutbox: async (id, networkId) =>

@@ -20,7 +20,8 @@ const M1 = '\uE001';
 const MARKED = /\uE000([^\uE000\uE001]*)\uE001/g;
 const mark = (sqlLiteral: string): string => `${M0}${sqlLiteral}${M1}`;
 /** A text or JSON literal that itself contains a mark character stays inline: its statement is then sent as it is. */
-const markUnlessMarked = (sqlLiteral: string): string => (/[\uE000\uE001]/.test(sqlLiteral) ? sqlLiteral : mark(sqlLiteral));
+const markUnlessMarked = (sqlLiteral: string): string =>
+  /[\uE000\uE001]/.test(sqlLiteral) ? sqlLiteral : mark(sqlLiteral);
 
 /** SQL text with the marked literals inline (for a statement that does not go through a batch). */
 export const plainSql = (sql: string): string => sql.replace(MARKED, '$1');
@@ -100,7 +101,10 @@ class Deferred<A> implements Promise<A> {
   ) {
     inner.catch(() => undefined); // unawaited writes fail through the batch (COMMIT), not as unhandled rejections
   }
-  then<T1 = A, T2 = never>(ok?: ((a: A) => T1 | PromiseLike<T1>) | null, err?: ((e: unknown) => T2 | PromiseLike<T2>) | null): Promise<T1 | T2> {
+  then<T1 = A, T2 = never>(
+    ok?: ((a: A) => T1 | PromiseLike<T1>) | null,
+    err?: ((e: unknown) => T2 | PromiseLike<T2>) | null,
+  ): Promise<T1 | T2> {
     this.demand();
     return this.inner.then(ok, err);
   }

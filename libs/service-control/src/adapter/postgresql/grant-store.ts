@@ -39,15 +39,20 @@ export const grantTx = (c: TxConnection): GrantTx => ({
             continue;
           }
           const list = sources.get(id) ?? [];
-          list.push({ consumer: b(row['consumer']), protocols: row['protocols'] as string[], expiry: row['expiry'] === null ? null : Number(row['expiry']) });
+          list.push({
+            consumer: b(row['consumer']),
+            protocols: row['protocols'] as string[],
+            expiry: row['expiry'] === null ? null : Number(row['expiry']),
+          });
           sources.set(id, list);
         }
         return { sources, versions };
       },
     ),
   policyVersion: (serviceId, lock) =>
-    c.statement(`SELECT version::text AS version FROM ${S}.policy_version WHERE service_id = ${lit.bytea(serviceId)}${lock === true ? ' FOR UPDATE' : ''}`, (r) =>
-      r.rows[0] === undefined ? null : BigInt(r.rows[0]['version'] as string),
+    c.statement(
+      `SELECT version::text AS version FROM ${S}.policy_version WHERE service_id = ${lit.bytea(serviceId)}${lock === true ? ' FOR UPDATE' : ''}`,
+      (r) => (r.rows[0] === undefined ? null : BigInt(r.rows[0]['version'] as string)),
     ),
   savePolicyVersion: async (serviceId, version) =>
     c.write(
@@ -57,25 +62,24 @@ export const grantTx = (c: TxConnection): GrantTx => ({
   lockRegistry: async (networkId) => {
     // two statements of the same tick: one round trip; the counter row lock serialises the Network's productions
     const [lastVersion, rows] = await Promise.all([
-      c.statement(`SELECT last_version::text AS v FROM ${S}.grant_counter WHERE network_id = ${lit.bytea(networkId)} FOR UPDATE`, (r) =>
-        r.rows[0] === undefined ? null : BigInt(r.rows[0]['v'] as string),
+      c.statement(
+        `SELECT last_version::text AS v FROM ${S}.grant_counter WHERE network_id = ${lit.bytea(networkId)} FOR UPDATE`,
+        (r) => (r.rows[0] === undefined ? null : BigInt(r.rows[0]['v'] as string)),
       ),
       c.statement(
         `SELECT service_id, consumer, version::text AS version, protocols, policy_digest, policy_version::text AS policy_version, state,
            listener_revision::text AS listener_revision FROM ${S}.grant_registry WHERE network_id = ${lit.bytea(networkId)}`,
         (r) =>
-          r.rows.map(
-            (row): GrantRegistryRow => ({
-              serviceId: b(row['service_id']),
-              consumer: b(row['consumer']),
-              version: BigInt(row['version'] as string),
-              protocols: row['protocols'] as string[],
-              policyDigest: b(row['policy_digest']),
-              policyVersion: BigInt(row['policy_version'] as string),
-              state: row['state'] as GrantRegistryRow['state'],
-              listenerRevision: BigInt(row['listener_revision'] as string),
-            }),
-          ),
+          r.rows.map((row): GrantRegistryRow => ({
+            serviceId: b(row['service_id']),
+            consumer: b(row['consumer']),
+            version: BigInt(row['version'] as string),
+            protocols: row['protocols'] as string[],
+            policyDigest: b(row['policy_digest']),
+            policyVersion: BigInt(row['policy_version'] as string),
+            state: row['state'] as GrantRegistryRow['state'],
+            listenerRevision: BigInt(row['listener_revision'] as string),
+          })),
       ),
     ]);
     return { rows, lastVersion };

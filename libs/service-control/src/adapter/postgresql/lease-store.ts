@@ -65,7 +65,9 @@ const pruneAfterMark = (holder: Uint8Array, space: MarkSpace, requestId: Uint8Ar
   const h = lit.bytea(holder);
   if (space.kind === 'refresh') {
     const pair = `holder = ${h} AND service_id = ${lit.bytea(space.serviceId)} AND kind IN ('ready', 'refresh')`;
-    return [`DELETE FROM ${S}.lease_grant WHERE ${pair} AND (epoch <> ${EPOCH_NOW} OR request_id <> ${lit.bytea(requestId)})`];
+    return [
+      `DELETE FROM ${S}.lease_grant WHERE ${pair} AND (epoch <> ${EPOCH_NOW} OR request_id <> ${lit.bytea(requestId)})`,
+    ];
   }
   const unreachable = `(epoch <> ${EPOCH_NOW} OR request_id NOT IN (SELECT request_id FROM ${S}.lease_mark WHERE holder = ${h} AND space = ${spaceKey(space)}))`;
   // one statement per write: the batch matches results to queued statements by position
@@ -75,7 +77,8 @@ const pruneAfterMark = (holder: Uint8Array, space: MarkSpace, requestId: Uint8Ar
   ];
 };
 
-const WITHDRAWN = (serviceCol: string) => `EXISTS (SELECT 1 FROM ${S}.service s WHERE s.service_id = ${serviceCol} AND s.state = 'withdrawn')`;
+const WITHDRAWN = (serviceCol: string) =>
+  `EXISTS (SELECT 1 FROM ${S}.service s WHERE s.service_id = ${serviceCol} AND s.state = 'withdrawn')`;
 
 /**
  * Decision 0196: the publisher's lease rows of its WITHDRAWN services in a Network that no read can reach any more.
@@ -197,13 +200,11 @@ export const leaseTx = (c: TxConnection, options: LeaseTxOptions = {}): LeaseTx 
       `SELECT service_id, result, grant_id FROM ${S}.lease_acquire_item WHERE holder = ${lit.bytea(holder)} AND request_id = ${lit.bytea(requestId)}
          AND epoch = ${lit.num(epoch)} ORDER BY service_id`,
       (r) =>
-        r.rows.map(
-          (row): StoredAcquireItem => ({
-            serviceId: b(row['service_id']),
-            result: row['result'] as StoredAcquireItem['result'],
-            grantId: row['grant_id'] === null ? null : b(row['grant_id']),
-          }),
-        ),
+        r.rows.map((row): StoredAcquireItem => ({
+          serviceId: b(row['service_id']),
+          result: row['result'] as StoredAcquireItem['result'],
+          grantId: row['grant_id'] === null ? null : b(row['grant_id']),
+        })),
     ),
   saveAcquireItems: async (holder, requestId, epoch, items) => {
     for (const it of items)
@@ -219,7 +220,9 @@ export const leaseTx = (c: TxConnection, options: LeaseTxOptions = {}): LeaseTx 
          AND digest = ${lit.bytea(digest)} AND service_id = ${lit.bytea(serviceId)}`,
       (r) => {
         const row = r.rows[0] as Record<string, unknown> | undefined;
-        return row === undefined ? null : { listenerRevision: BigInt(row['listener_revision'] as string), intentDigest: b(row['intent_digest']) };
+        return row === undefined
+          ? null
+          : { listenerRevision: BigInt(row['listener_revision'] as string), intentDigest: b(row['intent_digest']) };
       },
     ),
   saveSnapshotStamps: async (target, networkId, revision, digest, stamps) => {
@@ -247,5 +250,7 @@ export const leaseTx = (c: TxConnection, options: LeaseTxOptions = {}): LeaseTx 
        ON CONFLICT (service_id, consumer) DO UPDATE SET protocols = excluded.protocols, expiry = excluded.expiry`,
     ),
   deletePolicySource: async (serviceId, consumer) =>
-    c.write(`DELETE FROM ${S}.policy_source WHERE service_id = ${lit.bytea(serviceId)} AND consumer = ${lit.bytea(consumer)}`),
+    c.write(
+      `DELETE FROM ${S}.policy_source WHERE service_id = ${lit.bytea(serviceId)} AND consumer = ${lit.bytea(consumer)}`,
+    ),
 });

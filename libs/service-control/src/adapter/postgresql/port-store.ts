@@ -7,7 +7,13 @@ import type { PortTx } from '../../application/port-store.js';
 import { fromHex, toHex } from '../../domain/bytes.js';
 import { scError } from '../../domain/errors.js';
 import type { ServiceRef } from '../../domain/ids.js';
-import type { Allocation, AllocationState, PortDemand, PortEntryKind, PortTable } from '../../domain/port-allocation.js';
+import type {
+  Allocation,
+  AllocationState,
+  PortDemand,
+  PortEntryKind,
+  PortTable,
+} from '../../domain/port-allocation.js';
 import { endpointKey } from '../../domain/port-endpoint.js';
 import { type TxConnection, lit } from './batch.js';
 
@@ -29,9 +35,23 @@ const refIn = (v: unknown): ServiceRef => {
   return { nsdId: fromHex(n), networkId: fromHex(w), serviceId: fromHex(s) };
 };
 
-const STATES: readonly AllocationState[] = ['idle', 'offered', 'claimed', 'ready', 'released-pure', 'recovery-required', 'exhausted', 'pool-exhausted', 'tombstoned'];
+const STATES: readonly AllocationState[] = [
+  'idle',
+  'offered',
+  'claimed',
+  'ready',
+  'released-pure',
+  'recovery-required',
+  'exhausted',
+  'pool-exhausted',
+  'tombstoned',
+];
 
-const demandOut = (d: PortDemand) => ({ mode: d.mode, req: d.requestedPort === null ? null : d.requestedPort.toString(), backend: d.backendPort.toString() });
+const demandOut = (d: PortDemand) => ({
+  mode: d.mode,
+  req: d.requestedPort === null ? null : d.requestedPort.toString(),
+  backend: d.backendPort.toString(),
+});
 const flagIn = (v: unknown): boolean => {
   if (v === undefined || v === false) return false;
   if (v === true) return true;
@@ -40,7 +60,11 @@ const flagIn = (v: unknown): boolean => {
 const demandIn = (v: unknown): PortDemand => {
   const d = v as Record<string, unknown>;
   if (d['mode'] !== 'fixed' && d['mode'] !== 'auto') throw new Error('pending mode');
-  return { mode: d['mode'], requestedPort: d['req'] === null ? null : BigInt(d['req'] as string), backendPort: BigInt(d['backend'] as string) };
+  return {
+    mode: d['mode'],
+    requestedPort: d['req'] === null ? null : BigInt(d['req'] as string),
+    backendPort: BigInt(d['backend'] as string),
+  };
 };
 
 export const allocationToJson = (a: Allocation): unknown => ({
@@ -109,13 +133,21 @@ export const allocationFromJson = (j: unknown): Allocation => {
       terminationFloor: BigInt(v['floor'] as string),
       confirmedPort: v['confirmed'] === null ? null : BigInt(v['confirmed'] as string),
       exposed: v['exposed'] === true,
-      retries: new Map((v['retries'] as [string, string, string][]).map(([k, r, s]) => [k, { round: BigInt(r), proposalSeq: BigInt(s) }])),
+      retries: new Map(
+        (v['retries'] as [string, string, string][]).map(([k, r, s]) => [
+          k,
+          { round: BigInt(r), proposalSeq: BigInt(s) },
+        ]),
+      ),
       pending: v['pending'] === undefined || v['pending'] === null ? null : demandIn(v['pending']),
       cancelling: flagIn(v['cancelling']),
       awaitingNext: flagIn(v['next']),
     };
   } catch (e) {
-    throw scError('state-inconsistent', `port allocation row is corrupt (${e instanceof Error ? e.message : String(e)})`);
+    throw scError(
+      'state-inconsistent',
+      `port allocation row is corrupt (${e instanceof Error ? e.message : String(e)})`,
+    );
   }
 };
 
@@ -125,10 +157,19 @@ export const portTx = (c: Pick<TxConnection, 'statement' | 'write'>): PortTx => 
   lockPorts: async (publisher) => {
     const pub = lit.bytea(publisher);
     const [, rows] = await Promise.all([
-      c.statement(`SELECT pg_advisory_xact_lock(hashtextextended('${S}.port:' || encode(${pub}, 'hex'), 0))`, () => undefined),
-      c.statement(`SELECT port, kind, nsd_id, network_id, service_id FROM ${S}.port_entry WHERE publisher = ${pub}`, (r) => r.rows as Record<string, unknown>[]),
+      c.statement(
+        `SELECT pg_advisory_xact_lock(hashtextextended('${S}.port:' || encode(${pub}, 'hex'), 0))`,
+        () => undefined,
+      ),
+      c.statement(
+        `SELECT port, kind, nsd_id, network_id, service_id FROM ${S}.port_entry WHERE publisher = ${pub}`,
+        (r) => r.rows as Record<string, unknown>[],
+      ),
     ]);
-    const table = new Map<string, { publisher: Uint8Array; port: bigint; kind: PortEntryKind; serviceRef: ServiceRef }>();
+    const table = new Map<
+      string,
+      { publisher: Uint8Array; port: bigint; kind: PortEntryKind; serviceRef: ServiceRef }
+    >();
     for (const row of rows) {
       const port = BigInt(row['port'] as number);
       table.set(endpointKey(publisher, port), {
@@ -143,7 +184,8 @@ export const portTx = (c: Pick<TxConnection, 'statement' | 'write'>): PortTx => 
   savePorts: async (publisher, before: PortTable, after: PortTable) => {
     for (const [k, e] of after) {
       const old = before.get(k);
-      if (old !== undefined && old.kind === e.kind && toHex(old.serviceRef.serviceId) === toHex(e.serviceRef.serviceId)) continue;
+      if (old !== undefined && old.kind === e.kind && toHex(old.serviceRef.serviceId) === toHex(e.serviceRef.serviceId))
+        continue;
       c.write(
         `INSERT INTO ${S}.port_entry VALUES (${lit.bytea(publisher)}, ${lit.num(e.port)}, ${lit.text(e.kind)}, ${lit.bytea(e.serviceRef.nsdId)},
            ${lit.bytea(e.serviceRef.networkId)}, ${lit.bytea(e.serviceRef.serviceId)})
@@ -154,7 +196,9 @@ export const portTx = (c: Pick<TxConnection, 'statement' | 'write'>): PortTx => 
     for (const [k, e] of before)
       if (!after.has(k)) {
         if (e.kind !== 'reserved') throw scError('state-inconsistent', 'only a pure reservation is ever released');
-        c.write(`DELETE FROM ${S}.port_entry WHERE publisher = ${lit.bytea(publisher)} AND port = ${lit.num(e.port)} AND kind = 'reserved'`);
+        c.write(
+          `DELETE FROM ${S}.port_entry WHERE publisher = ${lit.bytea(publisher)} AND port = ${lit.num(e.port)} AND kind = 'reserved'`,
+        );
       }
   },
   // a queued statement: the ready/refresh path reads it in the same round trip as the fence (decision 0130)

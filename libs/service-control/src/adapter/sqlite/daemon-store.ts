@@ -62,13 +62,19 @@ export interface SqliteDaemonStoreOptions {
   readonly afterWrite?: (kind: string) => void;
 }
 
-
-export const openSqliteDaemonStore = (path: string, options: SqliteDaemonStoreOptions = {}): DaemonStore & { readonly db: Database.Database } => {
+export const openSqliteDaemonStore = (
+  path: string,
+  options: SqliteDaemonStoreOptions = {},
+): DaemonStore & { readonly db: Database.Database } => {
   const db = openDaemonDatabase(path, { versionKey: 'version', migrations: MIGRATIONS, foreignKeys: true });
-  const getStmt = db.prepare<[string, string], { value: string; checksum: string }>('SELECT value, checksum FROM record WHERE kind = ? AND scope = ?');
+  const getStmt = db.prepare<[string, string], { value: string; checksum: string }>(
+    'SELECT value, checksum FROM record WHERE kind = ? AND scope = ?',
+  );
   const putStmt = db.prepare('INSERT OR REPLACE INTO record VALUES (?, ?, ?, ?)');
   const markStmt = db.prepare('INSERT OR IGNORE INTO init_marker VALUES (?, ?)');
-  const hasMark = db.prepare<[string, string], { one: number }>('SELECT 1 AS one FROM init_marker WHERE kind = ? AND scope = ?');
+  const hasMark = db.prepare<[string, string], { one: number }>(
+    'SELECT 1 AS one FROM init_marker WHERE kind = ? AND scope = ?',
+  );
 
   /** undefined = no row; 'corrupt' = checksum/parse failure; else the decoded value. */
   const get = (kind: string, scope: string): unknown =>
@@ -94,15 +100,21 @@ export const openSqliteDaemonStore = (path: string, options: SqliteDaemonStoreOp
   };
   const unstr = (v: unknown): unknown => v; // strings are decoded by `dec` ("s:" prefix)
 
-  const isRec = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !(v instanceof Uint8Array) && !(v instanceof Map);
+  const isRec = (v: unknown): v is Record<string, unknown> =>
+    v !== null && typeof v === 'object' && !(v instanceof Uint8Array) && !(v instanceof Map);
 
   return {
     db,
     runtime: (identity) => {
       const v = get('runtime', toHex(identity));
       if (v === undefined || v === 'corrupt' || !isRec(v)) return { state: 'absent' };
-      if (v['state'] === 'normal' && typeof v['generation'] === 'bigint') return { state: 'normal', generation: v['generation'] };
-      if (v['state'] === 'recovering' && typeof v['generation'] === 'bigint' && v['floorRequestId'] instanceof Uint8Array)
+      if (v['state'] === 'normal' && typeof v['generation'] === 'bigint')
+        return { state: 'normal', generation: v['generation'] };
+      if (
+        v['state'] === 'recovering' &&
+        typeof v['generation'] === 'bigint' &&
+        v['floorRequestId'] instanceof Uint8Array
+      )
         return { state: 'recovering', generation: v['generation'], floorRequestId: v['floorRequestId'] };
       return { state: 'absent' };
     },
@@ -123,11 +135,21 @@ export const openSqliteDaemonStore = (path: string, options: SqliteDaemonStoreOp
     report: (scope): AReportRecord => {
       const v = get('report', scope);
       if (v === undefined) return { state: 'absent' };
-      if (v === 'corrupt' || !isRec(v) || !isRec(v['report']) || typeof v['acceptedRevision'] !== 'bigint') return { state: 'corrupt' };
-      const r = v['report'];
-      if (typeof r['revision'] !== 'bigint' || !(r['digest'] instanceof Uint8Array) || !(r['content'] instanceof Uint8Array) || r['digest'].length !== 32)
+      if (v === 'corrupt' || !isRec(v) || !isRec(v['report']) || typeof v['acceptedRevision'] !== 'bigint')
         return { state: 'corrupt' };
-      return { state: 'present', report: { revision: r['revision'], digest: r['digest'], content: r['content'] }, acceptedRevision: v['acceptedRevision'] };
+      const r = v['report'];
+      if (
+        typeof r['revision'] !== 'bigint' ||
+        !(r['digest'] instanceof Uint8Array) ||
+        !(r['content'] instanceof Uint8Array) ||
+        r['digest'].length !== 32
+      )
+        return { state: 'corrupt' };
+      return {
+        state: 'present',
+        report: { revision: r['revision'], digest: r['digest'], content: r['content'] },
+        acceptedRevision: v['acceptedRevision'],
+      };
     },
     saveReport: (scope, r) => {
       if (r.state !== 'present') throw new Error('only a present report row is written');
@@ -137,9 +159,22 @@ export const openSqliteDaemonStore = (path: string, options: SqliteDaemonStoreOp
       const v = get('floors', scope);
       const marked = guard(() => hasMark.get('floors', scope) !== undefined);
       if (v === undefined) return marked ? { state: 'missing' } : { state: 'uninitialized' };
-      if (v === 'corrupt' || !isRec(v) || typeof v['revision'] !== 'bigint' || !(v['digest'] instanceof Uint8Array) || !(v['listeners'] instanceof Map))
+      if (
+        v === 'corrupt' ||
+        !isRec(v) ||
+        typeof v['revision'] !== 'bigint' ||
+        !(v['digest'] instanceof Uint8Array) ||
+        !(v['listeners'] instanceof Map)
+      )
         return { state: 'corrupt' };
-      return { state: 'present', floors: { revision: v['revision'], digest: v['digest'], listeners: unstr(v['listeners']) as SnapshotFloors['listeners'] } };
+      return {
+        state: 'present',
+        floors: {
+          revision: v['revision'],
+          digest: v['digest'],
+          listeners: unstr(v['listeners']) as SnapshotFloors['listeners'],
+        },
+      };
     },
     saveFloors: (scope, f) => put('floors', scope, f, true),
     close: () => db.close(),

@@ -8,7 +8,9 @@ export const SQLITE_SCHEMA_NAME = 'ns.service-control.v1';
 
 /** A driver failure is `storage-unavailable`; a contract error (e.g. `state-inconsistent`) passes through. */
 export const storageError = (e: unknown): ServiceControlError =>
-  e instanceof ScErrorClass ? e : scError('storage-unavailable', `sqlite: ${e instanceof Error ? e.message : String(e)}`);
+  e instanceof ScErrorClass
+    ? e
+    : scError('storage-unavailable', `sqlite: ${e instanceof Error ? e.message : String(e)}`);
 
 /** Run a driver call; failures are thrown as `storage-unavailable` (the caller then sends nothing). */
 export const guardStorage = <A>(f: () => A): A => {
@@ -53,7 +55,9 @@ export const openDaemonDatabase = (path: string, options: DaemonDatabaseOptions)
         const version = Number(meta(options.versionKey) ?? '0');
         for (let i = version; i < options.migrations.length; i++) conn.exec(options.migrations[i] as string);
         options.onMigrate?.(conn, version);
-        conn.prepare('INSERT OR REPLACE INTO meta VALUES (?, ?)').run(options.versionKey, String(options.migrations.length));
+        conn
+          .prepare('INSERT OR REPLACE INTO meta VALUES (?, ?)')
+          .run(options.versionKey, String(options.migrations.length));
       })
       .immediate();
     return conn;

@@ -10,7 +10,14 @@ import { fromHex, toHex } from '../../domain/bytes.js';
 import { scError } from '../../domain/errors.js';
 import { guardStorage as guard, openDaemonDatabase } from './database.js';
 import type { ServiceRef } from '../../domain/ids.js';
-import type { Endpoint, EndpointPhase, EndpointTable, ProposalEntry, ProposalRef, ProposalStatus } from '../../domain/port-endpoint.js';
+import type {
+  Endpoint,
+  EndpointPhase,
+  EndpointTable,
+  ProposalEntry,
+  ProposalRef,
+  ProposalStatus,
+} from '../../domain/port-endpoint.js';
 
 const MIGRATIONS: readonly string[] = [
   `CREATE TABLE port_endpoint (key TEXT PRIMARY KEY, value TEXT NOT NULL, checksum TEXT NOT NULL) STRICT;
@@ -58,7 +65,8 @@ const endpointValue = (e: Endpoint): string =>
     op: e.ownerProposalId === null ? null : toHex(e.ownerProposalId),
     inst: e.installed,
   });
-const proposalValue = (p: ProposalEntry): string => JSON.stringify({ pub: toHex(p.publisher), ref: proposalOut(p.ref), st: p.status });
+const proposalValue = (p: ProposalEntry): string =>
+  JSON.stringify({ pub: toHex(p.publisher), ref: proposalOut(p.ref), st: p.status });
 
 export interface SqliteEndpointStoreOptions {
   /** Injected fault: called right after each COMMIT with the step's label (crash-point tests SIGKILL here). */
@@ -75,7 +83,9 @@ export const openSqliteEndpointStore = (
   const readEndpoints = all('port_endpoint');
   const readProposals = all('port_proposal');
   const readFloors = all('port_floor');
-  const readManifest = db.prepare<[], { value: string; checksum: string }>('SELECT value, checksum FROM port_manifest WHERE id = 1');
+  const readManifest = db.prepare<[], { value: string; checksum: string }>(
+    'SELECT value, checksum FROM port_manifest WHERE id = 1',
+  );
   const put = (table: string) => db.prepare(`INSERT OR REPLACE INTO ${table} VALUES (?, ?, ?)`);
   const putEndpoint = put('port_endpoint');
   const putProposal = put('port_proposal');
@@ -117,7 +127,11 @@ export const openSqliteEndpointStore = (
       const v = check(r, 'proposal');
       const status = v['st'] as ProposalStatus;
       if (!STATUSES.includes(status)) throw corrupt('unknown proposal status');
-      proposals.set(r.key, { publisher: fromHex(v['pub'] as string), ref: proposalIn(v['ref'] as Record<string, unknown>), status });
+      proposals.set(r.key, {
+        publisher: fromHex(v['pub'] as string),
+        ref: proposalIn(v['ref'] as Record<string, unknown>),
+        status,
+      });
     }
     const floors = new Map<string, bigint>();
     const fRows = readFloors.all();
@@ -132,7 +146,8 @@ export const openSqliteEndpointStore = (
     } else {
       if (sum(m.value) !== m.checksum) throw corrupt('manifest checksum mismatch');
       const want = JSON.parse(m.value) as { e: number; p: number; f: number };
-      if (want.e !== counts.e || want.p !== counts.p || want.f !== counts.f) throw corrupt('rows are missing (incomplete store)');
+      if (want.e !== counts.e || want.p !== counts.p || want.f !== counts.f)
+        throw corrupt('rows are missing (incomplete store)');
     }
     return { table: { endpoints, proposals, floors }, raw };
   };

@@ -51,7 +51,16 @@ const NAME_MIGRATIONS: readonly string[] = [
      checksum TEXT NOT NULL) STRICT;`,
 ];
 
-export type NameStoreOp = 'allocate' | 'nickname' | 'rebind' | 'tombstone' | 'create-selector' | 'add-source' | 'withdraw-source' | 'select' | 'source-gone';
+export type NameStoreOp =
+  | 'allocate'
+  | 'nickname'
+  | 'rebind'
+  | 'tombstone'
+  | 'create-selector'
+  | 'add-source'
+  | 'withdraw-source'
+  | 'select'
+  | 'source-gone';
 
 export interface SqliteNameStoreOptions {
   /** the candidate space; the seed's unless a test asks for a small one. Recorded at creation, checked on open. */
@@ -93,11 +102,19 @@ const toRow = (e: NameEntry): EntryRow => {
 
 const fromRow = (r: EntryRow): NameEntry | 'corrupt' => {
   if (sum(rowText(r)) !== r.checksum) return 'corrupt';
-  if ((r.kind !== 'auto' && r.kind !== 'manual' && r.kind !== 'selector') || (r.state !== 'live' && r.state !== 'tombstone')) return 'corrupt';
+  if (
+    (r.kind !== 'auto' && r.kind !== 'manual' && r.kind !== 'selector') ||
+    (r.state !== 'live' && r.state !== 'tombstone')
+  )
+    return 'corrupt';
   if (!/^[1-9][0-9]*$/.test(r.version)) return 'corrupt';
   const hasTarget = r.target_ref !== null && r.target_address !== null;
   // live auto/manual names have a target; tombstones and multi-source names (their selector row answers) have none
-  if (hasTarget !== (r.state === 'live' && r.kind !== 'selector') || (r.target_ref === null) !== (r.target_address === null)) return 'corrupt';
+  if (
+    hasTarget !== (r.state === 'live' && r.kind !== 'selector') ||
+    (r.target_ref === null) !== (r.target_address === null)
+  )
+    return 'corrupt';
   return {
     name: r.name,
     kind: r.kind,
@@ -116,13 +133,20 @@ interface SelectorRow {
   checksum: string;
 }
 
-const selectorText = (r: Omit<SelectorRow, 'checksum'>): string => JSON.stringify([r.name, r.sources, r.selection, r.version]);
+const selectorText = (r: Omit<SelectorRow, 'checksum'>): string =>
+  JSON.stringify([r.name, r.sources, r.selection, r.version]);
 
 const toSelectorRow = (s: SelectorEntry): SelectorRow => {
   const r = {
     name: s.name,
     sources: JSON.stringify(s.sources.map((x) => [x.ref, x.address])),
-    selection: JSON.stringify(s.selection.state === 'none' ? ['none'] : s.selection.state === 'selected' ? ['selected', s.selection.source.ref, s.selection.source.address] : ['invalid', s.selection.source.ref, s.selection.source.address, s.selection.reason]),
+    selection: JSON.stringify(
+      s.selection.state === 'none'
+        ? ['none']
+        : s.selection.state === 'selected'
+          ? ['selected', s.selection.source.ref, s.selection.source.address]
+          : ['invalid', s.selection.source.ref, s.selection.source.address, s.selection.reason],
+    ),
     version: s.version.toString(),
   };
   return { ...r, checksum: sum(selectorText(r)) };
@@ -170,7 +194,13 @@ const allocatorText = (a: AllocatorState): string =>
 const parseAllocator = (f: NameFormat, value: string, checksum: string): AllocatorState | 'corrupt' => {
   if (sum(value) !== checksum) return 'corrupt';
   try {
-    const v = JSON.parse(value) as { phase: number; occupied: string[]; scanHints: string[]; entries: string; tableVersion: string };
+    const v = JSON.parse(value) as {
+      phase: number;
+      occupied: string[];
+      scanHints: string[];
+      entries: string;
+      tableVersion: string;
+    };
     const a: AllocatorState = {
       phase: v.phase,
       occupied: v.occupied.map((x) => BigInt(x)),
@@ -209,7 +239,9 @@ export const openSqliteNameStore = (path: string, options: SqliteNameStoreOption
     migrations: NAME_MIGRATIONS,
     busyTimeoutMs: options.busyTimeoutMs ?? 10_000,
     onMigrate: (conn, fromVersion) => {
-      const recorded = conn.prepare<[string], { value: string }>('SELECT value FROM meta WHERE key = ?').get('names.format')?.value;
+      const recorded = conn
+        .prepare<[string], { value: string }>('SELECT value FROM meta WHERE key = ?')
+        .get('names.format')?.value;
       if (recorded !== undefined && recorded !== format.id)
         throw scError('state-inconsistent', `the name table was made for format ${recorded}, not ${format.id}`);
       if (fromVersion === 0) {
@@ -222,8 +254,12 @@ export const openSqliteNameStore = (path: string, options: SqliteNameStoreOption
 
   const getEntry = db.prepare<[string], EntryRow>('SELECT * FROM name_entry WHERE name = ?');
   const hasName = db.prepare<[string], { one: number }>('SELECT 1 AS one FROM name_entry WHERE name = ?');
-  const liveAuto = db.prepare<[string], EntryRow>("SELECT * FROM name_entry WHERE target_ref = ? AND kind = 'auto' AND state = 'live'");
-  const getAllocator = db.prepare<[], { value: string; checksum: string }>('SELECT value, checksum FROM name_allocator WHERE id = 1');
+  const liveAuto = db.prepare<[string], EntryRow>(
+    "SELECT * FROM name_entry WHERE target_ref = ? AND kind = 'auto' AND state = 'live'",
+  );
+  const getAllocator = db.prepare<[], { value: string; checksum: string }>(
+    'SELECT value, checksum FROM name_allocator WHERE id = 1',
+  );
   const countAll = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM name_entry');
   const countPhase = db.prepare<[number], { n: number }>('SELECT count(*) AS n FROM name_entry WHERE format_phase = ?');
   const insertEntry = db.prepare(
@@ -236,8 +272,12 @@ export const openSqliteNameStore = (path: string, options: SqliteNameStoreOption
   const allEntries = db.prepare<[], EntryRow>('SELECT * FROM name_entry ORDER BY name');
   const getSelector = db.prepare<[string], SelectorRow>('SELECT * FROM name_selector WHERE name = ?');
   const allSelectors = db.prepare<[], SelectorRow>('SELECT * FROM name_selector ORDER BY name');
-  const insertSelector = db.prepare('INSERT INTO name_selector VALUES (@name, @sources, @selection, @version, @checksum)');
-  const updateSelector = db.prepare('UPDATE name_selector SET sources = @sources, selection = @selection, version = @version, checksum = @checksum WHERE name = @name');
+  const insertSelector = db.prepare(
+    'INSERT INTO name_selector VALUES (@name, @sources, @selection, @version, @checksum)',
+  );
+  const updateSelector = db.prepare(
+    'UPDATE name_selector SET sources = @sources, selection = @selection, version = @version, checksum = @checksum WHERE name = @name',
+  );
   const readSelectors = (): SelectorEntry[] =>
     allSelectors.all().flatMap((r) => {
       const x = fromSelectorRow(r);
@@ -248,7 +288,9 @@ export const openSqliteNameStore = (path: string, options: SqliteNameStoreOption
     const row = getAllocator.get();
     if (row === undefined) return Either.left(scError('state-inconsistent', 'the name allocator record is missing'));
     const a = parseAllocator(format, row.value, row.checksum);
-    return a === 'corrupt' ? Either.left(scError('state-inconsistent', 'the name allocator record is corrupt')) : Either.right(a);
+    return a === 'corrupt'
+      ? Either.left(scError('state-inconsistent', 'the name allocator record is corrupt'))
+      : Either.right(a);
   };
 
   /** The counts the allocator keeps must match the rows: a vanished row (a tombstone!) must never free its name. */
@@ -290,7 +332,11 @@ export const openSqliteNameStore = (path: string, options: SqliteNameStoreOption
   };
 
   /** One IMMEDIATE transaction: allocator read + checks + plan + write; the plan's write commits even with an error result. */
-  const run = <A>(op: NameStoreOp, counted: boolean, plan: (v: SelectorTableView) => NamePlan<A>): Either.Either<A, NameError> => {
+  const run = <A>(
+    op: NameStoreOp,
+    counted: boolean,
+    plan: (v: SelectorTableView) => NamePlan<A>,
+  ): Either.Either<A, NameError> => {
     let wrote = false;
     let committed = false;
     const r = attempt(() => {
@@ -320,7 +366,8 @@ export const openSqliteNameStore = (path: string, options: SqliteNameStoreOption
     nickname: (name, target) => run('nickname', true, (v) => planNickname(format, v, name, target)),
     rebind: (name, target) => run('rebind', false, (v) => planRebind(v, name, target)),
     tombstone: (name) => run('tombstone', false, (v) => planTombstone(v, name)),
-    createSelector: (name, sources) => run('create-selector', true, (v) => planCreateSelector(format, v, name, sources)),
+    createSelector: (name, sources) =>
+      run('create-selector', true, (v) => planCreateSelector(format, v, name, sources)),
     addSource: (name, source) => run('add-source', false, (v) => planAddSource(v, name, source)),
     withdrawSource: (name, ref) => run('withdraw-source', false, (v) => planWithdrawSource(v, name, ref)),
     select: (name, ref) => run('select', false, (v) => planSelect(v, name, ref)),
@@ -330,7 +377,9 @@ export const openSqliteNameStore = (path: string, options: SqliteNameStoreOption
         const r = getSelector.get(name);
         if (r === undefined) return Either.right(null);
         const x = fromSelectorRow(r);
-        return x === 'corrupt' ? Either.left(scError('state-inconsistent', `the selector of ${name} is corrupt`)) : Either.right(x);
+        return x === 'corrupt'
+          ? Either.left(scError('state-inconsistent', `the selector of ${name} is corrupt`))
+          : Either.right(x);
       }),
     selectors: () => attempt(() => Either.right(readSelectors())),
     entry: (name) =>
@@ -338,14 +387,20 @@ export const openSqliteNameStore = (path: string, options: SqliteNameStoreOption
         const r = getEntry.get(name);
         if (r === undefined) return Either.right(null);
         const e = fromRow(r);
-        return e === 'corrupt' ? Either.left(scError('state-inconsistent', `name ${name} is corrupt`)) : Either.right(e);
+        return e === 'corrupt'
+          ? Either.left(scError('state-inconsistent', `name ${name} is corrupt`))
+          : Either.right(e);
       }),
     allocator: () => attempt(readAllocator),
     entries: () =>
-      attempt(() => Either.right(allEntries.all().flatMap((r) => {
-        const e = fromRow(r);
-        return e === 'corrupt' ? [] : [e];
-      }))),
+      attempt(() =>
+        Either.right(
+          allEntries.all().flatMap((r) => {
+            const e = fromRow(r);
+            return e === 'corrupt' ? [] : [e];
+          }),
+        ),
+      ),
     close: () => db.close(),
     seed: (rows) =>
       db

@@ -1,7 +1,15 @@
 // The signed ControlEnvelope of spec §3.1 ([D] stand-in for the existing authenticated control transport): Ed25519
 // (node:crypto) over the canonical CBOR of {api, machine_id, nonce, payload}; machine_id is the signer's raw 32-byte
 // Ed25519 public key (decision 0100). Replaceable: nothing outside this folder knows the signature scheme.
-import { type KeyObject, createPrivateKey, createPublicKey, generateKeyPairSync, randomFillSync, sign, verify } from 'node:crypto';
+import {
+  type KeyObject,
+  createPrivateKey,
+  createPublicKey,
+  generateKeyPairSync,
+  randomFillSync,
+  sign,
+  verify,
+} from 'node:crypto';
 import { Either } from 'effect';
 import { bytesEqual, toHex } from '../../domain/bytes.js';
 import { type ServiceControlError, scError } from '../../domain/errors.js';
@@ -33,7 +41,10 @@ export const ed25519Signer = (privateKey: KeyObject): Signer => ({
 /** A fresh identity (tests, first start of an app). */
 export const generateSigner = (): { readonly signer: Signer; readonly privateKeyPem: string } => {
   const { privateKey } = generateKeyPairSync('ed25519');
-  return { signer: ed25519Signer(privateKey), privateKeyPem: privateKey.export({ format: 'pem', type: 'pkcs8' }).toString() };
+  return {
+    signer: ed25519Signer(privateKey),
+    privateKeyPem: privateKey.export({ format: 'pem', type: 'pkcs8' }).toString(),
+  };
 };
 
 export const signerFromPem = (pem: string): Signer => ed25519Signer(createPrivateKey(pem));
@@ -102,13 +113,23 @@ export const trustSelfCertifying: TrustPolicy = (id) => {
  * Decode (canonical, closed shape) and verify a signed envelope. Order: decode → api (closed literal) → trusted signer →
  * signature. The signature covers exactly the canonical encoding of the four content fields.
  */
-export const openEnvelope = (bytes: Uint8Array, trust: TrustPolicy): Either.Either<OpenedEnvelope, ServiceControlError> => {
+export const openEnvelope = (
+  bytes: Uint8Array,
+  trust: TrustPolicy,
+): Either.Either<OpenedEnvelope, ServiceControlError> => {
   const decoded = SignedEnvelope.decode(bytes);
   if (Either.isLeft(decoded)) return Either.left(scError(decoded.left.code, `envelope: ${decoded.left.message}`));
   const env = decoded.right;
   const key = trust(env.machine_id);
-  if (key === null) return Either.left(scError('unauthorized', `envelope signer ${toHex(env.machine_id)} is not trusted`));
-  const content = ControlEnvelopeContent.encodeOrThrow({ api: env.api, machine_id: env.machine_id, nonce: env.nonce, payload: env.payload });
-  if (!verify(null, content, key, env.signature)) return Either.left(scError('unauthorized', 'envelope signature does not verify'));
+  if (key === null)
+    return Either.left(scError('unauthorized', `envelope signer ${toHex(env.machine_id)} is not trusted`));
+  const content = ControlEnvelopeContent.encodeOrThrow({
+    api: env.api,
+    machine_id: env.machine_id,
+    nonce: env.nonce,
+    payload: env.payload,
+  });
+  if (!verify(null, content, key, env.signature))
+    return Either.left(scError('unauthorized', 'envelope signature does not verify'));
   return Either.right({ machineId: env.machine_id, nonce: env.nonce, payload: env.payload });
 };

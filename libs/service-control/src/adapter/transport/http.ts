@@ -30,9 +30,14 @@ export interface TransportSide {
 }
 
 /** Open and replay-check an envelope: the common first step of every receiver. */
-export const receiveEnvelope = (side: TransportSide, bytes: Uint8Array): Either.Either<OpenedEnvelope, ServiceControlError> =>
+export const receiveEnvelope = (
+  side: TransportSide,
+  bytes: Uint8Array,
+): Either.Either<OpenedEnvelope, ServiceControlError> =>
   Either.flatMap(openEnvelope(bytes, side.trust), (env) =>
-    side.replay.admit(env.machineId, env.nonce) ? Either.right(env) : Either.left(scError('unauthorized', 'replayed envelope nonce')),
+    side.replay.admit(env.machineId, env.nonce)
+      ? Either.right(env)
+      : Either.left(scError('unauthorized', 'replayed envelope nonce')),
   );
 
 export const readBody = (req: IncomingMessage, limit = MAX_ENVELOPE_BYTES): Promise<Uint8Array> =>
@@ -50,7 +55,8 @@ export const readBody = (req: IncomingMessage, limit = MAX_ENVELOPE_BYTES): Prom
     req.on('error', reject);
   });
 
-const statusOf = (code: ErrorCode): number => (code === 'unauthorized' ? 401 : code === 'storage-unavailable' ? 503 : 400);
+const statusOf = (code: ErrorCode): number =>
+  code === 'unauthorized' ? 401 : code === 'storage-unavailable' ? 503 : 400;
 
 /** A transport-level refusal (the envelope itself failed): HTTP status + the code as text, nothing signed. */
 export const refuse = (res: ServerResponse, e: ServiceControlError): void => {
@@ -72,7 +78,10 @@ export const serveUnary = async (
   try {
     bytes = await readBody(req);
   } catch (e) {
-    return refuse(res, e instanceof Error && 'code' in e ? (e as ServiceControlError) : scError('invalid-encoding', 'unreadable body'));
+    return refuse(
+      res,
+      e instanceof Error && 'code' in e ? (e as ServiceControlError) : scError('invalid-encoding', 'unreadable body'),
+    );
   }
   const env = receiveEnvelope(side, bytes);
   if (Either.isLeft(env)) return refuse(res, env.left);
@@ -81,7 +90,12 @@ export const serveUnary = async (
     answer = await handle(env.right);
   } catch (e) {
     // The handler could not even decode the payload (no scope to answer to) or failed unexpectedly.
-    return refuse(res, e instanceof Error && '_tag' in e && (e as { _tag: string })._tag === 'ServiceControlError' ? (e as ServiceControlError) : scError('storage-unavailable', String(e)));
+    return refuse(
+      res,
+      e instanceof Error && '_tag' in e && (e as { _tag: string })._tag === 'ServiceControlError'
+        ? (e as ServiceControlError)
+        : scError('storage-unavailable', String(e)),
+    );
   }
   const sealed = sealEnvelope(side.signer, answer);
   res.writeHead(200, { 'content-type': ENVELOPE_CONTENT_TYPE, 'content-length': sealed.length }).end(sealed);
@@ -125,24 +139,39 @@ const agent = new Agent({ keepAlive: true, maxSockets: 16 });
  * attempt (Effect.tryPromise's signal) plus a traced Effect.fn span cost more than the HTTP round trip itself
  * (decision 0160). `cancel` destroys the request (interruption, timeout).
  */
-const post = (url: string, body: Uint8Array, timeoutMs: number, done: (e: Error | null, status: number, bytes: Uint8Array) => void): (() => void) => {
+const post = (
+  url: string,
+  body: Uint8Array,
+  timeoutMs: number,
+  done: (e: Error | null, status: number, bytes: Uint8Array) => void,
+): (() => void) => {
   let settled = false;
   const finish = (e: Error | null, status = 0, bytes: Uint8Array = EMPTY) => {
     if (settled) return;
     settled = true;
     done(e, status, bytes);
   };
-  const req = request(url, { method: 'POST', agent, headers: { 'content-type': ENVELOPE_CONTENT_TYPE, 'content-length': body.length } }, (res) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    res.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size > MAX_ENVELOPE_BYTES) req.destroy(new Error('response too large'));
-      else chunks.push(c);
-    });
-    res.on('end', () => finish(null, res.statusCode ?? 0, new Uint8Array(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks))));
-    res.on('error', (e) => finish(e));
-  });
+  const req = request(
+    url,
+    { method: 'POST', agent, headers: { 'content-type': ENVELOPE_CONTENT_TYPE, 'content-length': body.length } },
+    (res) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on('data', (c: Buffer) => {
+        size += c.length;
+        if (size > MAX_ENVELOPE_BYTES) req.destroy(new Error('response too large'));
+        else chunks.push(c);
+      });
+      res.on('end', () =>
+        finish(
+          null,
+          res.statusCode ?? 0,
+          new Uint8Array(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks)),
+        ),
+      );
+      res.on('error', (e) => finish(e));
+    },
+  );
   req.on('socket', (sock) => sock.setNoDelay(true));
   req.setTimeout(timeoutMs, () => req.destroy(new Error(`timed out after ${timeoutMs} ms`)));
   req.on('error', (e) => finish(e));
@@ -176,7 +205,10 @@ export const postUnary = (
         if (e !== null) return attempt(i + 1, new TransportError({ reason: `POST ${url}: ${String(e)}`, code: null }));
         if (status !== 200) {
           const text = Buffer.from(bytes).toString('utf8');
-          const refusal = new TransportError({ reason: `HTTP ${status} ${text}`, code: isErrorCode(text) ? text : null });
+          const refusal = new TransportError({
+            reason: `HTTP ${status} ${text}`,
+            code: isErrorCode(text) ? text : null,
+          });
           return status >= 500 ? attempt(i + 1, refusal) : resume(Effect.fail(refusal));
         }
         const env = receiveEnvelope(side, bytes);

@@ -6,15 +6,18 @@ import { API_NAME } from '../../api/message.js';
 
 export const SSE_EVENT = API_NAME;
 
-export const base64UrlEncode = (b: Uint8Array): string => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('base64url');
+export const base64UrlEncode = (b: Uint8Array): string =>
+  Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('base64url');
 
 const B64URL = /^[A-Za-z0-9_-]*$/;
 
 /** Strict decoding: URL-safe alphabet only, no padding, no whitespace, and the canonical (re-encodable) form. */
 export const base64UrlDecodeStrict = (s: string): Either.Either<Uint8Array, ServiceControlError> => {
-  if (!B64URL.test(s) || s.length % 4 === 1) return Either.left(scError('invalid-encoding', 'SSE data is not unpadded URL-safe Base64'));
+  if (!B64URL.test(s) || s.length % 4 === 1)
+    return Either.left(scError('invalid-encoding', 'SSE data is not unpadded URL-safe Base64'));
   const bytes = Buffer.from(s, 'base64url');
-  if (bytes.toString('base64url') !== s) return Either.left(scError('invalid-encoding', 'SSE data is not canonical Base64'));
+  if (bytes.toString('base64url') !== s)
+    return Either.left(scError('invalid-encoding', 'SSE data is not canonical Base64'));
   return Either.right(new Uint8Array(bytes));
 };
 
@@ -42,7 +45,8 @@ export class SseParser {
       const sep = this.buffer.startsWith('\r\n', nl) ? 2 : 1;
       this.buffer = this.buffer.slice(nl + sep);
       if (line === '') {
-        if (this.data.length > 0) out.push({ event: this.event === '' ? 'message' : this.event, data: this.data.join('\n') });
+        if (this.data.length > 0)
+          out.push({ event: this.event === '' ? 'message' : this.event, data: this.data.join('\n') });
         this.event = '';
         this.data = [];
         continue;
