@@ -1,4 +1,5 @@
 import nx from '@nx/eslint-plugin';
+import homelab from './tools/lint/src/index.mjs';
 
 // Module boundaries (docs/architecture.md): product libraries import only scope:shared libraries and themselves;
 // apps wire layers; tools (the test bed, benchmark harness) may be imported by tests, never by production code.
@@ -37,6 +38,12 @@ export default [
       ],
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
     },
+  },
+  // No import cycles inside a project, type-only ones included (decision 0250).
+  {
+    files: ['**/*.ts', '**/*.mts'],
+    plugins: { '@homelab': homelab },
+    rules: { '@homelab/no-import-cycle': 'error' },
   },
   {
     files: testFiles,

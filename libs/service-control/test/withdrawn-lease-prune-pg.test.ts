@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Message, decodeMessage } from '../src/api/message.js';
 import { Authority } from '../src/application/authority.js';
 import { listenerIntentOf, setPolicySource } from '../src/application/authority-lease.js';
-import type { StoredService } from '../src/application/authority-store.js';
+import type { StoredService } from '../src/application/service-row.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { toHex } from '../src/domain/bytes.js';
 import { type TwinAuthoritySide, comparableAnswer, openTwinSide, sendToBoth } from './twin.js';

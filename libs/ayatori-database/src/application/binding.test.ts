@@ -4,14 +4,8 @@
 import { Duration, Option } from 'effect';
 import { describe, expect, it } from 'vitest';
 import type * as Binding from '../domain/binding.js';
-import {
-  type BindingAction,
-  type BindingDatabase,
-  bindingProgram,
-  bindingRequeue,
-  type BindingResult,
-  type BindingTenant,
-} from './binding.js';
+import { type BindingAction, bindingProgram, bindingRequeue, type BindingResult } from './binding.js';
+import type { BindingDatabase, BindingTenant } from './ports.js';
 import { walk } from './program.js';
 
 const tenant = (change: Partial<BindingTenant> = {}): BindingTenant => ({

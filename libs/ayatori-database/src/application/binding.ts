@@ -6,19 +6,8 @@ import { Duration, Effect, Either, Option } from 'effect';
 import * as Binding from '../domain/binding.js';
 import type { TenantPresentation } from '../domain/presentation.js';
 import { TenantMessage, TenantPhase, TenantReason, Timing } from '../domain/vocabulary.js';
-import { BindingResources } from './ports.js';
+import { type BindingDatabase, BindingResources, type BindingTenant } from './ports.js';
 import { type Action, ask, type Program } from './program.js';
-
-/** A Tenant snapshot: binding facts plus the resourceVersion and generation the writes are conditioned on. */
-export interface BindingTenant extends Binding.Tenant {
-  readonly revision: string;
-  readonly generation: number;
-}
-
-/** A Database snapshot: binding facts plus the resourceVersion writes are conditioned on. */
-export interface BindingDatabase extends Binding.Database {
-  readonly revision: string;
-}
 
 export type BindingAction =
   | (Action<'ReadTenant'> & { readonly namespace: string; readonly name: string })

@@ -7,7 +7,8 @@ import { Duration, Effect, Exit, Fiber, Layer, Option, TestClock } from 'effect'
 import type * as Binding from '../domain/binding.js';
 import type { ObservationTarget } from '../domain/instance.js';
 import { nativeManagementChecks } from '../domain/instance.js';
-import { type BindingDatabase, type BindingTenant, reconcileBinding } from './binding.js';
+import { reconcileBinding } from './binding.js';
+import type { BindingDatabase, BindingTenant } from './ports.js';
 import { reconcileInstance } from './instance.js';
 import {
   BindingResources,

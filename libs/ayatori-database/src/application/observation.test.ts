@@ -16,8 +16,8 @@ import {
   type ObservationOutcome,
   observationProgram,
   type PoolMemory,
-  type SecretFact,
 } from './observation.js';
+import type { SecretFact } from './ports.js';
 import { walk } from './program.js';
 
 const CANARY = 'AYATORI-TEST-ONLY-initial-password';

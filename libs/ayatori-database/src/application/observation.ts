@@ -20,7 +20,7 @@ import {
   validateTarget,
 } from '../domain/instance.js';
 import type { ObservationErrorKind } from '../domain/instance-reasons.js';
-import type { InstanceObservation } from './ports.js';
+import type { InstanceObservation, SecretFact } from './ports.js';
 import { type Action, ask, type Program } from './program.js';
 
 const REDACTED = '[redacted admin credentials]';
@@ -58,11 +58,6 @@ export interface PoolMemory {
 }
 
 /** The admin Secret as read directly from the API (decoded data), or why it could not be read. */
-export type SecretFact =
-  | { readonly _tag: 'Found'; readonly data: Readonly<Record<string, string>> }
-  | { readonly _tag: 'Missing' }
-  | { readonly _tag: 'Unreadable' };
-
 export type ConnectFact =
   { readonly _tag: 'Connected' } | { readonly _tag: 'Failed'; readonly kind: 'Authentication' | 'Other' };
 

@@ -7,8 +7,23 @@ import type { ApplicationCredential, CredentialError } from '../domain/credentia
 import type { ExtensionSupport, ManagementChecks, ObservationTarget } from '../domain/instance.js';
 import type { ObservationErrorKind } from '../domain/instance-reasons.js';
 import type { InstancePresentation, TenantPresentation } from '../domain/presentation.js';
-import type { BindingDatabase, BindingTenant } from './binding.js';
-import type { SecretFact } from './observation.js';
+
+/** A Tenant snapshot: binding facts plus the resourceVersion and generation the writes are conditioned on. */
+export interface BindingTenant extends Binding.Tenant {
+  readonly revision: string;
+  readonly generation: number;
+}
+
+/** A Database snapshot: binding facts plus the resourceVersion writes are conditioned on. */
+export interface BindingDatabase extends Binding.Database {
+  readonly revision: string;
+}
+
+/** What a Secret read found, as the observation needs it (never the raw object). */
+export type SecretFact =
+  | { readonly _tag: 'Found'; readonly data: Readonly<Record<string, string>> }
+  | { readonly _tag: 'Missing' }
+  | { readonly _tag: 'Unreadable' };
 
 /**
  * A Kubernetes API failure, classified. `Conflict` includes the synthetic 409 an adapter returns when the object

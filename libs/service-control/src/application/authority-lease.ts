@@ -27,7 +27,8 @@ import {
   authorizationDigest,
   listenerDigest,
 } from '../api/snapshot.js';
-import type { AuthorityStore, AuthorityTx, FenceRows, StoredService } from './authority-store.js';
+import type { AuthorityStore, AuthorityTx, FenceRows } from './authority-store.js';
+import type { StoredService } from './service-row.js';
 import type { PolicySource } from './lease-store.js';
 import { type Allocation, snapshotProposal } from '../domain/port-allocation.js';
 import { revisionRetained } from '../domain/snapshot.js';

@@ -20,7 +20,8 @@ import {
   onWithdrawn,
 } from '../domain/port-allocation.js';
 import { demandOf, intentDigestAt } from './authority-port.js';
-import type { AuthorityTx, StoredService } from './authority-store.js';
+import type { AuthorityTx } from './authority-store.js';
+import type { StoredService } from './service-row.js';
 
 export interface OfferDeps {
   readonly nsdId: Bytes;

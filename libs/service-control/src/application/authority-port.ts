@@ -21,7 +21,8 @@ import {
   retryPort,
   sampleBackoffMs,
 } from '../domain/port-allocation.js';
-import type { AuthorityStore, FenceRows, StoredService } from './authority-store.js';
+import type { AuthorityStore, FenceRows } from './authority-store.js';
+import type { StoredService } from './service-row.js';
 import type { PolicySource } from './lease-store.js';
 import { listenerIntentOf, stampCurrentSnapshot } from './authority-lease.js';
 import { proposalFromWire, proposalToWire } from './port-arbiter.js';

@@ -6,24 +6,13 @@ import type { ServiceControlError } from '../domain/errors.js';
 import type { BReportRow } from '../domain/report.js';
 import type { RuntimeBinding } from '../domain/runtime.js';
 import type { SessionMark } from '../domain/session.js';
+import type { StoredService } from './service-row.js';
 import type { AckRecord, RevisionFloor } from '../domain/snapshot.js';
 import type { GrantTx } from './grant-store.js';
 import type { LeaseTx } from './lease-store.js';
 import type { PortTx } from './port-store.js';
 
 /** A service row as B stores it: the declaration as its canonical CBOR, the listener intent revision. */
-export interface StoredService {
-  readonly serviceId: Bytes;
-  readonly publisher: Bytes;
-  readonly networkId: Bytes;
-  readonly declarationKey: string;
-  /** Canonical CBOR of the declaration (DeclarationCodec). */
-  readonly declaration: Bytes;
-  readonly state: 'active' | 'withdrawn';
-  readonly port: bigint | null;
-  readonly listenerRevision: bigint;
-}
-
 export interface StoredSnapshot {
   readonly revision: bigint;
   /** Digest of the content without the revision (decides "changed"). */

@@ -21,7 +21,8 @@ import {
   sourceAuthorizationDigest,
 } from '../api/snapshot.js';
 import { POLICY_VERSION, listenerIntentOf } from './authority-lease.js';
-import type { AuthorityTx, StoredService, StoredSnapshot } from './authority-store.js';
+import type { AuthorityTx, StoredSnapshot } from './authority-store.js';
+import type { StoredService } from './service-row.js';
 import { proposalToWire } from './port-arbiter.js';
 
 const LISTENER_STATE = {

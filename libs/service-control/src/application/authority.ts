@@ -46,7 +46,8 @@ import { allocateOnReport } from './authority-offer.js';
 import { type NetworkView, networkView } from './authority-view.js';
 import type { NetworkPolicy } from './grant-store.js';
 import { nextCounter } from '../domain/counter.js';
-import type { AuthorityStore, AuthorityTx, FenceRows, StoredService, StoredSnapshot } from './authority-store.js';
+import type { AuthorityStore, AuthorityTx, FenceRows, StoredSnapshot } from './authority-store.js';
+import type { StoredService } from './service-row.js';
 
 export interface AuthorityDeps {
   readonly store: AuthorityStore;

@@ -1,4 +1,5 @@
 export * from './authority-store.js';
+export * from './service-row.js';
 export * from './authority.js';
 export * from './daemon-store.js';
 export * from './daemon.js';

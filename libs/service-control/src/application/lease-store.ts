@@ -2,7 +2,7 @@
 // policy stand-in's consumer sources. Part of the fenced authority transaction (`AuthorityTx.lease`), so a grant is
 // committed under the epoch fence before the reply. The PostgreSQL adapter is `src/adapter/postgresql/lease-store.ts`.
 import type { Bytes } from '../domain/bytes.js';
-import type { StoredService } from './authority-store.js';
+import type { StoredService } from './service-row.js';
 import type { ErrorCode } from '../domain/errors.js';
 import type { ConsumerAuthorization, GrantRecord, IntentStamp, RequestMark } from '../domain/lease.js';
 

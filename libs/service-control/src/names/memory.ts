@@ -5,7 +5,6 @@ import type { ServiceControlError } from '../domain/errors.js';
 import type { NameError } from './errors.js';
 import { type NameFormat, SHORT_NAME_FORMAT } from './format.js';
 import {
-  type SelectorEntry,
   type SelectorTableView,
   planAddSource,
   planCreateSelector,
@@ -18,6 +17,7 @@ import {
   type AllocatorState,
   type NameEntry,
   type NamePlan,
+  type SelectorEntry,
   initialAllocator,
   planAllocate,
   planNickname,

@@ -10,8 +10,8 @@
 //   never another source, never public DNS (decision 0192). Its answers are not cached locally: the selection is
 //   read from the table on every query, so an invalidation committed by any connection stops the next answer.
 import { HashMap, Option } from 'effect';
-import { type SelectorEntry, selectedSource } from './selector.js';
-import type { NameEntry, NameTarget } from './table.js';
+import { selectedSource } from './selector.js';
+import type { NameEntry, NameTarget, SelectorEntry } from './table.js';
 
 export const POSITIVE_TTL_MAX_MS = 60_000;
 export const NEGATIVE_TTL_MAX_MS = 5_000;

@@ -24,6 +24,8 @@ import {
   type NameTableView,
   type NameTarget,
   type NameWrite,
+  type Selection,
+  type SelectorEntry,
   NO_WRITE,
   finishPlan,
   sameTarget,
@@ -33,27 +35,6 @@ import {
 
 /** At most this many candidate sources per multi-source name. */
 export const MAX_SOURCES = 32;
-
-export type InvalidReason =
-  /** the selected source is no longer a candidate (it disappeared, its service was withdrawn) */
-  | 'source-withdrawn'
-  /** the selected ref is now offered at another address: not the source the owner selected */
-  | 'source-changed';
-
-export type Selection =
-  | { readonly state: 'none' }
-  | { readonly state: 'selected'; readonly source: NameTarget }
-  | { readonly state: 'invalid'; readonly source: NameTarget; readonly reason: InvalidReason };
-
-/** One selector row: the candidates of a multi-source name and the owner's selection. */
-export interface SelectorEntry {
-  readonly name: string;
-  /** one per ref, ascending by ref */
-  readonly sources: readonly NameTarget[];
-  readonly selection: Selection;
-  /** 1 at creation, +1 per change (source appeared / withdrawn / changed, selection, invalidation) */
-  readonly version: bigint;
-}
 
 /** The one source a multi-source name answers, or null: no valid selection → the entry stops. */
 export const selectedSource = (s: SelectorEntry): NameTarget | null => {

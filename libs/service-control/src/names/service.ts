@@ -12,9 +12,8 @@ import {
   emptyCaches,
   forgetLabel,
 } from './resolver.js';
-import type { SelectorEntry } from './selector.js';
 import type { NameStore } from './store.js';
-import type { Allocated, NameEntry, NameRng, NameTarget } from './table.js';
+import type { Allocated, NameEntry, NameRng, NameTarget, SelectorEntry } from './table.js';
 
 export interface LocalNamesOptions {
   /** the local zone suffix; a single label or one label under it is a managed name */

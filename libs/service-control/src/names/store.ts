@@ -7,8 +7,7 @@ import { Either } from 'effect';
 import type { ServiceControlError } from '../domain/errors.js';
 import type { NameError } from './errors.js';
 import type { NameFormat } from './format.js';
-import type { SelectorEntry } from './selector.js';
-import type { AllocatorState, Allocated, NameEntry, NameRng, NameTarget } from './table.js';
+import type { AllocatorState, Allocated, NameEntry, NameRng, NameTarget, SelectorEntry } from './table.js';
 
 export interface NameStore {
   readonly format: NameFormat;

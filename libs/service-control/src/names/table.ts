@@ -8,7 +8,6 @@ import { nextCounter } from '../domain/counter.js';
 import { type ServiceControlError, scError } from '../domain/errors.js';
 import { type NameError, nameError, refused } from './errors.js';
 import { type NameFormat, candidateName, formatPhase, phaseCapacity, reachesThreshold } from './format.js';
-import type { SelectorEntry } from './selector.js';
 
 /** Uniform integer in [0, bound). Injected (tests pass a fake); the PRNG state is never persisted (seed §7). */
 export type NameRng = (bound: bigint) => bigint;
@@ -20,6 +19,28 @@ export const SCAN_STEPS = 4096;
 export interface NameTarget {
   readonly ref: string;
   readonly address: string;
+}
+
+/** The selector row of a multi-source name (decision 0192); its rules are in selector.ts. */
+export type InvalidReason =
+  /** the selected source is no longer a candidate (it disappeared, its service was withdrawn) */
+  | 'source-withdrawn'
+  /** the selected ref is now offered at another address: not the source the owner selected */
+  | 'source-changed';
+
+export type Selection =
+  | { readonly state: 'none' }
+  | { readonly state: 'selected'; readonly source: NameTarget }
+  | { readonly state: 'invalid'; readonly source: NameTarget; readonly reason: InvalidReason };
+
+/** One selector row: the candidates of a multi-source name and the owner's selection. */
+export interface SelectorEntry {
+  readonly name: string;
+  /** one per ref, ascending by ref */
+  readonly sources: readonly NameTarget[];
+  readonly selection: Selection;
+  /** 1 at creation, +1 per change (source appeared / withdrawn / changed, selection, invalidation) */
+  readonly version: bigint;
 }
 
 /** `selector`: a multi-source name (decision 0192) — its sources and selection are in its selector row. */

@@ -19,8 +19,7 @@ import {
   type TenantPresentation,
 } from '../../domain/presentation.js';
 import { DatabaseSource, Finalizers, StaleSnapshotMessage } from '../../domain/vocabulary.js';
-import type { BindingDatabase, BindingTenant } from '../../application/binding.js';
-import type { SecretFact } from '../../application/observation.js';
+import type { BindingDatabase, BindingTenant, SecretFact } from '../../application/ports.js';
 import {
   AdminSecrets,
   BindingResources,

@@ -9,8 +9,7 @@ import { testbed, useDatabase } from '@homelab/testbed/vitest';
 import { Context, Effect, Either, Exit, Layer, Scope } from 'effect';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { SecretFact } from '../../application/observation.js';
-import { AdminSecrets, InstanceObserver, type ObservationError } from '../../application/ports.js';
+import { AdminSecrets, InstanceObserver, type ObservationError, type SecretFact } from '../../application/ports.js';
 import {
   checkExtensionSupport,
   managementFailure,

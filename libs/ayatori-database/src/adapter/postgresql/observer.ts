@@ -21,9 +21,14 @@ import {
   type ObservationOutcome,
   observationProgram,
   type PoolMemory,
-  type SecretFact,
 } from '../../application/observation.js';
-import { AdminSecrets, type InstanceObservation, InstanceObserver, ObservationError } from '../../application/ports.js';
+import {
+  AdminSecrets,
+  type InstanceObservation,
+  InstanceObserver,
+  ObservationError,
+  type SecretFact,
+} from '../../application/ports.js';
 import { classifyConnectError, type ConnectorOptions, poolConfig } from './connection.js';
 
 interface Held {

@@ -10,9 +10,9 @@ import type {
   AuthorityTx,
   FastAckInput,
   SessionRow,
-  StoredService,
   StoredSnapshot,
 } from '../../application/authority-store.js';
+import type { StoredService } from '../../application/service-row.js';
 import { type Bytes, toHex } from '../../domain/bytes.js';
 import { type ServiceControlError, ServiceControlError as SCE, scError } from '../../domain/errors.js';
 import { nextCounter } from '../../domain/counter.js';

@@ -14,8 +14,6 @@ import { type ServiceControlError, scError } from '../../domain/errors.js';
 import type { NameError } from '../../names/errors.js';
 import { type NameFormat, SHORT_NAME_FORMAT } from '../../names/format.js';
 import {
-  type Selection,
-  type SelectorEntry,
   type SelectorTableView,
   planAddSource,
   planCreateSelector,
@@ -30,6 +28,8 @@ import {
   type NameEntry,
   type NamePlan,
   type NameWrite,
+  type Selection,
+  type SelectorEntry,
   initialAllocator,
   planAllocate,
   planNickname,
