@@ -21,6 +21,7 @@ import {
   type DiscoveryIndex,
 } from '../../application/control-plane/services.js';
 import type { SerialGate } from '../../application/serial.js';
+import { isJsonContentType } from '../../domain/control-plane/guard.js';
 import { openApiDocument } from './openapi.js';
 
 export interface HttpRequest {
@@ -54,14 +55,31 @@ const failure = (e: ApiError): HttpResponse => json(statusOf(e), envelopeOf(e), 
 
 const WRITE_METHODS = new Set(['POST', 'PUT', 'DELETE', 'PATCH']);
 
+/**
+ * Writes carry `Content-Type: application/json` (decision 0200): POST, PUT and PATCH always, DELETE when it has a
+ * body. A cross-site page can send a body only as text/plain, form data or with no type (fetch `mode: 'no-cors'`
+ * drops a Blob's type) without a CORS preflight, which this API never grants.
+ */
+const mediaTypeRefusal = (req: HttpRequest, method: string): ApiError | undefined => {
+  const hasBody = req.body !== undefined || req.bodyTooLarge !== undefined;
+  if (!(method === 'POST' || method === 'PUT' || method === 'PATCH' || (method === 'DELETE' && hasBody)))
+    return undefined;
+  const type = req.headers['content-type'];
+  return isJsonContentType(type)
+    ? undefined
+    : apiError(
+        'unsupported_media_type',
+        'decode',
+        type === undefined
+          ? `${method} needs Content-Type: application/json`
+          : `${method} needs Content-Type: application/json, not "${type}"`,
+      );
+};
+
 const parseBody = (req: HttpRequest): Effect.Effect<unknown, ApiError> =>
   Effect.suspend(() => {
     if (req.bodyTooLarge !== undefined)
       return Effect.fail(apiError('body_too_large', 'decode', `the body exceeds ${req.bodyTooLarge.limitBytes} bytes`));
-    const type = req.headers['content-type'];
-    if (type !== undefined && !/^application\/(json|[a-z0-9.+-]*\+json)\b/i.test(type.trim())) {
-      return Effect.fail(apiError('malformed_body', 'decode', `content-type must be application/json, not "${type}"`));
-    }
     if (req.body === undefined || req.body.trim() === '')
       return Effect.fail(apiError('malformed_body', 'decode', 'a JSON body is required'));
     try {
@@ -185,25 +203,28 @@ export const route = (req: HttpRequest): Effect.Effect<HttpResponse, never, Rout
   const url = new URL(req.url, 'http://control-plane.invalid');
   const method = req.method.toUpperCase();
   const matched = ROUTES.map((r) => ({ r, m: r.pattern.exec(url.pathname) })).find((x) => x.m !== null);
+  const refusedType = matched !== undefined && WRITE_METHODS.has(method) ? mediaTypeRefusal(req, method) : undefined;
   const handled: Effect.Effect<HttpResponse, ApiError, RouterServices> =
-    matched === undefined
-      ? Effect.fail(apiError('not_found', 'route', `no route ${url.pathname}`))
-      : matched.r.methods[method] === undefined
-        ? Effect.fail(
-            apiError(
-              'method_not_allowed',
-              'route',
-              `${method} is not allowed on ${url.pathname}; allowed: ${Object.keys(matched.r.methods).join(', ')}`,
-              {
-                headers: { allow: Object.keys(matched.r.methods).join(', ') },
-              },
-            ),
-          )
-        : (matched.r.methods[method] as NonNullable<Route['methods'][string]>)(
-            matched.m as RegExpExecArray,
-            url.searchParams,
-            req,
-          );
+    refusedType !== undefined
+      ? Effect.fail(refusedType)
+      : matched === undefined
+        ? Effect.fail(apiError('not_found', 'route', `no route ${url.pathname}`))
+        : matched.r.methods[method] === undefined
+          ? Effect.fail(
+              apiError(
+                'method_not_allowed',
+                'route',
+                `${method} is not allowed on ${url.pathname}; allowed: ${Object.keys(matched.r.methods).join(', ')}`,
+                {
+                  headers: { allow: Object.keys(matched.r.methods).join(', ') },
+                },
+              ),
+            )
+          : (matched.r.methods[method] as NonNullable<Route['methods'][string]>)(
+              matched.m as RegExpExecArray,
+              url.searchParams,
+              req,
+            );
   return handled.pipe(
     // Writes refused before a handler saw them (route, decode) are audited here; handlers audit their own.
     Effect.tapError((e) =>

@@ -109,6 +109,12 @@ export const ERROR_CODES = {
     requiresUserAction: true,
     doc: 'The body exceeds the configured limit.',
   },
+  unsupported_media_type: {
+    status: 415,
+    retryable: false,
+    requiresUserAction: true,
+    doc: 'A write (POST, PUT, PATCH, or DELETE with a body) without `Content-Type: application/json` (decision 0200).',
+  },
   invalid_parameter: {
     status: 400,
     retryable: false,

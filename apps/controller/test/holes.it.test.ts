@@ -1,0 +1,123 @@
+// Issue 17, first section: the holes of the control-plane API as it was, each as a regression test through the real
+// server against the test bed. Raw node:http requests, so that headers (Host, Origin, Content-Type) go out exactly
+// as written — a client library would normalise them.
+import { request } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { useNamespace } from '@homelab/testbed/vitest';
+import type { ControllerHandle } from '../src/index.js';
+import { app, appVersions, prepareCluster, startTestController } from './support.js';
+
+const ns = useNamespace('kos-holes');
+let cp: ControllerHandle;
+const lines: string[] = [];
+
+beforeAll(async () => {
+  await prepareCluster();
+  cp = await startTestController({}, { log: (l) => lines.push(l) });
+});
+afterAll(async () => cp?.close());
+
+interface RawAnswer {
+  readonly status: number;
+  readonly headers: Record<string, string | string[] | undefined>;
+  readonly text: string;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  readonly body: any;
+}
+
+/** One request with exactly these headers (node:http adds none but Content-Length when a body is given). */
+const raw = (
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body?: string | Buffer,
+  port = cp.port,
+): Promise<RawAnswer> =>
+  new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        method,
+        path,
+        headers: { ...headers, ...(body !== undefined ? { 'content-length': String(Buffer.byteLength(body)) } : {}) },
+        setHost: false,
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => (text += d));
+        res.on('end', () => {
+          let parsed: unknown = text;
+          try {
+            parsed = JSON.parse(text);
+          } catch {
+            /* not JSON */
+          }
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, body: parsed });
+        });
+      },
+    );
+    req.on('error', reject);
+    if (body !== undefined) req.write(body);
+    req.end();
+  });
+
+const host = () => `127.0.0.1:${cp.port}`;
+
+const expectEnvelope = (a: RawAnswer, status: number, code: string) => {
+  expect(a.status).toBe(status);
+  expect(Object.keys(a.body)).toEqual(['error']);
+  expect(a.body.error.code).toBe(code);
+  for (const field of ['message', 'stage', 'object', 'retryable', 'requiresUserAction', 'sideEffects'])
+    expect(a.body.error).toHaveProperty(field);
+};
+
+describe('hole 1: writes require Content-Type: application/json', () => {
+  it('a POST with no Content-Type is 415 in the envelope and creates nothing', async () => {
+    const before = await appVersions(ns.name);
+    const a = await raw(
+      'POST',
+      '/api/v1/resources/Application',
+      { host: host() },
+      JSON.stringify(app(ns.name, 'no-type', { replicas: 1 })),
+    );
+    expectEnvelope(a, 415, 'unsupported_media_type');
+    expect(await appVersions(ns.name)).toEqual(before);
+  });
+
+  it('what a browser sends for fetch(mode: "no-cors") with a Blob body (the type is dropped) is refused', async () => {
+    const before = await appVersions(ns.name);
+    // A no-cors request may carry only CORS-safelisted headers: the Blob's application/json is not, so the browser
+    // sends the bytes without a Content-Type (or with text/plain for a string body).
+    for (const type of [undefined, 'text/plain;charset=UTF-8', 'application/x-www-form-urlencoded']) {
+      const a = await raw(
+        'POST',
+        '/api/v1/apply-requests',
+        { host: host(), 'sec-fetch-mode': 'no-cors', ...(type !== undefined ? { 'content-type': type } : {}) },
+        JSON.stringify({ objects: [app(ns.name, 'blob', { replicas: 1 })] }),
+      );
+      expectEnvelope(a, 415, 'unsupported_media_type');
+    }
+    expect(await appVersions(ns.name)).toEqual(before);
+  });
+
+  it('PUT, PATCH and a DELETE with a body need it too; a DELETE without a body does not', async () => {
+    const path = `/api/v1/resources/Application/x?namespace=${ns.name}`;
+    expectEnvelope(await raw('PUT', path, { host: host(), 'if-match': '"1"' }, '{}'), 415, 'unsupported_media_type');
+    expectEnvelope(await raw('PATCH', path, { host: host() }, '{}'), 415, 'unsupported_media_type');
+    expectEnvelope(await raw('DELETE', path, { host: host(), 'if-match': '"1"' }, '{}'), 415, 'unsupported_media_type');
+    // No body, no Content-Type: the DELETE reaches its handler (which finds no object).
+    expectEnvelope(await raw('DELETE', path, { host: host(), 'if-match': '"1"' }), 404, 'not_found');
+  });
+
+  it('application/json with a charset parameter is accepted', async () => {
+    const a = await raw(
+      'POST',
+      '/api/v1/resources/Application',
+      { host: host(), 'content-type': 'Application/JSON; charset=utf-8' },
+      JSON.stringify(app(ns.name, 'typed', { replicas: 1 })),
+    );
+    expect(a.status).toBe(202);
+  });
+});
