@@ -13,7 +13,11 @@ import {
   DiscoveryIndexLive,
   envelopeOf,
   apiError,
+  statusOf,
   helmReleasesAdapter,
+  guardRefusal,
+  hostPolicyFor,
+  type HostPolicy,
   LoopbackOwnerAuthorizer,
   MemoryAuditorLive,
   route,
@@ -228,12 +232,26 @@ export const startController = async (
       ),
     );
 
+  // Set once the server listens (the port may be 0 until then); no request arrives before.
+  let hosts: HostPolicy = { names: [], port: -1 };
+  const headersOf = (req: IncomingMessage): Record<string, string | undefined> => {
+    const headers: Record<string, string | undefined> = {};
+    for (const [k, v] of Object.entries(req.headers)) headers[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : v;
+    return headers;
+  };
+
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const started = process.hrtime.bigint();
     const path = (req.url ?? '/').split('?')[0] as string;
     let status = 500;
+    const probe = (path === '/healthz' || path === '/readyz') && req.method === 'GET';
+    // The probes answer whatever the Host (kubelet names the pod IP); everything else only to this server's names.
+    const refused = probe ? undefined : guardRefusal({ headers: headersOf(req) }, { hosts });
     try {
-      if (path === '/healthz' && req.method === 'GET') {
+      if (refused !== undefined && (path === '/metrics' || !kos)) {
+        status = statusOf(refused);
+        send(res, status, { 'content-type': 'application/json' }, JSON.stringify(envelopeOf(refused)));
+      } else if (path === '/healthz' && req.method === 'GET') {
         status = 200;
         send(res, 200, { 'content-type': 'text/plain' }, 'ok\n');
       } else if (path === '/readyz' && req.method === 'GET') {
@@ -262,18 +280,18 @@ export const startController = async (
         );
       } else {
         const { body, tooLarge } = await readBody(req, config.bodyLimitBytes);
-        const headers: Record<string, string | undefined> = {};
-        for (const [k, v] of Object.entries(req.headers))
-          headers[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : v;
         // Not tied to the request: a client that disconnects does not interrupt the handler (TC-29).
         const answer = await runtime.runPromise(
-          route({
-            method: req.method ?? 'GET',
-            url: req.url ?? '/',
-            headers,
-            ...(body !== undefined ? { body } : {}),
-            ...(tooLarge ? { bodyTooLarge: { limitBytes: config.bodyLimitBytes } } : {}),
-          }),
+          route(
+            {
+              method: req.method ?? 'GET',
+              url: req.url ?? '/',
+              headers: headersOf(req),
+              ...(body !== undefined ? { body } : {}),
+              ...(tooLarge ? { bodyTooLarge: { limitBytes: config.bodyLimitBytes } } : {}),
+            },
+            { hosts },
+          ),
         );
         status = answer.status;
         send(res, answer.status, { ...answer.headers }, answer.body);
@@ -296,7 +314,8 @@ export const startController = async (
     }
   };
 
-  const server = createServer((req, res) => {
+  // requireHostHeader off: a request without Host is answered by the guard, in the envelope (421).
+  const server = createServer({ requireHostHeader: false }, (req, res) => {
     inFlight++;
     void handle(req, res).finally(() => {
       inFlight--;
@@ -310,6 +329,7 @@ export const startController = async (
     server.listen(config.port, bind.host, () => resolve());
   });
   const address = server.address() as AddressInfo;
+  hosts = hostPolicyFor({ configuredHost: config.host, boundAddress: address.address, port: address.port });
   const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
   log(
     `${kos ? 'kos control plane' : 'controller (health and metrics only)'} listening on ${url} (modules: ${[...config.modules].join(',')})`,

@@ -121,3 +121,43 @@ describe('hole 1: writes require Content-Type: application/json', () => {
     expect(a.status).toBe(202);
   });
 });
+
+describe('hole 2: DNS rebinding — a Host that is not this server is 421', () => {
+  it('Host: evil.example (with or without the port) is 421 misdirected_request on reads, writes and /metrics', async () => {
+    const before = await appVersions(ns.name);
+    for (const h of [
+      'evil.example',
+      `evil.example:${cp.port}`,
+      `127.0.0.2:${cp.port}`,
+      `127.0.0.1:${cp.port + 1}`,
+      '127.0.0.1',
+    ]) {
+      expectEnvelope(
+        await raw('GET', `/api/v1/resources/Application?namespace=${ns.name}`, { host: h }),
+        421,
+        'misdirected_request',
+      );
+      expectEnvelope(await raw('GET', '/metrics', { host: h }), 421, 'misdirected_request');
+      expectEnvelope(
+        await raw(
+          'POST',
+          '/api/v1/resources/Application',
+          { host: h, 'content-type': 'application/json' },
+          JSON.stringify(app(ns.name, 'rebound', { replicas: 1 })),
+        ),
+        421,
+        'misdirected_request',
+      );
+    }
+    expectEnvelope(await raw('GET', '/api/v1/discovery', {}), 421, 'misdirected_request');
+    expect(await appVersions(ns.name)).toEqual(before);
+  });
+
+  it('the loopback names with the right port are served; the probes answer whatever the Host', async () => {
+    for (const h of [`127.0.0.1:${cp.port}`, `localhost:${cp.port}`, `LOCALHOST:${cp.port}`, `[::1]:${cp.port}`]) {
+      const a = await raw('GET', `/api/v1/resources/Application?namespace=${ns.name}`, { host: h });
+      expect(a.status).toBe(200);
+    }
+    expect((await raw('GET', '/healthz', { host: 'evil.example' })).status).toBe(200);
+  });
+});

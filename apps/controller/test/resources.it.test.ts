@@ -271,7 +271,7 @@ describe('TC-29: the error envelope of the four failure classes', () => {
     await new Promise<void>((resolve, reject) => {
       const socket = connect(Number(port), hostname, () => {
         socket.write(
-          `POST /api/v1/apply-requests HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+          `POST /api/v1/apply-requests HTTP/1.1\r\nHost: ${hostname}:${port}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
           () => {
             socket.destroy(); // gone before any answer
             resolve();

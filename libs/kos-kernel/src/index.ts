@@ -18,6 +18,7 @@ export * from './api/http/bodies.js';
 export * from './domain/control-plane/continue-token.js';
 export * from './domain/control-plane/projection.js';
 export * from './domain/control-plane/requests.js';
+export * from './domain/control-plane/guard.js';
 export * as discoveryIndex from './domain/control-plane/discovery.js';
 export * from './application/control-plane/errors.js';
 export * from './application/control-plane/services.js';

@@ -21,7 +21,7 @@ import {
   type DiscoveryIndex,
 } from '../../application/control-plane/services.js';
 import type { SerialGate } from '../../application/serial.js';
-import { isJsonContentType } from '../../domain/control-plane/guard.js';
+import { type HostPolicy, hostProblem, isJsonContentType } from '../../domain/control-plane/guard.js';
 import { openApiDocument } from './openapi.js';
 
 export interface HttpRequest {
@@ -198,15 +198,32 @@ const ROUTES: ReadonlyArray<Route> = [
 const locationOf = (o: { kind: string; name: string; namespace?: string }) =>
   `/api/v1/resources/${o.kind}/${encodeURIComponent(o.name)}${o.namespace !== undefined ? `?namespace=${encodeURIComponent(o.namespace)}` : ''}`;
 
+/** Who may address this server: the host names and port its `Host` header must name (decision 0200). */
+export interface RouteGuard {
+  readonly hosts: HostPolicy;
+}
+
+/**
+ * Why a request is refused before any route sees it, or undefined: a `Host` that is not this server is 421
+ * `misdirected_request` (DNS rebinding). Also used by the server for its own routes (`/metrics`).
+ */
+export const guardRefusal = (req: Pick<HttpRequest, 'headers'>, guard: RouteGuard): ApiError | undefined => {
+  const host = hostProblem(req.headers['host'], guard.hosts);
+  if (host !== undefined) return apiError('misdirected_request', 'route', host);
+  return undefined;
+};
+
 /** Answer one request. Never fails: every error is already the envelope. */
-export const route = (req: HttpRequest): Effect.Effect<HttpResponse, never, RouterServices> => {
+export const route = (req: HttpRequest, guard: RouteGuard): Effect.Effect<HttpResponse, never, RouterServices> => {
   const url = new URL(req.url, 'http://control-plane.invalid');
   const method = req.method.toUpperCase();
   const matched = ROUTES.map((r) => ({ r, m: r.pattern.exec(url.pathname) })).find((x) => x.m !== null);
-  const refusedType = matched !== undefined && WRITE_METHODS.has(method) ? mediaTypeRefusal(req, method) : undefined;
+  const refused =
+    guardRefusal(req, guard) ??
+    (matched !== undefined && WRITE_METHODS.has(method) ? mediaTypeRefusal(req, method) : undefined);
   const handled: Effect.Effect<HttpResponse, ApiError, RouterServices> =
-    refusedType !== undefined
-      ? Effect.fail(refusedType)
+    refused !== undefined
+      ? Effect.fail(refused)
       : matched === undefined
         ? Effect.fail(apiError('not_found', 'route', `no route ${url.pathname}`))
         : matched.r.methods[method] === undefined

@@ -109,6 +109,12 @@ export const ERROR_CODES = {
     requiresUserAction: true,
     doc: 'The body exceeds the configured limit.',
   },
+  misdirected_request: {
+    status: 421,
+    retryable: false,
+    requiresUserAction: true,
+    doc: 'The Host header does not name this server (DNS rebinding guard, decision 0200).',
+  },
   unsupported_media_type: {
     status: 415,
     retryable: false,

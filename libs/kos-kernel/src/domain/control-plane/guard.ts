@@ -9,3 +9,58 @@ export const isJsonContentType = (value: string | undefined): boolean => {
   const essence = (value.split(';')[0] ?? '').trim().toLowerCase();
   return essence === 'application/json';
 };
+
+/** Who this server is: the host names (lower case; IPv6 in brackets) and the port a request may address. */
+export interface HostPolicy {
+  readonly names: ReadonlyArray<string>;
+  readonly port: number;
+}
+
+const LOOPBACK_NAMES = ['localhost', '127.0.0.1', '[::1]'] as const;
+
+export const isLoopbackAddress = (host: string): boolean => {
+  const h = host.toLowerCase().replace(/^\[(.*)\]$/, '$1');
+  return h === 'localhost' || h === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
+};
+
+const bracketed = (host: string): string => {
+  const h = host.toLowerCase();
+  return h.includes(':') && !h.startsWith('[') ? `[${h}]` : h;
+};
+
+/**
+ * The names a request may use: the configured host and the bound address; when bound to loopback also the loopback
+ * names (`localhost`, `127.0.0.1`, `[::1]`). A wildcard (`0.0.0.0`, `::`) is never a name a client may use.
+ */
+export const hostPolicyFor = (input: {
+  readonly configuredHost: string;
+  readonly boundAddress: string;
+  readonly port: number;
+}): HostPolicy => {
+  const names = new Set<string>();
+  for (const h of [input.configuredHost, input.boundAddress]) {
+    const b = bracketed(h);
+    if (b !== '0.0.0.0' && b !== '[::]' && b !== '') names.add(b);
+  }
+  if (isLoopbackAddress(input.boundAddress)) for (const n of LOOPBACK_NAMES) names.add(n);
+  return { names: [...names], port: input.port };
+};
+
+/** `name[:port]` or `[v6][:port]` → lower-case name (IPv6 bracketed) and port (80 when absent: plain HTTP). */
+export const parseHostHeader = (value: string): { readonly name: string; readonly port: number } | undefined => {
+  const m = /^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(?::([0-9]{1,5}))?$/i.exec(value.trim());
+  if (m === null) return undefined;
+  const port = m[2] === undefined ? 80 : Number(m[2]);
+  if (port > 65535) return undefined;
+  return { name: (m[1] as string).toLowerCase(), port };
+};
+
+/** Why the `Host` header does not address this server (DNS rebinding), or undefined when it does. */
+export const hostProblem = (host: string | undefined, policy: HostPolicy): string | undefined => {
+  if (host === undefined || host.trim() === '') return 'the request names no Host';
+  const parsed = parseHostHeader(host);
+  if (parsed === undefined) return `the Host "${host}" is not a host name`;
+  if (!policy.names.includes(parsed.name) || parsed.port !== policy.port)
+    return `this server does not serve the Host "${host}" (it answers to ${policy.names.map((n) => `${n}:${policy.port}`).join(', ')})`;
+  return undefined;
+};
