@@ -161,3 +161,62 @@ describe('hole 2: DNS rebinding — a Host that is not this server is 421', () =
     expect((await raw('GET', '/healthz', { host: 'evil.example' })).status).toBe(200);
   });
 });
+
+describe('hole 3: a present Origin that is not the API’s own is 403; no CORS grant ever', () => {
+  const noCorsGrant = (a: RawAnswer) =>
+    expect(Object.keys(a.headers).filter((h) => h.startsWith('access-control-'))).toEqual([]);
+
+  it('a write from http://evil.example (Content-Type json, the right Host) is 403 and writes nothing', async () => {
+    const before = await appVersions(ns.name);
+    for (const origin of [
+      'http://evil.example',
+      'null',
+      `http://127.0.0.1:${cp.port + 1}`,
+      `https://127.0.0.1:${cp.port}`,
+    ]) {
+      const a = await raw(
+        'POST',
+        '/api/v1/resources/Application',
+        { host: host(), origin, 'content-type': 'application/json' },
+        JSON.stringify(app(ns.name, 'cross-origin', { replicas: 1 })),
+      );
+      expectEnvelope(a, 403, 'forbidden');
+      noCorsGrant(a);
+    }
+    expect(await appVersions(ns.name)).toEqual(before);
+  });
+
+  it('reads from another origin and cross-site fetches without Origin are 403 too', async () => {
+    const path = `/api/v1/resources/Application?namespace=${ns.name}`;
+    expectEnvelope(await raw('GET', path, { host: host(), origin: 'http://evil.example' }), 403, 'forbidden');
+    expectEnvelope(await raw('GET', path, { host: host(), 'sec-fetch-site': 'cross-site' }), 403, 'forbidden');
+    expectEnvelope(await raw('GET', '/metrics', { host: host(), origin: 'http://evil.example' }), 403, 'forbidden');
+  });
+
+  it('the API’s own origin (and no Origin at all) is served', async () => {
+    const path = `/api/v1/resources/Application?namespace=${ns.name}`;
+    for (const origin of [`http://127.0.0.1:${cp.port}`, `http://localhost:${cp.port}`])
+      expect((await raw('GET', path, { host: host(), origin, 'sec-fetch-site': 'same-origin' })).status).toBe(200);
+    expect((await raw('GET', path, { host: host() })).status).toBe(200);
+  });
+
+  it('OPTIONS (a CORS preflight) answers with no Access-Control-Allow-* header, from any origin', async () => {
+    const preflight = {
+      host: host(),
+      'access-control-request-method': 'POST',
+      'access-control-request-headers': 'content-type',
+    };
+    const evil = await raw('OPTIONS', '/api/v1/resources/Application', {
+      ...preflight,
+      origin: 'http://evil.example',
+    });
+    expectEnvelope(evil, 403, 'forbidden');
+    noCorsGrant(evil);
+    const own = await raw('OPTIONS', '/api/v1/resources/Application', {
+      ...preflight,
+      origin: `http://127.0.0.1:${cp.port}`,
+    });
+    expectEnvelope(own, 405, 'method_not_allowed');
+    noCorsGrant(own);
+  });
+});

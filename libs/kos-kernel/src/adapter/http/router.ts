@@ -21,7 +21,7 @@ import {
   type DiscoveryIndex,
 } from '../../application/control-plane/services.js';
 import type { SerialGate } from '../../application/serial.js';
-import { type HostPolicy, hostProblem, isJsonContentType } from '../../domain/control-plane/guard.js';
+import { type HostPolicy, hostProblem, isJsonContentType, originProblem } from '../../domain/control-plane/guard.js';
 import { openApiDocument } from './openapi.js';
 
 export interface HttpRequest {
@@ -205,11 +205,15 @@ export interface RouteGuard {
 
 /**
  * Why a request is refused before any route sees it, or undefined: a `Host` that is not this server is 421
- * `misdirected_request` (DNS rebinding). Also used by the server for its own routes (`/metrics`).
+ * `misdirected_request` (DNS rebinding); a present `Origin` that is not the API's own (or `Sec-Fetch-Site:
+ * cross-site|same-site`) is 403 `forbidden`. No answer ever carries an `Access-Control-Allow-*` header: OPTIONS is
+ * 405 like any other method a route does not serve. Also used by the server for its own routes (`/metrics`).
  */
 export const guardRefusal = (req: Pick<HttpRequest, 'headers'>, guard: RouteGuard): ApiError | undefined => {
   const host = hostProblem(req.headers['host'], guard.hosts);
   if (host !== undefined) return apiError('misdirected_request', 'route', host);
+  const origin = originProblem(req.headers['origin'], req.headers['sec-fetch-site'], guard.hosts);
+  if (origin !== undefined) return apiError('forbidden', 'route', origin);
   return undefined;
 };
 

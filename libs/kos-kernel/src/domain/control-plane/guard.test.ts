@@ -1,6 +1,6 @@
 // The request guard's pure rules (issue 17, first section; decision 0200).
 import { describe, expect, it } from 'vitest';
-import { hostPolicyFor, hostProblem, isJsonContentType, parseHostHeader } from './guard.js';
+import { hostPolicyFor, hostProblem, isJsonContentType, originProblem, ownOrigins, parseHostHeader } from './guard.js';
 
 describe('hole 1: writes require Content-Type: application/json (rule)', () => {
   it('application/json with or without parameters, any case, is JSON; nothing else is', () => {
@@ -67,5 +67,37 @@ describe('hole 2: DNS rebinding — the Host must name this server (rule)', () =
     expect(parseHostHeader('Example.COM')).toEqual({ name: 'example.com', port: 80 });
     expect(parseHostHeader('a:99999')).toBeUndefined();
     expect(parseHostHeader('a b')).toBeUndefined();
+  });
+});
+
+describe('hole 3: a present Origin must be the API’s own (rule)', () => {
+  const policy = hostPolicyFor({ configuredHost: '127.0.0.1', boundAddress: '127.0.0.1', port: 8080 });
+
+  it('own origins are http://<name>:<port> of the accepted names; no Origin is fine', () => {
+    expect([...ownOrigins(policy)].sort()).toEqual([
+      'http://127.0.0.1:8080',
+      'http://[::1]:8080',
+      'http://localhost:8080',
+    ]);
+    for (const ok of [undefined, 'http://127.0.0.1:8080', 'http://LOCALHOST:8080', 'http://[::1]:8080'])
+      expect(originProblem(ok, undefined, policy)).toBeUndefined();
+    expect(originProblem('http://127.0.0.1:8080', 'same-origin', policy)).toBeUndefined();
+    expect(originProblem(undefined, 'none', policy)).toBeUndefined();
+  });
+
+  it('another scheme, host or port, null and garbage are refused; so is a cross-site or same-site fetch', () => {
+    for (const no of [
+      'http://evil.example',
+      'null',
+      'https://127.0.0.1:8080',
+      'http://127.0.0.1:8081',
+      'http://127.0.0.1',
+      'http://localhost.evil.example:8080',
+      'file://',
+      'not a url',
+    ])
+      expect(originProblem(no, undefined, policy)).toMatch(/refused/);
+    expect(originProblem(undefined, 'cross-site', policy)).toMatch(/cross-site/);
+    expect(originProblem(undefined, 'same-site', policy)).toMatch(/same-site/);
   });
 });

@@ -64,3 +64,35 @@ export const hostProblem = (host: string | undefined, policy: HostPolicy): strin
     return `this server does not serve the Host "${host}" (it answers to ${policy.names.map((n) => `${n}:${policy.port}`).join(', ')})`;
   return undefined;
 };
+
+/** The origins of this API: `http://<name>:<port>` for each accepted name. */
+export const ownOrigins = (policy: HostPolicy): ReadonlyArray<string> =>
+  policy.names.map((n) => `http://${n}${policy.port === 80 ? '' : `:${policy.port}`}`);
+
+/**
+ * Why a browser request from another origin is refused, or undefined. A present `Origin` must be one of the API's
+ * own (`null` — sandboxed frames, files — is not); `Sec-Fetch-Site: cross-site|same-site` is refused as well (a page on
+ * another port of the same host is same-site but another origin).
+ */
+export const originProblem = (
+  origin: string | undefined,
+  secFetchSite: string | undefined,
+  policy: HostPolicy,
+): string | undefined => {
+  if (origin !== undefined) {
+    const own = ownOrigins(policy);
+    let normalised: string | undefined;
+    try {
+      const u = new URL(origin);
+      normalised = u.origin === 'null' ? undefined : u.origin;
+    } catch {
+      normalised = undefined;
+    }
+    if (normalised === undefined || !own.includes(normalised))
+      return `requests from the origin "${origin}" are refused: this API serves only its own origin and grants no CORS`;
+  }
+  const site = secFetchSite?.trim().toLowerCase();
+  if (site === 'cross-site' || site === 'same-site')
+    return `a ${site} browser request is refused: this API serves only its own origin and grants no CORS`;
+  return undefined;
+};
