@@ -1,6 +1,6 @@
 // Configuration of the modules and the Ayatori flags: pure parsing of argv and env.
 import { describe, expect, it } from 'vitest';
-import { ConfigError, parseConfig } from './config.js';
+import { bindAddress, ConfigError, parseConfig } from './config.js';
 
 describe('modules and Ayatori configuration', () => {
   it('runs both modules by default; --modules / CONTROLLER_MODULES select them, the flag winning', () => {
@@ -60,5 +60,21 @@ describe('modules and Ayatori configuration', () => {
       new ConfigError('--kos-crds must be install or verify, not "apply"'),
     );
     expect(parseConfig(['--kos-label-selector=a=b'], {}).kosLabelSelector).toBe('a=b');
+  });
+});
+
+describe('hole 5: --identity is refused until an identity module exists; the API binds loopback only', () => {
+  it('--identity=<anything> and KOS_IDENTITY are configuration errors, not a licence to bind beyond loopback', () => {
+    for (const argv of [['--identity=local-accounts'], ['--identity', 'x'], ['--identity=']])
+      expect(() => parseConfig(argv, {})).toThrow(/--identity.*no identity module exists/);
+    expect(() => parseConfig([], { KOS_IDENTITY: 'oidc' })).toThrow(ConfigError);
+    expect(parseConfig([], { KOS_IDENTITY: '' })).not.toHaveProperty('identity');
+  });
+
+  it('whatever the configuration object says, the bind address is loopback', () => {
+    const forged = { ...parseConfig([], {}), host: '0.0.0.0', identity: 'local-accounts' };
+    expect(bindAddress(forged).host).toBe('127.0.0.1');
+    expect(bindAddress({ ...parseConfig([], {}), host: '::1' }).host).toBe('::1');
+    expect(bindAddress({ ...parseConfig([], {}), host: 'localhost' }).host).toBe('127.0.0.1');
   });
 });

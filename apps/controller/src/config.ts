@@ -11,7 +11,8 @@ export interface ControllerConfig {
   /** The address asked for; without an identity module the server binds loopback whatever this says. */
   readonly host: string;
   readonly port: number;
-  /** Name of the identity module; none exists yet, so the API is loopback-only. */
+  /** Reserved for the identity module. None exists yet: `parseConfig` refuses `--identity`/`KOS_IDENTITY` and
+   * `startController` refuses a configuration carrying one, so the API is loopback-only (decision 0200). */
   readonly identity?: string;
   readonly kube: KubeSource;
   readonly bodyLimitBytes: number;
@@ -84,7 +85,9 @@ export const parseConfig = (
   const key = get('continue-key', 'KOS_CONTINUE_KEY');
   if (key !== undefined && !/^([0-9a-f]{2}){16,}$/i.test(key))
     throw new ConfigError('the continue key must be at least 16 bytes of hex');
+  const identityFlag = argv.some((a) => a === '--identity' || a.startsWith('--identity='));
   const identity = get('identity', 'KOS_IDENTITY');
+  if (identityFlag || (identity !== undefined && identity !== '')) throw new ConfigError(identityRefusal(identity));
   const moduleNames = (get('modules', 'CONTROLLER_MODULES') ?? CONTROLLER_MODULES.join(','))
     .split(',')
     .map((s) => s.trim())
@@ -107,7 +110,6 @@ export const parseConfig = (
   return {
     host: get('host', 'KOS_HOST') ?? '127.0.0.1',
     port: int('port', get('port', 'KOS_PORT') ?? '8080', 0, 65535),
-    ...(identity !== undefined && identity !== '' ? { identity } : {}),
     kube,
     bodyLimitBytes: int(
       'body limit',
@@ -142,11 +144,17 @@ export const parseConfig = (
   };
 };
 
+/** Why an identity setting is refused: every caller is the local Owner until an identity module exists. */
+export const identityRefusal = (identity: string | undefined): string =>
+  `--identity ${identity === undefined || identity === '' ? '' : `"${identity}" `}is refused: no identity module exists yet, every caller of the API would act as the unauthenticated local Owner, so the API listens on loopback only (leave --identity and KOS_IDENTITY unset)`;
+
 const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
 
-/** Where to bind: the requested host only when an identity module guards the API; loopback otherwise. */
+/**
+ * Where to bind: loopback, always — there is no identity module, so every caller is the local Owner (decision 0093;
+ * the identity field of a configuration object is ignored here and refused by `startController`).
+ */
 export const bindAddress = (config: ControllerConfig): { readonly host: string; readonly notice?: string } => {
-  if (config.identity !== undefined) return { host: config.host };
   if (LOOPBACK.has(config.host)) {
     return {
       host: config.host === 'localhost' ? '127.0.0.1' : config.host,

@@ -37,7 +37,7 @@ import {
   layerInCluster,
   type LayerOptions,
 } from '@homelab/kube';
-import { bindAddress, type ControllerConfig } from './config.js';
+import { bindAddress, ConfigError, type ControllerConfig, identityRefusal } from './config.js';
 import { makeHttpMetrics, routeTemplate } from './metrics.js';
 import { type AyatoriHandle, startAyatori } from './ayatori.js';
 import { kosMetricsOn, kosStartGate, runKosReconcilers } from './kos.js';
@@ -120,6 +120,8 @@ export const startController = async (
   config: ControllerConfig,
   options: StartOptions = {},
 ): Promise<ControllerHandle> => {
+  // The Authorizer below is the loopback Owner: a configuration asking for identity is refused, never half-honoured.
+  if (config.identity !== undefined) throw new ConfigError(identityRefusal(config.identity));
   const log = options.log ?? ((line: string) => console.log(line));
   const kos = config.modules.has('kos');
   const kube = options.kube ?? kubeLayerOf(config, options.kubeOptions);

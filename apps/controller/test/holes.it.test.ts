@@ -1,11 +1,12 @@
 // Issue 17, first section: the holes of the control-plane API as it was, each as a regression test through the real
 // server against the test bed. Raw node:http requests, so that headers (Host, Origin, Content-Type) go out exactly
 // as written — a client library would normalise them.
+import type { ChildProcess } from 'node:child_process';
 import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useNamespace } from '@homelab/testbed/vitest';
 import type { ControllerHandle } from '../src/index.js';
-import { app, appVersions, prepareCluster, startTestController } from './support.js';
+import { app, appVersions, prepareCluster, spawnController, startTestController } from './support.js';
 
 const ns = useNamespace('kos-holes');
 let cp: ControllerHandle;
@@ -218,5 +219,25 @@ describe('hole 3: a present Origin that is not the API’s own is 403; no CORS g
     });
     expectEnvelope(own, 405, 'method_not_allowed');
     noCorsGrant(own);
+  });
+});
+
+describe('hole 5: --identity is refused at start-up until an identity module exists', () => {
+  const children: ChildProcess[] = [];
+  afterAll(() => children.forEach((c) => c.exitCode === null && c.kill('SIGKILL')));
+
+  it('the process with --identity=local-accounts --host=0.0.0.0 exits 2 with a configuration error and never listens', async () => {
+    const p = spawnController(['--modules=kos', '--host=0.0.0.0', '--identity=local-accounts'], children);
+    const first = await Promise.race([p.exited.then((code) => ({ code })), p.listening.then((url) => ({ url }))]);
+    if ('url' in first && first.url !== undefined) p.child.kill('SIGKILL');
+    expect(first).toEqual({ code: 2 });
+    expect(await p.listening).toBeUndefined();
+    expect(p.output.text).toMatch(/configuration: --identity .*no identity module exists/);
+  });
+
+  it('in-process: a configuration carrying an identity is refused before anything binds', async () => {
+    await expect(startTestController({ host: '0.0.0.0', identity: 'local-accounts' })).rejects.toThrow(
+      /no identity module exists/,
+    );
   });
 });
