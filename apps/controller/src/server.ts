@@ -4,7 +4,7 @@
 // apply work reach its terminal state within the grace period, then release everything).
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Duration, Effect, Layer, ManagedRuntime, Schedule } from 'effect';
+import { Duration, Effect, Layer, Logger, ManagedRuntime, Schedule } from 'effect';
 import {
   ApplyWorkLive,
   awaitApplyWork,
@@ -42,7 +42,7 @@ import { makeHttpMetrics, routeTemplate } from './metrics.js';
 import { type AyatoriHandle, startAyatori } from './ayatori.js';
 import { kosMetricsOn, kosStartGate, runKosReconcilers } from './kos.js';
 import { hostname } from 'node:os';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { Cause, Exit } from 'effect';
 import type { KernelConfig } from '@homelab/kos-kernel';
 
@@ -134,7 +134,14 @@ export const startController = async (
     DiscoveryIndexLive,
     ApplyWorkLive,
   );
-  const runtime = ManagedRuntime.make(layer);
+  // Effect's log lines (defects of the API with their error id, decision 0200) go where the server's own lines go.
+  const logger = Logger.replace(
+    Logger.defaultLogger,
+    Logger.make(({ logLevel, message }) =>
+      log(`${logLevel.label}: ${(Array.isArray(message) ? message : [message]).map(String).join(' ')}`),
+    ),
+  );
+  const runtime = ManagedRuntime.make(Layer.provideMerge(layer, logger));
   await runtime.runPromise(Effect.void); // build the layers now: a bad kubeconfig fails the start, not the first request
   const metrics = makeHttpMetrics();
   const controllerMetrics = makeControllerMetrics({ registry: metrics.registry });
@@ -299,12 +306,28 @@ export const startController = async (
         send(res, answer.status, { ...answer.headers }, answer.body);
       }
     } catch (e) {
+      // A defect of the server itself: the answer carries an error id, the log the detail (decision 0200).
       status = 500;
+      const errorId = randomUUID();
+      log(
+        `ERROR: defect ${errorId} in ${req.method ?? 'GET'} ${path}: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`,
+      );
       send(
         res,
         500,
         { 'content-type': 'application/json' },
-        JSON.stringify(envelopeOf(apiError('internal', 'route', `unexpected failure: ${(e as Error).message}`))),
+        JSON.stringify(
+          envelopeOf(
+            apiError(
+              'internal',
+              'route',
+              `unexpected failure; the server log has the detail under error id ${errorId}`,
+              {
+                errorId,
+              },
+            ),
+          ),
+        ),
       );
     } finally {
       metrics.observe(

@@ -241,3 +241,46 @@ describe('hole 5: --identity is refused at start-up until an identity module exi
     );
   });
 });
+
+describe('hole 6: a defect answers 500 with an error id only; the detail with the same id goes to the log', () => {
+  it('a defect inside a handler (the kube adapter’s answer observer throws): no exception text in the body', async () => {
+    const logged: string[] = [];
+    const broken = await startTestController(
+      {},
+      {
+        log: (l) => logged.push(l),
+        kubeOptions: {
+          onAnswer: (a) => {
+            if (a.path.includes('defect-probe')) throw new Error('SECRET-DEFECT-DETAIL from the observer');
+          },
+        },
+      },
+    );
+    try {
+      const a = await raw(
+        'GET',
+        `/api/v1/resources/Application/defect-probe?namespace=${ns.name}`,
+        { host: `127.0.0.1:${broken.port}` },
+        undefined,
+        broken.port,
+      );
+      expectEnvelope(a, 500, 'internal');
+      expect(a.text).not.toContain('SECRET-DEFECT-DETAIL');
+      expect(a.text).not.toContain('observer');
+      const id = a.body.error.errorId as string;
+      expect(id).toMatch(/^[0-9a-f-]{36}$/);
+      expect(a.body.error.message).toContain(id);
+      expect(logged.some((l) => l.includes(id) && l.includes('SECRET-DEFECT-DETAIL'))).toBe(true);
+    } finally {
+      await broken.close();
+    }
+  });
+
+  it('an exception thrown while routing (a malformed percent-escape) is answered the same way', async () => {
+    const a = await raw('GET', '/api/v1/resources/%E0%A4%A', { host: host() });
+    expectEnvelope(a, 500, 'internal');
+    expect(a.text).not.toMatch(/URI malformed|URIError/);
+    const id = a.body.error.errorId as string;
+    expect(lines.some((l) => l.includes(id) && /URI malformed/.test(l))).toBe(true);
+  });
+});

@@ -1,7 +1,8 @@
 // The control plane's HTTP routing over plain request values (no sockets here: apps/controller reads the request,
 // calls `route`, writes the answer). Every failure — unknown route, wrong method, malformed or oversized body,
 // handler errors, defects — leaves as the envelope with its code's status (decision 0090).
-import { Cause, Effect, Option } from 'effect';
+import { randomUUID } from 'node:crypto';
+import { Cause, Effect } from 'effect';
 import type { KubeClient } from '@homelab/kube';
 import { actionRequest } from '../../application/control-plane/actions.js';
 import { listDiscovered } from '../../application/control-plane/discovery.js';
@@ -217,8 +218,13 @@ export const guardRefusal = (req: Pick<HttpRequest, 'headers'>, guard: RouteGuar
   return undefined;
 };
 
-/** Answer one request. Never fails: every error is already the envelope. */
-export const route = (req: HttpRequest, guard: RouteGuard): Effect.Effect<HttpResponse, never, RouterServices> => {
+/** Answer one request. Never fails: every error is already the envelope, every defect a 500 with an error id. */
+export const route = (req: HttpRequest, guard: RouteGuard): Effect.Effect<HttpResponse, never, RouterServices> =>
+  Effect.suspend(() => answer(req, guard)).pipe(
+    Effect.catchAllCause((cause) => defectAnswer(cause, req.method, req.url.split('?')[0] as string)),
+  );
+
+const answer = (req: HttpRequest, guard: RouteGuard): Effect.Effect<HttpResponse, never, RouterServices> => {
   const url = new URL(req.url, 'http://control-plane.invalid');
   const method = req.method.toUpperCase();
   const matched = ROUTES.map((r) => ({ r, m: r.pattern.exec(url.pathname) })).find((x) => x.m !== null);
@@ -241,10 +247,13 @@ export const route = (req: HttpRequest, guard: RouteGuard): Effect.Effect<HttpRe
                 },
               ),
             )
-          : (matched.r.methods[method] as NonNullable<Route['methods'][string]>)(
-              matched.m as RegExpExecArray,
-              url.searchParams,
-              req,
+          : // Suspended: an exception thrown while building the handler's effect is a defect like any other.
+            Effect.suspend(() =>
+              (matched.r.methods[method] as NonNullable<Route['methods'][string]>)(
+                matched.m as RegExpExecArray,
+                url.searchParams,
+                req,
+              ),
             );
   return handled.pipe(
     // Writes refused before a handler saw them (route, decode) are audited here; handlers audit their own.
@@ -262,21 +271,24 @@ export const route = (req: HttpRequest, guard: RouteGuard): Effect.Effect<HttpRe
         : Effect.void,
     ),
     Effect.catchAll((e) => Effect.succeed(failure(e))),
-    Effect.catchAllCause((cause) =>
-      Effect.succeed(
-        failure(
-          apiError(
-            'internal',
-            'route',
-            `unexpected failure: ${Option.match(Cause.dieOption(cause), { onNone: () => Cause.pretty(cause).split('\n')[0], onSome: (d) => String(d) })}`,
-            {
-              sideEffects: WRITE_METHODS.has(method) ? 'unknown' : 'none',
-            },
-          ),
-        ),
-      ),
-    ),
+    Effect.catchAllCause((cause) => defectAnswer(cause, method, url.pathname)),
   );
 };
+
+/**
+ * A defect (a bug, not a failure the API describes) answers 500 `internal` with an error id and nothing of the
+ * exception; the detail goes to the log under the same id (decision 0200).
+ */
+export const defectAnswer = (cause: Cause.Cause<unknown>, method: string, path: string) =>
+  Effect.gen(function* () {
+    const errorId = randomUUID();
+    yield* Effect.logError(`defect ${errorId} in ${method} ${path}: ${Cause.pretty(cause)}`);
+    return failure(
+      apiError('internal', 'route', `unexpected failure; the server log has the detail under error id ${errorId}`, {
+        errorId,
+        sideEffects: WRITE_METHODS.has(method.toUpperCase()) ? 'unknown' : 'none',
+      }),
+    );
+  });
 
 export { ApiError };

@@ -149,7 +149,7 @@ export const ERROR_CODES = {
     status: 500,
     retryable: false,
     requiresUserAction: false,
-    doc: 'An unexpected failure; the message says what was being done.',
+    doc: 'An unexpected failure (a defect): the answer carries only `errorId`; the server log has the detail under it.',
   },
 } as const;
 
@@ -194,6 +194,8 @@ export const ErrorBody = Schema.Struct({
   retryable: Schema.Boolean,
   requiresUserAction: Schema.Boolean,
   sideEffects: SideEffects,
+  /** On 500 (a defect): the id under which the server logged the detail; the answer carries no exception text. */
+  errorId: Schema.optional(Schema.String),
   /** On 409: the object as stored now. */
   current: Schema.optional(Schema.Unknown),
   /** Field-level details (validation causes, SSA conflicts). */

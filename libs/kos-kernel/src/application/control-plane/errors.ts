@@ -18,6 +18,8 @@ export class ApiError extends Data.TaggedError('ApiError')<{
   readonly sideEffects?: SideEffects;
   readonly current?: unknown;
   readonly causes?: ReadonlyArray<{ readonly field?: string; readonly message: string }>;
+  /** A defect's id: the answer carries only this, the log carries the detail under the same id (decision 0200). */
+  readonly errorId?: string;
   /** Extra response headers (Allow on 405). */
   readonly headers?: Readonly<Record<string, string>>;
 }> {}
@@ -40,6 +42,7 @@ export const envelopeOf = (e: ApiError): { readonly error: ErrorBody } => ({
     retryable: ERROR_CODES[e.code].retryable,
     requiresUserAction: ERROR_CODES[e.code].requiresUserAction,
     sideEffects: e.sideEffects ?? 'none',
+    ...(e.errorId !== undefined ? { errorId: e.errorId } : {}),
     ...(e.current !== undefined ? { current: e.current } : {}),
     ...(e.causes !== undefined && e.causes.length > 0
       ? { causes: e.causes.map((c) => ({ ...(c.field !== undefined ? { field: c.field } : {}), message: c.message })) }
