@@ -284,3 +284,62 @@ describe('hole 6: a defect answers 500 with an error id only; the detail with th
     expect(lines.some((l) => l.includes(id) && /URI malformed/.test(l))).toBe(true);
   });
 });
+
+describe('hole 4: prune needs a namespace; cluster-wide prune only with clusterWide: true and the Owner', () => {
+  const label = { set: 'hole4' };
+  const scope = { kinds: ['Application'], labelSelector: `set=hole4,hole4-ns=${process.pid}` };
+  const json = { host: '', 'content-type': 'application/json' };
+
+  it('a plan or apply whose prune names no namespace is invalid_field and deletes nothing', async () => {
+    for (const name of ['p1', 'p2']) {
+      const a = await raw(
+        'POST',
+        '/api/v1/resources/Application',
+        { ...json, host: host() },
+        JSON.stringify(app(ns.name, name, { replicas: 1 }, { ...label, 'hole4-ns': String(process.pid) })),
+      );
+      expect(a.status).toBe(202);
+    }
+    const before = await appVersions(ns.name);
+    for (const path of ['/api/v1/plan-requests', '/api/v1/apply-requests']) {
+      const a = await raw('POST', path, { ...json, host: host() }, JSON.stringify({ objects: [], prune: scope }));
+      expectEnvelope(a, 400, 'invalid_field');
+      expect(a.body.error.message).toMatch(/prune\.namespace/);
+    }
+    // A cluster-scoped kind in the scope is cluster-wide too.
+    const cluster = await raw(
+      'POST',
+      '/api/v1/plan-requests',
+      { ...json, host: host() },
+      JSON.stringify({ objects: [], prune: { ...scope, kinds: ['NodeDevice'], namespace: ns.name } }),
+    );
+    expectEnvelope(cluster, 400, 'invalid_field');
+    expect(await appVersions(ns.name)).toEqual(before);
+  });
+
+  it('with a namespace it plans the deletes there; clusterWide: true (the Owner) plans them in every namespace', async () => {
+    const inNs = await raw(
+      'POST',
+      '/api/v1/plan-requests',
+      { ...json, host: host() },
+      JSON.stringify({ objects: [], prune: { ...scope, namespace: ns.name } }),
+    );
+    expect(inNs.status).toBe(200);
+    expect(inNs.body.deletes.map((d: { object: { name: string } }) => d.object.name).sort()).toEqual(['p1', 'p2']);
+    const wide = await raw(
+      'POST',
+      '/api/v1/plan-requests',
+      { ...json, host: host() },
+      JSON.stringify({ objects: [], prune: { ...scope, clusterWide: true } }),
+    );
+    expect(wide.status).toBe(200);
+    expect(wide.body.summary.delete).toBe(2);
+    const both = await raw(
+      'POST',
+      '/api/v1/plan-requests',
+      { ...json, host: host() },
+      JSON.stringify({ objects: [], prune: { ...scope, namespace: ns.name, clusterWide: true } }),
+    );
+    expectEnvelope(both, 400, 'invalid_field');
+  });
+});

@@ -59,8 +59,11 @@ export const DesiredSet = Schema.Struct({
   prune: Schema.optional(
     Schema.Struct({
       kinds: Schema.Array(Schema.String),
+      /** Required unless `clusterWide` (decision 0200). */
       namespace: Schema.optional(Schema.String),
       labelSelector: Schema.String.pipe(Schema.minLength(1)),
+      /** Prune in every namespace and cluster-scoped kinds: explicit, and only for the Owner (decision 0200). */
+      clusterWide: Schema.optional(Schema.Boolean),
     }),
   ),
 });

@@ -6,9 +6,10 @@ import { Clock, Context, Effect, FiberSet, Layer, Schema } from 'effect';
 import { KubeClient, type KubeError, type KubeObject } from '@homelab/kube';
 import { type ApplyAccepted, DesiredSet, type PlanItem, type PlanResult } from '../../api/http/bodies.js';
 import type { ObjectReference } from '../../api/http/errors.js';
-import { KIND_INFO } from '../../api/group.js';
+import { KIND_INFO, type KernelKind } from '../../api/group.js';
 import {
   labelSelectorProblem,
+  pruneScopeProblem,
   resolveKind,
   sameDesiredSpec,
   specChanges,
@@ -122,10 +123,31 @@ const computePlan = (
       const problem = labelSelectorProblem(set.prune.labelSelector);
       if (problem !== undefined) return yield* apiError('invalid_field', 'validate', `prune.labelSelector: ${problem}`);
       const version = (yield* ControlPlaneConfig).version;
+      const kinds: KernelKind[] = [];
       for (const kindName of set.prune.kinds) {
         const kind = resolveKind(kindName);
         if (kind === undefined)
           return yield* apiError('capability_missing', 'validate', `prune.kinds: unknown kind "${kindName}"`);
+        kinds.push(kind);
+      }
+      const scopeProblem = pruneScopeProblem(
+        {
+          kinds,
+          ...(set.prune.namespace !== undefined ? { namespace: set.prune.namespace } : {}),
+          ...(set.prune.clusterWide !== undefined ? { clusterWide: set.prune.clusterWide } : {}),
+        },
+        principal.subject,
+      );
+      if (scopeProblem !== undefined)
+        return yield* apiError(
+          scopeProblem.code,
+          scopeProblem.code === 'forbidden' ? 'admit' : 'validate',
+          scopeProblem.message,
+          {
+            causes: [{ field: scopeProblem.field, message: scopeProblem.message }],
+          },
+        );
+      for (const kind of kinds) {
         const ns = KIND_INFO[kind].scope === 'Namespaced' ? set.prune.namespace : undefined;
         const existing = yield* client
           .listAll(

@@ -11,6 +11,7 @@ import { isStale, project, STALE_THRESHOLD_MS } from './projection.js';
 import {
   labelSelectorProblem,
   parseIfMatch,
+  pruneScopeProblem,
   resolveKind,
   sameDesiredSpec,
   specChanges,
@@ -184,5 +185,33 @@ describe('the error-code table (decision 0090)', () => {
         'stage',
       ]);
     }
+  });
+});
+
+describe('hole 4: prune scope (rule)', () => {
+  it('a namespace is required; cluster-scoped kinds and every-namespace pruning need clusterWide and the Owner', () => {
+    expect(pruneScopeProblem({ kinds: ['Application'], namespace: 'apps' }, 'user')).toBeUndefined();
+    expect(pruneScopeProblem({ kinds: ['Application'] }, 'owner')).toMatchObject({
+      code: 'invalid_field',
+      field: 'prune.namespace',
+    });
+    expect(pruneScopeProblem({ kinds: ['Application'], namespace: 'Not_A_Label' }, 'owner')?.field).toBe(
+      'prune.namespace',
+    );
+    expect(pruneScopeProblem({ kinds: ['Application', 'NodeDevice'], namespace: 'apps' }, 'owner')).toMatchObject({
+      code: 'invalid_field',
+      field: 'prune.kinds',
+    });
+    expect(pruneScopeProblem({ kinds: ['Application', 'NodeDevice'], clusterWide: true }, 'owner')).toBeUndefined();
+    expect(pruneScopeProblem({ kinds: ['Application'], clusterWide: true }, 'user')).toMatchObject({
+      code: 'forbidden',
+    });
+    expect(pruneScopeProblem({ kinds: ['Application'], namespace: 'apps', clusterWide: true }, 'owner')).toMatchObject({
+      code: 'invalid_field',
+      field: 'prune.clusterWide',
+    });
+    expect(
+      pruneScopeProblem({ kinds: ['Application'], namespace: 'apps', clusterWide: false }, 'user'),
+    ).toBeUndefined();
   });
 });

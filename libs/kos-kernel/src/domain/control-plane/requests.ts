@@ -137,3 +137,42 @@ export const parseIfMatch = (header: string | undefined): string | undefined => 
     .replace(/^"(.*)"$/, '$1');
   return v === '' || v === '*' ? undefined : v;
 };
+
+/**
+ * Why a prune scope is refused (hole 4 of issue 17, decision 0200), or undefined: a prune deletes only inside one
+ * namespace, unless it says `clusterWide: true` — needed as well for any cluster-scoped kind — and the caller is the
+ * Owner. `clusterWide` with a namespace is a contradiction.
+ */
+export const pruneScopeProblem = (
+  prune: { readonly kinds: ReadonlyArray<KernelKind>; readonly namespace?: string; readonly clusterWide?: boolean },
+  subject: 'user' | 'owner',
+): { readonly code: 'invalid_field' | 'forbidden'; readonly field: string; readonly message: string } | undefined => {
+  if (prune.clusterWide === true) {
+    if (prune.namespace !== undefined)
+      return {
+        code: 'invalid_field',
+        field: 'prune.clusterWide',
+        message: 'prune.clusterWide and prune.namespace exclude each other: name the namespace, or prune everywhere',
+      };
+    if (subject !== 'owner')
+      return { code: 'forbidden', field: 'prune.clusterWide', message: 'only the Owner may prune cluster-wide' };
+    return undefined;
+  }
+  const clusterScoped = prune.kinds.filter((k) => KIND_INFO[k].scope === 'Cluster');
+  if (clusterScoped.length > 0)
+    return {
+      code: 'invalid_field',
+      field: 'prune.kinds',
+      message: `pruning ${clusterScoped.join(', ')} (cluster-scoped) is cluster-wide: it needs prune.clusterWide: true (Owner only)`,
+    };
+  if (prune.namespace === undefined || prune.namespace === '')
+    return {
+      code: 'invalid_field',
+      field: 'prune.namespace',
+      message:
+        'prune.namespace is required: a prune deletes inside one namespace (prune.clusterWide: true, Owner only, for every namespace)',
+    };
+  if (!isNamespaceName(prune.namespace))
+    return { code: 'invalid_field', field: 'prune.namespace', message: `"${prune.namespace}" is not a DNS label` };
+  return undefined;
+};
