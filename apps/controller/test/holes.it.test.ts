@@ -343,3 +343,42 @@ describe('hole 4: prune needs a namespace; cluster-wide prune only with clusterW
     expectEnvelope(both, 400, 'invalid_field');
   });
 });
+
+describe('TC-28 (hole 7): a repeated create that differs only in labels is object_exists with the difference', () => {
+  const create = (body: unknown) =>
+    raw(
+      'POST',
+      '/api/v1/resources/Application',
+      { host: host(), 'content-type': 'application/json' },
+      JSON.stringify(body),
+    );
+
+  it('TC-28 labels: same spec, other labels ⇒ 409 object_exists naming the label paths; nothing written', async () => {
+    expect((await create(app(ns.name, 'labelled', { replicas: 1 }, { team: 'a' }))).status).toBe(202);
+    expect((await create(app(ns.name, 'labelled', { replicas: 1 }, { team: 'a' }))).status).toBe(202);
+    const before = await appVersions(ns.name);
+    const other = await create(app(ns.name, 'labelled', { replicas: 1 }, { team: 'b', tier: 'web' }));
+    expectEnvelope(other, 409, 'object_exists');
+    expect(other.body.error.changes).toEqual([
+      { path: 'metadata.labels.team', from: 'a', to: 'b' },
+      { path: 'metadata.labels.tier', to: 'web' },
+    ]);
+    const none = await create(app(ns.name, 'labelled', { replicas: 1 }));
+    expectEnvelope(none, 409, 'object_exists');
+    expect(none.body.error.changes).toEqual([{ path: 'metadata.labels.team', from: 'a' }]);
+    expect(await appVersions(ns.name)).toEqual(before);
+  });
+
+  it('TC-28 a spec difference is listed too, with config values masked', async () => {
+    expect((await create(app(ns.name, 'configured', { replicas: 1, config: { password: 'tc28-old' } }))).status).toBe(
+      202,
+    );
+    const other = await create(app(ns.name, 'configured', { replicas: 2, config: { password: 'tc28-new' } }));
+    expectEnvelope(other, 409, 'object_exists');
+    expect(other.body.error.changes).toEqual([
+      { path: 'spec.config.password', from: '(set)', to: '(set)' },
+      { path: 'spec.replicas', from: 1, to: 2 },
+    ]);
+    expect(JSON.stringify(other.body.error.changes)).not.toMatch(/tc28-(old|new)/);
+  });
+});

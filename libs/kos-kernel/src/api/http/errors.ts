@@ -196,6 +196,17 @@ export const ErrorBody = Schema.Struct({
   sideEffects: SideEffects,
   /** On 500 (a defect): the id under which the server logged the detail; the answer carries no exception text. */
   errorId: Schema.optional(Schema.String),
+  /** On object_exists: how the stored object differs from the request (spec, labels, annotations; sensitive values
+   * masked). */
+  changes: Schema.optional(
+    Schema.Array(
+      Schema.Struct({
+        path: Schema.String,
+        from: Schema.optional(Schema.Unknown),
+        to: Schema.optional(Schema.Unknown),
+      }),
+    ),
+  ),
   /** On 409: the object as stored now. */
   current: Schema.optional(Schema.Unknown),
   /** Field-level details (validation causes, SSA conflicts). */

@@ -18,6 +18,8 @@ export class ApiError extends Data.TaggedError('ApiError')<{
   readonly sideEffects?: SideEffects;
   readonly current?: unknown;
   readonly causes?: ReadonlyArray<{ readonly field?: string; readonly message: string }>;
+  /** object_exists: how the stored object differs from the request (sensitive values masked). */
+  readonly changes?: ReadonlyArray<{ readonly path: string; readonly from: unknown; readonly to: unknown }>;
   /** A defect's id: the answer carries only this, the log carries the detail under the same id (decision 0200). */
   readonly errorId?: string;
   /** Extra response headers (Allow on 405). */
@@ -43,6 +45,7 @@ export const envelopeOf = (e: ApiError): { readonly error: ErrorBody } => ({
     requiresUserAction: ERROR_CODES[e.code].requiresUserAction,
     sideEffects: e.sideEffects ?? 'none',
     ...(e.errorId !== undefined ? { errorId: e.errorId } : {}),
+    ...(e.changes !== undefined ? { changes: e.changes } : {}),
     ...(e.current !== undefined ? { current: e.current } : {}),
     ...(e.causes !== undefined && e.causes.length > 0
       ? { causes: e.causes.map((c) => ({ ...(c.field !== undefined ? { field: c.field } : {}), message: c.message })) }

@@ -15,6 +15,7 @@ import {
   specChanges,
 } from '../../domain/control-plane/requests.js';
 import { objectKey } from '../../domain/control-plane/discovery.js';
+import { maskChange } from '../../domain/control-plane/sensitive.js';
 import { admit } from '../../domain/write-path.js';
 import { ApiError, apiError, fromKube } from './errors.js';
 import { desiredOf, refOf, type Caller } from './resources.js';
@@ -35,12 +36,6 @@ interface ComputedPlan {
   readonly steps: ReadonlyArray<Step>;
   readonly principal: Principal;
 }
-
-/** Sensitive values never leave the cluster through a plan: config leaves are shown as set/changed, not their values. */
-const mask = (c: { path: string; from: unknown; to: unknown }) =>
-  c.path.startsWith('spec.config')
-    ? { path: c.path, from: c.from === undefined ? undefined : '(set)', to: c.to === undefined ? undefined : '(set)' }
-    : c;
 
 const computePlan = (
   input: PlanInput,
@@ -113,7 +108,7 @@ const computePlan = (
           (c) => !(c.to === undefined && c.path === 'spec.driftPolicy'),
         );
         steps.push({
-          item: { action: 'update', object: refOf(stored), changes: changes.map(mask) },
+          item: { action: 'update', object: refOf(stored), changes: changes.map(maskChange) },
           object: d.object,
           stored,
         });

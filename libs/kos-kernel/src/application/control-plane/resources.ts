@@ -13,10 +13,10 @@ import {
   isKosApiVersion,
   isNamespaceName,
   isObjectName,
+  desiredDifferences,
   labelSelectorProblem,
   parseIfMatch,
   resolveKind,
-  sameDesiredSpec,
   specProblems,
 } from '../../domain/control-plane/requests.js';
 import { MARKER_PREFIX } from '../../domain/markers.js';
@@ -470,20 +470,28 @@ export const createResource = (
       target = d.ref;
       const fieldManager = yield* admitUserWrite(d, 'create');
       const client = yield* KubeClient;
-      const converge = (stored: KubeObject) =>
-        sameDesiredSpec(kind, d.object['spec'], stored['spec'])
+      const converge = (stored: KubeObject) => {
+        const changes = desiredDifferences(
+          kind,
+          {
+            spec: d.object['spec'],
+            ...(d.object.metadata.labels !== undefined ? { labels: d.object.metadata.labels } : {}),
+            ...(d.object.metadata.annotations !== undefined ? { annotations: d.object.metadata.annotations } : {}),
+          },
+          stored,
+          MARKER_PREFIX,
+        );
+        return changes.length === 0
           ? Effect.succeed<Accepted>({ accepted: true, operation: 'create', object: refOf(stored) })
           : Effect.fail(
               apiError(
                 'object_exists',
                 'write',
-                `${kind} ${d.ref.namespace ? `${d.ref.namespace}/` : ''}${d.ref.name} already exists with a different desired state`,
-                {
-                  object: refOf(stored),
-                  current: stored,
-                },
+                `${kind} ${d.ref.namespace ? `${d.ref.namespace}/` : ''}${d.ref.name} already exists with a different desired state (${changes.map((c) => c.path).join(', ')})`,
+                { object: refOf(stored), current: stored, changes },
               ),
             );
+      };
       const existing = yield* client.get(d.ref).pipe(
         Effect.map((o): KubeObject | undefined => o),
         Effect.catchTag('NotFound', () => Effect.succeed(undefined)),

@@ -9,6 +9,7 @@ import { decodeContinue, encodeContinue, type ListQuery } from './continue-token
 import { entriesOf, recordReport, sourcesOf, type DiscoveryState } from './discovery.js';
 import { isStale, project, STALE_THRESHOLD_MS } from './projection.js';
 import {
+  desiredDifferences,
   labelSelectorProblem,
   parseIfMatch,
   pruneScopeProblem,
@@ -213,5 +214,35 @@ describe('hole 4: prune scope (rule)', () => {
     expect(
       pruneScopeProblem({ kinds: ['Application'], namespace: 'apps', clusterWide: false }, 'user'),
     ).toBeUndefined();
+  });
+});
+
+describe('TC-28 (rule): the difference between a repeated create and the stored object', () => {
+  const stored = {
+    spec: { replicas: 1, driftPolicy: 'reconcile', owner: 'o', config: { password: 'p' } },
+    metadata: { labels: { team: 'a', 'kos.tsic.top/managed-by': 'kos' }, annotations: { note: 'x' } },
+  };
+  it('labels, annotations and spec leaves differ; markers and server defaults do not; config is masked', () => {
+    const same = {
+      spec: { replicas: 1, owner: 'o', config: { password: 'p' } },
+      labels: { team: 'a' },
+      annotations: { note: 'x' },
+    };
+    expect(desiredDifferences('Application', same, stored, 'kos.tsic.top/')).toEqual([]);
+    expect(
+      desiredDifferences(
+        'Application',
+        { ...same, labels: { team: 'b' }, spec: { ...same.spec, config: { password: 'q' } } },
+        stored,
+        'kos.tsic.top/',
+      ),
+    ).toEqual([
+      { path: 'metadata.labels.team', from: 'a', to: 'b' },
+      { path: 'spec.config.password', from: '(set)', to: '(set)' },
+    ]);
+    expect(desiredDifferences('Application', { spec: same.spec }, stored, 'kos.tsic.top/').map((c) => c.path)).toEqual([
+      'metadata.labels.team',
+      'metadata.annotations.note',
+    ]);
   });
 });

@@ -2,6 +2,7 @@
 import { Either, ParseResult, Schema } from 'effect';
 import { isKernelKind, KERNEL_KINDS, KIND_INFO, type KernelKind, KOS_GROUP } from '../../api/group.js';
 import { kinds as v1beta1Kinds } from '../../api/v1beta1/kinds.js';
+import { maskChange } from './sensitive.js';
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
@@ -175,4 +176,40 @@ export const pruneScopeProblem = (
   if (!isNamespaceName(prune.namespace))
     return { code: 'invalid_field', field: 'prune.namespace', message: `"${prune.namespace}" is not a DNS label` };
   return undefined;
+};
+
+const userEntries = (map: Readonly<Record<string, string>> | undefined, markerPrefix: string) =>
+  Object.fromEntries(Object.entries(map ?? {}).filter(([k]) => !k.startsWith(markerPrefix)));
+
+/**
+ * Every difference between the desired object (spec with the server's defaults, labels, annotations) and the stored
+ * one (TC-28: a repeated create is the same request only if all of them agree). Ownership markers on the stored object
+ * are not the user's and are left out. Sensitive values are masked.
+ */
+export const desiredDifferences = (
+  kind: KernelKind,
+  desired: {
+    readonly spec: unknown;
+    readonly labels?: Readonly<Record<string, string>>;
+    readonly annotations?: Readonly<Record<string, string>>;
+  },
+  stored: {
+    readonly spec?: unknown;
+    readonly metadata: {
+      readonly labels?: Readonly<Record<string, string>>;
+      readonly annotations?: Readonly<Record<string, string>>;
+    };
+  },
+  markerPrefix: string,
+): ReadonlyArray<{ path: string; from: unknown; to: unknown }> => {
+  const spec = { ...(SPEC_DEFAULTS[kind] ?? {}), ...((desired.spec as Record<string, unknown> | undefined) ?? {}) };
+  return [
+    ...specChanges(userEntries(stored.metadata.labels, markerPrefix), desired.labels ?? {}, 'metadata.labels'),
+    ...specChanges(
+      userEntries(stored.metadata.annotations, markerPrefix),
+      desired.annotations ?? {},
+      'metadata.annotations',
+    ),
+    ...specChanges(stored.spec ?? {}, spec, 'spec'),
+  ].map(maskChange);
 };
