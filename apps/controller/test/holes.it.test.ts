@@ -4,7 +4,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { useNamespace } from '@homelab/testbed/vitest';
+import { kubeRequest, useNamespace } from '@homelab/testbed/vitest';
 import type { ControllerHandle } from '../src/index.js';
 import { app, appVersions, prepareCluster, spawnController, startTestController } from './support.js';
 
@@ -380,5 +380,77 @@ describe('TC-28 (hole 7): a repeated create that differs only in labels is objec
       { path: 'spec.replicas', from: 1, to: 2 },
     ]);
     expect(JSON.stringify(other.body.error.changes)).not.toMatch(/tc28-(old|new)/);
+  });
+});
+
+describe('TC-37 (hole 7, part): GET, list and 409 current never carry spec.config values in clear', () => {
+  const canary = 'tc37-canary-9f2c';
+  const json = () => ({ host: host(), 'content-type': 'application/json' });
+  const stored = async (name: string) =>
+    (await kubeRequest('GET', `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/applications/${name}`)).json() as {
+      metadata: { resourceVersion: string };
+      spec: Record<string, unknown>;
+    };
+
+  it('TC-37 projections show the mask: the fields that are set, not their values', async () => {
+    const body = app(ns.name, 'secretive', {
+      replicas: 1,
+      config: { password: canary, nested: { token: `${canary}-2` } },
+    });
+    expect((await raw('POST', '/api/v1/resources/Application', json(), JSON.stringify(body))).status).toBe(202);
+    const got = await raw('GET', `/api/v1/resources/Application/secretive?namespace=${ns.name}`, { host: host() });
+    expect(got.status).toBe(200);
+    expect(got.text).not.toContain(canary);
+    expect(got.body.object.spec.config).toEqual({ password: '(set)', nested: { token: '(set)' } });
+    const list = await raw('GET', `/api/v1/resources/Application?namespace=${ns.name}`, { host: host() });
+    expect(list.status).toBe(200);
+    expect(list.text).not.toContain(canary);
+    // 409 current: object_exists and conflict.
+    const exists = await raw(
+      'POST',
+      '/api/v1/resources/Application',
+      json(),
+      JSON.stringify(app(ns.name, 'secretive', { replicas: 2, config: { password: canary } })),
+    );
+    expectEnvelope(exists, 409, 'object_exists');
+    expect(exists.text).not.toContain(canary);
+    expect(exists.body.error.current.spec.config.password).toBe('(set)');
+    const conflict = await raw(
+      'PUT',
+      `/api/v1/resources/Application/secretive?namespace=${ns.name}`,
+      { ...json(), 'if-match': '"1"' },
+      JSON.stringify(app(ns.name, 'secretive', { replicas: 3 })),
+    );
+    expectEnvelope(conflict, 409, 'conflict');
+    expect(conflict.text).not.toContain(canary);
+    expect(conflict.body.error.current.spec.config).toEqual({ password: '(set)', nested: { token: '(set)' } });
+    // The secret is still stored as written.
+    expect((await stored('secretive')).spec['config']).toEqual({ password: canary, nested: { token: `${canary}-2` } });
+  });
+
+  it('TC-37 a read-modify-write with the masks keeps the stored values; a mask where nothing is stored is refused', async () => {
+    const got = await raw('GET', `/api/v1/resources/Application/secretive?namespace=${ns.name}`, { host: host() });
+    const object = got.body.object;
+    const put = await raw(
+      'PUT',
+      `/api/v1/resources/Application/secretive?namespace=${ns.name}`,
+      { ...json(), 'if-match': got.headers['etag'] as string },
+      JSON.stringify({ ...object, spec: { ...object.spec, replicas: 4 } }),
+    );
+    expect(put.status).toBe(202);
+    const after = await stored('secretive');
+    expect(after.spec).toMatchObject({ replicas: 4, config: { password: canary, nested: { token: `${canary}-2` } } });
+    const unknownMask = await raw(
+      'PUT',
+      `/api/v1/resources/Application/secretive?namespace=${ns.name}`,
+      { ...json(), 'if-match': `"${after.metadata.resourceVersion}"` },
+      JSON.stringify({
+        ...object,
+        metadata: { ...object.metadata, resourceVersion: after.metadata.resourceVersion },
+        spec: { ...object.spec, config: { ...object.spec.config, other: '(set)' } },
+      }),
+    );
+    expectEnvelope(unknownMask, 400, 'invalid_field');
+    expect(unknownMask.body.error.message).toContain('spec.config.other');
   });
 });

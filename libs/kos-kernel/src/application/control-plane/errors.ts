@@ -9,6 +9,7 @@ import {
   type SideEffects,
   type Stage,
 } from '../../api/http/errors.js';
+import { redactObject } from '../../domain/control-plane/sensitive.js';
 
 export class ApiError extends Data.TaggedError('ApiError')<{
   readonly code: ErrorCode;
@@ -46,7 +47,8 @@ export const envelopeOf = (e: ApiError): { readonly error: ErrorBody } => ({
     sideEffects: e.sideEffects ?? 'none',
     ...(e.errorId !== undefined ? { errorId: e.errorId } : {}),
     ...(e.changes !== undefined ? { changes: e.changes } : {}),
-    ...(e.current !== undefined ? { current: e.current } : {}),
+    // Sensitive values never leave in a 409's current object (TC-37).
+    ...(e.current !== undefined ? { current: redactObject(e.current) } : {}),
     ...(e.causes !== undefined && e.causes.length > 0
       ? { causes: e.causes.map((c) => ({ ...(c.field !== undefined ? { field: c.field } : {}), message: c.message })) }
       : {}),
@@ -72,7 +74,8 @@ export const fromKube = (e: KubeError, stage: Stage, object: ObjectReference | u
     case 'Conflict':
       return apiError('conflict', stage, `the object changed since the version you sent: ${e.message}`, {
         ...at,
-        ...(e.current !== undefined ? { current: e.current } : {}),
+        // Sensitive values never leave in a 409's current object (TC-37).
+        ...(e.current !== undefined ? { current: redactObject(e.current) } : {}),
         causes: e.causes.map((c) => ({
           ...(c.field !== undefined ? { field: c.field } : {}),
           message: c.message ?? c.reason ?? 'conflict',

@@ -18,7 +18,7 @@ import { objectKey } from '../../domain/control-plane/discovery.js';
 import { maskChange } from '../../domain/control-plane/sensitive.js';
 import { admit } from '../../domain/write-path.js';
 import { ApiError, apiError, fromKube } from './errors.js';
-import { desiredOf, refOf, type Caller } from './resources.js';
+import { desiredOf, refOf, withStoredSecrets, type Caller } from './resources.js';
 import { Auditor, Authorizer, ControlPlaneConfig, type Principal } from './services.js';
 
 export interface PlanInput extends Caller {
@@ -66,18 +66,26 @@ const computePlan = (
       const kind = resolveKind(kindName);
       if (kind === undefined)
         return yield* apiError('capability_missing', 'validate', `objects[${i}]: unknown kind "${kindName}"`);
-      const d = yield* desiredOf(kind, raw, principal, {});
-      const key = objectKey(d.ref);
+      const submitted = yield* desiredOf(kind, raw, principal, {});
+      const key = objectKey(submitted.ref);
       if (seen.has(key))
-        return yield* apiError('invalid_field', 'validate', `objects[${i}]: ${kind} ${d.ref.name} is listed twice`, {
-          object: d.ref,
-        });
+        return yield* apiError(
+          'invalid_field',
+          'validate',
+          `objects[${i}]: ${kind} ${submitted.ref.name} is listed twice`,
+          {
+            object: submitted.ref,
+          },
+        );
       seen.add(key);
-      const target = { name: d.ref.name, ...(d.ref.namespace !== undefined ? { namespace: d.ref.namespace } : {}) };
-      const stored = yield* client.get(d.ref).pipe(
+      const target = {
+        name: submitted.ref.name,
+        ...(submitted.ref.namespace !== undefined ? { namespace: submitted.ref.namespace } : {}),
+      };
+      const stored = yield* client.get(submitted.ref).pipe(
         Effect.map((o): KubeObject | undefined => o),
         Effect.catchTag('NotFound', () => Effect.succeed(undefined)),
-        Effect.mapError((e) => fromKube(e, 'plan', d.ref, false)),
+        Effect.mapError((e) => fromKube(e, 'plan', submitted.ref, false)),
       );
       const rejected = admit({
         subject: principal.subject,
@@ -88,7 +96,9 @@ const computePlan = (
         fields: [],
       });
       if (rejected._tag === 'Left')
-        return yield* apiError('forbidden', 'admit', rejected.left.message, { object: d.ref });
+        return yield* apiError('forbidden', 'admit', rejected.left.message, { object: submitted.ref });
+      // Masked config leaves (as projections show them) stand for the stored values (TC-37).
+      const d = { ...submitted, object: { ...submitted.object, spec: yield* withStoredSecrets(submitted, stored) } };
       if (stored === undefined) {
         // A server dry run validates the object as the API server would, and persists nothing.
         yield* client

@@ -20,6 +20,7 @@ import {
   specProblems,
 } from '../../domain/control-plane/requests.js';
 import { MARKER_PREFIX } from '../../domain/markers.js';
+import { hasMask, redactObject, unmaskConfig } from '../../domain/control-plane/sensitive.js';
 import { admit, fieldManagerOf } from '../../domain/write-path.js';
 import { fieldsOf } from '../writer.js';
 import { ApiError, apiError, fromKube } from './errors.js';
@@ -88,7 +89,7 @@ const projectWith = (objects: ReadonlyArray<KubeObject>, readAtMs: number) =>
     const state = yield* index.state;
     const now = yield* Clock.currentTimeMillis;
     return objects.map((o): Projection =>
-      project(withoutManagedFields(o), {
+      project(redactObject(withoutManagedFields(o)), {
         readAtMs,
         nowMs: now,
         thresholdMs: config.staleThresholdMs,
@@ -441,6 +442,25 @@ const admitUserWrite = (d: Desired, part: 'create' | 'spec') =>
     return fieldManagerOf(d.principal.subject, d.principal.actor);
   });
 
+/**
+ * The desired spec with masked config leaves (`(set)`, as projections show them) replaced by the stored values: a
+ * read-modify-write never overwrites a secret with its mask; a mask where nothing is stored is `invalid_field`.
+ */
+export const withStoredSecrets = (d: Desired, stored: KubeObject | undefined) =>
+  Effect.suspend(() => {
+    const spec = d.object['spec'] as Record<string, unknown>;
+    if (d.kind !== 'Application' || !hasMask(spec['config'])) return Effect.succeed(spec);
+    const r = unmaskConfig(spec['config'], (stored?.['spec'] as Record<string, unknown> | undefined)?.['config']);
+    return 'missing' in r
+      ? Effect.fail(
+          apiError('invalid_field', 'validate', `${r.missing} is the mask "(set)" but no value is stored there`, {
+            object: d.ref,
+            causes: [{ field: r.missing, message: 'masked value with nothing stored' }],
+          }),
+        )
+      : Effect.succeed({ ...spec, config: r.config });
+  });
+
 export interface CreateInput extends Caller {
   readonly kind: string;
   readonly namespace?: string;
@@ -470,34 +490,36 @@ export const createResource = (
       target = d.ref;
       const fieldManager = yield* admitUserWrite(d, 'create');
       const client = yield* KubeClient;
-      const converge = (stored: KubeObject) => {
-        const changes = desiredDifferences(
-          kind,
-          {
-            spec: d.object['spec'],
-            ...(d.object.metadata.labels !== undefined ? { labels: d.object.metadata.labels } : {}),
-            ...(d.object.metadata.annotations !== undefined ? { annotations: d.object.metadata.annotations } : {}),
-          },
-          stored,
-          MARKER_PREFIX,
-        );
-        return changes.length === 0
-          ? Effect.succeed<Accepted>({ accepted: true, operation: 'create', object: refOf(stored) })
-          : Effect.fail(
-              apiError(
-                'object_exists',
-                'write',
-                `${kind} ${d.ref.namespace ? `${d.ref.namespace}/` : ''}${d.ref.name} already exists with a different desired state (${changes.map((c) => c.path).join(', ')})`,
-                { object: refOf(stored), current: stored, changes },
-              ),
-            );
-      };
+      const converge = (stored: KubeObject) =>
+        Effect.flatMap(withStoredSecrets(d, stored), (spec) => {
+          const changes = desiredDifferences(
+            kind,
+            {
+              spec,
+              ...(d.object.metadata.labels !== undefined ? { labels: d.object.metadata.labels } : {}),
+              ...(d.object.metadata.annotations !== undefined ? { annotations: d.object.metadata.annotations } : {}),
+            },
+            stored,
+            MARKER_PREFIX,
+          );
+          return changes.length === 0
+            ? Effect.succeed<Accepted>({ accepted: true, operation: 'create', object: refOf(stored) })
+            : Effect.fail(
+                apiError(
+                  'object_exists',
+                  'write',
+                  `${kind} ${d.ref.namespace ? `${d.ref.namespace}/` : ''}${d.ref.name} already exists with a different desired state (${changes.map((c) => c.path).join(', ')})`,
+                  { object: refOf(stored), current: stored, changes },
+                ),
+              );
+        });
       const existing = yield* client.get(d.ref).pipe(
         Effect.map((o): KubeObject | undefined => o),
         Effect.catchTag('NotFound', () => Effect.succeed(undefined)),
         Effect.mapError((e) => fromKube(e, 'read', d.ref, false)),
       );
       if (existing !== undefined) return yield* converge(existing);
+      yield* withStoredSecrets(d, undefined); // a mask with nothing stored is refused
       return yield* client.create(d.object, { fieldManager }).pipe(
         Effect.map((created): Accepted => ({ accepted: true, operation: 'create', object: refOf(created) })),
         Effect.catchTag('AlreadyExists', () =>
@@ -575,7 +597,7 @@ export const updateResource = (
         );
       }
       const storedOwner = (stored['spec'] as { owner?: unknown } | undefined)?.owner;
-      const spec = d.object['spec'] as Record<string, unknown>;
+      const spec = yield* withStoredSecrets(d, stored);
       if (KIND_INFO[kind].owned && storedOwner !== undefined && storedOwner !== spec['owner']) {
         return yield* apiError(
           'forbidden',

@@ -28,3 +28,28 @@ export const redactObject = <O>(object: O): O => {
   if (spec['config'] === undefined) return object;
   return { ...object, spec: { ...spec, config: maskLeaves(spec['config']) } } as O;
 };
+
+/**
+ * A submitted config in which a leaf equal to the mask means "keep the stored value" (a read-modify-write of a
+ * projection, or a write-only form field left alone): the masks replaced by the stored leaves, or the first path that
+ * is masked but holds nothing.
+ */
+export const unmaskConfig = (
+  requested: unknown,
+  stored: unknown,
+  path = 'spec.config',
+): { readonly config: unknown } | { readonly missing: string } => {
+  if (requested === MASK) return stored === undefined || isObject(stored) ? { missing: path } : { config: stored };
+  if (!isObject(requested)) return { config: requested };
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(requested)) {
+    const r = unmaskConfig(v, isObject(stored) ? stored[k] : undefined, `${path}.${k}`);
+    if ('missing' in r) return r;
+    out[k] = r.config;
+  }
+  return { config: out };
+};
+
+/** Does the value contain a mask anywhere? */
+export const hasMask = (value: unknown): boolean =>
+  value === MASK || (isObject(value) && Object.values(value).some(hasMask));
