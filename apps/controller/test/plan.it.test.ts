@@ -93,3 +93,63 @@ describe('TC-35: plan requests have no side effects; plan and execution agree', 
     expect(await appVersions(ns.name)).toEqual(before);
   });
 });
+
+describe('TC-35 (issue 17 hole 7): apply is bound to the digest of the plan the user reviewed', () => {
+  const bound = { set: 'tc35-digest' };
+  const desired = () => ({
+    objects: [app(ns.name, 'bound-a', { replicas: 2 }, bound), app(ns.name, 'bound-new', { replicas: 1 }, bound)],
+    prune: { kinds: ['Application'], namespace: ns.name, labelSelector: 'set=tc35-digest' },
+  });
+
+  it('TC-35 digest: the cluster moved since the plan ⇒ 409 conflict with the current plan, nothing written', async () => {
+    for (const name of ['bound-a', 'bound-gone'])
+      expect(
+        (await call(cp.url, 'POST', '/api/v1/resources/Application', app(ns.name, name, { replicas: 1 }, bound)))
+          .status,
+      ).toBe(202);
+    const plan = await call(cp.url, 'POST', '/api/v1/plan-requests', desired());
+    expect(plan.status).toBe(200);
+    expect(plan.body.digest).toMatch(/^hmac-sha256:[0-9a-f]{64}$/);
+    expect(plan.body.summary).toEqual({ create: 1, update: 1, delete: 1, unchanged: 0 });
+    // Someone changes the object the plan would delete: the reviewed plan no longer describes what apply would do.
+    const gone = (
+      await kubeRequest('GET', `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/applications/bound-gone`)
+    ).json() as Record<string, unknown> & { spec: Record<string, unknown> };
+    expect(
+      (
+        await kubeRequest('PUT', `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/applications/bound-gone`, {
+          ...gone,
+          spec: { ...gone.spec, replicas: 9 },
+        })
+      ).status,
+    ).toBe(200);
+    const before = await appVersions(ns.name);
+    const stale = await call(cp.url, 'POST', '/api/v1/apply-requests', { ...desired(), planDigest: plan.body.digest });
+    expect(stale.status).toBe(409);
+    expect(stale.body.error).toMatchObject({ code: 'conflict', stage: 'apply', sideEffects: 'none' });
+    expect(stale.body.error.current.digest).not.toBe(plan.body.digest);
+    expect(stale.body.error.current.summary).toEqual(plan.body.summary);
+    expect(await appVersions(ns.name)).toEqual(before);
+    // A digest of another request is refused the same way.
+    const other = await call(cp.url, 'POST', '/api/v1/apply-requests', {
+      objects: [app(ns.name, 'bound-a', { replicas: 3 }, bound)],
+      planDigest: stale.body.error.current.digest,
+    });
+    expect(other.status).toBe(409);
+    expect(await appVersions(ns.name)).toEqual(before);
+
+    // Re-plan, review, apply with that digest: accepted, and exactly that plan is executed.
+    const again = await call(cp.url, 'POST', '/api/v1/plan-requests', desired());
+    expect(again.body.digest).toBe(stale.body.error.current.digest);
+    const applied = await call(cp.url, 'POST', '/api/v1/apply-requests', {
+      ...desired(),
+      planDigest: again.body.digest,
+    });
+    expect(applied.status).toBe(202);
+    expect(applied.body.plan).toEqual(again.body);
+    await until('the bound apply to finish', async () => {
+      const v = await appVersions(ns.name);
+      return v['bound-new'] && v['bound-gone'] === undefined && v['bound-a'] !== before['bound-a'] ? v : undefined;
+    });
+  });
+});

@@ -20,6 +20,7 @@ export * from './domain/control-plane/projection.js';
 export * from './domain/control-plane/requests.js';
 export * from './domain/control-plane/guard.js';
 export * from './domain/control-plane/sensitive.js';
+export * from './domain/control-plane/plan-digest.js';
 export * as discoveryIndex from './domain/control-plane/discovery.js';
 export * from './application/control-plane/errors.js';
 export * from './application/control-plane/services.js';

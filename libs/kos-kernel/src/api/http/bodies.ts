@@ -66,6 +66,9 @@ export const DesiredSet = Schema.Struct({
       clusterWide: Schema.optional(Schema.Boolean),
     }),
   ),
+  /** apply only: the digest of the plan the user reviewed; the apply is refused (409 conflict, with the current plan)
+   * when the plan computed now has another (TC-35, decision 0200). Without it, apply executes the plan computed now. */
+  planDigest: Schema.optional(Schema.String),
 });
 export type DesiredSet = typeof DesiredSet.Type;
 
@@ -91,6 +94,9 @@ export const PlanResult = Schema.Struct({
     unchanged: Schema.Number,
   }),
   warnings: Schema.Array(Schema.String),
+  /** Binds an apply to this plan: HMAC-SHA256 over the caller, the desired set, the prune scope, every version read
+   * and the differences (decision 0200). Send it back as the apply's `planDigest`. */
+  digest: Schema.String,
 });
 export type PlanResult = typeof PlanResult.Type;
 

@@ -16,6 +16,7 @@ import {
 } from '../../domain/control-plane/requests.js';
 import { objectKey } from '../../domain/control-plane/discovery.js';
 import { maskChange } from '../../domain/control-plane/sensitive.js';
+import { planDigest } from '../../domain/control-plane/plan-digest.js';
 import { admit } from '../../domain/write-path.js';
 import { ApiError, apiError, fromKube } from './errors.js';
 import { desiredOf, refOf, withStoredSecrets, type Caller } from './resources.js';
@@ -58,6 +59,8 @@ const computePlan = (
     const warnings: string[] = [];
     const steps: Step[] = [];
     const seen = new Set<string>();
+    const reads: Array<readonly [string, string | null]> = [];
+    const desiredObjects: unknown[] = [];
     let unchanged = 0;
     for (const [i, raw] of set.objects.entries()) {
       const kindName = (raw as { kind?: unknown }).kind;
@@ -99,6 +102,8 @@ const computePlan = (
         return yield* apiError('forbidden', 'admit', rejected.left.message, { object: submitted.ref });
       // Masked config leaves (as projections show them) stand for the stored values (TC-37).
       const d = { ...submitted, object: { ...submitted.object, spec: yield* withStoredSecrets(submitted, stored) } };
+      reads.push([key, stored?.metadata.resourceVersion ?? null]);
+      desiredObjects.push(d.object);
       if (stored === undefined) {
         // A server dry run validates the object as the API server would, and persists nothing.
         yield* client
@@ -163,6 +168,7 @@ const computePlan = (
         for (const o of existing.items) {
           const ref = refOf(o);
           if (seen.has(objectKey(ref))) continue;
+          reads.push([objectKey(ref), o.metadata.resourceVersion ?? null]);
           const rejected = admit({
             subject: principal.subject,
             actor: principal.actor,
@@ -180,13 +186,21 @@ const computePlan = (
       }
     }
     const of = (a: PlanItem['action']) => steps.filter((s) => s.item.action === a).map((s) => s.item);
-    const result: PlanResult = {
+    const differences = {
       creates: of('create'),
       updates: of('update'),
       deletes: of('delete'),
       summary: { create: of('create').length, update: of('update').length, delete: of('delete').length, unchanged },
       warnings,
     };
+    const digest = planDigest((yield* ControlPlaneConfig).continueKey, {
+      actor: principal.actor,
+      objects: desiredObjects,
+      ...(set.prune !== undefined ? { prune: set.prune } : {}),
+      reads,
+      result: differences,
+    });
+    const result: PlanResult = { ...differences, digest };
     return { result, steps, principal };
   });
 
@@ -257,6 +271,20 @@ export const applyRequest = (
   Effect.gen(function* () {
     const auditor = yield* Auditor;
     const plan = yield* computePlan(input, 'apply').pipe(
+      Effect.flatMap((p) => {
+        const reviewed = (input.body as { planDigest?: unknown }).planDigest;
+        // Bound to the reviewed plan: a different digest means the cluster (or the request) moved since (TC-35).
+        return reviewed === undefined || reviewed === p.result.digest
+          ? Effect.succeed(p)
+          : Effect.fail(
+              apiError(
+                'conflict',
+                'apply',
+                `the plan changed since the one you reviewed (${String(reviewed)}): the cluster or the request moved; review the current plan (${p.result.digest}) and apply it with its digest`,
+                { current: p.result },
+              ),
+            );
+      }),
       Effect.tapError((e) =>
         auditor.record({ actor: 'unknown', verb: 'apply', outcome: 'rejected', code: e.code, message: e.message }),
       ),
