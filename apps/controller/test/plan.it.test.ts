@@ -153,3 +153,29 @@ describe('TC-35 (issue 17 hole 7): apply is bound to the digest of the plan the 
     });
   });
 });
+
+describe('TC-35 (issue 17 hole 7): labels are part of the desired state in plan and apply', () => {
+  it('TC-35 labels: a label-only difference is planned as an update and applied, not silently dropped', async () => {
+    const group = { set: 'tc35-labels' };
+    expect(
+      (await call(cp.url, 'POST', '/api/v1/resources/Application', app(ns.name, 'relabel', { replicas: 1 }, group)))
+        .status,
+    ).toBe(202);
+    const desired = { objects: [app(ns.name, 'relabel', { replicas: 1 }, { ...group, tier: 'web' })] };
+    const plan = await call(cp.url, 'POST', '/api/v1/plan-requests', desired);
+    expect(plan.status).toBe(200);
+    expect(plan.body.summary).toEqual({ create: 0, update: 1, delete: 0, unchanged: 0 });
+    expect(plan.body.updates[0].changes).toEqual([{ path: 'metadata.labels.tier', to: 'web' }]);
+    const applied = await call(cp.url, 'POST', '/api/v1/apply-requests', { ...desired, planDigest: plan.body.digest });
+    expect(applied.status).toBe(202);
+    const labels = await until('the label to be applied', async () => {
+      const o = (
+        await kubeRequest('GET', `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/applications/relabel`)
+      ).json() as { metadata: { labels?: Record<string, string> } };
+      return o.metadata.labels?.['tier'] === 'web' ? o.metadata.labels : undefined;
+    });
+    expect(labels).toEqual({ set: 'tc35-labels', tier: 'web' });
+    const settled = await call(cp.url, 'POST', '/api/v1/plan-requests', desired);
+    expect(settled.body.summary).toEqual({ create: 0, update: 0, delete: 0, unchanged: 1 });
+  });
+});

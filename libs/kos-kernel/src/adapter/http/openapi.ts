@@ -75,7 +75,9 @@ export const openApiDocument = (): unknown =>
       version: 'v1',
       description: `Every failure is {"error": {...}}; codes and their statuses: ${Object.entries(ERROR_CODES)
         .map(([c, v]) => `${c} ${v.status}`)
-        .join(', ')}.`,
+        .join(
+          ', ',
+        )}. Requests must name this server in Host (else 421) and come from no other Origin (else 403); no CORS is granted; writes need Content-Type: application/json (else 415). An Application's spec.config values read back as "(set)"; "(set)" written back keeps the stored value.`,
     },
     paths: {
       '/api/v1/resources/{kind}': {
@@ -128,14 +130,15 @@ export const openApiDocument = (): unknown =>
       },
       '/api/v1/plan-requests': {
         post: {
-          summary: 'Plan a desired set; writes nothing',
+          summary: 'Plan a desired set; writes nothing. The answer carries the digest an apply binds to (planDigest)',
           requestBody: body('DesiredSet'),
           responses: { '200': { description: 'The plan', ...body('PlanResult') }, ...errors },
         },
       },
       '/api/v1/apply-requests': {
         post: {
-          summary: 'Apply a desired set (executes after 202)',
+          summary:
+            'Apply a desired set (executes after 202); with planDigest only if the plan computed now has that digest (else 409 conflict, current = the current plan)',
           requestBody: body('DesiredSet'),
           responses: { '202': { description: 'Accepted', ...body('ApplyAccepted') }, ...errors },
         },

@@ -8,14 +8,13 @@ import { type ApplyAccepted, DesiredSet, type PlanItem, type PlanResult } from '
 import type { ObjectReference } from '../../api/http/errors.js';
 import { KIND_INFO, type KernelKind } from '../../api/group.js';
 import {
+  desiredDifferences,
   labelSelectorProblem,
   pruneScopeProblem,
   resolveKind,
-  sameDesiredSpec,
-  specChanges,
 } from '../../domain/control-plane/requests.js';
+import { MARKER_PREFIX } from '../../domain/markers.js';
 import { objectKey } from '../../domain/control-plane/discovery.js';
-import { maskChange } from '../../domain/control-plane/sensitive.js';
 import { planDigest } from '../../domain/control-plane/plan-digest.js';
 import { admit } from '../../domain/write-path.js';
 import { ApiError, apiError, fromKube } from './errors.js';
@@ -110,23 +109,29 @@ const computePlan = (
           .create(d.object, { dryRun: true })
           .pipe(Effect.mapError((e) => fromKube(e, 'plan', d.ref, false)));
         steps.push({ item: { action: 'create', object: d.ref }, object: d.object });
-      } else if (sameDesiredSpec(kind, d.object['spec'], stored['spec'])) {
-        unchanged++;
       } else {
+        // Spec (with the server's defaults), labels and annotations: all of it is the desired state (TC-28, TC-35).
+        const changes = desiredDifferences(
+          kind,
+          {
+            spec: d.object['spec'],
+            ...(d.object.metadata.labels !== undefined ? { labels: d.object.metadata.labels } : {}),
+            ...(d.object.metadata.annotations !== undefined ? { annotations: d.object.metadata.annotations } : {}),
+          },
+          stored,
+          MARKER_PREFIX,
+        );
+        if (changes.length === 0) {
+          unchanged++;
+          continue;
+        }
         const owner = (stored['spec'] as { owner?: unknown } | undefined)?.owner;
         if (KIND_INFO[kind].owned && owner !== undefined && owner !== principal.actor) {
           return yield* apiError('forbidden', 'admit', `${kind} ${d.ref.name} belongs to ${String(owner)}`, {
             object: refOf(stored),
           });
         }
-        const changes = specChanges(stored['spec'], { ...(d.object['spec'] as object) }).filter(
-          (c) => !(c.to === undefined && c.path === 'spec.driftPolicy'),
-        );
-        steps.push({
-          item: { action: 'update', object: refOf(stored), changes: changes.map(maskChange) },
-          object: d.object,
-          stored,
-        });
+        steps.push({ item: { action: 'update', object: refOf(stored), changes }, object: d.object, stored });
       }
     }
     if (set.prune !== undefined) {
@@ -222,6 +227,21 @@ export const ApplyWorkLive = Layer.scoped(
 /** Wait until every accepted apply has reached its terminal state (graceful shutdown). */
 export const awaitApplyWork = Effect.flatMap(ApplyWork, ({ fibers }) => FiberSet.awaitEmpty(fibers));
 
+/** The stored object with the desired spec, labels and annotations; the stored ownership markers are kept. */
+const updatedObject = (stored: KubeObject, desired: KubeObject): KubeObject => {
+  const markers = (m: Readonly<Record<string, string>> | undefined) =>
+    Object.fromEntries(Object.entries(m ?? {}).filter(([k]) => k.startsWith(MARKER_PREFIX)));
+  return {
+    ...stored,
+    metadata: {
+      ...stored.metadata,
+      labels: { ...markers(stored.metadata.labels), ...(desired.metadata.labels ?? {}) },
+      annotations: { ...markers(stored.metadata.annotations), ...(desired.metadata.annotations ?? {}) },
+    },
+    spec: desired['spec'],
+  };
+};
+
 const execute = (step: Step, principal: Principal) =>
   Effect.gen(function* () {
     const client = yield* KubeClient;
@@ -232,10 +252,9 @@ const execute = (step: Step, principal: Principal) =>
       step.item.action === 'create'
         ? client.create(step.object as KubeObject, { fieldManager })
         : step.item.action === 'update'
-          ? client.update<KubeObject>(
-              { ...(step.stored as KubeObject), spec: (step.object as KubeObject)['spec'] },
-              { fieldManager },
-            )
+          ? client.update<KubeObject>(updatedObject(step.stored as KubeObject, step.object as KubeObject), {
+              fieldManager,
+            })
           : client.delete(ref, { preconditions: { resourceVersion: step.stored?.metadata.resourceVersion as string } });
     yield* run.pipe(
       Effect.flatMap(() =>
