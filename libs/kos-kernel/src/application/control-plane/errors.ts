@@ -18,6 +18,10 @@ export class ApiError extends Data.TaggedError('ApiError')<{
   readonly sideEffects?: SideEffects;
   readonly current?: unknown;
   readonly causes?: ReadonlyArray<{ readonly field?: string; readonly message: string }>;
+  /** Lockout (identity): seconds until the login name is unlocked. */
+  readonly retryAfterSeconds?: number | undefined;
+  /** Account deletion refused (`account_has_objects`): what the account still owns. */
+  readonly ownedObjects?: ReadonlyArray<ObjectReference>;
   /** Extra response headers (Allow on 405). */
   readonly headers?: Readonly<Record<string, string>>;
 }> {}
@@ -41,6 +45,8 @@ export const envelopeOf = (e: ApiError): { readonly error: ErrorBody } => ({
     requiresUserAction: ERROR_CODES[e.code].requiresUserAction,
     sideEffects: e.sideEffects ?? 'none',
     ...(e.current !== undefined ? { current: e.current } : {}),
+    ...(e.retryAfterSeconds !== undefined ? { retryAfterSeconds: e.retryAfterSeconds } : {}),
+    ...(e.ownedObjects !== undefined ? { ownedObjects: e.ownedObjects } : {}),
     ...(e.causes !== undefined && e.causes.length > 0
       ? { causes: e.causes.map((c) => ({ ...(c.field !== undefined ? { field: c.field } : {}), message: c.message })) }
       : {}),
