@@ -1,13 +1,21 @@
 // Identity on a real SQLite file (temp dir) with real argon2id; time from TestClock. Seed 000 §6.8, TC-117, TC-118.
 import { join } from 'node:path';
 import { describe, expect, it } from '@effect/vitest';
-import { Duration, Effect, Ref, TestClock } from 'effect';
+import { Duration, Effect, Layer, Ref, TestClock } from 'effect';
 import type { ObjectReference } from '../src/api/http/errors.js';
 import { identityApiError } from '../src/application/identity/errors.js';
 import { envelopeOf, statusOf } from '../src/application/control-plane/errors.js';
-import { Identity } from '../src/application/identity/identity.js';
-import { Audits, IdentityStore } from '../src/application/identity/ports.js';
-import { accountWithPassword, identityLayer, NEW_PASSWORD, ownerSession, tempDir } from './identity-support.js';
+import { Identity, IdentityLive } from '../src/application/identity/identity.js';
+import { Audits, IdentityStore, PasswordHasher } from '../src/application/identity/ports.js';
+import { IdentityPortsLive } from '../src/adapter/sqlite/identity-layers.js';
+import {
+  accountWithPassword,
+  identityLayer,
+  NEW_PASSWORD,
+  ownerSession,
+  SimulatedOwnedObjects,
+  tempDir,
+} from './identity-support.js';
 
 const withIdentity = <A, E, R>(
   f: (ctx: {
@@ -111,6 +119,53 @@ describe('TC-117 login failures give one result; lockout per login name; logout'
         });
       }),
     ),
+  );
+
+  it.scoped(
+    'no timing oracle: locked, unknown, disabled, wrong and right all cost exactly one argon2id verification',
+    () =>
+      Effect.gen(function* () {
+        const dir = yield* tempDir;
+        const owned = yield* Ref.make<Record<string, ReadonlyArray<ObjectReference>>>({});
+        const verifications = yield* Ref.make(0);
+        // the real hasher, counting its verifications
+        const counting = Layer.effect(
+          PasswordHasher,
+          Effect.map(PasswordHasher, (real) => ({
+            ...real,
+            verify: (h: string, p: string) =>
+              Effect.zipRight(
+                Ref.update(verifications, (n) => n + 1),
+                real.verify(h, p),
+              ),
+          })),
+        );
+        const layer = IdentityLive.pipe(
+          Layer.provide(counting),
+          Layer.provideMerge(IdentityPortsLive({ path: join(dir, 'cp.db') })),
+          Layer.provide(SimulatedOwnedObjects.layer(owned)),
+        );
+        yield* Effect.gen(function* () {
+          const identity = yield* Identity;
+          const { token } = yield* ownerSession;
+          yield* accountWithPassword(token, 'kim', 'Member');
+          const owner = yield* identity.authenticate(token, 'other');
+          yield* accountWithPassword(token, 'lee', 'Member');
+          yield* identity.updateAccount(owner, { name: 'lee', disabled: true, source: 'api' });
+          for (let i = 0; i < 5; i++) yield* Effect.flip(identity.login({ name: 'max', password: 'wrong password' }));
+          const cost = (attempt: Effect.Effect<unknown, unknown>) =>
+            Effect.gen(function* () {
+              const before = yield* Ref.get(verifications);
+              yield* Effect.either(attempt);
+              return (yield* Ref.get(verifications)) - before;
+            });
+          expect(yield* cost(identity.login({ name: 'nobody', password: NEW_PASSWORD }))).toBe(1);
+          expect(yield* cost(identity.login({ name: 'kim', password: 'wrong password' }))).toBe(1);
+          expect(yield* cost(identity.login({ name: 'lee', password: NEW_PASSWORD }))).toBe(1);
+          expect(yield* cost(identity.login({ name: 'max', password: 'wrong password' }))).toBe(1);
+          expect(yield* cost(identity.login({ name: 'kim', password: NEW_PASSWORD }))).toBe(1);
+        }).pipe(Effect.provide(layer));
+      }),
   );
 });
 

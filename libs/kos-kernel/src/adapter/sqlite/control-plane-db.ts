@@ -7,7 +7,7 @@ import { Context, Effect, Layer } from 'effect';
 import { DatabaseUnavailable } from '../../application/identity/errors.js';
 import { LATEST_VERSION, MIGRATIONS } from './migrations.js';
 
-/** A database this build cannot serve (a newer schema, or not a control-plane database). */
+/** A database this build cannot open or serve (missing, a newer schema, not a control-plane database, removed). */
 export class SchemaMismatch extends Error {}
 
 export interface OpenOptions {
@@ -143,10 +143,16 @@ export const makeControlPlaneDb = (options: ControlPlaneDbOptions) =>
           close();
           throw new SchemaMismatch(`the database file ${options.path} was removed or replaced`);
         }
-        const opened = openControlPlaneDatabase(options.path, {
-          fileMustExist: openedOnce,
-          ...(options.busyTimeoutMs !== undefined ? { busyTimeoutMs: options.busyTimeoutMs } : {}),
-        });
+        let opened: Database.Database;
+        try {
+          opened = openControlPlaneDatabase(options.path, {
+            fileMustExist: openedOnce,
+            ...(options.busyTimeoutMs !== undefined ? { busyTimeoutMs: options.busyTimeoutMs } : {}),
+          });
+        } catch (e) {
+          // Whatever stops the open (no directory, no permission, not a database, a newer schema) is the database's.
+          throw new SchemaMismatch(`cannot open ${options.path}: ${messageOf(e)}`);
+        }
         db = opened;
         inode = statSync(options.path).ino;
         openedOnce = true;
