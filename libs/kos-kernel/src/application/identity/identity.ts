@@ -66,7 +66,7 @@ export interface LoginResult {
 }
 
 /** An authenticated request: the account's current role, read for this request. */
-export interface Caller {
+export interface SessionCaller {
   readonly account: string;
   readonly role: Role;
   readonly passwordChangeRequired: boolean;
@@ -115,26 +115,26 @@ export interface IdentityApi {
   readonly authenticate: (
     token: string | undefined,
     operation: SessionOperation,
-  ) => Effect.Effect<Caller, Unauthenticated | PasswordChangeRequired | DatabaseUnavailable>;
-  readonly logout: (caller: Caller) => Effect.Effect<void, DatabaseUnavailable>;
+  ) => Effect.Effect<SessionCaller, Unauthenticated | PasswordChangeRequired | DatabaseUnavailable>;
+  readonly logout: (caller: SessionCaller) => Effect.Effect<void, DatabaseUnavailable>;
   /** Own password; keeps the caller's session and ends all others. Needs the current password. */
   readonly changePassword: (
-    caller: Caller,
+    caller: SessionCaller,
     input: { readonly currentPassword: string; readonly newPassword: string } & RequestSource,
   ) => Effect.Effect<void, LoginFailed | InvalidIdentityField | Unauthenticated | DatabaseUnavailable>;
   readonly listAccounts: (
-    caller: Caller,
+    caller: SessionCaller,
   ) => Effect.Effect<ReadonlyArray<AccountView>, IdentityForbidden | DatabaseUnavailable>;
   readonly createAccount: (
-    caller: Caller,
+    caller: SessionCaller,
     input: { readonly name: string; readonly role: Role } & RequestSource,
   ) => Effect.Effect<CreatedAccount, IdentityForbidden | InvalidIdentityField | AccountExists | DatabaseUnavailable>;
   readonly updateAccount: (
-    caller: Caller,
+    caller: SessionCaller,
     input: { readonly name: string } & AccountUpdate & RequestSource,
   ) => Effect.Effect<AccountView, IdentityForbidden | AccountNotFound | LastOwner | DatabaseUnavailable>;
   readonly deleteAccount: (
-    caller: Caller,
+    caller: SessionCaller,
     input: { readonly name: string } & RequestSource,
   ) => Effect.Effect<
     void,
@@ -192,7 +192,7 @@ export const makeIdentity = Effect.gen(function* () {
 
   /** Run an account write and append its audit record, accepted or rejected. */
   const audited = <A, E extends IdentityError>(
-    caller: Caller,
+    caller: SessionCaller,
     verb: string,
     name: string,
     source: string,
@@ -214,7 +214,7 @@ export const makeIdentity = Effect.gen(function* () {
       }),
     );
 
-  const requireOwner = (caller: Caller) =>
+  const requireOwner = (caller: SessionCaller) =>
     caller.role === 'Owner'
       ? Effect.void
       : Effect.fail(new IdentityForbidden({ message: 'only an Owner administers accounts' }));
@@ -254,7 +254,7 @@ export const makeIdentity = Effect.gen(function* () {
       };
     });
 
-  const gate = (caller: Caller, operation: SessionOperation) =>
+  const gate = (caller: SessionCaller, operation: SessionOperation) =>
     caller.passwordChangeRequired && !allowedBeforePasswordChange(operation)
       ? Effect.fail(new PasswordChangeRequired({ account: caller.account }))
       : Effect.succeed(caller);
@@ -265,7 +265,7 @@ export const makeIdentity = Effect.gen(function* () {
     // Only reads of an already-logged-in session are served from memory; anything that writes needs the database.
     if (entry === undefined || state === undefined || !state.valid || operation !== 'session')
       return Effect.fail(cause);
-    return Effect.succeed<Caller>({
+    return Effect.succeed<SessionCaller>({
       account: entry.account,
       role: entry.role,
       passwordChangeRequired: entry.passwordChangeRequired,
