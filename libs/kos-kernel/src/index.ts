@@ -38,3 +38,4 @@ export * from './adapter/sqlite/control-plane-db.js';
 export * from './adapter/sqlite/identity-store.js';
 export * from './adapter/sqlite/exporter.js';
 export * from './adapter/sqlite/identity-layers.js';
+export * from './domain/identity/access.js';
