@@ -39,3 +39,4 @@ export * from './adapter/sqlite/identity-store.js';
 export * from './adapter/sqlite/exporter.js';
 export * from './adapter/sqlite/identity-layers.js';
 export * from './domain/identity/access.js';
+export * from './application/identity/owned-objects.js';
