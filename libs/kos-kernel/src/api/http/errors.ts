@@ -209,6 +209,10 @@ export const ErrorBody = Schema.Struct({
   ),
   /** On 409: the object as stored now. */
   current: Schema.optional(Schema.Unknown),
+  /** Lockout (`login_failed` while the login name is locked): seconds until it is unlocked. */
+  retryAfterSeconds: Schema.optional(Schema.Number),
+  /** Refused account deletion (`account_has_objects`): the objects the account still owns. */
+  ownedObjects: Schema.optional(Schema.Array(ObjectReference)),
   /** Field-level details (validation causes, SSA conflicts). */
   causes: Schema.optional(
     Schema.Array(Schema.Struct({ field: Schema.optional(Schema.String), message: Schema.String })),

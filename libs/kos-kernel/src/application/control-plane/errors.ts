@@ -23,6 +23,10 @@ export class ApiError extends Data.TaggedError('ApiError')<{
   readonly changes?: ReadonlyArray<{ readonly path: string; readonly from: unknown; readonly to: unknown }>;
   /** A defect's id: the answer carries only this, the log carries the detail under the same id (decision 0200). */
   readonly errorId?: string;
+  /** Lockout (identity): seconds until the login name is unlocked. */
+  readonly retryAfterSeconds?: number | undefined;
+  /** Account deletion refused (`account_has_objects`): what the account still owns. */
+  readonly ownedObjects?: ReadonlyArray<ObjectReference>;
   /** Extra response headers (Allow on 405). */
   readonly headers?: Readonly<Record<string, string>>;
 }> {}
@@ -49,6 +53,8 @@ export const envelopeOf = (e: ApiError): { readonly error: ErrorBody } => ({
     ...(e.changes !== undefined ? { changes: e.changes } : {}),
     // Sensitive values never leave in a 409's current object (TC-37).
     ...(e.current !== undefined ? { current: redactObject(e.current) } : {}),
+    ...(e.retryAfterSeconds !== undefined ? { retryAfterSeconds: e.retryAfterSeconds } : {}),
+    ...(e.ownedObjects !== undefined ? { ownedObjects: e.ownedObjects } : {}),
     ...(e.causes !== undefined && e.causes.length > 0
       ? { causes: e.causes.map((c) => ({ ...(c.field !== undefined ? { field: c.field } : {}), message: c.message })) }
       : {}),

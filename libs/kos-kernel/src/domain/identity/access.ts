@@ -1,0 +1,110 @@
+// Access control (seed 000 pkg/access, C-59/C-60; digest §6.9), pure: role write permissions, spec.owner at write and
+// its transfer, the visibility predicate of panel reads, and the cross-owner checks at write. The router (not yet
+// wired) feeds these with the caller from `Identity.authenticate` and the objects it read.
+import type { Role } from './rules.js';
+
+export interface AccessPrincipal {
+  readonly account: string;
+  readonly role: Role;
+}
+
+/** Kinds a Member may write when it owns the object (Guest 只读; Member 只写自己的…; Owner 写全部). */
+export const MEMBER_WRITABLE_KINDS = [
+  'Application',
+  'Endpoint',
+  'Volume',
+  'BackupPolicy',
+  'RestoreJob',
+  'VolumeMigration',
+] as const;
+
+export type AccessDecision = { readonly allowed: true } | { readonly allowed: false; readonly reason: string };
+
+const allow: AccessDecision = { allowed: true };
+const deny = (reason: string): AccessDecision => ({ allowed: false, reason });
+
+export interface WriteTarget {
+  readonly kind: string;
+  /** The stored object's owner (absent on create: the owner then comes from the session). */
+  readonly owner?: string;
+  /** For extension kinds: the roles declared in `objectWriters` (undefined = undeclared = Owner only). */
+  readonly extensionWriters?: ReadonlyArray<Role>;
+  /** True for a kind served for an extension (its writers come from the declaration). */
+  readonly extension?: boolean;
+}
+
+/** May `who` write (create, update, delete, act on) `target`? */
+export const canWrite = (who: AccessPrincipal, target: WriteTarget): AccessDecision => {
+  if (who.role === 'Owner') return allow;
+  if (who.role === 'Guest') return deny('a Guest is read-only');
+  if (target.extension === true)
+    return (target.extensionWriters ?? []).includes(who.role)
+      ? allow
+      : deny(`${target.kind} is written by ${(target.extensionWriters ?? ['Owner']).join(', ')} only`);
+  if (!(MEMBER_WRITABLE_KINDS as readonly string[]).includes(target.kind))
+    return deny(`a Member does not write ${target.kind}`);
+  if (target.owner !== undefined && target.owner !== who.account)
+    return deny(`${target.kind} belongs to another account`);
+  return allow;
+};
+
+export type OwnerAtWrite =
+  | { readonly ok: true; readonly owner: string; readonly transfer: boolean }
+  | { readonly ok: false; readonly reason: string };
+
+/**
+ * `spec.owner` is written by the API from the session and is immutable; only a global Owner transfers it (TC-33).
+ * `requested` is the body's value (absent = keep / take the session's), `stored` the current object's (absent on create).
+ */
+export const ownerAtWrite = (
+  who: AccessPrincipal,
+  requested: string | undefined,
+  stored: string | undefined,
+): OwnerAtWrite => {
+  if (stored === undefined) {
+    if (requested === undefined || requested === who.account) return { ok: true, owner: who.account, transfer: false };
+    return who.role === 'Owner'
+      ? { ok: true, owner: requested, transfer: false }
+      : { ok: false, reason: 'spec.owner is set from the session' };
+  }
+  if (requested === undefined || requested === stored) return { ok: true, owner: stored, transfer: false };
+  return who.role === 'Owner'
+    ? { ok: true, owner: requested, transfer: true }
+    : { ok: false, reason: 'only an Owner transfers spec.owner' };
+};
+
+/** `Application.spec.visibility` ([proposal] shape, decision 0217). Absent or unreadable = private. */
+export interface Visibility {
+  readonly mode: 'private' | 'members' | 'all';
+  readonly members?: ReadonlyArray<string>;
+}
+
+export const visibilityOf = (value: unknown): Visibility => {
+  if (typeof value !== 'object' || value === null) return { mode: 'private' };
+  const v = value as { mode?: unknown; members?: unknown };
+  const members = Array.isArray(v.members) ? v.members.filter((m): m is string => typeof m === 'string') : [];
+  return v.mode === 'all' || v.mode === 'members' ? { mode: v.mode, members } : { mode: 'private', members };
+};
+
+/**
+ * The panel-read predicate (TC-30): the owner and global Owners always see; listed Members see when mode=members;
+ * unlisted Members do not; Guests see only mode=all. It never affects endpoint reachability.
+ */
+export const canSee = (who: AccessPrincipal, owner: string | undefined, visibility: unknown): boolean => {
+  if (who.role === 'Owner' || (owner !== undefined && owner === who.account)) return true;
+  const v = visibilityOf(visibility);
+  if (v.mode === 'all') return true;
+  if (who.role === 'Guest') return false;
+  return v.mode === 'members' && (v.members ?? []).includes(who.account);
+};
+
+export interface OwnedRef {
+  readonly kind: string;
+  readonly namespace?: string;
+  readonly name: string;
+  readonly owner?: string;
+}
+
+/** Write-time rejection: volume references or policy-selected objects that belong to another owner than `owner`. */
+export const crossOwnerReferences = (owner: string, referenced: ReadonlyArray<OwnedRef>): ReadonlyArray<OwnedRef> =>
+  referenced.filter((r) => r.owner !== owner);

@@ -1,0 +1,84 @@
+// TC-118 deletion requires prior transfer, against the real API server: OwnedObjectsFromCluster finds the account's
+// objects by spec.owner across namespaces, and Identity.deleteAccount refuses with account_has_objects + ownedObjects
+// until they are transferred. The control-plane database is a real SQLite file.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Effect, Layer, ManagedRuntime } from 'effect';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KubeClient, type KubeObject, layerFromToken } from '@homelab/kube';
+import { testbed, useNamespace } from '@homelab/testbed/vitest';
+import {
+  accountReference,
+  Identity,
+  IdentityModuleLive,
+  type IdentityPorts,
+  OwnedObjects,
+  OwnedObjectsFromCluster,
+} from '../src/index.js';
+import { accountWithPassword, ownerSession } from './identity-support.js';
+import { installKosCrds } from './support.js';
+
+const ns = useNamespace('kos-owned');
+const dir = mkdtempSync(join(tmpdir(), 'kos-owned-'));
+let rt: ManagedRuntime.ManagedRuntime<Identity | IdentityPorts | OwnedObjects | KubeClient, unknown>;
+beforeAll(async () => {
+  await installKosCrds();
+  const { kube } = testbed();
+  const kubeLayer = layerFromToken({ server: kube.server, token: kube.token, caCert: kube.caCert });
+  const owned = OwnedObjectsFromCluster.pipe(Layer.provide(kubeLayer));
+  rt = ManagedRuntime.make(
+    Layer.mergeAll(IdentityModuleLive({ path: join(dir, 'cp.db') }).pipe(Layer.provide(owned)), owned, kubeLayer),
+  );
+});
+afterAll(async () => {
+  await rt.dispose();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const object = (kind: string, name: string, owner: string): KubeObject => ({
+  apiVersion: 'kos.tsic.top/v1beta1',
+  kind,
+  metadata: { name, namespace: ns.name },
+  spec: { owner },
+});
+
+describe('TC-118 deletion requires prior transfer (real API server)', () => {
+  it('refuses with account_has_objects listing the owned objects; succeeds once they are transferred', async () => {
+    const result = await rt.runPromise(
+      Effect.gen(function* () {
+        const identity = yield* Identity;
+        const client = yield* KubeClient;
+        const { token } = yield* ownerSession;
+        yield* accountWithPassword(token, 'frank', 'Member');
+        const owner = yield* identity.authenticate(token, 'other');
+        yield* client.create(object('Volume', 'frank-data', 'frank'));
+        yield* client.create(object('BackupPolicy', 'frank-nightly', 'frank'));
+        yield* client.create(object('Volume', 'other-data', 'someone-else'));
+        const refused = yield* Effect.flip(identity.deleteAccount(owner, { name: 'frank', source: 'api' }));
+        // transfer (as the global Owner would: spec.owner rewritten) and try again
+        for (const [kind, name] of [
+          ['Volume', 'frank-data'],
+          ['BackupPolicy', 'frank-nightly'],
+        ] as const)
+          yield* client.patch(
+            { apiVersion: 'kos.tsic.top/v1beta1', kind, namespace: ns.name, name },
+            { type: 'merge', patch: { spec: { owner: 'owner' } } },
+          );
+        yield* identity.deleteAccount(owner, { name: 'frank', source: 'api' });
+        const gone = yield* Effect.flip(identity.updateAccount(owner, { name: 'frank', role: 'Guest', source: 'api' }));
+        return { refused, gone };
+      }),
+    );
+    expect(result.refused._tag).toBe('AccountHasObjects');
+    const owned = result.refused._tag === 'AccountHasObjects' ? result.refused.ownedObjects : [];
+    expect(
+      owned
+        .filter((o) => o.namespace === ns.name)
+        .map((o) => `${o.kind}/${o.name}`)
+        .sort(),
+    ).toEqual(['BackupPolicy/frank-nightly', 'Volume/frank-data']);
+    expect(result.gone).toMatchObject({ _tag: 'AccountNotFound', account: 'frank' });
+    expect(accountReference('frank').kind).toBe('Account');
+  });
+});
