@@ -73,6 +73,22 @@ export const PostgreSQLDatabaseStatus = Schema.Struct({
       exact: true,
     },
   ),
+  credentialPath: Schema.optionalWith(
+    Schema.String.pipe(
+      describe(
+        'CredentialPath is the mount-relative OpenBao KV v2 location of the dynamic credential, <basePath>/<Database UID>, recorded before any external write (not in the seed; issue 21, decision 0230).',
+      ),
+    ),
+    { exact: true },
+  ),
+  rotation: Schema.optionalWith(
+    Schema.String.pipe(
+      describe(
+        'Rotation is the last password-rotation request completed (the value of the Tenant rotate annotation; decision 0233).',
+      ),
+    ),
+    { exact: true },
+  ),
   conditions: Schema.optionalWith(Conditions, { exact: true }),
 });
 export type PostgreSQLDatabaseStatus = typeof PostgreSQLDatabaseStatus.Type;

@@ -172,11 +172,8 @@ const perform = (resources: BindingResources['Type'], action: BindingAction) => 
   }
 };
 
-/**
- * One reconcile of one Tenant key: run the program against the resources port, present the result (a stale
- * snapshot is a 409 error, retried with backoff by the caller), and say when to look again.
- */
-export const reconcileBinding = Effect.fn('reconcileBinding')(function* (namespace: string, name: string) {
+/** Run the binding program against the resources port; nothing is presented yet. */
+export const runBinding = Effect.fn('runBinding')(function* (namespace: string, name: string) {
   const resources = yield* BindingResources;
   const program = bindingProgram(namespace, name);
   let next = program.next();
@@ -184,7 +181,16 @@ export const reconcileBinding = Effect.fn('reconcileBinding')(function* (namespa
     const answer: unknown = yield* perform(resources, next.value);
     next = program.next(answer);
   }
-  const result = next.value;
+  return next.value;
+});
+
+/**
+ * One reconcile of one Tenant key: run the program against the resources port, present the result (a stale
+ * snapshot is a 409 error, retried with backoff by the caller), and say when to look again.
+ */
+export const reconcileBinding = Effect.fn('reconcileBinding')(function* (namespace: string, name: string) {
+  const resources = yield* BindingResources;
+  const result = yield* runBinding(namespace, name);
   if (result.tenant !== undefined && result.status !== undefined)
     yield* resources.present(result.tenant, result.status);
   return { result, requeueAfter: bindingRequeue(result) };

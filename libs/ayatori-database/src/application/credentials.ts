@@ -27,9 +27,10 @@ export type HttpFact =
 export type CredentialAction =
   | (Action<'Put'> & {
       readonly route: string;
-      readonly body: { readonly data: Record<string, string>; readonly options: { readonly cas: 0 } };
+      readonly body: { readonly data: Record<string, string>; readonly options: { readonly cas: number } };
     })
-  | (Action<'Get'> & { readonly route: string });
+  | (Action<'Get'> & { readonly route: string })
+  | (Action<'Delete'> & { readonly route: string });
 
 const field = (value: unknown, ...path: string[]): unknown =>
   path.reduce<unknown>(
@@ -99,4 +100,78 @@ export function* createCredentialProgram(
     return Either.left(CredentialError.of('Uncertain'));
   }
   return Either.void;
+}
+
+/** `Read` with the stored version (rotation writes `cas` = this version). */
+export function* readVersionedCredentialProgram(
+  scope: CredentialScope,
+  path: string,
+): Program<CredentialAction, Either.Either<{ credential: ApplicationCredential; version: number }, CredentialError>> {
+  if (!acceptsPath(scope, path)) return Either.left(CredentialError.of('InvalidLocation'));
+  const reply = yield* ask<CredentialAction, HttpFact>({ _tag: 'Get', route: kvRoutes(scope, path).data });
+  return Either.flatMap(readOutcome(reply), ({ data, version }) =>
+    typeof version === 'number' && Number.isInteger(version) && version > 0
+      ? Either.map(ApplicationCredential.parse(data), (credential) => ({ credential, version }))
+      : Either.left(CredentialError.of('Unavailable')),
+  );
+}
+
+/**
+ * A new version over `version` (rotation): one PUT with `cas = version`, then the read-back must show version + 1
+ * and exactly the written data. A CAS mismatch is Conflict (another writer); a lost answer is Uncertain.
+ */
+export function* replaceCredentialProgram(
+  scope: CredentialScope,
+  path: string,
+  credential: ApplicationCredential,
+  version: number,
+): Program<CredentialAction, Either.Either<void, CredentialError>> {
+  if (!acceptsPath(scope, path)) return Either.left(CredentialError.of('InvalidLocation'));
+  const data = credential.secretData();
+  const route = kvRoutes(scope, path).data;
+  const reply = yield* ask<CredentialAction, HttpFact>({
+    _tag: 'Put',
+    route,
+    body: { data, options: { cas: version } },
+  });
+  if (reply._tag === 'NoResponse') return Either.left(CredentialError.of('Uncertain'));
+  if (reply.status === 401 || reply.status === 403) return Either.left(CredentialError.of('Unavailable'));
+  if (reply.status === 400) {
+    const errors = field(reply.body, 'errors');
+    return Either.left(
+      CredentialError.of(Array.isArray(errors) && errors.includes(CAS_MISMATCH) ? 'Conflict' : 'Uncertain'),
+    );
+  }
+  if (reply.status !== 200 || field(reply.body, 'data', 'version') !== version + 1)
+    return Either.left(CredentialError.of('Uncertain'));
+  const readBack = readOutcome(yield* ask<CredentialAction, HttpFact>({ _tag: 'Get', route }));
+  if (Either.isLeft(readBack) || readBack.right.version !== version + 1)
+    return Either.left(CredentialError.of('Uncertain'));
+  const stored = readBack.right.data;
+  return stored !== null &&
+    typeof stored === 'object' &&
+    ApplicationCredential.sameData(data, stored as Record<string, unknown>)
+    ? Either.void
+    : Either.left(CredentialError.of('Uncertain'));
+}
+
+/**
+ * Reclaim (Delete): remove the metadata — every version — then read the metadata back; only a 404 there is
+ * success. 401/403 → Unavailable; anything else → Uncertain (retried by the next round, which reads first).
+ */
+export function* removeCredentialProgram(
+  scope: CredentialScope,
+  path: string,
+): Program<CredentialAction, Either.Either<void, CredentialError>> {
+  if (!acceptsPath(scope, path)) return Either.left(CredentialError.of('InvalidLocation'));
+  const routes = kvRoutes(scope, path);
+  const reply = yield* ask<CredentialAction, HttpFact>({ _tag: 'Delete', route: routes.metadata });
+  if (reply._tag === 'Response' && (reply.status === 401 || reply.status === 403))
+    return Either.left(CredentialError.of('Unavailable'));
+  if (reply._tag === 'NoResponse' || (reply.status !== 204 && reply.status !== 200 && reply.status !== 404))
+    return Either.left(CredentialError.of('Uncertain'));
+  const readBack = yield* ask<CredentialAction, HttpFact>({ _tag: 'Get', route: routes.metadata });
+  return readBack._tag === 'Response' && readBack.status === 404
+    ? Either.void
+    : Either.left(CredentialError.of('Uncertain'));
 }

@@ -5,3 +5,4 @@ export * from './program.js';
 export * from './mapping.js';
 export * from './observation.js';
 export * from './credentials.js';
+export * from './provisioning.js';

@@ -1,10 +1,11 @@
 // The ports the use cases need, as Effect services. Each is the operations of one use case against one outside
 // system — not a generic repository. Adapters (Kubernetes over @homelab/kube, PostgreSQL over pg, OpenBao over
-// node-vault) implement them as Layers; none exists yet. Time is Effect's own Clock service.
+// node-vault) implement them as Layers in `src/adapter/*`. Time is Effect's own Clock service.
 import { Context, Data, type Effect } from 'effect';
 import type * as Binding from '../domain/binding.js';
 import type { ApplicationCredential, CredentialError } from '../domain/credential-location.js';
 import type { ExtensionSupport, ManagementChecks, ObservationTarget } from '../domain/instance.js';
+import type { ProvisionStep, ReclaimStep, ServerFacts } from '../domain/provisioning.js';
 import type { ObservationErrorKind } from '../domain/instance-reasons.js';
 import type { InstancePresentation, TenantPresentation } from '../domain/presentation.js';
 
@@ -12,6 +13,12 @@ import type { InstancePresentation, TenantPresentation } from '../domain/present
 export interface BindingTenant extends Binding.Tenant {
   readonly revision: string;
   readonly generation: number;
+  /** `spec.extensions`, `spec.secretName` and the rotate annotation: read by provisioning only. */
+  readonly extensions?: ReadonlyArray<string> | undefined;
+  readonly secretName?: string | undefined;
+  readonly rotation?: string | undefined;
+  /** `status.secretName` when the Tenant is Ready=True at its generation (credentials delivered there). */
+  readonly delivered?: string | undefined;
 }
 
 /** A Database snapshot: binding facts plus the resourceVersion writes are conditioned on. */
@@ -124,13 +131,123 @@ export class AdminSecrets extends Context.Tag('@homelab/ayatori-database/AdminSe
 >() {}
 
 /**
- * The OpenBao KV v2 application-credential store: create-only (`cas: 0`) with read-back, and read. Scope checks
- * happen before any request. Not used by the binding or Instance use cases (they make no backend calls).
+ * The OpenBao KV v2 application-credential store: create-only (`cas: 0`) with read-back, read, a new version with
+ * `cas` = the version read (rotation), and removal of every version (reclaim Delete, read back as gone). Scope
+ * checks happen before any request. Not used by the binding or Instance use cases (they make no backend calls).
  */
 export class CredentialStore extends Context.Tag('@homelab/ayatori-database/CredentialStore')<
   CredentialStore,
   {
     readonly read: (path: string) => Effect.Effect<ApplicationCredential, CredentialError>;
     readonly create: (path: string, credential: ApplicationCredential) => Effect.Effect<void, CredentialError>;
+    /** Read with the stored version (for `cas` on the next write). */
+    readonly readVersioned: (
+      path: string,
+    ) => Effect.Effect<{ readonly credential: ApplicationCredential; readonly version: number }, CredentialError>;
+    /** Write version `version + 1` with `cas: version`, then read it back. */
+    readonly replace: (
+      path: string,
+      credential: ApplicationCredential,
+      version: number,
+    ) => Effect.Effect<void, CredentialError>;
+    /** Delete the metadata (all versions) and read back that nothing is left. */
+    readonly remove: (path: string) => Effect.Effect<void, CredentialError>;
+  }
+>() {}
+
+/** A PostgreSQL failure of the provisioner, by class; `sqlstate` only (never a message, host or user). */
+export class ServerError extends Data.TaggedError('ServerError')<{
+  readonly code: 'Credentials' | 'Authentication' | 'Unavailable' | 'ManagementCheck' | 'Statement';
+  readonly sqlstate: string;
+  readonly message: string;
+}> {}
+
+/** The names one Database's provisioning works on. */
+export interface ServerNames {
+  readonly role: string;
+  readonly database: string;
+}
+
+/**
+ * The PostgreSQL side of provisioning and reclaim, as the Instance's management login (its admin Secret, read
+ * fresh for each round). `facts` first passes the native management check (the six checks, fresh: a stored Ready
+ * authorizes nothing), then reads the facts; `step` runs exactly one step's statements.
+ */
+export class DatabaseServer extends Context.Tag('@homelab/ayatori-database/DatabaseServer')<
+  DatabaseServer,
+  {
+    readonly facts: (target: ObservationTarget, names: ServerNames) => Effect.Effect<ServerFacts, ServerError>;
+    readonly step: (
+      target: ObservationTarget,
+      names: ServerNames,
+      step: ProvisionStep | ReclaimStep,
+    ) => Effect.Effect<void, ServerError>;
+    /** `ALTER ROLE … PASSWORD` with the credential's password (read back from OpenBao by the caller). */
+    readonly setPassword: (
+      target: ObservationTarget,
+      names: ServerNames,
+      credential: ApplicationCredential,
+    ) => Effect.Effect<void, ServerError>;
+    /** Log in as the credential's role to its database (TLS per the Instance's sslmode) and run `SELECT 1`. */
+    readonly login: (target: ObservationTarget, credential: ApplicationCredential) => Effect.Effect<void, ServerError>;
+    /** Release the local pools of an Instance. */
+    readonly forget: (name: string) => Effect.Effect<void>;
+  }
+>() {}
+
+/** A Database as provisioning and reclaim read it: the binding facts plus what they record in its status. */
+export interface ProvisioningDatabase extends BindingDatabase {
+  readonly generation: number;
+  readonly reclaimPolicy: 'Retain' | 'Delete';
+  /** `status.credentialPath`: the credential location, recorded before any external write; '' = not yet. */
+  readonly credentialPath: string;
+  /** `status.rotation`: the rotation request last completed ('' = none). */
+  readonly rotation: string;
+}
+
+/** The Database status a provisioning or reclaim round presents (written only if it differs). */
+export interface DatabasePresentation {
+  readonly phase: string;
+  readonly ready: boolean;
+  readonly reason: string;
+  readonly message: string;
+  readonly credentialPath?: string | undefined;
+  readonly rotation?: string | undefined;
+}
+
+/** An Instance as provisioning needs it: the connection target and whether it is Ready at its generation. */
+export interface ProvisioningInstance {
+  readonly target: ObservationTarget;
+  readonly ready: boolean;
+  readonly deleting: boolean;
+}
+
+/**
+ * The Kubernetes side of provisioning, delivery and reclaim. Every write is conditioned on the snapshot (UID and
+ * resourceVersion, a stale one is a 409) and returns the object as written (its read-back).
+ */
+export class ProvisioningResources extends Context.Tag('@homelab/ayatori-database/ProvisioningResources')<
+  ProvisioningResources,
+  {
+    readonly database: (name: string) => Effect.Effect<ProvisioningDatabase | undefined, KubernetesError>;
+    readonly instance: (name: string) => Effect.Effect<ProvisioningInstance | undefined, KubernetesError>;
+    readonly recordDatabase: (
+      database: ProvisioningDatabase,
+      status: DatabasePresentation,
+    ) => Effect.Effect<ProvisioningDatabase, KubernetesError>;
+    /** Server-side apply of the projection Secret (the seven keys) in the Tenant's namespace, owned by the Tenant. */
+    readonly deliver: (
+      tenant: Binding.TenantIdentity,
+      secretName: string,
+      data: Readonly<Record<string, string>>,
+    ) => Effect.Effect<void, KubernetesError>;
+    /** Whether the projection Secret exists (metadata only: its data is never read). */
+    readonly projectionPresent: (namespace: string, secretName: string) => Effect.Effect<boolean, KubernetesError>;
+    /** Delete the projection Secret; succeeds when it is gone (also already gone). */
+    readonly removeProjection: (namespace: string, secretName: string) => Effect.Effect<void, KubernetesError>;
+    /** At the snapshot's version: remove the database finalizer, then delete the Database object. */
+    readonly finishDatabase: (database: ProvisioningDatabase) => Effect.Effect<void, KubernetesError>;
+    /** At the snapshot's version: remove the tenant finalizer (the Tenant then goes away). */
+    readonly releaseTenant: (tenant: BindingTenant) => Effect.Effect<void, KubernetesError>;
   }
 >() {}

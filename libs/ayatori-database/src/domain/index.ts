@@ -8,3 +8,4 @@ export * from './presentation.js';
 export * from './vocabulary.js';
 export * from './provisioning-sql.js';
 export * from './inspection-sql.js';
+export * from './provisioning.js';

@@ -14,13 +14,18 @@ export interface TenantStatusValue {
   readonly conditions?: ReadonlyArray<Condition> | undefined;
 }
 
-/** A binding result to present on the Tenant: `Ready` is always False in this slice. */
+/** A binding or provisioning result to present on the Tenant: `Ready` is True only once delivered (issue 21). */
 export interface TenantPresentation {
   readonly phase: string;
   readonly reason: string;
   readonly message: string;
   /** Written only when provided; never cleared. */
   readonly database?: Identity | undefined;
+  /** Ready=True (only the provisioning use case sets it, after delivery and the login check). */
+  readonly ready?: boolean | undefined;
+  /** `status.secretName` / `status.credentialURL`: written only when provided; never cleared. */
+  readonly secretName?: string | undefined;
+  readonly credentialURL?: string | undefined;
 }
 
 export interface Presented<S> {
@@ -40,11 +45,13 @@ export const presentTenantStatus = (
     phase: result.phase,
     observedGeneration: generation,
     ...(result.database ? { databaseRef: { name: result.database.name, uid: result.database.uid } } : {}),
+    ...(result.secretName ? { secretName: result.secretName } : {}),
+    ...(result.credentialURL ? { credentialURL: result.credentialURL } : {}),
     conditions: setStatusCondition(
       base.conditions,
       {
         type: ConditionType.Ready,
-        status: 'False',
+        status: result.ready === true ? 'True' : 'False',
         reason: result.reason,
         message: result.message,
         observedGeneration: generation,
@@ -99,4 +106,49 @@ export const presentInstanceStatus = (
   // Go's omitempty: an empty version string and an absent one are the same stored value.
   const normalise = (s: InstanceStatusValue) => ({ ...s, postgresqlVersion: s.postgresqlVersion || undefined });
   return { status, changed: !semanticEqual(normalise(base), normalise(status)) };
+};
+
+export interface DatabaseStatusValue {
+  readonly observedGeneration?: number | undefined;
+  readonly instanceUID?: string | undefined;
+  readonly phase?: string | undefined;
+  readonly credentialPath?: string | undefined;
+  readonly rotation?: string | undefined;
+  readonly conditions?: ReadonlyArray<Condition> | undefined;
+}
+
+/** A provisioning or reclaim result on the Database (credentialPath/rotation only when provided; never cleared). */
+export const presentDatabaseStatus = (
+  previous: DatabaseStatusValue | undefined,
+  generation: number,
+  result: {
+    readonly phase: string;
+    readonly ready: boolean;
+    readonly reason: string;
+    readonly message: string;
+    readonly credentialPath?: string | undefined;
+    readonly rotation?: string | undefined;
+  },
+  now: string,
+): Presented<DatabaseStatusValue> => {
+  const base = previous ?? {};
+  const status: DatabaseStatusValue = {
+    ...base,
+    phase: result.phase,
+    observedGeneration: generation,
+    ...(result.credentialPath ? { credentialPath: result.credentialPath } : {}),
+    ...(result.rotation ? { rotation: result.rotation } : {}),
+    conditions: setStatusCondition(
+      base.conditions,
+      {
+        type: ConditionType.Ready,
+        status: result.ready ? 'True' : 'False',
+        reason: result.reason,
+        message: result.message,
+        observedGeneration: generation,
+      },
+      now,
+    ),
+  };
+  return { status, changed: !semanticEqual(base, status) };
 };

@@ -12,6 +12,9 @@ export const Finalizers = {
   tenant: `${GROUP}/tenant-protection`,
 } as const;
 
+/** A Tenant annotation whose new value asks for one password rotation (issue 21; decision 0233). */
+export const RotateAnnotation = `${GROUP}/rotate`;
+
 /** The only condition type on all three kinds. */
 export const ConditionType = { Ready: 'Ready' } as const;
 

@@ -1,1 +1,2 @@
 export * from './resources.js';
+export * from './provisioning.js';

@@ -18,7 +18,7 @@ import {
   type TenantStatusValue,
   type TenantPresentation,
 } from '../../domain/presentation.js';
-import { DatabaseSource, Finalizers, StaleSnapshotMessage } from '../../domain/vocabulary.js';
+import { DatabaseSource, Finalizers, RotateAnnotation, StaleSnapshotMessage } from '../../domain/vocabulary.js';
 import type { BindingDatabase, BindingTenant, SecretFact } from '../../application/ports.js';
 import {
   AdminSecrets,
@@ -70,9 +70,9 @@ const stale = (kind: 'binding' | 'instance') =>
 
 // ---- field access --------------------------------------------------------------------------------------------
 
-const rec = (v: unknown): Record<string, unknown> =>
+export const rec = (v: unknown): Record<string, unknown> =>
   v !== null && typeof v === 'object' ? (v as Record<string, unknown>) : {};
-const str = (v: unknown): string => (typeof v === 'string' ? v : '');
+export const str = (v: unknown): string => (typeof v === 'string' ? v : '');
 const spec = (o: Obj) => rec(o['spec']);
 const status = (o: Obj) => rec(o['status']);
 const deleting = (o: Obj) => o.metadata.deletionTimestamp !== undefined;
@@ -113,6 +113,16 @@ export const bindingTenant = (o: Obj): BindingTenant => {
     ...(bound ? { database: { name: str(bound['name']), uid: str(bound['uid']) } } : {}),
     revision: str(o.metadata.resourceVersion),
     generation: o.metadata.generation ?? 0,
+    ...(Array.isArray(s['extensions'])
+      ? { extensions: (s['extensions'] as unknown[]).filter((x): x is string => typeof x === 'string') }
+      : {}),
+    ...(str(s['secretName']) !== '' ? { secretName: str(s['secretName']) } : {}),
+    ...(currentReady(o.metadata.generation ?? 0, conditions(o)) && str(status(o)['secretName']) !== ''
+      ? { delivered: str(status(o)['secretName']) }
+      : {}),
+    ...(str(o.metadata.annotations?.[RotateAnnotation]) !== ''
+      ? { rotation: str(o.metadata.annotations?.[RotateAnnotation]) }
+      : {}),
   };
 };
 
@@ -175,12 +185,12 @@ const omitEmptyPhase = <S extends { readonly phase?: string | undefined }>(s: S)
   return rest as S;
 };
 
-const now = Effect.map(Clock.currentTimeMillis, (ms) =>
+export const now = Effect.map(Clock.currentTimeMillis, (ms) =>
   new Date(Math.floor(ms / 1000) * 1000).toISOString().replace('.000Z', 'Z'),
 );
 
 /** Read directly; `undefined` for NotFound. */
-const readOptional = (kube: KubeClientService, kind: string, name: string, namespace?: string) =>
+export const readOptional = (kube: KubeClientService, kind: string, name: string, namespace?: string) =>
   kube.get({ apiVersion, kind, name, ...(namespace === undefined ? {} : { namespace }) }).pipe(
     Effect.map((o): Obj | undefined => o),
     Effect.catchTag('NotFound', () => Effect.succeed(undefined)),
@@ -188,7 +198,7 @@ const readOptional = (kube: KubeClientService, kind: string, name: string, names
   );
 
 /** Re-read and insist on the snapshot's UID and resourceVersion (seed `tenantAtVersion` / `databaseAtVersion`). */
-const atVersion = (
+export const atVersion = (
   kube: KubeClientService,
   which: 'binding' | 'instance',
   kind: string,

@@ -14,6 +14,9 @@ import {
   type CredentialAction,
   type HttpFact,
   readCredentialProgram,
+  readVersionedCredentialProgram,
+  removeCredentialProgram,
+  replaceCredentialProgram,
 } from '../../application/credentials.js';
 import { CredentialStore } from '../../application/ports.js';
 import type { Program } from '../../application/program.js';
@@ -41,7 +44,7 @@ export interface OpenBaoConfig {
 const send = (
   client: vault.client,
   timeoutMs: number,
-  method: 'GET' | 'PUT',
+  method: 'GET' | 'PUT' | 'DELETE',
   route: string,
   json?: unknown,
 ): Effect.Effect<HttpFact> =>
@@ -75,16 +78,14 @@ const drive = <R>(client: vault.client, timeoutMs: number, program: Program<Cred
       const fact =
         action._tag === 'Put'
           ? yield* send(client, timeoutMs, 'PUT', action.route, action.body)
-          : yield* send(client, timeoutMs, 'GET', action.route);
+          : yield* send(client, timeoutMs, action._tag === 'Delete' ? 'DELETE' : 'GET', action.route);
       next = program.next(fact);
     }
     return next.value;
   });
 
-export interface OpenBaoCredentials {
+export interface OpenBaoCredentials extends Omit<CredentialStore['Type'], never> {
   readonly scope: CredentialScope;
-  readonly read: (path: string) => Effect.Effect<ApplicationCredential, CredentialError>;
-  readonly create: (path: string, credential: ApplicationCredential) => Effect.Effect<void, CredentialError>;
 }
 
 /** The store for one configured scope; an invalid mount/base path is `InvalidLocation` before any client exists. */
@@ -99,16 +100,19 @@ export const makeOpenBaoCredentials = (config: OpenBaoConfig): Either.Either<Ope
       ...(config.ca === undefined ? {} : { requestOptions: { ca: config.ca } }),
     });
     const timeoutMs = config.timeoutMs ?? 10_000;
+    const run = <A>(program: Program<CredentialAction, Either.Either<A, CredentialError>>) =>
+      drive(client, timeoutMs, program).pipe(
+        Effect.flatMap(Either.match({ onLeft: Effect.fail, onRight: (a: A) => Effect.succeed(a) })),
+      );
     return {
       scope,
-      read: (path: string) =>
-        drive(client, timeoutMs, readCredentialProgram(scope, path)).pipe(
-          Effect.flatMap(Either.match({ onLeft: Effect.fail, onRight: Effect.succeed })),
-        ),
+      read: (path: string) => run(readCredentialProgram(scope, path)),
       create: (path: string, credential: ApplicationCredential) =>
-        drive(client, timeoutMs, createCredentialProgram(scope, path, credential)).pipe(
-          Effect.flatMap(Either.match({ onLeft: Effect.fail, onRight: Effect.succeed })),
-        ),
+        run(createCredentialProgram(scope, path, credential)),
+      readVersioned: (path: string) => run(readVersionedCredentialProgram(scope, path)),
+      replace: (path: string, credential: ApplicationCredential, version: number) =>
+        run(replaceCredentialProgram(scope, path, credential, version)),
+      remove: (path: string) => run(removeCredentialProgram(scope, path)),
     };
   });
 
@@ -118,7 +122,7 @@ export const OpenBaoCredentialStoreLayer = (config: OpenBaoConfig): Layer.Layer<
     CredentialStore,
     Effect.map(
       Either.match(makeOpenBaoCredentials(config), { onLeft: Effect.fail, onRight: Effect.succeed }),
-      (store) => ({ read: store.read, create: store.create }),
+      ({ scope: _scope, ...store }) => store,
     ),
   );
 

@@ -1,2 +1,3 @@
 export * from './connection.js';
 export * from './observer.js';
+export * from './provisioner.js';

@@ -1,0 +1,158 @@
+// The Kubernetes side of provisioning, delivery and reclaim (`ProvisioningResources`) over `@homelab/kube`. Reads
+// are direct; Database and Tenant writes are conditioned on the snapshot (synthetic 409 when stale, then the
+// server's own resourceVersion check); every write returns what the server stored (the read-back). The projection
+// Secret is written by server-side apply under one field manager, owned by the Tenant (controller reference), and
+// its existence is read as metadata only: the controller never reads a Secret's data here.
+import { Effect, Layer } from 'effect';
+import { KubeClient, type KubeClientService, type KubeObject } from '@homelab/kube';
+import { currentReady } from '../../domain/conditions.js';
+import { presentDatabaseStatus, type DatabaseStatusValue } from '../../domain/presentation.js';
+import { Finalizers } from '../../domain/vocabulary.js';
+import {
+  type ProvisioningDatabase,
+  ProvisioningResources,
+  type ProvisioningInstance,
+} from '../../application/ports.js';
+import {
+  apiVersion,
+  atVersion,
+  bindingDatabase,
+  instanceRecord,
+  Kinds,
+  kubernetesError,
+  now,
+  readOptional,
+  rec,
+  str,
+} from './resources.js';
+
+export const FieldManager = 'ayatori-database';
+
+export const provisioningDatabase = (o: KubeObject): ProvisioningDatabase => {
+  const status = rec(o['status']);
+  return {
+    ...bindingDatabase(o),
+    generation: o.metadata.generation ?? 0,
+    reclaimPolicy: str(rec(o['spec'])['reclaimPolicy']) === 'Delete' ? 'Delete' : 'Retain',
+    credentialPath: str(status['credentialPath']),
+    rotation: str(status['rotation']),
+  };
+};
+
+const provisioningInstance = (o: KubeObject): ProvisioningInstance => {
+  const record = instanceRecord(o);
+  const conditions = rec(o['status'])['conditions'];
+  return {
+    target: record.target,
+    ready: currentReady(o.metadata.generation ?? 0, Array.isArray(conditions) ? conditions : undefined),
+    deleting: record.deleting,
+  };
+};
+
+export const makeProvisioningResources = (kube: KubeClientService): ProvisioningResources['Type'] => {
+  const databaseAt = (database: ProvisioningDatabase) =>
+    atVersion(kube, 'binding', Kinds.database, database.identity.name, database.identity.uid, database.revision);
+  return {
+    database: (name) =>
+      Effect.map(readOptional(kube, Kinds.database, name), (o) => (o ? provisioningDatabase(o) : undefined)),
+    instance: (name) =>
+      Effect.map(readOptional(kube, Kinds.instance, name), (o) => (o ? provisioningInstance(o) : undefined)),
+    recordDatabase: (database, result) =>
+      Effect.gen(function* () {
+        const o = yield* databaseAt(database);
+        const presented = presentDatabaseStatus(
+          o['status'] as DatabaseStatusValue | undefined,
+          o.metadata.generation ?? 0,
+          result,
+          yield* now,
+        );
+        if (!presented.changed) return provisioningDatabase(o);
+        const written = yield* kube
+          .updateStatus({ ...o, status: presented.status })
+          .pipe(Effect.mapError(kubernetesError('update status of', Kinds.database, database.identity.name)));
+        return provisioningDatabase(written);
+      }),
+    deliver: (tenant, secretName, data) =>
+      kube
+        .apply(
+          {
+            apiVersion: 'v1',
+            kind: 'Secret',
+            metadata: {
+              name: secretName,
+              namespace: tenant.namespace,
+              labels: { 'app.kubernetes.io/managed-by': FieldManager },
+              ownerReferences: [
+                {
+                  apiVersion,
+                  kind: Kinds.tenant,
+                  name: tenant.name,
+                  uid: tenant.uid,
+                  controller: true,
+                  blockOwnerDeletion: true,
+                },
+              ],
+            },
+            type: 'Opaque',
+            stringData: { ...data },
+          },
+          { fieldManager: FieldManager, force: true },
+        )
+        .pipe(Effect.asVoid, Effect.mapError(kubernetesError('apply', 'Secret', secretName))),
+    projectionPresent: (namespace, secretName) =>
+      kube.getMetadata({ apiVersion: 'v1', kind: 'Secret', namespace, name: secretName }).pipe(
+        Effect.as(true),
+        Effect.catchTag('NotFound', () => Effect.succeed(false)),
+        Effect.mapError(kubernetesError('get', 'Secret', secretName)),
+      ),
+    removeProjection: (namespace, secretName) =>
+      kube.delete({ apiVersion: 'v1', kind: 'Secret', namespace, name: secretName }).pipe(
+        Effect.asVoid,
+        Effect.catchTag('NotFound', () => Effect.void),
+        Effect.mapError(kubernetesError('delete', 'Secret', secretName)),
+      ),
+    finishDatabase: (database) =>
+      Effect.gen(function* () {
+        const o = yield* databaseAt(database);
+        const name = database.identity.name;
+        if ((o.metadata.finalizers ?? []).includes(Finalizers.database)) {
+          yield* kube
+            .update({
+              ...o,
+              metadata: {
+                ...o.metadata,
+                finalizers: (o.metadata.finalizers ?? []).filter((f) => f !== Finalizers.database),
+              },
+            })
+            .pipe(Effect.mapError(kubernetesError('update', Kinds.database, name)));
+        }
+        yield* kube
+          .delete({ apiVersion, kind: Kinds.database, name }, { preconditions: { uid: database.identity.uid } })
+          .pipe(
+            Effect.asVoid,
+            Effect.catchTag('NotFound', () => Effect.void),
+            Effect.mapError(kubernetesError('delete', Kinds.database, name)),
+          );
+      }),
+    releaseTenant: (tenant) =>
+      Effect.gen(function* () {
+        const { namespace, name, uid } = tenant.identity;
+        const o = yield* atVersion(kube, 'binding', Kinds.tenant, name, uid, tenant.revision, namespace);
+        if (!(o.metadata.finalizers ?? []).includes(Finalizers.tenant)) return;
+        yield* kube
+          .update({
+            ...o,
+            metadata: {
+              ...o.metadata,
+              finalizers: (o.metadata.finalizers ?? []).filter((f) => f !== Finalizers.tenant),
+            },
+          })
+          .pipe(Effect.asVoid, Effect.mapError(kubernetesError('update', Kinds.tenant, name)));
+      }),
+  };
+};
+
+export const KubernetesProvisioningResourcesLayer = Layer.effect(
+  ProvisioningResources,
+  Effect.map(KubeClient, makeProvisioningResources),
+);

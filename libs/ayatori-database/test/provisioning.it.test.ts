@@ -1,0 +1,409 @@
+// Provisioning, credential delivery, rotation and reclaim (issue 21) through `reconcileTenant` on the real services
+// of the test bed: the kube-apiserver (CRDs, Tenants, Databases, Secrets), the machine's PostgreSQL 15 (a
+// CREATEDB+CREATEROLE non-superuser manager created here) and the OpenBao dev server (KV v2 under this file's path).
+//
+// Crash recovery: `interrupted(k, when)` wraps the real ports so that the k-th mutating call (a Database/Tenant
+// status write, a Secret apply/delete, a finalizer removal, one SQL step, ALTER ROLE PASSWORD, a KV create/replace/
+// remove) dies — before it reaches the service, or after it did — as a killed controller would. The round is then
+// repeated with the clean ports, and the test checks the state is the one consistent outcome: one role, one
+// database, one KV version (two after one rotation), the password PostgreSQL stores (SCRAM verifier in pg_authid) is
+// the one in OpenBao and in the delivered Secret, the Tenant Ready. The machine's PostgreSQL trusts local logins, so
+// the password is proven against the stored SCRAM verifier rather than by a refused login.
+import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
+import { adminQuery, baoRequest, kubeRequest, testbed, useKvPath, useNamespace } from '@homelab/testbed/vitest';
+import { layerFromToken } from '@homelab/kube';
+import { Cause, Context, Effect, Exit, Layer, Scope } from 'effect';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  apiVersion,
+  KubernetesAdminSecretsLayer,
+  KubernetesBindingResourcesLayer,
+  KubernetesInstanceResourcesLayer,
+} from '../src/adapter/kubernetes/resources.js';
+import { KubernetesProvisioningResourcesLayer } from '../src/adapter/kubernetes/provisioning.js';
+import { OpenBaoCredentialStoreLayer } from '../src/adapter/openbao/credentials.js';
+import { PostgresInstanceObserverLayer } from '../src/adapter/postgresql/observer.js';
+import { PostgresDatabaseServerLayer } from '../src/adapter/postgresql/provisioner.js';
+import { reconcileInstance } from '../src/application/instance.js';
+import {
+  BindingResources,
+  CredentialStore,
+  DatabaseServer,
+  InstanceObserver,
+  InstanceResources,
+  ProvisioningResources,
+} from '../src/application/ports.js';
+import { CryptoEntropyLayer, Entropy, ProvisioningSettings, reconcileTenant } from '../src/application/provisioning.js';
+import { quoteIdentifier } from '../src/domain/provisioning-sql.js';
+import { CredentialKeys } from '../src/domain/credential-location.js';
+import { databases, installCrds, instances, tenants } from './kube-fixture.js';
+
+const ns = useNamespace('ayatori-prov');
+const kv = useKvPath('ayatori-prov');
+const suffix = randomBytes(3).toString('hex');
+const manager = `ay_pmgr_${suffix}`;
+const instanceName = `ay-prov-${suffix}`;
+const adminSecret = `${instanceName}-admin`;
+
+type Ports =
+  | BindingResources
+  | ProvisioningResources
+  | DatabaseServer
+  | CredentialStore
+  | ProvisioningSettings
+  | Entropy
+  | InstanceResources
+  | InstanceObserver;
+let context: Context.Context<Ports>;
+let scope: Scope.CloseableScope;
+
+interface Obj {
+  metadata: {
+    name: string;
+    uid: string;
+    resourceVersion: string;
+    finalizers?: string[];
+    annotations?: Record<string, string>;
+    ownerReferences?: Array<{ uid: string }>;
+  };
+  spec?: Record<string, unknown>;
+  data?: Record<string, string>;
+  status?: {
+    phase?: string;
+    secretName?: string;
+    credentialURL?: string;
+    credentialPath?: string;
+    conditions?: Array<{ type: string; status: string; reason: string; message: string }>;
+  };
+}
+const get = async (path: string): Promise<Obj | undefined> => {
+  const r = await kubeRequest('GET', path);
+  if (r.status === 404) return undefined;
+  if (r.status !== 200) throw new Error(`GET ${path}: ${r.status}`);
+  return r.json() as Obj;
+};
+const ready = (o: Obj | undefined) => o?.status?.conditions?.find((c) => c.type === 'Ready');
+const sql = async (text: string, values: unknown[] = []) => {
+  const { postgres } = testbed();
+  const c = new pg.Client({
+    host: postgres.host,
+    port: postgres.port,
+    user: postgres.user,
+    database: postgres.database,
+  });
+  await c.connect();
+  try {
+    return (await c.query(text, values)).rows as Array<Record<string, unknown>>;
+  } finally {
+    await c.end();
+  }
+};
+
+/** Does PostgreSQL's stored SCRAM-SHA-256 verifier of `role` belong to `password`? */
+const passwordMatches = async (role: string, password: string): Promise<boolean> => {
+  const rows = await sql('SELECT rolpassword FROM pg_catalog.pg_authid WHERE rolname = $1', [role]);
+  const stored = String(rows[0]?.['rolpassword'] ?? '');
+  const m = /^SCRAM-SHA-256\$(\d+):([^$]+)\$([^:]+):(.+)$/.exec(stored);
+  if (m === null) return false;
+  const salted = pbkdf2Sync(password, Buffer.from(m[2] as string, 'base64'), Number(m[1]), 32, 'sha256');
+  const clientKey = createHmac('sha256', salted).update('Client Key').digest();
+  return createHash('sha256').update(clientKey).digest('base64') === m[3];
+};
+
+const kvRead = async (path: string) => {
+  const r = await baoRequest('GET', `${kv.mount}/data/${path}`);
+  if (r.status === 404) return undefined;
+  const body = JSON.parse(r.body) as { data: { data: Record<string, string>; metadata: { version: number } } };
+  return { data: body.data.data, version: body.data.metadata.version };
+};
+
+// ---- crash injection -------------------------------------------------------------------------------------------
+
+class Killed extends Error {}
+type When = 'before' | 'after';
+
+/** The real ports with every mutating call counted; the k-th one dies `before` or `after` reaching the service. */
+const interrupted = (base: Context.Context<Ports>, k: number, when: When, calls: string[]) => {
+  let n = 0;
+  const gate =
+    (name: string) =>
+    <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+      Effect.suspend(() => {
+        n += 1;
+        calls.push(name);
+        if (n !== k) return effect;
+        return when === 'before'
+          ? Effect.die(new Killed(name))
+          : Effect.flatMap(effect, () => Effect.die(new Killed(name)));
+      });
+  const b = Context.get(base, BindingResources);
+  const p = Context.get(base, ProvisioningResources);
+  const s = Context.get(base, DatabaseServer);
+  const c = Context.get(base, CredentialStore);
+  return base.pipe(
+    Context.add(BindingResources, { ...b, present: (t, st) => gate('present')(b.present(t, st)) }),
+    Context.add(ProvisioningResources, {
+      ...p,
+      recordDatabase: (d, st) => gate(`record:${st.phase}:${st.reason}`)(p.recordDatabase(d, st)),
+      deliver: (t, n2, d) => gate('deliver')(p.deliver(t, n2, d)),
+      removeProjection: (a, b2) => gate('removeProjection')(p.removeProjection(a, b2)),
+      finishDatabase: (d) => gate('finishDatabase')(p.finishDatabase(d)),
+      releaseTenant: (t) => gate('releaseTenant')(p.releaseTenant(t)),
+    }),
+    Context.add(DatabaseServer, {
+      ...s,
+      step: (t, n2, st) => gate(`sql:${st._tag}`)(s.step(t, n2, st)),
+      setPassword: (t, n2, cr) => gate('sql:SetPassword')(s.setPassword(t, n2, cr)),
+    }),
+    Context.add(CredentialStore, {
+      ...c,
+      create: (path, cr) => gate('kv:create')(c.create(path, cr)),
+      replace: (path, cr, v) => gate('kv:replace')(c.replace(path, cr, v)),
+      remove: (path) => gate('kv:remove')(c.remove(path)),
+    }),
+  );
+};
+
+/** One reconcile round; a Killed defect is the simulated crash (the round's work up to there stays done). */
+const round = async (ctx: Context.Context<Ports>, name: string): Promise<'ok' | 'killed'> => {
+  const exit = await Effect.runPromiseExit(reconcileTenant(ns.name, name).pipe(Effect.provide(ctx)));
+  if (Exit.isSuccess(exit)) return 'ok';
+  const defect = Cause.dieOption(exit.cause);
+  if (defect._tag === 'Some' && defect.value instanceof Killed) return 'killed';
+  // a 409 from our own earlier write in the same round's snapshot: the controller retries it
+  if (Cause.pretty(exit.cause).includes('Conflict')) return 'ok';
+  throw new Error(Cause.pretty(exit.cause));
+};
+
+const clean = () => context;
+
+/** Rounds with the clean ports until `done` holds (at most 8). */
+const converge = async (name: string, done: () => Promise<boolean>) => {
+  for (let i = 0; i < 8; i++) {
+    if (await done()) return;
+    await round(clean(), name);
+  }
+  expect(await done()).toBe(true);
+};
+
+// ---- fixtures ---------------------------------------------------------------------------------------------------
+
+const createdTenants: string[] = [];
+const createTenant = async (name: string, extras: Record<string, unknown> = {}, reclaim?: 'Delete') => {
+  const r = await kubeRequest('POST', tenants(ns.name), {
+    apiVersion,
+    kind: 'PostgreSQLTenant',
+    metadata: { name },
+    spec: {
+      provision: {
+        instanceRef: { name: instanceName },
+        database: name.replaceAll('-', '_'),
+        loginRole: name.replaceAll('-', '_'),
+      },
+      ...extras,
+    },
+  });
+  if (r.status !== 201) throw new Error(`POST tenant: ${r.status} ${r.body}`);
+  createdTenants.push(name);
+  const tenant = r.json() as Obj;
+  if (reclaim === 'Delete') {
+    // bind first, then switch the Database's policy (an admin's decision; the Tenant cannot choose it)
+    await round(clean(), name);
+    const dbPath = `${databases}/tenant-${tenant.metadata.uid}`;
+    const db = await get(dbPath);
+    await kubeRequest('PUT', dbPath, { ...db, spec: { ...db?.spec, reclaimPolicy: 'Delete' } });
+  }
+  return tenant;
+};
+const tenantPath = (name: string) => `${tenants(ns.name)}/${name}`;
+const dbName = (tenant: Obj) => `tenant-${tenant.metadata.uid}`;
+const secretOf = async (tenantName: string) => {
+  const s = await get(`/api/v1/namespaces/${ns.name}/secrets/${instanceName}-${tenantName}-postgresql`);
+  return s?.data === undefined
+    ? undefined
+    : Object.fromEntries(Object.entries(s.data).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
+};
+
+/** The one consistent outcome of provisioning a Tenant (optionally after `rotations` rotations). */
+const assertProvisioned = async (tenantName: string, rotations = 0) => {
+  const tenant = await get(tenantPath(tenantName));
+  expect(ready(tenant)).toMatchObject({ status: 'True', reason: 'CredentialsDelivered' });
+  const db = await get(`${databases}/${dbName(tenant as Obj)}`);
+  expect(db?.status?.phase).toBe('Available');
+  const path = `${kv.base}/${db?.metadata.uid}`;
+  expect(db?.status?.credentialPath).toBe(path);
+  expect(tenant?.status?.credentialURL).toBe(
+    `${testbed().openbao.available ? kv.addr : ''}/v1/${kv.mount}/data/${path}`,
+  );
+  const role = tenantName.replaceAll('-', '_');
+  expect(await sql('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1 AND rolcanlogin', [role])).toHaveLength(1);
+  expect(
+    await sql('SELECT pg_catalog.pg_get_userbyid(datdba) AS owner FROM pg_catalog.pg_database WHERE datname = $1', [
+      role,
+    ]),
+  ).toEqual([{ owner: role }]);
+  expect(await sql("SELECT pg_catalog.has_database_privilege('public', $1, 'CONNECT') AS p", [role])).toEqual([
+    { p: false },
+  ]);
+  const stored = await kvRead(path);
+  expect(stored?.version).toBe(1 + rotations);
+  const secret = await secretOf(tenantName);
+  expect(Object.keys(secret ?? {}).sort()).toEqual([...CredentialKeys].sort());
+  expect(secret).toEqual(stored?.data);
+  expect(stored?.data['password']).toMatch(/^[A-Za-z0-9_-]{43}$/);
+  expect(await passwordMatches(role, stored?.data['password'] as string)).toBe(true);
+  return { tenant: tenant as Obj, db: db as Obj, path, password: stored?.data['password'] as string };
+};
+
+beforeAll(async () => {
+  await installCrds();
+  await adminQuery(
+    `CREATE ROLE ${quoteIdentifier(manager)} LOGIN NOSUPERUSER CREATEDB CREATEROLE PASSWORD 'AYATORI-TEST-ONLY-${suffix}'`,
+  );
+  const r1 = await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/secrets`, {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: adminSecret },
+    stringData: { username: manager, password: `AYATORI-TEST-ONLY-${suffix}` },
+  });
+  expect(r1.status).toBe(201);
+  const r2 = await kubeRequest('POST', instances, {
+    apiVersion,
+    kind: 'PostgreSQLInstance',
+    metadata: { name: instanceName },
+    spec: {
+      endpoint: { host: 'localhost', hostaddr: '127.0.0.1', port: testbed().postgres.port, sslMode: 'disable' },
+      adminCredentialRef: { name: adminSecret },
+    },
+  });
+  expect(r2.status).toBe(201);
+  const kube = layerFromToken(testbed().kube);
+  const services = Layer.mergeAll(
+    KubernetesBindingResourcesLayer,
+    KubernetesInstanceResourcesLayer,
+    KubernetesProvisioningResourcesLayer,
+    PostgresInstanceObserverLayer().pipe(Layer.provide(KubernetesAdminSecretsLayer(ns.name))),
+    PostgresDatabaseServerLayer().pipe(Layer.provide(KubernetesAdminSecretsLayer(ns.name))),
+    OpenBaoCredentialStoreLayer({ address: kv.addr, token: kv.token, mount: kv.mount, basePath: kv.base }),
+    Layer.succeed(ProvisioningSettings, { scope: { mount: kv.mount, basePath: kv.base }, openBaoAddress: kv.addr }),
+    CryptoEntropyLayer,
+  ).pipe(Layer.provideMerge(kube));
+  scope = Effect.runSync(Scope.make());
+  context = await Effect.runPromise(Layer.buildWithScope(services, scope));
+  // the Instance becomes Ready through its own controller's use case (a real management observation)
+  await Effect.runPromise(reconcileInstance(instanceName).pipe(Effect.provide(clean())));
+  await Effect.runPromise(reconcileInstance(instanceName).pipe(Effect.provide(clean())));
+  expect(ready(await get(`${instances}/${instanceName}`))?.status).toBe('True');
+}, 60_000);
+
+afterAll(async () => {
+  for (const name of createdTenants) {
+    const t = await get(tenantPath(name));
+    if (t !== undefined) {
+      await kubeRequest('PUT', tenantPath(name), { ...t, metadata: { ...t.metadata, finalizers: [] } });
+      await kubeRequest('DELETE', tenantPath(name));
+    }
+    if (t !== undefined) {
+      const d = await get(`${databases}/${dbName(t)}`);
+      if (d !== undefined) {
+        await kubeRequest('PUT', `${databases}/${d.metadata.name}`, {
+          ...d,
+          metadata: { ...d.metadata, finalizers: [] },
+        });
+        await kubeRequest('DELETE', `${databases}/${d.metadata.name}`);
+      }
+    }
+    const role = quoteIdentifier(name.replaceAll('-', '_'));
+    await adminQuery(`DROP DATABASE IF EXISTS ${role} WITH (FORCE)`).catch(() => undefined);
+    await adminQuery(`DROP ROLE IF EXISTS ${role}`).catch(() => undefined);
+  }
+  if (scope !== undefined) await Effect.runPromise(Scope.close(scope, Exit.void));
+  const i = await get(`${instances}/${instanceName}`);
+  if (i !== undefined) {
+    await kubeRequest('PUT', `${instances}/${instanceName}`, { ...i, metadata: { ...i.metadata, finalizers: [] } });
+    await kubeRequest('DELETE', `${instances}/${instanceName}`);
+  }
+  await adminQuery(`DROP ROLE IF EXISTS ${quoteIdentifier(manager)}`).catch(() => undefined);
+}, 120_000);
+
+// ---- tests ------------------------------------------------------------------------------------------------------
+
+let provisionCalls: string[] = [];
+
+describe('provisioning and credential delivery (issue 21)', () => {
+  it('provision: a Tenant becomes Ready — role, owned database without PUBLIC CONNECT, hstore installed as the owner, credential at <basePath>/<Database UID> (version 1), seven-key Secret owned by the Tenant, status.credentialURL, the password PostgreSQL stores is the one in OpenBao', async () => {
+    const name = `p${suffix}-base`;
+    const created = await createTenant(name, { extensions: ['hstore'] });
+    provisionCalls = [];
+    // count the mutating calls of one clean provisioning (k past the end: nothing dies)
+    expect(await round(interrupted(clean(), 10_000, 'before', provisionCalls), name)).toBe('ok');
+    const { db } = await assertProvisioned(name);
+    const role = name.replaceAll('-', '_');
+    const ext = await sql('SELECT 1'); // management connection works
+    expect(ext).toHaveLength(1);
+    const inDb = new pg.Client({
+      host: '127.0.0.1',
+      port: testbed().postgres.port,
+      user: testbed().postgres.user,
+      database: role,
+    });
+    await inDb.connect();
+    try {
+      const installed = await inDb.query(
+        "SELECT pg_catalog.pg_get_userbyid(e.extowner) AS owner FROM pg_catalog.pg_extension e WHERE extname = 'hstore'",
+      );
+      expect(installed.rows).toEqual([{ owner: role }]);
+    } finally {
+      await inDb.end();
+    }
+    const secret = await get(`/api/v1/namespaces/${ns.name}/secrets/${instanceName}-${name}-postgresql`);
+    expect(secret?.metadata.ownerReferences?.map((o) => o.uid)).toEqual([created.metadata.uid]);
+    // the location was recorded before the first external write, and every step is a counted call
+    expect(provisionCalls[0]).toBe('record:Provisioning:Reconciling');
+    expect(provisionCalls).toEqual([
+      'record:Provisioning:Reconciling',
+      'sql:CreateRole',
+      'sql:GrantMembership',
+      'sql:CreateDatabase',
+      'sql:RevokePublicConnect',
+      'sql:InstallExtension',
+      'kv:create',
+      'sql:SetPassword',
+      'record:Available:Available',
+      'deliver',
+      'present',
+    ]);
+    expect(db.status?.conditions?.find((c) => c.type === 'Ready')?.reason).toBe('Available');
+  }, 60_000);
+
+  it('steady state: another round of a Ready Tenant makes no SQL step, no KV write and no status write (resourceVersions unchanged)', async () => {
+    const name = `p${suffix}-base`;
+    const before = await get(tenantPath(name));
+    const dbBefore = await get(`${databases}/${dbName(before as Obj)}`);
+    const calls: string[] = [];
+    expect(await round(interrupted(clean(), 10_000, 'before', calls), name)).toBe('ok');
+    expect(calls.filter((c) => c !== 'present')).toEqual([]);
+    expect((await get(tenantPath(name)))?.metadata.resourceVersion).toBe(before?.metadata.resourceVersion);
+    expect((await get(`${databases}/${dbName(before as Obj)}`))?.metadata.resourceVersion).toBe(
+      dbBefore?.metadata.resourceVersion,
+    );
+  }, 30_000);
+
+  for (const when of ['before', 'after'] as const) {
+    it(`crash ${when} each provisioning step, then a clean reconcile: one role, one database, one KV version, the same password in PostgreSQL, OpenBao and the Secret`, async () => {
+      expect(provisionCalls.length).toBeGreaterThanOrEqual(10);
+      for (let k = 1; k <= provisionCalls.length; k++) {
+        const name = `p${suffix}-${when[0]}${k}`;
+        await createTenant(name, { extensions: ['hstore'] });
+        const calls: string[] = [];
+        let killed = false;
+        for (let i = 0; i < 4 && !killed; i++)
+          killed = (await round(interrupted(clean(), k, when, calls), name)) === 'killed';
+        expect(killed, `step ${k} (${calls[k - 1]}) was reached`).toBe(true);
+        await converge(name, async () => ready(await get(tenantPath(name)))?.status === 'True');
+        await assertProvisioned(name);
+      }
+    }, 300_000);
+  }
+});
