@@ -37,6 +37,7 @@ import {
 import { CryptoEntropyLayer, Entropy, ProvisioningSettings, reconcileTenant } from '../src/application/provisioning.js';
 import { quoteIdentifier } from '../src/domain/provisioning-sql.js';
 import { CredentialKeys } from '../src/domain/credential-location.js';
+import { RotateAnnotation } from '../src/domain/vocabulary.js';
 import { databases, installCrds, instances, tenants } from './kube-fixture.js';
 
 const ns = useNamespace('ayatori-prov');
@@ -403,6 +404,168 @@ describe('provisioning and credential delivery (issue 21)', () => {
         expect(killed, `step ${k} (${calls[k - 1]}) was reached`).toBe(true);
         await converge(name, async () => ready(await get(tenantPath(name)))?.status === 'True');
         await assertProvisioned(name);
+      }
+    }, 300_000);
+  }
+});
+
+// ---- reclaim ----------------------------------------------------------------------------------------------------
+
+const provisioned = async (name: string, reclaim?: 'Delete') => {
+  await createTenant(name, {}, reclaim);
+  await converge(name, async () => {
+    const t = await get(tenantPath(name));
+    if (ready(t)?.status !== 'True') return false;
+    const d = await get(`${databases}/${dbName(t as Obj)}`);
+    return ready(d)?.status === 'True' && (reclaim === undefined || d?.spec?.['reclaimPolicy'] === 'Delete');
+  });
+  return assertProvisioned(name);
+};
+const gone = async (name: string, tenantUid: string, path: string) => {
+  const role = name.replaceAll('-', '_');
+  expect(await get(tenantPath(name))).toBeUndefined();
+  expect(await get(`${databases}/tenant-${tenantUid}`)).toBeUndefined();
+  expect(await sql('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [role])).toHaveLength(0);
+  expect(await sql('SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1', [role])).toHaveLength(0);
+  expect((await baoRequest('GET', `${kv.mount}/metadata/${path}`)).status).toBe(404);
+  expect(await secretOf(name)).toBeUndefined();
+};
+const roleSession = async (role: string) => {
+  const c = new pg.Client({ host: '127.0.0.1', port: testbed().postgres.port, user: role, database: role });
+  c.on('error', () => undefined);
+  await c.connect();
+  return c;
+};
+
+let reclaimCalls: string[] = [];
+
+describe('reclaim (issue 21)', () => {
+  it('Retain: deleting the Tenant marks the Database Released (tenantRef kept) before the finalizer goes; role, database, credential and the old login are unchanged', async () => {
+    const name = `r${suffix}-retain`;
+    const { tenant, db, path, password } = await provisioned(name);
+    await kubeRequest('DELETE', tenantPath(name));
+    const calls: string[] = [];
+    expect(await round(interrupted(clean(), 10_000, 'before', calls), name)).toBe('ok');
+    expect(calls).toEqual(['record:Released:Released', 'releaseTenant']);
+    expect(await get(tenantPath(name))).toBeUndefined();
+    const released = await get(`${databases}/${db.metadata.name}`);
+    expect(released?.status?.phase).toBe('Released');
+    expect(ready(released)).toMatchObject({ status: 'False', reason: 'Released' });
+    expect(released?.spec?.['tenantRef']).toMatchObject({ uid: tenant.metadata.uid });
+    expect((await kvRead(path))?.version).toBe(1);
+    const role = name.replaceAll('-', '_');
+    expect(await passwordMatches(role, password)).toBe(true);
+    const session = await roleSession(role);
+    expect((await session.query('SELECT current_user AS u')).rows).toEqual([{ u: role }]);
+    await session.end();
+  }, 60_000);
+
+  it('Delete with a session open: projection removed, logins blocked, the session terminated, database and role dropped, every KV version deleted, each step recorded; then the Database and the Tenant are gone', async () => {
+    const name = `r${suffix}-delete`;
+    const { tenant, path } = await provisioned(name, 'Delete');
+    const role = name.replaceAll('-', '_');
+    const session = await roleSession(role);
+    await kubeRequest('DELETE', tenantPath(name));
+    reclaimCalls = [];
+    expect(await round(interrupted(clean(), 10_000, 'before', reclaimCalls), name)).toBe('ok');
+    await expect(session.query('SELECT 1')).rejects.toThrow();
+    await gone(name, tenant.metadata.uid, path);
+    expect(reclaimCalls).toEqual([
+      'record:Deleting:Deleting',
+      'removeProjection',
+      'record:Deleting:Deleting',
+      'sql:BlockLogins',
+      'record:Deleting:Deleting',
+      'sql:TerminateSessions',
+      'record:Deleting:Deleting',
+      'sql:DropDatabase',
+      'record:Deleting:Deleting',
+      'sql:DropRole',
+      'record:Deleting:Deleting',
+      'kv:remove',
+      'record:Deleting:Deleting',
+      'finishDatabase',
+      'releaseTenant',
+    ]);
+  }, 60_000);
+
+  for (const when of ['before', 'after'] as const) {
+    it(`crash ${when} each Delete step, then clean reconciles: nothing is left — no role, database, KV version, Secret, Database or Tenant`, async () => {
+      expect(reclaimCalls.length).toBeGreaterThanOrEqual(12);
+      for (let k = 1; k <= reclaimCalls.length; k++) {
+        const name = `d${suffix}-${when[0]}${k}`;
+        const { tenant, path } = await provisioned(name, 'Delete');
+        const session = await roleSession(name.replaceAll('-', '_'));
+        await kubeRequest('DELETE', tenantPath(name));
+        const calls: string[] = [];
+        expect(await round(interrupted(clean(), k, when, calls), name), `step ${k}`).toBe('killed');
+        await converge(name, async () => (await get(tenantPath(name))) === undefined);
+        await session.end().catch(() => undefined);
+        await gone(name, tenant.metadata.uid, path);
+      }
+    }, 300_000);
+  }
+});
+
+// ---- rotation ---------------------------------------------------------------------------------------------------
+
+const annotate = async (name: string, value: string) => {
+  const t = await get(tenantPath(name));
+  const r = await kubeRequest('PUT', tenantPath(name), {
+    ...t,
+    metadata: { ...t?.metadata, annotations: { ...t?.metadata.annotations, [RotateAnnotation]: value } },
+  });
+  expect(r.status).toBe(200);
+};
+const rotationOf = (o: Obj | undefined) => (o?.status as Record<string, unknown> | undefined)?.['rotation'];
+
+describe('rotation (issue 21)', () => {
+  let rotationCalls: string[] = [];
+  it('the rotate annotation: a new KV version (cas), set in PostgreSQL, delivered; an open session keeps working; the old password no longer matches', async () => {
+    const name = `o${suffix}-rot`;
+    const { password, path, db } = await provisioned(name);
+    const role = name.replaceAll('-', '_');
+    const session = await roleSession(role);
+    await annotate(name, 'r1');
+    rotationCalls = [];
+    expect(await round(interrupted(clean(), 10_000, 'before', rotationCalls), name)).toBe('ok');
+    const after = await assertProvisioned(name, 1);
+    expect(after.password).not.toBe(password);
+    expect(await passwordMatches(role, password)).toBe(false);
+    expect((await session.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+    await session.end();
+    expect(rotationOf(await get(`${databases}/${db.metadata.name}`))).toBe('r1');
+    expect((await kvRead(path))?.version).toBe(2);
+    expect(rotationCalls).toEqual([
+      'record:Available:Available',
+      'kv:replace',
+      'sql:SetPassword',
+      'deliver',
+      'record:Available:Available',
+      'present',
+    ]);
+    // the same annotation again is no new rotation
+    const calls: string[] = [];
+    expect(await round(interrupted(clean(), 10_000, 'before', calls), name)).toBe('ok');
+    expect(calls.filter((c) => c !== 'present')).toEqual([]);
+  }, 60_000);
+
+  for (const when of ['before', 'after'] as const) {
+    it(`crash ${when} each rotation step, then clean reconciles: exactly one new KV version, and it is the one password PostgreSQL and the Secret hold`, async () => {
+      expect(rotationCalls.length).toBeGreaterThanOrEqual(5);
+      for (let k = 1; k <= rotationCalls.length; k++) {
+        const name = `q${suffix}-${when[0]}${k}`;
+        const { db } = await provisioned(name);
+        await annotate(name, 'r1');
+        const calls: string[] = [];
+        expect(await round(interrupted(clean(), k, when, calls), name), `step ${k}`).toBe('killed');
+        await converge(
+          name,
+          async () =>
+            rotationOf(await get(`${databases}/${db.metadata.name}`)) === 'r1' &&
+            ready(await get(tenantPath(name)))?.status === 'True',
+        );
+        await assertProvisioned(name, 1);
       }
     }, 300_000);
   }

@@ -293,6 +293,14 @@ export const provisionTenant = Effect.fn('provisionTenant')(function* (
     database: bound,
   });
   const wantsRotation = tenant.rotation !== undefined && tenant.rotation !== database.rotation;
+  const deliver = (credential: ApplicationCredential) =>
+    kube
+      .deliver(tenant.identity, secretName, credential.secretData())
+      .pipe(
+        Effect.mapError(
+          () => new Stop(TenantReadyReason.CredentialProjectionFailed, TenantReadyMessage.projectionFailed),
+        ),
+      );
 
   // Steady state: nothing to do on any backend.
   if (
@@ -370,18 +378,13 @@ export const provisionTenant = Effect.fn('provisionTenant')(function* (
         ...(tenant.rotation !== undefined ? { rotation: tenant.rotation } : {}),
       });
     } else if (wantsRotation) {
-      credential = yield* rotate(current, instance, location, tenant.rotation as string);
+      credential = yield* rotate(current, instance, location, tenant.rotation as string, deliver);
+      return delivered;
     } else {
       credential = yield* store.read(location).pipe(Effect.mapError((e) => credentialStop(current.phase, e)));
     }
     // 6. Delivery, then the Tenant's Ready.
-    yield* kube
-      .deliver(tenant.identity, secretName, credential.secretData())
-      .pipe(
-        Effect.mapError(
-          () => new Stop(TenantReadyReason.CredentialProjectionFailed, TenantReadyMessage.projectionFailed),
-        ),
-      );
+    yield* deliver(credential);
     return delivered;
   }).pipe(
     Effect.catchIf(
@@ -416,6 +419,7 @@ const rotate = (
   instance: ProvisioningInstance,
   path: string,
   request: string,
+  deliver: (credential: ApplicationCredential) => Effect.Effect<void, Stop>,
 ): Effect.Effect<ApplicationCredential, Stop, CredentialStore | DatabaseServer | Entropy | ProvisioningResources> =>
   Effect.gen(function* () {
     const store = yield* CredentialStore;
@@ -456,6 +460,8 @@ const rotate = (
     yield* server
       .login(instance.target, current)
       .pipe(Effect.mapError(() => new Stop(TenantReason.DependencyUnavailable, DatabaseMessage.loginFailed)));
+    // Delivered before the rotation is recorded as done: a crash in between re-delivers, never keeps the old value.
+    yield* deliver(current);
     yield* record(recorded, request);
     return current;
   });
