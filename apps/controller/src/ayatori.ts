@@ -10,7 +10,13 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { Cause, Effect, Exit, Fiber, Layer, Scope } from 'effect';
 import { ControllerMetrics, type ControllerMetricsService, type KubeClient, runAsLeader } from '@homelab/kube';
-import { Controller, KubernetesAdapter, PostgreSQLAdapter } from '@homelab/ayatori-database';
+import {
+  Application,
+  Controller,
+  KubernetesAdapter,
+  OpenBaoAdapter,
+  PostgreSQLAdapter,
+} from '@homelab/ayatori-database';
 import type { ControllerConfig } from './config.js';
 
 export type AyatoriState = 'starting' | 'running' | 'standby' | 'stopped' | 'failed';
@@ -45,6 +51,34 @@ export const startAyatori = async (config: ControllerConfig, options: AyatoriOpt
   ).pipe(Layer.provideMerge(options.kube));
   const pools = Effect.runSync(Scope.make());
   const context = await Effect.runPromise(Layer.buildWithScope(services, pools));
+  // Issue 21: with OpenBao configured, Tenants are provisioned, delivered, rotated and reclaimed (decision 0232).
+  const openBao = config.openBao;
+  const provisioning =
+    openBao === undefined
+      ? undefined
+      : await Effect.runPromise(
+          Layer.buildWithScope(
+            Layer.mergeAll(
+              KubernetesAdapter.KubernetesBindingResourcesLayer,
+              KubernetesAdapter.KubernetesProvisioningResourcesLayer,
+              PostgreSQLAdapter.PostgresDatabaseServerLayer({ rootCert }).pipe(
+                Layer.provide(KubernetesAdapter.KubernetesAdminSecretsLayer(config.databaseSecretNamespace)),
+              ),
+              OpenBaoAdapter.OpenBaoCredentialStoreLayer({
+                address: openBao.address,
+                token: readFileSync(openBao.tokenFile, 'utf8').trim(),
+                mount: openBao.mount,
+                basePath: openBao.basePath,
+              }),
+              Layer.succeed(Application.ProvisioningSettings, {
+                scope: { mount: openBao.mount, basePath: openBao.basePath },
+                openBaoAddress: openBao.address,
+              }),
+              Application.CryptoEntropyLayer,
+            ).pipe(Layer.provide(options.kube)),
+            pools,
+          ),
+        );
 
   let state: AyatoriState = 'starting';
   let instanceController: boolean | undefined;
@@ -52,6 +86,12 @@ export const startAyatori = async (config: ControllerConfig, options: AyatoriOpt
     const started = yield* Controller.startDatabaseControllers({
       secretNamespace: config.databaseSecretNamespace,
       ...(config.databaseLabelSelector !== '' ? { labelSelector: config.databaseLabelSelector } : {}),
+      ...(provisioning === undefined
+        ? {}
+        : {
+            tenantReconcile: (namespace: string, name: string) =>
+              Application.reconcileTenant(namespace, name).pipe(Effect.provide(provisioning)),
+          }),
     });
     instanceController = started.instanceController;
     state = 'running';

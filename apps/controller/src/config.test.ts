@@ -61,6 +61,30 @@ describe('modules and Ayatori configuration', () => {
     );
     expect(parseConfig(['--kos-label-selector=a=b'], {}).kosLabelSelector).toBe('a=b');
   });
+
+  it('issue 21: provisioning is on only with --openbao-address; the address, token file and paths are checked before start', () => {
+    expect(parseConfig([], {}).openBao).toBeUndefined();
+    expect(
+      parseConfig(['--openbao-address=https://bao.example:8200', '--openbao-token-file=/run/bao/token'], {}).openBao,
+    ).toEqual({
+      address: 'https://bao.example:8200',
+      tokenFile: '/run/bao/token',
+      mount: 'secret',
+      basePath: 'postgresql-tenants',
+    });
+    expect(() => parseConfig(['--openbao-address=https://user:pw@bao.example', '--openbao-token-file=/t'], {})).toThrow(
+      ConfigError,
+    );
+    expect(() => parseConfig(['--openbao-address=https://bao.example'], {})).toThrow(
+      new ConfigError('--openbao-address needs --openbao-token-file'),
+    );
+    expect(() =>
+      parseConfig(
+        ['--openbao-address=https://bao.example', '--openbao-token-file=/t', '--openbao-tenant-base-path=a/../b'],
+        {},
+      ),
+    ).toThrow(ConfigError);
+  });
 });
 
 describe('hole 5: --identity is refused until an identity module exists; the API binds loopback only', () => {

@@ -1,6 +1,7 @@
 // Configuration from flags and environment (flags win), with defaults that are safe on a workstation: loopback
 // only, port 8080, 1 MiB bodies. Pure: argv and env are parameters.
 import { randomBytes } from 'node:crypto';
+import { Domain } from '@homelab/ayatori-database';
 
 export type KubeSource =
   | { readonly _tag: 'Kubeconfig'; readonly path: string }
@@ -29,6 +30,17 @@ export interface ControllerConfig {
   readonly databaseRootCert: string;
   /** Restrict the Ayatori informers to a label selector (`--database-label-selector`; not in the seed: shared test clusters). Empty = every object. */
   readonly databaseLabelSelector: string;
+  /**
+   * Issue 21: provisioning, credential delivery, rotation and reclaim of Tenants run only with an OpenBao address
+   * (`--openbao-address`, `--openbao-token-file`, `--openbao-kv-mount` default `secret`,
+   * `--openbao-tenant-base-path` default `postgresql-tenants`). Absent: the seed slice (Bound ≠ Ready).
+   */
+  readonly openBao?: {
+    readonly address: string;
+    readonly tokenFile: string;
+    readonly mount: string;
+    readonly basePath: string;
+  };
   /** Leader election of the Ayatori controllers (`--leader-elect`, kubebuilder's flag; default off). */
   readonly leaderElection: { readonly enabled: boolean; readonly namespace: string; readonly id: string };
   /** KOS module start-up: `install` applies the generated CRDs and waits until served; `verify` (default) refuses to start when they are missing or drift. */
@@ -107,7 +119,23 @@ export const parseConfig = (
   const kosCrds = get('kos-crds', 'KOS_CRDS') ?? 'verify';
   if (kosCrds !== 'install' && kosCrds !== 'verify')
     throw new ConfigError(`--kos-crds must be install or verify, not "${kosCrds}"`);
+  const openBaoAddress = flag(argv, 'openbao-address') ?? '';
+  let openBao: ControllerConfig['openBao'];
+  if (openBaoAddress !== '') {
+    const tokenFile = flag(argv, 'openbao-token-file') ?? '';
+    const mount = flag(argv, 'openbao-kv-mount') ?? 'secret';
+    const basePath = flag(argv, 'openbao-tenant-base-path') ?? 'postgresql-tenants';
+    if (!Domain.isValidOpenBaoAddress(openBaoAddress))
+      throw new ConfigError('--openbao-address must be an absolute http(s) URL without userinfo, query or fragment');
+    if (tokenFile === '') throw new ConfigError('--openbao-address needs --openbao-token-file');
+    if (!Domain.isValidKvPath(mount) || !Domain.isValidKvPath(basePath))
+      throw new ConfigError(
+        '--openbao-kv-mount and --openbao-tenant-base-path must be mount-relative paths without empty, ., .., data or metadata segments',
+      );
+    openBao = { address: openBaoAddress, tokenFile, mount, basePath };
+  }
   return {
+    ...(openBao !== undefined ? { openBao } : {}),
     host: get('host', 'KOS_HOST') ?? '127.0.0.1',
     port: int('port', get('port', 'KOS_PORT') ?? '8080', 0, 65535),
     kube,

@@ -40,6 +40,14 @@ export interface DatabaseControllersOptions {
   readonly concurrency?: number;
   /** Restrict the informers (tests share one API server); production watches everything. */
   readonly labelSelector?: string;
+  /**
+   * The Tenant round with provisioning on (issue 21: `reconcileTenant` with its ports provided). Absent: the seed
+   * slice's `reconcileBinding` (Bound ≠ Ready, DeletionPending).
+   */
+  readonly tenantReconcile?: (
+    namespace: string,
+    name: string,
+  ) => Effect.Effect<{ readonly requeueAfter: Option.Option<Duration.Duration> }, unknown>;
 }
 
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -161,14 +169,18 @@ export const startDatabaseControllers = (
       ],
       onError: logFailure(ControllerNames.binding),
       reconcile: (request) =>
-        reconcileBinding(request.namespace ?? '', request.name).pipe(
-          Effect.tap(({ result }) =>
-            Effect.logDebug(
-              `${ControllerNames.binding} ${request.key}: ${result.status ? `${result.status.phase || '-'} ${result.status.reason}` : result.retrySoon ? 'retry soon' : 'nothing to present'}`,
+        options.tenantReconcile !== undefined
+          ? options
+              .tenantReconcile(request.namespace ?? '', request.name)
+              .pipe(Effect.map(({ requeueAfter }) => requeue(requeueAfter)))
+          : reconcileBinding(request.namespace ?? '', request.name).pipe(
+              Effect.tap(({ result }) =>
+                Effect.logDebug(
+                  `${ControllerNames.binding} ${request.key}: ${result.status ? `${result.status.phase || '-'} ${result.status.reason}` : result.retrySoon ? 'retry soon' : 'nothing to present'}`,
+                ),
+              ),
+              Effect.map(({ requeueAfter }) => requeue(requeueAfter)),
             ),
-          ),
-          Effect.map(({ requeueAfter }) => requeue(requeueAfter)),
-        ),
     });
 
     if (!instanceEnabled) return { instanceController: false };
