@@ -1,6 +1,7 @@
 // AY-60 on the machine's real PostgreSQL: the provisioning contract succeeds for a CREATEDB+CREATEROLE
 // non-superuser manager (roles created by this test), trusted hstore installs and reads back, untrusted file_fdw
-// fails for the owner, and the clean-up sequence succeeds. The controller does not run this SQL yet.
+// fails for the owner, and the clean-up sequence succeeds. The controller issues the same statements step by step
+// (`stepStatements`; test/provisioning.it.test.ts).
 import { randomBytes } from 'node:crypto';
 import { testbed } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
