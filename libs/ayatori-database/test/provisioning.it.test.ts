@@ -10,8 +10,18 @@
 // the one in OpenBao and in the delivered Secret, the Tenant Ready. The machine's PostgreSQL trusts local logins, so
 // the password is proven against the stored SCRAM verifier rather than by a refused login.
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
-import { adminQuery, baoRequest, kubeRequest, testbed, useKvPath, useNamespace } from '@homelab/testbed/vitest';
-import { layerFromToken } from '@homelab/kube';
+import {
+  adminQuery,
+  baoRequest,
+  eventually,
+  kubeRequest,
+  testbed,
+  useKvPath,
+  useNamespace,
+  whileScoped,
+} from '@homelab/testbed/vitest';
+import { ControllerMetricsLive, type KubeClient, layerFromToken } from '@homelab/kube';
+import { startDatabaseControllers } from '../src/controller/controllers.js';
 import { Cause, Context, Effect, Exit, Layer, Scope } from 'effect';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -55,7 +65,8 @@ type Ports =
   | ProvisioningSettings
   | Entropy
   | InstanceResources
-  | InstanceObserver;
+  | InstanceObserver
+  | KubeClient;
 let context: Context.Context<Ports>;
 let scope: Scope.CloseableScope;
 
@@ -569,4 +580,37 @@ describe('rotation (issue 21)', () => {
       }
     }, 300_000);
   }
+});
+
+// ---- through the running controller ------------------------------------------------------------------------------
+
+describe('the binding controller with provisioning on (issue 21)', () => {
+  it('a Tenant reaches Ready=True through the running controller (watch → reconcileTenant), and its deletion finishes (Retain → Released, the Tenant gone)', async () => {
+    const label = `ayatori-prov-${suffix}`;
+    const name = `c${suffix}-ctrl`;
+    const role = name.replaceAll('-', '_');
+    await whileScoped(
+      (effect) => Effect.runPromise(effect.pipe(Effect.provide(ControllerMetricsLive()), Effect.provide(clean()))),
+      startDatabaseControllers({
+        secretNamespace: '',
+        labelSelector: `${label}=yes`,
+        tenantReconcile: (namespace, tenant) => reconcileTenant(namespace, tenant).pipe(Effect.provide(clean())),
+      }),
+      async () => {
+        const r = await kubeRequest('POST', tenants(ns.name), {
+          apiVersion,
+          kind: 'PostgreSQLTenant',
+          metadata: { name, labels: { [label]: 'yes' } },
+          spec: { provision: { instanceRef: { name: instanceName }, database: role, loginRole: role } },
+        });
+        expect(r.status).toBe(201);
+        createdTenants.push(name);
+        await eventually('Tenant Ready', async () => ready(await get(tenantPath(name)))?.status === 'True', 30_000);
+        const { db } = await assertProvisioned(name);
+        await kubeRequest('DELETE', tenantPath(name));
+        await eventually('Tenant gone', async () => (await get(tenantPath(name))) === undefined, 30_000);
+        expect((await get(`${databases}/${db.metadata.name}`))?.status?.phase).toBe('Released');
+      },
+    );
+  }, 90_000);
 });
