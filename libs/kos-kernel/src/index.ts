@@ -8,6 +8,7 @@ export * from './domain/adoption.js';
 export * from './domain/write-path.js';
 export * from './domain/state.js';
 export * from './domain/reconcile.js';
+export * from './domain/application/index.js';
 export * from './application/serial.js';
 export * from './application/writer.js';
 export * from './application/adoption.js';
