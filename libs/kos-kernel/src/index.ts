@@ -14,6 +14,7 @@ export * from './application/writer.js';
 export * from './application/adoption.js';
 export * from './application/kernel.js';
 export * from './application/abi.js';
+export * from './application/app-lifecycle/index.js';
 export * from './api/http/errors.js';
 export * from './api/http/bodies.js';
 export * from './domain/control-plane/continue-token.js';

@@ -110,7 +110,16 @@ export const ApplyAccepted = Schema.Struct({
 export type ApplyAccepted = typeof ApplyAccepted.Type;
 
 export const ADOPTION_ACTIONS = ['adopt', 'release', 'decline'] as const;
-export const APPLICATION_ACTIONS = ['retry', 'orphan', 'confirm', 'restart', 'stop', 'start', 'scale'] as const;
+export const APPLICATION_ACTIONS = [
+  'retry',
+  'orphan',
+  'confirm',
+  'restart',
+  'stop',
+  'start',
+  'scale',
+  'resources',
+] as const;
 
 export const ActionRequest = Schema.Struct({
   action: Schema.String.pipe(Schema.minLength(1)),
@@ -123,6 +132,8 @@ export const ActionRequest = Schema.Struct({
   reason: Schema.optional(Schema.String),
   replicas: Schema.optional(Schema.Number),
   digest: Schema.optional(Schema.String),
+  /** `resources`: the requests/limits to override (only these fields change). */
+  resources: Schema.optional(Schema.Unknown),
 });
 export type ActionRequest = typeof ActionRequest.Type;
 
@@ -131,7 +142,7 @@ export const ActionAccepted = Schema.Struct({
   operation: Schema.Literal('action'),
   action: Schema.String,
   object: ObjectReference,
-  /** adopt: the immutable pre-adoption snapshot in kos-system. */
+  /** adopt: the immutable pre-adoption snapshot in kos-system; restart/retry/orphan: the one-shot action record. */
   record: Schema.optional(ObjectReference),
 });
 export type ActionAccepted = typeof ActionAccepted.Type;

@@ -1,7 +1,7 @@
 // POST /api/v1/action-requests (seed 000 §3.4 and §6.1; C-02). The adoption actions adopt / release / decline run
 // through kos-kernel I (serial gate per object, fresh read, pure plan, snapshot first) and answer 202 with the object
-// reference (adopt: also the immutable snapshot record). The application actions exist with the application
-// lifecycle; until then they answer `unsupported_action` — never a success that did nothing (decision 0095).
+// reference (adopt: also the immutable snapshot record). The application actions run through app-actions.ts
+// (spec writes bound to the stored resourceVersion, or one-shot records; decision 0224).
 import { Effect, Schema } from 'effect';
 import type { KubeClient } from '@homelab/kube';
 import { ActionRequest, type ActionAccepted, ADOPTION_ACTIONS, APPLICATION_ACTIONS } from '../../api/http/bodies.js';
@@ -11,7 +11,8 @@ import { adopt, decline, release } from '../adoption.js';
 import type { SerialGate } from '../serial.js';
 import { type ApiError, apiError, fromKube } from './errors.js';
 import { audited, refOf, type Caller } from './resources.js';
-import { type Auditor, Authorizer } from './services.js';
+import { applicationAction } from './app-actions.js';
+import { type Auditor, type AuditVerb, Authorizer } from './services.js';
 
 export interface ActionInput extends Caller {
   readonly body: unknown;
@@ -29,7 +30,7 @@ export const actionRequest = (
 ): Effect.Effect<ActionAccepted, ApiError, KubeClient | SerialGate | Authorizer | Auditor> => {
   let actor = 'unknown';
   let target: ObjectReference | undefined;
-  let verb: 'action' | 'adopt' | 'release' | 'decline' = 'action';
+  let verb: AuditVerb = 'action';
   return Effect.gen(function* () {
     const request = yield* Schema.decodeUnknown(ActionRequest)(input.body).pipe(
       Effect.mapError((e) =>
@@ -41,7 +42,12 @@ export const actionRequest = (
       ),
     );
     target = request.object;
-    if ((ADOPTION_ACTIONS as ReadonlyArray<string>).includes(request.action)) verb = request.action as typeof verb;
+    // Each action is its own audit verb, so stop / start / restart / scale can be told apart (TC-124).
+    if (
+      (ADOPTION_ACTIONS as ReadonlyArray<string>).includes(request.action) ||
+      (APPLICATION_ACTIONS as ReadonlyArray<string>).includes(request.action)
+    )
+      verb = request.action as AuditVerb;
     return yield* audited(
       verb,
       () => actor,
@@ -66,14 +72,8 @@ export const actionRequest = (
           }),
         );
         actor = principal.actor;
-        if ((APPLICATION_ACTIONS as ReadonlyArray<string>).includes(request.action)) {
-          return yield* apiError(
-            'unsupported_action',
-            'action',
-            `the application action "${request.action}" is not available in this control plane yet (it comes with the application lifecycle); nothing was recorded`,
-            { object: o },
-          );
-        }
+        if ((APPLICATION_ACTIONS as ReadonlyArray<string>).includes(request.action))
+          return yield* applicationAction(request, principal);
         const toApi = (e: { readonly _tag: string; readonly message: string }) =>
           e._tag === 'AdoptionRefused'
             ? apiError('action_rejected', 'action', e.message, { object: o })

@@ -23,8 +23,17 @@ import { MARKER_PREFIX } from '../../domain/markers.js';
 import { hasMask, redactObject, unmaskConfig } from '../../domain/control-plane/sensitive.js';
 import { admit, fieldManagerOf } from '../../domain/write-path.js';
 import { fieldsOf } from '../writer.js';
+import { admitApplicationSpec } from './app-admission.js';
 import { ApiError, apiError, fromKube } from './errors.js';
-import { Auditor, Authorizer, ControlPlaneConfig, DiscoveryIndex, type Principal, type Verb } from './services.js';
+import {
+  type AuditVerb,
+  Auditor,
+  Authorizer,
+  ControlPlaneConfig,
+  DiscoveryIndex,
+  type Principal,
+  type Verb,
+} from './services.js';
 
 export interface Caller {
   readonly authorization?: string;
@@ -115,7 +124,7 @@ const authorize = (caller: Caller, verb: Verb, kind?: string, namespace?: string
 
 /** Record one audit entry for a write, whatever its outcome. */
 export const audited = <A extends { readonly object?: ObjectReference }, R>(
-  verb: Verb | 'adopt' | 'release' | 'decline',
+  verb: AuditVerb,
   actor: () => string,
   object: () => ObjectReference | undefined,
   effect: Effect.Effect<A, ApiError, R>,
@@ -486,8 +495,22 @@ export const createResource = (
       const ns = yield* namespaceFor(kind, input.namespace, 'route');
       const principal = yield* authorize(input, 'create', kind, ns);
       actor = principal.actor;
-      const d = yield* desiredOf(kind, input.body, principal, ns !== undefined ? { namespace: ns } : {});
-      target = d.ref;
+      const submitted = yield* desiredOf(kind, input.body, principal, ns !== undefined ? { namespace: ns } : {});
+      target = submitted.ref;
+      const d =
+        kind === 'Application'
+          ? {
+              ...submitted,
+              object: {
+                ...submitted.object,
+                spec: yield* admitApplicationSpec(
+                  submitted.object['spec'] as Record<string, unknown>,
+                  submitted.ref,
+                  'create',
+                ),
+              },
+            }
+          : submitted;
       const fieldManager = yield* admitUserWrite(d, 'create');
       const client = yield* KubeClient;
       const converge = (stored: KubeObject) =>
@@ -597,7 +620,8 @@ export const updateResource = (
         );
       }
       const storedOwner = (stored['spec'] as { owner?: unknown } | undefined)?.owner;
-      const spec = yield* withStoredSecrets(d, stored);
+      const unmasked = yield* withStoredSecrets(d, stored);
+      const spec = kind === 'Application' ? yield* admitApplicationSpec(unmasked, d.ref, 'update', stored) : unmasked;
       if (KIND_INFO[kind].owned && storedOwner !== undefined && storedOwner !== spec['owner']) {
         return yield* apiError(
           'forbidden',

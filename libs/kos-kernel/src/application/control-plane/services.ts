@@ -2,6 +2,7 @@
 // injected the same way until the identity module lands). Handlers depend on these tags only.
 import { Clock, Context, Effect, Layer, Ref } from 'effect';
 import type { ObjectReference } from '../../api/http/errors.js';
+import type { AppAction } from '../../domain/application/lifecycle.js';
 import { type DiscoveryState, type Report, recordReport } from '../../domain/control-plane/discovery.js';
 import { STALE_THRESHOLD_MS } from '../../domain/control-plane/projection.js';
 import { ApiError } from './errors.js';
@@ -11,6 +12,9 @@ export interface Principal {
   readonly subject: 'user' | 'owner';
   readonly actor: string;
 }
+
+/** What an audit record says was done: a route verb, an adoption action, or an application action (C-14, TC-124). */
+export type AuditVerb = Verb | 'adopt' | 'release' | 'decline' | AppAction | 'confirm';
 
 export type Verb = 'list' | 'get' | 'create' | 'update' | 'delete' | 'plan' | 'apply' | 'action' | 'discover';
 
@@ -39,7 +43,7 @@ export const LoopbackOwnerAuthorizer = Layer.succeed(Authorizer, {
 export interface AuditRecord {
   readonly at: string;
   readonly actor: string;
-  readonly verb: Verb | 'adopt' | 'release' | 'decline';
+  readonly verb: AuditVerb;
   readonly object?: ObjectReference;
   readonly outcome: 'accepted' | 'rejected' | 'succeeded' | 'failed';
   readonly code?: string;

@@ -9,7 +9,11 @@ import { actionRefusal, afterFailure, retryBackoffMs, uninstallStatus } from './
 import { mergeResources, parseQuantity, resourceProblems, withResources } from './resources.js';
 import { packageProblems, render, renderedBytes, templateVolumes } from './template.js';
 
-const def = (name: string) => BUILTIN_DEFINITIONS.find((d) => d.metadata.name === name)!.spec;
+const found = <T>(x: T | undefined): T => {
+  if (x === undefined) throw new Error('not found');
+  return x;
+};
+const def = (name: string) => found(BUILTIN_DEFINITIONS.find((d) => d.metadata.name === name)).spec;
 const schemaOf = (name: string) => def(name)['config'] as ConfigSchema;
 const renderWith = (name: string, submitted: unknown, appName = 'web', namespace = 'apps') => {
   const config = Either.getOrThrow(normalizeConfig(schemaOf(name), submitted));
@@ -55,7 +59,7 @@ describe('TC-45: the same config gives the same translation; equivalent configs 
 
   it('typed placeholders keep the type; embedded ones interpolate text; | string converts', () => {
     const r = renderWith('n8n', { workerConcurrency: 7 });
-    const worker = r.objects.find((o) => o.metadata.name === 'web-worker')!;
+    const worker = found(r.objects.find((o) => o.metadata.name === 'web-worker'));
     expect(JSON.stringify(worker)).toContain('--concurrency=7');
     const kuma = renderWith('uptime-kuma', { checkIntervalSeconds: 90 });
     expect(JSON.stringify(kuma)).toContain('"value":"90"');
@@ -185,9 +189,9 @@ describe('TC-125/TC-126: resources (pure)', () => {
   it('TC-125: an override replaces only the submitted fields; every container and init container gets the result', () => {
     const merged = mergeResources({ requests: { cpu: '100m', memory: '128Mi' } }, { requests: { cpu: '250m' } });
     expect(merged).toEqual({ requests: { cpu: '250m', memory: '128Mi' } });
-    const kuma = renderWith('uptime-kuma', {}).objects.find((o) => o.kind === 'Deployment')!;
+    const kuma = found(renderWith('uptime-kuma', {}).objects.find((o) => o.kind === 'Deployment'));
     const pod = (
-      withResources(kuma, merged) as {
+      withResources(kuma, merged) as unknown as {
         spec: { template: { spec: { containers: unknown[]; initContainers: unknown[] } } };
       }
     ).spec.template.spec;

@@ -13,6 +13,14 @@ export const UNINSTALL_FINALIZER = 'kos.tsic.top/uninstall-gate';
 /** Why an app stays Pending (the Reconciled condition's reason and the `Installable` condition's reason). */
 export type PendingReason = 'DefinitionMissing' | 'NamespaceMissing' | 'CapabilityMissing' | 'VolumeMissing';
 
+/** `spec.definitionRef` is `{name}` or a plain name (decision 0222). */
+export const definitionNameOf = (ref: unknown): string | undefined =>
+  typeof ref === 'string'
+    ? ref
+    : typeof (ref as { name?: unknown } | null)?.name === 'string'
+      ? (ref as { name: string }).name
+      : undefined;
+
 export const RETRY_BUDGET = 5;
 export const BACKOFF_BASE_MS = 10_000;
 export const BACKOFF_MAX_MS = 5 * 60_000;
@@ -88,7 +96,9 @@ export const uninstallStatus = (
   stalled: blockers.length > 0 && nowMs - Date.parse(startedAt) >= ORPHAN_THRESHOLD_MS,
 });
 
-export const APP_ACTIONS = ['retry', 'orphan', 'restart', 'stop', 'start', 'scale'] as const;
+/** The application actions of the action-request route (`confirm` belongs to upgrades, M5; `resources` writes
+ * only the submitted resource fields, decision 0227). */
+export const APP_ACTIONS = ['retry', 'orphan', 'restart', 'stop', 'start', 'scale', 'resources'] as const;
 export type AppAction = (typeof APP_ACTIONS)[number];
 
 export interface ActionFacts {

@@ -1,0 +1,6 @@
+export * from './builtin.js';
+export * from './downstream.js';
+export * from './reconcile.js';
+export * from './records.js';
+export * from './services.js';
+export * from './volume-endpoint.js';

@@ -1,0 +1,549 @@
+// The application reconciler (seed 000 §5.3–§5.6, C-11/C-33/C-66/C-67; decision 0223). One round reads the
+// Application afresh and moves it one step:
+//   deleting            → Uninstalling: rendered objects deleted one by one (Volumes/PVCs are never rendered, so
+//                         they stay), `status.uninstall` {startedAt, blockers, stalled after 10 min}; an `orphan`
+//                         record abandons the blockers and writes the immutable app-orphan manifest; the gate opens.
+//   prerequisites unmet → Pending with the reason (DefinitionMissing | NamespaceMissing | CapabilityMissing |
+//                         VolumeMissing) on Reconciled and the `Installable` condition.
+//   Pending (met)       → Installing (written alone: the *next* round renders).
+//   Installing / Ready  → render, write every object into spec.namespace (replicas 0 while paused, resources into
+//                         every container), `restart` recreates the workloads once; Ready once the stored
+//                         Deployments are available, StatefulSets ready and the install Job succeeded. A write
+//                         failure counts against the 5-try budget (10 s → 5 min), the 5th is Failed; `retry`
+//                         resets it.
+// Status is written only when it changes. Time comes from the Clock.
+import { Clock, Effect, Either } from 'effect';
+import { KubeClient, type KubeError, type KubeObject } from '@homelab/kube';
+import { KOS_GROUP, KOS_STORAGE_VERSION } from '../../api/group.js';
+import { canonicalJson } from '../../domain/adoption.js';
+import { type ConfigSchema, type FieldProblem, normalizeConfig } from '../../domain/application/config.js';
+import {
+  afterFailure,
+  definitionNameOf,
+  effectiveReplicas,
+  isoSeconds,
+  jobFailed,
+  missingCapabilities,
+  type PendingReason,
+  type Phase,
+  storedReady,
+  UNINSTALL_FINALIZER,
+  uninstallStatus,
+  type UninstallStatus,
+} from '../../domain/application/lifecycle.js';
+import { isUnlimited, mergeResources, type ResourceSpec, withResources } from '../../domain/application/resources.js';
+import { type Manifest, render, SCALABLE_KINDS, templateVolumes } from '../../domain/application/template.js';
+import { markerKey } from '../../domain/markers.js';
+import { type Condition, evaluateHealth, setCondition, setReconciled, workloadFactsOf } from '../../domain/state.js';
+import { admit, type WriteRejected } from '../../domain/write-path.js';
+import type { KosRound } from '../kernel.js';
+import { applyDownstream, APP_FIELD_MANAGER, decorate, deleteDownstream, listDownstream } from './downstream.js';
+import { consumeRecord, pendingRecords } from './records.js';
+import { AppLifecycleConfig, CapabilitySource } from './services.js';
+
+const API = `${KOS_GROUP}/${KOS_STORAGE_VERSION}`;
+
+export interface AppStatus {
+  readonly phase?: Phase;
+  readonly health?: { readonly state?: string };
+  readonly conditions?: ReadonlyArray<Condition>;
+  readonly retryCount?: number;
+  readonly nextRetryAt?: string;
+  readonly uninstall?: UninstallStatus;
+  readonly resources?: { readonly unlimited: boolean; readonly limitRange?: string };
+  readonly resourceDefaults?: ResourceSpec;
+  readonly applied?: {
+    readonly renderDigest: string;
+    readonly paused: boolean;
+    readonly replicas?: number;
+    readonly resources: ResourceSpec;
+  };
+}
+
+interface AppSpec {
+  readonly definitionRef?: unknown;
+  readonly namespace?: string;
+  readonly config?: unknown;
+  readonly volumes?: Readonly<Record<string, string>>;
+  readonly replicas?: number;
+  readonly paused?: boolean;
+  readonly resources?: ResourceSpec;
+}
+
+/** The declared target namespace, defaulting to the Application's own. */
+export const targetNamespaceOf = (app: KubeObject): string =>
+  (app['spec'] as AppSpec | undefined)?.namespace ?? app.metadata.namespace ?? 'default';
+
+const requiresOf = (def: KubeObject): ReadonlyArray<string> => {
+  const r = (def['spec'] as { requires?: unknown } | undefined)?.requires;
+  if (!Array.isArray(r)) return [];
+  return r
+    .map((x) => (typeof x === 'string' ? x : String((x as { name?: unknown })?.name ?? '')))
+    .filter((x) => x !== '');
+};
+
+type Round = Effect.Effect<KosRound, KubeError | WriteRejected, KubeClient | CapabilitySource | AppLifecycleConfig>;
+
+const admitOrDie = (request: Parameters<typeof admit>[0]) =>
+  Either.match(admit(request), { onLeft: (e) => Effect.fail(e), onRight: () => Effect.void });
+
+/** Write the whole status when it differs from the stored one (server-side apply on the status subresource). */
+const writeStatus = (app: KubeObject, status: AppStatus) =>
+  Effect.gen(function* () {
+    const stored = (app['status'] ?? {}) as AppStatus;
+    if (canonicalJson(stored) === canonicalJson(status)) return app;
+    yield* admitOrDie({
+      subject: 'application-reconciler',
+      target: 'Application',
+      part: 'status',
+      object: { namespace: app.metadata.namespace ?? '', name: app.metadata.name ?? '' },
+    });
+    const client = yield* KubeClient;
+    return yield* client.apply(
+      {
+        apiVersion: API,
+        kind: 'Application',
+        metadata: { name: app.metadata.name, namespace: app.metadata.namespace },
+        status,
+      } as unknown as KubeObject,
+      { fieldManager: APP_FIELD_MANAGER, subresource: 'status', force: true },
+    );
+  });
+
+const setFinalizers = (app: KubeObject, finalizers: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    yield* admitOrDie({
+      subject: 'application-reconciler',
+      target: 'Application',
+      part: 'finalizers',
+      object: { namespace: app.metadata.namespace ?? '', name: app.metadata.name ?? '' },
+    });
+    const client = yield* KubeClient;
+    return yield* client.patch(
+      { apiVersion: API, kind: 'Application', namespace: app.metadata.namespace ?? '', name: app.metadata.name ?? '' },
+      {
+        type: 'merge',
+        patch: { metadata: { finalizers: [...finalizers], resourceVersion: app.metadata.resourceVersion } },
+      },
+      { fieldManager: APP_FIELD_MANAGER },
+    );
+  });
+
+const conditionsWith = (
+  status: AppStatus,
+  now: Date,
+  reconciled: Parameters<typeof setReconciled>[1],
+  extra: ReadonlyArray<Omit<Condition, 'lastTransitionTime'>>,
+  drop: ReadonlyArray<string> = [],
+): ReadonlyArray<Condition> => {
+  let list: ReadonlyArray<Condition> = (status.conditions ?? []).filter((c) => !drop.includes(c.type));
+  list = setReconciled(list, reconciled, now).conditions;
+  for (const c of extra) list = setCondition(list, c, now).conditions;
+  return list;
+};
+
+/** One round for the Application `namespace/name`. */
+export const reconcileApplication = (key: { readonly namespace?: string; readonly name: string }): Round =>
+  Effect.gen(function* () {
+    const client = yield* KubeClient;
+    const read = yield* client
+      .get({ apiVersion: API, kind: 'Application', namespace: key.namespace ?? '', name: key.name })
+      .pipe(
+        Effect.map((o): KubeObject | undefined => o),
+        Effect.catchTag('NotFound', () => Effect.succeed(undefined)),
+      );
+    if (read === undefined) return { state: 'steady' } as KosRound;
+    const nowMs = yield* Clock.currentTimeMillis;
+    if (read.metadata.deletionTimestamp !== undefined) return yield* uninstallRound(read, nowMs);
+    let app = read;
+    if (!(app.metadata.finalizers ?? []).includes(UNINSTALL_FINALIZER))
+      app = yield* setFinalizers(app, [...(app.metadata.finalizers ?? []), UNINSTALL_FINALIZER]);
+    return yield* installRound(app, nowMs);
+  });
+
+const pending = (app: KubeObject, status: AppStatus, now: Date, reason: PendingReason, message: string) =>
+  Effect.as(
+    writeStatus(app, {
+      ...withoutRetry(status),
+      phase: 'Pending',
+      health: { state: 'Unknown' },
+      conditions: conditionsWith(status, now, { _tag: 'Pending', reason, message }, [
+        { type: 'Installable', status: 'False', reason, message },
+      ]),
+    }),
+    { state: 'active' } as KosRound,
+  );
+
+const withoutRetry = (s: AppStatus): AppStatus => {
+  const { retryCount: _r, nextRetryAt: _n, ...rest } = s;
+  return rest;
+};
+
+const installRound = (app: KubeObject, nowMs: number): Round =>
+  Effect.gen(function* () {
+    const client = yield* KubeClient;
+    const now = new Date(nowMs);
+    const spec = (app['spec'] ?? {}) as AppSpec;
+    const status = (app['status'] ?? {}) as AppStatus;
+    const records = yield* pendingRecords(app.metadata.uid ?? '');
+    const retry = records.filter((r) => r.action === 'retry');
+    const restart = records.filter((r) => r.action === 'restart');
+    // Records that are not acceptable now are consumed without effect (the API checked them when it wrote them).
+    for (const r of records.filter((r) => r.action === 'orphan')) yield* consumeRecord(r.name);
+
+    if (status.phase === 'Failed') {
+      if (retry.length === 0) {
+        for (const r of restart) yield* consumeRecord(r.name);
+        return { state: 'steady' } as KosRound;
+      }
+    } else if (retry.length > 0) for (const r of retry) yield* consumeRecord(r.name);
+
+    if (retry.length > 0 && status.phase === 'Failed') {
+      // The user's retry: a fresh budget, back to Installing (rendering happens in the next round).
+      yield* writeStatus(app, {
+        ...withoutRetry(status),
+        phase: 'Installing',
+        conditions: conditionsWith(
+          status,
+          now,
+          { _tag: 'Pending', reason: 'RetryRequested', message: 'retry requested: the retry budget is reset' },
+          [],
+          ['InstallFailed'],
+        ),
+      });
+      for (const r of retry) yield* consumeRecord(r.name);
+      return { state: 'active', requeueAfterMs: 0 } as KosRound;
+    }
+
+    if (status.phase === 'Installing' && status.nextRetryAt !== undefined && Date.parse(status.nextRetryAt) > nowMs)
+      return { state: 'active', requeueAfterMs: Date.parse(status.nextRetryAt) - nowMs } as KosRound;
+
+    // --- prerequisites (C-11, C-33) ---
+    const defName = definitionNameOf(spec.definitionRef);
+    const def =
+      defName === undefined
+        ? undefined
+        : yield* client.get({ apiVersion: API, kind: 'ApplicationDefinition', name: defName }).pipe(
+            Effect.map((o): KubeObject | undefined => o),
+            Effect.catchTag('NotFound', () => Effect.succeed(undefined)),
+          );
+    if (def === undefined)
+      return yield* pending(
+        app,
+        status,
+        now,
+        'DefinitionMissing',
+        `the ApplicationDefinition ${defName ?? '(spec.definitionRef is not set)'} does not exist`,
+      );
+    const namespace = targetNamespaceOf(app);
+    const nsExists = yield* client.get({ apiVersion: 'v1', kind: 'Namespace', name: namespace }).pipe(
+      Effect.as(true),
+      Effect.catchTag('NotFound', () => Effect.succeed(false)),
+    );
+    if (!nsExists)
+      return yield* pending(app, status, now, 'NamespaceMissing', `the declared namespace ${namespace} does not exist`);
+    const available = yield* Effect.flatMap(CapabilitySource, (c) => c.available);
+    const missing = missingCapabilities(requiresOf(def), available);
+    if (missing.length > 0)
+      return yield* pending(
+        app,
+        status,
+        now,
+        'CapabilityMissing',
+        `required capabilities missing: ${missing.join(', ')}`,
+      );
+    const defSpec = def['spec'] as Record<string, unknown>;
+    const volumes = Object.fromEntries(
+      templateVolumes(defSpec).map((v) => [v, spec.volumes?.[v] ?? `${app.metadata.name}-${v}`]),
+    );
+    for (const [v, claim] of Object.entries(volumes)) {
+      const present = yield* client.get({ apiVersion: API, kind: 'Volume', namespace, name: claim }).pipe(
+        Effect.as(true),
+        Effect.catchTag('NotFound', () => Effect.succeed(false)),
+      );
+      if (!present)
+        return yield* pending(app, status, now, 'VolumeMissing', `volume ${v} needs the Volume ${namespace}/${claim}`);
+    }
+
+    if (status.phase === undefined || status.phase === 'Pending') {
+      yield* writeStatus(app, {
+        ...withoutRetry(status),
+        phase: 'Installing',
+        health: { state: 'Unknown' },
+        resourceDefaults: status.resourceDefaults ?? (defSpec['resources'] as ResourceSpec | undefined) ?? {},
+        conditions: conditionsWith(
+          status,
+          now,
+          { _tag: 'Pending', reason: 'Installing', message: 'prerequisites met; rendering in the next round' },
+          [
+            {
+              type: 'Installable',
+              status: 'True',
+              reason: 'PrerequisitesMet',
+              message: 'definition, namespace, capabilities and volumes are present',
+            },
+          ],
+        ),
+      });
+      return { state: 'active', requeueAfterMs: 0 } as KosRound;
+    }
+
+    // --- render (pure) ---
+    const fail = (reason: string, problems: ReadonlyArray<FieldProblem>) => {
+      const message = problems.map((p) => `${p.field}: ${p.message}`).join('; ');
+      return Effect.as(
+        writeStatus(app, {
+          ...status,
+          phase: 'Failed',
+          conditions: conditionsWith(status, now, { _tag: 'Pending', reason, message }, [
+            { type: 'InstallFailed', status: 'True', reason, message },
+          ]),
+        }),
+        { state: 'steady' } as KosRound,
+      );
+    };
+    const config = normalizeConfig(defSpec['config'] as ConfigSchema | undefined, spec.config);
+    if (Either.isLeft(config)) return yield* fail('InvalidConfig', config.left);
+    const rendered = render(defSpec, { appName: app.metadata.name ?? '', namespace, config: config.right, volumes });
+    if (Either.isLeft(rendered)) return yield* fail('InvalidPackage', rendered.left);
+    const resourceDefaults = status.resourceDefaults ?? (defSpec['resources'] as ResourceSpec | undefined) ?? {};
+    const resources = mergeResources(resourceDefaults, spec.resources);
+    const paused = spec.paused === true;
+    const shape = (o: Manifest): Manifest => {
+      let out = withResources(decorate(o, app), resources);
+      if (SCALABLE_KINDS.includes(o.kind)) {
+        const renderedReplicas = (o['spec'] as { replicas?: number } | undefined)?.replicas;
+        out = {
+          ...out,
+          spec: { ...(out['spec'] as object), replicas: effectiveReplicas(paused, spec.replicas, renderedReplicas) },
+        };
+      }
+      return out;
+    };
+    const objects = rendered.right.objects.map(shape);
+    const hook = rendered.right.installHook !== undefined ? shape(rendered.right.installHook) : undefined;
+
+    // --- write (restart: delete the workloads and recreate them once, in this round) ---
+    const write = Effect.gen(function* () {
+      if (restart.length > 0 && status.phase === 'Ready')
+        for (const o of objects.filter((o) => SCALABLE_KINDS.includes(o.kind))) yield* deleteDownstream(o);
+      const stored: KubeObject[] = [];
+      for (const o of objects) stored.push((yield* applyDownstream(o)).stored);
+      let hookStored: KubeObject | undefined;
+      if (hook !== undefined && status.phase === 'Installing') {
+        hookStored = (yield* applyDownstream(hook)).stored;
+        if (jobFailed(hookStored as { status?: unknown })) {
+          yield* deleteDownstream(hook);
+          return yield* Effect.fail({
+            _tag: 'HookFailed' as const,
+            message: `the install hook Job ${hook.metadata.name} failed`,
+          });
+        }
+      }
+      return { stored, hookStored };
+    });
+    const outcome = yield* write.pipe(Effect.either);
+    for (const r of restart) yield* consumeRecord(r.name);
+    if (Either.isLeft(outcome)) {
+      const e = outcome.left;
+      if ((e as { _tag: string })._tag === 'WriteRejected') return yield* Effect.fail(e as WriteRejected);
+      const message = `${(e as { _tag: string })._tag}: ${(e as { message?: string }).message ?? ''}`.slice(0, 1000);
+      const next = afterFailure(status.retryCount ?? 0, nowMs);
+      if (next._tag === 'Failed') {
+        yield* writeStatus(app, {
+          ...withoutRetry(status),
+          phase: 'Failed',
+          retryCount: next.retryCount,
+          conditions: conditionsWith(status, now, { _tag: 'Pending', reason: 'RetryBudgetExhausted', message }, [
+            {
+              type: 'InstallFailed',
+              status: 'True',
+              reason: 'RetryBudgetExhausted',
+              message: `${next.retryCount} tries failed; last: ${message}`,
+            },
+          ]),
+        });
+        return { state: 'steady' } as KosRound;
+      }
+      yield* writeStatus(app, {
+        ...status,
+        retryCount: next.retryCount,
+        nextRetryAt: next.nextRetryAt,
+        conditions: conditionsWith(status, now, { _tag: 'Pending', reason: 'RetryScheduled', message }, []),
+      });
+      return { state: 'active', requeueAfterMs: Date.parse(next.nextRetryAt) - nowMs } as KosRound;
+    }
+    const { stored, hookStored } = outcome.right;
+
+    // --- observe (stored objects only) ---
+    const waiting = [...stored, ...(hookStored ? [hookStored] : [])]
+      .filter((o) => !storedReady(o as never))
+      .map((o) => `${o.kind}/${o.metadata.name}`);
+    const installed = status.phase === 'Ready' || waiting.length === 0;
+    const health = evaluateHealth({
+      observed: true,
+      paused,
+      workloads: stored.filter((o) => SCALABLE_KINDS.includes(o.kind)).map((o) => workloadFactsOf(o as never)),
+      dependencies: [],
+      volumes: Object.values(volumes).map((name) => ({ name, required: true, present: true })),
+      drifted: false,
+      capabilityShortfalls: [],
+    });
+    const limitRanges = yield* client.list({ apiVersion: 'v1', kind: 'LimitRange', namespace });
+    const limitRange = limitRanges.items.map((l) => l.metadata.name ?? '').sort()[0];
+    const unlimited = isUnlimited(resources);
+    const next: AppStatus = {
+      ...withoutRetry(status),
+      phase: installed ? 'Ready' : 'Installing',
+      health: { state: health.state },
+      resourceDefaults,
+      resources: { unlimited, ...(unlimited && limitRange !== undefined ? { limitRange } : {}) },
+      applied: {
+        renderDigest: rendered.right.digest,
+        paused,
+        ...(spec.replicas !== undefined ? { replicas: spec.replicas } : {}),
+        resources,
+      },
+      conditions: conditionsWith(
+        status,
+        now,
+        waiting.length === 0
+          ? { _tag: 'Applied', message: 'every rendered object is written and observed' }
+          : { _tag: 'Pending', reason: 'WaitingForWorkloads', message: `waiting for ${waiting.join(', ')}` },
+        [
+          paused
+            ? {
+                type: 'Ready',
+                status: 'False',
+                reason: 'Paused',
+                message: 'stopped: scalable workloads are at 0 replicas',
+              }
+            : waiting.length === 0
+              ? { type: 'Ready', status: 'True', reason: 'WorkloadsReady', message: 'all workloads are available' }
+              : {
+                  type: 'Ready',
+                  status: 'False',
+                  reason: 'WaitingForWorkloads',
+                  message: `waiting for ${waiting.join(', ')}`,
+                },
+        ],
+        ['InstallFailed'],
+      ),
+    };
+    yield* writeStatus(app, next);
+    return { state: next.phase === 'Ready' && waiting.length === 0 ? 'steady' : 'active' } as KosRound;
+  });
+
+const uninstallRound = (app: KubeObject, nowMs: number): Round =>
+  Effect.gen(function* () {
+    if (!(app.metadata.finalizers ?? []).includes(UNINSTALL_FINALIZER)) return { state: 'steady' } as KosRound;
+    const client = yield* KubeClient;
+    const { systemNamespace } = yield* AppLifecycleConfig;
+    const status = (app['status'] ?? {}) as AppStatus;
+    const namespace = targetNamespaceOf(app);
+    const uid = app.metadata.uid ?? '';
+    const open = () =>
+      setFinalizers(
+        app,
+        (app.metadata.finalizers ?? []).filter((f) => f !== UNINSTALL_FINALIZER),
+      ).pipe(
+        Effect.as({ state: 'steady' } as KosRound),
+        Effect.catchTag('NotFound', () => Effect.succeed({ state: 'steady' } as KosRound)),
+      );
+    const records = yield* pendingRecords(uid);
+    const orphan = records.find((r) => r.action === 'orphan');
+    for (const r of records.filter((r) => r !== orphan)) yield* consumeRecord(r.name);
+    const present = yield* listDownstream(namespace, uid);
+    const blockersOf = (objects: ReadonlyArray<KubeObject>) => objects.map((o) => `${o.kind}/${o.metadata.name}`);
+
+    if (orphan !== undefined) {
+      const u = status.uninstall;
+      const allowed =
+        status.phase === 'Uninstalling' &&
+        u !== undefined &&
+        u.blockers.length > 0 &&
+        nowMs - Date.parse(u.startedAt) >= 10 * 60_000;
+      if (allowed) {
+        // Abandon: the immutable app-orphan manifest first, then drop owner references (so the garbage collector
+        // leaves the objects alone), then open the gate.
+        const manifestName = `app-orphan-${(app.metadata.namespace ?? '').slice(0, 60)}-${(app.metadata.name ?? '').slice(0, 100)}-${uid.slice(0, 8)}`;
+        yield* admitOrDie({
+          subject: 'application-reconciler',
+          target: 'OrphanManifest',
+          part: 'create',
+          object: { namespace: systemNamespace, name: manifestName },
+        });
+        yield* client
+          .create({
+            apiVersion: 'v1',
+            kind: 'ConfigMap',
+            metadata: {
+              name: manifestName,
+              namespace: systemNamespace,
+              labels: { 'orphans.kos.tsic.top/app-uid': uid, 'orphans.kos.tsic.top/app-name': app.metadata.name ?? '' },
+            },
+            immutable: true,
+            data: {
+              'manifest.json': canonicalJson({
+                application: {
+                  apiVersion: API,
+                  kind: 'Application',
+                  namespace: app.metadata.namespace,
+                  name: app.metadata.name,
+                  uid,
+                },
+                namespace,
+                abandonedAt: isoSeconds(nowMs),
+                requestedBy: orphan.requestedBy,
+                uninstallStartedAt: u.startedAt,
+                objects: present.map((o) => ({
+                  apiVersion: o.apiVersion,
+                  kind: o.kind,
+                  name: o.metadata.name,
+                  uid: o.metadata.uid,
+                })),
+              }),
+            },
+          } as KubeObject)
+          .pipe(Effect.catchTag('AlreadyExists', () => Effect.void));
+        for (const o of present)
+          if ((o.metadata.ownerReferences ?? []).length > 0)
+            yield* client
+              .patch(
+                { apiVersion: o.apiVersion, kind: o.kind, namespace, name: o.metadata.name ?? '' },
+                { type: 'json', patch: [{ op: 'remove', path: '/metadata/ownerReferences' }] },
+                { fieldManager: APP_FIELD_MANAGER },
+              )
+              .pipe(Effect.catchTag('NotFound', () => Effect.void));
+        yield* consumeRecord(orphan.name);
+        return yield* open();
+      }
+      yield* consumeRecord(orphan.name);
+    }
+
+    // Delete what is left, one by one (already-deleting objects are waiting for their own finalizers).
+    for (const o of present.filter((o) => o.metadata.deletionTimestamp === undefined))
+      yield* deleteDownstream({
+        ...o,
+        metadata: { ...o.metadata, name: o.metadata.name ?? '', namespace },
+      } as Manifest);
+    const remaining = yield* listDownstream(namespace, uid);
+    if (remaining.length === 0) return yield* open();
+    const uninstall = uninstallStatus(status.uninstall?.startedAt ?? isoSeconds(nowMs), nowMs, blockersOf(remaining));
+    const message = `waiting for ${uninstall.blockers.join(', ')} to be deleted${uninstall.stalled ? ' (stalled: orphan is now accepted)' : ''}`;
+    yield* writeStatus(app, {
+      ...withoutRetry(status),
+      phase: 'Uninstalling',
+      uninstall,
+      conditions: conditionsWith(
+        status,
+        new Date(nowMs),
+        { _tag: 'Pending', reason: uninstall.stalled ? 'UninstallStalled' : 'UninstallBlocked', message },
+        [],
+      ),
+    });
+    return { state: 'active' } as KosRound;
+  });
+
+/** Who owns the rendered objects: a marker selector the tests and the orphan manifest use. */
+export const renderedBy = (uid: string) => `${markerKey('owner-uid')}=${uid}`;

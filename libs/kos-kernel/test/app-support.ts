@@ -1,0 +1,157 @@
+// Shared by the application-lifecycle tests on the real test bed: a runtime with the kube client, the control
+// plane's services (loopback Owner, in-memory audit) and the lifecycle defaults; rounds of the reconcilers run one at
+// a time under a stepped clock (the test sets the time; sleeps still use the real clock, so the kube client's own
+// retries work). There is no kubelet here: `markReady` writes a workload's status the way a kubelet-driven
+// controller would, and each test that uses it says so.
+import { Clock, Effect, Layer, ManagedRuntime } from 'effect';
+import { KubeClient, type KubeObject, layerFromToken } from '@homelab/kube';
+import { kubeRequest, testbed } from '@homelab/testbed/vitest';
+import {
+  actionRequest,
+  AppLifecycleConfig,
+  AuditLog,
+  CapabilitySource,
+  controlPlaneConfig,
+  createResource,
+  deleteResource,
+  DiscoveryIndexLive,
+  installBuiltinDefinitions,
+  LoopbackOwnerAuthorizer,
+  MemoryAuditorLive,
+  reconcileApplication,
+  reconcileEndpoint,
+  reconcileVolume,
+  SerialGateLive,
+} from '../src/index.js';
+
+export const API = 'kos.tsic.top/v1beta1';
+
+export const ensureNamespace = async (name: string): Promise<void> => {
+  const r = await kubeRequest('POST', '/api/v1/namespaces', {
+    apiVersion: 'v1',
+    kind: 'Namespace',
+    metadata: { name },
+  });
+  if (r.status !== 201 && r.status !== 409) throw new Error(`namespace ${name}: ${r.status} ${r.body}`);
+};
+
+export const makeAppRuntime = (capabilities: () => ReadonlyArray<string> = () => []) => {
+  const { kube } = testbed();
+  return ManagedRuntime.make(
+    Layer.mergeAll(
+      layerFromToken({ server: kube.server, token: kube.token, caCert: kube.caCert }),
+      SerialGateLive,
+      LoopbackOwnerAuthorizer,
+      MemoryAuditorLive(),
+      DiscoveryIndexLive,
+      controlPlaneConfig({ continueKey: new Uint8Array(32).fill(7) }),
+      Layer.succeed(CapabilitySource, { available: Effect.sync(capabilities) }),
+      Layer.succeed(AppLifecycleConfig, { systemNamespace: 'kos-system' }),
+    ),
+  );
+};
+export type AppRuntime = ReturnType<typeof makeAppRuntime>;
+
+/** A clock that reads `ms` and sleeps for real. */
+export const steppedClock = (ms: number): Clock.Clock => {
+  const real = Clock.make();
+  return {
+    [Clock.ClockTypeId]: Clock.ClockTypeId,
+    currentTimeMillis: Effect.succeed(ms),
+    currentTimeNanos: Effect.succeed(BigInt(ms) * 1_000_000n),
+    unsafeCurrentTimeMillis: () => ms,
+    unsafeCurrentTimeNanos: () => BigInt(ms) * 1_000_000n,
+    sleep: (d) => real.sleep(d),
+  };
+};
+
+export const T0 = Date.parse('2026-12-01T10:00:00Z');
+
+export const harness = (rt: AppRuntime) => {
+  const run = <A, E>(e: Effect.Effect<A, E, never> | Effect.Effect<A, E, unknown>, at = T0) =>
+    rt.runPromise((e as Effect.Effect<A, E, never>).pipe(Effect.withClock(steppedClock(at))));
+  const either = <A, E>(e: Effect.Effect<A, E, unknown>, at = T0) => run(Effect.either(e), at);
+  return {
+    run,
+    round: (namespace: string, name: string, at = T0) => run(reconcileApplication({ namespace, name }), at),
+    volumeRound: (namespace: string, name: string) => run(reconcileVolume({ namespace, name })),
+    endpointRound: (namespace: string, name: string) => run(reconcileEndpoint({ namespace, name })),
+    installBuiltins: () => run(installBuiltinDefinitions),
+    create: (namespace: string, kind: string, body: unknown) => either(createResource({ kind, namespace, body })),
+    remove: (namespace: string, kind: string, name: string, ifMatch: string) =>
+      either(deleteResource({ kind, namespace, name, ifMatch })),
+    action: (body: unknown, at = T0) => either(actionRequest({ body }), at),
+    audit: () => run(Effect.flatMap(AuditLog, (a) => a.entries)),
+    get: (ref: { apiVersion: string; kind: string; namespace?: string; name: string }) =>
+      run(
+        Effect.flatMap(KubeClient, (c) => c.get(ref)).pipe(
+          Effect.map((o): KubeObject | undefined => o),
+          Effect.catchTag('NotFound', () => Effect.succeed(undefined)),
+        ),
+      ),
+    list: (apiVersion: string, kind: string, namespace: string, labelSelector?: string) =>
+      run(
+        Effect.flatMap(KubeClient, (c) =>
+          c.list({ apiVersion, kind, namespace }, labelSelector !== undefined ? { labelSelector } : {}),
+        ),
+      ).then((l) => l.items),
+  };
+};
+
+export const app = (namespace: string, name: string, spec: Record<string, unknown>) => ({
+  apiVersion: API,
+  kind: 'Application',
+  metadata: { name, namespace },
+  spec,
+});
+
+const plural: Record<string, string> = { Deployment: 'deployments', StatefulSet: 'statefulsets', Job: 'jobs' };
+const group: Record<string, string> = { Deployment: 'apps/v1', StatefulSet: 'apps/v1', Job: 'batch/v1' };
+
+/**
+ * No kubelet on the test bed: write the status a running workload would have (Deployment available, StatefulSet
+ * ready, Job succeeded), as envtest-based tests do.
+ */
+export const markReady = async (namespace: string, kind: 'Deployment' | 'StatefulSet' | 'Job', name: string) => {
+  const path = `/apis/${group[kind]}/namespaces/${namespace}/${plural[kind]}/${name}`;
+  const o = (await kubeRequest('GET', path)).json() as {
+    metadata: { generation: number };
+    spec: { replicas?: number };
+  };
+  const n = o.spec.replicas ?? 1;
+  const status =
+    kind === 'Job'
+      ? {
+          succeeded: 1,
+          startTime: '2026-12-01T10:00:00Z',
+          completionTime: '2026-12-01T10:00:05Z',
+          conditions: [
+            { type: 'SuccessCriteriaMet', status: 'True', lastTransitionTime: '2026-12-01T10:00:05Z' },
+            { type: 'Complete', status: 'True', lastTransitionTime: '2026-12-01T10:00:05Z' },
+          ],
+        }
+      : {
+          observedGeneration: o.metadata.generation,
+          replicas: n,
+          readyReplicas: n,
+          availableReplicas: n,
+          updatedReplicas: n,
+          ...(kind === 'StatefulSet' ? { currentReplicas: n } : {}),
+        };
+  const r = await kubeRequest('PATCH', `${path}/status`, { status }, 'application/merge-patch+json');
+  if (r.status !== 200) throw new Error(`status of ${kind} ${name}: ${r.status} ${r.body}`);
+};
+
+/** Remove every finalizer of the Applications in a namespace (so the namespace can go at the end). */
+export const releaseApplications = async (namespace: string) => {
+  const list = (await kubeRequest('GET', `/apis/kos.tsic.top/v1beta1/namespaces/${namespace}/applications`)).json() as {
+    items?: Array<{ metadata: { name: string } }>;
+  };
+  for (const a of list.items ?? [])
+    await kubeRequest(
+      'PATCH',
+      `/apis/kos.tsic.top/v1beta1/namespaces/${namespace}/applications/${a.metadata.name}`,
+      { metadata: { finalizers: null } },
+      'application/merge-patch+json',
+    );
+};
