@@ -324,9 +324,9 @@ describe('TC-125: package defaults materialized; undeclared resources marked unl
     });
     // Validation uses the snapshot: a limit below the snapshot's request is refused.
     const low = await act('resources', 'native', { resources: { limits: { memory: '64Mi' } } });
-    expect(Either.isLeft(low) && (low.left as { causes: Array<{ field: string }> }).causes.map((c) => c.field)).toEqual(
-      ['spec.resources.limits.memory'],
-    );
+    expect(
+      Either.isLeft(low) && (low.left as unknown as { causes: Array<{ field: string }> }).causes.map((c) => c.field),
+    ).toEqual(['spec.resources.limits.memory']);
   });
 });
 
@@ -342,7 +342,8 @@ describe('TC-126: a limit below its request is rejected naming the field; worklo
       }),
     );
     expect(
-      Either.isLeft(bad) && (bad.left as { code: string; causes: Array<{ field: string }> }).causes.map((c) => c.field),
+      Either.isLeft(bad) &&
+        (bad.left as unknown as { code: string; causes: Array<{ field: string }> }).causes.map((c) => c.field),
     ).toEqual(['spec.resources.limits.cpu']);
     expect(await h.get(appRef('too-low'))).toBeUndefined();
     await readyApp('kuma2', 'uptime-kuma');
@@ -350,9 +351,9 @@ describe('TC-126: a limit below its request is rejected naming the field; worklo
     const depRv = (await object('apps/v1', 'Deployment', 'kuma2'))?.metadata.resourceVersion;
     const r = await act('resources', 'kuma2', { resources: { requests: { cpu: '2' } } });
     expect(codeOf(r)).toBe('invalid_field');
-    expect(Either.isLeft(r) && (r.left as { causes: Array<{ field: string }> }).causes.map((c) => c.field)).toEqual([
-      'spec.resources.limits.cpu',
-    ]);
+    expect(
+      Either.isLeft(r) && (r.left as unknown as { causes: Array<{ field: string }> }).causes.map((c) => c.field),
+    ).toEqual(['spec.resources.limits.cpu']);
     await h.round(ns.name, 'kuma2');
     expect((await h.get(appRef('kuma2')))?.metadata.resourceVersion).toBe(appRv);
     expect((await object('apps/v1', 'Deployment', 'kuma2'))?.metadata.resourceVersion).toBe(depRv);
