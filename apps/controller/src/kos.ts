@@ -4,13 +4,21 @@
 import { Data, Duration, Effect, Schedule } from 'effect';
 import { Registry } from 'prom-client';
 import {
+  type AppLifecycleConfig,
+  AppLifecycleDefaults,
+  type CapabilitySource,
   checkClusterAbi,
+  installBuiltinDefinitions,
   KERNEL_KINDS,
   type KernelConfig,
   KOS_GROUP,
   KOS_ROUND_METRICS,
   KOS_STORAGE_VERSION,
   kosCrds,
+  type KosRound,
+  reconcileApplication,
+  reconcileEndpoint,
+  reconcileVolume,
   startKosController,
 } from '@homelab/kos-kernel';
 import { type ControllerMetricsService, KubeClient, type KubeObject, makeControllerMetrics } from '@homelab/kube';
@@ -139,16 +147,34 @@ export const kosStartGate = (mode: KosCrdMode) =>
       });
   });
 
-/** The kernel's reconcilers for the ten kinds. No domain reconciler exists yet (later issues): each round
- * re-observes the object by name through the kernel (budget, backoff, kos_reconcile_* metrics) and, finding
- * nothing it may change, writes nothing. */
+/** The domain reconcilers that exist (application lifecycle, issue 19); the other kinds are observed only. */
+const DOMAIN_RECONCILERS: Partial<
+  Record<
+    (typeof KERNEL_KINDS)[number],
+    (key: {
+      readonly namespace?: string;
+      readonly name: string;
+    }) => Effect.Effect<KosRound, unknown, KubeClient | CapabilitySource | AppLifecycleConfig>
+  >
+> = {
+  Application: reconcileApplication,
+  Volume: reconcileVolume,
+  Endpoint: reconcileEndpoint,
+};
+
+/** The kernel's reconcilers for the ten kinds: the five built-in ApplicationDefinitions are written first
+ * (catalogue-sync, beside the reconcilers; unchanged content writes nothing); Application, Volume and Endpoint run their domain
+ * reconcilers (empty capability source, records in `kos-system`); the other kinds' rounds re-observe the object by
+ * name through the kernel (budget, backoff, kos_reconcile_* metrics) and, finding nothing they may change, write
+ * nothing. */
 export const runKosReconcilers = (options: {
   readonly labelSelector?: string;
   readonly config?: KernelConfig;
   readonly onRunning: () => void;
 }) =>
   Effect.gen(function* () {
-    for (const kind of KERNEL_KINDS)
+    for (const kind of KERNEL_KINDS) {
+      const domain = DOMAIN_RECONCILERS[kind];
       yield* startKosController({
         name: `kos-${kind.toLowerCase()}`,
         kind,
@@ -157,18 +183,26 @@ export const runKosReconcilers = (options: {
           : {}),
         ...(options.config !== undefined ? { config: options.config } : {}),
         reconcile: (request) =>
-          Effect.flatMap(KubeClient, (client) =>
-            client.get({
-              apiVersion: `${KOS_GROUP}/${KOS_STORAGE_VERSION}`,
-              kind,
-              name: request.name,
-              ...(request.namespace !== undefined ? { namespace: request.namespace } : {}),
-            }),
-          ).pipe(
-            Effect.catchTag('NotFound', () => Effect.void),
-            Effect.as({ state: 'steady' as const }),
-          ),
+          domain !== undefined
+            ? domain(request).pipe(Effect.provide(AppLifecycleDefaults))
+            : Effect.flatMap(KubeClient, (client) =>
+                client.get({
+                  apiVersion: `${KOS_GROUP}/${KOS_STORAGE_VERSION}`,
+                  kind,
+                  name: request.name,
+                  ...(request.namespace !== undefined ? { namespace: request.namespace } : {}),
+                }),
+              ).pipe(
+                Effect.catchTag('NotFound', () => Effect.void),
+                Effect.as({ state: 'steady' as const }),
+              ),
       });
+    }
+    // The built-in definitions are written beside the running reconcilers (an app of one stays Pending with
+    // DefinitionMissing until it exists, then installs); a failure is retried, then logged by the fiber's death.
+    yield* Effect.forkScoped(
+      installBuiltinDefinitions.pipe(Effect.retry({ schedule: Schedule.exponential(Duration.millis(200)), times: 8 })),
+    );
     options.onRunning();
     return yield* Effect.never;
   });

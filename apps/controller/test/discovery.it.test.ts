@@ -1,6 +1,7 @@
 // TC-11 on the real controller: discovery adapters only read (no resourceVersion changes, no markers), one object
 // reported by two adapters is listed once with both sources side by side, and adoption happens only through an
-// explicit action request. Application actions answer unsupported_action and record nothing.
+// explicit action request. Application actions on a missing app answer not_found; confirm (upgrades) answers
+// unsupported_action; neither records anything.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubeRequest, useNamespace } from '@homelab/testbed/vitest';
 import { helmReleasesAdapter, workloadsAdapter } from '@homelab/kos-kernel';
@@ -125,7 +126,7 @@ describe('TC-11: discovery is read-only, adoption is explicit, several sources s
     expect(again.body.error).toMatchObject({ code: 'action_rejected', stage: 'action' });
   });
 
-  it('application actions answer unsupported_action and record nothing', async () => {
+  it('application actions on a missing Application answer not_found, confirm answers unsupported_action; nothing is recorded', async () => {
     const before = await versions();
     const records = (await kubeRequest('GET', '/api/v1/namespaces/kos-system/configmaps')).json() as {
       items: unknown[];
@@ -136,9 +137,16 @@ describe('TC-11: discovery is read-only, adoption is explicit, several sources s
         object: { apiVersion: 'kos.tsic.top/v1beta1', kind: 'Application', namespace: ns.name, name: 'web' },
         replicas: 2,
       });
-      expect(r.status).toBe(422);
-      expect(r.body.error).toMatchObject({ code: 'unsupported_action', sideEffects: 'none' });
+      expect(r.status).toBe(404);
+      expect(r.body.error).toMatchObject({ code: 'not_found' });
     }
+    const confirm = await call(cp.url, 'POST', '/api/v1/action-requests', {
+      action: 'confirm',
+      object: { apiVersion: 'kos.tsic.top/v1beta1', kind: 'Application', namespace: ns.name, name: 'web' },
+      digest: 'sha256:0',
+    });
+    expect(confirm.status).toBe(422);
+    expect(confirm.body.error).toMatchObject({ code: 'unsupported_action', sideEffects: 'none' });
     expect(await versions()).toEqual(before);
     expect(
       ((await kubeRequest('GET', '/api/v1/namespaces/kos-system/configmaps')).json() as { items: unknown[] }).items

@@ -3,7 +3,8 @@
 // serves; `verify` (the default) starts on installed CRDs; a CRD edited on the server (one printer column) makes
 // `verify` refuse to start (exit 1) naming the CRD and the field — the CRD is restored in a finally (other test
 // files share it); the kernel's reconcilers run (kos_reconcile_round_duration_seconds counts a round for a new
-// Application) and a round writes nothing (resourceVersion unchanged). Informers restricted to this file's label.
+// Application): an Application without a definition gets the uninstall gate and stays Pending (DefinitionMissing),
+// and later rounds write nothing (resourceVersion unchanged). Informers restricted to this file's label.
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { kosCrds } from '@homelab/kos-kernel';
@@ -37,7 +38,7 @@ afterAll(async () => {
 });
 
 describe('the controller process with the KOS module', () => {
-  it('--kos-crds=install applies the ten CRDs as kos-controller, waits until served, runs the reconcilers: a new Application gets a round (kos_reconcile_round_duration_seconds) and the round writes nothing', async () => {
+  it('--kos-crds=install applies the ten CRDs as kos-controller, waits until served, runs the reconcilers: a new Application without a definition gets the gate and Pending, and later rounds write nothing', async () => {
     const p = await startProcess(['--kos-crds=install']);
     const url = await p.listening;
     expect(url, p.output.text).toBeDefined();
@@ -59,7 +60,21 @@ describe('the controller process with the KOS module', () => {
       spec: { replicas: 1 },
     });
     expect(created.status, created.body).toBe(201);
-    const rv = (JSON.parse(created.body) as { metadata: { resourceVersion: string } }).metadata.resourceVersion;
+    const appPath = `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/applications/app-${suffix}`;
+    type Stored = { metadata: { resourceVersion: string; finalizers?: string[] }; status?: { phase?: string } };
+    const read = async () => JSON.parse((await kubeRequest('GET', appPath)).body) as Stored;
+    await eventually('the Application is Pending', async () => (await read()).status?.phase === 'Pending');
+    const pendingApp = await read();
+    expect(pendingApp.metadata.finalizers).toEqual(['kos.tsic.top/uninstall-gate']);
+    const rv = pendingApp.metadata.resourceVersion;
+    const rounds = async () =>
+      metric(
+        await (await fetch(`${url}/metrics`)).text(),
+        'kos_reconcile_round_duration_seconds_count',
+        'kos-application',
+      );
+    const seen = await rounds();
+    await eventually('another round', async () => (await rounds()) > seen, 40_000);
     await eventually(
       'a KOS round for the Application',
       async () =>
@@ -72,11 +87,10 @@ describe('the controller process with the KOS module', () => {
     const text = await (await fetch(`${url}/metrics`)).text();
     expect(text).toContain('kos_reconcile_round_over_limit_total');
     expect(metric(text, 'controller_runtime_reconcile_total', 'kos-application')).toBeGreaterThanOrEqual(1);
-    const after = JSON.parse(
-      (await kubeRequest('GET', `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/applications/app-${suffix}`)).body,
-    ) as { metadata: { resourceVersion: string } };
-    expect(after.metadata.resourceVersion).toBe(rv);
+    expect((await read()).metadata.resourceVersion).toBe(rv);
     expect(await stop(p)).toBe(0);
+    // Open the gate so the namespace can be removed (no reconciler runs any more).
+    await kubeRequest('PATCH', appPath, { metadata: { finalizers: null } }, 'application/merge-patch+json');
   });
 
   it('--kos-crds=verify (the default) starts on the installed CRDs', async () => {

@@ -31,6 +31,9 @@ export const testConfig = (overrides: Partial<ControllerConfig> = {}): Controlle
   ...parseConfig(['--port', '0', '--modules=kos'], {}),
   discoveryIntervalMs: 60_000,
   shutdownGraceMs: 30_000,
+  // The application reconciler writes (finalizer, status): in-process test controllers reconcile only the objects a
+  // test labels for them, never the other files' Applications.
+  kosLabelSelector: 'homelab.test/kos-reconcile=on',
   ...overrides,
 });
 
