@@ -72,18 +72,29 @@ describe('TC-23 through the controller: built-in definitions at start, an app in
       action: 'stop',
       object: { apiVersion: 'kos.tsic.top/v1beta1', kind: 'Application', namespace: ns.name, name: 'site' },
     });
-    expect(stop.status).toBe(202);
+    expect(stop.status, JSON.stringify(stop.body)).toBe(202);
     await until('0 replicas', async () =>
       ((await kubeRequest('GET', deployment)).json() as { spec: { replicas: number } }).spec.replicas === 0
         ? true
         : undefined,
     );
 
-    const current = await call(cp.url, 'GET', `/api/v1/resources/Application/site?namespace=${ns.name}`);
-    const removed = await call(cp.url, 'DELETE', `/api/v1/resources/Application/site?namespace=${ns.name}`, undefined, {
-      'if-match': current.body.object.metadata.resourceVersion,
+    // DELETE is bound to the version read; the running reconciler may write the status in between (409 ⇒ read again).
+    await until('DELETE accepted', async () => {
+      const current = await call(cp.url, 'GET', `/api/v1/resources/Application/site?namespace=${ns.name}`);
+      const removed = await call(
+        cp.url,
+        'DELETE',
+        `/api/v1/resources/Application/site?namespace=${ns.name}`,
+        undefined,
+        {
+          'if-match': current.body.object.metadata.resourceVersion,
+        },
+      );
+      if (removed.status === 409) return undefined;
+      expect(removed.status, JSON.stringify(removed.body)).toBe(202);
+      return true;
     });
-    expect(removed.status).toBe(202);
     await until('the app is gone', async () =>
       (await call(cp.url, 'GET', `/api/v1/resources/Application/site?namespace=${ns.name}`)).status === 404
         ? true
