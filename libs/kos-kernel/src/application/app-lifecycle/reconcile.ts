@@ -18,7 +18,7 @@ import { KOS_GROUP, KOS_STORAGE_VERSION } from '../../api/group.js';
 import { canonicalJson } from '../../domain/adoption.js';
 import { type ConfigSchema, type FieldProblem, normalizeConfig } from '../../domain/application/config.js';
 import {
-  afterFailure,
+  afterInstallFailure,
   definitionNameOf,
   effectiveReplicas,
   isoSeconds,
@@ -348,7 +348,7 @@ const installRound = (app: KubeObject, nowMs: number): Round =>
       const e = outcome.left;
       if ((e as { _tag: string })._tag === 'WriteRejected') return yield* Effect.fail(e as WriteRejected);
       const message = `${(e as { _tag: string })._tag}: ${(e as { message?: string }).message ?? ''}`.slice(0, 1000);
-      const next = afterFailure(status.retryCount ?? 0, nowMs);
+      const next = afterInstallFailure(status.retryCount ?? 0, nowMs);
       if (next._tag === 'Failed') {
         yield* writeStatus(app, {
           ...withoutRetry(status),

@@ -5,7 +5,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { BUILTIN_DEFINITIONS, withDigest } from './builtin.js';
 import { type ConfigSchema, normalizeConfig } from './config.js';
-import { actionRefusal, afterFailure, retryBackoffMs, uninstallStatus } from './lifecycle.js';
+import { actionRefusal, afterInstallFailure, retryBackoffMs, uninstallStatus } from './lifecycle.js';
 import { mergeResources, parseQuantity, resourceProblems, withResources } from './resources.js';
 import { packageProblems, render, renderedBytes, templateVolumes } from './template.js';
 
@@ -205,9 +205,9 @@ describe('TC-55: retry budget and backoff (pure)', () => {
   it('TC-55: 10 s doubling, capped at 5 min; the 5th failure is Failed', () => {
     expect([1, 2, 3, 4, 5, 6, 7, 8].map(retryBackoffMs)).toEqual([10e3, 20e3, 40e3, 80e3, 160e3, 300e3, 300e3, 300e3]);
     const t0 = Date.parse('2026-12-01T00:00:00Z');
-    expect(afterFailure(0, t0)).toEqual({ _tag: 'Retry', retryCount: 1, nextRetryAt: '2026-12-01T00:00:10Z' });
-    expect(afterFailure(3, t0)).toEqual({ _tag: 'Retry', retryCount: 4, nextRetryAt: '2026-12-01T00:01:20Z' });
-    expect(afterFailure(4, t0)).toEqual({ _tag: 'Failed', retryCount: 5 });
+    expect(afterInstallFailure(0, t0)).toEqual({ _tag: 'Retry', retryCount: 1, nextRetryAt: '2026-12-01T00:00:10Z' });
+    expect(afterInstallFailure(3, t0)).toEqual({ _tag: 'Retry', retryCount: 4, nextRetryAt: '2026-12-01T00:01:20Z' });
+    expect(afterInstallFailure(4, t0)).toEqual({ _tag: 'Failed', retryCount: 5 });
   });
   it('action preconditions', () => {
     const t0 = Date.parse('2026-12-01T00:00:00Z');

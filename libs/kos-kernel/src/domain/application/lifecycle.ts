@@ -35,7 +35,7 @@ export type AfterFailure =
   | { readonly _tag: 'Failed'; readonly retryCount: number };
 
 /** A retryable failure: count it; the 5th failure is terminal (Failed, no automatic retry). */
-export const afterFailure = (retryCount: number, nowMs: number): AfterFailure => {
+export const afterInstallFailure = (retryCount: number, nowMs: number): AfterFailure => {
   const n = retryCount + 1;
   if (n >= RETRY_BUDGET) return { _tag: 'Failed', retryCount: n };
   return { _tag: 'Retry', retryCount: n, nextRetryAt: isoSeconds(nowMs + retryBackoffMs(n)) };
