@@ -103,7 +103,7 @@ export class SocketForwarder implements PermitDataPlane {
     const udpFlows = new Map<string, FlowSockets>();
     try {
       if (spec.protocols.includes('tcp')) {
-        const server = createServer({ pauseOnConnect: true }, (s) => this.acceptTcp(spec, s));
+        const server = createServer({ pauseOnConnect: true, allowHalfOpen: true }, (s) => this.acceptTcp(spec, s));
         tcp = server;
         await new Promise<void>((ok, fail) => {
           server.once('error', fail);
@@ -289,7 +289,7 @@ export class SocketForwarder implements PermitDataPlane {
       this.endOnOwn(f);
       return;
     }
-    const up = connect({ host: to.host, port: to.port });
+    const up = connect({ host: to.host, port: to.port, allowHalfOpen: true });
     f.upstream = up;
     f.open++;
     up.on('error', () => undefined);
