@@ -169,7 +169,9 @@ const udpRate = async (to: number): Promise<number> => {
   const t0 = performance.now();
   await new Promise<void>((ok) => {
     const send = () => {
-      if (sent < UDP_PACKETS) (sent++, c.send(payload, to, HOST));
+      if (sent >= UDP_PACKETS) return;
+      sent++;
+      c.send(payload, to, HOST);
     };
     c.on('message', () => {
       got++;
@@ -179,7 +181,10 @@ const udpRate = async (to: number): Promise<number> => {
     // loss on loopback is rare; a lost datagram is replaced so the window stays full
     const refill = setInterval(() => {
       for (let i = 0; i < UDP_WINDOW && sent - got < UDP_WINDOW; i++) send();
-      if (sent >= UDP_PACKETS && got >= UDP_PACKETS * 0.98) (clearInterval(refill), ok());
+      if (sent >= UDP_PACKETS && got >= UDP_PACKETS * 0.98) {
+        clearInterval(refill);
+        ok();
+      }
     }, 50);
     for (let i = 0; i < UDP_WINDOW; i++) send();
     c.once('close', () => clearInterval(refill));
@@ -211,7 +216,6 @@ const main = async () => {
   const plainEcho = await plainRelay(be.echo, be.udp);
   const gatedEcho = await gatedRelay(be.echo, be.udp);
 
-  const log = (m: string) => process.stderr.write(m + '\n');
   // warm-up, then alternate so both sides see the same machine load
   await tcpThroughput(plainSink.port);
   gatedSink.refresh();
