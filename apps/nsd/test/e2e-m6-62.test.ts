@@ -67,7 +67,7 @@ describe('M6-62 nsd + two ns-daemons over loopback', () => {
 
     // without an authorization the consumer has no listener, no Grant, no permit: the flow is refused
     const before = await openFlow(b.port, id);
-    expect(before.opened?.verdict).not.toBe('allow');
+    expect(before.opened?.verdict).toBe('ownership'); // no listener owns an endpoint for it on the consumer
     expect(before.opened?.flowId).toBe(0);
     expect(leaseOf(await healthz(b.port), 'consumer', id)).toBeUndefined();
 
@@ -133,8 +133,9 @@ describe('M6-62 nsd + two ns-daemons over loopback', () => {
       (h) => leaseOf(h, 'consumer', id) === undefined,
     );
     const after = await checkFlows(b.port);
-    expect(after.flows.find((f) => f.flowId === flowId)?.verdict).not.toBe('allow');
-    expect((await openFlow(b.port, id)).opened?.verdict).not.toBe('allow');
+    // the same flow, still known to the data plane, is denied by the removed source Grant; a new flow has no owner
+    expect(after.flows.find((f) => f.flowId === flowId)?.verdict).toBe('no-source-grant');
+    expect((await openFlow(b.port, id)).opened?.verdict).toBe('ownership');
     // the publisher keeps serving (its own lease follows its new intent)
     await until(
       () => healthz(a.port),
@@ -147,7 +148,7 @@ describe('M6-62 nsd + two ns-daemons over loopback', () => {
       () => healthz(b.port),
       (h) => leaseOf(h, 'consumer', id)?.active === true,
     );
-    expect((await checkFlows(b.port)).flows.find((f) => f.flowId === flowId)?.verdict).not.toBe('allow');
+    expect((await checkFlows(b.port)).flows.find((f) => f.flowId === flowId)?.verdict).toBe('no-source-grant');
     const again = await openFlow(b.port, id);
     expect(again.opened?.verdict).toBe('allow');
 

@@ -1,13 +1,12 @@
 // M6-61 for leases between real processes: an ns-daemon restarted (SIGKILL) while it holds live permits restores no
 // Active from disk — the publisher is Active again only after a NEW listener.ready granted in the new process, the
-// consumer only after a NEW lease.acquire; the old simulated flows are gone — and the §5.15 order is visible in the
+// consumer only after a NEW lease.acquire; the new process starts with no live flow — and the §5.15 order is visible in the
 // event log: startup (gates closed, 0 permits) → floors loaded → bound → session → ports recovered → stream →
 // snapshot ACKed → the first grant. nsd keeps running on PostgreSQL throughout (its grants are not what A restores).
 import { useDatabase } from '@homelab/testbed/vitest';
 import { describe, expect, it } from 'vitest';
 import {
   type Proc,
-  checkFlows,
   healthz,
   leaseOf,
   openFlow,
@@ -89,10 +88,9 @@ describe('M6-61 restarted daemons restore no Active from disk', () => {
     // ── the consumer, SIGKILLed with an allowed flow
     await kill(b.p);
     const b2 = await daemonOf(con, 'consumer', nsd, true);
-    expect(b2.p.lines.find(ev('startup'))).toMatchObject({ gates: 'closed', permits: 0 });
-    expect((await checkFlows(b2.port)).flows.some((f) => f.flowId === flow?.flowId && f.verdict === 'allow')).toBe(
-      false,
-    ); // the old flow did not survive
+    // observed at the new process's start: no open permit, no live flow in its engine (the old process's simulated
+    // flow died with it; a real data plane's sockets die with the process — not observable through this stand-in)
+    expect(b2.p.lines.find(ev('startup'))).toMatchObject({ gates: 'closed', permits: 0, live_flows: 0 });
     await until(
       () => healthz(b2.port),
       (h) => leaseOf(h, 'consumer', id)?.active === true,

@@ -22,5 +22,3 @@ export * from './api/report.js';
 export * from './api/runtime.js';
 export * from './api/snapshot.js';
 export * from './api/convert.js';
-export * from './api/validate.js';
-export * from './domain/startup.js';

@@ -225,7 +225,7 @@ describe('B on PostgreSQL', () => {
     );
   });
 
-  it('M6-23 M6-26 snapshots per target+Network: a new revision only when content changes; ACK recorded once, idempotent, never for an unknown revision', async () => {
+  it('M6-23 M6-26 snapshots per target+Network: a new revision only when content changes; ACK recorded once, idempotent, never for an unknown revision; an ACK creates no lease', async () => {
     const pub = await newWho();
     const con = await newWho();
     await boot(pub);
@@ -257,6 +257,7 @@ describe('B on PostgreSQL', () => {
         { session_seq: 1n },
       );
     const acks0 = await count('ack');
+    const grants0 = await count('lease_grant');
     expect((await reply(authority, con, ack(s2.snapshot.snapshot_revision, s2.snapshot_digest))).kind).toBe(
       'snapshot.ack.result',
     );
@@ -264,6 +265,7 @@ describe('B on PostgreSQL', () => {
       'snapshot.ack.result',
     );
     expect(await count('ack')).toBe(acks0 + 1);
+    expect(await count('lease_grant')).toBe(grants0); // the ACK path never creates a lease (M6-26)
     expect(code(await reply(authority, con, ack(s2.snapshot.snapshot_revision, s2.snapshot_digest, false)))).toBe(
       'digest-conflict',
     );
@@ -345,6 +347,9 @@ describe('B on PostgreSQL', () => {
       );
     t += 20_000;
     expect(await beat({ network_id: w.networkId, service_control: obj() })).toEqual({ accepted: true, error: null });
+    // the refused and the plain heartbeats come LATER (25 s): had any of them committed, the liveness would run to
+    // 55 s and the recovery bind at 51 s below would be refused
+    t += 5_000;
     expect(await beat({ network_id: w.networkId, service_control: obj({ authority_epoch: w.epoch! + 1n }) })).toEqual({
       accepted: false,
       error: 'stale-epoch',
@@ -355,7 +360,7 @@ describe('B on PostgreSQL', () => {
     });
     expect(await beat({ network_id: w.networkId })).toEqual({ accepted: true, error: null }); // plain: no liveness
     // at 45 s the instance is still live only because of the bound heartbeat at 20 s (deadline 50 s)
-    t += 25_000;
+    t += 20_000;
     const takeover = { ...w, gen: 2n, rid: rid16(), epoch: null };
     expect(
       code(
@@ -366,8 +371,9 @@ describe('B on PostgreSQL', () => {
         ),
       ),
     ).toBe('runtime-recovery-required');
-    // after the deadline a late heartbeat never revives it, and the recovery bind is accepted
-    t += 10_000;
+    // at 51 s (after 50 s, before the 55 s a committed later heartbeat would have set) a late heartbeat never revives
+    // it, and the recovery bind is accepted
+    t += 6_000;
     expect(await beat({ network_id: w.networkId, service_control: obj() })).toEqual({
       accepted: false,
       error: 'stale-runtime',

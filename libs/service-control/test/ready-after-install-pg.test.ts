@@ -28,7 +28,7 @@ import {
   proposalFromWire,
 } from '../src/application/port-arbiter.js';
 import { uuidText } from '../src/domain/ids.js';
-import { endpointOf } from '../src/domain/port-endpoint.js';
+import { endpointOf, markGate } from '../src/domain/port-endpoint.js';
 import { controlledSchedule } from './port-fixtures.js';
 import { decl, msg, replaceBody, rid16 } from './wire.js';
 
@@ -269,11 +269,23 @@ describe('the ready right after the install (decision 0197)', () => {
     await B.authority.idle();
     await first.stop();
 
-    // a new process on the same state file: §5.15 — ports recovered (reinstalled, gate closed) before the stream,
-    // then the ready for the same intent, granted; nothing was active at startup
+    // the endpoint was Active (gate open) when the process died: commit that phase on the state file
+    const crashed = openSqliteEndpointStore(stateFile);
+    crashed.transact('gate-open', (t) => ({
+      table: Either.getOrThrow(markGate(t, identity, 8081n, true)),
+      out: undefined,
+    }));
+    expect(endpointOf(crashed.read(), identity, 8081n).phase).toBe('active');
+    crashed.close();
+
+    // a new process on the same state file: §5.15 — the gate closed first (observed on the committed table), ports
+    // recovered (reinstalled, gate closed) before the stream, then the ready for the same intent, granted
     const again = run();
     await eventually(() => again.at('lease-receipt') >= 0, 'the restarted daemon’s ready granted');
-    expect(again.log[0]).toEqual({ event: 'startup', fields: { gates: 'closed', permits: 0 } });
+    expect(again.log[0]).toEqual({
+      event: 'startup',
+      fields: { gates: 'closed', permits: 0, live_flows: 0, active_endpoints: 0, closed_from_disk: 1 },
+    });
     const recovered = again.log[again.at('ports-recovered')]?.fields['reinstalled'];
     expect(recovered).toEqual([expect.objectContaining({ P: '8081', installed: true })]);
     expect(again.at('ports-recovered')).toBeLessThan(again.at('stream-open'));

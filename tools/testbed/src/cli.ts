@@ -18,6 +18,7 @@ import {
   writeState,
   type TestbedState,
 } from './state.js';
+import { netnsCommand } from './netns.js';
 import { startTestbed } from './testbed.js';
 import { binaryPaths, versions } from './versions.js';
 
@@ -30,6 +31,7 @@ const usage = `usage: testbed <command>
   env [--json]       print the exports (or the state) of the running test bed
   status             exit 0 if a test bed is running; prints each service's health
   install-crds PATH… apply the CustomResourceDefinitions in these YAML files/folders and wait until served
+  netns up|down [--nodes N] [--prefix P]  node network namespaces on a link-local bridge (root; see src/netns.ts)
   build              build the binaries into the cache (${dirname(dirname(binaryPaths().etcd))})`;
 
 const howToUse = (state: TestbedState) => `
@@ -251,10 +253,12 @@ const program: Effect.Effect<void, TestbedError> =
             ? build
             : command === 'install-crds'
               ? installCrdsCommand(flags)
-              : Effect.sync(() => {
-                  process.stderr.write(`${usage}\n`);
-                  process.exitCode = command === undefined || command === 'help' || command === '--help' ? 0 : 2;
-                });
+              : command === 'netns'
+                ? Effect.sync(() => netnsCommand(flags))
+                : Effect.sync(() => {
+                    process.stderr.write(`${usage}\n`);
+                    process.exitCode = command === undefined || command === 'help' || command === '--help' ? 0 : 2;
+                  });
 
 Effect.runPromiseExit(program).then((exit) => {
   if (Exit.isFailure(exit)) {

@@ -783,7 +783,25 @@ export class Daemon {
     let discovered = false;
     // §5.15 recovery order, observable in the event log (M6-61): gates closed and nothing Active restored from disk
     // (permits live in memory only), then the floors are loaded, then B is asked, then resources come back.
-    this.log('startup', { gates: 'closed', permits: this.leases.status().filter((l) => l.active).length });
+    // Every field is observed, not asserted: the committed endpoint table after closing its gates, the engine's open
+    // permits and live flows. `gates` is 'closed' only when all three are zero.
+    let gates: { readonly closedFromDisk: number; readonly active: number } = { closedFromDisk: 0, active: 0 };
+    let gatesKnown = true;
+    try {
+      if (this.d.ports !== undefined) gates = this.d.ports.closeGates();
+    } catch (e) {
+      gatesKnown = false; // a corrupt table: the recovery below reports it; the gate state is unknown, never "closed"
+      this.log('close-gates-failed', { error: String(e) });
+    }
+    const permits = this.leases.status().filter((l) => l.active).length;
+    const liveFlows = this.leases.engine.liveFlowCount();
+    this.log('startup', {
+      gates: !gatesKnown ? 'unknown' : gates.active === 0 && permits === 0 && liveFlows === 0 ? 'closed' : 'open',
+      permits,
+      live_flows: liveFlows,
+      active_endpoints: gates.active,
+      closed_from_disk: gates.closedFromDisk,
+    });
     while (!signal.aborted) {
       try {
         if (!discovered) {

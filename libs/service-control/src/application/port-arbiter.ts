@@ -189,11 +189,21 @@ export class PortArbiter {
   }
 
   /**
+   * §5.15 first step, before anything else: no endpoint stays Active from disk. Commits the closed table and answers
+   * what the committed table holds: how many endpoints were Active before and how many are Active now (0).
+   */
+  closeGates(): { readonly closedFromDisk: number; readonly active: number } {
+    const active = (t: EndpointTable): number => [...t.endpoints.values()].filter((e) => e.phase === 'active').length;
+    const closedFromDisk = this.store.transact('close-gates', (t) => ({ table: closeAllGates(t), out: active(t) }));
+    return { closedFromDisk, active: active(this.store.read()) };
+  }
+
+  /**
    * Recovery order (spec §5.15): load ownership and floors; keep every gate closed (no Active from disk); reinstall
    * owned endpoints with the gate closed; re-arbitrate proposals registered before a crash. Nothing is released.
    */
   async recover(): Promise<EndpointRecoveryResult> {
-    this.store.transact('close-gates', (t) => ({ table: closeAllGates(t), out: undefined }));
+    this.closeGates();
     const plan = recoveryPlan(this.store.read());
     const reinstalled: { publisher: Bytes; port: bigint; owner: ServiceRef; installed: boolean }[] = [];
     for (const e of plan.reinstall) {

@@ -588,6 +588,14 @@ export class PermitEngine {
     return d === 'allow' || d === 'not-enforced' ? 'allow' : 'ordinary-policy';
   }
 
+  /**
+   * A flow that ended on its own (both sides closed, or the data plane gave up on it): it dies as `flow-dead` so it
+   * can be retired with the data plane's receipt. No teardown plan: its sockets are already going away.
+   */
+  endFlow(flow: Flow): void {
+    this.kill([flow], 'flow-dead');
+  }
+
   /** The flow a stamp names, if it is still known (not retired). */
   flow(flowId: number): Flow | undefined {
     return this.flowsById.get(flowId);

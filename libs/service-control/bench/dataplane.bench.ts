@@ -1,0 +1,252 @@
+// The socket data plane against a plain relay in the same run (issue 20 "Performance"), IN ONE PROCESS ON LOOPBACK
+// (not yet between two network namespaces, and without the N6 transport): the SocketForwarder with the real
+// PermitEngine and the real /proc/uptime boot clock (a check at every read and write), versus a socat-style relay
+// written with node:net / node:dgram that copies the same bytes with no checks. Same backend, same client, same sizes.
+//   - TCP throughput of one flow: BENCH_TCP_MB through the relay to a discarding backend that acknowledges the end
+//   - UDP packets/s: BENCH_UDP_PACKETS echo round trips, BENCH_UDP_WINDOW in flight
+//   - added latency: p50 of BENCH_PINGS one-byte TCP ping-pongs
+// Run: npm run bench:dataplane -w @homelab/service-control
+import { createSocket } from 'node:dgram';
+import { type AddressInfo, type Socket, connect, createServer } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { ProcUptimeBootClock } from '../src/adapter/clock/index.js';
+import { SocketForwarder } from '../src/adapter/dataplane/index.js';
+import { PermitEngine, type PermitKey } from '../src/permit/index.js';
+
+const HOST = '127.0.0.1';
+const TCP_MB = Number(process.env['BENCH_TCP_MB'] ?? 256);
+const UDP_PACKETS = Number(process.env['BENCH_UDP_PACKETS'] ?? 20_000);
+const UDP_WINDOW = Number(process.env['BENCH_UDP_WINDOW'] ?? 32);
+const PINGS = Number(process.env['BENCH_PINGS'] ?? 2_000);
+
+const b = (n: number, fill: number) => new Uint8Array(n).fill(fill);
+const scope = { identity: b(32, 1), nsdId: b(16, 2), networkId: b(16, 3) };
+const key: PermitKey = {
+  scope,
+  serviceRef: { nsdId: scope.nsdId, networkId: scope.networkId, serviceId: b(16, 4) },
+  role: 'publisher',
+};
+const consumer = b(32, 9);
+
+const port = (s: { address(): AddressInfo | string | null }): number => (s.address() as AddressInfo).port;
+
+/** Backends: TCP sink (answers 'k' on end), TCP echo, UDP echo. */
+const backends = async () => {
+  const sink = createServer((s) => {
+    s.on('error', () => undefined);
+    s.on('data', () => undefined);
+    s.on('end', () => s.end('k'));
+  });
+  const echo = createServer((s) => (s.on('error', () => undefined), s.pipe(s)));
+  const udp = createSocket('udp4');
+  udp.on('message', (m, r) => udp.send(m, r.port, r.address));
+  await new Promise<void>((ok) => sink.listen(0, HOST, ok));
+  await new Promise<void>((ok) => echo.listen(0, HOST, ok));
+  await new Promise<void>((ok) => udp.bind(0, HOST, ok));
+  return {
+    sink: port(sink),
+    echo: port(echo),
+    udp: udp.address().port,
+    close: () => (sink.close(), echo.close(), udp.close()),
+  };
+};
+
+/** The peer: a plain relay, TCP to `tcpTo`, UDP to `udpTo`, no checks. */
+const plainRelay = async (tcpTo: number, udpTo: number) => {
+  const tcp = createServer({ allowHalfOpen: true }, (c) => {
+    const u = connect({ host: HOST, port: tcpTo, allowHalfOpen: true });
+    c.pipe(u).pipe(c);
+    c.on('error', () => u.destroy());
+    u.on('error', () => c.destroy());
+  });
+  await new Promise<void>((ok) => tcp.listen(0, HOST, ok));
+  const udp = createSocket('udp4');
+  const maps = new Map<string, ReturnType<typeof createSocket>>();
+  udp.on('message', (m, r) => {
+    const k = `${r.address}|${r.port}`;
+    let up = maps.get(k);
+    if (up === undefined) {
+      const s = createSocket('udp4');
+      s.on('message', (reply) => udp.send(reply, r.port, r.address));
+      s.connect(udpTo, HOST);
+      maps.set(k, s);
+      up = s;
+      s.once('connect', () => s.send(m));
+      return;
+    }
+    up.send(m);
+  });
+  await new Promise<void>((ok) => udp.bind(port(tcp), HOST, ok));
+  return {
+    port: port(tcp),
+    close: () => {
+      tcp.close();
+      udp.close();
+      for (const s of maps.values()) s.close();
+    },
+  };
+};
+
+/** The data plane: a SocketForwarder endpoint whose permit's backend is `tcpTo` (UDP to `udpTo`). */
+const gatedRelay = async (tcpTo: number, udpTo: number) => {
+  const engine = new PermitEngine(new ProcUptimeBootClock(), { decide: () => 'not-enforced' });
+  engine.setEndpointOwners('bench', [{ key, publisherIdentity: scope.identity }]);
+  engine.applySnapshotGrants(scope, [
+    {
+      serviceRef: key.serviceRef,
+      publisherIdentity: scope.identity,
+      consumerIdentity: consumer,
+      grantVersion: 1n,
+      protocols: ['tcp', 'udp'],
+    },
+  ]);
+  // a permit long enough for the run: refreshed before every phase (30 s each, the protocol's maximum)
+  const refresh = () => {
+    const p = engine.beginRequest(key, {
+      kind: 'lease.refresh',
+      echo: {
+        requestId: b(16, 5),
+        authorityEpoch: 1n,
+        runtimeGeneration: 1n,
+        runtimeId: b(16, 6),
+        sessionSeq: 1n,
+        serviceRef: key.serviceRef,
+        listenerRevision: 1n,
+        intentDigest: b(32, 7),
+        seq: BigInt(++seq),
+        snapshotRevision: null,
+        snapshotDigest: null,
+      },
+      backend: { host: HOST, port: tcpTo },
+    });
+    if (p === 'clock-failed') throw new Error('clock failed');
+    const out = engine.applyReceipt(p, { echo: p.echo, grantId: b(16, 8), remainingMs: 30_000 });
+    if (out.outcome !== 'accepted') throw new Error(`permit refused: ${JSON.stringify(out)}`);
+  };
+  let seq = 0;
+  refresh();
+  const fw = new SocketForwarder(engine);
+  const p = await fw.listen({
+    endpoint: 'bench',
+    host: HOST,
+    port: 0,
+    protocols: ['tcp', 'udp'],
+    peerOf: () => consumer,
+    upstream: (f) => (f.protocol === 'tcp' ? f.backend : { host: HOST, port: udpTo }),
+  });
+  return { port: p, refresh, fw, close: () => fw.close() };
+};
+
+const tcpThroughput = async (to: number): Promise<number> => {
+  const chunk = Buffer.alloc(64 * 1024, 1);
+  const total = TCP_MB * 1024 * 1024;
+  const s = connect({ host: HOST, port: to });
+  await new Promise<void>((ok) => s.once('connect', ok));
+  const t0 = performance.now();
+  let sent = 0;
+  await new Promise<void>((ok) => {
+    const pump = () => {
+      while (sent < total) {
+        sent += chunk.length;
+        if (!s.write(chunk)) return void s.once('drain', pump);
+      }
+      s.end();
+    };
+    s.on('data', () => ok());
+    pump();
+  });
+  const ms = performance.now() - t0;
+  s.destroy();
+  return total / 1024 / 1024 / (ms / 1000);
+};
+
+const udpRate = async (to: number): Promise<number> => {
+  const c = createSocket('udp4');
+  await new Promise<void>((ok) => c.bind(0, HOST, ok));
+  const payload = Buffer.alloc(512, 2);
+  let got = 0;
+  let sent = 0;
+  const t0 = performance.now();
+  await new Promise<void>((ok) => {
+    const send = () => {
+      if (sent >= UDP_PACKETS) return;
+      sent++;
+      c.send(payload, to, HOST);
+    };
+    c.on('message', () => {
+      got++;
+      if (got >= UDP_PACKETS * 0.98 && sent >= UDP_PACKETS) return ok();
+      send();
+    });
+    // loss on loopback is rare; a lost datagram is replaced so the window stays full
+    const refill = setInterval(() => {
+      for (let i = 0; i < UDP_WINDOW && sent - got < UDP_WINDOW; i++) send();
+      if (sent >= UDP_PACKETS && got >= UDP_PACKETS * 0.98) {
+        clearInterval(refill);
+        ok();
+      }
+    }, 50);
+    for (let i = 0; i < UDP_WINDOW; i++) send();
+    c.once('close', () => clearInterval(refill));
+  });
+  const ms = performance.now() - t0;
+  c.close();
+  return got / (ms / 1000);
+};
+
+const latencyP50 = async (to: number): Promise<number> => {
+  const s: Socket = connect({ host: HOST, port: to });
+  await new Promise<void>((ok) => s.once('connect', ok));
+  s.setNoDelay(true);
+  const samples: number[] = [];
+  for (let i = 0; i < PINGS; i++) {
+    const t0 = performance.now();
+    await new Promise<void>((ok) => (s.once('data', () => ok()), s.write('x')));
+    samples.push(performance.now() - t0);
+  }
+  s.destroy();
+  samples.sort((a, x) => a - x);
+  return samples[Math.floor(samples.length / 2)] as number;
+};
+
+const main = async () => {
+  const be = await backends();
+  const plainSink = await plainRelay(be.sink, be.udp);
+  const gatedSink = await gatedRelay(be.sink, be.udp);
+  const plainEcho = await plainRelay(be.echo, be.udp);
+  const gatedEcho = await gatedRelay(be.echo, be.udp);
+
+  // warm-up, then alternate so both sides see the same machine load
+  await tcpThroughput(plainSink.port);
+  gatedSink.refresh();
+  await tcpThroughput(gatedSink.port);
+  const tp: number[] = [];
+  const tg: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    tp.push(await tcpThroughput(plainSink.port));
+    gatedSink.refresh();
+    tg.push(await tcpThroughput(gatedSink.port));
+  }
+  const up = await udpRate(plainSink.port);
+  gatedSink.refresh();
+  const ug = await udpRate(gatedSink.port);
+  const lp = await latencyP50(plainEcho.port);
+  gatedEcho.refresh();
+  const lg = await latencyP50(gatedEcho.port);
+  const med = (xs: number[]) => [...xs].sort((a, x) => a - x)[Math.floor(xs.length / 2)] as number;
+  const rows = [
+    ['TCP one flow (MiB/s, median of 3)', med(tp), med(tg), med(tg) / med(tp), '≥ 0.5'],
+    ['UDP echo packets/s', up, ug, ug / up, '≥ 0.5'],
+    ['TCP ping-pong p50 (ms)', lp, lg, lg / lp, '≤ 2'],
+  ] as const;
+  console.log('measure | plain node:net relay | SocketForwarder (gated) | ratio | goal');
+  for (const [name, p, g, r, goal] of rows)
+    console.log(`${name} | ${p.toFixed(3)} | ${g.toFixed(3)} | ${r.toFixed(2)} | ${goal}`);
+  console.log(`denied checks during the run: ${gatedSink.fw.counters.denied + gatedEcho.fw.counters.denied}`);
+  for (const r of [plainSink, plainEcho]) r.close();
+  await gatedSink.close();
+  await gatedEcho.close();
+  be.close();
+};
+
+await main();
