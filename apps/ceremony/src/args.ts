@@ -29,7 +29,23 @@ export type Parsed =
       readonly _tag: 'install' | 'upgrade' | 'rollback';
       readonly dryRun: boolean;
       readonly expected?: { readonly generation: number; readonly resourceVersion: string };
+      /** install only: create the Head's namespace when it is missing. */
+      readonly createNamespace?: boolean;
     } & ClusterArgs)
+  | {
+      readonly _tag: 'retire-abandon';
+      readonly kubeconfig: string;
+      readonly head: HeadArg;
+      readonly clusterUid: string;
+      /** The preview: show the stuck intent and what each target is now; change nothing. */
+      readonly dryRun: boolean;
+      readonly apply?: {
+        readonly expected: { readonly generation: number; readonly resourceVersion: string };
+        readonly intentDigest: string;
+        readonly reason: string;
+        readonly receipts: string;
+      };
+    }
   | ({
       readonly _tag: 'retire-preflight';
       readonly targets: ReadonlyArray<TargetArg>;
@@ -49,7 +65,7 @@ export type Parsed =
 export const DEFAULT_HEAD: HeadArg = { namespace: 'qinglong-system', name: 'qinglong-deployment-head' };
 
 const REPEATABLE = new Set(['target']);
-const FLAGS = new Set(['dry-run', 'help']);
+const FLAGS = new Set(['dry-run', 'help', 'create-namespace']);
 
 /** `--name value` / `--name=value` options and bare words. */
 const split = (
@@ -113,7 +129,7 @@ const parseHead = (s: string | undefined): Either.Either<HeadArg, UsageError> =>
 };
 
 const ALLOWED: Record<string, ReadonlyArray<string>> = {
-  install: ['kubeconfig', 'head', 'manifest', 'cluster-uid', 'dry-run'],
+  install: ['kubeconfig', 'head', 'manifest', 'cluster-uid', 'dry-run', 'create-namespace'],
   upgrade: [
     'kubeconfig',
     'head',
@@ -153,6 +169,17 @@ const ALLOWED: Record<string, ReadonlyArray<string>> = {
     'preflight',
     'receipts',
   ],
+  'retire-abandon': [
+    'kubeconfig',
+    'head',
+    'cluster-uid',
+    'dry-run',
+    'expected-generation',
+    'expected-resource-version',
+    'intent-digest',
+    'reason',
+    'receipts',
+  ],
   'receipt-audit': ['receipts', 'key', 'preflight'],
   'head-show': ['kubeconfig', 'head'],
 };
@@ -164,7 +191,7 @@ export const parseArgs = (argv: ReadonlyArray<string>): Either.Either<Parsed, Us
     const help = opts.has('help');
     if (w0 === undefined || w0 === 'help') return { _tag: 'help' as const, ...(w1 === undefined ? {} : { topic: w1 }) };
     const tag =
-      w0 === 'retire' && (w1 === 'preflight' || w1 === 'apply')
+      w0 === 'retire' && (w1 === 'preflight' || w1 === 'apply' || w1 === 'abandon')
         ? (`retire-${w1}` as const)
         : w0 === 'receipt' && w1 === 'audit'
           ? ('receipt-audit' as const)
@@ -219,6 +246,40 @@ export const parseArgs = (argv: ReadonlyArray<string>): Either.Either<Parsed, Us
     const kubeconfig = yield* need('kubeconfig');
     const head = yield* parseHead(one('head'));
     if (tag === 'head-show') return { _tag: tag, kubeconfig, head };
+    if (tag === 'retire-abandon') {
+      const clusterUid = yield* need('cluster-uid');
+      const dryRun = opts.has('dry-run');
+      if (dryRun) {
+        const extra = ['expected-generation', 'expected-resource-version', 'intent-digest', 'reason', 'receipts'];
+        const given = extra.find((o) => opts.has(o));
+        if (given !== undefined)
+          return yield* Either.left(new UsageError({ message: `--${given} is not used by the abandon preview` }));
+        return { _tag: tag, kubeconfig, head, clusterUid, dryRun };
+      }
+      const expected = yield* expectedOpt();
+      if (expected === undefined)
+        return yield* Either.left(
+          new UsageError({
+            message: '--expected-generation and --expected-resource-version are required (run with --dry-run first)',
+          }),
+        );
+      const intentDigest = yield* need('intent-digest');
+      if (!/^sha256:[0-9a-f]{64}$/.test(intentDigest))
+        return yield* Either.left(
+          new UsageError({ message: `--intent-digest ${intentDigest}: expected sha256:<64 hex>` }),
+        );
+      const reason = yield* need('reason');
+      if (reason.length > 1024)
+        return yield* Either.left(new UsageError({ message: '--reason: at most 1024 characters' }));
+      return {
+        _tag: tag,
+        kubeconfig,
+        head,
+        clusterUid,
+        dryRun,
+        apply: { expected, intentDigest, reason, receipts: yield* need('receipts') },
+      };
+    }
     const cluster: ClusterArgs = {
       kubeconfig,
       head,
@@ -229,7 +290,13 @@ export const parseArgs = (argv: ReadonlyArray<string>): Either.Either<Parsed, Us
     if (tag === 'install' || tag === 'upgrade' || tag === 'rollback') {
       if (tag === 'install' && expected !== undefined)
         return yield* Either.left(new UsageError({ message: 'install takes no expected Head' }));
-      return { _tag: tag, ...cluster, dryRun: opts.has('dry-run'), ...(expected === undefined ? {} : { expected }) };
+      return {
+        _tag: tag,
+        ...cluster,
+        dryRun: opts.has('dry-run'),
+        ...(expected === undefined ? {} : { expected }),
+        ...(tag === 'install' ? { createNamespace: opts.has('create-namespace') } : {}),
+      };
     }
     const targets = yield* Either.all((opts.get('target') ?? []).map(parseTarget));
     if (targets.length === 0)
@@ -253,6 +320,7 @@ export const USAGE = `ceremony — the QingLong Deployment Head and its fenced r
 
 Usage:
   ceremony install   --kubeconfig FILE --manifest LOCKED.json --cluster-uid UID [--head NS/NAME] [--dry-run]
+                     [--create-namespace]
   ceremony upgrade   --kubeconfig FILE --manifest LOCKED.json --cluster-uid UID [--head NS/NAME]
                      [--expected-generation N --expected-resource-version RV] [--dry-run]
   ceremony rollback  (same options as upgrade; the manifest is the one of Head.previous)
@@ -260,6 +328,10 @@ Usage:
                      --expected-generation N --expected-resource-version RV
                      --target [GROUP/]VERSION/KIND/NAMESPACE/NAME ... --out DIR
   ceremony retire apply     (the same options as the preflight, without --out) --preflight FILE --receipts DIR
+  ceremony retire abandon   --kubeconfig FILE --cluster-uid UID [--head NS/NAME] --dry-run
+  ceremony retire abandon   --kubeconfig FILE --cluster-uid UID [--head NS/NAME]
+                     --expected-generation N --expected-resource-version RV --intent-digest DIGEST
+                     --reason TEXT --receipts DIR
   ceremony receipt audit    --receipts DIR --key RECEIPT-FILE-NAME [--preflight FILE]
   ceremony head show        --kubeconfig FILE [--head NS/NAME]
   ceremony help [COMMAND] | COMMAND --help
@@ -269,7 +341,14 @@ Usage:
   --head         the Head ConfigMap (default qinglong-system/qinglong-deployment-head).
   --cluster-uid  the UID of namespace kube-system recorded for this deployment (see \`head show\`).
   --target       repeat in the order of retirement; four parts mean the core group (v1/ConfigMap/ns/name).
+  --create-namespace  install: create the Head's namespace when it does not exist (refused without it).
   --dry-run      install/upgrade/rollback: read the Head, check the transition and print the next Head; apply nothing.
+                 retire abandon: show the stuck retirement intent, its digest and each target as it is now.
+  An upgrade or rollback stores its intent in the Head before applying anything: after a crash or a lost answer,
+  re-run the same command (it resumes, or reports already-committed); any other command is refused meanwhile.
+  retire abandon: a retirement stuck applying (e.g. UID_REPLACED on resume) is closed without deleting anything:
+                 the Head commits the inventory really there (targets found absent leave it) and an abandon
+                 receipt is written; \`receipt audit\` verifies it (abandoned: true).
                  (The retirement's dry run is \`retire preflight\`: server-side dry-run DELETEs, no change.)
 
 Output: progress per target on stderr; one JSON result on stdout.

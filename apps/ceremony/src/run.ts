@@ -23,6 +23,7 @@ import {
 import { FileReceiptStoreLive, createExclusiveFile } from '@homelab/deployment-ceremony/filesystem';
 import { callerUid, OperatorHostLive, statKubeconfig } from '@homelab/deployment-ceremony/host';
 import { Cause, Data, Effect, Exit, Layer, Logger, LogLevel, Option, Schema } from 'effect';
+import type { Transport } from '@homelab/deployment-ceremony/kubernetes';
 import type { Parsed } from './args.js';
 
 export const EXIT = { ok: 0, refused: 1, usage: 2, unavailable: 3, incompatible: 4 } as const;
@@ -31,6 +32,14 @@ export interface Io {
   readonly out: (line: string) => void;
   readonly err: (line: string) => void;
   readonly env: Readonly<Record<string, string | undefined>>;
+}
+
+/**
+ * What only a test's own entry point passes (decision 0253): the shipped `main.ts` never does, and no environment
+ * variable or flag reaches it, so the shipped binary cannot be made to crash itself.
+ */
+export interface TestHooks {
+  readonly wrapTransport?: (t: Transport) => Transport;
 }
 
 type Services = KubernetesCluster | ReceiptStore | OperatorHost;
@@ -88,13 +97,12 @@ const NoReceiptStore = Layer.succeed(
   }),
 );
 
-const clusterLayer = (io: Io, kubeconfig: string, head: HeadRef, mode: ClientMode, receipts?: string) =>
+const clusterLayer = (hooks: TestHooks, kubeconfig: string, head: HeadRef, mode: ClientMode, receipts?: string) =>
   Effect.gen(function* () {
     yield* guardKubeconfig(kubeconfig);
     const { clusterLive } = yield* Effect.promise(() => import('./cluster.js'));
-    const killAfterDelete = io.env['QINGLONG_CEREMONY_FAULT'] === 'kill-after-delete' ? io.err : undefined;
     return Layer.mergeAll(
-      clusterLive(kubeconfig, head, mode, killAfterDelete),
+      clusterLive(kubeconfig, head, mode, hooks.wrapTransport),
       receipts === undefined ? NoReceiptStore : FileReceiptStoreLive(receipts),
       OperatorHostLive(kubeconfig),
     );
@@ -125,7 +133,7 @@ const ensureDir = (dir: string) =>
   });
 
 /** The program of one command: its JSON result (or a typed failure). */
-const program = (p: Exclude<Parsed, { _tag: 'help' }>, io: Io) =>
+const program = (p: Exclude<Parsed, { _tag: 'help' }>, io: Io, hooks: TestHooks) =>
   Effect.gen(function* () {
     switch (p._tag) {
       case 'receipt-audit': {
@@ -148,7 +156,7 @@ const program = (p: Exclude<Parsed, { _tag: 'help' }>, io: Io) =>
         return { result: audit, exit: audit.verdict === 'compatible' ? EXIT.ok : EXIT.incompatible };
       }
       case 'head-show': {
-        const layer = yield* clusterLayer(io, p.kubeconfig, p.head, 'retirement');
+        const layer = yield* clusterLayer(hooks, p.kubeconfig, p.head, 'retirement');
         const shown = yield* Effect.gen(function* () {
           const { KubernetesCluster } = ceremony;
           const cluster = yield* KubernetesCluster;
@@ -168,12 +176,13 @@ const program = (p: Exclude<Parsed, { _tag: 'help' }>, io: Io) =>
       case 'upgrade':
       case 'rollback': {
         const manifest = yield* loadManifest(p.manifest);
-        const layer = yield* clusterLayer(io, p.kubeconfig, p.head, 'transition');
+        const layer = yield* clusterLayer(hooks, p.kubeconfig, p.head, 'transition');
         const input = {
           head: p.head,
           manifest,
           clusterUid: p.clusterUid,
           ...(p.expected === undefined ? {} : { expectedHead: p.expected }),
+          ...(p.createNamespace === true ? { createNamespace: true } : {}),
         };
         if (p.dryRun) {
           const next = yield* Effect.gen(function* () {
@@ -216,13 +225,17 @@ const program = (p: Exclude<Parsed, { _tag: 'help' }>, io: Io) =>
             exit: EXIT.ok,
           };
         }
-        const observed = yield* ceremony[p._tag](input).pipe(Effect.provide(layer));
+        const observed =
+          p._tag === 'install'
+            ? { ...(yield* ceremony.install(input).pipe(Effect.provide(layer))), path: 'applied' as const }
+            : yield* ceremony[p._tag](input).pipe(Effect.provide(layer));
         io.err(
-          `✓ ${p._tag}: Head ${p.head.namespace}/${p.head.name} generation ${observed.head.generation} (${observed.head.inventory.length} objects)`,
+          `✓ ${p._tag} (${observed.path}): Head ${p.head.namespace}/${p.head.name} generation ${observed.head.generation} (${observed.head.inventory.length} objects)`,
         );
         return {
           result: {
             operation: p._tag,
+            path: observed.path,
             head: {
               generation: observed.head.generation,
               resourceVersion: observed.resourceVersion,
@@ -234,9 +247,66 @@ const program = (p: Exclude<Parsed, { _tag: 'help' }>, io: Io) =>
           exit: EXIT.ok,
         };
       }
+      case 'retire-abandon': {
+        const layer = yield* clusterLayer(
+          hooks,
+          p.kubeconfig,
+          p.head,
+          'retirement',
+          p.apply === undefined ? undefined : p.apply.receipts,
+        );
+        if (p.apply === undefined) {
+          const preview = yield* ceremony
+            .previewAbandon({ head: p.head, clusterUid: p.clusterUid })
+            .pipe(Effect.provide(layer));
+          io.err(
+            `· Head ${p.head.namespace}/${p.head.name} generation ${preview.head.head.generation} (resourceVersion ${preview.head.resourceVersion}) is applying retirement intent ${preview.intentDigest}`,
+          );
+          io.err(
+            `· an abandon would leave ${preview.inventoryAfter.length} objects in the inventory; nothing was changed`,
+          );
+          return {
+            result: {
+              operation: 'cluster.deployment.retirement.abandon',
+              dryRun: true,
+              head: { generation: preview.head.head.generation, resourceVersion: preview.head.resourceVersion },
+              intentDigest: preview.intentDigest,
+              intent: preview.intent,
+              targets: preview.targets.map((t) => ({ identity: t.identity, uid: t.preconditions.uid, ...t.observed })),
+              inventoryAfter: preview.inventoryAfter,
+            },
+            exit: EXIT.ok,
+          };
+        }
+        yield* ensureDir(p.apply.receipts);
+        const out = yield* ceremony
+          .abandonRetirement({
+            operation: 'cluster.deployment.retirement.abandon',
+            head: p.head,
+            clusterUid: p.clusterUid,
+            expectedHead: p.apply.expected,
+            intentDigest: p.apply.intentDigest as ceremony.Digest,
+            reason: p.apply.reason,
+          })
+          .pipe(Effect.provide(layer));
+        io.err(`✓ retire abandon (${out.path}): Head generation ${out.head.head.generation}, receipt ${out.key}`);
+        return {
+          result: {
+            operation: 'cluster.deployment.retirement.abandon',
+            path: out.path,
+            receiptKey: out.key,
+            receiptFile: `${p.apply.receipts}/${out.key}`,
+            receiptDigest: out.receiptDigest,
+            head: { generation: out.head.head.generation, resourceVersion: out.head.resourceVersion },
+            inventory: out.head.head.inventory.length,
+            deleted: 0,
+          },
+          exit: EXIT.ok,
+        };
+      }
       case 'retire-preflight': {
         const manifest = yield* loadManifest(p.manifest);
-        const layer = yield* clusterLayer(io, p.kubeconfig, p.head, 'retirement');
+        const layer = yield* clusterLayer(hooks, p.kubeconfig, p.head, 'retirement');
         const out = yield* ceremony
           .preflightRetirement({ command: commandOf(p, manifest.lock), manifest })
           .pipe(Effect.provide(layer));
@@ -267,7 +337,7 @@ const program = (p: Exclude<Parsed, { _tag: 'help' }>, io: Io) =>
         });
         const record = yield* parsePreflightRecord(text);
         yield* ensureDir(p.receipts);
-        const layer = yield* clusterLayer(io, p.kubeconfig, p.head, 'retirement', p.receipts);
+        const layer = yield* clusterLayer(hooks, p.kubeconfig, p.head, 'retirement', p.receipts);
         const out: ApplyOutput = yield* ceremony
           .applyRetirement({ command: commandOf(p, manifest.lock), manifest, preflight: record })
           .pipe(Effect.provide(layer));
@@ -296,9 +366,9 @@ const program = (p: Exclude<Parsed, { _tag: 'help' }>, io: Io) =>
 const UNAVAILABLE = new Set(['ClusterRequestFailed', 'ReceiptStoreFailed', 'CliInputError']);
 
 /** Run a parsed command; returns the exit code. */
-export const run = async (p: Exclude<Parsed, { _tag: 'help' }>, io: Io): Promise<number> => {
+export const run = async (p: Exclude<Parsed, { _tag: 'help' }>, io: Io, hooks: TestHooks = {}): Promise<number> => {
   const exit = await Effect.runPromiseExit(
-    (program(p, io) as Effect.Effect<{ result: unknown; exit: number }, unknown, Services>).pipe(
+    (program(p, io, hooks) as Effect.Effect<{ result: unknown; exit: number }, unknown, Services>).pipe(
       Effect.provide(progressLogger(io)),
       Effect.provide(Logger.minimumLogLevel(LogLevel.Info)),
     ) as Effect.Effect<{ result: unknown; exit: number }, unknown>,

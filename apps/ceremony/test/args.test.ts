@@ -103,4 +103,50 @@ describe('ceremony argument parsing', () => {
     expect(Either.isRight(parseTarget('rbac.authorization.k8s.io/v1/Role/ns/r'))).toBe(true);
     expect(Either.isLeft(parseTarget('v1/ConfigMap//a'))).toBe(true);
   });
+
+  it('retire abandon: the preview takes only where the Head is; the abandon needs the Head version, a sha256 intent digest, a reason and the receipts directory', () => {
+    const where = ['--kubeconfig', 'k', '--cluster-uid', 'u', '--head', 'ns/h'];
+    expect(ok(['retire', 'abandon', ...where, '--dry-run'])).toEqual({
+      _tag: 'retire-abandon',
+      kubeconfig: 'k',
+      head: { namespace: 'ns', name: 'h' },
+      clusterUid: 'u',
+      dryRun: true,
+    });
+    expect(usage(['retire', 'abandon', ...where, '--dry-run', '--reason', 'x'])).toBe(
+      '--reason is not used by the abandon preview',
+    );
+    const digest = `sha256:${'a'.repeat(64)}`;
+    const full = [
+      ...where,
+      '--expected-generation',
+      '4',
+      '--expected-resource-version',
+      '99',
+      '--intent-digest',
+      digest,
+      '--reason',
+      'replaced by hand',
+      '--receipts',
+      'r',
+    ];
+    expect(ok(['retire', 'abandon', ...full])).toMatchObject({
+      _tag: 'retire-abandon',
+      dryRun: false,
+      apply: { expected: { generation: 4, resourceVersion: '99' }, intentDigest: digest, reason: 'replaced by hand' },
+    });
+    expect(usage(['retire', 'abandon', ...where])).toMatch(/--expected-generation and --expected-resource-version/);
+    expect(usage(['retire', 'abandon', ...full.map((a) => (a === digest ? 'sha256:abc' : a))])).toMatch(
+      /--intent-digest sha256:abc/,
+    );
+    expect(usage(['retire', 'abandon', ...full.map((a) => (a === 'replaced by hand' ? 'x'.repeat(1025) : a))])).toBe(
+      '--reason: at most 1024 characters',
+    );
+  });
+
+  it('--create-namespace belongs to install only', () => {
+    expect(ok(['install', ...common, '--create-namespace'])).toMatchObject({ _tag: 'install', createNamespace: true });
+    expect(ok(['install', ...common])).toMatchObject({ _tag: 'install', createNamespace: false });
+    expect(usage(['upgrade', ...common, '--create-namespace'])).toBe('--create-namespace is not an option of upgrade');
+  });
 });

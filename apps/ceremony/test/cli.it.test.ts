@@ -12,6 +12,8 @@ import { digestOf, type LockedManifest, type Lock, type ManifestObject, type Rol
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const BIN = join(import.meta.dirname, '../bin/ceremony.mjs');
+/** Test-only entry (decision 0253): the same CLI, SIGKILLed at the request CEREMONY_TEST_CRASH names. */
+const CRASHING_BIN = join(import.meta.dirname, 'fixtures/crashing-ceremony.mjs');
 const TRACE = join(import.meta.dirname, 'fixtures/trace-loads.mjs');
 const ns = useNamespace('ceremony-cli');
 let dir: string;
@@ -28,10 +30,10 @@ interface Ran {
   readonly json: Record<string, unknown>;
 }
 
-const ceremony = (args: ReadonlyArray<string>, env: Record<string, string> = {}): Promise<Ran> =>
+const ceremony = (args: ReadonlyArray<string>, env: Record<string, string> = {}, bin = BIN): Promise<Ran> =>
   new Promise((resolve, reject) => {
     // A clean environment: an empty HOME and TMPDIR (checked afterwards), an ambient KUBECONFIG that must be ignored.
-    const child = spawn(BIN, args, {
+    const child = spawn(bin, args, {
       env: {
         PATH: process.env['PATH'] ?? '',
         HOME: home,
@@ -76,17 +78,17 @@ const deployment = (name: string, role: Role): ManifestObject => ({
 });
 
 /** A 7-object locked manifest (four role Deployments, three ConfigMaps) named `<p>-…`, written to a file. */
-const manifestFile = (p: string): string => {
+const manifestFile = (p: string, version = '3.0.0', configMaps = 3): string => {
   const manifest = {
     schema: 'qinglong.deployment.manifest.v1' as const,
-    release: { version: '3.0.0' },
+    release: { version },
     catalogue: 'qinglong-catalogue@2026.08',
     objects: [
       deployment(`${p}-control`, 'control'),
       deployment(`${p}-control-ai`, 'control-ai'),
       deployment(`${p}-admin`, 'admin'),
       deployment(`${p}-worker`, 'worker'),
-      ...[0, 1, 2].map((i): ManifestObject => ({
+      ...Array.from({ length: configMaps }, (_, i) => i).map((i): ManifestObject => ({
         object: {
           apiVersion: 'v1',
           kind: 'ConfigMap',
@@ -100,7 +102,7 @@ const manifestFile = (p: string): string => {
     manifest,
     lock: { manifestDigest: digestOf(manifest), catalogue: manifest.catalogue } as Lock,
   };
-  const file = join(dir, `${p}-manifest.json`);
+  const file = join(dir, `${p}-manifest-${version}.json`);
   writeFileSync(file, JSON.stringify(locked, null, 2));
   return file;
 };
@@ -241,7 +243,7 @@ describe('ceremony CLI on the real API server', () => {
     const receipts = join(dir, 'kill-receipts');
     const args = ['retire', 'apply', ...retire, '--preflight', String(pf.json['file']), '--receipts', receipts];
 
-    const killed = await ceremony(args, { QINGLONG_CEREMONY_FAULT: 'kill-after-delete' });
+    const killed = await ceremony(args, { CEREMONY_TEST_CRASH: 'after:DELETE:1' }, CRASHING_BIN);
     expect(killed.signal).toBe('SIGKILL');
     expect(killed.stdout).toBe('');
     expect((await kubeRequest('GET', cmPath('kill-cm-0'))).status).toBe(404);
@@ -395,5 +397,191 @@ describe('ceremony CLI on the real API server', () => {
         .split('\n')
         .some((u) => u.includes('/adapter/kubernetes/')),
     ).toBe(true);
+  });
+});
+
+describe('Head transitions through the CLI process (issue 24)', () => {
+  const errorCode = (r: Ran) => (r.json['error'] as { code?: string } | undefined)?.code;
+
+  it('the shipped binary has no fault hook: QINGLONG_CEREMONY_FAULT and CEREMONY_TEST_CRASH change nothing', async () => {
+    const m = manifestFile('nohook');
+    const env = { QINGLONG_CEREMONY_FAULT: 'kill-after-delete', CEREMONY_TEST_CRASH: 'after:PATCH:1' };
+    const inst = await ceremony(['install', ...base('nohook', m)], env);
+    expect([inst.code, inst.signal]).toEqual([0, null]);
+    const v1 = await headOf('nohook-head');
+    const retire = [
+      ...base('nohook', m),
+      '--expected-generation',
+      '1',
+      '--expected-resource-version',
+      v1.resourceVersion,
+      '--target',
+      `v1/ConfigMap/${ns.name}/nohook-cm-0`,
+    ];
+    const pf = await ceremony(['retire', 'preflight', ...retire, '--out', join(dir, 'nohook-pf')], env);
+    const ap = await ceremony(
+      ['retire', 'apply', ...retire, '--preflight', String(pf.json['file']), '--receipts', join(dir, 'nohook-r')],
+      env,
+    );
+    expect([ap.code, ap.signal, ap.json['path']]).toEqual([0, null, 'applied']);
+    expect(ap.stderr).not.toContain('crash');
+  });
+
+  it('upgrade as an intent: SIGKILL before/after each Head PUT and after an apply; the same command resumes (or finds it committed); another command is refused meanwhile', async () => {
+    const cases: ReadonlyArray<{ crash: string; phase: string; newObject: boolean; rerun: string }> = [
+      { crash: 'before:PUT:1', phase: 'committed', newObject: false, rerun: 'applied' },
+      { crash: 'after:PUT:1', phase: 'applying', newObject: false, rerun: 'resumed' },
+      { crash: 'after:PATCH:3', phase: 'applying', newObject: false, rerun: 'resumed' },
+      { crash: 'before:PUT:2', phase: 'applying', newObject: true, rerun: 'resumed' },
+      { crash: 'after:PUT:2', phase: 'committed', newObject: true, rerun: 'already-committed' },
+    ];
+    for (const [i, c] of cases.entries()) {
+      const p = `up${i}`;
+      const v300 = manifestFile(p);
+      const v301 = manifestFile(p, '3.0.1', 4); // one more ConfigMap, applied last
+      expect((await ceremony(['install', ...base(p, v300)])).code).toBe(0);
+      const v1 = await headOf(`${p}-head`);
+      const expect1 = ['--expected-generation', '1', '--expected-resource-version', v1.resourceVersion];
+      const args = ['upgrade', ...base(p, v301), ...expect1];
+      const killed = await ceremony(args, { CEREMONY_TEST_CRASH: c.crash }, CRASHING_BIN);
+      expect(killed.signal, c.crash).toBe('SIGKILL');
+      const after = await headOf(`${p}-head`);
+      expect([after.head.phase, after.head.generation], c.crash).toEqual([
+        c.phase,
+        c.phase === 'committed' && c.newObject ? 2 : 1,
+      ]);
+      expect((await kubeRequest('GET', cmPath(`${p}-cm-3`))).status, c.crash).toBe(c.newObject ? 200 : 404);
+      if (c.phase === 'applying') {
+        const other = await ceremony(['rollback', ...base(p, v300)]);
+        expect([other.code, errorCode(other)], c.crash).toEqual([1, 'HEAD_APPLYING']);
+        const otherUpgrade = await ceremony(['upgrade', ...base(p, manifestFile(p, '3.0.2', 5))]);
+        expect([otherUpgrade.code, errorCode(otherUpgrade)], c.crash).toEqual([1, 'HEAD_APPLYING']);
+      }
+      const rerun = await ceremony(args);
+      expect([rerun.code, rerun.json['path']], c.crash).toEqual([0, c.rerun]);
+      const done = await headOf(`${p}-head`);
+      expect([done.head.phase, done.head.generation, done.head.inventory.length], c.crash).toEqual(['committed', 2, 8]);
+      expect((await kubeRequest('GET', cmPath(`${p}-cm-3`))).status, c.crash).toBe(200);
+    }
+  });
+
+  it('rollback as an intent: SIGKILL after the applying PUT and before the commit PUT; the same command resumes', async () => {
+    for (const [i, crash] of ['after:PUT:1', 'before:PUT:2'].entries()) {
+      const p = `rb${i}`;
+      const v300 = manifestFile(p);
+      expect((await ceremony(['install', ...base(p, v300)])).code).toBe(0);
+      expect((await ceremony(['upgrade', ...base(p, manifestFile(p, '3.0.1', 4))])).code).toBe(0);
+      const killed = await ceremony(['rollback', ...base(p, v300)], { CEREMONY_TEST_CRASH: crash }, CRASHING_BIN);
+      expect(killed.signal, crash).toBe('SIGKILL');
+      expect((await headOf(`${p}-head`)).head.phase, crash).toBe('applying');
+      const rerun = await ceremony(['rollback', ...base(p, v300)]);
+      expect([rerun.code, rerun.json['path']], crash).toEqual([0, 'resumed']);
+      const done = await headOf(`${p}-head`);
+      expect([done.head.phase, done.head.generation, done.head.inventory.length], crash).toEqual(['committed', 3, 7]);
+    }
+  });
+
+  it('abandon after UID_REPLACED: preview, refusals (stale resourceVersion, other digest) write nothing, the abandon commits the inventory really there, deletes nothing, and its receipt audits as abandoned', async () => {
+    const m = manifestFile('ab');
+    expect((await ceremony(['install', ...base('ab', m)])).code).toBe(0);
+    const v1 = await headOf('ab-head');
+    const retire = [
+      ...base('ab', m),
+      '--expected-generation',
+      '1',
+      '--expected-resource-version',
+      v1.resourceVersion,
+      '--target',
+      `v1/ConfigMap/${ns.name}/ab-cm-0`,
+      '--target',
+      `v1/ConfigMap/${ns.name}/ab-cm-2`,
+    ];
+    const pf = await ceremony(['retire', 'preflight', ...retire, '--out', join(dir, 'ab-pf')]);
+    const receipts = join(dir, 'ab-receipts');
+    const apply = ['retire', 'apply', ...retire, '--preflight', String(pf.json['file']), '--receipts', receipts];
+    expect((await ceremony(apply, { CEREMONY_TEST_CRASH: 'after:DELETE:1' }, CRASHING_BIN)).signal).toBe('SIGKILL');
+    // Someone re-creates ab-cm-2 by hand: a new UID under the intent's name.
+    expect((await kubeRequest('DELETE', cmPath('ab-cm-2'))).status).toBe(200);
+    const recreated = await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/configmaps`, {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'ab-cm-2', namespace: ns.name },
+      data: { by: 'hand' },
+    });
+    const newUid = (recreated.json() as { metadata: { uid: string } }).metadata.uid;
+    const stuck = await ceremony(apply);
+    expect([stuck.code, errorCode(stuck)]).toEqual([1, 'UID_REPLACED']);
+    // The stuck Head blocks every other transition.
+    expect(errorCode(await ceremony(['upgrade', ...base('ab', manifestFile('ab', '3.0.1', 4))]))).toBe('HEAD_APPLYING');
+
+    const where = ['--kubeconfig', kubeconfig, '--head', `${ns.name}/ab-head`, '--cluster-uid', clusterUid];
+    const preview = await ceremony(['retire', 'abandon', ...where, '--dry-run']);
+    expect(preview.code).toBe(0);
+    const targets = preview.json['targets'] as Array<{ identity: { name: string }; state: string; liveUid?: string }>;
+    expect(targets.map((t) => [t.identity.name, t.state])).toEqual([
+      ['ab-cm-0', 'absent'],
+      ['ab-cm-2', 'replaced'],
+    ]);
+    expect(targets[1]?.liveUid).toBe(newUid);
+    const shown = preview.json['head'] as { generation: number; resourceVersion: string };
+    const digest = String(preview.json['intentDigest']);
+    const abandon = (rv: string, d: string) => [
+      'retire',
+      'abandon',
+      ...where,
+      '--expected-generation',
+      String(shown.generation),
+      '--expected-resource-version',
+      rv,
+      '--intent-digest',
+      d,
+      '--reason',
+      'ab-cm-2 was re-created by hand; keep it',
+      '--receipts',
+      receipts,
+    ];
+    const stale = await ceremony(abandon('1', digest));
+    expect([stale.code, errorCode(stale)]).toEqual([1, 'HEAD_MISMATCH']);
+    const otherDigest = await ceremony(abandon(shown.resourceVersion, `sha256:${'0'.repeat(64)}`));
+    expect([otherDigest.code, errorCode(otherDigest)]).toEqual([1, 'INTENT_MISMATCH']);
+    expect((await headOf('ab-head')).resourceVersion).toBe(shown.resourceVersion);
+    expect(readdirSync(receipts)).toEqual([]);
+
+    const done = await ceremony(abandon(shown.resourceVersion, digest));
+    expect(done.code).toBe(0);
+    expect(done.json).toMatchObject({ path: 'abandoned', head: { generation: 2 }, inventory: 6, deleted: 0 });
+    const head = await headOf('ab-head');
+    expect([head.head.phase, head.head.generation, head.head.inventory.length]).toEqual(['committed', 2, 6]);
+    const hand = await kubeRequest('GET', cmPath('ab-cm-2'));
+    expect((hand.json() as { metadata: { uid: string } }).metadata.uid).toBe(newUid); // nothing deleted
+    const audit = await ceremony([
+      'receipt',
+      'audit',
+      '--receipts',
+      receipts,
+      '--key',
+      String(done.json['receiptKey']),
+    ]);
+    expect([audit.code, audit.json['verdict'], audit.json['abandoned']]).toEqual([0, 'compatible', true]);
+    // A Head that is not applying cannot be abandoned; the abandoned retirement cannot be completed.
+    const again = await ceremony(abandon(head.resourceVersion, `sha256:${'1'.repeat(64)}`));
+    expect([again.code, errorCode(again)]).toEqual([1, 'HEAD_NOT_APPLYING']);
+    expect(errorCode(await ceremony(apply))).toBe('RETIREMENT_ABANDONED');
+  });
+
+  it('install into a missing Head namespace is refused (exit 1, HEAD_NAMESPACE_MISSING) and nothing is applied; --create-namespace creates it', async () => {
+    const m = manifestFile('cns');
+    const headNs = `${ns.name}-cli-heads`;
+    const args = ['install', ...base('cns', m).map((a) => (a === `${ns.name}/cns-head` ? `${headNs}/cns-head` : a))];
+    try {
+      const refused = await ceremony(args);
+      expect([refused.code, errorCode(refused)]).toEqual([1, 'HEAD_NAMESPACE_MISSING']);
+      expect((await kubeRequest('GET', cmPath('cns-cm-0'))).status).toBe(404);
+      const created = await ceremony([...args, '--create-namespace']);
+      expect(created.code).toBe(0);
+      expect((await kubeRequest('GET', `/api/v1/namespaces/${headNs}/configmaps/cns-head`)).status).toBe(200);
+    } finally {
+      await kubeRequest('DELETE', `/api/v1/namespaces/${headNs}`);
+    }
   });
 });

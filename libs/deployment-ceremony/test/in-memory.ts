@@ -72,7 +72,17 @@ interface StoredObject {
 }
 
 export interface RecordedRequest {
-  readonly op: 'get' | 'discover' | 'delete' | 'apply' | 'readHead' | 'createHead' | 'replaceHead' | 'clusterUid';
+  readonly op:
+    | 'get'
+    | 'discover'
+    | 'delete'
+    | 'apply'
+    | 'readHead'
+    | 'createHead'
+    | 'replaceHead'
+    | 'clusterUid'
+    | 'headNamespaceExists'
+    | 'createHeadNamespace';
   readonly ref?: ResourceRef | HeadRef;
   readonly options?: DeleteOptions;
 }
@@ -122,6 +132,8 @@ export class InMemoryCluster {
   readonly headWrites: Array<{ readonly op: 'create' | 'replace'; readonly resourceVersion: string }> = [];
   discovery: Record<string, ReadonlyArray<ApiResource>> = { ...DEFAULT_DISCOVERY };
   kubeSystemUid = 'cluster-uid-1';
+  /** Namespaces that do not exist (every other namespace does). */
+  readonly missingNamespaces = new Set<string>();
   private rv = 100;
   private uidCounter = 0;
 
@@ -286,6 +298,20 @@ export class InMemoryCluster {
           Effect.sync(() => {
             this.record({ op: 'apply', ref });
             return this.live(this.put(ref, body as Record<string, unknown>));
+          }),
+        ),
+      headNamespaceExists: (ref) =>
+        this.faults.around(
+          Effect.sync(() => {
+            this.record({ op: 'headNamespaceExists', ref });
+            return !this.missingNamespaces.has(ref.namespace);
+          }),
+        ),
+      createHeadNamespace: (ref) =>
+        this.faults.around(
+          Effect.sync(() => {
+            this.record({ op: 'createHeadNamespace', ref });
+            this.missingNamespaces.delete(ref.namespace);
           }),
         ),
       readHead: (ref) =>

@@ -461,12 +461,97 @@ describe('upgrade on the real server', () => {
       '3.0.1',
       7,
     ]);
-    // A stale expected Head is refused (HEAD_MISMATCH).
+    // The same command again (its answer lost) finds the Head already committed and writes nothing.
+    const again = value(
+      await runLive(upgrade({ head: d.head, manifest: full, clusterUid, expectedHead: d.v1 }), d.env, 'transition'),
+    );
+    expect([again.path, again.resourceVersion]).toEqual(['already-committed', out.resourceVersion]);
+    // Another upgrade from the stale expected Head is refused (HEAD_MISMATCH).
+    const next = liveManifest(ns.name, 'upg', '3.0.2');
     expect(
       failureOf(
-        await runLive(upgrade({ head: d.head, manifest: full, clusterUid, expectedHead: d.v1 }), d.env, 'transition'),
+        await runLive(upgrade({ head: d.head, manifest: next, clusterUid, expectedHead: d.v1 }), d.env, 'transition'),
       ),
     ).toMatchObject({ code: 'HEAD_MISMATCH' });
+  });
+
+  it('an upgrade is an intent: a writer before the applying CAS fails it closed with nothing applied; after a lost commit answer the same command reports already-committed', async () => {
+    const d = await deployment('upi');
+    const extra = {
+      object: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'upi-new', namespace: ns.name }, data: {} },
+    };
+    const next = liveManifest(ns.name, 'upi', '3.0.1', [extra]);
+    const headPath = cmPath(d.head.name);
+    const race = interpose((m, p) => m === 'PUT' && p === headPath, {
+      once: true,
+      before: async () => void (await other.mergePatch(headPath, { metadata: { labels: { other: 'writer' } } })),
+    });
+    const sent: Array<SentRequest> = [];
+    const refused = await runLive(upgrade({ head: d.head, manifest: next, clusterUid }), d.env, 'transition', {
+      wrap: race.wrap,
+      sent,
+    });
+    expect(failureOf(refused)).toMatchObject({ code: 'HEAD_CONFLICT' });
+    expect(sent.filter((r) => r.method === 'PATCH')).toEqual([]); // nothing applied
+    expect((await other.get(cmPath('upi-new'))).status).toBe(404);
+    expect((await d.headNow()).head).toMatchObject({ generation: 1, phase: 'committed' });
+
+    // The commit's answer is lost: the server committed, the client saw a reset.
+    let puts = 0;
+    const lost = interpose((m, p) => m === 'PUT' && p === headPath && ++puts === 2, { loseAnswer: true });
+    const first = await runLive(upgrade({ head: d.head, manifest: next, clusterUid }), d.env, 'transition', {
+      wrap: lost.wrap,
+    });
+    expect(failureOf(first)).toMatchObject({ _tag: 'ClusterRequestFailed', operation: 'replace-head' });
+    const committed = await d.headNow();
+    expect(committed.head).toMatchObject({ generation: 2, phase: 'committed', transition: 'upgrade' });
+    expect((await other.get(cmPath('upi-new'))).status).toBe(200);
+    const again = value(await runLive(upgrade({ head: d.head, manifest: next, clusterUid }), d.env, 'transition'));
+    expect([again.path, again.resourceVersion]).toEqual(['already-committed', committed.resourceVersion]);
+  });
+});
+
+describe('commit-CAS conflict on the real server', () => {
+  it('another writer between the DELETEs and the commit: HEAD_CONFLICT, the Head stays applying; the same command recovers and commits once', async () => {
+    const d = await deployment('ccas');
+    const c = d.cmd([cm(ns.name, 'ccas-cm-0')]);
+    const pf = value(await d.preflight(c));
+    const headPath = cmPath(d.head.name);
+    let puts = 0;
+    const race = interpose((m, p) => m === 'PUT' && p === headPath && ++puts === 2, {
+      before: async () => void (await other.mergePatch(headPath, { metadata: { labels: { other: 'writer' } } })),
+    });
+    expect(failureOf(await d.apply(c, pf.record, { wrap: race.wrap }))).toMatchObject({ code: 'HEAD_CONFLICT' });
+    expect(race.fired()).toBe(1);
+    expect((await other.get(cmPath('ccas-cm-0'))).status).toBe(404); // the DELETE happened before the conflict
+    const stuck = await d.headNow();
+    expect([stuck.head.phase, stuck.head.generation]).toEqual(['applying', 1]);
+    const out = value(await d.apply(c, pf.record));
+    expect([out.path, out.receipt.targets.map((t) => t.outcome)]).toEqual(['resumed', ['recovered']]);
+    expect((await d.headNow()).head).toMatchObject({ generation: 2, phase: 'committed' });
+  });
+});
+
+describe('install --create-namespace on the real server', () => {
+  it('a missing Head namespace is refused (HEAD_NAMESPACE_MISSING) before anything is applied; with createNamespace the namespace is created and the install runs', async () => {
+    const headNs = `${ns.name}-heads`;
+    const head: HeadRef = { namespace: headNs, name: 'cns-head' };
+    const env: Env = { kubeconfig: work.kubeconfig, receipts: work.receipts, head };
+    const manifest = liveManifest(ns.name, 'cns');
+    try {
+      const refused = await runLive(install({ head, manifest, clusterUid }), env, 'transition');
+      expect(failureOf(refused)).toMatchObject({ code: 'HEAD_NAMESPACE_MISSING' });
+      expect((await other.get(`/api/v1/namespaces/${headNs}`)).status).toBe(404);
+      expect((await other.get(cmPath('cns-cm-0'))).status).toBe(404);
+      const done = value(
+        await runLive(install({ head, manifest, clusterUid, createNamespace: true }), env, 'transition'),
+      );
+      expect(done.head.generation).toBe(1);
+      expect((await other.get(`/api/v1/namespaces/${headNs}`)).status).toBe(200);
+      expect((await other.get(`/api/v1/namespaces/${headNs}/configmaps/cns-head`)).status).toBe(200);
+    } finally {
+      await other.del(`/api/v1/namespaces/${headNs}`);
+    }
   });
 });
 

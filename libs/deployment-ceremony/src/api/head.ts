@@ -50,8 +50,47 @@ export const RetirementIntent = Schema.Struct({
 });
 export type RetirementIntent = typeof RetirementIntent.Type;
 
-export const TargetOutcome = Schema.Literal('deleted', 'recovered');
+/**
+ * An upgrade or rollback in flight (decision 0251): the committed Head the transition started from and the exact
+ * state it commits. Present exactly while `phase = applying` with `transition` upgrade or rollback; the objects are
+ * applied only after this intent is stored, so a crash or a lost answer at any step is resumed by the same command.
+ */
+export const TransitionIntent = Schema.Struct({
+  operation: Schema.Literal('cluster.deployment.transition.apply'),
+  transition: Schema.Literal('upgrade', 'rollback'),
+  from: HeadVersion,
+  release: Release,
+  lock: Lock,
+  inventory: Schema.Array(ObjectIdentity),
+});
+export type TransitionIntent = typeof TransitionIntent.Type;
+
+/** What an applying Head carries: a retirement or a transition intent (told apart by `operation`). */
+export const HeadIntent = Schema.Union(RetirementIntent, TransitionIntent);
+export type HeadIntent = typeof HeadIntent.Type;
+
+/** `abandoned`: the retirement was abandoned (decision 0252); the target was not retired by this ceremony. */
+export const TargetOutcome = Schema.Literal('deleted', 'recovered', 'abandoned');
 export type TargetOutcome = typeof TargetOutcome.Type;
+
+/** What an abandon found for one intent target (decision 0252). */
+export const AbandonedTargetState = Schema.Literal('absent', 'replaced', 'present', 'terminating', 'drifted');
+export type AbandonedTargetState = typeof AbandonedTargetState.Type;
+
+export const AbandonedTarget = Schema.Struct({
+  state: AbandonedTargetState,
+  /** The UID found under the target's name when it is not the intent's (state `replaced`). */
+  liveUid: Schema.optional(Schema.String),
+});
+export type AbandonedTarget = typeof AbandonedTarget.Type;
+
+/** Why and how a stuck retirement intent was abandoned: one observation per intent target, in order. */
+export const Abandonment = Schema.Struct({
+  reason: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(1024)),
+  intentDigest: Digest,
+  targets: Schema.Array(AbandonedTarget),
+});
+export type Abandonment = typeof Abandonment.Type;
 
 /**
  * What a committed retirement leaves in the Head (project decision 0042): the intent, the per-target outcome and the
@@ -61,6 +100,8 @@ export const RetirementRecord = Schema.Struct({
   intent: RetirementIntent,
   outcomes: Schema.Array(TargetOutcome),
   committedAt: Schema.String,
+  /** Present when the retirement was abandoned instead of completed (every outcome is then `abandoned`). */
+  abandonment: Schema.optional(Abandonment),
 });
 export type RetirementRecord = typeof RetirementRecord.Type;
 
@@ -78,7 +119,7 @@ export const HeadV2 = Schema.Struct({
   ...headCommon,
   transition: Transition,
   phase: Phase,
-  intent: Schema.optional(RetirementIntent),
+  intent: Schema.optional(HeadIntent),
   retirement: Schema.optional(RetirementRecord),
 });
 export type HeadV2 = typeof HeadV2.Type;

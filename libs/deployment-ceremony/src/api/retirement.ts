@@ -108,6 +108,8 @@ export const AuditResult = Schema.Struct({
   operation: Schema.Literal('cluster.deployment.retirement.receipt.audit'),
   receiptDigest: Digest,
   verdict: Schema.Literal('compatible', 'incompatible'),
+  /** The receipt is an abandon's (decision 0252), not a completed retirement's. */
+  abandoned: Schema.Boolean,
   checks: Schema.Array(AuditCheck),
   externalResultsReplayed: Schema.Literal(false),
   kubernetesMutation: Schema.Literal(false),

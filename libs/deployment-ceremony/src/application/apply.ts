@@ -1,11 +1,11 @@
-import { Clock, Effect, Option } from 'effect';
+import { Clock, Effect } from 'effect';
 import type { IntentTarget, ObservedHead, TargetOutcome } from '../api/head.js';
 import type { Digest } from '../api/identity.js';
 import type { LockedManifest } from '../api/manifest.js';
 import type { PreflightRecord, RetirementCommand, RetirementReceipt } from '../api/retirement.js';
 import { canonicalJsonUnsafe, digestOf, sha256Digest } from '../domain/canonical-json.js';
 import { deleteOptions } from '../domain/discovery.js';
-import { HeadRejected, InputChanged, ReceiptConflict } from '../domain/errors.js';
+import { HeadRejected, InputChanged } from '../domain/errors.js';
 import { checkExpectedHead, checkLock } from '../domain/guards.js';
 import { beginRetirementHead, commitRetirementHead, headVersion } from '../domain/head.js';
 import { describeIdentity, sameInventory, targetOf } from '../domain/identity.js';
@@ -13,8 +13,8 @@ import { buildReceipt, intentOf, preflightDigest, receiptBytes, receiptKey, same
 import { checkRetiredSet, splitInventory } from '../domain/retirement-input.js';
 import { checkAbsent, checkExactTarget, classifyForResume } from '../domain/target-checks.js';
 import { casHead, readHead } from './head-store.js';
-import { KubernetesCluster, ReceiptStore, type ResourceRef } from './ports.js';
-import { deleteRefusedToTargetFailure, verifyEnvironment } from './shared.js';
+import { KubernetesCluster, type ResourceRef } from './ports.js';
+import { deleteRefusedToTargetFailure, storeReceiptOnce, verifyEnvironment } from './shared.js';
 
 export interface ApplyInput {
   readonly command: RetirementCommand;
@@ -186,23 +186,7 @@ export const applyRetirement = Effect.fn('Retirement.apply')(function* (input: A
   const receipt = yield* buildReceipt(preflight, command.head, observed.head, observed.resourceVersion);
   const bytes = receiptBytes(receipt);
   const key = receiptKey(preflight);
-  const store = yield* ReceiptStore;
-  const stored = yield* store.createExclusive(key, bytes).pipe(
-    Effect.as(true),
-    Effect.catchTag('ReceiptExists', () =>
-      Effect.flatMap(store.read(key), (existing) =>
-        Option.isSome(existing) && existing.value === bytes
-          ? Effect.succeed(false)
-          : Effect.fail(
-              new ReceiptConflict({
-                code: 'RECEIPT_EXISTS_DIFFERENT',
-                key,
-                message: `a different receipt is stored as ${key}; it is never overwritten`,
-              }),
-            ),
-      ),
-    ),
-  );
+  const stored = yield* storeReceiptOnce(key, bytes);
   if (!stored && path === 'receipt-rebuilt') path = 'receipt-present';
   return { path, receipt, bytes, receiptDigest: sha256Digest(bytes), key, head: observed } satisfies ApplyOutput;
 });

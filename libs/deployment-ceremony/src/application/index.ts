@@ -5,3 +5,4 @@ export * from './apply.js';
 export * from './audit.js';
 export * from './transitions.js';
 export { verifyEnvironment } from './shared.js';
+export * from './abandon.js';

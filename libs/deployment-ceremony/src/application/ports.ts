@@ -70,6 +70,10 @@ export class KubernetesCluster extends Context.Tag('@homelab/deployment-ceremony
       ref: ResourceRef,
       body: Readonly<Record<string, unknown>>,
     ) => Effect.Effect<LiveObject, ClusterRequestFailed | RequestNotAllowed>;
+    /** GET /api/v1/namespaces/<Head namespace>: does it exist? */
+    readonly headNamespaceExists: (ref: HeadRef) => Effect.Effect<boolean, ClusterRequestFailed | RequestNotAllowed>;
+    /** POST /api/v1/namespaces creating the Head's namespace (install --create-namespace only; exists = success). */
+    readonly createHeadNamespace: (ref: HeadRef) => Effect.Effect<void, ClusterRequestFailed | RequestNotAllowed>;
     /** GET the Head ConfigMap; `None` on 404. */
     readonly readHead: (
       ref: HeadRef,

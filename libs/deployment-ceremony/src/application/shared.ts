@@ -1,11 +1,12 @@
-import { Effect } from 'effect';
+import { Effect, Option } from 'effect';
 import type { TargetIdentity } from '../api/identity.js';
 import type { LockedManifest, ManifestObjectBody } from '../api/manifest.js';
 import { RetirementInputRejected, TargetCheckFailed } from '../domain/errors.js';
 import { checkClusterUid, checkKubeconfigPrivate, checkLock } from '../domain/guards.js';
 import { describeIdentity, identityKey, identityOfBody } from '../domain/identity.js';
 import { type ApiResource, resolveResource, type ResolvedResource } from '../domain/discovery.js';
-import { type DeleteRefused, KubernetesCluster, OperatorHost, type ResourceRef } from './ports.js';
+import { type DeleteRefused, KubernetesCluster, OperatorHost, ReceiptStore, type ResourceRef } from './ports.js';
+import { ReceiptConflict } from '../domain/errors.js';
 
 /**
  * Re-verify the operator environment: the catalogue-bound lock, the owner-private kubeconfig and the cluster UID
@@ -16,6 +17,13 @@ export const verifyEnvironment = Effect.fn('Ceremony.verifyEnvironment')(functio
   recordedClusterUid: string,
 ) {
   yield* checkLock(manifest);
+  yield* verifyOperatorAndCluster(recordedClusterUid);
+});
+
+/** The owner-private kubeconfig and the cluster UID (an abandon has no manifest, so no lock to check). */
+export const verifyOperatorAndCluster = Effect.fn('Ceremony.verifyOperatorAndCluster')(function* (
+  recordedClusterUid: string,
+) {
   const host = yield* OperatorHost;
   const { path, stat } = yield* host.kubeconfig;
   yield* checkKubeconfigPrivate(path, stat, yield* host.callerUid);
@@ -74,3 +82,27 @@ export const deleteRefusedToTargetFailure = (target: TargetIdentity, check: stri
       message: `${describeIdentity(target)}: ${check} answered ${e.status} ${e.reason}: ${e.message}`,
     }),
   );
+
+/**
+ * Write a receipt create-exclusive: `true` when written now, `false` when the identical bytes were already stored; a
+ * different stored receipt is never overwritten (RECEIPT_EXISTS_DIFFERENT).
+ */
+export const storeReceiptOnce = Effect.fn('Ceremony.storeReceiptOnce')(function* (key: string, bytes: string) {
+  const store = yield* ReceiptStore;
+  return yield* store.createExclusive(key, bytes).pipe(
+    Effect.as(true),
+    Effect.catchTag('ReceiptExists', () =>
+      Effect.flatMap(store.read(key), (existing) =>
+        Option.isSome(existing) && existing.value === bytes
+          ? Effect.succeed(false)
+          : Effect.fail(
+              new ReceiptConflict({
+                code: 'RECEIPT_EXISTS_DIFFERENT',
+                key,
+                message: `a different receipt is stored as ${key}; it is never overwritten`,
+              }),
+            ),
+      ),
+    ),
+  );
+});

@@ -46,7 +46,10 @@ export class HeadRejected extends Data.TaggedError('HeadRejected')<{
     | 'HEAD_SCHEMA_INVALID'
     | 'HEAD_TOO_LARGE'
     | 'INTENT_MISMATCH'
-    | 'HEAD_ADVANCED';
+    | 'HEAD_ADVANCED'
+    | 'HEAD_NOT_APPLYING'
+    | 'HEAD_NAMESPACE_MISSING'
+    | 'RETIREMENT_ABANDONED';
   readonly message: string;
 }> {}
 

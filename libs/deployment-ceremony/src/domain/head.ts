@@ -1,13 +1,23 @@
 import { Either, ParseResult, Schema } from 'effect';
 import {
+  type AbandonedTarget,
   AnyHead,
   HEAD_SCHEMA_V2,
+  type HeadIntent,
   type HeadV2,
   type HeadVersion,
   type RetirementIntent,
   type TargetOutcome,
+  type TransitionIntent,
 } from '../api/head.js';
-import { ALL_ROLES, HEAD_DATA_KEY, type HeadRef, type ObjectIdentity, type Role } from '../api/identity.js';
+import {
+  ALL_ROLES,
+  type Digest,
+  HEAD_DATA_KEY,
+  type HeadRef,
+  type ObjectIdentity,
+  type Role,
+} from '../api/identity.js';
 import type { LockedManifest } from '../api/manifest.js';
 import { canonicalJsonUnsafe, utf8Length } from './canonical-json.js';
 import { HeadRejected, TransitionRejected } from './errors.js';
@@ -49,8 +59,15 @@ export const checkHeadInvariants = (head: HeadV2): Either.Either<void, HeadRejec
   if ((head.phase === 'applying') !== (head.intent !== undefined)) {
     return Either.left(invalid('an intent must be present exactly while phase = applying'));
   }
-  if (head.phase === 'applying' && head.transition !== 'retire')
-    return Either.left(invalid('only a retirement is ever applying'));
+  if (head.intent !== undefined) {
+    const kind = head.intent.operation === 'cluster.deployment.retirement.apply' ? 'retire' : head.intent.transition;
+    if (head.transition !== kind) return Either.left(invalid(`an applying ${kind} intent needs transition ${kind}`));
+  }
+  if (head.phase === 'applying' && head.transition === 'install')
+    return Either.left(invalid('an install is never applying'));
+  if (head.retirement?.abandonment !== undefined && head.retirement.outcomes.some((o) => o !== 'abandoned')) {
+    return Either.left(invalid('an abandoned retirement records every outcome as abandoned'));
+  }
   if (head.retirement !== undefined && (head.transition !== 'retire' || head.phase !== 'committed')) {
     return Either.left(invalid('a retirement record belongs only to a committed retire transition'));
   }
@@ -164,9 +181,19 @@ const requireCommitted = (head: HeadV2): Either.Either<void, HeadRejected> =>
     : Either.left(
         new HeadRejected({
           code: 'HEAD_APPLYING',
-          message: 'the Head holds an applying retirement intent; resume that retirement first',
+          message: `the Head holds an applying ${head.transition} intent; re-run that same command to resume it${
+            head.transition === 'retire' ? ' (or abandon the retirement)' : ''
+          }`,
         }),
       );
+
+/** Is this intent a retirement's? */
+export const isRetirementIntent = (intent: HeadIntent | undefined): intent is RetirementIntent =>
+  intent?.operation === 'cluster.deployment.retirement.apply';
+
+/** Is this intent an upgrade's or a rollback's? */
+export const isTransitionIntent = (intent: HeadIntent | undefined): intent is TransitionIntent =>
+  intent?.operation === 'cluster.deployment.transition.apply';
 
 /** `install`: generation 1 from a locked manifest. */
 export const installHead = (locked: LockedManifest, headRef: HeadRef): Either.Either<HeadV2, TransitionRejected> =>
@@ -263,7 +290,7 @@ export const commitRetirementHead = (
   committedAt: string,
 ): Either.Either<HeadV2, HeadRejected> => {
   const intent = applying.intent;
-  if (applying.phase !== 'applying' || intent === undefined) {
+  if (applying.phase !== 'applying' || !isRetirementIntent(intent)) {
     return Either.left(new HeadRejected({ code: 'HEAD_MISMATCH', message: 'the Head is not applying a retirement' }));
   }
   if (outcomes.length !== intent.targets.length) {
@@ -299,5 +326,94 @@ export const commitRetirementHead = (
     inventory: survivor,
     previous: { release: applying.release, lock: applying.lock, inventory: applying.inventory },
     retirement: { intent, outcomes, committedAt },
+  } satisfies HeadV2);
+};
+
+/**
+ * The committed state an applying Head still holds (its release, lock, inventory and previous are untouched by the
+ * applying CAS): what the rules of `upgrade` and `rollback` are evaluated against when the same command resumes.
+ */
+export const committedPartOf = (head: HeadV2): HeadV2 => {
+  const { intent: _i, ...rest } = head;
+  return { ...rest, phase: 'committed' };
+};
+
+/** The intent of an upgrade/rollback from `from` to `next` (the state the commit will hold). */
+export const transitionIntentOf = (
+  transition: 'upgrade' | 'rollback',
+  from: HeadVersion,
+  next: HeadV2,
+): TransitionIntent => ({
+  operation: 'cluster.deployment.transition.apply',
+  transition,
+  from,
+  release: next.release,
+  lock: next.lock,
+  inventory: next.inventory,
+});
+
+/**
+ * Two transition intents describe the same command: the same transition to the same release, lock and inventory
+ * (`from` is compared by the caller against the operator's expected Head when one is given).
+ */
+export const sameTransitionTarget = (a: TransitionIntent, b: TransitionIntent): boolean =>
+  canonicalJsonUnsafe({ ...a, from: null }) === canonicalJsonUnsafe({ ...b, from: null });
+
+/** An upgrade's or rollback's first Head CAS: same generation, `phase = applying`, the intent; nothing else moves. */
+export const beginTransitionHead = (current: HeadV2, intent: TransitionIntent): Either.Either<HeadV2, HeadRejected> =>
+  Either.map(requireCommitted(current), () => {
+    const { retirement: _r, ...rest } = current;
+    return { ...rest, transition: intent.transition, phase: 'applying', intent } satisfies HeadV2;
+  });
+
+/** An upgrade's or rollback's commit: the intent's state at generation + 1, `previous` = the state before it. */
+export const commitTransitionHead = (applying: HeadV2): Either.Either<HeadV2, HeadRejected> => {
+  const intent = applying.intent;
+  if (applying.phase !== 'applying' || !isTransitionIntent(intent)) {
+    return Either.left(new HeadRejected({ code: 'HEAD_MISMATCH', message: 'the Head is not applying a transition' }));
+  }
+  return Either.right(successor(committedPartOf(applying), intent, intent.transition));
+};
+
+/**
+ * Abandon a stuck retirement (decision 0252): next generation, `phase = committed`, the inventory that is really
+ * there — the active inventory minus the targets found absent — and a retirement record whose every outcome is
+ * `abandoned`, with the reason and what was observed per target. Nothing is deleted by an abandon.
+ */
+export const abandonRetirementHead = (
+  applying: HeadV2,
+  observed: ReadonlyArray<AbandonedTarget>,
+  reason: string,
+  intentDigest: Digest,
+  at: string,
+): Either.Either<HeadV2, HeadRejected> => {
+  const intent = applying.intent;
+  if (applying.phase !== 'applying' || !isRetirementIntent(intent)) {
+    return Either.left(
+      new HeadRejected({ code: 'HEAD_NOT_APPLYING', message: 'the Head holds no applying retirement to abandon' }),
+    );
+  }
+  if (observed.length !== intent.targets.length) {
+    return Either.left(
+      new HeadRejected({ code: 'INTENT_MISMATCH', message: 'one observation per intent target is required' }),
+    );
+  }
+  const absent = new Set(
+    intent.targets.flatMap((t, i) => (observed[i]?.state === 'absent' ? [identityKey(t.identity)] : [])),
+  );
+  const { intent: _i, ...rest } = applying;
+  return Either.right({
+    ...rest,
+    generation: applying.generation + 1,
+    transition: 'retire',
+    phase: 'committed',
+    inventory: applying.inventory.filter((o) => !absent.has(identityKey(o))),
+    previous: { release: applying.release, lock: applying.lock, inventory: applying.inventory },
+    retirement: {
+      intent,
+      outcomes: intent.targets.map(() => 'abandoned' as const),
+      committedAt: at,
+      abandonment: { reason, intentDigest, targets: observed },
+    },
   } satisfies HeadV2);
 };

@@ -9,3 +9,4 @@ export * from './head.js';
 export * from './receipt.js';
 export * from './target-checks.js';
 export * from './request-allow-list.js';
+export * from './abandon.js';

@@ -1,11 +1,17 @@
 import { Either, Schema } from 'effect';
-import type { HeadV2, HeadVersion, RetirementIntent } from '../api/head.js';
+import type { HeadIntent, HeadV2, HeadVersion, RetirementIntent } from '../api/head.js';
 import type { Digest, HeadRef } from '../api/identity.js';
 import { AuditResult, PreflightRecord, RetirementReceipt, type AuditCheck } from '../api/retirement.js';
 import { canonicalJson, canonicalJsonUnsafe, digestOf, sha256Digest } from './canonical-json.js';
 import { HeadRejected, InputChanged } from './errors.js';
 import { identityKey, sameInventory, targetOf } from './identity.js';
 import { checkRetiredSet, checkSurvivorClosure, rolesOf } from './retirement-input.js';
+import { auditAbandonReceipt } from './abandon.js';
+
+const isAbandonReceipt = (json: unknown): boolean =>
+  typeof json === 'object' &&
+  json !== null &&
+  (json as Record<string, unknown>)['schema'] === 'qinglong.deployment.retirement.abandon.receipt.v1';
 
 /** The digest that addresses a preflight record (of its canonical JSON). */
 export const preflightDigest = (record: PreflightRecord): Digest =>
@@ -22,8 +28,7 @@ export const intentOf = (record: PreflightRecord, digest: Digest): RetirementInt
 });
 
 /** Two intents are identical (canonical JSON equality). */
-export const sameIntent = (a: RetirementIntent, b: RetirementIntent): boolean =>
-  canonicalJsonUnsafe(a) === canonicalJsonUnsafe(b);
+export const sameIntent = (a: HeadIntent, b: HeadIntent): boolean => canonicalJsonUnsafe(a) === canonicalJsonUnsafe(b);
 
 /** The key the receipt is stored under: one per mutation. */
 export const receiptKey = (record: PreflightRecord): string =>
@@ -44,6 +49,14 @@ export const buildReceipt = (
   if (committed.phase !== 'committed' || committed.transition !== 'retire' || r === undefined) {
     return Either.left(
       new HeadRejected({ code: 'HEAD_MISMATCH', message: 'the Head does not carry a committed retirement' }),
+    );
+  }
+  if (r.abandonment !== undefined) {
+    return Either.left(
+      new HeadRejected({
+        code: 'RETIREMENT_ABANDONED',
+        message: 'this retirement was abandoned, not completed; preflight a new one',
+      }),
     );
   }
   if (!sameIntent(r.intent, intentOf(record, digest))) {
@@ -99,6 +112,7 @@ export const auditReceipt = (bytes: string, preflight?: PreflightRecord): AuditR
     operation: 'cluster.deployment.retirement.receipt.audit',
     receiptDigest,
     verdict: checks.every((c) => c.ok) ? 'compatible' : 'incompatible',
+    abandoned: false,
     checks,
     externalResultsReplayed: false,
     kubernetesMutation: false,
@@ -111,6 +125,7 @@ export const auditReceipt = (bytes: string, preflight?: PreflightRecord): AuditR
     check('json', false, String(e));
     return result();
   }
+  if (isAbandonReceipt(json)) return auditAbandonReceipt(bytes, json);
   const canonical = canonicalJson(json);
   check(
     'canonical-json',

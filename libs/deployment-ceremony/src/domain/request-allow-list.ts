@@ -9,7 +9,9 @@ import { RequestNotAllowed } from './errors.js';
  * - `retirement`: GET (discovery, kube-system namespace, namespaced objects, the Head), DELETE of a namespaced object
  *   (DeleteOptions in the body, no query), PUT of exactly the Head ConfigMap.
  * - `transition` (install/upgrade/rollback): GET as above plus cluster-scoped objects, server-side apply PATCH with
- *   `fieldManager=qinglong3-catalog-lock` (and at most `force=false`), PUT of the Head, POST creating the Head.
+ *   `fieldManager=qinglong3-catalog-lock` (and at most `force=false`), PUT of the Head, POST creating the Head, and
+ *   POST creating the Head's namespace (install --create-namespace; the body names exactly that namespace).
+ * Both modes may GET the Head's own namespace.
  * Everything is anchored; no `..`, no percent-encoding, no other query parameters, no other method.
  */
 export type ClientMode = 'retirement' | 'transition';
@@ -47,12 +49,14 @@ export const checkRequestAllowed = (
   if (path.includes('..') || path.includes('%') || path.includes('//')) return deny('path is not plain');
   const headPath = `/api/v1/namespaces/${escape(head.namespace)}/configmaps/${escape(head.name)}`;
   const isHead = new RegExp(`^${headPath}$`).test(path);
+  const isHeadNamespace = path === `/api/v1/namespaces/${head.namespace}`;
   const noQuery = query === '';
 
   switch (request.method) {
     case 'GET':
       if (!noQuery) return deny('no query parameters are sent');
-      if (DISCOVERY.test(path) || KUBE_SYSTEM.test(path) || NAMESPACED_OBJECT.test(path) || isHead) return Either.void;
+      if (DISCOVERY.test(path) || KUBE_SYSTEM.test(path) || NAMESPACED_OBJECT.test(path) || isHead || isHeadNamespace)
+        return Either.void;
       if (mode === 'transition' && CLUSTER_OBJECT.test(path)) return Either.void;
       return deny('not a discovery, namespace, object or Head read');
     case 'DELETE':
@@ -63,9 +67,11 @@ export const checkRequestAllowed = (
     case 'PUT':
       return noQuery && isHead ? Either.void : deny('only the Head is updated');
     case 'POST':
-      return mode === 'transition' && noQuery && path === `/api/v1/namespaces/${head.namespace}/configmaps`
+      return mode === 'transition' &&
+        noQuery &&
+        (path === `/api/v1/namespaces/${head.namespace}/configmaps` || path === '/api/v1/namespaces')
         ? Either.void
-        : deny('only the Head is created, by install');
+        : deny('only the Head and its namespace are created, by install');
     case 'PATCH': {
       if (mode !== 'transition') return deny('the retirement ceremony applies nothing');
       if (isHead || !(NAMESPACED_OBJECT.test(path) || CLUSTER_OBJECT.test(path))) return deny('not an object path');

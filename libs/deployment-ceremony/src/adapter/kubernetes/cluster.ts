@@ -34,11 +34,6 @@ export interface ClusterOptions {
   readonly head: HeadRef;
   /** Per-request deadline (default 30 s). */
   readonly requestTimeoutMs?: number;
-  /**
-   * Fault-injection point for crash tests: called after a real (not dry-run) DELETE was answered 2xx, before the
-   * answer is handed back. The CLI wires it to SIGKILL itself when asked to (decision 0075); nothing else uses it.
-   */
-  readonly afterDeleteAnswered?: (ref: ResourceRef) => void;
 }
 
 /** One request as sent (after the allow-list): for tests and the CLI's progress output. */
@@ -191,7 +186,6 @@ export const makeKubernetesCluster = (transport: Transport, options: ClusterOpti
         }
         return yield* unexpected(operation, a);
       }
-      if (!deleteOptions.dryRun) options.afterDeleteAnswered?.(ref);
     });
 
   const apply = (ref: ResourceRef, body: Readonly<Record<string, unknown>>) =>
@@ -200,6 +194,24 @@ export const makeKubernetesCluster = (transport: Transport, options: ClusterOpti
       const a = yield* send('apply', 'PATCH', path, body, 'application/apply-patch+yaml');
       if (a.error) return yield* unexpected('apply', a);
       return liveObjectOf(a.json);
+    });
+
+  const headNamespaceExists = (ref: HeadRef) =>
+    Effect.gen(function* () {
+      const a = yield* send('read-head-namespace', 'GET', `/api/v1/namespaces/${ref.namespace}`);
+      if (a.error?._tag === 'NotFound') return false;
+      if (a.error) return yield* unexpected('read-head-namespace', a);
+      return true;
+    });
+
+  const createHeadNamespace = (ref: HeadRef) =>
+    Effect.gen(function* () {
+      const a = yield* send('create-head-namespace', 'POST', '/api/v1/namespaces', {
+        apiVersion: 'v1',
+        kind: 'Namespace',
+        metadata: { name: ref.namespace },
+      });
+      if (a.error && a.error._tag !== 'AlreadyExists') return yield* unexpected('create-head-namespace', a);
     });
 
   const readHead = (ref: HeadRef) =>
@@ -243,7 +255,18 @@ export const makeKubernetesCluster = (transport: Transport, options: ClusterOpti
       return storedHeadOf(a.json);
     });
 
-  return KubernetesCluster.of({ clusterUid, discover, get, delete: del, apply, readHead, createHead, replaceHead });
+  return KubernetesCluster.of({
+    clusterUid,
+    discover,
+    get,
+    delete: del,
+    apply,
+    headNamespaceExists,
+    createHeadNamespace,
+    readHead,
+    createHead,
+    replaceHead,
+  });
 };
 
 /** @homelab/kube's Transport for the named kubeconfig file only (its current context; no ambient KUBECONFIG/HOME). */
