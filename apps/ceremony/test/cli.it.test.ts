@@ -465,6 +465,41 @@ describe('Head transitions through the CLI process (issue 24)', () => {
     }
   });
 
+  it('retire apply SIGKILLed before and after each Head PUT: the same command finishes with one commit and one receipt', async () => {
+    const cases: ReadonlyArray<{ crash: string; phase: string; generation: number; path: string }> = [
+      { crash: 'before:PUT:1', phase: 'committed', generation: 1, path: 'applied' },
+      { crash: 'after:PUT:1', phase: 'applying', generation: 1, path: 'resumed' },
+      { crash: 'before:PUT:2', phase: 'applying', generation: 1, path: 'resumed' },
+      { crash: 'after:PUT:2', phase: 'committed', generation: 2, path: 'receipt-rebuilt' },
+    ];
+    for (const [i, c] of cases.entries()) {
+      const p = `rp${i}`;
+      const m = manifestFile(p);
+      expect((await ceremony(['install', ...base(p, m)])).code).toBe(0);
+      const v1 = await headOf(`${p}-head`);
+      const retire = [
+        ...base(p, m),
+        '--expected-generation',
+        '1',
+        '--expected-resource-version',
+        v1.resourceVersion,
+        '--target',
+        `v1/ConfigMap/${ns.name}/${p}-cm-1`,
+      ];
+      const pf = await ceremony(['retire', 'preflight', ...retire, '--out', join(dir, `${p}-pf`)]);
+      const receipts = join(dir, `${p}-receipts`);
+      const args = ['retire', 'apply', ...retire, '--preflight', String(pf.json['file']), '--receipts', receipts];
+      expect((await ceremony(args, { CEREMONY_TEST_CRASH: c.crash }, CRASHING_BIN)).signal, c.crash).toBe('SIGKILL');
+      const after = await headOf(`${p}-head`);
+      expect([after.head.phase, after.head.generation], c.crash).toEqual([c.phase, c.generation]);
+      const rerun = await ceremony(args);
+      expect([rerun.code, rerun.json['path']], c.crash).toEqual([0, c.path]);
+      const done = await headOf(`${p}-head`);
+      expect([done.head.phase, done.head.generation, done.head.inventory.length], c.crash).toEqual(['committed', 2, 6]);
+      expect(readdirSync(receipts), c.crash).toEqual([String(rerun.json['receiptKey'])]);
+    }
+  });
+
   it('rollback as an intent: SIGKILL after the applying PUT and before the commit PUT; the same command resumes', async () => {
     for (const [i, crash] of ['after:PUT:1', 'before:PUT:2'].entries()) {
       const p = `rb${i}`;
