@@ -3,6 +3,7 @@ export * from './domain/errors.js';
 export * from './domain/resources.js';
 export * from './domain/discovery.js';
 export * from './domain/metadata.js';
+export * from './domain/conditions.js';
 export * from './domain/backoff.js';
 export * from './application/kube-client.js';
 export { makeClient, type ClientOptions } from './adapter/kubernetes/client.js';

@@ -97,35 +97,12 @@ export const Conditions = CrdConditions.pipe(
 );
 export type Condition = (typeof Conditions.Type)[number];
 
-const OwnerReference = Schema.Struct({
-  apiVersion: Schema.String,
-  kind: Schema.String,
-  name: Schema.String,
-  uid: Schema.String,
-  controller: Schema.optionalWith(Schema.Boolean, { exact: true }),
-  blockOwnerDeletion: Schema.optionalWith(Schema.Boolean, { exact: true }),
-});
-
 /**
- * The part of `metav1.ObjectMeta` this module reads. The CRD declares `metadata: {type: object}` only (the API
- * server owns its schema). Adapters that write objects back must decode with `onExcessProperty: "preserve"` so
- * fields not listed here (managedFields, …) survive a round trip.
+ * `metav1.ObjectMeta`: @homelab/kube's Schema, the one every library decodes. The CRD declares `metadata: {type:
+ * object}` only (the API server owns its schema). Adapters that write objects back decode with
+ * `onExcessProperty: "preserve"` so fields not listed there survive a round trip.
  */
-export const ObjectMeta = Schema.Struct({
-  name: Schema.optionalWith(Schema.String, { exact: true }),
-  generateName: Schema.optionalWith(Schema.String, { exact: true }),
-  namespace: Schema.optionalWith(Schema.String, { exact: true }),
-  uid: Schema.optionalWith(Schema.String, { exact: true }),
-  resourceVersion: Schema.optionalWith(Schema.String, { exact: true }),
-  generation: Schema.optionalWith(Schema.Int, { exact: true }),
-  creationTimestamp: Schema.optionalWith(Schema.String, { exact: true }),
-  deletionTimestamp: Schema.optionalWith(Schema.String, { exact: true }),
-  finalizers: Schema.optionalWith(Schema.Array(Schema.String), { exact: true }),
-  labels: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.String }), { exact: true }),
-  annotations: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.String }), { exact: true }),
-  ownerReferences: Schema.optionalWith(Schema.Array(OwnerReference), { exact: true }),
-});
-export type ObjectMeta = typeof ObjectMeta.Type;
+export { ObjectMeta } from '@homelab/kube/objects';
 
 /** The printer column every kind carries. */
 export const ReadyColumn = {

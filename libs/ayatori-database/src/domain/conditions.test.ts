@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type Condition, currentReady, setStatusCondition } from './conditions.js';
+import { type Condition, currentReady } from './conditions.js';
 import { presentInstanceStatus, presentTenantStatus } from './presentation.js';
 
 const T0 = '2026-01-01T00:00:00Z';
@@ -21,32 +21,6 @@ describe('currentReady', () => {
     expect(currentReady(2, [{ ...readyTrue(2), type: 'Available' }])).toBe(false);
     expect(currentReady(2, undefined)).toBe(false);
     expect(currentReady(2, [{ ...readyTrue(2), observedGeneration: undefined }])).toBe(false);
-  });
-});
-
-describe('setStatusCondition', () => {
-  it('lastTransitionTime changes only when status changes; reason, message, observedGeneration always update', () => {
-    const first = setStatusCondition(
-      undefined,
-      { type: 'Ready', status: 'False', reason: 'A', message: 'a', observedGeneration: 1 },
-      T0,
-    );
-    const same = setStatusCondition(
-      first,
-      { type: 'Ready', status: 'False', reason: 'B', message: 'b', observedGeneration: 2 },
-      T1,
-    );
-    expect(same).toEqual([
-      { type: 'Ready', status: 'False', reason: 'B', message: 'b', observedGeneration: 2, lastTransitionTime: T0 },
-    ]);
-    const flipped = setStatusCondition(
-      same,
-      { type: 'Ready', status: 'True', reason: 'C', message: 'c', observedGeneration: 2 },
-      T1,
-    );
-    expect(flipped[0]?.lastTransitionTime).toBe(T1);
-    const other = setStatusCondition(flipped, { type: 'Other', status: 'Unknown', reason: 'D', message: '' }, T1);
-    expect(other.map((c) => c.type)).toEqual(['Ready', 'Other']);
   });
 });
 

@@ -1,7 +1,8 @@
 // How a use-case result becomes a status, and whether that status differs from the stored one. A write happens
 // only when the computed status is semantically different, so repeating an identical result is a no-op
 // (seed: `presentStatus` and `PresentInstance` of the Kubernetes adapter).
-import { type Condition, semanticEqual, setStatusCondition } from './conditions.js';
+import { jsonEqual, setCondition } from '@homelab/kube/conditions';
+import type { Condition } from './conditions.js';
 import type { Identity } from './binding.js';
 import { ConditionType, InstanceReason } from './vocabulary.js';
 
@@ -47,7 +48,7 @@ export const presentTenantStatus = (
     ...(result.database ? { databaseRef: { name: result.database.name, uid: result.database.uid } } : {}),
     ...(result.secretName ? { secretName: result.secretName } : {}),
     ...(result.credentialURL ? { credentialURL: result.credentialURL } : {}),
-    conditions: setStatusCondition(
+    conditions: setCondition(
       base.conditions,
       {
         type: ConditionType.Ready,
@@ -59,7 +60,7 @@ export const presentTenantStatus = (
       now,
     ),
   };
-  return { status, changed: !semanticEqual(base, status) };
+  return { status, changed: !jsonEqual(base, status) };
 };
 
 export interface InstanceStatusValue {
@@ -90,7 +91,7 @@ export const presentInstanceStatus = (
     phase: result.phase,
     observedGeneration: generation,
     postgresqlVersion: result.postgresqlVersion,
-    conditions: setStatusCondition(
+    conditions: setCondition(
       base.conditions,
       {
         type: ConditionType.Ready,
@@ -105,7 +106,7 @@ export const presentInstanceStatus = (
   };
   // Go's omitempty: an empty version string and an absent one are the same stored value.
   const normalise = (s: InstanceStatusValue) => ({ ...s, postgresqlVersion: s.postgresqlVersion || undefined });
-  return { status, changed: !semanticEqual(normalise(base), normalise(status)) };
+  return { status, changed: !jsonEqual(normalise(base), normalise(status)) };
 };
 
 export interface DatabaseStatusValue {
@@ -138,7 +139,7 @@ export const presentDatabaseStatus = (
     observedGeneration: generation,
     ...(result.credentialPath ? { credentialPath: result.credentialPath } : {}),
     ...(result.rotation ? { rotation: result.rotation } : {}),
-    conditions: setStatusCondition(
+    conditions: setCondition(
       base.conditions,
       {
         type: ConditionType.Ready,
@@ -150,5 +151,5 @@ export const presentDatabaseStatus = (
       now,
     ),
   };
-  return { status, changed: !semanticEqual(base, status) };
+  return { status, changed: !jsonEqual(base, status) };
 };

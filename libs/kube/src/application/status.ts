@@ -1,24 +1,10 @@
 // Finalizer, status and condition helpers for reconcilers: optimistic concurrency everywhere, and no write when
 // nothing changed (a no-op round leaves resourceVersion untouched).
 import { Effect } from 'effect';
-import type { Condition, KubeObject } from '../api/objects.js';
+import type { KubeObject } from '../api/objects.js';
+import { jsonEqual } from '../domain/conditions.js';
 import type { KubeError } from '../domain/errors.js';
 import { KubeClient } from './kube-client.js';
-
-/** Structural equality of JSON values (key order ignored). */
-export const jsonEqual = (a: unknown, b: unknown): boolean => {
-  if (a === b) return true;
-  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
-  if (Array.isArray(a) !== Array.isArray(b)) return false;
-  if (Array.isArray(a))
-    return a.length === (b as Array<unknown>).length && a.every((x, i) => jsonEqual(x, (b as Array<unknown>)[i]));
-  const ka = Object.keys(a).filter((k) => (a as Record<string, unknown>)[k] !== undefined);
-  const kb = Object.keys(b).filter((k) => (b as Record<string, unknown>)[k] !== undefined);
-  return (
-    ka.length === kb.length &&
-    ka.every((k) => jsonEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]))
-  );
-};
 
 export type StatusWrite<A> = { readonly written: boolean; readonly object: A };
 
@@ -35,23 +21,6 @@ export const updateStatusIfChanged = <A extends KubeObject>(
     : Effect.flatMap(KubeClient, (c) =>
         Effect.map(c.updateStatus({ ...object, status }), (o) => ({ written: true, object: o })),
       );
-
-/**
- * Set a condition in a list (metav1.Condition rules): lastTransitionTime changes only when `status` changes;
- * observedGeneration is recorded. `now` is an RFC 3339 time supplied by the caller (no clock reads here).
- */
-export const setCondition = (
-  conditions: ReadonlyArray<Condition> | undefined,
-  next: Omit<Condition, 'lastTransitionTime'> & { readonly lastTransitionTime?: string },
-  now: string,
-): ReadonlyArray<Condition> => {
-  const list = conditions ?? [];
-  const existing = list.find((c) => c.type === next.type);
-  const lastTransitionTime =
-    existing && existing.status === next.status ? existing.lastTransitionTime : (next.lastTransitionTime ?? now);
-  const merged: Condition = { ...next, lastTransitionTime };
-  return existing ? list.map((c) => (c.type === next.type ? merged : c)) : [...list, merged];
-};
 
 export const hasFinalizer = (o: KubeObject, finalizer: string): boolean =>
   (o.metadata.finalizers ?? []).includes(finalizer);

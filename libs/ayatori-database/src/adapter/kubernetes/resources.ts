@@ -9,7 +9,8 @@ import { Clock, Effect, Layer } from 'effect';
 import { type KubeClientService, KubeClient, type KubeError, type KubeObject } from '@homelab/kube';
 import { Group, Version } from '../../api/common.js';
 import type * as Binding from '../../domain/binding.js';
-import { type Condition, currentReady, semanticEqual } from '../../domain/conditions.js';
+import { jsonEqual } from '@homelab/kube/conditions';
+import { type Condition, currentReady } from '../../domain/conditions.js';
 import type { ObservationTarget, TLSMode } from '../../domain/instance.js';
 import {
   presentInstanceStatus,
@@ -221,7 +222,7 @@ const presentTenant = (kube: KubeClientService, o: Obj, result: TenantPresentati
     const presented = presentTenantStatus(previous, o.metadata.generation ?? 0, result, yield* now);
     // Go's omitempty: an empty phase is not stored (a Tenant refused before binding keeps no phase).
     const status = omitEmptyPhase(presented.status);
-    if (semanticEqual(previous ?? {}, status)) return o;
+    if (jsonEqual(previous ?? {}, status)) return o;
     return yield* kube
       .updateStatus({ ...o, status })
       .pipe(Effect.mapError(kubernetesError('update status of', Kinds.tenant, str(o.metadata.name))));
