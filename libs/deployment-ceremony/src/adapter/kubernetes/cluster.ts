@@ -8,7 +8,8 @@
 // given, each request once, and nothing the allow-list has not seen (decision 0070).
 import { KubeConfig } from '@kubernetes/client-node';
 import { classify, makeTransport, parseStatus, type KubeError, type Transport } from '@homelab/kube';
-import { Effect, Layer, Option, type Scope } from 'effect';
+import { Effect, Either, Layer, Option, ParseResult, Schema, type Scope } from 'effect';
+import { ObjectMeta } from '@homelab/kube/objects';
 import { FIELD_MANAGER, type HeadRef } from '../../api/identity.js';
 import type { DeleteOptions } from '../../api/retirement.js';
 import {
@@ -57,36 +58,57 @@ interface Answer {
   readonly error?: KubeError;
 }
 
-const asRecord = (u: unknown): Record<string, unknown> =>
-  typeof u === 'object' && u !== null && !Array.isArray(u) ? (u as Record<string, unknown>) : {};
+// The answers the ceremony reads, decoded at this edge with @homelab/kube's ObjectMeta (one Schema for the wire
+// shape); an answer that does not decode fails closed as ClusterRequestFailed instead of being read as empty.
+const ManagedFieldsEntrySchema = Schema.Struct({
+  manager: Schema.optional(Schema.String),
+  operation: Schema.optional(Schema.String),
+  apiVersion: Schema.optional(Schema.String),
+  fieldsType: Schema.optional(Schema.String),
+  fieldsV1: Schema.optional(Schema.Unknown),
+});
 
-/** The fields of a GET/apply answer the ceremony reads. */
-export const liveObjectOf = (json: unknown): LiveObject => {
-  const body = asRecord(json);
-  const meta = asRecord(body['metadata']);
-  const str = (v: unknown) => (typeof v === 'string' ? v : '');
-  return {
-    uid: str(meta['uid']),
-    resourceVersion: str(meta['resourceVersion']),
-    ...(typeof meta['deletionTimestamp'] === 'string' ? { deletionTimestamp: meta['deletionTimestamp'] } : {}),
-    finalizers: Array.isArray(meta['finalizers'])
-      ? meta['finalizers'].filter((f): f is string => typeof f === 'string')
-      : [],
-    managedFields: Array.isArray(meta['managedFields'])
-      ? (meta['managedFields'] as ReadonlyArray<ManagedFieldsEntry>)
-      : [],
-    body,
-  };
-};
+const LiveObjectAnswer = Schema.Struct(
+  {
+    metadata: Schema.Struct({
+      ...ObjectMeta.fields,
+      uid: Schema.NonEmptyString,
+      resourceVersion: Schema.NonEmptyString,
+      managedFields: Schema.optional(Schema.Array(ManagedFieldsEntrySchema)),
+    }),
+  },
+  Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+);
 
-const storedHeadOf = (json: unknown): StoredHead => {
-  const body = asRecord(json);
-  const meta = asRecord(body['metadata']);
-  const data = asRecord(body['data']);
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(data)) if (typeof v === 'string') out[k] = v;
-  return { resourceVersion: typeof meta['resourceVersion'] === 'string' ? meta['resourceVersion'] : '', data: out };
-};
+const HeadAnswer = Schema.Struct({
+  metadata: Schema.Struct({ resourceVersion: Schema.NonEmptyString }),
+  data: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
+});
+
+const NamespaceAnswer = Schema.Struct({ metadata: Schema.Struct({ uid: Schema.NonEmptyString }) });
+
+const DiscoveryAnswer = Schema.Struct({
+  resources: Schema.Array(Schema.Struct({ name: Schema.String, kind: Schema.String, namespaced: Schema.Boolean })),
+});
+
+const decodeOptions = { onExcessProperty: 'preserve' } as const;
+
+/** The fields of a GET/apply answer the ceremony reads (the whole body is kept for the expected-field check). */
+export const liveObjectOf = (json: unknown): Either.Either<LiveObject, ParseResult.ParseError> =>
+  Either.map(Schema.decodeUnknownEither(LiveObjectAnswer, decodeOptions)(json), (o) => ({
+    uid: o.metadata.uid,
+    resourceVersion: o.metadata.resourceVersion,
+    ...(o.metadata.deletionTimestamp === undefined ? {} : { deletionTimestamp: o.metadata.deletionTimestamp }),
+    finalizers: o.metadata.finalizers ?? [],
+    managedFields: (o.metadata.managedFields ?? []) as ReadonlyArray<ManagedFieldsEntry>,
+    body: o,
+  }));
+
+const storedHeadOf = (json: unknown): Either.Either<StoredHead, ParseResult.ParseError> =>
+  Either.map(Schema.decodeUnknownEither(HeadAnswer, decodeOptions)(json), (o) => ({
+    resourceVersion: o.metadata.resourceVersion,
+    data: o.data ?? {},
+  }));
 
 /** Build the service over a Transport (the layer below loads it from the named kubeconfig). */
 export const makeKubernetesCluster = (transport: Transport, options: ClusterOptions, sent?: Array<SentRequest>) => {
@@ -134,29 +156,47 @@ export const makeKubernetesCluster = (transport: Transport, options: ClusterOpti
       return { status: answer.status, json: status, error: classify(answer.status, status, target, answer.retryAfter) };
     });
 
+  /** Decode an answer; a shape the ceremony cannot read fails closed, naming what was expected. */
+  const decoded = <A>(
+    operation: string,
+    a: Answer,
+    what: string,
+    decode: (u: unknown) => Either.Either<A, ParseResult.ParseError>,
+  ) =>
+    Either.match(decode(a.json), {
+      onLeft: (e) =>
+        Effect.fail(
+          failed(operation, a.status, `the answer is not ${what}: ${ParseResult.TreeFormatter.formatErrorSync(e)}`),
+        ),
+      onRight: (v) => Effect.succeed(v),
+    });
+
   const unexpected = (operation: string, a: Answer) =>
     failed(operation, a.status, `${a.error?._tag ?? 'HTTP'} ${a.status}: ${a.error?.message ?? 'unexpected answer'}`);
 
   const clusterUid = Effect.gen(function* () {
     const a = yield* send('cluster-uid', 'GET', '/api/v1/namespaces/kube-system');
     if (a.error) return yield* unexpected('cluster-uid', a);
-    const uid = asRecord(asRecord(a.json)['metadata'])['uid'];
-    return typeof uid === 'string' && uid !== ''
-      ? uid
-      : yield* failed('cluster-uid', a.status, 'kube-system has no metadata.uid');
+    const ns = yield* decoded(
+      'cluster-uid',
+      a,
+      'a namespace with metadata.uid',
+      Schema.decodeUnknownEither(NamespaceAnswer, decodeOptions),
+    );
+    return ns.metadata.uid;
   });
 
   const discover = (group: string, version: string) =>
     Effect.gen(function* () {
       const a = yield* send('discover', 'GET', prefix(group, version));
       if (a.error) return yield* unexpected('discover', a);
-      const resources = asRecord(a.json)['resources'];
-      if (!Array.isArray(resources))
-        return yield* failed('discover', a.status, `${prefix(group, version)}: no resource list`);
-      return resources.map((r): ApiResource => {
-        const o = asRecord(r);
-        return { name: String(o['name'] ?? ''), kind: String(o['kind'] ?? ''), namespaced: o['namespaced'] === true };
-      });
+      const list = yield* decoded(
+        'discover',
+        a,
+        `the resource list of ${prefix(group, version)}`,
+        Schema.decodeUnknownEither(DiscoveryAnswer, decodeOptions),
+      );
+      return list.resources.map((r): ApiResource => ({ name: r.name, kind: r.kind, namespaced: r.namespaced }));
     });
 
   const get = (ref: ResourceRef) =>
@@ -164,7 +204,7 @@ export const makeKubernetesCluster = (transport: Transport, options: ClusterOpti
       const a = yield* send('get', 'GET', objectPath(ref));
       if (a.error?._tag === 'NotFound') return Option.none<LiveObject>();
       if (a.error) return yield* unexpected('get', a);
-      return Option.some(liveObjectOf(a.json));
+      return Option.some(yield* decoded('get', a, 'an object with uid and resourceVersion', liveObjectOf));
     });
 
   const del = (ref: ResourceRef, deleteOptions: DeleteOptions) =>
@@ -193,7 +233,7 @@ export const makeKubernetesCluster = (transport: Transport, options: ClusterOpti
       const path = `${objectPath(ref)}?fieldManager=${FIELD_MANAGER}&force=false`;
       const a = yield* send('apply', 'PATCH', path, body, 'application/apply-patch+yaml');
       if (a.error) return yield* unexpected('apply', a);
-      return liveObjectOf(a.json);
+      return yield* decoded('apply', a, 'an object with uid and resourceVersion', liveObjectOf);
     });
 
   const headNamespaceExists = (ref: HeadRef) =>
@@ -219,7 +259,7 @@ export const makeKubernetesCluster = (transport: Transport, options: ClusterOpti
       const a = yield* send('read-head', 'GET', headPath(ref));
       if (a.error?._tag === 'NotFound') return Option.none<StoredHead>();
       if (a.error) return yield* unexpected('read-head', a);
-      return Option.some(storedHeadOf(a.json));
+      return Option.some(yield* decoded('read-head', a, 'a ConfigMap with a resourceVersion', storedHeadOf));
     });
 
   const headBody = (ref: HeadRef, data: Readonly<Record<string, string>>, resourceVersion?: string) => ({
@@ -244,7 +284,7 @@ export const makeKubernetesCluster = (transport: Transport, options: ClusterOpti
       );
       if (a.error?._tag === 'AlreadyExists') return yield* new HeadWriteConflict({ message: a.error.message });
       if (a.error) return yield* unexpected('create-head', a);
-      return storedHeadOf(a.json);
+      return yield* decoded('create-head', a, 'a ConfigMap with a resourceVersion', storedHeadOf);
     });
 
   const replaceHead = (ref: HeadRef, expectedResourceVersion: string, data: Readonly<Record<string, string>>) =>
@@ -252,7 +292,7 @@ export const makeKubernetesCluster = (transport: Transport, options: ClusterOpti
       const a = yield* send('replace-head', 'PUT', headPath(ref), headBody(ref, data, expectedResourceVersion));
       if (a.error?._tag === 'Conflict') return yield* new HeadWriteConflict({ message: a.error.message });
       if (a.error) return yield* unexpected('replace-head', a);
-      return storedHeadOf(a.json);
+      return yield* decoded('replace-head', a, 'a ConfigMap with a resourceVersion', storedHeadOf);
     });
 
   return KubernetesCluster.of({
