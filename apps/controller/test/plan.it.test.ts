@@ -63,8 +63,15 @@ describe('TC-35: plan requests have no side effects; plan and execution agree', 
     expect(again.body).toEqual(plan.body);
     expect(await appVersions(ns.name)).toEqual(before);
 
-    // Apply the same set: accepted with the same plan, then the cluster ends exactly as planned.
-    const applied = await call(cp.url, 'POST', '/api/v1/apply-requests', desired);
+    // Apply the same set without the reviewed plan's digest: refused, nothing written (decision 0203).
+    const unreviewed = await call(cp.url, 'POST', '/api/v1/apply-requests', desired);
+    expect(unreviewed.status).toBe(428);
+    expect(unreviewed.body.error).toMatchObject({ code: 'precondition_required', stage: 'apply', sideEffects: 'none' });
+    expect(unreviewed.body.error.current).toEqual(plan.body);
+    expect(await appVersions(ns.name)).toEqual(before);
+
+    // Apply the same set with the digest: accepted with the same plan, then the cluster ends exactly as planned.
+    const applied = await call(cp.url, 'POST', '/api/v1/apply-requests', { ...desired, planDigest: plan.body.digest });
     expect(applied.status).toBe(202);
     expect(applied.body.plan).toEqual(plan.body);
     const after = await until('the apply to finish', async () => {

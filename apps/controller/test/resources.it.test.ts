@@ -264,9 +264,10 @@ describe('TC-29: the error envelope of the four failure classes', () => {
 
   it('TC-29 an apply accepted before the client disconnects still reaches its terminal state', async () => {
     const names = Array.from({ length: 25 }, (_, i) => `gone-${i}`);
-    const body = JSON.stringify({
-      objects: names.map((n) => app(ns.name, n, { replicas: 1 }, { batch: 'disconnect' })),
-    });
+    const desired = { objects: names.map((n) => app(ns.name, n, { replicas: 1 }, { batch: 'disconnect' })) };
+    const plan = await call(url(), 'POST', '/api/v1/plan-requests', desired);
+    expect(plan.status).toBe(200);
+    const body = JSON.stringify({ ...desired, planDigest: plan.body.digest });
     const { hostname, port } = new URL(url());
     await new Promise<void>((resolve, reject) => {
       const socket = connect(Number(port), hostname, () => {

@@ -64,8 +64,12 @@ describe('controller server', () => {
   it('graceful shutdown: apply work accepted before close() reaches its terminal state before close() returns', async () => {
     const other = await startTestController();
     const names = Array.from({ length: 30 }, (_, i) => `shut-${i}`);
+    const desired = { objects: names.map((n) => app(ns.name, n, { replicas: 1 })) };
+    const plan = await call(other.url, 'POST', '/api/v1/plan-requests', desired);
+    expect(plan.status).toBe(200);
     const accepted = await call(other.url, 'POST', '/api/v1/apply-requests', {
-      objects: names.map((n) => app(ns.name, n, { replicas: 1 })),
+      ...desired,
+      planDigest: plan.body.digest,
     });
     expect(accepted.status).toBe(202);
     await other.close();

@@ -138,7 +138,7 @@ export const openApiDocument = (): unknown =>
       '/api/v1/apply-requests': {
         post: {
           summary:
-            'Apply a desired set (executes after 202); with planDigest only if the plan computed now has that digest (else 409 conflict, current = the current plan)',
+            'Apply a desired set (executes after 202) only with the planDigest of a reviewed plan, and only if the plan computed now has that digest (none: 428 precondition_required; another: 409 conflict; both with current = the current plan)',
           requestBody: body('DesiredSet'),
           responses: { '202': { description: 'Accepted', ...body('ApplyAccepted') }, ...errors },
         },

@@ -66,8 +66,9 @@ export const DesiredSet = Schema.Struct({
       clusterWide: Schema.optional(Schema.Boolean),
     }),
   ),
-  /** apply only: the digest of the plan the user reviewed; the apply is refused (409 conflict, with the current plan)
-   * when the plan computed now has another (TC-35, decision 0200). Without it, apply executes the plan computed now. */
+  /** apply only, required there: the digest of the plan the user reviewed; the apply is refused (409 conflict, with
+   * the current plan) when the plan computed now has another, and without it (428 precondition_required, with the
+   * current plan) — an apply never executes a plan nobody reviewed (TC-35, decisions 0201, 0203). */
   planDigest: Schema.optional(Schema.String),
 });
 export type DesiredSet = typeof DesiredSet.Type;

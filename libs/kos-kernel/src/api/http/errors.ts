@@ -77,7 +77,7 @@ export const ERROR_CODES = {
     status: 428,
     retryable: false,
     requiresUserAction: true,
-    doc: 'PUT/DELETE without If-Match (or metadata.resourceVersion for PUT).',
+    doc: 'PUT/DELETE without If-Match (or metadata.resourceVersion for PUT); an apply without the planDigest of a reviewed plan.',
   },
   action_rejected: {
     status: 409,

@@ -292,8 +292,18 @@ export const applyRequest = (
     const plan = yield* computePlan(input, 'apply').pipe(
       Effect.flatMap((p) => {
         const reviewed = (input.body as { planDigest?: unknown }).planDigest;
-        // Bound to the reviewed plan: a different digest means the cluster (or the request) moved since (TC-35).
-        return reviewed === undefined || reviewed === p.result.digest
+        // Bound to the reviewed plan: without a digest there is nothing the user reviewed; a different digest means the
+        // cluster (or the request) moved since (TC-35, decision 0203).
+        if (reviewed === undefined)
+          return Effect.fail(
+            apiError(
+              'precondition_required',
+              'apply',
+              `apply executes only a plan you reviewed: POST the same body to /api/v1/plan-requests and send its digest as planDigest (the plan computed now has ${p.result.digest})`,
+              { current: p.result },
+            ),
+          );
+        return reviewed === p.result.digest
           ? Effect.succeed(p)
           : Effect.fail(
               apiError(
