@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# Daily use: lint, typecheck and test only the projects affected since origin/main (or the base given).
+# Daily use: lint, typecheck and test only the projects affected since origin/main (or the base given), against one
+# shared test bed like `npm test`. A base that does not exist is an error: silently testing everything (or nothing)
+# would look like a pass of the change.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export NX_DAEMON="${NX_DAEMON:-false}" NX_NO_CLOUD=true NX_TUI=false
 base="${1:-origin/main}"
-git rev-parse --verify -q "$base" >/dev/null || base="$(git rev-list --max-parents=0 HEAD | tail -1)"
+if ! git rev-parse --verify -q "$base^{commit}" >/dev/null; then
+  echo "affected: the base '$base' is not a commit here (git fetch origin, or name one: npm run affected -- <commit>)" >&2
+  exit 2
+fi
+# shellcheck source=shared-testbed.sh
+source tools/scripts/shared-testbed.sh
 npx nx affected -t lint typecheck test --base="$base" --outputStyle=stream

@@ -100,5 +100,8 @@ cat <<INFO
       curl -s http://127.0.0.1:$port/readyz; curl -s http://127.0.0.1:$port/api/v1/resources/Application
       curl -s http://127.0.0.1:$port/metrics | grep controller_runtime_reconcile_total
 INFO
-# Not exec: the EXIT trap must still stop the test bed after the controller ends.
-npm start -s -w @homelab/controller -- --port "$port" --database-secret-namespace=default "$@" || true
+# Not exec: the EXIT trap must still stop the test bed after the controller ends; the controller's exit code is
+# the script's (a configuration error stays exit 2).
+rc=0
+npm start -s -w @homelab/controller -- --port "$port" --database-secret-namespace=default "$@" || rc=$?
+exit "$rc"

@@ -10,18 +10,8 @@ export NX_DAEMON="${NX_DAEMON:-false}" NX_NO_CLOUD=true NX_TUI=false NX_SKIP_NX_
 status=0
 step() { echo; echo "==> $*"; }
 
-# One test bed for the whole run (vitest's global setup reuses it through the state file).
-export HOMELAB_TESTBED_STATE="${HOMELAB_TESTBED_STATE:-$PWD/.testbed/state.json}"
-started_here=0
-if ! node tools/testbed/bin/testbed.mjs status >/dev/null 2>&1; then
-  step "starting the test bed (builds the binaries on first use)"
-  if ! node tools/testbed/bin/testbed.mjs up >/dev/null; then
-    echo "test bed failed to start (see the reason above)"; exit 1
-  fi
-  started_here=1
-fi
-stop_testbed() { [ "$started_here" = 1 ] && node tools/testbed/bin/testbed.mjs down >/dev/null 2>&1; }
-trap stop_testbed EXIT
+# shellcheck source=shared-testbed.sh
+source tools/scripts/shared-testbed.sh
 
 rm -rf reports/vitest
 # A failed check (format, sync, lint, typecheck) counts as one failure in the closing line, so the line alone tells.
