@@ -56,6 +56,80 @@ export type ControllerModule = (typeof CONTROLLER_MODULES)[number];
 
 export class ConfigError extends Error {}
 
+/**
+ * Every flag the controller takes, with its environment variable: `--help` prints this table and any other flag or a
+ * stray argument is refused (issue 26 item 6). `boolean` flags may stand alone; the others take `--flag value` or
+ * `--flag=value`.
+ */
+export const CONTROLLER_FLAGS: ReadonlyArray<{
+  readonly name: string;
+  readonly env?: string;
+  readonly help: string;
+  readonly boolean?: true;
+}> = [
+  { name: 'host', env: 'KOS_HOST', help: 'API address; loopback only until identity is configured (127.0.0.1)' },
+  { name: 'port', env: 'KOS_PORT', help: 'API port, 0 = any (8080)' },
+  { name: 'kubeconfig', env: 'KUBECONFIG', help: 'kubeconfig file (default: in-cluster, else the test bed)' },
+  { name: 'testbed-state', env: 'HOMELAB_TESTBED_STATE', help: "the test bed's state file" },
+  { name: 'modules', env: 'CONTROLLER_MODULES', help: `modules to run (${CONTROLLER_MODULES.join(',')})` },
+  { name: 'body-limit', env: 'KOS_BODY_LIMIT', help: 'largest request body in bytes (1048576)' },
+  { name: 'continue-key', env: 'KOS_CONTINUE_KEY', help: 'hex key of list continue tokens, shared by replicas' },
+  { name: 'discovery-namespaces', env: 'KOS_DISCOVERY_NAMESPACES', help: 'namespaces discovery reads (all)' },
+  { name: 'discovery-interval-ms', env: 'KOS_DISCOVERY_INTERVAL_MS', help: 'discovery interval (30000)' },
+  { name: 'shutdown-grace-ms', env: 'KOS_SHUTDOWN_GRACE_MS', help: 'grace for accepted work on SIGTERM (30000)' },
+  { name: 'kos-crds', env: 'KOS_CRDS', help: 'install or verify the KOS CRDs (verify)' },
+  { name: 'kos-label-selector', env: 'KOS_LABEL_SELECTOR', help: 'KOS objects this controller reconciles (all)' },
+  { name: 'kos-leader-election-id', env: 'KOS_LEADER_ELECTION_ID', help: "KOS module's Lease name" },
+  {
+    name: 'leader-elect',
+    env: 'CONTROLLER_LEADER_ELECT',
+    help: 'run modules only while holding a Lease',
+    boolean: true,
+  },
+  { name: 'leader-election-namespace', env: 'CONTROLLER_LEADER_ELECTION_NAMESPACE', help: 'Lease namespace' },
+  { name: 'leader-election-id', env: 'CONTROLLER_LEADER_ELECTION_ID', help: "Ayatori module's Lease name" },
+  { name: 'database-secret-namespace', env: 'POD_NAMESPACE', help: 'namespace of Ayatori credential Secrets' },
+  { name: 'database-root-cert', help: 'CA file for PostgreSQL connections' },
+  { name: 'database-label-selector', env: 'CONTROLLER_DATABASE_LABEL_SELECTOR', help: 'Ayatori objects handled' },
+  { name: 'openbao-address', help: 'OpenBao URL (unset = no OpenBao delivery)' },
+  { name: 'openbao-token-file', help: 'file holding the OpenBao token' },
+  { name: 'openbao-kv-mount', help: 'KV v2 mount (secret)' },
+  { name: 'openbao-tenant-base-path', help: 'KV path of tenant credentials (postgresql-tenants)' },
+  { name: 'identity', env: 'KOS_IDENTITY', help: 'refused until the identity module is wired (issue 17)' },
+];
+
+export const controllerHelp = (): string =>
+  [
+    'usage: controller [--flag value | --flag=value]...',
+    '',
+    'The KOS control plane and reconcilers, and the Ayatori Database module.',
+    '',
+    'flags:',
+    ...CONTROLLER_FLAGS.map((f) => `  --${f.name.padEnd(27)}${f.help}${f.env !== undefined ? `  [${f.env}]` : ''}`),
+    '  --help',
+    '',
+  ].join('\n');
+
+/** True when `--help` is among the arguments: main prints `controllerHelp()` and exits 0 before anything starts. */
+export const wantsHelp = (argv: ReadonlyArray<string>): boolean => argv.includes('--help');
+
+/** An unknown flag, a value flag without its value, or a stray argument is refused before anything is read. */
+const refuseUnknownArguments = (argv: ReadonlyArray<string>): void => {
+  const known = new Map(CONTROLLER_FLAGS.map((f) => [f.name, f]));
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    if (!a.startsWith('--')) throw new ConfigError(`unexpected argument "${a}" (see --help)`);
+    const eq = a.indexOf('=');
+    const name = a.slice(2, eq < 0 ? undefined : eq);
+    const f = known.get(name);
+    if (f === undefined) throw new ConfigError(`unknown flag --${name} (see --help)`);
+    if (eq >= 0 || f.boolean === true) continue;
+    const value = argv[i + 1];
+    if (value === undefined || value.startsWith('--')) throw new ConfigError(`--${name} needs a value`);
+    i++;
+  }
+};
+
 const flag = (argv: ReadonlyArray<string>, name: string): string | undefined => {
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] as string;
@@ -85,6 +159,7 @@ export const parseConfig = (
   argv: ReadonlyArray<string>,
   env: Readonly<Record<string, string | undefined>>,
 ): ControllerConfig => {
+  refuseUnknownArguments(argv);
   const get = (f: string, e: string) => flag(argv, f) ?? env[e];
   const kubeconfig = get('kubeconfig', 'KUBECONFIG') || undefined;
   const testbedState = get('testbed-state', 'HOMELAB_TESTBED_STATE') || undefined;

@@ -1,9 +1,13 @@
 // `npm start -w @homelab/controller`: configuration from flags/env, the control plane on it, SIGINT/SIGTERM stop it
 // gracefully.
-import { ConfigError, parseConfig } from './config.js';
+import { ConfigError, controllerHelp, parseConfig, wantsHelp } from './config.js';
 import { startController } from './server.js';
 
 const main = async () => {
+  if (wantsHelp(process.argv.slice(2))) {
+    process.stdout.write(controllerHelp());
+    process.exit(0);
+  }
   let config;
   try {
     config = parseConfig(process.argv.slice(2), process.env);

@@ -1,6 +1,8 @@
-// ns-daemon configuration: flags (--name=value) override environment variables (NS_NAME), which override defaults.
+// ns-daemon configuration: flags (`--name value` or `--name=value`) override environment variables (NS_NAME), which
+// override defaults; unknown flags are refused (issue 26 item 6).
 import { readFileSync } from 'node:fs';
 import { Either } from 'effect';
+import { ConfigurationError, type FlagSpec, parseCommandLine } from '@homelab/service-control/process';
 import {
   type DeclarationWire,
   declarationFromLocal,
@@ -35,31 +37,58 @@ export interface NsConfig {
   readonly debugDeferProposalsMs: number | null;
 }
 
-const flag = (argv: readonly string[], name: string): string | undefined =>
-  argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+/** Every flag the daemon takes (its environment variable is `NS_<NAME>`); `--help` prints this table. */
+export const NS_FLAGS: ReadonlyArray<FlagSpec> = [
+  { name: 'nsd-url', help: 'base URL of the NSD', default: 'http://127.0.0.1:7400' },
+  { name: 'nsd-key', help: "the NSD's Ed25519 public key, 64 lowercase hex (required)" },
+  { name: 'network', help: 'the Network id, 32 lowercase hex (required)' },
+  { name: 'key-file', help: "PEM file of this node's Ed25519 key, created on first start", default: 'ns-key.pem' },
+  { name: 'state-file', help: 'SQLite file of the daemon state', default: 'ns-state.db' },
+  { name: 'declarations', help: 'JSON file listing the local service declarations' },
+  { name: 'host', help: "address of the owner's loopback endpoints", default: '127.0.0.1' },
+  { name: 'port', help: "port of the owner's endpoints (0 = any)", default: '7410' },
+  { name: 'dns-host', help: 'local-name DNS listener address: 127.0.0.1 or ::1', default: '127.0.0.1' },
+  { name: 'dns-port', help: 'local-name DNS listener port (unset = no listener, 0 = any)' },
+  { name: 'dns-zone', help: 'the local zone of managed names', default: 'ns.internal' },
+  { name: 'fault', help: 'tests only: crash-point injection' },
+  { name: 'debug-simulated-flows', help: 'tests only: 1 enables POST /debug/simulated-flow', default: '0' },
+  { name: 'debug-defer-proposals-ms', help: 'tests only: arbitrate snapshot proposals this many ms late' },
+];
 
-export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): NsConfig => {
-  const get = (name: string, fallback?: string): string | undefined =>
-    flag(argv, name) ?? env[`NS_${name.toUpperCase().replaceAll('-', '_')}`] ?? fallback;
-  const nsdKey = get('nsd-key', '') as string;
-  const network = get('network', '') as string;
+const NS_COMMAND = {
+  app: 'ns-daemon',
+  summary: 'The per-node M6 daemon: declares local services to the NSD, holds leases and permits, answers local names.',
+  envPrefix: 'NS',
+  flags: NS_FLAGS,
+};
+
+/** The configuration, `help` when `--help` was given; a refused flag or value throws ConfigurationError. */
+export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): NsConfig | { readonly help: string } => {
+  const line = parseCommandLine(NS_COMMAND, argv, env);
+  if (line._tag === 'Help') return { help: line.text };
+  const get = line.get;
+  const nsdKey = get('nsd-key') ?? '';
+  const network = get('network') ?? '';
   if (!/^[0-9a-f]{64}$/.test(nsdKey))
-    throw new Error('NS_NSD_KEY / --nsd-key must be the NSD public key as 64 lowercase hex');
-  if (!/^[0-9a-f]{32}$/.test(network)) throw new Error('NS_NETWORK / --network must be 32 lowercase hex');
+    throw new ConfigurationError('NS_NSD_KEY / --nsd-key must be the NSD public key as 64 lowercase hex');
+  if (!/^[0-9a-f]{32}$/.test(network)) throw new ConfigurationError('NS_NETWORK / --network must be 32 lowercase hex');
+  const port = get('port') as string;
+  if (!/^[0-9]+$/.test(port) || Number(port) > 65_535)
+    throw new ConfigurationError(`NS_PORT / --port must be 0..65535, not "${port}"`);
+  const defer = get('debug-defer-proposals-ms');
   return {
-    nsdUrl: get('nsd-url', 'http://127.0.0.1:7400') as string,
+    nsdUrl: get('nsd-url') as string,
     nsdKey,
     network,
-    keyFile: get('key-file', 'ns-key.pem') as string,
-    stateFile: get('state-file', 'ns-state.db') as string,
+    keyFile: get('key-file') as string,
+    stateFile: get('state-file') as string,
     declarationsFile: get('declarations') ?? null,
-    host: get('host', '127.0.0.1') as string,
-    port: Number(get('port', '7410')),
+    host: get('host') as string,
+    port: Number(port),
     fault: get('fault') ?? null,
-    debugSimulatedFlows: get('debug-simulated-flows', '0') === '1',
-    ...dnsConfig(get('dns-host', '127.0.0.1') as string, get('dns-port'), get('dns-zone', 'ns.internal') as string),
-    debugDeferProposalsMs:
-      get('debug-defer-proposals-ms') === undefined ? null : Number(get('debug-defer-proposals-ms')),
+    debugSimulatedFlows: get('debug-simulated-flows') === '1',
+    ...dnsConfig(get('dns-host') as string, get('dns-port'), get('dns-zone') as string),
+    debugDeferProposalsMs: defer === undefined ? null : Number(defer),
   };
 };
 
@@ -70,12 +99,14 @@ const dnsConfig = (
   dnsZone: string,
 ): Pick<NsConfig, 'dnsHost' | 'dnsPort' | 'dnsZone'> => {
   if (dnsHost !== '127.0.0.1' && dnsHost !== '::1')
-    throw new Error('NS_DNS_HOST / --dns-host must be 127.0.0.1 or ::1 (the DNS listener is loopback only)');
+    throw new ConfigurationError(
+      'NS_DNS_HOST / --dns-host must be 127.0.0.1 or ::1 (the DNS listener is loopback only)',
+    );
   const dnsPort = port === undefined || port === '' ? null : Number(port);
   if (dnsPort !== null && !(Number.isInteger(dnsPort) && dnsPort >= 0 && dnsPort <= 65_535))
-    throw new Error('NS_DNS_PORT / --dns-port must be 0..65535');
+    throw new ConfigurationError('NS_DNS_PORT / --dns-port must be 0..65535');
   if (!/^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/.test(dnsZone))
-    throw new Error('NS_DNS_ZONE / --dns-zone must be a lowercase DNS name');
+    throw new ConfigurationError('NS_DNS_ZONE / --dns-zone must be a lowercase DNS name');
   return { dnsHost, dnsPort, dnsZone };
 };
 

@@ -15,7 +15,7 @@ import {
   daemonStoreLayer,
 } from '@homelab/service-control/application';
 import { ProcUptimeBootClock } from '@homelab/service-control/clock';
-import { launchUntilSignal } from '@homelab/service-control/process';
+import { configurationOrExit, launchUntilSignal } from '@homelab/service-control/process';
 import { openSqliteDaemonStore, openSqliteEndpointStore } from '@homelab/service-control/sqlite';
 import {
   ReplayCache,
@@ -37,7 +37,7 @@ if (isServiceCommand(process.argv.slice(2))) process.exit(await runServiceComman
 const log = (event: string, fields: Record<string, unknown> = {}): void =>
   void process.stdout.write(`${JSON.stringify({ t: new Date().toISOString(), app: 'ns-daemon', event, ...fields })}\n`);
 
-const config = loadConfig(process.env, process.argv.slice(2));
+const config = configurationOrExit('ns-daemon', () => loadConfig(process.env, process.argv.slice(2)));
 if (!existsSync(config.keyFile)) writeFileSync(config.keyFile, generateSigner().privateKeyPem, { mode: 0o600 });
 const signer = signerFromPem(readFileSync(config.keyFile, 'utf8'));
 // One replay cache for the whole runtime: kept across stream reconnects.

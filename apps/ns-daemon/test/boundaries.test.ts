@@ -49,7 +49,8 @@ describe('ns-daemon', () => {
 
   it('configuration: flags override environment; bad keys and networks are refused', () => {
     const env = { NS_NSD_KEY: 'c'.repeat(64), NS_NETWORK: 'd'.repeat(32), NS_PORT: '1234' };
-    const c = loadConfig(env, ['--port=999']);
+    const c = loadConfig(env, ['--port', '999']);
+    if ('help' in c) throw new Error('expected a configuration');
     expect([c.port, c.nsdUrl, c.stateFile]).toEqual([999, 'http://127.0.0.1:7400', 'ns-state.db']);
     expect(() => loadConfig({ ...env, NS_NSD_KEY: 'XYZ' }, [])).toThrow(/nsd-key/);
     expect(() => loadConfig({ ...env, NS_NETWORK: '12' }, [])).toThrow(/network/);

@@ -1,4 +1,7 @@
-// NSD configuration: flags (--name=value) override environment variables (NSD_NAME), which override defaults.
+// NSD configuration: flags (`--name value` or `--name=value`) override environment variables (NSD_NAME), which
+// override defaults; unknown flags are refused (issue 26 item 6).
+import { ConfigurationError, type FlagSpec, parseCommandLine } from '@homelab/service-control/process';
+
 export interface NsdConfig {
   readonly host: string;
   readonly port: number;
@@ -26,40 +29,71 @@ export interface NsdConfig {
   readonly portStreamRequests: boolean;
 }
 
-const flag = (argv: readonly string[], name: string): string | undefined => {
-  const hit = argv.find((a) => a.startsWith(`--${name}=`));
-  return hit?.slice(name.length + 3);
+/** Every flag nsd takes (its environment variable is `NSD_<NAME>`); `--help` prints this table. */
+export const NSD_FLAGS: ReadonlyArray<FlagSpec> = [
+  { name: 'host', help: 'address of the service-control listener', default: '127.0.0.1' },
+  { name: 'port', help: 'port of the service-control listener (0 = any)', default: '7400' },
+  { name: 'db-host', help: 'PostgreSQL host (default $PGHOST or 127.0.0.1)' },
+  { name: 'db-port', help: 'PostgreSQL port (default $PGPORT or 5432)' },
+  { name: 'db-user', help: 'PostgreSQL user (default $PGUSER or postgres)' },
+  { name: 'db-name', help: 'PostgreSQL database (default $PGDATABASE or nsd)' },
+  { name: 'db-password', help: 'PostgreSQL password (default $PGPASSWORD)' },
+  { name: 'key-file', help: "PEM file of nsd's Ed25519 response key, created on first start", default: 'nsd-key.pem' },
+  { name: 'members', help: 'Network members identityHex(64):networkHex(32), comma separated', default: '' },
+  { name: 'admin-token', help: "bearer token of the owner's admin API /v1/admin/* (unset = API off)" },
+  { name: 'port-uncertain-ms', help: 'confirmation window of uncertain port proposals in ms (default 6000)' },
+  { name: 'port-stream-requests', help: '0 turns off port.query/port.cancel on config.stream', default: '1' },
+  { name: 'fault', help: 'tests only: SIGKILL after the commit of this request kind, before the reply' },
+];
+
+const NSD_COMMAND = {
+  app: 'nsd',
+  summary: 'The M6 authority: service-control over signed HTTP/SSE, state in PostgreSQL.',
+  envPrefix: 'NSD',
+  flags: NSD_FLAGS,
 };
 
-export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): NsdConfig => {
-  const get = (name: string, fallback?: string): string | undefined =>
-    flag(argv, name) ?? env[`NSD_${name.toUpperCase().replaceAll('-', '_')}`] ?? fallback;
-  const members = (get('members', '') ?? '')
+const port = (what: string, raw: string): number => {
+  const n = Number(raw);
+  if (!/^[0-9]+$/.test(raw) || n > 65_535)
+    throw new ConfigurationError(`${what} must be a port 0..65535, not "${raw}"`);
+  return n;
+};
+
+/** The configuration, `help` when `--help` was given; a refused flag or value throws ConfigurationError. */
+export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): NsdConfig | { readonly help: string } => {
+  const line = parseCommandLine(NSD_COMMAND, argv, env);
+  if (line._tag === 'Help') return { help: line.text };
+  const get = line.get;
+  const members = (get('members') ?? '')
     .split(',')
     .map((s) => s.trim())
     .filter((s) => s !== '')
     .map((s) => {
       const [identity, network] = s.split(':');
       if (!/^[0-9a-f]{64}$/.test(identity ?? '') || !/^[0-9a-f]{32}$/.test(network ?? ''))
-        throw new Error(`bad member ${s}: identityHex(64):networkHex(32)`);
+        throw new ConfigurationError(`bad member ${s}: identityHex(64):networkHex(32)`);
       return { identity: identity as string, network: network as string };
     });
-  const password = get('db-password', env['PGPASSWORD']);
+  const password = get('db-password') ?? env['PGPASSWORD'];
+  const uncertain = get('port-uncertain-ms');
+  if (uncertain !== undefined && !/^[0-9]+$/.test(uncertain))
+    throw new ConfigurationError(`--port-uncertain-ms must be a whole number of ms, not "${uncertain}"`);
   return {
-    host: get('host', '127.0.0.1') as string,
-    port: Number(get('port', '7400')),
+    host: get('host') as string,
+    port: port('--port', get('port') as string),
     database: {
-      host: get('db-host', env['PGHOST'] ?? '127.0.0.1') as string,
-      port: Number(get('db-port', env['PGPORT'] ?? '5432')),
-      user: get('db-user', env['PGUSER'] ?? 'postgres') as string,
-      database: get('db-name', env['PGDATABASE'] ?? 'nsd') as string,
+      host: get('db-host') ?? env['PGHOST'] ?? '127.0.0.1',
+      port: port('--db-port', get('db-port') ?? env['PGPORT'] ?? '5432'),
+      user: get('db-user') ?? env['PGUSER'] ?? 'postgres',
+      database: get('db-name') ?? env['PGDATABASE'] ?? 'nsd',
       ...(password === undefined ? {} : { password }),
     },
-    keyFile: get('key-file', 'nsd-key.pem') as string,
+    keyFile: get('key-file') as string,
     members,
     fault: get('fault') ?? null,
     adminToken: get('admin-token') ?? null,
-    portUncertainMs: get('port-uncertain-ms') === undefined ? null : Number(get('port-uncertain-ms')),
-    portStreamRequests: get('port-stream-requests', '1') !== '0',
+    portUncertainMs: uncertain === undefined ? null : Number(uncertain),
+    portStreamRequests: get('port-stream-requests') !== '0',
   };
 };

@@ -13,7 +13,7 @@ import {
   authorityStoreLayer,
 } from '@homelab/service-control/application';
 import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
-import { launchUntilSignal } from '@homelab/service-control/process';
+import { configurationOrExit, launchUntilSignal } from '@homelab/service-control/process';
 import {
   ReplayCache,
   SseSink,
@@ -33,7 +33,7 @@ import { makeNsdMetrics } from './metrics.js';
 const log = (event: string, fields: Record<string, unknown> = {}): void =>
   void process.stdout.write(`${JSON.stringify({ t: new Date().toISOString(), app: 'nsd', event, ...fields })}\n`);
 
-const config = loadConfig(process.env, process.argv.slice(2));
+const config = configurationOrExit('nsd', () => loadConfig(process.env, process.argv.slice(2)));
 if (!existsSync(config.keyFile)) writeFileSync(config.keyFile, generateSigner().privateKeyPem, { mode: 0o600 });
 const signer = signerFromPem(readFileSync(config.keyFile, 'utf8'));
 const side: TransportSide = { signer, trust: trustSelfCertifying, replay: new ReplayCache() };

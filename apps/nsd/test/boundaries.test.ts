@@ -50,8 +50,10 @@ describe('nsd', () => {
   it('configuration: flags override environment, members are checked', () => {
     const c = loadConfig({ NSD_PORT: '1', NSD_MEMBERS: `${'a'.repeat(64)}:${'b'.repeat(32)}` }, [
       '--port=2',
-      '--db-name=x',
+      '--db-name',
+      'x',
     ]);
+    if ('help' in c) throw new Error('expected a configuration');
     expect([c.port, c.database.database, c.members.length]).toEqual([2, 'x', 1]);
     expect(() => loadConfig({ NSD_MEMBERS: 'nope' }, [])).toThrow(/bad member/);
   });

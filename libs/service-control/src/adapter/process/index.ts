@@ -25,3 +25,5 @@ export const launchUntilSignal = <E>(app: Layer.Layer<never, E, never>, log: Pro
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
 };
+
+export * from './command-line.js';

@@ -1,0 +1,56 @@
+// issue 26 item 6: nsd's command line through the real process — `--help` creates nothing, a refused flag or value
+// is one line on stderr and exit 2 (no stack trace), and the table parser itself.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ConfigurationError } from '@homelab/service-control/process';
+import { loadConfig } from '../src/config.js';
+
+const appDir = join(dirname(fileURLToPath(import.meta.url)), '..');
+const dir = mkdtempSync(join(tmpdir(), 'nsd-cli-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const run = (args: string[], env: Record<string, string> = {}) =>
+  spawnSync(process.execPath, ['--conditions=@homelab/source', '--import', 'tsx', 'src/main.ts', ...args], {
+    cwd: appDir,
+    env: { PATH: process.env['PATH'] ?? '', NSD_KEY_FILE: join(dir, 'key.pem'), ...env },
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+
+describe('nsd command line', () => {
+  it('--help prints every flag with its environment variable and exits 0 without writing the key file', () => {
+    const r = run(['--help']);
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/^usage: nsd /);
+    expect(r.stdout).toContain('--db-host');
+    expect(r.stdout).toContain('[NSD_ADMIN_TOKEN]');
+    expect(existsSync(join(dir, 'key.pem'))).toBe(false);
+  });
+
+  it('an unknown flag is one line on stderr and exit 2, and nothing is created', () => {
+    const r = run(['--no-such-flag=1']);
+    expect(r.status).toBe(2);
+    expect(r.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^nsd: configuration: .*--no-such-flag/)]);
+    expect(existsSync(join(dir, 'key.pem'))).toBe(false);
+  });
+
+  it('a bad value from the environment is refused the same way', () => {
+    const r = run([], { NSD_PORT: 'http' });
+    expect(r.status).toBe(2);
+    expect(r.stderr.trim()).toBe('nsd: configuration: --port must be a port 0..65535, not "http"');
+  });
+
+  it('--flag value and --flag=value mean the same; a flag beats its environment variable', () => {
+    const a = loadConfig({ NSD_HOST: '127.0.0.2' }, ['--host', '127.0.0.3', '--port=7']);
+    const b = loadConfig({}, ['--host=127.0.0.3', '--port', '7']);
+    if ('help' in a || 'help' in b) throw new Error('expected configurations');
+    expect([a.host, a.port]).toEqual(['127.0.0.3', 7]);
+    expect(b).toEqual(a);
+    expect(() => loadConfig({}, ['stray'])).toThrow(ConfigurationError);
+    expect(() => loadConfig({}, ['--port'])).toThrow(/--port/);
+  });
+});
