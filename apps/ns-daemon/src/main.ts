@@ -173,6 +173,13 @@ const Listener = Layer.scopedDiscard(
         return void res
           .writeHead(daemon.status.phase === 'failed' ? 503 : 200, { 'content-type': 'application/json' })
           .end(JSON.stringify({ ...daemon.status, leases: daemon.leases.status(), identity: toHex(signer.machineId) }));
+      // readiness means "can serve" (issue 26 item 6): bound, in session and receiving snapshots; /healthz is liveness
+      if (req.method === 'GET' && req.url === '/readyz') {
+        const phase = daemon.status.phase;
+        return void res
+          .writeHead(phase === 'streaming' ? 200 : 503, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ ready: phase === 'streaming', phase }));
+      }
       if (
         config.debugSimulatedFlows &&
         req.url === '/debug/simulated-flow' &&

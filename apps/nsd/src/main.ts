@@ -7,7 +7,9 @@ import type { AddressInfo } from 'node:net';
 import { Effect, Either, Layer } from 'effect';
 import { InfoGetResponseCodec, fromHex, toHex, uuidText } from '@homelab/service-control';
 import {
+  type AuthorityStore,
   AuthorityService,
+  AuthorityStoreService,
   SystemControlClock,
   authorityLayer,
   authorityStoreLayer,
@@ -53,13 +55,36 @@ const KNOWN_ROUTES = new Set([
   'POST /v1/rpc',
   'POST /v1/config.stream',
   'GET /healthz',
+  'GET /readyz',
   'GET /metrics',
 ]);
+
+/**
+ * Readiness means "can serve" (issue 26 item 6): the database answers within 2 s and still holds this process's
+ * epoch. A newer takeover fences this process out for good, so it stays unready until it is replaced; `/healthz`
+ * stays liveness only.
+ */
+const readiness = async (
+  store: AuthorityStore,
+  epoch: bigint,
+): Promise<{ status: number; body: Record<string, unknown> }> => {
+  const timeout = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), 2_000).unref());
+  const current = await Promise.race([store.currentEpoch(), timeout]);
+  if (current === 'timeout' || Either.isLeft(current))
+    return { status: 503, body: { ready: false, reason: 'storage-unavailable' } };
+  if (current.right !== epoch)
+    return {
+      status: 503,
+      body: { ready: false, reason: 'fenced', epoch: String(epoch), current: String(current.right) },
+    };
+  return { status: 200, body: { ready: true, epoch: String(epoch) } };
+};
 
 /** The signed HTTP/SSE server of the Authority, listening while the scope is open. */
 const HttpServer = Layer.scopedDiscard(
   Effect.gen(function* () {
     const { authority, nsdId, epoch } = yield* AuthorityService;
+    const store = yield* AuthorityStoreService;
     metrics.watch(authority, epoch);
     const registry = metrics.registry;
 
@@ -105,6 +130,10 @@ const HttpServer = Layer.scopedDiscard(
           .end(
             JSON.stringify({ ok: true, epoch: String(epoch), nsd_id: uuidText(nsdId), streams: authority.streamCount }),
           );
+      if (route === 'GET /readyz')
+        return void readiness(store, epoch).then(({ status, body }) =>
+          res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body)),
+        );
       if (handleAdmin(authority, config.adminToken, req, res)) return;
       if (route === 'GET /metrics')
         return void registry.metrics().then((m) => res.writeHead(200, { 'content-type': registry.contentType }).end(m));

@@ -110,6 +110,11 @@ export interface AuthorityStore {
   readonly migrate: () => Promise<void>;
   /** Increment and persist the authority epoch BEFORE serving (M6-12); creates the persistent nsd_id once. */
   readonly takeover: () => Promise<{ readonly nsdId: Bytes; readonly epoch: bigint }>;
+  /**
+   * The persisted authority epoch, read without a lock (readiness: a process whose epoch is no longer current has been
+   * fenced out by a newer takeover and can serve nothing). Left `storage-unavailable` when the database is not reachable.
+   */
+  readonly currentEpoch: () => Promise<Either.Either<bigint | null, ServiceControlError>>;
   readonly isMember: (identity: Bytes, networkId: Bytes) => Promise<boolean>;
   readonly addMember: (identity: Bytes, networkId: Bytes) => Promise<void>;
   /**

@@ -382,6 +382,11 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): Authorit
           }
         }),
       ),
+    currentEpoch: () =>
+      run(async (c) => {
+        const r = await c.query(`SELECT epoch FROM ${S}.authority WHERE id = 1`);
+        return r.rows[0] === undefined ? null : big(r.rows[0].epoch);
+      }),
     takeover: async () =>
       orThrow(
         await run(async (c) => {
