@@ -22,6 +22,9 @@ export interface NsConfig {
   readonly declarationsFile: string | null;
   readonly host: string;
   readonly port: number;
+  /** The probe listener (/healthz, /readyz, /metrics only); no port = none, the owner's listener answers them. */
+  readonly healthHost: string;
+  readonly healthPort: number | null;
   readonly fault: string | null;
   /**
    * Test-only stand-in for a data plane (decision 0146): `POST /debug/simulated-flow` opens a simulated flow through
@@ -47,6 +50,12 @@ export const NS_FLAGS: ReadonlyArray<FlagSpec> = [
   { name: 'declarations', help: 'JSON file listing the local service declarations' },
   { name: 'host', help: "address of the owner's loopback endpoints", default: '127.0.0.1' },
   { name: 'port', help: "port of the owner's endpoints (0 = any)", default: '7410' },
+  {
+    name: 'health-host',
+    help: 'address of the probe listener (/healthz, /readyz, /metrics only)',
+    default: '127.0.0.1',
+  },
+  { name: 'health-port', help: 'port of the probe listener (unset = none; the owner port answers probes)' },
   { name: 'dns-host', help: 'local-name DNS listener address: 127.0.0.1 or ::1', default: '127.0.0.1' },
   { name: 'dns-port', help: 'local-name DNS listener port (unset = no listener, 0 = any)' },
   { name: 'dns-zone', help: 'the local zone of managed names', default: 'ns.internal' },
@@ -76,6 +85,9 @@ export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): NsC
   if (!/^[0-9]+$/.test(port) || Number(port) > 65_535)
     throw new ConfigurationError(`NS_PORT / --port must be 0..65535, not "${port}"`);
   const defer = get('debug-defer-proposals-ms');
+  const healthPort = get('health-port');
+  if (healthPort !== undefined && (!/^[0-9]+$/.test(healthPort) || Number(healthPort) > 65_535))
+    throw new ConfigurationError(`NS_HEALTH_PORT / --health-port must be 0..65535, not "${healthPort}"`);
   return {
     nsdUrl: get('nsd-url') as string,
     nsdKey,
@@ -85,6 +97,8 @@ export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): NsC
     declarationsFile: get('declarations') ?? null,
     host: get('host') as string,
     port: Number(port),
+    healthHost: get('health-host') as string,
+    healthPort: healthPort === undefined ? null : Number(healthPort),
     fault: get('fault') ?? null,
     debugSimulatedFlows: get('debug-simulated-flows') === '1',
     ...dnsConfig(get('dns-host') as string, get('dns-port'), get('dns-zone') as string),

@@ -2,7 +2,7 @@
 // /healthz + /metrics listener. Shutdown = closing the layers' scope: listener, then the run loop (aborted and
 // awaited), then the SQLite handle (decision 0131). Never loads PostgreSQL or Kubernetes code.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { type IncomingMessage, type ServerResponse, createServer } from 'node:http';
+import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Effect, Layer } from 'effect';
 import { ServiceControlError, fromHex, toHex, uuidText } from '@homelab/service-control';
@@ -160,7 +160,28 @@ const simulatedFlow = (daemon: Daemon, req: IncomingMessage, res: ServerResponse
   });
 };
 
-/** The health/metrics listener, open while the scope is. */
+/** Listen on `host:port` while the scope is open; `event` is logged with the bound port. */
+const listenScoped = (server: Server, port: number, host: string, event: string) =>
+  Effect.acquireRelease(
+    Effect.async<void>((resume) => {
+      server.once('error', (e) => resume(Effect.die(e)));
+      server.listen(port, host, () => {
+        log(event, { port: (server.address() as AddressInfo).port, identity: toHex(signer.machineId) });
+        resume(Effect.void);
+      });
+    }),
+    () =>
+      Effect.async<void>((resume) => {
+        server.close(() => resume(Effect.void));
+        server.closeIdleConnections();
+      }),
+  );
+
+/**
+ * The owner's listener (loopback by default: `--host`) and, with `--health-port`, a probe listener that serves only
+ * /healthz, /readyz and /metrics (issue 26 item 6): a kubelet or Prometheus can reach it on `--health-host` while
+ * the owner endpoints stay on loopback. The owner's listener answers the probes too.
+ */
 const Listener = Layer.scopedDiscard(
   Effect.gen(function* () {
     const daemon = yield* DaemonService;
@@ -168,18 +189,31 @@ const Listener = Layer.scopedDiscard(
     metrics.watch(daemon, dnsQueries);
     const registry = metrics.registry;
 
-    const server = createServer((req, res) => {
-      if (req.method === 'GET' && req.url === '/healthz')
-        return void res
+    /** The probe routes; false when the request is not one of them. */
+    const probes = (req: IncomingMessage, res: ServerResponse): boolean => {
+      if (req.method === 'GET' && req.url === '/healthz') {
+        res
           .writeHead(daemon.status.phase === 'failed' ? 503 : 200, { 'content-type': 'application/json' })
           .end(JSON.stringify({ ...daemon.status, leases: daemon.leases.status(), identity: toHex(signer.machineId) }));
-      // readiness means "can serve" (issue 26 item 6): bound, in session and receiving snapshots; /healthz is liveness
+        return true;
+      }
+      // readiness means "can serve": bound, in session and receiving snapshots; /healthz is liveness
       if (req.method === 'GET' && req.url === '/readyz') {
         const phase = daemon.status.phase;
-        return void res
+        res
           .writeHead(phase === 'streaming' ? 200 : 503, { 'content-type': 'application/json' })
           .end(JSON.stringify({ ready: phase === 'streaming', phase }));
+        return true;
       }
+      if (req.method === 'GET' && req.url === '/metrics') {
+        void registry.metrics().then((m) => res.writeHead(200, { 'content-type': registry.contentType }).end(m));
+        return true;
+      }
+      return false;
+    };
+
+    const server = createServer((req, res) => {
+      if (probes(req, res)) return;
       if (
         config.debugSimulatedFlows &&
         req.url === '/debug/simulated-flow' &&
@@ -190,24 +224,13 @@ const Listener = Layer.scopedDiscard(
       if (req.method === 'POST' && req.url === '/v1/owner/retry-port') return void ownerRetryPort(daemon, req, res);
       if ((req.method === 'POST' || req.method === 'GET') && req.url === '/v1/owner/names')
         return void ownerNames(names, req, res);
-      if (req.method === 'GET' && req.url === '/metrics')
-        return void registry.metrics().then((m) => res.writeHead(200, { 'content-type': registry.contentType }).end(m));
       res.writeHead(404).end();
     });
-    yield* Effect.acquireRelease(
-      Effect.async<void>((resume) => {
-        server.once('error', (e) => resume(Effect.die(e)));
-        server.listen(config.port, config.host, () => {
-          log('listening', { port: (server.address() as AddressInfo).port, identity: toHex(signer.machineId) });
-          resume(Effect.void);
-        });
-      }),
-      () =>
-        Effect.async<void>((resume) => {
-          server.close(() => resume(Effect.void));
-          server.closeIdleConnections();
-        }),
-    );
+    yield* listenScoped(server, config.port, config.host, 'listening');
+    if (config.healthPort !== null) {
+      const health = createServer((req, res) => void (probes(req, res) || res.writeHead(404).end()));
+      yield* listenScoped(health, config.healthPort, config.healthHost, 'health-listening');
+    }
   }),
 );
 

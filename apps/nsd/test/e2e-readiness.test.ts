@@ -7,7 +7,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { adminQuery, useDatabase } from '@homelab/testbed/vitest';
 import { describe, expect, it } from 'vitest';
-import { processWorkspace, startNsListening, startNsd, until } from './processes.js';
+import { processWorkspace, startNs, startNsListening, startNsd, until } from './processes.js';
 
 const db = useDatabase('nsd_ready');
 const ws = processWorkspace('nsd-ready');
@@ -89,5 +89,28 @@ describe('readiness means can serve', () => {
       30_000,
     );
     expect(ready.body).toEqual({ ready: true, phase: 'streaming' });
+  });
+});
+
+describe('ns-daemon probe listener (--health-port)', () => {
+  it('serves /healthz, /readyz and /metrics on its own port and none of the owner endpoints', async () => {
+    writeFileSync(join(ws.dir, 'c.json'), '[]');
+    const p = startNs(
+      ws,
+      { url: 'http://127.0.0.1:9', key: 'e'.repeat(64) },
+      ws.identity('c'),
+      'c',
+      randomBytes(16).toString('hex'),
+      { NS_HEALTH_PORT: '0' },
+    );
+    const owner = (await p.waitFor((x) => x['event'] === 'listening'))['port'] as number;
+    const health = (await p.waitFor((x) => x['event'] === 'health-listening'))['port'] as number;
+    expect(health).not.toBe(owner);
+    expect((await probe(health, '/healthz')).status).toBe(200);
+    expect((await probe(health, '/readyz')).status).toBe(503);
+    const scrape = await fetch(`http://127.0.0.1:${health}/metrics`);
+    expect([scrape.status, (await scrape.text()).includes('ns_phase')]).toEqual([200, true]);
+    expect((await fetch(`http://127.0.0.1:${health}/v1/owner/names`)).status).toBe(404);
+    expect((await fetch(`http://127.0.0.1:${owner}/v1/owner/names`)).status).not.toBe(404);
   });
 });
