@@ -87,18 +87,33 @@ describe('modules and Ayatori configuration', () => {
   });
 });
 
-describe('hole 5: --identity is refused until an identity module exists; the API binds loopback only', () => {
-  it('--identity=<anything> and KOS_IDENTITY are configuration errors, not a licence to bind beyond loopback', () => {
-    for (const argv of [['--identity=local-accounts'], ['--identity', 'x'], ['--identity=']])
-      expect(() => parseConfig(argv, {})).toThrow(/--identity.*no identity module exists/);
-    expect(() => parseConfig([], { KOS_IDENTITY: 'oidc' })).toThrow(ConfigError);
-    expect(parseConfig([], { KOS_IDENTITY: '' })).not.toHaveProperty('identity');
+describe('hole 5: beyond loopback only with the control-plane database, and then only with TLS or --insecure-http', () => {
+  it('--identity is no flag any more and KOS_IDENTITY is refused, never a licence to bind beyond loopback', () => {
+    for (const argv of [['--identity=local-accounts'], ['--identity', 'x']])
+      expect(() => parseConfig(argv, {})).toThrow(/unknown flag --identity/);
+    expect(() => parseConfig([], { KOS_IDENTITY: 'oidc' })).toThrow(/KOS_IDENTITY_DB/);
   });
 
-  it('whatever the configuration object says, the bind address is loopback', () => {
-    const forged = { ...parseConfig([], {}), host: '0.0.0.0', identity: 'local-accounts' };
+  it('without --identity-db the bind address is loopback whatever the configuration object says', () => {
+    const forged = { ...parseConfig([], {}), host: '0.0.0.0', insecureHttp: true };
     expect(bindAddress(forged).host).toBe('127.0.0.1');
     expect(bindAddress({ ...parseConfig([], {}), host: '::1' }).host).toBe('::1');
     expect(bindAddress({ ...parseConfig([], {}), host: 'localhost' }).host).toBe('127.0.0.1');
+  });
+
+  it('with --identity-db: loopback as asked; beyond loopback needs TLS or --insecure-http', () => {
+    expect(bindAddress(parseConfig(['--identity-db', '/tmp/x.db'], {})).host).toBe('127.0.0.1');
+    expect(() => parseConfig(['--identity-db=/tmp/x.db', '--host=0.0.0.0'], {})).toThrow(/beyond loopback/);
+    const tls = parseConfig(['--identity-db=/tmp/x.db', '--host=0.0.0.0', '--tls-cert=c', '--tls-key=k'], {});
+    expect(bindAddress(tls)).toEqual({ host: '0.0.0.0' });
+    const clear = parseConfig(['--identity-db=/tmp/x.db', '--host=0.0.0.0', '--insecure-http'], {});
+    expect(bindAddress(clear).host).toBe('0.0.0.0');
+    expect(bindAddress(clear).notice).toMatch(/in clear/);
+    expect(() => parseConfig(['--tls-cert=c'], {})).toThrow(/go together/);
+    expect(() => parseConfig(['--export-dir=/tmp/e'], {})).toThrow(/--identity-db/);
+    // A configuration object that skips parseConfig is still refused at bind time.
+    expect(() => bindAddress({ ...parseConfig([], {}), identityDb: '/tmp/x.db', host: '0.0.0.0' })).toThrow(
+      /beyond loopback/,
+    );
   });
 });

@@ -12,9 +12,18 @@ export interface ControllerConfig {
   /** The address asked for; without an identity module the server binds loopback whatever this says. */
   readonly host: string;
   readonly port: number;
-  /** Reserved for the identity module. None exists yet: `parseConfig` refuses `--identity`/`KOS_IDENTITY` and
-   * `startController` refuses a configuration carrying one, so the API is loopback-only (decision 0200). */
-  readonly identity?: string;
+  /**
+   * The control-plane database (`--identity-db`, KOS_IDENTITY_DB): accounts, sessions, audit. With it every request
+   * is authenticated and the API may bind beyond loopback (with TLS, or `--insecure-http`); without it the API is
+   * loopback-only and every caller is the local Owner (decision 0204).
+   */
+  readonly identityDb?: string;
+  /** Where the daily `VACUUM INTO` export of the control-plane database goes (`--export-dir`); absent = skipped. */
+  readonly exportDir?: string;
+  /** TLS certificate and key files (PEM); both or neither. */
+  readonly tls?: { readonly certFile: string; readonly keyFile: string };
+  /** Serve plain HTTP on a non-loopback address anyway (passwords and tokens then cross the network in clear). */
+  readonly insecureHttp: boolean;
   readonly kube: KubeSource;
   readonly bodyLimitBytes: number;
   /** HMAC key of continue tokens; random per process unless given (tokens then do not survive a restart). */
@@ -95,7 +104,20 @@ export const CONTROLLER_FLAGS: ReadonlyArray<{
   { name: 'openbao-token-file', help: 'file holding the OpenBao token' },
   { name: 'openbao-kv-mount', help: 'KV v2 mount (secret)' },
   { name: 'openbao-tenant-base-path', help: 'KV path of tenant credentials (postgresql-tenants)' },
-  { name: 'identity', env: 'KOS_IDENTITY', help: 'refused until the identity module is wired (issue 17)' },
+  {
+    name: 'identity-db',
+    env: 'KOS_IDENTITY_DB',
+    help: 'control-plane SQLite file: accounts, sessions, audit (unset = loopback Owner)',
+  },
+  { name: 'export-dir', env: 'KOS_EXPORT_DIR', help: 'directory of the daily control-plane database export' },
+  { name: 'tls-cert', env: 'KOS_TLS_CERT', help: 'TLS certificate file (PEM), with --tls-key' },
+  { name: 'tls-key', env: 'KOS_TLS_KEY', help: 'TLS private key file (PEM), with --tls-cert' },
+  {
+    name: 'insecure-http',
+    env: 'KOS_INSECURE_HTTP',
+    help: 'allow plain HTTP beyond loopback (tokens in clear)',
+    boolean: true,
+  },
 ];
 
 export const controllerHelp = (): string =>
@@ -172,9 +194,24 @@ export const parseConfig = (
   const key = get('continue-key', 'KOS_CONTINUE_KEY');
   if (key !== undefined && !/^([0-9a-f]{2}){16,}$/i.test(key))
     throw new ConfigError('the continue key must be at least 16 bytes of hex');
-  const identityFlag = argv.some((a) => a === '--identity' || a.startsWith('--identity='));
-  const identity = get('identity', 'KOS_IDENTITY');
-  if (identityFlag || (identity !== undefined && identity !== '')) throw new ConfigError(identityRefusal(identity));
+  if (env['KOS_IDENTITY'] !== undefined && env['KOS_IDENTITY'] !== '')
+    throw new ConfigError('KOS_IDENTITY is not a setting: give the control-plane database with KOS_IDENTITY_DB');
+  const identityDb = get('identity-db', 'KOS_IDENTITY_DB') || undefined;
+  const exportDir = get('export-dir', 'KOS_EXPORT_DIR') || undefined;
+  if (exportDir !== undefined && identityDb === undefined)
+    throw new ConfigError('--export-dir exports the control-plane database: give --identity-db too');
+  const certFile = get('tls-cert', 'KOS_TLS_CERT') || undefined;
+  const keyFile = get('tls-key', 'KOS_TLS_KEY') || undefined;
+  if ((certFile === undefined) !== (keyFile === undefined))
+    throw new ConfigError('--tls-cert and --tls-key go together');
+  const insecureRaw = boolFlag(argv, 'insecure-http') ?? env['KOS_INSECURE_HTTP'] ?? 'false';
+  if (!['true', 'false'].includes(insecureRaw))
+    throw new ConfigError(`--insecure-http must be true or false, not "${insecureRaw}"`);
+  const host = get('host', 'KOS_HOST') ?? '127.0.0.1';
+  if (identityDb !== undefined && !LOOPBACK.has(host) && certFile === undefined && insecureRaw !== 'true')
+    throw new ConfigError(
+      `--host ${host} is beyond loopback: give --tls-cert and --tls-key, or --insecure-http to send passwords and tokens in clear`,
+    );
   const moduleNames = (get('modules', 'CONTROLLER_MODULES') ?? CONTROLLER_MODULES.join(','))
     .split(',')
     .map((s) => s.trim())
@@ -211,7 +248,11 @@ export const parseConfig = (
   }
   return {
     ...(openBao !== undefined ? { openBao } : {}),
-    host: get('host', 'KOS_HOST') ?? '127.0.0.1',
+    host,
+    ...(identityDb !== undefined ? { identityDb } : {}),
+    ...(exportDir !== undefined ? { exportDir } : {}),
+    ...(certFile !== undefined && keyFile !== undefined ? { tls: { certFile, keyFile } } : {}),
+    insecureHttp: insecureRaw === 'true',
     port: int('port', get('port', 'KOS_PORT') ?? '8080', 0, 65535),
     kube,
     bodyLimitBytes: int(
@@ -247,17 +288,25 @@ export const parseConfig = (
   };
 };
 
-/** Why an identity setting is refused: every caller is the local Owner until an identity module exists. */
-export const identityRefusal = (identity: string | undefined): string =>
-  `--identity ${identity === undefined || identity === '' ? '' : `"${identity}" `}is refused: no identity module exists yet, every caller of the API would act as the unauthenticated local Owner, so the API listens on loopback only (leave --identity and KOS_IDENTITY unset)`;
-
 const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
 
 /**
- * Where to bind: loopback, always — there is no identity module, so every caller is the local Owner (decision 0093;
- * the identity field of a configuration object is ignored here and refused by `startController`).
+ * Where to bind. Without the control-plane database: loopback, always — every caller is the local Owner (decisions
+ * 0093, 0200). With it: the asked-for address, beyond loopback only with TLS or an explicit `--insecure-http`.
  */
 export const bindAddress = (config: ControllerConfig): { readonly host: string; readonly notice?: string } => {
+  if (config.identityDb !== undefined) {
+    const host = config.host === 'localhost' ? '127.0.0.1' : config.host;
+    if (LOOPBACK.has(config.host) || config.tls !== undefined) return { host };
+    if (config.insecureHttp)
+      return {
+        host,
+        notice: `--insecure-http: the control-plane API listens on ${host} without TLS; passwords and tokens cross the network in clear`,
+      };
+    throw new ConfigError(
+      `--host ${config.host} is beyond loopback: give --tls-cert and --tls-key, or --insecure-http to send passwords and tokens in clear`,
+    );
+  }
   if (LOOPBACK.has(config.host)) {
     return {
       host: config.host === 'localhost' ? '127.0.0.1' : config.host,

@@ -2,7 +2,9 @@
 // (with a body limit), answers /healthz /readyz /metrics itself, hands everything else to `route`, runs the
 // discovery adapters on an interval, and shuts down gracefully (stop accepting, finish requests, let accepted
 // apply work reach its terminal state within the grace period, then release everything).
+import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { Duration, Effect, Layer, Logger, ManagedRuntime, Schedule } from 'effect';
 import {
@@ -18,8 +20,15 @@ import {
   guardRefusal,
   hostPolicyFor,
   type HostPolicy,
+  AuditorFromAudits,
+  bootstrapOwner,
+  type Bootstrap,
+  ExporterLive,
+  IdentityAuthorizerLive,
+  IdentityModuleLive,
   LoopbackOwnerAuthorizer,
   MemoryAuditorLive,
+  OwnedObjectsFromCluster,
   route,
   type RouterServices,
   runDiscovery,
@@ -37,7 +46,7 @@ import {
   layerInCluster,
   type LayerOptions,
 } from '@homelab/kube';
-import { bindAddress, ConfigError, type ControllerConfig, identityRefusal } from './config.js';
+import { bindAddress, ConfigError, type ControllerConfig } from './config.js';
 import { makeHttpMetrics, routeTemplate } from './metrics.js';
 import { type AyatoriHandle, startAyatori } from './ayatori.js';
 import { kosMetricsOn, kosStartGate, runKosReconcilers } from './kos.js';
@@ -69,10 +78,27 @@ export interface StartOptions {
   readonly onFatal?: (reason: string) => void;
   /** The KOS reconcilers' kernel configuration (round budget, intervals); default the kernel's. */
   readonly kosKernelConfig?: KernelConfig;
+  /**
+   * The first start with a new control-plane database created the Owner: show its one-time password once. Default:
+   * stderr, never the log (a log file must not hold it).
+   */
+  readonly onBootstrap?: (owner: Bootstrap) => void;
   /** In-process only: start the KOS module without its CRD/ABI gate (a test of a controller whose API server went
    * away). `main` never sets it: a process always runs the gate. */
   readonly skipKosStartGate?: boolean;
 }
+
+/** The TLS certificate and key, read once at start; an unreadable file is a configuration error. */
+const readTls = (files: { readonly certFile: string; readonly keyFile: string }) => {
+  const read = (flag: string, path: string) => {
+    try {
+      return readFileSync(path);
+    } catch (e) {
+      throw new ConfigError(`${flag} ${path}: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  };
+  return { cert: read('--tls-cert', files.certFile), key: read('--tls-key', files.keyFile) };
+};
 
 export const kubeLayerOf = (config: ControllerConfig, options: LayerOptions = {}): Layer.Layer<KubeClient, unknown> => {
   switch (config.kube._tag) {
@@ -120,20 +146,34 @@ export const startController = async (
   config: ControllerConfig,
   options: StartOptions = {},
 ): Promise<ControllerHandle> => {
-  // The Authorizer below is the loopback Owner: a configuration asking for identity is refused, never half-honoured.
-  if (config.identity !== undefined) throw new ConfigError(identityRefusal(config.identity));
   const log = options.log ?? ((line: string) => console.log(line));
   const kos = config.modules.has('kos');
   const kube = options.kube ?? kubeLayerOf(config, options.kubeOptions);
+  // Refused before anything is built: where to bind (TLS or --insecure-http beyond loopback) and the TLS files.
+  const bind = bindAddress(config);
+  const tls = config.tls !== undefined ? readTls(config.tls) : undefined;
+  // Who calls and where its writes are recorded: the identity module over the control-plane database, or (without
+  // one) the loopback Owner with the in-memory trail (decision 0204).
+  const access =
+    config.identityDb !== undefined
+      ? Layer.mergeAll(
+          IdentityAuthorizerLive,
+          AuditorFromAudits,
+          ExporterLive({
+            ...(config.exportDir !== undefined ? { target: config.exportDir } : {}),
+          }),
+        ).pipe(
+          Layer.provideMerge(IdentityModuleLive({ path: config.identityDb })),
+          Layer.provide(OwnedObjectsFromCluster),
+        )
+      : Layer.merge(LoopbackOwnerAuthorizer, MemoryAuditorLive());
   const layer = Layer.mergeAll(
-    kube,
     SerialGateLive,
     controlPlaneConfig({ continueKey: config.continueKey }),
-    LoopbackOwnerAuthorizer,
-    MemoryAuditorLive(),
+    access,
     DiscoveryIndexLive,
     ApplyWorkLive,
-  );
+  ).pipe(Layer.provideMerge(kube));
   // Effect's log lines (defects of the API with their error id, decision 0200) go where the server's own lines go.
   const logger = Logger.replace(
     Logger.defaultLogger,
@@ -143,6 +183,27 @@ export const startController = async (
   );
   const runtime = ManagedRuntime.make(Layer.provideMerge(layer, logger));
   await runtime.runPromise(Effect.void); // build the layers now: a bad kubeconfig fails the start, not the first request
+  if (config.identityDb !== undefined) {
+    const owner = await (runtime as unknown as ManagedRuntime.ManagedRuntime<never, never>)
+      .runPromise(bootstrapOwner() as Effect.Effect<Bootstrap | undefined>)
+      .catch(async (e: unknown) => {
+        await runtime.dispose();
+        throw new Error(
+          `the control-plane database ${config.identityDb}: ${e instanceof Error ? e.message : String(e)}`,
+        );
+      });
+    if (owner !== undefined)
+      (
+        options.onBootstrap ??
+        ((b: Bootstrap) =>
+          process.stderr.write(
+            `first start: created the Owner account "${b.name}" with the one-time password ${b.oneTimePassword}\n` +
+              'it is shown only now; log in with it and change it (PUT /api/v1/auth/password)\n',
+          ))
+      )(owner);
+    if (config.exportDir === undefined)
+      log('no --export-dir: the control-plane database (accounts, audit) is not exported daily');
+  }
   const metrics = makeHttpMetrics();
   const controllerMetrics = makeControllerMetrics({ registry: metrics.registry });
   const onFatal = options.onFatal ?? ((reason: string) => log(reason));
@@ -296,6 +357,7 @@ export const startController = async (
               method: req.method ?? 'GET',
               url: req.url ?? '/',
               headers: headersOf(req),
+              ...(req.socket.remoteAddress !== undefined ? { remoteAddress: req.socket.remoteAddress } : {}),
               ...(body !== undefined ? { body } : {}),
               ...(tooLarge ? { bodyTooLarge: { limitBytes: config.bodyLimitBytes } } : {}),
             },
@@ -340,22 +402,25 @@ export const startController = async (
   };
 
   // requireHostHeader off: a request without Host is answered by the guard, in the envelope (421).
-  const server = createServer({ requireHostHeader: false }, (req, res) => {
+  const onRequest = (req: IncomingMessage, res: ServerResponse) => {
     inFlight++;
     void handle(req, res).finally(() => {
       inFlight--;
       if (inFlight === 0 && draining) draining();
     });
-  });
+  };
+  const server =
+    tls !== undefined
+      ? createTlsServer({ requireHostHeader: false, ...tls }, onRequest)
+      : createServer({ requireHostHeader: false }, onRequest);
   server.requestTimeout = 60_000;
-  const bind = bindAddress(config);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.port, bind.host, () => resolve());
   });
   const address = server.address() as AddressInfo;
   hosts = hostPolicyFor({ configuredHost: config.host, boundAddress: address.address, port: address.port });
-  const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
+  const url = `${tls !== undefined ? 'https' : 'http'}://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
   log(
     `${kos ? 'kos control plane' : 'controller (health and metrics only)'} listening on ${url} (modules: ${[...config.modules].join(',')})`,
   );

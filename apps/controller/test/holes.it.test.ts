@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 // Issue 17, first section: the holes of the control-plane API as it was, each as a regression test through the real
 // server against the test bed. Raw node:http requests, so that headers (Host, Origin, Content-Type) go out exactly
 // as written — a client library would normalise them.
@@ -222,23 +225,35 @@ describe('hole 3: a present Origin that is not the API’s own is 403; no CORS g
   });
 });
 
-describe('hole 5: --identity is refused at start-up until an identity module exists', () => {
+describe('hole 5: beyond loopback only with the identity module and TLS (or an explicit --insecure-http)', () => {
   const children: ChildProcess[] = [];
   afterAll(() => children.forEach((c) => c.exitCode === null && c.kill('SIGKILL')));
 
-  it('the process with --identity=local-accounts --host=0.0.0.0 exits 2 with a configuration error and never listens', async () => {
+  it('the old --identity=local-accounts --host=0.0.0.0 exits 2 with a configuration error and never listens', async () => {
     const p = spawnController(['--modules=kos', '--host=0.0.0.0', '--identity=local-accounts'], children);
     const first = await Promise.race([p.exited.then((code) => ({ code })), p.listening.then((url) => ({ url }))]);
     if ('url' in first && first.url !== undefined) p.child.kill('SIGKILL');
     expect(first).toEqual({ code: 2 });
     expect(await p.listening).toBeUndefined();
-    expect(p.output.text).toMatch(/configuration: --identity .*no identity module exists/);
+    expect(p.output.text).toMatch(/configuration: unknown flag --identity/);
   });
 
-  it('in-process: a configuration carrying an identity is refused before anything binds', async () => {
-    await expect(startTestController({ host: '0.0.0.0', identity: 'local-accounts' })).rejects.toThrow(
-      /no identity module exists/,
+  it('--identity-db with --host=0.0.0.0 but neither TLS nor --insecure-http exits 2 and never listens', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kos-hole5-'));
+    const p = spawnController(['--modules=kos', '--host=0.0.0.0', `--identity-db=${join(dir, 'cp.db')}`], children);
+    const first = await Promise.race([p.exited.then((code) => ({ code })), p.listening.then((url) => ({ url }))]);
+    if ('url' in first && first.url !== undefined) p.child.kill('SIGKILL');
+    expect(first).toEqual({ code: 2 });
+    expect(p.output.text).toMatch(/configuration: --host 0\.0\.0\.0 is beyond loopback: give --tls-cert/);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('in-process: a configuration object asking for 0.0.0.0 with the database but no TLS is refused before binding', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kos-hole5-'));
+    await expect(startTestController({ host: '0.0.0.0', identityDb: join(dir, 'cp.db') })).rejects.toThrow(
+      /beyond loopback: give --tls-cert/,
     );
+    rmSync(dir, { recursive: true, force: true });
   });
 });
 

@@ -24,8 +24,8 @@ describe('controller server', () => {
     expect(cp.host).toBe('127.0.0.1');
     expect(cp.notice).toMatch(/no identity module.*loopback/);
     expect(lines.some((l) => /refusing to listen on 0\.0\.0\.0.*loopback/.test(l))).toBe(true);
-    // Not even a configuration object carrying an identity binds beyond loopback (hole 5, decision 0200).
-    expect(bindAddress({ ...parseConfig([], {}), host: '0.0.0.0', identity: 'local-accounts' }).host).toBe('127.0.0.1');
+    // Without the control-plane database no configuration object binds beyond loopback (hole 5, decision 0204).
+    expect(bindAddress({ ...parseConfig([], {}), host: '0.0.0.0', insecureHttp: true }).host).toBe('127.0.0.1');
   });
 
   it('/healthz, /readyz (the KOS kinds are served), /metrics in Prometheus text with per-route counters', async () => {

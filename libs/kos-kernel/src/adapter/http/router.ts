@@ -6,7 +6,7 @@ import { Cause, Effect } from 'effect';
 import type { KubeClient } from '@homelab/kube';
 import { actionRequest } from '../../application/control-plane/actions.js';
 import { listDiscovered } from '../../application/control-plane/discovery.js';
-import { ApiError, apiError, envelopeOf, statusOf } from '../../application/control-plane/errors.js';
+import { ApiError, apiError } from '../../application/control-plane/errors.js';
 import { type ApplyWork, applyRequest, planRequest } from '../../application/control-plane/plan.js';
 import {
   createResource,
@@ -16,6 +16,7 @@ import {
   updateResource,
 } from '../../application/control-plane/resources.js';
 import {
+  type AuditLog,
   Auditor,
   type Authorizer,
   type ControlPlaneConfig,
@@ -24,35 +25,14 @@ import {
 import type { SerialGate } from '../../application/serial.js';
 import { type HostPolicy, hostProblem, isJsonContentType, originProblem } from '../../domain/control-plane/guard.js';
 import { openApiDocument } from './openapi.js';
+import * as sessions from './session-routes.js';
+import { failure, type HttpRequest, type HttpResponse, json, parseBody } from './messages.js';
 
-export interface HttpRequest {
-  readonly method: string;
-  /** Path and query, e.g. `/api/v1/resources/Application?namespace=apps`. */
-  readonly url: string;
-  /** Lower-case header names. */
-  readonly headers: Readonly<Record<string, string | undefined>>;
-  /** The body as text (undefined when none was sent). */
-  readonly body?: string;
-  /** Set by the server when the body exceeded its limit (the body is then not read). */
-  readonly bodyTooLarge?: { readonly limitBytes: number };
-}
+export type { HttpRequest, HttpResponse } from './messages.js';
 
-export interface HttpResponse {
-  readonly status: number;
-  readonly headers: Readonly<Record<string, string>>;
-  readonly body: string;
-}
-
+/** What every route needs. The identity module (Identity, Audits) is optional: its routes say so when absent. */
 export type RouterServices =
-  KubeClient | SerialGate | ControlPlaneConfig | Authorizer | Auditor | DiscoveryIndex | ApplyWork;
-
-const json = (status: number, value: unknown, headers: Record<string, string> = {}): HttpResponse => ({
-  status,
-  headers: { 'content-type': 'application/json; charset=utf-8', ...headers },
-  body: JSON.stringify(value),
-});
-
-const failure = (e: ApiError): HttpResponse => json(statusOf(e), envelopeOf(e), { ...(e.headers ?? {}) });
+  KubeClient | SerialGate | ControlPlaneConfig | Authorizer | Auditor | AuditLog | DiscoveryIndex | ApplyWork;
 
 const WRITE_METHODS = new Set(['POST', 'PUT', 'DELETE', 'PATCH']);
 
@@ -76,19 +56,6 @@ const mediaTypeRefusal = (req: HttpRequest, method: string): ApiError | undefine
           : `${method} needs Content-Type: application/json, not "${type}"`,
       );
 };
-
-const parseBody = (req: HttpRequest): Effect.Effect<unknown, ApiError> =>
-  Effect.suspend(() => {
-    if (req.bodyTooLarge !== undefined)
-      return Effect.fail(apiError('body_too_large', 'decode', `the body exceeds ${req.bodyTooLarge.limitBytes} bytes`));
-    if (req.body === undefined || req.body.trim() === '')
-      return Effect.fail(apiError('malformed_body', 'decode', 'a JSON body is required'));
-    try {
-      return Effect.succeed(JSON.parse(req.body) as unknown);
-    } catch (e) {
-      return Effect.fail(apiError('malformed_body', 'decode', `the body is not valid JSON: ${(e as Error).message}`));
-    }
-  });
 
 interface Route {
   readonly pattern: RegExp;
@@ -194,7 +161,44 @@ const ROUTES: ReadonlyArray<Route> = [
     methods: { GET: (_m, _q, req) => listDiscovered(auth(req)).pipe(Effect.map((d) => json(200, d))) },
   },
   { pattern: /^\/api\/v1\/openapi\.json$/, methods: { GET: () => Effect.succeed(json(200, openApiDocument())) } },
+  { pattern: /^\/api\/v1\/auth\/login$/, methods: { POST: (_m, _q, req) => sessions.login(req) } },
+  { pattern: /^\/api\/v1\/auth\/logout$/, methods: { POST: (_m, _q, req) => sessions.logout(req) } },
+  { pattern: /^\/api\/v1\/auth\/session$/, methods: { GET: (_m, _q, req) => sessions.session(req) } },
+  { pattern: /^\/api\/v1\/auth\/password$/, methods: { PUT: (_m, _q, req) => sessions.changePassword(req) } },
+  {
+    pattern: /^\/api\/v1\/accounts$/,
+    methods: {
+      GET: (_m, _q, req) => sessions.listAccounts(req),
+      POST: (_m, _q, req) => sessions.createAccount(req),
+    },
+  },
+  {
+    pattern: /^\/api\/v1\/accounts\/([^/]+)$/,
+    methods: {
+      PUT: (m, _q, req) => sessions.updateAccount(req, decodeURIComponent(m[1] as string)),
+      DELETE: (m, _q, req) => sessions.deleteAccount(req, decodeURIComponent(m[1] as string)),
+    },
+  },
+  { pattern: /^\/api\/v1\/audit$/, methods: { GET: (_m, q, req) => sessions.auditPage(req, q) } },
 ];
+
+/**
+ * A browser's session cookie becomes the request's bearer token — for a write only with the CSRF header derived
+ * from it (a cross-site form or `no-cors` fetch can make the browser send the cookie, never read the login answer).
+ * An explicit Authorization header wins over the cookie.
+ */
+const sessionFromCookie = (req: HttpRequest, method: string): HttpRequest | ApiError => {
+  if (req.headers['authorization'] !== undefined) return req;
+  const token = sessions.cookieToken(req.headers['cookie']);
+  if (token === undefined || token === '') return req;
+  if (WRITE_METHODS.has(method) && req.headers[sessions.CSRF_HEADER] !== sessions.csrfTokenOf(token))
+    return apiError(
+      'forbidden',
+      'authorize',
+      `a write authenticated by the session cookie needs the ${sessions.CSRF_HEADER} header from the login answer`,
+    );
+  return { ...req, headers: { ...req.headers, authorization: `Bearer ${token}` } };
+};
 
 const locationOf = (o: { kind: string; name: string; namespace?: string }) =>
   `/api/v1/resources/${o.kind}/${encodeURIComponent(o.name)}${o.namespace !== undefined ? `?namespace=${encodeURIComponent(o.namespace)}` : ''}`;
@@ -224,13 +228,16 @@ export const route = (req: HttpRequest, guard: RouteGuard): Effect.Effect<HttpRe
     Effect.catchAllCause((cause) => defectAnswer(cause, req.method, req.url.split('?')[0] as string)),
   );
 
-const answer = (req: HttpRequest, guard: RouteGuard): Effect.Effect<HttpResponse, never, RouterServices> => {
-  const url = new URL(req.url, 'http://control-plane.invalid');
-  const method = req.method.toUpperCase();
+const answer = (sent: HttpRequest, guard: RouteGuard): Effect.Effect<HttpResponse, never, RouterServices> => {
+  const url = new URL(sent.url, 'http://control-plane.invalid');
+  const method = sent.method.toUpperCase();
+  const withSession = sessionFromCookie(sent, method);
+  const req = withSession instanceof ApiError ? sent : withSession;
   const matched = ROUTES.map((r) => ({ r, m: r.pattern.exec(url.pathname) })).find((x) => x.m !== null);
   const refused =
     guardRefusal(req, guard) ??
-    (matched !== undefined && WRITE_METHODS.has(method) ? mediaTypeRefusal(req, method) : undefined);
+    (matched !== undefined && WRITE_METHODS.has(method) ? mediaTypeRefusal(req, method) : undefined) ??
+    (withSession instanceof ApiError ? withSession : undefined);
   const handled: Effect.Effect<HttpResponse, ApiError, RouterServices> =
     refused !== undefined
       ? Effect.fail(refused)
@@ -258,7 +265,7 @@ const answer = (req: HttpRequest, guard: RouteGuard): Effect.Effect<HttpResponse
   return handled.pipe(
     // Writes refused before a handler saw them (route, decode) are audited here; handlers audit their own.
     Effect.tapError((e) =>
-      WRITE_METHODS.has(method) && (e.stage === 'route' || e.stage === 'decode')
+      WRITE_METHODS.has(method) && (refused !== undefined || e.stage === 'route' || e.stage === 'decode')
         ? Effect.flatMap(Auditor, (a) =>
             a.record({
               actor: 'unknown',

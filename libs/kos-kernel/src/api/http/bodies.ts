@@ -1,5 +1,6 @@
 // Request and response bodies of the control-plane HTTP API (seed 000 §控制面; digest §3.1, §3.3, §3.4, §6.1, §6.2).
 import { Schema } from 'effect';
+import { ROLES } from '../../domain/identity/rules.js';
 import { ObjectReference } from './errors.js';
 
 /** Any Kubernetes-shaped object as submitted or stored (validated per kind by the handlers). */
@@ -160,3 +161,41 @@ export const DiscoveredItem = Schema.Struct({
 export type DiscoveredItem = typeof DiscoveredItem.Type;
 
 export const DiscoveryList = Schema.Struct({ items: Schema.Array(DiscoveredItem) });
+
+// --- auth and accounts (digest §3.6, §6.8) ----------------------------------------------------------------------
+
+export const RoleName = Schema.Literal(...ROLES);
+
+/** POST /api/v1/auth/login. */
+export const LoginRequest = Schema.Struct({ name: Schema.String, password: Schema.String });
+export type LoginRequest = typeof LoginRequest.Type;
+
+/** The answer of a login and of GET /api/v1/auth/session: who, the role now, and the seconds the session has left. */
+export const SessionView = Schema.Struct({
+  account: Schema.String,
+  role: RoleName,
+  passwordChangeRequired: Schema.Boolean,
+  remainingSeconds: Schema.Number,
+});
+export type SessionView = typeof SessionView.Type;
+
+export const LoginAnswer = Schema.Struct({
+  ...SessionView.fields,
+  /** The bearer token for programs (`Authorization: Bearer …`); browsers get it as the HttpOnly cookie too. */
+  token: Schema.String,
+  /** Send as `X-KOS-CSRF` with every write that authenticates by the session cookie. */
+  csrfToken: Schema.String,
+});
+export type LoginAnswer = typeof LoginAnswer.Type;
+
+/** PUT /api/v1/auth/password. */
+export const PasswordChangeBody = Schema.Struct({ currentPassword: Schema.String, newPassword: Schema.String });
+
+/** POST /api/v1/accounts. */
+export const AccountCreateBody = Schema.Struct({ name: Schema.String, role: RoleName });
+
+/** PUT /api/v1/accounts/{name}: a role change, disable or enable. */
+export const AccountUpdateBody = Schema.Struct({
+  role: Schema.optional(RoleName),
+  disabled: Schema.optional(Schema.Boolean),
+});

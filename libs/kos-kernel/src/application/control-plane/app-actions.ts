@@ -16,6 +16,7 @@ import { writeActionRecord } from '../app-lifecycle/records.js';
 import { AppLifecycleConfig, appLifecycleConfig } from '../app-lifecycle/services.js';
 import { type ApiError, apiError, fromKube } from './errors.js';
 import { refOf } from './resources.js';
+import { ownerForWrite, visibleTo } from './access.js';
 import type { Principal } from './services.js';
 
 const API = `${KOS_GROUP}/${KOS_STORAGE_VERSION}`;
@@ -41,7 +42,15 @@ export const applicationAction = (
       });
     const client = yield* KubeClient;
     const ref: ObjectReference = { apiVersion: API, kind: 'Application', namespace: o.namespace, name: o.name };
-    const app = yield* client.get(ref).pipe(Effect.mapError((e) => fromKube(e, 'read', ref, false)));
+    const app = yield* client.get(ref).pipe(
+      Effect.mapError((e) => fromKube(e, 'read', ref, false)),
+      // An app the caller may not see is not found; one it sees but does not own is forbidden (TC-31).
+      Effect.filterOrFail(
+        (a) => visibleTo(principal, 'Application', a),
+        () => apiError('not_found', 'read', `Application ${o.namespace}/${o.name} not found`, { object: ref }),
+      ),
+      Effect.tap((a) => ownerForWrite(principal, 'Application', undefined, a, ref)),
+    );
     const status = (app['status'] ?? {}) as { phase?: Phase; uninstall?: UninstallStatus };
     const now = yield* Clock.currentTimeMillis;
     const refusal = actionRefusal(

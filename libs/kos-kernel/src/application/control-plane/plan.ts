@@ -18,7 +18,9 @@ import { objectKey } from '../../domain/control-plane/discovery.js';
 import { planDigest } from '../../domain/control-plane/plan-digest.js';
 import { admit } from '../../domain/write-path.js';
 import { ApiError, apiError, fromKube } from './errors.js';
-import { desiredOf, refOf, withStoredSecrets, type Caller } from './resources.js';
+import { desiredOf, refOf, withOwnerFor, withStoredSecrets, type Caller } from './resources.js';
+import { accessOf, ownerOf, visibleTo } from './access.js';
+import { canWrite } from '../../domain/identity/access.js';
 import { Auditor, Authorizer, ControlPlaneConfig, type Principal } from './services.js';
 
 export interface PlanInput extends Caller {
@@ -99,8 +101,10 @@ const computePlan = (
       });
       if (rejected._tag === 'Left')
         return yield* apiError('forbidden', 'admit', rejected.left.message, { object: submitted.ref });
+      // The caller must own what it changes; spec.owner is the session's on create and the stored one later (TC-33).
+      const owned = yield* withOwnerFor(submitted, stored);
       // Masked config leaves (as projections show them) stand for the stored values (TC-37).
-      const d = { ...submitted, object: { ...submitted.object, spec: yield* withStoredSecrets(submitted, stored) } };
+      const d = { ...owned, object: { ...owned.object, spec: yield* withStoredSecrets(owned, stored) } };
       reads.push([key, stored?.metadata.resourceVersion ?? null]);
       desiredObjects.push(d.object);
       if (stored === undefined) {
@@ -124,12 +128,6 @@ const computePlan = (
         if (changes.length === 0) {
           unchanged++;
           continue;
-        }
-        const owner = (stored['spec'] as { owner?: unknown } | undefined)?.owner;
-        if (KIND_INFO[kind].owned && owner !== undefined && owner !== principal.actor) {
-          return yield* apiError('forbidden', 'admit', `${kind} ${d.ref.name} belongs to ${String(owner)}`, {
-            object: refOf(stored),
-          });
         }
         steps.push({ item: { action: 'update', object: refOf(stored), changes }, object: d.object, stored });
       }
@@ -173,6 +171,13 @@ const computePlan = (
         for (const o of existing.items) {
           const ref = refOf(o);
           if (seen.has(objectKey(ref))) continue;
+          // What the caller may not see is not in its plan at all; what it sees but does not own is kept, said so.
+          if (!visibleTo(principal, kind, o)) continue;
+          const mayDelete = canWrite(accessOf(principal), { kind, ...(ownerOf(o) ? { owner: ownerOf(o) } : {}) });
+          if (!mayDelete.allowed) {
+            warnings.push(`${kind} ${ref.name} matches the prune scope but ${mayDelete.reason}; it is kept`);
+            continue;
+          }
           reads.push([objectKey(ref), o.metadata.resourceVersion ?? null]);
           const rejected = admit({
             subject: principal.subject,

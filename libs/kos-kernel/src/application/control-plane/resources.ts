@@ -2,7 +2,7 @@
 // create, update and delete go through the write table, answer 202 with an object reference, and turn every
 // failure into an ApiError (the envelope). Every write, rejected ones included, is audited.
 import { Clock, Effect, Either } from 'effect';
-import { KubeClient, type KubeObject } from '@homelab/kube';
+import { KubeClient, type KubeClientService, type KubeObject } from '@homelab/kube';
 import type { Accepted, ListPage, Projection } from '../../api/http/bodies.js';
 import type { ObjectReference } from '../../api/http/errors.js';
 import { KIND_INFO, type KernelKind, KOS_GROUP } from '../../api/group.js';
@@ -23,6 +23,7 @@ import { MARKER_PREFIX } from '../../domain/markers.js';
 import { hasMask, redactObject, unmaskConfig } from '../../domain/control-plane/sensitive.js';
 import { admit, fieldManagerOf } from '../../domain/write-path.js';
 import { fieldsOf } from '../writer.js';
+import { ownerForWrite, visibleTo } from './access.js';
 import { admitApplicationSpec } from './app-admission.js';
 import { ApiError, apiError, fromKube } from './errors.js';
 import {
@@ -170,7 +171,7 @@ export const listResources = (
   Effect.gen(function* () {
     const kind = yield* kindOf(input.kind, input.apiVersion);
     const namespace = yield* namespaceFor(kind, input.namespace, 'route');
-    yield* authorize(input, 'list', kind, namespace);
+    const principal = yield* authorize(input, 'list', kind, namespace);
     const config = yield* ControlPlaneConfig;
     let limit = config.defaultPageSize;
     if (input.limit !== undefined) {
@@ -215,7 +216,11 @@ export const listResources = (
       )
       .pipe(Effect.mapError((e) => fromKube(e, 'read', undefined, false)));
     const readAt = yield* Clock.currentTimeMillis;
-    const items = yield* projectWith(page.items, readAt);
+    // Visibility filters the page (TC-30): a page may hold fewer than `limit` items; `continue` still goes on.
+    const items = yield* projectWith(
+      page.items.filter((o) => visibleTo(principal, kind, o)),
+      readAt,
+    );
     const next = page.metadata.continue;
     return {
       kind,
@@ -255,6 +260,19 @@ const objectKey = (
     } as ObjectReference);
   });
 
+/** The stored object, or `not_found` when it is absent or the caller may not see it (visibility does not leak). */
+const readVisible = (client: KubeClientService, principal: Principal, kind: KernelKind, ref: ObjectReference) =>
+  client.get(ref).pipe(
+    Effect.mapError((e) => fromKube(e, 'read', ref, false)),
+    Effect.filterOrFail(
+      (o) => visibleTo(principal, kind, o),
+      () =>
+        apiError('not_found', 'read', `${kind} ${ref.namespace ? `${ref.namespace}/` : ''}${ref.name} not found`, {
+          object: ref,
+        }),
+    ),
+  );
+
 export const getResource = (
   input: GetInput,
 ): Effect.Effect<Projection, ApiError, KubeClient | ControlPlaneConfig | Authorizer | DiscoveryIndex> =>
@@ -262,9 +280,9 @@ export const getResource = (
     const kind = yield* kindOf(input.kind, input.apiVersion);
     const namespace = yield* namespaceFor(kind, input.namespace, 'route');
     const ref = yield* objectKey(kind, input.name, namespace, yield* apiVersionOf, 'route');
-    yield* authorize(input, 'get', kind, namespace, input.name);
+    const principal = yield* authorize(input, 'get', kind, namespace, input.name);
     const client = yield* KubeClient;
-    const object = yield* client.get(ref).pipe(Effect.mapError((e) => fromKube(e, 'read', ref, false)));
+    const object = yield* readVisible(client, principal, kind, ref);
     const readAt = yield* Clock.currentTimeMillis;
     const [projection] = yield* projectWith([object], readAt);
     return projection as Projection;
@@ -285,7 +303,17 @@ interface Desired {
   readonly ref: ObjectReference;
   readonly object: KubeObject;
   readonly principal: Principal;
+  /** The body's `spec.owner`, when it named one (the object carries the session's account otherwise). */
+  readonly requestedOwner?: string;
 }
+
+/** `d` with the `spec.owner` its write stores (ownerForWrite), after checking the caller may write `stored`. */
+export const withOwnerFor = (d: Desired, stored: KubeObject | undefined): Effect.Effect<Desired, ApiError> =>
+  Effect.map(ownerForWrite(d.principal, d.kind, d.requestedOwner, stored, d.ref), (owner) =>
+    owner === undefined
+      ? d
+      : { ...d, object: { ...d.object, spec: { ...(d.object['spec'] as Record<string, unknown>), owner } } },
+  );
 
 /** Validate a submitted object for `kind` and build what the control plane will write (owner from the session). */
 export const desiredOf = (
@@ -384,8 +412,15 @@ export const desiredOf = (
       });
     }
     let finalSpec: Record<string, unknown> = spec;
+    let requestedOwner: string | undefined;
     if (KIND_INFO[kind].owned) {
-      if (spec['owner'] !== undefined && spec['owner'] !== principal.actor) {
+      // Only a global Owner names another owner, and only as a transfer of a stored object (ownerForWrite decides).
+      if (spec['owner'] !== undefined && (typeof spec['owner'] !== 'string' || spec['owner'] === ''))
+        return yield* apiError('invalid_field', 'validate', 'spec.owner must be an account name', {
+          object: ref,
+          causes: [{ field: 'spec.owner', message: 'an account name' }],
+        });
+      if (spec['owner'] !== undefined && spec['owner'] !== principal.actor && principal.role !== 'Owner') {
         return yield* apiError(
           'invalid_field',
           'validate',
@@ -396,7 +431,8 @@ export const desiredOf = (
           },
         );
       }
-      finalSpec = { ...spec, owner: principal.actor };
+      requestedOwner = spec['owner'] as string | undefined;
+      finalSpec = { ...spec, owner: requestedOwner ?? principal.actor };
     }
     const object: KubeObject = {
       apiVersion,
@@ -409,7 +445,7 @@ export const desiredOf = (
       },
       spec: finalSpec,
     };
-    return { kind, ref, object, principal };
+    return { kind, ref, object, principal, ...(requestedOwner !== undefined ? { requestedOwner } : {}) };
   });
 
 /** Admission of a user write: the user's part through the table, `spec.owner` as the control plane's own write. */
@@ -495,7 +531,10 @@ export const createResource = (
       const ns = yield* namespaceFor(kind, input.namespace, 'route');
       const principal = yield* authorize(input, 'create', kind, ns);
       actor = principal.actor;
-      const submitted = yield* desiredOf(kind, input.body, principal, ns !== undefined ? { namespace: ns } : {});
+      const submitted = yield* withOwnerFor(
+        yield* desiredOf(kind, input.body, principal, ns !== undefined ? { namespace: ns } : {}),
+        undefined,
+      );
       target = submitted.ref;
       const d =
         kind === 'Application'
@@ -514,28 +553,42 @@ export const createResource = (
       const fieldManager = yield* admitUserWrite(d, 'create');
       const client = yield* KubeClient;
       const converge = (stored: KubeObject) =>
-        Effect.flatMap(withStoredSecrets(d, stored), (spec) => {
-          const changes = desiredDifferences(
-            kind,
-            {
-              spec,
-              ...(d.object.metadata.labels !== undefined ? { labels: d.object.metadata.labels } : {}),
-              ...(d.object.metadata.annotations !== undefined ? { annotations: d.object.metadata.annotations } : {}),
-            },
-            stored,
-            MARKER_PREFIX,
-          );
-          return changes.length === 0
-            ? Effect.succeed<Accepted>({ accepted: true, operation: 'create', object: refOf(stored) })
-            : Effect.fail(
-                apiError(
-                  'object_exists',
-                  'write',
-                  `${kind} ${d.ref.namespace ? `${d.ref.namespace}/` : ''}${d.ref.name} already exists with a different desired state (${changes.map((c) => c.path).join(', ')})`,
-                  { object: refOf(stored), current: stored, changes },
-                ),
+        !visibleTo(principal, kind, stored)
+          ? // The name is taken by an object the caller may not see: say so, but show nothing of it.
+            Effect.fail(
+              apiError(
+                'object_exists',
+                'write',
+                `${kind} ${d.ref.namespace ? `${d.ref.namespace}/` : ''}${d.ref.name} already exists`,
+                {
+                  object: d.ref,
+                },
+              ),
+            )
+          : Effect.flatMap(withStoredSecrets(d, stored), (spec) => {
+              const changes = desiredDifferences(
+                kind,
+                {
+                  spec,
+                  ...(d.object.metadata.labels !== undefined ? { labels: d.object.metadata.labels } : {}),
+                  ...(d.object.metadata.annotations !== undefined
+                    ? { annotations: d.object.metadata.annotations }
+                    : {}),
+                },
+                stored,
+                MARKER_PREFIX,
               );
-        });
+              return changes.length === 0
+                ? Effect.succeed<Accepted>({ accepted: true, operation: 'create', object: refOf(stored) })
+                : Effect.fail(
+                    apiError(
+                      'object_exists',
+                      'write',
+                      `${kind} ${d.ref.namespace ? `${d.ref.namespace}/` : ''}${d.ref.name} already exists with a different desired state (${changes.map((c) => c.path).join(', ')})`,
+                      { object: refOf(stored), current: stored, changes },
+                    ),
+                  );
+            });
       const existing = yield* client.get(d.ref).pipe(
         Effect.map((o): KubeObject | undefined => o),
         Effect.catchTag('NotFound', () => Effect.succeed(undefined)),
@@ -610,7 +663,9 @@ export const updateResource = (
         );
       const fieldManager = yield* admitUserWrite(d, 'spec');
       const client = yield* KubeClient;
-      const stored = yield* client.get(d.ref).pipe(Effect.mapError((e) => fromKube(e, 'read', d.ref, false)));
+      const stored = yield* readVisible(client, principal, kind, d.ref);
+      // Ownership before the version: a 409 would hand another owner's object to the caller in `current`.
+      const owned = yield* withOwnerFor(d, stored);
       if (stored.metadata.resourceVersion !== version) {
         return yield* apiError(
           'conflict',
@@ -619,17 +674,8 @@ export const updateResource = (
           { object: refOf(stored), current: stored },
         );
       }
-      const storedOwner = (stored['spec'] as { owner?: unknown } | undefined)?.owner;
-      const unmasked = yield* withStoredSecrets(d, stored);
+      const unmasked = yield* withStoredSecrets(owned, stored);
       const spec = kind === 'Application' ? yield* admitApplicationSpec(unmasked, d.ref, 'update', stored) : unmasked;
-      if (KIND_INFO[kind].owned && storedOwner !== undefined && storedOwner !== spec['owner']) {
-        return yield* apiError(
-          'forbidden',
-          'admit',
-          `spec.owner is ${String(storedOwner)}; only the owner's session may update it (transfer is an Owner action)`,
-          { object: refOf(stored) },
-        );
-      }
       const next: KubeObject = {
         ...stored,
         metadata: {
@@ -699,6 +745,9 @@ export const deleteResource = (
         ref,
       );
       const client = yield* KubeClient;
+      // A global Owner deletes anything; anyone else only what it sees and owns (the read costs one GET).
+      if (principal.role !== 'Owner')
+        yield* ownerForWrite(principal, kind, undefined, yield* readVisible(client, principal, kind, ref), ref);
       const result = yield* client.delete(ref, { preconditions: { resourceVersion: version } }).pipe(
         Effect.catchTag('Conflict', (e) =>
           client.get(ref).pipe(

@@ -7,14 +7,19 @@ import { type DiscoveryState, type Report, recordReport } from '../../domain/con
 import { STALE_THRESHOLD_MS } from '../../domain/control-plane/projection.js';
 import { ApiError } from './errors.js';
 
-/** Who is calling: the write-table subject (`user`, or `owner` for the global Owner role) and the account. */
+/**
+ * Who is calling: the write-table subject (`user`, or `owner` for the global Owner role), the account, and its role
+ * as read for this request (seed: the role is evaluated per request, never stored in the session).
+ */
 export interface Principal {
   readonly subject: 'user' | 'owner';
   readonly actor: string;
+  readonly role: 'Owner' | 'Member' | 'Guest';
 }
 
 /** What an audit record says was done: a route verb, an adoption action, or an application action (C-14, TC-124). */
-export type AuditVerb = Verb | 'adopt' | 'release' | 'decline' | AppAction | 'confirm';
+export type AuditVerb =
+  Verb | 'adopt' | 'release' | 'decline' | AppAction | 'confirm' | 'login' | 'logout' | `account.${string}`;
 
 export type Verb = 'list' | 'get' | 'create' | 'update' | 'delete' | 'plan' | 'apply' | 'action' | 'discover';
 
@@ -37,7 +42,7 @@ export class Authorizer extends Context.Tag('@homelab/kos-kernel/Authorizer')<
  * server is reachable from loopback alone — apps/controller binds 127.0.0.1 in that case and says so (decision 0093).
  */
 export const LoopbackOwnerAuthorizer = Layer.succeed(Authorizer, {
-  authorize: () => Effect.succeed<Principal>({ subject: 'owner', actor: 'local-owner' }),
+  authorize: () => Effect.succeed<Principal>({ subject: 'owner', actor: 'local-owner', role: 'Owner' }),
 });
 
 export interface AuditRecord {

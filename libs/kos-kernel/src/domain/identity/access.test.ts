@@ -40,6 +40,9 @@ describe('TC-31 role write permissions, owner fixed at write, cross-owner refere
   it('spec.owner comes from the session; a Member cannot forge it', () => {
     expect(ownerAtWrite(ann, undefined, undefined)).toEqual({ ok: true, owner: 'ann', transfer: false });
     expect(ownerAtWrite(ann, 'ben', undefined).ok).toBe(false);
+    // Not even an Owner creates an object in another account's name: it creates, then transfers (decision 0204).
+    expect(ownerAtWrite(owner, 'ben', undefined).ok).toBe(false);
+    expect(ownerAtWrite(owner, 'root', undefined)).toEqual({ ok: true, owner: 'root', transfer: false });
     expect(ownerAtWrite(ann, 'ben', 'ann').ok).toBe(false);
     expect(ownerAtWrite(ann, undefined, 'ann')).toEqual({ ok: true, owner: 'ann', transfer: false });
   });

@@ -61,12 +61,12 @@ export const ownerAtWrite = (
   requested: string | undefined,
   stored: string | undefined,
 ): OwnerAtWrite => {
-  if (stored === undefined) {
-    if (requested === undefined || requested === who.account) return { ok: true, owner: who.account, transfer: false };
-    return who.role === 'Owner'
-      ? { ok: true, owner: requested, transfer: false }
-      : { ok: false, reason: 'spec.owner is set from the session' };
-  }
+  // On create the owner is always the session's account, for an Owner too: a transfer is a separate, audited update
+  // of an existing object (decision 0217, revised in 0204), so no object ever names an owner that never wrote it.
+  if (stored === undefined)
+    return requested === undefined || requested === who.account
+      ? { ok: true, owner: who.account, transfer: false }
+      : { ok: false, reason: `spec.owner is set from the session (${who.account}); transfer it after the create` };
   if (requested === undefined || requested === stored) return { ok: true, owner: stored, transfer: false };
   return who.role === 'Owner'
     ? { ok: true, owner: requested, transfer: true }
@@ -108,3 +108,20 @@ export interface OwnedRef {
 /** Write-time rejection: volume references or policy-selected objects that belong to another owner than `owner`. */
 export const crossOwnerReferences = (owner: string, referenced: ReadonlyArray<OwnedRef>): ReadonlyArray<OwnedRef> =>
   referenced.filter((r) => r.owner !== owner);
+
+/** The control-plane verbs (router level) and which of them write. `plan` previews a write: Guests may not. */
+export type AccessVerb = 'list' | 'get' | 'create' | 'update' | 'delete' | 'plan' | 'apply' | 'action' | 'discover';
+const READ_VERBS: ReadonlyArray<AccessVerb> = ['list', 'get', 'discover'];
+
+/**
+ * The role part of a request, before any object is read: Guests only read; Members write only the kinds they may own
+ * (when the route names a kind; plan/apply check each object); Owners do everything. Objects' owners are checked
+ * by the handlers with `canWrite` once the stored object is known.
+ */
+export const verbAllowed = (who: AccessPrincipal, verb: AccessVerb, kind?: string): AccessDecision => {
+  if (READ_VERBS.includes(verb) || who.role === 'Owner') return allow;
+  if (who.role === 'Guest') return deny('a Guest is read-only');
+  if (kind !== undefined && !(MEMBER_WRITABLE_KINDS as readonly string[]).includes(kind))
+    return deny(`a Member does not write ${kind}`);
+  return allow;
+};
