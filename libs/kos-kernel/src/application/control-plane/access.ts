@@ -41,7 +41,8 @@ export const ownerForWrite = (
     return owner.ok
       ? Effect.succeed(owner.owner)
       : Effect.fail(
-          apiError('forbidden', 'admit', owner.reason, {
+          // A value the caller may not give, like a Member's forged owner in desiredOf: the field is invalid.
+          apiError('invalid_field', 'validate', owner.reason, {
             object: ref,
             causes: [{ field: 'spec.owner', message: owner.reason }],
           }),

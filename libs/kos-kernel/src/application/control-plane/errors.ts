@@ -27,6 +27,8 @@ export class ApiError extends Data.TaggedError('ApiError')<{
   readonly retryAfterSeconds?: number | undefined;
   /** Account deletion refused (`account_has_objects`): what the account still owns. */
   readonly ownedObjects?: ReadonlyArray<ObjectReference>;
+  /** Who was refused, when the refusal came after authentication (for the audit record; never in the envelope). */
+  readonly actor?: string;
   /** Extra response headers (Allow on 405). */
   readonly headers?: Readonly<Record<string, string>>;
 }> {}

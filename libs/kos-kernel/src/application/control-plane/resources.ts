@@ -143,7 +143,7 @@ export const audited = <A extends { readonly object?: ObjectReference }, R>(
       Effect.tapError((e) => {
         const o = e.object ?? object();
         return auditor.record({
-          actor: actor(),
+          actor: e.actor ?? actor(),
           verb,
           outcome: 'rejected',
           code: e.code,

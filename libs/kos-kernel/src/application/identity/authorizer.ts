@@ -40,7 +40,9 @@ export const IdentityAuthorizerLive: Layer.Layer<Authorizer, never, Identity> = 
                   role: caller.role,
                 })
               : Effect.fail(
-                  apiError('forbidden', 'authorize', `${caller.account} (${caller.role}): ${decision.reason}`),
+                  apiError('forbidden', 'authorize', `${caller.account} (${caller.role}): ${decision.reason}`, {
+                    actor: caller.account,
+                  }),
                 );
           }),
         ),
