@@ -1,12 +1,24 @@
 // `npm start -w @homelab/controller`: configuration from flags/env, the control plane on it, SIGINT/SIGTERM stop it
 // gracefully.
 import { ConfigError, controllerHelp, parseConfig, wantsHelp } from './config.js';
+import { isOfflineCommand, OFFLINE_HELP, runOffline } from './offline.js';
 import { startController } from './server.js';
 
 const main = async () => {
   if (wantsHelp(process.argv.slice(2))) {
-    process.stdout.write(controllerHelp());
+    process.stdout.write(controllerHelp() + '\n' + OFFLINE_HELP);
     process.exit(0);
+  }
+  if (isOfflineCommand(process.argv.slice(2))) {
+    try {
+      process.exit(await runOffline(process.argv.slice(2), process.env, (line) => process.stderr.write(`${line}\n`)));
+    } catch (e) {
+      if (e instanceof ConfigError) {
+        console.error(`configuration: ${e.message}`);
+        process.exit(2);
+      }
+      throw e;
+    }
   }
   let config;
   try {

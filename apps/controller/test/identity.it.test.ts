@@ -89,7 +89,11 @@ describe('TC-117 login, lockout and logout through the routes', () => {
 
   it('no token, a forged token, a truncated token: 401 unauthenticated with WWW-Authenticate, nothing written', async () => {
     const before = Object.keys(
-      (await kubeRequest('GET', `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/applications`)).json().items,
+      (
+        (await kubeRequest('GET', `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/applications`)).json() as {
+          items: object;
+        }
+      ).items,
     );
     for (const headers of [
       {},
@@ -102,7 +106,11 @@ describe('TC-117 login, lockout and logout through the routes', () => {
       expect(a.headers.get('www-authenticate')).toMatch(/^Bearer/);
     }
     const after = Object.keys(
-      (await kubeRequest('GET', `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/applications`)).json().items,
+      (
+        (await kubeRequest('GET', `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/applications`)).json() as {
+          items: object;
+        }
+      ).items,
     );
     expect(after).toEqual(before);
   });
