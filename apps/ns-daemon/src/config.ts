@@ -1,6 +1,8 @@
 // ns-daemon configuration: flags (`--name value` or `--name=value`) override environment variables (NS_NAME), which
 // override defaults; unknown flags are refused (issue 26 item 6).
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+import { parsePeers } from '@homelab/service-control/dataplane';
 import { Either } from 'effect';
 import { ConfigurationError, type FlagSpec, parseCommandLine } from '@homelab/service-control/process';
 import {
@@ -38,6 +40,20 @@ export interface NsConfig {
   readonly dnsZone: string;
   /** Test-only fault (decision 0172): arbitrate snapshot proposals this many ms late (`--debug-defer-proposals-ms`). */
   readonly debugDeferProposalsMs: number | null;
+  /**
+   * The data plane (decision 0262): `sockets` = real TCP/UDP forwarding gated by the permits, `simulated` = the
+   * stand-in of decision 0146 (no listener is bound).
+   */
+  readonly dataPlane: DataPlaneConfig | null;
+}
+
+export interface DataPlaneConfig {
+  /** This node's data-plane address (N6 stand-in): publisher endpoints bind here, consumer flows dial from here. */
+  readonly host: string;
+  /** Where consumed services are served (VIP stand-in). */
+  readonly consumerHost: string;
+  /** [D] identity (64 hex) → that node's data-plane address (address-based peer identity, decision 0262). */
+  readonly peers: ReadonlyMap<string, string>;
 }
 
 /** Every flag the daemon takes (its environment variable is `NS_<NAME>`); `--help` prints this table. */
@@ -59,6 +75,14 @@ export const NS_FLAGS: ReadonlyArray<FlagSpec> = [
   { name: 'dns-host', help: 'local-name DNS listener address: 127.0.0.1 or ::1', default: '127.0.0.1' },
   { name: 'dns-port', help: 'local-name DNS listener port (unset = no listener, 0 = any)' },
   { name: 'dns-zone', help: 'the local zone of managed names', default: 'ns.internal' },
+  {
+    name: 'data-plane',
+    help: 'sockets = real TCP/UDP forwarding gated by the permits; simulated = none',
+    default: 'simulated',
+  },
+  { name: 'data-plane-host', help: "this node's data-plane address: published services bind here (needed by sockets)" },
+  { name: 'data-plane-consumer-host', help: 'address consumed services are served on (default: --data-plane-host)' },
+  { name: 'data-plane-peers', help: "other nodes' data-plane addresses: identity=address,... (identity 64 hex)" },
   { name: 'fault', help: 'tests only: crash-point injection' },
   { name: 'debug-simulated-flows', help: 'tests only: 1 enables POST /debug/simulated-flow', default: '0' },
   { name: 'debug-defer-proposals-ms', help: 'tests only: arbitrate snapshot proposals this many ms late' },
@@ -103,7 +127,30 @@ export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): NsC
     debugSimulatedFlows: get('debug-simulated-flows') === '1',
     ...dnsConfig(get('dns-host') as string, get('dns-port'), get('dns-zone') as string),
     debugDeferProposalsMs: defer === undefined ? null : Number(defer),
+    dataPlane: dataPlaneConfig(get),
   };
+};
+
+/** The data-plane flags, checked: `sockets` needs an IP address to bind; every peer entry is identity=IP. */
+const dataPlaneConfig = (get: (name: string) => string | undefined): DataPlaneConfig | null => {
+  const mode = get('data-plane');
+  if (mode === 'simulated') return null;
+  if (mode !== 'sockets')
+    throw new ConfigurationError(`NS_DATA_PLANE / --data-plane must be sockets or simulated, not "${mode}"`);
+  const host = get('data-plane-host') ?? '';
+  if (isIP(host) === 0)
+    throw new ConfigurationError(`NS_DATA_PLANE_HOST / --data-plane-host must be an IP address, not "${host}"`);
+  const consumerHost = get('data-plane-consumer-host') ?? host;
+  if (isIP(consumerHost) === 0)
+    throw new ConfigurationError(
+      `NS_DATA_PLANE_CONSUMER_HOST / --data-plane-consumer-host must be an IP address, not "${consumerHost}"`,
+    );
+  const peers = parsePeers(get('data-plane-peers') ?? '');
+  if ('error' in peers) throw new ConfigurationError(`NS_DATA_PLANE_PEERS / --data-plane-peers: ${peers.error}`);
+  for (const [id, a] of peers)
+    if (isIP(a) === 0)
+      throw new ConfigurationError(`NS_DATA_PLANE_PEERS / --data-plane-peers: ${id}=${a} is not an IP address`);
+  return { host, consumerHost, peers };
 };
 
 /** The DNS listener's settings, checked: it binds loopback only and a port is 0..65535 (0 = ephemeral). */

@@ -15,6 +15,8 @@ import {
   daemonStoreLayer,
 } from '@homelab/service-control/application';
 import { ProcUptimeBootClock } from '@homelab/service-control/clock';
+import { SocketDataPlane } from '@homelab/service-control/dataplane';
+import { PermitEngine } from '@homelab/service-control/permit';
 import { configurationOrExit, launchUntilSignal } from '@homelab/service-control/process';
 import { openSqliteDaemonStore, openSqliteEndpointStore } from '@homelab/service-control/sqlite';
 import {
@@ -59,6 +61,13 @@ const kill = (point: string) => {
 /** Metrics: the Daemon reports its requests to B and the lease results into them from its first request on. */
 const metrics = makeNsMetrics();
 
+const clock = new ProcUptimeBootClock(); // the one boot clock of the permit engine (includes suspend; decision 0111)
+// the one permit gate of this node; with `--data-plane=sockets` the socket forwarder checks it at every accept, read
+// and write, and the lease driver applies every teardown plan to its sockets (decision 0262)
+const engine = new PermitEngine(clock, { decide: () => 'not-enforced' });
+const dataPlane = config.dataPlane === null ? null : new SocketDataPlane(engine, config.dataPlane);
+if (dataPlane !== null) metrics.watchDataPlane(dataPlane.forwarder);
+
 const DaemonLive = daemonLayer({
   observe: metrics.observe,
   identity: signer.machineId,
@@ -66,15 +75,18 @@ const DaemonLive = daemonLayer({
   declarations: () => readDeclarations(config.declarationsFile),
   fault: kill,
   log,
-  clock: new ProcUptimeBootClock(), // the one boot clock of the permit engine (includes suspend; decision 0111)
-  // enforcement = the permit engine's state, applied before the ACK (source Grants, endpoint owners); the packet path
-  // is the simulated forwarder (decisions 0146, 0153), so no listener's enforcement can fail here
+  clock,
+  engine,
+  ...(dataPlane === null ? {} : { dataPlane }),
+  // enforcement = the permit engine's state, applied before the ACK (source Grants, endpoint owners); the sockets
+  // check it per I/O, so no listener's enforcement can fail here (a failed bind fails the install instead)
   enforce: () => [],
-  // A's endpoint table in the state file; the data plane is the simulated installer (no real listener, decision 0152)
+  // A's endpoint table in the state file; the installer binds real sockets with `--data-plane=sockets`, else the
+  // simulated installer (no real listener, decision 0152)
   // (crash points `endpoint-<label>` right after each endpoint commit, e.g. `endpoint-may-install` before the install)
   ports: new PortArbiter(
     openSqliteEndpointStore(config.stateFile, { afterCommit: (label) => kill(`endpoint-${label}`) }),
-    new SimulatedListenerInstaller(),
+    dataPlane === null ? new SimulatedListenerInstaller() : dataPlane.installer,
   ),
   ...(config.debugDeferProposalsMs === null ? {} : { deferProposalsMs: config.debugDeferProposalsMs }),
   transport: {
@@ -187,6 +199,8 @@ const Listener = Layer.scopedDiscard(
     const daemon = yield* DaemonService;
     const names = yield* LocalNamesService;
     metrics.watch(daemon, dnsQueries);
+    // the data plane's sockets close with the listener (its flows torn down first, gate first)
+    if (dataPlane !== null) yield* Effect.addFinalizer(() => Effect.promise(() => dataPlane.close()));
     const registry = metrics.registry;
 
     /** The probe routes; false when the request is not one of them. */

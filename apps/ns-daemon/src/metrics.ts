@@ -14,6 +14,17 @@ export interface NsMetrics {
   readonly observe: DaemonObserver;
   /** Registers the gauges read from the running Daemon, and any app metric (the DNS listener's). */
   readonly watch: (daemon: Daemon, ...more: readonly client.Metric[]) => void;
+  /** Registers the socket data plane's counters (decision 0262), read at scrape time. */
+  readonly watchDataPlane: (forwarder: { readonly counters: DataPlaneCounters; liveFlowIds(): number[] }) => void;
+}
+
+/** What the socket forwarder counts (its `ForwarderCounters`). */
+export interface DataPlaneCounters {
+  readonly opened: ReadonlyMap<string, number>;
+  readonly refusedBy: ReadonlyMap<string, number>;
+  readonly denied: number;
+  readonly droppedQueued: number;
+  readonly forwardedBytes: number;
 }
 
 export const makeNsMetrics = (): NsMetrics => {
@@ -38,12 +49,77 @@ export const makeNsMetrics = (): NsMetrics => {
     labelNames: ['kind', 'result'],
     registers: [registry],
   });
+  const flowsCut = new client.Counter({
+    name: 'ns_dataplane_flows_cut_total',
+    help: 'flows cut by a permit teardown (gate, cancel, drop queues, abort TCP, delete UDP mappings), by reason',
+    labelNames: ['reason'],
+    registers: [registry],
+  });
   const observe: DaemonObserver = {
     request: (kind, outcome, seconds) => {
       requests.inc({ kind, outcome });
       requestSeconds.observe({ kind }, seconds);
     },
     leaseResult: (kind, result) => leaseResults.inc({ kind, result }),
+    flowsCut: (reason, flows) => flowsCut.inc({ reason }, flows),
+  };
+  const watchDataPlane = (f: { readonly counters: DataPlaneCounters; liveFlowIds(): number[] }) => {
+    const c = f.counters;
+    new client.Counter({
+      name: 'ns_dataplane_connections_total',
+      help: 'connections (TCP) and UDP associations the permit engine let open, by protocol',
+      labelNames: ['protocol'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const p of ['tcp', 'udp']) this.inc({ protocol: p }, c.opened.get(p) ?? 0);
+      },
+    });
+    new client.Counter({
+      name: 'ns_dataplane_refused_total',
+      help: 'connections and first datagrams refused before a flow existed, by the engine’s verdict (or unknown-peer)',
+      labelNames: ['reason'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const [reason, n] of c.refusedBy) this.inc({ reason }, n);
+      },
+    });
+    new client.Counter({
+      name: 'ns_dataplane_denied_total',
+      help: 'reads, writes and datagrams of live flows a permit check refused (the flow is cut at once)',
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(c.denied);
+      },
+    });
+    new client.Counter({
+      name: 'ns_dataplane_dropped_queued_total',
+      help: 'queued chunks and datagrams dropped by a teardown or a failed dequeue check (never delivered)',
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(c.droppedQueued);
+      },
+    });
+    new client.Counter({
+      name: 'ns_dataplane_bytes_total',
+      help: 'payload bytes forwarded (every chunk passed its permit check first), both directions',
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(c.forwardedBytes);
+      },
+    });
+    new client.Gauge({
+      name: 'ns_dataplane_flows',
+      help: 'flows whose sockets the forwarder still holds (not yet retired)',
+      registers: [registry],
+      collect() {
+        this.set(f.liveFlowIds().length);
+      },
+    });
   };
   const watch = (daemon: Daemon, ...more: readonly client.Metric[]) => {
     for (const m of more) registry.registerMetric(m);
@@ -110,5 +186,5 @@ export const makeNsMetrics = (): NsMetrics => {
       },
     });
   };
-  return { registry, observe, watch };
+  return { registry, observe, watch, watchDataPlane };
 };

@@ -26,7 +26,34 @@ import { type Flow, PermitEngine } from '../permit/engine.js';
 import type { PendingRequest } from '../permit/receipt.js';
 import { SimulatedForwarder } from '../permit/simulated-forwarder.js';
 import { type PortArbiter, proposalFromWire } from './port-arbiter.js';
-import type { DenyReason, OrdinaryPolicy, PermitKey, TeardownPlan, Verdict } from '../permit/types.js';
+import type {
+  DenyReason,
+  EndpointId,
+  FlowProtocol,
+  OrdinaryPolicy,
+  PermitKey,
+  TeardownPlan,
+  Verdict,
+} from '../permit/types.js';
+
+/**
+ * The node's real data plane (decision 0262), fed by the same engine: it applies every teardown plan the engine
+ * hands out to its sockets (§6.7 order), and serves each consumed service locally on P (the VIP stand-in),
+ * forwarding to the publisher. The publisher side is the PortArbiter's ListenerInstaller.
+ */
+export interface DaemonDataPlane {
+  apply(plans: readonly TeardownPlan[]): void;
+  /** Serve a consumed service (hex id) on P; `endpoint` is the engine's name its permit owns. Rejects on a bind failure. */
+  consume(
+    service: string,
+    endpoint: EndpointId,
+    port: number,
+    publisher: Bytes,
+    protocols: readonly FlowProtocol[],
+  ): Promise<void>;
+  /** Stop serving it (its flows are torn down first, gate first). */
+  unconsume(service: string): Promise<void>;
+}
 
 /** Sends one logical lease request (stream-bound envelope filled by the caller) and returns the verified items. */
 export type LeaseCall = (
@@ -52,6 +79,12 @@ export interface DaemonLeaseDeps {
   readonly log?: (event: string, fields: Record<string, unknown>) => void;
   /** Metrics hook: each lease.result item B answered, by request kind and result. */
   readonly leaseResult?: (kind: string, result: string) => void;
+  /** The engine to drive (the real data plane is built on it, so the process creates it); default a new one. */
+  readonly engine?: PermitEngine;
+  /** The real data plane; without it only the simulated forwarder applies the plans (decision 0146). */
+  readonly dataPlane?: DaemonDataPlane;
+  /** Metrics hook: flows cut by a teardown plan, by its reason (revoked, expired, …). */
+  readonly flowsCut?: (reason: string, flows: number) => void;
 }
 
 /**
@@ -134,7 +167,7 @@ export class DaemonLeases {
   private epoch = 0n;
 
   constructor(private readonly d: DaemonLeaseDeps) {
-    this.engine = new PermitEngine(d.clock, d.policy ?? NOT_ENFORCED);
+    this.engine = d.engine ?? new PermitEngine(d.clock, d.policy ?? NOT_ENFORCED);
     this.forwarder = new SimulatedForwarder(this.engine);
   }
 
@@ -146,8 +179,12 @@ export class DaemonLeases {
     const all = [...plans, ...this.engine.takeTeardowns()];
     if (all.length === 0) return;
     this.forwarder.apply(all);
+    this.d.dataPlane?.apply(all);
     for (const p of all)
-      if (p.flowIds.length > 0) this.log('permit-teardown', { reason: p.reason, flows: p.flowIds.length });
+      if (p.flowIds.length > 0) {
+        this.d.flowsCut?.(p.reason, p.flowIds.length);
+        this.log('permit-teardown', { reason: p.reason, flows: p.flowIds.length });
+      }
   }
 
   private now(): number {
@@ -236,6 +273,7 @@ export class DaemonLeases {
       if (want.has(k)) continue;
       this.teardown([this.engine.revoke(l.key)]);
       this.consumers.delete(k);
+      await this.unconsume(k);
     }
     for (const l of theirs) {
       const k = toHex(l.service_ref.service_id);
@@ -244,16 +282,40 @@ export class DaemonLeases {
       // the same endpoint (P) under a new intent (e.g. another source's authorization changed the aggregate digest):
       // the permit and its flows stay — the own source Grant decides them (M6-27) — and the next acquire names the
       // new intent (§2.4: no revocation just because the aggregate digest changed). Another P: the old permit ends.
-      if (cur !== undefined && cur.listener.P === l.P) cur.listener = l;
+      const fresh = !(cur !== undefined && cur.listener.P === l.P);
+      if (!fresh) (cur as ConsumerLease).listener = l;
       else {
-        if (cur !== undefined) this.teardown([this.engine.revoke(cur.key)]);
+        if (cur !== undefined) {
+          this.teardown([this.engine.revoke(cur.key)]);
+          await this.unconsume(k);
+        }
         this.consumers.set(k, new ConsumerLease(key, l));
       }
       // the consumer's endpoint for this service: the publisher's N6:P, owned by exactly this permit
       this.engine.setEndpointOwners(this.consumerEndpoint(l), [{ key, publisherIdentity: l.publisher_identity }]);
+      if (fresh) await this.consume(k, l);
     }
     this.consumerSnapshot = snapshot;
     if (this.consumers.size > 0) await this.acquire();
+  }
+
+  /** The real data plane serves the consumed service on P (a failed bind is logged: its flows cannot exist). */
+  private async consume(k: string, l: ListenerIntentWire): Promise<void> {
+    const dp = this.d.dataPlane;
+    if (dp === undefined || l.P === null) return;
+    try {
+      await dp.consume(k, this.consumerEndpoint(l), Number(l.P), l.publisher_identity, l.protocols);
+      this.log('consumer-listening', { service: k, P: String(l.P), protocols: l.protocols });
+    } catch (e) {
+      this.log('consumer-listen-failed', { service: k, P: String(l.P), error: String(e) });
+    }
+  }
+
+  private async unconsume(k: string): Promise<void> {
+    const dp = this.d.dataPlane;
+    if (dp === undefined) return;
+    await dp.unconsume(k);
+    this.log('consumer-closed', { service: k });
   }
 
   private consumerEndpoint(l: ListenerIntentWire): string {

@@ -45,7 +45,8 @@ import {
   streamBindingToWire,
 } from '../api/convert.js';
 import { deriveN6 } from '../api/standins.js';
-import { DaemonLeases, type LeaseStatus, readyProofFrom } from './daemon-lease.js';
+import { type DaemonDataPlane, DaemonLeases, type LeaseStatus, readyProofFrom } from './daemon-lease.js';
+import type { PermitEngine } from '../permit/engine.js';
 import type { DaemonStore } from './daemon-store.js';
 import type { BootClock } from '../permit/clock.js';
 import { type PortArbiter, portResultBody, proposalFromWire } from './port-arbiter.js';
@@ -86,6 +87,10 @@ export interface DaemonDeps {
   readonly firstEventMs?: number;
   /** Metrics hooks (ns-daemon's /metrics): every request to B, every lease result item. */
   readonly observe?: DaemonObserver;
+  /** The permit engine the real data plane is built on (decision 0262); default a new one on `clock`. */
+  readonly engine?: PermitEngine;
+  /** The real data plane (socket forwarder): teardown plans and the consumed services' local listeners. */
+  readonly dataPlane?: DaemonDataPlane;
 }
 
 /** What the daemon reports as it talks to B; the app turns it into metrics. Durations in seconds. */
@@ -97,6 +102,8 @@ export interface DaemonObserver {
   readonly request?: (kind: string, outcome: string, seconds: number) => void;
   /** One item of a lease.result: the request kind (listener.ready, lease.refresh, lease.acquire) and its result. */
   readonly leaseResult?: (kind: string, result: string) => void;
+  /** Flows a teardown plan cut, by the plan's reason (revoked, expired, source-grant-removed, …). */
+  readonly flowsCut?: (reason: string, flows: number) => void;
 }
 
 const outcomeOf = (e: unknown): string => (e instanceof SCE ? e.code : 'transport-failed');
@@ -180,6 +187,9 @@ export class Daemon {
       log: (event, fields) => this.log(event, fields),
       readyProof: readyProofFrom(d.ports, (id) => this.claimsAtB.has(toHex(id))),
       ...(d.observe?.leaseResult ? { leaseResult: d.observe.leaseResult } : {}),
+      ...(d.observe?.flowsCut ? { flowsCut: d.observe.flowsCut } : {}),
+      ...(d.engine === undefined ? {} : { engine: d.engine }),
+      ...(d.dataPlane === undefined ? {} : { dataPlane: d.dataPlane }),
       call: async (kind, body, requestId) => {
         const s = this.stream;
         if (s === null) throw scError('stale-session', 'no session');

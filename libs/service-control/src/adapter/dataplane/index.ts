@@ -2,3 +2,4 @@
 // by the PermitEngine at every read and write, and the ListenerInstaller that binds real sockets.
 export * from './socket-forwarder.js';
 export * from './socket-installer.js';
+export * from './socket-dataplane.js';

@@ -38,10 +38,17 @@ export interface EndpointSpec {
   readonly peerOf: (remoteAddress: string, remotePort: number, protocol: FlowProtocol) => Bytes | null;
   /** Where the flow's bytes go: a publisher flow's own backend (`flow.backend`), a consumer flow's next hop. */
   readonly upstream: (flow: Flow) => Backend | null;
+  /**
+   * The local address the upstream is dialled from (a consumer dials the publisher from its own data-plane address,
+   * which is how the publisher tells the consumer's identity, decision 0262); unset = the kernel's choice.
+   */
+  readonly dialFrom?: string;
 }
 
 /** What happened to data and connections, for diagnostics, metrics and tests. */
 export interface ForwarderCounters {
+  /** Flows opened (the engine allowed the accept / first datagram), by protocol. */
+  opened: Map<FlowProtocol, number>;
   refused: number;
   refusedBy: Map<string, number>;
   /** Chunks/datagrams not forwarded because a check refused them (or the gate was closed). */
@@ -76,6 +83,7 @@ interface Listening {
 
 export class SocketForwarder implements PermitDataPlane {
   readonly counters: ForwarderCounters = {
+    opened: new Map(),
     refused: 0,
     refusedBy: new Map(),
     denied: 0,
@@ -216,6 +224,7 @@ export class SocketForwarder implements PermitDataPlane {
   }
 
   private newFlow(flow: Flow, client: Socket | null, udpKey: string | null): FlowSockets {
+    this.counters.opened.set(flow.protocol, (this.counters.opened.get(flow.protocol) ?? 0) + 1);
     let settle!: (o: RetirementOutcome) => void;
     const retired = new Promise<RetirementOutcome>((r) => (settle = r));
     const f: FlowSockets = {
@@ -289,7 +298,12 @@ export class SocketForwarder implements PermitDataPlane {
       this.endOnOwn(f);
       return;
     }
-    const up = connect({ host: to.host, port: to.port, allowHalfOpen: true });
+    const up = connect({
+      host: to.host,
+      port: to.port,
+      allowHalfOpen: true,
+      ...(spec.dialFrom === undefined ? {} : { localAddress: spec.dialFrom }),
+    });
     f.upstream = up;
     f.open++;
     up.on('error', () => undefined);
@@ -378,19 +392,22 @@ export class SocketForwarder implements PermitDataPlane {
         this.counters.forwardedBytes += reply.length;
         sock.send(reply, port, address);
       });
-      up.connect(to.port, to.host, () => {
-        if (!this.pass(nf, 'dial-complete')) return;
-        nf.upstreamReady = true;
-        for (const item of nf.queue.splice(0)) {
-          if (this.engine.checkDequeued(item.stamp) !== 'allow') {
-            this.counters.droppedQueued++;
-            continue;
+      const dial = (): void =>
+        up.connect(to.port, to.host, () => {
+          if (!this.pass(nf, 'dial-complete')) return;
+          nf.upstreamReady = true;
+          for (const item of nf.queue.splice(0)) {
+            if (this.engine.checkDequeued(item.stamp) !== 'allow') {
+              this.counters.droppedQueued++;
+              continue;
+            }
+            if (!this.pass(nf, 'udp-send')) return;
+            this.counters.forwardedBytes += item.data.length;
+            up.send(item.data);
           }
-          if (!this.pass(nf, 'udp-send')) return;
-          this.counters.forwardedBytes += item.data.length;
-          up.send(item.data);
-        }
-      });
+        });
+      if (spec.dialFrom === undefined) dial();
+      else up.bind({ address: spec.dialFrom, port: 0 }, dial);
     }
     if (!this.pass(f, 'inbound-delivery')) return;
     if (!f.upstreamReady) {

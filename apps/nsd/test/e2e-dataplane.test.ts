@@ -1,0 +1,255 @@
+// M6-62 with real traffic (issue 20, decision 0262): nsd (its own database on the machine's PostgreSQL) and two
+// ns-daemons with `--data-plane=sockets`, each on its own loopback address (publisher 127.0.0.10, consumer
+// 127.0.0.20). A real TCP echo server is the publisher's backend; a client connects to the consumer's local
+// address:P and its bytes go client → consumer daemon → publisher daemon → echo server and back, every read and
+// write checked against the daemons' permits. Revoking the consumer cuts the live connection (RST at the client, the
+// backend connection closed) and refuses new ones; a permit that expires (nsd stopped, no refresh possible) cuts the
+// flow and refuses new connections with the engine's verdict `expired`; when nsd answers again traffic flows again.
+import { randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { type Server, type Socket, connect, createServer } from 'node:net';
+import { join } from 'node:path';
+import { useDatabase } from '@homelab/testbed/vitest';
+import { afterAll, describe, expect, it } from 'vitest';
+import {
+  healthz,
+  leaseOf,
+  ownerAdmin,
+  processWorkspace,
+  publisherAndConsumer,
+  startNsListening,
+  startNsd,
+  until,
+} from './processes.js';
+
+const db = useDatabase('nsd_dataplane');
+const ws = processWorkspace('nsd-dataplane');
+const { net: NET, token: TOKEN, pub, con, members } = publisherAndConsumer(ws);
+const PUB_HOST = '127.0.0.10';
+const CON_HOST = '127.0.0.20';
+
+/** The backend: a TCP echo server on 127.0.0.1; it records every connection it accepted and whether it closed. */
+const backendConns: { socket: Socket; closed: boolean }[] = [];
+const echo: Server = createServer((s) => {
+  const rec = { socket: s, closed: false };
+  backendConns.push(rec);
+  s.on('error', () => undefined);
+  s.on('close', () => (rec.closed = true));
+  s.pipe(s);
+});
+afterAll(() => new Promise<void>((r) => echo.close(() => r())));
+
+/** A client of the consumed service: connect to the consumer's address:P; `ask` sends a nonce and awaits its echo. */
+interface Client {
+  readonly socket: Socket;
+  readonly received: () => string;
+  readonly ended: Promise<{ readonly error: string | null }>;
+  ask: (nonce: string) => Promise<string>;
+}
+const client = (port: number): Promise<Client> =>
+  new Promise((resolve, reject) => {
+    let data = '';
+    let error: string | null = null;
+    const waiters = new Set<() => void>();
+    const socket = connect({ host: CON_HOST, port });
+    const ended = new Promise<{ readonly error: string | null }>((r) =>
+      socket.on('close', () => {
+        for (const w of waiters) w();
+        r({ error });
+      }),
+    );
+    socket.on('error', (e: NodeJS.ErrnoException) => {
+      error = e.code ?? e.message;
+      reject(e);
+    });
+    socket.on('data', (c: Buffer) => {
+      data += c.toString('utf8');
+      for (const w of waiters) w();
+    });
+    socket.once('connect', () =>
+      resolve({
+        socket,
+        received: () => data,
+        ended,
+        ask: (nonce) =>
+          new Promise<string>((ok, fail) => {
+            const check = () => {
+              if (data.includes(nonce)) {
+                waiters.delete(check);
+                ok(nonce);
+              } else if (socket.destroyed) {
+                waiters.delete(check);
+                fail(new Error(`closed before the echo (${error})`));
+              }
+            };
+            waiters.add(check);
+            socket.write(nonce);
+            check();
+          }),
+      }),
+    );
+  });
+
+/** What a connection attempt to the consumer's address:P comes to: the echo of a nonce, or the error it ended with. */
+const attempt = async (port: number): Promise<string> => {
+  try {
+    const c = await client(port);
+    const nonce = randomBytes(8).toString('hex');
+    try {
+      const got = await Promise.race([
+        c.ask(nonce),
+        new Promise<string>((_, f) => setTimeout(() => f(new Error('no echo within 5 s')), 5_000)),
+      ]);
+      c.socket.end();
+      return got === nonce ? 'echoed' : 'wrong-echo';
+    } catch {
+      return `cut:${(await c.ended).error ?? 'closed'}`;
+    }
+  } catch (e) {
+    return `refused:${(e as NodeJS.ErrnoException).code ?? String(e)}`;
+  }
+};
+
+const metricsOf = async (port: number) => (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+const value = (m: string, series: string) =>
+  Number(
+    m
+      .split('\n')
+      .find((l) => l.startsWith(`${series} `))
+      ?.split(' ')[1] ?? 0,
+  );
+
+describe('M6 data plane: real TCP through two ns-daemons, gated by the permits', () => {
+  it('M6-62 traffic: a client reaches the echo backend through consumer → publisher while the permits are live; revocation cuts the live connection (client RST, backend closed) and refuses new ones; expiry without refresh cuts and refuses (expired); nsd back → traffic again', async () => {
+    await new Promise<void>((r) => echo.listen(0, '127.0.0.1', () => r()));
+    const echoPort = (echo.address() as { port: number }).port;
+    writeFileSync(
+      join(ws.dir, 'publisher.json'),
+      JSON.stringify([{ key: 'echo', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: echoPort }]),
+    );
+    const nsd = await startNsd(ws, db, members, { NSD_ADMIN_TOKEN: TOKEN });
+    const admin = ownerAdmin(nsd.url, TOKEN);
+    const dataPlane = (host: string, peer: { hex: string }, peerHost: string) => ({
+      NS_DATA_PLANE: 'sockets',
+      NS_DATA_PLANE_HOST: host,
+      NS_DATA_PLANE_PEERS: `${peer.hex}=${peerHost}`,
+    });
+    const a = await startNsListening(ws, nsd, pub, 'publisher', NET, dataPlane(PUB_HOST, con, CON_HOST));
+    const b = await startNsListening(ws, nsd, con, 'consumer', NET, dataPlane(CON_HOST, pub, PUB_HOST));
+
+    const services = await until(
+      () => admin('GET', `/v1/admin/services?network=${NET}`),
+      (r) => (r.body['services'] as { P: number | null }[] | undefined)?.[0]?.P != null,
+    );
+    const svc = (services.body['services'] as { service_id: string; P: number }[])[0] as {
+      service_id: string;
+      P: number;
+    };
+    const id = svc.service_id;
+    const P = svc.P;
+    await until(
+      () => healthz(a.port),
+      (h) => leaseOf(h, 'publisher', id)?.active === true,
+    );
+    // the publisher's endpoint is a real bound socket on its data-plane address:P
+    // an address that is not a known node (the test's own 127.0.0.1) is refused before any flow exists
+    const direct = await new Promise<string>((r) => {
+      const s = connect({ host: PUB_HOST, port: P });
+      s.on('error', (e: NodeJS.ErrnoException) => r(e.code ?? 'error'));
+      s.on('close', () => r('closed'));
+    });
+    expect(direct).toBe('ECONNRESET');
+    expect(value(await metricsOf(a.port), 'ns_dataplane_refused_total{reason="unknown-peer"}')).toBe(1);
+
+    // no authorization yet: the consumer serves nothing for the service
+    expect(await attempt(P)).toBe('refused:ECONNREFUSED');
+
+    // the owner allows the consumer (tcp): the consumer acquires, serves the service on its address:P
+    await admin('PUT', '/v1/admin/policy', { service_id: id, consumer: con.hex, protocols: ['tcp'] });
+    await until(
+      () => healthz(b.port),
+      (h) => leaseOf(h, 'consumer', id)?.active === true,
+    );
+    await until(
+      () => healthz(a.port),
+      (h) => leaseOf(h, 'publisher', id)?.active === true,
+    );
+    // traffic: nonces go through both daemons to the echo server and back, on one long-lived connection
+    const live = await until(
+      () => client(P),
+      () => true,
+    );
+    for (let i = 0; i < 5; i++) {
+      const nonce = randomBytes(16).toString('hex');
+      expect(await live.ask(nonce)).toBe(nonce);
+    }
+    const backendsBefore = backendConns.length;
+    expect(backendsBefore).toBeGreaterThanOrEqual(1);
+    const liveBackend = backendConns.at(-1) as { socket: Socket; closed: boolean };
+    expect(liveBackend.closed).toBe(false);
+    const [ma, mb] = await Promise.all([metricsOf(a.port), metricsOf(b.port)]);
+    expect(value(ma, 'ns_dataplane_connections_total{protocol="tcp"}')).toBeGreaterThanOrEqual(1);
+    expect(value(mb, 'ns_dataplane_connections_total{protocol="tcp"}')).toBeGreaterThanOrEqual(1);
+    // 5 × 32 bytes each way through each daemon
+    expect(value(ma, 'ns_dataplane_bytes_total')).toBeGreaterThanOrEqual(320);
+    expect(value(mb, 'ns_dataplane_bytes_total')).toBeGreaterThanOrEqual(320);
+    expect(value(mb, 'ns_dataplane_flows')).toBe(1);
+
+    // revocation mid-stream: the owner removes the consumer → the live connection is cut (RST), the backend
+    // connection is closed, a new connection is refused
+    await admin('DELETE', '/v1/admin/policy', { service_id: id, consumer: con.hex });
+    const cut = await live.ended;
+    expect(cut.error).toBe('ECONNRESET');
+    await until(
+      async () => liveBackend.closed,
+      (closed) => closed,
+    );
+    // once the snapshot without the consumer's listener is applied, nothing listens on the consumer's address:P
+    await until(
+      () => healthz(b.port),
+      (h) => leaseOf(h, 'consumer', id) === undefined,
+    );
+    expect(await attempt(P)).toBe('refused:ECONNREFUSED');
+    const mbRevoked = await metricsOf(b.port);
+    // the removed source Grant of the applied snapshot cut it (before the listener itself went away)
+    expect(value(mbRevoked, 'ns_dataplane_flows_cut_total{reason="source-revoked"}')).toBe(1);
+    expect(value(mbRevoked, 'ns_dataplane_flows')).toBe(0); // retired: its sockets really closed
+    // the publisher side was cut by its own source Grant's removal, not only by the consumer's RST
+    expect(value(await metricsOf(a.port), 'ns_dataplane_flows_cut_total{reason="source-revoked"}')).toBe(1);
+
+    // allowed again: traffic flows again on a new connection
+    await admin('PUT', '/v1/admin/policy', { service_id: id, consumer: con.hex, protocols: ['tcp'] });
+    await until(
+      () => attempt(P),
+      (r) => r === 'echoed',
+    );
+    const again = await client(P);
+    expect(await again.ask('before-expiry')).toBe('before-expiry');
+
+    // expiry without refresh: nsd stops answering (SIGSTOP); no lease can be refreshed, the consumer's permit runs
+    // out (≤ 30 s) and the live connection is cut; new connections are refused by the engine's verdict `expired`
+    nsd.proc.child.kill('SIGSTOP');
+    try {
+      const expired = await again.ended;
+      expect(expired.error).toBe('ECONNRESET');
+      const refusedBefore = value(await metricsOf(b.port), 'ns_dataplane_refused_total{reason="expired"}');
+      expect(await attempt(P)).toMatch(/^(refused|cut):ECONNRESET$/);
+      const mbExpired = await metricsOf(b.port);
+      expect(value(mbExpired, 'ns_dataplane_flows_cut_total{reason="expired"}')).toBeGreaterThanOrEqual(1);
+      expect(value(mbExpired, 'ns_dataplane_refused_total{reason="expired"}')).toBe(refusedBefore + 1);
+    } finally {
+      nsd.proc.child.kill('SIGCONT');
+    }
+    // nsd answers again: the permits are granted again and traffic flows
+    await until(
+      () => attempt(P),
+      (r) => r === 'echoed',
+      90_000,
+    );
+
+    for (const p of [nsd.proc, a.p, b.p]) {
+      p.child.kill('SIGTERM');
+      expect((await p.exited).code).toBe(0);
+    }
+  });
+});
