@@ -69,7 +69,11 @@ const foreground = (node: boolean) =>
     yield* olderRunning(stateFile);
     const scope = yield* Scope.make();
     const started = Date.now();
-    const state = yield* startTestbed({ progress: say, node }).pipe(Scope.extend(scope));
+    // A start that fails stops what it had started (otherwise those children keep this process, and `up`, waiting).
+    const state = yield* startTestbed({ progress: say, node }).pipe(
+      Scope.extend(scope),
+      Effect.tapError(() => Scope.close(scope, Exit.void)),
+    );
     writeState(stateFile, state);
     say(`ready in ${Date.now() - started} ms; state in ${stateFile}`);
     process.stdout.write(`${shellExports(state, stateFile)}\n`);
