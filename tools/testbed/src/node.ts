@@ -644,8 +644,21 @@ export const importImages = (
         containerd.ctr,
         ctrArgs(containerd.socket, 'images', 'import', tarball),
       );
-      // ctr prints "unpacking <name> (sha256:…)...done" per image.
-      names.push(...[...out.matchAll(/unpacking (\S+) \(sha256:/g)].map((m) => m[1] as string));
+      // ctr v2 (transfer service) prints a progress table with "<name>  saved" per image; older ctr printed
+      // "unpacking <name> (sha256:…)...done".
+      const found = [
+        ...new Set(
+          [...out.matchAll(/^(\S+)\s+saved\s*$/gm), ...out.matchAll(/unpacking (\S+) \(sha256:/g)].map(
+            (m) => m[1] as string,
+          ),
+        ),
+      ];
+      if (found.length === 0)
+        return yield* new TestbedError({
+          component: 'node',
+          reason: `${tarball} holds no image ctr could import (an OCI layout or \`docker save\` tarball is expected): ${out.trim().slice(0, 300)}`,
+        });
+      names.push(...found);
     }
     return names;
   });
