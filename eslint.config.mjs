@@ -55,5 +55,5 @@ export default [
     },
   },
   // Every project's vitest.config.ts takes its shape from the one workspace preset (vitest.shared.ts).
-  { files: ['**/vitest.config.ts'], rules: { '@nx/enforce-module-boundaries': 'off' } },
+  { files: ['**/vitest.config.ts', '**/vitest.*.config.ts'], rules: { '@nx/enforce-module-boundaries': 'off' } },
 ];

@@ -11,13 +11,20 @@ const conditions = ['@homelab/source', ...defaultServerConditions];
 export interface ProjectTestOptions {
   /** Start (or reuse) the real test bed once for this run. */
   readonly testbed?: boolean;
+  /** With `testbed`: the test bed also runs a real node (kubelet, containerd, kube-scheduler); root only. */
+  readonly node?: boolean;
+  /** Test files (default: src/**\/*.test.ts and test/**\/*.test.ts). */
+  readonly include?: ReadonlyArray<string>;
+  /** The report's and the run's name (default: the project folder's name). */
+  readonly name?: string;
   readonly testTimeout?: number;
   /** Run test files one at a time (for files that change cluster-wide state such as shared CRDs). */
   readonly sequentialFiles?: boolean;
 }
 
 export function projectTestConfig(projectDir: string, options: ProjectTestOptions = {}): ViteUserConfig {
-  const name = basename(projectDir);
+  const name = options.name ?? basename(projectDir);
+  const setupFile = options.node ? 'global-setup-node.ts' : 'global-setup.ts';
   return defineConfig({
     root: projectDir,
     cacheDir: join(workspaceRoot, 'node_modules/.vite', name),
@@ -26,8 +33,8 @@ export function projectTestConfig(projectDir: string, options: ProjectTestOption
     test: {
       name,
       environment: 'node',
-      include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
-      globalSetup: options.testbed ? [join(workspaceRoot, 'tools/testbed/src/vitest/global-setup.ts')] : [],
+      include: [...(options.include ?? ['src/**/*.test.ts', 'test/**/*.test.ts'])],
+      globalSetup: options.testbed ? [join(workspaceRoot, 'tools/testbed/src/vitest', setupFile)] : [],
       testTimeout: options.testTimeout ?? (options.testbed ? 60_000 : 10_000),
       hookTimeout: options.testbed ? 180_000 : 10_000,
       reporters: ['default', ['json', { outputFile: join(workspaceRoot, 'reports/vitest', `${name}.json`) }]],

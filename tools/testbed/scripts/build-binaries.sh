@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real test-bed binaries (etcd, kube-apiserver, kube-controller-manager, OpenBao) from the Go module proxy
 # into a cache outside the repository, keyed by version. Idempotent: present binaries are reused.
+# `node` builds what `testbed up --node` adds (kubelet, kube-scheduler, containerd v2 + its runc shim + ctr) and
+# installs Debian's runc, containernetworking-plugins and busybox-static when missing (root, apt); `all` does not.
 # Output of each build goes to a log file whose tail is printed on failure.
 set -euo pipefail
 
@@ -10,8 +12,9 @@ ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 # (the v2.4.x release line) is served. api/v2 and sdk/v2 are tagged and pinned to the matching release.
 BAO_VERSION="${BAO_VERSION:-v0.0.0-20250828202315-f9407a27fbee}"
 BAO_RELEASE="${BAO_RELEASE:-v2.4.0}"
+CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.4.2}"
 CACHE_ROOT="${TESTBED_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/homelab-testbed}"
-ONLY="${1:-all}"   # all | etcd | kube-apiserver | kube-controller-manager | bao
+ONLY="${1:-all}"   # all | etcd | kube-apiserver | kube-controller-manager | bao | node | kubelet | kube-scheduler | containerd | node-packages
 
 export CGO_ENABLED=0 GOTOOLCHAIN="${GOTOOLCHAIN:-local}" GOFLAGS=-mod=mod
 
@@ -96,6 +99,38 @@ build_bao() {
   mv "$out.tmp" "$out"
 }
 
+# containerd v2 (daemon, runc shim, ctr) from one wrapper module. CGO is off, so the btrfs snapshotter (cgo only) is
+# left out by its own build constraint; the test bed uses overlayfs.
+build_containerd() {
+  local dir="$CACHE_ROOT/containerd-$CONTAINERD_VERSION"
+  if [ -x "$dir/containerd" ] && [ -x "$dir/containerd-shim-runc-v2" ] && [ -x "$dir/ctr" ]; then
+    echo "testbed: containerd $CONTAINERD_VERSION cached in $dir" >&2; return 0
+  fi
+  mkdir -p "$work/containerd" && cd "$work/containerd"
+  go mod init local.invalid/containerdbuild
+  local m=github.com/containerd/containerd/v2 c
+  go get -tool "$m/cmd/containerd@$CONTAINERD_VERSION" "$m/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" "$m/cmd/ctr@$CONTAINERD_VERSION"
+  mkdir -p "$dir"
+  for c in containerd containerd-shim-runc-v2 ctr; do
+    go build -trimpath -ldflags="-s -w -X $m/version.Version=$CONTAINERD_VERSION" -o "$dir/$c.tmp" "$m/cmd/$c"
+  done
+  for c in containerd containerd-shim-runc-v2 ctr; do mv "$dir/$c.tmp" "$dir/$c"; done
+}
+
+# What the node needs from the machine: Debian's runc (crun fails on hybrid cgroups), the CNI plugins (bridge,
+# host-local, loopback in /usr/lib/cni) and busybox-static (the pause and busybox images are made from it).
+install_node_packages() {
+  local missing=() p
+  for p in runc containernetworking-plugins busybox-static; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  [ "${#missing[@]}" -eq 0 ] && { echo "testbed: node packages present (runc, containernetworking-plugins, busybox-static)" >&2; return 0; }
+  [ "$(id -u)" = 0 ] || { echo "testbed: the node needs ${missing[*]}; install them as root: apt-get install -y ${missing[*]}" >&2; return 1; }
+  echo "testbed: installing ${missing[*]} (apt)" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y --no-install-recommends "${missing[@]}" || { apt-get update && apt-get install -y --no-install-recommends "${missing[@]}"; }
+}
+
 case "$ONLY" in
   all)
     run_logged etcd build_etcd
@@ -105,5 +140,13 @@ case "$ONLY" in
   etcd) run_logged etcd build_etcd ;;
   kube-apiserver|kube-controller-manager) run_logged "$ONLY" build_kube_cmd "$ONLY" ;;
   bao) run_logged bao build_bao ;;
-  *) echo "usage: $0 [all|etcd|kube-apiserver|kube-controller-manager|bao]" >&2; exit 2 ;;
+  node)
+    run_logged node-packages install_node_packages
+    run_logged kubelet build_kube_cmd kubelet
+    run_logged kube-scheduler build_kube_cmd kube-scheduler
+    run_logged containerd build_containerd ;;
+  kubelet|kube-scheduler) run_logged "$ONLY" build_kube_cmd "$ONLY" ;;
+  containerd) run_logged containerd build_containerd ;;
+  node-packages) run_logged node-packages install_node_packages ;;
+  *) echo "usage: $0 [all|etcd|kube-apiserver|kube-controller-manager|bao|node|kubelet|kube-scheduler|containerd|node-packages]" >&2; exit 2 ;;
 esac

@@ -1,10 +1,11 @@
-// testbed up [--foreground] | down | env [--json] | status | build
+// testbed up [--foreground] [--node] | down | env [--json] | status | build [--node] | images import TAR…
 import { spawn } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Effect, Exit, Scope } from 'effect';
 import { parseAllDocuments } from 'yaml';
-import { ensureBinary } from './binaries.js';
+import { ensureBinary, ensureNodePackages, nodeBinaryNames } from './binaries.js';
+import { cleanLeftoverNode, importImages } from './node.js';
 import { installCrdsOn, type CrdManifest } from './kube-api.js';
 import { TestbedError } from './errors.js';
 import { httpCall } from './net.js';
@@ -26,20 +27,29 @@ const say = (line: string) => process.stderr.write(`testbed: ${line}\n`);
 const stateFile = defaultStateFile();
 
 const usage = `usage: testbed <command>
-  up [--foreground]  start etcd + kube-apiserver + kube-controller-manager + OpenBao (and check PostgreSQL); print the exports
-  down               stop the running test bed
+  up [--foreground] [--node]
+                     start etcd + kube-apiserver + kube-controller-manager + OpenBao (and check PostgreSQL); print the exports.
+                     --node: also a real node (containerd, kubelet, kube-scheduler, workload controllers; root, one per machine)
+  down               stop the running test bed (and remove everything its node wrote, also a crashed run's)
+  images import TAR… import OCI/Docker image tarballs into the running node (pods use imagePullPolicy: Never)
   env [--json]       print the exports (or the state) of the running test bed
   status             exit 0 if a test bed is running; prints each service's health
   install-crds PATH… apply the CustomResourceDefinitions in these YAML files/folders and wait until served
   netns up|down [--nodes N] [--prefix P]  node network namespaces on a link-local bridge (root; see src/netns.ts)
-  build              build the binaries into the cache (${dirname(dirname(binaryPaths().etcd))})`;
+  build [--node]     build the binaries into the cache; --node also kubelet, kube-scheduler, containerd (+ apt packages) (${dirname(dirname(binaryPaths().etcd))})`;
 
 const howToUse = (state: TestbedState) => `
 The test bed is running (pid ${state.pid}); Ctrl-C stops it and removes its data.
   kube-apiserver ${state.kube.version}  ${state.kube.server}   (etcd ${state.kube.etcd})
   kube-controller-manager  pid ${state.controllerManager.pid}, ${state.controllerManager.healthz}   (${state.controllerManager.controllers.join(', ')})
   PostgreSQL ${state.postgres.version}  ${state.postgres.host}:${state.postgres.port} user ${state.postgres.user}
-  OpenBao        ${state.openbao.available ? `${state.openbao.version}  ${state.openbao.addr} (KV v2 at ${state.openbao.kvMount}/)` : `UNAVAILABLE: ${state.openbao.reason}`}
+  OpenBao        ${state.openbao.available ? `${state.openbao.version}  ${state.openbao.addr} (KV v2 at ${state.openbao.kvMount}/)` : `UNAVAILABLE: ${state.openbao.reason}`}${
+    state.node
+      ? `
+  node ${state.node.name}  kubelet pid ${state.node.kubelet.pid}, containerd ${state.node.containerd.version}, pods on ${state.node.podSubnet}
+                 images: ${state.node.images.busybox}, ${state.node.images.pause} (imagePullPolicy: Never)`
+      : ''
+  }
 In another shell:
   eval "$(npm run -s testbed -- env)"     # KUBECONFIG, PGHOST/PGPORT/PGUSER, BAO_ADDR/BAO_TOKEN
   kubectl get ns   # any kubeconfig client
@@ -48,73 +58,85 @@ In another shell:
   npm test                                 # reuses this test bed
 `;
 
-const foreground = Effect.gen(function* () {
-  const existing = yield* Effect.either(readState(stateFile));
-  if (existing._tag === 'Right' && isAlive(existing.right.pid)) {
-    say(`already running (pid ${existing.right.pid}); \`npm run testbed -- down\` stops it`);
-    process.stdout.write(`${shellExports(existing.right, stateFile)}\n`);
-    return;
-  }
-  yield* olderRunning(stateFile);
-  const scope = yield* Scope.make();
-  const started = Date.now();
-  const state = yield* startTestbed({ progress: say }).pipe(Scope.extend(scope));
-  writeState(stateFile, state);
-  say(`ready in ${Date.now() - started} ms; state in ${stateFile}`);
-  process.stdout.write(`${shellExports(state, stateFile)}\n`);
-  if (process.stdout.isTTY || process.env['npm_lifecycle_event'] === 'start') process.stderr.write(howToUse(state));
-  yield* Effect.async<void>((resume) => {
-    const stop = (signal: string) => {
-      say(`${signal}: stopping`);
-      resume(Effect.void);
-    };
-    process.once('SIGINT', () => stop('SIGINT'));
-    process.once('SIGTERM', () => stop('SIGTERM'));
-  });
-  removeState(stateFile);
-  yield* Scope.close(scope, Exit.void);
-  say('stopped');
-});
-
-/** Starts `up --foreground` detached, waits for its state file, prints the exports. */
-const detached = Effect.gen(function* () {
-  const existing = yield* Effect.either(readState(stateFile));
-  if (existing._tag === 'Right' && isAlive(existing.right.pid)) {
-    say(`already running (pid ${existing.right.pid})`);
-    process.stdout.write(`${shellExports(existing.right, stateFile)}\n`);
-    return;
-  }
-  yield* olderRunning(stateFile);
-  removeState(stateFile);
-  mkdirSync(dirname(stateFile), { recursive: true });
-  const logFile = join(dirname(stateFile), 'testbed.log');
-  const fd = openSync(logFile, 'w');
-  const child = spawn(process.execPath, [...process.execArgv, process.argv[1] as string, 'up', '--foreground'], {
-    detached: true,
-    stdio: ['ignore', 'ignore', fd],
-    env: process.env,
-  });
-  closeSync(fd);
-  child.unref();
-  say(`starting in the background (pid ${child.pid}, log ${logFile})`);
-  const deadline = Date.now() + 30 * 60_000; // a cold start includes building the binaries
-  for (;;) {
-    const state = yield* Effect.either(readState(stateFile));
-    if (state._tag === 'Right' && state.right.pid === child.pid) {
-      process.stdout.write(`${shellExports(state.right, stateFile)}\n`);
+const foreground = (node: boolean) =>
+  Effect.gen(function* () {
+    const existing = yield* Effect.either(readState(stateFile));
+    if (existing._tag === 'Right' && isAlive(existing.right.pid)) {
+      say(`already running (pid ${existing.right.pid}); \`npm run testbed -- down\` stops it`);
+      process.stdout.write(`${shellExports(existing.right, stateFile)}\n`);
       return;
     }
-    if (child.pid === undefined || !isAlive(child.pid) || Date.now() > deadline) {
-      const { logTail } = yield* Effect.promise(() => import('./process.js'));
-      return yield* new TestbedError({
-        component: 'state',
-        reason: `test bed failed to start:\n${logTail(logFile, 40)}`,
-        logFile,
-      });
+    yield* olderRunning(stateFile);
+    const scope = yield* Scope.make();
+    const started = Date.now();
+    // A start that fails stops what it had started (otherwise those children keep this process, and `up`, waiting).
+    const state = yield* startTestbed({ progress: say, node }).pipe(
+      Scope.extend(scope),
+      Effect.tapError(() => Scope.close(scope, Exit.void)),
+    );
+    writeState(stateFile, state);
+    say(`ready in ${Date.now() - started} ms; state in ${stateFile}`);
+    process.stdout.write(`${shellExports(state, stateFile)}\n`);
+    if (process.stdout.isTTY || process.env['npm_lifecycle_event'] === 'start') process.stderr.write(howToUse(state));
+    yield* Effect.async<void>((resume) => {
+      const stop = (signal: string) => {
+        say(`${signal}: stopping`);
+        resume(Effect.void);
+      };
+      process.once('SIGINT', () => stop('SIGINT'));
+      process.once('SIGTERM', () => stop('SIGTERM'));
+    });
+    removeState(stateFile);
+    yield* Scope.close(scope, Exit.void);
+    say('stopped');
+  });
+
+/** Starts `up --foreground` detached, waits for its state file, prints the exports. */
+const detached = (node: boolean) =>
+  Effect.gen(function* () {
+    const existing = yield* Effect.either(readState(stateFile));
+    if (existing._tag === 'Right' && isAlive(existing.right.pid)) {
+      say(`already running (pid ${existing.right.pid}${existing.right.node ? ', with a node' : ''})`);
+      if (node && !existing.right.node)
+        return yield* new TestbedError({
+          component: 'state',
+          reason: `the running test bed (pid ${existing.right.pid}) has no node; \`testbed down\`, then \`testbed up --node\``,
+        });
+      process.stdout.write(`${shellExports(existing.right, stateFile)}\n`);
+      return;
     }
-    yield* Effect.sleep('250 millis');
-  }
-});
+    yield* olderRunning(stateFile);
+    removeState(stateFile);
+    mkdirSync(dirname(stateFile), { recursive: true });
+    const logFile = join(dirname(stateFile), 'testbed.log');
+    const fd = openSync(logFile, 'w');
+    const args = [...process.execArgv, process.argv[1] as string, 'up', '--foreground', ...(node ? ['--node'] : [])];
+    const child = spawn(process.execPath, args, {
+      detached: true,
+      stdio: ['ignore', 'ignore', fd],
+      env: process.env,
+    });
+    closeSync(fd);
+    child.unref();
+    say(`starting in the background (pid ${child.pid}, log ${logFile})`);
+    const deadline = Date.now() + 30 * 60_000; // a cold start includes building the binaries
+    for (;;) {
+      const state = yield* Effect.either(readState(stateFile));
+      if (state._tag === 'Right' && state.right.pid === child.pid) {
+        process.stdout.write(`${shellExports(state.right, stateFile)}\n`);
+        return;
+      }
+      if (child.pid === undefined || !isAlive(child.pid) || Date.now() > deadline) {
+        const { logTail } = yield* Effect.promise(() => import('./process.js'));
+        return yield* new TestbedError({
+          component: 'state',
+          reason: `test bed failed to start:\n${logTail(logFile, 40)}`,
+          logFile,
+        });
+      }
+      yield* Effect.sleep('250 millis');
+    }
+  });
 
 // The owning process stops its services in reverse start order (controller manager and OpenBao, then the API
 // server, then etcd) when its scope closes on SIGTERM.
@@ -123,13 +145,16 @@ const down = Effect.gen(function* () {
   if (pid === undefined || !isAlive(pid)) {
     removeState(stateFile);
     say('not running');
+    yield* cleanLeftoverNode(say);
     return;
   }
   process.kill(pid, 'SIGTERM');
-  for (let i = 0; i < 200 && isAlive(pid); i++) yield* Effect.sleep('100 millis');
+  // A node's stop (kubelet, every container, containerd, the cleanup) takes longer than the services alone.
+  for (let i = 0; i < 600 && isAlive(pid); i++) yield* Effect.sleep('100 millis');
   if (isAlive(pid)) process.kill(pid, 'SIGKILL');
   removeState(stateFile);
   say(`stopped (pid ${pid})`);
+  yield* cleanLeftoverNode(say);
 });
 
 const status = Effect.gen(function* () {
@@ -165,6 +190,15 @@ const status = Effect.gen(function* () {
     `openbao: ${s.openbao.available ? `${s.openbao.version} ${s.openbao.addr}` : `UNAVAILABLE: ${s.openbao.reason}`}`,
   );
   say(`postgresql ${s.postgres.version} ${s.postgres.host}:${s.postgres.port}`);
+  if (s.node) {
+    const n = s.node;
+    const kubelet = yield* Effect.promise(() =>
+      httpCall(n.kubelet.healthz).catch((e: unknown) => ({ status: 0, body: String(e) })),
+    );
+    say(
+      `node ${n.name}: kubelet ${n.kubelet.version} pid ${n.kubelet.pid} ${kubelet.status === 200 ? 'healthy' : `NOT HEALTHY (${kubelet.status})`}; containerd ${n.containerd.version} pid ${n.containerd.pid} ${isAlive(n.containerd.pid) ? 'running' : 'GONE'}; kube-scheduler pid ${n.scheduler.pid} ${isAlive(n.scheduler.pid) ? 'running' : 'GONE'}`,
+    );
+  }
   // Still exit 0: scripts read a non-zero status as "not running" and would start (and later stop) a second one.
 });
 
@@ -190,13 +224,38 @@ const env = (json: boolean) =>
     process.stdout.write(json ? `${JSON.stringify(state, null, 2)}\n` : `${shellExports(state, stateFile)}\n`);
   });
 
-const build = Effect.gen(function* () {
-  for (const name of ['etcd', 'kube-apiserver', 'kube-controller-manager', 'bao'] as const) {
-    const path = yield* ensureBinary(name);
-    say(`${name}: ${path}`);
-  }
-  say(`versions: kubernetes ${versions.kubernetes}, etcd ${versions.etcd}, openbao ${versions.openbaoRelease}`);
-});
+const build = (node: boolean) =>
+  Effect.gen(function* () {
+    for (const name of ['etcd', 'kube-apiserver', 'kube-controller-manager', 'bao'] as const) {
+      const path = yield* ensureBinary(name);
+      say(`${name}: ${path}`);
+    }
+    if (node) {
+      yield* ensureNodePackages();
+      for (const name of nodeBinaryNames) {
+        const path = yield* ensureBinary(name);
+        say(`${name}: ${path}`);
+      }
+    }
+    say(
+      `versions: kubernetes ${versions.kubernetes}, etcd ${versions.etcd}, openbao ${versions.openbaoRelease}${node ? `, containerd ${versions.containerd}` : ''}`,
+    );
+  });
+
+const imagesCommand = (args: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    const [sub, ...tarballs] = args;
+    if (sub !== 'import' || tarballs.length === 0)
+      return yield* new TestbedError({ component: 'state', reason: 'usage: testbed images import TAR…' });
+    const state = yield* readState(stateFile);
+    if (!state.node)
+      return yield* new TestbedError({
+        component: 'node',
+        reason: 'the running test bed has no node; start it with `testbed up --node`',
+      });
+    const names = yield* importImages(state.node.containerd, tarballs);
+    say(`imported into node ${state.node.name}: ${names.join(', ')}`);
+  });
 
 /** Reads every CustomResourceDefinition document from YAML files (folders: their *.yaml files). */
 const readCrds = (paths: ReadonlyArray<string>): CrdManifest[] => {
@@ -241,8 +300,8 @@ const [command, ...flags] = process.argv.slice(2);
 const program: Effect.Effect<void, TestbedError> =
   command === 'up'
     ? flags.includes('--foreground')
-      ? foreground
-      : detached
+      ? foreground(flags.includes('--node'))
+      : detached(flags.includes('--node'))
     : command === 'down'
       ? down
       : command === 'env'
@@ -250,15 +309,17 @@ const program: Effect.Effect<void, TestbedError> =
         : command === 'status'
           ? status
           : command === 'build'
-            ? build
-            : command === 'install-crds'
-              ? installCrdsCommand(flags)
-              : command === 'netns'
-                ? Effect.sync(() => netnsCommand(flags))
-                : Effect.sync(() => {
-                    process.stderr.write(`${usage}\n`);
-                    process.exitCode = command === undefined || command === 'help' || command === '--help' ? 0 : 2;
-                  });
+            ? build(flags.includes('--node'))
+            : command === 'images'
+              ? imagesCommand(flags)
+              : command === 'install-crds'
+                ? installCrdsCommand(flags)
+                : command === 'netns'
+                  ? Effect.sync(() => netnsCommand(flags))
+                  : Effect.sync(() => {
+                      process.stderr.write(`${usage}\n`);
+                      process.exitCode = command === undefined || command === 'help' || command === '--help' ? 0 : 2;
+                    });
 
 Effect.runPromiseExit(program).then((exit) => {
   if (Exit.isFailure(exit)) {

@@ -83,3 +83,50 @@ export const createPki = (dir: string): Effect.Effect<Pki, TestbedError> =>
       serviceAccountPrivateKeyFile: f('sa.key'),
     };
   });
+
+/**
+ * A certificate signed by the test bed's CA (same directory as {@link createPki}): `extensions` is an openssl
+ * extension file's text (subjectAltName, extendedKeyUsage). Returns the certificate and key file paths.
+ */
+export const issueCertificate = (
+  dir: string,
+  name: string,
+  subject: string,
+  extensions: string,
+): Effect.Effect<{ readonly certFile: string; readonly keyFile: string }, TestbedError> =>
+  Effect.gen(function* () {
+    const f = (file: string) => join(dir, file);
+    const openssl = (...args: string[]) => runCommand('pki', 'openssl', args);
+    writeFileSync(f(`${name}.ext`), extensions);
+    yield* openssl(
+      'req',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      f(`${name}.key`),
+      '-out',
+      f(`${name}.csr`),
+      '-subj',
+      subject,
+    );
+    yield* openssl(
+      'x509',
+      '-req',
+      '-in',
+      f(`${name}.csr`),
+      '-CA',
+      f('ca.crt'),
+      '-CAkey',
+      f('ca.key'),
+      '-CAcreateserial',
+      '-out',
+      f(`${name}.crt`),
+      '-days',
+      '2',
+      '-extfile',
+      f(`${name}.ext`),
+    );
+    chmodSync(f(`${name}.key`), 0o600);
+    return { certFile: f(`${name}.crt`), keyFile: f(`${name}.key`) };
+  });

@@ -6,7 +6,7 @@ import pg from 'pg';
 import { ensureBinary } from './binaries.js';
 import { TestbedError } from './errors.js';
 import { freePort, httpCall } from './net.js';
-import { createPki, type Pki } from './pki.js';
+import { createPki, issueCertificate, type Pki } from './pki.js';
 import { runCommand, spawnScoped, waitReady } from './process.js';
 import { versions } from './versions.js';
 
@@ -49,7 +49,7 @@ export interface KubeEndpoint {
 }
 
 /** A kubeconfig (JSON, which every kubeconfig reader accepts as YAML) for one static-token user, mode 0600. */
-const writeKubeconfig = (file: string, server: string, caCert: string, user: string, token: string): void =>
+export const writeKubeconfig = (file: string, server: string, caCert: string, user: string, token: string): void =>
   writeFileSync(
     file,
     JSON.stringify(
@@ -79,12 +79,26 @@ export interface ControllerManagerAccess {
   readonly token: string;
 }
 
+/** The node's name. The API server dials the kubelet by its Hostname address, and `localhost` is loopback. */
+export const nodeName = 'localhost';
+
+/** What the node's components need from the API server (only with `node: true`). */
+export interface NodeAccess {
+  readonly pki: Pki;
+  /** Static token of `system:node:<nodeName>` in `system:nodes` (the Node authorizer scopes it to this node). */
+  readonly kubeletToken: string;
+  /** Static token of `system:kube-scheduler`. */
+  readonly schedulerToken: string;
+  /** The kubelet's serving certificate (localhost, 127.0.0.1), signed by the test bed's CA. */
+  readonly kubeletServing: { readonly certFile: string; readonly keyFile: string };
+}
+
 /**
  * kube-apiserver with envtest's flag set: loopback, RBAC, a static admin token in system:masters,
  * a generated service-account key pair and a serving certificate signed by a throw-away CA. A second static token
  * authenticates the kube-controller-manager as `system:kube-controller-manager`, as kubeadm's client certificate does.
  */
-export const startKubeApiserver = (dataDir: string, etcdUrl: string, progress: Progress) =>
+export const startKubeApiserver = (dataDir: string, etcdUrl: string, progress: Progress, node = false) =>
   Effect.gen(function* () {
     const bin = yield* ensureBinary('kube-apiserver');
     const pkiDir = join(dataDir, 'pki');
@@ -92,13 +106,49 @@ export const startKubeApiserver = (dataDir: string, etcdUrl: string, progress: P
     const pki = yield* createPki(pkiDir);
     const token = randomBytes(24).toString('hex');
     const controllerManagerToken = randomBytes(24).toString('hex');
+    const kubeletToken = randomBytes(24).toString('hex');
+    const schedulerToken = randomBytes(24).toString('hex');
     const tokensFile = join(pkiDir, 'tokens.csv');
     writeFileSync(
       tokensFile,
       `${token},testbed-admin,testbed-admin,"system:masters"\n` +
-        `${controllerManagerToken},system:kube-controller-manager,system:kube-controller-manager\n`,
+        `${controllerManagerToken},system:kube-controller-manager,system:kube-controller-manager\n` +
+        (node
+          ? `${kubeletToken},system:node:${nodeName},system:node:${nodeName},"system:nodes"\n` +
+            `${schedulerToken},system:kube-scheduler,system:kube-scheduler\n`
+          : ''),
       { mode: 0o600 },
     );
+    // With a node: the API server's client certificate for kubelet calls (logs, exec, port-forward), the kubelet's
+    // serving certificate (verified through --kubelet-certificate-authority), the Node authorizer and
+    // NodeRestriction, and the ServiceAccount admission (the node's controllers create the accounts and tokens).
+    const kubeletClient = node
+      ? yield* issueCertificate(
+          pkiDir,
+          'apiserver-kubelet-client',
+          '/CN=kube-apiserver-kubelet-client',
+          'extendedKeyUsage=clientAuth\n',
+        )
+      : undefined;
+    const kubeletServing = node
+      ? yield* issueCertificate(
+          pkiDir,
+          'kubelet-serving',
+          `/CN=${nodeName}`,
+          `subjectAltName=DNS:${nodeName},IP:127.0.0.1\nextendedKeyUsage=serverAuth\n`,
+        )
+      : undefined;
+    const admissionAndAuthz =
+      kubeletClient === undefined
+        ? ['--authorization-mode=RBAC', '--disable-admission-plugins=ServiceAccount']
+        : [
+            '--authorization-mode=Node,RBAC',
+            '--enable-admission-plugins=NodeRestriction',
+            `--kubelet-client-certificate=${kubeletClient.certFile}`,
+            `--kubelet-client-key=${kubeletClient.keyFile}`,
+            `--kubelet-certificate-authority=${pki.caCertFile}`,
+            '--kubelet-preferred-address-types=Hostname',
+          ];
     const port = yield* freePort();
     const server = `https://127.0.0.1:${port}`;
     const started = Date.now();
@@ -117,9 +167,8 @@ export const startKubeApiserver = (dataDir: string, etcdUrl: string, progress: P
         `--service-account-issuer=${server}/`,
         `--service-account-key-file=${pki.serviceAccountPublicKeyFile}`,
         `--service-account-signing-key-file=${pki.serviceAccountPrivateKeyFile}`,
-        '--authorization-mode=RBAC',
         `--token-auth-file=${tokensFile}`,
-        '--disable-admission-plugins=ServiceAccount',
+        ...admissionAndAuthz,
         '--allow-privileged=true',
         '--v=1',
       ],
@@ -137,7 +186,9 @@ export const startKubeApiserver = (dataDir: string, etcdUrl: string, progress: P
     progress(`kube-apiserver ${versions.kubernetes} ready at ${server} (${Date.now() - started} ms)`);
     const endpoint: KubeEndpoint = { server, token, caCert: pki.caCert, kubeconfig };
     const controllerManager: ControllerManagerAccess = { pki, token: controllerManagerToken };
-    return { endpoint, controllerManager };
+    const nodeAccess: NodeAccess | undefined =
+      kubeletServing === undefined ? undefined : { pki, kubeletToken, schedulerToken, kubeletServing };
+    return { endpoint, controllerManager, nodeAccess };
   });
 
 /**
@@ -146,6 +197,22 @@ export const startKubeApiserver = (dataDir: string, etcdUrl: string, progress: P
  * workload or token controllers — so tests still write status themselves where envtest would.
  */
 export const controllerManagerControllers = ['garbage-collector-controller', 'namespace-controller'] as const;
+
+/**
+ * With a node (`up --node`), the controllers a Deployment, a StatefulSet, a Job and a Pod's service account need, and
+ * node lifecycle (taints, NotReady): still no endpoints, PV or cloud controllers.
+ */
+export const nodeControllerManagerControllers = [
+  ...controllerManagerControllers,
+  'deployment-controller',
+  'replicaset-controller',
+  'statefulset-controller',
+  'job-controller',
+  'node-lifecycle-controller',
+  'serviceaccount-controller',
+  'serviceaccount-token-controller',
+  'root-ca-certificate-publisher-controller',
+] as const;
 
 /**
  * kube-controller-manager with only {@link controllerManagerControllers}, authenticated by its own static token as
@@ -159,9 +226,11 @@ export const startKubeControllerManager = (
   kube: KubeEndpoint,
   access: ControllerManagerAccess,
   progress: Progress,
+  node = false,
 ) =>
   Effect.gen(function* () {
     const bin = yield* ensureBinary('kube-controller-manager');
+    const controllers: ReadonlyArray<string> = node ? nodeControllerManagerControllers : controllerManagerControllers;
     const kubeconfig = join(dataDir, 'pki', 'kube-controller-manager.kubeconfig');
     writeKubeconfig(kubeconfig, kube.server, kube.caCert, 'system:kube-controller-manager', access.token);
     const port = yield* freePort();
@@ -172,7 +241,14 @@ export const startKubeControllerManager = (
       command: bin,
       args: [
         `--kubeconfig=${kubeconfig}`,
-        `--controllers=${controllerManagerControllers.join(',')}`,
+        `--controllers=${controllers.join(',')}`,
+        // The token controller signs legacy ServiceAccount token Secrets; both publish the CA to pods.
+        ...(node
+          ? [
+              `--service-account-private-key-file=${access.pki.serviceAccountPrivateKeyFile}`,
+              `--root-ca-file=${access.pki.caCertFile}`,
+            ]
+          : []),
         '--use-service-account-credentials=true',
         '--leader-elect=false',
         '--bind-address=127.0.0.1',
@@ -191,18 +267,18 @@ export const startKubeControllerManager = (
       proc,
       async () => {
         const r = await httpCall(`${healthz}?verbose`, { ca: kube.caCert });
-        return r.status === 200 && controllerManagerControllers.every((c) => r.body.includes(`[+]${c} ok`));
+        return r.status === 200 && controllers.every((c) => r.body.includes(`[+]${c} ok`));
       },
       '60 seconds',
     );
     progress(
-      `kube-controller-manager ${versions.kubernetes} ready at ${healthz} (${controllerManagerControllers.join(', ')}; ${Date.now() - started} ms)`,
+      `kube-controller-manager ${versions.kubernetes} ready at ${healthz} (${controllers.join(', ')}; ${Date.now() - started} ms)`,
     );
     return {
       pid: proc.child.pid ?? -1,
       port,
       healthz,
-      controllers: [...controllerManagerControllers],
+      controllers: [...controllers],
       version: versions.kubernetes,
     };
   });

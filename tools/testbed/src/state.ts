@@ -42,6 +42,32 @@ export const TestbedState = Schema.Struct({
     }),
     Schema.Struct({ available: Schema.Literal(false), reason: Schema.String }),
   ),
+  /** Only with `up --node`: the node (kubelet, containerd, kube-scheduler) and the images it holds. */
+  node: Schema.optional(
+    Schema.Struct({
+      name: Schema.String,
+      podSubnet: Schema.String,
+      images: Schema.Struct({ pause: Schema.String, busybox: Schema.String }),
+      kubelet: Schema.Struct({
+        pid: Schema.Number,
+        port: Schema.Number,
+        healthz: Schema.String,
+        version: Schema.String,
+      }),
+      containerd: Schema.Struct({
+        pid: Schema.Number,
+        socket: Schema.String,
+        version: Schema.String,
+        ctr: Schema.String,
+      }),
+      scheduler: Schema.Struct({
+        pid: Schema.Number,
+        port: Schema.Number,
+        healthz: Schema.String,
+        version: Schema.String,
+      }),
+    }),
+  ),
 });
 export type TestbedState = typeof TestbedState.Type;
 

@@ -10,6 +10,7 @@ import {
   startOpenBao,
   type Progress,
 } from './services.js';
+import { startNode } from './node.js';
 import type { TestbedState } from './state.js';
 import { versions } from './versions.js';
 
@@ -17,6 +18,11 @@ export interface StartOptions {
   readonly progress?: Progress;
   /** Keep the data directory (logs, etcd data) after stopping, for debugging. */
   readonly keepData?: boolean;
+  /**
+   * Also a real node (`up --node`): containerd, the kubelet and kube-scheduler, and the controller manager's workload
+   * controllers; the start waits until the Node is Ready. Root only; one per machine.
+   */
+  readonly node?: boolean;
 }
 
 /**
@@ -36,10 +42,12 @@ export const startTestbed = (options: StartOptions = {}) =>
     progress(`data directory ${dataDir}`);
     const postgres = yield* ensurePostgres(progress);
     const etcd = yield* startEtcd(dataDir, progress);
-    const kube = yield* startKubeApiserver(dataDir, etcd.url, progress);
-    const [controllerManager, openbao] = yield* Effect.all(
+    const node = options.node === true;
+    const kube = yield* startKubeApiserver(dataDir, etcd.url, progress, node);
+    const nodeAccess = kube.nodeAccess;
+    const [controllerManager, openbao, nodeState] = yield* Effect.all(
       [
-        startKubeControllerManager(dataDir, kube.endpoint, kube.controllerManager, progress),
+        startKubeControllerManager(dataDir, kube.endpoint, kube.controllerManager, progress, node),
         startOpenBao(dataDir, progress).pipe(
           Effect.map((b) => ({ available: true as const, ...b, version: versions.openbaoRelease })),
           Effect.catchTag('TestbedError', (e) => {
@@ -47,6 +55,7 @@ export const startTestbed = (options: StartOptions = {}) =>
             return Effect.succeed({ available: false as const, reason: e.message });
           }),
         ),
+        nodeAccess === undefined ? Effect.succeed(undefined) : startNode(dataDir, kube.endpoint, nodeAccess, progress),
       ],
       { concurrency: 'unbounded' },
     );
@@ -58,6 +67,7 @@ export const startTestbed = (options: StartOptions = {}) =>
       controllerManager,
       postgres,
       openbao,
+      ...(nodeState === undefined ? {} : { node: nodeState }),
     };
     return state;
   });

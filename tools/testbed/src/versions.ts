@@ -11,6 +11,8 @@ export const versions = {
   /** OpenBao's root module has no /v2 path: this exact pseudo-version is the v2.4.x release commit. */
   openbaoModule: 'v0.0.0-20250828202315-f9407a27fbee',
   openbaoRelease: 'v2.4.0',
+  /** containerd v2 (daemon, runc shim, ctr) for the node; Debian's 1.6 loses kubelet support in 1.37. */
+  containerd: 'v2.4.2',
 } as const;
 
 export const cacheRoot = (): string =>
@@ -24,6 +26,11 @@ export const binaryPaths = () => {
     kubeApiserver: join(root, `kubernetes-${versions.kubernetes}`, 'kube-apiserver'),
     kubeControllerManager: join(root, `kubernetes-${versions.kubernetes}`, 'kube-controller-manager'),
     bao: join(root, `openbao-${versions.openbaoModule}`, 'bao'),
+    kubelet: join(root, `kubernetes-${versions.kubernetes}`, 'kubelet'),
+    kubeScheduler: join(root, `kubernetes-${versions.kubernetes}`, 'kube-scheduler'),
+    containerd: join(root, `containerd-${versions.containerd}`, 'containerd'),
+    containerdShim: join(root, `containerd-${versions.containerd}`, 'containerd-shim-runc-v2'),
+    ctr: join(root, `containerd-${versions.containerd}`, 'ctr'),
   } as const;
 };
 
