@@ -1,7 +1,14 @@
 // Plain request and response values of the control-plane HTTP API (no sockets: apps/controller reads and writes
 // them), and the helpers every route uses to answer JSON and read a JSON body.
 import { Effect, Schema } from 'effect';
-import { type ApiError, apiError, envelopeOf, statusOf } from '../../application/control-plane/errors.js';
+import {
+  type ApiError,
+  apiError,
+  describeJsonError,
+  describeParseError,
+  envelopeOf,
+  statusOf,
+} from '../../application/control-plane/errors.js';
 
 export interface HttpRequest {
   readonly method: string;
@@ -42,7 +49,7 @@ export const parseBody = (req: HttpRequest, limitBytes?: number): Effect.Effect<
     try {
       return Effect.succeed(JSON.parse(req.body) as unknown);
     } catch (e) {
-      return Effect.fail(apiError('malformed_body', 'decode', `the body is not valid JSON: ${(e as Error).message}`));
+      return Effect.fail(apiError('malformed_body', 'decode', `the body is ${describeJsonError(e)}`));
     }
   });
 
@@ -55,6 +62,6 @@ export const decodeBody = <A, I>(
 ): Effect.Effect<A, ApiError> =>
   Effect.flatMap(parseBody(req, limitBytes), (raw) =>
     Schema.decodeUnknown(schema, { onExcessProperty: 'error' })(raw).pipe(
-      Effect.mapError((e) => apiError('malformed_body', 'decode', `the body must be ${shape}: ${e.message}`)),
+      Effect.mapError((e) => apiError('malformed_body', 'decode', `the body must be ${shape}: ${describeParseError(e)}`)),
     ),
   );

@@ -9,7 +9,7 @@ import type { ObjectReference } from '../../api/http/errors.js';
 import { isObjectName, isNamespaceName } from '../../domain/control-plane/requests.js';
 import { adopt, decline, release } from '../adoption.js';
 import type { SerialGate } from '../serial.js';
-import { type ApiError, apiError, fromKube } from './errors.js';
+import { type ApiError, apiError, describeParseError, fromKube } from './errors.js';
 import { audited, refOf, type Caller } from './resources.js';
 import { applicationAction } from './app-actions.js';
 import { type Auditor, type AuditVerb, Authorizer } from './services.js';
@@ -37,7 +37,7 @@ export const actionRequest = (
         apiError(
           'malformed_body',
           'decode',
-          `the body must be {action, object: {apiVersion, kind, namespace?, name}, reason?}: ${e.message}`,
+          `the body must be {action, object: {apiVersion, kind, namespace?, name}, reason?}: ${describeParseError(e)}`,
         ),
       ),
     );

@@ -1,5 +1,5 @@
 // ApiError: the one failure type of the control-plane handlers; it renders as the envelope (decision 0090).
-import { Data } from 'effect';
+import { Data, ParseResult } from 'effect';
 import type { KubeError } from '@homelab/kube';
 import {
   ERROR_CODES,
@@ -32,6 +32,25 @@ export class ApiError extends Data.TaggedError('ApiError')<{
   /** Extra response headers (Allow on 405). */
   readonly headers?: Readonly<Record<string, string>>;
 }> {}
+
+/**
+ * What is wrong with a body that failed its Schema, without the values it carried: Effect's messages end in
+ * `, actual <the value>`, and a body may hold a password or a sensitive config value that must not come back in the
+ * answer, the audit record or the log (TC-37). Paths and expectations stay; values go.
+ */
+export const describeParseError = (e: ParseResult.ParseError): string =>
+  ParseResult.ArrayFormatter.formatErrorSync(e)
+    .map((issue) => {
+      const message = issue.message.replace(/,? actual [\s\S]*$/, '').trim();
+      return issue.path.length > 0 ? `${issue.path.map((p) => JSON.stringify(p)).join('.')}: ${message}` : message;
+    })
+    .join('; ');
+
+/** A JSON parse failure said without the text around it (V8 quotes the body near the error). */
+export const describeJsonError = (e: unknown): string => {
+  const at = /position (\d+)/.exec(e instanceof Error ? e.message : '');
+  return at !== null ? `not valid JSON at position ${at[1]}` : 'not valid JSON';
+};
 
 export const apiError = (
   code: ErrorCode,

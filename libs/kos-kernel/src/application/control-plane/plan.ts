@@ -17,7 +17,7 @@ import { MARKER_PREFIX } from '../../domain/markers.js';
 import { objectKey } from '../../domain/control-plane/discovery.js';
 import { planDigest } from '../../domain/control-plane/plan-digest.js';
 import { admit } from '../../domain/write-path.js';
-import { ApiError, apiError, fromKube } from './errors.js';
+import { ApiError, apiError, describeParseError, fromKube } from './errors.js';
 import { desiredOf, refOf, withOwnerFor, withStoredSecrets, type Caller } from './resources.js';
 import { accessOf, ownerOf, visibleTo } from './access.js';
 import { canWrite } from '../../domain/identity/access.js';
@@ -49,7 +49,7 @@ const computePlan = (
         apiError(
           'malformed_body',
           'decode',
-          `the body must be {objects: [...], prune?: {kinds, namespace?, labelSelector}}: ${e.message}`,
+          `the body must be {objects: [...], prune?: {kinds, namespace?, labelSelector}}: ${describeParseError(e)}`,
         ),
       ),
     );
