@@ -305,7 +305,7 @@ export const applyRequest = (
               'precondition_required',
               'apply',
               `apply executes only a plan you reviewed: POST the same body to /api/v1/plan-requests and send its digest as planDigest (the plan computed now has ${p.result.digest})`,
-              { current: p.result },
+              { current: p.result, actor: p.principal.actor },
             ),
           );
         return reviewed === p.result.digest
@@ -315,12 +315,19 @@ export const applyRequest = (
                 'conflict',
                 'apply',
                 `the plan changed since the one you reviewed (${String(reviewed)}): the cluster or the request moved; review the current plan (${p.result.digest}) and apply it with its digest`,
-                { current: p.result },
+                { current: p.result, actor: p.principal.actor },
               ),
             );
       }),
       Effect.tapError((e) =>
-        auditor.record({ actor: 'unknown', verb: 'apply', outcome: 'rejected', code: e.code, message: e.message }),
+        // Who was refused, when the refusal came after authentication (a Guest, an unreviewed plan).
+        auditor.record({
+          actor: e.actor ?? 'unknown',
+          verb: 'apply',
+          outcome: 'rejected',
+          code: e.code,
+          message: e.message,
+        }),
       ),
     );
     const { fibers } = yield* ApplyWork;
