@@ -148,6 +148,8 @@ describe('database_unavailable', () => {
           );
           const read = yield* identity.authenticate(token, 'session');
           expect(read).toMatchObject({ account: 'owner', role: 'Owner', fromMemory: true });
+          // panel reads of cluster objects too (the Authorizer's list/get/discover)
+          expect(yield* identity.authenticate(token, 'read')).toMatchObject({ account: 'owner', fromMemory: true });
           expect((yield* Effect.flip(identity.authenticate(token, 'other')))._tag).toBe('DatabaseUnavailable');
           // a removed database is not silently replaced by an empty one
           expect(existsSync(path)).toBe(false);

@@ -62,6 +62,8 @@ export const decodeBody = <A, I>(
 ): Effect.Effect<A, ApiError> =>
   Effect.flatMap(parseBody(req, limitBytes), (raw) =>
     Schema.decodeUnknown(schema, { onExcessProperty: 'error' })(raw).pipe(
-      Effect.mapError((e) => apiError('malformed_body', 'decode', `the body must be ${shape}: ${describeParseError(e)}`)),
+      Effect.mapError((e) =>
+        apiError('malformed_body', 'decode', `the body must be ${shape}: ${describeParseError(e)}`),
+      ),
     ),
   );

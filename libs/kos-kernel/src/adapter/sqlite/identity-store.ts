@@ -185,6 +185,8 @@ export const makeSqliteIdentityStore = Effect.map(ControlPlaneDb, (cp) => {
       }),
     clearCounter: (name) => cp.use((db) => void statements(db).deleteCounter.run(name)),
     counterRows: cp.use((db) => statements(db).counterRows.get()?.n ?? 0),
+    // An empty immediate transaction: takes and releases the write lock, writes nothing.
+    writable: cp.transaction(() => undefined),
   });
 });
 

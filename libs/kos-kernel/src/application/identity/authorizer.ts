@@ -18,6 +18,9 @@ export const bearerToken = (authorization: string | undefined): string | undefin
   return m !== null ? m[1] : authorization;
 };
 
+/** Panel reads: served from the session's in-memory copy while the control-plane database is unavailable. */
+const READS: ReadonlySet<string> = new Set(['list', 'get', 'discover']);
+
 /** 401 answers say how to authenticate (RFC 6750). */
 const WWW_AUTHENTICATE = { 'WWW-Authenticate': 'Bearer realm="kos"' };
 
@@ -26,7 +29,7 @@ export const IdentityAuthorizerLive: Layer.Layer<Authorizer, never, Identity> = 
   Effect.map(Identity, (identity) =>
     Authorizer.of({
       authorize: (request) =>
-        identity.authenticate(bearerToken(request.authorization), 'other').pipe(
+        identity.authenticate(bearerToken(request.authorization), READS.has(request.verb) ? 'read' : 'other').pipe(
           Effect.mapError((e) => {
             const api = identityApiError(e);
             return e._tag === 'Unauthenticated' ? new ApiError({ ...api, headers: WWW_AUTHENTICATE }) : api;

@@ -262,17 +262,21 @@ export const makeIdentity = Effect.gen(function* () {
   const fromMemory = (digest: string, now: number, operation: SessionOperation, cause: DatabaseUnavailable) => {
     const entry = memory.get(digest);
     const state = entry === undefined ? undefined : sessionStateOf(entry.session, now);
-    // Only reads of an already-logged-in session are served from memory; anything that writes needs the database.
-    if (entry === undefined || state === undefined || !state.valid || operation !== 'session')
+    // Only reads of an already-logged-in session (its own session, cluster objects) are served from memory;
+    // anything that writes needs the database (and its audit).
+    if (entry === undefined || state === undefined || !state.valid || (operation !== 'session' && operation !== 'read'))
       return Effect.fail(cause);
-    return Effect.succeed<SessionCaller>({
-      account: entry.account,
-      role: entry.role,
-      passwordChangeRequired: entry.passwordChangeRequired,
-      remainingSeconds: state.remainingSeconds,
-      session: digest,
-      fromMemory: true,
-    });
+    return gate(
+      {
+        account: entry.account,
+        role: entry.role,
+        passwordChangeRequired: entry.passwordChangeRequired,
+        remainingSeconds: state.remainingSeconds,
+        session: digest,
+        fromMemory: true,
+      },
+      operation,
+    );
   };
 
   const authenticate: IdentityApi['authenticate'] = (token, operation) =>
@@ -306,6 +310,8 @@ export const makeIdentity = Effect.gen(function* () {
         memory.delete(digest);
         return yield* new Unauthenticated({ reason: 'account_unusable' });
       }
+      // A write (anything but a read) goes on only while the database takes writes: its audit record must land.
+      if (operation === 'other') yield* store.writable;
       const current = shouldTouch(session, now) ? { ...session, lastSeenAt: now } : session;
       if (current !== session) yield* store.touchSession(digest, now);
       const fresh = sessionStateOf(current, now);

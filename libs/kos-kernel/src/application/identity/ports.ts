@@ -66,6 +66,11 @@ export class IdentityStore extends Context.Tag('@homelab/kos-kernel/IdentityStor
       now: number,
     ) => Effect.Effect<void, DatabaseUnavailable>;
     readonly clearCounter: (loginName: string) => Effect.Effect<void, DatabaseUnavailable>;
+    /**
+     * Succeeds when the database takes a write now (its write lock obtainable within the busy timeout): checked before
+     * a write is let through, so a write is not made whose audit record could not be appended (decision 0218).
+     */
+    readonly writable: Effect.Effect<void, DatabaseUnavailable>;
     /** How many counter rows exist (observability and tests). */
     readonly counterRows: Effect.Effect<number, DatabaseUnavailable>;
   }

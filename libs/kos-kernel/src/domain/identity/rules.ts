@@ -126,9 +126,14 @@ export const removesLastUsableOwner = (
 
 /** Until the one-time password is changed only these are allowed (此前只放行改口令、退出与会话读取). */
 export const PASSWORD_CHANGE_ALLOWED = ['password', 'logout', 'session'] as const;
-export type SessionOperation = (typeof PASSWORD_CHANGE_ALLOWED)[number] | 'other';
+/**
+ * What an authenticated request does: the three above, `read` (panel reads of cluster objects: list, get,
+ * discovery — served from the in-memory copy of the session while the database is unavailable), or `other`.
+ */
+export type SessionOperation = (typeof PASSWORD_CHANGE_ALLOWED)[number] | 'read' | 'other';
 
-export const allowedBeforePasswordChange = (operation: SessionOperation): boolean => operation !== 'other';
+export const allowedBeforePasswordChange = (operation: SessionOperation): boolean =>
+  (PASSWORD_CHANGE_ALLOWED as ReadonlyArray<SessionOperation>).includes(operation);
 
 /** Login names: lower-case letters, digits, `.`, `_`, `-`; starts with a letter or digit; 1–63 characters (decision 0214). */
 export const LOGIN_NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
