@@ -283,3 +283,102 @@ describe('TC-24 / TC-31 writes a role or an owner does not allow', () => {
     );
   });
 });
+
+describe('TC-31 cross-owner references are refused at write', () => {
+  const volume = (name: string) => ({ kind: 'Volume', metadata: { name, namespace: ns.name }, spec: {} });
+  const policy = (name: string, selector: unknown) => ({
+    kind: 'BackupPolicy',
+    metadata: { name, namespace: ns.name },
+    spec: { selector },
+  });
+
+  it('TC-31 an Application naming another owner’s Volume: invalid_field on create, update and plan; its own Volume is fine', async () => {
+    const ann = tokens['ann'] as string;
+    const ben = tokens['ben'] as string;
+    expect((await as(ben, 'POST', '/api/v1/resources/Volume', volume('ben-data'))).status).toBe(202);
+    expect((await as(ann, 'POST', '/api/v1/resources/Volume', volume('ann-data'))).status).toBe(202);
+    const refusedCreate = await refused(
+      () =>
+        as(
+          ann,
+          'POST',
+          '/api/v1/resources/Application',
+          app(ns.name, 'ann-uses-ben', { volumes: { data: 'ben-data' } }),
+        ),
+      { status: 400, code: 'invalid_field', actor: 'ann' },
+    );
+    expect(refusedCreate.body.error.causes).toEqual([
+      { field: 'spec.volumes.data', message: 'refers to another owner’s object' },
+    ]);
+    const own = await as(
+      ann,
+      'POST',
+      '/api/v1/resources/Application',
+      app(ns.name, 'ann-uses-own', { volumes: { data: 'ann-data', cache: 'not-there-yet' } }),
+    );
+    expect(own.status, JSON.stringify(own.body)).toBe(202);
+    const rv = (await appVersions(ns.name))['ann-uses-own'] as string;
+    await refused(
+      () =>
+        as(
+          ann,
+          'PUT',
+          `/api/v1/resources/Application/ann-uses-own?namespace=${ns.name}`,
+          app(ns.name, 'ann-uses-own', { volumes: { data: 'ben-data' } }),
+          { 'if-match': `"${rv}"` },
+        ),
+      { status: 400, code: 'invalid_field', actor: 'ann' },
+    );
+    const plan = await as(ann, 'POST', '/api/v1/plan-requests', {
+      objects: [app(ns.name, 'ann-plans-ben', { volumes: { data: 'ben-data' } })],
+    });
+    expect([plan.status, code(plan)]).toEqual([400, 'invalid_field']);
+    // An Owner cannot hand ann's app ben's volume either: the reference is across owners whoever writes it.
+    const byOwner = await as(
+      owner,
+      'PUT',
+      `/api/v1/resources/Application/ann-uses-own?namespace=${ns.name}`,
+      app(ns.name, 'ann-uses-own', { volumes: { data: 'ben-data' } }),
+      { 'if-match': `"${rv}"` },
+    );
+    expect([byOwner.status, code(byOwner)]).toEqual([400, 'invalid_field']);
+  });
+
+  it('TC-31 a BackupPolicy whose selector reaches another owner’s Applications: invalid_field; its own apps are fine', async () => {
+    const ann = tokens['ann'] as string;
+    const ben = tokens['ben'] as string;
+    const web = (owner: string, name: string, token: string) =>
+      as(token, 'POST', '/api/v1/resources/Application', app(ns.name, name, { replicas: 1 }, { tier: `web-${owner}` }));
+    expect((await web('ben', 'ben-web', ben)).status).toBe(202);
+    expect((await web('ann', 'ann-web', ann)).status).toBe(202);
+    const ben2 = await as(
+      ben,
+      'POST',
+      '/api/v1/resources/Application',
+      app(ns.name, 'ben-web-2', { replicas: 1 }, { tier: 'web-ann' }), // ben labels his app like ann's
+    );
+    expect(ben2.status).toBe(202);
+    const reaching = await refused(
+      () =>
+        as(ann, 'POST', '/api/v1/resources/BackupPolicy', policy('ann-backup', { matchLabels: { tier: 'web-ann' } })),
+      { status: 400, code: 'invalid_field', actor: 'ann' },
+    );
+    expect(reaching.body.error.message).toContain('reaches 1 Application(s) of another owner');
+    expect(JSON.stringify(reaching.body)).not.toContain('ben-web-2'); // the other owner's names are not shown
+    await refused(() => as(ann, 'POST', '/api/v1/resources/BackupPolicy', policy('ann-all', 'tier')), {
+      status: 400,
+      code: 'invalid_field',
+      actor: 'ann',
+    });
+    await refused(
+      () => as(ann, 'POST', '/api/v1/resources/BackupPolicy', policy('ann-odd', { matchExpressions: [] })),
+      {
+        status: 400,
+        code: 'invalid_field',
+        actor: 'ann',
+      },
+    );
+    const fine = await as(ben, 'POST', '/api/v1/resources/BackupPolicy', policy('ben-backup', 'tier=web-ben'));
+    expect(fine.status, JSON.stringify(fine.body)).toBe(202);
+  });
+});

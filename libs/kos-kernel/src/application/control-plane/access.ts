@@ -2,11 +2,21 @@
 // object is known, may the caller write it, which `spec.owner` does the write store, and may the caller see it.
 // The role part (Guests read only, …) is the Authorizer's; the rules themselves are pure (domain/identity/access.ts).
 import { Effect } from 'effect';
-import type { KubeObject } from '@homelab/kube';
+import { KubeClient, type KubeObject } from '@homelab/kube';
 import { KIND_INFO, type KernelKind } from '../../api/group.js';
 import type { ObjectReference } from '../../api/http/errors.js';
-import { type AccessPrincipal, canSee, canWrite, ownerAtWrite } from '../../domain/identity/access.js';
-import { type ApiError, apiError } from './errors.js';
+import { labelSelectorProblem } from '../../domain/control-plane/requests.js';
+import {
+  type AccessPrincipal,
+  canSee,
+  canWrite,
+  crossOwnerReferences,
+  type OwnedRef,
+  ownerAtWrite,
+  policySelectorOf,
+  volumeReferencesOf,
+} from '../../domain/identity/access.js';
+import { type ApiError, apiError, fromKube } from './errors.js';
 import type { Principal } from './services.js';
 
 export const accessOf = (p: Principal): AccessPrincipal => ({ account: p.actor, role: p.role });
@@ -56,3 +66,87 @@ export const ownerForWrite = (
 export const visibleTo = (p: Principal, kind: KernelKind, object: KubeObject): boolean =>
   !KIND_INFO[kind].owned ||
   canSee(accessOf(p), ownerOf(object), (object['spec'] as { visibility?: unknown } | undefined)?.visibility);
+
+/**
+ * Write-time rejection of cross-owner references (TC-31, kos §3.3/§6.9): an Application whose `spec.volumes` names a
+ * Volume of another owner, a BackupPolicy whose selector reaches another owner's Applications. `object` is what the
+ * write would store (its `spec.owner` already decided). A referenced Volume that does not exist yet is no refusal.
+ */
+export const crossOwnerRefusal = (
+  kind: KernelKind,
+  object: KubeObject,
+  ref: ObjectReference,
+): Effect.Effect<void, ApiError, KubeClient> =>
+  Effect.gen(function* () {
+    const owner = ownerOf(object);
+    const namespace = ref.namespace;
+    if (owner === undefined || namespace === undefined) return;
+    const client = yield* KubeClient;
+    const apiVersion = ref.apiVersion;
+    const referenced: OwnedRef[] = [];
+    const fields: string[] = [];
+    if (kind === 'Application') {
+      for (const v of volumeReferencesOf(object['spec'])) {
+        const volume = yield* client.get({ apiVersion, kind: 'Volume', namespace, name: v.name }).pipe(
+          Effect.map((o): KubeObject | undefined => o),
+          Effect.catchTag('NotFound', () => Effect.succeed(undefined)),
+          Effect.mapError((e) => fromKube(e, 'read', ref, false)),
+        );
+        if (volume === undefined) continue;
+        const volumeOwner = ownerOf(volume);
+        if (
+          crossOwnerReferences(owner, [
+            { kind: 'Volume', namespace, name: v.name, ...(volumeOwner !== undefined ? { owner: volumeOwner } : {}) },
+          ]).length > 0
+        ) {
+          referenced.push({ kind: 'Volume', namespace, name: v.name });
+          fields.push(`spec.volumes.${v.key}`);
+        }
+      }
+    }
+    if (kind === 'BackupPolicy') {
+      const selected = policySelectorOf(object['spec']);
+      if (selected !== undefined && 'problem' in selected)
+        return yield* apiError('invalid_field', 'validate', selected.problem, {
+          object: ref,
+          causes: [{ field: 'spec.selector', message: selected.problem }],
+        });
+      if (selected !== undefined) {
+        const problem = labelSelectorProblem(selected.selector);
+        if (problem !== undefined)
+          return yield* apiError('invalid_field', 'validate', `spec.selector: ${problem}`, {
+            object: ref,
+            causes: [{ field: 'spec.selector', message: problem }],
+          });
+        const apps = yield* client
+          .listAll({ apiVersion, kind: 'Application', namespace }, { labelSelector: selected.selector, limit: 500 })
+          .pipe(Effect.mapError((e) => fromKube(e, 'read', ref, false)));
+        const others = crossOwnerReferences(
+          owner,
+          apps.items.map((a) => {
+            const appOwner = ownerOf(a);
+            return {
+              kind: 'Application',
+              namespace,
+              name: a.metadata.name ?? '',
+              ...(appOwner !== undefined ? { owner: appOwner } : {}),
+            };
+          }),
+        );
+        // Names of objects the writer may not see are not listed; only their count.
+        if (others.length > 0) {
+          referenced.push(...others);
+          fields.push('spec.selector');
+        }
+      }
+    }
+    if (referenced.length === 0) return;
+    const message =
+      kind === 'Application'
+        ? `spec.volumes names ${referenced.map((r) => `Volume ${r.namespace}/${r.name}`).join(', ')} of another owner than ${owner}`
+        : `spec.selector reaches ${referenced.length} Application(s) of another owner than ${owner}`;
+    return yield* apiError('invalid_field', 'validate', message, {
+      object: ref,
+      causes: fields.map((field) => ({ field, message: 'refers to another owner’s object' })),
+    });
+  });

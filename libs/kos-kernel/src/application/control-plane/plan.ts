@@ -18,6 +18,7 @@ import { objectKey } from '../../domain/control-plane/discovery.js';
 import { planDigest } from '../../domain/control-plane/plan-digest.js';
 import { admit } from '../../domain/write-path.js';
 import { ApiError, apiError, describeParseError, fromKube } from './errors.js';
+import { crossOwnerRefusal } from './access.js';
 import { desiredOf, refOf, withOwnerFor, withStoredSecrets, type Caller } from './resources.js';
 import { accessOf, ownerOf, visibleTo } from './access.js';
 import { canWrite } from '../../domain/identity/access.js';
@@ -103,6 +104,10 @@ const computePlan = (
         return yield* apiError('forbidden', 'admit', rejected.left.message, { object: submitted.ref });
       // The caller must own what it changes; spec.owner is the session's on create and the stored one later (TC-33).
       const owned = yield* withOwnerFor(submitted, stored);
+      // Cross-owner references (a Volume of another owner, a policy selecting others' apps) are refused (TC-31).
+      yield* crossOwnerRefusal(kind, owned.object, owned.ref).pipe(
+        Effect.mapError((e) => (e.stage === 'read' ? new ApiError({ ...e, stage: 'plan' }) : e)),
+      );
       // Masked config leaves (as projections show them) stand for the stored values (TC-37).
       const d = { ...owned, object: { ...owned.object, spec: yield* withStoredSecrets(owned, stored) } };
       reads.push([key, stored?.metadata.resourceVersion ?? null]);

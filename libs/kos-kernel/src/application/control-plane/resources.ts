@@ -23,7 +23,7 @@ import { MARKER_PREFIX } from '../../domain/markers.js';
 import { hasMask, redactObject, unmaskConfig } from '../../domain/control-plane/sensitive.js';
 import { admit, fieldManagerOf } from '../../domain/write-path.js';
 import { fieldsOf } from '../writer.js';
-import { ownerForWrite, visibleTo } from './access.js';
+import { crossOwnerRefusal, ownerForWrite, visibleTo } from './access.js';
 import { admitApplicationSpec } from './app-admission.js';
 import { ApiError, apiError, fromKube } from './errors.js';
 import {
@@ -536,6 +536,7 @@ export const createResource = (
         undefined,
       );
       target = submitted.ref;
+      yield* crossOwnerRefusal(kind, submitted.object, submitted.ref);
       const d =
         kind === 'Application'
           ? {
@@ -674,6 +675,7 @@ export const updateResource = (
           { object: refOf(stored), current: stored },
         );
       }
+      yield* crossOwnerRefusal(kind, owned.object, owned.ref);
       const unmasked = yield* withStoredSecrets(owned, stored);
       const spec = kind === 'Application' ? yield* admitApplicationSpec(unmasked, d.ref, 'update', stored) : unmasked;
       const next: KubeObject = {

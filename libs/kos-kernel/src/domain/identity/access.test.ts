@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { canSee, canWrite, crossOwnerReferences, ownerAtWrite } from './access.js';
+import {
+  canSee,
+  canWrite,
+  crossOwnerReferences,
+  ownerAtWrite,
+  policySelectorOf,
+  volumeReferencesOf,
+} from './access.js';
 
 const owner = { account: 'root', role: 'Owner' as const };
 const ann = { account: 'ann', role: 'Member' as const };
@@ -54,6 +61,24 @@ describe('TC-31 role write permissions, owner fixed at write, cross-owner refere
       { kind: 'Application', namespace: 'c', name: 'orphan' },
     ];
     expect(crossOwnerReferences('ann', refs).map((r) => r.name)).toEqual(['media', 'orphan']);
+  });
+
+  it('TC-31 what an Application references: the named Volumes of spec.volumes (strings only)', () => {
+    expect(volumeReferencesOf({ volumes: { data: 'ann-data', cache: '', odd: 3 } })).toEqual([
+      { key: 'data', name: 'ann-data' },
+    ]);
+    expect(volumeReferencesOf({ volumes: ['x'] })).toEqual([]);
+    expect(volumeReferencesOf(undefined)).toEqual([]);
+  });
+
+  it('TC-31 a BackupPolicy selector: a selector string or {matchLabels}; anything else is a problem', () => {
+    expect(policySelectorOf({})).toBeUndefined();
+    expect(policySelectorOf({ selector: 'tier=web' })).toEqual({ selector: 'tier=web' });
+    expect(policySelectorOf({ selector: { matchLabels: { tier: 'web', app: 'wiki' } } })).toEqual({
+      selector: 'tier=web,app=wiki',
+    });
+    expect(policySelectorOf({ selector: { matchExpressions: [] } })).toHaveProperty('problem');
+    expect(policySelectorOf({ selector: { matchLabels: { n: 1 } } })).toHaveProperty('problem');
   });
 });
 

@@ -109,6 +109,42 @@ export interface OwnedRef {
 export const crossOwnerReferences = (owner: string, referenced: ReadonlyArray<OwnedRef>): ReadonlyArray<OwnedRef> =>
   referenced.filter((r) => r.owner !== owner);
 
+/** The Volumes an Application's `spec.volumes` names (template volume key → Volume name in the app's namespace). */
+export const volumeReferencesOf = (spec: unknown): ReadonlyArray<{ readonly key: string; readonly name: string }> => {
+  const volumes = typeof spec === 'object' && spec !== null ? (spec as { volumes?: unknown }).volumes : undefined;
+  if (typeof volumes !== 'object' || volumes === null || Array.isArray(volumes)) return [];
+  return Object.entries(volumes)
+    .filter((e): e is [string, string] => typeof e[1] === 'string' && e[1] !== '')
+    .map(([key, name]) => ({ key, name }));
+};
+
+/**
+ * A BackupPolicy's `spec.selector` as a label selector over the Applications of its namespace ([proposal] shape,
+ * decision 0218: a selector string, or `{matchLabels}`); undefined when the policy has none.
+ */
+export const policySelectorOf = (
+  spec: unknown,
+): { readonly selector: string } | { readonly problem: string } | undefined => {
+  const selector = typeof spec === 'object' && spec !== null ? (spec as { selector?: unknown }).selector : undefined;
+  if (selector === undefined) return undefined;
+  if (typeof selector === 'string') return { selector };
+  const matchLabels =
+    typeof selector === 'object' && selector !== null ? (selector as { matchLabels?: unknown }).matchLabels : undefined;
+  if (
+    typeof matchLabels === 'object' &&
+    matchLabels !== null &&
+    !Array.isArray(matchLabels) &&
+    Object.keys(selector as object).every((k) => k === 'matchLabels') &&
+    Object.values(matchLabels).every((v) => typeof v === 'string')
+  )
+    return {
+      selector: Object.entries(matchLabels as Record<string, string>)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(','),
+    };
+  return { problem: 'spec.selector must be a label selector string or {matchLabels: {label: value}}' };
+};
+
 /** The control-plane verbs (router level) and which of them write. `plan` previews a write: Guests may not. */
 export type AccessVerb = 'list' | 'get' | 'create' | 'update' | 'delete' | 'plan' | 'apply' | 'action' | 'discover';
 const READ_VERBS: ReadonlyArray<AccessVerb> = ['list', 'get', 'discover'];
