@@ -284,6 +284,26 @@ describe('TC-24 / TC-31 writes a role or an owner does not allow', () => {
   });
 });
 
+describe('writes refused before a handler runs are audited under the caller', () => {
+  it('a logged-in Member’s malformed body and unknown write route: audited under its name; with a forged token: unknown', async () => {
+    await refused(() => as(tokens['ann'] as string, 'POST', '/api/v1/resources/Application', '{"metadata": '), {
+      status: 400,
+      code: 'malformed_body',
+      actor: 'ann',
+    });
+    await refused(() => as(tokens['ann'] as string, 'POST', '/api/v1/no-such-route', {}), {
+      status: 404,
+      code: 'not_found',
+      actor: 'ann',
+    });
+    await refused(() => as(`kos_${'B'.repeat(43)}`, 'POST', '/api/v1/resources/Application', '{"metadata": '), {
+      status: 400,
+      code: 'malformed_body',
+      actor: 'unknown',
+    });
+  });
+});
+
 describe('TC-31 cross-owner references are refused at write', () => {
   const volume = (name: string) => ({ kind: 'Volume', metadata: { name, namespace: ns.name }, spec: {} });
   const policy = (name: string, selector: unknown) => ({

@@ -18,7 +18,7 @@ import {
 import {
   type AuditLog,
   Auditor,
-  type Authorizer,
+  Authorizer,
   type ControlPlaneConfig,
   type DiscoveryIndex,
 } from '../../application/control-plane/services.js';
@@ -228,6 +228,18 @@ export const route = (req: HttpRequest, guard: RouteGuard): Effect.Effect<HttpRe
     Effect.catchAllCause((cause) => defectAnswer(cause, req.method, req.url.split('?')[0] as string)),
   );
 
+/**
+ * Who sent a write refused before its handler ran: the authenticated account, or `unknown` when the credentials do
+ * not authenticate (or none were sent). Authentication only — the role decision is not taken for a refused write.
+ */
+const refusedActor = (req: HttpRequest): Effect.Effect<string, never, Authorizer> =>
+  req.headers['authorization'] === undefined
+    ? Effect.succeed('unknown')
+    : Effect.flatMap(Authorizer, (a) => a.authorize({ authorization: req.headers['authorization'], verb: 'get' })).pipe(
+        Effect.map((p) => p.actor),
+        Effect.orElseSucceed(() => 'unknown'),
+      );
+
 const answer = (sent: HttpRequest, guard: RouteGuard): Effect.Effect<HttpResponse, never, RouterServices> => {
   const url = new URL(sent.url, 'http://control-plane.invalid');
   const method = sent.method.toUpperCase();
@@ -263,12 +275,13 @@ const answer = (sent: HttpRequest, guard: RouteGuard): Effect.Effect<HttpRespons
               ),
             );
   return handled.pipe(
-    // Writes refused before a handler saw them (route, decode) are audited here; handlers audit their own.
+    // Writes refused before a handler saw them (route, decode) are audited here; handlers audit their own. The
+    // record names the caller when its credentials authenticate (a logged-in user's malformed body is theirs).
     Effect.tapError((e) =>
       WRITE_METHODS.has(method) && (refused !== undefined || e.stage === 'route' || e.stage === 'decode')
-        ? Effect.flatMap(Auditor, (a) =>
+        ? Effect.flatMap(Effect.zip(Auditor, refusedActor(req)), ([a, actor]) =>
             a.record({
-              actor: 'unknown',
+              actor,
               verb: 'action',
               outcome: 'rejected',
               code: e.code,
