@@ -1,0 +1,6 @@
+export * from './version.js';
+export * from './baseline.js';
+export * from './declaration.js';
+export * from './load.js';
+export * from './registry.js';
+export * from './status.js';
