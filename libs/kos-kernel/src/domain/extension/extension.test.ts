@@ -501,9 +501,11 @@ describe('TC-113: the framework-upgrade preflight lists the dependents and block
 describe('range errors are declaration errors', () => {
   it('an unparsable dependency range invalidates the header', () => {
     const d = checkDeclaration(
-      fullDeclaration('range', { dependencies: { components: [{ id: 'x', range: '>=banana' }] } }),
+      fullDeclaration('range', { dependencies: { components: [{ id: 'xx', range: '>=banana' }] } }),
     );
     expect(d._tag).toBe('Invalid');
-    expect(d._tag === 'Invalid' && d.problems.join(' ')).toContain('"banana" is not a version or range');
+    expect(d._tag === 'Invalid' && d.problems.join(' ')).toContain(
+      'dependencies.components.0.range: ">=banana" is not a version or range',
+    );
   });
 });
