@@ -4,7 +4,13 @@ import { describe, expect, it } from 'vitest';
 import { canWrite } from '../identity/access.js';
 import { BASELINE_CAPABILITIES } from './baseline.js';
 import { checkDeclaration, type ValidDeclaration } from './declaration.js';
-import { type ComponentFacts, frameworkUpgradePreflight, load, type LoadResult, type Outcome } from './load.js';
+import {
+  type ComponentFacts,
+  frameworkUpgradePreflight,
+  loadExtensions,
+  type LoadResult,
+  type Outcome,
+} from './load.js';
 import { buildRegistry } from './registry.js';
 import { componentStatus } from './status.js';
 
@@ -60,7 +66,7 @@ const T = new Date('2026-12-05T10:00:00Z');
 
 describe('TC-4: all nine declared kinds are visible one by one; the component status is ready', () => {
   it('TC-4: every kind of a full declaration is in the Registry with its source, and the status is Active/Healthy with ContributionsLoaded', () => {
-    const r = load([component('c-alpha', fullDeclaration('alpha'))]);
+    const r = loadExtensions([component('c-alpha', fullDeclaration('alpha'))]);
     const reg = buildRegistry(r);
     const source = { extension: 'alpha', version: '1.0.0', component: 'c-alpha' };
     expect(reg.contributions('kinds').map((k) => [k.kind, k.source])).toEqual([['Widget', source]]);
@@ -87,7 +93,7 @@ describe('TC-4: all nine declared kinds are visible one by one; the component st
   });
 
   it('TC-4: the status is not rewritten when nothing changed (lastTransitionTime kept)', () => {
-    const r = load([component('c-alpha', fullDeclaration('alpha'))]);
+    const r = loadExtensions([component('c-alpha', fullDeclaration('alpha'))]);
     const first = componentStatus(outcomeOf(r, 'c-alpha'), {}, T).status;
     const again = componentStatus(outcomeOf(r, 'c-alpha'), first, new Date(T.getTime() + 60_000));
     expect(again.changed).toBe(false);
@@ -99,7 +105,7 @@ describe('per-kind validation degrades only that kind (C-28)', () => {
   it('TC-4: a failing settings kind is absent, the component is Degraded, and the other eight kinds load', () => {
     const raw = fullDeclaration('beta');
     (raw['contributes'] as Json)['settings'] = [{ id: 'Bad Id', scope: 'galaxy', type: 'number', writer: 'user' }];
-    const r = load([component('c-beta', raw)]);
+    const r = loadExtensions([component('c-beta', raw)]);
     const o = outcomeOf(r, 'c-beta');
     expect(o._tag).toBe('Active');
     const reg = buildRegistry(r);
@@ -147,7 +153,7 @@ describe('per-kind validation degrades only that kind (C-28)', () => {
     expect(unknownKind._tag === 'Invalid' && unknownKind.problems).toEqual([
       'contributes.themes: not one of the nine contribution kinds',
     ]);
-    const r = load([component('c-delta', { ...fullDeclaration('delta'), version: 'one' })]);
+    const r = loadExtensions([component('c-delta', { ...fullDeclaration('delta'), version: 'one' })]);
     expect(outcomeOf(r, 'c-delta')).toMatchObject({ _tag: 'Rejected', reason: 'DeclarationInvalid' });
     expect(buildRegistry(r).contributions('pages')).toEqual([]);
   });
@@ -159,7 +165,7 @@ describe('TC-1/TC-106: extension kinds live only in their own API group', () => 
     (raw['contributes'] as Json)['kinds'] = [
       { group: 'kos.tsic.top', version: 'v1', kind: 'Widget', plural: 'widgets' },
     ];
-    const r = load([component('c-eps', raw)]);
+    const r = loadExtensions([component('c-eps', raw)]);
     const o = outcomeOf(r, 'c-eps');
     expect(o._tag === 'Active' && o.failures.map((f) => [f.kind, f.problems])).toEqual([
       ['kinds', ["Widget: the group kos.tsic.top is the kernel's; an extension kind lives in its own group"]],
@@ -175,12 +181,12 @@ describe('TC-1/TC-106: extension kinds live only in their own API group', () => 
 
 describe('TC-2: the capability baseline does not change; extension capabilities only while installed', () => {
   it('TC-2: capabilities = the 8 baseline items + the extension ones prefixed with the extension id; gone with the component', () => {
-    const empty = buildRegistry(load([]));
+    const empty = buildRegistry(loadExtensions([]));
     expect(empty.capabilities).toEqual([...BASELINE_CAPABILITIES].sort());
     expect(empty.capabilities.length).toBe(8);
-    const installed = buildRegistry(load([component('c-alpha', fullDeclaration('alpha'))]));
+    const installed = buildRegistry(loadExtensions([component('c-alpha', fullDeclaration('alpha'))]));
     expect(installed.capabilities).toEqual([...[...BASELINE_CAPABILITIES].sort(), 'alpha/widgets']);
-    const removed = buildRegistry(load([]));
+    const removed = buildRegistry(loadExtensions([]));
     expect(removed.capabilities).toEqual(empty.capabilities);
   });
 });
@@ -189,7 +195,7 @@ describe('TC-5: undeclared and uninstalled contributions are invisible', () => {
   it('TC-5: an undeclared kind is not served, and a Pending or removed component contributes nothing', () => {
     const needsMissing = fullDeclaration('zeta', { dependencies: { components: [{ id: 'nobody', range: '*' }] } });
     const reg = buildRegistry(
-      load([component('c-alpha', fullDeclaration('alpha')), component('c-zeta', needsMissing)]),
+      loadExtensions([component('c-alpha', fullDeclaration('alpha')), component('c-zeta', needsMissing)]),
     );
     expect(reg.resolveKind('alpha.example.org/v1', 'Gadget')).toBeUndefined();
     expect(reg.resolveKind('alpha.example.org/v2', 'Widget')).toBeUndefined();
@@ -211,7 +217,7 @@ describe('TC-6: with a dependency missing, no contribution takes effect', () => 
         components: [{ id: 'theta', range: '>=2.0.0' }],
       },
     });
-    const r = load([component('c-eta', raw)]);
+    const r = loadExtensions([component('c-eta', raw)]);
     const o = outcomeOf(r, 'c-eta');
     expect(o._tag === 'Pending' && o.missing).toEqual([
       'capability theta/storage ^2.0.0 (no activated component provides it)',
@@ -245,7 +251,7 @@ describe('TC-6: with a dependency missing, no contribution takes effect', () => 
   it('TC-6: a component version outside the range is missing, naming the activated version', () => {
     const theta = { ...fullDeclaration('theta'), version: '1.5.0' };
     const iota = fullDeclaration('iota', { dependencies: { components: [{ id: 'theta', range: '^2.0.0' }] } });
-    const o = outcomeOf(load([component('c-theta', theta), component('c-iota', iota)]), 'c-iota');
+    const o = outcomeOf(loadExtensions([component('c-theta', theta), component('c-iota', iota)]), 'c-iota');
     expect(o._tag === 'Pending' && o.missing).toEqual(['component theta ^2.0.0 (activated at 1.5.0)']);
   });
 });
@@ -267,7 +273,7 @@ describe('activation is a fixpoint over dependencies (C-28, decision 0303)', () 
       component('c-a', fullDeclaration('cyc-a', { dependencies: { components: [{ id: 'cyc-b', range: '*' }] } })),
       component('c-b', fullDeclaration('cyc-b', { dependencies: { components: [{ id: 'cyc-a', range: '*' }] } })),
     ];
-    const r = load([...chain, ...cyc]);
+    const r = loadExtensions([...chain, ...cyc]);
     expect(
       r.components
         .filter((c) => c.outcome._tag === 'Active')
@@ -284,7 +290,7 @@ describe('activation is a fixpoint over dependencies (C-28, decision 0303)', () 
     const consumer = fullDeclaration('lambda', {
       dependencies: { capabilities: [{ name: 'kappa/widgets', range: '*' }] },
     });
-    const r = load([component('c-kappa', provider), component('c-lambda', consumer)]);
+    const r = loadExtensions([component('c-kappa', provider), component('c-lambda', consumer)]);
     expect(outcomeOf(r, 'c-kappa')._tag).toBe('Active');
     expect(outcomeOf(r, 'c-lambda')._tag).toBe('Pending');
   });
@@ -296,23 +302,26 @@ describe('TC-108: a missing extension capability keeps a component Pending; it c
       dependencies: { capabilities: [{ name: 'nu/widgets', range: '^1.0.0' }] },
     });
     const c = component('c-mu', consumer);
-    expect(outcomeOf(load([c]), 'c-mu')._tag).toBe('Pending');
+    expect(outcomeOf(loadExtensions([c]), 'c-mu')._tag).toBe('Pending');
     // self-reporting: an extension cannot declare another extension's (prefixed) or a baseline name as its own
     const impostor = fullDeclaration('xi');
     (impostor['contributes'] as Json)['capabilities'] = [{ name: 'nu/widgets' }];
-    const withImpostor = load([c, component('c-xi', impostor)]);
+    const withImpostor = loadExtensions([c, component('c-xi', impostor)]);
     expect(outcomeOf(withImpostor, 'c-mu')._tag).toBe('Pending');
     const sneaky = fullDeclaration('omicron');
     (sneaky['contributes'] as Json)['capabilities'] = [{ name: 'kos.volumes' }];
-    expect(buildRegistry(load([component('c-om', sneaky)])).capabilities).toContain('omicron/kos.volumes');
-    const installed = load([c, component('c-nu', fullDeclaration('nu'))]);
+    expect(buildRegistry(loadExtensions([component('c-om', sneaky)])).capabilities).toContain('omicron/kos.volumes');
+    const installed = loadExtensions([c, component('c-nu', fullDeclaration('nu'))]);
     expect(outcomeOf(installed, 'c-mu')._tag).toBe('Active');
   });
 });
 
 describe('TC-3: first- and third-party contributions of the same kind load and authorize identically', () => {
   it('TC-3: two declarations differing only in id get the same outcome shape and the same page/kind authorization', () => {
-    const r = load([component('first', fullDeclaration('first-party')), component('third', fullDeclaration('acme'))]);
+    const r = loadExtensions([
+      component('first', fullDeclaration('first-party')),
+      component('third', fullDeclaration('acme')),
+    ]);
     const a = outcomeOf(r, 'first');
     const b = outcomeOf(r, 'third');
     expect(a._tag).toBe('Active');
@@ -342,7 +351,7 @@ describe('TC-34: extension page writes are authorized by role and declaration', 
     (raw['contributes'] as Json)['kinds'] = [
       { group: 'pi.example.org', version: 'v1', kind: 'Widget', plural: 'widgets' },
     ];
-    const reg = buildRegistry(load([component('c-pi', raw)]));
+    const reg = buildRegistry(loadExtensions([component('c-pi', raw)]));
     expect(reg.pagesFor('Owner').map((p) => p.id)).toEqual(['main', 'admin']);
     expect(reg.pagesFor('Guest').map((p) => p.id)).toEqual(['main']);
     const k = reg.resolveKind('pi.example.org/v1', 'widgets');
@@ -360,7 +369,7 @@ describe('install rules (C-17, decision 0303)', () => {
   it('first-installed version kept per extension id: the later component is Rejected naming the keeper, whatever its name', () => {
     const older = component('zz-old', fullDeclaration('rho'));
     const newer = component('aa-new', { ...fullDeclaration('rho'), version: '2.0.0' });
-    const r = load([newer, older]);
+    const r = loadExtensions([newer, older]);
     expect(outcomeOf(r, 'zz-old')._tag).toBe('Active');
     expect(outcomeOf(r, 'aa-new')).toEqual({
       _tag: 'Rejected',
@@ -379,7 +388,7 @@ describe('install rules (C-17, decision 0303)', () => {
       package: { _tag: 'DigestMismatch', expected: 'a'.repeat(64), actual: 'b'.repeat(64) },
     });
     const good = component('b-good', fullDeclaration('sigma'));
-    const r = load([broken, good]);
+    const r = loadExtensions([broken, good]);
     expect(outcomeOf(r, 'b-good')._tag).toBe('Active');
     const s = componentStatus(outcomeOf(r, 'a-broken'), {}, T).status;
     expect(s.phase).toBe('Rejected');
@@ -401,7 +410,7 @@ describe('install rules (C-17, decision 0303)', () => {
       'c-tau',
       fullDeclaration('tau', { dependencies: { components: [{ id: 'c-adopted', range: '*' }] } }),
     );
-    const r = load([adopted, consumer]);
+    const r = loadExtensions([adopted, consumer]);
     expect(outcomeOf(r, 'c-adopted')._tag).toBe('Adopted');
     expect(outcomeOf(r, 'c-tau')._tag).toBe('Pending');
     expect(buildRegistry(r).contributions('kinds').length).toBe(0);
@@ -417,7 +426,7 @@ describe('install rules (C-17, decision 0303)', () => {
     (b['contributes'] as Json)['catalogueSources'] = [
       { id: 'other', entries: [{ id: 'upsilon-entry' }, { id: 'phi-own' }] },
     ];
-    const r = load([component('c-up', a), component('c-phi', b)]);
+    const r = loadExtensions([component('c-up', a), component('c-phi', b)]);
     const o = outcomeOf(r, 'c-phi');
     expect(o._tag === 'Active' && o.conflicts).toEqual([
       { kind: 'settings', key: 'upsilon.interval', keptBy: 'c-up' },
@@ -440,12 +449,12 @@ describe('TC-110: disable withdraws contributions; re-enable restores', () => {
       'c-psi',
       fullDeclaration('psi', { dependencies: { components: [{ id: 'chi', range: '^1' }] } }),
     );
-    const before = load([base, consumer]);
-    const disabled = load([{ ...base, disabled: true }, consumer]);
+    const before = loadExtensions([base, consumer]);
+    const disabled = loadExtensions([{ ...base, disabled: true }, consumer]);
     expect(outcomeOf(disabled, 'c-chi')._tag).toBe('Disabled');
     expect(outcomeOf(disabled, 'c-psi')._tag).toBe('Pending');
     expect(buildRegistry(disabled).contributions('settings')).toEqual([]);
-    const again = load([base, consumer]);
+    const again = loadExtensions([base, consumer]);
     expect(buildRegistry(again).contributions('settings')).toEqual(buildRegistry(before).contributions('settings'));
     expect(outcomeOf(again, 'c-psi')._tag).toBe('Active');
   });
@@ -462,7 +471,7 @@ describe('TC-112: an incompatible target framework version rejects the install, 
         ],
       },
     });
-    const r = load([component('c-omega', raw)]);
+    const r = loadExtensions([component('c-omega', raw)]);
     expect(outcomeOf(r, 'c-omega')).toEqual({
       _tag: 'Rejected',
       reason: 'FrameworkIncompatible',
@@ -474,13 +483,13 @@ describe('TC-112: an incompatible target framework version rejects the install, 
     const s = componentStatus(outcomeOf(r, 'c-omega'), {}, T).status;
     expect(s.conditions.find((c) => c.type === 'ContributionsLoaded')?.reason).toBe('FrameworkIncompatible');
     expect(buildRegistry(r).contributions('kinds')).toEqual([]);
-    expect(outcomeOf(load([component('c-omega', raw)], '2.1.0'), 'c-omega')._tag).toBe('Active');
+    expect(outcomeOf(loadExtensions([component('c-omega', raw)], '2.1.0'), 'c-omega')._tag).toBe('Active');
   });
 });
 
 describe('TC-113: the framework-upgrade preflight lists the dependents and blocks while any remain', () => {
   it('TC-113: components whose framework range excludes the target are listed; none left = not blocked', () => {
-    const r = load([
+    const r = loadExtensions([
       component('c-one', fullDeclaration('one', { framework: '^1.0.0' })),
       component('c-two', fullDeclaration('two', { framework: '>=1.0.0 <3.0.0' })),
     ]);
@@ -491,7 +500,7 @@ describe('TC-113: the framework-upgrade preflight lists the dependents and block
     expect(frameworkUpgradePreflight(r, '1.4.0')).toEqual({ blocked: false, dependents: [] });
     expect(
       frameworkUpgradePreflight(
-        load([component('c-two', fullDeclaration('two', { framework: '>=1.0.0 <3.0.0' }))]),
+        loadExtensions([component('c-two', fullDeclaration('two', { framework: '>=1.0.0 <3.0.0' }))]),
         '2.0.0',
       ).blocked,
     ).toBe(false);

@@ -179,7 +179,7 @@ const withoutCollisions = (
  * The load pipeline over the components of the load set (any order): each gets one outcome. `frameworkVersion`
  * defaults to the running framework.
  */
-export const load = (
+export const loadExtensions = (
   facts: ReadonlyArray<ComponentFacts>,
   frameworkVersion: string = KOS_FRAMEWORK_VERSION,
 ): LoadResult => {
