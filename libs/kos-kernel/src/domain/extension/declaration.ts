@@ -10,6 +10,7 @@ import {
   DeclarationHeader,
 } from '../../api/extension/declaration.js';
 import { KOS_GROUP } from '../../api/group.js';
+import { scopeProblems } from './write-scope.js';
 
 export interface KindFailure {
   readonly kind: ContributionKind;
@@ -67,7 +68,9 @@ const semanticProblems = (
     case 'controllers': {
       const v = value as NonNullable<Contributions['controllers']>;
       const kinds = new Set((loaded.kinds ?? []).map((k) => k.kind));
+      const ownGroups = [...new Set((loaded.kinds ?? []).map((k) => k.group))];
       return [
+        ...v.flatMap((c) => scopeProblems(c.name, c.writeScope, ownGroups)),
         ...v
           .filter((c) => !kinds.has(c.kind))
           .map((c) => `controller ${c.name}: kind ${c.kind} is not an object kind this declaration contributes`),

@@ -4,3 +4,4 @@ export * from './declaration.js';
 export * from './load.js';
 export * from './registry.js';
 export * from './status.js';
+export * from './write-scope.js';

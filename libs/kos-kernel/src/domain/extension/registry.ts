@@ -5,6 +5,7 @@ import type { Contributions, ContributionKind } from '../../api/extension/declar
 import type { Role } from '../identity/rules.js';
 import { BASELINE_CAPABILITIES, extensionCapabilityName } from './baseline.js';
 import type { LoadResult } from './load.js';
+import type { ScopeContext } from './write-scope.js';
 
 /** Where a contribution comes from (TC-106: pages carry their declared source). */
 export interface ContributionSource {
@@ -38,6 +39,8 @@ export interface Registry {
   readonly pagesFor: (role: Role) => ReadonlyArray<Sourced<Item<'pages'>>>;
   /** Is `apiVersion` + kind name or plural served now? (undefined = not: `capability_missing`). */
   readonly resolveKind: (apiVersion: string, kindOrPlural: string) => ServedKind | undefined;
+  /** The write scope of an active controller (undefined = not active: every write is refused). */
+  readonly writeScopeOf: (extension: string, controller: string) => ScopeContext | undefined;
 }
 
 export const buildRegistry = (result: LoadResult): Registry => {
@@ -81,6 +84,13 @@ export const buildRegistry = (result: LoadResult): Registry => {
     capabilities: [...[...BASELINE_CAPABILITIES].sort(), ...extensionCapabilities],
     contributions,
     pagesFor: (role) => contributions('pages').filter((p) => p.roles.includes(role)),
+    writeScopeOf: (extension, controller) => {
+      const c = contributions('controllers').find((x) => x.source.extension === extension && x.name === controller);
+      if (c === undefined) return undefined;
+      const ownGroups = [...new Set(kinds.filter((k) => k.source.extension === extension).map((k) => k.group))];
+      const otherGroups = [...new Set(kinds.filter((k) => k.source.extension !== extension).map((k) => k.group))];
+      return { scope: c.writeScope, ownGroups, otherGroups };
+    },
     resolveKind: (apiVersion, kindOrPlural) =>
       kinds.find(
         (k) => `${k.group}/${k.version}` === apiVersion && (k.kind === kindOrPlural || k.plural === kindOrPlural),
