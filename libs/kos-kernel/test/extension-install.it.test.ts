@@ -9,7 +9,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Effect, Layer, ManagedRuntime } from 'effect';
+import { Layer, ManagedRuntime } from 'effect';
 import { layerFromToken } from '@homelab/kube';
 import { kubeRequest, testbed } from '@homelab/testbed/vitest';
 import {
@@ -34,7 +34,7 @@ const path = '/apis/kos.tsic.top/v1beta1/systemcomponents';
 
 let server: Server;
 let httpBase = '';
-let rt: ManagedRuntime.ManagedRuntime<unknown, unknown>;
+let rt: ReturnType<typeof makeRuntime>;
 const digests: Record<string, string> = {};
 const created: string[] = [];
 
@@ -48,7 +48,7 @@ const makeRuntime = () => {
       PackageCacheLive,
       installerConfig({ labelSelector: `${LABEL}=${run}` }),
     ),
-  ) as ManagedRuntime.ManagedRuntime<unknown, unknown>;
+  );
 };
 
 beforeAll(async () => {
@@ -114,9 +114,8 @@ const get = async (name: string): Promise<Component | undefined> => {
   const r = await kubeRequest('GET', `${path}/${name}`);
   return r.status === 200 ? (r.json() as Component) : undefined;
 };
-const round = (name: string) => rt.runPromise(reconcileSystemComponent({ name }) as Effect.Effect<unknown, unknown>);
-const registry = () => rt.runPromise(currentRegistry as Effect.Effect<Awaited<ReturnType<typeof currentRegistryType>>>);
-const currentRegistryType = () => Effect.runPromise(currentRegistry as never);
+const round = (name: string) => rt.runPromise(reconcileSystemComponent({ name }));
+const registry = () => rt.runPromise(currentRegistry);
 const condition = (c: Component | undefined, type: string) => c?.status?.conditions?.find((x) => x.type === type);
 
 describe('SystemComponent install from an ArtifactSource (sha256 verified)', () => {
@@ -280,14 +279,31 @@ describe('SystemComponent install from an ArtifactSource (sha256 verified)', () 
     ]);
   });
 
-  it('a deleted component leaves the load set: its finalizer is released and its contributions disappear', async () => {
+  it('TC-111: deleting a component with a dependent is blocked (DeprovisionBlocked lists it, still loaded); once the dependent is gone it is released', async () => {
+    const notes = `notes-${run}`;
     const acme = `acme-${run}`;
+    expect((await kubeRequest('DELETE', `${path}/${notes}`)).status).toBe(200);
+    await round(notes);
+    const held = await get(notes);
+    expect(held?.metadata.deletionTimestamp).toBeDefined();
+    expect(condition(held, 'DeprovisionBlocked')).toMatchObject({
+      status: 'True',
+      reason: 'Dependents',
+      message: `${acme} (acme-inventory) needs component kos-notes ^1.0.0, capability kos-notes/notes ^1.0.0`,
+    });
+    await round(acme);
+    expect((await get(acme))?.status?.phase).toBe('Active'); // its dependency is still loaded while held
+    // the dependent goes first: nothing depends on it, so its gate opens at once
     expect((await kubeRequest('DELETE', `${path}/${acme}`)).status).toBe(200);
-    expect((await get(acme))?.metadata.deletionTimestamp).toBeDefined();
     await round(acme);
     expect(await get(acme)).toBeUndefined();
-    const reg = await registry();
+    let reg = await registry();
     expect(reg.resolveKind('inventory.acme.example/v1', 'Item')).toBeUndefined();
     expect(reg.capabilities).not.toContain('acme-inventory/inventory');
+    await round(notes);
+    expect(await get(notes)).toBeUndefined();
+    // the duplicate kos-notes component installed later is now the first installed of its id and takes over
+    reg = await registry();
+    expect(reg.resolveKind('notes.kos.tsic.top/v1alpha1', 'Note')?.source.component).toBe(`notes-again-${run}`);
   });
 });

@@ -15,6 +15,7 @@ import { KOS_GROUP, KOS_STORAGE_VERSION } from '../../api/group.js';
 import { checkDeclaration } from '../../domain/extension/declaration.js';
 import {
   type ComponentFacts,
+  dependentsOf,
   loadExtensions,
   type LoadResult,
   type PackageFacts,
@@ -76,7 +77,8 @@ const factsOf = (o: KubeObject) =>
     if (checked._tag !== 'Valid') return undefined;
     const own = checked.ownership;
     if (own._tag !== 'Managed' && own._tag !== 'Adopted') return undefined;
-    if (deleting(o)) return undefined;
+    // a deleting component stays in the load set while its deletion gate holds it (dependents may still need it)
+    if (deleting(o) && !(o.metadata.finalizers ?? []).includes(COMPONENT_FINALIZER)) return undefined;
     const base = {
       name: o.metadata.name ?? '',
       createdAt: o.metadata.creationTimestamp ?? '',
@@ -125,6 +127,27 @@ const setFinalizers = (o: KubeObject, finalizers: ReadonlyArray<string>) =>
     );
   });
 
+const nowDate = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms));
+
+/** Write the whole status (server-side apply on the status subresource) only when it changed. */
+const writeStatusIfChanged = (o: KubeObject, next: ReturnType<typeof componentStatus>) =>
+  Effect.gen(function* () {
+    if (!next.changed) return;
+    yield* admitOrFail('status', o.metadata.name ?? '');
+    const client = yield* KubeClient;
+    yield* client.apply(
+      {
+        apiVersion: API,
+        kind: 'SystemComponent',
+        metadata: { name: o.metadata.name },
+        status: next.status,
+      } as unknown as KubeObject,
+      { fieldManager: COMPONENT_FIELD_MANAGER, subresource: 'status', force: true },
+    );
+  });
+
+const statusOf = (o: KubeObject) => (o['status'] ?? {}) as StoredStatus;
+
 type StoredStatus = {
   readonly phase?: string;
   readonly health?: { readonly state?: string };
@@ -145,34 +168,28 @@ export const reconcileSystemComponent = (key: { readonly name: string }): Compon
     if (found === undefined) return { state: 'steady', result } as const;
     let object = found;
     const finalizers = object.metadata.finalizers ?? [];
-    if (deleting(object)) {
-      // Leaves the load set (an uninstall). Blocking by dependents (DeprovisionBlocked) is a later slice.
-      if (finalizers.includes(COMPONENT_FINALIZER))
-        yield* setFinalizers(
-          object,
-          finalizers.filter((f) => f !== COMPONENT_FINALIZER),
-        );
-      return { state: 'steady', result } as const;
-    }
     const entry = result.components.find((c) => c.name === key.name);
+    if (deleting(object)) {
+      if (!finalizers.includes(COMPONENT_FINALIZER) || entry === undefined) return { state: 'steady', result } as const;
+      const others = objects.filter((o) => deleting(o)).map((o) => o.metadata.name ?? '');
+      const blockers = dependentsOf(result, key.name, others);
+      if (blockers.length > 0) {
+        // DeprovisionBlocked: stays Terminating (and loaded) until the dependents are gone, each one listed
+        yield* writeStatusIfChanged(object, componentStatus(entry.outcome, statusOf(object), yield* nowDate, blockers));
+        return { state: 'active', result } as const;
+      }
+      yield* setFinalizers(
+        object,
+        finalizers.filter((f) => f !== COMPONENT_FINALIZER),
+      );
+      const after = yield* loadComponents; // it has left the load set: publish the Registry without it
+      return { state: 'steady', result: after.result } as const;
+    }
     if (entry === undefined) return { state: 'steady', result } as const; // not in the load set (no marker)
     if (entry.outcome._tag !== 'Adopted' && !finalizers.includes(COMPONENT_FINALIZER))
       object = yield* setFinalizers(object, [...finalizers, COMPONENT_FINALIZER]);
-    const now = new Date(yield* Clock.currentTimeMillis);
-    const next = componentStatus(entry.outcome, (object['status'] ?? {}) as StoredStatus, now);
-    if (next.changed) {
-      yield* admitOrFail('status', key.name);
-      const client = yield* KubeClient;
-      yield* client.apply(
-        {
-          apiVersion: API,
-          kind: 'SystemComponent',
-          metadata: { name: key.name },
-          status: next.status,
-        } as unknown as KubeObject,
-        { fieldManager: COMPONENT_FIELD_MANAGER, subresource: 'status', force: true },
-      );
-    }
+    const next = componentStatus(entry.outcome, statusOf(object), yield* nowDate);
+    yield* writeStatusIfChanged(object, next);
     const settled = next.status.phase === 'Active' || next.status.phase === 'Adopted';
     return { state: settled ? 'steady' : 'active', result } as const;
   });

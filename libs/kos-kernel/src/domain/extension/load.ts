@@ -276,3 +276,27 @@ export const frameworkUpgradePreflight = (
   });
   return { blocked: dependents.length > 0, dependents };
 };
+
+/**
+ * The dependents that hold a component's uninstall (C-48, TC-111: each blocker listed): the other components in the
+ * load set (`excluding` those being deleted) whose declaration depends on its extension id or on one of its
+ * capabilities. A component without a valid declaration (a bad one) has no dependents: it blocks only itself.
+ */
+export const dependentsOf = (
+  result: LoadResult,
+  name: string,
+  excluding: ReadonlyArray<string> = [],
+): ReadonlyArray<string> => {
+  const target = result.components.find((c) => c.name === name)?.outcome;
+  if (target === undefined || !('declaration' in target)) return [];
+  const id = target.declaration.header.id;
+  return result.components.flatMap((c) => {
+    if (c.name === name || excluding.includes(c.name) || !('declaration' in c.outcome)) return [];
+    const deps = c.outcome.declaration.header.dependencies;
+    const on = [
+      ...deps.components.filter((d) => d.id === id).map((d) => `component ${d.id} ${d.range}`),
+      ...deps.capabilities.filter((d) => d.name.startsWith(`${id}/`)).map((d) => `capability ${d.name} ${d.range}`),
+    ];
+    return on.length === 0 ? [] : [`${c.name} (${c.outcome.declaration.header.id}) needs ${on.join(', ')}`];
+  });
+};

@@ -108,8 +108,19 @@ export const componentStatus = (
     readonly conditions?: ReadonlyArray<Condition>;
   },
   now: Date,
+  /** While deleting: the dependents holding the deletion gate (empty = released). */
+  blockedBy?: ReadonlyArray<string>,
 ): { readonly status: ComponentStatus; readonly changed: boolean } => {
-  const { phase, health, conds } = conditionsOf(outcome);
+  const { phase, health, conds: own } = conditionsOf(outcome);
+  const conds =
+    blockedBy === undefined
+      ? own
+      : [
+          ...own,
+          blockedBy.length > 0
+            ? c('DeprovisionBlocked', 'True', 'Dependents', list(blockedBy))
+            : c('DeprovisionBlocked', 'False', 'NoDependents', 'nothing depends on this component'),
+        ];
   let conditions: ReadonlyArray<Condition> = stored.conditions ?? [];
   let changed = stored.phase !== phase || stored.health?.state !== health;
   for (const x of conds) {
