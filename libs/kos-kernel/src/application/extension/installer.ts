@@ -25,7 +25,8 @@ import { COMPONENT_FINALIZER, componentStatus } from '../../domain/extension/sta
 import { ownershipOf } from '../../domain/markers.js';
 import type { Condition } from '../../domain/state.js';
 import { admit, fieldManagerOf, type WriteRejected } from '../../domain/write-path.js';
-import type { KosRound } from '../kernel.js';
+import { type KosRound, startKosController } from '../kernel.js';
+import type { KernelConfig } from '../../domain/reconcile.js';
 import { ArtifactSource, ExtensionRegistry, InstallerConfig, PackageCache } from './services.js';
 
 const API = `${KOS_GROUP}/${KOS_STORAGE_VERSION}`;
@@ -199,3 +200,12 @@ export const currentRegistry = Effect.map(
   Effect.flatMap(ExtensionRegistry, (r) => Ref.get(r)),
   (s) => s.registry,
 );
+
+/** The component reconciler as a KOS controller (kernel loop: budget, backoff, metrics, bounded re-observation). */
+export const startComponentController = (config?: KernelConfig) =>
+  startKosController({
+    name: 'component-reconciler',
+    kind: 'SystemComponent',
+    reconcile: (request) => Effect.map(reconcileSystemComponent({ name: request.name }), (r) => ({ state: r.state })),
+    ...(config !== undefined ? { config } : {}),
+  });
