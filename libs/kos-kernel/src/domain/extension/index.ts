@@ -5,3 +5,4 @@ export * from './load.js';
 export * from './registry.js';
 export * from './status.js';
 export * from './write-scope.js';
+export * from './controllers.js';
