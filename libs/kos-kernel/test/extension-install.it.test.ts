@@ -36,6 +36,13 @@ let server: Server;
 let httpBase = '';
 let rt: ReturnType<typeof makeRuntime>;
 const digests: Record<string, string> = {};
+/** Package documents built by the tests, served under /packages/gen/<name>. */
+const generated: Record<string, Buffer> = {};
+const serve = (name: string, document: unknown) => {
+  const bytes = Buffer.from(JSON.stringify(document));
+  generated[name] = bytes;
+  return { ref: `${httpBase}gen/${name}`, sha256: createHash('sha256').update(bytes).digest('hex') };
+};
 const created: string[] = [];
 
 const makeRuntime = () => {
@@ -59,6 +66,11 @@ beforeAll(async () => {
       .digest('hex');
   server = createServer((req, res) => {
     const file = (req.url ?? '').replace(/^\/packages\//, '');
+    const gen = generated[file.replace(/^gen\//, '')];
+    if (file.startsWith('gen/') && gen !== undefined) {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(gen);
+      return;
+    }
     if (file !== NOTES && file !== ACME) {
       res.writeHead(404).end('not found');
       return;
@@ -255,6 +267,41 @@ describe('SystemComponent install from an ArtifactSource (sha256 verified)', () 
     expect(c?.status?.phase).toBe('Adopted');
     expect(condition(c, 'ContributionsLoaded')?.reason).toBe('Adopted');
     expect(c?.metadata.finalizers ?? []).toEqual([]);
+  });
+
+  it('TC-112: an incompatible target framework version rejects the install, listing the incompatible items; a bad declaration blocks only its own uninstall', async () => {
+    const future = await create('future', {
+      package: serve('future.json', {
+        format: 'kos.extension/v1',
+        declaration: {
+          id: 'future-ext',
+          version: '1.0.0',
+          framework: '^2.0.0',
+          dependencies: { capabilities: [{ name: 'kos.volumes', range: '>=2.0.0' }] },
+          contributes: { pages: [{ id: 'p', title: 'P', path: '/future', roles: ['Owner'] }] },
+        },
+      }),
+    });
+    await round(future);
+    const c = await get(future);
+    expect(c?.status?.phase).toBe('Rejected');
+    expect(condition(c, 'PackageVerified')?.status).toBe('True');
+    expect(condition(c, 'ContributionsLoaded')).toMatchObject({
+      status: 'False',
+      reason: 'FrameworkIncompatible',
+      message:
+        'framework ^2.0.0 does not include the running framework 1.0.0; capability kos.volumes >=2.0.0 does not include the baseline 1.0.0',
+    });
+    expect((await registry()).pagesFor('Owner').map((p) => p.path)).not.toContain('/future');
+    const bad = await create('bad', {
+      package: serve('bad.json', { format: 'kos.extension/v1', declaration: { id: 'Bad!', version: 'x' } }),
+    });
+    await round(bad);
+    expect(condition(await get(bad), 'ContributionsLoaded')?.reason).toBe('DeclarationInvalid');
+    expect((await kubeRequest('DELETE', `${path}/${bad}`)).status).toBe(200);
+    await round(bad);
+    expect(await get(bad)).toBeUndefined(); // nothing can depend on it: released at once
+    expect((await get(`notes-${run}`))?.status?.phase).toBe('Active');
   });
 
   it('TC-110: disable withdraws the contributions and the dependents go Pending; re-enable restores them', async () => {
