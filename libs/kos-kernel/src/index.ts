@@ -48,3 +48,7 @@ export * from './adapter/sqlite/exporter.js';
 export * from './adapter/sqlite/identity-layers.js';
 export * from './domain/identity/access.js';
 export * from './application/identity/owned-objects.js';
+export * from './api/extension/declaration.js';
+export * from './domain/extension/index.js';
+export * from './application/extension/index.js';
+export * from './adapter/artifact/artifact-source.js';

@@ -1,0 +1,211 @@
+// `Installer`, the component reconciler (seed 000 pkg/extension: "Installer读取集群里带归属标记的组件，经ArtifactSource取回
+// 工件，摘要不匹配即拒绝…"; digest §6.12; decisions 0300, 0303, 0304). One round for a SystemComponent key:
+//   1. read every SystemComponent carrying an ownership marker (the load set), fetch and verify each managed one's
+//      package through ArtifactSource (sha256 over the exact bytes; verified packages cached by digest), check the
+//      declarations, and run the pure load pipeline (first-installed per id, framework, activation fixpoint,
+//      collisions); publish the result and its Registry to ExtensionRegistry;
+//   2. for the key's component: on the first install round add the deletion-gate finalizer; write its status only
+//      when it changed; a deleting component leaves the load set and its finalizer is released.
+import { Clock, Effect, Either, Ref, Schema } from 'effect';
+import { sha256 } from '@noble/hashes/sha2.js';
+import { bytesToHex } from '@noble/hashes/utils.js';
+import { KubeClient, type KubeError, type KubeObject } from '@homelab/kube';
+import { ComponentPackage, PackageDocument } from '../../api/extension/declaration.js';
+import { KOS_GROUP, KOS_STORAGE_VERSION } from '../../api/group.js';
+import { checkDeclaration } from '../../domain/extension/declaration.js';
+import {
+  type ComponentFacts,
+  dependentsOf,
+  loadExtensions,
+  type LoadResult,
+  type PackageFacts,
+} from '../../domain/extension/load.js';
+import { buildRegistry } from '../../domain/extension/registry.js';
+import { COMPONENT_FINALIZER, componentStatus } from '../../domain/extension/status.js';
+import { ownershipOf } from '../../domain/markers.js';
+import type { Condition } from '../../domain/state.js';
+import { admit, fieldManagerOf, type WriteRejected } from '../../domain/write-path.js';
+import { type KosRound, startKosController } from '../kernel.js';
+import type { KernelConfig } from '../../domain/reconcile.js';
+import { ArtifactSource, ExtensionRegistry, InstallerConfig, PackageCache } from './services.js';
+
+const API = `${KOS_GROUP}/${KOS_STORAGE_VERSION}`;
+export const COMPONENT_FIELD_MANAGER = fieldManagerOf('component-reconciler');
+
+const te = new TextDecoder('utf-8', { fatal: true });
+
+/** The package facts of a managed component: decode `spec.package`, fetch, verify the digest, check the declaration. */
+export const readPackage = (spec: unknown) =>
+  Effect.gen(function* () {
+    const decoded = Schema.decodeUnknownEither(ComponentPackage)((spec as { package?: unknown } | undefined)?.package);
+    if (Either.isLeft(decoded))
+      return { _tag: 'RefInvalid', problems: ['spec.package must be {ref, sha256 (64 lowercase hex)}'] } as const;
+    const pkg = decoded.right;
+    const cache = yield* PackageCache;
+    const cached = (yield* Ref.get(cache)).get(pkg.sha256);
+    if (cached !== undefined) return cached;
+    const source = yield* ArtifactSource;
+    const bytes = yield* Effect.either(source.fetch(pkg.ref));
+    if (Either.isLeft(bytes)) return { _tag: 'Unreadable', reason: `${pkg.ref}: ${bytes.left.reason}` } as const;
+    const actual = bytesToHex(sha256(bytes.right));
+    if (actual !== pkg.sha256) return { _tag: 'DigestMismatch', expected: pkg.sha256, actual } as const;
+    let document: unknown;
+    try {
+      document = JSON.parse(te.decode(bytes.right));
+    } catch {
+      document = undefined;
+    }
+    const doc = Schema.decodeUnknownEither(PackageDocument)(document);
+    const facts: PackageFacts = Either.isLeft(doc)
+      ? {
+          _tag: 'Verified',
+          declaration: { _tag: 'Invalid', problems: ['the package is not a kos.extension/v1 JSON document'] },
+        }
+      : {
+          _tag: 'Verified',
+          declaration: checkDeclaration(doc.right.declaration, Object.keys(doc.right.modules ?? {})),
+        };
+    yield* Ref.update(cache, (m) => new Map(m).set(pkg.sha256, facts));
+    return facts;
+  });
+
+const deleting = (o: KubeObject) => o.metadata.deletionTimestamp !== undefined;
+
+/** The load-set facts of one component, or undefined when it is not in the load set. */
+const factsOf = (o: KubeObject) =>
+  Effect.gen(function* () {
+    const checked = ownershipOf(o.metadata);
+    if (checked._tag !== 'Valid') return undefined;
+    const own = checked.ownership;
+    if (own._tag !== 'Managed' && own._tag !== 'Adopted') return undefined;
+    // a deleting component stays in the load set while its deletion gate holds it (dependents may still need it)
+    if (deleting(o) && !(o.metadata.finalizers ?? []).includes(COMPONENT_FINALIZER)) return undefined;
+    const base = {
+      name: o.metadata.name ?? '',
+      createdAt: o.metadata.creationTimestamp ?? '',
+      disabled: (o['spec'] as { disable?: unknown } | undefined)?.disable === true,
+    };
+    if (own._tag === 'Adopted') return { ...base, ownership: 'adopted' } satisfies ComponentFacts;
+    return { ...base, ownership: 'managed', package: yield* readPackage(o['spec']) } satisfies ComponentFacts;
+  });
+
+/** Run the load pipeline over the cluster's load set and publish it; the components read are returned too. */
+export const loadComponents = Effect.gen(function* () {
+  const client = yield* KubeClient;
+  const config = yield* InstallerConfig;
+  const list = yield* client.listAll(
+    { apiVersion: API, kind: 'SystemComponent' },
+    config.labelSelector !== undefined ? { labelSelector: config.labelSelector } : {},
+  );
+  const facts: ComponentFacts[] = [];
+  for (const o of list.items) {
+    const f = yield* factsOf(o);
+    if (f !== undefined) facts.push(f);
+  }
+  const result = loadExtensions(facts);
+  const registry = yield* ExtensionRegistry;
+  yield* Ref.set(registry, { result, registry: buildRegistry(result) });
+  return { result, objects: list.items };
+});
+
+const admitOrFail = (part: 'status' | 'finalizers', name: string) =>
+  Either.match(admit({ subject: 'component-reconciler', target: 'SystemComponent', part, object: { name } }), {
+    onLeft: (e) => Effect.fail(e),
+    onRight: () => Effect.void,
+  });
+
+const setFinalizers = (o: KubeObject, finalizers: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    yield* admitOrFail('finalizers', o.metadata.name ?? '');
+    const client = yield* KubeClient;
+    return yield* client.patch(
+      { apiVersion: API, kind: 'SystemComponent', name: o.metadata.name ?? '' },
+      {
+        type: 'merge',
+        patch: { metadata: { finalizers: [...finalizers], resourceVersion: o.metadata.resourceVersion } },
+      },
+      { fieldManager: COMPONENT_FIELD_MANAGER },
+    );
+  });
+
+const nowDate = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms));
+
+/** Write the whole status (server-side apply on the status subresource) only when it changed. */
+const writeStatusIfChanged = (o: KubeObject, next: ReturnType<typeof componentStatus>) =>
+  Effect.gen(function* () {
+    if (!next.changed) return;
+    yield* admitOrFail('status', o.metadata.name ?? '');
+    const client = yield* KubeClient;
+    yield* client.apply(
+      {
+        apiVersion: API,
+        kind: 'SystemComponent',
+        metadata: { name: o.metadata.name },
+        status: next.status,
+      } as unknown as KubeObject,
+      { fieldManager: COMPONENT_FIELD_MANAGER, subresource: 'status', force: true },
+    );
+  });
+
+const statusOf = (o: KubeObject) => (o['status'] ?? {}) as StoredStatus;
+
+type StoredStatus = {
+  readonly phase?: string;
+  readonly health?: { readonly state?: string };
+  readonly conditions?: ReadonlyArray<Condition>;
+};
+
+export type ComponentRound = Effect.Effect<
+  KosRound & { readonly result: LoadResult },
+  KubeError | WriteRejected,
+  KubeClient | ArtifactSource | ExtensionRegistry | PackageCache | InstallerConfig
+>;
+
+/** One Installer round for the SystemComponent `name`. */
+export const reconcileSystemComponent = (key: { readonly name: string }): ComponentRound =>
+  Effect.gen(function* () {
+    const { result, objects } = yield* loadComponents;
+    const found = objects.find((o) => o.metadata.name === key.name);
+    if (found === undefined) return { state: 'steady', result } as const;
+    let object = found;
+    const finalizers = object.metadata.finalizers ?? [];
+    const entry = result.components.find((c) => c.name === key.name);
+    if (deleting(object)) {
+      if (!finalizers.includes(COMPONENT_FINALIZER) || entry === undefined) return { state: 'steady', result } as const;
+      const others = objects.filter((o) => deleting(o)).map((o) => o.metadata.name ?? '');
+      const blockers = dependentsOf(result, key.name, others);
+      if (blockers.length > 0) {
+        // DeprovisionBlocked: stays Terminating (and loaded) until the dependents are gone, each one listed
+        yield* writeStatusIfChanged(object, componentStatus(entry.outcome, statusOf(object), yield* nowDate, blockers));
+        return { state: 'active', result } as const;
+      }
+      yield* setFinalizers(
+        object,
+        finalizers.filter((f) => f !== COMPONENT_FINALIZER),
+      );
+      const after = yield* loadComponents; // it has left the load set: publish the Registry without it
+      return { state: 'steady', result: after.result } as const;
+    }
+    if (entry === undefined) return { state: 'steady', result } as const; // not in the load set (no marker)
+    if (entry.outcome._tag !== 'Adopted' && !finalizers.includes(COMPONENT_FINALIZER))
+      object = yield* setFinalizers(object, [...finalizers, COMPONENT_FINALIZER]);
+    const next = componentStatus(entry.outcome, statusOf(object), yield* nowDate);
+    yield* writeStatusIfChanged(object, next);
+    const settled = next.status.phase === 'Active' || next.status.phase === 'Adopted';
+    return { state: settled ? 'steady' : 'active', result } as const;
+  });
+
+/** The current Registry (baseline only before the first round). */
+export const currentRegistry = Effect.map(
+  Effect.flatMap(ExtensionRegistry, (r) => Ref.get(r)),
+  (s) => s.registry,
+);
+
+/** The component reconciler as a KOS controller (kernel loop: budget, backoff, metrics, bounded re-observation). */
+export const startComponentController = (config?: KernelConfig) =>
+  startKosController({
+    name: 'component-reconciler',
+    kind: 'SystemComponent',
+    reconcile: (request) => Effect.map(reconcileSystemComponent({ name: request.name }), (r) => ({ state: r.state })),
+    ...(config !== undefined ? { config } : {}),
+  });
