@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { kubeRequest, useNamespace } from '@homelab/testbed/vitest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BUILTIN_DEFINITIONS } from '@homelab/kos-kernel';
+import { ADOPTION_ACTIONS, APPLICATION_ACTIONS, BUILTIN_DEFINITIONS } from '@homelab/kos-kernel';
 import { type ControllerHandle } from '../src/index.js';
 import { app, call, prepareCluster, startTestController, until } from './support.js';
 
@@ -102,5 +102,43 @@ describe('TC-23 through the controller: built-in definitions at start, an app in
     );
     expect((await kubeRequest('GET', deployment)).status).toBe(404);
     expect((await kubeRequest('GET', `/api/v1/namespaces/${ns.name}/services/site`)).status).toBe(404);
+  });
+});
+
+describe('the OpenAPI document describes the application actions the route runs', () => {
+  it('every action has its text, and what the text says of confirm, stop and retry is what the route answers', async () => {
+    const doc = await call(cp.url, 'GET', '/api/v1/openapi.json');
+    const text = doc.body.paths['/api/v1/action-requests'].post.description as string;
+    for (const action of [...ADOPTION_ACTIONS, ...APPLICATION_ACTIONS]) expect(text, action).toContain(`${action}: `);
+    const act = (action: string, name: string) =>
+      call(cp.url, 'POST', '/api/v1/action-requests', {
+        action,
+        object: { apiVersion: 'kos.tsic.top/v1beta1', kind: 'Application', namespace: ns.name, name },
+      });
+    // "confirm … unsupported_action"
+    expect(text).toMatch(/confirm: [^.]*unsupported_action/);
+    expect((await act('confirm', 'nothing-here')).body.error.code).toBe('unsupported_action');
+    // "retry: Application (Failed)" → action_rejected (409) on an app that is not Failed
+    const created = await call(
+      cp.url,
+      'POST',
+      `/api/v1/resources/Application?namespace=${ns.name}`,
+      app(ns.name, 'documented', { definitionRef: { name: 'static-web' }, namespace: ns.name }),
+    );
+    expect(created.status, JSON.stringify(created.body)).toBe(202);
+    expect(text).toMatch(/retry: Application \(Failed\)/);
+    const retry = await act('retry', 'documented');
+    expect([retry.status, retry.body.error.code]).toEqual([409, 'action_rejected']);
+    // "stop: … writes only spec.paused=true"
+    expect(text).toMatch(/stop: [^.]*writes only spec\.paused=true/);
+    const stop = await act('stop', 'documented');
+    expect(stop.status, JSON.stringify(stop.body)).toBe(202);
+    const stored = (
+      (await kubeRequest('GET', `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/applications/documented`)).json() as {
+        spec: Record<string, unknown>;
+      }
+    ).spec;
+    expect(stored['paused']).toBe(true);
+    await kubeRequest('DELETE', `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/applications/documented`);
   });
 });

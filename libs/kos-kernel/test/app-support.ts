@@ -22,6 +22,7 @@ import {
   reconcileEndpoint,
   reconcileVolume,
   SerialGateLive,
+  updateResource,
 } from '../src/index.js';
 
 export const API = 'kos.tsic.top/v1beta1';
@@ -78,6 +79,8 @@ export const harness = (rt: AppRuntime) => {
     endpointRound: (namespace: string, name: string) => run(reconcileEndpoint({ namespace, name })),
     installBuiltins: () => run(installBuiltinDefinitions),
     create: (namespace: string, kind: string, body: unknown) => either(createResource({ kind, namespace, body })),
+    update: (namespace: string, kind: string, name: string, body: unknown) =>
+      either(updateResource({ kind, namespace, name, body })),
     remove: (namespace: string, kind: string, name: string, ifMatch: string) =>
       either(deleteResource({ kind, namespace, name, ifMatch })),
     action: (body: unknown, at = T0) => either(actionRequest({ body }), at),

@@ -51,6 +51,16 @@ describe('TC-26: never write without cause', () => {
     expect(decideApply(stored, { spec: { replicas: 3 } })._tag).toBe('Write');
     expect(decideApply(stored, { spec: { newField: true } })._tag).toBe('Write');
     expect(decideApply({ spec: { ports: [1, 2] } }, { spec: { ports: [1] } })._tag).toBe('Write');
+    expect(decideApply({ spec: { ports: [1] } }, { spec: { ports: [1, 2] } })._tag).toBe('Write');
+    expect(decideApply({ spec: { ports: [2, 1] } }, { spec: { ports: [1, 2] } })._tag).toBe('Write');
+    // Server-defaulted fields inside list elements are not this subject's: no write.
+    const containers = [{ name: 'web', image: 'nginx', imagePullPolicy: 'IfNotPresent', terminationMessagePath: '/x' }];
+    expect(
+      decideApply({ spec: { containers } }, { spec: { containers: [{ name: 'web', image: 'nginx' }] } })._tag,
+    ).toBe('NoWrite');
+    expect(
+      decideApply({ spec: { containers } }, { spec: { containers: [{ name: 'web', image: 'httpd' }] } })._tag,
+    ).toBe('Write');
   });
 
   it('property: jsonEqual ignores key order and is reflexive on JSON values', () => {

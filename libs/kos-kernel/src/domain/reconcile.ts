@@ -41,7 +41,9 @@ export const decideStatusWrite = <T>(stored: unknown, desired: T): WriteDecision
 /**
  * Server-side apply only when some field this subject applies differs from the stored object: every leaf of
  * `applied` is compared with the same path in `stored` (fields other managers own are not this subject's
- * business). Lists compare whole.
+ * business). A list matches a stored list of the same length whose elements each contain the applied element, so
+ * fields the API server defaults inside list elements (a container's `imagePullPolicy`, a port's `protocol`) do not
+ * force a write every round (decision 0242).
  */
 export const decideApply = <T>(stored: unknown, applied: T): WriteDecision<T> =>
   containedIn(applied, stored) ? { _tag: 'NoWrite' } : { _tag: 'Write', value: applied };
@@ -53,6 +55,10 @@ const containedIn = (applied: unknown, stored: unknown): boolean => {
       containedIn(v, (stored as Record<string, unknown>)[k]),
     );
   }
+  if (Array.isArray(applied))
+    return (
+      Array.isArray(stored) && stored.length === applied.length && applied.every((v, i) => containedIn(v, stored[i]))
+    );
   return jsonEqual(applied, stored);
 };
 

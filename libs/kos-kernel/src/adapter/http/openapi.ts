@@ -4,6 +4,8 @@ import {
   Accepted,
   ActionAccepted,
   ActionRequest,
+  type ADOPTION_ACTIONS,
+  type APPLICATION_ACTIONS,
   ApplyAccepted,
   DesiredSet,
   DiscoveryList,
@@ -64,6 +66,31 @@ const kind = param(
   KERNEL_KINDS,
 );
 const namespace = param('namespace', 'query', 'Namespace (namespaced kinds)');
+
+/**
+ * What each action of POST /api/v1/action-requests does (hand-written: a Record over the action lists, so adding an
+ * action without its text does not compile). Application actions: decisions 0224, 0227; seed 000 §5.4–§5.6.
+ */
+export const ACTION_TEXT: Readonly<
+  Record<(typeof ADOPTION_ACTIONS)[number] | (typeof APPLICATION_ACTIONS)[number], string>
+> = {
+  adopt: 'take an unmanaged object under KOS management; an immutable pre-adoption snapshot is written first (record)',
+  release: 'give up management of an adopted object, leaving it in the cluster',
+  decline: 'mark a discovered object as not to be adopted',
+  stop: 'Application: writes only spec.paused=true; scalable workloads go to 0 replicas, Volumes/PVCs/Services/Endpoints stay, phase keeps Ready (Endpoint Serving=False ApplicationPaused)',
+  start: 'Application: writes spec.paused=false; replicas return to spec.replicas, else the package value',
+  scale:
+    'Application: writes spec.replicas (body: replicas, a non-negative integer), accepted while stopped; start converges to the last value',
+  resources:
+    'Application: writes only the submitted requests/limits (body: resources); a limit below its request is invalid_field naming the field',
+  restart:
+    'Application (Ready/Upgrading): a one-shot record (record); the reconciler deletes and recreates the workloads once, writes no spec',
+  retry:
+    'Application (Failed): a one-shot record (record); the retry budget (5 tries, 10 s to 5 min) is reset and the app returns to Installing',
+  orphan:
+    'Application (Uninstalling, blocked for 10 min with a non-empty block list): a one-shot record (record); the blockers are abandoned, an immutable app-orphan manifest is written in kos-system and the uninstall gate opens',
+  confirm: 'belongs to upgrades, which this control plane does not run yet: unsupported_action, nothing recorded',
+};
 
 let cached: unknown;
 
@@ -145,7 +172,12 @@ export const openApiDocument = (): unknown =>
       },
       '/api/v1/action-requests': {
         post: {
-          summary: 'adopt / release / decline (application actions: unsupported_action)',
+          summary: 'Run an action on one object: 202 with the object (and the record an action writes)',
+          description: `${Object.entries(ACTION_TEXT)
+            .map(([a, t]) => `${a}: ${t}.`)
+            .join(
+              ' ',
+            )} Application actions are refused with action_rejected (409) when the phase does not allow them and on an app being uninstalled (except orphan); spec writes are bound to the stored resourceVersion, so two concurrent stops are serialized or one gets conflict (409, current). An unknown action is unsupported_action.`,
           requestBody: body('ActionRequest'),
           responses: { '202': { description: 'Accepted', ...body('ActionAccepted') }, ...errors },
         },

@@ -9,6 +9,7 @@
 // test prove the two stay equal.
 import { Schema } from 'effect';
 import { Conditions, DateTimeString, Int32, preserveUnknownFields, resource, withDefault } from '@homelab/crd';
+import { StorageSize } from '../storage-size.js';
 
 const apiVersion = 'kos.tsic.top/v1alpha1';
 
@@ -87,7 +88,10 @@ export const ApplicationDefinition = resource({
 });
 
 // --- Volume (Namespaced, status) ------------------------------------------------------------------------------
-export const VolumeSpec = Schema.Struct({ owner: Schema.optional(Owner) });
+export const VolumeSpec = Schema.Struct({
+  owner: Schema.optional(Owner),
+  size: Schema.optional(StorageSize), // §6.4: the PVC's storage request (absent: 1Gi); decision 0240
+});
 export const VolumeStatus = Schema.Struct({ ...statusFields });
 export const Volume = resource({ apiVersion, kind: 'Volume', spec: VolumeSpec, status: VolumeStatus });
 

@@ -179,6 +179,27 @@ const withoutRetry = (s: AppStatus): AppStatus => {
   return rest;
 };
 
+/**
+ * Nothing half-written (decision 0241): an install that cannot go on — its definition was deleted, or replaced by
+ * one that no longer renders — before the app was ever Ready removes what earlier rounds of this install wrote (found
+ * by the `owner-uid` marker; Volumes and their claims are never rendered, so they stay). A Ready app keeps running
+ * objects: only an unfinished install is rolled back. Returns a note for the status message ('' when nothing was
+ * there).
+ */
+const rollBackPartialInstall = (app: KubeObject, status: AppStatus, namespace: string) =>
+  Effect.gen(function* () {
+    if (status.phase !== 'Installing') return '';
+    const written = yield* listDownstream(namespace, app.metadata.uid ?? '');
+    for (const o of written.filter((o) => o.metadata.deletionTimestamp === undefined))
+      yield* deleteDownstream({
+        ...o,
+        metadata: { ...o.metadata, name: o.metadata.name ?? '', namespace },
+      } as Manifest);
+    return written.length === 0
+      ? ''
+      : `; the unfinished install was rolled back (${written.map((o) => `${o.kind}/${o.metadata.name}`).join(', ')} deleted)`;
+  });
+
 const installRound = (app: KubeObject, nowMs: number): Round =>
   Effect.gen(function* () {
     const client = yield* KubeClient;
@@ -227,15 +248,17 @@ const installRound = (app: KubeObject, nowMs: number): Round =>
             Effect.map((o): KubeObject | undefined => o),
             Effect.catchTag('NotFound', () => Effect.succeed(undefined)),
           );
-    if (def === undefined)
+    const namespace = targetNamespaceOf(app);
+    if (def === undefined) {
+      const removed = yield* rollBackPartialInstall(app, status, namespace);
       return yield* pending(
         app,
         status,
         now,
         'DefinitionMissing',
-        `the ApplicationDefinition ${defName ?? '(spec.definitionRef is not set)'} does not exist`,
+        `the ApplicationDefinition ${defName ?? '(spec.definitionRef is not set)'} does not exist${removed}`,
       );
-    const namespace = targetNamespaceOf(app);
+    }
     const nsExists = yield* client.get({ apiVersion: 'v1', kind: 'Namespace', name: namespace }).pipe(
       Effect.as(true),
       Effect.catchTag('NotFound', () => Effect.succeed(false)),
@@ -289,19 +312,21 @@ const installRound = (app: KubeObject, nowMs: number): Round =>
     }
 
     // --- render (pure) ---
-    const fail = (reason: string, problems: ReadonlyArray<FieldProblem>) => {
-      const message = problems.map((p) => `${p.field}: ${p.message}`).join('; ');
-      return Effect.as(
-        writeStatus(app, {
-          ...status,
-          phase: 'Failed',
-          conditions: conditionsWith(status, now, { _tag: 'Pending', reason, message }, [
-            { type: 'InstallFailed', status: 'True', reason, message },
-          ]),
-        }),
-        { state: 'steady' } as KosRound,
-      );
-    };
+    const fail = (reason: string, problems: ReadonlyArray<FieldProblem>) =>
+      Effect.gen(function* () {
+        const removed = yield* rollBackPartialInstall(app, status, namespace);
+        const message = `${problems.map((p) => `${p.field}: ${p.message}`).join('; ')}${removed}`;
+        return yield* Effect.as(
+          writeStatus(app, {
+            ...status,
+            phase: 'Failed',
+            conditions: conditionsWith(status, now, { _tag: 'Pending', reason, message }, [
+              { type: 'InstallFailed', status: 'True', reason, message },
+            ]),
+          }),
+          { state: 'steady' } as KosRound,
+        );
+      });
     const config = normalizeConfig(defSpec['config'] as ConfigSchema | undefined, spec.config);
     if (Either.isLeft(config)) return yield* fail('InvalidConfig', config.left);
     const rendered = render(defSpec, { appName: app.metadata.name ?? '', namespace, config: config.right, volumes });

@@ -1,6 +1,8 @@
 // Minimal Volume and Endpoint reconcilers for the application lifecycle (seed 000 §6.4 / §6.6 minimal, §8.1;
-// decision 0226). A Volume gets a PersistentVolumeClaim of the same name in its namespace (1Gi ReadWriteOnce until
-// the Volume's size field exists; the PVC is never deleted by KOS). An Endpoint labelled with an application's name
+// decisions 0226, 0240). A Volume gets a PersistentVolumeClaim of the same name in its namespace, ReadWriteOnce,
+// requesting `spec.size` (absent: 1Gi); the PVC is never deleted by KOS. A larger size is asked of the API server
+// (which allows it only for a bound claim whose storage class allows expansion: its refusal is the Volume's
+// `Reconciled` reason `ExpansionRefused`, with the server's words); a smaller one is never written (`ShrinkRefused`). An Endpoint labelled with an application's name
 // reports whether that application serves: the `Serving` condition is False with reason `ApplicationPaused` while
 // the app is stopped (TC-123).
 import { Effect, Either } from 'effect';
@@ -8,12 +10,12 @@ import { KubeClient, type KubeError, type KubeObject } from '@homelab/kube';
 import { KOS_GROUP, KOS_STORAGE_VERSION } from '../../api/group.js';
 import { canonicalJson } from '../../domain/adoption.js';
 import { markerKey } from '../../domain/markers.js';
-import { type Condition, setCondition, setReconciled } from '../../domain/state.js';
+import { desiredVolumeSize, resizeOf, shrinkMessage } from '../../domain/application/volume.js';
+import { type Condition, type ReconcileConclusion, setCondition, setReconciled } from '../../domain/state.js';
 import { admit, fieldManagerOf, type WriteRejected } from '../../domain/write-path.js';
 import type { KosRound } from '../kernel.js';
 
 const API = `${KOS_GROUP}/${KOS_STORAGE_VERSION}`;
-export const DEFAULT_VOLUME_SIZE = '1Gi';
 /** The label naming the Application an Endpoint belongs to (same namespace). Not a marker. */
 export const ENDPOINT_APP_LABEL = 'application.kos.tsic.top/name';
 
@@ -38,7 +40,9 @@ export const reconcileVolume = (key: {
     const namespace = key.namespace ?? '';
     const volume = yield* getOrUndefined({ apiVersion: API, kind: 'Volume', namespace, name: key.name });
     if (volume === undefined || volume.metadata.deletionTimestamp !== undefined) return { state: 'steady' } as KosRound;
+    const size = desiredVolumeSize(volume['spec']);
     let pvc = yield* getOrUndefined({ apiVersion: 'v1', kind: 'PersistentVolumeClaim', namespace, name: key.name });
+    let sizeProblem: ReconcileConclusion | undefined;
     if (pvc === undefined) {
       yield* admitOrFail({
         subject: 'volume-reconciler',
@@ -55,19 +59,69 @@ export const reconcileVolume = (key: {
             namespace,
             labels: { [markerKey('managed-by')]: 'kos', [markerKey('owner-uid')]: volume.metadata.uid ?? '' },
           },
-          spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: DEFAULT_VOLUME_SIZE } } },
+          spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: size } } },
         } as KubeObject,
         { fieldManager: fieldManagerOf('volume-reconciler') },
       );
+    } else {
+      const claimSpec = (pvc['spec'] ?? {}) as { resources?: { requests?: Record<string, unknown> } };
+      const resize = resizeOf(claimSpec.resources?.requests?.['storage'], size);
+      if (resize._tag === 'Shrink')
+        sizeProblem = { _tag: 'Pending', reason: 'ShrinkRefused', message: shrinkMessage(resize.from, resize.to) };
+      else if (resize._tag === 'Unreadable')
+        sizeProblem = {
+          _tag: 'Unobservable',
+          reason: 'SizeUnreadable',
+          message: `claim ${key.name} requests ${JSON.stringify(resize.current)}, which is not a size; nothing was resized`,
+        };
+      else if (resize._tag === 'Grow') {
+        yield* admitOrFail({
+          subject: 'volume-reconciler',
+          target: 'PersistentVolumeClaim',
+          part: 'spec',
+          object: { namespace, name: key.name },
+        });
+        const grown = yield* client
+          .update(
+            {
+              ...pvc,
+              spec: {
+                ...claimSpec,
+                resources: {
+                  ...claimSpec.resources,
+                  requests: { ...claimSpec.resources?.requests, storage: resize.to },
+                },
+              },
+            } as KubeObject,
+            { fieldManager: fieldManagerOf('volume-reconciler') },
+          )
+          .pipe(
+            Effect.map((o): Either.Either<KubeObject, string> => Either.right(o)),
+            // The API server decides whether this claim may grow (bound, storage class with allowVolumeExpansion):
+            // its refusal is reported on the Volume and the claim keeps its size.
+            Effect.catchTags({
+              Forbidden: (e) => Effect.succeed(Either.left(e.message) as Either.Either<KubeObject, string>),
+              Invalid: (e) => Effect.succeed(Either.left(e.message) as Either.Either<KubeObject, string>),
+            }),
+          );
+        if (Either.isRight(grown)) pvc = grown.right;
+        else
+          sizeProblem = {
+            _tag: 'Pending',
+            reason: 'ExpansionRefused',
+            message: `claim ${key.name} stays at ${resize.from}; the API server refused ${resize.to}: ${grown.left}`,
+          };
+      }
     }
     const claimPhase = ((pvc['status'] as { phase?: string } | undefined)?.phase ?? 'Pending') as string;
     const stored = (volume['status'] ?? {}) as { phase?: string; conditions?: ReadonlyArray<Condition> };
     const now = new Date(yield* Effect.clockWith((c) => c.currentTimeMillis));
     const conditions = setReconciled(
       stored.conditions,
-      claimPhase === 'Bound'
-        ? { _tag: 'Applied', message: `claim ${key.name} is bound` }
-        : { _tag: 'Pending', reason: 'ClaimNotBound', message: `claim ${key.name} is ${claimPhase}` },
+      sizeProblem ??
+        (claimPhase === 'Bound'
+          ? { _tag: 'Applied', message: `claim ${key.name} is bound` }
+          : { _tag: 'Pending', reason: 'ClaimNotBound', message: `claim ${key.name} is ${claimPhase}` }),
       now,
     ).conditions;
     const status = { phase: claimPhase, conditions };
@@ -83,7 +137,7 @@ export const reconcileVolume = (key: {
         { fieldManager: fieldManagerOf('volume-reconciler'), subresource: 'status', force: true },
       );
     }
-    return { state: claimPhase === 'Bound' ? 'steady' : 'active' } as KosRound;
+    return { state: claimPhase === 'Bound' && sizeProblem === undefined ? 'steady' : 'active' } as KosRound;
   });
 
 /** Endpoint: the `Serving` condition follows its application's pause (only status.conditions is written). */

@@ -25,6 +25,7 @@ import { admit, fieldManagerOf } from '../../domain/write-path.js';
 import { fieldsOf } from '../writer.js';
 import { crossOwnerRefusal, ownerForWrite, visibleTo } from './access.js';
 import { admitApplicationSpec } from './app-admission.js';
+import { admitVolumeSpec } from './volume-admission.js';
 import { ApiError, apiError, fromKube } from './errors.js';
 import {
   type AuditVerb,
@@ -550,7 +551,15 @@ export const createResource = (
                 ),
               },
             }
-          : submitted;
+          : kind === 'Volume'
+            ? {
+                ...submitted,
+                object: {
+                  ...submitted.object,
+                  spec: yield* admitVolumeSpec(submitted.object['spec'] as Record<string, unknown>, submitted.ref),
+                },
+              }
+            : submitted;
       const fieldManager = yield* admitUserWrite(d, 'create');
       const client = yield* KubeClient;
       const converge = (stored: KubeObject) =>
@@ -677,7 +686,12 @@ export const updateResource = (
       }
       yield* crossOwnerRefusal(kind, owned.object, owned.ref);
       const unmasked = yield* withStoredSecrets(owned, stored);
-      const spec = kind === 'Application' ? yield* admitApplicationSpec(unmasked, d.ref, 'update', stored) : unmasked;
+      const spec =
+        kind === 'Application'
+          ? yield* admitApplicationSpec(unmasked, d.ref, 'update', stored)
+          : kind === 'Volume'
+            ? yield* admitVolumeSpec(unmasked, d.ref, stored)
+            : unmasked;
       const next: KubeObject = {
         ...stored,
         metadata: {

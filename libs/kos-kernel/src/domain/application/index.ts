@@ -4,3 +4,4 @@ export * from './config.js';
 export * from './lifecycle.js';
 export * from './resources.js';
 export * from './template.js';
+export * from './volume.js';

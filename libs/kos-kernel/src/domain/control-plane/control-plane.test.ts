@@ -157,6 +157,14 @@ describe('request checks', () => {
     expect(specProblems('Application', { colour: 'red' }).map((p) => p.field)).toEqual(['spec.colour']);
   });
 
+  it('an object that preserves unknown fields keeps them; its siblings are still strict', () => {
+    const pkg = { name: 'static-web', version: '1.0.0', dataFormat: 'none', digest: 'sha256:00' };
+    expect(specProblems('ApplicationDefinition', { package: pkg, template: { documents: [{}] } })).toEqual([]);
+    expect(specProblems('ApplicationDefinition', { package: pkg, colour: 'red' }).map((p) => p.field)).toEqual([
+      'spec.colour',
+    ]);
+  });
+
   it('same desired state counts the server defaults; plan changes are leaves', () => {
     expect(sameDesiredSpec('Application', { replicas: 1 }, { replicas: 1, driftPolicy: 'reconcile' })).toBe(true);
     expect(sameDesiredSpec('Application', { replicas: 1 }, { replicas: 2, driftPolicy: 'reconcile' })).toBe(false);

@@ -1,5 +1,6 @@
 // Pure checks of the control plane's request parameters and bodies (decision 0094).
-import { Either, ParseResult, Schema } from 'effect';
+import { Either, ParseResult, Schema, SchemaAST } from 'effect';
+import { getCrdAnnotation } from '@homelab/crd';
 import { isKernelKind, KERNEL_KINDS, KIND_INFO, type KernelKind, KOS_GROUP } from '../../api/group.js';
 import { kinds as v1beta1Kinds } from '../../api/v1beta1/kinds.js';
 import { maskChange } from './sensitive.js';
@@ -70,6 +71,47 @@ export const labelSelectorProblem = (selector: string): string | undefined => {
   return undefined;
 };
 
+const isPlainObject = (v: unknown): v is Record<string, unknown> =>
+  v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/** Keys of `value` its schema does not declare, outside objects that preserve unknown fields. */
+const excessKeys = (
+  ast: SchemaAST.AST,
+  value: unknown,
+  path: string,
+): ReadonlyArray<{ readonly field: string; readonly message: string }> => {
+  if (getCrdAnnotation(ast)?.preserveUnknownFields === true) return [];
+  switch (ast._tag) {
+    case 'Refinement':
+      return excessKeys(ast.from, value, path);
+    case 'Transformation':
+      return excessKeys(ast.from, value, path);
+    case 'Suspend':
+      return excessKeys(ast.f(), value, path);
+    case 'Union': {
+      const objects = ast.types.filter((t) => !['UndefinedKeyword', 'Literal'].includes(t._tag));
+      return objects.length === 1 ? excessKeys(objects[0] as SchemaAST.AST, value, path) : [];
+    }
+    case 'TupleType':
+      return Array.isArray(value) && ast.elements.length === 0 && ast.rest.length === 1
+        ? value.flatMap((v, i) => excessKeys((ast.rest[0] as SchemaAST.Type).type, v, `${path}.${i}`))
+        : [];
+    case 'TypeLiteral': {
+      if (!isPlainObject(value)) return [];
+      const declared = new Map(ast.propertySignatures.map((p) => [String(p.name), p.type]));
+      const index = ast.indexSignatures[0]?.type;
+      return Object.entries(value).flatMap(([k, v]) => {
+        const t = declared.get(k) ?? index;
+        return t === undefined
+          ? [{ field: `${path}.${k}`, message: `is unexpected, expected one of: ${[...declared.keys()].join(', ')}` }]
+          : excessKeys(t, v, `${path}.${k}`);
+      });
+    }
+    default:
+      return [];
+  }
+};
+
 /** The spec of a kernel kind, checked against its Schema (unknown fields are errors): field path + message. */
 export const specProblems = (
   kind: KernelKind,
@@ -77,9 +119,12 @@ export const specProblems = (
 ): ReadonlyArray<{ readonly field: string; readonly message: string }> => {
   const schema = (v1beta1Kinds[kind] as unknown as { fields: { spec: Schema.Schema.Any } }).fields
     .spec as Schema.Schema<unknown, unknown, never>;
-  const result = Schema.decodeUnknownEither(schema, { errors: 'all', onExcessProperty: 'error' })(spec);
-  if (Either.isRight(result)) return [];
-  const byField = new Map<string, string[]>();
+  // Unknown keys are found by `excessKeys`, which lets an object marked x-kubernetes-preserve-unknown-fields keep
+  // them (as the API server does); Effect's strict decode would refuse them there too (decision 0241).
+  const result = Schema.decodeUnknownEither(schema, { errors: 'all', onExcessProperty: 'ignore' })(spec);
+  const excess = excessKeys(schema.ast, spec, 'spec');
+  if (Either.isRight(result)) return excess;
+  const byField = new Map<string, string[]>(excess.map((e) => [e.field, [e.message]]));
   for (const i of ParseResult.ArrayFormatter.formatErrorSync(result.left)) {
     const field = ['spec', ...i.path.map(String)].join('.');
     const messages = byField.get(field) ?? [];
