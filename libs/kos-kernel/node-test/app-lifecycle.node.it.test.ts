@@ -24,6 +24,7 @@ import {
   podsOf,
   redisCommand,
   roundsUntilPhase,
+  sleep,
   until,
 } from './node-support.js';
 
@@ -81,11 +82,21 @@ describe('TC-23 on the real node: the five built-in apps install to Ready becaus
     }
     // No status is written by the test: rounds run until each app is Ready on its own.
     for (const d of BUILTIN_DEFINITIONS) await roundsUntilPhase(h, ns.name, `b-${d.metadata.name}`, 'Ready');
+    // The definitions declare no readiness probes, so a container counts as ready once it starts: wait a few
+    // seconds, then every app's pods must still be serving and never have restarted (a crashing app fails here).
+    await sleep(5_000);
     for (const d of BUILTIN_DEFINITIONS) {
       const name = `b-${d.metadata.name}`;
       expect(await phaseOf(name), name).toMatchObject({ phase: 'Ready', health: { state: 'Healthy' } });
-      const pods = (await podsOf(ns.name, name)).filter(isServing);
-      expect(pods.length, `${name}: serving pods`).toBeGreaterThan(0);
+      const pods = await podsOf(ns.name, name);
+      expect(pods.length, `${name}: pods`).toBeGreaterThan(0);
+      for (const p of pods) {
+        expect(isServing(p), `${name}: ${p.metadata.name} serving`).toBe(true);
+        expect(
+          p.status.containerStatuses?.map((c) => c.restartCount),
+          `${name}: ${p.metadata.name} restarts`,
+        ).toEqual(p.status.containerStatuses?.map(() => 0));
+      }
     }
     // n8n runs two workloads (web + worker): a pod each.
     expect((await podsOf(ns.name, 'b-n8n')).filter(isServing)).toHaveLength(2);
@@ -103,7 +114,8 @@ describe('TC-23 on the real node: the five built-in apps install to Ready becaus
     expect(await redisCommand(redis?.status.podIP ?? '', 'GET greeting')).toBe('hello');
 
     // uptime-kuma's init container (the busybox image) ran before its main container.
-    const kuma = (await podsOf(ns.name, 'b-uptime-kuma')).filter(isServing)[0];
+    const [kuma] = await podsOf(ns.name, 'b-uptime-kuma');
+    expect(kuma).toBeDefined();
     const kumaPod = (await kubeRequest('GET', `/api/v1/namespaces/${ns.name}/pods/${kuma?.metadata.name}`)).json() as {
       status: { initContainerStatuses: Array<{ state: { terminated?: { exitCode: number } } }> };
     };

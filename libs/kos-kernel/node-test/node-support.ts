@@ -77,12 +77,31 @@ export const until = async <T>(
   throw new Error(`not within ${timeoutMs} ms: ${what}; last: ${JSON.stringify(last)}`);
 };
 
+/**
+ * Retries `call` while the pod refuses the connection (up to 30 s): a container without a readiness probe is ready
+ * as soon as it starts, a moment before its server listens.
+ */
+const whenListening = async <T>(call: () => Promise<T>): Promise<T> => {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    try {
+      return await call();
+    } catch (e) {
+      if (!String(e).includes('ECONNREFUSED') || Date.now() > deadline) throw e;
+      await sleep(200);
+    }
+  }
+};
+
 /** An HTTP GET to a pod's own address (pods are reachable from this machine on the node's bridge). */
 export const getFromPod = (podIP: string, port: number, path = '/') =>
-  httpCall(`http://${podIP}:${port}${path}`, { timeoutMs: 5000 });
+  whenListening(() => httpCall(`http://${podIP}:${port}${path}`, { timeoutMs: 5000 }));
 
 /** One inline command to a redis(-speaking) pod; the first reply line (without CRLF) and a bulk string's value. */
 export const redisCommand = (podIP: string, command: string): Promise<string> =>
+  whenListening(() => redisOnce(podIP, command));
+
+const redisOnce = (podIP: string, command: string): Promise<string> =>
   new Promise((resolve, reject) => {
     const socket = connect({ host: podIP, port: 6379 });
     let buffer = '';
