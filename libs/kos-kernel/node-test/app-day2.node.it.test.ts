@@ -1,4 +1,4 @@
-// Day-2 actions on the test bed's real node — twins of test/app-day2.it.test.ts's TC-123, TC-124 and TC-127, which
+// Day-2 actions on the test bed's real node — twins of test/app-day2.it.test.ts's TC-123, TC-56 (unblocked), TC-124 and TC-127, which
 // write workload status by hand. Here stop, start, restart and scale go through the control plane's action handler and
 // the kernel's rounds, and the pods really change: stopped apps have no pods, started ones run again (redis with the
 // data it wrote on its Volume before the stop), a restart replaces every pod, scaling runs that many.
@@ -111,6 +111,35 @@ describe('TC-123 on the real node: stop removes the pods and keeps the volume an
     expect(after?.metadata.uid).not.toBe(before?.metadata.uid); // a new pod…
     expect(await redisCommand(after?.status.podIP ?? '', 'GET kept')).toBe('across-stop'); // …on the same data
     await roundsUntilPhase(h, ns.name, 'cache', 'Ready');
+  });
+});
+
+describe('TC-56 on the real node: an unblocked uninstall removes the running pods and keeps the Volume, its claim and the data', () => {
+  it('TC-56: redis uninstalled → its pod is gone, the PVC stays Bound; a new redis app on the same Volume reads the key', async () => {
+    const v = await h.create(ns.name, 'Volume', {
+      apiVersion: API,
+      kind: 'Volume',
+      metadata: { name: 'gone-data', namespace: ns.name },
+      spec: {},
+    });
+    expect(Either.isRight(v)).toBe(true);
+    await h.volumeRound(ns.name, 'gone-data');
+    await readyApp('gone', 'redis', { volumes: { data: 'gone-data' } });
+    const [pod] = await exactlyServing('gone', 1);
+    expect(await redisCommand(pod?.status.podIP ?? '', 'SET survivor yes')).toBe('+OK');
+    const stored = await h.get(appRef('gone'));
+    const removed = await h.remove(ns.name, 'Application', 'gone', stored?.metadata.resourceVersion ?? '');
+    expect(Either.isRight(removed), JSON.stringify(removed)).toBe(true);
+    await h.round(ns.name, 'gone');
+    expect(await h.get(appRef('gone'))).toBeUndefined();
+    await exactlyServing('gone', 0); // the garbage collector and the kubelet really removed the pod
+    const pvc = (await kubeRequest('GET', `/api/v1/namespaces/${ns.name}/persistentvolumeclaims/gone-data`)).json() as {
+      status: { phase: string };
+    };
+    expect(pvc.status.phase).toBe('Bound');
+    await readyApp('back', 'redis', { volumes: { data: 'gone-data' } });
+    const [again] = await exactlyServing('back', 1);
+    expect(await redisCommand(again?.status.podIP ?? '', 'GET survivor')).toBe('yes');
   });
 });
 
