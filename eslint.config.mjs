@@ -22,7 +22,7 @@ const testConstraints = productionConstraints.map((c) =>
     ? { ...c, onlyDependOnLibsWithTags: [...c.onlyDependOnLibsWithTags, 'type:tool'] }
     : c,
 );
-const testFiles = ['**/*.test.ts', '**/test/**/*.ts', '**/bench/**/*.ts'];
+const testFiles = ['**/*.test.ts', '**/test/**/*.ts', '**/node-test/**/*.ts', '**/bench/**/*.ts'];
 
 export default [
   ...nx.configs['flat/base'],

@@ -3,7 +3,9 @@
 # M6 service-control pair in the background (nsd on the machine's PostgreSQL, its own database, and two ns-daemons on
 # loopback; state under .testbed/m6), and run the controller (KOS control plane + Ayatori Database controllers)
 # against the test bed in the foreground. Ctrl-C stops the controller, then nsd and the daemons, then the test bed —
-# only if this script started it (a running test bed is reused and left running).
+# only if this script started it (a running test bed is reused and left running). As root the test bed it starts has a
+# real node (kubelet, containerd, scheduler; HOMELAB_NODE=0 turns it off), and the built-in apps' stand-in images are
+# imported into it, so the apps the controller installs really run (decision 0271).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export NX_DAEMON="${NX_DAEMON:-false}" NX_NO_CLOUD=true NX_TUI=false
@@ -12,9 +14,11 @@ export NX_DAEMON="${NX_DAEMON:-false}" NX_NO_CLOUD=true NX_TUI=false
 export HOMELAB_TESTBED_STATE="${HOMELAB_TESTBED_STATE:-$PWD/.testbed/state.json}"
 testbed() { node tools/testbed/bin/testbed.mjs "$@"; }
 started_here=0
+node_flag=()
+if [ "${HOMELAB_NODE:-$([ "$(id -u)" = 0 ] && echo 1 || echo 0)}" = 1 ]; then node_flag=(--node); fi
 if ! testbed status >/dev/null 2>&1; then
-  echo "==> starting the test bed (the first run builds etcd, kube-apiserver, kube-controller-manager and OpenBao: ~10+ min)"
-  testbed up >/dev/null
+  echo "==> starting the test bed${node_flag:+ with a node} (the first run builds etcd, kube-apiserver, kube-controller-manager and OpenBao: ~10+ min; the node's kubelet, kube-scheduler and containerd: ~2–10 min more)"
+  testbed up "${node_flag[@]}" >/dev/null
   started_here=1
 fi
 m6_pids=()
@@ -33,6 +37,12 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 eval "$(testbed env)"
+has_node=0
+if testbed env --json | node -e 'process.exit(JSON.parse(require("fs").readFileSync(0, "utf8")).node ? 0 : 1)'; then
+  has_node=1
+  echo "==> importing the built-in apps' stand-in images into the node"
+  node --conditions=@homelab/source --import tsx libs/kos-kernel/test/import-stand-in-images.ts
+fi
 
 # ─── M6 service control: nsd + two ns-daemons (M6_DISABLE=1 skips them) ───
 m6_dir="$PWD/.testbed/m6"           # git-ignored; kept between runs (keys, daemon state); logs are overwritten
@@ -100,6 +110,14 @@ cat <<INFO
       curl -s http://127.0.0.1:$port/readyz; curl -s http://127.0.0.1:$port/api/v1/resources/Application
       curl -s http://127.0.0.1:$port/metrics | grep controller_runtime_reconcile_total
 INFO
+if [ "$has_node" = 1 ]; then
+  cat <<NODE
+    the test bed has a node: the built-in apps really run (README "Open a built-in app"), e.g.
+      curl -s -X POST http://127.0.0.1:$port/api/v1/resources/Application -H 'content-type: application/json' \\
+        -d '{"apiVersion":"kos.tsic.top/v1beta1","kind":"Application","metadata":{"name":"web","namespace":"default"},"spec":{"definitionRef":"static-web","namespace":"default","config":{"title":"Hello"}}}'
+      kubectl get pods -o wide -l app.kubernetes.io/instance=web; curl http://<pod IP>:8080/
+NODE
+fi
 # Not exec: the EXIT trap must still stop the test bed after the controller ends; the controller's exit code is
 # the script's (a configuration error stays exit 2).
 rc=0

@@ -1,9 +1,10 @@
-// The node's two images, made here without a registry: one layer holding Debian's busybox-static (plus its applet
-// links, /etc/passwd and /tmp), written as an OCI image-layout tarball that `ctr images import` reads.
+// Images made here without a registry: one layer holding Debian's busybox-static (plus its applet links, /etc/passwd
+// and /tmp) and any files a caller adds, written as an OCI image-layout tarball that `ctr images import` reads — the
+// node's pause and busybox images, and the stand-ins tests build on top (`writeBusyboxImage`).
 import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
-import { chmodSync, mkdirSync, readFileSync, symlinkSync, writeFileSync, copyFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { chmodSync, copyFileSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { Effect } from 'effect';
 import { TestbedError } from './errors.js';
 
@@ -105,41 +106,73 @@ const writeOciTarball = (
   return out;
 };
 
+/** Files added on top of the busybox root file system (path inside the image → content; mode 0644 unless given). */
+export type ImageFiles = Readonly<Record<string, { readonly content: string; readonly mode?: number }>>;
+
 /**
- * Builds the pause and busybox images into `dir` (two tarballs; ≈ 2 MB each, well under a second) and returns
- * their names and files. pause is busybox's shell waiting forever and exiting on TERM/INT, which is all a pod
- * sandbox's pause process does here (no shared PID namespace, so there is nothing to reap).
+ * One image made of Debian's busybox-static (every applet linked in /bin, /etc/passwd, /etc/group, /tmp) plus
+ * `files`, with the given process config (`Entrypoint`, `Cmd`, `Env`, `WorkingDir`; `Env` defaults to PATH=/bin).
+ */
+export interface BusyboxImageSpec {
+  /** The full reference containerd registers, e.g. `docker.io/library/nginx:1.27.3-alpine`. */
+  readonly name: string;
+  readonly files?: ImageFiles;
+  readonly config?: Readonly<Record<string, unknown>>;
+}
+
+const busyboxRootfs = (rootfs: string, files: ImageFiles = {}): void => {
+  mkdirSync(join(rootfs, 'bin'), { recursive: true });
+  mkdirSync(join(rootfs, 'etc'), { recursive: true });
+  mkdirSync(join(rootfs, 'tmp'), { recursive: true });
+  chmodSync(join(rootfs, 'tmp'), 0o1777);
+  copyFileSync(busyboxBinary, join(rootfs, 'bin', 'busybox'));
+  chmodSync(join(rootfs, 'bin', 'busybox'), 0o755);
+  const applets = execFileSync(busyboxBinary, ['--list'], { encoding: 'utf8' }).split('\n').filter(Boolean);
+  for (const applet of applets) if (applet !== 'busybox') symlinkSync('busybox', join(rootfs, 'bin', applet));
+  writeFileSync(
+    join(rootfs, 'etc', 'passwd'),
+    'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n',
+  );
+  writeFileSync(join(rootfs, 'etc', 'group'), 'root:x:0:\nnogroup:x:65534:\n');
+  for (const [path, file] of Object.entries(files)) {
+    const target = join(rootfs, path);
+    mkdirSync(dirname(target), { recursive: true });
+    writeFileSync(target, file.content);
+    chmodSync(target, file.mode ?? 0o644);
+  }
+};
+
+/**
+ * Writes the image of `spec` as an OCI image-layout tarball `<dir>/<file>` (≈ 2 MB, well under a second) that
+ * `ctr images import` (and `testbed images import`) reads; returns its path.
+ */
+export const writeBusyboxImage = (dir: string, file: string, spec: BusyboxImageSpec): string => {
+  const rootfs = join(dir, `${file}.rootfs`);
+  rmSync(rootfs, { recursive: true, force: true });
+  busyboxRootfs(rootfs, spec.files);
+  return writeOciTarball(dir, file, rootfs, spec.name, { Env: ['PATH=/bin'], ...spec.config });
+};
+
+/**
+ * Builds the pause and busybox images into `dir` (two tarballs) and returns their names and files. pause is
+ * busybox's shell waiting forever and exiting on TERM/INT, which is all a pod sandbox's pause process does here (no
+ * shared PID namespace, so there is nothing to reap).
  */
 export const buildNodeImages = (
   dir: string,
 ): Effect.Effect<{ readonly images: NodeImages; readonly tarballs: ReadonlyArray<string> }, TestbedError> =>
   Effect.try({
     try: () => {
-      const rootfs = join(dir, 'busybox-rootfs');
-      mkdirSync(join(rootfs, 'bin'), { recursive: true });
-      mkdirSync(join(rootfs, 'etc'), { recursive: true });
-      mkdirSync(join(rootfs, 'tmp'), { recursive: true });
-      chmodSync(join(rootfs, 'tmp'), 0o1777);
-      copyFileSync(busyboxBinary, join(rootfs, 'bin', 'busybox'));
-      chmodSync(join(rootfs, 'bin', 'busybox'), 0o755);
-      const applets = execFileSync(busyboxBinary, ['--list'], { encoding: 'utf8' }).split('\n').filter(Boolean);
-      for (const applet of applets) if (applet !== 'busybox') symlinkSync('busybox', join(rootfs, 'bin', applet));
-      writeFileSync(
-        join(rootfs, 'etc', 'passwd'),
-        'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n',
-      );
-      writeFileSync(join(rootfs, 'etc', 'group'), 'root:x:0:\nnogroup:x:65534:\n');
       const version = busyboxVersion();
       const images: NodeImages = {
         pause: `testbed.local/pause:busybox-${version}`,
         busybox: `testbed.local/busybox:${version}`,
       };
-      const env = ['PATH=/bin'];
-      const pause = writeOciTarball(dir, 'pause.tar', rootfs, images.pause, {
-        Env: env,
-        Entrypoint: ['/bin/sh', '-c', "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"],
+      const pause = writeBusyboxImage(dir, 'pause.tar', {
+        name: images.pause,
+        config: { Entrypoint: ['/bin/sh', '-c', "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"] },
       });
-      const busybox = writeOciTarball(dir, 'busybox.tar', rootfs, images.busybox, { Env: env, Cmd: ['sh'] });
+      const busybox = writeBusyboxImage(dir, 'busybox.tar', { name: images.busybox, config: { Cmd: ['sh'] } });
       return { images, tarballs: [pause, busybox] };
     },
     catch: (e) =>

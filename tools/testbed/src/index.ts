@@ -3,3 +3,5 @@ export { TestbedState, defaultStateFile, readState, shellExports } from './state
 export { TestbedError } from './errors.js';
 export { versions, binaryPaths, cacheRoot } from './versions.js';
 export { ensureBinary, type BinaryName } from './binaries.js';
+export { writeBusyboxImage, type BusyboxImageSpec, type ImageFiles } from './images.js';
+export { importImages, hostPathStorageClass, pidsOf } from './node.js';

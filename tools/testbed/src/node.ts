@@ -20,7 +20,7 @@ import { TestbedError } from './errors.js';
 import { buildNodeImages, type NodeImages } from './images.js';
 import { kubeCall } from './kube-api.js';
 import { freePort, httpCall } from './net.js';
-import { runCommand, spawnScoped, waitReady } from './process.js';
+import { runCommand, spawnScoped, spawnSupervised, waitReady, type ManagedProcess } from './process.js';
 import { nodeName, writeKubeconfig, type KubeEndpoint, type NodeAccess, type Progress } from './services.js';
 import { isAlive } from './state.js';
 import { binaryPaths, cacheRoot, versions } from './versions.js';
@@ -49,6 +49,8 @@ export const outsidePaths = [
   '/opt/containerd',
   '/run/nri',
   '/etc/cni',
+  // kube-controller-manager's host-path provisioner (--enable-hostpath-provisioner) makes its PV folders here.
+  '/tmp/hostpath_pv',
 ] as const;
 
 /** The kernel settings the kubelet sets at start (its KernelTunableModify behaviour) and ip_forward: restored by down. */
@@ -440,18 +442,28 @@ export const startNode = (dataDir: string, kube: KubeEndpoint, access: NodeAcces
     const containerdConf = join(containerdDir, 'config.toml');
     writeFileSync(containerdConf, containerdConfig(containerdDir, cniConfDir, images.pause));
     const socket = join(containerdDir, 'containerd.sock');
-    const containerd = yield* spawnScoped({
-      component: 'containerd',
-      command: containerdBin,
-      args: ['--config', containerdConf, '--log-level', 'info'],
-      logFile: join(dataDir, 'containerd.log'),
-      // The runc shim is found on PATH, next to containerd in the cache.
-      env: { PATH: `${dirname(containerdShim)}:${process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin'}` },
-    });
-    remember(containerd.child.pid, containerdBin);
+    // containerd and the kubelet are supervised as systemd does on a node (Restart=always): killed, they come back.
+    const restarted = (what: string, exe: string) => (next: ManagedProcess, previous: ManagedProcess['exited']) => {
+      remember(next.child.pid, exe);
+      progress(
+        `${what} exited (code ${previous?.code ?? '?'}, signal ${previous?.signal ?? 'none'}); restarted as pid ${next.child.pid}`,
+      );
+    };
+    const containerd = yield* spawnSupervised(
+      {
+        component: 'containerd',
+        command: containerdBin,
+        args: ['--config', containerdConf, '--log-level', 'info'],
+        logFile: join(dataDir, 'containerd.log'),
+        // The runc shim is found on PATH, next to containerd in the cache.
+        env: { PATH: `${dirname(containerdShim)}:${process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin'}` },
+      },
+      restarted('containerd', containerdBin),
+    );
+    remember(containerd.current.child.pid, containerdBin);
     yield* waitReady(
       'containerd',
-      containerd,
+      containerd.current,
       () =>
         Effect.runPromise(
           Effect.either(runCommand('containerd', ctr, ctrArgs(socket, 'version'))).pipe(
@@ -510,28 +522,31 @@ export const startNode = (dataDir: string, kube: KubeEndpoint, access: NodeAcces
       ),
     );
     yield* Effect.tryPromise({
-      try: () => grantKubeletApiAccess(kube),
+      try: () => Promise.all([grantKubeletApiAccess(kube), createDefaultStorageClass(kube)]),
       catch: (e) => new TestbedError({ component: 'kubelet', reason: String(e) }),
     });
-    const kubelet = yield* spawnScoped({
-      component: 'kubelet',
-      command: kubeletBin,
-      args: [
-        `--config=${kubeletConfig}`,
-        `--kubeconfig=${kubeletKubeconfig}`,
-        `--root-dir=${kubeletDir}`,
-        `--cert-dir=${join(kubeletDir, 'pki')}`,
-        `--hostname-override=${nodeName}`,
-        '--v=1',
-      ],
-      logFile: join(dataDir, 'kubelet.log'),
-    });
-    remember(kubelet.child.pid, kubeletBin);
+    const kubelet = yield* spawnSupervised(
+      {
+        component: 'kubelet',
+        command: kubeletBin,
+        args: [
+          `--config=${kubeletConfig}`,
+          `--kubeconfig=${kubeletKubeconfig}`,
+          `--root-dir=${kubeletDir}`,
+          `--cert-dir=${join(kubeletDir, 'pki')}`,
+          `--hostname-override=${nodeName}`,
+          '--v=1',
+        ],
+        logFile: join(dataDir, 'kubelet.log'),
+      },
+      restarted('kubelet', kubeletBin),
+    );
+    remember(kubelet.current.child.pid, kubeletBin);
 
     const scheduler = yield* startScheduler(dataDir, kube, access, schedulerBin, progress);
     remember(scheduler.pid, schedulerBin);
 
-    yield* waitReady('kubelet', kubelet, () => nodeReady(kube), '120 seconds');
+    yield* waitReady('kubelet', kubelet.current, () => nodeReady(kube), '120 seconds');
     progress(
       `node ${nodeName} Ready (kubelet ${versions.kubernetes}, ${Date.now() - started} ms after the node's start)`,
     );
@@ -540,12 +555,12 @@ export const startNode = (dataDir: string, kube: KubeEndpoint, access: NodeAcces
       podSubnet: nodeNetwork.subnet,
       images,
       kubelet: {
-        pid: kubelet.child.pid ?? -1,
+        pid: kubelet.current.child.pid ?? -1,
         port: kubeletPort,
         healthz: `http://127.0.0.1:${kubeletHealthzPort}/healthz`,
         version: versions.kubernetes,
       },
-      containerd: { pid: containerd.child.pid ?? -1, socket, version: versions.containerd, ctr },
+      containerd: { pid: containerd.current.child.pid ?? -1, socket, version: versions.containerd, ctr },
       scheduler,
     };
     return state;
@@ -575,6 +590,36 @@ const grantKubeletApiAccess = async (kube: KubeEndpoint): Promise<void> => {
   });
   if (r.status !== 201 && r.status !== 409) throw new Error(`binding system:kubelet-api-admin: ${r.status} ${r.body}`);
 };
+
+/**
+ * The default StorageClass of a test bed with a node: kube-controller-manager's in-tree host-path provisioner (a
+ * folder /tmp/hostpath_pv/<uuid> per claim, removed when the claim goes: reclaimPolicy Delete), bound at once. A claim
+ * without a class gets it through the DefaultStorageClass admission.
+ */
+export const hostPathStorageClass = 'testbed-hostpath';
+
+const createDefaultStorageClass = async (kube: KubeEndpoint): Promise<void> => {
+  const r = await kubeCall(kube, 'POST', '/apis/storage.k8s.io/v1/storageclasses', {
+    apiVersion: 'storage.k8s.io/v1',
+    kind: 'StorageClass',
+    metadata: {
+      name: hostPathStorageClass,
+      annotations: { 'storageclass.kubernetes.io/is-default-class': 'true' },
+    },
+    provisioner: 'kubernetes.io/host-path',
+    reclaimPolicy: 'Delete',
+    volumeBindingMode: 'Immediate',
+  });
+  if (r.status !== 201 && r.status !== 409)
+    throw new Error(`StorageClass ${hostPathStorageClass}: ${r.status} ${r.body}`);
+};
+
+/** The pids running `exe` now (the node's daemons are one per machine; a supervised one changes pid on restart). */
+export const pidsOf = (exe: string): number[] =>
+  readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d))
+    .map(Number)
+    .filter((pid) => exeOf(pid) === exe);
 
 /** kube-scheduler as system:kube-scheduler (its bootstrap role), loopback only, no leader election. */
 const startScheduler = (dataDir: string, kube: KubeEndpoint, access: NodeAccess, bin: string, progress: Progress) =>
@@ -626,9 +671,48 @@ export const nodeTraces = (): string[] => [
     .map((d) => `process ${d} ${exeOf(Number(d))}`),
 ];
 
+/** A reference as containerd's CRI stores it: a Docker Hub short name gets `docker.io/` (and `library/`). */
+export const normalizeImageName = (name: string): string => {
+  const first = name.split('/')[0] ?? '';
+  const hasRegistry = name.includes('/') && (first.includes('.') || first.includes(':') || first === 'localhost');
+  if (hasRegistry) return name;
+  return name.includes('/') ? `docker.io/${name}` : `docker.io/library/${name}`;
+};
+
+/**
+ * The image names a tarball declares: an OCI layout's `index.json` (`io.containerd.image.name`, as containerd and
+ * Docker ≥ 25 write it) or a `docker save` tarball's `manifest.json` RepoTags; normalized.
+ */
+export const namesInTarball = (tarball: string): string[] => {
+  const member = (name: string): string | undefined => {
+    try {
+      return execFileSync('tar', ['-xOf', tarball, name], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    } catch {
+      return undefined;
+    }
+  };
+  const names: string[] = [];
+  const index = member('index.json');
+  if (index !== undefined) {
+    const parsed = JSON.parse(index) as { manifests?: Array<{ annotations?: Record<string, string> }> };
+    for (const m of parsed.manifests ?? []) {
+      const n = m.annotations?.['io.containerd.image.name'];
+      if (n !== undefined) names.push(n);
+    }
+  }
+  const manifest = member('manifest.json');
+  if (manifest !== undefined) {
+    const parsed = JSON.parse(manifest) as Array<{ RepoTags?: string[] | null }>;
+    for (const m of parsed) names.push(...(m.RepoTags ?? []));
+  }
+  return [...new Set(names.map(normalizeImageName))];
+};
+
 /**
  * Imports image tarballs (OCI layout or `docker save`) into the node's containerd, in the CRI namespace, and returns
- * the image names it now holds from them (ctr prints them). Pods reference them with `imagePullPolicy: Never`.
+ * the image names it now holds from them: the names the tarball declares, each checked in containerd's image list
+ * afterwards (ctr's own progress table is for people: it wraps long names). Pods that name them run them without a
+ * pull (`imagePullPolicy: Never`, or `IfNotPresent` — the default for a tagged reference).
  */
 export const importImages = (
   containerd: NodeState['containerd'],
@@ -639,26 +723,23 @@ export const importImages = (
     for (const tarball of tarballs) {
       if (!existsSync(tarball))
         return yield* new TestbedError({ component: 'node', reason: `image tarball ${tarball} does not exist` });
-      const out = yield* runCommand(
-        'containerd',
-        containerd.ctr,
-        ctrArgs(containerd.socket, 'images', 'import', tarball),
-      );
-      // ctr v2 (transfer service) prints a progress table with "<name>  saved" per image; older ctr printed
-      // "unpacking <name> (sha256:…)...done".
-      const found = [
-        ...new Set(
-          [...out.matchAll(/^(\S+)\s+saved\s*$/gm), ...out.matchAll(/unpacking (\S+) \(sha256:/g)].map(
-            (m) => m[1] as string,
-          ),
-        ),
-      ];
-      if (found.length === 0)
+      const declared = namesInTarball(tarball);
+      if (declared.length === 0)
         return yield* new TestbedError({
           component: 'node',
-          reason: `${tarball} holds no image ctr could import (an OCI layout or \`docker save\` tarball is expected): ${out.trim().slice(0, 300)}`,
+          reason: `${tarball} names no image (an OCI layout with io.containerd.image.name or a \`docker save\` tarball with RepoTags is expected)`,
         });
-      names.push(...found);
+      yield* runCommand('containerd', containerd.ctr, ctrArgs(containerd.socket, 'images', 'import', tarball));
+      const held = (yield* runCommand('containerd', containerd.ctr, ctrArgs(containerd.socket, 'images', 'ls', '-q')))
+        .split('\n')
+        .map((l) => l.trim());
+      const missing = declared.filter((n) => !held.includes(n));
+      if (missing.length > 0)
+        return yield* new TestbedError({
+          component: 'node',
+          reason: `${tarball}: containerd does not hold ${missing.join(', ')} after the import`,
+        });
+      names.push(...declared);
     }
     return names;
   });

@@ -20,43 +20,96 @@ export const logTail = (logFile: string, lines = 30): string => {
   }
 };
 
-/**
- * Spawns a long-running service whose stdout/stderr go to `logFile`; the scope's release sends SIGTERM,
- * waits up to 10 s, then SIGKILLs, so a test run never leaves a service behind.
- */
-export const spawnScoped = (spec: {
+export interface ProcessSpec {
   readonly component: Component;
   readonly command: string;
   readonly args: ReadonlyArray<string>;
   readonly logFile: string;
   readonly env?: NodeJS.ProcessEnv;
-}) =>
+}
+
+/** Spawns a long-running process whose stdout/stderr are appended to `logFile` (throws if it cannot be spawned). */
+export const spawnManaged = (spec: ProcessSpec): ManagedProcess => {
+  const fd = openSync(spec.logFile, 'a');
+  try {
+    const child = spawn(spec.command, [...spec.args], {
+      stdio: ['ignore', fd, fd],
+      env: { ...process.env, ...spec.env },
+    });
+    const managed: ManagedProcess = { child, logFile: spec.logFile, exited: undefined };
+    child.on('exit', (code, signal) => {
+      managed.exited = { code, signal };
+    });
+    child.on('error', (err) => {
+      managed.exited = { code: -1, signal: null };
+      console.error(`test bed ${spec.component}: ${err.message}`);
+    });
+    return managed;
+  } finally {
+    closeSync(fd);
+  }
+};
+
+/**
+ * Spawns a long-running service whose stdout/stderr go to `logFile`; the scope's release sends SIGTERM,
+ * waits up to 10 s, then SIGKILLs, so a test run never leaves a service behind.
+ */
+export const spawnScoped = (spec: ProcessSpec) =>
   Effect.acquireRelease(
     Effect.try({
-      try: () => {
-        const fd = openSync(spec.logFile, 'a');
-        try {
-          const child = spawn(spec.command, [...spec.args], {
-            stdio: ['ignore', fd, fd],
-            env: { ...process.env, ...spec.env },
-          });
-          const managed: ManagedProcess = { child, logFile: spec.logFile, exited: undefined };
-          child.on('exit', (code, signal) => {
-            managed.exited = { code, signal };
-          });
-          child.on('error', (err) => {
-            managed.exited = { code: -1, signal: null };
-            console.error(`test bed ${spec.component}: ${err.message}`);
-          });
-          return managed;
-        } finally {
-          closeSync(fd);
-        }
-      },
+      try: () => spawnManaged(spec),
       catch: (e) =>
         new TestbedError({ component: spec.component, reason: `spawn failed: ${String(e)}`, logFile: spec.logFile }),
     }),
     (managed) => stopProcess(managed),
+  );
+
+/**
+ * {@link spawnScoped} with a restart: when the process exits while the scope is open, it is spawned again with the
+ * same command after `restartDelayMs` and `onRestart` is told its pid. Closing the scope stops the current one and
+ * ends the restarts.
+ */
+export const spawnSupervised = (
+  spec: ProcessSpec,
+  onRestart: (managed: ManagedProcess, previous: ManagedProcess['exited']) => void,
+  restartDelayMs = 1000,
+) =>
+  Effect.acquireRelease(
+    Effect.try({
+      try: () => {
+        let stopping = false;
+        let restarts = 0;
+        const supervised = {
+          current: spawnManaged(spec),
+          get restarts() {
+            return restarts;
+          },
+          stop: () => {
+            stopping = true;
+          },
+        };
+        const watch = (managed: ManagedProcess) =>
+          managed.child.once('exit', () =>
+            setTimeout(() => {
+              if (stopping) return;
+              const next = spawnManaged(spec);
+              restarts += 1;
+              supervised.current = next;
+              watch(next);
+              onRestart(next, managed.exited);
+            }, restartDelayMs),
+          );
+        watch(supervised.current);
+        return supervised;
+      },
+      catch: (e) =>
+        new TestbedError({ component: spec.component, reason: `spawn failed: ${String(e)}`, logFile: spec.logFile }),
+    }),
+    (supervised) =>
+      Effect.suspend(() => {
+        supervised.stop();
+        return stopProcess(supervised.current);
+      }),
   );
 
 export const stopProcess = (managed: ManagedProcess): Effect.Effect<void> =>

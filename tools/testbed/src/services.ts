@@ -199,8 +199,9 @@ export const startKubeApiserver = (dataDir: string, etcdUrl: string, progress: P
 export const controllerManagerControllers = ['garbage-collector-controller', 'namespace-controller'] as const;
 
 /**
- * With a node (`up --node`), the controllers a Deployment, a StatefulSet, a Job and a Pod's service account need, and
- * node lifecycle (taints, NotReady): still no endpoints, PV or cloud controllers.
+ * With a node (`up --node`), the controllers a Deployment, a StatefulSet, a Job and a Pod's service account need,
+ * node lifecycle (taints, NotReady), and the persistent-volume binder (with Kubernetes' own host-path provisioner, see
+ * `hostPathStorageClass` in node.ts) and the PV/PVC protection controllers: still no endpoints or cloud controllers.
  */
 export const nodeControllerManagerControllers = [
   ...controllerManagerControllers,
@@ -212,6 +213,9 @@ export const nodeControllerManagerControllers = [
   'serviceaccount-controller',
   'serviceaccount-token-controller',
   'root-ca-certificate-publisher-controller',
+  'persistentvolume-binder-controller',
+  'persistentvolumeclaim-protection-controller',
+  'persistentvolume-protection-controller',
 ] as const;
 
 /**
@@ -247,6 +251,9 @@ export const startKubeControllerManager = (
           ? [
               `--service-account-private-key-file=${access.pki.serviceAccountPrivateKeyFile}`,
               `--root-ca-file=${access.pki.caCertFile}`,
+              // The binder's in-tree host-path provisioner: a PV directory /tmp/hostpath_pv/<uid> per claim of the
+              // default StorageClass, deleted with its claim (single node, tests only — as Kubernetes documents it).
+              '--enable-hostpath-provisioner=true',
             ]
           : []),
         '--use-service-account-credentials=true',

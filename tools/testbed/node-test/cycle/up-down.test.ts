@@ -1,7 +1,7 @@
 // The node leaves the machine as it found it (issue 27): two `up --node` / `down` cycles through the CLI, each with a
 // running pod so the node really writes outside its data directory (pod log links, CNI results, kubepods cgroups,
 // the kubelet's device-plugin socket, containerd's shim sockets, the bridge, changed sysctls), and after each `down`
-// nothing of it is left. Then the faults: a second node while one runs is refused, and a node whose test bed was
+// nothing of it is left; `up --node` twice answers with the running one. Then the faults: a second node while one runs is refused, and a node whose test bed was
 // SIGKILLed is cleaned up by the next `up`. Root only (as on the machines and in CI).
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -98,6 +98,15 @@ describe.sequential('testbed up --node / down (real node on this machine)', () =
       const state = stateOf(stateFile);
       expect(state.node?.name).toBe('localhost');
       await runPod(state, `cycle-${cycle}`);
+      if (cycle === 1) {
+        // `up --node` again on the running test bed: it answers with the running one and starts nothing.
+        const kubelets = nodeTraces().filter((t) => t.startsWith('process ') && t.endsWith('/kubelet'));
+        const again = testbed(stateFile, 'up', '--node');
+        expect(again.status, again.stderr).toBe(0);
+        expect(again.stderr).toContain(`already running (pid ${state.pid}, with a node)`);
+        expect(stateOf(stateFile).startedAt).toBe(state.startedAt);
+        expect(nodeTraces().filter((t) => t.startsWith('process ') && t.endsWith('/kubelet'))).toEqual(kubelets);
+      }
       // While it runs, the node's traces are visible — so their absence afterwards means something.
       const during = nodeTraces();
       expect(during).toEqual(expect.arrayContaining(['/var/log/containers', 'link hltb0']));

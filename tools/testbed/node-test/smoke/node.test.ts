@@ -1,6 +1,6 @@
 // Smoke tests of the test bed's real node (issue 27): each capability the node brings, through the API server only —
 // the real scheduler, kubelet, containerd and controllers do the rest. Nobody writes a status here.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
@@ -155,5 +155,55 @@ describe.sequential('the test bed node (real kubelet, containerd, scheduler, con
     await vi.waitFor(async () => expect(condition(await pod(name), 'Ready')).toBe('True'), settle);
     rmSync(join(hostDir, 'ready'));
     await vi.waitFor(async () => expect(condition(await pod(name), 'Ready')).toBe('False'), settle);
+  });
+  it('a PVC of the default class is provisioned and bound; its data survives the pod, and the volume goes with the claim', async () => {
+    await defaultServiceAccount();
+    const claim = uniqueName('data');
+    const r = await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/persistentvolumeclaims`, {
+      apiVersion: 'v1',
+      kind: 'PersistentVolumeClaim',
+      metadata: { name: claim },
+      spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '64Mi' } } },
+    });
+    expect(r.status, r.body).toBe(201);
+    const pvcPath = `/api/v1/namespaces/${ns.name}/persistentvolumeclaims/${claim}`;
+    let bound: { spec: { volumeName?: string; storageClassName?: string }; status: { phase?: string } } | undefined;
+    await vi.waitFor(async () => {
+      bound = (await kubeRequest('GET', pvcPath)).json() as typeof bound;
+      expect(bound?.status.phase).toBe('Bound');
+    }, settle);
+    expect(bound?.spec.storageClassName).toBe('testbed-hostpath'); // the default class, set by admission
+    const pv = (await kubeRequest('GET', `/api/v1/persistentvolumes/${bound?.spec.volumeName}`)).json() as {
+      spec: { hostPath: { path: string }; persistentVolumeReclaimPolicy: string };
+    };
+    expect(pv.spec.hostPath.path).toMatch(/^\/tmp\/hostpath_pv\//);
+    expect(pv.spec.persistentVolumeReclaimPolicy).toBe('Delete');
+    const nonce = uniqueName('kept');
+    const withClaim = (script: string) => ({
+      restartPolicy: 'Never',
+      containers: [container('main', script, { volumeMounts: [{ name: 'data', mountPath: '/data' }] })],
+      volumes: [{ name: 'data', persistentVolumeClaim: { claimName: claim } }],
+    });
+    const writer = uniqueName('writer');
+    await createPod(writer, withClaim(`echo ${nonce} > /data/file`));
+    await vi.waitFor(async () => expect((await pod(writer)).status.phase).toBe('Succeeded'), settle);
+    expect((await kubeRequest('DELETE', `/api/v1/namespaces/${ns.name}/pods/${writer}`)).status).toBe(200);
+    await vi.waitFor(async () => {
+      const gone = await kubeRequest('GET', `/api/v1/namespaces/${ns.name}/pods/${writer}`);
+      expect(gone.status).toBe(404);
+    }, settle);
+    // A new pod on the same claim reads what the first one wrote.
+    const reader = uniqueName('reader');
+    await createPod(reader, withClaim('cat /data/file'));
+    await vi.waitFor(async () => expect((await pod(reader)).status.phase).toBe('Succeeded'), settle);
+    const log = await kubeRequest('GET', `/api/v1/namespaces/${ns.name}/pods/${reader}/log?container=main`);
+    expect(log.body.trim()).toBe(nonce);
+    // Claim deleted (after its last pod): the PV and its folder are removed by the provisioner's deleter.
+    await kubeRequest('DELETE', `/api/v1/namespaces/${ns.name}/pods/${reader}`);
+    expect((await kubeRequest('DELETE', pvcPath)).status).toBe(200);
+    await vi.waitFor(async () => {
+      expect((await kubeRequest('GET', `/api/v1/persistentvolumes/${bound?.spec.volumeName}`)).status).toBe(404);
+      expect(existsSync(pv.spec.hostPath.path)).toBe(false);
+    }, settle);
   });
 });

@@ -2,7 +2,12 @@
 // fresh namespace / database / KV path for the calling test file and clean it up afterwards. Below them, the
 // fixtures test files of several projects share (polling, admin SQL, raw API objects, a scoped start-up).
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Effect, type Scope } from 'effect';
+import { writeBusyboxImage, type BusyboxImageSpec } from '../images.js';
+import { importImages } from '../node.js';
 import pg from 'pg';
 import { afterAll, beforeAll, inject } from 'vitest';
 import { installCrdsOn, kubeCall, type CrdManifest } from '../kube-api.js';
@@ -10,6 +15,7 @@ import { httpCall, type HttpResponse } from '../net.js';
 import type { TestbedState } from '../state.js';
 
 export type { TestbedState } from '../state.js';
+export type { BusyboxImageSpec, ImageFiles } from '../images.js';
 export { httpCall, type HttpOptions, type HttpResponse } from '../net.js';
 
 /** The running test bed (provided by the global setup). */
@@ -316,5 +322,21 @@ export const whileScoped = async <E, R>(
   } finally {
     stop?.();
     await running;
+  }
+};
+
+/**
+ * Builds busybox-based images (see `writeBusyboxImage`) and imports them into the test bed's node under their own
+ * names, so pods that name them run them without a pull; returns the names containerd reports. Needs a node.
+ */
+export const importNodeImages = async (specs: ReadonlyArray<BusyboxImageSpec>): Promise<string[]> => {
+  const node = testbed().node;
+  if (node === undefined) throw new Error('this test bed has no node: use { testbed: true, node: true }');
+  const dir = mkdtempSync(join(tmpdir(), 'testbed-images-'));
+  try {
+    const tarballs = specs.map((spec, i) => writeBusyboxImage(dir, `image-${i}.tar`, spec));
+    return await Effect.runPromise(importImages(node.containerd, tarballs));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 };
