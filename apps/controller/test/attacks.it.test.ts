@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useNamespace } from '@homelab/testbed/vitest';
 import { type Bootstrap, IdentityStore, tokenDigest } from '@homelab/kos-kernel';
 import type { ControllerHandle } from '../src/index.js';
-import { type Answer, app, appVersions, call, prepareCluster, startTestController } from './support.js';
+import { type Answer, app, appVersions, identityCalls, prepareCluster, startTestController } from './support.js';
 
 const ns = useNamespace('kos-attack');
 const dir = mkdtempSync(join(tmpdir(), 'kos-attacks-it-'));
@@ -21,31 +21,9 @@ let boot: Bootstrap | undefined;
 let owner = '';
 const tokens: Record<string, string> = {};
 
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
-const as = (token: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
-  call(cp.url, method, path, body, { ...bearer(token), ...headers });
+const { as, login, session, createAccount: createAccountBy } = identityCalls(() => cp.url, PASSWORD);
 const code = (a: Answer) => (a.body as { error?: { code?: string } }).error?.code;
-
-const login = (name: string, password: string) => call(cp.url, 'POST', '/api/v1/auth/login', { name, password });
-
-/** Log in; a first login changes the one-time password to PASSWORD. */
-const session = async (name: string, password: string): Promise<string> => {
-  const first = await login(name, password);
-  expect(first.status, JSON.stringify(first.body)).toBe(200);
-  if (!first.body.passwordChangeRequired) return first.body.token as string;
-  const changed = await as(first.body.token, 'PUT', '/api/v1/auth/password', {
-    currentPassword: password,
-    newPassword: PASSWORD,
-  });
-  expect(changed.status, JSON.stringify(changed.body)).toBe(200);
-  return first.body.token as string;
-};
-
-const createAccount = async (name: string, role: 'Owner' | 'Member' | 'Guest') => {
-  const created = await as(owner, 'POST', '/api/v1/accounts', { name, role });
-  expect(created.status, JSON.stringify(created.body)).toBe(201);
-  return session(name, created.body.oneTimePassword as string);
-};
+const createAccount = (name: string, role: 'Owner' | 'Member' | 'Guest') => createAccountBy(owner, name, role);
 
 interface AuditItem {
   readonly seq: number;

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubeRequest, useNamespace } from '@homelab/testbed/vitest';
 import type { Bootstrap } from '@homelab/kos-kernel';
 import type { ControllerHandle } from '../src/index.js';
-import { type Answer, app, call, prepareCluster, startTestController } from './support.js';
+import { type Answer, app, call, identityCalls, prepareCluster, startTestController } from './support.js';
 
 const ns = useNamespace('kos-id');
 const dir = mkdtempSync(join(tmpdir(), 'kos-identity-it-'));
@@ -18,32 +18,13 @@ let boot: Bootstrap | undefined;
 const logLines: string[] = [];
 const PASSWORD = 'correct horse battery staple';
 
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
-const as = (token: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
-  call(cp.url, method, path, body, { ...bearer(token), ...headers });
+const { bearer, as, session, createAccount: createAccountBy } = identityCalls(() => cp.url, PASSWORD);
 const code = (a: Answer) => (a.body as { error?: { code?: string } }).error?.code;
-
-/** Log in; a first login changes the one-time password to PASSWORD and logs in again. */
-const session = async (name: string, password: string): Promise<string> => {
-  const first = await call(cp.url, 'POST', '/api/v1/auth/login', { name, password });
-  expect(first.status, JSON.stringify(first.body)).toBe(200);
-  if (!first.body.passwordChangeRequired) return first.body.token as string;
-  const changed = await as(first.body.token, 'PUT', '/api/v1/auth/password', {
-    currentPassword: password,
-    newPassword: PASSWORD,
-  });
-  expect(changed.status, JSON.stringify(changed.body)).toBe(200);
-  return first.body.token as string;
-};
 
 let owner = '';
 const member: Record<string, string> = {};
 
-const createAccount = async (name: string, role: 'Owner' | 'Member' | 'Guest') => {
-  const created = await as(owner, 'POST', '/api/v1/accounts', { name, role });
-  expect(created.status, JSON.stringify(created.body)).toBe(201);
-  return session(name, created.body.oneTimePassword as string);
-};
+const createAccount = (name: string, role: 'Owner' | 'Member' | 'Guest') => createAccountBy(owner, name, role);
 
 const storedApp = async (name: string) =>
   (await kubeRequest('GET', `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/applications/${name}`)).json() as {

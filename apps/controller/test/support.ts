@@ -4,6 +4,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { expect } from 'vitest';
 import { layerFromToken, type LayerOptions } from '@homelab/kube';
 import { kosCrds } from '@homelab/kos-kernel';
 import { installCrds, kubeRequest, testbed } from '@homelab/testbed/vitest';
@@ -157,4 +158,35 @@ export const spawnController = (args: ReadonlyArray<string>, children: ChildProc
     void exited.then(() => resolve(undefined));
   });
   return { child, output, exited, listening };
+};
+
+/**
+ * Calls to a controller with the identity module, for the identity tests: requests with a bearer token, login, and a
+ * session whose first login changes the one-time password to `password`. `url` is read at each call (the controller
+ * starts in `beforeAll`).
+ */
+export const identityCalls = (url: () => string, password: string) => {
+  const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+  const as = (token: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
+    call(url(), method, path, body, { ...bearer(token), ...headers });
+  const login = (name: string, pw: string) => call(url(), 'POST', '/api/v1/auth/login', { name, password: pw });
+  /** Log in; a first login changes the one-time password to `password`. */
+  const session = async (name: string, pw: string): Promise<string> => {
+    const first = await login(name, pw);
+    expect(first.status, JSON.stringify(first.body)).toBe(200);
+    if (!first.body.passwordChangeRequired) return first.body.token as string;
+    const changed = await as(first.body.token, 'PUT', '/api/v1/auth/password', {
+      currentPassword: pw,
+      newPassword: password,
+    });
+    expect(changed.status, JSON.stringify(changed.body)).toBe(200);
+    return first.body.token as string;
+  };
+  /** An account created by the Owner session `by`, logged in with its password changed. */
+  const createAccount = async (by: string, name: string, role: 'Owner' | 'Member' | 'Guest') => {
+    const created = await as(by, 'POST', '/api/v1/accounts', { name, role });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    return session(name, created.body.oneTimePassword as string);
+  };
+  return { bearer, as, login, session, createAccount };
 };
