@@ -174,6 +174,13 @@ describe('M6 data plane: real TCP through two ns-daemons, gated by the permits',
       () => healthz(a.port),
       (h) => leaseOf(h, 'publisher', id)?.active === true,
     );
+    // The publisher admits the consumer only once it has applied the snapshot carrying the new source Grant and
+    // re-readied its listener (a policy change can move the listener revision: `stale-listener`, then ready again);
+    // until then its gate refuses the flow, even while its old lease still shows active. Wait for a first echo.
+    await until(
+      () => attempt(P),
+      (r) => r === 'echoed',
+    );
     // traffic: nonces go through both daemons to the echo server and back, on one long-lived connection
     const live = await until(
       () => client(P),
