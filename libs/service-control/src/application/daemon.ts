@@ -542,7 +542,11 @@ export class Daemon {
     );
     this.status.acks++;
     // logged when B answered the ACK, before the readies it enables: the event log shows the §5.15 order as it ran
-    this.log('snapshot-acked', { revision: String(revision), accepted: ack.accepted });
+    this.log('snapshot-acked', {
+      revision: String(revision),
+      accepted: ack.accepted,
+      ...(ack.errors.length > 0 ? { errors: ack.errors.map((e) => e.error) } : {}),
+    });
     if (ack.accepted && ack.enforcementApplied) {
       await this.leases.onEnforcementAck(
         this.d.identity,
