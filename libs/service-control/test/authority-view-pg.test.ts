@@ -113,3 +113,60 @@ describe('snapshot content beyond resources (B on PostgreSQL)', () => {
     expect(Either.isRight(apply(wp))).toBe(true);
   });
 });
+
+describe('a production racing a policy edit (B on PostgreSQL)', () => {
+  it('M6-24 a production that runs while a policy edit commits never publishes one listener revision with two digests: every snapshot the publisher gets, in revision order, is applied by its floors', async () => {
+    const B = await boot();
+    const net = rid16();
+    const pub = generateSigner().signer.machineId;
+    const con = generateSigner().signer.machineId;
+    for (const id of [pub, con]) await B.store.addMember(id, net);
+    const w = { identity: pub, nsdId: B.nsdId, networkId: net, gen: 1n, rid: rid16(), epoch: null as bigint | null };
+    const send = async (bytes: Uint8Array) => {
+      const r = decodeMessage(await B.authority.handle(pub, bytes));
+      if (Either.isLeft(r)) throw r.left;
+      return r.right as Message & { body: Record<string, unknown> };
+    };
+    await send(msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }));
+    w.epoch = B.epoch;
+    await send(msg(w, 'session.open', {}, { session_seq: 1n }));
+    await send(msg(w, 'report.replace', replaceBody(w, 1n, [decl('web', null, 8080)])));
+    await B.authority.idle();
+    const first = await B.authority.produceFor(pub, net);
+    if (first === null) throw new Error('no snapshot');
+    const serviceId = SnapshotPushBody.decodeOrThrow(first).snapshot.listeners[0]?.service_ref.service_id as Uint8Array;
+    expect(serviceId).toBeInstanceOf(Uint8Array);
+
+    // Each round: an edit and a production started together (the production's reads interleave with the edit's
+    // transaction), then the edit's own production. Bodies are collected and applied in revision order, as A would.
+    const bodies = new Map<bigint, Uint8Array>();
+    const keep = (body: Uint8Array | null) => {
+      if (body === null) return;
+      bodies.set(SnapshotPushBody.decodeOrThrow(body).snapshot.snapshot_revision, body);
+    };
+    keep(first);
+    for (let round = 0; round < 60; round++) {
+      const edit =
+        round % 2 === 0 ? { consumer: con, protocols: ['tcp' as const] } : { consumer: con, remove: true as const };
+      const [edited, raced] = await Promise.all([
+        B.authority.editPolicy(serviceId, edit),
+        B.authority.produceFor(pub, net),
+      ]);
+      expect(Either.isRight(edited)).toBe(true);
+      keep(raced);
+      await B.authority.idle();
+      keep(await B.authority.produceFor(pub, net));
+    }
+    let floors: AFloorRecord = { state: 'uninitialized' };
+    const refused: string[] = [];
+    for (const [revision, body] of [...bodies].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+      const v = snapshotView(SnapshotPushBody.decodeOrThrow(body));
+      if (Either.isLeft(v)) throw v.left;
+      const r = applySnapshot(floors, v.right, deriveN6);
+      if (Either.isLeft(r)) refused.push(`${revision}: ${r.left.code}`);
+      else floors = { state: 'present', floors: r.right.floors };
+    }
+    expect(bodies.size).toBeGreaterThan(60); // every edit published at least one new revision
+    expect(refused).toEqual([]);
+  });
+});

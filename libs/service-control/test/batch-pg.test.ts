@@ -100,7 +100,7 @@ describe('prepared statements in the batch (decision 0194)', () => {
     }
   });
 
-  it('M6-59 after a failed round trip nothing is assumed prepared on that connection: the next batch starts with DEALLOCATE ALL and prepares again', async () => {
+  it('M6-59 after a failed round trip nothing is assumed prepared on that connection: the next batch sends DEALLOCATE ALL right after BEGIN and prepares again', async () => {
     const client = new pg.Client(db.config);
     await client.connect();
     try {
@@ -113,7 +113,19 @@ describe('prepared statements in the batch (decision 0194)', () => {
       const b2 = batch();
       expect(await b2.statement(`SELECT ${lit.num(41)} + 1 AS answer`, (r) => r.rows[0]?.answer)).toBe(42);
       await b2.commit();
-      expect(sent[0]).toMatch(/^DEALLOCATE ALL;\nBEGIN;\nPREPARE sc_[0-9a-f]{20} AS SELECT 1 AS one;/);
+      // after BEGIN: `BEGIN ISOLATION LEVEL …` must open its query string (decision 0162)
+      expect(sent[0]).toMatch(/^BEGIN;\nDEALLOCATE ALL;\nPREPARE sc_[0-9a-f]{20} AS SELECT 1 AS one;/);
+      // the same after a failure in a REPEATABLE READ batch (the production's): it starts and commits
+      const rr = () =>
+        new TxBatch(client as unknown as pg.PoolClient, fence, () => null, 'BEGIN ISOLATION LEVEL REPEATABLE READ');
+      const b3 = rr();
+      await expect(b3.statement(`SELECT 1 / ${lit.num(0)} AS boom`, (r) => r.rows)).rejects.toThrow(/division by zero/);
+      await b3.rollback();
+      sent.length = 0;
+      const b4 = rr();
+      expect(await b4.statement(`SELECT ${lit.num(41)} + 1 AS answer`, (r) => r.rows[0]?.answer)).toBe(42);
+      await b4.commit();
+      expect(sent[0]).toMatch(/^BEGIN ISOLATION LEVEL REPEATABLE READ;\nDEALLOCATE ALL;\nPREPARE sc_/);
     } finally {
       await client.end();
     }

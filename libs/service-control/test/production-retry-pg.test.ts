@@ -25,10 +25,10 @@ const faultyStore = (inner: AuthorityStore) => {
   let countdown = 0;
   const store: AuthorityStore = {
     ...inner,
-    transact: (epoch, fn) => {
+    transact: (epoch, fn, options) => {
       if (countdown > 0 && --countdown === 0)
         return Promise.resolve(Either.left(scError('storage-unavailable', 'injected')));
-      return inner.transact(epoch, fn);
+      return inner.transact(epoch, fn, options);
     },
   };
   return { store, failTransaction: (n: number) => void (countdown = n) };

@@ -105,6 +105,17 @@ export interface AuthorityTx {
   readonly saveAck: (target: Bytes, networkId: Bytes, a: AckRecord) => Promise<void>;
 }
 
+export interface TransactOptions {
+  /**
+   * Every read of the transaction sees ONE database snapshot (PostgreSQL: REPEATABLE READ). For the snapshot
+   * production, which reads the members, services, policy, grant registry and allocations in several statements: under
+   * READ COMMITTED a policy edit committing between two of them gave a listener intent with the NEW revision and the
+   * OLD policy digest, and A refused the next snapshot forever (same revision, other digest). A row lock on a row
+   * changed after the snapshot is a serialization failure; the store then runs `fn` again (a bounded number of times).
+   */
+  readonly consistentRead?: boolean;
+}
+
 export interface AuthorityStore {
   /** Create/upgrade the schema (idempotent). */
   readonly migrate: () => Promise<void>;
@@ -125,6 +136,7 @@ export interface AuthorityStore {
   readonly transact: <A>(
     epoch: bigint,
     fn: (tx: AuthorityTx) => Promise<Either.Either<A, ServiceControlError>>,
+    options?: TransactOptions,
   ) => Promise<Either.Either<A, ServiceControlError>>;
   /**
    * The one-round-trip snapshot.ack (decision 0198), where the store has one: records a valid ACK — the current

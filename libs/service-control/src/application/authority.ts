@@ -963,35 +963,41 @@ export class Authority {
     clearUpTo: bigint | null,
   ): Promise<{ readonly ok: boolean; readonly body: Uint8Array | null }> {
     const t0 = performance.now();
-    const r = await this.d.store.transact(this.d.epoch, async (tx) => {
-      const [members, services, last] = await Promise.all([
-        tx.members(networkId),
-        tx.services(networkId),
-        tx.lockSnapshots(networkId),
-      ]);
-      const view = await networkView(this.d.nsdId, tx, networkId, services, members, last);
-      if (Either.isLeft(view)) return Either.left(view.left);
-      const bodies: { target: Bytes; body: Uint8Array; changed: boolean; cancels: readonly ProposalRef[] }[] = [];
-      for (const target of members) {
-        const next = this.nextSnapshot(target, networkId, services, last.get(toHex(target)) ?? null, view.right);
-        if (Either.isLeft(next)) {
-          // a corrupt row is state-inconsistent for that target only; the others are still produced
-          this.d.log?.('snapshot-failed', { code: next.left.code, detail: next.left.detail, target: toHex(target) });
-          continue;
+    const r = await this.d.store.transact(
+      this.d.epoch,
+      async (tx) => {
+        const [members, services, last] = await Promise.all([
+          tx.members(networkId),
+          tx.services(networkId),
+          tx.lockSnapshots(networkId),
+        ]);
+        const view = await networkView(this.d.nsdId, tx, networkId, services, members, last);
+        if (Either.isLeft(view)) return Either.left(view.left);
+        const bodies: { target: Bytes; body: Uint8Array; changed: boolean; cancels: readonly ProposalRef[] }[] = [];
+        for (const target of members) {
+          const next = this.nextSnapshot(target, networkId, services, last.get(toHex(target)) ?? null, view.right);
+          if (Either.isLeft(next)) {
+            // a corrupt row is state-inconsistent for that target only; the others are still produced
+            this.d.log?.('snapshot-failed', { code: next.left.code, detail: next.left.detail, target: toHex(target) });
+            continue;
+          }
+          if (next.right.stored !== null) await tx.saveSnapshot(target, networkId, next.right.stored);
+          bodies.push({
+            target,
+            body: next.right.body,
+            changed: next.right.stored !== null,
+            cancels: view.right.cancels(target),
+          });
         }
-        if (next.right.stored !== null) await tx.saveSnapshot(target, networkId, next.right.stored);
-        bodies.push({
-          target,
-          body: next.right.body,
-          changed: next.right.stored !== null,
-          cancels: view.right.cancels(target),
-        });
-      }
-      await view.right.save();
-      // the outbox rows this production covers go with its COMMIT (no separate round trip and flush)
-      if (clearUpTo !== null) await tx.clearOutbox(networkId, clearUpTo);
-      return Either.right(bodies);
-    });
+        await view.right.save();
+        // the outbox rows this production covers go with its COMMIT (no separate round trip and flush)
+        if (clearUpTo !== null) await tx.clearOutbox(networkId, clearUpTo);
+        return Either.right(bodies);
+        // one database snapshot for all its reads: a policy edit or report committing between two of them must be wholly
+        // in or wholly out of this production (decision 0162)
+      },
+      { consistentRead: true },
+    );
     const seconds = (performance.now() - t0) / 1000;
     if (Either.isLeft(r)) {
       this.d.log?.('snapshot-failed', { code: r.left.code, detail: r.left.detail });

@@ -88,6 +88,15 @@ const b = (v: Buffer | Uint8Array): Bytes => new Uint8Array(v);
 const big = (v: string | number): bigint => BigInt(v);
 
 /** Errors of the database itself (connection, I/O, server shutdown) → `storage-unavailable`. */
+/** A consistent-read transaction is run at most this many times while it keeps losing to concurrent commits. */
+const CONSISTENT_READ_TRIES = 8;
+const RETRY = Symbol('retry');
+/** SQLSTATE 40001 (could not serialize access) or 40P01 (deadlock detected): nothing was committed; safe to run again. */
+const isSerializationFailure = (e: unknown): boolean => {
+  const code = (e as { code?: unknown } | null)?.code;
+  return code === '40001' || code === '40P01';
+};
+
 const storageError = (e: unknown): ServiceControlError =>
   e instanceof SCE ? e : scError('storage-unavailable', `postgresql: ${e instanceof Error ? e.message : String(e)}`);
 
@@ -437,26 +446,39 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): Authorit
           c.query(`INSERT INTO ${S}.member VALUES ($1, $2) ON CONFLICT DO NOTHING`, [buf(identity), buf(networkId)]),
         ),
       ),
-    transact: async (epoch, fn) => {
-      const out = await run(async (c) => {
-        const batch = new TxBatch(c, `SELECT epoch FROM ${S}.authority WHERE id = 1 FOR SHARE`, (r) =>
-          r.rows[0] !== undefined && big(r.rows[0].epoch) === epoch ? null : staleEpoch(),
-        );
-        try {
-          const result = await fn(tx(batch, { prune: pruneLeaseRows !== false }, pruneRevisionRows !== false));
-          if (Either.isLeft(result)) {
-            await batch.rollback();
+    transact: async (epoch, fn, options) => {
+      const consistent = options?.consistentRead === true;
+      const attempt = () =>
+        run(async (c) => {
+          const batch = new TxBatch(
+            c,
+            `SELECT epoch FROM ${S}.authority WHERE id = 1 FOR SHARE`,
+            (r) => (r.rows[0] !== undefined && big(r.rows[0].epoch) === epoch ? null : staleEpoch()),
+            consistent ? 'BEGIN ISOLATION LEVEL REPEATABLE READ' : 'BEGIN',
+          );
+          try {
+            const result = await fn(tx(batch, { prune: pruneLeaseRows !== false }, pruneRevisionRows !== false));
+            if (Either.isLeft(result)) {
+              await batch.rollback();
+              return result;
+            }
+            await batch.commit();
+            afterCommit?.();
             return result;
+          } catch (e) {
+            await batch.rollback();
+            // a consistent-read transaction that lost a row lock to a newer commit runs again on a new snapshot
+            if (consistent && isSerializationFailure(e)) return RETRY;
+            throw e;
           }
-          await batch.commit();
-          afterCommit?.();
-          return result;
-        } catch (e) {
-          await batch.rollback();
-          throw e;
-        }
-      });
-      return Either.isLeft(out) ? Either.left(out.left) : out.right;
+        });
+      for (let tries = 1; ; tries++) {
+        const out = await attempt();
+        if (Either.isLeft(out)) return Either.left(out.left);
+        if (out.right !== RETRY) return out.right;
+        if (tries >= CONSISTENT_READ_TRIES)
+          return Either.left(scError('storage-unavailable', 'postgresql: serialization failure, tries exhausted'));
+      }
     },
     ...(fastAck === false
       ? {}

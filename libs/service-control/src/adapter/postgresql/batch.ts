@@ -145,6 +145,8 @@ export class TxBatch implements TxConnection {
     private readonly client: pg.PoolClient,
     private readonly fenceSql: string,
     private readonly checkFence: (r: pg.QueryResult) => Error | null,
+    /** `BEGIN` or `BEGIN ISOLATION LEVEL REPEATABLE READ` (one snapshot for every read, decision 0162). */
+    private readonly beginSql = 'BEGIN',
   ) {}
 
   statement = <A>(sql: string, parse: (r: pg.QueryResult) => A): Promise<A> => {
@@ -199,7 +201,7 @@ export class TxBatch implements TxConnection {
       for (const q of batch) q.settle(this.failed);
       throw this.failed;
     }
-    const head = this.begun ? [] : ['BEGIN', this.fenceSql];
+    const head = this.begun ? [] : [this.beginSql, this.fenceSql];
     if (batch.length === 0 && tail.length === 0 && head.length === 0) return;
     // The fence must be checked before anything commits: never send COMMIT in the round trip that reads it.
     if (head.length > 0 && tail.length > 0) {
@@ -212,8 +214,10 @@ export class TxBatch implements TxConnection {
     let prepared = preparedOn.get(this.client);
     if (prepared === undefined) preparedOn.set(this.client, (prepared = { names: new Set(), reset: false }));
     const sqls: string[] = [];
-    if (prepared.reset || prepared.names.size > MAX_PREPARED) {
-      sqls.push('DEALLOCATE ALL'); // its result is not one of the statements' (resultIndex skips it)
+    // its result is not one of the statements' (resultIndex skips it); sent after BEGIN when there is one, since
+    // `BEGIN ISOLATION LEVEL …` must be the first statement of its query string
+    const deallocate = prepared.reset || prepared.names.size > MAX_PREPARED;
+    if (deallocate) {
       prepared.names.clear();
       prepared.reset = false;
     }
@@ -232,7 +236,12 @@ export class TxBatch implements TxConnection {
       }
       resultIndex.push(sqls.length - 1);
     };
-    for (const q of [...head, ...batch.map((b) => b.sql), ...tail]) push(q);
+    const all_ = [...head, ...batch.map((b) => b.sql), ...tail];
+    all_.forEach((q, i) => {
+      if (deallocate && i === (head.length > 0 ? 1 : 0)) sqls.push('DEALLOCATE ALL');
+      push(q);
+    });
+    if (deallocate && all_.length <= (head.length > 0 ? 1 : 0)) sqls.push('DEALLOCATE ALL');
     this.roundTrips++;
     let all: pg.QueryResult[];
     try {
