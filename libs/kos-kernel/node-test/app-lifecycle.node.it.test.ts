@@ -82,8 +82,9 @@ describe('TC-23 on the real node: the five built-in apps install to Ready becaus
     }
     // No status is written by the test: rounds run until each app is Ready on its own.
     for (const d of BUILTIN_DEFINITIONS) await roundsUntilPhase(h, ns.name, `b-${d.metadata.name}`, 'Ready');
-    // The definitions declare no readiness probes, so a container counts as ready once it starts: wait a few
-    // seconds, then every app's pods must still be serving and never have restarted (a crashing app fails here).
+    // Readiness probes gate Ready (a container counts as ready once its port answers); wait a few seconds more,
+    // then every app's pods must still be serving and never have restarted (a crashing app, or a liveness probe
+    // that fails against the app, fails here).
     await sleep(5_000);
     for (const d of BUILTIN_DEFINITIONS) {
       const name = `b-${d.metadata.name}`;
