@@ -112,6 +112,12 @@ const phaseOf = async (namespace: string, app: string) =>
       { phase?: string } | undefined
   )?.phase;
 const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
+/** The counted requests per app, by method (e.g. `get 2, apply 1`). */
+const perApp = (counted: ReadonlyMap<string, number>) =>
+  [...counted]
+    .sort()
+    .map(([m, n]) => `${m} ${+(n / N).toFixed(2)}`)
+    .join(', ');
 
 const main = async () => {
   const tag = Date.now().toString(36);
@@ -156,11 +162,14 @@ const main = async () => {
 
     // --- KOS: create through the control plane, then the reconciler's rounds until Ready ---
     const kos0 = performance.now();
-    const phases: Array<[string, number]> = [];
+    const phases: Array<[string, number, Map<string, number>]> = [];
     const phase = async (label: string, f: (i: number) => Promise<unknown>) => {
+      calls.clear();
+      counting = true;
       const t0 = performance.now();
       await each(N, f);
-      phases.push([label, performance.now() - t0]);
+      phases.push([label, performance.now() - t0, new Map(calls)]);
+      counting = false;
     };
     await phase('create through the control plane', async (i) => {
       const created = await run(
@@ -195,7 +204,9 @@ const main = async () => {
     }
     console.log(`install to Ready: KOS ${s(kosMs)}, direct server-side apply ${s(directMs)}`);
     console.log(`  ratio KOS / direct          ${(kosMs / directMs).toFixed(2)}x  (goal ≤ 1.5x)`);
-    for (const [label, ms] of phases) console.log(`    ${label.padEnd(34)} ${s(ms)}`);
+    const total = phases.reduce((n, [, , c]) => n + [...c.values()].reduce((m, x) => m + x, 0), 0) / N;
+    console.log(`  requests per app (control plane + reconciler + status writes): ${+total.toFixed(2)}  (direct: 4)`);
+    for (const [label, ms, c] of phases) console.log(`    ${label.padEnd(34)} ${s(ms)}   per app: ${perApp(c)}`);
 
     // --- no-op resync of the Ready apps ---
     for (let round = 0; round < 2; round++)
