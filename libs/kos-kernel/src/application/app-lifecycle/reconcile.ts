@@ -475,9 +475,13 @@ const installRound = (
       drifted: false,
       capabilityShortfalls: [],
     });
-    const limitRanges = yield* client.list({ apiVersion: 'v1', kind: 'LimitRange', namespace });
-    const limitRange = limitRanges.items.map((l) => l.metadata.name ?? '').sort()[0];
     const unlimited = isUnlimited(resources);
+    // The LimitRange that applies instead is named only for an unlimited app: the others need no list.
+    const limitRange = unlimited
+      ? (yield* client.list({ apiVersion: 'v1', kind: 'LimitRange', namespace })).items
+          .map((l) => l.metadata.name ?? '')
+          .sort()[0]
+      : undefined;
     const next: AppStatus = {
       ...withoutRetry(status),
       phase: installed ? 'Ready' : 'Installing',
