@@ -137,7 +137,9 @@ export const spawnController = (args: ReadonlyArray<string>, children: ChildProc
       cwd: join(import.meta.dirname, '..'),
       env: {
         ...process.env,
-        HOMELAB_TESTBED_STATE: join(import.meta.dirname, '../../../.testbed/state.json'),
+        // The test bed this run uses (a worktree reuses the main checkout's through the variable).
+        HOMELAB_TESTBED_STATE:
+          process.env['HOMELAB_TESTBED_STATE'] ?? join(import.meta.dirname, '../../../.testbed/state.json'),
         KUBECONFIG: '',
         POD_NAMESPACE: '',
       },

@@ -44,10 +44,14 @@ const countingClient = Layer.effect(
   KubeClient,
   Effect.map(KubeClient, (c): KubeClientService => {
     const wrap = <F extends (...args: never[]) => unknown>(name: string, f: F): F =>
-      ((...args: never[]) => {
-        if (counting) calls.set(name, (calls.get(name) ?? 0) + 1);
-        return f(...args);
-      }) as F;
+      // Counted when the request runs (an effect built and never run sends nothing).
+      ((...args: never[]) =>
+        Effect.zipRight(
+          Effect.sync(() => {
+            if (counting) calls.set(name, (calls.get(name) ?? 0) + 1);
+          }),
+          f(...args) as Effect.Effect<unknown, unknown>,
+        )) as unknown as F;
     return {
       ...c,
       get: wrap('get', c.get),
@@ -112,6 +116,12 @@ const phaseOf = async (namespace: string, app: string) =>
       { phase?: string } | undefined
   )?.phase;
 const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
+/** The counted requests per app, by method (e.g. `get 2, apply 1`). */
+const perApp = (counted: ReadonlyMap<string, number>) =>
+  [...counted]
+    .sort()
+    .map(([m, n]) => `${m} ${+(n / N).toFixed(2)}`)
+    .join(', ');
 
 const main = async () => {
   const tag = Date.now().toString(36);
@@ -130,6 +140,7 @@ const main = async () => {
 
   try {
     // --- the peer: the same rendered objects, server-side applied directly, then the Deployments made available ---
+    const directCpu0 = process.cpuUsage();
     const direct0 = performance.now();
     await each(N, async (i) => {
       const r = render(def.spec, { appName: name(i), namespace: directNs, config, volumes: {} });
@@ -139,6 +150,7 @@ const main = async () => {
       await markAvailable(directNs, name(i));
     });
     const directMs = performance.now() - direct0;
+    const directCpu = process.cpuUsage(directCpu0);
     // The test bed's service range is a /24: free the peer's Service IPs before KOS allocates its own.
     const services = await kube((k) => k.list({ apiVersion: 'v1', kind: 'Service', namespace: directNs }));
     await each(services.items.length, (i) =>
@@ -155,12 +167,16 @@ const main = async () => {
     );
 
     // --- KOS: create through the control plane, then the reconciler's rounds until Ready ---
+    const kosCpu0 = process.cpuUsage();
     const kos0 = performance.now();
-    const phases: Array<[string, number]> = [];
+    const phases: Array<[string, number, Map<string, number>]> = [];
     const phase = async (label: string, f: (i: number) => Promise<unknown>) => {
+      calls.clear();
+      counting = true;
       const t0 = performance.now();
       await each(N, f);
-      phases.push([label, performance.now() - t0]);
+      phases.push([label, performance.now() - t0, new Map(calls)]);
+      counting = false;
     };
     await phase('create through the control plane', async (i) => {
       const created = await run(
@@ -187,6 +203,7 @@ const main = async () => {
     await phase('Deployments made available', (i) => markAvailable(kosNs, name(i)));
     await phase('round 3: observe, Ready', (i) => run(reconcileApplication({ namespace: kosNs, name: name(i) })));
     const kosMs = performance.now() - kos0;
+    const kosCpu = process.cpuUsage(kosCpu0);
     const notReady = (await each(N, (i) => phaseOf(kosNs, name(i)))).filter((p) => p !== 'Ready').length;
     if (notReady > 0) {
       const first = (await each(N, (i) => phaseOf(kosNs, name(i)))).findIndex((p) => p !== 'Ready');
@@ -195,7 +212,11 @@ const main = async () => {
     }
     console.log(`install to Ready: KOS ${s(kosMs)}, direct server-side apply ${s(directMs)}`);
     console.log(`  ratio KOS / direct          ${(kosMs / directMs).toFixed(2)}x  (goal ≤ 1.5x)`);
-    for (const [label, ms] of phases) console.log(`    ${label.padEnd(34)} ${s(ms)}`);
+    const cpuPerApp = (c: NodeJS.CpuUsage) => `${((c.user + c.system) / 1000 / N).toFixed(2)} ms`;
+    console.log(`  this process's CPU per app    KOS ${cpuPerApp(kosCpu)}, direct ${cpuPerApp(directCpu)}`);
+    const total = phases.reduce((n, [, , c]) => n + [...c.values()].reduce((m, x) => m + x, 0), 0) / N;
+    console.log(`  requests per app (control plane + reconciler + status writes): ${+total.toFixed(2)}  (direct: 4)`);
+    for (const [label, ms, c] of phases) console.log(`    ${label.padEnd(34)} ${s(ms)}   per app: ${perApp(c)}`);
 
     // --- no-op resync of the Ready apps ---
     for (let round = 0; round < 2; round++)

@@ -3,18 +3,9 @@
 // the kernel's rounds, and the pods really change: stopped apps have no pods, started ones run again (redis with the
 // data it wrote on its Volume before the stop), a restart replaces every pod, scaling runs that many.
 import { Either } from 'effect';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { kubeRequest, useNamespace } from '@homelab/testbed/vitest';
-import {
-  API,
-  app,
-  type AppRuntime,
-  ensureNamespace,
-  harness,
-  makeAppRuntime,
-  releaseApplications,
-} from '../test/app-support.js';
-import { installKosCrds } from '../test/support.js';
+import { API, app, useAppHarness } from '../test/app-support.js';
 import {
   getFromPod,
   importStandIns,
@@ -26,23 +17,7 @@ import {
 } from './node-support.js';
 
 const ns = useNamespace('day2-node');
-let rt: AppRuntime;
-let h: ReturnType<typeof harness>;
-
-beforeAll(async () => {
-  await installKosCrds();
-  await ensureNamespace('kos-system');
-  await importStandIns();
-  rt = makeAppRuntime();
-  h = harness(rt);
-  await h.installBuiltins();
-});
-afterAll(async () => {
-  await releaseApplications(ns.name);
-  await rt.dispose();
-});
-
-const appRef = (name: string) => ({ apiVersion: API, kind: 'Application', namespace: ns.name, name });
+const { h, appRef } = useAppHarness(ns, { prepare: importStandIns });
 const act = async (action: string, name: string, extra: Record<string, unknown> = {}) => {
   const r = await h.action({ action, object: appRef(name), ...extra });
   if (Either.isLeft(r)) throw new Error(`${action} ${name}: ${JSON.stringify(r.left)}`);

@@ -4,19 +4,10 @@
 // Volume → PVC bound by the persistent-volume binder on the test bed's host-path provisioner, and the stand-in images
 // (test/stand-in-images.ts) under the definitions' own image references.
 import { Either } from 'effect';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { kubeRequest, useNamespace } from '@homelab/testbed/vitest';
 import { BUILTIN_DEFINITIONS, markerKey } from '../src/index.js';
-import {
-  API,
-  app,
-  type AppRuntime,
-  ensureNamespace,
-  harness,
-  makeAppRuntime,
-  releaseApplications,
-} from '../test/app-support.js';
-import { installKosCrds } from '../test/support.js';
+import { API, app, useAppHarness } from '../test/app-support.js';
 import {
   getFromPod,
   importStandIns,
@@ -29,21 +20,7 @@ import {
 } from './node-support.js';
 
 const ns = useNamespace('apps-node');
-let rt: AppRuntime;
-let h: ReturnType<typeof harness>;
-
-beforeAll(async () => {
-  await installKosCrds();
-  await ensureNamespace('kos-system');
-  await importStandIns();
-  rt = makeAppRuntime();
-  h = harness(rt);
-  await h.installBuiltins();
-});
-afterAll(async () => {
-  await releaseApplications(ns.name);
-  await rt.dispose();
-});
+const { h } = useAppHarness(ns, { prepare: importStandIns });
 
 const phaseOf = async (name: string) =>
   ((await h.get({ apiVersion: API, kind: 'Application', namespace: ns.name, name }))?.['status'] as
@@ -82,8 +59,9 @@ describe('TC-23 on the real node: the five built-in apps install to Ready becaus
     }
     // No status is written by the test: rounds run until each app is Ready on its own.
     for (const d of BUILTIN_DEFINITIONS) await roundsUntilPhase(h, ns.name, `b-${d.metadata.name}`, 'Ready');
-    // The definitions declare no readiness probes, so a container counts as ready once it starts: wait a few
-    // seconds, then every app's pods must still be serving and never have restarted (a crashing app fails here).
+    // Readiness probes gate Ready (a container counts as ready once its port answers); wait a few seconds more,
+    // then every app's pods must still be serving and never have restarted (a crashing app, or a liveness probe
+    // that fails against the app, fails here).
     await sleep(5_000);
     for (const d of BUILTIN_DEFINITIONS) {
       const name = `b-${d.metadata.name}`;

@@ -4,42 +4,19 @@
 // Actions go through the control plane's action-request handler; reconciler rounds run one at a time under a stepped
 // clock. No kubelet: tests write workload status themselves (markReady) where an app must be Ready.
 import { Effect, Either } from 'effect';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { kubeRequest, useNamespace } from '@homelab/testbed/vitest';
 import { actionRequest, markerKey } from '../src/index.js';
-import {
-  API,
-  app,
-  type AppRuntime,
-  ensureNamespace,
-  harness,
-  makeAppRuntime,
-  markReady,
-  releaseApplications,
-  T0,
-} from './app-support.js';
-import { installKosCrds } from './support.js';
+import { API, app, markReady, T0, useAppHarness } from './app-support.js';
 
 const ns = useNamespace('day2');
-let rt: AppRuntime;
-let h: ReturnType<typeof harness>;
 const holds: string[] = [];
-
-beforeAll(async () => {
-  await installKosCrds();
-  await ensureNamespace('kos-system');
-  rt = makeAppRuntime();
-  h = harness(rt);
-  await h.installBuiltins();
+const { h, appRef } = useAppHarness(ns, {
+  cleanup: async () => {
+    for (const path of holds)
+      await kubeRequest('PATCH', path, { metadata: { finalizers: null } }, 'application/merge-patch+json');
+  },
 });
-afterAll(async () => {
-  for (const path of holds)
-    await kubeRequest('PATCH', path, { metadata: { finalizers: null } }, 'application/merge-patch+json');
-  await releaseApplications(ns.name);
-  await rt.dispose();
-});
-
-const appRef = (name: string) => ({ apiVersion: API, kind: 'Application', namespace: ns.name, name });
 type Status = {
   phase?: string;
   health?: { state?: string };

@@ -3,36 +3,19 @@
 // plane fails the app (InvalidPackage) before anything is written; a definition deleted — or replaced by an invalid
 // one — while an install is unfinished rolls that install back. After each case the namespace's objects are listed.
 // No kubelet: nothing here needs a workload to run.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Effect, Either } from 'effect';
 import { kubeRequest, useNamespace } from '@homelab/testbed/vitest';
 import { BUILTIN_DEFINITIONS, createResource } from '../src/index.js';
-import {
-  API,
-  app,
-  type AppRuntime,
-  ensureNamespace,
-  harness,
-  makeAppRuntime,
-  releaseApplications,
-} from './app-support.js';
-import { installKosCrds } from './support.js';
+import { API, app, useAppHarness } from './app-support.js';
 
 const ns = useNamespace('halfw');
-let rt: AppRuntime;
-let h: ReturnType<typeof harness>;
 const definitions: string[] = [];
-
-beforeAll(async () => {
-  await installKosCrds();
-  await ensureNamespace('kos-system');
-  rt = makeAppRuntime();
-  h = harness(rt);
-});
-afterAll(async () => {
-  await releaseApplications(ns.name);
-  for (const d of definitions) await kubeRequest('DELETE', `/apis/kos.tsic.top/v1beta1/applicationdefinitions/${d}`);
-  await rt.dispose();
+const { h } = useAppHarness(ns, {
+  builtins: false,
+  cleanup: async () => {
+    for (const d of definitions) await kubeRequest('DELETE', `/apis/kos.tsic.top/v1beta1/applicationdefinitions/${d}`);
+  },
 });
 
 const staticWeb = () => {

@@ -2,46 +2,25 @@
 // Ready (TC-23), config is normalized before writing (TC-45) and reserved/unknown keys are refused (TC-46), unknown
 // annotations are inert (TC-47), missing prerequisites keep an app Pending (TC-54), the retry budget (TC-55).
 // Reconciler rounds run one at a time under a stepped clock. No kubelet: tests write workload status (markReady).
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Either } from 'effect';
 import { kubeRequest, useNamespace } from '@homelab/testbed/vitest';
 import { BUILTIN_DEFINITIONS, digestOf, KERNEL_KINDS, markerKey } from '../src/index.js';
-import {
-  API,
-  app,
-  type AppRuntime,
-  ensureNamespace,
-  harness,
-  makeAppRuntime,
-  markReady,
-  releaseApplications,
-  T0,
-} from './app-support.js';
-import { installKosCrds } from './support.js';
+import { API, app, ensureNamespace, markReady, T0, useAppHarness } from './app-support.js';
 
 const ns = useNamespace('apps');
-let rt: AppRuntime;
-let h: ReturnType<typeof harness>;
 let capabilities: ReadonlyArray<string> = [];
 const extraNamespaces: string[] = [];
 const extraDefinitions: string[] = [];
-
-beforeAll(async () => {
-  await installKosCrds();
-  await ensureNamespace('kos-system');
-  rt = makeAppRuntime(() => capabilities);
-  h = harness(rt);
-  await h.installBuiltins();
+const { h, appRef } = useAppHarness(ns, {
+  capabilities: () => capabilities,
+  releaseIn: () => [ns.name, ...extraNamespaces],
+  cleanup: async () => {
+    for (const n of extraNamespaces) await kubeRequest('DELETE', `/api/v1/namespaces/${n}`);
+    for (const d of extraDefinitions)
+      await kubeRequest('DELETE', `/apis/kos.tsic.top/v1beta1/applicationdefinitions/${d}`);
+  },
 });
-afterAll(async () => {
-  for (const n of [ns.name, ...extraNamespaces]) await releaseApplications(n);
-  for (const n of extraNamespaces) await kubeRequest('DELETE', `/api/v1/namespaces/${n}`);
-  for (const d of extraDefinitions)
-    await kubeRequest('DELETE', `/apis/kos.tsic.top/v1beta1/applicationdefinitions/${d}`);
-  await rt.dispose();
-});
-
-const appRef = (name: string, namespace = ns.name) => ({ apiVersion: API, kind: 'Application', namespace, name });
 const statusOf = async (name: string, namespace = ns.name) =>
   ((await h.get(appRef(name, namespace)))?.['status'] ?? {}) as {
     phase?: string;

@@ -4,6 +4,7 @@
 // retries work). There is no kubelet here: `markReady` writes a workload's status the way a kubelet-driven
 // controller would, and each test that uses it says so.
 import { Clock, Effect, Layer, ManagedRuntime } from 'effect';
+import { afterAll, beforeAll } from 'vitest';
 import { KubeClient, type KubeObject, layerFromToken } from '@homelab/kube';
 import { kubeRequest, testbed } from '@homelab/testbed/vitest';
 import {
@@ -24,6 +25,7 @@ import {
   SerialGateLive,
   updateResource,
 } from '../src/index.js';
+import { installKosCrds } from './support.js';
 
 export const API = 'kos.tsic.top/v1beta1';
 
@@ -68,9 +70,10 @@ export const steppedClock = (ms: number): Clock.Clock => {
 
 export const T0 = Date.parse('2026-12-01T10:00:00Z');
 
-export const harness = (rt: AppRuntime) => {
+export const harness = (runtime: AppRuntime | (() => AppRuntime)) => {
+  const rt = () => (typeof runtime === 'function' ? runtime() : runtime);
   const run = <A, E>(e: Effect.Effect<A, E, never> | Effect.Effect<A, E, unknown>, at = T0) =>
-    rt.runPromise((e as Effect.Effect<A, E, never>).pipe(Effect.withClock(steppedClock(at))));
+    rt().runPromise((e as Effect.Effect<A, E, never>).pipe(Effect.withClock(steppedClock(at))));
   const either = <A, E>(e: Effect.Effect<A, E, unknown>, at = T0) => run(Effect.either(e), at);
   return {
     run,
@@ -157,4 +160,48 @@ export const releaseApplications = async (namespace: string) => {
       { metadata: { finalizers: null } },
       'application/merge-patch+json',
     );
+};
+
+export interface AppHarnessOptions {
+  /** Write the five built-in definitions before the tests (default true). */
+  readonly builtins?: boolean;
+  /** What the capability source offers (default: nothing). */
+  readonly capabilities?: () => ReadonlyArray<string>;
+  /** More set-up after the CRDs and `kos-system`, before the definitions (the node tests import stand-in images). */
+  readonly prepare?: () => Promise<unknown>;
+  /** The namespaces whose Applications are released at the end (default: the test's own). */
+  readonly releaseIn?: () => ReadonlyArray<string>;
+  /** More tear-down, after the Applications are released and before the runtime is disposed. */
+  readonly cleanup?: () => Promise<unknown>;
+}
+
+/**
+ * The set-up every application test file shares: before the tests the KOS CRDs, the `kos-system` namespace and
+ * (unless `builtins: false`) the built-in definitions; after them the Applications' finalizers released (so the
+ * namespace can go) and the runtime disposed. Call it after `useNamespace` so its tear-down runs first.
+ */
+export const useAppHarness = (ns: { readonly name: string }, options: AppHarnessOptions = {}) => {
+  let rt: AppRuntime | undefined;
+  const runtime = () => {
+    if (rt === undefined) throw new Error('useAppHarness: the runtime exists from beforeAll on');
+    return rt;
+  };
+  const h = harness(runtime);
+  beforeAll(async () => {
+    rt = makeAppRuntime(options.capabilities);
+    await installKosCrds();
+    await ensureNamespace('kos-system');
+    await options.prepare?.();
+    if (options.builtins !== false) await h.installBuiltins();
+  });
+  afterAll(async () => {
+    for (const n of options.releaseIn?.() ?? [ns.name]) await releaseApplications(n);
+    await options.cleanup?.();
+    await rt?.dispose();
+  });
+  return {
+    h,
+    /** The Application `name` (in the test's namespace unless another is given). */
+    appRef: (name: string, namespace = ns.name) => ({ apiVersion: API, kind: 'Application', namespace, name }),
+  };
 };

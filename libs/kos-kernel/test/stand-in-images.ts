@@ -16,13 +16,14 @@ pid=$!
 trap 'kill $pid 2>/dev/null; exit 0' TERM INT
 wait $pid`;
 
-/** busybox httpd on `port` serving a one-line page (and /healthcheck → OK). */
+/** busybox httpd on `port` serving a one-line page, /healthcheck → OK (miniflux's probe path) and /healthz (n8n's). */
 const servePage = (name: string, port: number) =>
   script(`
 echo "stand-in ${name} (test bed): serving on :${port}, args: $*"
 mkdir -p /tmp/www
 echo "<!doctype html><title>${name} (test-bed stand-in)</title>" > /tmp/www/index.html
 echo OK > /tmp/www/healthcheck
+echo '{"status":"ok"}' > /tmp/www/healthz
 ${supervise(`httpd -f -p ${port} -h /tmp/www`)}`);
 
 const nginx = script(`

@@ -81,13 +81,23 @@ const managesByApply = (o: KubeObject): boolean =>
     return e.manager === APP_FIELD_MANAGER && e.operation === 'Apply';
   });
 
-/** Apply one downstream object; `written` says whether a request was sent. */
+/**
+ * Apply one downstream object; `written` says whether a write was sent. `compare` (the default) reads the stored
+ * object first and sends nothing when it already holds every applied value (a no-op round writes nothing);
+ * `apply` sends the server-side apply at once (the desired state changed: a read first would only cost a request).
+ */
 export const applyDownstream = (
   object: Manifest,
+  mode: 'compare' | 'apply' = 'compare',
 ): Effect.Effect<{ readonly stored: KubeObject; readonly written: boolean }, KubeError | WriteRejected, KubeClient> =>
   Effect.gen(function* () {
     yield* admitted(object, 'create');
     const client = yield* KubeClient;
+    if (mode === 'apply')
+      return {
+        stored: yield* client.apply(object as unknown as KubeObject, { fieldManager: APP_FIELD_MANAGER, force: true }),
+        written: true,
+      };
     const stored = yield* client.get(refOf(object)).pipe(
       Effect.map((o): KubeObject | undefined => o),
       Effect.catchTag('NotFound', () => Effect.succeed(undefined)),

@@ -599,13 +599,18 @@ export const createResource = (
                     ),
                   );
             });
-      const existing = yield* client.get(d.ref).pipe(
-        Effect.map((o): KubeObject | undefined => o),
-        Effect.catchTag('NotFound', () => Effect.succeed(undefined)),
-        Effect.mapError((e) => fromKube(e, 'read', d.ref, false)),
-      );
-      if (existing !== undefined) return yield* converge(existing);
-      yield* withStoredSecrets(d, undefined); // a mask with nothing stored is refused
+      const readExisting = client.get(d.ref).pipe(Effect.mapError((e) => fromKube(e, 'read', d.ref, false)));
+      // A mask with nothing stored is refused; with an object stored under the name, it converges on that one.
+      const unmasked = yield* Effect.either(withStoredSecrets(d, undefined));
+      if (Either.isLeft(unmasked))
+        return yield* readExisting.pipe(
+          Effect.catchIf(
+            (e) => e.code === 'not_found',
+            () => Effect.fail(unmasked.left),
+          ),
+          Effect.flatMap(converge),
+        );
+      // Create first (no read before the write): an existing object answers AlreadyExists and is read then.
       return yield* client.create(d.object, { fieldManager }).pipe(
         Effect.map((created): Accepted => ({ accepted: true, operation: 'create', object: refOf(created) })),
         Effect.catchTag('AlreadyExists', () =>

@@ -167,6 +167,41 @@ describe('invalid packages (§5.2)', () => {
   });
 });
 
+describe('built-in definitions: health probes', () => {
+  type Container = {
+    name: string;
+    ports?: Array<{ name: string }>;
+    readinessProbe?: Record<string, { port?: string; path?: string }>;
+    livenessProbe?: Record<string, { port?: string; path?: string }> & { initialDelaySeconds?: number };
+  };
+  const probePort = (p: Record<string, unknown> | undefined) =>
+    ((p?.['httpGet'] ?? p?.['tcpSocket']) as { port?: string } | undefined)?.port;
+  it('every serving container of a built-in app is ready only when its declared port answers, and is probed for liveness after a start-up allowance', () => {
+    let serving = 0;
+    for (const d of BUILTIN_DEFINITIONS) {
+      for (const o of renderWith(d.metadata.name, {}).objects.filter(
+        (o) => o.kind === 'Deployment' || o.kind === 'StatefulSet',
+      )) {
+        const pod = (o as unknown as { spec: { template: { spec: { containers: Container[] } } } }).spec.template.spec;
+        for (const c of pod.containers) {
+          const where = `${d.metadata.name} ${o.metadata.name}/${c.name}`;
+          if ((c.ports ?? []).length === 0) {
+            // A process without a port (n8n's queue worker) has nothing to probe.
+            expect(c.readinessProbe, where).toBeUndefined();
+            continue;
+          }
+          serving++;
+          const ports = (c.ports ?? []).map((p) => p.name);
+          expect(ports, where).toContain(probePort(c.readinessProbe));
+          expect(ports, where).toContain(probePort(c.livenessProbe));
+          expect(c.livenessProbe?.initialDelaySeconds, where).toBeGreaterThan(0);
+        }
+      }
+    }
+    expect(serving).toBe(5);
+  });
+});
+
 describe('TC-125/TC-126: resources (pure)', () => {
   it('quantities parse', () => {
     expect(parseQuantity('500m')).toBe(0.5);

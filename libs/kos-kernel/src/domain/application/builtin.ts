@@ -37,6 +37,24 @@ const deployment = (app: string, component: string, name: string, pod: Record<st
   },
 });
 
+// Health probes (decision 0243): a serving container is ready only once its port answers, so a crashing or
+// still-starting app is not counted available (Ready comes from the Deployment's availableReplicas / the
+// StatefulSet's readyReplicas); liveness restarts a process that stopped answering, with a start-up allowance
+// before the first check. Ports are named, so the probes follow the container's declared port.
+const httpProbes = (path: string, port: string, startupSeconds: number) => ({
+  readinessProbe: { httpGet: { path, port }, periodSeconds: 5, failureThreshold: 3 },
+  livenessProbe: {
+    httpGet: { path, port },
+    initialDelaySeconds: startupSeconds,
+    periodSeconds: 20,
+    failureThreshold: 3,
+  },
+});
+const tcpProbes = (port: string, startupSeconds: number) => ({
+  readinessProbe: { tcpSocket: { port }, periodSeconds: 5, failureThreshold: 3 },
+  livenessProbe: { tcpSocket: { port }, initialDelaySeconds: startupSeconds, periodSeconds: 20, failureThreshold: 3 },
+});
+
 const specs: Readonly<Record<string, Readonly<Record<string, unknown>>>> = {
   // 1. A static web server: Deployment + Service + the page in a ConfigMap.
   'static-web': {
@@ -70,6 +88,7 @@ const specs: Readonly<Record<string, Readonly<Record<string, unknown>>>> = {
               name: 'nginx',
               image: 'docker.io/library/nginx:1.27.3-alpine',
               ports: [{ name: 'http', containerPort: 8080 }],
+              ...httpProbes('/', 'http', 5),
               volumeMounts: [
                 { name: 'content', mountPath: '/usr/share/nginx/html/index.html', subPath: 'index.html' },
                 { name: 'content', mountPath: '/etc/nginx/nginx.conf', subPath: 'nginx.conf' },
@@ -115,6 +134,7 @@ const specs: Readonly<Record<string, Readonly<Record<string, unknown>>>> = {
                     image: 'docker.io/library/redis:7.4.1-alpine',
                     args: ['--maxmemory', '{{config.maxMemory}}', '--appendonly', '{{config.appendOnly}}'],
                     ports: [{ name: 'redis', containerPort: 6379 }],
+                    ...tcpProbes('redis', 15),
                     volumeMounts: [{ name: 'data', mountPath: '/data' }],
                   },
                 ],
@@ -150,6 +170,7 @@ const specs: Readonly<Record<string, Readonly<Record<string, unknown>>>> = {
                 { name: 'N8N_ENCRYPTION_KEY', value: '{{config.encryptionKey}}' },
               ],
               ports: [{ name: 'http', containerPort: 5678 }],
+              ...httpProbes('/healthz', 'http', 30),
             },
           ],
         }),
@@ -197,6 +218,7 @@ const specs: Readonly<Record<string, Readonly<Record<string, unknown>>>> = {
                 { name: 'RUN_MIGRATIONS', value: '0' },
               ],
               ports: [{ name: 'http', containerPort: 8080 }],
+              ...httpProbes('/healthcheck', 'http', 15),
             },
           ],
         }),
@@ -244,6 +266,7 @@ const specs: Readonly<Record<string, Readonly<Record<string, unknown>>>> = {
               image: 'docker.io/louislam/uptime-kuma:1.23.16',
               env: [{ name: 'KUMA_CHECK_INTERVAL', value: '{{config.checkIntervalSeconds | string}}' }],
               ports: [{ name: 'http', containerPort: 3001 }],
+              ...httpProbes('/', 'http', 30),
             },
           ],
         }),
