@@ -19,6 +19,7 @@ import { canonicalJson } from '../../domain/adoption.js';
 import { type ConfigSchema, type FieldProblem, normalizeConfig } from '../../domain/application/config.js';
 import {
   afterInstallFailure,
+  applyOrder,
   definitionNameOf,
   effectiveReplicas,
   isoSeconds,
@@ -411,8 +412,8 @@ const installRound = (
     const write = Effect.gen(function* () {
       if (restart.length > 0 && status.phase === 'Ready')
         for (const o of objects.filter((o) => SCALABLE_KINDS.includes(o.kind))) yield* deleteDownstream(o);
-      // None needs another stored first (the kubelet waits for a ConfigMap a pod mounts).
-      const stored = (yield* Effect.forEach(objects, (o) => applyDownstream(o, mode), {
+      // configuration before the workloads that mount it; the first refused write ends the round
+      const stored = (yield* Effect.forEach(applyOrder(objects), (o) => applyDownstream(o, mode), {
         concurrency: ROUND_CONCURRENCY,
       })).map((r) => r.stored);
       let hookStored: KubeObject | undefined;

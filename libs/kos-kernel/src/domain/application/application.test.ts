@@ -5,7 +5,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { BUILTIN_DEFINITIONS, withDigest } from './builtin.js';
 import { type ConfigSchema, normalizeConfig } from './config.js';
-import { actionRefusal, afterInstallFailure, retryBackoffMs, uninstallStatus } from './lifecycle.js';
+import { actionRefusal, afterInstallFailure, applyOrder, retryBackoffMs, uninstallStatus } from './lifecycle.js';
 import { mergeResources, parseQuantity, resourceProblems, withResources } from './resources.js';
 import { packageProblems, render, renderedBytes, templateVolumes } from './template.js';
 
@@ -260,5 +260,27 @@ describe('TC-55: retry budget and backoff (pure)', () => {
       actionRefusal('orphan', { phase: 'Uninstalling', deleting: true, uninstall: u }, t0 + 10 * 60_000),
     ).toBeUndefined();
     expect(uninstallStatus('2026-12-01T00:00:00Z', t0 + 10 * 60_000, ['Deployment/x']).stalled).toBe(true);
+  });
+});
+
+describe('write order of rendered objects', () => {
+  it('TC-55 ConfigMaps, then Services, then workloads, each kind in render order — a refused ConfigMap stops the round before any pod could mount it', () => {
+    const o = (kind: string, name: string) => ({ kind, metadata: { name } });
+    const order = applyOrder([
+      o('Deployment', 'web'),
+      o('StatefulSet', 'db'),
+      o('Deployment', 'worker'),
+      o('Service', 'web'),
+      o('ConfigMap', 'b'),
+      o('ConfigMap', 'a'),
+    ]).map((x) => `${x.kind}/${x.metadata.name}`);
+    expect(order).toEqual([
+      'ConfigMap/b',
+      'ConfigMap/a',
+      'Service/web',
+      'Deployment/web',
+      'StatefulSet/db',
+      'Deployment/worker',
+    ]);
   });
 });

@@ -137,6 +137,13 @@ export const actionRefusal = (action: AppAction, f: ActionFacts, nowMs: number):
   }
 };
 
-/** Sort key of rendered objects for deletion: workloads first, then the rest (one by one). */
-export const deletionOrder = (objects: ReadonlyArray<Pick<Manifest, 'kind' | 'metadata'>>) =>
-  [...objects].sort((a, b) => `${a.kind}/${a.metadata.name}`.localeCompare(`${b.kind}/${b.metadata.name}`));
+const APPLY_RANK: Readonly<Record<string, number>> = { ConfigMap: 0, Service: 1, StatefulSet: 2, Deployment: 2 };
+
+/**
+ * Write order of an app's rendered objects: what a pod mounts (ConfigMap) and what reaches it (Service) before the
+ * workloads, each kind keeping its render order. A round stops at its first refused write, so a ConfigMap the API
+ * server refuses leaves no workload behind whose pods would start with someone else's configuration and keep it
+ * (a subPath mount never sees a later fix). Found by TC-55's twin on the real node.
+ */
+export const applyOrder = <A extends Pick<Manifest, 'kind'>>(objects: ReadonlyArray<A>): A[] =>
+  [...objects].sort((a, b) => (APPLY_RANK[a.kind] ?? 3) - (APPLY_RANK[b.kind] ?? 3));
