@@ -40,6 +40,7 @@ import {
   BindingResources,
   CredentialStore,
   DatabaseServer,
+  EventRecorder,
   InstanceObserver,
   InstanceResources,
   ProvisioningResources,
@@ -66,6 +67,7 @@ type Ports =
   | Entropy
   | InstanceResources
   | InstanceObserver
+  | EventRecorder
   | KubeClient;
 let context: Context.Context<Ports>;
 let scope: Scope.CloseableScope;
@@ -128,6 +130,29 @@ const kvRead = async (path: string) => {
   if (r.status === 404) return undefined;
   const body = JSON.parse(r.body) as { data: { data: Record<string, string>; metadata: { version: number } } };
   return { data: body.data.data, version: body.data.metadata.version };
+};
+
+interface KubeEvent {
+  type: string;
+  reason: string;
+  message: string;
+  involvedObject: Record<string, string>;
+  metadata: { creationTimestamp: string; name: string };
+}
+/** The Events about one object, oldest first (what `kubectl describe` lists). */
+const eventsAbout = async (namespace: string, uid: string): Promise<KubeEvent[]> => {
+  const r = await kubeRequest(
+    'GET',
+    `/api/v1/namespaces/${namespace}/events?fieldSelector=involvedObject.uid%3D${uid}`,
+  );
+  if (r.status !== 200) throw new Error(`GET events: ${r.status}`);
+  const items = (r.json() as { items: KubeEvent[] }).items;
+  const order = ['Reconciling', 'Available', 'Deleting', 'Released'];
+  return items.sort(
+    (a, b) =>
+      a.metadata.creationTimestamp.localeCompare(b.metadata.creationTimestamp) ||
+      order.indexOf(a.reason) - order.indexOf(b.reason),
+  );
 };
 
 // ---- crash injection -------------------------------------------------------------------------------------------
@@ -402,6 +427,28 @@ describe('provisioning and credential delivery (issue 21)', () => {
     );
   }, 30_000);
 
+  it('Events (decision 0310): the Tenant and the Database each got one Event per phase change (kubectl describe lists them), fixed texts without password, name or path; a steady round adds none', async () => {
+    const name = `p${suffix}-base`;
+    const tenant = (await get(tenantPath(name))) as Obj;
+    const db = (await get(`${databases}/${dbName(tenant)}`)) as Obj;
+    const tenantEvents = await eventsAbout(ns.name, tenant.metadata.uid);
+    const databaseEvents = await eventsAbout('default', db.metadata.uid);
+    expect(tenantEvents.map((e) => [e.type, e.reason])).toEqual([['Normal', 'CredentialsDelivered']]);
+    expect(tenantEvents[0]?.involvedObject).toMatchObject({ kind: 'PostgreSQLTenant', name, namespace: ns.name });
+    expect(databaseEvents.map((e) => [e.type, e.reason])).toEqual([
+      ['Normal', 'Reconciling'],
+      ['Normal', 'Available'],
+    ]);
+    const password = (await secretOf(name))?.['password'] as string;
+    for (const e of [...tenantEvents, ...databaseEvents]) {
+      for (const secret of [password, name, ns.name, db.metadata.uid, kv.base, instanceName])
+        expect(e.message.includes(secret), `${e.reason}: ${e.message}`).toBe(false);
+    }
+    expect(await round(clean(), name)).toBe('ok');
+    expect(await eventsAbout(ns.name, tenant.metadata.uid)).toHaveLength(1);
+    expect(await eventsAbout('default', db.metadata.uid)).toHaveLength(2);
+  }, 30_000);
+
   for (const when of ['before', 'after'] as const) {
     it(`crash ${when} each provisioning step, then a clean reconcile: one role, one database, one KV version, the same password in PostgreSQL, OpenBao and the Secret`, async () => {
       expect(provisionCalls.length).toBeGreaterThanOrEqual(10);
@@ -449,6 +496,7 @@ const roleSession = async (role: string) => {
 };
 
 let reclaimCalls: string[] = [];
+let reclaimDatabaseUid: string | undefined;
 
 describe('reclaim (issue 21)', () => {
   it('Retain: deleting the Tenant marks the Database Released (tenantRef kept) before the finalizer goes; role, database, credential and the old login are unchanged', async () => {
@@ -461,6 +509,11 @@ describe('reclaim (issue 21)', () => {
     expect(await get(tenantPath(name))).toBeUndefined();
     const released = await get(`${databases}/${db.metadata.name}`);
     expect(released?.status?.phase).toBe('Released');
+    expect((await eventsAbout('default', db.metadata.uid)).map((e) => [e.type, e.reason])).toEqual([
+      ['Normal', 'Reconciling'],
+      ['Normal', 'Available'],
+      ['Normal', 'Released'],
+    ]);
     expect(ready(released)).toMatchObject({ status: 'False', reason: 'Released' });
     expect(released?.spec?.['tenantRef']).toMatchObject({ uid: tenant.metadata.uid });
     expect((await kvRead(path))?.version).toBe(1);
@@ -473,7 +526,8 @@ describe('reclaim (issue 21)', () => {
 
   it('Delete with a session open: projection removed, logins blocked, the session terminated, database and role dropped, every KV version deleted, each step recorded; then the Database and the Tenant are gone', async () => {
     const name = `r${suffix}-delete`;
-    const { tenant, path } = await provisioned(name, 'Delete');
+    const { tenant, path, db } = await provisioned(name, 'Delete');
+    reclaimDatabaseUid = db.metadata.uid;
     const role = name.replaceAll('-', '_');
     const session = await roleSession(role);
     await kubeRequest('DELETE', tenantPath(name));
@@ -481,6 +535,13 @@ describe('reclaim (issue 21)', () => {
     expect(await round(interrupted(clean(), 10_000, 'before', reclaimCalls), name)).toBe('ok');
     await expect(session.query('SELECT 1')).rejects.toThrow();
     await gone(name, tenant.metadata.uid, path);
+    // one Deleting Event on the Database (the step records change the message, not the reason), one on the Tenant
+    const dbUid = (reclaimDatabaseUid ?? '') as string;
+    expect((await eventsAbout('default', dbUid)).map((e) => e.reason)).toEqual([
+      'Reconciling',
+      'Available',
+      'Deleting',
+    ]);
     expect(reclaimCalls).toEqual([
       'record:Deleting:Deleting',
       'removeProjection',

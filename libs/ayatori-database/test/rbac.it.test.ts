@@ -1,7 +1,7 @@
 // The generated RBAC on the real kube-apiserver, through impersonation: the binding identity (ClusterRole only)
 // can read no Secret anywhere; the Instance identity (plus the namespaced Role) reads Secrets only in the
 // controller namespace; neither may delete Database objects or write events. The provisioning identity (plus the
-// provisioning ClusterRole, issue 21) applies, reads and deletes a projection Secret and deletes a Database, and is
+// provisioning ClusterRole, issue 21) applies, reads and deletes a projection Secret, deletes a Database and creates Events, and is
 // refused list/watch/update of Secrets and any delete of Instances or Tenants. The leader-election Role allows
 // exactly get/create/update of Leases.
 import { useNamespace } from '@homelab/testbed/vitest';
@@ -122,7 +122,7 @@ describe('RBAC on the real API server', () => {
     }
   });
 
-  it('issue 21: the provisioning identity applies, reads and deletes a projection Secret in a tenant namespace and deletes a Database; list/watch/update of Secrets and deletes of Instances/Tenants are refused', async () => {
+  it('issue 21: the provisioning identity applies, reads and deletes a projection Secret in a tenant namespace, deletes a Database and creates an Event; list/watch/update of Secrets and deletes of Instances/Tenants are refused', async () => {
     const who = sa('provisioner');
     const secrets = `/api/v1/namespaces/${unrelatedNs.name}/secrets`;
     const name = uniqueName('proj');
@@ -151,6 +151,30 @@ describe('RBAC on the real API server', () => {
     expect((await callAs(who, groups(), 'DELETE', `${base}/postgresqldatabases/absent-${name}`)).status).toBe(404);
     expect((await callAs(who, groups(), 'DELETE', `${base}/postgresqlinstances/absent-${name}`)).status).toBe(403);
     expect((await callAs(who, groups(), 'DELETE', `${tenants(unrelatedNs.name)}/absent-${name}`)).status).toBe(403);
+    // Events (decision 0310): create only, never read back or patched
+    const event = {
+      apiVersion: 'v1',
+      kind: 'Event',
+      metadata: { name: uniqueName('e') },
+      involvedObject: { kind: 'PostgreSQLTenant', name: 'x', namespace: unrelatedNs.name },
+      reason: 'Test',
+      message: 'rbac',
+    };
+    const events = `/api/v1/namespaces/${unrelatedNs.name}/events`;
+    expect((await callAs(who, groups(), 'POST', events, event)).status).toBe(201);
+    expect((await callAs(who, groups(), 'GET', events)).status).toBe(403);
+    expect(
+      (
+        await callAs(
+          who,
+          groups(),
+          'PATCH',
+          `${events}/${event.metadata.name}`,
+          { message: 'x' },
+          'application/merge-patch+json',
+        )
+      ).status,
+    ).toBe(403);
     // without the provisioning ClusterRole the same apply is refused
     expect(
       (

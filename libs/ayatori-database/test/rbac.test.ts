@@ -100,13 +100,14 @@ describe('RBAC', () => {
     ]);
   });
 
-  it('the provisioning ClusterRole (issue 21) grants the projection Secret get/create/patch/delete and Database delete, nothing else; bound to the controller ServiceAccount', () => {
+  it('the provisioning ClusterRole (issue 21) grants the projection Secret get/create/patch/delete, Event create and Database delete, nothing else; bound to the controller ServiceAccount', () => {
     const [role, binding] = provisioningClusterRole('ayatori-system');
     expect(role).toEqual({
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'ClusterRole',
       metadata: { name: 'database-provisioning-role' },
       rules: [
+        { apiGroups: [''], resources: ['events'], verbs: ['create'] },
         { apiGroups: [''], resources: ['secrets'], verbs: ['create', 'delete', 'get', 'patch'] },
         { apiGroups: [g], resources: ['postgresqldatabases'], verbs: ['delete'] },
       ],

@@ -45,11 +45,14 @@ export const InstanceControllerPermissions: ReadonlyArray<Permission> = [
 /**
  * The provisioning path's needs (issue 21, `adapter/kubernetes/provisioning.ts`): the projection Secret is written
  * by server-side apply (`patch`, plus `create` the first time), its existence read as metadata (`get`), and it is
- * deleted on reclaim; a reclaimed Database is deleted after its finalizer is released. No `list`/`watch` on Secrets
+ * deleted on reclaim; a reclaimed Database is deleted after its finalizer is released; Events are created (decision
+ * 0310). No `list`/`watch` on Secrets
  * (the controller keeps no Secret informer) and no `update` (apply only).
  */
 export const ProvisioningControllerPermissions: ReadonlyArray<Permission> = [
   { group: '', resource: 'secrets', verbs: ['get', 'create', 'patch', 'delete'] },
+  // Events of phase changes and refusals (decision 0310): one new Event per change, never patched or read.
+  { group: '', resource: 'events', verbs: ['create'] },
   p('postgresqldatabases', 'delete'),
 ];
 
