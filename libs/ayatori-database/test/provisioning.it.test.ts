@@ -46,6 +46,7 @@ import {
   ProvisioningResources,
 } from '../src/application/ports.js';
 import { CryptoEntropyLayer, Entropy, ProvisioningSettings, reconcileTenant } from '../src/application/provisioning.js';
+import { reconcileImport } from '../src/application/import.js';
 import { quoteIdentifier } from '../src/domain/provisioning-sql.js';
 import { CredentialKeys } from '../src/domain/credential-location.js';
 import { RotateAnnotation } from '../src/domain/vocabulary.js';
@@ -579,6 +580,73 @@ describe('reclaim (issue 21)', () => {
   }
 });
 
+describe('deletion finishes (issue 21)', () => {
+  it("deleting a Tenant's namespace completes: the namespace controller deletes the Tenants, reclaim runs (Delete: dropped, its open session terminated; Retain: Released), the finalizers go and the namespace is gone", async () => {
+    const namespace = `ay-prov-ns-${suffix}`;
+    const created = await kubeRequest('POST', '/api/v1/namespaces', {
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: { name: namespace },
+    });
+    expect(created.status).toBe(201);
+    const roundIn = async (name: string) => {
+      const exit = await Effect.runPromiseExit(reconcileTenant(namespace, name).pipe(Effect.provide(clean())));
+      if (Exit.isFailure(exit) && !Cause.pretty(exit.cause).includes('Conflict'))
+        throw new Error(Cause.pretty(exit.cause));
+    };
+    const path = (name: string) => `${tenants(namespace)}/${name}`;
+    const made: Array<{ name: string; role: string; uid: string }> = [];
+    for (const name of [`n${suffix}-del`, `n${suffix}-keep`]) {
+      const role = name.replaceAll('-', '_');
+      const r = await kubeRequest('POST', tenants(namespace), {
+        apiVersion,
+        kind: 'PostgreSQLTenant',
+        metadata: { name },
+        spec: { provision: { instanceRef: { name: instanceName }, database: role, loginRole: role } },
+      });
+      expect(r.status).toBe(201);
+      made.push({ name, role, uid: (r.json() as Obj).metadata.uid });
+      createdTenants.push(name); // afterAll drops the role/database if anything is left
+    }
+    const [del, keep] = made as [(typeof made)[0], (typeof made)[0]];
+    await roundIn(del.name);
+    const dbPath = `${databases}/tenant-${del.uid}`;
+    const d = await get(dbPath);
+    await kubeRequest('PUT', dbPath, { ...d, spec: { ...d?.spec, reclaimPolicy: 'Delete' } });
+    for (const t of made)
+      for (let i = 0; i < 8 && ready(await get(path(t.name)))?.status !== 'True'; i++) await roundIn(t.name);
+    for (const t of made) expect(ready(await get(path(t.name)))?.status, t.name).toBe('True');
+    const credentialPath = (await get(dbPath))?.status?.credentialPath as string;
+    const session = await roleSession(del.role);
+
+    expect((await kubeRequest('DELETE', `/api/v1/namespaces/${namespace}`)).status).toBe(200);
+    // the namespace controller deletes the Tenants; each round reclaims what it finds deleted
+    await eventually(
+      'namespace gone',
+      async () => {
+        for (const t of made) if ((await get(path(t.name))) !== undefined) await roundIn(t.name);
+        return (await get(`/api/v1/namespaces/${namespace}`)) === undefined;
+      },
+      100_000,
+      500,
+    );
+    await expect(session.query('SELECT 1')).rejects.toThrow();
+    expect(await get(dbPath)).toBeUndefined();
+    expect(await sql('SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1', [del.role])).toHaveLength(0);
+    expect(await sql('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [del.role])).toHaveLength(0);
+    expect((await baoRequest('GET', `${kv.mount}/metadata/${credentialPath}`)).status).toBe(404);
+    const kept = await get(`${databases}/tenant-${keep.uid}`);
+    expect(kept?.status?.phase).toBe('Released');
+    expect(await sql('SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1', [keep.role])).toHaveLength(1);
+    // afterAll releases what this file made in its own namespace only: drop the Released record here
+    await kubeRequest('PUT', `${databases}/tenant-${keep.uid}`, {
+      ...kept,
+      metadata: { ...kept?.metadata, finalizers: [] },
+    });
+    await kubeRequest('DELETE', `${databases}/tenant-${keep.uid}`);
+  }, 150_000);
+});
+
 // ---- rotation ---------------------------------------------------------------------------------------------------
 
 const annotate = async (name: string, value: string) => {
@@ -641,6 +709,160 @@ describe('rotation (issue 21)', () => {
       }
     }, 300_000);
   }
+});
+
+// ---- import -----------------------------------------------------------------------------------------------------
+
+describe('Import (issue 21, decision 0311)', () => {
+  const importRole = `ay_imp_${suffix}`;
+  const importPath = () => `${kv.base}/import-${suffix}`;
+  const importPassword = `IMPORT-TEST-ONLY-${randomBytes(12).toString('hex')}`;
+  const created: string[] = [];
+  const createImported = async (
+    name: string,
+    spec: Partial<{ database: string; loginRole: string; credentialRef: { mount: string; path: string } }> = {},
+  ) => {
+    const r = await kubeRequest('POST', databases, {
+      apiVersion,
+      kind: 'PostgreSQLDatabase',
+      metadata: { name },
+      spec: {
+        instanceRef: { name: instanceName },
+        database: importRole,
+        loginRole: importRole,
+        source: 'Import',
+        credentialRef: { mount: kv.mount, path: importPath() },
+        ...spec,
+      },
+    });
+    if (r.status !== 201) throw new Error(`POST database: ${r.status} ${r.body}`);
+    created.push(`${databases}/${name}`);
+    return r.json() as Obj;
+  };
+  const importRound = (name: string) => Effect.runPromise(reconcileImport(name).pipe(Effect.provide(clean())));
+
+  beforeAll(async () => {
+    // what an administrator has before the import: a role, its database, a credential in the scope
+    await adminQuery(`CREATE ROLE ${quoteIdentifier(importRole)} LOGIN PASSWORD '${importPassword}'`);
+    await adminQuery(`CREATE DATABASE ${quoteIdentifier(importRole)} OWNER ${quoteIdentifier(importRole)}`);
+    const w = await baoRequest('POST', `${kv.mount}/data/${importPath()}`, {
+      data: {
+        username: importRole,
+        password: importPassword,
+        database: importRole,
+        host: 'localhost',
+        hostaddr: '127.0.0.1',
+        port: String(testbed().postgres.port),
+        sslmode: 'disable',
+      },
+    });
+    expect(w.status).toBe(200);
+  });
+
+  afterAll(async () => {
+    for (const path of created.reverse()) {
+      const d = await get(path);
+      if (d === undefined) continue;
+      await kubeRequest('PUT', path, { ...d, metadata: { ...d.metadata, finalizers: [] } });
+      await kubeRequest('DELETE', path);
+    }
+    await adminQuery(`DROP DATABASE IF EXISTS ${quoteIdentifier(importRole)} WITH (FORCE)`).catch(() => undefined);
+    await adminQuery(`DROP ROLE IF EXISTS ${quoteIdentifier(importRole)}`).catch(() => undefined);
+  });
+
+  it('import: the declared database, role and credential are verified (read-only) and the Database becomes Available with instanceUID and credentialPath; a Tenant claiming it gets the seven-key Secret with the stored credential and Ready; no password, owner or KV version changed', async () => {
+    const name = `ay-imp-${suffix}`;
+    const verifierBefore = await sql('SELECT rolpassword FROM pg_catalog.pg_authid WHERE rolname = $1', [importRole]);
+    const db = await createImported(name);
+    expect((await importRound(name)).requeueAfter._tag).toBe('Some');
+    const available = await get(`${databases}/${name}`);
+    expect(available?.status?.phase).toBe('Available');
+    expect(ready(available)).toMatchObject({ status: 'True', reason: 'Available' });
+    const instance = await get(`${instances}/${instanceName}`);
+    expect((available?.status as Record<string, unknown>)['instanceUID']).toBe(instance?.metadata.uid);
+    expect(available?.status?.credentialPath).toBe(importPath());
+    expect((await eventsAbout('default', db.metadata.uid)).map((e) => [e.type, e.reason])).toEqual([
+      ['Normal', 'Available'],
+    ]);
+    // steady: another round writes nothing
+    await importRound(name);
+    expect((await get(`${databases}/${name}`))?.metadata.resourceVersion).toBe(available?.metadata.resourceVersion);
+
+    const tenantName = `i${suffix}-claim`;
+    const t = await kubeRequest('POST', tenants(ns.name), {
+      apiVersion,
+      kind: 'PostgreSQLTenant',
+      metadata: { name: tenantName },
+      spec: { databaseRef: { name } },
+    });
+    expect(t.status, t.body).toBe(201);
+    createdTenants.push(tenantName);
+    await converge(tenantName, async () => ready(await get(tenantPath(tenantName)))?.status === 'True');
+    const tenant = await get(tenantPath(tenantName));
+    expect(ready(tenant)?.reason).toBe('CredentialsDelivered');
+    expect(tenant?.status?.credentialURL).toBe(
+      `${testbed().openbao.available ? kv.addr : ''}/v1/${kv.mount}/data/${importPath()}`,
+    );
+    const secret = await secretOf(tenantName);
+    expect(Object.keys(secret ?? {}).sort()).toEqual([...CredentialKeys].sort());
+    expect(secret?.['password']).toBe(importPassword);
+    expect(secret?.['username']).toBe(importRole);
+    // nothing changed on the backends
+    expect((await kvRead(importPath()))?.version).toBe(1);
+    expect(await sql('SELECT rolpassword FROM pg_catalog.pg_authid WHERE rolname = $1', [importRole])).toEqual(
+      verifierBefore,
+    );
+    expect(
+      await sql('SELECT pg_catalog.pg_get_userbyid(datdba) AS owner FROM pg_catalog.pg_database WHERE datname = $1', [
+        importRole,
+      ]),
+    ).toEqual([{ owner: importRole }]);
+    // the Tenant goes: an imported Database is Released, never dropped
+    await kubeRequest('DELETE', tenantPath(tenantName));
+    await converge(tenantName, async () => (await get(tenantPath(tenantName))) === undefined);
+    expect((await get(`${databases}/${name}`))?.status?.phase).toBe('Released');
+    expect(await sql('SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1', [importRole])).toHaveLength(1);
+  }, 60_000);
+
+  it('import refusals change nothing and never mark Available: a credentialRef outside the scope (Conflict, nothing read), a database owned by another role (Conflict), a missing database (DependencyUnavailable), a credential for another role (Conflict)', async () => {
+    const cases: Array<[string, Parameters<typeof createImported>[1], string, string]> = [
+      ['scope', { credentialRef: { mount: kv.mount, path: `elsewhere-${suffix}/x` } }, 'Conflict', 'outside'],
+      ['owner', { loginRole: manager }, 'Conflict', ''],
+      [
+        'missing',
+        { database: `ay_absent_${suffix}`, loginRole: importRole },
+        'DependencyUnavailable',
+        'does not exist',
+      ],
+    ];
+    for (const [label, spec, reason, text] of cases) {
+      const name = `ay-imp-${label}-${suffix}`;
+      const db = await createImported(name, spec);
+      await importRound(name);
+      const after = await get(`${databases}/${name}`);
+      expect(after?.status?.phase, label).not.toBe('Available');
+      expect(ready(after), label).toMatchObject({ status: 'False', reason });
+      expect(ready(after)?.message, label).toContain(text);
+      expect(
+        (await eventsAbout('default', db.metadata.uid)).map((e) => e.type),
+        label,
+      ).toEqual(['Warning']);
+    }
+    // a credential stored for another role: the login role of the Database differs from the stored username
+    const other = `ay_imp2_${suffix}`;
+    await adminQuery(`CREATE ROLE ${quoteIdentifier(other)} LOGIN`);
+    await adminQuery(`CREATE DATABASE ${quoteIdentifier(other)} OWNER ${quoteIdentifier(other)}`);
+    try {
+      const name = `ay-imp-cred-${suffix}`;
+      await createImported(name, { database: other, loginRole: other });
+      await importRound(name);
+      expect(ready(await get(`${databases}/${name}`))).toMatchObject({ status: 'False', reason: 'Conflict' });
+    } finally {
+      await adminQuery(`DROP DATABASE IF EXISTS ${quoteIdentifier(other)} WITH (FORCE)`).catch(() => undefined);
+      await adminQuery(`DROP ROLE IF EXISTS ${quoteIdentifier(other)}`).catch(() => undefined);
+    }
+    expect((await kvRead(importPath()))?.version).toBe(1);
+  }, 60_000);
 });
 
 // ---- through the running controller ------------------------------------------------------------------------------

@@ -208,6 +208,8 @@ export interface ProvisioningDatabase extends BindingDatabase {
   readonly rotation: string;
   /** The Ready condition's reason as stored ('' = none): what an Event compares against. */
   readonly readyReason?: string | undefined;
+  /** `spec.credentialRef` of an imported Database (mount-relative logical path). */
+  readonly credentialRef?: { readonly mount: string; readonly path: string } | undefined;
 }
 
 /** The Database status a provisioning or reclaim round presents (written only if it differs). */
@@ -218,6 +220,8 @@ export interface DatabasePresentation {
   readonly message: string;
   readonly credentialPath?: string | undefined;
   readonly rotation?: string | undefined;
+  /** `status.instanceUID`, written by the Import round (written only when provided; never cleared). */
+  readonly instanceUID?: string | undefined;
 }
 
 /** An Instance as provisioning needs it: the connection target and whether it is Ready at its generation. */

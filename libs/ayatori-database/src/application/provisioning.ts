@@ -90,7 +90,7 @@ const announce = (subject: EventSubject, before: PresentedState, after: Presente
   });
 
 /** The Database's status write (read back), and its Event when phase or reason changed. */
-const recordDatabase = (database: ProvisioningDatabase, status: DatabasePresentation) =>
+export const recordDatabase = (database: ProvisioningDatabase, status: DatabasePresentation) =>
   Effect.gen(function* () {
     const kube = yield* ProvisioningResources;
     const written = yield* kube.recordDatabase(database, status);
@@ -305,9 +305,10 @@ export const provisionTenant = Effect.fn('provisionTenant')(function* (
   const server = yield* DatabaseServer;
   const store = yield* CredentialStore;
   const read = yield* kube.database(bound.name);
-  // Only dynamic records are provisioned here; an imported Database keeps the binding result (import not built).
-  if (read === undefined || read.identity.uid !== bound.uid || read.source !== DatabaseSource.Provision)
-    return bindingComplete;
+  if (read === undefined || read.identity.uid !== bound.uid) return bindingComplete;
+  // An imported Database is verified by its own round (application/import.ts); here it is only delivered.
+  if (read.source === DatabaseSource.Import) return yield* deliverImported(tenant, read, bound);
+  if (read.source !== DatabaseSource.Provision) return bindingComplete;
   let database: ProvisioningDatabase = read;
   const secretName = projectionSecretName(tenant.secretName, database.instance, tenant.identity.name);
   const location = Either.getOrUndefined(provisionPath(settings.scope, database.identity.uid));
@@ -441,6 +442,55 @@ export const provisionTenant = Effect.fn('provisionTenant')(function* (
   );
   return outcome;
 });
+
+/**
+ * Delivery of an imported Database (decision 0311): its credential is read at the recorded `credentialPath` (the
+ * verified credentialRef), a login as the role checks it, then the seven-key Secret and Ready=True. No password is
+ * generated or changed and the rotate annotation is not honoured (import never changes a password). A delivered
+ * Tenant whose Secret exists costs no SQL and no KV read.
+ */
+const deliverImported = (tenant: BindingTenant, database: ProvisioningDatabase, bound: Binding.Identity) =>
+  Effect.gen(function* () {
+    const kube = yield* ProvisioningResources;
+    const settings = yield* ProvisioningSettings;
+    const server = yield* DatabaseServer;
+    const store = yield* CredentialStore;
+    const secretName = projectionSecretName(tenant.secretName, database.instance, tenant.identity.name);
+    const path = database.credentialPath;
+    const url =
+      path === '' ? undefined : Either.getOrUndefined(credentialURL(settings.openBaoAddress, settings.scope, path));
+    const notReady = (reason: string, message: string): TenantPresentation => ({
+      phase: TenantPhase.Bound,
+      reason,
+      message,
+      database: bound,
+    });
+    const delivered: TenantPresentation = {
+      phase: TenantPhase.Bound,
+      reason: TenantReadyReason.CredentialsDelivered,
+      message: TenantReadyMessage.delivered,
+      database: bound,
+      ready: true,
+      secretName,
+      ...(url === undefined ? {} : { credentialURL: url }),
+    };
+    if (database.phase !== ProvisioningPhase.Available || !database.ready || path === '')
+      return notReady(TenantReason.DependencyUnavailable, TenantReadyMessage.waitingForDatabase);
+    if (tenantIsDelivered(tenant, secretName) && (yield* kube.projectionPresent(tenant.identity.namespace, secretName)))
+      return delivered;
+    const instance = yield* kube.instance(database.instance);
+    if (instance === undefined || !usableInstance(instance, database))
+      return notReady(TenantReason.DependencyUnavailable, DatabaseMessage.instanceNotReady);
+    const credential = yield* Effect.either(store.read(path));
+    if (Either.isLeft(credential))
+      return notReady(TenantReason.DependencyUnavailable, DatabaseMessage.credentialFailed(credential.left.code));
+    if (Either.isLeft(yield* Effect.either(server.login(instance.target, credential.right))))
+      return notReady(TenantReason.DependencyUnavailable, DatabaseMessage.loginFailed);
+    const written = yield* Effect.either(kube.deliver(tenant.identity, secretName, credential.right.secretData()));
+    if (Either.isLeft(written))
+      return notReady(TenantReadyReason.CredentialProjectionFailed, TenantReadyMessage.projectionFailed);
+    return delivered;
+  });
 
 const tenantIsDelivered = (tenant: BindingTenant, secretName: string): boolean =>
   tenant.delivered !== undefined && tenant.delivered === secretName;

@@ -48,6 +48,13 @@ export interface DatabaseControllersOptions {
     namespace: string,
     name: string,
   ) => Effect.Effect<{ readonly requeueAfter: Option.Option<Duration.Duration> }, unknown>;
+  /**
+   * The Database round with provisioning on (issue 21, decision 0311: `reconcileImport` with its ports provided): a
+   * third controller, `database-import`, keyed by Database, also woken by its Instance. Absent: not started.
+   */
+  readonly databaseReconcile?: (
+    name: string,
+  ) => Effect.Effect<{ readonly requeueAfter: Option.Option<Duration.Duration> }, unknown>;
 }
 
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -182,6 +189,28 @@ export const startDatabaseControllers = (
               Effect.map(({ requeueAfter }) => requeue(requeueAfter)),
             ),
     });
+
+    const databaseReconcile = options.databaseReconcile;
+    if (databaseReconcile !== undefined) {
+      yield* startController({
+        name: ControllerNames.import,
+        informer: databases,
+        predicate: specOrDeletionChanged,
+        concurrency: options.concurrency ?? 1,
+        watches: [
+          {
+            informer: instances,
+            toKeys: (i) =>
+              [...databaseInstance.entries()]
+                .filter(([, instance]) => instance === str(i.metadata.name))
+                .map(([database]) => database),
+          },
+        ],
+        onError: logFailure(ControllerNames.import),
+        reconcile: (request) =>
+          databaseReconcile(request.name).pipe(Effect.map(({ requeueAfter }) => requeue(requeueAfter))),
+      });
+    }
 
     if (!instanceEnabled) return { instanceController: false };
     const secrets = yield* makeMetadataInformer({

@@ -33,7 +33,6 @@ const warningReasons: ReadonlySet<string> = new Set([
   'AuthenticationFailed',
   'ProvisioningFailed',
   'CredentialProjectionFailed',
-  'ImportFailed',
 ]);
 
 /** Fixed Event texts by reason (the Tenant's and the Database's vocabularies share the codes). */
@@ -54,7 +53,6 @@ export const EventMessage: Readonly<Record<string, string>> = {
   DeletionPending: 'deletion requested; reclaim is pending',
   Released: 'released (Retain): role, database and credential kept for an administrator',
   Deleting: 'reclaim (Delete) in progress',
-  ImportFailed: 'the imported database, role or credential did not pass verification; nothing was changed',
 };
 
 const genericMessage = 'status changed; see the Ready condition';

@@ -10,3 +10,4 @@ export * from './provisioning-sql.js';
 export * from './inspection-sql.js';
 export * from './provisioning.js';
 export * from './events.js';
+export * from './import.js';

@@ -40,6 +40,14 @@ export const provisioningDatabase = (o: KubeObject): ProvisioningDatabase => {
     credentialPath: str(status['credentialPath']),
     rotation: str(status['rotation']),
     readyReason: readyReasonOf(o),
+    ...(rec(o['spec'])['credentialRef'] === undefined
+      ? {}
+      : {
+          credentialRef: {
+            mount: str(rec(rec(o['spec'])['credentialRef'])['mount']),
+            path: str(rec(rec(o['spec'])['credentialRef'])['path']),
+          },
+        }),
   };
 };
 
