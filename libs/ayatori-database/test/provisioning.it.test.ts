@@ -872,7 +872,7 @@ describe('Import (issue 21, decision 0311)', () => {
 // ---- through the running controller ------------------------------------------------------------------------------
 
 describe('the binding controller with provisioning on (issue 21)', () => {
-  it('a Tenant reaches Ready=True through the running controller (watch → reconcileTenant), and its deletion finishes (Retain → Released, the Tenant gone)', async () => {
+  it('a Tenant reaches Ready=True through the running controller (watch → reconcileTenant), a rotate annotation is picked up by the watch, and its deletion finishes (Retain → Released, the Tenant gone)', async () => {
     const label = `ayatori-prov-${suffix}`;
     const name = `c${suffix}-ctrl`;
     const role = name.replaceAll('-', '_');
@@ -894,6 +894,16 @@ describe('the binding controller with provisioning on (issue 21)', () => {
         createdTenants.push(name);
         await eventually('Tenant Ready', async () => ready(await get(tenantPath(name)))?.status === 'True', 30_000);
         const { db } = await assertProvisioned(name);
+        // the rotate annotation is metadata only (no new generation): the watch still wakes the Tenant, well
+        // before the 30 s recheck would
+        await annotate(name, 'c1');
+        await eventually(
+          'rotated',
+          async () => rotationOf(await get(`${databases}/${db.metadata.name}`)) === 'c1',
+          20_000,
+        );
+        await eventually('delivered', async () => ready(await get(tenantPath(name)))?.status === 'True', 20_000);
+        await assertProvisioned(name, 1);
         await kubeRequest('DELETE', tenantPath(name));
         await eventually('Tenant gone', async () => (await get(tenantPath(name))) === undefined, 30_000);
         expect((await get(`${databases}/${db.metadata.name}`))?.status?.phase).toBe('Released');

@@ -30,7 +30,7 @@ import {
   tenantsForInstance,
 } from '../application/mapping.js';
 import type { BindingResources, InstanceObserver, InstanceResources } from '../application/ports.js';
-import { ControllerNames, SetupMessage } from '../domain/vocabulary.js';
+import { ControllerNames, RotateAnnotation, SetupMessage } from '../domain/vocabulary.js';
 import { apiVersion, Kinds } from '../adapter/kubernetes/resources.js';
 
 export interface DatabaseControllersOptions {
@@ -80,6 +80,11 @@ const specOrDeletionChanged = (e: InformerEvent<KubeObject>): boolean =>
   e.type !== 'Updated' ||
   e.old.metadata.generation !== e.object.metadata.generation ||
   e.old.metadata.deletionTimestamp !== e.object.metadata.deletionTimestamp;
+
+/** The Tenant's rotate annotation changed (metadata only, no new generation): a rotation request (decision 0233). */
+const rotationRequested = (e: InformerEvent<KubeObject>): boolean =>
+  e.type === 'Updated' &&
+  e.old.metadata.annotations?.[RotateAnnotation] !== e.object.metadata.annotations?.[RotateAnnotation];
 
 const requeue = (after: Option.Option<Duration.Duration>) =>
   Option.match(after, { onNone: () => undefined, onSome: (d) => ({ requeueAfter: d }) });
@@ -159,7 +164,7 @@ export const startDatabaseControllers = (
     yield* startController({
       name: ControllerNames.binding,
       informer: tenants,
-      predicate: specOrDeletionChanged,
+      predicate: (e) => specOrDeletionChanged(e) || rotationRequested(e),
       concurrency: options.concurrency ?? 1,
       watches: [
         {
