@@ -562,6 +562,38 @@ describe('reclaim (issue 21)', () => {
     ]);
   }, 60_000);
 
+  it('Delete refused by dependent objects (2BP01): DROP ROLE fails because the role holds a privilege in another database — the Database says Conflict with the dependent-objects message (a Warning Event), every finalizer stays; once an admin revokes it the next round finishes', async () => {
+    const name = `r${suffix}-dep`;
+    const { tenant, db, path } = await provisioned(name, 'Delete');
+    const role = name.replaceAll('-', '_');
+    const table = `ay_dep_${suffix}`;
+    await adminQuery(`CREATE TABLE public.${table} (x int)`);
+    await adminQuery(`GRANT SELECT ON public.${table} TO ${quoteIdentifier(role)}`);
+    try {
+      await kubeRequest('DELETE', tenantPath(name));
+      expect(await round(clean(), name)).toBe('ok');
+      const refused = await get(`${databases}/${db.metadata.name}`);
+      expect(refused?.status?.phase).toBe('Deleting');
+      expect(ready(refused)).toMatchObject({ status: 'False', reason: 'Conflict' });
+      expect(ready(refused)?.message).toContain('2BP01');
+      expect(refused?.metadata.finalizers?.length).toBe(1);
+      expect((await get(tenantPath(name)))?.metadata.finalizers?.length).toBe(1);
+      expect(await sql('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [role])).toHaveLength(1);
+      expect((await eventsAbout('default', db.metadata.uid)).map((e) => [e.type, e.reason]).at(-1)).toEqual([
+        'Warning',
+        'Conflict',
+      ]);
+      // a retry without the admin's fix changes nothing
+      expect(await round(clean(), name)).toBe('ok');
+      expect(ready(await get(`${databases}/${db.metadata.name}`))?.reason).toBe('Conflict');
+    } finally {
+      await adminQuery(`REVOKE ALL ON public.${table} FROM ${quoteIdentifier(role)}`).catch(() => undefined);
+      await adminQuery(`DROP TABLE IF EXISTS public.${table}`);
+    }
+    await converge(name, async () => (await get(tenantPath(name))) === undefined);
+    await gone(name, tenant.metadata.uid, path);
+  }, 60_000);
+
   for (const when of ['before', 'after'] as const) {
     it(`crash ${when} each Delete step, then clean reconciles: nothing is left — no role, database, KV version, Secret, Database or Tenant`, async () => {
       expect(reclaimCalls.length).toBeGreaterThanOrEqual(12);
