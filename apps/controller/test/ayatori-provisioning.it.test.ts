@@ -12,7 +12,8 @@ import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Api } from '@homelab/ayatori-database';
+import { Api, Domain } from '@homelab/ayatori-database';
+import { grantManagerRbac, grantProvisioningRbac } from '@homelab/ayatori-database/testing';
 import {
   baoRequest,
   eventually,
@@ -39,6 +40,7 @@ const instanceName = `ctrl-ayp-${suffix}`;
 const base = `/apis/${Api.Group}/${Api.Version}`;
 const databases = `${base}/postgresqldatabases`;
 const children: ChildProcess[] = [];
+const rbacCleanup: string[] = [];
 const roles: string[] = [];
 let dir = '';
 
@@ -95,14 +97,15 @@ const secretOf = async (tenant: string) => {
 };
 
 /** The controller with provisioning on; resolves once it logs that its controllers run. */
-const start = async () => {
+const start = async (extra: ReadonlyArray<string> = [], token = join(dir, 'token')) => {
   const proc = spawnController(
     [
+      ...extra,
       '--modules=ayatori',
       `--database-secret-namespace=${ns.name}`,
       `--database-label-selector=${label}=yes`,
       `--openbao-address=${kv.addr}`,
-      `--openbao-token-file=${join(dir, 'token')}`,
+      `--openbao-token-file=${token}`,
       `--openbao-kv-mount=${kv.mount}`,
       `--openbao-tenant-base-path=${kv.base}`,
     ],
@@ -178,6 +181,8 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
   for (const path of cleanup.reverse()) await purge(path);
+  for (const path of rbacCleanup.reverse()) await kubeRequest('DELETE', path);
+  await baoRequest('DELETE', `sys/policies/acl/ctrl-ayprov-${suffix}`).catch(() => undefined);
   for (const role of roles) {
     await sql(`DROP DATABASE IF EXISTS "${role}" WITH (FORCE)`).catch(() => undefined);
     await sql(`DROP ROLE IF EXISTS "${role}"`).catch(() => undefined);
@@ -309,5 +314,75 @@ describe('the controller process with provisioning on (issue 21)', () => {
     expect((await baoRequest('GET', `${kv.mount}/metadata/${path}`)).status).toBe(404);
     second.child.kill('SIGTERM');
     expect(await second.exited).toBe(0);
+  }, 180_000);
+
+  it('under exactly the generated RBAC (manager, credentials and provisioning roles) and an OpenBao token holding only the provisioning policy: a Tenant becomes Ready with its Events, and a Delete reclaim finishes; nothing is forbidden', async () => {
+    const sa = 'controller-manager';
+    const create = async (path: string, body: unknown) => {
+      const r = await kubeRequest('POST', path, body);
+      if (r.status !== 201) throw new Error(`POST ${path}: ${r.status} ${r.body}`);
+    };
+    const grant = { create, cleanup: rbacCleanup, namespace: ns.name, serviceAccount: sa };
+    await grantManagerRbac({ ...grant, roleName: `ctrl-ayp-manager-${suffix}` });
+    await grantProvisioningRbac({ ...grant, roleName: `ctrl-ayp-prov-${suffix}` });
+    const reply = await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/serviceaccounts/${sa}/token`, {
+      apiVersion: 'authentication.k8s.io/v1',
+      kind: 'TokenRequest',
+      spec: { expirationSeconds: 3600 },
+    });
+    expect(reply.status).toBe(201);
+    const token = (JSON.parse(reply.body) as { status: { token: string } }).status.token;
+    const { kube } = testbed();
+    const kubeconfig = join(dir, 'kubeconfig');
+    writeFileSync(
+      kubeconfig,
+      `apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: ${kube.server}\n    certificate-authority-data: ${Buffer.from(kube.caCert).toString('base64')}\nusers:\n- name: sa\n  user:\n    token: ${token}\ncontexts:\n- name: t\n  context:\n    cluster: t\n    user: sa\ncurrent-context: t\n`,
+      { mode: 0o600 },
+    );
+    // an OpenBao token with nothing but the provisioning policy of this scope
+    const scope = { mount: kv.mount, basePath: kv.base };
+    const policy = `ctrl-ayprov-${suffix}`;
+    expect(
+      (await baoRequest('PUT', `sys/policies/acl/${policy}`, { policy: Domain.provisioningPolicy(scope) })).status,
+    ).toBe(204);
+    const baoToken = await baoRequest('POST', 'auth/token/create', {
+      policies: [policy],
+      no_default_policy: true,
+      ttl: '10m',
+    });
+    expect(baoToken.status).toBe(200);
+    writeFileSync(
+      join(dir, 'policy-token'),
+      (JSON.parse(baoToken.body) as { auth: { client_token: string } }).auth.client_token,
+      { mode: 0o600 },
+    );
+    await sleep(1_000); // RBAC reaches the authorizer quickly but not instantly
+    const proc = await start([`--kubeconfig=${kubeconfig}`], join(dir, 'policy-token'));
+    try {
+      const name = `kb${suffix}`;
+      const tenant = await createTenant(name);
+      await eventually('Ready', async () => ready(await get(`${tenantsPath()}/${name}`))?.status === 'True', 60_000);
+      const { path } = await assertProvisioned(name, 1);
+      const events = await kubeRequest(
+        'GET',
+        `/api/v1/namespaces/${ns.name}/events?fieldSelector=involvedObject.uid%3D${tenant.metadata.uid}`,
+      );
+      expect((JSON.parse(events.body) as { items: Array<{ reason: string }> }).items.map((e) => e.reason)).toContain(
+        'CredentialsDelivered',
+      );
+      const dbPath = `${databases}/tenant-${tenant.metadata.uid}`;
+      const d = await get(dbPath);
+      expect((await kubeRequest('PUT', dbPath, { ...d, spec: { ...d?.spec, reclaimPolicy: 'Delete' } })).status).toBe(
+        200,
+      );
+      expect((await kubeRequest('DELETE', `${tenantsPath()}/${name}`)).status).toBe(200);
+      await eventually('Tenant gone', async () => (await get(`${tenantsPath()}/${name}`)) === undefined, 60_000);
+      expect(await get(dbPath)).toBeUndefined();
+      expect((await baoRequest('GET', `${kv.mount}/metadata/${path}`)).status).toBe(404);
+      expect(proc.output.text).not.toMatch(/forbidden|Forbidden|not written/);
+    } finally {
+      proc.child.kill('SIGTERM');
+      expect(await proc.exited).toBe(0);
+    }
   }, 180_000);
 });
