@@ -450,6 +450,43 @@ describe('provisioning and credential delivery (issue 21)', () => {
     expect(await eventsAbout('default', db.metadata.uid)).toHaveLength(2);
   }, 30_000);
 
+  it('hostile names are rejected before any SQL: quotes, unicode and a 64-byte identifier by the API server; a Tenant name that is no identifier (its default) is InvalidRequest with no SQL, KV or Secret call; an extension name carrying SQL is refused as unavailable, never installed', async () => {
+    for (const database of ['a"b', "a';drop role x;--", 'über', 'a'.repeat(64), 'A']) {
+      const r = await kubeRequest('POST', tenants(ns.name), {
+        apiVersion,
+        kind: 'PostgreSQLTenant',
+        metadata: { name: `h${suffix}-api` },
+        spec: { provision: { instanceRef: { name: instanceName }, database, loginRole: 'ok' } },
+      });
+      expect(r.status, database).toBe(422);
+    }
+    // the default database/loginRole is the Tenant name, and `-` is no identifier character
+    const bad = `h${suffix}-default`;
+    const r = await kubeRequest('POST', tenants(ns.name), {
+      apiVersion,
+      kind: 'PostgreSQLTenant',
+      metadata: { name: bad },
+      spec: { provision: { instanceRef: { name: instanceName } } },
+    });
+    expect(r.status).toBe(201);
+    createdTenants.push(bad);
+    const calls: string[] = [];
+    for (let i = 0; i < 3; i++) expect(await round(interrupted(clean(), 10_000, 'before', calls), bad)).toBe('ok');
+    expect(calls.filter((c) => c !== 'present')).toEqual([]);
+    expect(ready(await get(tenantPath(bad)))?.reason).toBe('InvalidRequest');
+    // an extension spelled as SQL: exact match against pg_available_extensions, so it is never installed
+    const name = `h${suffix}-ext`;
+    await createTenant(name, { extensions: ['hstore"; DROP ROLE postgres; --'] });
+    const extCalls: string[] = [];
+    for (let i = 0; i < 3; i++) await round(interrupted(clean(), 10_000, 'before', extCalls), name);
+    expect(extCalls.some((c) => c.startsWith('sql:InstallExtension'))).toBe(false);
+    const t = await get(tenantPath(name));
+    expect(ready(t)?.status).toBe('False');
+    const db = await get(`${databases}/${dbName(t as Obj)}`);
+    expect(ready(db)).toMatchObject({ status: 'False', reason: 'ProvisioningFailed' });
+    expect(await sql('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', ['postgres'])).toHaveLength(1);
+  }, 60_000);
+
   for (const when of ['before', 'after'] as const) {
     it(`crash ${when} each provisioning step, then a clean reconcile: one role, one database, one KV version, the same password in PostgreSQL, OpenBao and the Secret`, async () => {
       expect(provisionCalls.length).toBeGreaterThanOrEqual(10);
