@@ -91,6 +91,7 @@ export const startAyatori = async (config: ControllerConfig, options: AyatoriOpt
         : {
             tenantReconcile: (namespace: string, name: string) =>
               Application.reconcileTenant(namespace, name).pipe(Effect.provide(provisioning)),
+            databaseReconcile: (name: string) => Application.reconcileImport(name).pipe(Effect.provide(provisioning)),
           }),
     });
     instanceController = started.instanceController;

@@ -2,8 +2,9 @@
 // binding reconciler, through the real Kubernetes adapter, creates `tenant-<uid>` without ownerReferences, so deleting
 // the Tenant (Foreground or Background) or its namespace never collects the Database. In each case a ConfigMap that
 // the test makes the Tenant own is collected — the positive control that the collector did act on that deletion.
-// The Tenant keeps its finalizer forever (spec §1, AY-32); the test releases it by hand only where the Tenant must be
-// really gone for the collector to act (the docs forbid doing that in a cluster).
+// In the seed configuration (binding only, no `--openbao-address`) the Tenant keeps its finalizer (spec §1, AY-32);
+// the test releases it by hand only where the Tenant must be really gone for the collector to act. With provisioning
+// on, the reclaim releases it and a deleted namespace is really gone: `provisioning.it.test.ts` "deletion finishes".
 import { randomBytes } from 'node:crypto';
 import { layerFromToken } from '@homelab/kube';
 import { adminQuery, kubeObjects, kubeRequest, testbed, useDatabase, useNamespace } from '@homelab/testbed/vitest';
@@ -230,7 +231,7 @@ describe.sequential('AY-83 with the real garbage collector and namespace control
     await ownedBy(namespace, tenant);
     await remove(`/api/v1/namespaces/${namespace}`);
     await vi.waitFor(async () => expect((await must(tenantPath)).metadata.deletionTimestamp).toBeTruthy(), settle);
-    // The Tenant's finalizer holds the namespace in Terminating (as in a cluster, where nothing removes it).
+    // Binding only: the Tenant's finalizer holds the namespace in Terminating until reclaim (provisioning) or a hand release.
     expect((await must(`/api/v1/namespaces/${namespace}`)).status?.phase).toBe('Terminating');
     expect(Either.isRight(await bind(namespace, tenant.metadata.name))).toBe(true);
     expect((await must(tenantPath)).status?.phase).toBe('Deleting');

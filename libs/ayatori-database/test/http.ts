@@ -8,13 +8,20 @@ export const httpCall = (
   call(url, {
     method: options.method ?? 'GET',
     ca: options.ca,
-    headers: { ...options.headers, ...(options.body === undefined ? {} : { 'content-type': 'application/json' }) },
+    headers: { ...(options.body === undefined ? {} : { 'content-type': 'application/json' }), ...options.headers },
     ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
     timeoutMs: 30_000,
   });
 
 /** A call made as another user (the admin token impersonates it), e.g. `system:serviceaccount:<ns>:<name>`. */
-export const callAs = (user: string, groups: ReadonlyArray<string>, method: string, path: string, body?: unknown) => {
+export const callAs = (
+  user: string,
+  groups: ReadonlyArray<string>,
+  method: string,
+  path: string,
+  body?: unknown,
+  contentType?: string,
+) => {
   const { kube } = testbed();
   return httpCall(`${kube.server}${path}`, {
     ca: kube.caCert,
@@ -25,6 +32,7 @@ export const callAs = (user: string, groups: ReadonlyArray<string>, method: stri
       accept: 'application/json',
       'impersonate-user': user,
       'impersonate-group': [...groups],
+      ...(contentType === undefined ? {} : { 'content-type': contentType }),
     },
   });
 };

@@ -4,7 +4,14 @@ import { randomBytes } from 'node:crypto';
 import { baoRequest, useKvPath } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
 import { afterAll, describe, expect, it } from 'vitest';
-import { controllerPolicy, makeCredentialScope } from '../src/domain/credential-location.js';
+import {
+  ApplicationCredential,
+  controllerPolicy,
+  makeCredentialScope,
+  provisioningPolicy,
+} from '../src/domain/credential-location.js';
+import { Effect } from 'effect';
+import { makeOpenBaoCredentials } from '../src/adapter/openbao/credentials.js';
 import { httpCall } from './http-plain.js';
 
 const kv = useKvPath('ayatori');
@@ -12,6 +19,7 @@ const policyName = `ayatori-controller-${randomBytes(4).toString('hex')}`;
 
 afterAll(async () => {
   await baoRequest('DELETE', `sys/policies/acl/${policyName}`);
+  await baoRequest('DELETE', `sys/policies/acl/${policyName}-prov`);
 });
 
 const asToken = (token: string, method: string, path: string, body?: unknown) =>
@@ -51,5 +59,39 @@ describe('OpenBao controller policy', () => {
       403,
     );
     expect((await asToken(token, 'LIST', `${kv.mount}/metadata/${kv.base}/applications`)).status).toBe(403);
+  });
+
+  it('issue 21: the provisioning policy lets the credential store create, read and remove every version (read back as gone) under the prefix; still no LIST and no management path', async () => {
+    const scope = Either.getOrThrow(makeCredentialScope(kv.mount, `${kv.base}/tenants`));
+    const name = `${policyName}-prov`;
+    expect((await baoRequest('PUT', `sys/policies/acl/${name}`, { policy: provisioningPolicy(scope) })).status).toBe(
+      204,
+    );
+    const tokenReply = await baoRequest('POST', 'auth/token/create', {
+      policies: [name],
+      no_default_policy: true,
+      ttl: '5m',
+    });
+    const token = (JSON.parse(tokenReply.body) as { auth: { client_token: string } }).auth.client_token;
+    const store = Either.getOrThrow(
+      makeOpenBaoCredentials({ address: kv.addr, token, mount: kv.mount, basePath: `${kv.base}/tenants` }),
+    );
+    const path = `${kv.base}/tenants/database-uid`;
+    const credential = Either.getOrThrow(
+      ApplicationCredential.fromEntropy(
+        'app',
+        'app',
+        { host: 'localhost', hostAddr: '127.0.0.1', port: 5432, tlsMode: 'disable', managementDatabase: 'app' },
+        new Uint8Array(32).fill(7),
+      ),
+    );
+    await Effect.runPromise(store.create(path, credential));
+    await Effect.runPromise(store.read(path));
+    expect(Either.isRight(await Effect.runPromise(Effect.either(store.remove(path))))).toBe(true);
+    expect((await baoRequest('GET', `${kv.mount}/metadata/${path}`)).status).toBe(404);
+    expect((await asToken(token, 'LIST', `${kv.mount}/metadata/${kv.base}/tenants`)).status).toBe(403);
+    expect((await asToken(token, 'DELETE', `${kv.mount}/metadata/${kv.base}/management/instance`)).status).toBe(403);
+    // the seed's policy alone cannot remove: reclaim Delete needs the provisioning policy
+    expect(provisioningPolicy(scope).startsWith(controllerPolicy(scope))).toBe(true);
   });
 });

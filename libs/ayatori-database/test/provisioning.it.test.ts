@@ -40,11 +40,13 @@ import {
   BindingResources,
   CredentialStore,
   DatabaseServer,
+  EventRecorder,
   InstanceObserver,
   InstanceResources,
   ProvisioningResources,
 } from '../src/application/ports.js';
 import { CryptoEntropyLayer, Entropy, ProvisioningSettings, reconcileTenant } from '../src/application/provisioning.js';
+import { reconcileImport } from '../src/application/import.js';
 import { quoteIdentifier } from '../src/domain/provisioning-sql.js';
 import { CredentialKeys } from '../src/domain/credential-location.js';
 import { RotateAnnotation } from '../src/domain/vocabulary.js';
@@ -66,6 +68,7 @@ type Ports =
   | Entropy
   | InstanceResources
   | InstanceObserver
+  | EventRecorder
   | KubeClient;
 let context: Context.Context<Ports>;
 let scope: Scope.CloseableScope;
@@ -128,6 +131,29 @@ const kvRead = async (path: string) => {
   if (r.status === 404) return undefined;
   const body = JSON.parse(r.body) as { data: { data: Record<string, string>; metadata: { version: number } } };
   return { data: body.data.data, version: body.data.metadata.version };
+};
+
+interface KubeEvent {
+  type: string;
+  reason: string;
+  message: string;
+  involvedObject: Record<string, string>;
+  metadata: { creationTimestamp: string; name: string };
+}
+/** The Events about one object, oldest first (what `kubectl describe` lists). */
+const eventsAbout = async (namespace: string, uid: string): Promise<KubeEvent[]> => {
+  const r = await kubeRequest(
+    'GET',
+    `/api/v1/namespaces/${namespace}/events?fieldSelector=involvedObject.uid%3D${uid}`,
+  );
+  if (r.status !== 200) throw new Error(`GET events: ${r.status}`);
+  const items = (r.json() as { items: KubeEvent[] }).items;
+  const order = ['Reconciling', 'Available', 'Deleting', 'Released'];
+  return items.sort(
+    (a, b) =>
+      a.metadata.creationTimestamp.localeCompare(b.metadata.creationTimestamp) ||
+      order.indexOf(a.reason) - order.indexOf(b.reason),
+  );
 };
 
 // ---- crash injection -------------------------------------------------------------------------------------------
@@ -402,6 +428,65 @@ describe('provisioning and credential delivery (issue 21)', () => {
     );
   }, 30_000);
 
+  it('Events (decision 0310): the Tenant and the Database each got one Event per phase change (kubectl describe lists them), fixed texts without password, name or path; a steady round adds none', async () => {
+    const name = `p${suffix}-base`;
+    const tenant = (await get(tenantPath(name))) as Obj;
+    const db = (await get(`${databases}/${dbName(tenant)}`)) as Obj;
+    const tenantEvents = await eventsAbout(ns.name, tenant.metadata.uid);
+    const databaseEvents = await eventsAbout('default', db.metadata.uid);
+    expect(tenantEvents.map((e) => [e.type, e.reason])).toEqual([['Normal', 'CredentialsDelivered']]);
+    expect(tenantEvents[0]?.involvedObject).toMatchObject({ kind: 'PostgreSQLTenant', name, namespace: ns.name });
+    expect(databaseEvents.map((e) => [e.type, e.reason])).toEqual([
+      ['Normal', 'Reconciling'],
+      ['Normal', 'Available'],
+    ]);
+    const password = (await secretOf(name))?.['password'] as string;
+    for (const e of [...tenantEvents, ...databaseEvents]) {
+      for (const secret of [password, name, ns.name, db.metadata.uid, kv.base, instanceName])
+        expect(e.message.includes(secret), `${e.reason}: ${e.message}`).toBe(false);
+    }
+    expect(await round(clean(), name)).toBe('ok');
+    expect(await eventsAbout(ns.name, tenant.metadata.uid)).toHaveLength(1);
+    expect(await eventsAbout('default', db.metadata.uid)).toHaveLength(2);
+  }, 30_000);
+
+  it('hostile names are rejected before any SQL: quotes, unicode and a 64-byte identifier by the API server; a Tenant name that is no identifier (its default) is InvalidRequest with no SQL, KV or Secret call; an extension name carrying SQL is refused as unavailable, never installed', async () => {
+    for (const database of ['a"b', "a';drop role x;--", 'über', 'a'.repeat(64), 'A']) {
+      const r = await kubeRequest('POST', tenants(ns.name), {
+        apiVersion,
+        kind: 'PostgreSQLTenant',
+        metadata: { name: `h${suffix}-api` },
+        spec: { provision: { instanceRef: { name: instanceName }, database, loginRole: 'ok' } },
+      });
+      expect(r.status, database).toBe(422);
+    }
+    // the default database/loginRole is the Tenant name, and `-` is no identifier character
+    const bad = `h${suffix}-default`;
+    const r = await kubeRequest('POST', tenants(ns.name), {
+      apiVersion,
+      kind: 'PostgreSQLTenant',
+      metadata: { name: bad },
+      spec: { provision: { instanceRef: { name: instanceName } } },
+    });
+    expect(r.status).toBe(201);
+    createdTenants.push(bad);
+    const calls: string[] = [];
+    for (let i = 0; i < 3; i++) expect(await round(interrupted(clean(), 10_000, 'before', calls), bad)).toBe('ok');
+    expect(calls.filter((c) => c !== 'present')).toEqual([]);
+    expect(ready(await get(tenantPath(bad)))?.reason).toBe('InvalidRequest');
+    // an extension spelled as SQL: exact match against pg_available_extensions, so it is never installed
+    const name = `h${suffix}-ext`;
+    await createTenant(name, { extensions: ['hstore"; DROP ROLE postgres; --'] });
+    const extCalls: string[] = [];
+    for (let i = 0; i < 3; i++) await round(interrupted(clean(), 10_000, 'before', extCalls), name);
+    expect(extCalls.some((c) => c.startsWith('sql:InstallExtension'))).toBe(false);
+    const t = await get(tenantPath(name));
+    expect(ready(t)?.status).toBe('False');
+    const db = await get(`${databases}/${dbName(t as Obj)}`);
+    expect(ready(db)).toMatchObject({ status: 'False', reason: 'ProvisioningFailed' });
+    expect(await sql('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', ['postgres'])).toHaveLength(1);
+  }, 60_000);
+
   for (const when of ['before', 'after'] as const) {
     it(`crash ${when} each provisioning step, then a clean reconcile: one role, one database, one KV version, the same password in PostgreSQL, OpenBao and the Secret`, async () => {
       expect(provisionCalls.length).toBeGreaterThanOrEqual(10);
@@ -449,6 +534,7 @@ const roleSession = async (role: string) => {
 };
 
 let reclaimCalls: string[] = [];
+let reclaimDatabaseUid: string | undefined;
 
 describe('reclaim (issue 21)', () => {
   it('Retain: deleting the Tenant marks the Database Released (tenantRef kept) before the finalizer goes; role, database, credential and the old login are unchanged', async () => {
@@ -461,6 +547,11 @@ describe('reclaim (issue 21)', () => {
     expect(await get(tenantPath(name))).toBeUndefined();
     const released = await get(`${databases}/${db.metadata.name}`);
     expect(released?.status?.phase).toBe('Released');
+    expect((await eventsAbout('default', db.metadata.uid)).map((e) => [e.type, e.reason])).toEqual([
+      ['Normal', 'Reconciling'],
+      ['Normal', 'Available'],
+      ['Normal', 'Released'],
+    ]);
     expect(ready(released)).toMatchObject({ status: 'False', reason: 'Released' });
     expect(released?.spec?.['tenantRef']).toMatchObject({ uid: tenant.metadata.uid });
     expect((await kvRead(path))?.version).toBe(1);
@@ -473,7 +564,8 @@ describe('reclaim (issue 21)', () => {
 
   it('Delete with a session open: projection removed, logins blocked, the session terminated, database and role dropped, every KV version deleted, each step recorded; then the Database and the Tenant are gone', async () => {
     const name = `r${suffix}-delete`;
-    const { tenant, path } = await provisioned(name, 'Delete');
+    const { tenant, path, db } = await provisioned(name, 'Delete');
+    reclaimDatabaseUid = db.metadata.uid;
     const role = name.replaceAll('-', '_');
     const session = await roleSession(role);
     await kubeRequest('DELETE', tenantPath(name));
@@ -481,6 +573,13 @@ describe('reclaim (issue 21)', () => {
     expect(await round(interrupted(clean(), 10_000, 'before', reclaimCalls), name)).toBe('ok');
     await expect(session.query('SELECT 1')).rejects.toThrow();
     await gone(name, tenant.metadata.uid, path);
+    // one Deleting Event on the Database (the step records change the message, not the reason), one on the Tenant
+    const dbUid = (reclaimDatabaseUid ?? '') as string;
+    expect((await eventsAbout('default', dbUid)).map((e) => e.reason)).toEqual([
+      'Reconciling',
+      'Available',
+      'Deleting',
+    ]);
     expect(reclaimCalls).toEqual([
       'record:Deleting:Deleting',
       'removeProjection',
@@ -500,6 +599,39 @@ describe('reclaim (issue 21)', () => {
     ]);
   }, 60_000);
 
+  it('Delete refused by dependent objects (2BP01): DROP ROLE fails because the role holds a privilege in another database — the Database says Conflict with the dependent-objects message (a Warning Event), every finalizer stays; once an admin revokes it the next round finishes', async () => {
+    const name = `r${suffix}-dep`;
+    const { tenant, db, path } = await provisioned(name, 'Delete');
+    const role = name.replaceAll('-', '_');
+    const table = `ay_dep_${suffix}`;
+    await adminQuery(`CREATE TABLE public.${table} (x int)`);
+    await adminQuery(`GRANT SELECT ON public.${table} TO ${quoteIdentifier(role)}`);
+    try {
+      await kubeRequest('DELETE', tenantPath(name));
+      expect(await round(clean(), name)).toBe('ok');
+      const refused = await get(`${databases}/${db.metadata.name}`);
+      expect(refused?.status?.phase).toBe('Deleting');
+      expect(ready(refused)).toMatchObject({ status: 'False', reason: 'Conflict' });
+      expect(ready(refused)?.message).toContain('2BP01');
+      expect(refused?.metadata.finalizers?.length).toBe(1);
+      expect((await get(tenantPath(name)))?.metadata.finalizers?.length).toBe(1);
+      expect(await sql('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [role])).toHaveLength(1);
+      // same-second Events have no order: the refusal is among them
+      expect((await eventsAbout('default', db.metadata.uid)).map((e) => [e.type, e.reason])).toContainEqual([
+        'Warning',
+        'Conflict',
+      ]);
+      // a retry without the admin's fix changes nothing
+      expect(await round(clean(), name)).toBe('ok');
+      expect(ready(await get(`${databases}/${db.metadata.name}`))?.reason).toBe('Conflict');
+    } finally {
+      await adminQuery(`REVOKE ALL ON public.${table} FROM ${quoteIdentifier(role)}`).catch(() => undefined);
+      await adminQuery(`DROP TABLE IF EXISTS public.${table}`);
+    }
+    await converge(name, async () => (await get(tenantPath(name))) === undefined);
+    await gone(name, tenant.metadata.uid, path);
+  }, 60_000);
+
   for (const when of ['before', 'after'] as const) {
     it(`crash ${when} each Delete step, then clean reconciles: nothing is left — no role, database, KV version, Secret, Database or Tenant`, async () => {
       expect(reclaimCalls.length).toBeGreaterThanOrEqual(12);
@@ -516,6 +648,73 @@ describe('reclaim (issue 21)', () => {
       }
     }, 300_000);
   }
+});
+
+describe('deletion finishes (issue 21)', () => {
+  it("deleting a Tenant's namespace completes: the namespace controller deletes the Tenants, reclaim runs (Delete: dropped, its open session terminated; Retain: Released), the finalizers go and the namespace is gone", async () => {
+    const namespace = `ay-prov-ns-${suffix}`;
+    const created = await kubeRequest('POST', '/api/v1/namespaces', {
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: { name: namespace },
+    });
+    expect(created.status).toBe(201);
+    const roundIn = async (name: string) => {
+      const exit = await Effect.runPromiseExit(reconcileTenant(namespace, name).pipe(Effect.provide(clean())));
+      if (Exit.isFailure(exit) && !Cause.pretty(exit.cause).includes('Conflict'))
+        throw new Error(Cause.pretty(exit.cause));
+    };
+    const path = (name: string) => `${tenants(namespace)}/${name}`;
+    const made: Array<{ name: string; role: string; uid: string }> = [];
+    for (const name of [`n${suffix}-del`, `n${suffix}-keep`]) {
+      const role = name.replaceAll('-', '_');
+      const r = await kubeRequest('POST', tenants(namespace), {
+        apiVersion,
+        kind: 'PostgreSQLTenant',
+        metadata: { name },
+        spec: { provision: { instanceRef: { name: instanceName }, database: role, loginRole: role } },
+      });
+      expect(r.status).toBe(201);
+      made.push({ name, role, uid: (r.json() as Obj).metadata.uid });
+      createdTenants.push(name); // afterAll drops the role/database if anything is left
+    }
+    const [del, keep] = made as [(typeof made)[0], (typeof made)[0]];
+    await roundIn(del.name);
+    const dbPath = `${databases}/tenant-${del.uid}`;
+    const d = await get(dbPath);
+    await kubeRequest('PUT', dbPath, { ...d, spec: { ...d?.spec, reclaimPolicy: 'Delete' } });
+    for (const t of made)
+      for (let i = 0; i < 8 && ready(await get(path(t.name)))?.status !== 'True'; i++) await roundIn(t.name);
+    for (const t of made) expect(ready(await get(path(t.name)))?.status, t.name).toBe('True');
+    const credentialPath = (await get(dbPath))?.status?.credentialPath as string;
+    const session = await roleSession(del.role);
+
+    expect((await kubeRequest('DELETE', `/api/v1/namespaces/${namespace}`)).status).toBe(200);
+    // the namespace controller deletes the Tenants; each round reclaims what it finds deleted
+    await eventually(
+      'namespace gone',
+      async () => {
+        for (const t of made) if ((await get(path(t.name))) !== undefined) await roundIn(t.name);
+        return (await get(`/api/v1/namespaces/${namespace}`)) === undefined;
+      },
+      100_000,
+      500,
+    );
+    await expect(session.query('SELECT 1')).rejects.toThrow();
+    expect(await get(dbPath)).toBeUndefined();
+    expect(await sql('SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1', [del.role])).toHaveLength(0);
+    expect(await sql('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [del.role])).toHaveLength(0);
+    expect((await baoRequest('GET', `${kv.mount}/metadata/${credentialPath}`)).status).toBe(404);
+    const kept = await get(`${databases}/tenant-${keep.uid}`);
+    expect(kept?.status?.phase).toBe('Released');
+    expect(await sql('SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1', [keep.role])).toHaveLength(1);
+    // afterAll releases what this file made in its own namespace only: drop the Released record here
+    await kubeRequest('PUT', `${databases}/tenant-${keep.uid}`, {
+      ...kept,
+      metadata: { ...kept?.metadata, finalizers: [] },
+    });
+    await kubeRequest('DELETE', `${databases}/tenant-${keep.uid}`);
+  }, 150_000);
 });
 
 // ---- rotation ---------------------------------------------------------------------------------------------------
@@ -582,10 +781,168 @@ describe('rotation (issue 21)', () => {
   }
 });
 
+// ---- import -----------------------------------------------------------------------------------------------------
+
+describe('Import (issue 21, decision 0311)', () => {
+  const importRole = `ay_imp_${suffix}`;
+  const importPath = () => `${kv.base}/import-${suffix}`;
+  const importPassword = `IMPORT-TEST-ONLY-${randomBytes(12).toString('hex')}`;
+  const created: string[] = [];
+  const createImported = async (
+    name: string,
+    spec: Partial<{ database: string; loginRole: string; credentialRef: { mount: string; path: string } }> = {},
+  ) => {
+    const r = await kubeRequest('POST', databases, {
+      apiVersion,
+      kind: 'PostgreSQLDatabase',
+      metadata: { name },
+      spec: {
+        instanceRef: { name: instanceName },
+        database: importRole,
+        loginRole: importRole,
+        source: 'Import',
+        credentialRef: { mount: kv.mount, path: importPath() },
+        ...spec,
+      },
+    });
+    if (r.status !== 201) throw new Error(`POST database: ${r.status} ${r.body}`);
+    created.push(`${databases}/${name}`);
+    return r.json() as Obj;
+  };
+  const importRound = (name: string) => Effect.runPromise(reconcileImport(name).pipe(Effect.provide(clean())));
+
+  beforeAll(async () => {
+    // what an administrator has before the import: a role, its database, a credential in the scope
+    await adminQuery(`CREATE ROLE ${quoteIdentifier(importRole)} LOGIN PASSWORD '${importPassword}'`);
+    await adminQuery(`CREATE DATABASE ${quoteIdentifier(importRole)} OWNER ${quoteIdentifier(importRole)}`);
+    const w = await baoRequest('POST', `${kv.mount}/data/${importPath()}`, {
+      data: {
+        username: importRole,
+        password: importPassword,
+        database: importRole,
+        host: 'localhost',
+        hostaddr: '127.0.0.1',
+        port: String(testbed().postgres.port),
+        sslmode: 'disable',
+      },
+    });
+    expect(w.status).toBe(200);
+  });
+
+  afterAll(async () => {
+    for (const path of created.reverse()) {
+      const d = await get(path);
+      if (d === undefined) continue;
+      await kubeRequest('PUT', path, { ...d, metadata: { ...d.metadata, finalizers: [] } });
+      await kubeRequest('DELETE', path);
+    }
+    await adminQuery(`DROP DATABASE IF EXISTS ${quoteIdentifier(importRole)} WITH (FORCE)`).catch(() => undefined);
+    await adminQuery(`DROP ROLE IF EXISTS ${quoteIdentifier(importRole)}`).catch(() => undefined);
+  });
+
+  it('import: the declared database, role and credential are verified (read-only) and the Database becomes Available with instanceUID and credentialPath; a Tenant claiming it gets the seven-key Secret with the stored credential and Ready; no password, owner or KV version changed', async () => {
+    const name = `ay-imp-${suffix}`;
+    const verifierBefore = await sql('SELECT rolpassword FROM pg_catalog.pg_authid WHERE rolname = $1', [importRole]);
+    const db = await createImported(name);
+    expect((await importRound(name)).requeueAfter._tag).toBe('Some');
+    const available = await get(`${databases}/${name}`);
+    expect(available?.status?.phase).toBe('Available');
+    expect(ready(available)).toMatchObject({ status: 'True', reason: 'Available' });
+    const instance = await get(`${instances}/${instanceName}`);
+    expect((available?.status as Record<string, unknown>)['instanceUID']).toBe(instance?.metadata.uid);
+    expect(available?.status?.credentialPath).toBe(importPath());
+    expect((await eventsAbout('default', db.metadata.uid)).map((e) => [e.type, e.reason])).toEqual([
+      ['Normal', 'Available'],
+    ]);
+    // steady: another round writes nothing
+    await importRound(name);
+    expect((await get(`${databases}/${name}`))?.metadata.resourceVersion).toBe(available?.metadata.resourceVersion);
+
+    const tenantName = `i${suffix}-claim`;
+    const t = await kubeRequest('POST', tenants(ns.name), {
+      apiVersion,
+      kind: 'PostgreSQLTenant',
+      metadata: { name: tenantName },
+      spec: { databaseRef: { name } },
+    });
+    expect(t.status, t.body).toBe(201);
+    createdTenants.push(tenantName);
+    // binding writes spec.tenantRef (a new generation): the import round verifies again at it, then delivery
+    for (let i = 0; i < 8 && ready(await get(tenantPath(tenantName)))?.status !== 'True'; i++) {
+      await round(clean(), tenantName);
+      await importRound(name);
+    }
+    const tenant = await get(tenantPath(tenantName));
+    expect(ready(tenant)?.reason).toBe('CredentialsDelivered');
+    expect(tenant?.status?.credentialURL).toBe(
+      `${testbed().openbao.available ? kv.addr : ''}/v1/${kv.mount}/data/${importPath()}`,
+    );
+    const secret = await secretOf(tenantName);
+    expect(Object.keys(secret ?? {}).sort()).toEqual([...CredentialKeys].sort());
+    expect(secret?.['password']).toBe(importPassword);
+    expect(secret?.['username']).toBe(importRole);
+    // nothing changed on the backends
+    expect((await kvRead(importPath()))?.version).toBe(1);
+    expect(await sql('SELECT rolpassword FROM pg_catalog.pg_authid WHERE rolname = $1', [importRole])).toEqual(
+      verifierBefore,
+    );
+    expect(
+      await sql('SELECT pg_catalog.pg_get_userbyid(datdba) AS owner FROM pg_catalog.pg_database WHERE datname = $1', [
+        importRole,
+      ]),
+    ).toEqual([{ owner: importRole }]);
+    // the Tenant goes: an imported Database is Released, never dropped
+    await kubeRequest('DELETE', tenantPath(tenantName));
+    await converge(tenantName, async () => (await get(tenantPath(tenantName))) === undefined);
+    expect((await get(`${databases}/${name}`))?.status?.phase).toBe('Released');
+    expect(await sql('SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1', [importRole])).toHaveLength(1);
+  }, 60_000);
+
+  it('import refusals change nothing and never mark Available: a credentialRef outside the scope (Conflict, nothing read), a database owned by another role (Conflict), a missing database (DependencyUnavailable), a credential for another role (Conflict)', async () => {
+    const cases: Array<[string, Parameters<typeof createImported>[1], string, string]> = [
+      ['scope', { credentialRef: { mount: kv.mount, path: `elsewhere-${suffix}/x` } }, 'Conflict', 'outside'],
+      ['owner', { loginRole: manager }, 'Conflict', ''],
+      [
+        'missing',
+        { database: `ay_absent_${suffix}`, loginRole: importRole },
+        'DependencyUnavailable',
+        'does not exist',
+      ],
+    ];
+    for (const [label, spec, reason, text] of cases) {
+      const name = `ay-imp-${label}-${suffix}`;
+      const db = await createImported(name, spec);
+      await importRound(name);
+      const after = await get(`${databases}/${name}`);
+      expect(after?.status?.phase, label).not.toBe('Available');
+      expect(ready(after), label).toMatchObject({ status: 'False', reason });
+      expect(ready(after)?.message, label).toContain(text);
+      expect(
+        (await eventsAbout('default', db.metadata.uid)).map((e) => e.type),
+        label,
+      ).toEqual(['Warning']);
+    }
+    // a credential stored for another role: the login role of the Database differs from the stored username
+    const other = `ay_imp2_${suffix}`;
+    await adminQuery(`CREATE ROLE ${quoteIdentifier(other)} LOGIN`);
+    await adminQuery(`CREATE DATABASE ${quoteIdentifier(other)} OWNER ${quoteIdentifier(other)}`);
+    try {
+      const name = `ay-imp-cred-${suffix}`;
+      await createImported(name, { database: other, loginRole: other });
+      await importRound(name);
+      expect(ready(await get(`${databases}/${name}`))).toMatchObject({ status: 'False', reason: 'Conflict' });
+    } finally {
+      await adminQuery(`DROP DATABASE IF EXISTS ${quoteIdentifier(other)} WITH (FORCE)`).catch(() => undefined);
+      await adminQuery(`DROP ROLE IF EXISTS ${quoteIdentifier(other)}`).catch(() => undefined);
+    }
+    expect((await kvRead(importPath()))?.version).toBe(1);
+  }, 60_000);
+});
+
 // ---- through the running controller ------------------------------------------------------------------------------
 
 describe('the binding controller with provisioning on (issue 21)', () => {
-  it('a Tenant reaches Ready=True through the running controller (watch → reconcileTenant), and its deletion finishes (Retain → Released, the Tenant gone)', async () => {
+  it('a Tenant reaches Ready=True through the running controller (watch → reconcileTenant), a rotate annotation is picked up by the watch, and its deletion finishes (Retain → Released, the Tenant gone)', async () => {
     const label = `ayatori-prov-${suffix}`;
     const name = `c${suffix}-ctrl`;
     const role = name.replaceAll('-', '_');
@@ -607,6 +964,16 @@ describe('the binding controller with provisioning on (issue 21)', () => {
         createdTenants.push(name);
         await eventually('Tenant Ready', async () => ready(await get(tenantPath(name)))?.status === 'True', 30_000);
         const { db } = await assertProvisioned(name);
+        // the rotate annotation is metadata only (no new generation): the watch still wakes the Tenant, well
+        // before the 30 s recheck would
+        await annotate(name, 'c1');
+        await eventually(
+          'rotated',
+          async () => rotationOf(await get(`${databases}/${db.metadata.name}`)) === 'c1',
+          20_000,
+        );
+        await eventually('delivered', async () => ready(await get(tenantPath(name)))?.status === 'True', 20_000);
+        await assertProvisioned(name, 1);
         await kubeRequest('DELETE', tenantPath(name));
         await eventually('Tenant gone', async () => (await get(tenantPath(name))) === undefined, 30_000);
         expect((await get(`${databases}/${db.metadata.name}`))?.status?.phase).toBe('Released');

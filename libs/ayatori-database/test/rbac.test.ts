@@ -4,7 +4,13 @@ import { join } from 'node:path';
 import { describeDrift, driftModeFromEnv, syncManifests } from '@homelab/crd';
 import { Effect } from 'effect';
 import { describe, expect, it } from 'vitest';
-import { credentialsRole, leaderElectionRole, managerClusterRole, rbacManifestFiles } from '../src/api/index.js';
+import {
+  credentialsRole,
+  leaderElectionRole,
+  managerClusterRole,
+  provisioningClusterRole,
+  rbacManifestFiles,
+} from '../src/api/index.js';
 
 const g = 'database.ayatori.ddupan.top';
 
@@ -62,8 +68,7 @@ describe('RBAC', () => {
     });
   });
 
-  it("the leader-election Role and RoleBinding are kubebuilder's scaffold (leader-election-role in the controller namespace, bound to controller-manager); the manager-role stays the seed's", () => {
-    const all = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'];
+  it("the leader-election Role and RoleBinding keep kubebuilder's names and labels (leader-election-role in the controller namespace, bound to controller-manager) with only the Lease verbs runAsLeader uses; the manager-role stays the seed's", () => {
     const [role, binding] = leaderElectionRole('ayatori-system');
     expect(role).toEqual({
       apiVersion: 'rbac.authorization.k8s.io/v1',
@@ -73,11 +78,7 @@ describe('RBAC', () => {
         name: 'leader-election-role',
         namespace: 'ayatori-system',
       },
-      rules: [
-        { apiGroups: [''], resources: ['configmaps'], verbs: all },
-        { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: all },
-        { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
-      ],
+      rules: [{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create', 'get', 'update'] }],
     });
     expect(binding).toEqual({
       apiVersion: 'rbac.authorization.k8s.io/v1',
@@ -94,8 +95,30 @@ describe('RBAC', () => {
       'database_credentials_role.yaml',
       'leader_election_role.yaml',
       'leader_election_role_binding.yaml',
+      'provisioning_role.yaml',
       'role.yaml',
     ]);
+  });
+
+  it('the provisioning ClusterRole (issue 21) grants the projection Secret get/create/patch/delete, Event create and Database delete, nothing else; bound to the controller ServiceAccount', () => {
+    const [role, binding] = provisioningClusterRole('ayatori-system');
+    expect(role).toEqual({
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: 'database-provisioning-role' },
+      rules: [
+        { apiGroups: [''], resources: ['events'], verbs: ['create'] },
+        { apiGroups: [''], resources: ['secrets'], verbs: ['create', 'delete', 'get', 'patch'] },
+        { apiGroups: [g], resources: ['postgresqldatabases'], verbs: ['delete'] },
+      ],
+    });
+    expect(binding).toEqual({
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name: 'database-provisioning-role' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'database-provisioning-role' },
+      subjects: [{ kind: 'ServiceAccount', name: 'controller-manager', namespace: 'ayatori-system' }],
+    });
   });
 
   it('deploy/rbac/ayatori/ holds exactly the generated files (drift check)', async () => {

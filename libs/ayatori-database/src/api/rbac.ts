@@ -2,6 +2,9 @@
 // markers), and the ClusterRole `manager-role` is their merge, computed the way controller-gen merges markers.
 // The management-Secret Role is namespaced to the controller namespace and grants only get/list/watch.
 // No `delete` verb, no Secret rule in the ClusterRole, no `events` rule.
+// Provisioning (issue 21, decision 0235) needs more — write the projection Secret in the tenant's namespace, delete a
+// reclaimed Database — and gets it from a ClusterRole of its own, bound only where OpenBao delivery is turned on, so
+// the seed's manager-role stays what the seed generates.
 import { renderYaml } from '@homelab/crd';
 import { Group } from './common.js';
 
@@ -37,6 +40,20 @@ export const InstanceControllerPermissions: ReadonlyArray<Permission> = [
   p('postgresqlinstances', 'get', 'list', 'watch', 'update', 'patch'),
   p('postgresqlinstances/status', 'get', 'update', 'patch'),
   p('postgresqlinstances/finalizers', 'update'),
+];
+
+/**
+ * The provisioning path's needs (issue 21, `adapter/kubernetes/provisioning.ts`): the projection Secret is written
+ * by server-side apply (`patch`, plus `create` the first time), its existence read as metadata (`get`), and it is
+ * deleted on reclaim; a reclaimed Database is deleted after its finalizer is released; Events are created (decision
+ * 0310). No `list`/`watch` on Secrets
+ * (the controller keeps no Secret informer) and no `update` (apply only).
+ */
+export const ProvisioningControllerPermissions: ReadonlyArray<Permission> = [
+  { group: '', resource: 'secrets', verbs: ['get', 'create', 'patch', 'delete'] },
+  // Events of phase changes and refusals (decision 0310): one new Event per change, never patched or read.
+  { group: '', resource: 'events', verbs: ['create'] },
+  p('postgresqldatabases', 'delete'),
 ];
 
 /**
@@ -77,6 +94,29 @@ export const managerClusterRole = (name: string = ManagerRoleName) => ({
   rules: mergePermissions([...BindingControllerPermissions, ...InstanceControllerPermissions]),
 });
 
+export const ProvisioningRoleName = 'database-provisioning-role';
+
+/** The provisioning ClusterRole and its binding to the controller's ServiceAccount (namespace `system` in the files). */
+export const provisioningClusterRole = (
+  namespace: string,
+  serviceAccount = 'controller-manager',
+  name: string = ProvisioningRoleName,
+) => [
+  {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRole',
+    metadata: { name },
+    rules: mergePermissions(ProvisioningControllerPermissions),
+  },
+  {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRoleBinding',
+    metadata: { name },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
+    subjects: [{ kind: 'ServiceAccount', name: serviceAccount, namespace }],
+  },
+];
+
 /** The Role (and its binding to the controller's ServiceAccount) that lets the Instance controller read Secrets. */
 export const credentialsRole = (
   namespace: string,
@@ -101,25 +141,19 @@ export const credentialsRole = (
 export const LeaderElectionRoleName = 'leader-election-role';
 export const LeaderElectionRoleBindingName = 'leader-election-rolebinding';
 
-const allVerbs = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'];
 const scaffoldLabels = { 'app.kubernetes.io/name': 'ayatori', 'app.kubernetes.io/managed-by': 'kustomize' };
 
 /**
- * kubebuilder's `config/rbac/leader_election_role.yaml` and `leader_election_role_binding.yaml`, which the seed keeps
- * unchanged (kustomization lists them): a Role in the controller namespace for the leader-election Lease, with the
- * scaffold's rules verbatim. This process uses only the `leases` rule (no ConfigMap lock, no Events are emitted);
- * see decision 0142.
+ * kubebuilder's `config/rbac/leader_election_role.yaml` and `leader_election_role_binding.yaml` (names, labels, the
+ * namespace), narrowed to what `runAsLeader` does (issue 21, decision 0235): get, create and update of Leases. The
+ * scaffold's ConfigMap lock, Lease list/watch/patch/delete and Events rules are gone: this process uses none of them.
  */
 export const leaderElectionRole = (namespace: string, serviceAccount = 'controller-manager') => [
   {
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'Role',
     metadata: { labels: scaffoldLabels, name: LeaderElectionRoleName, namespace },
-    rules: [
-      { apiGroups: [''], resources: ['configmaps'], verbs: allVerbs },
-      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: allVerbs },
-      { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
-    ],
+    rules: [{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create', 'get', 'update'] }],
   },
   {
     apiVersion: 'rbac.authorization.k8s.io/v1',
@@ -138,4 +172,5 @@ export const rbacManifestFiles = (): Readonly<Record<string, string>> => ({
   'database_credentials_role.yaml': renderYaml(credentialsRole('system'), { header }),
   'leader_election_role.yaml': renderYaml([leaderElectionRole('system')[0]], { header }),
   'leader_election_role_binding.yaml': renderYaml([leaderElectionRole('system')[1]], { header }),
+  'provisioning_role.yaml': renderYaml(provisioningClusterRole('system'), { header }),
 });

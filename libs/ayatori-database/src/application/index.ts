@@ -6,3 +6,4 @@ export * from './mapping.js';
 export * from './observation.js';
 export * from './credentials.js';
 export * from './provisioning.js';
+export * from './import.js';

@@ -5,6 +5,7 @@ import { Context, Data, type Effect } from 'effect';
 import type * as Binding from '../domain/binding.js';
 import type { ApplicationCredential, CredentialError } from '../domain/credential-location.js';
 import type { ExtensionSupport, ManagementChecks, ObservationTarget } from '../domain/instance.js';
+import type { StatusEvent } from '../domain/events.js';
 import type { ProvisionStep, ReclaimStep, ServerFacts } from '../domain/provisioning.js';
 import type { ObservationErrorKind } from '../domain/instance-reasons.js';
 import type { InstancePresentation, TenantPresentation } from '../domain/presentation.js';
@@ -19,6 +20,8 @@ export interface BindingTenant extends Binding.Tenant {
   readonly rotation?: string | undefined;
   /** `status.secretName` when the Tenant is Ready=True at its generation (credentials delivered there). */
   readonly delivered?: string | undefined;
+  /** The Ready condition's reason as stored ('' = none): what an Event compares against. */
+  readonly readyReason?: string | undefined;
 }
 
 /** A Database snapshot: binding facts plus the resourceVersion writes are conditioned on. */
@@ -203,6 +206,10 @@ export interface ProvisioningDatabase extends BindingDatabase {
   readonly credentialPath: string;
   /** `status.rotation`: the rotation request last completed ('' = none). */
   readonly rotation: string;
+  /** The Ready condition's reason as stored ('' = none): what an Event compares against. */
+  readonly readyReason?: string | undefined;
+  /** `spec.credentialRef` of an imported Database (mount-relative logical path). */
+  readonly credentialRef?: { readonly mount: string; readonly path: string } | undefined;
 }
 
 /** The Database status a provisioning or reclaim round presents (written only if it differs). */
@@ -213,6 +220,8 @@ export interface DatabasePresentation {
   readonly message: string;
   readonly credentialPath?: string | undefined;
   readonly rotation?: string | undefined;
+  /** `status.instanceUID`, written by the Import round (written only when provided; never cleared). */
+  readonly instanceUID?: string | undefined;
 }
 
 /** An Instance as provisioning needs it: the connection target and whether it is Ready at its generation. */
@@ -250,4 +259,22 @@ export class ProvisioningResources extends Context.Tag('@homelab/ayatori-databas
     /** At the snapshot's version: remove the tenant finalizer (the Tenant then goes away). */
     readonly releaseTenant: (tenant: BindingTenant) => Effect.Effect<void, KubernetesError>;
   }
+>() {}
+
+/** The object an Event is about (`involvedObject`). */
+export interface EventSubject {
+  readonly kind: string;
+  readonly name: string;
+  /** Empty for the cluster-scoped Database (its Events go to `default`, as for other cluster-scoped objects). */
+  readonly namespace: string;
+  readonly uid: string;
+}
+
+/**
+ * Kubernetes Events (issue 21, decision 0310): best effort — a refused or failed Event write never fails a round,
+ * and the text it carries comes from `domain/events.ts` only.
+ */
+export class EventRecorder extends Context.Tag('@homelab/ayatori-database/EventRecorder')<
+  EventRecorder,
+  { readonly emit: (subject: EventSubject, event: StatusEvent) => Effect.Effect<void> }
 >() {}

@@ -40,10 +40,13 @@ import {
 } from '../domain/provisioning.js';
 import { DatabaseSource, TenantPhase, TenantReason, Timing } from '../domain/vocabulary.js';
 import { bindingRequeue, runBinding } from './binding.js';
+import { type PresentedState, statusEvent } from '../domain/events.js';
 import {
   BindingResources,
   type BindingTenant,
   CredentialStore,
+  EventRecorder,
+  type EventSubject,
   DatabaseServer,
   type DatabasePresentation,
   type ProvisioningDatabase,
@@ -75,7 +78,42 @@ export const CryptoEntropyLayer = Layer.succeed(Entropy, {
 
 /** The ports provisioning needs. */
 export type ProvisioningServices =
-  ProvisioningResources | DatabaseServer | CredentialStore | ProvisioningSettings | Entropy;
+  ProvisioningResources | DatabaseServer | CredentialStore | ProvisioningSettings | Entropy | EventRecorder;
+
+/** One Event when (phase, reason) changed between what a round found and what it stored (decision 0310). */
+const announce = (subject: EventSubject, before: PresentedState, after: PresentedState) =>
+  Effect.gen(function* () {
+    const event = statusEvent(before, after);
+    if (event === undefined) return;
+    const events = yield* EventRecorder;
+    yield* events.emit(subject, event);
+  });
+
+/** The Database's status write (read back), and its Event when phase or reason changed. */
+export const recordDatabase = (database: ProvisioningDatabase, status: DatabasePresentation) =>
+  Effect.gen(function* () {
+    const kube = yield* ProvisioningResources;
+    const written = yield* kube.recordDatabase(database, status);
+    yield* announce(
+      { kind: 'PostgreSQLDatabase', name: written.identity.name, namespace: '', uid: written.identity.uid },
+      { phase: database.phase, reason: database.readyReason ?? '' },
+      { phase: written.phase, reason: written.readyReason ?? status.reason },
+    );
+    return written;
+  });
+
+/** The Tenant's status write, and its Event when phase or reason changed. */
+const presentTenant = (tenant: BindingTenant, status: TenantPresentation) =>
+  Effect.gen(function* () {
+    const resources = yield* BindingResources;
+    yield* resources.present(tenant, status);
+    const { namespace, name, uid } = tenant.identity;
+    yield* announce(
+      { kind: 'PostgreSQLTenant', name, namespace, uid },
+      { phase: tenant.phase, reason: tenant.readyReason ?? '' },
+      { phase: status.phase === '' ? tenant.phase : status.phase, reason: status.reason },
+    );
+  });
 
 /** A round that stopped: what to present on the Database (if anything) and on the Tenant. */
 class Stop {
@@ -267,9 +305,10 @@ export const provisionTenant = Effect.fn('provisionTenant')(function* (
   const server = yield* DatabaseServer;
   const store = yield* CredentialStore;
   const read = yield* kube.database(bound.name);
-  // Only dynamic records are provisioned here; an imported Database keeps the binding result (import not built).
-  if (read === undefined || read.identity.uid !== bound.uid || read.source !== DatabaseSource.Provision)
-    return bindingComplete;
+  if (read === undefined || read.identity.uid !== bound.uid) return bindingComplete;
+  // An imported Database is verified by its own round (application/import.ts); here it is only delivered.
+  if (read.source === DatabaseSource.Import) return yield* deliverImported(tenant, read, bound);
+  if (read.source !== DatabaseSource.Provision) return bindingComplete;
   let database: ProvisioningDatabase = read;
   const secretName = projectionSecretName(tenant.secretName, database.instance, tenant.identity.name);
   const location = Either.getOrUndefined(provisionPath(settings.scope, database.identity.uid));
@@ -333,7 +372,7 @@ export const provisionTenant = Effect.fn('provisionTenant')(function* (
     }
     // 1. The location is recorded before anything is written anywhere else.
     if (database.credentialPath === '') {
-      database = yield* kube.recordDatabase(database, {
+      database = yield* recordDatabase(database, {
         phase: ProvisioningPhase.Provisioning,
         ready: false,
         reason: DatabaseReason.Reconciling,
@@ -369,7 +408,7 @@ export const provisionTenant = Effect.fn('provisionTenant')(function* (
         ),
       );
       // 5. Available.
-      database = yield* kube.recordDatabase(current, {
+      database = yield* recordDatabase(current, {
         phase: ProvisioningPhase.Available,
         ready: true,
         reason: DatabaseReason.Available,
@@ -392,7 +431,7 @@ export const provisionTenant = Effect.fn('provisionTenant')(function* (
       (stop) =>
         Effect.gen(function* () {
           if (stop.database !== undefined) {
-            yield* kube.recordDatabase(database, {
+            yield* recordDatabase(database, {
               ...stop.database,
               ...(database.credentialPath === '' ? {} : { credentialPath: database.credentialPath }),
             });
@@ -403,6 +442,55 @@ export const provisionTenant = Effect.fn('provisionTenant')(function* (
   );
   return outcome;
 });
+
+/**
+ * Delivery of an imported Database (decision 0311): its credential is read at the recorded `credentialPath` (the
+ * verified credentialRef), a login as the role checks it, then the seven-key Secret and Ready=True. No password is
+ * generated or changed and the rotate annotation is not honoured (import never changes a password). A delivered
+ * Tenant whose Secret exists costs no SQL and no KV read.
+ */
+const deliverImported = (tenant: BindingTenant, database: ProvisioningDatabase, bound: Binding.Identity) =>
+  Effect.gen(function* () {
+    const kube = yield* ProvisioningResources;
+    const settings = yield* ProvisioningSettings;
+    const server = yield* DatabaseServer;
+    const store = yield* CredentialStore;
+    const secretName = projectionSecretName(tenant.secretName, database.instance, tenant.identity.name);
+    const path = database.credentialPath;
+    const url =
+      path === '' ? undefined : Either.getOrUndefined(credentialURL(settings.openBaoAddress, settings.scope, path));
+    const notReady = (reason: string, message: string): TenantPresentation => ({
+      phase: TenantPhase.Bound,
+      reason,
+      message,
+      database: bound,
+    });
+    const delivered: TenantPresentation = {
+      phase: TenantPhase.Bound,
+      reason: TenantReadyReason.CredentialsDelivered,
+      message: TenantReadyMessage.delivered,
+      database: bound,
+      ready: true,
+      secretName,
+      ...(url === undefined ? {} : { credentialURL: url }),
+    };
+    if (database.phase !== ProvisioningPhase.Available || !database.ready || path === '')
+      return notReady(TenantReason.DependencyUnavailable, TenantReadyMessage.waitingForDatabase);
+    if (tenantIsDelivered(tenant, secretName) && (yield* kube.projectionPresent(tenant.identity.namespace, secretName)))
+      return delivered;
+    const instance = yield* kube.instance(database.instance);
+    if (instance === undefined || !usableInstance(instance, database))
+      return notReady(TenantReason.DependencyUnavailable, DatabaseMessage.instanceNotReady);
+    const credential = yield* Effect.either(store.read(path));
+    if (Either.isLeft(credential))
+      return notReady(TenantReason.DependencyUnavailable, DatabaseMessage.credentialFailed(credential.left.code));
+    if (Either.isLeft(yield* Effect.either(server.login(instance.target, credential.right))))
+      return notReady(TenantReason.DependencyUnavailable, DatabaseMessage.loginFailed);
+    const written = yield* Effect.either(kube.deliver(tenant.identity, secretName, credential.right.secretData()));
+    if (Either.isLeft(written))
+      return notReady(TenantReadyReason.CredentialProjectionFailed, TenantReadyMessage.projectionFailed);
+    return delivered;
+  });
 
 const tenantIsDelivered = (tenant: BindingTenant, secretName: string): boolean =>
   tenant.delivered !== undefined && tenant.delivered === secretName;
@@ -420,7 +508,11 @@ const rotate = (
   path: string,
   request: string,
   deliver: (credential: ApplicationCredential) => Effect.Effect<void, Stop>,
-): Effect.Effect<ApplicationCredential, Stop, CredentialStore | DatabaseServer | Entropy | ProvisioningResources> =>
+): Effect.Effect<
+  ApplicationCredential,
+  Stop,
+  CredentialStore | DatabaseServer | Entropy | ProvisioningResources | EventRecorder
+> =>
   Effect.gen(function* () {
     const store = yield* CredentialStore;
     const server = yield* DatabaseServer;
@@ -501,7 +593,7 @@ export const reclaimTenant = Effect.fn('reclaimTenant')(function* (tenant: Bindi
   }
   let database = found;
   const waiting = (reason: string, message: string, phase = database.phase) =>
-    Effect.as(kube.recordDatabase(database, { phase, ready: false, reason, message }), {
+    Effect.as(recordDatabase(database, { phase, ready: false, reason, message }), {
       _tag: 'Waiting',
       reason,
       message,
@@ -509,7 +601,7 @@ export const reclaimTenant = Effect.fn('reclaimTenant')(function* (tenant: Bindi
 
   if (database.reclaimPolicy === 'Retain' || database.source !== DatabaseSource.Provision) {
     // Released is recorded (the write returns the stored object) before the claim side is let go.
-    database = yield* kube.recordDatabase(database, {
+    database = yield* recordDatabase(database, {
       phase: ProvisioningPhase.Released,
       ready: false,
       reason: DatabaseReason.Released,
@@ -566,7 +658,7 @@ export const reclaimTenant = Effect.fn('reclaimTenant')(function* (tenant: Bindi
     const decision = nextReclaimStep(read.right, target);
     // The previous step is read back as done: record it before the next one.
     if (done !== undefined && decision._tag !== done) {
-      database = yield* kube.recordDatabase(database, {
+      database = yield* recordDatabase(database, {
         phase: ProvisioningPhase.Deleting,
         ready: false,
         reason: DatabaseReason.Deleting,
@@ -583,7 +675,7 @@ export const reclaimTenant = Effect.fn('reclaimTenant')(function* (tenant: Bindi
         ProvisioningPhase.Deleting,
       );
     if (database.phase !== ProvisioningPhase.Deleting)
-      database = yield* kube.recordDatabase(database, {
+      database = yield* recordDatabase(database, {
         phase: ProvisioningPhase.Deleting,
         ready: false,
         reason: DatabaseReason.Deleting,
@@ -629,7 +721,7 @@ export const reconcileTenant = Effect.fn('reconcileTenant')(function* (namespace
   if (read !== undefined && read.deleting) {
     const outcome = yield* reclaimTenant(read);
     if (outcome._tag === 'Released') return { requeueAfter: Option.none<Duration.Duration>() };
-    yield* resources.present(read, { phase: TenantPhase.Deleting, reason: outcome.reason, message: outcome.message });
+    yield* presentTenant(read, { phase: TenantPhase.Deleting, reason: outcome.reason, message: outcome.message });
     return { requeueAfter: Option.some(Timing.dependencyRetry) };
   }
   const result = yield* runBinding(namespace, name);
@@ -638,6 +730,6 @@ export const reconcileTenant = Effect.fn('reconcileTenant')(function* (namespace
     result.status.reason === TenantReason.BindingComplete && result.status.database !== undefined
       ? yield* provisionTenant(result.tenant, result.status.database, result.status)
       : result.status;
-  yield* resources.present(result.tenant, status);
+  yield* presentTenant(result.tenant, status);
   return { requeueAfter: bindingRequeue(result) };
 });

@@ -30,7 +30,7 @@ import {
   tenantsForInstance,
 } from '../application/mapping.js';
 import type { BindingResources, InstanceObserver, InstanceResources } from '../application/ports.js';
-import { ControllerNames, SetupMessage } from '../domain/vocabulary.js';
+import { ControllerNames, RotateAnnotation, SetupMessage } from '../domain/vocabulary.js';
 import { apiVersion, Kinds } from '../adapter/kubernetes/resources.js';
 
 export interface DatabaseControllersOptions {
@@ -46,6 +46,13 @@ export interface DatabaseControllersOptions {
    */
   readonly tenantReconcile?: (
     namespace: string,
+    name: string,
+  ) => Effect.Effect<{ readonly requeueAfter: Option.Option<Duration.Duration> }, unknown>;
+  /**
+   * The Database round with provisioning on (issue 21, decision 0311: `reconcileImport` with its ports provided): a
+   * third controller, `database-import`, keyed by Database, also woken by its Instance. Absent: not started.
+   */
+  readonly databaseReconcile?: (
     name: string,
   ) => Effect.Effect<{ readonly requeueAfter: Option.Option<Duration.Duration> }, unknown>;
 }
@@ -73,6 +80,11 @@ const specOrDeletionChanged = (e: InformerEvent<KubeObject>): boolean =>
   e.type !== 'Updated' ||
   e.old.metadata.generation !== e.object.metadata.generation ||
   e.old.metadata.deletionTimestamp !== e.object.metadata.deletionTimestamp;
+
+/** The Tenant's rotate annotation changed (metadata only, no new generation): a rotation request (decision 0233). */
+const rotationRequested = (e: InformerEvent<KubeObject>): boolean =>
+  e.type === 'Updated' &&
+  e.old.metadata.annotations?.[RotateAnnotation] !== e.object.metadata.annotations?.[RotateAnnotation];
 
 const requeue = (after: Option.Option<Duration.Duration>) =>
   Option.match(after, { onNone: () => undefined, onSome: (d) => ({ requeueAfter: d }) });
@@ -152,7 +164,7 @@ export const startDatabaseControllers = (
     yield* startController({
       name: ControllerNames.binding,
       informer: tenants,
-      predicate: specOrDeletionChanged,
+      predicate: (e) => specOrDeletionChanged(e) || rotationRequested(e),
       concurrency: options.concurrency ?? 1,
       watches: [
         {
@@ -182,6 +194,28 @@ export const startDatabaseControllers = (
               Effect.map(({ requeueAfter }) => requeue(requeueAfter)),
             ),
     });
+
+    const databaseReconcile = options.databaseReconcile;
+    if (databaseReconcile !== undefined) {
+      yield* startController({
+        name: ControllerNames.import,
+        informer: databases,
+        predicate: specOrDeletionChanged,
+        concurrency: options.concurrency ?? 1,
+        watches: [
+          {
+            informer: instances,
+            toKeys: (i) =>
+              [...databaseInstance.entries()]
+                .filter(([, instance]) => instance === str(i.metadata.name))
+                .map(([database]) => database),
+          },
+        ],
+        onError: logFailure(ControllerNames.import),
+        reconcile: (request) =>
+          databaseReconcile(request.name).pipe(Effect.map(({ requeueAfter }) => requeue(requeueAfter))),
+      });
+    }
 
     if (!instanceEnabled) return { instanceController: false };
     const secrets = yield* makeMetadataInformer({

@@ -217,3 +217,11 @@ export class ApplicationCredential {
  */
 export const controllerPolicy = (scope: CredentialScope): string =>
   `path "${scope.mount}/data/${scope.basePath}/*" {\n  capabilities = ["create", "update", "read"]\n}\n`;
+
+/**
+ * The policy with provisioning on (issue 21): the seed's `controllerPolicy` plus, on the KV v2 metadata of the same
+ * prefix, `delete` (reclaim Delete removes every version) and `read` (the removal is read back as gone). Still no
+ * `list`, nothing outside `<basePath>/`.
+ */
+export const provisioningPolicy = (scope: CredentialScope): string =>
+  `${controllerPolicy(scope)}path "${scope.mount}/metadata/${scope.basePath}/*" {\n  capabilities = ["delete", "read"]\n}\n`;

@@ -9,3 +9,5 @@ export * from './vocabulary.js';
 export * from './provisioning-sql.js';
 export * from './inspection-sql.js';
 export * from './provisioning.js';
+export * from './events.js';
+export * from './import.js';

@@ -129,6 +129,7 @@ export const presentDatabaseStatus = (
     readonly message: string;
     readonly credentialPath?: string | undefined;
     readonly rotation?: string | undefined;
+    readonly instanceUID?: string | undefined;
   },
   now: string,
 ): Presented<DatabaseStatusValue> => {
@@ -139,6 +140,7 @@ export const presentDatabaseStatus = (
     observedGeneration: generation,
     ...(result.credentialPath ? { credentialPath: result.credentialPath } : {}),
     ...(result.rotation ? { rotation: result.rotation } : {}),
+    ...(result.instanceUID ? { instanceUID: result.instanceUID } : {}),
     conditions: setCondition(
       base.conditions,
       {

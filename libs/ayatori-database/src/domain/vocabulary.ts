@@ -24,7 +24,11 @@ export const BindingTargetIndex = 'database.bindingTarget';
 export const DynamicDatabasePrefix = 'tenant-';
 
 /** Controller names (controller-runtime `Named(...)`). */
-export const ControllerNames = { binding: 'database-binding', instance: 'database-instance' } as const;
+export const ControllerNames = {
+  binding: 'database-binding',
+  instance: 'database-instance',
+  import: 'database-import',
+} as const;
 
 export const TenantPhase = { Binding: 'Binding', Bound: 'Bound', Deleting: 'Deleting' } as const;
 export type TenantPhase = (typeof TenantPhase)[keyof typeof TenantPhase];

@@ -1,6 +1,6 @@
 // Test fixtures over the generated RBAC, shared by this library's tests and the controller app's (package export
 // `@homelab/ayatori-database/testing`). No I/O of its own: the caller says how an object is created.
-import { credentialsRole, managerClusterRole } from '../api/rbac.js';
+import { credentialsRole, managerClusterRole, provisioningClusterRole } from '../api/rbac.js';
 
 const rbacApi = '/apis/rbac.authorization.k8s.io/v1';
 
@@ -44,4 +44,22 @@ export const grantManagerRbac = async ({
   const [role, binding] = credentialsRole(namespace, serviceAccount);
   await create(`${rbacApi}/namespaces/${namespace}/roles`, role);
   await create(`${rbacApi}/namespaces/${namespace}/rolebindings`, binding);
+};
+
+/**
+ * Binds the generated provisioning ClusterRole (named `roleName`) to `serviceAccount` in `namespace`, which
+ * `grantManagerRbac` created: the rights OpenBao delivery adds (issue 21).
+ */
+export const grantProvisioningRbac = async ({
+  create,
+  cleanup,
+  namespace,
+  serviceAccount,
+  roleName,
+}: ManagerRbacGrant): Promise<void> => {
+  const [role, binding] = provisioningClusterRole(namespace, serviceAccount, roleName);
+  await create(`${rbacApi}/clusterroles`, role);
+  cleanup.push(`${rbacApi}/clusterroles/${roleName}`);
+  await create(`${rbacApi}/clusterrolebindings`, binding);
+  cleanup.push(`${rbacApi}/clusterrolebindings/${roleName}`);
 };

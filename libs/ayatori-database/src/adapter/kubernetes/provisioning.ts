@@ -3,12 +3,14 @@
 // server's own resourceVersion check); every write returns what the server stored (the read-back). The projection
 // Secret is written by server-side apply under one field manager, owned by the Tenant (controller reference), and
 // its existence is read as metadata only: the controller never reads a Secret's data here.
+import { randomBytes } from 'node:crypto';
 import { Effect, Layer } from 'effect';
 import { KubeClient, type KubeClientService, type KubeObject } from '@homelab/kube';
 import { currentReady } from '../../domain/conditions.js';
 import { presentDatabaseStatus, type DatabaseStatusValue } from '../../domain/presentation.js';
 import { Finalizers } from '../../domain/vocabulary.js';
 import {
+  EventRecorder,
   type ProvisioningDatabase,
   ProvisioningResources,
   type ProvisioningInstance,
@@ -22,6 +24,7 @@ import {
   kubernetesError,
   now,
   readOptional,
+  readyReasonOf,
   rec,
   str,
 } from './resources.js';
@@ -36,6 +39,15 @@ export const provisioningDatabase = (o: KubeObject): ProvisioningDatabase => {
     reclaimPolicy: str(rec(o['spec'])['reclaimPolicy']) === 'Delete' ? 'Delete' : 'Retain',
     credentialPath: str(status['credentialPath']),
     rotation: str(status['rotation']),
+    readyReason: readyReasonOf(o),
+    ...(rec(o['spec'])['credentialRef'] === undefined
+      ? {}
+      : {
+          credentialRef: {
+            mount: str(rec(rec(o['spec'])['credentialRef'])['mount']),
+            path: str(rec(rec(o['spec'])['credentialRef'])['path']),
+          },
+        }),
   };
 };
 
@@ -152,7 +164,49 @@ export const makeProvisioningResources = (kube: KubeClientService): Provisioning
   };
 };
 
-export const KubernetesProvisioningResourcesLayer = Layer.effect(
-  ProvisioningResources,
-  Effect.map(KubeClient, makeProvisioningResources),
+/** Where Events about the cluster-scoped Database go (as for Nodes and other cluster-scoped objects). */
+export const ClusterScopedEventNamespace = 'default';
+
+/**
+ * Core v1 Events (what `kubectl describe` lists), one object per emitted change, named `<object>.<random>` like
+ * client-go's recorder. Best effort: a failed write is logged by its class only and the round goes on.
+ */
+export const makeEventRecorder = (kube: KubeClientService): EventRecorder['Type'] => ({
+  emit: (subject, event) =>
+    Effect.gen(function* () {
+      const time = yield* now;
+      const namespace = subject.namespace === '' ? ClusterScopedEventNamespace : subject.namespace;
+      yield* kube
+        .create({
+          apiVersion: 'v1',
+          kind: 'Event',
+          metadata: { name: `${subject.name}.${randomBytes(8).toString('hex')}`, namespace },
+          involvedObject: {
+            apiVersion,
+            kind: subject.kind,
+            name: subject.name,
+            ...(subject.namespace === '' ? {} : { namespace: subject.namespace }),
+            uid: subject.uid,
+          },
+          type: event.type,
+          reason: event.reason,
+          message: event.message,
+          source: { component: FieldManager },
+          reportingComponent: FieldManager,
+          reportingInstance: FieldManager,
+          firstTimestamp: time,
+          lastTimestamp: time,
+          count: 1,
+        })
+        .pipe(
+          Effect.asVoid,
+          Effect.catchAll((e) => Effect.logDebug(`event for ${subject.kind} ${subject.name} not written: ${e._tag}`)),
+        );
+    }),
+});
+
+/** The provisioning resources and the Event recorder, both over the same client. */
+export const KubernetesProvisioningResourcesLayer = Layer.mergeAll(
+  Layer.effect(ProvisioningResources, Effect.map(KubeClient, makeProvisioningResources)),
+  Layer.effect(EventRecorder, Effect.map(KubeClient, makeEventRecorder)),
 );

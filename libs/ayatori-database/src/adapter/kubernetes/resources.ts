@@ -78,6 +78,9 @@ const spec = (o: Obj) => rec(o['spec']);
 const status = (o: Obj) => rec(o['status']);
 const deleting = (o: Obj) => o.metadata.deletionTimestamp !== undefined;
 const conditions = (o: Obj) => status(o)['conditions'] as ReadonlyArray<Condition> | undefined;
+/** The stored Ready condition's reason, whatever its generation ('' = none). */
+export const readyReasonOf = (o: Obj): string =>
+  str((Array.isArray(conditions(o)) ? (conditions(o) ?? []) : []).find((c) => c?.type === 'Ready')?.reason);
 const hasFinalizer = (o: Obj, f: string) => (o.metadata.finalizers ?? []).includes(f);
 const withFinalizer = (o: Obj, f: string): Obj => ({
   ...o,
@@ -124,6 +127,7 @@ export const bindingTenant = (o: Obj): BindingTenant => {
     ...(str(o.metadata.annotations?.[RotateAnnotation]) !== ''
       ? { rotation: str(o.metadata.annotations?.[RotateAnnotation]) }
       : {}),
+    readyReason: readyReasonOf(o),
   };
 };
 

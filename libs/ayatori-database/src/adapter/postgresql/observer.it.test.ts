@@ -25,6 +25,7 @@ const manager = `ay_mgr_${suffix}`;
 const superuser = `ay_super_${suffix}`;
 const readonly = `ay_ro_${suffix}`;
 const nologin = `ay_nologin_${suffix}`;
+const stalling = `ay_stall_${suffix}`;
 const PASSWORD_CANARY = `CANARY-pw-${suffix}`;
 // The server's certificate (Debian snakeoil, self-signed, DNS SAN "localhost"): public, used as the root bundle.
 const serverCert = readFileSync('/etc/ssl/certs/ssl-cert-snakeoil.pem', 'utf8');
@@ -115,10 +116,20 @@ beforeAll(async () => {
     [superuser, 'LOGIN SUPERUSER'],
     [readonly, 'LOGIN NOSUPERUSER CREATEDB CREATEROLE'],
     [nologin, 'NOLOGIN NOSUPERUSER CREATEDB CREATEROLE'],
+    [stalling, 'LOGIN NOSUPERUSER CREATEDB CREATEROLE'],
   ] as const) {
     await sql(`CREATE ROLE ${quoteIdentifier(role)} ${attrs} PASSWORD '${PASSWORD_CANARY}'`);
   }
   await sql(`ALTER ROLE ${quoteIdentifier(readonly)} SET default_transaction_read_only = on`);
+  // Every query of this role is a SERIALIZABLE READ ONLY DEFERRABLE transaction: it waits for a safe snapshot while
+  // a serializable read-write transaction is open — a real server-side stall of the check, after a good connect.
+  for (const setting of [
+    "default_transaction_isolation = 'serializable'",
+    'default_transaction_read_only = on',
+    'default_transaction_deferrable = on',
+  ]) {
+    await sql(`ALTER ROLE ${quoteIdentifier(stalling)} SET ${setting}`);
+  }
   // A hostile catalog shadow, first on the manager's search_path in the management database.
   await sql(`CREATE VIEW public.pg_available_extensions AS SELECT 'fake_extension'::text AS name`);
   await sql(`GRANT SELECT ON public.pg_available_extensions TO PUBLIC`);
@@ -131,7 +142,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await Effect.runPromise(observer.close);
-  for (const role of [manager, superuser, readonly, nologin]) {
+  for (const role of [manager, superuser, readonly, nologin, stalling]) {
     await sql(`DROP OWNED BY ${quoteIdentifier(role)}`).catch(() => undefined);
     await sql(`DROP ROLE IF EXISTS ${quoteIdentifier(role)}`, testbed().postgres.database).catch(() => undefined);
   }
@@ -410,6 +421,32 @@ describe('pools (AY-45/46/47, AY-44)', () => {
     setSecret(t, manager, '');
     expect(kindOf(await run(observer.observeManagement(t)))).toBe('CredentialsInvalid');
     expect(await backends(manager, 0)).toEqual([]);
+  });
+
+  it('issue 21: a check that outlives its budget (interrupted after connecting) leaves no pool behind: each round ends the previous round’s pool, and once the server answers no backend is left', async () => {
+    const t = target(stalling, { uid: 'stall' });
+    setSecret(t, stalling);
+    const hold = await superClient();
+    try {
+      await hold.query('BEGIN ISOLATION LEVEL SERIALIZABLE');
+      await hold.query('SELECT 1');
+      for (let round = 0; round < 3; round++) {
+        const answer = await Effect.runPromise(
+          observer.observeManagement(t).pipe(Effect.either, Effect.timeoutOption('1500 millis')),
+        );
+        expect(answer._tag).toBe('None'); // the budget ran out during the stalled check
+      }
+      // every round connected and its check is stuck on the server
+      expect(await backends(stalling, 3)).toHaveLength(3);
+    } finally {
+      await hold.query('COMMIT');
+      await hold.end();
+    }
+    // the stuck checks return; the ended pools close their clients; only the last round's pool may remain
+    const left = await backends(stalling, 1);
+    expect(left.length).toBeLessThanOrEqual(1);
+    await Effect.runPromise(observer.forget(t.name));
+    expect(await backends(stalling, 0)).toEqual([]);
   });
 
   it('AY-50/AY-82: forget releases one Instance; closing the layer scope releases every pool and later observations fail', async () => {

@@ -47,6 +47,15 @@ export interface PostgresObserver {
 }
 
 const endPool = (pool: pg.Pool): Effect.Effect<void> => Effect.promise(() => pool.end().catch(() => undefined));
+/**
+ * Ends a pool without waiting: a pool left by an interrupted round may hold a client whose query is still running
+ * (the round's budget ran out while the server stalled); `end` closes it once that query returns, and waiting for
+ * it here would stall the next round behind the same server.
+ */
+const endPoolDetached = (pool: pg.Pool): Effect.Effect<void> =>
+  Effect.sync(() => {
+    void pool.end().catch(() => undefined);
+  });
 
 /** Build an observer over `pg`, reading admin Secrets with `readSecret`. */
 export const makePostgresObserver = (
@@ -68,13 +77,25 @@ export const makePostgresObserver = (
 
     const connect = (action: Extract<ObservationAction, { _tag: 'Connect' }>): Effect.Effect<ConnectFact> =>
       Effect.gen(function* () {
+        // A pool still held under this name belongs to a round that was interrupted before it recorded the pool's
+        // memory (its budget ran out during the check): the program no longer knows it, so it is ended here instead
+        // of being overwritten and leaked (issue 21).
+        const stale = pools.get(action.target.name);
+        if (stale !== undefined) {
+          pools.delete(action.target.name);
+          yield* endPoolDetached(stale.pool);
+        }
         const pool = new pg.Pool(poolConfig(action.target.endpoint, action.credentials, options));
         // Swallow idle-client errors (a server restart): the next observation fails and replaces the pool.
         pool.on('error', () => undefined);
         const connected = yield* Effect.tryPromise({
           try: async () => (await pool.connect()).release(),
           catch: classifyConnectError,
-        }).pipe(Effect.either);
+        }).pipe(
+          Effect.either,
+          // interrupted while connecting: the pool is in no map, so end it (its client when the connect completes)
+          Effect.onInterrupt(() => endPoolDetached(pool)),
+        );
         if (Either.isLeft(connected)) {
           yield* endPool(pool);
           return { _tag: 'Failed', kind: connected.left } satisfies ConnectFact;

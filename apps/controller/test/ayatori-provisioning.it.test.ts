@@ -1,0 +1,388 @@
+// Issue 21 through the controller as a real process (`src/main.ts` under tsx) with provisioning on
+// (`--openbao-address` …): the real kube-apiserver, the machine's PostgreSQL (a manager role created here) and the
+// OpenBao dev server of the test bed. A Tenant becomes Ready; an application connects with the delivered Secret and
+// creates a table. The process is SIGKILLed in the middle of provisioning, of a rotation and of a Delete reclaim —
+// at the moment the Database's status shows the step under way (credential location recorded; rotation pending;
+// Deleting) — and a new process converges: one role, one database, one KV version (two after the rotation), and
+// the one password PostgreSQL stores is the one in OpenBao and in the Secret; after Delete nothing is left.
+// The kill point is the first one the status shows, not a chosen SQL step: the library's provisioning.it.test.ts
+// kills before/after every single step in-process.
+import type { ChildProcess } from 'node:child_process';
+import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Api, Domain } from '@homelab/ayatori-database';
+import { grantManagerRbac, grantProvisioningRbac } from '@homelab/ayatori-database/testing';
+import {
+  baoRequest,
+  eventually,
+  installCrds,
+  kubeObjects,
+  kubeRequest,
+  testbed,
+  useDatabase,
+  useKvPath,
+  useNamespace,
+} from '@homelab/testbed/vitest';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { prepareCluster, sleep, spawnController } from './support.js';
+
+const ns = useNamespace('ctrl-ayprov');
+const db = useDatabase('ctrl_ayprov');
+const kv = useKvPath('ctrl-ayprov');
+const suffix = randomBytes(4).toString('hex');
+const label = `ctrl-ayprov-${suffix}`;
+const manager = `ctrl_ayp_mgr_${suffix}`;
+const managerPassword = `CTRL-PROV-TEST-ONLY-${suffix}`;
+const instanceName = `ctrl-ayp-${suffix}`;
+const base = `/apis/${Api.Group}/${Api.Version}`;
+const databases = `${base}/postgresqldatabases`;
+const children: ChildProcess[] = [];
+const rbacCleanup: string[] = [];
+const roles: string[] = [];
+let dir = '';
+
+interface Obj {
+  metadata: { name: string; uid: string; annotations?: Record<string, string>; finalizers?: string[] };
+  spec?: Record<string, unknown>;
+  data?: Record<string, string>;
+  status?: {
+    phase?: string;
+    rotation?: string;
+    credentialPath?: string;
+    conditions?: Array<{ type: string; status: string; reason: string }>;
+  };
+}
+const { get, post, purge, created: cleanup } = kubeObjects<Obj>();
+const ready = (o: Obj | undefined) => o?.status?.conditions?.find((c) => c.type === 'Ready');
+const tenantsPath = () => `${base}/namespaces/${ns.name}/postgresqltenants`;
+/** A query as the test bed's admin (parameters bound by pg, not interpolated). */
+const sql = async (text: string, values: unknown[] = []): Promise<Array<Record<string, unknown>>> => {
+  const { postgres } = testbed();
+  const c = new pg.Client({
+    host: postgres.host,
+    port: postgres.port,
+    user: postgres.user,
+    database: postgres.database,
+  });
+  await c.connect();
+  try {
+    return (await c.query(text, values)).rows as Array<Record<string, unknown>>;
+  } finally {
+    await c.end();
+  }
+};
+
+const passwordMatches = async (role: string, password: string): Promise<boolean> => {
+  const rows = await sql('SELECT rolpassword FROM pg_catalog.pg_authid WHERE rolname = $1', [role]);
+  const m = /^SCRAM-SHA-256\$(\d+):([^$]+)\$([^:]+):(.+)$/.exec(String(rows[0]?.['rolpassword'] ?? ''));
+  if (m === null) return false;
+  const salted = pbkdf2Sync(password, Buffer.from(m[2] as string, 'base64'), Number(m[1]), 32, 'sha256');
+  const clientKey = createHmac('sha256', salted).update('Client Key').digest();
+  return createHash('sha256').update(clientKey).digest('base64') === m[3];
+};
+const kvRead = async (path: string) => {
+  const r = await baoRequest('GET', `${kv.mount}/data/${path}`);
+  if (r.status === 404) return undefined;
+  const body = JSON.parse(r.body) as { data: { data: Record<string, string>; metadata: { version: number } } };
+  return { data: body.data.data, version: body.data.metadata.version };
+};
+const secretOf = async (tenant: string) => {
+  const s = await get(`/api/v1/namespaces/${ns.name}/secrets/${instanceName}-${tenant}-postgresql`);
+  return s?.data === undefined
+    ? undefined
+    : Object.fromEntries(Object.entries(s.data).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
+};
+
+/** The controller with provisioning on; resolves once it logs that its controllers run. */
+const start = async (extra: ReadonlyArray<string> = [], token = join(dir, 'token')) => {
+  const proc = spawnController(
+    [
+      ...extra,
+      '--modules=ayatori',
+      `--database-secret-namespace=${ns.name}`,
+      `--database-label-selector=${label}=yes`,
+      `--openbao-address=${kv.addr}`,
+      `--openbao-token-file=${token}`,
+      `--openbao-kv-mount=${kv.mount}`,
+      `--openbao-tenant-base-path=${kv.base}`,
+    ],
+    children,
+  );
+  await eventually(
+    'controllers running',
+    () => proc.output.text.includes('ayatori database controllers running') || proc.child.exitCode !== null,
+    60_000,
+  );
+  if (proc.child.exitCode !== null) throw new Error(`exited: ${proc.output.text}`);
+  return proc;
+};
+/** SIGKILL as soon as `when` holds (polled as fast as the API answers); the process gets no chance to clean up. */
+const killWhen = async (proc: Awaited<ReturnType<typeof start>>, what: string, when: () => Promise<boolean>) => {
+  await eventually(what, when, 60_000, 5);
+  proc.child.kill('SIGKILL');
+  await proc.exited;
+};
+
+/** The one consistent outcome: Ready, one role/database, `versions` KV versions, one password everywhere. */
+const assertProvisioned = async (name: string, versions: number) => {
+  const tenant = await get(`${tenantsPath()}/${name}`);
+  expect(ready(tenant)).toMatchObject({ status: 'True', reason: 'CredentialsDelivered' });
+  const database = await get(`${databases}/tenant-${tenant?.metadata.uid}`);
+  const path = database?.status?.credentialPath as string;
+  expect(path).toBe(`${kv.base}/${database?.metadata.uid}`);
+  expect(await sql('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [name])).toHaveLength(1);
+  expect(await sql('SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1', [name])).toHaveLength(1);
+  const stored = await kvRead(path);
+  expect(stored?.version).toBe(versions);
+  const secret = await secretOf(name);
+  expect(secret).toEqual(stored?.data);
+  expect(await passwordMatches(name, secret?.['password'] as string)).toBe(true);
+  return { tenant: tenant as Obj, database: database as Obj, path, password: secret?.['password'] as string };
+};
+
+beforeAll(async () => {
+  await prepareCluster();
+  await installCrds(Api.customResourceDefinitions() as unknown as Parameters<typeof installCrds>[0]);
+  for (let i = 0; i < 200; i++) {
+    const r = await kubeRequest('GET', base);
+    if (r.status === 200 && r.body.includes('postgresqltenants/status')) break;
+    await sleep(50);
+  }
+  dir = mkdtempSync(join(tmpdir(), 'ctrl-ayprov-'));
+  writeFileSync(join(dir, 'token'), kv.token, { mode: 0o600 });
+  await sql(`CREATE ROLE "${manager}" LOGIN NOSUPERUSER CREATEDB CREATEROLE PASSWORD '${managerPassword}'`);
+  const secret = await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/secrets`, {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: `${instanceName}-admin` },
+    stringData: { username: manager, password: managerPassword },
+  });
+  expect(secret.status).toBe(201);
+  await post(`${base}/postgresqlinstances`, {
+    apiVersion: `${Api.Group}/${Api.Version}`,
+    kind: 'PostgreSQLInstance',
+    metadata: { name: instanceName, labels: { [label]: 'yes' } },
+    spec: {
+      endpoint: {
+        host: 'localhost',
+        hostaddr: '127.0.0.1',
+        port: testbed().postgres.port,
+        database: db.database,
+        sslMode: 'disable',
+      },
+      adminCredentialRef: { name: `${instanceName}-admin` },
+    },
+  });
+}, 120_000);
+
+afterAll(async () => {
+  for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+  for (const path of cleanup.reverse()) await purge(path);
+  for (const path of rbacCleanup.reverse()) await kubeRequest('DELETE', path);
+  await baoRequest('DELETE', `sys/policies/acl/ctrl-ayprov-${suffix}`).catch(() => undefined);
+  for (const role of roles) {
+    await sql(`DROP DATABASE IF EXISTS "${role}" WITH (FORCE)`).catch(() => undefined);
+    await sql(`DROP ROLE IF EXISTS "${role}"`).catch(() => undefined);
+  }
+  await sql(`DROP OWNED BY "${manager}"`).catch(() => undefined);
+  await sql(`DROP ROLE IF EXISTS "${manager}"`).catch(() => undefined);
+  if (dir !== '') rmSync(dir, { recursive: true, force: true });
+}, 120_000);
+
+const createTenant = async (name: string) => {
+  roles.push(name);
+  const tenant = await post(tenantsPath(), {
+    apiVersion: `${Api.Group}/${Api.Version}`,
+    kind: 'PostgreSQLTenant',
+    metadata: { name, labels: { [label]: 'yes' } },
+    spec: { provision: { instanceRef: { name: instanceName }, database: name, loginRole: name } },
+  });
+  cleanup.push(`${databases}/tenant-${tenant.metadata.uid}`);
+  return tenant;
+};
+
+describe('the controller process with provisioning on (issue 21)', () => {
+  it('SIGKILL during provisioning, then a new process: the Tenant becomes Ready with one role, database and KV version; an application connects with the delivered Secret and creates a table', async () => {
+    const name = `kp${suffix}`;
+    const first = await start();
+    const tenant = await createTenant(name);
+    const dbPath = `${databases}/tenant-${tenant.metadata.uid}`;
+    await killWhen(
+      first,
+      'credential location recorded',
+      async () => (await get(dbPath))?.status?.credentialPath !== undefined,
+    );
+    // killed with work left: the Tenant is not Ready yet, so only the new process can finish it
+    expect(ready(await get(`${tenantsPath()}/${name}`))?.status).not.toBe('True');
+    const second = await start();
+    await eventually('Ready', async () => ready(await get(`${tenantsPath()}/${name}`))?.status === 'True', 60_000);
+    await assertProvisioned(name, 1);
+    const secret = (await secretOf(name)) as Record<string, string>;
+    const app = new pg.Client({
+      host: secret['hostaddr'],
+      port: Number(secret['port']),
+      user: secret['username'],
+      password: secret['password'],
+      database: secret['database'],
+    });
+    await app.connect();
+    try {
+      await app.query('CREATE TABLE notes (id int PRIMARY KEY, body text)');
+      await app.query("INSERT INTO notes VALUES (1, 'hello')");
+      expect((await app.query('SELECT body FROM notes')).rows).toEqual([{ body: 'hello' }]);
+      expect((await app.query('SELECT current_user AS u')).rows).toEqual([{ u: name }]);
+    } finally {
+      await app.end();
+    }
+    second.child.kill('SIGTERM');
+    expect(await second.exited).toBe(0);
+    expect(second.output.text + first.output.text).not.toContain(secret['password']);
+  }, 180_000);
+
+  it('SIGKILL during a rotation (pending recorded), then a new process: exactly one new KV version, and it is the one password PostgreSQL and the Secret hold', async () => {
+    const name = `kr${suffix}`;
+    const first = await start();
+    const tenant = await createTenant(name);
+    await eventually('Ready', async () => ready(await get(`${tenantsPath()}/${name}`))?.status === 'True', 60_000);
+    const before = await assertProvisioned(name, 1);
+    const t = await get(`${tenantsPath()}/${name}`);
+    const r = await kubeRequest('PUT', `${tenantsPath()}/${name}`, {
+      ...t,
+      metadata: {
+        ...t?.metadata,
+        annotations: { ...t?.metadata.annotations, 'database.ayatori.ddupan.top/rotate': 'k1' },
+      },
+    });
+    expect(r.status).toBe(200);
+    const dbPath = `${databases}/tenant-${tenant.metadata.uid}`;
+    await killWhen(first, 'rotation pending', async () => {
+      const rotation = (await get(dbPath))?.status?.rotation ?? '';
+      return rotation.startsWith('pending:') || rotation === 'k1';
+    });
+    // killed with the rotation under way (pending recorded, not done)
+    expect((await get(dbPath))?.status?.rotation).toMatch(/^pending:k1:1$/);
+    const second = await start();
+    await eventually('rotated', async () => (await get(dbPath))?.status?.rotation === 'k1', 60_000);
+    await eventually('Ready', async () => ready(await get(`${tenantsPath()}/${name}`))?.status === 'True', 60_000);
+    const after = await assertProvisioned(name, 2);
+    expect(after.password).not.toBe(before.password);
+    expect(await passwordMatches(name, before.password)).toBe(false);
+    second.child.kill('SIGTERM');
+    expect(await second.exited).toBe(0);
+  }, 180_000);
+
+  it('SIGKILL during a Delete reclaim with a session open, then a new process: the session is terminated and nothing is left — Secret, role, database, every KV version, the Database and the Tenant', async () => {
+    const name = `kd${suffix}`;
+    const first = await start();
+    const tenant = await createTenant(name);
+    await eventually('Ready', async () => ready(await get(`${tenantsPath()}/${name}`))?.status === 'True', 60_000);
+    const { path } = await assertProvisioned(name, 1);
+    const dbPath = `${databases}/tenant-${tenant.metadata.uid}`;
+    const d = await get(dbPath);
+    expect((await kubeRequest('PUT', dbPath, { ...d, spec: { ...d?.spec, reclaimPolicy: 'Delete' } })).status).toBe(
+      200,
+    );
+    const secret = (await secretOf(name)) as Record<string, string>;
+    const session = new pg.Client({
+      host: '127.0.0.1',
+      port: testbed().postgres.port,
+      user: name,
+      password: secret['password'],
+      database: name,
+    });
+    session.on('error', () => undefined);
+    await session.connect();
+    expect((await kubeRequest('DELETE', `${tenantsPath()}/${name}`)).status).toBe(200);
+    await killWhen(
+      first,
+      'Deleting',
+      async () => (await get(dbPath))?.status?.phase === 'Deleting' || (await get(dbPath)) === undefined,
+    );
+    // killed mid-reclaim: the Tenant (its finalizer) is still there
+    expect(await get(`${tenantsPath()}/${name}`)).toBeDefined();
+    const second = await start();
+    await eventually('Tenant gone', async () => (await get(`${tenantsPath()}/${name}`)) === undefined, 60_000);
+    await expect(session.query('SELECT 1')).rejects.toThrow();
+    await session.end().catch(() => undefined);
+    expect(await get(dbPath)).toBeUndefined();
+    expect(await secretOf(name)).toBeUndefined();
+    expect(await sql('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [name])).toHaveLength(0);
+    expect(await sql('SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1', [name])).toHaveLength(0);
+    expect((await baoRequest('GET', `${kv.mount}/metadata/${path}`)).status).toBe(404);
+    second.child.kill('SIGTERM');
+    expect(await second.exited).toBe(0);
+  }, 180_000);
+
+  it('under exactly the generated RBAC (manager, credentials and provisioning roles) and an OpenBao token holding only the provisioning policy: a Tenant becomes Ready with its Events, and a Delete reclaim finishes; nothing is forbidden', async () => {
+    const sa = 'controller-manager';
+    const create = async (path: string, body: unknown) => {
+      const r = await kubeRequest('POST', path, body);
+      if (r.status !== 201) throw new Error(`POST ${path}: ${r.status} ${r.body}`);
+    };
+    const grant = { create, cleanup: rbacCleanup, namespace: ns.name, serviceAccount: sa };
+    await grantManagerRbac({ ...grant, roleName: `ctrl-ayp-manager-${suffix}` });
+    await grantProvisioningRbac({ ...grant, roleName: `ctrl-ayp-prov-${suffix}` });
+    const reply = await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/serviceaccounts/${sa}/token`, {
+      apiVersion: 'authentication.k8s.io/v1',
+      kind: 'TokenRequest',
+      spec: { expirationSeconds: 3600 },
+    });
+    expect(reply.status).toBe(201);
+    const token = (JSON.parse(reply.body) as { status: { token: string } }).status.token;
+    const { kube } = testbed();
+    const kubeconfig = join(dir, 'kubeconfig');
+    writeFileSync(
+      kubeconfig,
+      `apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: ${kube.server}\n    certificate-authority-data: ${Buffer.from(kube.caCert).toString('base64')}\nusers:\n- name: sa\n  user:\n    token: ${token}\ncontexts:\n- name: t\n  context:\n    cluster: t\n    user: sa\ncurrent-context: t\n`,
+      { mode: 0o600 },
+    );
+    // an OpenBao token with nothing but the provisioning policy of this scope
+    const scope = { mount: kv.mount, basePath: kv.base };
+    const policy = `ctrl-ayprov-${suffix}`;
+    expect(
+      (await baoRequest('PUT', `sys/policies/acl/${policy}`, { policy: Domain.provisioningPolicy(scope) })).status,
+    ).toBe(204);
+    const baoToken = await baoRequest('POST', 'auth/token/create', {
+      policies: [policy],
+      no_default_policy: true,
+      ttl: '10m',
+    });
+    expect(baoToken.status).toBe(200);
+    writeFileSync(
+      join(dir, 'policy-token'),
+      (JSON.parse(baoToken.body) as { auth: { client_token: string } }).auth.client_token,
+      { mode: 0o600 },
+    );
+    await sleep(1_000); // RBAC reaches the authorizer quickly but not instantly
+    const proc = await start([`--kubeconfig=${kubeconfig}`], join(dir, 'policy-token'));
+    try {
+      const name = `kb${suffix}`;
+      const tenant = await createTenant(name);
+      await eventually('Ready', async () => ready(await get(`${tenantsPath()}/${name}`))?.status === 'True', 60_000);
+      const { path } = await assertProvisioned(name, 1);
+      const events = await kubeRequest(
+        'GET',
+        `/api/v1/namespaces/${ns.name}/events?fieldSelector=involvedObject.uid%3D${tenant.metadata.uid}`,
+      );
+      expect((JSON.parse(events.body) as { items: Array<{ reason: string }> }).items.map((e) => e.reason)).toContain(
+        'CredentialsDelivered',
+      );
+      const dbPath = `${databases}/tenant-${tenant.metadata.uid}`;
+      const d = await get(dbPath);
+      expect((await kubeRequest('PUT', dbPath, { ...d, spec: { ...d?.spec, reclaimPolicy: 'Delete' } })).status).toBe(
+        200,
+      );
+      expect((await kubeRequest('DELETE', `${tenantsPath()}/${name}`)).status).toBe(200);
+      await eventually('Tenant gone', async () => (await get(`${tenantsPath()}/${name}`)) === undefined, 60_000);
+      expect(await get(dbPath)).toBeUndefined();
+      expect((await baoRequest('GET', `${kv.mount}/metadata/${path}`)).status).toBe(404);
+      expect(proc.output.text).not.toMatch(/forbidden|Forbidden|not written/);
+    } finally {
+      proc.child.kill('SIGTERM');
+      expect(await proc.exited).toBe(0);
+    }
+  }, 180_000);
+});
