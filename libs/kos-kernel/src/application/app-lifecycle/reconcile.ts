@@ -36,10 +36,12 @@ import { type Manifest, render, SCALABLE_KINDS, templateVolumes } from '../../do
 import { markerKey } from '../../domain/markers.js';
 import { type Condition, evaluateHealth, setCondition, setReconciled, workloadFactsOf } from '../../domain/state.js';
 import { admit, type WriteRejected } from '../../domain/write-path.js';
+import type { Baseline, Facts, UpgradeStatus } from '../../domain/upgrade/index.js';
 import type { KosRound } from '../kernel.js';
 import { applyDownstream, APP_FIELD_MANAGER, decorate, deleteDownstream, listDownstream } from './downstream.js';
 import { consumeRecord, pendingRecords } from './records.js';
 import { AppLifecycleConfig, CapabilitySource } from './services.js';
+import { baselineOf, driftMessage, driftOf, type Gate, upgradeGate } from './upgrade.js';
 
 const API = `${KOS_GROUP}/${KOS_STORAGE_VERSION}`;
 
@@ -57,7 +59,11 @@ export interface AppStatus {
     readonly paused: boolean;
     readonly replicas?: number;
     readonly resources: ResourceSpec;
-  };
+  } & Partial<Omit<Baseline, keyof Facts | 'renderDigest'>>;
+  /** The upgrade's preflight and step (§5.7; `src/application/app-lifecycle/upgrade.ts`). */
+  readonly upgrade?: UpgradeStatus;
+  /** Differences recorded under the `adopt` drift policy (§5.8). */
+  readonly drift?: unknown;
 }
 
 interface AppSpec {
@@ -239,6 +245,15 @@ const installRound = (app: KubeObject, nowMs: number): Round =>
     if (status.phase === 'Installing' && status.nextRetryAt !== undefined && Date.parse(status.nextRetryAt) > nowMs)
       return { state: 'active', requeueAfterMs: Date.parse(status.nextRetryAt) - nowMs } as KosRound;
 
+    // --- upgrades (§5.7–§5.9): a step of a running upgrade, or the install path pinned to the baseline ---
+    const gate: Gate = yield* upgradeGate(app, status, {
+      retry: retry.length > 0,
+      nowMs,
+      namespace: targetNamespaceOf(app),
+      port: { write: writeStatus, conditions: conditionsWith },
+    });
+    if (gate._tag === 'Round') return gate.round;
+
     // --- prerequisites (C-11, C-33) ---
     const defName = definitionNameOf(spec.definitionRef);
     const def =
@@ -328,8 +343,16 @@ const installRound = (app: KubeObject, nowMs: number): Round =>
         );
       });
     const config = normalizeConfig(defSpec['config'] as ConfigSchema | undefined, spec.config);
-    if (Either.isLeft(config)) return yield* fail('InvalidConfig', config.left);
-    const rendered = render(defSpec, { appName: app.metadata.name ?? '', namespace, config: config.right, volumes });
+    if (gate._tag !== 'Pinned' && Either.isLeft(config)) return yield* fail('InvalidConfig', config.left);
+    const rendered =
+      gate._tag === 'Pinned'
+        ? Either.right(gate.rendered)
+        : render(defSpec, {
+            appName: app.metadata.name ?? '',
+            namespace,
+            config: Either.getOrElse(config, () => ({})),
+            volumes,
+          });
     if (Either.isLeft(rendered)) return yield* fail('InvalidPackage', rendered.left);
     const resourceDefaults = status.resourceDefaults ?? (defSpec['resources'] as ResourceSpec | undefined) ?? {};
     const resources = mergeResources(resourceDefaults, spec.resources);
@@ -345,7 +368,11 @@ const installRound = (app: KubeObject, nowMs: number): Round =>
       }
       return out;
     };
-    const objects = rendered.right.objects.map(shape);
+    const drift =
+      gate._tag === 'Pinned'
+        ? yield* driftOf(app, gate.baseline, defSpec, rendered.right.objects.map(shape), namespace)
+        : { objects: rendered.right.objects.map(shape), drift: undefined };
+    const objects = drift.objects;
     const hook = rendered.right.installHook !== undefined ? shape(rendered.right.installHook) : undefined;
 
     // --- write (restart: delete the workloads and recreate them once, in this round) ---
@@ -411,19 +438,28 @@ const installRound = (app: KubeObject, nowMs: number): Round =>
       workloads: stored.filter((o) => SCALABLE_KINDS.includes(o.kind)).map((o) => workloadFactsOf(o as never)),
       dependencies: [],
       volumes: Object.values(volumes).map((name) => ({ name, required: true, present: true })),
-      drifted: false,
+      drifted: drift.drift?.drifted === true,
       capabilityShortfalls: [],
     });
     const limitRanges = yield* client.list({ apiVersion: 'v1', kind: 'LimitRange', namespace });
     const limitRange = limitRanges.items.map((l) => l.metadata.name ?? '').sort()[0];
     const unlimited = isUnlimited(resources);
+    const { drift: _drift, ...withoutDrift } = status;
     const next: AppStatus = {
-      ...withoutRetry(status),
+      ...withoutRetry(withoutDrift),
       phase: installed ? 'Ready' : 'Installing',
       health: { state: health.state },
       resourceDefaults,
       resources: { unlimited, ...(unlimited && limitRange !== undefined ? { limitRange } : {}) },
+      ...(drift.drift?.policy === 'adopt' && drift.drift.drifted
+        ? { drift: { recorded: drift.drift.recorded, refused: drift.drift.refused } }
+        : {}),
       applied: {
+        ...(gate._tag === 'Pinned'
+          ? gate.baseline
+          : Either.isRight(config)
+            ? baselineOf(app, defSpec, config.right, volumes, rendered.right)
+            : {}),
         renderDigest: rendered.right.digest,
         paused,
         ...(spec.replicas !== undefined ? { replicas: spec.replicas } : {}),
@@ -451,8 +487,18 @@ const installRound = (app: KubeObject, nowMs: number): Round =>
                   reason: 'WaitingForWorkloads',
                   message: `waiting for ${waiting.join(', ')}`,
                 },
+          ...(drift.drift?.drifted === true
+            ? [
+                {
+                  type: 'Drifted',
+                  status: 'True' as const,
+                  reason: drift.drift.policy === 'adopt' ? 'DriftRecorded' : 'DriftReported',
+                  message: driftMessage(drift.drift),
+                },
+              ]
+            : []),
         ],
-        ['InstallFailed'],
+        ['InstallFailed', ...(drift.drift?.drifted === true ? [] : ['Drifted'])],
       ),
     };
     yield* writeStatus(app, next);
