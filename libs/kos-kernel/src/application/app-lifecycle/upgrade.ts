@@ -39,7 +39,6 @@ import {
   preflight,
   specDigestOf,
   targetDigestOf,
-  UPGRADE_REASONS,
   type UpgradeReason,
   type UpgradeStatus,
   upgradeIntent,
@@ -704,5 +703,3 @@ export const driftMessage = (d: ReturnType<typeof driftVerdict>): string => {
       : head
   ).slice(0, 2000);
 };
-
-export { UPGRADE_REASONS };

@@ -82,3 +82,9 @@ export const hookOutcome = (
 /** Is an upgrade declared irreversible (a rejected preflight with items)? TC-53's forced pause applies then. */
 export const declaredIrreversible = (upgrade: UpgradeStatus | undefined): boolean =>
   upgrade !== undefined && upgrade.state === 'Rejected' && upgrade.irreversible.length > 0;
+
+/** The state of a running upgrade on a stored Application (undefined = none running). */
+export const upgradeRunning = (app: { readonly [k: string]: unknown } | undefined): UpgradeState | undefined => {
+  const state = ((app?.['status'] ?? {}) as { upgrade?: { state?: UpgradeState } }).upgrade?.state;
+  return state !== undefined && RUNNING.includes(state) ? state : undefined;
+};
