@@ -35,9 +35,10 @@ afterAll(async () => {
   await rt.dispose();
 });
 
+type PodTemplate = { template: { spec: { containers: Array<Record<string, unknown>> } } };
 type Spec = Record<string, unknown> & {
   package: Record<string, unknown>;
-  template: { documents: Array<Record<string, any>> };
+  template: { documents: Array<Record<string, unknown>> };
   hooks?: Record<string, unknown>;
 };
 const staticWeb = (): Spec => {
@@ -73,8 +74,8 @@ const v2 = (over: { dataFormat?: string | undefined; hook?: boolean; typo?: bool
     else s.package['dataFormat'] = over.dataFormat;
   }
   s.package['version'] = '1.27.4';
-  const deployment = s.template.documents.find((d) => d['kind'] === 'Deployment');
-  deployment!['spec'].template.spec.containers[0].image = IMAGE_V2;
+  const deployment = s.template.documents.find((d) => d['kind'] === 'Deployment') as { spec: PodTemplate };
+  (deployment.spec.template.spec.containers[0] as Record<string, unknown>)['image'] = IMAGE_V2;
   s.template.documents.push({
     apiVersion: 'v1',
     kind: 'ConfigMap',
@@ -118,7 +119,8 @@ const statusOf = async (name: string) => ((await appOf(name))?.['status'] ?? {})
 const condition = (s: Status, type: string) => s.conditions?.find((c) => c.type === type);
 const deploymentOf = (name: string) => h.get({ apiVersion: 'apps/v1', kind: 'Deployment', namespace: ns.name, name });
 const imageOf = async (name: string) =>
-  ((await deploymentOf(name))?.['spec'] as any)?.template.spec.containers[0].image as string | undefined;
+  ((await deploymentOf(name))?.['spec'] as PodTemplate | undefined)?.template.spec.containers[0]?.['image'] as
+    string | undefined;
 const objectsOf = async (name: string) => {
   const out: string[] = [];
   for (const [v, k] of [
@@ -157,7 +159,7 @@ const installReady = async (name: string, definition: string, extra: Record<stri
 /** Point the app at another definition (and config) through the control plane. */
 const retarget = async (name: string, definition: string, config?: Record<string, unknown>) => {
   const a = await appOf(name);
-  const spec = { ...(a?.['spec'] as Record<string, unknown>), definitionRef: definition };
+  const spec: Record<string, unknown> = { ...(a?.['spec'] as Record<string, unknown>), definitionRef: definition };
   if (config !== undefined) spec['config'] = config;
   return h.update(ns.name, 'Application', name, {
     apiVersion: API,

@@ -257,14 +257,18 @@ describe('drift (§5.8, TC-116)', () => {
   const configMap = r.objects.find((o) => o.kind === 'ConfigMap') as Manifest;
 
   it('server defaults and KOS markers are not drift; a changed image or an added container is', () => {
-    const stored = structuredClone(deployment) as Record<string, any>;
-    stored['metadata'].labels['kos.tsic.top/managed-by'] = 'kos';
-    stored['spec'].template.spec.containers[0].terminationMessagePath = '/dev/termination-log';
-    stored['spec'].progressDeadlineSeconds = 600;
+    const stored = structuredClone(deployment) as unknown as {
+      metadata: { labels: Record<string, string> };
+      spec: { progressDeadlineSeconds?: number; template: { spec: { containers: Array<Record<string, unknown>> } } };
+    };
+    const container = stored.spec.template.spec.containers[0] as Record<string, unknown>;
+    stored.metadata.labels['kos.tsic.top/managed-by'] = 'kos';
+    container['terminationMessagePath'] = '/dev/termination-log';
+    stored.spec.progressDeadlineSeconds = 600;
     expect(differencesOf(deployment, stored)).toEqual([]);
-    stored['spec'].template.spec.containers[0].image = 'nginx:hand-edited';
+    container['image'] = 'nginx:hand-edited';
     expect(differencesOf(deployment, stored)).toEqual(['spec.template.spec.containers[0].image']);
-    stored['spec'].template.spec.containers.push({ name: 'sidecar', image: 'busybox' });
+    stored.spec.template.spec.containers.push({ name: 'sidecar', image: 'busybox' });
     expect(differencesOf(deployment, stored)).toContain('spec.template.spec.containers[1]');
     expect(differencesOf(deployment, undefined)).toEqual(['(absent)']);
   });
@@ -293,8 +297,8 @@ describe('drift (§5.8, TC-116)', () => {
   });
 
   it('keepAt writes the external value into the desired object (adopt/ignore keep it)', () => {
-    const stored = structuredClone(configMap) as Record<string, any>;
-    stored['data']['index.html'] = 'hand';
+    const stored = structuredClone(configMap) as unknown as { data: Record<string, string> };
+    stored.data['index.html'] = 'hand';
     const kept = keepAt(configMap, stored, ['data["index.html"]']);
     expect(differencesOf(kept, stored)).toEqual([]);
     expect((configMap['data'] as Record<string, string>)['index.html']).not.toBe('hand');
