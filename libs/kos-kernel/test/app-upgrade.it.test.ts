@@ -364,6 +364,41 @@ describe('upgrade (§5.7)', () => {
     expect(await objectsOf('upgone')).not.toContain('ConfigMap/upgone-v2-extra');
   });
 
+  it('bad input: a target definition that disappears and comes back is still preflighted (no install path around it)', async () => {
+    const fmt = v2({ dataFormat: 'fmt-9', hook: false });
+    const flaky = await storeDefinition('v2-flaky', fmt);
+    await installReady('upflaky', d1);
+    const rv = await resourceVersions('upflaky');
+    await kubeRequest('DELETE', `/apis/kos.tsic.top/v1beta1/applicationdefinitions/${flaky}`);
+    expect(Either.isRight(await retarget('upflaky', flaky))).toBe(true);
+    await h.round(ns.name, 'upflaky'); // preflight: the target is missing
+    let s = await statusOf('upflaky');
+    expect([s.upgrade?.state, s.upgrade?.reason]).toEqual(['Rejected', 'DefinitionMissing']);
+    await h.round(ns.name, 'upflaky'); // held: pinned to the baseline; the missing definition makes it Pending
+    expect((await statusOf('upflaky')).phase).toBe('Pending');
+    // The definition comes back (with a data-format change): a new spec digest is not needed for the preflight to run
+    // again once the user retargets; while held, rounds never render it.
+    const back = await kubeRequest('POST', '/apis/kos.tsic.top/v1beta1/applicationdefinitions', {
+      apiVersion: API,
+      kind: 'ApplicationDefinition',
+      metadata: { name: flaky },
+      spec: fmt,
+    });
+    expect(back.status).toBe(201);
+    for (let i = 0; i < 3; i++) await h.round(ns.name, 'upflaky');
+    expect(await imageOf('upflaky')).toBe(IMAGE_V1);
+    expect(await objectsOf('upflaky')).not.toContain('ConfigMap/upflaky-v2-extra');
+    s = await statusOf('upflaky');
+    expect([s.phase, s.applied?.definition]).toEqual(['Ready', d1]);
+    expect(await resourceVersions('upflaky')).toEqual(rv);
+    // A retarget with another config is a new target: preflighted, and the data-format change is refused.
+    expect(Either.isRight(await retarget('upflaky', flaky, { title: 'again', workerProcesses: 1 }))).toBe(true);
+    await h.round(ns.name, 'upflaky');
+    s = await statusOf('upflaky');
+    expect([s.upgrade?.state, condition(s, 'IrreversibleUpgrade')?.reason]).toEqual(['Rejected', 'DataFormatChange']);
+    expect(await imageOf('upflaky')).toBe(IMAGE_V1);
+  });
+
   it('a catalogue update of the definition itself does not change installed objects (C-32)', async () => {
     const moving = await storeDefinition('moving', v1());
     await installReady('upcat', moving);

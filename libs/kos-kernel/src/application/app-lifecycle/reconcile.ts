@@ -461,6 +461,7 @@ const installRound = (app: KubeObject, nowMs: number): Round =>
             ? baselineOf(app, defSpec, config.right, volumes, rendered.right)
             : {}),
         renderDigest: rendered.right.digest,
+        ...(installed || status.applied?.installed === true ? { installed: true } : {}),
         paused,
         ...(spec.replicas !== undefined ? { replicas: spec.replicas } : {}),
         resources,

@@ -276,7 +276,15 @@ export const upgradeGate = <S extends UpStatus>(
   ctx: { readonly retry: boolean; readonly nowMs: number; readonly namespace: string; readonly port: StatusPort<S> },
 ): Effect.Effect<Gate, KubeError | WriteRejected, KubeClient | AppLifecycleConfig> =>
   Effect.gen(function* () {
-    if ((status.phase !== 'Ready' && status.phase !== 'Upgrading') || !isBaseline(status.applied))
+    // An app that reached Ready once keeps its baseline through Pending / Installing (a prerequisite went away):
+    // a new target still goes through the preflight, and the install path stays pinned to the baseline.
+    const installedOnce = isBaseline(status.applied) && status.applied.installed === true;
+    if (
+      !isBaseline(status.applied) ||
+      (status.phase !== 'Ready' &&
+        status.phase !== 'Upgrading' &&
+        !(installedOnce && (status.phase === 'Pending' || status.phase === 'Installing')))
+    )
       return { _tag: 'Render' } as Gate;
     const baseline = status.applied;
     const now = new Date(ctx.nowMs);
@@ -510,7 +518,7 @@ export const upgradeGate = <S extends UpStatus>(
     yield* write({
       ...status,
       phase: 'Ready',
-      applied: { ...next, ...facts },
+      applied: { ...next, ...facts, installed: true },
       upgrade: { ...u, state: 'Completed', finishedAt: isoSeconds(ctx.nowMs) },
       conditions: port.conditions(
         status,
@@ -614,7 +622,7 @@ const externalChangeRound = <S extends UpStatus>(
       yield* port.write(app, {
         ...status,
         phase: 'Ready',
-        applied: { ...next, ...facts },
+        applied: { ...next, ...facts, installed: true },
         upgrade: { ...u, state: 'Completed', reason: 'Confirmed', message, finishedAt: isoSeconds(ctx.nowMs) },
         conditions: port.conditions(
           status,

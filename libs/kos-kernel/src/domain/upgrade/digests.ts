@@ -88,6 +88,8 @@ export interface Baseline extends Facts {
   readonly config: Readonly<Record<string, unknown>>;
   readonly volumes: Readonly<Record<string, string>>;
   readonly manifest: BaselineManifest;
+  /** The app reached Ready with a baseline (a later Pending / Installing keeps upgrades behind the preflight). */
+  readonly installed?: boolean;
 }
 
 /** Is a stored `status.applied` a full baseline (apps installed before M5 only carry the facts)? */
