@@ -291,9 +291,12 @@ const installRound = (app: KubeObject, nowMs: number): Round =>
         `required capabilities missing: ${missing.join(', ')}`,
       );
     const defSpec = def['spec'] as Record<string, unknown>;
-    const volumes = Object.fromEntries(
-      templateVolumes(defSpec).map((v) => [v, spec.volumes?.[v] ?? `${app.metadata.name}-${v}`]),
-    );
+    const volumes =
+      gate._tag === 'Pinned'
+        ? gate.baseline.volumes
+        : Object.fromEntries(
+            templateVolumes(defSpec).map((v) => [v, spec.volumes?.[v] ?? `${app.metadata.name}-${v}`]),
+          );
     for (const [v, claim] of Object.entries(volumes)) {
       const present = yield* client.get({ apiVersion: API, kind: 'Volume', namespace, name: claim }).pipe(
         Effect.as(true),

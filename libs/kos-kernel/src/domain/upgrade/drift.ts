@@ -69,7 +69,8 @@ export const valueAt = (object: unknown, path: string): unknown => {
 /** Write the stored value at `path` into a copy of `desired` (the external value is kept under adopt/ignore). */
 export const keepAt = (desired: Manifest, stored: unknown, paths: ReadonlyArray<string>): Manifest => {
   const copy = structuredClone(desired) as Record<string, unknown>;
-  for (const path of paths) {
+  // Last path first, so removing trailing array elements does not shift the indexes still to be handled.
+  for (const path of [...paths].reverse()) {
     const steps = pathSteps(path);
     if (steps.length === 0) continue;
     let cur: Record<string | number, unknown> = copy;

@@ -8,6 +8,7 @@ import type { Manifest } from '../application/template.js';
 import {
   type Baseline,
   baselineConfig,
+  changedPaths,
   confirmProblems,
   configDiff,
   configDrivenPaths,
@@ -302,6 +303,33 @@ describe('drift (§5.8, TC-116)', () => {
     const kept = keepAt(configMap, stored, ['data["index.html"]']);
     expect(differencesOf(kept, stored)).toEqual([]);
     expect((configMap['data'] as Record<string, string>)['index.html']).not.toBe('hand');
+  });
+});
+
+describe('paths (property)', () => {
+  const json = fc.letrec((tie) => ({
+    value: fc.oneof(
+      { depthSize: 'small' },
+      fc.constantFrom<unknown>(null, true, 1, 'x', 'y'),
+      fc.array(tie('value'), { maxLength: 3 }),
+      fc.dictionary(
+        fc.oneof(fc.constantFrom('a', 'b', 'index.html', 'x"y', 'a[0]', ''), fc.string({ maxLength: 4 })),
+        tie('value'),
+        { maxKeys: 3 },
+      ),
+    ),
+  })).value;
+  const obj = fc.dictionary(fc.constantFrom('data', 'spec', 'k.v'), json, { maxKeys: 3 });
+
+  it('keepAt over every changed path turns the desired object into the stored one; pathSteps reads back each path', () => {
+    fc.assert(
+      fc.property(obj, obj, (desired, stored) => {
+        const paths = changedPaths(desired, stored);
+        const kept = keepAt(desired as unknown as Manifest, stored, paths);
+        return changedPaths(kept, stored).length === 0;
+      }),
+      { numRuns: 300 },
+    );
   });
 });
 
