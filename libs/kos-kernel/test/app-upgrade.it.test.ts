@@ -138,6 +138,7 @@ const resourceVersions = async (name: string) => {
   const out: Record<string, string> = {};
   for (const [v, k] of [
     ['apps/v1', 'Deployment'],
+    ['apps/v1', 'StatefulSet'],
     ['v1', 'Service'],
     ['v1', 'ConfigMap'],
   ] as const)
@@ -598,5 +599,62 @@ describe('drift policies (TC-116)', () => {
     await h.round(ns.name, 'drs');
     const s = await statusOf('drs');
     expect([condition(s, 'Drifted'), s.drift]).toEqual([undefined, undefined]);
+  });
+});
+
+describe('irreversible volume changes (TC-52, facts read through VolumeSource from the claims)', () => {
+  const volume = async (name: string, size: string) => {
+    const r = await h.create(ns.name, 'Volume', {
+      apiVersion: API,
+      kind: 'Volume',
+      metadata: { name, namespace: ns.name },
+      spec: { size },
+    });
+    if (Either.isLeft(r)) throw new Error(JSON.stringify(r.left));
+    await h.volumeRound(ns.name, name);
+  };
+  const statefulSetClaim = async (name: string) =>
+    (
+      (await h.get({ apiVersion: 'apps/v1', kind: 'StatefulSet', namespace: ns.name, name }))?.['spec'] as {
+        template: { spec: { volumes: Array<{ persistentVolumeClaim?: { claimName: string } }> } };
+      }
+    ).template.spec.volumes[0]?.persistentVolumeClaim?.claimName;
+
+  it('TC-52: moving a volume to a smaller claim is a claim deletion and a shrink — rejected, the StatefulSet keeps its claim', async () => {
+    await h.installBuiltins();
+    await volume('upvol-big', '2Gi');
+    await volume('upvol-small', '1Gi');
+    const r = await h.create(
+      ns.name,
+      'Application',
+      app(ns.name, 'upvol', { definitionRef: 'redis', namespace: ns.name, volumes: { data: 'upvol-big' } }),
+    );
+    if (Either.isLeft(r)) throw new Error(JSON.stringify(r.left));
+    await h.round(ns.name, 'upvol');
+    await h.round(ns.name, 'upvol');
+    await markReady(ns.name, 'StatefulSet', 'upvol');
+    await h.round(ns.name, 'upvol');
+    expect((await statusOf('upvol')).phase).toBe('Ready');
+    const rv = await resourceVersions('upvol');
+
+    const a = await appOf('upvol');
+    const moved = await h.update(ns.name, 'Application', 'upvol', {
+      apiVersion: API,
+      kind: 'Application',
+      metadata: { name: 'upvol', namespace: ns.name, resourceVersion: a?.metadata.resourceVersion },
+      spec: { ...(a?.['spec'] as object), volumes: { data: 'upvol-small' } },
+    });
+    expect(Either.isRight(moved)).toBe(true);
+    await h.round(ns.name, 'upvol');
+    await h.round(ns.name, 'upvol');
+    const s = await statusOf('upvol');
+    expect([s.phase, s.upgrade?.state, condition(s, 'IrreversibleUpgrade')?.reason]).toEqual([
+      'Ready',
+      'Rejected',
+      'VolumeClaimDeletion',
+    ]);
+    expect(s.upgrade?.irreversible?.map((i) => i.kind)).toEqual(['VolumeClaimDeletion', 'VolumeShrink']);
+    expect(await statefulSetClaim('upvol')).toBe('upvol-big');
+    expect(await resourceVersions('upvol')).toEqual(rv);
   });
 });
