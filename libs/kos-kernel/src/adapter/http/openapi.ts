@@ -86,7 +86,7 @@ export const ACTION_TEXT: Readonly<
   restart:
     'Application (Ready/Upgrading): a one-shot record (record); the reconciler deletes and recreates the workloads once, writes no spec',
   retry:
-    'Application (Failed): a one-shot record (record); the retry budget (5 tries, 10 s to 5 min) is reset and the app returns to Installing',
+    'Application (Failed): a one-shot record (record); the retry budget (5 tries, 10 s to 5 min) is reset and the app returns to Installing. Also accepted when status.upgrade is RolledBack: the held target is preflighted again',
   orphan:
     'Application (Uninstalling, blocked for 10 min with a non-empty block list): a one-shot record (record); the blockers are abandoned, an immutable app-orphan manifest is written in kos-system and the uninstall gate opens',
   confirm:
