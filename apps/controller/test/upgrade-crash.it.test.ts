@@ -1,14 +1,19 @@
 // Crash safety of upgrades through the real controller process (issue 22; seed 000 §5.7; decision 0323): the
 // process is SIGKILLed while an upgrade waits for its hook Job, and again as soon as a rollback has begun; a new
 // process finishes the upgrade or the rollback exactly once (the hook Job is not recreated, one completion / one
-// rollback event, nothing retried). The reconciler keeps no state between rounds — every step is read back from
+// rollback event, nothing retried). For the two steps that pass too quickly to be caught by polling (right after the
+// preflight is stored, right after the new manifest is applied), the process is stopped and the test runs exactly
+// those rounds itself — the state a controller killed right after that write leaves — and a new process must finish
+// from there (hook Job created once, completion or rollback). The reconciler keeps no state between rounds — every step is read back from
 // `status.upgrade.state` — so the library's step-by-step tests (`libs/kos-kernel/test/app-upgrade.it.test.ts`)
 // already start every round from what a killed process would leave. No kubelet and no Job controller on the test
 // bed: the test writes the Deployment's available status and the hook Job's Succeeded / Failed status itself.
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { BUILTIN_DEFINITIONS } from '@homelab/kos-kernel';
-import { eventually as poll, kubeRequest, useNamespace } from '@homelab/testbed/vitest';
+import { Effect, Layer, ManagedRuntime } from 'effect';
+import { layerFromToken } from '@homelab/kube';
+import { AppLifecycleConfig, BUILTIN_DEFINITIONS, CapabilitySource, reconcileApplication } from '@homelab/kos-kernel';
+import { eventually as poll, kubeRequest, testbed, useNamespace } from '@homelab/testbed/vitest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prepareCluster, sleep, spawnController } from './support.js';
 
@@ -32,15 +37,31 @@ const kill = async (p: Awaited<ReturnType<typeof startProcess>>) => {
 const eventually = (what: string, check: () => Promise<boolean>, ms = 60_000): Promise<number> =>
   poll(what, check, ms, 50);
 
+let rt: ManagedRuntime.ManagedRuntime<never, never> | undefined;
+/** One application-reconciler round in this process: the state a controller leaves when killed right after it. */
+const oneRound = async (name: string) => {
+  const { kube } = testbed();
+  rt ??= ManagedRuntime.make(
+    Layer.mergeAll(
+      layerFromToken({ server: kube.server, token: kube.token, caCert: kube.caCert }),
+      Layer.succeed(CapabilitySource, { available: Effect.succeed([]) }),
+      Layer.succeed(AppLifecycleConfig, { systemNamespace: 'kos-system' }),
+    ),
+  ) as unknown as ManagedRuntime.ManagedRuntime<never, never>;
+  await rt.runPromise(reconcileApplication({ namespace: ns.name, name }) as never);
+};
+
 beforeAll(async () => prepareCluster(), 120_000);
 afterAll(async () => {
   for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
-  await kubeRequest(
-    'PATCH',
-    `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/applications/crash`,
-    { metadata: { finalizers: null } },
-    'application/merge-patch+json',
-  );
+  for (const a of ['crash', 'crash2'])
+    await kubeRequest(
+      'PATCH',
+      `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/applications/${a}`,
+      { metadata: { finalizers: null } },
+      'application/merge-patch+json',
+    );
+  await rt?.dispose();
   for (const d of definitions) await kubeRequest('DELETE', `/apis/kos.tsic.top/v1beta1/applicationdefinitions/${d}`);
 });
 
@@ -93,7 +114,8 @@ const storeDefinition = async (name: string, spec: unknown) => {
   expect(r.status, r.body).toBe(201);
 };
 
-const appPath = () => `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/applications/crash`;
+let current = 'crash';
+const appPath = () => `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/applications/${current}`;
 type AppStatus = {
   phase?: string;
   upgrade?: { state?: string; reason?: string };
@@ -103,16 +125,21 @@ const statusOf = async () =>
   ((await kubeRequest('GET', appPath())).json() as { status?: AppStatus }).status ?? ({} as AppStatus);
 const get = async (path: string) => {
   const r = await kubeRequest('GET', path);
-  return r.status === 200 ? (r.json() as Record<string, unknown> & { metadata: { uid: string } }) : undefined;
+  return r.status === 200
+    ? (r.json() as Record<string, unknown> & {
+        metadata: { uid: string; resourceVersion: string; generation: number };
+      })
+    : undefined;
 };
-const deploymentPath = () => `/apis/apps/v1/namespaces/${ns.name}/deployments/crash`;
-const jobPath = () => `/apis/batch/v1/namespaces/${ns.name}/jobs/crash-upgrade`;
-const extraPath = () => `/api/v1/namespaces/${ns.name}/configmaps/crash-v2-extra`;
+const deploymentPath = () => `/apis/apps/v1/namespaces/${ns.name}/deployments/${current}`;
+const jobPath = () => `/apis/batch/v1/namespaces/${ns.name}/jobs/${current}-upgrade`;
+const extraPath = () => `/api/v1/namespaces/${ns.name}/configmaps/${current}-v2-extra`;
 const imageOf = async () =>
   ((await get(deploymentPath()))?.['spec'] as { template: { spec: { containers: Array<{ image: string }> } } }).template
     .spec.containers[0]?.image;
 const markDeploymentReady = async () => {
-  const d = (await get(deploymentPath())) as { metadata: { generation: number } };
+  const d = await get(deploymentPath());
+  if (d === undefined) throw new Error('no Deployment');
   const status = { observedGeneration: d.metadata.generation, replicas: 1, readyReplicas: 1, availableReplicas: 1 };
   const r = await kubeRequest('PATCH', `${deploymentPath()}/status`, { status }, 'application/merge-patch+json');
   expect(r.status, r.body).toBe(200);
@@ -146,7 +173,7 @@ const eventsFor = async (reason: string) =>
     (await kubeRequest('GET', `/api/v1/namespaces/${ns.name}/events`)).json() as {
       items: Array<{ reason: string; involvedObject: { name: string } }>;
     }
-  ).items.filter((e) => e.involvedObject.name === 'crash' && e.reason === reason).length;
+  ).items.filter((e) => e.involvedObject.name === current && e.reason === reason).length;
 const retarget = async (definitionName: string) => {
   const r = await kubeRequest(
     'PATCH',
@@ -170,6 +197,7 @@ describe('an upgrade survives SIGKILL of the controller process', () => {
     (v3deployment?.spec?.template.spec.containers[0] as { image: string }).image = IMAGE_V3;
     await storeDefinition(v3, v3spec);
 
+    current = 'crash';
     let p = await startProcess();
     const created = await kubeRequest('POST', `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/applications`, {
       apiVersion: API,
@@ -221,15 +249,66 @@ describe('an upgrade survives SIGKILL of the controller process', () => {
     expect(await get(extraPath())).toBeDefined(); // v2's own ConfigMap is part of the baseline and stays
     // No automatic retry of the rolled-back target: once the status has settled, nothing moves.
     await sleep(1_500);
-    const rv = (await get(appPath()))?.['metadata'] as { resourceVersion: string };
+    const rv = (await get(appPath()))?.metadata;
     await sleep(3_000);
     expect((await statusOf()).upgrade?.state).toBe('RolledBack');
     expect(await get(jobPath())).toBeUndefined();
-    expect(((await get(appPath()))?.['metadata'] as { resourceVersion: string }).resourceVersion).toBe(
-      rv.resourceVersion,
-    );
+    expect((await get(appPath()))?.metadata.resourceVersion).toBe(rv?.resourceVersion);
     expect(await eventsFor('UpgradeRolledBack')).toBeLessThanOrEqual(1); // best effort: lost if killed in between
     expect(await eventsFor('UpgradeCompleted')).toBe(1);
+    await kill(p);
+  }, 240_000);
+
+  it('the state left by a kill right after the preflight, and right after the new manifest is applied, is finished by the next process exactly once', async () => {
+    current = 'crash2';
+    const v1 = `${ns.name}-v1`;
+    const v2 = `${ns.name}-v2`;
+    const v3 = `${ns.name}-v3`;
+    let p = await startProcess();
+    const created = await kubeRequest('POST', `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/applications`, {
+      apiVersion: API,
+      kind: 'Application',
+      metadata: { name: 'crash2', labels: { [label]: 'yes' } },
+      spec: { definitionRef: { name: v1 }, namespace: ns.name },
+    });
+    expect(created.status, created.body).toBe(201);
+    await eventually('the Deployment is rendered', async () => (await get(deploymentPath())) !== undefined);
+    await markDeploymentReady();
+    await eventually('Ready on v1', async () => (await statusOf()).phase === 'Ready');
+    await kill(p);
+
+    // --- killed right after the preflight was stored ---
+    await retarget(v2);
+    await oneRound('crash2');
+    expect([(await statusOf()).phase, (await statusOf()).upgrade?.state]).toEqual(['Upgrading', 'Preflighted']);
+    expect(await imageOf()).toBe(IMAGE_V1);
+    p = await startProcess();
+    await eventually('the hook Job runs', async () => (await statusOf()).upgrade?.state === 'HookRunning');
+    expect(await imageOf()).toBe(IMAGE_V2);
+    await writeJobStatus('Succeeded');
+    await markDeploymentReady();
+    await eventually('the upgrade completes', async () => (await statusOf()).upgrade?.state === 'Completed');
+    expect((await statusOf()).applied?.definition).toBe(v2);
+    await kill(p);
+
+    // --- killed right after the new manifest was applied (before the hook Job) ---
+    await retarget(v3);
+    await oneRound('crash2'); // preflight
+    await oneRound('crash2'); // new manifest applied
+    expect((await statusOf()).upgrade?.state).toBe('Applied');
+    expect(await imageOf()).toBe(IMAGE_V3);
+    expect(await get(jobPath())).toBeUndefined();
+    p = await startProcess();
+    await eventually('the hook Job runs', async () => (await statusOf()).upgrade?.state === 'HookRunning');
+    const job = await get(jobPath());
+    await sleep(1_000);
+    expect((await get(jobPath()))?.metadata.uid).toBe(job?.metadata.uid);
+    await writeJobStatus('Failed');
+    await eventually('the rollback finishes', async () => (await statusOf()).upgrade?.state === 'RolledBack');
+    const s = await statusOf();
+    expect([s.phase, s.upgrade?.reason, s.applied?.definition]).toEqual(['Ready', 'HookFailed', v2]);
+    expect(await imageOf()).toBe(IMAGE_V2);
+    expect(await get(jobPath())).toBeUndefined();
     await kill(p);
   }, 240_000);
 });
