@@ -115,9 +115,9 @@ describe('the OpenAPI document describes the application actions the route runs'
         action,
         object: { apiVersion: 'kos.tsic.top/v1beta1', kind: 'Application', namespace: ns.name, name },
       });
-    // "confirm … unsupported_action"
-    expect(text).toMatch(/confirm: [^.]*unsupported_action/);
-    expect((await act('confirm', 'nothing-here')).body.error.code).toBe('unsupported_action');
+    // "confirm: … else action_rejected" (issue 22: confirm runs for apps with a declared irreversible upgrade)
+    expect(text).toMatch(/confirm: [^.]*action_rejected/);
+    expect((await act('confirm', 'nothing-here')).body.error.code).toBe('not_found');
     // "retry: Application (Failed)" → action_rejected (409) on an app that is not Failed
     const created = await call(
       cp.url,

@@ -1,7 +1,7 @@
 // TC-11 on the real controller: discovery adapters only read (no resourceVersion changes, no markers), one object
 // reported by two adapters is listed once with both sources side by side, and adoption happens only through an
-// explicit action request. Application actions on a missing app answer not_found; confirm (upgrades) answers
-// unsupported_action; neither records anything.
+// explicit action request. Application actions on a missing app answer not_found, confirm (upgrades, issue 22) included;
+// nothing is recorded.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubeRequest, useNamespace } from '@homelab/testbed/vitest';
 import { helmReleasesAdapter, workloadsAdapter } from '@homelab/kos-kernel';
@@ -126,7 +126,7 @@ describe('TC-11: discovery is read-only, adoption is explicit, several sources s
     expect(again.body.error).toMatchObject({ code: 'action_rejected', stage: 'action' });
   });
 
-  it('application actions on a missing Application answer not_found, confirm answers unsupported_action; nothing is recorded', async () => {
+  it('application actions on a missing Application answer not_found, confirm included; nothing is recorded', async () => {
     const before = await versions();
     const records = (await kubeRequest('GET', '/api/v1/namespaces/kos-system/configmaps')).json() as {
       items: unknown[];
@@ -145,8 +145,8 @@ describe('TC-11: discovery is read-only, adoption is explicit, several sources s
       object: { apiVersion: 'kos.tsic.top/v1beta1', kind: 'Application', namespace: ns.name, name: 'web' },
       digest: 'sha256:0',
     });
-    expect(confirm.status).toBe(422);
-    expect(confirm.body.error).toMatchObject({ code: 'unsupported_action', sideEffects: 'none' });
+    expect(confirm.status).toBe(404);
+    expect(confirm.body.error).toMatchObject({ code: 'not_found', sideEffects: 'none' });
     expect(await versions()).toEqual(before);
     expect(
       ((await kubeRequest('GET', '/api/v1/namespaces/kos-system/configmaps')).json() as { items: unknown[] }).items

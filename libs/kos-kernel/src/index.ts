@@ -53,3 +53,4 @@ export * from './api/extension/declaration.js';
 export * from './domain/extension/index.js';
 export * from './application/extension/index.js';
 export * from './adapter/artifact/artifact-source.js';
+export * from './domain/upgrade/index.js';

@@ -11,8 +11,12 @@ const COMMON_STATUS = ['phase', 'health', 'conditions'];
 const list = (cell: string) => (cell.trim() === '—' ? [] : cell.split(',').map((s) => s.trim()));
 
 describe('README kinds table', () => {
-  const rows = readFileSync(join(import.meta.dirname, '../../README.md'), 'utf8')
-    .split('\n')
+  const lines = readFileSync(join(import.meta.dirname, '../../README.md'), 'utf8').split('\n');
+  // the kinds table only: from its header to the first line that is not a table row (other tables name codes)
+  const start = lines.findIndex((l) => /^\| Kind +\|/.test(l));
+  const end = lines.findIndex((l, i) => i > start && !l.startsWith('|'));
+  const rows = lines
+    .slice(start, end)
     .filter((l) => /^\| `[A-Za-z]+` +\|/.test(l))
     .map((l) =>
       l

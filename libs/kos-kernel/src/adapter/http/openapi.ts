@@ -86,10 +86,11 @@ export const ACTION_TEXT: Readonly<
   restart:
     'Application (Ready/Upgrading): a one-shot record (record); the reconciler deletes and recreates the workloads once, writes no spec',
   retry:
-    'Application (Failed): a one-shot record (record); the retry budget (5 tries, 10 s to 5 min) is reset and the app returns to Installing',
+    'Application (Failed): a one-shot record (record); the retry budget (5 tries, 10 s to 5 min) is reset and the app returns to Installing. Also accepted when status.upgrade is RolledBack: the held target is preflighted again',
   orphan:
     'Application (Uninstalling, blocked for 10 min with a non-empty block list): a one-shot record (record); the blockers are abandoned, an immutable app-orphan manifest is written in kos-system and the uninstall gate opens',
-  confirm: 'belongs to upgrades, which this control plane does not run yet: unsupported_action, nothing recorded',
+  confirm:
+    'Application whose upgrade was declared irreversible, else action_rejected; body digest = the requested target digest (status-upgrade renderDigest), else invalid_field naming digest: a one-shot record (record) carrying the target and spec digests; the reconciler accepts it only when its target digest equals the observation of the cluster, the digest the current spec requests, and its spec digest the current one — then the target becomes the baseline',
 };
 
 let cached: unknown;

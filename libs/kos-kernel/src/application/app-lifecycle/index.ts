@@ -4,3 +4,4 @@ export * from './reconcile.js';
 export * from './records.js';
 export * from './services.js';
 export * from './volume-endpoint.js';
+export * from './upgrade.js';

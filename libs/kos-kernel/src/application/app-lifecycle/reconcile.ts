@@ -37,10 +37,12 @@ import { type Manifest, render, SCALABLE_KINDS, templateVolumes } from '../../do
 import { markerKey } from '../../domain/markers.js';
 import { type Condition, evaluateHealth, setCondition, setReconciled, workloadFactsOf } from '../../domain/state.js';
 import { admit, type WriteRejected } from '../../domain/write-path.js';
+import type { Baseline, Facts, UpgradeStatus } from '../../domain/upgrade/index.js';
 import type { KosRound } from '../kernel.js';
 import { applyDownstream, APP_FIELD_MANAGER, decorate, deleteDownstream, listDownstream } from './downstream.js';
 import { consumeRecord, pendingRecords } from './records.js';
 import { AppLifecycleConfig, CapabilitySource } from './services.js';
+import { baselineOf, driftMessage, driftOf, type Gate, upgradeGate } from './upgrade.js';
 
 const API = `${KOS_GROUP}/${KOS_STORAGE_VERSION}`;
 
@@ -58,7 +60,11 @@ export interface AppStatus {
     readonly paused: boolean;
     readonly replicas?: number;
     readonly resources: ResourceSpec;
-  };
+  } & Partial<Omit<Baseline, keyof Facts | 'renderDigest'>>;
+  /** The upgrade's preflight and step (§5.7; `src/application/app-lifecycle/upgrade.ts`). */
+  readonly upgrade?: UpgradeStatus;
+  /** Differences recorded under the `adopt` drift policy (§5.8). */
+  readonly drift?: unknown;
 }
 
 interface AppSpec {
@@ -296,6 +302,15 @@ const installRound = (
     if (status.phase === 'Installing' && status.nextRetryAt !== undefined && Date.parse(status.nextRetryAt) > nowMs)
       return { state: 'active', requeueAfterMs: Date.parse(status.nextRetryAt) - nowMs } as KosRound;
 
+    // --- upgrades (§5.7–§5.9): a step of a running upgrade, or the install path pinned to the baseline ---
+    const gate: Gate = yield* upgradeGate(app, status, {
+      retry: retry.length > 0,
+      nowMs,
+      namespace: targetNamespaceOf(app),
+      port: { write: writeStatus, conditions: conditionsWith },
+    });
+    if (gate._tag === 'Round') return gate.round;
+
     // --- prerequisites (C-11, C-33) ---
     if (def === undefined) {
       const removed = yield* rollBackPartialInstall(app, status, namespace);
@@ -320,9 +335,12 @@ const installRound = (
         `required capabilities missing: ${missing.join(', ')}`,
       );
     const defSpec = def['spec'] as Record<string, unknown>;
-    const volumes = Object.fromEntries(
-      templateVolumes(defSpec).map((v) => [v, spec.volumes?.[v] ?? `${app.metadata.name}-${v}`]),
-    );
+    const volumes =
+      gate._tag === 'Pinned'
+        ? gate.baseline.volumes
+        : Object.fromEntries(
+            templateVolumes(defSpec).map((v) => [v, spec.volumes?.[v] ?? `${app.metadata.name}-${v}`]),
+          );
     const present = yield* Effect.forEach(
       Object.values(volumes),
       (claim) =>
@@ -379,8 +397,16 @@ const installRound = (
         );
       });
     const config = normalizeConfig(defSpec['config'] as ConfigSchema | undefined, spec.config);
-    if (Either.isLeft(config)) return yield* fail('InvalidConfig', config.left);
-    const rendered = render(defSpec, { appName: app.metadata.name ?? '', namespace, config: config.right, volumes });
+    if (gate._tag !== 'Pinned' && Either.isLeft(config)) return yield* fail('InvalidConfig', config.left);
+    const rendered =
+      gate._tag === 'Pinned'
+        ? Either.right(gate.rendered)
+        : render(defSpec, {
+            appName: app.metadata.name ?? '',
+            namespace,
+            config: Either.getOrElse(config, () => ({})),
+            volumes,
+          });
     if (Either.isLeft(rendered)) return yield* fail('InvalidPackage', rendered.left);
     const resourceDefaults = status.resourceDefaults ?? (defSpec['resources'] as ResourceSpec | undefined) ?? {};
     const resources = mergeResources(resourceDefaults, spec.resources);
@@ -396,10 +422,21 @@ const installRound = (
       }
       return out;
     };
-    const objects = rendered.right.objects.map(shape);
+    const drift =
+      gate._tag === 'Pinned'
+        ? yield* driftOf(app, gate.baseline, defSpec, rendered.right.objects.map(shape), namespace)
+        : { objects: rendered.right.objects.map(shape), drift: undefined };
+    const objects = drift.objects;
     const hook = rendered.right.installHook !== undefined ? shape(rendered.right.installHook) : undefined;
+    // what this round writes (with the upgrade baseline of §5.7: the stored one while pinned, else this render's)
     const applied: NonNullable<AppStatus['applied']> = {
+      ...(gate._tag === 'Pinned'
+        ? gate.baseline
+        : Either.isRight(config)
+          ? baselineOf(app, defSpec, config.right, volumes, rendered.right)
+          : {}),
       renderDigest: rendered.right.digest,
+      ...(status.applied?.installed === true ? { installed: true } : {}),
       paused,
       ...(spec.replicas !== undefined ? { replicas: spec.replicas } : {}),
       resources,
@@ -473,7 +510,7 @@ const installRound = (
       workloads: stored.filter((o) => SCALABLE_KINDS.includes(o.kind)).map((o) => workloadFactsOf(o as never)),
       dependencies: [],
       volumes: Object.values(volumes).map((name) => ({ name, required: true, present: true })),
-      drifted: false,
+      drifted: drift.drift?.drifted === true,
       capabilityShortfalls: [],
     });
     const unlimited = isUnlimited(resources);
@@ -483,13 +520,17 @@ const installRound = (
           .map((l) => l.metadata.name ?? '')
           .sort()[0]
       : undefined;
+    const { drift: _drift, ...withoutDrift } = status;
     const next: AppStatus = {
-      ...withoutRetry(status),
+      ...withoutRetry(withoutDrift),
       phase: installed ? 'Ready' : 'Installing',
       health: { state: health.state },
       resourceDefaults,
       resources: { unlimited, ...(unlimited && limitRange !== undefined ? { limitRange } : {}) },
-      applied,
+      ...(drift.drift?.policy === 'adopt' && drift.drift.drifted
+        ? { drift: { recorded: drift.drift.recorded, refused: drift.drift.refused } }
+        : {}),
+      applied: { ...applied, ...(installed ? { installed: true } : {}) },
       conditions: conditionsWith(
         status,
         now,
@@ -512,8 +553,18 @@ const installRound = (
                   reason: 'WaitingForWorkloads',
                   message: `waiting for ${waiting.join(', ')}`,
                 },
+          ...(drift.drift?.drifted === true
+            ? [
+                {
+                  type: 'Drifted',
+                  status: 'True' as const,
+                  reason: drift.drift.policy === 'adopt' ? 'DriftRecorded' : 'DriftReported',
+                  message: driftMessage(drift.drift),
+                },
+              ]
+            : []),
         ],
-        ['InstallFailed'],
+        ['InstallFailed', ...(drift.drift?.drifted === true ? [] : ['Drifted'])],
       ),
     };
     yield* writeStatus(app, next);

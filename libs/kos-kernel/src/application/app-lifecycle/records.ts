@@ -28,9 +28,10 @@ const fromEither = <A, E>(e: { _tag: 'Left'; left: E } | { _tag: 'Right'; right:
 /** Write one record (the control plane's `create` of an ActionRecord). */
 export const writeActionRecord = (
   app: KubeObject,
-  action: AppAction,
+  action: AppAction | 'confirm',
   requestedBy: string,
   reason?: string,
+  extra: Readonly<Record<string, string>> = {},
 ): Effect.Effect<KubeObject, KubeError | WriteRejected, KubeClient | AppLifecycleConfig> =>
   Effect.gen(function* () {
     const { systemNamespace } = yield* AppLifecycleConfig;
@@ -61,7 +62,7 @@ export const writeActionRecord = (
           },
         },
         immutable: true,
-        data: { action, requestedBy, ...(reason !== undefined ? { reason } : {}) },
+        data: { ...extra, action, requestedBy, ...(reason !== undefined ? { reason } : {}) },
       } as KubeObject)
       .pipe(Effect.catchTag('AlreadyExists', () => client.get(ref)));
   });

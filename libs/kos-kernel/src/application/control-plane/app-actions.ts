@@ -13,6 +13,7 @@ import { actionRefusal, type AppAction, type Phase, type UninstallStatus } from 
 import { mergeResources, type ResourceSpec, resourceProblems } from '../../domain/application/resources.js';
 import { admit, fieldManagerOf } from '../../domain/write-path.js';
 import { writeActionRecord } from '../app-lifecycle/records.js';
+import { declaredIrreversible, specDigestOf, type UpgradeStatus } from '../../domain/upgrade/index.js';
 import { AppLifecycleConfig, appLifecycleConfig } from '../app-lifecycle/services.js';
 import { type ApiError, apiError, fromKube } from './errors.js';
 import { refOf } from './resources.js';
@@ -28,13 +29,6 @@ export const applicationAction = (
   Effect.gen(function* () {
     const o = request.object;
     const action = request.action as AppAction | 'confirm';
-    if (action === 'confirm')
-      return yield* apiError(
-        'unsupported_action',
-        'action',
-        'confirm belongs to upgrades, which this control plane does not run yet; nothing was recorded',
-        { object: o },
-      );
     if (o.kind !== 'Application' || o.namespace === undefined)
       return yield* apiError('invalid_field', 'validate', `${action} applies to an Application (with its namespace)`, {
         object: o,
@@ -54,7 +48,7 @@ export const applicationAction = (
     const status = (app['status'] ?? {}) as { phase?: Phase; uninstall?: UninstallStatus };
     const now = yield* Clock.currentTimeMillis;
     const refusal = actionRefusal(
-      action,
+      action === 'confirm' ? 'retry' : action,
       {
         phase: status.phase,
         deleting: app.metadata.deletionTimestamp !== undefined,
@@ -63,7 +57,11 @@ export const applicationAction = (
       },
       now,
     );
-    if (refusal !== undefined) return yield* apiError('action_rejected', 'action', refusal, { object: refOf(app) });
+    if (action === 'confirm') return yield* confirmAction(app, request, principal);
+    // A rolled-back upgrade target is tried again only by a new target or a retry (§5.7).
+    const rolledBack = (app['status'] as { upgrade?: UpgradeStatus } | undefined)?.upgrade?.state === 'RolledBack';
+    if (refusal !== undefined && !(action === 'retry' && rolledBack && app.metadata.deletionTimestamp === undefined))
+      return yield* apiError('action_rejected', 'action', refusal, { object: refOf(app) });
 
     if (action === 'restart' || action === 'retry' || action === 'orphan') {
       const config = yield* Effect.serviceOption(AppLifecycleConfig);
@@ -158,4 +156,53 @@ export const applicationAction = (
         Effect.mapError((e) => ('code' in e ? (e as ApiError) : fromKube(e, 'write', ref, true))),
       );
     return { accepted: true, operation: 'action', action, object: refOf(updated) } satisfies ActionAccepted;
+  });
+
+/**
+ * `confirm` (§5.9, TC-53; decision 0324): accepted only for an app whose upgrade was declared irreversible; the
+ * digest must be the target digest the current spec requests (`status.upgrade.renderDigest`, else `invalid_field`
+ * naming `digest`). The record carries the target digest and the spec digest at submission; the reconciler checks
+ * both against the cluster's observation and consumes the record.
+ */
+const confirmAction = (app: KubeObject, request: ActionRequest, principal: Principal) =>
+  Effect.gen(function* () {
+    const status = (app['status'] ?? {}) as { upgrade?: UpgradeStatus };
+    if (app.metadata.deletionTimestamp !== undefined || !declaredIrreversible(status.upgrade))
+      return yield* apiError(
+        'action_rejected',
+        'action',
+        'confirm is accepted only for an app whose upgrade was declared irreversible',
+        { object: refOf(app) },
+      );
+    const digest = request.digest;
+    const namespace = app.metadata.namespace ?? 'default';
+    const specDigest = specDigestOf((app['spec'] ?? {}) as object, namespace);
+    if (digest === undefined || digest !== status.upgrade?.renderDigest || status.upgrade.specDigest !== specDigest)
+      return yield* apiError(
+        'invalid_field',
+        'validate',
+        'digest: must be the target digest the current spec requests (status.upgrade.renderDigest)',
+        { object: refOf(app), causes: [{ field: 'digest', message: 'not the requested target digest' }] },
+      );
+    const config = yield* Effect.serviceOption(AppLifecycleConfig);
+    const record = yield* writeActionRecord(app, 'confirm', principal.actor, request.reason, {
+      targetDigest: digest,
+      specDigest,
+    }).pipe(
+      Option.isSome(config)
+        ? Effect.provideService(AppLifecycleConfig, config.value)
+        : Effect.provide(appLifecycleConfig()),
+      Effect.mapError((e) =>
+        e._tag === 'WriteRejected'
+          ? apiError('forbidden', 'admit', e.message, { object: refOf(app) })
+          : fromKube(e, 'action', refOf(app), true),
+      ),
+    );
+    return {
+      accepted: true,
+      operation: 'action',
+      action: 'confirm',
+      object: refOf(app),
+      record: refOf(record),
+    } satisfies ActionAccepted;
   });

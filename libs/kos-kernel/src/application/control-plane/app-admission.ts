@@ -11,6 +11,7 @@ import { type ConfigSchema, type FieldProblem, normalizeConfig } from '../../dom
 import { definitionNameOf } from '../../domain/application/lifecycle.js';
 import { mergeResources, type ResourceSpec, resourceProblems } from '../../domain/application/resources.js';
 import { MASK } from '../../domain/control-plane/sensitive.js';
+import { specDigestOf, upgradeRunning } from '../../domain/upgrade/index.js';
 import { type ApiError, apiError, fromKube } from './errors.js';
 
 const invalid = (problems: ReadonlyArray<FieldProblem>, ref: ObjectReference) =>
@@ -68,6 +69,18 @@ export const admitApplicationSpec = (
     if (mode === 'create') {
       const materialized = mergeResources(defSpec.resources, spec['resources'] as ResourceSpec | undefined);
       if (Object.keys(materialized).length > 0) out = { ...out, resources: materialized };
+    }
+    // One upgrade at a time (§5.7, decision 0324): a new target while one is being applied is refused.
+    const running = upgradeRunning(stored);
+    if (stored !== undefined && running !== undefined) {
+      const namespace = stored.metadata.namespace ?? 'default';
+      if (specDigestOf(out, namespace) !== specDigestOf((stored['spec'] ?? {}) as object, namespace))
+        return yield* apiError(
+          'conflict',
+          'validate',
+          `an upgrade is running (${running}); a new target is accepted once it has completed or rolled back`,
+          { object: ref, current: stored },
+        );
     }
     return out;
   });

@@ -29,6 +29,8 @@ export interface Rendered {
   readonly objects: ReadonlyArray<Manifest>;
   /** The install hook Job, when the package declares one. */
   readonly installHook?: Manifest;
+  /** The upgrade hook Job, when the package declares one (run once per upgrade; not part of the digest). */
+  readonly upgradeHook?: Manifest;
   /** Digest of the canonical bytes of objects + hook (status.applied.renderDigest). */
   readonly digest: string;
 }
@@ -196,12 +198,12 @@ export const packageProblems = (spec: unknown): ReadonlyArray<FieldProblem> => {
   else docs.forEach((d, i) => out.push(...documentProblems(d, `spec.template.documents[${i}]`, TEMPLATE_KINDS)));
   const hooks = spec['hooks'];
   if (hooks !== undefined) {
-    if (!isRecord(hooks)) out.push({ field: 'spec.hooks', message: 'must be {install?: <Job>}' });
+    if (!isRecord(hooks)) out.push({ field: 'spec.hooks', message: 'must be {install?: <Job>, upgrade?: <Job>}' });
     else
       for (const [k, v] of Object.entries(hooks)) {
-        if (k !== 'install')
-          out.push({ field: `spec.hooks.${k}`, message: 'only the install hook exists in this version' });
-        else out.push(...documentProblems(v, 'spec.hooks.install', { Job: 'batch/v1' }));
+        if (k !== 'install' && k !== 'upgrade')
+          out.push({ field: `spec.hooks.${k}`, message: 'only the install and upgrade hooks exist in this version' });
+        else out.push(...documentProblems(v, `spec.hooks.${k}`, { Job: 'batch/v1' }));
       }
   }
   if (out.length > 0) return out;
@@ -244,7 +246,7 @@ export const render = (
   }
   const spec = definitionSpec as {
     template: { documents: unknown[] };
-    hooks?: { install?: unknown };
+    hooks?: { install?: unknown; upgrade?: unknown };
     config?: ConfigSchema;
   };
   const place = (doc: unknown, path: string): Manifest => {
@@ -263,7 +265,8 @@ export const render = (
     }
     const installHook = spec.hooks?.install !== undefined ? place(spec.hooks.install, 'spec.hooks.install') : undefined;
     const body = { objects, ...(installHook !== undefined ? { installHook } : {}) };
-    return Either.right({ ...body, digest: digestOf(body) });
+    const upgradeHook = spec.hooks?.upgrade !== undefined ? place(spec.hooks.upgrade, 'spec.hooks.upgrade') : undefined;
+    return Either.right({ ...body, ...(upgradeHook !== undefined ? { upgradeHook } : {}), digest: digestOf(body) });
   } catch (e) {
     if (e instanceof RenderFailure) return Either.left([e.problem]);
     throw e;
