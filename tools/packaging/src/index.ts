@@ -1,0 +1,3 @@
+export * from './pack.js';
+export * from './examples.js';
+export * from './consumer.js';
