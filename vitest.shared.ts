@@ -72,8 +72,7 @@ const testFiles = (projectDir: string): string[] => {
       const p = join(dir, e.name);
       if (e.isDirectory()) {
         if (e.name !== 'node_modules' && e.name !== 'dist' && !e.name.startsWith('.')) walk(p);
-      }
-      else if (e.name.endsWith('.test.ts')) out.push(p);
+      } else if (e.name.endsWith('.test.ts')) out.push(p);
     }
   };
   walk(projectDir);
