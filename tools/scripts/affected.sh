@@ -12,12 +12,17 @@ if ! git rev-parse --verify -q "$base^{commit}" >/dev/null; then
 fi
 # HOMELAB_TEST_SCOPE=unit (decision 0282): only the test files that need no real service, and no test bed — so a
 # change whose affected projects are checked this way needs no Go build. Otherwise one shared test bed for the run.
+test_target=test
 case "${HOMELAB_TEST_SCOPE:-all}" in
-  unit) echo "==> unit scope: test files that need the test bed are left out, no test bed is started" ;;
+  unit)
+    # each project's test-unit target (nx.json: the vitest plugin a second time, HOMELAB_TEST_SCOPE=unit)
+    test_target=test-unit
+    echo "==> unit scope: test files that need the test bed are left out, no test bed is started"
+    ;;
   all | services)
     # shellcheck source=shared-testbed.sh
     source tools/scripts/shared-testbed.sh
     ;;
   *) echo "affected: HOMELAB_TEST_SCOPE=$HOMELAB_TEST_SCOPE: expected all, unit or services" >&2; exit 2 ;;
 esac
-npx nx affected -t lint typecheck test --base="$base" --outputStyle=stream
+npx nx affected -t lint typecheck "$test_target" --base="$base" --outputStyle=stream
