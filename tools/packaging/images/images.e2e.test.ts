@@ -195,4 +195,23 @@ describe('controller image', () => {
     expect(log).toContain('shutting down');
     expect(log).toContain('stopped');
   });
+
+  it('bad configuration: one line on stderr and exit 2, for both images', () => {
+    for (const [img, line] of [
+      [controllerImage, 'configuration: unknown flag --prot (see --help)'],
+      [image, 'nsd: configuration:'],
+    ] as const) {
+      const r = spawnSync(
+        'podman',
+        ['--runtime', '/usr/sbin/runc', 'run', '--rm', '--read-only', ...PODMAN_RUN_OPTIONS, img, '--prot=9090'],
+        {
+          encoding: 'utf8',
+        },
+      );
+      expect(r.status, img).toBe(2);
+      const lines = r.stderr.split('\n').filter((l) => l !== '' && !l.includes('level=error'));
+      expect(lines, img).toHaveLength(1);
+      expect(lines[0], img).toContain(line);
+    }
+  });
 });
