@@ -44,6 +44,10 @@ if testbed env --json | node -e 'process.exit(JSON.parse(require("fs").readFileS
   node --conditions=@homelab/source --import tsx libs/kos-kernel/test/import-stand-in-images.ts
 fi
 
+# The apps run from their built JS (dist/, no tsx at run time); tsc --build is incremental, so a second start is quick.
+echo "==> building the controller, nsd and ns-daemon (nx run-many -t build)"
+npx nx run-many -t build -p @homelab/controller @homelab/nsd @homelab/ns-daemon --outputStyle=static >/dev/null
+
 # ─── M6 service control: nsd + two ns-daemons (M6_DISABLE=1 skips them) ───
 m6_dir="$PWD/.testbed/m6"           # git-ignored; kept between runs (keys, daemon state); logs are overwritten
 nsd_port="${NSD_PORT:-7400}"
@@ -65,7 +69,7 @@ start_m6() {
   fi
   echo "==> starting nsd on http://127.0.0.1:$nsd_port (database $nsd_db) and ns-daemons on :${ns_ports[0]} and :${ns_ports[1]}"
   (cd apps/nsd && NSD_PORT="$nsd_port" NSD_DB_NAME="$nsd_db" NSD_KEY_FILE="$m6_dir/nsd.pem" NSD_MEMBERS="$ida:$net,$idb:$net" \
-    NSD_ADMIN_TOKEN="$(cat "$m6_dir/admin-token")" exec node --conditions=@homelab/source --import tsx src/main.ts) >"$m6_dir/nsd.log" 2>&1 &
+    NSD_ADMIN_TOKEN="$(cat "$m6_dir/admin-token")" exec node dist/main.js) >"$m6_dir/nsd.log" 2>&1 &
   m6_pids+=("$!")
   for _ in $(seq 1 900); do curl -sf "http://127.0.0.1:$nsd_port/healthz" >/dev/null 2>&1 && break; kill -0 "${m6_pids[0]}" 2>/dev/null || break; sleep 0.2; done
   if ! curl -sf "http://127.0.0.1:$nsd_port/healthz" >/dev/null 2>&1; then echo "nsd did not come up; $m6_dir/nsd.log:"; tail -20 "$m6_dir/nsd.log"; return 1; fi
@@ -73,12 +77,12 @@ start_m6() {
   for n in a b; do
     (cd apps/ns-daemon && NS_NSD_URL="http://127.0.0.1:$nsd_port" NS_NSD_KEY="$nsd_key" NS_NETWORK="$net" NS_KEY_FILE="$m6_dir/$n.pem" \
       NS_STATE_FILE="$m6_dir/$n.db" NS_DECLARATIONS="$m6_dir/$n.json" NS_PORT="${ns_ports[$i]}" \
-      exec node --conditions=@homelab/source --import tsx src/main.ts) >"$m6_dir/ns-$n.log" 2>&1 &
+      exec node dist/main.js) >"$m6_dir/ns-$n.log" 2>&1 &
     m6_pids+=("$!")
     i=$((i + 1))
   done
-  # bound and streaming = runtime bound, session open, report accepted, config.stream connected (up to 3 min each:
-  # the first start compiles the TypeScript sources with tsx, slow on a loaded machine)
+  # bound and streaming = runtime bound, session open, report accepted, config.stream connected (up to 3 min each
+  # on a loaded machine)
   local port ok
   for port in "${ns_ports[@]}"; do
     ok=0

@@ -13,6 +13,12 @@ export interface ControllerConfig {
   readonly host: string;
   readonly port: number;
   /**
+   * The probe listener (`--health-port`, `--health-host`; issue 26 item 6): plain HTTP answering only GET /healthz,
+   * /readyz and /metrics, whatever the Host header, so a kubelet can probe and Prometheus scrape the pod while the
+   * API stays on loopback. No port = none (the API's listener answers the probes, as before).
+   */
+  readonly health: { readonly host: string; readonly port: number } | null;
+  /**
    * The control-plane database (`--identity-db`, KOS_IDENTITY_DB): accounts, sessions, audit. With it every request
    * is authenticated and the API may bind beyond loopback (with TLS, or `--insecure-http`); without it the API is
    * loopback-only and every caller is the local Owner (decision 0204).
@@ -78,6 +84,12 @@ export const CONTROLLER_FLAGS: ReadonlyArray<{
 }> = [
   { name: 'host', env: 'KOS_HOST', help: 'API address; loopback only until identity is configured (127.0.0.1)' },
   { name: 'port', env: 'KOS_PORT', help: 'API port, 0 = any (8080)' },
+  {
+    name: 'health-host',
+    env: 'CONTROLLER_HEALTH_HOST',
+    help: 'address of the probe listener: /healthz /readyz /metrics only (127.0.0.1)',
+  },
+  { name: 'health-port', env: 'CONTROLLER_HEALTH_PORT', help: 'port of the probe listener, 0 = any (unset = none)' },
   { name: 'kubeconfig', env: 'KUBECONFIG', help: 'kubeconfig file (default: in-cluster, else the test bed)' },
   { name: 'testbed-state', env: 'HOMELAB_TESTBED_STATE', help: "the test bed's state file" },
   { name: 'modules', env: 'CONTROLLER_MODULES', help: `modules to run (${CONTROLLER_MODULES.join(',')})` },
@@ -177,6 +189,14 @@ const int = (what: string, raw: string, min: number, max: number): number => {
   return n;
 };
 
+const healthListener = (host: string | undefined, port: string | undefined): ControllerConfig['health'] => {
+  if (port === undefined || port === '') {
+    if (host !== undefined && host !== '') throw new ConfigError('--health-host needs --health-port');
+    return null;
+  }
+  return { host: host || '127.0.0.1', port: int('health port', port, 0, 65535) };
+};
+
 export const parseConfig = (
   argv: ReadonlyArray<string>,
   env: Readonly<Record<string, string | undefined>>,
@@ -254,6 +274,7 @@ export const parseConfig = (
     ...(certFile !== undefined && keyFile !== undefined ? { tls: { certFile, keyFile } } : {}),
     insecureHttp: insecureRaw === 'true',
     port: int('port', get('port', 'KOS_PORT') ?? '8080', 0, 65535),
+    health: healthListener(get('health-host', 'CONTROLLER_HEALTH_HOST'), get('health-port', 'CONTROLLER_HEALTH_PORT')),
     kube,
     bodyLimitBytes: int(
       'body limit',

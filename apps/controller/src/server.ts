@@ -59,6 +59,8 @@ export interface ControllerHandle {
   readonly url: string;
   readonly host: string;
   readonly port: number;
+  /** The probe listener's URL (`--health-port`): /healthz, /readyz and /metrics only. */
+  readonly healthUrl?: string;
   /** What the server said about its bind address at start-up (loopback-only notice). */
   readonly notice?: string;
   readonly runtime: ManagedRuntime.ManagedRuntime<RouterServices | typeof AuditLog.Service | AuditLog, unknown>;
@@ -310,13 +312,14 @@ export const startController = async (
     return headers;
   };
 
-  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+  const handle = async (req: IncomingMessage, res: ServerResponse, probeListener = false) => {
     const started = process.hrtime.bigint();
     const path = (req.url ?? '/').split('?')[0] as string;
     let status = 500;
     const probe = (path === '/healthz' || path === '/readyz') && req.method === 'GET';
     // The probes answer whatever the Host (kubelet names the pod IP); everything else only to this server's names.
-    const refused = probe ? undefined : guardRefusal({ headers: headersOf(req) }, { hosts });
+    // The probe listener serves nothing else, so /metrics there answers whatever the Host too (Prometheus).
+    const refused = probe || probeListener ? undefined : guardRefusal({ headers: headersOf(req) }, { hosts });
     try {
       if (refused !== undefined && (path === '/metrics' || !kos)) {
         status = statusOf(refused);
@@ -402,17 +405,17 @@ export const startController = async (
   };
 
   // requireHostHeader off: a request without Host is answered by the guard, in the envelope (421).
-  const onRequest = (req: IncomingMessage, res: ServerResponse) => {
+  const onRequest = (req: IncomingMessage, res: ServerResponse, probeListener = false) => {
     inFlight++;
-    void handle(req, res).finally(() => {
+    void handle(req, res, probeListener).finally(() => {
       inFlight--;
       if (inFlight === 0 && draining) draining();
     });
   };
   const server =
     tls !== undefined
-      ? createTlsServer({ requireHostHeader: false, ...tls }, onRequest)
-      : createServer({ requireHostHeader: false }, onRequest);
+      ? createTlsServer({ requireHostHeader: false, ...tls }, (req, res) => onRequest(req, res))
+      : createServer({ requireHostHeader: false }, (req, res) => onRequest(req, res));
   server.requestTimeout = 60_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -426,12 +429,17 @@ export const startController = async (
   );
   if (bind.notice !== undefined) log(bind.notice);
 
+  let healthServer: ReturnType<typeof createServer> | undefined;
+
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
       log('shutting down: no new connections; finishing requests and accepted apply work');
       const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
+      // probes stop with the API: a kubelet sees the pod go away, not a half-closed one that still says ready
+      healthServer?.closeAllConnections();
+      healthServer?.close();
       if (inFlight > 0) await new Promise<void>((resolve) => (draining = resolve));
       await runtime.runPromise(
         awaitApplyWork.pipe(
@@ -454,10 +462,41 @@ export const startController = async (
       log('stopped');
     })());
 
+  // The probe listener (issue 26 item 6): the same answers as the API's /healthz, /readyz and /metrics, nothing else.
+  let healthUrl: string | undefined;
+  if (config.health !== null) {
+    const probes = new Set(['/healthz', '/readyz', '/metrics']);
+    const listening = createServer((req, res) => {
+      if (req.method === 'GET' && probes.has((req.url ?? '/').split('?')[0] as string)) onRequest(req, res, true);
+      else
+        send(
+          res,
+          404,
+          { 'content-type': 'text/plain' },
+          'not found: this listener serves /healthz, /readyz, /metrics\n',
+        );
+    });
+    const at = config.health;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        listening.once('error', reject);
+        listening.listen(at.port, at.host, () => resolve());
+      });
+    } catch (e) {
+      await close();
+      throw new Error(`--health-port ${at.port} on ${at.host}: ${e instanceof Error ? e.message : String(e)}`);
+    }
+    healthServer = listening;
+    const h = listening.address() as AddressInfo;
+    healthUrl = `http://${h.family === 'IPv6' ? `[${h.address}]` : h.address}:${h.port}`;
+    log(`health and metrics listening on ${healthUrl} (/healthz /readyz /metrics)`);
+  }
+
   return {
     url,
     host: address.address,
     port: address.port,
+    ...(healthUrl !== undefined ? { healthUrl } : {}),
     ...(ayatori !== undefined ? { ayatori } : {}),
     ...(bind.notice !== undefined ? { notice: bind.notice } : {}),
     runtime: runtime as ControllerHandle['runtime'],

@@ -13,8 +13,9 @@ ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 BAO_VERSION="${BAO_VERSION:-v0.0.0-20250828202315-f9407a27fbee}"
 BAO_RELEASE="${BAO_RELEASE:-v2.4.0}"
 CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.4.2}"
+KUSTOMIZE_VERSION="${KUSTOMIZE_VERSION:-v5.8.2}"
 CACHE_ROOT="${TESTBED_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/homelab-testbed}"
-ONLY="${1:-all}"   # all | etcd | kube-apiserver | kube-controller-manager | bao | node | kubelet | kube-scheduler | containerd | node-packages
+ONLY="${1:-all}"   # all | etcd | kube-apiserver | kube-controller-manager | bao | kustomize | node | kubelet | kube-scheduler | containerd | node-packages
 
 export CGO_ENABLED=0 GOTOOLCHAIN="${GOTOOLCHAIN:-local}" GOFLAGS=-mod=mod
 
@@ -99,6 +100,18 @@ build_bao() {
   mv "$out.tmp" "$out"
 }
 
+# kustomize (renders deploy/, decision 0283): the CLI module, no wrapper needed.
+build_kustomize() {
+  local out="$CACHE_ROOT/kustomize-$KUSTOMIZE_VERSION/kustomize"
+  [ -x "$out" ] && { echo "testbed: kustomize $KUSTOMIZE_VERSION cached at $out" >&2; return 0; }
+  mkdir -p "$work/kustomize" && cd "$work/kustomize"
+  go mod init local.invalid/kustomizebuild
+  go get -tool "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION"
+  mkdir -p "$(dirname "$out")"
+  go build -trimpath -ldflags="-s -w -X sigs.k8s.io/kustomize/api/provenance.version=$KUSTOMIZE_VERSION" -o "$out.tmp" sigs.k8s.io/kustomize/kustomize/v5
+  mv "$out.tmp" "$out"
+}
+
 # containerd v2 (daemon, runc shim, ctr) from one wrapper module. CGO is off, so the btrfs snapshotter (cgo only) is
 # left out by its own build constraint; the test bed uses overlayfs.
 build_containerd() {
@@ -136,8 +149,10 @@ case "$ONLY" in
     run_logged etcd build_etcd
     run_logged kube-apiserver build_kube_cmd kube-apiserver
     run_logged kube-controller-manager build_kube_cmd kube-controller-manager
-    run_logged bao build_bao ;;
+    run_logged bao build_bao
+    run_logged kustomize build_kustomize ;;
   etcd) run_logged etcd build_etcd ;;
+  kustomize) run_logged kustomize build_kustomize ;;
   kube-apiserver|kube-controller-manager) run_logged "$ONLY" build_kube_cmd "$ONLY" ;;
   bao) run_logged bao build_bao ;;
   node)
@@ -148,5 +163,5 @@ case "$ONLY" in
   kubelet|kube-scheduler) run_logged "$ONLY" build_kube_cmd "$ONLY" ;;
   containerd) run_logged containerd build_containerd ;;
   node-packages) run_logged node-packages install_node_packages ;;
-  *) echo "usage: $0 [all|etcd|kube-apiserver|kube-controller-manager|bao|node|kubelet|kube-scheduler|containerd|node-packages]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|etcd|kube-apiserver|kube-controller-manager|bao|kustomize|node|kubelet|kube-scheduler|containerd|node-packages]" >&2; exit 2 ;;
 esac

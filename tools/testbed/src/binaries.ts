@@ -7,7 +7,14 @@ import { binaryPaths, cacheRoot, versions, workspaceRoot } from './versions.js';
 
 /** `node` names what only `testbed up --node` needs; they are built only when asked for (`build --node`). */
 export type BinaryName =
-  'etcd' | 'kube-apiserver' | 'kube-controller-manager' | 'bao' | 'kubelet' | 'kube-scheduler' | 'containerd';
+  | 'etcd'
+  | 'kube-apiserver'
+  | 'kube-controller-manager'
+  | 'bao'
+  | 'kustomize'
+  | 'kubelet'
+  | 'kube-scheduler'
+  | 'containerd';
 
 export const nodeBinaryNames = ['kubelet', 'kube-scheduler', 'containerd'] as const;
 
@@ -34,6 +41,8 @@ const pathOf = (name: BinaryName): string => {
       return paths.kubeControllerManager;
     case 'bao':
       return paths.bao;
+    case 'kustomize':
+      return paths.kustomize;
   }
 };
 
@@ -63,6 +72,7 @@ export const ensureBinary = (name: BinaryName): Effect.Effect<string, TestbedErr
         BAO_VERSION: versions.openbaoModule,
         BAO_RELEASE: versions.openbaoRelease,
         CONTAINERD_VERSION: versions.containerd,
+        KUSTOMIZE_VERSION: versions.kustomize,
         TESTBED_CACHE_DIR: cacheRoot(),
       },
     });

@@ -13,6 +13,8 @@ export const versions = {
   openbaoRelease: 'v2.4.0',
   /** containerd v2 (daemon, runc shim, ctr) for the node; Debian's 1.6 loses kubelet support in 1.37. */
   containerd: 'v2.4.2',
+  /** Renders deploy/ (decision 0283); built like the others, not a test-bed service. v5.8.3 needs Go 1.27. */
+  kustomize: 'v5.8.2',
 } as const;
 
 export const cacheRoot = (): string =>
@@ -31,6 +33,7 @@ export const binaryPaths = () => {
     containerd: join(root, `containerd-${versions.containerd}`, 'containerd'),
     containerdShim: join(root, `containerd-${versions.containerd}`, 'containerd-shim-runc-v2'),
     ctr: join(root, `containerd-${versions.containerd}`, 'ctr'),
+    kustomize: join(root, `kustomize-${versions.kustomize}`, 'kustomize'),
   } as const;
 };
 

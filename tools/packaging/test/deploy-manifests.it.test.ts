@@ -1,0 +1,228 @@
+// Issue 26 item 3 (decision 0283): deploy/ rendered by kustomize (built from the Go module proxy into the test bed's
+// cache, like its other binaries) and applied server-side to the test bed's API server. Every object must be
+// accepted: the apps' objects for real in this file's namespace (under a unique name prefix, so the cluster-scoped
+// RBAC cannot collide), the shared CRDs as a server-side dry run. The rendered RBAC is then asked, through
+// SubjectAccessReviews, whether the controller's ServiceAccount may do what the controller does.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative, resolve } from 'node:path';
+import { Effect } from 'effect';
+import { parseAllDocuments } from 'yaml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureBinary } from '@homelab/testbed';
+import { kubeRequest, uniqueName, useNamespace } from '@homelab/testbed/vitest';
+
+interface K8sObject {
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly metadata: { readonly name: string; readonly namespace?: string; readonly labels?: Record<string, string> };
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  readonly spec?: any;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  readonly [key: string]: any;
+}
+
+const root = resolve(import.meta.dirname, '../../..');
+const deploy = join(root, 'deploy');
+const ns = useNamespace('deploy');
+let kustomize: string;
+let prefix: string;
+let full: K8sObject[];
+let applied: K8sObject[];
+const scratch = mkdtempSync(join(tmpdir(), 'homelab-deploy-'));
+
+const render = (dir: string): K8sObject[] =>
+  parseAllDocuments(execFileSync(kustomize, ['build', dir], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 }))
+    .map((d) => d.toJS() as K8sObject | null)
+    .filter((o): o is K8sObject => o !== null);
+
+const byKind = (objects: readonly K8sObject[], kind: string) => objects.filter((o) => o.kind === kind);
+const one = (objects: readonly K8sObject[], kind: string, name: string): K8sObject => {
+  const found = objects.find((o) => o.kind === kind && o.metadata.name === name);
+  if (found === undefined) throw new Error(`${kind} ${name} is not in the rendered manifests`);
+  return found;
+};
+
+/** The REST path of an object, from the API server's discovery (resource name, namespaced or not). */
+const discovery = new Map<string, { resource: string; namespaced: boolean }>();
+const pathOf = async (o: K8sObject): Promise<string> => {
+  const base = o.apiVersion.includes('/') ? `/apis/${o.apiVersion}` : `/api/${o.apiVersion}`;
+  const key = `${o.apiVersion}/${o.kind}`;
+  if (!discovery.has(key)) {
+    const list = (await kubeRequest('GET', base)).json() as {
+      resources: Array<{ name: string; kind: string; namespaced: boolean }>;
+    };
+    for (const r of list.resources)
+      if (!r.name.includes('/'))
+        discovery.set(`${o.apiVersion}/${r.kind}`, { resource: r.name, namespaced: r.namespaced });
+  }
+  const d = discovery.get(key);
+  if (d === undefined) throw new Error(`the API server does not serve ${key}`);
+  return d.namespaced
+    ? `${base}/namespaces/${o.metadata.namespace}/${d.resource}/${o.metadata.name}`
+    : `${base}/${d.resource}/${o.metadata.name}`;
+};
+
+const apply = async (o: K8sObject, dryRun: boolean) =>
+  kubeRequest(
+    'PATCH',
+    `${await pathOf(o)}?fieldManager=homelab-deploy-test&force=true${dryRun ? '&dryRun=All' : ''}`,
+    JSON.stringify(o),
+    'application/apply-patch+yaml',
+  );
+
+beforeAll(async () => {
+  kustomize = await Effect.runPromise(ensureBinary('kustomize'));
+  prefix = uniqueName('d');
+  full = render(deploy);
+  // The same base as a user's overlay would take it: another namespace, another prefix.
+  const overlay = join(scratch, 'overlay');
+  execFileSync('mkdir', ['-p', overlay]);
+  writeFileSync(
+    join(overlay, 'kustomization.yaml'),
+    [
+      'apiVersion: kustomize.config.k8s.io/v1beta1',
+      'kind: Kustomization',
+      `namespace: ${ns.name}`,
+      `namePrefix: ${prefix}-`,
+      'resources:',
+      `  - ${relative(overlay, join(deploy, 'base'))}`, // kustomize takes no absolute root
+      '',
+    ].join('\n'),
+  );
+  applied = render(overlay);
+}, 600_000);
+
+afterAll(async () => {
+  rmSync(scratch, { recursive: true, force: true });
+  // cluster-scoped objects do not go with the namespace
+  for (const o of applied ?? [])
+    if (o.kind === 'ClusterRole' || o.kind === 'ClusterRoleBinding')
+      await kubeRequest('DELETE', await pathOf(o)).catch(() => undefined);
+});
+
+describe('deploy/ (kustomize)', () => {
+  it('renders the CRDs of both modules, each with an editor and a viewer role, and the apps in homelab-system', () => {
+    const crdFiles = ['kos', 'ayatori'].flatMap((d) => readdirSync(join(deploy, 'crds', d)));
+    const crds = byKind(full, 'CustomResourceDefinition');
+    expect(crds).toHaveLength(crdFiles.length);
+    const roles = new Set(byKind(full, 'ClusterRole').map((r) => r.metadata.name));
+    for (const crd of crds) {
+      const plural = crd.spec.names.plural as string;
+      expect(roles, plural).toContain(`homelab-${plural}-editor`);
+      expect(roles, plural).toContain(`homelab-${plural}-viewer`);
+    }
+    for (const o of full.filter(
+      (x) => !['CustomResourceDefinition', 'ClusterRole', 'ClusterRoleBinding', 'Namespace'].includes(x.kind),
+    ))
+      expect(o.metadata.namespace, `${o.kind} ${o.metadata.name}`).toBe('homelab-system');
+    expect(one(full, 'Namespace', 'homelab-system')).toBeDefined();
+    expect(
+      byKind(full, 'Deployment')
+        .map((d) => d.metadata.name)
+        .sort(),
+    ).toEqual(['homelab-controller', 'homelab-nsd']);
+    expect(byKind(full, 'DaemonSet').map((d) => d.metadata.name)).toEqual(['homelab-ns-daemon']);
+  });
+
+  it('controller: 2 replicas under leader election, probes on the probe listener, non-root read-only, a PDB, the continue key from a Secret', () => {
+    const d = one(full, 'Deployment', 'homelab-controller');
+    expect(d.spec.replicas).toBe(2);
+    const pod = d.spec.template.spec;
+    const c = pod.containers[0];
+    expect(c.args).toEqual(expect.arrayContaining(['--leader-elect', '--health-host=0.0.0.0', '--health-port=8081']));
+    expect(c.ports).toEqual([{ name: 'health', containerPort: 8081 }]);
+    expect(c.livenessProbe.httpGet).toEqual({ path: '/healthz', port: 'health' });
+    expect(c.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'health' });
+    expect(pod.securityContext.runAsNonRoot).toBe(true);
+    expect(c.securityContext).toMatchObject({ readOnlyRootFilesystem: true, allowPrivilegeEscalation: false });
+    expect(c.resources.requests).toBeDefined();
+    expect(c.resources.limits.memory).toBeDefined();
+    const key = c.env.find((e: { name: string }) => e.name === 'KOS_CONTINUE_KEY');
+    expect(key.valueFrom.secretKeyRef).toEqual({ name: 'homelab-controller-continue-key', key: 'continue-key' });
+    expect(pod.serviceAccountName).toBe('homelab-controller-manager');
+    const pdb = one(full, 'PodDisruptionBudget', 'homelab-controller');
+    expect(pdb.spec.minAvailable).toBe(1);
+    expect(d.spec.template.metadata.labels).toMatchObject(pdb.spec.selector.matchLabels);
+    // the generated Ayatori bindings and the KOS binding name the account the pods run as
+    const subjects = [...byKind(full, 'RoleBinding'), ...byKind(full, 'ClusterRoleBinding')].flatMap((b) => b.subjects);
+    expect(subjects.length).toBeGreaterThanOrEqual(4);
+    for (const s of subjects)
+      expect(s).toEqual({ kind: 'ServiceAccount', name: 'homelab-controller-manager', namespace: 'homelab-system' });
+  });
+
+  it('nsd: one replica (Recreate), DSN from a Secret, key on a claimed volume; ns-daemon: probe listener, owner endpoints left on loopback', () => {
+    const nsd = one(full, 'Deployment', 'homelab-nsd');
+    expect(nsd.spec.replicas).toBe(1);
+    expect(nsd.spec.strategy.type).toBe('Recreate');
+    const c = nsd.spec.template.spec.containers[0];
+    expect(c.envFrom).toEqual([{ secretRef: { name: 'homelab-nsd-database' } }]);
+    expect(nsd.spec.template.spec.volumes[0].persistentVolumeClaim.claimName).toBe('homelab-nsd-data');
+    expect(one(full, 'PersistentVolumeClaim', 'homelab-nsd-data')).toBeDefined();
+    expect(one(full, 'Service', 'homelab-nsd').spec.ports[0].port).toBe(7400);
+    const ds = one(full, 'DaemonSet', 'homelab-ns-daemon').spec.template.spec;
+    const env = Object.fromEntries(
+      (ds.containers[0].env as Array<{ name: string; value?: string }>).map((e) => [e.name, e.value]),
+    );
+    expect(env).toMatchObject({ NS_HEALTH_HOST: '0.0.0.0', NS_HEALTH_PORT: '7411' });
+    expect(env['NS_HOST']).toBeUndefined(); // the owner endpoints keep their loopback default
+    expect(ds.containers[0].readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'health' });
+    expect(ds.containers[0].securityContext.runAsNonRoot).toBe(true);
+  });
+
+  it('every object is accepted by a server-side apply on the API server (CRDs as a dry run)', async () => {
+    const refused: string[] = [];
+    for (const o of byKind(full, 'CustomResourceDefinition')) {
+      const r = await apply(o, true);
+      if (r.status !== 200 && r.status !== 201) refused.push(`CRD ${o.metadata.name}: ${r.status} ${r.body}`);
+    }
+    // Namespace first (it is this file's namespace, renamed by the overlay), then the rest in rendered order.
+    const ordered = [...byKind(applied, 'Namespace'), ...applied.filter((o) => o.kind !== 'Namespace')];
+    expect(ordered.length).toBe(full.length - byKind(full, 'CustomResourceDefinition').length);
+    for (const o of ordered) {
+      const r = await apply(o, false);
+      if (r.status !== 200 && r.status !== 201) refused.push(`${o.kind} ${o.metadata.name}: ${r.status} ${r.body}`);
+    }
+    expect(refused).toEqual([]);
+    const ds = (
+      await kubeRequest('GET', `/apis/apps/v1/namespaces/${ns.name}/daemonsets/${prefix}-homelab-ns-daemon`)
+    ).json() as K8sObject;
+    expect(ds.metadata.labels).toMatchObject({ 'app.kubernetes.io/part-of': 'homelab' });
+  });
+
+  it("the applied RBAC lets the controller's ServiceAccount do the controller's work, and no more than asked", async () => {
+    const user = `system:serviceaccount:${ns.name}:${prefix}-homelab-controller-manager`;
+    const may = async (attrs: Record<string, string>): Promise<boolean> => {
+      const r = await kubeRequest('POST', '/apis/authorization.k8s.io/v1/subjectaccessreviews', {
+        apiVersion: 'authorization.k8s.io/v1',
+        kind: 'SubjectAccessReview',
+        spec: {
+          user,
+          groups: ['system:serviceaccounts', `system:serviceaccounts:${ns.name}`],
+          resourceAttributes: attrs,
+        },
+      });
+      expect(r.status, r.body).toBe(201);
+      return (r.json() as { status: { allowed: boolean } }).status.allowed;
+    };
+    // KOS reconcilers
+    expect(await may({ group: 'kos.tsic.top', resource: 'applications', verb: 'watch' })).toBe(true);
+    expect(await may({ group: 'kos.tsic.top', resource: 'applications', subresource: 'status', verb: 'patch' })).toBe(
+      true,
+    );
+    expect(await may({ group: 'apps', resource: 'deployments', verb: 'create', namespace: 'default' })).toBe(true);
+    expect(await may({ group: 'apiextensions.k8s.io', resource: 'customresourcedefinitions', verb: 'get' })).toBe(true);
+    // Ayatori controllers (generated ClusterRole) and the shared leader-election Role, in its namespace only
+    expect(await may({ group: 'database.ayatori.ddupan.top', resource: 'postgresqltenants', verb: 'list' })).toBe(true);
+    expect(await may({ group: 'coordination.k8s.io', resource: 'leases', verb: 'update', namespace: ns.name })).toBe(
+      true,
+    );
+    expect(await may({ group: 'coordination.k8s.io', resource: 'leases', verb: 'update', namespace: 'default' })).toBe(
+      false,
+    );
+    // nothing beyond
+    expect(await may({ group: '', resource: 'nodes', verb: 'delete' })).toBe(false);
+    expect(await may({ group: 'rbac.authorization.k8s.io', resource: 'clusterroles', verb: 'create' })).toBe(false);
+  });
+});
