@@ -115,6 +115,8 @@ export class SocketForwarder implements PermitDataPlane {
   readonly teardownLog: { readonly step: TeardownStepName; readonly flowIds: readonly number[] }[] = [];
   private readonly flows = new Map<number, FlowSockets>();
   private readonly listeners = new Map<string, Listening>();
+  /** Sockets a flow is waiting on for `drain` (backpressure). */
+  private readonly draining = new WeakSet<Socket>();
 
   constructor(readonly engine: PermitEngine) {}
 
@@ -396,11 +398,14 @@ export class SocketForwarder implements PermitDataPlane {
   private writeTcp(f: FlowSockets, to: Socket, chunk: Buffer): boolean {
     if (!this.pass(f, 'tcp-write-poll')) return false;
     this.counters.forwardedBytes += chunk.length;
-    if (!to.write(chunk)) {
-      // backpressure: stop reading the other side until drained; the wake-up is checked too
+    if (!to.write(chunk) && !this.draining.has(to)) {
+      // backpressure: stop reading the other side until drained (one wake-up per stall, however many chunks still
+      // arrive meanwhile — a TLS stream delivers what it already decrypted after `pause`); the wake-up is checked too
       const from = to === f.client ? f.upstream : f.client;
       (from as Socket | null)?.pause();
+      this.draining.add(to);
       to.once('drain', () => {
+        this.draining.delete(to);
         if (this.pass(f, 'wake')) (from as Socket | null)?.resume();
       });
     }
