@@ -4,7 +4,8 @@
 // the consumer's ns-daemon in node 2 serving the service on a VIP that exists only in node 2, and
 // node 3 is a machine NSD never authorised. Real E2E: nonces over TCP and UDP go client (node 2) → VIP:P → consumer
 // daemon → N6:P (TLS 1.3, Ed25519 node keys) → publisher daemon → backend and back; node 3's own key is refused before
-// any flow; revocation cuts the live connection (the client's next read fails, the backend connection is closed).
+// any flow; revocation cuts the live connection (the client's next read fails, the backend connection is closed);
+// expiry without refresh (nsd stopped) cuts the next live connection; nsd back → traffic again.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
@@ -37,6 +38,7 @@ const inNode = (ns: string, code: string, env: Record<string, string> = {}) => {
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   helpers.push(child);
+  child.stdin.on('error', () => undefined); // a write after the helper exited (its connection refused) is EPIPE
   const lines: string[] = [];
   let buf = '';
   const waiters = new Set<() => void>();
@@ -148,7 +150,7 @@ const active = (h: Awaited<ReturnType<typeof healthz>>, role: string, service: s
   h.leases.some((l) => l.role === role && l.service === service && l.active);
 
 describe('M6-62 across network namespaces (real E2E)', () => {
-  it('M6-62 L01 TCP and UDP nonces from node 2 through VIP:P and N6:P to the backend in node 1; node 3 (not authorised) opens no flow; revocation cuts the live connection and closes the backend connection', async () => {
+  it('M6-62 L01 TCP and UDP nonces from node 2 through VIP:P and N6:P to the backend in node 1; node 3 (not authorised) opens no flow; revocation cuts the live connection and closes the backend connection; expiry without refresh cuts; nsd back → traffic again', async () => {
     netnsUp(layout);
     // the VIP: a /32 local to node 2 only (this kernel has no `dummy` driver; a /32 on the namespace's loopback is
     // the same: an address that exists in node 2 and nowhere else)
@@ -274,6 +276,36 @@ describe('M6-62 across network namespaces (real E2E)', () => {
     await until(
       () => tcpAttempt(P),
       (r) => r !== 'echoed' && r.startsWith('error:'),
+    );
+
+    // allowed again; then expiry without refresh: nsd stops answering (SIGSTOP), the permits run out (≤ 30 s) and the
+    // live connection is cut with no revocation at all; when nsd answers again, traffic flows again
+    await admin('PUT', '/v1/admin/policy', { service_id: id, consumer: con.hex, protocols: ['tcp', 'udp'] });
+    await until(
+      () => tcpAttempt(P),
+      (r) => r === 'echoed',
+      90_000,
+    );
+    const before = inNode(N2.name, tcpClientCode(P));
+    await before.line((x) => x === 'connected');
+    before.child.stdin.write('before-expiry\n');
+    await before.line((x) => x === 'data:before-expiry');
+    nsdProc.child.kill('SIGSTOP');
+    try {
+      await before.line((x) => x === 'closed', 60_000);
+      // cut by whichever permit ran out first; when it is the publisher's, the client sees an EOF rather than an RST
+      // (the N6 leg is closed, not reset: decision 0264), so only the close and the engine's `expired` cut are asserted
+      const expiredCuts = async () =>
+        value(await metricsOf(N1.address, a.port), 'ns_dataplane_flows_cut_total{reason="expired"}') +
+        value(await metricsOf(N2.address, b.port), 'ns_dataplane_flows_cut_total{reason="expired"}');
+      expect(await expiredCuts()).toBeGreaterThanOrEqual(1);
+    } finally {
+      nsdProc.child.kill('SIGCONT');
+    }
+    await until(
+      () => tcpAttempt(P),
+      (r) => r === 'echoed',
+      90_000,
     );
 
     for (const p of [a.p, b.p, nsdProc]) {
