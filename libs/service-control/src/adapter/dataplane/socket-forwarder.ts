@@ -545,7 +545,7 @@ export class SocketForwarder implements PermitDataPlane {
       const f = this.flows.get(id);
       if (f === undefined || f.protocol !== 'tcp') continue;
       // RST on both sides: the client's next write fails, the backend connection is closed
-      resetBoth(f.client, f.clientRaw);
+      resetAccepted(f.client, f.clientRaw);
       resetBoth(f.upstream as Socket | null, f.upstreamRaw);
     }
     this.teardownLog.push({ step: 'abort-tcp', flowIds });
@@ -569,10 +569,22 @@ export class SocketForwarder implements PermitDataPlane {
 const listenKey = (host: string, port: number): string => `${host}|${port}`;
 
 /**
- * Abort a TCP connection: a plain socket is reset (RST). A TLS stream (the N6 leg) is destroyed — its queued writes
- * are dropped and the connection is closed at once — but not reset: Node refuses `resetAndDestroy` on a TLS handle,
- * and resetting the TCP socket under it crashes the process (Node 20: seen as a segfault, decision 0264).
+ * Abort a DIALLED connection (a flow's upstream) or refuse an accepted one before any flow: a plain socket is reset
+ * (RST). A client-side TLS stream (the consumer's N6 leg) is destroyed — its queued writes dropped, the connection
+ * closed at once — but not reset: Node refuses `resetAndDestroy` on a TLS handle, and resetting the TCP socket under
+ * a `tls.connect({ socket })` stream crashed Node 20.20.2 with a segfault (decision 0264).
  */
+/**
+ * Abort a flow's ACCEPTED connection (plain, or the server side of an N6 TLS stream): RST the TCP socket, then destroy
+ * the stream over it. On the server side this is safe (component tests, and the process e2e tests, run it on every
+ * publisher cut) and it is what tells the consumer an abort from a clean end: without it the consumer saw a plain
+ * EOF and forwarded a FIN to its client (decision 0264).
+ */
+const resetAccepted = (stream: Socket | null, raw: Socket | null): void => {
+  if (raw !== null && !raw.destroyed) raw.resetAndDestroy();
+  if (stream !== null && stream !== raw && !stream.destroyed) stream.destroy();
+};
+
 const resetBoth = (stream: Socket | null, raw: Socket | null): void => {
   if (stream !== null && stream !== raw) {
     if (!stream.destroyed) stream.destroy();
