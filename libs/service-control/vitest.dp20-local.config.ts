@@ -1,2 +1,0 @@
-import { projectTestConfig } from '../../vitest.shared.js';
-export default projectTestConfig(import.meta.dirname, { name: 'sc-dp20-local' });
