@@ -52,8 +52,13 @@ export interface DataPlaneConfig {
   readonly host: string;
   /** Where consumed services are served (VIP stand-in). */
   readonly consumerHost: string;
-  /** [D] identity (64 hex) → that node's data-plane address (address-based peer identity, decision 0262). */
+  /** identity (64 hex) → that node's data-plane address (where to dial; [D] UDP peer identity, decision 0262). */
   readonly peers: ReadonlyMap<string, string>;
+  /**
+   * `tls`: TCP between daemons is N6 — TLS 1.3 with this node's Ed25519 key, peers proven by theirs (decision 0264);
+   * `address`: the address-based stand-in of decision 0262 (no handshake).
+   */
+  readonly n6Mode: 'tls' | 'address';
 }
 
 /** Every flag the daemon takes (its environment variable is `NS_<NAME>`); `--help` prints this table. */
@@ -83,6 +88,11 @@ export const NS_FLAGS: ReadonlyArray<FlagSpec> = [
   { name: 'data-plane-host', help: "this node's data-plane address: published services bind here (needed by sockets)" },
   { name: 'data-plane-consumer-host', help: 'address consumed services are served on (default: --data-plane-host)' },
   { name: 'data-plane-peers', help: "other nodes' data-plane addresses: identity=address,... (identity 64 hex)" },
+  {
+    name: 'data-plane-n6',
+    help: 'tls = TCP between daemons over TLS 1.3 with the nodes’ Ed25519 keys; address = unauthenticated stand-in',
+    default: 'tls',
+  },
   { name: 'fault', help: 'tests only: crash-point injection' },
   { name: 'debug-simulated-flows', help: 'tests only: 1 enables POST /debug/simulated-flow', default: '0' },
   { name: 'debug-defer-proposals-ms', help: 'tests only: arbitrate snapshot proposals this many ms late' },
@@ -150,7 +160,10 @@ const dataPlaneConfig = (get: (name: string) => string | undefined): DataPlaneCo
   for (const [id, a] of peers)
     if (isIP(a) === 0)
       throw new ConfigurationError(`NS_DATA_PLANE_PEERS / --data-plane-peers: ${id}=${a} is not an IP address`);
-  return { host, consumerHost, peers };
+  const n6 = get('data-plane-n6');
+  if (n6 !== 'tls' && n6 !== 'address')
+    throw new ConfigurationError(`NS_DATA_PLANE_N6 / --data-plane-n6 must be tls or address, not "${n6}"`);
+  return { host, consumerHost, peers, n6Mode: n6 };
 };
 
 /** The DNS listener's settings, checked: it binds loopback only and a port is 0..65535 (0 = ephemeral). */

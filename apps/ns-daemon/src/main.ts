@@ -1,6 +1,7 @@
 // ns-daemon main: wiring only — layers for the SQLite store, the Daemon flow (signed HTTP/SSE client of NSD) and the
 // /healthz + /metrics listener. Shutdown = closing the layers' scope: listener, then the run loop (aborted and
 // awaited), then the SQLite handle (decision 0131). Never loads PostgreSQL or Kubernetes code.
+import { createPrivateKey } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -15,10 +16,16 @@ import {
   daemonStoreLayer,
 } from '@homelab/service-control/application';
 import { ProcUptimeBootClock } from '@homelab/service-control/clock';
-import { SocketDataPlane } from '@homelab/service-control/dataplane';
+import { SocketDataPlane, n6Credentials } from '@homelab/service-control/dataplane';
 import { PermitEngine } from '@homelab/service-control/permit';
 import { configurationOrExit, launchUntilSignal } from '@homelab/service-control/process';
-import { openSqliteDaemonStore, openSqliteEndpointStore } from '@homelab/service-control/sqlite';
+import {
+  type StateFileLock,
+  StateFileLockedError,
+  lockStateFile,
+  openSqliteDaemonStore,
+  openSqliteEndpointStore,
+} from '@homelab/service-control/sqlite';
 import {
   ReplayCache,
   type TransportSide,
@@ -40,6 +47,18 @@ const log = (event: string, fields: Record<string, unknown> = {}): void =>
   void process.stdout.write(`${JSON.stringify({ t: new Date().toISOString(), app: 'ns-daemon', event, ...fields })}\n`);
 
 const config = configurationOrExit('ns-daemon', () => loadConfig(process.env, process.argv.slice(2)));
+// one daemon per state file: the lock is held until this process ends, however it ends (decision 0265)
+let stateLock: StateFileLock | undefined;
+try {
+  stateLock = lockStateFile(config.stateFile);
+} catch (e) {
+  if (!(e instanceof StateFileLockedError)) throw e;
+  process.stderr.write(`ns-daemon: ${e.message}\n`);
+  process.exit(3);
+}
+// captured by a closure on purpose: a top-level variable nobody captures is collected once the module has run, and
+// the collected SQLite handle would close and drop the lock (seen: a second daemon started)
+process.once('exit', () => stateLock?.release());
 if (!existsSync(config.keyFile)) writeFileSync(config.keyFile, generateSigner().privateKeyPem, { mode: 0o600 });
 const signer = signerFromPem(readFileSync(config.keyFile, 'utf8'));
 // One replay cache for the whole runtime: kept across stream reconnects.
@@ -65,7 +84,16 @@ const clock = new ProcUptimeBootClock(); // the one boot clock of the permit eng
 // the one permit gate of this node; with `--data-plane=sockets` the socket forwarder checks it at every accept, read
 // and write, and the lease driver applies every teardown plan to its sockets (decision 0262)
 const engine = new PermitEngine(clock, { decide: () => 'not-enforced' });
-const dataPlane = config.dataPlane === null ? null : new SocketDataPlane(engine, config.dataPlane);
+// N6 (decision 0264): TCP between daemons is TLS 1.3 with a certificate made from this node's identity key
+const dataPlane =
+  config.dataPlane === null
+    ? null
+    : new SocketDataPlane(engine, {
+        ...config.dataPlane,
+        ...(config.dataPlane.n6Mode === 'tls'
+          ? { n6: n6Credentials(createPrivateKey(readFileSync(config.keyFile, 'utf8')), toHex(signer.machineId)) }
+          : {}),
+      });
 if (dataPlane !== null) metrics.watchDataPlane(dataPlane.forwarder);
 
 const DaemonLive = daemonLayer({

@@ -1,14 +1,16 @@
 // M6-62 with real traffic (issue 20, decision 0262): nsd (its own database on the machine's PostgreSQL) and two
 // ns-daemons with `--data-plane=sockets`, each on its own loopback address (publisher 127.0.0.10, consumer
-// 127.0.0.20). A real TCP echo server is the publisher's backend; a client connects to the consumer's local
+// 127.0.0.20), TCP between them over N6 (TLS 1.3, Ed25519 node keys; a third, unauthorised key is refused). A real TCP echo server is the publisher's backend; a client connects to the consumer's local
 // address:P and its bytes go client → consumer daemon → publisher daemon → echo server and back, every read and
 // write checked against the daemons' permits. Revoking the consumer cuts the live connection (RST at the client, the
 // backend connection closed) and refuses new ones; a permit that expires (nsd stopped, no refresh possible) cuts the
 // flow and refuses new connections with the engine's verdict `expired`; when nsd answers again traffic flows again.
-import { randomBytes } from 'node:crypto';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { type Server, type Socket, connect, createServer } from 'node:net';
 import { join } from 'node:path';
+import { connect as tlsConnect } from 'node:tls';
+import { n6Credentials } from '@homelab/service-control/dataplane';
 import { useDatabase } from '@homelab/testbed/vitest';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
@@ -110,6 +112,22 @@ const attempt = async (port: number): Promise<string> => {
   }
 };
 
+/** A third node NSD never authorised: its own Ed25519 key and N6 certificate, dialling the publisher's N6:P. */
+const intruder = (host: string, port: number) => {
+  const { privateKey } = generateKeyPairSync('ed25519');
+  const raw = privateKey.export({ format: 'jwk' }).x as string;
+  const creds = n6Credentials(privateKey, Buffer.from(raw, 'base64url').toString('hex'));
+  return new Promise<{ readonly protocol: string | null; readonly echoed: string }>((resolve) => {
+    let protocol: string | null = null;
+    let echoed = '';
+    const s = tlsConnect({ host, port, key: creds.key, cert: creds.cert, rejectUnauthorized: false });
+    s.on('secureConnect', () => ((protocol = s.getProtocol()), s.write('intruder-nonce')));
+    s.on('data', (d: Buffer) => (echoed += d.toString()));
+    s.on('error', () => undefined);
+    s.on('close', () => resolve({ protocol, echoed }));
+  });
+};
+
 const metricsOf = async (port: number) => (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
 const value = (m: string, series: string) =>
   Number(
@@ -151,15 +169,19 @@ describe('M6 data plane: real TCP through two ns-daemons, gated by the permits',
       () => healthz(a.port),
       (h) => leaseOf(h, 'publisher', id)?.active === true,
     );
-    // the publisher's endpoint is a real bound socket on its data-plane address:P
-    // an address that is not a known node (the test's own 127.0.0.1) is refused before any flow exists
+    // the publisher's endpoint is a real bound socket on its data-plane address:P, speaking N6 (TLS 1.3) only:
+    // cleartext TCP fails the handshake and is closed before any flow exists, the backend never dialled
     const direct = await new Promise<string>((r) => {
       const s = connect({ host: PUB_HOST, port: P });
-      s.on('error', (e: NodeJS.ErrnoException) => r(e.code ?? 'error'));
-      s.on('close', () => r('closed'));
+      s.on('error', () => undefined);
+      s.on('connect', () => s.write(`GET / HTTP/1.0\r\n\r\n`));
+      let got = '';
+      s.on('data', (d: Buffer) => (got += d.toString('latin1')));
+      s.on('close', () => r(got.includes('GET /') ? 'echoed' : 'closed'));
     });
-    expect(direct).toBe('ECONNRESET');
-    expect(value(await metricsOf(a.port), 'ns_dataplane_refused_total{reason="unknown-peer"}')).toBe(1);
+    expect(direct).toBe('closed');
+    expect(value(await metricsOf(a.port), 'ns_dataplane_refused_total{reason="n6-handshake"}')).toBe(1);
+    expect(backendConns).toHaveLength(0);
 
     // no authorization yet: the consumer serves nothing for the service
     expect(await attempt(P)).toBe('refused:ECONNREFUSED');
@@ -192,6 +214,15 @@ describe('M6 data plane: real TCP through two ns-daemons, gated by the permits',
     }
     const backendsBefore = backendConns.length;
     expect(backendsBefore).toBeGreaterThanOrEqual(1);
+
+    // a node NSD has not authorised (its own Ed25519 key, a valid N6 certificate) cannot open a flow: the publisher's
+    // permit has no source Grant for its key, so it is closed after the handshake, before any flow or backend dial
+    const refusedBefore = value(await metricsOf(a.port), 'ns_dataplane_refused_total{reason="no-source-grant"}');
+    expect(await intruder(PUB_HOST, P)).toEqual({ protocol: 'TLSv1.3', echoed: '' });
+    expect(value(await metricsOf(a.port), 'ns_dataplane_refused_total{reason="no-source-grant"}')).toBe(
+      refusedBefore + 1,
+    );
+    expect(backendConns.length).toBe(backendsBefore);
     const liveBackend = backendConns.at(-1) as { socket: Socket; closed: boolean };
     expect(liveBackend.closed).toBe(false);
     const [ma, mb] = await Promise.all([metricsOf(a.port), metricsOf(b.port)]);

@@ -88,8 +88,9 @@ describe('M6-61 restarted daemons restore no Active from disk', () => {
     // ── the consumer, SIGKILLed with an allowed flow
     await kill(b.p);
     const b2 = await daemonOf(con, 'consumer', nsd, true);
-    // observed at the new process's start: no open permit, no live flow in its engine (the old process's simulated
-    // flow died with it; a real data plane's sockets die with the process — not observable through this stand-in)
+    // observed at the new process's start: no open permit, no live flow in its engine. That the OLD flow did not
+    // survive is observed on real sockets in e2e-restart-dataplane.test.ts (client connection ended, the publisher's
+    // backend connection closed and its flow retired); the simulated flow here cannot show it
     expect(b2.p.lines.find(ev('startup'))).toMatchObject({ gates: 'closed', permits: 0, live_flows: 0 });
     await until(
       () => healthz(b2.port),

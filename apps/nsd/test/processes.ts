@@ -16,13 +16,15 @@ export interface Proc {
   waitFor: (pred: (l: Record<string, unknown>) => boolean, ms?: number) => Promise<Record<string, unknown>>;
 }
 
-export const start = (app: 'nsd' | 'ns-daemon', env: Record<string, string>): Proc => {
+/** `netns`: run it inside that network namespace (`ip netns exec` execs the command: the pid is the app's). */
+export const start = (app: 'nsd' | 'ns-daemon', env: Record<string, string>, netns?: string): Proc => {
   const cwd = join(root, 'apps', app);
-  const child = spawn(process.execPath, ['--conditions=@homelab/source', '--import', 'tsx', 'src/main.ts'], {
-    cwd,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const args = ['--conditions=@homelab/source', '--import', 'tsx', 'src/main.ts'];
+  const child = spawn(
+    netns === undefined ? process.execPath : 'ip',
+    netns === undefined ? args : ['netns', 'exec', netns, process.execPath, ...args],
+    { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   const lines: Record<string, unknown>[] = [];
   const waiters = new Set<() => void>();
   let buf = '';

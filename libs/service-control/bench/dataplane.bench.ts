@@ -1,16 +1,19 @@
 // The socket data plane against a plain relay in the same run (issue 20 "Performance"), IN ONE PROCESS ON LOOPBACK
-// (not yet between two network namespaces, and without the N6 transport): the SocketForwarder with the real
+// (not yet between two network namespaces): the SocketForwarder with the real
 // PermitEngine and the real /proc/uptime boot clock (a check at every read and write), versus a socat-style relay
 // written with node:net / node:dgram that copies the same bytes with no checks. Same backend, same client, same sizes.
 //   - TCP throughput of one flow: BENCH_TCP_MB through the relay to a discarding backend that acknowledges the end
 //   - UDP packets/s: BENCH_UDP_PACKETS echo round trips, BENCH_UDP_WINDOW in flight
 //   - added latency: p50 of BENCH_PINGS one-byte TCP ping-pongs
+//   - the same TCP throughput and latency through TWO data planes joined by N6 (consumer → TLS 1.3 with Ed25519
+//     certificates → publisher, decision 0264) against two plain relays chained the same way
 // Run: npm run bench:dataplane -w @homelab/service-control
+import { generateKeyPairSync } from 'node:crypto';
 import { createSocket } from 'node:dgram';
 import { type AddressInfo, type Socket, connect, createServer } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { ProcUptimeBootClock } from '../src/adapter/clock/index.js';
-import { SocketForwarder } from '../src/adapter/dataplane/index.js';
+import { SocketForwarder, n6Credentials } from '../src/adapter/dataplane/index.js';
 import { PermitEngine, type PermitKey } from '../src/permit/index.js';
 
 const HOST = '127.0.0.1';
@@ -88,14 +91,19 @@ const plainRelay = async (tcpTo: number, udpTo: number) => {
 };
 
 /** The data plane: a SocketForwarder endpoint whose permit's backend is `tcpTo` (UDP to `udpTo`). */
-const gatedRelay = async (tcpTo: number, udpTo: number) => {
+const gatedRelay = async (
+  tcpTo: number,
+  udpTo: number,
+  n6?: { readonly consumer: Uint8Array; readonly n6Server: ReturnType<typeof n6Credentials> },
+) => {
+  const source = n6?.consumer ?? consumer;
   const engine = new PermitEngine(new ProcUptimeBootClock(), { decide: () => 'not-enforced' });
   engine.setEndpointOwners('bench', [{ key, publisherIdentity: scope.identity }]);
   engine.applySnapshotGrants(scope, [
     {
       serviceRef: key.serviceRef,
       publisherIdentity: scope.identity,
-      consumerIdentity: consumer,
+      consumerIdentity: source,
       grantVersion: 1n,
       protocols: ['tcp', 'udp'],
     },
@@ -130,11 +138,69 @@ const gatedRelay = async (tcpTo: number, udpTo: number) => {
     endpoint: 'bench',
     host: HOST,
     port: 0,
-    protocols: ['tcp', 'udp'],
-    peerOf: () => consumer,
+    protocols: n6 === undefined ? ['tcp', 'udp'] : ['tcp'],
+    peerOf: (_a, _p, _proto, authenticated) => (n6 === undefined ? consumer : authenticated),
     upstream: (f) => (f.protocol === 'tcp' ? f.backend : { host: HOST, port: udpTo }),
+    ...(n6 === undefined ? {} : { n6Server: n6.n6Server }),
   });
   return { port: p, refresh, fw, close: () => fw.close() };
+};
+
+/** An Ed25519 node: its raw identity and N6 credentials. */
+const n6Node = () => {
+  const { privateKey } = generateKeyPairSync('ed25519');
+  const identity = new Uint8Array(Buffer.from(privateKey.export({ format: 'jwk' }).x as string, 'base64url'));
+  return { identity, creds: n6Credentials(privateKey, Buffer.from(identity).toString('hex')) };
+};
+
+/** Two data planes joined by N6: a consumer endpoint (plain for the client) dialling a publisher N6 endpoint. */
+const n6Pair = async (tcpTo: number) => {
+  const pubNode = n6Node();
+  const conNode = n6Node();
+  const pub = await gatedRelay(tcpTo, tcpTo, {
+    consumer: conNode.identity,
+    n6Server: pubNode.creds,
+  });
+  const cscope = { identity: conNode.identity, nsdId: scope.nsdId, networkId: scope.networkId };
+  const ckey: PermitKey = { scope: cscope, serviceRef: key.serviceRef, role: 'consumer' };
+  const engine = new PermitEngine(new ProcUptimeBootClock(), { decide: () => 'not-enforced' });
+  engine.setEndpointOwners('bench-vip', [{ key: ckey, publisherIdentity: pubNode.identity }]);
+  let seq = 0;
+  const refresh = () => {
+    pub.refresh();
+    const p = engine.beginRequest(ckey, {
+      kind: 'lease.acquire',
+      echo: {
+        requestId: b(16, 15),
+        authorityEpoch: 1n,
+        runtimeGeneration: 1n,
+        runtimeId: b(16, 16),
+        sessionSeq: 1n,
+        serviceRef: key.serviceRef,
+        listenerRevision: 1n,
+        intentDigest: b(32, 17),
+        seq: BigInt(++seq),
+        snapshotRevision: 3n,
+        snapshotDigest: b(32, 18),
+      },
+      backend: null,
+    });
+    if (p === 'clock-failed') throw new Error('clock failed');
+    const out = engine.applyReceipt(p, { echo: p.echo, grantId: b(16, 19), remainingMs: 30_000 });
+    if (out.outcome !== 'accepted') throw new Error(`consumer permit refused: ${JSON.stringify(out)}`);
+  };
+  refresh();
+  const fw = new SocketForwarder(engine);
+  const p = await fw.listen({
+    endpoint: 'bench-vip',
+    host: HOST,
+    port: 0,
+    protocols: ['tcp'],
+    peerOf: () => pubNode.identity,
+    upstream: () => ({ host: HOST, port: pub.port }),
+    n6Client: { credentials: conNode.creds, expect: () => pubNode.identity },
+  });
+  return { port: p, refresh, fw, close: async () => (await fw.close(), await pub.close()) };
 };
 
 const tcpThroughput = async (to: number): Promise<number> => {
@@ -234,16 +300,43 @@ const main = async () => {
   gatedEcho.refresh();
   const lg = await latencyP50(gatedEcho.port);
   const med = (xs: number[]) => [...xs].sort((a, x) => a - x)[Math.floor(xs.length / 2)] as number;
+
+  // two hops: two plain relays chained vs consumer → N6 (TLS) → publisher
+  const plainSink2 = await plainRelay((await plainRelay(be.sink, be.udp)).port, be.udp);
+  const plainEcho2 = await plainRelay((await plainRelay(be.echo, be.udp)).port, be.udp);
+  const n6Sink = await n6Pair(be.sink);
+  const n6Echo = await n6Pair(be.echo);
+  await tcpThroughput(plainSink2.port);
+  n6Sink.refresh();
+  await tcpThroughput(n6Sink.port);
+  const tp2: number[] = [];
+  const tn: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    tp2.push(await tcpThroughput(plainSink2.port));
+    n6Sink.refresh();
+    tn.push(await tcpThroughput(n6Sink.port));
+  }
+  const lp2 = await latencyP50(plainEcho2.port);
+  n6Echo.refresh();
+  const ln = await latencyP50(n6Echo.port);
   const rows = [
     ['TCP one flow (MiB/s, median of 3)', med(tp), med(tg), med(tg) / med(tp), '≥ 0.5'],
     ['UDP echo packets/s', up, ug, ug / up, '≥ 0.5'],
     ['TCP ping-pong p50 (ms)', lp, lg, lg / lp, '≤ 2'],
+    ['two hops, N6 (TLS) vs 2 plain relays: TCP MiB/s', med(tp2), med(tn), med(tn) / med(tp2), '≥ 0.5'],
+    ['two hops, N6 (TLS) vs 2 plain relays: ping-pong p50 (ms)', lp2, ln, ln / lp2, '≤ 2'],
   ] as const;
   console.log('measure | plain node:net relay | SocketForwarder (gated) | ratio | goal');
   for (const [name, p, g, r, goal] of rows)
     console.log(`${name} | ${p.toFixed(3)} | ${g.toFixed(3)} | ${r.toFixed(2)} | ${goal}`);
   console.log(`denied checks during the run: ${gatedSink.fw.counters.denied + gatedEcho.fw.counters.denied}`);
   for (const r of [plainSink, plainEcho]) r.close();
+  console.log(
+    `N6 flows opened: ${n6Sink.fw.counters.opened.get('tcp') ?? 0} + ${n6Echo.fw.counters.opened.get('tcp') ?? 0}`,
+  );
+  for (const r of [plainSink2, plainEcho2]) r.close();
+  await n6Sink.close();
+  await n6Echo.close();
   await gatedSink.close();
   await gatedEcho.close();
   be.close();

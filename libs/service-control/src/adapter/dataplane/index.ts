@@ -3,3 +3,4 @@
 export * from './socket-forwarder.js';
 export * from './socket-installer.js';
 export * from './socket-dataplane.js';
+export * from './n6-transport.js';

@@ -4,16 +4,18 @@
 //   (`host`:P, the N6:P stand-in); a flow's upstream is the permit's backend.
 // - Consumer: each consumed service is served on `consumerHost`:P (the VIP:P stand-in), and a flow's upstream is the
 //   publisher's data-plane address:P, dialled FROM this node's own data-plane address.
-// [D] Peer identity is address-based (a configured table identity → data-plane address): a connection to a publisher
-// endpoint from address X is the node whose address is X. That is a stand-in for the authenticated N6 transport
-// (Ed25519 handshake), which is not built: anyone who can use a peer's address can impersonate it. Named as such in
-// decision 0262.
+// Peer identity over N6 (`n6` set, decision 0263/0264): TCP between daemons is TLS 1.3 with each node's Ed25519
+// certificate; a publisher endpoint's flow peer is the key the handshake proved (the permit's source Grants decide
+// whether it may open a flow) and the consumer pins its permit's publisher key. UDP has no N6 transport yet (Node has
+// no DTLS): its peer identity stays address-based, as is everything without `n6` — [D] a connection from address X is
+// the node whose configured address is X (decision 0262), which anyone able to use that address can impersonate.
 import { isIPv4 } from 'node:net';
 import { type Bytes, fromHex, toHex } from '../../domain/bytes.js';
 import type { DaemonDataPlane } from '../../application/daemon-lease.js';
 import { deriveN6 } from '../../api/standins.js';
 import type { PermitEngine } from '../../permit/engine.js';
 import type { Backend, EndpointId, FlowProtocol, TeardownPlan } from '../../permit/types.js';
+import type { N6Credentials } from './n6-transport.js';
 import { SocketForwarder } from './socket-forwarder.js';
 import { SocketListenerInstaller } from './socket-installer.js';
 
@@ -22,8 +24,10 @@ export interface SocketDataPlaneConfig {
   readonly host: string;
   /** Where consumed services are served locally (the VIP stand-in); default `host`. */
   readonly consumerHost?: string;
-  /** [D] The other nodes' data-plane addresses: identity (64 hex) → address. */
+  /** The other nodes' data-plane addresses: identity (64 hex) → address (where to dial; [D] UDP's peer identity). */
   readonly peers: ReadonlyMap<string, string>;
+  /** This node's N6 credentials: TCP between daemons is TLS 1.3, peers proven by their Ed25519 keys. */
+  readonly n6?: N6Credentials;
 }
 
 /** `::ffff:10.0.0.1` → `10.0.0.1` (a dual-stack socket reports IPv4 peers mapped). */
@@ -66,8 +70,11 @@ export class SocketDataPlane implements DaemonDataPlane {
       forwarder: this.forwarder,
       hostOf: () => c.host,
       endpointOf: publisherEndpoint,
-      peerOf: (remote) => this.byAddress.get(plainAddress(remote)) ?? null,
+      // over N6 a TCP peer is the key its handshake proved, never its address
+      peerOf: (remote, _port, protocol, authenticated) =>
+        c.n6 !== undefined && protocol === 'tcp' ? authenticated : (this.byAddress.get(plainAddress(remote)) ?? null),
       upstream: (flow) => dialableBackend(flow.backend),
+      ...(c.n6 === undefined ? {} : { n6Server: c.n6 }),
     });
   }
 
@@ -95,6 +102,8 @@ export class SocketDataPlane implements DaemonDataPlane {
       // an unknown publisher address: the flow has nowhere to go and ends (no dial is guessed)
       upstream: () => (to === undefined ? null : { host: to, port }),
       dialFrom: this.c.host,
+      // over N6 the publisher must prove the key this consumer's permit names (TCP; UDP is not carried by N6 yet)
+      ...(this.c.n6 === undefined ? {} : { n6Client: { credentials: this.c.n6, expect: () => publisher } }),
     });
     this.consumed.set(service, { host, port });
   }

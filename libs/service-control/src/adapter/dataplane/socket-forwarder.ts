@@ -9,7 +9,8 @@
 import { type Socket as UdpSocket, createSocket } from 'node:dgram';
 import { type Server, type Socket, connect, createServer } from 'node:net';
 import { isIPv6 } from 'node:net';
-import type { Bytes } from '../../domain/bytes.js';
+import type { TLSSocket } from 'node:tls';
+import { type Bytes, bytesEqual } from '../../domain/bytes.js';
 import { applyTeardown, type PermitDataPlane } from '../../permit/dataplane.js';
 import type { Flow, PermitEngine } from '../../permit/engine.js';
 import type {
@@ -23,6 +24,7 @@ import type {
   TeardownStepName,
   Verdict,
 } from '../../permit/types.js';
+import { type N6Credentials, n6Accept, n6Dial, peerIdentity } from './n6-transport.js';
 
 /** One service endpoint to serve. */
 export interface EndpointSpec {
@@ -32,10 +34,25 @@ export interface EndpointSpec {
   readonly port: number;
   readonly protocols: readonly FlowProtocol[];
   /**
-   * The authenticated peer identity of a remote address (from the N6 transport's handshake); null → not a node we
-   * know: the connection is refused before any flow exists.
+   * The peer identity of a connection; null → not a node we know: the connection is refused before any flow exists.
+   * `authenticated` is the node identity proven by the N6 handshake (TCP on an `n6Server` endpoint), else null.
    */
-  readonly peerOf: (remoteAddress: string, remotePort: number, protocol: FlowProtocol) => Bytes | null;
+  readonly peerOf: (
+    remoteAddress: string,
+    remotePort: number,
+    protocol: FlowProtocol,
+    authenticated: Bytes | null,
+  ) => Bytes | null;
+  /**
+   * N6 server side (a publisher endpoint, decision 0263): every TCP connection is TLS 1.3 with this node's
+   * credentials, the client must present an Ed25519 certificate, and its key is the `authenticated` identity.
+   */
+  readonly n6Server?: N6Credentials;
+  /**
+   * N6 client side (a consumer endpoint): the upstream is dialled with TLS 1.3, and the server's certificate key must
+   * be `expect(flow)` (the permit's publisher identity); any other key closes the flow before a byte is sent.
+   */
+  readonly n6Client?: { readonly credentials: N6Credentials; readonly expect: (flow: Flow) => Bytes | null };
   /** Where the flow's bytes go: a publisher flow's own backend (`flow.backend`), a consumer flow's next hop. */
   readonly upstream: (flow: Flow) => Backend | null;
   /**
@@ -61,9 +78,13 @@ export interface ForwarderCounters {
 interface FlowSockets {
   readonly flow: Flow;
   readonly protocol: FlowProtocol;
-  /** TCP: the accepted client socket. UDP: null (the endpoint's socket is shared). */
+  /** TCP: the accepted client stream (a TLS stream on an N6 endpoint). UDP: null (the endpoint's socket is shared). */
   readonly client: Socket | null;
+  /** The TCP socket under `client` when `client` is a TLS stream (reset on a cut), else the same as `client`. */
+  readonly clientRaw: Socket | null;
   upstream: Socket | UdpSocket | null;
+  /** The TCP socket under a TLS upstream, else the same as `upstream`. */
+  upstreamRaw: Socket | null;
   upstreamReady: boolean;
   /** Data read from the client before the upstream was connected, each stamped with its flow generation. */
   queue: { readonly stamp: GenerationStamp; readonly data: Buffer }[];
@@ -94,6 +115,8 @@ export class SocketForwarder implements PermitDataPlane {
   readonly teardownLog: { readonly step: TeardownStepName; readonly flowIds: readonly number[] }[] = [];
   private readonly flows = new Map<number, FlowSockets>();
   private readonly listeners = new Map<string, Listening>();
+  /** Sockets a flow is waiting on for `drain` (backpressure). */
+  private readonly draining = new WeakSet<Socket>();
 
   constructor(readonly engine: PermitEngine) {}
 
@@ -111,7 +134,7 @@ export class SocketForwarder implements PermitDataPlane {
     const udpFlows = new Map<string, FlowSockets>();
     try {
       if (spec.protocols.includes('tcp')) {
-        const server = createServer({ pauseOnConnect: true, allowHalfOpen: true }, (s) => this.acceptTcp(spec, s));
+        const server = createServer({ pauseOnConnect: true, allowHalfOpen: true }, (s) => this.accept(spec, s));
         tcp = server;
         await new Promise<void>((ok, fail) => {
           server.once('error', fail);
@@ -223,7 +246,7 @@ export class SocketForwarder implements PermitDataPlane {
     this.counters.refusedBy.set(verdict, (this.counters.refusedBy.get(verdict) ?? 0) + 1);
   }
 
-  private newFlow(flow: Flow, client: Socket | null, udpKey: string | null): FlowSockets {
+  private newFlow(flow: Flow, client: Socket | null, clientRaw: Socket | null, udpKey: string | null): FlowSockets {
     this.counters.opened.set(flow.protocol, (this.counters.opened.get(flow.protocol) ?? 0) + 1);
     let settle!: (o: RetirementOutcome) => void;
     const retired = new Promise<RetirementOutcome>((r) => (settle = r));
@@ -231,7 +254,9 @@ export class SocketForwarder implements PermitDataPlane {
       flow,
       protocol: flow.protocol,
       client,
+      clientRaw,
       upstream: null,
+      upstreamRaw: null,
       upstreamReady: false,
       queue: [],
       gated: false,
@@ -264,22 +289,44 @@ export class SocketForwarder implements PermitDataPlane {
     this.deleteAssociations(ids);
   }
 
-  private acceptTcp(spec: EndpointSpec, client: Socket): void {
+  /** An accepted TCP connection: plain, or (an N6 endpoint) after its TLS handshake, with the proven identity. */
+  private accept(spec: EndpointSpec, raw: Socket): void {
+    raw.on('error', () => undefined);
+    if (spec.n6Server === undefined) return this.acceptTcp(spec, raw, raw, null);
+    raw.resume();
+    n6Accept(
+      raw,
+      spec.n6Server,
+      (stream, peer) => {
+        if (peer === null) {
+          // no Ed25519 certificate: not a node; refused before any flow exists
+          this.refuse('unknown-peer');
+          stream.destroy();
+          return;
+        }
+        stream.pause();
+        this.acceptTcp(spec, stream, raw, peer);
+      },
+      () => this.refuse('n6-handshake'),
+    );
+  }
+
+  private acceptTcp(spec: EndpointSpec, client: Socket, raw: Socket, authenticated: Bytes | null): void {
     client.on('error', () => undefined);
-    const remoteAddress = client.remoteAddress ?? '';
-    const remotePort = client.remotePort ?? 0;
-    const peer = spec.peerOf(remoteAddress, remotePort, 'tcp');
+    const remoteAddress = raw.remoteAddress ?? '';
+    const remotePort = raw.remotePort ?? 0;
+    const peer = spec.peerOf(remoteAddress, remotePort, 'tcp', authenticated);
     if (peer === null) {
       this.refuse('unknown-peer');
-      client.resetAndDestroy();
+      resetBoth(client, raw);
       return;
     }
     const out = this.engine.openFlow({
       endpoint: spec.endpoint,
       tuple: {
         protocol: 'tcp',
-        localAddress: client.localAddress ?? spec.host,
-        localPort: client.localPort ?? spec.port,
+        localAddress: raw.localAddress ?? spec.host,
+        localPort: raw.localPort ?? spec.port,
         remoteAddress,
         remotePort,
       },
@@ -287,10 +334,10 @@ export class SocketForwarder implements PermitDataPlane {
     });
     if (out.verdict !== 'allow') {
       this.refuse(out.verdict);
-      client.resetAndDestroy();
+      resetBoth(client, raw);
       return;
     }
-    const f = this.newFlow((out as { readonly flow: Flow }).flow, client, null);
+    const f = this.newFlow((out as { readonly flow: Flow }).flow, client, raw, null);
     client.on('close', () => this.socketClosed(f));
     if (!this.pass(f, 'dial-start')) return;
     const to = spec.upstream(f.flow);
@@ -298,17 +345,31 @@ export class SocketForwarder implements PermitDataPlane {
       this.endOnOwn(f);
       return;
     }
-    const up = connect({
+    const upRaw = connect({
       host: to.host,
       port: to.port,
       allowHalfOpen: true,
       ...(spec.dialFrom === undefined ? {} : { localAddress: spec.dialFrom }),
     });
+    upRaw.on('error', () => undefined);
+    const n6 = spec.n6Client;
+    const up: Socket = n6 === undefined ? upRaw : n6Dial(upRaw, n6.credentials);
     f.upstream = up;
+    f.upstreamRaw = upRaw;
     f.open++;
     up.on('error', () => undefined);
     up.on('close', () => this.socketClosed(f));
-    up.on('connect', () => {
+    up.on(n6 === undefined ? 'connect' : 'secureConnect', () => {
+      if (n6 !== undefined) {
+        // the publisher must prove the identity the permit names; anything else is cut before a byte is sent
+        const expected = n6.expect(f.flow);
+        const got = peerIdentity(up as TLSSocket);
+        if (expected === null || got === null || !bytesEqual(expected, got)) {
+          this.refuse('wrong-publisher-key');
+          this.endOnOwn(f);
+          return;
+        }
+      }
       if (!this.pass(f, 'dial-complete')) return;
       f.upstreamReady = true;
       for (const item of f.queue.splice(0)) {
@@ -337,11 +398,14 @@ export class SocketForwarder implements PermitDataPlane {
   private writeTcp(f: FlowSockets, to: Socket, chunk: Buffer): boolean {
     if (!this.pass(f, 'tcp-write-poll')) return false;
     this.counters.forwardedBytes += chunk.length;
-    if (!to.write(chunk)) {
-      // backpressure: stop reading the other side until drained; the wake-up is checked too
+    if (!to.write(chunk) && !this.draining.has(to)) {
+      // backpressure: stop reading the other side until drained (one wake-up per stall, however many chunks still
+      // arrive meanwhile — a TLS stream delivers what it already decrypted after `pause`); the wake-up is checked too
       const from = to === f.client ? f.upstream : f.client;
       (from as Socket | null)?.pause();
+      this.draining.add(to);
       to.once('drain', () => {
+        this.draining.delete(to);
         if (this.pass(f, 'wake')) (from as Socket | null)?.resume();
       });
     }
@@ -359,7 +423,7 @@ export class SocketForwarder implements PermitDataPlane {
     const key = `${address}|${port}`;
     let f = udpFlows.get(key);
     if (f === undefined) {
-      const peer = spec.peerOf(address, port, 'udp');
+      const peer = spec.peerOf(address, port, 'udp', null);
       if (peer === null) return this.refuse('unknown-peer');
       const out = this.engine.openFlow({
         endpoint: spec.endpoint,
@@ -373,7 +437,7 @@ export class SocketForwarder implements PermitDataPlane {
         peerIdentity: peer,
       });
       if (out.verdict !== 'allow') return this.refuse(out.verdict);
-      const nf = this.newFlow((out as { readonly flow: Flow }).flow, null, key);
+      const nf = this.newFlow((out as { readonly flow: Flow }).flow, null, null, key);
       f = nf;
       udpFlows.set(key, nf);
       if (!this.pass(nf, 'dial-start')) return;
@@ -481,9 +545,8 @@ export class SocketForwarder implements PermitDataPlane {
       const f = this.flows.get(id);
       if (f === undefined || f.protocol !== 'tcp') continue;
       // RST on both sides: the client's next write fails, the backend connection is closed
-      if (f.client !== null && !f.client.destroyed) f.client.resetAndDestroy();
-      const up = f.upstream as Socket | null;
-      if (up !== null && !up.destroyed) up.resetAndDestroy();
+      resetAccepted(f.client, f.clientRaw);
+      resetBoth(f.upstream as Socket | null, f.upstreamRaw);
     }
     this.teardownLog.push({ step: 'abort-tcp', flowIds });
   }
@@ -504,3 +567,26 @@ export class SocketForwarder implements PermitDataPlane {
 }
 
 const listenKey = (host: string, port: number): string => `${host}|${port}`;
+
+/**
+ * Abort a DIALLED connection (a flow's upstream) or refuse an accepted one before any flow: a plain socket is reset
+ * (RST). A client-side TLS stream (the consumer's N6 leg) is destroyed — its queued writes dropped, the connection
+ * closed at once — but not reset: Node refuses `resetAndDestroy` on a TLS handle, and resetting the TCP socket under
+ * a `tls.connect({ socket })` stream crashed Node 20.20.2 with a segfault (decision 0264).
+ */
+/**
+ * Abort a flow's ACCEPTED connection (plain, or the server side of an N6 TLS stream): RST the TCP socket, then destroy
+ * the stream over it. On the server side this is safe (component tests, and the process e2e tests, run it on every
+ * publisher cut) and it is what tells the consumer an abort from a clean end: without it the consumer saw a plain
+ * EOF and forwarded a FIN to its client (decision 0264).
+ */
+const resetAccepted = (stream: Socket | null, raw: Socket | null): void => {
+  if (raw !== null && !raw.destroyed) raw.resetAndDestroy();
+  if (stream !== null && stream !== raw && !stream.destroyed) stream.destroy();
+};
+
+const resetBoth = (stream: Socket | null, raw: Socket | null): void => {
+  if (stream !== null && stream !== raw) {
+    if (!stream.destroyed) stream.destroy();
+  } else if (raw !== null && !raw.destroyed) raw.resetAndDestroy();
+};

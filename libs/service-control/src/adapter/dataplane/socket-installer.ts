@@ -8,7 +8,8 @@ import type { ServiceRef } from '../../domain/ids.js';
 import type { ListenerInstaller } from '../../application/port-arbiter.js';
 import type { Backend, EndpointId, FlowProtocol } from '../../permit/types.js';
 import type { Flow } from '../../permit/engine.js';
-import type { SocketForwarder } from './socket-forwarder.js';
+import type { EndpointSpec, SocketForwarder } from './socket-forwarder.js';
+import type { N6Credentials } from './n6-transport.js';
 
 export interface SocketInstallerConfig {
   readonly forwarder: SocketForwarder;
@@ -16,7 +17,9 @@ export interface SocketInstallerConfig {
   readonly hostOf: (publisher: Bytes) => string;
   /** The engine's endpoint name for (publisher, P) — the same the lease driver gives the engine its owner under. */
   readonly endpointOf: (publisher: Bytes, port: bigint) => EndpointId;
-  readonly peerOf: (remoteAddress: string, remotePort: number, protocol: FlowProtocol) => Bytes | null;
+  readonly peerOf: EndpointSpec['peerOf'];
+  /** N6 (decision 0263): the endpoint's TCP connections are TLS 1.3 with these credentials, peers proven by key. */
+  readonly n6Server?: N6Credentials;
   /** Defaults to the flow's own backend (a publisher flow). */
   readonly upstream?: (flow: Flow) => Backend | null;
   readonly protocols?: readonly FlowProtocol[];
@@ -38,6 +41,7 @@ export class SocketListenerInstaller implements ListenerInstaller {
       protocols: this.c.protocols ?? ['tcp', 'udp'],
       peerOf: this.c.peerOf,
       upstream: this.c.upstream ?? ((f) => f.backend),
+      ...(this.c.n6Server === undefined ? {} : { n6Server: this.c.n6Server }),
     });
     this.owners.set(key, owner);
   };

@@ -1,0 +1,94 @@
+// The N6 transport between ns daemons (decision 0263, built in issue 20): TLS 1.3, mutual, each side presenting the
+// self-signed certificate of its node's Ed25519 identity key (n6-certificate.ts). Trust is by the key, never a CA:
+// the TLS handshake proves the peer holds the private key of the certificate's public key (CertificateVerify), and
+// the raw 32-byte Ed25519 key of that certificate IS the peer's node identity. Who may open a flow is then the
+// permit's decision (a publisher's source Grant for that identity; a consumer pins the publisher's identity): a node
+// NSD has not authorised opens no flow.
+import { type KeyObject, type X509Certificate, randomBytes } from 'node:crypto';
+import type { Socket } from 'node:net';
+import { TLSSocket, connect as tlsConnect } from 'node:tls';
+import type { Bytes } from '../../domain/bytes.js';
+import { n6Certificate } from './n6-certificate.js';
+
+/** This node's N6 credentials: its Ed25519 key (PEM) and the self-signed certificate of it (PEM). */
+export interface N6Credentials {
+  readonly key: string;
+  readonly cert: string;
+}
+
+/** How long a peer may take to finish the handshake before its connection is dropped (no flow exists meanwhile). */
+export const N6_HANDSHAKE_MS = 10_000;
+
+/** 16 random bytes whose first byte is 1..0x7f: a positive, minimally encoded DER INTEGER. */
+const positiveSerial = (): Buffer => {
+  const s = randomBytes(16);
+  s[0] = ((s[0] as number) & 0x7f) | 0x01;
+  return s;
+};
+
+/** Credentials from the node's Ed25519 private key; the certificate's CN is the identity in hex. */
+export const n6Credentials = (privateKey: KeyObject, identityHex: string, now = new Date()): N6Credentials => ({
+  key: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+  cert: n6Certificate({
+    privateKey,
+    identity: identityHex,
+    notBefore: new Date(now.getTime() - 3_600_000),
+    notAfter: new Date(now.getTime() + 30 * 86_400_000),
+    serial: positiveSerial(),
+  }),
+});
+
+/** The raw Ed25519 key of a certificate (the node identity), or null when it is not an Ed25519 certificate. */
+export const identityOfCertificate = (cert: X509Certificate | undefined): Bytes | null => {
+  if (cert === undefined || cert.publicKey.asymmetricKeyType !== 'ed25519') return null;
+  const x = cert.publicKey.export({ format: 'jwk' }).x;
+  return x === undefined ? null : new Uint8Array(Buffer.from(x, 'base64url'));
+};
+
+const tlsOptions = (c: N6Credentials) =>
+  ({ key: c.key, cert: c.cert, minVersion: 'TLSv1.3', maxVersion: 'TLSv1.3', rejectUnauthorized: false }) as const;
+
+/**
+ * Server side of one accepted TCP connection: the handshake runs on it; `secured` gets the TLS stream and the
+ * peer's identity from its certificate (null: no or no Ed25519 certificate). A handshake that fails or takes longer
+ * than N6_HANDSHAKE_MS destroys the connection and calls `failed` (nothing was opened).
+ */
+export const n6Accept = (
+  raw: Socket,
+  credentials: N6Credentials,
+  secured: (stream: TLSSocket, peer: Bytes | null) => void,
+  failed: () => void,
+): void => {
+  const stream = new TLSSocket(raw, { ...tlsOptions(credentials), isServer: true, requestCert: true });
+  let done = false;
+  const fail = (): void => {
+    if (done) return;
+    done = true;
+    clearTimeout(timer);
+    stream.destroy(); // never `raw.resetAndDestroy()` under a TLS stream (see socket-forwarder.ts resetBoth)
+    failed();
+  };
+  const timer = setTimeout(fail, N6_HANDSHAKE_MS);
+  stream.on('error', fail);
+  stream.once('close', fail);
+  stream.once('end', fail); // the listener allows half-open sockets: an EOF mid-handshake does not close by itself
+  stream.once('secure', () => {
+    if (done) return;
+    done = true;
+    clearTimeout(timer);
+    stream.off('error', fail);
+    stream.off('close', fail);
+    stream.off('end', fail);
+    stream.on('error', () => undefined);
+    secured(stream, identityOfCertificate(stream.getPeerX509Certificate()));
+  });
+};
+
+/**
+ * Client side: TLS over an (already connecting) TCP socket. `ready` is the stream's `secureConnect`; the caller
+ * compares `peerIdentity(stream)` with the identity it expects before sending anything.
+ */
+export const n6Dial = (raw: Socket, credentials: N6Credentials): TLSSocket =>
+  tlsConnect({ ...tlsOptions(credentials), socket: raw });
+
+export const peerIdentity = (stream: TLSSocket): Bytes | null => identityOfCertificate(stream.getPeerX509Certificate());

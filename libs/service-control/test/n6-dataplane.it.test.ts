@@ -1,0 +1,214 @@
+// The N6 transport in the socket data plane (decision 0263, issue 20), in-process on loopback with real Ed25519 node
+// keys: the publisher's endpoint accepts TLS 1.3 only, the consumer's key (proven by the handshake) is the flow's peer
+// identity and the permit's source Grant for it is what lets a flow open; the consumer dials the publisher over TLS and
+// pins the publisher's key from its permit. Component tests (loopback, two engines, a fake boot clock).
+import { type KeyObject, generateKeyPairSync } from 'node:crypto';
+import { type Server, type Socket, connect, createServer } from 'node:net';
+import tls from 'node:tls';
+import { afterEach, describe, expect, it } from 'vitest';
+import { type N6Credentials, n6Credentials } from '../src/adapter/dataplane/n6-transport.js';
+import { SocketForwarder } from '../src/adapter/dataplane/socket-forwarder.js';
+import { toHex } from '../src/domain/bytes.js';
+import type { Bytes } from '../src/domain/bytes.js';
+import { consKey, grant, owner, pubKey, rig, setSources } from './permit-fixtures.js';
+
+const HOST = '127.0.0.1';
+const N = 9;
+
+interface Node {
+  readonly identity: Bytes;
+  readonly creds: N6Credentials;
+}
+const node = (): Node => {
+  const { privateKey } = generateKeyPairSync('ed25519');
+  const identity = rawKey(privateKey);
+  return { identity, creds: n6Credentials(privateKey, toHex(identity)) };
+};
+const rawKey = (k: KeyObject): Bytes => {
+  const x = k.export({ format: 'jwk' }).x as string;
+  return new Uint8Array(Buffer.from(x, 'base64url'));
+};
+
+const eventually = async (cond: () => boolean, what: string): Promise<void> => {
+  for (let i = 0; i < 500; i++) {
+    if (cond()) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error(`never: ${what}`);
+};
+
+const cleanup: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanup.splice(0)) await c();
+});
+
+/** A TCP echo backend that records what it received and each connection it accepted. */
+const echoBackend = async () => {
+  const received: string[] = [];
+  const conns: Socket[] = [];
+  const server: Server = createServer((s) => {
+    conns.push(s);
+    s.on('error', () => undefined);
+    s.on('data', (d) => (received.push(d.toString()), s.write(d)));
+  });
+  await new Promise<void>((ok) => server.listen(0, HOST, ok));
+  cleanup.push(async () => {
+    for (const c of conns) c.destroy();
+    await new Promise<void>((ok) => server.close(() => ok()));
+  });
+  return { port: (server.address() as { port: number }).port, received, conns };
+};
+
+/** The publisher node: an N6 endpoint whose permit's backend is the echo server and whose sources are `granted`. */
+const publisher = async (me: Node, granted: readonly Node[]) => {
+  const be = await echoBackend();
+  const r = rig();
+  const key = pubKey(N);
+  r.engine.setEndpointOwners('n6-pub', [owner(key)]);
+  setSources(
+    r,
+    N,
+    granted.map((g) => g.identity),
+  );
+  expect(grant(r, key, 30_000, { backend: { host: HOST, port: be.port } }).outcome).toBe('accepted');
+  const fw = new SocketForwarder(r.engine);
+  const port = await fw.listen({
+    endpoint: 'n6-pub',
+    host: HOST,
+    port: 0,
+    protocols: ['tcp'],
+    n6Server: me.creds,
+    // the flow's peer is exactly the key the handshake proved; the permit decides whether it may open a flow
+    peerOf: (_a, _p, _proto, authenticated) => authenticated,
+    upstream: (f) => f.backend,
+  });
+  cleanup.push(() => fw.close());
+  return { fw, port, be, r, key };
+};
+
+/** A TLS client presenting `who`'s certificate (or none) straight to the publisher's N6:P. */
+const n6Client = (port: number, who: Node | null) =>
+  new Promise<{ readonly echoed: string; readonly protocol: string | null }>((resolve) => {
+    let echoed = '';
+    let protocol: string | null = null;
+    const c = tls.connect({
+      host: HOST,
+      port,
+      rejectUnauthorized: false,
+      ...(who === null ? {} : { key: who.creds.key, cert: who.creds.cert }),
+    });
+    c.on('secureConnect', () => ((protocol = c.getProtocol()), c.write('n6-nonce')));
+    c.on('data', (d: Buffer) => {
+      echoed += d.toString();
+      if (echoed === 'n6-nonce') c.end();
+    });
+    c.on('error', () => undefined);
+    c.on('close', () => resolve({ echoed, protocol }));
+  });
+
+describe('N6: TLS 1.3 between data planes with pinned Ed25519 node keys (component test, loopback)', () => {
+  it('M6-62 a consumer node holding a source Grant opens a flow over TLS 1.3; its proven key is the flow peer', async () => {
+    const pubNode = node();
+    const conNode = node();
+    const { fw, port, be, r } = await publisher(pubNode, [conNode]);
+    expect(await n6Client(port, conNode)).toEqual({ echoed: 'n6-nonce', protocol: 'TLSv1.3' });
+    expect(be.received).toEqual(['n6-nonce']);
+    expect(fw.counters.opened.get('tcp')).toBe(1);
+    // the engine saw the consumer's key as the flow's peer (flow 1 retires once its sockets close)
+    await eventually(() => fw.liveFlowIds().length === 0, 'flow retired after the client closed');
+    expect(r.engine.liveFlowCount()).toBe(0);
+  });
+
+  it('L01 a node NSD has not authorised opens no flow: another Ed25519 key (no source Grant), no certificate, and plain TCP are all closed before any flow; the backend is never dialled', async () => {
+    const pubNode = node();
+    const conNode = node();
+    const intruder = node();
+    const { fw, port, be } = await publisher(pubNode, [conNode]);
+    expect(await n6Client(port, intruder)).toEqual({ echoed: '', protocol: 'TLSv1.3' });
+    expect(fw.counters.refusedBy.get('no-source-grant')).toBe(1);
+    expect((await n6Client(port, null)).echoed).toBe('');
+    expect(fw.counters.refusedBy.get('unknown-peer')).toBe(1);
+    // a plain TCP client speaking cleartext: the handshake fails, nothing is opened
+    const plain = connect({ host: HOST, port });
+    plain.on('error', () => undefined);
+    plain.write('cleartext-nonce');
+    await new Promise<void>((ok) => plain.on('close', () => ok()));
+    await eventually(() => fw.counters.refusedBy.get('n6-handshake') === 1, 'handshake refusal counted');
+    expect(fw.counters.opened.get('tcp')).toBeUndefined();
+    expect(be.conns).toHaveLength(0);
+    expect(be.received).toEqual([]);
+  });
+
+  it('M6-62 L03 consumer → N6 (TLS) → publisher → backend; the consumer pins the publisher key of its permit; revocation at the publisher resets the TLS stream and the client', async () => {
+    const pubNode = node();
+    const conNode = node();
+    const pub = await publisher(pubNode, [conNode]);
+    // the consumer node: its own engine, a consumer permit for the service published by pubNode
+    const cr = rig();
+    const ck = consKey(N, conNode.identity);
+    cr.engine.setEndpointOwners('n6-vip', [{ key: ck, publisherIdentity: pubNode.identity }]);
+    expect(grant(cr, ck).outcome).toBe('accepted');
+    const cfw = new SocketForwarder(cr.engine);
+    const vipPort = await cfw.listen({
+      endpoint: 'n6-vip',
+      host: HOST,
+      port: 0,
+      protocols: ['tcp'],
+      peerOf: () => pubNode.identity,
+      upstream: () => ({ host: HOST, port: pub.port }),
+      n6Client: { credentials: conNode.creds, expect: () => pubNode.identity },
+    });
+    cleanup.push(() => cfw.close());
+
+    const got: string[] = [];
+    let error: string | null = null;
+    let closed = false;
+    const c = connect({ host: HOST, port: vipPort });
+    c.on('data', (d) => got.push(d.toString()));
+    c.on('error', (e: NodeJS.ErrnoException) => (error = e.code ?? e.message));
+    c.on('close', () => (closed = true));
+    c.write('through-n6');
+    await eventually(() => got.join('') === 'through-n6', 'echo through both daemons');
+    expect(pub.be.received).toEqual(['through-n6']);
+
+    pub.fw.apply(pub.r.engine.revoke(pub.key));
+    // the publisher resets the N6 connection; the consumer's flow ends and its client is cut
+    await eventually(() => closed, 'client closed after the publisher revoked');
+    await eventually(() => cfw.liveFlowIds().length === 0 && pub.fw.liveFlowIds().length === 0, 'both flows retired');
+    // the publisher's cut reaches the consumer's client as an abort (RST on the N6 leg → the consumer cuts and resets
+    // its client), never as a clean end the client could take for a complete answer
+    expect(error).toBe('ECONNRESET');
+  });
+
+  it('L01 a consumer dialling a listener that proves another key (not the permit’s publisher) sends nothing and cuts the flow', async () => {
+    const pubNode = node();
+    const conNode = node();
+    const impostor = node();
+    // the impostor serves the port and would accept the consumer (it grants it), but its key is not the publisher's
+    const fake = await publisher(impostor, [conNode]);
+    const cr = rig();
+    const ck = consKey(N, conNode.identity);
+    cr.engine.setEndpointOwners('n6-vip', [{ key: ck, publisherIdentity: pubNode.identity }]);
+    expect(grant(cr, ck).outcome).toBe('accepted');
+    const cfw = new SocketForwarder(cr.engine);
+    const vipPort = await cfw.listen({
+      endpoint: 'n6-vip',
+      host: HOST,
+      port: 0,
+      protocols: ['tcp'],
+      peerOf: () => pubNode.identity,
+      upstream: () => ({ host: HOST, port: fake.port }),
+      n6Client: { credentials: conNode.creds, expect: () => pubNode.identity },
+    });
+    cleanup.push(() => cfw.close());
+    let closed = false;
+    const c = connect({ host: HOST, port: vipPort });
+    c.on('error', () => undefined);
+    c.on('close', () => (closed = true));
+    c.write('must-not-arrive');
+    await eventually(() => closed, 'client cut');
+    expect(cfw.counters.refusedBy.get('wrong-publisher-key')).toBe(1);
+    expect(fake.be.received).toEqual([]);
+    await eventually(() => cfw.liveFlowIds().length === 0, 'consumer flow retired');
+  });
+});
