@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# Daily use: lint, typecheck and test only the projects affected since origin/main (or the base given), against one
-# shared test bed like `npm test` (or none: HOMELAB_TEST_SCOPE=unit npm run affected). A base that does not exist is
-# an error: silently testing everything (or nothing) would look like a pass of the change.
+# Daily use: lint, typecheck, test and build only the projects affected since origin/main (or the base given) up to
+# HEAD (or the head given: `npm run affected -- <base> <head>`, as the hosted CI does, decision 0285), against one
+# shared test bed like `npm test` (or none: HOMELAB_TEST_SCOPE=unit npm run affected). A base or head that does not
+# exist is an error: silently testing everything (or nothing) would look like a pass of the change.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export NX_DAEMON="${NX_DAEMON:-false}" NX_NO_CLOUD=true NX_TUI=false
 base="${1:-origin/main}"
+head="${2:-HEAD}"
 if ! git rev-parse --verify -q "$base^{commit}" >/dev/null; then
   echo "affected: the base '$base' is not a commit here (git fetch origin, or name one: npm run affected -- <commit>)" >&2
+  exit 2
+fi
+if ! git rev-parse --verify -q "$head^{commit}" >/dev/null; then
+  echo "affected: the head '$head' is not a commit here" >&2
   exit 2
 fi
 # HOMELAB_TEST_SCOPE=unit (decision 0282): only the test files that need no real service, and no test bed — so a
@@ -25,4 +31,4 @@ case "${HOMELAB_TEST_SCOPE:-all}" in
     ;;
   *) echo "affected: HOMELAB_TEST_SCOPE=$HOMELAB_TEST_SCOPE: expected all, unit or services" >&2; exit 2 ;;
 esac
-npx nx affected -t lint typecheck "$test_target" --base="$base" --outputStyle=stream
+npx nx affected -t lint typecheck "$test_target" build --base="$base" --head="$head" --outputStyle=stream

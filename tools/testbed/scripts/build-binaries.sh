@@ -14,8 +14,9 @@ BAO_VERSION="${BAO_VERSION:-v0.0.0-20250828202315-f9407a27fbee}"
 BAO_RELEASE="${BAO_RELEASE:-v2.4.0}"
 CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.4.2}"
 KUSTOMIZE_VERSION="${KUSTOMIZE_VERSION:-v5.8.2}"
+ACTIONLINT_VERSION="${ACTIONLINT_VERSION:-v1.7.12}"
 CACHE_ROOT="${TESTBED_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/homelab-testbed}"
-ONLY="${1:-all}"   # all | etcd | kube-apiserver | kube-controller-manager | bao | kustomize | node | kubelet | kube-scheduler | containerd | node-packages
+ONLY="${1:-all}"   # all | etcd | kube-apiserver | kube-controller-manager | bao | kustomize | actionlint | node | kubelet | kube-scheduler | containerd | node-packages
 
 export CGO_ENABLED=0 GOTOOLCHAIN="${GOTOOLCHAIN:-local}" GOFLAGS=-mod=mod
 
@@ -112,6 +113,18 @@ build_kustomize() {
   mv "$out.tmp" "$out"
 }
 
+# actionlint (checks .github/workflows in `npm test`, decision 0285): a small pure-Go CLI module, no wrapper needed.
+build_actionlint() {
+  local out="$CACHE_ROOT/actionlint-$ACTIONLINT_VERSION/actionlint"
+  [ -x "$out" ] && { echo "testbed: actionlint $ACTIONLINT_VERSION cached at $out" >&2; return 0; }
+  mkdir -p "$work/actionlint" && cd "$work/actionlint"
+  go mod init local.invalid/actionlintbuild
+  go get -tool "github.com/rhysd/actionlint/cmd/actionlint@$ACTIONLINT_VERSION"
+  mkdir -p "$(dirname "$out")"
+  go build -trimpath -ldflags="-s -w -X github.com/rhysd/actionlint.version=$ACTIONLINT_VERSION" -o "$out.tmp" github.com/rhysd/actionlint/cmd/actionlint
+  mv "$out.tmp" "$out"
+}
+
 # containerd v2 (daemon, runc shim, ctr) from one wrapper module. CGO is off, so the btrfs snapshotter (cgo only) is
 # left out by its own build constraint; the test bed uses overlayfs.
 build_containerd() {
@@ -150,9 +163,11 @@ case "$ONLY" in
     run_logged kube-apiserver build_kube_cmd kube-apiserver
     run_logged kube-controller-manager build_kube_cmd kube-controller-manager
     run_logged bao build_bao
-    run_logged kustomize build_kustomize ;;
+    run_logged kustomize build_kustomize
+    run_logged actionlint build_actionlint ;;
   etcd) run_logged etcd build_etcd ;;
   kustomize) run_logged kustomize build_kustomize ;;
+  actionlint) run_logged actionlint build_actionlint ;;
   kube-apiserver|kube-controller-manager) run_logged "$ONLY" build_kube_cmd "$ONLY" ;;
   bao) run_logged bao build_bao ;;
   node)
@@ -163,5 +178,5 @@ case "$ONLY" in
   kubelet|kube-scheduler) run_logged "$ONLY" build_kube_cmd "$ONLY" ;;
   containerd) run_logged containerd build_containerd ;;
   node-packages) run_logged node-packages install_node_packages ;;
-  *) echo "usage: $0 [all|etcd|kube-apiserver|kube-controller-manager|bao|kustomize|node|kubelet|kube-scheduler|containerd|node-packages]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|etcd|kube-apiserver|kube-controller-manager|bao|kustomize|actionlint|node|kubelet|kube-scheduler|containerd|node-packages]" >&2; exit 2 ;;
 esac

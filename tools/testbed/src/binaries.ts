@@ -12,6 +12,7 @@ export type BinaryName =
   | 'kube-controller-manager'
   | 'bao'
   | 'kustomize'
+  | 'actionlint'
   | 'kubelet'
   | 'kube-scheduler'
   | 'containerd';
@@ -43,6 +44,8 @@ const pathOf = (name: BinaryName): string => {
       return paths.bao;
     case 'kustomize':
       return paths.kustomize;
+    case 'actionlint':
+      return paths.actionlint;
   }
 };
 
@@ -73,6 +76,7 @@ export const ensureBinary = (name: BinaryName): Effect.Effect<string, TestbedErr
         BAO_RELEASE: versions.openbaoRelease,
         CONTAINERD_VERSION: versions.containerd,
         KUSTOMIZE_VERSION: versions.kustomize,
+        ACTIONLINT_VERSION: versions.actionlint,
         TESTBED_CACHE_DIR: cacheRoot(),
       },
     });

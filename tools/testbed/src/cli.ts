@@ -226,7 +226,14 @@ const env = (json: boolean) =>
 
 const build = (node: boolean) =>
   Effect.gen(function* () {
-    for (const name of ['etcd', 'kube-apiserver', 'kube-controller-manager', 'bao', 'kustomize'] as const) {
+    for (const name of [
+      'etcd',
+      'kube-apiserver',
+      'kube-controller-manager',
+      'bao',
+      'kustomize',
+      'actionlint',
+    ] as const) {
       const path = yield* ensureBinary(name);
       say(`${name}: ${path}`);
     }

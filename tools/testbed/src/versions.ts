@@ -15,6 +15,8 @@ export const versions = {
   containerd: 'v2.4.2',
   /** Renders deploy/ (decision 0283); built like the others, not a test-bed service. v5.8.3 needs Go 1.27. */
   kustomize: 'v5.8.2',
+  /** Checks .github/workflows in `npm test` (decision 0285); built like kustomize, not a test-bed service. */
+  actionlint: 'v1.7.12',
 } as const;
 
 export const cacheRoot = (): string =>
@@ -34,6 +36,7 @@ export const binaryPaths = () => {
     containerdShim: join(root, `containerd-${versions.containerd}`, 'containerd-shim-runc-v2'),
     ctr: join(root, `containerd-${versions.containerd}`, 'ctr'),
     kustomize: join(root, `kustomize-${versions.kustomize}`, 'kustomize'),
+    actionlint: join(root, `actionlint-${versions.actionlint}`, 'actionlint'),
   } as const;
 };
 

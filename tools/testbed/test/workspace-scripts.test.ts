@@ -22,6 +22,17 @@ describe('npm run affected', () => {
     ]);
     expect(run.stdout).not.toContain('nx');
   });
+
+  it('a head that is not a commit (the hosted CI passes base and head, decision 0285): exit 2, and no nx run', () => {
+    const run = spawnSync('bash', ['tools/scripts/affected.sh', 'HEAD', 'no-such-head-5c1e'], {
+      cwd: root,
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(run.status).toBe(2);
+    expect(run.stderr.trim().split('\n')).toEqual(["affected: the head 'no-such-head-5c1e' is not a commit here"]);
+    expect(run.stdout).not.toContain('nx');
+  });
 });
 
 describe('HOMELAB_TEST_SCOPE (decision 0282)', () => {
