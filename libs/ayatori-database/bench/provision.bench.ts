@@ -309,6 +309,8 @@ try {
     if (Date.now() > deadline) throw new Error('Instance not Ready within 60 s');
     await sleep(100);
   }
+  calls.clear();
+  counting = true; // the same instrument on the provisioning rounds (shows it counts)
   const t1 = performance.now();
   await pool(N, async (i) => {
     const r = await kube('POST', tenantsPath, {
@@ -328,6 +330,8 @@ try {
     await sleep(100);
   }
   const ctrlMs = performance.now() - t1;
+  counting = false;
+  const provisioningCalls = JSON.stringify(Object.fromEntries(calls));
 
   // -- steady state: one resync round of every Ready Tenant, with the SQL and KV ports counted
   await sleep(2_000); // let the controllers' own follow-up rounds settle
@@ -347,6 +351,7 @@ try {
   console.log(`  peer (direct SQL + KV writes):   ${peerMs.toFixed(0)} ms (${(peerMs / N).toFixed(1)} ms/tenant)`);
   console.log(`  controllers to all Ready:        ${ctrlMs.toFixed(0)} ms (${(ctrlMs / N).toFixed(1)} ms/tenant)`);
   console.log(`  ratio controllers / peer:        ${ratio.toFixed(2)}× (goal ≤ 1.5×) ${ratio <= 1.5 ? 'OK' : 'OVER'}`);
+  console.log(`  provisioning port calls: ${provisioningCalls}`);
   console.log(`  resync of ${N} Ready tenants:     ${resyncMs.toFixed(0)} ms`);
   console.log(
     `  SQL requests per resync:         ${(sqlCalls / N).toFixed(2)} (${sqlCalls} total) (goal 0) ${sqlCalls === 0 ? 'OK' : 'OVER'}`,
