@@ -61,6 +61,11 @@ const peerName = (i: number) => `bp${suffix}_${i}`;
 
 // ---- raw clients (the peer and the fixtures) -------------------------------------------------------------------
 
+interface Obj {
+  readonly metadata: { readonly name: string; readonly uid: string };
+  readonly status?: { readonly conditions?: ReadonlyArray<{ readonly type: string; readonly status: string }> };
+  readonly items?: ReadonlyArray<Obj>;
+}
 const kubeAgent = new https.Agent({ ca: state.kube.caCert, keepAlive: true, maxSockets: 64 });
 const kubeOnce = (method: string, path: string, body?: unknown) =>
   new Promise<{ status: number; text: string }>((resolve, reject) => {
@@ -92,7 +97,7 @@ const kube = async (method: string, path: string, body?: unknown) => {
       await sleep(500);
       continue;
     }
-    return { status, json: () => JSON.parse(text) as Record<string, any> };
+    return { status, json: () => JSON.parse(text) as Obj };
   }
 };
 const bao = async (method: string, path: string, body?: unknown) => {
@@ -126,8 +131,7 @@ const pool = async (n: number, work: (i: number) => Promise<void>) => {
     }),
   );
 };
-const ready = (o: Record<string, any>) =>
-  (o['status']?.conditions ?? []).find((c: { type: string }) => c.type === 'Ready')?.status === 'True';
+const ready = (o: Obj) => (o.status?.conditions ?? []).find((c) => c.type === 'Ready')?.status === 'True';
 
 // ---- counting ports --------------------------------------------------------------------------------------------
 
@@ -205,17 +209,17 @@ const unfinalize = async (path: string) => {
   const o = await kube('GET', path);
   if (o.status !== 200) return;
   const obj = o.json();
-  await kube('PUT', path, { ...obj, metadata: { ...obj['metadata'], finalizers: [] } });
+  await kube('PUT', path, { ...obj, metadata: { ...obj.metadata, finalizers: [] } });
   await kube('DELETE', path);
 };
 
 const cleanup = async () => {
   const list = await kube('GET', tenantsPath);
-  const items = list.status === 200 ? (list.json()['items'] as Array<Record<string, any>>) : [];
+  const items = list.status === 200 ? (list.json().items ?? []) : [];
   await pool(items.length, async (i) => {
-    const t = items[i] as Record<string, any>;
-    await unfinalize(`${tenantsPath}/${t['metadata'].name}`);
-    await unfinalize(`${base}/postgresqldatabases/tenant-${t['metadata'].uid}`);
+    const t = items[i] as Obj;
+    await unfinalize(`${tenantsPath}/${t.metadata.name}`);
+    await unfinalize(`${base}/postgresqldatabases/tenant-${t.metadata.uid}`);
   });
   await unfinalize(`${base}/postgresqlinstances/${instanceName}`);
   await kube('DELETE', `/api/v1/namespaces/${ns}`);
@@ -323,7 +327,7 @@ try {
   });
   let readyCount = 0;
   for (;;) {
-    const items = (await kube('GET', tenantsPath)).json()['items'] as Array<Record<string, any>>;
+    const items = (await kube('GET', tenantsPath)).json().items ?? [];
     readyCount = items.filter(ready).length;
     if (readyCount === N) break;
     if (performance.now() - t1 > TIMEOUT_MS) throw new Error(`only ${readyCount}/${N} Tenants Ready in time`);
