@@ -137,15 +137,20 @@ const ready = (o: Obj) => (o.status?.conditions ?? []).find((c) => c.type === 'R
 
 const calls = new Map<string, number>();
 let counting = false;
+// Wall time spent inside each port call (summed over concurrent calls), to show where provisioning time goes.
+const spent = new Map<string, number>();
 const count =
   (name: string) =>
   <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-    Effect.zipRight(
-      Effect.sync(() => {
-        if (counting) calls.set(name, (calls.get(name) ?? 0) + 1);
-      }),
-      effect,
-    );
+    Effect.suspend(() => {
+      if (!counting) return effect;
+      calls.set(name, (calls.get(name) ?? 0) + 1);
+      const start = performance.now();
+      return Effect.ensuring(
+        effect,
+        Effect.sync(() => spent.set(name, (spent.get(name) ?? 0) + performance.now() - start)),
+      );
+    });
 const countingPorts = <R>(ctx: Context.Context<R>): Context.Context<R> => {
   const s = Context.get(ctx as Context.Context<DatabaseServer>, DatabaseServer);
   const c = Context.get(ctx as Context.Context<CredentialStore>, CredentialStore);
@@ -336,6 +341,9 @@ try {
   const ctrlMs = performance.now() - t1;
   counting = false;
   const provisioningCalls = JSON.stringify(Object.fromEntries(calls));
+  const provisioningSpent = JSON.stringify(
+    Object.fromEntries([...spent].map(([k, v]) => [k, Math.round(v / N)] as const)),
+  );
 
   // -- steady state: one resync round of every Ready Tenant, with the SQL and KV ports counted
   await sleep(2_000); // let the controllers' own follow-up rounds settle
@@ -356,6 +364,7 @@ try {
   console.log(`  controllers to all Ready:        ${ctrlMs.toFixed(0)} ms (${(ctrlMs / N).toFixed(1)} ms/tenant)`);
   console.log(`  ratio controllers / peer:        ${ratio.toFixed(2)}× (goal ≤ 1.5×) ${ratio <= 1.5 ? 'OK' : 'OVER'}`);
   console.log(`  provisioning port calls: ${provisioningCalls}`);
+  console.log(`  provisioning port time per tenant (ms, summed): ${provisioningSpent}`);
   console.log(`  resync of ${N} Ready tenants:     ${resyncMs.toFixed(0)} ms`);
   console.log(
     `  SQL requests per resync:         ${(sqlCalls / N).toFixed(2)} (${sqlCalls} total) (goal 0) ${sqlCalls === 0 ? 'OK' : 'OVER'}`,
