@@ -216,7 +216,9 @@ describe('the controller process with provisioning on (issue 21)', () => {
       async () => (await get(dbPath))?.status?.credentialPath !== undefined,
     );
     // killed with work left: the Tenant is not Ready yet, so only the new process can finish it
-    expect(ready(await get(`${tenantsPath()}/${name}`))?.status).not.toBe('True');
+    const unfinished = await get(`${tenantsPath()}/${name}`);
+    expect(unfinished).toBeDefined();
+    expect(ready(unfinished)?.status).not.toBe('True');
     const second = await start();
     await eventually('Ready', async () => ready(await get(`${tenantsPath()}/${name}`))?.status === 'True', 60_000);
     await assertProvisioned(name, 1);
