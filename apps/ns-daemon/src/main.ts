@@ -18,7 +18,8 @@ import {
 import { ProcUptimeBootClock } from '@homelab/service-control/clock';
 import { SocketDataPlane, n6Credentials } from '@homelab/service-control/dataplane';
 import { PermitEngine } from '@homelab/service-control/permit';
-import { configurationOrExit, launchUntilSignal } from '@homelab/service-control/process';
+import { configurationOrExit } from '@homelab/service-control/process';
+import { JsonLoggerLive, jsonLogger, launchUntilSignal, logFnOf } from '@homelab/process';
 import {
   type StateFileLock,
   StateFileLockedError,
@@ -43,8 +44,8 @@ import { makeNsMetrics } from './metrics.js';
 // `ns service retry-port …`: a client of the running daemon, not a second daemon (decision 0128).
 if (isServiceCommand(process.argv.slice(2))) process.exit(await runServiceCommand(process.argv.slice(2), process.env));
 
-const log = (event: string, fields: Record<string, unknown> = {}): void =>
-  void process.stdout.write(`${JSON.stringify({ t: new Date().toISOString(), app: 'ns-daemon', event, ...fields })}\n`);
+// one JSON line a log call (decision 0291): the layers log through Effect, callbacks through the same logger
+const log = logFnOf(jsonLogger({ app: 'ns-daemon' }));
 
 const config = configurationOrExit('ns-daemon', () => loadConfig(process.env, process.argv.slice(2)));
 // one daemon per state file: the lock is held until this process ends, however it ends (decision 0265)
@@ -281,6 +282,7 @@ launchUntilSignal(
   Layer.mergeAll(Listener, dnsLayer(config, log)).pipe(
     Layer.provide(namesLayer(config.stateFile, config.dnsZone, log)),
     Layer.provide(DaemonLive),
+    Layer.provide(JsonLoggerLive({ app: 'ns-daemon' })),
   ),
   log,
 );

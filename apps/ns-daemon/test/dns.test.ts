@@ -50,7 +50,8 @@ const startDaemon = (): Promise<{ child: ChildProcess; http: number; dns: number
       buf += c.toString();
       let i;
       while ((i = buf.indexOf('\n')) >= 0) {
-        const line = JSON.parse(buf.slice(0, i)) as { event: string; port?: number; host?: string };
+        const record = JSON.parse(buf.slice(0, i)) as { message: string; annotations: { port?: number; host?: string } };
+        const line = { event: record.message, ...record.annotations };
         buf = buf.slice(i + 1);
         if (line.event === 'listening') ports.http = line.port;
         if (line.event === 'dns-listening') {

@@ -15,7 +15,8 @@ import {
   authorityStoreLayer,
 } from '@homelab/service-control/application';
 import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
-import { configurationOrExit, launchUntilSignal } from '@homelab/service-control/process';
+import { configurationOrExit } from '@homelab/service-control/process';
+import { JsonLoggerLive, jsonLogger, launchUntilSignal, logFnOf } from '@homelab/process';
 import {
   ReplayCache,
   SseSink,
@@ -32,8 +33,9 @@ import { handleAdmin } from './admin.js';
 import { loadConfig } from './config.js';
 import { makeNsdMetrics } from './metrics.js';
 
-const log = (event: string, fields: Record<string, unknown> = {}): void =>
-  void process.stdout.write(`${JSON.stringify({ t: new Date().toISOString(), app: 'nsd', event, ...fields })}\n`);
+// one JSON line a log call (decision 0291): the layers log through Effect, callbacks through the same logger
+const logger = jsonLogger({ app: 'nsd' });
+const log = logFnOf(logger);
 
 const config = configurationOrExit('nsd', () => loadConfig(process.env, process.argv.slice(2)));
 if (!existsSync(config.keyFile)) writeFileSync(config.keyFile, generateSigner().privateKeyPem, { mode: 0o600 });
@@ -149,7 +151,7 @@ const HttpServer = Layer.scopedDiscard(
             port,
             epoch: String(epoch),
             nsd_id: uuidText(nsdId),
-            nsd_key: toHex(signer.machineId),
+            nsd_public_key: toHex(signer.machineId),
           });
           resume(Effect.void);
         });
@@ -180,6 +182,7 @@ const Nsd = HttpServer.pipe(
   ), // lease deadlines: monotonic within the epoch (decision 0122)
   Layer.provide(authorityStoreLayer(() => makePgAuthorityStore(config.database))),
   Layer.provide(SystemControlClock),
+  Layer.provide(JsonLoggerLive({ app: 'nsd' })),
 );
 
 log('starting', {

@@ -192,7 +192,7 @@ describe('M6-62 across network namespaces (real E2E)', () => {
         'ns-daemon',
         {
           NS_NSD_URL: nsdUrl,
-          NS_NSD_KEY: l['nsd_key'] as string,
+          NS_NSD_KEY: l['nsd_public_key'] as string,
           NS_NETWORK: NET,
           NS_KEY_FILE: who.keyFile,
           NS_STATE_FILE: join(ws.dir, `${name}.db`),

@@ -54,7 +54,7 @@ describe('P allocation and ns service retry-port against real processes', () => 
     const ns = (who: { keyFile: string }, name: string) => {
       const p = start('ns-daemon', {
         NS_NSD_URL: `http://127.0.0.1:${l['port'] as number}`,
-        NS_NSD_KEY: l['nsd_key'] as string,
+        NS_NSD_KEY: l['nsd_public_key'] as string,
         NS_NETWORK: NET,
         NS_KEY_FILE: who.keyFile,
         NS_STATE_FILE: join(dir, `${name}.db`),

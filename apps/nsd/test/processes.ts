@@ -35,7 +35,9 @@ export const start = (app: 'nsd' | 'ns-daemon', env: Record<string, string>, net
       const line = buf.slice(0, i);
       buf = buf.slice(i + 1);
       try {
-        lines.push(JSON.parse(line) as Record<string, unknown>);
+        // the app's log line (decision 0291): the message is the event, the annotations its fields
+        const r = JSON.parse(line) as { time: string; level: string; message: string; annotations: object };
+        lines.push({ ...r.annotations, event: r.message, level: r.level, time: r.time });
       } catch {
         lines.push({ raw: line });
       }
@@ -162,7 +164,7 @@ export const startNsd = async (
     proc,
     port,
     url: `http://127.0.0.1:${port}`,
-    key: l['nsd_key'] as string,
+    key: l['nsd_public_key'] as string,
     epoch: BigInt(l['epoch'] as string),
     nsdId: (l['nsd_id'] as string).replaceAll('-', ''),
   };

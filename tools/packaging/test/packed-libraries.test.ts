@@ -86,6 +86,7 @@ describe('packed libraries', () => {
       'deployment-ceremony',
       'kos-kernel',
       'kube',
+      'process',
       'service-control',
     ]);
     expect(consumer.startsWith(root)).toBe(false);
