@@ -142,6 +142,13 @@ export const controllerHelp = (): string =>
     ...CONTROLLER_FLAGS.map((f) => `  --${f.name.padEnd(27)}${f.help}${f.env !== undefined ? `  [${f.env}]` : ''}`),
     '  --help',
     '',
+    'exit codes:',
+    '  0  stopped by SIGTERM/SIGINT',
+    '  1  start refused (KOS CRD/ABI gate, a port in use, an unreadable file) or a module stopped on its own',
+    '  2  configuration (flags, environment, TLS files): one line on stderr',
+    '  3  the Kubernetes client could not be made (kubeconfig, token, in-cluster service account)',
+    '  4  the control-plane database (--identity-db) could not be opened',
+    '',
   ].join('\n');
 
 /** True when `--help` is among the arguments: main prints `controllerHelp()` and exits 0 before anything starts. */

@@ -1,56 +1,59 @@
-// `npm start -w @homelab/controller`: configuration from flags/env, the control plane on it, SIGINT/SIGTERM stop it
-// gracefully.
+// `npm start -w @homelab/controller`: configuration from flags/env, then one layer graph launched until SIGINT/SIGTERM
+// (decision 0292). Exit codes (also in `--help` and the README): 0 stopped, 1 start refused or a module stopped on
+// its own, 2 configuration, 3 the Kubernetes client (kubeconfig, token, service account), 4 the control-plane
+// database. A refused start is one line on stderr, never a stack trace.
+import { Cause, Effect, Fiber, Option } from 'effect';
+import { jsonLogger, launchUntilSignal, logFnOf } from '@homelab/process';
 import { ConfigError, controllerHelp, parseConfig, wantsHelp } from './config.js';
 import { isOfflineCommand, OFFLINE_HELP, runOffline } from './offline.js';
-import { startController } from './server.js';
+import { controllerLayer, EXIT_CODES, exitCodeOf, prepareStart } from './server.js';
 
-const main = async () => {
-  if (wantsHelp(process.argv.slice(2))) {
-    process.stdout.write(controllerHelp() + '\n' + OFFLINE_HELP);
-    process.exit(0);
-  }
-  if (isOfflineCommand(process.argv.slice(2))) {
-    try {
-      process.exit(await runOffline(process.argv.slice(2), process.env, (line) => process.stderr.write(`${line}\n`)));
-    } catch (e) {
-      if (e instanceof ConfigError) {
-        console.error(`configuration: ${e.message}`);
-        process.exit(2);
-      }
-      throw e;
-    }
-  }
-  let config;
-  try {
-    config = parseConfig(process.argv.slice(2), process.env);
-  } catch (e) {
-    if (e instanceof ConfigError) {
-      console.error(`configuration: ${e.message}`);
-      process.exit(2);
-    }
-    throw e;
-  }
-  const handle = await startController(config, {
-    // A module that stops on its own (setup error, Lease lost) ends the process, as controller-runtime's manager does.
-    onFatal: (reason) => {
-      console.error(reason);
-      process.exit(1);
-    },
-  });
-  const stop = () => {
-    handle.close().then(
-      () => process.exit(0),
-      (e: unknown) => {
-        console.error(e);
-        process.exit(1);
-      },
-    );
-  };
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
+const argv = process.argv.slice(2);
+const refuse = (e: unknown): never => {
+  if (!(e instanceof ConfigError)) throw e;
+  process.stderr.write(`configuration: ${e.message}\n`);
+  process.exit(EXIT_CODES.configuration);
 };
 
-main().catch((e: unknown) => {
-  console.error(`controller failed to start: ${e instanceof Error ? e.message : String(e)}`);
-  process.exit(1);
+if (wantsHelp(argv)) {
+  process.stdout.write(controllerHelp() + '\n' + OFFLINE_HELP);
+  process.exit(0);
+}
+if (isOfflineCommand(argv)) {
+  try {
+    process.exit(await runOffline(argv, process.env, (line) => process.stderr.write(`${line}\n`)));
+  } catch (e) {
+    refuse(e);
+  }
+}
+
+let config;
+try {
+  config = parseConfig(argv, process.env);
+  prepareStart(config); // where to bind, the TLS files: refused as configuration, before anything is built
+} catch (e) {
+  refuse(e);
+}
+
+const log = logFnOf(jsonLogger({ app: 'controller' }));
+let stop = (): void => undefined;
+const app = controllerLayer(config as NonNullable<typeof config>, {
+  // A module that stops on its own (setup error, Lease lost) ends the process, as controller-runtime's manager does:
+  // the graph is stopped in order and the exit code is 1.
+  onFatal: (reason) => {
+    log(reason, {}, 'Error');
+    process.exitCode = EXIT_CODES.startFailed;
+    stop();
+  },
 });
+const main = launchUntilSignal(app, log, {
+  graceMs: (config as NonNullable<typeof config>).shutdownGraceMs + 15_000,
+  onFailure: (error, cause) => {
+    const line = Option.isSome(error)
+      ? error.value.message
+      : (String(Cause.squash(cause)).split('\n')[0] as string).replace(/^Error: /, '');
+    process.stderr.write(`controller failed to start: ${line}\n`);
+    return Option.isSome(error) ? exitCodeOf(error.value) : EXIT_CODES.startFailed;
+  },
+});
+stop = () => void Effect.runFork(Fiber.interrupt(main));

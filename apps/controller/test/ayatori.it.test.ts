@@ -167,7 +167,7 @@ describe('the controller process with the Ayatori Database module', () => {
     expect(out.indexOf('ayatori database controllers stopped; closing PostgreSQL pools')).toBeGreaterThan(
       out.indexOf('shutting down'),
     );
-    expect(out.indexOf('stopped\n', out.indexOf('closing PostgreSQL pools'))).toBeGreaterThan(0);
+    expect(out.indexOf('"message":"stopped"', out.indexOf('closing PostgreSQL pools'))).toBeGreaterThan(0);
     await eventually('no manager backends', async () => (await backends()) === 0, 5_000);
     const released = (await get(`/apis/coordination.k8s.io/v1/namespaces/${ns.name}/leases/${lease}`)) as unknown as {
       spec: { holderIdentity?: string | null };
