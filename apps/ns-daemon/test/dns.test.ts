@@ -50,7 +50,10 @@ const startDaemon = (): Promise<{ child: ChildProcess; http: number; dns: number
       buf += c.toString();
       let i;
       while ((i = buf.indexOf('\n')) >= 0) {
-        const record = JSON.parse(buf.slice(0, i)) as { message: string; annotations: { port?: number; host?: string } };
+        const record = JSON.parse(buf.slice(0, i)) as {
+          message: string;
+          annotations: { port?: number; host?: string };
+        };
         const line = { event: record.message, ...record.annotations };
         buf = buf.slice(i + 1);
         if (line.event === 'listening') ports.http = line.port;
