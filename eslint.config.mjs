@@ -54,6 +54,9 @@ export default [
       ],
     },
   },
+  // One logger (decision 0291): apps and libraries log through Effect's Logger (@homelab/process's JSON line); a
+  // command's own output (CLIs, benches, scripts) is written to process.stdout/stderr explicitly.
+  { files: ['libs/**/*.ts', 'apps/**/*.ts'], rules: { 'no-console': 'error' } },
   // Every project's vitest.config.ts takes its shape from the one workspace preset (vitest.shared.ts).
   { files: ['**/vitest.config.ts', '**/vitest.*.config.ts'], rules: { '@nx/enforce-module-boundaries': 'off' } },
 ];

@@ -15,6 +15,13 @@ import { KubeClient, layerFromToken } from '@homelab/kube';
 import { type Bootstrap, Audits, kosCrds, PasswordHasher } from '@homelab/kos-kernel';
 import { parseConfig, startController } from '../src/index.js';
 
+/** The measured numbers, printed for the run's report (not a log). */
+const print = (...parts: ReadonlyArray<unknown>): void => void process.stdout.write(`${parts.map(String).join(' ')}\n`);
+const printError = (...parts: ReadonlyArray<unknown>): void =>
+  void process.stderr.write(
+    `${parts.map((p) => (p instanceof Error ? (p.stack ?? p.message) : String(p))).join(' ')}\n`,
+  );
+
 const N = Number(process.env['BENCH_OBJECTS'] ?? 5000);
 const PAGE = Number(process.env['BENCH_PAGE'] ?? 500);
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 5);
@@ -82,7 +89,7 @@ const pct = (xs: number[], p: number) =>
 
 const main = async () => {
   const ns = `bench-${Date.now().toString(36)}`;
-  console.log(`bench: ${N} Applications in namespace ${ns}, pages of ${PAGE}, ${ROUNDS} rounds`);
+  print(`bench: ${N} Applications in namespace ${ns}, pages of ${PAGE}, ${ROUNDS} rounds`);
   for (const crd of kosCrds()) await kube((k) => k.apply(crd as never, { fieldManager: 'kos-bench', force: true }));
   await kube((k) => k.discovery.invalidate);
   await kube((k) => k.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } }));
@@ -100,7 +107,7 @@ const main = async () => {
       { concurrency: 32, discard: true },
     ),
   );
-  console.log(`created ${N} objects in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  print(`created ${N} objects in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   const cp = await startController(
     { ...parseConfig(['--port', '0', '--modules=kos'], {}), ...QUIET },
     { kube: kubeLayer, log: () => undefined },
@@ -149,7 +156,7 @@ const main = async () => {
       if ((await viaApi()) !== N) throw new Error('control-plane listing incomplete');
       a.push(performance.now() - s);
     }
-    console.log(
+    print(
       `list ${N} (pages of ${PAGE}): direct median ${median(d).toFixed(0)} ms, control plane median ${median(a).toFixed(0)} ms, ratio ${(median(a) / median(d)).toFixed(2)}x (goal <= 1.5x)`,
     );
 
@@ -164,7 +171,7 @@ const main = async () => {
       JSON.parse(await getText(`${cp.url}/api/v1/resources/Application/${name}?namespace=${ns}`));
       ga.push(performance.now() - s);
     }
-    console.log(
+    print(
       `GET one object (${GETS}x): direct p50 ${pct(gd, 50).toFixed(2)} ms p99 ${pct(gd, 99).toFixed(2)} ms; control plane p50 ${pct(ga, 50).toFixed(2)} ms p99 ${pct(ga, 99).toFixed(2)} ms; p50 ratio ${(pct(ga, 50) / pct(gd, 50)).toFixed(2)}x`,
     );
 
@@ -255,7 +262,7 @@ const identityBench = async (
         if ((await f()) !== N) throw new Error('listing incomplete');
         into.push(performance.now() - s);
       }
-    console.log(
+    print(
       `identity: list ${N} (pages of ${PAGE}): no identity median ${median(plain).toFixed(0)} ms; Owner ${median(o).toFixed(0)} ms, ratio ${(median(o) / median(plain)).toFixed(2)}x; Member ${median(m).toFixed(0)} ms, ratio ${(median(m) / median(plain)).toFixed(2)}x (goal <= 1.2x)`,
     );
 
@@ -284,7 +291,7 @@ const identityBench = async (
       await run(append);
       appends.push(performance.now() - s);
     }
-    console.log(
+    print(
       `identity: create through the API (${CREATES}x) median ${median(creates).toFixed(2)} ms; one audit append (WAL, synchronous=FULL) median ${median(appends).toFixed(3)} ms = ${((100 * median(appends)) / median(creates)).toFixed(1)} % of a create (goal <= 10 %)`,
     );
 
@@ -315,7 +322,7 @@ const identityBench = async (
       }
     const [verify, right, known, wrong] = [median(xs.verify), median(xs.right), median(xs.wrong), median(xs.unknown)];
     const p = hasher.parameters;
-    console.log(
+    print(
       `identity: login median ${right.toFixed(1)} ms (right password), ${known.toFixed(1)} ms (wrong password), ${wrong.toFixed(1)} ms (unknown name); argon2id verify alone (m=${p.memoryKiB} KiB, t=${p.iterations}, p=${p.parallelism}) ${verify.toFixed(1)} ms = ${((100 * verify) / right).toFixed(0)} % of a login`,
     );
   } finally {
@@ -325,6 +332,6 @@ const identityBench = async (
 };
 
 main().catch((e: unknown) => {
-  console.error(e);
+  printError(e);
   process.exit(1);
 });

@@ -7,6 +7,9 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { openSqliteDaemonStore } from '@homelab/service-control/sqlite';
 
+/** This command's output (a CLI: its lines are the result, not a log). */
+const print = (...parts: ReadonlyArray<unknown>): void => void process.stdout.write(`${parts.map(String).join(' ')}\n`);
+
 const N = Number(process.env['BENCH_N'] ?? 2000);
 const dir = mkdtempSync(join(tmpdir(), 'ns-bench-'));
 try {
@@ -45,12 +48,12 @@ try {
   const storeRate = storeTotal / rounds;
   const seqRate = seqTotal / rounds;
   const fmt = (x: number) => x.toFixed(0).padStart(7);
-  console.log(`ns-daemon bench (N=${N}, WAL, synchronous=FULL, ${dir})`);
-  console.log(`  raw better-sqlite3 insert commits      ${fmt(rawRate)} /s   (peer)`);
-  console.log(
+  print(`ns-daemon bench (N=${N}, WAL, synchronous=FULL, ${dir})`);
+  print(`  raw better-sqlite3 insert commits      ${fmt(rawRate)} /s   (peer)`);
+  print(
     `  store: report row (persist-before-send) ${fmt(storeRate)} /s   ratio ${(storeRate / rawRate).toFixed(3)}  (goal ≥ 0.7)`,
   );
-  console.log(
+  print(
     `  store: session seq reservation          ${fmt(seqRate)} /s   ratio ${(seqRate / rawRate).toFixed(3)}  (goal ≥ 0.7)`,
   );
   store.close();

@@ -38,6 +38,9 @@ import {
 } from './pg.js';
 import { availableParallelism } from 'node:os';
 
+/** This command's output (a CLI: its lines are the result, not a log). */
+const print = (...parts: ReadonlyArray<unknown>): void => void process.stdout.write(`${parts.map(String).join(' ')}\n`);
+
 const N = Number(process.env['BENCH_N'] ?? 300);
 const CONCURRENCY = (process.env['BENCH_CONCURRENCY'] ?? '8,32')
   .split(',')
@@ -374,8 +377,8 @@ await withBenchDatabase('nsd_bench', async (config) => {
     `  report.replace handle incl. PostgreSQL ${us(handleReplace)} (reply path only; its snapshot production runs after the reply)`,
   );
 
-  console.log(`nsd bench (loopback; PostgreSQL ${config.host}:${config.port}; goal: each ratio ≥ 0.5)`);
-  for (const r of rows) console.log(r);
+  print(`nsd bench (loopback; PostgreSQL ${config.host}:${config.port}; goal: each ratio ≥ 0.5)`);
+  for (const r of rows) print(r);
   server.close();
   echoServer.close();
   await fixtures.end();

@@ -38,6 +38,13 @@ import {
 import { startLoad } from './load-thread.js';
 import { signedClient } from './signed-client.js';
 
+/** This command's output (a CLI: its lines are the result, not a log). */
+const print = (...parts: ReadonlyArray<unknown>): void => void process.stdout.write(`${parts.map(String).join(' ')}\n`);
+const printError = (...parts: ReadonlyArray<unknown>): void =>
+  void process.stderr.write(
+    `${parts.map((p) => (p instanceof Error ? (p.stack ?? p.message) : String(p))).join(' ')}\n`,
+  );
+
 const N = Number(process.env['BENCH_N'] ?? 300);
 const CONCURRENCY = (process.env['BENCH_CONCURRENCY'] ?? '8,32').split(',').map(Number);
 const PUBLISHERS = (process.env['BENCH_PUBLISHERS'] ?? '1000,10000').split(',').map(Number);
@@ -300,22 +307,20 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
       : ` (main thread ${r.thread.run.toFixed(0)} µs on a core + ${r.thread.wait.toFixed(0)} µs waiting for one)`);
   const grantRows = async () =>
     Number((await rawPg.query('SELECT count(*) AS n FROM service_control.lease_grant')).rows[0].n);
-  console.log(
-    `nsd lease bench (N=${N} per client, loopback; PostgreSQL ${config.host}:${config.port}; store pool max 10)`,
-  );
+  print(`nsd lease bench (N=${N} per client, loopback; PostgreSQL ${config.host}:${config.port}; store pool max 10)`);
   const raw1Run = await rawUpsertRun(config, 1, N);
   const raw1 = raw1Run.rate;
   const ref1 = await runLoad('refresh-1', [p0], N);
   const dir1 = await run('refresh-direct-1', [p0.direct], N);
   const echo1 = await runEcho([p0], N);
-  console.log(
+  print(
     `  one client:  raw upsert ${fmt(raw1)} /s   lease.refresh ${fmt(ref1.rate)} /s   ratio ${(ref1.rate / raw1).toFixed(3)} (goal ≥ 0.5)`,
   );
-  console.log(
+  print(
     `               signed echo (transport alone) ${fmt(echo1.rate)} /s (${(echo1.rate / raw1).toFixed(3)}); raw upsert ${machineCpuText(raw1Run.machine)}; ${requestBound(raw1Run, echo1, cores, true).text}`,
   );
-  console.log(`               round trips per refresh ${ref1.roundTrips.toFixed(2)}; ${cpu(ref1)}`);
-  console.log(
+  print(`               round trips per refresh ${ref1.roundTrips.toFixed(2)}; ${cpu(ref1)}`);
+  print(
     `               lease.refresh without HTTP (handle) ${fmt(dir1.rate)} /s, ${dir1.roundTrips.toFixed(2)} round trips; ${cpu(dir1)}`,
   );
   for (const c of CONCURRENCY) {
@@ -323,10 +328,10 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     const rawC = rawCRun.rate;
     const refC = await runLoad(`refresh-${c}`, pubs.slice(0, c), N);
     const echoC = await runEcho(pubs.slice(0, c), N);
-    console.log(
+    print(
       `  ${String(c).padStart(2)} clients:  raw upsert ${fmt(rawC)} /s   lease.refresh ${fmt(refC.rate)} /s   ratio ${(refC.rate / rawC).toFixed(3)}; ${refC.roundTrips.toFixed(2)} round trips; ${cpu(refC)}`,
     );
-    console.log(
+    print(
       `               signed echo ${fmt(echoC.rate)} /s (${(echoC.rate / rawC).toFixed(3)}); ${requestBound(rawCRun, echoC, cores, false).text}`,
     );
   }
@@ -389,7 +394,7 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     const r = await runLoad(`refresh-${publishers}-publishers`, pubs, Math.max(1, Math.ceil(N / 4)));
     const rows1 = await grantRows();
     const refreshes = Math.max(1, Math.ceil(N / 4)) * maxC;
-    console.log(
+    print(
       `  ${String(publishers).padStart(6)} publishers × 1 refresh / ${REFRESH_PERIOD_MS / 1000} s = ${fmt(needed, 5)} /s needed; ${maxC} clients achieved ${fmt(r.rate)} /s = ${(r.rate / needed).toFixed(2)}× needed` +
         ` (the load would use ${((100 * needed) / r.rate).toFixed(0)}% of that capacity); ${cpu(r)}; lease_grant rows ${rows0} → ${rows1} after ${refreshes} refreshes`,
     );
@@ -401,7 +406,7 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
       ])
     ).rows[0].n,
   );
-  console.log(
+  print(
     `  grant rows of the ${maxC} measured publishers after ${totalRefreshes} committed ready/refresh grants: ${(await rawPg.query('SELECT count(*) AS n FROM service_control.lease_grant WHERE holder = ANY($1)', [pubs.map((p) => Buffer.from(p.identity))])).rows[0].n} (pruned, decision 0165)`,
   );
   await rawPg.end();
@@ -409,6 +414,6 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   echoServer.close();
   await store.close();
 }).catch((e: unknown) => {
-  console.error('lease bench failed:', e);
+  printError('lease bench failed:', e);
   process.exitCode = 1;
 });

@@ -30,6 +30,13 @@ import { CryptoEntropyLayer, ProvisioningSettings, reconcileTenant } from '../sr
 import { startDatabaseControllers } from '../src/controller/controllers.js';
 import { provisionDatabaseStatements, quoteIdentifier, setPasswordStatement } from '../src/domain/provisioning-sql.js';
 
+/** This command's output (a CLI: its lines are the result, not a log). */
+const print = (...parts: ReadonlyArray<unknown>): void => void process.stdout.write(`${parts.map(String).join(' ')}\n`);
+const printError = (...parts: ReadonlyArray<unknown>): void =>
+  void process.stderr.write(
+    `${parts.map((p) => (p instanceof Error ? (p.stack ?? p.message) : String(p))).join(' ')}\n`,
+  );
+
 const N = Number(process.env['BENCH_TENANTS'] ?? 100);
 const C = Number(process.env['BENCH_CONCURRENCY'] ?? 8);
 const TIMEOUT_MS = Number(process.env['BENCH_TIMEOUT_MS'] ?? 600_000);
@@ -359,22 +366,22 @@ try {
   const kvCalls = [...calls].filter(([k]) => k.startsWith('kv:')).reduce((a, [, v]) => a + v, 0);
 
   const ratio = ctrlMs / peerMs;
-  console.log(`ayatori-database provisioning bench: ${N} tenants, concurrency ${C}`);
-  console.log(`  peer (direct SQL + KV writes):   ${peerMs.toFixed(0)} ms (${(peerMs / N).toFixed(1)} ms/tenant)`);
-  console.log(`  controllers to all Ready:        ${ctrlMs.toFixed(0)} ms (${(ctrlMs / N).toFixed(1)} ms/tenant)`);
-  console.log(`  ratio controllers / peer:        ${ratio.toFixed(2)}× (goal ≤ 1.5×) ${ratio <= 1.5 ? 'OK' : 'OVER'}`);
-  console.log(`  provisioning port calls: ${provisioningCalls}`);
-  console.log(`  provisioning port time per tenant (ms, summed): ${provisioningSpent}`);
-  console.log(`  resync of ${N} Ready tenants:     ${resyncMs.toFixed(0)} ms`);
-  console.log(
+  print(`ayatori-database provisioning bench: ${N} tenants, concurrency ${C}`);
+  print(`  peer (direct SQL + KV writes):   ${peerMs.toFixed(0)} ms (${(peerMs / N).toFixed(1)} ms/tenant)`);
+  print(`  controllers to all Ready:        ${ctrlMs.toFixed(0)} ms (${(ctrlMs / N).toFixed(1)} ms/tenant)`);
+  print(`  ratio controllers / peer:        ${ratio.toFixed(2)}× (goal ≤ 1.5×) ${ratio <= 1.5 ? 'OK' : 'OVER'}`);
+  print(`  provisioning port calls: ${provisioningCalls}`);
+  print(`  provisioning port time per tenant (ms, summed): ${provisioningSpent}`);
+  print(`  resync of ${N} Ready tenants:     ${resyncMs.toFixed(0)} ms`);
+  print(
     `  SQL requests per resync:         ${(sqlCalls / N).toFixed(2)} (${sqlCalls} total) (goal 0) ${sqlCalls === 0 ? 'OK' : 'OVER'}`,
   );
-  console.log(
+  print(
     `  KV requests per resync:          ${(kvCalls / N).toFixed(2)} (${kvCalls} total) (goal 0) ${kvCalls === 0 ? 'OK' : 'OVER'}`,
   );
-  console.log(`  by port call: ${JSON.stringify(Object.fromEntries(calls))}`);
+  print(`  by port call: ${JSON.stringify(Object.fromEntries(calls))}`);
 } finally {
   await Effect.runPromise(Scope.close(scope, Exit.void)).catch(() => undefined);
-  await cleanup().catch((e: unknown) => console.error('cleanup:', e));
+  await cleanup().catch((e: unknown) => printError('cleanup:', e));
   kubeAgent.destroy();
 }

@@ -6,6 +6,9 @@ import { Decoder, Encoder } from 'cbor-x';
 import { type CborValue, decodeOrThrow, encodeOrThrow } from '../src/index.js';
 import { LeaseEnvelope, leaseTyped, Report, reportTyped, Snapshot, snapshotTyped, toPlain } from './messages.js';
 
+/** This command's output (a CLI: its lines are the result, not a log). */
+const print = (...parts: ReadonlyArray<unknown>): void => void process.stdout.write(`${parts.map(String).join(' ')}\n`);
+
 const cborx = new Encoder({ useRecords: false, mapsAsObjects: true, variableMapSize: true });
 const cborxDecoder = new Decoder({ useRecords: false, mapsAsObjects: true });
 const cborgStrict = {
@@ -96,7 +99,7 @@ const sliceMs = 25;
 const slices = quick ? 8 : 40;
 
 const rows: string[] = [];
-console.log(
+print(
   `node ${process.version}; ${slices} slices of ${sliceMs} ms per case, rotated across cases; ratios of medians (best in brackets)\n`,
 );
 for (const s of scenarios) {
@@ -106,7 +109,7 @@ for (const s of scenarios) {
   const viaCborg = cborg.encode(plain);
   const viaCborx = cborx.encode(plain) as Uint8Array;
   if (!same(ours, viaCodec) || !same(ours, viaCborg)) throw new Error(`${s.label}: encodings disagree`);
-  console.log(`${s.label}: ${ours.length} bytes (cbor-x non-canonical: ${viaCborx.length} bytes)`);
+  print(`${s.label}: ${ours.length} bytes (cbor-x non-canonical: ${viaCborx.length} bytes)`);
 
   const results = measure(
     [
@@ -124,9 +127,7 @@ for (const s of scenarios) {
   );
   const g = (k: string): number => results.get(k)?.median ?? Number.NaN;
   const gb = (k: string): number => results.get(k)?.best ?? Number.NaN;
-  console.table(
-    Object.fromEntries([...results].map(([k, v]) => [k, { 'median ops/s': fmt(v.median), 'best ops/s': fmt(v.best) }])),
-  );
+  for (const [k, v] of results) print(`${k}: median ${fmt(v.median)} ops/s, best ${fmt(v.best)} ops/s`);
   for (const [op, peerFast, peerStrict, goalFast, goalStrict] of [
     ['encode', 'cbor-x encode', 'cborg encode', 0.8, 3],
     ['codec.encode', 'cbor-x encode', 'cborg encode', 0.8, 3],
@@ -138,10 +139,10 @@ for (const s of scenarios) {
     const line = `| ${s.label} | ${op} | ${fmt(g(op))} | ${ratio(g(op), g(peerFast))} [${ratio(gb(op), gb(peerFast))}] (≥${goalFast}: ${vsFast >= goalFast ? 'met' : 'MISSED'}) | ${ratio(g(op), g(peerStrict))} [${ratio(gb(op), gb(peerStrict))}] (≥${goalStrict}: ${vsStrict >= goalStrict ? 'met' : 'MISSED'}) |`;
     rows.push(line);
   }
-  console.log('');
+  print('');
 }
-console.log(
+print(
   '| message | operation | this library (median) | vs cbor-x: median [best] | vs cborg canonical / strict: median [best] |',
 );
-console.log('|---|---|---|---|---|');
-for (const r of rows) console.log(r);
+print('|---|---|---|---|---|');
+for (const r of rows) print(r);

@@ -27,6 +27,9 @@ import {
   SerialGateLive,
 } from '../src/index.js';
 
+/** This command's output (a CLI: its lines are the result, not a log). */
+const print = (...parts: ReadonlyArray<unknown>): void => void process.stdout.write(`${parts.map(String).join(' ')}\n`);
+
 const N = Number(process.env['BENCH_APPS'] ?? 200);
 const C = Number(process.env['BENCH_CONCURRENCY'] ?? 8);
 const API = 'kos.tsic.top/v1beta1';
@@ -127,7 +130,7 @@ const main = async () => {
   const tag = Date.now().toString(36);
   const kosNs = `bench-apps-${tag}`;
   const directNs = `bench-direct-${tag}`;
-  console.log(`apps bench: ${N} static-web apps, concurrency ${C}; namespaces ${kosNs} (KOS), ${directNs} (direct)`);
+  print(`apps bench: ${N} static-web apps, concurrency ${C}; namespaces ${kosNs} (KOS), ${directNs} (direct)`);
   for (const crd of kosCrds()) await kube((k) => k.apply(crd as never, { fieldManager: 'kos-bench', force: true }));
   await kube((k) => k.discovery.invalidate);
   await ensureNamespace('kos-system');
@@ -210,13 +213,13 @@ const main = async () => {
       const a = await kube((k) => k.get({ apiVersion: API, kind: 'Application', namespace: kosNs, name: name(first) }));
       throw new Error(`${notReady} apps are not Ready, e.g. ${name(first)}: ${JSON.stringify(a['status'])}`);
     }
-    console.log(`install to Ready: KOS ${s(kosMs)}, direct server-side apply ${s(directMs)}`);
-    console.log(`  ratio KOS / direct          ${(kosMs / directMs).toFixed(2)}x  (goal ≤ 1.5x)`);
+    print(`install to Ready: KOS ${s(kosMs)}, direct server-side apply ${s(directMs)}`);
+    print(`  ratio KOS / direct          ${(kosMs / directMs).toFixed(2)}x  (goal ≤ 1.5x)`);
     const cpuPerApp = (c: NodeJS.CpuUsage) => `${((c.user + c.system) / 1000 / N).toFixed(2)} ms`;
-    console.log(`  this process's CPU per app    KOS ${cpuPerApp(kosCpu)}, direct ${cpuPerApp(directCpu)}`);
+    print(`  this process's CPU per app    KOS ${cpuPerApp(kosCpu)}, direct ${cpuPerApp(directCpu)}`);
     const total = phases.reduce((n, [, , c]) => n + [...c.values()].reduce((m, x) => m + x, 0), 0) / N;
-    console.log(`  requests per app (control plane + reconciler + status writes): ${+total.toFixed(2)}  (direct: 4)`);
-    for (const [label, ms, c] of phases) console.log(`    ${label.padEnd(34)} ${s(ms)}   per app: ${perApp(c)}`);
+    print(`  requests per app (control plane + reconciler + status writes): ${+total.toFixed(2)}  (direct: 4)`);
+    for (const [label, ms, c] of phases) print(`    ${label.padEnd(34)} ${s(ms)}   per app: ${perApp(c)}`);
 
     // --- no-op resync of the Ready apps ---
     for (let round = 0; round < 2; round++)
@@ -251,11 +254,11 @@ const main = async () => {
     const peerWallMs = performance.now() - peerWall0;
     const peerCpu = process.cpuUsage(peerCpu0);
     const peerCpuMs = (peerCpu.user + peerCpu.system) / 1000;
-    console.log(`no-op resync of ${N} Ready apps: ${writes} writes; requests by method ${JSON.stringify(byMethod)}`);
-    console.log(
+    print(`no-op resync of ${N} Ready apps: ${writes} writes; requests by method ${JSON.stringify(byMethod)}`);
+    print(
       `  controller CPU per app      ${(kosCpuMs / N).toFixed(2)} ms  (goal ≤ 5 ms; wall ${s(wallMs)} for all ${N})`,
     );
-    console.log(
+    print(
       `  peer: the same 6 reads/app   ${(peerCpuMs / N).toFixed(2)} ms CPU per app (wall ${s(peerWallMs)}); ratio ${(kosCpuMs / peerCpuMs).toFixed(2)}x`,
     );
     if (writes > 0) process.exitCode = 1;

@@ -13,6 +13,13 @@ import { Effect, Either, Layer, ManagedRuntime } from 'effect';
 import { KubeClient, type KubeClientService, type KubeObject, layerFromToken } from '@homelab/kube';
 import { AppLifecycleConfig, CapabilitySource, kosCrds, reconcileApplication, render } from '../src/index.js';
 
+/** This command's output (a CLI: its lines are the result, not a log). */
+const print = (...parts: ReadonlyArray<unknown>): void => void process.stdout.write(`${parts.map(String).join(' ')}\n`);
+const printError = (...parts: ReadonlyArray<unknown>): void =>
+  void process.stderr.write(
+    `${parts.map((p) => (p instanceof Error ? (p.stack ?? p.message) : String(p))).join(' ')}\n`,
+  );
+
 const N = Number(process.env['BENCH_UPGRADE_APPS'] ?? 10);
 const OBJECTS = 50;
 const API = 'kos.tsic.top/v1beta1';
@@ -80,7 +87,7 @@ const main = async () => {
   const ns = `bench-upg-${tag}`;
   const v1 = `bench-upg-${tag}-v1`;
   const v2 = `bench-upg-${tag}-v2`;
-  console.log(`upgrade preflight bench: ${N} apps × ${OBJECTS} rendered objects; namespace ${ns}`);
+  print(`upgrade preflight bench: ${N} apps × ${OBJECTS} rendered objects; namespace ${ns}`);
   for (const crd of kosCrds()) await kube((k) => k.apply(crd as never, { fieldManager: 'kos-bench', force: true }));
   await kube((k) => k.discovery.invalidate);
   for (const n of ['kos-system', ns])
@@ -157,7 +164,7 @@ const main = async () => {
     for (const objects of targets.slice(1)) for (const o of objects) await dryRunApply(o);
     const peerMs = performance.now() - p0;
     const ratio = kosMs / peerMs;
-    console.log(
+    print(
       `preflight (one reconciler round, ${OBJECTS} objects) × ${measured.length}: ${s(kosMs)}; server-side dry-run apply of the same objects: ${s(peerMs)}; ratio ${ratio.toFixed(2)}× (goal ≤ 2×: ${ratio <= 2 ? 'met' : 'missed'})`,
     );
   } finally {
@@ -179,6 +186,6 @@ const main = async () => {
 };
 
 main().catch((e) => {
-  console.error(e);
+  printError(e);
   process.exit(1);
 });

@@ -4,9 +4,12 @@ import { Effect } from 'effect';
 import { describeDrift, syncManifests } from '@homelab/crd';
 import { kosCrdFiles } from '../src/index.js';
 
+/** This command's output (a CLI: its lines are the result, not a log). */
+const print = (...parts: ReadonlyArray<unknown>): void => void process.stdout.write(`${parts.map(String).join(' ')}\n`);
+
 const directory = join(import.meta.dirname, '../../../deploy/crds/kos');
 const report = await Effect.runPromise(syncManifests({ directory, files: kosCrdFiles(), mode: 'write' }));
-for (const file of report.written) console.log(`wrote ${join(directory, file)}`);
+for (const file of report.written) print(`wrote ${join(directory, file)}`);
 const stray = report.problems.filter((p) => p._tag === 'Stray');
-if (stray.length > 0) console.log(describeDrift({ ...report, problems: stray }));
-console.log(`${Object.keys(kosCrdFiles()).length} CRDs, ${report.written.length} written`);
+if (stray.length > 0) print(describeDrift({ ...report, problems: stray }));
+print(`${Object.keys(kosCrdFiles()).length} CRDs, ${report.written.length} written`);

@@ -22,6 +22,13 @@ import {
   type KubeObject,
 } from '../src/index.js';
 
+/** This command's output (a CLI: its lines are the result, not a log). */
+const print = (...parts: ReadonlyArray<unknown>): void => void process.stdout.write(`${parts.map(String).join(' ')}\n`);
+const printError = (...parts: ReadonlyArray<unknown>): void =>
+  void process.stderr.write(
+    `${parts.map((p) => (p instanceof Error ? (p.stack ?? p.message) : String(p))).join(' ')}\n`,
+  );
+
 const env = (k: string, d: number) => Number(process.env[k] ?? d);
 const N_GET = env('BENCH_GETS', 500);
 const N_LIST = env('BENCH_LISTS', 100);
@@ -73,7 +80,7 @@ const time = async (n: number, f: (i: number) => Promise<unknown>): Promise<numb
   return performance.now() - t0;
 };
 const line = (what: string, ours: number, peer: number, n: number, peerName: string) =>
-  console.log(
+  print(
     `${what.padEnd(34)} kube ${(ours / n).toFixed(3).padStart(8)} ms/op   ${peerName} ${(peer / n).toFixed(3).padStart(8)} ms/op   ratio ${(ours / peer).toFixed(2)}×`,
   );
 const inParallel = async (n: number, width: number, f: (i: number) => Promise<unknown>) => {
@@ -86,7 +93,7 @@ const inParallel = async (n: number, width: number, f: (i: number) => Promise<un
 };
 
 async function main() {
-  console.log(`test bed ${kube.server}, namespace ${ns}`);
+  print(`test bed ${kube.server}, namespace ${ns}`);
   await core.createNamespace({ body: { metadata: { name: ns } } });
   const cm = (name: string, labels: Record<string, string> = {}) => ({
     apiVersion: 'v1',
@@ -261,26 +268,24 @@ async function main() {
     await finished;
     const ms = performance.now() - t0;
     await rt.runPromise(Fiber.interrupt(fiber));
-    console.log(`  (${tag}: informer synced after ${syncedAt.toFixed(0)} ms)`);
+    print(`  (${tag}: informer synced after ${syncedAt.toFixed(0)} ms)`);
     return ms;
   };
   const c1 = await converge(1, 'c1');
   const c4 = await converge(4, 'c4');
   const n = all.items.length;
-  console.log(`converge ${n} Widgets (1 status write each, informer list included)`);
-  console.log(
-    `  raw sequential client-node replaceStatus: ${rawMs.toFixed(0)} ms (${(rawMs / n).toFixed(2)} ms/write)`,
-  );
-  console.log(
+  print(`converge ${n} Widgets (1 status write each, informer list included)`);
+  print(`  raw sequential client-node replaceStatus: ${rawMs.toFixed(0)} ms (${(rawMs / n).toFixed(2)} ms/write)`);
+  print(
     `  raw sequential KubeClient.updateStatus:   ${rawOursMs.toFixed(0)} ms (${(rawOursMs / n).toFixed(2)} ms/write)`,
   );
-  console.log(
+  print(
     `  raw sequential KubeClient.updateStatus with an informer watching: ${watchedMs.toFixed(0)} ms (${(watchedMs / n).toFixed(2)} ms/write)`,
   );
-  console.log(
+  print(
     `  runtime, 1 worker : ${c1.toFixed(0)} ms   ratio ${(c1 / rawMs).toFixed(2)}× vs client-node, ${(c1 / rawOursMs).toFixed(2)}× vs KubeClient  (goal ≤ 1.3×), ${(c1 / watchedMs).toFixed(2)}× vs KubeClient+watch`,
   );
-  console.log(
+  print(
     `  runtime, 4 workers: ${c4.toFixed(0)} ms   ratio ${(c4 / rawMs).toFixed(2)}× vs client-node, ${(c4 / rawOursMs).toFixed(2)}× vs KubeClient, ${(c4 / watchedMs).toFixed(2)}× vs KubeClient+watch`,
   );
 
@@ -316,7 +321,7 @@ async function main() {
     await settle();
     const after = process.memoryUsage().heapUsed;
     const size = (await rt.runPromise(inf.list)).length;
-    console.log(
+    print(
       `informer cache of ${size} ConfigMaps${label}: heap +${((after - before) / 1048576).toFixed(1)} MiB vs list JSON ${(listJsonBytes / 1048576).toFixed(1)} MiB (ratio ${((after - before) / listJsonBytes).toFixed(2)}×)${gc ? '' : ' [run with --expose-gc for a steadier number]'}`,
     );
     await Effect.runPromise(Scope.close(scope, Exit.void));
@@ -338,6 +343,6 @@ async function main() {
 }
 
 main().catch((e: unknown) => {
-  console.error(e);
+  printError(e);
   process.exit(1);
 });

@@ -17,6 +17,9 @@ import {
 } from '../src/index.js';
 import { useKube, useWidgetCrd } from './support.js';
 
+/** The measured numbers, printed for the run's report (not a log). */
+const print = (...parts: ReadonlyArray<unknown>): void => void process.stdout.write(`${parts.map(String).join(' ')}\n`);
+
 const ns = useNamespace('kube-ctl');
 const { run } = useKube();
 const crd = useWidgetCrd(run);
@@ -172,7 +175,7 @@ describe('reconcile loop', () => {
     });
     const error = await metricValue(m, 'controller_runtime_reconcile_total', { controller: label, result: 'error' });
     expect(success + error).toBe(rounds);
-    console.log(
+    print(
       `burst: ${events} informer events, ${rounds} reconcile rounds (${success} success, ${error} conflict-retried)`,
     );
   });

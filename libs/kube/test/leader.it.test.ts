@@ -15,6 +15,9 @@ import {
 } from '../src/index.js';
 import { useKube, useWidgetCrd } from './support.js';
 
+/** The measured numbers, printed for the run's report (not a log). */
+const print = (...parts: ReadonlyArray<unknown>): void => void process.stdout.write(`${parts.map(String).join(' ')}\n`);
+
 const ns = useNamespace('kube-leader');
 const { run } = useKube();
 const crd = useWidgetCrd(run);
@@ -102,7 +105,7 @@ describe('leader election', () => {
     );
     expect(now['spec']).toMatchObject({ holderIdentity: 'b', leaseTransitions: 1 });
     await run(Fiber.interrupt(b));
-    console.log(`crash handover: ${handover} ms (lease 3000 ms, retry 300 ms)`);
+    print(`crash handover: ${handover} ms (lease 3000 ms, retry 300 ms)`);
   });
 
   it('a graceful stop releases the lease and the peer takes over well before expiry', async () => {
@@ -121,7 +124,7 @@ describe('leader election', () => {
     const handover = Date.now() - stoppedAt;
     expect(handover).toBeLessThan(3_000);
     await run(Fiber.interrupt(b));
-    console.log(`graceful handover: ${handover} ms`);
+    print(`graceful handover: ${handover} ms`);
   });
 
   it('a leader whose lease is taken stops its controllers and fails with LeadershipLost', async () => {

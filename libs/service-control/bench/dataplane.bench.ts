@@ -16,6 +16,9 @@ import { ProcUptimeBootClock } from '../src/adapter/clock/index.js';
 import { SocketForwarder, n6Credentials } from '../src/adapter/dataplane/index.js';
 import { PermitEngine, type PermitKey } from '../src/permit/index.js';
 
+/** This command's output (a CLI: its lines are the result, not a log). */
+const print = (...parts: ReadonlyArray<unknown>): void => void process.stdout.write(`${parts.map(String).join(' ')}\n`);
+
 const HOST = '127.0.0.1';
 const TCP_MB = Number(process.env['BENCH_TCP_MB'] ?? 256);
 const UDP_PACKETS = Number(process.env['BENCH_UDP_PACKETS'] ?? 20_000);
@@ -326,14 +329,12 @@ const main = async () => {
     ['two hops, N6 (TLS) vs 2 plain relays: TCP MiB/s', med(tp2), med(tn), med(tn) / med(tp2), '≥ 0.5'],
     ['two hops, N6 (TLS) vs 2 plain relays: ping-pong p50 (ms)', lp2, ln, ln / lp2, '≤ 2'],
   ] as const;
-  console.log('measure | plain node:net relay | SocketForwarder (gated) | ratio | goal');
+  print('measure | plain node:net relay | SocketForwarder (gated) | ratio | goal');
   for (const [name, p, g, r, goal] of rows)
-    console.log(`${name} | ${p.toFixed(3)} | ${g.toFixed(3)} | ${r.toFixed(2)} | ${goal}`);
-  console.log(`denied checks during the run: ${gatedSink.fw.counters.denied + gatedEcho.fw.counters.denied}`);
+    print(`${name} | ${p.toFixed(3)} | ${g.toFixed(3)} | ${r.toFixed(2)} | ${goal}`);
+  print(`denied checks during the run: ${gatedSink.fw.counters.denied + gatedEcho.fw.counters.denied}`);
   for (const r of [plainSink, plainEcho]) r.close();
-  console.log(
-    `N6 flows opened: ${n6Sink.fw.counters.opened.get('tcp') ?? 0} + ${n6Echo.fw.counters.opened.get('tcp') ?? 0}`,
-  );
+  print(`N6 flows opened: ${n6Sink.fw.counters.opened.get('tcp') ?? 0} + ${n6Echo.fw.counters.opened.get('tcp') ?? 0}`);
   for (const r of [plainSink2, plainEcho2]) r.close();
   await n6Sink.close();
   await n6Echo.close();

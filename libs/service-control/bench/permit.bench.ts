@@ -14,6 +14,9 @@ import {
   type PermitKey,
 } from '../src/permit/index.js';
 
+/** This command's output (a CLI: its lines are the result, not a log). */
+const print = (...parts: ReadonlyArray<unknown>): void => void process.stdout.write(`${parts.map(String).join(' ')}\n`);
+
 const FLOWS = Number(process.env['BENCH_FLOWS'] ?? 10_000);
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 200);
 
@@ -126,17 +129,17 @@ const peerNs = best(mapGet);
 const engineNs = best(engineCheck(fake.engine, fake.flows, ROUNDS));
 const ratio = engineNs / peerNs;
 const fmt = (ns: number) => `${(1e9 / ns / 1e6).toFixed(2)} M/s (${ns.toFixed(1)} ns each)`;
-console.log(`flows: ${FLOWS}, rounds: ${ROUNDS}`);
-console.log(`peer   Map.get(flow key)          ${fmt(peerNs)}`);
-console.log(`engine check(flow, point) [fake]  ${fmt(engineNs)}`);
-console.log(`ratio engine/peer: ${ratio.toFixed(2)}× (goal ≤ 5×) ${ratio <= 5 ? 'OK' : 'MISSED'}`);
+print(`flows: ${FLOWS}, rounds: ${ROUNDS}`);
+print(`peer   Map.get(flow key)          ${fmt(peerNs)}`);
+print(`engine check(flow, point) [fake]  ${fmt(engineNs)}`);
+print(`ratio engine/peer: ${ratio.toFixed(2)}× (goal ≤ 5×) ${ratio <= 5 ? 'OK' : 'MISSED'}`);
 
 const real = new ProcUptimeBootClock();
 try {
   const r = setup(real);
   const realRounds = Math.max(1, ROUNDS / 20);
   const realNs = best(engineCheck(r.engine, r.flows, realRounds), 2);
-  console.log(
+  print(
     `engine check with /proc/uptime    ${fmt(realNs)} (info: one pread per check; ${(realNs / peerNs).toFixed(1)}× the peer)`,
   );
 } finally {
