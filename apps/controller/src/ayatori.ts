@@ -37,6 +37,8 @@ export class AyatoriModule extends Context.Tag('controller/AyatoriModule')<
 
 export interface AyatoriOptions {
   readonly kube: Layer.Layer<KubeClient, unknown>;
+  /** The process's log, called directly: a finalizer runs in the fiber that closes the graph, not the one that built it. */
+  readonly log: (line: string) => void;
   /** Called when the module stops on its own (setup error, leadership lost): the process should exit non-zero. */
   readonly onFatal: (reason: string) => void;
 }
@@ -155,7 +157,7 @@ const controllersLayer = (config: ControllerConfig, options: AyatoriOptions) =>
           stopping = true;
           yield* Fiber.interrupt(fiber);
           state = 'stopped';
-          yield* Effect.logInfo('ayatori database controllers stopped; closing PostgreSQL pools');
+          options.log('ayatori database controllers stopped; closing PostgreSQL pools');
         }),
       );
       return { state: () => state, instanceController: () => instanceController };

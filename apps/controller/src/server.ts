@@ -344,7 +344,7 @@ export const controllerLayer = (
     }),
   );
 
-  const AyatoriLive = ayatoriLayer(config, { kube, onFatal }).pipe(
+  const AyatoriLive = ayatoriLayer(config, { kube, log, onFatal }).pipe(
     Layer.mapError((e) => new StartError({ message: `ayatori: ${messageOf(e)}` })),
     Layer.provide(
       Layer.effect(
