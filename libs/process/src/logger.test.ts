@@ -20,6 +20,7 @@ describe('the JSON log line', () => {
     expect(records).toHaveLength(1);
     const r = records[0] as Record<string, unknown>;
     expect(Object.keys(r)).toEqual(['time', 'level', 'app', 'message', 'annotations']);
+    expect(Object.keys(r['annotations'] as object)).toEqual(['attempt', 'controller']); // by name: one line per call
     expect(new Date(r['time'] as string).toISOString()).toBe(r['time']);
     expect(r).toMatchObject({
       level: 'WARN',

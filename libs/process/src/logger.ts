@@ -83,7 +83,9 @@ const messageText = (message: unknown): string => {
 /** The record of one Effect log call, redacted. */
 export const recordOf = (app: string, options: Logger.Logger.Options<unknown>): LogRecord => {
   const annotations: Record<string, unknown> = {};
-  for (const [k, v] of HashMap.toEntries(options.annotations)) annotations[k] = v;
+  // sorted by name: the same call gives the same line (a HashMap's order is its hashes')
+  const entries = HashMap.toEntries(options.annotations).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  for (const [k, v] of entries) annotations[k] = v;
   const cause = Cause.isEmpty(options.cause) ? undefined : redactText(Cause.pretty(options.cause));
   return {
     time: options.date.toISOString(),
