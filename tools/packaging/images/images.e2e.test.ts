@@ -122,7 +122,7 @@ describe('nsd image', () => {
     expect(spawnSync('podman', ['--runtime', '/usr/sbin/runc', 'healthcheck', 'run', name]).status).toBe(0);
     podman(['stop', '-t', '20', name]);
     expect(podman(['inspect', '--format', '{{.State.ExitCode}}', name]).trim()).toBe('0');
-    expect(podman(['logs', name])).toContain('"event":"shutdown","signal":"SIGTERM"');
+    expect(podman(['logs', name])).toContain('"message":"shutdown","annotations":{"signal":"SIGTERM"}'); // decision 0291
   });
 });
 
