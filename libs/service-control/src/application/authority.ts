@@ -308,12 +308,17 @@ export class Authority {
     reads: (tx: AuthorityTx) => Promise<P>,
     fn: (tx: AuthorityTx, fence: FenceRows, pre: P) => Promise<Either.Either<A, ServiceControlError>>,
   ) {
-    return this.d.store.transact<A>(this.d.epoch, async (tx) => {
-      const [fence, pre] = await Promise.all([tx.fence(identity, networkId, options), reads(tx)]);
-      return fence.member
-        ? fn(tx, fence, pre)
-        : Either.left(scError('unauthorized', 'identity is not a member of the Network'));
-    });
+    return this.d.store.transact<A>(
+      this.d.epoch,
+      async (tx) => {
+        const [fence, pre] = await Promise.all([tx.fence(identity, networkId, options), reads(tx)]);
+        return fence.member
+          ? fn(tx, fence, pre)
+          : Either.left(scError('unauthorized', 'identity is not a member of the Network'));
+      },
+      // every row a request locks is of its identity or its Network: it may commit in a group (decision 0330)
+      { scope: { identity, networkId } },
+    );
   }
 
   private tx<A>(
