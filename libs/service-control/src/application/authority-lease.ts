@@ -230,106 +230,102 @@ export const serveReady = async (
   const digest = requestDigest(m.kind, body);
   const space = { kind: 'refresh' as const, serviceId };
   const snapshot = { revision: body.snapshot_revision, digest: body.snapshot_digest };
-  return d.store.transact(
-    d.epoch,
-    async (tx) => {
-      // every read in one round trip with the fence (decision 0122)
-      const [fr, row, sources, stored, markGrant, latest, acks, known, allocation, policyVersion, floor] =
-        await Promise.all([
-          tx.fence(m.subject_identity, m.network_id, { session: true }),
-          tx.lease.service(serviceId),
-          tx.lease.policySources(serviceId),
-          tx.lease.lockMark(m.subject_identity, m.network_id, space),
-          tx.lease.grantOf(m.subject_identity, m.request_id, serviceId, d.epoch),
-          tx.lease.latestPublisherGrant(serviceId, m.subject_identity, d.epoch),
-          tx.acks(m.subject_identity, m.network_id, m.session_seq, body.snapshot_revision),
-          tx.lease.snapshotStamp(m.subject_identity, m.network_id, snapshot.revision, snapshot.digest, serviceId),
-          tx.ports.lockAllocation(serviceId),
-          tx.grants.policyVersion(serviceId),
-          tx.revisionFloor(m.subject_identity, m.network_id, m.session_seq),
-        ]);
-      const f = fenceOf(d, m, fr);
-      if (Either.isLeft(f)) return Either.left(f.left);
-      if (!refOk(d, m, body.service_ref))
-        return Either.left(scError('unauthorized', 'service_ref is not of this authority and Network'));
-      const now = d.now();
-      const svc =
-        row !== null && bytesEqual(row.networkId, m.network_id) && bytesEqual(row.publisher, m.subject_identity)
-          ? row
-          : undefined;
-      const intent = currentIntent(d.nsdId, svc, svc === undefined ? [] : sources, allocation, policyVersion);
-      const mark =
-        stored !== null && stored.generation === m.runtime_generation && bytesEqual(stored.runtimeId, m.runtime_id)
-          ? stored
-          : null;
-      const live =
-        latest !== null && latest.generation === m.runtime_generation && bytesEqual(latest.runtimeId, m.runtime_id)
-          ? latest
-          : null;
-      // the latest grant is the mark's request's (decision 0165): its session bounds a withdrawn service's seq rules (0196)
-      const markSessionSeq =
-        mark !== null && latest !== null && bytesEqual(latest.requestId, mark.requestId) ? latest.sessionSeq : null;
-      const decision = decideReady({
-        now,
-        epoch: d.epoch,
-        runtime: { identity: m.subject_identity, generation: m.runtime_generation, runtimeId: m.runtime_id },
-        sessionSeq: m.session_seq,
-        request: {
-          kind: m.kind,
-          requestId: m.request_id,
-          seq: body.refresh_seq,
-          requestDigest: digest,
-          listenerRevision: body.listener_revision,
-          intentDigest: body.intent_digest,
-          proposalId: body.proposal_id,
-          round: body.allocation_round,
-          proposalSeq: body.proposal_seq,
-          P: BigInt(body.P),
-          snapshot,
-          proof: {
-            protocols: body.proof.installed_protocols,
-            P: BigInt(body.proof.installed_P),
-            policyDigest: body.proof.enforcement_policy_digest,
-          },
+  return d.store.transact(d.epoch, async (tx) => {
+    // every read in one round trip with the fence (decision 0122)
+    const [fr, row, sources, stored, markGrant, latest, acks, known, allocation, policyVersion, floor] =
+      await Promise.all([
+        tx.fence(m.subject_identity, m.network_id, { session: true }),
+        tx.lease.service(serviceId),
+        tx.lease.policySources(serviceId),
+        tx.lease.lockMark(m.subject_identity, m.network_id, space),
+        tx.lease.grantOf(m.subject_identity, m.request_id, serviceId, d.epoch),
+        tx.lease.latestPublisherGrant(serviceId, m.subject_identity, d.epoch),
+        tx.acks(m.subject_identity, m.network_id, m.session_seq, body.snapshot_revision),
+        tx.lease.snapshotStamp(m.subject_identity, m.network_id, snapshot.revision, snapshot.digest, serviceId),
+        tx.ports.lockAllocation(serviceId),
+        tx.grants.policyVersion(serviceId),
+        tx.revisionFloor(m.subject_identity, m.network_id, m.session_seq),
+      ]);
+    const f = fenceOf(d, m, fr);
+    if (Either.isLeft(f)) return Either.left(f.left);
+    if (!refOk(d, m, body.service_ref))
+      return Either.left(scError('unauthorized', 'service_ref is not of this authority and Network'));
+    const now = d.now();
+    const svc =
+      row !== null && bytesEqual(row.networkId, m.network_id) && bytesEqual(row.publisher, m.subject_identity)
+        ? row
+        : undefined;
+    const intent = currentIntent(d.nsdId, svc, svc === undefined ? [] : sources, allocation, policyVersion);
+    const mark =
+      stored !== null && stored.generation === m.runtime_generation && bytesEqual(stored.runtimeId, m.runtime_id)
+        ? stored
+        : null;
+    const live =
+      latest !== null && latest.generation === m.runtime_generation && bytesEqual(latest.runtimeId, m.runtime_id)
+        ? latest
+        : null;
+    // the latest grant is the mark's request's (decision 0165): its session bounds a withdrawn service's seq rules (0196)
+    const markSessionSeq =
+      mark !== null && latest !== null && bytesEqual(latest.requestId, mark.requestId) ? latest.sessionSeq : null;
+    const decision = decideReady({
+      now,
+      epoch: d.epoch,
+      runtime: { identity: m.subject_identity, generation: m.runtime_generation, runtimeId: m.runtime_id },
+      sessionSeq: m.session_seq,
+      request: {
+        kind: m.kind,
+        requestId: m.request_id,
+        seq: body.refresh_seq,
+        requestDigest: digest,
+        listenerRevision: body.listener_revision,
+        intentDigest: body.intent_digest,
+        proposalId: body.proposal_id,
+        round: body.allocation_round,
+        proposalSeq: body.proposal_seq,
+        P: BigInt(body.P),
+        snapshot,
+        proof: {
+          protocols: body.proof.installed_protocols,
+          P: BigInt(body.proof.installed_P),
+          policyDigest: body.proof.enforcement_policy_digest,
         },
-        mark,
-        markGrant,
-        live,
-        markSessionSeq,
-        intent,
-        acks,
-        // a revision below the floor is refused from the floor: no stamp is read or written for it (decision 0191)
-        atSnapshot: revisionRetained(floor, snapshot.revision)
-          ? await stampIn(tx, m.subject_identity, m.network_id, snapshot, serviceId, known)
-          : null,
-        floor,
-        newGrantId: newId(d),
+      },
+      mark,
+      markGrant,
+      live,
+      markSessionSeq,
+      intent,
+      acks,
+      // a revision below the floor is refused from the floor: no stamp is read or written for it (decision 0191)
+      atSnapshot: revisionRetained(floor, snapshot.revision)
+        ? await stampIn(tx, m.subject_identity, m.network_id, snapshot, serviceId, known)
+        : null,
+      floor,
+      newGrantId: newId(d),
+    });
+    const echo = {
+      ...base(d, m),
+      service_ref: body.service_ref,
+      listener_revision: body.listener_revision,
+      intent_digest: body.intent_digest,
+      refresh_seq: body.refresh_seq,
+    };
+    if (Either.isLeft(decision))
+      return Either.right({ results: [{ ...echo, ...item(null, decision.left.code, now) }], committed: false });
+    if (decision.right.outcome === 'granted') {
+      await tx.lease.saveGrant(m.network_id, decision.right.grant);
+      await tx.lease.saveMark(m.subject_identity, m.network_id, space, {
+        ...decision.right.mark,
+        generation: m.runtime_generation,
+        runtimeId: m.runtime_id,
       });
-      const echo = {
-        ...base(d, m),
-        service_ref: body.service_ref,
-        listener_revision: body.listener_revision,
-        intent_digest: body.intent_digest,
-        refresh_seq: body.refresh_seq,
-      };
-      if (Either.isLeft(decision))
-        return Either.right({ results: [{ ...echo, ...item(null, decision.left.code, now) }], committed: false });
-      if (decision.right.outcome === 'granted') {
-        await tx.lease.saveGrant(m.network_id, decision.right.grant);
-        await tx.lease.saveMark(m.subject_identity, m.network_id, space, {
-          ...decision.right.mark,
-          generation: m.runtime_generation,
-          runtimeId: m.runtime_id,
-        });
-      }
-      // remaining is computed at reply time from the committed deadline (never a new 30 s for a retransmission)
-      return Either.right({
-        results: [{ ...echo, ...item(decision.right.grant, 'granted', now) }],
-        committed: decision.right.outcome === 'granted',
-      });
-    },
-    { scope: { identity: m.subject_identity, networkId: m.network_id } },
-  ); // decision 0330: may commit in a group
+    }
+    // remaining is computed at reply time from the committed deadline (never a new 30 s for a retransmission)
+    return Either.right({
+      results: [{ ...echo, ...item(decision.right.grant, 'granted', now) }],
+      committed: decision.right.outcome === 'granted',
+    });
+  });
 };
 
 /** lease.acquire (M6-35): one result per requested service, in request order. */
@@ -339,146 +335,140 @@ export const serveAcquire = async (
 ): Promise<Either.Either<LeaseReply, ServiceControlError>> => {
   const body = m.body;
   const digest = requestDigest('lease.acquire', body);
-  return d.store.transact(
-    d.epoch,
-    async (tx) => {
-      const space = { kind: 'consumer' as const };
-      const snapshot = { revision: body.snapshot_revision, digest: body.snapshot_digest };
-      // every read in one round trip with the fence, as for ready/refresh (decision 0130; was ≈ 6 per item + 5)
-      const [fr, stored, acks, floor, reads] = await Promise.all([
-        tx.fence(m.subject_identity, m.network_id, { session: true }),
-        tx.lease.lockMark(m.subject_identity, m.network_id, space),
-        tx.acks(m.subject_identity, m.network_id, m.session_seq, body.snapshot_revision),
-        tx.revisionFloor(m.subject_identity, m.network_id, m.session_seq),
-        Promise.all(
-          body.services.map((it) => {
-            const serviceId = it.service_ref.service_id;
-            return Promise.all([
-              tx.lease.service(serviceId),
-              tx.lease.policySources(serviceId),
-              tx.ports.lockAllocation(serviceId),
-              tx.grants.policyVersion(serviceId),
-              tx.lease.snapshotStamp(m.subject_identity, m.network_id, snapshot.revision, snapshot.digest, serviceId),
-              tx.lease.latestPublisherGrant(serviceId, it.publisher_identity, d.epoch),
-            ]);
-          }),
-        ),
-      ]);
-      const f = fenceOf(d, m, fr);
-      if (Either.isLeft(f)) return Either.left(f.left);
-      for (const it of body.services)
-        if (!refOk(d, m, it.service_ref))
-          return Either.left(scError('unauthorized', 'service_ref is not of this authority and Network'));
-      const now = d.now();
-      const items: AcquireItemInput[] = await Promise.all(
-        body.services.map(async (it, i): Promise<AcquireItemInput> => {
+  return d.store.transact(d.epoch, async (tx) => {
+    const space = { kind: 'consumer' as const };
+    const snapshot = { revision: body.snapshot_revision, digest: body.snapshot_digest };
+    // every read in one round trip with the fence, as for ready/refresh (decision 0130; was ≈ 6 per item + 5)
+    const [fr, stored, acks, floor, reads] = await Promise.all([
+      tx.fence(m.subject_identity, m.network_id, { session: true }),
+      tx.lease.lockMark(m.subject_identity, m.network_id, space),
+      tx.acks(m.subject_identity, m.network_id, m.session_seq, body.snapshot_revision),
+      tx.revisionFloor(m.subject_identity, m.network_id, m.session_seq),
+      Promise.all(
+        body.services.map((it) => {
           const serviceId = it.service_ref.service_id;
-          const [row, allSources, allocation, policyVersion, known, publisherGrant] = reads[
-            i
-          ] as (typeof reads)[number];
-          const svc =
-            row !== null && bytesEqual(row.networkId, m.network_id) && bytesEqual(row.publisher, it.publisher_identity)
-              ? row
-              : undefined;
-          const sources = svc === undefined ? [] : allSources;
-          const src = sources.find((s) => bytesEqual(s.consumer, m.subject_identity));
-          return {
-            serviceId,
-            publisher: it.publisher_identity,
-            listenerRevision: it.listener_revision,
-            intentDigest: it.intent_digest,
-            intent: currentIntent(
-              d.nsdId,
-              svc,
-              sources,
-              svc === undefined ? null : allocation,
-              svc === undefined ? null : policyVersion,
-            ),
-            atSnapshot: revisionRetained(floor, snapshot.revision)
-              ? await stampIn(tx, m.subject_identity, m.network_id, snapshot, serviceId, known)
-              : null,
-            authorization: src === undefined ? null : { protocols: src.protocols, expiry: src.expiry },
-            publisherGrant,
-          };
+          return Promise.all([
+            tx.lease.service(serviceId),
+            tx.lease.policySources(serviceId),
+            tx.ports.lockAllocation(serviceId),
+            tx.grants.policyVersion(serviceId),
+            tx.lease.snapshotStamp(m.subject_identity, m.network_id, snapshot.revision, snapshot.digest, serviceId),
+            tx.lease.latestPublisherGrant(serviceId, it.publisher_identity, d.epoch),
+          ]);
         }),
-      );
-      const mark =
-        stored !== null && stored.generation === m.runtime_generation && bytesEqual(stored.runtimeId, m.runtime_id)
-          ? stored
-          : null;
-      // the mark's items are only read for a retransmission (the same seq): that is the only case the decision uses them
-      const markItems: AcquireItemRecord[] =
-        mark === null || mark.seq !== body.consumer_seq
-          ? []
-          : await Promise.all(
-              (await tx.lease.acquireItems(m.subject_identity, mark.requestId, d.epoch)).map(async (s) => ({
-                serviceId: s.serviceId,
-                result: s.result,
-                grant:
-                  s.grantId === null
-                    ? null
-                    : await tx.lease.grantOf(m.subject_identity, mark.requestId, s.serviceId, d.epoch),
-              })),
-            );
-      const decision = decideAcquire({
-        now,
-        epoch: d.epoch,
-        runtime: { identity: m.subject_identity, generation: m.runtime_generation, runtimeId: m.runtime_id },
-        sessionSeq: m.session_seq,
-        requestId: m.request_id,
-        seq: body.consumer_seq,
-        requestDigest: digest,
-        snapshot,
-        mark,
-        markItems,
-        acks,
-        floor,
-        items,
-        newGrantId: () => newId(d),
-      });
-      const echo = (it: (typeof body.services)[number]) => ({
-        ...base(d, m),
-        service_ref: it.service_ref,
-        listener_revision: it.listener_revision,
-        intent_digest: it.intent_digest,
-        consumer_seq: body.consumer_seq,
-        snapshot_revision: body.snapshot_revision,
-        snapshot_digest: body.snapshot_digest,
-      });
-      if (Either.isLeft(decision))
-        return Either.right({
-          results: body.services.map((it) => ({ ...echo(it), ...item(null, decision.left.code, now) })),
-          committed: false,
-        });
-      const byService = new Map(decision.right.items.map((r) => [toHex(r.serviceId), r]));
-      if (decision.right.outcome === 'decided') {
-        for (const r of decision.right.items) if (r.grant !== null) await tx.lease.saveGrant(m.network_id, r.grant);
-        await tx.lease.saveAcquireItems(
-          m.subject_identity,
-          m.request_id,
-          d.epoch,
-          decision.right.items.map((r) => ({
-            serviceId: r.serviceId,
-            result: r.result,
-            grantId: r.grant?.grantId ?? null,
-          })),
-        );
-        await tx.lease.saveMark(m.subject_identity, m.network_id, space, {
-          ...decision.right.mark,
-          generation: m.runtime_generation,
-          runtimeId: m.runtime_id,
-        });
-      }
+      ),
+    ]);
+    const f = fenceOf(d, m, fr);
+    if (Either.isLeft(f)) return Either.left(f.left);
+    for (const it of body.services)
+      if (!refOk(d, m, it.service_ref))
+        return Either.left(scError('unauthorized', 'service_ref is not of this authority and Network'));
+    const now = d.now();
+    const items: AcquireItemInput[] = await Promise.all(
+      body.services.map(async (it, i): Promise<AcquireItemInput> => {
+        const serviceId = it.service_ref.service_id;
+        const [row, allSources, allocation, policyVersion, known, publisherGrant] = reads[i] as (typeof reads)[number];
+        const svc =
+          row !== null && bytesEqual(row.networkId, m.network_id) && bytesEqual(row.publisher, it.publisher_identity)
+            ? row
+            : undefined;
+        const sources = svc === undefined ? [] : allSources;
+        const src = sources.find((s) => bytesEqual(s.consumer, m.subject_identity));
+        return {
+          serviceId,
+          publisher: it.publisher_identity,
+          listenerRevision: it.listener_revision,
+          intentDigest: it.intent_digest,
+          intent: currentIntent(
+            d.nsdId,
+            svc,
+            sources,
+            svc === undefined ? null : allocation,
+            svc === undefined ? null : policyVersion,
+          ),
+          atSnapshot: revisionRetained(floor, snapshot.revision)
+            ? await stampIn(tx, m.subject_identity, m.network_id, snapshot, serviceId, known)
+            : null,
+          authorization: src === undefined ? null : { protocols: src.protocols, expiry: src.expiry },
+          publisherGrant,
+        };
+      }),
+    );
+    const mark =
+      stored !== null && stored.generation === m.runtime_generation && bytesEqual(stored.runtimeId, m.runtime_id)
+        ? stored
+        : null;
+    // the mark's items are only read for a retransmission (the same seq): that is the only case the decision uses them
+    const markItems: AcquireItemRecord[] =
+      mark === null || mark.seq !== body.consumer_seq
+        ? []
+        : await Promise.all(
+            (await tx.lease.acquireItems(m.subject_identity, mark.requestId, d.epoch)).map(async (s) => ({
+              serviceId: s.serviceId,
+              result: s.result,
+              grant:
+                s.grantId === null
+                  ? null
+                  : await tx.lease.grantOf(m.subject_identity, mark.requestId, s.serviceId, d.epoch),
+            })),
+          );
+    const decision = decideAcquire({
+      now,
+      epoch: d.epoch,
+      runtime: { identity: m.subject_identity, generation: m.runtime_generation, runtimeId: m.runtime_id },
+      sessionSeq: m.session_seq,
+      requestId: m.request_id,
+      seq: body.consumer_seq,
+      requestDigest: digest,
+      snapshot,
+      mark,
+      markItems,
+      acks,
+      floor,
+      items,
+      newGrantId: () => newId(d),
+    });
+    const echo = (it: (typeof body.services)[number]) => ({
+      ...base(d, m),
+      service_ref: it.service_ref,
+      listener_revision: it.listener_revision,
+      intent_digest: it.intent_digest,
+      consumer_seq: body.consumer_seq,
+      snapshot_revision: body.snapshot_revision,
+      snapshot_digest: body.snapshot_digest,
+    });
+    if (Either.isLeft(decision))
       return Either.right({
-        results: body.services.map((it) => {
-          const r = byService.get(toHex(it.service_ref.service_id));
-          return { ...echo(it), ...item(r?.grant ?? null, r?.result ?? 'stale-listener', now) };
-        }),
-        committed: decision.right.outcome === 'decided',
+        results: body.services.map((it) => ({ ...echo(it), ...item(null, decision.left.code, now) })),
+        committed: false,
       });
-    },
-    { scope: { identity: m.subject_identity, networkId: m.network_id } },
-  ); // decision 0330: may commit in a group
+    const byService = new Map(decision.right.items.map((r) => [toHex(r.serviceId), r]));
+    if (decision.right.outcome === 'decided') {
+      for (const r of decision.right.items) if (r.grant !== null) await tx.lease.saveGrant(m.network_id, r.grant);
+      await tx.lease.saveAcquireItems(
+        m.subject_identity,
+        m.request_id,
+        d.epoch,
+        decision.right.items.map((r) => ({
+          serviceId: r.serviceId,
+          result: r.result,
+          grantId: r.grant?.grantId ?? null,
+        })),
+      );
+      await tx.lease.saveMark(m.subject_identity, m.network_id, space, {
+        ...decision.right.mark,
+        generation: m.runtime_generation,
+        runtimeId: m.runtime_id,
+      });
+    }
+    return Either.right({
+      results: body.services.map((it) => {
+        const r = byService.get(toHex(it.service_ref.service_id));
+        return { ...echo(it), ...item(r?.grant ?? null, r?.result ?? 'stale-listener', now) };
+      }),
+      committed: decision.right.outcome === 'decided',
+    });
+  });
 };
 
 /** The owner's policy stand-in edit (tests, nsd configuration): allow or remove one consumer source of a service. */

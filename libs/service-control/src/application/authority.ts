@@ -219,7 +219,13 @@ export class Authority {
 
   /** listener.ready / lease.refresh / lease.acquire: the grant is committed before the reply (authority-lease.ts). */
   private async lease(m: MessageOf<'listener.ready'> | MessageOf<'lease.refresh'> | MessageOf<'lease.acquire'>) {
-    const deps = { store: this.d.store, nsdId: this.d.nsdId, epoch: this.d.epoch, now: this.d.leaseNow ?? this.d.now };
+    // its one transaction locks rows of the envelope's identity and Network only: it may commit in a group (decision 0330)
+    const scope = { identity: m.subject_identity, networkId: m.network_id };
+    const store: AuthorityStore = {
+      ...this.d.store,
+      transact: (epoch, fn, options) => this.d.store.transact(epoch, fn, { ...options, scope }),
+    };
+    const deps = { store, nsdId: this.d.nsdId, epoch: this.d.epoch, now: this.d.leaseNow ?? this.d.now };
     const r = m.kind === 'lease.acquire' ? await serveAcquire(deps, m) : await serveReady(deps, m);
     if (Either.isRight(r) && r.right.committed) this.committed(m.kind);
     return Either.map(r, (reply) =>
