@@ -5,7 +5,8 @@
 // PostgreSQL round trips per request and where the time of one request goes. The clients run on a worker thread
 // (client-worker.ts: clients are other machines); nsd's handler runs here. Needs the machine's PostgreSQL (pg.ts).
 // Env: BENCH_N (sequential requests, 300), BENCH_CONCURRENCY (8,32), BENCH_CONCURRENT_N (requests per concurrent run, 640),
-// BENCH_PROFILE (a directory: a CPU profile of nsd's thread per run, <run>.cpuprofile), BENCH_FAST_ACK=0 (no one-round-trip ACK).
+// BENCH_PROFILE (a directory: a CPU profile of nsd's thread per run, <run>.cpuprofile), BENCH_FAST_ACK=0 (no one-round-trip ACK),
+// BENCH_GROUP_COMMIT=0 (every transaction commits alone, decision 0330).
 import { randomBytes } from 'node:crypto';
 import { createServer, request, Agent } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -57,6 +58,7 @@ await withBenchDatabase('nsd_bench', async (config) => {
     ...config,
     max: Math.max(10, ...CONCURRENCY),
     fastAck: process.env['BENCH_FAST_ACK'] !== '0',
+    ...(process.env['BENCH_GROUP_COMMIT'] === '0' ? { groupCommit: false as const } : {}),
   });
   await store.migrate();
   const { nsdId, epoch } = await store.takeover();
@@ -180,6 +182,7 @@ await withBenchDatabase('nsd_bench', async (config) => {
       nsdKey: nsd.machineId,
       clients: jobs.map((j) => ({ pem: j.pub.pem, payloads: j.payloads })),
     });
+    const c0 = store.commitStats();
     const { window, drained, busy, rt0, cpu } = await profiled(label, async () => {
       const rt0 = roundTrips();
       const s0 = mainThreadSched();
@@ -203,7 +206,9 @@ await withBenchDatabase('nsd_bench', async (config) => {
     if (check.failures > 0)
       throw new Error(`${label}: ${check.failures} answers failed their check, first: ${check.firstFailure}`);
     const n = window.requests;
+    const c1 = store.commitStats();
     return {
+      commits: `${((c1.commits - c0.commits) / n).toFixed(2)} commits/request (${c1.groups - c0.groups} groups of ${((c1.grouped - c0.grouped) / Math.max(1, c1.groups - c0.groups)).toFixed(1)} on average, ${c1.fallbacks - c0.fallbacks} run alone again)`,
       rate: n / window.seconds,
       drainedRate: n / Math.max(drained, window.seconds),
       roundTrips: (roundTrips() - rt0) / n,
@@ -246,10 +251,10 @@ await withBenchDatabase('nsd_bench', async (config) => {
     `one client, sequential (N=${N}); raw upserts ${fmt(rawSeq)} /s before, ${fmt(rawSeq2)} /s after — peer = mean ${fmt(rawS)} /s`,
   );
   rows.push(
-    `  report.replace  ${fmt(repSeq.rate)} /s  ratio ${ratio(repSeq.rate, rawS)}   incl. the snapshot productions it queued: ${fmt(repSeq.drainedRate)} /s (${ratio(repSeq.drainedRate, rawS)});  ${repSeq.roundTrips.toFixed(1)} round trips/request incl. production; ${busy(repSeq)}`,
+    `  report.replace  ${fmt(repSeq.rate)} /s  ratio ${ratio(repSeq.rate, rawS)}   incl. the snapshot productions it queued: ${fmt(repSeq.drainedRate)} /s (${ratio(repSeq.drainedRate, rawS)});  ${repSeq.roundTrips.toFixed(1)} round trips/request incl. production; ${repSeq.commits}; ${busy(repSeq)}`,
   );
   rows.push(
-    `  snapshot.ack    ${fmt(ackSeq.rate)} /s  ratio ${ratio(ackSeq.rate, rawS)}   ${ackSeq.roundTrips.toFixed(1)} round trips/request (first ACK of each revision: writes the ACK row); ${busy(ackSeq)}`,
+    `  snapshot.ack    ${fmt(ackSeq.rate)} /s  ratio ${ratio(ackSeq.rate, rawS)}   ${ackSeq.roundTrips.toFixed(1)} round trips/request (first ACK of each revision: writes the ACK row); ${ackSeq.commits}; ${busy(ackSeq)}`,
   );
   rows.push(
     `  repeat ACK      ${fmt(repeatSeq.rate)} /s  ratio ${ratio(repeatSeq.rate, rawS)}   ${repeatSeq.roundTrips.toFixed(1)} round trips/request (idempotent: the ACK row exists, nothing written); ${busy(repeatSeq)}`,
@@ -287,13 +292,13 @@ await withBenchDatabase('nsd_bench', async (config) => {
       `${c} clients in flight (${per} requests each); raw upserts on ${c} connections ${fmt(raw1)} /s before, ${fmt(raw2)} /s after — peer = mean ${fmt(raw)} /s`,
     );
     rows.push(
-      `  report.replace  ${fmt(rep.rate)} /s  ratio ${ratio(rep.rate, raw)}   incl. the snapshot productions it queued: ${fmt(rep.drainedRate)} /s (${ratio(rep.drainedRate, raw)}); ${rep.roundTrips.toFixed(1)} round trips/request; ${busy(rep)}`,
+      `  report.replace  ${fmt(rep.rate)} /s  ratio ${ratio(rep.rate, raw)}   incl. the snapshot productions it queued: ${fmt(rep.drainedRate)} /s (${ratio(rep.drainedRate, raw)}); ${rep.roundTrips.toFixed(1)} round trips/request; ${rep.commits}; ${busy(rep)}`,
     );
     rows.push(
-      `  snapshot.ack    ${fmt(ack.rate)} /s  ratio ${ratio(ack.rate, raw)}   ${ack.roundTrips.toFixed(1)} round trips/request (first ACKs); ${busy(ack)}`,
+      `  snapshot.ack    ${fmt(ack.rate)} /s  ratio ${ratio(ack.rate, raw)}   ${ack.roundTrips.toFixed(1)} round trips/request (first ACKs); ${ack.commits}; ${busy(ack)}`,
     );
     rows.push(
-      `  repeat ACK      ${fmt(repeat.rate)} /s  ratio ${ratio(repeat.rate, raw)}   ${repeat.roundTrips.toFixed(1)} round trips/request; ${busy(repeat)}`,
+      `  repeat ACK      ${fmt(repeat.rate)} /s  ratio ${ratio(repeat.rate, raw)}   ${repeat.roundTrips.toFixed(1)} round trips/request; ${repeat.commits}; ${busy(repeat)}`,
     );
     rows.push(
       `  transport alone (signed echo, no store) ${fmt(ceil.rate)} /s  ratio ${ratio(ceil.rate, raw)} — the ceiling; ${busy(ceil)}`,

@@ -69,7 +69,11 @@ const cpuMs = async (admin: pg.Client, database: string): Promise<{ node: number
 
 await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   roundTrips(); // install the counter before the store's pool exists
-  const store = makePgAuthorityStore(config);
+  // BENCH_GROUP_COMMIT=0: every transaction commits alone (decision 0330), to compare in the same conditions
+  const store = makePgAuthorityStore({
+    ...config,
+    ...(process.env['BENCH_GROUP_COMMIT'] === '0' ? { groupCommit: false as const } : {}),
+  });
   await store.migrate();
   const { nsdId, epoch } = await store.takeover();
   const authority = new Authority({
@@ -220,10 +224,13 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     readonly cpuPg: number | null;
     /** The main thread (nsd; in the direct runs also the calling loop): µs on a CPU and µs runnable but waiting for one, per call. */
     readonly thread: { readonly run: number; readonly wait: number } | null;
+    /** COMMITs per call (below 1: group commit, decision 0330) */
+    readonly commits: number;
   }
   /** Rate, round trips and CPU per call of `go` (which makes `n` calls). */
   const measure = async (label: string, n: number, go: () => Promise<number | undefined>): Promise<Run> => {
     const q0 = roundTrips();
+    const k0 = store.commitStats();
     const c0 = await cpuMs(admin, config.database);
     const s0 = mainThreadSched();
     const t0 = process.hrtime.bigint();
@@ -235,6 +242,7 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     return {
       rate: (n * 1e9) / ns,
       roundTrips: (roundTrips() - q0) / n,
+      commits: (store.commitStats().commits - k0.commits) / n,
       cpuNode: (c1.node - c0.node) / n,
       cpuPg: c0.pg === null || c1.pg === null ? null : (c1.pg - c0.pg) / n,
       thread,
@@ -319,7 +327,9 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   print(
     `               signed echo (transport alone) ${fmt(echo1.rate)} /s (${(echo1.rate / raw1).toFixed(3)}); raw upsert ${machineCpuText(raw1Run.machine)}; ${requestBound(raw1Run, echo1, cores, true).text}`,
   );
-  print(`               round trips per refresh ${ref1.roundTrips.toFixed(2)}; ${cpu(ref1)}`);
+  print(
+    `               round trips per refresh ${ref1.roundTrips.toFixed(2)}, commits ${ref1.commits.toFixed(2)}; ${cpu(ref1)}`,
+  );
   print(
     `               lease.refresh without HTTP (handle) ${fmt(dir1.rate)} /s, ${dir1.roundTrips.toFixed(2)} round trips; ${cpu(dir1)}`,
   );
@@ -329,7 +339,7 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     const refC = await runLoad(`refresh-${c}`, pubs.slice(0, c), N);
     const echoC = await runEcho(pubs.slice(0, c), N);
     print(
-      `  ${String(c).padStart(2)} clients:  raw upsert ${fmt(rawC)} /s   lease.refresh ${fmt(refC.rate)} /s   ratio ${(refC.rate / rawC).toFixed(3)}; ${refC.roundTrips.toFixed(2)} round trips; ${cpu(refC)}`,
+      `  ${String(c).padStart(2)} clients:  raw upsert ${fmt(rawC)} /s   lease.refresh ${fmt(refC.rate)} /s   ratio ${(refC.rate / rawC).toFixed(3)}; ${refC.roundTrips.toFixed(2)} round trips, ${refC.commits.toFixed(2)} commits; ${cpu(refC)}`,
     );
     print(
       `               signed echo ${fmt(echoC.rate)} /s (${(echoC.rate / rawC).toFixed(3)}); ${requestBound(rawCRun, echoC, cores, false).text}`,
@@ -395,7 +405,7 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     const rows1 = await grantRows();
     const refreshes = Math.max(1, Math.ceil(N / 4)) * maxC;
     print(
-      `  ${String(publishers).padStart(6)} publishers × 1 refresh / ${REFRESH_PERIOD_MS / 1000} s = ${fmt(needed, 5)} /s needed; ${maxC} clients achieved ${fmt(r.rate)} /s = ${(r.rate / needed).toFixed(2)}× needed` +
+      `  ${String(publishers).padStart(6)} publishers × 1 refresh / ${REFRESH_PERIOD_MS / 1000} s = ${fmt(needed, 5)} /s needed; ${maxC} clients achieved ${fmt(r.rate)} /s = ${(r.rate / needed).toFixed(2)}× needed, ${r.commits.toFixed(2)} commits/refresh` +
         ` (the load would use ${((100 * needed) / r.rate).toFixed(0)}% of that capacity); ${cpu(r)}; lease_grant rows ${rows0} → ${rows1} after ${refreshes} refreshes`,
     );
   }

@@ -114,6 +114,12 @@ export interface TransactOptions {
    * changed after the snapshot is a serialization failure; the store then runs `fn` again (a bounded number of times).
    */
   readonly consistentRead?: boolean;
+  /**
+   * The one scope whose rows the transaction locks (a request's identity and Network): the store may commit it together
+   * with transactions of other scopes in flight at the same time (group commit, decision 0330). Each caller still gets
+   * its result only after a COMMIT that includes it.
+   */
+  readonly scope?: { readonly identity: Bytes; readonly networkId: Bytes };
 }
 
 export interface AuthorityStore {

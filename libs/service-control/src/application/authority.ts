@@ -7,7 +7,6 @@ import { type Bytes, bytesEqual, toHex } from '../domain/bytes.js';
 import { type ServiceControlError, scError } from '../domain/errors.js';
 import { checkFences } from '../domain/fence.js';
 import type { ProposalRef } from '../domain/port-endpoint.js';
-import { type Kind } from '../domain/kinds.js';
 import { acceptReport, reportHead } from '../domain/report.js';
 import { bind, boundHeartbeat, floorView, machineAuth, plainHeartbeat } from '../domain/runtime.js';
 import { openSession, streamMayDeliver } from '../domain/session.js';
@@ -91,19 +90,23 @@ interface OpenStream {
   readonly sink: StreamSink;
 }
 
-const A_TO_B: readonly Kind[] = [
-  'runtime.floor',
-  'runtime.bind',
-  'session.open',
-  'report.head',
-  'report.replace',
-  'snapshot.ack',
-  'listener.ready',
-  'lease.refresh',
-  'lease.acquire',
-  'port.result',
-  'service.retry-port',
-];
+/** The requests A sends to B (spec §3.3): the handler table below must have exactly these keys, or it does not compile. */
+type AToBKind =
+  | 'runtime.floor'
+  | 'runtime.bind'
+  | 'session.open'
+  | 'report.head'
+  | 'report.replace'
+  | 'snapshot.ack'
+  | 'listener.ready'
+  | 'lease.refresh'
+  | 'lease.acquire'
+  | 'port.result'
+  | 'service.retry-port';
+
+type Handlers = {
+  readonly [K in AToBKind]: (m: MessageOf<K>) => Promise<Either.Either<Uint8Array, ServiceControlError>>;
+};
 
 /** One owner edit of the policy stand-in: allow a consumer source (protocols) or remove it. */
 export type PolicyEdit =
@@ -187,41 +190,42 @@ export class Authority {
     return this.retries.size;
   }
 
+  /** One handler per request kind A sends (a kind left out, or one that is not a message kind, fails to compile). */
+  private readonly handlers: Handlers = {
+    'runtime.floor': (m) => this.floor(m),
+    'runtime.bind': (m) => this.bind(m),
+    'session.open': (m) => this.sessionOpen(m),
+    'report.head': (m) => this.reportHead(m),
+    'report.replace': (m) => this.reportReplace(m),
+    'snapshot.ack': (m) => this.snapshotAck(m),
+    'listener.ready': (m) => this.lease(m),
+    'lease.refresh': (m) => this.lease(m),
+    'lease.acquire': (m) => this.lease(m),
+    'port.result': (m) => this.port(m),
+    'service.retry-port': (m) => this.port(m),
+  };
+
   private async dispatch(signer: Bytes, m: Message): Promise<Either.Either<Uint8Array, ServiceControlError>> {
-    if (!A_TO_B.includes(m.kind))
+    if (!Object.hasOwn(this.handlers, m.kind))
       return Either.left(scError('unsupported-field', `${m.kind} is not a request to the authority`));
     if (!bytesEqual(m.subject_identity, signer))
       return Either.left(scError('unauthorized', 'subject_identity is not the signer'));
     if (!bytesEqual(m.nsd_id, this.d.nsdId))
       return Either.left(scError('unauthorized', 'nsd_id is not this authority'));
-    switch (m.kind) {
-      case 'runtime.floor':
-        return this.floor(m);
-      case 'runtime.bind':
-        return this.bind(m);
-      case 'session.open':
-        return this.sessionOpen(m);
-      case 'report.head':
-        return this.reportHead(m);
-      case 'report.replace':
-        return this.reportReplace(m);
-      case 'snapshot.ack':
-        return this.snapshotAck(m);
-      case 'listener.ready':
-      case 'lease.refresh':
-      case 'lease.acquire':
-        return this.lease(m);
-      case 'port.result':
-      case 'service.retry-port':
-        return this.port(m);
-      default:
-        return Either.left(scError('unsupported-field', `${m.kind} is not handled`));
-    }
+    // the table is keyed by kind: the message of that kind is the handler's argument
+    const handler = this.handlers[m.kind as AToBKind] as (m: Message) => ReturnType<Handlers[AToBKind]>;
+    return handler(m);
   }
 
   /** listener.ready / lease.refresh / lease.acquire: the grant is committed before the reply (authority-lease.ts). */
   private async lease(m: MessageOf<'listener.ready'> | MessageOf<'lease.refresh'> | MessageOf<'lease.acquire'>) {
-    const deps = { store: this.d.store, nsdId: this.d.nsdId, epoch: this.d.epoch, now: this.d.leaseNow ?? this.d.now };
+    // its one transaction locks rows of the envelope's identity and Network only: it may commit in a group (decision 0330)
+    const scope = { identity: m.subject_identity, networkId: m.network_id };
+    const store: AuthorityStore = {
+      ...this.d.store,
+      transact: (epoch, fn, options) => this.d.store.transact(epoch, fn, { ...options, scope }),
+    };
+    const deps = { store, nsdId: this.d.nsdId, epoch: this.d.epoch, now: this.d.leaseNow ?? this.d.now };
     const r = m.kind === 'lease.acquire' ? await serveAcquire(deps, m) : await serveReady(deps, m);
     if (Either.isRight(r) && r.right.committed) this.committed(m.kind);
     return Either.map(r, (reply) =>
@@ -308,12 +312,17 @@ export class Authority {
     reads: (tx: AuthorityTx) => Promise<P>,
     fn: (tx: AuthorityTx, fence: FenceRows, pre: P) => Promise<Either.Either<A, ServiceControlError>>,
   ) {
-    return this.d.store.transact<A>(this.d.epoch, async (tx) => {
-      const [fence, pre] = await Promise.all([tx.fence(identity, networkId, options), reads(tx)]);
-      return fence.member
-        ? fn(tx, fence, pre)
-        : Either.left(scError('unauthorized', 'identity is not a member of the Network'));
-    });
+    return this.d.store.transact<A>(
+      this.d.epoch,
+      async (tx) => {
+        const [fence, pre] = await Promise.all([tx.fence(identity, networkId, options), reads(tx)]);
+        return fence.member
+          ? fn(tx, fence, pre)
+          : Either.left(scError('unauthorized', 'identity is not a member of the Network'));
+      },
+      // every row a request locks is of its identity or its Network: it may commit in a group (decision 0330)
+      { scope: { identity, networkId } },
+    );
   }
 
   private tx<A>(

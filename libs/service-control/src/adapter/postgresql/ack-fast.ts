@@ -8,7 +8,7 @@
 // without it and requires equal answers and equal rows.
 import type { FastAckInput as FastAck } from '../../application/authority-store.js';
 import { RETAINED_REVISION_WINDOW } from '../../domain/snapshot.js';
-import { pgBytes as buf } from './batch.js';
+import { lit, pgBytes as buf } from './batch.js';
 
 const S = 'service_control';
 
@@ -79,3 +79,7 @@ export const ackFastQuery = (epoch: bigint, a: FastAck, prune: boolean) => ({
     prune,
   ],
 });
+
+/** The same call as a statement of a group's transaction (group-commit.ts): marked literals, prepared per connection. */
+export const ackFastSql = (epoch: bigint, a: FastAck, prune: boolean): string =>
+  `SELECT ${S}.ack_fast(${lit.num(epoch)}, ${lit.bytea(a.identity)}, ${lit.bytea(a.networkId)}, ${lit.num(a.generation)}, ${lit.bytea(a.runtimeId)}, ${lit.num(a.sessionSeq)}, ${lit.num(a.revision)}, ${lit.bytea(a.digest)}, ${lit.bool(a.accepted)}, ${lit.bool(a.enforcementApplied)}, ${lit.bool(a.dnsApplied)}, ${lit.num(RETAINED_REVISION_WINDOW)}, ${lit.bool(prune)}) AS outcome`;

@@ -31,7 +31,8 @@ import {
 import { PORT_MIGRATIONS, portTx } from './port-store.js';
 import { GRANT_MIGRATIONS, grantTx } from './grant-store.js';
 import { REVISION_FLOOR_MIGRATIONS, floorOf, floorSql, pruneBelowFloorSql } from './revision-floor.js';
-import { ACK_FAST_MIGRATIONS, type FastAckOutcome, ackFastQuery } from './ack-fast.js';
+import { ACK_FAST_MIGRATIONS, type FastAckOutcome, ackFastQuery, ackFastSql } from './ack-fast.js';
+import { GroupCommit } from './group-commit.js';
 
 export const PG_SCHEMA = 'service_control';
 const S = PG_SCHEMA;
@@ -339,13 +340,50 @@ export interface PgAuthorityStoreOptions extends pg.PoolConfig {
    * answers every ACK through the general path.
    */
   readonly fastAck?: boolean;
+  /**
+   * Group commit (decision 0330): transactions of different scopes in flight together commit as one. `false` only
+   * for the unbatched twin of `test/group-commit-pg.test.ts`; default 4 groups in flight of at most 32 members.
+   */
+  readonly groupCommit?: false | { readonly maxInFlight?: number; readonly maxMembers?: number };
+  /** Injected fault: after member `index` of a committed group got its result (crash-point tests). */
+  readonly afterGroupMember?: (index: number, size: number) => void | Promise<void>;
 }
 
+/** What the store committed so far: transactions alone, groups and their members, groups run alone again. */
+export interface PgCommitStats {
+  /** COMMITs sent: transactions alone (incl. one-statement ACKs) plus one per committed group. */
+  readonly commits: number;
+  readonly groups: number;
+  readonly grouped: number;
+  readonly fallbacks: number;
+}
+
+export type PgAuthorityStore = AuthorityStore & { readonly commitStats: () => PgCommitStats };
+
 /** The PostgreSQL adapter of B's store. */
-export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): AuthorityStore => {
-  const { afterCommit, pruneLeaseRows, pruneRevisionRows, fastAck, ...config } = options;
+export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthorityStore => {
+  const { afterCommit, pruneLeaseRows, pruneRevisionRows, fastAck, groupCommit, afterGroupMember, ...config } = options;
   const pool = new pg.Pool({ max: 10, ...config });
   pool.on('error', () => undefined); // idle-client errors surface on the next query as storage-unavailable
+  const fenceSql = `SELECT epoch FROM ${S}.authority WHERE id = 1 FOR SHARE`;
+  const fenceCheck = (epoch: bigint) => (r: pg.QueryResult) =>
+    r.rows[0] !== undefined && big(r.rows[0].epoch) === epoch ? null : staleEpoch();
+  const groupStats = { groups: 0, members: 0, fallbacks: 0 };
+  let aloneCommits = 0;
+  const groups =
+    groupCommit === false
+      ? null
+      : new GroupCommit({
+          maxInFlight: groupCommit?.maxInFlight ?? 4,
+          maxMembers: groupCommit?.maxMembers ?? 32,
+          connect: () => pool.connect(),
+          open: (c, epoch) => new TxBatch(c, fenceSql, fenceCheck(epoch), 'BEGIN', true),
+          lost: storageError,
+          stats: groupStats,
+          ...(afterCommit === undefined ? {} : { afterCommit }),
+          ...(afterGroupMember === undefined ? {} : { afterMember: afterGroupMember }),
+        });
+  const txOf = (c: TxConnection) => tx(c, { prune: pruneLeaseRows !== false }, pruneRevisionRows !== false);
 
   const run = async <A>(f: (c: pg.PoolClient) => Promise<A>): Promise<Either.Either<A, ServiceControlError>> => {
     let c: pg.PoolClient;
@@ -366,6 +404,55 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): Authorit
   const orThrow = <A>(e: Either.Either<A, ServiceControlError>): A => {
     if (Either.isLeft(e)) throw e.left;
     return e.right;
+  };
+
+  /** One transaction of its own (ungrouped: snapshot productions, port steps, a group's members after a rollback). */
+  const transactAlone: AuthorityStore['transact'] = async (epoch, fn, options) => {
+    const consistent = options?.consistentRead === true;
+    const attempt = () =>
+      run(async (c) => {
+        const batch = new TxBatch(
+          c,
+          fenceSql,
+          fenceCheck(epoch),
+          consistent ? 'BEGIN ISOLATION LEVEL REPEATABLE READ' : 'BEGIN',
+        );
+        try {
+          const result = await fn(txOf(batch));
+          if (Either.isLeft(result)) {
+            await batch.rollback();
+            return result;
+          }
+          await batch.commit();
+          aloneCommits++;
+          afterCommit?.();
+
+          return result;
+        } catch (e) {
+          await batch.rollback();
+          // a consistent-read transaction that lost a row lock to a newer commit runs again on a new snapshot
+          if (consistent && isSerializationFailure(e)) return RETRY;
+          throw e;
+        }
+      });
+    for (let tries = 1; ; tries++) {
+      const out = await attempt();
+      if (Either.isLeft(out)) return Either.left(out.left);
+      if (out.right !== RETRY) return out.right;
+      if (tries >= CONSISTENT_READ_TRIES)
+        return Either.left(scError('storage-unavailable', 'postgresql: serialization failure, tries exhausted'));
+    }
+  };
+
+  /** The one-statement snapshot.ack in its own autocommit transaction (decision 0198). */
+  const ackFastAlone = async (epoch: bigint, ack: FastAckInput) => {
+    const out = await run(
+      async (c) =>
+        (await c.query(ackFastQuery(epoch, ack, pruneRevisionRows !== false))).rows[0].outcome as FastAckOutcome,
+    );
+    if (Either.isRight(out)) aloneCommits++;
+    if (Either.isRight(out) && out.right !== 'slow') afterCommit?.(); // the crash point after a commit, as transact's
+    return out;
   };
 
   return {
@@ -446,53 +533,44 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): Authorit
           c.query(`INSERT INTO ${S}.member VALUES ($1, $2) ON CONFLICT DO NOTHING`, [buf(identity), buf(networkId)]),
         ),
       ),
-    transact: async (epoch, fn, options) => {
-      const consistent = options?.consistentRead === true;
-      const attempt = () =>
-        run(async (c) => {
-          const batch = new TxBatch(
-            c,
-            `SELECT epoch FROM ${S}.authority WHERE id = 1 FOR SHARE`,
-            (r) => (r.rows[0] !== undefined && big(r.rows[0].epoch) === epoch ? null : staleEpoch()),
-            consistent ? 'BEGIN ISOLATION LEVEL REPEATABLE READ' : 'BEGIN',
-          );
-          try {
-            const result = await fn(tx(batch, { prune: pruneLeaseRows !== false }, pruneRevisionRows !== false));
-            if (Either.isLeft(result)) {
-              await batch.rollback();
-              return result;
-            }
-            await batch.commit();
-            afterCommit?.();
-            return result;
-          } catch (e) {
-            await batch.rollback();
-            // a consistent-read transaction that lost a row lock to a newer commit runs again on a new snapshot
-            if (consistent && isSerializationFailure(e)) return RETRY;
-            throw e;
-          }
-        });
-      for (let tries = 1; ; tries++) {
-        const out = await attempt();
-        if (Either.isLeft(out)) return Either.left(out.left);
-        if (out.right !== RETRY) return out.right;
-        if (tries >= CONSISTENT_READ_TRIES)
-          return Either.left(scError('storage-unavailable', 'postgresql: serialization failure, tries exhausted'));
-      }
+    transact: (epoch, fn, options) => {
+      const scope = options?.scope;
+      if (groups === null || scope === undefined || options?.consistentRead === true)
+        return transactAlone(epoch, fn, options);
+      return groups.submit({
+        identity: scope.identity,
+        networkId: scope.networkId,
+        epoch,
+        run: (batch) => fn(txOf(batch)),
+        alone: () => transactAlone(epoch, fn, options),
+      });
     },
     ...(fastAck === false
       ? {}
       : {
-          ackFast: async (epoch: bigint, ack: FastAckInput) => {
-            const out = await run(
-              async (c) =>
-                (await c.query(ackFastQuery(epoch, ack, pruneRevisionRows !== false))).rows[0]
-                  .outcome as FastAckOutcome,
-            );
-            if (Either.isRight(out) && out.right !== 'slow') afterCommit?.(); // the crash point after a commit, as transact's
-            return out;
-          },
+          ackFast: (epoch: bigint, ack: FastAckInput) =>
+            groups === null
+              ? ackFastAlone(epoch, ack)
+              : groups.submit({
+                  identity: ack.identity,
+                  networkId: ack.networkId,
+                  epoch,
+                  run: async (batch) => {
+                    const outcome = await batch.statement(ackFastSql(epoch, ack, pruneRevisionRows !== false), (r) =>
+                      String(r.rows[0].outcome),
+                    );
+                    if (outcome === 'recorded') batch.markWritten(); // an INSERT inside the function
+                    return Either.right(outcome as FastAckOutcome);
+                  },
+                  alone: () => ackFastAlone(epoch, ack),
+                }),
         }),
+    commitStats: () => ({
+      commits: aloneCommits + groupStats.groups,
+      groups: groupStats.groups,
+      grouped: groupStats.members,
+      fallbacks: groupStats.fallbacks,
+    }),
     pendingOutbox: async () =>
       orThrow(
         await run(async (c) =>

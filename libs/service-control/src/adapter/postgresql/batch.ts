@@ -147,7 +147,18 @@ export class TxBatch implements TxConnection {
     private readonly checkFence: (r: pg.QueryResult) => Error | null,
     /** `BEGIN` or `BEGIN ISOLATION LEVEL REPEATABLE READ` (one snapshot for every read, decision 0162). */
     private readonly beginSql = 'BEGIN',
+    /**
+     * The transaction of a commit group (group-commit.ts): several requests' statements in one transaction. A member
+     * may have turned the synchronous flush off for the transaction (`ack_fast` on a repeat does, decision 0161), so a
+     * group that changed a row sets it back to the default right before its COMMIT.
+     */
+    private readonly group = false,
   ) {}
+
+  /** Record that a statement the read-only test cannot see through (a function call that inserts) changed a row. */
+  markWritten(): void {
+    this.changed = true;
+  }
 
   statement = <A>(sql: string, parse: (r: pg.QueryResult) => A): Promise<A> => {
     if (!READ_ONLY.test(sql)) this.changed = true;
@@ -274,7 +285,8 @@ export class TxBatch implements TxConnection {
    * every row it read was committed durably by its writer before it became visible (decision 0161).
    */
   commit(): Promise<void> {
-    return this.flush(this.changed ? ['COMMIT'] : ['SET LOCAL synchronous_commit = off', 'COMMIT']);
+    if (!this.changed) return this.flush(['SET LOCAL synchronous_commit = off', 'COMMIT']);
+    return this.flush(this.group ? ['SET LOCAL synchronous_commit TO DEFAULT', 'COMMIT'] : ['COMMIT']);
   }
 
   async rollback(): Promise<void> {

@@ -1,0 +1,188 @@
+// Group commit (issue 25, decision 0330): requests in flight at the same time whose transactions touch different fence
+// rows run as ONE PostgreSQL transaction — one BEGIN, one epoch fence read, their statements pipelined into shared round
+// trips (batch.ts), ONE COMMIT and so one WAL flush — and each member's result is handed back only after that COMMIT.
+//
+// Disjointness: a member names its scope (identity, Network); no two members of the groups in flight share an identity
+// or a Network. Every row a request transaction locks is of its identity or its Network, so two members never wait for
+// each other, and a group waits for an outside transaction only where each member alone would have (no new deadlock:
+// a cycle through the group would need an outside transaction holding rows of two Networks). A later request of a busy
+// scope waits for the next group, so one scope's requests still commit in arrival order.
+//
+// All or nothing, then alone: when any member refuses (Left), throws, or the group's statements or COMMIT fail,
+// the whole group is rolled back — nothing of it was committed — and every member runs again ALONE, exactly as without
+// grouping (its own transaction, its own answer). Refusals are rare on the steady path; they pay one extra run.
+//
+// Forming: no timer. A group starts as soon as fewer than `maxInFlight` groups run, with every admissible member
+// waiting (at most `maxMembers`); while groups run, the next requests accumulate — one client alone is never delayed
+// by more than one event-loop turn, and the groups grow with the load. A group of one runs as the member alone.
+import { Either } from 'effect';
+import type pg from 'pg';
+import { toHex } from '../../domain/bytes.js';
+import type { ServiceControlError } from '../../domain/errors.js';
+import type { TxBatch } from './batch.js';
+
+/** One request in a group: its scope, how it runs inside a group's transaction, and how it runs alone. */
+export interface GroupMember<A> {
+  readonly identity: Uint8Array;
+  readonly networkId: Uint8Array;
+  readonly epoch: bigint;
+  /** The member's statements on the group's transaction; Left or a throw sends the whole group back to `alone`. */
+  readonly run: (batch: TxBatch) => Promise<Either.Either<A, ServiceControlError>>;
+  /** The member in its own transaction (after a failed group), exactly the ungrouped path. */
+  readonly alone: () => Promise<Either.Either<A, ServiceControlError>>;
+}
+
+export interface GroupCommitOptions {
+  /** Groups in flight at once (each holds one pooled connection). */
+  readonly maxInFlight: number;
+  /** Members of one group at most. */
+  readonly maxMembers: number;
+  /** A pooled connection (released after the group). */
+  readonly connect: () => Promise<pg.PoolClient>;
+  /** A fresh transaction batch on `c`, fenced on `epoch`, in group mode. */
+  readonly open: (c: pg.PoolClient, epoch: bigint) => TxBatch;
+  /** After the group's COMMIT, before any member's result is handed back (the crash point "after the batch commit"). */
+  readonly afterCommit?: () => void;
+  /**
+   * After member `index` (of `size`) got its result, before the next one does (the crash point "after some
+   * replies": the hook may wait until that reply left the process).
+   */
+  readonly afterMember?: (index: number, size: number) => void | Promise<void>;
+  /** A connection lost during the COMMIT, as the storage error every member answers. */
+  readonly lost: (e: unknown) => ServiceControlError;
+  /** Counts: groups committed, their members, groups rolled back and run alone. */
+  readonly stats: GroupCommitStats;
+}
+
+export interface GroupCommitStats {
+  groups: number;
+  members: number;
+  fallbacks: number;
+}
+
+interface Waiting {
+  readonly member: GroupMember<unknown>;
+  readonly keys: readonly [string, string];
+  readonly resolve: (r: Either.Either<unknown, ServiceControlError>) => void;
+  readonly reject: (e: unknown) => void;
+}
+
+export class GroupCommit {
+  private pending: Waiting[] = [];
+  /** Scope keys of the members of the groups in flight (and of their alone runs after a failed group). */
+  private readonly busy = new Set<string>();
+  private inFlight = 0;
+  private scheduled = false;
+
+  constructor(private readonly o: GroupCommitOptions) {}
+
+  submit<A>(member: GroupMember<A>): Promise<Either.Either<A, ServiceControlError>> {
+    return new Promise((resolve, reject) => {
+      this.pending.push({
+        member: member as GroupMember<unknown>,
+        keys: [`i${toHex(member.identity)}`, `n${toHex(member.networkId)}`],
+        resolve: resolve as Waiting['resolve'],
+        reject,
+      });
+      this.schedule();
+    });
+  }
+
+  /** Start groups after the current turn: requests arriving in the same turn share a group. */
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    while (this.inFlight < this.o.maxInFlight && this.pending.length > 0) {
+      const taken: Waiting[] = [];
+      const left: Waiting[] = [];
+      const keys = new Set<string>();
+      const epoch = this.pending[0]?.member.epoch;
+      for (const w of this.pending) {
+        const free =
+          taken.length < this.o.maxMembers &&
+          w.member.epoch === epoch &&
+          !w.keys.some((k) => this.busy.has(k) || keys.has(k));
+        // a member that cannot go keeps its scope for the requests behind it (arrival order per scope)
+        for (const k of w.keys) keys.add(k);
+        (free ? taken : left).push(w);
+      }
+      if (taken.length === 0) return; // everything waiting is of a busy scope: the end of a group pumps again
+      this.pending = left;
+      for (const w of taken) for (const k of w.keys) this.busy.add(k);
+      this.inFlight++;
+      void this.runGroup(taken, epoch as bigint).finally(() => {
+        this.inFlight--;
+        for (const w of taken) for (const k of w.keys) this.busy.delete(k);
+        this.pump();
+      });
+    }
+  }
+
+  private async runGroup(members: readonly Waiting[], epoch: bigint): Promise<void> {
+    // a group of one is the member alone: its own path has fewer round trips (the one-statement ACK: one, not two)
+    const [only] = members;
+    if (members.length === 1 && only !== undefined) return only.member.alone().then(only.resolve, only.reject);
+    const committed = await this.tryGroup(members, epoch);
+    if (committed === null) {
+      this.o.stats.fallbacks++;
+      // nothing of the group was committed: each member alone, as if it had never been grouped
+      await Promise.all(members.map((w) => w.member.alone().then(w.resolve, w.reject)));
+      return;
+    }
+    this.o.stats.groups++;
+    this.o.stats.members += members.length;
+    if (committed.every(Either.isRight)) this.o.afterCommit?.();
+    for (let i = 0; i < members.length; i++) {
+      (members[i] as Waiting).resolve(committed[i] as Either.Either<unknown, ServiceControlError>);
+      if (i + 1 < members.length) await this.o.afterMember?.(i, members.length);
+    }
+  }
+
+  /** The group's results after its COMMIT, or null when it was rolled back (nothing committed). */
+  private async tryGroup(
+    members: readonly Waiting[],
+    epoch: bigint,
+  ): Promise<Either.Either<unknown, ServiceControlError>[] | null> {
+    let c: pg.PoolClient;
+    try {
+      c = await this.o.connect();
+    } catch {
+      return null; // each member alone meets the same storage error, as its own answer
+    }
+    const batch = this.o.open(c, epoch);
+    try {
+      const outs = await Promise.allSettled(members.map((w) => w.member.run(batch)));
+      const results: Either.Either<unknown, ServiceControlError>[] = [];
+      for (const o of outs) {
+        if (o.status === 'rejected' || Either.isLeft(o.value)) {
+          await batch.rollback();
+          return null;
+        }
+        results.push(o.value);
+      }
+      try {
+        await batch.commit();
+      } catch (e) {
+        // PostgreSQL refused a statement of the last round trip: it stopped there, the COMMIT did not run
+        if (typeof (e as { code?: unknown } | null)?.code === 'string') {
+          await batch.rollback();
+          return null;
+        }
+        // the connection broke with the COMMIT on its way: whether it committed is unknown, so no member runs again —
+        // each gets the storage error its own transaction would have given (decision 0330)
+        const lost = this.o.lost(e);
+        return members.map(() => Either.left(lost));
+      }
+      return results;
+    } finally {
+      c.release();
+    }
+  }
+}

@@ -1,0 +1,206 @@
+// Group commit (decision 0330) on the machine's PostgreSQL, model-based: one seeded random sequence of rounds goes to
+// an authority whose store commits concurrent requests of different scopes together (the default) and to its twin
+// that commits every transaction alone (`groupCommit: false`). In each round every publisher sends one request, all
+// at once — valid ones (report.replace, snapshot.ack first and repeat, session.open, report.head) and refused ones
+// (a regressed revision, an unknown digest, a stale session_seq, a foreign scope), so that groups commit and groups
+// roll back and run alone. Every answer and, at the end, every row must be equal; the grouped side must have
+// committed groups of more than one member and fewer COMMITs than requests.
+import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Message, decodeMessage } from '../src/api/message.js';
+import { SnapshotPushBody } from '../src/api/snapshot.js';
+import type { PgAuthorityStore } from '../src/adapter/postgresql/authority-store.js';
+import { generateSigner } from '../src/adapter/transport/index.js';
+import { toHex } from '../src/domain/bytes.js';
+import { type TwinAuthoritySide, comparableAnswer, openTwinSide } from './twin.js';
+import { type Who, decl, msg, replaceBody, rid16, subScope } from './wire.js';
+
+type Side = TwinAuthoritySide<'grouped' | 'alone'>;
+const mk = (name: Side['name'], db: ReturnType<typeof useDatabase>) =>
+  ({ name, db, sql: sqlOn(db), grants: new Map(), who: new Map() }) as unknown as Side;
+const grouped = mk('grouped', useDatabase('sc_group'));
+const alone = mk('alone', useDatabase('sc_group_alone'));
+const sides = [grouped, alone] as const;
+
+/** Publishers, each in its own Network (disjoint scopes: they may share a group). */
+const PUBLISHERS = Array.from({ length: 6 }, () => ({ id: generateSigner().signer.machineId, net: rid16() }));
+const ROUNDS = 12;
+const SEED = Number(process.env['GROUP_COMMIT_SEED'] ?? 20261205);
+
+/** mulberry32: the same sequence on both sides and on every run of one seed. */
+const prng = (seed: number) => () => {
+  seed = (seed + 0x6d2b79f5) | 0;
+  let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+};
+
+const who = (s: Side, i: number): Who => s.who.get(toHex((PUBLISHERS[i] as { id: Uint8Array }).id)) as Who;
+const reply = async (s: Side, w: Who, bytes: Uint8Array): Promise<Message> => {
+  const r = decodeMessage(await s.authority.handle(w.identity, bytes));
+  if (r._tag === 'Left') throw r.left;
+  return r.right;
+};
+
+/** What a publisher has done so far (the same on both sides: the sequence decides, not the answers). */
+interface Model {
+  revision: bigint;
+  seq: bigint;
+  names: number;
+}
+type Action = 'replace' | 'replace-regressed' | 'ack' | 'ack-unknown' | 'open' | 'open-stale' | 'head' | 'foreign';
+const ACTIONS: readonly Action[] = [
+  'replace',
+  'replace',
+  'ack',
+  'ack',
+  'replace-regressed',
+  'ack-unknown',
+  'open',
+  'open-stale',
+  'head',
+  'foreign',
+];
+
+/** The request of `action` for publisher `i` on side `s` (the current snapshot read from the side itself). */
+const request = async (s: Side, i: number, action: Action, m: Model): Promise<Uint8Array> => {
+  const w = who(s, i);
+  switch (action) {
+    case 'replace':
+    case 'replace-regressed': {
+      // regressed: the accepted revision again with other content (a conflict)
+      const [revision, name] = action === 'replace' ? [m.revision + 1n, `v${m.names}`] : [m.revision, `x${m.names}`];
+      return msg(w, 'report.replace', replaceBody(w, revision, [decl('web', name), decl('db', null, 5432)]));
+    }
+    case 'ack':
+    case 'ack-unknown': {
+      const body = await s.authority.produceFor(w.identity, w.networkId);
+      const snap = SnapshotPushBody.decodeOrThrow(body as Uint8Array);
+      return msg(
+        w,
+        'snapshot.ack',
+        {
+          scope: subScope(w),
+          snapshot_revision: snap.snapshot.snapshot_revision,
+          snapshot_digest: action === 'ack' ? snap.snapshot_digest : new Uint8Array(32).fill(7),
+          accepted: true,
+          enforcement_applied: true,
+          dns_applied: false,
+          errors: [],
+        },
+        { session_seq: m.seq },
+      );
+    }
+    case 'open':
+    case 'open-stale':
+      return msg(w, 'session.open', {}, { session_seq: action === 'open' ? m.seq + 1n : m.seq });
+    case 'head':
+      return msg(w, 'report.head', { scope: replaceBody(w, 1n, []).scope });
+    case 'foreign': {
+      // another publisher's Network in the envelope: not a member there
+      const other = who(s, (i + 1) % PUBLISHERS.length);
+      return msg({ ...w, networkId: other.networkId }, 'report.head', { scope: replaceBody(w, 1n, []).scope });
+    }
+  }
+};
+
+/** The model after an action that the authority accepted. */
+const advance = (m: Model, action: Action, answer: unknown): void => {
+  if (action === 'replace' && answer === 'report.accepted') {
+    m.revision++;
+    m.names++;
+  }
+  if (action === 'open' && answer === 'session.open.result') m.seq++;
+};
+
+/** Every row both sides must agree on (random ids, and digests over the side's own nsd_id, left out). */
+const rows = async (s: Side) => ({
+  runtime: await s.sql(
+    `SELECT encode(identity, 'hex') AS i, generation, encode(runtime_id, 'hex') AS r, stopped FROM service_control.runtime_binding ORDER BY 1`,
+  ),
+  session: await s.sql(
+    `SELECT encode(identity, 'hex') AS i, encode(network_id, 'hex') AS n, generation, seq FROM service_control.session_mark ORDER BY 1, 2`,
+  ),
+  report: await s.sql(
+    `SELECT encode(identity, 'hex') AS i, encode(network_id, 'hex') AS n, revision FROM service_control.report ORDER BY 1, 2`,
+  ),
+  service: await s.sql(
+    `SELECT encode(publisher, 'hex') AS p, declaration_key, encode(declaration, 'hex') AS d, state, port IS NULL AS no_port, listener_revision
+     FROM service_control.service ORDER BY 1, 2`,
+  ),
+  ack: await s.sql(
+    `SELECT encode(target, 'hex') AS t, session_seq, revision, accepted, enforcement_applied FROM service_control.ack ORDER BY 1, 2, 3`,
+  ),
+  snapshots: await s.sql(`SELECT encode(target, 'hex') AS t, revision FROM service_control.snapshot ORDER BY 1`),
+});
+
+beforeAll(async () => {
+  await openTwinSide(grouped, {}, () => 0, PUBLISHERS[0]?.net as Uint8Array, []);
+  await openTwinSide(alone, { groupCommit: false }, () => 0, PUBLISHERS[0]?.net as Uint8Array, []);
+  for (const s of sides)
+    for (const [i, p] of PUBLISHERS.entries()) {
+      await s.store.addMember(p.id, p.net);
+      s.who.set(toHex(p.id), {
+        identity: p.id,
+        nsdId: s.nsdId,
+        networkId: p.net,
+        gen: 1n,
+        rid: new Uint8Array(16).fill(i + 1),
+        epoch: null,
+      });
+    }
+});
+afterAll(async () => {
+  for (const s of sides) {
+    await s.authority.idle();
+    await s.store.close();
+  }
+});
+
+describe('group commit (decision 0330)', () => {
+  it('M6-58 a seeded sequence of concurrent requests of six scopes: equal answers and rows with and without group commit; groups of more than one committed, refusals ran alone', async () => {
+    const models = PUBLISHERS.map((): Model => ({ revision: 1n, seq: 1n, names: 1 }));
+    // bound runtimes and open sessions, then a first report each, all at once
+    for (const s of sides)
+      await Promise.all(
+        PUBLISHERS.map(async (_, i) => {
+          const w = who(s, i);
+          const bind = msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false });
+          expect(comparableAnswer(s, await reply(s, w, bind))).toBe('runtime.bind.result');
+          w.epoch = s.authority.epoch;
+          expect(comparableAnswer(s, await reply(s, w, msg(w, 'session.open', {}, { session_seq: 1n })))).toBe(
+            'session.open.result',
+          );
+          const first = msg(w, 'report.replace', replaceBody(w, 1n, [decl('web', 'v0'), decl('db', null, 5432)]));
+          expect(comparableAnswer(s, await reply(s, w, first))).toBe('report.accepted');
+        }),
+      );
+    const next = prng(SEED);
+    const answers: unknown[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      const actions = PUBLISHERS.map(() => ACTIONS[Math.floor(next() * ACTIONS.length)] as Action);
+      const perSide: unknown[][] = [];
+      for (const s of sides) {
+        await s.authority.idle(); // the productions the last round queued: both sides ACK the same revisions
+        const requests = await Promise.all(actions.map((a, i) => request(s, i, a, models[i] as Model)));
+        // all at once: on the grouped side they meet in the store's group queue
+        const replies = await Promise.all(requests.map((r, i) => reply(s, who(s, i), r)));
+        perSide.push(replies.map((m) => comparableAnswer(s, m)));
+      }
+      expect(perSide[1], `round ${round}: ${actions.join(', ')} (seed ${SEED})`).toEqual(perSide[0]);
+      actions.forEach((a, i) => advance(models[i] as Model, a, perSide[0]?.[i]));
+      answers.push(...(perSide[0] ?? []));
+    }
+    for (const s of sides) await s.authority.idle();
+    expect(await rows(alone)).toEqual(await rows(grouped));
+    // the sequence exercised both outcomes, and the grouped side really grouped
+    expect(answers).toContain('report.accepted');
+    expect(answers).toContain('snapshot.ack.result');
+    expect(answers.some((a) => typeof a === 'object' && a !== null && 'error' in a)).toBe(true);
+    const stats = (grouped.store as PgAuthorityStore).commitStats();
+    expect(stats.groups).toBeGreaterThan(0);
+    expect(stats.grouped).toBeGreaterThan(stats.groups); // some group had more than one member
+    expect(stats.fallbacks).toBeGreaterThan(0); // a refusal rolled its group back and every member ran alone
+    expect((alone.store as PgAuthorityStore).commitStats().groups).toBe(0);
+  });
+});

@@ -1,0 +1,74 @@
+// Crash points inside a group commit (decision 0330) on the machine's PostgreSQL: a child process (fixtures/
+// group-crash.ts) sends four report.replace requests of four scopes at once, so that they commit as one group, and
+// SIGKILLs itself right after the group's COMMIT before any reply, or after the first reply. Evidence: the replies the
+// child wrote before it died and the report rows it left. Every reply written stands for a committed row (nothing
+// acknowledged is lost), and the group is all or nothing: every member of the committed group is there.
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
+import { describe, expect, it } from 'vitest';
+
+const MEMBERS = 4;
+
+const crash = async (db: ReturnType<typeof useDatabase>, point: 'group-commit' | 'group-reply') => {
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      join(import.meta.dirname, 'fixtures/group-crash.ts'),
+      JSON.stringify(db.config),
+      point,
+      String(MEMBERS),
+    ],
+    { cwd: join(import.meta.dirname, '..'), stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const signal = await new Promise<NodeJS.Signals | null>((resolve) => child.on('close', (_c, s) => resolve(s)));
+  const lines = stdout
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+  const ready = lines.find((l) => l['event'] === 'ready');
+  expect(ready, stderr).toBeDefined();
+  const revisions = new Map(
+    (
+      (await sqlOn(db)(`SELECT encode(identity, 'hex') AS i, revision FROM service_control.report`)) as {
+        i: string;
+        revision: string;
+      }[]
+    ).map((r) => [r.i, r.revision]),
+  );
+  return {
+    signal,
+    stderr,
+    identities: ready?.['identities'] as string[],
+    replies: lines.filter((l) => l['event'] === 'reply'),
+    revisions,
+  };
+};
+
+describe('group commit crash points (decision 0330)', () => {
+  const atCommit = useDatabase('sc_group_crash_commit');
+  const atReply = useDatabase('sc_group_crash_reply');
+
+  it('M6-58 SIGKILL after the group COMMIT, before any reply: no answer left the process, every member of the group is committed', async () => {
+    const r = await crash(atCommit, 'group-commit');
+    expect(r.signal, r.stderr).toBe('SIGKILL');
+    expect(r.replies).toEqual([]);
+    // all or nothing: the one COMMIT carried every member's report (a retransmission finds it: idempotent answer)
+    expect(r.identities.map((i) => r.revisions.get(i))).toEqual(Array(MEMBERS).fill('2'));
+  });
+
+  it('M6-58 SIGKILL after the first reply of a group: the acknowledged report is committed, and so is every other member', async () => {
+    const r = await crash(atReply, 'group-reply');
+    expect(r.signal, r.stderr).toBe('SIGKILL');
+    expect(r.replies.map((l) => l['kind'])).toEqual(['report.accepted']); // exactly one answer left, then the kill
+    const acknowledged = r.replies[0]?.['identity'] as string;
+    expect(r.revisions.get(acknowledged)).toBe('2'); // nothing acknowledged is lost
+    expect(r.identities.map((i) => r.revisions.get(i))).toEqual(Array(MEMBERS).fill('2'));
+  });
+});
