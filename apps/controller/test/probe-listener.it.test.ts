@@ -22,6 +22,9 @@ const get = (base: string, path: string, host: string): Promise<{ status: number
 const podAddress = '10.244.1.17:9090';
 let cp: ControllerHandle;
 const lines: string[] = [];
+/** The message of each JSON log line (decision 0291). */
+const messages = (jsonLines: readonly string[]): string[] =>
+  jsonLines.map((l) => (JSON.parse(l) as { message: string }).message);
 
 beforeAll(async () => {
   await prepareCluster();
@@ -33,7 +36,7 @@ describe('probe listener (--health-port)', () => {
   it('is a second listener, named at start-up', () => {
     expect(cp.healthUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     expect(cp.healthUrl).not.toBe(cp.url);
-    expect(lines).toContain(`health and metrics listening on ${cp.healthUrl} (/healthz /readyz /metrics)`);
+    expect(messages(lines)).toContain(`health and metrics listening on ${cp.healthUrl} (/healthz /readyz /metrics)`);
   });
 
   it('/healthz, /readyz and /metrics answer a request that names the pod address; the API listener refuses /metrics then', async () => {
@@ -84,8 +87,10 @@ describe('probe listener (--health-port)', () => {
     await expect(
       startTestController({ health: { host: '127.0.0.1', port: Number(taken.port) } }, { log: (l) => failed.push(l) }),
     ).rejects.toThrow(`--health-port ${taken.port} on 127.0.0.1: listen EADDRINUSE`);
-    expect(failed).toContain('stopped');
-    const api = failed.find((l) => l.startsWith('kos control plane listening on '))?.split(' ')[5] as string;
+    expect(messages(failed)).toContain('stopped');
+    const api = messages(failed)
+      .find((l) => l.startsWith('kos control plane listening on '))
+      ?.split(' ')[5] as string;
     await expect(fetch(`${api}/healthz`)).rejects.toThrow();
   });
 
