@@ -6,14 +6,13 @@
 // image against the test bed's API server under a ServiceAccount token bound to exactly the generated KOS ClusterRole
 // (decision 0289): it reconciles an Application of its own (status written) and the token is refused outside the
 // role. Two ns-daemon containers against an nsd container and PostgreSQL (ready = streaming), and the ceremony CLI.
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { generateKeyPairSync } from 'node:crypto';
-import { kosControllerRole } from '@homelab/kos-kernel';
 import {
   eventually,
   httpCall,
@@ -354,7 +353,16 @@ describe('controller image under a ServiceAccount with exactly the generated KOS
   it('reconciles an Application of its own (status written) and its token is refused outside the role', async () => {
     const ns = appNs.name;
     const sa = 'kos-controller';
-    const role = { ...kosControllerRole(), metadata: { name: `${ns}-kos-controller` } };
+    // exactly the checked-in generated role (deploy/rbac/generated, drift-checked against the code), renamed for this run
+    const generated = parse(readFileSync(join(root, 'deploy/rbac/generated/kos-controller.yaml'), 'utf8')) as {
+      rules: unknown[];
+    };
+    const role = {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: `${ns}-kos-controller` },
+      rules: generated.rules,
+    };
     const created = async (path: string, body: unknown) => {
       const r = await kubeRequest('POST', path, body);
       expect(r.status, `${path}: ${r.body}`).toBeLessThan(300);

@@ -1,5 +1,5 @@
 // deploy/rbac/generated/ is exactly what the code generates (regenerate with `npm run generate:rbac -w
-// @homelab/packaging`, or run this test with HOMELAB_WRITE_GENERATED=1), and KOS's role covers every object class the
+// @homelab/controller`, or run this test with HOMELAB_WRITE_GENERATED=1), and KOS's role covers every object class the
 // controller's KOS code calls: each `{ apiVersion, kind }` literal in its sources has a rule, none is a wildcard.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -15,7 +15,7 @@ import {
   roleAllows,
   WRITE_TABLE,
 } from '@homelab/kos-kernel';
-import { generatedRbacFiles, shippedCrds } from '../src/rbac.js';
+import { generatedRbacFiles, shippedCrds } from '../scripts/rbac.js';
 
 const root = resolve(import.meta.dirname, '../../..');
 const directory = join(root, 'deploy/rbac/generated');

@@ -2,7 +2,7 @@
 import { join } from 'node:path';
 import { Effect } from 'effect';
 import { describeDrift, syncManifests } from '@homelab/crd';
-import { generatedRbacFiles } from '../src/rbac.js';
+import { generatedRbacFiles } from './rbac.js';
 
 const directory = join(import.meta.dirname, '../../../deploy/rbac/generated');
 const report = await Effect.runPromise(syncManifests({ directory, files: generatedRbacFiles(), mode: 'write' }));
