@@ -42,7 +42,6 @@ const port = 17_400 + Math.floor(Math.random() * 500);
 const controllerName = uniqueName('controller-e2e');
 const healthPort = port + 600;
 const nsDb = useDatabase('nsimg');
-const appNs = useNamespace('images-e2e');
 const nsdForDaemons = uniqueName('nsd-for-ns');
 const daemons = [uniqueName('ns-a'), uniqueName('ns-b')] as const;
 const nsdPort2 = port + 100;
@@ -350,6 +349,7 @@ describe('ceremony image', () => {
 });
 
 describe('controller image under a ServiceAccount with exactly the generated KOS ClusterRole', () => {
+  const appNs = useNamespace('images-e2e');
   it('reconciles an Application of its own (status written) and its token is refused outside the role', async () => {
     const ns = appNs.name;
     const sa = 'kos-controller';
