@@ -103,6 +103,7 @@ const NS_COMMAND = {
   summary: 'The per-node M6 daemon: declares local services to the NSD, holds leases and permits, answers local names.',
   envPrefix: 'NS',
   flags: NS_FLAGS,
+  exitCodes: ['ok', 'failed', 'configuration', 'stateLocked', 'keyFile'] as const,
 };
 
 /** The configuration, `help` when `--help` was given; a refused flag or value throws ConfigurationError. */

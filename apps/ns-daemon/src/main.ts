@@ -2,7 +2,7 @@
 // /healthz + /metrics listener. Shutdown = closing the layers' scope: listener, then the run loop (aborted and
 // awaited), then the SQLite handle (decision 0131). Never loads PostgreSQL or Kubernetes code.
 import { createPrivateKey } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Effect, Layer } from 'effect';
@@ -18,7 +18,7 @@ import {
 import { ProcUptimeBootClock } from '@homelab/service-control/clock';
 import { SocketDataPlane, n6Credentials } from '@homelab/service-control/dataplane';
 import { PermitEngine } from '@homelab/service-control/permit';
-import { configurationOrExit } from '@homelab/service-control/process';
+import { configurationOrExit, exitStartup, keyFileOrExit } from '@homelab/service-control/process';
 import { JsonLoggerLive, jsonLogger, launchUntilSignal, logFnOf } from '@homelab/process';
 import {
   type StateFileLock,
@@ -54,14 +54,13 @@ try {
   stateLock = lockStateFile(config.stateFile);
 } catch (e) {
   if (!(e instanceof StateFileLockedError)) throw e;
-  process.stderr.write(`ns-daemon: ${e.message}\n`);
-  process.exit(3);
+  exitStartup('ns-daemon', 'stateLocked', e.message);
 }
 // captured by a closure on purpose: a top-level variable nobody captures is collected once the module has run, and
 // the collected SQLite handle would close and drop the lock (seen: a second daemon started)
 process.once('exit', () => stateLock?.release());
-if (!existsSync(config.keyFile)) writeFileSync(config.keyFile, generateSigner().privateKeyPem, { mode: 0o600 });
-const signer = signerFromPem(readFileSync(config.keyFile, 'utf8'));
+// an unusable key file: exit 4, one line (decision 0288)
+const signer = keyFileOrExit('ns-daemon', config.keyFile, () => generateSigner().privateKeyPem, signerFromPem);
 // One replay cache for the whole runtime: kept across stream reconnects.
 const side: TransportSide = { signer, trust: trustOnly(fromHex(config.nsdKey)), replay: new ReplayCache() };
 let stopped = false;

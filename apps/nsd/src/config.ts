@@ -51,6 +51,7 @@ const NSD_COMMAND = {
   summary: 'The M6 authority: service-control over signed HTTP/SSE, state in PostgreSQL.',
   envPrefix: 'NSD',
   flags: NSD_FLAGS,
+  exitCodes: ['ok', 'failed', 'configuration', 'keyFile', 'database'] as const,
 };
 
 const port = (what: string, raw: string): number => {

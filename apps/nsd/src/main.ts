@@ -1,7 +1,6 @@
 // NSD main: wiring only — layers for the PostgreSQL store, the Authority (epoch takeover before serving) and the
 // signed HTTP/SSE server with /healthz and /metrics (prom-client). Shutdown = closing the layers' scope: the server
 // and streams first, then queued snapshot production, then the pool (decision 0131). No Kubernetes code.
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Effect, Either, Layer } from 'effect';
@@ -14,8 +13,8 @@ import {
   authorityLayer,
   authorityStoreLayer,
 } from '@homelab/service-control/application';
-import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
-import { configurationOrExit } from '@homelab/service-control/process';
+import { makePgAuthorityStore, probeDatabase } from '@homelab/service-control/postgresql';
+import { configurationOrExit, exitStartup, keyFileOrExit } from '@homelab/service-control/process';
 import { JsonLoggerLive, jsonLogger, launchUntilSignal, logFnOf } from '@homelab/process';
 import {
   ReplayCache,
@@ -38,8 +37,13 @@ const logger = jsonLogger({ app: 'nsd' });
 const log = logFnOf(logger);
 
 const config = configurationOrExit('nsd', () => loadConfig(process.env, process.argv.slice(2)));
-if (!existsSync(config.keyFile)) writeFileSync(config.keyFile, generateSigner().privateKeyPem, { mode: 0o600 });
-const signer = signerFromPem(readFileSync(config.keyFile, 'utf8'));
+// start-up failures, each its own exit code and one line (decision 0288): the key file (4), then the database (5)
+const signer = keyFileOrExit('nsd', config.keyFile, () => generateSigner().privateKeyPem, signerFromPem);
+{
+  const { host, port, database, user } = config.database;
+  const problem = await probeDatabase(config.database);
+  if (problem !== undefined) exitStartup('nsd', 'database', `database ${user}@${host}:${port}/${database}: ${problem}`);
+}
 const side: TransportSide = { signer, trust: trustSelfCertifying, replay: new ReplayCache() };
 const kill = (point: string) => {
   if (config.fault === point) {

@@ -3,15 +3,35 @@
 // the nsd image from its Containerfile, runs it read-only as its non-root user against the test bed's PostgreSQL,
 // and checks health, readiness ("can serve": the database answers), metrics, the key written to /data by uid 1000,
 // the image's own HEALTHCHECK command, and SIGTERM ending it with exit 0 inside the grace period. Then the controller
-// image the same way against the test bed's API server (KOS module, reconciling only objects no test labels).
-import { execFileSync, spawnSync } from 'node:child_process';
+// image against the test bed's API server under a ServiceAccount token bound to exactly the generated KOS ClusterRole
+// (decision 0289): it reconciles an Application of its own (status written) and the token is refused outside the
+// role. Two ns-daemon containers against an nsd container and PostgreSQL (ready = streaming), and the ceremony CLI.
+import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { eventually, installCrds, testbed, uniqueName, useDatabase } from '@homelab/testbed/vitest';
-import { buildAppImage, buildBaseImage, imageBytes, podman, PODMAN_RUN_OPTIONS, stageApp } from '../src/images.js';
+import { generateKeyPairSync } from 'node:crypto';
+import {
+  eventually,
+  httpCall,
+  installCrds,
+  kubeRequest,
+  testbed,
+  uniqueName,
+  useDatabase,
+  useNamespace,
+} from '@homelab/testbed/vitest';
+import {
+  buildAppImage,
+  buildBaseImage,
+  ensureContainerTools,
+  imageBytes,
+  podman,
+  PODMAN_RUN_OPTIONS,
+  stageApp,
+} from '../src/images.js';
 
 const root = resolve(import.meta.dirname, '../../..');
 const db = useDatabase('nsdimg');
@@ -21,44 +41,53 @@ const volume = `${name}-data`;
 const port = 17_400 + Math.floor(Math.random() * 500);
 const controllerName = uniqueName('controller-e2e');
 const healthPort = port + 600;
+const nsDb = useDatabase('nsimg');
+const nsdForDaemons = uniqueName('nsd-for-ns');
+const daemons = [uniqueName('ns-a'), uniqueName('ns-b')] as const;
+const nsdPort2 = port + 100;
 let base: string;
 let image: string;
 let controllerImage: string;
+let nsImage: string;
+let ceremonyImage: string;
+const containers: string[] = [name, controllerName, nsdForDaemons, ...daemons];
+const volumes: string[] = [volume, ...daemons.map((d) => `${d}-data`)];
+const tags: string[] = [];
+const clusterObjects: string[] = [];
 
-const ensureTools = (): void => {
-  const missing = ['podman', 'buildah'].filter((t) => spawnSync('which', [t]).status !== 0);
-  if (missing.length === 0) return;
-  execFileSync('apt-get', ['install', '-y', '--no-install-recommends', ...missing], {
-    stdio: 'inherit',
-    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
-  });
+/** Stage and build one app's image (content-addressed: unchanged inputs reuse the stored image); timed. */
+const build = (app: string, tag: string) => {
+  const t0 = performance.now();
+  const staged = stageApp(root, app, join(scratch, app));
+  const t1 = performance.now();
+  const built = buildAppImage(root, app, join(scratch, app), base, tag);
+  tags.push(built);
+  const over = imageBytes(built) - imageBytes(base);
+  process.stdout.write(
+    `image ${app}: +${(over / 1e6).toFixed(0)} MB over the base (staged ${(staged.bytes / 1e6).toFixed(0)} MB); stage ${((t1 - t0) / 1000).toFixed(1)} s, build ${((performance.now() - t1) / 1000).toFixed(1)} s\n`,
+  );
+  return built;
 };
 
 beforeAll(() => {
-  ensureTools();
+  ensureContainerTools();
+  const t0 = performance.now();
   base = buildBaseImage(root);
-  const staged = stageApp(root, 'nsd', join(scratch, 'nsd'));
-  image = buildAppImage(root, 'nsd', join(scratch, 'nsd'), base, `localhost/homelab/nsd:${name}`);
-  const stagedController = stageApp(root, 'controller', join(scratch, 'controller'));
-  controllerImage = buildAppImage(
-    root,
-    'controller',
-    join(scratch, 'controller'),
-    base,
-    `localhost/homelab/controller:${controllerName}`,
-  );
-  const mb = (n: number) => (n / 1e6).toFixed(0);
   process.stdout.write(
-    `images: ${base} ${mb(imageBytes(base))} MB; ${image} +${mb(imageBytes(image) - imageBytes(base))} MB over the base (staged app ${mb(staged.bytes)} MB); ${controllerImage} +${mb(imageBytes(controllerImage) - imageBytes(base))} MB (staged ${mb(stagedController.bytes)} MB)\n`,
+    `image base: ${base} ${(imageBytes(base) / 1e6).toFixed(0)} MB in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`,
   );
-}, 900_000);
+  image = build('nsd', `localhost/homelab/nsd:${name}`);
+  controllerImage = build('controller', `localhost/homelab/controller:${controllerName}`);
+  nsImage = build('ns-daemon', `localhost/homelab/ns-daemon:${daemons[0]}`);
+  ceremonyImage = build('ceremony', `localhost/homelab/ceremony:${daemons[1]}`);
+}, 1_800_000);
 
-afterAll(() => {
-  spawnSync('podman', ['--runtime', '/usr/sbin/runc', 'rm', '-f', name]);
-  spawnSync('podman', ['--runtime', '/usr/sbin/runc', 'rm', '-f', controllerName]);
-  if (controllerImage !== undefined) spawnSync('podman', ['rmi', '-f', controllerImage]);
-  spawnSync('podman', ['volume', 'rm', '-f', volume]);
-  if (image !== undefined) spawnSync('podman', ['rmi', '-f', image]);
+afterAll(async () => {
+  for (const c of containers) spawnSync('podman', ['--runtime', '/usr/sbin/runc', 'rm', '-f', c]);
+  for (const v of volumes) spawnSync('podman', ['volume', 'rm', '-f', v]);
+  // only the run's own tags: the content-addressed images stay cached in podman's storage
+  for (const t of tags) spawnSync('podman', ['untag', t, t]);
+  for (const path of clusterObjects) await kubeRequest('DELETE', path);
   rmSync(scratch, { recursive: true, force: true });
 });
 
@@ -134,68 +163,6 @@ describe('controller image', () => {
     expect(inspected.Config.Env).toContain('CONTROLLER_HEALTH_PORT=8081');
   });
 
-  it('runs read-only against the API server: ready on the probe listener, SIGTERM ⇒ exit 0 after its shutdown lines', async () => {
-    // the KOS module verifies its CRDs at start: the generated ones from deploy/crds/kos
-    const crdDir = join(root, 'deploy/crds/kos');
-    await installCrds(
-      readdirSync(crdDir).map((f) => parse(readFileSync(join(crdDir, f), 'utf8'))) as Parameters<typeof installCrds>[0],
-    );
-    // the test bed's kubeconfig belongs to root (0600); the container's user reads a copy
-    const kube = join(scratch, 'kube');
-    mkdirSync(kube);
-    const { server, token, caCert } = testbed().kube;
-    writeFileSync(
-      join(kube, 'kubeconfig'),
-      JSON.stringify({
-        apiVersion: 'v1',
-        kind: 'Config',
-        clusters: [
-          { name: 't', cluster: { server, 'certificate-authority-data': Buffer.from(caCert).toString('base64') } },
-        ],
-        users: [{ name: 't', user: { token } }],
-        contexts: [{ name: 't', context: { cluster: 't', user: 't' } }],
-        'current-context': 't',
-      }),
-    );
-    chmodSync(kube, 0o755);
-    chmodSync(join(kube, 'kubeconfig'), 0o644);
-    podman([
-      'run',
-      '-d',
-      '--name',
-      controllerName,
-      '--network',
-      'host',
-      '--read-only',
-      ...PODMAN_RUN_OPTIONS,
-      '-v',
-      `${kube}:/kube:ro`,
-      '-e',
-      'KUBECONFIG=/kube/kubeconfig',
-      '-e',
-      'CONTROLLER_HEALTH_HOST=127.0.0.1',
-      '-e',
-      `CONTROLLER_HEALTH_PORT=${healthPort}`,
-      controllerImage,
-      '--port',
-      '0',
-      '--modules=kos',
-      '--kos-label-selector=homelab.test/images-e2e=none',
-    ]);
-    const ready = async () =>
-      (await fetch(`http://127.0.0.1:${healthPort}/readyz`).catch(() => undefined))?.status === 200;
-    await eventually('the controller in the container ready', ready, 90_000);
-    const metrics = await (await fetch(`http://127.0.0.1:${healthPort}/metrics`)).text();
-    expect(metrics).toContain('kos_controlplane_requests_total');
-    expect(spawnSync('podman', ['--runtime', '/usr/sbin/runc', 'healthcheck', 'run', controllerName]).status).toBe(0);
-    podman(['stop', '-t', '40', controllerName]);
-    expect(podman(['inspect', '--format', '{{.State.ExitCode}}', controllerName]).trim()).toBe('0');
-    const log = podman(['logs', controllerName]);
-    expect(log).toContain('kos reconcilers running');
-    expect(log).toContain('shutting down');
-    expect(log).toContain('stopped');
-  });
-
   it('bad configuration: one line on stderr and exit 2, for both images', () => {
     for (const [img, line] of [
       [controllerImage, 'configuration: unknown flag --prot (see --help)'],
@@ -213,5 +180,300 @@ describe('controller image', () => {
       expect(lines, img).toHaveLength(1);
       expect(lines[0], img).toContain(line);
     }
+  });
+});
+
+/** Listening TCP sockets on `port` (host network: the containers' sockets are the host's), as hex local addresses. */
+const listenersOn = (port: number): string[] =>
+  ['/proc/net/tcp', '/proc/net/tcp6'].flatMap((f) =>
+    readFileSync(f, 'utf8')
+      .split('\n')
+      .slice(1)
+      .map((l) => l.trim().split(/\s+/))
+      .filter((c) => c[3] === '0A' && Number.parseInt((c[1] ?? ':').split(':')[1] ?? '', 16) === port)
+      .map((c) => (c[1] ?? '').split(':')[0] ?? ''),
+  );
+
+describe('ns-daemon image: two daemons against an nsd container and PostgreSQL', () => {
+  const keys = join(scratch, 'ns-keys');
+  const identity = (file: string) => {
+    const { privateKey } = generateKeyPairSync('ed25519');
+    writeFileSync(join(keys, file), privateKey.export({ format: 'pem', type: 'pkcs8' }));
+    chmodSync(join(keys, file), 0o644);
+    return Buffer.from(privateKey.export({ format: 'jwk' }).x as string, 'base64url').toString('hex');
+  };
+  const network = 'ab'.repeat(16);
+  const ownerPort = (i: number) => port + 200 + i;
+  const healthPortOf = (i: number) => port + 300 + i;
+
+  it('each ns-daemon container streams (ready), owner endpoints on loopback only, state in /data by 1000; SIGTERM ⇒ exit 0', async () => {
+    mkdirSync(keys);
+    chmodSync(keys, 0o755);
+    const members = daemons.map((d) => `${identity(`${d}.pem`)}:${network}`);
+    podman([
+      'run',
+      '-d',
+      '--name',
+      nsdForDaemons,
+      '--network',
+      'host',
+      '--read-only',
+      ...PODMAN_RUN_OPTIONS,
+      '-e',
+      `NSD_PORT=${nsdPort2}`,
+      '-e',
+      'NSD_HOST=127.0.0.1',
+      '-e',
+      `NSD_MEMBERS=${members.join(',')}`,
+      '-e',
+      `PGHOST=${nsDb.host}`,
+      '-e',
+      `PGPORT=${nsDb.port}`,
+      '-e',
+      `PGUSER=${nsDb.user}`,
+      '-e',
+      `PGDATABASE=${nsDb.database}`,
+      '-v',
+      `${nsdForDaemons}-data:/data`,
+      image,
+    ]);
+    volumes.push(`${nsdForDaemons}-data`);
+    const listening = await eventually(
+      'the nsd container listening',
+      () => podman(['logs', nsdForDaemons]).includes('"event":"listening"'),
+      60_000,
+    ).then(
+      () =>
+        podman(['logs', nsdForDaemons])
+          .split('\n')
+          .find((l) => l.includes('"event":"listening"')) ?? '',
+    );
+    const nsdKey = (JSON.parse(listening) as { nsd_key: string }).nsd_key;
+    daemons.forEach((d, i) =>
+      podman([
+        'run',
+        '-d',
+        '--name',
+        d,
+        '--network',
+        'host',
+        '--read-only',
+        ...PODMAN_RUN_OPTIONS,
+        '-e',
+        `NS_NSD_URL=http://127.0.0.1:${nsdPort2}`,
+        '-e',
+        `NS_NSD_KEY=${nsdKey}`,
+        '-e',
+        `NS_NETWORK=${network}`,
+        '-e',
+        `NS_KEY_FILE=/keys/${d}.pem`,
+        '-e',
+        `NS_PORT=${ownerPort(i)}`,
+        '-e',
+        `NS_HEALTH_PORT=${healthPortOf(i)}`,
+        '-v',
+        `${keys}:/keys:ro`,
+        '-v',
+        `${d}-data:/data`,
+        nsImage,
+      ]),
+    );
+    for (const [i, d] of daemons.entries()) {
+      await eventually(
+        `${d} ready (streaming)`,
+        async () => (await fetch(`http://127.0.0.1:${healthPortOf(i)}/readyz`).catch(() => undefined))?.status === 200,
+        90_000,
+      );
+      expect((await fetch(`http://127.0.0.1:${healthPortOf(i)}/healthz`)).status).toBe(200);
+      expect(await (await fetch(`http://127.0.0.1:${healthPortOf(i)}/metrics`)).text()).toContain('process_cpu');
+      // the owner endpoints listen on 127.0.0.1 only; the probe listener on all interfaces (the image's defaults)
+      expect(listenersOn(ownerPort(i))).toEqual(['0100007F']);
+      expect(listenersOn(healthPortOf(i))).toContain('00000000');
+      expect(
+        podman([
+          'exec',
+          d,
+          'node',
+          '-e',
+          "const s=require('fs').statSync('/data/ns-state.db');console.log(process.getuid(),s.uid)",
+        ]).trim(),
+      ).toBe('1000 1000');
+      expect(spawnSync('podman', ['--runtime', '/usr/sbin/runc', 'healthcheck', 'run', d]).status).toBe(0);
+    }
+    for (const d of daemons) {
+      podman(['stop', '-t', '20', d]);
+      expect(podman(['inspect', '--format', '{{.State.ExitCode}}', d]).trim(), d).toBe('0');
+      expect(podman(['logs', d]), d).toContain('"event":"shutdown","signal":"SIGTERM"');
+    }
+    podman(['stop', '-t', '20', nsdForDaemons]);
+    expect(podman(['inspect', '--format', '{{.State.ExitCode}}', nsdForDaemons]).trim()).toBe('0');
+  });
+
+  it('the image adds at most 120 MB to its base; without NS_NSD_KEY it exits 2 with one line', () => {
+    expect(imageBytes(nsImage) - imageBytes(base)).toBeLessThanOrEqual(120e6);
+    const r = spawnSync(
+      'podman',
+      [
+        '--runtime',
+        '/usr/sbin/runc',
+        'run',
+        '--rm',
+        '--read-only',
+        ...PODMAN_RUN_OPTIONS,
+        '-e',
+        `NS_NETWORK=${network}`,
+        nsImage,
+      ],
+      { encoding: 'utf8' },
+    );
+    expect(r.status).toBe(2);
+    const lines = r.stderr.split('\n').filter((l) => l !== '' && !l.includes('level=error'));
+    expect(lines).toEqual([expect.stringContaining('ns-daemon: configuration: NS_NSD_KEY')]);
+  });
+});
+
+describe('ceremony image', () => {
+  it('a small image: --help exits 0 with the usage, a bad flag exits 2', () => {
+    expect(imageBytes(ceremonyImage) - imageBytes(base)).toBeLessThanOrEqual(120e6);
+    const run = (args: string[]) =>
+      spawnSync(
+        'podman',
+        ['--runtime', '/usr/sbin/runc', 'run', '--rm', '--read-only', ...PODMAN_RUN_OPTIONS, ceremonyImage, ...args],
+        { encoding: 'utf8' },
+      );
+    const help = run(['--help']);
+    expect(help.status).toBe(0);
+    expect(help.stdout).toMatch(/ceremony/);
+    expect(run(['--no-such-flag']).status).toBe(2);
+  });
+});
+
+describe('controller image under a ServiceAccount with exactly the generated KOS ClusterRole', () => {
+  const appNs = useNamespace('images-e2e');
+  it('reconciles an Application of its own (status written) and its token is refused outside the role', async () => {
+    const ns = appNs.name;
+    const sa = 'kos-controller';
+    // exactly the checked-in generated role (deploy/rbac/generated, drift-checked against the code), renamed for this run
+    const generated = parse(readFileSync(join(root, 'deploy/rbac/generated/kos-controller.yaml'), 'utf8')) as {
+      rules: unknown[];
+    };
+    const role = {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: `${ns}-kos-controller` },
+      rules: generated.rules,
+    };
+    const created = async (path: string, body: unknown) => {
+      const r = await kubeRequest('POST', path, body);
+      expect(r.status, `${path}: ${r.body}`).toBeLessThan(300);
+      return r.json() as Record<string, unknown>;
+    };
+    await created(`/api/v1/namespaces/${ns}/serviceaccounts`, {
+      apiVersion: 'v1',
+      kind: 'ServiceAccount',
+      metadata: { name: sa },
+    });
+    await created('/apis/rbac.authorization.k8s.io/v1/clusterroles', role);
+    clusterObjects.push(`/apis/rbac.authorization.k8s.io/v1/clusterroles/${role.metadata.name}`);
+    await created('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name: role.metadata.name },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role.metadata.name },
+      subjects: [{ kind: 'ServiceAccount', name: sa, namespace: ns }],
+    });
+    clusterObjects.push(`/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${role.metadata.name}`);
+    const tokenRequest = await created(`/api/v1/namespaces/${ns}/serviceaccounts/${sa}/token`, {
+      apiVersion: 'authentication.k8s.io/v1',
+      kind: 'TokenRequest',
+      spec: { expirationSeconds: 3600 },
+    });
+    const token = (tokenRequest['status'] as { token: string }).token;
+    const { server, caCert } = testbed().kube;
+    const asSa = (method: string, path: string) =>
+      httpCall(`${server}${path}`, {
+        method,
+        ca: caCert,
+        headers: { authorization: `Bearer ${token}` },
+        timeoutMs: 30_000,
+      });
+    // the role's edges, asked with the token itself
+    expect((await asSa('GET', `/apis/kos.tsic.top/v1beta1/namespaces/${ns}/applications`)).status).toBe(200);
+    expect((await asSa('GET', `/api/v1/namespaces/${ns}/secrets`)).status).toBe(403);
+    expect((await asSa('GET', '/api/v1/nodes')).status).toBe(403);
+    expect((await asSa('GET', `/api/v1/namespaces/${ns}/pods`)).status).toBe(403);
+
+    // the pod's service-account directory, as the kubelet mounts it
+    const saDir = join(scratch, 'serviceaccount');
+    mkdirSync(saDir);
+    writeFileSync(join(saDir, 'token'), token);
+    writeFileSync(join(saDir, 'ca.crt'), caCert);
+    writeFileSync(join(saDir, 'namespace'), ns);
+    chmodSync(saDir, 0o755);
+    for (const f of ['token', 'ca.crt', 'namespace']) chmodSync(join(saDir, f), 0o644);
+    const crdDir = join(root, 'deploy/crds/kos');
+    await installCrds(
+      readdirSync(crdDir).map((f) => parse(readFileSync(join(crdDir, f), 'utf8'))) as Parameters<typeof installCrds>[0],
+    );
+    const url = new URL(server);
+    const label = `homelab.test/images-e2e=${ns}`;
+    await created(`/apis/kos.tsic.top/v1beta1/namespaces/${ns}/applications`, {
+      apiVersion: 'kos.tsic.top/v1beta1',
+      kind: 'Application',
+      metadata: { name: 'waiting', namespace: ns, labels: { 'homelab.test/images-e2e': ns } },
+      spec: { definitionRef: { name: `${ns}-no-such-definition` }, namespace: ns },
+    });
+    podman([
+      'run',
+      '-d',
+      '--name',
+      controllerName,
+      '--network',
+      'host',
+      '--read-only',
+      ...PODMAN_RUN_OPTIONS,
+      '-v',
+      `${saDir}:/var/run/secrets/kubernetes.io/serviceaccount:ro`,
+      '-e',
+      `KUBERNETES_SERVICE_HOST=${url.hostname}`,
+      '-e',
+      `KUBERNETES_SERVICE_PORT=${url.port}`,
+      '-e',
+      'CONTROLLER_HEALTH_HOST=127.0.0.1',
+      '-e',
+      `CONTROLLER_HEALTH_PORT=${healthPort}`,
+      controllerImage,
+      '--port',
+      '0',
+      '--modules=kos',
+      `--kos-label-selector=${label}`,
+    ]);
+    const ready = async () =>
+      (await fetch(`http://127.0.0.1:${healthPort}/readyz`).catch(() => undefined))?.status === 200;
+    await eventually('the controller in the container ready', ready, 120_000);
+    const status = async () =>
+      (
+        (await kubeRequest('GET', `/apis/kos.tsic.top/v1beta1/namespaces/${ns}/applications/waiting`)).json() as {
+          status?: { phase?: string; conditions?: Array<{ reason?: string }> };
+        }
+      ).status;
+    await eventually(
+      'the Application has a status from the containerised controller',
+      async () => (await status())?.phase !== undefined,
+      90_000,
+    );
+    expect((await status())?.phase).toBe('Pending');
+    expect(JSON.stringify((await status())?.conditions)).toContain('DefinitionMissing');
+    const metrics = await (await fetch(`http://127.0.0.1:${healthPort}/metrics`)).text();
+    expect(metrics).toContain('kos_controlplane_requests_total');
+    expect(spawnSync('podman', ['--runtime', '/usr/sbin/runc', 'healthcheck', 'run', controllerName]).status).toBe(0);
+    podman(['stop', '-t', '40', controllerName]);
+    expect(podman(['inspect', '--format', '{{.State.ExitCode}}', controllerName]).trim()).toBe('0');
+    const log = podman(['logs', controllerName]);
+    expect(log).toContain('kos reconcilers running');
+    expect(log).toContain('shutting down');
+    expect(log).toContain('stopped');
+    // nothing the controller did was refused by the API server
+    expect(log).not.toMatch(/forbidden|Forbidden|\b403\b/);
   });
 });

@@ -1,1 +1,2 @@
 export * from './authority-store.js';
+export * from './probe.js';

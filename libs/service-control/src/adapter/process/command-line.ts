@@ -2,6 +2,7 @@
 // environment fallback and `--help`. Unknown flags and stray arguments are refused; `--flag value` and
 // `--flag=value` are both accepted (node:util.parseArgs, strict). A flag beats its environment variable, which
 // beats the default.
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 
 export interface FlagSpec {
@@ -41,6 +42,8 @@ export const parseCommandLine = (
     readonly summary: string;
     readonly envPrefix: string;
     readonly flags: ReadonlyArray<FlagSpec>;
+    /** The exit codes `--help` lists after the flags (decision 0288). */
+    readonly exitCodes?: ReadonlyArray<keyof typeof EXIT_CODES>;
   },
   argv: ReadonlyArray<string>,
   env: Readonly<Record<string, string | undefined>>,
@@ -62,7 +65,12 @@ export const parseCommandLine = (
     throw new ConfigurationError(`${message} (see --help)`);
   }
   if (values['help'] === true)
-    return { _tag: 'Help', text: helpText(spec.app, spec.summary, spec.envPrefix, spec.flags) };
+    return {
+      _tag: 'Help',
+      text:
+        helpText(spec.app, spec.summary, spec.envPrefix, spec.flags) +
+        (spec.exitCodes === undefined ? '' : exitCodesHelp(spec.exitCodes)),
+    };
   const known = new Map(spec.flags.map((f) => [f.name, f]));
   return {
     _tag: 'Values',
@@ -73,6 +81,73 @@ export const parseCommandLine = (
       return typeof v === 'string' ? v : (env[envName(spec.envPrefix, name)] ?? f.default);
     },
   };
+};
+
+/**
+ * Exit codes of nsd and ns-daemon (decision 0288), printed by `--help` and listed in each README. Start-up failures
+ * are one line on stderr (`<app>: <what>: <reason>`), never a stack trace.
+ */
+export const EXIT_CODES = {
+  /** stopped by SIGTERM/SIGINT, or `--help` */
+  ok: 0,
+  /** a failure after start-up (logged as a `failed` event) */
+  failed: 1,
+  /** a refused flag or environment variable */
+  configuration: 2,
+  /** ns-daemon: another daemon holds the state file */
+  stateLocked: 3,
+  /** the key file cannot be read, written or parsed as an Ed25519 private key */
+  keyFile: 4,
+  /** nsd: PostgreSQL refuses the connection settings (host, port, user, password, database) */
+  database: 5,
+} as const;
+
+/** The exit-code table as `--help` prints it. */
+export const exitCodesHelp = (codes: ReadonlyArray<keyof typeof EXIT_CODES>): string =>
+  `\nExit codes:\n${codes.map((c) => `  ${EXIT_CODES[c]}  ${EXIT_CODE_TEXT[c]}`).join('\n')}\n`;
+
+const EXIT_CODE_TEXT: Readonly<Record<keyof typeof EXIT_CODES, string>> = {
+  ok: 'stopped by SIGTERM/SIGINT (or --help)',
+  failed: 'failed after start-up (see the `failed` log event)',
+  configuration: 'configuration refused (one line on stderr)',
+  stateLocked: 'another daemon holds the state file',
+  keyFile: 'the key file cannot be read, written or parsed as an Ed25519 private key',
+  database: 'PostgreSQL refuses the connection settings',
+};
+
+/** A start-up failure: one line on stderr and its exit code (decision 0288). */
+export const exitStartup = (app: string, code: keyof typeof EXIT_CODES, line: string): never => {
+  process.stderr.write(`${app}: ${line}\n`);
+  process.exit(EXIT_CODES[code]);
+};
+
+const reasonOf = (e: unknown): string => {
+  const code = (e as { code?: string }).code;
+  const message = (e instanceof Error ? e.message : String(e)).split('\n')[0] ?? '';
+  return code !== undefined && !message.includes(code) ? `${code}: ${message}` : message;
+};
+
+/**
+ * The node's or nsd's Ed25519 key (decision 0288): created with `generate` when the file is missing, then read and
+ * parsed; a file that cannot be created, read or parsed ends the process with exit 4 and one line naming the file.
+ */
+export const keyFileOrExit = <S>(app: string, path: string, generate: () => string, parse: (pem: string) => S): S => {
+  try {
+    if (!existsSync(path)) writeFileSync(path, generate(), { mode: 0o600 });
+  } catch (e) {
+    return exitStartup(app, 'keyFile', `key file ${path}: cannot create it: ${reasonOf(e)}`);
+  }
+  let pem: string;
+  try {
+    pem = readFileSync(path, 'utf8');
+  } catch (e) {
+    return exitStartup(app, 'keyFile', `key file ${path}: cannot read it: ${reasonOf(e)}`);
+  }
+  try {
+    return parse(pem);
+  } catch (e) {
+    return exitStartup(app, 'keyFile', `key file ${path}: not an Ed25519 private key in PEM: ${reasonOf(e)}`);
+  }
 };
 
 /**
