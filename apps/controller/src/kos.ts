@@ -6,6 +6,7 @@ import { Registry } from 'prom-client';
 import {
   type AppLifecycleConfig,
   AppLifecycleDefaults,
+  APPLICATION_WORKERS,
   type CapabilitySource,
   checkClusterAbi,
   installBuiltinDefinitions,
@@ -182,6 +183,8 @@ export const runKosReconcilers = (options: {
           ? { informerOptions: { labelSelector: options.labelSelector } }
           : {}),
         ...(options.config !== undefined ? { config: options.config } : {}),
+        // Applications: as many workers as the install bench's peer has requests in flight (decision 0245).
+        ...(kind === 'Application' ? { concurrency: APPLICATION_WORKERS } : {}),
         reconcile: (request) =>
           domain !== undefined
             ? domain(request).pipe(Effect.provide(AppLifecycleDefaults))

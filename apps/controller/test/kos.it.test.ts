@@ -7,7 +7,7 @@
 // and later rounds write nothing (resourceVersion unchanged). Informers restricted to this file's label.
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { kosCrds } from '@homelab/kos-kernel';
+import { APPLICATION_WORKERS, kosCrds } from '@homelab/kos-kernel';
 import { eventually as poll, installCrds, kubeRequest, useNamespace } from '@homelab/testbed/vitest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prepareCluster, sleep, spawnController } from './support.js';
@@ -87,6 +87,9 @@ describe('the controller process with the KOS module', () => {
     const text = await (await fetch(`${url}/metrics`)).text();
     expect(text).toContain('kos_reconcile_round_over_limit_total');
     expect(metric(text, 'controller_runtime_reconcile_total', 'kos-application')).toBeGreaterThanOrEqual(1);
+    // The Application workqueue runs as many rounds at once as the install bench's peer sends requests (0245).
+    expect(metric(text, 'controller_runtime_max_concurrent_reconciles', 'kos-application')).toBe(APPLICATION_WORKERS);
+    expect(APPLICATION_WORKERS).toBeGreaterThan(1);
     expect((await read()).metadata.resourceVersion).toBe(rv);
     expect(await stop(p)).toBe(0);
     // Open the gate so the namespace can be removed (no reconciler runs any more).

@@ -13,6 +13,7 @@ import { Effect, Either, Layer, ManagedRuntime } from 'effect';
 import { KubeClient, type KubeClientService, type KubeObject, layerFromToken } from '@homelab/kube';
 import {
   AppLifecycleConfig,
+  APPLICATION_WORKERS,
   BUILTIN_DEFINITIONS,
   CapabilitySource,
   controlPlaneConfig,
@@ -31,7 +32,8 @@ import {
 const print = (...parts: ReadonlyArray<unknown>): void => void process.stdout.write(`${parts.map(String).join(' ')}\n`);
 
 const N = Number(process.env['BENCH_APPS'] ?? 200);
-const C = Number(process.env['BENCH_CONCURRENCY'] ?? 8);
+// Both sides run as many requests at once as the Application controller has workers (like with like).
+const C = Number(process.env['BENCH_CONCURRENCY'] ?? APPLICATION_WORKERS);
 const API = 'kos.tsic.top/v1beta1';
 const state = JSON.parse(
   readFileSync(
@@ -40,9 +42,15 @@ const state = JSON.parse(
   ),
 ) as { kube: { server: string; token: string; caCert: string } };
 
-// Every call the code under test makes to the API server, by method.
+// Every call the code under test makes to the API server, by method and resource (`apply Application/status`).
 const calls = new Map<string, number>();
 let counting = false;
+const resourceOf = (args: ReadonlyArray<unknown>): string => {
+  const target = args[0] as { kind?: string } | undefined;
+  const options = args.find((a, i) => i > 0 && typeof a === 'object' && a !== null && 'subresource' in a) as
+    { subresource?: string } | undefined;
+  return `${target?.kind ?? '?'}${options?.subresource !== undefined ? `/${options.subresource}` : ''}`;
+};
 const countingClient = Layer.effect(
   KubeClient,
   Effect.map(KubeClient, (c): KubeClientService => {
@@ -51,7 +59,10 @@ const countingClient = Layer.effect(
       ((...args: never[]) =>
         Effect.zipRight(
           Effect.sync(() => {
-            if (counting) calls.set(name, (calls.get(name) ?? 0) + 1);
+            if (counting) {
+              const key = `${name} ${resourceOf(args)}`;
+              calls.set(key, (calls.get(key) ?? 0) + 1);
+            }
           }),
           f(...args) as Effect.Effect<unknown, unknown>,
         )) as unknown as F;
@@ -172,13 +183,14 @@ const main = async () => {
     // --- KOS: create through the control plane, then the reconciler's rounds until Ready ---
     const kosCpu0 = process.cpuUsage();
     const kos0 = performance.now();
-    const phases: Array<[string, number, Map<string, number>]> = [];
+    const phases: Array<[string, number, Map<string, number>, NodeJS.CpuUsage]> = [];
     const phase = async (label: string, f: (i: number) => Promise<unknown>) => {
       calls.clear();
       counting = true;
+      const c0 = process.cpuUsage();
       const t0 = performance.now();
       await each(N, f);
-      phases.push([label, performance.now() - t0, new Map(calls)]);
+      phases.push([label, performance.now() - t0, new Map(calls), process.cpuUsage(c0)]);
       counting = false;
     };
     await phase('create through the control plane', async (i) => {
@@ -219,7 +231,8 @@ const main = async () => {
     print(`  this process's CPU per app    KOS ${cpuPerApp(kosCpu)}, direct ${cpuPerApp(directCpu)}`);
     const total = phases.reduce((n, [, , c]) => n + [...c.values()].reduce((m, x) => m + x, 0), 0) / N;
     print(`  requests per app (control plane + reconciler + status writes): ${+total.toFixed(2)}  (direct: 4)`);
-    for (const [label, ms, c] of phases) print(`    ${label.padEnd(34)} ${s(ms)}   per app: ${perApp(c)}`);
+    for (const [label, ms, c, cpu] of phases)
+      print(`    ${label.padEnd(34)} ${s(ms)}, CPU ${cpuPerApp(cpu)}/app   per app: ${perApp(c)}`);
 
     // --- no-op resync of the Ready apps ---
     for (let round = 0; round < 2; round++)
@@ -234,10 +247,9 @@ const main = async () => {
     counting = false;
     const kosCpuMs = (cpu.user + cpu.system) / 1000;
     const byMethod = Object.fromEntries([...calls].sort());
-    const writes = ['create', 'update', 'updateStatus', 'apply', 'patch', 'delete'].reduce(
-      (n, m) => n + (calls.get(m) ?? 0),
-      0,
-    );
+    const writes = [...calls]
+      .filter(([key]) => !['get', 'list', 'listAll'].includes(key.split(' ')[0] ?? ''))
+      .reduce((n, [, count]) => n + count, 0);
     const peerCpu0 = process.cpuUsage();
     const peerWall0 = performance.now();
     await each(N, async (i) => {
@@ -254,7 +266,9 @@ const main = async () => {
     const peerWallMs = performance.now() - peerWall0;
     const peerCpu = process.cpuUsage(peerCpu0);
     const peerCpuMs = (peerCpu.user + peerCpu.system) / 1000;
-    print(`no-op resync of ${N} Ready apps: ${writes} writes; requests by method ${JSON.stringify(byMethod)}`);
+    print(
+      `no-op resync of ${N} Ready apps: ${writes} writes; requests by method and resource ${JSON.stringify(byMethod)}`,
+    );
     print(
       `  controller CPU per app      ${(kosCpuMs / N).toFixed(2)} ms  (goal ≤ 5 ms; wall ${s(wallMs)} for all ${N})`,
     );

@@ -25,3 +25,10 @@ export const appLifecycleConfig = (settings: Partial<AppLifecycleSettings> = {})
 
 /** Capabilities and settings with their defaults (empty source, `kos-system`). */
 export const AppLifecycleDefaults = Layer.merge(EmptyCapabilitySource, appLifecycleConfig());
+
+/**
+ * Workers of the Application controller (its workqueue's MaxConcurrentReconciles; decision 0245). The queue still
+ * runs at most one round per app at a time; different apps' rounds overlap, as the bench's peer (`bench:apps`)
+ * overlaps its server-side applies — the bench uses this number for both sides.
+ */
+export const APPLICATION_WORKERS = 8;
