@@ -157,8 +157,8 @@ const countingPorts = <R>(ctx: Context.Context<R>): Context.Context<R> => {
   return ctx.pipe(
     Context.add(DatabaseServer, {
       ...s,
-      facts: (t, n) => count('sql:facts')(s.facts(t, n)),
-      step: (t, n, st) => count(`sql:step:${st._tag}`)(s.step(t, n, st)),
+      facts: (t, n, sc) => count('sql:facts')(s.facts(t, n, sc)),
+      step: (t, n, st, sc) => count(`sql:step:${st._tag}`)(s.step(t, n, st, sc)),
       setPassword: (t, n, cr) => count('sql:setPassword')(s.setPassword(t, n, cr)),
       login: (t, cr) => count('sql:login')(s.login(t, cr)),
     }),

@@ -191,7 +191,7 @@ const interrupted = (base: Context.Context<Ports>, k: number, when: When, calls:
     }),
     Context.add(DatabaseServer, {
       ...s,
-      step: (t, n2, st) => gate(`sql:${st._tag}`)(s.step(t, n2, st)),
+      step: (t, n2, st, sc) => gate(`sql:${st._tag}`)(s.step(t, n2, st, sc)),
       setPassword: (t, n2, cr) => gate('sql:SetPassword')(s.setPassword(t, n2, cr)),
     }),
     Context.add(CredentialStore, {

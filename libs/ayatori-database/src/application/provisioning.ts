@@ -7,7 +7,7 @@
 // Order of one provisioning round (each write read back before the next one; a crash anywhere leaves facts from
 // which the next round continues, see `provisioning.it.test.ts`):
 //   1. record `status.credentialPath = <basePath>/<Database UID>` and phase Provisioning on the Database;
-//   2. server steps (role, membership, database, CONNECT, extensions), facts re-read after each;
+//   2. server steps (role, membership, database, CONNECT, extensions), each answering its own read-back;
 //   3. the credential: read the recorded location; only if nothing is stored there, generate 32 CSPRNG bytes and
 //      create it (`cas: 0`, read back); Conflict/Uncertain stop the round, a stored credential is never regenerated;
 //   4. `ALTER ROLE … PASSWORD` from the credential as read back, then a login as that role to its database;
@@ -19,6 +19,7 @@ import { randomBytes } from 'node:crypto';
 import { Context, type Duration, Effect, Either, Layer, Option } from 'effect';
 import * as Binding from '../domain/binding.js';
 import {
+  additionalSecretData,
   ApplicationCredential,
   type CredentialError,
   type CredentialScope,
@@ -218,9 +219,8 @@ const ensureCredential = (
           entropy,
         );
         if (Either.isLeft(fresh)) return yield* Effect.fail(credentialStop(phase, fresh.left));
-        yield* store.create(path, fresh.right).pipe(Effect.mapError((e) => credentialStop(phase, e)));
-        // The value used from here on is the one read back, never the one in memory.
-        return yield* store.read(path).pipe(Effect.mapError((e) => credentialStop(phase, e)));
+        // The value used from here on is the one the create read back, never the one in memory.
+        return yield* store.create(path, fresh.right).pipe(Effect.mapError((e) => credentialStop(phase, e)));
       }));
     const data = credential.secretData();
     const endpoint = instance.target.endpoint;
@@ -242,7 +242,11 @@ const ensureCredential = (
     return credential;
   });
 
-/** Server steps until the facts say provisioned (each step's effect is read back by the next facts). */
+/**
+ * Server steps until the facts say provisioned. The facts are read once (with the fresh management check), then
+ * each step answers its own read-back (the same connection, after its statements returned) and the next step is
+ * decided from that read-back (decision 0313).
+ */
 const provisionServer = (
   database: ProvisioningDatabase,
   instance: ProvisioningInstance,
@@ -251,11 +255,12 @@ const provisionServer = (
   Effect.gen(function* () {
     const server = yield* DatabaseServer;
     const phase = ProvisioningPhase.Provisioning;
+    const scope = { extensions: target.extensions.length > 0 };
+    let facts = yield* server
+      .facts(instance.target, names(database), scope)
+      .pipe(Effect.mapError((e) => serverStop(phase, e)));
     let previous: string | undefined;
     for (let i = 0; i < MaxSteps; i++) {
-      const facts = yield* server
-        .facts(instance.target, names(database))
-        .pipe(Effect.mapError((e) => serverStop(phase, e)));
       const decision = nextProvisionStep(facts, target);
       if (decision._tag === 'Provisioned') return;
       if (decision._tag === 'Refused') {
@@ -284,7 +289,9 @@ const provisionServer = (
         );
       }
       previous = key;
-      yield* server.step(instance.target, names(database), decision).pipe(Effect.mapError((e) => serverStop(phase, e)));
+      facts = yield* server
+        .step(instance.target, names(database), decision, scope)
+        .pipe(Effect.mapError((e) => serverStop(phase, e)));
     }
   });
 
@@ -334,7 +341,7 @@ export const provisionTenant = Effect.fn('provisionTenant')(function* (
   const wantsRotation = tenant.rotation !== undefined && tenant.rotation !== database.rotation;
   const deliver = (credential: ApplicationCredential) =>
     kube
-      .deliver(tenant.identity, secretName, credential.secretData())
+      .deliver(tenant.identity, secretName, projectionData(tenant, credential))
       .pipe(
         Effect.mapError(
           () => new Stop(TenantReadyReason.CredentialProjectionFailed, TenantReadyMessage.projectionFailed),
@@ -486,11 +493,19 @@ const deliverImported = (tenant: BindingTenant, database: ProvisioningDatabase, 
       return notReady(TenantReason.DependencyUnavailable, DatabaseMessage.credentialFailed(credential.left.code));
     if (Either.isLeft(yield* Effect.either(server.login(instance.target, credential.right))))
       return notReady(TenantReason.DependencyUnavailable, DatabaseMessage.loginFailed);
-    const written = yield* Effect.either(kube.deliver(tenant.identity, secretName, credential.right.secretData()));
+    const written = yield* Effect.either(
+      kube.deliver(tenant.identity, secretName, projectionData(tenant, credential.right)),
+    );
     if (Either.isLeft(written))
       return notReady(TenantReadyReason.CredentialProjectionFailed, TenantReadyMessage.projectionFailed);
     return delivered;
   });
+
+/** The projection's data: the seven keys, plus the conventional keys the Tenant opted in to (decision 0314). */
+const projectionData = (tenant: BindingTenant, credential: ApplicationCredential): Record<string, string> => {
+  const data = credential.secretData();
+  return { ...data, ...additionalSecretData(data, tenant.additionalSecretKeys ?? []) };
+};
 
 const tenantIsDelivered = (tenant: BindingTenant, secretName: string): boolean =>
   tenant.delivered !== undefined && tenant.delivered === secretName;
@@ -686,7 +701,7 @@ export const reclaimTenant = Effect.fn('reclaimTenant')(function* (tenant: Bindi
         ? kube.removeProjection(tenant.identity.namespace, secretName)
         : decision._tag === 'DeleteCredential'
           ? store.remove(path)
-          : server.step(instance.target, names(database), decision);
+          : Effect.asVoid(server.step(instance.target, names(database), decision));
     const performed = yield* Effect.either(perform);
     if (Either.isLeft(performed)) {
       const e = performed.left;
