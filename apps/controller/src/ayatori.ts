@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { Cause, Effect, Exit, Fiber, Layer, Scope } from 'effect';
+import { Cause, type Context, Effect, Exit, Fiber, Layer, Scope } from 'effect';
 import { ControllerMetrics, type ControllerMetricsService, type KubeClient, runAsLeader } from '@homelab/kube';
 import {
   Application,
@@ -37,6 +37,16 @@ export interface AyatoriOptions {
   readonly log: (line: string) => void;
   /** Called when the module stops on its own (setup error, leadership lost): the process should exit non-zero. */
   readonly onFatal: (reason: string) => void;
+  /** Test-only (decision 0253): never set by `main.ts`; see `AyatoriTestHooks`. */
+  readonly testHooks?: AyatoriTestHooks;
+}
+
+/**
+ * Test-only hooks (decision 0253): `main.ts` passes none and no flag or variable reaches them. The crash entry under
+ * `test/fixtures/` wraps the provisioning ports to SIGKILL the process before or after one chosen call.
+ */
+export interface AyatoriTestHooks {
+  readonly wrapProvisioning?: <R>(context: Context.Context<R>) => Context.Context<R>;
 }
 
 export const startAyatori = async (config: ControllerConfig, options: AyatoriOptions): Promise<AyatoriHandle> => {
@@ -78,7 +88,7 @@ export const startAyatori = async (config: ControllerConfig, options: AyatoriOpt
             ).pipe(Layer.provide(options.kube)),
             pools,
           ),
-        );
+        ).then((built) => options.testHooks?.wrapProvisioning?.(built) ?? built);
 
   let state: AyatoriState = 'starting';
   let instanceController: boolean | undefined;

@@ -48,7 +48,7 @@ import {
 } from '@homelab/kube';
 import { bindAddress, ConfigError, type ControllerConfig } from './config.js';
 import { makeHttpMetrics, routeTemplate } from './metrics.js';
-import { type AyatoriHandle, startAyatori } from './ayatori.js';
+import { type AyatoriHandle, type AyatoriTestHooks, startAyatori } from './ayatori.js';
 import { kosMetricsOn, kosStartGate, runKosReconcilers } from './kos.js';
 import { hostname } from 'node:os';
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -88,6 +88,8 @@ export interface StartOptions {
   /** In-process only: start the KOS module without its CRD/ABI gate (a test of a controller whose API server went
    * away). `main` never sets it: a process always runs the gate. */
   readonly skipKosStartGate?: boolean;
+  /** Test-only (decision 0253): the crash entry's port wrappers for the Ayatori module. `main` never sets it. */
+  readonly ayatoriTestHooks?: AyatoriTestHooks;
 }
 
 /** The TLS certificate and key, read once at start; an unreadable file is a configuration error. */
@@ -258,7 +260,13 @@ export const startController = async (
       })()
     : undefined;
   const ayatori = config.modules.has('ayatori')
-    ? await startAyatori(config, { kube, controllerMetrics, log, onFatal }).catch(async (e: unknown) => {
+    ? await startAyatori(config, {
+        kube,
+        controllerMetrics,
+        log,
+        onFatal,
+        ...(options.ayatoriTestHooks === undefined ? {} : { testHooks: options.ayatoriTestHooks }),
+      }).catch(async (e: unknown) => {
         kosStopping = true;
         await runtime.dispose();
         throw e;
