@@ -184,13 +184,18 @@ export interface FactsScope {
 
 /**
  * The PostgreSQL side of provisioning and reclaim, as the Instance's management login (its admin Secret, read
- * fresh for each call). `facts` first passes the native management check (the six checks, fresh: a stored Ready
+ * fresh at the start of each `round`, else for each call). `facts` first passes the native management check (the six checks, fresh: a stored Ready
  * authorizes nothing), then reads the facts; `step` runs exactly one step's statements and answers the facts read
  * back on the same connection after they returned (decision 0313: the read-back of that step).
  */
 export class DatabaseServer extends Context.Tag('@homelab/ayatori-database/DatabaseServer')<
   DatabaseServer,
   {
+    /**
+     * One round against this Instance: the admin Secret is read once, at its start, and every call of `effect` to
+     * this Instance uses that read (outside a round each call reads it). A failed read fails each call inside.
+     */
+    readonly round: <A, E, R>(target: ObservationTarget, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>;
     readonly facts: (
       target: ObservationTarget,
       names: ServerNames,

@@ -392,27 +392,34 @@ export const provisionTenant = Effect.fn('provisionTenant')(function* (
     const current = database;
     let credential: ApplicationCredential;
     if (current.phase !== ProvisioningPhase.Available || !current.ready) {
-      // 2. Server steps.
-      yield* provisionServer(current, instance, {
-        role: current.loginRole,
-        database: current.name,
-        extensions: tenant.extensions ?? [],
-      });
-      // 3. The credential (created only if none is stored), 4. the password from its read-back, the login.
-      credential = yield* ensureCredential(current, instance, location);
-      yield* server
-        .setPassword(instance.target, names(current), credential)
-        .pipe(Effect.mapError((e) => serverStop(ProvisioningPhase.Provisioning, e)));
-      yield* server.login(instance.target, credential).pipe(
-        Effect.mapError(
-          () =>
-            new Stop(TenantReason.DependencyUnavailable, DatabaseMessage.loginFailed, {
-              phase: ProvisioningPhase.Provisioning,
-              ready: false,
-              reason: DatabaseReason.ProvisioningFailed,
-              message: DatabaseMessage.loginFailed,
-            }),
-        ),
+      // One round on the server: the admin Secret read once for all of its calls.
+      credential = yield* server.round(
+        instance.target,
+        Effect.gen(function* () {
+          // 2. Server steps.
+          yield* provisionServer(current, instance, {
+            role: current.loginRole,
+            database: current.name,
+            extensions: tenant.extensions ?? [],
+          });
+          // 3. The credential (created only if none is stored), 4. the password from its read-back, the login.
+          const created = yield* ensureCredential(current, instance, location);
+          yield* server
+            .setPassword(instance.target, names(current), created)
+            .pipe(Effect.mapError((e) => serverStop(ProvisioningPhase.Provisioning, e)));
+          yield* server.login(instance.target, created).pipe(
+            Effect.mapError(
+              () =>
+                new Stop(TenantReason.DependencyUnavailable, DatabaseMessage.loginFailed, {
+                  phase: ProvisioningPhase.Provisioning,
+                  ready: false,
+                  reason: DatabaseReason.ProvisioningFailed,
+                  message: DatabaseMessage.loginFailed,
+                }),
+            ),
+          );
+          return created;
+        }),
       );
       // 5. Available.
       database = yield* recordDatabase(current, {

@@ -4,7 +4,7 @@
 // `domain/provisioning-sql.ts`, nothing else. Roles switched with `SET ROLE` are reset on the same connection
 // before it goes back to its pool, also on error. Errors carry the SQLSTATE only: no message, host, user or
 // password leaves this file. The pool per Instance is keyed by its connection identity and credential values.
-import { Effect, Either, Layer } from 'effect';
+import { Effect, Either, FiberRef, Layer } from 'effect';
 import pg from 'pg';
 import { type ApplicationCredential } from '../../domain/credential-location.js';
 import { InspectManagementStatement, parseManagementRow } from '../../domain/inspection-sql.js';
@@ -51,6 +51,11 @@ const serverError = (code: ServerError['code'], what: string) => (error: unknown
   return new ServerError({ code: kind, sqlstate, message: `${what}: ${kind}${sqlstate ? ` (${sqlstate})` : ''}` });
 };
 
+/** The admin credentials a round read (per Instance name): every call inside the round uses them. */
+const roundCredentials = FiberRef.unsafeMake<
+  ReadonlyArray<{ readonly name: string; readonly credentials: Effect.Effect<AdminCredentials, ServerError> }>
+>([]);
+
 export interface PostgresProvisioner {
   readonly server: DatabaseServer['Type'];
   readonly close: Effect.Effect<void>;
@@ -69,14 +74,36 @@ export const makePostgresProvisioner = (
         await held?.pool.end().catch(() => undefined);
       });
 
-    /** The admin credentials as they are now (one Secret read per port call: the round's fresh read). */
-    const admin = (target: ObservationTarget) =>
+    /**
+     * The admin credentials as they are now: read from the Secret at the start of a round (`round`) and used by
+     * every call inside it, or read for the one call made outside a round.
+     */
+    const readAdmin = (target: ObservationTarget) =>
       Effect.gen(function* () {
         const fact = yield* readSecret(target.credential.name);
         const credentials = fact._tag === 'Found' ? adminCredentialsFrom(fact.data, target.credential) : undefined;
         if (credentials === undefined)
           return yield* new ServerError({ code: 'Credentials', sqlstate: '', message: 'admin Secret unusable' });
         return credentials;
+      });
+    const admin = (target: ObservationTarget) =>
+      Effect.flatMap(FiberRef.get(roundCredentials), (held) => {
+        const found = held.find((h) => h.name === target.name);
+        return found === undefined ? readAdmin(target) : found.credentials;
+      });
+    const round = <A, E, R>(target: ObservationTarget, effect: Effect.Effect<A, E, R>) =>
+      Effect.gen(function* () {
+        const credentials = yield* Effect.either(readAdmin(target));
+        const held = yield* FiberRef.get(roundCredentials);
+        return yield* Effect.locally(effect, roundCredentials, [
+          ...held.filter((h) => h.name !== target.name),
+          {
+            name: target.name,
+            credentials: Either.isRight(credentials)
+              ? Effect.succeed(credentials.right)
+              : Effect.fail(credentials.left),
+          },
+        ]);
       });
 
     /** The management pool of this target for these credentials (a new pool when the identity or values changed). */
@@ -301,6 +328,7 @@ export const makePostgresProvisioner = (
       });
 
     const server: DatabaseServer['Type'] = {
+      round,
       facts,
       step,
       setPassword,
