@@ -191,16 +191,25 @@ const usableInstance = (instance: ProvisioningInstance | undefined, database: Pr
   instance.target.uid === database.instanceUID &&
   database.instanceUID !== '';
 
-/** The credential for this Database: read the recorded location; create it only when nothing is stored there. */
+/**
+ * The credential for this Database: read the recorded location; create it only when nothing is stored there. When
+ * this very round recorded the location (`recordedNow`), nothing can be stored there yet — every external write
+ * follows the location's record, and the record is conditioned on the snapshot — so the read is skipped; the
+ * create-only write (`cas: 0`) would still refuse to overwrite (decision 0313).
+ */
 const ensureCredential = (
   database: ProvisioningDatabase,
   instance: ProvisioningInstance,
   path: string,
+  recordedNow: boolean,
 ): Effect.Effect<ApplicationCredential, Stop, CredentialStore | Entropy> =>
   Effect.gen(function* () {
     const store = yield* CredentialStore;
     const phase = ProvisioningPhase.Provisioning;
-    const stored = yield* store.read(path).pipe(
+    const read: Effect.Effect<ApplicationCredential | undefined, CredentialError> = recordedNow
+      ? Effect.succeed(undefined)
+      : store.read(path);
+    const stored = yield* read.pipe(
       Effect.map((c): ApplicationCredential | undefined => c),
       Effect.catchIf(
         (e) => e.code === 'NotFound',
@@ -378,7 +387,8 @@ export const provisionTenant = Effect.fn('provisionTenant')(function* (
       );
     }
     // 1. The location is recorded before anything is written anywhere else.
-    if (database.credentialPath === '') {
+    const recordedNow = database.credentialPath === '';
+    if (recordedNow) {
       database = yield* recordDatabase(database, {
         phase: ProvisioningPhase.Provisioning,
         ready: false,
@@ -403,7 +413,7 @@ export const provisionTenant = Effect.fn('provisionTenant')(function* (
             extensions: tenant.extensions ?? [],
           });
           // 3. The credential (created only if none is stored), 4. the password from its read-back, the login.
-          const created = yield* ensureCredential(current, instance, location);
+          const created = yield* ensureCredential(current, instance, location, recordedNow);
           yield* server
             .setPassword(instance.target, names(current), created)
             .pipe(Effect.mapError((e) => serverStop(ProvisioningPhase.Provisioning, e)));
