@@ -41,6 +41,16 @@ export interface AyatoriOptions {
   readonly log: (line: string) => void;
   /** Called when the module stops on its own (setup error, leadership lost): the process should exit non-zero. */
   readonly onFatal: (reason: string) => void;
+  /** Test-only (decision 0253): never set by `main.ts`; see `AyatoriTestHooks`. */
+  readonly testHooks?: AyatoriTestHooks;
+}
+
+/**
+ * Test-only hooks (decision 0253): `main.ts` passes none and no flag or variable reaches them. The crash entry under
+ * `test/fixtures/` wraps the provisioning ports to SIGKILL the process before or after one chosen call.
+ */
+export interface AyatoriTestHooks {
+  readonly wrapProvisioning?: <R>(context: Context.Context<R>) => Context.Context<R>;
 }
 
 const rootCertOf = (config: ControllerConfig) =>
@@ -94,8 +104,9 @@ const poolsLayer = (config: ControllerConfig, options: AyatoriOptions) =>
     Effect.gen(function* () {
       const services = yield* Layer.build(servicesLayer(config, options));
       const openBao = config.openBao;
-      const provisioning =
-        openBao === undefined ? undefined : yield* Layer.build(provisioningLayer(config, openBao, options));
+      const built = openBao === undefined ? undefined : yield* Layer.build(provisioningLayer(config, openBao, options));
+      // the crash entry's port wrappers (decision 0253); main passes no hooks
+      const provisioning = built === undefined ? undefined : (options.testHooks?.wrapProvisioning?.(built) ?? built);
       return { services, ...(provisioning !== undefined ? { provisioning } : {}) };
     }),
   );

@@ -53,7 +53,7 @@ import {
 } from '@homelab/kube';
 import { bindAddress, ConfigError, type ControllerConfig } from './config.js';
 import { makeHttpMetrics, routeTemplate } from './metrics.js';
-import { type AyatoriHandle, AyatoriModule, ayatoriLayer } from './ayatori.js';
+import { type AyatoriHandle, AyatoriModule, type AyatoriTestHooks, ayatoriLayer } from './ayatori.js';
 import { kosMetricsOn, kosStartGate, runKosReconcilers } from './kos.js';
 import { hostname } from 'node:os';
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -97,6 +97,8 @@ export interface StartOptions {
   /** In-process only: start the KOS module without its CRD/ABI gate (a test of a controller whose API server went
    * away). `main` never sets it: a process always runs the gate. */
   readonly skipKosStartGate?: boolean;
+  /** Test-only (decision 0253): the crash entry's port wrappers for the Ayatori module. `main` never sets it. */
+  readonly ayatoriTestHooks?: AyatoriTestHooks;
 }
 
 /** The Kubernetes client could not be made (kubeconfig, in-cluster service account, token): exit 3 in main. */
@@ -344,7 +346,12 @@ export const controllerLayer = (
     }),
   );
 
-  const AyatoriLive = ayatoriLayer(config, { kube, log, onFatal }).pipe(
+  const AyatoriLive = ayatoriLayer(config, {
+    kube,
+    log,
+    onFatal,
+    ...(options.ayatoriTestHooks === undefined ? {} : { testHooks: options.ayatoriTestHooks }),
+  }).pipe(
     Layer.mapError((e) => new StartError({ message: `ayatori: ${messageOf(e)}` })),
     Layer.provide(
       Layer.effect(

@@ -121,14 +121,19 @@ export const until = async <T>(what: string, probe: () => Promise<T | undefined>
  * `children` (the file kills what still runs after its tests). `output` collects stdout and stderr; `listening`
  * resolves with the URL from the start-up line, or with undefined when the process exits first.
  */
-export const spawnController = (args: ReadonlyArray<string>, children: ChildProcess[]) => {
+export const spawnController = (
+  args: ReadonlyArray<string>,
+  children: ChildProcess[],
+  /** Another entry (a test-only one under test/fixtures, decision 0253) and extra environment. */
+  options: { readonly entry?: string; readonly env?: Readonly<Record<string, string>> } = {},
+) => {
   const child = spawn(
     process.execPath,
     [
       '--import',
       'tsx',
       '--conditions=@homelab/source',
-      join(import.meta.dirname, '../src/main.ts'),
+      options.entry ?? join(import.meta.dirname, '../src/main.ts'),
       '--port',
       '0',
       ...args,
@@ -142,6 +147,7 @@ export const spawnController = (args: ReadonlyArray<string>, children: ChildProc
           process.env['HOMELAB_TESTBED_STATE'] ?? join(import.meta.dirname, '../../../.testbed/state.json'),
         KUBECONFIG: '',
         POD_NAMESPACE: '',
+        ...options.env,
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     },

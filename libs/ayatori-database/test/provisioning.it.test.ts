@@ -191,7 +191,7 @@ const interrupted = (base: Context.Context<Ports>, k: number, when: When, calls:
     }),
     Context.add(DatabaseServer, {
       ...s,
-      step: (t, n2, st) => gate(`sql:${st._tag}`)(s.step(t, n2, st)),
+      step: (t, n2, st, sc) => gate(`sql:${st._tag}`)(s.step(t, n2, st, sc)),
       setPassword: (t, n2, cr) => gate('sql:SetPassword')(s.setPassword(t, n2, cr)),
     }),
     Context.add(CredentialStore, {
@@ -264,7 +264,10 @@ const secretOf = async (tenantName: string) => {
 };
 
 /** The one consistent outcome of provisioning a Tenant (optionally after `rotations` rotations). */
-const assertProvisioned = async (tenantName: string, rotations = 0) => {
+const assertProvisioned = (tenantName: string, rotations = 0) =>
+  assertProvisionedKeys(tenantName, CredentialKeys, rotations);
+/** As `assertProvisioned`, the Secret holding exactly `keys` (the seven, plus opted-in ones, decision 0314). */
+const assertProvisionedKeys = async (tenantName: string, keys: ReadonlyArray<string>, rotations = 0) => {
   const tenant = await get(tenantPath(tenantName));
   expect(ready(tenant)).toMatchObject({ status: 'True', reason: 'CredentialsDelivered' });
   const db = await get(`${databases}/${dbName(tenant as Obj)}`);
@@ -287,8 +290,8 @@ const assertProvisioned = async (tenantName: string, rotations = 0) => {
   const stored = await kvRead(path);
   expect(stored?.version).toBe(1 + rotations);
   const secret = await secretOf(tenantName);
-  expect(Object.keys(secret ?? {}).sort()).toEqual([...CredentialKeys].sort());
-  expect(secret).toEqual(stored?.data);
+  expect(Object.keys(secret ?? {}).sort()).toEqual([...keys].sort());
+  expect(Object.fromEntries(CredentialKeys.map((k) => [k, secret?.[k]]))).toEqual(stored?.data);
   expect(stored?.data['password']).toMatch(/^[A-Za-z0-9_-]{43}$/);
   expect(await passwordMatches(role, stored?.data['password'] as string)).toBe(true);
   return { tenant: tenant as Obj, db: db as Obj, path, password: stored?.data['password'] as string };
@@ -413,6 +416,34 @@ describe('provisioning and credential delivery (issue 21)', () => {
       'present',
     ]);
     expect(db.status?.conditions?.find((c) => c.type === 'Ready')?.reason).toBe('Available');
+  }, 60_000);
+
+  it('opt-in additional keys (decision 0314): spec.additionalSecretKeys [uri, jdbc-uri] adds exactly those two to the seven; the uri connects as the role to its database and carries the stored password; dropping the field removes them again', async () => {
+    const name = `p${suffix}-uri`;
+    await createTenant(name, { additionalSecretKeys: ['uri', 'jdbc-uri'] });
+    await converge(name, async () => ready(await get(tenantPath(name)))?.status === 'True');
+    const { path, password } = await assertProvisionedKeys(name, [...CredentialKeys, 'uri', 'jdbc-uri']);
+    const secret = (await secretOf(name)) as Record<string, string>;
+    const role = name.replaceAll('-', '_');
+    // the uri as an application uses it: pg parses it (libpq syntax) and logs in as the role, to its database
+    const app = new pg.Client({ connectionString: secret['uri'] });
+    await app.connect();
+    try {
+      expect((await app.query('SELECT current_user AS u, current_database() AS d')).rows).toEqual([
+        { u: role, d: role },
+      ]);
+    } finally {
+      await app.end();
+    }
+    expect(decodeURIComponent(new URL(secret['uri'] as string).password)).toBe(password);
+    expect(new URL((secret['jdbc-uri'] as string).slice('jdbc:'.length)).searchParams.get('password')).toBe(password);
+    expect((await kvRead(path))?.data).toEqual(Object.fromEntries(CredentialKeys.map((k) => [k, secret[k]])));
+    // opting out: the next round re-delivers exactly the seven keys
+    const t = (await get(tenantPath(name))) as Obj;
+    const { additionalSecretKeys: _dropped, ...spec } = t.spec as Record<string, unknown>;
+    expect((await kubeRequest('PUT', tenantPath(name), { ...t, spec })).status).toBe(200);
+    await converge(name, async () => Object.keys((await secretOf(name)) ?? {}).length === CredentialKeys.length);
+    await assertProvisioned(name);
   }, 60_000);
 
   it('steady state: another round of a Ready Tenant makes no SQL step, no KV write and no status write (resourceVersions unchanged)', async () => {

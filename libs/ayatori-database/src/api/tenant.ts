@@ -39,6 +39,8 @@ export const DatabaseProvisionRequest = Schema.Struct({
 }).pipe(describe('DatabaseProvisionRequest 仅用于动态申请，省略名称时由 controller 按 Tenant 名称解析。'));
 export type DatabaseProvisionRequest = typeof DatabaseProvisionRequest.Type;
 
+export const AdditionalSecretKey = Schema.Literal('uri', 'jdbc-uri');
+
 export const PostgreSQLTenantSpec = Schema.Struct({
   provision: Schema.optionalWith(DatabaseProvisionRequest, { exact: true }),
   databaseRef: Schema.optionalWith(DatabaseReference, { exact: true }),
@@ -54,6 +56,15 @@ export const PostgreSQLTenantSpec = Schema.Struct({
     {
       exact: true,
     },
+  ),
+  additionalSecretKeys: Schema.optionalWith(
+    Schema.Array(AdditionalSecretKey).pipe(
+      listSet,
+      describe(
+        'AdditionalSecretKeys opts in to conventional keys besides the seven: uri (libpq) and jdbc-uri (JDBC). Not in the seed (decision 0314).',
+      ),
+    ),
+    { exact: true },
   ),
 }).pipe(
   Schema.filter(

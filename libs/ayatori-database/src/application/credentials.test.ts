@@ -44,6 +44,8 @@ describe('credential create program', () => {
       { _tag: 'Get', route: 'secret/data/applications/database-uid' },
     ]);
     expect(Either.isRight(result)).toBe(true);
+    // the answer is the credential parsed from the read-back (decision 0313), equal to the one written
+    expect(Either.map(result, (c) => c.secretData())).toEqual(Either.right(data));
   });
 
   it.each<[string, HttpFact]>([

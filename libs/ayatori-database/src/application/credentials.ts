@@ -74,12 +74,16 @@ export function* readCredentialProgram(
   return Either.flatMap(readOutcome(reply), ({ data }) => ApplicationCredential.parse(data));
 }
 
-/** `Create`: scope check, validation, one create-only PUT, then read-back verification of version 1 and the data. */
+/**
+ * `Create`: scope check, validation, one create-only PUT, then read-back verification of version 1 and the data.
+ * The answer is the credential as read back (parsed from the GET), so the caller never uses the value in memory and
+ * needs no second read (decision 0313).
+ */
 export function* createCredentialProgram(
   scope: CredentialScope,
   path: string,
   credential: ApplicationCredential,
-): Program<CredentialAction, Either.Either<void, CredentialError>> {
+): Program<CredentialAction, Either.Either<ApplicationCredential, CredentialError>> {
   if (!acceptsPath(scope, path)) return Either.left(CredentialError.of('InvalidLocation'));
   const data = credential.secretData();
   if (Either.isLeft(ApplicationCredential.parse(data)))
@@ -88,7 +92,7 @@ export function* createCredentialProgram(
   const written = writeOutcome(
     yield* ask<CredentialAction, HttpFact>({ _tag: 'Put', route, body: { data, options: { cas: 0 } } }),
   );
-  if (Either.isLeft(written)) return written;
+  if (Either.isLeft(written)) return Either.left(written.left);
   const readBack = readOutcome(yield* ask<CredentialAction, HttpFact>({ _tag: 'Get', route }));
   if (Either.isLeft(readBack) || readBack.right.version !== 1) return Either.left(CredentialError.of('Uncertain'));
   const stored = readBack.right.data;
@@ -99,7 +103,7 @@ export function* createCredentialProgram(
   ) {
     return Either.left(CredentialError.of('Uncertain'));
   }
-  return Either.void;
+  return Either.mapLeft(ApplicationCredential.parse(stored), () => CredentialError.of('Uncertain'));
 }
 
 /** `Read` with the stored version (rotation writes `cas` = this version). */

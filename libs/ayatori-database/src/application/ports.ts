@@ -3,7 +3,7 @@
 // node-vault) implement them as Layers in `src/adapter/*`. Time is Effect's own Clock service.
 import { Context, Data, type Effect } from 'effect';
 import type * as Binding from '../domain/binding.js';
-import type { ApplicationCredential, CredentialError } from '../domain/credential-location.js';
+import type { AdditionalSecretKey, ApplicationCredential, CredentialError } from '../domain/credential-location.js';
 import type { ExtensionSupport, ManagementChecks, ObservationTarget } from '../domain/instance.js';
 import type { StatusEvent } from '../domain/events.js';
 import type { ProvisionStep, ReclaimStep, ServerFacts } from '../domain/provisioning.js';
@@ -17,6 +17,8 @@ export interface BindingTenant extends Binding.Tenant {
   /** `spec.extensions`, `spec.secretName` and the rotate annotation: read by provisioning only. */
   readonly extensions?: ReadonlyArray<string> | undefined;
   readonly secretName?: string | undefined;
+  /** `spec.additionalSecretKeys` (decision 0314): opt-in conventional keys of the delivered Secret. */
+  readonly additionalSecretKeys?: ReadonlyArray<AdditionalSecretKey> | undefined;
   readonly rotation?: string | undefined;
   /** `status.secretName` when the Tenant is Ready=True at its generation (credentials delivered there). */
   readonly delivered?: string | undefined;
@@ -142,7 +144,11 @@ export class CredentialStore extends Context.Tag('@homelab/ayatori-database/Cred
   CredentialStore,
   {
     readonly read: (path: string) => Effect.Effect<ApplicationCredential, CredentialError>;
-    readonly create: (path: string, credential: ApplicationCredential) => Effect.Effect<void, CredentialError>;
+    /** Create-only write (`cas: 0`); answers the credential as read back after it. */
+    readonly create: (
+      path: string,
+      credential: ApplicationCredential,
+    ) => Effect.Effect<ApplicationCredential, CredentialError>;
     /** Read with the stored version (for `cas` on the next write). */
     readonly readVersioned: (
       path: string,
@@ -171,20 +177,36 @@ export interface ServerNames {
   readonly database: string;
 }
 
+/** Which facts a read includes: the installed/available extensions need a connection into the database. */
+export interface FactsScope {
+  readonly extensions?: boolean;
+}
+
 /**
  * The PostgreSQL side of provisioning and reclaim, as the Instance's management login (its admin Secret, read
- * fresh for each round). `facts` first passes the native management check (the six checks, fresh: a stored Ready
- * authorizes nothing), then reads the facts; `step` runs exactly one step's statements.
+ * fresh at the start of each `round`, else for each call). `facts` first passes the native management check (the six checks, fresh: a stored Ready
+ * authorizes nothing), then reads the facts; `step` runs exactly one step's statements and answers the facts read
+ * back on the same connection after they returned (decision 0313: the read-back of that step).
  */
 export class DatabaseServer extends Context.Tag('@homelab/ayatori-database/DatabaseServer')<
   DatabaseServer,
   {
-    readonly facts: (target: ObservationTarget, names: ServerNames) => Effect.Effect<ServerFacts, ServerError>;
+    /**
+     * One round against this Instance: the admin Secret is read once, at its start, and every call of `effect` to
+     * this Instance uses that read (outside a round each call reads it). A failed read fails each call inside.
+     */
+    readonly round: <A, E, R>(target: ObservationTarget, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>;
+    readonly facts: (
+      target: ObservationTarget,
+      names: ServerNames,
+      scope?: FactsScope,
+    ) => Effect.Effect<ServerFacts, ServerError>;
     readonly step: (
       target: ObservationTarget,
       names: ServerNames,
       step: ProvisionStep | ReclaimStep,
-    ) => Effect.Effect<void, ServerError>;
+      scope?: FactsScope,
+    ) => Effect.Effect<ServerFacts, ServerError>;
     /** `ALTER ROLE … PASSWORD` with the credential's password (read back from OpenBao by the caller). */
     readonly setPassword: (
       target: ObservationTarget,

@@ -7,7 +7,7 @@
 // Order of one provisioning round (each write read back before the next one; a crash anywhere leaves facts from
 // which the next round continues, see `provisioning.it.test.ts`):
 //   1. record `status.credentialPath = <basePath>/<Database UID>` and phase Provisioning on the Database;
-//   2. server steps (role, membership, database, CONNECT, extensions), facts re-read after each;
+//   2. server steps (role, membership, database, CONNECT, extensions), each answering its own read-back;
 //   3. the credential: read the recorded location; only if nothing is stored there, generate 32 CSPRNG bytes and
 //      create it (`cas: 0`, read back); Conflict/Uncertain stop the round, a stored credential is never regenerated;
 //   4. `ALTER ROLE … PASSWORD` from the credential as read back, then a login as that role to its database;
@@ -19,6 +19,7 @@ import { randomBytes } from 'node:crypto';
 import { Context, type Duration, Effect, Either, Layer, Option } from 'effect';
 import * as Binding from '../domain/binding.js';
 import {
+  additionalSecretData,
   ApplicationCredential,
   type CredentialError,
   type CredentialScope,
@@ -190,16 +191,25 @@ const usableInstance = (instance: ProvisioningInstance | undefined, database: Pr
   instance.target.uid === database.instanceUID &&
   database.instanceUID !== '';
 
-/** The credential for this Database: read the recorded location; create it only when nothing is stored there. */
+/**
+ * The credential for this Database: read the recorded location; create it only when nothing is stored there. When
+ * this very round recorded the location (`recordedNow`), nothing can be stored there yet — every external write
+ * follows the location's record, and the record is conditioned on the snapshot — so the read is skipped; the
+ * create-only write (`cas: 0`) would still refuse to overwrite (decision 0313).
+ */
 const ensureCredential = (
   database: ProvisioningDatabase,
   instance: ProvisioningInstance,
   path: string,
+  recordedNow: boolean,
 ): Effect.Effect<ApplicationCredential, Stop, CredentialStore | Entropy> =>
   Effect.gen(function* () {
     const store = yield* CredentialStore;
     const phase = ProvisioningPhase.Provisioning;
-    const stored = yield* store.read(path).pipe(
+    const read: Effect.Effect<ApplicationCredential | undefined, CredentialError> = recordedNow
+      ? Effect.succeed(undefined)
+      : store.read(path);
+    const stored = yield* read.pipe(
       Effect.map((c): ApplicationCredential | undefined => c),
       Effect.catchIf(
         (e) => e.code === 'NotFound',
@@ -218,9 +228,8 @@ const ensureCredential = (
           entropy,
         );
         if (Either.isLeft(fresh)) return yield* Effect.fail(credentialStop(phase, fresh.left));
-        yield* store.create(path, fresh.right).pipe(Effect.mapError((e) => credentialStop(phase, e)));
-        // The value used from here on is the one read back, never the one in memory.
-        return yield* store.read(path).pipe(Effect.mapError((e) => credentialStop(phase, e)));
+        // The value used from here on is the one the create read back, never the one in memory.
+        return yield* store.create(path, fresh.right).pipe(Effect.mapError((e) => credentialStop(phase, e)));
       }));
     const data = credential.secretData();
     const endpoint = instance.target.endpoint;
@@ -242,7 +251,11 @@ const ensureCredential = (
     return credential;
   });
 
-/** Server steps until the facts say provisioned (each step's effect is read back by the next facts). */
+/**
+ * Server steps until the facts say provisioned. The facts are read once (with the fresh management check), then
+ * each step answers its own read-back (the same connection, after its statements returned) and the next step is
+ * decided from that read-back (decision 0313).
+ */
 const provisionServer = (
   database: ProvisioningDatabase,
   instance: ProvisioningInstance,
@@ -251,11 +264,12 @@ const provisionServer = (
   Effect.gen(function* () {
     const server = yield* DatabaseServer;
     const phase = ProvisioningPhase.Provisioning;
+    const scope = { extensions: target.extensions.length > 0 };
+    let facts = yield* server
+      .facts(instance.target, names(database), scope)
+      .pipe(Effect.mapError((e) => serverStop(phase, e)));
     let previous: string | undefined;
     for (let i = 0; i < MaxSteps; i++) {
-      const facts = yield* server
-        .facts(instance.target, names(database))
-        .pipe(Effect.mapError((e) => serverStop(phase, e)));
       const decision = nextProvisionStep(facts, target);
       if (decision._tag === 'Provisioned') return;
       if (decision._tag === 'Refused') {
@@ -284,7 +298,9 @@ const provisionServer = (
         );
       }
       previous = key;
-      yield* server.step(instance.target, names(database), decision).pipe(Effect.mapError((e) => serverStop(phase, e)));
+      facts = yield* server
+        .step(instance.target, names(database), decision, scope)
+        .pipe(Effect.mapError((e) => serverStop(phase, e)));
     }
   });
 
@@ -334,7 +350,7 @@ export const provisionTenant = Effect.fn('provisionTenant')(function* (
   const wantsRotation = tenant.rotation !== undefined && tenant.rotation !== database.rotation;
   const deliver = (credential: ApplicationCredential) =>
     kube
-      .deliver(tenant.identity, secretName, credential.secretData())
+      .deliver(tenant.identity, secretName, projectionData(tenant, credential))
       .pipe(
         Effect.mapError(
           () => new Stop(TenantReadyReason.CredentialProjectionFailed, TenantReadyMessage.projectionFailed),
@@ -371,7 +387,8 @@ export const provisionTenant = Effect.fn('provisionTenant')(function* (
       );
     }
     // 1. The location is recorded before anything is written anywhere else.
-    if (database.credentialPath === '') {
+    const recordedNow = database.credentialPath === '';
+    if (recordedNow) {
       database = yield* recordDatabase(database, {
         phase: ProvisioningPhase.Provisioning,
         ready: false,
@@ -385,27 +402,34 @@ export const provisionTenant = Effect.fn('provisionTenant')(function* (
     const current = database;
     let credential: ApplicationCredential;
     if (current.phase !== ProvisioningPhase.Available || !current.ready) {
-      // 2. Server steps.
-      yield* provisionServer(current, instance, {
-        role: current.loginRole,
-        database: current.name,
-        extensions: tenant.extensions ?? [],
-      });
-      // 3. The credential (created only if none is stored), 4. the password from its read-back, the login.
-      credential = yield* ensureCredential(current, instance, location);
-      yield* server
-        .setPassword(instance.target, names(current), credential)
-        .pipe(Effect.mapError((e) => serverStop(ProvisioningPhase.Provisioning, e)));
-      yield* server.login(instance.target, credential).pipe(
-        Effect.mapError(
-          () =>
-            new Stop(TenantReason.DependencyUnavailable, DatabaseMessage.loginFailed, {
-              phase: ProvisioningPhase.Provisioning,
-              ready: false,
-              reason: DatabaseReason.ProvisioningFailed,
-              message: DatabaseMessage.loginFailed,
-            }),
-        ),
+      // One round on the server: the admin Secret read once for all of its calls.
+      credential = yield* server.round(
+        instance.target,
+        Effect.gen(function* () {
+          // 2. Server steps.
+          yield* provisionServer(current, instance, {
+            role: current.loginRole,
+            database: current.name,
+            extensions: tenant.extensions ?? [],
+          });
+          // 3. The credential (created only if none is stored), 4. the password from its read-back, the login.
+          const created = yield* ensureCredential(current, instance, location, recordedNow);
+          yield* server
+            .setPassword(instance.target, names(current), created)
+            .pipe(Effect.mapError((e) => serverStop(ProvisioningPhase.Provisioning, e)));
+          yield* server.login(instance.target, created).pipe(
+            Effect.mapError(
+              () =>
+                new Stop(TenantReason.DependencyUnavailable, DatabaseMessage.loginFailed, {
+                  phase: ProvisioningPhase.Provisioning,
+                  ready: false,
+                  reason: DatabaseReason.ProvisioningFailed,
+                  message: DatabaseMessage.loginFailed,
+                }),
+            ),
+          );
+          return created;
+        }),
       );
       // 5. Available.
       database = yield* recordDatabase(current, {
@@ -486,11 +510,19 @@ const deliverImported = (tenant: BindingTenant, database: ProvisioningDatabase, 
       return notReady(TenantReason.DependencyUnavailable, DatabaseMessage.credentialFailed(credential.left.code));
     if (Either.isLeft(yield* Effect.either(server.login(instance.target, credential.right))))
       return notReady(TenantReason.DependencyUnavailable, DatabaseMessage.loginFailed);
-    const written = yield* Effect.either(kube.deliver(tenant.identity, secretName, credential.right.secretData()));
+    const written = yield* Effect.either(
+      kube.deliver(tenant.identity, secretName, projectionData(tenant, credential.right)),
+    );
     if (Either.isLeft(written))
       return notReady(TenantReadyReason.CredentialProjectionFailed, TenantReadyMessage.projectionFailed);
     return delivered;
   });
+
+/** The projection's data: the seven keys, plus the conventional keys the Tenant opted in to (decision 0314). */
+const projectionData = (tenant: BindingTenant, credential: ApplicationCredential): Record<string, string> => {
+  const data = credential.secretData();
+  return { ...data, ...additionalSecretData(data, tenant.additionalSecretKeys ?? []) };
+};
 
 const tenantIsDelivered = (tenant: BindingTenant, secretName: string): boolean =>
   tenant.delivered !== undefined && tenant.delivered === secretName;
@@ -686,7 +718,7 @@ export const reclaimTenant = Effect.fn('reclaimTenant')(function* (tenant: Bindi
         ? kube.removeProjection(tenant.identity.namespace, secretName)
         : decision._tag === 'DeleteCredential'
           ? store.remove(path)
-          : server.step(instance.target, names(database), decision);
+          : Effect.asVoid(server.step(instance.target, names(database), decision));
     const performed = yield* Effect.either(perform);
     if (Either.isLeft(performed)) {
       const e = performed.left;

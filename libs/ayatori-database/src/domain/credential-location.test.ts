@@ -4,6 +4,7 @@ import { Either } from 'effect';
 import { describe, expect, it } from 'vitest';
 import {
   acceptsCredentialRef,
+  additionalSecretData,
   acceptsPath,
   ApplicationCredential,
   CredentialKeys,
@@ -155,5 +156,58 @@ describe('application credential', () => {
     expect(ApplicationCredential.sameData(data, { ...data })).toBe(true);
     expect(ApplicationCredential.sameData(data, { ...data, password: 'x' })).toBe(false);
     expect(ApplicationCredential.sameData(data, { ...data, extra: 'x' })).toBe(false);
+  });
+});
+
+describe('opt-in additional Secret keys (decision 0314)', () => {
+  const seven = {
+    username: 'app_owner',
+    password: 'p/w+d%?&=@:x',
+    database: 'app_db',
+    host: 'db.example.internal',
+    hostaddr: '10.0.0.7',
+    port: '6432',
+    sslmode: 'verify-full',
+  };
+
+  it('none requested: no key at all (the seven-key contract stays the default)', () => {
+    expect(additionalSecretData(seven, [])).toEqual({});
+  });
+
+  it('uri: a postgresql:// URI whose parts parse back to exactly the seven values (password with URI delimiters escaped)', () => {
+    const { uri, ...rest } = additionalSecretData(seven, ['uri']);
+    expect(rest).toEqual({});
+    const u = new URL(uri as string);
+    expect(u.protocol).toBe('postgresql:');
+    expect(decodeURIComponent(u.username)).toBe(seven.username);
+    expect(decodeURIComponent(u.password)).toBe(seven.password);
+    expect(u.hostname).toBe(seven.host);
+    expect(u.port).toBe(seven.port);
+    expect(decodeURIComponent(u.pathname.slice(1))).toBe(seven.database);
+    expect(Object.fromEntries(u.searchParams)).toEqual({ sslmode: seven.sslmode, hostaddr: seven.hostaddr });
+  });
+
+  it('jdbc-uri: a jdbc:postgresql:// URL naming host, port and database, user and password as parameters', () => {
+    const { 'jdbc-uri': jdbc, ...rest } = additionalSecretData(seven, ['jdbc-uri']);
+    expect(rest).toEqual({});
+    expect(jdbc?.startsWith('jdbc:postgresql://')).toBe(true);
+    const u = new URL((jdbc as string).slice('jdbc:'.length));
+    expect([u.hostname, u.port, decodeURIComponent(u.pathname.slice(1))]).toEqual([
+      seven.host,
+      seven.port,
+      seven.database,
+    ]);
+    expect(Object.fromEntries(u.searchParams)).toEqual({
+      user: seven.username,
+      password: seven.password,
+      sslmode: seven.sslmode,
+    });
+    expect(u.username).toBe('');
+  });
+
+  it('an IPv6 host is bracketed in both', () => {
+    const both = additionalSecretData({ ...seven, host: 'fd00::7', hostaddr: 'fd00::7' }, ['uri', 'jdbc-uri']);
+    expect(new URL(both['uri'] as string).hostname).toBe('[fd00::7]');
+    expect(new URL((both['jdbc-uri'] as string).slice(5)).hostname).toBe('[fd00::7]');
   });
 });

@@ -116,6 +116,38 @@ export const credentialURL = (
 export const CredentialKeys = ['username', 'password', 'database', 'host', 'hostaddr', 'port', 'sslmode'] as const;
 export type CredentialKey = (typeof CredentialKeys)[number];
 
+/**
+ * Opt-in conventional keys of the delivered Secret (decision 0314; the seed's contract is the seven keys and "no
+ * URI", so they appear only when a Tenant lists them in `spec.additionalSecretKeys`): `uri` (libpq URI) and
+ * `jdbc-uri` (PostgreSQL JDBC URL), the names CloudNativePG's application Secrets use.
+ */
+export const AdditionalSecretKeys = ['uri', 'jdbc-uri'] as const;
+export type AdditionalSecretKey = (typeof AdditionalSecretKeys)[number];
+
+const uriHost = (host: string) => (host.includes(':') ? `[${host}]` : host);
+
+/**
+ * The requested additional keys, built from the seven keys only (nothing else enters them). `uri` connects to
+ * `hostaddr` and verifies the certificate against `host` (libpq's `hostaddr` parameter), with the Instance's
+ * `sslmode`; `jdbc-uri` names `host` (JDBC has no separate address) and carries user and password as parameters.
+ */
+export const additionalSecretData = (
+  data: Readonly<Record<CredentialKey, string>>,
+  keys: ReadonlyArray<AdditionalSecretKey>,
+): Record<string, string> => {
+  const e = encodeURIComponent;
+  const out: Record<string, string> = {};
+  if (keys.includes('uri'))
+    out['uri'] =
+      `postgresql://${e(data.username)}:${e(data.password)}@${uriHost(data.host)}:${data.port}/${e(data.database)}` +
+      `?sslmode=${e(data.sslmode)}&hostaddr=${e(data.hostaddr)}`;
+  if (keys.includes('jdbc-uri'))
+    out['jdbc-uri'] =
+      `jdbc:postgresql://${uriHost(data.host)}:${data.port}/${e(data.database)}` +
+      `?user=${e(data.username)}&password=${e(data.password)}&sslmode=${e(data.sslmode)}`;
+  return out;
+};
+
 const IDENTIFIER = /^[a-z][a-z0-9_]{0,62}$/;
 const REDACTED = '[redacted application credential]';
 

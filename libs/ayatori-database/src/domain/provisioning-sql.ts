@@ -133,6 +133,29 @@ export const databaseFactsQuery = `SELECT pg_catalog.pg_get_userbyid(d.datdba) A
         AND a.usesysid IS NOT NULL AND pg_catalog.pg_has_role(current_user, a.usesysid, 'MEMBER')
         AND a.pid <> pg_catalog.pg_backend_pid()) AS sessions
   FROM pg_catalog.pg_database d WHERE d.datname = $1`;
+/**
+ * All server facts of one Database's role and database in one statement ($1 = role, $2 = database): the role's
+ * attributes, whether the manager may act as it (SET on 16+, MEMBER before), the database's owner, PUBLIC's and the
+ * owner's CONNECT, and the sessions the manager could end. One round trip for a read-back (the separate queries
+ * above answer the same questions; a missing role or database gives NULL/false/0 columns, never an error).
+ */
+export const serverFactsQuery = `SELECT r.rolcanlogin, r.rolsuper, r.rolcreatedb, r.rolcreaterole, r.rolreplication,
+    CASE WHEN r.oid IS NULL THEN false
+         WHEN pg_catalog.current_setting('server_version_num')::int >= 160000
+         THEN pg_catalog.pg_has_role(current_user, r.oid, 'SET')
+         ELSE pg_catalog.pg_has_role(current_user, r.oid, 'MEMBER') END AS member,
+    pg_catalog.pg_get_userbyid(d.datdba) AS owner,
+    CASE WHEN d.oid IS NULL THEN false
+         ELSE pg_catalog.has_database_privilege('public', d.oid, 'CONNECT') END AS public_connect,
+    CASE WHEN d.oid IS NULL OR r.oid IS NULL THEN false
+         ELSE pg_catalog.has_database_privilege(r.oid, d.oid, 'CONNECT') END AS owner_connect,
+    CASE WHEN d.oid IS NULL THEN 0
+         ELSE (SELECT count(*)::int FROM pg_catalog.pg_stat_activity a WHERE a.datname = d.datname
+               AND a.usesysid IS NOT NULL AND pg_catalog.pg_has_role(current_user, a.usesysid, 'MEMBER')
+               AND a.pid <> pg_catalog.pg_backend_pid()) END AS sessions
+  FROM (SELECT) AS one
+  LEFT JOIN pg_catalog.pg_roles AS r ON r.rolname = $1
+  LEFT JOIN pg_catalog.pg_database AS d ON d.datname = $2`;
 export const availableExtensionsQuery = 'SELECT name::text FROM pg_catalog.pg_available_extensions ORDER BY name';
 export const installedExtensionsQuery = 'SELECT extname::text FROM pg_catalog.pg_extension ORDER BY extname';
 /**

@@ -106,7 +106,11 @@ export const makeProvisioningResources = (kube: KubeClientService): Provisioning
               ],
             },
             type: 'Opaque',
-            stringData: { ...data },
+            // `data`, not `stringData`: server-side apply then owns each key, so a key no longer applied (an
+            // additional key the Tenant dropped, decision 0314) is removed from the Secret.
+            data: Object.fromEntries(
+              Object.entries(data).map(([k, v]) => [k, Buffer.from(v, 'utf8').toString('base64')] as const),
+            ),
           },
           { fieldManager: FieldManager, force: true },
         )

@@ -12,6 +12,7 @@ import type * as Binding from '../../domain/binding.js';
 import { jsonEqual } from '@homelab/kube/conditions';
 import { type Condition, currentReady } from '../../domain/conditions.js';
 import type { ObservationTarget, TLSMode } from '../../domain/instance.js';
+import { type AdditionalSecretKey, AdditionalSecretKeys } from '../../domain/credential-location.js';
 import {
   presentInstanceStatus,
   presentTenantStatus,
@@ -121,6 +122,14 @@ export const bindingTenant = (o: Obj): BindingTenant => {
       ? { extensions: (s['extensions'] as unknown[]).filter((x): x is string => typeof x === 'string') }
       : {}),
     ...(str(s['secretName']) !== '' ? { secretName: str(s['secretName']) } : {}),
+    ...(Array.isArray(s['additionalSecretKeys'])
+      ? {
+          additionalSecretKeys: (s['additionalSecretKeys'] as unknown[]).filter(
+            (x): x is AdditionalSecretKey =>
+              typeof x === 'string' && (AdditionalSecretKeys as ReadonlyArray<string>).includes(x),
+          ),
+        }
+      : {}),
     ...(currentReady(o.metadata.generation ?? 0, conditions(o)) && str(status(o)['secretName']) !== ''
       ? { delivered: str(status(o)['secretName']) }
       : {}),
