@@ -55,7 +55,9 @@ const tcpAttempt = async (port: number): Promise<string> => {
     s.on('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? e.message));
     s.on('data', (d) => {
       got += d.toString();
-      if (got === n) (s.destroy(), resolve('echoed'));
+      if (got !== n) return;
+      s.destroy();
+      resolve('echoed');
     });
     s.on('close', () => resolve('closed'));
     s.on('connect', () => s.write(n));
