@@ -297,7 +297,7 @@ const reclaimMs = async (to: number, mode: 'revoke' | 'expiry-idle' | 'expiry-bu
   let driver: NodeJS.Timeout | undefined;
   const phase =
     mode === 'expiry-idle'
-      ? setTimeout(() => (driver = setInterval(() => g.fw.tick(), 1_000)), Math.random() * 1_000)
+      ? setTimeout(() => (g.fw.tick(), (driver = setInterval(() => g.fw.tick(), 1_000))), Math.random() * 1_000)
       : undefined;
   let from: number;
   if (mode === 'revoke') {
