@@ -5,7 +5,8 @@
 // node 3 is a machine NSD never authorised. Real E2E: nonces over TCP and UDP go client (node 2) → VIP:P → consumer
 // daemon → N6:P (TLS 1.3, Ed25519 node keys) → publisher daemon → backend and back; node 3's own key is refused before
 // any flow; revocation cuts the live connection (the client's next read fails, the backend connection is closed);
-// expiry without refresh (nsd stopped) cuts the next live connection; nsd back → traffic again.
+// expiry without refresh (nsd stopped) cuts the next live connection; nsd back → traffic again; the consumer daemon
+// frozen past its deadline refuses the first I/O after it resumes.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
@@ -150,7 +151,7 @@ const active = (h: Awaited<ReturnType<typeof healthz>>, role: string, service: s
   h.leases.some((l) => l.role === role && l.service === service && l.active);
 
 describe('M6-62 across network namespaces (real E2E)', () => {
-  it('M6-62 L01 TCP and UDP nonces from node 2 through VIP:P and N6:P to the backend in node 1; node 3 (not authorised) opens no flow; revocation cuts the live connection and closes the backend connection; expiry without refresh cuts; nsd back → traffic again', async () => {
+  it('M6-62 L01 TCP and UDP nonces from node 2 through VIP:P and N6:P to the backend in node 1; node 3 (not authorised) opens no flow; revocation cuts the live connection and closes the backend connection; expiry without refresh cuts; nsd back → traffic again; L05 a consumer frozen past its deadline refuses the first I/O after resume', async () => {
     netnsUp(layout);
     // the VIP: a /32 local to node 2 only (this kernel has no `dummy` driver; a /32 on the namespace's loopback is
     // the same: an address that exists in node 2 and nowhere else)
@@ -303,6 +304,35 @@ describe('M6-62 across network namespaces (real E2E)', () => {
     } finally {
       nsdProc.child.kill('SIGCONT');
     }
+    await until(
+      () => tcpAttempt(P),
+      (r) => r === 'echoed',
+      90_000,
+    );
+
+    // §10 / L05 suspend (real E2E): the consumer daemon is frozen (SIGSTOP, the process-level stand-in for
+    // cgroup.freeze) past its permit's deadline while a client connection is open and a nonce waits in its socket;
+    // after SIGCONT the first forwarding action is refused (the nonce never comes back, the client is reset), and only
+    // a new lease carries traffic again
+    const frozen = inNode(N2.name, tcpClientCode(P));
+    await frozen.line((x) => x === 'connected');
+    frozen.child.stdin.write('before-freeze\n');
+    await frozen.line((x) => x === 'data:before-freeze');
+    const expiredBefore = value(await metricsOf(N2.address, b.port), 'ns_dataplane_flows_cut_total{reason="expired"}');
+    b.p.child.kill('SIGSTOP');
+    try {
+      await new Promise((r) => setTimeout(r, 32_000)); // > 30 s: no permit outlives its receipt's remaining_ms
+      frozen.child.stdin.write('after-deadline\n');
+      await new Promise((r) => setTimeout(r, 300));
+    } finally {
+      b.p.child.kill('SIGCONT');
+    }
+    await frozen.line((x) => x === 'closed', 30_000);
+    expect(frozen.lines).not.toContain('data:after-deadline');
+    expect(frozen.lines).toContain('error:ECONNRESET');
+    expect(
+      value(await metricsOf(N2.address, b.port), 'ns_dataplane_flows_cut_total{reason="expired"}'),
+    ).toBeGreaterThan(expiredBefore);
     await until(
       () => tcpAttempt(P),
       (r) => r === 'echoed',

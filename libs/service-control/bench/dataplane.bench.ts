@@ -112,7 +112,7 @@ const gatedRelay = async (
     },
   ]);
   // a permit long enough for the run: refreshed before every phase (30 s each, the protocol's maximum)
-  const refresh = () => {
+  const refresh = (remainingMs = 30_000) => {
     const p = engine.beginRequest(key, {
       kind: 'lease.refresh',
       echo: {
@@ -131,7 +131,7 @@ const gatedRelay = async (
       backend: { host: HOST, port: tcpTo },
     });
     if (p === 'clock-failed') throw new Error('clock failed');
-    const out = engine.applyReceipt(p, { echo: p.echo, grantId: b(16, 8), remainingMs: 30_000 });
+    const out = engine.applyReceipt(p, { echo: p.echo, grantId: b(16, 8), remainingMs });
     if (out.outcome !== 'accepted') throw new Error(`permit refused: ${JSON.stringify(out)}`);
   };
   let seq = 0;
@@ -146,7 +146,7 @@ const gatedRelay = async (
     upstream: (f) => (f.protocol === 'tcp' ? f.backend : { host: HOST, port: udpTo }),
     ...(n6 === undefined ? {} : { n6Server: n6.n6Server }),
   });
-  return { port: p, refresh, fw, close: () => fw.close() };
+  return { port: p, refresh, fw, engine, close: () => fw.close() };
 };
 
 /** An Ed25519 node: its raw identity and N6 credentials. */
@@ -278,6 +278,47 @@ const latencyP50 = async (to: number): Promise<number> => {
   return samples[Math.floor(samples.length / 2)] as number;
 };
 
+const RECLAIM_RUNS = Number(process.env['BENCH_RECLAIM_RUNS'] ?? 5);
+
+/**
+ * L03 reclaim (seed: "从本地认证撤销到达/许可到期起1秒内回收"): ms from the revocation reaching the data plane, or from
+ * the permit's deadline, until the flow's retirement receipt is accepted (its sockets really closed). `mode`:
+ * `revoke` — an idle live flow, the plan applied at once; `expiry-idle` — an idle flow, the expiry driver ticking every
+ * 1000 ms as ns-daemon's does; `expiry-busy` — the client writes every 5 ms and no driver runs (the per-I/O gate).
+ */
+const reclaimMs = async (to: number, mode: 'revoke' | 'expiry-idle' | 'expiry-busy'): Promise<number> => {
+  const g = await gatedRelay(to, to);
+  g.refresh(mode === 'revoke' ? 30_000 : 400);
+  const deadline = performance.now() + g.engine.remainingMs(key);
+  const s = connect({ host: HOST, port: g.port });
+  s.on('error', () => undefined);
+  await new Promise<void>((ok) => s.once('connect', ok));
+  while (g.fw.liveFlowIds().length === 0) await new Promise((r) => setTimeout(r, 1));
+  const id = g.fw.liveFlowIds()[0] as number;
+  const writer = mode === 'expiry-busy' ? setInterval(() => s.write('x'), 5) : undefined;
+  // the driver's phase against the deadline is random, as in the daemon
+  let driver: NodeJS.Timeout | undefined;
+  const phase =
+    mode === 'expiry-idle'
+      ? setTimeout(() => (g.fw.tick(), (driver = setInterval(() => g.fw.tick(), 1_000))), Math.random() * 1_000)
+      : undefined;
+  let from: number;
+  if (mode === 'revoke') {
+    await new Promise((r) => setTimeout(r, 50));
+    from = performance.now();
+    g.fw.apply(g.engine.revoke(key));
+  } else from = deadline;
+  const outcome = await g.fw.retirement(id);
+  const ms = performance.now() - from;
+  clearInterval(writer);
+  clearTimeout(phase);
+  clearInterval(driver);
+  s.destroy();
+  await g.close();
+  if (outcome !== 'retired') throw new Error(`reclaim: ${outcome}`);
+  return ms;
+};
+
 const main = async () => {
   const be = await backends();
   const plainSink = await plainRelay(be.sink, be.udp);
@@ -332,6 +373,14 @@ const main = async () => {
   print('measure | plain node:net relay | SocketForwarder (gated) | ratio | goal');
   for (const [name, p, g, r, goal] of rows)
     print(`${name} | ${p.toFixed(3)} | ${g.toFixed(3)} | ${r.toFixed(2)} | ${goal}`);
+  const reclaim: [string, number[]][] = [];
+  for (const mode of ['revoke', 'expiry-idle', 'expiry-busy'] as const) {
+    const xs: number[] = [];
+    for (let i = 0; i < RECLAIM_RUNS; i++) xs.push(await reclaimMs(be.echo, mode));
+    reclaim.push([mode, xs]);
+  }
+  print(`L03 reclaim (ms until the retirement receipt; ${RECLAIM_RUNS} runs) | median | max | goal`);
+  for (const [mode, xs] of reclaim) print(`${mode} | ${med(xs).toFixed(1)} | ${Math.max(...xs).toFixed(1)} | ≤ 1000`);
   print(`denied checks during the run: ${gatedSink.fw.counters.denied + gatedEcho.fw.counters.denied}`);
   for (const r of [plainSink, plainEcho]) r.close();
   print(`N6 flows opened: ${n6Sink.fw.counters.opened.get('tcp') ?? 0} + ${n6Echo.fw.counters.opened.get('tcp') ?? 0}`);

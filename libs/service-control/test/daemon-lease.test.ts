@@ -47,8 +47,11 @@ const harness = () => {
   let mode: 'grant' | 'fail' | 'refuse' = 'grant';
   let epoch = 1n;
   const latency = 700;
+  /** What the endpoint record was told, in order (the daemon writes it to its endpoint table: gateRecorder). */
+  const gates: { open: boolean; t: number; P: number | null }[] = [];
   const leases = new DaemonLeases({
     readyProof: installedAsIntent,
+    gate: (_publisher, l, open) => gates.push({ open, t: clock.now, P: l.P }),
     clock: { nowMs: () => clock.now, resolutionMs: 0 },
     session: () => ({ authorityEpoch: epoch, runtimeGeneration: 1n, runtimeId: id16(5), sessionSeq: 1n }),
     call: async (kind, body, requestId) => {
@@ -80,7 +83,7 @@ const harness = () => {
       return [item];
     },
   });
-  return { clock, sent, leases, set: (m: typeof mode) => (mode = m), setEpoch: (e: bigint) => (epoch = e) };
+  return { clock, sent, gates, leases, set: (m: typeof mode) => (mode = m), setEpoch: (e: bigint) => (epoch = e) };
 };
 
 describe('A: DaemonLeases', () => {
@@ -120,6 +123,23 @@ describe('A: DaemonLeases', () => {
     await h.leases.tick();
     expect(h.leases.status()[0]?.lastResult).toBe('lease-expired');
     expect(h.leases.status()[0]?.remainingMs).toBe(110_000 + 29_900 - h.clock.now);
+  });
+
+  it('§5.6 the endpoint is marked Active when the granted ready opens the permit, InstalledClosed when it expires without refresh (driver tick), Active again after a new grant, InstalledClosed when the listener disappears', async () => {
+    const h = harness();
+    expect(h.gates).toEqual([]); // nothing is opened before a receipt
+    await h.leases.onEnforcementAck(ME, { revision: 1n, digest: sha('s1') }, [listener()], 1n);
+    expect(h.gates).toEqual([{ open: true, t: 100_700, P: 40000 }]); // at the receipt, not at the send
+    const deadline = 100_000 + 29_900;
+    h.set('fail');
+    for (; h.clock.now <= deadline; h.clock.now += 100) await h.leases.tick();
+    expect(h.gates.slice(1)).toEqual([{ open: false, t: deadline, P: 40000 }]); // the first tick at the deadline
+    h.set('grant');
+    await h.leases.tick(); // re-ready (the permit is closed), granted
+    expect(h.gates.slice(2).map((g) => g.open)).toEqual([true]);
+    await h.leases.onEnforcementAck(ME, { revision: 2n, digest: sha('s2') }, [], 1n);
+    expect(h.gates.slice(3).map((g) => g.open)).toEqual([false]);
+    expect(h.leases.active(SVC.service_id)).toBe(false);
   });
 
   it('M6-36 a higher authority epoch drops the old-epoch permit first; a new ready in the new epoch is needed', async () => {

@@ -42,13 +42,16 @@ afterEach(async () => {
   for (const c of cleanup.splice(0)) await c();
 });
 
-/** A TCP echo backend that records what it received and each connection it accepted. */
+/** A TCP echo backend that records what it received, each connection it accepted and how each one ended. */
 const echoBackend = async () => {
   const received: string[] = [];
   const conns: Socket[] = [];
-  const server: Server = createServer((s) => {
+  /** Per connection: 'end' (a FIN: the peer finished) or the error code (ECONNRESET: the peer aborted). */
+  const endings: string[] = [];
+  const server: Server = createServer({ allowHalfOpen: true }, (s) => {
     conns.push(s);
-    s.on('error', () => undefined);
+    s.on('error', (e: NodeJS.ErrnoException) => endings.push(e.code ?? e.message));
+    s.on('end', () => (endings.push('end'), s.end())); // an echo: done when its peer is
     s.on('data', (d) => (received.push(d.toString()), s.write(d)));
   });
   await new Promise<void>((ok) => server.listen(0, HOST, ok));
@@ -56,7 +59,7 @@ const echoBackend = async () => {
     for (const c of conns) c.destroy();
     await new Promise<void>((ok) => server.close(() => ok()));
   });
-  return { port: (server.address() as { port: number }).port, received, conns };
+  return { port: (server.address() as { port: number }).port, received, conns, endings };
 };
 
 /** The publisher node: an N6 endpoint whose permit's backend is the echo server and whose sources are `granted`. */
@@ -84,6 +87,37 @@ const publisher = async (me: Node, granted: readonly Node[]) => {
   });
   cleanup.push(() => fw.close());
   return { fw, port, be, r, key };
+};
+
+/** The consumer node: its own engine, a consumer permit for the service `pubNode` publishes, served on a local port. */
+const consumer = async (pubNode: Node, conNode: Node, publisherPort: number) => {
+  const r = rig();
+  const key = consKey(N, conNode.identity);
+  r.engine.setEndpointOwners('n6-vip', [{ key, publisherIdentity: pubNode.identity }]);
+  expect(grant(r, key).outcome).toBe('accepted');
+  const fw = new SocketForwarder(r.engine);
+  const port = await fw.listen({
+    endpoint: 'n6-vip',
+    host: HOST,
+    port: 0,
+    protocols: ['tcp'],
+    peerOf: () => pubNode.identity,
+    upstream: () => ({ host: HOST, port: publisherPort }),
+    n6Client: { credentials: conNode.creds, expect: () => pubNode.identity },
+  });
+  cleanup.push(() => fw.close());
+  return { fw, port, r, key };
+};
+
+/** A local client of the consumed service: what it received, how it ended. */
+const localClient = (port: number) => {
+  const got: string[] = [];
+  const state: { error: string | null; closed: boolean } = { error: null, closed: false };
+  const c = connect({ host: HOST, port });
+  c.on('data', (d) => got.push(d.toString()));
+  c.on('error', (e: NodeJS.ErrnoException) => (state.error = e.code ?? e.message));
+  c.on('close', () => (state.closed = true));
+  return { c, got, state };
 };
 
 /** A TLS client presenting `who`'s certificate (or none) straight to the publisher's N6:P. */
@@ -143,41 +177,44 @@ describe('N6: TLS 1.3 between data planes with pinned Ed25519 node keys (compone
     const pubNode = node();
     const conNode = node();
     const pub = await publisher(pubNode, [conNode]);
-    // the consumer node: its own engine, a consumer permit for the service published by pubNode
-    const cr = rig();
-    const ck = consKey(N, conNode.identity);
-    cr.engine.setEndpointOwners('n6-vip', [{ key: ck, publisherIdentity: pubNode.identity }]);
-    expect(grant(cr, ck).outcome).toBe('accepted');
-    const cfw = new SocketForwarder(cr.engine);
-    const vipPort = await cfw.listen({
-      endpoint: 'n6-vip',
-      host: HOST,
-      port: 0,
-      protocols: ['tcp'],
-      peerOf: () => pubNode.identity,
-      upstream: () => ({ host: HOST, port: pub.port }),
-      n6Client: { credentials: conNode.creds, expect: () => pubNode.identity },
-    });
-    cleanup.push(() => cfw.close());
-
-    const got: string[] = [];
-    let error: string | null = null;
-    let closed = false;
-    const c = connect({ host: HOST, port: vipPort });
-    c.on('data', (d) => got.push(d.toString()));
-    c.on('error', (e: NodeJS.ErrnoException) => (error = e.code ?? e.message));
-    c.on('close', () => (closed = true));
-    c.write('through-n6');
-    await eventually(() => got.join('') === 'through-n6', 'echo through both daemons');
+    const con = await consumer(pubNode, conNode, pub.port);
+    const client = localClient(con.port);
+    client.c.write('through-n6');
+    await eventually(() => client.got.join('') === 'through-n6', 'echo through both daemons');
     expect(pub.be.received).toEqual(['through-n6']);
 
     pub.fw.apply(pub.r.engine.revoke(pub.key));
     // the publisher resets the N6 connection; the consumer's flow ends and its client is cut
-    await eventually(() => closed, 'client closed after the publisher revoked');
-    await eventually(() => cfw.liveFlowIds().length === 0 && pub.fw.liveFlowIds().length === 0, 'both flows retired');
+    await eventually(() => client.state.closed, 'client closed after the publisher revoked');
+    await eventually(
+      () => con.fw.liveFlowIds().length === 0 && pub.fw.liveFlowIds().length === 0,
+      'both flows retired',
+    );
     // the publisher's cut reaches the consumer's client as an abort (RST on the N6 leg → the consumer cuts and resets
     // its client), never as a clean end the client could take for a complete answer
-    expect(error).toBe('ECONNRESET');
+    expect(client.state.error).toBe('ECONNRESET');
+    expect(pub.be.endings).toEqual(['ECONNRESET']);
+  });
+
+  it('L03 L02 a cut made by the CONSUMER (its own permit revoked) reaches the publisher as an abort: the N6 leg is reset, the publisher resets the backend connection (never a FIN the backend could take for a finished request); both clients see ECONNRESET', async () => {
+    const pubNode = node();
+    const conNode = node();
+    const pub = await publisher(pubNode, [conNode]);
+    const con = await consumer(pubNode, conNode, pub.port);
+    const client = localClient(con.port);
+    client.c.write('before-cut');
+    await eventually(() => client.got.join('') === 'before-cut', 'echo through both daemons');
+
+    con.fw.apply(con.r.engine.revoke(con.key)); // the publisher's permit stays live: only the consumer cuts
+    await eventually(() => client.state.closed, 'client cut by the consumer');
+    expect(client.state.error).toBe('ECONNRESET');
+    await eventually(() => pub.be.endings.length === 1, 'the backend connection ended');
+    expect(pub.be.endings).toEqual(['ECONNRESET']);
+    await eventually(
+      () => con.fw.liveFlowIds().length === 0 && pub.fw.liveFlowIds().length === 0,
+      'both flows retired',
+    );
+    expect(pub.fw.counters.denied).toBe(0); // the publisher's gate never refused: it saw the abort, not a check
   });
 
   it('L01 a consumer dialling a listener that proves another key (not the permit’s publisher) sends nothing and cuts the flow', async () => {
@@ -186,21 +223,7 @@ describe('N6: TLS 1.3 between data planes with pinned Ed25519 node keys (compone
     const impostor = node();
     // the impostor serves the port and would accept the consumer (it grants it), but its key is not the publisher's
     const fake = await publisher(impostor, [conNode]);
-    const cr = rig();
-    const ck = consKey(N, conNode.identity);
-    cr.engine.setEndpointOwners('n6-vip', [{ key: ck, publisherIdentity: pubNode.identity }]);
-    expect(grant(cr, ck).outcome).toBe('accepted');
-    const cfw = new SocketForwarder(cr.engine);
-    const vipPort = await cfw.listen({
-      endpoint: 'n6-vip',
-      host: HOST,
-      port: 0,
-      protocols: ['tcp'],
-      peerOf: () => pubNode.identity,
-      upstream: () => ({ host: HOST, port: fake.port }),
-      n6Client: { credentials: conNode.creds, expect: () => pubNode.identity },
-    });
-    cleanup.push(() => cfw.close());
+    const { fw: cfw, port: vipPort } = await consumer(pubNode, conNode, fake.port);
     let closed = false;
     const c = connect({ host: HOST, port: vipPort });
     c.on('error', () => undefined);

@@ -28,7 +28,7 @@ import {
   proposalFromWire,
 } from '../src/application/port-arbiter.js';
 import { uuidText } from '../src/domain/ids.js';
-import { endpointOf, markGate } from '../src/domain/port-endpoint.js';
+import { endpointOf } from '../src/domain/port-endpoint.js';
 import { controlledSchedule } from './port-fixtures.js';
 import { decl, msg, replaceBody, rid16 } from './wire.js';
 
@@ -269,12 +269,11 @@ describe('the ready right after the install (decision 0197)', () => {
     await B.authority.idle();
     await first.stop();
 
-    // the endpoint was Active (gate open) when the process died: commit that phase on the state file
+    // the granted ready opened the gate: the daemon itself committed the endpoint Active (spec §5.6), and the
+    // process stopped with it so (the state a crash leaves behind)
+    expect(first.at('endpoint-gate', (f) => f['open'] === true)).toBeGreaterThan(first.at('lease-awaits-install'));
+    expect(first.at('endpoint-gate', (f) => f['open'] === false)).toBe(-1);
     const crashed = openSqliteEndpointStore(stateFile);
-    crashed.transact('gate-open', (t) => ({
-      table: Either.getOrThrow(markGate(t, identity, 8081n, true)),
-      out: undefined,
-    }));
     expect(endpointOf(crashed.read(), identity, 8081n).phase).toBe('active');
     crashed.close();
 

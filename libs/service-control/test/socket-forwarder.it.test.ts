@@ -3,9 +3,8 @@
 // read and write is checked by the engine; revocation and expiry cut the flow in the §6.7 order and the retirement
 // receipt is recorded only after the sockets are really closed. Peer identities come from a fixed table here (the
 // authenticated N6 transport that supplies them between nodes is not built yet).
-import { type Socket as UdpSocket, createSocket } from 'node:dgram';
-import { type Server, type Socket, connect, createServer } from 'node:net';
-import { randomBytes } from 'node:crypto';
+import { createSocket } from 'node:dgram';
+import { connect, createServer } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SocketForwarder } from '../src/adapter/dataplane/socket-forwarder.js';
 import { SocketListenerInstaller } from '../src/adapter/dataplane/socket-installer.js';
@@ -22,55 +21,10 @@ import {
   rig,
   setSources,
 } from './permit-fixtures.js';
+import { type Backend, HOST, backend, eventually, nonce, tcpClient } from './socket-fixtures.js';
 
-const HOST = '127.0.0.1';
 const N = 7;
 const ENDPOINT = 'pub-endpoint-7';
-
-interface Backend {
-  readonly tcp: Server;
-  readonly udp: UdpSocket;
-  readonly port: number;
-  readonly udpPort: number;
-  readonly received: string[];
-  readonly conns: Socket[];
-  readonly closed: Socket[];
-}
-
-const backend = async (): Promise<Backend> => {
-  const received: string[] = [];
-  const conns: Socket[] = [];
-  const closed: Socket[] = [];
-  const tcp = createServer((s) => {
-    conns.push(s);
-    s.on('error', () => undefined);
-    s.on('close', () => closed.push(s));
-    s.on('data', (d) => (received.push(d.toString()), s.write(d)));
-  });
-  await new Promise<void>((ok) => tcp.listen(0, HOST, ok));
-  const udp = createSocket('udp4');
-  udp.on('message', (m, r) => (received.push(m.toString()), udp.send(m, r.port, r.address)));
-  await new Promise<void>((ok) => udp.bind(0, HOST, ok));
-  return {
-    tcp,
-    udp,
-    port: (tcp.address() as { port: number }).port,
-    udpPort: udp.address().port,
-    received,
-    conns,
-    closed,
-  };
-};
-
-const eventually = async (cond: () => boolean, what: string): Promise<void> => {
-  for (let i = 0; i < 500; i++) {
-    if (cond()) return;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error(`never: ${what}`);
-};
-
-const nonce = (): string => randomBytes(8).toString('hex');
 
 interface Setup {
   readonly r: Rig;
@@ -111,27 +65,6 @@ const setup = async (peers: ReadonlyMap<string, Uint8Array> | null = null): Prom
     await new Promise<void>((ok) => be.tcp.close(() => ok()));
   });
   return { r, key, fw, be, port };
-};
-
-const tcpClient = async (port: number) => {
-  const s = connect({ host: HOST, port });
-  const got: string[] = [];
-  let closed = false;
-  let error: string | null = null;
-  s.on('data', (d) => got.push(d.toString()));
-  s.on('error', (e: NodeJS.ErrnoException) => (error = e.code ?? e.message));
-  s.on('close', () => (closed = true));
-  await new Promise<void>((ok, fail) => (s.once('connect', ok), s.once('error', fail)));
-  return {
-    s,
-    got,
-    isClosed: () => closed,
-    error: () => error,
-    echo: async (text: string) => {
-      s.write(text);
-      await eventually(() => got.join('').includes(text), `echo of ${text}`);
-    },
-  };
 };
 
 describe('the data plane on kernel sockets, gated by the PermitEngine (loopback)', () => {

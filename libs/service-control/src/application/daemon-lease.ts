@@ -85,6 +85,12 @@ export interface DaemonLeaseDeps {
   readonly dataPlane?: DaemonDataPlane;
   /** Metrics hook: flows cut by a teardown plan, by its reason (revoked, expired, …). */
   readonly flowsCut?: (reason: string, flows: number) => void;
+  /**
+   * The publisher's endpoint record follows its permit (spec §5.6): `open` when a receipt made the permit live
+   * (InstalledClosed → Active), closed when it is not live any more (expiry seen by the driver, revocation, teardown,
+   * the listener gone). The per-I/O gate is the engine's check; this is the durable phase a restart closes (§5.15).
+   */
+  readonly gate?: (publisher: Bytes, listener: ListenerIntentWire, open: boolean) => void;
 }
 
 /**
@@ -134,6 +140,8 @@ class PublisherLease {
   inFlight = false;
   /** A listener.ready is owed for the current intent/session (set by each ACK, cleared when one is sent). */
   readyDue = true;
+  /** What the endpoint record was last told (null: nothing yet; the table starts closed). */
+  gateOpen: boolean | null = null;
   constructor(
     readonly key: PermitKey,
     public intent: PublishedIntent,
@@ -177,6 +185,7 @@ export class DaemonLeases {
 
   private teardown(plans: readonly TeardownPlan[]): void {
     const all = [...plans, ...this.engine.takeTeardowns()];
+    this.syncGates();
     if (all.length === 0) return;
     this.forwarder.apply(all);
     this.d.dataPlane?.apply(all);
@@ -185,6 +194,24 @@ export class DaemonLeases {
         this.d.flowsCut?.(p.reason, p.flowIds.length);
         this.log('permit-teardown', { reason: p.reason, flows: p.flowIds.length });
       }
+  }
+
+  /** Each publisher endpoint's record follows whether its permit is live now (only changes are written). */
+  private syncGates(): void {
+    for (const l of this.publishers.values()) this.setGate(l, this.engine.remainingMs(l.key) > 0);
+  }
+
+  private setGate(l: PublisherLease, open: boolean): void {
+    const gate = this.d.gate;
+    if (gate === undefined || l.gateOpen === open || (l.gateOpen === null && !open)) return;
+    try {
+      gate(l.key.scope.identity, l.intent.listener, open);
+      l.gateOpen = open;
+      this.log('endpoint-gate', { service: toHex(l.key.serviceRef.serviceId), P: String(l.intent.listener.P), open });
+    } catch (e) {
+      // an unwritable record: the engine's gate still decides every I/O; the next sync tries again
+      this.log('endpoint-gate-failed', { open, error: e instanceof SCE ? e.code : String(e) });
+    }
   }
 
   private now(): number {
@@ -603,6 +630,16 @@ export const readyProofFrom =
       installed_P: Number(ep.port),
       enforcement_policy_digest: l.enforcement_policy_digest,
     };
+  };
+
+/**
+ * The daemon's `gate` hook: the endpoint installed for the listener's proposal is marked Active / InstalledClosed on
+ * the endpoint table (`PortArbiter.setGate`). A listener without a proposal has no endpoint to mark.
+ */
+export const gateRecorder =
+  (ports: PortArbiter) =>
+  (publisher: Bytes, l: ListenerIntentWire, open: boolean): void => {
+    if (l.proposal !== null) ports.setGate(publisher, proposalFromWire(l.proposal), open);
   };
 
 /** The backend host of a publisher listener as text (for the engine's backend-at-creation rule, spec §6.5). */

@@ -45,7 +45,7 @@ import {
   streamBindingToWire,
 } from '../api/convert.js';
 import { deriveN6 } from '../api/standins.js';
-import { type DaemonDataPlane, DaemonLeases, type LeaseStatus, readyProofFrom } from './daemon-lease.js';
+import { type DaemonDataPlane, DaemonLeases, type LeaseStatus, gateRecorder, readyProofFrom } from './daemon-lease.js';
 import type { PermitEngine } from '../permit/engine.js';
 import type { DaemonStore } from './daemon-store.js';
 import type { BootClock } from '../permit/clock.js';
@@ -186,6 +186,7 @@ export class Daemon {
       },
       log: (event, fields) => this.log(event, fields),
       readyProof: readyProofFrom(d.ports, (id) => this.claimsAtB.has(toHex(id))),
+      ...(d.ports === undefined ? {} : { gate: gateRecorder(d.ports) }),
       ...(d.observe?.leaseResult ? { leaseResult: d.observe.leaseResult } : {}),
       ...(d.observe?.flowsCut ? { flowsCut: d.observe.flowsCut } : {}),
       ...(d.engine === undefined ? {} : { engine: d.engine }),

@@ -20,6 +20,7 @@ import {
   closeAllGates,
   endpointKey,
   installedEndpoint,
+  markGate,
   markInstallFailed,
   markInstalled,
   queryProposal,
@@ -186,6 +187,22 @@ export class PortArbiter {
     const ep = installedEndpoint(this.store.read(), publisher, ref);
     const actual = ep === null ? null : this.installer.observe(publisher, ref.port);
     return actual !== null && serviceRefEqual(actual, ref.serviceRef) ? ep : null;
+  }
+
+  /**
+   * The data gate of an installed proposal opened (the publisher's permit was granted: InstalledClosed → Active) or
+   * closed again (expiry, revocation, teardown: Active → InstalledClosed), committed on the endpoint table (spec §5.6).
+   * Only the endpoint installed for exactly this proposal moves; answers the phase committed, or null when this
+   * proposal is not installed there (tombstoned, replaced, never installed): nothing is written then.
+   */
+  setGate(publisher: Bytes, ref: ProposalRef, open: boolean): 'active' | 'installed-closed' | null {
+    return this.store.transact('gate', (t) => {
+      const ep = installedEndpoint(t, publisher, ref);
+      if (ep === null) return { table: t, out: null };
+      const want = open ? 'active' : 'installed-closed';
+      if (ep.phase === want) return { table: t, out: want };
+      return { table: orThrow(markGate(t, publisher, ref.port, open)), out: want };
+    });
   }
 
   /**

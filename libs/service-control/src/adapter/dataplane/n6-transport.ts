@@ -65,7 +65,7 @@ export const n6Accept = (
     if (done) return;
     done = true;
     clearTimeout(timer);
-    stream.destroy(); // never `raw.resetAndDestroy()` under a TLS stream (see socket-forwarder.ts resetBoth)
+    stream.destroy(); // never a synchronous `raw.resetAndDestroy()` under a TLS stream (socket-forwarder.ts abortStream)
     failed();
   };
   const timer = setTimeout(fail, N6_HANDSHAKE_MS);

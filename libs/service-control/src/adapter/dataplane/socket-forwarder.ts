@@ -318,7 +318,7 @@ export class SocketForwarder implements PermitDataPlane {
     const peer = spec.peerOf(remoteAddress, remotePort, 'tcp', authenticated);
     if (peer === null) {
       this.refuse('unknown-peer');
-      resetBoth(client, raw);
+      abortStream(client, raw);
       return;
     }
     const out = this.engine.openFlow({
@@ -334,7 +334,7 @@ export class SocketForwarder implements PermitDataPlane {
     });
     if (out.verdict !== 'allow') {
       this.refuse(out.verdict);
-      resetBoth(client, raw);
+      abortStream(client, raw);
       return;
     }
     const f = this.newFlow((out as { readonly flow: Flow }).flow, client, raw, null);
@@ -545,8 +545,8 @@ export class SocketForwarder implements PermitDataPlane {
       const f = this.flows.get(id);
       if (f === undefined || f.protocol !== 'tcp') continue;
       // RST on both sides: the client's next write fails, the backend connection is closed
-      resetAccepted(f.client, f.clientRaw);
-      resetBoth(f.upstream as Socket | null, f.upstreamRaw);
+      abortStream(f.client, f.clientRaw);
+      abortStream(f.upstream as Socket | null, f.upstreamRaw);
     }
     this.teardownLog.push({ step: 'abort-tcp', flowIds });
   }
@@ -569,24 +569,24 @@ export class SocketForwarder implements PermitDataPlane {
 const listenKey = (host: string, port: number): string => `${host}|${port}`;
 
 /**
- * Abort a DIALLED connection (a flow's upstream) or refuse an accepted one before any flow: a plain socket is reset
- * (RST). A client-side TLS stream (the consumer's N6 leg) is destroyed — its queued writes dropped, the connection
- * closed at once — but not reset: Node refuses `resetAndDestroy` on a TLS handle, and resetting the TCP socket under
- * a `tls.connect({ socket })` stream crashed Node 20.20.2 with a segfault (decision 0264).
+ * RST a connection (a flow's client or upstream, or an accepted one refused before any flow). A plain socket is reset at once. Under a TLS stream (either side of N6) the TCP socket is reset
+ * on the next turn of the event loop, then the stream is destroyed: resetting it synchronously from inside a TLS
+ * callback (a `secureConnect`/`secure` handler — the consumer's key pin, a refused dial-complete) crashed Node 20.20.2
+ * with a segfault, while the deferred reset survived 3000 aborts at every point of the connection (decision 0266).
+ * Until then the stream is paused and corked — the flow's gate is already closed, nothing new is written — and the
+ * flow's `close`, hence its retirement receipt, waits for the real close. A cut made by the CONSUMER so reaches the
+ * publisher as ECONNRESET (it resets the backend in turn), never as an EOF it would forward as a finished request.
  */
-/**
- * Abort a flow's ACCEPTED connection (plain, or the server side of an N6 TLS stream): RST the TCP socket, then destroy
- * the stream over it. On the server side this is safe (component tests, and the process e2e tests, run it on every
- * publisher cut) and it is what tells the consumer an abort from a clean end: without it the consumer saw a plain
- * EOF and forwarded a FIN to its client (decision 0264).
- */
-const resetAccepted = (stream: Socket | null, raw: Socket | null): void => {
-  if (raw !== null && !raw.destroyed) raw.resetAndDestroy();
-  if (stream !== null && stream !== raw && !stream.destroyed) stream.destroy();
-};
-
-const resetBoth = (stream: Socket | null, raw: Socket | null): void => {
-  if (stream !== null && stream !== raw) {
+const abortStream = (stream: Socket | null, raw: Socket | null): void => {
+  if (stream === null || stream === raw) {
+    if (raw !== null && !raw.destroyed) raw.resetAndDestroy();
+    return;
+  }
+  if (stream.destroyed) return;
+  stream.pause();
+  stream.cork();
+  setImmediate(() => {
+    if (raw !== null && !raw.destroyed) raw.resetAndDestroy();
     if (!stream.destroyed) stream.destroy();
-  } else if (raw !== null && !raw.destroyed) raw.resetAndDestroy();
+  });
 };
