@@ -6,6 +6,6 @@ import { generatedRbacFiles } from './rbac.js';
 
 const directory = join(import.meta.dirname, '../../../deploy/rbac/generated');
 const report = await Effect.runPromise(syncManifests({ directory, files: generatedRbacFiles(), mode: 'write' }));
-for (const file of report.written) console.log(`wrote ${join(directory, file)}`);
+for (const file of report.written) process.stdout.write(`wrote ${join(directory, file)}\n`);
 const stray = report.problems.filter((p) => p._tag === 'Stray');
-if (stray.length > 0) console.log(describeDrift({ ...report, problems: stray }));
+if (stray.length > 0) process.stdout.write(`${describeDrift({ ...report, problems: stray })}\n`);
