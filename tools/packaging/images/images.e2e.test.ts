@@ -477,7 +477,7 @@ describe('controller image under a ServiceAccount with exactly the generated KOS
           { status: { phase: 'Pending' } },
           'application/merge-patch+json',
         );
-        return r.status === 403 && r.body.includes(policy);
+        return r.status === 422 && r.body.includes(`ValidatingAdmissionPolicy '${policy}'`); // the policy's denial
       },
       30_000,
     );
