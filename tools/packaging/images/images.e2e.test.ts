@@ -4,7 +4,8 @@
 // and checks health, readiness ("can serve": the database answers), metrics, the key written to /data by uid 1000,
 // the image's own HEALTHCHECK command, and SIGTERM ending it with exit 0 inside the grace period. Then the controller
 // image against the test bed's API server under a ServiceAccount token bound to exactly the generated KOS ClusterRole
-// (decision 0289): it reconciles an Application of its own (status written) and the token is refused outside the
+// (decision 0289): it reconciles an Application of its own (status written — an admission policy lets only its
+// ServiceAccount write that status, so no other controller on the test bed can) and the token is refused outside the
 // role. Two ns-daemon containers against an nsd container and PostgreSQL (ready = streaming), and the ceremony CLI.
 import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -417,6 +418,69 @@ describe('controller image under a ServiceAccount with exactly the generated KOS
     );
     const url = new URL(server);
     const label = `homelab.test/images-e2e=${ns}`;
+    // Attribution: other KOS controllers on a shared test bed (admin credentials, no label selector) would write
+    // the Application's status first and this one would then have nothing to write. A ValidatingAdmissionPolicy
+    // denies every write to `applications/status` in this namespace except by this ServiceAccount, so a status
+    // that appears can only come from the containerised controller's token (and its `applications/status` rule).
+    const saUser = `system:serviceaccount:${ns}:${sa}`;
+    const policy = `${ns}-status-by-sa`;
+    await created('/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies', {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'ValidatingAdmissionPolicy',
+      metadata: { name: policy },
+      spec: {
+        failurePolicy: 'Fail',
+        matchConstraints: {
+          resourceRules: [
+            {
+              apiGroups: ['kos.tsic.top'],
+              apiVersions: ['*'],
+              operations: ['CREATE', 'UPDATE'],
+              resources: ['applications/status'],
+            },
+          ],
+        },
+        validations: [
+          {
+            expression: `request.userInfo.username == '${saUser}'`,
+            message: `only ${saUser} writes Application status here`,
+          },
+        ],
+      },
+    });
+    clusterObjects.push(`/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/${policy}`);
+    await created('/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings', {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'ValidatingAdmissionPolicyBinding',
+      metadata: { name: policy },
+      spec: {
+        policyName: policy,
+        validationActions: ['Deny'],
+        matchResources: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } } },
+      },
+    });
+    clusterObjects.push(`/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/${policy}`);
+    // the policy is enforced once the API server has loaded it: a probe Application (not selected by the
+    // controller) whose status the admin may no longer write; only then is the reconciled Application created
+    await created(`/apis/kos.tsic.top/v1beta1/namespaces/${ns}/applications`, {
+      apiVersion: 'kos.tsic.top/v1beta1',
+      kind: 'Application',
+      metadata: { name: 'probe', namespace: ns },
+      spec: { definitionRef: { name: `${ns}-no-such-definition` }, namespace: ns },
+    });
+    await eventually(
+      'the status policy denies the admin',
+      async () => {
+        const r = await kubeRequest(
+          'PATCH',
+          `/apis/kos.tsic.top/v1beta1/namespaces/${ns}/applications/probe/status`,
+          { status: { phase: 'Pending' } },
+          'application/merge-patch+json',
+        );
+        return r.status === 422 && r.body.includes(`ValidatingAdmissionPolicy '${policy}'`); // the policy's denial
+      },
+      30_000,
+    );
     await created(`/apis/kos.tsic.top/v1beta1/namespaces/${ns}/applications`, {
       apiVersion: 'kos.tsic.top/v1beta1',
       kind: 'Application',
@@ -464,6 +528,15 @@ describe('controller image under a ServiceAccount with exactly the generated KOS
     );
     expect((await status())?.phase).toBe('Pending');
     expect(JSON.stringify((await status())?.conditions)).toContain('DefinitionMissing');
+    // and the server records the status as applied by the application reconciler's field manager
+    const managed = (
+      (await kubeRequest('GET', `/apis/kos.tsic.top/v1beta1/namespaces/${ns}/applications/waiting`)).json() as {
+        metadata: { managedFields?: Array<{ manager?: string; operation?: string; subresource?: string }> };
+      }
+    ).metadata.managedFields;
+    expect(managed).toContainEqual(
+      expect.objectContaining({ manager: 'kos-application-reconciler', operation: 'Apply', subresource: 'status' }),
+    );
     const metrics = await (await fetch(`http://127.0.0.1:${healthPort}/metrics`)).text();
     expect(metrics).toContain('kos_controlplane_requests_total');
     expect(spawnSync('podman', ['--runtime', '/usr/sbin/runc', 'healthcheck', 'run', controllerName]).status).toBe(0);
