@@ -241,15 +241,16 @@ describe('ns-daemon image: two daemons against an nsd container and PostgreSQL',
     volumes.push(`${nsdForDaemons}-data`);
     const listening = await eventually(
       'the nsd container listening',
-      () => podman(['logs', nsdForDaemons]).includes('"event":"listening"'),
+      () => podman(['logs', nsdForDaemons]).includes('"message":"listening"'),
       60_000,
     ).then(
       () =>
         podman(['logs', nsdForDaemons])
           .split('\n')
-          .find((l) => l.includes('"event":"listening"')) ?? '',
+          .find((l) => l.includes('"message":"listening"')) ?? '',
     );
-    const nsdKey = (JSON.parse(listening) as { nsd_key: string }).nsd_key;
+    // one JSON log line (decision 0291): the public key is an annotation
+    const nsdKey = (JSON.parse(listening) as { annotations: { nsd_public_key: string } }).annotations.nsd_public_key;
     daemons.forEach((d, i) =>
       podman([
         'run',
@@ -304,7 +305,7 @@ describe('ns-daemon image: two daemons against an nsd container and PostgreSQL',
     for (const d of daemons) {
       podman(['stop', '-t', '20', d]);
       expect(podman(['inspect', '--format', '{{.State.ExitCode}}', d]).trim(), d).toBe('0');
-      expect(podman(['logs', d]), d).toContain('"event":"shutdown","signal":"SIGTERM"');
+      expect(podman(['logs', d]), d).toContain('"message":"shutdown","annotations":{"signal":"SIGTERM"}');
     }
     podman(['stop', '-t', '20', nsdForDaemons]);
     expect(podman(['inspect', '--format', '{{.State.ExitCode}}', nsdForDaemons]).trim()).toBe('0');
