@@ -205,9 +205,11 @@ describe('the ready right after the install (decision 0197)', () => {
             const body = m.right.body as Record<string, unknown>;
             // what A's endpoint table and data plane hold for the proven proposal at the moment the ready leaves
             const P = BigInt((body as unknown as ListenerReadyBodyWire).P ?? 0);
+            // a refresh ready after the grant finds the endpoint Active (decision 0267): installed either way
+            const phase = endpointOf(endpoints.read(), identity, P).phase;
             const installed =
               m.right.kind === 'listener.ready' &&
-              endpointOf(endpoints.read(), identity, P).phase === 'installed-closed' &&
+              (phase === 'installed-closed' || phase === 'active') &&
               installer.observe(identity, P) !== null;
             sent.push({ kind: m.right.kind, installed, body });
           }
