@@ -217,7 +217,7 @@ describe('the controller process with provisioning on (issue 21)', () => {
     );
     // killed with work left: the Tenant is not Ready yet, so only the new process can finish it
     const unfinished = await get(`${tenantsPath()}/${name}`);
-    expect(unfinished).toBeDefined();
+    expect(unfinished?.metadata?.name).toBe(name);
     expect(ready(unfinished)?.status).not.toBe('True');
     const second = await start();
     await eventually('Ready', async () => ready(await get(`${tenantsPath()}/${name}`))?.status === 'True', 60_000);
