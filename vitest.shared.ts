@@ -43,7 +43,7 @@ const importSpecifiers = (text: string): string[] =>
  * transitively — imports `@homelab/testbed` or reads the test bed the global setup provides.
  */
 export const needsServices = (file: string, seen = new Map<string, boolean>()): boolean => {
-  if (file.endsWith('.it.test.ts')) return true;
+  if (file.endsWith('.it.test.ts') || file.endsWith('.e2e.test.ts')) return true;
   const known = seen.get(file);
   if (known !== undefined) return known;
   seen.set(file, false);

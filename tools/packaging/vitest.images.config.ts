@@ -7,7 +7,7 @@ export default mergeConfig(
   projectTestConfig(import.meta.dirname, {
     testbed: true,
     name: 'packaging-images',
-    include: ['images/**/*.e2e.test.ts'],
+    include: ['images/**/*.pair.e2e.test.ts'],
   }),
   { test: { hookTimeout: 900_000, testTimeout: 180_000 } },
 );

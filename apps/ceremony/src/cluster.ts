@@ -3,7 +3,7 @@
 import { KubernetesClusterLive, type Transport } from '@homelab/deployment-ceremony/kubernetes';
 import type { ClientMode, HeadRef } from '@homelab/deployment-ceremony';
 
-export const clusterLive = (
+export const clusterLayer = (
   kubeconfig: string,
   head: HeadRef,
   mode: ClientMode,

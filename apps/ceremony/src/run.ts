@@ -100,9 +100,9 @@ const NoReceiptStore = Layer.succeed(
 const clusterLayer = (hooks: TestHooks, kubeconfig: string, head: HeadRef, mode: ClientMode, receipts?: string) =>
   Effect.gen(function* () {
     yield* guardKubeconfig(kubeconfig);
-    const { clusterLive } = yield* Effect.promise(() => import('./cluster.js'));
+    const { clusterLayer } = yield* Effect.promise(() => import('./cluster.js'));
     return Layer.mergeAll(
-      clusterLive(kubeconfig, head, mode, hooks.wrapTransport),
+      clusterLayer(kubeconfig, head, mode, hooks.wrapTransport),
       receipts === undefined ? NoReceiptStore : FileReceiptStoreLive(receipts),
       OperatorHostLive(kubeconfig),
     );

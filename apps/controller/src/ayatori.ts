@@ -59,10 +59,10 @@ const rootCertOf = (config: ControllerConfig) =>
 /** The controllers' adapters: Kubernetes resources, the PostgreSQL observer (its pools), the process's metrics. */
 const servicesLayer = (config: ControllerConfig, options: AyatoriOptions) =>
   Layer.mergeAll(
-    KubernetesAdapter.KubernetesBindingResourcesLayer,
-    KubernetesAdapter.KubernetesInstanceResourcesLayer,
-    PostgreSQLAdapter.PostgresInstanceObserverLayer({ rootCert: rootCertOf(config) }).pipe(
-      Layer.provide(KubernetesAdapter.KubernetesAdminSecretsLayer(config.databaseSecretNamespace)),
+    KubernetesAdapter.KubernetesBindingResourcesLive,
+    KubernetesAdapter.KubernetesInstanceResourcesLive,
+    PostgreSQLAdapter.PostgresInstanceObserverLive({ rootCert: rootCertOf(config) }).pipe(
+      Layer.provide(KubernetesAdapter.KubernetesAdminSecretsLive(config.databaseSecretNamespace)),
     ),
   ).pipe(Layer.provideMerge(options.kube));
 
@@ -73,12 +73,12 @@ const provisioningLayer = (
   options: AyatoriOptions,
 ) =>
   Layer.mergeAll(
-    KubernetesAdapter.KubernetesBindingResourcesLayer,
-    KubernetesAdapter.KubernetesProvisioningResourcesLayer,
-    PostgreSQLAdapter.PostgresDatabaseServerLayer({ rootCert: rootCertOf(config) }).pipe(
-      Layer.provide(KubernetesAdapter.KubernetesAdminSecretsLayer(config.databaseSecretNamespace)),
+    KubernetesAdapter.KubernetesBindingResourcesLive,
+    KubernetesAdapter.KubernetesProvisioningResourcesLive,
+    PostgreSQLAdapter.PostgresDatabaseServerLive({ rootCert: rootCertOf(config) }).pipe(
+      Layer.provide(KubernetesAdapter.KubernetesAdminSecretsLive(config.databaseSecretNamespace)),
     ),
-    OpenBaoAdapter.OpenBaoCredentialStoreLayer({
+    OpenBaoAdapter.OpenBaoCredentialStoreLive({
       address: openBao.address,
       token: readFileSync(openBao.tokenFile, 'utf8').trim(),
       mount: openBao.mount,
@@ -88,7 +88,7 @@ const provisioningLayer = (
       scope: { mount: openBao.mount, basePath: openBao.basePath },
       openBaoAddress: openBao.address,
     }),
-    Application.CryptoEntropyLayer,
+    Application.CryptoEntropyLive,
   ).pipe(Layer.provide(options.kube));
 
 /** The adapters' contexts, built in the pools layer's scope (the pools close when it closes). */

@@ -5,7 +5,7 @@ import { Data, Duration, Effect, Schedule } from 'effect';
 import { Registry } from 'prom-client';
 import {
   type AppLifecycleConfig,
-  AppLifecycleDefaults,
+  AppLifecycleDefaultsLive,
   APPLICATION_WORKERS,
   type CapabilitySource,
   checkClusterAbi,
@@ -187,7 +187,7 @@ export const runKosReconcilers = (options: {
         ...(kind === 'Application' ? { concurrency: APPLICATION_WORKERS } : {}),
         reconcile: (request) =>
           domain !== undefined
-            ? domain(request).pipe(Effect.provide(AppLifecycleDefaults))
+            ? domain(request).pipe(Effect.provide(AppLifecycleDefaultsLive))
             : Effect.flatMap(KubeClient, (client) =>
                 client.get({
                   apiVersion: `${KOS_GROUP}/${KOS_STORAGE_VERSION}`,

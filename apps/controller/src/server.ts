@@ -14,7 +14,7 @@ import { jsonLogger, logFnOf } from '@homelab/process';
 import {
   ApplyWorkLive,
   awaitApplyWork,
-  controlPlaneConfig,
+  ControlPlaneConfigLive,
   type DiscoveryAdapter,
   DiscoveryIndexLive,
   envelopeOf,
@@ -24,15 +24,15 @@ import {
   guardRefusal,
   hostPolicyFor,
   type HostPolicy,
-  AuditorFromAudits,
+  AuditorFromAuditsLive,
   bootstrapOwner,
   type Bootstrap,
   ExporterLive,
   IdentityAuthorizerLive,
   IdentityModuleLive,
-  LoopbackOwnerAuthorizer,
+  LoopbackOwnerAuthorizerLive,
   MemoryAuditorLive,
-  OwnedObjectsFromCluster,
+  OwnedObjectsFromClusterLive,
   route,
   type RouterServices,
   runDiscovery,
@@ -147,7 +147,10 @@ const readTls = (files: { readonly certFile: string; readonly keyFile: string })
   return { cert: read('--tls-cert', files.certFile), key: read('--tls-key', files.keyFile) };
 };
 
-export const kubeLayerOf = (config: ControllerConfig, options: LayerOptions = {}): Layer.Layer<KubeClient, unknown> => {
+export const kubeClientLayer = (
+  config: ControllerConfig,
+  options: LayerOptions = {},
+): Layer.Layer<KubeClient, unknown> => {
   switch (config.kube._tag) {
     case 'Kubeconfig':
       return layerFromKubeconfigFile(config.kube.path, options);
@@ -239,7 +242,7 @@ export const controllerLayer = (
   const log = logFnOf(logger);
   const kos = config.modules.has('kos');
   const onFatal = options.onFatal ?? ((reason: string) => log(reason, {}, 'Error'));
-  const kube = (options.kube ?? kubeLayerOf(config, options.kubeOptions)).pipe(
+  const kube = (options.kube ?? kubeClientLayer(config, options.kubeOptions)).pipe(
     Layer.mapError((e) => new KubeAccessError({ message: `Kubernetes client: ${messageOf(e)}` })),
   );
   const database = `the control-plane database ${config.identityDb}`;
@@ -249,7 +252,7 @@ export const controllerLayer = (
     config.identityDb !== undefined
       ? Layer.mergeAll(
           IdentityAuthorizerLive,
-          AuditorFromAudits,
+          AuditorFromAuditsLive,
           ExporterLive({
             ...(config.exportDir !== undefined ? { target: config.exportDir } : {}),
           }),
@@ -258,9 +261,9 @@ export const controllerLayer = (
           Layer.catchAllCause((cause) =>
             Layer.fail(new ControlPlaneDatabaseError({ message: `${database}: ${causeLine(cause)}` })),
           ),
-          Layer.provide(OwnedObjectsFromCluster),
+          Layer.provide(OwnedObjectsFromClusterLive),
         )
-      : Layer.merge(LoopbackOwnerAuthorizer, MemoryAuditorLive());
+      : Layer.merge(LoopbackOwnerAuthorizerLive, MemoryAuditorLive());
   // the last finalizer of the graph: everything above has been released
   const stoppedLine = Layer.scopedDiscard(Effect.addFinalizer(() => Effect.sync(() => log('stopped'))));
   const MetricsLive = Layer.sync(Metrics, () => {
@@ -269,7 +272,7 @@ export const controllerLayer = (
   });
   const Base = Layer.mergeAll(
     SerialGateLive,
-    controlPlaneConfig({ continueKey: config.continueKey }),
+    ControlPlaneConfigLive({ continueKey: config.continueKey }),
     access,
     DiscoveryIndexLive,
     ApplyWorkLive,

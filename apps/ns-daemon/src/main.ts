@@ -12,8 +12,8 @@ import {
   DaemonService,
   PortArbiter,
   SimulatedListenerInstaller,
-  daemonLayer,
-  daemonStoreLayer,
+  DaemonServiceLive,
+  DaemonStoreServiceLive,
 } from '@homelab/service-control/application';
 import { ProcUptimeBootClock } from '@homelab/service-control/clock';
 import { SocketDataPlane, n6Credentials } from '@homelab/service-control/dataplane';
@@ -96,7 +96,7 @@ const dataPlane =
       });
 if (dataPlane !== null) metrics.watchDataPlane(dataPlane.forwarder);
 
-const DaemonLive = daemonLayer({
+const DaemonLive = DaemonServiceLive({
   observe: metrics.observe,
   identity: signer.machineId,
   networkId: fromHex(config.network),
@@ -128,7 +128,7 @@ const DaemonLive = daemonLayer({
         signal,
       ),
   },
-}).pipe(Layer.provide(daemonStoreLayer(() => openSqliteDaemonStore(config.stateFile))));
+}).pipe(Layer.provide(DaemonStoreServiceLive(() => openSqliteDaemonStore(config.stateFile))));
 
 /** `POST /v1/owner/retry-port` {nsd_id, network_id, service_id, request_id} (hex) → service.retry-port via the daemon. */
 const ownerRetryPort = (

@@ -130,7 +130,7 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
       Buffer.from(a.machineId),
     ]);
     // P is set directly, so nsd's own offer for the report is dropped (decision 0150): without an allocation record the
-    // ready check compares P only (as in test/e2e-lease.test.ts)
+    // ready check compares P only (as in test/lease.e2e.test.ts)
     await rawPg.query('DELETE FROM service_control.port_allocation');
     await rawPg.query('DELETE FROM service_control.port_entry');
     const services = await store.transact(epoch, async (tx) => Either.right(await tx.services(net)));

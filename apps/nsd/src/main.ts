@@ -9,9 +9,9 @@ import {
   type AuthorityStore,
   AuthorityService,
   AuthorityStoreService,
-  SystemControlClock,
-  authorityLayer,
-  authorityStoreLayer,
+  SystemControlClockLive,
+  AuthorityServiceLive,
+  AuthorityStoreServiceLive,
 } from '@homelab/service-control/application';
 import { makePgAuthorityStore, probeDatabase } from '@homelab/service-control/postgresql';
 import { configurationOrExit, exitStartup, keyFileOrExit } from '@homelab/service-control/process';
@@ -172,7 +172,7 @@ const HttpServer = Layer.scopedDiscard(
 
 const Nsd = HttpServer.pipe(
   Layer.provide(
-    authorityLayer({
+    AuthorityServiceLive({
       observe: metrics.observe,
       members: config.members.map((m) => [fromHex(m.identity), fromHex(m.network)] as const),
       fault: kill,
@@ -184,8 +184,8 @@ const Nsd = HttpServer.pipe(
       },
     }),
   ), // lease deadlines: monotonic within the epoch (decision 0122)
-  Layer.provide(authorityStoreLayer(() => makePgAuthorityStore(config.database))),
-  Layer.provide(SystemControlClock),
+  Layer.provide(AuthorityStoreServiceLive(() => makePgAuthorityStore(config.database))),
+  Layer.provide(SystemControlClockLive),
   Layer.provide(JsonLoggerLive({ app: 'nsd' })),
 );
 

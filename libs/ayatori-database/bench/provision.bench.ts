@@ -16,17 +16,17 @@ import pg from 'pg';
 import { ControllerMetricsLive, layerFromToken } from '@homelab/kube';
 import {
   apiVersion,
-  KubernetesAdminSecretsLayer,
-  KubernetesBindingResourcesLayer,
-  KubernetesInstanceResourcesLayer,
+  KubernetesAdminSecretsLive,
+  KubernetesBindingResourcesLive,
+  KubernetesInstanceResourcesLive,
 } from '../src/adapter/kubernetes/resources.js';
-import { KubernetesProvisioningResourcesLayer } from '../src/adapter/kubernetes/provisioning.js';
-import { OpenBaoCredentialStoreLayer } from '../src/adapter/openbao/credentials.js';
-import { PostgresInstanceObserverLayer } from '../src/adapter/postgresql/observer.js';
-import { PostgresDatabaseServerLayer } from '../src/adapter/postgresql/provisioner.js';
+import { KubernetesProvisioningResourcesLive } from '../src/adapter/kubernetes/provisioning.js';
+import { OpenBaoCredentialStoreLive } from '../src/adapter/openbao/credentials.js';
+import { PostgresInstanceObserverLive } from '../src/adapter/postgresql/observer.js';
+import { PostgresDatabaseServerLive } from '../src/adapter/postgresql/provisioner.js';
 import { customResourceDefinitions, Group, Version } from '../src/api/index.js';
 import { BindingResources, CredentialStore, DatabaseServer, ProvisioningResources } from '../src/application/ports.js';
-import { CryptoEntropyLayer, ProvisioningSettings, reconcileTenant } from '../src/application/provisioning.js';
+import { CryptoEntropyLive, ProvisioningSettings, reconcileTenant } from '../src/application/provisioning.js';
 import { startDatabaseControllers } from '../src/controller/controllers.js';
 import { provisionDatabaseStatements, quoteIdentifier, setPasswordStatement } from '../src/domain/provisioning-sql.js';
 
@@ -271,12 +271,12 @@ try {
   await setup();
   const kubeLayer = layerFromToken(state.kube, { maxSockets: 64 });
   const services = Layer.mergeAll(
-    KubernetesBindingResourcesLayer,
-    KubernetesInstanceResourcesLayer,
-    KubernetesProvisioningResourcesLayer,
-    PostgresInstanceObserverLayer().pipe(Layer.provide(KubernetesAdminSecretsLayer(ns))),
-    PostgresDatabaseServerLayer().pipe(Layer.provide(KubernetesAdminSecretsLayer(ns))),
-    OpenBaoCredentialStoreLayer({
+    KubernetesBindingResourcesLive,
+    KubernetesInstanceResourcesLive,
+    KubernetesProvisioningResourcesLive,
+    PostgresInstanceObserverLive().pipe(Layer.provide(KubernetesAdminSecretsLive(ns))),
+    PostgresDatabaseServerLive().pipe(Layer.provide(KubernetesAdminSecretsLive(ns))),
+    OpenBaoCredentialStoreLive({
       address: state.openbao.addr,
       token: state.openbao.token,
       mount: kvMount,
@@ -286,7 +286,7 @@ try {
       scope: { mount: kvMount, basePath: kvBase },
       openBaoAddress: state.openbao.addr,
     }),
-    CryptoEntropyLayer,
+    CryptoEntropyLive,
     ControllerMetricsLive(),
   ).pipe(Layer.provideMerge(kubeLayer));
   const ctx = countingPorts(await Effect.runPromise(Layer.buildWithScope(services, scope)));

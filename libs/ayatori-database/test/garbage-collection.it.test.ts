@@ -14,12 +14,12 @@ import { reconcileBinding } from '../src/application/binding.js';
 import { reconcileInstance } from '../src/application/instance.js';
 import { quoteIdentifier } from '../src/domain/provisioning-sql.js';
 import { Finalizers, TenantReason } from '../src/domain/vocabulary.js';
-import { PostgresInstanceObserverLayer } from '../src/adapter/postgresql/observer.js';
+import { PostgresInstanceObserverLive } from '../src/adapter/postgresql/observer.js';
 import {
   apiVersion,
-  KubernetesAdminSecretsLayer,
-  KubernetesBindingResourcesLayer,
-  KubernetesInstanceResourcesLayer,
+  KubernetesAdminSecretsLive,
+  KubernetesBindingResourcesLive,
+  KubernetesInstanceResourcesLive,
 } from '../src/adapter/kubernetes/resources.js';
 import { databases, installCrds, instances, tenants, uniqueName } from './kube-fixture.js';
 
@@ -72,7 +72,7 @@ const bind = (namespace: string, name: string) =>
     Effect.either(
       Effect.scoped(
         reconcileBinding(namespace, name).pipe(
-          Effect.provide(KubernetesBindingResourcesLayer.pipe(Layer.provide(kubeLayer()))),
+          Effect.provide(KubernetesBindingResourcesLive.pipe(Layer.provide(kubeLayer()))),
         ),
       ),
     ),
@@ -84,8 +84,8 @@ const observeInstance = (name: string) =>
         reconcileInstance(name).pipe(
           Effect.provide(
             Layer.mergeAll(
-              KubernetesInstanceResourcesLayer,
-              PostgresInstanceObserverLayer().pipe(Layer.provide(KubernetesAdminSecretsLayer(ns.name))),
+              KubernetesInstanceResourcesLive,
+              PostgresInstanceObserverLive().pipe(Layer.provide(KubernetesAdminSecretsLive(ns.name))),
             ).pipe(Layer.provide(kubeLayer())),
           ),
         ),

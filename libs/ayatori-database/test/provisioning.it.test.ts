@@ -27,14 +27,14 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   apiVersion,
-  KubernetesAdminSecretsLayer,
-  KubernetesBindingResourcesLayer,
-  KubernetesInstanceResourcesLayer,
+  KubernetesAdminSecretsLive,
+  KubernetesBindingResourcesLive,
+  KubernetesInstanceResourcesLive,
 } from '../src/adapter/kubernetes/resources.js';
-import { KubernetesProvisioningResourcesLayer } from '../src/adapter/kubernetes/provisioning.js';
-import { OpenBaoCredentialStoreLayer } from '../src/adapter/openbao/credentials.js';
-import { PostgresInstanceObserverLayer } from '../src/adapter/postgresql/observer.js';
-import { PostgresDatabaseServerLayer } from '../src/adapter/postgresql/provisioner.js';
+import { KubernetesProvisioningResourcesLive } from '../src/adapter/kubernetes/provisioning.js';
+import { OpenBaoCredentialStoreLive } from '../src/adapter/openbao/credentials.js';
+import { PostgresInstanceObserverLive } from '../src/adapter/postgresql/observer.js';
+import { PostgresDatabaseServerLive } from '../src/adapter/postgresql/provisioner.js';
 import { reconcileInstance } from '../src/application/instance.js';
 import {
   BindingResources,
@@ -45,7 +45,7 @@ import {
   InstanceResources,
   ProvisioningResources,
 } from '../src/application/ports.js';
-import { CryptoEntropyLayer, Entropy, ProvisioningSettings, reconcileTenant } from '../src/application/provisioning.js';
+import { CryptoEntropyLive, Entropy, ProvisioningSettings, reconcileTenant } from '../src/application/provisioning.js';
 import { reconcileImport } from '../src/application/import.js';
 import { quoteIdentifier } from '../src/domain/provisioning-sql.js';
 import { CredentialKeys } from '../src/domain/credential-location.js';
@@ -321,14 +321,14 @@ beforeAll(async () => {
   expect(r2.status).toBe(201);
   const kube = layerFromToken(testbed().kube);
   const services = Layer.mergeAll(
-    KubernetesBindingResourcesLayer,
-    KubernetesInstanceResourcesLayer,
-    KubernetesProvisioningResourcesLayer,
-    PostgresInstanceObserverLayer().pipe(Layer.provide(KubernetesAdminSecretsLayer(ns.name))),
-    PostgresDatabaseServerLayer().pipe(Layer.provide(KubernetesAdminSecretsLayer(ns.name))),
-    OpenBaoCredentialStoreLayer({ address: kv.addr, token: kv.token, mount: kv.mount, basePath: kv.base }),
+    KubernetesBindingResourcesLive,
+    KubernetesInstanceResourcesLive,
+    KubernetesProvisioningResourcesLive,
+    PostgresInstanceObserverLive().pipe(Layer.provide(KubernetesAdminSecretsLive(ns.name))),
+    PostgresDatabaseServerLive().pipe(Layer.provide(KubernetesAdminSecretsLive(ns.name))),
+    OpenBaoCredentialStoreLive({ address: kv.addr, token: kv.token, mount: kv.mount, basePath: kv.base }),
     Layer.succeed(ProvisioningSettings, { scope: { mount: kv.mount, basePath: kv.base }, openBaoAddress: kv.addr }),
-    CryptoEntropyLayer,
+    CryptoEntropyLive,
   ).pipe(Layer.provideMerge(kube));
   scope = Effect.runSync(Scope.make());
   context = await Effect.runPromise(Layer.buildWithScope(services, scope));

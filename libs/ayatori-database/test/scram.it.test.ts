@@ -12,16 +12,16 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   apiVersion,
-  KubernetesAdminSecretsLayer,
-  KubernetesBindingResourcesLayer,
-  KubernetesInstanceResourcesLayer,
+  KubernetesAdminSecretsLive,
+  KubernetesBindingResourcesLive,
+  KubernetesInstanceResourcesLive,
 } from '../src/adapter/kubernetes/resources.js';
-import { KubernetesProvisioningResourcesLayer } from '../src/adapter/kubernetes/provisioning.js';
-import { OpenBaoCredentialStoreLayer } from '../src/adapter/openbao/credentials.js';
-import { PostgresInstanceObserverLayer } from '../src/adapter/postgresql/observer.js';
-import { PostgresDatabaseServerLayer } from '../src/adapter/postgresql/provisioner.js';
+import { KubernetesProvisioningResourcesLive } from '../src/adapter/kubernetes/provisioning.js';
+import { OpenBaoCredentialStoreLive } from '../src/adapter/openbao/credentials.js';
+import { PostgresInstanceObserverLive } from '../src/adapter/postgresql/observer.js';
+import { PostgresDatabaseServerLive } from '../src/adapter/postgresql/provisioner.js';
 import { reconcileInstance } from '../src/application/instance.js';
-import { CryptoEntropyLayer, ProvisioningSettings, reconcileTenant } from '../src/application/provisioning.js';
+import { CryptoEntropyLive, ProvisioningSettings, reconcileTenant } from '../src/application/provisioning.js';
 import { RotateAnnotation } from '../src/domain/vocabulary.js';
 import { databases, installCrds, instances, tenants } from './kube-fixture.js';
 import { type ScramCluster, startScramCluster } from './scram-cluster.js';
@@ -133,14 +133,14 @@ beforeAll(async () => {
   ).toBe(201);
   const rootCert = cluster.rootCert;
   const services = Layer.mergeAll(
-    KubernetesBindingResourcesLayer,
-    KubernetesInstanceResourcesLayer,
-    KubernetesProvisioningResourcesLayer,
-    PostgresInstanceObserverLayer({ rootCert }).pipe(Layer.provide(KubernetesAdminSecretsLayer(ns.name))),
-    PostgresDatabaseServerLayer({ rootCert }).pipe(Layer.provide(KubernetesAdminSecretsLayer(ns.name))),
-    OpenBaoCredentialStoreLayer({ address: kv.addr, token: kv.token, mount: kv.mount, basePath: kv.base }),
+    KubernetesBindingResourcesLive,
+    KubernetesInstanceResourcesLive,
+    KubernetesProvisioningResourcesLive,
+    PostgresInstanceObserverLive({ rootCert }).pipe(Layer.provide(KubernetesAdminSecretsLive(ns.name))),
+    PostgresDatabaseServerLive({ rootCert }).pipe(Layer.provide(KubernetesAdminSecretsLive(ns.name))),
+    OpenBaoCredentialStoreLive({ address: kv.addr, token: kv.token, mount: kv.mount, basePath: kv.base }),
     Layer.succeed(ProvisioningSettings, { scope: { mount: kv.mount, basePath: kv.base }, openBaoAddress: kv.addr }),
-    CryptoEntropyLayer,
+    CryptoEntropyLive,
   ).pipe(Layer.provideMerge(layerFromToken(testbed().kube) as Layer.Layer<KubeClient>));
   scope = Effect.runSync(Scope.make());
   context = (await Effect.runPromise(Layer.buildWithScope(services, scope))) as unknown as Context.Context<never>;

@@ -17,7 +17,7 @@ import {
   schemaVersion,
 } from '../src/adapter/sqlite/control-plane-db.js';
 import { Exporter, ExporterLive, NO_TARGET_HINT, restoreDatabase } from '../src/adapter/sqlite/exporter.js';
-import { AuditorFromAudits, IdentityPortsLive, resetOwnerOffline } from '../src/adapter/sqlite/identity-layers.js';
+import { AuditorFromAuditsLive, IdentityPortsLive, resetOwnerOffline } from '../src/adapter/sqlite/identity-layers.js';
 import { LATEST_VERSION } from '../src/adapter/sqlite/migrations.js';
 import { accountWithPassword, identityLayer, NEW_PASSWORD, ownerSession, tempDir } from './identity-support.js';
 
@@ -97,7 +97,7 @@ describe('TC-36 the audit table is append-only', () => {
               outcome: 'rejected',
               code: 'forbidden',
             });
-          }).pipe(Effect.provide(AuditorFromAudits.pipe(Layer.provide(Layer.succeed(Audits, audits)))));
+          }).pipe(Effect.provide(AuditorFromAuditsLive.pipe(Layer.provide(Layer.succeed(Audits, audits)))));
         }).pipe(Effect.provide(IdentityPortsLive({ path })));
         const db = new Database(path);
         expect(() => db.prepare("UPDATE audit SET actor = 'mallory' WHERE seq = 1").run()).toThrow(/append-only/);

@@ -17,7 +17,7 @@ import {
   COMPONENT_FINALIZER,
   currentRegistry,
   ExtensionRegistryLive,
-  installerConfig,
+  InstallerConfigLive,
   markerKey,
   PackageCacheLive,
   reconcileSystemComponent,
@@ -53,7 +53,7 @@ const makeRuntime = () => {
       ArtifactSourceLive({ root: extensionsDir, httpTimeoutMs: 5_000 }),
       ExtensionRegistryLive,
       PackageCacheLive,
-      installerConfig({ labelSelector: `${LABEL}=${run}` }),
+      InstallerConfigLive({ labelSelector: `${LABEL}=${run}` }),
     ),
   );
 };

@@ -1,4 +1,4 @@
-// TC-118 deletion requires prior transfer, against the real API server: OwnedObjectsFromCluster finds the account's
+// TC-118 deletion requires prior transfer, against the real API server: OwnedObjectsFromClusterLive finds the account's
 // objects by spec.owner across namespaces, and Identity.deleteAccount refuses with account_has_objects + ownedObjects
 // until they are transferred. The control-plane database is a real SQLite file.
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -14,7 +14,7 @@ import {
   IdentityModuleLive,
   type IdentityPorts,
   OwnedObjects,
-  OwnedObjectsFromCluster,
+  OwnedObjectsFromClusterLive,
 } from '../src/index.js';
 import { accountWithPassword, ownerSession } from './identity-support.js';
 import { installKosCrds } from './support.js';
@@ -26,7 +26,7 @@ beforeAll(async () => {
   await installKosCrds();
   const { kube } = testbed();
   const kubeLayer = layerFromToken({ server: kube.server, token: kube.token, caCert: kube.caCert });
-  const owned = OwnedObjectsFromCluster.pipe(Layer.provide(kubeLayer));
+  const owned = OwnedObjectsFromClusterLive.pipe(Layer.provide(kubeLayer));
   rt = ManagedRuntime.make(
     Layer.mergeAll(IdentityModuleLive({ path: join(dir, 'cp.db') }).pipe(Layer.provide(owned)), owned, kubeLayer),
   );

@@ -33,7 +33,7 @@ const listener = (digest = sha('intent')): ListenerIntentWire => ({
   state: 'ready',
 });
 
-/** A node that has installed every listener exactly as its intent says (the endpoint table's part: test/daemon-ready.test.ts). */
+/** A node that has installed every listener exactly as its intent says (the endpoint table's part: test/daemon-ready.it.test.ts). */
 const installedAsIntent = (_publisher: Uint8Array, l: ListenerIntentWire) => ({
   installed_protocols: l.protocols,
   installed_P: l.P ?? 0,

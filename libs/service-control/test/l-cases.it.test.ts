@@ -1,6 +1,6 @@
 // The seed's acceptance items L01–L07 (seed 003 §4.5 table; digest §8.1) as named tests of the socket data plane.
 // Each case says what it is: COMPONENT TEST = one process, loopback, real kernel sockets, the real PermitEngine and a
-// fake boot clock; the real E2E evidence across network namespaces is apps/nsd/test/e2e-netns.test.ts, and what a
+// fake boot clock; the real E2E evidence across network namespaces is apps/nsd/test/netns.e2e.test.ts, and what a
 // socket data plane cannot reach (TUN, fragments, ICMP, inject_*) is a design check in ACCEPTANCE.md. The reclaim
 // time (L03 "≤ 1 s") is measured by bench/dataplane.bench.ts, never asserted here.
 import { createSocket } from 'node:dgram';

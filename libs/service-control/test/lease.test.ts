@@ -187,7 +187,7 @@ describe('B: listener.ready', () => {
       'digest-conflict',
     );
     // (the old-session refusal `stale-session` is the envelope's session fence: test/fence-epoch.test.ts M6-14, and
-    // on PostgreSQL in test/lease-pg.test.ts)
+    // on PostgreSQL in test/lease-pg.it.test.ts)
   });
 
   it('a withdrawn service keeps its seq rules only in the session of its last grant; in any other session or epoch every ready/refresh is stale-listener (decision 0196)', () => {

@@ -1,6 +1,6 @@
 // The retained snapshot revision floor (decision 0191), pure: which revisions B still answers for, that a revision
 // once below the floor never comes back (so pruning its rows can never change an answer), and where the floor's
-// refusal sits in the ACK, ready and acquire decisions. The PostgreSQL twin test is test/revision-prune-pg.test.ts.
+// refusal sits in the ACK, ready and acquire decisions. The PostgreSQL twin test is test/revision-prune.it.test.ts.
 import { Either } from 'effect';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';

@@ -254,7 +254,7 @@ describe('snapshot.ack', () => {
     ]);
   });
 
-  // "an ACK never creates a lease" is observed on B's PostgreSQL store (authority-pg.test.ts M6-23 M6-26: no
+  // "an ACK never creates a lease" is observed on B's PostgreSQL store (authority.it.test.ts M6-23 M6-26: no
   // lease_grant row appears); recordAck's own result is the ACK list only.
   it('M6-26 B records ACKs per session; identical repeats are idempotent', () => {
     const produced = new Map([[5n, sha('5')]]);

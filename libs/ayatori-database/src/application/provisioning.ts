@@ -73,7 +73,7 @@ export class Entropy extends Context.Tag('@homelab/ayatori-database/Entropy')<
   Entropy,
   { readonly bytes: Effect.Effect<Uint8Array> }
 >() {}
-export const CryptoEntropyLayer = Layer.succeed(Entropy, {
+export const CryptoEntropyLive = Layer.succeed(Entropy, {
   bytes: Effect.sync(() => new Uint8Array(randomBytes(32))),
 });
 

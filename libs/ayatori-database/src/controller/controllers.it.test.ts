@@ -23,11 +23,11 @@ import { InstanceReason, SetupMessage, TenantReason } from '../domain/vocabulary
 import { httpCall } from '../../test/http.js';
 import {
   apiVersion,
-  KubernetesAdminSecretsLayer,
-  KubernetesBindingResourcesLayer,
-  KubernetesInstanceResourcesLayer,
+  KubernetesAdminSecretsLive,
+  KubernetesBindingResourcesLive,
+  KubernetesInstanceResourcesLive,
 } from '../adapter/kubernetes/resources.js';
-import { PostgresInstanceObserverLayer } from '../adapter/postgresql/observer.js';
+import { PostgresInstanceObserverLive } from '../adapter/postgresql/observer.js';
 import { databases, installCrds, instances, tenants } from '../../test/kube-fixture.js';
 import { startDatabaseControllers } from './controllers.js';
 
@@ -143,9 +143,9 @@ beforeAll(async () => {
     { onAnswer: (a) => void received.push(a) },
   );
   const services = Layer.mergeAll(
-    KubernetesBindingResourcesLayer,
-    KubernetesInstanceResourcesLayer,
-    PostgresInstanceObserverLayer().pipe(Layer.provide(KubernetesAdminSecretsLayer(ns.name))),
+    KubernetesBindingResourcesLive,
+    KubernetesInstanceResourcesLive,
+    PostgresInstanceObserverLive().pipe(Layer.provide(KubernetesAdminSecretsLive(ns.name))),
     ControllerMetricsLive(),
     kube,
   ).pipe(Layer.provideMerge(kube));
@@ -415,9 +415,9 @@ describe('setup (AY-53)', () => {
     try {
       const kube = layerFromToken(testbed().kube);
       const services = Layer.mergeAll(
-        KubernetesBindingResourcesLayer,
-        KubernetesInstanceResourcesLayer,
-        PostgresInstanceObserverLayer().pipe(Layer.provide(KubernetesAdminSecretsLayer('unused'))),
+        KubernetesBindingResourcesLive,
+        KubernetesInstanceResourcesLive,
+        PostgresInstanceObserverLive().pipe(Layer.provide(KubernetesAdminSecretsLive('unused'))),
         ControllerMetricsLive(),
         kube,
       ).pipe(Layer.provideMerge(kube));

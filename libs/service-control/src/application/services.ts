@@ -15,7 +15,7 @@ export class ControlClock extends Context.Tag('@homelab/service-control/ControlC
   ControlClock,
   { readonly now: () => number }
 >() {}
-export const SystemControlClock = Layer.succeed(ControlClock, { now: () => Date.now() });
+export const SystemControlClockLive = Layer.succeed(ControlClock, { now: () => Date.now() });
 
 /** B's store port (the PostgreSQL adapter in nsd). */
 export class AuthorityStoreService extends Context.Tag('@homelab/service-control/AuthorityStore')<
@@ -31,7 +31,7 @@ export class DaemonStoreService extends Context.Tag('@homelab/service-control/Da
 const storageFailure = (e: unknown): ServiceControlError => e as ServiceControlError;
 
 /** An AuthorityStore opened in the scope: migrated on acquire, its pool closed on release. */
-export const authorityStoreLayer = (
+export const AuthorityStoreServiceLive = (
   open: () => AuthorityStore,
 ): Layer.Layer<AuthorityStoreService, ServiceControlError> =>
   Layer.scoped(
@@ -55,7 +55,7 @@ export const authorityStoreLayer = (
   );
 
 /** A DaemonStore opened in the scope, closed on release. */
-export const daemonStoreLayer = (open: () => DaemonStore): Layer.Layer<DaemonStoreService, ServiceControlError> =>
+export const DaemonStoreServiceLive = (open: () => DaemonStore): Layer.Layer<DaemonStoreService, ServiceControlError> =>
   Layer.scoped(
     DaemonStoreService,
     Effect.acquireRelease(Effect.try({ try: open, catch: storageFailure }), (store) =>
@@ -86,7 +86,7 @@ export interface AuthorityOptions extends Pick<
  * Startup order of B: take over the epoch (committed), add the configured members, build the Authority, produce
  * snapshots for outbox rows left by a crash. Release: close the streams, wait for queued snapshot production.
  */
-export const authorityLayer = (
+export const AuthorityServiceLive = (
   options: AuthorityOptions = {},
 ): Layer.Layer<AuthorityService, ServiceControlError, AuthorityStoreService | ControlClock> =>
   Layer.scoped(
@@ -122,7 +122,9 @@ export const authorityLayer = (
 /** A, running: the §3.4 flow started in the scope; release aborts it and waits until it has stopped. */
 export class DaemonService extends Context.Tag('@homelab/service-control/Daemon')<DaemonService, Daemon>() {}
 
-export const daemonLayer = (deps: Omit<DaemonDeps, 'store'>): Layer.Layer<DaemonService, never, DaemonStoreService> =>
+export const DaemonServiceLive = (
+  deps: Omit<DaemonDeps, 'store'>,
+): Layer.Layer<DaemonService, never, DaemonStoreService> =>
   Layer.scoped(
     DaemonService,
     Effect.gen(function* () {

@@ -210,7 +210,7 @@ export const makeEventRecorder = (kube: KubeClientService): EventRecorder['Type'
 });
 
 /** The provisioning resources and the Event recorder, both over the same client. */
-export const KubernetesProvisioningResourcesLayer = Layer.mergeAll(
+export const KubernetesProvisioningResourcesLive = Layer.mergeAll(
   Layer.effect(ProvisioningResources, Effect.map(KubeClient, makeProvisioningResources)),
   Layer.effect(EventRecorder, Effect.map(KubeClient, makeEventRecorder)),
 );

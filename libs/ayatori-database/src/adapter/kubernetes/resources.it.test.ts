@@ -14,13 +14,13 @@ import { reconcileInstance } from '../../application/instance.js';
 import { BindingResources, InstanceObserver, InstanceResources, KubernetesError } from '../../application/ports.js';
 import { quoteIdentifier } from '../../domain/provisioning-sql.js';
 import { Finalizers, InstanceMessage, InstanceReason, TenantMessage, TenantReason } from '../../domain/vocabulary.js';
-import { PostgresInstanceObserverLayer } from '../postgresql/observer.js';
+import { PostgresInstanceObserverLive } from '../postgresql/observer.js';
 import { databases, installCrds, instances, tenants, uniqueName } from '../../../test/kube-fixture.js';
 import {
   apiVersion,
-  KubernetesAdminSecretsLayer,
-  KubernetesBindingResourcesLayer,
-  KubernetesInstanceResourcesLayer,
+  KubernetesAdminSecretsLive,
+  KubernetesBindingResourcesLive,
+  KubernetesInstanceResourcesLive,
 } from './resources.js';
 
 const ns = useNamespace('ayatori-adapter');
@@ -57,11 +57,11 @@ const sqlRows = async (text: string): Promise<Array<Record<string, unknown>>> =>
   (await adminQuery(text)).rows as Array<Record<string, unknown>>;
 
 const kubeLayer = () => layerFromToken(testbed().kube);
-const bindingLayer = () => KubernetesBindingResourcesLayer.pipe(Layer.provide(kubeLayer()));
+const bindingLayer = () => KubernetesBindingResourcesLive.pipe(Layer.provide(kubeLayer()));
 const instanceLayer = () =>
   Layer.mergeAll(
-    KubernetesInstanceResourcesLayer,
-    PostgresInstanceObserverLayer().pipe(Layer.provide(KubernetesAdminSecretsLayer(ns.name))),
+    KubernetesInstanceResourcesLive,
+    PostgresInstanceObserverLive().pipe(Layer.provide(KubernetesAdminSecretsLive(ns.name))),
   ).pipe(Layer.provide(kubeLayer()));
 
 const bind = (namespace: string, name: string, layer = bindingLayer()) =>
@@ -279,11 +279,11 @@ describe('Instance reconciliation (real API server + real PostgreSQL + real Secr
           references: () => Effect.fail(new KubernetesError({ code: 'Unavailable', message: 'injected: list failed' })),
         };
       }),
-    ).pipe(Layer.provide(KubernetesInstanceResourcesLayer), Layer.provide(kubeLayer()));
+    ).pipe(Layer.provide(KubernetesInstanceResourcesLive), Layer.provide(kubeLayer()));
     const layer = Layer.mergeAll(
       failingList,
-      PostgresInstanceObserverLayer().pipe(
-        Layer.provide(KubernetesAdminSecretsLayer(ns.name)),
+      PostgresInstanceObserverLive().pipe(
+        Layer.provide(KubernetesAdminSecretsLive(ns.name)),
         Layer.provide(kubeLayer()),
       ),
     );
@@ -326,10 +326,10 @@ describe('Instance reconciliation (real API server + real PostgreSQL + real Secr
         };
       }),
     ).pipe(
-      Layer.provide(PostgresInstanceObserverLayer().pipe(Layer.provide(KubernetesAdminSecretsLayer(ns.name)))),
+      Layer.provide(PostgresInstanceObserverLive().pipe(Layer.provide(KubernetesAdminSecretsLive(ns.name)))),
       Layer.provide(kubeLayer()),
     );
-    const layer = Layer.mergeAll(KubernetesInstanceResourcesLayer.pipe(Layer.provide(kubeLayer())), racing);
+    const layer = Layer.mergeAll(KubernetesInstanceResourcesLive.pipe(Layer.provide(kubeLayer())), racing);
     const r = await observeInstance(name, layer);
     expect(Either.isLeft(r) && r.left instanceof KubernetesError && r.left.code).toBe('Conflict');
     const after = await must(`${instances}/${name}`);

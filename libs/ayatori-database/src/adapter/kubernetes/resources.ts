@@ -421,15 +421,15 @@ export const makeAdminSecrets = (kube: KubeClientService, namespace: string): Ad
 
 // ---- layers --------------------------------------------------------------------------------------------------
 
-export const KubernetesBindingResourcesLayer = Layer.effect(
+export const KubernetesBindingResourcesLive = Layer.effect(
   BindingResources,
   Effect.map(KubeClient, makeBindingResources),
 );
-export const KubernetesInstanceResourcesLayer = Layer.effect(
+export const KubernetesInstanceResourcesLive = Layer.effect(
   InstanceResources,
   Effect.map(KubeClient, makeInstanceResources),
 );
-export const KubernetesAdminSecretsLayer = (namespace: string) =>
+export const KubernetesAdminSecretsLive = (namespace: string) =>
   Layer.effect(
     AdminSecrets,
     Effect.map(KubeClient, (kube) => makeAdminSecrets(kube, namespace)),

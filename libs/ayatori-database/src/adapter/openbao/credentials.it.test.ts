@@ -15,7 +15,7 @@ import {
   controllerPolicy,
   makeCredentialScope,
 } from '../../domain/credential-location.js';
-import { makeOpenBaoCredentials, type OpenBaoCredentials, OpenBaoCredentialStoreLayer } from './credentials.js';
+import { makeOpenBaoCredentials, type OpenBaoCredentials, OpenBaoCredentialStoreLive } from './credentials.js';
 
 const kv = useKvPath('ayatori-adapter');
 const suffix = randomBytes(4).toString('hex');
@@ -239,7 +239,7 @@ describe('on the real OpenBao dev server', () => {
     ] as const) {
       const r = await Effect.runPromise(
         Effect.either(
-          Effect.provide(Effect.void, OpenBaoCredentialStoreLayer({ address: kv.addr, token, mount, basePath })),
+          Effect.provide(Effect.void, OpenBaoCredentialStoreLive({ address: kv.addr, token, mount, basePath })),
         ),
       );
       expect(Either.isLeft(r) && r.left.code).toBe('InvalidLocation');

@@ -117,7 +117,7 @@ export const makeOpenBaoCredentials = (config: OpenBaoConfig): Either.Either<Ope
   });
 
 /** `CredentialStore` as a Layer; a bad scope fails the layer with `InvalidLocation`. */
-export const OpenBaoCredentialStoreLayer = (config: OpenBaoConfig): Layer.Layer<CredentialStore, CredentialError> =>
+export const OpenBaoCredentialStoreLive = (config: OpenBaoConfig): Layer.Layer<CredentialStore, CredentialError> =>
   Layer.effect(
     CredentialStore,
     Effect.map(

@@ -17,7 +17,7 @@ import {
   type TLSMode,
 } from '../../domain/instance.js';
 import { quoteIdentifier } from '../../domain/provisioning-sql.js';
-import { makePostgresObserver, PostgresInstanceObserverLayer, type PostgresObserver } from './observer.js';
+import { makePostgresObserver, PostgresInstanceObserverLive, type PostgresObserver } from './observer.js';
 
 const db = useDatabase('ay_pgadapter');
 const suffix = randomBytes(4).toString('hex');
@@ -451,7 +451,7 @@ describe('pools (AY-45/46/47, AY-44)', () => {
 
   it('AY-50/AY-82: forget releases one Instance; closing the layer scope releases every pool and later observations fail', async () => {
     const scope = Effect.runSync(Scope.make());
-    const layer = PostgresInstanceObserverLayer({ rootCert: serverCert }).pipe(
+    const layer = PostgresInstanceObserverLive({ rootCert: serverCert }).pipe(
       Layer.provide(Layer.succeed(AdminSecrets, { read: secrets.read })),
     );
     const ctx = await Effect.runPromise(Layer.buildWithScope(layer, scope));

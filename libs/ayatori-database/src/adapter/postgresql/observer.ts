@@ -182,7 +182,7 @@ export const makePostgresObserver = (
  * `InstanceObserver` over `pg`, scoped: closing the scope (manager shutdown, after the workers stopped) releases
  * every pool.
  */
-export const PostgresInstanceObserverLayer = (
+export const PostgresInstanceObserverLive = (
   options: ConnectorOptions = {},
 ): Layer.Layer<InstanceObserver, never, AdminSecrets> =>
   Layer.scoped(

@@ -342,7 +342,7 @@ export const makePostgresProvisioner = (
   });
 
 /** `DatabaseServer` over `pg`, scoped: closing the scope ends every manager pool. */
-export const PostgresDatabaseServerLayer = (
+export const PostgresDatabaseServerLive = (
   options: ConnectorOptions = {},
 ): Layer.Layer<DatabaseServer, never, AdminSecrets> =>
   Layer.scoped(

@@ -47,7 +47,7 @@ export const IdentityModuleLive = (
  * The control plane's existing `Auditor`/`AuditLog` (application/control-plane/services.ts) over the audit stream, so
  * the router's records land in the database. A record that cannot be written is logged, never fails the request.
  */
-export const AuditorFromAudits: Layer.Layer<Auditor | AuditLog, never, Audits> = Layer.effectContext(
+export const AuditorFromAuditsLive: Layer.Layer<Auditor | AuditLog, never, Audits> = Layer.effectContext(
   Effect.gen(function* () {
     const audits = yield* Audits;
     const record = (entry: Omit<AuditRecord, 'at'>) =>

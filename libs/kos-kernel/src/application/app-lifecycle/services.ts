@@ -8,7 +8,7 @@ export class CapabilitySource extends Context.Tag('@homelab/kos-kernel/Capabilit
   { readonly available: Effect.Effect<ReadonlyArray<string>> }
 >() {}
 
-export const EmptyCapabilitySource = Layer.succeed(CapabilitySource, { available: Effect.succeed([]) });
+export const EmptyCapabilitySourceLive = Layer.succeed(CapabilitySource, { available: Effect.succeed([]) });
 
 export interface AppLifecycleSettings {
   /** Where action records and app-orphan manifests are written (default `kos-system`). */
@@ -20,11 +20,11 @@ export class AppLifecycleConfig extends Context.Tag('@homelab/kos-kernel/AppLife
   AppLifecycleSettings
 >() {}
 
-export const appLifecycleConfig = (settings: Partial<AppLifecycleSettings> = {}) =>
+export const AppLifecycleConfigLive = (settings: Partial<AppLifecycleSettings> = {}) =>
   Layer.succeed(AppLifecycleConfig, { systemNamespace: 'kos-system', ...settings });
 
 /** Capabilities and settings with their defaults (empty source, `kos-system`). */
-export const AppLifecycleDefaults = Layer.merge(EmptyCapabilitySource, appLifecycleConfig());
+export const AppLifecycleDefaultsLive = Layer.merge(EmptyCapabilitySourceLive, AppLifecycleConfigLive());
 
 /**
  * Workers of the Application controller (its workqueue's MaxConcurrentReconciles; decision 0245). The queue still

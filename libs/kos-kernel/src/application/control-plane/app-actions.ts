@@ -14,7 +14,7 @@ import { mergeResources, type ResourceSpec, resourceProblems } from '../../domai
 import { admit, fieldManagerOf } from '../../domain/write-path.js';
 import { writeActionRecord } from '../app-lifecycle/records.js';
 import { declaredIrreversible, specDigestOf, type UpgradeStatus } from '../../domain/upgrade/index.js';
-import { AppLifecycleConfig, appLifecycleConfig } from '../app-lifecycle/services.js';
+import { AppLifecycleConfig, AppLifecycleConfigLive } from '../app-lifecycle/services.js';
 import { type ApiError, apiError, fromKube } from './errors.js';
 import { refOf } from './resources.js';
 import { ownerForWrite, visibleTo } from './access.js';
@@ -68,7 +68,7 @@ export const applicationAction = (
       const record = yield* writeActionRecord(app, action, principal.actor, request.reason).pipe(
         Option.isSome(config)
           ? Effect.provideService(AppLifecycleConfig, config.value)
-          : Effect.provide(appLifecycleConfig()),
+          : Effect.provide(AppLifecycleConfigLive()),
         Effect.mapError((e) =>
           e._tag === 'WriteRejected'
             ? apiError('forbidden', 'admit', e.message, { object: o })
@@ -191,7 +191,7 @@ const confirmAction = (app: KubeObject, request: ActionRequest, principal: Princ
     }).pipe(
       Option.isSome(config)
         ? Effect.provideService(AppLifecycleConfig, config.value)
-        : Effect.provide(appLifecycleConfig()),
+        : Effect.provide(AppLifecycleConfigLive()),
       Effect.mapError((e) =>
         e._tag === 'WriteRejected'
           ? apiError('forbidden', 'admit', e.message, { object: refOf(app) })

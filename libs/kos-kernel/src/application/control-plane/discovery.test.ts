@@ -3,12 +3,12 @@
 import { Effect, Layer, TestClock } from 'effect';
 import { describe, expect, it } from '@effect/vitest';
 import { listDiscovered } from './discovery.js';
-import { controlPlaneConfig, DiscoveryIndex, DiscoveryIndexLive, LoopbackOwnerAuthorizer } from './services.js';
+import { ControlPlaneConfigLive, DiscoveryIndex, DiscoveryIndexLive, LoopbackOwnerAuthorizerLive } from './services.js';
 
 const layer = Layer.mergeAll(
   DiscoveryIndexLive,
-  controlPlaneConfig({ continueKey: new Uint8Array(32) }),
-  LoopbackOwnerAuthorizer,
+  ControlPlaneConfigLive({ continueKey: new Uint8Array(32) }),
+  LoopbackOwnerAuthorizerLive,
 );
 const web = { apiVersion: 'apps/v1', kind: 'Deployment', namespace: 'n', name: 'web' };
 

@@ -41,7 +41,7 @@ export class Authorizer extends Context.Tag('@homelab/kos-kernel/Authorizer')<
  * Without an identity module there are no sessions: every caller is the single local Owner. Only safe when the
  * server is reachable from loopback alone — apps/controller binds 127.0.0.1 in that case and says so (decision 0093).
  */
-export const LoopbackOwnerAuthorizer = Layer.succeed(Authorizer, {
+export const LoopbackOwnerAuthorizerLive = Layer.succeed(Authorizer, {
   authorize: () => Effect.succeed<Principal>({ subject: 'owner', actor: 'local-owner', role: 'Owner' }),
 });
 
@@ -97,7 +97,9 @@ export class ControlPlaneConfig extends Context.Tag('@homelab/kos-kernel/Control
   ControlPlaneSettings
 >() {}
 
-export const controlPlaneConfig = (settings: Partial<ControlPlaneSettings> & { readonly continueKey: Uint8Array }) =>
+export const ControlPlaneConfigLive = (
+  settings: Partial<ControlPlaneSettings> & { readonly continueKey: Uint8Array },
+) =>
   Layer.succeed(ControlPlaneConfig, {
     staleThresholdMs: STALE_THRESHOLD_MS,
     defaultPageSize: 100,

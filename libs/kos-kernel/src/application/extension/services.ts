@@ -44,7 +44,7 @@ export class InstallerConfig extends Context.Tag('@homelab/kos-kernel/InstallerC
   InstallerSettings
 >() {}
 
-export const installerConfig = (settings: InstallerSettings = {}) => Layer.succeed(InstallerConfig, settings);
+export const InstallerConfigLive = (settings: InstallerSettings = {}) => Layer.succeed(InstallerConfig, settings);
 
 /** Verified packages by sha256 (the bytes behind a digest never change), so re-observation does not re-download. */
 export class PackageCache extends Context.Tag('@homelab/kos-kernel/PackageCache')<
@@ -55,4 +55,4 @@ export class PackageCache extends Context.Tag('@homelab/kos-kernel/PackageCache'
 export const PackageCacheLive = Layer.effect(PackageCache, Ref.make<ReadonlyMap<string, PackageFacts>>(new Map()));
 
 /** The registry, the package cache and the default settings. */
-export const ExtensionDefaults = Layer.mergeAll(ExtensionRegistryLive, PackageCacheLive, installerConfig());
+export const ExtensionDefaultsLive = Layer.mergeAll(ExtensionRegistryLive, PackageCacheLive, InstallerConfigLive());

@@ -15,7 +15,7 @@ const ownerOf = (object: { readonly [field: string]: unknown }): unknown =>
     ? (object['spec'] as { owner?: unknown }).owner
     : undefined;
 
-export const OwnedObjectsFromCluster: Layer.Layer<OwnedObjects, never, KubeClient> = Layer.effect(
+export const OwnedObjectsFromClusterLive: Layer.Layer<OwnedObjects, never, KubeClient> = Layer.effect(
   OwnedObjects,
   Effect.map(KubeClient, (client) =>
     OwnedObjects.of({

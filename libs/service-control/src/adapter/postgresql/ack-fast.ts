@@ -4,7 +4,7 @@
 // fence rows, `checkFences`, `checkRetained`, `recordAck`) accepts, takes the same row locks in the same order, and
 // inserts the ACK. Anything else returns 'slow' having written nothing, and the general path answers (with its precise
 // error code). So the function never refuses and never needs to agree with the domain on an error: it only has to
-// accept nothing the domain would refuse — `test/ack-fast-pg.test.ts` sends one sequence to a store with and one
+// accept nothing the domain would refuse — `test/ack-fast.it.test.ts` sends one sequence to a store with and one
 // without it and requires equal answers and equal rows.
 import type { FastAckInput as FastAck } from '../../application/authority-store.js';
 import { RETAINED_REVISION_WINDOW } from '../../domain/snapshot.js';

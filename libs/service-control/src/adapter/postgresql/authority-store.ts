@@ -332,17 +332,17 @@ export interface PgAuthorityStoreOptions extends pg.PoolConfig {
   readonly pruneLeaseRows?: boolean;
   /**
    * Pruning of history, ACK and stamp rows below the retained revision floor (decision 0191); `false` only for the
-   * unpruned twin of `test/revision-prune-pg.test.ts`. The floor rule itself applies either way.
+   * unpruned twin of `test/revision-prune.it.test.ts`. The floor rule itself applies either way.
    */
   readonly pruneRevisionRows?: boolean;
   /**
-   * The one-round-trip snapshot.ack (decision 0198); `false` only for the twin of `test/ack-fast-pg.test.ts`, which
+   * The one-round-trip snapshot.ack (decision 0198); `false` only for the twin of `test/ack-fast.it.test.ts`, which
    * answers every ACK through the general path.
    */
   readonly fastAck?: boolean;
   /**
    * Group commit (decision 0330): transactions of different scopes in flight together commit as one. `false` only
-   * for the unbatched twin of `test/group-commit-pg.test.ts`; default 4 groups in flight of at most 32 members.
+   * for the unbatched twin of `test/group-commit.it.test.ts`; default 4 groups in flight of at most 32 members.
    */
   readonly groupCommit?: false | { readonly maxInFlight?: number; readonly maxMembers?: number };
   /** Injected fault: after member `index` of a committed group got its result (crash-point tests). */

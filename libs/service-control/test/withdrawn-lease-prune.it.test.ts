@@ -109,7 +109,7 @@ const services = async (s: Side): Promise<readonly StoredService[]> => {
 /**
  * P is the port table's job: set directly for the newly declared services (logical name per declaration_key), the
  * report's own offers dropped (a service without an allocation record keeps the P check only, as in
- * lease-prune-pg.test.ts); C may use each of them; their listener intents are remembered under the logical name.
+ * lease-prune.it.test.ts); C may use each of them; their listener intents are remembered under the logical name.
  */
 const declared = (names: Readonly<Record<string, string>>) => async (s: Side) => {
   for (const svc of await services(s)) {

@@ -1,7 +1,7 @@
 // M6-57 through a real ns-daemon process: the loopback DNS listener (NS_DNS_PORT=0 → ephemeral) answers the local
 // names the owner binds over `POST /v1/owner/names`, queried with node:dgram / node:net. No NSD runs (its URL is a
 // closed port), so no permit exists: every positive TTL must be 0 = min(60 s, permit remaining 0). TTL bounds with a
-// live permit are covered on the adapter (libs/service-control test/dns-server.test.ts).
+// live permit are covered on the adapter (libs/service-control test/dns-server.it.test.ts).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createSocket } from 'node:dgram';
 import { mkdtempSync, rmSync } from 'node:fs';

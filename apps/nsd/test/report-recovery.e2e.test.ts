@@ -1,4 +1,4 @@
-// M6-20 between real processes, the case the lost-state test of e2e.test.ts does not reach: A lost its report row and
+// M6-20 between real processes, the case the lost-state test of pair.e2e.test.ts does not reach: A lost its report row and
 // its declarations CHANGED meanwhile. report.head gives B's accepted revision R with another digest, so A persists
 // R+1 with the new content before sending it, and B accepts R+1 (never R again with other content). Evidence: A's
 // SQLite report record, B's report row and service rows, both logs.

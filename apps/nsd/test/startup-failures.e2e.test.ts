@@ -1,6 +1,6 @@
 // Decision 0288: nsd's start-up failures through the real process — each its own exit code, one line on stderr, no
 // stack trace, and `--help` lists the codes. The key file comes first (exit 4: unreadable, not writable, not a key);
-// the database settings are startup-database.it.test.ts (they need PostgreSQL).
+// the database settings are startup-database.e2e.test.ts (they need PostgreSQL).
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -3,7 +3,7 @@
 // (ns-daemon `NS_FAULT=<point>` after a durable write and before the request; nsd `NSD_FAULT=<kind>` after the commit
 // and before the reply). Evidence: B's rows (`runtime_binding`, `session_mark`), the daemons' /healthz and both JSON
 // logs, and signed requests of a test client holding A's key (the wire an ns-daemon speaks) for the stale-seq checks.
-// The lost-state row (runtime.floor → recovery bind) is `M6-11 M6-20 M6-61 lost daemon state …` in e2e.test.ts.
+// The lost-state row (runtime.floor → recovery bind) is `M6-11 M6-20 M6-61 lost daemon state …` in pair.e2e.test.ts.
 import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -89,7 +89,7 @@ describe('M6-61 restarted daemons restore no Active from disk', () => {
     await kill(b.p);
     const b2 = await daemonOf(con, 'consumer', nsd, true);
     // observed at the new process's start: no open permit, no live flow in its engine. That the OLD flow did not
-    // survive is observed on real sockets in e2e-restart-dataplane.test.ts (client connection ended, the publisher's
+    // survive is observed on real sockets in restart-dataplane.e2e.test.ts (client connection ended, the publisher's
     // backend connection closed and its flow retired); the simulated flow here cannot show it
     expect(b2.p.lines.find(ev('startup'))).toMatchObject({ gates: 'closed', permits: 0, live_flows: 0 });
     await until(

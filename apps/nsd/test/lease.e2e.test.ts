@@ -109,7 +109,7 @@ describe('nsd ready and leases (real process, PostgreSQL)', () => {
     const svcRow = await until(async () => (await sql(`SELECT * FROM service_control.service`))[0]);
     await sql(`UPDATE service_control.service SET port = 40000`);
     // P is set directly here, so nsd's own offer for the report is dropped (decision 0150): without an allocation
-    // record the ready check compares P only (the proposal path runs in e2e-port.test.ts)
+    // record the ready check compares P only (the proposal path runs in port.e2e.test.ts)
     await sql(`DELETE FROM service_control.port_allocation`);
     await sql(`DELETE FROM service_control.port_entry`);
     const svc = {

@@ -175,7 +175,7 @@ beforeAll(async () => {
       'report.accepted',
     );
     await s.authority.idle();
-    // P is the port table's job: set directly and the report's own offer dropped (as in lease-prune-pg.test.ts);
+    // P is the port table's job: set directly and the report's own offer dropped (as in lease-prune.it.test.ts);
     // the producer's own snapshots are dropped too, this test writes every revision itself
     await s.sql(`UPDATE service_control.service SET port = 40000 WHERE publisher = $1`, [Buffer.from(P)]);
     await s.sql(`DELETE FROM service_control.port_allocation`);

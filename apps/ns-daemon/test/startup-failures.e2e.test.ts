@@ -1,5 +1,5 @@
 // Decision 0288: ns-daemon's start-up failures through the real process — each its own exit code, one line on stderr,
-// no stack trace; `--help` lists the codes. Exit 3: another daemon holds the state file (state-lock.test.ts);
+// no stack trace; `--help` lists the codes. Exit 3: another daemon holds the state file (state-lock.e2e.test.ts);
 // exit 4: the key file cannot be created, read or parsed.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';

@@ -167,7 +167,7 @@ beforeAll(async () => {
     ok(await reply(s, p, msg(p, 'report.replace', replaceBody(p, 1n, [decl('web', 'Web')]))));
     await s.authority.idle();
     // P is the port table's job: set directly, the report's own offer dropped (a service without an allocation
-    // record keeps the P check only, as in lease-pg.test.ts)
+    // record keeps the P check only, as in lease-pg.it.test.ts)
     await sql(s, `UPDATE service_control.service SET port = 40000 WHERE publisher = $1`, [Buffer.from(P)]);
     await sql(s, `DELETE FROM service_control.port_allocation`);
     await sql(s, `DELETE FROM service_control.port_entry`);
