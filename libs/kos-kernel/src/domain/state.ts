@@ -2,17 +2,11 @@
 // Failures are expressed by each object's own failure conditions (Drifted, IrreversibleUpgrade, …), never folded
 // into Reconciled. Time is a parameter: nothing here reads a clock.
 
-export type ConditionStatus = 'True' | 'False' | 'Unknown';
+import { type Condition, rfc3339Seconds, setCondition as setKubeCondition } from '@homelab/kube/conditions';
 
-/** metav1.Condition as stored in `status.conditions`. */
-export interface Condition {
-  readonly type: string;
-  readonly status: ConditionStatus;
-  readonly reason: string;
-  readonly message: string;
-  readonly lastTransitionTime: string;
-  readonly observedGeneration?: number;
-}
+// metav1.Condition and its rules live in @homelab/kube (issue 18 item 3); KOS adds the Reconciled/health axes.
+export type { Condition } from '@homelab/kube/conditions';
+export type ConditionStatus = Condition['status'];
 
 export const RECONCILED = 'Reconciled';
 
@@ -53,33 +47,16 @@ export const reconciledFrom = (c: ReconcileConclusion): Reconciled => {
 };
 
 /**
- * Set one condition: same status ⇒ lastTransitionTime kept; nothing different ⇒ `changed: false` and the very
- * same array back (so the caller writes nothing).
+ * Set one condition by the metav1 rules of `@homelab/kube` (same status ⇒ lastTransitionTime kept; nothing different
+ * ⇒ the very same array back), told as `changed` so the caller writes nothing when it is false.
  */
 export const setCondition = (
   conditions: ReadonlyArray<Condition> | undefined,
   next: Omit<Condition, 'lastTransitionTime'>,
   now: Date,
 ): { readonly conditions: ReadonlyArray<Condition>; readonly changed: boolean } => {
-  const list = conditions ?? [];
-  const i = list.findIndex((c) => c.type === next.type);
-  const previous = i === -1 ? undefined : list[i];
-  const lastTransitionTime =
-    previous !== undefined && previous.status === next.status
-      ? previous.lastTransitionTime
-      : now.toISOString().replace(/\.\d{3}Z$/, 'Z');
-  const condition: Condition = { ...next, lastTransitionTime };
-  if (
-    previous !== undefined &&
-    previous.status === condition.status &&
-    previous.reason === condition.reason &&
-    previous.message === condition.message &&
-    previous.observedGeneration === condition.observedGeneration
-  ) {
-    return { conditions: list, changed: false };
-  }
-  const updated = i === -1 ? [...list, condition] : list.map((c, j) => (j === i ? condition : c));
-  return { conditions: updated, changed: true };
+  const updated = setKubeCondition(conditions, next, rfc3339Seconds(now));
+  return { conditions: updated, changed: updated !== conditions };
 };
 
 /** Write the Reconciled axis into a condition list (see setCondition for the no-change rule). */
