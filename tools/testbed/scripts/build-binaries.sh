@@ -45,15 +45,21 @@ run_logged() { # name, then command; prints the log tail on failure
   echo "testbed: built $name in $((SECONDS-start))s" >&2
 }
 
-build_etcd() {
-  local out="$CACHE_ROOT/etcd-$ETCD_VERSION/etcd"
-  [ -x "$out" ] && { echo "testbed: etcd $ETCD_VERSION cached at $out" >&2; return 0; }
-  mkdir -p "$work/etcd" && cd "$work/etcd"
-  go mod init local.invalid/etcdbuild
-  go get -tool "go.etcd.io/etcd/server/v3@$ETCD_VERSION"
+# A Go command whose module builds as published, without a wrapper: `go get -tool` it into a throw-away module and
+# build one binary. Arguments: name, version, the command's package, the cached path, extra ldflags.
+build_go_module() {
+  local name="$1" version="$2" pkg="$3" out="$4" ldflags="${5:-}"
+  [ -x "$out" ] && { echo "testbed: $name $version cached at $out" >&2; return 0; }
+  mkdir -p "$work/$name" && cd "$work/$name"
+  go mod init "local.invalid/${name}build"
+  go get -tool "$pkg@$version"
   mkdir -p "$(dirname "$out")"
-  go build -trimpath -ldflags='-s -w' -o "$out.tmp" go.etcd.io/etcd/server/v3
+  go build -trimpath -ldflags="-s -w $ldflags" -o "$out.tmp" "$pkg"
   mv "$out.tmp" "$out"
+}
+
+build_etcd() {
+  build_go_module etcd "$ETCD_VERSION" go.etcd.io/etcd/server/v3 "$CACHE_ROOT/etcd-$ETCD_VERSION/etcd"
 }
 
 # A k8s.io/kubernetes command (kube-apiserver, kube-controller-manager) from a wrapper module that requires
@@ -101,28 +107,16 @@ build_bao() {
   mv "$out.tmp" "$out"
 }
 
-# kustomize (renders deploy/, decision 0283): the CLI module, no wrapper needed.
+# kustomize (renders deploy/, decision 0283).
 build_kustomize() {
-  local out="$CACHE_ROOT/kustomize-$KUSTOMIZE_VERSION/kustomize"
-  [ -x "$out" ] && { echo "testbed: kustomize $KUSTOMIZE_VERSION cached at $out" >&2; return 0; }
-  mkdir -p "$work/kustomize" && cd "$work/kustomize"
-  go mod init local.invalid/kustomizebuild
-  go get -tool "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION"
-  mkdir -p "$(dirname "$out")"
-  go build -trimpath -ldflags="-s -w -X sigs.k8s.io/kustomize/api/provenance.version=$KUSTOMIZE_VERSION" -o "$out.tmp" sigs.k8s.io/kustomize/kustomize/v5
-  mv "$out.tmp" "$out"
+  build_go_module kustomize "$KUSTOMIZE_VERSION" sigs.k8s.io/kustomize/kustomize/v5 \
+    "$CACHE_ROOT/kustomize-$KUSTOMIZE_VERSION/kustomize" "-X sigs.k8s.io/kustomize/api/provenance.version=$KUSTOMIZE_VERSION"
 }
 
-# actionlint (checks .github/workflows in `npm test`, decision 0285): a small pure-Go CLI module, no wrapper needed.
+# actionlint (checks .github/workflows in `npm test`, decision 0285).
 build_actionlint() {
-  local out="$CACHE_ROOT/actionlint-$ACTIONLINT_VERSION/actionlint"
-  [ -x "$out" ] && { echo "testbed: actionlint $ACTIONLINT_VERSION cached at $out" >&2; return 0; }
-  mkdir -p "$work/actionlint" && cd "$work/actionlint"
-  go mod init local.invalid/actionlintbuild
-  go get -tool "github.com/rhysd/actionlint/cmd/actionlint@$ACTIONLINT_VERSION"
-  mkdir -p "$(dirname "$out")"
-  go build -trimpath -ldflags="-s -w -X github.com/rhysd/actionlint.version=$ACTIONLINT_VERSION" -o "$out.tmp" github.com/rhysd/actionlint/cmd/actionlint
-  mv "$out.tmp" "$out"
+  build_go_module actionlint "$ACTIONLINT_VERSION" github.com/rhysd/actionlint/cmd/actionlint \
+    "$CACHE_ROOT/actionlint-$ACTIONLINT_VERSION/actionlint" "-X github.com/rhysd/actionlint.version=$ACTIONLINT_VERSION"
 }
 
 # containerd v2 (daemon, runc shim, ctr) from one wrapper module. CGO is off, so the btrfs snapshotter (cgo only) is
