@@ -7,7 +7,7 @@
 // flow and refuses new connections with the engine's verdict `expired`; when nsd answers again traffic flows again.
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
-import { type Server, type Socket, connect, createServer } from 'node:net';
+import { type Socket, connect } from 'node:net';
 import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import { n6Credentials } from '@homelab/service-control/dataplane';
@@ -23,6 +23,7 @@ import {
   startNsd,
   until,
 } from './processes.js';
+import { attempt as attemptAt, client as tcpClient, echoBackend, metricsOf, metricValue } from './traffic.js';
 
 const db = useDatabase('nsd_dataplane');
 const ws = processWorkspace('nsd-dataplane');
@@ -30,87 +31,12 @@ const { net: NET, token: TOKEN, pub, con, members } = publisherAndConsumer(ws);
 const PUB_HOST = '127.0.0.10';
 const CON_HOST = '127.0.0.20';
 
-/** The backend: a TCP echo server on 127.0.0.1; it records every connection it accepted and whether it closed. */
-const backendConns: { socket: Socket; closed: boolean }[] = [];
-const echo: Server = createServer((s) => {
-  const rec = { socket: s, closed: false };
-  backendConns.push(rec);
-  s.on('error', () => undefined);
-  s.on('close', () => (rec.closed = true));
-  s.pipe(s);
-});
-afterAll(() => new Promise<void>((r) => echo.close(() => r())));
-
-/** A client of the consumed service: connect to the consumer's address:P; `ask` sends a nonce and awaits its echo. */
-interface Client {
-  readonly socket: Socket;
-  readonly received: () => string;
-  readonly ended: Promise<{ readonly error: string | null }>;
-  ask: (nonce: string) => Promise<string>;
-}
-const client = (port: number): Promise<Client> =>
-  new Promise((resolve, reject) => {
-    let data = '';
-    let error: string | null = null;
-    const waiters = new Set<() => void>();
-    const socket = connect({ host: CON_HOST, port });
-    const ended = new Promise<{ readonly error: string | null }>((r) =>
-      socket.on('close', () => {
-        for (const w of waiters) w();
-        r({ error });
-      }),
-    );
-    socket.on('error', (e: NodeJS.ErrnoException) => {
-      error = e.code ?? e.message;
-      reject(e);
-    });
-    socket.on('data', (c: Buffer) => {
-      data += c.toString('utf8');
-      for (const w of waiters) w();
-    });
-    socket.once('connect', () =>
-      resolve({
-        socket,
-        received: () => data,
-        ended,
-        ask: (nonce) =>
-          new Promise<string>((ok, fail) => {
-            const check = () => {
-              if (data.includes(nonce)) {
-                waiters.delete(check);
-                ok(nonce);
-              } else if (socket.destroyed) {
-                waiters.delete(check);
-                fail(new Error(`closed before the echo (${error})`));
-              }
-            };
-            waiters.add(check);
-            socket.write(nonce);
-            check();
-          }),
-      }),
-    );
-  });
-
-/** What a connection attempt to the consumer's address:P comes to: the echo of a nonce, or the error it ended with. */
-const attempt = async (port: number): Promise<string> => {
-  try {
-    const c = await client(port);
-    const nonce = randomBytes(8).toString('hex');
-    try {
-      const got = await Promise.race([
-        c.ask(nonce),
-        new Promise<string>((_, f) => setTimeout(() => f(new Error('no echo within 5 s')), 5_000)),
-      ]);
-      c.socket.end();
-      return got === nonce ? 'echoed' : 'wrong-echo';
-    } catch {
-      return `cut:${(await c.ended).error ?? 'closed'}`;
-    }
-  } catch (e) {
-    return `refused:${(e as NodeJS.ErrnoException).code ?? String(e)}`;
-  }
-};
+const backend = echoBackend();
+const backendConns = backend.connections;
+const echo = { listen: backend.listen };
+afterAll(backend.close);
+const client = (port: number) => tcpClient(CON_HOST, port);
+const attempt = (port: number) => attemptAt(CON_HOST, port);
 
 /** A third node NSD never authorised: its own Ed25519 key and N6 certificate, dialling the publisher's N6:P. */
 const intruder = (host: string, port: number) => {
@@ -128,19 +54,11 @@ const intruder = (host: string, port: number) => {
   });
 };
 
-const metricsOf = async (port: number) => (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-const value = (m: string, series: string) =>
-  Number(
-    m
-      .split('\n')
-      .find((l) => l.startsWith(`${series} `))
-      ?.split(' ')[1] ?? 0,
-  );
+const value = metricValue;
 
 describe('M6 data plane: real TCP through two ns-daemons, gated by the permits', () => {
   it('M6-62 traffic: a client reaches the echo backend through consumer → publisher while the permits are live; revocation cuts the live connection (client RST, backend closed) and refuses new ones; expiry without refresh cuts and refuses (expired); nsd back → traffic again', async () => {
-    await new Promise<void>((r) => echo.listen(0, '127.0.0.1', () => r()));
-    const echoPort = (echo.address() as { port: number }).port;
+    const echoPort = await echo.listen();
     writeFileSync(
       join(ws.dir, 'publisher.json'),
       JSON.stringify([{ key: 'echo', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: echoPort }]),

@@ -6,7 +6,7 @@
 // file starts with its gates closed and carries traffic again only under the new process's lease.
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
-import { type Server, type Socket, connect, createServer } from 'node:net';
+import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { useDatabase } from '@homelab/testbed/vitest';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -20,6 +20,7 @@ import {
   startNsd,
   until,
 } from './processes.js';
+import { attempt as attemptAt, client as tcpClient, echoBackend, metricsOf, metricValue } from './traffic.js';
 
 const db = useDatabase('nsd_restart_dataplane');
 const ws = processWorkspace('nsd-restart-dataplane');
@@ -27,101 +28,18 @@ const { net: NET, token: TOKEN, pub, con, members } = publisherAndConsumer(ws);
 const PUB_HOST = '127.0.0.10';
 const CON_HOST = '127.0.0.20';
 
-/** The backend: a TCP echo server on 127.0.0.1; it records every connection it accepted and whether it closed. */
-const backendConns: { socket: Socket; closed: boolean }[] = [];
-const echo: Server = createServer((s) => {
-  const rec = { socket: s, closed: false };
-  backendConns.push(rec);
-  s.on('error', () => undefined);
-  s.on('close', () => (rec.closed = true));
-  s.pipe(s);
-});
-afterAll(() => new Promise<void>((r) => echo.close(() => r())));
+const backend = echoBackend();
+const backendConns = backend.connections;
+const echo = { listen: backend.listen };
+afterAll(backend.close);
+const client = (port: number) => tcpClient(CON_HOST, port);
+const attempt = (port: number) => attemptAt(CON_HOST, port);
 
-/** A client of the consumed service: connect to the consumer's address:P; `ask` sends a nonce and awaits its echo. */
-interface Client {
-  readonly socket: Socket;
-  readonly received: () => string;
-  readonly ended: Promise<{ readonly error: string | null }>;
-  ask: (nonce: string) => Promise<string>;
-}
-const client = (port: number): Promise<Client> =>
-  new Promise((resolve, reject) => {
-    let data = '';
-    let error: string | null = null;
-    const waiters = new Set<() => void>();
-    const socket = connect({ host: CON_HOST, port });
-    const ended = new Promise<{ readonly error: string | null }>((r) =>
-      socket.on('close', () => {
-        for (const w of waiters) w();
-        r({ error });
-      }),
-    );
-    socket.on('error', (e: NodeJS.ErrnoException) => {
-      error = e.code ?? e.message;
-      reject(e);
-    });
-    socket.on('data', (c: Buffer) => {
-      data += c.toString('utf8');
-      for (const w of waiters) w();
-    });
-    socket.once('connect', () =>
-      resolve({
-        socket,
-        received: () => data,
-        ended,
-        ask: (nonce) =>
-          new Promise<string>((ok, fail) => {
-            const check = () => {
-              if (data.includes(nonce)) {
-                waiters.delete(check);
-                ok(nonce);
-              } else if (socket.destroyed) {
-                waiters.delete(check);
-                fail(new Error(`closed before the echo (${error})`));
-              }
-            };
-            waiters.add(check);
-            socket.write(nonce);
-            check();
-          }),
-      }),
-    );
-  });
-
-/** What a connection attempt to the consumer's address:P comes to: the echo of a nonce, or the error it ended with. */
-const attempt = async (port: number): Promise<string> => {
-  try {
-    const c = await client(port);
-    const nonce = randomBytes(8).toString('hex');
-    try {
-      const got = await Promise.race([
-        c.ask(nonce),
-        new Promise<string>((_, f) => setTimeout(() => f(new Error('no echo within 5 s')), 5_000)),
-      ]);
-      c.socket.end();
-      return got === nonce ? 'echoed' : 'wrong-echo';
-    } catch {
-      return `cut:${(await c.ended).error ?? 'closed'}`;
-    }
-  } catch (e) {
-    return `refused:${(e as NodeJS.ErrnoException).code ?? String(e)}`;
-  }
-};
-
-const metricsOf = async (port: number) => (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-const value = (m: string, series: string) =>
-  Number(
-    m
-      .split('\n')
-      .find((l) => l.startsWith(`${series} `))
-      ?.split(' ')[1] ?? 0,
-  );
+const value = metricValue;
 
 describe('M6-61 a SIGKILLed consumer daemon: its flows die on both nodes (real sockets)', () => {
   it('M6-61 L04 the client connection ends, the publisher cuts the flow and closes the backend connection, the flow is retired; the restarted consumer (same state file) starts gated and carries traffic only under its new lease', async () => {
-    await new Promise<void>((r) => echo.listen(0, '127.0.0.1', () => r()));
-    const echoPort = (echo.address() as { port: number }).port;
+    const echoPort = await echo.listen();
     writeFileSync(
       join(ws.dir, 'publisher.json'),
       JSON.stringify([{ key: 'echo', protocols: ['tcp'], backend_host: '127.0.0.1', backend_port: echoPort }]),
