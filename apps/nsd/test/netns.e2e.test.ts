@@ -145,13 +145,14 @@ const value = (m: string, series: string) =>
   );
 const healthz = async (host: string, port: number) =>
   (await (await fetch(`http://${host}:${port}/healthz`)).json()) as {
-    leases: { service: string; role: string; active: boolean }[];
+    epoch: string | null;
+    leases: { service: string; role: string; active: boolean; epoch: string }[];
   };
 const active = (h: Awaited<ReturnType<typeof healthz>>, role: string, service: string) =>
   h.leases.some((l) => l.role === role && l.service === service && l.active);
 
 describe('M6-62 across network namespaces (real E2E)', () => {
-  it('M6-62 L01 TCP and UDP nonces from node 2 through VIP:P and N6:P to the backend in node 1; node 3 (not authorised) opens no flow; revocation cuts the live connection and closes the backend connection; expiry without refresh cuts; nsd back → traffic again; L05 a consumer frozen past its deadline refuses the first I/O after resume', async () => {
+  it('M6-62 L01 TCP and UDP nonces from node 2 through VIP:P and N6:P to the backend in node 1; node 3 (not authorised) opens no flow; revocation cuts the live connection and closes the backend connection; expiry without refresh cuts; nsd back → traffic again; L05 a consumer frozen past its deadline refuses the first I/O after resume; nsd restart → new epoch: the connection open across it is cut (epoch-changed), both daemons re-bound, TCP and UDP again under new-epoch leases', async () => {
     netnsUp(layout);
     // the VIP: a /32 local to node 2 only (this kernel has no `dummy` driver; a /32 on the namespace's loopback is
     // the same: an address that exists in node 2 and nowhere else)
@@ -167,9 +168,8 @@ describe('M6-62 across network namespaces (real E2E)', () => {
     );
 
     // nsd in the root namespace, listening on the bridge
-    const nsdProc = start('nsd', {
+    const nsdEnv = {
       NSD_HOST: layout.bridgeAddress,
-      NSD_PORT: '0',
       NSD_DB_HOST: db.host,
       NSD_DB_PORT: String(db.port),
       NSD_DB_USER: db.user,
@@ -177,7 +177,8 @@ describe('M6-62 across network namespaces (real E2E)', () => {
       NSD_KEY_FILE: join(ws.dir, 'nsd.pem'),
       NSD_MEMBERS: members.join(','),
       NSD_ADMIN_TOKEN: TOKEN,
-    });
+    };
+    const nsdProc = start('nsd', { ...nsdEnv, NSD_PORT: '0' });
     ws.procs.push(nsdProc);
     const l = await nsdProc.waitFor((x) => x['event'] === 'listening');
     const nsdUrl = `http://${layout.bridgeAddress}:${l['port'] as number}`;
@@ -339,7 +340,56 @@ describe('M6-62 across network namespaces (real E2E)', () => {
       90_000,
     );
 
-    for (const p of [a.p, b.p, nsdProc]) {
+    // nsd restart across namespaces (M6-62 "nsd restart → new epoch, re-ready"): nsd stops cleanly and a new process
+    // takes over on the same database, address and key; both daemons in their namespaces re-bind to the new epoch,
+    // and traffic flows again (TCP and UDP) under leases of the new epoch only
+    const epochOf = async () => BigInt(((await (await fetch(`${nsdUrl}/healthz`)).json()) as { epoch: string }).epoch);
+    const epoch1 = await epochOf();
+    // a connection open across the restart: its permits belong to the old epoch, so it is cut when the daemons
+    // observe the new one (old-epoch permits are closed first, M6-36), never carried over
+    const epochCuts = async () =>
+      value(await metricsOf(N1.address, a.port), 'ns_dataplane_flows_cut_total{reason="epoch-changed"}') +
+      value(await metricsOf(N2.address, b.port), 'ns_dataplane_flows_cut_total{reason="epoch-changed"}');
+    const epochCutsBefore = await epochCuts();
+    const across = inNode(N2.name, tcpClientCode(P));
+    await across.line((x) => x === 'connected');
+    across.child.stdin.write('before-restart\n');
+    await across.line((x) => x === 'data:before-restart');
+    nsdProc.child.kill('SIGTERM');
+    expect((await nsdProc.exited).code).toBe(0);
+    const nsd2 = start('nsd', { ...nsdEnv, NSD_PORT: String(l['port']) });
+    ws.procs.push(nsd2);
+    await nsd2.waitFor((x) => x['event'] === 'listening');
+    const epoch2 = await epochOf();
+    expect(epoch2).toBe(epoch1 + 1n);
+    const inNewEpoch = (h: Awaited<ReturnType<typeof healthz>>, role: string) =>
+      h.epoch === String(epoch2) &&
+      h.leases.some((x) => x.role === role && x.service === id && x.active && x.epoch === String(epoch2));
+    await until(
+      () => healthz(N1.address, a.port),
+      (h) => inNewEpoch(h, 'publisher'),
+      90_000,
+    );
+    await until(
+      () => healthz(N2.address, b.port),
+      (h) => inNewEpoch(h, 'consumer'),
+      90_000,
+    );
+    await across.line((x) => x === 'closed', 30_000);
+    expect(across.lines).toContain('error:ECONNRESET');
+    expect(await epochCuts()).toBeGreaterThan(epochCutsBefore);
+    await until(
+      () => tcpAttempt(P),
+      (r) => r === 'echoed',
+      90_000,
+    );
+    await until(
+      () => udpAttempt(P),
+      (r) => r === 'echoed',
+      90_000,
+    );
+
+    for (const p of [a.p, b.p, nsd2]) {
       p.child.kill('SIGTERM');
       expect((await p.exited).code).toBe(0);
     }
