@@ -106,7 +106,11 @@ export class InstanceResources extends Context.Tag('@homelab/ayatori-database/In
 >() {}
 
 /** An observation that did not complete; the kind picks the reason, nothing of the cause reaches a message. */
-export class ObservationError extends Data.TaggedError('ObservationError')<{ readonly kind: ObservationErrorKind }> {}
+export class ObservationError extends Data.TaggedError('ObservationError')<{ readonly kind: ObservationErrorKind }> {
+  override get message(): string {
+    return `observation failed: ${this.kind}`;
+  }
+}
 
 /** What one management observation saw, bound to the target it was made for. */
 export interface InstanceObservation {

@@ -100,7 +100,11 @@ export class ReceiptStoreFailed extends Data.TaggedError('ReceiptStoreFailed')<{
 }> {}
 
 /** A receipt exists under the key already (create-exclusive). */
-export class ReceiptExists extends Data.TaggedError('ReceiptExists')<{ readonly key: string }> {}
+export class ReceiptExists extends Data.TaggedError('ReceiptExists')<{ readonly key: string }> {
+  override get message(): string {
+    return `a receipt exists under ${this.key}`;
+  }
+}
 
 /** Where receipts are written: create-exclusive, never overwritten. */
 export class ReceiptStore extends Context.Tag('@homelab/deployment-ceremony/ReceiptStore')<

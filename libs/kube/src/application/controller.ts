@@ -52,7 +52,11 @@ export interface ControllerOptions<A extends KubeObject, E, R> {
 export class RoundOverBudget extends Data.TaggedError('RoundOverBudget')<{
   readonly key: string;
   readonly budgetMs: number;
-}> {}
+}> {
+  override get message(): string {
+    return `round for ${this.key} over its ${this.budgetMs} ms budget`;
+  }
+}
 
 export interface Controller<A extends KubeObject> {
   readonly name: string;

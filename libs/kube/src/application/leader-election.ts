@@ -25,7 +25,11 @@ export class LeadershipLost extends Data.TaggedError('LeadershipLost')<{
   readonly identity: string;
   readonly lease: string;
   readonly reason: string;
-}> {}
+}> {
+  override get message(): string {
+    return `${this.identity} lost the lease ${this.lease}: ${this.reason}`;
+  }
+}
 
 type LeaseObject = KubeObject & { readonly spec?: LeaseSpec };
 

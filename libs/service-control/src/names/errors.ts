@@ -17,6 +17,9 @@ export class LocalNameError extends Data.TaggedError('LocalNameError')<{
   get retryable(): boolean {
     return this.code === 'name-allocation-busy';
   }
+  override get message(): string {
+    return this.detail === null ? this.code : `${this.code}: ${this.detail}`;
+  }
 }
 
 export type NameRefusalReason =
@@ -45,7 +48,11 @@ export type NameRefusalReason =
 export class NameRefused extends Data.TaggedError('NameRefused')<{
   readonly reason: NameRefusalReason;
   readonly name: string;
-}> {}
+}> {
+  override get message(): string {
+    return `${this.name}: ${this.reason}`;
+  }
+}
 
 export type NameError = LocalNameError | NameRefused | ServiceControlError;
 

@@ -8,7 +8,11 @@ import { buildRegistry, type Registry } from '../../domain/extension/registry.js
 export class ArtifactUnreadable extends Data.TaggedError('ArtifactUnreadable')<{
   readonly ref: string;
   readonly reason: string;
-}> {}
+}> {
+  override get message(): string {
+    return `${this.ref}: ${this.reason}`;
+  }
+}
 
 /** `ArtifactSource`: the bytes of a package artifact by its reference (`file:` or `http(s)://`). */
 export class ArtifactSource extends Context.Tag('@homelab/kos-kernel/ArtifactSource')<

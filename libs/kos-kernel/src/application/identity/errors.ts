@@ -15,6 +15,11 @@ export class LoginFailed extends Data.TaggedError('LoginFailed')<{
   readonly retryAfterSeconds?: number;
 }> {
   readonly code = 'login_failed' as const;
+  override get message(): string {
+    return this.retryAfterSeconds === undefined
+      ? 'login_failed'
+      : `login_failed: locked for ${this.retryAfterSeconds} s`;
+  }
 }
 
 /** No, a malformed, forged, expired or revoked token, or its account is disabled or gone. */
@@ -22,11 +27,17 @@ export class Unauthenticated extends Data.TaggedError('Unauthenticated')<{
   readonly reason: 'missing' | 'malformed' | 'unknown' | 'expired' | 'account_unusable';
 }> {
   readonly code = 'unauthenticated' as const;
+  override get message(): string {
+    return `unauthenticated: ${this.reason}`;
+  }
 }
 
 /** The session's account still has its one-time password: only password change, logout and session read. */
 export class PasswordChangeRequired extends Data.TaggedError('PasswordChangeRequired')<{ readonly account: string }> {
   readonly code = 'password_change_required' as const;
+  override get message(): string {
+    return `password_change_required: ${this.account}`;
+  }
 }
 
 /** The caller's current role does not allow the operation. */
@@ -36,6 +47,9 @@ export class IdentityForbidden extends Data.TaggedError('IdentityForbidden')<{ r
 
 export class LastOwner extends Data.TaggedError('LastOwner')<{ readonly account: string }> {
   readonly code = 'last_owner' as const;
+  override get message(): string {
+    return `last_owner: ${this.account}`;
+  }
 }
 
 export class AccountHasObjects extends Data.TaggedError('AccountHasObjects')<{
@@ -43,14 +57,23 @@ export class AccountHasObjects extends Data.TaggedError('AccountHasObjects')<{
   readonly ownedObjects: ReadonlyArray<ObjectReference>;
 }> {
   readonly code = 'account_has_objects' as const;
+  override get message(): string {
+    return `account_has_objects: ${this.account} owns ${this.ownedObjects.length}`;
+  }
 }
 
 export class AccountExists extends Data.TaggedError('AccountExists')<{ readonly account: string }> {
   readonly code = 'object_exists' as const;
+  override get message(): string {
+    return `object_exists: account ${this.account}`;
+  }
 }
 
 export class AccountNotFound extends Data.TaggedError('AccountNotFound')<{ readonly account: string }> {
   readonly code = 'not_found' as const;
+  override get message(): string {
+    return `not_found: account ${this.account}`;
+  }
 }
 
 export class InvalidIdentityField extends Data.TaggedError('InvalidIdentityField')<{

@@ -21,7 +21,12 @@ export class TransportError extends Data.TaggedError('TransportError')<{
   readonly reason: string;
   /** The transport-level refusal code of the peer, when it answered one (decision 0101). */
   readonly code: ErrorCode | null;
-}> {}
+}> {
+  /** What failed, so that logs and Cause.pretty say it (not "An error has occurred"). */
+  override get message(): string {
+    return this.code === null ? this.reason : `${this.code}: ${this.reason}`;
+  }
+}
 
 export interface TransportSide {
   readonly signer: Signer;
