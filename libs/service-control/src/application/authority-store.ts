@@ -119,7 +119,16 @@ export interface TransactOptions {
    * with transactions of other scopes in flight at the same time (group commit, decision 0330). Each caller still gets
    * its result only after a COMMIT that includes it.
    */
-  readonly scope?: { readonly identity: Bytes; readonly networkId: Bytes };
+  readonly scope?: {
+    readonly identity: Bytes;
+    readonly networkId: Bytes;
+    /**
+     * The transaction locks rows of its identity and only the allocation rows of the identity's own services in the
+     * Network, in the global lock order (listener.ready, lease.refresh: decision 0370): it may commit together with
+     * other such transactions of the same Network.
+     */
+    readonly shareNetwork?: boolean;
+  };
 }
 
 export interface AuthorityStore {

@@ -219,8 +219,14 @@ export class Authority {
 
   /** listener.ready / lease.refresh / lease.acquire: the grant is committed before the reply (authority-lease.ts). */
   private async lease(m: MessageOf<'listener.ready'> | MessageOf<'lease.refresh'> | MessageOf<'lease.acquire'>) {
-    // its one transaction locks rows of the envelope's identity and Network only: it may commit in a group (decision 0330)
-    const scope = { identity: m.subject_identity, networkId: m.network_id };
+    // its one transaction locks rows of the envelope's identity and Network only: it may commit in a group (decision
+    // 0330); a ready/refresh locks only its identity's rows and its own service's allocation, so refreshes of one
+    // Network may share a group (decision 0370) — an acquire locks other publishers' allocations and may not
+    const scope = {
+      identity: m.subject_identity,
+      networkId: m.network_id,
+      ...(m.kind === 'lease.acquire' ? {} : { shareNetwork: true }),
+    };
     const store: AuthorityStore = {
       ...this.d.store,
       transact: (epoch, fn, options) => this.d.store.transact(epoch, fn, { ...options, scope }),

@@ -540,6 +540,7 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
       return groups.submit({
         identity: scope.identity,
         networkId: scope.networkId,
+        ...(scope.shareNetwork === true ? { shareNetwork: true } : {}),
         epoch,
         run: (batch) => fn(txOf(batch)),
         alone: () => transactAlone(epoch, fn, options),
