@@ -341,7 +341,7 @@ describe('group commit of refreshes of one Network (decision 0370)', () => {
     }
   });
 
-  it('M6-59 a seeded sequence of concurrent ready/refresh requests of eight publishers of one Network: equal answers and lease rows grouped and unbatched; the grouped side committed groups of refreshes of that Network', async () => {
+  it('M6-30 M6-31 M6-32 a seeded sequence of concurrent ready/refresh requests of eight publishers of one Network: equal answers and lease rows grouped and unbatched; the grouped side committed groups of refreshes of that Network', async () => {
     const next = prng(SEED + 1);
     const seqs = REFRESHERS.map(() => 0n);
     const before = (leaseGrouped.store as PgAuthorityStore).commitStats();

@@ -127,7 +127,7 @@ afterAll(async () => {
 });
 
 describe('group commit of one Network’s refreshes against productions and P allocation (decision 0370)', () => {
-  it('M6-60 twelve publishers refresh in groups while snapshots are produced, reports allocate P and policy is edited: no deadlock, no group run alone, every request answered, every production committed', async () => {
+  it('twelve publishers refresh in groups while snapshots are produced, reports allocate P and policy is edited: no deadlock, no group run alone, every request answered, every production committed', async () => {
     const before = await deadlocks();
     const stats0 = store.commitStats();
     const outcomes: string[] = [];
