@@ -507,15 +507,19 @@ export class Authority {
   private async reportReplace(m: MessageOf<'report.replace'>) {
     const body = m.body;
     let outbox = null as Promise<bigint> | null;
-    // the report row and the Network's service rows are read with the fence, in the first round trip
-    const reads = (tx: AuthorityTx) =>
-      Promise.all([tx.lockReport(m.subject_identity, m.network_id), tx.services(m.network_id)]);
-    const r = await this.fenced(
-      m.subject_identity,
-      m.network_id,
-      { session: false },
-      reads,
-      async (tx, { runtime: rt }, [row, all]) => {
+    // ONE statement reads the fence rows, the report row, the publisher's own services of the Network and every P row
+    // their allocation needs (decision 0371); the writes go with the COMMIT: two round trips in all
+    const r = await this.d.store.transact(
+      this.d.epoch,
+      async (tx) => {
+        const {
+          member,
+          runtime: rt,
+          report: row,
+          services: all,
+          offer,
+        } = await tx.replaceRows(m.subject_identity, m.network_id);
+        if (!member) return Either.left(scError('unauthorized', 'identity is not a member of the Network'));
         const f = this.fences(m, rt, null);
         if (Either.isLeft(f)) return Either.left(f.left);
         for (const sc of [body.scope, body.content.scope]) {
@@ -570,7 +574,7 @@ export class Authority {
           }
           await tx.upsertServices(stored);
           // the P allocation of the written rows, in this same transaction (committed before any snapshot carries it)
-          const alloc = await allocateOnReport({ nsdId: this.d.nsdId }, tx, m.subject_identity, prev, stored);
+          const alloc = await allocateOnReport({ nsdId: this.d.nsdId }, tx, m.subject_identity, prev, stored, offer);
           if (Either.isLeft(alloc)) return Either.left(alloc.left);
           await tx.saveReport(m.subject_identity, m.network_id, outcome.right.row);
           // not awaited here: the outbox row goes to PostgreSQL with the COMMIT; its id is read after the commit
@@ -585,6 +589,8 @@ export class Authority {
           bindings: this.bindings(services, m.subject_identity),
         });
       },
+      // every row it locks is of its identity or its Network: it may commit in a group (decision 0330)
+      { scope: { identity: m.subject_identity, networkId: m.network_id } },
     );
     if (Either.isRight(r)) {
       this.committed('report.replace');
