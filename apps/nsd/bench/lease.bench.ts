@@ -70,19 +70,23 @@ const cpuMs = async (admin: pg.Client, database: string): Promise<{ node: number
 await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   roundTrips(); // install the counter before the store's pool exists
   // BENCH_GROUP_COMMIT=0: every transaction commits alone (decision 0330), to compare in the same conditions
-  const store = makePgAuthorityStore({
-    ...config,
-    ...(process.env['BENCH_GROUP_COMMIT'] === '0' ? { groupCommit: false as const } : {}),
-  });
-  await store.migrate();
-  const { nsdId, epoch } = await store.takeover();
-  const authority = new Authority({
-    store,
-    nsdId,
-    epoch,
-    now: Date.now,
-    leaseNow: () => Math.floor(performance.now()),
-  });
+  const grouping = process.env['BENCH_GROUP_COMMIT'] !== '0';
+  const groupedStore = makePgAuthorityStore({ ...config, ...(grouping ? {} : { groupCommit: false as const }) });
+  await groupedStore.migrate();
+  const { nsdId, epoch } = await groupedStore.takeover();
+  const leaseNow = () => Math.floor(performance.now());
+  const groupedAuthority = new Authority({ store: groupedStore, nsdId, epoch, now: Date.now, leaseNow });
+  // the unbatched twin on the same database and epoch (no takeover of its own): each refresh load runs once through
+  // the grouping store and once through this one, back to back, so the two rates share the machine's conditions
+  const aloneStore = makePgAuthorityStore({ ...config, groupCommit: false });
+  const aloneAuthority = new Authority({ store: aloneStore, nsdId, epoch, now: Date.now, leaseNow });
+  let store = groupedStore;
+  let authority = groupedAuthority;
+  /** Serve (and count commits) through the grouping store or its unbatched twin. */
+  const use = (grouped: boolean) => {
+    store = grouped ? groupedStore : aloneStore;
+    authority = grouped ? groupedAuthority : aloneAuthority;
+  };
   const nsd = generateSigner().signer;
   const side = { signer: nsd, trust: trustSelfCertifying, replay: new ReplayCache() };
   const server = createServer(
@@ -337,9 +341,15 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     const rawCRun = await rawUpsertRun(config, c, N);
     const rawC = rawCRun.rate;
     const refC = await runLoad(`refresh-${c}`, pubs.slice(0, c), N);
+    use(false);
+    const aloneC = await runLoad(`refresh-${c}-unbatched`, pubs.slice(0, c), N);
+    use(true);
     const echoC = await runEcho(pubs.slice(0, c), N);
     print(
       `  ${String(c).padStart(2)} clients:  raw upsert ${fmt(rawC)} /s   lease.refresh ${fmt(refC.rate)} /s   ratio ${(refC.rate / rawC).toFixed(3)}; ${refC.roundTrips.toFixed(2)} round trips, ${refC.commits.toFixed(2)} commits; ${cpu(refC)}`,
+    );
+    print(
+      `               unbatched twin ${fmt(aloneC.rate)} /s (ratio ${(aloneC.rate / rawC).toFixed(3)}, ${aloneC.commits.toFixed(2)} commits; ${cpu(aloneC)}); grouped / unbatched ${(refC.rate / aloneC.rate).toFixed(2)}`,
     );
     print(
       `               signed echo ${fmt(echoC.rate)} /s (${(echoC.rate / rawC).toFixed(3)}); ${requestBound(rawCRun, echoC, cores, false).text}`,
@@ -403,10 +413,16 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     const rows0 = await grantRows();
     const r = await runLoad(`refresh-${publishers}-publishers`, pubs, Math.max(1, Math.ceil(N / 4)));
     const rows1 = await grantRows();
+    use(false);
+    const a = await runLoad(`refresh-${publishers}-publishers-unbatched`, pubs, Math.max(1, Math.ceil(N / 4)));
+    use(true);
     const refreshes = Math.max(1, Math.ceil(N / 4)) * maxC;
     print(
       `  ${String(publishers).padStart(6)} publishers × 1 refresh / ${REFRESH_PERIOD_MS / 1000} s = ${fmt(needed, 5)} /s needed; ${maxC} clients achieved ${fmt(r.rate)} /s = ${(r.rate / needed).toFixed(2)}× needed, ${r.commits.toFixed(2)} commits/refresh` +
         ` (the load would use ${((100 * needed) / r.rate).toFixed(0)}% of that capacity); ${cpu(r)}; lease_grant rows ${rows0} → ${rows1} after ${refreshes} refreshes`,
+    );
+    print(
+      `               unbatched twin ${fmt(a.rate)} /s = ${(a.rate / needed).toFixed(2)}× needed, ${a.commits.toFixed(2)} commits/refresh; grouped / unbatched ${(r.rate / a.rate).toFixed(2)}`,
     );
   }
   const totalRefreshes = Number(
@@ -422,7 +438,8 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   await rawPg.end();
   server.close();
   echoServer.close();
-  await store.close();
+  await groupedStore.close();
+  await aloneStore.close();
 }).catch((e: unknown) => {
   printError('lease bench failed:', e);
   process.exitCode = 1;

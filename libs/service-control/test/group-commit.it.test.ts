@@ -12,8 +12,10 @@ import { SnapshotPushBody } from '../src/api/snapshot.js';
 import type { PgAuthorityStore } from '../src/adapter/postgresql/authority-store.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { toHex } from '../src/domain/bytes.js';
+import { listenerIntentOf } from '../src/application/authority-lease.js';
 import { type TwinAuthoritySide, comparableAnswer, openTwinSide } from './twin.js';
 import { type Who, decl, msg, replaceBody, rid16, subScope } from './wire.js';
+import { readyBody, writeListenerSnapshot } from './listener-snapshot.js';
 
 type Side = TwinAuthoritySide<'grouped' | 'alone'>;
 const mk = (name: Side['name'], db: ReturnType<typeof useDatabase>) =>
@@ -202,5 +204,183 @@ describe('group commit (decision 0330)', () => {
     expect(stats.grouped).toBeGreaterThan(stats.groups); // some group had more than one member
     expect(stats.fallbacks).toBeGreaterThan(0); // a refusal rolled its group back and every member ran alone
     expect((alone.store as PgAuthorityStore).commitStats().groups).toBe(0);
+  });
+});
+
+// Refreshes of ONE Network (decision 0370): the lease bench's shape — every publisher in the same Network — where the
+// identity-and-Network key of 0330 grouped nothing. The same kind of seeded twin: every publisher sends one
+// listener.ready / lease.refresh per round (a new seq, a retransmission, a regressed seq, another publisher's service,
+// a stale session), all at once, to a grouping store and to its unbatched twin; equal answers every round (grant ids
+// by order of appearance, remaining time on one lease clock) and equal lease rows at the end.
+const leaseGrouped = mk('grouped', useDatabase('sc_group_lease'));
+const leaseAlone = mk('alone', useDatabase('sc_group_lease_alone'));
+const leaseSides = [leaseGrouped, leaseAlone] as const;
+const NET = rid16();
+const REFRESHERS = Array.from({ length: 8 }, () => generateSigner().signer.machineId);
+const LEASE_ROUNDS = 10;
+let leaseClock = 5_000_000;
+
+type LeaseAction = 'refresh' | 'refresh' | 'ready' | 'retransmit' | 'regressed' | 'foreign' | 'stale-session';
+const LEASE_ACTIONS: readonly LeaseAction[] = [
+  'refresh',
+  'refresh',
+  'refresh',
+  'ready',
+  'retransmit',
+  'regressed',
+  'foreign',
+  'stale-session',
+];
+
+/** A refresher as one side knows it: its listener (service ids differ per side), the ACKed snapshot, the last request. */
+interface Refresher {
+  readonly w: Who;
+  readonly li: NonNullable<ReturnType<typeof listenerIntentOf>>;
+  readonly at: { readonly revision: bigint; readonly digest: Uint8Array };
+  last: Uint8Array | null;
+}
+const refreshers = new Map<Side, Refresher[]>();
+
+const leaseRequest = (s: Side, i: number, action: LeaseAction, seq: bigint): Uint8Array => {
+  const all = refreshers.get(s) as Refresher[];
+  const r = all[i] as Refresher;
+  if (action === 'retransmit' && r.last !== null) return r.last; // the same bytes: the same request again
+  const kind = action === 'ready' ? 'listener.ready' : 'lease.refresh';
+  const li = action === 'foreign' ? (all[(i + 1) % all.length] as Refresher).li : r.li;
+  // regressed: the mark's seq again (or 1 before any grant) as a new request
+  const n = action === 'regressed' ? (seq === 0n ? 1n : seq) : seq + 1n;
+  const bytes = msg(r.w, kind, readyBody(li, r.at, n), { session_seq: action === 'stale-session' ? 2n : 1n });
+  if (action !== 'foreign' && action !== 'stale-session') r.last = bytes;
+  return bytes;
+};
+
+const leaseRows = async (s: Side) => ({
+  marks: await s.sql(
+    `SELECT encode(holder, 'hex') AS h, generation, seq FROM service_control.lease_mark ORDER BY 1, 3`,
+  ),
+  grants: await s.sql(
+    `SELECT encode(holder, 'hex') AS h, kind, seq, session_seq, deadline FROM service_control.lease_grant ORDER BY 1, 3`,
+  ),
+  runtime: await s.sql(
+    `SELECT encode(identity, 'hex') AS i, generation FROM service_control.runtime_binding ORDER BY 1`,
+  ),
+});
+
+describe('group commit of refreshes of one Network (decision 0370)', () => {
+  beforeAll(async () => {
+    await openTwinSide(leaseGrouped, {}, () => leaseClock, NET, REFRESHERS);
+    await openTwinSide(leaseAlone, { groupCommit: false }, () => leaseClock, NET, REFRESHERS);
+    for (const s of leaseSides) {
+      const ws = REFRESHERS.map((id) => s.who.get(toHex(id)) as Who);
+      for (const w of ws) {
+        const bind = msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false });
+        expect(comparableAnswer(s, await reply(s, w, bind))).toBe('runtime.bind.result');
+        w.epoch = s.authority.epoch;
+        expect(comparableAnswer(s, await reply(s, w, msg(w, 'session.open', {}, { session_seq: 1n })))).toBe(
+          'session.open.result',
+        );
+        expect(
+          comparableAnswer(s, await reply(s, w, msg(w, 'report.replace', replaceBody(w, 1n, [decl('web', 'Web')])))),
+        ).toBe('report.accepted');
+      }
+      await s.authority.idle();
+      // P set directly, the report's own offer dropped: the ready check compares P only (as in lease-pg)
+      for (const [i, w] of ws.entries())
+        await s.sql(`UPDATE service_control.service SET port = $1 WHERE publisher = $2`, [
+          40000 + i,
+          Buffer.from(w.identity),
+        ]);
+      await s.sql(`DELETE FROM service_control.port_allocation`);
+      await s.sql(`DELETE FROM service_control.port_entry`);
+      const list: Refresher[] = [];
+      for (const w of ws) {
+        const svc = (await s.sql(`SELECT * FROM service_control.service WHERE publisher = $1`, [
+          Buffer.from(w.identity),
+        ])) as Record<string, unknown>[];
+        const row = svc[0] as Record<string, unknown>;
+        const li = listenerIntentOf(
+          s.nsdId,
+          {
+            serviceId: new Uint8Array(row['service_id'] as Buffer),
+            publisher: w.identity,
+            networkId: NET,
+            declarationKey: row['declaration_key'] as string,
+            declaration: new Uint8Array(row['declaration'] as Buffer),
+            state: 'active',
+            port: BigInt(row['port'] as number),
+            listenerRevision: BigInt(row['listener_revision'] as string),
+          },
+          [],
+        );
+        if (li === null) throw new Error('no listener');
+        const at = await writeListenerSnapshot(s.store, s.authority.epoch, w.identity, NET, subScope(w), li, false);
+        const ack = msg(
+          w,
+          'snapshot.ack',
+          {
+            scope: subScope(w),
+            snapshot_revision: at.revision,
+            snapshot_digest: at.digest,
+            accepted: true,
+            enforcement_applied: true,
+            dns_applied: false,
+            errors: [],
+          },
+          { session_seq: 1n },
+        );
+        expect(comparableAnswer(s, await reply(s, w, ack))).toBe('snapshot.ack.result');
+        list.push({ w, li, at, last: null });
+      }
+      refreshers.set(s, list);
+    }
+  });
+  afterAll(async () => {
+    for (const s of leaseSides) {
+      await s.authority.idle();
+      await s.store.close();
+    }
+  });
+
+  it('M6-30 M6-31 M6-32 a seeded sequence of concurrent ready/refresh requests of eight publishers of one Network: equal answers and lease rows grouped and unbatched; the grouped side committed groups of refreshes of that Network', async () => {
+    const next = prng(SEED + 1);
+    const seqs = REFRESHERS.map(() => 0n);
+    const before = (leaseGrouped.store as PgAuthorityStore).commitStats();
+    const answers: unknown[] = [];
+    for (let round = 0; round < LEASE_ROUNDS; round++) {
+      // the first round makes every publisher Ready; a retransmission needs an earlier request
+      const actions = REFRESHERS.map((_, i): LeaseAction => {
+        if (round === 0) return 'ready';
+        const a = LEASE_ACTIONS[Math.floor(next() * LEASE_ACTIONS.length)] as LeaseAction;
+        return a === 'retransmit' && seqs[i] === 0n ? 'refresh' : a;
+      });
+      leaseClock += 1_000;
+      const perSide: unknown[][] = [];
+      for (const s of leaseSides) {
+        const requests = actions.map((a, i) => leaseRequest(s, i, a, seqs[i] as bigint));
+        const replies = await Promise.all(
+          requests.map((r, i) => reply(s, (refreshers.get(s) as Refresher[])[i]?.w as Who, r)),
+        );
+        perSide.push(replies.map((m) => comparableAnswer(s, m)));
+      }
+      expect(perSide[1], `round ${round}: ${actions.join(', ')} (seed ${SEED + 1})`).toEqual(perSide[0]);
+      actions.forEach((a, i) => {
+        const answer = perSide[0]?.[i] as { result?: string }[] | unknown;
+        const granted = Array.isArray(answer) && answer[0]?.result === 'granted';
+        if (granted && (a === 'refresh' || a === 'ready')) seqs[i] = (seqs[i] as bigint) + 1n;
+      });
+      answers.push(...(perSide[0] ?? []));
+    }
+    expect(await leaseRows(leaseAlone)).toEqual(await leaseRows(leaseGrouped));
+    // both outcomes were exercised: grants, refusals as lease.result, and fence errors
+    const flat = answers.flatMap((a) => (Array.isArray(a) ? a : [a])) as { result?: string; error?: string }[];
+    expect(flat.some((a) => a.result === 'granted')).toBe(true);
+    expect(flat.some((a) => a.result !== undefined && a.result !== 'granted')).toBe(true);
+    expect(flat.some((a) => a.error !== undefined)).toBe(true);
+    // one Network, and still groups of more than one member, fewer COMMITs than requests
+    const after = (leaseGrouped.store as PgAuthorityStore).commitStats();
+    const requests = LEASE_ROUNDS * REFRESHERS.length;
+    expect(after.grouped - before.grouped).toBeGreaterThan(after.groups - before.groups);
+    expect(after.commits - before.commits).toBeLessThan(requests);
+    expect((leaseAlone.store as PgAuthorityStore).commitStats().groups).toBe(0);
   });
 });

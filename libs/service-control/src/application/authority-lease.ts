@@ -242,7 +242,10 @@ export const serveReady = async (
         tx.lease.latestPublisherGrant(serviceId, m.subject_identity, d.epoch),
         tx.acks(m.subject_identity, m.network_id, m.session_seq, body.snapshot_revision),
         tx.lease.snapshotStamp(m.subject_identity, m.network_id, snapshot.revision, snapshot.digest, serviceId),
-        tx.ports.lockAllocation(serviceId),
+        // only the publisher's own service's row: a foreign service's allocation is never used (the intent of a
+        // service that is not the signer's in this Network is null) and locking it would tie this refresh to another
+        // scope (decision 0370)
+        tx.ports.lockOwnAllocation(serviceId, m.subject_identity, m.network_id),
         tx.grants.policyVersion(serviceId),
         tx.revisionFloor(m.subject_identity, m.network_id, m.session_seq),
       ]);

@@ -20,7 +20,7 @@ import {
   onWithdrawn,
 } from '../domain/port-allocation.js';
 import { demandOf, intentDigestAt } from './authority-port.js';
-import type { AuthorityTx } from './authority-store.js';
+import type { AuthorityTx, OfferRows } from './authority-store.js';
 import type { StoredService } from './service-row.js';
 
 export interface OfferDeps {
@@ -52,6 +52,8 @@ export const allocateOnReport = async (
   publisher: Bytes,
   before: ReadonlyMap<string, StoredService>,
   written: readonly StoredService[],
+  /** The P rows already read and locked with the report (decision 0371): no reads here. */
+  read?: OfferRows,
 ): Promise<Either.Either<void, ServiceControlError>> => {
   if (written.length === 0) return Either.void;
   const rng = d.rng ?? Math.random;
@@ -60,12 +62,20 @@ export const allocateOnReport = async (
   // sources and policy version are issued in one tick — queued in this order, so they share one round trip and keep
   // the lock order (port lock → allocation rows)
   const live = (s: StoredService) => s.state !== 'withdrawn';
-  const [start, founds, sourceLists, versions] = await Promise.all([
-    tx.ports.lockPorts(publisher),
-    Promise.all(written.map((s) => tx.ports.lockAllocation(s.serviceId))),
-    Promise.all(written.map((s) => (live(s) ? tx.lease.policySources(s.serviceId) : []))),
-    Promise.all(written.map((s) => (live(s) ? tx.grants.policyVersion(s.serviceId) : null))),
-  ]);
+  const [start, founds, sourceLists, versions] =
+    read !== undefined
+      ? [
+          read.ports,
+          written.map((s) => read.allocation(s.serviceId)),
+          written.map((s) => (live(s) ? read.sources(s.serviceId) : [])),
+          written.map((s) => (live(s) ? read.version(s.serviceId) : null)),
+        ]
+      : await Promise.all([
+          tx.ports.lockPorts(publisher),
+          Promise.all(written.map((s) => tx.ports.lockAllocation(s.serviceId))),
+          Promise.all(written.map((s) => (live(s) ? tx.lease.policySources(s.serviceId) : []))),
+          Promise.all(written.map((s) => (live(s) ? tx.grants.policyVersion(s.serviceId) : null))),
+        ]);
   let ports = start;
   for (const [i, s] of written.entries()) {
     const ref = { nsdId: d.nsdId, networkId: s.networkId, serviceId: s.serviceId };

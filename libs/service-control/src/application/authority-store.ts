@@ -11,6 +11,8 @@ import type { AckRecord, RevisionFloor } from '../domain/snapshot.js';
 import type { GrantTx } from './grant-store.js';
 import type { LeaseTx } from './lease-store.js';
 import type { PortTx } from './port-store.js';
+import type { PolicySource } from './lease-store.js';
+import type { Allocation, PortTable } from '../domain/port-allocation.js';
 
 /** A service row as B stores it: the declaration as its canonical CBOR, the listener intent revision. */
 export interface StoredSnapshot {
@@ -36,6 +38,31 @@ export interface FenceRows {
 }
 
 /**
+ * What a report.replace reads, in ONE statement with the fence (decision 0371): membership, the runtime row and the
+ * report row (locked), the identity's own services in the Network, and what the P allocation of any of them needs —
+ * the publisher's port lock and table, its services' allocation rows (locked, in service-id order), their policy
+ * sources and versions. Taken whether or not the report writes a row: a replace then needs no second read round trip.
+ */
+export interface ReplaceRows {
+  readonly member: boolean;
+  readonly runtime: RuntimeBinding | null;
+  /** Corrupt row → `state-inconsistent` (Left), as `lockReport`. */
+  readonly report: Either.Either<BReportRow | null, ServiceControlError>;
+  /** The identity's services in the Network (every state), by service id. */
+  readonly services: readonly StoredService[];
+  readonly offer: OfferRows;
+}
+
+/** The publisher's P rows read ahead (`allocateOnReport` without reads of its own). */
+export interface OfferRows {
+  readonly ports: PortTable;
+  /** A corrupt allocation row throws `state-inconsistent` when asked for, as `lockAllocation` fails. */
+  readonly allocation: (serviceId: Bytes) => Allocation | null;
+  readonly sources: (serviceId: Bytes) => readonly PolicySource[];
+  readonly version: (serviceId: Bytes) => bigint | null;
+}
+
+/**
  * The rows of one transaction. Reads of rows the transaction will write take the row lock. Reads issued in the same
  * tick (e.g. under one `Promise.all`) share one round trip; writes are sent with the next read or the COMMIT, so a
  * write's storage error surfaces when the transaction commits (decision 0130).
@@ -49,6 +76,8 @@ export interface AuthorityTx {
   readonly grants: GrantTx;
   /** The fence rows of (identity, network), locked in the fixed order runtime → session. */
   readonly fence: (identity: Bytes, networkId: Bytes, options?: { readonly session?: boolean }) => Promise<FenceRows>;
+  /** The rows of a report.replace with its fence rows, in one statement (decision 0371). */
+  readonly replaceRows: (identity: Bytes, networkId: Bytes) => Promise<ReplaceRows>;
   /** Network membership (ownership), read in the same transaction as the fences. */
   readonly isMember: (identity: Bytes, networkId: Bytes) => Promise<boolean>;
   readonly lockRuntime: (identity: Bytes) => Promise<RuntimeBinding | null>;
@@ -119,7 +148,16 @@ export interface TransactOptions {
    * with transactions of other scopes in flight at the same time (group commit, decision 0330). Each caller still gets
    * its result only after a COMMIT that includes it.
    */
-  readonly scope?: { readonly identity: Bytes; readonly networkId: Bytes };
+  readonly scope?: {
+    readonly identity: Bytes;
+    readonly networkId: Bytes;
+    /**
+     * The transaction locks rows of its identity and only the allocation rows of the identity's own services in the
+     * Network, in the global lock order (listener.ready, lease.refresh: decision 0370): it may commit together with
+     * other such transactions of the same Network.
+     */
+    readonly shareNetwork?: boolean;
+  };
 }
 
 export interface AuthorityStore {

@@ -10,28 +10,25 @@ import type { ProposalRef } from '../domain/port-endpoint.js';
 import { acceptReport, reportHead } from '../domain/report.js';
 import { bind, boundHeartbeat, floorView, machineAuth, plainHeartbeat } from '../domain/runtime.js';
 import { openSession, streamMayDeliver } from '../domain/session.js';
-import { applyReport, type ServiceRow, ulid } from '../domain/services.js';
-import { type AckRecord, checkRetained, produceSnapshot, recordAck } from '../domain/snapshot.js';
+import { type AckRecord, checkRetained, recordAck } from '../domain/snapshot.js';
 import { validateDeclaration } from '../domain/declaration.js';
 import { type Message, type MessageOf, decodeMessage, encodeMessage, errorBody } from '../api/message.js';
 import {
   declarationFromWire,
-  declarationToWire,
   floorResultBody,
   machineAuthFromWire,
   replaceRequest,
   serviceControlObjectFromWire,
   streamBindingFromWire,
 } from '../api/convert.js';
-import { DeclarationCodec, type BindingWire } from '../api/report.js';
+import type { BindingWire } from '../api/report.js';
 import {
   MachineAuthRequestCodec,
   MachineHeartbeatCodec,
   MachineHeartbeatResultCodec,
   StreamBindingCodec,
 } from '../api/runtime.js';
-import { type SnapshotWire, SnapshotPushBody, snapshotDigest } from '../api/snapshot.js';
-import { deriveN6 } from '../api/standins.js';
+import { SnapshotPushBody } from '../api/snapshot.js';
 import { POLICY_VERSION, serveAcquire, serveReady } from './authority-lease.js';
 import {
   type NextCandidate,
@@ -42,10 +39,12 @@ import {
 } from './authority-port.js';
 import { PortRecoveryDriver, type PortRecoveryOptions, type Schedule, timerSchedule } from './port-recovery.js';
 import { allocateOnReport } from './authority-offer.js';
-import { type NetworkView, networkView } from './authority-view.js';
+import { nextSnapshot } from './authority-snapshot.js';
+import { reportRows } from './authority-report.js';
+import { networkView } from './authority-view.js';
 import type { NetworkPolicy } from './grant-store.js';
 import { nextCounter } from '../domain/counter.js';
-import type { AuthorityStore, AuthorityTx, FenceRows, StoredSnapshot } from './authority-store.js';
+import type { AuthorityStore, AuthorityTx, FenceRows } from './authority-store.js';
 import type { StoredService } from './service-row.js';
 
 export interface AuthorityDeps {
@@ -219,8 +218,14 @@ export class Authority {
 
   /** listener.ready / lease.refresh / lease.acquire: the grant is committed before the reply (authority-lease.ts). */
   private async lease(m: MessageOf<'listener.ready'> | MessageOf<'lease.refresh'> | MessageOf<'lease.acquire'>) {
-    // its one transaction locks rows of the envelope's identity and Network only: it may commit in a group (decision 0330)
-    const scope = { identity: m.subject_identity, networkId: m.network_id };
+    // its one transaction locks rows of the envelope's identity and Network only: it may commit in a group (decision
+    // 0330); a ready/refresh locks only its identity's rows and its own service's allocation, so refreshes of one
+    // Network may share a group (decision 0370) — an acquire locks other publishers' allocations and may not
+    const scope = {
+      identity: m.subject_identity,
+      networkId: m.network_id,
+      ...(m.kind === 'lease.acquire' ? {} : { shareNetwork: true }),
+    };
     const store: AuthorityStore = {
       ...this.d.store,
       transact: (epoch, fn, options) => this.d.store.transact(epoch, fn, { ...options, scope }),
@@ -501,15 +506,19 @@ export class Authority {
   private async reportReplace(m: MessageOf<'report.replace'>) {
     const body = m.body;
     let outbox = null as Promise<bigint> | null;
-    // the report row and the Network's service rows are read with the fence, in the first round trip
-    const reads = (tx: AuthorityTx) =>
-      Promise.all([tx.lockReport(m.subject_identity, m.network_id), tx.services(m.network_id)]);
-    const r = await this.fenced(
-      m.subject_identity,
-      m.network_id,
-      { session: false },
-      reads,
-      async (tx, { runtime: rt }, [row, all]) => {
+    // ONE statement reads the fence rows, the report row, the publisher's own services of the Network and every P row
+    // their allocation needs (decision 0371); the writes go with the COMMIT: two round trips in all
+    const r = await this.d.store.transact(
+      this.d.epoch,
+      async (tx) => {
+        const {
+          member,
+          runtime: rt,
+          report: row,
+          services: all,
+          offer,
+        } = await tx.replaceRows(m.subject_identity, m.network_id);
+        if (!member) return Either.left(scError('unauthorized', 'identity is not a member of the Network'));
         const f = this.fences(m, rt, null);
         if (Either.isLeft(f)) return Either.left(f.left);
         for (const sc of [body.scope, body.content.scope]) {
@@ -527,44 +536,12 @@ export class Authority {
         if (Either.isLeft(outcome)) return Either.left(outcome.left);
         let services = all;
         if (outcome.right.outcome === 'replace') {
-          const mine = all.filter((s) => bytesEqual(s.publisher, m.subject_identity));
-          const rows: ServiceRow[] = [];
-          for (const s of mine) {
-            const d = DeclarationCodec.decode(s.declaration);
-            if (Either.isLeft(d))
-              return Either.left(scError('state-inconsistent', 'stored declaration is corrupt for this scope'));
-            rows.push({
-              serviceId: s.serviceId,
-              declarationKey: s.declarationKey,
-              declaration: declarationFromWire(d.right),
-              state: s.state,
-              port: s.port,
-            });
-          }
-          const now = this.d.now();
-          const app = applyReport(rows, decls, () => ulid(now, new Uint8Array(randomBytes(10))));
-          const prev = new Map(mine.map((s) => [toHex(s.serviceId), s]));
-          const stored: StoredService[] = [];
-          for (const row2 of [...app.created, ...app.updated, ...app.withdrawn]) {
-            const old = prev.get(toHex(row2.serviceId));
-            const bytes = DeclarationCodec.encodeOrThrow(declarationToWire(row2.declaration));
-            const changed =
-              old === undefined || old.state !== row2.state || !Buffer.from(old.declaration).equals(Buffer.from(bytes));
-            if (!changed) continue;
-            stored.push({
-              serviceId: row2.serviceId,
-              publisher: m.subject_identity,
-              networkId: m.network_id,
-              declarationKey: row2.declarationKey,
-              declaration: bytes,
-              state: row2.state,
-              port: row2.port,
-              listenerRevision: old === undefined ? 1n : old.listenerRevision + 1n,
-            });
-          }
+          const rows = reportRows(m.subject_identity, m.network_id, all, decls, this.d.now());
+          if (Either.isLeft(rows)) return Either.left(rows.left);
+          const { prev, stored } = rows.right;
           await tx.upsertServices(stored);
           // the P allocation of the written rows, in this same transaction (committed before any snapshot carries it)
-          const alloc = await allocateOnReport({ nsdId: this.d.nsdId }, tx, m.subject_identity, prev, stored);
+          const alloc = await allocateOnReport({ nsdId: this.d.nsdId }, tx, m.subject_identity, prev, stored, offer);
           if (Either.isLeft(alloc)) return Either.left(alloc.left);
           await tx.saveReport(m.subject_identity, m.network_id, outcome.right.row);
           // not awaited here: the outbox row goes to PostgreSQL with the COMMIT; its id is read after the commit
@@ -579,6 +556,8 @@ export class Authority {
           bindings: this.bindings(services, m.subject_identity),
         });
       },
+      // every row it locks is of its identity or its Network: it may commit in a group (decision 0330)
+      { scope: { identity: m.subject_identity, networkId: m.network_id } },
     );
     if (Either.isRight(r)) {
       this.committed('report.replace');
@@ -827,55 +806,6 @@ export class Authority {
 
   // ───────────────────────── snapshot production and delivery ─────────────────────────
 
-  private buildSnapshot(
-    target: Bytes,
-    networkId: Bytes,
-    services: readonly StoredService[],
-    view: NetworkView,
-  ): Either.Either<Omit<SnapshotWire, 'snapshot_revision'>, ServiceControlError> {
-    const resources = [];
-    const withdrawals = new Map<string, SnapshotWire['withdrawals'][number]>();
-    const withdraw = (w: SnapshotWire['withdrawals'][number]) => {
-      // one Withdrawal per (service, source): a service-level one for this target wins over a source one
-      const k = `${toHex(w.service_ref.service_id)}|${w.consumer_identity === null ? '' : toHex(w.consumer_identity)}`;
-      const had = withdrawals.get(k);
-      if (had === undefined || had.listener_revision < w.listener_revision) withdrawals.set(k, w);
-    };
-    for (const s of services) {
-      const ref = { nsd_id: this.d.nsdId, network_id: networkId, service_id: s.serviceId };
-      if (s.state === 'withdrawn') {
-        withdraw({
-          service_ref: ref,
-          publisher_identity: s.publisher,
-          consumer_identity: bytesEqual(s.publisher, target) ? null : target,
-          listener_revision: s.listenerRevision,
-        });
-        continue;
-      }
-      const d = DeclarationCodec.decode(s.declaration);
-      if (Either.isLeft(d)) return Either.left(scError('state-inconsistent', 'stored declaration is corrupt'));
-      resources.push({
-        service_ref: ref,
-        publisher_identity: s.publisher,
-        n6: deriveN6(s.publisher),
-        display_name: d.right.display_name,
-        protocols: d.right.protocols,
-        P: s.port === null ? null : Number(s.port),
-        status: 'pending' as const,
-      });
-    }
-    for (const w of view.sourceWithdrawals(target)) withdraw(w);
-    return Either.right({
-      scope: { subject_identity: target, nsd_id: this.d.nsdId, network_id: networkId },
-      resources,
-      // the publisher view of the target's own listener intents (with their proposal, decision 0150), the consumer
-      // view of the services it holds a Grant for, and the Grants where it is publisher or consumer (decision 0153)
-      listeners: view.listeners(target),
-      grants: view.grants(target),
-      withdrawals: [...withdrawals.values()],
-    });
-  }
-
   /** Networks with a production queued but not started, and the highest committed outbox id each must clear. */
   private readonly queued = new Map<string, bigint>();
 
@@ -924,32 +854,6 @@ export class Authority {
   /** Productions run one at a time: two whole-Network transactions at once could deadlock on the snapshot rows. */
   private producing: Promise<unknown> = Promise.resolve();
 
-  /** One snapshot of target+Network from the current rows: the stored one if unchanged, else a new revision. */
-  private nextSnapshot(
-    target: Bytes,
-    networkId: Bytes,
-    services: readonly StoredService[],
-    last: StoredSnapshot | null,
-    view: NetworkView,
-  ): Either.Either<{ readonly body: Uint8Array; readonly stored: StoredSnapshot | null }, ServiceControlError> {
-    const content = this.buildSnapshot(target, networkId, services, view);
-    if (Either.isLeft(content)) return Either.left(content.left);
-    const bodyDigest = snapshotDigest({ ...content.right, snapshot_revision: 1n });
-    const p = produceSnapshot(
-      last === null ? null : { revision: last.revision, bodyDigest: last.bodyDigest },
-      bodyDigest,
-    );
-    if (Either.isLeft(p)) return Either.left(p.left);
-    if (p.right.outcome === 'unchanged' && last !== null) return Either.right({ body: last.body, stored: null });
-    const snapshot = { ...content.right, snapshot_revision: p.right.snapshot.revision };
-    const digest = snapshotDigest(snapshot);
-    const body = SnapshotPushBody.encodeOrThrow({ snapshot, snapshot_digest: digest });
-    return Either.right({
-      body,
-      stored: { revision: p.right.snapshot.revision, bodyDigest, digest, body } satisfies StoredSnapshot,
-    });
-  }
-
   /**
    * Produce and deliver the snapshots of every member of a Network in ONE transaction (members, services, every
    * snapshot row, the policy, the grant registry and the allocations read in one round trip; the changed rows written
@@ -984,7 +888,14 @@ export class Authority {
         if (Either.isLeft(view)) return Either.left(view.left);
         const bodies: { target: Bytes; body: Uint8Array; changed: boolean; cancels: readonly ProposalRef[] }[] = [];
         for (const target of members) {
-          const next = this.nextSnapshot(target, networkId, services, last.get(toHex(target)) ?? null, view.right);
+          const next = nextSnapshot(
+            this.d.nsdId,
+            target,
+            networkId,
+            services,
+            last.get(toHex(target)) ?? null,
+            view.right,
+          );
           if (Either.isLeft(next)) {
             // a corrupt row is state-inconsistent for that target only; the others are still produced
             this.d.log?.('snapshot-failed', { code: next.left.code, detail: next.left.detail, target: toHex(target) });

@@ -15,6 +15,12 @@ export interface PortTx {
   readonly savePorts: (publisher: Bytes, before: PortTable, after: PortTable) => Promise<void>;
   /** The service's allocation record (row lock), or null before its first proposal. Corrupt → state-inconsistent. */
   readonly lockAllocation: (serviceId: Bytes) => Promise<Allocation | null>;
+  /**
+   * The allocation record of a service of `publisher` in `networkId` (row lock), or null — also when the service is
+   * another publisher's or of another Network, whose row is then NOT locked (decision 0370: a refresh locks only its
+   * own scope's allocation, so refreshes of one Network may commit in one group).
+   */
+  readonly lockOwnAllocation: (serviceId: Bytes, publisher: Bytes, networkId: Bytes) => Promise<Allocation | null>;
   readonly saveAllocation: (a: Allocation) => Promise<void>;
   /**
    * Allocations an explicit pure refusal left waiting for the next candidate of their round (`awaitingNext`): after a

@@ -9,9 +9,13 @@ import type {
   AuthorityStore,
   AuthorityTx,
   FastAckInput,
+  ReplaceRows,
   SessionRow,
   StoredSnapshot,
 } from '../../application/authority-store.js';
+import type { PolicySource } from '../../application/lease-store.js';
+import type { PortEntry, PortEntryKind } from '../../domain/port-allocation.js';
+import { endpointKey } from '../../domain/port-endpoint.js';
 import type { StoredService } from '../../application/service-row.js';
 import { type Bytes, toHex } from '../../domain/bytes.js';
 import { type ServiceControlError, ServiceControlError as SCE, scError } from '../../domain/errors.js';
@@ -28,7 +32,7 @@ import {
   pruneWithdrawnMarksSql,
   pruneWithdrawnSql,
 } from './lease-store.js';
-import { PORT_MIGRATIONS, portTx } from './port-store.js';
+import { PORT_MIGRATIONS, allocationFromJson, portTx } from './port-store.js';
 import { GRANT_MIGRATIONS, grantTx } from './grant-store.js';
 import { REVISION_FLOOR_MIGRATIONS, floorOf, floorSql, pruneBelowFloorSql } from './revision-floor.js';
 import { ACK_FAST_MIGRATIONS, type FastAckOutcome, ackFastQuery, ackFastSql } from './ack-fast.js';
@@ -83,6 +87,34 @@ const MIGRATIONS: readonly string[] = [
      END IF;
    END $fn$;`,
   ...ACK_FAST_MIGRATIONS,
+  // report.replace's reads in one statement (decision 0371): the rows and locks of fence_rows (without the session),
+  // the report row, the identity's services in the Network, then the publisher's port lock (the key of port-store's
+  // lockPorts), its port table and its services' allocation rows in service-id order (decision 0370), policy sources
+  // and versions — the order authority → runtime → scope rows → port lock → allocation rows
+  `CREATE FUNCTION ${S}.replace_rows(i bytea, n bytea, OUT member boolean, OUT runtime json, OUT report json,
+     OUT services json, OUT ports json, OUT allocations json, OUT sources json, OUT versions json)
+   LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+   BEGIN
+     member := EXISTS (SELECT 1 FROM ${S}.member m WHERE m.identity = i AND m.network_id = n);
+     IF NOT member THEN RETURN; END IF;
+     SELECT row_to_json(r) INTO runtime FROM (SELECT ${RUNTIME_COLS} FROM ${S}.runtime_binding b WHERE b.identity = i FOR UPDATE) r;
+     SELECT row_to_json(r) INTO report FROM (SELECT k.revision::text AS revision, encode(k.digest, 'hex') AS digest
+       FROM ${S}.report k WHERE k.identity = i AND k.network_id = n FOR UPDATE) r;
+     SELECT coalesce(json_agg(r ORDER BY r.service_id), '[]') INTO services FROM (SELECT encode(s.service_id, 'hex') AS service_id,
+       s.declaration_key, encode(s.declaration, 'hex') AS declaration, s.state, s.port, s.listener_revision::text AS listener_revision
+       FROM ${S}.service s WHERE s.network_id = n AND s.publisher = i) r;
+     PERFORM pg_advisory_xact_lock(hashtextextended('${S}.port:' || encode(i, 'hex'), 0));
+     SELECT coalesce(json_agg(r), '[]') INTO ports FROM (SELECT e.port, e.kind, encode(e.nsd_id, 'hex') AS nsd_id,
+       encode(e.network_id, 'hex') AS network_id, encode(e.service_id, 'hex') AS service_id FROM ${S}.port_entry e WHERE e.publisher = i) r;
+     SELECT coalesce(json_agg(json_build_object('s', r.id, 'v', r.value) ORDER BY r.id), '[]') INTO allocations FROM (
+       SELECT encode(a.service_id, 'hex') AS id, a.value FROM ${S}.port_allocation a JOIN ${S}.service s ON s.service_id = a.service_id
+       WHERE a.publisher = i AND s.publisher = i AND s.network_id = n ORDER BY a.service_id FOR UPDATE OF a) r;
+     SELECT coalesce(json_agg(r ORDER BY r.service_id, r.consumer), '[]') INTO sources FROM (SELECT encode(p.service_id, 'hex') AS service_id,
+       encode(p.consumer, 'hex') AS consumer, p.protocols, p.expiry::text AS expiry FROM ${S}.policy_source p
+       JOIN ${S}.service s ON s.service_id = p.service_id WHERE s.publisher = i AND s.network_id = n) r;
+     SELECT coalesce(json_agg(r), '[]') INTO versions FROM (SELECT encode(v.service_id, 'hex') AS service_id, v.version::text AS version
+       FROM ${S}.policy_version v JOIN ${S}.service s ON s.service_id = v.service_id WHERE s.publisher = i AND s.network_id = n) r;
+   END $fn$;`,
 ];
 
 const b = (v: Buffer | Uint8Array): Bytes => new Uint8Array(v);
@@ -136,6 +168,70 @@ const serviceOf = (row: Record<string, unknown>): StoredService => ({
   port: row['port'] === null ? null : BigInt(row['port'] as number),
   listenerRevision: big(row['listener_revision'] as string),
 });
+const reportOf = (revision: bigint, digest: Bytes): Either.Either<BReportRow, ServiceControlError> =>
+  revision < 1n || digest.length !== 32
+    ? Either.left(scError('state-inconsistent', 'report row is corrupt for this scope'))
+    : Either.right({ revision, digest } satisfies BReportRow);
+
+/** The one row of `replace_rows` (decision 0371), its JSON values as the store's types. */
+const replaceRowsOf = (publisher: Bytes, networkId: Bytes, row: Record<string, unknown>): ReplaceRows => {
+  type Json = Record<string, unknown>;
+  const list = (k: string): Json[] => (row[k] ?? []) as Json[];
+  const rep = row['report'] as { revision: string; digest: string } | null;
+  const services = list('services').map((s): StoredService => ({
+    serviceId: hex(s['service_id'] as string),
+    publisher,
+    networkId,
+    declarationKey: s['declaration_key'] as string,
+    declaration: hex(s['declaration'] as string),
+    state: s['state'] as StoredService['state'],
+    port: s['port'] === null ? null : BigInt(s['port'] as number),
+    listenerRevision: big(s['listener_revision'] as string),
+  }));
+  const ports = new Map<string, PortEntry>();
+  for (const e of list('ports')) {
+    const port = BigInt(e['port'] as number);
+    ports.set(endpointKey(publisher, port), {
+      publisher,
+      port,
+      kind: e['kind'] as PortEntryKind,
+      serviceRef: {
+        nsdId: hex(e['nsd_id'] as string),
+        networkId: hex(e['network_id'] as string),
+        serviceId: hex(e['service_id'] as string),
+      },
+    });
+  }
+  const allocations = new Map(list('allocations').map((a) => [a['s'] as string, a['v']]));
+  const sources = new Map<string, PolicySource[]>();
+  for (const p of list('sources')) {
+    const id = p['service_id'] as string;
+    const source: PolicySource = {
+      consumer: hex(p['consumer'] as string),
+      protocols: p['protocols'] as PolicySource['protocols'],
+      expiry: p['expiry'] === null ? null : Number(p['expiry']),
+    };
+    sources.set(id, [...(sources.get(id) ?? []), source]);
+  }
+  const versions = new Map(list('versions').map((v) => [v['service_id'] as string, big(v['version'] as string)]));
+  return {
+    member: row['member'] === true,
+    runtime: runtimeOf((row['runtime'] ?? null) as Parameters<typeof runtimeOf>[0]),
+    report: rep === null ? Either.right(null) : reportOf(big(rep.revision), hex(rep.digest)),
+    services,
+    offer: {
+      ports,
+      // parsed when asked for: a corrupt row fails the report that writes its service, as lockAllocation's read did
+      allocation: (id) => {
+        const v = allocations.get(toHex(id));
+        return v === undefined ? null : allocationFromJson(v);
+      },
+      sources: (id) => sources.get(toHex(id)) ?? [],
+      version: (id) => versions.get(toHex(id)) ?? null,
+    },
+  };
+};
+
 const snapshotOf = (row: Record<string, unknown>): StoredSnapshot => ({
   revision: big(row['revision'] as string),
   bodyDigest: b(row['body_digest'] as Buffer),
@@ -175,6 +271,11 @@ const tx = (c: TxConnection, leaseOptions: LeaseTxOptions, pruneRevisions: boole
           const row = r.rows[0];
           return { member: row.member === true, runtime: runtimeOf(row.runtime), session: sessionOf(row.session) };
         },
+      ),
+    replaceRows: (identity, networkId) =>
+      c.statement(
+        `SELECT member, runtime, report, services, ports, allocations, sources, versions FROM ${S}.replace_rows(${lit.bytea(identity)}, ${lit.bytea(networkId)})`,
+        (r) => replaceRowsOf(identity, networkId, r.rows[0]),
       ),
     isMember: (identity, networkId) =>
       c.statement(
@@ -224,12 +325,7 @@ const tx = (c: TxConnection, leaseOptions: LeaseTxOptions, pruneRevisions: boole
         `SELECT revision, digest FROM ${S}.report WHERE identity = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)} FOR UPDATE`,
         (r) => {
           const row = r.rows[0];
-          if (row === undefined) return Either.right(null);
-          const revision = big(row.revision);
-          const digest = b(row.digest);
-          if (revision < 1n || digest.length !== 32)
-            return Either.left(scError('state-inconsistent', 'report row is corrupt for this scope'));
-          return Either.right({ revision, digest } satisfies BReportRow);
+          return row === undefined ? Either.right(null) : reportOf(big(row.revision), b(row.digest));
         },
       ),
     saveReport: async (identity, networkId, row) =>
@@ -540,6 +636,7 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
       return groups.submit({
         identity: scope.identity,
         networkId: scope.networkId,
+        ...(scope.shareNetwork === true ? { shareNetwork: true } : {}),
         epoch,
         run: (batch) => fn(txOf(batch)),
         alone: () => transactAlone(epoch, fn, options),

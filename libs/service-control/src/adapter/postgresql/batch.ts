@@ -90,7 +90,26 @@ const MAX_PREPARED = 512;
 interface Queued {
   readonly sql: string;
   readonly settle: (r: pg.QueryResult | Error) => void;
+  /** A row lock of the global order (decision 0370): sent after the unordered statements of its round trip, by key. */
+  readonly lockKey?: string;
 }
+
+/**
+ * The statements of one round trip in the order they are sent (decision 0370): as queued, except that the ordered row
+ * locks (`lockKey`, the port allocation rows: lowercase hex of the service id, which sorts as PostgreSQL sorts bytea)
+ * go last, in key order. Every transaction that locks several allocation rows in one round trip — the snapshot
+ * production, a report's allocation, a consumer's acquire, a group of refreshes — therefore takes them in one global
+ * order, after its identity's rows and the publisher's port lock; two of them can no longer wait for each other in a
+ * cycle over allocation rows.
+ */
+const inLockOrder = (batch: readonly Queued[]): readonly Queued[] => {
+  if (!batch.some((q) => q.lockKey !== undefined)) return batch;
+  const plain = batch.filter((q) => q.lockKey === undefined);
+  const locks = batch
+    .filter((q) => q.lockKey !== undefined)
+    .sort((a, b) => ((a.lockKey as string) < (b.lockKey as string) ? -1 : a.lockKey === b.lockKey ? 0 : 1));
+  return [...plain, ...locks];
+};
 
 /** A statement's result: a promise that, once awaited (`then` called), makes the batch send what is queued. */
 class Deferred<A> implements Promise<A> {
@@ -119,8 +138,11 @@ class Deferred<A> implements Promise<A> {
 
 /** The minimal pg surface the store's row functions use (so parameterised `query` keeps working in a batch). */
 export interface TxConnection {
-  /** Queue a statement; its result arrives with the next round trip. */
-  readonly statement: <A>(sql: string, parse: (r: pg.QueryResult) => A) => Promise<A>;
+  /**
+   * Queue a statement; its result arrives with the next round trip. `lockKey`: the statement takes a row lock of the
+   * global order (decision 0370) and is sent after the round trip's other statements, in key order.
+   */
+  readonly statement: <A>(sql: string, parse: (r: pg.QueryResult) => A, lockKey?: string) => Promise<A>;
   /** Queue a write whose result nobody needs. */
   readonly write: (sql: string) => void;
   /** A parameterised query (extended protocol): sends what is queued first, then this query on its own. */
@@ -160,11 +182,12 @@ export class TxBatch implements TxConnection {
     this.changed = true;
   }
 
-  statement = <A>(sql: string, parse: (r: pg.QueryResult) => A): Promise<A> => {
+  statement = <A>(sql: string, parse: (r: pg.QueryResult) => A, lockKey?: string): Promise<A> => {
     if (!READ_ONLY.test(sql)) this.changed = true;
     const inner = new Promise<A>((resolve, reject) =>
       this.queue.push({
         sql,
+        ...(lockKey === undefined ? {} : { lockKey }),
         settle: (r) => {
           if (r instanceof Error) return reject(r);
           try {
@@ -206,7 +229,7 @@ export class TxBatch implements TxConnection {
   }
 
   private async send(tail: readonly string[]): Promise<void> {
-    const batch = this.queue;
+    const batch = inLockOrder(this.queue);
     this.queue = [];
     if (this.failed !== null) {
       for (const q of batch) q.settle(this.failed);
@@ -216,7 +239,7 @@ export class TxBatch implements TxConnection {
     if (batch.length === 0 && tail.length === 0 && head.length === 0) return;
     // The fence must be checked before anything commits: never send COMMIT in the round trip that reads it.
     if (head.length > 0 && tail.length > 0) {
-      this.queue = batch;
+      this.queue = [...batch];
       await this.send([]);
       return this.send(tail);
     }

@@ -26,6 +26,12 @@ export interface GroupMember<A> {
   readonly identity: Uint8Array;
   readonly networkId: Uint8Array;
   readonly epoch: bigint;
+  /**
+   * The member locks rows of its identity and only its own services' allocation rows of its Network (a listener.ready
+   * or lease.refresh, decision 0370): it may share its group with other such members of the same Network — never with
+   * a member of that Network that does not share it.
+   */
+  readonly shareNetwork?: boolean;
   /** The member's statements on the group's transaction; Left or a throw sends the whole group back to `alone`. */
   readonly run: (batch: TxBatch) => Promise<Either.Either<A, ServiceControlError>>;
   /** The member in its own transaction (after a failed group), exactly the ungrouped path. */
@@ -62,7 +68,10 @@ export interface GroupCommitStats {
 
 interface Waiting {
   readonly member: GroupMember<unknown>;
-  readonly keys: readonly [string, string];
+  /** The scope keys no two members of the groups in flight share: identity and Network, or identity alone (shared). */
+  readonly keys: readonly string[];
+  /** The Network's key (`n…`), also of a member that shares its Network. */
+  readonly net: string;
   readonly resolve: (r: Either.Either<unknown, ServiceControlError>) => void;
   readonly reject: (e: unknown) => void;
 }
@@ -78,9 +87,11 @@ export class GroupCommit {
 
   submit<A>(member: GroupMember<A>): Promise<Either.Either<A, ServiceControlError>> {
     return new Promise((resolve, reject) => {
+      const net = `n${toHex(member.networkId)}`;
       this.pending.push({
         member: member as GroupMember<unknown>,
-        keys: [`i${toHex(member.identity)}`, `n${toHex(member.networkId)}`],
+        keys: member.shareNetwork === true ? [`i${toHex(member.identity)}`] : [`i${toHex(member.identity)}`, net],
+        net,
         resolve: resolve as Waiting['resolve'],
         reject,
       });
@@ -103,14 +114,20 @@ export class GroupCommit {
       const taken: Waiting[] = [];
       const left: Waiting[] = [];
       const keys = new Set<string>();
+      // the Networks of this group's members, by kind: a Network's members share it, or one member has it alone
+      const shared = new Set<string>();
+      const alone = new Set<string>();
       const epoch = this.pending[0]?.member.epoch;
       for (const w of this.pending) {
+        const sharing = w.member.shareNetwork === true;
         const free =
           taken.length < this.o.maxMembers &&
           w.member.epoch === epoch &&
-          !w.keys.some((k) => this.busy.has(k) || keys.has(k));
+          !w.keys.some((k) => this.busy.has(k) || keys.has(k)) &&
+          !(sharing ? alone : shared).has(w.net);
         // a member that cannot go keeps its scope for the requests behind it (arrival order per scope)
         for (const k of w.keys) keys.add(k);
+        if (free) (sharing ? shared : alone).add(w.net);
         (free ? taken : left).push(w);
       }
       if (taken.length === 0) return; // everything waiting is of a busy scope: the end of a group pumps again

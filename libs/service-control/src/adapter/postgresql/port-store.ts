@@ -202,9 +202,20 @@ export const portTx = (c: Pick<TxConnection, 'statement' | 'write'>): PortTx => 
       }
   },
   // a queued statement: the ready/refresh path reads it in the same round trip as the fence (decision 0130)
+  // the allocation rows are locked in one global order (service id) within a round trip (decision 0370)
   lockAllocation: (serviceId) =>
-    c.statement(`SELECT value FROM ${S}.port_allocation WHERE service_id = ${lit.bytea(serviceId)} FOR UPDATE`, (r) =>
-      r.rows[0] === undefined ? null : allocationFromJson(r.rows[0]['value']),
+    c.statement(
+      `SELECT value FROM ${S}.port_allocation WHERE service_id = ${lit.bytea(serviceId)} FOR UPDATE`,
+      (r) => (r.rows[0] === undefined ? null : allocationFromJson(r.rows[0]['value'])),
+      toHex(serviceId),
+    ),
+  lockOwnAllocation: (serviceId, publisher, networkId) =>
+    c.statement(
+      `SELECT a.value FROM ${S}.port_allocation a WHERE a.service_id = ${lit.bytea(serviceId)} AND a.publisher = ${lit.bytea(publisher)}
+         AND EXISTS (SELECT 1 FROM ${S}.service s WHERE s.service_id = a.service_id AND s.publisher = a.publisher AND s.network_id = ${lit.bytea(networkId)})
+       FOR UPDATE OF a`,
+      (r) => (r.rows[0] === undefined ? null : allocationFromJson(r.rows[0]['value'])),
+      toHex(serviceId),
     ),
   saveAllocation: async (a) =>
     c.write(
