@@ -21,6 +21,7 @@ import {
   type PackageFacts,
 } from '../../domain/extension/load.js';
 import { buildRegistry } from '../../domain/extension/registry.js';
+import { extensionCrdsOf } from '../../domain/extension/crd.js';
 import { COMPONENT_FINALIZER, componentStatus } from '../../domain/extension/status.js';
 import { ownershipOf } from '../../domain/markers.js';
 import type { Condition } from '../../domain/state.js';
@@ -147,6 +148,19 @@ const writeStatusIfChanged = (o: KubeObject, next: ReturnType<typeof componentSt
     );
   });
 
+/**
+ * The CRDs of an activated component's object kinds, in the extension's own group (decision 0341): server-side
+ * apply as the component reconciler (an unchanged CRD writes nothing). Serving them is the Registry's business: a
+ * CRD outlives a disabled component (its objects are kept) but the control plane answers `capability_missing`.
+ */
+const ensureKindCrds = (extension: string) =>
+  Effect.gen(function* () {
+    const registry = yield* Ref.get(yield* ExtensionRegistry);
+    const client = yield* KubeClient;
+    for (const crd of extensionCrdsOf(registry.registry.kinds, extension))
+      yield* client.apply(crd as unknown as KubeObject, { fieldManager: COMPONENT_FIELD_MANAGER, force: true });
+  });
+
 const statusOf = (o: KubeObject) => (o['status'] ?? {}) as StoredStatus;
 
 type StoredStatus = {
@@ -190,6 +204,7 @@ export const reconcileSystemComponent = (key: { readonly name: string }): Compon
     if (entry.outcome._tag !== 'Adopted' && !finalizers.includes(COMPONENT_FINALIZER))
       object = yield* setFinalizers(object, [...finalizers, COMPONENT_FINALIZER]);
     const next = componentStatus(entry.outcome, statusOf(object), yield* nowDate);
+    if (entry.outcome._tag === 'Active') yield* ensureKindCrds(entry.outcome.declaration.header.id);
     yield* writeStatusIfChanged(object, next);
     const settled = next.status.phase === 'Active' || next.status.phase === 'Adopted';
     return { state: settled ? 'steady' : 'active', result } as const;
