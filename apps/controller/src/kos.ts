@@ -22,6 +22,7 @@ import {
   reconcileApplication,
   reconcileEndpoint,
   reconcileSystemComponent,
+  runControllerSet,
   reconcileVolume,
   startKosController,
 } from '@homelab/kos-kernel';
@@ -211,6 +212,9 @@ export const runKosReconcilers = (options: {
               ),
       });
     }
+    // The extension controllers of activated components, each in its sandbox (decisions 0305, 0342); the set follows
+    // the Registry the component reconciler publishes.
+    yield* Effect.forkScoped(runControllerSet());
     // The built-in definitions are written beside the running reconcilers (an app of one stays Pending with
     // DefinitionMissing until it exists, then installs); a failure is retried, then logged by the fiber's death.
     yield* Effect.forkScoped(

@@ -40,7 +40,9 @@ import {
   workloadsAdapter,
   AuditLog,
   ArtifactSourceLive,
+  ControllerHealthLive,
   ExtensionRegistryLive,
+  ExtensionSandboxesLive,
   InstallerConfigLive,
   PackageCacheLive,
 } from '@homelab/kos-kernel';
@@ -281,6 +283,8 @@ export const controllerLayer = (
     PackageCacheLive,
     InstallerConfigLive(config.kosLabelSelector !== '' ? { labelSelector: config.kosLabelSelector } : {}),
     ArtifactSourceLive(config.extensionDir !== undefined ? { root: config.extensionDir } : {}),
+    ExtensionSandboxesLive,
+    ControllerHealthLive,
   );
   const Base = Layer.mergeAll(
     SerialGateLive,

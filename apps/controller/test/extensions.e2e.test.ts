@@ -4,7 +4,8 @@
 // Active), its object kind gets a CRD in the extension's own group (TC-1), and the control plane serves that kind
 // only while the component is activated: `capability_missing` before, and again after `spec.disable` — the objects
 // stay in the API server — and served again once re-enabled (TC-5, TC-110). The process's informers and load set see
-// only this file's label (the test bed is shared).
+// only this file's label (the test bed is shared). The package's controller runs in its sandbox in the process and
+// writes the Note's status (decision 0342).
 import type { ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
@@ -108,6 +109,11 @@ describe('SystemComponents in the controller process', () => {
     await eventually('the control plane serves the Note', async () => {
       const r = await listNotes();
       return r.status === 200 && (r.body.items ?? []).length === 1;
+    });
+    // the package's own controller (note-indexer) runs in its sandbox inside the process and writes the status
+    await eventually('note-indexer wrote the status', async () => {
+      const r = await kubeRequest('GET', `/apis/notes.kos.tsic.top/v1alpha1/namespaces/${ns.name}/notes/first`);
+      return (r.json() as { status?: { indexed?: boolean } }).status?.indexed === true;
     });
     const one = await fetch(
       `${url}/api/v1/resources/notes/first?apiVersion=notes.kos.tsic.top/v1alpha1&namespace=${ns.name}`,

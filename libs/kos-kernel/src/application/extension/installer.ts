@@ -65,6 +65,7 @@ export const readPackage = (spec: unknown) =>
       : {
           _tag: 'Verified',
           declaration: checkDeclaration(doc.right.declaration, Object.keys(doc.right.modules ?? {})),
+          modules: doc.right.modules ?? {},
         };
     yield* Ref.update(cache, (m) => new Map(m).set(pkg.sha256, facts));
     return facts;
@@ -105,7 +106,10 @@ export const loadComponents = Effect.gen(function* () {
   }
   const result = loadExtensions(facts);
   const registry = yield* ExtensionRegistry;
-  yield* Ref.set(registry, { result, registry: buildRegistry(result) });
+  const modules = new Map<string, Readonly<Record<string, string>>>();
+  for (const f of facts)
+    if (f.package?._tag === 'Verified' && f.package.modules !== undefined) modules.set(f.name, f.package.modules);
+  yield* Ref.set(registry, { result, registry: buildRegistry(result), modules });
   return { result, objects: list.items };
 });
 
