@@ -19,6 +19,10 @@ import { eventually, kubeRequest, testbed, useNamespace } from '@homelab/testbed
 import {
   ArtifactSourceLive,
   AuditLog,
+  ControlPlaneConfigLive,
+  DiscoveryIndexLive,
+  listResources,
+  LoopbackOwnerAuthorizerLive,
   ControllerHealth,
   ControllerHealthLive,
   CONTROLLER_FAILURE_THRESHOLD,
@@ -115,6 +119,9 @@ const makeRuntime = () => {
       PackageCacheLive,
       InstallerConfigLive({ labelSelector: `${LABEL}=${run}` }),
       MemoryAuditorLive(),
+      LoopbackOwnerAuthorizerLive,
+      DiscoveryIndexLive,
+      ControlPlaneConfigLive({ continueKey: new Uint8Array(32) }),
       ExtensionSandboxesLive,
       ControllerHealthLive,
       Layer.sync(ControllerMetrics, makeKosMetrics),
@@ -263,5 +270,14 @@ describe('ControllerSet: extension code in a sandbox with only the scoped client
     const all = await records();
     expect(all.get('evil-probe/flaky')?.manages).toBe(`${GROUP}/Flaky`);
     expect(all.get('evil-probe/prober')?.consecutiveFailures).toBe(0);
+    // through the control plane: only the failing controller's objects are projected Unknown
+    const healthOf = (plural: string) =>
+      rt
+        .runPromise(listResources({ kind: plural, apiVersion: `${GROUP}/v1`, namespace: inScope.name }))
+        .then((page) =>
+          page.items.map((p) => (p.object as { status?: { health?: { state?: string } } }).status?.health?.state),
+        );
+    expect(await healthOf('flakies')).toEqual(['Unknown']);
+    expect(await healthOf('probes')).toEqual([undefined]);
   });
 });

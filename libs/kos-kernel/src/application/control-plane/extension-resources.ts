@@ -11,6 +11,9 @@ import { isNamespaceName, isObjectName } from '../../domain/control-plane/reques
 import { redactObject } from '../../domain/control-plane/sensitive.js';
 import type { ServedKind } from '../../domain/extension/registry.js';
 import { ExtensionRegistry } from '../extension/services.js';
+import { ControllerHealth } from '../extension/controller-set.js';
+import { projectedHealth } from '../../domain/extension/controllers.js';
+import type { HealthState } from '../../domain/state.js';
 import { apiError, fromKube } from './errors.js';
 import { Authorizer, ControlPlaneConfig } from './services.js';
 
@@ -47,10 +50,31 @@ const withoutManagedFields = (o: KubeObject): KubeObject => {
   return { ...o, metadata };
 };
 
-const projectAll = (objects: ReadonlyArray<KubeObject>, readAtMs: number) =>
+/**
+ * C-20: while a controller managing the kind is over its failure threshold, its objects' health is projected
+ * `Unknown` (reason `ControllerUnavailable`); other kinds keep their own (decision 0342).
+ */
+const withControllerHealth = (kind: ServedKind, objects: ReadonlyArray<KubeObject>) =>
+  Effect.gen(function* () {
+    const health = yield* Effect.serviceOption(ControllerHealth);
+    if (Option.isNone(health)) return objects;
+    const records = [...(yield* Ref.get(health.value)).values()];
+    return objects.map((o) => {
+      const status = (o['status'] ?? {}) as { health?: { state?: HealthState } };
+      const own = status.health?.state ?? 'Healthy';
+      if (projectedHealth({ group: kind.group, kind: kind.kind, health: own }, records) !== 'Unknown') return o;
+      return {
+        ...o,
+        status: { ...status, health: { state: 'Unknown', reason: 'ControllerUnavailable' } },
+      } as KubeObject;
+    });
+  });
+
+const projectAll = (kind: ServedKind, stored: ReadonlyArray<KubeObject>, readAtMs: number) =>
   Effect.gen(function* () {
     const config = yield* ControlPlaneConfig;
     const now = yield* Clock.currentTimeMillis;
+    const objects = yield* withControllerHealth(kind, stored);
     return objects.map((o): Projection =>
       project(redactObject(withoutManagedFields(o)), {
         readAtMs,
@@ -117,7 +141,7 @@ export const listExtensionResources = (input: ExtensionListInput) =>
         },
       )
       .pipe(Effect.mapError((e) => fromKube(e, 'read', undefined, false)));
-    const items = yield* projectAll(page.items, yield* Clock.currentTimeMillis);
+    const items = yield* projectAll(kind, page.items, yield* Clock.currentTimeMillis);
     const result: ListPage = { kind: kind.kind, items };
     return result;
   });
@@ -147,6 +171,6 @@ export const getExtensionResource = (input: ExtensionGetInput) =>
     };
     const client = yield* KubeClient;
     const object = yield* client.get(ref).pipe(Effect.mapError((e) => fromKube(e, 'read', ref, false)));
-    const [projection] = yield* projectAll([object], yield* Clock.currentTimeMillis);
+    const [projection] = yield* projectAll(kind, [object], yield* Clock.currentTimeMillis);
     return projection as Projection;
   });
