@@ -7,3 +7,4 @@ export * from './status.js';
 export * from './write-scope.js';
 export * from './controllers.js';
 export * from './crd.js';
+export * from './uninstall.js';
