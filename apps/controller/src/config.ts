@@ -64,6 +64,11 @@ export interface ControllerConfig {
   readonly kosLeaderElectionId: string;
   /** Restrict the KOS reconcilers' informers (`--kos-label-selector`; for shared test clusters). Empty = every object. */
   readonly kosLabelSelector: string;
+  /**
+   * The directory `file:` package references of SystemComponents resolve in (`--extension-dir`, decision 0340); unset
+   * = only `http(s)://` packages are readable (a `file:` one is `PackageVerified=False`, unreadable).
+   */
+  readonly extensionDir?: string;
 }
 
 export const CONTROLLER_MODULES = ['kos', 'ayatori'] as const;
@@ -101,6 +106,11 @@ export const CONTROLLER_FLAGS: ReadonlyArray<{
   { name: 'kos-crds', env: 'KOS_CRDS', help: 'install or verify the KOS CRDs (verify)' },
   { name: 'kos-label-selector', env: 'KOS_LABEL_SELECTOR', help: 'KOS objects this controller reconciles (all)' },
   { name: 'kos-leader-election-id', env: 'KOS_LEADER_ELECTION_ID', help: "KOS module's Lease name" },
+  {
+    name: 'extension-dir',
+    env: 'KOS_EXTENSION_DIR',
+    help: 'directory of file: extension packages (unset = http(s) packages only)',
+  },
   {
     name: 'leader-elect',
     env: 'CONTROLLER_LEADER_ELECT',
@@ -273,8 +283,10 @@ export const parseConfig = (
       );
     openBao = { address: openBaoAddress, tokenFile, mount, basePath };
   }
+  const extensionDir = get('extension-dir', 'KOS_EXTENSION_DIR');
   return {
     ...(openBao !== undefined ? { openBao } : {}),
+    ...(extensionDir !== undefined && extensionDir !== '' ? { extensionDir } : {}),
     host,
     ...(identityDb !== undefined ? { identityDb } : {}),
     ...(exportDir !== undefined ? { exportDir } : {}),

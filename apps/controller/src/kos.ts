@@ -4,10 +4,12 @@
 import { Data, Duration, Effect, Schedule } from 'effect';
 import { Registry } from 'prom-client';
 import {
-  type AppLifecycleConfig,
   AppLifecycleDefaultsLive,
   APPLICATION_WORKERS,
-  type CapabilitySource,
+  type ArtifactSource,
+  type ExtensionRegistry,
+  type InstallerConfig,
+  type PackageCache,
   checkClusterAbi,
   installBuiltinDefinitions,
   KERNEL_KINDS,
@@ -19,10 +21,15 @@ import {
   type KosRound,
   reconcileApplication,
   reconcileEndpoint,
+  reconcileSystemComponent,
+  runControllerSet,
   reconcileVolume,
   startKosController,
 } from '@homelab/kos-kernel';
 import { type ControllerMetricsService, KubeClient, type KubeObject, makeControllerMetrics } from '@homelab/kube';
+
+/** What the component Installer needs from the graph (decision 0340). */
+type ExtensionServices = ArtifactSource | ExtensionRegistry | PackageCache | InstallerConfig;
 
 export type KosCrdMode = 'install' | 'verify';
 export const KOS_FIELD_MANAGER = 'kos-controller';
@@ -148,19 +155,23 @@ export const kosStartGate = (mode: KosCrdMode) =>
       });
   });
 
-/** The domain reconcilers that exist (application lifecycle, issue 19); the other kinds are observed only. */
+type KosKey = { readonly namespace?: string; readonly name: string };
+
+/** The domain reconcilers that exist (application lifecycle, issue 19; the component Installer, issue 23); the other
+ * kinds are observed only. */
 const DOMAIN_RECONCILERS: Partial<
   Record<
     (typeof KERNEL_KINDS)[number],
-    (key: {
-      readonly namespace?: string;
-      readonly name: string;
-    }) => Effect.Effect<KosRound, unknown, KubeClient | CapabilitySource | AppLifecycleConfig>
+    (key: KosKey) => Effect.Effect<KosRound, unknown, KubeClient | ExtensionServices>
   >
 > = {
-  Application: reconcileApplication,
-  Volume: reconcileVolume,
-  Endpoint: reconcileEndpoint,
+  Application: (key) => reconcileApplication(key).pipe(Effect.provide(AppLifecycleDefaultsLive)),
+  Volume: (key) => reconcileVolume(key).pipe(Effect.provide(AppLifecycleDefaultsLive)),
+  Endpoint: (key) => reconcileEndpoint(key).pipe(Effect.provide(AppLifecycleDefaultsLive)),
+  // the Installer (decisions 0303, 0304, 0340): its ports (artifact source, registry, package cache, settings) come
+  // from the controller's graph, so the control plane reads the Registry this round publishes
+  SystemComponent: (key) =>
+    Effect.map(reconcileSystemComponent({ name: key.name }), (r): KosRound => ({ state: r.state })),
 };
 
 /** The kernel's reconcilers for the ten kinds: the five built-in ApplicationDefinitions are written first
@@ -187,7 +198,7 @@ export const runKosReconcilers = (options: {
         ...(kind === 'Application' ? { concurrency: APPLICATION_WORKERS } : {}),
         reconcile: (request) =>
           domain !== undefined
-            ? domain(request).pipe(Effect.provide(AppLifecycleDefaultsLive))
+            ? domain(request)
             : Effect.flatMap(KubeClient, (client) =>
                 client.get({
                   apiVersion: `${KOS_GROUP}/${KOS_STORAGE_VERSION}`,
@@ -201,6 +212,9 @@ export const runKosReconcilers = (options: {
               ),
       });
     }
+    // The extension controllers of activated components, each in its sandbox (decisions 0305, 0342); the set follows
+    // the Registry the component reconciler publishes.
+    yield* Effect.forkScoped(runControllerSet());
     // The built-in definitions are written beside the running reconcilers (an app of one stays Pending with
     // DefinitionMissing until it exists, then installs); a failure is retried, then logged by the fiber's death.
     yield* Effect.forkScoped(

@@ -39,6 +39,12 @@ import {
   SerialGateLive,
   workloadsAdapter,
   AuditLog,
+  ArtifactSourceLive,
+  ControllerHealthLive,
+  ExtensionRegistryLive,
+  ExtensionSandboxesLive,
+  InstallerConfigLive,
+  PackageCacheLive,
 } from '@homelab/kos-kernel';
 import {
   ControllerMetrics,
@@ -270,8 +276,19 @@ export const controllerLayer = (
     const http = makeHttpMetrics();
     return { http, controller: makeControllerMetrics({ registry: http.registry }) };
   });
+  // The extension pipeline's ports (decision 0340): the Installer round publishes into the registry the control plane
+  // reads; `file:` packages resolve in --extension-dir; the load set follows the KOS label selector.
+  const Extensions = Layer.mergeAll(
+    ExtensionRegistryLive,
+    PackageCacheLive,
+    InstallerConfigLive(config.kosLabelSelector !== '' ? { labelSelector: config.kosLabelSelector } : {}),
+    ArtifactSourceLive(config.extensionDir !== undefined ? { root: config.extensionDir } : {}),
+    ExtensionSandboxesLive,
+    ControllerHealthLive,
+  );
   const Base = Layer.mergeAll(
     SerialGateLive,
+    Extensions,
     ControlPlaneConfigLive({ continueKey: config.continueKey }),
     access,
     DiscoveryIndexLive,

@@ -26,6 +26,7 @@ import { fieldsOf } from '../writer.js';
 import { crossOwnerRefusal, ownerForWrite, visibleTo } from './access.js';
 import { admitApplicationSpec } from './app-admission.js';
 import { admitVolumeSpec } from './volume-admission.js';
+import { getExtensionResource, listExtensionResources } from './extension-resources.js';
 import { ApiError, apiError, fromKube } from './errors.js';
 import {
   type AuditVerb,
@@ -170,6 +171,9 @@ export const listResources = (
   input: ListInput,
 ): Effect.Effect<ListPage, ApiError, KubeClient | ControlPlaneConfig | Authorizer | DiscoveryIndex> =>
   Effect.gen(function* () {
+    // an extension kind (another group): served only while its component is activated (decision 0341)
+    if (input.apiVersion !== undefined && !isKosApiVersion(input.apiVersion))
+      return yield* listExtensionResources({ ...input, apiVersion: input.apiVersion });
     const kind = yield* kindOf(input.kind, input.apiVersion);
     const namespace = yield* namespaceFor(kind, input.namespace, 'route');
     const principal = yield* authorize(input, 'list', kind, namespace);
@@ -278,6 +282,8 @@ export const getResource = (
   input: GetInput,
 ): Effect.Effect<Projection, ApiError, KubeClient | ControlPlaneConfig | Authorizer | DiscoveryIndex> =>
   Effect.gen(function* () {
+    if (input.apiVersion !== undefined && !isKosApiVersion(input.apiVersion))
+      return yield* getExtensionResource({ ...input, apiVersion: input.apiVersion });
     const kind = yield* kindOf(input.kind, input.apiVersion);
     const namespace = yield* namespaceFor(kind, input.namespace, 'route');
     const ref = yield* objectKey(kind, input.name, namespace, yield* apiVersionOf, 'route');

@@ -1,2 +1,3 @@
 export * from './services.js';
 export * from './installer.js';
+export * from './controller-set.js';

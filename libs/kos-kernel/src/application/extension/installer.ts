@@ -21,6 +21,8 @@ import {
   type PackageFacts,
 } from '../../domain/extension/load.js';
 import { buildRegistry } from '../../domain/extension/registry.js';
+import { extensionCrdsOf } from '../../domain/extension/crd.js';
+import { type LeftoverObject, leftoverConfigMap, uninstallKinds } from '../../domain/extension/uninstall.js';
 import { COMPONENT_FINALIZER, componentStatus } from '../../domain/extension/status.js';
 import { ownershipOf } from '../../domain/markers.js';
 import type { Condition } from '../../domain/state.js';
@@ -64,6 +66,7 @@ export const readPackage = (spec: unknown) =>
       : {
           _tag: 'Verified',
           declaration: checkDeclaration(doc.right.declaration, Object.keys(doc.right.modules ?? {})),
+          modules: doc.right.modules ?? {},
         };
     yield* Ref.update(cache, (m) => new Map(m).set(pkg.sha256, facts));
     return facts;
@@ -104,7 +107,10 @@ export const loadComponents = Effect.gen(function* () {
   }
   const result = loadExtensions(facts);
   const registry = yield* ExtensionRegistry;
-  yield* Ref.set(registry, { result, registry: buildRegistry(result) });
+  const modules = new Map<string, Readonly<Record<string, string>>>();
+  for (const f of facts)
+    if (f.package?._tag === 'Verified' && f.package.modules !== undefined) modules.set(f.name, f.package.modules);
+  yield* Ref.set(registry, { result, registry: buildRegistry(result), modules });
   return { result, objects: list.items };
 });
 
@@ -147,6 +153,70 @@ const writeStatusIfChanged = (o: KubeObject, next: ReturnType<typeof componentSt
     );
   });
 
+/**
+ * The CRDs of an activated component's object kinds, in the extension's own group (decision 0341): server-side
+ * apply as the component reconciler (an unchanged CRD writes nothing). Serving them is the Registry's business: a
+ * CRD outlives a disabled component (its objects are kept) but the control plane answers `capability_missing`.
+ */
+const ensureKindCrds = (extension: string) =>
+  Effect.gen(function* () {
+    const registry = yield* Ref.get(yield* ExtensionRegistry);
+    const client = yield* KubeClient;
+    for (const crd of extensionCrdsOf(registry.registry.kinds, extension))
+      yield* client.apply(crd as unknown as KubeObject, { fieldManager: COMPONENT_FIELD_MANAGER, force: true });
+  });
+
+/** Where leftover lists are written. */
+export const LEFTOVER_NAMESPACE = 'kos-system';
+
+/**
+ * Uninstall data handling (decision 0343): `retain: delete` kinds lose their CRD (the API server deletes their
+ * objects); `retain: keep` kinds keep CRD and objects, listed in the ConfigMap `kos-system/extension-leftovers-<id>`;
+ * kinds another loaded component declares are left alone.
+ */
+const handleUninstallData = (result: LoadResult, component: string) =>
+  Effect.gen(function* () {
+    const entry = result.components.find((c) => c.name === component);
+    const outcome = entry?.outcome;
+    if (outcome === undefined || !('declaration' in outcome)) return;
+    const plan = uninstallKinds(result, component);
+    const client = yield* KubeClient;
+    for (const k of plan.deleteKinds)
+      yield* client.delete(crdRefOf(`${k.plural}.${k.group}`)).pipe(Effect.catchTag('NotFound', () => Effect.void));
+    const kept: LeftoverObject[] = [];
+    for (const k of plan.keepKinds) {
+      const apiVersion = `${k.group}/${k.version}`;
+      const list = yield* client
+        .listAll({ apiVersion, kind: k.kind })
+        .pipe(Effect.catchAll(() => Effect.succeed({ items: [] as ReadonlyArray<KubeObject> })));
+      for (const o of list.items)
+        kept.push({
+          apiVersion,
+          kind: k.kind,
+          name: o.metadata.name ?? '',
+          ...(o.metadata.namespace !== undefined ? { namespace: o.metadata.namespace } : {}),
+        });
+    }
+    if (kept.length === 0) return;
+    const header = outcome.declaration.header;
+    // the kernel's namespace may not exist yet on a fresh cluster
+    yield* client.apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: LEFTOVER_NAMESPACE } } as KubeObject, {
+      fieldManager: COMPONENT_FIELD_MANAGER,
+    });
+    yield* client.apply(
+      leftoverConfigMap({
+        namespace: LEFTOVER_NAMESPACE,
+        extension: header.id,
+        version: header.version,
+        component,
+        objects: kept,
+      }) as unknown as KubeObject,
+      { fieldManager: COMPONENT_FIELD_MANAGER, force: true },
+    );
+  });
+
+const crdRefOf = (name: string) => ({ apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', name });
+
 const statusOf = (o: KubeObject) => (o['status'] ?? {}) as StoredStatus;
 
 type StoredStatus = {
@@ -179,6 +249,8 @@ export const reconcileSystemComponent = (key: { readonly name: string }): Compon
         yield* writeStatusIfChanged(object, componentStatus(entry.outcome, statusOf(object), yield* nowDate, blockers));
         return { state: 'active', result } as const;
       }
+      // the data, before the gate opens (a crash here repeats it: each step is idempotent)
+      yield* handleUninstallData(result, key.name);
       yield* setFinalizers(
         object,
         finalizers.filter((f) => f !== COMPONENT_FINALIZER),
@@ -190,6 +262,7 @@ export const reconcileSystemComponent = (key: { readonly name: string }): Compon
     if (entry.outcome._tag !== 'Adopted' && !finalizers.includes(COMPONENT_FINALIZER))
       object = yield* setFinalizers(object, [...finalizers, COMPONENT_FINALIZER]);
     const next = componentStatus(entry.outcome, statusOf(object), yield* nowDate);
+    if (entry.outcome._tag === 'Active') yield* ensureKindCrds(entry.outcome.declaration.header.id);
     yield* writeStatusIfChanged(object, next);
     const settled = next.status.phase === 'Active' || next.status.phase === 'Adopted';
     return { state: settled ? 'steady' : 'active', result } as const;

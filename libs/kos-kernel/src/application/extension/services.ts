@@ -23,6 +23,8 @@ export class ArtifactSource extends Context.Tag('@homelab/kos-kernel/ArtifactSou
 export interface LoadedState {
   readonly result: LoadResult;
   readonly registry: Registry;
+  /** The verified packages' ES modules by component name (ControllerSet loads controllers from them). */
+  readonly modules?: ReadonlyMap<string, Readonly<Record<string, string>>>;
 }
 
 /** The latest load and its Registry (empty until the first round: the baseline only). */

@@ -6,3 +6,5 @@ export * from './registry.js';
 export * from './status.js';
 export * from './write-scope.js';
 export * from './controllers.js';
+export * from './crd.js';
+export * from './uninstall.js';

@@ -8,7 +8,12 @@ import type { CheckedDeclaration, KindFailure, ValidDeclaration } from './declar
 import { KOS_FRAMEWORK_VERSION, satisfies } from './version.js';
 
 export type PackageFacts =
-  | { readonly _tag: 'Verified'; readonly declaration: CheckedDeclaration }
+  | {
+      readonly _tag: 'Verified';
+      readonly declaration: CheckedDeclaration;
+      /** The package's ES modules by key (decision 0305), covered by the package sha256. */
+      readonly modules?: Readonly<Record<string, string>>;
+    }
   | { readonly _tag: 'Unreadable'; readonly reason: string }
   | { readonly _tag: 'DigestMismatch'; readonly expected: string; readonly actual: string }
   | { readonly _tag: 'RefInvalid'; readonly problems: ReadonlyArray<string> };

@@ -37,6 +37,8 @@ export interface Registry {
   readonly contributions: <K extends ContributionKind>(kind: K) => ReadonlyArray<Sourced<Item<K>>>;
   /** The pages a session with `role` sees. */
   readonly pagesFor: (role: Role) => ReadonlyArray<Sourced<Item<'pages'>>>;
+  /** Every object kind served now (activated components only), in load order. */
+  readonly kinds: ReadonlyArray<ServedKind>;
   /** Is `apiVersion` + kind name or plural served now? (undefined = not: `capability_missing`). */
   readonly resolveKind: (apiVersion: string, kindOrPlural: string) => ServedKind | undefined;
   /** The write scope of an active controller (undefined = not active: every write is refused). */
@@ -83,6 +85,7 @@ export const buildRegistry = (result: LoadResult): Registry => {
   return {
     capabilities: [...[...BASELINE_CAPABILITIES].sort(), ...extensionCapabilities],
     contributions,
+    kinds,
     pagesFor: (role) => contributions('pages').filter((p) => p.roles.includes(role)),
     writeScopeOf: (extension, controller) => {
       const c = contributions('controllers').find((x) => x.source.extension === extension && x.name === controller);
