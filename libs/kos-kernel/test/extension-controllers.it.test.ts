@@ -9,7 +9,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, createServer as createNetServer } from 'node:net';
+import { createSocket } from 'node:dgram';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -69,6 +70,19 @@ export async function reconcile(request, client) {
   await attempt('readKernel', () => client.list({ apiVersion: 'kos.tsic.top/v1beta1', kind: 'Application', namespace: spec.inScope }));
   await attempt('readDatabase', async () => { const fs = await import('node:fs'); return fs.readFileSync(spec.database, 'utf8'); });
   await attempt('spawn', async () => { const cp = await import('node:child_process'); return String(cp.execSync('id')); });
+  // the network: the controller's own loopback control plane (an Owner without the identity module), the kube API,
+  // PostgreSQL — all one connect away on the same host; every way out must be refused
+  const loop = 'http://127.0.0.1:' + spec.tcpPort + '/exfil';
+  await attempt('fetch', async () => String((await fetch(loop)).status));
+  await attempt('tcp', async () => { const net = await import('node:net');
+    await new Promise((ok, ko) => { const s = net.connect(spec.tcpPort, '127.0.0.1', () => (s.end(), ok())); s.on('error', ko); }); });
+  await attempt('http', async () => { const http = await import('node:http');
+    await new Promise((ok, ko) => { const r = http.get(loop, (res) => (res.resume(), ok())); r.on('error', ko); }); });
+  await attempt('udp', async () => { const dgram = await import('node:dgram'); const u = dgram.createSocket('udp4');
+    await new Promise((ok, ko) => u.send('exfil', spec.udpPort, '127.0.0.1', (e) => (u.close(), e ? ko(e) : ok()))); });
+  await attempt('listen', async () => { const net = await import('node:net');
+    await new Promise((ok, ko) => { const srv = net.createServer(); srv.on('error', ko); srv.listen(0, '127.0.0.1', () => (srv.close(), ok())); }); });
+  await attempt('dns', async () => { const dns = await import('node:dns'); return (await dns.promises.lookup('localhost')).address; });
   await client.applyStatus({ apiVersion: request.apiVersion, kind: request.kind,
     metadata: { name: request.name, namespace: request.namespace }, status: { done: true, results } });
   return { state: 'steady' };
@@ -105,6 +119,12 @@ const evilPackage = () => ({
 });
 
 let server: Server;
+// stand-ins for what listens on the controller's host (its loopback control plane, the API server, PostgreSQL)
+const tcpTarget = createNetServer((c) => (tcpConnections++, c.destroy()));
+let tcpConnections = 0;
+const udpTarget = createSocket('udp4');
+let udpDatagrams = 0;
+udpTarget.on('message', () => udpDatagrams++);
 const served: Record<string, Buffer> = {};
 let base = '';
 let database = '';
@@ -159,6 +179,8 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+  await new Promise<void>((r) => tcpTarget.listen(0, '127.0.0.1', r));
+  await new Promise<void>((r) => udpTarget.bind(0, '127.0.0.1', r));
   rt = makeRuntime();
   const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
   const notes = await install('notes', {
@@ -191,15 +213,23 @@ afterAll(async () => {
     await kubeRequest('DELETE', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${plural}.${GROUP}`);
   await rt?.dispose();
   await new Promise<void>((r) => (server ? server.close(() => r()) : r()));
+  await new Promise<void>((r) => tcpTarget.close(() => r()));
+  udpTarget.close();
 });
 
 describe('ControllerSet: extension code in a sandbox with only the scoped client', () => {
-  it('TC-109: a malicious controller cannot write kernel objects, another extension’s objects or PVCs out of scope, nor read the kernel or the control-plane database; each write refusal is audited; its declared scope still works', async () => {
+  it('TC-109: a malicious controller cannot write kernel objects, another extension’s objects or PVCs out of scope, nor read the kernel or the control-plane database, nor open any connection, datagram, listener or DNS lookup; each write refusal is audited; its declared scope still works', async () => {
     const created = await kubeRequest('POST', `/apis/${GROUP}/v1/namespaces/${inScope.name}/probes`, {
       apiVersion: `${GROUP}/v1`,
       kind: 'Probe',
       metadata: { name: 'probe-1' },
-      spec: { inScope: inScope.name, outOfScope: outOfScope.name, database },
+      spec: {
+        inScope: inScope.name,
+        outOfScope: outOfScope.name,
+        database,
+        tcpPort: (tcpTarget.address() as AddressInfo).port,
+        udpPort: udpTarget.address().port,
+      },
     });
     expect(created.status, created.body).toBe(201);
     type Probe = { status?: { done?: boolean; results?: Record<string, string> } };
@@ -223,6 +253,19 @@ describe('ControllerSet: extension code in a sandbox with only the scoped client
     expect(results['readKernel']).toMatch(/^refused:forbidden:read refused/);
     expect(results['readDatabase']).toMatch(/^refused:ERR_ACCESS_DENIED/);
     expect(results['spawn']).toMatch(/^refused:ERR_ACCESS_DENIED/);
+    // each refused at its own entry point (a seal removed must show, not hide behind another one)
+    const sealedAt = {
+      fetch: 'fetch',
+      tcp: 'net.Socket.connect',
+      http: 'net.Socket.connect',
+      udp: 'dgram.Socket.send',
+      listen: 'net.Server.listen',
+      dns: 'dns.lookup',
+    };
+    for (const [way, at] of Object.entries(sealedAt))
+      expect(results[way], way).toBe(`refused:ERR_SANDBOX_NETWORK:${at} is refused in the extension sandbox`);
+    expect(tcpConnections).toBe(0);
+    expect(udpDatagrams).toBe(0);
     expect(JSON.stringify(probe)).not.toContain(SECRET);
     // nothing refused reached the API server; the in-scope claim did
     const at = (path: string) => kubeRequest('GET', path).then((r) => r.status);

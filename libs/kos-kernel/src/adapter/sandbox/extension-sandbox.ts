@@ -12,10 +12,38 @@ import {
   type SandboxHandle,
 } from '../../application/extension/controller-set.js';
 
-export class SandboxFailed extends Data.TaggedError('SandboxFailed')<{ readonly reason: string }> {}
+export class SandboxFailed extends Data.TaggedError('SandboxFailed')<{ readonly reason: string }> {
+  override get message(): string {
+    return `extension sandbox failed: ${this.reason}`;
+  }
+}
 
-/** Runs inside the child; everything it knows arrives over IPC. */
+/**
+ * Runs inside the child; everything it knows arrives over IPC. Node 20's permission model refuses files, child
+ * processes, workers and addons but not the network, and the controller's host is full of loopback services (its
+ * own control plane is an Owner to loopback callers without the identity module). So before the extension's module
+ * is loaded, every way to the network is sealed: the socket, server, datagram and DNS entry points on the shared
+ * built-in prototypes and exports (non-writable, non-configurable, and synced into the ESM namespaces), and `fetch`.
+ * The module cannot reach the originals: `process.binding` and internal bindings are refused by the permission model.
+ */
 const BOOTSTRAP = `
+import net from 'node:net';
+import dgram from 'node:dgram';
+import dns from 'node:dns';
+import { syncBuiltinESMExports } from 'node:module';
+const refuse = (what) => function refused() {
+  throw Object.assign(new Error(what + ' is refused in the extension sandbox'), { code: 'ERR_SANDBOX_NETWORK' });
+};
+const seal = (target, key, what) =>
+  Object.defineProperty(target, key, { value: refuse(what), writable: false, configurable: false, enumerable: false });
+seal(net.Socket.prototype, 'connect', 'net.Socket.connect');
+seal(net.Server.prototype, 'listen', 'net.Server.listen');
+for (const k of ['bind', 'connect', 'send']) seal(dgram.Socket.prototype, k, 'dgram.Socket.' + k);
+const dnsNames = (o) => Object.getOwnPropertyNames(o).filter((k) => /^(lookup|resolve|reverse)/.test(k) && typeof o[k] === 'function');
+for (const o of [dns, dns.promises, dns.Resolver.prototype, dns.promises.Resolver.prototype])
+  for (const k of dnsNames(o)) seal(o, k, 'dns.' + k);
+for (const k of ['fetch', 'WebSocket', 'EventSource']) if (k in globalThis) seal(globalThis, k, k);
+syncBuiltinESMExports();
 const pending = new Map();
 let seq = 0;
 let mod;
