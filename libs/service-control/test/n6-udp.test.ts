@@ -33,8 +33,7 @@ const association = () => {
   };
 };
 
-const payloadOf = (r: ReturnType<N6UdpReceiver<string>['open']>): string | null =>
-  r.ok ? r.payload.toString() : null;
+const payloadOf = (r: ReturnType<N6UdpReceiver<string>['open']>): string | null => (r.ok ? r.payload.toString() : null);
 const reasonOf = (r: ReturnType<N6UdpReceiver<string>['open']>): string | null => (r.ok ? null : r.reason);
 
 const frames = (s: N6UdpSealer, n: number): Buffer[] =>

@@ -1,7 +1,8 @@
 // UDP between daemons over N6 (decision 0269): Node has no DTLS, so a UDP association borrows its keys from an
 // authenticated N6 TLS 1.3 connection (ALPN `n6-udp`, both node keys pinned exactly as for TCP, decision 0263/0264).
 // Both ends derive the same 72 bytes with the RFC 8446 exporter — never sent — and split them into a key per
-// direction and an 8-byte key id. Every datagram is
+// direction and an 8-byte key id. The exporter has no context: it is bound to its TLS session (whose ALPN says what
+// it is for); the port would be a poor context, as each end may see another one (a relay, a port forward). Every datagram is
 //
 //     key-id (8) ‖ counter (8, big-endian) ‖ ChaCha20-Poly1305(payload) ‖ tag (16)
 //
@@ -17,6 +18,8 @@ import { createCipheriv, createDecipheriv } from 'node:crypto';
 export const N6_UDP_ALPN = 'n6-udp';
 /** RFC 8446 §7.5 exporter label (`EXPORTER-` prefix: an application-defined label). */
 export const N6_UDP_EXPORTER_LABEL = 'EXPORTER-homelab-n6-udp';
+/** The exporter's context: empty (in TLS 1.3 the same as none, RFC 8446 §7.5). */
+export const N6_UDP_EXPORTER_CONTEXT = Buffer.alloc(0);
 /** Exporter output: consumer→publisher key (32) ‖ publisher→consumer key (32) ‖ key id (8). */
 export const N6_UDP_KEY_MATERIAL = 72;
 export const N6_UDP_HEADER = 16;
@@ -27,11 +30,7 @@ export const N6_UDP_REPLAY_WINDOW = 64;
 export const N6_UDP_MAX_COUNTER = 2n ** 64n - 1n;
 
 export type N6UdpRefusal =
-  | 'n6-udp-malformed'
-  | 'n6-udp-unknown-key'
-  | 'n6-udp-bad-tag'
-  | 'n6-udp-replayed'
-  | 'n6-udp-too-old';
+  'n6-udp-malformed' | 'n6-udp-unknown-key' | 'n6-udp-bad-tag' | 'n6-udp-replayed' | 'n6-udp-too-old';
 
 export type N6UdpSide = 'consumer' | 'publisher';
 
@@ -42,13 +41,6 @@ export interface N6UdpKeys {
   readonly sealKey: Buffer;
   readonly openKey: Buffer;
 }
-
-/** The exporter's context: the service's port P (u16 big-endian) — both ends know it, it is never a secret. */
-export const n6UdpContext = (port: number): Buffer => {
-  const b = Buffer.alloc(2);
-  b.writeUInt16BE(port);
-  return b;
-};
 
 /** Split the exporter's output into this side's keys (the consumer seals with the first key, the publisher with the second). */
 export const n6UdpKeys = (material: Buffer, side: N6UdpSide): N6UdpKeys => {
