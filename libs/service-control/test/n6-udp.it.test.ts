@@ -31,7 +31,16 @@ const node = (): Node => {
 
 const cleanup: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
-  for (const c of cleanup.splice(0).reverse()) await c();
+  // a socket left open (a leak) would hold a server's close forever: fail the test instead of hanging the run
+  const leaks: number[] = [];
+  for (const [i, c] of cleanup.splice(0).reverse().entries()) {
+    const done = await Promise.race([
+      Promise.resolve(c()).then(() => true),
+      new Promise<false>((r) => setTimeout(() => r(false), 5_000).unref()),
+    ]);
+    if (!done) leaks.push(i);
+  }
+  expect(leaks, 'cleanups that did not finish (sockets left open)').toEqual([]);
 });
 
 /** The publisher node: an N6 endpoint serving UDP only; its permit's backend is the UDP echo; `granted` may connect. */
@@ -138,7 +147,7 @@ const udpClient = async (port: number) => {
   const got: string[] = [];
   s.on('message', (m) => got.push(m.toString()));
   await new Promise<void>((ok) => s.bind(0, HOST, ok));
-  cleanup.push(() => s.close());
+  cleanup.push(() => void s.close());
   return {
     got,
     send: (text: string) => s.send(text, port, HOST),
@@ -212,7 +221,7 @@ describe('N6 UDP: AEAD datagrams keyed from the TLS exporter of a pinned N6 TLS 
     const pub = await publisher(pubNode, [conNode]);
     const forger = createSocket('udp4');
     await new Promise<void>((ok) => forger.bind(0, HOST, ok)); // 127.0.0.1: the consumer's address, too
-    cleanup.push(() => forger.close());
+    cleanup.push(() => void forger.close());
     forger.send('plain-udp-nonce', pub.port, HOST);
     forger.send(sealDatagram(randomBytes(8).toString('hex'), randomBytes(32), 0n, Buffer.from('x')), pub.port, HOST);
     await eventually(
@@ -306,7 +315,7 @@ describe('N6 UDP: AEAD datagrams keyed from the TLS exporter of a pinned N6 TLS 
         cert: conNode.creds.cert,
       });
       let seen: string | false = false;
-      c.on('secureConnect', () => ((seen = c.alpnProtocol), c.write('tcp-nonce')));
+      c.on('secureConnect', () => ((seen = c.alpnProtocol ?? false), c.write('tcp-nonce')));
       c.on('error', () => undefined);
       c.on('close', () => resolve(seen));
     });

@@ -266,8 +266,9 @@ export class SocketForwarder implements PermitDataPlane {
       if (f !== undefined) this.engine.endFlow(f.flow);
     }
     if (ids.length > 0) this.applyLocal(ids);
-    // associations no datagram has used yet: their TLS connections go with the endpoint
-    for (const a of l.associations) if (a.flow === null) this.dropAssociation(l.n6udp, l.associations, a);
+    // every association's TLS connection goes with the endpoint (those of flows were aborted by their cut; those no
+    // datagram used yet have none): the TCP server's close waits for its connections
+    for (const a of [...l.associations]) this.dropAssociation(l.n6udp, l.associations, a);
     await Promise.all([
       l.tcp === null ? undefined : new Promise<void>((ok) => l.tcp?.close(() => ok())),
       l.udp === null ? undefined : new Promise<void>((ok) => l.udp?.close(() => ok())),
