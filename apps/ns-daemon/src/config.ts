@@ -52,10 +52,11 @@ export interface DataPlaneConfig {
   readonly host: string;
   /** Where consumed services are served (VIP stand-in). */
   readonly consumerHost: string;
-  /** identity (64 hex) → that node's data-plane address (where to dial; [D] UDP peer identity, decision 0262). */
+  /** identity (64 hex) → that node's data-plane address (where to dial; with `n6Mode: address`, [D] the peer identity, decision 0262). */
   readonly peers: ReadonlyMap<string, string>;
   /**
-   * `tls`: TCP between daemons is N6 — TLS 1.3 with this node's Ed25519 key, peers proven by theirs (decision 0264);
+   * `tls`: TCP between daemons is N6 — TLS 1.3 with this node's Ed25519 key, peers proven by theirs (decision 0264) —
+   * and UDP is AEAD frames keyed from such a TLS connection (decision 0269);
    * `address`: the address-based stand-in of decision 0262 (no handshake).
    */
   readonly n6Mode: 'tls' | 'address';
@@ -90,7 +91,7 @@ export const NS_FLAGS: ReadonlyArray<FlagSpec> = [
   { name: 'data-plane-peers', help: "other nodes' data-plane addresses: identity=address,... (identity 64 hex)" },
   {
     name: 'data-plane-n6',
-    help: 'tls = TCP between daemons over TLS 1.3 with the nodes’ Ed25519 keys; address = unauthenticated stand-in',
+    help: 'tls = TCP and UDP between daemons keyed by TLS 1.3 with the nodes’ Ed25519 keys; address = unauthenticated stand-in',
     default: 'tls',
   },
   { name: 'fault', help: 'tests only: crash-point injection' },

@@ -77,7 +77,7 @@ export const makeNsMetrics = (): NsMetrics => {
     });
     new client.Counter({
       name: 'ns_dataplane_refused_total',
-      help: 'connections and first datagrams refused before a flow existed, by the engine’s verdict (or unknown-peer)',
+      help: 'connections and datagrams refused before reaching a flow, by the engine’s verdict, unknown-peer or an N6 reason (n6-handshake, n6-udp-*: decision 0269)',
       labelNames: ['reason'],
       registers: [registry],
       collect() {

@@ -3,7 +3,8 @@
 // the bridge; PostgreSQL on the root's loopback); the publisher's ns-daemon and its TCP+UDP echo backend run in node 1,
 // the consumer's ns-daemon in node 2 serving the service on a VIP that exists only in node 2, and
 // node 3 is a machine NSD never authorised. Real E2E: nonces over TCP and UDP go client (node 2) → VIP:P → consumer
-// daemon → N6:P (TLS 1.3, Ed25519 node keys) → publisher daemon → backend and back; node 3's own key is refused before
+// daemon → N6:P (TLS 1.3, Ed25519 node keys; UDP as AEAD frames keyed from it, decision 0269) → publisher daemon →
+// backend and back; a plain datagram from node 2 itself (not through its daemon) is refused; node 3's own key is refused before
 // any flow; revocation cuts the live connection (the client's next read fails, the backend connection is closed);
 // expiry without refresh (nsd stopped) cuts the next live connection; nsd back → traffic again; the consumer daemon
 // frozen past its deadline refuses the first I/O after it resumes.
@@ -68,13 +69,16 @@ const inNode = (ns: string, code: string, env: Record<string, string> = {}) => {
   return { child, lines, line, closed };
 };
 
-/** The backend in node 1: TCP and UDP echo on its loopback; it reports each TCP connection opened and closed. */
+/**
+ * The backend in node 1: TCP and UDP echo on its loopback; it reports each TCP connection opened and closed and each
+ * datagram it received.
+ */
 const echoCode = `
 const net = require('node:net'), dgram = require('node:dgram');
 net.createServer((s) => { console.log('tcp-open'); s.on('error', () => {}); s.on('close', () => console.log('tcp-closed')); s.pipe(s); })
   .listen(${BACKEND_PORT}, '127.0.0.1', () => {
     const u = dgram.createSocket('udp4');
-    u.on('message', (m, r) => u.send(m, r.port, r.address));
+    u.on('message', (m, r) => { console.log('udp:' + m.toString()); u.send(m, r.port, r.address); });
     u.bind(${BACKEND_PORT}, '127.0.0.1', () => console.log('ready'));
   });`;
 
@@ -114,6 +118,21 @@ const udpAttempt = async (port: number): Promise<string> => {
   );
   const got = await c.line((l) => l.startsWith('reply:') || l === 'timeout', 10_000);
   return got === `reply:${nonce}` ? 'echoed' : got;
+};
+
+/**
+ * A plain UDP datagram sent from node 2 itself — the consumer's own address — straight to the publisher's N6:P, not
+ * through the consumer daemon (which alone holds its N6 keys): its reply, or 'timeout'.
+ */
+const forgedUdpAttempt = async (port: number, text: string): Promise<string> => {
+  const c = inNode(
+    N2.name,
+    `const u = require('node:dgram').createSocket('udp4');
+     u.on('message', (m) => { console.log('reply:' + m.toString()); process.exit(0); });
+     u.send('${text}', ${port}, '${N1.address}');
+     setTimeout(() => { console.log('timeout'); process.exit(0); }, 1000);`,
+  );
+  return c.line((l) => l.startsWith('reply:') || l === 'timeout', 10_000);
 };
 
 /** Node 3: a machine with its own Ed25519 key NSD never authorised, dialling the publisher's N6:P with TLS. */
@@ -246,6 +265,17 @@ describe('M6-62 across network namespaces (real E2E)', () => {
     expect(
       value(await metricsOf(N1.address, a.port), 'ns_dataplane_connections_total{protocol="udp"}'),
     ).toBeGreaterThanOrEqual(1);
+    expect(backend.lines.some((x) => x.startsWith('udp:'))).toBe(true);
+
+    // UDP over N6 is authenticated (decision 0269): a datagram from the consumer node's own address that is not a
+    // frame under its daemon's N6 keys is refused before any flow; the backend never receives it
+    const forged = `forged-${randomBytes(4).toString('hex')}`;
+    expect(await forgedUdpAttempt(P, forged)).toBe('timeout');
+    await until(
+      async () => value(await metricsOf(N1.address, a.port), 'ns_dataplane_refused_total{reason="n6-udp-malformed"}'),
+      (n) => n === 1,
+    );
+    expect(backend.lines).not.toContain(`udp:${forged}`);
 
     // node 3: TLS 1.3 completes with its own key, then it is closed before any flow (no source Grant for its key)
     const refusedBefore = value(

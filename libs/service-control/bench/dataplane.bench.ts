@@ -6,7 +6,8 @@
 //   - UDP packets/s: BENCH_UDP_PACKETS echo round trips, BENCH_UDP_WINDOW in flight
 //   - added latency: p50 of BENCH_PINGS one-byte TCP ping-pongs
 //   - the same TCP throughput and latency through TWO data planes joined by N6 (consumer → TLS 1.3 with Ed25519
-//     certificates → publisher, decision 0264) against two plain relays chained the same way
+//     certificates → publisher, decision 0264) against two plain relays chained the same way, and UDP packets/s
+//     through them (AEAD frames keyed from an `n6-udp` TLS connection, decision 0269)
 // Run: npm run bench:dataplane -w @homelab/service-control
 import { generateKeyPairSync } from 'node:crypto';
 import { createSocket } from 'node:dgram';
@@ -141,7 +142,7 @@ const gatedRelay = async (
     endpoint: 'bench',
     host: HOST,
     port: 0,
-    protocols: n6 === undefined ? ['tcp', 'udp'] : ['tcp'],
+    protocols: ['tcp', 'udp'],
     peerOf: (_a, _p, _proto, authenticated) => (n6 === undefined ? consumer : authenticated),
     upstream: (f) => (f.protocol === 'tcp' ? f.backend : { host: HOST, port: udpTo }),
     ...(n6 === undefined ? {} : { n6Server: n6.n6Server }),
@@ -157,10 +158,10 @@ const n6Node = () => {
 };
 
 /** Two data planes joined by N6: a consumer endpoint (plain for the client) dialling a publisher N6 endpoint. */
-const n6Pair = async (tcpTo: number) => {
+const n6Pair = async (tcpTo: number, udpTo: number) => {
   const pubNode = n6Node();
   const conNode = n6Node();
-  const pub = await gatedRelay(tcpTo, tcpTo, {
+  const pub = await gatedRelay(tcpTo, udpTo, {
     consumer: conNode.identity,
     n6Server: pubNode.creds,
   });
@@ -198,12 +199,12 @@ const n6Pair = async (tcpTo: number) => {
     endpoint: 'bench-vip',
     host: HOST,
     port: 0,
-    protocols: ['tcp'],
+    protocols: ['tcp', 'udp'],
     peerOf: () => pubNode.identity,
     upstream: () => ({ host: HOST, port: pub.port }),
     n6Client: { credentials: conNode.creds, expect: () => pubNode.identity },
   });
-  return { port: p, refresh, fw, close: async () => (await fw.close(), await pub.close()) };
+  return { port: p, refresh, fw, pub, close: async () => (await fw.close(), await pub.close()) };
 };
 
 const tcpThroughput = async (to: number): Promise<number> => {
@@ -348,8 +349,8 @@ const main = async () => {
   // two hops: two plain relays chained vs consumer → N6 (TLS) → publisher
   const plainSink2 = await plainRelay((await plainRelay(be.sink, be.udp)).port, be.udp);
   const plainEcho2 = await plainRelay((await plainRelay(be.echo, be.udp)).port, be.udp);
-  const n6Sink = await n6Pair(be.sink);
-  const n6Echo = await n6Pair(be.echo);
+  const n6Sink = await n6Pair(be.sink, be.udp);
+  const n6Echo = await n6Pair(be.echo, be.udp);
   await tcpThroughput(plainSink2.port);
   n6Sink.refresh();
   await tcpThroughput(n6Sink.port);
@@ -363,12 +364,32 @@ const main = async () => {
   const lp2 = await latencyP50(plainEcho2.port);
   n6Echo.refresh();
   const ln = await latencyP50(n6Echo.port);
+  // UDP over two hops: both plain relays carry the datagrams (the inner one is the outer one's UDP target)
+  const plainInner = await plainRelay(be.sink, be.udp);
+  const plainUdp2 = await plainRelay(plainInner.port, plainInner.port);
+  await udpRate(plainUdp2.port);
+  n6Sink.refresh();
+  await udpRate(n6Sink.port);
+  const up2: number[] = [];
+  const un: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    up2.push(await udpRate(plainUdp2.port));
+    n6Sink.refresh();
+    un.push(await udpRate(n6Sink.port));
+  }
   const rows = [
     ['TCP one flow (MiB/s, median of 3)', med(tp), med(tg), med(tg) / med(tp), '≥ 0.5'],
     ['UDP echo packets/s', up, ug, ug / up, '≥ 0.5'],
     ['TCP ping-pong p50 (ms)', lp, lg, lg / lp, '≤ 2'],
     ['two hops, N6 (TLS) vs 2 plain relays: TCP MiB/s', med(tp2), med(tn), med(tn) / med(tp2), '≥ 0.5'],
     ['two hops, N6 (TLS) vs 2 plain relays: ping-pong p50 (ms)', lp2, ln, ln / lp2, '≤ 2'],
+    [
+      'two hops, N6 UDP (AEAD) vs 2 plain relays: packets/s (median of 3)',
+      med(up2),
+      med(un),
+      med(un) / med(up2),
+      '≥ 0.5',
+    ],
   ] as const;
   print('measure | plain node:net relay | SocketForwarder (gated) | ratio | goal');
   for (const [name, p, g, r, goal] of rows)
@@ -384,7 +405,9 @@ const main = async () => {
   print(`denied checks during the run: ${gatedSink.fw.counters.denied + gatedEcho.fw.counters.denied}`);
   for (const r of [plainSink, plainEcho]) r.close();
   print(`N6 flows opened: ${n6Sink.fw.counters.opened.get('tcp') ?? 0} + ${n6Echo.fw.counters.opened.get('tcp') ?? 0}`);
-  for (const r of [plainSink2, plainEcho2]) r.close();
+  const udpRefused = [...n6Sink.pub.fw.counters.refusedBy].map(([r, n]) => `${r}=${n}`).join(' ') || 'none';
+  print(`N6 UDP flows opened: ${n6Sink.fw.counters.opened.get('udp') ?? 0}; refused at the publisher: ${udpRefused}`);
+  for (const r of [plainSink2, plainEcho2, plainUdp2, plainInner]) r.close();
   await n6Sink.close();
   await n6Echo.close();
   await gatedSink.close();

@@ -9,6 +9,7 @@ import type { Socket } from 'node:net';
 import { TLSSocket, connect as tlsConnect } from 'node:tls';
 import type { Bytes } from '../../domain/bytes.js';
 import { n6Certificate } from './n6-certificate.js';
+import { N6_UDP_ALPN } from './n6-udp.js';
 
 /** This node's N6 credentials: its Ed25519 key (PEM) and the self-signed certificate of it (PEM). */
 export interface N6Credentials {
@@ -59,7 +60,13 @@ export const n6Accept = (
   secured: (stream: TLSSocket, peer: Bytes | null) => void,
   failed: () => void,
 ): void => {
-  const stream = new TLSSocket(raw, { ...tlsOptions(credentials), isServer: true, requestCert: true });
+  // a connection offering ALPN `n6-udp` keys a UDP association (decision 0269); one offering none is a TCP flow
+  const stream = new TLSSocket(raw, {
+    ...tlsOptions(credentials),
+    isServer: true,
+    requestCert: true,
+    ALPNProtocols: [N6_UDP_ALPN],
+  });
   let done = false;
   const fail = (): void => {
     if (done) return;
@@ -86,9 +93,10 @@ export const n6Accept = (
 
 /**
  * Client side: TLS over an (already connecting) TCP socket. `ready` is the stream's `secureConnect`; the caller
- * compares `peerIdentity(stream)` with the identity it expects before sending anything.
+ * compares `peerIdentity(stream)` with the identity it expects before sending anything. `alpn` = `n6-udp` asks for a
+ * UDP association's keys (decision 0269); a TCP flow offers none.
  */
-export const n6Dial = (raw: Socket, credentials: N6Credentials): TLSSocket =>
-  tlsConnect({ ...tlsOptions(credentials), socket: raw });
+export const n6Dial = (raw: Socket, credentials: N6Credentials, alpn?: string): TLSSocket =>
+  tlsConnect({ ...tlsOptions(credentials), socket: raw, ...(alpn === undefined ? {} : { ALPNProtocols: [alpn] }) });
 
 export const peerIdentity = (stream: TLSSocket): Bytes | null => identityOfCertificate(stream.getPeerX509Certificate());

@@ -4,11 +4,13 @@
 //   (`host`:P, the N6:P stand-in); a flow's upstream is the permit's backend.
 // - Consumer: each consumed service is served on `consumerHost`:P (the VIP:P stand-in), and a flow's upstream is the
 //   publisher's data-plane address:P, dialled FROM this node's own data-plane address.
-// Peer identity over N6 (`n6` set, decision 0263/0264): TCP between daemons is TLS 1.3 with each node's Ed25519
+// Peer identity over N6 (`n6` set, decision 0263/0264/0269): TCP between daemons is TLS 1.3 with each node's Ed25519
 // certificate; a publisher endpoint's flow peer is the key the handshake proved (the permit's source Grants decide
-// whether it may open a flow) and the consumer pins its permit's publisher key. UDP has no N6 transport yet (Node has
-// no DTLS): its peer identity stays address-based, as is everything without `n6` — [D] a connection from address X is
-// the node whose configured address is X (decision 0262), which anyone able to use that address can impersonate.
+// whether it may open a flow) and the consumer pins its permit's publisher key. UDP between daemons is AEAD frames
+// keyed by such a TLS connection (ALPN `n6-udp`): its flow peer is that connection's proven key, never the datagram's
+// source address. Only without `n6` (`--data-plane-n6=address`) is the peer address-based — [D] a connection from
+// address X is the node whose configured address is X (decision 0262), which anyone able to use that address can
+// impersonate.
 import { isIPv4 } from 'node:net';
 import { type Bytes, fromHex, toHex } from '../../domain/bytes.js';
 import type { DaemonDataPlane } from '../../application/daemon-lease.js';
@@ -24,9 +26,9 @@ export interface SocketDataPlaneConfig {
   readonly host: string;
   /** Where consumed services are served locally (the VIP stand-in); default `host`. */
   readonly consumerHost?: string;
-  /** The other nodes' data-plane addresses: identity (64 hex) → address (where to dial; [D] UDP's peer identity). */
+  /** The other nodes' data-plane addresses: identity (64 hex) → address (where to dial; without `n6`, [D] the peer identity). */
   readonly peers: ReadonlyMap<string, string>;
-  /** This node's N6 credentials: TCP between daemons is TLS 1.3, peers proven by their Ed25519 keys. */
+  /** This node's N6 credentials: TCP and UDP between daemons are keyed by TLS 1.3, peers proven by their Ed25519 keys. */
   readonly n6?: N6Credentials;
 }
 
@@ -70,9 +72,10 @@ export class SocketDataPlane implements DaemonDataPlane {
       forwarder: this.forwarder,
       hostOf: () => c.host,
       endpointOf: publisherEndpoint,
-      // over N6 a TCP peer is the key its handshake proved, never its address
-      peerOf: (remote, _port, protocol, authenticated) =>
-        c.n6 !== undefined && protocol === 'tcp' ? authenticated : (this.byAddress.get(plainAddress(remote)) ?? null),
+      // over N6 a peer (TCP, or the TLS connection keying a UDP association) is the key its handshake proved, never
+      // its address
+      peerOf: (remote, _port, _protocol, authenticated) =>
+        c.n6 !== undefined ? authenticated : (this.byAddress.get(plainAddress(remote)) ?? null),
       upstream: (flow) => dialableBackend(flow.backend),
       ...(c.n6 === undefined ? {} : { n6Server: c.n6 }),
     });
@@ -102,7 +105,7 @@ export class SocketDataPlane implements DaemonDataPlane {
       // an unknown publisher address: the flow has nowhere to go and ends (no dial is guessed)
       upstream: () => (to === undefined ? null : { host: to, port }),
       dialFrom: this.c.host,
-      // over N6 the publisher must prove the key this consumer's permit names (TCP; UDP is not carried by N6 yet)
+      // over N6 the publisher must prove the key this consumer's permit names (TCP, and the TLS connection keying UDP)
       ...(this.c.n6 === undefined ? {} : { n6Client: { credentials: this.c.n6, expect: () => publisher } }),
     });
     this.consumed.set(service, { host, port });

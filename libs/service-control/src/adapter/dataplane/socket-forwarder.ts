@@ -6,10 +6,15 @@
 // A refused check kills the flow; revocation/expiry plans are applied in the §6.7 order (gate → cancel → drop queues
 // → abort TCP → delete UDP associations), and a flow's retirement receipt goes to the engine only after its sockets
 // have really emitted `close` and its queue is empty. Decision 0260.
+// UDP between daemons (an `n6Server` / `n6Client` endpoint) is N6 too (decision 0269): a consumer flow first opens an
+// N6 TLS connection with ALPN `n6-udp`, both ends derive the association's keys from its exporter, and every datagram
+// on N6:P is an AEAD frame (n6-udp.ts). The publisher maps the frame's key id to the identity that TLS connection
+// proved — a datagram that is not a valid, fresh frame of a live association is refused before any flow or backend
+// socket exists. The association dies with its TLS connection, and every cut of the flow closes that connection.
 import { type Socket as UdpSocket, createSocket } from 'node:dgram';
 import { type Server, type Socket, connect, createServer } from 'node:net';
 import { isIPv6 } from 'node:net';
-import type { TLSSocket } from 'node:tls';
+import { type TLSSocket } from 'node:tls';
 import { type Bytes, bytesEqual } from '../../domain/bytes.js';
 import { applyTeardown, type PermitDataPlane } from '../../permit/dataplane.js';
 import type { Flow, PermitEngine } from '../../permit/engine.js';
@@ -25,6 +30,15 @@ import type {
   Verdict,
 } from '../../permit/types.js';
 import { type N6Credentials, n6Accept, n6Dial, peerIdentity } from './n6-transport.js';
+import {
+  N6_UDP_ALPN,
+  N6_UDP_EXPORTER_CONTEXT,
+  N6_UDP_EXPORTER_LABEL,
+  N6_UDP_KEY_MATERIAL,
+  N6UdpReceiver,
+  N6UdpSealer,
+  n6UdpKeys,
+} from './n6-udp.js';
 
 /** One service endpoint to serve. */
 export interface EndpointSpec {
@@ -46,11 +60,15 @@ export interface EndpointSpec {
   /**
    * N6 server side (a publisher endpoint, decision 0263): every TCP connection is TLS 1.3 with this node's
    * credentials, the client must present an Ed25519 certificate, and its key is the `authenticated` identity.
+   * UDP (decision 0269): every datagram must be an AEAD frame of an association keyed by such a TLS connection
+   * (ALPN `n6-udp`; the TCP server on P is bound for it even when only UDP is served); its proven key is the
+   * `authenticated` identity of the UDP flow.
    */
   readonly n6Server?: N6Credentials;
   /**
    * N6 client side (a consumer endpoint): the upstream is dialled with TLS 1.3, and the server's certificate key must
-   * be `expect(flow)` (the permit's publisher identity); any other key closes the flow before a byte is sent.
+   * be `expect(flow)` (the permit's publisher identity); any other key closes the flow before a byte is sent. A UDP
+   * flow dials the same TLS connection with ALPN `n6-udp` first and sends only AEAD frames under its keys.
    */
   readonly n6Client?: { readonly credentials: N6Credentials; readonly expect: (flow: Flow) => Bytes | null };
   /** Where the flow's bytes go: a publisher flow's own backend (`flow.backend`), a consumer flow's next hop. */
@@ -91,8 +109,36 @@ interface FlowSockets {
   gated: boolean;
   open: number;
   udpKey: string | null;
+  /** N6 UDP: the TLS connection keying the flow's association (its close is the flow's abort), else null. */
+  control: Socket | null;
+  /** The TCP socket under `control`. */
+  controlRaw: Socket | null;
+  /**
+   * N6 UDP: seals a datagram for the N6 leg (null: the association's counter is spent) — the upstream on a consumer,
+   * the client on a publisher; plain UDP: null.
+   */
+  seal: ((payload: Buffer) => Buffer | null) | null;
+  /** Which side of the flow is an N6 UDP leg (where `seal` applies; never a clear datagram there); 'none': plain. */
+  sealSide: 'none' | 'upstream' | 'client';
+  /** N6 UDP on a publisher: forgets the flow's association (its key id opens nothing any more). */
+  forget: (() => void) | null;
   readonly retired: Promise<RetirementOutcome>;
   settle: (o: RetirementOutcome) => void;
+}
+
+/** A publisher's UDP association, keyed by one N6 TLS connection (decision 0269). */
+interface UdpAssociation {
+  readonly keyId: string;
+  /** The node identity the TLS handshake proved. */
+  readonly peer: Bytes;
+  readonly sealer: N6UdpSealer;
+  readonly stream: TLSSocket;
+  readonly raw: Socket;
+  /** The flow its first datagram opened (null until then). */
+  flow: FlowSockets | null;
+  /** Where the last authenticated datagram came from: replies go there. */
+  address: string;
+  port: number;
 }
 
 interface Listening {
@@ -100,6 +146,9 @@ interface Listening {
   readonly tcp: Server | null;
   readonly udp: UdpSocket | null;
   readonly udpFlows: Map<string, FlowSockets>;
+  /** N6 UDP (a publisher endpoint with `n6Server` serving UDP): the live associations by key id, else null. */
+  readonly n6udp: N6UdpReceiver<UdpAssociation> | null;
+  readonly associations: Set<UdpAssociation>;
 }
 
 export class SocketForwarder implements PermitDataPlane {
@@ -132,9 +181,16 @@ export class SocketForwarder implements PermitDataPlane {
     let tcp: Server | null = null;
     let udp: UdpSocket | null = null;
     const udpFlows = new Map<string, FlowSockets>();
+    const n6udp =
+      spec.n6Server !== undefined && spec.protocols.includes('udp') ? new N6UdpReceiver<UdpAssociation>() : null;
+    const associations = new Set<UdpAssociation>();
     try {
-      if (spec.protocols.includes('tcp')) {
-        const server = createServer({ pauseOnConnect: true, allowHalfOpen: true }, (s) => this.accept(spec, s));
+      // N6 UDP is keyed over TLS on TCP P: the TCP server is bound for it even when only UDP is served (P is the
+      // service's on both protocols, I1)
+      if (spec.protocols.includes('tcp') || n6udp !== null) {
+        const server = createServer({ pauseOnConnect: true, allowHalfOpen: true }, (s) =>
+          this.accept(spec, s, n6udp, associations),
+        );
         tcp = server;
         await new Promise<void>((ok, fail) => {
           server.once('error', fail);
@@ -152,14 +208,16 @@ export class SocketForwarder implements PermitDataPlane {
         });
         spec = { ...spec, port: sock.address().port };
         const bound = spec;
-        sock.on('message', (msg, rinfo) => this.onDatagram(bound, sock, udpFlows, msg, rinfo.address, rinfo.port));
+        sock.on('message', (msg, rinfo) =>
+          this.onDatagram(bound, sock, udpFlows, n6udp, msg, rinfo.address, rinfo.port),
+        );
       }
     } catch (e) {
       tcp?.close();
       udp?.close();
       throw e;
     }
-    this.listeners.set(listenKey(spec.host, spec.port), { spec, tcp, udp, udpFlows });
+    this.listeners.set(listenKey(spec.host, spec.port), { spec, tcp, udp, udpFlows, n6udp, associations });
     return spec.port;
   }
 
@@ -188,7 +246,7 @@ export class SocketForwarder implements PermitDataPlane {
     const l = this.listeners.get(listenKey(host, port));
     if (l === undefined) return [];
     const out: FlowProtocol[] = [];
-    if (l.tcp?.listening === true) out.push('tcp');
+    if (l.tcp?.listening === true && l.spec.protocols.includes('tcp')) out.push('tcp');
     if (l.udp !== null && this.boundPort(host, port) !== null) out.push('udp');
     return out;
   }
@@ -208,6 +266,9 @@ export class SocketForwarder implements PermitDataPlane {
       if (f !== undefined) this.engine.endFlow(f.flow);
     }
     if (ids.length > 0) this.applyLocal(ids);
+    // every association's TLS connection goes with the endpoint (those of flows were aborted by their cut; those no
+    // datagram used yet have none): the TCP server's close waits for its connections
+    for (const a of [...l.associations]) this.dropAssociation(l.n6udp, l.associations, a);
     await Promise.all([
       l.tcp === null ? undefined : new Promise<void>((ok) => l.tcp?.close(() => ok())),
       l.udp === null ? undefined : new Promise<void>((ok) => l.udp?.close(() => ok())),
@@ -262,6 +323,11 @@ export class SocketForwarder implements PermitDataPlane {
       gated: false,
       open: client === null ? 0 : 1,
       udpKey,
+      control: null,
+      controlRaw: null,
+      seal: null,
+      sealSide: 'none',
+      forget: null,
       retired,
       settle,
     };
@@ -289,8 +355,16 @@ export class SocketForwarder implements PermitDataPlane {
     this.deleteAssociations(ids);
   }
 
-  /** An accepted TCP connection: plain, or (an N6 endpoint) after its TLS handshake, with the proven identity. */
-  private accept(spec: EndpointSpec, raw: Socket): void {
+  /**
+   * An accepted TCP connection: plain, or (an N6 endpoint) after its TLS handshake, with the proven identity; on N6
+   * a connection with ALPN `n6-udp` keys a UDP association instead of carrying a TCP flow.
+   */
+  private accept(
+    spec: EndpointSpec,
+    raw: Socket,
+    n6udp: N6UdpReceiver<UdpAssociation> | null,
+    associations: Set<UdpAssociation>,
+  ): void {
     raw.on('error', () => undefined);
     if (spec.n6Server === undefined) return this.acceptTcp(spec, raw, raw, null);
     raw.resume();
@@ -304,11 +378,85 @@ export class SocketForwarder implements PermitDataPlane {
           stream.destroy();
           return;
         }
+        if (stream.alpnProtocol === N6_UDP_ALPN)
+          return this.acceptAssociation(spec, stream, raw, peer, n6udp, associations);
+        if (!spec.protocols.includes('tcp')) {
+          // the TCP server is there only to key UDP associations
+          this.refuse('protocol-not-served');
+          abortStream(stream, raw);
+          return;
+        }
         stream.pause();
         this.acceptTcp(spec, stream, raw, peer);
       },
       () => this.refuse('n6-handshake'),
     );
+  }
+
+  /**
+   * A publisher's side of an `n6-udp` TLS connection: derive the association's keys from the exporter and hold them
+   * under their key id until the connection closes. No flow exists yet: the first datagram under these keys opens
+   * one, with the proven key as its peer (the permit decides). The connection carries nothing else.
+   */
+  private acceptAssociation(
+    spec: EndpointSpec,
+    stream: TLSSocket,
+    raw: Socket,
+    proven: Bytes,
+    n6udp: N6UdpReceiver<UdpAssociation> | null,
+    associations: Set<UdpAssociation>,
+  ): void {
+    if (n6udp === null) {
+      this.refuse('protocol-not-served');
+      abortStream(stream, raw);
+      return;
+    }
+    const peer = spec.peerOf(raw.remoteAddress ?? '', raw.remotePort ?? 0, 'udp', proven);
+    if (peer === null) {
+      this.refuse('unknown-peer');
+      abortStream(stream, raw);
+      return;
+    }
+    const keys = n6UdpKeys(
+      stream.exportKeyingMaterial(N6_UDP_KEY_MATERIAL, N6_UDP_EXPORTER_LABEL, N6_UDP_EXPORTER_CONTEXT),
+      'publisher',
+    );
+    const a: UdpAssociation = {
+      keyId: keys.keyId,
+      peer,
+      sealer: new N6UdpSealer(keys),
+      stream,
+      raw,
+      flow: null,
+      address: '',
+      port: 0,
+    };
+    n6udp.add(keys, a);
+    associations.add(a);
+    // the consumer sends its first datagram only after this byte: the keys are registered by then (its own
+    // handshake completes before ours, and a datagram could otherwise overtake our `secure`)
+    stream.write(N6_UDP_READY);
+    stream.on('data', () => undefined); // nothing is carried here; reading keeps `end`/`close` coming
+    stream.once('end', () => abortStream(stream, raw));
+    // the connection is gone (the consumer cut, or our own teardown closed it): the keys open nothing any more, and
+    // the flow (if a datagram opened one) ends — its receipt counts this close
+    stream.once('close', () => {
+      n6udp.delete(a.keyId);
+      associations.delete(a);
+      if (a.flow !== null) this.socketClosed(a.flow);
+    });
+    stream.resume();
+  }
+
+  /** Forget an association and close its TLS connection (its flow, if any, is cut by its own teardown). */
+  private dropAssociation(
+    n6udp: N6UdpReceiver<UdpAssociation> | null,
+    associations: Set<UdpAssociation>,
+    a: UdpAssociation,
+  ): void {
+    n6udp?.delete(a.keyId);
+    associations.delete(a);
+    abortStream(a.stream, a.raw);
   }
 
   private acceptTcp(spec: EndpointSpec, client: Socket, raw: Socket, authenticated: Bytes | null): void {
@@ -416,14 +564,27 @@ export class SocketForwarder implements PermitDataPlane {
     spec: EndpointSpec,
     sock: UdpSocket,
     udpFlows: Map<string, FlowSockets>,
-    msg: Buffer,
+    n6udp: N6UdpReceiver<UdpAssociation> | null,
+    frame: Buffer,
     address: string,
     port: number,
   ): void {
-    const key = `${address}|${port}`;
+    // N6 UDP: only a valid, fresh frame of a live association gets past here; the flow is the association's (its key
+    // id), its peer the key that association's TLS connection proved, and replies go where its last frame came from
+    let msg = frame;
+    let assoc: UdpAssociation | null = null;
+    if (n6udp !== null) {
+      const o = n6udp.open(frame);
+      if (!o.ok) return this.refuse(o.reason);
+      assoc = o.association;
+      assoc.address = address;
+      assoc.port = port;
+      msg = o.payload;
+    }
+    const key = assoc === null ? `${address}|${port}` : `n6|${assoc.keyId}`;
     let f = udpFlows.get(key);
     if (f === undefined) {
-      const peer = spec.peerOf(address, port, 'udp', null);
+      const peer = assoc === null ? spec.peerOf(address, port, 'udp', null) : assoc.peer;
       if (peer === null) return this.refuse('unknown-peer');
       const out = this.engine.openFlow({
         endpoint: spec.endpoint,
@@ -440,47 +601,180 @@ export class SocketForwarder implements PermitDataPlane {
       const nf = this.newFlow((out as { readonly flow: Flow }).flow, null, null, key);
       f = nf;
       udpFlows.set(key, nf);
+      const a = assoc;
+      if (a !== null) {
+        // the association's TLS connection is now one of the flow's sockets: the flow's cut closes it, its close
+        // cuts the flow, and the receipt waits for it
+        a.flow = nf;
+        nf.control = a.stream;
+        nf.controlRaw = a.raw;
+        nf.open++;
+        nf.seal = (payload) => a.sealer.seal(payload);
+        nf.sealSide = 'client';
+        nf.forget = () => {
+          n6udp?.delete(a.keyId);
+          for (const l of this.listeners.values()) l.associations.delete(a);
+        };
+      }
+      const replyTo = a ?? { address, port };
       if (!this.pass(nf, 'dial-start')) return;
       const to = spec.upstream(nf.flow);
       if (to === null) return this.endOnOwn(nf);
-      const up = createSocket({ type: isIPv6(to.host) ? 'udp6' : 'udp4' });
-      nf.upstream = up;
-      nf.open++;
-      up.on('error', () => undefined);
-      up.on('close', () => {
-        udpFlows.delete(key);
-        this.socketClosed(nf);
-      });
-      up.on('message', (reply) => {
+      const deliver = (reply: Buffer): void => {
         if (!this.pass(nf, 'inbound-delivery') || !this.pass(nf, 'udp-send')) return;
+        const out = this.sealFor(nf, 'client', reply);
+        if (out === null) return;
         this.counters.forwardedBytes += reply.length;
-        sock.send(reply, port, address);
-      });
-      const dial = (): void =>
-        up.connect(to.port, to.host, () => {
-          if (!this.pass(nf, 'dial-complete')) return;
-          nf.upstreamReady = true;
-          for (const item of nf.queue.splice(0)) {
-            if (this.engine.checkDequeued(item.stamp) !== 'allow') {
-              this.counters.droppedQueued++;
-              continue;
-            }
-            if (!this.pass(nf, 'udp-send')) return;
-            this.counters.forwardedBytes += item.data.length;
-            up.send(item.data);
-          }
-        });
-      if (spec.dialFrom === undefined) dial();
-      else up.bind({ address: spec.dialFrom, port: 0 }, dial);
+        sock.send(out, replyTo.port, replyTo.address);
+      };
+      if (spec.n6Client !== undefined) this.dialN6Udp(spec, spec.n6Client, nf, to, deliver);
+      else this.dialUdp(spec, nf, to, deliver, () => udpFlows.delete(key));
     }
     if (!this.pass(f, 'inbound-delivery')) return;
     if (!f.upstreamReady) {
       f.queue.push({ stamp: this.engine.stamp(f.flow), data: msg });
       return;
     }
-    if (!this.pass(f, 'udp-send')) return;
-    this.counters.forwardedBytes += msg.length;
-    (f.upstream as UdpSocket).send(msg);
+    this.sendUp(f, msg);
+  }
+
+  /** One datagram to a UDP flow's upstream: checked, sealed on an N6 leg. */
+  private sendUp(f: FlowSockets, payload: Buffer): boolean {
+    if (!this.pass(f, 'udp-send')) return false;
+    const out = this.sealFor(f, 'upstream', payload);
+    if (out === null) return false;
+    this.counters.forwardedBytes += payload.length;
+    (f.upstream as UdpSocket).send(out);
+    return true;
+  }
+
+  /** The datagram as the flow's N6 leg carries it (plain UDP: itself); null when the association's counter is spent (the flow ends). */
+  private sealFor(f: FlowSockets, side: 'upstream' | 'client', payload: Buffer): Buffer | null {
+    if (f.sealSide !== side) return payload;
+    const out = f.seal === null ? null : f.seal(payload);
+    if (out === null) {
+      this.refuse('n6-udp-counter-spent');
+      this.endOnOwn(f);
+    }
+    return out;
+  }
+
+  /** After the upstream is ready: what was queued meanwhile goes out, each item checked against its own stamp. */
+  private flushUdp(f: FlowSockets): void {
+    f.upstreamReady = true;
+    for (const item of f.queue.splice(0)) {
+      if (this.engine.checkDequeued(item.stamp) !== 'allow') {
+        this.counters.droppedQueued++;
+        continue;
+      }
+      if (!this.sendUp(f, item.data)) return;
+    }
+  }
+
+  /** A plain UDP upstream (a publisher's backend, or a consumer's next hop without N6). */
+  private dialUdp(
+    spec: EndpointSpec,
+    nf: FlowSockets,
+    to: Backend,
+    deliver: (reply: Buffer) => void,
+    unmap: () => void,
+  ): void {
+    const up = createSocket({ type: isIPv6(to.host) ? 'udp6' : 'udp4' });
+    nf.upstream = up;
+    nf.open++;
+    up.on('error', () => undefined);
+    up.on('close', () => {
+      unmap();
+      this.socketClosed(nf);
+    });
+    up.on('message', deliver);
+    const dial = (): void =>
+      up.connect(to.port, to.host, () => {
+        if (this.pass(nf, 'dial-complete')) this.flushUdp(nf);
+      });
+    if (spec.dialFrom === undefined) dial();
+    else up.bind({ address: spec.dialFrom, port: 0 }, dial);
+  }
+
+  /**
+   * A consumer's UDP flow over N6 (decision 0269): TLS to the publisher's P with ALPN `n6-udp`, the publisher's key
+   * pinned as for TCP, the association's keys from the exporter; then a UDP socket to the publisher's P that sends
+   * only frames sealed under them and delivers only replies that open under them (fresh, this association's key id).
+   * Datagrams from the client wait in the flow's queue until then (`dequeue` checks each).
+   */
+  private dialN6Udp(
+    spec: EndpointSpec,
+    n6: NonNullable<EndpointSpec['n6Client']>,
+    nf: FlowSockets,
+    to: Backend,
+    deliver: (reply: Buffer) => void,
+  ): void {
+    const raw = connect({
+      host: to.host,
+      port: to.port,
+      ...(spec.dialFrom === undefined ? {} : { localAddress: spec.dialFrom }),
+    });
+    raw.on('error', () => undefined);
+    const stream = n6Dial(raw, n6.credentials, N6_UDP_ALPN);
+    nf.control = stream;
+    nf.controlRaw = raw;
+    nf.sealSide = 'upstream';
+    nf.open++;
+    stream.on('error', () => undefined);
+    stream.once('end', () => abortStream(stream, raw)); // the publisher ended the association: the flow ends with it
+    stream.once('close', () => this.socketClosed(nf));
+    let pinned = false;
+    stream.once('secureConnect', () => {
+      if (nf.gated) return;
+      const expected = n6.expect(nf.flow);
+      const got = peerIdentity(stream);
+      if (expected === null || got === null || !bytesEqual(expected, got)) {
+        this.refuse('wrong-publisher-key');
+        this.endOnOwn(nf);
+        return;
+      }
+      if (stream.alpnProtocol !== N6_UDP_ALPN) {
+        // a publisher that did not take `n6-udp` would treat this connection as a TCP flow
+        this.refuse('n6-udp-not-offered');
+        this.endOnOwn(nf);
+        return;
+      }
+      pinned = true;
+    });
+    // the publisher's one byte: its end of the association holds the keys (nothing else is ever carried here)
+    stream.once('data', (ready: Buffer) => {
+      stream.on('data', () => undefined);
+      if (nf.gated || !pinned) return;
+      if (ready.length !== 1 || ready[0] !== N6_UDP_READY[0]) {
+        this.refuse('n6-udp-protocol');
+        this.endOnOwn(nf);
+        return;
+      }
+      const keys = n6UdpKeys(
+        stream.exportKeyingMaterial(N6_UDP_KEY_MATERIAL, N6_UDP_EXPORTER_LABEL, N6_UDP_EXPORTER_CONTEXT),
+        'consumer',
+      );
+      const sealer = new N6UdpSealer(keys);
+      const receiver = new N6UdpReceiver<true>();
+      receiver.add(keys, true);
+      nf.seal = (payload) => sealer.seal(payload);
+      const up = createSocket({ type: isIPv6(to.host) ? 'udp6' : 'udp4' });
+      nf.upstream = up;
+      nf.open++;
+      up.on('error', () => undefined);
+      up.on('close', () => this.socketClosed(nf));
+      up.on('message', (frame: Buffer) => {
+        const o = receiver.open(frame);
+        if (!o.ok) return this.refuse(o.reason);
+        deliver(o.payload);
+      });
+      const dial = (): void =>
+        up.connect(to.port, to.host, () => {
+          if (this.pass(nf, 'dial-complete')) this.flushUdp(nf);
+        });
+      if (spec.dialFrom === undefined) dial();
+      else up.bind({ address: spec.dialFrom, port: 0 }, dial);
+    });
   }
 
   /** A flow with nowhere to go ends on its own (no upstream): dead, then torn down like any other. */
@@ -556,10 +850,13 @@ export class SocketForwarder implements PermitDataPlane {
       const f = this.flows.get(id);
       if (f === undefined || f.protocol !== 'udp') continue;
       for (const l of this.listeners.values()) if (f.udpKey !== null) l.udpFlows.delete(f.udpKey);
+      // N6: the keys go first (a frame under them opens nothing from now on), then their TLS connection
+      f.forget?.();
+      abortStream(f.control, f.controlRaw);
       const up = f.upstream as UdpSocket | null;
       f.upstream = null;
       if (up !== null)
-        up.close(); // its 'close' event retires the flow
+        up.close(); // its 'close' event (and the TLS connection's) retires the flow
       else this.retireIfClosed(f);
     }
     this.teardownLog.push({ step: 'delete-associations', flowIds });
@@ -567,6 +864,9 @@ export class SocketForwarder implements PermitDataPlane {
 }
 
 const listenKey = (host: string, port: number): string => `${host}|${port}`;
+
+/** The publisher's one byte on an `n6-udp` connection: the association's keys are registered. */
+const N6_UDP_READY = Buffer.from([1]);
 
 /**
  * RST a connection (a flow's client or upstream, or an accepted one refused before any flow). A plain socket is reset at once. Under a TLS stream (either side of N6) the TCP socket is reset
