@@ -55,3 +55,4 @@ export * from './domain/extension/index.js';
 export * from './application/extension/index.js';
 export * from './adapter/artifact/artifact-source.js';
 export * from './domain/upgrade/index.js';
+export * from './adapter/kubernetes/app-lifecycle-cache.js';
