@@ -176,7 +176,7 @@ export const runKosReconcilers = (options: {
 }) =>
   Effect.gen(function* () {
     // The application reconciler's watch-fed caches (definitions, action records, LimitRanges; decision 0350):
-    // started with the reconcilers (under the leader's lease), listed once before any worker runs.
+    // started with the reconcilers (under the leader's Lease); a round's first read waits for their first lists.
     const domainServices = yield* Layer.build(
       AppLifecycleCacheLive().pipe(Layer.provideMerge(AppLifecycleDefaultsLive)),
     );

@@ -16,6 +16,7 @@ import { KubeClient, type KubeClientService, type KubeObject, layerFromToken } f
 import {
   AppLifecycleCacheLive,
   AppLifecycleConfig,
+  AppLifecycleReads,
   APPLICATION_WORKERS,
   BUILTIN_DEFINITIONS,
   CapabilitySource,
@@ -275,7 +276,7 @@ const main = async () => {
   if (def === undefined) throw new Error('static-web is built in');
   const config = { title: 'My homelab', workerProcesses: 1 };
   // the caches list once and start watching before anything is measured
-  await rtCached.runPromise(Effect.void);
+  await rtCached.runPromise(Effect.flatMap(AppLifecycleReads, (r) => r.limitRanges(kosNs)));
 
   try {
     // --- the peer: the same rendered objects, server-side applied directly, then the Deployments made available ---

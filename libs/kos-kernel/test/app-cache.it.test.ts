@@ -67,7 +67,9 @@ beforeAll(async () => {
     ),
   ) as never;
   // the caches list once before the tests
-  await (rt as ManagedRuntime.ManagedRuntime<unknown, unknown>).runPromise(Effect.void);
+  await (rt as ManagedRuntime.ManagedRuntime<AppLifecycleReads, unknown>).runPromise(
+    Effect.flatMap(AppLifecycleReads, (r) => r.limitRanges(ns.name)),
+  );
 });
 afterAll(async () => {
   held.clear();

@@ -45,7 +45,7 @@ export interface AppLifecycleCache {
   };
 }
 
-/** Start the three informers in the current scope, wait until each has listed once, and serve the port from them. */
+/** Start the three informers in the current scope and serve the port from them (reads wait for the first lists). */
 export const makeAppLifecycleCache = (
   options: AppLifecycleCacheOptions = {},
 ): Effect.Effect<AppLifecycleCache, never, KubeClient | AppLifecycleConfig | Scope.Scope> =>
@@ -64,7 +64,9 @@ export const makeAppLifecycleCache = (
       { apiVersion: 'v1', kind: 'LimitRange' },
       { transform: stripManagedFields, ...options.limitRanges },
     );
-    yield* Effect.all([definitions.synced, records.synced, limitRanges.synced], { discard: true });
+    // Reads wait until each informer has listed once; building the cache does not (the process's start is not held
+    // by three lists, and the reconcilers' workers wait for their own informers anyway).
+    const synced = Effect.all([definitions.synced, records.synced, limitRanges.synced], { discard: true });
 
     /** The newest fresh answer per definition name, kept while the cache is behind it. */
     const freshAnswers = new Map<string, { readonly answer: FreshAnswer; readonly object: KubeObject | undefined }>();
@@ -97,9 +99,10 @@ export const makeAppLifecycleCache = (
       });
 
     const reads: AppLifecycleReadsService = {
-      definition: (name, mode) => (mode === 'fresh' ? freshDefinition(name) : cachedDefinition(name)),
+      definition: (name, mode) =>
+        Effect.zipRight(synced, mode === 'fresh' ? freshDefinition(name) : cachedDefinition(name)),
       records: (appUid) =>
-        Effect.map(records.list, (all) => {
+        Effect.map(Effect.zipRight(synced, records.list), (all) => {
           const named = all.map((o) => ({ name: o.metadata.name ?? '', object: o }));
           const r = unconsumed(named, consumed);
           consumed = r.stillShown;
@@ -114,7 +117,9 @@ export const makeAppLifecycleCache = (
           consumed = new Set([...consumed, name]);
         }),
       limitRanges: (namespace) =>
-        Effect.map(limitRanges.list, (all) => all.filter((o) => o.metadata.namespace === namespace)),
+        Effect.map(Effect.zipRight(synced, limitRanges.list), (all) =>
+          all.filter((o) => o.metadata.namespace === namespace),
+        ),
     };
     return { reads, informers: { definitions, records, limitRanges } };
   });
