@@ -25,7 +25,7 @@ import {
   RECORD_APP_UID_LABEL,
 } from '../../application/app-lifecycle/reads.js';
 import { AppLifecycleConfig } from '../../application/app-lifecycle/services.js';
-import { cacheMayAnswer, type FreshAnswer, unconsumed } from '../../domain/application/read-fence.js';
+import { cacheMayAnswer, type FreshAnswer, newerAnswer, unconsumed } from '../../domain/application/read-fence.js';
 
 const API = `${KOS_GROUP}/${KOS_STORAGE_VERSION}`;
 
@@ -82,7 +82,10 @@ export const makeAppLifecycleCache = (
             object !== undefined
               ? { _tag: 'Present', resourceVersion: object.metadata.resourceVersion ?? '' }
               : { _tag: 'Absent', listResourceVersion: list.metadata.resourceVersion ?? '' };
-          freshAnswers.set(name, { answer, object });
+          // concurrent rounds' reads may return out of order: keep the later answer
+          const known = freshAnswers.get(name);
+          if (known === undefined || newerAnswer(known.answer, answer) === answer)
+            freshAnswers.set(name, { answer, object });
           return { object, fresh: true };
         },
       );

@@ -5,6 +5,7 @@ import {
   compareResourceVersions,
   type DefinitionUse,
   needsFreshDefinition,
+  newerAnswer,
   unconsumed,
 } from './read-fence.js';
 
@@ -45,6 +46,18 @@ describe('the cache answers only when it is not behind a fresh read', () => {
   it('an unparseable resourceVersion never lets the cache answer over a fresh read', () => {
     expect(cacheMayAnswer('x', { _tag: 'Present', resourceVersion: '1' })).toBe(false);
     expect(cacheMayAnswer('5', { _tag: 'Absent', listResourceVersion: '' })).toBe(false);
+  });
+});
+
+describe('fresh answers that return out of order', () => {
+  it('the later answer is kept, whichever arrives last', () => {
+    const v2 = { _tag: 'Present', resourceVersion: '20' } as const;
+    const v1 = { _tag: 'Present', resourceVersion: '10' } as const;
+    const gone = { _tag: 'Absent', listResourceVersion: '30' } as const;
+    expect(newerAnswer(v2, v1)).toBe(v2);
+    expect(newerAnswer(v1, v2)).toBe(v2);
+    expect(newerAnswer(gone, v2)).toBe(gone);
+    expect(newerAnswer(undefined, v1)).toBe(v1);
   });
 });
 

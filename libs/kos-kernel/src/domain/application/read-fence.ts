@@ -20,6 +20,19 @@ export type FreshAnswer =
   | { readonly _tag: 'Present'; readonly resourceVersion: string }
   | { readonly _tag: 'Absent'; readonly listResourceVersion: string };
 
+/** The resourceVersion a fresh answer was true at. */
+const versionOf = (a: FreshAnswer) => (a._tag === 'Present' ? a.resourceVersion : a.listResourceVersion);
+
+/**
+ * Of two fresh answers for the same object, the one to keep: the later (concurrent rounds' reads may come back out
+ * of order). An answer without a comparable version never replaces one that has it.
+ */
+export const newerAnswer = (known: FreshAnswer | undefined, next: FreshAnswer): FreshAnswer => {
+  if (known === undefined) return next;
+  const c = compareResourceVersions(versionOf(next), versionOf(known));
+  return c !== undefined && c >= 0 ? next : known;
+};
+
 /**
  * May the cache's entry (its resourceVersion, or undefined when the cache holds no such object) answer a read,
  * given the newest fresh answer this process got for the same object?
