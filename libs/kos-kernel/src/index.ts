@@ -56,3 +56,4 @@ export * from './application/extension/index.js';
 export * from './adapter/artifact/artifact-source.js';
 export * from './domain/upgrade/index.js';
 export * from './adapter/sandbox/extension-sandbox.js';
+export * from './adapter/kubernetes/app-lifecycle-cache.js';

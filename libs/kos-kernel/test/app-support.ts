@@ -38,22 +38,31 @@ export const ensureNamespace = async (name: string): Promise<void> => {
   if (r.status !== 201 && r.status !== 409) throw new Error(`namespace ${name}: ${r.status} ${r.body}`);
 };
 
-export const makeAppRuntime = (capabilities: () => ReadonlyArray<string> = () => []) => {
+/** The kube client on the test bed. */
+export const testbedKubeLive = () => {
   const { kube } = testbed();
-  return ManagedRuntime.make(
-    Layer.mergeAll(
-      layerFromToken({ server: kube.server, token: kube.token, caCert: kube.caCert }),
-      SerialGateLive,
-      LoopbackOwnerAuthorizerLive,
-      MemoryAuditorLive(),
-      DiscoveryIndexLive,
-      ControlPlaneConfigLive({ continueKey: new Uint8Array(32).fill(7) }),
-      Layer.succeed(CapabilitySource, { available: Effect.sync(capabilities) }),
-      Layer.succeed(AppLifecycleConfig, { systemNamespace: 'kos-system' }),
-    ),
-  );
+  return layerFromToken({ server: kube.server, token: kube.token, caCert: kube.caCert });
 };
-export type AppRuntime = ReturnType<typeof makeAppRuntime>;
+
+/** The kube client, the control plane's services and the lifecycle defaults (no caches: every read is direct). */
+export const appServices = (capabilities: () => ReadonlyArray<string> = () => []) =>
+  Layer.mergeAll(
+    testbedKubeLive(),
+    SerialGateLive,
+    LoopbackOwnerAuthorizerLive,
+    MemoryAuditorLive(),
+    DiscoveryIndexLive,
+    ControlPlaneConfigLive({ continueKey: new Uint8Array(32).fill(7) }),
+    Layer.succeed(CapabilitySource, { available: Effect.sync(capabilities) }),
+    Layer.succeed(AppLifecycleConfig, { systemNamespace: 'kos-system' }),
+  );
+
+export const makeAppRuntime = (capabilities: () => ReadonlyArray<string> = () => []) =>
+  ManagedRuntime.make(appServices(capabilities));
+export type AppRuntime = ManagedRuntime.ManagedRuntime<
+  Layer.Layer.Success<ReturnType<typeof appServices>>,
+  Layer.Layer.Error<ReturnType<typeof appServices>>
+>;
 
 /** A clock that reads `ms` and sleeps for real. */
 export const steppedClock = (ms: number): Clock.Clock => {

@@ -94,8 +94,8 @@ export const KOS_CLUSTER_ACCESS: ReadonlyArray<ClusterAccess> = [
     apiVersion: 'v1',
     kind: 'LimitRange',
     resource: 'limitranges',
-    verbs: ['list'],
-    why: 'application reconciler: the namespace defaults that complete a rendered workload’s resources',
+    verbs: ['list', 'watch'],
+    why: 'application reconciler: the namespace defaults named in an unlimited app’s status (a watch-fed cache, 0350)',
   },
   {
     apiVersion: 'v1',

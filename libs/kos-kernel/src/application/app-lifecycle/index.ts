@@ -1,4 +1,5 @@
 export * from './builtin.js';
+export * from './reads.js';
 export * from './downstream.js';
 export * from './reconcile.js';
 export * from './records.js';

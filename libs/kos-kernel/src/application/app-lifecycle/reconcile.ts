@@ -32,6 +32,7 @@ import {
   uninstallStatus,
   type UninstallStatus,
 } from '../../domain/application/lifecycle.js';
+import { type DefinitionUse, needsFreshDefinition } from '../../domain/application/read-fence.js';
 import { isUnlimited, mergeResources, type ResourceSpec, withResources } from '../../domain/application/resources.js';
 import { type Manifest, render, SCALABLE_KINDS, templateVolumes } from '../../domain/application/template.js';
 import { markerKey } from '../../domain/markers.js';
@@ -40,6 +41,7 @@ import { admit, type WriteRejected } from '../../domain/write-path.js';
 import type { Baseline, Facts, UpgradeStatus } from '../../domain/upgrade/index.js';
 import type { KosRound } from '../kernel.js';
 import { applyDownstream, APP_FIELD_MANAGER, decorate, deleteDownstream, listDownstream } from './downstream.js';
+import { type DefinitionRead, definitionOf, limitRangesOf } from './reads.js';
 import { consumeRecord, pendingRecords } from './records.js';
 import { AppLifecycleConfig, CapabilitySource } from './services.js';
 import { baselineOf, driftMessage, driftOf, type Gate, upgradeGate } from './upgrade.js';
@@ -251,15 +253,13 @@ const installRound = (
     const prerequisitesRead =
       status.phase !== 'Failed' &&
       !(status.phase === 'Installing' && status.nextRetryAt !== undefined && Date.parse(status.nextRetryAt) > nowMs);
-    const [app, records, def, nsExists] = yield* Effect.all(
+    const [app, records, defRead, nsExists] = yield* Effect.all(
       [
         finalized,
         pendingRecords(read.metadata.uid ?? ''),
         prerequisitesRead && defName !== undefined
-          ? client
-              .get({ apiVersion: API, kind: 'ApplicationDefinition', name: defName })
-              .pipe(absentAs<KubeObject | undefined>(undefined))
-          : Effect.succeed(undefined),
+          ? definitionOf(defName, 'cached')
+          : Effect.succeed<DefinitionRead>({ object: undefined, fresh: true }),
         !prerequisitesRead
           ? Effect.succeed(false)
           : namespace === read.metadata.namespace
@@ -312,7 +312,18 @@ const installRound = (
     if (gate._tag === 'Round') return gate.round;
 
     // --- prerequisites (C-11, C-33) ---
+    // A cached definition decides a write that freezes it or acts on its absence only once a fresh read agrees
+    // (decision 0350); otherwise the round ends without writing and the next one (fenced) starts over.
+    const confirmed = (use: DefinitionUse) =>
+      Effect.gen(function* () {
+        if (defRead.fresh || defName === undefined || !needsFreshDefinition(use)) return true;
+        const fresh = yield* definitionOf(defName, 'fresh');
+        return fresh.object?.metadata.resourceVersion === defRead.object?.metadata.resourceVersion;
+      });
+    const startOver = { state: 'active', requeueAfterMs: 0 } as KosRound;
+    const def = defRead.object;
     if (def === undefined) {
+      if (!(yield* confirmed('act-on-absence'))) return startOver;
       const removed = yield* rollBackPartialInstall(app, status, namespace);
       return yield* pending(
         app,
@@ -358,6 +369,7 @@ const installRound = (
       );
 
     if (status.phase === undefined || status.phase === 'Pending') {
+      if (status.resourceDefaults === undefined && !(yield* confirmed('freeze-resource-defaults'))) return startOver;
       yield* writeStatus(app, {
         ...withoutRetry(status),
         phase: 'Installing',
@@ -516,9 +528,7 @@ const installRound = (
     const unlimited = isUnlimited(resources);
     // The LimitRange that applies instead is named only for an unlimited app: the others need no list.
     const limitRange = unlimited
-      ? (yield* client.list({ apiVersion: 'v1', kind: 'LimitRange', namespace })).items
-          .map((l) => l.metadata.name ?? '')
-          .sort()[0]
+      ? (yield* limitRangesOf(namespace)).map((l) => l.metadata.name ?? '').sort()[0]
       : undefined;
     const { drift: _drift, ...withoutDrift } = status;
     const next: AppStatus = {
@@ -567,6 +577,14 @@ const installRound = (
         ['InstallFailed', ...(drift.drift?.drifted === true ? [] : ['Drifted'])],
       ),
     };
+    // Pinning the baseline (the first `installed`) freezes this render: only with a definition a fresh read agrees on.
+    if (
+      gate._tag !== 'Pinned' &&
+      installed &&
+      status.applied?.installed !== true &&
+      !(yield* confirmed('pin-baseline'))
+    )
+      return startOver;
     yield* writeStatus(app, next);
     return { state: next.phase === 'Ready' && waiting.length === 0 ? 'steady' : 'active' } as KosRound;
   });

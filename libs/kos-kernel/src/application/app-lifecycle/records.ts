@@ -7,11 +7,12 @@ import { Clock, Effect } from 'effect';
 import { KubeClient, type KubeError, type KubeObject } from '@homelab/kube';
 import { type AppAction } from '../../domain/application/lifecycle.js';
 import { admit, type WriteRejected } from '../../domain/write-path.js';
+import { RECORD_APP_UID_LABEL, recordConsumed, recordObjectsOf } from './reads.js';
 import { AppLifecycleConfig } from './services.js';
 
 export const RECORD_LABELS = {
   action: 'actions.kos.tsic.top/action',
-  appUid: 'actions.kos.tsic.top/app-uid',
+  appUid: RECORD_APP_UID_LABEL,
   appName: 'actions.kos.tsic.top/app-name',
   appNamespace: 'actions.kos.tsic.top/app-namespace',
 } as const;
@@ -67,25 +68,19 @@ export const writeActionRecord = (
       .pipe(Effect.catchTag('AlreadyExists', () => client.get(ref)));
   });
 
-/** The records waiting for one app (by uid), oldest first. */
+/** The records waiting for one app (by uid), oldest first (from the records cache when one is provided, 0350). */
 export const pendingRecords = (
   appUid: string,
 ): Effect.Effect<ReadonlyArray<ActionRecord>, KubeError, KubeClient | AppLifecycleConfig> =>
-  Effect.gen(function* () {
-    const { systemNamespace } = yield* AppLifecycleConfig;
-    const client = yield* KubeClient;
-    const list = yield* client.list(
-      { apiVersion: 'v1', kind: 'ConfigMap', namespace: systemNamespace },
-      { labelSelector: `${RECORD_LABELS.appUid}=${appUid}` },
-    );
-    return [...list.items]
+  Effect.map(recordObjectsOf(appUid), (items) =>
+    [...items]
       .sort((a, b) => (a.metadata.creationTimestamp ?? '').localeCompare(b.metadata.creationTimestamp ?? ''))
       .map((o) => ({
         name: o.metadata.name ?? '',
         action: (o.metadata.labels?.[RECORD_LABELS.action] ?? '') as AppAction,
         requestedBy: ((o['data'] as Record<string, string> | undefined)?.['requestedBy'] ?? '') as string,
-      }));
-  });
+      })),
+  );
 
 /** Consume a record: the reconciler deletes it after acting (absent already = consumed). */
 export const consumeRecord = (
@@ -105,4 +100,6 @@ export const consumeRecord = (
     yield* client
       .delete({ apiVersion: 'v1', kind: 'ConfigMap', namespace: systemNamespace, name })
       .pipe(Effect.catchTag('NotFound', () => Effect.void));
+    // the records cache must never show it again (its DELETED event may still be on the way)
+    yield* recordConsumed(name);
   });

@@ -49,6 +49,7 @@ import type { Condition } from '../../domain/state.js';
 import { admit, type WriteRejected } from '../../domain/write-path.js';
 import type { KosRound } from '../kernel.js';
 import { applyDownstream, decorate, deleteDownstream, listDownstream } from './downstream.js';
+import { definitionOf } from './reads.js';
 import { RECORD_LABELS } from './records.js';
 import { AppLifecycleConfig } from './services.js';
 
@@ -198,8 +199,8 @@ const targetOf = (app: KubeObject, namespace: string) =>
   Effect.gen(function* () {
     const spec = (app['spec'] ?? {}) as AppSpec;
     const name = definitionNameOf(spec.definitionRef);
-    const def =
-      name === undefined ? undefined : yield* getOrUndefined({ apiVersion: API, kind: 'ApplicationDefinition', name });
+    // a fresh read (an upgrade target is decided on the API server's answer), which also fences the cache (0350)
+    const def = name === undefined ? undefined : (yield* definitionOf(name, 'fresh')).object;
     if (def === undefined)
       return Either.left({
         reason: 'DefinitionMissing' as UpgradeReason,
