@@ -1,8 +1,9 @@
 // The Kubernetes side of the use cases over `@homelab/kube` (seed: adapter/kubernetes/{binding,instance}_resources.go
 // and *_mapping.go). Reads go to the API server directly (never a cache). Every write is conditioned on the
-// snapshot the use case decided on: the object is re-read and, if its UID or resourceVersion differs from the
-// snapshot, the write is refused with a synthetic 409 (`StaleSnapshotMessage`); otherwise it is written at that
-// resourceVersion, so a concurrent change in between is a real 409 from the server. Status is written only when it
+// snapshot the use case decided on and sent at that snapshot's UID and resourceVersion, so any change since is a 409
+// from the server. The object written is the one this process last read or wrote at exactly that resourceVersion
+// (`snapshots.ts`, decision 0380); only when it does not hold that version is the object re-read and, if its UID or
+// resourceVersion differs from the snapshot, the write refused with a synthetic 409 (`StaleSnapshotMessage`). Status is written only when it
 // differs semantically. Created Databases carry no ownerReferences (a Tenant's deletion never cascades).
 // Errors become `KubernetesError` with a fixed message (kind, name, class) — never a server body.
 import { Clock, Effect, Layer } from 'effect';
@@ -21,6 +22,7 @@ import {
   type TenantPresentation,
 } from '../../domain/presentation.js';
 import { DatabaseSource, Finalizers, RotateAnnotation, StaleSnapshotMessage } from '../../domain/vocabulary.js';
+import { snapshotsFor } from './snapshots.js';
 import type { BindingDatabase, BindingTenant, SecretFact } from '../../application/ports.js';
 import {
   AdminSecrets,
@@ -203,15 +205,30 @@ export const now = Effect.map(Clock.currentTimeMillis, (ms) =>
   new Date(Math.floor(ms / 1000) * 1000).toISOString().replace('.000Z', 'Z'),
 );
 
-/** Read directly; `undefined` for NotFound. */
+/** Read directly (the API reader); `undefined` for NotFound. What was read is kept as the object's snapshot. */
 export const readOptional = (kube: KubeClientService, kind: string, name: string, namespace?: string) =>
   kube.get({ apiVersion, kind, name, ...(namespace === undefined ? {} : { namespace }) }).pipe(
-    Effect.map((o): Obj | undefined => o),
-    Effect.catchTag('NotFound', () => Effect.succeed(undefined)),
+    Effect.map((o): Obj | undefined => snapshotsFor(kube).remember(kind, o)),
+    Effect.catchTag('NotFound', () =>
+      Effect.sync(() => {
+        snapshotsFor(kube).forget(kind, name, namespace);
+        return undefined;
+      }),
+    ),
     Effect.mapError(kubernetesError('get', kind, name)),
   );
 
-/** Re-read and insist on the snapshot's UID and resourceVersion (seed `tenantAtVersion` / `databaseAtVersion`). */
+/** What our own write stored (the read-back), kept as the object's snapshot and marked as our write. */
+export const keepWritten =
+  (kube: KubeClientService, kind: string) =>
+  <A extends Obj>(o: A): A =>
+    snapshotsFor(kube).remember(kind, o, true) as A;
+
+/**
+ * The object at the snapshot's UID and resourceVersion, to be written at that version (seed `tenantAtVersion` /
+ * `databaseAtVersion`). Held from this process's own read or write at exactly that version: no GET — the write
+ * carries the version, so a change since is the server's 409 (decision 0380). Otherwise re-read and insist on both.
+ */
 export const atVersion = (
   kube: KubeClientService,
   which: 'binding' | 'instance',
@@ -220,14 +237,18 @@ export const atVersion = (
   uid: string,
   revision: string,
   namespace?: string,
-) =>
-  kube.get({ apiVersion, kind, name, ...(namespace === undefined ? {} : { namespace }) }).pipe(
+) => {
+  const held = snapshotsFor(kube).at(kind, name, uid, revision, namespace);
+  if (held !== undefined) return Effect.succeed(held);
+  return kube.get({ apiVersion, kind, name, ...(namespace === undefined ? {} : { namespace }) }).pipe(
+    Effect.tap((o) => Effect.sync(() => snapshotsFor(kube).remember(kind, o))),
     Effect.mapError(kubernetesError('get', kind, name)),
     Effect.filterOrFail(
       (o) => o.metadata.uid === uid && o.metadata.resourceVersion === revision,
       () => stale(which),
     ),
   );
+};
 
 const presentTenant = (kube: KubeClientService, o: Obj, result: TenantPresentation) =>
   Effect.gen(function* () {
@@ -238,7 +259,10 @@ const presentTenant = (kube: KubeClientService, o: Obj, result: TenantPresentati
     if (jsonEqual(previous ?? {}, status)) return o;
     return yield* kube
       .updateStatus({ ...o, status })
-      .pipe(Effect.mapError(kubernetesError('update status of', Kinds.tenant, str(o.metadata.name))));
+      .pipe(
+        Effect.map(keepWritten(kube, Kinds.tenant)),
+        Effect.mapError(kubernetesError('update status of', Kinds.tenant, str(o.metadata.name))),
+      );
   });
 
 export const makeBindingResources = (kube: KubeClientService): BindingResources['Type'] => ({
@@ -253,7 +277,10 @@ export const makeBindingResources = (kube: KubeClientService): BindingResources[
       if (!hasFinalizer(o, Finalizers.tenant)) {
         o = yield* kube
           .update(withFinalizer(o, Finalizers.tenant))
-          .pipe(Effect.mapError(kubernetesError('update', Kinds.tenant, name)));
+          .pipe(
+            Effect.map(keepWritten(kube, Kinds.tenant)),
+            Effect.mapError(kubernetesError('update', Kinds.tenant, name)),
+          );
       }
       if (checkpoint !== undefined) o = yield* presentTenant(kube, o, checkpoint);
       return bindingTenant(o);
@@ -280,7 +307,10 @@ export const makeBindingResources = (kube: KubeClientService): BindingResources[
             tenantRef: { namespace: tenant.namespace, name: tenant.name, uid: tenant.uid },
           },
         })
-        .pipe(Effect.mapError(kubernetesError('create', Kinds.database, target.name)));
+        .pipe(
+          Effect.map(keepWritten(kube, Kinds.database)),
+          Effect.mapError(kubernetesError('create', Kinds.database, target.name)),
+        );
       return bindingDatabase(created);
     }),
   recordInstance: (database, instanceUID) =>
@@ -289,7 +319,10 @@ export const makeBindingResources = (kube: KubeClientService): BindingResources[
       const o = yield* atVersion(kube, 'binding', Kinds.database, name, uid, database.revision);
       const written = yield* kube
         .updateStatus({ ...o, status: { ...status(o), instanceUID } })
-        .pipe(Effect.mapError(kubernetesError('update status of', Kinds.database, name)));
+        .pipe(
+          Effect.map(keepWritten(kube, Kinds.database)),
+          Effect.mapError(kubernetesError('update status of', Kinds.database, name)),
+        );
       return bindingDatabase(written);
     }),
   bindDatabase: (database, tenant) =>
@@ -312,7 +345,13 @@ export const makeBindingResources = (kube: KubeClientService): BindingResources[
         o = { ...o, spec: { ...spec(o), tenantRef: wanted } };
         changed = true;
       }
-      if (changed) o = yield* kube.update(o).pipe(Effect.mapError(kubernetesError('update', Kinds.database, name)));
+      if (changed)
+        o = yield* kube
+          .update(o)
+          .pipe(
+            Effect.map(keepWritten(kube, Kinds.database)),
+            Effect.mapError(kubernetesError('update', Kinds.database, name)),
+          );
       return bindingDatabase(o);
     }),
   present: (tenant, result) =>
@@ -347,7 +386,10 @@ export const makeInstanceResources = (kube: KubeClientService): InstanceResource
         if (hasFinalizer(o, Finalizers.instance)) return instanceRecord(o);
         const written = yield* kube
           .update(withFinalizer(o, Finalizers.instance))
-          .pipe(Effect.mapError(kubernetesError('update', Kinds.instance, record.target.name)));
+          .pipe(
+            Effect.map(keepWritten(kube, Kinds.instance)),
+            Effect.mapError(kubernetesError('update', Kinds.instance, record.target.name)),
+          );
         return instanceRecord(written);
       }),
     references: (name) =>
@@ -388,12 +430,18 @@ export const makeInstanceResources = (kube: KubeClientService): InstanceResource
         if (presented.changed) {
           o = yield* kube
             .updateStatus({ ...o, status: presented.status })
-            .pipe(Effect.mapError(kubernetesError('update status of', Kinds.instance, record.target.name)));
+            .pipe(
+              Effect.map(keepWritten(kube, Kinds.instance)),
+              Effect.mapError(kubernetesError('update status of', Kinds.instance, record.target.name)),
+            );
         }
         if (outcome.removeProtection && hasFinalizer(o, Finalizers.instance)) {
           yield* kube
             .update(withoutFinalizer(o, Finalizers.instance))
-            .pipe(Effect.mapError(kubernetesError('update', Kinds.instance, record.target.name)));
+            .pipe(
+              Effect.map(keepWritten(kube, Kinds.instance)),
+              Effect.mapError(kubernetesError('update', Kinds.instance, record.target.name)),
+            );
         }
       }),
   };
