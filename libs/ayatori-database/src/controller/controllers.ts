@@ -139,6 +139,7 @@ export const startDatabaseControllers = (
     const tenantMirror = new Map<string, TenantFacts>();
     const databaseInstance = new Map<string, string>();
     const instanceSecret = new Map<string, string>();
+    const instanceDeleting = new Set<string>();
     yield* tenants.addHandler((e) =>
       Effect.sync(() => {
         const key = `${str(e.object.metadata.namespace)}/${str(e.object.metadata.name)}`;
@@ -158,6 +159,8 @@ export const startDatabaseControllers = (
         const name = str(e.object.metadata.name);
         if (e.type === 'Deleted') instanceSecret.delete(name);
         else instanceSecret.set(name, str(rec(rec(e.object['spec'])['adminCredentialRef'])['name']));
+        if (e.type !== 'Deleted' && e.object.metadata.deletionTimestamp !== undefined) instanceDeleting.add(name);
+        else instanceDeleting.delete(name);
       }),
     );
     const tenantKeys = (keys: ReadonlyArray<{ namespace: string; name: string }>) =>
@@ -252,14 +255,23 @@ export const startDatabaseControllers = (
               [...instanceSecret.entries()].map(([name, adminSecret]) => ({ name, adminSecret })),
             ),
         },
+        // References matter only to a deleting Instance (InstanceInUse until none is left): a Tenant or Database
+        // event wakes its Instance only while that Instance is being deleted (decision 0380). The deletion itself
+        // wakes the Instance (predicate), and that round lists the references from the API.
         {
           informer: databases,
           toKeys: (d) =>
-            instanceForReference({ kind: 'Database', instanceRef: str(rec(rec(d['spec'])['instanceRef'])['name']) }),
+            instanceForReference({
+              kind: 'Database',
+              instanceRef: str(rec(rec(d['spec'])['instanceRef'])['name']),
+            }).filter((i) => instanceDeleting.has(i)),
         },
         {
           informer: tenants,
-          toKeys: (t) => instanceForReference({ kind: 'Tenant', provisionInstance: tenantFacts(t).provisionInstance }),
+          toKeys: (t) =>
+            instanceForReference({ kind: 'Tenant', provisionInstance: tenantFacts(t).provisionInstance }).filter((i) =>
+              instanceDeleting.has(i),
+            ),
         },
       ],
       onError: logFailure(ControllerNames.instance),
