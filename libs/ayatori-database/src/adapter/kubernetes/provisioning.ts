@@ -29,6 +29,7 @@ import {
   rec,
   str,
   keepWritten,
+  unwritten,
 } from './resources.js';
 import { snapshotsFor } from './snapshots.js';
 
@@ -81,7 +82,7 @@ export const makeProvisioningResources = (kube: KubeClientService): Provisioning
           result,
           yield* now,
         );
-        if (!presented.changed) return provisioningDatabase(o);
+        if (!presented.changed) return provisioningDatabase(yield* unwritten(kube, 'binding', Kinds.database, o));
         const written = yield* kube
           .updateStatus({ ...o, status: presented.status })
           .pipe(
@@ -137,7 +138,9 @@ export const makeProvisioningResources = (kube: KubeClientService): Provisioning
       Effect.gen(function* () {
         const o = yield* databaseAt(database);
         const name = database.identity.name;
-        if ((o.metadata.finalizers ?? []).includes(Finalizers.database)) {
+        if (!(o.metadata.finalizers ?? []).includes(Finalizers.database))
+          yield* unwritten(kube, 'binding', Kinds.database, o);
+        else {
           yield* kube
             .update({
               ...o,
@@ -164,7 +167,10 @@ export const makeProvisioningResources = (kube: KubeClientService): Provisioning
       Effect.gen(function* () {
         const { namespace, name, uid } = tenant.identity;
         const o = yield* atVersion(kube, 'binding', Kinds.tenant, name, uid, tenant.revision, namespace);
-        if (!(o.metadata.finalizers ?? []).includes(Finalizers.tenant)) return;
+        if (!(o.metadata.finalizers ?? []).includes(Finalizers.tenant)) {
+          yield* unwritten(kube, 'binding', Kinds.tenant, o);
+          return;
+        }
         yield* kube
           .update({
             ...o,

@@ -224,10 +224,33 @@ export const keepWritten =
   <A extends Obj>(o: A): A =>
     snapshotsFor(kube).remember(kind, o, true) as A;
 
+/** Objects `atVersion` answered from the hold (not re-read): a branch that writes nothing must confirm them. */
+const fromHold = new WeakSet<Obj>();
+
+const reread = (
+  kube: KubeClientService,
+  which: 'binding' | 'instance',
+  kind: string,
+  name: string,
+  uid: string,
+  revision: string,
+  namespace?: string,
+) =>
+  kube.get({ apiVersion, kind, name, ...(namespace === undefined ? {} : { namespace }) }).pipe(
+    Effect.tap((o) => Effect.sync(() => snapshotsFor(kube).remember(kind, o))),
+    Effect.mapError(kubernetesError('get', kind, name)),
+    Effect.filterOrFail(
+      (o) => o.metadata.uid === uid && o.metadata.resourceVersion === revision,
+      () => stale(which),
+    ),
+  );
+
 /**
  * The object at the snapshot's UID and resourceVersion, to be written at that version (seed `tenantAtVersion` /
  * `databaseAtVersion`). Held from this process's own read or write at exactly that version: no GET — the write
  * carries the version, so a change since is the server's 409 (decision 0380). Otherwise re-read and insist on both.
+ * A branch that then writes nothing passes the object through `unwritten`, which re-reads a held one: a stale
+ * snapshot is still a 409 even when there was nothing to write (the seed's order: check, then maybe write).
  */
 export const atVersion = (
   kube: KubeClientService,
@@ -237,18 +260,31 @@ export const atVersion = (
   uid: string,
   revision: string,
   namespace?: string,
-) => {
+): Effect.Effect<Obj, KubernetesError> => {
   const held = snapshotsFor(kube).at(kind, name, uid, revision, namespace);
-  if (held !== undefined) return Effect.succeed(held);
-  return kube.get({ apiVersion, kind, name, ...(namespace === undefined ? {} : { namespace }) }).pipe(
-    Effect.tap((o) => Effect.sync(() => snapshotsFor(kube).remember(kind, o))),
-    Effect.mapError(kubernetesError('get', kind, name)),
-    Effect.filterOrFail(
-      (o) => o.metadata.uid === uid && o.metadata.resourceVersion === revision,
-      () => stale(which),
-    ),
-  );
+  if (held === undefined) return reread(kube, which, kind, name, uid, revision, namespace);
+  fromHold.add(held);
+  return Effect.succeed(held);
 };
+
+/** Nothing is written at `o`: a held object is confirmed by the seed's re-read (synthetic 409 when stale). */
+export const unwritten = (
+  kube: KubeClientService,
+  which: 'binding' | 'instance',
+  kind: string,
+  o: Obj,
+): Effect.Effect<Obj, KubernetesError> =>
+  fromHold.has(o)
+    ? reread(
+        kube,
+        which,
+        kind,
+        str(o.metadata.name),
+        str(o.metadata.uid),
+        str(o.metadata.resourceVersion),
+        o.metadata.namespace,
+      )
+    : Effect.succeed(o);
 
 const presentTenant = (kube: KubeClientService, o: Obj, result: TenantPresentation) =>
   Effect.gen(function* () {
@@ -256,7 +292,7 @@ const presentTenant = (kube: KubeClientService, o: Obj, result: TenantPresentati
     const presented = presentTenantStatus(previous, o.metadata.generation ?? 0, result, yield* now);
     // Go's omitempty: an empty phase is not stored (a Tenant refused before binding keeps no phase).
     const status = omitEmptyPhase(presented.status);
-    if (jsonEqual(previous ?? {}, status)) return o;
+    if (jsonEqual(previous ?? {}, status)) return yield* unwritten(kube, 'binding', Kinds.tenant, o);
     return yield* kube
       .updateStatus({ ...o, status })
       .pipe(
@@ -283,6 +319,7 @@ export const makeBindingResources = (kube: KubeClientService): BindingResources[
           );
       }
       if (checkpoint !== undefined) o = yield* presentTenant(kube, o, checkpoint);
+      else o = yield* unwritten(kube, 'binding', Kinds.tenant, o);
       return bindingTenant(o);
     }),
   createDatabase: (target, tenant) =>
@@ -370,6 +407,11 @@ export const makeBindingResources = (kube: KubeClientService): BindingResources[
         () => Effect.succeed(undefined),
       ),
       Effect.flatMap((o) => (o === undefined ? Effect.void : Effect.asVoid(presentTenant(kube, o, result)))),
+      // Gone since the held version: nothing to present (as when the re-read finds nothing).
+      Effect.catchIf(
+        (e) => e.code === 'NotFound',
+        () => Effect.void,
+      ),
     ),
 });
 
@@ -383,7 +425,8 @@ export const makeInstanceResources = (kube: KubeClientService): InstanceResource
     protect: (record) =>
       Effect.gen(function* () {
         const o = yield* instanceAt(record);
-        if (hasFinalizer(o, Finalizers.instance)) return instanceRecord(o);
+        if (hasFinalizer(o, Finalizers.instance))
+          return instanceRecord(yield* unwritten(kube, 'instance', Kinds.instance, o));
         const written = yield* kube
           .update(withFinalizer(o, Finalizers.instance))
           .pipe(
@@ -434,7 +477,8 @@ export const makeInstanceResources = (kube: KubeClientService): InstanceResource
               Effect.map(keepWritten(kube, Kinds.instance)),
               Effect.mapError(kubernetesError('update status of', Kinds.instance, record.target.name)),
             );
-        }
+        } else if (!(outcome.removeProtection && hasFinalizer(o, Finalizers.instance)))
+          yield* unwritten(kube, 'instance', Kinds.instance, o);
         if (outcome.removeProtection && hasFinalizer(o, Finalizers.instance)) {
           yield* kube
             .update(withoutFinalizer(o, Finalizers.instance))
@@ -443,7 +487,13 @@ export const makeInstanceResources = (kube: KubeClientService): InstanceResource
               Effect.mapError(kubernetesError('update', Kinds.instance, record.target.name)),
             );
         }
-      }),
+      }).pipe(
+        // Gone since the held version: nothing to present (as when the re-read finds nothing).
+        Effect.catchIf(
+          (e) => e.code === 'NotFound',
+          () => Effect.void,
+        ),
+      ),
   };
 };
 
