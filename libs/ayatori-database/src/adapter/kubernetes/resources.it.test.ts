@@ -680,7 +680,8 @@ describe('binding (real API server; the Instance made Ready by a real observatio
       metadata: { ...current.metadata, labels: { other: 'client' } },
     });
     const fresh = await Effect.runPromise(port.tenant(ns.name, name)); // the held object is now the newer one
-    expect(fresh?.revision).not.toBe(old.revision);
+    if (fresh === undefined) throw new Error('tenant missing');
+    expect(fresh.revision).not.toBe(old.revision);
     counts.clear();
     const r = await Effect.runPromise(Effect.either(port.present(old, pending)));
     expect(Either.isLeft(r) && r.left.message).toBe(StaleSnapshotMessage.binding);
@@ -688,7 +689,7 @@ describe('binding (real API server; the Instance made Ready by a real observatio
     expect((await must(`${tenants(ns.name)}/${name}`)).status?.phase).toBeUndefined();
     // The fresh snapshot is the held object: written without a re-read.
     counts.clear();
-    await Effect.runPromise(port.present(fresh!, pending));
+    await Effect.runPromise(port.present(fresh, pending));
     expect(Object.fromEntries(counts)).toEqual({ updateStatus: 1 });
     expect((await must(`${tenants(ns.name)}/${name}`)).status?.phase).toBe('Binding');
   });
