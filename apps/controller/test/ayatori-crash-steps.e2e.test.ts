@@ -12,7 +12,7 @@
 //    Secret; rotated Tenants on exactly one new version (the old password refused by the verifier); deleted Tenants
 //    leave nothing (no Secret, role, database, KV metadata, Database, Tenant).
 import type { ChildProcess } from 'node:child_process';
-import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,7 +20,6 @@ import { Api } from '@homelab/ayatori-database';
 import {
   baoRequest,
   eventually,
-  installCrds,
   kubeObjects,
   kubeRequest,
   testbed,
@@ -30,7 +29,21 @@ import {
 } from '@homelab/testbed/vitest';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { prepareCluster, sleep, spawnController } from './support.js';
+import {
+  adminSql,
+  type AyatoriObj,
+  ayatoriFlags,
+  ayatoriRunning,
+  instanceBody,
+  kvValue,
+  postAdminSecret,
+  prepareAyatoriCluster,
+  readyCondition,
+  scramMatches,
+  secretData,
+  spawnController,
+  stopProcess,
+} from './support.js';
 
 const ns = useNamespace('ctrl-aykill');
 const db = useDatabase('ctrl_aykill');
@@ -49,81 +62,21 @@ const roles: string[] = [];
 const sessions: pg.Client[] = [];
 let dir = '';
 
-interface Obj {
-  metadata: { name: string; uid: string; annotations?: Record<string, string>; finalizers?: string[] };
-  spec?: Record<string, unknown>;
-  data?: Record<string, string>;
-  status?: {
-    phase?: string;
-    rotation?: string;
-    credentialPath?: string;
-    conditions?: Array<{ type: string; status: string; reason: string }>;
-  };
-}
+type Obj = AyatoriObj;
 const { get, post, purge, created: cleanup } = kubeObjects<Obj>();
-const ready = (o: Obj | undefined) => o?.status?.conditions?.find((c) => c.type === 'Ready');
+const ready = readyCondition;
 const tenantsPath = () => `${base}/namespaces/${ns.name}/postgresqltenants`;
 const tenantPath = (name: string) => `${tenantsPath()}/${name}`;
-const sql = async (text: string, values: unknown[] = []): Promise<Array<Record<string, unknown>>> => {
-  const { postgres } = testbed();
-  const c = new pg.Client({
-    host: postgres.host,
-    port: postgres.port,
-    user: postgres.user,
-    database: postgres.database,
-  });
-  await c.connect();
-  try {
-    return (await c.query(text, values)).rows as Array<Record<string, unknown>>;
-  } finally {
-    await c.end();
-  }
-};
-const passwordMatches = async (role: string, password: string): Promise<boolean> => {
-  const rows = await sql('SELECT rolpassword FROM pg_catalog.pg_authid WHERE rolname = $1', [role]);
-  const m = /^SCRAM-SHA-256\$(\d+):([^$]+)\$([^:]+):(.+)$/.exec(String(rows[0]?.['rolpassword'] ?? ''));
-  if (m === null) return false;
-  const salted = pbkdf2Sync(password, Buffer.from(m[2] as string, 'base64'), Number(m[1]), 32, 'sha256');
-  const clientKey = createHmac('sha256', salted).update('Client Key').digest();
-  return createHash('sha256').update(clientKey).digest('base64') === m[3];
-};
-const kvRead = async (path: string) => {
-  const r = await baoRequest('GET', `${kv.mount}/data/${path}`);
-  if (r.status === 404) return undefined;
-  const body = JSON.parse(r.body) as { data: { data: Record<string, string>; metadata: { version: number } } };
-  return { data: body.data.data, version: body.data.metadata.version };
-};
-const secretOf = async (tenant: string) => {
-  const s = await get(`/api/v1/namespaces/${ns.name}/secrets/${instanceName}-${tenant}-postgresql`);
-  return s?.data === undefined
-    ? undefined
-    : Object.fromEntries(Object.entries(s.data).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
-};
+const sql = adminSql;
+const passwordMatches = scramMatches;
+const kvRead = (path: string) => kvValue(kv.mount, path);
+const secretOf = (tenant: string) => secretData(ns.name, `${instanceName}-${tenant}-postgresql`);
 
-const flags = (selector: string) => [
-  '--modules=ayatori',
-  `--database-secret-namespace=${ns.name}`,
-  `--database-label-selector=${selector}`,
-  `--openbao-address=${kv.addr}`,
-  `--openbao-token-file=${join(dir, 'token')}`,
-  `--openbao-kv-mount=${kv.mount}`,
-  `--openbao-tenant-base-path=${kv.base}`,
-];
+const flags = (selector: string) => ayatoriFlags({ namespace: ns.name, selector, kv, tokenFile: join(dir, 'token') });
 /** Only the Instance and the Tenants labelled `step` (each crashing process sees its own Tenant only). */
 const only = (...steps: string[]) => `${label}=yes,${stepLabel} in (instance,${steps.join(',')})`;
-const running = async (proc: ReturnType<typeof spawnController>) => {
-  await eventually(
-    'controllers running',
-    () => proc.output.text.includes('ayatori database controllers running') || proc.child.exitCode !== null,
-    90_000,
-  );
-  if (proc.child.exitCode !== null) throw new Error(`exited: ${proc.output.text}`);
-  return proc;
-};
-const stop = async (proc: ReturnType<typeof spawnController>) => {
-  proc.child.kill('SIGTERM');
-  expect(await proc.exited).toBe(0);
-};
+const running = (proc: ReturnType<typeof spawnController>) => ayatoriRunning(proc);
+const stop = stopProcess;
 const callsOf = (text: string) => [...text.matchAll(/^ayatori-test-call (.+)$/gm)].map((m) => m[1] as string);
 /** Each call with its occurrence number among the calls of the same name: the crash spec that hits it. */
 const numbered = (calls: ReadonlyArray<string>) => {
@@ -226,38 +179,15 @@ const deleteWithSession = async (name: string) => {
 };
 
 beforeAll(async () => {
-  await prepareCluster();
-  await installCrds(Api.customResourceDefinitions() as unknown as Parameters<typeof installCrds>[0]);
-  for (let i = 0; i < 200; i++) {
-    const r = await kubeRequest('GET', base);
-    if (r.status === 200 && r.body.includes('postgresqltenants/status')) break;
-    await sleep(50);
-  }
+  await prepareAyatoriCluster();
   dir = mkdtempSync(join(tmpdir(), 'ctrl-aykill-'));
   writeFileSync(join(dir, 'token'), kv.token, { mode: 0o600 });
   await sql(`CREATE ROLE "${manager}" LOGIN NOSUPERUSER CREATEDB CREATEROLE PASSWORD '${managerPassword}'`);
-  const secret = await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/secrets`, {
-    apiVersion: 'v1',
-    kind: 'Secret',
-    metadata: { name: `${instanceName}-admin` },
-    stringData: { username: manager, password: managerPassword },
-  });
-  expect(secret.status).toBe(201);
-  await post(`${base}/postgresqlinstances`, {
-    apiVersion: `${Api.Group}/${Api.Version}`,
-    kind: 'PostgreSQLInstance',
-    metadata: { name: instanceName, labels: { [label]: 'yes', [stepLabel]: 'instance' } },
-    spec: {
-      endpoint: {
-        host: 'localhost',
-        hostaddr: '127.0.0.1',
-        port: testbed().postgres.port,
-        database: db.database,
-        sslMode: 'disable',
-      },
-      adminCredentialRef: { name: `${instanceName}-admin` },
-    },
-  });
+  await postAdminSecret(ns.name, instanceName, manager, managerPassword);
+  await post(
+    `${base}/postgresqlinstances`,
+    instanceBody(instanceName, { [label]: 'yes', [stepLabel]: 'instance' }, db.database),
+  );
 }, 120_000);
 
 afterAll(async () => {

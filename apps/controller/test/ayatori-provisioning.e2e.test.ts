@@ -8,7 +8,7 @@
 // The kill point is the first one the status shows, not a chosen SQL step: the library's provisioning.it.test.ts
 // kills before/after every single step in-process.
 import type { ChildProcess } from 'node:child_process';
-import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,7 +17,6 @@ import { grantManagerRbac, grantProvisioningRbac } from '@homelab/ayatori-databa
 import {
   baoRequest,
   eventually,
-  installCrds,
   kubeObjects,
   kubeRequest,
   testbed,
@@ -27,7 +26,21 @@ import {
 } from '@homelab/testbed/vitest';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { prepareCluster, sleep, spawnController } from './support.js';
+import {
+  adminSql,
+  type AyatoriObj,
+  ayatoriFlags,
+  ayatoriRunning,
+  instanceBody,
+  kvValue,
+  postAdminSecret,
+  prepareAyatoriCluster,
+  readyCondition,
+  scramMatches,
+  secretData,
+  sleep,
+  spawnController,
+} from './support.js';
 
 const ns = useNamespace('ctrl-ayprov');
 const db = useDatabase('ctrl_ayprov');
@@ -44,81 +57,24 @@ const rbacCleanup: string[] = [];
 const roles: string[] = [];
 let dir = '';
 
-interface Obj {
-  metadata: { name: string; uid: string; annotations?: Record<string, string>; finalizers?: string[] };
-  spec?: Record<string, unknown>;
-  data?: Record<string, string>;
-  status?: {
-    phase?: string;
-    rotation?: string;
-    credentialPath?: string;
-    conditions?: Array<{ type: string; status: string; reason: string }>;
-  };
-}
+type Obj = AyatoriObj;
 const { get, post, purge, created: cleanup } = kubeObjects<Obj>();
-const ready = (o: Obj | undefined) => o?.status?.conditions?.find((c) => c.type === 'Ready');
+const ready = readyCondition;
 const tenantsPath = () => `${base}/namespaces/${ns.name}/postgresqltenants`;
-/** A query as the test bed's admin (parameters bound by pg, not interpolated). */
-const sql = async (text: string, values: unknown[] = []): Promise<Array<Record<string, unknown>>> => {
-  const { postgres } = testbed();
-  const c = new pg.Client({
-    host: postgres.host,
-    port: postgres.port,
-    user: postgres.user,
-    database: postgres.database,
-  });
-  await c.connect();
-  try {
-    return (await c.query(text, values)).rows as Array<Record<string, unknown>>;
-  } finally {
-    await c.end();
-  }
-};
-
-const passwordMatches = async (role: string, password: string): Promise<boolean> => {
-  const rows = await sql('SELECT rolpassword FROM pg_catalog.pg_authid WHERE rolname = $1', [role]);
-  const m = /^SCRAM-SHA-256\$(\d+):([^$]+)\$([^:]+):(.+)$/.exec(String(rows[0]?.['rolpassword'] ?? ''));
-  if (m === null) return false;
-  const salted = pbkdf2Sync(password, Buffer.from(m[2] as string, 'base64'), Number(m[1]), 32, 'sha256');
-  const clientKey = createHmac('sha256', salted).update('Client Key').digest();
-  return createHash('sha256').update(clientKey).digest('base64') === m[3];
-};
-const kvRead = async (path: string) => {
-  const r = await baoRequest('GET', `${kv.mount}/data/${path}`);
-  if (r.status === 404) return undefined;
-  const body = JSON.parse(r.body) as { data: { data: Record<string, string>; metadata: { version: number } } };
-  return { data: body.data.data, version: body.data.metadata.version };
-};
-const secretOf = async (tenant: string) => {
-  const s = await get(`/api/v1/namespaces/${ns.name}/secrets/${instanceName}-${tenant}-postgresql`);
-  return s?.data === undefined
-    ? undefined
-    : Object.fromEntries(Object.entries(s.data).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
-};
+const sql = adminSql;
+const passwordMatches = scramMatches;
+const kvRead = (path: string) => kvValue(kv.mount, path);
+const secretOf = (tenant: string) => secretData(ns.name, `${instanceName}-${tenant}-postgresql`);
 
 /** The controller with provisioning on; resolves once it logs that its controllers run. */
-const start = async (extra: ReadonlyArray<string> = [], token = join(dir, 'token')) => {
-  const proc = spawnController(
-    [
-      ...extra,
-      '--modules=ayatori',
-      `--database-secret-namespace=${ns.name}`,
-      `--database-label-selector=${label}=yes`,
-      `--openbao-address=${kv.addr}`,
-      `--openbao-token-file=${token}`,
-      `--openbao-kv-mount=${kv.mount}`,
-      `--openbao-tenant-base-path=${kv.base}`,
-    ],
-    children,
-  );
-  await eventually(
-    'controllers running',
-    () => proc.output.text.includes('ayatori database controllers running') || proc.child.exitCode !== null,
+const start = async (extra: ReadonlyArray<string> = [], token = join(dir, 'token')) =>
+  ayatoriRunning(
+    spawnController(
+      [...extra, ...ayatoriFlags({ namespace: ns.name, selector: `${label}=yes`, kv, tokenFile: token })],
+      children,
+    ),
     60_000,
   );
-  if (proc.child.exitCode !== null) throw new Error(`exited: ${proc.output.text}`);
-  return proc;
-};
 /** SIGKILL as soon as `when` holds (polled as fast as the API answers); the process gets no chance to clean up. */
 const killWhen = async (proc: Awaited<ReturnType<typeof start>>, what: string, when: () => Promise<boolean>) => {
   await eventually(what, when, 60_000, 5);
@@ -144,38 +100,12 @@ const assertProvisioned = async (name: string, versions: number) => {
 };
 
 beforeAll(async () => {
-  await prepareCluster();
-  await installCrds(Api.customResourceDefinitions() as unknown as Parameters<typeof installCrds>[0]);
-  for (let i = 0; i < 200; i++) {
-    const r = await kubeRequest('GET', base);
-    if (r.status === 200 && r.body.includes('postgresqltenants/status')) break;
-    await sleep(50);
-  }
+  await prepareAyatoriCluster();
   dir = mkdtempSync(join(tmpdir(), 'ctrl-ayprov-'));
   writeFileSync(join(dir, 'token'), kv.token, { mode: 0o600 });
   await sql(`CREATE ROLE "${manager}" LOGIN NOSUPERUSER CREATEDB CREATEROLE PASSWORD '${managerPassword}'`);
-  const secret = await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/secrets`, {
-    apiVersion: 'v1',
-    kind: 'Secret',
-    metadata: { name: `${instanceName}-admin` },
-    stringData: { username: manager, password: managerPassword },
-  });
-  expect(secret.status).toBe(201);
-  await post(`${base}/postgresqlinstances`, {
-    apiVersion: `${Api.Group}/${Api.Version}`,
-    kind: 'PostgreSQLInstance',
-    metadata: { name: instanceName, labels: { [label]: 'yes' } },
-    spec: {
-      endpoint: {
-        host: 'localhost',
-        hostaddr: '127.0.0.1',
-        port: testbed().postgres.port,
-        database: db.database,
-        sslMode: 'disable',
-      },
-      adminCredentialRef: { name: `${instanceName}-admin` },
-    },
-  });
+  await postAdminSecret(ns.name, instanceName, manager, managerPassword);
+  await post(`${base}/postgresqlinstances`, instanceBody(instanceName, { [label]: 'yes' }, db.database));
 }, 120_000);
 
 afterAll(async () => {

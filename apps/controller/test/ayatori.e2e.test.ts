@@ -14,7 +14,6 @@ import { grantManagerRbac } from '@homelab/ayatori-database/testing';
 import {
   adminQuery,
   eventually as poll,
-  installCrds,
   kubeObjects,
   kubeRequest,
   testbed,
@@ -24,7 +23,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { layerFromToken } from '@homelab/kube';
 import { startController } from '../src/index.js';
-import { prepareCluster, sleep, spawnController, testConfig } from './support.js';
+import { instanceBody, postAdminSecret, prepareAyatoriCluster, sleep, spawnController, testConfig } from './support.js';
 
 const { SetupMessage } = Domain;
 const ns = useNamespace('ctrl-ayatori');
@@ -70,13 +69,7 @@ const startProcess = async (args: ReadonlyArray<string>, options: { readonly wai
 };
 
 beforeAll(async () => {
-  await prepareCluster();
-  await installCrds(Api.customResourceDefinitions() as unknown as Parameters<typeof installCrds>[0]);
-  for (let i = 0; i < 200; i++) {
-    const r = await kubeRequest('GET', base);
-    if (r.status === 200 && r.body.includes('postgresqltenants/status')) break;
-    await sleep(50);
-  }
+  await prepareAyatoriCluster();
   await sql(`CREATE ROLE "${manager}" LOGIN NOSUPERUSER CREATEDB CREATEROLE PASSWORD 'CTRL-TEST-ONLY-${suffix}'`);
 }, 120_000);
 
@@ -107,29 +100,8 @@ describe('the controller process with the Ayatori Database module', () => {
     expect((await fetch(`${proc.url}/readyz`)).status).toBe(200);
 
     const instanceName = `ctrl-ay-${suffix}`;
-    const secretName = `${instanceName}-admin`;
-    await post(instances, {
-      apiVersion: `${Api.Group}/${Api.Version}`,
-      kind: 'PostgreSQLInstance',
-      metadata: { name: instanceName, labels: { [label]: 'yes' } },
-      spec: {
-        endpoint: {
-          host: 'localhost',
-          hostaddr: '127.0.0.1',
-          port: testbed().postgres.port,
-          database: db.database,
-          sslMode: 'disable',
-        },
-        adminCredentialRef: { name: secretName },
-      },
-    });
-    const secret = await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/secrets`, {
-      apiVersion: 'v1',
-      kind: 'Secret',
-      metadata: { name: secretName, namespace: ns.name },
-      stringData: { username: manager, password: `CTRL-TEST-ONLY-${suffix}` },
-    });
-    expect(secret.status).toBe(201);
+    await post(instances, instanceBody(instanceName, { [label]: 'yes' }, db.database));
+    await postAdminSecret(ns.name, instanceName, manager, `CTRL-TEST-ONLY-${suffix}`);
     await eventually('Instance Ready', async () => ready(await get(`${instances}/${instanceName}`))?.status === 'True');
     const tenant = await post(tenants(ns.name), {
       apiVersion: `${Api.Group}/${Api.Version}`,
@@ -292,32 +264,8 @@ describe('the controller process with the Ayatori Database module', () => {
         proc.output.text.includes('ayatori database controllers running: database-binding, database-instance'),
       );
       const instanceName = `ctrl-ay-rbac-${suffix}`;
-      const secretName = `${instanceName}-admin`;
-      await post(instances, {
-        apiVersion: `${Api.Group}/${Api.Version}`,
-        kind: 'PostgreSQLInstance',
-        metadata: { name: instanceName, labels: { [label]: 'rbac' } },
-        spec: {
-          endpoint: {
-            host: 'localhost',
-            hostaddr: '127.0.0.1',
-            port: testbed().postgres.port,
-            database: db.database,
-            sslMode: 'disable',
-          },
-          adminCredentialRef: { name: secretName },
-        },
-      });
-      expect(
-        (
-          await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/secrets`, {
-            apiVersion: 'v1',
-            kind: 'Secret',
-            metadata: { name: secretName, namespace: ns.name },
-            stringData: { username: manager, password: `CTRL-TEST-ONLY-${suffix}` },
-          })
-        ).status,
-      ).toBe(201);
+      await post(instances, instanceBody(instanceName, { [label]: 'rbac' }, db.database));
+      await postAdminSecret(ns.name, instanceName, manager, `CTRL-TEST-ONLY-${suffix}`);
       await eventually(
         'Instance Ready',
         async () => ready(await get(`${instances}/${instanceName}`))?.status === 'True',

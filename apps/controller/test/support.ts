@@ -2,12 +2,15 @@
 // kos-system present, and a real controller (node:http on an ephemeral loopback port) against the test bed's
 // kube-apiserver, called over HTTP with fetch; or the app as a process (`src/main.ts` under tsx).
 import { type ChildProcess, spawn } from 'node:child_process';
+import { createHash, createHmac, pbkdf2Sync } from 'node:crypto';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { expect } from 'vitest';
+import pg from 'pg';
+import { Api } from '@homelab/ayatori-database';
 import { layerFromToken, type LayerOptions } from '@homelab/kube';
 import { kosCrds } from '@homelab/kos-kernel';
-import { installCrds, kubeRequest, testbed } from '@homelab/testbed/vitest';
+import { baoRequest, eventually, installCrds, kubeRequest, testbed } from '@homelab/testbed/vitest';
 import {
   type ControllerConfig,
   type ControllerHandle,
@@ -197,4 +200,137 @@ export const identityCalls = (url: () => string, password: string) => {
     return session(name, created.body.oneTimePassword as string);
   };
   return { bearer, as, login, session, createAccount };
+};
+
+// ---- the Ayatori process tests (ayatori*.e2e) ------------------------------------------------------------------
+
+export const ayatoriBase = `/apis/${Api.Group}/${Api.Version}`;
+
+/** A Tenant, Database or Secret as the Ayatori process tests read them. */
+export interface AyatoriObj {
+  metadata: { name: string; uid: string; annotations?: Record<string, string>; finalizers?: string[] };
+  spec?: Record<string, unknown>;
+  data?: Record<string, string>;
+  status?: {
+    phase?: string;
+    rotation?: string;
+    credentialPath?: string;
+    conditions?: Array<{ type: string; status: string; reason: string }>;
+  };
+}
+/** The object's Ready condition, if any. */
+export const readyCondition = (o: AyatoriObj | undefined) => o?.status?.conditions?.find((c) => c.type === 'Ready');
+
+/** The KOS set-up plus the Ayatori CRDs, waited for until the API server serves the Tenant status subresource. */
+export const prepareAyatoriCluster = async (): Promise<void> => {
+  await prepareCluster();
+  await installCrds(Api.customResourceDefinitions() as unknown as Parameters<typeof installCrds>[0]);
+  for (let i = 0; i < 200; i++) {
+    const r = await kubeRequest('GET', ayatoriBase);
+    if (r.status === 200 && r.body.includes('postgresqltenants/status')) break;
+    await sleep(50);
+  }
+};
+
+/** A query as the test bed's admin (parameters bound by pg, not interpolated). */
+export const adminSql = async (text: string, values: unknown[] = []): Promise<Array<Record<string, unknown>>> => {
+  const { postgres } = testbed();
+  const c = new pg.Client({
+    host: postgres.host,
+    port: postgres.port,
+    user: postgres.user,
+    database: postgres.database,
+  });
+  await c.connect();
+  try {
+    return (await c.query(text, values)).rows as Array<Record<string, unknown>>;
+  } finally {
+    await c.end();
+  }
+};
+
+/**
+ * Whether `password` is the role's password, checked against the stored SCRAM-SHA-256 verifier (the machine's
+ * PostgreSQL trusts every local login, so a login would prove nothing).
+ */
+export const scramMatches = async (role: string, password: string): Promise<boolean> => {
+  const rows = await adminSql('SELECT rolpassword FROM pg_catalog.pg_authid WHERE rolname = $1', [role]);
+  const m = /^SCRAM-SHA-256\$(\d+):([^$]+)\$([^:]+):(.+)$/.exec(String(rows[0]?.['rolpassword'] ?? ''));
+  if (m === null) return false;
+  const salted = pbkdf2Sync(password, Buffer.from(m[2] as string, 'base64'), Number(m[1]), 32, 'sha256');
+  const clientKey = createHmac('sha256', salted).update('Client Key').digest();
+  return createHash('sha256').update(clientKey).digest('base64') === m[3];
+};
+
+/** The current KV v2 value and version at `path` under the file's mount, or undefined. */
+export const kvValue = async (mount: string, path: string) => {
+  const r = await baoRequest('GET', `${mount}/data/${path}`);
+  if (r.status === 404) return undefined;
+  const body = JSON.parse(r.body) as { data: { data: Record<string, string>; metadata: { version: number } } };
+  return { data: body.data.data, version: body.data.metadata.version };
+};
+
+/** A Secret's data decoded, or undefined when it (or its data) is missing. */
+export const secretData = async (namespace: string, name: string) => {
+  const r = await kubeRequest('GET', `/api/v1/namespaces/${namespace}/secrets/${name}`);
+  if (r.status !== 200) return undefined;
+  const data = (r.json() as { data?: Record<string, string> }).data;
+  return data === undefined
+    ? undefined
+    : Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
+};
+
+/** A PostgreSQLInstance on the test bed's PostgreSQL (sslmode disable), its admin Secret named `<name>-admin`. */
+export const instanceBody = (name: string, labels: Readonly<Record<string, string>>, database: string) => ({
+  apiVersion: `${Api.Group}/${Api.Version}`,
+  kind: 'PostgreSQLInstance',
+  metadata: { name, labels },
+  spec: {
+    endpoint: { host: 'localhost', hostaddr: '127.0.0.1', port: testbed().postgres.port, database, sslMode: 'disable' },
+    adminCredentialRef: { name: `${name}-admin` },
+  },
+});
+
+/** The flags of a controller process with Ayatori provisioning on, restricted to `selector`. */
+export const ayatoriFlags = (o: {
+  readonly namespace: string;
+  readonly selector: string;
+  readonly kv: { readonly addr: string; readonly mount: string; readonly base: string };
+  readonly tokenFile: string;
+}) => [
+  '--modules=ayatori',
+  `--database-secret-namespace=${o.namespace}`,
+  `--database-label-selector=${o.selector}`,
+  `--openbao-address=${o.kv.addr}`,
+  `--openbao-token-file=${o.tokenFile}`,
+  `--openbao-kv-mount=${o.kv.mount}`,
+  `--openbao-tenant-base-path=${o.kv.base}`,
+];
+
+/** Resolves with the process once it logs that its Ayatori controllers run; throws with its output if it exited. */
+export const ayatoriRunning = async (proc: ReturnType<typeof spawnController>, timeoutMs = 90_000) => {
+  await eventually(
+    'controllers running',
+    () => proc.output.text.includes('ayatori database controllers running') || proc.child.exitCode !== null,
+    timeoutMs,
+  );
+  if (proc.child.exitCode !== null) throw new Error(`exited: ${proc.output.text}`);
+  return proc;
+};
+
+/** SIGTERM, and the process must exit 0. */
+export const stopProcess = async (proc: ReturnType<typeof spawnController>) => {
+  proc.child.kill('SIGTERM');
+  expect(await proc.exited).toBe(0);
+};
+
+/** The Instance's admin Secret `<instance>-admin` in `namespace` (the controller's Secret namespace). */
+export const postAdminSecret = async (namespace: string, instance: string, username: string, password: string) => {
+  const r = await kubeRequest('POST', `/api/v1/namespaces/${namespace}/secrets`, {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: `${instance}-admin` },
+    stringData: { username, password },
+  });
+  expect(r.status).toBe(201);
 };

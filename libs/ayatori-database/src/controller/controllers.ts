@@ -1,6 +1,7 @@
 // The two controllers of the Database module (seed: controller/binding_setup.go, instance_setup.go) on
 // `@homelab/kube`'s informer / work queue / reconcile loop. Watches only enqueue keys (the pure mapping functions of
-// `application/mapping.ts`); every round re-reads through the API (the use-case drivers). Requeue: the drivers' own
+// `application/mapping.ts`); every round re-reads through the API (the use-case drivers). A Database event at a
+// version this process wrote itself does not wake its bound Tenant again (decision 0380). Requeue: the drivers' own
 // answer (30 s recheck, 1 ms retry-soon, none for a missing object); failures go back rate-limited.
 //
 // The admin-Secret watch is metadata-only and limited to the Secret namespace (seed: `WatchesMetadata(&Secret{})`
@@ -14,7 +15,7 @@ import { Cause, type Duration, Effect, Option, type Scope } from 'effect';
 import {
   type ControllerMetrics,
   type InformerEvent,
-  type KubeClient,
+  KubeClient,
   type KubeObject,
   makeInformer,
   makeMetadataInformer,
@@ -30,8 +31,9 @@ import {
   tenantsForInstance,
 } from '../application/mapping.js';
 import type { BindingResources, InstanceObserver, InstanceResources } from '../application/ports.js';
-import { ControllerNames, RotateAnnotation, SetupMessage } from '../domain/vocabulary.js';
+import { ControllerNames, DatabaseSource, RotateAnnotation, SetupMessage } from '../domain/vocabulary.js';
 import { apiVersion, Kinds } from '../adapter/kubernetes/resources.js';
+import { snapshotsFor } from '../adapter/kubernetes/snapshots.js';
 
 export interface DatabaseControllersOptions {
   /** The namespace of the Instances' admin Secrets; empty disables only the Instance controller (AY-53). */
@@ -137,6 +139,7 @@ export const startDatabaseControllers = (
     const tenantMirror = new Map<string, TenantFacts>();
     const databaseInstance = new Map<string, string>();
     const instanceSecret = new Map<string, string>();
+    const instanceDeleting = new Set<string>();
     yield* tenants.addHandler((e) =>
       Effect.sync(() => {
         const key = `${str(e.object.metadata.namespace)}/${str(e.object.metadata.name)}`;
@@ -156,10 +159,24 @@ export const startDatabaseControllers = (
         const name = str(e.object.metadata.name);
         if (e.type === 'Deleted') instanceSecret.delete(name);
         else instanceSecret.set(name, str(rec(rec(e.object['spec'])['adminCredentialRef'])['name']));
+        if (e.type !== 'Deleted' && e.object.metadata.deletionTimestamp !== undefined) instanceDeleting.add(name);
+        else instanceDeleting.delete(name);
       }),
     );
     const tenantKeys = (keys: ReadonlyArray<{ namespace: string; name: string }>) =>
       keys.map((k) => `${k.namespace}/${k.name}`);
+    // A provisioned Database's event at a resourceVersion this process's own write produced does not wake the Tenant
+    // it is bound to: only that Tenant's round writes such a Database, and it went on from exactly that state
+    // (decision 0380). Every other Tenant naming the Database is still woken, the bound Tenant for any change made by
+    // someone else, and an imported Database's Tenant always (the import controller writes those).
+    const snapshots = snapshotsFor(yield* KubeClient);
+    const databaseTenantKeys = (d: KubeObject) => {
+      const keys = tenantKeys(tenantsForDatabase(str(d.metadata.name), [...tenantMirror.values()]));
+      if (str(rec(d['spec'])['source']) !== DatabaseSource.Provision || !snapshots.ownWrite(Kinds.database, d))
+        return keys;
+      const bound = rec(rec(d['spec'])['tenantRef']);
+      return keys.filter((k) => k !== `${str(bound['namespace'])}/${str(bound['name'])}`);
+    };
 
     yield* startController({
       name: ControllerNames.binding,
@@ -169,7 +186,7 @@ export const startDatabaseControllers = (
       watches: [
         {
           informer: databases,
-          toKeys: (d) => tenantKeys(tenantsForDatabase(str(d.metadata.name), [...tenantMirror.values()])),
+          toKeys: databaseTenantKeys,
         },
         {
           informer: instances,
@@ -238,14 +255,23 @@ export const startDatabaseControllers = (
               [...instanceSecret.entries()].map(([name, adminSecret]) => ({ name, adminSecret })),
             ),
         },
+        // References matter only to a deleting Instance (InstanceInUse until none is left): a Tenant or Database
+        // event wakes its Instance only while that Instance is being deleted (decision 0380). The deletion itself
+        // wakes the Instance (predicate), and that round lists the references from the API.
         {
           informer: databases,
           toKeys: (d) =>
-            instanceForReference({ kind: 'Database', instanceRef: str(rec(rec(d['spec'])['instanceRef'])['name']) }),
+            instanceForReference({
+              kind: 'Database',
+              instanceRef: str(rec(rec(d['spec'])['instanceRef'])['name']),
+            }).filter((i) => instanceDeleting.has(i)),
         },
         {
           informer: tenants,
-          toKeys: (t) => instanceForReference({ kind: 'Tenant', provisionInstance: tenantFacts(t).provisionInstance }),
+          toKeys: (t) =>
+            instanceForReference({ kind: 'Tenant', provisionInstance: tenantFacts(t).provisionInstance }).filter((i) =>
+              instanceDeleting.has(i),
+            ),
         },
       ],
       onError: logFailure(ControllerNames.instance),

@@ -1,6 +1,7 @@
 // The Kubernetes side of provisioning, delivery and reclaim (`ProvisioningResources`) over `@homelab/kube`. Reads
-// are direct; Database and Tenant writes are conditioned on the snapshot (synthetic 409 when stale, then the
-// server's own resourceVersion check); every write returns what the server stored (the read-back). The projection
+// are direct; Database and Tenant writes are sent at the snapshot's resourceVersion (the server's 409 is the fence;
+// a re-read only when this process does not hold that version, decision 0380); every write returns what the server
+// stored (the read-back). The projection
 // Secret is written by server-side apply under one field manager, owned by the Tenant (controller reference), and
 // its existence is read as metadata only: the controller never reads a Secret's data here.
 import { randomBytes } from 'node:crypto';
@@ -27,7 +28,10 @@ import {
   readyReasonOf,
   rec,
   str,
+  keepWritten,
+  unwritten,
 } from './resources.js';
+import { snapshotsFor } from './snapshots.js';
 
 export const FieldManager = 'ayatori-database';
 
@@ -78,10 +82,13 @@ export const makeProvisioningResources = (kube: KubeClientService): Provisioning
           result,
           yield* now,
         );
-        if (!presented.changed) return provisioningDatabase(o);
+        if (!presented.changed) return provisioningDatabase(yield* unwritten(kube, 'binding', Kinds.database, o));
         const written = yield* kube
           .updateStatus({ ...o, status: presented.status })
-          .pipe(Effect.mapError(kubernetesError('update status of', Kinds.database, database.identity.name)));
+          .pipe(
+            Effect.map(keepWritten(kube, Kinds.database)),
+            Effect.mapError(kubernetesError('update status of', Kinds.database, database.identity.name)),
+          );
         return provisioningDatabase(written);
       }),
     deliver: (tenant, secretName, data) =>
@@ -131,7 +138,9 @@ export const makeProvisioningResources = (kube: KubeClientService): Provisioning
       Effect.gen(function* () {
         const o = yield* databaseAt(database);
         const name = database.identity.name;
-        if ((o.metadata.finalizers ?? []).includes(Finalizers.database)) {
+        if (!(o.metadata.finalizers ?? []).includes(Finalizers.database))
+          yield* unwritten(kube, 'binding', Kinds.database, o);
+        else {
           yield* kube
             .update({
               ...o,
@@ -140,11 +149,15 @@ export const makeProvisioningResources = (kube: KubeClientService): Provisioning
                 finalizers: (o.metadata.finalizers ?? []).filter((f) => f !== Finalizers.database),
               },
             })
-            .pipe(Effect.mapError(kubernetesError('update', Kinds.database, name)));
+            .pipe(
+              Effect.map(keepWritten(kube, Kinds.database)),
+              Effect.mapError(kubernetesError('update', Kinds.database, name)),
+            );
         }
         yield* kube
           .delete({ apiVersion, kind: Kinds.database, name }, { preconditions: { uid: database.identity.uid } })
           .pipe(
+            Effect.tap(() => Effect.sync(() => snapshotsFor(kube).forget(Kinds.database, name))),
             Effect.asVoid,
             Effect.catchTag('NotFound', () => Effect.void),
             Effect.mapError(kubernetesError('delete', Kinds.database, name)),
@@ -154,7 +167,10 @@ export const makeProvisioningResources = (kube: KubeClientService): Provisioning
       Effect.gen(function* () {
         const { namespace, name, uid } = tenant.identity;
         const o = yield* atVersion(kube, 'binding', Kinds.tenant, name, uid, tenant.revision, namespace);
-        if (!(o.metadata.finalizers ?? []).includes(Finalizers.tenant)) return;
+        if (!(o.metadata.finalizers ?? []).includes(Finalizers.tenant)) {
+          yield* unwritten(kube, 'binding', Kinds.tenant, o);
+          return;
+        }
         yield* kube
           .update({
             ...o,
@@ -163,7 +179,11 @@ export const makeProvisioningResources = (kube: KubeClientService): Provisioning
               finalizers: (o.metadata.finalizers ?? []).filter((f) => f !== Finalizers.tenant),
             },
           })
-          .pipe(Effect.asVoid, Effect.mapError(kubernetesError('update', Kinds.tenant, name)));
+          .pipe(
+            Effect.map(keepWritten(kube, Kinds.tenant)),
+            Effect.asVoid,
+            Effect.mapError(kubernetesError('update', Kinds.tenant, name)),
+          );
       }),
   };
 };

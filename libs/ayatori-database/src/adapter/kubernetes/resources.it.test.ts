@@ -5,15 +5,22 @@
 // Instance edited by "another client" during the observation) — the seed injects the same faults.
 import { randomBytes } from 'node:crypto';
 import { adminQuery, kubeObjects, kubeRequest, testbed, useDatabase, useNamespace } from '@homelab/testbed/vitest';
-import { layerFromToken } from '@homelab/kube';
-import { Duration, Effect, Either, Exit, Layer, Scope } from 'effect';
+import { KubeClient, type KubeClientService, layerFromToken } from '@homelab/kube';
+import { Context, Duration, Effect, Either, Exit, Layer, Scope } from 'effect';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { reconcileBinding } from '../../application/binding.js';
 import { reconcileInstance } from '../../application/instance.js';
 import { BindingResources, InstanceObserver, InstanceResources, KubernetesError } from '../../application/ports.js';
 import { quoteIdentifier } from '../../domain/provisioning-sql.js';
-import { Finalizers, InstanceMessage, InstanceReason, TenantMessage, TenantReason } from '../../domain/vocabulary.js';
+import {
+  Finalizers,
+  InstanceMessage,
+  InstanceReason,
+  StaleSnapshotMessage,
+  TenantMessage,
+  TenantReason,
+} from '../../domain/vocabulary.js';
 import { PostgresInstanceObserverLive } from '../postgresql/observer.js';
 import { databases, installCrds, instances, tenants, uniqueName } from '../../../test/kube-fixture.js';
 import {
@@ -58,6 +65,19 @@ const sqlRows = async (text: string): Promise<Array<Record<string, unknown>>> =>
 
 const kubeLayer = () => layerFromToken(testbed().kube);
 const bindingLayer = () => KubernetesBindingResourcesLive.pipe(Layer.provide(kubeLayer()));
+/** The real client with its requests counted by verb (`get`, `update`, `updateStatus`). */
+const countedKube = (counts: Map<string, number>) =>
+  Layer.map(kubeLayer(), (c) => {
+    const k = Context.get(c, KubeClient);
+    const bump = (verb: string) => counts.set(verb, (counts.get(verb) ?? 0) + 1);
+    const counted: KubeClientService = {
+      ...k,
+      get: ((ref) => (bump('get'), k.get(ref))) as KubeClientService['get'],
+      update: ((o, opts) => (bump('update'), k.update(o, opts))) as KubeClientService['update'],
+      updateStatus: ((o, opts) => (bump('updateStatus'), k.updateStatus(o, opts))) as KubeClientService['updateStatus'],
+    };
+    return Context.add(c, KubeClient, counted);
+  });
 const instanceLayer = () =>
   Layer.mergeAll(
     KubernetesInstanceResourcesLive,
@@ -616,6 +636,79 @@ describe('binding (real API server; the Instance made Ready by a real observatio
       status: { phase: 'Binding' },
     });
     expect(r.status).toBe(409);
+  });
+
+  const pending = { phase: 'Binding', reason: TenantReason.BindingPending, message: TenantMessage.bindingPending };
+
+  it('AY-30 (decision 0380): a held snapshot is written without a re-read; a concurrent edit makes the server refuse it (409) and the edit survives', async () => {
+    const name = identName('heldrace');
+    await post(tenants(ns.name), tenantBody(name, { provision: { instanceRef: { name: instanceName } } }));
+    const counts = new Map<string, number>();
+    const port = await Effect.runPromise(
+      Effect.provide(BindingResources, KubernetesBindingResourcesLive.pipe(Layer.provide(countedKube(counts)))),
+    );
+    const snapshot = await Effect.runPromise(port.tenant(ns.name, name));
+    if (snapshot === undefined) throw new Error('tenant missing');
+    const current = await must(`${tenants(ns.name)}/${name}`);
+    const edit = await kubeRequest('PUT', `${tenants(ns.name)}/${name}`, {
+      ...current,
+      metadata: { ...current.metadata, labels: { other: 'client' } },
+    });
+    expect(edit.status).toBe(200);
+    counts.clear();
+    const r = await Effect.runPromise(Effect.either(port.present(snapshot, pending)));
+    expect(Either.isLeft(r) && r.left.code).toBe('Conflict');
+    // No GET before the write: the write itself carried the snapshot's resourceVersion and the server refused it.
+    expect(Object.fromEntries(counts)).toEqual({ updateStatus: 1 });
+    const after = await must(`${tenants(ns.name)}/${name}`);
+    expect(after.metadata.labels).toEqual({ other: 'client' });
+    expect(after.status?.phase).toBeUndefined();
+  });
+
+  it('AY-30 (decision 0380): a snapshot older than the held object is re-read and refused before any write (synthetic 409)', async () => {
+    const name = identName('heldold');
+    await post(tenants(ns.name), tenantBody(name, { provision: { instanceRef: { name: instanceName } } }));
+    const counts = new Map<string, number>();
+    const port = await Effect.runPromise(
+      Effect.provide(BindingResources, KubernetesBindingResourcesLive.pipe(Layer.provide(countedKube(counts)))),
+    );
+    const old = await Effect.runPromise(port.tenant(ns.name, name));
+    if (old === undefined) throw new Error('tenant missing');
+    const current = await must(`${tenants(ns.name)}/${name}`);
+    await kubeRequest('PUT', `${tenants(ns.name)}/${name}`, {
+      ...current,
+      metadata: { ...current.metadata, labels: { other: 'client' } },
+    });
+    const fresh = await Effect.runPromise(port.tenant(ns.name, name)); // the held object is now the newer one
+    if (fresh === undefined) throw new Error('tenant missing');
+    expect(fresh.revision).not.toBe(old.revision);
+    counts.clear();
+    const r = await Effect.runPromise(Effect.either(port.present(old, pending)));
+    expect(Either.isLeft(r) && r.left.message).toBe(StaleSnapshotMessage.binding);
+    expect(Object.fromEntries(counts)).toEqual({ get: 1 });
+    expect((await must(`${tenants(ns.name)}/${name}`)).status?.phase).toBeUndefined();
+    // The fresh snapshot is the held object: written without a re-read.
+    counts.clear();
+    await Effect.runPromise(port.present(fresh, pending));
+    expect(Object.fromEntries(counts)).toEqual({ updateStatus: 1 });
+    expect((await must(`${tenants(ns.name)}/${name}`)).status?.phase).toBe('Binding');
+  });
+
+  it('AY-30 (decision 0380): a held object whose Tenant was deleted and recreated under the same name is never written onto the new one', async () => {
+    const name = identName('heldnew');
+    await post(tenants(ns.name), tenantBody(name, { provision: { instanceRef: { name: instanceName } } }));
+    const port = await Effect.runPromise(Effect.provide(BindingResources, bindingLayer()));
+    const old = await Effect.runPromise(port.tenant(ns.name, name));
+    if (old === undefined) throw new Error('tenant missing');
+    expect((await kubeRequest('DELETE', `${tenants(ns.name)}/${name}`)).status).toBe(200);
+    await post(tenants(ns.name), tenantBody(name, { provision: { instanceRef: { name: instanceName } } }));
+    const replaced = await must(`${tenants(ns.name)}/${name}`);
+    expect(replaced.metadata.uid).not.toBe(old.identity.uid);
+    const r = await Effect.runPromise(Effect.either(port.present(old, pending)));
+    expect(Either.isLeft(r) && r.left.code).toBe('Conflict');
+    const after = await must(`${tenants(ns.name)}/${name}`);
+    expect(after.metadata.resourceVersion).toBe(replaced.metadata.resourceVersion);
+    expect(after.status).toBeUndefined();
   });
 
   it("AY-32: a deleting Tenant → Deleting/DeletionPending; its finalizer and the Database's tenantRef stay", async () => {

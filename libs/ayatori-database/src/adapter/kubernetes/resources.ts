@@ -1,8 +1,9 @@
 // The Kubernetes side of the use cases over `@homelab/kube` (seed: adapter/kubernetes/{binding,instance}_resources.go
 // and *_mapping.go). Reads go to the API server directly (never a cache). Every write is conditioned on the
-// snapshot the use case decided on: the object is re-read and, if its UID or resourceVersion differs from the
-// snapshot, the write is refused with a synthetic 409 (`StaleSnapshotMessage`); otherwise it is written at that
-// resourceVersion, so a concurrent change in between is a real 409 from the server. Status is written only when it
+// snapshot the use case decided on and sent at that snapshot's UID and resourceVersion, so any change since is a 409
+// from the server. The object written is the one this process last read or wrote at exactly that resourceVersion
+// (`snapshots.ts`, decision 0380); only when it does not hold that version is the object re-read and, if its UID or
+// resourceVersion differs from the snapshot, the write refused with a synthetic 409 (`StaleSnapshotMessage`). Status is written only when it
 // differs semantically. Created Databases carry no ownerReferences (a Tenant's deletion never cascades).
 // Errors become `KubernetesError` with a fixed message (kind, name, class) — never a server body.
 import { Clock, Effect, Layer } from 'effect';
@@ -21,6 +22,7 @@ import {
   type TenantPresentation,
 } from '../../domain/presentation.js';
 import { DatabaseSource, Finalizers, RotateAnnotation, StaleSnapshotMessage } from '../../domain/vocabulary.js';
+import { snapshotsFor } from './snapshots.js';
 import type { BindingDatabase, BindingTenant, SecretFact } from '../../application/ports.js';
 import {
   AdminSecrets,
@@ -203,16 +205,29 @@ export const now = Effect.map(Clock.currentTimeMillis, (ms) =>
   new Date(Math.floor(ms / 1000) * 1000).toISOString().replace('.000Z', 'Z'),
 );
 
-/** Read directly; `undefined` for NotFound. */
+/** Read directly (the API reader); `undefined` for NotFound. What was read is kept as the object's snapshot. */
 export const readOptional = (kube: KubeClientService, kind: string, name: string, namespace?: string) =>
   kube.get({ apiVersion, kind, name, ...(namespace === undefined ? {} : { namespace }) }).pipe(
-    Effect.map((o): Obj | undefined => o),
-    Effect.catchTag('NotFound', () => Effect.succeed(undefined)),
+    Effect.map((o): Obj | undefined => snapshotsFor(kube).remember(kind, o)),
+    Effect.catchTag('NotFound', () =>
+      Effect.sync(() => {
+        snapshotsFor(kube).forget(kind, name, namespace);
+        return undefined;
+      }),
+    ),
     Effect.mapError(kubernetesError('get', kind, name)),
   );
 
-/** Re-read and insist on the snapshot's UID and resourceVersion (seed `tenantAtVersion` / `databaseAtVersion`). */
-export const atVersion = (
+/** What our own write stored (the read-back), kept as the object's snapshot and marked as our write. */
+export const keepWritten =
+  (kube: KubeClientService, kind: string) =>
+  <A extends Obj>(o: A): A =>
+    snapshotsFor(kube).remember(kind, o, true) as A;
+
+/** Objects `atVersion` answered from the hold (not re-read): a branch that writes nothing must confirm them. */
+const fromHold = new WeakSet<Obj>();
+
+const reread = (
   kube: KubeClientService,
   which: 'binding' | 'instance',
   kind: string,
@@ -222,6 +237,7 @@ export const atVersion = (
   namespace?: string,
 ) =>
   kube.get({ apiVersion, kind, name, ...(namespace === undefined ? {} : { namespace }) }).pipe(
+    Effect.tap((o) => Effect.sync(() => snapshotsFor(kube).remember(kind, o))),
     Effect.mapError(kubernetesError('get', kind, name)),
     Effect.filterOrFail(
       (o) => o.metadata.uid === uid && o.metadata.resourceVersion === revision,
@@ -229,16 +245,60 @@ export const atVersion = (
     ),
   );
 
+/**
+ * The object at the snapshot's UID and resourceVersion, to be written at that version (seed `tenantAtVersion` /
+ * `databaseAtVersion`). Held from this process's own read or write at exactly that version: no GET — the write
+ * carries the version, so a change since is the server's 409 (decision 0380). Otherwise re-read and insist on both.
+ * A branch that then writes nothing passes the object through `unwritten`, which re-reads a held one: a stale
+ * snapshot is still a 409 even when there was nothing to write (the seed's order: check, then maybe write).
+ */
+export const atVersion = (
+  kube: KubeClientService,
+  which: 'binding' | 'instance',
+  kind: string,
+  name: string,
+  uid: string,
+  revision: string,
+  namespace?: string,
+): Effect.Effect<Obj, KubernetesError> => {
+  const held = snapshotsFor(kube).at(kind, name, uid, revision, namespace);
+  if (held === undefined) return reread(kube, which, kind, name, uid, revision, namespace);
+  fromHold.add(held);
+  return Effect.succeed(held);
+};
+
+/** Nothing is written at `o`: a held object is confirmed by the seed's re-read (synthetic 409 when stale). */
+export const unwritten = (
+  kube: KubeClientService,
+  which: 'binding' | 'instance',
+  kind: string,
+  o: Obj,
+): Effect.Effect<Obj, KubernetesError> =>
+  fromHold.has(o)
+    ? reread(
+        kube,
+        which,
+        kind,
+        str(o.metadata.name),
+        str(o.metadata.uid),
+        str(o.metadata.resourceVersion),
+        o.metadata.namespace,
+      )
+    : Effect.succeed(o);
+
 const presentTenant = (kube: KubeClientService, o: Obj, result: TenantPresentation) =>
   Effect.gen(function* () {
     const previous = o['status'] as TenantStatusValue | undefined;
     const presented = presentTenantStatus(previous, o.metadata.generation ?? 0, result, yield* now);
     // Go's omitempty: an empty phase is not stored (a Tenant refused before binding keeps no phase).
     const status = omitEmptyPhase(presented.status);
-    if (jsonEqual(previous ?? {}, status)) return o;
+    if (jsonEqual(previous ?? {}, status)) return yield* unwritten(kube, 'binding', Kinds.tenant, o);
     return yield* kube
       .updateStatus({ ...o, status })
-      .pipe(Effect.mapError(kubernetesError('update status of', Kinds.tenant, str(o.metadata.name))));
+      .pipe(
+        Effect.map(keepWritten(kube, Kinds.tenant)),
+        Effect.mapError(kubernetesError('update status of', Kinds.tenant, str(o.metadata.name))),
+      );
   });
 
 export const makeBindingResources = (kube: KubeClientService): BindingResources['Type'] => ({
@@ -253,9 +313,13 @@ export const makeBindingResources = (kube: KubeClientService): BindingResources[
       if (!hasFinalizer(o, Finalizers.tenant)) {
         o = yield* kube
           .update(withFinalizer(o, Finalizers.tenant))
-          .pipe(Effect.mapError(kubernetesError('update', Kinds.tenant, name)));
+          .pipe(
+            Effect.map(keepWritten(kube, Kinds.tenant)),
+            Effect.mapError(kubernetesError('update', Kinds.tenant, name)),
+          );
       }
       if (checkpoint !== undefined) o = yield* presentTenant(kube, o, checkpoint);
+      else o = yield* unwritten(kube, 'binding', Kinds.tenant, o);
       return bindingTenant(o);
     }),
   createDatabase: (target, tenant) =>
@@ -280,7 +344,10 @@ export const makeBindingResources = (kube: KubeClientService): BindingResources[
             tenantRef: { namespace: tenant.namespace, name: tenant.name, uid: tenant.uid },
           },
         })
-        .pipe(Effect.mapError(kubernetesError('create', Kinds.database, target.name)));
+        .pipe(
+          Effect.map(keepWritten(kube, Kinds.database)),
+          Effect.mapError(kubernetesError('create', Kinds.database, target.name)),
+        );
       return bindingDatabase(created);
     }),
   recordInstance: (database, instanceUID) =>
@@ -289,7 +356,10 @@ export const makeBindingResources = (kube: KubeClientService): BindingResources[
       const o = yield* atVersion(kube, 'binding', Kinds.database, name, uid, database.revision);
       const written = yield* kube
         .updateStatus({ ...o, status: { ...status(o), instanceUID } })
-        .pipe(Effect.mapError(kubernetesError('update status of', Kinds.database, name)));
+        .pipe(
+          Effect.map(keepWritten(kube, Kinds.database)),
+          Effect.mapError(kubernetesError('update status of', Kinds.database, name)),
+        );
       return bindingDatabase(written);
     }),
   bindDatabase: (database, tenant) =>
@@ -312,7 +382,13 @@ export const makeBindingResources = (kube: KubeClientService): BindingResources[
         o = { ...o, spec: { ...spec(o), tenantRef: wanted } };
         changed = true;
       }
-      if (changed) o = yield* kube.update(o).pipe(Effect.mapError(kubernetesError('update', Kinds.database, name)));
+      if (changed)
+        o = yield* kube
+          .update(o)
+          .pipe(
+            Effect.map(keepWritten(kube, Kinds.database)),
+            Effect.mapError(kubernetesError('update', Kinds.database, name)),
+          );
       return bindingDatabase(o);
     }),
   present: (tenant, result) =>
@@ -331,6 +407,11 @@ export const makeBindingResources = (kube: KubeClientService): BindingResources[
         () => Effect.succeed(undefined),
       ),
       Effect.flatMap((o) => (o === undefined ? Effect.void : Effect.asVoid(presentTenant(kube, o, result)))),
+      // Gone since the held version: nothing to present (as when the re-read finds nothing).
+      Effect.catchIf(
+        (e) => e.code === 'NotFound',
+        () => Effect.void,
+      ),
     ),
 });
 
@@ -344,10 +425,14 @@ export const makeInstanceResources = (kube: KubeClientService): InstanceResource
     protect: (record) =>
       Effect.gen(function* () {
         const o = yield* instanceAt(record);
-        if (hasFinalizer(o, Finalizers.instance)) return instanceRecord(o);
+        if (hasFinalizer(o, Finalizers.instance))
+          return instanceRecord(yield* unwritten(kube, 'instance', Kinds.instance, o));
         const written = yield* kube
           .update(withFinalizer(o, Finalizers.instance))
-          .pipe(Effect.mapError(kubernetesError('update', Kinds.instance, record.target.name)));
+          .pipe(
+            Effect.map(keepWritten(kube, Kinds.instance)),
+            Effect.mapError(kubernetesError('update', Kinds.instance, record.target.name)),
+          );
         return instanceRecord(written);
       }),
     references: (name) =>
@@ -388,14 +473,27 @@ export const makeInstanceResources = (kube: KubeClientService): InstanceResource
         if (presented.changed) {
           o = yield* kube
             .updateStatus({ ...o, status: presented.status })
-            .pipe(Effect.mapError(kubernetesError('update status of', Kinds.instance, record.target.name)));
-        }
+            .pipe(
+              Effect.map(keepWritten(kube, Kinds.instance)),
+              Effect.mapError(kubernetesError('update status of', Kinds.instance, record.target.name)),
+            );
+        } else if (!(outcome.removeProtection && hasFinalizer(o, Finalizers.instance)))
+          yield* unwritten(kube, 'instance', Kinds.instance, o);
         if (outcome.removeProtection && hasFinalizer(o, Finalizers.instance)) {
           yield* kube
             .update(withoutFinalizer(o, Finalizers.instance))
-            .pipe(Effect.mapError(kubernetesError('update', Kinds.instance, record.target.name)));
+            .pipe(
+              Effect.map(keepWritten(kube, Kinds.instance)),
+              Effect.mapError(kubernetesError('update', Kinds.instance, record.target.name)),
+            );
         }
-      }),
+      }).pipe(
+        // Gone since the held version: nothing to present (as when the re-read finds nothing).
+        Effect.catchIf(
+          (e) => e.code === 'NotFound',
+          () => Effect.void,
+        ),
+      ),
   };
 };
 
