@@ -2,9 +2,11 @@ import { describe, expect, it } from 'vitest';
 import {
   instanceForReference,
   instancesForSecret,
+  instancesWokenByReference,
   tenantIndexValue,
   tenantsForDatabase,
   tenantsForInstance,
+  tenantsWokenByDatabase,
 } from './mapping.js';
 
 const tenants = [
@@ -47,5 +49,35 @@ describe('event mapping (watches trigger; decisions re-read)', () => {
     expect(instanceForReference({ kind: 'Database', instanceRef: 'shared' })).toEqual(['shared']);
     expect(instanceForReference({ kind: 'Tenant', provisionInstance: 'shared' })).toEqual(['shared']);
     expect(instanceForReference({ kind: 'Tenant' })).toEqual([]);
+  });
+
+  describe('decision 0380: own writes and references wake less', () => {
+    // two Tenants target `tenant-u1`: the bound one (its round provisioned it) and a second claim naming it
+    const both = [...tenants, { namespace: 'team', name: 'second', uid: 'u9', existingDatabase: 'tenant-u1' }];
+    const provisioned = { name: 'tenant-u1', provisioned: true, tenantRef: { namespace: 'apps', name: 'dynamic' } };
+
+    it('a provisioned Database at a version this process wrote does not wake its bound Tenant; every other Tenant naming it still wakes', () => {
+      expect(tenantsWokenByDatabase({ ...provisioned, ownWrite: true }, both)).toEqual([
+        { namespace: 'team', name: 'second' },
+      ]);
+    });
+
+    it('a change made by anyone else, an imported Database, or an unbound one wakes every Tenant naming it', () => {
+      const all = [
+        { namespace: 'apps', name: 'dynamic' },
+        { namespace: 'team', name: 'second' },
+      ];
+      expect(tenantsWokenByDatabase({ ...provisioned, ownWrite: false }, both)).toEqual(all);
+      expect(tenantsWokenByDatabase({ ...provisioned, provisioned: false, ownWrite: true }, both)).toEqual(all);
+      expect(tenantsWokenByDatabase({ ...provisioned, tenantRef: undefined, ownWrite: true }, both)).toEqual(all);
+    });
+
+    it('a Tenant or Database event wakes its Instance only while that Instance is being deleted', () => {
+      const deleting = new Set(['shared']);
+      expect(instancesWokenByReference({ kind: 'Database', instanceRef: 'shared' }, deleting)).toEqual(['shared']);
+      expect(instancesWokenByReference({ kind: 'Tenant', provisionInstance: 'shared' }, deleting)).toEqual(['shared']);
+      expect(instancesWokenByReference({ kind: 'Database', instanceRef: 'other' }, deleting)).toEqual([]);
+      expect(instancesWokenByReference({ kind: 'Tenant', provisionInstance: 'shared' }, new Set())).toEqual([]);
+    });
   });
 });

@@ -24,11 +24,11 @@ import {
 import { reconcileBinding } from '../application/binding.js';
 import { reconcileInstance } from '../application/instance.js';
 import {
-  instanceForReference,
   instancesForSecret,
+  instancesWokenByReference,
   type TenantFacts,
-  tenantsForDatabase,
   tenantsForInstance,
+  tenantsWokenByDatabase,
 } from '../application/mapping.js';
 import type { BindingResources, InstanceObserver, InstanceResources } from '../application/ports.js';
 import { ControllerNames, DatabaseSource, RotateAnnotation, SetupMessage } from '../domain/vocabulary.js';
@@ -171,11 +171,22 @@ export const startDatabaseControllers = (
     // someone else, and an imported Database's Tenant always (the import controller writes those).
     const snapshots = snapshotsFor(yield* KubeClient);
     const databaseTenantKeys = (d: KubeObject) => {
-      const keys = tenantKeys(tenantsForDatabase(str(d.metadata.name), [...tenantMirror.values()]));
-      if (str(rec(d['spec'])['source']) !== DatabaseSource.Provision || !snapshots.ownWrite(Kinds.database, d))
-        return keys;
-      const bound = rec(rec(d['spec'])['tenantRef']);
-      return keys.filter((k) => k !== `${str(bound['namespace'])}/${str(bound['name'])}`);
+      const spec = rec(d['spec']);
+      const bound = rec(spec['tenantRef']);
+      return tenantKeys(
+        tenantsWokenByDatabase(
+          {
+            name: str(d.metadata.name),
+            provisioned: str(spec['source']) === DatabaseSource.Provision,
+            tenantRef:
+              bound['name'] === undefined
+                ? undefined
+                : { namespace: str(bound['namespace']), name: str(bound['name']) },
+            ownWrite: snapshots.ownWrite(Kinds.database, d),
+          },
+          [...tenantMirror.values()],
+        ),
+      );
     };
 
     yield* startController({
@@ -261,16 +272,17 @@ export const startDatabaseControllers = (
         {
           informer: databases,
           toKeys: (d) =>
-            instanceForReference({
-              kind: 'Database',
-              instanceRef: str(rec(rec(d['spec'])['instanceRef'])['name']),
-            }).filter((i) => instanceDeleting.has(i)),
+            instancesWokenByReference(
+              { kind: 'Database', instanceRef: str(rec(rec(d['spec'])['instanceRef'])['name']) },
+              instanceDeleting,
+            ),
         },
         {
           informer: tenants,
           toKeys: (t) =>
-            instanceForReference({ kind: 'Tenant', provisionInstance: tenantFacts(t).provisionInstance }).filter((i) =>
-              instanceDeleting.has(i),
+            instancesWokenByReference(
+              { kind: 'Tenant', provisionInstance: tenantFacts(t).provisionInstance },
+              instanceDeleting,
             ),
         },
       ],
