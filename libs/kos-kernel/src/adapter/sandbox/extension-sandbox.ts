@@ -84,6 +84,16 @@ process.on('message', async (m) => {
 });
 `;
 
+/**
+ * The permission model's flag: `--experimental-permission` on Node 20 (our machines), `--permission` from 22.13, where
+ * the model became stable; Node 24 (the container images' base) no longer accepts the old name at all.
+ */
+export const permissionFlag = (version: string): string => {
+  const [major = 0, minor = 0] = version.split('.').map(Number);
+  return major > 22 || (major === 22 && minor >= 13) ? '--permission' : '--experimental-permission';
+};
+const PERMISSION_FLAG = permissionFlag(process.versions.node);
+
 type FromChild =
   | { t: 'loaded'; ok: boolean; error?: string }
   | { t: 'call'; id: number; method: SandboxCall['method']; arg: unknown }
@@ -104,7 +114,7 @@ const startProcess = (
     const child = spawn(
       process.execPath,
       [
-        '--experimental-permission',
+        PERMISSION_FLAG,
         '--no-warnings',
         `--max-old-space-size=${options.heapMb ?? 64}`,
         '--input-type=module',
