@@ -21,6 +21,7 @@ import {
   startNsd,
   until,
 } from './processes.js';
+import { metricsOf, metricValue } from './traffic.js';
 
 const db = useDatabase('nsd_m6_62');
 const ws = processWorkspace('nsd-m6-62');
@@ -95,14 +96,7 @@ describe('M6-62 nsd + two ns-daemons over loopback', () => {
     const flowId = allowed.opened?.flowId as number;
     expect(flowId).toBeGreaterThan(0);
     // the daemons' /metrics: the granted lease results by kind, the live leases and the open flow
-    const metricsOf = async (port: number) => (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-    const value = (m: string, series: string) =>
-      Number(
-        m
-          .split('\n')
-          .find((l) => l.startsWith(`${series} `))
-          ?.split(' ')[1] ?? 0,
-      );
+    const value = metricValue;
     const [ma, mb] = await Promise.all([metricsOf(a.port), metricsOf(b.port)]);
     expect(value(ma, 'ns_lease_results_total{kind="listener.ready",result="granted"}')).toBeGreaterThanOrEqual(1);
     expect(value(ma, 'ns_leases{role="publisher",active="true"}')).toBe(1);

@@ -17,6 +17,7 @@ import { netnsDown, netnsLayout, netnsUp } from '@homelab/testbed';
 import { useDatabase } from '@homelab/testbed/vitest';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ownerAdmin, processWorkspace, publisherAndConsumer, start, until } from './processes.js';
+import { metricsOf as metricsAt, metricValue } from './traffic.js';
 
 const db = useDatabase('nsd_netns');
 const ws = processWorkspace('nsd-netns');
@@ -154,14 +155,8 @@ const intruderAttempt = async (port: number) => {
   return c.lines;
 };
 
-const metricsOf = async (host: string, port: number) => (await fetch(`http://${host}:${port}/metrics`)).text();
-const value = (m: string, series: string) =>
-  Number(
-    m
-      .split('\n')
-      .find((l) => l.startsWith(`${series} `))
-      ?.split(' ')[1] ?? 0,
-  );
+const metricsOf = (host: string, port: number) => metricsAt(port, host);
+const value = metricValue;
 const healthz = async (host: string, port: number) =>
   (await (await fetch(`http://${host}:${port}/healthz`)).json()) as {
     epoch: string | null;

@@ -207,6 +207,7 @@ describe('cached reads under change (0350)', () => {
     expect((await statusOf(a)).phase).toBe('Ready');
     const uidBefore = (await h.get({ apiVersion: 'apps/v1', kind: 'Deployment', namespace: ns.name, name: a }))
       ?.metadata.uid;
+    expect(typeof uidBefore).toBe('string'); // else "not the same UID" below would prove nothing
 
     const r = await h.action({
       action: 'restart',
