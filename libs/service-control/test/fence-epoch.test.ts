@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { U64_MAX } from '../src/domain/counter.js';
 import { commitFence, observeEpoch, takeover } from '../src/domain/epoch.js';
-import { type CurrentFences, checkFences } from '../src/domain/fence.js';
+import { type CurrentFences, checkFences, checkStoredFences } from '../src/domain/fence.js';
 import { type Kind, REQUEST_KINDS, RESPONSE_KINDS, isStreamBound } from '../src/domain/kinds.js';
 import { errCode, id16, ok } from './helpers.js';
 
@@ -64,6 +64,36 @@ describe('envelope fences by kind', () => {
     // report/recovery messages do not depend on the stream
     for (const k of ['report.head', 'report.replace', 'runtime.bind'] as Kind[])
       expect(Either.isRight(checkFences(exact(k), { ...cur, session: null })), k).toBe(true);
+  });
+});
+
+describe('fences against the persisted rows', () => {
+  const rows = {
+    member: true,
+    runtime: { generation: 5n, runtimeId: id16(5) },
+    session: { seq: 9n, generation: 5n, runtimeId: id16(5), epoch: 3n },
+  };
+  const refresh = exact('lease.refresh');
+
+  it('M6-14 the persisted session counts only while it was opened by the current runtime binding in this epoch', () => {
+    expect(ok(checkStoredFences(refresh, rows, 3n))).toBeUndefined();
+    // opened by an older instance (another generation or runtime id) or under an older epoch: no session
+    expect(errCode(checkStoredFences(refresh, { ...rows, session: { ...rows.session, generation: 4n } }, 3n))).toBe(
+      'stale-session',
+    );
+    expect(errCode(checkStoredFences(refresh, { ...rows, session: { ...rows.session, runtimeId: id16(4) } }, 3n))).toBe(
+      'stale-session',
+    );
+    expect(errCode(checkStoredFences(refresh, { ...rows, session: { ...rows.session, epoch: 2n } }, 3n))).toBe(
+      'stale-session',
+    );
+  });
+
+  it('M6-10 membership is checked before every fence: a non-member is unauthorized whatever its envelope', () => {
+    expect(errCode(checkStoredFences(refresh, { ...rows, member: false }, 3n))).toBe('unauthorized');
+    expect(errCode(checkStoredFences({ ...refresh, authorityEpoch: 2n }, { ...rows, member: false }, 3n))).toBe(
+      'unauthorized',
+    );
   });
 });
 

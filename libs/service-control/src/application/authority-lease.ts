@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { Either } from 'effect';
 import { type Bytes, bytesEqual, toHex } from '../domain/bytes.js';
 import { type ServiceControlError, scError } from '../domain/errors.js';
-import { checkFences } from '../domain/fence.js';
+import { checkStoredFences } from '../domain/fence.js';
 import {
   type AcquireItemInput,
   type AcquireItemRecord,
@@ -170,19 +170,8 @@ export const stampCurrentSnapshot = async (
 type StreamMessage = MessageOf<'listener.ready'> | MessageOf<'lease.refresh'> | MessageOf<'lease.acquire'>;
 
 /** Membership, then the runtime → epoch → session fences against the persisted rows (stream-bound kinds). */
-const fenceOf = (d: LeaseDeps, m: StreamMessage, f: FenceRows) => {
-  if (!f.member) return Either.left(scError('unauthorized', 'identity is not a member of the Network'));
-  const rt = f.runtime;
-  const s = f.session;
-  const current =
-    s !== null &&
-    rt !== null &&
-    s.generation === rt.generation &&
-    bytesEqual(s.runtimeId, rt.runtimeId) &&
-    s.epoch === d.epoch
-      ? s
-      : null;
-  return checkFences(
+const fenceOf = (d: LeaseDeps, m: StreamMessage, f: FenceRows) =>
+  checkStoredFences(
     {
       kind: m.kind,
       runtimeGeneration: m.runtime_generation,
@@ -190,9 +179,9 @@ const fenceOf = (d: LeaseDeps, m: StreamMessage, f: FenceRows) => {
       authorityEpoch: m.authority_epoch,
       sessionSeq: m.session_seq,
     },
-    { runtime: rt, epoch: d.epoch, session: current },
+    f,
+    d.epoch,
   );
-};
 
 const refOk = (d: LeaseDeps, m: StreamMessage, ref: { nsd_id: Bytes; network_id: Bytes }) =>
   bytesEqual(ref.nsd_id, d.nsdId) && bytesEqual(ref.network_id, m.network_id);

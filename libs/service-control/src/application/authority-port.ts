@@ -9,7 +9,7 @@ import type { MessageOf } from '../api/message.js';
 import { DeclarationCodec } from '../api/report.js';
 import { type Bytes, bytesEqual } from '../domain/bytes.js';
 import { type ServiceControlError, scError } from '../domain/errors.js';
-import { checkFences } from '../domain/fence.js';
+import { checkStoredFences } from '../domain/fence.js';
 import { type BPortState } from '../api/port.js';
 import {
   type Allocation,
@@ -39,19 +39,8 @@ export interface PortDeps {
 
 type PortMessage = MessageOf<'port.result'> | MessageOf<'service.retry-port'>;
 
-const fenceOf = (d: PortDeps, m: PortMessage, f: FenceRows) => {
-  if (!f.member) return Either.left(scError('unauthorized', 'identity is not a member of the Network'));
-  const rt = f.runtime;
-  const s = f.session;
-  const current =
-    s !== null &&
-    rt !== null &&
-    s.generation === rt.generation &&
-    bytesEqual(s.runtimeId, rt.runtimeId) &&
-    s.epoch === d.epoch
-      ? s
-      : null;
-  return checkFences(
+const fenceOf = (d: PortDeps, m: PortMessage, f: FenceRows) =>
+  checkStoredFences(
     {
       kind: m.kind,
       runtimeGeneration: m.runtime_generation,
@@ -59,9 +48,9 @@ const fenceOf = (d: PortDeps, m: PortMessage, f: FenceRows) => {
       authorityEpoch: m.authority_epoch,
       sessionSeq: m.kind === 'port.result' ? m.session_seq : null,
     },
-    { runtime: rt, epoch: d.epoch, session: current },
+    f,
+    d.epoch,
   );
-};
 
 /** The P demand of a stored declaration (fixed/auto, requested P, backend port). */
 export const demandOf = (s: StoredService): Either.Either<PortDemand, ServiceControlError> =>

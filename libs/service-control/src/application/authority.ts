@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { Either } from 'effect';
 import { type Bytes, bytesEqual, toHex } from '../domain/bytes.js';
 import { type ServiceControlError, scError } from '../domain/errors.js';
-import { checkFences } from '../domain/fence.js';
+import { checkFences, currentSession, sessionOfBinding } from '../domain/fence.js';
 import type { ProposalRef } from '../domain/port-endpoint.js';
 import { acceptReport, reportHead } from '../domain/report.js';
 import { bind, boundHeartbeat, floorView, machineAuth, plainHeartbeat } from '../domain/runtime.js';
@@ -410,11 +410,7 @@ export class Authority {
       async (tx, { runtime: rt, session: s }) => {
         const f = this.fences(m, rt, null);
         if (Either.isLeft(f)) return Either.left(f.left);
-        const mark =
-          s !== null && rt !== null && s.generation === rt.generation && bytesEqual(s.runtimeId, rt.runtimeId)
-            ? s
-            : null;
-        const o = openSession(mark, m.session_seq, m.request_id, this.d.epoch);
+        const o = openSession(sessionOfBinding(s, rt), m.session_seq, m.request_id, this.d.epoch);
         if (Either.isLeft(o)) return Either.left(o.left);
         if (o.right.outcome === 'accepted')
           await tx.saveSession(m.subject_identity, m.network_id, {
@@ -638,15 +634,7 @@ export class Authority {
       { session: true },
       reads,
       async (tx, { runtime: rt, session: s }, [acks, produced, floor]) => {
-        const current =
-          s !== null &&
-          rt !== null &&
-          s.generation === rt.generation &&
-          bytesEqual(s.runtimeId, rt.runtimeId) &&
-          s.epoch === this.d.epoch
-            ? s
-            : null;
-        const f = this.fences(m, rt, current);
+        const f = this.fences(m, rt, currentSession(s, rt, this.d.epoch));
         if (Either.isLeft(f)) return Either.left(f.left);
         if (!ownScope) return Either.left(scError('unauthorized', 'ACK scope is not the signer’s scope'));
         // below the retained floor: refused from the floor, whatever history/ACK rows are left (decision 0191)
@@ -1026,10 +1014,7 @@ export class Authority {
           networkId: binding.networkId,
           runtime: rt,
           epoch: this.d.epoch,
-          mark:
-            s !== null && rt !== null && s.generation === rt.generation && bytesEqual(s.runtimeId, rt.runtimeId)
-              ? s
-              : null,
+          mark: sessionOfBinding(s, rt),
         });
         return may
           ? Either.void

@@ -51,3 +51,44 @@ export const checkFences = (env: EnvelopeFields, cur: CurrentFences): Either.Eit
   }
   return Either.void;
 };
+
+/** A persisted runtime binding and a persisted session row (with the binding and epoch it was opened under). */
+type RuntimeRow = { readonly generation: bigint; readonly runtimeId: Bytes };
+type SessionRowOf = RuntimeRow & { readonly seq: bigint; readonly epoch: bigint };
+
+/** The persisted session, if it was opened by the persisted runtime binding (a session of an older instance is none). */
+export const sessionOfBinding = <S extends SessionRowOf>(session: S | null, runtime: RuntimeRow | null): S | null =>
+  session !== null &&
+  runtime !== null &&
+  session.generation === runtime.generation &&
+  bytesEqual(session.runtimeId, runtime.runtimeId)
+    ? session
+    : null;
+
+/** The current session: opened by the persisted runtime binding, in this authority epoch. */
+export const currentSession = <S extends SessionRowOf>(
+  session: S | null,
+  runtime: RuntimeRow | null,
+  epoch: bigint,
+): S | null => {
+  const s = sessionOfBinding(session, runtime);
+  return s !== null && s.epoch === epoch ? s : null;
+};
+
+/** The persisted rows a fenced request reads first: membership, the runtime binding, the session row. */
+export interface StoredFences {
+  readonly member: boolean;
+  readonly runtime: RuntimeRow | null;
+  readonly session: SessionRowOf | null;
+}
+
+/** §3.2 steps 6–9 against the persisted rows: membership first (`unauthorized`), then `checkFences` with the
+ * current session. */
+export const checkStoredFences = (
+  env: EnvelopeFields,
+  rows: StoredFences,
+  epoch: bigint,
+): Either.Either<void, ServiceControlError> =>
+  rows.member
+    ? checkFences(env, { runtime: rows.runtime, epoch, session: currentSession(rows.session, rows.runtime, epoch) })
+    : Either.left(scError('unauthorized', 'identity is not a member of the Network'));
