@@ -108,7 +108,7 @@ beforeAll(async () => {
 afterAll(close);
 
 describe('report.head reads the publisher’s own service rows (decision 0373)', () => {
-  it('M6-19 the bounded read returns exactly the rows the whole-Network read kept; head answers the bindings of the accepted replace', async () => {
+  it('M6-20 the bounded read returns exactly the rows the whole-Network read kept; head answers the bindings of the accepted replace', async () => {
     const two = [decl('api', 'API', 9001), decl('web', 'Web v2', 9003)];
     const replaced = (await reply(p, msg(p, 'report.replace', replaceBody(p, 2n, two)))).body as Accepted;
     await authority.idle();
@@ -128,7 +128,7 @@ describe('report.head reads the publisher’s own service rows (decision 0373)',
     expect(own.map((s) => s.state).sort()).toEqual(['active', 'active', 'withdrawn']);
   });
 
-  it('M6-19 a report.head fetches the publisher’s service rows only, not the Network’s', async () => {
+  it('M6-20 a report.head fetches the publisher’s service rows only, not the Network’s', async () => {
     // the counters of a backend reach pg_stat_user_tables when it ends: the heads run on a store of their own
     await authority.idle();
     await close();
