@@ -67,7 +67,7 @@ export interface ReplaceWrites {
   readonly outboxReason: string;
 }
 
-/** The publisher's P rows read ahead (`allocateOnReport` without reads of its own). */
+/** The publisher's P rows read ahead (`planOffer` reads nothing of its own). */
 export interface OfferRows {
   readonly ports: PortTable;
   /** A corrupt allocation row throws `state-inconsistent` when asked for, as `lockAllocation` fails. */
