@@ -12,6 +12,7 @@ import { type Bytes, toHex } from '../domain/bytes.js';
 import { type ServiceControlError } from '../domain/errors.js';
 import {
   type Allocation,
+  type PortTable,
   type DeclarationFacts,
   type Rng,
   issueCandidate,
@@ -20,7 +21,7 @@ import {
   onWithdrawn,
 } from '../domain/port-allocation.js';
 import { demandOf, intentDigestAt } from './authority-port.js';
-import type { AuthorityTx, OfferRows } from './authority-store.js';
+import type { OfferRows } from './authority-store.js';
 import type { StoredService } from './service-row.js';
 
 export interface OfferDeps {
@@ -41,56 +42,46 @@ const factsOf = (s: StoredService): DeclarationFacts | null => {
   };
 };
 
+/** What the P allocation of a report's written rows saves: the allocation rows (in `written` order) and the table after. */
+export interface OfferPlan {
+  readonly allocations: readonly Allocation[];
+  readonly ports: { readonly before: PortTable; readonly after: PortTable };
+}
+
 /**
- * Apply the report's written rows to the allocation records and the publisher's port table (same transaction).
+ * The report's written rows against the allocation records and the publisher's port table read ahead with the report
+ * (decision 0371), as the rows to save (decision 0372: the caller writes them in one statement with the report).
  * `before` holds the rows as they were before the report. Refusals of a step (pool exhausted, fixed P taken) are
- * persisted as the allocation state; they never fail the report.
+ * persisted as the allocation state; they never fail the report. A corrupt allocation row throws `state-inconsistent`.
  */
-export const allocateOnReport = async (
+export const planOffer = (
   d: OfferDeps,
-  tx: AuthorityTx,
   publisher: Bytes,
   before: ReadonlyMap<string, StoredService>,
   written: readonly StoredService[],
-  /** The P rows already read and locked with the report (decision 0371): no reads here. */
-  read?: OfferRows,
-): Promise<Either.Either<void, ServiceControlError>> => {
-  if (written.length === 0) return Either.void;
+  read: OfferRows,
+): Either.Either<OfferPlan, ServiceControlError> => {
   const rng = d.rng ?? Math.random;
   const newId = d.newProposalId ?? (() => new Uint8Array(randomBytes(16)));
-  // the publisher's port lock and table, then every written row's allocation (row lock, in `written` order), policy
-  // sources and policy version are issued in one tick — queued in this order, so they share one round trip and keep
-  // the lock order (port lock → allocation rows)
   const live = (s: StoredService) => s.state !== 'withdrawn';
-  const [start, founds, sourceLists, versions] =
-    read !== undefined
-      ? [
-          read.ports,
-          written.map((s) => read.allocation(s.serviceId)),
-          written.map((s) => (live(s) ? read.sources(s.serviceId) : [])),
-          written.map((s) => (live(s) ? read.version(s.serviceId) : null)),
-        ]
-      : await Promise.all([
-          tx.ports.lockPorts(publisher),
-          Promise.all(written.map((s) => tx.ports.lockAllocation(s.serviceId))),
-          Promise.all(written.map((s) => (live(s) ? tx.lease.policySources(s.serviceId) : []))),
-          Promise.all(written.map((s) => (live(s) ? tx.grants.policyVersion(s.serviceId) : null))),
-        ]);
+  const start = read.ports;
+  const founds = written.map((s) => read.allocation(s.serviceId));
+  const saved: Allocation[] = [];
   let ports = start;
   for (const [i, s] of written.entries()) {
     const ref = { nsdId: d.nsdId, networkId: s.networkId, serviceId: s.serviceId };
     const found = founds[i] ?? null;
-    if (s.state === 'withdrawn') {
+    if (!live(s)) {
       if (found !== null) ports = onWithdrawn(found, ports);
       // a change that waited for the old proposal has nothing to open any more, and no next candidate is due (a
       // restarted B would otherwise resume a withdrawn service's refusal at every start, decision 0193)
       if (found !== null && (found.pending !== null || found.awaitingNext))
-        await tx.ports.saveAllocation({ ...found, pending: null, awaitingNext: false });
+        saved.push({ ...found, pending: null, awaitingNext: false });
       continue;
     }
     const demand = demandOf(s);
     if (Either.isLeft(demand)) return Either.left(demand.left);
-    const [sources, version] = [sourceLists[i] ?? [], versions[i] ?? null];
+    const [sources, version] = [read.sources(s.serviceId), read.version(s.serviceId)];
     // the proposal binds the listener digest of the intent at P (the same function as the snapshot and the ready check)
     const digest = intentDigestAt(d, s, sources, version);
     const old = before.get(toHex(s.serviceId));
@@ -114,8 +105,7 @@ export const allocateOnReport = async (
       // recovery driver sends port.cancel after this commit); the intent changed, so the listener revision moved on
       if (ch.right.kind === 'pending') next = ch.right.allocation;
     }
-    if (next !== null) await tx.ports.saveAllocation(next);
+    if (next !== null) saved.push(next);
   }
-  await tx.ports.savePorts(publisher, start, ports);
-  return Either.void;
+  return Either.right({ allocations: saved, ports: { before: start, after: ports } });
 };

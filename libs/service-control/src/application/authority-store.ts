@@ -53,7 +53,21 @@ export interface ReplaceRows {
   readonly offer: OfferRows;
 }
 
-/** The publisher's P rows read ahead (`allocateOnReport` without reads of its own). */
+/** What an accepted report.replace writes (`AuthorityTx.saveReplace`). */
+export interface ReplaceWrites {
+  readonly publisher: Bytes;
+  readonly networkId: Bytes;
+  /** The created, changed and withdrawn service rows (of `publisher` in `networkId`). */
+  readonly services: readonly StoredService[];
+  /** The allocation rows to save, at most one per service. */
+  readonly allocations: readonly Allocation[];
+  /** The publisher's port table before and after the report. */
+  readonly ports: { readonly before: PortTable; readonly after: PortTable };
+  readonly report: BReportRow;
+  readonly outboxReason: string;
+}
+
+/** The publisher's P rows read ahead (`planOffer` reads nothing of its own). */
 export interface OfferRows {
   readonly ports: PortTable;
   /** A corrupt allocation row throws `state-inconsistent` when asked for, as `lockAllocation` fails. */
@@ -99,6 +113,17 @@ export interface AuthorityTx {
   ) => Promise<Either.Either<BReportRow | null, ServiceControlError>>;
   readonly saveReport: (identity: Bytes, networkId: Bytes, row: BReportRow) => Promise<void>;
   readonly services: (networkId: Bytes) => Promise<readonly StoredService[]>;
+  /**
+   * The identity's own services in the Network (every state), by service id: a bounded read for report.head
+   * (decision 0373), not the Network's rows.
+   */
+  readonly ownServices: (identity: Bytes, networkId: Bytes) => Promise<readonly StoredService[]>;
+  /**
+   * Every write of an accepted report.replace in ONE statement (decision 0372): the written service rows (and the
+   * withdrawn services' lease pruning), the allocation rows, the publisher's port table change, the report row and an
+   * outbox row, whose id it returns (read after the COMMIT, with which the statement is sent).
+   */
+  readonly saveReplace: (w: ReplaceWrites) => Promise<bigint>;
   readonly upsertServices: (rows: readonly StoredService[]) => Promise<void>;
   /** Returns the outbox row id (cleared once the snapshots of the Network are produced). */
   readonly writeOutbox: (networkId: Bytes, reason: string) => Promise<bigint>;

@@ -38,7 +38,7 @@ import {
   serveRetryPort,
 } from './authority-port.js';
 import { PortRecoveryDriver, type PortRecoveryOptions, type Schedule, timerSchedule } from './port-recovery.js';
-import { allocateOnReport } from './authority-offer.js';
+import { planOffer } from './authority-offer.js';
 import { nextSnapshot } from './authority-snapshot.js';
 import { reportRows } from './authority-report.js';
 import { networkView } from './authority-view.js';
@@ -463,8 +463,9 @@ export class Authority {
       .sort((a, b) => Buffer.compare(Buffer.from(a.declaration_key), Buffer.from(b.declaration_key)));
 
   private async reportHead(m: MessageOf<'report.head'>) {
+    // the publisher's own services only (decision 0373): the bindings are of its services, not the Network's
     const reads = (tx: AuthorityTx) =>
-      Promise.all([tx.lockReport(m.subject_identity, m.network_id), tx.services(m.network_id)]);
+      Promise.all([tx.lockReport(m.subject_identity, m.network_id), tx.ownServices(m.subject_identity, m.network_id)]);
     const r = await this.fenced(
       m.subject_identity,
       m.network_id,
@@ -503,7 +504,8 @@ export class Authority {
     const body = m.body;
     let outbox = null as Promise<bigint> | null;
     // ONE statement reads the fence rows, the report row, the publisher's own services of the Network and every P row
-    // their allocation needs (decision 0371); the writes go with the COMMIT: two round trips in all
+    // their allocation needs (decision 0371); ONE statement writes, sent with the COMMIT (decision 0372): two round trips,
+    // two statements of ours in all
     const r = await this.d.store.transact(
       this.d.epoch,
       async (tx) => {
@@ -535,13 +537,19 @@ export class Authority {
           const rows = reportRows(m.subject_identity, m.network_id, all, decls, this.d.now());
           if (Either.isLeft(rows)) return Either.left(rows.left);
           const { prev, stored } = rows.right;
-          await tx.upsertServices(stored);
           // the P allocation of the written rows, in this same transaction (committed before any snapshot carries it)
-          const alloc = await allocateOnReport({ nsdId: this.d.nsdId }, tx, m.subject_identity, prev, stored, offer);
-          if (Either.isLeft(alloc)) return Either.left(alloc.left);
-          await tx.saveReport(m.subject_identity, m.network_id, outcome.right.row);
-          // not awaited here: the outbox row goes to PostgreSQL with the COMMIT; its id is read after the commit
-          outbox = tx.writeOutbox(m.network_id, 'report.replace');
+          const plan = planOffer({ nsdId: this.d.nsdId }, m.subject_identity, prev, stored, offer);
+          if (Either.isLeft(plan)) return Either.left(plan.left);
+          // every write in ONE statement, sent with the COMMIT (decision 0372); its outbox id is read after the commit
+          outbox = tx.saveReplace({
+            publisher: m.subject_identity,
+            networkId: m.network_id,
+            services: stored,
+            allocations: plan.right.allocations,
+            ports: plan.right.ports,
+            report: outcome.right.row,
+            outboxReason: 'report.replace',
+          });
           // the rows as committed, without reading them again
           const written = new Map(stored.map((s) => [toHex(s.serviceId), s]));
           services = [...all.filter((s) => !written.has(toHex(s.serviceId))), ...stored];

@@ -31,8 +31,9 @@ import {
   leaseTx,
   pruneWithdrawnMarksSql,
   pruneWithdrawnSql,
+  pruneWithdrawnSqlOf,
 } from './lease-store.js';
-import { PORT_MIGRATIONS, allocationFromJson, portTx } from './port-store.js';
+import { PORT_MIGRATIONS, allocationFromJson, allocationToJson, portTx, portWrites } from './port-store.js';
 import { GRANT_MIGRATIONS, grantTx } from './grant-store.js';
 import { REVISION_FLOOR_MIGRATIONS, floorOf, floorSql, pruneBelowFloorSql } from './revision-floor.js';
 import { ACK_FAST_MIGRATIONS, type FastAckOutcome, ackFastQuery, ackFastSql } from './ack-fast.js';
@@ -114,6 +115,41 @@ const MIGRATIONS: readonly string[] = [
        JOIN ${S}.service s ON s.service_id = p.service_id WHERE s.publisher = i AND s.network_id = n) r;
      SELECT coalesce(json_agg(r), '[]') INTO versions FROM (SELECT encode(v.service_id, 'hex') AS service_id, v.version::text AS version
        FROM ${S}.policy_version v JOIN ${S}.service s ON s.service_id = v.service_id WHERE s.publisher = i AND s.network_id = n) r;
+   END $fn$;`,
+  // report.replace's writes in one statement (decision 0372), in the order of the former statements: the service rows,
+  // the withdrawn services' unreachable lease rows (after the upsert: they see the new state, decision 0196), the
+  // allocation rows, the port table change, the report row and the outbox row (its id returned). The publisher's own
+  // services are found by (publisher, network_id), not among the Network's rows (decision 0373)
+  `CREATE INDEX ON ${S}.service (publisher, network_id);
+   CREATE FUNCTION ${S}.replace_write(i bytea, n bytea, services jsonb, allocations jsonb, port_upserts jsonb,
+     port_released jsonb, rev numeric, digest bytea, reason text, prune boolean) RETURNS bigint
+   LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+   DECLARE outbox_id bigint;
+   BEGIN
+     INSERT INTO ${S}.service (service_id, publisher, network_id, declaration_key, declaration, state, port, listener_revision)
+       SELECT decode(x.id, 'hex'), i, n, x.key, decode(x.decl, 'hex'), x.state, x.port, x.lrev::numeric
+       FROM ROWS FROM (jsonb_to_recordset(services) AS (id text, key text, decl text, state text, port integer, lrev text)) WITH ORDINALITY AS x(id, key, decl, state, port, lrev, o)
+       ORDER BY x.o
+     ON CONFLICT (service_id) DO UPDATE SET declaration_key = excluded.declaration_key, declaration = excluded.declaration,
+       state = excluded.state, port = excluded.port, listener_revision = excluded.listener_revision;
+     IF prune AND EXISTS (SELECT 1 FROM jsonb_to_recordset(services) AS x(state text) WHERE x.state = 'withdrawn') THEN
+       ${pruneWithdrawnSqlOf('i', 'n').join('; ')};
+     END IF;
+     INSERT INTO ${S}.port_allocation (service_id, publisher, value)
+       SELECT decode(x.id, 'hex'), decode(x.pub, 'hex'), x.value
+       FROM ROWS FROM (jsonb_to_recordset(allocations) AS (id text, pub text, value jsonb)) WITH ORDINALITY AS x(id, pub, value, o) ORDER BY x.o
+     ON CONFLICT (service_id) DO UPDATE SET value = excluded.value;
+     INSERT INTO ${S}.port_entry (publisher, port, kind, nsd_id, network_id, service_id)
+       SELECT i, x.port, x.kind, decode(x.nsd, 'hex'), decode(x.net, 'hex'), decode(x.svc, 'hex')
+       FROM ROWS FROM (jsonb_to_recordset(port_upserts) AS (port integer, kind text, nsd text, net text, svc text)) WITH ORDINALITY AS x(port, kind, nsd, net, svc, o) ORDER BY x.o
+     ON CONFLICT (publisher, port) DO UPDATE SET kind = excluded.kind, nsd_id = excluded.nsd_id, network_id = excluded.network_id,
+       service_id = excluded.service_id;
+     DELETE FROM ${S}.port_entry e WHERE e.publisher = i AND e.kind = 'reserved'
+       AND e.port IN (SELECT (x.v)::integer FROM jsonb_array_elements_text(port_released) AS x(v));
+     INSERT INTO ${S}.report VALUES (i, n, rev, digest)
+       ON CONFLICT (identity, network_id) DO UPDATE SET revision = excluded.revision, digest = excluded.digest;
+     INSERT INTO ${S}.outbox (network_id, reason) VALUES (n, reason) RETURNING id INTO outbox_id;
+     RETURN outbox_id;
    END $fn$;`,
 ];
 
@@ -339,6 +375,44 @@ const tx = (c: TxConnection, leaseOptions: LeaseTxOptions, pruneRevisions: boole
          WHERE network_id = ${lit.bytea(networkId)} ORDER BY service_id`,
         (r) => r.rows.map(serviceOf),
       ),
+    ownServices: (identity, networkId) =>
+      c.statement(
+        `SELECT service_id, publisher, network_id, declaration_key, declaration, state, port, listener_revision FROM ${S}.service
+         WHERE publisher = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)} ORDER BY service_id`,
+        (r) => r.rows.map(serviceOf),
+      ),
+    saveReplace: (w) => {
+      // the port table's change is checked here (a released entry that is not a pure reservation throws), as savePorts
+      const { upserts, released } = portWrites(w.ports.before, w.ports.after);
+      // at most one allocation row per service (the last), as the former one-statement-per-row writes left it
+      const allocations = new Map(w.allocations.map((a) => [toHex(a.serviceRef.serviceId), a]));
+      const services = w.services.map((s) => ({
+        id: toHex(s.serviceId),
+        key: s.declarationKey,
+        decl: toHex(s.declaration),
+        state: s.state,
+        port: s.port === null ? null : Number(s.port),
+        lrev: s.listenerRevision.toString(),
+      }));
+      const allocs = [...allocations.values()].map((a) => ({
+        id: toHex(a.serviceRef.serviceId),
+        pub: toHex(a.publisher),
+        value: allocationToJson(a),
+      }));
+      const ports = upserts.map((e) => ({
+        port: Number(e.port),
+        kind: e.kind,
+        nsd: toHex(e.serviceRef.nsdId),
+        net: toHex(e.serviceRef.networkId),
+        svc: toHex(e.serviceRef.serviceId),
+      }));
+      return c.writing(
+        `SELECT ${S}.replace_write(${lit.bytea(w.publisher)}, ${lit.bytea(w.networkId)}, ${lit.json(services)}, ${lit.json(allocs)},
+           ${lit.json(ports)}, ${lit.json(released.map(String))}, ${lit.num(w.report.revision)}, ${lit.bytea(w.report.digest)},
+           ${lit.text(w.outboxReason)}, ${lit.bool(leaseOptions.prune !== false)}) AS outbox`,
+        (r) => big(r.rows[0].outbox),
+      );
+    },
     upsertServices: async (rows) => {
       if (rows.length === 0) return;
       c.write(

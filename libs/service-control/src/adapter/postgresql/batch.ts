@@ -145,6 +145,11 @@ export interface TxConnection {
   readonly statement: <A>(sql: string, parse: (r: pg.QueryResult) => A, lockKey?: string) => Promise<A>;
   /** Queue a write whose result nobody needs. */
   readonly write: (sql: string) => void;
+  /**
+   * Queue a statement that changes rows and whose result is read (a function call that writes, decision 0372): the
+   * transaction then commits with the synchronous flush, which a plain SELECT would let it skip.
+   */
+  readonly writing: <A>(sql: string, parse: (r: pg.QueryResult) => A) => Promise<A>;
   /** A parameterised query (extended protocol): sends what is queued first, then this query on its own. */
   readonly query: (text: string, values?: unknown[]) => Promise<pg.QueryResult>;
 }
@@ -199,6 +204,11 @@ export class TxBatch implements TxConnection {
       }),
     );
     return new Deferred(inner, () => this.demand());
+  };
+
+  writing = <A>(sql: string, parse: (r: pg.QueryResult) => A): Promise<A> => {
+    this.changed = true;
+    return this.statement(sql, parse);
   };
 
   write = (sql: string): void => {

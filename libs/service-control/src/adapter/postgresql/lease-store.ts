@@ -92,9 +92,11 @@ const WITHDRAWN = (serviceCol: string) =>
  * items and grants that name the service are kept: they are the request map of the consumer's mark (0165) — a
  * retransmission of that request must still get them — and go with the consumer's next request.
  */
-export const pruneWithdrawnSql = (publisher: Uint8Array, networkId: Uint8Array): readonly string[] => {
-  const p = lit.bytea(publisher);
-  const n = lit.bytea(networkId);
+export const pruneWithdrawnSql = (publisher: Uint8Array, networkId: Uint8Array): readonly string[] =>
+  pruneWithdrawnSqlOf(lit.bytea(publisher), lit.bytea(networkId));
+
+/** The same statements over SQL expressions for the publisher and the Network (`replace_write`'s parameters). */
+export const pruneWithdrawnSqlOf = (p: string, n: string): readonly string[] => {
   const currentSessionGrant = `SELECT 1 FROM ${S}.lease_grant g
       JOIN ${S}.session_mark k ON k.identity = g.holder AND k.network_id = g.network_id AND k.seq = g.session_seq
         AND k.generation = g.generation AND k.runtime_id = g.runtime_id AND k.epoch = ${EPOCH_NOW}

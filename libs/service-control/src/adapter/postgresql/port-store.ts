@@ -11,6 +11,7 @@ import type {
   Allocation,
   AllocationState,
   PortDemand,
+  PortEntry,
   PortEntryKind,
   PortTable,
 } from '../../domain/port-allocation.js';
@@ -151,6 +152,30 @@ export const allocationFromJson = (j: unknown): Allocation => {
   }
 };
 
+/**
+ * What a port table change writes: the entries that are new or changed (kind or service), and the ports of released
+ * pure reservations — any other entry that disappears is `state-inconsistent` (thrown, as the transaction's failure).
+ */
+export const portWrites = (
+  before: PortTable,
+  after: PortTable,
+): { readonly upserts: readonly PortEntry[]; readonly released: readonly bigint[] } => {
+  const upserts: PortEntry[] = [];
+  const released: bigint[] = [];
+  for (const [k, e] of after) {
+    const old = before.get(k);
+    if (old !== undefined && old.kind === e.kind && toHex(old.serviceRef.serviceId) === toHex(e.serviceRef.serviceId))
+      continue;
+    upserts.push(e);
+  }
+  for (const [k, e] of before)
+    if (!after.has(k)) {
+      if (e.kind !== 'reserved') throw scError('state-inconsistent', 'only a pure reservation is ever released');
+      released.push(e.port);
+    }
+  return { upserts, released };
+};
+
 // Reads are queued statements and writes ride with the next round trip or the COMMIT (batch.ts, decision 0130): the
 // port lock and the table read share one round trip, the table and allocation writes go with the COMMIT.
 export const portTx = (c: Pick<TxConnection, 'statement' | 'write'>): PortTx => ({
@@ -182,24 +207,18 @@ export const portTx = (c: Pick<TxConnection, 'statement' | 'write'>): PortTx => 
     return table;
   },
   savePorts: async (publisher, before: PortTable, after: PortTable) => {
-    for (const [k, e] of after) {
-      const old = before.get(k);
-      if (old !== undefined && old.kind === e.kind && toHex(old.serviceRef.serviceId) === toHex(e.serviceRef.serviceId))
-        continue;
+    const { upserts, released } = portWrites(before, after);
+    for (const e of upserts)
       c.write(
         `INSERT INTO ${S}.port_entry VALUES (${lit.bytea(publisher)}, ${lit.num(e.port)}, ${lit.text(e.kind)}, ${lit.bytea(e.serviceRef.nsdId)},
            ${lit.bytea(e.serviceRef.networkId)}, ${lit.bytea(e.serviceRef.serviceId)})
          ON CONFLICT (publisher, port) DO UPDATE SET kind = excluded.kind, nsd_id = excluded.nsd_id, network_id = excluded.network_id,
            service_id = excluded.service_id`,
       );
-    }
-    for (const [k, e] of before)
-      if (!after.has(k)) {
-        if (e.kind !== 'reserved') throw scError('state-inconsistent', 'only a pure reservation is ever released');
-        c.write(
-          `DELETE FROM ${S}.port_entry WHERE publisher = ${lit.bytea(publisher)} AND port = ${lit.num(e.port)} AND kind = 'reserved'`,
-        );
-      }
+    for (const port of released)
+      c.write(
+        `DELETE FROM ${S}.port_entry WHERE publisher = ${lit.bytea(publisher)} AND port = ${lit.num(port)} AND kind = 'reserved'`,
+      );
   },
   // a queued statement: the ready/refresh path reads it in the same round trip as the fence (decision 0130)
   // the allocation rows are locked in one global order (service id) within a round trip (decision 0370)
