@@ -15,7 +15,7 @@ import {
   DaemonServiceLive,
   DaemonStoreServiceLive,
 } from '@homelab/service-control/application';
-import { ProcUptimeBootClock } from '@homelab/service-control/clock';
+import { ProcUptimeBootClock, TurnBootClock } from '@homelab/service-control/clock';
 import { SocketDataPlane, n6Credentials } from '@homelab/service-control/dataplane';
 import { PermitEngine } from '@homelab/service-control/permit';
 import { configurationOrExit, exitStartup, keyFileOrExit } from '@homelab/service-control/process';
@@ -80,7 +80,9 @@ const kill = (point: string) => {
 /** Metrics: the Daemon reports its requests to B and the lease results into them from its first request on. */
 const metrics = makeNsMetrics();
 
-const clock = new ProcUptimeBootClock(); // the one boot clock of the permit engine (includes suspend; decision 0111)
+// the one boot clock of the permit engine (includes suspend; decision 0111), read once per event-loop turn: the
+// checks of one turn share a reading, its reuse bound added to the resolution (decision 0275)
+const clock = new TurnBootClock(new ProcUptimeBootClock());
 // the one permit gate of this node; with `--data-plane=sockets` the socket forwarder checks it at every accept, read
 // and write, and the lease driver applies every teardown plan to its sockets (decision 0262)
 const engine = new PermitEngine(clock, { decide: () => 'not-enforced' });

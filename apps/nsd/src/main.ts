@@ -56,6 +56,7 @@ const kill = (point: string) => {
 const metrics = makeNsdMetrics();
 const KNOWN_ROUTES = new Set([
   'POST /v1/info.get',
+  'POST /v1/node.register',
   'POST /v1/machine.auth',
   'POST /v1/machine.heartbeat',
   'POST /v1/rpc',
@@ -104,6 +105,8 @@ const HttpServer = Layer.scopedDiscard(
       // a bounded label: the known routes, the admin API as one, anything else as `other`
       metrics.http(KNOWN_ROUTES.has(route) ? route : req.url?.startsWith('/v1/admin/') ? 'admin' : 'other');
       if (route === 'POST /v1/info.get') return void serveUnary(side, req, res, async () => info);
+      if (route === 'POST /v1/node.register')
+        return void serveUnary(side, req, res, (env) => authority.registerNode(env.machineId, env.payload));
       if (route === 'POST /v1/machine.auth')
         return void serveUnary(side, req, res, (env) => authority.machineAuth(env.machineId, env.payload));
       if (route === 'POST /v1/machine.heartbeat')

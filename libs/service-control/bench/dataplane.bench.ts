@@ -7,13 +7,17 @@
 //   - added latency: p50 of BENCH_PINGS one-byte TCP ping-pongs
 //   - the same TCP throughput and latency through TWO data planes joined by N6 (consumer → TLS 1.3 with Ed25519
 //     certificates → publisher, decision 0264) against two plain relays chained the same way, and UDP packets/s
-//     through them (AEAD frames keyed from an `n6-udp` TLS connection, decision 0269)
+//     through them (AEAD frames keyed from an `n6-udp` TLS connection, decision 0269); the engine's clock is ns-daemon's
+//     (one /proc/uptime reading per event-loop turn, decision 0275), and a "before 0275" N6 pair (a read at every
+//     check, AES-256-GCM) is measured in the same loop for the before/after ratio
 // Run: npm run bench:dataplane -w @homelab/service-control
 import { generateKeyPairSync } from 'node:crypto';
 import { createSocket } from 'node:dgram';
 import { type AddressInfo, type Socket, connect, createServer } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { ProcUptimeBootClock } from '../src/adapter/clock/index.js';
+import tls from 'node:tls';
+import { ProcUptimeBootClock, TurnBootClock } from '../src/adapter/clock/index.js';
+import type { BootClock } from '../src/permit/clock.js';
 import { SocketForwarder, n6Credentials } from '../src/adapter/dataplane/index.js';
 import { PermitEngine, type PermitKey } from '../src/permit/index.js';
 
@@ -99,9 +103,10 @@ const gatedRelay = async (
   tcpTo: number,
   udpTo: number,
   n6?: { readonly consumer: Uint8Array; readonly n6Server: ReturnType<typeof n6Credentials> },
+  clock: BootClock = bootClock('turn'),
 ) => {
   const source = n6?.consumer ?? consumer;
-  const engine = new PermitEngine(new ProcUptimeBootClock(), { decide: () => 'not-enforced' });
+  const engine = new PermitEngine(clock, { decide: () => 'not-enforced' });
   engine.setEndpointOwners('bench', [{ key, publisherIdentity: scope.identity }]);
   engine.applySnapshotGrants(scope, [
     {
@@ -150,24 +155,43 @@ const gatedRelay = async (
   return { port: p, refresh, fw, engine, close: () => fw.close() };
 };
 
+/**
+ * The engine's boot clock as ns-daemon wires it (`turn`: one /proc/uptime reading per event-loop turn, decision 0275),
+ * or `per-check`: a /proc/uptime pread at every check, as before 0275 (the same-run "before" rows).
+ */
+const bootClock = (kind: 'turn' | 'per-check'): BootClock =>
+  kind === 'turn' ? new TurnBootClock(new ProcUptimeBootClock()) : new ProcUptimeBootClock();
+
 /** An Ed25519 node: its raw identity and N6 credentials. */
-const n6Node = () => {
+const n6Node = (ciphers?: string) => {
   const { privateKey } = generateKeyPairSync('ed25519');
   const identity = new Uint8Array(Buffer.from(privateKey.export({ format: 'jwk' }).x as string, 'base64url'));
-  return { identity, creds: n6Credentials(privateKey, Buffer.from(identity).toString('hex')) };
+  const creds = n6Credentials(privateKey, Buffer.from(identity).toString('hex'));
+  return { identity, creds: ciphers === undefined ? creds : { ...creds, ciphers } };
 };
 
 /** Two data planes joined by N6: a consumer endpoint (plain for the client) dialling a publisher N6 endpoint. */
-const n6Pair = async (tcpTo: number, udpTo: number) => {
-  const pubNode = n6Node();
-  const conNode = n6Node();
-  const pub = await gatedRelay(tcpTo, udpTo, {
-    consumer: conNode.identity,
-    n6Server: pubNode.creds,
-  });
+/**
+ * `before`: the N6 data plane as it was before decision 0275 — a /proc/uptime read at every check and OpenSSL's
+ * default TLS 1.3 suite order (AES-256-GCM first) — measured in the same run as the current one.
+ */
+const n6Pair = async (tcpTo: number, udpTo: number, variant: 'current' | 'before' = 'current') => {
+  const ciphers = variant === 'before' ? tls.DEFAULT_CIPHERS : undefined;
+  const clock = variant === 'before' ? 'per-check' : 'turn';
+  const pubNode = n6Node(ciphers);
+  const conNode = n6Node(ciphers);
+  const pub = await gatedRelay(
+    tcpTo,
+    udpTo,
+    {
+      consumer: conNode.identity,
+      n6Server: pubNode.creds,
+    },
+    bootClock(clock),
+  );
   const cscope = { identity: conNode.identity, nsdId: scope.nsdId, networkId: scope.networkId };
   const ckey: PermitKey = { scope: cscope, serviceRef: key.serviceRef, role: 'consumer' };
-  const engine = new PermitEngine(new ProcUptimeBootClock(), { decide: () => 'not-enforced' });
+  const engine = new PermitEngine(bootClock(clock), { decide: () => 'not-enforced' });
   engine.setEndpointOwners('bench-vip', [{ key: ckey, publisherIdentity: pubNode.identity }]);
   let seq = 0;
   const refresh = () => {
@@ -207,7 +231,15 @@ const n6Pair = async (tcpTo: number, udpTo: number) => {
   return { port: p, refresh, fw, pub, close: async () => (await fw.close(), await pub.close()) };
 };
 
+/**
+ * MiB per second of this process's CPU time (user + system) during the last `tcpThroughput`: client, relays and
+ * backend all run in this one process, so this is the work per byte, which a loaded machine (other processes taking
+ * the cores) changes far less than the wall-clock rate.
+ */
+let lastCpuRate = 0;
+
 const tcpThroughput = async (to: number): Promise<number> => {
+  const cpu0 = process.cpuUsage();
   const chunk = Buffer.alloc(64 * 1024, 1);
   const total = TCP_MB * 1024 * 1024;
   const s = connect({ host: HOST, port: to });
@@ -226,6 +258,8 @@ const tcpThroughput = async (to: number): Promise<number> => {
     pump();
   });
   const ms = performance.now() - t0;
+  const cpu = process.cpuUsage(cpu0);
+  lastCpuRate = total / 1024 / 1024 / ((cpu.user + cpu.system) / 1e6);
   s.destroy();
   return total / 1024 / 1024 / (ms / 1000);
 };
@@ -354,15 +388,27 @@ const main = async () => {
   const plainEcho2 = await plainRelay(plainEchoInner.port, be.udp);
   const n6Sink = await n6Pair(be.sink, be.udp);
   const n6Echo = await n6Pair(be.echo, be.udp);
+  const n6Before = await n6Pair(be.sink, be.udp, 'before');
   await tcpThroughput(plainSink2.port);
   n6Sink.refresh();
   await tcpThroughput(n6Sink.port);
+  n6Before.refresh();
+  await tcpThroughput(n6Before.port);
   const tp2: number[] = [];
   const tn: number[] = [];
+  const tb: number[] = [];
+  const cp2: number[] = [];
+  const cn: number[] = [];
+  const cb: number[] = [];
   for (let i = 0; i < 3; i++) {
     tp2.push(await tcpThroughput(plainSink2.port));
+    cp2.push(lastCpuRate);
     n6Sink.refresh();
     tn.push(await tcpThroughput(n6Sink.port));
+    cn.push(lastCpuRate);
+    n6Before.refresh();
+    tb.push(await tcpThroughput(n6Before.port));
+    cb.push(lastCpuRate);
   }
   const lp2 = await latencyP50(plainEcho2.port);
   n6Echo.refresh();
@@ -385,6 +431,21 @@ const main = async () => {
     ['UDP echo packets/s', up, ug, ug / up, '≥ 0.5'],
     ['TCP ping-pong p50 (ms)', lp, lg, lg / lp, '≤ 2'],
     ['two hops, N6 (TLS) vs 2 plain relays: TCP MiB/s', med(tp2), med(tn), med(tn) / med(tp2), '≥ 0.5'],
+    [
+      'two hops, N6 as before 0275 (a clock read per check, AES-256-GCM) vs 2 plain relays: TCP MiB/s',
+      med(tp2),
+      med(tb),
+      med(tb) / med(tp2),
+      '(before)',
+    ],
+    ['two hops, N6 (TLS) vs 2 plain relays: TCP MiB per CPU-second', med(cp2), med(cn), med(cn) / med(cp2), '≥ 0.5'],
+    [
+      'two hops, N6 as before 0275 vs 2 plain relays: TCP MiB per CPU-second',
+      med(cp2),
+      med(cb),
+      med(cb) / med(cp2),
+      '(before)',
+    ],
     ['two hops, N6 (TLS) vs 2 plain relays: ping-pong p50 (ms)', lp2, ln, ln / lp2, '≤ 2'],
     [
       'two hops, N6 UDP (AEAD) vs 2 plain relays: packets/s (median of 3)',
@@ -417,6 +478,7 @@ const main = async () => {
   for (const r of [plainSink2, plainEcho2, plainSinkInner, plainEchoInner, plainUdp2, plainInner]) r.close();
   await n6Sink.close();
   await n6Echo.close();
+  await n6Before.close();
   await gatedSink.close();
   await gatedEcho.close();
   be.close();

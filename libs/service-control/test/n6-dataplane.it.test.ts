@@ -2,45 +2,15 @@
 // keys: the publisher's endpoint accepts TLS 1.3 only, the consumer's key (proven by the handshake) is the flow's peer
 // identity and the permit's source Grant for it is what lets a flow open; the consumer dials the publisher over TLS and
 // pins the publisher's key from its permit. Component tests (loopback, two engines, a fake boot clock).
-import { type KeyObject, generateKeyPairSync } from 'node:crypto';
 import { type Server, type Socket, connect, createServer } from 'node:net';
 import tls from 'node:tls';
-import { afterEach, describe, expect, it } from 'vitest';
-import { type N6Credentials, n6Credentials } from '../src/adapter/dataplane/n6-transport.js';
-import { SocketForwarder } from '../src/adapter/dataplane/socket-forwarder.js';
-import { toHex } from '../src/domain/bytes.js';
-import type { Bytes } from '../src/domain/bytes.js';
-import { consKey, grant, owner, pubKey, rig, setSources } from './permit-fixtures.js';
+import { describe, expect, it } from 'vitest';
+import { type N6Node as Node, n6Consumer, n6Node as node, n6Publisher, useN6Cleanup } from './n6-fixtures.js';
+import { HOST, eventually } from './socket-fixtures.js';
 
-const HOST = '127.0.0.1';
 const N = 9;
-
-interface Node {
-  readonly identity: Bytes;
-  readonly creds: N6Credentials;
-}
-const node = (): Node => {
-  const { privateKey } = generateKeyPairSync('ed25519');
-  const identity = rawKey(privateKey);
-  return { identity, creds: n6Credentials(privateKey, toHex(identity)) };
-};
-const rawKey = (k: KeyObject): Bytes => {
-  const x = k.export({ format: 'jwk' }).x as string;
-  return new Uint8Array(Buffer.from(x, 'base64url'));
-};
-
-const eventually = async (cond: () => boolean, what: string): Promise<void> => {
-  for (let i = 0; i < 500; i++) {
-    if (cond()) return;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error(`never: ${what}`);
-};
-
-const cleanup: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const c of cleanup.splice(0)) await c();
-});
+const cleanup = useN6Cleanup();
+const rigOf = { n: N, protocols: ['tcp'] as const, cleanup };
 
 /** A TCP echo backend that records what it received, each connection it accepted and how each one ended. */
 const echoBackend = async () => {
@@ -65,49 +35,12 @@ const echoBackend = async () => {
 /** The publisher node: an N6 endpoint whose permit's backend is the echo server and whose sources are `granted`. */
 const publisher = async (me: Node, granted: readonly Node[]) => {
   const be = await echoBackend();
-  const r = rig();
-  const key = pubKey(N);
-  r.engine.setEndpointOwners('n6-pub', [owner(key)]);
-  setSources(
-    r,
-    N,
-    granted.map((g) => g.identity),
-  );
-  expect(grant(r, key, 30_000, { backend: { host: HOST, port: be.port } }).outcome).toBe('accepted');
-  const fw = new SocketForwarder(r.engine);
-  const port = await fw.listen({
-    endpoint: 'n6-pub',
-    host: HOST,
-    port: 0,
-    protocols: ['tcp'],
-    n6Server: me.creds,
-    // the flow's peer is exactly the key the handshake proved; the permit decides whether it may open a flow
-    peerOf: (_a, _p, _proto, authenticated) => authenticated,
-    upstream: (f) => f.backend,
-  });
-  cleanup.push(() => fw.close());
-  return { fw, port, be, r, key };
+  return { ...(await n6Publisher(rigOf, me, granted, { host: HOST, port: be.port })), be };
 };
 
 /** The consumer node: its own engine, a consumer permit for the service `pubNode` publishes, served on a local port. */
-const consumer = async (pubNode: Node, conNode: Node, publisherPort: number) => {
-  const r = rig();
-  const key = consKey(N, conNode.identity);
-  r.engine.setEndpointOwners('n6-vip', [{ key, publisherIdentity: pubNode.identity }]);
-  expect(grant(r, key).outcome).toBe('accepted');
-  const fw = new SocketForwarder(r.engine);
-  const port = await fw.listen({
-    endpoint: 'n6-vip',
-    host: HOST,
-    port: 0,
-    protocols: ['tcp'],
-    peerOf: () => pubNode.identity,
-    upstream: () => ({ host: HOST, port: publisherPort }),
-    n6Client: { credentials: conNode.creds, expect: () => pubNode.identity },
-  });
-  cleanup.push(() => fw.close());
-  return { fw, port, r, key };
-};
+const consumer = (pubNode: Node, conNode: Node, publisherPort: number) =>
+  n6Consumer(rigOf, pubNode, conNode, publisherPort);
 
 /** A local client of the consumed service: what it received, how it ended. */
 const localClient = (port: number) => {

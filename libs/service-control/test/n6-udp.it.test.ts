@@ -3,95 +3,40 @@
 // on-path relay the test controls (TCP piped through, UDP recorded, able to drop, tamper with and inject datagrams):
 // every address here is 127.0.0.1, so an address-based peer identity (decision 0262) would have taken a forged
 // datagram for the consumer's. Component tests.
-import { type KeyObject, generateKeyPairSync, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { type Socket as UdpSocket, createSocket } from 'node:dgram';
 import { type Server, type Socket, connect, createServer } from 'node:net';
 import tls from 'node:tls';
-import { afterEach, describe, expect, it } from 'vitest';
-import { type N6Credentials, n6Credentials } from '../src/adapter/dataplane/n6-transport.js';
-import { N6_UDP_ALPN, frameHeader, sealDatagram } from '../src/adapter/dataplane/n6-udp.js';
-import { SocketForwarder } from '../src/adapter/dataplane/socket-forwarder.js';
-import { type Bytes, toHex } from '../src/domain/bytes.js';
-import { consKey, grant, owner, pubKey, rig, setSources } from './permit-fixtures.js';
+import { describe, expect, it } from 'vitest';
+import { N6_UDP_ALPN, N6_UDP_MAX_COUNTER, frameHeader, sealDatagram } from '../src/adapter/dataplane/n6-udp.js';
+import type { SocketForwarder } from '../src/adapter/dataplane/socket-forwarder.js';
+import {
+  type N6Node as Node,
+  type N6RigOptions,
+  n6Consumer,
+  n6Node as node,
+  n6Publisher,
+  useN6Cleanup,
+} from './n6-fixtures.js';
 import { HOST, backend, eventually, nonce } from './socket-fixtures.js';
 
 const N = 11;
-
-interface Node {
-  readonly identity: Bytes;
-  readonly creds: N6Credentials;
-}
-const rawKey = (k: KeyObject): Bytes =>
-  new Uint8Array(Buffer.from(k.export({ format: 'jwk' }).x as string, 'base64url'));
-const node = (): Node => {
-  const { privateKey } = generateKeyPairSync('ed25519');
-  const identity = rawKey(privateKey);
-  return { identity, creds: n6Credentials(privateKey, toHex(identity)) };
-};
-
-const cleanup: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  // a socket left open (a leak) would hold a server's close forever: fail the test instead of hanging the run
-  const leaks: number[] = [];
-  for (const [i, c] of cleanup.splice(0).reverse().entries()) {
-    const done = await Promise.race([
-      Promise.resolve(c()).then(() => true),
-      new Promise<false>((r) => setTimeout(() => r(false), 5_000).unref()),
-    ]);
-    if (!done) leaks.push(i);
-  }
-  expect(leaks, 'cleanups that did not finish (sockets left open)').toEqual([]);
-});
+const cleanup = useN6Cleanup();
+const rigOf: N6RigOptions = { n: N, protocols: ['udp'], cleanup };
 
 /** The publisher node: an N6 endpoint serving UDP only; its permit's backend is the UDP echo; `granted` may connect. */
-const publisher = async (me: Node, granted: readonly Node[]) => {
+const publisher = async (me: Node, granted: readonly Node[], o: N6RigOptions = rigOf) => {
   const be = await backend();
   cleanup.push(async () => {
     await new Promise<void>((ok) => be.tcp.close(() => ok()));
     be.udp.close();
   });
-  const r = rig();
-  const key = pubKey(N);
-  r.engine.setEndpointOwners('n6-pub', [owner(key)]);
-  setSources(
-    r,
-    N,
-    granted.map((g) => g.identity),
-  );
-  expect(grant(r, key, 30_000, { backend: { host: HOST, port: be.udpPort } }).outcome).toBe('accepted');
-  const fw = new SocketForwarder(r.engine);
-  const port = await fw.listen({
-    endpoint: 'n6-pub',
-    host: HOST,
-    port: 0,
-    protocols: ['udp'],
-    n6Server: me.creds,
-    peerOf: (_a, _p, _proto, authenticated) => authenticated,
-    upstream: (f) => f.backend,
-  });
-  cleanup.push(() => fw.close());
-  return { fw, port, be, r, key };
+  return { ...(await n6Publisher(o, me, granted, { host: HOST, port: be.udpPort })), be };
 };
 
 /** The consumer node: its own engine and permit, the consumed service served on a local UDP port, upstream `to`. */
-const consumer = async (pubNode: Node, conNode: Node, to: number) => {
-  const r = rig();
-  const key = consKey(N, conNode.identity);
-  r.engine.setEndpointOwners('n6-vip', [{ key, publisherIdentity: pubNode.identity }]);
-  expect(grant(r, key).outcome).toBe('accepted');
-  const fw = new SocketForwarder(r.engine);
-  const port = await fw.listen({
-    endpoint: 'n6-vip',
-    host: HOST,
-    port: 0,
-    protocols: ['udp'],
-    peerOf: () => pubNode.identity,
-    upstream: () => ({ host: HOST, port: to }),
-    n6Client: { credentials: conNode.creds, expect: () => pubNode.identity },
-  });
-  cleanup.push(() => fw.close());
-  return { fw, port, r, key };
-};
+const consumer = (pubNode: Node, conNode: Node, to: number, o: N6RigOptions = rigOf) =>
+  n6Consumer(o, pubNode, conNode, to);
 
 /**
  * An on-path relay on one port (TCP and UDP) in front of the publisher's N6:P: TCP is piped unchanged, each UDP
@@ -300,6 +245,41 @@ describe('N6 UDP: AEAD datagrams keyed from the TLS exporter of a pinned N6 TLS 
     mitm.inject(mitm.up[0] as Buffer);
     await eventually(() => refused(pub.fw, 'n6-udp-unknown-key') === 1, 'keys forgotten at the publisher');
     expect(pub.fw.counters.denied).toBe(0); // the publisher's gate never refused: its flow ended with the connection
+  });
+
+  it('0269 0273 the association refuses to wrap its 2^64 counter: at the last counter the consumer’s flow ends (n6-udp-counter-spent), nothing is sent under a reused counter, the association closes on both ends, and the next datagram keys a new association', async () => {
+    // both ends' sealers start at 2^64 − 2 (test-only forwarder option): two datagrams each way are left
+    const o: N6RigOptions = { ...rigOf, forwarder: { n6UdpCounterStart: N6_UDP_MAX_COUNTER - 1n } };
+    const pubNode = node();
+    const conNode = node();
+    const pub = await publisher(pubNode, [conNode], o);
+    const mitm = await relay(pub.port);
+    const con = await consumer(pubNode, conNode, mitm.port, o);
+    const client = await udpClient(con.port);
+    const first = nonce();
+    const second = nonce();
+    await client.echo(first);
+    await client.echo(second);
+    expect(mitm.up.map((f) => frameHeader(f)?.counter)).toEqual([N6_UDP_MAX_COUNTER - 1n, N6_UDP_MAX_COUNTER]);
+    expect(mitm.down.map((f) => frameHeader(f)?.counter)).toEqual([N6_UDP_MAX_COUNTER - 1n, N6_UDP_MAX_COUNTER]);
+    const spent = nonce();
+    client.send(spent);
+    await eventually(() => refused(con.fw, 'n6-udp-counter-spent') === 1, 'the consumer refused to seal past 2^64 − 1');
+    // the flow ended on both ends: the consumer's cut aborted the association's TLS connection, the publisher forgot it
+    await eventually(
+      () => con.fw.liveFlowIds().length === 0 && pub.fw.liveFlowIds().length === 0,
+      'both flows retired after the spent counter',
+    );
+    expect(mitm.up).toHaveLength(2); // nothing went out under a wrapped (reused) counter
+    expect(pub.be.received).toEqual([first, second]);
+    // a new datagram is a new flow: a new TLS connection, new keys (another key id), counters from the start again
+    const fresh = nonce();
+    await client.echo(fresh);
+    const ids = mitm.up.map((f) => frameHeader(f)?.keyId);
+    expect(ids[2]).not.toBe(ids[0]);
+    expect(frameHeader(mitm.up[2] as Buffer)?.counter).toBe(N6_UDP_MAX_COUNTER - 1n);
+    expect(pub.be.received).toEqual([first, second, fresh]);
+    expect(con.fw.counters.opened.get('udp')).toBe(2);
   });
 
   it('the TCP server on a UDP-only N6 endpoint only keys associations: a TCP flow over N6 (no ALPN) is refused as protocol-not-served', async () => {

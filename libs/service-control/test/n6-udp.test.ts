@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import {
   N6_UDP_HEADER,
   N6_UDP_KEY_MATERIAL,
+  N6_UDP_MAX_COUNTER,
   N6UdpReceiver,
   N6UdpSealer,
   ReplayWindow,
@@ -142,5 +143,30 @@ describe('N6 UDP datagrams: ChaCha20-Poly1305 under exporter keys, key id + coun
     expect(w.check(136n)).toBe('n6-udp-too-old'); // 64 below
     expect(w.check(137n)).toBe('ok'); // 63 below
     expect(w.check(200n)).toBe('n6-udp-replayed');
+  });
+});
+
+describe('N6 UDP counter end (decision 0269: a spent counter ends the association, never wraps; 0273: start injectable)', () => {
+  it('the sealer at 2^64 − 2 seals 2^64 − 2 and 2^64 − 1 (both opened once), then refuses every seal: counter 0 is never used again under the key', () => {
+    const a = association();
+    const up = new N6UdpSealer(a.consumer, N6_UDP_MAX_COUNTER - 1n);
+    const last = [up.seal(Buffer.from('second-to-last')), up.seal(Buffer.from('last'))];
+    expect(last.map((f) => (f === null ? null : frameHeader(f)?.counter))).toEqual([
+      N6_UDP_MAX_COUNTER - 1n,
+      N6_UDP_MAX_COUNTER,
+    ]);
+    expect(last.map((f) => payloadOf(a.atPublisher.open(f as Buffer)))).toEqual(['second-to-last', 'last']);
+    // spent: no frame at all (not a frame with counter 0, which would reuse the first nonce of this key)
+    expect(up.seal(Buffer.from('wrapped'))).toBeNull();
+    expect(up.seal(Buffer.from('again'))).toBeNull();
+    // the receiver's window at the top of the counter space still refuses a replay of the last frame
+    expect(reasonOf(a.atPublisher.open(last[1] as Buffer))).toBe('n6-udp-replayed');
+  });
+
+  it('a sealer started past the last counter is spent at once; a start outside 0 … 2^64 is refused', () => {
+    const a = association();
+    expect(new N6UdpSealer(a.consumer, N6_UDP_MAX_COUNTER + 1n).seal(Buffer.from('x'))).toBeNull();
+    expect(() => new N6UdpSealer(a.consumer, -1n)).toThrow(RangeError);
+    expect(() => new N6UdpSealer(a.consumer, N6_UDP_MAX_COUNTER + 2n)).toThrow(RangeError);
   });
 });

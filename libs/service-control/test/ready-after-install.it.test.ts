@@ -198,6 +198,7 @@ describe('the ready right after the install (decision 0197)', () => {
               capabilities: ['service_control.v1'],
               service_control_nsd_id: uuidText(B.nsdId),
             });
+          if (path === '/v1/node.register') return B.authority.registerNode(identity, payload);
           if (path === '/v1/machine.auth') return B.authority.machineAuth(identity, payload);
           if (path === '/v1/machine.heartbeat') return B.authority.heartbeat(identity, payload);
           const m = decodeMessage(payload);

@@ -81,6 +81,43 @@ export const MachineHeartbeatCodec = Codec.struct({
 });
 export type MachineHeartbeatWire = TypeOf<typeof MachineHeartbeatCodec>;
 
+/** The capability a node advertises in its registration when it uses Short DNS local names (spec §1.6, §3.13). */
+export const NODE_LOCAL_NAMES_CAPABILITY = 'node_local_names.v1';
+
+/**
+ * node.register request — stand-in for the existing node registration ([D] minimal shape, decision 0272), sent before
+ * `runtime.bind` and again on every re-bind (the signed metadata refresh). `requested_hostname` is decoded only so the
+ * legacy field is refused explicitly (`unsupported-field`, {@link checkNodeRegistration}) instead of as an unknown key.
+ */
+export const NodeRegisterRequestCodec = Codec.struct({
+  network_id: Codec.id16,
+  capabilities: Codec.set(Codec.text({ minBytes: 1, maxBytes: 64 }), { maxItems: 64 }),
+  requested_hostname: Codec.optional(Codec.text({ maxBytes: 253 })),
+});
+export type NodeRegisterRequestWire = TypeOf<typeof NodeRegisterRequestCodec>;
+
+/** What B stores of a registration: the Network and the advertised capabilities (never a node label). */
+export interface NodeRegistration {
+  readonly networkId: Uint8Array;
+  readonly capabilities: readonly string[];
+}
+
+/**
+ * §3.13: a registration carrying the legacy `requested_hostname` is refused (`unsupported-field`), never silently
+ * ignored; NSD neither requires nor allocates a node label. Capabilities are stored as advertised (a canonical set).
+ */
+export const checkNodeRegistration = (
+  r: NodeRegisterRequestWire,
+): Either.Either<NodeRegistration, ServiceControlError> =>
+  r.requested_hostname !== undefined
+    ? Either.left(
+        scError(
+          'unsupported-field',
+          'requested_hostname is a legacy field and is rejected (spec §3.13): local names use node_local_names.v1',
+        ),
+      )
+    : Either.right({ networkId: r.network_id, capabilities: r.capabilities });
+
 /** The `service_control` object of the signed config.stream request (seed §8). */
 export const StreamBindingCodec = Codec.struct({
   nsd_id: Codec.id16,

@@ -198,6 +198,13 @@ export interface AuthorityStore {
   readonly isMember: (identity: Bytes, networkId: Bytes) => Promise<boolean>;
   readonly addMember: (identity: Bytes, networkId: Bytes) => Promise<void>;
   /**
+   * Store the capabilities a node advertised in its registration (spec §3.13), replacing the previous ones of that
+   * (identity, Network). Not fenced by the epoch: registration comes before `runtime.bind` and grants nothing.
+   */
+  readonly registerNode: (identity: Bytes, networkId: Bytes, capabilities: readonly string[]) => Promise<void>;
+  /** The capabilities of the node's last registration in the Network; null when it never registered. */
+  readonly nodeCapabilities: (identity: Bytes, networkId: Bytes) => Promise<readonly string[] | null>;
+  /**
    * One transaction fenced on `epoch`: the authority row is read first (shared lock, lock order authority → machine →
    * scope rows) and must still hold `epoch` (else `stale-epoch`, nothing written). `fn` returning Left rolls back.
    * A storage failure is `storage-unavailable` and nothing is committed.

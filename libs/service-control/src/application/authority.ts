@@ -25,6 +25,8 @@ import type { BindingWire } from '../api/report.js';
 import {
   MachineAuthRequestCodec,
   MachineHeartbeatCodec,
+  NodeRegisterRequestCodec,
+  checkNodeRegistration,
   MachineHeartbeatResultCodec,
   StreamBindingCodec,
 } from '../api/runtime.js';
@@ -694,6 +696,34 @@ export class Authority {
       },
     );
     this.observed('machine.heartbeat', Either.isRight(r) ? 'ok' : r.left.code, t0);
+    return MachineHeartbeatResultCodec.encodeOrThrow(
+      Either.isRight(r) ? { accepted: true, error: null } : { accepted: false, error: r.left.code },
+    );
+  }
+
+  /**
+   * node.register (existing API stand-in, spec §3.13, decision 0272): the node advertises its capabilities
+   * (`node_local_names.v1`) before `runtime.bind`. A legacy `requested_hostname` → `unsupported-field`, nothing stored;
+   * a signer that is not a member of the Network → `unauthorized`. Stores the capabilities (commit before the reply);
+   * binds nothing, grants nothing, needs no epoch. Throws only on undecodable payloads.
+   */
+  async registerNode(signer: Bytes, payload: Uint8Array): Promise<Uint8Array> {
+    const t0 = performance.now();
+    const req = NodeRegisterRequestCodec.decode(payload);
+    if (Either.isLeft(req)) {
+      this.observed('node.register', req.left.code, t0);
+      throw scError(req.left.code, req.left.message);
+    }
+    const reg = checkNodeRegistration(req.right);
+    let r: Either.Either<void, ServiceControlError>;
+    if (Either.isLeft(reg)) r = Either.left(reg.left);
+    else if (!(await this.d.store.isMember(signer, reg.right.networkId)))
+      r = Either.left(scError('unauthorized', 'the signer is not a member of the Network'));
+    else {
+      await this.d.store.registerNode(signer, reg.right.networkId, reg.right.capabilities);
+      r = Either.void;
+    }
+    this.observed('node.register', Either.isRight(r) ? 'ok' : r.left.code, t0);
     return MachineHeartbeatResultCodec.encodeOrThrow(
       Either.isRight(r) ? { accepted: true, error: null } : { accepted: false, error: r.left.code },
     );

@@ -33,6 +33,8 @@ import {
   MachineAuthRequestCodec,
   MachineHeartbeatCodec,
   MachineHeartbeatResultCodec,
+  NODE_LOCAL_NAMES_CAPABILITY,
+  NodeRegisterRequestCodec,
   StreamBindingCodec,
   nsdIdFromInfo,
 } from '../api/runtime.js';
@@ -91,6 +93,11 @@ export interface DaemonDeps {
   readonly engine?: PermitEngine;
   /** The real data plane (socket forwarder): teardown plans and the consumed services' local listeners. */
   readonly dataPlane?: DaemonDataPlane;
+  /**
+   * The capabilities of the node registration sent before every `runtime.bind` (spec §3.13, decision 0272); default
+   * `[node_local_names.v1]`. Test-only: `requestedHostname` sends the legacy field B must refuse.
+   */
+  readonly registration?: { readonly capabilities?: readonly string[]; readonly requestedHostname?: string };
 }
 
 /** What the daemon reports as it talks to B; the app turns it into metrics. Durations in seconds. */
@@ -720,6 +727,25 @@ export class Daemon {
     if (failure !== null) throw failure;
   }
 
+  /**
+   * §3.13: node registration advertising `node_local_names.v1`, before `runtime.bind` and again before every re-bind
+   * (the signed metadata refresh). No node label is sent; B's refusal is thrown with its code.
+   */
+  async registerNode(): Promise<void> {
+    const reg = this.d.registration;
+    const payload = NodeRegisterRequestCodec.encodeOrThrow({
+      network_id: this.d.networkId,
+      capabilities: reg?.capabilities ?? [NODE_LOCAL_NAMES_CAPABILITY],
+      ...(reg?.requestedHostname === undefined ? {} : { requested_hostname: reg.requestedHostname }),
+    });
+    await this.observed('node.register', async () => {
+      const r = MachineHeartbeatResultCodec.decode(await this.d.transport.unary('/v1/node.register', payload));
+      if (Either.isLeft(r)) throw scError(r.left.code, r.left.message);
+      if (!r.right.accepted) throw scError(r.right.error ?? 'unauthorized', 'node.register refused');
+    });
+    this.log('node-registered', { capabilities: reg?.capabilities ?? [NODE_LOCAL_NAMES_CAPABILITY] });
+  }
+
   /** §3.4 step 4: machine.auth with the object (never before bind, never an object-less fallback after a failure). */
   async machineAuth(): Promise<void> {
     const req = prepareMachineAuth(this.binding);
@@ -825,6 +851,7 @@ export class Daemon {
           this.log('floors-loaded', { snapshot_floors: this.d.store.floors(this.scope).state });
         }
         if (needBind) {
+          await this.registerNode();
           await this.bindRuntime();
           await this.machineAuth();
           needBind = false;

@@ -119,10 +119,21 @@ export class ReplayWindow {
   }
 }
 
-/** The sending half of an association: its own counter, starting at 0; null once the counter is spent. */
+/**
+ * The sending half of an association: its own counter, starting at 0; null once the counter is spent. It never wraps:
+ * after 2^64 − 1 every seal is null (a counter used twice under one key would repeat a ChaCha20-Poly1305 nonce), and
+ * the flow ends (`n6-udp-counter-spent`); a new association is a new TLS connection with new keys (decision 0269).
+ * `start` is test-only (decision 0273): it lets a test reach the end of the counter without 2^64 datagrams.
+ */
 export class N6UdpSealer {
-  private next = 0n;
-  constructor(private readonly keys: N6UdpKeys) {}
+  private next: bigint;
+  constructor(
+    private readonly keys: N6UdpKeys,
+    start = 0n,
+  ) {
+    if (start < 0n || start > N6_UDP_MAX_COUNTER + 1n) throw new RangeError(`n6-udp: counter start ${start}`);
+    this.next = start;
+  }
   seal(payload: Buffer): Buffer | null {
     if (this.next > N6_UDP_MAX_COUNTER) return null;
     const frame = sealDatagram(this.keys.keyId, this.keys.sealKey, this.next, payload);

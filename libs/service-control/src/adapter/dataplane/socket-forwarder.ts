@@ -151,6 +151,15 @@ interface Listening {
   readonly associations: Set<UdpAssociation>;
 }
 
+/** Options of a forwarder; every field is test-only. */
+export interface ForwarderOptions {
+  /**
+   * Test-only (decision 0273): the first counter of every N6 UDP association's sealers, on both ends, so a test can
+   * reach the end of the 2^64 counter space (`n6-udp-counter-spent`) without 2^64 datagrams. Default 0.
+   */
+  readonly n6UdpCounterStart?: bigint;
+}
+
 export class SocketForwarder implements PermitDataPlane {
   readonly counters: ForwarderCounters = {
     opened: new Map(),
@@ -167,7 +176,10 @@ export class SocketForwarder implements PermitDataPlane {
   /** Sockets a flow is waiting on for `drain` (backpressure). */
   private readonly draining = new WeakSet<Socket>();
 
-  constructor(readonly engine: PermitEngine) {}
+  constructor(
+    readonly engine: PermitEngine,
+    private readonly options: ForwarderOptions = {},
+  ) {}
 
   // ───────────────────────── listeners ─────────────────────────
 
@@ -424,7 +436,7 @@ export class SocketForwarder implements PermitDataPlane {
     const a: UdpAssociation = {
       keyId: keys.keyId,
       peer,
-      sealer: new N6UdpSealer(keys),
+      sealer: new N6UdpSealer(keys, this.options.n6UdpCounterStart),
       stream,
       raw,
       flow: null,
@@ -754,7 +766,7 @@ export class SocketForwarder implements PermitDataPlane {
         stream.exportKeyingMaterial(N6_UDP_KEY_MATERIAL, N6_UDP_EXPORTER_LABEL, N6_UDP_EXPORTER_CONTEXT),
         'consumer',
       );
-      const sealer = new N6UdpSealer(keys);
+      const sealer = new N6UdpSealer(keys, this.options.n6UdpCounterStart);
       const receiver = new N6UdpReceiver<true>();
       receiver.add(keys, true);
       nf.seal = (payload) => sealer.seal(payload);

@@ -151,6 +151,9 @@ const MIGRATIONS: readonly string[] = [
      INSERT INTO ${S}.outbox (network_id, reason) VALUES (n, reason) RETURNING id INTO outbox_id;
      RETURN outbox_id;
    END $fn$;`,
+  // node registration (spec §3.13, decision 0272): the capabilities a node advertised, per (identity, Network); no label
+  `CREATE TABLE ${S}.node_registration (identity bytea NOT NULL, network_id bytea NOT NULL, capabilities text[] NOT NULL,
+     registered_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (identity, network_id));`,
 ];
 
 const b = (v: Buffer | Uint8Array): Bytes => new Uint8Array(v);
@@ -696,6 +699,26 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
               ])
             ).rowCount === 1,
         ),
+      ),
+    registerNode: async (identity, networkId, capabilities) =>
+      void orThrow(
+        await run((c) =>
+          c.query(
+            `INSERT INTO ${S}.node_registration (identity, network_id, capabilities) VALUES ($1, $2, $3)
+             ON CONFLICT (identity, network_id) DO UPDATE SET capabilities = excluded.capabilities, registered_at = now()`,
+            [buf(identity), buf(networkId), [...capabilities]],
+          ),
+        ),
+      ),
+    nodeCapabilities: async (identity, networkId) =>
+      orThrow(
+        await run(async (c) => {
+          const r = await c.query(
+            `SELECT capabilities FROM ${S}.node_registration WHERE identity = $1 AND network_id = $2`,
+            [buf(identity), buf(networkId)],
+          );
+          return r.rows[0] === undefined ? null : (r.rows[0].capabilities as string[]);
+        }),
       ),
     addMember: async (identity, networkId) =>
       void orThrow(
