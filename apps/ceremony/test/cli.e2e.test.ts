@@ -147,6 +147,36 @@ const base = (p: string, manifest: string) => [
   clusterUid,
 ];
 
+/** `install` of `<p>` (exit 0), then the retire arguments bound to the Head it committed (generation 1) for the
+ * ConfigMaps `<p>-cm-<i>`. */
+const installedForRetire = async (
+  p: string,
+  m: string,
+  configMaps: ReadonlyArray<number>,
+  env: Record<string, string> = {},
+): Promise<Array<string>> => {
+  const inst = await ceremony(['install', ...base(p, m)], env);
+  expect([inst.code, inst.signal], inst.stderr).toEqual([0, null]);
+  const v1 = await headOf(`${p}-head`);
+  return [
+    ...base(p, m),
+    '--expected-generation',
+    '1',
+    '--expected-resource-version',
+    v1.resourceVersion,
+    ...configMaps.flatMap((i) => ['--target', `v1/ConfigMap/${ns.name}/${p}-cm-${i}`]),
+  ];
+};
+
+/** `retire preflight` into `<dir>/<p>-pf`; the `retire apply` arguments with its file and `<dir>/<p>-receipts`. */
+const preflighted = async (p: string, retire: ReadonlyArray<string>, env: Record<string, string> = {}) => {
+  const pf = await ceremony(['retire', 'preflight', ...retire, '--out', join(dir, `${p}-pf`)], env);
+  expect(pf.code, pf.stderr).toBe(0);
+  const receipts = join(dir, `${p}-receipts`);
+  const apply = ['retire', 'apply', ...retire, '--preflight', String(pf.json['file']), '--receipts', receipts];
+  return { pf, receipts, apply };
+};
+
 describe('ceremony CLI on the real API server', () => {
   it('live gate through the CLI: install → head show → retire preflight → retire apply → two receipt audits; exit 0 each; nothing left in HOME, TMPDIR or beside the outputs', async () => {
     const m = manifestFile('gate');
@@ -224,24 +254,8 @@ describe('ceremony CLI on the real API server', () => {
   });
 
   it('a child killed (SIGKILL) after its DELETE was answered and before the Head commit; the same command re-run recovers and commits exactly once', async () => {
-    const m = manifestFile('kill');
-    expect((await ceremony(['install', ...base('kill', m)])).code).toBe(0);
-    const v1 = await headOf('kill-head');
-    const retire = [
-      ...base('kill', m),
-      '--expected-generation',
-      '1',
-      '--expected-resource-version',
-      v1.resourceVersion,
-      '--target',
-      `v1/ConfigMap/${ns.name}/kill-cm-0`,
-      '--target',
-      `v1/ConfigMap/${ns.name}/kill-cm-2`,
-    ];
-    const pf = await ceremony(['retire', 'preflight', ...retire, '--out', join(dir, 'kill-pf')]);
-    expect(pf.code).toBe(0);
-    const receipts = join(dir, 'kill-receipts');
-    const args = ['retire', 'apply', ...retire, '--preflight', String(pf.json['file']), '--receipts', receipts];
+    const retire = await installedForRetire('kill', manifestFile('kill'), [0, 2]);
+    const { receipts, apply: args } = await preflighted('kill', retire);
 
     const killed = await ceremony(args, { CEREMONY_TEST_CRASH: 'after:DELETE:1' }, CRASHING_BIN);
     expect(killed.signal).toBe('SIGKILL');
@@ -309,28 +323,9 @@ describe('ceremony CLI on the real API server', () => {
     expect([un.code, (un.json['error'] as { _tag: string })._tag]).toEqual([3, 'ClusterRequestFailed']);
 
     // Retire, then tamper with the receipt: the offline audit says incompatible (4).
-    expect((await ceremony(['install', ...base('codes', m)])).code).toBe(0);
-    const v1 = await headOf('codes-head');
-    const retire = [
-      ...base('codes', m),
-      '--expected-generation',
-      '1',
-      '--expected-resource-version',
-      v1.resourceVersion,
-      '--target',
-      `v1/ConfigMap/${ns.name}/codes-cm-0`,
-    ];
-    const pf = await ceremony(['retire', 'preflight', ...retire, '--out', join(dir, 'codes-pf')]);
-    const receipts = join(dir, 'codes-receipts');
-    const ap = await ceremony([
-      'retire',
-      'apply',
-      ...retire,
-      '--preflight',
-      String(pf.json['file']),
-      '--receipts',
-      receipts,
-    ]);
+    const codes = await preflighted('codes', await installedForRetire('codes', m, [0]));
+    const receipts = codes.receipts;
+    const ap = await ceremony(codes.apply);
     expect(ap.code).toBe(0);
     const key = String(ap.json['receiptKey']);
     const tampered = join(dir, 'codes-tampered');
@@ -346,28 +341,8 @@ describe('ceremony CLI on the real API server', () => {
 
   it('receipt audit is offline: the process loads no Kubernetes client code (module trace), sends nothing', async () => {
     const m = manifestFile('trace');
-    expect((await ceremony(['install', ...base('trace', m)])).code).toBe(0);
-    const v1 = await headOf('trace-head');
-    const retire = [
-      ...base('trace', m),
-      '--expected-generation',
-      '1',
-      '--expected-resource-version',
-      v1.resourceVersion,
-      '--target',
-      `v1/ConfigMap/${ns.name}/trace-cm-2`,
-    ];
-    const pf = await ceremony(['retire', 'preflight', ...retire, '--out', join(dir, 'trace-pf')]);
-    const receipts = join(dir, 'trace-receipts');
-    const ap = await ceremony([
-      'retire',
-      'apply',
-      ...retire,
-      '--preflight',
-      String(pf.json['file']),
-      '--receipts',
-      receipts,
-    ]);
+    const { receipts, apply } = await preflighted('trace', await installedForRetire('trace', m, [2]));
+    const ap = await ceremony(apply);
     expect(ap.code).toBe(0);
 
     const trace = join(dir, 'trace-audit.txt');
@@ -406,23 +381,9 @@ describe('Head transitions through the CLI process (issue 24)', () => {
   it('the shipped binary has no fault hook: QINGLONG_CEREMONY_FAULT and CEREMONY_TEST_CRASH change nothing', async () => {
     const m = manifestFile('nohook');
     const env = { QINGLONG_CEREMONY_FAULT: 'kill-after-delete', CEREMONY_TEST_CRASH: 'after:PATCH:1' };
-    const inst = await ceremony(['install', ...base('nohook', m)], env);
-    expect([inst.code, inst.signal]).toEqual([0, null]);
-    const v1 = await headOf('nohook-head');
-    const retire = [
-      ...base('nohook', m),
-      '--expected-generation',
-      '1',
-      '--expected-resource-version',
-      v1.resourceVersion,
-      '--target',
-      `v1/ConfigMap/${ns.name}/nohook-cm-0`,
-    ];
-    const pf = await ceremony(['retire', 'preflight', ...retire, '--out', join(dir, 'nohook-pf')], env);
-    const ap = await ceremony(
-      ['retire', 'apply', ...retire, '--preflight', String(pf.json['file']), '--receipts', join(dir, 'nohook-r')],
-      env,
-    );
+    const retire = await installedForRetire('nohook', m, [0], env); // exit 0, no signal
+    const { apply } = await preflighted('nohook', retire, env);
+    const ap = await ceremony(apply, env);
     expect([ap.code, ap.signal, ap.json['path']]).toEqual([0, null, 'applied']);
     expect(ap.stderr).not.toContain('crash');
   });
@@ -475,20 +436,7 @@ describe('Head transitions through the CLI process (issue 24)', () => {
     for (const [i, c] of cases.entries()) {
       const p = `rp${i}`;
       const m = manifestFile(p);
-      expect((await ceremony(['install', ...base(p, m)])).code).toBe(0);
-      const v1 = await headOf(`${p}-head`);
-      const retire = [
-        ...base(p, m),
-        '--expected-generation',
-        '1',
-        '--expected-resource-version',
-        v1.resourceVersion,
-        '--target',
-        `v1/ConfigMap/${ns.name}/${p}-cm-1`,
-      ];
-      const pf = await ceremony(['retire', 'preflight', ...retire, '--out', join(dir, `${p}-pf`)]);
-      const receipts = join(dir, `${p}-receipts`);
-      const args = ['retire', 'apply', ...retire, '--preflight', String(pf.json['file']), '--receipts', receipts];
+      const { receipts, apply: args } = await preflighted(p, await installedForRetire(p, m, [1]));
       expect((await ceremony(args, { CEREMONY_TEST_CRASH: c.crash }, CRASHING_BIN)).signal, c.crash).toBe('SIGKILL');
       const after = await headOf(`${p}-head`);
       expect([after.head.phase, after.head.generation], c.crash).toEqual([c.phase, c.generation]);
@@ -518,22 +466,7 @@ describe('Head transitions through the CLI process (issue 24)', () => {
 
   it('abandon after UID_REPLACED: preview, refusals (stale resourceVersion, other digest) write nothing, the abandon commits the inventory really there, deletes nothing, and its receipt audits as abandoned', async () => {
     const m = manifestFile('ab');
-    expect((await ceremony(['install', ...base('ab', m)])).code).toBe(0);
-    const v1 = await headOf('ab-head');
-    const retire = [
-      ...base('ab', m),
-      '--expected-generation',
-      '1',
-      '--expected-resource-version',
-      v1.resourceVersion,
-      '--target',
-      `v1/ConfigMap/${ns.name}/ab-cm-0`,
-      '--target',
-      `v1/ConfigMap/${ns.name}/ab-cm-2`,
-    ];
-    const pf = await ceremony(['retire', 'preflight', ...retire, '--out', join(dir, 'ab-pf')]);
-    const receipts = join(dir, 'ab-receipts');
-    const apply = ['retire', 'apply', ...retire, '--preflight', String(pf.json['file']), '--receipts', receipts];
+    const { receipts, apply } = await preflighted('ab', await installedForRetire('ab', m, [0, 2]));
     expect((await ceremony(apply, { CEREMONY_TEST_CRASH: 'after:DELETE:1' }, CRASHING_BIN)).signal).toBe('SIGKILL');
     // Someone re-creates ab-cm-2 by hand: a new UID under the intent's name.
     expect((await kubeRequest('DELETE', cmPath('ab-cm-2'))).status).toBe(200);

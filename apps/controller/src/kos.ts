@@ -2,7 +2,7 @@
 // ABI self-check (`checkClusterAbi`). Wiring only: the CRDs and the ABI rules come from the library; this file
 // applies them, waits, and compares. A failure is a typed `KosStartError` and the process refuses to start.
 import { Data, Duration, Effect, Layer, Schedule } from 'effect';
-import { Registry } from 'prom-client';
+import { Counter, Registry } from 'prom-client';
 import {
   AppLifecycleCacheLive,
   AppLifecycleDefaultsLive,
@@ -27,7 +27,13 @@ import {
   reconcileVolume,
   startKosController,
 } from '@homelab/kos-kernel';
-import { type ControllerMetricsService, KubeClient, type KubeObject, makeControllerMetrics } from '@homelab/kube';
+import {
+  ControllerMetrics,
+  type ControllerMetricsService,
+  KubeClient,
+  type KubeObject,
+  makeControllerMetrics,
+} from '@homelab/kube';
 
 /** What the component Installer needs from the graph (decision 0340). */
 type ExtensionServices = ArtifactSource | ExtensionRegistry | PackageCache | InstallerConfig;
@@ -188,8 +194,12 @@ export const runKosReconcilers = (options: {
   Effect.gen(function* () {
     // The application reconciler's watch-fed caches (definitions, action records, LimitRanges; decision 0350):
     // started with the reconcilers (under the leader's Lease); a round's first read waits for their first lists.
+    // Each answer is counted by source, so an operator (and apps.e2e) can see the caches answer in this process.
+    const reads = applicationReadsCounter((yield* ControllerMetrics).registry);
     const domainServices = yield* Layer.build(
-      AppLifecycleCacheLive().pipe(Layer.provideMerge(AppLifecycleDefaultsLive)),
+      AppLifecycleCacheLive({ onAnswer: (read, source) => reads.inc({ read, source }) }).pipe(
+        Layer.provideMerge(AppLifecycleDefaultsLive),
+      ),
     );
     for (const kind of KERNEL_KINDS) {
       const domain = DOMAIN_RECONCILERS[kind];
@@ -229,6 +239,20 @@ export const runKosReconcilers = (options: {
     options.onRunning();
     return yield* Effect.never;
   });
+
+/** `kos_application_reads_total{read, source}` on the process's registry (one per registry: a second start in the
+ * same registry reuses it). */
+const applicationReadsCounter = (registry: Registry): Counter<'read' | 'source'> => {
+  const name = 'kos_application_reads_total';
+  const known = registry.getSingleMetric(name);
+  if (known !== undefined) return known as Counter<'read' | 'source'>;
+  return new Counter({
+    name,
+    help: "Reads of other collections by the application reconciler (definition, records, limitRanges), by source: cache (the watch-fed cache), held (this process's newer direct read while the cache catches up), api (a direct read of the API server)",
+    labelNames: ['read', 'source'],
+    registers: [registry],
+  });
+};
 
 /** Controller metrics for KOS on a shared base: the controller_runtime_* / workqueue_* series of `base` (one set
  * per process registry) and KOS's own round metrics (kos_reconcile_round_*), registered on the same registry. */

@@ -35,6 +35,15 @@ const phase = async () =>
   ((await call(cp.url, 'GET', `/api/v1/resources/Application/site?namespace=${ns.name}`)).body?.object?.status
     ?.phase as string | undefined) ?? undefined;
 
+/** `kos_application_reads_total` from the process's /metrics, keyed `read/source`. */
+const readsBySource = async (): Promise<Map<string, number>> => {
+  const text = await (await fetch(`${cp.url}/metrics`)).text();
+  const counts = new Map<string, number>();
+  for (const m of text.matchAll(/^kos_application_reads_total\{read="(\w+)",source="(\w+)"\} (\d+)$/gm))
+    counts.set(`${m[1]}/${m[2]}`, Number(m[3]));
+  return counts;
+};
+
 describe('TC-23 through the controller: built-in definitions at start, an app installs to Ready, stop and uninstall', () => {
   it('TC-23: the five definitions are present; a static-web app is rendered, Ready (test-written status), stopped and uninstalled', async () => {
     const deployment = deploymentPath();
@@ -67,6 +76,11 @@ describe('TC-23 through the controller: built-in definitions at start, an app in
       (await kubeRequest('PATCH', `${deployment}/status`, { status }, 'application/merge-patch+json')).status,
     ).toBe(200);
     await until('Ready', async () => ((await phase()) === 'Ready' ? true : undefined));
+    // The rounds read the definition and the action records from the watch-fed caches (decision 0350), not the API
+    // server: the process counts each answer by source.
+    const reads = await readsBySource();
+    expect(reads.get('definition/cache') ?? 0, JSON.stringify([...reads])).toBeGreaterThan(0);
+    expect(reads.get('records/cache') ?? 0, JSON.stringify([...reads])).toBeGreaterThan(0);
 
     const stop = await call(cp.url, 'POST', '/api/v1/action-requests', {
       action: 'stop',

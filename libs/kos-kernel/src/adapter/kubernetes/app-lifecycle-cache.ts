@@ -34,7 +34,14 @@ export interface AppLifecycleCacheOptions {
   readonly definitions?: InformerOptions<KubeObject>;
   readonly records?: InformerOptions<KubeObject>;
   readonly limitRanges?: InformerOptions<KubeObject>;
+  /** Told of every answer (the controller counts them as `kos_application_reads_total`). */
+  readonly onAnswer?: (read: AppLifecycleRead, source: AppLifecycleReadSource) => void;
 }
+
+export type AppLifecycleRead = 'definition' | 'records' | 'limitRanges';
+/** `cache`: the watch-fed cache; `held`: this process's newer fresh read, while the cache catches up with it;
+ * `api`: a read of the API server. */
+export type AppLifecycleReadSource = 'cache' | 'held' | 'api';
 
 export interface AppLifecycleCache {
   readonly reads: AppLifecycleReadsService;
@@ -66,6 +73,7 @@ export const makeAppLifecycleCache = (
     );
     // Reads wait until each informer has listed once; building the cache does not (the process's start is not held
     // by three lists, and the reconcilers' workers wait for their own informers anyway).
+    const answered = options.onAnswer ?? (() => undefined);
     const synced = Effect.all([definitions.synced, records.synced, limitRanges.synced], { discard: true });
 
     /** The newest fresh answer per definition name, kept while the cache is behind it. */
@@ -86,6 +94,7 @@ export const makeAppLifecycleCache = (
           const known = freshAnswers.get(name);
           if (known === undefined || newerAnswer(known.answer, answer) === answer)
             freshAnswers.set(name, { answer, object });
+          answered('definition', 'api');
           return { object, fresh: true };
         },
       );
@@ -96,8 +105,10 @@ export const makeAppLifecycleCache = (
         const known = freshAnswers.get(name);
         if (cacheMayAnswer(cached?.metadata.resourceVersion, known?.answer)) {
           freshAnswers.delete(name); // caught up: the cache only moves forward from here
+          answered('definition', 'cache');
           return { object: cached, fresh: false };
         }
+        answered('definition', 'held');
         return { object: known?.object, fresh: false };
       });
 
@@ -109,6 +120,7 @@ export const makeAppLifecycleCache = (
           const named = all.map((o) => ({ name: o.metadata.name ?? '', object: o }));
           const r = unconsumed(named, consumed);
           consumed = r.stillShown;
+          answered('records', 'cache');
           return r.records
             .map((x) => x.object)
             .filter(
@@ -120,9 +132,10 @@ export const makeAppLifecycleCache = (
           consumed = new Set([...consumed, name]);
         }),
       limitRanges: (namespace) =>
-        Effect.map(Effect.zipRight(synced, limitRanges.list), (all) =>
-          all.filter((o) => o.metadata.namespace === namespace),
-        ),
+        Effect.map(Effect.zipRight(synced, limitRanges.list), (all) => {
+          answered('limitRanges', 'cache');
+          return all.filter((o) => o.metadata.namespace === namespace);
+        }),
     };
     return { reads, informers: { definitions, records, limitRanges } };
   });
