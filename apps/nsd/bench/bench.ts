@@ -26,6 +26,7 @@ import {
 } from '@homelab/service-control/transport';
 import { startLoad } from './load-thread.js';
 import { signedClient } from './signed-client.js';
+import { acceptedAck, oneServiceContent } from '../test/lease-wire.js';
 import {
   type MachineCpu,
   benchClient,
@@ -88,23 +89,7 @@ await withBenchDatabase('nsd_bench', async (config) => {
     /** The next report revision (a changed display name: a real replace, no new P round). */
     const replace = () => {
       rev++;
-      const content = {
-        scope,
-        strict_mode: false,
-        declarations: [
-          {
-            declaration_key: 'svc',
-            display_name: `v${rev}`,
-            description: null,
-            enabled: true,
-            protocols: ['tcp'],
-            backend_host: { ipv4: new Uint8Array([10, 0, 0, 1]) },
-            backend_port: 80,
-            port_mode: 'auto',
-            requested_port: null,
-          },
-        ],
-      };
+      const content = oneServiceContent(scope, { key: 'svc', displayName: `v${rev}`, ipv4: [10, 0, 0, 1], port: 80 });
       return env('report.replace', {
         scope,
         report_revision: rev,
@@ -115,15 +100,7 @@ await withBenchDatabase('nsd_bench', async (config) => {
     const ack = (revision: bigint, digest: Uint8Array) =>
       env(
         'snapshot.ack',
-        {
-          scope: { subject_identity: a.machineId, nsd_id: nsdId, network_id: net },
-          snapshot_revision: revision,
-          snapshot_digest: digest,
-          accepted: true,
-          enforcement_applied: true,
-          dns_applied: false,
-          errors: [],
-        },
+        acceptedAck({ subject_identity: a.machineId, nsd_id: nsdId, network_id: net }, revision, digest),
         { session_seq: 1n },
       );
     /** Repeat ACKs of the current snapshot: the first records the ACK, the rest find it (idempotent, no write). */

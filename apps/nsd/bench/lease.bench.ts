@@ -13,13 +13,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Either } from 'effect';
 import type pg from 'pg';
-import {
-  REFRESH_PERIOD_MS,
-  SnapshotPushBody,
-  decodeMessage,
-  reportDigest,
-  snapshotDigest,
-} from '@homelab/service-control';
+import { REFRESH_PERIOD_MS, decodeMessage, reportDigest } from '@homelab/service-control';
 import { Authority, listenerIntentOf } from '@homelab/service-control/application';
 import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
 import { ReplayCache, generateSigner, serveUnary, trustSelfCertifying } from '@homelab/service-control/transport';
@@ -37,6 +31,7 @@ import {
 } from './pg.js';
 import { startLoad } from './load-thread.js';
 import { signedClient } from './signed-client.js';
+import { acceptedAck, listenerSnapshot, oneServiceContent, readyBody } from '../test/lease-wire.js';
 
 /** This command's output (a CLI: its lines are the result, not a log). */
 const print = (...parts: ReadonlyArray<unknown>): void => void process.stdout.write(`${parts.map(String).join(' ')}\n`);
@@ -107,23 +102,7 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     );
     await call(env('session.open', {}, { session_seq: 1n }));
     const scope = { publisher_identity: a.machineId, nsd_id: nsdId, network_id: net };
-    const content = {
-      scope,
-      strict_mode: false,
-      declarations: [
-        {
-          declaration_key: 'svc',
-          display_name: null,
-          description: null,
-          enabled: true,
-          protocols: ['tcp'],
-          backend_host: { ipv4: new Uint8Array([10, 0, 0, 1]) },
-          backend_port: 80,
-          port_mode: 'auto',
-          requested_port: null,
-        },
-      ],
-    };
+    const content = oneServiceContent(scope, { key: 'svc', displayName: null, ipv4: [10, 0, 0, 1], port: 80 });
     await call(
       env('report.replace', { scope, report_revision: 1n, report_digest: reportDigest(content as never), content }),
     );
@@ -145,60 +124,21 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     const last = await store.transact(epoch, async (tx) => Either.right(await tx.lockSnapshot(a.machineId, net)));
     if (Either.isLeft(last)) throw last.left;
     const revision = (last.right?.revision ?? 0n) + 1n;
-    const snapshot = {
-      scope: { subject_identity: a.machineId, nsd_id: nsdId, network_id: net },
-      snapshot_revision: revision,
-      resources: [],
-      listeners: [{ ...li.fields, intent_digest: li.intentDigest, proposal: null, state: 'ready' as const }],
-      grants: [],
-      withdrawals: [],
-    };
-    const digest = snapshotDigest(snapshot as never);
+    const { snapshot, digest, body } = listenerSnapshot(a.machineId, nsdId, net, revision, li);
     await store.transact(epoch, async (tx) => {
       await tx.saveSnapshot(a.machineId, net, {
         revision,
         bodyDigest: digest,
         digest,
-        body: SnapshotPushBody.encodeOrThrow({ snapshot: snapshot as never, snapshot_digest: digest }),
+        body,
       });
       return Either.void;
     });
-    await call(
-      env(
-        'snapshot.ack',
-        {
-          scope: snapshot.scope,
-          snapshot_revision: revision,
-          snapshot_digest: digest,
-          accepted: true,
-          enforcement_applied: true,
-          dns_applied: false,
-          errors: [],
-        },
-        { session_seq: 1n },
-      ),
-    );
+    await call(env('snapshot.ack', acceptedAck(snapshot.scope, revision, digest), { session_seq: 1n }));
     let seq = 0n;
     const ready = (kind: 'listener.ready' | 'lease.refresh') => {
       seq++;
-      const body = {
-        service_ref: li.fields.service_ref,
-        refresh_seq: seq,
-        listener_revision: li.fields.listener_revision,
-        intent_digest: li.intentDigest,
-        proposal_id: rid,
-        allocation_round: 1n,
-        proposal_seq: 1n,
-        P: li.fields.P,
-        snapshot_revision: revision,
-        snapshot_digest: digest,
-        proof: {
-          installed_protocols: li.fields.protocols,
-          installed_P: li.fields.P,
-          enforcement_policy_digest: li.fields.enforcement_policy_digest,
-        },
-      };
-      return env(kind, body, { session_seq: 1n });
+      return env(kind, readyBody(li, rid, seq, { revision, digest }), { session_seq: 1n });
     };
     const refresh = async () => {
       const m = await call(ready('lease.refresh'));

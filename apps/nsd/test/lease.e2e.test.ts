@@ -10,15 +10,14 @@ import { describe, expect, it } from 'vitest';
 import {
   type LeaseResultItemWire,
   type Message,
-  SnapshotPushBody,
   decodeMessage,
   encodeMessage,
   fromHex,
   reportDigest,
-  snapshotDigest,
 } from '@homelab/service-control';
 import { listenerIntentOf } from '@homelab/service-control/application';
 import { ReplayCache, generateSigner, postUnary, trustOnly } from '@homelab/service-control/transport';
+import { acceptedAck, listenerSnapshot, oneServiceContent, readyBody } from './lease-wire.js';
 import { processWorkspace, startNsd as launchNsd } from './processes.js';
 
 const db = useDatabase('nsd_lease');
@@ -82,23 +81,7 @@ describe('nsd ready and leases (real process, PostgreSQL)', () => {
     // ── bind, session 1, report one service; P confirmed and the listener snapshot written (other modules' work)
     await bind(1n);
     const scope = { publisher_identity: a.machineId, nsd_id: nsdId, network_id: NET };
-    const content = {
-      scope,
-      strict_mode: false,
-      declarations: [
-        {
-          declaration_key: 'web',
-          display_name: 'Web',
-          description: null,
-          enabled: true,
-          protocols: ['tcp'],
-          backend_host: { ipv4: new Uint8Array([127, 0, 0, 1]) },
-          backend_port: 8080,
-          port_mode: 'auto',
-          requested_port: null,
-        },
-      ],
-    };
+    const content = oneServiceContent(scope, { key: 'web', displayName: 'Web', ipv4: [127, 0, 0, 1], port: 8080 });
     expect(
       code(
         await call(
@@ -134,16 +117,7 @@ describe('nsd ready and leases (real process, PostgreSQL)', () => {
         )[0],
     );
     const revision = BigInt(produced['r'] as string) + 1n;
-    const snapshot = {
-      scope: { subject_identity: a.machineId, nsd_id: nsdId, network_id: NET },
-      snapshot_revision: revision,
-      resources: [],
-      listeners: [{ ...li.fields, intent_digest: li.intentDigest, proposal: null, state: 'ready' as const }],
-      grants: [],
-      withdrawals: [],
-    };
-    const digest = snapshotDigest(snapshot as never);
-    const body = SnapshotPushBody.encodeOrThrow({ snapshot: snapshot as never, snapshot_digest: digest });
+    const { snapshot, digest, body } = listenerSnapshot(a.machineId, nsdId, NET, revision, li);
     await sql(
       `UPDATE service_control.snapshot SET revision = $2, body_digest = $3, digest = $3, body = $4 WHERE target = $1`,
       [Buffer.from(a.machineId), revision.toString(), Buffer.from(digest), Buffer.from(body)],
@@ -155,43 +129,11 @@ describe('nsd ready and leases (real process, PostgreSQL)', () => {
       Buffer.from(digest),
     ]);
     const ack = (seq: bigint) =>
-      env(
-        'snapshot.ack',
-        {
-          scope: snapshot.scope,
-          snapshot_revision: revision,
-          snapshot_digest: digest,
-          accepted: true,
-          enforcement_applied: true,
-          dns_applied: false,
-          errors: [],
-        },
-        { session_seq: seq },
-      );
+      env('snapshot.ack', acceptedAck(snapshot.scope, revision, digest), { session_seq: seq });
     expect(code(await call(ack(1n)))).toBe('ok');
 
     const ready = (kind: string, seq: bigint, sessionSeq: bigint) =>
-      env(
-        kind,
-        {
-          service_ref: li.fields.service_ref,
-          refresh_seq: seq,
-          listener_revision: li.fields.listener_revision,
-          intent_digest: li.intentDigest,
-          proposal_id: rid,
-          allocation_round: 1n,
-          proposal_seq: 1n,
-          P: li.fields.P,
-          snapshot_revision: revision,
-          snapshot_digest: digest,
-          proof: {
-            installed_protocols: li.fields.protocols,
-            installed_P: li.fields.P,
-            enforcement_policy_digest: li.fields.enforcement_policy_digest,
-          },
-        },
-        { session_seq: sessionSeq },
-      );
+      env(kind, readyBody(li, rid, seq, { revision, digest }), { session_seq: sessionSeq });
 
     // ── listener.ready: nsd commits the grant, then is SIGKILLed before the reply (fault point)
     const first = ready('listener.ready', 1n, 1n);

@@ -4,15 +4,23 @@
 import { useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Message, decodeMessage } from '../src/api/message.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Message } from '../src/api/message.js';
 import { Authority } from '../src/application/authority.js';
-import { listenerIntentOf, setPolicySource } from '../src/application/authority-lease.js';
+import { listenerIntentOf } from '../src/application/authority-lease.js';
 import type { AuthorityStore } from '../src/application/authority-store.js';
-import type { StoredService } from '../src/application/service-row.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { toHex } from '../src/domain/bytes.js';
-import { comparableAnswer, openTwinSide, sendToBoth } from './twin.js';
+import {
+  allowConsumer,
+  closeSidesAfterAll,
+  comparableAnswer,
+  openTwinSide,
+  pinPublisherPort,
+  publishedService,
+  replyOn,
+  sendToBoth,
+} from './twin.js';
 import { readyBody, writeListenerSnapshot } from './listener-snapshot.js';
 import { type Who, decl, msg, replaceBody, rid16, subScope } from './wire.js';
 
@@ -51,11 +59,7 @@ const count = async (s: Side, table: string, holder: Uint8Array) =>
     ],
   );
 
-const reply = async (s: Side, w: Who, bytes: Uint8Array): Promise<Message> => {
-  const r = decodeMessage(await s.authority.handle(w.identity, bytes));
-  if (Either.isLeft(r)) throw r.left;
-  return r.right;
-};
+const reply = replyOn;
 const ok = (m: Message) => expect(m.kind === 'error' ? (m.body as { error: string }).error : 'ok').toBe('ok');
 
 /** Only lease results (or errors) are compared here. */
@@ -74,11 +78,7 @@ const bind = async (s: Side, w: Who, sessionSeq: bigint) => {
   w.epoch = s.authority.epoch;
   ok(await reply(s, w, msg(w, 'session.open', {}, { session_seq: sessionSeq })));
 };
-const serviceOf = async (s: Side): Promise<StoredService> => {
-  const r = await s.store.transact(s.authority.epoch, async (tx) => Either.right(await tx.services(NET)));
-  if (Either.isLeft(r)) throw r.left;
-  return r.right.find((x) => Buffer.from(x.publisher).equals(Buffer.from(P))) as StoredService;
-};
+const serviceOf = (s: Side) => publishedService(s, NET, P);
 const intentOf = async (s: Side) => {
   const svc = await serviceOf(s);
   const r = await s.store.transact(s.authority.epoch, async (tx) =>
@@ -166,26 +166,13 @@ beforeAll(async () => {
     const p = who(s, P);
     ok(await reply(s, p, msg(p, 'report.replace', replaceBody(p, 1n, [decl('web', 'Web')]))));
     await s.authority.idle();
-    // P is the port table's job: set directly, the report's own offer dropped (a service without an allocation
-    // record keeps the P check only, as in lease-pg.it.test.ts)
-    await sql(s, `UPDATE service_control.service SET port = 40000 WHERE publisher = $1`, [Buffer.from(P)]);
-    await sql(s, `DELETE FROM service_control.port_allocation`);
-    await sql(s, `DELETE FROM service_control.port_entry`);
-    await setPolicySource({ store: s.store, epoch: s.authority.epoch }, (await serviceOf(s)).serviceId, {
-      consumer: C,
-      protocols: ['tcp'],
-      expiry: null,
-    });
+    await pinPublisherPort((q, v) => sql(s, q, v), P);
+    await allowConsumer(s, NET, P, C);
     snaps.set(snapKey(s, P), await snapshotAcked(s, P, 1n));
     snaps.set(snapKey(s, C), await snapshotAcked(s, C, 1n));
   }
 });
-afterAll(async () => {
-  for (const s of sides) {
-    await s.authority.idle();
-    await s.store.close();
-  }
-});
+closeSidesAfterAll(sides);
 
 describe('grant pruning never changes an answer and bounds the rows', () => {
   it('M6-31 M6-32 M6-35 M6-36 retransmissions, seq rules, expiry, an authority restart and a publisher runtime restart answer the same with and without pruning; pruned rows stay bounded', async () => {

@@ -1,40 +1,17 @@
 // B on the machine's PostgreSQL: a substantive declaration change while the current proposal is still offered
 // (decision 0190). Authority with the recovery driver on a controlled timer, a config.stream sink that records what B
 // pushes, and A's PortArbiter on a temp-file SQLite endpoint table answering B's port.cancel the way ns-daemon does.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { eventually, sqlOn, useDatabase } from '@homelab/testbed/vitest';
-import { Either } from 'effect';
-import { afterAll, describe, expect, it } from 'vitest';
-import { type Message, decodeMessage } from '../src/api/message.js';
-import { StreamBindingCodec } from '../src/api/runtime.js';
-import { serviceRefToWire, streamBindingToWire } from '../src/api/convert.js';
-import { openSqliteEndpointStore } from '../src/adapter/sqlite/endpoint-store.js';
-import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
-import { generateSigner } from '../src/adapter/transport/index.js';
-import { Authority } from '../src/application/authority.js';
-import type { AuthorityStore } from '../src/application/authority-store.js';
-import {
-  PortArbiter,
-  SimulatedListenerInstaller,
-  portResultBody,
-  proposalFromWire,
-} from '../src/application/port-arbiter.js';
+import { eventually } from '@homelab/testbed/vitest';
+import { describe, expect, it } from 'vitest';
+import { serviceRefToWire } from '../src/api/convert.js';
+import { portResultBody, proposalFromWire } from '../src/application/port-arbiter.js';
 import type { ProposalRef } from '../src/domain/port-endpoint.js';
 import { controlledSchedule } from './port-fixtures.js';
-import { decl, msg, replaceBody, rid16 } from './wire.js';
+import { type PortSessionAgain, type Pushed, usePortBed } from './port-pg-fixtures.js';
+import { decl, msg, replaceBody } from './wire.js';
 
-const db = useDatabase('portchange');
-const dir = mkdtempSync(join(tmpdir(), 'ns-portchange-'));
-const stores: AuthorityStore[] = [];
-afterAll(async () => {
-  for (const s of stores) await s.close();
-  rmSync(dir, { recursive: true, force: true });
-});
-const sql = sqlOn(db);
+const { open } = usePortBed('portchange');
 
-type Pushed = Message & { body: Record<string, unknown> };
 type ProposalWire = Parameters<typeof proposalFromWire>[0];
 type Listener = { proposal: ProposalWire | null; state: string; P: number };
 
@@ -45,83 +22,16 @@ const fixedWeb = (p: number) =>
   ({ ...decl('web', null, 8090), port_mode: 'fixed', requested_port: p }) as unknown as ReturnType<typeof decl>;
 
 /** `again`: the same member and runtime after a B restart (a new authority epoch on the same database, session `seq`). */
-const setup = async (
-  name: string,
-  again?: {
-    readonly identity: Uint8Array;
-    readonly net: Uint8Array;
-    readonly rid: Uint8Array;
-    readonly seq: bigint;
-    readonly revision: bigint;
-  },
-) => {
-  const store = makePgAuthorityStore(db.config);
-  stores.push(store);
-  await store.migrate();
-  const t = await store.takeover();
+const setup = async (name: string, again?: PortSessionAgain & { readonly revision: bigint }) => {
   const clock = controlled();
-  const authority = new Authority({
-    store,
-    nsdId: t.nsdId,
-    epoch: t.epoch,
-    now: () => Date.now(),
-    portRecovery: { requests: true, timeoutMs: 6000, schedule: clock.schedule },
-  });
-  const net = again?.net ?? rid16();
-  const identity = again?.identity ?? generateSigner().signer.machineId;
-  const seq = again?.seq ?? 1n;
-  await store.addMember(identity, net);
-  const w = {
-    identity,
-    nsdId: t.nsdId,
-    networkId: net,
-    gen: 1n,
-    rid: again?.rid ?? rid16(),
-    epoch: null as bigint | null,
-  };
-  const send = async (bytes: Uint8Array) => {
-    const r = decodeMessage(await authority.handle(identity, bytes));
-    if (Either.isLeft(r)) throw r.left;
-    return r.right as Pushed;
-  };
-  expect(
-    (await send(msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }))).kind,
-  ).toBe('runtime.bind.result');
-  w.epoch = t.epoch;
-  const sessionRequestId = rid16();
-  expect((await send(msg(w, 'session.open', {}, { session_seq: seq, request_id: sessionRequestId }))).kind).toBe(
-    'session.open.result',
-  );
-  const pushed: Pushed[] = [];
-  const binding = {
-    nsdId: t.nsdId,
-    networkId: net,
-    runtimeGeneration: 1n,
-    runtimeId: w.rid,
-    authorityEpoch: t.epoch,
-    sessionSeq: seq,
-    sessionRequestId,
-  };
-  const opened = await authority.openStream(identity, StreamBindingCodec.encodeOrThrow(streamBindingToWire(binding)), {
-    send: (p) => {
-      const m = decodeMessage(p);
-      if (Either.isRight(m)) pushed.push(m.right as Pushed);
-      return true;
-    },
-    close: () => undefined,
-  });
-  if (Either.isLeft(opened)) throw opened.left;
-  await opened.right.start();
-  const A = openSqliteEndpointStore(join(dir, `${name}.db`));
-  const arbiter = new PortArbiter(A, new SimulatedListenerInstaller());
+  const b = await open(name, { portRecovery: { requests: true, timeoutMs: 6000, schedule: clock.schedule } }, again);
+  const { authority, A, w, send, pushed } = b;
   let revision = again?.revision ?? 0n;
   const report = async (d: ReturnType<typeof decl>) => {
     revision++;
     expect((await send(msg(w, 'report.replace', replaceBody(w, revision, [d])))).kind).toBe('report.accepted');
     await authority.idle();
   };
-  const answer = (body: ReturnType<typeof portResultBody>, requestId: Uint8Array = rid16()) =>
-    send(msg(w, 'port.result', body, { session_seq: seq, request_id: requestId }));
   /** the publisher's listeners in the last snapshot B pushed */
   const listeners = () =>
     (
@@ -136,45 +46,17 @@ const setup = async (
   };
   const requests = (kind: 'port.cancel' | 'port.query') =>
     pushed.filter((m) => m.kind === kind) as (Pushed & { body: ProposalWire })[];
-  type AllocationJson = {
-    state: string;
-    round: string;
-    seq: string;
-    idx: number;
-    tried: string[];
-    floor: string;
-    cur: { port: string } | null;
-    pending: { mode: string; req: string | null } | null;
-    cancelling: boolean;
-  };
-  const allocation = async () =>
-    (
-      (
-        await sql(`SELECT value FROM service_control.port_allocation WHERE publisher = $1`, [Buffer.from(identity)])
-      )[0] as { value: AllocationJson }
-    ).value;
-  const entries = async () =>
-    (
-      (await sql(`SELECT port, kind FROM service_control.port_entry WHERE publisher = $1 ORDER BY port`, [
-        Buffer.from(identity),
-      ])) as { port: number; kind: string }[]
-    ).map((r) => `${r.port}:${r.kind}`);
+  const entries = async () => (await b.entryRows()).map((r) => `${r.port}:${r.kind}`);
   const retry = (serviceRef: ProposalWire['service_ref']) =>
     send(msg(w, 'service.retry-port', { service_ref: serviceRef }));
   return {
-    authority,
+    ...b,
     clock,
-    identity,
-    net,
-    w,
-    arbiter,
     report,
-    answer,
     retry,
     listeners,
     offeredRef,
     requests,
-    allocation,
     entries,
     close: () => (authority.closeStreams(), A.close()),
   };

@@ -1,37 +1,16 @@
 // B's uncertain-proposal driver (decisions 0170, 0171) with a controlled scheduler: Authority on the machine's
 // PostgreSQL, a config.stream sink that records what B pushes, A's PortArbiter on a temp-file SQLite endpoint table.
 // The confirmation window is the injected scheduler's timer, fired by the test (no waiting, no timing assertions).
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
-import { afterAll, describe, expect, it } from 'vitest';
-import { type Message, decodeMessage } from '../src/api/message.js';
-import { StreamBindingCodec } from '../src/api/runtime.js';
-import { streamBindingToWire } from '../src/api/convert.js';
-import { openSqliteEndpointStore } from '../src/adapter/sqlite/endpoint-store.js';
-import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
+import { describe, expect, it } from 'vitest';
+import type { Message } from '../src/api/message.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
-import { Authority } from '../src/application/authority.js';
-import type { AuthorityStore } from '../src/application/authority-store.js';
-import {
-  PortArbiter,
-  SimulatedListenerInstaller,
-  portResultBody,
-  proposalFromWire,
-} from '../src/application/port-arbiter.js';
+import { portResultBody, proposalFromWire } from '../src/application/port-arbiter.js';
 import { controlledSchedule } from './port-fixtures.js';
+import { type PortSessionAgain, usePortBed } from './port-pg-fixtures.js';
 import { decl, msg, replaceBody, rid16 } from './wire.js';
 
-const db = useDatabase('portrecovery');
-const dir = mkdtempSync(join(tmpdir(), 'ns-portrecovery-'));
-const stores: AuthorityStore[] = [];
-afterAll(async () => {
-  for (const s of stores) await s.close();
-  rmSync(dir, { recursive: true, force: true });
-});
-const sql = sqlOn(db);
+const { sql, open } = usePortBed('portrecovery');
 
 const controlled = controlledSchedule; // timers wait until the test fires them
 
@@ -48,97 +27,15 @@ const eventually = async (f: () => boolean | Promise<boolean>) => {
  * B with the driver on a controlled timer, one member with a bound runtime, an open session and an open stream.
  * `again`: the same member and runtime after a B restart (a new authority epoch on the same database, session `seq`).
  */
-const setup = async (
-  name: string,
-  requests: boolean,
-  again?: { readonly identity: Uint8Array; readonly net: Uint8Array; readonly rid: Uint8Array; readonly seq: bigint },
-) => {
-  const store = makePgAuthorityStore(db.config);
-  stores.push(store);
-  await store.migrate();
-  const t = await store.takeover();
+const setup = async (name: string, requests: boolean, again?: PortSessionAgain) => {
   const clock = controlled();
   const next = controlled(); // backoff timers of next candidates after pure refusals (§5.14)
-  const authority = new Authority({
-    store,
-    nsdId: t.nsdId,
-    epoch: t.epoch,
-    now: () => Date.now(),
-    portRecovery: { requests, timeoutMs: 6000, schedule: clock.schedule },
-    candidateSchedule: next.schedule,
-  });
-  const net = again?.net ?? rid16();
-  const identity = again?.identity ?? generateSigner().signer.machineId;
-  const seq = again?.seq ?? 1n;
-  await store.addMember(identity, net);
-  const w = {
-    identity,
-    nsdId: t.nsdId,
-    networkId: net,
-    gen: 1n,
-    rid: again?.rid ?? rid16(),
-    epoch: null as bigint | null,
-  };
-  const send = async (bytes: Uint8Array) => {
-    const r = decodeMessage(await authority.handle(identity, bytes));
-    if (Either.isLeft(r)) throw r.left;
-    return r.right as Message & { body: Record<string, unknown> };
-  };
-  expect(
-    (await send(msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }))).kind,
-  ).toBe('runtime.bind.result');
-  w.epoch = t.epoch;
-  const sessionRequestId = rid16();
-  expect((await send(msg(w, 'session.open', {}, { session_seq: seq, request_id: sessionRequestId }))).kind).toBe(
-    'session.open.result',
+  const b = await open(
+    name,
+    { portRecovery: { requests, timeoutMs: 6000, schedule: clock.schedule }, candidateSchedule: next.schedule },
+    again,
   );
-  const pushed: (Message & { body: Record<string, unknown> })[] = [];
-  const binding = {
-    nsdId: t.nsdId,
-    networkId: net,
-    runtimeGeneration: 1n,
-    runtimeId: w.rid,
-    authorityEpoch: t.epoch,
-    sessionSeq: seq,
-    sessionRequestId,
-  };
-  const opened = await authority.openStream(identity, StreamBindingCodec.encodeOrThrow(streamBindingToWire(binding)), {
-    send: (p) => {
-      const m = decodeMessage(p);
-      if (Either.isRight(m)) pushed.push(m.right as Message & { body: Record<string, unknown> });
-      return true;
-    },
-    close: () => undefined,
-  });
-  if (Either.isLeft(opened)) throw opened.left;
-  await opened.right.start();
-  const A = openSqliteEndpointStore(join(dir, `${name}.db`));
-  const arbiter = new PortArbiter(A, new SimulatedListenerInstaller());
-  const answer = (body: ReturnType<typeof portResultBody>, requestId: Uint8Array) =>
-    send(msg(w, 'port.result', body, { session_seq: seq, request_id: requestId }));
-  const allocation = async () =>
-    (
-      (
-        await sql(`SELECT value FROM service_control.port_allocation WHERE publisher = $1`, [Buffer.from(identity)])
-      )[0] as { value: { state: string; idx: number; floor: string; seq: string } }
-    ).value;
-  const entries = () =>
-    sql(`SELECT port, kind FROM service_control.port_entry WHERE publisher = $1`, [Buffer.from(identity)]);
-  return {
-    authority,
-    clock,
-    next,
-    w,
-    send,
-    pushed,
-    arbiter,
-    answer,
-    allocation,
-    entries,
-    identity,
-    net,
-    close: () => A.close(),
-  };
+  return { ...b, clock, next, entries: b.entryRows, close: () => b.A.close() };
 };
 
 describe('uncertain P proposals (B driver, controlled timer)', () => {

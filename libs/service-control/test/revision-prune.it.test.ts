@@ -6,14 +6,23 @@
 // stamp rows stay within the floor's bound while the twin's grow with every revision.
 import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Message, decodeMessage } from '../src/api/message.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Message } from '../src/api/message.js';
 import { Authority } from '../src/application/authority.js';
-import { listenerIntentOf, setPolicySource } from '../src/application/authority-lease.js';
-import type { StoredService } from '../src/application/service-row.js';
+import { listenerIntentOf } from '../src/application/authority-lease.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { toHex } from '../src/domain/bytes.js';
-import { type TwinAuthoritySide, comparableAnswer, openTwinSide, sendToBoth } from './twin.js';
+import {
+  type TwinAuthoritySide,
+  allowConsumer,
+  closeSidesAfterAll,
+  comparableAnswer,
+  openTwinSide,
+  pinPublisherPort,
+  publishedService,
+  replyOn,
+  sendToBoth,
+} from './twin.js';
 import { RETAINED_REVISION_WINDOW } from '../src/domain/snapshot.js';
 import { readyBody, writeListenerSnapshot } from './listener-snapshot.js';
 import { type Who, decl, msg, replaceBody, rid16, subScope } from './wire.js';
@@ -36,11 +45,7 @@ const P = generateSigner().signer.machineId;
 const C = generateSigner().signer.machineId;
 const who = (s: Side, identity: Uint8Array): Who => s.who.get(toHex(identity)) as Who;
 
-const reply = async (s: Side, w: Who, bytes: Uint8Array): Promise<Message> => {
-  const r = decodeMessage(await s.authority.handle(w.identity, bytes));
-  if (Either.isLeft(r)) throw r.left;
-  return r.right;
-};
+const reply = replyOn;
 
 const answer = (s: Side, m: Message): unknown => (m.kind === 'snapshot.ack.result' ? 'acked' : comparableAnswer(s, m));
 const both = sendToBoth(pruned, twin, answer);
@@ -61,11 +66,7 @@ const bind = async (s: Side, w: Who, sessionSeq: bigint) => {
     'session.open.result',
   );
 };
-const serviceOf = async (s: Side): Promise<StoredService> => {
-  const r = await s.store.transact(s.authority.epoch, async (tx) => Either.right(await tx.services(NET)));
-  if (Either.isLeft(r)) throw r.left;
-  return r.right.find((x) => Buffer.from(x.publisher).equals(Buffer.from(P))) as StoredService;
-};
+const serviceOf = (s: Side) => publishedService(s, NET, P);
 
 /** The producer's write of a new revision for `target` (the same listener each time: an unrelated update). */
 const produce = async (s: Side, target: Uint8Array): Promise<bigint> => {
@@ -175,18 +176,12 @@ beforeAll(async () => {
       'report.accepted',
     );
     await s.authority.idle();
-    // P is the port table's job: set directly and the report's own offer dropped (as in lease-prune.it.test.ts);
-    // the producer's own snapshots are dropped too, this test writes every revision itself
-    await s.sql(`UPDATE service_control.service SET port = 40000 WHERE publisher = $1`, [Buffer.from(P)]);
-    await s.sql(`DELETE FROM service_control.port_allocation`);
-    await s.sql(`DELETE FROM service_control.port_entry`);
+    // P set directly and the report's own offer dropped (as in lease-prune.it.test.ts); the producer's own
+    // snapshots are dropped too, this test writes every revision itself
+    await pinPublisherPort(s.sql, P);
     await s.sql(`DELETE FROM service_control.snapshot`);
     await s.sql(`DELETE FROM service_control.snapshot_history`);
-    await setPolicySource({ store: s.store, epoch: s.authority.epoch }, (await serviceOf(s)).serviceId, {
-      consumer: C,
-      protocols: ['tcp'],
-      expiry: null,
-    });
+    await allowConsumer(s, NET, P, C);
     const svc = await serviceOf(s);
     const r = await s.store.transact(s.authority.epoch, async (tx) =>
       Either.right(await tx.lease.policySources(svc.serviceId)),
@@ -195,12 +190,7 @@ beforeAll(async () => {
     s.li = listenerIntentOf(s.nsdId, svc, r.right);
   }
 });
-afterAll(async () => {
-  for (const s of sides) {
-    await s.authority.idle();
-    await s.store.close();
-  }
-});
+closeSidesAfterAll(sides);
 
 describe('bounded revision history never changes an answer', () => {
   it('M6-23 M6-26 M6-28 M6-29 M6-31 M6-35 M6-36 many revisions, old/current/unknown/repeated ACKs, ready and acquire naming old and current revisions, an authority restart and a reused session seq answer the same with and without pruning; the pruned rows stay bounded', async () => {

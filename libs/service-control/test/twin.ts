@@ -2,8 +2,11 @@
 // twin, and the answers must be equal. Grant ids are drawn at random on each side, so an answer is compared with the
 // side's own grant ids replaced by the order they were first seen in.
 import type { sqlOn, useDatabase } from '@homelab/testbed/vitest';
-import { expect } from 'vitest';
-import type { Message } from '../src/api/message.js';
+import { Either } from 'effect';
+import { afterAll, expect } from 'vitest';
+import { type Message, decodeMessage } from '../src/api/message.js';
+import { setPolicySource } from '../src/application/authority-lease.js';
+import type { StoredService } from '../src/application/service-row.js';
 import { Authority } from '../src/application/authority.js';
 import type { AuthorityStore } from '../src/application/authority-store.js';
 import { type PgAuthorityStoreOptions, makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
@@ -89,3 +92,60 @@ export const openTwinSide = async (
     });
   }
 };
+
+/** The decoded reply of this side's authority to `bytes` from `w`. */
+export const replyOn = async (s: { readonly authority: Authority }, w: Who, bytes: Uint8Array): Promise<Message> => {
+  const r = decodeMessage(await s.authority.handle(w.identity, bytes));
+  if (Either.isLeft(r)) throw r.left;
+  return r.right;
+};
+
+type StoredSide = { readonly store: AuthorityStore; readonly authority: Authority };
+
+/** The service `publisher` publishes on `networkId`, as this side stores it. */
+export const publishedService = async (
+  s: StoredSide,
+  networkId: Uint8Array,
+  publisher: Uint8Array,
+): Promise<StoredService> => {
+  const r = await s.store.transact(s.authority.epoch, async (tx) => Either.right(await tx.services(networkId)));
+  if (Either.isLeft(r)) throw r.left;
+  return r.right.find((x) => Buffer.from(x.publisher).equals(Buffer.from(publisher))) as StoredService;
+};
+
+/**
+ * P is the port table's job: set `publisher`'s port to 40000 directly and drop the report's own offer (a service
+ * without an allocation record keeps the P check only, as in lease-pg.it.test.ts).
+ */
+export const pinPublisherPort = async (sql: ReturnType<typeof sqlOn>, publisher: Uint8Array): Promise<void> => {
+  await sql(`UPDATE service_control.service SET port = 40000 WHERE publisher = $1`, [Buffer.from(publisher)]);
+  await sql(`DELETE FROM service_control.port_allocation`);
+  await sql(`DELETE FROM service_control.port_entry`);
+};
+
+/** `consumer` may use `publisher`'s service on `networkId` (tcp, no expiry). */
+export const allowConsumer = async (
+  s: StoredSide,
+  networkId: Uint8Array,
+  publisher: Uint8Array,
+  consumer: Uint8Array,
+): Promise<void> => {
+  await setPolicySource(
+    { store: s.store, epoch: s.authority.epoch },
+    (await publishedService(s, networkId, publisher)).serviceId,
+    {
+      consumer,
+      protocols: ['tcp'],
+      expiry: null,
+    },
+  );
+};
+
+/** After the file: each side's authority finishes its work, then its store closes. */
+export const closeSidesAfterAll = (sides: readonly StoredSide[]): void =>
+  afterAll(async () => {
+    for (const s of sides) {
+      await s.authority.idle();
+      await s.store.close();
+    }
+  });
