@@ -10,6 +10,7 @@ import { KubeClient, type KubeError, type KubeObject } from '@homelab/kube';
 import { KOS_GROUP, KOS_STORAGE_VERSION } from '../../api/group.js';
 import { type BlockerFacts, EXTENSION_LABEL } from '../../domain/extension/blockers.js';
 import type { LoadResult } from '../../domain/extension/load.js';
+import { definitionNameOf } from '../../domain/application/lifecycle.js';
 import type { DatabaseUnavailable } from '../identity/errors.js';
 
 const API = `${KOS_GROUP}/${KOS_STORAGE_VERSION}`;
@@ -48,8 +49,7 @@ export const readBlockerFacts = (extension: string): Effect.Effect<BlockerFacts,
         status: e['status'],
       })),
       applications: applications.items.map((a) => {
-        const definition = (a['spec'] as { definitionRef?: unknown } | undefined)?.definitionRef;
-        const name = typeof definition === 'string' ? definition : undefined;
+        const name = definitionNameOf((a['spec'] as { definitionRef?: unknown } | undefined)?.definitionRef);
         return {
           namespace: a.metadata.namespace ?? '',
           name: a.metadata.name ?? '',
