@@ -170,7 +170,9 @@ const seedDatabase = (extension: string, setting: string) =>
       .prepare("INSERT INTO setting_values (id, node, value, updated_at, updated_by) VALUES (?, '', '7', 0, 'mel')")
       .run(setting);
     conn
-      .prepare("INSERT INTO preferences (account, extension, key, value, updated_at) VALUES ('mel', ?, 'view', '\"grid\"', 0)")
+      .prepare(
+        "INSERT INTO preferences (account, extension, key, value, updated_at) VALUES ('mel', ?, 'view', '\"grid\"', 0)",
+      )
       .run(extension);
   });
 const countRows = (extension: string, setting: string) =>
@@ -433,7 +435,9 @@ describe('TC-113: the framework-upgrade preflight route', () => {
     };
     // the load set is this file's components: TC-108's genuine component (^1.0.0) is a dependent too
     const mine = (body: Record<string, unknown>) =>
-      (body['dependents'] as Array<{ component: string }>).filter((d) => d.component === narrow || d.component === wide);
+      (body['dependents'] as Array<{ component: string }>).filter(
+        (d) => d.component === narrow || d.component === wide,
+      );
     const minor = await get('?target=1.0.9');
     expect(minor.status).toBe(200);
     expect(mine(minor.body)).toEqual([]);

@@ -53,7 +53,8 @@ export const componentRefName = (ref: unknown): string | undefined => {
 
 const at = (o: unknown, ...path: ReadonlyArray<string>): unknown =>
   path.reduce<unknown>(
-    (v, k) => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>)[k] : undefined),
+    (v, k) =>
+      typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>)[k] : undefined,
     o,
   );
 
