@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Effect, Either, Layer, ManagedRuntime } from 'effect';
-import { kubeRequest, useNamespace } from '@homelab/testbed/vitest';
+import { eventually, kubeRequest, useNamespace } from '@homelab/testbed/vitest';
 import {
   admitExtensionWrite,
   ArtifactSourceLive,
@@ -274,17 +274,25 @@ describe('TC-3: first-party and third-party are treated identically', () => {
       const setting = d.contributes.settings[0];
       if (kind === undefined || capability === undefined || setting === undefined) throw new Error('sample shape');
       // an object of its kind, a setting value, a preference
-      const obj = await kubeRequest(
-        'POST',
-        `/apis/${kind.group}/${kind.version}/namespaces/${ns.name}/${kind.plural}`,
-        {
-          apiVersion: `${kind.group}/${kind.version}`,
-          kind: kind.kind,
-          metadata: { name: 'one' },
-          spec: {},
+      // (the CRD was applied by the install round; retry while the API server establishes it)
+      await eventually(
+        `an object of ${kind.kind}`,
+        async () => {
+          const r = await kubeRequest(
+            'POST',
+            `/apis/${kind.group}/${kind.version}/namespaces/${ns.name}/${kind.plural}`,
+            {
+              apiVersion: `${kind.group}/${kind.version}`,
+              kind: kind.kind,
+              metadata: { name: 'one' },
+              spec: {},
+            },
+          );
+          return r.status === 201 || r.status === 409;
         },
+        30_000,
+        200,
       );
-      expect(obj.status, obj.body).toBe(201);
       await db((conn) => {
         conn
           .prepare("INSERT INTO setting_values (id, node, value, updated_at, updated_by) VALUES (?, '', '1', 0, 'mel')")
