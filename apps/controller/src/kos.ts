@@ -5,6 +5,7 @@ import { Data, Duration, Effect, Layer, Schedule } from 'effect';
 import { Counter, Registry } from 'prom-client';
 import {
   AppLifecycleCacheLive,
+  AppLifecycleConfigLive,
   AppLifecycleDefaultsLive,
   APPLICATION_WORKERS,
   type ArtifactSource,
@@ -25,6 +26,7 @@ import {
   reconcileSystemComponent,
   runControllerSet,
   reconcileVolume,
+  RegistryCapabilitySourceLive,
   startKosController,
 } from '@homelab/kos-kernel';
 import {
@@ -172,7 +174,9 @@ const DOMAIN_RECONCILERS: Partial<
     (key: KosKey) => Effect.Effect<KosRound, unknown, KubeClient | ExtensionServices>
   >
 > = {
-  Application: (key) => reconcileApplication(key).pipe(Effect.provide(AppLifecycleDefaultsLive)),
+  // capabilities = the Registry's (8 baseline + activated extensions'); nothing self-reported counts (TC-108, 0348)
+  Application: (key) =>
+    reconcileApplication(key).pipe(Effect.provide(Layer.merge(AppLifecycleConfigLive(), RegistryCapabilitySourceLive))),
   Volume: (key) => reconcileVolume(key).pipe(Effect.provide(AppLifecycleDefaultsLive)),
   Endpoint: (key) => reconcileEndpoint(key).pipe(Effect.provide(AppLifecycleDefaultsLive)),
   // the Installer (decisions 0303, 0304, 0340): its ports (artifact source, registry, package cache, settings) come
@@ -183,7 +187,7 @@ const DOMAIN_RECONCILERS: Partial<
 
 /** The kernel's reconcilers for the ten kinds: the five built-in ApplicationDefinitions are written first
  * (catalogue-sync, beside the reconcilers; unchanged content writes nothing); Application, Volume and Endpoint run their domain
- * reconcilers (empty capability source, records in `kos-system`); the other kinds' rounds re-observe the object by
+ * reconcilers (capabilities from the extension Registry for Applications, records in `kos-system`); the other kinds' rounds re-observe the object by
  * name through the kernel (budget, backoff, kos_reconcile_* metrics) and, finding nothing they may change, write
  * nothing. */
 export const runKosReconcilers = (options: {

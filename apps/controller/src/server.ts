@@ -30,6 +30,7 @@ import {
   ExporterLive,
   IdentityAuthorizerLive,
   IdentityModuleLive,
+  SqliteExtensionDataLive,
   LoopbackOwnerAuthorizerLive,
   MemoryAuditorLive,
   OwnedObjectsFromClusterLive,
@@ -259,6 +260,8 @@ export const controllerLayer = (
       ? Layer.mergeAll(
           IdentityAuthorizerLive,
           AuditorFromAuditsLive,
+          // an uninstalled extension's setting values and preference domain are retired here (decision 0347)
+          SqliteExtensionDataLive,
           ExporterLive({
             ...(config.exportDir !== undefined ? { target: config.exportDir } : {}),
           }),

@@ -1,6 +1,8 @@
 // `npm run bench -w @homelab/controller`: listing 5,000 Applications page by page through the control plane against
 // listing them directly from the API server with the same KubeClient, in the same run (goal ≤ 1.5×), and
-// single-object GET latency p50/p99 through the API against a direct GET. Then the identity module (issue 17), each
+// single-object GET latency p50/p99 through the API against a direct GET; an extension kind's list (1,000 objects of
+// a generated package's kind, bench-extension.ts) through the control plane against the direct list (goal ≤ 1.5×,
+// issue 23). Then the identity module (issue 17), each
 // against a peer in the same run: the same 5,000 listed by an authenticated Owner and Member (bearer token, role and
 // visibility per request and object) against the loopback controller without identity (goal ≤ 1.2×); the audit
 // append's share of a create through the API (goal ≤ 10 %); login latency with the argon2id verification printed
@@ -14,6 +16,7 @@ import { Effect, ManagedRuntime } from 'effect';
 import { KubeClient, layerFromToken } from '@homelab/kube';
 import { type Bootstrap, Audits, kosCrds, PasswordHasher } from '@homelab/kos-kernel';
 import { parseConfig, startController } from '../src/index.js';
+import { benchPackage, extensionListBench } from './bench-extension.js';
 
 /** The measured numbers, printed for the run's report (not a log). */
 const print = (...parts: ReadonlyArray<unknown>): void => void process.stdout.write(`${parts.map(String).join(' ')}\n`);
@@ -26,6 +29,7 @@ const N = Number(process.env['BENCH_OBJECTS'] ?? 5000);
 const PAGE = Number(process.env['BENCH_PAGE'] ?? 500);
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 5);
 const GETS = Number(process.env['BENCH_GETS'] ?? 500);
+const EXT_OBJECTS = Number(process.env['BENCH_EXT_OBJECTS'] ?? 1000);
 
 const state = JSON.parse(
   readFileSync(
@@ -108,8 +112,9 @@ const main = async () => {
     ),
   );
   print(`created ${N} objects in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  const extensionDir = mkdtempSync(join(tmpdir(), 'kos-bench-extensions-'));
   const cp = await startController(
-    { ...parseConfig(['--port', '0', '--modules=kos'], {}), ...QUIET },
+    { ...parseConfig(['--port', '0', '--modules=kos', '--extension-dir', extensionDir], {}), ...QUIET },
     { kube: kubeLayer, log: () => undefined },
   );
   try {
@@ -175,8 +180,21 @@ const main = async () => {
       `GET one object (${GETS}x): direct p50 ${pct(gd, 50).toFixed(2)} ms p99 ${pct(gd, 99).toFixed(2)} ms; control plane p50 ${pct(ga, 50).toFixed(2)} ms p99 ${pct(ga, 99).toFixed(2)} ms; p50 ratio ${(pct(ga, 50) / pct(gd, 50)).toFixed(2)}x`,
     );
 
+    // issue 23: an extension kind's list through the control plane against the direct list, same run
+    await extensionListBench({
+      url: cp.url,
+      namespace: ns,
+      objects: EXT_OBJECTS,
+      rounds: ROUNDS,
+      component: benchPackage(extensionDir, { 'homelab.bench/reconcile': 'never' }),
+      kube,
+      getText,
+      print,
+    });
+
     await identityBench(listVia, viaApi, ns);
   } finally {
+    rmSync(extensionDir, { recursive: true, force: true });
     agent.destroy();
     await cp.close();
     await kube((k) =>

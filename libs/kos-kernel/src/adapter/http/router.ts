@@ -6,6 +6,7 @@ import { Cause, Effect } from 'effect';
 import type { KubeClient } from '@homelab/kube';
 import { actionRequest } from '../../application/control-plane/actions.js';
 import { listDiscovered } from '../../application/control-plane/discovery.js';
+import { frameworkUpgradePreflightRequest } from '../../application/control-plane/framework-preflight.js';
 import { ApiError, apiError } from '../../application/control-plane/errors.js';
 import { type ApplyWork, applyRequest, planRequest } from '../../application/control-plane/plan.js';
 import {
@@ -159,6 +160,17 @@ const ROUTES: ReadonlyArray<Route> = [
   {
     pattern: /^\/api\/v1\/discovery$/,
     methods: { GET: (_m, _q, req) => listDiscovered(auth(req)).pipe(Effect.map((d) => json(200, d))) },
+  },
+  {
+    // TC-113 (decision 0349): which components would break on a framework upgrade to `target`
+    pattern: /^\/api\/v1\/framework\/upgrade-preflight$/,
+    methods: {
+      GET: (_m, q, req) =>
+        frameworkUpgradePreflightRequest({
+          ...auth(req),
+          ...(opt(q, 'target') !== undefined ? { target: opt(q, 'target') as string } : {}),
+        }).pipe(Effect.map((p) => json(200, p))),
+    },
   },
   { pattern: /^\/api\/v1\/openapi\.json$/, methods: { GET: () => Effect.succeed(json(200, openApiDocument())) } },
   { pattern: /^\/api\/v1\/auth\/login$/, methods: { POST: (_m, _q, req) => sessions.login(req) } },

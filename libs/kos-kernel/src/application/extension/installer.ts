@@ -15,7 +15,6 @@ import { KOS_GROUP, KOS_STORAGE_VERSION } from '../../api/group.js';
 import { checkDeclaration } from '../../domain/extension/declaration.js';
 import {
   type ComponentFacts,
-  dependentsOf,
   loadExtensions,
   type LoadResult,
   type PackageFacts,
@@ -24,12 +23,15 @@ import { buildRegistry } from '../../domain/extension/registry.js';
 import { extensionCrdsOf } from '../../domain/extension/crd.js';
 import { type LeftoverObject, leftoverConfigMap, uninstallKinds } from '../../domain/extension/uninstall.js';
 import { COMPONENT_FINALIZER, componentStatus } from '../../domain/extension/status.js';
+import { uninstallBlockers } from '../../domain/extension/blockers.js';
 import { ownershipOf } from '../../domain/markers.js';
 import type { Condition } from '../../domain/state.js';
 import { admit, fieldManagerOf, type WriteRejected } from '../../domain/write-path.js';
 import { type KosRound, startKosController } from '../kernel.js';
 import type { KernelConfig } from '../../domain/reconcile.js';
 import { ArtifactSource, ExtensionRegistry, InstallerConfig, PackageCache } from './services.js';
+import { readBlockerFacts, retireExtensionData } from './uninstall-gate.js';
+import type { DatabaseUnavailable } from '../identity/errors.js';
 
 const API = `${KOS_GROUP}/${KOS_STORAGE_VERSION}`;
 export const COMPONENT_FIELD_MANAGER = fieldManagerOf('component-reconciler');
@@ -197,7 +199,10 @@ const handleUninstallData = (result: LoadResult, component: string) =>
           ...(o.metadata.namespace !== undefined ? { namespace: o.metadata.namespace } : {}),
         });
     }
-    if (kept.length === 0) return;
+    // setting values and the preference domain in the control-plane database (decision 0347)
+    const retired = yield* retireExtensionData(result, component);
+    const retainedDomain = retired?.preferencesRetained === true ? [outcome.declaration.header.id] : [];
+    if (kept.length === 0 && retainedDomain.length === 0) return;
     const header = outcome.declaration.header;
     // the kernel's namespace may not exist yet on a fresh cluster
     yield* client.apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: LEFTOVER_NAMESPACE } } as KubeObject, {
@@ -210,6 +215,7 @@ const handleUninstallData = (result: LoadResult, component: string) =>
         version: header.version,
         component,
         objects: kept,
+        preferenceDomains: retainedDomain,
       }) as unknown as KubeObject,
       { fieldManager: COMPONENT_FIELD_MANAGER, force: true },
     );
@@ -227,7 +233,7 @@ type StoredStatus = {
 
 export type ComponentRound = Effect.Effect<
   KosRound & { readonly result: LoadResult },
-  KubeError | WriteRejected,
+  KubeError | WriteRejected | DatabaseUnavailable,
   KubeClient | ArtifactSource | ExtensionRegistry | PackageCache | InstallerConfig
 >;
 
@@ -243,7 +249,10 @@ export const reconcileSystemComponent = (key: { readonly name: string }): Compon
     if (deleting(object)) {
       if (!finalizers.includes(COMPONENT_FINALIZER) || entry === undefined) return { state: 'steady', result } as const;
       const others = objects.filter((o) => deleting(o)).map((o) => o.metadata.name ?? '');
-      const blockers = dependentsOf(result, key.name, others);
+      // TC-111: dependent components, Endpoint edges, Applications using its capabilities, Providers (decision 0347)
+      const header = 'declaration' in entry.outcome ? entry.outcome.declaration.header : undefined;
+      const facts = header === undefined ? undefined : yield* readBlockerFacts(header.id);
+      const blockers = facts === undefined ? [] : uninstallBlockers(result, key.name, facts, others);
       if (blockers.length > 0) {
         // DeprovisionBlocked: stays Terminating (and loaded) until the dependents are gone, each one listed
         yield* writeStatusIfChanged(object, componentStatus(entry.outcome, statusOf(object), yield* nowDate, blockers));

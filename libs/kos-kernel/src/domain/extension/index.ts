@@ -8,3 +8,5 @@ export * from './write-scope.js';
 export * from './controllers.js';
 export * from './crd.js';
 export * from './uninstall.js';
+export * from './blockers.js';
+export * from './framework-preflight.js';

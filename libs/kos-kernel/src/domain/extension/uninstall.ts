@@ -55,6 +55,8 @@ export const leftoverConfigMap = (input: {
   readonly version: string;
   readonly component: string;
   readonly objects: ReadonlyArray<LeftoverObject>;
+  /** Preference domains kept in the control-plane database (`preferences.retain: true`; decision 0347). */
+  readonly preferenceDomains?: ReadonlyArray<string>;
 }) => ({
   apiVersion: 'v1' as const,
   kind: 'ConfigMap' as const,
@@ -71,5 +73,8 @@ export const leftoverConfigMap = (input: {
       .map((o) => `${o.apiVersion} ${o.kind} ${o.namespace === undefined ? o.name : `${o.namespace}/${o.name}`}`)
       .sort()
       .join('\n'),
+    ...((input.preferenceDomains ?? []).length > 0
+      ? { preferenceDomains: [...(input.preferenceDomains ?? [])].sort().join('\n') }
+      : {}),
   },
 });
