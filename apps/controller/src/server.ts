@@ -45,6 +45,8 @@ import {
   ExtensionSandboxesLive,
   InstallerConfigLive,
   PackageCacheLive,
+  MemorySettingValuesLive,
+  SqliteSettingValuesLive,
 } from '@homelab/kos-kernel';
 import {
   ControllerMetrics,
@@ -259,6 +261,8 @@ export const controllerLayer = (
       ? Layer.mergeAll(
           IdentityAuthorizerLive,
           AuditorFromAuditsLive,
+          // extension setting values live in the same database (decision 0345)
+          SqliteSettingValuesLive,
           ExporterLive({
             ...(config.exportDir !== undefined ? { target: config.exportDir } : {}),
           }),
@@ -269,7 +273,7 @@ export const controllerLayer = (
           ),
           Layer.provide(OwnedObjectsFromClusterLive),
         )
-      : Layer.merge(LoopbackOwnerAuthorizerLive, MemoryAuditorLive());
+      : Layer.mergeAll(LoopbackOwnerAuthorizerLive, MemoryAuditorLive(), MemorySettingValuesLive);
   // the last finalizer of the graph: everything above has been released
   const stoppedLine = Layer.scopedDiscard(Effect.addFinalizer(() => Effect.sync(() => log('stopped'))));
   const MetricsLive = Layer.sync(Metrics, () => {

@@ -23,9 +23,11 @@ import {
   type DiscoveryIndex,
 } from '../../application/control-plane/services.js';
 import type { SerialGate } from '../../application/serial.js';
+import { KOS_GROUP } from '../../api/group.js';
 import { type HostPolicy, hostProblem, isJsonContentType, originProblem } from '../../domain/control-plane/guard.js';
 import { openApiDocument } from './openapi.js';
 import * as sessions from './session-routes.js';
+import { EXTENSION_SURFACE_ROUTES } from './extension-routes.js';
 import { failure, type HttpRequest, type HttpResponse, json, parseBody } from './messages.js';
 
 export type { HttpRequest, HttpResponse } from './messages.js';
@@ -57,7 +59,7 @@ const mediaTypeRefusal = (req: HttpRequest, method: string): ApiError | undefine
       );
 };
 
-interface Route {
+export interface Route {
   readonly pattern: RegExp;
   readonly methods: Readonly<
     Record<
@@ -121,6 +123,7 @@ const ROUTES: ReadonlyArray<Route> = [
             kind: decodeURIComponent(m[1] as string),
             name: decodeURIComponent(m[2] as string),
             ...nsOf(q),
+            ...(opt(q, 'apiVersion') !== undefined ? { apiVersion: opt(q, 'apiVersion') as string } : {}),
             ...(req.headers['if-match'] !== undefined ? { ifMatch: req.headers['if-match'] } : {}),
             body,
           }),
@@ -131,6 +134,7 @@ const ROUTES: ReadonlyArray<Route> = [
           kind: decodeURIComponent(m[1] as string),
           name: decodeURIComponent(m[2] as string),
           ...nsOf(q),
+          ...(opt(q, 'apiVersion') !== undefined ? { apiVersion: opt(q, 'apiVersion') as string } : {}),
           ...(req.headers['if-match'] !== undefined ? { ifMatch: req.headers['if-match'] } : {}),
         }).pipe(Effect.map((a) => json(202, a))),
     },
@@ -160,6 +164,7 @@ const ROUTES: ReadonlyArray<Route> = [
     pattern: /^\/api\/v1\/discovery$/,
     methods: { GET: (_m, _q, req) => listDiscovered(auth(req)).pipe(Effect.map((d) => json(200, d))) },
   },
+  ...EXTENSION_SURFACE_ROUTES,
   { pattern: /^\/api\/v1\/openapi\.json$/, methods: { GET: () => Effect.succeed(json(200, openApiDocument())) } },
   { pattern: /^\/api\/v1\/auth\/login$/, methods: { POST: (_m, _q, req) => sessions.login(req) } },
   { pattern: /^\/api\/v1\/auth\/logout$/, methods: { POST: (_m, _q, req) => sessions.logout(req) } },
@@ -200,8 +205,13 @@ const sessionFromCookie = (req: HttpRequest, method: string): HttpRequest | ApiE
   return { ...req, headers: { ...req.headers, authorization: `Bearer ${token}` } };
 };
 
-const locationOf = (o: { kind: string; name: string; namespace?: string }) =>
-  `/api/v1/resources/${o.kind}/${encodeURIComponent(o.name)}${o.namespace !== undefined ? `?namespace=${encodeURIComponent(o.namespace)}` : ''}`;
+const locationOf = (o: { apiVersion: string; kind: string; name: string; namespace?: string }) => {
+  const query = [
+    ...(o.namespace !== undefined ? [`namespace=${encodeURIComponent(o.namespace)}`] : []),
+    ...(o.apiVersion.startsWith(`${KOS_GROUP}/`) ? [] : [`apiVersion=${encodeURIComponent(o.apiVersion)}`]),
+  ];
+  return `/api/v1/resources/${o.kind}/${encodeURIComponent(o.name)}${query.length > 0 ? `?${query.join('&')}` : ''}`;
+};
 
 /** Who may address this server: the host names and port its `Host` header must name (decision 0200). */
 export interface RouteGuard {
