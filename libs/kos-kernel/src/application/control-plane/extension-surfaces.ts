@@ -4,7 +4,8 @@
 // the actions that role may take; `GET /api/v1/settings[?node=]` projects the activated components' settings;
 // `PUT /api/v1/settings/{id}` writes one value. A setting no activated component declares is `capability_missing`
 // (the same answer as an unserved extension kind); its stored value stays where it is.
-import { Clock, Effect, Option, Ref } from 'effect';
+import { Clock, Effect, Either, Option, Ref, Schema } from 'effect';
+import { SettingPut } from '../../api/http/extension-bodies.js';
 import {
   isDeclarationRefusal,
   settingKeyOf,
@@ -17,7 +18,7 @@ import { pagesView, type PageView } from '../../domain/extension/object-writes.j
 import { emptyLoad, ExtensionRegistry } from '../extension/services.js';
 import { SettingValues } from '../extension/setting-values.js';
 import { identityApiError } from '../identity/errors.js';
-import { type ApiError, apiError } from './errors.js';
+import { type ApiError, apiError, describeParseError } from './errors.js';
 import { Auditor, Authorizer } from './services.js';
 
 const registryNow = Effect.flatMap(Effect.serviceOption(ExtensionRegistry), (r) =>
@@ -120,18 +121,14 @@ export const putSetting = (input: {
         : apiError('forbidden', 'authorize', `${principal.actor} (${principal.role}): ${refusal}`, {
             actor: principal.actor,
           });
-    const body = input.body;
-    if (body === null || typeof body !== 'object' || Array.isArray(body))
-      return yield* apiError('malformed_body', 'decode', 'the body must be a JSON object {value, node?}');
-    const b = body as { value?: unknown; node?: unknown };
-    const extra = Object.keys(b).filter((k) => k !== 'value' && k !== 'node');
-    if (extra.length > 0 || (b.node !== undefined && typeof b.node !== 'string'))
-      return yield* apiError('invalid_field', 'validate', 'the body is {value, node?}', {
-        causes: [
-          ...extra.map((field) => ({ field, message: 'unknown field' })),
-          ...(b.node !== undefined && typeof b.node !== 'string' ? [{ field: 'node', message: 'a node name' }] : []),
-        ],
-      });
+    const decoded = Schema.decodeUnknownEither(SettingPut)(input.body, { onExcessProperty: 'error' });
+    if (Either.isLeft(decoded))
+      return yield* apiError(
+        'invalid_field',
+        'validate',
+        `the body is {value, node?}: ${describeParseError(decoded.left)}`,
+      );
+    const b = decoded.right;
     const key = settingKeyOf(item, {
       account: principal.actor,
       ...(typeof b.node === 'string' ? { node: b.node } : {}),

@@ -97,14 +97,39 @@ const admitted = (
       : Effect.void;
   });
 
-/** Authenticate and take the role part: no kind is named, so a Member is not refused as for a kernel kind it may not write; `mayWrite` decides. */
-const authenticate = (authorization: string | undefined, verb: Verb, namespace?: string) =>
+/**
+ * Authenticate and take the role part: no kind is named, so a Member is not refused as for a kernel kind it may not
+ * write (`mayWrite` decides from the declaration). A refused caller's audit record still names the extension whose
+ * kind it tried to write (`facts`), when that kind is served.
+ */
+const authenticate = (
+  input: ExtensionWriteInput,
+  verb: Verb,
+  facts: { actor: string; object?: ObjectReference; extension?: string },
+  name: unknown,
+) =>
   Effect.flatMap(Authorizer, (a) =>
     a.authorize({
       verb,
-      ...(authorization !== undefined ? { authorization } : {}),
-      ...(namespace !== undefined ? { namespace } : {}),
+      ...(input.authorization !== undefined ? { authorization: input.authorization } : {}),
+      ...(input.namespace !== undefined ? { namespace: input.namespace } : {}),
     }),
+  ).pipe(
+    Effect.tapError(() =>
+      served(input.kind, input.apiVersion, 'route').pipe(
+        Effect.map((s) => {
+          facts.extension = s.kind.source.extension;
+          if (typeof name === 'string' && name !== '')
+            facts.object = {
+              apiVersion: input.apiVersion,
+              kind: s.kind.kind,
+              name,
+              ...(s.kind.scope === 'Namespaced' && input.namespace !== undefined ? { namespace: input.namespace } : {}),
+            };
+        }),
+        Effect.ignore,
+      ),
+    ),
   );
 
 /** One audit record per attempt, with the extension id when the kind resolved (C-14). */
@@ -167,6 +192,10 @@ const objectOf = (d: DesiredExtensionObject): KubeObject => ({
   spec: d.spec,
 });
 
+/** `metadata.name` of a body, for the audit record of a write refused before the body is read. */
+const bodyName = (body: unknown): unknown =>
+  typeof body === 'object' && body !== null ? (body as { metadata?: { name?: unknown } }).metadata?.name : undefined;
+
 /** The user part of a stored object's labels or annotations (markers are not the user's). */
 const userPart = (m: Readonly<Record<string, string>> | undefined) =>
   Object.fromEntries(Object.entries(m ?? {}).filter(([k]) => !k.startsWith(MARKER_PREFIX)));
@@ -189,7 +218,7 @@ export const createExtensionResource = (
     'create',
     facts,
     Effect.gen(function* () {
-      const principal = yield* authenticate(input.authorization, 'create', input.namespace);
+      const principal = yield* authenticate(input, 'create', facts, bodyName(input.body));
       facts.actor = principal.actor;
       const s = yield* served(input.kind, input.apiVersion, 'validate');
       facts.extension = s.kind.source.extension;
@@ -237,7 +266,7 @@ export const updateExtensionResource = (
     'update',
     facts,
     Effect.gen(function* () {
-      const principal = yield* authenticate(input.authorization, 'update', input.namespace);
+      const principal = yield* authenticate(input, 'update', facts, input.name);
       facts.actor = principal.actor;
       const s = yield* served(input.kind, input.apiVersion, 'validate');
       facts.extension = s.kind.source.extension;
@@ -306,7 +335,7 @@ export const deleteExtensionResource = (
     'delete',
     facts,
     Effect.gen(function* () {
-      const principal = yield* authenticate(input.authorization, 'delete', input.namespace);
+      const principal = yield* authenticate(input, 'delete', facts, input.name);
       facts.actor = principal.actor;
       const s = yield* served(input.kind, input.apiVersion, 'route');
       facts.extension = s.kind.source.extension;

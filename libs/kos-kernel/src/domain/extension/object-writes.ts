@@ -4,6 +4,7 @@
 // is admitted against (the kind's own resource in its own group, nothing of kos.tsic.top or of another extension),
 // and the object a create/update body asks for.
 import { KOS_GROUP } from '../../api/group.js';
+import type { PageView as PageViewSchema } from '../../api/http/extension-bodies.js';
 import { MARKER_PREFIX } from '../markers.js';
 import { isNamespaceName, isObjectName } from '../control-plane/requests.js';
 import type { FieldProblem } from '../application/config.js';
@@ -14,14 +15,8 @@ import type { ScopeContext } from './write-scope.js';
 /** The controller name user writes are admitted under in `admitExtensionWrite` (they come through the API). */
 export const CONTROL_PLANE_WRITER = 'control-plane';
 
-export interface PageView {
-  readonly id: string;
-  readonly title: string;
-  readonly path: string;
-  readonly source: { readonly extension: string; readonly version: string; readonly component: string };
-  /** The page's declared actions that this role may take (the others are not shown). */
-  readonly actions: ReadonlyArray<{ readonly id: string; readonly title?: string }>;
-}
+/** A page as a role sees it (the wire shape, api/http/extension-bodies.ts). */
+export type PageView = typeof PageViewSchema.Type;
 
 /** The pages `role` sees (Registry: activated components only), each with its declared source (TC-106). */
 export const pagesView = (registry: Registry, role: Role): ReadonlyArray<PageView> =>

@@ -4,6 +4,7 @@
 // digest §6.12 disable; decision 0345). Pure: the items come from the Registry (activated components only), the stored
 // values are a parameter; nothing here reads a store.
 import type { SettingDecl } from '../../api/extension/declaration.js';
+import type { SettingView as SettingViewSchema } from '../../api/http/extension-bodies.js';
 import { isObjectName } from '../control-plane/requests.js';
 import type { Role } from '../identity/rules.js';
 import type { Sourced } from './registry.js';
@@ -17,25 +18,8 @@ export interface SettingKey {
   readonly account?: string;
 }
 
-export interface SettingView {
-  readonly id: string;
-  readonly title?: string;
-  readonly scope: 'cluster' | 'node' | 'user';
-  readonly type: 'string' | 'number' | 'boolean';
-  /** The current value: the stored one, else the declared default, else null. */
-  readonly value: unknown;
-  readonly valueFrom: 'set' | 'default' | 'unset';
-  /** The declared writer (the seed's "来源"). */
-  readonly writer: 'user' | 'extension';
-  /** The node a node item's value is for (the `node` parameter). */
-  readonly node?: string;
-  /** The component that declares the item. */
-  readonly source: SettingItem['source'];
-  /** The modification entry, when the caller may write this item. */
-  readonly edit?: { readonly method: 'PUT'; readonly path: string };
-  /** Why there is no entry. */
-  readonly notModifiable?: string;
-}
+/** One item as a caller sees it (the wire shape, api/http/extension-bodies.ts). */
+export type SettingView = typeof SettingViewSchema.Type;
 
 /** Why `role` may not write `item` through the API (undefined = it may). Guests read only (C-59). */
 export const settingWriteRefusal = (item: SettingItem, role: Role): string | undefined => {
