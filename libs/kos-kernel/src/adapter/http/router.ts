@@ -59,7 +59,7 @@ const mediaTypeRefusal = (req: HttpRequest, method: string): ApiError | undefine
       );
 };
 
-export interface Route {
+interface Route {
   readonly pattern: RegExp;
   readonly methods: Readonly<
     Record<
