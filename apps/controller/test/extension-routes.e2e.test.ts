@@ -171,6 +171,11 @@ describe('extension surfaces through the control plane', () => {
     expect(created.headers.get('location')).toBe(
       `/api/v1/resources/Note/by-member?namespace=${ns.name}&apiVersion=${encodeURIComponent(NOTES_API)}`,
     );
+    // note-indexer writes the status once (a new resourceVersion): read the version after it
+    await eventually('note-indexer indexed the new Note', async () => {
+      const r = (await stored('notes', NOTES_API, 'by-member')).json() as { status?: { indexed?: boolean } };
+      return r.status?.indexed === true;
+    });
     const first = (await stored('notes', NOTES_API, 'by-member')).json() as {
       metadata: { resourceVersion: string; managedFields: Array<{ manager: string }> };
       spec: unknown;
