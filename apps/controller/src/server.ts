@@ -46,6 +46,8 @@ import {
   ExtensionSandboxesLive,
   InstallerConfigLive,
   PackageCacheLive,
+  MemorySettingValuesLive,
+  SqliteSettingValuesLive,
 } from '@homelab/kos-kernel';
 import {
   ControllerMetrics,
@@ -262,6 +264,8 @@ export const controllerLayer = (
           AuditorFromAuditsLive,
           // an uninstalled extension's setting values and preference domain are retired here (decision 0347)
           SqliteExtensionDataLive,
+          // extension setting values live in the same database (decision 0345)
+          SqliteSettingValuesLive,
           ExporterLive({
             ...(config.exportDir !== undefined ? { target: config.exportDir } : {}),
           }),
@@ -272,7 +276,7 @@ export const controllerLayer = (
           ),
           Layer.provide(OwnedObjectsFromClusterLive),
         )
-      : Layer.merge(LoopbackOwnerAuthorizerLive, MemoryAuditorLive());
+      : Layer.mergeAll(LoopbackOwnerAuthorizerLive, MemoryAuditorLive(), MemorySettingValuesLive);
   // the last finalizer of the graph: everything above has been released
   const stoppedLine = Layer.scopedDiscard(Effect.addFinalizer(() => Effect.sync(() => log('stopped'))));
   const MetricsLive = Layer.sync(Metrics, () => {

@@ -169,6 +169,10 @@ const seedDatabase = (extension: string, setting: string) =>
     conn
       .prepare("INSERT INTO setting_values (id, node, value, updated_at, updated_by) VALUES (?, '', '7', 0, 'mel')")
       .run(setting);
+    // a user-scoped value of the same setting id (decision 0345's table) goes with the cluster's
+    conn
+      .prepare("INSERT INTO user_setting_values (account, id, value, updated_at) VALUES ('mel', ?, '8', 0)")
+      .run(setting);
     conn
       .prepare(
         "INSERT INTO preferences (account, extension, key, value, updated_at) VALUES ('mel', ?, 'view', '\"grid\"', 0)",
@@ -177,7 +181,9 @@ const seedDatabase = (extension: string, setting: string) =>
   });
 const countRows = (extension: string, setting: string) =>
   db((conn) => ({
-    settings: (conn.prepare('SELECT count(*) AS n FROM setting_values WHERE id = ?').get(setting) as { n: number }).n,
+    settings:
+      (conn.prepare('SELECT count(*) AS n FROM setting_values WHERE id = ?').get(setting) as { n: number }).n +
+      (conn.prepare('SELECT count(*) AS n FROM user_setting_values WHERE id = ?').get(setting) as { n: number }).n,
     preferences: (
       conn.prepare('SELECT count(*) AS n FROM preferences WHERE extension = ?').get(extension) as { n: number }
     ).n,
@@ -251,7 +257,7 @@ describe('TC-111: every uninstall blocker is listed; setting values and preferen
     expect(condition(held, 'DeprovisionBlocked')).toMatchObject({ status: 'True', reason: 'Dependents' });
     // still loaded while held: its capability is still served
     expect((await rt.runPromise(currentRegistry)).capabilities).toContain(`${id}/store`);
-    expect(await countRows(id, setting)).toEqual({ settings: 1, preferences: 1 });
+    expect(await countRows(id, setting)).toEqual({ settings: 2, preferences: 1 });
 
     // each blocker goes on its own; the list shrinks
     expect((await kubeRequest('DELETE', endpoint)).status).toBe(200);

@@ -15,6 +15,7 @@ import {
   WireObject,
 } from '../../api/http/bodies.js';
 import { ERROR_CODES, ErrorEnvelope } from '../../api/http/errors.js';
+import { PageList, SettingList, SettingPut, SettingWritten } from '../../api/http/extension-bodies.js';
 import { KERNEL_KINDS } from '../../api/group.js';
 
 const schemas: Record<string, Schema.Schema.Any> = {
@@ -29,6 +30,10 @@ const schemas: Record<string, Schema.Schema.Any> = {
   ActionAccepted,
   DiscoveryList,
   ErrorEnvelope,
+  PageList,
+  SettingList,
+  SettingPut,
+  SettingWritten,
 };
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
@@ -181,6 +186,30 @@ export const openApiDocument = (): unknown =>
             )} Application actions are refused with action_rejected (409) when the phase does not allow them and on an app being uninstalled (except orphan); spec writes are bound to the stored resourceVersion, so two concurrent stops are serialized or one gets conflict (409, current). An unknown action is unsupported_action.`,
           requestBody: body('ActionRequest'),
           responses: { '202': { description: 'Accepted', ...body('ActionAccepted') }, ...errors },
+        },
+      },
+      '/api/v1/pages': {
+        get: {
+          summary:
+            'The pages of activated components this role sees, with their declared source and the actions the role may take',
+          responses: { '200': { description: 'The pages', ...body('PageList') }, ...errors },
+        },
+      },
+      '/api/v1/settings': {
+        get: {
+          summary:
+            'The settings of activated components: current value, declared writer, source, modification entry or the reason there is none',
+          parameters: [param('node', 'query', 'The node of node-scoped items')],
+          responses: { '200': { description: 'The settings', ...body('SettingList') }, ...errors },
+        },
+      },
+      '/api/v1/settings/{id}': {
+        put: {
+          summary:
+            'Write one value: only a user-written, modifiable item of an activated component (else capability_missing / invalid_field); node items name their node, user items are the caller’s own',
+          parameters: [param('id', 'path', 'Setting id')],
+          requestBody: body('SettingPut'),
+          responses: { '200': { description: 'Written', ...body('SettingWritten') }, ...errors },
         },
       },
       '/api/v1/discovery': {

@@ -24,9 +24,11 @@ import {
   type DiscoveryIndex,
 } from '../../application/control-plane/services.js';
 import type { SerialGate } from '../../application/serial.js';
+import { KOS_GROUP } from '../../api/group.js';
 import { type HostPolicy, hostProblem, isJsonContentType, originProblem } from '../../domain/control-plane/guard.js';
 import { openApiDocument } from './openapi.js';
 import * as sessions from './session-routes.js';
+import { EXTENSION_SURFACE_ROUTES } from './extension-routes.js';
 import { failure, type HttpRequest, type HttpResponse, json, parseBody } from './messages.js';
 
 export type { HttpRequest, HttpResponse } from './messages.js';
@@ -122,6 +124,7 @@ const ROUTES: ReadonlyArray<Route> = [
             kind: decodeURIComponent(m[1] as string),
             name: decodeURIComponent(m[2] as string),
             ...nsOf(q),
+            ...(opt(q, 'apiVersion') !== undefined ? { apiVersion: opt(q, 'apiVersion') as string } : {}),
             ...(req.headers['if-match'] !== undefined ? { ifMatch: req.headers['if-match'] } : {}),
             body,
           }),
@@ -132,6 +135,7 @@ const ROUTES: ReadonlyArray<Route> = [
           kind: decodeURIComponent(m[1] as string),
           name: decodeURIComponent(m[2] as string),
           ...nsOf(q),
+          ...(opt(q, 'apiVersion') !== undefined ? { apiVersion: opt(q, 'apiVersion') as string } : {}),
           ...(req.headers['if-match'] !== undefined ? { ifMatch: req.headers['if-match'] } : {}),
         }).pipe(Effect.map((a) => json(202, a))),
     },
@@ -172,6 +176,7 @@ const ROUTES: ReadonlyArray<Route> = [
         }).pipe(Effect.map((p) => json(200, p))),
     },
   },
+  ...EXTENSION_SURFACE_ROUTES,
   { pattern: /^\/api\/v1\/openapi\.json$/, methods: { GET: () => Effect.succeed(json(200, openApiDocument())) } },
   { pattern: /^\/api\/v1\/auth\/login$/, methods: { POST: (_m, _q, req) => sessions.login(req) } },
   { pattern: /^\/api\/v1\/auth\/logout$/, methods: { POST: (_m, _q, req) => sessions.logout(req) } },
@@ -212,8 +217,13 @@ const sessionFromCookie = (req: HttpRequest, method: string): HttpRequest | ApiE
   return { ...req, headers: { ...req.headers, authorization: `Bearer ${token}` } };
 };
 
-const locationOf = (o: { kind: string; name: string; namespace?: string }) =>
-  `/api/v1/resources/${o.kind}/${encodeURIComponent(o.name)}${o.namespace !== undefined ? `?namespace=${encodeURIComponent(o.namespace)}` : ''}`;
+const locationOf = (o: { apiVersion: string; kind: string; name: string; namespace?: string }) => {
+  const query = [
+    ...(o.namespace !== undefined ? [`namespace=${encodeURIComponent(o.namespace)}`] : []),
+    ...(o.apiVersion.startsWith(`${KOS_GROUP}/`) ? [] : [`apiVersion=${encodeURIComponent(o.apiVersion)}`]),
+  ];
+  return `/api/v1/resources/${o.kind}/${encodeURIComponent(o.name)}${query.length > 0 ? `?${query.join('&')}` : ''}`;
+};
 
 /** Who may address this server: the host names and port its `Host` header must name (decision 0200). */
 export interface RouteGuard {

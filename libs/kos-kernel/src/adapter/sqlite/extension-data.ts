@@ -1,5 +1,6 @@
 // `ExtensionData` over the control-plane database (decision 0347): an uninstalled extension's setting values
-// (`setting_values`, by the declared setting ids, every node) and its preference domain (`preferences`, every account)
+// (`setting_values`, by the declared setting ids, every node; `user_setting_values`, every account — decision 0345)
+// and its preference domain (`preferences`, every account)
 // are deleted in one IMMEDIATE transaction; a retained preference domain is left as it is.
 import { Effect, Layer } from 'effect';
 import { ExtensionData } from '../../application/extension/uninstall-gate.js';
@@ -11,8 +12,9 @@ export const SqliteExtensionDataLive: Layer.Layer<ExtensionData, never, ControlP
     retire: ({ extension, settings, retainPreferences }) =>
       db.transaction((conn) => {
         const deleteSetting = conn.prepare<[string]>('DELETE FROM setting_values WHERE id = ?');
+        const deleteUserSetting = conn.prepare<[string]>('DELETE FROM user_setting_values WHERE id = ?');
         let settingValues = 0;
-        for (const id of settings) settingValues += deleteSetting.run(id).changes;
+        for (const id of settings) settingValues += deleteSetting.run(id).changes + deleteUserSetting.run(id).changes;
         const preferences = retainPreferences
           ? 0
           : conn.prepare<[string]>('DELETE FROM preferences WHERE extension = ?').run(extension).changes;

@@ -60,6 +60,7 @@ export const AuditorFromAuditsLive: Layer.Layer<Auditor | AuditLog, never, Audit
           ...(entry.code !== undefined ? { code: entry.code } : {}),
           ...(entry.message !== undefined ? { message: entry.message } : {}),
           source: 'api',
+          ...(entry.extension !== undefined ? { extensionId: entry.extension } : {}),
         })
         .pipe(
           Effect.catchAll((e) => Effect.logError(`audit record lost (${e.message}): ${entry.actor} ${entry.verb}`)),
@@ -77,6 +78,7 @@ export const AuditorFromAuditsLive: Layer.Layer<Auditor | AuditLog, never, Audit
             outcome: r.result,
             ...(r.code !== undefined ? { code: r.code } : {}),
             ...(r.message !== undefined ? { message: r.message } : {}),
+            ...(r.extensionId !== undefined ? { extension: r.extensionId } : {}),
           })),
       ),
       Effect.orElseSucceed((): ReadonlyArray<AuditRecord> => []),

@@ -89,6 +89,22 @@ export const MIGRATIONS: ReadonlyArray<Migration> = [
       DROP TABLE setting_values;
     `,
   },
+  {
+    version: 3,
+    name: 'user-scoped setting values',
+    up: `
+      CREATE TABLE user_setting_values (
+        account TEXT NOT NULL REFERENCES accounts (name) ON DELETE CASCADE,
+        id TEXT NOT NULL,
+        value TEXT NOT NULL,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (account, id)
+      ) STRICT;
+    `,
+    down: `
+      DROP TABLE user_setting_values;
+    `,
+  },
 ];
 
 export const LATEST_VERSION = MIGRATIONS.length;

@@ -27,6 +27,7 @@ import { crossOwnerRefusal, ownerForWrite, visibleTo } from './access.js';
 import { admitApplicationSpec } from './app-admission.js';
 import { admitVolumeSpec } from './volume-admission.js';
 import { getExtensionResource, listExtensionResources } from './extension-resources.js';
+import { createExtensionResource, deleteExtensionResource, updateExtensionResource } from './extension-writes.js';
 import { ApiError, apiError, fromKube } from './errors.js';
 import {
   type AuditVerb,
@@ -297,6 +298,16 @@ export const getResource = (
 
 // --- writes ------------------------------------------------------------------------------------------------------
 
+/** `apiVersion` when it names a group other than kos.tsic.top (an extension kind), else undefined. */
+const extensionApiVersion = (apiVersion: string | undefined): string | undefined =>
+  apiVersion !== undefined && apiVersion !== '' && !isKosApiVersion(apiVersion) ? apiVersion : undefined;
+
+/** The body's `apiVersion` when it names an extension kind's group (seed: writes name the group in the body). */
+const extensionApiVersionOf = (body: unknown): string | undefined =>
+  body !== null && typeof body === 'object' && typeof (body as { apiVersion?: unknown }).apiVersion === 'string'
+    ? extensionApiVersion((body as { apiVersion: string }).apiVersion)
+    : undefined;
+
 const admitOr = (request: Parameters<typeof admit>[0], ref: ObjectReference) =>
   Effect.suspend(() => {
     const d = admit(request);
@@ -527,6 +538,9 @@ export interface CreateInput extends Caller {
 export const createResource = (
   input: CreateInput,
 ): Effect.Effect<Accepted, ApiError, KubeClient | ControlPlaneConfig | Authorizer | Auditor> => {
+  // an extension kind (the body names another group): served only while its component is activated (decision 0344)
+  const extension = extensionApiVersionOf(input.body);
+  if (extension !== undefined) return createExtensionResource({ ...input, apiVersion: extension });
   let actor = 'unknown';
   let target: ObjectReference | undefined;
   return audited(
@@ -633,6 +647,8 @@ export const createResource = (
 
 export interface UpdateInput extends Caller {
   readonly kind: string;
+  /** The API group and version of an extension kind, as for reads (the body's `apiVersion` also names it). */
+  readonly apiVersion?: string;
   readonly name: string;
   readonly namespace?: string;
   readonly ifMatch?: string;
@@ -643,6 +659,8 @@ export interface UpdateInput extends Caller {
 export const updateResource = (
   input: UpdateInput,
 ): Effect.Effect<Accepted, ApiError, KubeClient | ControlPlaneConfig | Authorizer | Auditor> => {
+  const extension = extensionApiVersionOf(input.body) ?? extensionApiVersion(input.apiVersion);
+  if (extension !== undefined) return updateExtensionResource({ ...input, apiVersion: extension });
   let actor = 'unknown';
   let target: ObjectReference | undefined;
   return audited(
@@ -733,6 +751,8 @@ export const updateResource = (
 
 export interface DeleteInput extends Caller {
   readonly kind: string;
+  /** The API group and version of an extension kind (absent = a kernel kind). */
+  readonly apiVersion?: string;
   readonly name: string;
   readonly namespace?: string;
   readonly ifMatch?: string;
@@ -742,6 +762,8 @@ export interface DeleteInput extends Caller {
 export const deleteResource = (
   input: DeleteInput,
 ): Effect.Effect<Accepted, ApiError, KubeClient | ControlPlaneConfig | Authorizer | Auditor> => {
+  const extension = extensionApiVersion(input.apiVersion);
+  if (extension !== undefined) return deleteExtensionResource({ ...input, apiVersion: extension });
   let actor = 'unknown';
   let target: ObjectReference | undefined;
   return audited(

@@ -53,6 +53,8 @@ export interface AuditRecord {
   readonly outcome: 'accepted' | 'rejected' | 'succeeded' | 'failed';
   readonly code?: string;
   readonly message?: string;
+  /** The extension whose object, page or setting the record concerns; absent for kernel objects (C-14). */
+  readonly extension?: string;
 }
 
 /** Every write, rejected attempts included, appends one record (seed §6.10 via C-14). */
