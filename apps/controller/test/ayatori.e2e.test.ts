@@ -214,7 +214,11 @@ describe('the controller process with the Ayatori Database module', () => {
           .status,
       namespace: ns.name,
       serviceAccount: sa,
-      probes: [tenants(), `/api/v1/namespaces/${ns.name}/secrets`],
+      probes: [
+        tenants(),
+        `/api/v1/namespaces/${ns.name}/secrets`,
+        `/apis/coordination.k8s.io/v1/namespaces/${ns.name}/leases/ctrl-ayatori-rbac-${suffix}`,
+      ],
     });
     const kubeconfig = writeTokenKubeconfig(join(file.dir(), 'kubeconfig'), token);
     const lease = `ctrl-ayatori-rbac-${suffix}`;

@@ -72,14 +72,15 @@ export interface ServiceAccountTokenRequest {
   readonly namespace: string;
   readonly serviceAccount: string;
   /**
-   * Paths the token must read (200) before it is handed out: RBAC reaches the authorizer quickly but not at once, so
-   * the token is returned only when the grants are effective (at most ~10 s, else it fails).
+   * Paths the token must be allowed to GET (200, or 404 for an object that does not exist yet — never 401/403) before
+   * it is handed out: RBAC reaches the authorizer quickly but not at once, so the token is returned only when the
+   * grants are effective (at most ~10 s, else it fails).
    */
   readonly probes: ReadonlyArray<string>;
 }
 
 /**
- * A token for `serviceAccount` from the TokenRequest API (1 h), returned once each probe path answers 200 with it.
+ * A token for `serviceAccount` from the TokenRequest API (1 h), returned once each probe path is allowed with it.
  * Shared by `controllers.it.test.ts` and the controller app's process tests (they run as the generated RBAC).
  */
 export const serviceAccountToken = async ({
@@ -98,7 +99,7 @@ export const serviceAccountToken = async ({
   const token = (JSON.parse(reply.body) as { status: { token: string } }).status.token;
   for (let i = 0; i < 200; i++) {
     const answers = await Promise.all(probes.map((path) => getAs(token, path)));
-    if (answers.every((s) => s === 200)) return token;
+    if (answers.every((s) => s === 200 || s === 404)) return token;
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`the grants of ${namespace}/${serviceAccount} are not effective: ${probes.join(', ')}`);
