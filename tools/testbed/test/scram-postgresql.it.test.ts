@@ -54,7 +54,7 @@ describe('PostgreSQL with scram-sha-256 and TLS only (the test bed’s credentia
       expect(await login({ user: role, password: `${password}x` })).toBe('28P01');
       expect(await login({ user: role, password, ssl: false })).toBe('28000');
       const other = await login({ user: role, password, ssl: { rejectUnauthorized: true } });
-      expect(typeof other === 'string' && /certificate/i.test(other)).toBe(true);
+      expect(other).toMatch(/CERT|VERIFY|certificate/i); // e.g. UNABLE_TO_VERIFY_LEAF_SIGNATURE
     } finally {
       await cluster.query(`DROP ROLE IF EXISTS "${role}"`);
     }
