@@ -4,79 +4,50 @@
 // How the kill point is chosen: the test-only entry `test/fixtures/crashing-controller.ts` (decision 0253) runs the
 // real controller with the provisioning ports wrapped; every mutating call is printed (`ayatori-test-call <name>`)
 // and `AYATORI_TEST_CRASH=after:<name>:<N>` SIGKILLs the process right after the N-th call of that name answered.
-// 1. A traced process (no kill) runs each flow once on a reference Tenant; its printed calls are the steps.
+// 1. A traced process (no kill) runs the three flows one after the other on a reference Tenant; its printed calls,
+//    cut where each flow was requested, are the steps.
 // 2. For every step k of a flow, a Tenant of its own and a crashing process that sees only that Tenant (label
-//    selector) and dies right after step k — i.e. between step k and step k+1.
+//    selector) and dies right after step k — i.e. between step k and step k+1; its own calls must be the flow's
+//    first k+1 steps.
 // 3. One clean process (`src/main.ts`) then converges all of them, and the test checks the one outcome: provisioned
 //    Tenants Ready with one role, one database, one KV version and the same password in PostgreSQL, OpenBao and the
 //    Secret; rotated Tenants on exactly one new version (the old password refused by the verifier); deleted Tenants
 //    leave nothing (no Secret, role, database, KV metadata, Database, Tenant).
-import type { ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+// Every process runs from an esbuild bundle of its entry made once for the file (decision 0381), not under tsx.
 import { join } from 'node:path';
 import { Api } from '@homelab/ayatori-database';
-import {
-  baoRequest,
-  eventually,
-  kubeObjects,
-  kubeRequest,
-  testbed,
-  useDatabase,
-  useKvPath,
-  useNamespace,
-} from '@homelab/testbed/vitest';
+import { baoRequest, eventually, kubeRequest, testbed } from '@homelab/testbed/vitest';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  adminSql,
-  type AyatoriObj,
-  ayatoriFlags,
-  ayatoriRunning,
-  instanceBody,
+  adminSql as sql,
+  type AyatoriObj as Obj,
+  ayatoriProcessFile,
+  ayatoriRunning as running,
+  bundleEntry,
   kvValue,
-  postAdminSecret,
-  prepareAyatoriCluster,
-  readyCondition,
-  scramMatches,
+  readyCondition as ready,
+  scramMatches as passwordMatches,
   secretData,
   spawnController,
-  stopProcess,
+  stopProcess as stop,
 } from './support.js';
 
-const ns = useNamespace('ctrl-aykill');
-const db = useDatabase('ctrl_aykill');
-const kv = useKvPath('ctrl-aykill');
-const suffix = randomBytes(3).toString('hex');
-const label = `ctrl-aykill-${suffix}`;
+const file = ayatoriProcessFile('ctrl-aykill', {
+  provisioning: true,
+  instanceLabels: (label) => ({ [label]: 'yes', [`${label}-step`]: 'instance' }),
+});
+const { ns, kv, suffix, label, instanceName, children, roles, sessions, databases, tenantsPath, tenantPath } = file;
+const { get, post, created: cleanup } = file.objects;
 const stepLabel = `${label}-step`;
-const manager = `ctrl_ayk_mgr_${suffix}`;
-const managerPassword = `CTRL-KILL-TEST-ONLY-${suffix}`;
-const instanceName = `ctrl-ayk-${suffix}`;
-const base = `/apis/${Api.Group}/${Api.Version}`;
-const databases = `${base}/postgresqldatabases`;
-const crashEntry = join(import.meta.dirname, 'fixtures/crashing-controller.ts');
-const children: ChildProcess[] = [];
-const roles: string[] = [];
-const sessions: pg.Client[] = [];
-let dir = '';
+/** The crashing test-only entry, bundled once for the file (decision 0381; `src/main.ts` is bundled by the fixture). */
+let crashEntry = '';
+let removeBundle = () => undefined as void;
 
-type Obj = AyatoriObj;
-const { get, post, purge, created: cleanup } = kubeObjects<Obj>();
-const ready = readyCondition;
-const tenantsPath = () => `${base}/namespaces/${ns.name}/postgresqltenants`;
-const tenantPath = (name: string) => `${tenantsPath()}/${name}`;
-const sql = adminSql;
-const passwordMatches = scramMatches;
 const kvRead = (path: string) => kvValue(kv.mount, path);
 const secretOf = (tenant: string) => secretData(ns.name, `${instanceName}-${tenant}-postgresql`);
-
-const flags = (selector: string) => ayatoriFlags({ namespace: ns.name, selector, kv, tokenFile: join(dir, 'token') });
 /** Only the Instance and the Tenants labelled `step` (each crashing process sees its own Tenant only). */
 const only = (...steps: string[]) => `${label}=yes,${stepLabel} in (instance,${steps.join(',')})`;
-const running = (proc: ReturnType<typeof spawnController>) => ayatoriRunning(proc);
-const stop = stopProcess;
 const callsOf = (text: string) => [...text.matchAll(/^ayatori-test-call (.+)$/gm)].map((m) => m[1] as string);
 /** Each call with its occurrence number among the calls of the same name: the crash spec that hits it. */
 const numbered = (calls: ReadonlyArray<string>) => {
@@ -88,9 +59,14 @@ const numbered = (calls: ReadonlyArray<string>) => {
   });
 };
 
-/** A crashing process for one Tenant, killed right after `point`; resolves once it is dead. */
-const crashAfter = async (step: string, point: string) => {
-  const proc = spawnController(flags(only(step)), children, {
+/**
+ * A crashing process for one Tenant, killed right after `steps[k]`; resolves once it is dead. Its own calls, from its
+ * first mutating one, must be exactly `steps[0..k]`: the fresh process counted the same calls the traced one did, so
+ * the kill fell between step k and step k+1.
+ */
+const crashAfter = async (step: string, steps: ReadonlyArray<string>, k: number) => {
+  const point = steps[k] as string;
+  const proc = spawnController(file.flags(only(step)), children, {
     entry: crashEntry,
     env: { AYATORI_TEST_CRASH: `after:${point}` },
   });
@@ -101,6 +77,10 @@ const crashAfter = async (step: string, point: string) => {
     `ayatori-test-crash after ${point.replace(/:(\d+)$/, ' $1')}`,
   );
   expect(code).toBe(null); // killed by a signal, no exit code
+  const calls = numbered(callsOf(proc.output.text));
+  expect(calls.slice(calls.findIndex((c) => !c.startsWith('present:'))), `${step}: its calls`).toEqual(
+    steps.slice(0, k + 1),
+  );
 };
 /** At most `n` at a time (each is a process of its own on a 2-core machine). */
 const limited = async <A>(items: ReadonlyArray<A>, n: number, work: (a: A) => Promise<void>) => {
@@ -179,65 +159,45 @@ const deleteWithSession = async (name: string) => {
 };
 
 beforeAll(async () => {
-  await prepareAyatoriCluster();
-  dir = mkdtempSync(join(tmpdir(), 'ctrl-aykill-'));
-  writeFileSync(join(dir, 'token'), kv.token, { mode: 0o600 });
-  await sql(`CREATE ROLE "${manager}" LOGIN NOSUPERUSER CREATEDB CREATEROLE PASSWORD '${managerPassword}'`);
-  await postAdminSecret(ns.name, instanceName, manager, managerPassword);
-  await post(
-    `${base}/postgresqlinstances`,
-    instanceBody(instanceName, { [label]: 'yes', [stepLabel]: 'instance' }, db.database),
-  );
+  const crashing = await bundleEntry(join(import.meta.dirname, 'fixtures/crashing-controller.ts'));
+  crashEntry = crashing.file;
+  removeBundle = crashing.remove;
 }, 120_000);
 
-afterAll(async () => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-  for (const s of sessions) await s.end().catch(() => undefined);
-  for (const path of cleanup.reverse()) await purge(path);
-  for (const role of roles) {
-    await sql(`DROP DATABASE IF EXISTS "${role}" WITH (FORCE)`).catch(() => undefined);
-    await sql(`DROP ROLE IF EXISTS "${role}"`).catch(() => undefined);
-  }
-  await sql(`DROP OWNED BY "${manager}"`).catch(() => undefined);
-  await sql(`DROP ROLE IF EXISTS "${manager}"`).catch(() => undefined);
-  if (dir !== '') rmSync(dir, { recursive: true, force: true });
-}, 180_000);
+afterAll(() => removeBundle());
 
 describe('the controller process SIGKILLed between every pair of steps (issue 21)', () => {
   it('provision, rotation and Delete: a kill right after each single step, then a restarted process converges — no orphan role, database or KV version', async () => {
-    // 1. The steps, as a traced process performs them on a reference Tenant: provisioning, a rotation, a Delete.
+    // 1. The steps, as a traced process performs them on a reference Tenant: provisioning, a rotation, a Delete —
+    //    one process for the three flows (decision 0381), its printed calls cut where each flow was requested.
     const traced = `kt${suffix}`;
     await createTenant(traced, 'trace');
-    const trace1 = await running(
-      spawnController(flags(only('trace')), children, { entry: crashEntry, env: { AYATORI_TEST_CRASH: 'trace' } }),
+    const trace = await running(
+      spawnController(file.flags(only('trace')), children, {
+        entry: crashEntry,
+        env: { AYATORI_TEST_CRASH: 'trace' },
+      }),
     );
     await eventually('traced Tenant Ready', () => isReady(traced), 90_000);
-    await stop(trace1);
-    const provisioning = callsOf(trace1.output.text);
+    const provisioning = callsOf(trace.output.text);
     const tracedBefore = await assertProvisioned(traced, 1);
+    const rotationFrom = trace.output.text.length;
     await rotate(traced, 'trace');
-    const trace2 = await running(
-      spawnController(flags(only('trace')), children, { entry: crashEntry, env: { AYATORI_TEST_CRASH: 'trace' } }),
-    );
     await eventually(
       'traced rotation done',
       async () => (await get(`${databases}/${tracedBefore.database.metadata.name}`))?.status?.rotation === 'trace',
       90_000,
     );
     await eventually('traced Tenant Ready', () => isReady(traced), 90_000);
-    await stop(trace2);
-    const rotation = callsOf(trace2.output.text);
-    const tracedAfter = await assertProvisioned(traced, 2);
+    const rotation = callsOf(trace.output.text.slice(rotationFrom));
+    await assertProvisioned(traced, 2);
     expect(await passwordMatches(traced, tracedBefore.password)).toBe(false);
+    const reclaimFrom = trace.output.text.length;
     const tracedGone = await deleteWithSession(traced);
-    const trace3 = await running(
-      spawnController(flags(only('trace')), children, { entry: crashEntry, env: { AYATORI_TEST_CRASH: 'trace' } }),
-    );
     await eventually('traced Tenant gone', async () => (await get(tenantPath(traced))) === undefined, 90_000);
-    await stop(trace3);
-    const reclaim = callsOf(trace3.output.text);
+    await stop(trace);
+    const reclaim = callsOf(trace.output.text.slice(reclaimFrom));
     await assertGone(traced, tracedGone.databaseName, tracedGone.path);
-    void tracedAfter;
 
     // The steps between which a kill is meaningful: from the first mutating call (a process first presents the
     // Tenant's current status, which changes nothing) up to the call that completes each flow (a kill after it
@@ -279,15 +239,33 @@ describe('the controller process SIGKILLed between every pair of steps (issue 21
 
     // 2. Provisioning: one Tenant per step, its process killed right after that step. Rotation and Delete Tenants
     //    are created now too (their own labels: no crashing process sees them yet).
-    const p = provisionSteps.map((point, i) => ({ name: `kp${i}x${suffix}`, step: `p${i}`, point }));
-    const r = rotationSteps.map((point, i) => ({ name: `kr${i}x${suffix}`, step: `r${i}`, point }));
-    const d = reclaimSteps.map((point, i) => ({ name: `kd${i}x${suffix}`, step: `d${i}`, point }));
+    const p = provisionSteps.map((point, i) => ({
+      name: `kp${i}x${suffix}`,
+      step: `p${i}`,
+      point,
+      steps: provisionSteps,
+      i,
+    }));
+    const r = rotationSteps.map((point, i) => ({
+      name: `kr${i}x${suffix}`,
+      step: `r${i}`,
+      point,
+      steps: rotationSteps,
+      i,
+    }));
+    const d = reclaimSteps.map((point, i) => ({
+      name: `kd${i}x${suffix}`,
+      step: `d${i}`,
+      point,
+      steps: reclaimSteps,
+      i,
+    }));
     for (const t of [...p, ...r, ...d]) await createTenant(t.name, t.step);
-    await limited(p, 3, (t) => crashAfter(t.step, t.point));
+    await limited(p, 3, (t) => crashAfter(t.step, t.steps, t.i));
     for (const t of p) expect(await isReady(t.name), `${t.name} after ${t.point}`).toBe(false);
 
     // 3. A clean process converges the killed provisionings (and provisions the rotation and Delete Tenants).
-    const clean1 = await running(spawnController(flags(`${label}=yes`), children));
+    const clean1 = await running(spawnController(file.flags(`${label}=yes`), children, { entry: file.mainEntry() }));
     await eventually(
       'every Tenant Ready',
       async () => (await Promise.all([...p, ...r, ...d].map((t) => isReady(t.name)))).every(Boolean),
@@ -304,8 +282,8 @@ describe('the controller process SIGKILLed between every pair of steps (issue 21
     }
     const gone = new Map<string, { databaseName: string; path: string }>();
     for (const t of d) gone.set(t.name, await deleteWithSession(t.name));
-    await limited([...r, ...d], 3, (t) => crashAfter(t.step, t.point));
-    const clean2 = await running(spawnController(flags(`${label}=yes`), children));
+    await limited([...r, ...d], 3, (t) => crashAfter(t.step, t.steps, t.i));
+    const clean2 = await running(spawnController(file.flags(`${label}=yes`), children, { entry: file.mainEntry() }));
     await eventually(
       'every rotation done and every deleted Tenant gone',
       async () =>

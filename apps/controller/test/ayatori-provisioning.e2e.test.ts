@@ -7,72 +7,36 @@
 // the one password PostgreSQL stores is the one in OpenBao and in the Secret; after Delete nothing is left.
 // The kill point is the first one the status shows, not a chosen SQL step: the library's provisioning.it.test.ts
 // kills before/after every single step in-process.
-import type { ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Api, Domain } from '@homelab/ayatori-database';
-import { grantManagerRbac, grantProvisioningRbac } from '@homelab/ayatori-database/testing';
-import {
-  baoRequest,
-  eventually,
-  kubeObjects,
-  kubeRequest,
-  testbed,
-  useDatabase,
-  useKvPath,
-  useNamespace,
-} from '@homelab/testbed/vitest';
+import { grantManagerRbac, grantProvisioningRbac, serviceAccountToken } from '@homelab/ayatori-database/testing';
+import { baoRequest, eventually, httpCall, kubeRequest, testbed } from '@homelab/testbed/vitest';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
-  adminSql,
-  type AyatoriObj,
-  ayatoriFlags,
+  adminSql as sql,
+  type AyatoriObj as Obj,
+  ayatoriProcessFile,
   ayatoriRunning,
-  instanceBody,
   kvValue,
-  postAdminSecret,
-  prepareAyatoriCluster,
-  readyCondition,
-  scramMatches,
+  readyCondition as ready,
+  scramMatches as passwordMatches,
   secretData,
-  sleep,
   spawnController,
+  writeTokenKubeconfig,
 } from './support.js';
 
-const ns = useNamespace('ctrl-ayprov');
-const db = useDatabase('ctrl_ayprov');
-const kv = useKvPath('ctrl-ayprov');
-const suffix = randomBytes(4).toString('hex');
-const label = `ctrl-ayprov-${suffix}`;
-const manager = `ctrl_ayp_mgr_${suffix}`;
-const managerPassword = `CTRL-PROV-TEST-ONLY-${suffix}`;
-const instanceName = `ctrl-ayp-${suffix}`;
-const base = `/apis/${Api.Group}/${Api.Version}`;
-const databases = `${base}/postgresqldatabases`;
-const children: ChildProcess[] = [];
-const rbacCleanup: string[] = [];
-const roles: string[] = [];
-let dir = '';
-
-type Obj = AyatoriObj;
-const { get, post, purge, created: cleanup } = kubeObjects<Obj>();
-const ready = readyCondition;
-const tenantsPath = () => `${base}/namespaces/${ns.name}/postgresqltenants`;
-const sql = adminSql;
-const passwordMatches = scramMatches;
+const file = ayatoriProcessFile('ctrl-ayprov', { provisioning: true });
+const { ns, kv, suffix, label, instanceName, children, roles, rbacCleanup, databases, tenantsPath } = file;
+const { get, post, created: cleanup } = file.objects;
 const kvRead = (path: string) => kvValue(kv.mount, path);
 const secretOf = (tenant: string) => secretData(ns.name, `${instanceName}-${tenant}-postgresql`);
 
 /** The controller with provisioning on; resolves once it logs that its controllers run. */
-const start = async (extra: ReadonlyArray<string> = [], token = join(dir, 'token')) =>
+const start = async (extra: ReadonlyArray<string> = [], token?: string) =>
   ayatoriRunning(
-    spawnController(
-      [...extra, ...ayatoriFlags({ namespace: ns.name, selector: `${label}=yes`, kv, tokenFile: token })],
-      children,
-    ),
+    spawnController([...extra, ...file.flags(`${label}=yes`, token)], children, { entry: file.mainEntry() }),
     60_000,
   );
 /** SIGKILL as soon as `when` holds (polled as fast as the API answers); the process gets no chance to clean up. */
@@ -98,29 +62,6 @@ const assertProvisioned = async (name: string, versions: number) => {
   expect(await passwordMatches(name, secret?.['password'] as string)).toBe(true);
   return { tenant: tenant as Obj, database: database as Obj, path, password: secret?.['password'] as string };
 };
-
-beforeAll(async () => {
-  await prepareAyatoriCluster();
-  dir = mkdtempSync(join(tmpdir(), 'ctrl-ayprov-'));
-  writeFileSync(join(dir, 'token'), kv.token, { mode: 0o600 });
-  await sql(`CREATE ROLE "${manager}" LOGIN NOSUPERUSER CREATEDB CREATEROLE PASSWORD '${managerPassword}'`);
-  await postAdminSecret(ns.name, instanceName, manager, managerPassword);
-  await post(`${base}/postgresqlinstances`, instanceBody(instanceName, { [label]: 'yes' }, db.database));
-}, 120_000);
-
-afterAll(async () => {
-  for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
-  for (const path of cleanup.reverse()) await purge(path);
-  for (const path of rbacCleanup.reverse()) await kubeRequest('DELETE', path);
-  await baoRequest('DELETE', `sys/policies/acl/ctrl-ayprov-${suffix}`).catch(() => undefined);
-  for (const role of roles) {
-    await sql(`DROP DATABASE IF EXISTS "${role}" WITH (FORCE)`).catch(() => undefined);
-    await sql(`DROP ROLE IF EXISTS "${role}"`).catch(() => undefined);
-  }
-  await sql(`DROP OWNED BY "${manager}"`).catch(() => undefined);
-  await sql(`DROP ROLE IF EXISTS "${manager}"`).catch(() => undefined);
-  if (dir !== '') rmSync(dir, { recursive: true, force: true });
-}, 120_000);
 
 const createTenant = async (name: string) => {
   roles.push(name);
@@ -257,23 +198,22 @@ describe('the controller process with provisioning on (issue 21)', () => {
     const grant = { create, cleanup: rbacCleanup, namespace: ns.name, serviceAccount: sa };
     await grantManagerRbac({ ...grant, roleName: `ctrl-ayp-manager-${suffix}` });
     await grantProvisioningRbac({ ...grant, roleName: `ctrl-ayp-prov-${suffix}` });
-    const reply = await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/serviceaccounts/${sa}/token`, {
-      apiVersion: 'authentication.k8s.io/v1',
-      kind: 'TokenRequest',
-      spec: { expirationSeconds: 3600 },
-    });
-    expect(reply.status).toBe(201);
-    const token = (JSON.parse(reply.body) as { status: { token: string } }).status.token;
+    // the token once the grants are effective (RBAC reaches the authorizer quickly but not at once)
     const { kube } = testbed();
-    const kubeconfig = join(dir, 'kubeconfig');
-    writeFileSync(
-      kubeconfig,
-      `apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: ${kube.server}\n    certificate-authority-data: ${Buffer.from(kube.caCert).toString('base64')}\nusers:\n- name: sa\n  user:\n    token: ${token}\ncontexts:\n- name: t\n  context:\n    cluster: t\n    user: sa\ncurrent-context: t\n`,
-      { mode: 0o600 },
-    );
+    const token = await serviceAccountToken({
+      request: kubeRequest,
+      getAs: async (bearer, path) =>
+        (await httpCall(`${kube.server}${path}`, { ca: kube.caCert, headers: { authorization: `Bearer ${bearer}` } }))
+          .status,
+      namespace: ns.name,
+      serviceAccount: sa,
+      probes: [tenantsPath(), `/api/v1/namespaces/${ns.name}/secrets`],
+    });
+    const kubeconfig = writeTokenKubeconfig(join(file.dir(), 'kubeconfig'), token);
     // an OpenBao token with nothing but the provisioning policy of this scope
     const scope = { mount: kv.mount, basePath: kv.base };
     const policy = `ctrl-ayprov-${suffix}`;
+    file.cleanups.push(async () => void (await baoRequest('DELETE', `sys/policies/acl/${policy}`)));
     expect(
       (await baoRequest('PUT', `sys/policies/acl/${policy}`, { policy: Domain.provisioningPolicy(scope) })).status,
     ).toBe(204);
@@ -284,12 +224,11 @@ describe('the controller process with provisioning on (issue 21)', () => {
     });
     expect(baoToken.status).toBe(200);
     writeFileSync(
-      join(dir, 'policy-token'),
+      join(file.dir(), 'policy-token'),
       (JSON.parse(baoToken.body) as { auth: { client_token: string } }).auth.client_token,
       { mode: 0o600 },
     );
-    await sleep(1_000); // RBAC reaches the authorizer quickly but not instantly
-    const proc = await start([`--kubeconfig=${kubeconfig}`], join(dir, 'policy-token'));
+    const proc = await start([`--kubeconfig=${kubeconfig}`], join(file.dir(), 'policy-token'));
     try {
       const name = `kb${suffix}`;
       const tenant = await createTenant(name);

@@ -4,58 +4,42 @@
 // process; /readyz and /metrics show the controllers; SIGTERM stops it cleanly (exit 0, workers before pools, Lease
 // handed back). `--modules=kos` starts no Ayatori controller. The informers are restricted to this file's label
 // (`--database-label-selector`): other test files share the API server.
-import type { ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Api, Domain } from '@homelab/ayatori-database';
-import { grantManagerRbac } from '@homelab/ayatori-database/testing';
-import {
-  adminQuery,
-  eventually as poll,
-  kubeObjects,
-  kubeRequest,
-  testbed,
-  useDatabase,
-  useNamespace,
-} from '@homelab/testbed/vitest';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { grantManagerRbac, serviceAccountToken } from '@homelab/ayatori-database/testing';
+import { eventually as poll, httpCall, kubeRequest, testbed } from '@homelab/testbed/vitest';
+import { describe, expect, it } from 'vitest';
 import { layerFromToken } from '@homelab/kube';
 import { startController } from '../src/index.js';
-import { instanceBody, postAdminSecret, prepareAyatoriCluster, sleep, spawnController, testConfig } from './support.js';
+import {
+  adminSql as sql,
+  ayatoriProcessFile,
+  instanceBody,
+  postAdminSecret,
+  readyCondition as ready,
+  sleep,
+  spawnController,
+  testConfig,
+  writeTokenKubeconfig,
+} from './support.js';
 
 const { SetupMessage } = Domain;
-const ns = useNamespace('ctrl-ayatori');
-const db = useDatabase('ctrl_ay');
-const suffix = randomBytes(4).toString('hex');
-const label = `ctrl-ayatori-${suffix}`;
-const manager = `ctrl_ay_mgr_${suffix}`;
+const file = ayatoriProcessFile('ctrl-ayatori', { provisioning: false });
+const { ns, db, suffix, label, manager, managerPassword, children, rbacCleanup, instances } = file;
+const tenants = file.tenantsPath;
 const base = `/apis/${Api.Group}/${Api.Version}`;
-const instances = `${base}/postgresqlinstances`;
-const tenants = (namespace: string) => `${base}/namespaces/${namespace}/postgresqltenants`;
-const rbacCleanup: string[] = [];
-const children: ChildProcess[] = [];
-
-interface Obj {
-  metadata: { name: string; uid: string; finalizers?: string[] };
-  spec?: Record<string, unknown>;
-  status?: { phase?: string; conditions?: Array<{ type: string; status: string; reason: string }> };
-}
 /** Objects `post` creates land in `cleanup`; the file purges them after its tests. */
-const { get, post, purge, created: cleanup } = kubeObjects<Obj>();
-const sql = adminQuery;
+const { get, post, created: cleanup } = file.objects;
 const backends = async () =>
   Number(
-    (await sql(`SELECT count(*)::int AS n FROM pg_catalog.pg_stat_activity WHERE usename = '${manager}'`)).rows[0].n,
+    (await sql('SELECT count(*)::int AS n FROM pg_catalog.pg_stat_activity WHERE usename = $1', [manager]))[0]?.['n'],
   );
-const ready = (o: Obj | undefined) => o?.status?.conditions?.find((c) => c.type === 'Ready');
 const eventually = (what: string, check: () => Promise<boolean>, ms = 20_000): Promise<number> =>
   poll(what, check, ms, 100);
 
 /** `npm start` as a child process; resolves with its URL once it listens, and the output collected so far. */
 const startProcess = async (args: ReadonlyArray<string>, options: { readonly waitListening?: boolean } = {}) => {
-  const { child, output, exited, listening } = spawnController(args, children);
+  const { child, output, exited, listening } = spawnController(args, children, { entry: file.mainEntry() });
   if (options.waitListening === false) return { child, url: '', output, exited };
   let timer: NodeJS.Timeout | undefined;
   const url = await Promise.race([
@@ -67,18 +51,6 @@ const startProcess = async (args: ReadonlyArray<string>, options: { readonly wai
   if (url === undefined) throw new Error(`exited before listening: ${output.text}`);
   return { child, url, output, exited };
 };
-
-beforeAll(async () => {
-  await prepareAyatoriCluster();
-  await sql(`CREATE ROLE "${manager}" LOGIN NOSUPERUSER CREATEDB CREATEROLE PASSWORD 'CTRL-TEST-ONLY-${suffix}'`);
-}, 120_000);
-
-afterAll(async () => {
-  for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
-  for (const path of cleanup.reverse()) await purge(path);
-  for (const path of rbacCleanup.reverse()) await kubeRequest('DELETE', path);
-  await sql(`DROP ROLE IF EXISTS "${manager}"`).catch(() => undefined);
-});
 
 describe('the controller process with the Ayatori Database module', () => {
   it('default modules (kos,ayatori) with leader election: an Instance becomes Ready and a Tenant binds through the running process; /readyz and /metrics show both controllers; SIGTERM exits 0, workers before pools, Lease released', async () => {
@@ -101,7 +73,7 @@ describe('the controller process with the Ayatori Database module', () => {
 
     const instanceName = `ctrl-ay-${suffix}`;
     await post(instances, instanceBody(instanceName, { [label]: 'yes' }, db.database));
-    await postAdminSecret(ns.name, instanceName, manager, `CTRL-TEST-ONLY-${suffix}`);
+    await postAdminSecret(ns.name, instanceName, manager, managerPassword);
     await eventually('Instance Ready', async () => ready(await get(`${instances}/${instanceName}`))?.status === 'True');
     const tenant = await post(tenants(ns.name), {
       apiVersion: `${Api.Group}/${Api.Version}`,
@@ -145,7 +117,7 @@ describe('the controller process with the Ayatori Database module', () => {
       spec: { holderIdentity?: string | null };
     };
     expect(released.spec.holderIdentity ?? null).toBeNull();
-    expect(out).not.toContain(`CTRL-TEST-ONLY-${suffix}`);
+    expect(out).not.toContain(managerPassword);
   });
 
   it('--modules=kos starts no Ayatori controller: no controller log line, no controller metrics, a labelled Tenant is left untouched', async () => {
@@ -233,22 +205,22 @@ describe('the controller process with the Ayatori Database module', () => {
     const [leaderRole, leaderBinding] = Api.leaderElectionRole(ns.name, sa);
     await create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns.name}/roles`, leaderRole);
     await create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns.name}/rolebindings`, leaderBinding);
-    const reply = await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/serviceaccounts/${sa}/token`, {
-      apiVersion: 'authentication.k8s.io/v1',
-      kind: 'TokenRequest',
-      spec: { expirationSeconds: 3600 },
-    });
-    expect(reply.status).toBe(201);
-    const token = (JSON.parse(reply.body) as { status: { token: string } }).status.token;
+    // the token once the grants are effective (RBAC reaches the authorizer quickly but not at once)
     const { kube } = testbed();
-    const dir = mkdtempSync(join(tmpdir(), 'ctrl-ay-'));
-    const kubeconfig = join(dir, 'kubeconfig');
-    writeFileSync(
-      kubeconfig,
-      `apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: ${kube.server}\n    certificate-authority-data: ${Buffer.from(kube.caCert).toString('base64')}\nusers:\n- name: sa\n  user:\n    token: ${token}\ncontexts:\n- name: t\n  context:\n    cluster: t\n    user: sa\ncurrent-context: t\n`,
-      { mode: 0o600 },
-    );
-    await sleep(1_000); // RBAC reaches the authorizer quickly but not instantly
+    const token = await serviceAccountToken({
+      request: kubeRequest,
+      getAs: async (bearer, path) =>
+        (await httpCall(`${kube.server}${path}`, { ca: kube.caCert, headers: { authorization: `Bearer ${bearer}` } }))
+          .status,
+      namespace: ns.name,
+      serviceAccount: sa,
+      probes: [
+        tenants(),
+        `/api/v1/namespaces/${ns.name}/secrets`,
+        `/apis/coordination.k8s.io/v1/namespaces/${ns.name}/leases/ctrl-ayatori-rbac-${suffix}`,
+      ],
+    });
+    const kubeconfig = writeTokenKubeconfig(join(file.dir(), 'kubeconfig'), token);
     const lease = `ctrl-ayatori-rbac-${suffix}`;
     const proc = await startProcess([
       '--modules=ayatori',
@@ -265,7 +237,7 @@ describe('the controller process with the Ayatori Database module', () => {
       );
       const instanceName = `ctrl-ay-rbac-${suffix}`;
       await post(instances, instanceBody(instanceName, { [label]: 'rbac' }, db.database));
-      await postAdminSecret(ns.name, instanceName, manager, `CTRL-TEST-ONLY-${suffix}`);
+      await postAdminSecret(ns.name, instanceName, manager, managerPassword);
       await eventually(
         'Instance Ready',
         async () => ready(await get(`${instances}/${instanceName}`))?.status === 'True',
@@ -285,7 +257,6 @@ describe('the controller process with the Ayatori Database module', () => {
     } finally {
       proc.child.kill('SIGTERM');
       expect(await proc.exited).toBe(0);
-      rmSync(dir, { recursive: true, force: true });
     }
   });
 

@@ -2,15 +2,29 @@
 // kos-system present, and a real controller (node:http on an ephemeral loopback port) against the test bed's
 // kube-apiserver, called over HTTP with fetch; or the app as a process (`src/main.ts` under tsx).
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createHash, createHmac, pbkdf2Sync } from 'node:crypto';
+import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { join } from 'node:path';
-import { expect } from 'vitest';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { afterAll, beforeAll, expect } from 'vitest';
 import pg from 'pg';
 import { Api } from '@homelab/ayatori-database';
 import { layerFromToken, type LayerOptions } from '@homelab/kube';
 import { kosCrds } from '@homelab/kos-kernel';
-import { baoRequest, eventually, installCrds, kubeRequest, testbed } from '@homelab/testbed/vitest';
+import {
+  baoRequest,
+  eventually,
+  installCrds,
+  kubeObjects,
+  kubeRequest,
+  testbed,
+  type TestDatabase,
+  type TestKvPath,
+  useDatabase,
+  useKvPath,
+  useNamespace,
+} from '@homelab/testbed/vitest';
 import {
   type ControllerConfig,
   type ControllerHandle,
@@ -127,34 +141,27 @@ export const until = async <T>(what: string, probe: () => Promise<T | undefined>
 export const spawnController = (
   args: ReadonlyArray<string>,
   children: ChildProcess[],
-  /** Another entry (a test-only one under test/fixtures, decision 0253) and extra environment. */
+  /**
+   * Another entry (a test-only one under test/fixtures, decision 0253; or an `.mjs` bundle of one from
+   * `bundleEntry`, run by plain node) and extra environment.
+   */
   options: { readonly entry?: string; readonly env?: Readonly<Record<string, string>> } = {},
 ) => {
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      'tsx',
-      '--conditions=@homelab/source',
-      options.entry ?? join(import.meta.dirname, '../src/main.ts'),
-      '--port',
-      '0',
-      ...args,
-    ],
-    {
-      cwd: join(import.meta.dirname, '..'),
-      env: {
-        ...process.env,
-        // The test bed this run uses (a worktree reuses the main checkout's through the variable).
-        HOMELAB_TESTBED_STATE:
-          process.env['HOMELAB_TESTBED_STATE'] ?? join(import.meta.dirname, '../../../.testbed/state.json'),
-        KUBECONFIG: '',
-        POD_NAMESPACE: '',
-        ...options.env,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
+  const entry = options.entry ?? join(import.meta.dirname, '../src/main.ts');
+  const runner = entry.endsWith('.mjs') ? [entry] : ['--import', 'tsx', '--conditions=@homelab/source', entry];
+  const child = spawn(process.execPath, [...runner, '--port', '0', ...args], {
+    cwd: join(import.meta.dirname, '..'),
+    env: {
+      ...process.env,
+      // The test bed this run uses (a worktree reuses the main checkout's through the variable).
+      HOMELAB_TESTBED_STATE:
+        process.env['HOMELAB_TESTBED_STATE'] ?? join(import.meta.dirname, '../../../.testbed/state.json'),
+      KUBECONFIG: '',
+      POD_NAMESPACE: '',
+      ...options.env,
     },
-  );
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   children.push(child);
   const output = { text: '' };
   child.stdout?.on('data', (d: Buffer) => (output.text += d.toString()));
@@ -169,6 +176,45 @@ export const spawnController = (
     void exited.then(() => resolve(undefined));
   });
   return { child, output, exited, listening };
+};
+
+/** The workspace's root (its node_modules resolves a bundle's third-party imports). */
+const workspaceRoot = join(import.meta.dirname, '../../..');
+
+/**
+ * A controller entry (`src/main.ts` or a test-only one under test/fixtures) bundled once with esbuild into one `.mjs`
+ * file under the workspace's `node_modules/.cache/controller-e2e/`: the workspace's own TypeScript (the
+ * `@homelab/source` condition, as tsx resolves it) in one module, every third-party package still imported from
+ * node_modules. The same code as `--import tsx` runs, without tsx transforming ~185 modules again at every start
+ * (decision 0381: ≈ 12 s of each start on the loaded 2-core machine). The caller removes the file (`remove`).
+ */
+export const bundleEntry = async (
+  entry: string = join(import.meta.dirname, '../src/main.ts'),
+): Promise<{ readonly file: string; readonly remove: () => void }> => {
+  const { build } = await import('esbuild');
+  const dir = join(workspaceRoot, 'node_modules/.cache/controller-e2e');
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, `${basename(entry, '.ts')}-${randomBytes(4).toString('hex')}.mjs`);
+  await build({
+    entryPoints: [entry],
+    outfile: file,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    conditions: ['@homelab/source'],
+    logLevel: 'warning',
+    plugins: [
+      {
+        name: 'third-party-external',
+        setup: (b) =>
+          b.onResolve({ filter: /^[^./]/ }, (a) =>
+            a.path.startsWith('@homelab/') ? undefined : { path: a.path, external: true },
+          ),
+      },
+    ],
+  });
+  return { file, remove: () => rmSync(file, { force: true }) };
 };
 
 /**
@@ -333,4 +379,142 @@ export const postAdminSecret = async (namespace: string, instance: string, usern
     stringData: { username, password },
   });
   expect(r.status).toBe(201);
+};
+
+/** A kubeconfig (YAML) for the test bed's API server as a bearer token (a ServiceAccount's), mode 0600. */
+export const writeTokenKubeconfig = (file: string, token: string): string => {
+  const { kube } = testbed();
+  writeFileSync(
+    file,
+    `apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: ${kube.server}\n    certificate-authority-data: ${Buffer.from(kube.caCert).toString('base64')}\nusers:\n- name: sa\n  user:\n    token: ${token}\ncontexts:\n- name: t\n  context:\n    cluster: t\n    user: sa\ncurrent-context: t\n`,
+    { mode: 0o600 },
+  );
+  return file;
+};
+
+/** What every Ayatori process test file (ayatori*.e2e) starts from; see `ayatoriProcessFile`. */
+export interface AyatoriProcessFile {
+  readonly ns: { readonly name: string };
+  readonly db: TestDatabase;
+  /** The file's KV path (only with `provisioning`). */
+  readonly kv: TestKvPath;
+  readonly suffix: string;
+  /** The label key of this file's objects (`--database-label-selector=<label>=…`). */
+  readonly label: string;
+  /** The management role (NOSUPERUSER CREATEDB CREATEROLE) and its password, created before the tests. */
+  readonly manager: string;
+  readonly managerPassword: string;
+  /** With `provisioning`: the Instance `<instanceName>` (labels `instanceLabels`) and its admin Secret, created before the tests. */
+  readonly instanceName: string;
+  /** The file's temporary directory; with `provisioning` it holds `token` (the OpenBao token file). */
+  readonly dir: () => string;
+  /** Processes still running after the file are SIGKILLed. */
+  readonly children: ChildProcess[];
+  /** Role and database names (the same) dropped after the file. */
+  readonly roles: string[];
+  /** Cluster-scoped RBAC paths deleted after the file. */
+  readonly rbacCleanup: string[];
+  /** Sessions ended after the file. */
+  readonly sessions: pg.Client[];
+  /** Other clean-ups, run after the objects were purged. */
+  readonly cleanups: Array<() => Promise<void>>;
+  readonly objects: ReturnType<typeof kubeObjects<AyatoriObj>>;
+  readonly instances: string;
+  readonly databases: string;
+  readonly tenantsPath: (namespace?: string) => string;
+  readonly tenantPath: (name: string) => string;
+  /** The flags of an Ayatori process with provisioning on for this file, restricted to `selector`. */
+  readonly flags: (selector: string, tokenFile?: string) => string[];
+  /** `src/main.ts` bundled for the file (`bundleEntry`): the `entry` of `spawnController`. */
+  readonly mainEntry: () => string;
+}
+
+/**
+ * The shared set-up of the Ayatori process test files (ayatori.e2e, ayatori-provisioning.e2e,
+ * ayatori-crash-steps.e2e): a namespace, a database and (with `provisioning`) a KV path of the file's own, the
+ * Ayatori CRDs, the management role, and with `provisioning` the OpenBao token file, the admin Secret and the
+ * Instance on the machine's PostgreSQL, and `src/main.ts` bundled once; after the file, every process killed and
+ * everything it created removed.
+ * Call it at the top of the file (it registers the file's hooks).
+ */
+export const ayatoriProcessFile = (
+  prefix: string,
+  options: { readonly provisioning: boolean; readonly instanceLabels?: (label: string) => Record<string, string> },
+): AyatoriProcessFile => {
+  const ns = useNamespace(prefix);
+  const db = useDatabase(prefix.replaceAll('-', '_'));
+  const kv = options.provisioning ? useKvPath(prefix) : (undefined as unknown as TestKvPath);
+  const suffix = randomBytes(3).toString('hex');
+  const label = `${prefix}-${suffix}`;
+  const manager = `${prefix.replaceAll('-', '_')}_mgr_${suffix}`;
+  const managerPassword = `${prefix.toUpperCase()}-TEST-ONLY-${suffix}`;
+  const instanceName = `${prefix}-${suffix}`;
+  const children: ChildProcess[] = [];
+  const roles: string[] = [];
+  const rbacCleanup: string[] = [];
+  const sessions: pg.Client[] = [];
+  const cleanups: Array<() => Promise<void>> = [];
+  const objects = kubeObjects<AyatoriObj>();
+  let dir = '';
+  let main: { readonly file: string; readonly remove: () => void } | undefined;
+  const instances = `${ayatoriBase}/postgresqlinstances`;
+  const tenantsPath = (namespace = ns.name) => `${ayatoriBase}/namespaces/${namespace}/postgresqltenants`;
+
+  beforeAll(async () => {
+    main = await bundleEntry();
+    await prepareAyatoriCluster();
+    dir = mkdtempSync(join(tmpdir(), `${prefix}-`));
+    await adminSql(`CREATE ROLE "${manager}" LOGIN NOSUPERUSER CREATEDB CREATEROLE PASSWORD '${managerPassword}'`);
+    if (options.provisioning) {
+      writeFileSync(join(dir, 'token'), kv.token, { mode: 0o600 });
+      await postAdminSecret(ns.name, instanceName, manager, managerPassword);
+      await objects.post(
+        instances,
+        instanceBody(instanceName, options.instanceLabels?.(label) ?? { [label]: 'yes' }, db.database),
+      );
+    }
+  }, 120_000);
+
+  afterAll(async () => {
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+    for (const s of sessions) await s.end().catch(() => undefined);
+    for (const path of objects.created.reverse()) await objects.purge(path);
+    for (const path of rbacCleanup.reverse()) await kubeRequest('DELETE', path);
+    for (const c of cleanups) await c().catch(() => undefined);
+    for (const role of roles) {
+      await adminSql(`DROP DATABASE IF EXISTS "${role}" WITH (FORCE)`).catch(() => undefined);
+      await adminSql(`DROP ROLE IF EXISTS "${role}"`).catch(() => undefined);
+    }
+    await adminSql(`DROP OWNED BY "${manager}"`).catch(() => undefined);
+    await adminSql(`DROP ROLE IF EXISTS "${manager}"`).catch(() => undefined);
+    if (dir !== '') rmSync(dir, { recursive: true, force: true });
+    main?.remove();
+  }, 180_000);
+
+  return {
+    ns,
+    db,
+    kv,
+    suffix,
+    label,
+    manager,
+    managerPassword,
+    instanceName,
+    dir: () => dir,
+    children,
+    roles,
+    rbacCleanup,
+    sessions,
+    cleanups,
+    objects,
+    instances,
+    databases: `${ayatoriBase}/postgresqldatabases`,
+    tenantsPath,
+    tenantPath: (name) => `${tenantsPath()}/${name}`,
+    flags: (selector, tokenFile = join(dir, 'token')) => ayatoriFlags({ namespace: ns.name, selector, kv, tokenFile }),
+    mainEntry: () => {
+      if (main === undefined) throw new Error('the bundle is only there after beforeAll');
+      return main.file;
+    },
+  };
 };

@@ -1,11 +1,11 @@
-// Credentials against a PostgreSQL that checks passwords (issue 21, decision 0312): the file's own cluster
-// (`scram-cluster.ts`: scram-sha-256 for every login, TLS only, verify-full against the snakeoil certificate), the
+// Credentials against a PostgreSQL that checks passwords (issue 21, decisions 0312, 0382): the test bed's SCRAM
+// cluster (`useScramPostgres`: scram-sha-256 for every login, TLS only, verify-full against the test bed's CA), the
 // test bed's kube-apiserver and OpenBao dev server, through `reconcileTenant`. The delivered password logs in over
 // TLS and a wrong one is refused (28P01); a plain connection is refused; one Tenant's role cannot connect to another
 // Tenant's database; after a rotation the old password is refused and an open session survives; after Delete the
 // role cannot log in.
 import { randomBytes } from 'node:crypto';
-import { kubeRequest, testbed, useKvPath, useNamespace } from '@homelab/testbed/vitest';
+import { kubeRequest, testbed, useKvPath, useNamespace, useScramPostgres } from '@homelab/testbed/vitest';
 import { type KubeClient, layerFromToken } from '@homelab/kube';
 import { Cause, type Context, Effect, Exit, Layer, Scope } from 'effect';
 import pg from 'pg';
@@ -24,15 +24,14 @@ import { reconcileInstance } from '../src/application/instance.js';
 import { CryptoEntropyLive, ProvisioningSettings, reconcileTenant } from '../src/application/provisioning.js';
 import { RotateAnnotation } from '../src/domain/vocabulary.js';
 import { databases, installCrds, instances, tenants } from './kube-fixture.js';
-import { type ScramCluster, startScramCluster } from './scram-cluster.js';
 
 const ns = useNamespace('ay-scram');
 const kv = useKvPath('ay-scram');
+const cluster = useScramPostgres('ay_scram');
 const suffix = randomBytes(3).toString('hex');
 const manager = `ay_smgr_${suffix}`;
 const managerPassword = randomBytes(18).toString('base64url');
 const instanceName = `ay-scram-${suffix}`;
-let cluster: ScramCluster;
 let scope: Scope.CloseableScope;
 let context: Context.Context<never>;
 const created: string[] = [];
@@ -79,7 +78,7 @@ const connect = async (
     user: secret['username'],
     password: changes.password ?? secret['password'],
     database: changes.database ?? secret['database'],
-    ssl: plain ? false : { ca: cluster.rootCert, servername: secret['host'] },
+    ssl: plain ? false : { ca: cluster.caCert, servername: secret['host'] },
   });
   c.on('error', () => undefined);
   await c.connect();
@@ -105,7 +104,6 @@ const provision = async (name: string) => {
 };
 
 beforeAll(async () => {
-  cluster = await startScramCluster();
   await cluster.query(`CREATE ROLE ${manager} LOGIN NOSUPERUSER CREATEDB CREATEROLE PASSWORD '${managerPassword}'`);
   await installCrds();
   expect(
@@ -125,13 +123,19 @@ beforeAll(async () => {
         kind: 'PostgreSQLInstance',
         metadata: { name: instanceName },
         spec: {
-          endpoint: { host: 'localhost', hostaddr: '127.0.0.1', port: cluster.port, sslMode: 'verify-full' },
+          endpoint: {
+            host: cluster.host,
+            hostaddr: cluster.hostaddr,
+            port: cluster.port,
+            database: cluster.database,
+            sslMode: 'verify-full',
+          },
           adminCredentialRef: { name: `${instanceName}-admin` },
         },
       })
     ).status,
   ).toBe(201);
-  const rootCert = cluster.rootCert;
+  const rootCert = cluster.caCert;
   const services = Layer.mergeAll(
     KubernetesBindingResourcesLive,
     KubernetesInstanceResourcesLive,
@@ -170,7 +174,13 @@ afterAll(async () => {
     await kubeRequest('PUT', `${instances}/${instanceName}`, { ...i, metadata: { ...i.metadata, finalizers: [] } });
     await kubeRequest('DELETE', `${instances}/${instanceName}`);
   }
-  cluster?.stop();
+  // the cluster is the test bed's: this file's roles and databases go (the file's database goes with the fixture)
+  for (const name of created) {
+    await cluster.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).catch(() => undefined);
+    await cluster.query(`DROP ROLE IF EXISTS "${name}"`).catch(() => undefined);
+  }
+  await cluster.query(`DROP OWNED BY ${manager}`).catch(() => undefined);
+  await cluster.query(`DROP ROLE IF EXISTS ${manager}`).catch(() => undefined);
 }, 120_000);
 
 describe('credentials on a password-checking PostgreSQL (scram-sha-256, TLS only)', () => {

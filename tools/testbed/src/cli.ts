@@ -38,12 +38,20 @@ const usage = `usage: testbed <command>
   netns up|down [--nodes N] [--prefix P]  node network namespaces on a link-local bridge (root; see src/netns.ts)
   build [--node]     build the binaries into the cache; --node also kubelet, kube-scheduler, containerd (+ apt packages) (${dirname(dirname(binaryPaths().etcd))})`;
 
+const scramLine = (state: TestbedState): string =>
+  state.scramPostgres === undefined
+    ? 'not in this state (an older test bed)'
+    : state.scramPostgres.available
+      ? `${state.scramPostgres.version}  ${state.scramPostgres.hostaddr}:${state.scramPostgres.port} (host ${state.scramPostgres.host}, superuser ${state.scramPostgres.superuser}, the CA in the state file)`
+      : `UNAVAILABLE: ${state.scramPostgres.reason}`;
+
 const howToUse = (state: TestbedState) => `
 The test bed is running (pid ${state.pid}); Ctrl-C stops it and removes its data.
   kube-apiserver ${state.kube.version}  ${state.kube.server}   (etcd ${state.kube.etcd})
   kube-controller-manager  pid ${state.controllerManager.pid}, ${state.controllerManager.healthz}   (${state.controllerManager.controllers.join(', ')})
   PostgreSQL ${state.postgres.version}  ${state.postgres.host}:${state.postgres.port} user ${state.postgres.user}
-  OpenBao        ${state.openbao.available ? `${state.openbao.version}  ${state.openbao.addr} (KV v2 at ${state.openbao.kvMount}/)` : `UNAVAILABLE: ${state.openbao.reason}`}${
+  OpenBao        ${state.openbao.available ? `${state.openbao.version}  ${state.openbao.addr} (KV v2 at ${state.openbao.kvMount}/)` : `UNAVAILABLE: ${state.openbao.reason}`}
+  PostgreSQL (scram-sha-256, TLS only)  ${scramLine(state)}${
     state.node
       ? `
   node ${state.node.name}  kubelet pid ${state.node.kubelet.pid}, containerd ${state.node.containerd.version}, pods on ${state.node.podSubnet}
@@ -190,6 +198,7 @@ const status = Effect.gen(function* () {
     `openbao: ${s.openbao.available ? `${s.openbao.version} ${s.openbao.addr}` : `UNAVAILABLE: ${s.openbao.reason}`}`,
   );
   say(`postgresql ${s.postgres.version} ${s.postgres.host}:${s.postgres.port}`);
+  say(`postgresql (scram-sha-256, TLS only): ${scramLine(s)}`);
   if (s.node) {
     const n = s.node;
     const kubelet = yield* Effect.promise(() =>

@@ -42,6 +42,25 @@ export const TestbedState = Schema.Struct({
     }),
     Schema.Struct({ available: Schema.Literal(false), reason: Schema.String }),
   ),
+  /**
+   * The password-checking PostgreSQL cluster (decision 0382): scram-sha-256, TLS only, a certificate from the test
+   * bed's CA. Optional: a state written before the service existed has none (tests then start one on demand).
+   */
+  scramPostgres: Schema.optional(
+    Schema.Union(
+      Schema.Struct({
+        available: Schema.Literal(true),
+        host: Schema.String,
+        hostaddr: Schema.String,
+        port: Schema.Number,
+        superuser: Schema.String,
+        password: Schema.String,
+        caCert: Schema.String,
+        version: Schema.String,
+      }),
+      Schema.Struct({ available: Schema.Literal(false), reason: Schema.String }),
+    ),
+  ),
   /** Only with `up --node`: the node (kubelet, containerd, kube-scheduler) and the images it holds. */
   node: Schema.optional(
     Schema.Struct({

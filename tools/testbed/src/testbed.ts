@@ -11,6 +11,7 @@ import {
   type Progress,
 } from './services.js';
 import { startNode } from './node.js';
+import { startScramPostgres } from './scram-postgres.js';
 import type { TestbedState } from './state.js';
 import { versions } from './versions.js';
 
@@ -27,7 +28,8 @@ export interface StartOptions {
 
 /**
  * Starts the whole test bed inside the caller's scope: etcd, then kube-apiserver, then kube-controller-manager and
- * OpenBao side by side, and checks PostgreSQL. Closing the scope stops every process in the reverse order (the
+ * OpenBao and the password-checking PostgreSQL cluster (decision 0382) side by side, and checks the machine's
+ * PostgreSQL. Closing the scope stops every process in the reverse order (the
  * controller manager and OpenBao before the API server, the API server before etcd) and removes the data directory.
  * OpenBao that cannot be built or started is reported as unavailable (with the reason), not faked; a controller
  * manager that does not become healthy fails the start.
@@ -45,13 +47,20 @@ export const startTestbed = (options: StartOptions = {}) =>
     const node = options.node === true;
     const kube = yield* startKubeApiserver(dataDir, etcd.url, progress, node);
     const nodeAccess = kube.nodeAccess;
-    const [controllerManager, openbao, nodeState] = yield* Effect.all(
+    const [controllerManager, openbao, scramPostgres, nodeState] = yield* Effect.all(
       [
         startKubeControllerManager(dataDir, kube.endpoint, kube.controllerManager, progress, node),
         startOpenBao(dataDir, progress).pipe(
           Effect.map((b) => ({ available: true as const, ...b, version: versions.openbaoRelease })),
           Effect.catchTag('TestbedError', (e) => {
             progress(`openbao UNAVAILABLE: ${e.message}`);
+            return Effect.succeed({ available: false as const, reason: e.message });
+          }),
+        ),
+        startScramPostgres(join(dataDir, 'pki'), kube.endpoint.caCert, progress).pipe(
+          Effect.map((c) => ({ available: true as const, ...c })),
+          Effect.catchTag('TestbedError', (e) => {
+            progress(`postgresql (scram) UNAVAILABLE: ${e.message}`);
             return Effect.succeed({ available: false as const, reason: e.message });
           }),
         ),
@@ -67,6 +76,7 @@ export const startTestbed = (options: StartOptions = {}) =>
       controllerManager,
       postgres,
       openbao,
+      scramPostgres,
       ...(nodeState === undefined ? {} : { node: nodeState }),
     };
     return state;

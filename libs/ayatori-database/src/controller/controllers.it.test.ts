@@ -18,7 +18,7 @@ import { Cause, Context, Effect, Either, Exit, Layer, Logger, LogLevel, Scope } 
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { quoteIdentifier } from '../domain/provisioning-sql.js';
-import { grantManagerRbac } from '../testing/index.js';
+import { grantManagerRbac, serviceAccountToken } from '../testing/index.js';
 import { InstanceReason, SetupMessage, TenantReason } from '../domain/vocabulary.js';
 import { httpCall } from '../../test/http.js';
 import {
@@ -96,29 +96,21 @@ const controllerToken = async (): Promise<string> => {
     serviceAccount: 'controller-manager',
     roleName,
   });
-  const reply = await kubeRequest('POST', `/api/v1/namespaces/${ns.name}/serviceaccounts/controller-manager/token`, {
-    apiVersion: 'authentication.k8s.io/v1',
-    kind: 'TokenRequest',
-    spec: { expirationSeconds: 3600 },
-  });
-  if (reply.status !== 201) throw new Error(`TokenRequest: ${reply.status} ${reply.body}`);
-  const token = (reply.json() as { status: { token: string } }).status.token;
-  // RBAC reaches the authorizer quickly but not instantly: wait until the identity can list Tenants and Secrets.
+  // RBAC reaches the authorizer quickly but not instantly: the token once the identity can list Tenants and Secrets.
   const { kube } = testbed();
-  for (let i = 0; i < 200; i++) {
-    const ok = await Promise.all(
-      [`${tenants(ns.name)}`, `/api/v1/namespaces/${ns.name}/secrets`].map(async (path) => {
-        const r = await httpCall(`${kube.server}${path}`, {
+  return serviceAccountToken({
+    request: kubeRequest,
+    getAs: async (token, path) =>
+      (
+        await httpCall(`${kube.server}${path}`, {
           ca: kube.caCert,
           headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
-        });
-        return r.status === 200;
-      }),
-    );
-    if (ok.every(Boolean)) return token;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error('generated RBAC not effective');
+        })
+      ).status,
+    namespace: ns.name,
+    serviceAccount: 'controller-manager',
+    probes: [tenants(ns.name), `/api/v1/namespaces/${ns.name}/secrets`],
+  });
 };
 const rbacCleanup: string[] = [];
 

@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Effect, type Scope } from 'effect';
+import { Effect, Exit, Scope } from 'effect';
 import { writeBusyboxImage, type BusyboxImageSpec } from '../images.js';
 import { importImages } from '../node.js';
 import pg from 'pg';
@@ -13,8 +13,10 @@ import { afterAll, beforeAll, inject } from 'vitest';
 import { installCrdsOn, kubeCall, type CrdManifest } from '../kube-api.js';
 import { httpCall, type HttpResponse } from '../net.js';
 import type { TestbedState } from '../state.js';
+import { type ScramPostgres, scramQuery, startStandaloneScramPostgres } from '../scram-postgres.js';
 
 export type { TestbedState } from '../state.js';
+export type { ScramPostgres } from '../scram-postgres.js';
 export type { BusyboxImageSpec, ImageFiles } from '../images.js';
 export { httpCall, type HttpOptions, type HttpResponse } from '../net.js';
 
@@ -189,6 +191,81 @@ export const useKvPath = (prefix = 'tests'): TestKvPath => {
     get base() {
       return cell.get().base;
     },
+  };
+};
+
+export interface TestScramPostgres extends ScramPostgres {
+  /** A database of this file's own (unique name), dropped with its connections after the file. */
+  readonly database: string;
+  /** A superuser query over TLS (verify-full against `caCert`), in the file's database unless another is named. */
+  readonly query: (text: string, values?: unknown[], database?: string) => Promise<Array<Record<string, unknown>>>;
+  /** True when the running test bed's state has no such cluster and this file started one of its own. */
+  readonly own: boolean;
+}
+
+/**
+ * The test bed's password-checking PostgreSQL cluster (scram-sha-256, TLS only; decision 0382) for this file, with a
+ * database of the file's own. Roles the file creates are its own to drop (unique names: the cluster is shared). A
+ * running test bed started before the service existed has none in its state: then the file starts a cluster of its
+ * own (same recipe, a throw-away CA) and stops it after the file.
+ */
+export const useScramPostgres = (prefix = 't'): TestScramPostgres => {
+  const cell = lazy<TestScramPostgres>('SCRAM PostgreSQL');
+  let scope: Scope.CloseableScope | undefined;
+  beforeAll(async () => {
+    const shared = testbed().scramPostgres;
+    let cluster: ScramPostgres;
+    if (shared?.available === true) cluster = shared;
+    else {
+      scope = Effect.runSync(Scope.make());
+      cluster = await Effect.runPromise(startStandaloneScramPostgres().pipe(Scope.extend(scope)));
+    }
+    const database = uniqueName(prefix).replaceAll('-', '_');
+    await scramQuery(cluster, `CREATE DATABASE "${database}"`);
+    cell.set({
+      ...cluster,
+      database,
+      query: (text, values = [], db = database) => scramQuery(cluster, text, values, db),
+      own: scope !== undefined,
+    });
+  }, 120_000);
+  afterAll(async () => {
+    try {
+      const c = cell.get();
+      await scramQuery(c, `DROP DATABASE IF EXISTS "${c.database}" WITH (FORCE)`);
+    } finally {
+      if (scope !== undefined) await Effect.runPromise(Scope.close(scope, Exit.void));
+    }
+  }, 60_000);
+  return {
+    get host() {
+      return cell.get().host;
+    },
+    get hostaddr() {
+      return cell.get().hostaddr;
+    },
+    get port() {
+      return cell.get().port;
+    },
+    get superuser() {
+      return cell.get().superuser;
+    },
+    get password() {
+      return cell.get().password;
+    },
+    get caCert() {
+      return cell.get().caCert;
+    },
+    get version() {
+      return cell.get().version;
+    },
+    get database() {
+      return cell.get().database;
+    },
+    get own() {
+      return cell.get().own;
+    },
+    query: (text, values, database) => cell.get().query(text, values, database),
   };
 };
 
