@@ -37,8 +37,20 @@ describe('migrations', () => {
       expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
       expect(db.pragma('synchronous', { simple: true })).toBe(2); // FULL
       expect(tables(db)).toEqual(
-        expect.arrayContaining(['accounts', 'audit', 'audit_no_delete', 'preferences', 'setting_values']),
+        expect.arrayContaining([
+          'accounts',
+          'audit',
+          'audit_no_delete',
+          'preferences',
+          'setting_values',
+          'user_setting_values',
+        ]),
       );
+      // one Rollback reverses the latest migration only (3: user-scoped setting values)
+      expect(rollbackLatest(db)).toBe(3);
+      expect(schemaVersion(db)).toBe(2);
+      expect(tables(db)).not.toContain('user_setting_values');
+      expect(tables(db)).toContain('preferences');
       expect(rollbackLatest(db)).toBe(2);
       expect(schemaVersion(db)).toBe(1);
       expect(tables(db)).not.toContain('preferences');
@@ -46,8 +58,7 @@ describe('migrations', () => {
       db.close();
       const again = openControlPlaneDatabase(path);
       expect(schemaVersion(again)).toBe(LATEST_VERSION);
-      expect(rollbackLatest(again)).toBe(2);
-      expect(rollbackLatest(again)).toBe(1);
+      for (let v = LATEST_VERSION; v >= 1; v--) expect(rollbackLatest(again)).toBe(v);
       // (sqlite_sequence, made by AUTOINCREMENT, cannot be dropped and holds no data of ours)
       expect(tables(again).filter((t) => t !== 'sqlite_sequence')).toEqual(['schema_migrations']);
       again.close();
