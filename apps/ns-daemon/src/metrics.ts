@@ -25,6 +25,8 @@ export interface DataPlaneCounters {
   readonly denied: number;
   readonly droppedQueued: number;
   readonly forwardedBytes: number;
+  /** N6 TLS handshakes finished, by `leg|version|suite` (decision 0410). */
+  readonly n6Sessions: ReadonlyMap<string, number>;
 }
 
 export const makeNsMetrics = (): NsMetrics => {
@@ -83,6 +85,19 @@ export const makeNsMetrics = (): NsMetrics => {
       collect() {
         this.reset();
         for (const [reason, n] of c.refusedBy) this.inc({ reason }, n);
+      },
+    });
+    new client.Counter({
+      name: 'ns_dataplane_n6_sessions_total',
+      help: 'N6 TLS handshakes finished at this daemon (either end), by leg (tcp flow, udp association), the TLS version and the suite really negotiated (decision 0410)',
+      labelNames: ['leg', 'version', 'suite'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const [k, n] of c.n6Sessions) {
+          const [leg = '', version = '', suite = ''] = k.split('|');
+          this.inc({ leg, version, suite }, n);
+        }
       },
     });
     new client.Counter({

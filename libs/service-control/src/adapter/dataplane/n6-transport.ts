@@ -22,6 +22,8 @@ export interface N6Credentials {
 /**
  * The TLS 1.3 suites of N6, AES-128-GCM first (decision 0275): the mandatory-to-implement suite of RFC 8446, about a
  * third less cipher work per byte than OpenSSL's default first choice AES-256-GCM, which remains accepted after it.
+ * Nothing else is accepted (decision 0410): no TLS 1.2 or older, no CCM/CCM_8 suite; a peer offering only those fails
+ * the handshake (`n6-handshake`). The publisher (TLS server) chooses by THIS order, whatever order the consumer offers.
  */
 export const N6_CIPHERS = 'TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256';
 
@@ -79,6 +81,8 @@ export const n6Accept = (
   const stream = new TLSSocket(raw, {
     ...tlsOptions(credentials),
     isServer: true,
+    // the server's suite order decides (decision 0410): a `TLSSocket` made by hand takes the CLIENT's order otherwise
+    honorCipherOrder: true,
     requestCert: true,
     ALPNProtocols: [N6_UDP_ALPN],
   });
@@ -113,5 +117,16 @@ export const n6Accept = (
  */
 export const n6Dial = (raw: Socket, credentials: N6Credentials, alpn?: string): TLSSocket =>
   tlsConnect({ ...tlsOptions(credentials), socket: raw, ...(alpn === undefined ? {} : { ALPNProtocols: [alpn] }) });
+
+/** What a finished handshake negotiated: the TLS version and the suite's standard (IANA) name. */
+export interface N6Session {
+  readonly version: string;
+  readonly suite: string;
+}
+
+export const negotiated = (stream: TLSSocket): N6Session => ({
+  version: stream.getProtocol() ?? 'unknown',
+  suite: stream.getCipher().standardName,
+});
 
 export const peerIdentity = (stream: TLSSocket): Bytes | null => identityOfCertificate(stream.getPeerX509Certificate());

@@ -29,7 +29,7 @@ import type {
   TeardownStepName,
   Verdict,
 } from '../../permit/types.js';
-import { type N6Credentials, n6Accept, n6Dial, peerIdentity } from './n6-transport.js';
+import { type N6Credentials, n6Accept, n6Dial, negotiated, peerIdentity } from './n6-transport.js';
 import {
   N6_UDP_ALPN,
   N6_UDP_EXPORTER_CONTEXT,
@@ -91,6 +91,11 @@ export interface ForwarderCounters {
   /** Items dropped from a flow's queue by the teardown (queued is not delivered). */
   droppedQueued: number;
   forwardedBytes: number;
+  /**
+   * N6 TLS handshakes finished, by `leg|version|suite` (leg `tcp`: a TCP flow's connection, `udp`: an `n6-udp`
+   * association's), at either end (decision 0410: what was really negotiated, not what was configured).
+   */
+  n6Sessions: Map<string, number>;
 }
 
 interface FlowSockets {
@@ -168,6 +173,7 @@ export class SocketForwarder implements PermitDataPlane {
     denied: 0,
     droppedQueued: 0,
     forwardedBytes: 0,
+    n6Sessions: new Map(),
   };
   /** Every teardown step applied, in order, with the flows it acted on. */
   readonly teardownLog: { readonly step: TeardownStepName; readonly flowIds: readonly number[] }[] = [];
@@ -314,6 +320,28 @@ export class SocketForwarder implements PermitDataPlane {
     this.apply(this.engine.tick());
   }
 
+  /** A finished N6 handshake: what it negotiated is counted (decision 0410). */
+  private session(leg: FlowProtocol, stream: TLSSocket): void {
+    const n = negotiated(stream);
+    const k = `${leg}|${n.version}|${n.suite}`;
+    this.counters.n6Sessions.set(k, (this.counters.n6Sessions.get(k) ?? 0) + 1);
+  }
+
+  /**
+   * A consumer's N6 dial whose TCP connection was made but whose TLS handshake never finished (the publisher offered
+   * no suite or version we accept, or proved nothing) is refused as `n6-handshake`, like the publisher's side of it;
+   * a dial the flow's own cut ended is not counted.
+   */
+  private watchHandshake(f: FlowSockets, raw: Socket, stream: TLSSocket): void {
+    let connected = false;
+    let secured = false;
+    raw.once('connect', () => (connected = true));
+    stream.once('secureConnect', () => (secured = true));
+    stream.once('close', () => {
+      if (connected && !secured && !f.gated) this.refuse('n6-handshake');
+    });
+  }
+
   private refuse(verdict: string): void {
     this.counters.refused++;
     this.counters.refusedBy.set(verdict, (this.counters.refusedBy.get(verdict) ?? 0) + 1);
@@ -384,6 +412,7 @@ export class SocketForwarder implements PermitDataPlane {
       raw,
       spec.n6Server,
       (stream, peer) => {
+        this.session(stream.alpnProtocol === N6_UDP_ALPN ? 'udp' : 'tcp', stream);
         if (peer === null) {
           // no Ed25519 certificate: not a node; refused before any flow exists
           this.refuse('unknown-peer');
@@ -514,6 +543,7 @@ export class SocketForwarder implements PermitDataPlane {
     upRaw.on('error', () => undefined);
     const n6 = spec.n6Client;
     const up: Socket = n6 === undefined ? upRaw : n6Dial(upRaw, n6.credentials);
+    if (n6 !== undefined) this.watchHandshake(f, upRaw, up as TLSSocket);
     f.upstream = up;
     f.upstreamRaw = upRaw;
     f.open++;
@@ -521,6 +551,7 @@ export class SocketForwarder implements PermitDataPlane {
     up.on('close', () => this.socketClosed(f));
     up.on(n6 === undefined ? 'connect' : 'secureConnect', () => {
       if (n6 !== undefined) {
+        this.session('tcp', up as TLSSocket);
         // the publisher must prove the identity the permit names; anything else is cut before a byte is sent
         const expected = n6.expect(f.flow);
         const got = peerIdentity(up as TLSSocket);
@@ -728,6 +759,7 @@ export class SocketForwarder implements PermitDataPlane {
     });
     raw.on('error', () => undefined);
     const stream = n6Dial(raw, n6.credentials, N6_UDP_ALPN);
+    this.watchHandshake(nf, raw, stream);
     nf.control = stream;
     nf.controlRaw = raw;
     nf.sealSide = 'upstream';
@@ -737,6 +769,7 @@ export class SocketForwarder implements PermitDataPlane {
     stream.once('close', () => this.socketClosed(nf));
     let pinned = false;
     stream.once('secureConnect', () => {
+      this.session('udp', stream);
       if (nf.gated) return;
       const expected = n6.expect(nf.flow);
       const got = peerIdentity(stream);
