@@ -9,16 +9,18 @@
 //     certificates → publisher, decision 0264) against two plain relays chained the same way, and UDP packets/s
 //     through them (AEAD frames keyed from an `n6-udp` TLS connection, decision 0269); the engine's clock is ns-daemon's
 //     (one /proc/uptime reading per event-loop turn, decision 0275), and a "before 0275" N6 pair (a read at every
-//     check, AES-256-GCM) is measured in the same loop for the before/after ratio
+//     check, AES-256-GCM, Node's 16 KiB socket high-water mark) and a "before 0411" pair (only the high-water mark
+//     as before) are measured in the same loop for the before/after ratios
 // Run: npm run bench:dataplane -w @homelab/service-control
 import { generateKeyPairSync } from 'node:crypto';
 import { createSocket } from 'node:dgram';
 import { type AddressInfo, type Socket, connect, createServer } from 'node:net';
 import { performance } from 'node:perf_hooks';
+import { getDefaultHighWaterMark } from 'node:stream';
 import tls from 'node:tls';
 import { ProcUptimeBootClock, TurnBootClock } from '../src/adapter/clock/index.js';
 import type { BootClock } from '../src/permit/clock.js';
-import { SocketForwarder, n6Credentials } from '../src/adapter/dataplane/index.js';
+import { type ForwarderOptions, SocketForwarder, n6Credentials } from '../src/adapter/dataplane/index.js';
 import { PermitEngine, type PermitKey } from '../src/permit/index.js';
 
 /** This command's output (a CLI: its lines are the result, not a log). */
@@ -29,6 +31,8 @@ const TCP_MB = Number(process.env['BENCH_TCP_MB'] ?? 256);
 const UDP_PACKETS = Number(process.env['BENCH_UDP_PACKETS'] ?? 20_000);
 const UDP_WINDOW = Number(process.env['BENCH_UDP_WINDOW'] ?? 32);
 const PINGS = Number(process.env['BENCH_PINGS'] ?? 2_000);
+/** Rounds of the two-hop TCP loop (plain, N6, N6 before 0275, N6 before 0411 in turn): medians of this many. */
+const TCP_ROUNDS = Number(process.env['BENCH_TCP_ROUNDS'] ?? 3);
 
 const b = (n: number, fill: number) => new Uint8Array(n).fill(fill);
 const scope = { identity: b(32, 1), nsdId: b(16, 2), networkId: b(16, 3) };
@@ -104,6 +108,7 @@ const gatedRelay = async (
   udpTo: number,
   n6?: { readonly consumer: Uint8Array; readonly n6Server: ReturnType<typeof n6Credentials> },
   clock: BootClock = bootClock('turn'),
+  options: ForwarderOptions = {},
 ) => {
   const source = n6?.consumer ?? consumer;
   const engine = new PermitEngine(clock, { decide: () => 'not-enforced' });
@@ -142,7 +147,7 @@ const gatedRelay = async (
   };
   let seq = 0;
   refresh();
-  const fw = new SocketForwarder(engine);
+  const fw = new SocketForwarder(engine, options);
   const p = await fw.listen({
     endpoint: 'bench',
     host: HOST,
@@ -172,12 +177,15 @@ const n6Node = (ciphers?: string) => {
 
 /** Two data planes joined by N6: a consumer endpoint (plain for the client) dialling a publisher N6 endpoint. */
 /**
- * `before`: the N6 data plane as it was before decision 0275 — a /proc/uptime read at every check and OpenSSL's
- * default TLS 1.3 suite order (AES-256-GCM first) — measured in the same run as the current one.
+ * `before`: the N6 data plane as it was before decision 0275 — a /proc/uptime read at every check, OpenSSL's
+ * default TLS 1.3 suite order (AES-256-GCM first) and Node's default socket high-water mark; `before-0411`: as now but
+ * with Node's default high-water mark (16 KiB) — each measured in the same run as the current one.
  */
-const n6Pair = async (tcpTo: number, udpTo: number, variant: 'current' | 'before' = 'current') => {
+const n6Pair = async (tcpTo: number, udpTo: number, variant: 'current' | 'before' | 'before-0411' = 'current') => {
   const ciphers = variant === 'before' ? tls.DEFAULT_CIPHERS : undefined;
   const clock = variant === 'before' ? 'per-check' : 'turn';
+  const options: ForwarderOptions =
+    variant === 'current' ? {} : { highWaterMark: getDefaultHighWaterMark(false) };
   const pubNode = n6Node(ciphers);
   const conNode = n6Node(ciphers);
   const pub = await gatedRelay(
@@ -188,6 +196,7 @@ const n6Pair = async (tcpTo: number, udpTo: number, variant: 'current' | 'before
       n6Server: pubNode.creds,
     },
     bootClock(clock),
+    options,
   );
   const cscope = { identity: conNode.identity, nsdId: scope.nsdId, networkId: scope.networkId };
   const ckey: PermitKey = { scope: cscope, serviceRef: key.serviceRef, role: 'consumer' };
@@ -218,7 +227,7 @@ const n6Pair = async (tcpTo: number, udpTo: number, variant: 'current' | 'before
     if (out.outcome !== 'accepted') throw new Error(`consumer permit refused: ${JSON.stringify(out)}`);
   };
   refresh();
-  const fw = new SocketForwarder(engine);
+  const fw = new SocketForwarder(engine, options);
   const p = await fw.listen({
     endpoint: 'bench-vip',
     host: HOST,
@@ -389,18 +398,23 @@ const main = async () => {
   const n6Sink = await n6Pair(be.sink, be.udp);
   const n6Echo = await n6Pair(be.echo, be.udp);
   const n6Before = await n6Pair(be.sink, be.udp, 'before');
+  const n6Before0411 = await n6Pair(be.sink, be.udp, 'before-0411');
   await tcpThroughput(plainSink2.port);
   n6Sink.refresh();
   await tcpThroughput(n6Sink.port);
   n6Before.refresh();
   await tcpThroughput(n6Before.port);
+  n6Before0411.refresh();
+  await tcpThroughput(n6Before0411.port);
   const tp2: number[] = [];
   const tn: number[] = [];
   const tb: number[] = [];
   const cp2: number[] = [];
   const cn: number[] = [];
   const cb: number[] = [];
-  for (let i = 0; i < 3; i++) {
+  const tb11: number[] = [];
+  const cb11: number[] = [];
+  for (let i = 0; i < TCP_ROUNDS; i++) {
     tp2.push(await tcpThroughput(plainSink2.port));
     cp2.push(lastCpuRate);
     n6Sink.refresh();
@@ -409,6 +423,9 @@ const main = async () => {
     n6Before.refresh();
     tb.push(await tcpThroughput(n6Before.port));
     cb.push(lastCpuRate);
+    n6Before0411.refresh();
+    tb11.push(await tcpThroughput(n6Before0411.port));
+    cb11.push(lastCpuRate);
   }
   const lp2 = await latencyP50(plainEcho2.port);
   n6Echo.refresh();
@@ -430,12 +447,19 @@ const main = async () => {
     ['TCP one flow (MiB/s, median of 3)', med(tp), med(tg), med(tg) / med(tp), '≥ 0.5'],
     ['UDP echo packets/s', up, ug, ug / up, '≥ 0.5'],
     ['TCP ping-pong p50 (ms)', lp, lg, lg / lp, '≤ 2'],
-    ['two hops, N6 (TLS) vs 2 plain relays: TCP MiB/s', med(tp2), med(tn), med(tn) / med(tp2), '≥ 0.5'],
+    [`two hops, N6 (TLS) vs 2 plain relays: TCP MiB/s (median of ${TCP_ROUNDS})`, med(tp2), med(tn), med(tn) / med(tp2), '≥ 0.5'],
     [
       'two hops, N6 as before 0275 (a clock read per check, AES-256-GCM) vs 2 plain relays: TCP MiB/s',
       med(tp2),
       med(tb),
       med(tb) / med(tp2),
+      '(before)',
+    ],
+    [
+      'two hops, N6 as before 0411 (Node’s 16 KiB high-water mark) vs 2 plain relays: TCP MiB/s',
+      med(tp2),
+      med(tb11),
+      med(tb11) / med(tp2),
       '(before)',
     ],
     ['two hops, N6 (TLS) vs 2 plain relays: TCP MiB per CPU-second', med(cp2), med(cn), med(cn) / med(cp2), '≥ 0.5'],
@@ -444,6 +468,13 @@ const main = async () => {
       med(cp2),
       med(cb),
       med(cb) / med(cp2),
+      '(before)',
+    ],
+    [
+      'two hops, N6 as before 0411 vs 2 plain relays: TCP MiB per CPU-second',
+      med(cp2),
+      med(cb11),
+      med(cb11) / med(cp2),
       '(before)',
     ],
     ['two hops, N6 (TLS) vs 2 plain relays: ping-pong p50 (ms)', lp2, ln, ln / lp2, '≤ 2'],
@@ -479,6 +510,7 @@ const main = async () => {
   await n6Sink.close();
   await n6Echo.close();
   await n6Before.close();
+  await n6Before0411.close();
   await gatedSink.close();
   await gatedEcho.close();
   be.close();

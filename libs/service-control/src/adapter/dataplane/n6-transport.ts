@@ -56,8 +56,14 @@ export const identityOfCertificate = (cert: X509Certificate | undefined): Bytes 
   return x === undefined ? null : new Uint8Array(Buffer.from(x, 'base64url'));
 };
 
-const tlsOptions = (c: N6Credentials) =>
+/** Stream options of a flow's N6 TLS stream: its buffer sizes (decision 0411); unset = Node's default. */
+export interface N6StreamOptions {
+  readonly highWaterMark?: number;
+}
+
+const tlsOptions = (c: N6Credentials, o: N6StreamOptions) =>
   ({
+    ...(o.highWaterMark === undefined ? {} : { highWaterMark: o.highWaterMark }),
     key: c.key,
     cert: c.cert,
     ciphers: c.ciphers ?? N6_CIPHERS,
@@ -76,10 +82,11 @@ export const n6Accept = (
   credentials: N6Credentials,
   secured: (stream: TLSSocket, peer: Bytes | null) => void,
   failed: () => void,
+  options: N6StreamOptions = {},
 ): void => {
   // a connection offering ALPN `n6-udp` keys a UDP association (decision 0269); one offering none is a TCP flow
   const stream = new TLSSocket(raw, {
-    ...tlsOptions(credentials),
+    ...tlsOptions(credentials, options),
     isServer: true,
     // the server's suite order decides (decision 0410): a `TLSSocket` made by hand takes the CLIENT's order otherwise
     honorCipherOrder: true,
@@ -115,8 +122,17 @@ export const n6Accept = (
  * compares `peerIdentity(stream)` with the identity it expects before sending anything. `alpn` = `n6-udp` asks for a
  * UDP association's keys (decision 0269); a TCP flow offers none.
  */
-export const n6Dial = (raw: Socket, credentials: N6Credentials, alpn?: string): TLSSocket =>
-  tlsConnect({ ...tlsOptions(credentials), socket: raw, ...(alpn === undefined ? {} : { ALPNProtocols: [alpn] }) });
+export const n6Dial = (
+  raw: Socket,
+  credentials: N6Credentials,
+  alpn?: string,
+  options: N6StreamOptions = {},
+): TLSSocket =>
+  tlsConnect({
+    ...tlsOptions(credentials, options),
+    socket: raw,
+    ...(alpn === undefined ? {} : { ALPNProtocols: [alpn] }),
+  });
 
 /** What a finished handshake negotiated: the TLS version and the suite's standard (IANA) name. */
 export interface N6Session {

@@ -163,7 +163,21 @@ export interface ForwarderOptions {
    * reach the end of the 2^64 counter space (`n6-udp-counter-spent`) without 2^64 datagrams. Default 0.
    */
   readonly n6UdpCounterStart?: bigint;
+  /**
+   * The high-water mark of every TCP flow socket and N6 TLS stream (bytes a socket holds before a write reports
+   * backpressure and the other side is paused). Default {@link FLOW_HIGH_WATER_MARK} (decision 0411); the bench's
+   * "before" rows set Node's default (16 KiB) to measure the difference in the same run.
+   */
+  readonly highWaterMark?: number;
 }
+
+/**
+ * 256 KiB (decision 0411): with Node's 16 KiB every 64 KiB chunk written to a flow socket reported backpressure, so
+ * the reading side was paused and resumed once per chunk — and a TLS write's completion always comes a turn later.
+ * Nothing is delivered past a cut either way: the flow's gate refuses new writes, and what a socket still holds is
+ * dropped with it by the abort (decision 0266).
+ */
+export const FLOW_HIGH_WATER_MARK = 256 * 1024;
 
 export class SocketForwarder implements PermitDataPlane {
   readonly counters: ForwarderCounters = {
@@ -182,10 +196,15 @@ export class SocketForwarder implements PermitDataPlane {
   /** Sockets a flow is waiting on for `drain` (backpressure). */
   private readonly draining = new WeakSet<Socket>();
 
+  /** The socket/stream options of every TCP flow socket (decision 0411). */
+  private readonly stream: { readonly highWaterMark: number };
+
   constructor(
     readonly engine: PermitEngine,
     private readonly options: ForwarderOptions = {},
-  ) {}
+  ) {
+    this.stream = { highWaterMark: options.highWaterMark ?? FLOW_HIGH_WATER_MARK };
+  }
 
   // ───────────────────────── listeners ─────────────────────────
 
@@ -206,7 +225,7 @@ export class SocketForwarder implements PermitDataPlane {
       // N6 UDP is keyed over TLS on TCP P: the TCP server is bound for it even when only UDP is served (P is the
       // service's on both protocols, I1)
       if (spec.protocols.includes('tcp') || n6udp !== null) {
-        const server = createServer({ pauseOnConnect: true, allowHalfOpen: true }, (s) =>
+        const server = createServer({ pauseOnConnect: true, allowHalfOpen: true, ...this.stream }, (s) =>
           this.accept(spec, s, n6udp, associations),
         );
         tcp = server;
@@ -431,6 +450,7 @@ export class SocketForwarder implements PermitDataPlane {
         this.acceptTcp(spec, stream, raw, peer);
       },
       () => this.refuse('n6-handshake'),
+      this.stream,
     );
   }
 
@@ -535,6 +555,7 @@ export class SocketForwarder implements PermitDataPlane {
       return;
     }
     const upRaw = connect({
+      ...this.stream,
       host: to.host,
       port: to.port,
       allowHalfOpen: true,
@@ -542,7 +563,7 @@ export class SocketForwarder implements PermitDataPlane {
     });
     upRaw.on('error', () => undefined);
     const n6 = spec.n6Client;
-    const up: Socket = n6 === undefined ? upRaw : n6Dial(upRaw, n6.credentials);
+    const up: Socket = n6 === undefined ? upRaw : n6Dial(upRaw, n6.credentials, undefined, this.stream);
     if (n6 !== undefined) this.watchHandshake(f, upRaw, up as TLSSocket);
     f.upstream = up;
     f.upstreamRaw = upRaw;
