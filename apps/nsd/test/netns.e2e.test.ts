@@ -157,6 +157,15 @@ const intruderAttempt = async (port: number) => {
 
 const metricsOf = (host: string, port: number) => metricsAt(port, host);
 const value = metricValue;
+/** Every `ns_dataplane_n6_sessions_total` series with a count > 0, as `leg|version|suite` → count. */
+const n6Sessions = (metrics: string): Record<string, number> => {
+  const out: Record<string, number> = {};
+  for (const m of metrics.matchAll(
+    /^ns_dataplane_n6_sessions_total\{leg="([^"]*)",version="([^"]*)",suite="([^"]*)"\} (\d+)$/gm,
+  ))
+    if (Number(m[4]) > 0) out[`${m[1]}|${m[2]}|${m[3]}`] = Number(m[4]);
+  return out;
+};
 const healthz = async (host: string, port: number) =>
   (await (await fetch(`http://${host}:${port}/healthz`)).json()) as {
     epoch: string | null;
@@ -271,6 +280,19 @@ describe('M6-62 across network namespaces (real E2E)', () => {
       (n) => n === 1,
     );
     expect(backend.lines).not.toContain(`udp:${forged}`);
+
+    // what N6 really negotiated (decision 0410): TLS 1.3 with AES-128-GCM on the TCP flow and the UDP association,
+    // at both daemons, and no other suite or version
+    for (const [host, port] of [
+      [N1.address, a.port],
+      [N2.address, b.port],
+    ] as const) {
+      const sessions = n6Sessions(await metricsOf(host, port));
+      expect(Object.keys(sessions).sort(), `N6 sessions at ${host}`).toEqual([
+        'tcp|TLSv1.3|TLS_AES_128_GCM_SHA256',
+        'udp|TLSv1.3|TLS_AES_128_GCM_SHA256',
+      ]);
+    }
 
     // node 3: TLS 1.3 completes with its own key, then it is closed before any flow (no source Grant for its key)
     const refusedBefore = value(
