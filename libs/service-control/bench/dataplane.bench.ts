@@ -184,8 +184,7 @@ const n6Node = (ciphers?: string) => {
 const n6Pair = async (tcpTo: number, udpTo: number, variant: 'current' | 'before' | 'before-0411' = 'current') => {
   const ciphers = variant === 'before' ? tls.DEFAULT_CIPHERS : undefined;
   const clock = variant === 'before' ? 'per-check' : 'turn';
-  const options: ForwarderOptions =
-    variant === 'current' ? {} : { highWaterMark: getDefaultHighWaterMark(false) };
+  const options: ForwarderOptions = variant === 'current' ? {} : { highWaterMark: getDefaultHighWaterMark(false) };
   const pubNode = n6Node(ciphers);
   const conNode = n6Node(ciphers);
   const pub = await gatedRelay(
@@ -447,7 +446,13 @@ const main = async () => {
     ['TCP one flow (MiB/s, median of 3)', med(tp), med(tg), med(tg) / med(tp), '≥ 0.5'],
     ['UDP echo packets/s', up, ug, ug / up, '≥ 0.5'],
     ['TCP ping-pong p50 (ms)', lp, lg, lg / lp, '≤ 2'],
-    [`two hops, N6 (TLS) vs 2 plain relays: TCP MiB/s (median of ${TCP_ROUNDS})`, med(tp2), med(tn), med(tn) / med(tp2), '≥ 0.5'],
+    [
+      `two hops, N6 (TLS) vs 2 plain relays: TCP MiB/s (median of ${TCP_ROUNDS})`,
+      med(tp2),
+      med(tn),
+      med(tn) / med(tp2),
+      '≥ 0.5',
+    ],
     [
       'two hops, N6 as before 0275 (a clock read per check, AES-256-GCM) vs 2 plain relays: TCP MiB/s',
       med(tp2),

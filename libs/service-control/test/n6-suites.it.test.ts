@@ -204,7 +204,7 @@ describe('N6 TLS suites: what is negotiated and what is refused (component test,
       await eventually(() => client.isClosed(), `${what}: TCP client cut`);
       await eventually(() => refused(con.fw, 'n6-handshake') === 1, `${what}: TCP refusal counted`);
       // UDP: the association's TLS connection fails the same way; the queued datagram is never sent
-        const s = createSocket('udp4');
+      const s = createSocket('udp4');
       await new Promise<void>((ok) => s.bind(0, HOST, ok));
       cleanup.push(() => void s.close());
       s.send('must-not-arrive-udp', con.port, HOST);
