@@ -110,7 +110,11 @@ describe('nsd ready and leases (real process, PostgreSQL)', () => {
     const offered = await snapshotAt((l) => l.proposal !== null);
     const proposal = offered.listener.proposal as NonNullable<SnapshotListener['proposal']>;
     expect(
-      code(await call(env('port.result', { ...proposal, result: 'installed', termination_floor: null }, { session_seq: 1n }))),
+      code(
+        await call(
+          env('port.result', { ...proposal, result: 'installed', termination_floor: null }, { session_seq: 1n }),
+        ),
+      ),
     ).toBe('ok');
     const { revision, digest, listener } = await snapshotAt((l) => l.state === 'claimed');
     expect(listener.P).toBe(proposal.P);

@@ -109,7 +109,13 @@ export const useDeadlockRig = (name: string, leaseNow: () => number): DeadlockRi
     await rig.store.migrate();
     const t = await rig.store.takeover();
     rig.nsdId = t.nsdId;
-    rig.authority = new Authority({ store: rig.store, nsdId: t.nsdId, epoch: t.epoch, now: () => Date.now(), leaseNow });
+    rig.authority = new Authority({
+      store: rig.store,
+      nsdId: t.nsdId,
+      epoch: t.epoch,
+      now: () => Date.now(),
+      leaseNow,
+    });
   });
   afterAll(() => rig.authority.closeStreams());
   return rig;

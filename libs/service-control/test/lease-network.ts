@@ -93,14 +93,21 @@ export const openLeaseNetwork = async (
   }
   const ready: NetworkPublisher[] = [];
   for (const [i, w] of publishers.entries()) {
-    const row = ((await sql(`SELECT * FROM service_control.service WHERE publisher = $1`, [Buffer.from(w.identity)])) as
-      | Record<string, unknown>[])[0] as Record<string, unknown>;
+    const row = (
+      (await sql(`SELECT * FROM service_control.service WHERE publisher = $1`, [Buffer.from(w.identity)])) as Record<
+        string,
+        unknown
+      >[]
+    )[0] as Record<string, unknown>;
     const serviceId = new Uint8Array(row['service_id'] as Buffer);
     const sources: PolicySource[] = consumers.flatMap((c, k) =>
       authorized(i, k) ? [{ consumer: c.identity, protocols: ['tcp'], expiry: null }] : [],
     );
     for (const source of sources)
-      check(Either.isRight(await setPolicySource({ store, epoch: authority.epoch }, serviceId, source)), 'policy source');
+      check(
+        Either.isRight(await setPolicySource({ store, epoch: authority.epoch }, serviceId, source)),
+        'policy source',
+      );
     const li = listenerIntentOf(
       nsdId,
       {

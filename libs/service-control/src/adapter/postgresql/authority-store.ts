@@ -741,7 +741,8 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
       const scope = options?.scope;
       if (groups === null || scope === undefined || options?.consistentRead === true)
         return transactAlone(epoch, fn, options);
-      const keyedAlone = scope.othersAllocations === true && groupCommit?.shareAcquires === false;
+      const keyedAlone =
+        scope.othersAllocations === true && groupCommit !== false && groupCommit?.shareAcquires === false;
       return groups.submit({
         identity: scope.identity,
         networkId: scope.networkId,
