@@ -252,24 +252,22 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
    * window, answers verified after it: every one must be `granted`), all publishers in flight together.
    */
   const runLoad = (label: string, use: readonly Publisher[], per: number): Promise<Run> =>
-    runClients(
-      label,
-      use,
-      use.map((p) => ({ pem: p.pem, payloads: p.refreshes(per) })),
-    );
+    runClients(label, use, () => use.map((p) => ({ pem: p.pem, payloads: p.refreshes(per) })));
   /** The same for `per` lease.acquire requests of each consumer (its publisher Ready again first). */
   const runAcquires = (label: string, use: readonly Consumer[], per: number): Promise<Run> =>
     runClients(
       label,
       use.map((c) => c.publisher),
-      use.map((c) => ({ pem: c.pem, payloads: c.acquires(per) })),
+      () => use.map((c) => ({ pem: c.pem, payloads: c.acquires(per) })),
     );
   const runClients = async (
     label: string,
     ready: readonly Publisher[],
-    clients: readonly { readonly pem: string; readonly payloads: readonly Uint8Array[] }[],
+    /** The clients' payloads, made after the publishers are Ready again (a refresh's seq follows the re-ready's). */
+    prepare: () => readonly { readonly pem: string; readonly payloads: readonly Uint8Array[] }[],
   ): Promise<Run> => {
     await Promise.all(ready.map((p) => p.reready()));
+    const clients = prepare();
     const load = await startLoad({ url, nsdKey: nsd.machineId, clients });
     const n = clients.reduce((sum, c) => sum + c.payloads.length, 0);
     const r = await measure(label, n, async () => (await load.go()).seconds * 1e9);

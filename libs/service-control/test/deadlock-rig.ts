@@ -28,27 +28,26 @@ export interface DeadlockRig {
   readonly join: (networks: readonly Uint8Array[], session?: boolean) => Promise<Who>;
   /** Bind `w` (a member already) and, with `session`, open session 1 of its Network. */
   readonly bindAndOpen: (w: Who, session: boolean) => Promise<void>;
-  /** PostgreSQL's count of deadlocks broken in this database (`pg_stat_database.deadlocks`). */
-  readonly deadlocks: () => Promise<number>;
+  /** The port allocation rows (the rows the tests' transactions lock). */
+  readonly allocationRows: () => Promise<number>;
+  /** Before the run: PostgreSQL's deadlock count for this database and the store's commit counts. */
+  readonly begin: () => Promise<RunStart>;
   /**
-   * After the run: the store is closed (its backends report their counters when they end), then the count must still
-   * be `before` — read again for a few seconds, since the statistics arrive late.
+   * After the run: groups committed, none rolled back and run alone again, some with more than one member; then the
+   * store is closed (its backends report their counters when they end) and PostgreSQL's deadlock count must still be
+   * the one at `begin` — read again for a few seconds, since the statistics arrive late.
    */
-  readonly expectNoDeadlockSince: (before: number) => Promise<void>;
+  readonly expectGroupedWithoutDeadlock: (start: RunStart) => Promise<void>;
+}
+
+export interface RunStart {
+  readonly deadlocks: number;
+  readonly stats: PgCommitStats;
 }
 
 /** An error as `error:<code>`, anything else as its kind. */
 export const kindOf = (m: Message): string =>
   m.kind === 'error' ? `error:${(m.body as { error: string }).error}` : m.kind;
-
-/**
- * Groups committed between two stats, none rolled back and run alone again, and some with more than one member —
- * what every deadlock test requires besides the deadlock count.
- */
-export const expectGroupedWithoutRerun = (before: PgCommitStats, after: PgCommitStats): void => {
-  expect(after.fallbacks - before.fallbacks).toBe(0);
-  expect(after.grouped - before.grouped).toBeGreaterThan(after.groups - before.groups);
-};
 
 /** The rig on database `name` (created for the file); the authority's lease clock stands at `leaseNow`. */
 export const useDeadlockRig = (name: string, leaseNow: () => number): DeadlockRig => {
@@ -91,16 +90,21 @@ export const useDeadlockRig = (name: string, leaseNow: () => number): DeadlockRi
       await bindAndOpen(w, session);
       return w;
     },
-    deadlocks,
-    expectNoDeadlockSince: async (before) => {
+    allocationRows: async () =>
+      Number(((await sql(`SELECT count(*) AS n FROM service_control.port_allocation`)) as { n: string }[])[0]?.n),
+    begin: async () => ({ deadlocks: await deadlocks(), stats: rig.store.commitStats() }),
+    expectGroupedWithoutDeadlock: async (start) => {
+      const stats = rig.store.commitStats();
+      expect(stats.fallbacks - start.stats.fallbacks).toBe(0);
+      expect(stats.grouped - start.stats.grouped).toBeGreaterThan(stats.groups - start.stats.groups);
       await rig.store.close();
       let found = await deadlocks();
-      for (let i = 0; i < 10 && found === before; i++) {
+      for (let i = 0; i < 10 && found === start.deadlocks; i++) {
         await new Promise((r) => setTimeout(r, 300));
         await sql(`SELECT pg_stat_clear_snapshot()`);
         found = await deadlocks();
       }
-      expect(found - before).toBe(0);
+      expect(found - start.deadlocks).toBe(0);
     },
   };
   beforeAll(async () => {

@@ -12,7 +12,7 @@ import { Either } from 'effect';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { serveNextCandidate } from '../src/application/authority-port.js';
 import { type Who, decl, msg, replaceBody, rid16 } from './wire.js';
-import { expectGroupedWithoutRerun, kindOf, useDeadlockRig } from './deadlock-rig.js';
+import { kindOf, useDeadlockRig } from './deadlock-rig.js';
 
 const rig = useDeadlockRig('sc_acquire_deadlock', () => 1_000_000);
 const { sql, reply } = rig;
@@ -50,15 +50,12 @@ beforeAll(async () => {
     p.serviceId = new Uint8Array((rows[0] as { service_id: Buffer }).service_id);
   }
   // every acquired service has its allocation row (the row the acquire and the next-candidate step lock)
-  expect(
-    Number(((await sql(`SELECT count(*) AS n FROM service_control.port_allocation`)) as { n: string }[])[0]?.n),
-  ).toBe(PAIRS);
+  expect(await rig.allocationRows()).toBe(PAIRS);
 });
 
 describe('a lease.acquire and a report of another Network in one group, with a next-candidate step (decision 0373)', () => {
   it('M6-35 M6-43 the acquire, the publisher’s report in its other Network and the acquired service’s next-candidate step at once: no deadlock, no group run alone, every request answered', async () => {
-    const before = await rig.deadlocks();
-    const stats0 = rig.store.commitStats();
+    const start = await rig.begin();
     const outcomes: string[] = [];
     for (let round = 0; round < ROUNDS; round++) {
       await Promise.all(
@@ -101,13 +98,11 @@ describe('a lease.acquire and a report of another Network in one group, with a n
       );
     }
     await rig.authority.idle();
-    const stats = rig.store.commitStats();
     expect(outcomes.filter((o) => o.startsWith('error:') || o.startsWith('next-candidate:'))).toEqual([]);
     expect(outcomes.filter((o) => o === 'lease.result')).toHaveLength(ROUNDS * PAIRS);
     expect(outcomes.filter((o) => o === 'report.accepted')).toHaveLength(ROUNDS * PAIRS);
     expect(outcomes.filter((o) => o === 'next-candidate')).toHaveLength(ROUNDS * PAIRS);
     // groups of more than one member committed (acquires and reports of disjoint scopes together)
-    expectGroupedWithoutRerun(stats0, stats);
-    await rig.expectNoDeadlockSince(before);
+    await rig.expectGroupedWithoutDeadlock(start);
   });
 });
