@@ -7,6 +7,15 @@ import type { listenerIntentOf } from '@homelab/service-control/application';
 
 export type ListenerIntent = NonNullable<ReturnType<typeof listenerIntentOf>>;
 
+/** What a ready/refresh or an acquire names of a listener (also a snapshot's listener, its P confirmed). */
+export interface NamedListener {
+  readonly fields: Pick<
+    ListenerIntent['fields'],
+    'service_ref' | 'publisher_identity' | 'listener_revision' | 'P' | 'protocols' | 'enforcement_policy_digest'
+  >;
+  readonly intentDigest: Uint8Array;
+}
+
 /** A report's scope: the publisher on NSD `nsdId`'s Network. */
 export interface ReportScope {
   readonly publisher_identity: Uint8Array;
@@ -79,7 +88,7 @@ export const acceptedAck = (
 
 /** listener.ready / lease.refresh body for the listener `li` of proposal `proposalId` (round 1, seq 1), installed. */
 export const readyBody = (
-  li: ListenerIntent,
+  li: NamedListener,
   proposalId: Uint8Array,
   refreshSeq: bigint,
   snapshot: { readonly revision: bigint; readonly digest: Uint8Array },
@@ -103,7 +112,7 @@ export const readyBody = (
 
 /** lease.acquire body of a consumer for the one listener `li`, naming the consumer's ACKed snapshot. */
 export const acquireBody = (
-  li: ListenerIntent,
+  li: NamedListener,
   consumerSeq: bigint,
   snapshot: { readonly revision: bigint; readonly digest: Uint8Array },
 ) => ({

@@ -118,7 +118,7 @@ describe('nsd ready and leases (real process, PostgreSQL)', () => {
     ).toBe('ok');
     const { revision, digest, listener } = await snapshotAt((l) => l.state === 'claimed');
     expect(listener.P).toBe(proposal.P);
-    const li = { fields: listener, intentDigest: listener.intent_digest };
+    const li = { fields: { ...listener, P: proposal.P }, intentDigest: listener.intent_digest };
     const scopeOfA = { subject_identity: a.machineId, nsd_id: nsdId, network_id: NET };
     const ack = (seq: bigint) => env('snapshot.ack', acceptedAck(scopeOfA, revision, digest), { session_seq: seq });
     expect(code(await call(ack(1n)))).toBe('ok');
