@@ -7,6 +7,10 @@
 // PostgreSQL backends) and the row counts (grant pruning, decision 0165) are printed. Needs the machine's PostgreSQL
 // (`./pg.ts`: PG* env, the test bed state file, or 127.0.0.1:5432); creates and drops its own database. Env: BENCH_N,
 // BENCH_CONCURRENCY, BENCH_PUBLISHERS, BENCH_PROFILE / BENCH_MARKS (pg.ts `profiled`; the clients run on this thread too).
+// Then lease.acquire: C consumers of the Network, each re-acquiring one publisher's service, through the grouping
+// store (acquires of one Network share groups, decision 0405), the same store keyed as before 0405 (identity AND
+// Network: one acquire of the Network at a time) and the unbatched twin, back to back in the same run, with commits
+// per acquire.
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -14,7 +18,7 @@ import type { AddressInfo } from 'node:net';
 import { Either } from 'effect';
 import type pg from 'pg';
 import { REFRESH_PERIOD_MS, decodeMessage, reportDigest } from '@homelab/service-control';
-import { Authority, listenerIntentOf } from '@homelab/service-control/application';
+import { Authority, listenerIntentOf, setPolicySource } from '@homelab/service-control/application';
 import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
 import { ReplayCache, generateSigner, serveUnary, trustSelfCertifying } from '@homelab/service-control/transport';
 import { availableParallelism } from 'node:os';
@@ -31,7 +35,7 @@ import {
 } from './pg.js';
 import { startLoad } from './load-thread.js';
 import { signedClient } from './signed-client.js';
-import { acceptedAck, listenerSnapshot, oneServiceContent, readyBody } from '../test/lease-wire.js';
+import { acceptedAck, acquireBody, listenerSnapshot, oneServiceContent, readyBody } from '../test/lease-wire.js';
 
 /** This command's output (a CLI: its lines are the result, not a log). */
 const print = (...parts: ReadonlyArray<unknown>): void => void process.stdout.write(`${parts.map(String).join(' ')}\n`);
@@ -75,12 +79,15 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   // the grouping store and once through this one, back to back, so the two rates share the machine's conditions
   const aloneStore = makePgAuthorityStore({ ...config, groupCommit: false });
   const aloneAuthority = new Authority({ store: aloneStore, nsdId, epoch, now: Date.now, leaseNow });
+  // the grouping store with acquires keyed as before decision 0405 (identity AND Network), for the acquire before/after
+  const beforeStore = makePgAuthorityStore({ ...config, groupCommit: { shareAcquires: false } });
+  const beforeAuthority = new Authority({ store: beforeStore, nsdId, epoch, now: Date.now, leaseNow });
   let store = groupedStore;
   let authority = groupedAuthority;
-  /** Serve (and count commits) through the grouping store or its unbatched twin. */
-  const use = (grouped: boolean) => {
-    store = grouped ? groupedStore : aloneStore;
-    authority = grouped ? groupedAuthority : aloneAuthority;
+  /** Serve (and count commits) through the grouping store, its unbatched twin, or the acquire keying before 0405. */
+  const use = (grouped: boolean | 'before-0405') => {
+    store = grouped === 'before-0405' ? beforeStore : grouped ? groupedStore : aloneStore;
+    authority = grouped === 'before-0405' ? beforeAuthority : grouped ? groupedAuthority : aloneAuthority;
   };
   const nsd = generateSigner().signer;
   const side = { signer: nsd, trust: trustSelfCertifying, replay: new ReplayCache() };
@@ -92,8 +99,11 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   const net = new Uint8Array(randomBytes(16));
   const rawPg = await benchClient(config);
 
+  /** The consumers' identities (one per client): each is authorized for the publisher of the same index. */
+  const consumerSigners = Array.from({ length: Math.max(...CONCURRENCY) }, () => generateSigner());
+
   /** One simulated publisher: bound, session open, one service with P, its listener snapshot ACKed, Ready. */
-  const publisher = async (port: number) => {
+  const publisher = async (port: number, consumer: Uint8Array) => {
     const { signer: a, privateKeyPem: pem } = generateSigner();
     await store.addMember(a.machineId, net);
     const { env, call, rid } = signedClient({ signer: a, nsdKey: nsd.machineId, url, nsdId, networkId: net, epoch });
@@ -119,7 +129,14 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     const services = await store.transact(epoch, async (tx) => Either.right(await tx.services(net)));
     if (Either.isLeft(services)) throw services.left;
     const svc = services.right.find((s) => Buffer.from(s.publisher).equals(Buffer.from(a.machineId)));
-    const li = svc === undefined ? null : listenerIntentOf(nsdId, svc, []);
+    // the owner's policy stand-in: the consumer of the same index may use this service (its authorization digest is
+    // part of the listener intent)
+    const sources = [{ consumer, protocols: ['tcp'], expiry: null }];
+    if (svc !== undefined) {
+      const allowed = await setPolicySource({ store, epoch }, svc.serviceId, sources[0] as (typeof sources)[number]);
+      if (Either.isLeft(allowed)) throw allowed.left;
+    }
+    const li = svc === undefined ? null : listenerIntentOf(nsdId, svc, sources);
     if (li === null) throw new Error('no listener');
     const last = await store.transact(epoch, async (tx) => Either.right(await tx.lockSnapshot(a.machineId, net)));
     if (Either.isLeft(last)) throw last.left;
@@ -158,7 +175,35 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     };
     /** n refreshes, prepared for the load generator (each its own refresh_seq, in order). */
     const refreshes = (n: number) => Array.from({ length: n }, () => ready('lease.refresh'));
-    return { identity: a.machineId, pem, refresh, refreshes, direct, reready };
+    return { identity: a.machineId, pem, li, refresh, refreshes, direct, reready };
+  };
+
+  /** One simulated consumer of publisher `p`'s service: bound, session open, its consumer-view snapshot ACKed. */
+  const consumer = async (c: ReturnType<typeof generateSigner>, p: Publisher) => {
+    const { signer, privateKeyPem: pem } = c;
+    await store.addMember(signer.machineId, net);
+    const { env, call } = signedClient({ signer, nsdKey: nsd.machineId, url, nsdId, networkId: net, epoch });
+    await call(
+      env('runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }, { authority_epoch: null }),
+    );
+    await call(env('session.open', {}, { session_seq: 1n }));
+    const last = await store.transact(epoch, async (tx) => Either.right(await tx.lockSnapshot(signer.machineId, net)));
+    if (Either.isLeft(last)) throw last.left;
+    const revision = (last.right?.revision ?? 0n) + 1n;
+    const { snapshot, digest, body } = listenerSnapshot(signer.machineId, nsdId, net, revision, p.li, true);
+    await store.transact(epoch, async (tx) => {
+      await tx.saveSnapshot(signer.machineId, net, { revision, bodyDigest: digest, digest, body });
+      return Either.void;
+    });
+    await call(env('snapshot.ack', acceptedAck(snapshot.scope, revision, digest), { session_seq: 1n }));
+    let seq = 0n;
+    /** n lease.acquire requests of the publisher's service (each a new consumer_seq), for the load generator. */
+    const acquires = (n: number) =>
+      Array.from({ length: n }, () => {
+        seq++;
+        return env('lease.acquire', acquireBody(p.li, seq, { revision, digest }), { session_seq: 1n });
+      });
+    return { pem, publisher: p, acquires };
   };
 
   interface Run {
@@ -206,14 +251,26 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
    * `per` lease.refresh requests of each publisher over HTTP from the load-generator thread (sealed before the
    * window, answers verified after it: every one must be `granted`), all publishers in flight together.
    */
-  const runLoad = async (label: string, use: readonly Publisher[], per: number): Promise<Run> => {
-    await Promise.all(use.map((p) => p.reready()));
-    const load = await startLoad({
-      url,
-      nsdKey: nsd.machineId,
-      clients: use.map((p) => ({ pem: p.pem, payloads: p.refreshes(per) })),
-    });
-    const r = await measure(label, per * use.length, async () => (await load.go()).seconds * 1e9);
+  const runLoad = (label: string, use: readonly Publisher[], per: number): Promise<Run> =>
+    runClients(label, use, () => use.map((p) => ({ pem: p.pem, payloads: p.refreshes(per) })));
+  /** The same for `per` lease.acquire requests of each consumer (its publisher Ready again first). */
+  const runAcquires = (label: string, use: readonly Consumer[], per: number): Promise<Run> =>
+    runClients(
+      label,
+      use.map((c) => c.publisher),
+      () => use.map((c) => ({ pem: c.pem, payloads: c.acquires(per) })),
+    );
+  const runClients = async (
+    label: string,
+    ready: readonly Publisher[],
+    /** The clients' payloads, made after the publishers are Ready again (a refresh's seq follows the re-ready's). */
+    prepare: () => readonly { readonly pem: string; readonly payloads: readonly Uint8Array[] }[],
+  ): Promise<Run> => {
+    await Promise.all(ready.map((p) => p.reready()));
+    const clients = prepare();
+    const load = await startLoad({ url, nsdKey: nsd.machineId, clients });
+    const n = clients.reduce((sum, c) => sum + c.payloads.length, 0);
+    const r = await measure(label, n, async () => (await load.go()).seconds * 1e9);
     const check = await load.check();
     const refused = check.outcomes.filter((o) => o !== 'lease.result:granted');
     if (check.failures > 0 || refused.length > 0)
@@ -246,8 +303,13 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
 
   const maxC = Math.max(...CONCURRENCY);
   type Publisher = Awaited<ReturnType<typeof publisher>>;
+  type Consumer = Awaited<ReturnType<typeof consumer>>;
   const pubs: Publisher[] = [];
-  for (let i = 0; i < maxC; i++) pubs.push(await publisher(40000 + i));
+  for (let i = 0; i < maxC; i++)
+    pubs.push(await publisher(40000 + i, (consumerSigners[i] as (typeof consumerSigners)[number]).signer.machineId));
+  const cons: Consumer[] = [];
+  for (let i = 0; i < maxC; i++)
+    cons.push(await consumer(consumerSigners[i] as (typeof consumerSigners)[number], pubs[i] as Publisher));
   const p0 = pubs[0] as (typeof pubs)[number];
   for (let i = 0; i < 20; i++) await p0.refresh(); // warm up
 
@@ -293,6 +355,28 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     );
     print(
       `               signed echo ${fmt(echoC.rate)} /s (${(echoC.rate / rawC).toFixed(3)}); ${requestBound(rawCRun, echoC, cores, false).text}`,
+    );
+  }
+
+  // lease.acquire: grouped (0405) vs the keying before 0405 vs unbatched, back to back at each client count
+  const acq1 = await runAcquires('acquire-1', cons.slice(0, 1), N);
+  print(
+    `  lease.acquire, one client: ${fmt(acq1.rate)} /s, ${acq1.roundTrips.toFixed(2)} round trips, ${acq1.commits.toFixed(2)} commits per acquire; ${cpu(acq1)}`,
+  );
+  for (const c of CONCURRENCY) {
+    // 8·N acquires per run whatever the client count: a run stays well inside the publishers' 30 s grants
+    const per = Math.max(1, Math.ceil((8 * N) / c));
+    const after = await runAcquires(`acquire-${c}`, cons.slice(0, c), per);
+    use('before-0405');
+    const before = await runAcquires(`acquire-${c}-before-0405`, cons.slice(0, c), per);
+    use(false);
+    const alone = await runAcquires(`acquire-${c}-unbatched`, cons.slice(0, c), per);
+    use(true);
+    print(
+      `  ${String(c).padStart(2)} clients:  lease.acquire ${fmt(after.rate)} /s, ${after.commits.toFixed(2)} commits per acquire; ${cpu(after)}`,
+    );
+    print(
+      `               keyed as before 0405 ${fmt(before.rate)} /s, ${before.commits.toFixed(2)} commits; unbatched ${fmt(alone.rate)} /s, ${alone.commits.toFixed(2)} commits; after / before ${(after.rate / before.rate).toFixed(2)}, after / unbatched ${(after.rate / alone.rate).toFixed(2)}`,
     );
   }
 
@@ -380,6 +464,7 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   echoServer.close();
   await groupedStore.close();
   await aloneStore.close();
+  await beforeStore.close();
 }).catch((e: unknown) => {
   printError('lease bench failed:', e);
   process.exitCode = 1;

@@ -10,14 +10,14 @@ import { describe, expect, it } from 'vitest';
 import {
   type LeaseResultItemWire,
   type Message,
+  SnapshotPushBody,
   decodeMessage,
   encodeMessage,
   fromHex,
   reportDigest,
 } from '@homelab/service-control';
-import { listenerIntentOf } from '@homelab/service-control/application';
 import { ReplayCache, generateSigner, postUnary, trustOnly } from '@homelab/service-control/transport';
-import { acceptedAck, listenerSnapshot, oneServiceContent, readyBody } from './lease-wire.js';
+import { acceptedAck, oneServiceContent, readyBody } from './lease-wire.js';
 import { processWorkspace, startNsd as launchNsd } from './processes.js';
 
 const db = useDatabase('nsd_lease');
@@ -38,6 +38,7 @@ const startNsd = async (fault?: string) => {
 };
 
 const sql = sqlOn(db);
+type SnapshotListener = ReturnType<typeof SnapshotPushBody.decodeOrThrow>['snapshot']['listeners'][number];
 
 describe('nsd ready and leases (real process, PostgreSQL)', () => {
   it('M6-30 M6-31 M6-36 M6-58 ready → lease.result → refresh; SIGKILL after the grant commit; restart: old grant not restored, re-ready required', async () => {
@@ -89,51 +90,41 @@ describe('nsd ready and leases (real process, PostgreSQL)', () => {
         ),
       ),
     ).toBe('ok');
-    const svcRow = await until(async () => (await sql(`SELECT * FROM service_control.service`))[0]);
-    await sql(`UPDATE service_control.service SET port = 40000`);
-    // P is set directly here, so nsd's own offer for the report is dropped (decision 0150): without an allocation
-    // record the ready check compares P only (the proposal path runs in port.e2e.test.ts)
-    await sql(`DELETE FROM service_control.port_allocation`);
-    await sql(`DELETE FROM service_control.port_entry`);
-    const svc = {
-      serviceId: new Uint8Array(svcRow['service_id'] as Buffer),
-      publisher: a.machineId,
-      networkId: NET,
-      declarationKey: 'web',
-      declaration: new Uint8Array(svcRow['declaration'] as Buffer),
-      state: 'active' as const,
-      port: 40000n,
-      listenerRevision: BigInt(svcRow['listener_revision'] as string),
-    };
-    const li = listenerIntentOf(nsdId, svc, []);
-    if (li === null) throw new Error('no listener');
-    // wait for nsd's own production of this report, then add the next revision carrying the listener
-    const produced = await until(
-      async () =>
-        (
-          await sql(`SELECT revision::text AS r FROM service_control.snapshot WHERE target = $1`, [
+    // nsd offered P in the report's transaction (decision 0150) and its production carries the proposal; A's port
+    // arbiter would install it and answer `installed`: the test answers for it, B confirms P, and the next production
+    // carries the claimed listener — whose proposal the ready must name exactly (the allocation record is real)
+    const snapshotAt = (pred: (l: SnapshotListener) => boolean) =>
+      until(async () => {
+        const row = (
+          await sql(`SELECT revision::text AS r, digest, body FROM service_control.snapshot WHERE target = $1`, [
             Buffer.from(a.machineId),
           ])
-        )[0],
-    );
-    const revision = BigInt(produced['r'] as string) + 1n;
-    const { snapshot, digest, body } = listenerSnapshot(a.machineId, nsdId, NET, revision, li);
-    await sql(
-      `UPDATE service_control.snapshot SET revision = $2, body_digest = $3, digest = $3, body = $4 WHERE target = $1`,
-      [Buffer.from(a.machineId), revision.toString(), Buffer.from(digest), Buffer.from(body)],
-    );
-    await sql(`INSERT INTO service_control.snapshot_history VALUES ($1, $2, $3, $4)`, [
-      Buffer.from(a.machineId),
-      Buffer.from(NET),
-      revision.toString(),
-      Buffer.from(digest),
-    ]);
-    const ack = (seq: bigint) =>
-      env('snapshot.ack', acceptedAck(snapshot.scope, revision, digest), { session_seq: seq });
+        )[0];
+        if (row === undefined) return undefined;
+        const push = SnapshotPushBody.decodeOrThrow(new Uint8Array(row['body'] as Buffer));
+        const l = push.snapshot.listeners[0];
+        return l !== undefined && pred(l)
+          ? { revision: BigInt(row['r'] as string), digest: new Uint8Array(row['digest'] as Buffer), listener: l }
+          : undefined;
+      });
+    const offered = await snapshotAt((l) => l.proposal !== null);
+    const proposal = offered.listener.proposal as NonNullable<SnapshotListener['proposal']>;
+    expect(
+      code(
+        await call(
+          env('port.result', { ...proposal, result: 'installed', termination_floor: null }, { session_seq: 1n }),
+        ),
+      ),
+    ).toBe('ok');
+    const { revision, digest, listener } = await snapshotAt((l) => l.state === 'claimed');
+    expect(listener.P).toBe(proposal.P);
+    const li = { fields: { ...listener, P: proposal.P }, intentDigest: listener.intent_digest };
+    const scopeOfA = { subject_identity: a.machineId, nsd_id: nsdId, network_id: NET };
+    const ack = (seq: bigint) => env('snapshot.ack', acceptedAck(scopeOfA, revision, digest), { session_seq: seq });
     expect(code(await call(ack(1n)))).toBe('ok');
 
     const ready = (kind: string, seq: bigint, sessionSeq: bigint) =>
-      env(kind, readyBody(li, rid, seq, { revision, digest }), { session_seq: sessionSeq });
+      env(kind, readyBody(li, proposal.proposal_id, seq, { revision, digest }), { session_seq: sessionSeq });
 
     // ── listener.ready: nsd commits the grant, then is SIGKILLed before the reply (fault point)
     const first = ready('listener.ready', 1n, 1n);

@@ -8,39 +8,16 @@
 // the allocation row locks go last in every round trip (decision 0370): the group takes the port lock first, as the step
 // does. The test counts PostgreSQL's deadlock detections in this database (deadlock_timeout lowered) and requires none,
 // no group run alone again, every request answered — while groups of the acquire and the report did commit.
-import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Message, decodeMessage } from '../src/api/message.js';
-import { makePgAuthorityStore, type PgAuthorityStore } from '../src/adapter/postgresql/authority-store.js';
-import { generateSigner } from '../src/adapter/transport/index.js';
-import { Authority } from '../src/application/authority.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { serveNextCandidate } from '../src/application/authority-port.js';
 import { type Who, decl, msg, replaceBody, rid16 } from './wire.js';
+import { kindOf, useDeadlockRig } from './deadlock-rig.js';
 
-const db = useDatabase('sc_acquire_deadlock');
-const sql = sqlOn(db);
+const rig = useDeadlockRig('sc_acquire_deadlock', () => 1_000_000);
+const { sql, reply } = rig;
 const PAIRS = 4;
 const ROUNDS = 16;
-let store: PgAuthorityStore;
-let authority: Authority;
-let nsdId: Uint8Array;
-
-const reply = async (w: Who, bytes: Uint8Array): Promise<Message> => {
-  const r = decodeMessage(await authority.handle(w.identity, bytes));
-  if (Either.isLeft(r)) throw r.left;
-  return r.right;
-};
-const kindOf = (m: Message): string => (m.kind === 'error' ? `error:${(m.body as { error: string }).error}` : m.kind);
-
-const deadlocks = async (): Promise<number> =>
-  Number(
-    (
-      (await sql(`SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`)) as {
-        deadlocks: string;
-      }[]
-    )[0]?.deadlocks ?? 0,
-  );
 
 /** One publisher with a service in Network A (acquired by the consumer) that reports in Network B every round. */
 interface Pair {
@@ -52,39 +29,18 @@ interface Pair {
 }
 const pairs: Pair[] = [];
 
-const bindAndOpen = async (w: Who, session: boolean): Promise<void> => {
-  const bind = msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false });
-  expect(kindOf(await reply(w, bind))).toBe('runtime.bind.result');
-  w.epoch = authority.epoch;
-  if (session)
-    expect(kindOf(await reply(w, msg(w, 'session.open', {}, { session_seq: 1n })))).toBe('session.open.result');
-};
-
 beforeAll(async () => {
-  await sql(`ALTER DATABASE "${db.database}" SET deadlock_timeout = '50ms'`);
-  store = makePgAuthorityStore(db.config);
-  await store.migrate();
-  const t = await store.takeover();
-  nsdId = t.nsdId;
-  authority = new Authority({ store, nsdId, epoch: t.epoch, now: () => Date.now(), leaseNow: () => 1_000_000 });
   for (let i = 0; i < PAIRS; i++) {
     const [netA, netB] = [rid16(), rid16()];
-    const publisher = generateSigner().signer.machineId;
-    const consumer = generateSigner().signer.machineId;
-    await store.addMember(publisher, netA);
-    await store.addMember(publisher, netB);
-    await store.addMember(consumer, netA);
-    const inA: Who = { identity: publisher, nsdId, networkId: netA, gen: 1n, rid: rid16(), epoch: null };
-    await bindAndOpen(inA, false);
+    const inA = await rig.join([netA, netB], false);
     const inB: Who = { ...inA, networkId: netB };
-    const c: Who = { identity: consumer, nsdId, networkId: netA, gen: 1n, rid: rid16(), epoch: null };
-    await bindAndOpen(c, true);
+    const c = await rig.join([netA]);
     expect(kindOf(await reply(inA, msg(inA, 'report.replace', replaceBody(inA, 1n, [decl('web', 'Web')]))))).toBe(
       'report.accepted',
     );
     pairs.push({ inA, inB, consumer: c, serviceId: new Uint8Array(0), revisionB: 0n });
   }
-  await authority.idle();
+  await rig.authority.idle();
   for (const p of pairs) {
     const rows = (await sql(`SELECT service_id FROM service_control.service WHERE publisher = $1 AND network_id = $2`, [
       Buffer.from(p.inA.identity),
@@ -94,18 +50,12 @@ beforeAll(async () => {
     p.serviceId = new Uint8Array((rows[0] as { service_id: Buffer }).service_id);
   }
   // every acquired service has its allocation row (the row the acquire and the next-candidate step lock)
-  expect(
-    Number(((await sql(`SELECT count(*) AS n FROM service_control.port_allocation`)) as { n: string }[])[0]?.n),
-  ).toBe(PAIRS);
-});
-afterAll(async () => {
-  authority.closeStreams();
+  expect(await rig.allocationRows()).toBe(PAIRS);
 });
 
 describe('a lease.acquire and a report of another Network in one group, with a next-candidate step (decision 0373)', () => {
   it('M6-35 M6-43 the acquire, the publisher’s report in its other Network and the acquired service’s next-candidate step at once: no deadlock, no group run alone, every request answered', async () => {
-    const before = await deadlocks();
-    const stats0 = store.commitStats();
+    const start = await rig.begin();
     const outcomes: string[] = [];
     for (let round = 0; round < ROUNDS; round++) {
       await Promise.all(
@@ -113,7 +63,7 @@ describe('a lease.acquire and a report of another Network in one group, with a n
           p.revisionB++;
           const decls = Array.from({ length: 1 + (round % 3) }, (_, k) => decl(`svc${k}`, `r${round}`, 9000 + k));
           const item = {
-            service_ref: { nsd_id: nsdId, network_id: p.inA.networkId, service_id: p.serviceId },
+            service_ref: { nsd_id: rig.nsdId, network_id: p.inA.networkId, service_id: p.serviceId },
             publisher_identity: p.inA.identity,
             listener_revision: 1n,
             intent_digest: new Uint8Array(32),
@@ -140,29 +90,19 @@ describe('a lease.acquire and a report of another Network in one group, with a n
             // the acquired service's next-candidate step (a late timer: nothing is due, but it takes the publisher's
             // port lock and then the allocation row, exactly as a due step does)
             serveNextCandidate(
-              { store, nsdId, epoch: authority.epoch },
+              { store: rig.store, nsdId: rig.nsdId, epoch: rig.authority.epoch },
               { serviceId: p.serviceId, afterSeq: 1_000n },
             ).then((r) => outcomes.push(Either.isRight(r) ? 'next-candidate' : `next-candidate:${r.left.code}`)),
           ];
         }),
       );
     }
-    await authority.idle();
-    const stats = store.commitStats();
-    await store.close(); // the backends report their counters when they end
+    await rig.authority.idle();
     expect(outcomes.filter((o) => o.startsWith('error:') || o.startsWith('next-candidate:'))).toEqual([]);
     expect(outcomes.filter((o) => o === 'lease.result')).toHaveLength(ROUNDS * PAIRS);
     expect(outcomes.filter((o) => o === 'report.accepted')).toHaveLength(ROUNDS * PAIRS);
     expect(outcomes.filter((o) => o === 'next-candidate')).toHaveLength(ROUNDS * PAIRS);
-    expect(stats.fallbacks - stats0.fallbacks).toBe(0);
     // groups of more than one member committed (acquires and reports of disjoint scopes together)
-    expect(stats.grouped - stats0.grouped).toBeGreaterThan(stats.groups - stats0.groups);
-    let found = await deadlocks();
-    for (let i = 0; i < 10 && found === before; i++) {
-      await new Promise((r) => setTimeout(r, 300));
-      await sql(`SELECT pg_stat_clear_snapshot()`);
-      found = await deadlocks();
-    }
-    expect(found - before).toBe(0);
+    await rig.expectGroupedWithoutDeadlock(start);
   });
 });

@@ -12,10 +12,10 @@ import { SnapshotPushBody } from '../src/api/snapshot.js';
 import type { PgAuthorityStore } from '../src/adapter/postgresql/authority-store.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { toHex } from '../src/domain/bytes.js';
-import { listenerIntentOf } from '../src/application/authority-lease.js';
 import { type TwinAuthoritySide, comparableAnswer, openTwinSide } from './twin.js';
 import { type Who, decl, msg, replaceBody, rid16, subScope } from './wire.js';
-import { readyBody, writeListenerSnapshot } from './listener-snapshot.js';
+import { readyBody } from './listener-snapshot.js';
+import { type NetworkConsumer, type NetworkPublisher, acquireRequest, openLeaseNetwork } from './lease-network.js';
 
 type Side = TwinAuthoritySide<'grouped' | 'alone'>;
 const mk = (name: Side['name'], db: ReturnType<typeof useDatabase>) =>
@@ -207,16 +207,22 @@ describe('group commit (decision 0330)', () => {
   });
 });
 
-// Refreshes of ONE Network (decision 0370): the lease bench's shape — every publisher in the same Network — where the
-// identity-and-Network key of 0330 grouped nothing. The same kind of seeded twin: every publisher sends one
-// listener.ready / lease.refresh per round (a new seq, a retransmission, a regressed seq, another publisher's service,
-// a stale session), all at once, to a grouping store and to its unbatched twin; equal answers every round (grant ids
-// by order of appearance, remaining time on one lease clock) and equal lease rows at the end.
+// Refreshes and acquires of ONE Network (decisions 0370, 0405): the lease bench's shape — every publisher and consumer
+// in the same Network — where the identity-and-Network key of 0330 grouped nothing. The same kind of seeded twin:
+// every publisher sends one listener.ready / lease.refresh per round (a new seq, a retransmission, a regressed seq,
+// another publisher's service, a stale session) and every consumer one lease.acquire (a new seq naming one to three
+// services — some it is not authorized for —, a retransmission, a regressed seq, a stale session), all at once, to a
+// grouping store and to its unbatched twin; equal answers every round (grant ids by order of appearance, remaining
+// time on one lease clock) and equal lease rows at the end. A consumer only names services whose publisher sends no
+// grant-moving request in that round: which of the two commits first is arrival order on either side, not grouping.
 const leaseGrouped = mk('grouped', useDatabase('sc_group_lease'));
 const leaseAlone = mk('alone', useDatabase('sc_group_lease_alone'));
 const leaseSides = [leaseGrouped, leaseAlone] as const;
 const NET = rid16();
 const REFRESHERS = Array.from({ length: 8 }, () => generateSigner().signer.machineId);
+const CONSUMERS = Array.from({ length: 6 }, () => generateSigner().signer.machineId);
+/** Consumer `k` is authorized for publisher `i`'s service unless (i + k) % 3 = 0 (those items are `unauthorized`). */
+const authorized = (i: number, k: number): boolean => (i + k) % 3 !== 0;
 const LEASE_ROUNDS = 10;
 let leaseClock = 5_000_000;
 
@@ -232,11 +238,8 @@ const LEASE_ACTIONS: readonly LeaseAction[] = [
   'stale-session',
 ];
 
-/** A refresher as one side knows it: its listener (service ids differ per side), the ACKed snapshot, the last request. */
-interface Refresher {
-  readonly w: Who;
-  readonly li: NonNullable<ReturnType<typeof listenerIntentOf>>;
-  readonly at: { readonly revision: bigint; readonly digest: Uint8Array };
+/** A refresher as one side knows it (service ids differ per side) and its last request. */
+interface Refresher extends NetworkPublisher {
   last: Uint8Array | null;
 }
 const refreshers = new Map<Side, Refresher[]>();
@@ -254,84 +257,93 @@ const leaseRequest = (s: Side, i: number, action: LeaseAction, seq: bigint): Uin
   return bytes;
 };
 
+type AcquireAction = 'acquire' | 'retransmit' | 'regressed' | 'stale-session';
+const ACQUIRE_ACTIONS: readonly AcquireAction[] = [
+  'acquire',
+  'acquire',
+  'acquire',
+  'retransmit',
+  'regressed',
+  'stale-session',
+];
+/** A consumer as one side knows it, and its last request. */
+interface Consumer extends NetworkConsumer {
+  last: { readonly bytes: Uint8Array; readonly order: readonly number[] } | null;
+}
+const consumers = new Map<Side, Consumer[]>();
+
+/**
+ * Consumer `k`'s lease.acquire on side `s` naming the services of publishers `pubs` (sorted by service id on that
+ * side, as the wire requires), with the publisher index of each item in request order, so that answers compare across
+ * sides whose service ids differ.
+ */
+const consumerRequest = (
+  s: Side,
+  k: number,
+  action: AcquireAction,
+  seq: bigint,
+  pubs: readonly number[],
+): { readonly bytes: Uint8Array; readonly order: readonly number[] } => {
+  const c = (consumers.get(s) as Consumer[])[k] as Consumer;
+  if (action === 'retransmit' && c.last !== null) return c.last;
+  const all = refreshers.get(s) as Refresher[];
+  // regressed: the mark's seq again as a new request (digest-conflict), or 1 before any decision
+  const n = action === 'regressed' ? (seq === 0n ? 1n : seq) : seq + 1n;
+  const r = acquireRequest(
+    c,
+    pubs.map((i) => all[i] as Refresher),
+    n,
+    action === 'stale-session' ? 2n : 1n,
+  );
+  const out = { bytes: r.bytes, order: r.order.map((j) => pubs[j] as number) };
+  if (action !== 'stale-session') c.last = out;
+  return out;
+};
+
+/** A lease.result's items in publisher order, each with its publisher's index (an error as it is). */
+const byPublisher = (answer: unknown, order: readonly number[]): unknown =>
+  Array.isArray(answer)
+    ? order.map((i, j) => ({ publisher: i, ...(answer[j] as object) })).sort((x, y) => x.publisher - y.publisher)
+    : answer;
+
 const leaseRows = async (s: Side) => ({
   marks: await s.sql(
     `SELECT encode(holder, 'hex') AS h, generation, seq FROM service_control.lease_mark ORDER BY 1, 3`,
   ),
   grants: await s.sql(
-    `SELECT encode(holder, 'hex') AS h, kind, seq, session_seq, deadline FROM service_control.lease_grant ORDER BY 1, 3`,
+    `SELECT encode(holder, 'hex') AS h, kind, seq, session_seq, deadline FROM service_control.lease_grant ORDER BY 1, 2, 3, 4, 5`,
   ),
   runtime: await s.sql(
     `SELECT encode(identity, 'hex') AS i, generation FROM service_control.runtime_binding ORDER BY 1`,
   ),
+  // the consumers' request maps (service ids differ per side: each holder's results, sorted)
+  items: await s.sql(
+    `SELECT encode(holder, 'hex') AS h, array_agg(result || ':' || (grant_id IS NOT NULL)::text ORDER BY result, grant_id IS NULL) AS r
+     FROM service_control.lease_acquire_item GROUP BY holder ORDER BY 1`,
+  ),
 });
 
-describe('group commit of refreshes of one Network (decision 0370)', () => {
+describe('group commit of refreshes and acquires of one Network (decisions 0370, 0405)', () => {
   beforeAll(async () => {
-    await openTwinSide(leaseGrouped, {}, () => leaseClock, NET, REFRESHERS);
-    await openTwinSide(leaseAlone, { groupCommit: false }, () => leaseClock, NET, REFRESHERS);
+    const everyone = [...REFRESHERS, ...CONSUMERS];
+    await openTwinSide(leaseGrouped, {}, () => leaseClock, NET, everyone);
+    await openTwinSide(leaseAlone, { groupCommit: false }, () => leaseClock, NET, everyone);
     for (const s of leaseSides) {
-      const ws = REFRESHERS.map((id) => s.who.get(toHex(id)) as Who);
-      for (const w of ws) {
-        const bind = msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false });
-        expect(comparableAnswer(s, await reply(s, w, bind))).toBe('runtime.bind.result');
-        w.epoch = s.authority.epoch;
-        expect(comparableAnswer(s, await reply(s, w, msg(w, 'session.open', {}, { session_seq: 1n })))).toBe(
-          'session.open.result',
-        );
-        expect(
-          comparableAnswer(s, await reply(s, w, msg(w, 'report.replace', replaceBody(w, 1n, [decl('web', 'Web')])))),
-        ).toBe('report.accepted');
-      }
-      await s.authority.idle();
-      // P set directly, the report's own offer dropped: the ready check compares P only (as in lease-pg)
-      for (const [i, w] of ws.entries())
-        await s.sql(`UPDATE service_control.service SET port = $1 WHERE publisher = $2`, [
-          40000 + i,
-          Buffer.from(w.identity),
-        ]);
-      await s.sql(`DELETE FROM service_control.port_allocation`);
-      await s.sql(`DELETE FROM service_control.port_entry`);
-      const list: Refresher[] = [];
-      for (const w of ws) {
-        const svc = (await s.sql(`SELECT * FROM service_control.service WHERE publisher = $1`, [
-          Buffer.from(w.identity),
-        ])) as Record<string, unknown>[];
-        const row = svc[0] as Record<string, unknown>;
-        const li = listenerIntentOf(
-          s.nsdId,
-          {
-            serviceId: new Uint8Array(row['service_id'] as Buffer),
-            publisher: w.identity,
-            networkId: NET,
-            declarationKey: row['declaration_key'] as string,
-            declaration: new Uint8Array(row['declaration'] as Buffer),
-            state: 'active',
-            port: BigInt(row['port'] as number),
-            listenerRevision: BigInt(row['listener_revision'] as string),
-          },
-          [],
-        );
-        if (li === null) throw new Error('no listener');
-        const at = await writeListenerSnapshot(s.store, s.authority.epoch, w.identity, NET, subScope(w), li, false);
-        const ack = msg(
-          w,
-          'snapshot.ack',
-          {
-            scope: subScope(w),
-            snapshot_revision: at.revision,
-            snapshot_digest: at.digest,
-            accepted: true,
-            enforcement_applied: true,
-            dns_applied: false,
-            errors: [],
-          },
-          { session_seq: 1n },
-        );
-        expect(comparableAnswer(s, await reply(s, w, ack))).toBe('snapshot.ack.result');
-        list.push({ w, li, at, last: null });
-      }
-      refreshers.set(s, list);
+      const net = await openLeaseNetwork(
+        s,
+        (q, v) => s.sql(q, v),
+        REFRESHERS.map((id) => s.who.get(toHex(id)) as Who),
+        CONSUMERS.map((id) => s.who.get(toHex(id)) as Who),
+        authorized,
+      );
+      refreshers.set(
+        s,
+        net.publishers.map((p) => ({ ...p, last: null })),
+      );
+      consumers.set(
+        s,
+        net.consumers.map((c) => ({ ...c, last: null })),
+      );
     }
   });
   afterAll(async () => {
@@ -341,9 +353,10 @@ describe('group commit of refreshes of one Network (decision 0370)', () => {
     }
   });
 
-  it('M6-30 M6-31 M6-32 a seeded sequence of concurrent ready/refresh requests of eight publishers of one Network: equal answers and lease rows grouped and unbatched; the grouped side committed groups of refreshes of that Network', async () => {
+  it('M6-30 M6-31 M6-32 M6-35 a seeded sequence of concurrent ready/refresh and acquire requests of eight publishers and six consumers of one Network: equal answers and lease rows grouped and unbatched; the grouped side committed groups of that Network, acquires among them', async () => {
     const next = prng(SEED + 1);
     const seqs = REFRESHERS.map(() => 0n);
+    const consumerSeqs = CONSUMERS.map(() => 0n);
     const before = (leaseGrouped.store as PgAuthorityStore).commitStats();
     const answers: unknown[] = [];
     for (let round = 0; round < LEASE_ROUNDS; round++) {
@@ -353,34 +366,88 @@ describe('group commit of refreshes of one Network (decision 0370)', () => {
         const a = LEASE_ACTIONS[Math.floor(next() * LEASE_ACTIONS.length)] as LeaseAction;
         return a === 'retransmit' && seqs[i] === 0n ? 'refresh' : a;
       });
+      // acquires from the second round on, naming only publishers whose request this round cannot move their grant
+      const still = actions.flatMap((a, i) => (a === 'refresh' || a === 'ready' ? [] : [i]));
+      const acquires =
+        round === 0 || still.length === 0
+          ? []
+          : CONSUMERS.map((_, k) => {
+              const a = ACQUIRE_ACTIONS[Math.floor(next() * ACQUIRE_ACTIONS.length)] as AcquireAction;
+              const n = 1 + Math.floor(next() * Math.min(3, still.length));
+              const pubs = Array.from({ length: n }, (_, j) => still[(k + j * 2 + round) % still.length] as number);
+              const action = a === 'retransmit' && consumerSeqs[k] === 0n ? ('acquire' as const) : a;
+              return { k, action, pubs: [...new Set(pubs)] };
+            });
       leaseClock += 1_000;
       const perSide: unknown[][] = [];
       for (const s of leaseSides) {
+        const rs = refreshers.get(s) as Refresher[];
+        const cs = consumers.get(s) as Consumer[];
         const requests = actions.map((a, i) => leaseRequest(s, i, a, seqs[i] as bigint));
-        const replies = await Promise.all(
-          requests.map((r, i) => reply(s, (refreshers.get(s) as Refresher[])[i]?.w as Who, r)),
+        const acquireRequests = acquires.map((q) =>
+          consumerRequest(s, q.k, q.action, consumerSeqs[q.k] as bigint, q.pubs),
         );
-        perSide.push(replies.map((m) => comparableAnswer(s, m)));
+        // everything at once: on the grouped side the refreshes and acquires of the Network meet in the group queue
+        const [replies, acquired] = await Promise.all([
+          Promise.all(requests.map((r, i) => reply(s, (rs[i] as Refresher).w, r))),
+          Promise.all(
+            acquireRequests.map((r, j) => reply(s, (cs[(acquires[j] as { k: number }).k] as Consumer).w, r.bytes)),
+          ),
+        ]);
+        perSide.push([
+          ...replies.map((m) => comparableAnswer(s, m)),
+          ...acquired.map((m, j) =>
+            byPublisher(comparableAnswer(s, m), (acquireRequests[j] as { order: readonly number[] }).order),
+          ),
+        ]);
       }
-      expect(perSide[1], `round ${round}: ${actions.join(', ')} (seed ${SEED + 1})`).toEqual(perSide[0]);
+      const told = `round ${round}: ${actions.join(', ')}; ${acquires.map((q) => `${q.action}(${q.pubs.join(' ')})`).join(', ')} (seed ${SEED + 1})`;
+      expect(perSide[1], told).toEqual(perSide[0]);
       actions.forEach((a, i) => {
         const answer = perSide[0]?.[i] as { result?: string }[] | unknown;
         const granted = Array.isArray(answer) && answer[0]?.result === 'granted';
         if (granted && (a === 'refresh' || a === 'ready')) seqs[i] = (seqs[i] as bigint) + 1n;
       });
+      // a new seq that reached the decision moved the consumer's mark, whatever its items' results
+      acquires.forEach((q, j) => {
+        const decided = Array.isArray(perSide[0]?.[actions.length + j]);
+        if (decided && (q.action === 'acquire' || (q.action === 'regressed' && consumerSeqs[q.k] === 0n)))
+          consumerSeqs[q.k] = (consumerSeqs[q.k] as bigint) + 1n;
+      });
       answers.push(...(perSide[0] ?? []));
     }
+    // the consumers alone, all at once, each naming every service: acquires of one Network share groups (keyed on
+    // identity and Network, as before decision 0405, each committed alone)
+    leaseClock += 1_000;
+    const atOnce = (leaseGrouped.store as PgAuthorityStore).commitStats();
+    const last: unknown[][] = [];
+    for (const s of leaseSides) {
+      const cs = consumers.get(s) as Consumer[];
+      const every = REFRESHERS.map((_, i) => i);
+      const requests = CONSUMERS.map((_, k) => consumerRequest(s, k, 'acquire', consumerSeqs[k] as bigint, every));
+      const replies = await Promise.all(requests.map((r, k) => reply(s, (cs[k] as Consumer).w, r.bytes)));
+      last.push(
+        replies.map((m, k) => byPublisher(comparableAnswer(s, m), (requests[k] as { order: readonly number[] }).order)),
+      );
+    }
+    expect(last[1]).toEqual(last[0]);
+    const acquiredAtOnce = (leaseGrouped.store as PgAuthorityStore).commitStats();
+    expect(acquiredAtOnce.commits - atOnce.commits).toBeLessThan(CONSUMERS.length);
+    answers.push(...(last[0] ?? []));
     expect(await leaseRows(leaseAlone)).toEqual(await leaseRows(leaseGrouped));
-    // both outcomes were exercised: grants, refusals as lease.result, and fence errors
+    // every outcome was exercised: grants, refusals as lease.result (also per item), and fence errors
     const flat = answers.flatMap((a) => (Array.isArray(a) ? a : [a])) as { result?: string; error?: string }[];
     expect(flat.some((a) => a.result === 'granted')).toBe(true);
-    expect(flat.some((a) => a.result !== undefined && a.result !== 'granted')).toBe(true);
+    expect(flat.some((a) => a.result === 'unauthorized')).toBe(true);
+    expect(flat.some((a) => a.result !== undefined && a.result !== 'granted' && a.result !== 'unauthorized')).toBe(
+      true,
+    );
     expect(flat.some((a) => a.error !== undefined)).toBe(true);
+    expect(flat.filter((a) => 'publisher' in a && a.result === 'granted').length).toBeGreaterThan(0);
     // one Network, and still groups of more than one member, fewer COMMITs than requests
     const after = (leaseGrouped.store as PgAuthorityStore).commitStats();
-    const requests = LEASE_ROUNDS * REFRESHERS.length;
     expect(after.grouped - before.grouped).toBeGreaterThan(after.groups - before.groups);
-    expect(after.commits - before.commits).toBeLessThan(requests);
+    expect(after.commits - before.commits).toBeLessThan(answers.length);
     expect((leaseAlone.store as PgAuthorityStore).commitStats().groups).toBe(0);
   });
 });

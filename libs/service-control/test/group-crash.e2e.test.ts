@@ -1,8 +1,9 @@
-// Crash points inside a group commit (decision 0330) on the machine's PostgreSQL: a child process (fixtures/
-// group-crash.ts) sends four report.replace requests of four scopes at once, so that they commit as one group, and
-// SIGKILLs itself right after the group's COMMIT before any reply, or after the first reply. Evidence: the replies the
-// child wrote before it died and the report rows it left. Every reply written stands for a committed row (nothing
-// acknowledged is lost), and the group is all or nothing: every member of the committed group is there.
+// Crash points inside a group commit (decisions 0330, 0405) on the machine's PostgreSQL: a child process (fixtures/
+// group-crash.ts) sends four report.replace requests of four scopes — or four consumers' lease.acquire of one Network —
+// at once, so that they commit as one group, and SIGKILLs itself right after the group's COMMIT before any reply, or
+// after the first reply. Evidence: the replies the child wrote before it died and the rows it left. Every reply
+// written stands for a committed row (nothing acknowledged is lost), and the group is all or nothing: every member of
+// the committed group is there.
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
@@ -10,7 +11,10 @@ import { describe, expect, it } from 'vitest';
 
 const MEMBERS = 4;
 
-const crash = async (db: ReturnType<typeof useDatabase>, point: 'group-commit' | 'group-reply') => {
+const crash = async (
+  db: ReturnType<typeof useDatabase>,
+  point: 'group-commit' | 'group-reply' | 'acquire-commit' | 'acquire-reply',
+) => {
   const child = spawn(
     process.execPath,
     [
@@ -42,12 +46,25 @@ const crash = async (db: ReturnType<typeof useDatabase>, point: 'group-commit' |
       }[]
     ).map((r) => [r.i, r.revision]),
   );
+  // each consumer's committed acquire: its mark's seq and its items' results (one per service)
+  const acquired = new Map(
+    (
+      (await sqlOn(db)(
+        `SELECT encode(m.holder, 'hex') AS h, m.seq::text AS seq,
+           (SELECT array_agg(i.result || ':' || (g.grant_id IS NOT NULL)::text ORDER BY i.service_id)
+              FROM service_control.lease_acquire_item i LEFT JOIN service_control.lease_grant g ON g.grant_id = i.grant_id
+             WHERE i.holder = m.holder AND i.request_id = m.request_id) AS items
+         FROM service_control.lease_mark m WHERE m.space = '\\x'::bytea`,
+      )) as { h: string; seq: string; items: string[] | null }[]
+    ).map((r) => [r.h, `${r.seq} ${(r.items ?? []).join(' ')}`]),
+  );
   return {
     signal,
     stderr,
     identities: ready?.['identities'] as string[],
     replies: lines.filter((l) => l['event'] === 'reply'),
     revisions,
+    acquired,
   };
 };
 
@@ -70,5 +87,27 @@ describe('group commit crash points (decision 0330)', () => {
     const acknowledged = r.replies[0]?.['identity'] as string;
     expect(r.revisions.get(acknowledged)).toBe('2'); // nothing acknowledged is lost
     expect(r.identities.map((i) => r.revisions.get(i))).toEqual(Array(MEMBERS).fill('2'));
+  });
+});
+
+describe('acquire group crash points (decision 0405)', () => {
+  const atCommit = useDatabase('sc_acquire_crash_commit');
+  const atReply = useDatabase('sc_acquire_crash_reply');
+  /** A consumer's committed acquire: mark seq 1, both services granted with their grant rows. */
+  const GRANTED = '1 granted:true granted:true';
+
+  it('M6-35 M6-58 SIGKILL after the COMMIT of a group of four consumers’ acquires of one Network, before any reply: no answer left the process, every acquire is committed with its grants', async () => {
+    const r = await crash(atCommit, 'acquire-commit');
+    expect(r.signal, r.stderr).toBe('SIGKILL');
+    expect(r.replies).toEqual([]);
+    expect(r.identities.map((i) => r.acquired.get(i))).toEqual(Array(MEMBERS).fill(GRANTED));
+  });
+
+  it('M6-35 M6-58 SIGKILL after the first reply of an acquire group: the acknowledged grants are committed, and so is every other member', async () => {
+    const r = await crash(atReply, 'acquire-reply');
+    expect(r.signal, r.stderr).toBe('SIGKILL');
+    expect(r.replies.map((l) => [l['kind'], l['results']])).toEqual([['lease.result', ['granted', 'granted']]]);
+    expect(r.acquired.get(r.replies[0]?.['identity'] as string)).toBe(GRANTED); // nothing acknowledged is lost
+    expect(r.identities.map((i) => r.acquired.get(i))).toEqual(Array(MEMBERS).fill(GRANTED));
   });
 });

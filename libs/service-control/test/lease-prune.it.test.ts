@@ -2,22 +2,20 @@
 // pruning its lease rows and an unpruned twin (`pruneLeaseRows: false`), with one controlled lease clock. Every
 // answer (result, remaining_ms, which grant) must be the same on both; the pruned side keeps a bounded number of rows.
 import { useDatabase } from '@homelab/testbed/vitest';
-import { Either } from 'effect';
 import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Message } from '../src/api/message.js';
 import { Authority } from '../src/application/authority.js';
-import { listenerIntentOf } from '../src/application/authority-lease.js';
 import type { AuthorityStore } from '../src/application/authority-store.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { toHex } from '../src/domain/bytes.js';
 import {
   allowConsumer,
+  authorizedIntent,
   closeSidesAfterAll,
   comparableAnswer,
   openTwinSide,
   pinPublisherPort,
-  publishedService,
   replyOn,
   sendToBoth,
 } from './twin.js';
@@ -78,17 +76,8 @@ const bind = async (s: Side, w: Who, sessionSeq: bigint) => {
   w.epoch = s.authority.epoch;
   ok(await reply(s, w, msg(w, 'session.open', {}, { session_seq: sessionSeq })));
 };
-const serviceOf = (s: Side) => publishedService(s, NET, P);
-const intentOf = async (s: Side) => {
-  const svc = await serviceOf(s);
-  const r = await s.store.transact(s.authority.epoch, async (tx) =>
-    Either.right(await tx.lease.policySources(svc.serviceId)),
-  );
-  if (Either.isLeft(r)) throw r.left;
-  const li = listenerIntentOf(s.nsdId, svc, r.right);
-  if (li === null) throw new Error('no listener');
-  return li;
-};
+/** P's listener intent: C may use the service over tcp, its one protocol (the authorization the intent carries). */
+const intentOf = (s: Side) => authorizedIntent(s, NET, P, [{ consumer: C, protocols: ['tcp'], expiry: null }]);
 
 /** A snapshot for `target` carrying P's listener (consumer view for the consumer), written and ACKed in `sessionSeq`. */
 const snapshotAcked = async (s: Side, target: Uint8Array, sessionSeq: bigint) => {

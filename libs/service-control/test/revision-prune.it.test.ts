@@ -5,21 +5,20 @@
 // that opens the same session seq again: every answer must be the same on both; the pruned side's history, ACK and
 // stamp rows stay within the floor's bound while the twin's grow with every revision.
 import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
-import { Either } from 'effect';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Message } from '../src/api/message.js';
 import { Authority } from '../src/application/authority.js';
-import { listenerIntentOf } from '../src/application/authority-lease.js';
+import type { listenerIntentOf } from '../src/application/authority-lease.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { toHex } from '../src/domain/bytes.js';
 import {
   type TwinAuthoritySide,
   allowConsumer,
+  authorizedIntent,
   closeSidesAfterAll,
   comparableAnswer,
   openTwinSide,
   pinPublisherPort,
-  publishedService,
   replyOn,
   sendToBoth,
 } from './twin.js';
@@ -66,7 +65,6 @@ const bind = async (s: Side, w: Who, sessionSeq: bigint) => {
     'session.open.result',
   );
 };
-const serviceOf = (s: Side) => publishedService(s, NET, P);
 
 /** The producer's write of a new revision for `target` (the same listener each time: an unrelated update). */
 const produce = async (s: Side, target: Uint8Array): Promise<bigint> => {
@@ -182,12 +180,8 @@ beforeAll(async () => {
     await s.sql(`DELETE FROM service_control.snapshot`);
     await s.sql(`DELETE FROM service_control.snapshot_history`);
     await allowConsumer(s, NET, P, C);
-    const svc = await serviceOf(s);
-    const r = await s.store.transact(s.authority.epoch, async (tx) =>
-      Either.right(await tx.lease.policySources(svc.serviceId)),
-    );
-    if (Either.isLeft(r)) throw r.left;
-    s.li = listenerIntentOf(s.nsdId, svc, r.right);
+    // C may use the service over tcp, its one protocol: the authorization the leased intent carries
+    s.li = await authorizedIntent(s, NET, P, [{ consumer: C, protocols: ['tcp'], expiry: null }]);
   }
 });
 closeSidesAfterAll(sides);

@@ -5,7 +5,8 @@ import type { sqlOn, useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
 import { afterAll, expect } from 'vitest';
 import { type Message, decodeMessage } from '../src/api/message.js';
-import { setPolicySource } from '../src/application/authority-lease.js';
+import { listenerIntentOf, setPolicySource } from '../src/application/authority-lease.js';
+import type { PolicySource } from '../src/application/lease-store.js';
 import type { StoredService } from '../src/application/service-row.js';
 import { Authority } from '../src/application/authority.js';
 import type { AuthorityStore } from '../src/application/authority-store.js';
@@ -139,6 +140,31 @@ export const allowConsumer = async (
       expiry: null,
     },
   );
+};
+
+/**
+ * The listener intent of `publisher`'s service on `networkId` from the policy sources this side stores — required to
+ * be the intent of exactly the authorization the test expects (`expected`, e.g. the consumer on tcp): the sources are
+ * in the intent's enforcement digest, so a consumer allowed with another protocol (or not at all) fails here instead
+ * of leasing on an intent nobody checked.
+ */
+export const authorizedIntent = async (
+  s: StoredSide & { readonly nsdId: Uint8Array },
+  networkId: Uint8Array,
+  publisher: Uint8Array,
+  expected: readonly PolicySource[],
+) => {
+  const svc = await publishedService(s, networkId, publisher);
+  const r = await s.store.transact(s.authority.epoch, async (tx) =>
+    Either.right(await tx.lease.policySources(svc.serviceId)),
+  );
+  if (Either.isLeft(r)) throw r.left;
+  const li = listenerIntentOf(s.nsdId, svc, r.right);
+  if (li === null) throw new Error('no listener');
+  expect(li.fields.enforcement_policy_digest).toEqual(
+    listenerIntentOf(s.nsdId, svc, expected)?.fields.enforcement_policy_digest,
+  );
+  return li;
 };
 
 /** After the file: each side's authority finishes its work, then its store closes. */

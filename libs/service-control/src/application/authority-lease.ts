@@ -342,7 +342,9 @@ export const serveAcquire = async (
           return Promise.all([
             tx.lease.service(serviceId),
             tx.lease.policySources(serviceId),
-            tx.ports.lockAllocation(serviceId),
+            // only a service of the envelope's Network: another Network's allocation is never used (its intent is
+            // null) and locking it would tie this acquire to that Network's scope (decision 0405)
+            tx.ports.lockNetworkAllocation(serviceId, m.network_id),
             tx.grants.policyVersion(serviceId),
             tx.lease.snapshotStamp(m.subject_identity, m.network_id, snapshot.revision, snapshot.digest, serviceId),
             tx.lease.latestPublisherGrant(serviceId, it.publisher_identity, d.epoch),

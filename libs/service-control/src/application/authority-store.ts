@@ -182,6 +182,12 @@ export interface TransactOptions {
      * other such transactions of the same Network.
      */
     readonly shareNetwork?: boolean;
+    /**
+     * With `shareNetwork`: the transaction also locks other publishers' allocation rows of the Network, in its first
+     * round trip and in the global lock order (lease.acquire, decision 0405): it shares the Network with other such
+     * transactions but never commits while a transaction of the Network that does not share it is in flight.
+     */
+    readonly othersAllocations?: boolean;
   };
 }
 

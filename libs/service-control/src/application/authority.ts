@@ -222,11 +222,13 @@ export class Authority {
   private async lease(m: MessageOf<'listener.ready'> | MessageOf<'lease.refresh'> | MessageOf<'lease.acquire'>) {
     // its one transaction locks rows of the envelope's identity and Network only: it may commit in a group (decision
     // 0330); a ready/refresh locks only its identity's rows and its own service's allocation, so refreshes of one
-    // Network may share a group (decision 0370) — an acquire locks other publishers' allocations and may not
+    // Network share a group (decision 0370); an acquire also locks other publishers' allocation rows of its Network,
+    // in the first round trip and the key order, so it shares too — but never beside a report of its Network (0405)
     const scope = {
       identity: m.subject_identity,
       networkId: m.network_id,
-      ...(m.kind === 'lease.acquire' ? {} : { shareNetwork: true }),
+      shareNetwork: true,
+      ...(m.kind === 'lease.acquire' ? { othersAllocations: true } : {}),
     };
     const store: AuthorityStore = {
       ...this.d.store,

@@ -21,6 +21,12 @@ export interface PortTx {
    * own scope's allocation, so refreshes of one Network may commit in one group).
    */
   readonly lockOwnAllocation: (serviceId: Bytes, publisher: Bytes, networkId: Bytes) => Promise<Allocation | null>;
+  /**
+   * The allocation record of a service of `networkId` (row lock), or null — also when the service is of another
+   * Network, whose row is then NOT locked (decision 0405: an acquire locks rows of its own Network only, so acquires of
+   * one Network may commit in one group).
+   */
+  readonly lockNetworkAllocation: (serviceId: Bytes, networkId: Bytes) => Promise<Allocation | null>;
   readonly saveAllocation: (a: Allocation) => Promise<void>;
   /**
    * Allocations an explicit pure refusal left waiting for the next candidate of their round (`awaitingNext`): after a

@@ -517,7 +517,18 @@ export interface PgAuthorityStoreOptions extends pg.PoolConfig {
    * Group commit (decision 0330): transactions of different scopes in flight together commit as one. `false` only
    * for the unbatched twin of `test/group-commit.it.test.ts`; default 4 groups in flight of at most 32 members.
    */
-  readonly groupCommit?: false | { readonly maxInFlight?: number; readonly maxMembers?: number };
+  readonly groupCommit?:
+    | false
+    | {
+        readonly maxInFlight?: number;
+        readonly maxMembers?: number;
+        /**
+         * `false`: a lease.acquire groups as it did before decision 0405 — keyed on its identity AND Network, so
+         * acquires of one Network never share a group nor run in two groups at once. Only for the lease bench's
+         * before/after in one run; default true.
+         */
+        readonly shareAcquires?: boolean;
+      };
   /** Injected fault: after member `index` of a committed group got its result (crash-point tests). */
   readonly afterGroupMember?: (index: number, size: number) => void | Promise<void>;
 }
@@ -730,10 +741,13 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
       const scope = options?.scope;
       if (groups === null || scope === undefined || options?.consistentRead === true)
         return transactAlone(epoch, fn, options);
+      const keyedAlone =
+        scope.othersAllocations === true && groupCommit !== false && groupCommit?.shareAcquires === false;
       return groups.submit({
         identity: scope.identity,
         networkId: scope.networkId,
-        ...(scope.shareNetwork === true ? { shareNetwork: true } : {}),
+        ...(scope.shareNetwork === true && !keyedAlone ? { shareNetwork: true } : {}),
+        ...(scope.othersAllocations === true && !keyedAlone ? { othersAllocations: true } : {}),
         epoch,
         run: (batch) => fn(txOf(batch)),
         alone: () => transactAlone(epoch, fn, options),

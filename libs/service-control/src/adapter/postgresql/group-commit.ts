@@ -32,6 +32,14 @@ export interface GroupMember<A> {
    * a member of that Network that does not share it.
    */
   readonly shareNetwork?: boolean;
+  /**
+   * With `shareNetwork`: the member also locks OTHER publishers' allocation rows of its Network — still only in its
+   * first round trip, in key order (a lease.acquire, decision 0405). It shares its group and its Network with other
+   * sharing members, but never runs while a member of its Network that does not share it is in flight, nor starts
+   * while one waits ahead of it: that member (a report) takes its publisher's allocation rows in one statement outside
+   * the round trip's key order, so only rows no sharer locks may be taken that way.
+   */
+  readonly othersAllocations?: boolean;
   /** The member's statements on the group's transaction; Left or a throw sends the whole group back to `alone`. */
   readonly run: (batch: TxBatch) => Promise<Either.Either<A, ServiceControlError>>;
   /** The member in its own transaction (after a failed group), exactly the ungrouped path. */
@@ -80,6 +88,8 @@ export class GroupCommit {
   private pending: Waiting[] = [];
   /** Scope keys of the members of the groups in flight (and of their alone runs after a failed group). */
   private readonly busy = new Set<string>();
+  /** Networks (`n…`) with members that lock other publishers' allocation rows in flight, and how many (decision 0405). */
+  private readonly othersBusy = new Map<string, number>();
   private inFlight = 0;
   private scheduled = false;
 
@@ -120,11 +130,15 @@ export class GroupCommit {
       const epoch = this.pending[0]?.member.epoch;
       for (const w of this.pending) {
         const sharing = w.member.shareNetwork === true;
+        const others = sharing && w.member.othersAllocations === true;
         const free =
           taken.length < this.o.maxMembers &&
           w.member.epoch === epoch &&
           !w.keys.some((k) => this.busy.has(k) || keys.has(k)) &&
-          !(sharing ? alone : shared).has(w.net);
+          !(sharing ? alone : shared).has(w.net) &&
+          // decision 0405: an acquire waits for a member of its Network that does not share it (in flight or ahead of
+          // it), and such a member waits for the acquires of its Network in flight
+          (others ? !this.busy.has(w.net) && !keys.has(w.net) : sharing || !this.othersBusy.has(w.net));
         // a member that cannot go keeps its scope for the requests behind it (arrival order per scope)
         for (const k of w.keys) keys.add(k);
         if (free) (sharing ? shared : alone).add(w.net);
@@ -132,11 +146,18 @@ export class GroupCommit {
       }
       if (taken.length === 0) return; // everything waiting is of a busy scope: the end of a group pumps again
       this.pending = left;
+      const othersNets = taken.filter((w) => w.member.othersAllocations === true).map((w) => w.net);
       for (const w of taken) for (const k of w.keys) this.busy.add(k);
+      for (const n of othersNets) this.othersBusy.set(n, (this.othersBusy.get(n) ?? 0) + 1);
       this.inFlight++;
       void this.runGroup(taken, epoch as bigint).finally(() => {
         this.inFlight--;
         for (const w of taken) for (const k of w.keys) this.busy.delete(k);
+        for (const n of othersNets) {
+          const left = (this.othersBusy.get(n) ?? 1) - 1;
+          if (left === 0) this.othersBusy.delete(n);
+          else this.othersBusy.set(n, left);
+        }
         this.pump();
       });
     }

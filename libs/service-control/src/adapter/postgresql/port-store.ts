@@ -236,6 +236,14 @@ export const portTx = (c: Pick<TxConnection, 'statement' | 'write'>): PortTx => 
       (r) => (r.rows[0] === undefined ? null : allocationFromJson(r.rows[0]['value'])),
       toHex(serviceId),
     ),
+  lockNetworkAllocation: (serviceId, networkId) =>
+    c.statement(
+      `SELECT a.value FROM ${S}.port_allocation a WHERE a.service_id = ${lit.bytea(serviceId)}
+         AND EXISTS (SELECT 1 FROM ${S}.service s WHERE s.service_id = a.service_id AND s.network_id = ${lit.bytea(networkId)})
+       FOR UPDATE OF a`,
+      (r) => (r.rows[0] === undefined ? null : allocationFromJson(r.rows[0]['value'])),
+      toHex(serviceId),
+    ),
   saveAllocation: async (a) =>
     c.write(
       `INSERT INTO ${S}.port_allocation VALUES (${lit.bytea(a.serviceRef.serviceId)}, ${lit.bytea(a.publisher)}, ${lit.json(allocationToJson(a))})
