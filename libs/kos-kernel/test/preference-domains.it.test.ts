@@ -148,4 +148,3 @@ describe('C-29: preference-domain records decide at uninstall, not the declarati
     ).toBe(404);
   });
 });
-

@@ -38,32 +38,33 @@ export const SqliteExtensionDataLive: Layer.Layer<ExtensionData, never, ControlP
       ),
     apply: ({ settings, plan }) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) =>
-      db.transaction((conn) => {
-        const deleteSetting = conn.prepare<[string]>('DELETE FROM setting_values WHERE id = ?');
-        const deleteUserSetting = conn.prepare<[string]>('DELETE FROM user_setting_values WHERE id = ?');
-        let settingValues = 0;
-        for (const id of settings) settingValues += deleteSetting.run(id).changes + deleteUserSetting.run(id).changes;
-        const deletePreferences = conn.prepare<[string]>('DELETE FROM preferences WHERE extension = ?');
-        const deleteRecord = conn.prepare<[string, string, string]>(
-          'DELETE FROM preference_domains WHERE extension = ? AND component = ? AND component_uid = ?',
-        );
-        let preferences = 0;
-        for (const r of plan.retire) {
-          if (!r.retain) preferences += deletePreferences.run(r.extension).changes;
-          deleteRecord.run(r.extension, r.component, r.componentUid);
-        }
-        if (plan.upsert !== undefined) {
-          const u = plan.upsert;
-          conn
-            .prepare<[string, string, string, string, number, number]>(
-              `INSERT INTO preference_domains (extension, version, component, component_uid, retain, recorded_at)
+        db.transaction((conn) => {
+          const deleteSetting = conn.prepare<[string]>('DELETE FROM setting_values WHERE id = ?');
+          const deleteUserSetting = conn.prepare<[string]>('DELETE FROM user_setting_values WHERE id = ?');
+          let settingValues = 0;
+          for (const id of settings) settingValues += deleteSetting.run(id).changes + deleteUserSetting.run(id).changes;
+          const deletePreferences = conn.prepare<[string]>('DELETE FROM preferences WHERE extension = ?');
+          const deleteRecord = conn.prepare<[string, string, string]>(
+            'DELETE FROM preference_domains WHERE extension = ? AND component = ? AND component_uid = ?',
+          );
+          let preferences = 0;
+          for (const r of plan.retire) {
+            if (!r.retain) preferences += deletePreferences.run(r.extension).changes;
+            deleteRecord.run(r.extension, r.component, r.componentUid);
+          }
+          if (plan.upsert !== undefined) {
+            const u = plan.upsert;
+            conn
+              .prepare<[string, string, string, string, number, number]>(
+                `INSERT INTO preference_domains (extension, version, component, component_uid, retain, recorded_at)
                VALUES (?, ?, ?, ?, ?, ?)
                ON CONFLICT (extension) DO UPDATE SET version = excluded.version, component = excluded.component,
                  component_uid = excluded.component_uid, retain = excluded.retain, recorded_at = excluded.recorded_at`,
-            )
-            .run(u.extension, u.version, u.component, u.componentUid, u.retain ? 1 : 0, now);
-        }
-        return { settingValues, preferences, retained: plan.retire.filter((r) => r.retain) };
-      })),
+              )
+              .run(u.extension, u.version, u.component, u.componentUid, u.retain ? 1 : 0, now);
+          }
+          return { settingValues, preferences, retained: plan.retire.filter((r) => r.retain) };
+        }),
+      ),
   })),
 );

@@ -42,7 +42,12 @@ const setVolumeFinalizers = (volume: KubeObject, finalizers: ReadonlyArray<strin
   Effect.gen(function* () {
     const namespace = volume.metadata.namespace ?? '';
     const name = volume.metadata.name ?? '';
-    yield* admitOrFail({ subject: 'volume-reconciler', target: 'Volume', part: 'finalizers', object: { namespace, name } });
+    yield* admitOrFail({
+      subject: 'volume-reconciler',
+      target: 'Volume',
+      part: 'finalizers',
+      object: { namespace, name },
+    });
     const client = yield* KubeClient;
     return yield* client.patch(
       { apiVersion: API, kind: 'Volume', namespace, name },
@@ -156,7 +161,8 @@ export const reconcileVolume = (key: {
       return { state: 'steady' } as KosRound;
     }
     // the deletion gate, on the first round (a Volume deleted before it is observed is not held)
-    if (!finalizers.includes(VOLUME_FINALIZER)) volume = yield* setVolumeFinalizers(volume, [...finalizers, VOLUME_FINALIZER]);
+    if (!finalizers.includes(VOLUME_FINALIZER))
+      volume = yield* setVolumeFinalizers(volume, [...finalizers, VOLUME_FINALIZER]);
     const size = desiredVolumeSize(volume['spec']);
     let pvc = yield* getOrUndefined({ apiVersion: 'v1', kind: 'PersistentVolumeClaim', namespace, name: key.name });
     let sizeProblem: ReconcileConclusion | undefined;

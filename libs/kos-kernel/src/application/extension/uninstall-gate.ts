@@ -138,7 +138,8 @@ export const retireExtensionData = (
           'declaration' in c.outcome &&
           c.outcome.declaration.header.id === declaration.header.id,
       );
-    const settings = declaration === undefined || sameId ? [] : (declaration.contributions.settings ?? []).map((s) => s.id);
+    const settings =
+      declaration === undefined || sameId ? [] : (declaration.contributions.settings ?? []).map((s) => s.id);
     const plan = planLeaving(result, component, yield* data.value.domainRecords(component));
     if (settings.length === 0 && plan.retire.length === 0) return undefined;
     return yield* data.value.apply({ settings, plan });

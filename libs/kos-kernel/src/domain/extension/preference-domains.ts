@@ -93,11 +93,7 @@ export const planLoadedRound = (
  * retired, per the record (the declaration is not read again: its package may be unreadable by now), except an
  * extension another component of the load set still declares.
  */
-export const planLeaving = (
-  result: LoadResult,
-  component: string,
-  stored: ReadonlyArray<DomainRecord>,
-): DomainPlan => {
+export const planLeaving = (result: LoadResult, component: string, stored: ReadonlyArray<DomainRecord>): DomainPlan => {
   const others = declaredByOthers(result, component);
   return { retire: stored.filter((r) => r.component === component && !others.has(r.extension)) };
 };

@@ -31,21 +31,19 @@ describe('TC-107 volume references of extension objects', () => {
         targets: { volume: ['a', '', 3, { name: 'b' }] },
       },
     };
-    expect(volumeRefsOf(object, ['spec.volume', 'spec.mounts.volume', 'spec.targets.volume', 'spec.absent'])).toEqual(
-      [
-        { namespace: 'media', name: 'photos', field: 'spec.volume' },
-        { namespace: 'media', name: 'music', field: 'spec.mounts.volume' },
-        { namespace: 'archive', name: 'films', field: 'spec.mounts.volume' },
-        { namespace: 'media', name: 'a', field: 'spec.targets.volume' },
-        { namespace: 'media', name: 'b', field: 'spec.targets.volume' },
-      ],
-    );
+    expect(volumeRefsOf(object, ['spec.volume', 'spec.mounts.volume', 'spec.targets.volume', 'spec.absent'])).toEqual([
+      { namespace: 'media', name: 'photos', field: 'spec.volume' },
+      { namespace: 'media', name: 'music', field: 'spec.mounts.volume' },
+      { namespace: 'archive', name: 'films', field: 'spec.mounts.volume' },
+      { namespace: 'media', name: 'a', field: 'spec.targets.volume' },
+      { namespace: 'media', name: 'b', field: 'spec.targets.volume' },
+    ]);
   });
 
   it('TC-107: a cluster-scoped object references a Volume only with an explicit namespace', () => {
-    expect(volumeRefsOf({ spec: { v: 'photos', w: { name: 'films', namespace: 'archive' } } }, ['spec.v', 'spec.w'])).toEqual(
-      [{ namespace: 'archive', name: 'films', field: 'spec.w' }],
-    );
+    expect(
+      volumeRefsOf({ spec: { v: 'photos', w: { name: 'films', namespace: 'archive' } } }, ['spec.v', 'spec.w']),
+    ).toEqual([{ namespace: 'archive', name: 'films', field: 'spec.w' }]);
   });
 
   it('TC-107: the referrers of one Volume, each listed with its fields, sorted; other Volumes do not count', () => {

@@ -35,7 +35,10 @@ export interface VolumeRef {
   readonly field: string;
 }
 
-const refOf = (value: unknown, objectNamespace: string | undefined): { namespace: string; name: string } | undefined => {
+const refOf = (
+  value: unknown,
+  objectNamespace: string | undefined,
+): { namespace: string; name: string } | undefined => {
   if (typeof value === 'string')
     return value !== '' && objectNamespace !== undefined ? { namespace: objectNamespace, name: value } : undefined;
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
