@@ -4,7 +4,9 @@
 // (which allows it only for a bound claim whose storage class allows expansion: its refusal is the Volume's
 // `Reconciled` reason `ExpansionRefused`, with the server's words); a smaller one is never written (`ShrinkRefused`). An Endpoint labelled with an application's name
 // reports whether that application serves: the `Serving` condition is False with reason `ApplicationPaused` while
-// the app is stopped (TC-123).
+// the app is stopped (TC-123). The Volume's deletion gate (TC-107, decision 0395): the finalizer
+// `kos.tsic.top/volume-protection` on its first round; a deleted Volume that extension objects reference (their kinds'
+// declared `volumeRefs`, carried on the CRDs) stays with `DeprovisionBlocked` listing each referrer.
 import { Effect, Either } from 'effect';
 import { KubeClient, type KubeError, type KubeObject } from '@homelab/kube';
 import { KOS_GROUP, KOS_STORAGE_VERSION } from '../../api/group.js';
