@@ -6,21 +6,18 @@
 // kos-notes withdraws its pages and settings, rejects their interface, stops its controllers' sandboxed processes,
 // and keeps the setting values and objects, which come back on re-enable (TC-110, TC-8).
 import { readdirSync, readFileSync, mkdtempSync, rmSync } from 'node:fs';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually as poll, kubeRequest, useNamespace } from '@homelab/testbed/vitest';
+import { kubeRequest, useNamespace } from '@homelab/testbed/vitest';
 import { type Bootstrap, markerKey, openControlPlaneDatabase } from '@homelab/kos-kernel';
 import type { ControllerHandle } from '../src/index.js';
+import { ACME, eventually, extensionsDir, NOTES, useSampleComponents } from './extension-support.js';
 import { type Answer, call, identityCalls, prepareCluster, startTestController } from './support.js';
 
-const extensionsDir = join(import.meta.dirname, '../../../libs/kos-kernel/extensions');
-const NOTES = 'first-party/kos-notes/kos-extension.json';
-const ACME = 'third-party/acme-inventory/kos-extension.json';
 const run = randomBytes(4).toString('hex');
 const LABEL = 'test.kos.tsic.top/ctrl-extension-routes';
-const components = '/apis/kos.tsic.top/v1beta1/systemcomponents';
 const NOTES_API = 'notes.kos.tsic.top/v1alpha1';
 const ITEMS_API = 'inventory.acme.example/v1';
 const SETTING = 'kos-notes.retention-days';
@@ -35,7 +32,7 @@ let boot: Bootstrap | undefined;
 const { as, session, createAccount } = identityCalls(() => cp.url, PASSWORD);
 const tokens = { owner: '', member: '', guest: '' };
 const code = (a: Answer) => (a.body as { error?: { code?: string } }).error?.code;
-const eventually = (what: string, check: () => Promise<boolean>, ms = 40_000) => poll(what, check, ms, 200);
+const samples = useSampleComponents(LABEL, run);
 
 const note = (name: string, spec: Record<string, unknown> = { text: name }, extra: Record<string, unknown> = {}) => ({
   apiVersion: NOTES_API,
@@ -45,10 +42,8 @@ const note = (name: string, spec: Record<string, unknown> = { text: name }, extr
 });
 const stored = async (plural: string, api: string, name: string) =>
   kubeRequest('GET', `/apis/${api}/namespaces/${ns.name}/${plural}/${name}`);
-const phase = async (name: string) =>
-  ((await kubeRequest('GET', `${components}/${name}`)).json() as { status?: { phase?: string } }).status?.phase;
-const setDisabled = (disable: boolean) =>
-  kubeRequest('PATCH', `${components}/${names.notes}`, { spec: { disable } }, 'application/merge-patch+json');
+const phase = samples.phase;
+const setDisabled = (disable: boolean) => samples.setDisabled(names.notes, disable);
 
 /** The extension sandboxes this process runs (decision 0342): node children under the permission model. */
 const sandboxes = () =>
@@ -66,15 +61,7 @@ const sandboxes = () =>
     });
 
 const install = async (name: string, file: string) => {
-  const sha256 = createHash('sha256')
-    .update(readFileSync(join(extensionsDir, file)))
-    .digest('hex');
-  const r = await kubeRequest('POST', components, {
-    apiVersion: 'kos.tsic.top/v1beta1',
-    kind: 'SystemComponent',
-    metadata: { name, labels: { [LABEL]: run, [markerKey('managed-by')]: 'kos' } },
-    spec: { package: { ref: `file:${file}`, sha256 } },
-  });
+  const r = await samples.install(name, file);
   expect(r.status, r.body).toBe(201);
 };
 
@@ -92,15 +79,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await cp?.close();
-  for (const name of Object.values(names)) {
-    await kubeRequest(
-      'PATCH',
-      `${components}/${name}`,
-      { metadata: { finalizers: null } },
-      'application/merge-patch+json',
-    );
-    await kubeRequest('DELETE', `${components}/${name}`);
-  }
   rmSync(dir, { recursive: true, force: true });
 });
 

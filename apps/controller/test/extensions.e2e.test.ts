@@ -7,30 +7,22 @@
 // only this file's label (the test bed is shared). The package's controller runs in its sandbox in the process and
 // writes the Note's status (decision 0342).
 import type { ChildProcess } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { COMPONENT_FINALIZER, markerKey } from '@homelab/kos-kernel';
-import { eventually as poll, kubeRequest, useNamespace } from '@homelab/testbed/vitest';
+import { randomBytes } from 'node:crypto';
+import { COMPONENT_FINALIZER } from '@homelab/kos-kernel';
+import { kubeRequest, useNamespace } from '@homelab/testbed/vitest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually, extensionsDir, NOTES, useSampleComponents } from './extension-support.js';
 import { prepareCluster, spawnController } from './support.js';
 
-const extensionsDir = join(import.meta.dirname, '../../../libs/kos-kernel/extensions');
-const NOTES = 'first-party/kos-notes/kos-extension.json';
 const run = randomBytes(4).toString('hex');
 const LABEL = 'test.kos.tsic.top/ctrl-extension';
-const components = '/apis/kos.tsic.top/v1beta1/systemcomponents';
 const name = `notes-${run}`;
 const ns = useNamespace('ctrl-ext');
+const samples = useSampleComponents(LABEL, run);
 const children: ChildProcess[] = [];
 let url = '';
 
-type Component = {
-  metadata: { finalizers?: string[] };
-  status?: { phase?: string; conditions?: Array<{ type: string; status: string }> };
-};
-const component = async () => (await kubeRequest('GET', `${components}/${name}`)).json() as Component;
-const eventually = (what: string, check: () => Promise<boolean>, ms = 40_000) => poll(what, check, ms, 200);
+const component = () => samples.get(name);
 const listNotes = async () => {
   const r = await fetch(
     `${url}/api/v1/resources/notes?apiVersion=notes.kos.tsic.top/v1alpha1&namespace=${encodeURIComponent(ns.name)}`,
@@ -53,13 +45,6 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  await kubeRequest(
-    'PATCH',
-    `${components}/${name}`,
-    { metadata: { finalizers: null } },
-    'application/merge-patch+json',
-  );
-  await kubeRequest('DELETE', `${components}/${name}`);
   for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
 });
 
@@ -71,15 +56,7 @@ describe('SystemComponents in the controller process', () => {
   });
 
   it('TC-1/TC-4: a SystemComponent applied to the cluster is installed and activated by the process; its kind gets a CRD in its own group and is served', async () => {
-    const sha256 = createHash('sha256')
-      .update(await readFile(join(extensionsDir, NOTES)))
-      .digest('hex');
-    const created = await kubeRequest('POST', components, {
-      apiVersion: 'kos.tsic.top/v1beta1',
-      kind: 'SystemComponent',
-      metadata: { name, labels: { [LABEL]: run, [markerKey('managed-by')]: 'kos' } },
-      spec: { package: { ref: `file:${NOTES}`, sha256 } },
-    });
+    const created = await samples.install(name, NOTES);
     expect(created.status, created.body).toBe(201);
     await eventually('the component is Active', async () => (await component()).status?.phase === 'Active');
     const c = await component();
@@ -123,8 +100,7 @@ describe('SystemComponents in the controller process', () => {
   });
 
   it('TC-110: disabled, the kind is capability_missing and its objects are kept; re-enabled, it is served again', async () => {
-    const patch = (disable: boolean) =>
-      kubeRequest('PATCH', `${components}/${name}`, { spec: { disable } }, 'application/merge-patch+json');
+    const patch = (disable: boolean) => samples.setDisabled(name, disable);
     expect((await patch(true)).status).toBe(200);
     await eventually('the component is Disabled', async () => (await component()).status?.phase === 'Disabled');
     await eventually('the kind is withdrawn', async () => (await listNotes()).status === 422);

@@ -14,7 +14,7 @@ import {
   ensureNamespace,
   harness,
   makeAppRuntime,
-  releaseApplications,
+  releaseKosGates,
   T0,
 } from '../test/app-support.js';
 import { installKosCrds } from '../test/support.js';
@@ -44,7 +44,7 @@ beforeAll(async () => {
   await h.installBuiltins();
 });
 afterAll(async () => {
-  for (const n of [ns.name, ...extraNamespaces]) await releaseApplications(n);
+  for (const n of [ns.name, ...extraNamespaces]) await releaseKosGates(n);
   for (const n of extraNamespaces) await kubeRequest('DELETE', `/api/v1/namespaces/${n}`);
   for (const d of extraDefinitions)
     await kubeRequest('DELETE', `/apis/kos.tsic.top/v1beta1/applicationdefinitions/${d}`);

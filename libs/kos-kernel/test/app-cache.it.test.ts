@@ -24,7 +24,7 @@ import {
   ensureNamespace,
   harness,
   markReady,
-  releaseApplications,
+  releaseKosGates,
   testbedKubeLive,
 } from './app-support.js';
 import { installKosCrds } from './support.js';
@@ -73,7 +73,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   held.clear();
-  await releaseApplications(ns.name);
+  await releaseKosGates(ns.name);
   for (const d of definitions) await kubeRequest('DELETE', `/apis/kos.tsic.top/v1beta1/applicationdefinitions/${d}`);
   await rt?.dispose();
 });

@@ -157,18 +157,22 @@ export const markReady = async (namespace: string, kind: 'Deployment' | 'Statefu
   if (r.status !== 200) throw new Error(`status of ${kind} ${name}: ${r.status} ${r.body}`);
 };
 
-/** Remove every finalizer of the Applications in a namespace (so the namespace can go at the end). */
-export const releaseApplications = async (namespace: string) => {
-  const list = (await kubeRequest('GET', `/apis/kos.tsic.top/v1beta1/namespaces/${namespace}/applications`)).json() as {
-    items?: Array<{ metadata: { name: string } }>;
-  };
-  for (const a of list.items ?? [])
-    await kubeRequest(
-      'PATCH',
-      `/apis/kos.tsic.top/v1beta1/namespaces/${namespace}/applications/${a.metadata.name}`,
-      { metadata: { finalizers: null } },
-      'application/merge-patch+json',
-    );
+/**
+ * Remove every finalizer of the Applications and Volumes in a namespace (the uninstall gate, the Volume deletion gate
+ * of decision 0395), so the namespace can go at the end.
+ */
+export const releaseKosGates = async (namespace: string) => {
+  for (const plural of ['applications', 'volumes']) {
+    const path = `/apis/kos.tsic.top/v1beta1/namespaces/${namespace}/${plural}`;
+    const list = (await kubeRequest('GET', path)).json() as { items?: Array<{ metadata: { name: string } }> };
+    for (const o of list.items ?? [])
+      await kubeRequest(
+        'PATCH',
+        `${path}/${o.metadata.name}`,
+        { metadata: { finalizers: null } },
+        'application/merge-patch+json',
+      );
+  }
 };
 
 export interface AppHarnessOptions {
@@ -178,7 +182,7 @@ export interface AppHarnessOptions {
   readonly capabilities?: () => ReadonlyArray<string>;
   /** More set-up after the CRDs and `kos-system`, before the definitions (the node tests import stand-in images). */
   readonly prepare?: () => Promise<unknown>;
-  /** The namespaces whose Applications are released at the end (default: the test's own). */
+  /** The namespaces whose Applications and Volumes are released at the end (default: the test's own). */
   readonly releaseIn?: () => ReadonlyArray<string>;
   /** More tear-down, after the Applications are released and before the runtime is disposed. */
   readonly cleanup?: () => Promise<unknown>;
@@ -186,7 +190,7 @@ export interface AppHarnessOptions {
 
 /**
  * The set-up every application test file shares: before the tests the KOS CRDs, the `kos-system` namespace and
- * (unless `builtins: false`) the built-in definitions; after them the Applications' finalizers released (so the
+ * (unless `builtins: false`) the built-in definitions; after them the Applications' and Volumes' finalizers released (so the
  * namespace can go) and the runtime disposed. Call it after `useNamespace` so its tear-down runs first.
  */
 export const useAppHarness = (ns: { readonly name: string }, options: AppHarnessOptions = {}) => {
@@ -204,7 +208,7 @@ export const useAppHarness = (ns: { readonly name: string }, options: AppHarness
     if (options.builtins !== false) await h.installBuiltins();
   });
   afterAll(async () => {
-    for (const n of options.releaseIn?.() ?? [ns.name]) await releaseApplications(n);
+    for (const n of options.releaseIn?.() ?? [ns.name]) await releaseKosGates(n);
     await options.cleanup?.();
     await rt?.dispose();
   });

@@ -14,7 +14,7 @@ import {
   harness,
   makeAppRuntime,
   markReady,
-  releaseApplications,
+  releaseKosGates,
 } from './app-support.js';
 import { installKosCrds } from './support.js';
 
@@ -30,7 +30,7 @@ beforeAll(async () => {
   h = harness(rt);
 });
 afterAll(async () => {
-  await releaseApplications(ns.name);
+  await releaseKosGates(ns.name);
   for (const d of definitions) await kubeRequest('DELETE', `/apis/kos.tsic.top/v1beta1/applicationdefinitions/${d}`);
   await rt.dispose();
 });

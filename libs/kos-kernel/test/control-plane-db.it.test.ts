@@ -41,12 +41,18 @@ describe('migrations', () => {
           'accounts',
           'audit',
           'audit_no_delete',
+          'preference_domains',
           'preferences',
           'setting_values',
           'user_setting_values',
         ]),
       );
-      // one Rollback reverses the latest migration only (3: user-scoped setting values)
+      // one Rollback reverses the latest migration only (4: preference-domain records, decision 0396)
+      expect(rollbackLatest(db)).toBe(4);
+      expect(schemaVersion(db)).toBe(3);
+      expect(tables(db)).not.toContain('preference_domains');
+      expect(tables(db)).toContain('user_setting_values');
+      // then 3: user-scoped setting values
       expect(rollbackLatest(db)).toBe(3);
       expect(schemaVersion(db)).toBe(2);
       expect(tables(db)).not.toContain('user_setting_values');

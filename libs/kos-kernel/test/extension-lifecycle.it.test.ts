@@ -11,10 +11,8 @@
 //            component is installed and activated.
 //   TC-113 — GET /api/v1/framework/upgrade-preflight through the control-plane router lists the components whose
 //            framework range excludes the target, from the Registry the Installer published.
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -23,7 +21,6 @@ import { kubeRequest, useNamespace } from '@homelab/testbed/vitest';
 import {
   AppLifecycleConfig,
   ApplyWorkLive,
-  ArtifactSourceLive,
   BUILTIN_DEFINITIONS,
   COMPONENT_FINALIZER,
   ControlPlaneConfigLive,
@@ -32,11 +29,8 @@ import {
   currentRegistry,
   DiscoveryIndexLive,
   ExtensionRegistryLive,
-  InstallerConfigLive,
   LoopbackOwnerAuthorizerLive,
-  markerKey,
   MemoryAuditorLive,
-  PackageCacheLive,
   reconcileApplication,
   reconcileSystemComponent,
   RegistryCapabilitySourceLive,
@@ -46,36 +40,27 @@ import {
 } from '../src/index.js';
 import { installKosCrds } from './support.js';
 import { ensureNamespace, testbedKubeLive } from './app-support.js';
+import {
+  API,
+  COMPONENTS as components,
+  componentCondition as condition,
+  installerPorts,
+  useComponents,
+  usePackageServer,
+} from './extension-support.js';
 
 const run = randomBytes(3).toString('hex');
 const LABEL = 'test.kos.tsic.top/extension-lifecycle';
-const API = 'kos.tsic.top/v1beta1';
-const components = `/apis/${API}/systemcomponents`;
 const ns = useNamespace('ext-life');
 const dbDir = mkdtempSync(join(tmpdir(), 'kos-ext-lifecycle-'));
-
-/** Package documents served on loopback under /<name>. */
-const served: Record<string, Buffer> = {};
-let server: Server;
-const pkg = (file: string, declaration: unknown) => {
-  const bytes = Buffer.from(JSON.stringify({ format: 'kos.extension/v1', declaration }));
-  served[file] = bytes;
-  return {
-    ref: `http://127.0.0.1:${(server.address() as AddressInfo).port}/${file}`,
-    sha256: createHash('sha256').update(bytes).digest('hex'),
-  };
-};
+const { pkg } = usePackageServer();
+const { create: createComponent, get: getComponent } = useComponents(LABEL, run);
 
 const makeRuntime = () => {
-  const extension = Layer.mergeAll(
-    ArtifactSourceLive({ httpTimeoutMs: 5_000 }),
-    PackageCacheLive,
-    InstallerConfigLive({ labelSelector: `${LABEL}=${run}` }),
-  );
   const db = ControlPlaneDbLive({ path: join(dbDir, 'controlplane.db') });
   return ManagedRuntime.make(
     Layer.mergeAll(
-      extension,
+      installerPorts(LABEL, run),
       RegistryCapabilitySourceLive,
       SqliteExtensionDataLive,
       Layer.succeed(AppLifecycleConfig, { systemNamespace: 'kos-system' }),
@@ -89,17 +74,10 @@ const makeRuntime = () => {
   );
 };
 let rt: ReturnType<typeof makeRuntime>;
-const created: string[] = [];
 const cleanup: string[] = [];
 
 beforeAll(async () => {
   await installKosCrds();
-  server = createServer((req, res) => {
-    const body = served[(req.url ?? '').slice(1)];
-    if (body === undefined) res.writeHead(404).end('not found');
-    else res.writeHead(200, { 'content-type': 'application/json' }).end(body);
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   rt = makeRuntime();
 }, 120_000);
 
@@ -112,42 +90,10 @@ afterAll(async () => {
     'application/merge-patch+json',
   );
   for (const path of cleanup.reverse()) await kubeRequest('DELETE', path);
-  for (const name of created) {
-    await kubeRequest(
-      'PATCH',
-      `${components}/${name}`,
-      { metadata: { finalizers: null } },
-      'application/merge-patch+json',
-    );
-    await kubeRequest('DELETE', `${components}/${name}`);
-  }
   await rt?.dispose();
-  await new Promise<void>((r) => (server ? server.close(() => r()) : r()));
   rmSync(dbDir, { recursive: true, force: true });
 });
 
-type Component = {
-  metadata: { name: string; finalizers?: string[]; deletionTimestamp?: string };
-  status?: {
-    phase?: string;
-    conditions?: Array<{ type: string; status: string; reason: string; message: string }>;
-  };
-};
-const getComponent = async (name: string): Promise<Component | undefined> => {
-  const r = await kubeRequest('GET', `${components}/${name}`);
-  return r.status === 200 ? (r.json() as Component) : undefined;
-};
-const condition = (c: Component | undefined, type: string) => c?.status?.conditions?.find((x) => x.type === type);
-const createComponent = async (name: string, spec: unknown, markers = { [markerKey('managed-by')]: 'kos' }) => {
-  const r = await kubeRequest('POST', components, {
-    apiVersion: API,
-    kind: 'SystemComponent',
-    metadata: { name, labels: { [LABEL]: run, ...markers } },
-    spec,
-  });
-  if (r.status !== 201) throw new Error(`create ${name}: ${r.status} ${r.body}`);
-  created.push(name);
-};
 const post = async (path: string, body: unknown) => {
   const r = await kubeRequest('POST', path, body);
   if (r.status !== 201) throw new Error(`POST ${path}: ${r.status} ${r.body}`);

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Either } from 'effect';
 import { kubeRequest, useNamespace } from '@homelab/testbed/vitest';
-import { API, type AppRuntime, harness, makeAppRuntime } from './app-support.js';
+import { API, type AppRuntime, harness, makeAppRuntime, releaseKosGates } from './app-support.js';
 import { installKosCrds } from './support.js';
 
 const ns = useNamespace('volsize');
@@ -19,6 +19,7 @@ beforeAll(async () => {
   h = harness(rt);
 });
 afterAll(async () => {
+  await releaseKosGates(ns.name);
   await rt.dispose();
 });
 
@@ -95,6 +96,7 @@ describe('Volume spec.size (decision 0240)', () => {
     await h.create(ns.name, 'Volume', volume('kept', { size: '3Gi' }));
     await h.volumeRound(ns.name, 'kept');
     await kubeRequest('DELETE', `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/volumes/kept`);
+    await h.volumeRound(ns.name, 'kept'); // nothing references it: the deletion gate opens (decision 0395)
     expect(await claimSize('kept')).toBe('3Gi');
     const e = fieldsOfLeft(await h.create(ns.name, 'Volume', volume('kept', { size: '1Gi' })));
     expect(e?.causes?.map((c) => c.field)).toEqual(['spec.size']);

@@ -105,6 +105,26 @@ export const MIGRATIONS: ReadonlyArray<Migration> = [
       DROP TABLE user_setting_values;
     `,
   },
+  {
+    version: 4,
+    name: 'preference-domain records',
+    // decision 0396 (C-29): one row per extension's preference domain, written after each round that loaded the
+    // owning component; its retain flag decides the domain's fate when the owner leaves
+    up: `
+      CREATE TABLE preference_domains (
+        extension TEXT PRIMARY KEY,
+        version TEXT NOT NULL,
+        component TEXT NOT NULL,
+        component_uid TEXT NOT NULL,
+        retain INTEGER NOT NULL CHECK (retain IN (0, 1)),
+        recorded_at INTEGER NOT NULL
+      ) STRICT;
+      CREATE INDEX preference_domains_component ON preference_domains (component);
+    `,
+    down: `
+      DROP TABLE preference_domains;
+    `,
+  },
 ];
 
 export const LATEST_VERSION = MIGRATIONS.length;

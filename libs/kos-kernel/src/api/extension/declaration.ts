@@ -59,6 +59,14 @@ export const CONTRIBUTION_KINDS = [
 ] as const;
 export type ContributionKind = (typeof CONTRIBUTION_KINDS)[number];
 
+/** A field path under `spec` naming kernel Volumes (decision 0395). */
+export const VolumeRefPath = Schema.String.pipe(
+  Schema.maxLength(253),
+  Schema.pattern(/^spec(\.[A-Za-z][A-Za-z0-9_-]{0,62})+$/, {
+    message: () => 'not a field path under spec (spec.a.b, letters, digits, _ and -)',
+  }),
+);
+
 export const ObjectKindDecl = Schema.Struct({
   group: DnsSubdomain,
   version: Schema.String.pipe(Schema.pattern(/^v[1-9]\d*((alpha|beta)[1-9]\d*)?$/, { message: () => 'not a version' })),
@@ -69,6 +77,13 @@ export const ObjectKindDecl = Schema.Struct({
   objectWriters: Schema.optional(Schema.Array(Role)),
   /** TC-111: on uninstall, keep (listed as a leftover) or delete this kind's objects. */
   retain: Schema.optionalWith(Schema.Literal('keep', 'delete'), { default: () => 'keep' as const }),
+  /**
+   * TC-107 (decision 0395): the fields of this kind's objects that reference kernel Volumes, as dot paths under
+   * `spec` (`spec.volume`, `spec.mounts.volume`; arrays on the way are walked element by element). A value is a
+   * Volume name in the object's own namespace, or `{name, namespace?}`. A referenced Volume is not deleted while the
+   * object exists.
+   */
+  volumeRefs: Schema.optional(Schema.Array(VolumeRefPath)),
 });
 export const WriteScopeDecl = Schema.Struct({
   /** API group ('' = core). */

@@ -4,7 +4,9 @@
 // (which allows it only for a bound claim whose storage class allows expansion: its refusal is the Volume's
 // `Reconciled` reason `ExpansionRefused`, with the server's words); a smaller one is never written (`ShrinkRefused`). An Endpoint labelled with an application's name
 // reports whether that application serves: the `Serving` condition is False with reason `ApplicationPaused` while
-// the app is stopped (TC-123).
+// the app is stopped (TC-123). The Volume's deletion gate (TC-107, decision 0395): the finalizer
+// `kos.tsic.top/volume-protection` on its first round; a deleted Volume that extension objects reference (their kinds'
+// declared `volumeRefs`, carried on the CRDs) stays with `DeprovisionBlocked` listing each referrer.
 import { Effect, Either } from 'effect';
 import { KubeClient, type KubeError, type KubeObject } from '@homelab/kube';
 import { KOS_GROUP, KOS_STORAGE_VERSION } from '../../api/group.js';
@@ -12,6 +14,14 @@ import { canonicalJson } from '../../domain/adoption.js';
 import { markerKey } from '../../domain/markers.js';
 import { desiredVolumeSize, resizeOf, shrinkMessage } from '../../domain/application/volume.js';
 import { type Condition, type ReconcileConclusion, setCondition, setReconciled } from '../../domain/state.js';
+import { EXTENSION_CRD_LABEL } from '../../domain/extension/crd.js';
+import {
+  type ReferringKind,
+  VOLUME_FINALIZER,
+  VOLUME_REFS_ANNOTATION,
+  volumeReferrers,
+  volumeRefPathsOf,
+} from '../../domain/extension/volume-refs.js';
 import { admit, fieldManagerOf, type WriteRejected } from '../../domain/write-path.js';
 import type { KosRound } from '../kernel.js';
 
@@ -30,6 +40,103 @@ const getOrUndefined = (ref: { apiVersion: string; kind: string; namespace?: str
     ),
   );
 
+const setVolumeFinalizers = (volume: KubeObject, finalizers: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    const namespace = volume.metadata.namespace ?? '';
+    const name = volume.metadata.name ?? '';
+    yield* admitOrFail({
+      subject: 'volume-reconciler',
+      target: 'Volume',
+      part: 'finalizers',
+      object: { namespace, name },
+    });
+    const client = yield* KubeClient;
+    return yield* client.patch(
+      { apiVersion: API, kind: 'Volume', namespace, name },
+      {
+        type: 'merge',
+        patch: { metadata: { finalizers: [...finalizers], resourceVersion: volume.metadata.resourceVersion } },
+      },
+      { fieldManager: fieldManagerOf('volume-reconciler') },
+    );
+  });
+
+/**
+ * The extension objects referencing the Volume (decision 0395): every extension CRD (label `kos.tsic.top/extension`)
+ * whose annotation names `volumeRefs` fields, its objects listed cluster-wide. A kind the API server no longer (or not
+ * yet) serves has no objects; any other failure fails the round, so the gate never opens on a read it did not make.
+ */
+export const readVolumeReferrers = (volume: {
+  readonly namespace: string;
+  readonly name: string;
+}): Effect.Effect<ReadonlyArray<string>, KubeError, KubeClient> =>
+  Effect.gen(function* () {
+    const client = yield* KubeClient;
+    const crds = yield* client.listAll(
+      { apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition' },
+      { labelSelector: EXTENSION_CRD_LABEL },
+    );
+    const kinds: ReferringKind[] = [];
+    for (const crd of crds.items) {
+      const paths = volumeRefPathsOf(crd.metadata.annotations?.[VOLUME_REFS_ANNOTATION]);
+      const spec = (crd['spec'] ?? {}) as {
+        group?: string;
+        names?: { kind?: string };
+        versions?: ReadonlyArray<{ name?: string; storage?: boolean }>;
+      };
+      const version = (spec.versions ?? []).find((v) => v.storage === true)?.name ?? spec.versions?.[0]?.name;
+      if (paths.length === 0 || spec.group === undefined || spec.names?.kind === undefined || version === undefined)
+        continue;
+      const objects = yield* client.listAll({ apiVersion: `${spec.group}/${version}`, kind: spec.names.kind }).pipe(
+        Effect.map((l) => l.items),
+        Effect.catchTags({
+          NotFound: () => Effect.succeed([] as ReadonlyArray<KubeObject>),
+          NoKindMatch: () => Effect.succeed([] as ReadonlyArray<KubeObject>),
+        }),
+      );
+      kinds.push({
+        resource: crd.metadata.name ?? '',
+        paths,
+        objects: objects.map((o) => ({
+          ...(o.metadata.namespace !== undefined ? { namespace: o.metadata.namespace } : {}),
+          name: o.metadata.name ?? '',
+          spec: o['spec'],
+        })),
+      });
+    }
+    return volumeReferrers(volume, kinds);
+  });
+
+/** `DeprovisionBlocked` True, reason `Referenced`, each referrer listed; written only when it changed. */
+const writeDeprovisionBlocked = (volume: KubeObject, referrers: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    const namespace = volume.metadata.namespace ?? '';
+    const name = volume.metadata.name ?? '';
+    const stored = (volume['status'] ?? {}) as { phase?: string; conditions?: ReadonlyArray<Condition> };
+    const now = new Date(yield* Effect.clockWith((c) => c.currentTimeMillis));
+    const next = setCondition(
+      stored.conditions,
+      {
+        type: 'DeprovisionBlocked',
+        status: 'True',
+        reason: 'Referenced',
+        message: `referenced by ${referrers.join('; ')}`,
+      },
+      now,
+    );
+    if (!next.changed) return;
+    yield* admitOrFail({ subject: 'volume-reconciler', target: 'Volume', part: 'status', object: { namespace, name } });
+    yield* (yield* KubeClient).apply(
+      {
+        apiVersion: API,
+        kind: 'Volume',
+        metadata: { name, namespace },
+        status: { ...stored, conditions: next.conditions },
+      } as unknown as KubeObject,
+      { fieldManager: fieldManagerOf('volume-reconciler'), subresource: 'status', force: true },
+    );
+  });
+
 /** Volume → same-named PVC; status phase from the claim (Pending until bound). */
 export const reconcileVolume = (key: {
   readonly namespace?: string;
@@ -38,8 +145,26 @@ export const reconcileVolume = (key: {
   Effect.gen(function* () {
     const client = yield* KubeClient;
     const namespace = key.namespace ?? '';
-    const volume = yield* getOrUndefined({ apiVersion: API, kind: 'Volume', namespace, name: key.name });
-    if (volume === undefined || volume.metadata.deletionTimestamp !== undefined) return { state: 'steady' } as KosRound;
+    let volume = yield* getOrUndefined({ apiVersion: API, kind: 'Volume', namespace, name: key.name });
+    if (volume === undefined) return { state: 'steady' } as KosRound;
+    const finalizers = volume.metadata.finalizers ?? [];
+    // TC-107 (decision 0395): a deleting Volume stays while extension objects reference it, each one listed
+    if (volume.metadata.deletionTimestamp !== undefined) {
+      if (!finalizers.includes(VOLUME_FINALIZER)) return { state: 'steady' } as KosRound;
+      const referrers = yield* readVolumeReferrers({ namespace, name: key.name });
+      if (referrers.length > 0) {
+        yield* writeDeprovisionBlocked(volume, referrers);
+        return { state: 'active' } as KosRound;
+      }
+      yield* setVolumeFinalizers(
+        volume,
+        finalizers.filter((f) => f !== VOLUME_FINALIZER),
+      );
+      return { state: 'steady' } as KosRound;
+    }
+    // the deletion gate, on the first round (a Volume deleted before it is observed is not held)
+    if (!finalizers.includes(VOLUME_FINALIZER))
+      volume = yield* setVolumeFinalizers(volume, [...finalizers, VOLUME_FINALIZER]);
     const size = desiredVolumeSize(volume['spec']);
     let pvc = yield* getOrUndefined({ apiVersion: 'v1', kind: 'PersistentVolumeClaim', namespace, name: key.name });
     let sizeProblem: ReconcileConclusion | undefined;

@@ -30,7 +30,7 @@ import { admit, fieldManagerOf, type WriteRejected } from '../../domain/write-pa
 import { type KosRound, startKosController } from '../kernel.js';
 import type { KernelConfig } from '../../domain/reconcile.js';
 import { ArtifactSource, ExtensionRegistry, InstallerConfig, PackageCache } from './services.js';
-import { readBlockerFacts, retireExtensionData } from './uninstall-gate.js';
+import { readBlockerFacts, retireExtensionData, syncDomainRecords } from './uninstall-gate.js';
 import type { DatabaseUnavailable } from '../identity/errors.js';
 
 const API = `${KOS_GROUP}/${KOS_STORAGE_VERSION}`;
@@ -178,32 +178,35 @@ export const LEFTOVER_NAMESPACE = 'kos-system';
  */
 const handleUninstallData = (result: LoadResult, component: string) =>
   Effect.gen(function* () {
-    const entry = result.components.find((c) => c.name === component);
-    const outcome = entry?.outcome;
-    if (outcome === undefined || !('declaration' in outcome)) return;
-    const plan = uninstallKinds(result, component);
+    const outcome = result.components.find((c) => c.name === component)?.outcome;
+    const declaration = outcome !== undefined && 'declaration' in outcome ? outcome.declaration : undefined;
     const client = yield* KubeClient;
-    for (const k of plan.deleteKinds)
-      yield* client.delete(crdRefOf(`${k.plural}.${k.group}`)).pipe(Effect.catchTag('NotFound', () => Effect.void));
     const kept: LeftoverObject[] = [];
-    for (const k of plan.keepKinds) {
-      const apiVersion = `${k.group}/${k.version}`;
-      const list = yield* client
-        .listAll({ apiVersion, kind: k.kind })
-        .pipe(Effect.catchAll(() => Effect.succeed({ items: [] as ReadonlyArray<KubeObject> })));
-      for (const o of list.items)
-        kept.push({
-          apiVersion,
-          kind: k.kind,
-          name: o.metadata.name ?? '',
-          ...(o.metadata.namespace !== undefined ? { namespace: o.metadata.namespace } : {}),
-        });
+    if (declaration !== undefined) {
+      const plan = uninstallKinds(result, component);
+      for (const k of plan.deleteKinds)
+        yield* client.delete(crdRefOf(`${k.plural}.${k.group}`)).pipe(Effect.catchTag('NotFound', () => Effect.void));
+      for (const k of plan.keepKinds) {
+        const apiVersion = `${k.group}/${k.version}`;
+        const list = yield* client
+          .listAll({ apiVersion, kind: k.kind })
+          .pipe(Effect.catchAll(() => Effect.succeed({ items: [] as ReadonlyArray<KubeObject> })));
+        for (const o of list.items)
+          kept.push({
+            apiVersion,
+            kind: k.kind,
+            name: o.metadata.name ?? '',
+            ...(o.metadata.namespace !== undefined ? { namespace: o.metadata.namespace } : {}),
+          });
+      }
     }
-    // setting values and the preference domain in the control-plane database (decision 0347)
+    // setting values and the preference domains in the control-plane database (decisions 0347, 0396): the domains
+    // as their records say, so a package unreadable now still has its domain decided
     const retired = yield* retireExtensionData(result, component);
-    const retainedDomain = retired?.preferencesRetained === true ? [outcome.declaration.header.id] : [];
-    if (kept.length === 0 && retainedDomain.length === 0) return;
-    const header = outcome.declaration.header;
+    const retained = retired?.retained ?? [];
+    const extension = declaration?.header.id ?? retained[0]?.extension;
+    const version = declaration?.header.version ?? retained[0]?.version;
+    if ((kept.length === 0 && retained.length === 0) || extension === undefined || version === undefined) return;
     // the kernel's namespace may not exist yet on a fresh cluster
     yield* client.apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: LEFTOVER_NAMESPACE } } as KubeObject, {
       fieldManager: COMPONENT_FIELD_MANAGER,
@@ -211,11 +214,11 @@ const handleUninstallData = (result: LoadResult, component: string) =>
     yield* client.apply(
       leftoverConfigMap({
         namespace: LEFTOVER_NAMESPACE,
-        extension: header.id,
-        version: header.version,
+        extension,
+        version,
         component,
         objects: kept,
-        preferenceDomains: retainedDomain,
+        preferenceDomains: retained.map((r) => r.extension),
       }) as unknown as KubeObject,
       { fieldManager: COMPONENT_FIELD_MANAGER, force: true },
     );
@@ -242,7 +245,12 @@ export const reconcileSystemComponent = (key: { readonly name: string }): Compon
   Effect.gen(function* () {
     const { result, objects } = yield* loadComponents;
     const found = objects.find((o) => o.metadata.name === key.name);
-    if (found === undefined) return { state: 'steady', result } as const;
+    if (found === undefined) {
+      // the object is gone without its gate (deleted before first observation, finalizer removed by hand): its
+      // preference domains are retired as their records say (decision 0396)
+      yield* retireExtensionData(result, key.name);
+      return { state: 'steady', result } as const;
+    }
     let object = found;
     const finalizers = object.metadata.finalizers ?? [];
     const entry = result.components.find((c) => c.name === key.name);
@@ -273,6 +281,8 @@ export const reconcileSystemComponent = (key: { readonly name: string }): Compon
     const next = componentStatus(entry.outcome, statusOf(object), yield* nowDate);
     if (entry.outcome._tag === 'Active') yield* ensureKindCrds(entry.outcome.declaration.header.id);
     yield* writeStatusIfChanged(object, next);
+    // C-29: after each load, the preference-domain record (decision 0396)
+    yield* syncDomainRecords(result, { name: key.name, uid: object.metadata.uid ?? '' });
     const settled = next.status.phase === 'Active' || next.status.phase === 'Adopted';
     return { state: settled ? 'steady' : 'active', result } as const;
   });

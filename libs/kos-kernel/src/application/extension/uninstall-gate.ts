@@ -3,13 +3,20 @@
 //     (Endpoints and their edges, Applications with the capabilities their definitions require, Providers
 //     registered for the extension);
 //   - the extension's setting values and preference domain in the control-plane database, retired when the gate
-//     opens: setting values deleted, the preference domain deleted unless the declaration retains it.
+//     opens: setting values deleted, the preference domain deleted unless its record retains it (decision 0396: the
+//     record each loaded round wrote, not the declaration as read at uninstall time).
 // The database is optional (`ExtensionData`): a controller without one has no values to retire.
 import { Context, Effect, Option } from 'effect';
 import { KubeClient, type KubeError, type KubeObject } from '@homelab/kube';
 import { KOS_GROUP, KOS_STORAGE_VERSION } from '../../api/group.js';
 import { type BlockerFacts, EXTENSION_LABEL } from '../../domain/extension/blockers.js';
 import type { LoadResult } from '../../domain/extension/load.js';
+import {
+  type DomainPlan,
+  type DomainRecord,
+  planLeaving,
+  planLoadedRound,
+} from '../../domain/extension/preference-domains.js';
 import { definitionNameOf } from '../../domain/application/lifecycle.js';
 import type { DatabaseUnavailable } from '../identity/errors.js';
 
@@ -70,30 +77,49 @@ export const readBlockerFacts = (extension: string): Effect.Effect<BlockerFacts,
 export interface RetiredData {
   readonly settingValues: number;
   readonly preferences: number;
-  /** The preference domain was kept because the declaration retains it. */
-  readonly preferencesRetained: boolean;
+  /** The retired records whose domain was kept (`preferences.retain: true` when they were written). */
+  readonly retained: ReadonlyArray<DomainRecord>;
 }
 
-/** The control-plane database's extension data (setting values, preference domains). Optional in the Installer. */
+/** The control-plane database's extension data (setting values, preference domains and their records). */
 export class ExtensionData extends Context.Tag('@homelab/kos-kernel/ExtensionData')<
   ExtensionData,
   {
+    /** The preference-domain records naming the component `component` (decision 0396). */
+    readonly domainRecords: (component: string) => Effect.Effect<ReadonlyArray<DomainRecord>, DatabaseUnavailable>;
     /**
-     * Delete the values of the given setting ids, and the preference domain of `extension` unless `retainPreferences`;
-     * in one transaction. Returns how many rows went.
+     * In one transaction: delete the values of the given setting ids; retire the plan's records (each domain's
+     * preferences deleted unless its record retains it, then the record); write its new record. Idempotent.
      */
-    readonly retire: (input: {
-      readonly extension: string;
+    readonly apply: (input: {
       readonly settings: ReadonlyArray<string>;
-      readonly retainPreferences: boolean;
+      readonly plan: DomainPlan;
     }) => Effect.Effect<RetiredData, DatabaseUnavailable>;
   }
 >() {}
 
 /**
- * Retire the leaving component's setting values and preference domain (decision 0347), unless another component
- * still in the load set declares the same extension id (then the data is still in use). Nothing without a database
- * or without a valid declaration (a bad declaration never held any data: nothing was loaded from it).
+ * After an ordinary round's load (decision 0396): write the component's preference-domain record when its load says
+ * something new, and retire the records it no longer owns (it declares another extension; an earlier object of the
+ * same name is gone). Nothing without a database.
+ */
+export const syncDomainRecords = (
+  result: LoadResult,
+  component: { readonly name: string; readonly uid: string },
+): Effect.Effect<void, DatabaseUnavailable> =>
+  Effect.gen(function* () {
+    const data = yield* Effect.serviceOption(ExtensionData);
+    if (Option.isNone(data)) return;
+    const plan = planLoadedRound(result, component, yield* data.value.domainRecords(component.name));
+    if (plan.upsert !== undefined || plan.retire.length > 0) yield* data.value.apply({ settings: [], plan });
+  });
+
+/**
+ * Retire what the leaving component `component` held in the database (decisions 0347, 0396): the values of the
+ * settings its declaration names (none when it has no valid declaration now, or another component of the load set
+ * still declares the same extension id), and the preference domains its records name, each as its record says —
+ * the declaration is not read for them, so a package unreadable at uninstall time changes nothing. Nothing without
+ * a database.
  */
 export const retireExtensionData = (
   result: LoadResult,
@@ -103,16 +129,18 @@ export const retireExtensionData = (
     const data = yield* Effect.serviceOption(ExtensionData);
     if (Option.isNone(data)) return undefined;
     const leaving = result.components.find((c) => c.name === component)?.outcome;
-    if (leaving === undefined || !('declaration' in leaving)) return undefined;
-    const header = leaving.declaration.header;
-    const sameId = result.components.some(
-      (c) => c.name !== component && 'declaration' in c.outcome && c.outcome.declaration.header.id === header.id,
-    );
-    if (sameId) return undefined;
-    const contributions = leaving.declaration.contributions;
-    return yield* data.value.retire({
-      extension: header.id,
-      settings: (contributions.settings ?? []).map((s) => s.id),
-      retainPreferences: contributions.preferences?.retain === true,
-    });
+    const declaration = leaving !== undefined && 'declaration' in leaving ? leaving.declaration : undefined;
+    const sameId =
+      declaration !== undefined &&
+      result.components.some(
+        (c) =>
+          c.name !== component &&
+          'declaration' in c.outcome &&
+          c.outcome.declaration.header.id === declaration.header.id,
+      );
+    const settings =
+      declaration === undefined || sameId ? [] : (declaration.contributions.settings ?? []).map((s) => s.id);
+    const plan = planLeaving(result, component, yield* data.value.domainRecords(component));
+    if (settings.length === 0 && plan.retire.length === 0) return undefined;
+    return yield* data.value.apply({ settings, plan });
   });

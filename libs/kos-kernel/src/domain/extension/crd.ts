@@ -4,6 +4,7 @@
 // stored version, the status subresource, a schema that keeps unknown fields (the declaration carries no schema).
 import { KOS_GROUP } from '../../api/group.js';
 import type { ServedKind } from './registry.js';
+import { VOLUME_REFS_ANNOTATION, volumeRefsAnnotation } from './volume-refs.js';
 
 /** Labels every extension CRD carries: which extension contributed it (uninstall and leftover lists use them). */
 export const EXTENSION_CRD_LABEL = 'kos.tsic.top/extension';
@@ -11,7 +12,12 @@ export const EXTENSION_CRD_LABEL = 'kos.tsic.top/extension';
 export interface ExtensionCrd {
   readonly apiVersion: 'apiextensions.k8s.io/v1';
   readonly kind: 'CustomResourceDefinition';
-  readonly metadata: { readonly name: string; readonly labels: Readonly<Record<string, string>> };
+  readonly metadata: {
+    readonly name: string;
+    readonly labels: Readonly<Record<string, string>>;
+    /** `kos.tsic.top/volume-refs` when the kind declares fields referencing kernel Volumes (decision 0395). */
+    readonly annotations?: Readonly<Record<string, string>>;
+  };
   readonly spec: {
     readonly group: string;
     readonly scope: 'Namespaced' | 'Cluster';
@@ -39,12 +45,14 @@ export class KernelGroupRefused extends Error {
 export const extensionCrd = (kind: ServedKind): ExtensionCrd => {
   if (kind.group === KOS_GROUP)
     throw new KernelGroupRefused(`${kind.source.extension}: ${kind.kind} may not be served in ${KOS_GROUP}`);
+  const volumeRefs = volumeRefsAnnotation(kind.volumeRefs);
   return {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
     metadata: {
       name: `${kind.plural}.${kind.group}`,
       labels: { [EXTENSION_CRD_LABEL]: kind.source.extension, 'app.kubernetes.io/part-of': 'kos' },
+      ...(volumeRefs !== undefined ? { annotations: { [VOLUME_REFS_ANNOTATION]: volumeRefs } } : {}),
     },
     spec: {
       group: kind.group,

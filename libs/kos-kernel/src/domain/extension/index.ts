@@ -9,4 +9,6 @@ export * from './controllers.js';
 export * from './crd.js';
 export * from './uninstall.js';
 export * from './blockers.js';
+export * from './preference-domains.js';
+export * from './volume-refs.js';
 export * from './framework-preflight.js';

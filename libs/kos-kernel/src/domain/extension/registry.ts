@@ -27,6 +27,8 @@ export interface ServedKind {
   readonly scope: 'Namespaced' | 'Cluster';
   readonly objectWriters?: ReadonlyArray<Role>;
   readonly retain: 'keep' | 'delete';
+  /** Fields of its objects that reference kernel Volumes (TC-107, decision 0395). */
+  readonly volumeRefs?: ReadonlyArray<string>;
   readonly source: ContributionSource;
 }
 
@@ -80,6 +82,7 @@ export const buildRegistry = (result: LoadResult): Registry => {
     scope: k.scope,
     ...(k.objectWriters !== undefined ? { objectWriters: k.objectWriters } : {}),
     retain: k.retain,
+    ...(k.volumeRefs !== undefined && k.volumeRefs.length > 0 ? { volumeRefs: k.volumeRefs } : {}),
     source: k.source,
   }));
   return {
