@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually as poll, kubeRequest, useNamespace } from '@homelab/testbed/vitest';
 import { type Bootstrap, markerKey, openControlPlaneDatabase } from '@homelab/kos-kernel';
 import type { ControllerHandle } from '../src/index.js';
-import { type Answer, call, identityCalls, prepareCluster, startTestController } from './support.js';
+import { type Answer, auditTrail, call, identityCalls, prepareCluster, startTestController } from './support.js';
 
 const extensionsDir = join(import.meta.dirname, '../../../libs/kos-kernel/extensions');
 const NOTES = 'first-party/kos-notes/kos-extension.json';
@@ -36,21 +36,7 @@ const { as, session, createAccount } = identityCalls(() => cp.url, PASSWORD);
 const tokens = { owner: '', member: '', other: '', guest: '' };
 const code = (a: Answer) => (a.body as { error?: { code?: string } }).error?.code;
 const eventually = (what: string, check: () => Promise<boolean>, ms = 40_000) => poll(what, check, ms, 200);
-interface AuditItem {
-  readonly seq: number;
-  readonly actor: string;
-  readonly verb: string;
-  readonly result: string;
-  readonly code?: string;
-  readonly extensionId?: string;
-  readonly object?: { readonly name?: string };
-}
-const auditSince = async (seq: number): Promise<AuditItem[]> =>
-  ((await as(tokens.owner, 'GET', '/api/v1/audit?limit=1000')).body as { items: AuditItem[] }).items.filter(
-    (i) => i.seq > seq,
-  );
-const lastSeq = async (): Promise<number> =>
-  ((await as(tokens.owner, 'GET', '/api/v1/audit?limit=1')).body as { items: AuditItem[] }).items[0]?.seq ?? 0;
+const { auditSince, lastSeq } = auditTrail(as, () => tokens.owner);
 const notePath = (name: string) =>
   `/api/v1/resources/notes/${name}?namespace=${ns.name}&apiVersion=${encodeURIComponent(NOTES_API)}`;
 const versionOf = async (plural: string, api: string, name: string) =>
@@ -301,7 +287,12 @@ describe('extension surfaces through the control plane', () => {
       { 'if-match': `"${version}"` },
     );
     expect([takeOver.status, code(takeOver)]).toEqual([400, 'invalid_field']);
-    const forged = await as(tokens.other, 'POST', '/api/v1/resources/notes', note('forged', { text: 'x', owner: 'mia' }));
+    const forged = await as(
+      tokens.other,
+      'POST',
+      '/api/v1/resources/notes',
+      note('forged', { text: 'x', owner: 'mia' }),
+    );
     expect([forged.status, code(forged)]).toEqual([400, 'invalid_field']);
     expect((await stored('notes', NOTES_API, 'forged')).status).toBe(404);
     // max's own Note: his to change
@@ -324,9 +315,15 @@ describe('extension surfaces through the control plane', () => {
       text: 'tidied',
       owner: 'max',
     });
-    const transfer = await as(tokens.owner, 'PUT', notePath('by-max'), note('by-max', { text: 'tidied', owner: 'mia' }), {
-      'if-match': `"${await versionOf('notes', NOTES_API, 'by-max')}"`,
-    });
+    const transfer = await as(
+      tokens.owner,
+      'PUT',
+      notePath('by-max'),
+      note('by-max', { text: 'tidied', owner: 'mia' }),
+      {
+        'if-match': `"${await versionOf('notes', NOTES_API, 'by-max')}"`,
+      },
+    );
     expect(transfer.status, JSON.stringify(transfer.body)).toBe(202);
     expect(await ownerOf('by-max')).toBe('mia');
     const lost = await as(tokens.other, 'DELETE', notePath('by-max'), undefined, {

@@ -31,7 +31,10 @@ export interface HttpRequest {
 export interface Route<R> {
   readonly pattern: RegExp;
   readonly methods: Readonly<
-    Record<string, (m: RegExpExecArray, q: URLSearchParams, req: HttpRequest) => Effect.Effect<HttpResponse, ApiError, R>>
+    Record<
+      string,
+      (m: RegExpExecArray, q: URLSearchParams, req: HttpRequest) => Effect.Effect<HttpResponse, ApiError, R>
+    >
   >;
 }
 

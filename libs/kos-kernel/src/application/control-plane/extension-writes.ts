@@ -106,12 +106,7 @@ interface Facts {
  * write (`mayWrite` decides from the declaration). A refused caller's audit record still names the extension whose
  * kind it tried to write (`facts`), when that kind is served.
  */
-const authenticate = (
-  input: ExtensionWriteInput,
-  verb: Verb,
-  facts: Facts,
-  name: unknown,
-) =>
+const authenticate = (input: ExtensionWriteInput, verb: Verb, facts: Facts, name: unknown) =>
   Effect.flatMap(Authorizer, (a) =>
     a.authorize({
       verb,

@@ -37,14 +37,7 @@ import {
   updateAtVersion,
   updateVersion,
 } from './versioned-writes.js';
-import {
-  Auditor,
-  Authorizer,
-  ControlPlaneConfig,
-  DiscoveryIndex,
-  type Principal,
-  type Verb,
-} from './services.js';
+import { Auditor, Authorizer, ControlPlaneConfig, DiscoveryIndex, type Principal, type Verb } from './services.js';
 
 export interface Caller {
   readonly authorization?: string;

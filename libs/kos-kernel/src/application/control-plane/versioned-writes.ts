@@ -151,12 +151,10 @@ export const deleteAtVersion = (
         ),
       ),
     ),
-    Effect.map(
-      (result): Accepted => ({
-        accepted: true,
-        operation: 'delete',
-        object: result.object !== undefined ? refOf(result.object) : ref,
-      }),
-    ),
+    Effect.map((result): Accepted => ({
+      accepted: true,
+      operation: 'delete',
+      object: result.object !== undefined ? refOf(result.object) : ref,
+    })),
     Effect.mapError((e) => (e instanceof ApiError ? e : fromKube(e, 'write', ref, true))),
   );
