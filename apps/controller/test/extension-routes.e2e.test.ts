@@ -280,7 +280,7 @@ describe('extension surfaces through the control plane', () => {
       ['max', 'delete', 'rejected', 'forbidden', 'kos-notes'],
       ['max', 'update', 'rejected', 'forbidden', 'kos-notes'],
     ]);
-    // nor take it over, or create a Note in mia's name
+    // nor take it over (naming himself as owner), nor create a Note in mia's name
     const takeOver = await as(
       tokens.other,
       'PUT',
@@ -288,7 +288,7 @@ describe('extension surfaces through the control plane', () => {
       note('by-member', { text: 'edited', owner: 'max' }),
       { 'if-match': `"${version}"` },
     );
-    expect([takeOver.status, code(takeOver)]).toEqual([400, 'invalid_field']);
+    expect([takeOver.status, code(takeOver)]).toEqual([403, 'forbidden']);
     const forged = await as(
       tokens.other,
       'POST',
