@@ -10,7 +10,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useNamespace } from '@homelab/testbed/vitest';
 import { type Bootstrap, IdentityStore, tokenDigest } from '@homelab/kos-kernel';
 import type { ControllerHandle } from '../src/index.js';
-import { type Answer, app, appVersions, identityCalls, prepareCluster, startTestController } from './support.js';
+import {
+  type Answer,
+  app,
+  appVersions,
+  auditTrail,
+  identityCalls,
+  prepareCluster,
+  startTestController,
+} from './support.js';
 
 const ns = useNamespace('kos-attack');
 const dir = mkdtempSync(join(tmpdir(), 'kos-attacks-it-'));
@@ -25,17 +33,7 @@ const { as, login, session, createAccount: createAccountBy } = identityCalls(() 
 const code = (a: Answer) => (a.body as { error?: { code?: string } }).error?.code;
 const createAccount = (name: string, role: 'Owner' | 'Member' | 'Guest') => createAccountBy(owner, name, role);
 
-interface AuditItem {
-  readonly seq: number;
-  readonly actor: string;
-  readonly verb: string;
-  readonly result: string;
-  readonly code?: string;
-}
-const auditSince = async (seq: number): Promise<AuditItem[]> =>
-  ((await as(owner, 'GET', '/api/v1/audit?limit=1000')).body.items as AuditItem[]).filter((i) => i.seq > seq);
-const lastSeq = async (): Promise<number> =>
-  ((await as(owner, 'GET', '/api/v1/audit?limit=1')).body.items as AuditItem[])[0]?.seq ?? 0;
+const { auditSince, lastSeq } = auditTrail(as, () => owner);
 
 /**
  * Run one attack: it must answer `status`/`errorCode`, append exactly one audit record (rejected, with that code and

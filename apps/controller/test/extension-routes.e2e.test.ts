@@ -14,7 +14,7 @@ import { kubeRequest, useNamespace } from '@homelab/testbed/vitest';
 import { type Bootstrap, markerKey, openControlPlaneDatabase } from '@homelab/kos-kernel';
 import type { ControllerHandle } from '../src/index.js';
 import { ACME, eventually, extensionsDir, NOTES, useSampleComponents } from './extension-support.js';
-import { type Answer, call, identityCalls, prepareCluster, startTestController } from './support.js';
+import { type Answer, auditTrail, call, identityCalls, prepareCluster, startTestController } from './support.js';
 
 const run = randomBytes(4).toString('hex');
 const LABEL = 'test.kos.tsic.top/ctrl-extension-routes';
@@ -30,9 +30,16 @@ const names = { notes: `notes-${run}`, acme: `acme-${run}` };
 let cp: ControllerHandle;
 let boot: Bootstrap | undefined;
 const { as, session, createAccount } = identityCalls(() => cp.url, PASSWORD);
-const tokens = { owner: '', member: '', guest: '' };
+const tokens = { owner: '', member: '', other: '', guest: '' };
 const code = (a: Answer) => (a.body as { error?: { code?: string } }).error?.code;
 const samples = useSampleComponents(LABEL, run);
+const { auditSince, lastSeq } = auditTrail(as, () => tokens.owner);
+const notePath = (name: string) =>
+  `/api/v1/resources/notes/${name}?namespace=${ns.name}&apiVersion=${encodeURIComponent(NOTES_API)}`;
+const versionOf = async (plural: string, api: string, name: string) =>
+  ((await stored(plural, api, name)).json() as { metadata: { resourceVersion: string } }).metadata.resourceVersion;
+const ownerOf = async (name: string) =>
+  ((await stored('notes', NOTES_API, name)).json() as { spec: { owner?: string } }).spec.owner;
 
 const note = (name: string, spec: Record<string, unknown> = { text: name }, extra: Record<string, unknown> = {}) => ({
   apiVersion: NOTES_API,
@@ -74,6 +81,7 @@ beforeAll(async () => {
   if (boot === undefined) throw new Error('the first start created no Owner');
   tokens.owner = await session(boot.name, boot.oneTimePassword);
   tokens.member = await createAccount(tokens.owner, 'mia', 'Member');
+  tokens.other = await createAccount(tokens.owner, 'max', 'Member');
   tokens.guest = await createAccount(tokens.owner, 'gil', 'Guest');
 }, 120_000);
 
@@ -94,6 +102,25 @@ describe('extension surfaces through the control plane', () => {
     const anonymous = await call(cp.url, 'POST', '/api/v1/resources/notes', note('early'));
     expect([anonymous.status, code(anonymous)]).toEqual([401, 'unauthenticated']);
     expect((await call(cp.url, 'GET', '/api/v1/pages')).status).toBe(401);
+  });
+
+  it('C-14: a write of an extension kind no component serves is audited once (handler, not again by the router)', async () => {
+    const before = await lastSeq();
+    const unserved = await as(tokens.member, 'DELETE', notePath('never'), undefined, { 'if-match': '"1"' });
+    expect([unserved.status, code(unserved)]).toEqual([422, 'capability_missing']);
+    const records = await auditSince(before);
+    expect(records.map((r) => [r.actor, r.verb, r.result, r.code])).toEqual([
+      ['mia', 'delete', 'rejected', 'capability_missing'],
+    ]);
+    // a kernel kind that does not exist: one record as well
+    const next = await lastSeq();
+    const unknown = await as(tokens.member, 'DELETE', `/api/v1/resources/Gadget/x?namespace=${ns.name}`, undefined, {
+      'if-match': '"1"',
+    });
+    expect([unknown.status, code(unknown)]).toEqual([422, 'capability_missing']);
+    expect((await auditSince(next)).map((r) => [r.verb, r.result, r.code])).toEqual([
+      ['delete', 'rejected', 'capability_missing'],
+    ]);
   });
 
   it('TC-5: installed and activated, pages appear per role with their declared source and settings with their current value', async () => {
@@ -158,7 +185,8 @@ describe('extension surfaces through the control plane', () => {
       metadata: { resourceVersion: string; managedFields: Array<{ manager: string }> };
       spec: unknown;
     };
-    expect(first.spec).toEqual({ text: 'by-member' });
+    // the owner comes from the session, as for the kernel's owned kinds (decision 0390)
+    expect(first.spec).toEqual({ text: 'by-member', owner: 'mia' });
     expect(first.metadata.managedFields.map((f) => f.manager)).toContain('kos-user/mia');
     // the same request again converges; a different desired state is object_exists
     expect((await as(tokens.member, 'POST', '/api/v1/resources/notes', note('by-member'))).status).toBe(202);
@@ -186,6 +214,7 @@ describe('extension surfaces through the control plane', () => {
     expect(updated.status, JSON.stringify(updated.body)).toBe(202);
     expect(((await stored('notes', NOTES_API, 'by-member')).json() as { spec: unknown }).spec).toEqual({
       text: 'edited',
+      owner: 'mia',
     });
     const stale = await as(tokens.member, 'PUT', path, note('by-member', { text: 'stale' }), {
       'if-match': `"${first.metadata.resourceVersion}"`,
@@ -210,6 +239,82 @@ describe('extension surfaces through the control plane', () => {
     expect(audit.items.find((r) => r.actor === 'owner' && r.object?.name === 'box')?.extensionId).toBe(
       'acme-inventory',
     );
+  });
+
+  it('TC-34/TC-31/TC-33: extension objects have owners: a Member changes and deletes only its own, an Owner all', async () => {
+    // mia's Note (created above): max, a Member too, may neither change nor delete it
+    const before = await lastSeq();
+    const version = await versionOf('notes', NOTES_API, 'by-member');
+    const change = await as(tokens.other, 'PUT', notePath('by-member'), note('by-member', { text: 'max was here' }), {
+      'if-match': `"${version}"`,
+    });
+    expect([change.status, code(change)]).toEqual([403, 'forbidden']);
+    const remove = await as(tokens.other, 'DELETE', notePath('by-member'), undefined, { 'if-match': `"${version}"` });
+    expect([remove.status, code(remove)]).toEqual([403, 'forbidden']);
+    expect(await versionOf('notes', NOTES_API, 'by-member')).toBe(version);
+    // (the extension's own controllers may write meanwhile: only max's records are counted)
+    const maxRecords = (await auditSince(before)).filter((r) => r.actor === 'max');
+    expect(maxRecords.map((r) => [r.actor, r.verb, r.result, r.code, r.extensionId])).toEqual([
+      ['max', 'delete', 'rejected', 'forbidden', 'kos-notes'],
+      ['max', 'update', 'rejected', 'forbidden', 'kos-notes'],
+    ]);
+    // nor take it over (naming himself as owner), nor create a Note in mia's name
+    const takeOver = await as(
+      tokens.other,
+      'PUT',
+      notePath('by-member'),
+      note('by-member', { text: 'edited', owner: 'max' }),
+      { 'if-match': `"${version}"` },
+    );
+    expect([takeOver.status, code(takeOver)]).toEqual([403, 'forbidden']);
+    const forged = await as(
+      tokens.other,
+      'POST',
+      '/api/v1/resources/notes',
+      note('forged', { text: 'x', owner: 'mia' }),
+    );
+    expect([forged.status, code(forged)]).toEqual([400, 'invalid_field']);
+    expect((await stored('notes', NOTES_API, 'forged')).status).toBe(404);
+    // max's own Note: his to change
+    expect((await as(tokens.other, 'POST', '/api/v1/resources/notes', note('by-max'))).status).toBe(202);
+    expect(await ownerOf('by-max')).toBe('max');
+    await eventually('note-indexer indexed by-max', async () => {
+      const r = (await stored('notes', NOTES_API, 'by-max')).json() as { status?: { indexed?: boolean } };
+      return r.status?.indexed === true;
+    });
+    const own = await as(tokens.other, 'PUT', notePath('by-max'), note('by-max', { text: 'mine' }), {
+      'if-match': `"${await versionOf('notes', NOTES_API, 'by-max')}"`,
+    });
+    expect(own.status, JSON.stringify(own.body)).toBe(202);
+    // the Owner changes anyone's Note (the owner stays), and transfers it: then the previous owner is refused
+    const byOwner = await as(tokens.owner, 'PUT', notePath('by-max'), note('by-max', { text: 'tidied' }), {
+      'if-match': `"${await versionOf('notes', NOTES_API, 'by-max')}"`,
+    });
+    expect(byOwner.status, JSON.stringify(byOwner.body)).toBe(202);
+    expect(((await stored('notes', NOTES_API, 'by-max')).json() as { spec: unknown }).spec).toEqual({
+      text: 'tidied',
+      owner: 'max',
+    });
+    const transfer = await as(
+      tokens.owner,
+      'PUT',
+      notePath('by-max'),
+      note('by-max', { text: 'tidied', owner: 'mia' }),
+      {
+        'if-match': `"${await versionOf('notes', NOTES_API, 'by-max')}"`,
+      },
+    );
+    expect(transfer.status, JSON.stringify(transfer.body)).toBe(202);
+    expect(await ownerOf('by-max')).toBe('mia');
+    const lost = await as(tokens.other, 'DELETE', notePath('by-max'), undefined, {
+      'if-match': `"${await versionOf('notes', NOTES_API, 'by-max')}"`,
+    });
+    expect([lost.status, code(lost)]).toEqual([403, 'forbidden']);
+    const deleted = await as(tokens.owner, 'DELETE', notePath('by-max'), undefined, {
+      'if-match': `"${await versionOf('notes', NOTES_API, 'by-max')}"`,
+    });
+    expect(deleted.status, JSON.stringify(deleted.body)).toBe(202);
+    await eventually('by-max is gone', async () => (await stored('notes', NOTES_API, 'by-max')).status === 404);
   });
 
   it('TC-34: a Member deletes a Note at the version it read', async () => {

@@ -248,6 +248,25 @@ export const identityCalls = (url: () => string, password: string) => {
   return { bearer, as, login, session, createAccount };
 };
 
+/** One record of `GET /api/v1/audit` as the tests read it. */
+export interface AuditItem {
+  readonly seq: number;
+  readonly actor: string;
+  readonly verb: string;
+  readonly result: string;
+  readonly code?: string;
+  readonly extensionId?: string;
+  readonly object?: { readonly name?: string };
+}
+
+/** The records appended since `seq`, and the newest `seq` now, read by the Owner session `owner()`. */
+export const auditTrail = (as: ReturnType<typeof identityCalls>['as'], owner: () => string) => ({
+  auditSince: async (seq: number): Promise<AuditItem[]> =>
+    ((await as(owner(), 'GET', '/api/v1/audit?limit=1000')).body.items as AuditItem[]).filter((i) => i.seq > seq),
+  lastSeq: async (): Promise<number> =>
+    ((await as(owner(), 'GET', '/api/v1/audit?limit=1')).body.items as AuditItem[])[0]?.seq ?? 0,
+});
+
 // ---- the Ayatori process tests (ayatori*.e2e) ------------------------------------------------------------------
 
 export const ayatoriBase = `/apis/${Api.Group}/${Api.Version}`;

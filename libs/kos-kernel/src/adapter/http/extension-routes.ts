@@ -2,29 +2,13 @@
 // `PUT /api/v1/settings/{id}`. Kept beside router.ts so the extension surfaces grow without touching its table.
 import { Effect } from 'effect';
 import { listPages, listSettings, putSetting } from '../../application/control-plane/extension-surfaces.js';
-import type { ApiError } from '../../application/control-plane/errors.js';
 import type { Auditor, Authorizer } from '../../application/control-plane/services.js';
-import { type HttpRequest, type HttpResponse, json, parseBody } from './messages.js';
-
-/** A route of router.ts's table, needing only the services these handlers use. */
-interface ExtensionRoute {
-  readonly pattern: RegExp;
-  readonly methods: Readonly<
-    Record<
-      string,
-      (
-        m: RegExpExecArray,
-        q: URLSearchParams,
-        req: HttpRequest,
-      ) => Effect.Effect<HttpResponse, ApiError, Authorizer | Auditor>
-    >
-  >;
-}
+import { json, parseBody, type Route } from './messages.js';
 
 const auth = (headers: Readonly<Record<string, string | undefined>>) =>
   headers['authorization'] !== undefined ? { authorization: headers['authorization'] } : {};
 
-export const EXTENSION_SURFACE_ROUTES: ReadonlyArray<ExtensionRoute> = [
+export const EXTENSION_SURFACE_ROUTES: ReadonlyArray<Route<Authorizer | Auditor>> = [
   {
     pattern: /^\/api\/v1\/pages$/,
     methods: { GET: (_m, _q, req) => listPages(auth(req.headers)).pipe(Effect.map((p) => json(200, p))) },

@@ -24,6 +24,20 @@ export interface HttpRequest {
   readonly remoteAddress?: string;
 }
 
+/**
+ * One route of the control plane's table: a path pattern and a handler per method, each needing the services `R`
+ * (router.ts's table needs them all; a module's own table names only what its handlers use).
+ */
+export interface Route<R> {
+  readonly pattern: RegExp;
+  readonly methods: Readonly<
+    Record<
+      string,
+      (m: RegExpExecArray, q: URLSearchParams, req: HttpRequest) => Effect.Effect<HttpResponse, ApiError, R>
+    >
+  >;
+}
+
 export interface HttpResponse {
   readonly status: number;
   readonly headers: Readonly<Record<string, string>>;

@@ -29,7 +29,7 @@ import { type HostPolicy, hostProblem, isJsonContentType, originProblem } from '
 import { openApiDocument } from './openapi.js';
 import * as sessions from './session-routes.js';
 import { EXTENSION_SURFACE_ROUTES } from './extension-routes.js';
-import { failure, type HttpRequest, type HttpResponse, json, parseBody } from './messages.js';
+import { failure, type HttpRequest, type HttpResponse, json, parseBody, type Route } from './messages.js';
 
 export type { HttpRequest, HttpResponse } from './messages.js';
 
@@ -60,20 +60,6 @@ const mediaTypeRefusal = (req: HttpRequest, method: string): ApiError | undefine
       );
 };
 
-interface Route {
-  readonly pattern: RegExp;
-  readonly methods: Readonly<
-    Record<
-      string,
-      (
-        m: RegExpExecArray,
-        q: URLSearchParams,
-        req: HttpRequest,
-      ) => Effect.Effect<HttpResponse, ApiError, RouterServices>
-    >
-  >;
-}
-
 const opt = (q: URLSearchParams, name: string): string | undefined => q.get(name) ?? undefined;
 const auth = (req: HttpRequest) =>
   req.headers['authorization'] !== undefined ? { authorization: req.headers['authorization'] } : {};
@@ -81,7 +67,7 @@ const nsOf = (q: URLSearchParams) => (q.get('namespace') !== null ? { namespace:
 const withBody = <A>(req: HttpRequest, f: (body: unknown) => Effect.Effect<A, ApiError, RouterServices>) =>
   Effect.flatMap(parseBody(req), f);
 
-const ROUTES: ReadonlyArray<Route> = [
+const ROUTES: ReadonlyArray<Route<RouterServices>> = [
   {
     pattern: /^\/api\/v1\/resources\/([^/]+)$/,
     methods: {
@@ -290,17 +276,25 @@ const answer = (sent: HttpRequest, guard: RouteGuard): Effect.Effect<HttpRespons
             )
           : // Suspended: an exception thrown while building the handler's effect is a defect like any other.
             Effect.suspend(() =>
-              (matched.r.methods[method] as NonNullable<Route['methods'][string]>)(
+              (matched.r.methods[method] as NonNullable<Route<RouterServices>['methods'][string]>)(
                 matched.m as RegExpExecArray,
                 url.searchParams,
                 req,
               ),
             );
+  // The records the handler itself appends for this request: a write is audited once (C-14), by its handler when
+  // the handler got that far (an unserved extension kind, an unknown kernel kind), by the router otherwise.
+  let handlerRecords = 0;
   return handled.pipe(
+    Effect.updateService(Auditor, (auditor) => ({
+      record: (entry) => Effect.tap(auditor.record(entry), () => void (handlerRecords += 1)),
+    })),
     // Writes refused before a handler saw them (route, decode) are audited here; handlers audit their own. The
     // record names the caller when its credentials authenticate (a logged-in user's malformed body is theirs).
     Effect.tapError((e) =>
-      WRITE_METHODS.has(method) && (refused !== undefined || e.stage === 'route' || e.stage === 'decode')
+      WRITE_METHODS.has(method) &&
+      handlerRecords === 0 &&
+      (refused !== undefined || e.stage === 'route' || e.stage === 'decode')
         ? Effect.flatMap(Effect.zip(Auditor, refusedActor(req)), ([a, actor]) =>
             a.record({
               actor,

@@ -1,5 +1,6 @@
 // The object part of access control (seed 000 pkg/access, C-59/C-60; digest §6.9) for the handlers: once the stored
-// object is known, may the caller write it, which `spec.owner` does the write store, and may the caller see it.
+// object is known, may the caller write it, which `spec.owner` does the write store, and may the caller see it —
+// for the kernel's owned kinds and for extension objects alike (decision 0390).
 // The role part (Guests read only, …) is the Authorizer's; the rules themselves are pure (domain/identity/access.ts).
 import { Effect } from 'effect';
 import { KubeClient, type KubeObject } from '@homelab/kube';
@@ -15,7 +16,9 @@ import {
   ownerAtWrite,
   policySelectorOf,
   volumeReferencesOf,
+  type WriteTarget,
 } from '../../domain/identity/access.js';
+import type { ServedKind } from '../../domain/extension/registry.js';
 import { type ApiError, apiError, fromKube } from './errors.js';
 import type { Principal } from './services.js';
 
@@ -29,13 +32,67 @@ export const ownerOf = (o: { readonly [field: string]: unknown } | undefined): s
 };
 
 /**
+ * What a write is checked against: a kernel kind, or an extension object kind served for an activated component
+ * (its writers are the declaration's `objectWriters`; every extension kind has an owner, decision 0390).
+ */
+export type WriteKind = KernelKind | ServedKind;
+
+/** The pure rule's view of a write of `kind` to an object owned by `owner` (undefined: none yet, or none kept). */
+export const writeTargetOf = (kind: WriteKind, owner: string | undefined): WriteTarget =>
+  typeof kind === 'string'
+    ? { kind, ...(owner !== undefined ? { owner } : {}) }
+    : {
+        kind: kind.kind,
+        extension: true,
+        ...(kind.objectWriters !== undefined ? { extensionWriters: kind.objectWriters } : {}),
+        ...(owner !== undefined ? { owner } : {}),
+      };
+
+const owned = (kind: WriteKind): boolean => typeof kind !== 'string' || KIND_INFO[kind].owned;
+
+/**
+ * The body's `spec.owner` as a write may ask for it (undefined = none named: the session's on create, the stored one
+ * later), or `invalid_field`: not an account name, or a Member naming another account than its own (TC-31). Kinds
+ * without an owner answer undefined.
+ */
+export const requestedOwner = (
+  p: Principal,
+  kind: WriteKind,
+  spec: { readonly [field: string]: unknown },
+  ref: ObjectReference,
+): Effect.Effect<string | undefined, ApiError> =>
+  Effect.suspend(() => {
+    const requested = spec['owner'];
+    if (!owned(kind) || requested === undefined) return Effect.succeed(undefined);
+    if (typeof requested !== 'string' || requested === '')
+      return Effect.fail(
+        apiError('invalid_field', 'validate', 'spec.owner must be an account name', {
+          object: ref,
+          causes: [{ field: 'spec.owner', message: 'an account name' }],
+        }),
+      );
+    // Only a global Owner names another owner, and only as a transfer of a stored object (ownerForWrite decides).
+    if (requested !== p.actor && p.role !== 'Owner')
+      return Effect.fail(
+        apiError(
+          'invalid_field',
+          'validate',
+          `spec.owner is written by the API from the session (${p.actor}); it cannot be set to "${requested}"`,
+          { object: ref, causes: [{ field: 'spec.owner', message: 'set by the API, immutable' }] },
+        ),
+      );
+    return Effect.succeed(requested);
+  });
+
+/**
  * The owner a write of `kind` stores, after checking the caller may write the stored object (absent on create):
  * a Member writes only its own objects, `spec.owner` is the session's on create and the stored one later, and only
- * an Owner changes it (TC-31, TC-33). Kinds without an owner answer undefined.
+ * an Owner changes it (TC-31, TC-33). Kernel kinds and extension object kinds follow the one rule (decision 0390).
+ * Kinds without an owner answer undefined.
  */
 export const ownerForWrite = (
   p: Principal,
-  kind: KernelKind,
+  kind: WriteKind,
   requested: string | undefined,
   stored: KubeObject | undefined,
   ref: ObjectReference,
@@ -43,10 +100,10 @@ export const ownerForWrite = (
   Effect.suspend(() => {
     const who = accessOf(p);
     const storedOwner = ownerOf(stored);
-    const write = canWrite(who, { kind, ...(storedOwner !== undefined ? { owner: storedOwner } : {}) });
+    const write = canWrite(who, writeTargetOf(kind, storedOwner));
     if (!write.allowed)
       return Effect.fail(apiError('forbidden', 'admit', `${p.actor}: ${write.reason}`, { object: ref }));
-    if (!KIND_INFO[kind].owned) return Effect.succeed(undefined);
+    if (!owned(kind)) return Effect.succeed(undefined);
     const owner = ownerAtWrite(who, requested, storedOwner);
     return owner.ok
       ? Effect.succeed(owner.owner)

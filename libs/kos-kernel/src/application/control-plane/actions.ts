@@ -10,7 +10,9 @@ import { isObjectName, isNamespaceName } from '../../domain/control-plane/reques
 import { adopt, decline, release } from '../adoption.js';
 import type { SerialGate } from '../serial.js';
 import { type ApiError, apiError, describeParseError, fromKube } from './errors.js';
-import { audited, refOf, type Caller } from './resources.js';
+import { audited } from './audited.js';
+import type { Caller } from './resources.js';
+import { refOf } from './versioned-writes.js';
 import { applicationAction } from './app-actions.js';
 import { type Auditor, type AuditVerb, Authorizer } from './services.js';
 

@@ -16,7 +16,7 @@ import { writeActionRecord } from '../app-lifecycle/records.js';
 import { declaredIrreversible, specDigestOf, type UpgradeStatus } from '../../domain/upgrade/index.js';
 import { AppLifecycleConfig, AppLifecycleConfigLive } from '../app-lifecycle/services.js';
 import { type ApiError, apiError, fromKube } from './errors.js';
-import { refOf } from './resources.js';
+import { refOf } from './versioned-writes.js';
 import { ownerForWrite, visibleTo } from './access.js';
 import type { Principal } from './services.js';
 

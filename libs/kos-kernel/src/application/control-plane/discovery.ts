@@ -10,6 +10,7 @@ import { ownershipOf } from '../../domain/markers.js';
 import type { ApiError } from './errors.js';
 import { Authorizer, ControlPlaneConfig, DiscoveryIndex } from './services.js';
 import type { Caller } from './resources.js';
+import { refOf } from './versioned-writes.js';
 
 /** What an adapter may do with the cluster: read. */
 export interface ReadOnlyCluster {
@@ -40,14 +41,7 @@ const sightingOf = (o: {
     annotations?: Record<string, string>;
   };
 }): Sighting => ({
-  object: {
-    apiVersion: o.apiVersion,
-    kind: o.kind,
-    name: o.metadata.name ?? '',
-    ...(o.metadata.namespace !== undefined ? { namespace: o.metadata.namespace } : {}),
-    ...(o.metadata.uid !== undefined ? { uid: o.metadata.uid } : {}),
-    ...(o.metadata.resourceVersion !== undefined ? { resourceVersion: o.metadata.resourceVersion } : {}),
-  },
+  object: refOf(o),
   ...(o.metadata.labels !== undefined ? { labels: o.metadata.labels } : {}),
   ...(o.metadata.annotations !== undefined ? { annotations: o.metadata.annotations } : {}),
 });

@@ -4,12 +4,13 @@
 // `Authorizer` authenticates and takes the role part (a Guest never writes), `canWrite` decides the kind's writers
 // from the declaration, the write is admitted by `admitExtensionWrite` against the kind's control-plane scope (its own
 // group and resource only), and goes to the API server under the caller's field manager (`fieldManagerOf`), with
-// If-Match / resourceVersion preconditions as for kernel kinds (C-05). Every attempt is audited with the extension id.
+// If-Match / resourceVersion preconditions as for kernel kinds (C-05, the same helpers: versioned-writes.ts). The
+// owner rule is the kernel's (decision 0390): `spec.owner` from the session on create, a Member updates and deletes
+// only its own objects, an Owner all (`ownerForWrite`). Every attempt is audited with the extension id.
 import { Effect, Either, Option, Ref } from 'effect';
 import { KubeClient, type KubeObject } from '@homelab/kube';
 import type { Accepted } from '../../api/http/bodies.js';
 import type { ObjectReference } from '../../api/http/errors.js';
-import { parseIfMatch } from '../../domain/control-plane/requests.js';
 import {
   CONTROL_PLANE_WRITER,
   controlPlaneWriteScope,
@@ -23,9 +24,18 @@ import { canWrite } from '../../domain/identity/access.js';
 import { MARKER_PREFIX } from '../../domain/markers.js';
 import { fieldManagerOf } from '../../domain/write-path.js';
 import { ExtensionRegistry } from '../extension/services.js';
-import { accessOf } from './access.js';
+import { accessOf, ownerForWrite, requestedOwner, writeTargetOf } from './access.js';
+import { audited } from './audited.js';
 import { ApiError, apiError, fromKube } from './errors.js';
 import { Auditor, Authorizer, type Principal, type Verb } from './services.js';
+import {
+  deleteAtVersion,
+  deleteVersion,
+  refOf,
+  storedAtVersion,
+  updateAtVersion,
+  updateVersion,
+} from './versioned-writes.js';
 
 /** The served extension kind for `apiVersion` + kind/plural (with the kinds served beside it), or `capability_missing`. */
 const served = (segment: string, apiVersion: string, stage: 'route' | 'validate') =>
@@ -42,15 +52,6 @@ const served = (segment: string, apiVersion: string, stage: 'route' | 'validate'
     return { kind, kinds: state.kinds };
   });
 
-const refOf = (o: KubeObject): ObjectReference => ({
-  apiVersion: o.apiVersion,
-  kind: o.kind,
-  name: o.metadata.name ?? '',
-  ...(o.metadata.namespace !== undefined ? { namespace: o.metadata.namespace } : {}),
-  ...(o.metadata.uid !== undefined ? { uid: o.metadata.uid } : {}),
-  ...(o.metadata.resourceVersion !== undefined ? { resourceVersion: o.metadata.resourceVersion } : {}),
-});
-
 const refOfDesired = (d: DesiredExtensionObject): ObjectReference => ({
   apiVersion: d.apiVersion,
   kind: d.kind,
@@ -58,14 +59,10 @@ const refOfDesired = (d: DesiredExtensionObject): ObjectReference => ({
   ...(d.namespace !== undefined ? { namespace: d.namespace } : {}),
 });
 
-/** The role decision for a served kind: its declared `objectWriters` (undeclared = Owner only), C-59. */
+/** The role decision for a served kind, before anything is read: its declared `objectWriters` (undeclared = Owner only), C-59. */
 const mayWrite = (principal: Principal, kind: ServedKind, ref: ObjectReference | undefined) =>
   Effect.suspend(() => {
-    const d = canWrite(accessOf(principal), {
-      kind: kind.kind,
-      extension: true,
-      ...(kind.objectWriters !== undefined ? { extensionWriters: kind.objectWriters } : {}),
-    });
+    const d = canWrite(accessOf(principal), writeTargetOf(kind, undefined));
     return d.allowed
       ? Effect.void
       : Effect.fail(
@@ -97,17 +94,19 @@ const admitted = (
       : Effect.void;
   });
 
+/** What the audit record of an attempt says, learnt as the handler goes. */
+interface Facts {
+  actor: string;
+  object?: ObjectReference;
+  extension?: string;
+}
+
 /**
  * Authenticate and take the role part: no kind is named, so a Member is not refused as for a kernel kind it may not
  * write (`mayWrite` decides from the declaration). A refused caller's audit record still names the extension whose
  * kind it tried to write (`facts`), when that kind is served.
  */
-const authenticate = (
-  input: ExtensionWriteInput,
-  verb: Verb,
-  facts: { actor: string; object?: ObjectReference; extension?: string },
-  name: unknown,
-) =>
+const authenticate = (input: ExtensionWriteInput, verb: Verb, facts: Facts, name: unknown) =>
   Effect.flatMap(Authorizer, (a) =>
     a.authorize({
       verb,
@@ -135,35 +134,15 @@ const authenticate = (
 /** One audit record per attempt, with the extension id when the kind resolved (C-14). */
 const audit = <A extends { readonly object?: ObjectReference }, R>(
   verb: 'create' | 'update' | 'delete',
-  facts: { actor: string; object?: ObjectReference; extension?: string },
+  facts: Facts,
   effect: Effect.Effect<A, ApiError, R>,
 ): Effect.Effect<A, ApiError, R | Auditor> =>
-  Effect.flatMap(Auditor, (auditor) =>
-    effect.pipe(
-      Effect.tap((a) =>
-        auditor.record({
-          actor: facts.actor,
-          verb,
-          outcome: 'accepted',
-          ...((a.object ?? facts.object) !== undefined
-            ? { object: (a.object ?? facts.object) as ObjectReference }
-            : {}),
-          ...(facts.extension !== undefined ? { extension: facts.extension } : {}),
-        }),
-      ),
-      Effect.tapError((e) => {
-        const o = e.object ?? facts.object;
-        return auditor.record({
-          actor: e.actor ?? facts.actor,
-          verb,
-          outcome: 'rejected',
-          code: e.code,
-          message: e.message,
-          ...(o !== undefined ? { object: o } : {}),
-          ...(facts.extension !== undefined ? { extension: facts.extension } : {}),
-        });
-      }),
-    ),
+  audited(
+    verb,
+    () => facts.actor,
+    () => facts.object,
+    effect,
+    () => facts.extension,
   );
 
 const desired = (kind: ServedKind, body: unknown, context: { readonly name?: string; readonly namespace?: string }) =>
@@ -180,7 +159,8 @@ const desired = (kind: ServedKind, body: unknown, context: { readonly name?: str
       : Effect.succeed(d.object);
   });
 
-const objectOf = (d: DesiredExtensionObject): KubeObject => ({
+/** What a create stores: the desired object with the `spec.owner` the write path decided. */
+const objectOf = (d: DesiredExtensionObject, spec: Readonly<Record<string, unknown>>): KubeObject => ({
   apiVersion: d.apiVersion,
   kind: d.kind,
   metadata: {
@@ -189,8 +169,12 @@ const objectOf = (d: DesiredExtensionObject): KubeObject => ({
     ...(Object.keys(d.labels).length > 0 ? { labels: { ...d.labels } } : {}),
     ...(Object.keys(d.annotations).length > 0 ? { annotations: { ...d.annotations } } : {}),
   },
-  spec: d.spec,
+  spec,
 });
+
+/** `spec` with the owner a write stores (every extension kind has one; `ownerForWrite` answers it). */
+const ownedSpec = (spec: Readonly<Record<string, unknown>>, owner: string | undefined) =>
+  owner === undefined ? spec : { ...spec, owner };
 
 /** `metadata.name` of a body, for the audit record of a write refused before the body is read. */
 const bodyName = (body: unknown): unknown =>
@@ -213,7 +197,7 @@ export interface ExtensionWriteInput {
 export const createExtensionResource = (
   input: ExtensionWriteInput & { readonly body: unknown },
 ): Effect.Effect<Accepted, ApiError, KubeClient | Authorizer | Auditor> => {
-  const facts: { actor: string; object?: ObjectReference; extension?: string } = { actor: 'unknown' };
+  const facts: Facts = { actor: 'unknown' };
   return audit(
     'create',
     facts,
@@ -227,9 +211,11 @@ export const createExtensionResource = (
       facts.object = ref;
       yield* mayWrite(principal, s.kind, ref);
       yield* admitted(s, 'create', ref);
+      const requested = yield* requestedOwner(principal, s.kind, d.spec, ref);
+      const spec = ownedSpec(d.spec, yield* ownerForWrite(principal, s.kind, requested, undefined, ref));
       const client = yield* KubeClient;
       const converge = (stored: KubeObject) =>
-        sameJson(stored['spec'] ?? {}, d.spec) &&
+        sameJson(stored['spec'] ?? {}, spec) &&
         sameJson(userPart(stored.metadata.labels), d.labels) &&
         sameJson(userPart(stored.metadata.annotations), d.annotations)
           ? Effect.succeed<Accepted>({ accepted: true, operation: 'create', object: refOf(stored) })
@@ -242,7 +228,7 @@ export const createExtensionResource = (
               ),
             );
       return yield* client
-        .create(objectOf(d), { fieldManager: fieldManagerOf(principal.subject, principal.actor) })
+        .create(objectOf(d, spec), { fieldManager: fieldManagerOf(principal.subject, principal.actor) })
         .pipe(
           Effect.map((created): Accepted => ({ accepted: true, operation: 'create', object: refOf(created) })),
           Effect.catchTag('AlreadyExists', () =>
@@ -261,7 +247,7 @@ export const createExtensionResource = (
 export const updateExtensionResource = (
   input: ExtensionWriteInput & { readonly name: string; readonly ifMatch?: string; readonly body: unknown },
 ): Effect.Effect<Accepted, ApiError, KubeClient | Authorizer | Auditor> => {
-  const facts: { actor: string; object?: ObjectReference; extension?: string } = { actor: 'unknown' };
+  const facts: Facts = { actor: 'unknown' };
   return audit(
     'update',
     facts,
@@ -277,51 +263,22 @@ export const updateExtensionResource = (
       const ref = refOfDesired(d);
       facts.object = ref;
       yield* mayWrite(principal, s.kind, ref);
-      const headerVersion = parseIfMatch(input.ifMatch);
-      if (headerVersion !== undefined && d.resourceVersion !== undefined && headerVersion !== d.resourceVersion)
-        return yield* apiError(
-          'invalid_field',
-          'validate',
-          `If-Match (${headerVersion}) and metadata.resourceVersion (${d.resourceVersion}) disagree`,
-          { object: ref },
-        );
-      const version = headerVersion ?? d.resourceVersion;
-      if (version === undefined)
-        return yield* apiError(
-          'precondition_required',
-          'validate',
-          'PUT needs If-Match or metadata.resourceVersion (the version you read)',
-          { object: ref },
-        );
+      const version = yield* updateVersion(input.ifMatch, d.resourceVersion, ref);
       yield* admitted(s, 'update', ref);
+      const requested = yield* requestedOwner(principal, s.kind, d.spec, ref);
       const client = yield* KubeClient;
       const stored = yield* client.get(ref).pipe(Effect.mapError((e) => fromKube(e, 'read', ref, false)));
-      if (stored.metadata.resourceVersion !== version)
-        return yield* apiError(
-          'conflict',
-          'write',
-          `the object is at version ${stored.metadata.resourceVersion}, not ${version}`,
-          {
-            object: refOf(stored),
-            current: stored,
-          },
-        );
-      const keepMarkers = (m: Readonly<Record<string, string>> | undefined) =>
-        Object.fromEntries(Object.entries(m ?? {}).filter(([k]) => k.startsWith(MARKER_PREFIX)));
-      const next: KubeObject = {
-        ...stored,
-        metadata: {
-          ...stored.metadata,
-          resourceVersion: version,
-          labels: { ...keepMarkers(stored.metadata.labels), ...d.labels },
-          annotations: { ...keepMarkers(stored.metadata.annotations), ...d.annotations },
-        },
-        spec: d.spec,
-      };
-      const updated = yield* client
-        .update(next, { fieldManager: fieldManagerOf(principal.subject, principal.actor) })
-        .pipe(Effect.mapError((e) => fromKube(e, 'write', ref, true)));
-      return { accepted: true, operation: 'update', object: refOf(updated) } satisfies Accepted;
+      // Ownership before the version, as for kernel kinds: a Member's write to another's object is refused as such.
+      const owner = yield* ownerForWrite(principal, s.kind, requested, stored, ref);
+      yield* storedAtVersion(stored, version);
+      return yield* updateAtVersion(
+        client,
+        stored,
+        version,
+        { spec: ownedSpec(d.spec, owner), labels: d.labels, annotations: d.annotations },
+        fieldManagerOf(principal.subject, principal.actor),
+        ref,
+      );
     }),
   );
 };
@@ -330,7 +287,7 @@ export const updateExtensionResource = (
 export const deleteExtensionResource = (
   input: ExtensionWriteInput & { readonly name: string; readonly ifMatch?: string },
 ): Effect.Effect<Accepted, ApiError, KubeClient | Authorizer | Auditor> => {
-  const facts: { actor: string; object?: ObjectReference; extension?: string } = { actor: 'unknown' };
+  const facts: Facts = { actor: 'unknown' };
   return audit(
     'delete',
     facts,
@@ -352,34 +309,19 @@ export const deleteExtensionResource = (
       const ref = refOfDesired(d);
       facts.object = ref;
       yield* mayWrite(principal, s.kind, ref);
-      const version = parseIfMatch(input.ifMatch);
-      if (version === undefined)
-        return yield* apiError('precondition_required', 'validate', 'DELETE needs If-Match (the version you read)', {
-          object: ref,
-        });
+      const version = yield* deleteVersion(input.ifMatch, ref);
       yield* admitted(s, 'delete', ref);
       const client = yield* KubeClient;
-      const result = yield* client.delete(ref, { preconditions: { resourceVersion: version } }).pipe(
-        Effect.catchTag('Conflict', (e) =>
-          client.get(ref).pipe(
-            Effect.mapError((g) => fromKube(g, 'read', ref, false)),
-            Effect.flatMap((current) =>
-              Effect.fail(
-                apiError('conflict', 'write', `the object changed since version ${version}: ${e.message}`, {
-                  object: refOf(current),
-                  current,
-                }),
-              ),
-            ),
-          ),
-        ),
-        Effect.mapError((e) => (e instanceof ApiError ? e : fromKube(e, 'write', ref, true))),
-      );
-      return {
-        accepted: true,
-        operation: 'delete',
-        object: result.object !== undefined ? refOf(result.object) : ref,
-      } satisfies Accepted;
+      // An Owner deletes anything; anyone else only its own objects (the read costs one GET), as for kernel kinds.
+      if (principal.role !== 'Owner')
+        yield* ownerForWrite(
+          principal,
+          s.kind,
+          undefined,
+          yield* client.get(ref).pipe(Effect.mapError((e) => fromKube(e, 'read', ref, false))),
+          ref,
+        );
+      return yield* deleteAtVersion(client, ref, version);
     }),
   );
 };

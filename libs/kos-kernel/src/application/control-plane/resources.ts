@@ -15,7 +15,6 @@ import {
   isObjectName,
   desiredDifferences,
   labelSelectorProblem,
-  parseIfMatch,
   resolveKind,
   specProblems,
 } from '../../domain/control-plane/requests.js';
@@ -23,34 +22,26 @@ import { MARKER_PREFIX } from '../../domain/markers.js';
 import { hasMask, redactObject, unmaskConfig } from '../../domain/control-plane/sensitive.js';
 import { admit, fieldManagerOf } from '../../domain/write-path.js';
 import { fieldsOf } from '../writer.js';
-import { crossOwnerRefusal, ownerForWrite, visibleTo } from './access.js';
+import { crossOwnerRefusal, ownerForWrite, requestedOwner, visibleTo } from './access.js';
 import { admitApplicationSpec } from './app-admission.js';
 import { admitVolumeSpec } from './volume-admission.js';
 import { getExtensionResource, listExtensionResources } from './extension-resources.js';
 import { createExtensionResource, deleteExtensionResource, updateExtensionResource } from './extension-writes.js';
+import { audited } from './audited.js';
 import { ApiError, apiError, fromKube } from './errors.js';
 import {
-  type AuditVerb,
-  Auditor,
-  Authorizer,
-  ControlPlaneConfig,
-  DiscoveryIndex,
-  type Principal,
-  type Verb,
-} from './services.js';
+  deleteAtVersion,
+  deleteVersion,
+  refOf,
+  storedAtVersion,
+  updateAtVersion,
+  updateVersion,
+} from './versioned-writes.js';
+import { Auditor, Authorizer, ControlPlaneConfig, DiscoveryIndex, type Principal, type Verb } from './services.js';
 
 export interface Caller {
   readonly authorization?: string;
 }
-
-export const refOf = (o: KubeObject): ObjectReference => ({
-  apiVersion: o.apiVersion,
-  kind: o.kind,
-  name: o.metadata.name ?? '',
-  ...(o.metadata.namespace !== undefined ? { namespace: o.metadata.namespace } : {}),
-  ...(o.metadata.uid !== undefined ? { uid: o.metadata.uid } : {}),
-  ...(o.metadata.resourceVersion !== undefined ? { resourceVersion: o.metadata.resourceVersion } : {}),
-});
 
 export const kindOf = (segment: string, apiVersion: string | undefined, stage: 'route' | 'validate' = 'route') =>
   Effect.suspend(() => {
@@ -124,37 +115,6 @@ const authorize = (caller: Caller, verb: Verb, kind?: string, namespace?: string
       ...(namespace !== undefined ? { namespace } : {}),
       ...(name !== undefined ? { name } : {}),
     }),
-  );
-
-/** Record one audit entry for a write, whatever its outcome. */
-export const audited = <A extends { readonly object?: ObjectReference }, R>(
-  verb: AuditVerb,
-  actor: () => string,
-  object: () => ObjectReference | undefined,
-  effect: Effect.Effect<A, ApiError, R>,
-): Effect.Effect<A, ApiError, R | Auditor> =>
-  Effect.flatMap(Auditor, (auditor) =>
-    effect.pipe(
-      Effect.tap((a) =>
-        auditor.record({
-          actor: actor(),
-          verb,
-          outcome: 'accepted',
-          ...((a.object ?? object()) ? { object: (a.object ?? object()) as ObjectReference } : {}),
-        }),
-      ),
-      Effect.tapError((e) => {
-        const o = e.object ?? object();
-        return auditor.record({
-          actor: e.actor ?? actor(),
-          verb,
-          outcome: 'rejected',
-          code: e.code,
-          message: e.message,
-          ...(o !== undefined ? { object: o } : {}),
-        });
-      }),
-    ),
   );
 
 // --- reads -------------------------------------------------------------------------------------------------------
@@ -429,29 +389,10 @@ export const desiredOf = (
         causes: problems,
       });
     }
-    let finalSpec: Record<string, unknown> = spec;
-    let requestedOwner: string | undefined;
-    if (KIND_INFO[kind].owned) {
-      // Only a global Owner names another owner, and only as a transfer of a stored object (ownerForWrite decides).
-      if (spec['owner'] !== undefined && (typeof spec['owner'] !== 'string' || spec['owner'] === ''))
-        return yield* apiError('invalid_field', 'validate', 'spec.owner must be an account name', {
-          object: ref,
-          causes: [{ field: 'spec.owner', message: 'an account name' }],
-        });
-      if (spec['owner'] !== undefined && spec['owner'] !== principal.actor && principal.role !== 'Owner') {
-        return yield* apiError(
-          'invalid_field',
-          'validate',
-          `spec.owner is written by the API from the session (${principal.actor}); it cannot be set to "${String(spec['owner'])}"`,
-          {
-            object: ref,
-            causes: [{ field: 'spec.owner', message: 'set by the API, immutable' }],
-          },
-        );
-      }
-      requestedOwner = spec['owner'] as string | undefined;
-      finalSpec = { ...spec, owner: requestedOwner ?? principal.actor };
-    }
+    const requested = yield* requestedOwner(principal, kind, spec, ref);
+    const finalSpec: Record<string, unknown> = KIND_INFO[kind].owned
+      ? { ...spec, owner: requested ?? principal.actor }
+      : spec;
     const object: KubeObject = {
       apiVersion,
       kind,
@@ -463,7 +404,7 @@ export const desiredOf = (
       },
       spec: finalSpec,
     };
-    return { kind, ref, object, principal, ...(requestedOwner !== undefined ? { requestedOwner } : {}) };
+    return { kind, ref, object, principal, ...(requested !== undefined ? { requestedOwner: requested } : {}) };
   });
 
 /** Admission of a user write: the user's part through the table, `spec.owner` as the control plane's own write. */
@@ -677,42 +618,17 @@ export const updateResource = (
         ...(ns !== undefined ? { namespace: ns } : {}),
       });
       target = d.ref;
-      const bodyVersion = ((input.body as { metadata?: { resourceVersion?: unknown } }).metadata?.resourceVersion ??
-        undefined) as unknown;
-      const headerVersion = parseIfMatch(input.ifMatch);
-      if (bodyVersion !== undefined && typeof bodyVersion !== 'string')
-        return yield* apiError('invalid_field', 'validate', 'metadata.resourceVersion must be a string', {
-          object: d.ref,
-        });
-      if (headerVersion !== undefined && bodyVersion !== undefined && headerVersion !== bodyVersion) {
-        return yield* apiError(
-          'invalid_field',
-          'validate',
-          `If-Match (${headerVersion}) and metadata.resourceVersion (${bodyVersion}) disagree`,
-          { object: d.ref },
-        );
-      }
-      const version = headerVersion ?? (bodyVersion as string | undefined);
-      if (version === undefined)
-        return yield* apiError(
-          'precondition_required',
-          'validate',
-          'PUT needs If-Match or metadata.resourceVersion (the version you read)',
-          { object: d.ref },
-        );
+      const version = yield* updateVersion(
+        input.ifMatch,
+        (input.body as { metadata?: { resourceVersion?: unknown } }).metadata?.resourceVersion,
+        d.ref,
+      );
       const fieldManager = yield* admitUserWrite(d, 'spec');
       const client = yield* KubeClient;
       const stored = yield* readVisible(client, principal, kind, d.ref);
       // Ownership before the version: a 409 would hand another owner's object to the caller in `current`.
       const owned = yield* withOwnerFor(d, stored);
-      if (stored.metadata.resourceVersion !== version) {
-        return yield* apiError(
-          'conflict',
-          'write',
-          `the object is at version ${stored.metadata.resourceVersion}, not ${version}`,
-          { object: refOf(stored), current: stored },
-        );
-      }
+      yield* storedAtVersion(stored, version);
       yield* crossOwnerRefusal(kind, owned.object, owned.ref);
       const unmasked = yield* withStoredSecrets(owned, stored);
       const spec =
@@ -721,30 +637,18 @@ export const updateResource = (
           : kind === 'Volume'
             ? yield* admitVolumeSpec(unmasked, d.ref, stored)
             : unmasked;
-      const next: KubeObject = {
-        ...stored,
-        metadata: {
-          ...stored.metadata,
-          resourceVersion: version,
-          labels: {
-            ...Object.fromEntries(
-              Object.entries(stored.metadata.labels ?? {}).filter(([k]) => k.startsWith(MARKER_PREFIX)),
-            ),
-            ...(d.object.metadata.labels ?? {}),
-          },
-          annotations: {
-            ...Object.fromEntries(
-              Object.entries(stored.metadata.annotations ?? {}).filter(([k]) => k.startsWith(MARKER_PREFIX)),
-            ),
-            ...(d.object.metadata.annotations ?? {}),
-          },
+      return yield* updateAtVersion(
+        client,
+        stored,
+        version,
+        {
+          spec,
+          ...(d.object.metadata.labels !== undefined ? { labels: d.object.metadata.labels } : {}),
+          ...(d.object.metadata.annotations !== undefined ? { annotations: d.object.metadata.annotations } : {}),
         },
-        spec,
-      };
-      const updated = yield* client
-        .update(next, { fieldManager })
-        .pipe(Effect.mapError((e) => fromKube(e, 'write', d.ref, true)));
-      return { accepted: true, operation: 'update', object: refOf(updated) } satisfies Accepted;
+        fieldManager,
+        d.ref,
+      );
     }),
   );
 };
@@ -777,11 +681,7 @@ export const deleteResource = (
       target = ref;
       const principal = yield* authorize(input, 'delete', kind, ns, input.name);
       actor = principal.actor;
-      const version = parseIfMatch(input.ifMatch);
-      if (version === undefined)
-        return yield* apiError('precondition_required', 'validate', 'DELETE needs If-Match (the version you read)', {
-          object: ref,
-        });
+      const version = yield* deleteVersion(input.ifMatch, ref);
       yield* admitOr(
         {
           subject: principal.subject,
@@ -797,27 +697,7 @@ export const deleteResource = (
       // A global Owner deletes anything; anyone else only what it sees and owns (the read costs one GET).
       if (principal.role !== 'Owner')
         yield* ownerForWrite(principal, kind, undefined, yield* readVisible(client, principal, kind, ref), ref);
-      const result = yield* client.delete(ref, { preconditions: { resourceVersion: version } }).pipe(
-        Effect.catchTag('Conflict', (e) =>
-          client.get(ref).pipe(
-            Effect.mapError((g) => fromKube(g, 'read', ref, false)),
-            Effect.flatMap((current) =>
-              Effect.fail(
-                apiError('conflict', 'write', `the object changed since version ${version}: ${e.message}`, {
-                  object: refOf(current),
-                  current,
-                }),
-              ),
-            ),
-          ),
-        ),
-        Effect.mapError((e) => (e instanceof ApiError ? e : fromKube(e, 'write', ref, true))),
-      );
-      return {
-        accepted: true,
-        operation: 'delete',
-        object: result.object !== undefined ? refOf(result.object) : ref,
-      } satisfies Accepted;
+      return yield* deleteAtVersion(client, ref, version);
     }),
   );
 };

@@ -44,6 +44,20 @@ describe('TC-31 role write permissions, owner fixed at write, cross-owner refere
     expect(canWrite(gus, { kind: 'Delivery', extension: true, extensionWriters: ['Member'] }).allowed).toBe(false);
   });
 
+  it('extension objects follow the same owner rule: a Member writes only its own, an Owner all (decision 0390)', () => {
+    const notes = { kind: 'Note', extension: true, extensionWriters: ['Owner', 'Member'] as const };
+    expect(canWrite(ann, { ...notes, owner: 'ann' }).allowed).toBe(true);
+    expect(canWrite(ann, { ...notes, owner: 'ben' })).toEqual({
+      allowed: false,
+      reason: 'Note belongs to another account',
+    });
+    expect(canWrite(owner, { ...notes, owner: 'ben' }).allowed).toBe(true);
+    expect(canWrite(owner, { kind: 'Item', extension: true, owner: 'ben' }).allowed).toBe(true);
+    // the role part first: a Guest or an undeclared writer is refused whoever owns the object
+    expect(canWrite(gus, { ...notes, owner: 'gus' }).allowed).toBe(false);
+    expect(canWrite(ann, { kind: 'Item', extension: true, owner: 'ann' }).allowed).toBe(false);
+  });
+
   it('spec.owner comes from the session; a Member cannot forge it', () => {
     expect(ownerAtWrite(ann, undefined, undefined)).toEqual({ ok: true, owner: 'ann', transfer: false });
     expect(ownerAtWrite(ann, 'ben', undefined).ok).toBe(false);

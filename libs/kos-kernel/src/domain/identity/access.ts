@@ -33,16 +33,19 @@ export interface WriteTarget {
   readonly extension?: boolean;
 }
 
-/** May `who` write (create, update, delete, act on) `target`? */
+/**
+ * May `who` write (create, update, delete, act on) `target`? The role part (kernel table, or the extension kind's
+ * declared `objectWriters`), then the owner part: a stored object with an owner is written by that account or an
+ * Owner only.
+ */
 export const canWrite = (who: AccessPrincipal, target: WriteTarget): AccessDecision => {
   if (who.role === 'Owner') return allow;
   if (who.role === 'Guest') return deny('a Guest is read-only');
-  if (target.extension === true)
-    return (target.extensionWriters ?? []).includes(who.role)
-      ? allow
-      : deny(`${target.kind} is written by ${(target.extensionWriters ?? ['Owner']).join(', ')} only`);
-  if (!(MEMBER_WRITABLE_KINDS as readonly string[]).includes(target.kind))
+  if (target.extension === true && !(target.extensionWriters ?? []).includes(who.role))
+    return deny(`${target.kind} is written by ${(target.extensionWriters ?? ['Owner']).join(', ')} only`);
+  if (target.extension !== true && !(MEMBER_WRITABLE_KINDS as readonly string[]).includes(target.kind))
     return deny(`a Member does not write ${target.kind}`);
+  // The owner rule is the same for kernel and extension objects (decision 0390): a Member writes only its own.
   if (target.owner !== undefined && target.owner !== who.account)
     return deny(`${target.kind} belongs to another account`);
   return allow;
