@@ -185,6 +185,20 @@ const Nsd = HttpServer.pipe(
         requests: config.portStreamRequests,
         ...(config.portUncertainMs === null ? {} : { timeoutMs: config.portUncertainMs }),
       },
+      ...(config.authorityLeaseMs === null
+        ? {}
+        : {
+            lease: {
+              holder: config.instance,
+              ttlMs: config.authorityLeaseMs,
+              // no longer the authority (another takeover, or no renewal within the lease): stop serving, exit 1;
+              // an orchestrator restarts it as a standby (decision 0400)
+              onLost: () => {
+                process.exitCode = 1;
+                process.kill(process.pid, 'SIGTERM');
+              },
+            },
+          }),
     }),
   ), // lease deadlines: monotonic within the epoch (decision 0122)
   Layer.provide(AuthorityStoreServiceLive(() => makePgAuthorityStore(config.database))),
@@ -195,5 +209,6 @@ const Nsd = HttpServer.pipe(
 log('starting', {
   database: `${config.database.host}:${config.database.port}/${config.database.database}`,
   port: config.port,
+  ...(config.authorityLeaseMs === null ? {} : { authority_lease_ms: config.authorityLeaseMs, instance: config.instance }),
 });
 launchUntilSignal(Nsd, log);
