@@ -26,7 +26,7 @@ export interface AuthorityLeaseOptions {
   readonly retryMs?: number;
 }
 
-type Log = (event: string, fields?: Record<string, unknown>) => void;
+type Log = (event: string, fields: Record<string, unknown>) => void;
 
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve, reject) => {
