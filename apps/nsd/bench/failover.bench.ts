@@ -14,11 +14,9 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Either } from 'effect';
 import {
   type Message,
   StreamBindingCodec,
-  decodeMessage,
   reportDigest,
   streamBindingToWire,
 } from '@homelab/service-control';
@@ -62,6 +60,7 @@ const nsdProcess = (env: Record<string, string>) => {
     while ((i = buf.indexOf('\n')) >= 0) {
       const raw = buf.slice(0, i);
       buf = buf.slice(i + 1);
+      if (process.env['BENCH_DEBUG'] === '1') process.stderr.write(`nsd: ${raw}\n`);
       try {
         const r = JSON.parse(raw) as { message: string; annotations: Record<string, unknown> };
         lines.push({ at: performance.now(), line: { ...r.annotations, event: r.message } });
@@ -178,17 +177,23 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
       };
       return {
         /** Bind, open a session and stream until the first event (retrying like ns-daemon); the stream's end. */
-        connect: async (stop: AbortSignal, needBind: boolean): Promise<Promise<void>> => {
+        connect: async (stop: AbortSignal, needBind: boolean): Promise<{ readonly ended: Promise<void> }> => {
           let rebind = needBind || epoch === null;
           for (;;) {
             try {
+              const debug = (what: string) =>
+                process.env['BENCH_DEBUG'] === '1' && process.stderr.write(`daemon: ${what}\n`);
               if (rebind) await bind();
+              debug(`bound, epoch ${epoch}`);
               const s = await session(stop);
+              debug('session open, stream opened');
               await s.first;
-              return s.ended;
+              debug('first event');
+              return { ended: s.ended }; // wrapped: an async function would wait for a returned promise
             } catch (e) {
               if (stop.aborted) throw e;
               const text = String((e as { message?: unknown }).message ?? e);
+              if (process.env['BENCH_DEBUG'] === '1') process.stderr.write(`daemon retry: ${text}\n`);
               if (text.includes('stale-epoch')) rebind = true;
               await sleep(RETRY_MS);
             }
@@ -204,7 +209,9 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
     const ends: Promise<void>[] = new Array(DAEMONS);
     for (let i = 0; i < DAEMONS; i += 50)
       await Promise.all(
-        sims.slice(i, i + 50).map(async (s, j) => (ends[i + j] = await s.connect(stop.signal, true))),
+        sims.slice(i, i + 50).map(async (s, j) => {
+          ends[i + j] = (await s.connect(stop.signal, true)).ended; // kept, not returned (that would await the end)
+        }),
       );
     print(
       `nsd failover bench: ${DAEMONS} simulated daemons in ${NETWORKS} Networks streaming from nsd-a (epoch ${epoch1}) after ${((performance.now() - t0) / 1000).toFixed(1)} s; nsd-b standing by; lease ${LEASE_MS} ms, retry ${RETRY_MS} ms`,
