@@ -9,6 +9,7 @@
 // Env: BENCH_DAEMONS (1000), BENCH_NETWORKS (50), BENCH_LEASE_MS (2000), BENCH_WRITERS (8), BENCH_RETRY_MS (500).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -204,6 +205,7 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
     };
 
     const stop = new AbortController();
+    setMaxListeners(0, stop.signal); // every simulated daemon's stream listens on it
     const sims = daemons.map(simulated);
     const t0 = performance.now();
     const ends: Promise<void>[] = new Array(DAEMONS);

@@ -542,6 +542,10 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
   const { afterCommit, pruneLeaseRows, pruneRevisionRows, fastAck, groupCommit, afterGroupMember, ...config } = options;
   const pool = new pg.Pool({ max: 10, ...config });
   pool.on('error', () => undefined); // idle-client errors surface on the next query as storage-unavailable
+  // the authority lease's own connection (decision 0400): a renewal never waits behind requests for a pooled one —
+  // under a reconnect storm all ten are busy for seconds, and a holder whose renewal waits past its lease must stop
+  const leasePool = new pg.Pool({ ...config, max: 1 });
+  leasePool.on('error', () => undefined);
   const fenceSql = `SELECT epoch FROM ${S}.authority WHERE id = 1 FOR SHARE`;
   const fenceCheck = (epoch: bigint) => (r: pg.QueryResult) =>
     r.rows[0] !== undefined && big(r.rows[0].epoch) === epoch ? null : staleEpoch();
@@ -562,10 +566,13 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
         });
   const txOf = (c: TxConnection) => tx(c, { prune: pruneLeaseRows !== false }, pruneRevisionRows !== false);
 
-  const run = async <A>(f: (c: pg.PoolClient) => Promise<A>): Promise<Either.Either<A, ServiceControlError>> => {
+  const run = async <A>(
+    f: (c: pg.PoolClient) => Promise<A>,
+    on: pg.Pool = pool,
+  ): Promise<Either.Either<A, ServiceControlError>> => {
     let c: pg.PoolClient;
     try {
-      c = await pool.connect();
+      c = await on.connect();
     } catch (e) {
       return Either.left(storageError(e));
     }
@@ -731,7 +738,7 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
             await c.query('ROLLBACK');
             throw e;
           }
-        }),
+        }, leasePool),
       ),
     renewAuthority: async (holder, epoch, ttlMs) =>
       orThrow(
@@ -744,6 +751,7 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
                 [holder, epoch.toString(), ttlMs],
               )
             ).rowCount === 1,
+          leasePool,
         ),
       ),
     releaseAuthority: async (holder, epoch) =>
@@ -753,6 +761,7 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
             holder,
             epoch.toString(),
           ]),
+          leasePool,
         ),
       ),
     isMember: async (identity, networkId) =>
@@ -849,6 +858,9 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
             : c.query(`DELETE FROM ${S}.outbox WHERE network_id = $1 AND id <= $2`, [buf(networkId), id.toString()]),
         ),
       ),
-    close: () => pool.end(),
+    close: async () => {
+      await leasePool.end();
+      await pool.end();
+    },
   };
 };
