@@ -10,9 +10,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
@@ -33,6 +33,12 @@ const LEASE_MS = Number(process.env['BENCH_LEASE_MS'] ?? 2000);
 const WRITERS = Number(process.env['BENCH_WRITERS'] ?? 8);
 const RETRY_MS = Number(process.env['BENCH_RETRY_MS'] ?? 500);
 const root = join(import.meta.dirname, '../../..');
+
+/** User + system CPU seconds of a process (/proc; 100 ticks a second). */
+const cpuSeconds = (pid: number | undefined): number => {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  return (Number(f[11]) + Number(f[12])) / 100;
+};
 
 const freePort = () =>
   new Promise<number>((resolve) => {
@@ -261,6 +267,8 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
 
     // the kill: every daemon's stream ends; each reconnects as ns-daemon does and is timed until it streams again
     const beforeKill = replaces;
+    const cpu0 = cpuSeconds(standby.child.pid);
+    const load0 = loadavg()[0] as number;
     const kill = performance.now();
     active.child.kill('SIGKILL');
     const back = await Promise.all(
@@ -271,6 +279,7 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
         return performance.now() - kill;
       }),
     );
+    const cpu1 = cpuSeconds(standby.child.pid);
     const takenOver = (await standby.seen('listening')).line;
     const listenAt = (await standby.seen('listening')).at - kill;
     const takeoverAt = (await standby.seen('epoch-taken-over')).at - kill;
@@ -287,6 +296,9 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
     );
     print(
       `  every daemon streaming again after ${q(1).toFixed(2)} s (goal ≤ 5 s for 1,000): p50 ${q(0.5).toFixed(2)} s, p99 ${q(0.99).toFixed(2)} s; daemons not on epoch ${epoch2}: ${wrongEpoch}`,
+    );
+    print(
+      `  nsd-b's CPU from the kill until the last daemon streamed: ${(cpu1 - cpu0).toFixed(1)} s in ${q(1).toFixed(1)} s; machine load average ${load0.toFixed(1)} at the kill (${availableParallelism()} cores)`,
     );
     // no report acknowledged before (or during) the failover is lost
     const rows = await pgc.query(
