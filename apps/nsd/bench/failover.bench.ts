@@ -77,6 +77,12 @@ const nsdProcess = (env: Record<string, string>) => {
       for (const w of waiters) w();
     }
   });
+  /** Resolves when the process exits, with its code or signal and its last log lines. */
+  const exited = new Promise<string>((resolve) =>
+    child.on('exit', (code, signal) =>
+      resolve(`exit ${code ?? signal}; last log: ${JSON.stringify(lines.slice(-6).map((l) => l.line))} ${err.slice(-500)}`),
+    ),
+  );
   const seen = (event: string, ms = 120_000) =>
     new Promise<{ at: number; line: Record<string, unknown> }>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`nsd: no ${event} within ${ms} ms; ${err.slice(-1000)}`)), ms);
@@ -90,7 +96,7 @@ const nsdProcess = (env: Record<string, string>) => {
       waiters.add(check);
       check();
     });
-  return { child, seen };
+  return { child, seen, exited };
 };
 
 await withBenchDatabase('nsd_failover_bench', async (config) => {
@@ -271,14 +277,18 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
     const load0 = loadavg()[0] as number;
     const kill = performance.now();
     active.child.kill('SIGKILL');
-    const back = await Promise.all(
-      sims.map(async (s, i) => {
-        await ends[i];
-        await sleep(RETRY_MS);
-        await s.connect(stop.signal, false);
-        return performance.now() - kill;
-      }),
-    );
+    // nsd-b ending during the failover fails the run (the daemons would otherwise retry for ever)
+    const back = await Promise.race([
+      Promise.all(
+        sims.map(async (s, i) => {
+          await ends[i];
+          await sleep(RETRY_MS);
+          await s.connect(stop.signal, false);
+          return performance.now() - kill;
+        }),
+      ),
+      standby.exited.then((why) => Promise.reject(new Error(`nsd-b ended during the failover: ${why}`))),
+    ]);
     const cpu1 = cpuSeconds(standby.child.pid);
     const takenOver = (await standby.seen('listening')).line;
     const listenAt = (await standby.seen('listening')).at - kill;
@@ -323,5 +333,5 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
   }
 }).catch((e: unknown) => {
   process.stderr.write(`failover bench failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
-  process.exitCode = 1;
+  process.exit(1); // the simulated daemons' retry loops would keep the process alive
 });

@@ -94,9 +94,13 @@ export const holdAuthority = (
   };
   const tick = async () => {
     if (done) return;
-    // a renewal that hangs does not extend the lease: past its end this process stops, answer or not
-    if (now() >= validUntil) return lost('expired');
-    if (inFlight) return;
+    // a renewal that hangs does not extend the lease: past its end this process stops, answer or not. A tick that
+    // comes late (a busy event loop) still renews first: a confirmed renewal proves no takeover happened meanwhile
+    // (a takeover changes the epoch the UPDATE matches), so only a failed or hanging one ends the holder
+    if (inFlight) {
+      if (now() >= validUntil) lost('expired');
+      return;
+    }
     inFlight = true;
     const sentAt = now();
     let renewed: boolean | null;

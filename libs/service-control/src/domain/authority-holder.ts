@@ -44,9 +44,10 @@ export const renewEveryMs = (ttlMs: number): number => Math.max(10, Math.floor(t
 export type HolderVerdict = 'held' | 'lost' | 'expired';
 
 /**
- * After a renewal attempt: `renewed` true (the row still names this holder and epoch) → held; false (another epoch or
- * holder is on the row: a takeover happened) → lost, for good; a storage failure (null) → held while the last
- * confirmed lease lasts by the local clock, expired after it.
+ * After a renewal attempt: `renewed` true (the row still names this holder and epoch) → held, even when it comes late
+ * (no takeover happened: it would have changed the epoch); false (another epoch or holder is on the row: a takeover
+ * happened) → lost, for good; a storage failure (null) → held while the last confirmed lease lasts by the local clock,
+ * expired after it.
  */
 export const afterRenewal = (renewed: boolean | null, validUntil: number, now: number): HolderVerdict =>
   renewed === true ? 'held' : renewed === false ? 'lost' : now < validUntil ? 'held' : 'expired';
