@@ -15,12 +15,7 @@ import { createServer } from 'node:net';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  type Message,
-  StreamBindingCodec,
-  reportDigest,
-  streamBindingToWire,
-} from '@homelab/service-control';
+import { type Message, StreamBindingCodec, reportDigest, streamBindingToWire } from '@homelab/service-control';
 import { generateSigner, openStream, signerFromPem } from '@homelab/service-control/transport';
 import { benchClient, withBenchDatabase } from './pg.js';
 import { signedClient } from './signed-client.js';
@@ -80,7 +75,9 @@ const nsdProcess = (env: Record<string, string>) => {
   /** Resolves when the process exits, with its code or signal and its last log lines. */
   const exited = new Promise<string>((resolve) =>
     child.on('exit', (code, signal) =>
-      resolve(`exit ${code ?? signal}; last log: ${JSON.stringify(lines.slice(-6).map((l) => l.line))} ${err.slice(-500)}`),
+      resolve(
+        `exit ${code ?? signal}; last log: ${JSON.stringify(lines.slice(-6).map((l) => l.line))} ${err.slice(-500)}`,
+      ),
     ),
   );
   const seen = (event: string, ms = 120_000) =>
@@ -143,7 +140,14 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
 
     /** One simulated daemon: its runtime for the whole run, its session and epoch, streaming until stopped. */
     const simulated = (d: { signer: ReturnType<typeof who>['signer']; net: Uint8Array }) => {
-      const c = signedClient({ signer: d.signer, nsdKey, url: `${url}/v1/rpc`, nsdId, networkId: d.net, epoch: epoch1 });
+      const c = signedClient({
+        signer: d.signer,
+        nsdKey,
+        url: `${url}/v1/rpc`,
+        nsdId,
+        networkId: d.net,
+        epoch: epoch1,
+      });
       let epoch: bigint | null = null;
       let seq = 0n;
       const expect = (m: Message, kind: string) => {
@@ -152,7 +156,11 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
       };
       const bind = async () => {
         const m = await c.call(
-          c.env('runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }, { authority_epoch: null }),
+          c.env(
+            'runtime.bind',
+            { mode: 'normal', floor_request_id: null, owner_recovery: false },
+            { authority_epoch: null },
+          ),
         );
         epoch = expect(m, 'runtime.bind.result').body['authority_epoch'] as bigint;
       };
@@ -236,7 +244,14 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
     let writing = true;
     let replaces = 0;
     const writerLoops = writers.map(async (w, i) => {
-      const c = signedClient({ signer: w.signer, nsdKey, url: `${url}/v1/rpc`, nsdId, networkId: w.net, epoch: epoch1 });
+      const c = signedClient({
+        signer: w.signer,
+        nsdKey,
+        url: `${url}/v1/rpc`,
+        nsdId,
+        networkId: w.net,
+        epoch: epoch1,
+      });
       let epoch = epoch1;
       let seq = 0n;
       let revision = 0n;
@@ -245,7 +260,11 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
         try {
           if (!bound) {
             const m = await c.call(
-              c.env('runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }, { authority_epoch: null }),
+              c.env(
+                'runtime.bind',
+                { mode: 'normal', floor_request_id: null, owner_recovery: false },
+                { authority_epoch: null },
+              ),
             );
             if (m.kind === 'runtime.bind.result') epoch = m.body.authority_epoch;
             seq++;
@@ -254,10 +273,19 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
           }
           const scope = { publisher_identity: w.signer.machineId, nsd_id: nsdId, network_id: w.net };
           const next = revision + 1n;
-          const content = oneServiceContent(scope, { key: 'svc', displayName: `r${next}`, ipv4: [10, 0, 0, 1], port: 80 });
+          const content = oneServiceContent(scope, {
+            key: 'svc',
+            displayName: `r${next}`,
+            ipv4: [10, 0, 0, 1],
+            port: 80,
+          });
           const digest = reportDigest(content as never);
           const m = await c.call(
-            c.env('report.replace', { scope, report_revision: next, report_digest: digest, content }, { authority_epoch: epoch }),
+            c.env(
+              'report.replace',
+              { scope, report_revision: next, report_digest: digest, content },
+              { authority_epoch: epoch },
+            ),
           );
           if (m.kind !== 'report.accepted') throw new Error(`report.replace: ${m.kind}`);
           revision = next;
@@ -317,9 +345,12 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
     );
     let lost = 0;
     for (const [i, a] of acked) {
-      const row = rows.rows.find((r) => Buffer.from(r.identity as Buffer).equals(Buffer.from(writers[i]?.signer.machineId as Uint8Array)));
+      const row = rows.rows.find((r) =>
+        Buffer.from(r.identity as Buffer).equals(Buffer.from(writers[i]?.signer.machineId as Uint8Array)),
+      );
       const rev = row === undefined ? 0n : BigInt(row.revision as string);
-      if (rev < a.revision || (rev === a.revision && !Buffer.from(row?.digest as Buffer).equals(Buffer.from(a.digest)))) lost++;
+      if (rev < a.revision || (rev === a.revision && !Buffer.from(row?.digest as Buffer).equals(Buffer.from(a.digest))))
+        lost++;
     }
     print(
       `  ${replaces} report.replace acknowledged (${beforeKill} before the kill); acknowledged reports missing from the database afterwards: ${lost}`,

@@ -209,6 +209,8 @@ const Nsd = HttpServer.pipe(
 log('starting', {
   database: `${config.database.host}:${config.database.port}/${config.database.database}`,
   port: config.port,
-  ...(config.authorityLeaseMs === null ? {} : { authority_lease_ms: config.authorityLeaseMs, instance: config.instance }),
+  ...(config.authorityLeaseMs === null
+    ? {}
+    : { authority_lease_ms: config.authorityLeaseMs, instance: config.instance }),
 });
 launchUntilSignal(Nsd, log);

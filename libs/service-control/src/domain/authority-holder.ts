@@ -17,11 +17,7 @@ export interface AuthorityLeaseRow {
  * or the lease is `me`'s own (a retried acquisition whose reply was lost). Never while another holder's lease runs.
  */
 export const mayTakeOver = (row: AuthorityLeaseRow | null, me: string): boolean =>
-  row === null ||
-  row.holder === null ||
-  row.holder === me ||
-  row.remainingMs === null ||
-  row.remainingMs <= 0;
+  row === null || row.holder === null || row.holder === me || row.remainingMs === null || row.remainingMs <= 0;
 
 /**
  * How long a standby sleeps before it asks again: until the live lease would end unless renewed (plus a margin for

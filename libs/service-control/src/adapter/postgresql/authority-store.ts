@@ -726,10 +726,18 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
                FROM ${S}.authority WHERE id = 1 FOR UPDATE`,
             );
             const row = r.rows[0];
-            const lease = row === undefined ? null : { holder: row.holder as string | null, remainingMs: row.remaining as number | null };
+            const lease =
+              row === undefined
+                ? null
+                : { holder: row.holder as string | null, remainingMs: row.remaining as number | null };
             if (lease !== null && !mayTakeOver(lease, holder)) {
               await c.query('ROLLBACK');
-              return { taken: false, holder: lease.holder as string, epoch: big(row.epoch), remainingMs: lease.remainingMs as number };
+              return {
+                taken: false,
+                holder: lease.holder as string,
+                epoch: big(row.epoch),
+                remainingMs: lease.remainingMs as number,
+              };
             }
             const taken = await takeOverLocked(c, row, holder, ttlMs);
             await c.query('COMMIT');
@@ -756,11 +764,12 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
       ),
     releaseAuthority: async (holder, epoch) =>
       void orThrow(
-        await run((c) =>
-          c.query(`UPDATE ${S}.authority SET lease_until = clock_timestamp() WHERE id = 1 AND holder = $1 AND epoch = $2`, [
-            holder,
-            epoch.toString(),
-          ]),
+        await run(
+          (c) =>
+            c.query(
+              `UPDATE ${S}.authority SET lease_until = clock_timestamp() WHERE id = 1 AND holder = $1 AND epoch = $2`,
+              [holder, epoch.toString()],
+            ),
           leasePool,
         ),
       ),
