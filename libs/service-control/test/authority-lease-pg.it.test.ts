@@ -6,6 +6,7 @@ import { useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuthorityStore } from '../src/application/authority-store.js';
+import { holdAuthority } from '../src/application/authority-holder.js';
 import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { rid16 } from './wire.js';
@@ -111,5 +112,28 @@ describe('§5.2 authority lease (decision 0400)', () => {
     if (!d.taken) throw new Error('unreachable');
     expect(await b.renewAuthority('d', d.epoch, TTL)).toBe(false);
     expect(await b.acquireAuthority('e', TTL)).toMatchObject({ taken: true, epoch: forced.epoch + 1n });
+  });
+
+  it('the running holder: a late tick still renews and holds; a takeover on the row ends it once (lost)', async () => {
+    const taken = await acquireWhenFree(a, 'h');
+    let clock = 0;
+    const ended: string[] = [];
+    const holding = holdAuthority(
+      a,
+      { holder: 'h', ttlMs: TTL, onLost: (r) => ended.push(r) },
+      taken.epoch,
+      0,
+      () => clock,
+    );
+    // the event loop comes back far past the lease by the local clock: the renewal is sent first and confirmed
+    clock = 10 * TTL;
+    await sleep(2 * TTL);
+    expect(ended).toEqual([]);
+    expect(await b.acquireAuthority('x', TTL)).toMatchObject({ taken: false, holder: 'h', epoch: taken.epoch });
+    // another takeover on the row: the next renewal finds it, the holder ends, once
+    await b.takeover();
+    await sleep(2 * TTL);
+    expect(ended).toEqual(['lost']);
+    await holding.stop(false);
   });
 });
