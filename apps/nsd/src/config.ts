@@ -1,7 +1,5 @@
 // NSD configuration: flags (`--name value` or `--name=value`) override environment variables (NSD_NAME), which
 // override defaults; unknown flags are refused (issue 26 item 6).
-import { randomBytes } from 'node:crypto';
-import { hostname } from 'node:os';
 import { ConfigurationError, type FlagSpec, parseCommandLine } from '@homelab/service-control/process';
 
 export interface NsdConfig {
@@ -34,8 +32,8 @@ export interface NsdConfig {
    * start (decision 0332). With it, a process stands by while another holder's lease is live.
    */
   readonly authorityLeaseMs: number | null;
-  /** This process's holder name on the authority row (`--instance`; default host, pid and a random suffix). */
-  readonly instance: string;
+  /** This process's holder name on the authority row (`--instance`); null = host, pid and a random suffix (main). */
+  readonly instance: string | null;
 }
 
 /** Every flag nsd takes (its environment variable is `NSD_<NAME>`); `--help` prints this table. */
@@ -114,6 +112,6 @@ export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): Nsd
     portUncertainMs: uncertain === undefined ? null : Number(uncertain),
     portStreamRequests: get('port-stream-requests') !== '0',
     authorityLeaseMs: lease === undefined ? null : Number(lease),
-    instance: get('instance') ?? `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`,
+    instance: get('instance') ?? null,
   };
 };
