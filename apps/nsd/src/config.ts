@@ -27,6 +27,13 @@ export interface NsdConfig {
    */
   readonly portUncertainMs: number | null;
   readonly portStreamRequests: boolean;
+  /**
+   * The authority lease (decision 0400): its length in ms (`--authority-lease-ms`); null = no lease, take over at
+   * start (decision 0332). With it, a process stands by while another holder's lease is live.
+   */
+  readonly authorityLeaseMs: number | null;
+  /** This process's holder name on the authority row (`--instance`); null = host, pid and a random suffix (main). */
+  readonly instance: string | null;
 }
 
 /** Every flag nsd takes (its environment variable is `NSD_<NAME>`); `--help` prints this table. */
@@ -43,6 +50,11 @@ export const NSD_FLAGS: ReadonlyArray<FlagSpec> = [
   { name: 'admin-token', help: "bearer token of the owner's admin API /v1/admin/* (unset = API off)" },
   { name: 'port-uncertain-ms', help: 'confirmation window of uncertain port proposals in ms (default 6000)' },
   { name: 'port-stream-requests', help: '0 turns off port.query/port.cancel on config.stream', default: '1' },
+  {
+    name: 'authority-lease-ms',
+    help: 'authority lease in ms: stand by while another nsd holds it, take over when it ends (unset = take over at start)',
+  },
+  { name: 'instance', help: 'holder name of this process on the authority lease (default host:pid:random)' },
   { name: 'fault', help: 'tests only: SIGKILL after the commit of this request kind, before the reply' },
 ];
 
@@ -80,6 +92,9 @@ export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): Nsd
   const uncertain = get('port-uncertain-ms');
   if (uncertain !== undefined && !/^[0-9]+$/.test(uncertain))
     throw new ConfigurationError(`--port-uncertain-ms must be a whole number of ms, not "${uncertain}"`);
+  const lease = get('authority-lease-ms');
+  if (lease !== undefined && (!/^[0-9]+$/.test(lease) || Number(lease) < 100))
+    throw new ConfigurationError(`--authority-lease-ms must be a whole number of ms ≥ 100, not "${lease}"`);
   return {
     host: get('host') as string,
     port: port('--port', get('port') as string),
@@ -96,5 +111,7 @@ export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): Nsd
     adminToken: get('admin-token') ?? null,
     portUncertainMs: uncertain === undefined ? null : Number(uncertain),
     portStreamRequests: get('port-stream-requests') !== '0',
+    authorityLeaseMs: lease === undefined ? null : Number(lease),
+    instance: get('instance') ?? null,
   };
 };

@@ -1,7 +1,9 @@
 // NSD main: wiring only — layers for the PostgreSQL store, the Authority (epoch takeover before serving) and the
 // signed HTTP/SSE server with /healthz and /metrics (prom-client). Shutdown = closing the layers' scope: the server
 // and streams first, then queued snapshot production, then the pool (decision 0131). No Kubernetes code.
+import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
+import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import { Effect, Either, Layer } from 'effect';
 import { InfoGetResponseCodec, fromHex, toHex, uuidText } from '@homelab/service-control';
@@ -37,6 +39,8 @@ const logger = jsonLogger({ app: 'nsd' });
 const log = logFnOf(logger);
 
 const config = configurationOrExit('nsd', () => loadConfig(process.env, process.argv.slice(2)));
+// the authority lease's holder name: unique per process, so a restarted process is a new holder (decision 0400)
+const instance = config.instance ?? `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
 // start-up failures, each its own exit code and one line (decision 0288): the key file (4), then the database (5)
 const signer = keyFileOrExit('nsd', config.keyFile, () => generateSigner().privateKeyPem, signerFromPem);
 {
@@ -185,6 +189,20 @@ const Nsd = HttpServer.pipe(
         requests: config.portStreamRequests,
         ...(config.portUncertainMs === null ? {} : { timeoutMs: config.portUncertainMs }),
       },
+      ...(config.authorityLeaseMs === null
+        ? {}
+        : {
+            lease: {
+              holder: instance,
+              ttlMs: config.authorityLeaseMs,
+              // no longer the authority (another takeover, or no renewal within the lease): stop serving, exit 1;
+              // an orchestrator restarts it as a standby (decision 0400)
+              onLost: () => {
+                process.exitCode = 1;
+                process.kill(process.pid, 'SIGTERM');
+              },
+            },
+          }),
     }),
   ), // lease deadlines: monotonic within the epoch (decision 0122)
   Layer.provide(AuthorityStoreServiceLive(() => makePgAuthorityStore(config.database))),
@@ -195,5 +213,6 @@ const Nsd = HttpServer.pipe(
 log('starting', {
   database: `${config.database.host}:${config.database.port}/${config.database.database}`,
   port: config.port,
+  ...(config.authorityLeaseMs === null ? {} : { authority_lease_ms: config.authorityLeaseMs, instance }),
 });
 launchUntilSignal(Nsd, log);

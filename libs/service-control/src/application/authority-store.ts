@@ -191,11 +191,29 @@ export interface TransactOptions {
   };
 }
 
+/** What `acquireAuthority` did: took over (the new epoch), or found another holder's live lease. */
+export type AuthorityAcquisition =
+  | { readonly taken: true; readonly nsdId: Bytes; readonly epoch: bigint }
+  | { readonly taken: false; readonly holder: string; readonly epoch: bigint; readonly remainingMs: number };
+
 export interface AuthorityStore {
   /** Create/upgrade the schema (idempotent). */
   readonly migrate: () => Promise<void>;
   /** Increment and persist the authority epoch BEFORE serving (M6-12); creates the persistent nsd_id once. */
   readonly takeover: () => Promise<{ readonly nsdId: Bytes; readonly epoch: bigint }>;
+  /**
+   * The takeover of a lease holder (decision 0400): in one transaction on the authority row, when no other holder's
+   * lease is live (`mayTakeOver`), increment the epoch as `takeover` does and make `holder` the holder for `ttlMs` by
+   * the database's clock; else take nothing and answer who holds it and for how long yet.
+   */
+  readonly acquireAuthority: (holder: string, ttlMs: number) => Promise<AuthorityAcquisition>;
+  /**
+   * Extend the lease by `ttlMs` from the database's now, only while the row still names `holder` at `epoch`: true;
+   * false when another takeover replaced it (this process is fenced out). A storage failure throws.
+   */
+  readonly renewAuthority: (holder: string, epoch: bigint, ttlMs: number) => Promise<boolean>;
+  /** End the lease now (graceful shutdown), only while the row still names `holder` at `epoch`; a standby need not wait. */
+  readonly releaseAuthority: (holder: string, epoch: bigint) => Promise<void>;
   /**
    * The persisted authority epoch, read without a lock (readiness: a process whose epoch is no longer current has been
    * fenced out by a newer takeover and can serve nothing). Left `storage-unavailable` when the database is not reachable.

@@ -125,6 +125,12 @@ export interface AuthorityCounters {
   snapshotsDelivered: number;
 }
 
+/** A production's outcome: committed or not, and the snapshot pushed to each target it was asked for (decision 0401). */
+interface ProductionResult {
+  readonly ok: boolean;
+  readonly bodies: ReadonlyMap<string, Uint8Array>;
+}
+
 export class Authority {
   private readonly streams = new Set<OpenStream>();
   /** Snapshot production queue (serialised, after commits). */
@@ -881,6 +887,16 @@ export class Authority {
 
   /** Productions run one at a time: two whole-Network transactions at once could deadlock on the snapshot rows. */
   private producing: Promise<unknown> = Promise.resolve();
+  /**
+   * Productions queued behind the running one and not started yet, by Network: a later request for the same Network
+   * joins the queued one instead of queueing another whole-Network transaction (decision 0401) — after an nsd
+   * restart every daemon's stream asks for its first snapshot at once, and one production per Network serves them
+   * all. Joining is safe: the queued production reads the Network when it starts, after every joined request was made.
+   */
+  private readonly waitingProductions = new Map<
+    string,
+    { only: Set<string> | null; clearUpTo: bigint | null; readonly run: Promise<ProductionResult> }
+  >();
 
   /**
    * Produce and deliver the snapshots of every member of a Network in ONE transaction (members, services, every
@@ -893,16 +909,38 @@ export class Authority {
     only: Bytes | null,
     clearUpTo: bigint | null = null,
   ): Promise<{ readonly ok: boolean; readonly body: Uint8Array | null }> {
-    const run = this.producing.then(() => this.produceNow(networkId, only, clearUpTo));
-    this.producing = run.catch(() => undefined);
-    return run;
+    const key = toHex(networkId);
+    const target = only === null ? null : toHex(only);
+    const answer = (r: ProductionResult) => ({
+      ok: r.ok,
+      body: target === null ? null : (r.bodies.get(target) ?? null),
+    });
+    const waiting = this.waitingProductions.get(key);
+    if (waiting !== undefined) {
+      if (target === null) waiting.only = null;
+      else waiting.only?.add(target);
+      if (clearUpTo !== null && (waiting.clearUpTo === null || clearUpTo > waiting.clearUpTo))
+        waiting.clearUpTo = clearUpTo;
+      return waiting.run.then(answer);
+    }
+    const entry: { only: Set<string> | null; clearUpTo: bigint | null; run: Promise<ProductionResult> } = {
+      only: target === null ? null : new Set([target]),
+      clearUpTo,
+      run: this.producing.then(() => {
+        this.waitingProductions.delete(key); // started: later requests queue a new production
+        return this.produceNow(networkId, entry.only, entry.clearUpTo);
+      }),
+    };
+    this.waitingProductions.set(key, entry);
+    this.producing = entry.run.catch(() => undefined);
+    return entry.run.then(answer);
   }
 
   private async produceNow(
     networkId: Bytes,
-    only: Bytes | null,
+    only: ReadonlySet<string> | null,
     clearUpTo: bigint | null,
-  ): Promise<{ readonly ok: boolean; readonly body: Uint8Array | null }> {
+  ): Promise<ProductionResult> {
     const t0 = performance.now();
     const r = await this.d.store.transact(
       this.d.epoch,
@@ -950,18 +988,19 @@ export class Authority {
     if (Either.isLeft(r)) {
       this.d.log?.('snapshot-failed', { code: r.left.code, detail: r.left.detail });
       this.d.observe?.production?.('failed', seconds);
-      return { ok: false, body: null };
+      return { ok: false, bodies: new Map() };
     }
     this.d.observe?.production?.('ok', seconds);
     // counted once committed: a production the database refused produced nothing
     for (const b of r.right) if (b.changed) this.counters.snapshotsProduced++;
-    let mine: Uint8Array | null = null;
+    const bodies = new Map<string, Uint8Array>();
     for (const { target, body, changed, cancels } of r.right) {
-      const isOnly = only !== null && bytesEqual(target, only);
-      if (isOnly) mine = body;
-      if (only === null || isOnly || changed) this.deliver(target, networkId, body, cancels);
+      const hex = toHex(target);
+      const asked = only !== null && only.has(hex);
+      if (asked) bodies.set(hex, body);
+      if (only === null || asked || changed) this.deliver(target, networkId, body, cancels);
     }
-    return { ok: true, body: mine };
+    return { ok: true, bodies };
   }
 
   /** Produce and deliver the snapshots of every member of a Network, clearing its outbox rows up to `clearUpTo`. */

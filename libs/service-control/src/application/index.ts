@@ -11,3 +11,4 @@ export * from './port-allocator.js';
 export * from './port-store.js';
 export * from './port-recovery.js';
 export * from './services.js';
+export * from './authority-holder.js';

@@ -7,6 +7,7 @@ import type { Bytes } from '../domain/bytes.js';
 import type { ServiceControlError } from '../domain/errors.js';
 import { Authority, type AuthorityDeps } from './authority.js';
 import type { AuthorityStore } from './authority-store.js';
+import { type AuthorityLeaseOptions, holdAuthority, waitForAuthority } from './authority-holder.js';
 import { Daemon, type DaemonDeps } from './daemon.js';
 import type { DaemonStore } from './daemon-store.js';
 
@@ -80,6 +81,11 @@ export interface AuthorityOptions extends Pick<
 > {
   /** Network membership to add at startup (the stand-in for the existing ownership), `[identity, network]`. */
   readonly members?: readonly (readonly [Bytes, Bytes])[];
+  /**
+   * The authority lease (decision 0400): stand by while another holder's lease is live, take over when it ends,
+   * renew while serving. Without it the process takes over at start, whoever held it (decision 0332).
+   */
+  readonly lease?: AuthorityLeaseOptions;
 }
 
 /**
@@ -94,28 +100,48 @@ export const AuthorityServiceLive = (
     Effect.gen(function* () {
       const store = yield* AuthorityStoreService;
       const clock = yield* ControlClock;
-      const service = yield* Effect.acquireRelease(
+      const { members, lease, ...deps } = options; // the rest are the Authority's own optional dependencies
+      const mono = () => performance.now();
+      // standing by is interruptible (a standby stops at once on SIGTERM); the takeover itself is not
+      const acquired =
+        lease === undefined
+          ? null
+          : yield* Effect.tryPromise({
+              try: (signal) => waitForAuthority(store, lease, mono, signal, options.log),
+              catch: storageFailure,
+            });
+      const held = yield* Effect.acquireRelease(
         Effect.tryPromise({
           try: async () => {
-            const { nsdId, epoch } = await store.takeover();
+            const { nsdId, epoch } = acquired ?? (await store.takeover());
             options.log?.('epoch-taken-over', { epoch: String(epoch) }); // start-up progress: each step is visible
-            const { members, ...deps } = options; // the rest are the Authority's own optional dependencies
-            for (const [identity, network] of members ?? []) await store.addMember(identity, network);
-            const authority = new Authority({ store, nsdId, epoch, now: clock.now, ...deps });
-            const drained = await authority.drainOutbox();
-            const due = await authority.resumeNextCandidates(); // pure refusals that were waiting for their next candidate (§5.14)
-            options.log?.('authority-ready', { outbox_rows: drained, next_candidates_due: due });
-            return { authority, nsdId, epoch };
+            // the lease is renewed from the takeover on, also while the outbox is drained below
+            const holding =
+              lease === undefined || acquired === null
+                ? null
+                : holdAuthority(store, lease, epoch, acquired.sentAt, mono, options.log);
+            try {
+              for (const [identity, network] of members ?? []) await store.addMember(identity, network);
+              const authority = new Authority({ store, nsdId, epoch, now: clock.now, ...deps });
+              const drained = await authority.drainOutbox();
+              const due = await authority.resumeNextCandidates(); // pure refusals that were waiting for their next candidate (§5.14)
+              options.log?.('authority-ready', { outbox_rows: drained, next_candidates_due: due });
+              return { service: { authority, nsdId, epoch }, holding };
+            } catch (e) {
+              await holding?.stop(true);
+              throw e;
+            }
           },
           catch: storageFailure,
         }),
-        ({ authority }) =>
+        ({ service: { authority }, holding }) =>
           Effect.promise(async () => {
             authority.closeStreams();
             await authority.idle();
+            await holding?.stop(true); // a standby takes over without waiting for the lease to run out
           }),
       );
-      return service;
+      return held.service;
     }),
   );
 

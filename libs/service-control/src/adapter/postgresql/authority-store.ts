@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { Either } from 'effect';
 import pg from 'pg';
 import type {
+  AuthorityAcquisition,
   AuthorityStore,
   AuthorityTx,
   FastAckInput,
@@ -20,6 +21,7 @@ import type { StoredService } from '../../application/service-row.js';
 import { type Bytes, toHex } from '../../domain/bytes.js';
 import { type ServiceControlError, ServiceControlError as SCE, scError } from '../../domain/errors.js';
 import { nextCounter } from '../../domain/counter.js';
+import { mayTakeOver } from '../../domain/authority-holder.js';
 import type { BReportRow } from '../../domain/report.js';
 import type { RuntimeBinding } from '../../domain/runtime.js';
 import type { AckRecord } from '../../domain/snapshot.js';
@@ -154,6 +156,8 @@ const MIGRATIONS: readonly string[] = [
   // node registration (spec §3.13, decision 0272): the capabilities a node advertised, per (identity, Network); no label
   `CREATE TABLE ${S}.node_registration (identity bytea NOT NULL, network_id bytea NOT NULL, capabilities text[] NOT NULL,
      registered_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (identity, network_id));`,
+  // the authority lease (decision 0400): who holds the authority and until when by the database's clock; NULL = nobody
+  `ALTER TABLE ${S}.authority ADD COLUMN holder text, ADD COLUMN lease_until timestamptz;`,
 ];
 
 const b = (v: Buffer | Uint8Array): Bytes => new Uint8Array(v);
@@ -549,6 +553,10 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
   const { afterCommit, pruneLeaseRows, pruneRevisionRows, fastAck, groupCommit, afterGroupMember, ...config } = options;
   const pool = new pg.Pool({ max: 10, ...config });
   pool.on('error', () => undefined); // idle-client errors surface on the next query as storage-unavailable
+  // the authority lease's own connection (decision 0400): a renewal never waits behind requests for a pooled one —
+  // under a reconnect storm all ten are busy for seconds, and a holder whose renewal waits past its lease must stop
+  const leasePool = new pg.Pool({ ...config, max: 1 });
+  leasePool.on('error', () => undefined);
   const fenceSql = `SELECT epoch FROM ${S}.authority WHERE id = 1 FOR SHARE`;
   const fenceCheck = (epoch: bigint) => (r: pg.QueryResult) =>
     r.rows[0] !== undefined && big(r.rows[0].epoch) === epoch ? null : staleEpoch();
@@ -569,10 +577,13 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
         });
   const txOf = (c: TxConnection) => tx(c, { prune: pruneLeaseRows !== false }, pruneRevisionRows !== false);
 
-  const run = async <A>(f: (c: pg.PoolClient) => Promise<A>): Promise<Either.Either<A, ServiceControlError>> => {
+  const run = async <A>(
+    f: (c: pg.PoolClient) => Promise<A>,
+    on: pg.Pool = pool,
+  ): Promise<Either.Either<A, ServiceControlError>> => {
     let c: pg.PoolClient;
     try {
-      c = await pool.connect();
+      c = await on.connect();
     } catch (e) {
       return Either.left(storageError(e));
     }
@@ -639,6 +650,39 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
     return out;
   };
 
+  /**
+   * The takeover's writes, the authority row already locked FOR UPDATE (`row` its read, undefined before the first
+   * start): the next epoch, `holder` with a lease of `ttlMs` (null: no holder, no lease), and the older epochs' grant
+   * rows pruned. The caller commits.
+   */
+  const takeOverLocked = async (
+    c: pg.PoolClient,
+    row: { nsd_id: Buffer; epoch: string } | undefined,
+    holder: string | null,
+    ttlMs: number,
+  ): Promise<{ readonly nsdId: Bytes; readonly epoch: bigint }> => {
+    const nsdId =
+      row === undefined ? new Uint8Array(Buffer.from(randomUUID().replaceAll('-', ''), 'hex')) : b(row.nsd_id);
+    const next = nextCounter(row === undefined ? null : big(row.epoch), 'authority_epoch');
+    if (Either.isLeft(next)) throw next.left;
+    await c.query(
+      `INSERT INTO ${S}.authority (id, nsd_id, epoch, holder, lease_until)
+       VALUES (1, $1, $2, $3::text, CASE WHEN $3::text IS NULL THEN NULL ELSE clock_timestamp() + $4::float8 * interval '1 millisecond' END)
+       ON CONFLICT (id) DO UPDATE SET epoch = excluded.epoch, holder = excluded.holder, lease_until = excluded.lease_until`,
+      [buf(nsdId), next.right.toString(), holder, ttlMs],
+    );
+    // every grant and request-map read filters on the current epoch: the older epochs' rows are unreachable
+    // from this commit on — also those of services never granted again (decision 0191; 0165 pruned the rest)
+    // — and no withdrawn service's mark has a grant of the new epoch, so none of them applies any more (0196)
+    if (pruneLeaseRows !== false)
+      await c.query(
+        plainSql(
+          `DELETE FROM ${S}.lease_grant WHERE epoch <> ${lit.num(next.right)}; DELETE FROM ${S}.lease_acquire_item WHERE epoch <> ${lit.num(next.right)}; ${pruneWithdrawnMarksSql()}`,
+        ),
+      );
+    return { nsdId, epoch: next.right };
+  };
+
   return {
     migrate: async () =>
       orThrow(
@@ -673,31 +717,72 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
           await c.query('BEGIN');
           try {
             const r = await c.query(`SELECT nsd_id, epoch FROM ${S}.authority WHERE id = 1 FOR UPDATE`);
-            const row = r.rows[0];
-            const nsdId =
-              row === undefined ? new Uint8Array(Buffer.from(randomUUID().replaceAll('-', ''), 'hex')) : b(row.nsd_id);
-            const next = nextCounter(row === undefined ? null : big(row.epoch), 'authority_epoch');
-            if (Either.isLeft(next)) throw next.left;
-            await c.query(`INSERT INTO ${S}.authority VALUES (1, $1, $2) ON CONFLICT (id) DO UPDATE SET epoch = $2`, [
-              buf(nsdId),
-              next.right.toString(),
-            ]);
-            // every grant and request-map read filters on the current epoch: the older epochs' rows are unreachable
-            // from this commit on — also those of services never granted again (decision 0191; 0165 pruned the rest)
-            // — and no withdrawn service's mark has a grant of the new epoch, so none of them applies any more (0196)
-            if (pruneLeaseRows !== false)
-              await c.query(
-                plainSql(
-                  `DELETE FROM ${S}.lease_grant WHERE epoch <> ${lit.num(next.right)}; DELETE FROM ${S}.lease_acquire_item WHERE epoch <> ${lit.num(next.right)}; ${pruneWithdrawnMarksSql()}`,
-                ),
-              );
+            // a takeover without a lease (decision 0332's single authority): no holder is left on the row
+            const taken = await takeOverLocked(c, r.rows[0], null, 0);
             await c.query('COMMIT');
-            return { nsdId, epoch: next.right };
+            return taken;
           } catch (e) {
             await c.query('ROLLBACK');
             throw e;
           }
         }),
+      ),
+    acquireAuthority: async (holder, ttlMs) =>
+      orThrow(
+        await run(async (c): Promise<AuthorityAcquisition> => {
+          await c.query('BEGIN');
+          try {
+            const r = await c.query(
+              `SELECT nsd_id, epoch, holder, (extract(epoch FROM lease_until - clock_timestamp()) * 1000)::float8 AS remaining
+               FROM ${S}.authority WHERE id = 1 FOR UPDATE`,
+            );
+            const row = r.rows[0];
+            const lease =
+              row === undefined
+                ? null
+                : { holder: row.holder as string | null, remainingMs: row.remaining as number | null };
+            if (lease !== null && !mayTakeOver(lease, holder)) {
+              await c.query('ROLLBACK');
+              return {
+                taken: false,
+                holder: lease.holder as string,
+                epoch: big(row.epoch),
+                remainingMs: lease.remainingMs as number,
+              };
+            }
+            const taken = await takeOverLocked(c, row, holder, ttlMs);
+            await c.query('COMMIT');
+            return { taken: true, ...taken };
+          } catch (e) {
+            await c.query('ROLLBACK');
+            throw e;
+          }
+        }, leasePool),
+      ),
+    renewAuthority: async (holder, epoch, ttlMs) =>
+      orThrow(
+        await run(
+          async (c) =>
+            (
+              await c.query(
+                `UPDATE ${S}.authority SET lease_until = clock_timestamp() + $3::float8 * interval '1 millisecond'
+                 WHERE id = 1 AND holder = $1 AND epoch = $2`,
+                [holder, epoch.toString(), ttlMs],
+              )
+            ).rowCount === 1,
+          leasePool,
+        ),
+      ),
+    releaseAuthority: async (holder, epoch) =>
+      void orThrow(
+        await run(
+          (c) =>
+            c.query(
+              `UPDATE ${S}.authority SET lease_until = clock_timestamp() WHERE id = 1 AND holder = $1 AND epoch = $2`,
+              [holder, epoch.toString()],
+            ),
+          leasePool,
+        ),
       ),
     isMember: async (identity, networkId) =>
       orThrow(
@@ -796,6 +881,9 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
             : c.query(`DELETE FROM ${S}.outbox WHERE network_id = $1 AND id <= $2`, [buf(networkId), id.toString()]),
         ),
       ),
-    close: () => pool.end(),
+    close: async () => {
+      await leasePool.end();
+      await pool.end();
+    },
   };
 };

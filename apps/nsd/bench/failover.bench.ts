@@ -1,0 +1,368 @@
+// nsd failover bench (issue 25, decision 0400): two real nsd processes on one database with the authority lease, the
+// second standing by; D simulated daemons (the load generator's clients: bind → session.open → config.stream until
+// the first snapshot) stream from the active one spread over K Networks, while W publishers keep sending
+// report.replace with a new revision each. Then the active nsd is SIGKILLed. Printed: the time from the kill until
+// the standby listens (its lease wait + takeover + outbox) and until every daemon streams again under the new epoch
+// (p50 / p99 / max), and the check that no report acknowledged before the kill is lost (each writer's row holds at
+// least its last acknowledged revision, with that digest when equal). The simulated daemons retry like ns-daemon:
+// every RETRY ms, session.open first, a re-bind after stale-epoch. Needs the machine's PostgreSQL (`./pg.ts`).
+// Env: BENCH_DAEMONS (1000), BENCH_NETWORKS (50), BENCH_LEASE_MS (2000), BENCH_WRITERS (8), BENCH_RETRY_MS (500).
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type Message, StreamBindingCodec, reportDigest, streamBindingToWire } from '@homelab/service-control';
+import { generateSigner, openStream, signerFromPem } from '@homelab/service-control/transport';
+import { benchClient, withBenchDatabase } from './pg.js';
+import { signedClient } from './signed-client.js';
+import { oneServiceContent } from '../test/lease-wire.js';
+
+const print = (...parts: ReadonlyArray<unknown>): void => void process.stdout.write(`${parts.map(String).join(' ')}\n`);
+const DAEMONS = Number(process.env['BENCH_DAEMONS'] ?? 1000);
+const NETWORKS = Number(process.env['BENCH_NETWORKS'] ?? 50);
+const LEASE_MS = Number(process.env['BENCH_LEASE_MS'] ?? 2000);
+const WRITERS = Number(process.env['BENCH_WRITERS'] ?? 8);
+const RETRY_MS = Number(process.env['BENCH_RETRY_MS'] ?? 500);
+const root = join(import.meta.dirname, '../../..');
+
+/** User + system CPU seconds of a process (/proc; 100 ticks a second). */
+const cpuSeconds = (pid: number | undefined): number => {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  return (Number(f[11]) + Number(f[12])) / 100;
+};
+
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => resolve(p));
+    });
+  });
+
+/** One nsd process (its `start` command, from source); `seen(event)` resolves with the line and when it was read. */
+const nsdProcess = (env: Record<string, string>) => {
+  const child: ChildProcess = spawn(
+    process.execPath,
+    ['--conditions=@homelab/source', '--import', 'tsx', 'src/main.ts'],
+    { cwd: join(root, 'apps/nsd'), env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  const lines: { at: number; line: Record<string, unknown> }[] = [];
+  const waiters = new Set<() => void>();
+  let buf = '';
+  let err = '';
+  child.stderr?.on('data', (c: Buffer) => (err += c.toString()));
+  child.stdout?.on('data', (c: Buffer) => {
+    buf += c.toString();
+    let i;
+    while ((i = buf.indexOf('\n')) >= 0) {
+      const raw = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      if (process.env['BENCH_DEBUG'] === '1') process.stderr.write(`nsd: ${raw}\n`);
+      try {
+        const r = JSON.parse(raw) as { message: string; annotations: Record<string, unknown> };
+        lines.push({ at: performance.now(), line: { ...r.annotations, event: r.message } });
+      } catch {
+        lines.push({ at: performance.now(), line: { raw } });
+      }
+      for (const w of waiters) w();
+    }
+  });
+  /** Resolves when the process exits, with its code or signal and its last log lines. */
+  const exited = new Promise<string>((resolve) =>
+    child.on('exit', (code, signal) =>
+      resolve(
+        `exit ${code ?? signal}; last log: ${JSON.stringify(lines.slice(-6).map((l) => l.line))} ${err.slice(-500)}`,
+      ),
+    ),
+  );
+  const seen = (event: string, ms = 120_000) =>
+    new Promise<{ at: number; line: Record<string, unknown> }>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`nsd: no ${event} within ${ms} ms; ${err.slice(-1000)}`)), ms);
+      const check = () => {
+        const hit = lines.find((l) => l.line['event'] === event);
+        if (hit === undefined) return;
+        waiters.delete(check);
+        clearTimeout(timer);
+        resolve(hit);
+      };
+      waiters.add(check);
+      check();
+    });
+  return { child, seen, exited };
+};
+
+await withBenchDatabase('nsd_failover_bench', async (config) => {
+  const dir = mkdtempSync(join(tmpdir(), 'nsd-failover-bench-'));
+  const procs: ChildProcess[] = [];
+  try {
+    const { privateKeyPem } = generateSigner();
+    const keyFile = join(dir, 'nsd.pem');
+    writeFileSync(keyFile, privateKeyPem);
+    const nsdKey = signerFromPem(privateKeyPem).machineId;
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    const env = (instance: string) => ({
+      NSD_PORT: String(port),
+      NSD_DB_HOST: config.host,
+      NSD_DB_PORT: String(config.port),
+      NSD_DB_USER: config.user,
+      NSD_DB_NAME: config.database,
+      NSD_KEY_FILE: keyFile,
+      NSD_AUTHORITY_LEASE_MS: String(LEASE_MS),
+      NSD_INSTANCE: instance,
+    });
+    const active = nsdProcess(env('nsd-a'));
+    procs.push(active.child);
+    const listening = (await active.seen('listening')).line;
+    const epoch1 = BigInt(listening['epoch'] as string);
+    const nsdId = new Uint8Array(Buffer.from((listening['nsd_id'] as string).replaceAll('-', ''), 'hex'));
+    const standby = nsdProcess(env('nsd-b'));
+    procs.push(standby.child);
+    await standby.seen('standby');
+
+    const nets = Array.from({ length: NETWORKS }, () => new Uint8Array(randomBytes(16)));
+    const who = (i: number) => ({ signer: generateSigner().signer, net: nets[i % NETWORKS] as Uint8Array });
+    const daemons = Array.from({ length: DAEMONS }, (_, i) => who(i));
+    const writers = Array.from({ length: WRITERS }, (_, i) => who(i));
+    const pgc = await benchClient(config);
+    await pgc.query(
+      'INSERT INTO service_control.member SELECT * FROM unnest($1::bytea[], $2::bytea[]) ON CONFLICT DO NOTHING',
+      [
+        [...daemons, ...writers].map((d) => Buffer.from(d.signer.machineId)),
+        [...daemons, ...writers].map((d) => Buffer.from(d.net)),
+      ],
+    );
+
+    /** One simulated daemon: its runtime for the whole run, its session and epoch, streaming until stopped. */
+    const simulated = (d: { signer: ReturnType<typeof who>['signer']; net: Uint8Array }) => {
+      const c = signedClient({
+        signer: d.signer,
+        nsdKey,
+        url: `${url}/v1/rpc`,
+        nsdId,
+        networkId: d.net,
+        epoch: epoch1,
+      });
+      let epoch: bigint | null = null;
+      let seq = 0n;
+      const expect = (m: Message, kind: string) => {
+        if (m.kind !== kind) throw new Error(`expected ${kind}, got ${m.kind}`);
+        return m as Message & { body: Record<string, unknown> };
+      };
+      const bind = async () => {
+        const m = await c.call(
+          c.env(
+            'runtime.bind',
+            { mode: 'normal', floor_request_id: null, owner_recovery: false },
+            { authority_epoch: null },
+          ),
+        );
+        epoch = expect(m, 'runtime.bind.result').body['authority_epoch'] as bigint;
+      };
+      /** session.open, then config.stream until its first event: resolves with the stream's end. */
+      const session = async (stop: AbortSignal): Promise<{ first: Promise<void>; ended: Promise<void> }> => {
+        seq++;
+        const m = expect(
+          await c.call(c.env('session.open', {}, { session_seq: seq, authority_epoch: epoch })),
+          'session.open.result',
+        );
+        const binding = StreamBindingCodec.encodeOrThrow(
+          streamBindingToWire({
+            nsdId,
+            networkId: d.net,
+            runtimeGeneration: 1n,
+            runtimeId: c.rid,
+            authorityEpoch: epoch as bigint,
+            sessionSeq: m.body['session_seq'] as bigint,
+            sessionRequestId: m.body['session_request_id'] as Uint8Array,
+          }),
+        );
+        let heard: () => void = () => undefined;
+        const ended = openStream(
+          c.side,
+          `${url}/v1/config.stream`,
+          binding,
+          { onPayload: () => heard(), onReject: () => undefined },
+          stop,
+        );
+        const first = new Promise<void>((resolve, reject) => {
+          heard = resolve;
+          ended.then(() => reject(new Error('stream ended before its first event')), reject);
+        });
+        return { first, ended: ended.catch(() => undefined) };
+      };
+      return {
+        /** Bind, open a session and stream until the first event (retrying like ns-daemon); the stream's end. */
+        connect: async (stop: AbortSignal, needBind: boolean): Promise<{ readonly ended: Promise<void> }> => {
+          let rebind = needBind || epoch === null;
+          for (;;) {
+            try {
+              const debug = (what: string) =>
+                process.env['BENCH_DEBUG'] === '1' && process.stderr.write(`daemon: ${what}\n`);
+              if (rebind) await bind();
+              debug(`bound, epoch ${epoch}`);
+              const s = await session(stop);
+              debug('session open, stream opened');
+              await s.first;
+              debug('first event');
+              return { ended: s.ended }; // wrapped: an async function would wait for a returned promise
+            } catch (e) {
+              if (stop.aborted) throw e;
+              const text = String((e as { message?: unknown }).message ?? e);
+              if (process.env['BENCH_DEBUG'] === '1') process.stderr.write(`daemon retry: ${text}\n`);
+              if (text.includes('stale-epoch')) rebind = true;
+              await sleep(RETRY_MS);
+            }
+          }
+        },
+        epoch: () => epoch,
+      };
+    };
+
+    const stop = new AbortController();
+    setMaxListeners(0, stop.signal); // every simulated daemon's stream listens on it
+    const sims = daemons.map(simulated);
+    const t0 = performance.now();
+    const ends: Promise<void>[] = new Array(DAEMONS);
+    for (let i = 0; i < DAEMONS; i += 50)
+      await Promise.all(
+        sims.slice(i, i + 50).map(async (s, j) => {
+          ends[i + j] = (await s.connect(stop.signal, true)).ended; // kept, not returned (that would await the end)
+        }),
+      );
+    print(
+      `nsd failover bench: ${DAEMONS} simulated daemons in ${NETWORKS} Networks streaming from nsd-a (epoch ${epoch1}) after ${((performance.now() - t0) / 1000).toFixed(1)} s; nsd-b standing by; lease ${LEASE_MS} ms, retry ${RETRY_MS} ms`,
+    );
+
+    // the writers: report.replace with a new revision each, the last acknowledged (revision, digest) kept
+    const acked = new Map<number, { revision: bigint; digest: Uint8Array }>();
+    let writing = true;
+    let replaces = 0;
+    const writerLoops = writers.map(async (w, i) => {
+      const c = signedClient({
+        signer: w.signer,
+        nsdKey,
+        url: `${url}/v1/rpc`,
+        nsdId,
+        networkId: w.net,
+        epoch: epoch1,
+      });
+      let epoch = epoch1;
+      let seq = 0n;
+      let revision = 0n;
+      let bound = false;
+      while (writing) {
+        try {
+          if (!bound) {
+            const m = await c.call(
+              c.env(
+                'runtime.bind',
+                { mode: 'normal', floor_request_id: null, owner_recovery: false },
+                { authority_epoch: null },
+              ),
+            );
+            if (m.kind === 'runtime.bind.result') epoch = m.body.authority_epoch;
+            seq++;
+            await c.call(c.env('session.open', {}, { session_seq: seq, authority_epoch: epoch }));
+            bound = true;
+          }
+          const scope = { publisher_identity: w.signer.machineId, nsd_id: nsdId, network_id: w.net };
+          const next = revision + 1n;
+          const content = oneServiceContent(scope, {
+            key: 'svc',
+            displayName: `r${next}`,
+            ipv4: [10, 0, 0, 1],
+            port: 80,
+          });
+          const digest = reportDigest(content as never);
+          const m = await c.call(
+            c.env(
+              'report.replace',
+              { scope, report_revision: next, report_digest: digest, content },
+              { authority_epoch: epoch },
+            ),
+          );
+          if (m.kind !== 'report.accepted') throw new Error(`report.replace: ${m.kind}`);
+          revision = next;
+          acked.set(i, { revision, digest });
+          replaces++;
+        } catch (e) {
+          if (String((e as { message?: unknown }).message ?? e).includes('stale-epoch')) bound = false;
+          await sleep(RETRY_MS);
+        }
+      }
+    });
+    await sleep(1_000);
+
+    // the kill: every daemon's stream ends; each reconnects as ns-daemon does and is timed until it streams again
+    const beforeKill = replaces;
+    const cpu0 = cpuSeconds(standby.child.pid);
+    const load0 = loadavg()[0] as number;
+    const kill = performance.now();
+    active.child.kill('SIGKILL');
+    // nsd-b ending during the failover fails the run (the daemons would otherwise retry for ever)
+    const back = await Promise.race([
+      Promise.all(
+        sims.map(async (s, i) => {
+          await ends[i];
+          await sleep(RETRY_MS);
+          await s.connect(stop.signal, false);
+          return performance.now() - kill;
+        }),
+      ),
+      standby.exited.then((why) => Promise.reject(new Error(`nsd-b ended during the failover: ${why}`))),
+    ]);
+    const cpu1 = cpuSeconds(standby.child.pid);
+    const takenOver = (await standby.seen('listening')).line;
+    const listenAt = (await standby.seen('listening')).at - kill;
+    const takeoverAt = (await standby.seen('epoch-taken-over')).at - kill;
+    const epoch2 = BigInt(takenOver['epoch'] as string);
+    await sleep(500);
+    writing = false;
+    await Promise.all(writerLoops);
+
+    const sorted = [...back].sort((a, b) => a - b);
+    const q = (p: number) => (sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] as number) / 1000;
+    const wrongEpoch = sims.filter((s) => s.epoch() !== epoch2).length;
+    print(
+      `  SIGKILL nsd-a → nsd-b took over (epoch ${epoch2}) after ${(takeoverAt / 1000).toFixed(2)} s, listening after ${(listenAt / 1000).toFixed(2)} s`,
+    );
+    print(
+      `  every daemon streaming again after ${q(1).toFixed(2)} s (goal ≤ 5 s for 1,000): p50 ${q(0.5).toFixed(2)} s, p99 ${q(0.99).toFixed(2)} s; daemons not on epoch ${epoch2}: ${wrongEpoch}`,
+    );
+    print(
+      `  nsd-b's CPU from the kill until the last daemon streamed: ${(cpu1 - cpu0).toFixed(1)} s in ${q(1).toFixed(1)} s; machine load average ${load0.toFixed(1)} at the kill (${availableParallelism()} cores)`,
+    );
+    // no report acknowledged before (or during) the failover is lost
+    const rows = await pgc.query(
+      'SELECT identity, revision::text AS revision, digest FROM service_control.report WHERE identity = ANY($1)',
+      [writers.map((w) => Buffer.from(w.signer.machineId))],
+    );
+    let lost = 0;
+    for (const [i, a] of acked) {
+      const row = rows.rows.find((r) =>
+        Buffer.from(r.identity as Buffer).equals(Buffer.from(writers[i]?.signer.machineId as Uint8Array)),
+      );
+      const rev = row === undefined ? 0n : BigInt(row.revision as string);
+      if (rev < a.revision || (rev === a.revision && !Buffer.from(row?.digest as Buffer).equals(Buffer.from(a.digest))))
+        lost++;
+    }
+    print(
+      `  ${replaces} report.replace acknowledged (${beforeKill} before the kill); acknowledged reports missing from the database afterwards: ${lost}`,
+    );
+    if (lost > 0 || wrongEpoch > 0) process.exitCode = 1;
+    stop.abort();
+    await pgc.end();
+  } finally {
+    for (const p of procs) if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  }
+}).catch((e: unknown) => {
+  process.stderr.write(`failover bench failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+  process.exit(1); // the simulated daemons' retry loops would keep the process alive
+});

@@ -1,0 +1,127 @@
+// The authority lease in a running nsd (decision 0400): a standby waits until no other holder's lease is live and
+// then takes over (epoch + 1, through the store); the holder renews its lease a few times per lease length and gives
+// up the authority — for good, this process serves no more — when a renewal finds another takeover on the row, or
+// when no renewal was confirmed within its last lease by its own monotonic clock. The rules are domain/authority-holder.
+import type { Bytes } from '../domain/bytes.js';
+import {
+  type HolderVerdict,
+  afterRenewal,
+  leaseValidUntil,
+  renewEveryMs,
+  standbyWaitMs,
+} from '../domain/authority-holder.js';
+import type { AuthorityStore } from './authority-store.js';
+
+export interface AuthorityLeaseOptions {
+  /** This process's name on the authority row (unique per process: a restarted process is a new holder). */
+  readonly holder: string;
+  /** Lease length in ms, by the database's clock. */
+  readonly ttlMs: number;
+  /**
+   * Called once when this process no longer holds the authority: `lost` (another takeover is on the row) or
+   * `expired` (no renewal confirmed within the lease: a standby may hold it now). The process must stop serving.
+   */
+  readonly onLost: (reason: Exclude<HolderVerdict, 'held'>) => void;
+  /** Wait after a storage failure while standing by (default 500 ms). */
+  readonly retryMs?: number;
+}
+
+type Log = (event: string, fields: Record<string, unknown>) => void;
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason as Error);
+    const t = setTimeout(() => {
+      signal.removeEventListener('abort', abort);
+      resolve();
+    }, ms);
+    const abort = () => {
+      clearTimeout(t);
+      reject(signal.reason as Error);
+    };
+    signal.addEventListener('abort', abort, { once: true });
+  });
+
+/**
+ * Stand by until this process holds the authority: the new epoch and the local monotonic time the successful
+ * acquisition was sent at (its lease counts from then). Logs `standby` once, with the holder it waits for.
+ */
+export const waitForAuthority = async (
+  store: AuthorityStore,
+  lease: AuthorityLeaseOptions,
+  now: () => number,
+  signal: AbortSignal,
+  log?: Log,
+): Promise<{ readonly nsdId: Bytes; readonly epoch: bigint; readonly sentAt: number }> => {
+  let announced = false;
+  for (;;) {
+    signal.throwIfAborted();
+    const sentAt = now();
+    let out: Awaited<ReturnType<AuthorityStore['acquireAuthority']>>;
+    try {
+      out = await store.acquireAuthority(lease.holder, lease.ttlMs);
+    } catch (e) {
+      log?.('standby-retry', { error: e instanceof Error ? e.message : String(e) });
+      await sleep(lease.retryMs ?? 500, signal);
+      continue;
+    }
+    if (out.taken) return { nsdId: out.nsdId, epoch: out.epoch, sentAt };
+    if (!announced) {
+      announced = true;
+      log?.('standby', { holder: out.holder, epoch: String(out.epoch), remaining_ms: Math.round(out.remainingMs) });
+    }
+    await sleep(standbyWaitMs(out.remainingMs, lease.ttlMs), signal);
+  }
+};
+
+/** Renew the lease of `epoch` until stopped or lost; `stop(release)` ends it, `release` also ends the lease now. */
+export const holdAuthority = (
+  store: AuthorityStore,
+  lease: AuthorityLeaseOptions,
+  epoch: bigint,
+  acquiredAt: number,
+  now: () => number,
+  log?: Log,
+) => {
+  let validUntil = leaseValidUntil(acquiredAt, lease.ttlMs);
+  let done = false;
+  let inFlight = false;
+  const lost = (v: Exclude<HolderVerdict, 'held'>) => {
+    done = true;
+    clearInterval(timer);
+    log?.('authority-lost', { reason: v, epoch: String(epoch) });
+    lease.onLost(v);
+  };
+  const tick = async () => {
+    if (done) return;
+    // a renewal that hangs does not extend the lease: past its end this process stops, answer or not. A tick that
+    // comes late (a busy event loop) still renews first: a confirmed renewal proves no takeover happened meanwhile
+    // (a takeover changes the epoch the UPDATE matches), so only a failed or hanging one ends the holder
+    if (inFlight) {
+      if (now() >= validUntil) lost('expired');
+      return;
+    }
+    inFlight = true;
+    const sentAt = now();
+    let renewed: boolean | null;
+    try {
+      renewed = await store.renewAuthority(lease.holder, epoch, lease.ttlMs);
+    } catch {
+      renewed = null;
+    }
+    inFlight = false;
+    if (done) return;
+    if (renewed === true) validUntil = leaseValidUntil(sentAt, lease.ttlMs);
+    const verdict = afterRenewal(renewed, validUntil, now());
+    if (verdict !== 'held') lost(verdict);
+  };
+  const timer = setInterval(() => void tick(), renewEveryMs(lease.ttlMs));
+  return {
+    stop: async (release: boolean) => {
+      if (done) return;
+      done = true;
+      clearInterval(timer);
+      if (release) await store.releaseAuthority(lease.holder, epoch).catch(() => undefined);
+    },
+  };
+};

@@ -1,0 +1,139 @@
+// The authority lease on the machine's PostgreSQL (decision 0400, digest §5.2 "only the persistent ready authority
+// (lease holder) allocates the epoch"): a standby never takes over a live holder, takes over (epoch + 1, exactly once
+// among racing standbys) after the lease ended, and the old holder can then neither renew nor commit.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { useDatabase } from '@homelab/testbed/vitest';
+import { Either } from 'effect';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AuthorityStore } from '../src/application/authority-store.js';
+import { holdAuthority } from '../src/application/authority-holder.js';
+import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
+import { generateSigner } from '../src/adapter/transport/index.js';
+import { rid16 } from './wire.js';
+
+const db = useDatabase('authority_lease');
+const TTL = 300;
+/** The renewing holder's lease in the first test: long against the loop's steps, so a slow machine cannot end it. */
+const LIVE = 1_000;
+const stores: AuthorityStore[] = [];
+const open = async () => {
+  const s = makePgAuthorityStore(db.config);
+  stores.push(s);
+  await s.migrate();
+  return s;
+};
+let a: AuthorityStore;
+let b: AuthorityStore;
+beforeAll(async () => {
+  a = await open();
+  b = await open();
+});
+afterAll(async () => {
+  for (const s of stores) await s.close();
+});
+
+/** Ask until `holder` holds the authority (the other holder's lease has to run out first). */
+const acquireWhenFree = async (s: AuthorityStore, holder: string) => {
+  for (let i = 0; i < 100; i++) {
+    const out = await s.acquireAuthority(holder, TTL);
+    if (out.taken) return out;
+    await sleep(50);
+  }
+  throw new Error(`${holder} never took over`);
+};
+
+/** A write fenced on `epoch` (a snapshot row of a new target): its result, Left stale-epoch when fenced out. */
+const fencedWrite = (s: AuthorityStore, epoch: bigint) =>
+  s.transact(epoch, async (tx) => {
+    const target = generateSigner().signer.machineId;
+    const digest = new Uint8Array(32).fill(7);
+    await tx.saveSnapshot(target, rid16(), { revision: 1n, bodyDigest: digest, digest, body: new Uint8Array([1]) });
+    return Either.void;
+  });
+
+describe('§5.2 authority lease (decision 0400)', () => {
+  it('a standby does not take over a live holder that renews; after the lease ended it takes over with epoch + 1', async () => {
+    const first = await a.acquireAuthority('a', LIVE);
+    if (!first.taken) throw new Error('the first holder must take over an empty row');
+    // while a renews, b is refused every time (over three lease lengths of b's own), with a as the holder and the
+    // lease's remaining time
+    for (let i = 0; i < 9; i++) {
+      expect(await a.renewAuthority('a', first.epoch, LIVE)).toBe(true);
+      const refused = await b.acquireAuthority('b', TTL);
+      expect(refused).toMatchObject({ taken: false, holder: 'a', epoch: first.epoch });
+      if (refused.taken) throw new Error('unreachable');
+      expect(refused.remainingMs).toBeGreaterThan(0);
+      expect(refused.remainingMs).toBeLessThanOrEqual(LIVE);
+      await sleep(TTL / 3);
+    }
+    expect(Either.isRight(await fencedWrite(a, first.epoch))).toBe(true);
+    // a stops renewing (killed): b takes over once the lease ran out
+    const second = await acquireWhenFree(b, 'b');
+    expect(second.epoch).toBe(first.epoch + 1n);
+    expect(second.nsdId).toEqual(first.nsdId);
+    // the old holder is fenced: no renewal, no commit
+    expect(await a.renewAuthority('a', first.epoch, TTL)).toBe(false);
+    const stale = await fencedWrite(a, first.epoch);
+    expect(Either.isLeft(stale) && stale.left.code).toBe('stale-epoch');
+    expect(Either.isRight(await fencedWrite(b, second.epoch))).toBe(true);
+    // and it cannot take the authority back while b renews (no ping-pong)
+    expect(await b.renewAuthority('b', second.epoch, TTL)).toBe(true);
+    expect(await a.acquireAuthority('a', TTL)).toMatchObject({ taken: false, holder: 'b' });
+  });
+
+  it('standbys racing for an ended lease: exactly one takes over, the others see it as the holder', async () => {
+    const before = await b.acquireAuthority('b', TTL); // b holds it from the test before (its own lease: taken again)
+    if (!before.taken) throw new Error('b must still hold the authority');
+    const racers = await Promise.all([1, 2, 3, 4].map(() => open()));
+    await sleep(TTL + 50); // b is gone
+    const outs = await Promise.all(racers.map((s, i) => s.acquireAuthority(`r${i}`, TTL)));
+    const winners = outs.filter((o) => o.taken);
+    expect(winners).toHaveLength(1);
+    const winner = winners[0];
+    if (winner === undefined || !winner.taken) throw new Error('unreachable');
+    expect(winner.epoch).toBe(before.epoch + 1n);
+    const holder = `r${outs.indexOf(winner)}`;
+    for (const o of outs) if (!o.taken) expect(o).toMatchObject({ holder, epoch: winner.epoch });
+    expect((await a.currentEpoch()).pipe(Either.getOrThrow)).toBe(winner.epoch);
+  });
+
+  it('a released lease (graceful stop) is taken over at once; a takeover without a lease leaves no holder', async () => {
+    const c = await acquireWhenFree(a, 'c');
+    await a.releaseAuthority('c', c.epoch);
+    const d = await b.acquireAuthority('d', 60_000);
+    expect(d).toMatchObject({ taken: true, epoch: c.epoch + 1n });
+    // releasing with an old epoch or another name changes nothing: d's long lease still stands
+    await a.releaseAuthority('c', c.epoch);
+    await a.releaseAuthority('x', d.epoch + 0n);
+    expect(await a.acquireAuthority('e', TTL)).toMatchObject({ taken: false, holder: 'd' });
+    // the single-authority takeover (decision 0332) fences the holder and leaves the row without a lease
+    const forced = await a.takeover();
+    expect(forced.epoch).toBe(c.epoch + 2n);
+    if (!d.taken) throw new Error('unreachable');
+    expect(await b.renewAuthority('d', d.epoch, TTL)).toBe(false);
+    expect(await b.acquireAuthority('e', TTL)).toMatchObject({ taken: true, epoch: forced.epoch + 1n });
+  });
+
+  it('the running holder: a late tick still renews and holds; a takeover on the row ends it once (lost)', async () => {
+    const taken = await acquireWhenFree(a, 'h');
+    let clock = 0;
+    const ended: string[] = [];
+    const holding = holdAuthority(
+      a,
+      { holder: 'h', ttlMs: TTL, onLost: (r) => ended.push(r) },
+      taken.epoch,
+      0,
+      () => clock,
+    );
+    // the event loop comes back far past the lease by the local clock: the renewal is sent first and confirmed
+    clock = 10 * TTL;
+    await sleep(2 * TTL);
+    expect(ended).toEqual([]);
+    expect(await b.acquireAuthority('x', TTL)).toMatchObject({ taken: false, holder: 'h', epoch: taken.epoch });
+    // another takeover on the row: the next renewal finds it, the holder ends, once
+    await b.takeover();
+    await sleep(2 * TTL);
+    expect(ended).toEqual(['lost']);
+    await holding.stop(false);
+  });
+});
