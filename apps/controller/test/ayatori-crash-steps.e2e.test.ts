@@ -15,20 +15,14 @@
 //    leave nothing (no Secret, role, database, KV metadata, Database, Tenant).
 // Every process runs from an esbuild bundle of its entry made once for the file (decision 0381), not under tsx.
 import { join } from 'node:path';
-import { Api } from '@homelab/ayatori-database';
-import { baoRequest, eventually, kubeRequest, testbed } from '@homelab/testbed/vitest';
-import pg from 'pg';
+import { eventually } from '@homelab/testbed/vitest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  adminSql as sql,
-  type AyatoriObj as Obj,
   ayatoriProcessFile,
   ayatoriRunning as running,
   bundleEntry,
-  kvValue,
   readyCondition as ready,
   scramMatches as passwordMatches,
-  secretData,
   spawnController,
   stopProcess as stop,
 } from './support.js';
@@ -37,15 +31,14 @@ const file = ayatoriProcessFile('ctrl-aykill', {
   provisioning: true,
   instanceLabels: (label) => ({ [label]: 'yes', [`${label}-step`]: 'instance' }),
 });
-const { ns, kv, suffix, label, instanceName, children, roles, sessions, databases, tenantsPath, tenantPath } = file;
-const { get, post, created: cleanup } = file.objects;
+const { suffix, label, children, sessions, databases, tenantPath, isReady, assertProvisioned, assertGone, rotate } =
+  file;
+const { get } = file.objects;
 const stepLabel = `${label}-step`;
 /** The crashing test-only entry, bundled once for the file (decision 0381; `src/main.ts` is bundled by the fixture). */
 let crashEntry = '';
 let removeBundle = () => undefined as void;
 
-const kvRead = (path: string) => kvValue(kv.mount, path);
-const secretOf = (tenant: string) => secretData(ns.name, `${instanceName}-${tenant}-postgresql`);
 /** Only the Instance and the Tenants labelled `step` (each crashing process sees its own Tenant only). */
 const only = (...steps: string[]) => `${label}=yes,${stepLabel} in (instance,${steps.join(',')})`;
 const callsOf = (text: string) => [...text.matchAll(/^ayatori-test-call (.+)$/gm)].map((m) => m[1] as string);
@@ -92,71 +85,9 @@ const limited = async <A>(items: ReadonlyArray<A>, n: number, work: (a: A) => Pr
   );
 };
 
-const createTenant = async (name: string, step: string) => {
-  roles.push(name);
-  const tenant = await post(tenantsPath(), {
-    apiVersion: `${Api.Group}/${Api.Version}`,
-    kind: 'PostgreSQLTenant',
-    metadata: { name, labels: { [label]: 'yes', [stepLabel]: step } },
-    spec: { provision: { instanceRef: { name: instanceName }, database: name, loginRole: name } },
-  });
-  cleanup.push(`${databases}/tenant-${tenant.metadata.uid}`);
-  return tenant;
-};
-const isReady = async (name: string) => ready(await get(tenantPath(name)))?.status === 'True';
-
-/** Ready, one role and database, `versions` KV versions, one password in PostgreSQL, OpenBao and the Secret. */
-const assertProvisioned = async (name: string, versions: number) => {
-  const tenant = await get(tenantPath(name));
-  expect(ready(tenant), name).toMatchObject({ status: 'True', reason: 'CredentialsDelivered' });
-  const database = await get(`${databases}/tenant-${tenant?.metadata.uid}`);
-  const path = database?.status?.credentialPath as string;
-  expect(path).toBe(`${kv.base}/${database?.metadata.uid}`);
-  expect(await sql('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [name])).toHaveLength(1);
-  expect(await sql('SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1', [name])).toHaveLength(1);
-  const stored = await kvRead(path);
-  expect(stored?.version, name).toBe(versions);
-  const secret = await secretOf(name);
-  expect(secret, name).toEqual(stored?.data);
-  expect(await passwordMatches(name, secret?.['password'] as string), name).toBe(true);
-  return { database: database as Obj, path, password: secret?.['password'] as string };
-};
-/** Nothing left of a deleted Tenant: Tenant, Database, Secret, role, database, every KV version. */
-const assertGone = async (name: string, databaseName: string, path: string) => {
-  expect(await get(tenantPath(name)), name).toBeUndefined();
-  expect(await get(`${databases}/${databaseName}`), name).toBeUndefined();
-  expect(await secretOf(name), name).toBeUndefined();
-  expect(await sql('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [name]), name).toHaveLength(0);
-  expect(await sql('SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1', [name]), name).toHaveLength(0);
-  expect((await baoRequest('GET', `${kv.mount}/metadata/${path}`)).status, name).toBe(404);
-};
-const rotate = async (name: string, request: string) => {
-  const t = await get(tenantPath(name));
-  const annotations = { ...t?.metadata.annotations, 'database.ayatori.ddupan.top/rotate': request };
-  expect((await kubeRequest('PUT', tenantPath(name), { ...t, metadata: { ...t?.metadata, annotations } })).status).toBe(
-    200,
-  );
-};
-/** Reclaim policy Delete (the admin's decision), a session open as the role, then the Tenant deleted. */
-const deleteWithSession = async (name: string) => {
-  const tenant = (await get(tenantPath(name))) as Obj;
-  const dbPath = `${databases}/tenant-${tenant.metadata.uid}`;
-  const d = await get(dbPath);
-  expect((await kubeRequest('PUT', dbPath, { ...d, spec: { ...d?.spec, reclaimPolicy: 'Delete' } })).status).toBe(200);
-  const secret = (await secretOf(name)) as Record<string, string>;
-  const session = new pg.Client({
-    host: '127.0.0.1',
-    port: testbed().postgres.port,
-    user: name,
-    password: secret['password'],
-    database: name,
-  });
-  session.on('error', () => undefined);
-  await session.connect();
-  sessions.push(session);
-  expect((await kubeRequest('DELETE', tenantPath(name))).status).toBe(200);
-  return { databaseName: `tenant-${tenant.metadata.uid}`, path: d?.status?.credentialPath as string };
-};
+const createTenant = (name: string, step: string) => file.createTenant(name, { [label]: 'yes', [stepLabel]: step });
+/** Reclaim policy Delete, a session open as the role, then the Tenant deleted. */
+const deleteWithSession = (name: string) => file.deleteTenant(name, { session: true });
 
 beforeAll(async () => {
   const crashing = await bundleEntry(join(import.meta.dirname, 'fixtures/crashing-controller.ts'));
