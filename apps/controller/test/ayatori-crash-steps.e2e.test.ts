@@ -54,6 +54,16 @@ const numbered = (calls: ReadonlyArray<string>) => {
 };
 
 /**
+ * The steps between which a kill is meaningful in a slice of a process's calls: from the first mutating call (a
+ * process first presents the Tenant's current status, which changes nothing) up to the call `last` that completes
+ * the flow (a kill after it leaves nothing to do); undefined while `last` has not been printed.
+ */
+const flowSteps = (calls: ReadonlyArray<string>, last: string) => {
+  const from = calls.findIndex((c) => c !== 'present');
+  const end = from < 0 ? -1 : calls.indexOf(last, from);
+  return end < 0 ? undefined : numbered(calls).slice(from, end);
+};
+/**
  * A crashing process for one Tenant, killed right after `steps[k]`; resolves once it is dead. Its own calls, from its
  * first mutating one, must be exactly `steps[0..k]`: the fresh process counted the same calls the traced one did, so
  * the kill fell between step k and step k+1.
@@ -146,6 +156,13 @@ describe('the controller process SIGKILLed between every pair of steps (issue 21
       async () => (await get(`${databases}/${tracedBefore.database.metadata.name}`))?.status?.rotation === 'trace',
       90_000,
     );
+    // The Tenant stays Ready through a rotation: the round's end is its closing `present` in the output (reading
+    // the output as soon as the status shows the rotation done could miss that line, still in the pipe).
+    await eventually(
+      'traced rotation round ended',
+      () => flowSteps(callsOf(trace.output.text.slice(rotationFrom)), 'present') !== undefined,
+      90_000,
+    );
     await eventually('traced Tenant Ready', () => isReady(traced), 90_000);
     const rotation = callsOf(trace.output.text.slice(rotationFrom));
     await assertProvisioned(traced, 2);
@@ -157,16 +174,10 @@ describe('the controller process SIGKILLed between every pair of steps (issue 21
     const reclaim = callsOf(trace.output.text.slice(reclaimFrom));
     await assertGone(traced, tracedGone.databaseName, tracedGone.path);
 
-    // The steps between which a kill is meaningful: from the first mutating call (a process first presents the
-    // Tenant's current status, which changes nothing) up to the call that completes each flow (a kill after it
-    // leaves nothing to do). The flows' shapes are the contract's (decisions 0230, 0233, 0234).
-    const until = (calls: ReadonlyArray<string>, last: string) => {
-      const from = calls.findIndex((c) => c !== 'present');
-      return numbered(calls).slice(from, calls.indexOf(last, from));
-    };
-    const provisionSteps = until(provisioning, 'present');
-    const rotationSteps = until(rotation, 'present');
-    const reclaimSteps = until(reclaim, 'releaseTenant');
+    // The flows' shapes are the contract's (decisions 0230, 0233, 0234).
+    const provisionSteps = flowSteps(provisioning, 'present') ?? [];
+    const rotationSteps = flowSteps(rotation, 'present') ?? [];
+    const reclaimSteps = flowSteps(reclaim, 'releaseTenant') ?? [];
     expect(provisionSteps).toEqual([
       'record:Provisioning:Reconciling:1',
       'sql:CreateRole:1',

@@ -143,12 +143,19 @@ describe('the controller process with the Ayatori Database module', () => {
     await stopProcess(proc);
   });
 
-  it('--modules=ayatori serves health and metrics but no KOS API', async () => {
-    const proc = await startProcess(['--modules=ayatori', `--database-label-selector=${label}=none`]);
+  it('--modules=ayatori serves health and metrics but no KOS API; --database-workers is its controller’s concurrency', async () => {
+    const proc = await startProcess([
+      '--modules=ayatori',
+      `--database-label-selector=${label}=none`,
+      '--database-workers=3',
+    ]);
     await eventually('binding controller running', async () =>
       proc.output.text.includes('ayatori database controllers running: database-binding (Instance controller disabled'),
     );
     expect((await fetch(`${proc.url}/readyz`)).status).toBe(200);
+    expect(await (await fetch(`${proc.url}/metrics`)).text()).toContain(
+      'controller_runtime_max_concurrent_reconciles{controller="database-binding"} 3',
+    );
     expect((await fetch(`${proc.url}/api/v1/resources/Application`)).status).toBe(404);
     await stopProcess(proc);
   });
