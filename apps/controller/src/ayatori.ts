@@ -123,6 +123,7 @@ const controllersLayer = (config: ControllerConfig, options: AyatoriOptions) =>
         const started = yield* Controller.startDatabaseControllers({
           secretNamespace: config.databaseSecretNamespace,
           ...(config.databaseLabelSelector !== '' ? { labelSelector: config.databaseLabelSelector } : {}),
+          concurrency: config.databaseWorkers,
           ...(provisioning === undefined
             ? {}
             : {

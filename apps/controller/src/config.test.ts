@@ -27,6 +27,14 @@ describe('modules and Ayatori configuration', () => {
     expect(parseConfig(['--database-root-cert', '/etc/ca.pem'], {}).databaseRootCert).toBe('/etc/ca.pem');
   });
 
+  it('--database-workers: one Ayatori round at a time by default; the flag or CONTROLLER_DATABASE_WORKERS sets 1..64, anything else refused', () => {
+    expect(parseConfig([], {}).databaseWorkers).toBe(1);
+    expect(parseConfig(['--database-workers=4'], {}).databaseWorkers).toBe(4);
+    expect(parseConfig([], { CONTROLLER_DATABASE_WORKERS: '8' }).databaseWorkers).toBe(8);
+    for (const bad of ['0', '65', 'many'])
+      expect(() => parseConfig([`--database-workers=${bad}`], {})).toThrow(ConfigError);
+  });
+
   it('leader election: off by default; --leader-elect alone or =true turns it on and needs a Lease namespace', () => {
     expect(parseConfig([], {}).leaderElection.enabled).toBe(false);
     const on = parseConfig(['--leader-elect', '--port', '0'], { POD_NAMESPACE: 'ayatori-system' });

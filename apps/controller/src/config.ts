@@ -46,6 +46,11 @@ export interface ControllerConfig {
   /** Restrict the Ayatori informers to a label selector (`--database-label-selector`; not in the seed: shared test clusters). Empty = every object. */
   readonly databaseLabelSelector: string;
   /**
+   * How many Tenants (and Databases, Instances) each Ayatori controller reconciles at once (`--database-workers`,
+   * controller-runtime's MaxConcurrentReconciles; default 1, decision 0421). One key is never in two rounds at once.
+   */
+  readonly databaseWorkers: number;
+  /**
    * Issue 21: provisioning, credential delivery, rotation and reclaim of Tenants run only with an OpenBao address
    * (`--openbao-address`, `--openbao-token-file`, `--openbao-kv-mount` default `secret`,
    * `--openbao-tenant-base-path` default `postgresql-tenants`). Absent: the seed slice (Bound ≠ Ready).
@@ -122,6 +127,11 @@ export const CONTROLLER_FLAGS: ReadonlyArray<{
   { name: 'database-secret-namespace', env: 'POD_NAMESPACE', help: 'namespace of Ayatori credential Secrets' },
   { name: 'database-root-cert', help: 'CA file for PostgreSQL connections' },
   { name: 'database-label-selector', env: 'CONTROLLER_DATABASE_LABEL_SELECTOR', help: 'Ayatori objects handled' },
+  {
+    name: 'database-workers',
+    env: 'CONTROLLER_DATABASE_WORKERS',
+    help: 'Ayatori objects of one kind reconciled at once (1)',
+  },
   { name: 'openbao-address', help: 'OpenBao URL (unset = no OpenBao delivery)' },
   { name: 'openbao-token-file', help: 'file holding the OpenBao token' },
   { name: 'openbao-kv-mount', help: 'KV v2 mount (secret)' },
@@ -317,6 +327,7 @@ export const parseConfig = (
     databaseSecretNamespace: flag(argv, 'database-secret-namespace') ?? env['POD_NAMESPACE'] ?? '',
     databaseRootCert: flag(argv, 'database-root-cert') ?? '',
     databaseLabelSelector: get('database-label-selector', 'CONTROLLER_DATABASE_LABEL_SELECTOR') ?? '',
+    databaseWorkers: int('database workers', get('database-workers', 'CONTROLLER_DATABASE_WORKERS') ?? '1', 1, 64),
     leaderElection: {
       enabled: leaderRaw === 'true',
       namespace: leaderNamespace,

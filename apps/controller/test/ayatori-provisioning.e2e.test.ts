@@ -9,29 +9,23 @@
 // kills before/after every single step in-process.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Api, Domain } from '@homelab/ayatori-database';
-import { grantManagerRbac, grantProvisioningRbac, serviceAccountToken } from '@homelab/ayatori-database/testing';
-import { baoRequest, eventually, httpCall, kubeRequest, testbed } from '@homelab/testbed/vitest';
+import { Domain } from '@homelab/ayatori-database';
+import { grantManagerRbac, grantProvisioningRbac } from '@homelab/ayatori-database/testing';
+import { baoRequest, eventually, kubeRequest } from '@homelab/testbed/vitest';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import {
-  adminSql as sql,
-  type AyatoriObj as Obj,
   ayatoriProcessFile,
   ayatoriRunning,
-  kvValue,
-  readyCondition as ready,
   scramMatches as passwordMatches,
-  secretData,
   spawnController,
-  writeTokenKubeconfig,
+  stopProcess,
 } from './support.js';
 
 const file = ayatoriProcessFile('ctrl-ayprov', { provisioning: true });
-const { ns, kv, suffix, label, instanceName, children, roles, rbacCleanup, databases, tenantsPath } = file;
-const { get, post, created: cleanup } = file.objects;
-const kvRead = (path: string) => kvValue(kv.mount, path);
-const secretOf = (tenant: string) => secretData(ns.name, `${instanceName}-${tenant}-postgresql`);
+const { ns, kv, suffix, label, children, databases, tenantPath, tenantsPath } = file;
+const { secretOf, createTenant, isReady, assertProvisioned, assertGone, rotate, deleteTenant } = file;
+const { get } = file.objects;
 
 /** The controller with provisioning on; resolves once it logs that its controllers run. */
 const start = async (extra: ReadonlyArray<string> = [], token?: string) =>
@@ -45,35 +39,7 @@ const killWhen = async (proc: Awaited<ReturnType<typeof start>>, what: string, w
   proc.child.kill('SIGKILL');
   await proc.exited;
 };
-
-/** The one consistent outcome: Ready, one role/database, `versions` KV versions, one password everywhere. */
-const assertProvisioned = async (name: string, versions: number) => {
-  const tenant = await get(`${tenantsPath()}/${name}`);
-  expect(ready(tenant)).toMatchObject({ status: 'True', reason: 'CredentialsDelivered' });
-  const database = await get(`${databases}/tenant-${tenant?.metadata.uid}`);
-  const path = database?.status?.credentialPath as string;
-  expect(path).toBe(`${kv.base}/${database?.metadata.uid}`);
-  expect(await sql('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [name])).toHaveLength(1);
-  expect(await sql('SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1', [name])).toHaveLength(1);
-  const stored = await kvRead(path);
-  expect(stored?.version).toBe(versions);
-  const secret = await secretOf(name);
-  expect(secret).toEqual(stored?.data);
-  expect(await passwordMatches(name, secret?.['password'] as string)).toBe(true);
-  return { tenant: tenant as Obj, database: database as Obj, path, password: secret?.['password'] as string };
-};
-
-const createTenant = async (name: string) => {
-  roles.push(name);
-  const tenant = await post(tenantsPath(), {
-    apiVersion: `${Api.Group}/${Api.Version}`,
-    kind: 'PostgreSQLTenant',
-    metadata: { name, labels: { [label]: 'yes' } },
-    spec: { provision: { instanceRef: { name: instanceName }, database: name, loginRole: name } },
-  });
-  cleanup.push(`${databases}/tenant-${tenant.metadata.uid}`);
-  return tenant;
-};
+const ready = (name: string) => eventually('Ready', () => isReady(name), 60_000);
 
 describe('the controller process with provisioning on (issue 21)', () => {
   it('SIGKILL during provisioning, then a new process: the Tenant becomes Ready with one role, database and KV version; an application connects with the delivered Secret and creates a table', async () => {
@@ -87,11 +53,11 @@ describe('the controller process with provisioning on (issue 21)', () => {
       async () => (await get(dbPath))?.status?.credentialPath !== undefined,
     );
     // killed with work left: the Tenant is not Ready yet, so only the new process can finish it
-    const unfinished = await get(`${tenantsPath()}/${name}`);
+    const unfinished = await get(tenantPath(name));
     expect(unfinished?.metadata?.name).toBe(name);
-    expect(ready(unfinished)?.status).not.toBe('True');
+    expect(await isReady(name)).toBe(false);
     const second = await start();
-    await eventually('Ready', async () => ready(await get(`${tenantsPath()}/${name}`))?.status === 'True', 60_000);
+    await ready(name);
     await assertProvisioned(name, 1);
     const secret = (await secretOf(name)) as Record<string, string>;
     const app = new pg.Client({
@@ -110,8 +76,7 @@ describe('the controller process with provisioning on (issue 21)', () => {
     } finally {
       await app.end();
     }
-    second.child.kill('SIGTERM');
-    expect(await second.exited).toBe(0);
+    await stopProcess(second);
     expect(second.output.text + first.output.text).not.toContain(secret['password']);
   }, 180_000);
 
@@ -119,17 +84,9 @@ describe('the controller process with provisioning on (issue 21)', () => {
     const name = `kr${suffix}`;
     const first = await start();
     const tenant = await createTenant(name);
-    await eventually('Ready', async () => ready(await get(`${tenantsPath()}/${name}`))?.status === 'True', 60_000);
+    await ready(name);
     const before = await assertProvisioned(name, 1);
-    const t = await get(`${tenantsPath()}/${name}`);
-    const r = await kubeRequest('PUT', `${tenantsPath()}/${name}`, {
-      ...t,
-      metadata: {
-        ...t?.metadata,
-        annotations: { ...t?.metadata.annotations, 'database.ayatori.ddupan.top/rotate': 'k1' },
-      },
-    });
-    expect(r.status).toBe(200);
+    await rotate(name, 'k1');
     const dbPath = `${databases}/tenant-${tenant.metadata.uid}`;
     await killWhen(first, 'rotation pending', async () => {
       const rotation = (await get(dbPath))?.status?.rotation ?? '';
@@ -139,77 +96,44 @@ describe('the controller process with provisioning on (issue 21)', () => {
     expect((await get(dbPath))?.status?.rotation).toMatch(/^pending:k1:1$/);
     const second = await start();
     await eventually('rotated', async () => (await get(dbPath))?.status?.rotation === 'k1', 60_000);
-    await eventually('Ready', async () => ready(await get(`${tenantsPath()}/${name}`))?.status === 'True', 60_000);
+    await ready(name);
     const after = await assertProvisioned(name, 2);
     expect(after.password).not.toBe(before.password);
     expect(await passwordMatches(name, before.password)).toBe(false);
-    second.child.kill('SIGTERM');
-    expect(await second.exited).toBe(0);
+    await stopProcess(second);
   }, 180_000);
 
   it('SIGKILL during a Delete reclaim with a session open, then a new process: the session is terminated and nothing is left — Secret, role, database, every KV version, the Database and the Tenant', async () => {
     const name = `kd${suffix}`;
     const first = await start();
     const tenant = await createTenant(name);
-    await eventually('Ready', async () => ready(await get(`${tenantsPath()}/${name}`))?.status === 'True', 60_000);
-    const { path } = await assertProvisioned(name, 1);
+    await ready(name);
+    await assertProvisioned(name, 1);
     const dbPath = `${databases}/tenant-${tenant.metadata.uid}`;
-    const d = await get(dbPath);
-    expect((await kubeRequest('PUT', dbPath, { ...d, spec: { ...d?.spec, reclaimPolicy: 'Delete' } })).status).toBe(
-      200,
-    );
-    const secret = (await secretOf(name)) as Record<string, string>;
-    const session = new pg.Client({
-      host: '127.0.0.1',
-      port: testbed().postgres.port,
-      user: name,
-      password: secret['password'],
-      database: name,
-    });
-    session.on('error', () => undefined);
-    await session.connect();
-    expect((await kubeRequest('DELETE', `${tenantsPath()}/${name}`)).status).toBe(200);
+    const { databaseName, path, session } = await deleteTenant(name, { session: true });
     await killWhen(
       first,
       'Deleting',
       async () => (await get(dbPath))?.status?.phase === 'Deleting' || (await get(dbPath)) === undefined,
     );
     // killed mid-reclaim: the Tenant (its finalizer) is still there
-    expect(await get(`${tenantsPath()}/${name}`)).toBeDefined();
+    expect(await get(tenantPath(name))).toBeDefined();
     const second = await start();
-    await eventually('Tenant gone', async () => (await get(`${tenantsPath()}/${name}`)) === undefined, 60_000);
-    await expect(session.query('SELECT 1')).rejects.toThrow();
-    await session.end().catch(() => undefined);
-    expect(await get(dbPath)).toBeUndefined();
-    expect(await secretOf(name)).toBeUndefined();
-    expect(await sql('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [name])).toHaveLength(0);
-    expect(await sql('SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1', [name])).toHaveLength(0);
-    expect((await baoRequest('GET', `${kv.mount}/metadata/${path}`)).status).toBe(404);
-    second.child.kill('SIGTERM');
-    expect(await second.exited).toBe(0);
+    await eventually('Tenant gone', async () => (await get(tenantPath(name))) === undefined, 60_000);
+    await expect((session as pg.Client).query('SELECT 1')).rejects.toThrow();
+    await assertGone(name, databaseName, path);
+    await stopProcess(second);
   }, 180_000);
 
   it('under exactly the generated RBAC (manager, credentials and provisioning roles) and an OpenBao token holding only the provisioning policy: a Tenant becomes Ready with its Events, and a Delete reclaim finishes; nothing is forbidden', async () => {
     const sa = 'controller-manager';
-    const create = async (path: string, body: unknown) => {
-      const r = await kubeRequest('POST', path, body);
-      if (r.status !== 201) throw new Error(`POST ${path}: ${r.status} ${r.body}`);
-    };
-    const grant = { create, cleanup: rbacCleanup, namespace: ns.name, serviceAccount: sa };
+    const grant = file.rbacGrant(sa);
     await grantManagerRbac({ ...grant, roleName: `ctrl-ayp-manager-${suffix}` });
     await grantProvisioningRbac({ ...grant, roleName: `ctrl-ayp-prov-${suffix}` });
-    // the token once the grants are effective (RBAC reaches the authorizer quickly but not at once)
-    const { kube } = testbed();
-    const token = await serviceAccountToken({
-      request: kubeRequest,
-      getAs: async (bearer, path) =>
-        (await httpCall(`${kube.server}${path}`, { ca: kube.caCert, headers: { authorization: `Bearer ${bearer}` } }))
-          .status,
-      namespace: ns.name,
-      serviceAccount: sa,
-      probes: [tenantsPath(), `/api/v1/namespaces/${ns.name}/secrets`],
-    });
-    const kubeconfig = writeTokenKubeconfig(join(file.dir(), 'kubeconfig'), token);
+    const kubeconfig = await file.serviceAccountKubeconfig(sa, [
+      tenantsPath(),
+      `/api/v1/namespaces/${ns.name}/secrets`,
+    ]);
     // an OpenBao token with nothing but the provisioning policy of this scope
     const scope = { mount: kv.mount, basePath: kv.base };
     const policy = `ctrl-ayprov-${suffix}`;
@@ -232,8 +156,8 @@ describe('the controller process with provisioning on (issue 21)', () => {
     try {
       const name = `kb${suffix}`;
       const tenant = await createTenant(name);
-      await eventually('Ready', async () => ready(await get(`${tenantsPath()}/${name}`))?.status === 'True', 60_000);
-      const { path } = await assertProvisioned(name, 1);
+      await ready(name);
+      await assertProvisioned(name, 1);
       const events = await kubeRequest(
         'GET',
         `/api/v1/namespaces/${ns.name}/events?fieldSelector=involvedObject.uid%3D${tenant.metadata.uid}`,
@@ -241,19 +165,12 @@ describe('the controller process with provisioning on (issue 21)', () => {
       expect((JSON.parse(events.body) as { items: Array<{ reason: string }> }).items.map((e) => e.reason)).toContain(
         'CredentialsDelivered',
       );
-      const dbPath = `${databases}/tenant-${tenant.metadata.uid}`;
-      const d = await get(dbPath);
-      expect((await kubeRequest('PUT', dbPath, { ...d, spec: { ...d?.spec, reclaimPolicy: 'Delete' } })).status).toBe(
-        200,
-      );
-      expect((await kubeRequest('DELETE', `${tenantsPath()}/${name}`)).status).toBe(200);
-      await eventually('Tenant gone', async () => (await get(`${tenantsPath()}/${name}`)) === undefined, 60_000);
-      expect(await get(dbPath)).toBeUndefined();
-      expect((await baoRequest('GET', `${kv.mount}/metadata/${path}`)).status).toBe(404);
+      const { databaseName, path } = await deleteTenant(name, { session: false });
+      await eventually('Tenant gone', async () => (await get(tenantPath(name))) === undefined, 60_000);
+      await assertGone(name, databaseName, path);
       expect(proc.output.text).not.toMatch(/forbidden|Forbidden|not written/);
     } finally {
-      proc.child.kill('SIGTERM');
-      expect(await proc.exited).toBe(0);
+      await stopProcess(proc);
     }
   }, 180_000);
 });

@@ -4,10 +4,9 @@
 // process; /readyz and /metrics show the controllers; SIGTERM stops it cleanly (exit 0, workers before pools, Lease
 // handed back). `--modules=kos` starts no Ayatori controller. The informers are restricted to this file's label
 // (`--database-label-selector`): other test files share the API server.
-import { join } from 'node:path';
 import { Api, Domain } from '@homelab/ayatori-database';
-import { grantManagerRbac, serviceAccountToken } from '@homelab/ayatori-database/testing';
-import { eventually as poll, httpCall, kubeRequest, testbed } from '@homelab/testbed/vitest';
+import { grantManagerRbac } from '@homelab/ayatori-database/testing';
+import { eventually as poll, testbed } from '@homelab/testbed/vitest';
 import { describe, expect, it } from 'vitest';
 import { layerFromToken } from '@homelab/kube';
 import { startController } from '../src/index.js';
@@ -19,13 +18,13 @@ import {
   readyCondition as ready,
   sleep,
   spawnController,
+  stopProcess,
   testConfig,
-  writeTokenKubeconfig,
 } from './support.js';
 
 const { SetupMessage } = Domain;
 const file = ayatoriProcessFile('ctrl-ayatori', { provisioning: false });
-const { ns, db, suffix, label, manager, managerPassword, children, rbacCleanup, instances } = file;
+const { ns, db, suffix, label, manager, managerPassword, children, instances } = file;
 const tenants = file.tenantsPath;
 const base = `/apis/${Api.Group}/${Api.Version}`;
 /** Objects `post` creates land in `cleanup`; the file purges them after its tests. */
@@ -105,8 +104,7 @@ describe('the controller process with the Ayatori Database module', () => {
     // the KOS module is served by the same process
     expect((await fetch(`${proc.url}/api/v1/resources/Application?namespace=${ns.name}`)).status).toBe(200);
 
-    proc.child.kill('SIGTERM');
-    expect(await proc.exited).toBe(0);
+    await stopProcess(proc);
     const out = proc.output.text;
     expect(out.indexOf('ayatori database controllers stopped; closing PostgreSQL pools')).toBeGreaterThan(
       out.indexOf('shutting down'),
@@ -142,19 +140,24 @@ describe('the controller process with the Ayatori Database module', () => {
     expect(metrics).not.toContain('controller="database-instance"');
     expect(proc.output.text).not.toContain('ayatori database controllers');
     expect(proc.output.text).toContain('(modules: kos)');
-    proc.child.kill('SIGTERM');
-    expect(await proc.exited).toBe(0);
+    await stopProcess(proc);
   });
 
-  it('--modules=ayatori serves health and metrics but no KOS API', async () => {
-    const proc = await startProcess(['--modules=ayatori', `--database-label-selector=${label}=none`]);
+  it('--modules=ayatori serves health and metrics but no KOS API; --database-workers is its controller’s concurrency', async () => {
+    const proc = await startProcess([
+      '--modules=ayatori',
+      `--database-label-selector=${label}=none`,
+      '--database-workers=3',
+    ]);
     await eventually('binding controller running', async () =>
       proc.output.text.includes('ayatori database controllers running: database-binding (Instance controller disabled'),
     );
     expect((await fetch(`${proc.url}/readyz`)).status).toBe(200);
+    expect(await (await fetch(`${proc.url}/metrics`)).text()).toContain(
+      'controller_runtime_max_concurrent_reconciles{controller="database-binding"} 3',
+    );
     expect((await fetch(`${proc.url}/api/v1/resources/Application`)).status).toBe(404);
-    proc.child.kill('SIGTERM');
-    expect(await proc.exited).toBe(0);
+    await stopProcess(proc);
   });
 
   it('leader election across two processes: the second waits as a ready standby and takes over at once when the leader stops (Lease handed back)', async () => {
@@ -173,15 +176,13 @@ describe('the controller process with the Ayatori Database module', () => {
     expect((await fetch(`${second.url}/readyz`)).status).toBe(200); // a standby replica is ready
     await sleep(3_000); // several retry periods: the held Lease keeps it waiting
     expect(second.output.text).not.toContain('ayatori database controllers running');
-    first.child.kill('SIGTERM');
-    expect(await first.exited).toBe(0);
+    await stopProcess(first);
     await eventually(
       'second takes over',
       async () => second.output.text.includes('ayatori database controllers running'),
       10_000,
     );
-    second.child.kill('SIGTERM');
-    expect(await second.exited).toBe(0);
+    await stopProcess(second);
   });
 
   it('an invalid --database-secret-namespace ends the process with exit 1 and the seed setup message', async () => {
@@ -195,32 +196,17 @@ describe('the controller process with the Ayatori Database module', () => {
 
   it('under exactly the generated RBAC (manager ClusterRole, credentials Role, leader-election Role), the process (ServiceAccount token kubeconfig) leads, makes an Instance Ready and binds a Tenant', async () => {
     const sa = 'controller-manager';
-    const roleName = `ctrl-ay-manager-${suffix}`;
-    const create = async (path: string, body: unknown) => {
-      const r = await kubeRequest('POST', path, body);
-      if (r.status !== 201) throw new Error(`POST ${path}: ${r.status} ${r.body}`);
-    };
-    await grantManagerRbac({ create, cleanup: rbacCleanup, namespace: ns.name, serviceAccount: sa, roleName });
+    const grant = file.rbacGrant(sa);
+    await grantManagerRbac({ ...grant, roleName: `ctrl-ay-manager-${suffix}` });
     // the generated leader-election Role and RoleBinding (kubebuilder's scaffold, deploy/rbac/ayatori/leader_election_role*.yaml)
     const [leaderRole, leaderBinding] = Api.leaderElectionRole(ns.name, sa);
-    await create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns.name}/roles`, leaderRole);
-    await create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns.name}/rolebindings`, leaderBinding);
-    // the token once the grants are effective (RBAC reaches the authorizer quickly but not at once)
-    const { kube } = testbed();
-    const token = await serviceAccountToken({
-      request: kubeRequest,
-      getAs: async (bearer, path) =>
-        (await httpCall(`${kube.server}${path}`, { ca: kube.caCert, headers: { authorization: `Bearer ${bearer}` } }))
-          .status,
-      namespace: ns.name,
-      serviceAccount: sa,
-      probes: [
-        tenants(),
-        `/api/v1/namespaces/${ns.name}/secrets`,
-        `/apis/coordination.k8s.io/v1/namespaces/${ns.name}/leases/ctrl-ayatori-rbac-${suffix}`,
-      ],
-    });
-    const kubeconfig = writeTokenKubeconfig(join(file.dir(), 'kubeconfig'), token);
+    await grant.create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns.name}/roles`, leaderRole);
+    await grant.create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns.name}/rolebindings`, leaderBinding);
+    const kubeconfig = await file.serviceAccountKubeconfig(sa, [
+      tenants(),
+      `/api/v1/namespaces/${ns.name}/secrets`,
+      `/apis/coordination.k8s.io/v1/namespaces/${ns.name}/leases/ctrl-ayatori-rbac-${suffix}`,
+    ]);
     const lease = `ctrl-ayatori-rbac-${suffix}`;
     const proc = await startProcess([
       '--modules=ayatori',
@@ -255,8 +241,7 @@ describe('the controller process with the Ayatori Database module', () => {
       );
       expect(proc.output.text).not.toMatch(/forbidden/i);
     } finally {
-      proc.child.kill('SIGTERM');
-      expect(await proc.exited).toBe(0);
+      await stopProcess(proc);
     }
   });
 

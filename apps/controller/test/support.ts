@@ -10,11 +10,13 @@ import { basename, join } from 'node:path';
 import { afterAll, beforeAll, expect } from 'vitest';
 import pg from 'pg';
 import { Api } from '@homelab/ayatori-database';
+import { serviceAccountToken } from '@homelab/ayatori-database/testing';
 import { layerFromToken, type LayerOptions } from '@homelab/kube';
 import { kosCrds } from '@homelab/kos-kernel';
 import {
   baoRequest,
   eventually,
+  httpCall,
   installCrds,
   kubeObjects,
   kubeRequest,
@@ -384,7 +386,7 @@ export const ayatoriRunning = async (proc: ReturnType<typeof spawnController>, t
 };
 
 /** SIGTERM, and the process must exit 0. */
-export const stopProcess = async (proc: ReturnType<typeof spawnController>) => {
+export const stopProcess = async (proc: { readonly child: ChildProcess; readonly exited: Promise<number | null> }) => {
   proc.child.kill('SIGTERM');
   expect(await proc.exited).toBe(0);
 };
@@ -446,6 +448,52 @@ export interface AyatoriProcessFile {
   readonly flags: (selector: string, tokenFile?: string) => string[];
   /** `src/main.ts` bundled for the file (`bundleEntry`): the `entry` of `spawnController`. */
   readonly mainEntry: () => string;
+  /** The argument of `grantManagerRbac`/`grantProvisioningRbac` for `serviceAccount` in the file's namespace. */
+  readonly rbacGrant: (serviceAccount: string) => {
+    readonly create: (path: string, body: unknown) => Promise<void>;
+    readonly cleanup: string[];
+    readonly namespace: string;
+    readonly serviceAccount: string;
+  };
+  /**
+   * A kubeconfig (file `name` in the file's directory) holding a token of `serviceAccount`, once `probes` (GET paths)
+   * answer it — RBAC reaches the authorizer quickly but not at once.
+   */
+  readonly serviceAccountKubeconfig: (
+    serviceAccount: string,
+    probes: ReadonlyArray<string>,
+    name?: string,
+  ) => Promise<string>;
+  // With `provisioning` (the file's Instance):
+  /** The Secret delivered to the file's namespace for Tenant `tenant`, decoded, or undefined. */
+  readonly secretOf: (tenant: string) => Promise<Record<string, string> | undefined>;
+  /**
+   * A Tenant `name` provisioned on the file's Instance, database and login role named `name` too (dropped after the
+   * file, as its Database is purged), labelled `labels` (default: the file's label `yes`).
+   */
+  readonly createTenant: (name: string, labels?: Readonly<Record<string, string>>) => Promise<AyatoriObj>;
+  /** The Tenant's Ready condition is True. */
+  readonly isReady: (name: string) => Promise<boolean>;
+  /**
+   * The one consistent outcome of provisioning: Ready (CredentialsDelivered), one role and one database, `versions`
+   * KV versions at the location the Database recorded, and one password in OpenBao, the Secret and PostgreSQL.
+   */
+  readonly assertProvisioned: (
+    name: string,
+    versions: number,
+  ) => Promise<{ tenant: AyatoriObj; database: AyatoriObj; path: string; password: string }>;
+  /** Nothing left of a reclaimed Tenant: Tenant, Database, Secret, role, database, every KV version. */
+  readonly assertGone: (name: string, databaseName: string, path: string) => Promise<void>;
+  /** Asks for a rotation (the Tenant's rotate annotation set to `request`). */
+  readonly rotate: (name: string, request: string) => Promise<void>;
+  /**
+   * Reclaim policy Delete on the Tenant's Database (the admin's decision), with `session` a connection open as the
+   * role (ended after the file), then the Tenant deleted.
+   */
+  readonly deleteTenant: (
+    name: string,
+    options: { readonly session: boolean },
+  ) => Promise<{ readonly databaseName: string; readonly path: string; readonly session?: pg.Client }>;
 }
 
 /**
@@ -510,6 +558,109 @@ export const ayatoriProcessFile = (
     main?.remove();
   }, 180_000);
 
+  const databases = `${ayatoriBase}/postgresqldatabases`;
+  const tenantPath = (name: string) => `${tenantsPath()}/${name}`;
+  const secretOf = (tenant: string) => secretData(ns.name, `${instanceName}-${tenant}-postgresql`);
+  const rbacGrant = (serviceAccount: string) => ({
+    create: async (path: string, body: unknown) => {
+      const r = await kubeRequest('POST', path, body);
+      if (r.status !== 201) throw new Error(`POST ${path}: ${r.status} ${r.body}`);
+    },
+    cleanup: rbacCleanup,
+    namespace: ns.name,
+    serviceAccount,
+  });
+  const serviceAccountKubeconfig = async (
+    serviceAccount: string,
+    probes: ReadonlyArray<string>,
+    name = 'kubeconfig',
+  ) => {
+    const { kube } = testbed();
+    const token = await serviceAccountToken({
+      request: kubeRequest,
+      getAs: async (bearer, path) =>
+        (await httpCall(`${kube.server}${path}`, { ca: kube.caCert, headers: { authorization: `Bearer ${bearer}` } }))
+          .status,
+      namespace: ns.name,
+      serviceAccount,
+      probes: [...probes],
+    });
+    return writeTokenKubeconfig(join(dir, name), token);
+  };
+  const createTenant = async (name: string, labels: Readonly<Record<string, string>> = { [label]: 'yes' }) => {
+    roles.push(name);
+    const tenant = await objects.post(tenantsPath(), {
+      apiVersion: `${Api.Group}/${Api.Version}`,
+      kind: 'PostgreSQLTenant',
+      metadata: { name, labels },
+      spec: { provision: { instanceRef: { name: instanceName }, database: name, loginRole: name } },
+    });
+    objects.created.push(`${databases}/tenant-${tenant.metadata.uid}`);
+    return tenant;
+  };
+  const isReady = async (name: string) => readyCondition(await objects.get(tenantPath(name)))?.status === 'True';
+  const assertProvisioned = async (name: string, versions: number) => {
+    const tenant = await objects.get(tenantPath(name));
+    expect(readyCondition(tenant), name).toMatchObject({ status: 'True', reason: 'CredentialsDelivered' });
+    const database = await objects.get(`${databases}/tenant-${tenant?.metadata.uid}`);
+    const path = database?.status?.credentialPath as string;
+    expect(path).toBe(`${kv.base}/${database?.metadata.uid}`);
+    expect(await adminSql('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [name])).toHaveLength(1);
+    expect(await adminSql('SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1', [name])).toHaveLength(1);
+    const stored = await kvValue(kv.mount, path);
+    expect(stored?.version, name).toBe(versions);
+    const secret = await secretOf(name);
+    expect(secret, name).toEqual(stored?.data);
+    expect(await scramMatches(name, secret?.['password'] as string), name).toBe(true);
+    return {
+      tenant: tenant as AyatoriObj,
+      database: database as AyatoriObj,
+      path,
+      password: secret?.['password'] as string,
+    };
+  };
+  const assertGone = async (name: string, databaseName: string, path: string) => {
+    expect(await objects.get(tenantPath(name)), name).toBeUndefined();
+    expect(await objects.get(`${databases}/${databaseName}`), name).toBeUndefined();
+    expect(await secretOf(name), name).toBeUndefined();
+    expect(await adminSql('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [name]), name).toHaveLength(0);
+    expect(await adminSql('SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1', [name]), name).toHaveLength(0);
+    expect((await baoRequest('GET', `${kv.mount}/metadata/${path}`)).status, name).toBe(404);
+  };
+  const rotate = async (name: string, request: string) => {
+    const t = await objects.get(tenantPath(name));
+    const annotations = { ...t?.metadata.annotations, 'database.ayatori.ddupan.top/rotate': request };
+    const r = await kubeRequest('PUT', tenantPath(name), { ...t, metadata: { ...t?.metadata, annotations } });
+    expect(r.status).toBe(200);
+  };
+  const deleteTenant = async (name: string, options: { readonly session: boolean }) => {
+    const tenant = (await objects.get(tenantPath(name))) as AyatoriObj;
+    const databaseName = `tenant-${tenant.metadata.uid}`;
+    const d = await objects.get(`${databases}/${databaseName}`);
+    const r = await kubeRequest('PUT', `${databases}/${databaseName}`, {
+      ...d,
+      spec: { ...d?.spec, reclaimPolicy: 'Delete' },
+    });
+    expect(r.status).toBe(200);
+    let session: pg.Client | undefined;
+    if (options.session) {
+      const secret = (await secretOf(name)) as Record<string, string>;
+      session = new pg.Client({
+        host: '127.0.0.1',
+        port: testbed().postgres.port,
+        user: name,
+        password: secret['password'],
+        database: name,
+      });
+      session.on('error', () => undefined);
+      await session.connect();
+      sessions.push(session);
+    }
+    expect((await kubeRequest('DELETE', tenantPath(name))).status).toBe(200);
+    const path = d?.status?.credentialPath as string;
+    return session === undefined ? { databaseName, path } : { databaseName, path, session };
+  };
+
   return {
     ns,
     db,
@@ -527,13 +678,22 @@ export const ayatoriProcessFile = (
     cleanups,
     objects,
     instances,
-    databases: `${ayatoriBase}/postgresqldatabases`,
+    databases,
     tenantsPath,
-    tenantPath: (name) => `${tenantsPath()}/${name}`,
+    tenantPath,
     flags: (selector, tokenFile = join(dir, 'token')) => ayatoriFlags({ namespace: ns.name, selector, kv, tokenFile }),
     mainEntry: () => {
       if (main === undefined) throw new Error('the bundle is only there after beforeAll');
       return main.file;
     },
+    rbacGrant,
+    serviceAccountKubeconfig,
+    secretOf,
+    createTenant,
+    isReady,
+    assertProvisioned,
+    assertGone,
+    rotate,
+    deleteTenant,
   };
 };

@@ -20,6 +20,7 @@ import {
   type TestbedState,
 } from './state.js';
 import { netnsCommand } from './netns.js';
+import { reapOrphanedScramClusters, scramHealth } from './scram-postgres.js';
 import { startTestbed } from './testbed.js';
 import { binaryPaths, versions } from './versions.js';
 
@@ -30,7 +31,8 @@ const usage = `usage: testbed <command>
   up [--foreground] [--node]
                      start etcd + kube-apiserver + kube-controller-manager + OpenBao (and check PostgreSQL); print the exports.
                      --node: also a real node (containerd, kubelet, kube-scheduler, workload controllers; root, one per machine)
-  down               stop the running test bed (and remove everything its node wrote, also a crashed run's)
+  down               stop the running test bed (and remove everything its node wrote, also a crashed run's,
+                     and the SCRAM PostgreSQL clusters of test beds that are gone)
   images import TAR… import OCI/Docker image tarballs into the running node (pods use imagePullPolicy: Never)
   env [--json]       print the exports (or the state) of the running test bed
   status             exit 0 if a test bed is running; prints each service's health
@@ -153,6 +155,7 @@ const down = Effect.gen(function* () {
   if (pid === undefined || !isAlive(pid)) {
     removeState(stateFile);
     say('not running');
+    reapOrphanedScramClusters(say);
     yield* cleanLeftoverNode(say);
     return;
   }
@@ -162,6 +165,7 @@ const down = Effect.gen(function* () {
   if (isAlive(pid)) process.kill(pid, 'SIGKILL');
   removeState(stateFile);
   say(`stopped (pid ${pid})`);
+  reapOrphanedScramClusters(say); // its own, when it had to be SIGKILLed; any other dead test bed's
   yield* cleanLeftoverNode(say);
 });
 
@@ -198,7 +202,11 @@ const status = Effect.gen(function* () {
     `openbao: ${s.openbao.available ? `${s.openbao.version} ${s.openbao.addr}` : `UNAVAILABLE: ${s.openbao.reason}`}`,
   );
   say(`postgresql ${s.postgres.version} ${s.postgres.host}:${s.postgres.port}`);
-  say(`postgresql (scram-sha-256, TLS only): ${scramLine(s)}`);
+  const scram = s.scramPostgres;
+  const scramHealthy = scram?.available === true ? yield* Effect.promise(() => scramHealth(scram)) : undefined;
+  say(
+    `postgresql (scram-sha-256, TLS only): ${scramLine(s)}${scramHealthy === undefined ? '' : scramHealthy.ready ? ': ready' : `: NOT READY (${scramHealthy.reason})`}`,
+  );
   if (s.node) {
     const n = s.node;
     const kubelet = yield* Effect.promise(() =>

@@ -4,7 +4,9 @@
 // /usr/lib/postgresql), run as the `postgres` user when the test bed runs as root, on a free loopback port;
 // `scram-sha-256` for every login, TLS only (`hostssl`; plain connections rejected) with a serving certificate for
 // `localhost`/127.0.0.1 signed by the test bed's CA. fsync off (disposable data). Stopped (`-m immediate`) and its
-// directory removed when the scope closes.
+// directory removed when the scope closes. The directory records its owner (`owner.json`: the starting process's pid
+// and start time); a cluster whose owner died without closing its scope (SIGKILL) is stopped and removed by the next
+// start or `testbed down` (`reapOrphanedScramClusters`, decision 0420).
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
@@ -14,6 +16,7 @@ import {
   existsSync,
   mkdtempSync,
   readdirSync,
+  readFileSync,
   rmSync,
   writeFileSync,
 } from 'node:fs';
@@ -65,6 +68,7 @@ export const scramQuery = async (
   text: string,
   values: unknown[] = [],
   database = 'postgres',
+  connectionTimeoutMillis = 10_000,
 ): Promise<Array<Record<string, unknown>>> => {
   const client = new pg.Client({
     host: cluster.hostaddr,
@@ -73,14 +77,130 @@ export const scramQuery = async (
     password: cluster.password,
     database,
     ssl: { ca: cluster.caCert, servername: cluster.host },
-    connectionTimeoutMillis: 10_000,
+    connectionTimeoutMillis,
   });
+  client.on('error', () => undefined); // a server that goes away mid-query fails the query, not the process
   await client.connect();
   try {
     return (await client.query(text, values)).rows as Array<Record<string, unknown>>;
   } finally {
     await client.end();
   }
+};
+
+/** What `testbed status` reports of the cluster: it answered its superuser over TLS (with its version), or why not. */
+export type ScramHealth =
+  { readonly ready: true; readonly version: string } | { readonly ready: false; readonly reason: string };
+
+/**
+ * Whether the cluster is alive as the state file describes it: a real login of the superuser with its password
+ * (scram-sha-256) over TLS verified against the CA for `host` — the way every test reaches it — and one query.
+ */
+export const scramHealth = async (cluster: ScramPostgres, timeoutMs = 5_000): Promise<ScramHealth> => {
+  try {
+    const rows = await scramQuery(cluster, 'SHOW server_version', [], 'postgres', timeoutMs);
+    return { ready: true, version: String(rows[0]?.['server_version']) };
+  } catch (e) {
+    const code = (e as { code?: unknown }).code;
+    return { ready: false, reason: `${typeof code === 'string' ? `${code}: ` : ''}${describe(e)}` };
+  }
+};
+
+/** Every cluster directory starts with this (under the OS temporary directory). */
+export const clusterDirPrefix = 'homelab-testbed-pg-';
+/** The owner record beside the data directory (decision 0420). */
+const ownerFile = 'owner.json';
+
+interface Owner {
+  readonly pid: number;
+  /** The owner's start time (`/proc/<pid>/stat` field 22, clock ticks since boot): a reused pid is not the owner. */
+  readonly startTime: string | null;
+  /** The binaries that started the cluster (its `pg_ctl` stops it), and whether they ran as `postgres`. */
+  readonly bin: string;
+  readonly asPostgres: boolean;
+}
+
+/** A process's start time from /proc (undefined when the process or /proc is not there). */
+export const processStartTime = (pid: number): string | undefined => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // the command name (field 2) is in parentheses and may hold spaces: count fields after the last ')'
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+  } catch {
+    return undefined;
+  }
+};
+
+const ownerAlive = (owner: Owner): boolean => {
+  const started = processStartTime(owner.pid);
+  if (started !== undefined) return owner.startTime === null || owner.startTime === started;
+  try {
+    process.kill(owner.pid, 0); // no /proc: the pid alone
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+};
+
+const readOwner = (dir: string): Owner | undefined => {
+  try {
+    const o = JSON.parse(readFileSync(join(dir, ownerFile), 'utf8')) as Partial<Owner>;
+    return typeof o.pid === 'number' && typeof o.bin === 'string' && typeof o.asPostgres === 'boolean'
+      ? {
+          pid: o.pid,
+          startTime: typeof o.startTime === 'string' ? o.startTime : null,
+          bin: o.bin,
+          asPostgres: o.asPostgres,
+        }
+      : undefined;
+  } catch {
+    return undefined;
+  }
+};
+
+/** Stops a cluster (`pg_ctl -m immediate`) and removes its directory; a cluster that is not running is only removed. */
+const stopAndRemove = (dir: string, bin: string, asPostgres: boolean): void => {
+  try {
+    run(asPostgres, [join(bin, 'pg_ctl'), '-D', join(dir, 'data'), '-m', 'immediate', '-w', 'stop']);
+  } catch {
+    /* not running (a failed start, or its server already gone) */
+  }
+  rmSync(dir, { recursive: true, force: true });
+};
+
+/**
+ * The clusters of test beds (or test files) that died without stopping them (SIGKILL, a crash): every
+ * `homelab-testbed-pg-*` directory whose owner record names a process that is gone (or a pid now used by another
+ * process) is stopped and removed, one progress line each. A directory without an owner record is left alone: it is
+ * being set up right now (the record is written right after the directory is made) or was made by code older than
+ * the record, and whether its owner lives cannot be told. Never fails: what cannot be stopped is reported.
+ */
+export const reapOrphanedScramClusters = (
+  progress: (line: string) => void = () => undefined,
+  root: string = tmpdir(),
+): ReadonlyArray<string> => {
+  let names: string[];
+  try {
+    names = readdirSync(root).filter((n) => n.startsWith(clusterDirPrefix));
+  } catch {
+    return [];
+  }
+  const reaped: string[] = [];
+  for (const name of names) {
+    const dir = join(root, name);
+    const owner = readOwner(dir);
+    if (owner === undefined || ownerAlive(owner)) continue;
+    try {
+      stopAndRemove(dir, owner.bin, owner.asPostgres);
+      reaped.push(dir);
+      progress(`stopped and removed the SCRAM PostgreSQL cluster ${dir} of a process that is gone (pid ${owner.pid})`);
+    } catch (e) {
+      progress(
+        `could not remove the orphaned SCRAM PostgreSQL cluster ${dir} (pid ${owner.pid} is gone): ${describe(e)}`,
+      );
+    }
+  }
+  return reaped;
 };
 
 /**
@@ -114,17 +234,15 @@ export const startScramPostgres = (
     );
     const port = yield* freePort();
     const started = Date.now();
+    yield* Effect.sync(() => reapOrphanedScramClusters(progress));
     const dir = yield* Effect.acquireRelease(
-      Effect.sync(() => mkdtempSync(join(tmpdir(), 'homelab-testbed-pg-'))),
-      (d) =>
-        Effect.sync(() => {
-          try {
-            run(asPostgres, [join(bin, 'pg_ctl'), '-D', join(d, 'data'), '-m', 'immediate', '-w', 'stop']);
-          } catch {
-            /* not running (a failed start) */
-          }
-          rmSync(d, { recursive: true, force: true });
-        }),
+      Effect.sync(() => {
+        const d = mkdtempSync(join(tmpdir(), clusterDirPrefix));
+        const owner: Owner = { pid: process.pid, startTime: processStartTime(process.pid) ?? null, bin, asPostgres };
+        writeFileSync(join(d, ownerFile), `${JSON.stringify(owner)}\n`);
+        return d;
+      }),
+      (d) => Effect.sync(() => stopAndRemove(d, bin, asPostgres)),
     );
     const password = randomBytes(24).toString('base64url');
     const data = join(dir, 'data');
