@@ -22,7 +22,6 @@ const buffersOfOnlyFlow = (fw: SocketForwarder) => {
 
 describe('0411 flow sockets and N6 streams hold 256 KiB (component test, loopback)', () => {
   it('0411 0462 every socket of a TCP flow over N6 reports a 256 KiB readable and writable high-water mark at both ends', async () => {
-    expect(FLOW_HIGH_WATER_MARK).toBe(KiB256);
     const be = await backend();
     cleanup.push(async () => {
       for (const c of be.conns) c.destroy();
@@ -50,5 +49,6 @@ describe('0411 flow sockets and N6 streams hold 256 KiB (component test, loopbac
     expect(buffersOfOnlyFlow(pub.fw)).toEqual({ client: both, clientRaw: both, upstream: both, upstreamRaw: both });
     // the client's own socket is Node's default: the sizes above are the forwarder's, not the machine's
     expect(client.writableHighWaterMark).toBeLessThan(KiB256);
+    expect(FLOW_HIGH_WATER_MARK).toBe(KiB256);
   });
 });
