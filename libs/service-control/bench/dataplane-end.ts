@@ -18,14 +18,18 @@ const listen = env('END_LISTEN');
 const toHost = env('END_TO_HOST');
 const tcpTo = Number(env('END_TCP_TO'));
 const udpTo = Number(env('END_UDP_TO'));
-/** Test-only forwarder option: Node's 16 KiB instead of decision 0411's 256 KiB (the bench's "before 0411" pair). */
+/**
+ * The socket high-water mark: a forwarder's test-only option (Node's 16 KiB instead of decision 0411's 256 KiB, the
+ * bench's "before 0411" pair), or the plain relay given the forwarder's 256 KiB (unset: Node's default).
+ */
 const hwm = process.env['END_HIGH_WATER_MARK'];
-const options = hwm === undefined || hwm === '' ? {} : { highWaterMark: Number(hwm) };
+const highWaterMark = hwm === undefined || hwm === '' ? undefined : Number(hwm);
+const options = highWaterMark === undefined ? {} : { highWaterMark };
 
 const ready = (port: number): void => void process.stdout.write(`ready ${port}\n`);
 
 if (role === 'plain') {
-  ready((await plainRelay(tcpTo, udpTo, listen, toHost)).port);
+  ready((await plainRelay(tcpTo, udpTo, listen, toHost, highWaterMark)).port);
 } else {
   const me = n6Node(undefined, env('END_KEY_PEM'));
   const peer = new Uint8Array(Buffer.from(env('END_PEER_ID'), 'hex'));

@@ -47,11 +47,19 @@ export const backends = async (host = LOOPBACK) => {
 
 /**
  * The peer: a socat-style relay on node:net / node:dgram, TCP to `tcpTo`, UDP to `udpTo` on `toHost`, no checks,
- * listening on `listenHost` (TCP and UDP on the same port).
+ * listening on `listenHost` (TCP and UDP on the same port), `highWaterMark` on both TCP sockets of a flow.
  */
-export const plainRelay = async (tcpTo: number, udpTo: number, listenHost = LOOPBACK, toHost = LOOPBACK) => {
-  const tcp = createServer({ allowHalfOpen: true }, (c) => {
-    const u = connect({ host: toHost, port: tcpTo, allowHalfOpen: true });
+export const plainRelay = async (
+  tcpTo: number,
+  udpTo: number,
+  listenHost = LOOPBACK,
+  toHost = LOOPBACK,
+  /** Node's default unless given: the multi-process bench also gives the peer the data plane's 256 KiB (decision 0411). */
+  highWaterMark?: number,
+) => {
+  const buffers = highWaterMark === undefined ? {} : { highWaterMark };
+  const tcp = createServer({ allowHalfOpen: true, ...buffers }, (c) => {
+    const u = connect({ host: toHost, port: tcpTo, allowHalfOpen: true, ...buffers });
     c.pipe(u).pipe(c);
     c.on('error', () => u.destroy());
     u.on('error', () => c.destroy());

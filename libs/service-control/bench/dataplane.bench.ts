@@ -12,6 +12,7 @@
 //     check, AES-256-GCM, Node's 16 KiB socket high-water mark) and a "before 0411" pair (only the high-water mark
 //     as before) are measured in the same loop for the before/after ratios
 // Run: npm run bench:dataplane -w @homelab/service-control
+import { connect } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { getDefaultHighWaterMark } from 'node:stream';
 import tls from 'node:tls';
@@ -28,7 +29,6 @@ import {
   median as med,
   n6Node,
   plainRelay,
-  port,
   publisherPermit,
   tcpThroughput as tcpAt,
   udpRate as udpAt,
