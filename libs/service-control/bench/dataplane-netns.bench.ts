@@ -127,6 +127,13 @@ const withCpu = async <T>(p: Path, measure: () => Promise<T>) => {
   return { value, cpu: user + sys, user, sys };
 };
 
+/** The entry of `name` (every path's entry is made before the rounds). */
+const of = <V>(map: ReadonlyMap<string, V>, name: string): V => {
+  const v = map.get(name);
+  if (v === undefined) throw new Error(`no measurement for ${name}`);
+  return v;
+};
+
 const main = async () => {
   netnsUp(layout);
   const load0 = loadavg();
@@ -210,7 +217,7 @@ const main = async () => {
   for (let i = 0; i < TCP_ROUNDS; i++)
     for (const p of paths) {
       const r = await withCpu(p, () => tcpThroughput(host, p.port, TCP_MB));
-      const t = tcp.get(p.name)!;
+      const t = of(tcp, p.name);
       t.rate.push(r.value.mibPerS);
       t.perCpu.push(TCP_MB / r.cpu);
       t.perUser.push(TCP_MB / r.user);
@@ -224,7 +231,7 @@ const main = async () => {
   for (let i = 0; i < UDP_ROUNDS; i++)
     for (const p of paths.slice(0, 2)) {
       const r = await withCpu(p, () => udpRate(host, p.port, UDP_PACKETS, UDP_WINDOW));
-      const u = udp.get(p.name)!;
+      const u = of(udp, p.name);
       u.rate.push(r.value);
       u.perCpu.push(UDP_PACKETS / r.cpu);
       u.perUser.push(UDP_PACKETS / r.user);
@@ -234,7 +241,7 @@ const main = async () => {
   const load1 = loadavg();
 
   const m = (xs: readonly number[]) => median(xs);
-  const t = (name: string) => tcp.get(name)!;
+  const t = (name: string) => of(tcp, name);
   print(
     `data plane across two network namespaces, each end its own process (${cpus().length} CPUs; load average ${load0
       .map((x) => x.toFixed(2))
@@ -258,10 +265,10 @@ const main = async () => {
     row('TCP MiB/s, N6 with 16 KiB (before 0411)', m(t('plain').rate), m(t('N6 16 KiB').rate), '(before)');
     row('TCP MiB per relay CPU-second, N6 with 16 KiB', m(t('plain').perCpu), m(t('N6 16 KiB').perCpu), '(before)');
   }
-  row('UDP echo packets/s', m(udp.get('plain')!.rate), m(udp.get('N6')!.rate), '≥ 0.5', 0);
-  row('UDP packets per relay CPU-second', m(udp.get('plain')!.perCpu), m(udp.get('N6')!.perCpu), '≥ 0.5', 0);
-  row('UDP packets per relay user CPU-second', m(udp.get('plain')!.perUser), m(udp.get('N6')!.perUser), '(info)', 0);
-  row('TCP ping-pong p50 (ms)', ping.get('plain')!, ping.get('N6')!, '≤ 2', 3);
+  row('UDP echo packets/s', m(of(udp, 'plain').rate), m(of(udp, 'N6').rate), '≥ 0.5', 0);
+  row('UDP packets per relay CPU-second', m(of(udp, 'plain').perCpu), m(of(udp, 'N6').perCpu), '≥ 0.5', 0);
+  row('UDP packets per relay user CPU-second', m(of(udp, 'plain').perUser), m(of(udp, 'N6').perUser), '(info)', 0);
+  row('TCP ping-pong p50 (ms)', of(ping, 'plain'), of(ping, 'N6'), '≤ 2', 3);
   for (const p of paths)
     print(
       `per round, ${p.name}: MiB/s ${t(p.name)
