@@ -12,21 +12,31 @@
 //     check, AES-256-GCM, Node's 16 KiB socket high-water mark) and a "before 0411" pair (only the high-water mark
 //     as before) are measured in the same loop for the before/after ratios
 // Run: npm run bench:dataplane -w @homelab/service-control
-import { generateKeyPairSync } from 'node:crypto';
-import { createSocket } from 'node:dgram';
-import { type AddressInfo, type Socket, connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { getDefaultHighWaterMark } from 'node:stream';
 import tls from 'node:tls';
-import { ProcUptimeBootClock, TurnBootClock } from '../src/adapter/clock/index.js';
 import type { BootClock } from '../src/permit/clock.js';
-import { type ForwarderOptions, SocketForwarder, n6Credentials } from '../src/adapter/dataplane/index.js';
-import { PermitEngine, type PermitKey } from '../src/permit/index.js';
+import { type ForwarderOptions, type N6Credentials, SocketForwarder } from '../src/adapter/dataplane/index.js';
+import {
+  LOOPBACK as HOST,
+  b,
+  backends,
+  bootClock,
+  consumerPermit,
+  key,
+  latencyP50 as latencyAt,
+  median as med,
+  n6Node,
+  plainRelay,
+  publisherPermit,
+  tcpThroughput as tcpAt,
+  udpRate as udpAt,
+} from './dataplane-parts.js';
 
 /** This command's output (a CLI: its lines are the result, not a log). */
 const print = (...parts: ReadonlyArray<unknown>): void => void process.stdout.write(`${parts.map(String).join(' ')}\n`);
 
-const HOST = '127.0.0.1';
 const TCP_MB = Number(process.env['BENCH_TCP_MB'] ?? 256);
 const UDP_PACKETS = Number(process.env['BENCH_UDP_PACKETS'] ?? 20_000);
 const UDP_WINDOW = Number(process.env['BENCH_UDP_WINDOW'] ?? 32);
@@ -34,119 +44,17 @@ const PINGS = Number(process.env['BENCH_PINGS'] ?? 2_000);
 /** Rounds of the two-hop TCP loop (plain, N6, N6 before 0275, N6 before 0411 in turn): medians of this many. */
 const TCP_ROUNDS = Number(process.env['BENCH_TCP_ROUNDS'] ?? 3);
 
-const b = (n: number, fill: number) => new Uint8Array(n).fill(fill);
-const scope = { identity: b(32, 1), nsdId: b(16, 2), networkId: b(16, 3) };
-const key: PermitKey = {
-  scope,
-  serviceRef: { nsdId: scope.nsdId, networkId: scope.networkId, serviceId: b(16, 4) },
-  role: 'publisher',
-};
 const consumer = b(32, 9);
-
-const port = (s: { address(): AddressInfo | string | null }): number => (s.address() as AddressInfo).port;
-
-/** Backends: TCP sink (answers 'k' on end), TCP echo, UDP echo. */
-const backends = async () => {
-  const sink = createServer((s) => {
-    s.on('error', () => undefined);
-    s.on('data', () => undefined);
-    s.on('end', () => s.end('k'));
-  });
-  const echo = createServer((s) => (s.on('error', () => undefined), s.pipe(s)));
-  const udp = createSocket('udp4');
-  udp.on('message', (m, r) => udp.send(m, r.port, r.address));
-  await new Promise<void>((ok) => sink.listen(0, HOST, ok));
-  await new Promise<void>((ok) => echo.listen(0, HOST, ok));
-  await new Promise<void>((ok) => udp.bind(0, HOST, ok));
-  return {
-    sink: port(sink),
-    echo: port(echo),
-    udp: udp.address().port,
-    close: () => (sink.close(), echo.close(), udp.close()),
-  };
-};
-
-/** The peer: a plain relay, TCP to `tcpTo`, UDP to `udpTo`, no checks. */
-const plainRelay = async (tcpTo: number, udpTo: number) => {
-  const tcp = createServer({ allowHalfOpen: true }, (c) => {
-    const u = connect({ host: HOST, port: tcpTo, allowHalfOpen: true });
-    c.pipe(u).pipe(c);
-    c.on('error', () => u.destroy());
-    u.on('error', () => c.destroy());
-  });
-  await new Promise<void>((ok) => tcp.listen(0, HOST, ok));
-  const udp = createSocket('udp4');
-  const maps = new Map<string, ReturnType<typeof createSocket>>();
-  udp.on('message', (m, r) => {
-    const k = `${r.address}|${r.port}`;
-    let up = maps.get(k);
-    if (up === undefined) {
-      const s = createSocket('udp4');
-      s.on('message', (reply) => udp.send(reply, r.port, r.address));
-      s.connect(udpTo, HOST);
-      maps.set(k, s);
-      up = s;
-      s.once('connect', () => s.send(m));
-      return;
-    }
-    up.send(m);
-  });
-  await new Promise<void>((ok) => udp.bind(port(tcp), HOST, ok));
-  return {
-    port: port(tcp),
-    close: () => {
-      tcp.close();
-      udp.close();
-      for (const s of maps.values()) s.close();
-    },
-  };
-};
 
 /** The data plane: a SocketForwarder endpoint whose permit's backend is `tcpTo` (UDP to `udpTo`). */
 const gatedRelay = async (
   tcpTo: number,
   udpTo: number,
-  n6?: { readonly consumer: Uint8Array; readonly n6Server: ReturnType<typeof n6Credentials> },
+  n6?: { readonly consumer: Uint8Array; readonly n6Server: N6Credentials },
   clock: BootClock = bootClock('turn'),
   options: ForwarderOptions = {},
 ) => {
-  const source = n6?.consumer ?? consumer;
-  const engine = new PermitEngine(clock, { decide: () => 'not-enforced' });
-  engine.setEndpointOwners('bench', [{ key, publisherIdentity: scope.identity }]);
-  engine.applySnapshotGrants(scope, [
-    {
-      serviceRef: key.serviceRef,
-      publisherIdentity: scope.identity,
-      consumerIdentity: source,
-      grantVersion: 1n,
-      protocols: ['tcp', 'udp'],
-    },
-  ]);
-  // a permit long enough for the run: refreshed before every phase (30 s each, the protocol's maximum)
-  const refresh = (remainingMs = 30_000) => {
-    const p = engine.beginRequest(key, {
-      kind: 'lease.refresh',
-      echo: {
-        requestId: b(16, 5),
-        authorityEpoch: 1n,
-        runtimeGeneration: 1n,
-        runtimeId: b(16, 6),
-        sessionSeq: 1n,
-        serviceRef: key.serviceRef,
-        listenerRevision: 1n,
-        intentDigest: b(32, 7),
-        seq: BigInt(++seq),
-        snapshotRevision: null,
-        snapshotDigest: null,
-      },
-      backend: { host: HOST, port: tcpTo },
-    });
-    if (p === 'clock-failed') throw new Error('clock failed');
-    const out = engine.applyReceipt(p, { echo: p.echo, grantId: b(16, 8), remainingMs });
-    if (out.outcome !== 'accepted') throw new Error(`permit refused: ${JSON.stringify(out)}`);
-  };
-  let seq = 0;
-  refresh();
+  const { engine, refresh } = publisherPermit(clock, n6?.consumer ?? consumer, { host: HOST, port: tcpTo });
   const fw = new SocketForwarder(engine, options);
   const p = await fw.listen({
     endpoint: 'bench',
@@ -158,21 +66,6 @@ const gatedRelay = async (
     ...(n6 === undefined ? {} : { n6Server: n6.n6Server }),
   });
   return { port: p, refresh, fw, engine, close: () => fw.close() };
-};
-
-/**
- * The engine's boot clock as ns-daemon wires it (`turn`: one /proc/uptime reading per event-loop turn, decision 0275),
- * or `per-check`: a /proc/uptime pread at every check, as before 0275 (the same-run "before" rows).
- */
-const bootClock = (kind: 'turn' | 'per-check'): BootClock =>
-  kind === 'turn' ? new TurnBootClock(new ProcUptimeBootClock()) : new ProcUptimeBootClock();
-
-/** An Ed25519 node: its raw identity and N6 credentials. */
-const n6Node = (ciphers?: string) => {
-  const { privateKey } = generateKeyPairSync('ed25519');
-  const identity = new Uint8Array(Buffer.from(privateKey.export({ format: 'jwk' }).x as string, 'base64url'));
-  const creds = n6Credentials(privateKey, Buffer.from(identity).toString('hex'));
-  return { identity, creds: ciphers === undefined ? creds : { ...creds, ciphers } };
 };
 
 /** Two data planes joined by N6: a consumer endpoint (plain for the client) dialling a publisher N6 endpoint. */
@@ -197,35 +90,9 @@ const n6Pair = async (tcpTo: number, udpTo: number, variant: 'current' | 'before
     bootClock(clock),
     options,
   );
-  const cscope = { identity: conNode.identity, nsdId: scope.nsdId, networkId: scope.networkId };
-  const ckey: PermitKey = { scope: cscope, serviceRef: key.serviceRef, role: 'consumer' };
-  const engine = new PermitEngine(bootClock(clock), { decide: () => 'not-enforced' });
-  engine.setEndpointOwners('bench-vip', [{ key: ckey, publisherIdentity: pubNode.identity }]);
-  let seq = 0;
-  const refresh = () => {
-    pub.refresh();
-    const p = engine.beginRequest(ckey, {
-      kind: 'lease.acquire',
-      echo: {
-        requestId: b(16, 15),
-        authorityEpoch: 1n,
-        runtimeGeneration: 1n,
-        runtimeId: b(16, 16),
-        sessionSeq: 1n,
-        serviceRef: key.serviceRef,
-        listenerRevision: 1n,
-        intentDigest: b(32, 17),
-        seq: BigInt(++seq),
-        snapshotRevision: 3n,
-        snapshotDigest: b(32, 18),
-      },
-      backend: null,
-    });
-    if (p === 'clock-failed') throw new Error('clock failed');
-    const out = engine.applyReceipt(p, { echo: p.echo, grantId: b(16, 19), remainingMs: 30_000 });
-    if (out.outcome !== 'accepted') throw new Error(`consumer permit refused: ${JSON.stringify(out)}`);
-  };
-  refresh();
+  const con = consumerPermit(bootClock(clock), conNode.identity, pubNode.identity);
+  const engine = con.engine;
+  const refresh = () => (pub.refresh(), con.refresh());
   const fw = new SocketForwarder(engine, options);
   const p = await fw.listen({
     endpoint: 'bench-vip',
@@ -247,79 +114,12 @@ const n6Pair = async (tcpTo: number, udpTo: number, variant: 'current' | 'before
 let lastCpuRate = 0;
 
 const tcpThroughput = async (to: number): Promise<number> => {
-  const cpu0 = process.cpuUsage();
-  const chunk = Buffer.alloc(64 * 1024, 1);
-  const total = TCP_MB * 1024 * 1024;
-  const s = connect({ host: HOST, port: to });
-  await new Promise<void>((ok) => s.once('connect', ok));
-  const t0 = performance.now();
-  let sent = 0;
-  await new Promise<void>((ok) => {
-    const pump = () => {
-      while (sent < total) {
-        sent += chunk.length;
-        if (!s.write(chunk)) return void s.once('drain', pump);
-      }
-      s.end();
-    };
-    s.on('data', () => ok());
-    pump();
-  });
-  const ms = performance.now() - t0;
-  const cpu = process.cpuUsage(cpu0);
-  lastCpuRate = total / 1024 / 1024 / ((cpu.user + cpu.system) / 1e6);
-  s.destroy();
-  return total / 1024 / 1024 / (ms / 1000);
+  const r = await tcpAt(HOST, to, TCP_MB);
+  lastCpuRate = r.mibPerCpuS;
+  return r.mibPerS;
 };
-
-const udpRate = async (to: number): Promise<number> => {
-  const c = createSocket('udp4');
-  await new Promise<void>((ok) => c.bind(0, HOST, ok));
-  const payload = Buffer.alloc(512, 2);
-  let got = 0;
-  let sent = 0;
-  const t0 = performance.now();
-  await new Promise<void>((ok) => {
-    const send = () => {
-      if (sent >= UDP_PACKETS) return;
-      sent++;
-      c.send(payload, to, HOST);
-    };
-    c.on('message', () => {
-      got++;
-      if (got >= UDP_PACKETS * 0.98 && sent >= UDP_PACKETS) return ok();
-      send();
-    });
-    // loss on loopback is rare; a lost datagram is replaced so the window stays full
-    const refill = setInterval(() => {
-      for (let i = 0; i < UDP_WINDOW && sent - got < UDP_WINDOW; i++) send();
-      if (sent >= UDP_PACKETS && got >= UDP_PACKETS * 0.98) {
-        clearInterval(refill);
-        ok();
-      }
-    }, 50);
-    for (let i = 0; i < UDP_WINDOW; i++) send();
-    c.once('close', () => clearInterval(refill));
-  });
-  const ms = performance.now() - t0;
-  c.close();
-  return got / (ms / 1000);
-};
-
-const latencyP50 = async (to: number): Promise<number> => {
-  const s: Socket = connect({ host: HOST, port: to });
-  await new Promise<void>((ok) => s.once('connect', ok));
-  s.setNoDelay(true);
-  const samples: number[] = [];
-  for (let i = 0; i < PINGS; i++) {
-    const t0 = performance.now();
-    await new Promise<void>((ok) => (s.once('data', () => ok()), s.write('x')));
-    samples.push(performance.now() - t0);
-  }
-  s.destroy();
-  samples.sort((a, x) => a - x);
-  return samples[Math.floor(samples.length / 2)] as number;
-};
+const udpRate = (to: number): Promise<number> => udpAt(HOST, to, UDP_PACKETS, UDP_WINDOW);
+const latencyP50 = (to: number): Promise<number> => latencyAt(HOST, to, PINGS);
 
 const RECLAIM_RUNS = Number(process.env['BENCH_RECLAIM_RUNS'] ?? 5);
 
@@ -386,7 +186,6 @@ const main = async () => {
   const lp = await latencyP50(plainEcho.port);
   gatedEcho.refresh();
   const lg = await latencyP50(gatedEcho.port);
-  const med = (xs: number[]) => [...xs].sort((a, x) => a - x)[Math.floor(xs.length / 2)] as number;
 
   // two hops: two plain relays chained vs consumer → N6 (TLS) → publisher
   // the inner hops are kept so that they are closed too (unclosed, they kept the bench process alive after its output)

@@ -51,23 +51,34 @@ export const n6UdpKeys = (material: Buffer, side: N6UdpSide): N6UdpKeys => {
   return side === 'consumer' ? { keyId, sealKey: c2p, openKey: p2c } : { keyId, sealKey: p2c, openKey: c2p };
 };
 
-const nonceOf = (counter: bigint): Buffer => {
-  const n = Buffer.alloc(12);
-  n.writeBigUInt64BE(counter, 4);
-  return n;
-};
+/**
+ * The nonce of a counter, written into one scratch buffer (decision 0463: no allocation per datagram). Safe to share:
+ * `createCipheriv`/`createDecipheriv` copy the IV synchronously, and nothing else holds it across a call.
+ */
+const NONCE = Buffer.alloc(12);
+const nonceOf = (counter: bigint): Buffer => (NONCE.writeBigUInt64BE(counter, 4), NONCE);
 
-/** One datagram sealed under `key` with this counter (the caller never reuses a counter for a key). */
-export const sealDatagram = (keyId: string, key: Buffer, counter: bigint, payload: Buffer): Buffer => {
-  const header = Buffer.alloc(N6_UDP_HEADER);
-  header.write(keyId, 0, 'hex');
-  header.writeBigUInt64BE(counter, 8);
+/**
+ * One datagram sealed under `key` with this counter, the key id given as its 8 bytes: the frame is ONE buffer — the
+ * header is written in place and is the associated data, the ciphertext and tag are copied after it (decision 0463).
+ */
+const sealFrame = (keyId: Buffer, key: Buffer, counter: bigint, payload: Buffer): Buffer => {
+  const frame = Buffer.allocUnsafe(N6_UDP_HEADER + payload.length + N6_UDP_TAG);
+  keyId.copy(frame, 0, 0, 8);
+  frame.writeBigUInt64BE(counter, 8);
+  const header = frame.subarray(0, N6_UDP_HEADER);
   const c = createCipheriv('chacha20-poly1305', key, nonceOf(counter), { authTagLength: N6_UDP_TAG });
   c.setAAD(header, { plaintextLength: payload.length });
   const body = c.update(payload);
   c.final();
-  return Buffer.concat([header, body, c.getAuthTag()]);
+  body.copy(frame, N6_UDP_HEADER);
+  c.getAuthTag().copy(frame, N6_UDP_HEADER + payload.length);
+  return frame;
 };
+
+/** One datagram sealed under `key` with this counter (the caller never reuses a counter for a key). */
+export const sealDatagram = (keyId: string, key: Buffer, counter: bigint, payload: Buffer): Buffer =>
+  sealFrame(Buffer.from(keyId, 'hex'), key, counter, payload);
 
 /** The header of a frame, or null when the frame cannot hold a header and a tag. */
 export const frameHeader = (frame: Buffer): { readonly keyId: string; readonly counter: bigint } | null =>
@@ -127,16 +138,19 @@ export class ReplayWindow {
  */
 export class N6UdpSealer {
   private next: bigint;
+  /** The key id's 8 bytes, decoded once (not per datagram). */
+  private readonly keyId: Buffer;
   constructor(
     private readonly keys: N6UdpKeys,
     start = 0n,
   ) {
     if (start < 0n || start > N6_UDP_MAX_COUNTER + 1n) throw new RangeError(`n6-udp: counter start ${start}`);
     this.next = start;
+    this.keyId = Buffer.from(keys.keyId, 'hex');
   }
   seal(payload: Buffer): Buffer | null {
     if (this.next > N6_UDP_MAX_COUNTER) return null;
-    const frame = sealDatagram(this.keys.keyId, this.keys.sealKey, this.next, payload);
+    const frame = sealFrame(this.keyId, this.keys.sealKey, this.next, payload);
     this.next++;
     return frame;
   }

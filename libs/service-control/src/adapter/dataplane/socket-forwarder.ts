@@ -156,6 +156,15 @@ interface Listening {
   readonly associations: Set<UdpAssociation>;
 }
 
+/** A flow's socket: the client or upstream stream, or the TCP socket under it. */
+export type FlowStreamSide = 'client' | 'clientRaw' | 'upstream' | 'upstreamRaw';
+
+/** The high-water marks (bytes) Node reports for one socket. */
+export interface StreamBuffers {
+  readonly readable: number;
+  readonly writable: number;
+}
+
 /** Options of a forwarder; every field is test-only. */
 export interface ForwarderOptions {
   /**
@@ -321,6 +330,27 @@ export class SocketForwarder implements PermitDataPlane {
   /** The flows the forwarder still holds sockets for (not yet retired). */
   liveFlowIds(): number[] {
     return [...this.flows.keys()];
+  }
+
+  /**
+   * The buffer sizes Node reports for a live TCP flow's real sockets (readable and writable high-water marks): the
+   * client stream, the upstream stream and, under an N6 TLS stream, the TCP socket beneath it (`…Raw`, the same
+   * socket as the stream on a plain side). Diagnostics: what decision 0411 sets is observed, not assumed (decision
+   * 0462). Null: no such TCP flow.
+   */
+  flowStreamBuffers(flowId: number): Record<FlowStreamSide, StreamBuffers | null> | null {
+    const f = this.flows.get(flowId);
+    if (f === undefined || f.protocol !== 'tcp') return null;
+    const of = (s: Socket | UdpSocket | null): StreamBuffers | null =>
+      s === null || !('writableHighWaterMark' in s)
+        ? null
+        : { readable: s.readableHighWaterMark, writable: s.writableHighWaterMark };
+    return {
+      client: of(f.client),
+      clientRaw: of(f.clientRaw),
+      upstream: of(f.upstream),
+      upstreamRaw: of(f.upstreamRaw),
+    };
   }
 
   /** Resolves with the engine's answer to the flow's retirement receipt, once its sockets are really closed. */
