@@ -15,6 +15,7 @@ import type { AuthorityStore } from '../src/application/authority-store.js';
 import { Authority } from '../src/application/authority.js';
 import { type AuthorityShard, ShardLayoutMismatch, shardOf } from '../src/domain/authority-shard.js';
 import { type Who, decl, msg, replaceBody } from './wire.js';
+import { openLeaseNetwork, readyRequest } from './lease-network.js';
 
 const db = useDatabase('authority_shard');
 const sql = sqlOn(db);
@@ -81,6 +82,7 @@ const join = async (on: Authority, w: Who): Promise<string[]> => {
 const P1 = generateSigner().signer.machineId; // publisher in shard 1's Network
 const P2 = generateSigner().signer.machineId; // publisher in shard 2's Network
 const BOTH = generateSigner().signer.machineId; // a machine with a Network in each shard
+const P3 = generateSigner().signer.machineId; // a publisher of shard 2 that asks for a lease after shard 1's takeover
 
 beforeAll(async () => {
   storeA = await openStore(SHARD_1);
@@ -95,6 +97,7 @@ beforeAll(async () => {
     [P2, NET_2],
     [BOTH, NET_1],
     [BOTH, NET_2],
+    [P3, NET_2],
   ] as const)
     await storeA.addMember(identity, network);
 });
@@ -205,6 +208,23 @@ describe('authority shards (decision 0455)', () => {
       `SELECT encode(network_id, 'hex') AS n, epoch::text AS e FROM service_control.lease_grant`,
     );
     expect(grants).toEqual([{ n: Buffer.from(NET_2).toString('hex'), e: '1' }]);
+    // and shard 2 still grants in its epoch: the grant a listener.ready commits is of epoch 1 and stays (the prune
+    // after the mark compares with the epoch of the connection's shard row, not shard 1's epoch 2)
+    const net = await openLeaseNetwork(
+      { store: storeB, authority: b, nsdId },
+      sql,
+      [who(P3, NET_2, 4)],
+      [],
+      () => false,
+    );
+    const p3 = net.publishers[0];
+    if (p3 === undefined) throw new Error('no publisher');
+    const ready = await reply(b, p3.w, readyRequest(p3));
+    expect(kindOf(ready)).toBe('lease.result');
+    const p3Grants = await sql(`SELECT kind, epoch::text AS e FROM service_control.lease_grant WHERE holder = $1`, [
+      Buffer.from(P3),
+    ]);
+    expect(p3Grants).toEqual([{ kind: 'ready', e: '1' }]);
     await a2.idle();
   });
 
