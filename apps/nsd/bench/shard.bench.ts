@@ -275,39 +275,53 @@ await withBenchDatabase('nsd_shard_bench', async (config) => {
         .join(' ')}`,
     );
 
-    // the refresh load: both nsd at once, each from its own load-generator thread
-    await Promise.all(pubs.map((p) => p.reready()));
-    const loads = await Promise.all(
-      sides.map((side) =>
-        startLoad({
-          url: side.url,
-          nsdKey,
-          clients: pubs.filter((p) => p.side === side).map((p) => ({ pem: p.pem, payloads: p.refreshes(N) })),
-        }),
-      ),
-    );
-    const cpu0 = sides.map((s) => cpuSeconds(s.pid));
-    const windows = await Promise.all(loads.map((l) => l.go()));
-    const cpu1 = sides.map((s) => cpuSeconds(s.pid));
-    const checks = await Promise.all(loads.map((l) => l.check()));
-    for (const c of checks) {
-      const refused = c.outcomes.filter((o) => o !== 'lease.result:granted');
-      if (c.failures > 0 || refused.length > 0)
-        throw new Error(`${c.failures} answers failed their check, ${refused.length} not granted (${refused[0]})`);
-    }
-    const requests = windows.reduce((s, w) => s + w.requests, 0);
-    const seconds = Math.max(...windows.map((w) => w.seconds));
-    const rate = requests / seconds;
-    const needed = (publishersNow * 1000) / REFRESH_PERIOD_MS;
-    for (const [k, side] of sides.entries()) {
-      const w = windows[k] as (typeof windows)[number];
-      const cpu = ((cpu1[k] as number) - (cpu0[k] as number)) / w.requests;
-      print(
-        `  nsd ${side.shard.index}/${side.shard.count}: ${(w.requests / w.seconds).toFixed(0)} refreshes/s over ${w.seconds.toFixed(1)} s (${w.requests} granted), ${(cpu * 1000).toFixed(2)} ms nsd CPU per refresh; needs ${(needed / 2).toFixed(0)} /s for its ${publishersNow / 2} publishers`,
+    /**
+     * The refresh load on the nsd of `on` at once, each from its own load-generator thread (its publishers Ready again
+     * first): per nsd its window, its requests and its CPU; every answer must be `granted`.
+     */
+    const measure = async (on: readonly Side[]) => {
+      const mine = pubs.filter((p) => on.includes(p.side));
+      await Promise.all(mine.map((p) => p.reready()));
+      const loads = await Promise.all(
+        on.map((side) =>
+          startLoad({
+            url: side.url,
+            nsdKey,
+            clients: mine.filter((p) => p.side === side).map((p) => ({ pem: p.pem, payloads: p.refreshes(N) })),
+          }),
+        ),
       );
-    }
+      const cpu0 = on.map((s) => cpuSeconds(s.pid));
+      // each load's check is asked for as soon as its window ends (the thread's answer is not kept for a later listener)
+      const runs = await Promise.all(
+        loads.map(async (l, k) => {
+          const window = await l.go();
+          const check = l.check();
+          return { window, cpu: cpuSeconds(on[k]?.pid) - (cpu0[k] as number), check: await check };
+        }),
+      );
+      for (const { check: c } of runs) {
+        const refused = c.outcomes.filter((o) => o !== 'lease.result:granted');
+        if (c.failures > 0 || refused.length > 0)
+          throw new Error(`${c.failures} answers failed their check, ${refused.length} not granted (${refused[0]})`);
+      }
+      const requests = runs.reduce((sum, r) => sum + r.window.requests, 0);
+      return { runs, rate: requests / Math.max(...runs.map((r) => r.window.seconds)) };
+    };
+    const needed = (publishersNow * 1000) / REFRESH_PERIOD_MS;
+    const line = (side: Side, r: Awaited<ReturnType<typeof measure>>['runs'][number]) =>
+      `nsd ${side.shard.index}/${side.shard.count} ${(r.window.requests / r.window.seconds).toFixed(0)} refreshes/s over ${r.window.seconds.toFixed(1)} s (${r.window.requests} granted, ${((1000 * r.cpu) / r.window.requests).toFixed(2)} ms nsd CPU each)`;
+    // each nsd alone (the other idle), then both at once: does the second process add capacity on this machine?
+    const alone = [];
+    for (const side of sides) alone.push(await measure([side]));
+    const both = await measure(sides);
+    print(`  alone:    ${sides.map((side, k) => line(side, alone[k]?.runs[0] as never)).join('; ')}`);
+    print(`  together: ${sides.map((side, k) => line(side, both.runs[k] as never)).join('; ')}`);
+    const aloneSum = alone.reduce((sum, r) => sum + r.rate, 0);
     print(
-      `  together: ${rate.toFixed(0)} refreshes/s; ${publishersNow} publishers × 1 refresh / ${REFRESH_PERIOD_MS / 1000} s = ${needed.toFixed(0)} /s needed → headroom ${(rate / needed).toFixed(2)}× (goal ≥ 2)`,
+      `  two nsd together ${both.rate.toFixed(0)} refreshes/s (${(both.rate / (aloneSum / 2)).toFixed(2)}× one nsd alone); ${publishersNow} publishers × 1 refresh / ${REFRESH_PERIOD_MS / 1000} s = ${needed.toFixed(0)} /s needed → headroom ${(both.rate / needed).toFixed(2)}× (goal ≥ 2); load average ${loadavg()
+        .map((x) => x.toFixed(1))
+        .join(' ')}`,
     );
   } finally {
     for (const side of sides) await side.store.close();
