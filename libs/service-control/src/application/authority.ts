@@ -747,9 +747,12 @@ export class Authority {
     const reg = checkNodeRegistration(req.right);
     let r: Either.Either<void, ServiceControlError>;
     if (Either.isLeft(reg)) r = Either.left(reg.left);
-    else if (!this.serves(reg.right.networkId))
-      r = Either.left(scError('unauthorized', notThisShard(this.d.shard ?? UNSHARDED, reg.right.networkId)));
-    else if (!(await this.d.store.isMember(signer, reg.right.networkId)))
+    else if (!this.serves(reg.right.networkId)) {
+      // a daemon directed to the wrong shard's nsd: its first request, logged as the unary refusals are
+      const detail = notThisShard(this.d.shard ?? UNSHARDED, reg.right.networkId);
+      this.d.log?.('refused', { kind: 'node.register', code: 'unauthorized', detail });
+      r = Either.left(scError('unauthorized', detail));
+    } else if (!(await this.d.store.isMember(signer, reg.right.networkId)))
       r = Either.left(scError('unauthorized', 'the signer is not a member of the Network'));
     else {
       await this.d.store.registerNode(signer, reg.right.networkId, reg.right.capabilities);
