@@ -193,7 +193,7 @@ await withBenchDatabase('nsd_shard_bench', async (config) => {
     await sleep(1_000); // the nsd's productions after the reports (their snapshot rows) settle before ours are written
     await rawPg.query('DELETE FROM service_control.port_allocation');
     await rawPg.query('DELETE FROM service_control.port_entry');
-    const pubs = [];
+    const pubs: Awaited<ReturnType<typeof ready>>[] = [];
     for (const [i, p] of reported.entries()) pubs.push(await ready(p, 40000 + i));
 
     // the other shard's nsd refuses a Network that is not its own
@@ -312,7 +312,7 @@ await withBenchDatabase('nsd_shard_bench', async (config) => {
     const line = (side: Side, r: Awaited<ReturnType<typeof measure>>['runs'][number]) =>
       `nsd ${side.shard.index}/${side.shard.count} ${(r.window.requests / r.window.seconds).toFixed(0)} refreshes/s over ${r.window.seconds.toFixed(1)} s (${r.window.requests} granted, ${((1000 * r.cpu) / r.window.requests).toFixed(2)} ms nsd CPU each)`;
     // each nsd alone (the other idle), then both at once: does the second process add capacity on this machine?
-    const alone = [];
+    const alone: Awaited<ReturnType<typeof measure>>[] = [];
     for (const side of sides) alone.push(await measure([side]));
     const both = await measure(sides);
     print(`  alone:    ${sides.map((side, k) => line(side, alone[k]?.runs[0] as never)).join('; ')}`);
