@@ -9,6 +9,7 @@ import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Message, decodeMessage } from '../src/api/message.js';
+import { MachineHeartbeatCodec, MachineHeartbeatResultCodec } from '../src/api/runtime.js';
 import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import type { AuthorityStore } from '../src/application/authority-store.js';
@@ -146,6 +147,14 @@ describe('authority shards (decision 0455)', () => {
       [],
     );
     expect(await b.produceNetwork(NET_1)).toBe(false);
+    // the machine-wide requests too: a heartbeat of a shard-1 Network is refused by nsd 2/2 and accepted by nsd 1/2
+    const heartbeat = MachineHeartbeatCodec.encodeOrThrow({ network_id: NET_1 });
+    expect(MachineHeartbeatResultCodec.decode(await b.heartbeat(BOTH, heartbeat))).toEqual(
+      Either.right({ accepted: false, error: 'unauthorized' }),
+    );
+    expect(MachineHeartbeatResultCodec.decode(await a.heartbeat(BOTH, heartbeat))).toEqual(
+      Either.right({ accepted: true, error: null }),
+    );
     // its own Networks: served
     expect(await join(a, who(P1, NET_1, 1))).toEqual(['runtime.bind.result', 'session.open.result', 'report.accepted']);
     expect(await join(b, who(P2, NET_2, 2))).toEqual(['runtime.bind.result', 'session.open.result', 'report.accepted']);
