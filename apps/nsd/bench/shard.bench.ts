@@ -20,7 +20,7 @@ import { REFRESH_PERIOD_MS, type AuthorityShard, reportDigest, shardOf } from '@
 import { listenerIntentOf, setPolicySource } from '@homelab/service-control/application';
 import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
 import { generateSigner, signerFromPem } from '@homelab/service-control/transport';
-import { benchClient, withBenchDatabase } from './pg.js';
+import { benchClient, clonePublisher, withBenchDatabase } from './pg.js';
 import { startLoad } from './load-thread.js';
 import { signedClient } from './signed-client.js';
 import { acceptedAck, listenerSnapshot, oneServiceContent, readyBody } from '../test/lease-wire.js';
@@ -217,53 +217,12 @@ await withBenchDatabase('nsd_shard_bench', async (config) => {
     }
 
     // fill to PUBLISHERS: each shard's first measured publisher cloned (half each), rows of its Network and shard
-    const cloneTables: readonly { table: string; who: string; extra?: string }[] = [
-      { table: 'member', who: 'identity' },
-      { table: 'runtime_binding', who: 'identity' },
-      { table: 'session_mark', who: 'identity' },
-      { table: 'report', who: 'identity' },
-      { table: 'service', who: 'publisher' },
-      { table: 'snapshot', who: 'target' },
-      { table: 'snapshot_history', who: 'target' },
-      { table: 'ack', who: 'target' },
-      { table: 'lease_snapshot_stamp', who: 'target' },
-      { table: 'lease_mark', who: 'holder' },
-      {
-        table: 'lease_grant',
-        who: 'holder',
-        extra: `AND request_id = (SELECT request_id FROM service_control.lease_mark WHERE holder = $1)`,
-      },
-    ];
-    const keyCols = new Set([
-      'identity',
-      'publisher',
-      'holder',
-      'target',
-      'service_id',
-      'space',
-      'grant_id',
-      'request_id',
-    ]);
     const t0 = performance.now();
     for (const [k, side] of sides.entries()) {
       const template = pubs.find((p) => p.side === side);
       if (template === undefined) throw new Error('no template');
       const copies = Math.floor(PUBLISHERS / sides.length) - CLIENTS;
-      for (const { table, who, extra } of cloneTables) {
-        const cols = (
-          await rawPg.query(
-            `SELECT column_name FROM information_schema.columns WHERE table_schema = 'service_control' AND table_name = $1 ORDER BY ordinal_position`,
-            [table],
-          )
-        ).rows.map((r) => r.column_name as string);
-        const sel = cols
-          .map((c) => (keyCols.has(c) ? `substring(sha256(${c} || int4send(g)) from 1 for length(${c}))` : c))
-          .join(', ');
-        await rawPg.query(
-          `INSERT INTO service_control.${table} (${cols.join(', ')}) SELECT ${sel} FROM service_control.${table}, generate_series($2::int, $3::int) g WHERE ${who} = $1 ${extra ?? ''}`,
-          [Buffer.from(template.a.machineId), k * 1_000_000, k * 1_000_000 + copies - 1],
-        );
-      }
+      await clonePublisher(rawPg, Buffer.from(template.a.machineId), k * 1_000_000, k * 1_000_000 + copies - 1);
     }
     await rawPg.query('ANALYZE');
     const publishersNow = Number(
