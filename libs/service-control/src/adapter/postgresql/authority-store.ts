@@ -586,8 +586,10 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
     shard = UNSHARDED,
     ...rest
   } = options;
-  // every connection names its shard (a startup option): the SQL functions read the epoch of that row
-  const config = { ...rest, options: `${rest.options ?? ''} -c ${S}.shard=${shard.index}`.trim() };
+  // every connection names its shard (a startup option): the SQL functions read the epoch of that row. Appended to the
+  // options pg would use otherwise (the config's, else libpq's PGOPTIONS), which a set `options` replaces
+  const inherited = rest.options ?? process.env['PGOPTIONS'] ?? '';
+  const config = { ...rest, options: `${inherited} -c ${S}.shard=${shard.index}`.trim() };
   const K = shard.index;
   const pool = new pg.Pool({ max: 10, ...config });
   pool.on('error', () => undefined); // idle-client errors surface on the next query as storage-unavailable
