@@ -25,6 +25,7 @@ import { availableParallelism } from 'node:os';
 import {
   type PgConfig,
   benchClient,
+  clonePublisher,
   machineCpuText,
   mainThreadSched,
   profiled,
@@ -383,53 +384,11 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   // N publishers: clone the measured publishers' lease, session, service and snapshot rows in SQL up to N publishers,
   // so every index the refresh reads has N publishers' rows; then measure the real publishers against that
   const template = Buffer.from(p0.identity);
-  const cloneTables: readonly { table: string; who: string; extra?: string }[] = [
-    { table: 'member', who: 'identity' },
-    { table: 'runtime_binding', who: 'identity' },
-    { table: 'session_mark', who: 'identity' },
-    { table: 'report', who: 'identity' },
-    { table: 'service', who: 'publisher' },
-    { table: 'snapshot', who: 'target' },
-    { table: 'snapshot_history', who: 'target' },
-    { table: 'ack', who: 'target' },
-    { table: 'lease_snapshot_stamp', who: 'target' },
-    { table: 'lease_mark', who: 'holder' },
-    {
-      table: 'lease_grant',
-      who: 'holder',
-      extra: `AND request_id = (SELECT request_id FROM service_control.lease_mark WHERE holder = $1)`,
-    },
-  ];
-  const keyCols = new Set([
-    'identity',
-    'publisher',
-    'holder',
-    'target',
-    'service_id',
-    'space',
-    'grant_id',
-    'request_id',
-  ]);
   let seeded = maxC;
   for (const publishers of PUBLISHERS) {
     const add = publishers - seeded;
     if (add > 0) {
-      for (const { table, who, extra } of cloneTables) {
-        const cols = (
-          await rawPg.query(
-            `SELECT column_name FROM information_schema.columns WHERE table_schema = 'service_control' AND table_name = $1 ORDER BY ordinal_position`,
-            [table],
-          )
-        ).rows.map((r) => r.column_name as string);
-        // key columns → a per-copy hash of the same length (ids stay distinct; the service id of a copy is the same in every table)
-        const sel = cols
-          .map((c) => (keyCols.has(c) ? `substring(sha256(${c} || int4send(g)) from 1 for length(${c}))` : c))
-          .join(', ');
-        await rawPg.query(
-          `INSERT INTO service_control.${table} (${cols.join(', ')}) SELECT ${sel} FROM service_control.${table}, generate_series($2::int, $3::int) g WHERE ${who} = $1 ${extra ?? ''}`,
-          [template, seeded, publishers - 1],
-        );
-      }
+      await clonePublisher(rawPg, template, seeded, publishers - 1);
       await rawPg.query('ANALYZE');
       seeded = publishers;
     }

@@ -233,3 +233,55 @@ export const requestBound = (
 /** The whole machine (clients, nsd, PostgreSQL): CPU per request and how busy the cores were. */
 export const machineCpuText = (m: MachineCpu): string =>
   `machine CPU ${m.perRequestUs.toFixed(0)} µs/request, cores ${(m.busy * 100).toFixed(0)} % busy`;
+
+/** The rows of one Ready publisher (its lease, session, service and snapshot rows), by table and identity column. */
+const PUBLISHER_ROWS: readonly { table: string; who: string; extra?: string }[] = [
+  { table: 'member', who: 'identity' },
+  { table: 'runtime_binding', who: 'identity' },
+  { table: 'session_mark', who: 'identity' },
+  { table: 'report', who: 'identity' },
+  { table: 'service', who: 'publisher' },
+  { table: 'snapshot', who: 'target' },
+  { table: 'snapshot_history', who: 'target' },
+  { table: 'ack', who: 'target' },
+  { table: 'lease_snapshot_stamp', who: 'target' },
+  { table: 'lease_mark', who: 'holder' },
+  {
+    table: 'lease_grant',
+    who: 'holder',
+    extra: `AND request_id = (SELECT request_id FROM service_control.lease_mark WHERE holder = $1)`,
+  },
+];
+const KEY_COLUMNS = new Set([
+  'identity',
+  'publisher',
+  'holder',
+  'target',
+  'service_id',
+  'space',
+  'grant_id',
+  'request_id',
+]);
+
+/**
+ * Copies `first`..`last` of the publisher `template`'s rows in SQL (the lease and shard benches fill the lease tables
+ * to N publishers this way): key columns become a per-copy hash of the same length (ids stay distinct; a copy's service
+ * id is the same in every table), the other columns — its Network among them — are the template's.
+ */
+export const clonePublisher = async (client: pg.Client, template: Buffer, first: number, last: number) => {
+  for (const { table, who, extra } of PUBLISHER_ROWS) {
+    const cols = (
+      await client.query(
+        `SELECT column_name FROM information_schema.columns WHERE table_schema = 'service_control' AND table_name = $1 ORDER BY ordinal_position`,
+        [table],
+      )
+    ).rows.map((r) => r.column_name as string);
+    const sel = cols
+      .map((c) => (KEY_COLUMNS.has(c) ? `substring(sha256(${c} || int4send(g)) from 1 for length(${c}))` : c))
+      .join(', ');
+    await client.query(
+      `INSERT INTO service_control.${table} (${cols.join(', ')}) SELECT ${sel} FROM service_control.${table}, generate_series($2::int, $3::int) g WHERE ${who} = $1 ${extra ?? ''}`,
+      [template, first, last],
+    );
+  }
+};

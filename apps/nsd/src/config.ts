@@ -1,5 +1,6 @@
 // NSD configuration: flags (`--name value` or `--name=value`) override environment variables (NSD_NAME), which
 // override defaults; unknown flags are refused (issue 26 item 6).
+import { type AuthorityShard, MAX_SHARDS, validShard } from '@homelab/service-control';
 import { ConfigurationError, type FlagSpec, parseCommandLine } from '@homelab/service-control/process';
 
 export interface NsdConfig {
@@ -34,6 +35,11 @@ export interface NsdConfig {
   readonly authorityLeaseMs: number | null;
   /** This process's holder name on the authority row (`--instance`); null = host, pid and a random suffix (main). */
   readonly instance: string | null;
+  /**
+   * The authority shard (decision 0455, `--shard k/N`): this process is the authority of the Networks of shard k of N
+   * only (its own authority row, epoch and lease); default 1/1, every Network.
+   */
+  readonly shard: AuthorityShard;
 }
 
 /** Every flag nsd takes (its environment variable is `NSD_<NAME>`); `--help` prints this table. */
@@ -55,6 +61,11 @@ export const NSD_FLAGS: ReadonlyArray<FlagSpec> = [
     help: 'authority lease in ms: stand by while another nsd holds it, take over when it ends (unset = take over at start)',
   },
   { name: 'instance', help: 'holder name of this process on the authority lease (default host:pid:random)' },
+  {
+    name: 'shard',
+    help: `authority shard k/N: serve only the Networks of shard k of N (N ≤ ${MAX_SHARDS}, the same N for every nsd of the database)`,
+    default: '1/1',
+  },
   { name: 'fault', help: 'tests only: SIGKILL after the commit of this request kind, before the reply' },
 ];
 
@@ -95,6 +106,11 @@ export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): Nsd
   const lease = get('authority-lease-ms');
   if (lease !== undefined && (!/^[0-9]+$/.test(lease) || Number(lease) < 100))
     throw new ConfigurationError(`--authority-lease-ms must be a whole number of ms ≥ 100, not "${lease}"`);
+  const shardText = get('shard') as string;
+  const [index, count] = shardText.split('/').map((x) => (/^[0-9]+$/.test(x) ? Number(x) : NaN));
+  const shard = { index: index ?? NaN, count: count ?? NaN };
+  if (!validShard(shard))
+    throw new ConfigurationError(`--shard must be k/N with 1 ≤ k ≤ N ≤ ${MAX_SHARDS}, not "${shardText}"`);
   return {
     host: get('host') as string,
     port: port('--port', get('port') as string),
@@ -113,5 +129,6 @@ export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): Nsd
     portStreamRequests: get('port-stream-requests') !== '0',
     authorityLeaseMs: lease === undefined ? null : Number(lease),
     instance: get('instance') ?? null,
+    shard,
   };
 };

@@ -161,6 +161,7 @@ const HttpServer = Layer.scopedDiscard(
             host: config.host,
             port,
             epoch: String(epoch),
+            shard: `${config.shard.index}/${config.shard.count}`,
             nsd_id: uuidText(nsdId),
             nsd_public_key: toHex(signer.machineId),
           });
@@ -185,6 +186,7 @@ const Nsd = HttpServer.pipe(
       fault: kill,
       log,
       leaseNow: () => Math.floor(performance.now()),
+      shard: config.shard,
       portRecovery: {
         requests: config.portStreamRequests,
         ...(config.portUncertainMs === null ? {} : { timeoutMs: config.portUncertainMs }),
@@ -205,7 +207,7 @@ const Nsd = HttpServer.pipe(
           }),
     }),
   ), // lease deadlines: monotonic within the epoch (decision 0122)
-  Layer.provide(AuthorityStoreServiceLive(() => makePgAuthorityStore(config.database))),
+  Layer.provide(AuthorityStoreServiceLive(() => makePgAuthorityStore({ ...config.database, shard: config.shard }))),
   Layer.provide(SystemControlClockLive),
   Layer.provide(JsonLoggerLive({ app: 'nsd' })),
 );
@@ -213,6 +215,7 @@ const Nsd = HttpServer.pipe(
 log('starting', {
   database: `${config.database.host}:${config.database.port}/${config.database.database}`,
   port: config.port,
+  shard: `${config.shard.index}/${config.shard.count}`,
   ...(config.authorityLeaseMs === null ? {} : { authority_lease_ms: config.authorityLeaseMs, instance }),
 });
 launchUntilSignal(Nsd, log);

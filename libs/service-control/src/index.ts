@@ -3,6 +3,7 @@ export * from './domain/counter.js';
 export * from './domain/declaration.js';
 export * from './domain/epoch.js';
 export * from './domain/authority-holder.js';
+export * from './domain/authority-shard.js';
 export * from './domain/errors.js';
 export * from './domain/fence.js';
 export * from './domain/ids.js';

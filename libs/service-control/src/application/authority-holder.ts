@@ -10,6 +10,7 @@ import {
   renewEveryMs,
   standbyWaitMs,
 } from '../domain/authority-holder.js';
+import { ShardLayoutMismatch } from '../domain/authority-shard.js';
 import type { AuthorityStore } from './authority-store.js';
 
 export interface AuthorityLeaseOptions {
@@ -61,6 +62,7 @@ export const waitForAuthority = async (
     try {
       out = await store.acquireAuthority(lease.holder, lease.ttlMs);
     } catch (e) {
+      if (e instanceof ShardLayoutMismatch) throw e; // another split of the Networks is configured: never retried
       log?.('standby-retry', { error: e instanceof Error ? e.message : String(e) });
       await sleep(lease.retryMs ?? 500, signal);
       continue;

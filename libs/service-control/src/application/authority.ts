@@ -46,6 +46,7 @@ import { reportRows } from './authority-report.js';
 import { networkView } from './authority-view.js';
 import type { NetworkPolicy } from './grant-store.js';
 import { nextCounter } from '../domain/counter.js';
+import { type AuthorityShard, UNSHARDED, notThisShard, servesNetwork } from '../domain/authority-shard.js';
 import type { AuthorityStore, AuthorityTx, FenceRows } from './authority-store.js';
 import type { StoredService } from './service-row.js';
 
@@ -53,6 +54,11 @@ export interface AuthorityDeps {
   readonly store: AuthorityStore;
   readonly nsdId: Bytes;
   readonly epoch: bigint;
+  /**
+   * The authority shard this process serves (decision 0455): requests, streams, heartbeats, policy edits and
+   * productions of a Network of another shard are refused (`unauthorized`, detail `not-this-shard`). Default: all.
+   */
+  readonly shard?: AuthorityShard;
   readonly now: () => number;
   /** Injected crash point (tests): called with a label after a commit and before the reply leaves. */
   readonly fault?: (point: string) => void;
@@ -219,6 +225,8 @@ export class Authority {
       return Either.left(scError('unauthorized', 'subject_identity is not the signer'));
     if (!bytesEqual(m.nsd_id, this.d.nsdId))
       return Either.left(scError('unauthorized', 'nsd_id is not this authority'));
+    const mine = this.inShard(m.network_id);
+    if (Either.isLeft(mine)) return Either.left(mine.left);
     // the table is keyed by kind: the message of that kind is the handler's argument
     const handler = this.handlers[m.kind as AToBKind] as (m: Message) => ReturnType<Handlers[AToBKind]>;
     return handler(m);
@@ -326,7 +334,9 @@ export class Authority {
     options: { readonly session?: boolean },
     reads: (tx: AuthorityTx) => Promise<P>,
     fn: (tx: AuthorityTx, fence: FenceRows, pre: P) => Promise<Either.Either<A, ServiceControlError>>,
-  ) {
+  ): Promise<Either.Either<A, ServiceControlError>> {
+    const mine = this.inShard(networkId);
+    if (Either.isLeft(mine)) return Promise.resolve(Either.left(mine.left));
     return this.d.store.transact<A>(
       this.d.epoch,
       async (tx) => {
@@ -352,6 +362,18 @@ export class Authority {
       async () => undefined,
       (tx, fence) => fn(tx, fence),
     );
+  }
+
+  serves(networkId: Bytes): boolean {
+    return servesNetwork(this.d.shard ?? UNSHARDED, networkId);
+  }
+
+  /** Right when this process is the authority of the Network's shard; else the typed `not-this-shard` refusal. */
+  inShard(networkId: Bytes): Either.Either<void, ServiceControlError> {
+    const shard = this.d.shard ?? UNSHARDED;
+    return servesNetwork(shard, networkId)
+      ? Either.void
+      : Either.left(scError('unauthorized', notThisShard(shard, networkId)));
   }
 
   private committed(point: string): void {
@@ -725,7 +747,12 @@ export class Authority {
     const reg = checkNodeRegistration(req.right);
     let r: Either.Either<void, ServiceControlError>;
     if (Either.isLeft(reg)) r = Either.left(reg.left);
-    else if (!(await this.d.store.isMember(signer, reg.right.networkId)))
+    else if (!this.serves(reg.right.networkId)) {
+      // a daemon directed to the wrong shard's nsd: its first request, logged as the unary refusals are
+      const detail = notThisShard(this.d.shard ?? UNSHARDED, reg.right.networkId);
+      this.d.log?.('refused', { kind: 'node.register', code: 'unauthorized', detail });
+      r = Either.left(scError('unauthorized', detail));
+    } else if (!(await this.d.store.isMember(signer, reg.right.networkId)))
       r = Either.left(scError('unauthorized', 'the signer is not a member of the Network'));
     else {
       await this.d.store.registerNode(signer, reg.right.networkId, reg.right.capabilities);
@@ -792,6 +819,8 @@ export class Authority {
         tx.ports.lockAllocation(serviceId),
       ]);
       if (row === null || row.state !== 'active') return Either.right({ outcome: 'unknown-service' as const });
+      const mine = this.inShard(row.networkId);
+      if (Either.isLeft(mine)) return Either.left(mine.left);
       const had = sources.find((x) => bytesEqual(x.consumer, edit.consumer));
       const protocols = 'remove' in edit ? [] : [...new Set(edit.protocols)].sort();
       const same =
@@ -832,6 +861,8 @@ export class Authority {
   ): Promise<
     Either.Either<{ readonly services: readonly StoredService[]; readonly policy: NetworkPolicy }, ServiceControlError>
   > {
+    const mine = this.inShard(networkId);
+    if (Either.isLeft(mine)) return Either.left(mine.left);
     return this.d.store.transact(this.d.epoch, async (tx) => {
       const [services, policy] = await Promise.all([tx.services(networkId), tx.grants.networkPolicy(networkId)]);
       return Either.right({ services, policy });
@@ -909,6 +940,8 @@ export class Authority {
     only: Bytes | null,
     clearUpTo: bigint | null = null,
   ): Promise<{ readonly ok: boolean; readonly body: Uint8Array | null }> {
+    // another shard's Network is never produced here: its rows are fenced by that shard's authority (decision 0455)
+    if (Either.isLeft(this.inShard(networkId))) return Promise.resolve({ ok: false, body: null });
     const key = toHex(networkId);
     const target = only === null ? null : toHex(only);
     const answer = (r: ProductionResult) => ({
@@ -1126,6 +1159,7 @@ export class Authority {
     const rows = await this.d.store.pendingOutbox();
     const upTo = new Map<string, { networkId: Bytes; id: bigint }>();
     for (const r of rows) {
+      if (Either.isLeft(this.inShard(r.networkId))) continue; // another shard's authority produces it
       const k = toHex(r.networkId);
       if ((upTo.get(k)?.id ?? -1n) < r.id) upTo.set(k, r);
     }
@@ -1165,7 +1199,7 @@ export class Authority {
   async resumeNextCandidates(): Promise<number> {
     const r = await awaitingNextCandidates({ store: this.d.store, nsdId: this.d.nsdId, epoch: this.d.epoch });
     if (Either.isLeft(r)) throw r.left;
-    for (const next of r.right) this.scheduleNextCandidate(next);
+    for (const next of r.right) if (Either.isRight(this.inShard(next.networkId))) this.scheduleNextCandidate(next);
     return r.right.length;
   }
 

@@ -77,7 +77,7 @@ export class AuthorityService extends Context.Tag('@homelab/service-control/Auth
 
 export interface AuthorityOptions extends Pick<
   AuthorityDeps,
-  'fault' | 'log' | 'leaseNow' | 'portRecovery' | 'observe'
+  'fault' | 'log' | 'leaseNow' | 'portRecovery' | 'observe' | 'shard'
 > {
   /** Network membership to add at startup (the stand-in for the existing ownership), `[identity, network]`. */
   readonly members?: readonly (readonly [Bytes, Bytes])[];

@@ -16,15 +16,18 @@ const S = 'service_control';
 export type FastAckOutcome = 'recorded' | 'repeat' | 'slow';
 
 /** Appended to the authority store's migrations. */
-export const ACK_FAST_MIGRATIONS: readonly string[] = [
-  `CREATE FUNCTION ${S}.ack_fast(e numeric, i bytea, n bytea, gen numeric, rid bytea, q numeric, r numeric, d bytea,
+export const ACK_FAST_MIGRATIONS: readonly string[] = [ackFastFunction('CREATE')];
+
+/** The function's text; decision 0455 re-creates it (`CREATE OR REPLACE`) to fence on the connection's shard row. */
+export function ackFastFunction(create: 'CREATE' | 'CREATE OR REPLACE'): string {
+  return `${create} FUNCTION ${S}.ack_fast(e numeric, i bytea, n bytea, gen numeric, rid bytea, q numeric, r numeric, d bytea,
      acc boolean, enf boolean, dns boolean, win numeric, prune boolean) RETURNS text
    LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
    DECLARE cur numeric; g numeric; id bytea; sg numeric; sid bytea; sseq numeric; sep numeric; snap numeric; enforced numeric;
      hist bytea; a_acc boolean; a_enf boolean; a_dns boolean;
    BEGIN
-     -- the store's fence: the authority row FOR SHARE, its epoch the one this authority serves
-     SELECT a.epoch INTO cur FROM ${S}.authority a WHERE a.id = 1 FOR SHARE;
+     -- the store's fence: the authority row of the connection's shard FOR SHARE, its epoch the one this authority serves
+     SELECT a.epoch INTO cur FROM ${S}.authority a WHERE a.id = ${S}.current_shard() FOR SHARE;
      IF cur IS DISTINCT FROM e THEN RETURN 'slow'; END IF;
      -- §3.2 step 6: membership, then the runtime row and the session mark FOR UPDATE (the order of fence_rows)
      IF NOT EXISTS (SELECT 1 FROM ${S}.member m WHERE m.identity = i AND m.network_id = n) THEN RETURN 'slow'; END IF;
@@ -56,8 +59,8 @@ export const ACK_FAST_MIGRATIONS: readonly string[] = [
      -- a new enforced revision may take the previous one below the floor (decision 0191)
      IF prune AND acc AND enf THEN PERFORM ${S}.prune_below_floor(i, n, win); END IF;
      RETURN 'recorded';
-   END $fn$;`,
-];
+   END $fn$;`;
+}
 
 /** The one autocommit statement, a named prepared statement of each connection (pg's `name`: parsed once). */
 export const ackFastQuery = (epoch: bigint, a: FastAck, prune: boolean) => ({

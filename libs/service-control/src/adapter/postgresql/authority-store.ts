@@ -22,6 +22,7 @@ import { type Bytes, toHex } from '../../domain/bytes.js';
 import { type ServiceControlError, ServiceControlError as SCE, scError } from '../../domain/errors.js';
 import { nextCounter } from '../../domain/counter.js';
 import { mayTakeOver } from '../../domain/authority-holder.js';
+import { type AuthorityShard, ShardLayoutMismatch, UNSHARDED } from '../../domain/authority-shard.js';
 import type { BReportRow } from '../../domain/report.js';
 import type { RuntimeBinding } from '../../domain/runtime.js';
 import type { AckRecord } from '../../domain/snapshot.js';
@@ -38,7 +39,7 @@ import {
 import { PORT_MIGRATIONS, allocationFromJson, allocationToJson, portTx, portWrites } from './port-store.js';
 import { GRANT_MIGRATIONS, grantTx } from './grant-store.js';
 import { REVISION_FLOOR_MIGRATIONS, floorOf, floorSql, pruneBelowFloorSql } from './revision-floor.js';
-import { ACK_FAST_MIGRATIONS, type FastAckOutcome, ackFastQuery, ackFastSql } from './ack-fast.js';
+import { ACK_FAST_MIGRATIONS, type FastAckOutcome, ackFastFunction, ackFastQuery, ackFastSql } from './ack-fast.js';
 import { GroupCommit } from './group-commit.js';
 
 export const PG_SCHEMA = 'service_control';
@@ -46,6 +47,40 @@ const S = PG_SCHEMA;
 
 const RUNTIME_COLS = `generation::text AS generation, encode(runtime_id, 'hex') AS runtime_id, stopped, liveness`;
 const SESSION_COLS = `generation::text AS generation, encode(runtime_id, 'hex') AS runtime_id, seq::text AS seq, encode(request_id, 'hex') AS request_id, epoch::text AS epoch`;
+
+/** replace_write's text (decision 0372); decision 0455 re-creates it to prune against the connection's shard row. */
+function replaceWriteFunction(create: 'CREATE' | 'CREATE OR REPLACE'): string {
+  return `${create} FUNCTION ${S}.replace_write(i bytea, n bytea, services jsonb, allocations jsonb, port_upserts jsonb,
+     port_released jsonb, rev numeric, digest bytea, reason text, prune boolean) RETURNS bigint
+   LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+   DECLARE outbox_id bigint;
+   BEGIN
+     INSERT INTO ${S}.service (service_id, publisher, network_id, declaration_key, declaration, state, port, listener_revision)
+       SELECT decode(x.id, 'hex'), i, n, x.key, decode(x.decl, 'hex'), x.state, x.port, x.lrev::numeric
+       FROM ROWS FROM (jsonb_to_recordset(services) AS (id text, key text, decl text, state text, port integer, lrev text)) WITH ORDINALITY AS x(id, key, decl, state, port, lrev, o)
+       ORDER BY x.o
+     ON CONFLICT (service_id) DO UPDATE SET declaration_key = excluded.declaration_key, declaration = excluded.declaration,
+       state = excluded.state, port = excluded.port, listener_revision = excluded.listener_revision;
+     IF prune AND EXISTS (SELECT 1 FROM jsonb_to_recordset(services) AS x(state text) WHERE x.state = 'withdrawn') THEN
+       ${pruneWithdrawnSqlOf('i', 'n').join('; ')};
+     END IF;
+     INSERT INTO ${S}.port_allocation (service_id, publisher, value)
+       SELECT decode(x.id, 'hex'), decode(x.pub, 'hex'), x.value
+       FROM ROWS FROM (jsonb_to_recordset(allocations) AS (id text, pub text, value jsonb)) WITH ORDINALITY AS x(id, pub, value, o) ORDER BY x.o
+     ON CONFLICT (service_id) DO UPDATE SET value = excluded.value;
+     INSERT INTO ${S}.port_entry (publisher, port, kind, nsd_id, network_id, service_id)
+       SELECT i, x.port, x.kind, decode(x.nsd, 'hex'), decode(x.net, 'hex'), decode(x.svc, 'hex')
+       FROM ROWS FROM (jsonb_to_recordset(port_upserts) AS (port integer, kind text, nsd text, net text, svc text)) WITH ORDINALITY AS x(port, kind, nsd, net, svc, o) ORDER BY x.o
+     ON CONFLICT (publisher, port) DO UPDATE SET kind = excluded.kind, nsd_id = excluded.nsd_id, network_id = excluded.network_id,
+       service_id = excluded.service_id;
+     DELETE FROM ${S}.port_entry e WHERE e.publisher = i AND e.kind = 'reserved'
+       AND e.port IN (SELECT (x.v)::integer FROM jsonb_array_elements_text(port_released) AS x(v));
+     INSERT INTO ${S}.report VALUES (i, n, rev, digest)
+       ON CONFLICT (identity, network_id) DO UPDATE SET revision = excluded.revision, digest = excluded.digest;
+     INSERT INTO ${S}.outbox (network_id, reason) VALUES (n, reason) RETURNING id INTO outbox_id;
+     RETURN outbox_id;
+   END $fn$;`;
+}
 
 const MIGRATIONS: readonly string[] = [
   `CREATE SCHEMA IF NOT EXISTS ${S};
@@ -123,41 +158,27 @@ const MIGRATIONS: readonly string[] = [
   // allocation rows, the port table change, the report row and the outbox row (its id returned). The publisher's own
   // services are found by (publisher, network_id), not among the Network's rows (decision 0373)
   `CREATE INDEX ON ${S}.service (publisher, network_id);
-   CREATE FUNCTION ${S}.replace_write(i bytea, n bytea, services jsonb, allocations jsonb, port_upserts jsonb,
-     port_released jsonb, rev numeric, digest bytea, reason text, prune boolean) RETURNS bigint
-   LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
-   DECLARE outbox_id bigint;
-   BEGIN
-     INSERT INTO ${S}.service (service_id, publisher, network_id, declaration_key, declaration, state, port, listener_revision)
-       SELECT decode(x.id, 'hex'), i, n, x.key, decode(x.decl, 'hex'), x.state, x.port, x.lrev::numeric
-       FROM ROWS FROM (jsonb_to_recordset(services) AS (id text, key text, decl text, state text, port integer, lrev text)) WITH ORDINALITY AS x(id, key, decl, state, port, lrev, o)
-       ORDER BY x.o
-     ON CONFLICT (service_id) DO UPDATE SET declaration_key = excluded.declaration_key, declaration = excluded.declaration,
-       state = excluded.state, port = excluded.port, listener_revision = excluded.listener_revision;
-     IF prune AND EXISTS (SELECT 1 FROM jsonb_to_recordset(services) AS x(state text) WHERE x.state = 'withdrawn') THEN
-       ${pruneWithdrawnSqlOf('i', 'n').join('; ')};
-     END IF;
-     INSERT INTO ${S}.port_allocation (service_id, publisher, value)
-       SELECT decode(x.id, 'hex'), decode(x.pub, 'hex'), x.value
-       FROM ROWS FROM (jsonb_to_recordset(allocations) AS (id text, pub text, value jsonb)) WITH ORDINALITY AS x(id, pub, value, o) ORDER BY x.o
-     ON CONFLICT (service_id) DO UPDATE SET value = excluded.value;
-     INSERT INTO ${S}.port_entry (publisher, port, kind, nsd_id, network_id, service_id)
-       SELECT i, x.port, x.kind, decode(x.nsd, 'hex'), decode(x.net, 'hex'), decode(x.svc, 'hex')
-       FROM ROWS FROM (jsonb_to_recordset(port_upserts) AS (port integer, kind text, nsd text, net text, svc text)) WITH ORDINALITY AS x(port, kind, nsd, net, svc, o) ORDER BY x.o
-     ON CONFLICT (publisher, port) DO UPDATE SET kind = excluded.kind, nsd_id = excluded.nsd_id, network_id = excluded.network_id,
-       service_id = excluded.service_id;
-     DELETE FROM ${S}.port_entry e WHERE e.publisher = i AND e.kind = 'reserved'
-       AND e.port IN (SELECT (x.v)::integer FROM jsonb_array_elements_text(port_released) AS x(v));
-     INSERT INTO ${S}.report VALUES (i, n, rev, digest)
-       ON CONFLICT (identity, network_id) DO UPDATE SET revision = excluded.revision, digest = excluded.digest;
-     INSERT INTO ${S}.outbox (network_id, reason) VALUES (n, reason) RETURNING id INTO outbox_id;
-     RETURN outbox_id;
-   END $fn$;`,
+   ${replaceWriteFunction('CREATE')}`,
   // node registration (spec §3.13, decision 0272): the capabilities a node advertised, per (identity, Network); no label
   `CREATE TABLE ${S}.node_registration (identity bytea NOT NULL, network_id bytea NOT NULL, capabilities text[] NOT NULL,
      registered_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (identity, network_id));`,
   // the authority lease (decision 0400): who holds the authority and until when by the database's clock; NULL = nobody
   `ALTER TABLE ${S}.authority ADD COLUMN holder text, ADD COLUMN lease_until timestamptz;`,
+  // authority shards (decision 0455): one authority row per shard (id = shard index 1..count), each storing the
+  // database's shard count; the Network → shard function (FNV-1a, the twin of domain/authority-shard.ts); the shard
+  // of a connection (a startup option of the store's pools; unset = 1), whose row the functions' epoch reads name
+  `ALTER TABLE ${S}.authority DROP CONSTRAINT authority_id_check, ADD COLUMN shard_count int NOT NULL DEFAULT 1;
+   ALTER TABLE ${S}.authority ADD CONSTRAINT authority_shard_check CHECK (id >= 1 AND id <= shard_count);
+   CREATE FUNCTION ${S}.shard_of(n bytea, c int) RETURNS int LANGUAGE plpgsql IMMUTABLE STRICT AS $fn$
+   DECLARE h bigint := 2166136261;
+   BEGIN
+     FOR k IN 0 .. length(n) - 1 LOOP h := ((h # get_byte(n, k)::bigint) * 16777619) % 4294967296; END LOOP;
+     RETURN (h % c)::int + 1;
+   END $fn$;
+   CREATE FUNCTION ${S}.current_shard() RETURNS int LANGUAGE sql STABLE AS
+     $fn$ SELECT coalesce(nullif(current_setting('${S}.shard', true), '')::int, 1) $fn$;
+   ${ackFastFunction('CREATE OR REPLACE')};
+   ${replaceWriteFunction('CREATE OR REPLACE')};`,
 ];
 
 const b = (v: Buffer | Uint8Array): Bytes => new Uint8Array(v);
@@ -503,6 +524,11 @@ const tx = (c: TxConnection, leaseOptions: LeaseTxOptions, pruneRevisions: boole
 };
 
 export interface PgAuthorityStoreOptions extends pg.PoolConfig {
+  /**
+   * The authority shard this store fences on (decision 0455): its own authority row, epoch and lease; default the
+   * unsharded authority (row 1, count 1).
+   */
+  readonly shard?: AuthorityShard;
   /** Injected fault: called after the COMMIT of each transaction (crash-point tests kill the process here). */
   readonly afterCommit?: () => void;
   /** Lease row pruning (decisions 0165, 0191); `false` only for the unpruned twin of the pruning tests. */
@@ -550,14 +576,28 @@ export type PgAuthorityStore = AuthorityStore & { readonly commitStats: () => Pg
 
 /** The PostgreSQL adapter of B's store. */
 export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthorityStore => {
-  const { afterCommit, pruneLeaseRows, pruneRevisionRows, fastAck, groupCommit, afterGroupMember, ...config } = options;
+  const {
+    afterCommit,
+    pruneLeaseRows,
+    pruneRevisionRows,
+    fastAck,
+    groupCommit,
+    afterGroupMember,
+    shard = UNSHARDED,
+    ...rest
+  } = options;
+  // every connection names its shard (a startup option): the SQL functions read the epoch of that row. Appended to the
+  // options pg would use otherwise (the config's, else libpq's PGOPTIONS), which a set `options` replaces
+  const inherited = rest.options ?? process.env['PGOPTIONS'] ?? '';
+  const config = { ...rest, options: `${inherited} -c ${S}.shard=${shard.index}`.trim() };
+  const K = shard.index;
   const pool = new pg.Pool({ max: 10, ...config });
   pool.on('error', () => undefined); // idle-client errors surface on the next query as storage-unavailable
   // the authority lease's own connection (decision 0400): a renewal never waits behind requests for a pooled one —
   // under a reconnect storm all ten are busy for seconds, and a holder whose renewal waits past its lease must stop
   const leasePool = new pg.Pool({ ...config, max: 1 });
   leasePool.on('error', () => undefined);
-  const fenceSql = `SELECT epoch FROM ${S}.authority WHERE id = 1 FOR SHARE`;
+  const fenceSql = `SELECT epoch FROM ${S}.authority WHERE id = ${K} FOR SHARE`;
   const fenceCheck = (epoch: bigint) => (r: pg.QueryResult) =>
     r.rows[0] !== undefined && big(r.rows[0].epoch) === epoch ? null : staleEpoch();
   const groupStats = { groups: 0, members: 0, fallbacks: 0 };
@@ -590,6 +630,7 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
     try {
       return Either.right(await f(c));
     } catch (e) {
+      if (e instanceof ShardLayoutMismatch) throw e; // a configuration error, not a storage failure: never retried
       return Either.left(storageError(e));
     } finally {
       c.release();
@@ -655,29 +696,53 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
    * start): the next epoch, `holder` with a lease of `ttlMs` (null: no holder, no lease), and the older epochs' grant
    * rows pruned. The caller commits.
    */
+  /**
+   * A takeover's first step (decision 0455), before its row lock: under the layout lock (takeovers of all shards
+   * serialize on it, requests never take it) every authority row must store this process's shard count, else
+   * `ShardLayoutMismatch` is thrown; answers the database's nsd_id (one for all shards), null in a fresh database.
+   */
+  const checkLayout = async (c: pg.PoolClient): Promise<Buffer | null> => {
+    await c.query(`SELECT pg_advisory_xact_lock(hashtext('${S}.authority_layout'))`);
+    const r = await c.query(`SELECT id, shard_count, nsd_id FROM ${S}.authority ORDER BY id`);
+    const other = r.rows.find((x) => x.shard_count !== shard.count);
+    if (other !== undefined) throw new ShardLayoutMismatch({ mine: shard.count, stored: other.shard_count as number });
+    return r.rows[0] === undefined ? null : (r.rows[0].nsd_id as Buffer);
+  };
+
   const takeOverLocked = async (
     c: pg.PoolClient,
     row: { nsd_id: Buffer; epoch: string } | undefined,
     holder: string | null,
     ttlMs: number,
+    sharedNsdId: Buffer | null,
   ): Promise<{ readonly nsdId: Bytes; readonly epoch: bigint }> => {
-    const nsdId =
-      row === undefined ? new Uint8Array(Buffer.from(randomUUID().replaceAll('-', ''), 'hex')) : b(row.nsd_id);
+    // a new shard's row takes the database's nsd_id: service_refs and port entries name one nsd for every shard
+    const known = row?.nsd_id ?? sharedNsdId;
+    const nsdId = known === null ? new Uint8Array(Buffer.from(randomUUID().replaceAll('-', ''), 'hex')) : b(known);
     const next = nextCounter(row === undefined ? null : big(row.epoch), 'authority_epoch');
     if (Either.isLeft(next)) throw next.left;
     await c.query(
-      `INSERT INTO ${S}.authority (id, nsd_id, epoch, holder, lease_until)
-       VALUES (1, $1, $2, $3::text, CASE WHEN $3::text IS NULL THEN NULL ELSE clock_timestamp() + $4::float8 * interval '1 millisecond' END)
+      `INSERT INTO ${S}.authority (id, nsd_id, epoch, holder, lease_until, shard_count)
+       VALUES ($5, $1, $2, $3::text, CASE WHEN $3::text IS NULL THEN NULL ELSE clock_timestamp() + $4::float8 * interval '1 millisecond' END, $6)
        ON CONFLICT (id) DO UPDATE SET epoch = excluded.epoch, holder = excluded.holder, lease_until = excluded.lease_until`,
-      [buf(nsdId), next.right.toString(), holder, ttlMs],
+      [buf(nsdId), next.right.toString(), holder, ttlMs, K, shard.count],
     );
     // every grant and request-map read filters on the current epoch: the older epochs' rows are unreachable
     // from this commit on — also those of services never granted again (decision 0191; 0165 pruned the rest)
     // — and no withdrawn service's mark has a grant of the new epoch, so none of them applies any more (0196)
+    // — of this shard's Networks only: another shard's rows are of its own epoch (decision 0455). A consumer's acquire
+    // items are found through its mark (an item no mark names went with the mark's move, decision 0165)
+    const e = lit.num(next.right);
+    const mine = (col: string) => `${S}.shard_of(${col}, ${shard.count}) = ${K}`;
     if (pruneLeaseRows !== false)
       await c.query(
         plainSql(
-          `DELETE FROM ${S}.lease_grant WHERE epoch <> ${lit.num(next.right)}; DELETE FROM ${S}.lease_acquire_item WHERE epoch <> ${lit.num(next.right)}; ${pruneWithdrawnMarksSql()}`,
+          shard.count === 1
+            ? `DELETE FROM ${S}.lease_grant WHERE epoch <> ${e}; DELETE FROM ${S}.lease_acquire_item WHERE epoch <> ${e}; ${pruneWithdrawnMarksSql()}`
+            : `DELETE FROM ${S}.lease_grant WHERE epoch <> ${e} AND ${mine('network_id')};
+               DELETE FROM ${S}.lease_acquire_item i WHERE i.epoch <> ${e} AND EXISTS (SELECT 1 FROM ${S}.lease_mark m
+                 WHERE m.holder = i.holder AND m.request_id = i.request_id AND ${mine('m.network_id')});
+               ${pruneWithdrawnMarksSql(mine('m.network_id'))}`,
         ),
       );
     return { nsdId, epoch: next.right };
@@ -708,7 +773,7 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
       ),
     currentEpoch: () =>
       run(async (c) => {
-        const r = await c.query(`SELECT epoch FROM ${S}.authority WHERE id = 1`);
+        const r = await c.query(`SELECT epoch FROM ${S}.authority WHERE id = ${K}`);
         return r.rows[0] === undefined ? null : big(r.rows[0].epoch);
       }),
     takeover: async () =>
@@ -716,9 +781,10 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
         await run(async (c) => {
           await c.query('BEGIN');
           try {
-            const r = await c.query(`SELECT nsd_id, epoch FROM ${S}.authority WHERE id = 1 FOR UPDATE`);
+            const shared = await checkLayout(c);
+            const r = await c.query(`SELECT nsd_id, epoch FROM ${S}.authority WHERE id = ${K} FOR UPDATE`);
             // a takeover without a lease (decision 0332's single authority): no holder is left on the row
-            const taken = await takeOverLocked(c, r.rows[0], null, 0);
+            const taken = await takeOverLocked(c, r.rows[0], null, 0, shared);
             await c.query('COMMIT');
             return taken;
           } catch (e) {
@@ -732,9 +798,10 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
         await run(async (c): Promise<AuthorityAcquisition> => {
           await c.query('BEGIN');
           try {
+            const shared = await checkLayout(c);
             const r = await c.query(
               `SELECT nsd_id, epoch, holder, (extract(epoch FROM lease_until - clock_timestamp()) * 1000)::float8 AS remaining
-               FROM ${S}.authority WHERE id = 1 FOR UPDATE`,
+               FROM ${S}.authority WHERE id = ${K} FOR UPDATE`,
             );
             const row = r.rows[0];
             const lease =
@@ -750,7 +817,7 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
                 remainingMs: lease.remainingMs as number,
               };
             }
-            const taken = await takeOverLocked(c, row, holder, ttlMs);
+            const taken = await takeOverLocked(c, row, holder, ttlMs, shared);
             await c.query('COMMIT');
             return { taken: true, ...taken };
           } catch (e) {
@@ -766,7 +833,7 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
             (
               await c.query(
                 `UPDATE ${S}.authority SET lease_until = clock_timestamp() + $3::float8 * interval '1 millisecond'
-                 WHERE id = 1 AND holder = $1 AND epoch = $2`,
+                 WHERE id = ${K} AND holder = $1 AND epoch = $2`,
                 [holder, epoch.toString(), ttlMs],
               )
             ).rowCount === 1,
@@ -778,7 +845,7 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
         await run(
           (c) =>
             c.query(
-              `UPDATE ${S}.authority SET lease_until = clock_timestamp() WHERE id = 1 AND holder = $1 AND epoch = $2`,
+              `UPDATE ${S}.authority SET lease_until = clock_timestamp() WHERE id = ${K} AND holder = $1 AND epoch = $2`,
               [holder, epoch.toString()],
             ),
           leasePool,

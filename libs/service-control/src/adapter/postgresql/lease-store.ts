@@ -50,7 +50,8 @@ const grantOf = (r: Record<string, unknown>): GrantRecord => ({
   deadline: Number(r['deadline']),
 });
 
-const EPOCH_NOW = `(SELECT epoch FROM ${S}.authority WHERE id = 1)`; // = the transaction's epoch (the fence checked it)
+// = the transaction's epoch (the fence checked it): the row of the connection's authority shard (decision 0455)
+const EPOCH_NOW = `(SELECT epoch FROM ${S}.authority WHERE id = ${S}.current_shard())`;
 
 /**
  * Decision 0165: once a mark moved to a new request, the rows no read can reach any more are deleted in the same
@@ -116,7 +117,8 @@ export const pruneWithdrawnSqlOf = (p: string, n: string): readonly string[] => 
  * so no withdrawn service's mark has a grant of it — every such mark is unreachable from this commit on (the old
  * epochs' grants go with the same takeover, decision 0191).
  */
-export const pruneWithdrawnMarksSql = (): string => `DELETE FROM ${S}.lease_mark m WHERE ${WITHDRAWN('m.space')}`;
+export const pruneWithdrawnMarksSql = (inShard = 'true'): string =>
+  `DELETE FROM ${S}.lease_mark m WHERE ${WITHDRAWN('m.space')} AND ${inShard}`;
 
 export interface LeaseTxOptions {
   /** Delete unreachable grant / request-map rows when a mark moves (decision 0165). Off only for the twin in tests. */
