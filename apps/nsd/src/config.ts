@@ -34,6 +34,11 @@ export interface NsdConfig {
   readonly authorityLeaseMs: number | null;
   /** This process's holder name on the authority row (`--instance`); null = host, pid and a random suffix (main). */
   readonly instance: string | null;
+  /**
+   * The probe listener (`--health-port`, `--health-host`; decision 0452): /healthz and /readyz from the start of the
+   * process, so a standby (no service listener yet) is alive and not ready. null = none (the service port answers).
+   */
+  readonly health: { readonly host: string; readonly port: number } | null;
 }
 
 /** Every flag nsd takes (its environment variable is `NSD_<NAME>`); `--help` prints this table. */
@@ -55,6 +60,11 @@ export const NSD_FLAGS: ReadonlyArray<FlagSpec> = [
     help: 'authority lease in ms: stand by while another nsd holds it, take over when it ends (unset = take over at start)',
   },
   { name: 'instance', help: 'holder name of this process on the authority lease (default host:pid:random)' },
+  {
+    name: 'health-port',
+    help: 'port of the probe listener (/healthz, /readyz), up while standing by too (unset = none)',
+  },
+  { name: 'health-host', help: 'address of the probe listener', default: '127.0.0.1' },
   { name: 'fault', help: 'tests only: SIGKILL after the commit of this request kind, before the reply' },
 ];
 
@@ -95,6 +105,7 @@ export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): Nsd
   const lease = get('authority-lease-ms');
   if (lease !== undefined && (!/^[0-9]+$/.test(lease) || Number(lease) < 100))
     throw new ConfigurationError(`--authority-lease-ms must be a whole number of ms ≥ 100, not "${lease}"`);
+  const healthPort = get('health-port');
   return {
     host: get('host') as string,
     port: port('--port', get('port') as string),
@@ -113,5 +124,7 @@ export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): Nsd
     portStreamRequests: get('port-stream-requests') !== '0',
     authorityLeaseMs: lease === undefined ? null : Number(lease),
     instance: get('instance') ?? null,
+    health:
+      healthPort === undefined ? null : { host: get('health-host') as string, port: port('--health-port', healthPort) },
   };
 };
