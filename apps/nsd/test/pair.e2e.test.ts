@@ -152,8 +152,8 @@ describe('nsd + two ns-daemons over loopback', () => {
       `SELECT generation::text AS generation, encode(runtime_id, 'hex') AS runtime_id FROM service_control.runtime_binding WHERE identity = '\\x${a.hex}'`,
     );
     const instanceA = {
-      generation: BigInt(rtA!['generation'] as string),
-      runtimeId: fromHex(rtA!['runtime_id'] as string),
+      generation: BigInt(rtA?.['generation'] as string),
+      runtimeId: fromHex(rtA?.['runtime_id'] as string),
     };
     expect(await sessionOpenAs(nsd2, a, { ...instanceA, epoch: nsd1.epoch }, 1000n)).toBe('stale-epoch');
     const refused = nsd2.p.lines.filter((l) => l['event'] === 'refused' && l['code'] === 'stale-epoch');
