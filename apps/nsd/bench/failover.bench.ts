@@ -1,12 +1,17 @@
-// nsd failover bench (issue 25, decision 0400): two real nsd processes on one database with the authority lease, the
-// second standing by; D simulated daemons (the load generator's clients: bind → session.open → config.stream until
-// the first snapshot) stream from the active one spread over K Networks, while W publishers keep sending
-// report.replace with a new revision each. Then the active nsd is SIGKILLed. Printed: the time from the kill until
-// the standby listens (its lease wait + takeover + outbox) and until every daemon streams again under the new epoch
-// (p50 / p99 / max), and the check that no report acknowledged before the kill is lost (each writer's row holds at
-// least its last acknowledged revision, with that digest when equal). The simulated daemons retry like ns-daemon:
-// every RETRY ms, session.open first, a re-bind after stale-epoch. Needs the machine's PostgreSQL (`./pg.ts`).
-// Env: BENCH_DAEMONS (1000), BENCH_NETWORKS (50), BENCH_LEASE_MS (2000), BENCH_WRITERS (8), BENCH_RETRY_MS (500).
+// nsd failover bench (issue 25, decisions 0400, 0450): two real nsd processes on one database with the authority lease,
+// the second standing by; D simulated daemons (the load generator's clients) stream from the active one spread over K
+// Networks, while W publishers keep sending report.replace with a new revision each. Then the active nsd is SIGKILLed,
+// once per entry of BENCH_STRATEGIES (default `before,after`: the same run measures both; the killed process is started
+// again and stands by for the next failover). Printed per failover: the time from the kill until the standby listens
+// (its lease wait + takeover + outbox) and until every daemon streams again under the new epoch (p50 / p99 / max), the
+// new authority's CPU per daemon and what it served, and the check that no report acknowledged before the kill is lost
+// (each writer's row holds at least its last acknowledged revision, with that digest when equal). The simulated daemons
+// reconnect like ns-daemon (daemon.ts `run`): a re-bind is node.register → runtime.bind → machine.auth, then
+// session.open → config.stream until the first snapshot; `before` is ns-daemon before decision 0450 (session.open
+// first, every failure waits BENCH_RETRY_MS), `after` is it now (see `connect`). Needs the machine's PostgreSQL
+// (`./pg.ts`).
+// Env: BENCH_DAEMONS (1000), BENCH_NETWORKS (50), BENCH_LEASE_MS (2000), BENCH_WRITERS (8), BENCH_RETRY_MS (500),
+// BENCH_STRATEGIES (before,after), BENCH_CPU_PROF (a directory: the standbys write V8 CPU profiles there).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
@@ -15,8 +20,19 @@ import { createServer } from 'node:net';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Message, StreamBindingCodec, reportDigest, streamBindingToWire } from '@homelab/service-control';
-import { generateSigner, openStream, signerFromPem } from '@homelab/service-control/transport';
+import { Effect } from 'effect';
+import {
+  MachineAuthRequestCodec,
+  MachineHeartbeatResultCodec,
+  type Message,
+  NODE_LOCAL_NAMES_CAPABILITY,
+  NodeRegisterRequestCodec,
+  StreamBindingCodec,
+  reportDigest,
+  streamBindingToWire,
+} from '@homelab/service-control';
+import { jittered } from '@homelab/service-control/application';
+import { generateSigner, openStream, postUnary, signerFromPem } from '@homelab/service-control/transport';
 import { benchClient, withBenchDatabase } from './pg.js';
 import { signedClient } from './signed-client.js';
 import { oneServiceContent } from '../test/lease-wire.js';
@@ -27,6 +43,10 @@ const NETWORKS = Number(process.env['BENCH_NETWORKS'] ?? 50);
 const LEASE_MS = Number(process.env['BENCH_LEASE_MS'] ?? 2000);
 const WRITERS = Number(process.env['BENCH_WRITERS'] ?? 8);
 const RETRY_MS = Number(process.env['BENCH_RETRY_MS'] ?? 500);
+/** One failover per entry, in order, each with its reconnect strategy (see `connect`). */
+type Strategy = 'before' | 'after';
+const STRATEGIES = (process.env['BENCH_STRATEGIES'] ?? 'before,after').split(',') as Strategy[];
+if (!STRATEGIES.every((x) => x === 'before' || x === 'after')) throw new Error('BENCH_STRATEGIES: before,after');
 const root = join(import.meta.dirname, '../../..');
 
 /** User + system CPU seconds of a process (/proc; 100 ticks a second). */
@@ -45,10 +65,10 @@ const freePort = () =>
   });
 
 /** One nsd process (its `start` command, from source); `seen(event)` resolves with the line and when it was read. */
-const nsdProcess = (env: Record<string, string>) => {
+const nsdProcess = (env: Record<string, string>, nodeFlags: readonly string[] = []) => {
   const child: ChildProcess = spawn(
     process.execPath,
-    ['--conditions=@homelab/source', '--import', 'tsx', 'src/main.ts'],
+    [...nodeFlags, '--conditions=@homelab/source', '--import', 'tsx', 'src/main.ts'],
     { cwd: join(root, 'apps/nsd'), env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const lines: { at: number; line: Record<string, unknown> }[] = [];
@@ -76,7 +96,7 @@ const nsdProcess = (env: Record<string, string>) => {
   const exited = new Promise<string>((resolve) =>
     child.on('exit', (code, signal) =>
       resolve(
-        `exit ${code ?? signal}; last log: ${JSON.stringify(lines.slice(-6).map((l) => l.line))} ${err.slice(-500)}`,
+        `exit ${code ?? signal}; ${JSON.stringify(lines.filter((l) => String(l.line['event']).startsWith('authority')).map((l) => l.line))}; last log: ${JSON.stringify(lines.slice(-3).map((l) => l.line))} ${err.slice(-500)}`,
       ),
     ),
   );
@@ -121,7 +141,9 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
     const listening = (await active.seen('listening')).line;
     const epoch1 = BigInt(listening['epoch'] as string);
     const nsdId = new Uint8Array(Buffer.from((listening['nsd_id'] as string).replaceAll('-', ''), 'hex'));
-    const standby = nsdProcess(env('nsd-b'));
+    // BENCH_CPU_PROF=<dir>: nsd-b writes a V8 CPU profile there (it is stopped with SIGTERM at the end to write it)
+    const profDir = process.env['BENCH_CPU_PROF'];
+    const standby = nsdProcess(env('nsd-b'), profDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${profDir}`]);
     procs.push(standby.child);
     await standby.seen('standby');
 
@@ -154,7 +176,37 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
         if (m.kind !== kind) throw new Error(`expected ${kind}, got ${m.kind}`);
         return m as Message & { body: Record<string, unknown> };
       };
+      /** A unary request on one of the existing-API routes; its `{accepted, error}` answer, a refusal thrown. */
+      const existingApi = async (path: string, payload: Uint8Array) => {
+        const r = MachineHeartbeatResultCodec.decodeOrThrow(
+          await Effect.runPromise(postUnary(c.side, `${url}${path}`, payload)),
+        );
+        if (!r.accepted) throw new Error(`${path}: ${r.error}`);
+      };
+      /** ns-daemon's re-bind (daemon.ts run): node.register, runtime.bind, machine.auth with the new epoch. */
       const bind = async () => {
+        await existingApi(
+          '/v1/node.register',
+          NodeRegisterRequestCodec.encodeOrThrow({ network_id: d.net, capabilities: [NODE_LOCAL_NAMES_CAPABILITY] }),
+        );
+        await bindOnly();
+        await existingApi(
+          '/v1/machine.auth',
+          MachineAuthRequestCodec.encodeOrThrow({
+            network_id: d.net,
+            runtime_id: Buffer.from(c.rid).toString('hex'),
+            capabilities: ['service_control.v1'],
+            service_control: {
+              nsd_id: nsdId,
+              subject_identity: d.signer.machineId,
+              runtime_generation: 1n,
+              runtime_id: c.rid,
+              authority_epoch: epoch as bigint,
+            },
+          }),
+        );
+      };
+      const bindOnly = async () => {
         const m = await c.call(
           c.env(
             'runtime.bind',
@@ -197,9 +249,19 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
         return { first, ended: ended.catch(() => undefined) };
       };
       return {
-        /** Bind, open a session and stream until the first event (retrying like ns-daemon); the stream's end. */
-        connect: async (stop: AbortSignal, needBind: boolean): Promise<{ readonly ended: Promise<void> }> => {
-          let rebind = needBind || epoch === null;
+        /**
+         * Bind, open a session and stream until the first event, retrying as `strategy` says; the stream's end.
+         * `before` (ns-daemon before decision 0450): session.open first, every failure waits RETRY ms, a refused
+         * `stale-epoch` re-binds after the wait. `after` (daemon.ts now): a broken stream re-binds first, a
+         * `stale-epoch` re-binds at once, waits drawn from [RETRY/2, RETRY].
+         */
+        connect: async (
+          stop: AbortSignal,
+          needBind: boolean,
+          strategy: Strategy,
+        ): Promise<{ readonly ended: Promise<void> }> => {
+          let rebind = needBind || epoch === null || strategy === 'after';
+          let staleInARow = 0;
           for (;;) {
             try {
               const debug = (what: string) =>
@@ -216,7 +278,8 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
               const text = String((e as { message?: unknown }).message ?? e);
               if (process.env['BENCH_DEBUG'] === '1') process.stderr.write(`daemon retry: ${text}\n`);
               if (text.includes('stale-epoch')) rebind = true;
-              await sleep(RETRY_MS);
+              if (strategy === 'after' && text.includes('stale-epoch') && staleInARow++ === 0) continue;
+              await sleep(strategy === 'after' ? jittered(RETRY_MS) : RETRY_MS);
             }
           }
         },
@@ -229,12 +292,21 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
     const sims = daemons.map(simulated);
     const t0 = performance.now();
     const ends: Promise<void>[] = new Array(DAEMONS);
+    // either nsd ending before the kill fails the run (e.g. nsd-a lost its lease on an overloaded machine)
+    const early = Promise.race([
+      active.exited.then((why) => Promise.reject(new Error(`nsd-a ended before the kill: ${why}`))),
+      standby.exited.then((why) => Promise.reject(new Error(`nsd-b ended before the kill: ${why}`))),
+    ]);
+    early.catch(() => undefined);
     for (let i = 0; i < DAEMONS; i += 50)
-      await Promise.all(
-        sims.slice(i, i + 50).map(async (s, j) => {
-          ends[i + j] = (await s.connect(stop.signal, true)).ended; // kept, not returned (that would await the end)
-        }),
-      );
+      await Promise.race([
+        early,
+        Promise.all(
+          sims.slice(i, i + 50).map(async (s, j) => {
+            ends[i + j] = (await s.connect(stop.signal, true, 'before')).ended; // kept, not returned (that would await the end)
+          }),
+        ),
+      ]);
     print(
       `nsd failover bench: ${DAEMONS} simulated daemons in ${NETWORKS} Networks streaming from nsd-a (epoch ${epoch1}) after ${((performance.now() - t0) / 1000).toFixed(1)} s; nsd-b standing by; lease ${LEASE_MS} ms, retry ${RETRY_MS} ms`,
     );
@@ -299,65 +371,99 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
     });
     await sleep(1_000);
 
-    // the kill: every daemon's stream ends; each reconnects as ns-daemon does and is timed until it streams again
-    const beforeKill = replaces;
-    const cpu0 = cpuSeconds(standby.child.pid);
-    const load0 = loadavg()[0] as number;
-    const kill = performance.now();
-    active.child.kill('SIGKILL');
-    // nsd-b ending during the failover fails the run (the daemons would otherwise retry for ever)
-    const back = await Promise.race([
-      Promise.all(
-        sims.map(async (s, i) => {
-          await ends[i];
-          await sleep(RETRY_MS);
-          await s.connect(stop.signal, false);
-          return performance.now() - kill;
-        }),
-      ),
-      standby.exited.then((why) => Promise.reject(new Error(`nsd-b ended during the failover: ${why}`))),
-    ]);
-    const cpu1 = cpuSeconds(standby.child.pid);
-    const takenOver = (await standby.seen('listening')).line;
-    const listenAt = (await standby.seen('listening')).at - kill;
-    const takeoverAt = (await standby.seen('epoch-taken-over')).at - kill;
-    const epoch2 = BigInt(takenOver['epoch'] as string);
-    await sleep(500);
+    // the failovers: each SIGKILLs the active nsd; every daemon's stream ends and it reconnects by the phase's
+    // strategy, timed until it streams again; the killed process is started again and stands by for the next phase
+    let current = active;
+    let next = standby;
+    const names = ['nsd-a', 'nsd-b'];
+    for (const [phase, strategy] of STRATEGIES.entries()) {
+      if (phase > 0) {
+        const name = `${names[phase % 2]}${phase + 1}`;
+        const restarted = nsdProcess(
+          env(name),
+          profDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${profDir}`],
+        );
+        procs.push(restarted.child);
+        await restarted.seen('standby');
+        [current, next] = [next, restarted];
+        await sleep(1_000);
+      }
+      const beforeKill = replaces;
+      const cpu0 = cpuSeconds(next.child.pid);
+      const benchCpu0 = process.cpuUsage();
+      const load0 = loadavg()[0] as number;
+      const kill = performance.now();
+      current.child.kill('SIGKILL');
+      // the standby ending during the failover fails the run (the daemons would otherwise retry for ever)
+      const back = await Promise.race([
+        Promise.all(
+          sims.map(async (s, i) => {
+            await ends[i];
+            await sleep(strategy === 'after' ? jittered(RETRY_MS) : RETRY_MS);
+            ends[i] = (await s.connect(stop.signal, false, strategy)).ended;
+            return performance.now() - kill;
+          }),
+        ),
+        next.exited.then((why) => Promise.reject(new Error(`the standby ended during the failover: ${why}`))),
+      ]);
+      const cpu1 = cpuSeconds(next.child.pid);
+      const benchCpu = process.cpuUsage(benchCpu0);
+      const takenOver = (await next.seen('listening')).line;
+      const listenAt = (await next.seen('listening')).at - kill;
+      const takeoverAt = (await next.seen('epoch-taken-over')).at - kill;
+      const epoch2 = BigInt(takenOver['epoch'] as string);
+      await sleep(500);
+
+      const sorted = [...back].sort((a, b) => a - b);
+      const q = (p: number) => (sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] as number) / 1000;
+      const wrongEpoch = sims.filter((s) => s.epoch() !== epoch2).length;
+      print(
+        `  [${strategy}] SIGKILL → the standby took over (epoch ${epoch2}) after ${(takeoverAt / 1000).toFixed(2)} s, listening after ${(listenAt / 1000).toFixed(2)} s`,
+      );
+      print(
+        `  [${strategy}] every daemon streaming again after ${q(1).toFixed(2)} s (goal ≤ 5 s for 1,000): p50 ${q(0.5).toFixed(2)} s, p99 ${q(0.99).toFixed(2)} s; daemons not on epoch ${epoch2}: ${wrongEpoch}`,
+      );
+      print(
+        `  [${strategy}] its CPU from the kill until the last daemon streamed: ${(cpu1 - cpu0).toFixed(1)} s in ${q(1).toFixed(1)} s = ${((1000 * (cpu1 - cpu0)) / DAEMONS).toFixed(1)} ms per daemon; machine load average ${load0.toFixed(1)} at the kill (${availableParallelism()} cores); the bench's own CPU (simulated daemons, writers) ${((benchCpu.user + benchCpu.system) / 1e6).toFixed(1)} s`,
+      );
+      // no report acknowledged before (or during) the failover is lost
+      const rows = await pgc.query(
+        'SELECT identity, revision::text AS revision, digest FROM service_control.report WHERE identity = ANY($1)',
+        [writers.map((w) => Buffer.from(w.signer.machineId))],
+      );
+      let lost = 0;
+      for (const [i, a] of acked) {
+        const row = rows.rows.find((r) =>
+          Buffer.from(r.identity as Buffer).equals(Buffer.from(writers[i]?.signer.machineId as Uint8Array)),
+        );
+        const rev = row === undefined ? 0n : BigInt(row.revision as string);
+        if (
+          rev < a.revision ||
+          (rev === a.revision && !Buffer.from(row?.digest as Buffer).equals(Buffer.from(a.digest)))
+        )
+          lost++;
+      }
+      print(
+        `  [${strategy}] ${replaces} report.replace acknowledged so far (${beforeKill} before the kill); acknowledged reports missing from the database: ${lost}`,
+      );
+      // what the new authority served: its requests by kind and outcome (writers' included), and its productions
+      const metricsText = await (await fetch(`${url}/metrics`)).text();
+      const served = metricsText
+        .split('\n')
+        .filter((l) => /^nsd_(requests|productions)_total\{/.test(l))
+        .map((l) => l.replace(/^nsd_(requests|productions)_total/, '').replace(/"/g, ''))
+        .join(' ');
+      print(`  [${strategy}] served: ${served}`);
+      if (lost > 0 || wrongEpoch > 0) process.exitCode = 1;
+    }
     writing = false;
     await Promise.all(writerLoops);
-
-    const sorted = [...back].sort((a, b) => a - b);
-    const q = (p: number) => (sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] as number) / 1000;
-    const wrongEpoch = sims.filter((s) => s.epoch() !== epoch2).length;
-    print(
-      `  SIGKILL nsd-a → nsd-b took over (epoch ${epoch2}) after ${(takeoverAt / 1000).toFixed(2)} s, listening after ${(listenAt / 1000).toFixed(2)} s`,
-    );
-    print(
-      `  every daemon streaming again after ${q(1).toFixed(2)} s (goal ≤ 5 s for 1,000): p50 ${q(0.5).toFixed(2)} s, p99 ${q(0.99).toFixed(2)} s; daemons not on epoch ${epoch2}: ${wrongEpoch}`,
-    );
-    print(
-      `  nsd-b's CPU from the kill until the last daemon streamed: ${(cpu1 - cpu0).toFixed(1)} s in ${q(1).toFixed(1)} s; machine load average ${load0.toFixed(1)} at the kill (${availableParallelism()} cores)`,
-    );
-    // no report acknowledged before (or during) the failover is lost
-    const rows = await pgc.query(
-      'SELECT identity, revision::text AS revision, digest FROM service_control.report WHERE identity = ANY($1)',
-      [writers.map((w) => Buffer.from(w.signer.machineId))],
-    );
-    let lost = 0;
-    for (const [i, a] of acked) {
-      const row = rows.rows.find((r) =>
-        Buffer.from(r.identity as Buffer).equals(Buffer.from(writers[i]?.signer.machineId as Uint8Array)),
-      );
-      const rev = row === undefined ? 0n : BigInt(row.revision as string);
-      if (rev < a.revision || (rev === a.revision && !Buffer.from(row?.digest as Buffer).equals(Buffer.from(a.digest))))
-        lost++;
-    }
-    print(
-      `  ${replaces} report.replace acknowledged (${beforeKill} before the kill); acknowledged reports missing from the database afterwards: ${lost}`,
-    );
-    if (lost > 0 || wrongEpoch > 0) process.exitCode = 1;
     stop.abort();
     await pgc.end();
+    if (profDir !== undefined) {
+      next.child.kill('SIGTERM'); // a graceful stop writes the CPU profile
+      await next.exited;
+    }
   } finally {
     for (const p of procs) if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
     rmSync(dir, { recursive: true, force: true });

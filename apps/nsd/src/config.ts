@@ -40,6 +40,11 @@ export interface NsdConfig {
    * only (its own authority row, epoch and lease); default 1/1, every Network.
    */
   readonly shard: AuthorityShard;
+  /**
+   * The probe listener (`--health-port`, `--health-host`; decision 0452): /healthz and /readyz from the start of the
+   * process, so a standby (no service listener yet) is alive and not ready. null = none (the service port answers).
+   */
+  readonly health: { readonly host: string; readonly port: number } | null;
 }
 
 /** Every flag nsd takes (its environment variable is `NSD_<NAME>`); `--help` prints this table. */
@@ -66,6 +71,11 @@ export const NSD_FLAGS: ReadonlyArray<FlagSpec> = [
     help: `authority shard k/N: serve only the Networks of shard k of N (N ≤ ${MAX_SHARDS}, the same N for every nsd of the database)`,
     default: '1/1',
   },
+  {
+    name: 'health-port',
+    help: 'port of the probe listener (/healthz, /readyz), up while standing by too (unset = none)',
+  },
+  { name: 'health-host', help: 'address of the probe listener', default: '127.0.0.1' },
   { name: 'fault', help: 'tests only: SIGKILL after the commit of this request kind, before the reply' },
 ];
 
@@ -111,6 +121,7 @@ export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): Nsd
   const shard = { index: index ?? NaN, count: count ?? NaN };
   if (!validShard(shard))
     throw new ConfigurationError(`--shard must be k/N with 1 ≤ k ≤ N ≤ ${MAX_SHARDS}, not "${shardText}"`);
+  const healthPort = get('health-port');
   return {
     host: get('host') as string,
     port: port('--port', get('port') as string),
@@ -130,5 +141,7 @@ export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): Nsd
     authorityLeaseMs: lease === undefined ? null : Number(lease),
     instance: get('instance') ?? null,
     shard,
+    health:
+      healthPort === undefined ? null : { host: get('health-host') as string, port: port('--health-port', healthPort) },
   };
 };

@@ -91,6 +91,44 @@ const readiness = async (
   return { status: 200, body: { ready: true, epoch: String(epoch) } };
 };
 
+/** Set while this process holds the authority and its service listener listens (the probe listener reads it). */
+let serving: { readonly store: AuthorityStore; readonly epoch: bigint } | null = null;
+
+/**
+ * The probe listener (`--health-port`, decision 0452), up from the start: a standby (lease held by another process,
+ * no service listener yet) is alive (`/healthz` 200, `role: standby`) and not ready (`/readyz` 503 `standby`), so a
+ * Service routes only to the lease holder and a liveness probe never restarts a waiting standby. Once serving,
+ * `/readyz` is the service port's readiness (the database answers and still holds this process's epoch).
+ */
+const ProbeListener = Layer.scopedDiscard(
+  Effect.gen(function* () {
+    const at = config.health;
+    if (at === null) return;
+    const server = createServer((req, res) => {
+      const json = (status: number, body: Record<string, unknown>) =>
+        void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+      const now = serving;
+      if (req.method === 'GET' && req.url === '/healthz')
+        return json(200, { ok: true, role: now === null ? 'standby' : 'active', instance });
+      if (req.method === 'GET' && req.url === '/readyz') {
+        if (now === null) return json(503, { ready: false, reason: 'standby' });
+        return void readiness(now.store, now.epoch).then(({ status, body }) => json(status, body));
+      }
+      res.writeHead(404).end();
+    });
+    yield* Effect.acquireRelease(
+      Effect.async<void>((resume) => {
+        server.once('error', (e) => resume(Effect.die(e)));
+        server.listen(at.port, at.host, () => {
+          log('health-listening', { host: at.host, port: (server.address() as AddressInfo).port });
+          resume(Effect.void);
+        });
+      }),
+      () => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)).closeAllConnections()),
+    );
+  }),
+);
+
 /** The signed HTTP/SSE server of the Authority, listening while the scope is open. */
 const HttpServer = Layer.scopedDiscard(
   Effect.gen(function* () {
@@ -165,11 +203,13 @@ const HttpServer = Layer.scopedDiscard(
             nsd_id: uuidText(nsdId),
             nsd_public_key: toHex(signer.machineId),
           });
+          serving = { store, epoch };
           resume(Effect.void);
         });
       }),
       () =>
         Effect.async<void>((resume) => {
+          serving = null;
           authority.closeStreams(); // SSE responses end, so the server can close
           server.close(() => resume(Effect.void));
           server.closeIdleConnections();
@@ -218,4 +258,5 @@ log('starting', {
   shard: `${config.shard.index}/${config.shard.count}`,
   ...(config.authorityLeaseMs === null ? {} : { authority_lease_ms: config.authorityLeaseMs, instance }),
 });
-launchUntilSignal(Nsd, log);
+// the probe listener beside the authority: merged layers start together, so it answers while this process stands by
+launchUntilSignal(Layer.merge(ProbeListener, Nsd), log);

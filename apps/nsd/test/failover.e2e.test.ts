@@ -29,6 +29,7 @@ const leaseEnv = (instance: string, port: number) => ({
   NSD_ADMIN_TOKEN: TOKEN,
   NSD_AUTHORITY_LEASE_MS: String(LEASE_MS),
   NSD_INSTANCE: instance,
+  NSD_HEALTH_PORT: '0', // the probe listener (decision 0452), on a port of its own from the start
 });
 /** A second nsd on the same database, key and address: it does not listen before it holds the authority. */
 const standbyNsd = (instance: string, port: number) => {
@@ -40,6 +41,16 @@ const readyz = async (port: number) => {
   const r = await fetch(`http://127.0.0.1:${port}/readyz`);
   return { status: r.status, body: (await r.json()) as Record<string, unknown> };
 };
+/** The probe listener's answers: /healthz and /readyz, status and body. */
+const probes = async (port: number) => {
+  const live = await fetch(`http://127.0.0.1:${port}/healthz`);
+  return {
+    healthz: { status: live.status, body: (await live.json()) as Record<string, unknown> },
+    readyz: await readyz(port),
+  };
+};
+const probePort = async (proc: ReturnType<typeof standbyNsd>) =>
+  (await proc.waitFor((x) => x['event'] === 'health-listening'))['port'] as number;
 
 /** What B acknowledged and holds durably: the reports, the ACKs, the Grants and the policy (each row as text). */
 const acknowledged = async () => ({
@@ -98,6 +109,18 @@ describe('issue 25: a standby nsd takes over after the active one is killed (dec
     // three lease lengths with both daemons working: the holder renews, the standby only waits (no takeover)
     await sleep(3 * LEASE_MS);
     expect(await readyz(port)).toEqual({ status: 200, body: { ready: true, epoch: String(active.epoch) } });
+    // the probe listeners (decision 0452): the holder is live and ready; the standby, not listening on the service
+    // port, is live (a liveness probe must not restart it) and not ready (a Service must not route to it)
+    const activeProbes = await probePort(active.proc);
+    const standbyProbes = await probePort(standby);
+    expect(await probes(activeProbes)).toEqual({
+      healthz: { status: 200, body: { ok: true, role: 'active', instance: 'nsd-a' } },
+      readyz: { status: 200, body: { ready: true, epoch: String(active.epoch) } },
+    });
+    expect(await probes(standbyProbes)).toEqual({
+      healthz: { status: 200, body: { ok: true, role: 'standby', instance: 'nsd-b' } },
+      readyz: { status: 503, body: { ready: false, reason: 'standby' } },
+    });
     expect(standby.lines.filter((l) => l['event'] === 'epoch-taken-over')).toEqual([]);
     expect(standby.child.exitCode).toBeNull();
 
@@ -116,6 +139,7 @@ describe('issue 25: a standby nsd takes over after the active one is killed (dec
     expect(taken['epoch']).toBe(String(active.epoch + 1n));
     expect(taken['nsd_public_key']).toBe(active.key);
     const epoch2 = String(active.epoch + 1n);
+    expect((await probes(standbyProbes)).readyz).toEqual({ status: 200, body: { ready: true, epoch: epoch2 } });
 
     // both daemons stream again under the new epoch, their leases granted anew in it (old grants are history)
     await until(
@@ -133,6 +157,13 @@ describe('issue 25: a standby nsd takes over after the active one is killed (dec
       60_000,
     );
     expect((await openFlow(b.port, id)).opened?.verdict).toBe('allow');
+    // after the broken stream each daemon re-bound first (decision 0450): it never offered the new authority a
+    // session.open of the old epoch to learn of the takeover from its refusal
+    for (const p of [a.port, b.port]) {
+      const m = await (await fetch(`http://127.0.0.1:${p}/metrics`)).text();
+      expect(m).toMatch(/^ns_requests_total\{kind="session.open",outcome="ok"\} [1-9]/m);
+      expect(m).not.toMatch(/^ns_requests_total\{kind="session.open",outcome="stale-epoch"\}/m);
+    }
 
     // nothing acknowledged before the kill is lost: the same report rows, every ACK row still there, the same
     // Grant (same version) and policy; the daemons' accepted report and snapshot revisions did not go back

@@ -152,14 +152,36 @@ describe('deploy/ (kustomize)', () => {
       expect(s).toEqual({ kind: 'ServiceAccount', name: 'homelab-controller-manager', namespace: 'homelab-system' });
   });
 
-  it('nsd: one replica (Recreate), DSN from a Secret, key on a claimed volume; ns-daemon: probe listener, owner endpoints left on loopback', () => {
+  it('nsd: two replicas on the authority lease (instance = pod name), probes on the probe listener, DSN and the shared key from Secrets; ns-daemon: probe listener, owner endpoints left on loopback', () => {
     const nsd = one(full, 'Deployment', 'homelab-nsd');
-    expect(nsd.spec.replicas).toBe(1);
-    expect(nsd.spec.strategy.type).toBe('Recreate');
-    const c = nsd.spec.template.spec.containers[0];
+    expect(nsd.spec.replicas).toBe(2);
+    expect(nsd.spec.strategy.type).toBe('Recreate'); // a standby is never ready while the holder lives (decision 0452)
+    const pod = nsd.spec.template.spec;
+    const c = pod.containers[0];
     expect(c.envFrom).toEqual([{ secretRef: { name: 'homelab-nsd-database' } }]);
-    expect(nsd.spec.template.spec.volumes[0].persistentVolumeClaim.claimName).toBe('homelab-nsd-data');
-    expect(one(full, 'PersistentVolumeClaim', 'homelab-nsd-data')).toBeDefined();
+    const nsdEnv = new Map((c.env as Array<{ name: string }>).map((e) => [e.name, e]));
+    expect(Number((nsdEnv.get('NSD_AUTHORITY_LEASE_MS') as { value: string }).value)).toBeGreaterThanOrEqual(100);
+    expect(nsdEnv.get('NSD_INSTANCE')).toEqual({
+      name: 'NSD_INSTANCE',
+      valueFrom: { fieldRef: { fieldPath: 'metadata.name' } },
+    });
+    expect(nsdEnv.get('NSD_HEALTH_PORT')).toEqual({ name: 'NSD_HEALTH_PORT', value: '7401' });
+    expect(c.ports).toEqual([
+      { name: 'control', containerPort: 7400 },
+      { name: 'health', containerPort: 7401 },
+    ]);
+    // a standby does not listen on the control port: both probes go to the probe listener, up from the start
+    expect(c.livenessProbe.httpGet).toEqual({ path: '/healthz', port: 'health' });
+    expect(c.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'health' });
+    const keyFile = (nsdEnv.get('NSD_KEY_FILE') as { value: string }).value;
+    const keyMount = (c.volumeMounts as Array<{ name: string; mountPath: string }>).find((m) =>
+      keyFile.startsWith(`${m.mountPath}/`),
+    );
+    const keyVolume = (pod.volumes as Array<{ name: string; secret?: { secretName: string } }>).find(
+      (v) => v.name === keyMount?.name,
+    );
+    expect(keyVolume?.secret?.secretName).toBe('homelab-nsd-key');
+    expect(byKind(full, 'PersistentVolumeClaim')).toEqual([]);
     expect(one(full, 'Service', 'homelab-nsd').spec.ports[0].port).toBe(7400);
     const ds = one(full, 'DaemonSet', 'homelab-ns-daemon').spec.template.spec;
     const env = Object.fromEntries(

@@ -133,6 +133,12 @@ export interface DaemonStatus {
 /** B delivers the current snapshot right after a stream opens; silence this long means it could not (see streamOnce). */
 export const FIRST_EVENT_MS = 15_000;
 
+/**
+ * A retry wait drawn from [ms/2, ms]: every daemon of a failed authority loses its stream at the same instant, and
+ * fixed steps would bring them back in lockstep, each step a burst the new authority takes all at once (decision 0450).
+ */
+export const jittered = (ms: number, random: () => number = Math.random): number => Math.round(ms * (0.5 + random() / 2));
+
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((r) => {
     const t = setTimeout(r, ms);
@@ -822,6 +828,10 @@ export class Daemon {
     signal.addEventListener('abort', () => (clearInterval(beat), clearInterval(refresh)), { once: true });
     let needBind = true;
     let discovered = false;
+    /** This attempt reached the stream (it ended or broke when the attempt ends). */
+    let streamed = false;
+    /** Consecutive attempts B refused with `stale-epoch`. */
+    let staleInARow = 0;
     // §5.15 recovery order, observable in the event log (M6-61): gates closed and nothing Active restored from disk
     // (permits live in memory only), then the floors are loaded, then B is asked, then resources come back.
     // Every field is observed, not asserted: the committed endpoint table after closing its gates, the engine's open
@@ -859,6 +869,8 @@ export class Daemon {
         await this.openSession();
         await this.syncReport();
         if (!this.portsRecovered) await this.recoverPorts();
+        streamed = true;
+        staleInARow = 0;
         await this.streamOnce(signal);
       } catch (e) {
         const code = e instanceof SCE ? e.code : null;
@@ -871,8 +883,18 @@ export class Daemon {
           clearInterval(refresh);
           throw e; // another instance took over, or local state needs the owner: never guess
         }
+        // B answered with a newer epoch: it is up, so the re-bind goes at once — once; a second refusal in a row
+        // waits like any other (decision 0450)
+        if (code === 'stale-epoch' && staleInARow++ === 0) continue;
+        if (code !== 'stale-epoch') staleInARow = 0;
         this.status.phase = 'retrying';
-        await sleep(retry, signal);
+        await sleep(jittered(retry), signal);
+      } finally {
+        // a stream that ended or broke: B stopped or failed over (then the epoch is new) far more often than a
+        // connection drops under a live authority, so the next attempt re-binds first instead of learning the new
+        // epoch from a refused session.open — the same runtime pair, idempotent at B within an epoch (decision 0450)
+        if (streamed) needBind = true;
+        streamed = false;
       }
     }
     this.status.phase = 'stopped';
