@@ -30,6 +30,7 @@ const cluster: string[] = []; // cluster-scoped paths removed after the file
 const components: string[] = [];
 let url = '';
 let token = '';
+let aggregationLog = ''; // this file's own clusterrole-aggregation controller, when it runs one
 
 const NOTES_ID = `kos-notes-${run}`;
 const ACME_ID = `acme-inventory-${run}`;
@@ -119,8 +120,14 @@ const ensureAggregation = () => {
       '--secure-port=0',
       '--v=1',
     ],
-    { stdio: 'ignore' },
+    { stdio: ['ignore', 'ignore', 'pipe'] },
   );
+  // its log goes to the test's output when it stops early (a wrong flag, a missing binary)
+  child.stderr?.on('data', (d: Buffer) => (aggregationLog += d.toString()));
+  child.on('exit', (code) => {
+    if (code !== null)
+      process.stderr.write(`clusterrole-aggregation controller exited ${code}:\n${aggregationLog.slice(-4000)}\n`);
+  });
   children.push(child);
 };
 
@@ -310,7 +317,7 @@ describe('extension kinds under exactly the shipped RBAC (decision 0440)', () =>
       'the token reads but no longer writes Notes',
       async () =>
         (await asController('GET', `/apis/${NOTES_GROUP}/v1alpha1/notes`)) === 200 &&
-        (await asController('DELETE', `${notesPath()}/first`)) === 403,
+        (await asController('DELETE', `${notesPath()}/first?dryRun=All`)) === 403,
     );
     // the kept Note still holds the Volume; once it goes, the gate (reading under the leftover role) releases it
     const v = (await kubeRequest('GET', `${volumesPath()}/photos`)).json() as {
