@@ -3,8 +3,19 @@
 // repository ships, from the CRD objects themselves (KOS's `kosCrds`, Ayatori's `customResourceDefinitions`).
 // `npm run generate:rbac -w @homelab/controller` writes them; rbac-generated.test.ts fails when they differ.
 import { Api as Ayatori } from '@homelab/ayatori-database';
+import { Either, Schema } from 'effect';
 import { renderYaml } from '@homelab/crd';
-import { type ClusterRole, kosControllerRole, kosCrds } from '@homelab/kos-kernel';
+import {
+  checkDeclaration,
+  type ClusterRole,
+  EXTENSION_RBAC_ROLE,
+  extensionRole,
+  PackageDocument,
+  kosControllerExtensionRbacRole,
+  kosControllerExtensionsRole,
+  kosControllerRole,
+  kosCrds,
+} from '@homelab/kos-kernel';
 
 interface CrdShape {
   readonly spec: {
@@ -46,8 +57,58 @@ export const editorViewerRoles = (crd: CrdShape): readonly [ClusterRole, Cluster
   ];
 };
 
+/**
+ * `--extension-rbac=managed` (decision 0440): the role that lets the Installer write per-extension roles and its
+ * binding, in a file of their own — leaving it out of the kustomization is the `external` mode.
+ */
+const extensionRbacBinding = {
+  apiVersion: 'rbac.authorization.k8s.io/v1',
+  kind: 'ClusterRoleBinding',
+  metadata: { name: `${EXTENSION_RBAC_ROLE}-rolebinding` },
+  roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: EXTENSION_RBAC_ROLE },
+  subjects: [{ kind: 'ServiceAccount', name: 'controller-manager', namespace: 'system' }],
+};
+
 /** The files of deploy/rbac/generated/. */
 export const generatedRbacFiles = (): Readonly<Record<string, string>> => ({
   'kos-controller.yaml': renderYaml([kosControllerRole()], { header: HEADER }),
+  'kos-controller-extensions.yaml': renderYaml([kosControllerExtensionsRole()], { header: HEADER }),
+  'kos-controller-extension-rbac.yaml': renderYaml([kosControllerExtensionRbacRole(), extensionRbacBinding], {
+    header: [
+      ...HEADER,
+      '--extension-rbac=managed: the Installer writes one ClusterRole per extension (decision 0440). Leave this file',
+      'out of the kustomization for --extension-rbac=external.',
+    ],
+  }),
   'editor-viewer-roles.yaml': renderYaml(shippedCrds().flatMap(editorViewerRoles), { header: HEADER }),
 });
+
+/**
+ * `--extension-rbac=external` (decision 0440): the ClusterRole an operator applies for one extension package, from
+ * the package document's bytes — the same role the Installer would apply (`extensionRole` over the declared kinds).
+ * A document that does not decode, a declaration without a valid header, or a failed `kinds` contribution is refused
+ * with its problems (the Installer would not install those kinds either).
+ */
+export const renderExtensionRole = (text: string): Either.Either<string, ReadonlyArray<string>> => {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    return Either.left(['the package is not JSON']);
+  }
+  const doc = Schema.decodeUnknownEither(PackageDocument)(json);
+  if (Either.isLeft(doc)) return Either.left(['the package is not a kos.extension/v1 document']);
+  const checked = checkDeclaration(doc.right.declaration);
+  if (checked._tag === 'Invalid') return Either.left(checked.problems);
+  const failed = checked.failures.find((f) => f.kind === 'kinds');
+  if (failed !== undefined) return Either.left(failed.problems.map((p) => `contributes.kinds: ${p}`));
+  const role = extensionRole(checked.header.id, checked.contributions.kinds ?? []);
+  return Either.right(
+    renderYaml([role], {
+      header: [
+        `The controller's rights on the kinds of extension ${checked.header.id} ${checked.header.version} (decision 0440).`,
+        'Rendered by npm run render:extension-role -w @homelab/controller; apply before installing the package.',
+      ],
+    }),
+  );
+};

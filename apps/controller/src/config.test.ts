@@ -70,6 +70,17 @@ describe('modules and Ayatori configuration', () => {
     expect(parseConfig(['--kos-label-selector=a=b'], {}).kosLabelSelector).toBe('a=b');
   });
 
+  it('--extension-rbac: managed by default, external on request, anything else refused (decision 0440)', () => {
+    expect(parseConfig([], {}).extensionRbac).toBe('managed');
+    expect(parseConfig(['--extension-rbac=external'], { KOS_EXTENSION_RBAC: 'managed' }).extensionRbac).toBe(
+      'external',
+    );
+    expect(parseConfig([], { KOS_EXTENSION_RBAC: 'external' }).extensionRbac).toBe('external');
+    expect(() => parseConfig(['--extension-rbac=none'], {})).toThrow(
+      new ConfigError('--extension-rbac must be managed or external, not "none"'),
+    );
+  });
+
   it('issue 21: provisioning is on only with --openbao-address; the address, token file and paths are checked before start', () => {
     expect(parseConfig([], {}).openBao).toBeUndefined();
     expect(

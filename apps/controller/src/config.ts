@@ -65,6 +65,12 @@ export interface ControllerConfig {
   readonly leaderElection: { readonly enabled: boolean; readonly namespace: string; readonly id: string };
   /** KOS module start-up: `install` applies the generated CRDs and waits until served; `verify` (default) refuses to start when they are missing or drift. */
   readonly kosCrds: 'install' | 'verify';
+  /**
+   * Who writes each extension's ClusterRole (`--extension-rbac`, decision 0440): `managed` (default) — the Installer,
+   * under the shipped `kos-controller-extension-rbac` role (`escalate` on ClusterRoles); `external` — an operator,
+   * from `npm run render:extension-role -w @homelab/controller`.
+   */
+  readonly extensionRbac: 'managed' | 'external';
   /** The Lease of the KOS reconcilers under leader election (`--kos-leader-election-id`). */
   readonly kosLeaderElectionId: string;
   /** Restrict the KOS reconcilers' informers (`--kos-label-selector`; for shared test clusters). Empty = every object. */
@@ -109,6 +115,11 @@ export const CONTROLLER_FLAGS: ReadonlyArray<{
   { name: 'discovery-interval-ms', env: 'KOS_DISCOVERY_INTERVAL_MS', help: 'discovery interval (30000)' },
   { name: 'shutdown-grace-ms', env: 'KOS_SHUTDOWN_GRACE_MS', help: 'grace for accepted work on SIGTERM (30000)' },
   { name: 'kos-crds', env: 'KOS_CRDS', help: 'install or verify the KOS CRDs (verify)' },
+  {
+    name: 'extension-rbac',
+    env: 'KOS_EXTENSION_RBAC',
+    help: "managed or external: who writes each extension's ClusterRole (managed)",
+  },
   { name: 'kos-label-selector', env: 'KOS_LABEL_SELECTOR', help: 'KOS objects this controller reconciles (all)' },
   { name: 'kos-leader-election-id', env: 'KOS_LEADER_ELECTION_ID', help: "KOS module's Lease name" },
   {
@@ -276,6 +287,9 @@ export const parseConfig = (
   if (leaderRaw === 'true' && leaderNamespace === '')
     throw new ConfigError('--leader-elect needs --leader-election-namespace (or POD_NAMESPACE)');
   const kosCrds = get('kos-crds', 'KOS_CRDS') ?? 'verify';
+  const extensionRbac = get('extension-rbac', 'KOS_EXTENSION_RBAC') ?? 'managed';
+  if (extensionRbac !== 'managed' && extensionRbac !== 'external')
+    throw new ConfigError(`--extension-rbac must be managed or external, not "${extensionRbac}"`);
   if (kosCrds !== 'install' && kosCrds !== 'verify')
     throw new ConfigError(`--kos-crds must be install or verify, not "${kosCrds}"`);
   const openBaoAddress = flag(argv, 'openbao-address') ?? '';
@@ -334,6 +348,7 @@ export const parseConfig = (
       id: get('leader-election-id', 'CONTROLLER_LEADER_ELECTION_ID') ?? 'ayatori-database.database.ayatori.ddupan.top',
     },
     kosCrds,
+    extensionRbac,
     kosLabelSelector: get('kos-label-selector', 'KOS_LABEL_SELECTOR') ?? '',
     kosLeaderElectionId: get('kos-leader-election-id', 'KOS_LEADER_ELECTION_ID') ?? 'kos-controller.kos.tsic.top',
   };

@@ -288,7 +288,10 @@ export const controllerLayer = (
   const Extensions = Layer.mergeAll(
     ExtensionRegistryLive,
     PackageCacheLive,
-    InstallerConfigLive(config.kosLabelSelector !== '' ? { labelSelector: config.kosLabelSelector } : {}),
+    InstallerConfigLive({
+      extensionRbac: config.extensionRbac,
+      ...(config.kosLabelSelector !== '' ? { labelSelector: config.kosLabelSelector } : {}),
+    }),
     ArtifactSourceLive(config.extensionDir !== undefined ? { root: config.extensionDir } : {}),
     ExtensionSandboxesLive,
     ControllerHealthLive,

@@ -6,16 +6,20 @@ import { join, resolve } from 'node:path';
 import { Effect } from 'effect';
 import { describe, expect, it } from 'vitest';
 import { describeDrift, driftModeFromEnv, syncManifests } from '@homelab/crd';
+import { Either } from 'effect';
 import {
+  AGGREGATE_TO_CONTROLLER_LABEL,
   clusterAccess,
   KERNEL_KINDS,
   KIND_INFO,
   KOS_GROUP,
+  kosControllerExtensionRbacRole,
+  kosControllerExtensionsRole,
   kosControllerRole,
   roleAllows,
   WRITE_TABLE,
 } from '@homelab/kos-kernel';
-import { generatedRbacFiles, shippedCrds } from '../scripts/rbac.js';
+import { generatedRbacFiles, renderExtensionRole, shippedCrds } from '../scripts/rbac.js';
 
 const root = resolve(import.meta.dirname, '../../..');
 const directory = join(root, 'deploy/rbac/generated');
@@ -43,7 +47,7 @@ describe('deploy/rbac/generated', () => {
       syncManifests({ directory, files: generatedRbacFiles(), mode: driftModeFromEnv() }),
     );
     expect(describeDrift(report)).toBe('');
-    expect(report.files).toHaveLength(2);
+    expect(report.files).toHaveLength(4);
   });
 
   it('one editor and one viewer role per shipped CRD', () => {
@@ -76,6 +80,7 @@ describe('deploy/rbac/generated', () => {
 
   it('every object class the KOS code calls has a rule in the role (Leases: the leader-election Role)', () => {
     const role = kosControllerRole();
+    const extensionRbac = kosControllerExtensionRbacRole();
     const files = [
       // the role's own definition names ClusterRole: not a call
       ...sources(join(root, 'libs/kos-kernel/src')).filter((f) => !f.endsWith('/api/rbac.ts')),
@@ -92,6 +97,9 @@ describe('deploy/rbac/generated', () => {
       .filter(([apiVersion, kind]) => !(apiVersion === 'coordination.k8s.io/v1' && kind === 'Lease'))
       .filter(([, kind]) => kind !== 'DeleteOptions') // a request body, not an object class
       .filter(([apiVersion, kind]) => {
+        // the per-extension roles (decision 0440): written under the managed-mode role
+        if (apiVersion === 'rbac.authorization.k8s.io/v1' && kind === 'ClusterRole')
+          return !roleAllows(extensionRbac, 'rbac.authorization.k8s.io', 'clusterroles', 'patch');
         const resource = resourceOf(apiVersion, kind);
         const group = apiVersion.includes('/') ? (apiVersion.split('/')[0] ?? '') : '';
         return (
@@ -101,5 +109,57 @@ describe('deploy/rbac/generated', () => {
       })
       .map(([a, k]) => `${a} ${k}`);
     expect(missing).toEqual([]);
+  });
+});
+
+describe('the roles of extension kinds (decision 0440)', () => {
+  it('kos-controller-extensions aggregates exactly the per-extension label and ships no rules of its own', () => {
+    const role = kosControllerExtensionsRole();
+    expect(role.rules).toEqual([]);
+    expect(role.aggregationRule?.clusterRoleSelectors).toEqual([
+      { matchLabels: { [AGGREGATE_TO_CONTROLLER_LABEL]: 'true' } },
+    ]);
+    const text = generatedRbacFiles()['kos-controller-extensions.yaml'] ?? '';
+    expect(text).toContain('name: kos-controller-extensions');
+  });
+
+  it('managed mode: apply, delete and escalate on ClusterRoles only — no bind, no bindings, no reads', () => {
+    const role = kosControllerExtensionRbacRole();
+    expect(role.rules).toEqual([
+      {
+        apiGroups: ['rbac.authorization.k8s.io'],
+        resources: ['clusterroles'],
+        verbs: ['create', 'delete', 'escalate', 'patch'],
+      },
+    ]);
+    // the KOS role itself holds nothing on RBAC objects
+    for (const resource of ['clusterroles', 'clusterrolebindings', 'roles', 'rolebindings'])
+      for (const verb of ['create', 'patch', 'escalate', 'bind'])
+        expect(
+          roleAllows(kosControllerRole(), 'rbac.authorization.k8s.io', resource, verb),
+          `${resource} ${verb}`,
+        ).toBe(false);
+    const file = generatedRbacFiles()['kos-controller-extension-rbac.yaml'] ?? '';
+    expect(file).toContain('kind: ClusterRoleBinding');
+  });
+
+  it('external mode: the rendered role of the sample package is the Installer’s (its group/plural, never kos.tsic.top), a Kubernetes group is refused', () => {
+    const sample = readFileSync(
+      join(root, 'libs/kos-kernel/extensions/first-party/kos-notes/kos-extension.json'),
+      'utf8',
+    );
+    const rendered = renderExtensionRole(sample);
+    if (Either.isLeft(rendered)) throw new Error(rendered.left.join('\n'));
+    expect(rendered.right).toContain('name: kos-ext-kos-notes');
+    expect(rendered.right).toContain('- notes.kos.tsic.top');
+    expect(rendered.right).toContain('- notes/status');
+    expect(rendered.right).toContain(`${AGGREGATE_TO_CONTROLLER_LABEL}: "true"`);
+    expect(rendered.right).not.toMatch(/- kos\.tsic\.top$/m);
+    const evil = JSON.parse(sample) as { declaration: { contributes: { kinds: Array<Record<string, unknown>> } } };
+    evil.declaration.contributes.kinds = [
+      { group: 'rbac.authorization.k8s.io', version: 'v1', kind: 'ClusterRole', plural: 'clusterroles' },
+    ];
+    const refused = renderExtensionRole(JSON.stringify(evil));
+    expect(Either.isLeft(refused) ? refused.left.join('\n') : 'rendered').toMatch(/belongs to Kubernetes/);
   });
 });

@@ -243,8 +243,18 @@ describe('deploy/ (kustomize)', () => {
     expect(await may({ group: 'coordination.k8s.io', resource: 'leases', verb: 'update', namespace: 'default' })).toBe(
       false,
     );
+    // extension kinds (decision 0440, --extension-rbac=managed): the per-extension ClusterRoles are written with
+    // escalate; no bind, no bindings
+    for (const verb of ['create', 'patch', 'delete', 'escalate'])
+      expect(await may({ group: 'rbac.authorization.k8s.io', resource: 'clusterroles', verb }), verb).toBe(true);
+    expect(await may({ group: 'rbac.authorization.k8s.io', resource: 'clusterroles', verb: 'bind' })).toBe(false);
+    expect(await may({ group: 'rbac.authorization.k8s.io', resource: 'clusterrolebindings', verb: 'create' })).toBe(
+      false,
+    );
     // nothing beyond
     expect(await may({ group: '', resource: 'nodes', verb: 'delete' })).toBe(false);
-    expect(await may({ group: 'rbac.authorization.k8s.io', resource: 'clusterroles', verb: 'create' })).toBe(false);
+    expect(
+      await may({ group: 'rbac.authorization.k8s.io', resource: 'roles', verb: 'create', namespace: 'default' }),
+    ).toBe(false);
   });
 });

@@ -192,11 +192,17 @@ export const startKubeApiserver = (dataDir: string, etcdUrl: string, progress: P
   });
 
 /**
- * The controllers the test bed runs: the garbage collector (ownerReference cascades, Background and Foreground) and
- * the namespace controller (a deleted namespace is emptied and goes away). Nothing else — no kubelet-facing,
- * workload or token controllers — so tests still write status themselves where envtest would.
+ * The controllers the test bed runs: the garbage collector (ownerReference cascades, Background and Foreground), the
+ * namespace controller (a deleted namespace is emptied and goes away) and the ClusterRole aggregation controller (an
+ * `aggregationRule` role gets the rules of the roles it selects; KOS's per-extension roles, decision 0440). Nothing
+ * else — no kubelet-facing, workload or token controllers — so tests still write status themselves where envtest
+ * would.
  */
-export const controllerManagerControllers = ['garbage-collector-controller', 'namespace-controller'] as const;
+export const controllerManagerControllers = [
+  'garbage-collector-controller',
+  'namespace-controller',
+  'clusterrole-aggregation-controller',
+] as const;
 
 /**
  * With a node (`up --node`), the controllers a Deployment, a StatefulSet, a Job and a Pod's service account need,

@@ -17,7 +17,7 @@ export const TestbedState = Schema.Struct({
     version: Schema.String,
     etcd: Schema.String,
   }),
-  /** The garbage collector and namespace controller (kube-controller-manager on loopback). */
+  /** The garbage collector, namespace and ClusterRole aggregation controllers (kube-controller-manager on loopback). */
   controllerManager: Schema.Struct({
     pid: Schema.Number,
     port: Schema.Number,

@@ -54,16 +54,21 @@ const remove = (path: string, propagationPolicy?: 'Background' | 'Foreground' | 
 const gone = async (path: string) => expect((await get(path)).status).toBe(404);
 
 describe.sequential('kube-controller-manager (real)', () => {
-  it('is healthy on its loopback secure port with exactly the garbage collector and the namespace controller', async () => {
+  it('is healthy on its loopback secure port with exactly the garbage collector, the namespace and the ClusterRole aggregation controller', async () => {
     const { controllerManager, kube } = testbed();
-    expect(controllerManager.controllers).toEqual(['garbage-collector-controller', 'namespace-controller']);
+    expect(controllerManager.controllers).toEqual([
+      'garbage-collector-controller',
+      'namespace-controller',
+      'clusterrole-aggregation-controller',
+    ]);
     expect(new URL(controllerManager.healthz).hostname).toBe('127.0.0.1');
     const health = await httpCall(`${controllerManager.healthz}?verbose`, { ca: kube.caCert });
     expect(health.status).toBe(200);
     expect(health.body).toContain('[+]garbage-collector-controller ok');
     expect(health.body).toContain('[+]namespace-controller ok');
+    expect(health.body).toContain('[+]clusterrole-aggregation-controller ok');
     // It runs as its own user, not as the admin: each controller's ServiceAccount was created in kube-system.
-    for (const sa of ['generic-garbage-collector', 'namespace-controller']) {
+    for (const sa of ['generic-garbage-collector', 'namespace-controller', 'clusterrole-aggregation-controller']) {
       expect((await get(`/api/v1/namespaces/kube-system/serviceaccounts/${sa}`)).status).toBe(200);
     }
   });
@@ -156,6 +161,37 @@ describe.sequential('kube-controller-manager (real)', () => {
       await vi.waitFor(() => gone(`/api/v1/namespaces/${name}`), settle);
     } finally {
       await kubeRequest('DELETE', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crdName}`);
+    }
+  });
+
+  it('ClusterRole aggregation controller: an aggregated role gets the rules of the roles its selector matches, and loses them with them', async () => {
+    const name = uniqueName('agg');
+    const roles = '/apis/rbac.authorization.k8s.io/v1/clusterroles';
+    const label = `test.testbed/aggregate-${name}`;
+    const rule = { apiGroups: [`${name}.example.org`], resources: ['things'], verbs: ['get'] };
+    try {
+      const aggregated = await kubeRequest('POST', roles, {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRole',
+        metadata: { name },
+        aggregationRule: { clusterRoleSelectors: [{ matchLabels: { [label]: 'true' } }] },
+        rules: [],
+      });
+      expect(aggregated.status, aggregated.body).toBe(201);
+      const part = await kubeRequest('POST', roles, {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRole',
+        metadata: { name: `${name}-part`, labels: { [label]: 'true' } },
+        rules: [rule],
+      });
+      expect(part.status, part.body).toBe(201);
+      const rulesOf = async () => ((await get(`${roles}/${name}`)).json() as { rules?: unknown[] }).rules ?? [];
+      await vi.waitFor(async () => expect(await rulesOf()).toEqual([rule]), settle);
+      expect((await remove(`${roles}/${name}-part`)).status).toBe(200);
+      await vi.waitFor(async () => expect(await rulesOf()).toEqual([]), settle);
+    } finally {
+      await kubeRequest('DELETE', `${roles}/${name}-part`);
+      await kubeRequest('DELETE', `${roles}/${name}`);
     }
   });
 });

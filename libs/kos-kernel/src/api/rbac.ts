@@ -6,6 +6,7 @@
 // images e2e runs the controller under exactly this role. deploy/rbac/generated/ holds the rendered file.
 import { DOWNSTREAM_KINDS } from '../application/app-lifecycle/downstream.js';
 import { type Part, type Target, WRITE_TABLE } from '../domain/write-path.js';
+import { AGGREGATE_TO_CONTROLLER_LABEL, EXTENSIONS_AGGREGATE_ROLE } from '../domain/extension/rbac.js';
 import { KERNEL_KINDS, KIND_INFO, KOS_GROUP } from './group.js';
 
 export interface PolicyRule {
@@ -18,6 +19,10 @@ export interface ClusterRole {
   readonly apiVersion: 'rbac.authorization.k8s.io/v1';
   readonly kind: 'ClusterRole';
   readonly metadata: { readonly name: string; readonly labels?: Readonly<Record<string, string>> };
+  /** Set on an aggregated role: its rules are written by the clusterrole-aggregation controller. */
+  readonly aggregationRule?: {
+    readonly clusterRoleSelectors: ReadonlyArray<{ readonly matchLabels: Readonly<Record<string, string>> }>;
+  };
   readonly rules: ReadonlyArray<PolicyRule>;
 }
 
@@ -87,8 +92,8 @@ export const KOS_CLUSTER_ACCESS: ReadonlyArray<ClusterAccess> = [
     apiVersion: 'v1',
     kind: 'Namespace',
     resource: 'namespaces',
-    verbs: ['get'],
-    why: 'application reconciler: the target namespace exists (NamespaceMissing otherwise)',
+    verbs: ['get', 'create'],
+    why: 'application reconciler: the target namespace exists (NamespaceMissing otherwise); uninstall creates kos-system for leftover lists when missing (no patch: it would reach every namespace’s labels)',
   },
   {
     apiVersion: 'v1',
@@ -108,8 +113,8 @@ export const KOS_CLUSTER_ACCESS: ReadonlyArray<ClusterAccess> = [
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
     resource: 'customresourcedefinitions',
-    verbs: ['get', 'list', ...APPLY],
-    why: 'start gate: verifies (get) or installs (SSA, --kos-crds=install) the KOS CRDs; ABI self-check lists them',
+    verbs: ['get', 'list', ...APPLY, 'delete'],
+    why: 'start gate: verifies (get) or installs (SSA, --kos-crds=install) the KOS CRDs; ABI self-check lists them; Installer applies extension CRDs and deletes those of retain: delete kinds at uninstall (0341, 0343); Volume gate lists them (0395)',
   },
   {
     apiVersion: 'admissionregistration.k8s.io/v1',
@@ -214,3 +219,39 @@ export const kosControllerRole = (): ClusterRole => ({
 /** Does `role` allow `verb` on `group`/`resource`? (exact names; the generated role has no wildcards) */
 export const roleAllows = (role: ClusterRole, group: string, resource: string, verb: string): boolean =>
   role.rules.some((r) => r.apiGroups.includes(group) && r.resources.includes(resource) && r.verbs.includes(verb));
+
+/**
+ * The aggregated ClusterRole (decision 0440) bound to the controller beside `kos-controller`: its rules are the union
+ * of every ClusterRole labelled `kos.tsic.top/aggregate-to-controller: "true"` — the per-extension roles — written by
+ * kube-controller-manager's clusterrole-aggregation controller. Shipped empty.
+ */
+export const kosControllerExtensionsRole = (): ClusterRole => ({
+  apiVersion: 'rbac.authorization.k8s.io/v1',
+  kind: 'ClusterRole',
+  metadata: { name: EXTENSIONS_AGGREGATE_ROLE },
+  aggregationRule: { clusterRoleSelectors: [{ matchLabels: { [AGGREGATE_TO_CONTROLLER_LABEL]: 'true' } }] },
+  rules: [],
+});
+
+/** The ClusterRole that lets the Installer write the per-extension roles (`--extension-rbac=managed`, decision 0440). */
+export const EXTENSION_RBAC_ROLE = 'kos-controller-extension-rbac';
+
+/**
+ * `--extension-rbac=managed`: server-side apply (patch, and create when missing) and delete of ClusterRoles, and
+ * `escalate` — the Installer writes rules it does not hold yet (the API server's escalation check would refuse
+ * them). No `bind` (the aggregated role is already bound), no get/list/update, no bindings. RBAC cannot narrow these
+ * to the `kos-ext-*` names (no prefixes in resourceNames, and `create` never carries a name): see decision 0440 for
+ * what this grants and the `external` mode that ships without it.
+ */
+export const kosControllerExtensionRbacRole = (): ClusterRole => ({
+  apiVersion: 'rbac.authorization.k8s.io/v1',
+  kind: 'ClusterRole',
+  metadata: { name: EXTENSION_RBAC_ROLE },
+  rules: [
+    {
+      apiGroups: ['rbac.authorization.k8s.io'],
+      resources: ['clusterroles'],
+      verbs: ['create', 'delete', 'escalate', 'patch'],
+    },
+  ],
+});

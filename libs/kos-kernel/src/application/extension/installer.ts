@@ -21,6 +21,7 @@ import {
 } from '../../domain/extension/load.js';
 import { buildRegistry } from '../../domain/extension/registry.js';
 import { extensionCrdsOf } from '../../domain/extension/crd.js';
+import { extensionRole, extensionRoleName, extensionRoleOf } from '../../domain/extension/rbac.js';
 import { type LeftoverObject, leftoverConfigMap, uninstallKinds } from '../../domain/extension/uninstall.js';
 import { COMPONENT_FINALIZER, componentStatus } from '../../domain/extension/status.js';
 import { uninstallBlockers } from '../../domain/extension/blockers.js';
@@ -159,13 +160,44 @@ const writeStatusIfChanged = (o: KubeObject, next: ReturnType<typeof componentSt
  * The CRDs of an activated component's object kinds, in the extension's own group (decision 0341): server-side
  * apply as the component reconciler (an unchanged CRD writes nothing). Serving them is the Registry's business: a
  * CRD outlives a disabled component (its objects are kept) but the control plane answers `capability_missing`.
+ * Before them, with `extensionRbac: managed` (the default), the extension's ClusterRole (decision 0440): the
+ * controller's own rights on these kinds, aggregated into the shipped `kos-controller-extensions` by the
+ * clusterrole-aggregation controller (asynchronously: the first reads may be refused until it has run, and are
+ * retried like any failed round).
  */
 const ensureKindCrds = (extension: string) =>
   Effect.gen(function* () {
     const registry = yield* Ref.get(yield* ExtensionRegistry);
     const client = yield* KubeClient;
+    const config = yield* InstallerConfig;
+    const role = extensionRoleOf(registry.registry.kinds, extension);
+    if (config.extensionRbac !== 'external' && role.rules.length > 0)
+      yield* client.apply(role as unknown as KubeObject, { fieldManager: COMPONENT_FIELD_MANAGER, force: true });
     for (const crd of extensionCrdsOf(registry.registry.kinds, extension))
       yield* client.apply(crd as unknown as KubeObject, { fieldManager: COMPONENT_FIELD_MANAGER, force: true });
+  });
+
+/**
+ * After the uninstall data is handled (decision 0440): the extension's ClusterRole shrinks to reading its kept kinds
+ * (the Volume gate still lists their objects, and a repeated round lists them again), or goes when nothing is kept.
+ * A crash before this step repeats the data handling with the rights still in place.
+ */
+const retireExtensionRole = (
+  extension: string,
+  keepKinds: ReadonlyArray<{ readonly group: string; readonly plural: string }>,
+) =>
+  Effect.gen(function* () {
+    const config = yield* InstallerConfig;
+    if (config.extensionRbac === 'external') return;
+    const client = yield* KubeClient;
+    if (keepKinds.length > 0) {
+      const role = extensionRole(extension, keepKinds, 'leftovers');
+      yield* client.apply(role as unknown as KubeObject, { fieldManager: COMPONENT_FIELD_MANAGER, force: true });
+      return;
+    }
+    yield* client
+      .delete({ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', name: extensionRoleName(extension) })
+      .pipe(Effect.catchTag('NotFound', () => Effect.void));
   });
 
 /** Where leftover lists are written. */
@@ -182,15 +214,20 @@ const handleUninstallData = (result: LoadResult, component: string) =>
     const declaration = outcome !== undefined && 'declaration' in outcome ? outcome.declaration : undefined;
     const client = yield* KubeClient;
     const kept: LeftoverObject[] = [];
+    const plan = uninstallKinds(result, component);
     if (declaration !== undefined) {
-      const plan = uninstallKinds(result, component);
       for (const k of plan.deleteKinds)
         yield* client.delete(crdRefOf(`${k.plural}.${k.group}`)).pipe(Effect.catchTag('NotFound', () => Effect.void));
       for (const k of plan.keepKinds) {
         const apiVersion = `${k.group}/${k.version}`;
-        const list = yield* client
-          .listAll({ apiVersion, kind: k.kind })
-          .pipe(Effect.catchAll(() => Effect.succeed({ items: [] as ReadonlyArray<KubeObject> })));
+        // a kind no longer served has no objects; any other failure (a refused list: 403) fails the round, so the
+        // leftover list never omits objects it could not read
+        const list = yield* client.listAll({ apiVersion, kind: k.kind }).pipe(
+          Effect.catchTags({
+            NotFound: () => Effect.succeed({ items: [] as ReadonlyArray<KubeObject> }),
+            NoKindMatch: () => Effect.succeed({ items: [] as ReadonlyArray<KubeObject> }),
+          }),
+        );
         for (const o of list.items)
           kept.push({
             apiVersion,
@@ -206,11 +243,19 @@ const handleUninstallData = (result: LoadResult, component: string) =>
     const retained = retired?.retained ?? [];
     const extension = declaration?.header.id ?? retained[0]?.extension;
     const version = declaration?.header.version ?? retained[0]?.version;
-    if ((kept.length === 0 && retained.length === 0) || extension === undefined || version === undefined) return;
-    // the kernel's namespace may not exist yet on a fresh cluster
-    yield* client.apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: LEFTOVER_NAMESPACE } } as KubeObject, {
-      fieldManager: COMPONENT_FIELD_MANAGER,
-    });
+    const done = { extension: declaration?.header.id, keepKinds: plan.keepKinds };
+    if ((kept.length === 0 && retained.length === 0) || extension === undefined || version === undefined) return done;
+    // the kernel's namespace may not exist yet on a fresh cluster: created when missing (get + create, so the role
+    // needs no patch on namespaces, which would reach every namespace's labels)
+    yield* client.get({ apiVersion: 'v1', kind: 'Namespace', name: LEFTOVER_NAMESPACE }).pipe(
+      Effect.catchTag('NotFound', () =>
+        client
+          .create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: LEFTOVER_NAMESPACE } } as KubeObject, {
+            fieldManager: COMPONENT_FIELD_MANAGER,
+          })
+          .pipe(Effect.catchTag('AlreadyExists', () => Effect.void)),
+      ),
+    );
     yield* client.apply(
       leftoverConfigMap({
         namespace: LEFTOVER_NAMESPACE,
@@ -222,6 +267,7 @@ const handleUninstallData = (result: LoadResult, component: string) =>
       }) as unknown as KubeObject,
       { fieldManager: COMPONENT_FIELD_MANAGER, force: true },
     );
+    return done;
   });
 
 const crdRefOf = (name: string) => ({ apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', name });
@@ -267,7 +313,8 @@ export const reconcileSystemComponent = (key: { readonly name: string }): Compon
         return { state: 'active', result } as const;
       }
       // the data, before the gate opens (a crash here repeats it: each step is idempotent)
-      yield* handleUninstallData(result, key.name);
+      const handled = yield* handleUninstallData(result, key.name);
+      if (handled.extension !== undefined) yield* retireExtensionRole(handled.extension, handled.keepKinds);
       yield* setFinalizers(
         object,
         finalizers.filter((f) => f !== COMPONENT_FINALIZER),

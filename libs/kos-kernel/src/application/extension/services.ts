@@ -43,6 +43,13 @@ export interface InstallerSettings {
    * see only their own components; production leaves it unset).
    */
   readonly labelSelector?: string;
+  /**
+   * Who writes each extension's ClusterRole (decision 0440): `managed` (default) — the Installer applies it with the
+   * CRDs and retires it at uninstall (the shipped `kos-controller-extension-rbac` role grants it that, `escalate`
+   * included); `external` — an operator applies the rendered role (`npm run render:extension-role -w
+   * @homelab/controller`) and the controller holds no rights on ClusterRoles.
+   */
+  readonly extensionRbac?: 'managed' | 'external';
 }
 
 export class InstallerConfig extends Context.Tag('@homelab/kos-kernel/InstallerConfig')<

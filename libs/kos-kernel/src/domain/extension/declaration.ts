@@ -10,6 +10,7 @@ import {
   DeclarationHeader,
 } from '../../api/extension/declaration.js';
 import { KOS_GROUP } from '../../api/group.js';
+import { protectedGroupProblem } from './protected-groups.js';
 import { scopeProblems } from './write-scope.js';
 
 export interface KindFailure {
@@ -55,6 +56,11 @@ const semanticProblems = (
         ...v
           .filter((k) => k.group === KOS_GROUP)
           .map((k) => `${k.kind}: the group ${KOS_GROUP} is the kernel's; an extension kind lives in its own group`),
+        // the controller is granted full use of each kind's group/plural (decision 0440): never a Kubernetes group
+        ...v.flatMap((k) => {
+          const problem = k.group === KOS_GROUP ? undefined : protectedGroupProblem(k.group);
+          return problem === undefined ? [] : [`${k.kind}: ${problem}; an extension kind lives in its own group`];
+        }),
         ...dupProblems(
           'kind',
           v.map((k) => `${k.group}/${k.kind}`),

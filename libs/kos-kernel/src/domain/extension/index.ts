@@ -12,3 +12,5 @@ export * from './blockers.js';
 export * from './preference-domains.js';
 export * from './volume-refs.js';
 export * from './framework-preflight.js';
+export * from './rbac.js';
+export * from './protected-groups.js';
