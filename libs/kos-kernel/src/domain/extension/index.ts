@@ -12,3 +12,4 @@ export * from './blockers.js';
 export * from './preference-domains.js';
 export * from './volume-refs.js';
 export * from './framework-preflight.js';
+export * from './setting-records.js';
