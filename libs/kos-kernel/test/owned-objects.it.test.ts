@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { Effect, Layer, ManagedRuntime } from 'effect';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubeClient, type KubeObject, layerFromToken } from '@homelab/kube';
-import { installCrds, kubeRequest, testbed, useNamespace } from '@homelab/testbed/vitest';
+import { eventually, installCrds, kubeRequest, testbed, useNamespace } from '@homelab/testbed/vitest';
 import {
   accountReference,
   buildRegistry,
@@ -44,6 +44,14 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+/** The Owner's session: bootstrapped by the first test that asks, then reused (bootstrap runs once per database). */
+let ownerToken: string | undefined;
+const ownerOnce = Effect.suspend(() =>
+  ownerToken !== undefined
+    ? Effect.succeed({ token: ownerToken })
+    : Effect.tap(ownerSession, (s) => Effect.sync(() => (ownerToken = s.token))),
+);
+
 const object = (kind: string, name: string, owner: string): KubeObject => ({
   apiVersion: 'kos.tsic.top/v1beta1',
   kind,
@@ -57,7 +65,7 @@ describe('TC-118 deletion requires prior transfer (real API server)', () => {
       Effect.gen(function* () {
         const identity = yield* Identity;
         const client = yield* KubeClient;
-        const { token } = yield* ownerSession;
+        const { token } = yield* ownerOnce;
         yield* accountWithPassword(token, 'frank', 'Member');
         const owner = yield* identity.authenticate(token, 'other');
         yield* client.create(object('Volume', 'frank-data', 'frank'));
@@ -115,6 +123,19 @@ describe('TC-118 with extension objects (decision 0445)', () => {
       ]),
     );
     await installCrds(extensionCrdsOf(registry.kinds, 'owned-notes') as never);
+    // the API server's discovery lists a new kind a moment after the CRD is Established
+    await eventually(
+      'the Note kind is discovered',
+      () =>
+        rt.runPromise(
+          Effect.flatMap(KubeClient, (c) => c.listAll({ apiVersion: `${NOTES_GROUP}/v1`, kind: 'Note' })).pipe(
+            Effect.as(true),
+            Effect.orElseSucceed(() => false),
+          ),
+        ),
+      30_000,
+      500,
+    );
     const note = (name: string, owner: string): KubeObject => ({
       apiVersion: `${NOTES_GROUP}/v1`,
       kind: 'Note',
@@ -125,7 +146,7 @@ describe('TC-118 with extension objects (decision 0445)', () => {
       Effect.gen(function* () {
         const identity = yield* Identity;
         const client = yield* KubeClient;
-        const { token } = yield* ownerSession;
+        const { token } = yield* ownerOnce;
         yield* accountWithPassword(token, 'gina', 'Member');
         const owner = yield* identity.authenticate(token, 'other');
         yield* client.create(note('gina-shopping', 'gina'));
@@ -153,8 +174,8 @@ describe('TC-118 with extension objects (decision 0445)', () => {
         .sort();
     expect(result.refused._tag).toBe('AccountHasObjects');
     expect(listed(result.refused)).toEqual([
-      `${NOTES_GROUP}/v1 Note/gina-shopping`,
       'kos.tsic.top/v1beta1 Volume/gina-data',
+      `${NOTES_GROUP}/v1 Note/gina-shopping`,
     ]);
     expect(listed(result.stillRefused)).toEqual([`${NOTES_GROUP}/v1 Note/gina-shopping`]);
   });
