@@ -97,9 +97,9 @@ const settingValues = (rt: Runtime, extension: string) =>
       (
         conn
           .prepare(
-            'SELECT (SELECT count(*) FROM setting_values WHERE id LIKE ?1) + (SELECT count(*) FROM user_setting_values WHERE id LIKE ?1) AS n',
+            'SELECT (SELECT count(*) FROM setting_values WHERE id LIKE ?) + (SELECT count(*) FROM user_setting_values WHERE id LIKE ?) AS n',
           )
-          .get(`${extension}.%`) as { n: number }
+          .get(`${extension}.%`, `${extension}.%`) as { n: number }
       ).n,
   );
 const state = (rt: Runtime, extension: string) =>
