@@ -14,6 +14,8 @@ export interface ExtensionKindOnServer {
   readonly apiVersion: string;
   readonly kind: string;
   readonly annotations: Readonly<Record<string, string>>;
+  /** The CRD's `Established` condition is True: the API server serves the kind (its discovery may lag a moment). */
+  readonly established: boolean;
 }
 
 /** Every extension CRD with a group, a kind and a (storage) version. */
@@ -28,6 +30,8 @@ export const readExtensionKinds: Effect.Effect<
     { labelSelector: EXTENSION_CRD_LABEL },
   );
   return crds.items.flatMap((crd): ReadonlyArray<ExtensionKindOnServer> => {
+    const conditions = (crd['status'] as { conditions?: ReadonlyArray<{ type?: string; status?: string }> } | undefined)
+      ?.conditions;
     const spec = (crd['spec'] ?? {}) as {
       group?: string;
       names?: { kind?: string };
@@ -41,24 +45,26 @@ export const readExtensionKinds: Effect.Effect<
         apiVersion: `${spec.group}/${version}`,
         kind: spec.names.kind,
         annotations: crd.metadata.annotations ?? {},
+        established: (conditions ?? []).some((c) => c.type === 'Established' && c.status === 'True'),
       },
     ];
   });
 });
 
 /**
- * The objects of one extension kind, cluster-wide. A kind the API server no longer (or not yet) serves has none
- * (NotFound / NoKindMatch); any other failure is the caller's, so no decision is made on a read that was not made.
+ * The objects of one extension kind, cluster-wide. A kind the API server no longer serves has none (NotFound), nor one
+ * whose CRD is not Established (NoKindMatch); a NoKindMatch for an Established CRD is the client's discovery lagging
+ * behind, and fails like any other failure: no decision is made on a read that was not made.
  */
 export const listExtensionObjects = (
-  kind: Pick<ExtensionKindOnServer, 'apiVersion' | 'kind'>,
+  kind: Pick<ExtensionKindOnServer, 'apiVersion' | 'kind' | 'established'>,
 ): Effect.Effect<ReadonlyArray<KubeObject>, KubeError, KubeClient> =>
   Effect.flatMap(KubeClient, (client) =>
     client.listAll({ apiVersion: kind.apiVersion, kind: kind.kind }, { limit: 500 }).pipe(
       Effect.map((l) => l.items),
       Effect.catchTags({
         NotFound: () => Effect.succeed([] as ReadonlyArray<KubeObject>),
-        NoKindMatch: () => Effect.succeed([] as ReadonlyArray<KubeObject>),
+        NoKindMatch: (e) => (kind.established ? Effect.fail(e) : Effect.succeed([] as ReadonlyArray<KubeObject>)),
       }),
     ),
   );
