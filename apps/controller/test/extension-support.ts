@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll } from 'vitest';
 import { markerKey } from '@homelab/kos-kernel';
-import { eventually as poll, kubeRequest } from '@homelab/testbed/vitest';
+import { deleteReleasingFinalizers, eventually as poll, kubeRequest } from '@homelab/testbed/vitest';
 
 export const extensionsDir = join(import.meta.dirname, '../../../libs/kos-kernel/extensions');
 export const NOTES = 'first-party/kos-notes/kos-extension.json';
@@ -25,17 +25,7 @@ export type Component = {
 /** The SystemComponents of one file (`label=run`); every one installed is released after the file's tests. */
 export const useSampleComponents = (label: string, run: string) => {
   const installed: string[] = [];
-  afterAll(async () => {
-    for (const name of installed) {
-      await kubeRequest(
-        'PATCH',
-        `${COMPONENTS}/${name}`,
-        { metadata: { finalizers: null } },
-        'application/merge-patch+json',
-      );
-      await kubeRequest('DELETE', `${COMPONENTS}/${name}`);
-    }
-  });
+  afterAll(() => deleteReleasingFinalizers(COMPONENTS, installed));
   return {
     /** Apply a SystemComponent for the sample package `file` (a `file:` ref under `--extension-dir`, its sha256). */
     install: async (name: string, file: string) => {

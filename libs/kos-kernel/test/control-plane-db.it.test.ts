@@ -43,11 +43,17 @@ describe('migrations', () => {
           'audit_no_delete',
           'preference_domains',
           'preferences',
+          'setting_records',
           'setting_values',
           'user_setting_values',
         ]),
       );
-      // one Rollback reverses the latest migration only (4: preference-domain records, decision 0396)
+      // one Rollback reverses the latest migration only (5: setting records, decision 0447)
+      expect(rollbackLatest(db)).toBe(5);
+      expect(schemaVersion(db)).toBe(4);
+      expect(tables(db)).not.toContain('setting_records');
+      expect(tables(db)).toContain('preference_domains');
+      // then 4: preference-domain records (decision 0396)
       expect(rollbackLatest(db)).toBe(4);
       expect(schemaVersion(db)).toBe(3);
       expect(tables(db)).not.toContain('preference_domains');

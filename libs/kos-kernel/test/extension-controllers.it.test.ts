@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Effect, Fiber, Layer, ManagedRuntime, Ref } from 'effect';
 import { ControllerMetrics, layerFromToken } from '@homelab/kube';
-import { eventually, kubeRequest, testbed, useNamespace } from '@homelab/testbed/vitest';
+import { deleteReleasingFinalizers, eventually, kubeRequest, testbed, useNamespace } from '@homelab/testbed/vitest';
 import {
   ArtifactSourceLive,
   AuditLog,
@@ -200,15 +200,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   if (setFiber !== undefined) await rt.runPromise(Fiber.interrupt(setFiber));
-  for (const name of created) {
-    await kubeRequest(
-      'PATCH',
-      `${components}/${name}`,
-      { metadata: { finalizers: null } },
-      'application/merge-patch+json',
-    );
-    await kubeRequest('DELETE', `${components}/${name}`);
-  }
+  await deleteReleasingFinalizers(components, created);
   for (const plural of ['probes', 'flakies'])
     await kubeRequest('DELETE', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${plural}.${GROUP}`);
   await rt?.dispose();

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Layer, ManagedRuntime } from 'effect';
 import { layerFromToken } from '@homelab/kube';
-import { kubeRequest, testbed } from '@homelab/testbed/vitest';
+import { deleteReleasingFinalizers, kubeRequest, testbed } from '@homelab/testbed/vitest';
 import {
   ArtifactSourceLive,
   COMPONENT_FINALIZER,
@@ -86,10 +86,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  for (const name of created) {
-    await kubeRequest('PATCH', `${path}/${name}`, { metadata: { finalizers: null } }, 'application/merge-patch+json');
-    await kubeRequest('DELETE', `${path}/${name}`);
-  }
+  await deleteReleasingFinalizers(path, created);
   await rt?.dispose();
   await new Promise<void>((r) => (server ? server.close(() => r()) : r()));
 });

@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Effect, Either, Layer, ManagedRuntime } from 'effect';
-import { eventually, kubeRequest, useNamespace } from '@homelab/testbed/vitest';
+import { deleteReleasingFinalizers, eventually, kubeRequest, useNamespace } from '@homelab/testbed/vitest';
 import {
   admitExtensionWrite,
   ArtifactSourceLive,
@@ -111,15 +111,10 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const path of cleanup.reverse()) await kubeRequest('DELETE', path);
-  for (const s of Object.values(samplesOf)) {
-    await kubeRequest(
-      'PATCH',
-      `${components}/${s.component}`,
-      { metadata: { finalizers: null } },
-      'application/merge-patch+json',
-    );
-    await kubeRequest('DELETE', `${components}/${s.component}`);
-  }
+  await deleteReleasingFinalizers(
+    components,
+    Object.values(samplesOf).map((s) => s.component),
+  );
   await rt?.dispose();
   await new Promise<void>((r) => (server ? server.close(() => r()) : r()));
   rmSync(root, { recursive: true, force: true });

@@ -7,7 +7,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll } from 'vitest';
 import { Layer } from 'effect';
-import { kubeRequest } from '@homelab/testbed/vitest';
+import { deleteReleasingFinalizers, kubeRequest } from '@homelab/testbed/vitest';
 import { ArtifactSourceLive, InstallerConfigLive, markerKey, PackageCacheLive } from '../src/index.js';
 
 export const API = 'kos.tsic.top/v1beta1';
@@ -74,17 +74,7 @@ export const componentCondition = (c: Component | undefined, type: string) =>
  */
 export const useComponents = (label: string, run: string) => {
   const created: string[] = [];
-  afterAll(async () => {
-    for (const name of created) {
-      await kubeRequest(
-        'PATCH',
-        `${COMPONENTS}/${name}`,
-        { metadata: { finalizers: null } },
-        'application/merge-patch+json',
-      );
-      await kubeRequest('DELETE', `${COMPONENTS}/${name}`);
-    }
-  });
+  afterAll(() => deleteReleasingFinalizers(COMPONENTS, created));
   return {
     create: async (name: string, spec: unknown, markers = { [markerKey('managed-by')]: 'kos' }) => {
       const r = await kubeRequest('POST', COMPONENTS, {

@@ -1,18 +1,24 @@
 // TC-118 deletion requires prior transfer, against the real API server: OwnedObjectsFromClusterLive finds the account's
-// objects by spec.owner across namespaces, and Identity.deleteAccount refuses with account_has_objects + ownedObjects
-// until they are transferred. The control-plane database is a real SQLite file.
+// objects by spec.owner across namespaces — kernel kinds and extension kinds alike (decision 0445: every CRD labelled
+// `kos.tsic.top/extension`, as the Installer writes it) — and Identity.deleteAccount refuses with
+// account_has_objects + ownedObjects until they are transferred. The control-plane database is a real SQLite file.
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Effect, Layer, ManagedRuntime } from 'effect';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubeClient, type KubeObject, layerFromToken } from '@homelab/kube';
-import { testbed, useNamespace } from '@homelab/testbed/vitest';
+import { eventually, installCrds, kubeRequest, testbed, useNamespace } from '@homelab/testbed/vitest';
 import {
   accountReference,
+  buildRegistry,
+  checkDeclaration,
+  extensionCrdsOf,
   Identity,
   IdentityModuleLive,
   type IdentityPorts,
+  loadExtensions,
   OwnedObjects,
   OwnedObjectsFromClusterLive,
 } from '../src/index.js';
@@ -20,6 +26,7 @@ import { accountWithPassword, ownerSession } from './identity-support.js';
 import { installKosCrds } from './support.js';
 
 const ns = useNamespace('kos-owned');
+const NOTES_GROUP = `notes-${randomBytes(3).toString('hex')}.example.org`;
 const dir = mkdtempSync(join(tmpdir(), 'kos-owned-'));
 let rt: ManagedRuntime.ManagedRuntime<Identity | IdentityPorts | OwnedObjects | KubeClient, unknown>;
 beforeAll(async () => {
@@ -32,9 +39,18 @@ beforeAll(async () => {
   );
 });
 afterAll(async () => {
+  await kubeRequest('DELETE', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/notes.${NOTES_GROUP}`);
   await rt.dispose();
   rmSync(dir, { recursive: true, force: true });
 });
+
+/** The Owner's session: bootstrapped by the first test that asks, then reused (bootstrap runs once per database). */
+let ownerToken: string | undefined;
+const ownerOnce = Effect.suspend(() =>
+  ownerToken !== undefined
+    ? Effect.succeed({ token: ownerToken })
+    : Effect.tap(ownerSession, (s) => Effect.sync(() => (ownerToken = s.token))),
+);
 
 const object = (kind: string, name: string, owner: string): KubeObject => ({
   apiVersion: 'kos.tsic.top/v1beta1',
@@ -49,7 +65,7 @@ describe('TC-118 deletion requires prior transfer (real API server)', () => {
       Effect.gen(function* () {
         const identity = yield* Identity;
         const client = yield* KubeClient;
-        const { token } = yield* ownerSession;
+        const { token } = yield* ownerOnce;
         yield* accountWithPassword(token, 'frank', 'Member');
         const owner = yield* identity.authenticate(token, 'other');
         yield* client.create(object('Volume', 'frank-data', 'frank'));
@@ -80,5 +96,87 @@ describe('TC-118 deletion requires prior transfer (real API server)', () => {
     ).toEqual(['BackupPolicy/frank-nightly', 'Volume/frank-data']);
     expect(result.gone).toMatchObject({ _tag: 'AccountNotFound', account: 'frank' });
     expect(accountReference('frank').kind).toBe('Account');
+  });
+});
+
+describe('TC-118 with extension objects (decision 0445)', () => {
+  it('TC-118: extension objects the account owns are listed beside kernel objects and refuse the deletion until transferred', async () => {
+    // the CRD exactly as the Installer writes it for an activated component (it stays while disabled or kept)
+    const declared = checkDeclaration(
+      {
+        id: 'owned-notes',
+        version: '1.0.0',
+        framework: '^1.0.0',
+        contributes: { kinds: [{ group: NOTES_GROUP, version: 'v1', kind: 'Note', plural: 'notes' }] },
+      },
+      [],
+    );
+    const registry = buildRegistry(
+      loadExtensions([
+        {
+          name: 'owned-notes',
+          createdAt: '2026-01-01T00:00:00Z',
+          ownership: 'managed',
+          disabled: false,
+          package: { _tag: 'Verified', declaration: declared },
+        },
+      ]),
+    );
+    await installCrds(extensionCrdsOf(registry.kinds, 'owned-notes') as never);
+    // the API server's discovery lists a new kind a moment after the CRD is Established
+    await eventually(
+      'the Note kind is discovered',
+      () =>
+        rt.runPromise(
+          Effect.flatMap(KubeClient, (c) => c.listAll({ apiVersion: `${NOTES_GROUP}/v1`, kind: 'Note' })).pipe(
+            Effect.as(true),
+            Effect.orElseSucceed(() => false),
+          ),
+        ),
+      30_000,
+      500,
+    );
+    const note = (name: string, owner: string): KubeObject => ({
+      apiVersion: `${NOTES_GROUP}/v1`,
+      kind: 'Note',
+      metadata: { name, namespace: ns.name },
+      spec: { owner, text: 'x' },
+    });
+    const result = await rt.runPromise(
+      Effect.gen(function* () {
+        const identity = yield* Identity;
+        const client = yield* KubeClient;
+        const { token } = yield* ownerOnce;
+        yield* accountWithPassword(token, 'gina', 'Member');
+        const owner = yield* identity.authenticate(token, 'other');
+        yield* client.create(note('gina-shopping', 'gina'));
+        yield* client.create(note('someone-elses', 'someone-else'));
+        yield* client.create(object('Volume', 'gina-data', 'gina'));
+        const refused = yield* Effect.flip(identity.deleteAccount(owner, { name: 'gina', source: 'api' }));
+        yield* client.patch(
+          { apiVersion: 'kos.tsic.top/v1beta1', kind: 'Volume', namespace: ns.name, name: 'gina-data' },
+          { type: 'merge', patch: { spec: { owner: 'owner' } } },
+        );
+        // the Volume alone is transferred: the Note still refuses the deletion
+        const stillRefused = yield* Effect.flip(identity.deleteAccount(owner, { name: 'gina', source: 'api' }));
+        yield* client.patch(
+          { apiVersion: `${NOTES_GROUP}/v1`, kind: 'Note', namespace: ns.name, name: 'gina-shopping' },
+          { type: 'merge', patch: { spec: { owner: 'owner' } } },
+        );
+        yield* identity.deleteAccount(owner, { name: 'gina', source: 'api' });
+        return { refused, stillRefused };
+      }),
+    );
+    const listed = (e: typeof result.refused) =>
+      (e._tag === 'AccountHasObjects' ? e.ownedObjects : [])
+        .filter((o) => o.namespace === ns.name)
+        .map((o) => `${o.apiVersion} ${o.kind}/${o.name}`)
+        .sort();
+    expect(result.refused._tag).toBe('AccountHasObjects');
+    expect(listed(result.refused)).toEqual([
+      'kos.tsic.top/v1beta1 Volume/gina-data',
+      `${NOTES_GROUP}/v1 Note/gina-shopping`,
+    ]);
+    expect(listed(result.stillRefused)).toEqual([`${NOTES_GROUP}/v1 Note/gina-shopping`]);
   });
 });

@@ -1,9 +1,11 @@
-// C-29 preference-domain records on the real API server and a real control-plane database (seed 000 C-27/C-29;
-// decision 0396). Each loaded round records retain/delete with the owning component; a controller restarted while
-// the package has become unreadable loads nothing from it — an ordinary round leaves the record and the domain as
-// they are — and at uninstall the record decides: a retained domain stays and is named in the leftover ConfigMap
-// (with the version that said so), a domain not retained is deleted. Before these records, the decision was read
-// from the declaration at uninstall time, and an unreadable package left every domain behind, unlisted.
+// C-29 preference-domain records and setting records on the real API server and a real control-plane database (seed
+// 000 C-27/C-29; decisions 0396, 0447). Each loaded round records retain/delete with the owning component, and the
+// setting ids it served; a controller restarted while the package has become unreadable loads nothing from it — an
+// ordinary round leaves the records, the domain and the setting values as they are — and at uninstall the records
+// decide: a retained domain stays and is named in the leftover ConfigMap (with the version that said so), a domain
+// not retained is deleted, and the setting values (cluster, node and user items) are deleted in both cases. Before
+// these records, the decision was read from the declaration at uninstall time, and an unreadable package left every
+// domain and every setting value behind, unlisted.
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -74,6 +76,32 @@ const seedPreference = (rt: Runtime, extension: string) =>
       )
       .run(extension);
   });
+const seedSettingValues = (rt: Runtime, extension: string) =>
+  db(rt, (conn) => {
+    conn
+      .prepare("INSERT INTO setting_values (id, node, value, updated_at, updated_by) VALUES (?, '', '\"a\"', 0, 'mel')")
+      .run(`${extension}.cluster`);
+    conn
+      .prepare(
+        "INSERT INTO setting_values (id, node, value, updated_at, updated_by) VALUES (?, 'node-1', '1', 0, 'mel')",
+      )
+      .run(`${extension}.node`);
+    conn
+      .prepare("INSERT INTO user_setting_values (account, id, value, updated_at) VALUES ('mel', ?, 'true', 0)")
+      .run(`${extension}.user`);
+  });
+const settingValues = (rt: Runtime, extension: string) =>
+  db(
+    rt,
+    (conn) =>
+      (
+        conn
+          .prepare(
+            'SELECT (SELECT count(*) FROM setting_values WHERE id LIKE ?) + (SELECT count(*) FROM user_setting_values WHERE id LIKE ?) AS n',
+          )
+          .get(`${extension}.%`, `${extension}.%`) as { n: number }
+      ).n,
+  );
 const state = (rt: Runtime, extension: string) =>
   db(rt, (conn) => ({
     record: conn
@@ -93,7 +121,14 @@ const installThenLoseThePackage = async (id: string, retain: boolean) => {
       id,
       version: '3.1.0',
       framework: '^1.0.0',
-      contributes: { preferences: { retain, keys: [{ key: 'view', type: 'string' }] } },
+      contributes: {
+        preferences: { retain, keys: [{ key: 'view', type: 'string' }] },
+        settings: [
+          { id: `${id}.cluster`, scope: 'cluster', type: 'string', writer: 'user' },
+          { id: `${id}.node`, scope: 'node', type: 'number', writer: 'user' },
+          { id: `${id}.user`, scope: 'user', type: 'boolean', writer: 'user' },
+        ],
+      },
     }),
   });
   await round(rt, id);
@@ -101,6 +136,7 @@ const installThenLoseThePackage = async (id: string, retain: boolean) => {
   const recorded = { version: '3.1.0', component: id, uid: created.metadata.uid, retain: retain ? 1 : 0 };
   expect(await state(rt, id)).toEqual({ record: recorded, preferences: 0 });
   await seedPreference(rt, id);
+  await seedSettingValues(rt, id);
 
   // the package becomes unreadable; a restarted controller has nothing cached
   packages.withdraw(`${id}.json`);
@@ -113,11 +149,12 @@ const installThenLoseThePackage = async (id: string, retain: boolean) => {
   ]);
   // still in the load set: the record and the domain are untouched
   expect(await state(after, id)).toEqual({ record: recorded, preferences: 1 });
+  expect(await settingValues(after, id)).toBe(3);
   return after;
 };
 
-describe('C-29: preference-domain records decide at uninstall, not the declaration read then', () => {
-  it('C-29: retained domain, package unreadable at uninstall: the domain stays and the leftover list names it', async () => {
+describe('C-29: preference-domain and setting records decide at uninstall, not the declaration read then', () => {
+  it('C-29: retained domain, package unreadable at uninstall: the domain stays and the leftover list names it; setting values go', async () => {
     const id = `keep-${run}`;
     leftovers.push(`extension-leftovers-${id}`);
     const rt = await installThenLoseThePackage(id, true);
@@ -125,6 +162,7 @@ describe('C-29: preference-domain records decide at uninstall, not the declarati
     await round(rt, id);
     expect(await components.get(id)).toBeUndefined();
     expect(await state(rt, id)).toEqual({ record: undefined, preferences: 1 });
+    expect(await settingValues(rt, id)).toBe(0);
     const cm = await kubeRequest('GET', `/api/v1/namespaces/kos-system/configmaps/extension-leftovers-${id}`);
     expect(cm.status, cm.body).toBe(200);
     expect((cm.json() as { data: Record<string, string> }).data).toEqual({
@@ -136,13 +174,14 @@ describe('C-29: preference-domain records decide at uninstall, not the declarati
     });
   });
 
-  it('C-29: domain not retained, package unreadable at uninstall: the domain is deleted as recorded', async () => {
+  it('C-29: domain not retained, package unreadable at uninstall: the domain and the setting values are deleted as recorded', async () => {
     const id = `drop-${run}`;
     const rt = await installThenLoseThePackage(id, false);
     expect(await components.remove(id)).toBe(200);
     await round(rt, id);
     expect(await components.get(id)).toBeUndefined();
     expect(await state(rt, id)).toEqual({ record: undefined, preferences: 0 });
+    expect(await settingValues(rt, id)).toBe(0);
     expect(
       (await kubeRequest('GET', `/api/v1/namespaces/kos-system/configmaps/extension-leftovers-${id}`)).status,
     ).toBe(404);

@@ -4,11 +4,14 @@
 // deletion gate; a deleted Volume that extension objects reference stays (Terminating) with DeprovisionBlocked True
 // listing each referrer, the list shrinking as they go, and leaves once the last one is gone — its claim is kept.
 // A disabled component's kept objects still hold it. A Volume nobody references is deleted at its next round.
+// Applications using a Volume are referrers in the same list (decision 0446): named in `spec.volumes`, or the
+// default `<app>-<volume>` of their definition's template volume.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Layer, ManagedRuntime } from 'effect';
 import { eventually, kubeRequest, useNamespace } from '@homelab/testbed/vitest';
 import {
+  BUILTIN_DEFINITIONS,
   ExtensionRegistryLive,
   reconcileSystemComponent,
   reconcileVolume,
@@ -26,6 +29,7 @@ const ns = useNamespace('vol-prot');
 const packages = usePackageServer();
 const components = useComponents(LABEL, run);
 const component = `snap-${run}`;
+const definitionName = `redis-${run}`;
 const crdPath = `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/snapshots.${GROUP}`;
 
 const makeRuntime = () =>
@@ -39,6 +43,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await releaseKosGates(ns.name);
   await kubeRequest('DELETE', crdPath);
+  await kubeRequest('DELETE', `/apis/${API}/applicationdefinitions/${definitionName}`);
   await rt?.dispose();
 });
 
@@ -161,5 +166,60 @@ describe('TC-107: extension objects referencing a Volume block its deletion', ()
     expect((await kubeRequest('DELETE', `${volumes()}/music`)).status).toBe(200);
     expect(await volumeRound('music')).toEqual({ state: 'steady' });
     await eventually('music is gone', async () => (await getVolume('music')) === undefined, 20_000, 200);
+  });
+});
+
+describe('TC-107: Applications using a Volume hold it in the same list (decision 0446)', () => {
+  it('TC-107: an Application naming the Volume, one using its default name and an extension object are listed together; it goes with the last', async () => {
+    const redis = BUILTIN_DEFINITIONS.find((d) => d.metadata.name === 'redis');
+    if (redis === undefined) throw new Error('redis is built in');
+    const def = await kubeRequest('POST', `/apis/${API}/applicationdefinitions`, {
+      apiVersion: API,
+      kind: 'ApplicationDefinition',
+      metadata: { name: definitionName },
+      spec: redis.spec,
+    });
+    expect(def.status, def.body).toBe(201);
+    const application = async (name: string, spec: Record<string, unknown>) => {
+      const r = await kubeRequest('POST', `/apis/${API}/namespaces/${ns.name}/applications`, {
+        apiVersion: API,
+        kind: 'Application',
+        metadata: { name },
+        spec: { definitionRef: { name: definitionName }, namespace: ns.name, ...spec },
+      });
+      expect(r.status, r.body).toBe(201);
+    };
+    await createVolume('shared');
+    await createVolume('cache-data');
+    await application('store', { volumes: { data: 'shared' } });
+    await application('cache', {});
+    await snapshot('pinned', { volume: 'shared' });
+
+    expect((await kubeRequest('DELETE', `${volumes()}/shared`)).status).toBe(200);
+    expect(await blockedBy('shared')).toMatchObject({
+      status: 'True',
+      reason: 'Referenced',
+      message: `referenced by applications.kos.tsic.top ${ns.name}/store (spec.volumes.data); snapshots.${GROUP} ${ns.name}/pinned (spec.volume)`,
+    });
+    expect((await kubeRequest('DELETE', `${volumes()}/cache-data`)).status).toBe(200);
+    expect((await blockedBy('cache-data'))?.message).toBe(
+      `referenced by applications.kos.tsic.top ${ns.name}/cache (volume data)`,
+    );
+
+    // no application reconciler runs here, so the Applications carry no uninstall gate and go at once
+    expect((await kubeRequest('DELETE', `/apis/${API}/namespaces/${ns.name}/applications/store`)).status).toBe(200);
+    expect((await blockedBy('shared'))?.message).toBe(
+      `referenced by snapshots.${GROUP} ${ns.name}/pinned (spec.volume)`,
+    );
+    expect((await kubeRequest('DELETE', `${snapshots()}/pinned`)).status).toBe(200);
+    expect(await volumeRound('shared')).toEqual({ state: 'steady' });
+    expect((await kubeRequest('DELETE', `/apis/${API}/namespaces/${ns.name}/applications/cache`)).status).toBe(200);
+    expect(await volumeRound('cache-data')).toEqual({ state: 'steady' });
+    await eventually(
+      'both Volumes are gone',
+      async () => (await getVolume('shared')) === undefined && (await getVolume('cache-data')) === undefined,
+      20_000,
+      200,
+    );
   });
 });

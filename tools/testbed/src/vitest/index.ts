@@ -41,6 +41,22 @@ export const kubeRequest = (
 ): Promise<HttpResponse & { json: () => unknown }> => kubeCall(testbed().kube, method, path, body, contentType);
 
 /**
+ * Delete each named object of `collection` (an API path such as `/apis/g/v1/things`) after removing its finalizers:
+ * the tear-down of objects whose gate only a controller under test would have released. Missing objects are fine.
+ */
+export const deleteReleasingFinalizers = async (collection: string, names: Iterable<string>): Promise<void> => {
+  for (const name of names) {
+    await kubeRequest(
+      'PATCH',
+      `${collection}/${name}`,
+      { metadata: { finalizers: null } },
+      'application/merge-patch+json',
+    );
+    await kubeRequest('DELETE', `${collection}/${name}`);
+  }
+};
+
+/**
  * Creates (or replaces) CRDs and waits until each is Established **and** every served version answers a list
  * with 200 — Established alone does not mean the storage for the new resource is ready to serve.
  */

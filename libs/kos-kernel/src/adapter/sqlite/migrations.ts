@@ -125,6 +125,25 @@ export const MIGRATIONS: ReadonlyArray<Migration> = [
       DROP TABLE preference_domains;
     `,
   },
+  {
+    version: 5,
+    name: 'setting records',
+    // decision 0447: one row per extension, the setting ids it served through its owning component (a JSON array),
+    // written after each round that activated it; its values are deleted by these ids when the owner leaves
+    up: `
+      CREATE TABLE setting_records (
+        extension TEXT PRIMARY KEY,
+        component TEXT NOT NULL,
+        component_uid TEXT NOT NULL,
+        ids TEXT NOT NULL,
+        recorded_at INTEGER NOT NULL
+      ) STRICT;
+      CREATE INDEX setting_records_component ON setting_records (component);
+    `,
+    down: `
+      DROP TABLE setting_records;
+    `,
+  },
 ];
 
 export const LATEST_VERSION = MIGRATIONS.length;

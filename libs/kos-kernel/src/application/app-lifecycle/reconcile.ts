@@ -34,7 +34,8 @@ import {
 } from '../../domain/application/lifecycle.js';
 import { type DefinitionUse, needsFreshDefinition } from '../../domain/application/read-fence.js';
 import { isUnlimited, mergeResources, type ResourceSpec, withResources } from '../../domain/application/resources.js';
-import { type Manifest, render, SCALABLE_KINDS, templateVolumes } from '../../domain/application/template.js';
+import { type Manifest, render, SCALABLE_KINDS } from '../../domain/application/template.js';
+import { volumeClaimsOf } from '../../domain/application/volume.js';
 import { markerKey } from '../../domain/markers.js';
 import { type Condition, evaluateHealth, setCondition, setReconciled, workloadFactsOf } from '../../domain/state.js';
 import { admit, type WriteRejected } from '../../domain/write-path.js';
@@ -347,11 +348,7 @@ const installRound = (
       );
     const defSpec = def['spec'] as Record<string, unknown>;
     const volumes =
-      gate._tag === 'Pinned'
-        ? gate.baseline.volumes
-        : Object.fromEntries(
-            templateVolumes(defSpec).map((v) => [v, spec.volumes?.[v] ?? `${app.metadata.name}-${v}`]),
-          );
+      gate._tag === 'Pinned' ? gate.baseline.volumes : volumeClaimsOf(app.metadata.name ?? '', spec.volumes, defSpec);
     const present = yield* Effect.forEach(
       Object.values(volumes),
       (claim) =>

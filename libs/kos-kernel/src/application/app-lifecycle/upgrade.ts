@@ -9,14 +9,8 @@ import { KOS_GROUP, KOS_STORAGE_VERSION } from '../../api/group.js';
 import { type ConfigSchema, normalizeConfig } from '../../domain/application/config.js';
 import { definitionNameOf, isoSeconds, storedReady } from '../../domain/application/lifecycle.js';
 import { mergeResources, type ResourceSpec } from '../../domain/application/resources.js';
-import {
-  type Manifest,
-  render,
-  type Rendered,
-  SCALABLE_KINDS,
-  templateVolumes,
-} from '../../domain/application/template.js';
-import { desiredVolumeSize } from '../../domain/application/volume.js';
+import { type Manifest, render, type Rendered, SCALABLE_KINDS } from '../../domain/application/template.js';
+import { desiredVolumeSize, volumeClaimsOf } from '../../domain/application/volume.js';
 import {
   type Baseline,
   baselineConfig,
@@ -213,9 +207,7 @@ const targetOf = (app: KubeObject, namespace: string) =>
         reason: 'RenderFailed' as UpgradeReason,
         message: config.left.map((p) => `${p.field}: ${p.message}`).join('; '),
       });
-    const volumes = Object.fromEntries(
-      templateVolumes(defSpec).map((v) => [v, spec.volumes?.[v] ?? `${app.metadata.name}-${v}`]),
-    );
+    const volumes = volumeClaimsOf(app.metadata.name ?? '', spec.volumes, defSpec);
     const rendered = render(defSpec, { appName: app.metadata.name ?? '', namespace, config: config.right, volumes });
     if (Either.isLeft(rendered))
       return Either.left({

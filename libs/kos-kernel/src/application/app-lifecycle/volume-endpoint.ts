@@ -5,8 +5,9 @@
 // `Reconciled` reason `ExpansionRefused`, with the server's words); a smaller one is never written (`ShrinkRefused`). An Endpoint labelled with an application's name
 // reports whether that application serves: the `Serving` condition is False with reason `ApplicationPaused` while
 // the app is stopped (TC-123). The Volume's deletion gate (TC-107, decision 0395): the finalizer
-// `kos.tsic.top/volume-protection` on its first round; a deleted Volume that extension objects reference (their kinds'
-// declared `volumeRefs`, carried on the CRDs) stays with `DeprovisionBlocked` listing each referrer.
+// `kos.tsic.top/volume-protection` on its first round; a deleted Volume that extension objects (their kinds' declared
+// `volumeRefs`, carried on the CRDs) or Applications (decision 0446) reference stays with `DeprovisionBlocked` listing
+// each referrer.
 import { Effect, Either } from 'effect';
 import { KubeClient, type KubeError, type KubeObject } from '@homelab/kube';
 import { KOS_GROUP, KOS_STORAGE_VERSION } from '../../api/group.js';
@@ -14,16 +15,21 @@ import { canonicalJson } from '../../domain/adoption.js';
 import { markerKey } from '../../domain/markers.js';
 import { desiredVolumeSize, resizeOf, shrinkMessage } from '../../domain/application/volume.js';
 import { type Condition, type ReconcileConclusion, setCondition, setReconciled } from '../../domain/state.js';
-import { EXTENSION_CRD_LABEL } from '../../domain/extension/crd.js';
+import { applicationVolumeRefs } from '../../domain/application/volume.js';
+import { definitionNameOf } from '../../domain/application/lifecycle.js';
 import {
+  extensionReferrers,
   type ReferringKind,
+  type VolumeReferrer,
   VOLUME_FINALIZER,
   VOLUME_REFS_ANNOTATION,
   volumeReferrers,
   volumeRefPathsOf,
 } from '../../domain/extension/volume-refs.js';
+import { listExtensionObjects, readExtensionKinds } from '../extension/extension-kinds.js';
 import { admit, fieldManagerOf, type WriteRejected } from '../../domain/write-path.js';
 import type { KosRound } from '../kernel.js';
+import { targetNamespaceOf } from './reconcile.js';
 
 const API = `${KOS_GROUP}/${KOS_STORAGE_VERSION}`;
 /** The label naming the Application an Endpoint belongs to (same namespace). Not a marker. */
@@ -62,49 +68,71 @@ const setVolumeFinalizers = (volume: KubeObject, finalizers: ReadonlyArray<strin
   });
 
 /**
- * The extension objects referencing the Volume (decision 0395): every extension CRD (label `kos.tsic.top/extension`)
- * whose annotation names `volumeRefs` fields, its objects listed cluster-wide. A kind the API server no longer (or not
- * yet) serves has no objects; any other failure fails the round, so the gate never opens on a read it did not make.
+ * The objects referencing the Volume, one list (decisions 0395, 0446):
+ *   - extension objects: every extension CRD whose annotation names `volumeRefs` fields, its objects listed
+ *     cluster-wide (a kind the API server no longer, or not yet, serves has none);
+ *   - Applications whose declared namespace is the Volume's: the Volumes their `spec.volumes`, their definition's
+ *     template volumes and their applied baseline name (`applicationVolumeRefs`).
+ * Any other read failure fails the round, so the gate never opens on a read it did not make.
  */
 export const readVolumeReferrers = (volume: {
   readonly namespace: string;
   readonly name: string;
 }): Effect.Effect<ReadonlyArray<string>, KubeError, KubeClient> =>
   Effect.gen(function* () {
-    const client = yield* KubeClient;
-    const crds = yield* client.listAll(
-      { apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition' },
-      { labelSelector: EXTENSION_CRD_LABEL },
+    const referring = (yield* readExtensionKinds).flatMap((k) => {
+      const paths = volumeRefPathsOf(k.annotations[VOLUME_REFS_ANNOTATION]);
+      return paths.length === 0 ? [] : [{ ...k, paths }];
+    });
+    const [kinds, applications] = yield* Effect.all(
+      [
+        Effect.forEach(
+          referring,
+          (k) =>
+            Effect.map(listExtensionObjects(k), (objects): ReferringKind => ({
+              resource: k.resource,
+              paths: k.paths,
+              objects: objects.map((o) => ({
+                ...(o.metadata.namespace !== undefined ? { namespace: o.metadata.namespace } : {}),
+                name: o.metadata.name ?? '',
+                spec: o['spec'],
+              })),
+            })),
+          { concurrency: 4 },
+        ),
+        applicationReferrers(volume.namespace),
+      ],
+      { concurrency: 2 },
     );
-    const kinds: ReferringKind[] = [];
-    for (const crd of crds.items) {
-      const paths = volumeRefPathsOf(crd.metadata.annotations?.[VOLUME_REFS_ANNOTATION]);
-      const spec = (crd['spec'] ?? {}) as {
-        group?: string;
-        names?: { kind?: string };
-        versions?: ReadonlyArray<{ name?: string; storage?: boolean }>;
+    return volumeReferrers(volume, [...kinds.flatMap(extensionReferrers), ...applications]);
+  });
+
+/** The Applications declared into `namespace` as referrers, each with the definition it names (when it exists). */
+const applicationReferrers = (namespace: string) =>
+  Effect.gen(function* () {
+    const client = yield* KubeClient;
+    const apps = (yield* client.listAll({ apiVersion: API, kind: 'Application' })).items.filter(
+      (a) => targetNamespaceOf(a) === namespace,
+    );
+    if (apps.length === 0) return [];
+    const definitions = new Map(
+      (yield* client.listAll({ apiVersion: API, kind: 'ApplicationDefinition' })).items.map((d) => [
+        d.metadata.name ?? '',
+        d['spec'] ?? {},
+      ]),
+    );
+    return apps.map((a): VolumeReferrer => {
+      const definition = definitionNameOf((a['spec'] as { definitionRef?: unknown } | undefined)?.definitionRef);
+      return {
+        resource: `applications.${KOS_GROUP}`,
+        ...(a.metadata.namespace !== undefined ? { namespace: a.metadata.namespace } : {}),
+        name: a.metadata.name ?? '',
+        refs: applicationVolumeRefs(
+          { name: a.metadata.name ?? '', namespace, spec: a['spec'], status: a['status'] },
+          definition !== undefined ? definitions.get(definition) : undefined,
+        ),
       };
-      const version = (spec.versions ?? []).find((v) => v.storage === true)?.name ?? spec.versions?.[0]?.name;
-      if (paths.length === 0 || spec.group === undefined || spec.names?.kind === undefined || version === undefined)
-        continue;
-      const objects = yield* client.listAll({ apiVersion: `${spec.group}/${version}`, kind: spec.names.kind }).pipe(
-        Effect.map((l) => l.items),
-        Effect.catchTags({
-          NotFound: () => Effect.succeed([] as ReadonlyArray<KubeObject>),
-          NoKindMatch: () => Effect.succeed([] as ReadonlyArray<KubeObject>),
-        }),
-      );
-      kinds.push({
-        resource: crd.metadata.name ?? '',
-        paths,
-        objects: objects.map((o) => ({
-          ...(o.metadata.namespace !== undefined ? { namespace: o.metadata.namespace } : {}),
-          name: o.metadata.name ?? '',
-          spec: o['spec'],
-        })),
-      });
-    }
-    return volumeReferrers(volume, kinds);
+    });
   });
 
 /** `DeprovisionBlocked` True, reason `Referenced`, each referrer listed; written only when it changed. */

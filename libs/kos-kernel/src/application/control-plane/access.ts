@@ -19,17 +19,13 @@ import {
   type WriteTarget,
 } from '../../domain/identity/access.js';
 import type { ServedKind } from '../../domain/extension/registry.js';
+import { ownerOf } from '../../domain/identity/owned-objects.js';
 import { type ApiError, apiError, fromKube } from './errors.js';
 import type { Principal } from './services.js';
 
 export const accessOf = (p: Principal): AccessPrincipal => ({ account: p.actor, role: p.role });
 
-/** `spec.owner` of a stored or submitted object (undefined when it has none). */
-export const ownerOf = (o: { readonly [field: string]: unknown } | undefined): string | undefined => {
-  const spec = o?.['spec'];
-  const owner = typeof spec === 'object' && spec !== null ? (spec as { owner?: unknown }).owner : undefined;
-  return typeof owner === 'string' ? owner : undefined;
-};
+export { ownerOf };
 
 /**
  * What a write is checked against: a kernel kind, or an extension object kind served for an activated component

@@ -31,7 +31,7 @@ import { admit, fieldManagerOf, type WriteRejected } from '../../domain/write-pa
 import { type KosRound, startKosController } from '../kernel.js';
 import type { KernelConfig } from '../../domain/reconcile.js';
 import { ArtifactSource, ExtensionRegistry, InstallerConfig, PackageCache } from './services.js';
-import { readBlockerFacts, retireExtensionData, syncDomainRecords } from './uninstall-gate.js';
+import { readBlockerFacts, retireExtensionData, syncExtensionRecords } from './uninstall-gate.js';
 import type { DatabaseUnavailable } from '../identity/errors.js';
 
 const API = `${KOS_GROUP}/${KOS_STORAGE_VERSION}`;
@@ -328,8 +328,8 @@ export const reconcileSystemComponent = (key: { readonly name: string }): Compon
     const next = componentStatus(entry.outcome, statusOf(object), yield* nowDate);
     if (entry.outcome._tag === 'Active') yield* ensureKindCrds(entry.outcome.declaration.header.id);
     yield* writeStatusIfChanged(object, next);
-    // C-29: after each load, the preference-domain record (decision 0396)
-    yield* syncDomainRecords(result, { name: key.name, uid: object.metadata.uid ?? '' });
+    // C-29: after each load, the preference-domain and setting records (decisions 0396, 0447)
+    yield* syncExtensionRecords(result, { name: key.name, uid: object.metadata.uid ?? '' });
     const settled = next.status.phase === 'Active' || next.status.phase === 'Adopted';
     return { state: settled ? 'steady' : 'active', result } as const;
   });

@@ -3,8 +3,8 @@
 //     (Endpoints and their edges, Applications with the capabilities their definitions require, Providers
 //     registered for the extension);
 //   - the extension's setting values and preference domain in the control-plane database, retired when the gate
-//     opens: setting values deleted, the preference domain deleted unless its record retains it (decision 0396: the
-//     record each loaded round wrote, not the declaration as read at uninstall time).
+//     opens: setting values deleted, the preference domain deleted unless its record retains it — both from the
+//     records each loaded round wrote (decisions 0396, 0447), not from the declaration as read at uninstall time.
 // The database is optional (`ExtensionData`): a controller without one has no values to retire.
 import { Context, Effect, Option } from 'effect';
 import { KubeClient, type KubeError, type KubeObject } from '@homelab/kube';
@@ -12,11 +12,13 @@ import { KOS_GROUP, KOS_STORAGE_VERSION } from '../../api/group.js';
 import { type BlockerFacts, EXTENSION_LABEL } from '../../domain/extension/blockers.js';
 import type { LoadResult } from '../../domain/extension/load.js';
 import {
-  type DomainPlan,
+  type ComponentRecord,
   type DomainRecord,
   planLeaving,
   planLoadedRound,
+  type RecordPlan,
 } from '../../domain/extension/preference-domains.js';
+import { planSettingRecords, type SettingRecord } from '../../domain/extension/setting-records.js';
 import { definitionNameOf } from '../../domain/application/lifecycle.js';
 import type { DatabaseUnavailable } from '../identity/errors.js';
 
@@ -81,45 +83,59 @@ export interface RetiredData {
   readonly retained: ReadonlyArray<DomainRecord>;
 }
 
+/** One round's writes to the records: preference domains (decision 0396) and setting values (decision 0447). */
+export interface RecordPlans {
+  readonly domains: RecordPlan<DomainRecord>;
+  readonly settings: RecordPlan<SettingRecord>;
+}
+
 /** The control-plane database's extension data (setting values, preference domains and their records). */
 export class ExtensionData extends Context.Tag('@homelab/kos-kernel/ExtensionData')<
   ExtensionData,
   {
-    /** The preference-domain records naming the component `component` (decision 0396). */
-    readonly domainRecords: (component: string) => Effect.Effect<ReadonlyArray<DomainRecord>, DatabaseUnavailable>;
+    /** The records naming the component `component`: preference domains (decision 0396), settings (0447). */
+    readonly records: (
+      component: string,
+    ) => Effect.Effect<
+      { readonly domains: ReadonlyArray<DomainRecord>; readonly settings: ReadonlyArray<SettingRecord> },
+      DatabaseUnavailable
+    >;
     /**
-     * In one transaction: delete the values of the given setting ids; retire the plan's records (each domain's
-     * preferences deleted unless its record retains it, then the record); write its new record. Idempotent.
+     * In one transaction: retire the plans' records (a setting record's values deleted, every node and account; a
+     * domain's preferences deleted unless its record retains it; then the record), write their new records.
+     * Idempotent.
      */
-    readonly apply: (input: {
-      readonly settings: ReadonlyArray<string>;
-      readonly plan: DomainPlan;
-    }) => Effect.Effect<RetiredData, DatabaseUnavailable>;
+    readonly apply: (plans: RecordPlans) => Effect.Effect<RetiredData, DatabaseUnavailable>;
   }
 >() {}
 
+const isEmpty = (p: RecordPlan<ComponentRecord>) => p.upsert === undefined && p.retire.length === 0;
+
 /**
- * After an ordinary round's load (decision 0396): write the component's preference-domain record when its load says
- * something new, and retire the records it no longer owns (it declares another extension; an earlier object of the
- * same name is gone). Nothing without a database.
+ * After an ordinary round's load (decisions 0396, 0447): write the component's records when its load says something
+ * new, and retire the records it no longer owns (it declares another extension; an earlier object of the same name
+ * is gone). Nothing without a database.
  */
-export const syncDomainRecords = (
+export const syncExtensionRecords = (
   result: LoadResult,
   component: { readonly name: string; readonly uid: string },
 ): Effect.Effect<void, DatabaseUnavailable> =>
   Effect.gen(function* () {
     const data = yield* Effect.serviceOption(ExtensionData);
     if (Option.isNone(data)) return;
-    const plan = planLoadedRound(result, component, yield* data.value.domainRecords(component.name));
-    if (plan.upsert !== undefined || plan.retire.length > 0) yield* data.value.apply({ settings: [], plan });
+    const stored = yield* data.value.records(component.name);
+    const plans = {
+      domains: planLoadedRound(result, component, stored.domains),
+      settings: planSettingRecords(result, component, stored.settings),
+    };
+    if (!isEmpty(plans.domains) || !isEmpty(plans.settings)) yield* data.value.apply(plans);
   });
 
 /**
- * Retire what the leaving component `component` held in the database (decisions 0347, 0396): the values of the
- * settings its declaration names (none when it has no valid declaration now, or another component of the load set
- * still declares the same extension id), and the preference domains its records name, each as its record says —
- * the declaration is not read for them, so a package unreadable at uninstall time changes nothing. Nothing without
- * a database.
+ * Retire what the leaving component `component` held in the database (decisions 0347, 0396, 0447): the setting values
+ * and the preference domains its records name, each as its record says — the declaration is not read, so a package
+ * unreadable at uninstall time changes nothing — except an extension another component of the load set still
+ * declares. Nothing without a database.
  */
 export const retireExtensionData = (
   result: LoadResult,
@@ -128,19 +144,11 @@ export const retireExtensionData = (
   Effect.gen(function* () {
     const data = yield* Effect.serviceOption(ExtensionData);
     if (Option.isNone(data)) return undefined;
-    const leaving = result.components.find((c) => c.name === component)?.outcome;
-    const declaration = leaving !== undefined && 'declaration' in leaving ? leaving.declaration : undefined;
-    const sameId =
-      declaration !== undefined &&
-      result.components.some(
-        (c) =>
-          c.name !== component &&
-          'declaration' in c.outcome &&
-          c.outcome.declaration.header.id === declaration.header.id,
-      );
-    const settings =
-      declaration === undefined || sameId ? [] : (declaration.contributions.settings ?? []).map((s) => s.id);
-    const plan = planLeaving(result, component, yield* data.value.domainRecords(component));
-    if (settings.length === 0 && plan.retire.length === 0) return undefined;
-    return yield* data.value.apply({ settings, plan });
+    const stored = yield* data.value.records(component);
+    const plans = {
+      domains: planLeaving(result, component, stored.domains),
+      settings: planLeaving(result, component, stored.settings),
+    };
+    if (isEmpty(plans.domains) && isEmpty(plans.settings)) return undefined;
+    return yield* data.value.apply(plans);
   });

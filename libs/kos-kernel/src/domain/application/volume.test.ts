@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Either, Schema } from 'effect';
 import { STORAGE_SIZE_LIMIT, StorageSize, storageBytes } from '../../api/storage-size.js';
-import { desiredVolumeSize, resizeOf } from './volume.js';
+import { applicationVolumeRefs, desiredVolumeSize, resizeOf, volumeClaimsOf } from './volume.js';
 
 describe('Volume spec.size (decision 0240)', () => {
   it('storageBytes reads binary and decimal suffixes exactly, rounding a fraction of a byte up', () => {
@@ -32,5 +32,39 @@ describe('Volume spec.size (decision 0240)', () => {
     expect(resizeOf(undefined, '1Gi')._tag).toBe('Unreadable');
     expect(desiredVolumeSize({})).toBe('1Gi');
     expect(desiredVolumeSize({ size: '3Gi' })).toBe('3Gi');
+  });
+});
+
+describe('the Volumes an Application holds (TC-107, decision 0446)', () => {
+  const definition = {
+    template: [{ kind: 'Deployment', spec: { data: '{{volume.data}}', cache: '{{ volume.cache | string }}' } }],
+  };
+  it('TC-107: template volumes resolve through spec.volumes or to <app>-<volume>', () => {
+    expect(volumeClaimsOf('web', { data: 'shared' }, definition)).toEqual({ cache: 'web-cache', data: 'shared' });
+    expect(volumeClaimsOf('web', undefined, {})).toEqual({});
+  });
+
+  it('TC-107: named, defaulted and applied Volumes, all in the declared namespace, each with where it is said', () => {
+    const refs = applicationVolumeRefs(
+      {
+        name: 'web',
+        namespace: 'media',
+        spec: { volumes: { data: 'shared', extra: 'kept', bad: 7 } },
+        status: { applied: { volumes: { data: 'old-data' } } },
+      },
+      definition,
+    );
+    expect(refs).toEqual([
+      { namespace: 'media', name: 'shared', field: 'spec.volumes.data' },
+      { namespace: 'media', name: 'kept', field: 'spec.volumes.extra' },
+      { namespace: 'media', name: 'web-cache', field: 'volume cache' },
+      { namespace: 'media', name: 'old-data', field: 'status.applied.volumes.data' },
+    ]);
+  });
+
+  it('TC-107: without its definition an Application holds only the Volumes it names', () => {
+    expect(
+      applicationVolumeRefs({ name: 'web', namespace: 'media', spec: { volumes: { data: 'shared' } } }, undefined),
+    ).toEqual([{ namespace: 'media', name: 'shared', field: 'spec.volumes.data' }]);
   });
 });

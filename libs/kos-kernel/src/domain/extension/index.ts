@@ -14,3 +14,4 @@ export * from './volume-refs.js';
 export * from './framework-preflight.js';
 export * from './rbac.js';
 export * from './protected-groups.js';
+export * from './setting-records.js';

@@ -5,23 +5,32 @@
 // from the round's load and the records stored — never from a declaration read at uninstall time.
 import type { LoadResult } from './load.js';
 
-/** One extension's preference domain: who owns it and what the owner's declaration said, as of its last load. */
-export interface DomainRecord {
+/**
+ * A record of what one extension keeps in the database, written after a loaded round: the extension and its owning
+ * SystemComponent object, name and uid (a new object of the same name is another owner). Preference domains and
+ * setting values (decision 0447) are both recorded this way, and retired by the same rules.
+ */
+export interface ComponentRecord {
   readonly extension: string;
-  /** The declaration's version that said it (named in the leftover list of a retained domain). */
-  readonly version: string;
-  /** The owning SystemComponent object: name and uid (a new object of the same name is another owner). */
   readonly component: string;
   readonly componentUid: string;
+}
+
+/** One extension's preference domain: who owns it and what the owner's declaration said, as of its last load. */
+export interface DomainRecord extends ComponentRecord {
+  /** The declaration's version that said it (named in the leftover list of a retained domain). */
+  readonly version: string;
   /** `preferences.retain` of that declaration. */
   readonly retain: boolean;
 }
 
-/** What one round does to the records: write one (or none), retire some (data deleted unless the record retains it). */
-export interface DomainPlan {
-  readonly upsert?: DomainRecord;
-  readonly retire: ReadonlyArray<DomainRecord>;
+/** What one round does to the records: write one (or none), retire some (their data deleted as each record says). */
+export interface RecordPlan<R extends ComponentRecord> {
+  readonly upsert?: R;
+  readonly retire: ReadonlyArray<R>;
 }
+
+export type DomainPlan = RecordPlan<DomainRecord>;
 
 /** The extension ids a load set still declares through components other than `component` (valid declarations). */
 const declaredByOthers = (result: LoadResult, component: string): ReadonlySet<string> =>
@@ -62,27 +71,38 @@ const sameRecord = (a: DomainRecord, b: DomainRecord) =>
   a.retain === b.retain;
 
 /**
+ * The records an ordinary round retires for `component`: a record of another extension (the component now declares
+ * another one) or of an earlier object of the same name (that object is gone) — unless another component of the load
+ * set still declares that extension (the data is still in use; that component's round takes the record over). A
+ * component without a valid declaration this round (unreadable, mismatched, invalid, adopted) retires nothing.
+ */
+export const retiredOnRound = <R extends ComponentRecord>(
+  result: LoadResult,
+  component: { readonly name: string; readonly uid: string },
+  stored: ReadonlyArray<R>,
+): ReadonlyArray<R> => {
+  const outcome = result.components.find((c) => c.name === component.name)?.outcome;
+  if (outcome === undefined || !('declaration' in outcome)) return [];
+  const id = outcome.declaration.header.id;
+  const others = declaredByOthers(result, component.name);
+  return stored.filter(
+    (r) =>
+      r.component === component.name &&
+      (r.extension !== id || r.componentUid !== component.uid) &&
+      !others.has(r.extension),
+  );
+};
+
+/**
  * An ordinary round of a component in the load set (`stored`: the records naming it). Its own record is written when
- * it changed; a record of another extension (the component now declares another one) or of an earlier object of
- * the same name (that object is gone) is retired — unless another component of the load set still declares that
- * extension (the domain is still in use; that component's round takes the record over).
+ * it changed; the records `retiredOnRound` names are retired.
  */
 export const planLoadedRound = (
   result: LoadResult,
   component: { readonly name: string; readonly uid: string },
   stored: ReadonlyArray<DomainRecord>,
 ): DomainPlan => {
-  const outcome = result.components.find((c) => c.name === component.name)?.outcome;
-  // no valid declaration this round (unreadable, mismatched, invalid, adopted): every record stays as it is
-  if (outcome === undefined || !('declaration' in outcome)) return { retire: [] };
-  const id = outcome.declaration.header.id;
-  const others = declaredByOthers(result, component.name);
-  const retire = stored.filter(
-    (r) =>
-      r.component === component.name &&
-      (r.extension !== id || r.componentUid !== component.uid) &&
-      !others.has(r.extension),
-  );
+  const retire = retiredOnRound(result, component, stored);
   const own = domainRecordOf(result, component);
   const current = stored.find((r) => own !== undefined && sameRecord(r, own));
   return own !== undefined && current === undefined ? { upsert: own, retire } : { retire };
@@ -93,7 +113,11 @@ export const planLoadedRound = (
  * retired, per the record (the declaration is not read again: its package may be unreadable by now), except an
  * extension another component of the load set still declares.
  */
-export const planLeaving = (result: LoadResult, component: string, stored: ReadonlyArray<DomainRecord>): DomainPlan => {
+export const planLeaving = <R extends ComponentRecord>(
+  result: LoadResult,
+  component: string,
+  stored: ReadonlyArray<R>,
+): RecordPlan<R> => {
   const others = declaredByOthers(result, component);
   return { retire: stored.filter((r) => r.component === component && !others.has(r.extension)) };
 };

@@ -5,7 +5,9 @@ import { checkDeclaration } from './declaration.js';
 import { extensionCrdsOf } from './crd.js';
 import { loadExtensions } from './load.js';
 import { buildRegistry } from './registry.js';
+import { applicationVolumeRefs } from '../application/volume.js';
 import {
+  extensionReferrers,
   VOLUME_REFS_ANNOTATION,
   volumeReferrers,
   volumeRefPathsOf,
@@ -47,7 +49,7 @@ describe('TC-107 volume references of extension objects', () => {
   });
 
   it('TC-107: the referrers of one Volume, each listed with its fields, sorted; other Volumes do not count', () => {
-    const referrers = volumeReferrers({ namespace: 'media', name: 'photos' }, [
+    const kinds = [
       {
         resource: 'snapshots.backups.example.org',
         paths: ['spec.volume', 'spec.extra'],
@@ -62,12 +64,44 @@ describe('TC-107 volume references of extension objects', () => {
         paths: ['spec.source'],
         objects: [{ name: 'global', spec: { source: { name: 'photos', namespace: 'media' } } }],
       },
-    ]);
+    ];
+    const referrers = volumeReferrers({ namespace: 'media', name: 'photos' }, kinds.flatMap(extensionReferrers));
     expect(referrers).toEqual([
       'mirrors.sync.example.org global (spec.source)',
       'snapshots.backups.example.org media/nightly (spec.volume, spec.extra)',
     ]);
     expect(volumeReferrers({ namespace: 'media', name: 'unused' }, [])).toEqual([]);
+  });
+
+  it('TC-107 (decision 0446): Applications using the Volume are referrers in the same list', () => {
+    const definition = {
+      template: [{ kind: 'Deployment', spec: { claim: '{{volume.data}}', cache: '{{volume.cache}}' } }],
+    };
+    const app = (name: string, spec: unknown, status?: unknown) => ({
+      resource: 'applications.kos.tsic.top',
+      namespace: 'apps',
+      name,
+      refs: applicationVolumeRefs(
+        { name, namespace: 'media', spec, ...(status !== undefined ? { status } : {}) },
+        definition,
+      ),
+    });
+    const referrers = volumeReferrers({ namespace: 'media', name: 'photos' }, [
+      ...extensionReferrers({
+        resource: 'snapshots.backups.example.org',
+        paths: ['spec.volume'],
+        objects: [{ namespace: 'media', name: 'nightly', spec: { volume: 'photos' } }],
+      }),
+      app('gallery', { volumes: { data: 'photos' } }),
+      app('photos', {}), // its defaults are photos-data and photos-cache, not photos
+      app('moved', { volumes: { data: 'elsewhere' } }, { applied: { volumes: { data: 'photos' } } }),
+      app('unrelated', { volumes: { data: 'music' } }),
+    ]);
+    expect(referrers).toEqual([
+      'applications.kos.tsic.top apps/gallery (spec.volumes.data)',
+      'applications.kos.tsic.top apps/moved (status.applied.volumes.data)',
+      'snapshots.backups.example.org media/nightly (spec.volume)',
+    ]);
   });
 
   it('TC-107: the declared paths travel on the kind CRD as an annotation, and only valid paths come back', () => {

@@ -83,27 +83,42 @@ export interface ReferringKind {
   readonly objects: ReadonlyArray<{ readonly namespace?: string; readonly name: string; readonly spec?: unknown }>;
 }
 
+/** One object that may hold Volumes (an extension object, an Application) with the references it makes. */
+export interface VolumeReferrer {
+  /** `<plural>.<group>` of its kind: how the referrer is named. */
+  readonly resource: string;
+  readonly namespace?: string;
+  readonly name: string;
+  readonly refs: ReadonlyArray<VolumeRef>;
+}
+
+/** The objects of an extension kind as referrers, through the kind's declared paths. */
+export const extensionReferrers = (kind: ReferringKind): ReadonlyArray<VolumeReferrer> =>
+  kind.objects.map((o) => ({
+    resource: kind.resource,
+    ...(o.namespace !== undefined ? { namespace: o.namespace } : {}),
+    name: o.name,
+    refs: volumeRefsOf(o, kind.paths),
+  }));
+
 /**
  * The referrers of the Volume `namespace/name`, one entry each (`<plural>.<group> <ns>/<name> (<fields>)`), sorted,
- * so the condition's message changes only when the referrers do.
+ * so the condition's message changes only when the referrers do. Extension objects and Applications (decision 0446)
+ * are one list.
  */
 export const volumeReferrers = (
   volume: { readonly namespace: string; readonly name: string },
-  kinds: ReadonlyArray<ReferringKind>,
+  referrers: ReadonlyArray<VolumeReferrer>,
 ): ReadonlyArray<string> =>
-  kinds
-    .flatMap((k) =>
-      k.objects.flatMap((o) => {
-        const fields = [
-          ...new Set(
-            volumeRefsOf(o, k.paths)
-              .filter((r) => r.namespace === volume.namespace && r.name === volume.name)
-              .map((r) => r.field),
-          ),
-        ];
-        return fields.length === 0
-          ? []
-          : [`${k.resource} ${o.namespace !== undefined ? `${o.namespace}/` : ''}${o.name} (${fields.join(', ')})`];
-      }),
-    )
+  referrers
+    .flatMap((o) => {
+      const fields = [
+        ...new Set(
+          o.refs.filter((r) => r.namespace === volume.namespace && r.name === volume.name).map((r) => r.field),
+        ),
+      ];
+      return fields.length === 0
+        ? []
+        : [`${o.resource} ${o.namespace !== undefined ? `${o.namespace}/` : ''}${o.name} (${fields.join(', ')})`];
+    })
     .sort();
