@@ -159,8 +159,8 @@ describe('deploy/ (kustomize)', () => {
     const pod = nsd.spec.template.spec;
     const c = pod.containers[0];
     expect(c.envFrom).toEqual([{ secretRef: { name: 'homelab-nsd-database' } }]);
-    const nsdEnv = new Map((c.env as Array<{ name: string }>).map((e) => [e.name, e]));
-    expect(Number((nsdEnv.get('NSD_AUTHORITY_LEASE_MS') as { value: string }).value)).toBeGreaterThanOrEqual(100);
+    const nsdEnv = new Map((c.env as Array<{ name: string; value?: string }>).map((e) => [e.name, e]));
+    expect(Number(nsdEnv.get('NSD_AUTHORITY_LEASE_MS')?.value)).toBeGreaterThanOrEqual(100);
     expect(nsdEnv.get('NSD_INSTANCE')).toEqual({
       name: 'NSD_INSTANCE',
       valueFrom: { fieldRef: { fieldPath: 'metadata.name' } },
@@ -173,7 +173,7 @@ describe('deploy/ (kustomize)', () => {
     // a standby does not listen on the control port: both probes go to the probe listener, up from the start
     expect(c.livenessProbe.httpGet).toEqual({ path: '/healthz', port: 'health' });
     expect(c.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'health' });
-    const keyFile = (nsdEnv.get('NSD_KEY_FILE') as { value: string }).value;
+    const keyFile = nsdEnv.get('NSD_KEY_FILE')?.value ?? '';
     const keyMount = (c.volumeMounts as Array<{ name: string; mountPath: string }>).find((m) =>
       keyFile.startsWith(`${m.mountPath}/`),
     );

@@ -137,7 +137,8 @@ export const FIRST_EVENT_MS = 15_000;
  * A retry wait drawn from [ms/2, ms]: every daemon of a failed authority loses its stream at the same instant, and
  * fixed steps would bring them back in lockstep, each step a burst the new authority takes all at once (decision 0450).
  */
-export const jittered = (ms: number, random: () => number = Math.random): number => Math.round(ms * (0.5 + random() / 2));
+export const jittered = (ms: number, random: () => number = Math.random): number =>
+  Math.round(ms * (0.5 + random() / 2));
 
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((r) => {
