@@ -15,8 +15,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -34,6 +33,7 @@ import {
 import { jittered } from '@homelab/service-control/application';
 import { generateSigner, openStream, postUnary, signerFromPem } from '@homelab/service-control/transport';
 import { benchClient, withBenchDatabase } from './pg.js';
+import { cpuSeconds, freePort } from './processes.js';
 import { signedClient } from './signed-client.js';
 import { oneServiceContent } from '../test/lease-wire.js';
 
@@ -48,21 +48,6 @@ type Strategy = 'before' | 'after';
 const STRATEGIES = (process.env['BENCH_STRATEGIES'] ?? 'before,after').split(',') as Strategy[];
 if (!STRATEGIES.every((x) => x === 'before' || x === 'after')) throw new Error('BENCH_STRATEGIES: before,after');
 const root = join(import.meta.dirname, '../../..');
-
-/** User + system CPU seconds of a process (/proc; 100 ticks a second). */
-const cpuSeconds = (pid: number | undefined): number => {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-  return (Number(f[11]) + Number(f[12])) / 100;
-};
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const p = (s.address() as { port: number }).port;
-      s.close(() => resolve(p));
-    });
-  });
 
 /** One nsd process (its `start` command, from source); `seen(event)` resolves with the line and when it was read. */
 const nsdProcess = (env: Record<string, string>, nodeFlags: readonly string[] = []) => {

@@ -10,8 +10,7 @@
 // BENCH_CLIENTS (16 per shard), BENCH_NETWORKS (8 per shard), BENCH_N (refreshes per client, 40).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -21,6 +20,7 @@ import { listenerIntentOf, setPolicySource } from '@homelab/service-control/appl
 import { makePgAuthorityStore } from '@homelab/service-control/postgresql';
 import { generateSigner, signerFromPem } from '@homelab/service-control/transport';
 import { benchClient, clonePublisher, withBenchDatabase } from './pg.js';
+import { cpuSeconds, freePort } from './processes.js';
 import { startLoad } from './load-thread.js';
 import { signedClient } from './signed-client.js';
 import { acceptedAck, listenerSnapshot, oneServiceContent, readyBody } from '../test/lease-wire.js';
@@ -35,20 +35,6 @@ const SHARDS: readonly AuthorityShard[] = [
   { index: 1, count: 2 },
   { index: 2, count: 2 },
 ];
-
-/** User + system CPU seconds of a process (/proc; 100 ticks a second). */
-const cpuSeconds = (pid: number | undefined): number => {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-  return (Number(f[11]) + Number(f[12])) / 100;
-};
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const p = (s.address() as { port: number }).port;
-      s.close(() => resolve(p));
-    });
-  });
 
 /** One nsd process from source; resolves with its `listening` line. */
 const nsdProcess = (env: Record<string, string>) => {
