@@ -1,7 +1,7 @@
 // The controller process under exactly the shipped RBAC (decision 0440): `src/main.ts` with a ServiceAccount token
 // kubeconfig whose only grants are this run's copies of the checked-in generated roles — `kos-controller`, the
 // aggregated `kos-controller-extensions` and `kos-controller-extension-rbac` (managed mode). It installs this run's
-// copies of the two sample extensions (ids and groups suffixed; the Note kind also declares `volumeRefs:
+// copies of the two sample extensions (ids and groups suffixed; the sample Note kind declares `volumeRefs:
 // [spec.volume]`), and the per-extension ClusterRoles it applies — aggregated by kube-controller-manager's
 // clusterrole-aggregation controller — are what lets it serve the kinds, run the packages' controllers, hold a Volume
 // referenced by a Note, list the kept Notes at uninstall (leftover ConfigMap) and delete the acme CRD. After
@@ -43,20 +43,15 @@ const ROLES = '/apis/rbac.authorization.k8s.io/v1/clusterroles';
 const notesPath = () => `/apis/${NOTES_GROUP}/v1alpha1/namespaces/${ns.name}/notes`;
 const volumesPath = () => `/apis/kos.tsic.top/v1beta1/namespaces/${ns.name}/volumes`;
 
-/** This run's copy of a sample under `dir` (ids and groups suffixed; `edit` changes its declaration). */
-const copySample = (
-  file: string,
-  edit: (declaration: { contributes: { kinds: Array<Record<string, unknown>> } }) => void = () => undefined,
-) => {
+/** This run's copy of a sample under `dir` (ids and groups suffixed). */
+const copySample = (file: string) => {
   const text = readFileSync(join(extensionsDir, file), 'utf8')
     .replaceAll('kos-notes', NOTES_ID)
     .replaceAll('acme-inventory', ACME_ID)
     .replaceAll('notes.kos.tsic.top', NOTES_GROUP)
     .replaceAll('inventory.acme.example', ACME_GROUP);
-  const doc = JSON.parse(text) as { declaration: { contributes: { kinds: Array<Record<string, unknown>> } } };
-  edit(doc.declaration);
   mkdirSync(join(dir, file, '..'), { recursive: true });
-  writeFileSync(join(dir, file), JSON.stringify(doc));
+  writeFileSync(join(dir, file), text);
 };
 
 const install = async (name: string, file: string) => {
@@ -134,9 +129,7 @@ const ensureAggregation = () => {
 beforeAll(async () => {
   await prepareCluster();
   ensureAggregation();
-  copySample(NOTES, (d) => {
-    (d.contributes.kinds[0] as Record<string, unknown>)['volumeRefs'] = ['spec.volume'];
-  });
+  copySample(NOTES);
   copySample(ACME);
   // the ServiceAccount, bound to this run's copies of exactly the generated roles
   const sa = 'kos-controller';

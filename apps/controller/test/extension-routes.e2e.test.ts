@@ -317,6 +317,63 @@ describe('extension surfaces through the control plane', () => {
     await eventually('by-max is gone', async () => (await stored('notes', NOTES_API, 'by-max')).status === 404);
   });
 
+  it('TC-31/TC-107: a Note naming another owner’s Volume in its declared volumeRefs is refused at create and update; its own is fine', async () => {
+    const volume = (name: string) => ({ kind: 'Volume', metadata: { name, namespace: ns.name }, spec: {} });
+    expect((await as(tokens.other, 'POST', '/api/v1/resources/Volume', volume('max-data'))).status).toBe(202);
+    expect((await as(tokens.member, 'POST', '/api/v1/resources/Volume', volume('mia-data'))).status).toBe(202);
+    // kos-notes declares `volumeRefs: ["spec.volume"]`: a string is a Volume of the Note's namespace
+    const foreign = await as(
+      tokens.member,
+      'POST',
+      '/api/v1/resources/notes',
+      note('mia-on-max', { text: 'x', volume: 'max-data' }),
+    );
+    expect([foreign.status, code(foreign)]).toEqual([400, 'invalid_field']);
+    expect((foreign.body as { error: { causes?: unknown } }).error.causes).toEqual([
+      { field: 'spec.volume', message: 'refers to another owner’s object' },
+    ]);
+    expect((await stored('notes', NOTES_API, 'mia-on-max')).status).toBe(404);
+    // the `{name, namespace}` form is checked the same way
+    const qualified = await as(
+      tokens.member,
+      'POST',
+      '/api/v1/resources/notes',
+      note('mia-on-max-2', { text: 'x', volume: { name: 'max-data', namespace: ns.name } }),
+    );
+    expect([qualified.status, code(qualified)]).toEqual([400, 'invalid_field']);
+    // her own Volume, and one not created yet, are fine
+    const own = await as(
+      tokens.member,
+      'POST',
+      '/api/v1/resources/notes',
+      note('mia-on-own', { text: 'x', volume: 'mia-data' }),
+    );
+    expect(own.status, JSON.stringify(own.body)).toBe(202);
+    const later = await as(
+      tokens.member,
+      'POST',
+      '/api/v1/resources/notes',
+      note('mia-on-later', { text: 'x', volume: 'not-there-yet' }),
+    );
+    expect(later.status, JSON.stringify(later.body)).toBe(202);
+    // an update to max's Volume is refused, whoever writes it (the Owner too): the reference is across owners
+    for (const token of [tokens.member, tokens.owner]) {
+      const changed = await as(
+        token,
+        'PUT',
+        notePath('mia-on-own'),
+        note('mia-on-own', { text: 'x', volume: 'max-data' }),
+        { 'if-match': `"${await versionOf('notes', NOTES_API, 'mia-on-own')}"` },
+      );
+      expect([changed.status, code(changed)]).toEqual([400, 'invalid_field']);
+    }
+    expect(((await stored('notes', NOTES_API, 'mia-on-own')).json() as { spec: unknown }).spec).toEqual({
+      text: 'x',
+      volume: 'mia-data',
+      owner: 'mia',
+    });
+  });
+
   it('TC-34: a Member deletes a Note at the version it read', async () => {
     const path = `/api/v1/resources/notes/by-member?namespace=${ns.name}&apiVersion=${encodeURIComponent(NOTES_API)}`;
     const version = (

@@ -4,7 +4,7 @@
 // The role part (Guests read only, …) is the Authorizer's; the rules themselves are pure (domain/identity/access.ts).
 import { Effect } from 'effect';
 import { KubeClient, type KubeObject } from '@homelab/kube';
-import { KIND_INFO, type KernelKind } from '../../api/group.js';
+import { KIND_INFO, KOS_GROUP, KOS_STORAGE_VERSION, type KernelKind } from '../../api/group.js';
 import type { ObjectReference } from '../../api/http/errors.js';
 import { labelSelectorProblem } from '../../domain/control-plane/requests.js';
 import {
@@ -19,6 +19,7 @@ import {
   type WriteTarget,
 } from '../../domain/identity/access.js';
 import type { ServedKind } from '../../domain/extension/registry.js';
+import { type VolumeRef, volumeRefsOf } from '../../domain/extension/volume-refs.js';
 import { ownerOf } from '../../domain/identity/owned-objects.js';
 import { type ApiError, apiError, fromKube } from './errors.js';
 import type { Principal } from './services.js';
@@ -121,6 +122,38 @@ export const visibleTo = (p: Principal, kind: KernelKind, object: KubeObject): b
   canSee(accessOf(p), ownerOf(object), (object['spec'] as { visibility?: unknown } | undefined)?.visibility);
 
 /**
+ * The referenced Volumes that exist and belong to another owner than `owner` (a Volume not created yet is none): one
+ * GET per reference, through the caller's client.
+ */
+const foreignVolumes = (
+  owner: string,
+  refs: ReadonlyArray<VolumeRef>,
+  apiVersion: string,
+  ref: ObjectReference,
+): Effect.Effect<ReadonlyArray<VolumeRef>, ApiError, KubeClient> =>
+  Effect.gen(function* () {
+    const client = yield* KubeClient;
+    const foreign: VolumeRef[] = [];
+    for (const v of refs) {
+      const volume = yield* client.get({ apiVersion, kind: 'Volume', namespace: v.namespace, name: v.name }).pipe(
+        Effect.map((o): KubeObject | undefined => o),
+        Effect.catchTag('NotFound', () => Effect.succeed(undefined)),
+        Effect.mapError((e) => fromKube(e, 'read', ref, false)),
+      );
+      if (volume === undefined) continue;
+      const volumeOwner = ownerOf(volume);
+      const candidate: OwnedRef = {
+        kind: 'Volume',
+        namespace: v.namespace,
+        name: v.name,
+        ...(volumeOwner !== undefined ? { owner: volumeOwner } : {}),
+      };
+      if (crossOwnerReferences(owner, [candidate]).length > 0) foreign.push(v);
+    }
+    return foreign;
+  });
+
+/**
  * Write-time rejection of cross-owner references (TC-31, kos §3.3/§6.9): an Application whose `spec.volumes` names a
  * Volume of another owner, a BackupPolicy whose selector reaches another owner's Applications. `object` is what the
  * write would store (its `spec.owner` already decided). A referenced Volume that does not exist yet is no refusal.
@@ -139,23 +172,14 @@ export const crossOwnerRefusal = (
     const referenced: OwnedRef[] = [];
     const fields: string[] = [];
     if (kind === 'Application') {
-      for (const v of volumeReferencesOf(object['spec'])) {
-        const volume = yield* client.get({ apiVersion, kind: 'Volume', namespace, name: v.name }).pipe(
-          Effect.map((o): KubeObject | undefined => o),
-          Effect.catchTag('NotFound', () => Effect.succeed(undefined)),
-          Effect.mapError((e) => fromKube(e, 'read', ref, false)),
-        );
-        if (volume === undefined) continue;
-        const volumeOwner = ownerOf(volume);
-        if (
-          crossOwnerReferences(owner, [
-            { kind: 'Volume', namespace, name: v.name, ...(volumeOwner !== undefined ? { owner: volumeOwner } : {}) },
-          ]).length > 0
-        ) {
-          referenced.push({ kind: 'Volume', namespace, name: v.name });
-          fields.push(`spec.volumes.${v.key}`);
-        }
-      }
+      const foreign = yield* foreignVolumes(
+        owner,
+        volumeReferencesOf(object['spec']).map((v) => ({ namespace, name: v.name, field: `spec.volumes.${v.key}` })),
+        apiVersion,
+        ref,
+      );
+      referenced.push(...foreign.map((v) => ({ kind: 'Volume', namespace: v.namespace, name: v.name })));
+      fields.push(...foreign.map((v) => v.field));
     }
     if (kind === 'BackupPolicy') {
       const selected = policySelectorOf(object['spec']);
@@ -202,4 +226,32 @@ export const crossOwnerRefusal = (
       object: ref,
       causes: fields.map((field) => ({ field, message: 'refers to another owner’s object' })),
     });
+  });
+
+/**
+ * The same rule for an extension object (TC-31 with TC-107): the Volumes its kind's declared `volumeRefs` fields name
+ * (in its own namespace, or `{name, namespace}` anywhere) must be its owner's. Without it a Member's object could name
+ * another owner's Volume and then hold that Volume from deletion through the Volume gate.
+ */
+export const extensionVolumeRefusal = (
+  kind: ServedKind,
+  object: KubeObject,
+  ref: ObjectReference,
+): Effect.Effect<void, ApiError, KubeClient> =>
+  Effect.gen(function* () {
+    const owner = ownerOf(object);
+    const paths = kind.volumeRefs ?? [];
+    if (owner === undefined || paths.length === 0) return;
+    const refs = volumeRefsOf(
+      { ...(ref.namespace !== undefined ? { namespace: ref.namespace } : {}), spec: object['spec'] },
+      paths,
+    );
+    const foreign = yield* foreignVolumes(owner, refs, `${KOS_GROUP}/${KOS_STORAGE_VERSION}`, ref);
+    if (foreign.length === 0) return;
+    return yield* apiError(
+      'invalid_field',
+      'validate',
+      `${foreign.map((v) => `${v.field} names Volume ${v.namespace}/${v.name}`).join(', ')} of another owner than ${owner}`,
+      { object: ref, causes: foreign.map((v) => ({ field: v.field, message: 'refers to another owner’s object' })) },
+    );
   });

@@ -24,7 +24,7 @@ import { canWrite } from '../../domain/identity/access.js';
 import { MARKER_PREFIX } from '../../domain/markers.js';
 import { fieldManagerOf } from '../../domain/write-path.js';
 import { ExtensionRegistry } from '../extension/services.js';
-import { accessOf, ownerForWrite, requestedOwner, writeTargetOf } from './access.js';
+import { accessOf, extensionVolumeRefusal, ownerForWrite, requestedOwner, writeTargetOf } from './access.js';
 import { audited } from './audited.js';
 import { ApiError, apiError, fromKube } from './errors.js';
 import { Auditor, Authorizer, type Principal, type Verb } from './services.js';
@@ -213,6 +213,7 @@ export const createExtensionResource = (
       yield* admitted(s, 'create', ref);
       const requested = yield* requestedOwner(principal, s.kind, d.spec, ref);
       const spec = ownedSpec(d.spec, yield* ownerForWrite(principal, s.kind, requested, undefined, ref));
+      yield* extensionVolumeRefusal(s.kind, objectOf(d, spec), ref);
       const client = yield* KubeClient;
       const converge = (stored: KubeObject) =>
         sameJson(stored['spec'] ?? {}, spec) &&
@@ -271,11 +272,13 @@ export const updateExtensionResource = (
       // Ownership before the version, as for kernel kinds: a Member's write to another's object is refused as such.
       const owner = yield* ownerForWrite(principal, s.kind, requested, stored, ref);
       yield* storedAtVersion(stored, version);
+      const spec = ownedSpec(d.spec, owner);
+      yield* extensionVolumeRefusal(s.kind, objectOf(d, spec), ref);
       return yield* updateAtVersion(
         client,
         stored,
         version,
-        { spec: ownedSpec(d.spec, owner), labels: d.labels, annotations: d.annotations },
+        { spec, labels: d.labels, annotations: d.annotations },
         fieldManagerOf(principal.subject, principal.actor),
         ref,
       );
