@@ -6,25 +6,15 @@
 // images e2e runs the controller under exactly this role. deploy/rbac/generated/ holds the rendered file.
 import { DOWNSTREAM_KINDS } from '../application/app-lifecycle/downstream.js';
 import { type Part, type Target, WRITE_TABLE } from '../domain/write-path.js';
-import { AGGREGATE_TO_CONTROLLER_LABEL, EXTENSIONS_AGGREGATE_ROLE } from '../domain/extension/rbac.js';
+import {
+  AGGREGATE_TO_CONTROLLER_LABEL,
+  type ClusterRole,
+  EXTENSIONS_AGGREGATE_ROLE,
+  type PolicyRule,
+} from '../domain/extension/rbac.js';
 import { KERNEL_KINDS, KIND_INFO, KOS_GROUP } from './group.js';
 
-export interface PolicyRule {
-  readonly apiGroups: ReadonlyArray<string>;
-  readonly resources: ReadonlyArray<string>;
-  readonly verbs: ReadonlyArray<string>;
-}
-
-export interface ClusterRole {
-  readonly apiVersion: 'rbac.authorization.k8s.io/v1';
-  readonly kind: 'ClusterRole';
-  readonly metadata: { readonly name: string; readonly labels?: Readonly<Record<string, string>> };
-  /** Set on an aggregated role: its rules are written by the clusterrole-aggregation controller. */
-  readonly aggregationRule?: {
-    readonly clusterRoleSelectors: ReadonlyArray<{ readonly matchLabels: Readonly<Record<string, string>> }>;
-  };
-  readonly rules: ReadonlyArray<PolicyRule>;
-}
+export type { ClusterRole, PolicyRule };
 
 /** The verbs in the order RBAC tools print them (sorted), so equal sets render equally. */
 const VERB_ORDER = ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'] as const;

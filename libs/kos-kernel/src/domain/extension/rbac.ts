@@ -15,17 +15,29 @@ export const EXTENSIONS_AGGREGATE_ROLE = 'kos-controller-extensions';
 /** Which phase of the extension a role serves: `installed` (full use) or `leftovers` (kept objects read only). */
 export const EXTENSION_ROLE_PHASE_LABEL = 'kos.tsic.top/extension-role';
 
-export interface ExtensionPolicyRule {
+/** One RBAC rule (rbac.authorization.k8s.io/v1 PolicyRule, the fields KOS uses). */
+export interface PolicyRule {
   readonly apiGroups: ReadonlyArray<string>;
   readonly resources: ReadonlyArray<string>;
   readonly verbs: ReadonlyArray<string>;
 }
 
-export interface ExtensionClusterRole {
+/** A ClusterRole as KOS renders or applies it: the shipped roles (api/rbac.ts) and the per-extension ones below. */
+export interface ClusterRole {
   readonly apiVersion: 'rbac.authorization.k8s.io/v1';
   readonly kind: 'ClusterRole';
+  readonly metadata: { readonly name: string; readonly labels?: Readonly<Record<string, string>> };
+  /** Set on an aggregated role: its rules are written by the clusterrole-aggregation controller. */
+  readonly aggregationRule?: {
+    readonly clusterRoleSelectors: ReadonlyArray<{ readonly matchLabels: Readonly<Record<string, string>> }>;
+  };
+  readonly rules: ReadonlyArray<PolicyRule>;
+}
+
+/** A per-extension role: always labelled (the aggregation selects it by label), never aggregated itself. */
+export interface ExtensionClusterRole extends ClusterRole {
   readonly metadata: { readonly name: string; readonly labels: Readonly<Record<string, string>> };
-  readonly rules: ReadonlyArray<ExtensionPolicyRule>;
+  readonly aggregationRule?: never;
 }
 
 /** One declared object kind, as far as RBAC cares. */
@@ -74,7 +86,7 @@ export const extensionRole = (
     if (problem !== undefined)
       throw new ProtectedGroupRefused(`${extension}: ${k.plural}.${k.group} may not be granted: ${problem}`);
   }
-  const rules = byGroup(kinds).flatMap(([group, plurals]): ReadonlyArray<ExtensionPolicyRule> =>
+  const rules = byGroup(kinds).flatMap(([group, plurals]): ReadonlyArray<PolicyRule> =>
     phase === 'installed'
       ? [
           { apiGroups: [group], resources: plurals, verbs: INSTALLED_VERBS },
