@@ -356,6 +356,11 @@ describe('extension surfaces through the control plane', () => {
       note('mia-on-later', { text: 'x', volume: 'not-there-yet' }),
     );
     expect(later.status, JSON.stringify(later.body)).toBe(202);
+    // note-indexer writes its status once (a new resourceVersion): read the version after it
+    await eventually('note-indexer indexed mia-on-own', async () => {
+      const r = (await stored('notes', NOTES_API, 'mia-on-own')).json() as { status?: { indexed?: boolean } };
+      return r.status?.indexed === true;
+    });
     // an update to max's Volume is refused, whoever writes it (the Owner too): the reference is across owners
     for (const token of [tokens.member, tokens.owner]) {
       const changed = await as(
