@@ -15,7 +15,7 @@ import {
   DaemonServiceLive,
   DaemonStoreServiceLive,
 } from '@homelab/service-control/application';
-import { ProcUptimeBootClock, TurnBootClock } from '@homelab/service-control/clock';
+import { ProcUptimeBootClock, SuspendCheckedBootClock } from '@homelab/service-control/clock';
 import { SocketDataPlane, n6Credentials } from '@homelab/service-control/dataplane';
 import { PermitEngine } from '@homelab/service-control/permit';
 import { configurationOrExit, exitStartup, keyFileOrExit } from '@homelab/service-control/process';
@@ -80,9 +80,10 @@ const kill = (point: string) => {
 /** Metrics: the Daemon reports its requests to B and the lease results into them from its first request on. */
 const metrics = makeNsMetrics();
 
-// the one boot clock of the permit engine (includes suspend; decision 0111), read once per event-loop turn: the
-// checks of one turn share a reading, its reuse bound added to the resolution (decision 0275)
-const clock = new TurnBootClock(new ProcUptimeBootClock());
+// the one boot clock of the permit engine (includes suspend; decision 0111): /proc/uptime once, then the monotonic
+// clock for as long as realtime − monotonic has not moved (a suspend moves it: the next check reads /proc/uptime
+// again), so every check reads the clock at the cost of two vDSO reads (decision 0490, replacing 0275's turn clock)
+const clock = new SuspendCheckedBootClock(new ProcUptimeBootClock());
 // the one permit gate of this node; with `--data-plane=sockets` the socket forwarder checks it at every accept, read
 // and write, and the lease driver applies every teardown plan to its sockets (decision 0262)
 const engine = new PermitEngine(clock, { decide: () => 'not-enforced' });

@@ -33,7 +33,8 @@ if (role === 'plain') {
 } else {
   const me = n6Node(undefined, env('END_KEY_PEM'));
   const peer = new Uint8Array(Buffer.from(env('END_PEER_ID'), 'hex'));
-  const clock = bootClock('turn');
+  // ns-daemon's clock (decision 0490), or `turn` for the bench's "before 0490" pair
+  const clock = bootClock(process.env['END_CLOCK'] === 'turn' ? 'turn' : 'checked');
   if (role === 'publisher') {
     const { engine, refresh } = publisherPermit(clock, peer, { host: toHost, port: tcpTo });
     setInterval(() => refresh(), 10_000);

@@ -30,6 +30,8 @@ const UDP_ROUNDS = Number(process.env['BENCH_UDP_ROUNDS'] ?? 3);
 const PINGS = Number(process.env['BENCH_PINGS'] ?? 2_000);
 /** Also an N6 pair with Node's 16 KiB high-water mark (before decision 0411), in the same loop. */
 const BEFORE_0411 = process.env['BENCH_BEFORE_0411'] !== '0';
+/** Also an N6 pair on 0275's turn clock (a /proc/uptime read per callback, before decision 0490), in the same loop. */
+const BEFORE_0490 = process.env['BENCH_BEFORE_0490'] !== '0';
 
 const prefix = `dp${process.pid % 10000}`;
 // a /24 of our own; 169.254.77 is `testbed netns`'s default and 120–219 the netns E2E test's
@@ -153,7 +155,7 @@ const main = async () => {
     END_TCP_TO: String(plain1.port),
     END_UDP_TO: String(plain1.port),
   });
-  const n6 = async (hwm: string): Promise<Path> => {
+  const n6 = async (hwm: string, clock = ''): Promise<Path> => {
     const pubNode = n6Node();
     const conNode = n6Node();
     const pub = await at(N1, {
@@ -164,6 +166,7 @@ const main = async () => {
       END_KEY_PEM: pubNode.pem,
       END_PEER_ID: Buffer.from(conNode.identity).toString('hex'),
       END_HIGH_WATER_MARK: hwm,
+      END_CLOCK: clock,
     });
     const con = await at(N2, {
       END_ROLE: 'consumer',
@@ -173,6 +176,7 @@ const main = async () => {
       END_KEY_PEM: conNode.pem,
       END_PEER_ID: Buffer.from(pubNode.identity).toString('hex'),
       END_HIGH_WATER_MARK: hwm,
+      END_CLOCK: clock,
     });
     return { name: '', port: con.port, pids: [con.pid, pub.pid] };
   };
@@ -198,6 +202,9 @@ const main = async () => {
     { name: 'plain 256 KiB', port: plainBig2.port, pids: [plainBig2.pid, plainBig1.pid] },
   ];
   if (BEFORE_0411) paths.push({ ...(await n6(String(getDefaultHighWaterMark(false)))), name: 'N6 16 KiB' });
+  if (BEFORE_0490) paths.push({ ...(await n6('', 'turn')), name: 'N6 turn clock' });
+  // UDP: both plain peers (the better one is the reference, decision 0460), N6, and N6 on 0275's clock
+  const udpPaths = paths.filter((p) => p.name !== 'N6 16 KiB');
 
   const host = N2.address;
   // warm-up (JIT, TLS sessions), then alternate the paths round by round so each sees the same machine load
@@ -225,11 +232,11 @@ const main = async () => {
       t.sys.push(r.sys / r.cpu);
     }
   const udp = new Map(
-    paths.slice(0, 2).map((p) => [p.name, { rate: [] as number[], perCpu: [] as number[], perUser: [] as number[] }]),
+    udpPaths.map((p) => [p.name, { rate: [] as number[], perCpu: [] as number[], perUser: [] as number[] }]),
   );
-  for (const p of paths.slice(0, 2)) await udpRate(host, p.port, Math.min(UDP_PACKETS, 2_000), UDP_WINDOW);
+  for (const p of udpPaths) await udpRate(host, p.port, Math.min(UDP_PACKETS, 2_000), UDP_WINDOW);
   for (let i = 0; i < UDP_ROUNDS; i++)
-    for (const p of paths.slice(0, 2)) {
+    for (const p of udpPaths) {
       const r = await withCpu(p, () => udpRate(host, p.port, UDP_PACKETS, UDP_WINDOW));
       const u = of(udp, p.name);
       u.rate.push(r.value);
@@ -268,6 +275,45 @@ const main = async () => {
   row('UDP echo packets/s', m(of(udp, 'plain').rate), m(of(udp, 'N6').rate), '≥ 0.5', 0);
   row('UDP packets per relay CPU-second', m(of(udp, 'plain').perCpu), m(of(udp, 'N6').perCpu), '≥ 0.5', 0);
   row('UDP packets per relay user CPU-second', m(of(udp, 'plain').perUser), m(of(udp, 'N6').perUser), '(info)', 0);
+  const u = (name: string) => of(udp, name);
+  row(
+    'UDP echo packets/s, plain relays given 256 KiB as the peer',
+    m(u('plain 256 KiB').rate),
+    m(u('N6').rate),
+    '≥ 0.5',
+    0,
+  );
+  row(
+    'UDP packets per relay CPU-second, plain relays given 256 KiB as the peer',
+    m(u('plain 256 KiB').perCpu),
+    m(u('N6').perCpu),
+    '≥ 0.5',
+    0,
+  );
+  const better = Math.max(m(u('plain').perCpu), m(u('plain 256 KiB').perCpu));
+  row('UDP packets per relay CPU-second, against the better plain peer (0460)', better, m(u('N6').perCpu), '≥ 0.5', 0);
+  if (BEFORE_0490) {
+    row(
+      'UDP echo packets/s, N6 on the turn clock (before 0490)',
+      m(u('plain').rate),
+      m(u('N6 turn clock').rate),
+      '(before)',
+      0,
+    );
+    row(
+      'UDP packets per relay CPU-second, N6 on the turn clock (before 0490), against the better plain peer',
+      better,
+      m(u('N6 turn clock').perCpu),
+      '(before)',
+      0,
+    );
+    row(
+      'TCP MiB per relay CPU-second, N6 on the turn clock (before 0490)',
+      m(t('plain').perCpu),
+      m(t('N6 turn clock').perCpu),
+      '(before)',
+    );
+  }
   row('TCP ping-pong p50 (ms)', of(ping, 'plain'), of(ping, 'N6'), '≤ 2', 3);
   for (const p of paths)
     print(
@@ -279,6 +325,14 @@ const main = async () => {
         .cpu.map((x) => x.toFixed(2))
         .join(' ')}; system share ${t(p.name)
         .sys.map((x) => x.toFixed(2))
+        .join(' ')}`,
+    );
+  for (const p of udpPaths)
+    print(
+      `per round, ${p.name}: UDP packets/s ${u(p.name)
+        .rate.map((x) => x.toFixed(0))
+        .join(' ')}; packets per relay CPU-s ${u(p.name)
+        .perCpu.map((x) => x.toFixed(0))
         .join(' ')}`,
     );
   be.close();

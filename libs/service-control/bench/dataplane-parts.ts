@@ -6,7 +6,7 @@ import { type KeyObject, createPrivateKey, generateKeyPairSync } from 'node:cryp
 import { createSocket } from 'node:dgram';
 import { type AddressInfo, type Socket, connect, createServer } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { ProcUptimeBootClock, TurnBootClock } from '../src/adapter/clock/index.js';
+import { ProcUptimeBootClock, SuspendCheckedBootClock, TurnBootClock } from '../src/adapter/clock/index.js';
 import { n6Credentials } from '../src/adapter/dataplane/index.js';
 import type { BootClock } from '../src/permit/clock.js';
 import { PermitEngine, type PermitKey } from '../src/permit/index.js';
@@ -93,11 +93,17 @@ export const plainRelay = async (
 };
 
 /**
- * The engine's boot clock as ns-daemon wires it (`turn`: one /proc/uptime reading per event-loop turn, decision 0275),
- * or `per-check`: a /proc/uptime pread at every check, as before 0275 (the same-run "before" rows).
+ * The engine's boot clock as ns-daemon wires it (`checked`: /proc/uptime once, then the monotonic clock while
+ * realtime − monotonic stands still, decision 0490), or as before: `turn` — one /proc/uptime reading per event-loop
+ * turn (decision 0275, before 0490); `per-check` — a /proc/uptime pread at every check (before 0275).
  */
-export const bootClock = (kind: 'turn' | 'per-check'): BootClock =>
-  kind === 'turn' ? new TurnBootClock(new ProcUptimeBootClock()) : new ProcUptimeBootClock();
+export type BootClockKind = 'checked' | 'turn' | 'per-check';
+export const bootClock = (kind: BootClockKind): BootClock =>
+  kind === 'checked'
+    ? new SuspendCheckedBootClock(new ProcUptimeBootClock())
+    : kind === 'turn'
+      ? new TurnBootClock(new ProcUptimeBootClock())
+      : new ProcUptimeBootClock();
 
 export const identityOf = (privateKey: KeyObject): Uint8Array =>
   new Uint8Array(Buffer.from(privateKey.export({ format: 'jwk' }).x as string, 'base64url'));

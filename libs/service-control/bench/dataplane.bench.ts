@@ -51,7 +51,7 @@ const gatedRelay = async (
   tcpTo: number,
   udpTo: number,
   n6?: { readonly consumer: Uint8Array; readonly n6Server: N6Credentials },
-  clock: BootClock = bootClock('turn'),
+  clock: BootClock = bootClock('checked'),
   options: ForwarderOptions = {},
 ) => {
   const { engine, refresh } = publisherPermit(clock, n6?.consumer ?? consumer, { host: HOST, port: tcpTo });
@@ -76,7 +76,7 @@ const gatedRelay = async (
  */
 const n6Pair = async (tcpTo: number, udpTo: number, variant: 'current' | 'before' | 'before-0411' = 'current') => {
   const ciphers = variant === 'before' ? tls.DEFAULT_CIPHERS : undefined;
-  const clock = variant === 'before' ? 'per-check' : 'turn';
+  const clock = variant === 'before' ? 'per-check' : 'checked';
   const options: ForwarderOptions = variant === 'current' ? {} : { highWaterMark: getDefaultHighWaterMark(false) };
   const pubNode = n6Node(ciphers);
   const conNode = n6Node(ciphers);

@@ -4,7 +4,7 @@
 // deadline, endpoint and source incarnations, ordinary policy). A third line shows the same checks with the real
 // /proc/uptime clock (one pread per check), for information.
 // Run: npm run bench:permit -w @homelab/service-control   (env: BENCH_FLOWS, BENCH_ROUNDS)
-import { ProcUptimeBootClock } from '../src/adapter/clock/index.js';
+import { ProcUptimeBootClock, SuspendCheckedBootClock } from '../src/adapter/clock/index.js';
 import {
   type BootClock,
   type Flow,
@@ -144,4 +144,17 @@ try {
   );
 } finally {
   real.close();
+}
+
+// ns-daemon's clock (decision 0490): /proc/uptime once, then the monotonic clock while realtime − monotonic stands still
+const inner = new ProcUptimeBootClock();
+try {
+  const checked = new SuspendCheckedBootClock(inner);
+  const r = setup(checked);
+  const checkedNs = best(engineCheck(r.engine, r.flows, Math.max(1, ROUNDS / 20)), 2);
+  print(
+    `engine check, suspend-checked clock ${fmt(checkedNs)} (info: ns-daemon's clock, decision 0490 — two vDSO clock reads per check; ${(checkedNs / peerNs).toFixed(1)}× the peer; /proc/uptime reads: ${checked.reads})`,
+  );
+} finally {
+  inner.close();
 }

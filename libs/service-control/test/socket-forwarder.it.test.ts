@@ -4,8 +4,9 @@
 // receipt is recorded only after the sockets are really closed. Peer identities come from a fixed table here (the
 // authenticated N6 transport that supplies them between nodes is not built yet).
 import { createSocket } from 'node:dgram';
+import dns from 'node:dns';
 import { connect, createServer } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { SocketForwarder } from '../src/adapter/dataplane/socket-forwarder.js';
 import { SocketListenerInstaller } from '../src/adapter/dataplane/socket-installer.js';
 import { type FiveTuple, type PermitKey, TEARDOWN_STEPS } from '../src/permit/index.js';
@@ -40,7 +41,10 @@ afterEach(async () => {
 });
 
 /** A published service 7 whose permit's backend is the loopback echo server; CONSUMER is granted TCP and UDP. */
-const setup = async (peers: ReadonlyMap<string, Uint8Array> | null = null): Promise<Setup> => {
+const setup = async (
+  peers: ReadonlyMap<string, Uint8Array> | null = null,
+  beforeListen: () => void = () => undefined,
+): Promise<Setup> => {
   const be = await backend();
   const r = rig();
   const key = pubKey(N);
@@ -49,6 +53,7 @@ const setup = async (peers: ReadonlyMap<string, Uint8Array> | null = null): Prom
   const g = grant(r, key, 30_000, { backend: { host: HOST, port: be.port } });
   expect(g.outcome).toBe('accepted');
   const fw = new SocketForwarder(r.engine);
+  beforeListen();
   const port = await fw.listen({
     endpoint: ENDPOINT,
     host: HOST,
@@ -141,6 +146,36 @@ describe('the data plane on kernel sockets, gated by the PermitEngine (loopback)
     client.send(nonce(), port, HOST);
     await eventually(() => fw.counters.refusedBy.get('revoked') === 1, 'the next datagram refused');
     expect(be.received).toEqual([n1]);
+  });
+
+  it('0490 (component test, loopback) UDP replies leave the listening socket without a name lookup of the client address per datagram', async () => {
+    // node:dgram takes `dns.lookup` when a socket is made: spied just before the forwarder listens, it sees only the
+    // forwarder's sockets (not the client's or the backend's)
+    const lookups: string[] = [];
+    const real = dns.lookup;
+    const client = createSocket('udp4');
+    const { port } = await setup(null, () => {
+      const spy = vi.spyOn(dns, 'lookup').mockImplementation(((host: string, ...rest: unknown[]) => {
+        lookups.push(host);
+        return (real as (...a: unknown[]) => unknown)(host, ...rest);
+      }) as typeof dns.lookup);
+      open.push(async () => void spy.mockRestore());
+    });
+    open.push(async () => void client.close());
+    const got: string[] = [];
+    client.on('message', (m) => got.push(m.toString()));
+    await new Promise<void>((ok) => client.bind(0, HOST, ok));
+    const echo = async () => {
+      const n = nonce();
+      client.send(n, port, HOST);
+      await eventually(() => got.includes(n), 'UDP echo');
+    };
+    await echo();
+    // the spy is live on the forwarder's sockets: the upstream socket's implicit bind and its connect looked up
+    const before = [...lookups];
+    expect(before).toContain('0.0.0.0');
+    for (let i = 0; i < 3; i++) await echo();
+    expect(lookups).toEqual(before);
   });
 
   it('L01 (component test, loopback) an unknown peer or a peer without a source Grant opens no flow and the backend is never dialled', async () => {

@@ -1,4 +1,5 @@
-// One boot-clock reading per turn of the event loop (decision 0275). The data plane checks the permit at every read
+// One boot-clock reading per turn of the event loop (decision 0275). Since decision 0490 ns-daemon reads
+// SuspendCheckedBootClock at every check instead; this one stays for the benches' "before 0490" pair. The data plane checks the permit at every read
 // and write; a TLS stream hands over 16 KiB per `data` event and a relay checks twice per chunk per hop, so at
 // hundreds of MiB/s the /proc/uptime pread of every check was the largest single cost of the N6 path (profiled with
 // `node --cpu-prof`: as much CPU as the TLS writes). A reading is reused by the checks of the same synchronous turn —

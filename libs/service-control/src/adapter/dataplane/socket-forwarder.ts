@@ -30,6 +30,7 @@ import type {
   Verdict,
 } from '../../permit/types.js';
 import { type N6Credentials, n6Accept, n6Dial, negotiated, peerIdentity } from './n6-transport.js';
+import { literalFirstLookup } from './udp-lookup.js';
 import {
   N6_UDP_ALPN,
   N6_UDP_EXPORTER_CONTEXT,
@@ -246,7 +247,8 @@ export class SocketForwarder implements PermitDataPlane {
         if (a !== null && typeof a !== 'string') spec = { ...spec, port: a.port };
       }
       if (spec.protocols.includes('udp')) {
-        const sock = createSocket({ type: isIPv6(spec.host) ? 'udp6' : 'udp4' });
+        // replies go to `rinfo` addresses: an IP literal is sent at once, not a tick later (decision 0490)
+        const sock = createSocket({ type: isIPv6(spec.host) ? 'udp6' : 'udp4', lookup: literalFirstLookup });
         udp = sock;
         await new Promise<void>((ok, fail) => {
           sock.once('error', fail);
