@@ -3,29 +3,20 @@
 // former epoch and no holder, and deletes the former epochs' lease rows. The former split's processes are fenced
 // (stale-epoch, nothing written) and cannot take over again (ShardLayoutMismatch); processes of the new count take
 // over and serve, also a Network that moved to another shard.
-import { randomBytes } from 'node:crypto';
 import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
-import { Either } from 'effect';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Message, decodeMessage } from '../src/api/message.js';
 import { ReshardRefused, makePgAuthorityStore, reshardAuthority } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import type { AuthorityStore } from '../src/application/authority-store.js';
 import { Authority } from '../src/application/authority.js';
-import { type AuthorityShard, ShardLayoutMismatch, shardOf } from '../src/domain/authority-shard.js';
+import { type AuthorityShard, ShardLayoutMismatch } from '../src/domain/authority-shard.js';
 import { type Who, decl, msg, replaceBody } from './wire.js';
+import { bind, insertGrant, kindOf, networkIn, reply } from './shard-fixtures.js';
 
 const db = useDatabase('authority_reshard');
 const sql = sqlOn(db);
 
-/** A random Network id that is in shard `from` of 2 and in shard `to` of 3. */
-const networkOf = (from: number, to: number): Uint8Array => {
-  for (;;) {
-    const n = new Uint8Array(randomBytes(16));
-    if (shardOf(n, 2) === from && shardOf(n, 3) === to) return n;
-  }
-};
-const MOVED = networkOf(1, 3); // shard 1 of 2, shard 3 of 3
+const MOVED = networkIn([1, 2], [3, 3]); // shard 1 of 2, shard 3 of 3
 const P = generateSigner().signer.machineId;
 
 const stores: AuthorityStore[] = [];
@@ -39,34 +30,11 @@ const authorityOn = async (store: AuthorityStore, shard: AuthorityShard) => {
   const t = await store.takeover();
   return new Authority({ store, nsdId: t.nsdId, epoch: t.epoch, now: () => Date.now(), shard });
 };
-const reply = async (on: Authority, w: Who, bytes: Uint8Array): Promise<Message> => {
-  const r = decodeMessage(await on.handle(w.identity, bytes));
-  if (Either.isLeft(r)) throw r.left;
-  return r.right;
-};
-const kindOf = (m: Message): string => (m.kind === 'error' ? `error:${(m.body as { error: string }).error}` : m.kind);
-const bind = (w: Who) => msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false });
 const rows = () =>
   sql(
     `SELECT id, epoch::text AS epoch, shard_count, holder, encode(nsd_id, 'hex') AS nsd FROM service_control.authority ORDER BY id`,
   );
 const grants = async () => (await sql(`SELECT count(*)::int AS n FROM service_control.lease_grant`))[0]?.['n'];
-const grant = (network: Uint8Array, epoch: number) =>
-  sql(
-    `INSERT INTO service_control.lease_grant (grant_id, epoch, kind, service_id, holder, network_id, generation,
-       runtime_id, session_seq, seq, request_id, request_digest, deadline)
-     VALUES ($1, $2, 'refresh', $3, $4, $5, 1, $6, 1, 1, $7, $8, 0)`,
-    [
-      randomBytes(16),
-      epoch,
-      randomBytes(16),
-      Buffer.from(P),
-      Buffer.from(network),
-      Buffer.alloc(16, 1),
-      randomBytes(16),
-      randomBytes(32),
-    ],
-  );
 
 let old1: Authority;
 let nsdId: Uint8Array;
@@ -104,7 +72,7 @@ describe('changing the shard count of a database (decision 0489)', () => {
   it('rows 1..N in one epoch above every former epoch, no holder, former lease rows deleted; the former split is fenced and refused, the new one serves a Network that moved', async () => {
     const before = await rows();
     const highest = before.reduce((m, r) => (BigInt(r['epoch'] as string) > m ? BigInt(r['epoch'] as string) : m), 0n);
-    await grant(MOVED, Number(highest));
+    await insertGrant(sql, MOVED, P, Number(highest));
     expect(await grants()).toBe(1);
     const done = await reshardAuthority(db.config, 3);
     expect(done).toEqual({ from: 2, to: 3, epoch: highest + 1n });

@@ -8,7 +8,6 @@ import { randomBytes } from 'node:crypto';
 import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Message, decodeMessage } from '../src/api/message.js';
 import {
   MachineAuthRequestCodec,
   MachineHeartbeatCodec,
@@ -22,6 +21,7 @@ import type { AuthorityStore } from '../src/application/authority-store.js';
 import { Authority } from '../src/application/authority.js';
 import { type AuthorityShard, ShardLayoutMismatch, shardOf } from '../src/domain/authority-shard.js';
 import { type Who, decl, msg, replaceBody, rid16 } from './wire.js';
+import { bind, insertGrant, kindOf, networkIn, reply } from './shard-fixtures.js';
 import { openLeaseNetwork, readyRequest } from './lease-network.js';
 
 const db = useDatabase('authority_shard');
@@ -29,15 +29,8 @@ const sql = sqlOn(db);
 const SHARD_1: AuthorityShard = { index: 1, count: 2 };
 const SHARD_2: AuthorityShard = { index: 2, count: 2 };
 
-/** A random Network id of shard `index` of 2. */
-const networkOf = (index: number): Uint8Array => {
-  for (;;) {
-    const n = new Uint8Array(randomBytes(16));
-    if (shardOf(n, 2) === index) return n;
-  }
-};
-const NET_1 = networkOf(1);
-const NET_2 = networkOf(2);
+const NET_1 = networkIn([1, 2]);
+const NET_2 = networkIn([2, 2]);
 
 const stores: AuthorityStore[] = [];
 const openStore = async (shard: AuthorityShard) => {
@@ -68,14 +61,6 @@ const who = (identity: Uint8Array, networkId: Uint8Array, rid: number): Who => (
   epoch: null,
 });
 let nsdId: Uint8Array;
-
-const reply = async (on: Authority, w: Who, bytes: Uint8Array): Promise<Message> => {
-  const r = decodeMessage(await on.handle(w.identity, bytes));
-  if (Either.isLeft(r)) throw r.left;
-  return r.right;
-};
-const kindOf = (m: Message): string => (m.kind === 'error' ? `error:${(m.body as { error: string }).error}` : m.kind);
-const bind = (w: Who) => msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false });
 
 /** Bind, open session 1 and report one service through `on`: the kinds of the three answers. */
 const join = async (on: Authority, w: Who): Promise<string[]> => {
@@ -283,23 +268,8 @@ describe('authority shards (decision 0455)', () => {
 
   it('a takeover of shard 1 fences the old shard-1 authority (stale-epoch, nothing written) and leaves shard 2 untouched: its epoch, its commits, its lease rows', async () => {
     // a grant of each shard's Network in its epoch (1): the takeover prunes older epochs' grants of its own Networks
-    const grant = (network: Uint8Array, holder: Uint8Array) =>
-      sql(
-        `INSERT INTO service_control.lease_grant (grant_id, epoch, kind, service_id, holder, network_id, generation,
-           runtime_id, session_seq, seq, request_id, request_digest, deadline)
-         VALUES ($1, 1, 'refresh', $2, $3, $4, 1, $5, 1, 1, $6, $7, 0)`,
-        [
-          randomBytes(16),
-          randomBytes(16),
-          Buffer.from(holder),
-          Buffer.from(network),
-          Buffer.alloc(16, 1),
-          randomBytes(16),
-          randomBytes(32),
-        ],
-      );
-    await grant(NET_1, P1);
-    await grant(NET_2, P2);
+    await insertGrant(sql, NET_1, P1, 1);
+    await insertGrant(sql, NET_2, P2, 1);
     const a2 = await authorityOn(await openStore(SHARD_1), SHARD_1);
     expect(a2.epoch).toBe(2n);
     expect(await storeB.currentEpoch()).toEqual(Either.right(1n));

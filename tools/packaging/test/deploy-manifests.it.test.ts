@@ -39,6 +39,16 @@ const render = (dir: string): K8sObject[] =>
     .map((d) => d.toJS() as K8sObject | null)
     .filter((o): o is K8sObject => o !== null);
 
+/** A kustomization in `dir` (created) with these lines after its apiVersion and kind; kustomize takes no absolute root. */
+const writeKustomization = (dir: string, lines: readonly string[]): string => {
+  execFileSync('mkdir', ['-p', dir]);
+  writeFileSync(
+    join(dir, 'kustomization.yaml'),
+    ['apiVersion: kustomize.config.k8s.io/v1beta1', 'kind: Kustomization', ...lines, ''].join('\n'),
+  );
+  return dir;
+};
+
 const byKind = (objects: readonly K8sObject[], kind: string) => objects.filter((o) => o.kind === kind);
 const one = (objects: readonly K8sObject[], kind: string, name: string): K8sObject => {
   const found = objects.find((o) => o.kind === kind && o.metadata.name === name);
@@ -80,35 +90,23 @@ beforeAll(async () => {
   full = render(deploy);
   // The same base as a user's overlay would take it: another namespace, another prefix.
   const overlay = join(scratch, 'overlay');
-  execFileSync('mkdir', ['-p', overlay]);
-  writeFileSync(
-    join(overlay, 'kustomization.yaml'),
-    [
-      'apiVersion: kustomize.config.k8s.io/v1beta1',
-      'kind: Kustomization',
+  applied = render(
+    writeKustomization(overlay, [
       `namespace: ${ns.name}`,
       `namePrefix: ${prefix}-`,
       'resources:',
-      `  - ${relative(overlay, join(deploy, 'base'))}`, // kustomize takes no absolute root
-      '',
-    ].join('\n'),
+      `  - ${relative(overlay, join(deploy, 'base'))}`,
+    ]),
   );
-  applied = render(overlay);
   const shards = join(scratch, 'sharded');
-  execFileSync('mkdir', ['-p', shards]);
-  writeFileSync(
-    join(shards, 'kustomization.yaml'),
-    [
-      'apiVersion: kustomize.config.k8s.io/v1beta1',
-      'kind: Kustomization',
+  sharded = render(
+    writeKustomization(shards, [
       'resources:',
       `  - ${relative(shards, join(deploy, 'base'))}`,
       'components:',
       `  - ${relative(shards, join(deploy, 'components', 'nsd-two-shards'))}`,
-      '',
-    ].join('\n'),
+    ]),
   );
-  sharded = render(shards);
 }, 600_000);
 
 afterAll(async () => {
@@ -281,19 +279,12 @@ describe('deploy/ (kustomize)', () => {
     // the sharded objects are accepted by the API server too (this file's namespace, the shard Deployments and
     // Services and the daemons under another prefix)
     const overlay = join(scratch, 'sharded-applied');
-    execFileSync('mkdir', ['-p', overlay]);
-    writeFileSync(
-      join(overlay, 'kustomization.yaml'),
-      [
-        'apiVersion: kustomize.config.k8s.io/v1beta1',
-        'kind: Kustomization',
-        `namespace: ${ns.name}`,
-        `namePrefix: ${prefix}s-`,
-        'resources:',
-        `  - ${relative(overlay, join(scratch, 'sharded'))}`,
-        '',
-      ].join('\n'),
-    );
+    writeKustomization(overlay, [
+      `namespace: ${ns.name}`,
+      `namePrefix: ${prefix}s-`,
+      'resources:',
+      `  - ${relative(overlay, join(scratch, 'sharded'))}`,
+    ]);
     const refused: string[] = [];
     for (const o of render(overlay).filter((x) => ['Deployment', 'Service', 'DaemonSet'].includes(x.kind))) {
       const r = await apply(o, false);
