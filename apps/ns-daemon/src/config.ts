@@ -6,15 +6,21 @@ import { parsePeers } from '@homelab/service-control/dataplane';
 import { Either } from 'effect';
 import { ConfigurationError, type FlagSpec, parseCommandLine } from '@homelab/service-control/process';
 import {
+  type AuthorityShard,
   type DeclarationWire,
+  MAX_SHARDS,
   declarationFromLocal,
   declarationToWire,
+  fromHex,
+  shardOf,
   sortDeclarations,
 } from '@homelab/service-control';
 
 export interface NsConfig {
-  /** Base URL of NSD, e.g. http://127.0.0.1:7400 */
+  /** Base URL of the NSD of this daemon's Network, e.g. http://127.0.0.1:7400 (chosen from the shard list, 0485). */
   readonly nsdUrl: string;
+  /** With a shard list in `--nsd-url`: the authority shard of `network` the URL was chosen for; null = one URL given. */
+  readonly nsdShard: AuthorityShard | null;
   /** The trusted NSD response key (raw Ed25519 public key, 64 hex). */
   readonly nsdKey: string;
   readonly network: string;
@@ -64,7 +70,11 @@ export interface DataPlaneConfig {
 
 /** Every flag the daemon takes (its environment variable is `NS_<NAME>`); `--help` prints this table. */
 export const NS_FLAGS: ReadonlyArray<FlagSpec> = [
-  { name: 'nsd-url', help: 'base URL of the NSD', default: 'http://127.0.0.1:7400' },
+  {
+    name: 'nsd-url',
+    help: "base URL of the NSD, or of every authority shard's NSD: 1=url,2=url,… (the daemon uses its Network's shard)",
+    default: 'http://127.0.0.1:7400',
+  },
   { name: 'nsd-key', help: "the NSD's Ed25519 public key, 64 lowercase hex (required)" },
   { name: 'network', help: 'the Network id, 32 lowercase hex (required)' },
   { name: 'key-file', help: "PEM file of this node's Ed25519 key, created on first start", default: 'ns-key.pem' },
@@ -124,8 +134,11 @@ export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): NsC
   const healthPort = get('health-port');
   if (healthPort !== undefined && (!/^[0-9]+$/.test(healthPort) || Number(healthPort) > 65_535))
     throw new ConfigurationError(`NS_HEALTH_PORT / --health-port must be 0..65535, not "${healthPort}"`);
+  const nsd = nsdOfNetwork(get('nsd-url') as string, network);
+  if ('error' in nsd) throw new ConfigurationError(`NS_NSD_URL / --nsd-url: ${nsd.error}`);
   return {
-    nsdUrl: get('nsd-url') as string,
+    nsdUrl: nsd.url,
+    nsdShard: nsd.shard,
     nsdKey,
     network,
     keyFile: get('key-file') as string,
@@ -141,6 +154,35 @@ export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): NsC
     debugDeferProposalsMs: defer === undefined ? null : Number(defer),
     dataPlane: dataPlaneConfig(get),
   };
+};
+
+/**
+ * The NSD of the daemon's Network (decision 0485). `--nsd-url` is one URL (that NSD serves the Network, as before), or
+ * the URL of every authority shard, `1=url,2=url,…,N=url`: the list's length is the shard count N and the daemon
+ * talks to the NSD of shard `shardOf(network, N)` — the same pure function the NSD processes and the database use
+ * (decision 0455), so one list configures every daemon of every Network. Every index 1..N exactly once.
+ */
+export const nsdOfNetwork = (
+  value: string,
+  networkHex: string,
+): { readonly url: string; readonly shard: AuthorityShard | null } | { readonly error: string } => {
+  if (!/^[0-9]+=/.test(value.trim())) return { url: value, shard: null };
+  const urls = new Map<number, string>();
+  for (const entry of value.split(',')) {
+    const m = /^\s*([0-9]+)=(\S+)\s*$/.exec(entry);
+    if (m === null) return { error: `"${entry}" is not shard=url (a list is 1=url,2=url,…)` };
+    const index = Number(m[1]);
+    if (urls.has(index)) return { error: `shard ${index} is listed twice` };
+    if (!/^https?:\/\/[^/\s]+/.test(m[2] as string))
+      return { error: `shard ${index}: "${m[2]}" is not an http(s) URL` };
+    urls.set(index, (m[2] as string).replace(/\/+$/, ''));
+  }
+  const count = urls.size;
+  if (count > MAX_SHARDS) return { error: `${count} shards, at most ${MAX_SHARDS}` };
+  for (const k of urls.keys())
+    if (k < 1 || k > count) return { error: `shard ${k} outside 1..${count} (the list's length is the shard count)` };
+  const index = shardOf(fromHex(networkHex), count);
+  return { url: urls.get(index) as string, shard: { index, count } };
 };
 
 /** The data-plane flags, checked: `sockets` needs an IP address to bind; every peer entry is identity=IP. */

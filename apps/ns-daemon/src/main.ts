@@ -48,6 +48,9 @@ if (isServiceCommand(process.argv.slice(2))) process.exit(await runServiceComman
 const log = logFnOf(jsonLogger({ app: 'ns-daemon' }));
 
 const config = configurationOrExit('ns-daemon', () => loadConfig(process.env, process.argv.slice(2)));
+// a shard list in --nsd-url: the NSD of this Network's authority shard was chosen (decision 0485)
+if (config.nsdShard !== null)
+  log('nsd-shard', { shard: `${config.nsdShard.index}/${config.nsdShard.count}`, nsd_url: config.nsdUrl });
 // one daemon per state file: the lock is held until this process ends, however it ends (decision 0265)
 let stateLock: StateFileLock | undefined;
 try {

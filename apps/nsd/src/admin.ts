@@ -33,6 +33,13 @@ const authorized = (req: IncomingMessage, token: string): boolean => {
   return got.length === want.length && timingSafeEqual(got, want);
 };
 
+/**
+ * The HTTP status of a refused admin request: `unauthorized` here is a Network of another authority shard (the owner
+ * is authenticated by the token; decision 0455) — 421 Misdirected Request, the detail names the shard to ask
+ * (decision 0485); any other code keeps the route's status.
+ */
+const adminStatus = (code: string, otherwise: number): number => (code === 'unauthorized' ? 421 : otherwise);
+
 /** Handles `/v1/admin/*`; returns false when the route is not an admin route. */
 export const handleAdmin = (
   authority: Authority,
@@ -51,7 +58,8 @@ export const handleAdmin = (
         if (!/^[0-9a-f]{32}$/.test(network))
           return json(res, 400, { error: 'query parameter network: 16 bytes, lowercase hex' });
         const r = await authority.policyOf(fromHex(network));
-        if (Either.isLeft(r)) return json(res, 503, { error: r.left.code, detail: r.left.detail });
+        if (Either.isLeft(r))
+          return json(res, adminStatus(r.left.code, 503), { error: r.left.code, detail: r.left.detail });
         return json(res, 200, {
           services: r.right.services.map((s) => {
             const id = toHex(s.serviceId);
@@ -93,7 +101,7 @@ export const handleAdmin = (
         if (Either.isLeft(edit)) return json(res, 400, { error: 'invalid body', detail: String(edit.left.message) });
         const r = await authority.editPolicy(fromHex(edit.right.serviceId), edit.right.edit);
         if (Either.isLeft(r))
-          return json(res, r.left.code === 'storage-unavailable' ? 503 : 409, {
+          return json(res, r.left.code === 'storage-unavailable' ? 503 : adminStatus(r.left.code, 409), {
             error: r.left.code,
             detail: r.left.detail,
           });

@@ -33,6 +33,10 @@ import {
 import { handleAdmin } from './admin.js';
 import { loadConfig } from './config.js';
 import { makeNsdMetrics } from './metrics.js';
+import { isReshardCommand, runReshard } from './reshard.js';
+
+// `nsd reshard --shard-count N`: an offline change of the database's shard count, not a server (decision 0489)
+if (isReshardCommand(process.argv.slice(2))) process.exit(await runReshard(process.argv.slice(2), process.env));
 
 // one JSON line a log call (decision 0291): the layers log through Effect, callbacks through the same logger
 const logger = jsonLogger({ app: 'nsd' });

@@ -8,14 +8,20 @@ import { randomBytes } from 'node:crypto';
 import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Message, decodeMessage } from '../src/api/message.js';
-import { MachineHeartbeatCodec, MachineHeartbeatResultCodec } from '../src/api/runtime.js';
+import {
+  MachineAuthRequestCodec,
+  MachineHeartbeatCodec,
+  MachineHeartbeatResultCodec,
+  StreamBindingCodec,
+} from '../src/api/runtime.js';
+import { streamBindingToWire } from '../src/api/convert.js';
 import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import type { AuthorityStore } from '../src/application/authority-store.js';
 import { Authority } from '../src/application/authority.js';
 import { type AuthorityShard, ShardLayoutMismatch, shardOf } from '../src/domain/authority-shard.js';
-import { type Who, decl, msg, replaceBody } from './wire.js';
+import { type Who, decl, msg, replaceBody, rid16 } from './wire.js';
+import { bind, insertGrant, kindOf, networkIn, reply } from './shard-fixtures.js';
 import { openLeaseNetwork, readyRequest } from './lease-network.js';
 
 const db = useDatabase('authority_shard');
@@ -23,15 +29,8 @@ const sql = sqlOn(db);
 const SHARD_1: AuthorityShard = { index: 1, count: 2 };
 const SHARD_2: AuthorityShard = { index: 2, count: 2 };
 
-/** A random Network id of shard `index` of 2. */
-const networkOf = (index: number): Uint8Array => {
-  for (;;) {
-    const n = new Uint8Array(randomBytes(16));
-    if (shardOf(n, 2) === index) return n;
-  }
-};
-const NET_1 = networkOf(1);
-const NET_2 = networkOf(2);
+const NET_1 = networkIn([1, 2]);
+const NET_2 = networkIn([2, 2]);
 
 const stores: AuthorityStore[] = [];
 const openStore = async (shard: AuthorityShard) => {
@@ -63,14 +62,6 @@ const who = (identity: Uint8Array, networkId: Uint8Array, rid: number): Who => (
 });
 let nsdId: Uint8Array;
 
-const reply = async (on: Authority, w: Who, bytes: Uint8Array): Promise<Message> => {
-  const r = decodeMessage(await on.handle(w.identity, bytes));
-  if (Either.isLeft(r)) throw r.left;
-  return r.right;
-};
-const kindOf = (m: Message): string => (m.kind === 'error' ? `error:${(m.body as { error: string }).error}` : m.kind);
-const bind = (w: Who) => msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false });
-
 /** Bind, open session 1 and report one service through `on`: the kinds of the three answers. */
 const join = async (on: Authority, w: Who): Promise<string[]> => {
   const bound = await reply(on, w, bind(w));
@@ -84,6 +75,7 @@ const P1 = generateSigner().signer.machineId; // publisher in shard 1's Network
 const P2 = generateSigner().signer.machineId; // publisher in shard 2's Network
 const BOTH = generateSigner().signer.machineId; // a machine with a Network in each shard
 const P3 = generateSigner().signer.machineId; // a publisher of shard 2 that asks for a lease after shard 1's takeover
+const M1 = generateSigner().signer.machineId; // a machine of shard 1's Network: machine.auth and config.stream
 
 beforeAll(async () => {
   storeA = await openStore(SHARD_1);
@@ -99,6 +91,7 @@ beforeAll(async () => {
     [BOTH, NET_1],
     [BOTH, NET_2],
     [P3, NET_2],
+    [M1, NET_1],
   ] as const)
     await storeA.addMember(identity, network);
 });
@@ -176,25 +169,107 @@ describe('authority shards (decision 0455)', () => {
     expect(marks.map((r) => r['n']).sort()).toEqual([NET_1, NET_2].map((n) => Buffer.from(n).toString('hex')).sort());
   });
 
+  it('machine.auth and config.stream of another shard’s Network are refused (unauthorized, not-this-shard): no active runtime written, no stream opened', async () => {
+    // M1 bound and in session 1 through its own shard's authority (a)
+    const m1 = who(M1, NET_1, 5);
+    expect(kindOf(await reply(a, m1, bind(m1)))).toBe('runtime.bind.result');
+    m1.epoch = a.epoch;
+    const sessionRequestId = rid16();
+    const opened = await reply(a, m1, msg(m1, 'session.open', {}, { session_seq: 1n, request_id: sessionRequestId }));
+    expect(kindOf(opened)).toBe('session.open.result');
+    const auth = (on: Authority) =>
+      on.machineAuth(
+        M1,
+        MachineAuthRequestCodec.encodeOrThrow({
+          network_id: NET_1,
+          runtime_id: Buffer.from(m1.rid as Uint8Array).toString('hex'),
+          capabilities: [],
+          service_control: {
+            nsd_id: nsdId,
+            subject_identity: M1,
+            runtime_generation: m1.gen,
+            runtime_id: m1.rid,
+            authority_epoch: 1n,
+          },
+        } as never),
+      );
+    const active = async () =>
+      (await sql(`SELECT active_runtime_id FROM service_control.machine WHERE identity = $1`, [Buffer.from(M1)]))[0]?.[
+        'active_runtime_id'
+      ] ?? null;
+    // machine.auth: nsd 2/2 refuses it and writes nothing; the same request at nsd 1/2 is accepted and written
+    expect(MachineHeartbeatResultCodec.decode(await auth(b))).toEqual(
+      Either.right({ accepted: false, error: 'unauthorized' }),
+    );
+    expect(await active()).toBe(null);
+    expect(MachineHeartbeatResultCodec.decode(await auth(a))).toEqual(Either.right({ accepted: true, error: null }));
+    expect(await active()).toBe(Buffer.from(m1.rid as Uint8Array).toString('hex'));
+    // config.stream with M1's session binding of NET_1: refused by nsd 2/2 before any delivery, opened by nsd 1/2
+    const payload = StreamBindingCodec.encodeOrThrow(
+      streamBindingToWire({
+        nsdId,
+        networkId: NET_1,
+        runtimeGeneration: m1.gen as bigint,
+        runtimeId: m1.rid as Uint8Array,
+        authorityEpoch: 1n,
+        sessionSeq: 1n,
+        sessionRequestId,
+      }),
+    );
+    const pushed: Uint8Array[] = [];
+    const sink = { send: (p: Uint8Array) => (pushed.push(p), true), close: () => undefined };
+    const atB = await b.openStream(M1, payload, sink);
+    expect(atB).toEqual(
+      Either.left(
+        expect.objectContaining({
+          code: 'unauthorized',
+          detail: 'not-this-shard: the Network belongs to authority shard 1/2, this is 2/2',
+        }),
+      ),
+    );
+    const atA = await a.openStream(M1, payload, sink);
+    if (Either.isLeft(atA)) throw atA.left;
+    await atA.right.start();
+    atA.right.close();
+    expect(pushed.length).toBe(1); // the first snapshot, from nsd 1/2 only
+  });
+
+  it('the owner’s policy view and edits of another shard’s Network are refused (unauthorized, not-this-shard), nothing written; its own shard serves them', async () => {
+    // P1's service `web` in NET_1 (reported through a in the test above)
+    const view = await a.policyOf(NET_1);
+    if (Either.isLeft(view)) throw view.left;
+    const web = view.right.services.find((x) => x.declarationKey === 'web');
+    if (web === undefined) throw new Error('no service web');
+    const refused = Either.left(
+      expect.objectContaining({
+        code: 'unauthorized',
+        detail: 'not-this-shard: the Network belongs to authority shard 1/2, this is 2/2',
+      }),
+    );
+    expect(await b.policyOf(NET_1)).toEqual(refused);
+    const policyRows = () =>
+      sql(
+        `SELECT (SELECT count(*)::int FROM service_control.policy_source WHERE service_id = $1) AS sources,
+                (SELECT count(*)::int FROM service_control.policy_version WHERE service_id = $1) AS versions`,
+        [Buffer.from(web.serviceId)],
+      );
+    const before = [{ sources: 0, versions: 0 }];
+    expect(await policyRows()).toEqual(before);
+    const allow = { consumer: BOTH, protocols: ['tcp'] as const };
+    expect(await b.editPolicy(web.serviceId, allow)).toEqual(refused);
+    expect(await b.editPolicy(web.serviceId, { consumer: BOTH, remove: true })).toEqual(refused);
+    expect(await policyRows()).toEqual(before);
+    // the Network's own shard: the same edit commits
+    expect(await a.editPolicy(web.serviceId, allow)).toEqual(
+      Either.right(expect.objectContaining({ outcome: 'changed' })),
+    );
+    expect(await policyRows()).toEqual([{ sources: 1, versions: 1 }]);
+  });
+
   it('a takeover of shard 1 fences the old shard-1 authority (stale-epoch, nothing written) and leaves shard 2 untouched: its epoch, its commits, its lease rows', async () => {
     // a grant of each shard's Network in its epoch (1): the takeover prunes older epochs' grants of its own Networks
-    const grant = (network: Uint8Array, holder: Uint8Array) =>
-      sql(
-        `INSERT INTO service_control.lease_grant (grant_id, epoch, kind, service_id, holder, network_id, generation,
-           runtime_id, session_seq, seq, request_id, request_digest, deadline)
-         VALUES ($1, 1, 'refresh', $2, $3, $4, 1, $5, 1, 1, $6, $7, 0)`,
-        [
-          randomBytes(16),
-          randomBytes(16),
-          Buffer.from(holder),
-          Buffer.from(network),
-          Buffer.alloc(16, 1),
-          randomBytes(16),
-          randomBytes(32),
-        ],
-      );
-    await grant(NET_1, P1);
-    await grant(NET_2, P2);
+    await insertGrant(sql, NET_1, P1, 1);
+    await insertGrant(sql, NET_2, P2, 1);
     const a2 = await authorityOn(await openStore(SHARD_1), SHARD_1);
     expect(a2.epoch).toBe(2n);
     expect(await storeB.currentEpoch()).toEqual(Either.right(1n));

@@ -30,12 +30,24 @@ let kustomize: string;
 let prefix: string;
 let full: K8sObject[];
 let applied: K8sObject[];
+/** deploy/ with the component nsd-two-shards (decision 0485), names final as in deploy/kustomization.yaml */
+let sharded: K8sObject[];
 const scratch = mkdtempSync(join(tmpdir(), 'homelab-deploy-'));
 
 const render = (dir: string): K8sObject[] =>
   parseAllDocuments(execFileSync(kustomize, ['build', dir], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 }))
     .map((d) => d.toJS() as K8sObject | null)
     .filter((o): o is K8sObject => o !== null);
+
+/** A kustomization in `dir` (created) with these lines after its apiVersion and kind; kustomize takes no absolute root. */
+const writeKustomization = (dir: string, lines: readonly string[]): string => {
+  execFileSync('mkdir', ['-p', dir]);
+  writeFileSync(
+    join(dir, 'kustomization.yaml'),
+    ['apiVersion: kustomize.config.k8s.io/v1beta1', 'kind: Kustomization', ...lines, ''].join('\n'),
+  );
+  return dir;
+};
 
 const byKind = (objects: readonly K8sObject[], kind: string) => objects.filter((o) => o.kind === kind);
 const one = (objects: readonly K8sObject[], kind: string, name: string): K8sObject => {
@@ -78,20 +90,23 @@ beforeAll(async () => {
   full = render(deploy);
   // The same base as a user's overlay would take it: another namespace, another prefix.
   const overlay = join(scratch, 'overlay');
-  execFileSync('mkdir', ['-p', overlay]);
-  writeFileSync(
-    join(overlay, 'kustomization.yaml'),
-    [
-      'apiVersion: kustomize.config.k8s.io/v1beta1',
-      'kind: Kustomization',
+  applied = render(
+    writeKustomization(overlay, [
       `namespace: ${ns.name}`,
       `namePrefix: ${prefix}-`,
       'resources:',
-      `  - ${relative(overlay, join(deploy, 'base'))}`, // kustomize takes no absolute root
-      '',
-    ].join('\n'),
+      `  - ${relative(overlay, join(deploy, 'base'))}`,
+    ]),
   );
-  applied = render(overlay);
+  const shards = join(scratch, 'sharded');
+  sharded = render(
+    writeKustomization(shards, [
+      'resources:',
+      `  - ${relative(shards, join(deploy, 'base'))}`,
+      'components:',
+      `  - ${relative(shards, join(deploy, 'components', 'nsd-two-shards'))}`,
+    ]),
+  );
 }, 600_000);
 
 afterAll(async () => {
@@ -191,6 +206,91 @@ describe('deploy/ (kustomize)', () => {
     expect(env['NS_HOST']).toBeUndefined(); // the owner endpoints keep their loopback default
     expect(ds.containers[0].readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'health' });
     expect(ds.containers[0].securityContext.runAsNonRoot).toBe(true);
+  });
+
+  it('nsd in N authority shards (component nsd-two-shards): shards exactly 1..N of one N, each the base pod with its NSD_SHARD on 2 replicas, its own Service, and every ns-daemon given each shard’s Service by index', async () => {
+    const base = one(full, 'Deployment', 'homelab-nsd');
+    const deployments = byKind(sharded, 'Deployment').filter(
+      (d) => d.spec.template.metadata.labels['app.kubernetes.io/name'] === 'nsd',
+    );
+    const shardOfDeployment = (d: K8sObject): string =>
+      (d.spec.template.spec.containers[0].env as Array<{ name: string; value?: string }>).find(
+        (e) => e.name === 'NSD_SHARD',
+      )?.value ?? 'none';
+    const shards = deployments.map(shardOfDeployment).sort();
+    const count = deployments.length;
+    expect(count).toBeGreaterThanOrEqual(2);
+    expect(shards).toEqual(Array.from({ length: count }, (_, i) => `${i + 1}/${count}`));
+    const services = byKind(sharded, 'Service');
+    const selects = (selector: Record<string, string>, labels: Record<string, string>) =>
+      Object.entries(selector).every(([k, v]) => labels[k] === v);
+    const urls = new Map(
+      (
+        (
+          one(sharded, 'DaemonSet', 'homelab-ns-daemon').spec.template.spec.containers[0].env as Array<{
+            name: string;
+            value?: string;
+          }>
+        ).find((e) => e.name === 'NS_NSD_URL')?.value ?? ''
+      )
+        .split(',')
+        .map((entry) => entry.split('=') as [string, string]),
+    );
+    expect([...urls.keys()].sort()).toEqual(Array.from({ length: count }, (_, i) => String(i + 1)));
+    /** The pod template without what makes it shard k: NSD_SHARD, the shard label in labels and anti-affinity. */
+    const unsharded = (d: K8sObject) => {
+      const t = structuredClone(d.spec.template);
+      const c = t.spec.containers[0];
+      c.env = c.env.filter((e: { name: string }) => e.name !== 'NSD_SHARD');
+      delete t.metadata.labels['homelab.tsic.top/nsd-shard'];
+      for (const term of t.spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution)
+        delete term.podAffinityTerm.labelSelector.matchLabels['homelab.tsic.top/nsd-shard'];
+      return t;
+    };
+    const others = (d: K8sObject) => deployments.filter((x) => x !== d);
+    for (const d of deployments) {
+      const index = shardOfDeployment(d).split('/')[0] as string;
+      const labels = d.spec.template.metadata.labels as Record<string, string>;
+      // the pod of deploy/base/nsd.yaml on the authority lease (decision 0452): 2 replicas, Recreate, same template
+      expect([d.spec.replicas, d.spec.strategy.type], d.metadata.name).toEqual([2, 'Recreate']);
+      expect(unsharded(d), d.metadata.name).toEqual(base.spec.template);
+      // its selector and anti-affinity match its own pods only, never another shard's
+      expect(selects(d.spec.selector.matchLabels, labels), d.metadata.name).toBe(true);
+      const anti =
+        d.spec.template.spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm
+          .labelSelector.matchLabels;
+      expect(selects(anti, labels), d.metadata.name).toBe(true);
+      for (const o of others(d)) {
+        expect(selects(d.spec.selector.matchLabels, o.spec.template.metadata.labels), d.metadata.name).toBe(false);
+        expect(selects(anti, o.spec.template.metadata.labels), d.metadata.name).toBe(false);
+      }
+      // exactly one Service routes to this shard's pods and to no other shard's; the daemons' list names it at k
+      const mine = services.filter((x) => selects(x.spec.selector, labels));
+      expect(
+        mine.map((x) => x.metadata.name),
+        d.metadata.name,
+      ).toHaveLength(1);
+      const service = mine[0] as K8sObject;
+      for (const o of others(d)) expect(selects(service.spec.selector, o.spec.template.metadata.labels)).toBe(false);
+      expect(urls.get(index), d.metadata.name).toBe(
+        `http://${service.metadata.name}.${service.metadata.namespace}.svc:${service.spec.ports[0].port}`,
+      );
+    }
+    // the sharded objects are accepted by the API server too (this file's namespace, the shard Deployments and
+    // Services and the daemons under another prefix)
+    const overlay = join(scratch, 'sharded-applied');
+    writeKustomization(overlay, [
+      `namespace: ${ns.name}`,
+      `namePrefix: ${prefix}s-`,
+      'resources:',
+      `  - ${relative(overlay, join(scratch, 'sharded'))}`,
+    ]);
+    const refused: string[] = [];
+    for (const o of render(overlay).filter((x) => ['Deployment', 'Service', 'DaemonSet'].includes(x.kind))) {
+      const r = await apply(o, false);
+      if (r.status !== 200 && r.status !== 201) refused.push(`${o.kind} ${o.metadata.name}: ${r.status} ${r.body}`);
+    }
+    expect(refused).toEqual([]);
   });
 
   it('every object is accepted by a server-side apply on the API server (CRDs as a dry run)', async () => {

@@ -44,14 +44,14 @@ export const servesNetwork = (shard: AuthorityShard, networkId: Bytes): boolean 
 
 /**
  * A takeover whose shard count differs from the database's (another process runs with another split): refused, so no
- * Network ever has two authorities under two different splits. Changing the count is an offline operation (not built).
+ * Network ever has two authorities under two different splits. Changing the count is an offline step: `reshardAuthority` (decision 0489).
  */
 export class ShardLayoutMismatch extends Data.TaggedError('ShardLayoutMismatch')<{
   readonly mine: number;
   readonly stored: number;
 }> {
   override get message(): string {
-    return `authority shard count ${this.mine} differs from the database's ${this.stored}`;
+    return `authority shard count ${this.mine} differs from the database's ${this.stored}: run every nsd of this database with --shard k/${this.stored}, or change the count offline — stop every nsd, run \`nsd reshard --shard-count ${this.mine}\` once, then start them with --shard k/${this.mine} (decision 0489)`;
   }
 }
 
