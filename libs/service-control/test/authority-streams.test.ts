@@ -149,6 +149,14 @@ describe('StreamHub: delivery by (identity, Network)', () => {
     expect(otherNet.sent).toEqual([]);
   });
 
+  it('with the wire decoder (no injected one) a delivered snapshot reaches its stream', () => {
+    const h = new StreamHub({ nsdId: NSD, epoch: EPOCH });
+    const alice = stream(ALICE, NET_A, 1n);
+    h.add(alice.s);
+    expect(h.deliver(ALICE, NET_A, body(ALICE, NET_A, 2n), [])).toBe(1);
+    expect(events(alice.sent).map((e) => e.revision)).toEqual([2n]);
+  });
+
   it('port.query goes to the publisher’s streams of that Network only, false when it has none', () => {
     const { h } = hub();
     const aliceA = stream(ALICE, NET_A, 1n);
