@@ -90,7 +90,7 @@ export class StreamHub {
   deliver(target: Bytes, networkId: Bytes, body: Uint8Array, cancels: readonly ProposalRef[]): number {
     const streams = this.of(target, networkId);
     if (streams.length === 0) return 0;
-    const snapshot = (this.d.decode ?? SnapshotPushBody.decodeOrThrow)(body);
+    const snapshot = this.d.decode === undefined ? SnapshotPushBody.decodeOrThrow(body) : this.d.decode(body);
     let written = 0;
     for (const s of streams) {
       if (s.sink.send(this.streamMessage(s, 'snapshot.push', new Uint8Array(randomBytes(16)), snapshot))) {
