@@ -752,12 +752,10 @@ export class Authority {
       const detail = notThisShard(this.d.shard ?? UNSHARDED, reg.right.networkId);
       this.d.log?.('refused', { kind: 'node.register', code: 'unauthorized', detail });
       r = Either.left(scError('unauthorized', detail));
-    } else if (!(await this.d.store.isMember(signer, reg.right.networkId)))
-      r = Either.left(scError('unauthorized', 'the signer is not a member of the Network'));
-    else {
-      await this.d.store.registerNode(signer, reg.right.networkId, reg.right.capabilities);
-      r = Either.void;
-    }
+    } else
+      r = (await this.d.store.registerNode(signer, reg.right.networkId, reg.right.capabilities))
+        ? Either.void
+        : Either.left(scError('unauthorized', 'the signer is not a member of the Network'));
     this.observed('node.register', Either.isRight(r) ? 'ok' : r.left.code, t0);
     return MachineHeartbeatResultCodec.encodeOrThrow(
       Either.isRight(r) ? { accepted: true, error: null } : { accepted: false, error: r.left.code },
