@@ -223,9 +223,10 @@ export interface AuthorityStore {
   readonly addMember: (identity: Bytes, networkId: Bytes) => Promise<void>;
   /**
    * Store the capabilities a node advertised in its registration (spec §3.13), replacing the previous ones of that
-   * (identity, Network). Not fenced by the epoch: registration comes before `runtime.bind` and grants nothing.
+   * (identity, Network), when the identity is a member of the Network: true; false for a non-member (nothing stored).
+   * One statement (decision 0475). Not fenced by the epoch: registration comes before `runtime.bind`, grants nothing.
    */
-  readonly registerNode: (identity: Bytes, networkId: Bytes, capabilities: readonly string[]) => Promise<void>;
+  readonly registerNode: (identity: Bytes, networkId: Bytes, capabilities: readonly string[]) => Promise<boolean>;
   /** The capabilities of the node's last registration in the Network; null when it never registered. */
   readonly nodeCapabilities: (identity: Bytes, networkId: Bytes) => Promise<readonly string[] | null>;
   /**

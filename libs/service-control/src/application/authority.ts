@@ -1,12 +1,10 @@
 // B (NSD) request handling: §3.2 validation order, then one fenced transaction per request (commit before reply),
 // snapshot production per target+Network after the report commit, and delivery on config.stream only to a stream
 // whose binding matches the full persisted session tuple. Transport-agnostic: payload bytes in, payload bytes out.
-import { randomBytes } from 'node:crypto';
 import { Either } from 'effect';
 import { type Bytes, bytesEqual, toHex } from '../domain/bytes.js';
 import { type ServiceControlError, scError } from '../domain/errors.js';
 import { checkFences, currentSession, sessionOfBinding } from '../domain/fence.js';
-import type { ProposalRef } from '../domain/port-endpoint.js';
 import { acceptReport, reportHead } from '../domain/report.js';
 import { bind, boundHeartbeat, floorView, machineAuth, plainHeartbeat } from '../domain/runtime.js';
 import { openSession, streamMayDeliver } from '../domain/session.js';
@@ -30,7 +28,6 @@ import {
   MachineHeartbeatResultCodec,
   StreamBindingCodec,
 } from '../api/runtime.js';
-import { SnapshotPushBody } from '../api/snapshot.js';
 import { POLICY_VERSION, serveAcquire, serveReady } from './authority-lease.js';
 import {
   type NextCandidate,
@@ -41,14 +38,16 @@ import {
 } from './authority-port.js';
 import { PortRecoveryDriver, type PortRecoveryOptions, type Schedule, timerSchedule } from './port-recovery.js';
 import { planOffer } from './authority-offer.js';
-import { nextSnapshot } from './authority-snapshot.js';
 import { reportRows } from './authority-report.js';
-import { networkView } from './authority-view.js';
+import { SnapshotProduction } from './authority-production.js';
+import { type OpenStream, StreamHub, type StreamSink } from './authority-streams.js';
 import type { NetworkPolicy } from './grant-store.js';
 import { nextCounter } from '../domain/counter.js';
 import { type AuthorityShard, UNSHARDED, notThisShard, servesNetwork } from '../domain/authority-shard.js';
 import type { AuthorityStore, AuthorityTx, FenceRows } from './authority-store.js';
 import type { StoredService } from './service-row.js';
+
+export type { StreamSink } from './authority-streams.js';
 
 export interface AuthorityDeps {
   readonly store: AuthorityStore;
@@ -82,19 +81,6 @@ export interface AuthorityObserver {
   readonly request?: (kind: string, outcome: string, seconds: number) => void;
   /** One Network production transaction (after a commit, a retry, or a stream's first snapshot): ok or failed. */
   readonly production?: (outcome: 'ok' | 'failed', seconds: number) => void;
-}
-
-/** A connected config.stream. `send` returns false when the stream is gone. */
-export interface StreamSink {
-  readonly send: (payload: Uint8Array) => boolean;
-  readonly close: () => void;
-}
-
-interface OpenStream {
-  readonly identity: Bytes;
-  readonly networkId: Bytes;
-  readonly binding: ReturnType<typeof streamBindingFromWire>;
-  readonly sink: StreamSink;
 }
 
 /** The requests A sends to B (spec §3.3): the handler table below must have exactly these keys, or it does not compile. */
@@ -131,17 +117,12 @@ export interface AuthorityCounters {
   snapshotsDelivered: number;
 }
 
-/** A production's outcome: committed or not, and the snapshot pushed to each target it was asked for (decision 0401). */
-interface ProductionResult {
-  readonly ok: boolean;
-  readonly bodies: ReadonlyMap<string, Uint8Array>;
-}
-
 export class Authority {
-  private readonly streams = new Set<OpenStream>();
-  /** Snapshot production queue (serialised, after commits). */
-  private production: Promise<void> = Promise.resolve();
-  readonly counters: AuthorityCounters = { requests: 0, refusals: 0, snapshotsProduced: 0, snapshotsDelivered: 0 };
+  /** The open config.streams by (identity, Network), and the events pushed on them (authority-streams.ts). */
+  private readonly streams: StreamHub;
+  /** Snapshot production: one at a time, coalesced, joined, retried (authority-production.ts). */
+  private readonly production: SnapshotProduction;
+  readonly counters: AuthorityCounters;
 
   /** Offered proposals left unanswered → RecoveryRequired → port.query / port.cancel (port-recovery.ts). */
   private readonly recovery: PortRecoveryDriver;
@@ -149,12 +130,39 @@ export class Authority {
   private readonly timers = new Set<() => void>();
 
   constructor(private readonly d: AuthorityDeps) {
+    const streams = new StreamHub({
+      nsdId: d.nsdId,
+      epoch: d.epoch,
+      // after the snapshot: its offered proposals start their windows, committed cancels are sent (decisions 0171, 0190)
+      pushed: (s, snapshot, cancels) =>
+        this.recovery.delivered(s.identity, s.networkId, snapshot.snapshot.listeners, cancels),
+    });
+    const production = new SnapshotProduction({
+      store: d.store,
+      nsdId: d.nsdId,
+      epoch: d.epoch,
+      serves: (networkId) => this.serves(networkId),
+      deliver: (target, networkId, body, cancels) => void streams.deliver(target, networkId, body, cancels),
+      ...(d.log ? { log: d.log } : {}),
+      observed: (outcome, seconds) => d.observe?.production?.(outcome, seconds),
+    });
+    this.streams = streams;
+    this.production = production;
+    this.counters = {
+      requests: 0,
+      refusals: 0,
+      get snapshotsProduced() {
+        return production.produced;
+      },
+      get snapshotsDelivered() {
+        return streams.delivered;
+      },
+    };
     this.recovery = new PortRecoveryDriver({
       ...d.portRecovery,
       store: d.store,
       epoch: d.epoch,
-      send: (identity, networkId, kind, body, requestId) =>
-        this.sendRequest(identity, networkId, kind, body, requestId),
+      send: (identity, networkId, kind, body, requestId) => streams.send(identity, networkId, kind, body, requestId),
       ...(d.log ? { log: d.log } : {}),
     });
   }
@@ -196,11 +204,11 @@ export class Authority {
 
   /** Networks whose production is queued and not yet started (coalesced: one per Network). */
   get queuedProductions(): number {
-    return this.queued.size;
+    return this.production.queuedCount;
   }
   /** Networks whose last production failed and waits for its retry (backoff ≤ 10 s). */
   get retryingProductions(): number {
-    return this.retries.size;
+    return this.production.retryingCount;
   }
 
   /** One handler per request kind A sends (a kind left out, or one that is not a message kind, fails to compile). */
@@ -457,15 +465,7 @@ export class Authority {
     if (Either.isRight(r)) {
       this.committed('session.open');
       // Streams of an older session of this scope stop receiving config at once.
-      for (const s of this.streams)
-        if (
-          bytesEqual(s.identity, m.subject_identity) &&
-          bytesEqual(s.networkId, m.network_id) &&
-          s.binding.sessionSeq !== m.session_seq
-        ) {
-          s.sink.close();
-          this.streams.delete(s);
-        }
+      this.streams.closeOtherSessions(m.subject_identity, m.network_id, m.session_seq);
     }
     return Either.map(r, (mark) =>
       this.env(
@@ -752,12 +752,10 @@ export class Authority {
       const detail = notThisShard(this.d.shard ?? UNSHARDED, reg.right.networkId);
       this.d.log?.('refused', { kind: 'node.register', code: 'unauthorized', detail });
       r = Either.left(scError('unauthorized', detail));
-    } else if (!(await this.d.store.isMember(signer, reg.right.networkId)))
-      r = Either.left(scError('unauthorized', 'the signer is not a member of the Network'));
-    else {
-      await this.d.store.registerNode(signer, reg.right.networkId, reg.right.capabilities);
-      r = Either.void;
-    }
+    } else
+      r = (await this.d.store.registerNode(signer, reg.right.networkId, reg.right.capabilities))
+        ? Either.void
+        : Either.left(scError('unauthorized', 'the signer is not a member of the Network'));
     this.observed('node.register', Either.isRight(r) ? 'ok' : r.left.code, t0);
     return MachineHeartbeatResultCodec.encodeOrThrow(
       Either.isRight(r) ? { accepted: true, error: null } : { accepted: false, error: r.left.code },
@@ -869,43 +867,24 @@ export class Authority {
     });
   }
 
-  // ───────────────────────── snapshot production and delivery ─────────────────────────
+  // ───────────────────────── snapshot production and delivery (authority-production.ts, authority-streams.ts) ──────
 
-  /** Networks with a production queued but not started, and the highest committed outbox id each must clear. */
-  private readonly queued = new Map<string, bigint>();
-
-  /**
-   * Queue the production of a Network after a commit that wrote outbox row `outboxId`. Coalesced: while a production
-   * of that Network is queued and not yet started, later commits only raise the outbox id it clears — it reads the
-   * rows when it starts, so it covers them.
-   */
-  private queueProduction(networkId: Bytes, outboxId: bigint): void {
-    const key = toHex(networkId);
-    const pending = this.queued.get(key);
-    this.queued.set(key, pending === undefined || outboxId > pending ? outboxId : pending);
-    if (pending !== undefined) return;
-    this.production = this.production
-      .then(async () => {
-        const upTo = this.queued.get(key) as bigint;
-        this.queued.delete(key);
-        const ok = await this.produceNetwork(networkId, upTo).catch(() => false);
-        // a production the database refused (its outbox rows are still there) is tried again, backing off up to 10 s,
-        // so the Network's members do not stay on an old revision until the next change or a restart
-        const attempt = (this.retries.get(key) ?? 0) + 1;
-        if (ok) this.retries.delete(key);
-        else if (!this.closed) {
-          this.retries.set(key, attempt);
-          this.later(timerSchedule, Math.min(10_000, 100 * 2 ** Math.min(attempt, 7)), () =>
-            this.queueProduction(networkId, upTo),
-          );
-        }
-      })
-      .catch((e: unknown) => this.d.log?.('production-failed', { error: String(e) }));
+  /** Produce and deliver the snapshots of every member of a Network, clearing its outbox rows up to `clearUpTo`. */
+  produceNetwork(networkId: Bytes, clearUpTo: bigint | null = null): Promise<boolean> {
+    return this.production.produceNetwork(networkId, clearUpTo);
   }
 
-  /** Failed productions per Network (their backoff); no retry once the streams are closed. */
-  private readonly retries = new Map<string, number>();
-  private closed = false;
+  /**
+   * Produce the current snapshot of target+Network and deliver it (with every other member's snapshot that changed:
+   * Grants are per Network, decision 0153); returns the encoded push body or null.
+   */
+  produceFor(target: Bytes, networkId: Bytes): Promise<Uint8Array | null> {
+    return this.production.produceFor(target, networkId);
+  }
+
+  private queueProduction(networkId: Bytes, outboxId: bigint): void {
+    this.production.queue(networkId, outboxId);
+  }
 
   /** Run `fn` after `ms` on `schedule`, cancelled by closeStreams if still pending. */
   private later(schedule: Schedule, ms: number, fn: () => void): void {
@@ -914,191 +893,6 @@ export class Authority {
       fn();
     });
     this.timers.add(cancel);
-  }
-
-  /** Productions run one at a time: two whole-Network transactions at once could deadlock on the snapshot rows. */
-  private producing: Promise<unknown> = Promise.resolve();
-  /**
-   * Productions queued behind the running one and not started yet, by Network: a later request for the same Network
-   * joins the queued one instead of queueing another whole-Network transaction (decision 0401) — after an nsd
-   * restart every daemon's stream asks for its first snapshot at once, and one production per Network serves them
-   * all. Joining is safe: the queued production reads the Network when it starts, after every joined request was made.
-   */
-  private readonly waitingProductions = new Map<
-    string,
-    { only: Set<string> | null; clearUpTo: bigint | null; readonly run: Promise<ProductionResult> }
-  >();
-
-  /**
-   * Produce and deliver the snapshots of every member of a Network in ONE transaction (members, services, every
-   * snapshot row, the policy, the grant registry and the allocations read in one round trip; the changed rows written
-   * with the COMMIT). Delivers every member's current snapshot (`only` = just that target's, plus every target whose
-   * snapshot changed). The snapshot pushed to `only` is returned (null on failure or when it is not a member).
-   */
-  private produce(
-    networkId: Bytes,
-    only: Bytes | null,
-    clearUpTo: bigint | null = null,
-  ): Promise<{ readonly ok: boolean; readonly body: Uint8Array | null }> {
-    // another shard's Network is never produced here: its rows are fenced by that shard's authority (decision 0455)
-    if (Either.isLeft(this.inShard(networkId))) return Promise.resolve({ ok: false, body: null });
-    const key = toHex(networkId);
-    const target = only === null ? null : toHex(only);
-    const answer = (r: ProductionResult) => ({
-      ok: r.ok,
-      body: target === null ? null : (r.bodies.get(target) ?? null),
-    });
-    const waiting = this.waitingProductions.get(key);
-    if (waiting !== undefined) {
-      if (target === null) waiting.only = null;
-      else waiting.only?.add(target);
-      if (clearUpTo !== null && (waiting.clearUpTo === null || clearUpTo > waiting.clearUpTo))
-        waiting.clearUpTo = clearUpTo;
-      return waiting.run.then(answer);
-    }
-    const entry: { only: Set<string> | null; clearUpTo: bigint | null; run: Promise<ProductionResult> } = {
-      only: target === null ? null : new Set([target]),
-      clearUpTo,
-      run: this.producing.then(() => {
-        this.waitingProductions.delete(key); // started: later requests queue a new production
-        return this.produceNow(networkId, entry.only, entry.clearUpTo);
-      }),
-    };
-    this.waitingProductions.set(key, entry);
-    this.producing = entry.run.catch(() => undefined);
-    return entry.run.then(answer);
-  }
-
-  private async produceNow(
-    networkId: Bytes,
-    only: ReadonlySet<string> | null,
-    clearUpTo: bigint | null,
-  ): Promise<ProductionResult> {
-    const t0 = performance.now();
-    const r = await this.d.store.transact(
-      this.d.epoch,
-      async (tx) => {
-        const [members, services, last] = await Promise.all([
-          tx.members(networkId),
-          tx.services(networkId),
-          tx.lockSnapshots(networkId),
-        ]);
-        const view = await networkView(this.d.nsdId, tx, networkId, services, members, last);
-        if (Either.isLeft(view)) return Either.left(view.left);
-        const bodies: { target: Bytes; body: Uint8Array; changed: boolean; cancels: readonly ProposalRef[] }[] = [];
-        for (const target of members) {
-          const next = nextSnapshot(
-            this.d.nsdId,
-            target,
-            networkId,
-            services,
-            last.get(toHex(target)) ?? null,
-            view.right,
-          );
-          if (Either.isLeft(next)) {
-            // a corrupt row is state-inconsistent for that target only; the others are still produced
-            this.d.log?.('snapshot-failed', { code: next.left.code, detail: next.left.detail, target: toHex(target) });
-            continue;
-          }
-          if (next.right.stored !== null) await tx.saveSnapshot(target, networkId, next.right.stored);
-          bodies.push({
-            target,
-            body: next.right.body,
-            changed: next.right.stored !== null,
-            cancels: view.right.cancels(target),
-          });
-        }
-        await view.right.save();
-        // the outbox rows this production covers go with its COMMIT (no separate round trip and flush)
-        if (clearUpTo !== null) await tx.clearOutbox(networkId, clearUpTo);
-        return Either.right(bodies);
-        // one database snapshot for all its reads: a policy edit or report committing between two of them must be wholly
-        // in or wholly out of this production (decision 0162)
-      },
-      { consistentRead: true },
-    );
-    const seconds = (performance.now() - t0) / 1000;
-    if (Either.isLeft(r)) {
-      this.d.log?.('snapshot-failed', { code: r.left.code, detail: r.left.detail });
-      this.d.observe?.production?.('failed', seconds);
-      return { ok: false, bodies: new Map() };
-    }
-    this.d.observe?.production?.('ok', seconds);
-    // counted once committed: a production the database refused produced nothing
-    for (const b of r.right) if (b.changed) this.counters.snapshotsProduced++;
-    const bodies = new Map<string, Uint8Array>();
-    for (const { target, body, changed, cancels } of r.right) {
-      const hex = toHex(target);
-      const asked = only !== null && only.has(hex);
-      if (asked) bodies.set(hex, body);
-      if (only === null || asked || changed) this.deliver(target, networkId, body, cancels);
-    }
-    return { ok: true, bodies };
-  }
-
-  /** Produce and deliver the snapshots of every member of a Network, clearing its outbox rows up to `clearUpTo`. */
-  async produceNetwork(networkId: Bytes, clearUpTo: bigint | null = null): Promise<boolean> {
-    return (await this.produce(networkId, null, clearUpTo)).ok;
-  }
-
-  /**
-   * Produce the current snapshot of target+Network and deliver it (with every other member's snapshot that changed:
-   * Grants are per Network, decision 0153); returns the encoded push body or null.
-   */
-  async produceFor(target: Bytes, networkId: Bytes): Promise<Uint8Array | null> {
-    return (await this.produce(networkId, target)).body;
-  }
-
-  private deliver(target: Bytes, networkId: Bytes, body: Uint8Array, cancels: readonly ProposalRef[]): void {
-    for (const s of this.streams)
-      if (bytesEqual(s.identity, target) && bytesEqual(s.networkId, networkId)) this.push(s, body, cancels);
-  }
-
-  private push(s: OpenStream, body: Uint8Array, cancels: readonly ProposalRef[]): void {
-    const decoded = SnapshotPushBody.decodeOrThrow(body);
-    if (s.sink.send(this.streamMessage(s, 'snapshot.push', new Uint8Array(randomBytes(16)), decoded)))
-      this.counters.snapshotsDelivered++;
-    // after the snapshot: its offered proposals start their windows, committed cancels are sent (decisions 0171, 0190)
-    this.recovery.delivered(s.identity, s.networkId, decoded.snapshot.listeners, cancels);
-  }
-
-  /** A B→A event on one stream: the envelope names exactly the stream's persisted session tuple (M6-13). */
-  private streamMessage(
-    s: OpenStream,
-    kind: 'snapshot.push' | 'port.cancel' | 'port.query',
-    requestId: Bytes,
-    body: unknown,
-  ): Uint8Array {
-    return encodeMessage({
-      schema: 1,
-      kind,
-      nsd_id: this.d.nsdId,
-      network_id: s.networkId,
-      subject_identity: s.identity,
-      runtime_generation: s.binding.runtimeGeneration,
-      runtime_id: s.binding.runtimeId,
-      authority_epoch: this.d.epoch,
-      request_id: requestId,
-      session_seq: s.binding.sessionSeq,
-      body,
-    } as unknown as Message);
-  }
-
-  /** A B→A `port.cancel`/`port.query` on the target's open stream(s) of that Network (decision 0170). */
-  private sendRequest(
-    identity: Bytes,
-    networkId: Bytes,
-    kind: 'port.cancel' | 'port.query',
-    body: unknown,
-    requestId: Bytes,
-  ): boolean {
-    let open = false;
-    for (const s of this.streams) {
-      if (!bytesEqual(s.identity, identity) || !bytesEqual(s.networkId, networkId)) continue;
-      open = true;
-      s.sink.send(this.streamMessage(s, kind, requestId, body));
-    }
-    return open;
   }
 
   /**
@@ -1143,14 +937,14 @@ export class Authority {
        */
       start: async () => {
         this.streams.add(entry);
-        const first = await this.produce(binding.networkId, signer).catch(() => ({ ok: false, body: null }));
+        const first = await this.production.produce(binding.networkId, signer).catch(() => ({ ok: false, body: null }));
         if (!first.ok || first.body === null) {
           this.d.log?.('stream-first-snapshot-failed', { identity: toHex(signer), network: toHex(binding.networkId) });
-          this.streams.delete(entry);
+          this.streams.remove(entry);
           sink.close();
         }
       },
-      close: () => void this.streams.delete(entry),
+      close: () => void this.streams.remove(entry),
     });
   }
 
@@ -1204,20 +998,15 @@ export class Authority {
   }
 
   /** Wait until every queued snapshot production has run (tests, shutdown). */
-  async idle(): Promise<void> {
-    let p: Promise<void>;
-    do {
-      p = this.production;
-      await p;
-    } while (p !== this.production);
+  idle(): Promise<void> {
+    return this.production.idle();
   }
 
   closeStreams(): void {
-    this.closed = true;
+    this.production.close(); // no production retries once the streams are closed
     for (const cancel of this.timers) cancel();
     this.timers.clear();
     this.recovery.stop();
-    for (const s of this.streams) s.sink.close();
-    this.streams.clear();
+    this.streams.closeAll();
   }
 }

@@ -863,14 +863,19 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
             ).rowCount === 1,
         ),
       ),
+    // the membership check and the upsert in one statement: one round trip per registration (decision 0475)
     registerNode: async (identity, networkId, capabilities) =>
-      void orThrow(
-        await run((c) =>
-          c.query(
-            `INSERT INTO ${S}.node_registration (identity, network_id, capabilities) VALUES ($1, $2, $3)
-             ON CONFLICT (identity, network_id) DO UPDATE SET capabilities = excluded.capabilities, registered_at = now()`,
-            [buf(identity), buf(networkId), [...capabilities]],
-          ),
+      orThrow(
+        await run(
+          async (c) =>
+            (
+              await c.query(
+                `INSERT INTO ${S}.node_registration (identity, network_id, capabilities)
+                 SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM ${S}.member WHERE identity = $1 AND network_id = $2)
+                 ON CONFLICT (identity, network_id) DO UPDATE SET capabilities = excluded.capabilities, registered_at = now()`,
+                [buf(identity), buf(networkId), [...capabilities]],
+              )
+            ).rowCount === 1,
         ),
       ),
     nodeCapabilities: async (identity, networkId) =>
