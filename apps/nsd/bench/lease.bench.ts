@@ -6,7 +6,8 @@
 // publishers (the measured publishers' rows cloned in SQL) and the capacity, CPU per refresh (this process + the
 // PostgreSQL backends) and the row counts (grant pruning, decision 0165) are printed. Needs the machine's PostgreSQL
 // (`./pg.ts`: PG* env, the test bed state file, or 127.0.0.1:5432); creates and drops its own database. Env: BENCH_N,
-// BENCH_CONCURRENCY, BENCH_PUBLISHERS, BENCH_PROFILE / BENCH_MARKS (pg.ts `profiled`; the clients run on this thread too).
+// BENCH_CONCURRENCY, BENCH_PUBLISHERS, BENCH_ACQUIRE=0 (no lease.acquire runs), BENCH_PROFILE / BENCH_MARKS (pg.ts
+// `profiled`; the clients run on this thread too).
 // Then lease.acquire: C consumers of the Network, each re-acquiring one publisher's service, through the grouping
 // store (acquires of one Network share groups, decision 0405), the same store keyed as before 0405 (identity AND
 // Network: one acquire of the Network at a time) and the unbatched twin, back to back in the same run, with commits
@@ -48,6 +49,7 @@ const printError = (...parts: ReadonlyArray<unknown>): void =>
 const N = Number(process.env['BENCH_N'] ?? 300);
 const CONCURRENCY = (process.env['BENCH_CONCURRENCY'] ?? '8,32').split(',').map(Number);
 const PUBLISHERS = (process.env['BENCH_PUBLISHERS'] ?? '1000,10000').split(',').map(Number);
+const ACQUIRE = process.env['BENCH_ACQUIRE'] !== '0';
 
 /** CPU ms of this process and of the bench database's PostgreSQL backends (/proc, when PostgreSQL is local). */
 const cpuMs = async (admin: pg.Client, database: string): Promise<{ node: number; pg: number | null }> => {
@@ -360,25 +362,28 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   }
 
   // lease.acquire: grouped (0405) vs the keying before 0405 vs unbatched, back to back at each client count
-  const acq1 = await runAcquires('acquire-1', cons.slice(0, 1), N);
-  print(
-    `  lease.acquire, one client: ${fmt(acq1.rate)} /s, ${acq1.roundTrips.toFixed(2)} round trips, ${acq1.commits.toFixed(2)} commits per acquire; ${cpu(acq1)}`,
-  );
-  for (const c of CONCURRENCY) {
-    // 8·N acquires per run whatever the client count: a run stays well inside the publishers' 30 s grants
-    const per = Math.max(1, Math.ceil((8 * N) / c));
-    const after = await runAcquires(`acquire-${c}`, cons.slice(0, c), per);
-    use('before-0405');
-    const before = await runAcquires(`acquire-${c}-before-0405`, cons.slice(0, c), per);
-    use(false);
-    const alone = await runAcquires(`acquire-${c}-unbatched`, cons.slice(0, c), per);
-    use(true);
+  // (BENCH_ACQUIRE=0 leaves them out: the refresh runs alone, shorter on a loaded machine)
+  if (ACQUIRE) {
+    const acq1 = await runAcquires('acquire-1', cons.slice(0, 1), N);
     print(
-      `  ${String(c).padStart(2)} clients:  lease.acquire ${fmt(after.rate)} /s, ${after.commits.toFixed(2)} commits per acquire; ${cpu(after)}`,
+      `  lease.acquire, one client: ${fmt(acq1.rate)} /s, ${acq1.roundTrips.toFixed(2)} round trips, ${acq1.commits.toFixed(2)} commits per acquire; ${cpu(acq1)}`,
     );
-    print(
-      `               keyed as before 0405 ${fmt(before.rate)} /s, ${before.commits.toFixed(2)} commits; unbatched ${fmt(alone.rate)} /s, ${alone.commits.toFixed(2)} commits; after / before ${(after.rate / before.rate).toFixed(2)}, after / unbatched ${(after.rate / alone.rate).toFixed(2)}`,
-    );
+    for (const c of CONCURRENCY) {
+      // 8·N acquires per run whatever the client count: a run stays well inside the publishers' 30 s grants
+      const per = Math.max(1, Math.ceil((8 * N) / c));
+      const after = await runAcquires(`acquire-${c}`, cons.slice(0, c), per);
+      use('before-0405');
+      const before = await runAcquires(`acquire-${c}-before-0405`, cons.slice(0, c), per);
+      use(false);
+      const alone = await runAcquires(`acquire-${c}-unbatched`, cons.slice(0, c), per);
+      use(true);
+      print(
+        `  ${String(c).padStart(2)} clients:  lease.acquire ${fmt(after.rate)} /s, ${after.commits.toFixed(2)} commits per acquire; ${cpu(after)}`,
+      );
+      print(
+        `               keyed as before 0405 ${fmt(before.rate)} /s, ${before.commits.toFixed(2)} commits; unbatched ${fmt(alone.rate)} /s, ${alone.commits.toFixed(2)} commits; after / before ${(after.rate / before.rate).toFixed(2)}, after / unbatched ${(after.rate / alone.rate).toFixed(2)}`,
+      );
+    }
   }
 
   // N publishers: clone the measured publishers' lease, session, service and snapshot rows in SQL up to N publishers,

@@ -1,5 +1,5 @@
 /** Domain-separated SHA-256 digests (service-control §2.4): `SHA-256(ASCII(domain) ‖ 0x00 ‖ canonical_cbor(value))`. */
-import { sha256 } from '@noble/hashes/sha2.js';
+import { createHash } from 'node:crypto';
 import { encodeFail } from './errors.js';
 
 /** The domain strings of service-control §2.4. */
@@ -36,6 +36,12 @@ export const domainPrefix = (domain: string): Uint8Array => {
   return prefix;
 };
 
-/** @internal SHA-256 over the domain prefix and already-encoded canonical bytes. */
-export const digestEncodedUnsafe = (domain: string, encoded: Uint8Array): Uint8Array =>
-  sha256.create().update(domainPrefix(domain)).update(encoded).digest();
+/**
+ * @internal SHA-256 over the domain prefix and already-encoded canonical bytes. node:crypto (OpenSSL), not
+ * `@noble/hashes`: ≈ 3.5 µs against 7–17 µs for a 200-byte value, and an nsd lease.refresh takes three or four of them
+ * (decision 0480).
+ */
+export const digestEncodedUnsafe = (domain: string, encoded: Uint8Array): Uint8Array => {
+  // a plain Uint8Array (a copy of the 32 bytes), not the Buffer subclass: callers compare and store it as bytes
+  return new Uint8Array(createHash('sha256').update(domainPrefix(domain)).update(encoded).digest());
+};
