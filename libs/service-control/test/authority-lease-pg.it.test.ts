@@ -6,8 +6,8 @@ import { useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuthorityStore } from '../src/application/authority-store.js';
-import { holdAuthority } from '../src/application/authority-holder.js';
-import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
+import { holdAuthority, monotonicMs } from '../src/application/authority-holder.js';
+import { makePgAuthorityStore, pgLeaseRenewer } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { rid16 } from './wire.js';
 
@@ -33,9 +33,9 @@ afterAll(async () => {
 });
 
 /** Ask until `holder` holds the authority (the other holder's lease has to run out first). */
-const acquireWhenFree = async (s: AuthorityStore, holder: string) => {
+const acquireWhenFree = async (s: AuthorityStore, holder: string, ttlMs = TTL) => {
   for (let i = 0; i < 100; i++) {
-    const out = await s.acquireAuthority(holder, TTL);
+    const out = await s.acquireAuthority(holder, ttlMs);
     if (out.taken) return out;
     await sleep(50);
   }
@@ -135,5 +135,56 @@ describe('§5.2 authority lease (decision 0400)', () => {
     await sleep(2 * TTL);
     expect(ended).toEqual(['lost']);
     await holding.stop(false);
+  });
+
+  describe('decision 0470: renewals on a thread of their own, gated by the main event loop', () => {
+    /** The main event loop blocked synchronously (a storm's long poll phase, or a hung process). */
+    const block = (ms: number) => {
+      const end = performance.now() + ms;
+      while (performance.now() < end);
+    };
+    /** Takes over as `holder` and starts the renewal thread; resolves once the thread runs. */
+    const renewing = async (holder: string, ttlMs: number, boundMs: number) => {
+      const sentAt = monotonicMs();
+      const taken = await acquireWhenFree(a, holder, ttlMs);
+      const ended: string[] = [];
+      const logged: { event: string; fields: Record<string, unknown> }[] = [];
+      const holding = pgLeaseRenewer(db.config, { boundMs })(
+        { holder, ttlMs, onLost: (r) => ended.push(r) },
+        taken.epoch,
+        sentAt,
+        (event, fields) => logged.push({ event, fields }),
+      );
+      for (let i = 0; i < 600 && !logged.some((l) => l.event === 'lease-renewer-started'); i++) await sleep(50);
+      expect(logged.map((l) => l.event)).toContain('lease-renewer-started');
+      return { taken, ended, logged, holding };
+    };
+
+    it('a main loop blocked longer than the lease, within the bound: the lease is renewed, no standby takes over', async () => {
+      const { taken, ended, logged, holding } = await renewing('w', 1_000, 5_000);
+      for (let i = 0; i < 4; i++) {
+        block(1_500);
+        // the lease would have run out during the block without the thread's renewals
+        expect(await b.acquireAuthority('x', TTL)).toMatchObject({ taken: false, holder: 'w', epoch: taken.epoch });
+      }
+      expect(ended).toEqual([]);
+      expect(logged.map((l) => l.event)).not.toContain('lease-withheld');
+      // a graceful stop releases the lease through the thread: another holder takes over at once
+      await holding.stop(true);
+      expect(await b.acquireAuthority('x', TTL)).toMatchObject({ taken: true, epoch: taken.epoch + 1n });
+    });
+
+    it('a main loop blocked beyond the bound: renewals withheld, the lease runs out, a standby takes over, expired', async () => {
+      const { taken, ended, logged, holding } = await renewing('v', 1_000, 1_000);
+      // the bound (1 s) + the lease (1 s) + a renewal period and a margin
+      block(3_500);
+      expect(await b.acquireAuthority('y', TTL)).toMatchObject({ taken: true, epoch: taken.epoch + 1n });
+      for (let i = 0; i < 100 && ended.length === 0; i++) await sleep(50);
+      expect(ended).toEqual(['expired']);
+      expect(logged.filter((l) => l.event === 'lease-withheld')).toEqual([
+        expect.objectContaining({ fields: expect.objectContaining({ epoch: String(taken.epoch) }) }),
+      ]);
+      await holding.stop(false);
+    });
   });
 });

@@ -41,6 +41,7 @@ import { GRANT_MIGRATIONS, grantTx } from './grant-store.js';
 import { REVISION_FLOOR_MIGRATIONS, floorOf, floorSql, pruneBelowFloorSql } from './revision-floor.js';
 import { ACK_FAST_MIGRATIONS, type FastAckOutcome, ackFastFunction, ackFastQuery, ackFastSql } from './ack-fast.js';
 import { GroupCommit } from './group-commit.js';
+import { releaseLease, renewLease } from './lease-sql.js';
 
 export const PG_SCHEMA = 'service_control';
 const S = PG_SCHEMA;
@@ -827,30 +828,9 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
         }, leasePool),
       ),
     renewAuthority: async (holder, epoch, ttlMs) =>
-      orThrow(
-        await run(
-          async (c) =>
-            (
-              await c.query(
-                `UPDATE ${S}.authority SET lease_until = clock_timestamp() + $3::float8 * interval '1 millisecond'
-                 WHERE id = ${K} AND holder = $1 AND epoch = $2`,
-                [holder, epoch.toString(), ttlMs],
-              )
-            ).rowCount === 1,
-          leasePool,
-        ),
-      ),
+      orThrow(await run((c) => renewLease(c, S, K, holder, epoch, ttlMs), leasePool)),
     releaseAuthority: async (holder, epoch) =>
-      void orThrow(
-        await run(
-          (c) =>
-            c.query(
-              `UPDATE ${S}.authority SET lease_until = clock_timestamp() WHERE id = ${K} AND holder = $1 AND epoch = $2`,
-              [holder, epoch.toString()],
-            ),
-          leasePool,
-        ),
-      ),
+      void orThrow(await run((c) => releaseLease(c, S, K, holder, epoch), leasePool)),
     isMember: async (identity, networkId) =>
       orThrow(
         await run(

@@ -1,2 +1,3 @@
 export * from './authority-store.js';
 export * from './probe.js';
+export * from './lease-renewer.js';
