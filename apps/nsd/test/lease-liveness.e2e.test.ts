@@ -67,7 +67,8 @@ describe('decision 0470: the lease renewed off the request loop, gated by its li
       members,
       leaseEnv('nsd-c', { NSD_AUTHORITY_LIVENESS_MS: '2000', NSD_TEST_BLOCK_LOOP: '6000x1' }),
     );
-    const standby = start('nsd', nsdEnv(ws, db, members, { ...leaseEnv('nsd-d'), NSD_PORT: String(active.port) }));
+    // on a port of its own: the blocked holder keeps its listener until its loop runs again (two pods in production)
+    const standby = start('nsd', nsdEnv(ws, db, members, leaseEnv('nsd-d')));
     ws.procs.push(standby);
     await standby.waitFor((x) => x['event'] === 'standby');
 
