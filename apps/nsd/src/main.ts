@@ -261,7 +261,9 @@ const Nsd = HttpServer.pipe(
               // renewed on a thread of its own with its own connection while this loop lives (decision 0470)
               ...(config.authorityRenewal === 'loop'
                 ? {}
-                : { hold: pgLeaseRenewer(config.database, { boundMs: config.authorityLivenessMs, shard: config.shard }) }),
+                : {
+                    hold: pgLeaseRenewer(config.database, { boundMs: config.authorityLivenessMs, shard: config.shard }),
+                  }),
             },
           }),
     }),

@@ -54,10 +54,12 @@ const holding = holdAuthority(
 
 post({ kind: 'log', event: 'lease-renewer-started', fields: { epoch: job.epoch, bound_ms: job.boundMs } });
 
-port.once('message', (m: RenewerStop) =>
-  void (async () => {
-    await holding.stop(m.release);
-    await pool.end().catch(() => undefined);
-    port.close(); // nothing is left on this thread's loop: it exits
-  })(),
+port.once(
+  'message',
+  (m: RenewerStop) =>
+    void (async () => {
+      await holding.stop(m.release);
+      await pool.end().catch(() => undefined);
+      port.close(); // nothing is left on this thread's loop: it exits
+    })(),
 );

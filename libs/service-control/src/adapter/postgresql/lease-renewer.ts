@@ -12,14 +12,23 @@ import type { HolderVerdict } from '../../domain/authority-holder.js';
 import { type AuthorityShard, UNSHARDED } from '../../domain/authority-shard.js';
 import { PG_SCHEMA } from './authority-store.js';
 
-/** The connection settings the renewal thread opens its own connection with (structured-cloneable). */
-export type PgLeaseConnection = Pick<pg.ClientConfig, 'host' | 'port' | 'user' | 'database' | 'options'> & {
-  readonly password?: string;
+/** The connection settings the renewal thread opens its own connection with (a password must be a string). */
+export type PgLeaseConnection = Pick<pg.ClientConfig, 'host' | 'port' | 'user' | 'database' | 'options' | 'password'>;
+
+/** What a worker thread can be given: the plain fields only (a password callback cannot cross threads). */
+const cloneable = (c: PgLeaseConnection) => {
+  if (typeof c.password === 'function') throw new Error('the lease renewal thread needs a password string');
+  const out: Record<string, string | number> = {};
+  for (const k of ['host', 'port', 'user', 'database', 'options', 'password'] as const) {
+    const v = c[k];
+    if (typeof v === 'string' || typeof v === 'number') out[k] = v;
+  }
+  return out as Pick<pg.ClientConfig, 'host' | 'port' | 'user' | 'database' | 'options'> & { password?: string };
 };
 
 /** What the renewal thread is started with. */
 export interface RenewerJob {
-  readonly connection: PgLeaseConnection;
+  readonly connection: ReturnType<typeof cloneable>;
   readonly schema: string;
   readonly row: number;
   readonly holder: string;
@@ -43,10 +52,10 @@ const startThread = (job: RenewerJob): Worker => {
   const fromSource = import.meta.url.endsWith('.ts');
   const entry = new URL(`./lease-renewer-thread.${fromSource ? 'ts' : 'js'}`, import.meta.url);
   return fromSource
-    ? new Worker(
-        `import('tsx/esm/api').then((t) => { t.register(); return import(${JSON.stringify(entry.href)}); })`,
-        { eval: true, workerData: job },
-      )
+    ? new Worker(`import('tsx/esm/api').then((t) => { t.register(); return import(${JSON.stringify(entry.href)}); })`, {
+        eval: true,
+        workerData: job,
+      })
     : new Worker(entry, { workerData: job });
 };
 
@@ -68,7 +77,7 @@ export const pgLeaseRenewer =
     const timer = setInterval(heartbeat, options.beatEveryMs ?? 100);
     timer.unref();
     const worker = startThread({
-      connection,
+      connection: cloneable(connection),
       schema: PG_SCHEMA,
       row: (options.shard ?? UNSHARDED).index,
       holder: lease.holder,
