@@ -4,6 +4,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuthorityStore } from '../src/application/authority-store.js';
 import { holdAuthority, monotonicMs } from '../src/application/authority-holder.js';
@@ -162,10 +163,22 @@ describe('§5.2 authority lease (decision 0400)', () => {
 
     it('a main loop blocked longer than the lease, within the bound: the lease is renewed, no standby takes over', async () => {
       const { taken, ended, logged, holding } = await renewing('w', 1_000, 5_000);
-      for (let i = 0; i < 4; i++) {
-        block(1_500);
-        // the lease would have run out during the block without the thread's renewals
-        expect(await b.acquireAuthority('x', TTL)).toMatchObject({ taken: false, holder: 'w', epoch: taken.epoch });
+      // a standby's view from outside this loop: the database reads the lease 1.5 s into each 2 s block (the statements
+      // are sent before the block and run while it lasts); without renewals during the block it has ended by then
+      const standby = new pg.Client(db.config);
+      await standby.connect();
+      try {
+        for (let i = 0; i < 4; i++) {
+          const seen = standby.query(
+            `SELECT pg_sleep(1.5);
+             SELECT holder, epoch::text AS epoch, lease_until > clock_timestamp() AS live FROM service_control.authority WHERE id = 1`,
+          ) as unknown as Promise<pg.QueryResult[]>;
+          block(2_000);
+          expect((await seen)[1]?.rows).toEqual([{ holder: 'w', epoch: String(taken.epoch), live: true }]);
+          expect(await b.acquireAuthority('x', TTL)).toMatchObject({ taken: false, holder: 'w', epoch: taken.epoch });
+        }
+      } finally {
+        await standby.end();
       }
       expect(ended).toEqual([]);
       expect(logged.map((l) => l.event)).not.toContain('lease-withheld');
