@@ -24,8 +24,22 @@ const withClient = async <A>(f: (c: pg.PoolClient) => Promise<A>): Promise<A> =>
     c.release();
   }
 };
+// the longest renewal round trip, logged each time it grows past a renewal period: the UPDATE of the authority row
+// waits for the request transactions that hold it FOR SHARE (the epoch fence), and those run on the main loop
+let slowest = renewEveryMs(job.ttlMs);
 const store: LeaseStore = {
-  renewAuthority: (holder, epoch, ttlMs) => withClient((c) => renewLease(c, job.schema, job.row, holder, epoch, ttlMs)),
+  renewAuthority: async (holder, epoch, ttlMs) => {
+    const sent = monotonicMs();
+    try {
+      return await withClient((c) => renewLease(c, job.schema, job.row, holder, epoch, ttlMs));
+    } finally {
+      const took = monotonicMs() - sent;
+      if (took > slowest) {
+        slowest = took;
+        post({ kind: 'log', event: 'lease-renewal-slow', fields: { ms: Math.round(took), ttl_ms: ttlMs } });
+      }
+    }
+  },
   releaseAuthority: (holder, epoch) => withClient((c) => releaseLease(c, job.schema, job.row, holder, epoch)),
 };
 
