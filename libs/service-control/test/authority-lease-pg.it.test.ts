@@ -138,6 +138,24 @@ describe('§5.2 authority lease (decision 0400)', () => {
     await holding.stop(false);
   });
 
+  it('decision 0470: a renewal does not wait for the fenced transactions that hold the authority row FOR SHARE', async () => {
+    const taken = await acquireWhenFree(a, 'f');
+    // a request transaction in flight: the epoch fence's share lock on the authority row, held until COMMIT. Under a
+    // storm such transactions overlap without a gap, and an UPDATE of that row would wait for all of them
+    const request = new pg.Client(db.config);
+    await request.connect();
+    try {
+      await request.query('BEGIN');
+      await request.query('SELECT epoch FROM service_control.authority WHERE id = 1 FOR SHARE');
+      expect(await a.renewAuthority('f', taken.epoch, 60_000)).toBe(true);
+      await request.query('COMMIT'); // (a takeover waits for it: the fence)
+      expect(await b.acquireAuthority('x', TTL)).toMatchObject({ taken: false, holder: 'f' });
+    } finally {
+      await request.end();
+    }
+    await a.releaseAuthority('f', taken.epoch);
+  });
+
   describe('decision 0470: renewals on a thread of their own, gated by the main event loop', () => {
     /** The main event loop blocked synchronously (a storm's long poll phase, or a hung process). */
     const block = (ms: number) => {
@@ -171,7 +189,7 @@ describe('§5.2 authority lease (decision 0400)', () => {
         for (let i = 0; i < 4; i++) {
           const seen = standby.query(
             `SELECT pg_sleep(1.5);
-             SELECT holder, epoch::text AS epoch, lease_until > clock_timestamp() AS live FROM service_control.authority WHERE id = 1`,
+             SELECT holder, epoch::text AS epoch, lease_until > clock_timestamp() AS live FROM service_control.authority_lease WHERE id = 1`,
           ) as unknown as Promise<pg.QueryResult[]>;
           block(2_000);
           expect((await seen)[1]?.rows).toEqual([{ holder: 'w', epoch: String(taken.epoch), live: true }]);

@@ -1,5 +1,7 @@
 // The authority lease's two statements (decision 0400), shared by the store's own lease connection and the renewal
-// thread of decision 0470. The row `k` is the shard's authority row (decision 0455).
+// thread of decision 0470. The lease of shard `k` (decision 0455) is a row of `authority_lease`, not of `authority`:
+// the fenced transactions hold the authority row FOR SHARE, and an UPDATE of it waits for every one of them
+// (decision 0470).
 import type pg from 'pg';
 
 /** Renew the lease of row `k` for `holder` in `epoch`: false when another takeover is on the row. */
@@ -13,7 +15,7 @@ export const renewLease = async (
 ): Promise<boolean> =>
   (
     await c.query(
-      `UPDATE ${schema}.authority SET lease_until = clock_timestamp() + $3::float8 * interval '1 millisecond'
+      `UPDATE ${schema}.authority_lease SET lease_until = clock_timestamp() + $3::float8 * interval '1 millisecond'
        WHERE id = ${k} AND holder = $1 AND epoch = $2`,
       [holder, epoch.toString(), ttlMs],
     )
@@ -28,6 +30,6 @@ export const releaseLease = async (
   epoch: bigint,
 ): Promise<void> =>
   void (await c.query(
-    `UPDATE ${schema}.authority SET lease_until = clock_timestamp() WHERE id = ${k} AND holder = $1 AND epoch = $2`,
+    `UPDATE ${schema}.authority_lease SET lease_until = clock_timestamp() WHERE id = ${k} AND holder = $1 AND epoch = $2`,
     [holder, epoch.toString()],
   ));
