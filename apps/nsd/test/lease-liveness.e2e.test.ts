@@ -36,6 +36,7 @@ describe('decision 0470: the lease renewed off the request loop, gated by its li
       holder: 'nsd-a',
       epoch: String(active.epoch),
     });
+    await active.proc.waitFor((x) => x['event'] === 'lease-renewer-running');
 
     active.proc.child.kill('SIGUSR2');
     expect(await active.proc.waitFor((x) => x['event'] === 'test-block-loop-done', 60_000)).toMatchObject({ times: 4 });
@@ -71,6 +72,7 @@ describe('decision 0470: the lease renewed off the request loop, gated by its li
     const standby = start('nsd', nsdEnv(ws, db, members, leaseEnv('nsd-d')));
     ws.procs.push(standby);
     await standby.waitFor((x) => x['event'] === 'standby');
+    await active.proc.waitFor((x) => x['event'] === 'lease-renewer-running');
 
     active.proc.child.kill('SIGUSR2');
     expect(await standby.waitFor((x) => x['event'] === 'listening', 30_000)).toMatchObject({

@@ -162,20 +162,22 @@ describe('§5.2 authority lease (decision 0400)', () => {
       const end = performance.now() + ms;
       while (performance.now() < end);
     };
-    /** Takes over as `holder` and starts the renewal thread; resolves once the thread runs. */
+    /** Takes over as `holder` and starts the renewal thread; resolves once the thread renews. */
     const renewing = async (holder: string, ttlMs: number, boundMs: number) => {
       const sentAt = monotonicMs();
       const taken = await acquireWhenFree(a, holder, ttlMs);
       const ended: string[] = [];
       const logged: { event: string; fields: Record<string, unknown> }[] = [];
       const holding = pgLeaseRenewer(db.config, { boundMs })(
+        a,
         { holder, ttlMs, onLost: (r) => ended.push(r) },
         taken.epoch,
         sentAt,
         (event, fields) => logged.push({ event, fields }),
       );
-      for (let i = 0; i < 600 && !logged.some((l) => l.event === 'lease-renewer-started'); i++) await sleep(50);
-      expect(logged.map((l) => l.event)).toContain('lease-renewer-started');
+      // the thread confirmed its first renewal: the main loop's start-up renewals have stopped
+      for (let i = 0; i < 600 && !logged.some((l) => l.event === 'lease-renewer-running'); i++) await sleep(50);
+      expect(logged.map((l) => l.event)).toContain('lease-renewer-running');
       return { taken, ended, logged, holding };
     };
 

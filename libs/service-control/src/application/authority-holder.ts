@@ -43,9 +43,16 @@ export interface LeaseHolding {
 
 /**
  * Starts renewing the lease of `epoch`, acquired by a request sent at `acquiredAt` by `monotonicMs`; calls
- * `lease.onLost` once when the authority is no longer this process's.
+ * `lease.onLost` once when the authority is no longer this process's. `store` is the process's own store (a renewer
+ * on a thread bridges its start-up with it).
  */
-export type HoldLease = (lease: AuthorityLeaseOptions, epoch: bigint, acquiredAt: number, log?: Log) => LeaseHolding;
+export type HoldLease = (
+  store: LeaseStore,
+  lease: AuthorityLeaseOptions,
+  epoch: bigint,
+  acquiredAt: number,
+  log?: Log,
+) => LeaseHolding;
 
 /**
  * Milliseconds of the system's monotonic clock (CLOCK_MONOTONIC through `process.hrtime`): one time line for every

@@ -120,7 +120,7 @@ export const AuthorityServiceLive = (
               lease === undefined || acquired === null
                 ? null
                 : lease.hold !== undefined
-                  ? lease.hold(lease, epoch, acquired.sentAt, options.log)
+                  ? lease.hold(store, lease, epoch, acquired.sentAt, options.log)
                   : holdAuthority(store, lease, epoch, acquired.sentAt, mono, options.log);
             try {
               for (const [identity, network] of members ?? []) await store.addMember(identity, network);

@@ -27,11 +27,17 @@ const withClient = async <A>(f: (c: pg.PoolClient) => Promise<A>): Promise<A> =>
 // the longest renewal round trip, logged each time it grows past a renewal period: the UPDATE of the authority row
 // waits for the request transactions that hold it FOR SHARE (the epoch fence), and those run on the main loop
 let slowest = renewEveryMs(job.ttlMs);
+let confirmed = false;
 const store: LeaseStore = {
   renewAuthority: async (holder, epoch, ttlMs) => {
     const sent = monotonicMs();
     try {
-      return await withClient((c) => renewLease(c, job.schema, job.row, holder, epoch, ttlMs));
+      const renewed = await withClient((c) => renewLease(c, job.schema, job.row, holder, epoch, ttlMs));
+      if (renewed && !confirmed) {
+        confirmed = true;
+        post({ kind: 'renewed' }); // the main loop's start-up renewals stop
+      }
+      return renewed;
     } finally {
       const took = monotonicMs() - sent;
       if (took > slowest) {

@@ -7,7 +7,7 @@
 // as `lease.onLost`, as before; the epoch stays the write fence.
 import { Worker } from 'node:worker_threads';
 import type pg from 'pg';
-import type { HoldLease } from '../../application/authority-holder.js';
+import { type HoldLease, holdAuthority, monotonicMs } from '../../application/authority-holder.js';
 import type { HolderVerdict } from '../../domain/authority-holder.js';
 import { type AuthorityShard, UNSHARDED } from '../../domain/authority-shard.js';
 import { PG_SCHEMA } from './authority-store.js';
@@ -41,6 +41,7 @@ export interface RenewerJob {
 }
 export type RenewerMessage =
   | { readonly kind: 'log'; readonly event: string; readonly fields: Record<string, unknown> }
+  | { readonly kind: 'renewed' }
   | { readonly kind: 'lost'; readonly reason: Exclude<HolderVerdict, 'held'> };
 export interface RenewerStop {
   readonly kind: 'stop';
@@ -68,7 +69,7 @@ export const pgLeaseRenewer =
     connection: PgLeaseConnection,
     options: { readonly boundMs: number; readonly shard?: AuthorityShard; readonly beatEveryMs?: number },
   ): HoldLease =>
-  (lease, epoch, acquiredAt, log) => {
+  (store, lease, epoch, acquiredAt, log) => {
     const beat = new SharedArrayBuffer(8);
     const beats = new BigInt64Array(beat);
     const heartbeat = () => void Atomics.store(beats, 0, process.hrtime.bigint());
@@ -94,11 +95,26 @@ export const pgLeaseRenewer =
       if (ended) return;
       ended = true;
       clearInterval(timer);
+      void bridge?.stop(false);
       lease.onLost(reason);
     };
+    // the thread takes a while to start (≈ 1 s on a loaded machine, more from source): until its first confirmed
+    // renewal this loop renews, by the same rules, so no start-up gap lets the lease run out
+    let bridge: { stop: (release: boolean) => Promise<void> } | null = holdAuthority(
+      store,
+      { ...lease, onLost: lost },
+      epoch,
+      acquiredAt,
+      monotonicMs,
+      log,
+    );
     worker.on('message', (m: RenewerMessage) => {
       if (m.kind === 'log') log?.(m.event, m.fields);
-      else lost(m.reason);
+      else if (m.kind === 'renewed') {
+        void bridge?.stop(false);
+        bridge = null;
+        log?.('lease-renewer-running', { epoch: String(epoch) });
+      } else lost(m.reason);
     });
     // a thread that fails renews no more: its last lease may still run, but nothing extends it — end now, as expired
     const failed = (why: string) => {
@@ -119,6 +135,8 @@ export const pgLeaseRenewer =
         if (stopping) return;
         stopping = true;
         clearInterval(timer);
+        await bridge?.stop(false);
+        bridge = null;
         if (exited) return;
         worker.postMessage({ kind: 'stop', release } satisfies RenewerStop);
         // the release is one statement; a thread stuck on a dead connection is ended after a bound
