@@ -1,6 +1,7 @@
-// The authority lease renewed off the request event loop (decision 0470). Under a reconnect storm one poll phase of
-// nsd's main loop handles hundreds of sockets and delayed the renewal timer past a short lease (decision 0451): the
-// holder lost its lease and failed over again. Here a worker thread with its own connection renews (the rules of
+// The authority lease renewed off the request event loop (decision 0470). Under a reconnect storm the holder lost a
+// short lease (decision 0451): its renewal waited behind the request loop's work and, above all, behind the fenced
+// transactions' share locks on the authority row (the lease now has a row of its own, `authority_lease`). Here a
+// worker thread with its own connection renews (the rules of
 // decision 0400, `holdAuthority`), and the main thread publishes a heartbeat (the monotonic time of its last timer
 // turn) in a SharedArrayBuffer: while the main loop has been silent for more than the bound, no renewal is sent, so a
 // hung process still loses its lease within the bound plus one lease. A lost or expired lease reaches the main thread
