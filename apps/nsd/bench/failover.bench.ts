@@ -10,8 +10,14 @@
 // session.open → config.stream until the first snapshot; `before` is ns-daemon before decision 0450 (session.open
 // first, every failure waits BENCH_RETRY_MS), `after` is it now (see `connect`). Needs the machine's PostgreSQL
 // (`./pg.ts`).
+// Decision 0470: BENCH_RENEWAL (one entry per failover, default `thread` for each) is how the process taking over in
+// that failover renews its lease — `loop` on its request event loop (decision 0400), `thread` on a thread of its own
+// gated by the main loop's liveness. A new holder that loses its lease in the storm is reported, replaced by a fresh
+// process (the orchestrator's restart; it takes over once the lease ran out) and the daemons are timed until they all
+// stream from the last holder. Printed per failover: the longest main-loop silence the renewal thread saw.
 // Env: BENCH_DAEMONS (1000), BENCH_NETWORKS (50), BENCH_LEASE_MS (2000), BENCH_WRITERS (8), BENCH_RETRY_MS (500),
-// BENCH_STRATEGIES (before,after), BENCH_CPU_PROF (a directory: the standbys write V8 CPU profiles there).
+// BENCH_STRATEGIES (before,after), BENCH_RENEWAL (thread,…), BENCH_CPU_PROF (a directory: the standbys write V8 CPU
+// profiles there).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
@@ -47,6 +53,10 @@ const RETRY_MS = Number(process.env['BENCH_RETRY_MS'] ?? 500);
 type Strategy = 'before' | 'after';
 const STRATEGIES = (process.env['BENCH_STRATEGIES'] ?? 'before,after').split(',') as Strategy[];
 if (!STRATEGIES.every((x) => x === 'before' || x === 'after')) throw new Error('BENCH_STRATEGIES: before,after');
+type Renewal = 'loop' | 'thread';
+const RENEWALS = (process.env['BENCH_RENEWAL'] ?? STRATEGIES.map(() => 'thread').join(',')).split(',') as Renewal[];
+if (RENEWALS.length !== STRATEGIES.length || !RENEWALS.every((x) => x === 'loop' || x === 'thread'))
+  throw new Error('BENCH_RENEWAL: loop|thread, one per entry of BENCH_STRATEGIES');
 const root = join(import.meta.dirname, '../../..');
 
 /** One nsd process (its `start` command, from source); `seen(event)` resolves with the line and when it was read. */
@@ -98,7 +108,9 @@ const nsdProcess = (env: Record<string, string>, nodeFlags: readonly string[] = 
       waiters.add(check);
       check();
     });
-  return { child, seen, exited };
+  /** The first line of `event` read so far, if any. */
+  const found = (event: string) => lines.find((l) => l.line['event'] === event);
+  return { child, seen, exited, found, lines: () => lines };
 };
 
 await withBenchDatabase('nsd_failover_bench', async (config) => {
@@ -111,7 +123,8 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
     const nsdKey = signerFromPem(privateKeyPem).machineId;
     const port = await freePort();
     const url = `http://127.0.0.1:${port}`;
-    const env = (instance: string) => ({
+    const env = (instance: string, renewal: Renewal = 'thread') => ({
+      NSD_AUTHORITY_RENEWAL: renewal,
       NSD_PORT: String(port),
       NSD_DB_HOST: config.host,
       NSD_DB_PORT: String(config.port),
@@ -128,7 +141,10 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
     const nsdId = new Uint8Array(Buffer.from((listening['nsd_id'] as string).replaceAll('-', ''), 'hex'));
     // BENCH_CPU_PROF=<dir>: nsd-b writes a V8 CPU profile there (it is stopped with SIGTERM at the end to write it)
     const profDir = process.env['BENCH_CPU_PROF'];
-    const standby = nsdProcess(env('nsd-b'), profDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${profDir}`]);
+    const standby = nsdProcess(
+      env('nsd-b', RENEWALS[0]),
+      profDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${profDir}`],
+    );
     procs.push(standby.child);
     await standby.seen('standby');
 
@@ -365,7 +381,7 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
       if (phase > 0) {
         const name = `${names[phase % 2]}${phase + 1}`;
         const restarted = nsdProcess(
-          env(name),
+          env(name, RENEWALS[phase]),
           profDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${profDir}`],
         );
         procs.push(restarted.child);
@@ -379,45 +395,94 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
       const load0 = loadavg()[0] as number;
       const kill = performance.now();
       current.child.kill('SIGKILL');
-      // the standby ending during the failover fails the run (the daemons would otherwise retry for ever)
-      const back = await Promise.race([
-        Promise.all(
-          sims.map(async (s, i) => {
+      // every daemon reconnects after its stream ends, again after a second failover (a new holder that lost its
+      // lease in the storm is replaced by a fresh process, as an orchestrator restarts it): timed until every daemon
+      // streams from the last holder. The phase's reconnect loops end with the phase
+      const renewal = RENEWALS[phase] as Renewal;
+      const tag = `[${strategy}, renewal ${renewal}]`;
+      let holder = next;
+      const back: number[] = new Array(DAEMONS).fill(Number.NaN);
+      let phaseDone = false;
+      const reconnecting = sims
+        .map(async (s, i) => {
+          for (;;) {
             await ends[i];
+            if (phaseDone) return;
             await sleep(strategy === 'after' ? jittered(RETRY_MS) : RETRY_MS);
             ends[i] = (await s.connect(stop.signal, false, strategy)).ended;
-            return performance.now() - kill;
-          }),
-        ),
-        next.exited.then((why) => Promise.reject(new Error(`the standby ended during the failover: ${why}`))),
-      ]);
-      const cpu1 = cpuSeconds(next.child.pid);
+            back[i] = performance.now() - kill;
+          }
+        })
+        .map((p) => p.catch(() => undefined)); // the run's end aborts the loops still connecting
+      const lostLeases: string[] = [];
+      let holderEpoch: bigint | null = null;
+      let cpu1 = Number.NaN;
+      for (;;) {
+        const gone = await Promise.race([holder.exited.then((why) => why), sleep(100).then(() => null)]);
+        if (gone !== null) {
+          // the new holder ended in the storm (it lost its lease): report it and start its replacement
+          const at = ((performance.now() - kill) / 1000).toFixed(2);
+          lostLeases.push(`after ${at} s: ${gone.slice(0, 300)}`);
+          print(`  ${tag} the new holder ended ${at} s after the kill: ${gone.slice(0, 300)}`);
+          if (lostLeases.length > 3) throw new Error('the new holder lost its lease more than three times');
+          holder = nsdProcess(env(`${names[(phase + 1) % 2]}${phase + 1}r${lostLeases.length}`, renewal));
+          procs.push(holder.child);
+          holderEpoch = null;
+          continue;
+        }
+        const listening = holder.found('listening');
+        if (holderEpoch === null && listening !== undefined) holderEpoch = BigInt(listening.line['epoch'] as string);
+        if (
+          holderEpoch !== null &&
+          back.every((t) => !Number.isNaN(t)) &&
+          sims.every((x) => x.epoch() === holderEpoch)
+        ) {
+          cpu1 = lostLeases.length === 0 ? cpuSeconds(holder.child.pid) : Number.NaN;
+          break;
+        }
+      }
+      phaseDone = true;
+      void reconnecting;
+      next = holder;
       const benchCpu = process.cpuUsage(benchCpu0);
       const takenOver = (await next.seen('listening')).line;
       const listenAt = (await next.seen('listening')).at - kill;
       const takeoverAt = (await next.seen('epoch-taken-over')).at - kill;
       const epoch2 = BigInt(takenOver['epoch'] as string);
       await sleep(500);
+      const slowest = next
+        .lines()
+        .filter((l) => l.line['event'] === 'lease-renewal-slow')
+        .map((l) => Number(l.line['ms']));
+      const silences = next
+        .lines()
+        .filter((l) => l.line['event'] === 'main-loop-silent')
+        .map((l) => Number(l.line['ms']));
+      print(
+        `  ${tag} the new holder ${lostLeases.length === 0 ? 'kept its lease through the storm' : `lost its lease ${lostLeases.length} time(s)`}; longest main-loop silence its renewal thread saw: ${silences.length === 0 ? (renewal === 'thread' ? `≤ ${Math.floor(LEASE_MS / 3)} ms` : 'n/a (renewal on the loop)') : `${Math.max(...silences)} ms`}; its slowest renewal: ${slowest.length === 0 ? (renewal === 'thread' ? `≤ ${Math.floor(LEASE_MS / 3)} ms` : 'n/a') : `${Math.max(...slowest)} ms`}`,
+      );
 
       const sorted = [...back].sort((a, b) => a - b);
       const q = (p: number) => (sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] as number) / 1000;
       const wrongEpoch = sims.filter((s) => s.epoch() !== epoch2).length;
       print(
-        `  [${strategy}] SIGKILL → the standby took over (epoch ${epoch2}) after ${(takeoverAt / 1000).toFixed(2)} s, listening after ${(listenAt / 1000).toFixed(2)} s`,
+        `  ${tag} SIGKILL → the last holder took over (epoch ${epoch2}) after ${(takeoverAt / 1000).toFixed(2)} s, listening after ${(listenAt / 1000).toFixed(2)} s`,
       );
       print(
-        `  [${strategy}] every daemon streaming again after ${q(1).toFixed(2)} s (goal ≤ 5 s for 1,000): p50 ${q(0.5).toFixed(2)} s, p99 ${q(0.99).toFixed(2)} s; daemons not on epoch ${epoch2}: ${wrongEpoch}`,
+        `  ${tag} every daemon streaming again after ${q(1).toFixed(2)} s (goal ≤ 5 s for 1,000): p50 ${q(0.5).toFixed(2)} s, p99 ${q(0.99).toFixed(2)} s; daemons not on epoch ${epoch2}: ${wrongEpoch}`,
       );
       print(
-        `  [${strategy}] its CPU from the kill until the last daemon streamed: ${(cpu1 - cpu0).toFixed(1)} s in ${q(1).toFixed(1)} s = ${((1000 * (cpu1 - cpu0)) / DAEMONS).toFixed(1)} ms per daemon; machine load average ${load0.toFixed(1)} at the kill (${availableParallelism()} cores); the bench's own CPU (simulated daemons, writers) ${((benchCpu.user + benchCpu.system) / 1e6).toFixed(1)} s`,
+        `  ${tag} its CPU from the kill until the last daemon streamed: ${(cpu1 - cpu0).toFixed(1)} s in ${q(1).toFixed(1)} s = ${((1000 * (cpu1 - cpu0)) / DAEMONS).toFixed(1)} ms per daemon; machine load average ${load0.toFixed(1)} at the kill (${availableParallelism()} cores); the bench's own CPU (simulated daemons, writers) ${((benchCpu.user + benchCpu.system) / 1e6).toFixed(1)} s`,
       );
-      // no report acknowledged before (or during) the failover is lost
+      // no report acknowledged before (or during) the failover is lost: the acknowledgements before the read (the
+      // writers keep writing — one acknowledged while the read runs is not in its snapshot, and is not lost)
+      const ackedBefore = new Map(acked);
       const rows = await pgc.query(
         'SELECT identity, revision::text AS revision, digest FROM service_control.report WHERE identity = ANY($1)',
         [writers.map((w) => Buffer.from(w.signer.machineId))],
       );
       let lost = 0;
-      for (const [i, a] of acked) {
+      for (const [i, a] of ackedBefore) {
         const row = rows.rows.find((r) =>
           Buffer.from(r.identity as Buffer).equals(Buffer.from(writers[i]?.signer.machineId as Uint8Array)),
         );
@@ -429,7 +494,7 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
           lost++;
       }
       print(
-        `  [${strategy}] ${replaces} report.replace acknowledged so far (${beforeKill} before the kill); acknowledged reports missing from the database: ${lost}`,
+        `  ${tag} ${replaces} report.replace acknowledged so far (${beforeKill} before the kill); acknowledged reports missing from the database: ${lost}`,
       );
       // what the new authority served: its requests by kind and outcome (writers' included), and its productions
       const metricsText = await (await fetch(`${url}/metrics`)).text();
@@ -438,7 +503,7 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
         .filter((l) => /^nsd_(requests|productions)_total\{/.test(l))
         .map((l) => l.replace(/^nsd_(requests|productions)_total/, '').replace(/"/g, ''))
         .join(' ');
-      print(`  [${strategy}] served: ${served}`);
+      print(`  ${tag} served: ${served}`);
       if (lost > 0 || wrongEpoch > 0) process.exitCode = 1;
     }
     writing = false;

@@ -1,6 +1,6 @@
 // NSD configuration: flags (`--name value` or `--name=value`) override environment variables (NSD_NAME), which
 // override defaults; unknown flags are refused (issue 26 item 6).
-import { type AuthorityShard, MAX_SHARDS, validShard } from '@homelab/service-control';
+import { type AuthorityShard, DEFAULT_LIVENESS_BOUND_MS, MAX_SHARDS, validShard } from '@homelab/service-control';
 import { ConfigurationError, type FlagSpec, parseCommandLine } from '@homelab/service-control/process';
 
 export interface NsdConfig {
@@ -20,6 +20,11 @@ export interface NsdConfig {
   readonly members: readonly { readonly identity: string; readonly network: string }[];
   /** Crash-point injection for tests: SIGKILL after the commit of this request kind, before the reply. */
   readonly fault: string | null;
+  /**
+   * Tests only (`--test-block-loop MSxN`, decision 0470): on SIGUSR2 once listening, block the main event loop
+   * synchronously for MS ms, N times, 50 ms apart — a stand-in for a loop busy with a reconnect storm, or hung.
+   */
+  readonly testBlockLoop: { readonly ms: number; readonly times: number } | null;
   /** Bearer token of the owner's admin API (`/v1/admin/*`, the policy stand-in); null = the API is off. */
   readonly adminToken: string | null;
   /**
@@ -33,6 +38,14 @@ export interface NsdConfig {
    * start (decision 0332). With it, a process stands by while another holder's lease is live.
    */
   readonly authorityLeaseMs: number | null;
+  /**
+   * Where the lease is renewed (decision 0470): `thread` (default) on a worker thread with its own connection, sent only
+   * while the main event loop showed progress within `authorityLivenessMs`; `loop` on the request event loop as
+   * before (decision 0400; the failover bench's peer).
+   */
+  readonly authorityRenewal: 'thread' | 'loop';
+  /** The liveness bound of the renewal thread in ms (`--authority-liveness-ms`, default 10 s, decision 0470). */
+  readonly authorityLivenessMs: number;
   /** This process's holder name on the authority row (`--instance`); null = host, pid and a random suffix (main). */
   readonly instance: string | null;
   /**
@@ -65,6 +78,16 @@ export const NSD_FLAGS: ReadonlyArray<FlagSpec> = [
     name: 'authority-lease-ms',
     help: 'authority lease in ms: stand by while another nsd holds it, take over when it ends (unset = take over at start)',
   },
+  {
+    name: 'authority-renewal',
+    help: 'thread: renew the lease on a thread of its own while the main loop lives; loop: on the request loop',
+    default: 'thread',
+  },
+  {
+    name: 'authority-liveness-ms',
+    help: 'renewal thread: no renewal once the main event loop has been silent this long (ms)',
+    default: String(DEFAULT_LIVENESS_BOUND_MS),
+  },
   { name: 'instance', help: 'holder name of this process on the authority lease (default host:pid:random)' },
   {
     name: 'shard',
@@ -77,6 +100,7 @@ export const NSD_FLAGS: ReadonlyArray<FlagSpec> = [
   },
   { name: 'health-host', help: 'address of the probe listener', default: '127.0.0.1' },
   { name: 'fault', help: 'tests only: SIGKILL after the commit of this request kind, before the reply' },
+  { name: 'test-block-loop', help: 'tests only: MSxN, on SIGUSR2 block the event loop MS ms, N times' },
 ];
 
 const NSD_COMMAND = {
@@ -116,6 +140,16 @@ export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): Nsd
   const lease = get('authority-lease-ms');
   if (lease !== undefined && (!/^[0-9]+$/.test(lease) || Number(lease) < 100))
     throw new ConfigurationError(`--authority-lease-ms must be a whole number of ms ≥ 100, not "${lease}"`);
+  const renewal = get('authority-renewal') as string;
+  if (renewal !== 'thread' && renewal !== 'loop')
+    throw new ConfigurationError(`--authority-renewal must be thread or loop, not "${renewal}"`);
+  const liveness = get('authority-liveness-ms') as string;
+  if (!/^[0-9]+$/.test(liveness) || Number(liveness) < 100)
+    throw new ConfigurationError(`--authority-liveness-ms must be a whole number of ms ≥ 100, not "${liveness}"`);
+  const block = get('test-block-loop');
+  const blockParts = block === undefined ? null : /^([0-9]+)x([0-9]+)$/.exec(block);
+  if (block !== undefined && blockParts === null)
+    throw new ConfigurationError(`--test-block-loop must be MSxN, not "${block}"`);
   const shardText = get('shard') as string;
   const [index, count] = shardText.split('/').map((x) => (/^[0-9]+$/.test(x) ? Number(x) : NaN));
   const shard = { index: index ?? NaN, count: count ?? NaN };
@@ -135,10 +169,13 @@ export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): Nsd
     keyFile: get('key-file') as string,
     members,
     fault: get('fault') ?? null,
+    testBlockLoop: blockParts === null ? null : { ms: Number(blockParts[1]), times: Number(blockParts[2]) },
     adminToken: get('admin-token') ?? null,
     portUncertainMs: uncertain === undefined ? null : Number(uncertain),
     portStreamRequests: get('port-stream-requests') !== '0',
     authorityLeaseMs: lease === undefined ? null : Number(lease),
+    authorityRenewal: renewal,
+    authorityLivenessMs: Number(liveness),
     instance: get('instance') ?? null,
     shard,
     health:

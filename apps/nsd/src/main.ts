@@ -15,7 +15,7 @@ import {
   AuthorityServiceLive,
   AuthorityStoreServiceLive,
 } from '@homelab/service-control/application';
-import { makePgAuthorityStore, probeDatabase } from '@homelab/service-control/postgresql';
+import { makePgAuthorityStore, pgLeaseRenewer, probeDatabase } from '@homelab/service-control/postgresql';
 import { configurationOrExit, exitStartup, keyFileOrExit } from '@homelab/service-control/process';
 import { JsonLoggerLive, jsonLogger, launchUntilSignal, logFnOf } from '@homelab/process';
 import {
@@ -58,6 +58,19 @@ const kill = (point: string) => {
     log('fault', { point });
     process.kill(process.pid, 'SIGKILL');
   }
+};
+
+/**
+ * Tests only (`--test-block-loop`, decision 0470): on SIGUSR2, block this event loop synchronously `ms` ms, `times`
+ * times, 50 ms apart — a loop busy with a storm (blocks shorter than the liveness bound: the lease is kept) or a hung
+ * one (longer: it is lost and the process exits 1).
+ */
+const blockLoopForTests = (block: { readonly ms: number; readonly times: number }, left = block.times): void => {
+  if (left <= 0) return void log('test-block-loop-done', { times: block.times });
+  log('test-block-loop', { ms: block.ms, left });
+  const until = performance.now() + block.ms;
+  while (performance.now() < until); // deliberately synchronous
+  setTimeout(() => blockLoopForTests(block, left - 1), 50);
 };
 
 /** Metrics: the Authority reports requests and productions into them from its first request on. */
@@ -209,6 +222,8 @@ const HttpServer = Layer.scopedDiscard(
           });
           serving = { store, epoch };
           resume(Effect.void);
+          const block = config.testBlockLoop;
+          if (block !== null) process.once('SIGUSR2', () => blockLoopForTests(block));
         });
       }),
       () =>
@@ -247,6 +262,12 @@ const Nsd = HttpServer.pipe(
                 process.exitCode = 1;
                 process.kill(process.pid, 'SIGTERM');
               },
+              // renewed on a thread of its own with its own connection while this loop lives (decision 0470)
+              ...(config.authorityRenewal === 'loop'
+                ? {}
+                : {
+                    hold: pgLeaseRenewer(config.database, { boundMs: config.authorityLivenessMs, shard: config.shard }),
+                  }),
             },
           }),
     }),
@@ -260,7 +281,14 @@ log('starting', {
   database: `${config.database.host}:${config.database.port}/${config.database.database}`,
   port: config.port,
   shard: `${config.shard.index}/${config.shard.count}`,
-  ...(config.authorityLeaseMs === null ? {} : { authority_lease_ms: config.authorityLeaseMs, instance }),
+  ...(config.authorityLeaseMs === null
+    ? {}
+    : {
+        authority_lease_ms: config.authorityLeaseMs,
+        instance,
+        renewal: config.authorityRenewal,
+        liveness_ms: config.authorityLivenessMs,
+      }),
 });
 // the probe listener beside the authority: merged layers start together, so it answers while this process stands by
 launchUntilSignal(Layer.merge(ProbeListener, Nsd), log);

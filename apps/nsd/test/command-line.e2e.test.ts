@@ -53,4 +53,21 @@ describe('nsd command line', () => {
     expect(() => loadConfig({}, ['stray'])).toThrow(ConfigurationError);
     expect(() => loadConfig({}, ['--port'])).toThrow(/--port/);
   });
+
+  it('decision 0470: the lease is renewed on a thread with a 10 s liveness bound unless told otherwise; bad values refused', () => {
+    const d = loadConfig({}, []);
+    const c = loadConfig({ NSD_AUTHORITY_RENEWAL: 'loop', NSD_TEST_BLOCK_LOOP: '2500x4' }, [
+      '--authority-liveness-ms=6000',
+    ]);
+    if ('help' in d || 'help' in c) throw new Error('expected configurations');
+    expect([d.authorityRenewal, d.authorityLivenessMs, d.testBlockLoop]).toEqual(['thread', 10_000, null]);
+    expect([c.authorityRenewal, c.authorityLivenessMs, c.testBlockLoop]).toEqual([
+      'loop',
+      6_000,
+      { ms: 2500, times: 4 },
+    ]);
+    expect(() => loadConfig({}, ['--authority-renewal=timer'])).toThrow(/--authority-renewal/);
+    expect(() => loadConfig({}, ['--authority-liveness-ms=99'])).toThrow(/--authority-liveness-ms/);
+    expect(() => loadConfig({}, ['--test-block-loop=5'])).toThrow(/--test-block-loop/);
+  });
 });

@@ -40,7 +40,9 @@ const reshard = (args: readonly string[]) =>
     );
   });
 const rows = () =>
-  sql(`SELECT id, epoch::text AS epoch, shard_count, holder FROM service_control.authority ORDER BY id`);
+  sql(
+    `SELECT a.id, a.epoch::text AS epoch, a.shard_count, l.holder FROM service_control.authority a LEFT JOIN service_control.authority_lease l USING (id) ORDER BY a.id`,
+  );
 
 describe('nsd reshard (decision 0489)', () => {
   it('refused while the shards’ holders run; done once they are stopped; the former count is refused at start with what to do, the new count takes over', async () => {

@@ -4,10 +4,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuthorityStore } from '../src/application/authority-store.js';
-import { holdAuthority } from '../src/application/authority-holder.js';
-import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
+import { holdAuthority, monotonicMs } from '../src/application/authority-holder.js';
+import { makePgAuthorityStore, pgLeaseRenewer } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { rid16 } from './wire.js';
 
@@ -33,9 +34,9 @@ afterAll(async () => {
 });
 
 /** Ask until `holder` holds the authority (the other holder's lease has to run out first). */
-const acquireWhenFree = async (s: AuthorityStore, holder: string) => {
+const acquireWhenFree = async (s: AuthorityStore, holder: string, ttlMs = TTL) => {
   for (let i = 0; i < 100; i++) {
-    const out = await s.acquireAuthority(holder, TTL);
+    const out = await s.acquireAuthority(holder, ttlMs);
     if (out.taken) return out;
     await sleep(50);
   }
@@ -135,5 +136,88 @@ describe('§5.2 authority lease (decision 0400)', () => {
     await sleep(2 * TTL);
     expect(ended).toEqual(['lost']);
     await holding.stop(false);
+  });
+
+  it('decision 0470: a renewal does not wait for the fenced transactions that hold the authority row FOR SHARE', async () => {
+    const taken = await acquireWhenFree(a, 'f');
+    // a request transaction in flight: the epoch fence's share lock on the authority row, held until COMMIT. Under a
+    // storm such transactions overlap without a gap, and an UPDATE of that row would wait for all of them
+    const request = new pg.Client(db.config);
+    await request.connect();
+    try {
+      await request.query('BEGIN');
+      await request.query('SELECT epoch FROM service_control.authority WHERE id = 1 FOR SHARE');
+      expect(await a.renewAuthority('f', taken.epoch, 60_000)).toBe(true);
+      await request.query('COMMIT'); // (a takeover waits for it: the fence)
+      expect(await b.acquireAuthority('x', TTL)).toMatchObject({ taken: false, holder: 'f' });
+    } finally {
+      await request.end();
+    }
+    await a.releaseAuthority('f', taken.epoch);
+  });
+
+  describe('decision 0470: renewals on a thread of their own, gated by the main event loop', () => {
+    /** The main event loop blocked synchronously (a storm's long poll phase, or a hung process). */
+    const block = (ms: number) => {
+      const end = performance.now() + ms;
+      while (performance.now() < end);
+    };
+    /** Takes over as `holder` and starts the renewal thread; resolves once the thread renews. */
+    const renewing = async (holder: string, ttlMs: number, boundMs: number) => {
+      const sentAt = monotonicMs();
+      const taken = await acquireWhenFree(a, holder, ttlMs);
+      const ended: string[] = [];
+      const logged: { event: string; fields: Record<string, unknown> }[] = [];
+      const holding = pgLeaseRenewer(db.config, { boundMs })(
+        a,
+        { holder, ttlMs, onLost: (r) => ended.push(r) },
+        taken.epoch,
+        sentAt,
+        (event, fields) => logged.push({ event, fields }),
+      );
+      // the thread confirmed its first renewal: the main loop's start-up renewals have stopped
+      for (let i = 0; i < 600 && !logged.some((l) => l.event === 'lease-renewer-running'); i++) await sleep(50);
+      expect(logged.map((l) => l.event)).toContain('lease-renewer-running');
+      return { taken, ended, logged, holding };
+    };
+
+    it('a main loop blocked longer than the lease, within the bound: the lease is renewed, no standby takes over', async () => {
+      const { taken, ended, logged, holding } = await renewing('w', 1_000, 5_000);
+      // a standby's view from outside this loop: the database reads the lease 1.5 s into each 2 s block (the statements
+      // are sent before the block and run while it lasts); without renewals during the block it has ended by then
+      const standby = new pg.Client(db.config);
+      await standby.connect();
+      try {
+        for (let i = 0; i < 4; i++) {
+          const seen = standby.query(
+            `SELECT pg_sleep(1.5);
+             SELECT holder, epoch::text AS epoch, lease_until > clock_timestamp() AS live FROM service_control.authority_lease WHERE id = 1`,
+          ) as unknown as Promise<pg.QueryResult[]>;
+          block(2_000);
+          expect((await seen)[1]?.rows).toEqual([{ holder: 'w', epoch: String(taken.epoch), live: true }]);
+          expect(await b.acquireAuthority('x', TTL)).toMatchObject({ taken: false, holder: 'w', epoch: taken.epoch });
+        }
+      } finally {
+        await standby.end();
+      }
+      expect(ended).toEqual([]);
+      expect(logged.map((l) => l.event)).not.toContain('lease-withheld');
+      // a graceful stop releases the lease through the thread: another holder takes over at once
+      await holding.stop(true);
+      expect(await b.acquireAuthority('x', TTL)).toMatchObject({ taken: true, epoch: taken.epoch + 1n });
+    });
+
+    it('a main loop blocked beyond the bound: renewals withheld, the lease runs out, a standby takes over, expired', async () => {
+      const { taken, ended, logged, holding } = await renewing('v', 1_000, 1_000);
+      // the bound (1 s) + the lease (1 s) + a renewal period and a margin
+      block(3_500);
+      expect(await b.acquireAuthority('y', TTL)).toMatchObject({ taken: true, epoch: taken.epoch + 1n });
+      for (let i = 0; i < 100 && ended.length === 0; i++) await sleep(50);
+      expect(ended).toEqual(['expired']);
+      expect(logged.filter((l) => l.event === 'lease-withheld')).toEqual([
+        expect.objectContaining({ fields: expect.objectContaining({ epoch: String(taken.epoch) }) }),
+      ]);
+      await holding.stop(false);
+    });
   });
 });

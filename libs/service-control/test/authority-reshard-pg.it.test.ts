@@ -32,7 +32,7 @@ const authorityOn = async (store: AuthorityStore, shard: AuthorityShard) => {
 };
 const rows = () =>
   sql(
-    `SELECT id, epoch::text AS epoch, shard_count, holder, encode(nsd_id, 'hex') AS nsd FROM service_control.authority ORDER BY id`,
+    `SELECT a.id, a.epoch::text AS epoch, a.shard_count, l.holder, encode(a.nsd_id, 'hex') AS nsd FROM service_control.authority a LEFT JOIN service_control.authority_lease l USING (id) ORDER BY a.id`,
   );
 const grants = async () => (await sql(`SELECT count(*)::int AS n FROM service_control.lease_grant`))[0]?.['n'];
 

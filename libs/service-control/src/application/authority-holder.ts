@@ -7,6 +7,7 @@ import {
   type HolderVerdict,
   afterRenewal,
   leaseValidUntil,
+  mainLoopLive,
   renewEveryMs,
   standbyWaitMs,
 } from '../domain/authority-holder.js';
@@ -25,9 +26,43 @@ export interface AuthorityLeaseOptions {
   readonly onLost: (reason: Exclude<HolderVerdict, 'held'>) => void;
   /** Wait after a storage failure while standing by (default 500 ms). */
   readonly retryMs?: number;
+  /**
+   * Where the renewals run once this process holds the authority (decision 0470); default `holdAuthority` on the
+   * store, on this event loop (decision 0400). nsd renews on a thread of its own (the PostgreSQL adapter's
+   * `pgLeaseRenewer`), so a reconnect storm on the request loop does not delay its renewals past a short lease.
+   */
+  readonly hold?: HoldLease;
 }
 
-type Log = (event: string, fields: Record<string, unknown>) => void;
+export type Log = (event: string, fields: Record<string, unknown>) => void;
+
+/** A running holder: `stop(release)` ends its renewals, `release` also ends the lease now (a graceful stop). */
+export interface LeaseHolding {
+  readonly stop: (release: boolean) => Promise<void>;
+}
+
+/**
+ * Starts renewing the lease of `epoch`, acquired by a request sent at `acquiredAt` by `monotonicMs`; calls
+ * `lease.onLost` once when the authority is no longer this process's. `store` is the process's own store (a renewer
+ * on a thread bridges its start-up with it).
+ */
+export type HoldLease = (
+  store: LeaseStore,
+  lease: AuthorityLeaseOptions,
+  epoch: bigint,
+  acquiredAt: number,
+  log?: Log,
+) => LeaseHolding;
+
+/**
+ * Milliseconds of the system's monotonic clock (CLOCK_MONOTONIC through `process.hrtime`): one time line for every
+ * thread of the process (`performance.now()` counts from each thread's own start), so a renewal thread continues the
+ * lease the main thread acquired.
+ */
+export const monotonicMs = (): number => Number(process.hrtime.bigint()) / 1e6;
+
+/** The store operations a holder needs: renewing and releasing its lease. */
+export type LeaseStore = Pick<AuthorityStore, 'renewAuthority' | 'releaseAuthority'>;
 
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve, reject) => {
@@ -76,18 +111,25 @@ export const waitForAuthority = async (
   }
 };
 
-/** Renew the lease of `epoch` until stopped or lost; `stop(release)` ends it, `release` also ends the lease now. */
+/**
+ * Renew the lease of `epoch` until stopped or lost; `stop(release)` ends it, `release` also ends the lease now.
+ * `silentMs` (decision 0470, a holder on a thread of its own): how long the process's main event loop has shown no
+ * progress; past `boundMs` no renewal is sent (a hung process must lose its lease), and once the last confirmed lease
+ * has run out the holder ends (`expired`) as if its renewals had failed.
+ */
 export const holdAuthority = (
-  store: AuthorityStore,
+  store: LeaseStore,
   lease: AuthorityLeaseOptions,
   epoch: bigint,
   acquiredAt: number,
   now: () => number,
   log?: Log,
-) => {
+  liveness?: { readonly silentMs: () => number; readonly boundMs: number },
+): LeaseHolding => {
   let validUntil = leaseValidUntil(acquiredAt, lease.ttlMs);
   let done = false;
   let inFlight = false;
+  let withheld = false;
   const lost = (v: Exclude<HolderVerdict, 'held'>) => {
     done = true;
     clearInterval(timer);
@@ -102,6 +144,16 @@ export const holdAuthority = (
     if (inFlight) {
       if (now() >= validUntil) lost('expired');
       return;
+    }
+    if (liveness !== undefined) {
+      const silent = liveness.silentMs();
+      if (!mainLoopLive(silent, liveness.boundMs)) {
+        if (!withheld) log?.('lease-withheld', { main_loop_silent_ms: Math.round(silent), epoch: String(epoch) });
+        withheld = true;
+        if (now() >= validUntil) lost('expired');
+        return;
+      }
+      withheld = false;
     }
     inFlight = true;
     const sentAt = now();

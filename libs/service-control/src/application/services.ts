@@ -7,7 +7,7 @@ import type { Bytes } from '../domain/bytes.js';
 import type { ServiceControlError } from '../domain/errors.js';
 import { Authority, type AuthorityDeps } from './authority.js';
 import type { AuthorityStore } from './authority-store.js';
-import { type AuthorityLeaseOptions, holdAuthority, waitForAuthority } from './authority-holder.js';
+import { type AuthorityLeaseOptions, holdAuthority, monotonicMs, waitForAuthority } from './authority-holder.js';
 import { Daemon, type DaemonDeps } from './daemon.js';
 import type { DaemonStore } from './daemon-store.js';
 
@@ -101,7 +101,7 @@ export const AuthorityServiceLive = (
       const store = yield* AuthorityStoreService;
       const clock = yield* ControlClock;
       const { members, lease, ...deps } = options; // the rest are the Authority's own optional dependencies
-      const mono = () => performance.now();
+      const mono = monotonicMs; // one time line for every thread: a renewal thread continues the lease (decision 0470)
       // standing by is interruptible (a standby stops at once on SIGTERM); the takeover itself is not
       const acquired =
         lease === undefined
@@ -119,7 +119,9 @@ export const AuthorityServiceLive = (
             const holding =
               lease === undefined || acquired === null
                 ? null
-                : holdAuthority(store, lease, epoch, acquired.sentAt, mono, options.log);
+                : lease.hold !== undefined
+                  ? lease.hold(store, lease, epoch, acquired.sentAt, options.log)
+                  : holdAuthority(store, lease, epoch, acquired.sentAt, mono, options.log);
             try {
               for (const [identity, network] of members ?? []) await store.addMember(identity, network);
               const authority = new Authority({ store, nsdId, epoch, now: clock.now, ...deps });

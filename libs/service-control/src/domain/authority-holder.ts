@@ -47,3 +47,18 @@ export type HolderVerdict = 'held' | 'lost' | 'expired';
  */
 export const afterRenewal = (renewed: boolean | null, validUntil: number, now: number): HolderVerdict =>
   renewed === true ? 'held' : renewed === false ? 'lost' : now < validUntil ? 'held' : 'expired';
+
+/**
+ * Renewals off the request event loop (decision 0470): a lease renewer on a thread of its own renews only while the
+ * process's main event loop shows progress. `silentMs` is how long the main loop has published none; past `boundMs`
+ * the renewer withholds its renewals, so a hung process loses its lease at most `boundMs` + one lease after its last
+ * progress, while a busy one (long poll phases, a reconnect storm) keeps it as long as each turn of its loop is shorter
+ * than the bound.
+ */
+export const mainLoopLive = (silentMs: number, boundMs: number): boolean => silentMs <= boundMs;
+
+/**
+ * The default liveness bound (decision 0470): 10 s, well above the longest turn of a busy nsd's event loop measured in
+ * the 1,000-daemon failover storm, and below a Kubernetes liveness probe's usual detection time (3 × 10 s).
+ */
+export const DEFAULT_LIVENESS_BOUND_MS = 10_000;

@@ -41,6 +41,7 @@ import { GRANT_MIGRATIONS, grantTx } from './grant-store.js';
 import { REVISION_FLOOR_MIGRATIONS, floorOf, floorSql, pruneBelowFloorSql } from './revision-floor.js';
 import { ACK_FAST_MIGRATIONS, type FastAckOutcome, ackFastFunction, ackFastQuery, ackFastSql } from './ack-fast.js';
 import { GroupCommit } from './group-commit.js';
+import { releaseLease, renewLease } from './lease-sql.js';
 
 export const PG_SCHEMA = 'service_control';
 const S = PG_SCHEMA;
@@ -179,6 +180,14 @@ const MIGRATIONS: readonly string[] = [
      $fn$ SELECT coalesce(nullif(current_setting('${S}.shard', true), '')::int, 1) $fn$;
    ${ackFastFunction('CREATE OR REPLACE')};
    ${replaceWriteFunction('CREATE OR REPLACE')};`,
+  // the lease on a row of its own (decision 0470): every fenced transaction holds its authority row FOR SHARE, and an
+  // UPDATE of that row waits until no share locker is left — under a storm's overlapping transactions it starved the
+  // renewals past the lease. `epoch` is the epoch the holder took over; a takeover without a lease deletes the row
+  `CREATE TABLE ${S}.authority_lease (id int PRIMARY KEY, holder text NOT NULL, epoch numeric(20) NOT NULL,
+     lease_until timestamptz NOT NULL);
+   INSERT INTO ${S}.authority_lease SELECT id, holder, epoch, lease_until FROM ${S}.authority
+     WHERE holder IS NOT NULL AND lease_until IS NOT NULL;
+   ALTER TABLE ${S}.authority DROP COLUMN holder, DROP COLUMN lease_until;`,
 ];
 
 const b = (v: Buffer | Uint8Array): Bytes => new Uint8Array(v);
@@ -722,11 +731,19 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
     const next = nextCounter(row === undefined ? null : big(row.epoch), 'authority_epoch');
     if (Either.isLeft(next)) throw next.left;
     await c.query(
-      `INSERT INTO ${S}.authority (id, nsd_id, epoch, holder, lease_until, shard_count)
-       VALUES ($5, $1, $2, $3::text, CASE WHEN $3::text IS NULL THEN NULL ELSE clock_timestamp() + $4::float8 * interval '1 millisecond' END, $6)
-       ON CONFLICT (id) DO UPDATE SET epoch = excluded.epoch, holder = excluded.holder, lease_until = excluded.lease_until`,
-      [buf(nsdId), next.right.toString(), holder, ttlMs, K, shard.count],
+      `INSERT INTO ${S}.authority (id, nsd_id, epoch, shard_count) VALUES ($3, $1, $2, $4)
+       ON CONFLICT (id) DO UPDATE SET epoch = excluded.epoch`,
+      [buf(nsdId), next.right.toString(), K, shard.count],
     );
+    // the lease of the new epoch (decision 0470: a row of its own); none after a takeover without a lease
+    await (holder === null
+      ? c.query(`DELETE FROM ${S}.authority_lease WHERE id = ${K}`)
+      : c.query(
+          `INSERT INTO ${S}.authority_lease (id, holder, epoch, lease_until)
+           VALUES (${K}, $1, $2, clock_timestamp() + $3::float8 * interval '1 millisecond')
+           ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, epoch = excluded.epoch, lease_until = excluded.lease_until`,
+          [holder, next.right.toString(), ttlMs],
+        ));
     // every grant and request-map read filters on the current epoch: the older epochs' rows are unreachable
     // from this commit on — also those of services never granted again (decision 0191; 0165 pruned the rest)
     // — and no withdrawn service's mark has a grant of the new epoch, so none of them applies any more (0196)
@@ -799,15 +816,21 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
           await c.query('BEGIN');
           try {
             const shared = await checkLayout(c);
-            const r = await c.query(
-              `SELECT nsd_id, epoch, holder, (extract(epoch FROM lease_until - clock_timestamp()) * 1000)::float8 AS remaining
-               FROM ${S}.authority WHERE id = ${K} FOR UPDATE`,
-            );
+            const r = await c.query(`SELECT nsd_id, epoch FROM ${S}.authority WHERE id = ${K} FOR UPDATE`);
             const row = r.rows[0];
+            // the lease row locked too: a renewal racing this takeover either commits first (and is seen here) or
+            // waits for it and then matches no row (decision 0470)
+            const l = await c.query(
+              `SELECT holder, (extract(epoch FROM lease_until - clock_timestamp()) * 1000)::float8 AS remaining
+               FROM ${S}.authority_lease WHERE id = ${K} FOR UPDATE`,
+            );
+            const leaseRow = l.rows[0];
             const lease =
               row === undefined
                 ? null
-                : { holder: row.holder as string | null, remainingMs: row.remaining as number | null };
+                : leaseRow === undefined
+                  ? { holder: null, remainingMs: null }
+                  : { holder: leaseRow.holder as string, remainingMs: leaseRow.remaining as number };
             if (lease !== null && !mayTakeOver(lease, holder)) {
               await c.query('ROLLBACK');
               return {
@@ -827,30 +850,9 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
         }, leasePool),
       ),
     renewAuthority: async (holder, epoch, ttlMs) =>
-      orThrow(
-        await run(
-          async (c) =>
-            (
-              await c.query(
-                `UPDATE ${S}.authority SET lease_until = clock_timestamp() + $3::float8 * interval '1 millisecond'
-                 WHERE id = ${K} AND holder = $1 AND epoch = $2`,
-                [holder, epoch.toString(), ttlMs],
-              )
-            ).rowCount === 1,
-          leasePool,
-        ),
-      ),
+      orThrow(await run((c) => renewLease(c, S, K, holder, epoch, ttlMs), leasePool)),
     releaseAuthority: async (holder, epoch) =>
-      void orThrow(
-        await run(
-          (c) =>
-            c.query(
-              `UPDATE ${S}.authority SET lease_until = clock_timestamp() WHERE id = ${K} AND holder = $1 AND epoch = $2`,
-              [holder, epoch.toString()],
-            ),
-          leasePool,
-        ),
-      ),
+      void orThrow(await run((c) => releaseLease(c, S, K, holder, epoch), leasePool)),
     isMember: async (identity, networkId) =>
       orThrow(
         await run(

@@ -42,18 +42,14 @@ export const reshardAuthority = async (config: pg.ClientConfig, count: number): 
     try {
       await c.query(`SELECT pg_advisory_xact_lock(hashtext('${S}.authority_layout'))`);
       const rows = (
+        await c.query(`SELECT id, nsd_id, epoch::text AS epoch, shard_count FROM ${S}.authority ORDER BY id FOR UPDATE`)
+      ).rows as { id: number; nsd_id: Buffer; epoch: string; shard_count: number }[];
+      // the leases are rows of their own (decision 0470), locked too: a renewal racing this waits, then matches none
+      const leases = (
         await c.query(
-          `SELECT id, nsd_id, epoch::text AS epoch, shard_count, holder, lease_until > clock_timestamp() AS live
-           FROM ${S}.authority ORDER BY id FOR UPDATE`,
+          `SELECT id, holder, lease_until > clock_timestamp() AS live FROM ${S}.authority_lease ORDER BY id FOR UPDATE`,
         )
-      ).rows as {
-        id: number;
-        nsd_id: Buffer;
-        epoch: string;
-        shard_count: number;
-        holder: string | null;
-        live: boolean | null;
-      }[];
+      ).rows as { id: number; holder: string; live: boolean }[];
       const first = rows[0];
       if (first === undefined)
         throw new ReshardRefused({
@@ -61,7 +57,7 @@ export const reshardAuthority = async (config: pg.ClientConfig, count: number): 
         });
       const from = first.shard_count;
       if (from === count) throw new ReshardRefused({ reason: `the database already has ${count} shards` });
-      const live = rows.filter((r) => r.holder !== null && r.live === true);
+      const live = leases.filter((r) => r.live);
       if (live.length > 0)
         throw new ReshardRefused({
           reason: `shard${live.length > 1 ? 's' : ''} ${live.map((r) => `${r.id}/${from} (holder ${r.holder})`).join(', ')} still hold${live.length > 1 ? '' : 's'} a live lease: stop every nsd of the database (a stopped holder releases its lease, a killed one's lease ends within the lease duration), then run this again`,
@@ -72,15 +68,14 @@ export const reshardAuthority = async (config: pg.ClientConfig, count: number): 
       const e = epoch.right.toString();
       // rows above the new count go first: the check (id ≤ shard_count) holds after every statement
       await c.query(`DELETE FROM ${S}.authority WHERE id > $1`, [count]);
+      await c.query(`UPDATE ${S}.authority SET shard_count = $1, epoch = $2 WHERE id <= $1`, [count, e]);
       await c.query(
-        `UPDATE ${S}.authority SET shard_count = $1, epoch = $2, holder = NULL, lease_until = NULL WHERE id <= $1`,
-        [count, e],
-      );
-      await c.query(
-        `INSERT INTO ${S}.authority (id, nsd_id, epoch, holder, lease_until, shard_count)
-         SELECT k, $3, $2, NULL, NULL, $1 FROM generate_series(1, $1) AS k ON CONFLICT (id) DO NOTHING`,
+        `INSERT INTO ${S}.authority (id, nsd_id, epoch, shard_count)
+         SELECT k, $3, $2, $1 FROM generate_series(1, $1) AS k ON CONFLICT (id) DO NOTHING`,
         [count, e, first.nsd_id],
       );
+      // no holder: every authority lease is of a former epoch
+      await c.query(`DELETE FROM ${S}.authority_lease`);
       // every lease row is of a former epoch (all below the new one): unreachable, deleted as a takeover deletes them
       const en = lit.num(epoch.right);
       await c.query(
