@@ -16,6 +16,28 @@ const leaseEnv = (instance: string, extra: Record<string, string> = {}) => ({
   NSD_INSTANCE: instance,
   ...extra,
 });
+/**
+ * An nsd holding the lease with its main loop to be blocked on SIGUSR2 (`block`: `MSxN`) and its renewal thread
+ * running, and a second nsd standing by on the same database — on the holder's port (`samePort`) or on its own.
+ */
+const holderAndStandby = async (
+  holder: string,
+  standbyName: string,
+  o: { livenessMs: number; block: string; samePort: boolean },
+) => {
+  const active = await startNsd(
+    ws,
+    db,
+    members,
+    leaseEnv(holder, { NSD_AUTHORITY_LIVENESS_MS: String(o.livenessMs), NSD_TEST_BLOCK_LOOP: o.block }),
+  );
+  const port = o.samePort ? { NSD_PORT: String(active.port) } : {};
+  const standby = start('nsd', nsdEnv(ws, db, members, { ...leaseEnv(standbyName), ...port }));
+  ws.procs.push(standby);
+  const standing = await standby.waitFor((x) => x['event'] === 'standby');
+  await active.proc.waitFor((x) => x['event'] === 'lease-renewer-running');
+  return { active, standby, standing };
+};
 const readyz = async (port: number) => {
   const r = await fetch(`http://127.0.0.1:${port}/readyz`);
   return { status: r.status, body: (await r.json()) as Record<string, unknown> };
@@ -24,19 +46,12 @@ const readyz = async (port: number) => {
 describe('decision 0470: the lease renewed off the request loop, gated by its liveness', () => {
   it('a main loop blocked in stretches longer than the lease but within the bound keeps the authority; the standby waits', async () => {
     // blocks of 2.5 s (> the 1.5 s lease, > a third of it) four times; the bound is 6 s
-    const active = await startNsd(
-      ws,
-      db,
-      members,
-      leaseEnv('nsd-a', { NSD_AUTHORITY_LIVENESS_MS: '6000', NSD_TEST_BLOCK_LOOP: '2500x4' }),
-    );
-    const standby = start('nsd', nsdEnv(ws, db, members, { ...leaseEnv('nsd-b'), NSD_PORT: String(active.port) }));
-    ws.procs.push(standby);
-    expect(await standby.waitFor((x) => x['event'] === 'standby')).toMatchObject({
-      holder: 'nsd-a',
-      epoch: String(active.epoch),
+    const { active, standby, standing } = await holderAndStandby('nsd-a', 'nsd-b', {
+      livenessMs: 6000,
+      block: '2500x4',
+      samePort: true,
     });
-    await active.proc.waitFor((x) => x['event'] === 'lease-renewer-running');
+    expect(standing).toMatchObject({ holder: 'nsd-a', epoch: String(active.epoch) });
 
     active.proc.child.kill('SIGUSR2');
     expect(await active.proc.waitFor((x) => x['event'] === 'test-block-loop-done', 60_000)).toMatchObject({ times: 4 });
@@ -62,17 +77,13 @@ describe('decision 0470: the lease renewed off the request loop, gated by its li
 
   it('a main loop blocked beyond the bound loses the authority: no renewal, expired, the standby takes over, exit 1', async () => {
     // one block of 6 s: the 2 s bound + the 1.5 s lease + a margin
-    const active = await startNsd(
-      ws,
-      db,
-      members,
-      leaseEnv('nsd-c', { NSD_AUTHORITY_LIVENESS_MS: '2000', NSD_TEST_BLOCK_LOOP: '6000x1' }),
-    );
-    // on a port of its own: the blocked holder keeps its listener until its loop runs again (two pods in production)
-    const standby = start('nsd', nsdEnv(ws, db, members, leaseEnv('nsd-d')));
-    ws.procs.push(standby);
-    await standby.waitFor((x) => x['event'] === 'standby');
-    await active.proc.waitFor((x) => x['event'] === 'lease-renewer-running');
+    // the standby on a port of its own: the blocked holder keeps its listener until its loop runs again (two pods in
+    // production)
+    const { active, standby } = await holderAndStandby('nsd-c', 'nsd-d', {
+      livenessMs: 2000,
+      block: '6000x1',
+      samePort: false,
+    });
 
     active.proc.child.kill('SIGUSR2');
     expect(await standby.waitFor((x) => x['event'] === 'listening', 30_000)).toMatchObject({

@@ -256,65 +256,87 @@ const main = async () => {
   );
   print(`TCP: ${TCP_MB} MiB × ${TCP_ROUNDS} rounds per path (medians); UDP: ${UDP_PACKETS} echoes × ${UDP_ROUNDS}`);
   print('measure | 2 plain relays | N6 (2 SocketForwarders) | ratio | goal');
-  const row = (name: string, p: number, g: number, goal: string, digits = 1) =>
-    print(`${name} | ${p.toFixed(digits)} | ${g.toFixed(digits)} | ${(g / p).toFixed(2)} | ${goal}`);
-  row('TCP MiB/s', m(t('plain').rate), m(t('N6').rate), '≥ 0.5');
-  row('TCP MiB per relay CPU-second (user + system)', m(t('plain').perCpu), m(t('N6').perCpu), '≥ 0.5');
-  row('TCP MiB per relay user CPU-second (the relays’ own code)', m(t('plain').perUser), m(t('N6').perUser), '(info)');
-  row('TCP MiB/s, plain relays given 256 KiB as the peer', m(t('plain 256 KiB').rate), m(t('N6').rate), '≥ 0.5');
-  row(
-    'TCP MiB per relay CPU-second, plain relays given 256 KiB as the peer',
-    m(t('plain 256 KiB').perCpu),
-    m(t('N6').perCpu),
-    '≥ 0.5',
-  );
-  if (BEFORE_0411) {
-    row('TCP MiB/s, N6 with 16 KiB (before 0411)', m(t('plain').rate), m(t('N6 16 KiB').rate), '(before)');
-    row('TCP MiB per relay CPU-second, N6 with 16 KiB', m(t('plain').perCpu), m(t('N6 16 KiB').perCpu), '(before)');
-  }
-  row('UDP echo packets/s', m(of(udp, 'plain').rate), m(of(udp, 'N6').rate), '≥ 0.5', 0);
-  row('UDP packets per relay CPU-second', m(of(udp, 'plain').perCpu), m(of(udp, 'N6').perCpu), '≥ 0.5', 0);
-  row('UDP packets per relay user CPU-second', m(of(udp, 'plain').perUser), m(of(udp, 'N6').perUser), '(info)', 0);
   const u = (name: string) => of(udp, name);
-  row(
-    'UDP echo packets/s, plain relays given 256 KiB as the peer',
-    m(u('plain 256 KiB').rate),
-    m(u('N6').rate),
-    '≥ 0.5',
-    0,
-  );
-  row(
-    'UDP packets per relay CPU-second, plain relays given 256 KiB as the peer',
-    m(u('plain 256 KiB').perCpu),
-    m(u('N6').perCpu),
-    '≥ 0.5',
-    0,
-  );
   const better = Math.max(m(u('plain').perCpu), m(u('plain 256 KiB').perCpu));
-  row('UDP packets per relay CPU-second, against the better plain peer (0460)', better, m(u('N6').perCpu), '≥ 0.5', 0);
-  if (BEFORE_0490) {
-    row(
-      'UDP echo packets/s, N6 on the turn clock (before 0490)',
-      m(u('plain').rate),
-      m(u('N6 turn clock').rate),
-      '(before)',
+  // One row per judged ratio: [measure, peer, N6, goal, decimals]; the "(before)" rows only with their switch.
+  type Row = readonly [string, number, number, string, number];
+  const rows: Row[] = [
+    ['TCP MiB/s', m(t('plain').rate), m(t('N6').rate), '≥ 0.5', 1],
+    ['TCP MiB per relay CPU-second (user + system)', m(t('plain').perCpu), m(t('N6').perCpu), '≥ 0.5', 1],
+    [
+      'TCP MiB per relay user CPU-second (the relays’ own code)',
+      m(t('plain').perUser),
+      m(t('N6').perUser),
+      '(info)',
+      1,
+    ],
+    ['TCP MiB/s, plain relays given 256 KiB as the peer', m(t('plain 256 KiB').rate), m(t('N6').rate), '≥ 0.5', 1],
+    [
+      'TCP MiB per relay CPU-second, plain relays given 256 KiB as the peer',
+      m(t('plain 256 KiB').perCpu),
+      m(t('N6').perCpu),
+      '≥ 0.5',
+      1,
+    ],
+    ...(BEFORE_0411
+      ? ([
+          ['TCP MiB/s, N6 with 16 KiB (before 0411)', m(t('plain').rate), m(t('N6 16 KiB').rate), '(before)', 1],
+          [
+            'TCP MiB per relay CPU-second, N6 with 16 KiB',
+            m(t('plain').perCpu),
+            m(t('N6 16 KiB').perCpu),
+            '(before)',
+            1,
+          ],
+        ] as const)
+      : []),
+    ['UDP echo packets/s', m(u('plain').rate), m(u('N6').rate), '≥ 0.5', 0],
+    ['UDP packets per relay CPU-second', m(u('plain').perCpu), m(u('N6').perCpu), '≥ 0.5', 0],
+    ['UDP packets per relay user CPU-second', m(u('plain').perUser), m(u('N6').perUser), '(info)', 0],
+    [
+      'UDP echo packets/s, plain relays given 256 KiB as the peer',
+      m(u('plain 256 KiB').rate),
+      m(u('N6').rate),
+      '≥ 0.5',
       0,
-    );
-    row(
-      'UDP packets per relay CPU-second, N6 on the turn clock (before 0490), against the better plain peer',
-      better,
-      m(u('N6 turn clock').perCpu),
-      '(before)',
+    ],
+    [
+      'UDP packets per relay CPU-second, plain relays given 256 KiB as the peer',
+      m(u('plain 256 KiB').perCpu),
+      m(u('N6').perCpu),
+      '≥ 0.5',
       0,
-    );
-    row(
-      'TCP MiB per relay CPU-second, N6 on the turn clock (before 0490)',
-      m(t('plain').perCpu),
-      m(t('N6 turn clock').perCpu),
-      '(before)',
-    );
-  }
-  row('TCP ping-pong p50 (ms)', of(ping, 'plain'), of(ping, 'N6'), '≤ 2', 3);
+    ],
+    ['UDP packets per relay CPU-second, against the better plain peer (0460)', better, m(u('N6').perCpu), '≥ 0.5', 0],
+    ...(BEFORE_0490
+      ? ([
+          [
+            'UDP echo packets/s, N6 on the turn clock (before 0490)',
+            m(u('plain').rate),
+            m(u('N6 turn clock').rate),
+            '(before)',
+            0,
+          ],
+          [
+            'UDP packets per relay CPU-second, N6 on the turn clock (before 0490), against the better plain peer',
+            better,
+            m(u('N6 turn clock').perCpu),
+            '(before)',
+            0,
+          ],
+          [
+            'TCP MiB per relay CPU-second, N6 on the turn clock (before 0490)',
+            m(t('plain').perCpu),
+            m(t('N6 turn clock').perCpu),
+            '(before)',
+            1,
+          ],
+        ] as const)
+      : []),
+    ['TCP ping-pong p50 (ms)', of(ping, 'plain'), of(ping, 'N6'), '≤ 2', 3],
+  ];
+  for (const [name, p, g, goal, digits] of rows)
+    print(`${name} | ${p.toFixed(digits)} | ${g.toFixed(digits)} | ${(g / p).toFixed(2)} | ${goal}`);
   for (const p of paths)
     print(
       `per round, ${p.name}: MiB/s ${t(p.name)
