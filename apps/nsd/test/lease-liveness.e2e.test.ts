@@ -31,7 +31,7 @@ const holderAndStandby = async (
     members,
     leaseEnv(holder, { NSD_AUTHORITY_LIVENESS_MS: String(o.livenessMs), NSD_TEST_BLOCK_LOOP: o.block }),
   );
-  const port = o.samePort ? { NSD_PORT: String(active.port) } : {};
+  const port: Record<string, string> = o.samePort ? { NSD_PORT: String(active.port) } : {};
   const standby = start('nsd', nsdEnv(ws, db, members, { ...leaseEnv(standbyName), ...port }));
   ws.procs.push(standby);
   const standing = await standby.waitFor((x) => x['event'] === 'standby');
