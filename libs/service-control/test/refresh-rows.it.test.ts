@@ -162,7 +162,7 @@ describe('refresh_rows / refresh_write (decision 0500)', () => {
     const seqs = Array.from({ length: count }, () => 0n);
     const answers: unknown[] = [];
     for (let round = 0; round < ROUNDS; round++) {
-      const actions = seqs.map((seq, i): Action => {
+      const actions = seqs.map((seq): Action => {
         if (round === 0) return 'ready';
         const a = ACTIONS[Math.floor(next() * ACTIONS.length)] as Action;
         return a === 'retransmit' && seq === 0n ? 'refresh' : a;
