@@ -220,24 +220,30 @@ export const serveReady = async (
   const space = { kind: 'refresh' as const, serviceId };
   const snapshot = { revision: body.snapshot_revision, digest: body.snapshot_digest };
   return d.store.transact(d.epoch, async (tx) => {
-    // every read in one round trip with the fence (decision 0122)
-    const [fr, row, sources, stored, markGrant, latest, acks, known, allocation, policyVersion, floor] =
-      await Promise.all([
-        tx.fence(m.subject_identity, m.network_id, { session: true }),
-        tx.lease.service(serviceId),
-        tx.lease.policySources(serviceId),
-        tx.lease.lockMark(m.subject_identity, m.network_id, space),
-        tx.lease.grantOf(m.subject_identity, m.request_id, serviceId, d.epoch),
-        tx.lease.latestPublisherGrant(serviceId, m.subject_identity, d.epoch),
-        tx.acks(m.subject_identity, m.network_id, m.session_seq, body.snapshot_revision),
-        tx.lease.snapshotStamp(m.subject_identity, m.network_id, snapshot.revision, snapshot.digest, serviceId),
-        // only the publisher's own service's row: a foreign service's allocation is never used (the intent of a
-        // service that is not the signer's in this Network is null) and locking it would tie this refresh to another
-        // scope (decision 0370)
-        tx.ports.lockOwnAllocation(serviceId, m.subject_identity, m.network_id),
-        tx.grants.policyVersion(serviceId),
-        tx.revisionFloor(m.subject_identity, m.network_id, m.session_seq),
-      ]);
+    // every read in one round trip with the fence (decision 0122), in one statement plus the publisher's own allocation
+    // row (decision 0500): a foreign service's allocation is never used (the intent of a service that is not the
+    // signer's in this Network is null) and locking it would tie this refresh to another scope (decision 0370)
+    const {
+      fence: fr,
+      service: row,
+      sources,
+      mark: stored,
+      markGrant,
+      latest,
+      acks,
+      stamp: known,
+      allocation,
+      policyVersion,
+      floor,
+    } = await tx.refreshRows({
+      identity: m.subject_identity,
+      networkId: m.network_id,
+      serviceId,
+      requestId: m.request_id,
+      epoch: d.epoch,
+      sessionSeq: m.session_seq,
+      snapshot,
+    });
     const f = fenceOf(d, m, fr);
     if (Either.isLeft(f)) return Either.left(f.left);
     if (!refOk(d, m, body.service_ref))
@@ -304,14 +310,13 @@ export const serveReady = async (
     };
     if (Either.isLeft(decision))
       return Either.right({ results: [{ ...echo, ...item(null, decision.left.code, now) }], committed: false });
-    if (decision.right.outcome === 'granted') {
-      await tx.lease.saveGrant(m.network_id, decision.right.grant);
-      await tx.lease.saveMark(m.subject_identity, m.network_id, space, {
-        ...decision.right.mark,
-        generation: m.runtime_generation,
-        runtimeId: m.runtime_id,
+    if (decision.right.outcome === 'granted')
+      await tx.saveRefresh(m.subject_identity, {
+        networkId: m.network_id,
+        grant: decision.right.grant,
+        space,
+        mark: { ...decision.right.mark, generation: m.runtime_generation, runtimeId: m.runtime_id },
       });
-    }
     // remaining is computed at reply time from the committed deadline (never a new 30 s for a retransmission)
     return Either.right({
       results: [{ ...echo, ...item(decision.right.grant, 'granted', now) }],

@@ -9,7 +9,8 @@ import type { SessionMark } from '../domain/session.js';
 import type { StoredService } from './service-row.js';
 import type { AckRecord, RevisionFloor } from '../domain/snapshot.js';
 import type { GrantTx } from './grant-store.js';
-import type { LeaseTx } from './lease-store.js';
+import type { LeaseTx, MarkSpace, StoredMark } from './lease-store.js';
+import type { GrantRecord, IntentStamp } from '../domain/lease.js';
 import type { PortTx } from './port-store.js';
 import type { PolicySource } from './lease-store.js';
 import type { Allocation, PortTable } from '../domain/port-allocation.js';
@@ -67,6 +68,50 @@ export interface ReplaceWrites {
   readonly outboxReason: string;
 }
 
+/** What a listener.ready / lease.refresh names: the rows of its decision are read by these keys (decision 0500). */
+export interface RefreshKeys {
+  readonly identity: Bytes;
+  readonly networkId: Bytes;
+  readonly serviceId: Bytes;
+  readonly requestId: Bytes;
+  /** The transaction's epoch (the grant reads filter on it). */
+  readonly epoch: bigint;
+  readonly sessionSeq: bigint;
+  readonly snapshot: { readonly revision: bigint; readonly digest: Bytes };
+}
+
+/**
+ * Every row a listener.ready / lease.refresh decides on, read in its first round trip (decision 0500): the fence rows
+ * (membership, runtime and session locked), the service row and its policy sources and version, the refresh mark
+ * (locked), the grant of this request and the mark's grant, the session's ACKs of the referenced revision, the
+ * remembered stamp of that snapshot, the revision floor — and the publisher's own allocation row, locked last and in the
+ * global key order (decision 0370).
+ */
+export interface RefreshRows {
+  readonly fence: FenceRows;
+  readonly service: StoredService | null;
+  readonly sources: readonly PolicySource[];
+  readonly mark: StoredMark | null;
+  /** The grant this request (`requestId`) produced, in the epoch. */
+  readonly markGrant: GrantRecord | null;
+  /** The latest ready/refresh grant of (service, identity) in the epoch: the refresh mark's request's. */
+  readonly latest: GrantRecord | null;
+  readonly acks: readonly AckRecord[];
+  readonly stamp: IntentStamp | null;
+  /** Only the identity's own service's row of the Network (null otherwise); a corrupt row rejects the read. */
+  readonly allocation: Allocation | null;
+  readonly policyVersion: bigint | null;
+  readonly floor: RevisionFloor;
+}
+
+/** What a granted listener.ready / lease.refresh writes: the grant, the moved mark (and the pruning of 0165). */
+export interface RefreshWrites {
+  readonly networkId: Bytes;
+  readonly grant: GrantRecord;
+  readonly space: Extract<MarkSpace, { readonly kind: 'refresh' }>;
+  readonly mark: StoredMark;
+}
+
 /** The publisher's P rows read ahead (`planOffer` reads nothing of its own). */
 export interface OfferRows {
   readonly ports: PortTable;
@@ -92,6 +137,13 @@ export interface AuthorityTx {
   readonly fence: (identity: Bytes, networkId: Bytes, options?: { readonly session?: boolean }) => Promise<FenceRows>;
   /** The rows of a report.replace with its fence rows, in one statement (decision 0371). */
   readonly replaceRows: (identity: Bytes, networkId: Bytes) => Promise<ReplaceRows>;
+  /**
+   * The rows of a listener.ready / lease.refresh with its fence rows (decision 0500): one statement plus the keyed
+   * allocation row lock, queued in the same tick (so in one round trip).
+   */
+  readonly refreshRows: (k: RefreshKeys) => Promise<RefreshRows>;
+  /** The grant and mark writes of a granted ready/refresh (one statement, sent with the COMMIT; decision 0500). */
+  readonly saveRefresh: (holder: Bytes, w: RefreshWrites) => Promise<void>;
   /** Network membership (ownership), read in the same transaction as the fences. */
   readonly isMember: (identity: Bytes, networkId: Bytes) => Promise<boolean>;
   readonly lockRuntime: (identity: Bytes) => Promise<RuntimeBinding | null>;

@@ -10,6 +10,7 @@ import type {
   AuthorityStore,
   AuthorityTx,
   FastAckInput,
+  RefreshRows,
   ReplaceRows,
   SessionRow,
   StoredSnapshot,
@@ -41,6 +42,7 @@ import { GRANT_MIGRATIONS, grantTx } from './grant-store.js';
 import { REVISION_FLOOR_MIGRATIONS, floorOf, floorSql, pruneBelowFloorSql } from './revision-floor.js';
 import { ACK_FAST_MIGRATIONS, type FastAckOutcome, ackFastFunction, ackFastQuery, ackFastSql } from './ack-fast.js';
 import { GroupCommit } from './group-commit.js';
+import { refreshFunctions, refreshRowsOf, refreshRowsSql, refreshWriteSql } from './refresh-rows.js';
 import { releaseLease, renewLease } from './lease-sql.js';
 
 export const PG_SCHEMA = 'service_control';
@@ -188,6 +190,10 @@ const MIGRATIONS: readonly string[] = [
    INSERT INTO ${S}.authority_lease SELECT id, holder, epoch, lease_until FROM ${S}.authority
      WHERE holder IS NOT NULL AND lease_until IS NOT NULL;
    ALTER TABLE ${S}.authority DROP COLUMN holder, DROP COLUMN lease_until;`,
+  // listener.ready / lease.refresh in two statements of ours (decision 0500): the reads of the first round trip in
+  // `refresh_rows` (the allocation row lock stays a keyed statement of its own, decision 0370), the grant and mark
+  // writes in `refresh_write`
+  refreshFunctions(RUNTIME_COLS, SESSION_COLS),
 ];
 
 const b = (v: Buffer | Uint8Array): Bytes => new Uint8Array(v);
@@ -312,12 +318,63 @@ const snapshotOf = (row: Record<string, unknown>): StoredSnapshot => ({
   body: b(row['body'] as Buffer),
 });
 
+/**
+ * The rows of a listener.ready / lease.refresh as the former separate statements (before decision 0500), all queued in
+ * one tick: the twin of `refresh-rows.it.test.ts` (store option `refreshFunctions: false`).
+ */
+const refreshRowsBy = async (
+  c: TxConnection,
+  k: Parameters<AuthorityTx['refreshRows']>[0],
+  own: Promise<RefreshRows['allocation']>,
+): Promise<RefreshRows> => {
+  const lease = leaseTx(c, {});
+  const space = { kind: 'refresh' as const, serviceId: k.serviceId };
+  const [fence, service, sources, mark, markGrant, latest, acks, stamp, allocation, policyVersion, floor] =
+    await Promise.all([
+      c.statement(
+        `SELECT member, runtime, session FROM ${S}.fence_rows(${lit.bytea(k.identity)}, ${lit.bytea(k.networkId)}, ${lit.bool(true)})`,
+        (r) => {
+          const row = r.rows[0];
+          return { member: row.member === true, runtime: runtimeOf(row.runtime), session: sessionOf(row.session) };
+        },
+      ),
+      lease.service(k.serviceId),
+      lease.policySources(k.serviceId),
+      lease.lockMark(k.identity, k.networkId, space),
+      lease.grantOf(k.identity, k.requestId, k.serviceId, k.epoch),
+      lease.latestPublisherGrant(k.serviceId, k.identity, k.epoch),
+      c.statement(
+        `SELECT session_seq, revision, digest, accepted, enforcement_applied, dns_applied FROM ${S}.ack
+         WHERE target = ${lit.bytea(k.identity)} AND network_id = ${lit.bytea(k.networkId)} AND session_seq = ${lit.num(k.sessionSeq)} AND revision = ${lit.num(k.snapshot.revision)}`,
+        (r) =>
+          r.rows.map((row): AckRecord => ({
+            sessionSeq: big(row.session_seq),
+            revision: big(row.revision),
+            digest: b(row.digest),
+            accepted: row.accepted,
+            enforcementApplied: row.enforcement_applied,
+            dnsApplied: row.dns_applied,
+          })),
+      ),
+      lease.snapshotStamp(k.identity, k.networkId, k.snapshot.revision, k.snapshot.digest, k.serviceId),
+      own,
+      grantTx(c).policyVersion(k.serviceId),
+      c.statement(floorSql(k.identity, k.networkId, k.sessionSeq), (r) => floorOf(r.rows[0])),
+    ]);
+  return { fence, service, sources, mark, markGrant, latest, acks, stamp, allocation, policyVersion, floor };
+};
+
 // Row functions of one transaction. Reads are queued statements (sent together when awaited); writes are queued and
 // ride along with the next read or the COMMIT (batch.ts). Lock order: authority (the batch's first statement) →
 // runtime row → machine row → scope rows; `fence` reads membership, runtime and session in ONE statement, in that order.
 // The lease, port and grant row functions are built on first use: most transactions touch none of them, and building
 // their ≈ 40 closures per transaction was measurable CPU on every request.
-const tx = (c: TxConnection, leaseOptions: LeaseTxOptions, pruneRevisions: boolean): AuthorityTx => {
+const tx = (
+  c: TxConnection,
+  leaseOptions: LeaseTxOptions,
+  pruneRevisions: boolean,
+  refreshInFunctions: boolean,
+): AuthorityTx => {
   let lease: AuthorityTx['lease'] | undefined;
   let ports: AuthorityTx['ports'] | undefined;
   let grants: AuthorityTx['grants'] | undefined;
@@ -350,6 +407,30 @@ const tx = (c: TxConnection, leaseOptions: LeaseTxOptions, pruneRevisions: boole
         `SELECT member, runtime, report, services, ports, allocations, sources, versions FROM ${S}.replace_rows(${lit.bytea(identity)}, ${lit.bytea(networkId)})`,
         (r) => replaceRowsOf(identity, networkId, r.rows[0]),
       ),
+    refreshRows: (k) => {
+      const own = (ports ??= portTx(c)).lockOwnAllocation(k.serviceId, k.identity, k.networkId);
+      if (!refreshInFunctions) return refreshRowsBy(c, k, own);
+      // both queued in this tick: one round trip; the allocation row lock is keyed, so it goes after every unkeyed
+      // statement of the round trip (a group's other members' identity rows included), in key order (decision 0370)
+      const rows = c.statement(refreshRowsSql(k), (r) => {
+        const row = r.rows[0];
+        return {
+          fence: { member: row.member === true, runtime: runtimeOf(row.runtime), session: sessionOf(row.session) },
+          ...refreshRowsOf(k.serviceId, row),
+        };
+      });
+      return Promise.all([rows, own]).then(([x, allocation]): RefreshRows => ({ ...x, allocation }));
+    },
+    saveRefresh: async (holder, w) => {
+      if (!refreshInFunctions) {
+        const lease = leaseTx(c, leaseOptions);
+        await lease.saveGrant(w.networkId, w.grant);
+        await lease.saveMark(holder, w.networkId, w.space, w.mark);
+        return;
+      }
+      // queued, not awaited: it rides with the COMMIT, as the former writes did
+      void c.writing(refreshWriteSql(holder, w, leaseOptions.prune !== false), () => undefined);
+    },
     isMember: (identity, networkId) =>
       c.statement(
         `SELECT 1 FROM ${S}.member WHERE identity = ${lit.bytea(identity)} AND network_id = ${lit.bytea(networkId)}`,
@@ -553,6 +634,11 @@ export interface PgAuthorityStoreOptions extends pg.PoolConfig {
    */
   readonly fastAck?: boolean;
   /**
+   * listener.ready / lease.refresh read and write through `refresh_rows` / `refresh_write` (decision 0500); `false` only
+   * for the twin of `test/refresh-rows.it.test.ts` and the lease bench's before/after, which use the former statements.
+   */
+  readonly refreshFunctions?: boolean;
+  /**
    * Group commit (decision 0330): transactions of different scopes in flight together commit as one. `false` only
    * for the unbatched twin of `test/group-commit.it.test.ts`; default 4 groups in flight of at most 32 members.
    */
@@ -590,6 +676,7 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
     pruneLeaseRows,
     pruneRevisionRows,
     fastAck,
+    refreshFunctions,
     groupCommit,
     afterGroupMember,
     shard = UNSHARDED,
@@ -624,7 +711,8 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
           ...(afterCommit === undefined ? {} : { afterCommit }),
           ...(afterGroupMember === undefined ? {} : { afterMember: afterGroupMember }),
         });
-  const txOf = (c: TxConnection) => tx(c, { prune: pruneLeaseRows !== false }, pruneRevisionRows !== false);
+  const txOf = (c: TxConnection) =>
+    tx(c, { prune: pruneLeaseRows !== false }, pruneRevisionRows !== false, refreshFunctions !== false);
 
   const run = async <A>(
     f: (c: pg.PoolClient) => Promise<A>,
