@@ -2,8 +2,8 @@
 // innermost frame on its stack that names a request handler or the snapshot production (the stack of an async
 // handler resumed after an `await` still has the handler's own frame), else to a shared category (the envelope's
 // Ed25519 verify/sign, the pg driver, HTTP/socket writes, GC, the rest). Usage:
-//   node --import tsx bench/cpuprofile-kinds.ts <file.cpuprofile> [fromMs toMs]
-// (the window in ms from the profile's start; the failover bench's standby profile covers its standby wait too).
+//   node --import tsx bench/cpuprofile-kinds.ts <file.cpuprofile> [fromS toS]
+// (the window in seconds from the profile's start; the failover bench's standby profile covers its standby wait too).
 import { readFileSync } from 'node:fs';
 
 interface Node {
@@ -19,7 +19,7 @@ interface Profile {
 }
 
 const [file, fromArg, toArg] = process.argv.slice(2);
-if (file === undefined) throw new Error('usage: cpuprofile-kinds.ts <file.cpuprofile> [fromMs toMs]');
+if (file === undefined) throw new Error('usage: cpuprofile-kinds.ts <file.cpuprofile> [fromS toS]');
 const p = JSON.parse(readFileSync(file, 'utf8')) as Profile;
 const byId = new Map(p.nodes.map((n) => [n.id, n]));
 const parent = new Map<number, number>();
@@ -41,16 +41,16 @@ const handlers: ReadonlyArray<readonly [RegExp, string, RegExp?]> = [
 /** Shared work, by the innermost matching frame (checked when no handler is on the stack). */
 const shared: ReadonlyArray<readonly [RegExp, string]> = [
   [/^\(garbage collector\)$/, 'GC'],
-  [/^(verify|sign|doVerify|doSign)$/, 'Ed25519 verify/sign'],
-  [/node_modules\/pg(-protocol)?\//, 'pg driver'],
+  [/^(verifyOneShot|signOneShot|verify|sign)$/, 'Ed25519 verify/sign'],
+  [/node_modules\/pg(-protocol|-pool)?\/|adapter\/postgresql\//, 'pg driver and adapter'],
   [/^(writev|writeBuffer|writeGeneric|_writeGeneric)$/, 'socket writes'],
   [/^(parserOnHeadersComplete|parserOnBody|parserOnMessageComplete|onParserExecute|resOnFinish)$/, 'HTTP parse'],
-  [/cbor-canonical/, 'CBOR'],
+  [/cbor-canonical|domain\/(codec|reader|writer|bytes)\.ts/, 'CBOR'],
   [/transport\//, 'transport (envelope, routes)'],
 ];
 
-const from = fromArg === undefined ? 0 : Number(fromArg) * 1000;
-const to = toArg === undefined ? Number.POSITIVE_INFINITY : Number(toArg) * 1000;
+const from = fromArg === undefined ? 0 : Number(fromArg) * 1e6;
+const to = toArg === undefined ? Number.POSITIVE_INFINITY : Number(toArg) * 1e6;
 const total = new Map<string, number>();
 let t = 0;
 let busy = 0;
