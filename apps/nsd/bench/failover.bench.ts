@@ -8,15 +8,16 @@
 // (each writer's row holds at least its last acknowledged revision, with that digest when equal). The simulated daemons
 // reconnect like ns-daemon (daemon.ts `run`): a re-bind is node.register → runtime.bind → machine.auth, then
 // session.open → config.stream until the first snapshot; `before` is ns-daemon before decision 0450 (session.open
-// first, every failure waits BENCH_RETRY_MS), `after` is it now (see `connect`). Needs the machine's PostgreSQL
-// (`./pg.ts`).
+// first, every failure waits BENCH_RETRY_MS), `register` is it from 0450 to 0520 (a broken stream re-binds first, with
+// node.register), `after` is it now (decision 0520: a re-bind of the same process skips node.register; see
+// `connect`). Needs the machine's PostgreSQL (`./pg.ts`).
 // Decision 0470: BENCH_RENEWAL (one entry per failover, default `thread` for each) is how the process taking over in
 // that failover renews its lease — `loop` on its request event loop (decision 0400), `thread` on a thread of its own
 // gated by the main loop's liveness. A new holder that loses its lease in the storm is reported, replaced by a fresh
 // process (the orchestrator's restart; it takes over once the lease ran out) and the daemons are timed until they all
 // stream from the last holder. Printed per failover: the longest main-loop silence the renewal thread saw.
 // Env: BENCH_DAEMONS (1000), BENCH_NETWORKS (50), BENCH_LEASE_MS (2000), BENCH_WRITERS (8), BENCH_RETRY_MS (500),
-// BENCH_STRATEGIES (before,after), BENCH_RENEWAL (thread,…), BENCH_CPU_PROF (a directory: the standbys write V8 CPU
+// BENCH_STRATEGIES (before,after; also register), BENCH_RENEWAL (thread,…), BENCH_CPU_PROF (a directory: the standbys write V8 CPU
 // profiles there).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -50,9 +51,10 @@ const LEASE_MS = Number(process.env['BENCH_LEASE_MS'] ?? 2000);
 const WRITERS = Number(process.env['BENCH_WRITERS'] ?? 8);
 const RETRY_MS = Number(process.env['BENCH_RETRY_MS'] ?? 500);
 /** One failover per entry, in order, each with its reconnect strategy (see `connect`). */
-type Strategy = 'before' | 'after';
+type Strategy = 'before' | 'register' | 'after';
 const STRATEGIES = (process.env['BENCH_STRATEGIES'] ?? 'before,after').split(',') as Strategy[];
-if (!STRATEGIES.every((x) => x === 'before' || x === 'after')) throw new Error('BENCH_STRATEGIES: before,after');
+if (!STRATEGIES.every((x) => x === 'before' || x === 'register' || x === 'after'))
+  throw new Error('BENCH_STRATEGIES: before|register|after, comma-separated');
 type Renewal = 'loop' | 'thread';
 const RENEWALS = (process.env['BENCH_RENEWAL'] ?? STRATEGIES.map(() => 'thread').join(',')).split(',') as Renewal[];
 if (RENEWALS.length !== STRATEGIES.length || !RENEWALS.every((x) => x === 'loop' || x === 'thread'))
@@ -184,12 +186,21 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
         );
         if (!r.accepted) throw new Error(`${path}: ${r.error}`);
       };
-      /** ns-daemon's re-bind (daemon.ts run): node.register, runtime.bind, machine.auth with the new epoch. */
-      const bind = async () => {
-        await existingApi(
-          '/v1/node.register',
-          NodeRegisterRequestCodec.encodeOrThrow({ network_id: d.net, capabilities: [NODE_LOCAL_NAMES_CAPABILITY] }),
-        );
+      /** This simulated process registered its node (ns-daemon does it once per process, decision 0520). */
+      let registered = false;
+      /**
+       * ns-daemon's re-bind (daemon.ts run): node.register (the first bind of the process only — `after`; `before`
+       * and `register` send it on every re-bind as ns-daemon did before decision 0520), runtime.bind, machine.auth
+       * with the new epoch.
+       */
+      const bind = async (strategy: Strategy) => {
+        if (!registered || strategy !== 'after') {
+          await existingApi(
+            '/v1/node.register',
+            NodeRegisterRequestCodec.encodeOrThrow({ network_id: d.net, capabilities: [NODE_LOCAL_NAMES_CAPABILITY] }),
+          );
+          registered = true;
+        }
         await bindOnly();
         await existingApi(
           '/v1/machine.auth',
@@ -253,21 +264,22 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
         /**
          * Bind, open a session and stream until the first event, retrying as `strategy` says; the stream's end.
          * `before` (ns-daemon before decision 0450): session.open first, every failure waits RETRY ms, a refused
-         * `stale-epoch` re-binds after the wait. `after` (daemon.ts now): a broken stream re-binds first, a
-         * `stale-epoch` re-binds at once, waits drawn from [RETRY/2, RETRY].
+         * `stale-epoch` re-binds after the wait. `register` (decision 0450): a broken stream re-binds first, a
+         * `stale-epoch` re-binds at once, waits drawn from [RETRY/2, RETRY]. `after` (daemon.ts now): as `register`,
+         * without node.register on a re-bind of the same process (decision 0520).
          */
         connect: async (
           stop: AbortSignal,
           needBind: boolean,
           strategy: Strategy,
         ): Promise<{ readonly ended: Promise<void> }> => {
-          let rebind = needBind || epoch === null || strategy === 'after';
+          let rebind = needBind || epoch === null || strategy !== 'before';
           let staleInARow = 0;
           for (;;) {
             try {
               const debug = (what: string) =>
                 process.env['BENCH_DEBUG'] === '1' && process.stderr.write(`daemon: ${what}\n`);
-              if (rebind) await bind();
+              if (rebind) await bind(strategy);
               debug(`bound, epoch ${epoch}`);
               const s = await session(stop);
               debug('session open, stream opened');
@@ -279,8 +291,8 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
               const text = String((e as { message?: unknown }).message ?? e);
               if (process.env['BENCH_DEBUG'] === '1') process.stderr.write(`daemon retry: ${text}\n`);
               if (text.includes('stale-epoch')) rebind = true;
-              if (strategy === 'after' && text.includes('stale-epoch') && staleInARow++ === 0) continue;
-              await sleep(strategy === 'after' ? jittered(RETRY_MS) : RETRY_MS);
+              if (strategy !== 'before' && text.includes('stale-epoch') && staleInARow++ === 0) continue;
+              await sleep(strategy !== 'before' ? jittered(RETRY_MS) : RETRY_MS);
             }
           }
         },
@@ -408,7 +420,7 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
           for (;;) {
             await ends[i];
             if (phaseDone) return;
-            await sleep(strategy === 'after' ? jittered(RETRY_MS) : RETRY_MS);
+            await sleep(strategy !== 'before' ? jittered(RETRY_MS) : RETRY_MS);
             ends[i] = (await s.connect(stop.signal, false, strategy)).ended;
             back[i] = performance.now() - kill;
           }

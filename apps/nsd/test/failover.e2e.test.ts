@@ -163,6 +163,10 @@ describe('issue 25: a standby nsd takes over after the active one is killed (dec
       const m = await (await fetch(`http://127.0.0.1:${p}/metrics`)).text();
       expect(m).toMatch(/^ns_requests_total\{kind="session.open",outcome="ok"\} [1-9]/m);
       expect(m).not.toMatch(/^ns_requests_total\{kind="session.open",outcome="stale-epoch"\}/m);
+      // the re-bind of the same process is runtime.bind → machine.auth without node.register (decision 0520): the
+      // node registered once, before its first bind, and bound again after the kill
+      expect(m).toMatch(/^ns_requests_total\{kind="node.register",outcome="ok"\} 1$/m);
+      expect(m).toMatch(/^ns_requests_total\{kind="runtime.bind",outcome="ok"\} ([2-9]|\d\d+)$/m);
     }
 
     // nothing acknowledged before the kill is lost: the same report rows, every ACK row still there, the same

@@ -735,8 +735,9 @@ export class Daemon {
   }
 
   /**
-   * §3.13: node registration advertising `node_local_names.v1`, before `runtime.bind` and again before every re-bind
-   * (the signed metadata refresh). No node label is sent; B's refusal is thrown with its code.
+   * §3.13: node registration advertising `node_local_names.v1`, before this process's first `runtime.bind` (`run`
+   * sends it once per process; a re-bind after a broken stream or a newer epoch does not repeat it — decision 0520).
+   * No node label is sent; B's refusal is thrown with its code.
    */
   async registerNode(): Promise<void> {
     const reg = this.d.registration;
@@ -828,6 +829,8 @@ export class Daemon {
     }, 1_000);
     signal.addEventListener('abort', () => (clearInterval(beat), clearInterval(refresh)), { once: true });
     let needBind = true;
+    /** This process's node registration was accepted (once per process: decision 0520). */
+    let registered = false;
     let discovered = false;
     /** This attempt reached the stream (it ended or broke when the attempt ends). */
     let streamed = false;
@@ -862,7 +865,13 @@ export class Daemon {
           this.log('floors-loaded', { snapshot_floors: this.d.store.floors(this.scope).state });
         }
         if (needBind) {
-          await this.registerNode();
+          // §3.13: the registration goes before the first binding of this process; a re-bind of the same process
+          // (its stream broke, or B answered with a newer epoch) binds again without it — nothing the registration
+          // advertises has changed and B keeps it in its database across failovers (decision 0520)
+          if (!registered) {
+            await this.registerNode();
+            registered = true;
+          }
           await this.bindRuntime();
           await this.machineAuth();
           needBind = false;
