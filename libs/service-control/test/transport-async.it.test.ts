@@ -38,6 +38,7 @@ vi.mock('node:crypto', async (importOriginal) => {
       if (pool.hold) held.push(() => done(e, ok));
       else done(e, ok);
     });
+    return undefined;
   }) as typeof real.verify;
   return { ...real, default: { ...real, verify }, verify };
 });
