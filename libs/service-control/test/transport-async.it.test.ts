@@ -28,6 +28,12 @@ import {
 /** Completions of the pool's verify jobs held back while `hold` is set: the test releases them. */
 const held: (() => void)[] = [];
 const pool = { hold: false, calls: 0 };
+/** Complete the i-th held verification. */
+const release = (i: number): void => {
+  const f = held[i];
+  if (f === undefined) throw new Error(`no held verification ${i}`);
+  f();
+};
 vi.mock('node:crypto', async (importOriginal) => {
   const real = await importOriginal<typeof import('node:crypto')>();
   const verify = ((...args: unknown[]) => {
@@ -109,9 +115,9 @@ describe('envelope verify and seal on the thread pool', () => {
     await waitFor(() => held.length === 2);
     // nothing is admitted before its verify completed
     expect(side.replay.size(a.machineId)).toBe(0);
-    held[1]!();
+    release(1);
     const r2 = await second;
-    held[0]!();
+    release(0);
     const r1 = await first;
     expect(Either.isRight(r2)).toBe(true);
     expect(Either.isLeft(r1) && [r1.left.code, r1.left.detail]).toEqual(['unauthorized', 'replayed envelope nonce']);
@@ -159,10 +165,10 @@ describe('serveUnary with the crypto on the thread pool', () => {
     const two = Effect.runPromise(postUnary(client(c2), base, new Uint8Array([2])));
     await waitFor(() => held.length === 2);
     expect(handled).toEqual([]); // neither is handled before its verify completed
-    held[1]!(); // the later verify completes first
+    release(1); // the later verify completes first
     await waitFor(() => handled.length === 1);
     const later = handled[0];
-    held[0]!();
+    release(0);
     const [r1, r2] = await Promise.all([one, two]);
     expect([...r1]).toEqual([1]);
     expect([...r2]).toEqual([2]);
@@ -196,7 +202,7 @@ describe('serveUnary with the crypto on the thread pool', () => {
     const two = Effect.runPromise(postUnary(client(c2), base, new Uint8Array([7])));
     await waitFor(() => held.length === 1); // the second's verify went to the pool, held there
     expect(handled).toHaveLength(2);
-    held[0]!();
+    release(0);
     await waitFor(() => handled.length === 3);
     open();
     expect([...(await one)]).toEqual([6]);
