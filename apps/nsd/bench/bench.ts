@@ -6,7 +6,7 @@
 // (client-worker.ts: clients are other machines); nsd's handler runs here. Needs the machine's PostgreSQL (pg.ts).
 // Env: BENCH_N (sequential requests, 300), BENCH_CONCURRENCY (8,32), BENCH_CONCURRENT_N (requests per concurrent run, 640),
 // BENCH_PROFILE (a directory: a CPU profile of nsd's thread per run, <run>.cpuprofile), BENCH_FAST_ACK=0 (no one-round-trip ACK),
-// BENCH_GROUP_COMMIT=0 (every transaction commits alone, decision 0330).
+// BENCH_GROUP_COMMIT=0 (every transaction commits alone, decision 0330), BENCH_CRYPTO=pool|thread|busy (decision 0510).
 import { randomBytes } from 'node:crypto';
 import { createServer, request, Agent } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -30,6 +30,7 @@ import { acceptedAck, oneServiceContent } from '../test/lease-wire.js';
 import {
   type MachineCpu,
   benchClient,
+  benchUnaryCrypto,
   machineCpuText,
   mainThreadSched,
   profiled,
@@ -65,7 +66,12 @@ await withBenchDatabase('nsd_bench', async (config) => {
   const { nsdId, epoch } = await store.takeover();
   const authority = new Authority({ store, nsdId, epoch, now: Date.now });
   const nsd = generateSigner().signer;
-  const side: TransportSide = { signer: nsd, trust: trustSelfCertifying, replay: new ReplayCache() };
+  const side: TransportSide = {
+    signer: nsd,
+    trust: trustSelfCertifying,
+    replay: new ReplayCache(),
+    ...benchUnaryCrypto(),
+  };
   const server = createServer(
     (req, res) => void serveUnary(side, req, res, (env) => authority.handle(env.machineId, env.payload)),
   );

@@ -6,7 +6,7 @@
 // publishers (the measured publishers' rows cloned in SQL) and the capacity, CPU per refresh (this process + the
 // PostgreSQL backends) and the row counts (grant pruning, decision 0165) are printed. Needs the machine's PostgreSQL
 // (`./pg.ts`: PG* env, the test bed state file, or 127.0.0.1:5432); creates and drops its own database. Env: BENCH_N,
-// BENCH_CONCURRENCY, BENCH_PUBLISHERS, BENCH_ACQUIRE=0 (no lease.acquire runs), BENCH_PROFILE / BENCH_MARKS (pg.ts
+// BENCH_CONCURRENCY, BENCH_PUBLISHERS, BENCH_ACQUIRE=0 (no lease.acquire runs), BENCH_CRYPTO (pg.ts `benchUnaryCrypto`), BENCH_PROFILE / BENCH_MARKS (pg.ts
 // `profiled`; the clients run on this thread too).
 // Then lease.acquire: C consumers of the Network, each re-acquiring one publisher's service, through the grouping
 // store (acquires of one Network share groups, decision 0405), the same store keyed as before 0405 (identity AND
@@ -26,6 +26,7 @@ import { availableParallelism } from 'node:os';
 import {
   type PgConfig,
   benchClient,
+  benchUnaryCrypto,
   clonePublisher,
   machineCpuText,
   mainThreadSched,
@@ -93,7 +94,7 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     authority = grouped === 'before-0405' ? beforeAuthority : grouped ? groupedAuthority : aloneAuthority;
   };
   const nsd = generateSigner().signer;
-  const side = { signer: nsd, trust: trustSelfCertifying, replay: new ReplayCache() };
+  const side = { signer: nsd, trust: trustSelfCertifying, replay: new ReplayCache(), ...benchUnaryCrypto() };
   const server = createServer(
     (req, res) => void serveUnary(side, req, res, (env) => authority.handle(env.machineId, env.payload)),
   );

@@ -138,6 +138,17 @@ export const mainThreadSched = (): { readonly run: number; readonly wait: number
 };
 
 /**
+ * BENCH_CRYPTO=pool|thread|busy: where nsd's `serveUnary` runs the Ed25519 verify of a request and the sign of its reply
+ * (decision 0510); unset: the library's default.
+ */
+export const benchUnaryCrypto = (): { readonly unaryCrypto?: 'pool' | 'thread' | 'busy' } => {
+  const v = process.env['BENCH_CRYPTO'];
+  if (v === undefined || v === '') return {};
+  if (v !== 'pool' && v !== 'thread' && v !== 'busy') throw new Error(`BENCH_CRYPTO=${v}: pool, thread or busy`);
+  return { unaryCrypto: v };
+};
+
+/**
  * Run `f`; with BENCH_PROFILE=<dir> set, under the V8 sampling profiler of this thread (100 µs interval), written to
  * `<dir>/<label>.cpuprofile` (open in Chrome DevTools or read with any .cpuprofile tool). The V8 profiler samples wall
  * time: on a loaded machine a descheduled thread's wait lands on the function it was in (often a socket write), so

@@ -530,3 +530,32 @@ describe('embedded items: Codec.raw and fromValue', () => {
     expect(Head.fromValue({ scope: -1 } as never)).toMatchObject({ left: { _tag: 'EncodeError' } });
   });
 });
+
+describe('Codec.keepBytes: decoded values remember their bytes (decision 0510)', () => {
+  const Body = Codec.struct({ n: Codec.counter, tags: Codec.set(Codec.text()), id: Codec.id16 });
+  const Kept = Codec.keepBytes(Body);
+  const Msg = Codec.struct({ kind: Codec.text(), body: Kept, tail: Codec.uint() });
+
+  it('a decoded value, also nested, gives back exactly the bytes of its item; others give undefined', () => {
+    const body = { n: 300n, tags: ['b', 'a'], id: nsd_id };
+    const bodyBytes = Body.encodeOrThrow(body);
+    const msg = Msg.decodeOrThrow(Msg.encodeOrThrow({ kind: 'k', body, tail: 7 }));
+    expect(hex(Kept.bytesOf(msg.body) ?? new Uint8Array())).toBe(hex(bodyBytes));
+    expect(hex(Kept.bytesOf(Kept.decodeOrThrow(bodyBytes)) ?? new Uint8Array())).toBe(hex(bodyBytes));
+    expect(Kept.bytesOf(body)).toBeUndefined();
+    expect(Kept.bytesOf({ ...msg.body })).toBeUndefined();
+    // another keepBytes codec of the same shape knows nothing of this one's values
+    expect(Codec.keepBytes(Body).bytesOf(msg.body)).toBeUndefined();
+    expect(hex(Kept.encodeOrThrow(msg.body))).toBe(hex(bodyBytes));
+  });
+
+  it('decodes with the same strict checks and refusals as the codec it wraps', () => {
+    const good = Msg.encodeOrThrow({ kind: 'k', body: { n: 1n, tags: ['a', 'b'], id: nsd_id }, tail: 1 });
+    const unsorted = unhex(hex(good).replace('8261616162', '8261626161'));
+    expect(rejectionOf(unsorted, Msg)).toMatchObject({ reason: 'set-unsorted', path: 'body.tags[1]' });
+    const wide = unhex(hex(good).replace('616e01', '616e1801'));
+    expect(rejectionOf(wide, Msg)).toMatchObject({ reason: 'non-minimal' });
+    const extra = encodeOrThrow({ kind: 'k', body: { n: 1n, tags: [], id: nsd_id, zz: 1 }, tail: 1 });
+    expect(rejectionOf(extra, Msg)).toMatchObject({ _tag: 'UnsupportedField' });
+  });
+});

@@ -514,6 +514,33 @@ export const raw: Codec<Uint8Array> = make(
   },
 );
 
+/** A codec whose decoded values remember the exact bytes they were decoded from (`Codec.keepBytes`). */
+export interface KeptCodec<A extends object> extends Codec<A> {
+  /**
+   * The bytes `value` was decoded from by this codec (a copy; strict decoding makes them its canonical encoding), or
+   * undefined for a value this codec did not decode (built, copied or spread by the caller).
+   */
+  bytesOf(value: A): Uint8Array | undefined;
+}
+
+/**
+ * `codec`, whose decode also remembers each decoded value's bytes (by the value object's identity, weakly): a digest
+ * over a received item then hashes those bytes instead of encoding the decoded value again. Decoding is unchanged —
+ * the same strict checks, the same refusals — so the remembered bytes are exactly `codec.encode(value)` as long as the
+ * value is not mutated (decoded values are read-only by type). Encoding is `codec`'s.
+ */
+export const keepBytes = <A extends object>(codec: Codec<A>): KeptCodec<A> => {
+  const kept = new WeakMap<A, Uint8Array>();
+  const c = make(codec.schema, codec.write, (r, depth) => {
+    const start = r.pos;
+    const a = codec.read(r, depth);
+    kept.set(a, r.data.slice(start, r.pos));
+    return a;
+  }) as Codec<A> & { bytesOf?: KeptCodec<A>['bytesOf'] };
+  c.bytesOf = (value) => kept.get(value);
+  return c as KeptCodec<A>;
+};
+
 const isAscii = (k: string): boolean => {
   for (let i = 0; i < k.length; i++) if (k.charCodeAt(i) >= 0x80) return false;
   return true;

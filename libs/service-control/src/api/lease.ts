@@ -32,6 +32,11 @@ export const ListenerReadyBody = Codec.struct({
 export type ListenerReadyBodyWire = TypeOf<typeof ListenerReadyBody>;
 /** lease.refresh carries the same body as listener.ready, with a higher `refresh_seq`. */
 export const LeaseRefreshBody = ListenerReadyBody;
+/**
+ * The ready/refresh body as the Message decoder reads it: the decoded body remembers its received bytes, so that
+ * `requestDigest` hashes them instead of encoding the body again (decision 0510).
+ */
+export const ReceivedReadyBody = Codec.keepBytes(ListenerReadyBody);
 
 /** One service a consumer asks a lease for. */
 export const AcquireItemCodec = Codec.struct({
@@ -57,6 +62,8 @@ export const LeaseAcquireBody = Codec.struct({
   ),
 });
 export type LeaseAcquireBodyWire = TypeOf<typeof LeaseAcquireBody>;
+/** The lease.acquire body as the Message decoder reads it (its received bytes kept, as `ReceivedReadyBody`). */
+export const ReceivedAcquireBody = Codec.keepBytes(LeaseAcquireBody);
 
 /** `result`: `granted` ([D]) or one of the stable error codes. */
 export const LEASE_RESULT_CODES = ['granted', ...ERROR_CODES] as const;
@@ -110,7 +117,9 @@ export type LeaseResultBodyWire = TypeOf<typeof LeaseResultBody>;
 
 /**
  * [D] `request_digest` (spec §2.4): SHA-256 over the canonical logical-request body, domain-separated. The envelope
- * nonce is not part of it; the kind is, so a ready and a refresh with equal bodies never collide.
+ * nonce is not part of it; the kind is, so a ready and a refresh with equal bodies never collide. A body the Message
+ * decoder produced is hashed as received (strict canonical decoding: those bytes are its canonical encoding); any other
+ * body is encoded (decision 0510).
  */
 export const REQUEST_DIGEST_DOMAIN = 'ns.service.lease-request.v1';
 export const requestDigest = (
@@ -121,6 +130,8 @@ export const requestDigest = (
     kind,
     body:
       kind === 'lease.acquire'
-        ? LeaseAcquireBody.encodeOrThrow(body as LeaseAcquireBodyWire)
-        : ListenerReadyBody.encodeOrThrow(body as ListenerReadyBodyWire),
+        ? (ReceivedAcquireBody.bytesOf(body as LeaseAcquireBodyWire) ??
+          LeaseAcquireBody.encodeOrThrow(body as LeaseAcquireBodyWire))
+        : (ReceivedReadyBody.bytesOf(body as ListenerReadyBodyWire) ??
+          ListenerReadyBody.encodeOrThrow(body as ListenerReadyBodyWire)),
   });

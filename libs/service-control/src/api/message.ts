@@ -4,7 +4,7 @@ import { type Codec as CodecT, Codec, type DecodeError, decode, type TypeOf } fr
 import { Either } from 'effect';
 import { type ServiceControlError, scError } from '../domain/errors.js';
 import { ALL_KINDS, type Kind } from '../domain/kinds.js';
-import { LeaseAcquireBody, LeaseRefreshBody, LeaseResultBody, ListenerReadyBody } from './lease.js';
+import { LeaseResultBody, ReceivedAcquireBody, ReceivedReadyBody } from './lease.js';
 import {
   PortCancelBody,
   PortQueryBody,
@@ -90,9 +90,10 @@ export const MessageCodecs = {
   'port.query': streamed('port.query', PortQueryBody),
   'service.retry-port': unary('service.retry-port', RetryPortBody, STRICT),
   'service.retry-port.result': unary('service.retry-port.result', RetryPortResultBody, STRICT),
-  'listener.ready': streamed('listener.ready', ListenerReadyBody),
-  'lease.refresh': streamed('lease.refresh', LeaseRefreshBody),
-  'lease.acquire': streamed('lease.acquire', LeaseAcquireBody),
+  // the request bodies keep their received bytes for the request digest (decision 0510)
+  'listener.ready': streamed('listener.ready', ReceivedReadyBody),
+  'lease.refresh': streamed('lease.refresh', ReceivedReadyBody),
+  'lease.acquire': streamed('lease.acquire', ReceivedAcquireBody),
   'lease.result': streamed('lease.result', LeaseResultBody),
   error: unary('error', ErrorBody, BOOTSTRAP),
 } as const;

@@ -20,6 +20,11 @@ export interface Signer {
   /** Raw Ed25519 public key, 32 bytes: the `machine_id` of every envelope this signer seals. */
   readonly machineId: Uint8Array;
   readonly sign: (content: Uint8Array) => Uint8Array;
+  /**
+   * The same signature computed off the calling thread (node:crypto's callback form runs on libuv's thread pool);
+   * absent for a signer that has no such form — `sealEnvelopeAsync` then signs on the calling thread (decision 0510).
+   */
+  readonly signAsync?: (content: Uint8Array) => Promise<Uint8Array>;
 }
 
 /** Raw 32-byte Ed25519 public key of a key object. */
@@ -36,6 +41,10 @@ export const publicKeyFromRaw = (raw: Uint8Array): KeyObject =>
 export const ed25519Signer = (privateKey: KeyObject): Signer => ({
   machineId: rawPublicKey(privateKey),
   sign: (content) => new Uint8Array(sign(null, content, privateKey)),
+  signAsync: (content) =>
+    new Promise((resolve, reject) =>
+      sign(null, content, privateKey, (e, sig) => (e === null ? resolve(new Uint8Array(sig)) : reject(e))),
+    ),
 });
 
 /** A fresh identity (tests, first start of an app). */
@@ -70,6 +79,21 @@ export const freshNonce = (): Uint8Array => {
 export const sealEnvelope = (signer: Signer, payload: Uint8Array, nonce: Uint8Array = freshNonce()): Uint8Array => {
   const content = { api: API_NAME, machine_id: signer.machineId, nonce, payload } as const;
   const signature = signer.sign(ControlEnvelopeContent.encodeOrThrow(content));
+  return SignedEnvelope.encodeOrThrow({ ...content, signature });
+};
+
+/**
+ * As `sealEnvelope`, the signature computed on libuv's thread pool when the signer can (`signAsync`): the same bytes
+ * (Ed25519 is deterministic), ≈ 10–30 µs of the calling thread instead of ≈ 70 µs (decision 0510).
+ */
+export const sealEnvelopeAsync = async (
+  signer: Signer,
+  payload: Uint8Array,
+  nonce: Uint8Array = freshNonce(),
+): Promise<Uint8Array> => {
+  if (signer.signAsync === undefined) return sealEnvelope(signer, payload, nonce);
+  const content = { api: API_NAME, machine_id: signer.machineId, nonce, payload } as const;
+  const signature = await signer.signAsync(ControlEnvelopeContent.encodeOrThrow(content));
   return SignedEnvelope.encodeOrThrow({ ...content, signature });
 };
 
@@ -109,14 +133,17 @@ export const trustSelfCertifying: TrustPolicy = (id) => {
   }
 };
 
-/**
- * Decode (canonical, closed shape) and verify a signed envelope. Order: decode → api (closed literal) → trusted signer →
- * signature. The signature covers exactly the canonical encoding of the four content fields.
- */
-export const openEnvelope = (
-  bytes: Uint8Array,
-  trust: TrustPolicy,
-): Either.Either<OpenedEnvelope, ServiceControlError> => {
+/** An envelope decoded and its signer trusted, its signature not yet checked: what is left is one Ed25519 verify. */
+interface Unverified {
+  readonly opened: OpenedEnvelope;
+  readonly key: KeyObject;
+  /** The canonical encoding of the four content fields: what the signature covers. */
+  readonly content: Uint8Array;
+  readonly signature: Uint8Array;
+}
+
+/** Decode → api (closed literal) → trusted signer, the steps before the signature check. */
+const prepare = (bytes: Uint8Array, trust: TrustPolicy): Either.Either<Unverified, ServiceControlError> => {
   const decoded = SignedEnvelope.decode(bytes);
   if (Either.isLeft(decoded)) return Either.left(scError(decoded.left.code, `envelope: ${decoded.left.message}`));
   const env = decoded.right;
@@ -129,7 +156,45 @@ export const openEnvelope = (
     nonce: env.nonce,
     payload: env.payload,
   });
-  if (!verify(null, content, key, env.signature))
-    return Either.left(scError('unauthorized', 'envelope signature does not verify'));
-  return Either.right({ machineId: env.machine_id, nonce: env.nonce, payload: env.payload });
+  return Either.right({
+    opened: { machineId: env.machine_id, nonce: env.nonce, payload: env.payload },
+    key,
+    content,
+    signature: env.signature,
+  });
+};
+
+const badSignature = (): Either.Either<OpenedEnvelope, ServiceControlError> =>
+  Either.left(scError('unauthorized', 'envelope signature does not verify'));
+
+/**
+ * Decode (canonical, closed shape) and verify a signed envelope. Order: decode → api (closed literal) → trusted signer →
+ * signature. The signature covers exactly the canonical encoding of the four content fields.
+ */
+export const openEnvelope = (
+  bytes: Uint8Array,
+  trust: TrustPolicy,
+): Either.Either<OpenedEnvelope, ServiceControlError> => {
+  const u = prepare(bytes, trust);
+  if (Either.isLeft(u)) return Either.left(u.left);
+  const { opened, key, content, signature } = u.right;
+  return verify(null, content, key, signature) ? Either.right(opened) : badSignature();
+};
+
+/**
+ * As `openEnvelope`, the Ed25519 verification on libuv's thread pool (node:crypto's callback form): the same checks
+ * in the same order with the same refusals, ≈ 15–35 µs of the calling thread instead of ≈ 200 µs (decision 0510).
+ * Concurrent calls may resolve in any order; each resolves only after its own signature was checked.
+ */
+export const openEnvelopeAsync = (
+  bytes: Uint8Array,
+  trust: TrustPolicy,
+): Promise<Either.Either<OpenedEnvelope, ServiceControlError>> => {
+  const u = prepare(bytes, trust);
+  if (Either.isLeft(u)) return Promise.resolve(Either.left(u.left));
+  const { opened, key, content, signature } = u.right;
+  return new Promise((resolve) =>
+    // an error of the job (a malformed signature or key) is a refusal, as the synchronous form's `false`
+    verify(null, content, key, signature, (e, ok) => resolve(e === null && ok ? Either.right(opened) : badSignature())),
+  );
 };

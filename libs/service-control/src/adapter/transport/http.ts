@@ -5,7 +5,15 @@ import { Agent, type IncomingMessage, type ServerResponse, request } from 'node:
 import { Data, Effect, Either } from 'effect';
 import type { ErrorCode, ServiceControlError } from '../../domain/errors.js';
 import { isErrorCode, scError } from '../../domain/errors.js';
-import { type OpenedEnvelope, type Signer, type TrustPolicy, openEnvelope, sealEnvelope } from './envelope.js';
+import {
+  type OpenedEnvelope,
+  type Signer,
+  type TrustPolicy,
+  openEnvelope,
+  openEnvelopeAsync,
+  sealEnvelope,
+  sealEnvelopeAsync,
+} from './envelope.js';
 import type { ReplayCache } from './replay.js';
 import { SSE_EVENT, SseParser, base64UrlDecodeStrict, sseFrame } from './sse.js';
 
@@ -28,22 +36,56 @@ export class TransportError extends Data.TaggedError('TransportError')<{
   }
 }
 
+/**
+ * Where `serveUnary` runs the Ed25519 verify of a request and the sign of its reply (decision 0510): `'pool'` on
+ * libuv's thread pool (node:crypto's callback form), `'thread'` on the calling thread, `'busy'` on the pool only while
+ * another unary request of this process is between its body and its reply (one client alone keeps the synchronous
+ * path and its latency; clients in flight take the work off the event loop).
+ */
+export type UnaryCrypto = 'pool' | 'thread' | 'busy';
+export const DEFAULT_UNARY_CRYPTO: UnaryCrypto = 'busy';
+
 export interface TransportSide {
   readonly signer: Signer;
   readonly trust: TrustPolicy;
   readonly replay: ReplayCache;
+  /** `serveUnary`'s Ed25519 placement; `DEFAULT_UNARY_CRYPTO` when absent. */
+  readonly unaryCrypto?: UnaryCrypto;
 }
 
 /** Open and replay-check an envelope: the common first step of every receiver. */
 export const receiveEnvelope = (
   side: TransportSide,
   bytes: Uint8Array,
+): Either.Either<OpenedEnvelope, ServiceControlError> => replayChecked(side, openEnvelope(bytes, side.trust));
+
+const replayChecked = (
+  side: TransportSide,
+  env: Either.Either<OpenedEnvelope, ServiceControlError>,
 ): Either.Either<OpenedEnvelope, ServiceControlError> =>
-  Either.flatMap(openEnvelope(bytes, side.trust), (env) =>
-    side.replay.admit(env.machineId, env.nonce)
-      ? Either.right(env)
+  Either.flatMap(env, (e) =>
+    side.replay.admit(e.machineId, e.nonce)
+      ? Either.right(e)
       : Either.left(scError('unauthorized', 'replayed envelope nonce')),
   );
+
+/**
+ * As `receiveEnvelope`, the signature checked on libuv's thread pool. The replay cache admits the nonce only after the
+ * signature verified (as the synchronous form): of two copies of one envelope in flight together, the first to finish
+ * its verify is admitted and the other refused as a replay, whichever arrived first.
+ */
+export const receiveEnvelopeAsync = async (
+  side: TransportSide,
+  bytes: Uint8Array,
+): Promise<Either.Either<OpenedEnvelope, ServiceControlError>> =>
+  replayChecked(side, await openEnvelopeAsync(bytes, side.trust));
+
+/** Unary requests of this process between their body and their reply (the `'busy'` placement reads it). */
+let unaryInFlight = 0;
+const offThread = (side: TransportSide): boolean => {
+  const mode = side.unaryCrypto ?? DEFAULT_UNARY_CRYPTO;
+  return mode === 'pool' || (mode === 'busy' && unaryInFlight > 1);
+};
 
 export const readBody = (req: IncomingMessage, limit = MAX_ENVELOPE_BYTES): Promise<Uint8Array> =>
   new Promise((resolve, reject) => {
@@ -88,22 +130,28 @@ export const serveUnary = async (
       e instanceof Error && 'code' in e ? (e as ServiceControlError) : scError('invalid-encoding', 'unreadable body'),
     );
   }
-  const env = receiveEnvelope(side, bytes);
-  if (Either.isLeft(env)) return refuse(res, env.left);
-  let answer: Uint8Array;
+  unaryInFlight++;
   try {
-    answer = await handle(env.right);
-  } catch (e) {
-    // The handler could not even decode the payload (no scope to answer to) or failed unexpectedly.
-    return refuse(
-      res,
-      e instanceof Error && '_tag' in e && (e as { _tag: string })._tag === 'ServiceControlError'
-        ? (e as ServiceControlError)
-        : scError('storage-unavailable', String(e)),
-    );
+    // the request is handled only after its own signature verified and its nonce was admitted, on either path
+    const env = offThread(side) ? await receiveEnvelopeAsync(side, bytes) : receiveEnvelope(side, bytes);
+    if (Either.isLeft(env)) return refuse(res, env.left);
+    let answer: Uint8Array;
+    try {
+      answer = await handle(env.right);
+    } catch (e) {
+      // The handler could not even decode the payload (no scope to answer to) or failed unexpectedly.
+      return refuse(
+        res,
+        e instanceof Error && '_tag' in e && (e as { _tag: string })._tag === 'ServiceControlError'
+          ? (e as ServiceControlError)
+          : scError('storage-unavailable', String(e)),
+      );
+    }
+    const sealed = offThread(side) ? await sealEnvelopeAsync(side.signer, answer) : sealEnvelope(side.signer, answer);
+    res.writeHead(200, { 'content-type': ENVELOPE_CONTENT_TYPE, 'content-length': sealed.length }).end(sealed);
+  } finally {
+    unaryInFlight--;
   }
-  const sealed = sealEnvelope(side.signer, answer);
-  res.writeHead(200, { 'content-type': ENVELOPE_CONTENT_TYPE, 'content-length': sealed.length }).end(sealed);
 };
 
 /** Server side of one config.stream: SSE headers, then `send` writes one signed event per payload. */
