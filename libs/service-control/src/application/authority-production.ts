@@ -2,16 +2,15 @@
 // production (decision 0162), productions one at a time (two at once could deadlock on the snapshot rows), queued ones
 // coalesced per Network (outbox commits) or joined (a stream's first snapshot, decision 0401), failed ones retried with
 // a backoff. Each committed production hands every target's snapshot to `deliver` once (the stream hub decodes it
-// once for all that target's streams). On Effect's primitives (decision 0530): a `Semaphore` for one production at a
-// time and one for the outbox queue's order, a `FiberSet` of queued outbox productions (`idle` waits for it to empty)
-// and one of sleeping retries (`close` interrupts them).
-import { Duration, Effect, Either, Exit, FiberSet, Scope } from 'effect';
+// once for all that target's streams).
+import { Either } from 'effect';
 import { type Bytes, toHex } from '../domain/bytes.js';
 import type { ServiceControlError } from '../domain/errors.js';
 import type { ProposalRef } from '../domain/port-endpoint.js';
 import { nextSnapshot } from './authority-snapshot.js';
 import { networkView } from './authority-view.js';
 import type { AuthorityStore } from './authority-store.js';
+import { type Schedule, timerSchedule } from './port-recovery.js';
 
 export interface ProductionDeps {
   readonly store: AuthorityStore;
@@ -24,11 +23,9 @@ export interface ProductionDeps {
   readonly log?: (event: string, fields: Record<string, unknown>) => void;
   /** One Network production transaction: ok or failed, its duration in seconds. */
   readonly observed?: (outcome: 'ok' | 'failed', seconds: number) => void;
+  /** The retry backoff's timer (tests inject one); default a real timer. */
+  readonly schedule?: Schedule;
 }
-
-/** The retry backoff after the n-th failed production of a Network: 200 ms doubling, at most 10 s. */
-const retryDelay = (attempt: number): Duration.Duration =>
-  Duration.millis(Math.min(10_000, 100 * 2 ** Math.min(attempt, 7)));
 
 /** A production's outcome: committed or not, and the snapshot pushed to each target it was asked for (decision 0401). */
 interface ProductionResult {
@@ -39,28 +36,22 @@ interface ProductionResult {
 interface Waiting {
   only: Set<string> | null;
   clearUpTo: bigint | null;
-  /** Set once started; a request joining it is made in a later turn, when it is set. */
-  run: Promise<ProductionResult> | null;
+  readonly run: Promise<ProductionResult>;
 }
 
 export class SnapshotProduction {
   /** Snapshots that changed and were committed (a production the database refused produced nothing). */
   produced = 0;
+  /** The outbox productions' chain (serialised after commits); `idle` waits for it. */
+  private chain: Promise<void> = Promise.resolve();
   /** Networks with a production queued but not started, and the highest committed outbox id each must clear. */
   private readonly queued = new Map<string, bigint>();
   /** Failed productions per Network (their backoff); no retry once closed. */
   private readonly retries = new Map<string, number>();
   private closed = false;
+  private readonly timers = new Set<() => void>();
   /** Productions run one at a time: two whole-Network transactions at once could deadlock on the snapshot rows. */
-  private readonly producing = Effect.unsafeMakeSemaphore(1);
-  /** The outbox productions run in their queue's order, one after another (each then takes `producing`). */
-  private readonly outboxTurn = Effect.unsafeMakeSemaphore(1);
-  /** The retries' scope: `close` closes it, interrupting every pending backoff. */
-  private readonly scope = Effect.runSync(Scope.make());
-  /** Queued and running outbox productions (`idle` waits until it is empty). */
-  private readonly runs = Effect.runSync(Scope.extend(FiberSet.make<void>(), Effect.runSync(Scope.make())));
-  /** Failed productions sleeping their backoff before they queue again. */
-  private readonly sleeping = Effect.runSync(Scope.extend(FiberSet.make<void>(), this.scope));
+  private producing: Promise<unknown> = Promise.resolve();
   /**
    * Productions queued behind the running one and not started yet, by Network: a later request for the same Network
    * joins the queued one instead of queueing another whole-Network transaction (decision 0401) — after an nsd
@@ -90,33 +81,30 @@ export class SnapshotProduction {
     const pending = this.queued.get(key);
     this.queued.set(key, pending === undefined || outboxId > pending ? outboxId : pending);
     if (pending !== undefined) return;
-    const run = Effect.suspend(() => {
-      const upTo = this.queued.get(key) as bigint;
-      this.queued.delete(key);
-      return Effect.promise(() => this.produceNetwork(networkId, upTo).catch(() => false)).pipe(
-        Effect.map((ok) => {
-          // a production the database refused (its outbox rows are still there) is tried again, backing off up to
-          // 10 s, so the Network's members do not stay on an old revision until the next change or a restart
-          const attempt = (this.retries.get(key) ?? 0) + 1;
-          if (ok) this.retries.delete(key);
-          else if (!this.closed) {
-            this.retries.set(key, attempt);
-            const retry = Effect.sleep(retryDelay(attempt)).pipe(Effect.andThen(() => this.queue(networkId, upTo)));
-            FiberSet.unsafeAdd(this.sleeping, Effect.runFork(retry));
-          }
-        }),
-      );
+    this.chain = this.chain
+      .then(async () => {
+        const upTo = this.queued.get(key) as bigint;
+        this.queued.delete(key);
+        const ok = await this.produceNetwork(networkId, upTo).catch(() => false);
+        // a production the database refused (its outbox rows are still there) is tried again, backing off up to 10 s,
+        // so the Network's members do not stay on an old revision until the next change or a restart
+        const attempt = (this.retries.get(key) ?? 0) + 1;
+        if (ok) this.retries.delete(key);
+        else if (!this.closed) {
+          this.retries.set(key, attempt);
+          this.later(Math.min(10_000, 100 * 2 ** Math.min(attempt, 7)), () => this.queue(networkId, upTo));
+        }
+      })
+      .catch((e: unknown) => this.d.log?.('production-failed', { error: String(e) }));
+  }
+
+  /** Run `fn` after `ms`, cancelled by `close` if still pending. */
+  private later(ms: number, fn: () => void): void {
+    const cancel = (this.d.schedule ?? timerSchedule)(ms, () => {
+      this.timers.delete(cancel);
+      fn();
     });
-    FiberSet.unsafeAdd(
-      this.runs,
-      Effect.runFork(
-        this.outboxTurn
-          .withPermits(1)(run)
-          .pipe(
-            Effect.catchAllDefect((e) => Effect.sync(() => this.d.log?.('production-failed', { error: String(e) }))),
-          ),
-      ),
-    );
+    this.timers.add(cancel);
   }
 
   /** Produce and deliver the snapshots of every member of a Network, clearing its outbox rows up to `clearUpTo`. */
@@ -157,20 +145,19 @@ export class SnapshotProduction {
       else waiting.only?.add(target);
       if (clearUpTo !== null && (waiting.clearUpTo === null || clearUpTo > waiting.clearUpTo))
         waiting.clearUpTo = clearUpTo;
-      return (waiting.run as Promise<ProductionResult>).then(answer);
+      return waiting.run.then(answer);
     }
-    const entry: Waiting = { only: target === null ? null : new Set([target]), clearUpTo, run: null };
+    const entry: Waiting = {
+      only: target === null ? null : new Set([target]),
+      clearUpTo,
+      run: this.producing.then(() => {
+        this.waiting.delete(key); // started: later requests queue a new production
+        return this.produceNow(networkId, entry.only, entry.clearUpTo);
+      }),
+    };
     this.waiting.set(key, entry);
-    const run = Effect.runPromise(
-      this.producing.withPermits(1)(
-        Effect.promise(() => {
-          this.waiting.delete(key); // started: later requests queue a new production
-          return this.produceNow(networkId, entry.only, entry.clearUpTo);
-        }),
-      ),
-    );
-    entry.run = run;
-    return run.then(answer);
+    this.producing = entry.run.catch(() => undefined);
+    return entry.run.then(answer);
   }
 
   private async produceNow(
@@ -241,13 +228,18 @@ export class SnapshotProduction {
   }
 
   /** Wait until every queued outbox production has run (tests, shutdown). */
-  idle(): Promise<void> {
-    return Effect.runPromise(FiberSet.awaitEmpty(this.runs));
+  async idle(): Promise<void> {
+    let p: Promise<void>;
+    do {
+      p = this.chain;
+      await p;
+    } while (p !== this.chain);
   }
 
-  /** No more retries: pending backoffs are interrupted (shutdown). */
+  /** No more retries: pending backoff timers are cancelled (shutdown). */
   close(): void {
     this.closed = true;
-    Effect.runFork(Scope.close(this.scope, Exit.void));
+    for (const cancel of this.timers) cancel();
+    this.timers.clear();
   }
 }
