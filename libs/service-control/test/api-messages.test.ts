@@ -559,9 +559,7 @@ describe('closed messages', () => {
 describe('catalogue and error messages', () => {
   it('every implemented message kind is in the catalogue; and every catalogue kind is implemented', async () => {
     const { ALL_KINDS } = await import('../src/domain/kinds.js');
-    const { LATER_KINDS } = await import('../src/api/message.js');
-    for (const k of Object.keys(MessageCodecs)) expect(ALL_KINDS).toContain(k);
-    expect([...LATER_KINDS]).toEqual([]);
+    expect(Object.keys(MessageCodecs).sort()).toEqual([...ALL_KINDS].sort());
     const later = { ...head, kind: 'lease.teapot' };
     const bytes = ok(
       Either.mapLeft(encode(later as never), (e) => {

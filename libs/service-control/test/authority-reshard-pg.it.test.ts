@@ -5,13 +5,13 @@
 // over and serve, also a Network that moved to another shard.
 import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ReshardRefused, makePgAuthorityStore, reshardAuthority } from '../src/adapter/postgresql/index.js';
+import { ReshardRefused, reshardAuthority } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import type { AuthorityStore } from '../src/application/authority-store.js';
 import { Authority } from '../src/application/authority.js';
 import { type AuthorityShard, ShardLayoutMismatch } from '../src/domain/authority-shard.js';
 import { type Who, decl, msg, replaceBody } from './wire.js';
-import { bind, insertGrant, kindOf, networkIn, reply } from './shard-fixtures.js';
+import { bind, insertGrant, kindOf, networkIn, reply, storeOpener } from './shard-fixtures.js';
 
 const db = useDatabase('authority_reshard');
 const sql = sqlOn(db);
@@ -20,12 +20,7 @@ const MOVED = networkIn([1, 2], [3, 3]); // shard 1 of 2, shard 3 of 3
 const P = generateSigner().signer.machineId;
 
 const stores: AuthorityStore[] = [];
-const openStore = async (shard: AuthorityShard) => {
-  const s = makePgAuthorityStore({ ...db.config, shard });
-  stores.push(s);
-  await s.migrate();
-  return s;
-};
+const openStore = storeOpener(db, stores);
 const authorityOn = async (store: AuthorityStore, shard: AuthorityShard) => {
   const t = await store.takeover();
   return new Authority({ store, nsdId: t.nsdId, epoch: t.epoch, now: () => Date.now(), shard });

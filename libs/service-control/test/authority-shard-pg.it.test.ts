@@ -15,13 +15,12 @@ import {
   StreamBindingCodec,
 } from '../src/api/runtime.js';
 import { streamBindingToWire } from '../src/api/convert.js';
-import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import type { AuthorityStore } from '../src/application/authority-store.js';
 import { Authority } from '../src/application/authority.js';
 import { type AuthorityShard, ShardLayoutMismatch, shardOf } from '../src/domain/authority-shard.js';
 import { type Who, decl, msg, replaceBody, rid16 } from './wire.js';
-import { bind, insertGrant, kindOf, networkIn, reply } from './shard-fixtures.js';
+import { bind, insertGrant, kindOf, networkIn, reply, storeOpener } from './shard-fixtures.js';
 import { openLeaseNetwork, readyRequest } from './lease-network.js';
 
 const db = useDatabase('authority_shard');
@@ -33,12 +32,7 @@ const NET_1 = networkIn([1, 2]);
 const NET_2 = networkIn([2, 2]);
 
 const stores: AuthorityStore[] = [];
-const openStore = async (shard: AuthorityShard) => {
-  const s = makePgAuthorityStore({ ...db.config, shard });
-  stores.push(s);
-  await s.migrate();
-  return s;
-};
+const openStore = storeOpener(db, stores);
 /** The authorities' `refused` log lines: the wire carries the code only, the detail names the shard. */
 const refusals: string[] = [];
 const authorityOn = async (store: AuthorityStore, shard: AuthorityShard) => {

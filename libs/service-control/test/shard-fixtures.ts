@@ -1,10 +1,12 @@
 // Shared by the authority-shard tests (decisions 0455, 0489): Network ids of a chosen shard, an authority's decoded
-// answer and its kind, a runtime.bind, and a lease grant row of a given epoch written directly.
+// answer and its kind, a runtime.bind, a lease grant row of a given epoch written directly, and a store per shard.
 import { randomBytes } from 'node:crypto';
 import { Either } from 'effect';
 import { type Message, decodeMessage } from '../src/api/message.js';
+import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import type { Authority } from '../src/application/authority.js';
-import { shardOf } from '../src/domain/authority-shard.js';
+import type { AuthorityStore } from '../src/application/authority-store.js';
+import { type AuthorityShard, shardOf } from '../src/domain/authority-shard.js';
 import { type Who, msg } from './wire.js';
 
 /** A random Network id in shard `index` of `count` for every [index, count] given. */
@@ -50,3 +52,16 @@ export const insertGrant = (
       randomBytes(32),
     ],
   );
+
+/**
+ * `openStore(shard)` for a test file: a migrated PostgreSQL authority store of that shard on the file's database
+ * (`db.config` is read when called, after the database exists), pushed to `stores` for the file to close.
+ */
+export const storeOpener =
+  (db: { readonly config: Parameters<typeof makePgAuthorityStore>[0] }, stores: AuthorityStore[]) =>
+  async (shard: AuthorityShard) => {
+    const s = makePgAuthorityStore({ ...db.config, shard });
+    stores.push(s);
+    await s.migrate();
+    return s;
+  };

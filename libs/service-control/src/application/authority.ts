@@ -43,6 +43,7 @@ import { SnapshotProduction } from './authority-production.js';
 import { type OpenStream, StreamHub, type StreamSink } from './authority-streams.js';
 import type { NetworkPolicy } from './grant-store.js';
 import { nextCounter } from '../domain/counter.js';
+import type { AuthorityRequestKind } from '../domain/kinds.js';
 import { type AuthorityShard, UNSHARDED, notThisShard, servesNetwork } from '../domain/authority-shard.js';
 import type { AuthorityStore, AuthorityTx, FenceRows } from './authority-store.js';
 import type { StoredService } from './service-row.js';
@@ -83,22 +84,12 @@ export interface AuthorityObserver {
   readonly production?: (outcome: 'ok' | 'failed', seconds: number) => void;
 }
 
-/** The requests A sends to B (spec §3.3): the handler table below must have exactly these keys, or it does not compile. */
-type AToBKind =
-  | 'runtime.floor'
-  | 'runtime.bind'
-  | 'session.open'
-  | 'report.head'
-  | 'report.replace'
-  | 'snapshot.ack'
-  | 'listener.ready'
-  | 'lease.refresh'
-  | 'lease.acquire'
-  | 'port.result'
-  | 'service.retry-port';
-
-type Handlers = {
-  readonly [K in AToBKind]: (m: MessageOf<K>) => Promise<Either.Either<Uint8Array, ServiceControlError>>;
+/**
+ * The Authority's handler table: one handler per request A sends to B, i.e. per `to-authority` kind of the kinds table
+ * (domain/kinds.ts, decision 0530). A kind left out, or one that is not such a kind, fails to compile.
+ */
+export type AuthorityHandlers = {
+  readonly [K in AuthorityRequestKind]: (m: MessageOf<K>) => Promise<Either.Either<Uint8Array, ServiceControlError>>;
 };
 
 /** One owner edit of the policy stand-in: allow a consumer source (protocols) or remove it. */
@@ -212,7 +203,7 @@ export class Authority {
   }
 
   /** One handler per request kind A sends (a kind left out, or one that is not a message kind, fails to compile). */
-  private readonly handlers: Handlers = {
+  private readonly handlers: AuthorityHandlers = {
     'runtime.floor': (m) => this.floor(m),
     'runtime.bind': (m) => this.bind(m),
     'session.open': (m) => this.sessionOpen(m),
@@ -236,7 +227,9 @@ export class Authority {
     const mine = this.inShard(m.network_id);
     if (Either.isLeft(mine)) return Either.left(mine.left);
     // the table is keyed by kind: the message of that kind is the handler's argument
-    const handler = this.handlers[m.kind as AToBKind] as (m: Message) => ReturnType<Handlers[AToBKind]>;
+    const handler = this.handlers[m.kind as AuthorityRequestKind] as (
+      m: Message,
+    ) => ReturnType<AuthorityHandlers[AuthorityRequestKind]>;
     return handler(m);
   }
 
