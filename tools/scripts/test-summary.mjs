@@ -22,6 +22,11 @@ for (const file of files) {
   );
 }
 failed += suitesFailed;
+// The test step exited non-zero although no report counts a failure (vitest's unhandled errors): one failure.
+if (process.env.TESTS_EXITED_NONZERO === '1' && failed === 0) {
+  console.log('check failed: a test project exited non-zero with no failed test (unhandled errors; see its output)');
+  failed += 1;
+}
 for (const check of failedChecks) console.log(`check failed: ${check}`);
 failed += failedChecks.length;
 if (files.length === 0) console.log('no test reports found');

@@ -1,7 +1,7 @@
 // A consumer project outside the workspace (decision 0281): installs tarballs with npm from the local cache
 // (`--offline`; only when something is not cached, `--prefer-offline` lets npm fetch it), compiles with the
 // consumer's own tsc and runs with plain node — no workspace resolution, no source condition, no tsx.
-import { execFileSync, spawnSync, type SpawnSyncReturns } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -22,24 +22,41 @@ export interface InstallResult {
   readonly output: string;
 }
 
-const npmInstall = (dir: string, mode: InstallResult['mode'], specs: readonly string[]): SpawnSyncReturns<string> =>
-  spawnSync('npm', ['install', `--${mode}`, '--ignore-scripts', '--no-audit', '--no-fund', ...specs], {
-    cwd: dir,
-    env: cleanEnv(),
-    encoding: 'utf8',
+interface Exited {
+  readonly status: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/**
+ * A command run without blocking the caller's event loop: npm install and tsc take minutes on a loaded machine, and a
+ * vitest worker blocked that long misses its own RPC deadline (60 s: "Timeout calling onTaskUpdate").
+ */
+const runAsync = (command: string, args: readonly string[], cwd: string): Promise<Exited> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(command, args, { cwd, env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (status) => resolve({ status, stdout, stderr }));
   });
 
+const npmInstall = (dir: string, mode: InstallResult['mode'], specs: readonly string[]): Promise<Exited> =>
+  runAsync('npm', ['install', `--${mode}`, '--ignore-scripts', '--no-audit', '--no-fund', ...specs], dir);
+
 /** A fresh consumer project in `dir` with these packages (tarball paths or name@version) as dependencies. */
-export const installConsumer = (dir: string, specs: readonly string[]): InstallResult => {
+export const installConsumer = async (dir: string, specs: readonly string[]): Promise<InstallResult> => {
   writeFileSync(
     join(dir, 'package.json'),
     `${JSON.stringify({ name: 'homelab-consumer', private: true, type: 'module' }, null, 2)}\n`,
   );
-  let r = npmInstall(dir, 'offline', specs);
+  let r = await npmInstall(dir, 'offline', specs);
   let mode: InstallResult['mode'] = 'offline';
   if (r.status !== 0 && /ENOTCACHED/.test(r.stderr)) {
     mode = 'prefer-offline';
-    r = npmInstall(dir, mode, specs);
+    r = await npmInstall(dir, mode, specs);
   }
   if (r.status !== 0) throw new Error(`npm install in ${dir} failed (exit ${r.status}):\n${r.stderr}`);
   return { mode, output: r.stdout + r.stderr };
@@ -51,15 +68,11 @@ export interface Diagnostic {
 }
 
 /** Runs the consumer's tsc on its tsconfig.json; the diagnostics, each with the file it is in. */
-export const compile = (dir: string): readonly Diagnostic[] => {
-  const r = spawnSync(
+export const compile = async (dir: string): Promise<readonly Diagnostic[]> => {
+  const r = await runAsync(
     process.execPath,
     [join(dir, 'node_modules/typescript/bin/tsc'), '-p', dir, '--pretty', 'false'],
-    {
-      cwd: dir,
-      env: cleanEnv(),
-      encoding: 'utf8',
-    },
+    dir,
   );
   return r.stdout
     .split('\n')

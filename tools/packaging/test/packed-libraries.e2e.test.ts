@@ -36,14 +36,20 @@ let install: InstallResult;
 let diagnostics: readonly Diagnostic[];
 const exampleFile = (name: string): string => `${name.replace('@homelab/', '')}`;
 
-beforeAll(() => {
+beforeAll(async () => {
   tarballs = realpathSync(mkdtempSync(join(tmpdir(), 'homelab-tarballs-')));
   consumer = realpathSync(mkdtempSync(join(tmpdir(), 'homelab-consumer-')));
-  packed = libraryDirs.map((dir) => packLibrary(dir, join(root, 'LICENSE'), tarballs));
+  // one `npm pack` at a time with a turn of the event loop between them: the worker answers vitest's RPC meanwhile
+  const packing: PackedLibrary[] = [];
+  for (const dir of libraryDirs) {
+    packing.push(packLibrary(dir, join(root, 'LICENSE'), tarballs));
+    await new Promise((r) => setImmediate(r));
+  }
+  packed = packing;
   examples = new Map(
     packed.map((p) => [p.name, readmeExample(readFileSync(join(p.dir, 'README.md'), 'utf8'), p.name)]),
   );
-  install = installConsumer(consumer, [
+  install = await installConsumer(consumer, [
     ...packed.map((p) => p.tarball),
     `typescript@${version('typescript')}`,
     `@types/node@${version('@types/node')}`,
@@ -70,7 +76,7 @@ beforeAll(() => {
       include: ['examples/*.ts'],
     }),
   );
-  diagnostics = compile(consumer);
+  diagnostics = await compile(consumer);
 });
 
 afterAll(() => {
