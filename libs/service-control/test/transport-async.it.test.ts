@@ -25,9 +25,14 @@ import {
   trustSelfCertifying,
 } from '../src/adapter/transport/index.js';
 
-/** Completions of the pool's verify jobs held back while `hold` is set: the test releases them. */
-const held: (() => void)[] = [];
-const pool = { hold: false, calls: 0 };
+/**
+ * Completions of the pool's verify jobs started while `hold` is set, in the order of the calls (not of their
+ * completion: two pool threads may finish them either way round): the test releases them.
+ */
+const held: ((() => void) | undefined)[] = [];
+const pool = { hold: false, calls: 0, slots: 0 };
+/** How many held verifications have completed (are waiting for their release). */
+const heldDone = (): number => held.filter((f) => f !== undefined).length;
 /** Complete the i-th held verification. */
 const release = (i: number): void => {
   const f = held[i];
@@ -40,8 +45,9 @@ vi.mock('node:crypto', async (importOriginal) => {
     const done = args[4] as ((e: Error | null, ok: boolean) => void) | undefined;
     if (typeof done !== 'function') return (real.verify as (...a: unknown[]) => boolean)(...args);
     pool.calls++;
+    const slot = pool.hold ? pool.slots++ : -1;
     (real.verify as (...a: unknown[]) => void)(...args.slice(0, 4), (e: Error | null, ok: boolean) => {
-      if (pool.hold) held.push(() => done(e, ok));
+      if (slot >= 0) held[slot] = () => done(e, ok);
       else done(e, ok);
     });
     return undefined;
@@ -77,6 +83,7 @@ describe('envelope verify and seal on the thread pool', () => {
   beforeEach(() => {
     pool.hold = false;
     held.length = 0;
+    pool.slots = 0;
   });
 
   it('every flipped bit is refused with the code the synchronous open gives', async () => {
@@ -112,7 +119,7 @@ describe('envelope verify and seal on the thread pool', () => {
     const sealed = sealEnvelope(a, new Uint8Array([5]));
     const first = receiveEnvelopeAsync(side, sealed);
     const second = receiveEnvelopeAsync(side, sealed);
-    await waitFor(() => held.length === 2);
+    await waitFor(() => heldDone() === 2);
     // nothing is admitted before its verify completed
     expect(side.replay.size(a.machineId)).toBe(0);
     release(1);
@@ -151,6 +158,7 @@ describe('serveUnary with the crypto on the thread pool', () => {
   beforeEach(() => {
     pool.hold = false;
     held.length = 0;
+    pool.slots = 0;
     handled.length = 0;
     gate = null;
     replay = new ReplayCache();
@@ -163,7 +171,7 @@ describe('serveUnary with the crypto on the thread pool', () => {
     pool.hold = true;
     const one = Effect.runPromise(postUnary(client(a), base, new Uint8Array([1])));
     const two = Effect.runPromise(postUnary(client(c2), base, new Uint8Array([2])));
-    await waitFor(() => held.length === 2);
+    await waitFor(() => heldDone() === 2);
     expect(handled).toEqual([]); // neither is handled before its verify completed
     release(1); // the later verify completes first
     await waitFor(() => handled.length === 1);
@@ -200,7 +208,7 @@ describe('serveUnary with the crypto on the thread pool', () => {
     const one = Effect.runPromise(postUnary(client(a), base, new Uint8Array([6])));
     await waitFor(() => handled.length === 2); // the first is in its handler, verified synchronously
     const two = Effect.runPromise(postUnary(client(c2), base, new Uint8Array([7])));
-    await waitFor(() => held.length === 1); // the second's verify went to the pool, held there
+    await waitFor(() => heldDone() === 1); // the second's verify went to the pool, held there
     expect(handled).toHaveLength(2);
     release(0);
     await waitFor(() => handled.length === 3);
