@@ -322,6 +322,28 @@ const snapshotOf = (row: Record<string, unknown>): StoredSnapshot => ({
  * The rows of a listener.ready / lease.refresh as the former separate statements (before decision 0500), all queued in
  * one tick: the twin of `refresh-rows.it.test.ts` (store option `refreshFunctions: false`).
  */
+/** The ACK rows of one (target, Network, session seq, revision): the refresh's read and the store's `acks`. */
+const ackRows = (
+  c: TxConnection,
+  target: Uint8Array,
+  networkId: Uint8Array,
+  sessionSeq: bigint,
+  revision: bigint,
+): Promise<readonly AckRecord[]> =>
+  c.statement(
+    `SELECT session_seq, revision, digest, accepted, enforcement_applied, dns_applied FROM ${S}.ack
+         WHERE target = ${lit.bytea(target)} AND network_id = ${lit.bytea(networkId)} AND session_seq = ${lit.num(sessionSeq)} AND revision = ${lit.num(revision)}`,
+    (r) =>
+      r.rows.map((row): AckRecord => ({
+        sessionSeq: big(row.session_seq),
+        revision: big(row.revision),
+        digest: b(row.digest),
+        accepted: row.accepted,
+        enforcementApplied: row.enforcement_applied,
+        dnsApplied: row.dns_applied,
+      })),
+  );
+
 const refreshRowsBy = async (
   c: TxConnection,
   k: Parameters<AuthorityTx['refreshRows']>[0],
@@ -343,19 +365,7 @@ const refreshRowsBy = async (
       lease.lockMark(k.identity, k.networkId, space),
       lease.grantOf(k.identity, k.requestId, k.serviceId, k.epoch),
       lease.latestPublisherGrant(k.serviceId, k.identity, k.epoch),
-      c.statement(
-        `SELECT session_seq, revision, digest, accepted, enforcement_applied, dns_applied FROM ${S}.ack
-         WHERE target = ${lit.bytea(k.identity)} AND network_id = ${lit.bytea(k.networkId)} AND session_seq = ${lit.num(k.sessionSeq)} AND revision = ${lit.num(k.snapshot.revision)}`,
-        (r) =>
-          r.rows.map((row): AckRecord => ({
-            sessionSeq: big(row.session_seq),
-            revision: big(row.revision),
-            digest: b(row.digest),
-            accepted: row.accepted,
-            enforcementApplied: row.enforcement_applied,
-            dnsApplied: row.dns_applied,
-          })),
-      ),
+      ackRows(c, k.identity, k.networkId, k.sessionSeq, k.snapshot.revision),
       lease.snapshotStamp(k.identity, k.networkId, k.snapshot.revision, k.snapshot.digest, k.serviceId),
       own,
       grantTx(c).policyVersion(k.serviceId),
@@ -588,20 +598,7 @@ const tx = (
         `SELECT revision, digest FROM ${S}.snapshot_history WHERE target = ${lit.bytea(target)} AND network_id = ${lit.bytea(networkId)} AND revision = ${lit.num(revision)}`,
         (r) => new Map(r.rows.map((row) => [big(row.revision), b(row.digest)])),
       ),
-    acks: (target, networkId, sessionSeq, revision) =>
-      c.statement(
-        `SELECT session_seq, revision, digest, accepted, enforcement_applied, dns_applied FROM ${S}.ack
-         WHERE target = ${lit.bytea(target)} AND network_id = ${lit.bytea(networkId)} AND session_seq = ${lit.num(sessionSeq)} AND revision = ${lit.num(revision)}`,
-        (r) =>
-          r.rows.map((row): AckRecord => ({
-            sessionSeq: big(row.session_seq),
-            revision: big(row.revision),
-            digest: b(row.digest),
-            accepted: row.accepted,
-            enforcementApplied: row.enforcement_applied,
-            dnsApplied: row.dns_applied,
-          })),
-      ),
+    acks: (target, networkId, sessionSeq, revision) => ackRows(c, target, networkId, sessionSeq, revision),
     saveAck: async (target, networkId, a) => {
       c.write(
         `INSERT INTO ${S}.ack VALUES (${lit.bytea(target)}, ${lit.bytea(networkId)}, ${lit.num(a.sessionSeq)}, ${lit.num(a.revision)}, ${lit.bytea(a.digest)},
