@@ -52,22 +52,38 @@ const CONCURRENCY = (process.env['BENCH_CONCURRENCY'] ?? '8,32').split(',').map(
 const PUBLISHERS = (process.env['BENCH_PUBLISHERS'] ?? '1000,10000').split(',').map(Number);
 const ACQUIRE = process.env['BENCH_ACQUIRE'] !== '0';
 
-/** CPU ms of this process and of the bench database's PostgreSQL backends (/proc, when PostgreSQL is local). */
-const cpuMs = async (admin: pg.Client, database: string): Promise<{ node: number; pg: number | null }> => {
+/** CPU ms of this process, and of each of the bench database's PostgreSQL backends by pid (/proc, when local). */
+const cpuMs = async (
+  admin: pg.Client,
+  database: string,
+): Promise<{ node: number; pg: ReadonlyMap<number, number> | null }> => {
   const u = process.cpuUsage();
   const pids = (await admin.query('SELECT pid FROM pg_stat_activity WHERE datname = $1', [database])).rows.map(
     (r) => r.pid as number,
   );
-  let ticks = 0;
+  const pg = new Map<number, number>();
   for (const pid of pids) {
     try {
       const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-      ticks += Number(f[11]) + Number(f[12]); // utime + stime (fields 14, 15), in 10 ms ticks
+      pg.set(pid, (Number(f[11]) + Number(f[12])) * 10); // utime + stime (fields 14, 15), in 10 ms ticks
     } catch {
       return { node: (u.user + u.system) / 1000, pg: null }; // not local, or a backend ended
     }
   }
-  return { node: (u.user + u.system) / 1000, pg: ticks * 10 };
+  return { node: (u.user + u.system) / 1000, pg };
+};
+
+/**
+ * PostgreSQL CPU ms between two readings: each backend's own growth (a backend started in between counts whole).
+ * Unknown (null) when a backend of the first reading ended in between: its CPU in the window cannot be read any more,
+ * and the difference of two sums would be wrong (it printed a negative number).
+ */
+const pgCpuBetween = (a: ReadonlyMap<number, number> | null, b: ReadonlyMap<number, number> | null): number | null => {
+  if (a === null || b === null) return null;
+  for (const pid of a.keys()) if (!b.has(pid)) return null;
+  let ms = 0;
+  for (const [pid, t] of b) ms += t - (a.get(pid) ?? 0);
+  return ms;
 };
 
 await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
@@ -232,12 +248,13 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     const s1 = mainThreadSched();
     const c1 = await cpuMs(admin, config.database);
     const thread = s0 === null || s1 === null ? null : { run: (s1.run - s0.run) / n, wait: (s1.wait - s0.wait) / n };
+    const pgMs = pgCpuBetween(c0.pg, c1.pg);
     return {
       rate: (n * 1e9) / ns,
       roundTrips: (roundTrips() - q0) / n,
       commits: (store.commitStats().commits - k0.commits) / n,
       cpuNode: (c1.node - c0.node) / n,
-      cpuPg: c0.pg === null || c1.pg === null ? null : (c1.pg - c0.pg) / n,
+      cpuPg: pgMs === null ? null : pgMs / n,
       thread,
     };
   };
@@ -319,7 +336,7 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
 
   const fmt = (x: number, w = 7) => x.toFixed(0).padStart(w);
   const cpu = (r: Run) =>
-    `CPU ${r.cpuNode.toFixed(2)} ms nsd + load generator${r.cpuPg === null ? '' : ` + ${r.cpuPg.toFixed(2)} ms PostgreSQL`} per call` +
+    `CPU ${r.cpuNode.toFixed(2)} ms nsd + load generator${r.cpuPg === null ? ' (PostgreSQL not known: not local, or a backend ended in the run)' : ` + ${r.cpuPg.toFixed(2)} ms PostgreSQL`} per call` +
     (r.thread === null
       ? ''
       : ` (main thread ${r.thread.run.toFixed(0)} µs on a core + ${r.thread.wait.toFixed(0)} µs waiting for one)`);

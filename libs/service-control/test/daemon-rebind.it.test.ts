@@ -7,19 +7,16 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { performance } from 'node:perf_hooks';
 import { useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
 import { afterAll, describe, expect, it } from 'vitest';
 import { decodeMessage } from '../src/api/message.js';
-import { InfoGetResponseCodec } from '../src/api/runtime.js';
 import { openSqliteDaemonStore } from '../src/adapter/sqlite/daemon-store.js';
 import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { Authority } from '../src/application/authority.js';
 import type { AuthorityStore } from '../src/application/authority-store.js';
-import { Daemon, type DaemonTransport } from '../src/application/daemon.js';
-import { uuidText } from '../src/domain/ids.js';
+import { eventually, inProcessTransport, runDaemon } from './in-process-daemon.js';
 import { controlledSchedule } from './port-fixtures.js';
 import { rid16 } from './wire.js';
 
@@ -50,14 +47,6 @@ const boot = async () => {
   return { store, authority, ...t };
 };
 
-const eventually = async (f: () => boolean, what: string, ms = 60_000) => {
-  const end = Date.now() + ms;
-  while (!f()) {
-    if (Date.now() > end) throw new Error(`not reached: ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-};
-
 describe('a re-bind of the same daemon process (decision 0520)', () => {
   it('§3.4 §3.13 after a failover the daemon whose stream broke re-binds without node.register and streams in the new epoch; a restarted process registers again before its first bind', async () => {
     const first = await boot();
@@ -71,64 +60,20 @@ describe('a re-bind of the same daemon process (decision 0520)', () => {
     const run = () => {
       const store = openSqliteDaemonStore(stateFile);
       const sent: string[] = [];
-      const log: { event: string; fields: Record<string, unknown> }[] = [];
-      const transport: DaemonTransport = {
-        unary: async (path, payload) => {
-          if (path === '/v1/info.get') {
-            sent.push('info.get');
-            return InfoGetResponseCodec.encodeOrThrow({
-              capabilities: ['service_control.v1'],
-              service_control_nsd_id: uuidText(B.nsdId),
-            });
-          }
-          if (path === '/v1/node.register') {
-            sent.push('node.register');
-            return B.authority.registerNode(identity, payload);
-          }
-          if (path === '/v1/machine.auth') {
-            sent.push('machine.auth');
-            return B.authority.machineAuth(identity, payload);
-          }
-          if (path === '/v1/machine.heartbeat') return B.authority.heartbeat(identity, payload);
+      const transport = inProcessTransport(() => B, identity, {
+        control: (name) => {
+          if (name !== 'machine.heartbeat') sent.push(name);
+        },
+        message: (payload) => {
           const m = decodeMessage(payload);
           sent.push(Either.isRight(m) ? m.right.kind : 'undecodable');
-          return B.authority.handle(identity, payload);
         },
-        stream: async (payload, onPayload, signal) => {
-          let ended!: () => void;
-          const done = new Promise<void>((r) => (ended = r));
-          const o = await B.authority.openStream(identity, payload, {
-            send: (p) => (onPayload(p), true),
-            close: () => ended(),
-          });
-          if (Either.isLeft(o)) throw o.left;
-          sent.push('config.stream');
-          signal.addEventListener('abort', () => (o.right.close(), ended()), { once: true });
-          await o.right.start();
-          await done;
-        },
-      };
-      const daemon = new Daemon({
-        store,
-        identity,
-        networkId: net,
-        transport,
-        declarations: () => Either.right([]),
-        clock: { nowMs: () => performance.now(), resolutionMs: 0 },
-        log: (event, fields) => log.push({ event, fields }),
-        retryMs: 200,
+        streamOpened: () => sent.push('config.stream'),
       });
-      const ctl = new AbortController();
-      const running = daemon
-        .run(ctl.signal)
-        .catch((e: unknown) => log.push({ event: 'failed', fields: { error: String(e) } }));
-      const count = (event: string) => log.filter((l) => l.event === event).length;
-      const stop = async () => {
-        ctl.abort();
-        await running;
-        store.close();
-      };
-      return { daemon, sent, log, count, stop };
+      const d = runDaemon({ store, identity, networkId: net, transport, declarations: () => Either.right([]) }, () =>
+        store.close(),
+      );
+      return { ...d, sent };
     };
 
     const a = run();

@@ -7,10 +7,13 @@ import { describe, expect, expectTypeOf, it, vi } from 'vitest';
 import { type CodecTable, type Message, type MessageOf, MessageCodecs } from '../src/api/message.js';
 import { Authority, type AuthorityHandlers } from '../src/application/authority.js';
 import type { AuthorityStore } from '../src/application/authority-store.js';
+import type { DaemonEventHandlers } from '../src/application/daemon.js';
 import {
   ALL_KINDS,
   AUTHORITY_REQUEST_KINDS,
   type AuthorityRequestKind,
+  DAEMON_REQUEST_KINDS,
+  type DaemonRequestKind,
   KINDS,
   type Kind,
   acceptsNullEpoch,
@@ -44,6 +47,20 @@ describe('the kinds table at compile time', () => {
     expect(Object.keys(incomplete)).not.toContain('lease.acquire');
     expect(Object.keys(extra)).toContain('snapshot.push');
     expectTypeOf<AuthorityRequestKind>().toEqualTypeOf<keyof AuthorityHandlers>();
+  });
+
+  it("the daemon's event table without a to-daemon kind, or with another kind, does not compile", () => {
+    const entry = { takes: () => true, handle: async () => undefined };
+    const full: DaemonEventHandlers = { 'snapshot.push': entry, 'port.cancel': entry, 'port.query': entry };
+    const { 'port.query': _dropped, ...missing } = full;
+    // @ts-expect-error — 'port.query' has no handler
+    const incomplete: DaemonEventHandlers = missing;
+    // @ts-expect-error — 'lease.refresh' is a request A sends to B, not one B sends on the stream
+    const extra: DaemonEventHandlers = { ...full, 'lease.refresh': entry };
+    expect(Object.keys(incomplete)).not.toContain('port.query');
+    expect(Object.keys(extra)).toContain('lease.refresh');
+    expectTypeOf<DaemonRequestKind>().toEqualTypeOf<keyof DaemonEventHandlers>();
+    expect([...DAEMON_REQUEST_KINDS].sort()).toEqual(['port.cancel', 'port.query', 'snapshot.push']);
   });
 
   it('a codec table without a kind does not compile; each codec carries its own kind', () => {

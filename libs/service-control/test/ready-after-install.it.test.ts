@@ -4,14 +4,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { performance } from 'node:perf_hooks';
 import { useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { ListenerReadyBodyWire } from '../src/api/lease.js';
 import { type Message, decodeMessage } from '../src/api/message.js';
 import type { DeclarationWire } from '../src/api/report.js';
-import { InfoGetResponseCodec, StreamBindingCodec } from '../src/api/runtime.js';
+import { StreamBindingCodec } from '../src/api/runtime.js';
 import type { ListenerIntentWire } from '../src/api/snapshot.js';
 import { streamBindingToWire } from '../src/api/convert.js';
 import { openSqliteDaemonStore } from '../src/adapter/sqlite/daemon-store.js';
@@ -20,15 +19,14 @@ import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { Authority } from '../src/application/authority.js';
 import type { AuthorityStore } from '../src/application/authority-store.js';
-import { Daemon, type DaemonTransport } from '../src/application/daemon.js';
 import {
   PortArbiter,
   SimulatedListenerInstaller,
   portResultBody,
   proposalFromWire,
 } from '../src/application/port-arbiter.js';
-import { uuidText } from '../src/domain/ids.js';
 import { endpointOf } from '../src/domain/port-endpoint.js';
+import { eventually, inProcessTransport, runDaemon } from './in-process-daemon.js';
 import { controlledSchedule } from './port-fixtures.js';
 import { decl, msg, replaceBody, rid16 } from './wire.js';
 
@@ -62,14 +60,6 @@ const boot = async () => {
   });
   authorities.push(authority);
   return { store, authority, ...t };
-};
-
-const eventually = async (f: () => boolean, what: string, ms = 60_000) => {
-  const end = Date.now() + ms;
-  while (!f()) {
-    if (Date.now() > end) throw new Error(`not reached: ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 };
 
 describe('the ready right after the install (decision 0197)', () => {
@@ -189,71 +179,39 @@ describe('the ready right after the install (decision 0197)', () => {
       const endpoints = openSqliteEndpointStore(stateFile);
       const installer = new SimulatedListenerInstaller();
       const arbiter = new PortArbiter(endpoints, installer);
-      const log: { event: string; fields: Record<string, unknown> }[] = [];
       const sent: { kind: string; installed: boolean; body: Record<string, unknown> }[] = [];
-      const transport: DaemonTransport = {
-        unary: async (path, payload) => {
-          if (path === '/v1/info.get')
-            return InfoGetResponseCodec.encodeOrThrow({
-              capabilities: ['service_control.v1'],
-              service_control_nsd_id: uuidText(B.nsdId),
-            });
-          if (path === '/v1/node.register') return B.authority.registerNode(identity, payload);
-          if (path === '/v1/machine.auth') return B.authority.machineAuth(identity, payload);
-          if (path === '/v1/machine.heartbeat') return B.authority.heartbeat(identity, payload);
+      const transport = inProcessTransport(() => B, identity, {
+        message: (payload) => {
           const m = decodeMessage(payload);
-          if (Either.isRight(m)) {
-            const body = m.right.body as Record<string, unknown>;
-            // what A's endpoint table and data plane hold for the proven proposal at the moment the ready leaves
-            const P = BigInt((body as unknown as ListenerReadyBodyWire).P ?? 0);
-            // a refresh ready after the grant finds the endpoint Active (decision 0267): installed either way
-            const phase = endpointOf(endpoints.read(), identity, P).phase;
-            const installed =
-              m.right.kind === 'listener.ready' &&
-              (phase === 'installed-closed' || phase === 'active') &&
-              installer.observe(identity, P) !== null;
-            sent.push({ kind: m.right.kind, installed, body });
-          }
-          return B.authority.handle(identity, payload);
+          if (Either.isLeft(m)) return;
+          const body = m.right.body as Record<string, unknown>;
+          // what A's endpoint table and data plane hold for the proven proposal at the moment the ready leaves
+          const P = BigInt((body as unknown as ListenerReadyBodyWire).P ?? 0);
+          // a refresh ready after the grant finds the endpoint Active (decision 0267): installed either way
+          const phase = endpointOf(endpoints.read(), identity, P).phase;
+          const installed =
+            m.right.kind === 'listener.ready' &&
+            (phase === 'installed-closed' || phase === 'active') &&
+            installer.observe(identity, P) !== null;
+          sent.push({ kind: m.right.kind, installed, body });
         },
-        stream: async (payload, onPayload, signal) => {
-          let ended!: () => void;
-          const done = new Promise<void>((r) => (ended = r));
-          const o = await B.authority.openStream(identity, payload, {
-            send: (p) => (onPayload(p), true),
-            close: () => ended(),
-          });
-          if (Either.isLeft(o)) throw o.left;
-          signal.addEventListener('abort', () => (o.right.close(), ended()), { once: true });
-          await o.right.start();
-          await done;
-        },
-      };
-      const daemon = new Daemon({
-        store,
-        identity,
-        networkId: net,
-        transport,
-        declarations: () => Either.right([web]),
-        enforce: () => [],
-        ports: arbiter,
-        clock: { nowMs: () => performance.now(), resolutionMs: 0 },
-        log: (event, fields) => log.push({ event, fields }),
-        retryMs: 200,
       });
-      const ctl = new AbortController();
-      const running = daemon
-        .run(ctl.signal)
-        .catch((e: unknown) => log.push({ event: 'failed', fields: { error: String(e) } }));
-      const at = (event: string, pred: (f: Record<string, unknown>) => boolean = () => true) =>
-        log.findIndex((l) => l.event === event && pred(l.fields));
-      const stop = async () => {
-        ctl.abort();
-        await running;
-        store.close();
-        endpoints.close();
-      };
-      return { daemon, log, sent, at, stop };
+      const d = runDaemon(
+        {
+          store,
+          identity,
+          networkId: net,
+          transport,
+          declarations: () => Either.right([web]),
+          enforce: () => [],
+          ports: arbiter,
+        },
+        () => {
+          store.close();
+          endpoints.close();
+        },
+      );
+      return { ...d, sent };
     };
 
     const first = run();

@@ -27,6 +27,7 @@ import {
 import { type StreamBinding, eventMatchesStream, reserveSessionSeq } from '../domain/session.js';
 import { applySnapshot, buildAck, withdrawnSources } from '../domain/snapshot.js';
 import type { ServiceRef } from '../domain/ids.js';
+import type { DaemonRequestKind } from '../domain/kinds.js';
 import { type Message, type MessageOf, decodeMessage, encodeMessage } from '../api/message.js';
 import {
   InfoGetResponseCodec,
@@ -60,6 +61,17 @@ export interface DaemonTransport {
   /** Open config.stream and deliver verified event payloads until it ends (resolves) or fails (rejects). */
   readonly stream: (payload: Uint8Array, onPayload: (p: Uint8Array) => void, signal: AbortSignal) => Promise<void>;
 }
+
+/**
+ * The Daemon's event table: one entry per request B sends to A on config.stream (`to-daemon` kinds of the kinds
+ * table, decision 0530). A kind left out, or one that is not such a kind, fails to compile.
+ */
+export type DaemonEventHandlers = {
+  readonly [K in DaemonRequestKind]: {
+    readonly takes: () => boolean;
+    readonly handle: (m: MessageOf<K>, s: StreamBinding) => Promise<void>;
+  };
+};
 
 export interface DaemonDeps {
   readonly store: DaemonStore;
@@ -491,14 +503,25 @@ export class Daemon {
     this.status.acceptedRevision = String(r.acceptedRevision);
   }
 
-  /** One snapshot.push: verify against the stream, apply floors all-or-nothing, persist, then ACK (M6-24, M6-26). */
+  /**
+   * One handler per request B sends on config.stream, i.e. per `to-daemon` kind of the kinds table (domain/kinds.ts,
+   * decision 0530): a kind left out, or one that is not such a kind, fails to compile. `takes`: whether
+   * this daemon takes the kind at all — port requests only with a port arbiter (decision 0170).
+   */
+  private readonly events: DaemonEventHandlers = {
+    'snapshot.push': { takes: () => true, handle: (m, s) => this.onSnapshot(m, s) },
+    'port.cancel': { takes: () => this.d.ports !== undefined, handle: (m) => this.onPortRequest(m) },
+    'port.query': { takes: () => this.d.ports !== undefined, handle: (m) => this.onPortRequest(m) },
+  };
+
+  /** One event of the stream: decoded, looked up in the event table, fenced against the stream, then handled. */
   private async onEvent(payload: Uint8Array): Promise<void> {
     const s = this.stream as StreamBinding;
     const r = decodeMessage(payload);
     if (Either.isLeft(r)) return this.log('event-refused', { code: r.left.code });
     const m = r.right;
-    const portRequest = (m.kind === 'port.cancel' || m.kind === 'port.query') && this.d.ports !== undefined;
-    if (m.kind !== 'snapshot.push' && !portRequest)
+    const entry = Object.hasOwn(this.events, m.kind) ? this.events[m.kind as DaemonRequestKind] : undefined;
+    if (entry === undefined || !entry.takes())
       return this.log('event-refused', { code: 'unsupported-field', kind: m.kind });
     if (!bytesEqual(m.subject_identity, this.d.identity)) return this.log('event-refused', { code: 'unauthorized' });
     const match = eventMatchesStream(s, {
@@ -510,8 +533,12 @@ export class Daemon {
       sessionSeq: (m as { readonly session_seq?: bigint }).session_seq ?? null,
     });
     if (Either.isLeft(match)) return this.log('event-refused', { code: match.left.code });
-    if (m.kind === 'port.cancel' || m.kind === 'port.query') return this.onPortRequest(m);
-    if (m.kind !== 'snapshot.push') return;
+    // the table is keyed by kind: the message of that kind is the handler's argument
+    return (entry.handle as (m: Message, s: StreamBinding) => Promise<void>)(m, s);
+  }
+
+  /** One snapshot.push: verify against the stream, apply floors all-or-nothing, persist, then ACK (M6-24, M6-26). */
+  private async onSnapshot(m: MessageOf<'snapshot.push'>, s: StreamBinding): Promise<void> {
     const view = snapshotView(m.body);
     const digest = m.body.snapshot_digest;
     const revision = m.body.snapshot.snapshot_revision;

@@ -55,6 +55,8 @@ type KindsWhere<P extends Partial<KindSpec>> = {
 }[Kind];
 /** The requests A sends to B: exactly the keys of the Authority's handler table. */
 export type AuthorityRequestKind = KindsWhere<{ role: 'to-authority' }>;
+/** The requests B sends to A on config.stream: exactly the keys of the Daemon's event table. */
+export type DaemonRequestKind = KindsWhere<{ role: 'to-daemon' }>;
 export type RequestKind = KindsWhere<{ role: 'to-authority' | 'to-daemon' }>;
 export type ResponseKind = KindsWhere<{ role: 'reply' }>;
 
@@ -63,6 +65,7 @@ const where = (p: (s: KindSpec) => boolean): readonly Kind[] => ALL_KINDS.filter
 export const REQUEST_KINDS = where((s) => s.role !== 'reply') as readonly RequestKind[];
 export const RESPONSE_KINDS = where((s) => s.role === 'reply') as readonly ResponseKind[];
 export const AUTHORITY_REQUEST_KINDS = where((s) => s.role === 'to-authority') as readonly AuthorityRequestKind[];
+export const DAEMON_REQUEST_KINDS = where((s) => s.role === 'to-daemon') as readonly DaemonRequestKind[];
 
 export const isKind = (k: string): k is Kind => Object.hasOwn(KINDS, k);
 
