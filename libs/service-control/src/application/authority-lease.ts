@@ -10,7 +10,6 @@ import { type ServiceControlError, scError } from '../domain/errors.js';
 import { checkStoredFences } from '../domain/fence.js';
 import {
   type AcquireItemInput,
-  type AcquireItemRecord,
   type CurrentIntent,
   type GrantRecord,
   type IntentStamp,
@@ -333,30 +332,28 @@ export const serveAcquire = async (
   const body = m.body;
   const digest = requestDigest('lease.acquire', body);
   return d.store.transact(d.epoch, async (tx) => {
-    const space = { kind: 'consumer' as const };
     const snapshot = { revision: body.snapshot_revision, digest: body.snapshot_digest };
-    // every read in one round trip with the fence, as for ready/refresh (decision 0130; was ≈ 6 per item + 5)
-    const [fr, stored, acks, floor, reads] = await Promise.all([
-      tx.fence(m.subject_identity, m.network_id, { session: true }),
-      tx.lease.lockMark(m.subject_identity, m.network_id, space),
-      tx.acks(m.subject_identity, m.network_id, m.session_seq, body.snapshot_revision),
-      tx.revisionFloor(m.subject_identity, m.network_id, m.session_seq),
-      Promise.all(
-        body.services.map((it) => {
-          const serviceId = it.service_ref.service_id;
-          return Promise.all([
-            tx.lease.service(serviceId),
-            tx.lease.policySources(serviceId),
-            // only a service of the envelope's Network: another Network's allocation is never used (its intent is
-            // null) and locking it would tie this acquire to that Network's scope (decision 0405)
-            tx.ports.lockNetworkAllocation(serviceId, m.network_id),
-            tx.grants.policyVersion(serviceId),
-            tx.lease.snapshotStamp(m.subject_identity, m.network_id, snapshot.revision, snapshot.digest, serviceId),
-            tx.lease.latestPublisherGrant(serviceId, it.publisher_identity, d.epoch),
-          ]);
-        }),
-      ),
-    ]);
+    // every read in one round trip with the fence, in one statement plus one allocation row lock per item (decision
+    // 0540): only a service of the envelope's Network has its row locked — another Network's allocation is never used
+    // (its intent is null) and locking it would tie this acquire to that Network's scope (decision 0405). The mark's
+    // request map comes with them when the mark is this runtime's at this seq (a retransmission)
+    const {
+      fence: fr,
+      mark: stored,
+      acks,
+      floor,
+      items: reads,
+      markItems,
+    } = await tx.acquireRows({
+      identity: m.subject_identity,
+      networkId: m.network_id,
+      epoch: d.epoch,
+      sessionSeq: m.session_seq,
+      snapshot,
+      items: body.services.map((it) => ({ serviceId: it.service_ref.service_id, publisher: it.publisher_identity })),
+      runtime: { generation: m.runtime_generation, runtimeId: m.runtime_id },
+      seq: body.consumer_seq,
+    });
     const f = fenceOf(d, m, fr);
     if (Either.isLeft(f)) return Either.left(f.left);
     for (const it of body.services)
@@ -366,7 +363,14 @@ export const serveAcquire = async (
     const items: AcquireItemInput[] = await Promise.all(
       body.services.map(async (it, i): Promise<AcquireItemInput> => {
         const serviceId = it.service_ref.service_id;
-        const [row, allSources, allocation, policyVersion, known, publisherGrant] = reads[i] as (typeof reads)[number];
+        const {
+          service: row,
+          sources: allSources,
+          allocation,
+          policyVersion,
+          stamp: known,
+          publisherGrant,
+        } = reads[i] as (typeof reads)[number];
         const svc =
           row !== null && bytesEqual(row.networkId, m.network_id) && bytesEqual(row.publisher, it.publisher_identity)
             ? row
@@ -397,20 +401,6 @@ export const serveAcquire = async (
       stored !== null && stored.generation === m.runtime_generation && bytesEqual(stored.runtimeId, m.runtime_id)
         ? stored
         : null;
-    // the mark's items are only read for a retransmission (the same seq): that is the only case the decision uses them
-    const markItems: AcquireItemRecord[] =
-      mark === null || mark.seq !== body.consumer_seq
-        ? []
-        : await Promise.all(
-            (await tx.lease.acquireItems(m.subject_identity, mark.requestId, d.epoch)).map(async (s) => ({
-              serviceId: s.serviceId,
-              result: s.result,
-              grant:
-                s.grantId === null
-                  ? null
-                  : await tx.lease.grantOf(m.subject_identity, mark.requestId, s.serviceId, d.epoch),
-            })),
-          );
     const decision = decideAcquire({
       now,
       epoch: d.epoch,
@@ -442,24 +432,19 @@ export const serveAcquire = async (
         committed: false,
       });
     const byService = new Map(decision.right.items.map((r) => [toHex(r.serviceId), r]));
-    if (decision.right.outcome === 'decided') {
-      for (const r of decision.right.items) if (r.grant !== null) await tx.lease.saveGrant(m.network_id, r.grant);
-      await tx.lease.saveAcquireItems(
-        m.subject_identity,
-        m.request_id,
-        d.epoch,
-        decision.right.items.map((r) => ({
+    if (decision.right.outcome === 'decided')
+      await tx.saveAcquire(m.subject_identity, {
+        networkId: m.network_id,
+        requestId: m.request_id,
+        epoch: d.epoch,
+        grants: decision.right.items.flatMap((r) => (r.grant === null ? [] : [r.grant])),
+        items: decision.right.items.map((r) => ({
           serviceId: r.serviceId,
           result: r.result,
           grantId: r.grant?.grantId ?? null,
         })),
-      );
-      await tx.lease.saveMark(m.subject_identity, m.network_id, space, {
-        ...decision.right.mark,
-        generation: m.runtime_generation,
-        runtimeId: m.runtime_id,
+        mark: { ...decision.right.mark, generation: m.runtime_generation, runtimeId: m.runtime_id },
       });
-    }
     return Either.right({
       results: body.services.map((it) => {
         const r = byService.get(toHex(it.service_ref.service_id));

@@ -9,8 +9,8 @@ import type { SessionMark } from '../domain/session.js';
 import type { StoredService } from './service-row.js';
 import type { AckRecord, RevisionFloor } from '../domain/snapshot.js';
 import type { GrantTx } from './grant-store.js';
-import type { LeaseTx, MarkSpace, StoredMark } from './lease-store.js';
-import type { GrantRecord, IntentStamp } from '../domain/lease.js';
+import type { LeaseTx, MarkSpace, StoredAcquireItem, StoredMark } from './lease-store.js';
+import type { AcquireItemRecord, GrantRecord, IntentStamp } from '../domain/lease.js';
 import type { PortTx } from './port-store.js';
 import type { PolicySource } from './lease-store.js';
 import type { Allocation, PortTable } from '../domain/port-allocation.js';
@@ -112,6 +112,62 @@ export interface RefreshWrites {
   readonly mark: StoredMark;
 }
 
+/** What a lease.acquire names: the rows of its decision are read by these keys (decision 0540). */
+export interface AcquireKeys {
+  readonly identity: Bytes;
+  readonly networkId: Bytes;
+  /** The transaction's epoch (the grant and request-map reads filter on it). */
+  readonly epoch: bigint;
+  readonly sessionSeq: bigint;
+  readonly snapshot: { readonly revision: bigint; readonly digest: Bytes };
+  /** The requested services in request order, each with the publisher the request names. */
+  readonly items: readonly { readonly serviceId: Bytes; readonly publisher: Bytes }[];
+  /**
+   * The request's runtime pair and `consumer_seq`: the mark's request map is read only when the mark is this runtime's
+   * and has this seq (a retransmission — the only case the decision uses it, decision 0165).
+   */
+  readonly runtime: { readonly generation: bigint; readonly runtimeId: Bytes };
+  readonly seq: bigint;
+}
+
+/** The rows of one requested service of a lease.acquire. */
+export interface AcquireItemRows {
+  readonly service: StoredService | null;
+  readonly sources: readonly PolicySource[];
+  /** Only a service of the envelope's Network has its row locked and read (decision 0405); a corrupt row rejects the read. */
+  readonly allocation: Allocation | null;
+  readonly policyVersion: bigint | null;
+  readonly stamp: IntentStamp | null;
+  /** The latest ready/refresh grant of (service, named publisher) in the epoch: its refresh mark's request's. */
+  readonly publisherGrant: GrantRecord | null;
+}
+
+/**
+ * Every row a lease.acquire decides on (decision 0540): the fence rows (membership, runtime and session locked), the
+ * consumer mark (locked), the session's ACKs of the referenced revision, the revision floor, per item the rows above —
+ * the allocation rows locked last and in the global key order (decisions 0370, 0405) — and, for a retransmission, the
+ * mark's request map with its grants.
+ */
+export interface AcquireRows {
+  readonly fence: FenceRows;
+  readonly mark: StoredMark | null;
+  readonly acks: readonly AckRecord[];
+  readonly floor: RevisionFloor;
+  readonly items: readonly AcquireItemRows[];
+  /** The items the mark's request produced, in the epoch; empty unless the mark is the request's runtime's and seq's. */
+  readonly markItems: readonly AcquireItemRecord[];
+}
+
+/** What a decided lease.acquire writes: its grants, its request map, the moved consumer mark (and the pruning of 0165). */
+export interface AcquireWrites {
+  readonly networkId: Bytes;
+  readonly requestId: Bytes;
+  readonly epoch: bigint;
+  readonly grants: readonly GrantRecord[];
+  readonly items: readonly StoredAcquireItem[];
+  readonly mark: StoredMark;
+}
+
 /** The publisher's P rows read ahead (`planOffer` reads nothing of its own). */
 export interface OfferRows {
   readonly ports: PortTable;
@@ -144,6 +200,13 @@ export interface AuthorityTx {
   readonly refreshRows: (k: RefreshKeys) => Promise<RefreshRows>;
   /** The grant and mark writes of a granted ready/refresh (one statement, sent with the COMMIT; decision 0500). */
   readonly saveRefresh: (holder: Bytes, w: RefreshWrites) => Promise<void>;
+  /**
+   * The rows of a lease.acquire with its fence rows (decision 0540): one statement plus one keyed allocation row lock
+   * per item, queued in the same tick (so in one round trip).
+   */
+  readonly acquireRows: (k: AcquireKeys) => Promise<AcquireRows>;
+  /** The writes of a decided lease.acquire (one statement, sent with the COMMIT; decision 0540). */
+  readonly saveAcquire: (holder: Bytes, w: AcquireWrites) => Promise<void>;
   /** Network membership (ownership), read in the same transaction as the fences. */
   readonly isMember: (identity: Bytes, networkId: Bytes) => Promise<boolean>;
   readonly lockRuntime: (identity: Bytes) => Promise<RuntimeBinding | null>;

@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { Either } from 'effect';
 import pg from 'pg';
 import type {
+  AcquireRows,
   AuthorityAcquisition,
   AuthorityStore,
   AuthorityTx,
@@ -19,7 +20,7 @@ import type { PolicySource } from '../../application/lease-store.js';
 import type { PortEntry, PortEntryKind } from '../../domain/port-allocation.js';
 import { endpointKey } from '../../domain/port-endpoint.js';
 import type { StoredService } from '../../application/service-row.js';
-import { type Bytes, toHex } from '../../domain/bytes.js';
+import { type Bytes, bytesEqual, toHex } from '../../domain/bytes.js';
 import { type ServiceControlError, ServiceControlError as SCE, scError } from '../../domain/errors.js';
 import { nextCounter } from '../../domain/counter.js';
 import { mayTakeOver } from '../../domain/authority-holder.js';
@@ -43,6 +44,7 @@ import { REVISION_FLOOR_MIGRATIONS, floorOf, floorSql, pruneBelowFloorSql } from
 import { ACK_FAST_MIGRATIONS, type FastAckOutcome, ackFastFunction, ackFastQuery, ackFastSql } from './ack-fast.js';
 import { GroupCommit } from './group-commit.js';
 import { refreshFunctions, refreshRowsOf, refreshRowsSql, refreshWriteSql } from './refresh-rows.js';
+import { acquireFunctions, acquireRowsOf, acquireRowsSql, acquireWriteSql } from './acquire-rows.js';
 import { releaseLease, renewLease } from './lease-sql.js';
 
 export const PG_SCHEMA = 'service_control';
@@ -194,6 +196,10 @@ const MIGRATIONS: readonly string[] = [
   // `refresh_rows` (the allocation row lock stays a keyed statement of its own, decision 0370), the grant and mark
   // writes in `refresh_write`
   refreshFunctions(RUNTIME_COLS, SESSION_COLS),
+  // lease.acquire in two statements of ours (decision 0540): the reads of the first round trip (and a retransmission's
+  // request map) in `acquire_rows` (the allocation row locks stay keyed statements of their own, decisions 0370 and
+  // 0405), the grants, request map and mark writes in `acquire_write`
+  acquireFunctions(RUNTIME_COLS, SESSION_COLS),
 ];
 
 const b = (v: Buffer | Uint8Array): Bytes => new Uint8Array(v);
@@ -374,6 +380,67 @@ const refreshRowsBy = async (
   return { fence, service, sources, mark, markGrant, latest, acks, stamp, allocation, policyVersion, floor };
 };
 
+/**
+ * The rows of a lease.acquire as the former separate statements (before decision 0540), in the former order and round
+ * trips: the first round trip's reads all queued in one tick (each item's keyed allocation lock among them), then —
+ * only for a retransmission — the mark's request map, then each granted item's grant. The twin of
+ * `acquire-rows.it.test.ts` (store option `acquireFunctions: false`).
+ */
+const acquireRowsBy = async (
+  c: TxConnection,
+  k: Parameters<AuthorityTx['acquireRows']>[0],
+  locks: readonly Promise<AcquireRows['items'][number]['allocation']>[],
+): Promise<AcquireRows> => {
+  const lease = leaseTx(c, {});
+  const grants = grantTx(c);
+  const [fence, stored, acks, floor, reads] = await Promise.all([
+    c.statement(
+      `SELECT member, runtime, session FROM ${S}.fence_rows(${lit.bytea(k.identity)}, ${lit.bytea(k.networkId)}, ${lit.bool(true)})`,
+      (r) => {
+        const row = r.rows[0];
+        return { member: row.member === true, runtime: runtimeOf(row.runtime), session: sessionOf(row.session) };
+      },
+    ),
+    lease.lockMark(k.identity, k.networkId, { kind: 'consumer' }),
+    ackRows(c, k.identity, k.networkId, k.sessionSeq, k.snapshot.revision),
+    c.statement(floorSql(k.identity, k.networkId, k.sessionSeq), (r) => floorOf(r.rows[0])),
+    Promise.all(
+      k.items.map((it, i) =>
+        Promise.all([
+          lease.service(it.serviceId),
+          lease.policySources(it.serviceId),
+          locks[i] as Promise<AcquireRows['items'][number]['allocation']>,
+          grants.policyVersion(it.serviceId),
+          lease.snapshotStamp(k.identity, k.networkId, k.snapshot.revision, k.snapshot.digest, it.serviceId),
+          lease.latestPublisherGrant(it.serviceId, it.publisher, k.epoch),
+        ]).then(([service, sources, allocation, policyVersion, stamp, publisherGrant]) => ({
+          service,
+          sources,
+          allocation,
+          policyVersion,
+          stamp,
+          publisherGrant,
+        })),
+      ),
+    ),
+  ]);
+  const mark =
+    stored !== null && stored.generation === k.runtime.generation && bytesEqual(stored.runtimeId, k.runtime.runtimeId)
+      ? stored
+      : null;
+  const markItems =
+    mark === null || mark.seq !== k.seq
+      ? []
+      : await Promise.all(
+          (await lease.acquireItems(k.identity, mark.requestId, k.epoch)).map(async (s) => ({
+            serviceId: s.serviceId,
+            result: s.result,
+            grant: s.grantId === null ? null : await lease.grantOf(k.identity, mark.requestId, s.serviceId, k.epoch),
+          })),
+        );
+  return { fence, mark: stored, acks, floor, items: reads, markItems };
+};
+
 // Row functions of one transaction. Reads are queued statements (sent together when awaited); writes are queued and
 // ride along with the next read or the COMMIT (batch.ts). Lock order: authority (the batch's first statement) →
 // runtime row → machine row → scope rows; `fence` reads membership, runtime and session in ONE statement, in that order.
@@ -384,6 +451,7 @@ const tx = (
   leaseOptions: LeaseTxOptions,
   pruneRevisions: boolean,
   refreshInFunctions: boolean,
+  acquireInFunctions: boolean,
 ): AuthorityTx => {
   let lease: AuthorityTx['lease'] | undefined;
   let ports: AuthorityTx['ports'] | undefined;
@@ -440,6 +508,35 @@ const tx = (
       }
       // queued, not awaited: it rides with the COMMIT, as the former writes did
       void c.writing(refreshWriteSql(holder, w, leaseOptions.prune !== false), () => undefined);
+    },
+    acquireRows: (k) => {
+      // one keyed lock per item, queued with the reads (decision 0405): sent after every unkeyed statement of the round
+      // trip (a group's other members' identity rows included), in key order (decision 0370)
+      const p = (ports ??= portTx(c));
+      const locks = k.items.map((it) => p.lockNetworkAllocation(it.serviceId, k.networkId));
+      if (!acquireInFunctions) return acquireRowsBy(c, k, locks);
+      const rows = c.statement(acquireRowsSql(k), (r) => {
+        const row = r.rows[0];
+        return {
+          fence: { member: row.member === true, runtime: runtimeOf(row.runtime), session: sessionOf(row.session) },
+          ...acquireRowsOf(k, row),
+        };
+      });
+      return Promise.all([rows, Promise.all(locks)]).then(([x, allocations]): AcquireRows => ({
+        ...x,
+        items: x.items.map((it, i) => ({ ...it, allocation: allocations[i] ?? null })),
+      }));
+    },
+    saveAcquire: async (holder, w) => {
+      if (!acquireInFunctions) {
+        const lease = leaseTx(c, leaseOptions);
+        for (const g of w.grants) await lease.saveGrant(w.networkId, g);
+        await lease.saveAcquireItems(holder, w.requestId, w.epoch, w.items);
+        await lease.saveMark(holder, w.networkId, { kind: 'consumer' }, w.mark);
+        return;
+      }
+      // queued, not awaited: it rides with the COMMIT, as the former writes did
+      void c.writing(acquireWriteSql(holder, w, leaseOptions.prune !== false), () => undefined);
     },
     isMember: (identity, networkId) =>
       c.statement(
@@ -636,6 +733,11 @@ export interface PgAuthorityStoreOptions extends pg.PoolConfig {
    */
   readonly refreshFunctions?: boolean;
   /**
+   * lease.acquire reads and writes through `acquire_rows` / `acquire_write` (decision 0540); `false` only for the twin of
+   * `test/acquire-rows.it.test.ts`, which uses the former statements.
+   */
+  readonly acquireFunctions?: boolean;
+  /**
    * Group commit (decision 0330): transactions of different scopes in flight together commit as one. `false` only
    * for the unbatched twin of `test/group-commit.it.test.ts`; default 4 groups in flight of at most 32 members.
    */
@@ -674,6 +776,7 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
     pruneRevisionRows,
     fastAck,
     refreshFunctions,
+    acquireFunctions,
     groupCommit,
     afterGroupMember,
     shard = UNSHARDED,
@@ -709,7 +812,13 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
           ...(afterGroupMember === undefined ? {} : { afterMember: afterGroupMember }),
         });
   const txOf = (c: TxConnection) =>
-    tx(c, { prune: pruneLeaseRows !== false }, pruneRevisionRows !== false, refreshFunctions !== false);
+    tx(
+      c,
+      { prune: pruneLeaseRows !== false },
+      pruneRevisionRows !== false,
+      refreshFunctions !== false,
+      acquireFunctions !== false,
+    );
 
   const run = async <A>(
     f: (c: pg.PoolClient) => Promise<A>,

@@ -16,7 +16,8 @@ const S = 'service_control';
 // = the transaction's epoch (the fence checked it): the row of the connection's authority shard (decision 0455)
 const EPOCH_NOW = `(SELECT epoch FROM ${S}.authority WHERE id = ${S}.current_shard())`;
 
-const GRANT_JSON = (g: string) =>
+/** A grant row's columns as JSON keys (parsed by `grantOfJson`); shared with `acquire-rows.ts`. */
+export const GRANT_JSON = (g: string) =>
   `encode(${g}.grant_id, 'hex') AS grant_id, ${g}.epoch::text AS epoch, ${g}.kind, encode(${g}.service_id, 'hex') AS service_id,
    encode(${g}.holder, 'hex') AS holder, ${g}.generation::text AS generation, encode(${g}.runtime_id, 'hex') AS runtime_id,
    ${g}.session_seq::text AS session_seq, ${g}.seq::text AS seq, encode(${g}.request_id, 'hex') AS request_id,
@@ -97,7 +98,8 @@ export const refreshWriteSql = (holder: Bytes, w: RefreshWrites, prune: boolean)
 type Json = Record<string, unknown>;
 const hex = (h: unknown): Bytes => new Uint8Array(Buffer.from(h as string, 'hex'));
 
-const grantOf = (r: Json | null): GrantRecord | null =>
+/** A grant row as `GRANT_JSON` selects it (null: no row). Shared with `acquire-rows.ts`. */
+export const grantOfJson = (r: Json | null): GrantRecord | null =>
   r === null
     ? null
     : {
@@ -115,64 +117,69 @@ const grantOf = (r: Json | null): GrantRecord | null =>
         deadline: Number(r['deadline']),
       };
 
+/** The service row of `refresh_rows` / `acquire_rows` (its id is the key it was read by). */
+export const serviceOfJson = (serviceId: Bytes, s: Json | null): StoredService | null =>
+  s === null
+    ? null
+    : {
+        serviceId,
+        publisher: hex(s['publisher']),
+        networkId: hex(s['network_id']),
+        declarationKey: s['declaration_key'] as string,
+        declaration: hex(s['declaration']),
+        state: s['state'] as StoredService['state'],
+        port: s['port'] === null ? null : BigInt(s['port'] as number),
+        listenerRevision: BigInt(s['listener_revision'] as string),
+      };
+
+export const markOfJson = (m: Json | null): StoredMark | null =>
+  m === null
+    ? null
+    : {
+        generation: BigInt(m['generation'] as string),
+        runtimeId: hex(m['runtime_id']),
+        seq: BigInt(m['seq'] as string),
+        requestId: hex(m['request_id']),
+        requestDigest: hex(m['request_digest']),
+      };
+
+export const sourcesOfJson = (list: Json[]): PolicySource[] =>
+  list.map((p): PolicySource => ({
+    consumer: hex(p['consumer']),
+    protocols: p['protocols'] as string[],
+    expiry: p['expiry'] === null ? null : Number(p['expiry']),
+  }));
+
+export const acksOfJson = (list: Json[]): AckRecord[] =>
+  list.map((a): AckRecord => ({
+    sessionSeq: BigInt(a['session_seq'] as string),
+    revision: BigInt(a['revision'] as string),
+    digest: hex(a['digest']),
+    accepted: a['accepted'] as boolean,
+    enforcementApplied: a['enforcement_applied'] as boolean,
+    dnsApplied: a['dns_applied'] as boolean,
+  }));
+
+export const stampOfJson = (st: Json | null): IntentStamp | null =>
+  st === null
+    ? null
+    : { listenerRevision: BigInt(st['listener_revision'] as string), intentDigest: hex(st['intent_digest']) };
+
+/** The floor's two values (`floor_current`, `floor_enforced`) of a function's row. */
+export const floorOfJson = (row: Json): RevisionFloor => ({
+  current: row['floor_current'] == null ? null : BigInt(row['floor_current'] as string),
+  enforced: row['floor_enforced'] == null ? null : BigInt(row['floor_enforced'] as string),
+});
+
 /** The lease rows of `refresh_rows`'s one row, as the former statements' parsers gave them (fence rows: the caller). */
-export const refreshRowsOf = (serviceId: Bytes, row: Json) => {
-  const s = row['service'] as Json | null;
-  const m = row['mark'] as Json | null;
-  const st = row['stamp'] as Json | null;
-  const service: StoredService | null =
-    s === null
-      ? null
-      : {
-          serviceId,
-          publisher: hex(s['publisher']),
-          networkId: hex(s['network_id']),
-          declarationKey: s['declaration_key'] as string,
-          declaration: hex(s['declaration']),
-          state: s['state'] as StoredService['state'],
-          port: s['port'] === null ? null : BigInt(s['port'] as number),
-          listenerRevision: BigInt(s['listener_revision'] as string),
-        };
-  const mark: StoredMark | null =
-    m === null
-      ? null
-      : {
-          generation: BigInt(m['generation'] as string),
-          runtimeId: hex(m['runtime_id']),
-          seq: BigInt(m['seq'] as string),
-          requestId: hex(m['request_id']),
-          requestDigest: hex(m['request_digest']),
-        };
-  const floor: RevisionFloor = {
-    current: row['floor_current'] == null ? null : BigInt(row['floor_current'] as string),
-    enforced: row['floor_enforced'] == null ? null : BigInt(row['floor_enforced'] as string),
-  };
-  return {
-    service,
-    sources: (row['sources'] as Json[]).map((p): PolicySource => ({
-      consumer: hex(p['consumer']),
-      protocols: p['protocols'] as string[],
-      expiry: p['expiry'] === null ? null : Number(p['expiry']),
-    })),
-    mark,
-    markGrant: grantOf(row['mark_grant'] as Json | null),
-    latest: grantOf(row['latest'] as Json | null),
-    acks: (row['acks'] as Json[]).map((a): AckRecord => ({
-      sessionSeq: BigInt(a['session_seq'] as string),
-      revision: BigInt(a['revision'] as string),
-      digest: hex(a['digest']),
-      accepted: a['accepted'] as boolean,
-      enforcementApplied: a['enforcement_applied'] as boolean,
-      dnsApplied: a['dns_applied'] as boolean,
-    })),
-    stamp:
-      st === null
-        ? null
-        : ({
-            listenerRevision: BigInt(st['listener_revision'] as string),
-            intentDigest: hex(st['intent_digest']),
-          } satisfies IntentStamp),
-    policyVersion: row['version'] == null ? null : BigInt(row['version'] as string),
-    floor,
-  };
-};
+export const refreshRowsOf = (serviceId: Bytes, row: Json) => ({
+  service: serviceOfJson(serviceId, row['service'] as Json | null),
+  sources: sourcesOfJson(row['sources'] as Json[]),
+  mark: markOfJson(row['mark'] as Json | null),
+  markGrant: grantOfJson(row['mark_grant'] as Json | null),
+  latest: grantOfJson(row['latest'] as Json | null),
+  acks: acksOfJson(row['acks'] as Json[]),
+  stamp: stampOfJson(row['stamp'] as Json | null),
+  policyVersion: row['version'] == null ? null : BigInt(row['version'] as string),
+  floor: floorOfJson(row),
+});
