@@ -17,18 +17,13 @@ export const topLevelText = (key: string): ((bytes: Uint8Array) => string | unde
   return (bytes) => {
     try {
       const r = new Reader(bytes, undefined);
-      r.head();
-      if (r.major !== 5) return undefined;
+      if (nextMajor(r) !== 5) return undefined;
       const entries = r.length(2);
       for (let i = 0; i < entries; i++) {
-        r.head();
-        if (r.major !== 3) return undefined;
+        if (nextMajor(r) !== 3) return undefined;
         const keyStart = r.at;
         r.pos += r.length(1);
-        if (sameBytes(bytes, keyStart, r.pos, encodedKey)) {
-          r.head();
-          return r.major === 3 ? r.text() : undefined;
-        }
+        if (sameBytes(bytes, keyStart, r.pos, encodedKey)) return nextMajor(r) === 3 ? r.text() : undefined;
         skipOne(r);
       }
       return undefined;
@@ -47,9 +42,8 @@ export const topLevelText = (key: string): ((bytes: Uint8Array) => string | unde
 const skipOne = (r: Reader): void => {
   let left = 1;
   while (left > 0) {
-    r.head();
     left--;
-    switch (r.major) {
+    switch (nextMajor(r)) {
       case 2:
       case 3:
         r.pos += r.length(1);
@@ -64,6 +58,12 @@ const skipOne = (r: Reader): void => {
         break;
     }
   }
+};
+
+/** Reads the next header; its major type (a call, so that the type of `r.major` is not narrowed across reads). */
+const nextMajor = (r: Reader): number => {
+  r.head();
+  return r.major;
 };
 
 const encodeKey = (key: string): Uint8Array => {
