@@ -31,6 +31,7 @@ export {
 } from './domain/cbor.js';
 export { Domain, type DomainName } from './domain/digest.js';
 export { compareBytes } from './domain/reader.js';
+export { topLevelText } from './domain/peek.js';
 export { compareUtf8 } from './domain/codec.js';
 export { Counter, COUNTER_INITIAL, isCounter, nextCounter } from './domain/counter.js';
 export type {

@@ -1,6 +1,13 @@
 // The common Message (spec §3.2): envelope fields + a per-kind closed body, as canonical-CBOR codecs, and the
 // decoding order of §3.2 steps 1–3 (canonical form → schema → known kind and closed body).
-import { type Codec as CodecT, Codec, type DecodeError, decode, type TypeOf } from '@homelab/cbor-canonical';
+import {
+  type Codec as CodecT,
+  Codec,
+  type DecodeError,
+  decode,
+  topLevelText,
+  type TypeOf,
+} from '@homelab/cbor-canonical';
 import { Either } from 'effect';
 import { type ServiceControlError, scError } from '../domain/errors.js';
 import { type Kind, KINDS } from '../domain/kinds.js';
@@ -125,8 +132,11 @@ export const encodeMessage = (m: Message): Uint8Array =>
  * Decode a received Message in the order of spec §3.2: canonical CBOR (`invalid-encoding`), then `schema`
  * (`unsupported-version` when ≠ 1), then the kind (`unsupported-field` when unknown, [D]), then the kind's closed shape
  * (`unsupported-field` for an unknown key anywhere, `invalid-encoding` for a wrong type or length).
+ *
+ * The input is decoded twice here (a generic decode for the order, then the kind's codec): `decodeMessage` calls this
+ * only for an input its one-pass decode refused, to choose the error exactly as the spec orders it (decision 0550).
  */
-export const decodeMessage = (bytes: Uint8Array): Either.Either<Message, ServiceControlError> => {
+export const decodeMessageOrdered = (bytes: Uint8Array): Either.Either<Message, ServiceControlError> => {
   const generic = decode(bytes);
   if (Either.isLeft(generic)) return Either.left(fromDecodeError(generic.left));
   const v = generic.right;
@@ -143,6 +153,26 @@ export const decodeMessage = (bytes: Uint8Array): Either.Either<Message, Service
   if (!isKind(kind)) return Either.left(scError('unsupported-field', `unknown kind ${kind}`));
   const decoded = (MessageCodecs[kind] as unknown as CodecT<Message>).decode(bytes);
   return Either.mapLeft(decoded, fromDecodeError);
+};
+
+/** The top-level `kind` text of an input, read without decoding it: only a choice of codec (decision 0550). */
+const kindHint = topLevelText('kind');
+
+/**
+ * Decode a received Message: the result of `decodeMessageOrdered` for every input, with one decode on the success path
+ * (decision 0550). The top-level `kind` chooses the codec and that codec decodes the whole input once; when it accepts,
+ * the input is canonical CBOR (its reader is the generic decoder's, same limits), `schema` is 1 and `kind` is that
+ * kind (both are literals of the codec), so the ordered path would have returned this same value. Any refusal — or no
+ * usable kind — goes to the ordered path, which alone chooses the error (the codec's own error may name a later step,
+ * e.g. `invalid-encoding` for a schema 2 that is `unsupported-version`).
+ */
+export const decodeMessage = (bytes: Uint8Array): Either.Either<Message, ServiceControlError> => {
+  const kind = kindHint(bytes);
+  if (kind !== undefined && isKind(kind)) {
+    const once = (MessageCodecs[kind] as unknown as CodecT<Message>).decode(bytes);
+    if (Either.isRight(once)) return Either.right(once.right);
+  }
+  return decodeMessageOrdered(bytes);
 };
 
 /**
