@@ -6,7 +6,8 @@
 // (client-worker.ts: clients are other machines); nsd's handler runs here. Needs the machine's PostgreSQL (pg.ts).
 // Env: BENCH_N (sequential requests, 300), BENCH_CONCURRENCY (8,32), BENCH_CONCURRENT_N (requests per concurrent run, 640),
 // BENCH_PROFILE (a directory: a CPU profile of nsd's thread per run, <run>.cpuprofile), BENCH_FAST_ACK=0 (no one-round-trip ACK),
-// BENCH_GROUP_COMMIT=0 (every transaction commits alone, decision 0330), BENCH_CRYPTO=pool|thread|busy (decision 0510).
+// BENCH_GROUP_COMMIT=0 (every transaction commits alone, decision 0330), BENCH_CRYPTO=pool|thread|busy (decision 0510),
+// BENCH_WARMUP (pg.ts `WARMUP`, decision 0560).
 import { randomBytes } from 'node:crypto';
 import { createServer, request, Agent } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -37,6 +38,7 @@ import {
   rawUpsertRun,
   requestBound,
   roundTrips,
+  WARMUP,
   withBenchDatabase,
 } from './pg.js';
 import { availableParallelism } from 'node:os';
@@ -221,7 +223,11 @@ await withBenchDatabase('nsd_bench', async (config) => {
 
   // ── one sequential client ──
   const p0 = await publisher();
-  await runClients('warmup', [{ pub: p0, payloads: p0.replaces(20) }]); // warm up (JIT, pool, worker)
+  // warm up (JIT, pool, worker; decision 0560): WARMUP replaces, first and repeat ACKs through the load generator — after
+  // 20 requests V8 still ran much of nsd's code in its baseline tier, and the one-client runs come first in a fresh process
+  await runClients('warmup', [{ pub: p0, payloads: p0.replaces(WARMUP) }]);
+  await runClients('warmup', [{ pub: p0, payloads: await p0.firstAcks(WARMUP) }]);
+  await runClients('warmup', [{ pub: p0, payloads: await p0.repeatAcks(WARMUP) }]);
   const rawSeqRun = await rawUpsertRun(config, 1, N);
   const rawSeq = rawSeqRun.rate;
   const repSeq = await runClients('replace-1', [{ pub: p0, payloads: p0.replaces(N) }]);

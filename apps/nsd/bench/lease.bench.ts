@@ -6,7 +6,7 @@
 // publishers (the measured publishers' rows cloned in SQL) and the capacity, CPU per refresh (this process + the
 // PostgreSQL backends) and the row counts (grant pruning, decision 0165) are printed. Needs the machine's PostgreSQL
 // (`./pg.ts`: PG* env, the test bed state file, or 127.0.0.1:5432); creates and drops its own database. Env: BENCH_N,
-// BENCH_CONCURRENCY, BENCH_PUBLISHERS, BENCH_ACQUIRE=0 (no lease.acquire runs), BENCH_CRYPTO (pg.ts `benchUnaryCrypto`), BENCH_PROFILE / BENCH_MARKS (pg.ts
+// BENCH_CONCURRENCY, BENCH_PUBLISHERS, BENCH_ACQUIRE=0 (no lease.acquire runs), BENCH_WARMUP (pg.ts `WARMUP`), BENCH_CRYPTO (pg.ts `benchUnaryCrypto`), BENCH_PROFILE / BENCH_MARKS (pg.ts
 // `profiled`; the clients run on this thread too).
 // Then lease.acquire: C consumers of the Network, each re-acquiring one publisher's service, through the grouping
 // store (acquires of one Network share groups, decision 0405), the same store keyed as before 0405 (identity AND
@@ -34,6 +34,7 @@ import {
   rawUpsertRun,
   requestBound,
   roundTrips,
+  WARMUP,
   withBenchDatabase,
 } from './pg.js';
 import { startLoad } from './load-thread.js';
@@ -332,7 +333,12 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   for (let i = 0; i < maxC; i++)
     cons.push(await consumer(consumerSigners[i] as (typeof consumerSigners)[number], pubs[i] as Publisher));
   const p0 = pubs[0] as (typeof pubs)[number];
-  for (let i = 0; i < 20; i++) await p0.refresh(); // warm up
+  // warm up (decision 0560): WARMUP refreshes of one client (the ungrouped path), then 5 × WARMUP spread over every
+  // client (groups, the crypto pool), through the load generator as the timed runs — not 20 refreshes, after which
+  // the first one-client window still ran more than half of nsd's samples in V8's baseline tier
+  const warmPer = Math.ceil((5 * WARMUP) / maxC);
+  await runLoad('warm-up-1', [p0], WARMUP);
+  await runLoad(`warm-up-${maxC}`, pubs, warmPer);
 
   const fmt = (x: number, w = 7) => x.toFixed(0).padStart(w);
   const cpu = (r: Run) =>
@@ -342,7 +348,9 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
       : ` (main thread ${r.thread.run.toFixed(0)} µs on a core + ${r.thread.wait.toFixed(0)} µs waiting for one)`);
   const grantRows = async () =>
     Number((await rawPg.query('SELECT count(*) AS n FROM service_control.lease_grant')).rows[0].n);
-  print(`nsd lease bench (N=${N} per client, loopback; PostgreSQL ${config.host}:${config.port}; store pool max 10)`);
+  print(
+    `nsd lease bench (N=${N} per client, loopback; PostgreSQL ${config.host}:${config.port}; store pool max 10; warm-up ${WARMUP} + ${warmPer * maxC} refreshes)`,
+  );
   const raw1Run = await rawUpsertRun(config, 1, N);
   const raw1 = raw1Run.rate;
   const ref1 = await runLoad('refresh-1', [p0], N);

@@ -48,6 +48,16 @@ export const withBenchDatabase = async <A>(
 const UPSERT = 'INSERT INTO bench_upsert VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = excluded.v';
 
 /**
+ * Requests of each warm-up phase before the benches' first timed window (BENCH_WARMUP, default 500; decision 0560).
+ * V8 optimizes a function only after it executed enough of its bytecode (TurboFan: hundreds to thousands of calls of
+ * a small function): after 20 warm-up requests nsd's first one-client window still ran more than half of its samples
+ * in the baseline (Sparkplug) tier, so a fresh process's one-client numbers measured other code than every later run.
+ * A count, not a time: the tier-up follows the code executed, whatever the machine's load.
+ */
+export const WARMUP = Number(process.env['BENCH_WARMUP'] ?? 500);
+let rawWarm = false;
+
+/**
  * Raw single-row upsert transactions per second (autocommit, one round trip and one durable commit each) with
  * `concurrency` clients in flight, each on its own connection and its own row, `perClient` upserts each.
  */
@@ -72,11 +82,15 @@ export const rawUpsertRun = async (
   try {
     await clients[0]?.query('CREATE TABLE IF NOT EXISTS bench_upsert (k int PRIMARY KEY, v bigint NOT NULL)');
     let v = 0;
+    // warm up: 20 upserts per connection, WARMUP in the process's first run, so that the pg driver's code (shared with
+    // nsd's store in this process) runs optimized in the timed windows (decision 0560)
+    const warm = rawWarm ? 20 : Math.max(20, WARMUP);
+    rawWarm = true;
     await Promise.all(
       clients.map(async (c, k) => {
-        for (let i = 0; i < 20; i++) await c.query(UPSERT, [k, v++]);
+        for (let i = 0; i < warm; i++) await c.query(UPSERT, [k, v++]);
       }),
-    ); // warm up
+    );
     const m0 = machineTicks();
     const t0 = process.hrtime.bigint();
     await Promise.all(
