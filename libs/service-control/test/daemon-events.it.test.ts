@@ -10,41 +10,24 @@ import { useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type Message, decodeMessage, encodeMessage } from '../src/api/message.js';
-import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { openSqliteDaemonStore } from '../src/adapter/sqlite/daemon-store.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
-import { Authority } from '../src/application/authority.js';
-import type { AuthorityStore } from '../src/application/authority-store.js';
 import { proposalToWire } from '../src/application/port-arbiter.js';
-import { eventually, inProcessTransport, runDaemon } from './in-process-daemon.js';
-import { controlledSchedule } from './port-fixtures.js';
+import { authorityProcesses, eventually, inProcessTransport, runDaemon } from './in-process-daemon.js';
 import { id16, id32 } from './helpers.js';
 import { rid16 } from './wire.js';
 
 const db = useDatabase('daemonevents');
 const dir = mkdtempSync(join(tmpdir(), 'ns-daemonevents-'));
-const stores: AuthorityStore[] = [];
-const authorities: Authority[] = [];
+const { boot, close } = authorityProcesses(() => db.config);
 afterAll(async () => {
-  for (const a of authorities) a.closeStreams();
-  for (const s of stores) await s.close();
+  await close();
   rmSync(dir, { recursive: true, force: true });
 });
 
 describe("the Daemon's event table", () => {
   it('§3.3 a stream event reaches its kind’s handler; a reply kind, and a port request to a daemon without a port arbiter, are refused unsupported-field and the stream goes on', async () => {
-    const store = makePgAuthorityStore(db.config);
-    stores.push(store);
-    await store.migrate();
-    const t = await store.takeover();
-    const authority = new Authority({
-      store,
-      nsdId: t.nsdId,
-      epoch: t.epoch,
-      now: () => Date.now(),
-      portRecovery: { schedule: controlledSchedule().schedule },
-    });
-    authorities.push(authority);
+    const { store, authority, ...t } = await boot();
     const net = rid16();
     const identity = generateSigner().signer.machineId;
     await store.addMember(identity, net);

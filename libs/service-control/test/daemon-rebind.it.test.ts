@@ -12,40 +12,17 @@ import { Either } from 'effect';
 import { afterAll, describe, expect, it } from 'vitest';
 import { decodeMessage } from '../src/api/message.js';
 import { openSqliteDaemonStore } from '../src/adapter/sqlite/daemon-store.js';
-import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
-import { Authority } from '../src/application/authority.js';
-import type { AuthorityStore } from '../src/application/authority-store.js';
-import { eventually, inProcessTransport, runDaemon } from './in-process-daemon.js';
-import { controlledSchedule } from './port-fixtures.js';
+import { authorityProcesses, eventually, inProcessTransport, runDaemon } from './in-process-daemon.js';
 import { rid16 } from './wire.js';
 
 const db = useDatabase('daemonrebind');
 const dir = mkdtempSync(join(tmpdir(), 'ns-daemonrebind-'));
-const stores: AuthorityStore[] = [];
-const authorities: Authority[] = [];
+const { boot, close } = authorityProcesses(() => db.config);
 afterAll(async () => {
-  for (const a of authorities) a.closeStreams();
-  for (const s of stores) await s.close();
+  await close();
   rmSync(dir, { recursive: true, force: true });
 });
-
-/** One B process on the database: it takes over (epoch + 1 over the previous one), as a standby does after a crash. */
-const boot = async () => {
-  const store = makePgAuthorityStore(db.config);
-  stores.push(store);
-  await store.migrate();
-  const t = await store.takeover();
-  const authority = new Authority({
-    store,
-    nsdId: t.nsdId,
-    epoch: t.epoch,
-    now: () => Date.now(),
-    portRecovery: { schedule: controlledSchedule().schedule },
-  });
-  authorities.push(authority);
-  return { store, authority, ...t };
-};
 
 describe('a re-bind of the same daemon process (decision 0520)', () => {
   it('§3.4 §3.13 after a failover the daemon whose stream broke re-binds without node.register and streams in the new epoch; a restarted process registers again before its first bind', async () => {

@@ -1,12 +1,15 @@
 // A whole Daemon in-process against an Authority in-process (no HTTP): the transport both daemon tests
-// (daemon-rebind.it, ready-after-install.it, daemon-events.it) use, and the daemon's run with its log.
+// (daemon-rebind.it, ready-after-install.it, daemon-events.it) use, the daemon's run with its log, and the B processes.
 import { performance } from 'node:perf_hooks';
 import { Either } from 'effect';
 import { InfoGetResponseCodec } from '../src/api/runtime.js';
-import type { Authority } from '../src/application/authority.js';
+import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
+import { Authority } from '../src/application/authority.js';
+import type { AuthorityStore } from '../src/application/authority-store.js';
 import { Daemon, type DaemonDeps, type DaemonTransport } from '../src/application/daemon.js';
 import type { Bytes } from '../src/domain/bytes.js';
 import { uuidText } from '../src/domain/ids.js';
+import { controlledSchedule } from './port-fixtures.js';
 
 /** The Authority a daemon talks to now (a failover test swaps it). */
 export interface CurrentAuthority {
@@ -106,4 +109,34 @@ export const eventually = async (f: () => boolean, what: string, ms = 60_000) =>
     if (Date.now() > end) throw new Error(`not reached: ${what}`);
     await new Promise((r) => setTimeout(r, 20));
   }
+};
+
+/**
+ * B processes on one database: `boot` starts one that takes over (epoch + 1 over the previous one, as a standby does
+ * after a crash; the uncertain-proposal driver's timers wait for the test), `close` ends every one booted. `config` is
+ * read at each boot (a test database's settings exist only inside its tests).
+ */
+export const authorityProcesses = (config: () => Parameters<typeof makePgAuthorityStore>[0]) => {
+  const stores: AuthorityStore[] = [];
+  const authorities: Authority[] = [];
+  const boot = async () => {
+    const store = makePgAuthorityStore(config());
+    stores.push(store);
+    await store.migrate();
+    const t = await store.takeover();
+    const authority = new Authority({
+      store,
+      nsdId: t.nsdId,
+      epoch: t.epoch,
+      now: () => Date.now(),
+      portRecovery: { schedule: controlledSchedule().schedule },
+    });
+    authorities.push(authority);
+    return { store, authority, ...t };
+  };
+  const close = async () => {
+    for (const a of authorities) a.closeStreams();
+    for (const s of stores) await s.close();
+  };
+  return { boot, close };
 };

@@ -15,10 +15,7 @@ import type { ListenerIntentWire } from '../src/api/snapshot.js';
 import { streamBindingToWire } from '../src/api/convert.js';
 import { openSqliteDaemonStore } from '../src/adapter/sqlite/daemon-store.js';
 import { openSqliteEndpointStore } from '../src/adapter/sqlite/endpoint-store.js';
-import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
-import { Authority } from '../src/application/authority.js';
-import type { AuthorityStore } from '../src/application/authority-store.js';
 import {
   PortArbiter,
   SimulatedListenerInstaller,
@@ -26,40 +23,20 @@ import {
   proposalFromWire,
 } from '../src/application/port-arbiter.js';
 import { endpointOf } from '../src/domain/port-endpoint.js';
-import { eventually, inProcessTransport, runDaemon } from './in-process-daemon.js';
-import { controlledSchedule } from './port-fixtures.js';
+import { authorityProcesses, eventually, inProcessTransport, runDaemon } from './in-process-daemon.js';
 import { decl, msg, replaceBody, rid16 } from './wire.js';
 
 const db = useDatabase('readyinstall');
 const dir = mkdtempSync(join(tmpdir(), 'ns-readyinstall-'));
-const stores: AuthorityStore[] = [];
-const authorities: Authority[] = [];
+const { boot, close } = authorityProcesses(() => db.config);
 afterAll(async () => {
-  for (const a of authorities) a.closeStreams();
-  for (const s of stores) await s.close();
+  await close();
   rmSync(dir, { recursive: true, force: true });
 });
 
 type Pushed = Message & { body: Record<string, unknown> };
 type Push = Message & {
   body: { snapshot_digest: Uint8Array; snapshot: { snapshot_revision: bigint; listeners: ListenerIntentWire[] } };
-};
-
-const boot = async () => {
-  const store = makePgAuthorityStore(db.config);
-  stores.push(store);
-  await store.migrate();
-  const t = await store.takeover();
-  // the uncertain-proposal driver's timers wait for the test (none fires here)
-  const authority = new Authority({
-    store,
-    nsdId: t.nsdId,
-    epoch: t.epoch,
-    now: () => Date.now(),
-    portRecovery: { schedule: controlledSchedule().schedule },
-  });
-  authorities.push(authority);
-  return { store, authority, ...t };
 };
 
 describe('the ready right after the install (decision 0197)', () => {
