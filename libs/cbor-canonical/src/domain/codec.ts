@@ -393,7 +393,8 @@ export const literal = <const L extends readonly [string, ...string[]]>(
   );
 };
 
-const encodeKeyOrText = (s: string): Uint8Array => {
+/** The canonical encoding of one text (a map key or a text value: the same bytes). */
+export const encodeKeyOrText = (s: string): Uint8Array => {
   const w = acquireWriter();
   try {
     w.text(s);

@@ -4,7 +4,7 @@
  * items); the values before the key are skipped by their lengths, nothing is built.
  */
 import { Reader } from './reader.js';
-import { acquireWriter, releaseWriter } from './writer.js';
+import { encodeKeyOrText } from './codec.js';
 
 /**
  * A reader of the text value of `key` in a top-level map: `undefined` when the input is not a map, the key is absent,
@@ -13,7 +13,7 @@ import { acquireWriter, releaseWriter } from './writer.js';
  * refuses. Choose a codec with it and let that codec's strict decode decide.
  */
 export const topLevelText = (key: string): ((bytes: Uint8Array) => string | undefined) => {
-  const encodedKey = encodeKey(key);
+  const encodedKey = encodeKeyOrText(key);
   return (bytes) => {
     try {
       const r = new Reader(bytes, undefined);
@@ -64,16 +64,6 @@ const skipOne = (r: Reader): void => {
 const nextMajor = (r: Reader): number => {
   r.head();
   return r.major;
-};
-
-const encodeKey = (key: string): Uint8Array => {
-  const w = acquireWriter();
-  try {
-    w.key(key);
-    return w.result();
-  } finally {
-    releaseWriter(w);
-  }
 };
 
 const sameBytes = (d: Uint8Array, start: number, end: number, want: Uint8Array): boolean => {
