@@ -18,11 +18,12 @@
 // stream from the last holder. Printed per failover: the longest main-loop silence the renewal thread saw.
 // Env: BENCH_DAEMONS (1000), BENCH_NETWORKS (50), BENCH_LEASE_MS (2000), BENCH_WRITERS (8), BENCH_RETRY_MS (500),
 // BENCH_STRATEGIES (before,after; also register), BENCH_RENEWAL (thread,…), BENCH_CPU_PROF (a directory: the standbys write V8 CPU
-// profiles there).
+// profiles there), BENCH_NSD (`dist`, default: the built `dist/main.js`, what the image runs — build first with
+// `npx nx run nsd:build`; `source`: src/main.ts through tsx, whose module loader thread then transpiles in the storm).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -61,11 +62,18 @@ if (RENEWALS.length !== STRATEGIES.length || !RENEWALS.every((x) => x === 'loop'
   throw new Error('BENCH_RENEWAL: loop|thread, one per entry of BENCH_STRATEGIES');
 const root = join(import.meta.dirname, '../../..');
 
-/** One nsd process (its `start` command, from source); `seen(event)` resolves with the line and when it was read. */
+const NSD_FROM = process.env['BENCH_NSD'] ?? 'dist';
+if (NSD_FROM !== 'dist' && NSD_FROM !== 'source') throw new Error('BENCH_NSD: dist|source');
+if (NSD_FROM === 'dist' && !existsSync(join(root, 'apps/nsd/dist/main.js')))
+  throw new Error('apps/nsd/dist/main.js is missing: build it (npx nx run nsd:build) or set BENCH_NSD=source');
+
+/** One nsd process (its `start` command, built, or from source); `seen(event)` resolves with the line and when it was read. */
 const nsdProcess = (env: Record<string, string>, nodeFlags: readonly string[] = []) => {
   const child: ChildProcess = spawn(
     process.execPath,
-    [...nodeFlags, '--conditions=@homelab/source', '--import', 'tsx', 'src/main.ts'],
+    NSD_FROM === 'source'
+      ? [...nodeFlags, '--conditions=@homelab/source', '--import', 'tsx', 'src/main.ts']
+      : [...nodeFlags, 'dist/main.js'],
     { cwd: join(root, 'apps/nsd'), env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const lines: { at: number; line: Record<string, unknown> }[] = [];
