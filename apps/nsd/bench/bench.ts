@@ -34,6 +34,7 @@ import {
   benchUnaryCrypto,
   machineCpuText,
   mainThreadSched,
+  postgresCpu,
   profiled,
   rawUpsertRun,
   requestBound,
@@ -168,8 +169,9 @@ await withBenchDatabase('nsd_bench', async (config) => {
       clients: jobs.map((j) => ({ pem: j.pub.pem, payloads: j.payloads })),
     });
     const c0 = store.commitStats();
-    const { window, drained, busy, rt0, cpu } = await profiled(label, async () => {
+    const { window, drained, busy, rt0, cpu, drainedCpu, postgres } = await profiled(label, async () => {
       const rt0 = roundTrips();
+      const pg0 = postgresCpu();
       const s0 = mainThreadSched();
       const elu0 = performance.eventLoopUtilization();
       const t0 = process.hrtime.bigint();
@@ -178,6 +180,8 @@ await withBenchDatabase('nsd_bench', async (config) => {
       const s1 = mainThreadSched();
       await authority.idle(); // snapshot productions queued by the run
       const drained = Number(process.hrtime.bigint() - t0) / 1e9;
+      const s2 = mainThreadSched();
+      const pg1 = postgresCpu();
       const n = window.requests;
       return {
         window,
@@ -185,6 +189,9 @@ await withBenchDatabase('nsd_bench', async (config) => {
         busy,
         rt0,
         cpu: s0 === null || s1 === null ? null : { run: (s1.run - s0.run) / n, wait: (s1.wait - s0.wait) / n },
+        // incl. the productions the run queued (they finish after the window)
+        drainedCpu: s0 === null || s2 === null ? null : (s2.run - s0.run) / n,
+        postgres: pg0 === null || pg1 === null ? null : (pg1 - pg0) / n,
       };
     });
     const check = await load.check();
@@ -199,6 +206,8 @@ await withBenchDatabase('nsd_bench', async (config) => {
       roundTrips: (roundTrips() - rt0) / n,
       busy,
       cpu,
+      drainedCpu,
+      postgres,
       machine: window.machine,
     };
   };
@@ -217,8 +226,14 @@ await withBenchDatabase('nsd_bench', async (config) => {
   const fmt = (x: number) => x.toFixed(0).padStart(6);
   const ratio = (x: number, peer: number) => (x / peer).toFixed(3);
   // nsd's thread: busy share (event loop) and CPU per request (incl. the snapshot productions the run queued)
-  const busy = (r: { busy: number; cpu: { run: number; wait: number } | null; machine: MachineCpu }) =>
-    `nsd thread busy ${(r.busy * 100).toFixed(0)} %${r.cpu === null ? '' : `, CPU ${r.cpu.run.toFixed(0)} µs/request (+ ${r.cpu.wait.toFixed(0)} µs runnable, waiting for a core)`}; ${machineCpuText(r.machine)}`;
+  const busy = (r: {
+    busy: number;
+    cpu: { run: number; wait: number } | null;
+    drainedCpu: number | null;
+    postgres: number | null;
+    machine: MachineCpu;
+  }) =>
+    `nsd thread busy ${(r.busy * 100).toFixed(0)} %${r.cpu === null ? '' : `, CPU ${r.cpu.run.toFixed(0)} µs/request (+ ${r.cpu.wait.toFixed(0)} µs runnable, waiting for a core)`}${r.drainedCpu === null ? '' : `, ${r.drainedCpu.toFixed(0)} µs incl. the productions after the window`}${r.postgres === null ? '' : `; PostgreSQL processes ${r.postgres.toFixed(0)} µs/request`}; ${machineCpuText(r.machine)}`;
   const cores = availableParallelism();
 
   // ── one sequential client ──

@@ -2,7 +2,7 @@
 // 127.0.0.1:5432 as postgres), a throw-away database per run, the raw single-row upsert peer at a given concurrency
 // (one connection per client, each upserting its own row) and a counter of PostgreSQL round trips.
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 
@@ -146,6 +146,33 @@ export const mainThreadSched = (): { readonly run: number; readonly wait: number
   try {
     const [run, wait] = readFileSync(`/proc/self/task/${process.pid}/schedstat`, 'utf8').split(' ').map(Number);
     return run === undefined || wait === undefined ? null : { run: run / 1e3, wait: wait / 1e3 };
+  } catch {
+    return null;
+  }
+};
+
+/**
+ * CPU of every PostgreSQL process on this machine (its backends, WAL writer, checkpointer), µs: user + system from
+ * /proc/<pid>/stat of each process named `postgres` (null off Linux). Other users of the machine's PostgreSQL count
+ * too: an upper bound of what a run cost PostgreSQL.
+ */
+export const postgresCpu = (): number | null => {
+  try {
+    let ticks = 0;
+    for (const pid of readdirSync('/proc')) {
+      if (!/^[0-9]+$/.test(pid)) continue;
+      let stat: string;
+      try {
+        stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      } catch {
+        continue; // exited meanwhile
+      }
+      const close = stat.lastIndexOf(')');
+      if (stat.slice(stat.indexOf('(') + 1, close) !== 'postgres') continue;
+      const f = stat.slice(close + 2).split(' ');
+      ticks += Number(f[11]) + Number(f[12]); // utime, stime (fields 14, 15)
+    }
+    return ticks * TICK_US;
   } catch {
     return null;
   }

@@ -27,6 +27,12 @@ export interface PortTx {
    * one Network may commit in one group).
    */
   readonly lockNetworkAllocation: (serviceId: Bytes, networkId: Bytes) => Promise<Allocation | null>;
+  /**
+   * The allocation records of the ACTIVE services of `networkId` (row locks, in service-id order: decision 0370), by
+   * service id (lowercase hex); a service without a record is absent. One statement, so a production reads them in its
+   * first round trip (decision 0590). Corrupt → state-inconsistent, as `lockAllocation`.
+   */
+  readonly lockActiveAllocations: (networkId: Bytes) => Promise<ReadonlyMap<string, Allocation>>;
   readonly saveAllocation: (a: Allocation) => Promise<void>;
   /**
    * Allocations an explicit pure refusal left waiting for the next candidate of their round (`awaitingNext`): after a
