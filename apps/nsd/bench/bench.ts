@@ -35,6 +35,7 @@ import {
   machineCpuText,
   mainThreadSched,
   postgresCpu,
+  postgresCpuSince,
   profiled,
   rawUpsertRun,
   requestBound,
@@ -191,7 +192,7 @@ await withBenchDatabase('nsd_bench', async (config) => {
         cpu: s0 === null || s1 === null ? null : { run: (s1.run - s0.run) / n, wait: (s1.wait - s0.wait) / n },
         // incl. the productions the run queued (they finish after the window)
         drainedCpu: s0 === null || s2 === null ? null : (s2.run - s0.run) / n,
-        postgres: pg0 === null || pg1 === null ? null : (pg1 - pg0) / n,
+        postgres: pg0 === null || pg1 === null ? null : (postgresCpuSince(pg0, pg1) as number) / n,
       };
     });
     const check = await load.check();

@@ -152,13 +152,14 @@ export const mainThreadSched = (): { readonly run: number; readonly wait: number
 };
 
 /**
- * CPU of every PostgreSQL process on this machine (its backends, WAL writer, checkpointer), µs: user + system from
- * /proc/<pid>/stat of each process named `postgres` (null off Linux). Other users of the machine's PostgreSQL count
- * too: an upper bound of what a run cost PostgreSQL.
+ * CPU of every PostgreSQL process on this machine (its backends, WAL writer, checkpointer), µs of user + system time
+ * from /proc/<pid>/stat of each process named `postgres`, by pid (null off Linux). `postgresCpuSince` sums the growth
+ * of the processes alive at both reads plus the whole time of those started since: a process that exited in between
+ * is lost (its time, not a negative). Other users of the machine's PostgreSQL count too: an upper bound of a run's cost.
  */
-export const postgresCpu = (): number | null => {
+export const postgresCpu = (): ReadonlyMap<string, number> | null => {
   try {
-    let ticks = 0;
+    const out = new Map<string, number>();
     for (const pid of readdirSync('/proc')) {
       if (!/^[0-9]+$/.test(pid)) continue;
       let stat: string;
@@ -170,12 +171,19 @@ export const postgresCpu = (): number | null => {
       const close = stat.lastIndexOf(')');
       if (stat.slice(stat.indexOf('(') + 1, close) !== 'postgres') continue;
       const f = stat.slice(close + 2).split(' ');
-      ticks += Number(f[11]) + Number(f[12]); // utime, stime (fields 14, 15)
+      out.set(`${pid}:${f[19]}`, (Number(f[11]) + Number(f[12])) * TICK_US); // key: pid + start time; utime, stime
     }
-    return ticks * TICK_US;
+    return out;
   } catch {
     return null;
   }
+};
+
+export const postgresCpuSince = (t0: ReadonlyMap<string, number> | null, t1: ReadonlyMap<string, number> | null) => {
+  if (t0 === null || t1 === null) return null;
+  let us = 0;
+  for (const [pid, v] of t1) us += v - (t0.get(pid) ?? 0);
+  return us;
 };
 
 /**
