@@ -17,6 +17,7 @@
 // process (the orchestrator's restart; it takes over once the lease ran out) and the daemons are timed until they all
 // stream from the last holder. Printed per failover: the longest main-loop silence the renewal thread saw.
 // Env: BENCH_DAEMONS (1000), BENCH_NETWORKS (50), BENCH_LEASE_MS (2000), BENCH_WRITERS (8), BENCH_RETRY_MS (500),
+// BENCH_CONNECTIONS (shared: the simulated daemons' unary requests on one agent; own: an agent, i.e. connections, each),
 // BENCH_STRATEGIES (before,after; also register), BENCH_RENEWAL (thread,…), BENCH_CPU_PROF (a directory: the standbys write V8 CPU
 // profiles there), BENCH_NSD (`dist`, default: the built `dist/main.js`, what the image runs — build first with
 // `npx nx run nsd:build`; `source`: src/main.ts through tsx, whose module loader thread then transpiles in the storm).
@@ -24,10 +25,10 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { Agent } from 'node:http';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Effect } from 'effect';
 import {
   MachineAuthRequestCodec,
   MachineHeartbeatResultCodec,
@@ -39,10 +40,10 @@ import {
   streamBindingToWire,
 } from '@homelab/service-control';
 import { jittered } from '@homelab/service-control/application';
-import { generateSigner, openStream, postUnary, signerFromPem } from '@homelab/service-control/transport';
+import { generateSigner, openStream, signerFromPem } from '@homelab/service-control/transport';
 import { benchClient, withBenchDatabase } from './pg.js';
 import { cpuSeconds, freePort } from './processes.js';
-import { signedClient } from './signed-client.js';
+import { signedClient, unary } from './signed-client.js';
 import { oneServiceContent } from '../test/lease-wire.js';
 
 const print = (...parts: ReadonlyArray<unknown>): void => void process.stdout.write(`${parts.map(String).join(' ')}\n`);
@@ -51,6 +52,12 @@ const NETWORKS = Number(process.env['BENCH_NETWORKS'] ?? 50);
 const LEASE_MS = Number(process.env['BENCH_LEASE_MS'] ?? 2000);
 const WRITERS = Number(process.env['BENCH_WRITERS'] ?? 8);
 const RETRY_MS = Number(process.env['BENCH_RETRY_MS'] ?? 500);
+/**
+ * `own`: each simulated daemon's unary requests on a keep-alive agent of its own, i.e. its own connections, as ns-daemon
+ * from its own process; `shared`: all on the bench process's one agent (16 sockets, the requests queue on them).
+ */
+const CONNECTIONS = process.env['BENCH_CONNECTIONS'] ?? 'shared';
+if (CONNECTIONS !== 'own' && CONNECTIONS !== 'shared') throw new Error('BENCH_CONNECTIONS: own|shared');
 /** One failover per entry, in order, each with its reconnect strategy (see `connect`). */
 type Strategy = 'before' | 'register' | 'after';
 const STRATEGIES = (process.env['BENCH_STRATEGIES'] ?? 'before,after').split(',') as Strategy[];
@@ -180,6 +187,7 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
         nsdId,
         networkId: d.net,
         epoch: epoch1,
+        ...(CONNECTIONS === 'own' ? { agent: new Agent({ keepAlive: true, maxSockets: 16 }) } : {}),
       });
       let epoch: bigint | null = null;
       let seq = 0n;
@@ -189,9 +197,7 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
       };
       /** A unary request on one of the existing-API routes; its `{accepted, error}` answer, a refusal thrown. */
       const existingApi = async (path: string, payload: Uint8Array) => {
-        const r = MachineHeartbeatResultCodec.decodeOrThrow(
-          await Effect.runPromise(postUnary(c.side, `${url}${path}`, payload)),
-        );
+        const r = MachineHeartbeatResultCodec.decodeOrThrow(await unary(c.side, `${url}${path}`, payload));
         if (!r.accepted) throw new Error(`${path}: ${r.error}`);
       };
       /** This simulated process registered its node (ns-daemon does it once per process, decision 0520). */

@@ -1,5 +1,5 @@
 // The stand-in transport of spec §3.1: signed envelopes, anti-replay, unary POST, SSE config.stream — on loopback.
-import { type Server, createServer } from 'node:http';
+import { Agent, type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Effect, Either, Fiber } from 'effect';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,6 +9,7 @@ import {
   SSE_EVENT,
   SseParser,
   SseSink,
+  TransportError,
   type TransportSide,
   base64UrlDecodeStrict,
   base64UrlEncode,
@@ -194,6 +195,20 @@ describe('HTTP on loopback', () => {
     expect([...out]).toEqual([0x01]);
   });
 
+  it("a side's own agent carries its unary requests (one connection of its own, kept alive)", async () => {
+    const own = new Agent({ keepAlive: true });
+    const side = { ...client(), agent: own };
+    let connections = 0;
+    const count = () => void connections++;
+    server.on('connection', count);
+    expect([...(await Effect.runPromise(postUnary(side, `${base}/rpc`, new Uint8Array([0x04]))))]).toEqual([0x04]);
+    expect([...(await Effect.runPromise(postUnary(side, `${base}/rpc`, new Uint8Array([0x05]))))]).toEqual([0x05]);
+    expect(Object.values(own.freeSockets).flat()).toHaveLength(1);
+    expect(connections).toBe(1);
+    server.off('connection', count);
+    own.destroy();
+  });
+
   it('a response signed by an untrusted key is refused (unauthorized)', async () => {
     const r = await Effect.runPromise(Effect.either(postUnary(client(), `${base}/rogue`, payload)));
     expect(Either.isLeft(r) && r.left._tag === 'ServiceControlError' && r.left.code).toBe('unauthorized');
@@ -280,6 +295,111 @@ describe('HTTP on loopback', () => {
     expect(rejected).toEqual(['unauthorized']);
     ctl2.abort();
     await s2;
+  });
+});
+
+describe('config.stream client (openStream)', () => {
+  const serverSide: TransportSide = { signer: b, trust: trustSelfCertifying, replay: new ReplayCache() };
+  let server: Server;
+  let base = '';
+  let sinks: SseSink[] = [];
+  let streamsClosed = 0;
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      if (req.url === '/refused') {
+        req.resume();
+        res.writeHead(503).end('storage-unavailable');
+      } else if (req.url === '/dies') {
+        // one event, then the connection breaks without the response's end (a killed nsd)
+        void readBody(req).then(() => {
+          new SseSink(serverSide, res).send(new Uint8Array([0x21]));
+          setTimeout(() => res.socket?.destroy(), 50);
+        });
+      } else
+        void readBody(req).then(() => {
+          res.on('close', () => streamsClosed++);
+          sinks.push(new SseSink(serverSide, res));
+        });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    for (const s of sinks) s.close();
+    await new Promise((r) => server.close(r));
+  });
+  const client = (): TransportSide => ({ signer: a, trust: trustOnly(b.machineId), replay: new ReplayCache() });
+  const collect = () => {
+    const got: number[] = [];
+    return { got, handlers: { onPayload: (p: Uint8Array) => got.push(p[0]!), onReject: () => undefined } };
+  };
+
+  it('resolves when the server ends the stream, after delivering its events', async () => {
+    sinks = [];
+    const { got, handlers } = collect();
+    const s = openStream(client(), `${base}/ok`, payload, handlers, new AbortController().signal);
+    await waitFor(() => sinks.length === 1);
+    sinks[0]!.send(new Uint8Array([0x31]));
+    sinks[0]!.send(new Uint8Array([0x32]));
+    sinks[0]!.close();
+    await expect(s).resolves.toBeUndefined();
+    expect(got).toEqual([0x31, 0x32]);
+  });
+
+  it('rejects with a TransportError when the connection breaks before the end (the events before it delivered)', async () => {
+    const { got, handlers } = collect();
+    const e = await openStream(client(), `${base}/dies`, payload, handlers, new AbortController().signal).then(
+      () => null,
+      (x: unknown) => x,
+    );
+    expect(got).toEqual([0x21]);
+    expect(e).toBeInstanceOf(TransportError);
+  });
+
+  it('a refusal (not 200) rejects with a TransportError carrying the peer code', async () => {
+    const e = await openStream(
+      client(),
+      `${base}/refused`,
+      payload,
+      collect().handlers,
+      new AbortController().signal,
+    ).then(
+      () => null,
+      (x: unknown) => x,
+    );
+    expect(e instanceof TransportError && e.code).toBe('storage-unavailable');
+  });
+
+  it('a refused connection rejects with a TransportError', async () => {
+    const port = (server.address() as AddressInfo).port;
+    const closed = createServer();
+    await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
+    const dead = (closed.address() as AddressInfo).port;
+    await new Promise((r) => closed.close(r));
+    expect(dead).not.toBe(port);
+    const e = await openStream(
+      client(),
+      `http://127.0.0.1:${dead}/x`,
+      payload,
+      collect().handlers,
+      new AbortController().signal,
+    ).then(
+      () => null,
+      (x: unknown) => x,
+    );
+    expect(e).toBeInstanceOf(TransportError);
+  });
+
+  it('aborting rejects with the abort reason and closes the connection at the server', async () => {
+    sinks = [];
+    const closedBefore = streamsClosed;
+    const ctl = new AbortController();
+    const s = openStream(client(), `${base}/ok`, payload, collect().handlers, ctl.signal);
+    await waitFor(() => sinks.length === 1);
+    const reason = new Error('stop');
+    ctl.abort(reason);
+    await expect(s).rejects.toBe(reason);
+    await waitFor(() => streamsClosed === closedBefore + 1);
   });
 });
 

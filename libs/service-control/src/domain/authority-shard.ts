@@ -3,7 +3,9 @@
 // Network is a pure function of the Network id and the count, so every process and the database's own SQL function
 // (`service_control.shard_of`, the same FNV-1a) agree without a lookup; the count is fixed per database (every
 // authority row stores it, a takeover with another count is refused).
-import { Data } from 'effect';
+// effect's Data module alone, not the `effect` barrel: the lease renewal thread (decision 0470) imports this file, and
+// the barrel's hundred modules cost that thread ≈ 0.5 s of CPU to load at every takeover, in the storm (decision 0610)
+import * as Data from 'effect/Data';
 import type { Bytes } from './bytes.js';
 
 /** This process's shard: `index` in 1..count. `{ index: 1, count: 1 }` is the unsharded authority (row 1). */

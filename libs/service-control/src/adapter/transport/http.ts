@@ -1,6 +1,6 @@
 // HTTP carriage of the stand-in transport (spec §3.1 [D]): unary requests are HTTP POST with the signed envelope as
 // body and a signed envelope as response; config.stream is a POST whose body is the signed stream request and whose
-// response is an SSE stream of signed envelopes. Server side on node:http, client side on fetch. Replaceable.
+// response is an SSE stream of signed envelopes. Both sides on node:http. Replaceable.
 import { Agent, type IncomingMessage, type ServerResponse, request } from 'node:http';
 import { Data, Effect, Either } from 'effect';
 import type { ErrorCode, ServiceControlError } from '../../domain/errors.js';
@@ -51,6 +51,12 @@ export interface TransportSide {
   readonly replay: ReplayCache;
   /** `serveUnary`'s Ed25519 placement; `DEFAULT_UNARY_CRYPTO` when absent. */
   readonly unaryCrypto?: UnaryCrypto;
+  /**
+   * The keep-alive agent of this side's `postUnary` requests; the process's own when absent (one client per process,
+   * as ns-daemon). A process that simulates many clients gives each its own, so that each opens its own connections
+   * as it would from its own process, instead of all queueing on one agent's few sockets (decision 0610).
+   */
+  readonly agent?: Agent;
 }
 
 /** Open and replay-check an envelope: the common first step of every receiver. */
@@ -196,6 +202,7 @@ const post = (
   url: string,
   body: Uint8Array,
   timeoutMs: number,
+  via: Agent,
   done: (e: Error | null, status: number, bytes: Uint8Array) => void,
 ): (() => void) => {
   let settled = false;
@@ -206,7 +213,7 @@ const post = (
   };
   const req = request(
     url,
-    { method: 'POST', agent, headers: { 'content-type': ENVELOPE_CONTENT_TYPE, 'content-length': body.length } },
+    { method: 'POST', agent: via, headers: { 'content-type': ENVELOPE_CONTENT_TYPE, 'content-length': body.length } },
     (res) => {
       const chunks: Buffer[] = [];
       let size = 0;
@@ -252,7 +259,7 @@ export const postUnary = (
       if (interrupted) return;
       if (i >= attempts) return resume(Effect.fail(last ?? new TransportError({ reason: 'no attempt', code: null })));
       // a new nonce (a new envelope) for every attempt of the same logical request
-      cancel = post(url, sealEnvelope(side.signer, payload), timeoutMs, (e, status, bytes) => {
+      cancel = post(url, sealEnvelope(side.signer, payload), timeoutMs, side.agent ?? agent, (e, status, bytes) => {
         cancel = null;
         if (interrupted) return;
         if (e !== null) return attempt(i + 1, new TransportError({ reason: `POST ${url}: ${String(e)}`, code: null }));
@@ -283,8 +290,18 @@ export interface StreamHandlers {
 }
 
 /**
+ * One keep-alive agent for config.stream: each open stream holds its own connection (HTTP/1.1), the agent only reuses
+ * one a stream ended cleanly. No socket limit: a stream must never queue behind another that stays open.
+ */
+const streamAgent = new Agent({ keepAlive: true });
+
+/**
  * Client of config.stream: POST the signed stream request, then read SSE until the server ends the stream or
  * `signal` aborts. Events with another name are ignored; events that do not verify are rejected one by one.
+ * Resolves when the server ends the response; rejects with a `TransportError` when the request fails, the answer is not
+ * 200 or the connection breaks before the response's end, and with `signal.reason` when `signal` aborts (the request
+ * is destroyed). On node:http, as `postUnary`: fetch (undici) cost the client several times the CPU per stream —
+ * WHATWG streams, a resource-timing entry, an AbortSignal chain per request (decision 0610).
  */
 export const openStream = (
   side: TransportSide,
@@ -293,25 +310,73 @@ export const openStream = (
   handlers: StreamHandlers,
   signal: AbortSignal,
 ): Promise<void> =>
-  (async () => {
-    const r = await fetch(url, {
-      method: 'POST',
-      body: sealEnvelope(side.signer, requestPayload),
-      headers: { 'content-type': ENVELOPE_CONTENT_TYPE, accept: 'text/event-stream' },
-      signal,
-    });
-    if (r.status !== 200 || r.body === null) {
-      const text = await r.text();
-      throw new TransportError({ reason: `stream HTTP ${r.status} ${text}`, code: isErrorCode(text) ? text : null });
-    }
-    const parser = new SseParser();
-    const decoder = new TextDecoder();
-    for await (const chunk of r.body as unknown as AsyncIterable<Uint8Array>) {
-      for (const ev of parser.push(decoder.decode(chunk, { stream: true }))) {
-        if (ev.event !== SSE_EVENT) continue;
-        const env = Either.flatMap(base64UrlDecodeStrict(ev.data), (b) => receiveEnvelope(side, b));
-        if (Either.isLeft(env)) handlers.onReject(env.left);
-        else handlers.onPayload(env.right.payload);
-      }
-    }
-  })();
+  new Promise<void>((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    let settled = false;
+    const finish = (e: unknown): void => {
+      if (settled) return;
+      settled = true;
+      signal.removeEventListener('abort', onAbort);
+      if (e === null) resolve();
+      else reject(e);
+    };
+    const onAbort = (): void => {
+      finish(signal.reason);
+      req.destroy();
+    };
+    const body = sealEnvelope(side.signer, requestPayload);
+    const req = request(
+      url,
+      {
+        method: 'POST',
+        agent: streamAgent,
+        headers: {
+          'content-type': ENVELOPE_CONTENT_TYPE,
+          'content-length': body.length,
+          accept: 'text/event-stream',
+        },
+      },
+      (res) => {
+        // a connection broken mid-response destroys `res` with an error ('aborted'); 'close' below says what it was
+        res.on('error', () => undefined);
+        res.setEncoding('utf8'); // a StringDecoder: a character split across two chunks is decoded whole
+        if (res.statusCode !== 200) {
+          let text = '';
+          res.on('data', (c: string) => {
+            if (text.length < 4096) text += c;
+          });
+          const refused = () =>
+            finish(
+              new TransportError({
+                reason: `stream HTTP ${res.statusCode} ${text}`,
+                code: isErrorCode(text) ? text : null,
+              }),
+            );
+          res.on('end', refused);
+          res.on('close', refused);
+          return;
+        }
+        const parser = new SseParser();
+        res.on('data', (chunk: string) => {
+          if (settled) return;
+          for (const ev of parser.push(chunk)) {
+            if (ev.event !== SSE_EVENT) continue;
+            const env = Either.flatMap(base64UrlDecodeStrict(ev.data), (b) => receiveEnvelope(side, b));
+            if (Either.isLeft(env)) handlers.onReject(env.left);
+            else handlers.onPayload(env.right.payload);
+          }
+        });
+        res.on('end', () => finish(null));
+        // the connection broke before the response's end (the peer died): not a clean end of the stream
+        res.on('close', () =>
+          finish(
+            res.complete ? null : new TransportError({ reason: `stream ${url}: ended before its end`, code: null }),
+          ),
+        );
+      },
+    );
+    signal.addEventListener('abort', onAbort, { once: true });
+    req.on('socket', (sock) => sock.setNoDelay(true));
+    req.on('error', (e) => finish(new TransportError({ reason: `POST ${url}: ${String(e)}`, code: null })));
+    req.end(body);
+  });
