@@ -6,7 +6,7 @@
 // publishers (the measured publishers' rows cloned in SQL) and the capacity, CPU per refresh (this process + the
 // PostgreSQL backends) and the row counts (grant pruning, decision 0165) are printed. Needs the machine's PostgreSQL
 // (`./pg.ts`: PG* env, the test bed state file, or 127.0.0.1:5432); creates and drops its own database. Env: BENCH_N,
-// BENCH_CONCURRENCY, BENCH_PUBLISHERS, BENCH_ACQUIRE=0 (no lease.acquire runs), BENCH_WARMUP (pg.ts `WARMUP`), BENCH_CRYPTO (pg.ts `benchUnaryCrypto`), BENCH_PROFILE / BENCH_MARKS (pg.ts
+// BENCH_CONCURRENCY, BENCH_PUBLISHERS, BENCH_ACQUIRE=0 (no lease.acquire runs), BENCH_FAST_REFRESH=0 (no one-statement refresh, decision 0580), BENCH_WARMUP (pg.ts `WARMUP`), BENCH_CRYPTO (pg.ts `benchUnaryCrypto`), BENCH_PROFILE / BENCH_MARKS (pg.ts
 // `profiled`; the clients run on this thread too).
 // Then lease.acquire: C consumers of the Network, each re-acquiring one publisher's service, through the grouping
 // store (acquires of one Network share groups, decision 0405), the same store keyed as before 0405 (identity AND
@@ -91,17 +91,20 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   roundTrips(); // install the counter before the store's pool exists
   // BENCH_GROUP_COMMIT=0: every transaction commits alone (decision 0330), to compare in the same conditions
   const grouping = process.env['BENCH_GROUP_COMMIT'] !== '0';
-  const groupedStore = makePgAuthorityStore({ ...config, ...(grouping ? {} : { groupCommit: false as const }) });
+  // BENCH_FAST_REFRESH=0: every refresh through the general path, also alone (decision 0580's one statement off)
+  const fastRefresh = process.env['BENCH_FAST_REFRESH'] !== '0';
+  const stored = { ...config, ...(fastRefresh ? {} : { fastRefresh: false }) };
+  const groupedStore = makePgAuthorityStore({ ...stored, ...(grouping ? {} : { groupCommit: false as const }) });
   await groupedStore.migrate();
   const { nsdId, epoch } = await groupedStore.takeover();
   const leaseNow = () => Math.floor(performance.now());
   const groupedAuthority = new Authority({ store: groupedStore, nsdId, epoch, now: Date.now, leaseNow });
   // the unbatched twin on the same database and epoch (no takeover of its own): each refresh load runs once through
   // the grouping store and once through this one, back to back, so the two rates share the machine's conditions
-  const aloneStore = makePgAuthorityStore({ ...config, groupCommit: false });
+  const aloneStore = makePgAuthorityStore({ ...stored, groupCommit: false });
   const aloneAuthority = new Authority({ store: aloneStore, nsdId, epoch, now: Date.now, leaseNow });
   // the grouping store with acquires keyed as before decision 0405 (identity AND Network), for the acquire before/after
-  const beforeStore = makePgAuthorityStore({ ...config, groupCommit: { shareAcquires: false } });
+  const beforeStore = makePgAuthorityStore({ ...stored, groupCommit: { shareAcquires: false } });
   const beforeAuthority = new Authority({ store: beforeStore, nsdId, epoch, now: Date.now, leaseNow });
   let store = groupedStore;
   let authority = groupedAuthority;

@@ -13,8 +13,11 @@ import {
   type CurrentIntent,
   type GrantRecord,
   type IntentStamp,
+  type ReadyRequest,
+  checkIntent,
   decideAcquire,
   decideReady,
+  grantDeadline,
   remainingMs,
 } from '../domain/lease.js';
 import type { MessageOf } from '../api/message.js';
@@ -26,7 +29,7 @@ import {
   authorizationDigest,
   listenerDigest,
 } from '../api/snapshot.js';
-import type { AuthorityStore, AuthorityTx, FenceRows } from './authority-store.js';
+import type { AuthorityStore, AuthorityTx, FastRefreshInput, FenceRows } from './authority-store.js';
 import type { StoredService } from './service-row.js';
 import type { PolicySource } from './lease-store.js';
 import { type Allocation, snapshotProposal } from '../domain/port-allocation.js';
@@ -39,6 +42,35 @@ export interface LeaseDeps {
   /** B's lease clock (ms, monotonic within the epoch). */
   readonly now: () => number;
   readonly newId?: () => Bytes;
+  /** The intents the general path computed, for the one-statement ready/refresh (decision 0580); none: never tried. */
+  readonly intents?: IntentMemo;
+}
+
+/**
+ * The current intent of a service as a listener.ready / lease.refresh last computed it, with the rows it was computed
+ * from (`RefreshRows.intentRows`, the store's own form): the one-statement path (decision 0580) checks a request
+ * against this intent in TypeScript and lets the store grant only while those rows are still exactly these. Bounded:
+ * the oldest entry goes first (an entry is only a shortcut; a missing one costs the general path).
+ */
+export class IntentMemo {
+  private readonly m = new Map<string, IntentMemoEntry>();
+  constructor(private readonly max = 65_536) {}
+  get(serviceId: Bytes): IntentMemoEntry | undefined {
+    return this.m.get(toHex(serviceId));
+  }
+  remember(e: IntentMemoEntry): void {
+    const k = toHex(e.intent.serviceId);
+    this.m.delete(k); // re-inserted: the newest
+    this.m.set(k, e);
+    if (this.m.size > this.max) this.m.delete(this.m.keys().next().value as string);
+  }
+}
+
+export interface IntentMemoEntry {
+  readonly publisher: Bytes;
+  readonly networkId: Bytes;
+  readonly intent: CurrentIntent;
+  readonly rows: string;
 }
 
 /** A service's policy version before its first policy edit (decision 0153: one version counter per service). */
@@ -218,7 +250,15 @@ export const serveReady = async (
   const digest = requestDigest(m.kind, body);
   const space = { kind: 'refresh' as const, serviceId };
   const snapshot = { revision: body.snapshot_revision, digest: body.snapshot_digest };
-  return d.store.transact(d.epoch, async (tx) => {
+  const request = readyRequestOf(m, digest, snapshot);
+  const echo = {
+    ...base(d, m),
+    service_ref: body.service_ref,
+    listener_revision: body.listener_revision,
+    intent_digest: body.intent_digest,
+    refresh_seq: body.refresh_seq,
+  };
+  const general = async (tx: AuthorityTx): Promise<Either.Either<LeaseReply, ServiceControlError>> => {
     // every read in one round trip with the fence (decision 0122), in one statement plus the publisher's own allocation
     // row (decision 0500): a foreign service's allocation is never used (the intent of a service that is not the
     // signer's in this Network is null) and locking it would tie this refresh to another scope (decision 0370)
@@ -234,6 +274,7 @@ export const serveReady = async (
       allocation,
       policyVersion,
       floor,
+      intentRows: rows,
     } = await tx.refreshRows({
       identity: m.subject_identity,
       networkId: m.network_id,
@@ -264,29 +305,15 @@ export const serveReady = async (
     // the latest grant is the mark's request's (decision 0165): its session bounds a withdrawn service's seq rules (0196)
     const markSessionSeq =
       mark !== null && latest !== null && bytesEqual(latest.requestId, mark.requestId) ? latest.sessionSeq : null;
+    // remembered with its rows for the one-statement path of the next request of this service (decision 0580)
+    if (d.intents !== undefined && svc !== undefined && intent?.state === 'active' && rows !== undefined)
+      d.intents.remember({ publisher: svc.publisher, networkId: svc.networkId, intent, rows });
     const decision = decideReady({
       now,
       epoch: d.epoch,
       runtime: { identity: m.subject_identity, generation: m.runtime_generation, runtimeId: m.runtime_id },
       sessionSeq: m.session_seq,
-      request: {
-        kind: m.kind,
-        requestId: m.request_id,
-        seq: body.refresh_seq,
-        requestDigest: digest,
-        listenerRevision: body.listener_revision,
-        intentDigest: body.intent_digest,
-        proposalId: body.proposal_id,
-        round: body.allocation_round,
-        proposalSeq: body.proposal_seq,
-        P: BigInt(body.P),
-        snapshot,
-        proof: {
-          protocols: body.proof.installed_protocols,
-          P: BigInt(body.proof.installed_P),
-          policyDigest: body.proof.enforcement_policy_digest,
-        },
-      },
+      request,
       mark,
       markGrant,
       live,
@@ -300,13 +327,6 @@ export const serveReady = async (
       floor,
       newGrantId: newId(d),
     });
-    const echo = {
-      ...base(d, m),
-      service_ref: body.service_ref,
-      listener_revision: body.listener_revision,
-      intent_digest: body.intent_digest,
-      refresh_seq: body.refresh_seq,
-    };
     if (Either.isLeft(decision))
       return Either.right({ results: [{ ...echo, ...item(null, decision.left.code, now) }], committed: false });
     if (decision.right.outcome === 'granted')
@@ -321,7 +341,107 @@ export const serveReady = async (
       results: [{ ...echo, ...item(decision.right.grant, 'granted', now) }],
       committed: decision.right.outcome === 'granted',
     });
+  };
+  const fast = fastRefreshOf(d, m, request);
+  if (fast === null || d.store.refreshFast === undefined) return d.store.transact(d.epoch, general);
+  // one statement when it runs alone and the store grants it (decision 0580); otherwise `general`, as transact runs it
+  const granted = (): LeaseReply => ({
+    results: [{ ...echo, ...item(fast.grant, 'granted', fast.now) }],
+    committed: true,
   });
+  return d.store.refreshFast(d.epoch, fast.input, granted, general);
+};
+
+const readyRequestOf = (
+  m: MessageOf<'listener.ready'> | MessageOf<'lease.refresh'>,
+  digest: Bytes,
+  snapshot: { readonly revision: bigint; readonly digest: Bytes },
+): ReadyRequest => {
+  const body = m.body;
+  return {
+    kind: m.kind,
+    requestId: m.request_id,
+    seq: body.refresh_seq,
+    requestDigest: digest,
+    listenerRevision: body.listener_revision,
+    intentDigest: body.intent_digest,
+    proposalId: body.proposal_id,
+    round: body.allocation_round,
+    proposalSeq: body.proposal_seq,
+    P: BigInt(body.P),
+    snapshot,
+    proof: {
+      protocols: body.proof.installed_protocols,
+      P: BigInt(body.proof.installed_P),
+      policyDigest: body.proof.enforcement_policy_digest,
+    },
+  };
+};
+
+/**
+ * The one-statement ready/refresh this request may take (decision 0580), or null: the checks that need no row — the
+ * envelope's runtime pair, epoch and session present and the epoch this authority's, the service_ref this authority's
+ * and this Network's — and the remembered intent of the service, the signer's in this Network, which the request
+ * must name exactly (`checkIntent`, the general path's check). The rows (fences, seq, live grant, ACK, stamp, floor,
+ * and that the intent's rows are still the remembered ones) are the store's statement's to check.
+ */
+const fastRefreshOf = (
+  d: LeaseDeps,
+  m: MessageOf<'listener.ready'> | MessageOf<'lease.refresh'>,
+  request: ReadyRequest,
+): { readonly input: FastRefreshInput; readonly grant: GrantRecord; readonly now: number } | null => {
+  const known = d.intents?.get(m.body.service_ref.service_id);
+  if (
+    known === undefined ||
+    m.runtime_generation === null ||
+    m.runtime_id === null ||
+    m.authority_epoch !== d.epoch ||
+    m.session_seq === null ||
+    !refOk(d, m, m.body.service_ref) ||
+    !bytesEqual(known.publisher, m.subject_identity) ||
+    !bytesEqual(known.networkId, m.network_id) ||
+    Either.isLeft(checkIntent(request, known.intent))
+  )
+    return null;
+  const now = d.now();
+  const grant: GrantRecord = {
+    grantId: newId(d),
+    epoch: d.epoch,
+    kind: m.kind === 'listener.ready' ? 'ready' : 'refresh',
+    serviceId: known.intent.serviceId,
+    holder: m.subject_identity,
+    generation: m.runtime_generation,
+    runtimeId: m.runtime_id,
+    sessionSeq: m.session_seq,
+    seq: request.seq,
+    requestId: request.requestId,
+    requestDigest: request.requestDigest,
+    deadline: grantDeadline(now, [known.intent.policyExpiry]),
+  };
+  if (grant.deadline <= now) return null;
+  return {
+    input: {
+      identity: m.subject_identity,
+      networkId: m.network_id,
+      serviceId: grant.serviceId,
+      generation: grant.generation,
+      runtimeId: grant.runtimeId,
+      sessionSeq: grant.sessionSeq,
+      kind: grant.kind as 'ready' | 'refresh',
+      seq: grant.seq,
+      requestId: grant.requestId,
+      requestDigest: grant.requestDigest,
+      snapshot: request.snapshot,
+      listenerRevision: request.listenerRevision,
+      intentDigest: request.intentDigest,
+      now,
+      grantId: grant.grantId,
+      deadline: grant.deadline,
+      intentRows: known.rows,
+    },
+    grant,
+    now,
+  };
 };
 
 /** lease.acquire (M6-35): one result per requested service, in request order. */

@@ -102,6 +102,13 @@ export interface RefreshRows {
   readonly allocation: Allocation | null;
   readonly policyVersion: bigint | null;
   readonly floor: RevisionFloor;
+  /**
+   * The rows the service's intent is computed from (service row, policy sources, policy version, allocation row) as
+   * this store read them, opaque: a store with `refreshFast` returns them so that the caller may remember the intent it
+   * computed and name these rows in a later `refreshFast`, which grants only while the rows are still exactly these
+   * (decision 0580). Absent where the store has no fast path.
+   */
+  readonly intentRows?: string;
 }
 
 /** What a granted listener.ready / lease.refresh writes: the grant, the moved mark (and the pruning of 0165). */
@@ -364,6 +371,20 @@ export interface AuthorityStore {
     epoch: bigint,
     ack: FastAckInput,
   ) => Promise<Either.Either<'recorded' | 'repeat' | 'slow', ServiceControlError>>;
+  /**
+   * `transact` for a listener.ready / lease.refresh, where the store has a one-statement path for it (decision 0580):
+   * when the transaction would run alone (ungrouped, or a group of one), the store first sends `fast` as ONE autocommit
+   * statement, which grants exactly as `fn` would — the same row locks in the same order, the same writes — or writes
+   * nothing and answers slow. Granted: the answer is `granted()` (after the crash point after the commit). Otherwise,
+   * and in a group of several, `fn` runs as `transact` runs it.
+   */
+  readonly refreshFast?: <A>(
+    epoch: bigint,
+    fast: FastRefreshInput,
+    granted: () => A,
+    fn: (tx: AuthorityTx) => Promise<Either.Either<A, ServiceControlError>>,
+    options?: TransactOptions,
+  ) => Promise<Either.Either<A, ServiceControlError>>;
   /** Undelivered outbox rows' networks (for the producer after a restart). */
   readonly pendingOutbox: () => Promise<readonly { readonly id: bigint; readonly networkId: Bytes }[]>;
   /** Clear one outbox row, or with `networkId` every row of that Network up to `id` (one production covers them). */
@@ -377,4 +398,30 @@ export interface FastAckInput extends AckRecord {
   readonly networkId: Bytes;
   readonly generation: bigint;
   readonly runtimeId: Bytes;
+}
+
+/**
+ * A listener.ready / lease.refresh as the one-statement path needs it (decision 0580): the envelope's scope, runtime
+ * pair and session; the request's seq space fields and the snapshot and intent it names; the grant it would write
+ * (id, kind, deadline on B's lease clock `now`); and the rows the caller computed the service's intent from
+ * (`RefreshRows.intentRows`), checked against the request in the caller.
+ */
+export interface FastRefreshInput {
+  readonly identity: Bytes;
+  readonly networkId: Bytes;
+  readonly serviceId: Bytes;
+  readonly generation: bigint;
+  readonly runtimeId: Bytes;
+  readonly sessionSeq: bigint;
+  readonly kind: 'ready' | 'refresh';
+  readonly seq: bigint;
+  readonly requestId: Bytes;
+  readonly requestDigest: Bytes;
+  readonly snapshot: { readonly revision: bigint; readonly digest: Bytes };
+  readonly listenerRevision: bigint;
+  readonly intentDigest: Bytes;
+  readonly now: number;
+  readonly grantId: Bytes;
+  readonly deadline: number;
+  readonly intentRows: string;
 }

@@ -28,7 +28,7 @@ import {
   MachineHeartbeatResultCodec,
   StreamBindingCodec,
 } from '../api/runtime.js';
-import { POLICY_VERSION, serveAcquire, serveReady } from './authority-lease.js';
+import { IntentMemo, POLICY_VERSION, serveAcquire, serveReady } from './authority-lease.js';
 import {
   type NextCandidate,
   awaitingNextCandidates,
@@ -111,6 +111,8 @@ export interface AuthorityCounters {
 export class Authority {
   /** The open config.streams by (identity, Network), and the events pushed on them (authority-streams.ts). */
   private readonly streams: StreamHub;
+  /** The intents ready/refresh computed, for their one-statement path (decision 0580); this authority's nsd_id only. */
+  private readonly intents = new IntentMemo();
   /** Snapshot production: one at a time, coalesced, joined, retried (authority-production.ts). */
   private readonly production: SnapshotProduction;
   readonly counters: AuthorityCounters;
@@ -245,11 +247,23 @@ export class Authority {
       shareNetwork: true,
       ...(m.kind === 'lease.acquire' ? { othersAllocations: true } : {}),
     };
+    const fast = this.d.store.refreshFast;
     const store: AuthorityStore = {
       ...this.d.store,
       transact: (epoch, fn, options) => this.d.store.transact(epoch, fn, { ...options, scope }),
+      ...(fast === undefined
+        ? {}
+        : {
+            refreshFast: (epoch, input, granted, fn, options) => fast(epoch, input, granted, fn, { ...options, scope }),
+          }),
     };
-    const deps = { store, nsdId: this.d.nsdId, epoch: this.d.epoch, now: this.d.leaseNow ?? this.d.now };
+    const deps = {
+      store,
+      nsdId: this.d.nsdId,
+      epoch: this.d.epoch,
+      now: this.d.leaseNow ?? this.d.now,
+      intents: this.intents,
+    };
     const r = m.kind === 'lease.acquire' ? await serveAcquire(deps, m) : await serveReady(deps, m);
     if (Either.isRight(r) && r.right.committed) this.committed(m.kind);
     return Either.map(r, (reply) =>

@@ -148,8 +148,11 @@ export type ReadyDecision =
 const sameProtocols = (a: readonly string[], b: readonly string[]): boolean =>
   a.length === b.length && [...a].sort().every((p, i) => p === [...b].sort()[i]);
 
-/** Exact listener + proposal + proof checks shared by ready and refresh (spec §5.7 row 1). */
-const checkIntent = (
+/**
+ * Exact listener + proposal + proof checks shared by ready and refresh (spec §5.7 row 1); also the caller's check of a
+ * remembered intent before the one-statement path (decision 0580).
+ */
+export const checkIntent = (
   r: ReadyRequest,
   intent: CurrentIntent | null,
 ): Either.Either<CurrentIntent, ServiceControlError> => {

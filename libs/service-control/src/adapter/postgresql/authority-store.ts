@@ -11,6 +11,7 @@ import type {
   AuthorityStore,
   AuthorityTx,
   FastAckInput,
+  FastRefreshInput,
   RefreshRows,
   ReplaceRows,
   SessionRow,
@@ -38,13 +39,21 @@ import {
   pruneWithdrawnSql,
   pruneWithdrawnSqlOf,
 } from './lease-store.js';
-import { PORT_MIGRATIONS, allocationFromJson, allocationToJson, portTx, portWrites } from './port-store.js';
+import {
+  PORT_MIGRATIONS,
+  allocationFromJson,
+  allocationToJson,
+  ownAllocationSql,
+  portTx,
+  portWrites,
+} from './port-store.js';
 import { GRANT_MIGRATIONS, grantTx } from './grant-store.js';
 import { REVISION_FLOOR_MIGRATIONS, floorOf, floorSql, pruneBelowFloorSql } from './revision-floor.js';
 import { ACK_FAST_MIGRATIONS, type FastAckOutcome, ackFastFunction, ackFastQuery, ackFastSql } from './ack-fast.js';
 import { GroupCommit } from './group-commit.js';
 import { refreshFunctions, refreshRowsOf, refreshRowsSql, refreshWriteSql } from './refresh-rows.js';
 import { acquireFunctions, acquireRowsOf, acquireRowsSql, acquireWriteSql } from './acquire-rows.js';
+import { type FastRefreshOutcome, refreshFastFunction, refreshFastQuery } from './refresh-fast.js';
 import { releaseLease, renewLease } from './lease-sql.js';
 
 export const PG_SCHEMA = 'service_control';
@@ -200,6 +209,8 @@ const MIGRATIONS: readonly string[] = [
   // request map) in `acquire_rows` (the allocation row locks stay keyed statements of their own, decisions 0370 and
   // 0405), the grants, request map and mark writes in `acquire_write`
   acquireFunctions(RUNTIME_COLS, SESSION_COLS),
+  // listener.ready / lease.refresh on the lone path in one autocommit statement (decision 0580)
+  refreshFastFunction(),
 ];
 
 const b = (v: Buffer | Uint8Array): Bytes => new Uint8Array(v);
@@ -486,18 +497,33 @@ const tx = (
         (r) => replaceRowsOf(identity, networkId, r.rows[0]),
       ),
     refreshRows: (k) => {
-      const own = (ports ??= portTx(c)).lockOwnAllocation(k.serviceId, k.identity, k.networkId);
-      if (!refreshInFunctions) return refreshRowsBy(c, k, own);
+      if (!refreshInFunctions)
+        return refreshRowsBy(c, k, (ports ??= portTx(c)).lockOwnAllocation(k.serviceId, k.identity, k.networkId));
       // both queued in this tick: one round trip; the allocation row lock is keyed, so it goes after every unkeyed
-      // statement of the round trip (a group's other members' identity rows included), in key order (decision 0370)
+      // statement of the round trip (a group's other members' identity rows included), in key order (decision 0370).
+      // The lock statement is port-store's `lockOwnAllocation`, here also keeping the row's value as read: with the
+      // service, sources and version as `refresh_rows` returned them, the rows the intent is computed from (0580)
+      const own = c.statement(
+        ownAllocationSql(lit.bytea(k.serviceId), lit.bytea(k.identity), lit.bytea(k.networkId)),
+        (r) => {
+          const value: unknown = r.rows[0] === undefined ? null : r.rows[0]['value'];
+          return { value, allocation: value === null ? null : allocationFromJson(value) };
+        },
+        toHex(k.serviceId),
+      );
       const rows = c.statement(refreshRowsSql(k), (r) => {
         const row = r.rows[0];
         return {
           fence: { member: row.member === true, runtime: runtimeOf(row.runtime), session: sessionOf(row.session) },
           ...refreshRowsOf(k.serviceId, row),
+          raw: { service: row.service, sources: row.sources, version: row.version } as Record<string, unknown>,
         };
       });
-      return Promise.all([rows, own]).then(([x, allocation]): RefreshRows => ({ ...x, allocation }));
+      return Promise.all([rows, own]).then(([{ raw, ...x }, { value, allocation }]): RefreshRows => ({
+        ...x,
+        allocation,
+        intentRows: JSON.stringify({ ...raw, allocation: value }),
+      }));
     },
     saveRefresh: async (holder, w) => {
       if (!refreshInFunctions) {
@@ -733,6 +759,12 @@ export interface PgAuthorityStoreOptions extends pg.PoolConfig {
    */
   readonly refreshFunctions?: boolean;
   /**
+   * The one-statement listener.ready / lease.refresh on the lone path (decision 0580); `false` only for the twin of
+   * `test/refresh-fast.it.test.ts` and the lease bench's before/after, which run every refresh through the general path.
+   * Needs `refreshFunctions` (the rows it compares are `refresh_rows`').
+   */
+  readonly fastRefresh?: boolean;
+  /**
    * lease.acquire reads and writes through `acquire_rows` / `acquire_write` (decision 0540); `false` only for the twin of
    * `test/acquire-rows.it.test.ts`, which uses the former statements.
    */
@@ -776,6 +808,7 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
     pruneRevisionRows,
     fastAck,
     refreshFunctions,
+    fastRefresh,
     acquireFunctions,
     groupCommit,
     afterGroupMember,
@@ -892,6 +925,55 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
     if (Either.isRight(out)) aloneCommits++;
     if (Either.isRight(out) && out.right !== 'slow') afterCommit?.(); // the crash point after a commit, as transact's
     return out;
+  };
+
+  /**
+   * The one-statement ready/refresh in its own autocommit transaction (decision 0580); granted → the crash point after
+   * the commit, as transact's. Slow or a storage failure → the general path alone (after a commit whose answer was
+   * lost, it finds this request's mark and answers it as the retransmission it is).
+   */
+  const refreshFastAlone = async <A>(
+    epoch: bigint,
+    fast: FastRefreshInput,
+    granted: () => A,
+    fn: Parameters<AuthorityStore['transact']>[1],
+    options: Parameters<AuthorityStore['transact']>[2],
+  ): Promise<Either.Either<A, ServiceControlError>> => {
+    const out = await run(
+      async (c) =>
+        (await c.query(refreshFastQuery(epoch, fast, pruneLeaseRows !== false))).rows[0].outcome as FastRefreshOutcome,
+    );
+    if (Either.isRight(out)) aloneCommits++;
+    if (Either.isRight(out) && out.right === 'granted') {
+      try {
+        afterCommit?.();
+      } catch (e) {
+        return Either.left(storageError(e)); // as transactAlone answers a throw of its crash point
+      }
+      return Either.right(granted());
+    }
+    return transactAlone(epoch, fn as never, options) as Promise<Either.Either<A, ServiceControlError>>;
+  };
+
+  /** A scoped transaction through group commit: `run` in a group of several, `alone` in a group of one. */
+  const grouped = <A>(
+    g: GroupCommit,
+    epoch: bigint,
+    fn: Parameters<AuthorityStore['transact']>[1],
+    scope: NonNullable<NonNullable<Parameters<AuthorityStore['transact']>[2]>['scope']>,
+    alone: () => Promise<Either.Either<A, ServiceControlError>>,
+  ): Promise<Either.Either<A, ServiceControlError>> => {
+    const keyedAlone =
+      scope.othersAllocations === true && groupCommit !== false && groupCommit?.shareAcquires === false;
+    return g.submit({
+      identity: scope.identity,
+      networkId: scope.networkId,
+      ...(scope.shareNetwork === true && !keyedAlone ? { shareNetwork: true } : {}),
+      ...(scope.othersAllocations === true && !keyedAlone ? { othersAllocations: true } : {}),
+      epoch,
+      run: (batch) => fn(txOf(batch)) as Promise<Either.Either<A, ServiceControlError>>,
+      alone,
+    });
   };
 
   /**
@@ -1094,18 +1176,26 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
       const scope = options?.scope;
       if (groups === null || scope === undefined || options?.consistentRead === true)
         return transactAlone(epoch, fn, options);
-      const keyedAlone =
-        scope.othersAllocations === true && groupCommit !== false && groupCommit?.shareAcquires === false;
-      return groups.submit({
-        identity: scope.identity,
-        networkId: scope.networkId,
-        ...(scope.shareNetwork === true && !keyedAlone ? { shareNetwork: true } : {}),
-        ...(scope.othersAllocations === true && !keyedAlone ? { othersAllocations: true } : {}),
-        epoch,
-        run: (batch) => fn(txOf(batch)),
-        alone: () => transactAlone(epoch, fn, options),
-      });
+      return grouped(groups, epoch, fn, scope, () => transactAlone(epoch, fn, options));
     },
+    // the one statement only where the refresh runs alone; a group's members keep the general path, whose allocation
+    // lock is keyed (decision 0370). A group rolled back runs its members alone: then each tries the one statement
+    ...(fastRefresh === false || refreshFunctions === false
+      ? {}
+      : {
+          refreshFast: <A>(
+            epoch: bigint,
+            fast: FastRefreshInput,
+            granted: () => A,
+            fn: Parameters<AuthorityStore['transact']>[1],
+            options?: Parameters<AuthorityStore['transact']>[2],
+          ) => {
+            const alone = () => refreshFastAlone(epoch, fast, granted, fn, options);
+            const scope = options?.scope;
+            if (groups === null || scope === undefined || options?.consistentRead === true) return alone();
+            return grouped(groups, epoch, fn, scope, alone);
+          },
+        }),
     ...(fastAck === false
       ? {}
       : {

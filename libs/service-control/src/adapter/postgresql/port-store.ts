@@ -178,6 +178,15 @@ export const portWrites = (
 
 // Reads are queued statements and writes ride with the next round trip or the COMMIT (batch.ts, decision 0130): the
 // port lock and the table read share one round trip, the table and allocation writes go with the COMMIT.
+/**
+ * The publisher's own allocation row of a service of the Network, locked (decision 0370): the keyed statement of a
+ * ready/refresh, and the last lock `refresh_fast` takes (refresh-fast.ts). Arguments are SQL expressions.
+ */
+export const ownAllocationSql = (serviceId: string, publisher: string, networkId: string): string =>
+  `SELECT a.value FROM ${S}.port_allocation a WHERE a.service_id = ${serviceId} AND a.publisher = ${publisher}
+         AND EXISTS (SELECT 1 FROM ${S}.service s WHERE s.service_id = a.service_id AND s.publisher = a.publisher AND s.network_id = ${networkId})
+       FOR UPDATE OF a`;
+
 export const portTx = (c: Pick<TxConnection, 'statement' | 'write'>): PortTx => ({
   lockPorts: async (publisher) => {
     const pub = lit.bytea(publisher);
@@ -230,9 +239,7 @@ export const portTx = (c: Pick<TxConnection, 'statement' | 'write'>): PortTx => 
     ),
   lockOwnAllocation: (serviceId, publisher, networkId) =>
     c.statement(
-      `SELECT a.value FROM ${S}.port_allocation a WHERE a.service_id = ${lit.bytea(serviceId)} AND a.publisher = ${lit.bytea(publisher)}
-         AND EXISTS (SELECT 1 FROM ${S}.service s WHERE s.service_id = a.service_id AND s.publisher = a.publisher AND s.network_id = ${lit.bytea(networkId)})
-       FOR UPDATE OF a`,
+      ownAllocationSql(lit.bytea(serviceId), lit.bytea(publisher), lit.bytea(networkId)),
       (r) => (r.rows[0] === undefined ? null : allocationFromJson(r.rows[0]['value'])),
       toHex(serviceId),
     ),

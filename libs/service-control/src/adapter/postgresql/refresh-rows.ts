@@ -16,6 +16,18 @@ const S = 'service_control';
 // = the transaction's epoch (the fence checked it): the row of the connection's authority shard (decision 0455)
 const EPOCH_NOW = `(SELECT epoch FROM ${S}.authority WHERE id = ${S}.current_shard())`;
 
+/**
+ * The service row as `refresh_rows` returns it (a subselect; `row_to_json` of it) and its policy sources (an aggregate
+ * over `policy_source p`): shared with `refresh_fast` (refresh-fast.ts), which compares the same JSON with the rows a
+ * remembered intent was computed from.
+ */
+export const SERVICE_ROW = (svc: string) =>
+  `SELECT encode(s.publisher, 'hex') AS publisher, encode(s.network_id, 'hex') AS network_id,
+       s.declaration_key, encode(s.declaration, 'hex') AS declaration, s.state, s.port, s.listener_revision::text AS listener_revision
+       FROM ${S}.service s WHERE s.service_id = ${svc}`;
+export const SOURCES_JSON = `coalesce(json_agg(json_build_object('consumer', encode(p.consumer, 'hex'), 'protocols', p.protocols, 'expiry', p.expiry::text)
+       ORDER BY p.consumer), '[]')`;
+
 /** A grant row's columns as JSON keys (parsed by `grantOfJson`); shared with `acquire-rows.ts`. */
 export const GRANT_JSON = (g: string) =>
   `encode(${g}.grant_id, 'hex') AS grant_id, ${g}.epoch::text AS epoch, ${g}.kind, encode(${g}.service_id, 'hex') AS service_id,
@@ -40,11 +52,8 @@ export const refreshFunctions = (runtimeCols: string, sessionCols: string): stri
      member := EXISTS (SELECT 1 FROM ${S}.member m WHERE m.identity = i AND m.network_id = n);
      SELECT row_to_json(r) INTO runtime FROM (SELECT ${runtimeCols} FROM ${S}.runtime_binding b WHERE b.identity = i FOR UPDATE) r;
      SELECT row_to_json(s) INTO session FROM (SELECT ${sessionCols} FROM ${S}.session_mark k WHERE k.identity = i AND k.network_id = n FOR UPDATE) s;
-     SELECT row_to_json(r) INTO service FROM (SELECT encode(s.publisher, 'hex') AS publisher, encode(s.network_id, 'hex') AS network_id,
-       s.declaration_key, encode(s.declaration, 'hex') AS declaration, s.state, s.port, s.listener_revision::text AS listener_revision
-       FROM ${S}.service s WHERE s.service_id = svc) r;
-     SELECT coalesce(json_agg(json_build_object('consumer', encode(p.consumer, 'hex'), 'protocols', p.protocols, 'expiry', p.expiry::text)
-       ORDER BY p.consumer), '[]') INTO sources FROM ${S}.policy_source p WHERE p.service_id = svc;
+     SELECT row_to_json(r) INTO service FROM (${SERVICE_ROW('svc')}) r;
+     SELECT ${SOURCES_JSON} INTO sources FROM ${S}.policy_source p WHERE p.service_id = svc;
      SELECT row_to_json(r) INTO mark FROM (SELECT l.generation::text AS generation, encode(l.runtime_id, 'hex') AS runtime_id,
        l.seq::text AS seq, encode(l.request_id, 'hex') AS request_id, encode(l.request_digest, 'hex') AS request_digest
        FROM ${S}.lease_mark l WHERE l.holder = i AND l.network_id = n AND l.space = svc FOR UPDATE) r;
