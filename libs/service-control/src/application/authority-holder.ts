@@ -90,6 +90,9 @@ export const waitForAuthority = async (
   log?: Log,
 ): Promise<{ readonly nsdId: Bytes; readonly epoch: bigint; readonly sentAt: number }> => {
   let announced = false;
+  // the epoch whose holder's session the last wait saw end: refused again for it, this process sleeps instead of
+  // asking in a loop (the takeover, not the wake-up, decides)
+  let endedFor: bigint | null = null;
   for (;;) {
     signal.throwIfAborted();
     const sentAt = now();
@@ -107,7 +110,23 @@ export const waitForAuthority = async (
       announced = true;
       log?.('standby', { holder: out.holder, epoch: String(out.epoch), remaining_ms: Math.round(out.remainingMs) });
     }
-    await sleep(standbyWaitMs(out.remainingMs, lease.ttlMs), signal);
+    const waitMs = standbyWaitMs(out.remainingMs, lease.ttlMs);
+    // decision 0600: where the database watches the holder's session, the wait ends as soon as it ends (a crashed
+    // holder) — the takeover transaction then decides, never this wake-up alone; else, or when the watch fails, the
+    // lease's time
+    let watched: 'ended' | 'timeout' | 'untracked' = 'untracked';
+    if (store.awaitHolderSessionEnd !== undefined && endedFor !== out.epoch)
+      try {
+        watched = await store.awaitHolderSessionEnd(out.epoch, waitMs, signal);
+      } catch (e) {
+        signal.throwIfAborted();
+        log?.('standby-watch-failed', { error: e instanceof Error ? e.message : String(e) });
+      }
+    endedFor = null;
+    if (watched === 'ended') {
+      endedFor = out.epoch;
+      log?.('holder-session-ended', { holder: out.holder, epoch: String(out.epoch) });
+    } else if (watched === 'untracked') await sleep(waitMs, signal);
   }
 };
 

@@ -323,6 +323,18 @@ export interface AuthorityStore {
    */
   readonly acquireAuthority: (holder: string, ttlMs: number) => Promise<AuthorityAcquisition>;
   /**
+   * A standby's wait (decision 0600), where the database can tell when a holder's session ends: waits at most
+   * `waitMs` for the session of the holder of `epoch` to end — `ended` at once when it is gone (ask again now: the
+   * takeover decides, `mayTakeOver`'s `holderSessionEnded`), `timeout` after `waitMs` while it lives, `untracked` at
+   * once when that holder keeps no session the database could watch (the caller sleeps instead). An abort of `signal`
+   * ends the wait (rejects). Absent: stores that cannot watch sessions (the caller sleeps).
+   */
+  readonly awaitHolderSessionEnd?: (
+    epoch: bigint,
+    waitMs: number,
+    signal?: AbortSignal,
+  ) => Promise<'ended' | 'timeout' | 'untracked'>;
+  /**
    * Extend the lease by `ttlMs` from the database's now, only while the row still names `holder` at `epoch`: true;
    * false when another takeover replaced it (this process is fenced out). A storage failure throws.
    */
