@@ -496,7 +496,7 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
         return l === undefined ? 'no' : `${((Date.parse(l.line['time'] as string) - killWall) / 1000).toFixed(2)} s`;
       };
       print(
-        `  ${tag} by the nsd's log times after the kill: holder's session end seen ${logged('holder-session-ended')}, took over ${logged('epoch-taken-over')}, listening ${logged('listening')}`,
+        `  ${tag} by the nsd's log times after the kill: took over ${logged('epoch-taken-over')}${next.found('epoch-taken-over')?.line['holder_session_ended'] === true ? " (the holder's session had ended)" : ''}, listening ${logged('listening')}; the standby's wait woke at the session end: ${logged('holder-session-ended')}`,
       );
       print(
         `  ${tag} every daemon streaming again after ${q(1).toFixed(2)} s (goal ≤ 5 s for 1,000): p50 ${q(0.5).toFixed(2)} s, p99 ${q(0.99).toFixed(2)} s; daemons not on epoch ${epoch2}: ${wrongEpoch}`,

@@ -88,7 +88,13 @@ export const waitForAuthority = async (
   now: () => number,
   signal: AbortSignal,
   log?: Log,
-): Promise<{ readonly nsdId: Bytes; readonly epoch: bigint; readonly sentAt: number }> => {
+): Promise<{
+  readonly nsdId: Bytes;
+  readonly epoch: bigint;
+  readonly sentAt: number;
+  /** Taken over a running lease whose holder's session ended (decision 0600). */
+  readonly holderSessionEnded: boolean;
+}> => {
   let announced = false;
   // the epoch whose holder's session the last wait saw end: refused again for it, this process sleeps instead of
   // asking in a loop (the takeover, not the wake-up, decides)
@@ -105,7 +111,8 @@ export const waitForAuthority = async (
       await sleep(lease.retryMs ?? 500, signal);
       continue;
     }
-    if (out.taken) return { nsdId: out.nsdId, epoch: out.epoch, sentAt };
+    if (out.taken)
+      return { nsdId: out.nsdId, epoch: out.epoch, sentAt, holderSessionEnded: out.holderSessionEnded === true };
     if (!announced) {
       announced = true;
       log?.('standby', { holder: out.holder, epoch: String(out.epoch), remaining_ms: Math.round(out.remainingMs) });

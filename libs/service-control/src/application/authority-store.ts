@@ -308,7 +308,13 @@ export interface TransactOptions {
 
 /** What `acquireAuthority` did: took over (the new epoch), or found another holder's live lease. */
 export type AuthorityAcquisition =
-  | { readonly taken: true; readonly nsdId: Bytes; readonly epoch: bigint }
+  | {
+      readonly taken: true;
+      readonly nsdId: Bytes;
+      readonly epoch: bigint;
+      /** Taken over another holder's running lease because its session ended (decision 0600). */
+      readonly holderSessionEnded?: boolean;
+    }
   | { readonly taken: false; readonly holder: string; readonly epoch: bigint; readonly remainingMs: number };
 
 export interface AuthorityStore {

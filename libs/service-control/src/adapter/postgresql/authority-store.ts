@@ -1087,7 +1087,7 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
               if (got) await c.query(`UPDATE ${S}.authority_lease SET session_epoch = epoch WHERE id = ${K}`);
             }
             await c.query('COMMIT');
-            return { taken: true, ...taken };
+            return { taken: true, ...taken, ...(sessionEnded ? { holderSessionEnded: true } : {}) };
           } catch (e) {
             await c.query('ROLLBACK');
             // a session-level lock outlives the rollback: the epoch it names was never committed
