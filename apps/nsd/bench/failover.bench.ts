@@ -96,8 +96,8 @@ const nsdProcess = (env: Record<string, string>, nodeFlags: readonly string[] = 
       buf = buf.slice(i + 1);
       if (process.env['BENCH_DEBUG'] === '1') process.stderr.write(`nsd: ${raw}\n`);
       try {
-        const r = JSON.parse(raw) as { message: string; annotations: Record<string, unknown> };
-        lines.push({ at: performance.now(), line: { ...r.annotations, event: r.message } });
+        const r = JSON.parse(raw) as { time: string; message: string; annotations: Record<string, unknown> };
+        lines.push({ at: performance.now(), line: { ...r.annotations, event: r.message, time: r.time } });
       } catch {
         lines.push({ at: performance.now(), line: { raw } });
       }
@@ -420,6 +420,7 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
       const benchCpu0 = process.cpuUsage();
       const load0 = loadavg()[0] as number;
       const kill = performance.now();
+      const killWall = Date.now(); // the nsd lines' own `time`: when it logged, not when this busy loop read the line
       current.child.kill('SIGKILL');
       // every daemon reconnects after its stream ends, again after a second failover (a new holder that lost its
       // lease in the storm is replaced by a fresh process, as an orchestrator restarts it): timed until every daemon
@@ -493,6 +494,15 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
       const wrongEpoch = sims.filter((s) => s.epoch() !== epoch2).length;
       print(
         `  ${tag} SIGKILL → the last holder took over (epoch ${epoch2}) after ${(takeoverAt / 1000).toFixed(2)} s, listening after ${(listenAt / 1000).toFixed(2)} s`,
+      );
+      // decision 0600: by the nsd's own log times, when the standby saw the killed holder's session end (if it did),
+      // took over and listened
+      const logged = (e: string) => {
+        const l = next.found(e);
+        return l === undefined ? 'no' : `${((Date.parse(l.line['time'] as string) - killWall) / 1000).toFixed(2)} s`;
+      };
+      print(
+        `  ${tag} by the nsd's log times after the kill: took over ${logged('epoch-taken-over')}${next.found('epoch-taken-over')?.line['holder_session_ended'] === true ? " (the holder's session had ended)" : ''}, listening ${logged('listening')}; the standby's wait woke at the session end: ${logged('holder-session-ended')}`,
       );
       print(
         `  ${tag} every daemon streaming again after ${q(1).toFixed(2)} s (goal ≤ 5 s for 1,000): p50 ${q(0.5).toFixed(2)} s, p99 ${q(0.99).toFixed(2)} s; daemons not on epoch ${epoch2}: ${wrongEpoch}`,

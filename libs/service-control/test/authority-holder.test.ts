@@ -25,6 +25,13 @@ describe('§5.2 authority lease: who may take over', () => {
     expect(mayTakeOver({ holder: 'a', remainingMs: -5 }, 'b')).toBe(true);
   });
 
+  it("decision 0600: another holder's live lease whose session the database saw end (a crashed holder): yes", () => {
+    expect(mayTakeOver({ holder: 'a', remainingMs: 30_000, holderSessionEnded: true }, 'b')).toBe(true);
+    // its session lives (or it holds no presence lock): its running lease is still waited out
+    expect(mayTakeOver({ holder: 'a', remainingMs: 30_000, holderSessionEnded: false }, 'b')).toBe(false);
+    expect(mayTakeOver({ holder: 'a', remainingMs: 30_000 }, 'b')).toBe(false);
+  });
+
   it('its own live lease (a retried acquisition): yes', () => {
     expect(mayTakeOver({ holder: 'b', remainingMs: 2_000 }, 'b')).toBe(true);
   });

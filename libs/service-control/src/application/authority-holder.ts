@@ -88,8 +88,17 @@ export const waitForAuthority = async (
   now: () => number,
   signal: AbortSignal,
   log?: Log,
-): Promise<{ readonly nsdId: Bytes; readonly epoch: bigint; readonly sentAt: number }> => {
+): Promise<{
+  readonly nsdId: Bytes;
+  readonly epoch: bigint;
+  readonly sentAt: number;
+  /** Taken over a running lease whose holder's session ended (decision 0600). */
+  readonly holderSessionEnded: boolean;
+}> => {
   let announced = false;
+  // the epoch whose holder's session the last wait saw end: refused again for it, this process sleeps instead of
+  // asking in a loop (the takeover, not the wake-up, decides)
+  let endedFor: bigint | null = null;
   for (;;) {
     signal.throwIfAborted();
     const sentAt = now();
@@ -102,12 +111,29 @@ export const waitForAuthority = async (
       await sleep(lease.retryMs ?? 500, signal);
       continue;
     }
-    if (out.taken) return { nsdId: out.nsdId, epoch: out.epoch, sentAt };
+    if (out.taken)
+      return { nsdId: out.nsdId, epoch: out.epoch, sentAt, holderSessionEnded: out.holderSessionEnded === true };
     if (!announced) {
       announced = true;
       log?.('standby', { holder: out.holder, epoch: String(out.epoch), remaining_ms: Math.round(out.remainingMs) });
     }
-    await sleep(standbyWaitMs(out.remainingMs, lease.ttlMs), signal);
+    const waitMs = standbyWaitMs(out.remainingMs, lease.ttlMs);
+    // decision 0600: where the database watches the holder's session, the wait ends as soon as it ends (a crashed
+    // holder) — the takeover transaction then decides, never this wake-up alone; else, or when the watch fails, the
+    // lease's time
+    let watched: 'ended' | 'timeout' | 'untracked' = 'untracked';
+    if (store.awaitHolderSessionEnd !== undefined && endedFor !== out.epoch)
+      try {
+        watched = await store.awaitHolderSessionEnd(out.epoch, waitMs, signal);
+      } catch (e) {
+        signal.throwIfAborted();
+        log?.('standby-watch-failed', { error: e instanceof Error ? e.message : String(e) });
+      }
+    endedFor = null;
+    if (watched === 'ended') {
+      endedFor = out.epoch;
+      log?.('holder-session-ended', { holder: out.holder, epoch: String(out.epoch) });
+    } else if (watched === 'untracked') await sleep(waitMs, signal);
   }
 };
 

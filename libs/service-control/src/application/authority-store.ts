@@ -315,7 +315,13 @@ export interface TransactOptions {
 
 /** What `acquireAuthority` did: took over (the new epoch), or found another holder's live lease. */
 export type AuthorityAcquisition =
-  | { readonly taken: true; readonly nsdId: Bytes; readonly epoch: bigint }
+  | {
+      readonly taken: true;
+      readonly nsdId: Bytes;
+      readonly epoch: bigint;
+      /** Taken over another holder's running lease because its session ended (decision 0600). */
+      readonly holderSessionEnded?: boolean;
+    }
   | { readonly taken: false; readonly holder: string; readonly epoch: bigint; readonly remainingMs: number };
 
 export interface AuthorityStore {
@@ -329,6 +335,18 @@ export interface AuthorityStore {
    * the database's clock; else take nothing and answer who holds it and for how long yet.
    */
   readonly acquireAuthority: (holder: string, ttlMs: number) => Promise<AuthorityAcquisition>;
+  /**
+   * A standby's wait (decision 0600), where the database can tell when a holder's session ends: waits at most
+   * `waitMs` for the session of the holder of `epoch` to end — `ended` at once when it is gone (ask again now: the
+   * takeover decides, `mayTakeOver`'s `holderSessionEnded`), `timeout` after `waitMs` while it lives, `untracked` at
+   * once when that holder keeps no session the database could watch (the caller sleeps instead). An abort of `signal`
+   * ends the wait (rejects). Absent: stores that cannot watch sessions (the caller sleeps).
+   */
+  readonly awaitHolderSessionEnd?: (
+    epoch: bigint,
+    waitMs: number,
+    signal?: AbortSignal,
+  ) => Promise<'ended' | 'timeout' | 'untracked'>;
   /**
    * Extend the lease by `ttlMs` from the database's now, only while the row still names `holder` at `epoch`: true;
    * false when another takeover replaced it (this process is fenced out). A storage failure throws.

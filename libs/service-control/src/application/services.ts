@@ -114,7 +114,12 @@ export const AuthorityServiceLive = (
         Effect.tryPromise({
           try: async () => {
             const { nsdId, epoch } = acquired ?? (await store.takeover());
-            options.log?.('epoch-taken-over', { epoch: String(epoch) }); // start-up progress: each step is visible
+            // start-up progress: each step is visible; a takeover of a running lease whose holder's session ended
+            // (decision 0600) says so
+            options.log?.('epoch-taken-over', {
+              epoch: String(epoch),
+              ...(acquired?.holderSessionEnded === true ? { holder_session_ended: true } : {}),
+            });
             // the lease is renewed from the takeover on, also while the outbox is drained below
             const holding =
               lease === undefined || acquired === null

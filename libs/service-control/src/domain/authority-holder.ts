@@ -10,14 +10,27 @@ export interface AuthorityLeaseRow {
   readonly holder: string | null;
   /** Milliseconds until the lease ends by the database's clock (≤ 0: ended); null when there is no lease. */
   readonly remainingMs: number | null;
+  /**
+   * The database saw the holder's session end (decision 0600): the connection that holds its presence lock, opened by
+   * the takeover of this very epoch, is gone — the holder process died (the kernel closed its sockets) or that
+   * connection broke. Absent/false: the session lives, or the holder took the lease without a presence lock.
+   */
+  readonly holderSessionEnded?: boolean;
 }
 
 /**
  * May `me` take the authority over now? Yes when there is no authority row yet, no holder, no lease, an ended lease,
- * or the lease is `me`'s own (a retried acquisition whose reply was lost). Never while another holder's lease runs.
+ * the lease is `me`'s own (a retried acquisition whose reply was lost), or the database saw the holder's session end
+ * (decision 0600: a crashed holder renews no more, its running lease need not be waited out). Never while another
+ * holder's lease runs and its session lives.
  */
 export const mayTakeOver = (row: AuthorityLeaseRow | null, me: string): boolean =>
-  row === null || row.holder === null || row.holder === me || row.remainingMs === null || row.remainingMs <= 0;
+  row === null ||
+  row.holder === null ||
+  row.holder === me ||
+  row.remainingMs === null ||
+  row.remainingMs <= 0 ||
+  row.holderSessionEnded === true;
 
 /**
  * How long a standby sleeps before it asks again: until the live lease would end unless renewed (plus a margin for

@@ -211,7 +211,19 @@ const MIGRATIONS: readonly string[] = [
   acquireFunctions(RUNTIME_COLS, SESSION_COLS),
   // listener.ready / lease.refresh on the lone path in one autocommit statement (decision 0580)
   refreshFastFunction(),
+  // the holder's session (decision 0600): the epoch whose takeover took the holder's presence lock (a session-level
+  // advisory lock, `sessionKey`) on its lease connection; NULL: its holder keeps no such session (it took the lease
+  // without the lock: an older nsd, a pooler deployment) — its lease is waited out, as before
+  `ALTER TABLE ${S}.authority_lease ADD COLUMN session_epoch numeric(20);`,
 ];
+
+/**
+ * The presence lock of the holder of `epoch` on shard row `k` (decision 0600): two int4 advisory keys (their own key
+ * space beside the one-bigint locks of the migration and layout), the shard's name hashed and the epoch's low 32 bits —
+ * of one epoch, so the ending session of an older, hung holder never looks like the end of the current one.
+ */
+export const sessionKey = (k: number, epoch: bigint): string =>
+  `hashtext('${S}.authority_session.${k}'), ${Number(BigInt.asIntN(32, epoch))}`;
 
 const b = (v: Buffer | Uint8Array): Bytes => new Uint8Array(v);
 const big = (v: string | number): bigint => BigInt(v);
@@ -787,6 +799,14 @@ export interface PgAuthorityStoreOptions extends pg.PoolConfig {
       };
   /** Injected fault: after member `index` of a committed group got its result (crash-point tests). */
   readonly afterGroupMember?: (index: number, size: number) => void | Promise<void>;
+  /**
+   * The holder's session watched by the database (decision 0600, default true): a takeover takes a session-level
+   * presence lock on the lease connection, a standby waits on it and takes over a running lease once its holder's
+   * session ended. `false` where the connection is not a session of its own — a transaction-mode pooler (PgBouncer
+   * `pool_mode=transaction`) hands the lock's server connection to others and keeps it past the holder's death — and
+   * for the twin of `test/authority-session-pg.it.test.ts`: the lease alone, as before.
+   */
+  readonly holderSessions?: boolean;
 }
 
 /** What the store committed so far: transactions alone, groups and their members, groups run alone again. */
@@ -813,6 +833,7 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
     groupCommit,
     afterGroupMember,
     shard = UNSHARDED,
+    holderSessions = true,
     ...rest
   } = options;
   // every connection names its shard (a startup option): the SQL functions read the epoch of that row. Appended to the
@@ -824,7 +845,9 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
   pool.on('error', () => undefined); // idle-client errors surface on the next query as storage-unavailable
   // the authority lease's own connection (decision 0400): a renewal never waits behind requests for a pooled one —
   // under a reconnect storm all ten are busy for seconds, and a holder whose renewal waits past its lease must stop
-  const leasePool = new pg.Pool({ ...config, max: 1 });
+  // — and, once this process holds the authority, the session of its presence lock (decision 0600): never closed for
+  // being idle (pg's default closes idle clients after 10 s, which would end the presence of a live holder)
+  const leasePool = new pg.Pool({ ...config, max: 1, idleTimeoutMillis: 0 });
   leasePool.on('error', () => undefined);
   const fenceSql = `SELECT epoch FROM ${S}.authority WHERE id = ${K} FOR SHARE`;
   const fenceCheck = (epoch: bigint) => (r: pg.QueryResult) =>
@@ -1089,6 +1112,7 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
     acquireAuthority: async (holder, ttlMs) =>
       orThrow(
         await run(async (c): Promise<AuthorityAcquisition> => {
+          let presence: bigint | null = null;
           await c.query('BEGIN');
           try {
             const shared = await checkLayout(c);
@@ -1097,16 +1121,32 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
             // the lease row locked too: a renewal racing this takeover either commits first (and is seen here) or
             // waits for it and then matches no row (decision 0470)
             const l = await c.query(
-              `SELECT holder, (extract(epoch FROM lease_until - clock_timestamp()) * 1000)::float8 AS remaining
+              `SELECT holder, (extract(epoch FROM lease_until - clock_timestamp()) * 1000)::float8 AS remaining,
+                 epoch::text AS epoch, session_epoch::text AS session_epoch
                FROM ${S}.authority_lease WHERE id = ${K} FOR UPDATE`,
             );
             const leaseRow = l.rows[0];
+            // decision 0600: another holder's running lease taken with a presence lock — does its session still hold
+            // it? Decided here, under the row locks, by the database alone: the lock is free only once the session
+            // that took it ended (a takeover holds both row locks, so no new holder can appear meanwhile)
+            const sessionEnded =
+              leaseRow !== undefined &&
+              leaseRow.holder !== holder &&
+              (leaseRow.remaining as number) > 0 &&
+              leaseRow.session_epoch !== null &&
+              leaseRow.session_epoch === leaseRow.epoch &&
+              ((await c.query(`SELECT pg_try_advisory_xact_lock(${sessionKey(K, big(leaseRow.epoch))}) AS free`))
+                .rows[0].free as boolean);
             const lease =
               row === undefined
                 ? null
                 : leaseRow === undefined
                   ? { holder: null, remainingMs: null }
-                  : { holder: leaseRow.holder as string, remainingMs: leaseRow.remaining as number };
+                  : {
+                      holder: leaseRow.holder as string,
+                      remainingMs: leaseRow.remaining as number,
+                      holderSessionEnded: sessionEnded,
+                    };
             if (lease !== null && !mayTakeOver(lease, holder)) {
               await c.query('ROLLBACK');
               return {
@@ -1117,18 +1157,90 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
               };
             }
             const taken = await takeOverLocked(c, row, holder, ttlMs, shared);
+            // the presence lock of the new epoch, on this session, before the commit: whoever sees the new lease
+            // sees its lock held. An older epoch's lock of this session (a retried acquisition) is dropped
+            if (holderSessions) {
+              const got = (
+                await c.query(
+                  `SELECT pg_advisory_unlock_all(), pg_try_advisory_lock(${sessionKey(K, taken.epoch)}) AS got`,
+                )
+              ).rows[0].got as boolean;
+              presence = got ? taken.epoch : null;
+              if (got) await c.query(`UPDATE ${S}.authority_lease SET session_epoch = epoch WHERE id = ${K}`);
+            }
             await c.query('COMMIT');
-            return { taken: true, ...taken };
+            return { taken: true, ...taken, ...(sessionEnded ? { holderSessionEnded: true } : {}) };
           } catch (e) {
             await c.query('ROLLBACK');
+            // a session-level lock outlives the rollback: the epoch it names was never committed
+            if (presence !== null) await c.query(`SELECT pg_advisory_unlock(${sessionKey(K, presence)})`);
             throw e;
           }
         }, leasePool),
       ),
+    awaitHolderSessionEnd: async (epoch, waitMs, signal) => {
+      if (!holderSessions) return 'untracked';
+      signal?.throwIfAborted();
+      let c: pg.PoolClient;
+      try {
+        c = await leasePool.connect();
+      } catch (e) {
+        throw storageError(e);
+      }
+      let released = false;
+      const release = (err?: Error) => {
+        if (released) return;
+        released = true;
+        c.release(err);
+      };
+      // an abort closes this connection: its waiting lock request ends with it
+      const abort = () => release(new Error('standby wait aborted'));
+      signal?.addEventListener('abort', abort, { once: true });
+      try {
+        await c.query('BEGIN');
+        await c.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.ceil(waitMs))}`);
+        const r = await c.query(
+          `SELECT epoch::text AS epoch, session_epoch = epoch AS tracked FROM ${S}.authority_lease WHERE id = ${K}`,
+        );
+        const now = r.rows[0];
+        // the lease moved on (another takeover, or none left): ask again now
+        if (now === undefined || big(now.epoch) !== epoch) {
+          await c.query('ROLLBACK');
+          return 'ended';
+        }
+        if (now.tracked !== true) {
+          await c.query('ROLLBACK');
+          return 'untracked';
+        }
+        try {
+          // granted once the holder's session ended (or it released the lock); its own transaction's lock only
+          await c.query(`SELECT pg_advisory_xact_lock(${sessionKey(K, epoch)})`);
+        } catch (e) {
+          if ((e as { code?: unknown }).code !== '55P03') throw e; // lock_not_available: the wait ran out
+          await c.query('ROLLBACK');
+          return 'timeout';
+        }
+        await c.query('COMMIT');
+        return 'ended';
+      } catch (e) {
+        signal?.throwIfAborted();
+        release(e instanceof Error ? e : new Error(String(e))); // not reused: its state is unknown
+        throw storageError(e);
+      } finally {
+        signal?.removeEventListener('abort', abort);
+        release();
+      }
+    },
     renewAuthority: async (holder, epoch, ttlMs) =>
       orThrow(await run((c) => renewLease(c, S, K, holder, epoch, ttlMs), leasePool)),
     releaseAuthority: async (holder, epoch) =>
-      void orThrow(await run((c) => releaseLease(c, S, K, holder, epoch), leasePool)),
+      void orThrow(
+        await run(async (c) => {
+          await releaseLease(c, S, K, holder, epoch);
+          // the presence lock too (decision 0600): a waiting standby wakes now, not when this process ends
+          if (holderSessions) await c.query(`SELECT pg_advisory_unlock(${sessionKey(K, epoch)})`);
+        }, leasePool),
+      ),
     isMember: async (identity, networkId) =>
       orThrow(
         await run(

@@ -1,0 +1,51 @@
+// Decision 0600 between real processes: nsd with a long authority lease (30 s) and a standby on the same database. The
+// active one is SIGKILLed; the kernel closes its sockets, PostgreSQL ends its sessions, and the standby — waiting on the
+// holder's presence lock — takes over with epoch + 1 long before the killed holder's lease could have ended (a logical
+// claim with a wide margin, not a speed assertion). While the holder lives, the standby never takes over.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
+import { describe, expect, it } from 'vitest';
+import { nsdEnv, processWorkspace, publisherAndConsumer, start, startNsd } from './processes.js';
+
+const db = useDatabase('nsd_failover_crash');
+const ws = processWorkspace('nsd-failover-crash');
+const { token: TOKEN, members } = publisherAndConsumer(ws);
+const sql = sqlOn(db);
+const LEASE_MS = 30_000;
+const leaseEnv = (instance: string) => ({
+  NSD_ADMIN_TOKEN: TOKEN,
+  NSD_AUTHORITY_LEASE_MS: String(LEASE_MS),
+  NSD_INSTANCE: instance,
+});
+
+describe('decision 0600: a SIGKILLed nsd is taken over before its lease could have ended', () => {
+  it('the standby waits while the holder lives; after SIGKILL it takes over with epoch + 1 well within the running lease', async () => {
+    const active = await startNsd(ws, db, members, leaseEnv('nsd-a'));
+    const standby = start('nsd', nsdEnv(ws, db, members, { ...leaseEnv('nsd-b'), NSD_PORT: String(active.port) }));
+    ws.procs.push(standby);
+    expect(await standby.waitFor((x) => x['event'] === 'standby')).toMatchObject({
+      holder: 'nsd-a',
+      epoch: String(active.epoch),
+    });
+    // the holder lives: several of the standby's waits pass without a takeover (its session holds the lock)
+    await sleep(3_000);
+    expect(
+      standby.lines.filter((l) => l['event'] === 'epoch-taken-over' || l['event'] === 'holder-session-ended'),
+    ).toEqual([]);
+
+    const [lease] = await sql(`SELECT lease_until FROM service_control.authority_lease WHERE id = 1`);
+    const killedAt = Date.now();
+    active.proc.child.kill('SIGKILL');
+    const taken = await standby.waitFor((x) => x['event'] === 'listening', LEASE_MS / 2);
+    expect(taken['epoch']).toBe(String(active.epoch + 1n));
+    expect(taken['port']).toBe(active.port);
+    // by the database's clock the killed holder's lease was still running: only its ended session allowed this
+    const [still] = await sql(`SELECT clock_timestamp() < $1::timestamptz AS before`, [lease?.['lease_until']]);
+    expect(still?.['before']).toBe(true);
+    expect(Date.parse(taken['time'] as string) - killedAt).toBeLessThan(LEASE_MS / 2);
+    expect(standby.lines.find((l) => l['event'] === 'epoch-taken-over')).toMatchObject({ holder_session_ended: true });
+
+    standby.child.kill('SIGTERM');
+    expect((await standby.exited).code).toBe(0);
+  }, 90_000);
+});
