@@ -44,6 +44,12 @@ export interface NsdConfig {
    * before (decision 0400; the failover bench's peer).
    */
   readonly authorityRenewal: 'thread' | 'loop';
+  /**
+   * Whether the holder keeps a presence lock on its lease connection and a standby takes over as soon as that session
+   * ends (decision 0600, `--authority-holder-sessions`, default on); off where the connection is not a session of its
+   * own (a transaction-mode pooler): the lease alone then bounds a failover.
+   */
+  readonly authorityHolderSessions: boolean;
   /** The liveness bound of the renewal thread in ms (`--authority-liveness-ms`, default 10 s, decision 0470). */
   readonly authorityLivenessMs: number;
   /** This process's holder name on the authority row (`--instance`); null = host, pid and a random suffix (main). */
@@ -77,6 +83,11 @@ export const NSD_FLAGS: ReadonlyArray<FlagSpec> = [
   {
     name: 'authority-lease-ms',
     help: 'authority lease in ms: stand by while another nsd holds it, take over when it ends (unset = take over at start)',
+  },
+  {
+    name: 'authority-holder-sessions',
+    help: 'on: a standby takes over at once when the holder’s database session ends (a crash); off: it waits out the lease (needed behind a transaction-mode pooler)',
+    default: 'on',
   },
   {
     name: 'authority-renewal',
@@ -143,6 +154,9 @@ export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): Nsd
   const renewal = get('authority-renewal') as string;
   if (renewal !== 'thread' && renewal !== 'loop')
     throw new ConfigurationError(`--authority-renewal must be thread or loop, not "${renewal}"`);
+  const holderSessions = get('authority-holder-sessions') as string;
+  if (holderSessions !== 'on' && holderSessions !== 'off')
+    throw new ConfigurationError(`--authority-holder-sessions must be on or off, not "${holderSessions}"`);
   const liveness = get('authority-liveness-ms') as string;
   if (!/^[0-9]+$/.test(liveness) || Number(liveness) < 100)
     throw new ConfigurationError(`--authority-liveness-ms must be a whole number of ms ≥ 100, not "${liveness}"`);
@@ -175,6 +189,7 @@ export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): Nsd
     portStreamRequests: get('port-stream-requests') !== '0',
     authorityLeaseMs: lease === undefined ? null : Number(lease),
     authorityRenewal: renewal,
+    authorityHolderSessions: holderSessions === 'on',
     authorityLivenessMs: Number(liveness),
     instance: get('instance') ?? null,
     shard,

@@ -272,7 +272,15 @@ const Nsd = HttpServer.pipe(
           }),
     }),
   ), // lease deadlines: monotonic within the epoch (decision 0122)
-  Layer.provide(AuthorityStoreServiceLive(() => makePgAuthorityStore({ ...config.database, shard: config.shard }))),
+  Layer.provide(
+    AuthorityStoreServiceLive(() =>
+      makePgAuthorityStore({
+        ...config.database,
+        shard: config.shard,
+        holderSessions: config.authorityHolderSessions,
+      }),
+    ),
+  ),
   Layer.provide(SystemControlClockLive),
   Layer.provide(JsonLoggerLive({ app: 'nsd' })),
 );

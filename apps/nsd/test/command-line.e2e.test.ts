@@ -70,4 +70,12 @@ describe('nsd command line', () => {
     expect(() => loadConfig({}, ['--authority-liveness-ms=99'])).toThrow(/--authority-liveness-ms/);
     expect(() => loadConfig({}, ['--test-block-loop=5'])).toThrow(/--test-block-loop/);
   });
+
+  it('decision 0600: a crashed holder is watched through its database session unless --authority-holder-sessions=off', () => {
+    const d = loadConfig({}, []);
+    const off = loadConfig({ NSD_AUTHORITY_HOLDER_SESSIONS: 'off' }, []);
+    if ('help' in d || 'help' in off) throw new Error('expected configurations');
+    expect([d.authorityHolderSessions, off.authorityHolderSessions]).toEqual([true, false]);
+    expect(() => loadConfig({}, ['--authority-holder-sessions=no'])).toThrow(/--authority-holder-sessions/);
+  });
 });

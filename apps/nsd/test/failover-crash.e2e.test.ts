@@ -48,4 +48,30 @@ describe('decision 0600: a SIGKILLed nsd is taken over before its lease could ha
     standby.child.kill('SIGTERM');
     expect((await standby.exited).code).toBe(0);
   }, 90_000);
+
+  it('with --authority-holder-sessions=off (a pooler deployment) the standby waits out the killed holder’s lease', async () => {
+    const short = (instance: string) => ({
+      ...leaseEnv(instance),
+      NSD_AUTHORITY_LEASE_MS: '4000',
+      NSD_AUTHORITY_HOLDER_SESSIONS: 'off',
+    });
+    const active = await startNsd(ws, db, members, short('nsd-c'));
+    const standby = start('nsd', nsdEnv(ws, db, members, { ...short('nsd-d'), NSD_PORT: String(active.port) }));
+    ws.procs.push(standby);
+    await standby.waitFor((x) => x['event'] === 'standby');
+    const [lease] = await sql(`SELECT lease_until, session_epoch FROM service_control.authority_lease WHERE id = 1`);
+    expect(lease?.['session_epoch']).toBeNull(); // the holder took no presence lock
+    active.proc.child.kill('SIGKILL');
+    const taken = await standby.waitFor((x) => x['event'] === 'listening', LEASE_MS);
+    expect(taken['epoch']).toBe(String(active.epoch + 1n));
+    // by the database's clock the killed holder's lease had ended: nothing but the lease let the standby in
+    const [after] = await sql(`SELECT clock_timestamp() >= $1::timestamptz AS ended`, [lease?.['lease_until']]);
+    expect(after?.['ended']).toBe(true);
+    const tookOver = standby.lines.find((l) => l['event'] === 'epoch-taken-over');
+    expect(tookOver).toMatchObject({ event: 'epoch-taken-over', epoch: String(active.epoch + 1n) });
+    expect(tookOver?.['holder_session_ended'] ?? false).toBe(false);
+
+    standby.child.kill('SIGTERM');
+    expect((await standby.exited).code).toBe(0);
+  }, 90_000);
 });

@@ -1166,8 +1166,11 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
                 )
               ).rows[0].got as boolean;
               presence = got ? taken.epoch : null;
-              if (got) await c.query(`UPDATE ${S}.authority_lease SET session_epoch = epoch WHERE id = ${K}`);
             }
+            // the row names the epoch whose holder keeps a presence lock, or none: never an older holder's epoch
+            await c.query(
+              `UPDATE ${S}.authority_lease SET session_epoch = ${presence === null ? 'NULL' : 'epoch'} WHERE id = ${K}`,
+            );
             await c.query('COMMIT');
             return { taken: true, ...taken, ...(sessionEnded ? { holderSessionEnded: true } : {}) };
           } catch (e) {
