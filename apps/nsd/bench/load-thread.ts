@@ -14,6 +14,20 @@ export const startLoad = async (job: ClientJob) => {
     `import('tsx/esm/api').then((t) => { t.register(); return import(${JSON.stringify(entry)}); })`,
     { eval: true, workerData: job },
   );
+  // every message is buffered from the start: the worker posts its answers' check right after the window, while this
+  // thread may still be draining the run's snapshot productions (`authority.idle()`) — a message that arrives with no
+  // listener is lost, and the worker then exits (code 0) before `check()` asks (decision 0630: productions no longer
+  // hold the replaces back, so at 32 clients more of them finish after the window)
+  const inbox: unknown[] = [];
+  let waiter: ((m: unknown) => void) | null = null;
+  worker.on('message', (m: unknown) => {
+    if (waiter === null) inbox.push(m);
+    else {
+      const w = waiter;
+      waiter = null;
+      w(m);
+    }
+  });
   let exited: Error | null = null;
   worker.once(
     'exit',
@@ -25,14 +39,15 @@ export const startLoad = async (job: ClientJob) => {
    */
   const next = <A>() =>
     new Promise<A>((resolve, reject) => {
+      if (inbox.length > 0) return resolve(inbox.shift() as A);
       if (exited !== null) return reject(exited);
       const fail = (e: Error) => {
         cleanup();
         reject(e);
       };
-      const onMessage = (m: A) => {
+      const onMessage = (m: unknown) => {
         cleanup();
-        resolve(m);
+        resolve(m as A);
       };
       const onExit = (code: number) =>
         fail(new Error(`the load-generator thread exited (code ${code}) before it answered`));
@@ -47,11 +62,11 @@ export const startLoad = async (job: ClientJob) => {
       );
       const cleanup = () => {
         clearTimeout(timer);
-        worker.off('message', onMessage);
+        waiter = null;
         worker.off('error', fail);
         worker.off('exit', onExit);
       };
-      worker.on('message', onMessage);
+      waiter = onMessage;
       worker.on('error', fail);
       worker.on('exit', onExit);
     });

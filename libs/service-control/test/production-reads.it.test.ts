@@ -1,6 +1,8 @@
 // A snapshot production's reads (decision 0590): every row it reads — members, services, snapshot rows, policy, grant
-// registry and the active services' allocation rows — in ONE round trip, the allocation rows still locked; then the
-// writes with the COMMIT. On the machine's PostgreSQL through the real Authority.
+// registry and the active services' allocation rows — in ONE round trip; then the writes with the COMMIT. The
+// allocation rows are read in the production's REPEATABLE READ snapshot without a row lock (decision 0630): a
+// production neither waits for a replace holding them nor makes a replace wait, and a replace that commits while a
+// production runs reaches the next snapshot. On the machine's PostgreSQL through the real Authority.
 import { useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
 import pg from 'pg';
@@ -11,7 +13,7 @@ import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { Authority } from '../src/application/authority.js';
 import type { AuthorityStore } from '../src/application/authority-store.js';
-import { toHex } from '../src/domain/bytes.js';
+import { type Bytes, toHex } from '../src/domain/bytes.js';
 import { decl, msg, replaceBody, rid16 } from './wire.js';
 
 const db = useDatabase('prodreads');
@@ -22,15 +24,49 @@ afterAll(async () => {
   for (const s of stores) await s.close();
 });
 
+/**
+ * A production paused between its reads and its COMMIT (its transaction open, its reads done, its writes queued): set
+ * `pause` before asking for a production; `reached` resolves once it is there, with the snapshot bodies it built;
+ * `release` lets it commit.
+ */
+interface Pause {
+  readonly reached: (bodies: ReadonlyMap<string, Uint8Array>) => void;
+  readonly release: Promise<void>;
+}
+
 /** One Network with two publishers, each with two reported services (each offered: an allocation row), one withdrawn. */
 const network = async () => {
   const store = makePgAuthorityStore(db.config);
   stores.push(store);
   await store.migrate();
   const t = await store.takeover();
-  const authority = new Authority({ store, nsdId: t.nsdId, epoch: t.epoch, now: () => Date.now() });
+  const hold: { pause: Pause | null } = { pause: null };
+  // the production's transaction (the only one with consistentRead) stops before its COMMIT while a pause is set
+  const paused: AuthorityStore = {
+    ...store,
+    transact: (epoch, fn, options) =>
+      store.transact(
+        epoch,
+        async (tx) => {
+          const r = await fn(tx);
+          const p = options?.consistentRead === true ? hold.pause : null;
+          if (p !== null && Either.isRight(r)) {
+            hold.pause = null;
+            const bodies = new Map<string, Uint8Array>();
+            for (const x of r.right as readonly { target: Bytes; body: Uint8Array }[])
+              bodies.set(toHex(x.target), x.body);
+            p.reached(bodies);
+            await p.release;
+          }
+          return r;
+        },
+        options,
+      ),
+  };
+  const authority = new Authority({ store: paused, nsdId: t.nsdId, epoch: t.epoch, now: () => Date.now() });
   const net = rid16();
   const pubs = [generateSigner().signer.machineId, generateSigner().signer.machineId];
+  const senders: ((kind: string, body: (w: Parameters<typeof replaceBody>[0]) => unknown) => Promise<Message>)[] = [];
   for (const id of pubs) await store.addMember(id, net);
   for (const [i, pub] of pubs.entries()) {
     const w = { identity: pub, nsdId: t.nsdId, networkId: net, gen: 1n, rid: rid16(), epoch: null as bigint | null };
@@ -39,6 +75,7 @@ const network = async () => {
       if (Either.isLeft(r)) throw r.left;
       return r.right as Message;
     };
+    senders.push((kind, body) => send(msg(w, kind, body(w))));
     await send(msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }));
     w.epoch = t.epoch;
     await send(msg(w, 'session.open', {}, { session_seq: 1n }));
@@ -48,8 +85,55 @@ const network = async () => {
     expect((await send(msg(w, 'report.replace', replaceBody(w, 2n, three.slice(0, 2))))).kind).toBe('report.accepted');
   }
   await authority.idle();
-  return { store, authority, net, pubs };
+  return { store, authority, net, pubs, senders, hold };
 };
+
+/** A client of the test database (closed after the file). */
+const client = async (): Promise<pg.Client> => {
+  const c = new pg.Client(db.config);
+  clients.push(c);
+  await c.connect();
+  return c;
+};
+
+/**
+ * Whether `work` finishes, or some backend of the test database waits for a row lock first ('waits'): polled from a
+ * connection of its own, so the answer does not depend on how long either takes.
+ */
+const finishesOrWaits = async (watch: pg.Client, work: Promise<unknown>): Promise<'finishes' | 'waits'> => {
+  let finished = false;
+  void work.then(
+    () => (finished = true),
+    () => (finished = true),
+  );
+  for (;;) {
+    const r = await watch.query(
+      `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+    );
+    if (finished) return 'finishes';
+    if ((r.rows[0] as { n: number }).n > 0) return 'waits';
+    await new Promise((res) => setTimeout(res, 10));
+  }
+};
+
+/** A production paused before its COMMIT: `reached` with the bodies it built, `release` to let it commit. */
+const pauseNext = (hold: { pause: Pause | null }) => {
+  let release!: () => void;
+  const released = new Promise<void>((r) => (release = r));
+  const reached = new Promise<ReadonlyMap<string, Uint8Array>>((r) => {
+    hold.pause = { reached: r, release: released };
+  });
+  return { reached, release };
+};
+
+/** The resources a publisher has in a snapshot body (its active services). */
+const resourcesOf = (body: Uint8Array, pub: Bytes) =>
+  SnapshotPushBody.decodeOrThrow(body).snapshot.resources.filter((r) => toHex(r.publisher_identity) === toHex(pub))
+    .length;
+
+/** A third declaration for publisher 0: 'd' joins 'a' and 'b' (a new active service, its allocation row offered). */
+const addD = (revision: bigint) => (w: Parameters<typeof replaceBody>[0]) =>
+  replaceBody(w, revision, [decl('a', null, 8000), decl('b', null, 8100), decl('d', null, 8300)]);
 
 /** pg queries of this process while `f` runs (the store's batch sends a round trip's statements as one query). */
 const queriesDuring = async (f: () => Promise<unknown>): Promise<number> => {
@@ -87,26 +171,61 @@ describe('snapshot production reads (B on PostgreSQL)', () => {
     }
   });
 
-  it('a production waits for a transaction holding an active service’s allocation row (the rows read ahead are still locked) and commits once it ends', async () => {
-    const { authority, net } = await network();
-    const holder = new pg.Client(db.config);
-    clients.push(holder);
-    await holder.connect();
+  it('a production does not wait for a replace holding its publisher’s allocation rows, and commits while they are held', async () => {
+    const { authority, net, pubs } = await network();
+    const holder = await client();
+    const watch = await client();
+    // a replace in flight: replace_rows (decision 0371) holds the runtime and report rows, the port lock and every
+    // allocation row of the publisher's services in the Network FOR UPDATE until its COMMIT
     await holder.query('BEGIN');
-    const held = await holder.query(
-      `SELECT a.service_id FROM service_control.port_allocation a JOIN service_control.service s USING (service_id)
-       WHERE s.network_id = $1 AND s.state = 'active' ORDER BY a.service_id DESC LIMIT 1 FOR UPDATE OF a`,
-      [Buffer.from(net)],
-    );
-    expect(held.rowCount).toBe(1);
-    let done = false;
-    const production = authority.produceNetwork(net).then((ok) => {
-      done = true;
-      return ok;
-    });
-    await new Promise((r) => setTimeout(r, 500));
-    expect(done).toBe(false); // blocked on the row lock
-    await holder.query('COMMIT'); // nothing changed: the production goes on with the same rows
+    const held = await holder.query(`SELECT allocations FROM service_control.replace_rows($1, $2)`, [
+      Buffer.from(pubs[0] as Bytes),
+      Buffer.from(net),
+    ]);
+    expect((held.rows[0] as { allocations: unknown[] }).allocations.length).toBe(3);
+    const production = authority.produceNetwork(net);
+    const outcome = await finishesOrWaits(watch, production);
+    await holder.query('COMMIT');
+    expect(outcome).toBe('finishes'); // before decision 0630: 'waits' (the production locked the same rows)
     expect(await production).toBe(true);
+  });
+
+  it('a replace does not wait for a production in flight (between its reads and its COMMIT)', async () => {
+    const { authority, net, senders, hold } = await network();
+    const watch = await client();
+    const pause = pauseNext(hold);
+    const production = authority.produceNetwork(net);
+    await pause.reached;
+    const replace = (senders[0] as (typeof senders)[0])('report.replace', addD(3n));
+    const outcome = await finishesOrWaits(watch, replace);
+    pause.release();
+    expect(outcome).toBe('finishes'); // before decision 0630: 'waits' (replace_rows waited for the production's locks)
+    expect((await replace).kind).toBe('report.accepted');
+    expect(await production).toBe(true);
+  });
+
+  it('a replace committed while a production runs is in the next snapshot: nothing is lost', async () => {
+    const { authority, net, pubs, senders, hold } = await network();
+    const pub = pubs[0] as Bytes;
+    const pause = pauseNext(hold);
+    const production = authority.produceNetwork(net);
+    const built = await pause.reached;
+    // the replace commits after the production's snapshot and before its COMMIT (it does not wait: test above; were it
+    // to wait, the pause ends here and it commits after the production)
+    const replace = (senders[0] as (typeof senders)[0])('report.replace', addD(3n));
+    await finishesOrWaits(await client(), replace);
+    pause.release();
+    expect((await replace).kind).toBe('report.accepted');
+    expect(await production).toBe(true);
+    // the production in flight published the Network as of its snapshot: without 'd'
+    expect(resourcesOf(built.get(toHex(pub)) as Uint8Array, pub)).toBe(2);
+    // the replace queued the next production after its commit; once it ran, the stored snapshot carries 'd'
+    await authority.idle();
+    const reader = await client();
+    const row = await reader.query(`SELECT body FROM service_control.snapshot WHERE target = $1 AND network_id = $2`, [
+      Buffer.from(pub),
+      Buffer.from(net),
+    ]);
+    expect(resourcesOf(new Uint8Array((row.rows[0] as { body: Buffer }).body), pub)).toBe(3);
   });
 });

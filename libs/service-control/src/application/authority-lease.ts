@@ -180,7 +180,8 @@ export const stampCurrentSnapshot = async (
   networkId: Bytes,
   only?: { revision: bigint; digest: Bytes },
 ): Promise<{ serviceId: Bytes; listenerRevision: bigint; intentDigest: Bytes }[] | null> => {
-  // unlocked: the production locks snapshot rows before allocations, and this transaction already holds the allocation
+  // unlocked: the production holds the snapshot rows FOR UPDATE while it runs, and a request must not wait for it
+  // (decision 0630; before it, the production also waited for this transaction's allocation row: a deadlock)
   const snap = await tx.currentSnapshot(target, networkId);
   if (
     snap === null ||

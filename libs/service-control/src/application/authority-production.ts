@@ -169,8 +169,9 @@ export class SnapshotProduction {
     const r = await this.d.store.transact(
       this.d.epoch,
       async (tx) => {
-        // every read in ONE round trip (decision 0590), in the lock order of the former two: the snapshot rows, the
-        // grant counter, then the allocation rows (last, in service-id order: decision 0370)
+        // every read in ONE round trip (decision 0590): the snapshot rows and the grant counter locked (only productions
+        // write them), the allocation rows NOT locked (decision 0630) — a request that changes one after this
+        // transaction's snapshot neither waits for it nor is waited for, and queues the production that publishes it
         const [members, services, last, rows] = await Promise.all([
           tx.members(networkId),
           tx.services(networkId),

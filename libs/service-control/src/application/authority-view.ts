@@ -71,20 +71,21 @@ const carriedGrants = (last: ReadonlyMap<string, StoredSnapshot>): ReadonlyMap<s
 export interface ViewRows {
   readonly policy: NetworkPolicy;
   readonly registry: GrantRegistry;
-  /** The active services' allocation records by service id (hex), locked. */
+  /** The active services' allocation records by service id (hex), as of the production's snapshot (not locked). */
   readonly allocations: ReadonlyMap<string, Allocation>;
 }
 
 /**
  * Queue the view's reads: the policy, the grant registry (its counter row locked) and the active services' allocation
- * rows (locked), all by Network — none needs the services read first, so a production issues them in the same tick as
- * its members, services and snapshot rows: ONE round trip for every read (decision 0590; was two).
+ * rows (read in the production's snapshot, not locked: decision 0630), all by Network — none needs the services read
+ * first, so a production issues them in the same tick as its members, services and snapshot rows: ONE round trip for
+ * every read (decision 0590; was two).
  */
 export const viewRows = async (tx: AuthorityTx, networkId: Bytes): Promise<ViewRows> => {
   const [policy, registry, allocations] = await Promise.all([
     tx.grants.networkPolicy(networkId),
     tx.grants.lockRegistry(networkId),
-    tx.ports.lockActiveAllocations(networkId),
+    tx.ports.activeAllocations(networkId),
   ]);
   return { policy, registry, allocations };
 };

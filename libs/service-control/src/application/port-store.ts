@@ -28,11 +28,12 @@ export interface PortTx {
    */
   readonly lockNetworkAllocation: (serviceId: Bytes, networkId: Bytes) => Promise<Allocation | null>;
   /**
-   * The allocation records of the ACTIVE services of `networkId` (row locks, in service-id order: decision 0370), by
-   * service id (lowercase hex); a service without a record is absent. One statement, so a production reads them in its
-   * first round trip (decision 0590). Corrupt → state-inconsistent, as `lockAllocation`.
+   * The allocation records of the ACTIVE services of `networkId`, by service id (lowercase hex); a service without a
+   * record is absent. One statement, so a production reads them in its first round trip (decision 0590). NOT locked
+   * (decision 0630): the production reads them in its REPEATABLE READ snapshot, and a request that changes one after
+   * that snapshot queues the next production. Corrupt → state-inconsistent, as `lockAllocation`.
    */
-  readonly lockActiveAllocations: (networkId: Bytes) => Promise<ReadonlyMap<string, Allocation>>;
+  readonly activeAllocations: (networkId: Bytes) => Promise<ReadonlyMap<string, Allocation>>;
   readonly saveAllocation: (a: Allocation) => Promise<void>;
   /**
    * Allocations an explicit pure refusal left waiting for the next candidate of their round (`awaitingNext`): after a

@@ -251,16 +251,14 @@ export const portTx = (c: Pick<TxConnection, 'statement' | 'write'>): PortTx => 
       (r) => (r.rows[0] === undefined ? null : allocationFromJson(r.rows[0]['value'])),
       toHex(serviceId),
     ),
-  // the production's allocation rows with its other reads (decision 0590): the active services' rows of one Network,
-  // locked in service-id order — the order of one lockAllocation per service — and, as the ordered row locks of
-  // decision 0370, sent after the round trip's other statements (its key sorts before any service id's: '')
-  lockActiveAllocations: (networkId) =>
+  // the production's allocation rows with its other reads (decision 0590), WITHOUT a row lock (decision 0630): the
+  // production's REPEATABLE READ snapshot is its consistency (0162), and a writer that commits after that snapshot
+  // queues the production that publishes its change — so a production neither waits for nor blocks a replace
+  activeAllocations: (networkId) =>
     c.statement(
       `SELECT encode(a.service_id, 'hex') AS id, a.value FROM ${S}.port_allocation a
-       WHERE a.service_id IN (SELECT s.service_id FROM ${S}.service s WHERE s.network_id = ${lit.bytea(networkId)} AND s.state = 'active')
-       ORDER BY a.service_id FOR UPDATE OF a`,
+       WHERE a.service_id IN (SELECT s.service_id FROM ${S}.service s WHERE s.network_id = ${lit.bytea(networkId)} AND s.state = 'active')`,
       (r) => new Map(r.rows.map((row) => [row['id'] as string, allocationFromJson(row['value'])])),
-      '',
     ),
   saveAllocation: async (a) =>
     c.write(
