@@ -298,9 +298,5 @@ log('starting', {
         liveness_ms: config.authorityLivenessMs,
       }),
 });
-if (process.env['NSD_STANDBY_WARM_UP'] !== undefined)
-  void import('./standby-warm-up.js').then(async ({ warmUpStandby }) =>
-    log('standby-warm-up', await warmUpStandby(Number(process.env['NSD_STANDBY_WARM_UP']))),
-  );
 // the probe listener beside the authority: merged layers start together, so it answers while this process stands by
 launchUntilSignal(Layer.merge(ProbeListener, Nsd), log);
