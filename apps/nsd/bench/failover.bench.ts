@@ -42,7 +42,7 @@ import {
 import { jittered } from '@homelab/service-control/application';
 import { generateSigner, openStream, signerFromPem } from '@homelab/service-control/transport';
 import { benchClient, withBenchDatabase } from './pg.js';
-import { cpuSeconds, freePort } from './processes.js';
+import { cpuSeconds, freePort, threadCpuSeconds } from './processes.js';
 import { signedClient, unary } from './signed-client.js';
 import { oneServiceContent } from '../test/lease-wire.js';
 
@@ -417,6 +417,7 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
       }
       const beforeKill = replaces;
       const cpu0 = cpuSeconds(next.child.pid);
+      const threads0 = threadCpuSeconds(next.child.pid);
       const benchCpu0 = process.cpuUsage();
       const load0 = loadavg()[0] as number;
       const kill = performance.now();
@@ -444,6 +445,7 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
       const lostLeases: string[] = [];
       let holderEpoch: bigint | null = null;
       let cpu1 = Number.NaN;
+      let threads1 = new Map<number, number>();
       for (;;) {
         const gone = await Promise.race([holder.exited.then((why) => why), sleep(100).then(() => null)]);
         if (gone !== null) {
@@ -465,6 +467,7 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
           sims.every((x) => x.epoch() === holderEpoch)
         ) {
           cpu1 = lostLeases.length === 0 ? cpuSeconds(holder.child.pid) : Number.NaN;
+          if (lostLeases.length === 0) threads1 = threadCpuSeconds(holder.child.pid);
           break;
         }
       }
@@ -510,6 +513,27 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
       print(
         `  ${tag} its CPU from the kill until the last daemon streamed: ${(cpu1 - cpu0).toFixed(1)} s in ${q(1).toFixed(1)} s = ${((1000 * (cpu1 - cpu0)) / DAEMONS).toFixed(1)} ms per daemon; machine load average ${load0.toFixed(1)} at the kill (${availableParallelism()} cores); the bench's own CPU (simulated daemons, writers) ${((benchCpu.user + benchCpu.system) / 1e6).toFixed(1)} s`,
       );
+      // decision 0650: the new holder's CPU in the storm by thread — its main thread, the threads it already had at the
+      // kill (V8's, and the lease renewal thread when it booted while standing by), the threads started in the storm
+      // (the renewal thread when it boots at the takeover, libuv's pool when first used)
+      if (threads1.size > 0) {
+        const pid = holder.child.pid as number;
+        const main = (threads1.get(pid) ?? 0) - (threads0.get(pid) ?? 0);
+        const had: number[] = [];
+        const born: number[] = [];
+        for (const [tid, s1] of threads1)
+          if (tid === pid) continue;
+          else if (threads0.has(tid)) had.push(s1 - (threads0.get(tid) ?? 0));
+          else born.push(s1);
+        const list = (xs: number[]) =>
+          xs
+            .sort((x, y) => y - x)
+            .map((x) => x.toFixed(2))
+            .join(' ') || '-';
+        print(
+          `  ${tag} its CPU by thread: main ${main.toFixed(2)} s; the ${threads0.size - 1} other threads it had at the kill ${had.reduce((x, y) => x + y, 0).toFixed(2)} s (${list(had)}); ${born.length} started in the storm: ${list(born)} s`,
+        );
+      }
       // no report acknowledged before (or during) the failover is lost: the acknowledgements before the read (the
       // writers keep writing — one acknowledged while the read runs is not in its snapshot, and is not lost)
       const ackedBefore = new Map(acked);

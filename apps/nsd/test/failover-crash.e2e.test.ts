@@ -27,6 +27,8 @@ describe('decision 0600: a SIGKILLed nsd is taken over before its lease could ha
       holder: 'nsd-a',
       epoch: String(active.epoch),
     });
+    // decision 0650: the standby's lease renewal thread boots while it waits, renewing nothing
+    await standby.waitFor((x) => x['event'] === 'lease-renewer-standing-by');
     // the holder lives: several of the standby's waits pass without a takeover (its session holds the lock)
     await sleep(3_000);
     expect(
@@ -44,6 +46,12 @@ describe('decision 0600: a SIGKILLed nsd is taken over before its lease could ha
     expect(still?.['before']).toBe(true);
     expect(Date.parse(taken['time'] as string) - killedAt).toBeLessThan(LEASE_MS / 2);
     expect(standby.lines.find((l) => l['event'] === 'epoch-taken-over')).toMatchObject({ holder_session_ended: true });
+    // the thread booted while standing by renews the new epoch's lease: no other thread was started at the takeover
+    await standby.waitFor((x) => x['event'] === 'lease-renewer-running');
+    expect(standby.lines.filter((l) => l['event'] === 'lease-renewer-started')).toEqual([
+      expect.objectContaining({ epoch: String(active.epoch + 1n) }),
+    ]);
+    expect(standby.lines.filter((l) => l['event'] === 'lease-renewer-standing-by')).toHaveLength(1);
 
     standby.child.kill('SIGTERM');
     expect((await standby.exited).code).toBe(0);

@@ -181,6 +181,93 @@ describe('§5.2 authority lease (decision 0400)', () => {
       return { taken, ended, logged, holding };
     };
 
+    /** A renewal thread started while standing by (decision 0650); resolves once it has booted, idle. */
+    const standingBy = async (boundMs: number) => {
+      const logged: { event: string; fields: Record<string, unknown> }[] = [];
+      const log = (event: string, fields: Record<string, unknown>) => void logged.push({ event, fields });
+      const prepare = pgLeaseRenewer(db.config, { boundMs }).prepare;
+      if (prepare === undefined) throw new Error('pgLeaseRenewer prepares its thread while standing by');
+      const prepared = prepare(log);
+      for (let i = 0; i < 600 && !logged.some((l) => l.event === 'lease-renewer-standing-by'); i++) await sleep(50);
+      expect(logged.map((l) => l.event)).toContain('lease-renewer-standing-by');
+      return { prepared, logged, log };
+    };
+    /** The lease row as the database sees it: holder, epoch, whether it is live. */
+    const leaseRow = async () => {
+      const c = new pg.Client(db.config);
+      await c.connect();
+      try {
+        const out = await c.query(
+          `SELECT holder, epoch::text AS epoch, lease_until > clock_timestamp() AS live
+           FROM service_control.authority_lease WHERE id = 1`,
+        );
+        return out.rows;
+      } finally {
+        await c.end();
+      }
+    };
+
+    it('decision 0650: a thread started while standing by renews nothing before the takeover, and the handed-over lease after', async () => {
+      // another holder's short lease, never renewed (a killed holder); this process stands by with its thread booted
+      const other = await acquireWhenFree(b, 'killed', TTL);
+      const { prepared, logged, log } = await standingBy(5_000);
+      // the thread waits through the other holder's lease and well past it: that lease runs out, nothing extends it
+      await sleep(3 * TTL);
+      expect(await leaseRow()).toEqual([{ holder: 'killed', epoch: String(other.epoch), live: false }]);
+      expect(logged.map((l) => l.event)).not.toContain('lease-renewer-started');
+      // the takeover hands the thread its lease: the thread renews it from now on, well past its length
+      const sentAt = monotonicMs();
+      const taken = await acquireWhenFree(a, 'standby', TTL);
+      expect(taken.epoch).toBe(other.epoch + 1n);
+      const ended: string[] = [];
+      const holding = prepared.hold(
+        a,
+        { holder: 'standby', ttlMs: TTL, onLost: (r) => ended.push(r) },
+        taken.epoch,
+        sentAt,
+        log,
+      );
+      for (let i = 0; i < 600 && !logged.some((l) => l.event === 'lease-renewer-running'); i++) await sleep(50);
+      expect(logged.map((l) => l.event)).toContain('lease-renewer-running');
+      expect(logged.find((l) => l.event === 'lease-renewer-started')?.fields).toMatchObject({
+        epoch: String(taken.epoch),
+      });
+      for (let i = 0; i < 4; i++) {
+        await sleep(TTL);
+        expect(await b.acquireAuthority('x', TTL)).toMatchObject({
+          taken: false,
+          holder: 'standby',
+          epoch: taken.epoch,
+        });
+      }
+      expect(ended).toEqual([]);
+      await prepared.close(); // holding: closing the preparation changes nothing
+      expect(await b.acquireAuthority('x', TTL)).toMatchObject({ taken: false, holder: 'standby' });
+      await holding.stop(true); // the graceful stop releases through the thread
+      expect(await b.acquireAuthority('x', TTL)).toMatchObject({ taken: true, epoch: taken.epoch + 1n });
+    });
+
+    it('decision 0650: a thread started while standing by that finds another takeover on the row ends the holder (lost)', async () => {
+      const { prepared, logged, log } = await standingBy(5_000);
+      const sentAt = monotonicMs();
+      const taken = await acquireWhenFree(a, 'standby-lost', 1_000);
+      const ended: string[] = [];
+      const holding = prepared.hold(
+        a,
+        { holder: 'standby-lost', ttlMs: 1_000, onLost: (r) => ended.push(r) },
+        taken.epoch,
+        sentAt,
+        log,
+      );
+      // the thread renews (the main loop's start-up renewals have stopped): only the thread can find the takeover
+      for (let i = 0; i < 600 && !logged.some((l) => l.event === 'lease-renewer-running'); i++) await sleep(50);
+      expect(logged.map((l) => l.event)).toContain('lease-renewer-running');
+      await b.takeover();
+      for (let i = 0; i < 100 && ended.length === 0; i++) await sleep(50);
+      expect(ended).toEqual(['lost']);
+      await holding.stop(false);
+    });
+
     it('a main loop blocked longer than the lease, within the bound: the lease is renewed, no standby takes over', async () => {
       const { taken, ended, logged, holding } = await renewing('w', 1_000, 5_000);
       // a standby's view from outside this loop: the database reads the lease 1.5 s into each 2 s block (the statements

@@ -46,13 +46,36 @@ export interface LeaseHolding {
  * `lease.onLost` once when the authority is no longer this process's. `store` is the process's own store (a renewer
  * on a thread bridges its start-up with it).
  */
-export type HoldLease = (
+export type HoldLease = ((
   store: LeaseStore,
   lease: AuthorityLeaseOptions,
   epoch: bigint,
   acquiredAt: number,
   log?: Log,
-) => LeaseHolding;
+) => LeaseHolding) & {
+  /**
+   * Made ready while this process stands by (decision 0650), so that the takeover does not pay for it (nsd's renewal
+   * thread boots idle). Called once before the wait; the result holds the lease once taken over, or is closed when this
+   * process stops without taking over.
+   */
+  readonly prepare?: (log?: Log) => PreparedHold;
+};
+
+/**
+ * A lease holder made ready while standing by (decision 0650): it renews nothing until `hold` hands it the lease this
+ * process acquired (at most once); `close` ends it when no takeover came, and does nothing once it holds (the holding's
+ * own `stop` ends it then).
+ */
+export interface PreparedHold {
+  readonly hold: (
+    store: LeaseStore,
+    lease: AuthorityLeaseOptions,
+    epoch: bigint,
+    acquiredAt: number,
+    log?: Log,
+  ) => LeaseHolding;
+  readonly close: () => Promise<void>;
+}
 
 /**
  * Milliseconds of the system's monotonic clock (CLOCK_MONOTONIC through `process.hrtime`): one time line for every

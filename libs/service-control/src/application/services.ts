@@ -103,6 +103,16 @@ export const AuthorityServiceLive = (
       const { members, lease, ...deps } = options; // the rest are the Authority's own optional dependencies
       const mono = monotonicMs; // one time line for every thread: a renewal thread continues the lease (decision 0470)
       // standing by is interruptible (a standby stops at once on SIGTERM); the takeover itself is not
+      // the holder made ready while standing by (decision 0650: nsd's renewal thread boots before the takeover, idle);
+      // closed with the scope, which ends it only when it never took the lease
+      const prepare = lease?.hold?.prepare;
+      const prepared =
+        prepare === undefined
+          ? null
+          : yield* Effect.acquireRelease(
+              Effect.sync(() => prepare(options.log)),
+              (p) => Effect.promise(() => p.close()),
+            );
       const acquired =
         lease === undefined
           ? null
@@ -124,9 +134,11 @@ export const AuthorityServiceLive = (
             const holding =
               lease === undefined || acquired === null
                 ? null
-                : lease.hold !== undefined
-                  ? lease.hold(store, lease, epoch, acquired.sentAt, options.log)
-                  : holdAuthority(store, lease, epoch, acquired.sentAt, mono, options.log);
+                : prepared !== null
+                  ? prepared.hold(store, lease, epoch, acquired.sentAt, options.log)
+                  : lease.hold !== undefined
+                    ? lease.hold(store, lease, epoch, acquired.sentAt, options.log)
+                    : holdAuthority(store, lease, epoch, acquired.sentAt, mono, options.log);
             try {
               for (const [identity, network] of members ?? []) await store.addMember(identity, network);
               const authority = new Authority({ store, nsdId, epoch, now: clock.now, ...deps });
