@@ -441,7 +441,13 @@ describe('admission bound on unary requests (decision 0620)', () => {
     await waitFor(() => handled.length === 1);
     expect(admission.inFlight).toBe(1);
     const refusedBefore = admission.refused;
-    const over = await fetch(url, { method: 'POST', body: sealEnvelope(a, new Uint8Array([0x22])) });
+    // the answer, or the handler running it (which would wait behind the gate): whichever comes first
+    const over = await Promise.race([
+      fetch(url, { method: 'POST', body: sealEnvelope(a, new Uint8Array([0x22])) }),
+      waitFor(() => handled.length > 1).then(() => null),
+    ]);
+    expect(handled).toEqual([[0x21]]);
+    if (over === null) throw new Error('unreachable');
     expect([over.status, over.headers.get('retry-after'), await over.text()]).toEqual([
       503,
       '1',
