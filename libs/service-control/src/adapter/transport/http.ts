@@ -330,8 +330,8 @@ export const busyBackoffMs = (
 /**
  * Client of unary requests: new nonce per attempt, 2 s per attempt, 3 attempts, response verified and replay-checked.
  * An admission refusal (503 with `retry-after`, decision 0620) is sent again after `busyBackoffMs`, up to
- * `RPC_BUSY_REFUSALS` times, without using up one of the attempts; the next refusal fails the request (retryable). Interrupting the effect destroys the attempt in
- * flight (or ends the wait).
+ * `RPC_BUSY_REFUSALS` times, without using up one of the attempts; the next refusal fails the request (retryable).
+ * Interrupting the effect destroys the attempt in flight (or ends the wait).
  */
 export const postUnary = (
   side: TransportSide,
