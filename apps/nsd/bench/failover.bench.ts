@@ -17,7 +17,9 @@
 // process (the orchestrator's restart; it takes over once the lease ran out) and the daemons are timed until they all
 // stream from the last holder. Printed per failover: the longest main-loop silence the renewal thread saw.
 // Env: BENCH_DAEMONS (1000), BENCH_NETWORKS (50), BENCH_LEASE_MS (2000), BENCH_WRITERS (8), BENCH_RETRY_MS (500),
-// BENCH_CONNECTIONS (shared: the simulated daemons' unary requests on one agent; own: an agent, i.e. connections, each),
+// BENCH_CONNECTIONS (own, default since decision 0620: an agent, i.e. connections, each simulated daemon, as real
+// ns-daemons; shared: the simulated daemons' unary requests on the bench's one agent, 16 sockets),
+// BENCH_MAX_UNARY (nsd's --max-unary-in-flight; unset: nsd's default),
 // BENCH_STRATEGIES (before,after; also register), BENCH_RENEWAL (thread,…), BENCH_CPU_PROF (a directory: the standbys write V8 CPU
 // profiles there), BENCH_NSD (`dist`, default: the built `dist/main.js`, what the image runs — build first with
 // `npx nx run nsd:build`; `source`: src/main.ts through tsx, whose module loader thread then transpiles in the storm).
@@ -52,11 +54,13 @@ const NETWORKS = Number(process.env['BENCH_NETWORKS'] ?? 50);
 const LEASE_MS = Number(process.env['BENCH_LEASE_MS'] ?? 2000);
 const WRITERS = Number(process.env['BENCH_WRITERS'] ?? 8);
 const RETRY_MS = Number(process.env['BENCH_RETRY_MS'] ?? 500);
+const MAX_UNARY = process.env['BENCH_MAX_UNARY'];
 /**
- * `own`: each simulated daemon's unary requests on a keep-alive agent of its own, i.e. its own connections, as ns-daemon
- * from its own process; `shared`: all on the bench process's one agent (16 sockets, the requests queue on them).
+ * `own` (default): each simulated daemon's unary requests on a keep-alive agent of its own, i.e. its own connections,
+ * as ns-daemon from its own process; `shared`: all on the bench process's one agent (16 sockets, the requests queue on
+ * them — an admission bound of 16 for the whole fleet, which hid the storm's amplification until decision 0620).
  */
-const CONNECTIONS = process.env['BENCH_CONNECTIONS'] ?? 'shared';
+const CONNECTIONS = process.env['BENCH_CONNECTIONS'] ?? 'own';
 if (CONNECTIONS !== 'own' && CONNECTIONS !== 'shared') throw new Error('BENCH_CONNECTIONS: own|shared');
 /** One failover per entry, in order, each with its reconnect strategy (see `connect`). */
 type Strategy = 'before' | 'register' | 'after';
@@ -150,6 +154,7 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
       NSD_KEY_FILE: keyFile,
       NSD_AUTHORITY_LEASE_MS: String(LEASE_MS),
       NSD_INSTANCE: instance,
+      ...(MAX_UNARY === undefined ? {} : { NSD_MAX_UNARY_IN_FLIGHT: MAX_UNARY }),
     });
     const active = nsdProcess(env('nsd-a'));
     procs.push(active.child);
@@ -564,6 +569,11 @@ await withBenchDatabase('nsd_failover_bench', async (config) => {
         .map((l) => l.replace(/^nsd_(requests|productions)_total/, '').replace(/"/g, ''))
         .join(' ');
       print(`  ${tag} served: ${served}`);
+      // decision 0620: requests the new authority refused over its in-flight bound (not handled; the clients resent them)
+      const refusedLine = metricsText.split('\n').find((l) => l.startsWith('nsd_unary_refused_total '));
+      print(
+        `  ${tag} refused over the in-flight bound: ${refusedLine === undefined ? 'n/a (no admission bound)' : refusedLine.split(' ')[1]}; connections ${CONNECTIONS}`,
+      );
       if (lost > 0 || wrongEpoch > 0) process.exitCode = 1;
     }
     writing = false;

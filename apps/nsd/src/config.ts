@@ -64,7 +64,15 @@ export interface NsdConfig {
    * process, so a standby (no service listener yet) is alive and not ready. null = none (the service port answers).
    */
   readonly health: { readonly host: string; readonly port: number } | null;
+  /**
+   * At most this many unary requests in flight on the service listener (`--max-unary-in-flight`, decision 0620); a
+   * request over it is refused at once with a retryable 503 before its signature is verified or PostgreSQL touched.
+   */
+  readonly maxUnaryInFlight: number;
 }
+
+/** Decision 0620: unary requests in flight before nsd refuses more (≈ 6 × the store's 10 connections). */
+export const DEFAULT_MAX_UNARY_IN_FLIGHT = 64;
 
 /** Every flag nsd takes (its environment variable is `NSD_<NAME>`); `--help` prints this table. */
 export const NSD_FLAGS: ReadonlyArray<FlagSpec> = [
@@ -110,6 +118,11 @@ export const NSD_FLAGS: ReadonlyArray<FlagSpec> = [
     help: 'port of the probe listener (/healthz, /readyz), up while standing by too (unset = none)',
   },
   { name: 'health-host', help: 'address of the probe listener', default: '127.0.0.1' },
+  {
+    name: 'max-unary-in-flight',
+    help: 'unary requests in flight before more are refused at once with a retryable 503 (storage-unavailable, retry-after)',
+    default: String(DEFAULT_MAX_UNARY_IN_FLIGHT),
+  },
   { name: 'fault', help: 'tests only: SIGKILL after the commit of this request kind, before the reply' },
   { name: 'test-block-loop', help: 'tests only: MSxN, on SIGUSR2 block the event loop MS ms, N times' },
 ];
@@ -170,6 +183,9 @@ export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): Nsd
   if (!validShard(shard))
     throw new ConfigurationError(`--shard must be k/N with 1 ≤ k ≤ N ≤ ${MAX_SHARDS}, not "${shardText}"`);
   const healthPort = get('health-port');
+  const maxUnary = get('max-unary-in-flight') as string;
+  if (!/^[0-9]+$/.test(maxUnary) || Number(maxUnary) < 1)
+    throw new ConfigurationError(`--max-unary-in-flight must be a whole number ≥ 1, not "${maxUnary}"`);
   return {
     host: get('host') as string,
     port: port('--port', get('port') as string),
@@ -195,5 +211,6 @@ export const loadConfig = (env: NodeJS.ProcessEnv, argv: readonly string[]): Nsd
     shard,
     health:
       healthPort === undefined ? null : { host: get('health-host') as string, port: port('--health-port', healthPort) },
+    maxUnaryInFlight: Number(maxUnary),
   };
 };

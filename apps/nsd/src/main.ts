@@ -22,6 +22,7 @@ import {
   ReplayCache,
   SseSink,
   type TransportSide,
+  UnaryAdmission,
   generateSigner,
   readBody,
   receiveEnvelope,
@@ -52,7 +53,9 @@ const signer = keyFileOrExit('nsd', config.keyFile, () => generateSigner().priva
   const problem = await probeDatabase(config.database);
   if (problem !== undefined) exitStartup('nsd', 'database', `database ${user}@${host}:${port}/${database}: ${problem}`);
 }
-const side: TransportSide = { signer, trust: trustSelfCertifying, replay: new ReplayCache() };
+// the bound on unary requests in flight: over it, refused at once with a retryable answer (decision 0620)
+const admission = new UnaryAdmission(config.maxUnaryInFlight);
+const side: TransportSide = { signer, trust: trustSelfCertifying, replay: new ReplayCache(), admission };
 const kill = (point: string) => {
   if (config.fault === point) {
     log('fault', { point });
@@ -74,7 +77,7 @@ const blockLoopForTests = (block: { readonly ms: number; readonly times: number 
 };
 
 /** Metrics: the Authority reports requests and productions into them from its first request on. */
-const metrics = makeNsdMetrics();
+const metrics = makeNsdMetrics(admission);
 const KNOWN_ROUTES = new Set([
   'POST /v1/info.get',
   'POST /v1/node.register',
@@ -289,6 +292,7 @@ log('starting', {
   database: `${config.database.host}:${config.database.port}/${config.database.database}`,
   port: config.port,
   shard: `${config.shard.index}/${config.shard.count}`,
+  max_unary_in_flight: config.maxUnaryInFlight,
   ...(config.authorityLeaseMs === null
     ? {}
     : {

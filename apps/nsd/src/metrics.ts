@@ -4,6 +4,7 @@
 // the usual PromQL (`rate(nsd_requests_total[5m])`, `histogram_quantile(0.99, …)`).
 import client from 'prom-client';
 import type { Authority, AuthorityObserver } from '@homelab/service-control/application';
+import type { UnaryAdmission } from '@homelab/service-control/transport';
 
 /** Request latencies from ≈ one local commit (0.5 ms) to the transport's 2 s attempt timeout. */
 const REQUEST_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
@@ -20,7 +21,8 @@ export interface NsdMetrics {
   readonly watch: (authority: Authority, epoch: bigint) => void;
 }
 
-export const makeNsdMetrics = (): NsdMetrics => {
+/** `admission`: the service listener's bound on unary requests (decision 0620), read at scrape time. */
+export const makeNsdMetrics = (admission?: UnaryAdmission): NsdMetrics => {
   const registry = new client.Registry();
   client.collectDefaultMetrics({ register: registry });
   const http = new client.Counter({
@@ -85,6 +87,19 @@ export const makeNsdMetrics = (): NsdMetrics => {
         this.inc(read());
       },
     });
+  if (admission !== undefined) {
+    gauge('nsd_unary_in_flight', 'unary requests admitted and not yet answered', () => admission.inFlight);
+    gauge(
+      'nsd_unary_in_flight_limit',
+      'unary requests in flight before more are refused (--max-unary-in-flight)',
+      () => admission.limit,
+    );
+    counter(
+      'nsd_unary_refused_total',
+      'unary requests refused over the in-flight bound (HTTP 503 storage-unavailable with retry-after, not handled)',
+      () => admission.refused,
+    );
+  }
   const watch = (authority: Authority, epoch: bigint) => {
     gauge('nsd_authority_epoch', 'current authority epoch', () => Number(epoch));
     gauge('nsd_streams', 'open config streams', () => authority.streamCount);

@@ -28,6 +28,7 @@ describe('nsd command line', () => {
     expect(r.stdout).toMatch(/^usage: nsd /);
     expect(r.stdout).toContain('--db-host');
     expect(r.stdout).toContain('[NSD_ADMIN_TOKEN]');
+    expect(r.stdout).toContain('--max-unary-in-flight');
     expect(existsSync(join(dir, 'key.pem'))).toBe(false);
   });
 
@@ -52,6 +53,15 @@ describe('nsd command line', () => {
     expect(b).toEqual(a);
     expect(() => loadConfig({}, ['stray'])).toThrow(ConfigurationError);
     expect(() => loadConfig({}, ['--port'])).toThrow(/--port/);
+  });
+
+  it('decision 0620: at most 64 unary requests in flight unless told otherwise; a bound below 1 refused', () => {
+    const d = loadConfig({}, []);
+    const c = loadConfig({ NSD_MAX_UNARY_IN_FLIGHT: '128' }, []);
+    if ('help' in d || 'help' in c) throw new Error('expected configurations');
+    expect([d.maxUnaryInFlight, c.maxUnaryInFlight]).toEqual([64, 128]);
+    expect(() => loadConfig({}, ['--max-unary-in-flight=0'])).toThrow(/--max-unary-in-flight/);
+    expect(() => loadConfig({}, ['--max-unary-in-flight', 'many'])).toThrow(/--max-unary-in-flight/);
   });
 
   it('decision 0470: the lease is renewed on a thread with a 10 s liveness bound unless told otherwise; bad values refused', () => {

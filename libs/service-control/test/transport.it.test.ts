@@ -9,8 +9,10 @@ import {
   SSE_EVENT,
   SseParser,
   SseSink,
+  RPC_ATTEMPTS,
   TransportError,
   type TransportSide,
+  UnaryAdmission,
   base64UrlDecodeStrict,
   base64UrlEncode,
   generateSigner,
@@ -400,6 +402,101 @@ describe('config.stream client (openStream)', () => {
     ctl.abort(reason);
     await expect(s).rejects.toBe(reason);
     await waitFor(() => streamsClosed === closedBefore + 1);
+  });
+});
+
+describe('admission bound on unary requests (decision 0620)', () => {
+  const admission = new UnaryAdmission(1);
+  const serverSide: TransportSide = { signer: b, trust: trustSelfCertifying, replay: new ReplayCache(), admission };
+  /** The payloads the handler ran with, in order. */
+  const handled: number[][] = [];
+  let gate: Promise<void> = Promise.resolve();
+  let open: () => void = () => undefined;
+  const hold = () => {
+    gate = new Promise<void>((r) => (open = r));
+  };
+  let server: Server;
+  let url = '';
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      void serveUnary(serverSide, req, res, async (env) => {
+        handled.push([...env.payload]);
+        await gate;
+        return env.payload;
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/rpc`;
+  });
+  afterAll(async () => {
+    open();
+    await new Promise((r) => server.close(r));
+  });
+  const client = (): TransportSide => ({ signer: a, trust: trustOnly(b.machineId), replay: new ReplayCache() });
+
+  it('over the bound a request is refused at once with 503 storage-unavailable and retry-after, its handler not run; under it, served', async () => {
+    handled.length = 0;
+    hold();
+    const first = Effect.runPromise(postUnary(client(), url, new Uint8Array([0x21])));
+    await waitFor(() => handled.length === 1);
+    expect(admission.inFlight).toBe(1);
+    const refusedBefore = admission.refused;
+    // the answer, or the handler running it (which would wait behind the gate): whichever comes first
+    const over = await Promise.race([
+      fetch(url, { method: 'POST', body: sealEnvelope(a, new Uint8Array([0x22])) }),
+      waitFor(() => handled.length > 1).then(() => null),
+    ]);
+    expect(handled).toEqual([[0x21]]);
+    if (over === null) throw new Error('unreachable');
+    expect([over.status, over.headers.get('retry-after'), await over.text()]).toEqual([
+      503,
+      '1',
+      'storage-unavailable',
+    ]);
+    // refused before its body is even verified: a body that is no envelope at all gets the same answer, not a 400
+    const garbage = await fetch(url, { method: 'POST', body: new Uint8Array([0xff, 0x00]) });
+    expect([garbage.status, await garbage.text()]).toEqual([503, 'storage-unavailable']);
+    expect(admission.refused).toBe(refusedBefore + 2);
+    expect(handled).toEqual([[0x21]]);
+    open();
+    expect([...(await first)]).toEqual([0x21]);
+    await waitFor(() => admission.inFlight === 0);
+    const under = await fetch(url, { method: 'POST', body: sealEnvelope(a, new Uint8Array([0x23])) });
+    expect(under.status).toBe(200);
+    await under.arrayBuffer();
+    expect(handled).toEqual([[0x21], [0x23]]);
+  });
+
+  it('postUnary sends a refused request again after a backoff, the same payload (request_id) with a new nonce, beyond the three attempts', async () => {
+    handled.length = 0;
+    hold();
+    const first = Effect.runPromise(postUnary(client(), url, new Uint8Array([0x31])));
+    await waitFor(() => handled.length === 1);
+    const refusedBefore = admission.refused;
+    const second = Effect.runPromise(postUnary(client(), url, new Uint8Array([0x32, 0x33])));
+    // refused more often than the spec's attempts: refusals do not use them up (the request never reached B)
+    await waitFor(() => admission.refused >= refusedBefore + RPC_ATTEMPTS);
+    expect(handled).toEqual([[0x31]]);
+    open();
+    expect([...(await first)]).toEqual([0x31]);
+    expect([...(await second)]).toEqual([0x32, 0x33]);
+    expect(handled).toEqual([[0x31], [0x32, 0x33]]);
+  });
+
+  it('a request refused more than its budget fails with the retryable storage-unavailable, never handled', async () => {
+    handled.length = 0;
+    hold();
+    const first = Effect.runPromise(postUnary(client(), url, new Uint8Array([0x41])));
+    await waitFor(() => handled.length === 1);
+    const refusedBefore = admission.refused;
+    const r = await Effect.runPromise(
+      Effect.either(postUnary(client(), url, new Uint8Array([0x42]), { busyRefusals: 2 })),
+    );
+    expect(Either.isLeft(r) && r.left._tag === 'TransportError' && r.left.code).toBe('storage-unavailable');
+    expect(admission.refused).toBe(refusedBefore + 3);
+    expect(handled).toEqual([[0x41]]);
+    open();
+    await first;
   });
 });
 

@@ -23,6 +23,15 @@ export const MAX_ENVELOPE_BYTES = 1024 * 1024 + 256;
 /** Spec §6: each RPC attempt times out after 2 s, at most 3 attempts. */
 export const RPC_TIMEOUT_MS = 2_000;
 export const RPC_ATTEMPTS = 3;
+/**
+ * Decision 0620: how many admission refusals (`UnaryAdmission`: HTTP 503 with a `retry-after` header) one logical
+ * request takes before its failure is returned. Refused attempts never reached the handler, so they are not among
+ * the spec's three attempts (which bound the uncertainty of an attempt that may have been handled); each waits a
+ * jittered, doubling backoff first (`busyBackoffMs`).
+ */
+export const RPC_BUSY_REFUSALS = 8;
+/** The first backoff after an admission refusal, doubled per refusal up to the peer's `retry-after`. */
+export const RPC_BUSY_BASE_MS = 100;
 
 /** The network or the peer's transport failed (no signed answer): retryable with the same logical request. */
 export class TransportError extends Data.TaggedError('TransportError')<{
@@ -57,6 +66,42 @@ export interface TransportSide {
    * as it would from its own process, instead of all queueing on one agent's few sockets (decision 0610).
    */
   readonly agent?: Agent;
+  /** The server side's bound on unary requests in flight (decision 0620); none when absent. */
+  readonly admission?: UnaryAdmission;
+}
+
+/**
+ * A bound on the unary requests one server has in flight, from their headers to their reply (decision 0620). A request
+ * over the bound is refused at once — before its body is read, its signature verified or its handler run — with HTTP
+ * 503, the code `storage-unavailable` (spec §4: the same logical request may be sent again) and `retry-after`; the
+ * client (`postUnary`) waits a jittered backoff and sends it again. Without it, a storm of clients piles requests up
+ * until their answers take longer than the clients' 2 s attempt timeout, and every abandoned attempt is sent again.
+ */
+export class UnaryAdmission {
+  /** Admitted requests not yet answered. */
+  inFlight = 0;
+  /** Requests refused over the bound since the start. */
+  refused = 0;
+  constructor(
+    /** At most this many unary requests in flight (≥ 1). */
+    readonly limit: number,
+    /** The `retry-after` hint of a refusal, whole seconds (RFC 9110). */
+    readonly retryAfterSeconds = 1,
+  ) {
+    if (!Number.isInteger(limit) || limit < 1) throw new RangeError(`admission limit must be ≥ 1, not ${limit}`);
+  }
+  /** Admit one request (true) or count its refusal (false). */
+  enter(): boolean {
+    if (this.inFlight >= this.limit) {
+      this.refused++;
+      return false;
+    }
+    this.inFlight++;
+    return true;
+  }
+  leave(): void {
+    this.inFlight--;
+  }
 }
 
 /** Open and replay-check an envelope: the common first step of every receiver. */
@@ -118,10 +163,36 @@ export const refuse = (res: ServerResponse, e: ServiceControlError): void => {
 };
 
 /**
- * Server side of a unary request: read, open, replay-check, hand the payload to `handle`, seal its answer. `handle`
- * must have committed everything it changed before it resolves (commit first, reply after).
+ * The admission refusal (decision 0620): nothing of the request was read or run. The unread body is discarded by
+ * node:http, and the connection stays open for the client's next attempt.
+ */
+const refuseBusy = (res: ServerResponse, admission: UnaryAdmission): void =>
+  void res
+    .writeHead(503, { 'content-type': 'text/plain', 'retry-after': String(admission.retryAfterSeconds) })
+    .end('storage-unavailable');
+
+/**
+ * Server side of a unary request: admit (when the side has an admission bound), read, open, replay-check, hand the
+ * payload to `handle`, seal its answer. `handle` must have committed everything it changed before it resolves (commit
+ * first, reply after).
  */
 export const serveUnary = async (
+  side: TransportSide,
+  req: IncomingMessage,
+  res: ServerResponse,
+  handle: (env: OpenedEnvelope) => Promise<Uint8Array>,
+): Promise<void> => {
+  const admission = side.admission;
+  if (admission === undefined) return serveAdmitted(side, req, res, handle);
+  if (!admission.enter()) return refuseBusy(res, admission);
+  try {
+    await serveAdmitted(side, req, res, handle);
+  } finally {
+    admission.leave();
+  }
+};
+
+const serveAdmitted = async (
   side: TransportSide,
   req: IncomingMessage,
   res: ServerResponse,
@@ -203,13 +274,13 @@ const post = (
   body: Uint8Array,
   timeoutMs: number,
   via: Agent,
-  done: (e: Error | null, status: number, bytes: Uint8Array) => void,
+  done: (e: Error | null, status: number, bytes: Uint8Array, retryAfter: string | undefined) => void,
 ): (() => void) => {
   let settled = false;
-  const finish = (e: Error | null, status = 0, bytes: Uint8Array = EMPTY) => {
+  const finish = (e: Error | null, status = 0, bytes: Uint8Array = EMPTY, retryAfter?: string) => {
     if (settled) return;
     settled = true;
-    done(e, status, bytes);
+    done(e, status, bytes, retryAfter);
   };
   const req = request(
     url,
@@ -227,6 +298,7 @@ const post = (
           null,
           res.statusCode ?? 0,
           new Uint8Array(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks)),
+          res.headers['retry-after'],
         ),
       );
       res.on('error', (e) => finish(e));
@@ -241,25 +313,45 @@ const post = (
 const EMPTY = new Uint8Array(0);
 
 /**
+ * The wait before sending a request again after its `refusals`-th admission refusal (1, 2, …): `RPC_BUSY_BASE_MS`
+ * doubled per refusal, at most the peer's `retry-after` (whole seconds; 1 s when unreadable), drawn from [½, 1] of
+ * that — many clients refused in one burst must not come back in one (decision 0620, as the daemon's retries, 0450).
+ */
+export const busyBackoffMs = (
+  refusals: number,
+  retryAfter: string | undefined,
+  random: () => number = Math.random,
+): number => {
+  const hint = retryAfter !== undefined && /^[0-9]+$/.test(retryAfter) ? Number(retryAfter) * 1000 : 1000;
+  const ms = Math.min(RPC_BUSY_BASE_MS * 2 ** Math.max(0, refusals - 1), Math.max(hint, RPC_BUSY_BASE_MS));
+  return Math.round(ms * (0.5 + random() / 2));
+};
+
+/**
  * Client of unary requests: new nonce per attempt, 2 s per attempt, 3 attempts, response verified and replay-checked.
- * Interrupting the effect destroys the attempt in flight.
+ * An admission refusal (503 with `retry-after`, decision 0620) is sent again after `busyBackoffMs`, up to
+ * `RPC_BUSY_REFUSALS` times, without using up one of the attempts; the next refusal fails the request (retryable).
+ * Interrupting the effect destroys the attempt in flight (or ends the wait).
  */
 export const postUnary = (
   side: TransportSide,
   url: string,
   payload: Uint8Array,
-  options: { readonly timeoutMs?: number; readonly attempts?: number } = {},
+  options: { readonly timeoutMs?: number; readonly attempts?: number; readonly busyRefusals?: number } = {},
 ): Effect.Effect<Uint8Array, TransportError | ServiceControlError> =>
   Effect.async<Uint8Array, TransportError | ServiceControlError>((resume) => {
     const attempts = options.attempts ?? RPC_ATTEMPTS;
     const timeoutMs = options.timeoutMs ?? RPC_TIMEOUT_MS;
+    const busyRefusals = options.busyRefusals ?? RPC_BUSY_REFUSALS;
+    let refused = 0;
     let cancel: (() => void) | null = null;
     let interrupted = false;
     const attempt = (i: number, last: TransportError | null): void => {
       if (interrupted) return;
       if (i >= attempts) return resume(Effect.fail(last ?? new TransportError({ reason: 'no attempt', code: null })));
       // a new nonce (a new envelope) for every attempt of the same logical request
-      cancel = post(url, sealEnvelope(side.signer, payload), timeoutMs, side.agent ?? agent, (e, status, bytes) => {
+      const via = side.agent ?? agent;
+      cancel = post(url, sealEnvelope(side.signer, payload), timeoutMs, via, (e, status, bytes, retryAfter) => {
         cancel = null;
         if (interrupted) return;
         if (e !== null) return attempt(i + 1, new TransportError({ reason: `POST ${url}: ${String(e)}`, code: null }));
@@ -269,6 +361,14 @@ export const postUnary = (
             reason: `HTTP ${status} ${text}`,
             code: isErrorCode(text) ? text : null,
           });
+          // not admitted (decision 0620): nothing of it ran; the same attempt again after a backoff, and once the
+          // budget is spent the refusal is the answer (not the remaining attempts at once: that would hammer)
+          if (status === 503 && retryAfter !== undefined) {
+            if (refused >= busyRefusals) return resume(Effect.fail(refusal));
+            const wait = setTimeout(() => attempt(i, last), busyBackoffMs(++refused, retryAfter));
+            cancel = () => clearTimeout(wait);
+            return;
+          }
           return status >= 500 ? attempt(i + 1, refusal) : resume(Effect.fail(refusal));
         }
         const env = receiveEnvelope(side, bytes);
