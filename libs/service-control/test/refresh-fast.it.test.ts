@@ -41,8 +41,11 @@ const PLAIN = Array.from({ length: 3 }, () => generateSigner().signer.machineId)
 const KEPT = generateSigner().signer.machineId; // keeps its allocation row (made grantable: no proposal, revision 0)
 const CONSUMER = generateSigner().signer.machineId;
 let leaseClock = 5_000_000;
-/** Grants of the group statement in the rounds sent at once: six rounds of four whose intents are remembered. */
-const GROUP_GRANTS = 24;
+/**
+ * Grants of the group statement in the rounds sent at once: seven rounds of four whose intents are remembered (one of
+ * them with its replies lost at the crash point).
+ */
+const GROUP_GRANTS = 28;
 
 const open = async (s: Side, prune: boolean): Promise<void> => {
   const store = makePgAuthorityStore({
@@ -280,6 +283,14 @@ describe.each([
       expect(result(await send(0))).toBe('error:storage-unavailable');
       expect(result(await send(0, { retransmit: true }))).toBe('granted');
       fastGrants(16); // the lost reply's grant was the statement's: its commit is in the crash-point count, not here
+      if (grouped) {
+        // the crash point after a group's COMMIT (the group statement's, the group transaction's on the twin): every
+        // member's reply is lost, every grant committed; the retransmissions, at once, answer them
+        for (const s of sides) s.crash = true;
+        await all('error:storage-unavailable');
+        await all('granted', { retransmit: true });
+        fastGrants(16);
+      }
 
       // a snapshot carrying another intent (revision + 1), ACKed: not stamped yet (the general path stamps it from the
       // current snapshot), then stamped — the ACK backs another intent either way
@@ -370,6 +381,8 @@ describe.each([
       expect(result(await send(0, { kind: 'listener.ready', to: (s) => old.get(s) as Authority }))).toBe(
         'error:stale-epoch',
       );
+      // at once: the group statement's own epoch fence
+      if (grouped) await all('error:stale-epoch', { kind: 'listener.ready', to: (s) => old.get(s) as Authority });
       fastGrants(21);
       // the new authority: bound again, session 2, the snapshots ACKed again; remembers nothing yet
       session = 2n;

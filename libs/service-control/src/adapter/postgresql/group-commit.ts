@@ -278,9 +278,18 @@ export class GroupCommit {
     }
     this.o.stats.groups++;
     this.o.stats.members += members.length;
-    if (committed.every(Either.isRight)) this.o.afterCommit?.();
+    // the crash point after the COMMIT; a throw there (an injected fault) answers every member with the storage error,
+    // as transactAlone answers its own (the replies are lost, the rows committed; was: no member ever answered)
+    let crashed: ServiceControlError | null = null;
+    try {
+      if (committed.every(Either.isRight)) this.o.afterCommit?.();
+    } catch (e) {
+      crashed = this.o.lost(e);
+    }
     for (let i = 0; i < members.length; i++) {
-      (members[i] as Waiting).resolve(committed[i] as Either.Either<unknown, ServiceControlError>);
+      (members[i] as Waiting).resolve(
+        crashed === null ? (committed[i] as Either.Either<unknown, ServiceControlError>) : Either.left(crashed),
+      );
       if (i + 1 < members.length) await this.o.afterMember?.(i, members.length);
     }
   }
