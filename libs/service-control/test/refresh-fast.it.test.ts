@@ -47,11 +47,13 @@ let leaseClock = 5_000_000;
  */
 const GROUP_GRANTS = 28;
 
-const open = async (s: Side, prune: boolean): Promise<void> => {
+const open = async (s: Side, prune: boolean, grouped: boolean): Promise<void> => {
   const store = makePgAuthorityStore({
     ...s.db.config,
     pruneLeaseRows: prune,
     ...(s.name === 'general' ? { fastRefresh: false } : {}),
+    // rounds at once: every refresh in a group statement, none alone while connections are free (decision 0640)
+    ...(grouped ? { groupCommit: { fastAlone: 0 } } : {}),
     afterCommit: () => {
       s.commits++;
       if (s.crash) {
@@ -159,7 +161,7 @@ describe.each([
     const general = mk('general', useDatabase(dbs[1] as string));
     const sides = [fast, general] as const;
     beforeAll(async () => {
-      for (const s of sides) await open(s, prune);
+      for (const s of sides) await open(s, prune, grouped);
     });
     afterAll(async () => {
       for (const s of sides) {

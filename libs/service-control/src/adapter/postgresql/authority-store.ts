@@ -811,6 +811,12 @@ export interface PgAuthorityStoreOptions extends pg.PoolConfig {
          * before/after in one run; default true.
          */
         readonly shareAcquires?: boolean;
+        /**
+         * Refreshes with their one-statement form run alone (each its own statement) while fewer than this many do;
+         * beyond, they commit in groups of one statement (decision 0640). Default 6 (the pool's 10 connections less
+         * the 4 groups in flight); 0: always grouped.
+         */
+        readonly fastAlone?: number;
       };
   /** Injected fault: after member `index` of a committed group got its result (crash-point tests). */
   readonly afterGroupMember?: (index: number, size: number) => void | Promise<void>;
@@ -880,6 +886,7 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
       : new GroupCommit({
           maxInFlight: groupCommit?.maxInFlight ?? 4,
           maxMembers: groupCommit?.maxMembers ?? 32,
+          ...(refreshStatement && groupedFastRefresh !== false ? { maxFastAlone: groupCommit?.fastAlone ?? 6 } : {}),
           connect: () => pool.connect(),
           open: (c, epoch) => new TxBatch(c, fenceSql, fenceCheck(epoch), 'BEGIN', true),
           lost: storageError,

@@ -92,6 +92,13 @@ export interface GroupCommitOptions {
    * it — every member takes the general path, which finds a committed grant as the retransmission it then is.
    */
   readonly fastGroup?: (epoch: bigint, inputs: readonly unknown[]) => Promise<readonly boolean[]>;
+  /**
+   * Fast members (a refresh with its one-statement form, sharing its Network) run ALONE — their own `refresh_fast`
+   * statement on their own connection, not waiting for a group — while fewer than this many of them are in flight;
+   * beyond, they wait for a group (decision 0640: alone is faster while connections are free, the group statement once
+   * they are not). 0 or absent: always grouped.
+   */
+  readonly maxFastAlone?: number;
 }
 
 export interface GroupCommitStats {
@@ -120,6 +127,8 @@ export class GroupCommit {
   /** Networks (`n…`) with members that lock other publishers' allocation rows in flight, and how many (decision 0405). */
   private readonly othersBusy = new Map<string, number>();
   private inFlight = 0;
+  /** Fast members running alone (`maxFastAlone`). */
+  private fastAlone = 0;
   private scheduled = false;
 
   constructor(private readonly o: GroupCommitOptions) {}
@@ -149,6 +158,7 @@ export class GroupCommit {
   }
 
   private pump(): void {
+    if ((this.o.maxFastAlone ?? 0) > 0) this.startFastAlone();
     while (this.inFlight < this.o.maxInFlight && this.pending.length > 0) {
       const taken: Waiting[] = [];
       const left: Waiting[] = [];
@@ -190,6 +200,42 @@ export class GroupCommit {
         this.pump();
       });
     }
+  }
+
+  /**
+   * Start waiting fast members alone while fewer than `maxFastAlone` are (decision 0640). A member whose scope is busy,
+   * or has a member waiting ahead of it, stays (arrival order per scope); its key is held while it runs, as a group's.
+   */
+  private startFastAlone(): void {
+    const max = this.o.maxFastAlone ?? 0;
+    const ahead = new Set<string>();
+    const left: Waiting[] = [];
+    for (const w of this.pending) {
+      const m = w.member;
+      const go =
+        this.fastAlone < max &&
+        m.fast !== undefined &&
+        m.shareNetwork === true &&
+        m.othersAllocations !== true &&
+        !w.keys.some((k) => this.busy.has(k) || ahead.has(k)) &&
+        m.fast.input() !== null;
+      for (const k of w.keys) ahead.add(k);
+      if (!go) {
+        left.push(w);
+        continue;
+      }
+      this.fastAlone++;
+      for (const k of w.keys) this.busy.add(k);
+      void m
+        .alone()
+        .then(w.resolve, w.reject)
+        .finally(() => {
+          this.fastAlone--;
+          for (const k of w.keys) this.busy.delete(k);
+          this.pump();
+        });
+    }
+    this.pending = left;
   }
 
   private async runGroup(members: readonly Waiting[], epoch: bigint): Promise<void> {
