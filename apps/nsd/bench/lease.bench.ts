@@ -6,12 +6,16 @@
 // publishers (the measured publishers' rows cloned in SQL) and the capacity, CPU per refresh (this process + the
 // PostgreSQL backends) and the row counts (grant pruning, decision 0165) are printed. Needs the machine's PostgreSQL
 // (`./pg.ts`: PG* env, the test bed state file, or 127.0.0.1:5432); creates and drops its own database. Env: BENCH_N,
-// BENCH_CONCURRENCY, BENCH_PUBLISHERS, BENCH_ACQUIRE=0 (no lease.acquire runs), BENCH_FAST_REFRESH=0 (no one-statement refresh, decision 0580), BENCH_WARMUP (pg.ts `WARMUP`), BENCH_CRYPTO (pg.ts `benchUnaryCrypto`), BENCH_PROFILE / BENCH_MARKS (pg.ts
+// BENCH_CONCURRENCY, BENCH_PUBLISHERS, BENCH_ACQUIRE=0 (no lease.acquire runs), BENCH_FAST_REFRESH=0 (no one-statement refresh, decision 0580), BENCH_GROUPED_FAST=0 (a group's refreshes on the general path, as before decision 0640), BENCH_WARMUP (pg.ts `WARMUP`), BENCH_CRYPTO (pg.ts `benchUnaryCrypto`), BENCH_PROFILE / BENCH_MARKS (pg.ts
 // `profiled`; the clients run on this thread too).
 // Then lease.acquire: C consumers of the Network, each re-acquiring one publisher's service, through the grouping
 // store (acquires of one Network share groups, decision 0405), the same store keyed as before 0405 (identity AND
 // Network: one acquire of the Network at a time) and the unbatched twin, back to back in the same run, with commits
 // per acquire.
+// Each refresh load of C clients runs four times back to back: through the grouping store (decision 0640: a refresh
+// runs alone in one statement while fewer than 6 do, beyond that a group's refreshes go as one statement), through
+// the unbatched twin (each refresh alone, one statement each, decision 0580), through the grouping store with every
+// refresh in group statements (`fastAlone: 0`) and as before 0640 (a group's refreshes on the general path).
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -93,7 +97,13 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   const grouping = process.env['BENCH_GROUP_COMMIT'] !== '0';
   // BENCH_FAST_REFRESH=0: every refresh through the general path, also alone (decision 0580's one statement off)
   const fastRefresh = process.env['BENCH_FAST_REFRESH'] !== '0';
-  const stored = { ...config, ...(fastRefresh ? {} : { fastRefresh: false }) };
+  // BENCH_GROUPED_FAST=0: a group's refreshes on the general path in the main store too (as before decision 0640)
+  const groupedFast = process.env['BENCH_GROUPED_FAST'] !== '0';
+  const stored = {
+    ...config,
+    ...(fastRefresh ? {} : { fastRefresh: false }),
+    ...(groupedFast ? {} : { groupedFastRefresh: false }),
+  };
   const groupedStore = makePgAuthorityStore({ ...stored, ...(grouping ? {} : { groupCommit: false as const }) });
   await groupedStore.migrate();
   const { nsdId, epoch } = await groupedStore.takeover();
@@ -106,12 +116,39 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   // the grouping store with acquires keyed as before decision 0405 (identity AND Network), for the acquire before/after
   const beforeStore = makePgAuthorityStore({ ...stored, groupCommit: { shareAcquires: false } });
   const beforeAuthority = new Authority({ store: beforeStore, nsdId, epoch, now: Date.now, leaseNow });
+  // the grouping store with a group's refreshes on the general path (before decision 0640), for the refresh before/after
+  const generalStore = makePgAuthorityStore({ ...stored, groupedFastRefresh: false });
+  const generalAuthority = new Authority({ store: generalStore, nsdId, epoch, now: Date.now, leaseNow });
+  // the grouping store with every refresh in a group statement (none alone while connections are free)
+  const groupsStore = makePgAuthorityStore({ ...stored, groupCommit: { fastAlone: 0 } });
+  const groupsAuthority = new Authority({ store: groupsStore, nsdId, epoch, now: Date.now, leaseNow });
   let store = groupedStore;
   let authority = groupedAuthority;
-  /** Serve (and count commits) through the grouping store, its unbatched twin, or the acquire keying before 0405. */
-  const use = (grouped: boolean | 'before-0405') => {
-    store = grouped === 'before-0405' ? beforeStore : grouped ? groupedStore : aloneStore;
-    authority = grouped === 'before-0405' ? beforeAuthority : grouped ? groupedAuthority : aloneAuthority;
+  /**
+   * Serve (and count commits) through the grouping store, its unbatched twin, the acquire keying before 0405, or the
+   * refresh groups before 0640.
+   */
+  const use = (grouped: boolean | 'before-0405' | 'before-0640' | 'groups-only') => {
+    store =
+      grouped === 'before-0405'
+        ? beforeStore
+        : grouped === 'before-0640'
+          ? generalStore
+          : grouped === 'groups-only'
+            ? groupsStore
+            : grouped
+              ? groupedStore
+              : aloneStore;
+    authority =
+      grouped === 'before-0405'
+        ? beforeAuthority
+        : grouped === 'before-0640'
+          ? generalAuthority
+          : grouped === 'groups-only'
+            ? groupsAuthority
+            : grouped
+              ? groupedAuthority
+              : aloneAuthority;
   };
   const nsd = generateSigner().signer;
   const side = { signer: nsd, trust: trustSelfCertifying, replay: new ReplayCache(), ...benchUnaryCrypto() };
@@ -377,13 +414,23 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     const refC = await runLoad(`refresh-${c}`, pubs.slice(0, c), N);
     use(false);
     const aloneC = await runLoad(`refresh-${c}-unbatched`, pubs.slice(0, c), N);
+    use('before-0640');
+    const generalC = await runLoad(`refresh-${c}-before-0640`, pubs.slice(0, c), N);
+    use('groups-only');
+    const groupsC = await runLoad(`refresh-${c}-groups-only`, pubs.slice(0, c), N);
     use(true);
     const echoC = await runEcho(pubs.slice(0, c), N);
     print(
       `  ${String(c).padStart(2)} clients:  raw upsert ${fmt(rawC)} /s   lease.refresh ${fmt(refC.rate)} /s   ratio ${(refC.rate / rawC).toFixed(3)}; ${refC.roundTrips.toFixed(2)} round trips, ${refC.commits.toFixed(2)} commits; ${cpu(refC)}`,
     );
     print(
-      `               unbatched twin ${fmt(aloneC.rate)} /s (ratio ${(aloneC.rate / rawC).toFixed(3)}, ${aloneC.commits.toFixed(2)} commits; ${cpu(aloneC)}); grouped / unbatched ${(refC.rate / aloneC.rate).toFixed(2)}`,
+      `               unbatched twin ${fmt(aloneC.rate)} /s (ratio ${(aloneC.rate / rawC).toFixed(3)}, ${aloneC.roundTrips.toFixed(2)} round trips, ${aloneC.commits.toFixed(2)} commits; ${cpu(aloneC)}); grouped / unbatched ${(refC.rate / aloneC.rate).toFixed(2)}`,
+    );
+    print(
+      `               groups on the general path (before 0640) ${fmt(generalC.rate)} /s (ratio ${(generalC.rate / rawC).toFixed(3)}, ${generalC.roundTrips.toFixed(2)} round trips, ${generalC.commits.toFixed(2)} commits; ${cpu(generalC)}); grouped / before 0640 ${(refC.rate / generalC.rate).toFixed(2)}`,
+    );
+    print(
+      `               every refresh in group statements (fastAlone 0) ${fmt(groupsC.rate)} /s (ratio ${(groupsC.rate / rawC).toFixed(3)}, ${groupsC.roundTrips.toFixed(2)} round trips, ${groupsC.commits.toFixed(2)} commits; ${cpu(groupsC)}); grouped / groups only ${(refC.rate / groupsC.rate).toFixed(2)}`,
     );
     print(
       `               signed echo ${fmt(echoC.rate)} /s (${(echoC.rate / rawC).toFixed(3)}); ${requestBound(rawCRun, echoC, cores, false).text}`,
@@ -432,6 +479,10 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     const rows1 = await grantRows();
     use(false);
     const a = await runLoad(`refresh-${publishers}-publishers-unbatched`, pubs, Math.max(1, Math.ceil(N / 4)));
+    use('before-0640');
+    const g = await runLoad(`refresh-${publishers}-publishers-before-0640`, pubs, Math.max(1, Math.ceil(N / 4)));
+    use('groups-only');
+    const o = await runLoad(`refresh-${publishers}-publishers-groups-only`, pubs, Math.max(1, Math.ceil(N / 4)));
     use(true);
     const refreshes = Math.max(1, Math.ceil(N / 4)) * maxC;
     print(
@@ -440,6 +491,12 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     );
     print(
       `               unbatched twin ${fmt(a.rate)} /s = ${(a.rate / needed).toFixed(2)}× needed, ${a.commits.toFixed(2)} commits/refresh; grouped / unbatched ${(r.rate / a.rate).toFixed(2)}`,
+    );
+    print(
+      `               groups on the general path (before 0640) ${fmt(g.rate)} /s = ${(g.rate / needed).toFixed(2)}× needed, ${g.commits.toFixed(2)} commits/refresh; grouped / before 0640 ${(r.rate / g.rate).toFixed(2)}`,
+    );
+    print(
+      `               every refresh in group statements (fastAlone 0) ${fmt(o.rate)} /s = ${(o.rate / needed).toFixed(2)}× needed, ${o.commits.toFixed(2)} commits/refresh; grouped / groups only ${(r.rate / o.rate).toFixed(2)}`,
     );
   }
   const totalRefreshes = Number(
@@ -458,6 +515,8 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   await groupedStore.close();
   await aloneStore.close();
   await beforeStore.close();
+  await generalStore.close();
+  await groupsStore.close();
 }).catch((e: unknown) => {
   printError('lease bench failed:', e);
   process.exitCode = 1;

@@ -38,9 +38,11 @@ afterEach(() => {
 type Kind = 'report' | 'acquire' | 'refresh';
 
 /** A queue, the log of starts and ends, and members whose work waits until the test releases them. */
-const rig = () => {
+const rig = (maxFastAlone = 0) => {
   const log: string[] = [];
   const gates = new Map<string, () => void>();
+  /** The inputs of each group statement of fast members (decision 0640); each is granted. */
+  const statements: unknown[][] = [];
   const queue = new GroupCommit({
     maxInFlight: 4,
     maxMembers: 32,
@@ -48,6 +50,11 @@ const rig = () => {
     open: (c) => new TxBatch(c, 'SELECT 1 AS epoch', () => null, 'BEGIN', true),
     lost: () => scError('storage-unavailable', 'lost'),
     stats: { groups: 0, members: 0, fallbacks: 0 },
+    maxFastAlone,
+    fastGroup: async (_epoch, inputs) => {
+      statements.push([...inputs]);
+      return inputs.map(() => true);
+    },
   });
   /** The member's work: logged, held until released, then one statement of its own on the group's transaction. */
   const work = async (name: string, batch: TxBatch | null): Promise<Either.Either<string, never>> => {
@@ -61,15 +68,24 @@ const rig = () => {
     log.push(`${name} end`);
     return Either.right(name);
   };
-  const submit = (name: string, kind: Kind, networkId: Uint8Array): Promise<unknown> => {
+  const submit = (
+    name: string,
+    kind: Kind | 'fast-refresh',
+    networkId: Uint8Array,
+    identity: Uint8Array = rid16(),
+  ): Promise<unknown> => {
     const member: GroupMember<string> = {
-      identity: rid16(),
+      identity,
       networkId,
       epoch: 1n,
       ...(kind === 'report' ? {} : { shareNetwork: true }),
       ...(kind === 'acquire' ? { othersAllocations: true } : {}),
       run: (batch) => work(name, batch),
       alone: () => work(name, null),
+      // a refresh with its one-statement form: alone, its own statement (held); in a group, the group statement
+      ...(kind === 'fast-refresh'
+        ? { fast: { input: () => name, granted: () => name, general: () => work(name, null) } }
+        : {}),
     };
     return queue.submit(member);
   };
@@ -92,7 +108,7 @@ const rig = () => {
     }
     for (const [name, answer] of members) expect(await answer).toEqual(Either.right(name));
   };
-  return { log, submit, settle, release };
+  return { log, statements, submit, settle, release };
 };
 
 describe('the group queue’s admission per Network (decision 0405)', () => {
@@ -144,5 +160,27 @@ describe('the group queue’s admission per Network (decision 0405)', () => {
     await q.settle();
     expect(q.log).toEqual(['acquire-a start', 'acquire-b start', 'acquire-c start']);
     await q.release(['acquire-a', a], ['acquire-b', b], ['acquire-c', c]);
+  });
+});
+
+describe('refreshes with their one statement (decision 0640)', () => {
+  it('run alone while fewer than maxFastAlone do — a later one of a busy identity waits for it — and beyond, in one group statement', async () => {
+    const q = rig(2);
+    const net = rid16();
+    const a = rid16();
+    const first = q.submit('a-1', 'fast-refresh', net, a);
+    const again = q.submit('a-2', 'fast-refresh', net, a); // the same publisher: after a-1, never beside it
+    const b = q.submit('b', 'fast-refresh', net);
+    const c = q.submit('c', 'fast-refresh', net);
+    const d = q.submit('d', 'fast-refresh', rid16());
+    await q.settle();
+    // two alone (the cap), c and d in one group statement, granted; a-2 waits for a-1
+    expect(q.log).toEqual(['a-1 start', 'b start']);
+    expect(q.statements).toEqual([['c', 'd']]);
+    expect(await c).toEqual(Either.right('c'));
+    expect(await d).toEqual(Either.right('d'));
+    await q.release(['a-1', first], ['b', b]);
+    await q.release(['a-2', again]);
+    expect(q.log.indexOf('a-2 start')).toBeGreaterThan(q.log.indexOf('a-1 end'));
   });
 });

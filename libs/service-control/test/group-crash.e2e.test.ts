@@ -13,7 +13,7 @@ const MEMBERS = 4;
 
 const crash = async (
   db: ReturnType<typeof useDatabase>,
-  point: 'group-commit' | 'group-reply' | 'acquire-commit' | 'acquire-reply',
+  point: 'group-commit' | 'group-reply' | 'acquire-commit' | 'acquire-reply' | 'refresh-commit' | 'refresh-reply',
 ) => {
   const child = spawn(
     process.execPath,
@@ -58,6 +58,16 @@ const crash = async (
       )) as { h: string; seq: string; items: string[] | null }[]
     ).map((r) => [r.h, `${r.seq} ${(r.items ?? []).join(' ')}`]),
   );
+  // each publisher's committed ready/refresh: its refresh mark's seq and the kind of the mark's request's grant
+  const refreshed = new Map(
+    (
+      (await sqlOn(db)(
+        `SELECT encode(m.holder, 'hex') AS h, m.seq::text AS seq,
+           (SELECT g.kind FROM service_control.lease_grant g WHERE g.holder = m.holder AND g.request_id = m.request_id) AS kind
+         FROM service_control.lease_mark m WHERE m.space <> '\\x'::bytea`,
+      )) as { h: string; seq: string; kind: string | null }[]
+    ).map((r) => [r.h, `${r.seq} ${r.kind}`]),
+  );
   return {
     signal,
     stderr,
@@ -65,6 +75,7 @@ const crash = async (
     replies: lines.filter((l) => l['event'] === 'reply'),
     revisions,
     acquired,
+    refreshed,
   };
 };
 
@@ -109,5 +120,27 @@ describe('acquire group crash points (decision 0405)', () => {
     expect(r.replies.map((l) => [l['kind'], l['results']])).toEqual([['lease.result', ['granted', 'granted']]]);
     expect(r.acquired.get(r.replies[0]?.['identity'] as string)).toBe(GRANTED); // nothing acknowledged is lost
     expect(r.identities.map((i) => r.acquired.get(i))).toEqual(Array(MEMBERS).fill(GRANTED));
+  });
+});
+
+describe('refresh group crash points (decision 0640)', () => {
+  const atCommit = useDatabase('sc_refresh_crash_commit');
+  const atReply = useDatabase('sc_refresh_crash_reply');
+  /** A publisher's committed refresh: its mark at seq 2 and that request's grant, a refresh. */
+  const REFRESHED = '2 refresh';
+
+  it('M6-31 M6-58 SIGKILL after the COMMIT of one statement for four publishers’ refreshes, before any reply: no answer left the process, every refresh is committed with its grant', async () => {
+    const r = await crash(atCommit, 'refresh-commit');
+    expect(r.signal, r.stderr).toBe('SIGKILL');
+    expect(r.replies).toEqual([]);
+    expect(r.identities.map((i) => r.refreshed.get(i))).toEqual(Array(MEMBERS).fill(REFRESHED));
+  });
+
+  it('M6-31 M6-58 SIGKILL after the first reply of a refresh group statement: the acknowledged grant is committed, and so is every other member', async () => {
+    const r = await crash(atReply, 'refresh-reply');
+    expect(r.signal, r.stderr).toBe('SIGKILL');
+    expect(r.replies.map((l) => [l['kind'], l['results']])).toEqual([['lease.result', ['granted']]]);
+    expect(r.refreshed.get(r.replies[0]?.['identity'] as string)).toBe(REFRESHED); // nothing acknowledged is lost
+    expect(r.identities.map((i) => r.refreshed.get(i))).toEqual(Array(MEMBERS).fill(REFRESHED));
   });
 });

@@ -343,14 +343,17 @@ export const serveReady = async (
       committed: decision.right.outcome === 'granted',
     });
   };
-  const fast = fastRefreshOf(d, m, request);
-  if (fast === null || d.store.refreshFast === undefined) return d.store.transact(d.epoch, general);
-  // one statement when it runs alone and the store grants it (decision 0580); otherwise `general`, as transact runs it
-  const granted = (): LeaseReply => ({
-    results: [{ ...echo, ...item(fast.grant, 'granted', fast.now) }],
-    committed: true,
-  });
-  return d.store.refreshFast(d.epoch, fast.input, granted, general);
+  if (d.store.refreshFast === undefined || d.intents?.get(serviceId) === undefined)
+    return d.store.transact(d.epoch, general);
+  // one statement when the store grants it — alone (decision 0580) or for its commit group (0640); otherwise
+  // `general`, as transact runs it. The statement's input is computed only when the store is about to send it
+  const fast = () => {
+    const f = fastRefreshOf(d, m, request);
+    if (f === null) return null;
+    const granted = (): LeaseReply => ({ results: [{ ...echo, ...item(f.grant, 'granted', f.now) }], committed: true });
+    return { input: f.input, granted };
+  };
+  return d.store.refreshFast(d.epoch, fast, general);
 };
 
 const readyRequestOf = (

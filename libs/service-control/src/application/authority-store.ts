@@ -391,15 +391,15 @@ export interface AuthorityStore {
   ) => Promise<Either.Either<'recorded' | 'repeat' | 'slow', ServiceControlError>>;
   /**
    * `transact` for a listener.ready / lease.refresh, where the store has a one-statement path for it (decision 0580):
-   * when the transaction would run alone (ungrouped, or a group of one), the store first sends `fast` as ONE autocommit
-   * statement, which grants exactly as `fn` would — the same row locks in the same order, the same writes — or writes
-   * nothing and answers slow. Granted: the answer is `granted()` (after the crash point after the commit). Otherwise,
-   * and in a group of several, `fn` runs as `transact` runs it.
+   * when the transaction would run alone (ungrouped, or a group of one), the store first sends `fast()`'s input as ONE
+   * autocommit statement, which grants exactly as `fn` would — the same row locks in the same order, the same writes —
+   * or writes nothing and answers slow; in a commit group, the members' inputs go as one statement for all of them
+   * (decision 0640). Granted: the answer is `granted()` (after the crash point after the commit). Otherwise (`fast()`
+   * null, slow, a failure) `fn` runs as `transact` runs it. `fast` is called only when a statement is about to be sent.
    */
   readonly refreshFast?: <A>(
     epoch: bigint,
-    fast: FastRefreshInput,
-    granted: () => A,
+    fast: () => FastRefresh<A> | null,
     fn: (tx: AuthorityTx) => Promise<Either.Either<A, ServiceControlError>>,
     options?: TransactOptions,
   ) => Promise<Either.Either<A, ServiceControlError>>;
@@ -424,6 +424,16 @@ export interface FastAckInput extends AckRecord {
  * (id, kind, deadline on B's lease clock `now`); and the rows the caller computed the service's intent from
  * (`RefreshRows.intentRows`), checked against the request in the caller.
  */
+/**
+ * The one-statement form of a listener.ready / lease.refresh: the statement's input and the answer when it is granted.
+ * `refreshFast` takes it as a thunk, called only when the store is about to send a statement (decision 0640), and at
+ * most once; null: the request takes the general path.
+ */
+export interface FastRefresh<A> {
+  readonly input: FastRefreshInput;
+  readonly granted: () => A;
+}
+
 export interface FastRefreshInput {
   readonly identity: Bytes;
   readonly networkId: Bytes;

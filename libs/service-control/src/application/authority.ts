@@ -254,7 +254,7 @@ export class Authority {
       ...(fast === undefined
         ? {}
         : {
-            refreshFast: (epoch, input, granted, fn, options) => fast(epoch, input, granted, fn, { ...options, scope }),
+            refreshFast: (epoch, input, fn, options) => fast(epoch, input, fn, { ...options, scope }),
           }),
     };
     const deps = {

@@ -18,8 +18,24 @@ export type FastAckOutcome = 'recorded' | 'repeat' | 'slow';
 /** Appended to the authority store's migrations. */
 export const ACK_FAST_MIGRATIONS: readonly string[] = [ackFastFunction('CREATE')];
 
-/** The function's text; decision 0455 re-creates it (`CREATE OR REPLACE`) to fence on the connection's shard row. */
-export function ackFastFunction(create: 'CREATE' | 'CREATE OR REPLACE'): string {
+/**
+ * The function's text; decision 0455 re-creates it (`CREATE OR REPLACE`) to fence on the connection's shard row,
+ * decision 0640 to check the retained floor through `revision_retained` (`floor: 'function'`, refresh-fast.ts) instead
+ * of its own copy of the rule (`'inline'`, the text of the older migrations, which stay as they were).
+ */
+export function ackFastFunction(
+  create: 'CREATE' | 'CREATE OR REPLACE',
+  floor: 'inline' | 'function' = 'inline',
+): string {
+  const retained =
+    floor === 'function'
+      ? `IF NOT ${S}.revision_retained(i, n, q, r, win) THEN RETURN 'slow'; END IF;`
+      : `SELECT s.revision INTO snap FROM ${S}.snapshot s WHERE s.target = i AND s.network_id = n;
+     IF snap IS NOT NULL AND NOT (r > snap - win) THEN
+       SELECT max(x.revision) INTO enforced FROM ${S}.ack x
+         WHERE x.target = i AND x.network_id = n AND x.session_seq = q AND x.accepted AND x.enforcement_applied;
+       IF enforced IS DISTINCT FROM r THEN RETURN 'slow'; END IF;
+     END IF;`;
   return `${create} FUNCTION ${S}.ack_fast(e numeric, i bytea, n bytea, gen numeric, rid bytea, q numeric, r numeric, d bytea,
      acc boolean, enf boolean, dns boolean, win numeric, prune boolean) RETURNS text
    LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
@@ -37,12 +53,7 @@ export function ackFastFunction(create: 'CREATE' | 'CREATE OR REPLACE'): string 
        WHERE k.identity = i AND k.network_id = n FOR UPDATE;
      IF NOT FOUND OR sg <> g OR sid <> id OR sep <> e OR sseq <> q THEN RETURN 'slow'; END IF;
      -- the retained floor (revisionRetained): nothing produced, inside the window, or the session's enforced revision
-     SELECT s.revision INTO snap FROM ${S}.snapshot s WHERE s.target = i AND s.network_id = n;
-     IF snap IS NOT NULL AND NOT (r > snap - win) THEN
-       SELECT max(x.revision) INTO enforced FROM ${S}.ack x
-         WHERE x.target = i AND x.network_id = n AND x.session_seq = q AND x.accepted AND x.enforcement_applied;
-       IF enforced IS DISTINCT FROM r THEN RETURN 'slow'; END IF;
-     END IF;
+     ${retained}
      -- recordAck: produced with this digest; the same ACK again is a repeat, a different one is not ours to answer
      SELECT h.digest INTO hist FROM ${S}.snapshot_history h WHERE h.target = i AND h.network_id = n AND h.revision = r;
      IF NOT FOUND OR hist <> d THEN RETURN 'slow'; END IF;

@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { Either } from 'effect';
 import pg from 'pg';
 import type {
+  FastRefresh,
   AcquireRows,
   AuthorityAcquisition,
   AuthorityStore,
@@ -50,10 +51,16 @@ import {
 import { GRANT_MIGRATIONS, grantTx } from './grant-store.js';
 import { REVISION_FLOOR_MIGRATIONS, floorOf, floorSql, pruneBelowFloorSql } from './revision-floor.js';
 import { ACK_FAST_MIGRATIONS, type FastAckOutcome, ackFastFunction, ackFastQuery, ackFastSql } from './ack-fast.js';
-import { GroupCommit } from './group-commit.js';
+import { type FastMember, GroupCommit } from './group-commit.js';
 import { refreshFunctions, refreshRowsOf, refreshRowsSql, refreshWriteSql } from './refresh-rows.js';
 import { acquireFunctions, acquireRowsOf, acquireRowsSql, acquireWriteSql } from './acquire-rows.js';
-import { type FastRefreshOutcome, refreshFastFunction, refreshFastQuery } from './refresh-fast.js';
+import {
+  type FastRefreshOutcome,
+  refreshFastFunction,
+  refreshFastGroupMigration,
+  refreshFastGroupQuery,
+  refreshFastQuery,
+} from './refresh-fast.js';
 import { releaseLease, renewLease } from './lease-sql.js';
 
 export const PG_SCHEMA = 'service_control';
@@ -215,6 +222,9 @@ const MIGRATIONS: readonly string[] = [
   // advisory lock, `sessionKey`) on its lease connection; NULL: its holder keeps no such session (it took the lease
   // without the lock: an older nsd, a pooler deployment) — its lease is waited out, as before
   `ALTER TABLE ${S}.authority_lease ADD COLUMN session_epoch numeric(20);`,
+  // the retained floor as one function for ack_fast and refresh_fast, and a commit group's refreshes in one autocommit
+  // statement, refresh_fast_group (decision 0640)
+  refreshFastGroupMigration(ackFastFunction('CREATE OR REPLACE', 'function')),
 ];
 
 /**
@@ -777,6 +787,11 @@ export interface PgAuthorityStoreOptions extends pg.PoolConfig {
    */
   readonly fastRefresh?: boolean;
   /**
+   * A commit group's refreshes in one statement (decision 0640, default true; needs `fastRefresh`): `false` keeps them
+   * on the general path in their group, as before — for the lease bench's before/after in one run.
+   */
+  readonly groupedFastRefresh?: boolean;
+  /**
    * lease.acquire reads and writes through `acquire_rows` / `acquire_write` (decision 0540); `false` only for the twin of
    * `test/acquire-rows.it.test.ts`, which uses the former statements.
    */
@@ -796,6 +811,12 @@ export interface PgAuthorityStoreOptions extends pg.PoolConfig {
          * before/after in one run; default true.
          */
         readonly shareAcquires?: boolean;
+        /**
+         * Refreshes with their one-statement form run alone (each its own statement) while fewer than this many do;
+         * beyond, they commit in groups of one statement (decision 0640). Default 6 (the pool's 10 connections less
+         * the 4 groups in flight); 0: always grouped.
+         */
+        readonly fastAlone?: number;
       };
   /** Injected fault: after member `index` of a committed group got its result (crash-point tests). */
   readonly afterGroupMember?: (index: number, size: number) => void | Promise<void>;
@@ -816,6 +837,9 @@ export interface PgCommitStats {
   readonly groups: number;
   readonly grouped: number;
   readonly fallbacks: number;
+  /** Group statements of refreshes sent (decision 0640, each one COMMIT, counted in `commits`) and members granted. */
+  readonly fastGroups: number;
+  readonly fastGranted: number;
 }
 
 export type PgAuthorityStore = AuthorityStore & { readonly commitStats: () => PgCommitStats };
@@ -829,6 +853,7 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
     fastAck,
     refreshFunctions,
     fastRefresh,
+    groupedFastRefresh,
     acquireFunctions,
     groupCommit,
     afterGroupMember,
@@ -852,7 +877,8 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
   const fenceSql = `SELECT epoch FROM ${S}.authority WHERE id = ${K} FOR SHARE`;
   const fenceCheck = (epoch: bigint) => (r: pg.QueryResult) =>
     r.rows[0] !== undefined && big(r.rows[0].epoch) === epoch ? null : staleEpoch();
-  const groupStats = { groups: 0, members: 0, fallbacks: 0 };
+  const groupStats = { groups: 0, members: 0, fallbacks: 0, fastGroups: 0, fastGranted: 0 };
+  const refreshStatement = fastRefresh !== false && refreshFunctions !== false;
   let aloneCommits = 0;
   const groups =
     groupCommit === false
@@ -860,10 +886,21 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
       : new GroupCommit({
           maxInFlight: groupCommit?.maxInFlight ?? 4,
           maxMembers: groupCommit?.maxMembers ?? 32,
+          ...(refreshStatement && groupedFastRefresh !== false ? { maxFastAlone: groupCommit?.fastAlone ?? 6 } : {}),
           connect: () => pool.connect(),
           open: (c, epoch) => new TxBatch(c, fenceSql, fenceCheck(epoch), 'BEGIN', true),
           lost: storageError,
           stats: groupStats,
+          ...(refreshStatement && groupedFastRefresh !== false
+            ? {
+                fastGroup: async (epoch: bigint, inputs: readonly unknown[]) => {
+                  const q = refreshFastGroupQuery(epoch, inputs as FastRefreshInput[], pruneLeaseRows !== false);
+                  const out = await run(async (c) => (await c.query(q)).rows[0].outcomes as string[]);
+                  if (Either.isLeft(out)) throw out.left;
+                  return out.right.map((o) => o === 'granted');
+                },
+              }
+            : {}),
           ...(afterCommit === undefined ? {} : { afterCommit }),
           ...(afterGroupMember === undefined ? {} : { afterMember: afterGroupMember }),
         });
@@ -957,14 +994,16 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
    */
   const refreshFastAlone = async <A>(
     epoch: bigint,
-    fast: FastRefreshInput,
-    granted: () => A,
+    fast: () => FastRefresh<A> | null,
     fn: Parameters<AuthorityStore['transact']>[1],
     options: Parameters<AuthorityStore['transact']>[2],
   ): Promise<Either.Either<A, ServiceControlError>> => {
+    const f = fast();
+    if (f === null) return transactAlone(epoch, fn as never, options) as Promise<Either.Either<A, ServiceControlError>>;
+    const { input, granted } = f;
     const out = await run(
       async (c) =>
-        (await c.query(refreshFastQuery(epoch, fast, pruneLeaseRows !== false))).rows[0].outcome as FastRefreshOutcome,
+        (await c.query(refreshFastQuery(epoch, input, pruneLeaseRows !== false))).rows[0].outcome as FastRefreshOutcome,
     );
     if (Either.isRight(out)) aloneCommits++;
     if (Either.isRight(out) && out.right === 'granted') {
@@ -985,6 +1024,7 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
     fn: Parameters<AuthorityStore['transact']>[1],
     scope: NonNullable<NonNullable<Parameters<AuthorityStore['transact']>[2]>['scope']>,
     alone: () => Promise<Either.Either<A, ServiceControlError>>,
+    fast?: FastMember<A>,
   ): Promise<Either.Either<A, ServiceControlError>> => {
     const keyedAlone =
       scope.othersAllocations === true && groupCommit !== false && groupCommit?.shareAcquires === false;
@@ -996,6 +1036,7 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
       epoch,
       run: (batch) => fn(txOf(batch)) as Promise<Either.Either<A, ServiceControlError>>,
       alone,
+      ...(fast === undefined ? {} : { fast }),
     });
   };
 
@@ -1293,22 +1334,30 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
         return transactAlone(epoch, fn, options);
       return grouped(groups, epoch, fn, scope, () => transactAlone(epoch, fn, options));
     },
-    // the one statement only where the refresh runs alone; a group's members keep the general path, whose allocation
-    // lock is keyed (decision 0370). A group rolled back runs its members alone: then each tries the one statement
-    ...(fastRefresh === false || refreshFunctions === false
+    // the one statement where the refresh runs alone (decision 0580), and one statement for a group's refreshes
+    // (decision 0640; the group statement takes the allocation rows after every member's identity rows, in key
+    // order). A group rolled back runs its members alone: then each tries the one statement. The statement's input is
+    // computed once, when it is first needed (a refresh on the general path never computes it)
+    ...(!refreshStatement
       ? {}
       : {
           refreshFast: <A>(
             epoch: bigint,
-            fast: FastRefreshInput,
-            granted: () => A,
+            fast: () => FastRefresh<A> | null,
             fn: Parameters<AuthorityStore['transact']>[1],
             options?: Parameters<AuthorityStore['transact']>[2],
           ) => {
-            const alone = () => refreshFastAlone(epoch, fast, granted, fn, options);
+            let memo: FastRefresh<A> | null | undefined;
+            const once = () => (memo === undefined ? (memo = fast()) : memo);
+            const alone = () => refreshFastAlone(epoch, once, fn, options);
             const scope = options?.scope;
             if (groups === null || scope === undefined || options?.consistentRead === true) return alone();
-            return grouped(groups, epoch, fn, scope, alone);
+            return grouped(groups, epoch, fn, scope, alone, {
+              input: () => once()?.input ?? null,
+              granted: () => (once() as FastRefresh<A>).granted(),
+              general: () =>
+                transactAlone(epoch, fn as never, options) as Promise<Either.Either<A, ServiceControlError>>,
+            });
           },
         }),
     ...(fastAck === false
@@ -1332,7 +1381,9 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
                 }),
         }),
     commitStats: () => ({
-      commits: aloneCommits + groupStats.groups,
+      commits: aloneCommits + groupStats.groups + groupStats.fastGroups,
+      fastGroups: groupStats.fastGroups,
+      fastGranted: groupStats.fastGranted,
       groups: groupStats.groups,
       grouped: groupStats.members,
       fallbacks: groupStats.fallbacks,

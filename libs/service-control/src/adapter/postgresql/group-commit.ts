@@ -15,6 +15,14 @@
 // Forming: no timer. A group starts as soon as fewer than `maxInFlight` groups run, with every admissible member
 // waiting (at most `maxMembers`); while groups run, the next requests accumulate — one client alone is never delayed
 // by more than one event-loop turn, and the groups grow with the load. A group of one runs as the member alone.
+//
+// One statement for a group's refreshes (decision 0640): members that carry a `fast` form (a listener.ready /
+// lease.refresh whose intent is remembered, decision 0580) go to the store's `fastGroup` — ONE autocommit statement
+// for all of them, one round trip and one COMMIT — while the group's other members commit as a group of their own,
+// at the same time (their keys are disjoint, as in any two groups in flight). The statement grants a member exactly
+// where the general path would grant it identically and writes nothing for the others (`slow`): those then run the
+// general path, as a group of their own (or alone), before the group's keys are released. Each granted member's
+// answer is handed back after the statement's COMMIT and the crash point after it, as a group's.
 import { Either } from 'effect';
 import type pg from 'pg';
 import { toHex } from '../../domain/bytes.js';
@@ -44,6 +52,18 @@ export interface GroupMember<A> {
   readonly run: (batch: TxBatch) => Promise<Either.Either<A, ServiceControlError>>;
   /** The member in its own transaction (after a failed group), exactly the ungrouped path. */
   readonly alone: () => Promise<Either.Either<A, ServiceControlError>>;
+  /** The member's one-statement form (decision 0640), where it has one: `fastGroup` decides it with the others. */
+  readonly fast?: FastMember<A>;
+}
+
+/** A member that the store's group statement may decide and write (a listener.ready / lease.refresh, decision 0640). */
+export interface FastMember<A> {
+  /** The statement's input, computed when the member's group forms (not before); null: the general path. */
+  readonly input: () => unknown;
+  /** The answer of a member the statement granted (its grant and mark committed). */
+  readonly granted: () => A;
+  /** The general path in a transaction of its own, after the statement wrote nothing of it (no statement again). */
+  readonly general: () => Promise<Either.Either<A, ServiceControlError>>;
 }
 
 export interface GroupCommitOptions {
@@ -66,12 +86,28 @@ export interface GroupCommitOptions {
   readonly lost: (e: unknown) => ServiceControlError;
   /** Counts: groups committed, their members, groups rolled back and run alone. */
   readonly stats: GroupCommitStats;
+  /**
+   * The one statement of a group's fast members (decision 0640), in its own autocommit transaction: for each input in
+   * order, whether it was granted (written and committed); the others were not written. A throw: nothing is known of
+   * it — every member takes the general path, which finds a committed grant as the retransmission it then is.
+   */
+  readonly fastGroup?: (epoch: bigint, inputs: readonly unknown[]) => Promise<readonly boolean[]>;
+  /**
+   * Fast members (a refresh with its one-statement form, sharing its Network) run ALONE — their own `refresh_fast`
+   * statement on their own connection, not waiting for a group — while fewer than this many of them are in flight;
+   * beyond, they wait for a group (decision 0640: alone is faster while connections are free, the group statement once
+   * they are not). 0 or absent: always grouped.
+   */
+  readonly maxFastAlone?: number;
 }
 
 export interface GroupCommitStats {
   groups: number;
   members: number;
   fallbacks: number;
+  /** Group statements sent (decision 0640; each one COMMIT), and the members they granted. */
+  fastGroups?: number;
+  fastGranted?: number;
 }
 
 interface Waiting {
@@ -91,6 +127,8 @@ export class GroupCommit {
   /** Networks (`n…`) with members that lock other publishers' allocation rows in flight, and how many (decision 0405). */
   private readonly othersBusy = new Map<string, number>();
   private inFlight = 0;
+  /** Fast members running alone (`maxFastAlone`). */
+  private fastAlone = 0;
   private scheduled = false;
 
   constructor(private readonly o: GroupCommitOptions) {}
@@ -120,6 +158,7 @@ export class GroupCommit {
   }
 
   private pump(): void {
+    if ((this.o.maxFastAlone ?? 0) > 0) this.startFastAlone();
     while (this.inFlight < this.o.maxInFlight && this.pending.length > 0) {
       const taken: Waiting[] = [];
       const left: Waiting[] = [];
@@ -163,22 +202,140 @@ export class GroupCommit {
     }
   }
 
+  /**
+   * Start waiting fast members alone while fewer than `maxFastAlone` are (decision 0640). A member whose scope is busy,
+   * or has a member waiting ahead of it, stays (arrival order per scope); its key is held while it runs, as a group's.
+   */
+  private startFastAlone(): void {
+    const max = this.o.maxFastAlone ?? 0;
+    const ahead = new Set<string>();
+    const left: Waiting[] = [];
+    for (const w of this.pending) {
+      const m = w.member;
+      const go =
+        this.fastAlone < max &&
+        m.fast !== undefined &&
+        m.shareNetwork === true &&
+        m.othersAllocations !== true &&
+        !w.keys.some((k) => this.busy.has(k) || ahead.has(k)) &&
+        m.fast.input() !== null;
+      for (const k of w.keys) ahead.add(k);
+      if (!go) {
+        left.push(w);
+        continue;
+      }
+      this.fastAlone++;
+      for (const k of w.keys) this.busy.add(k);
+      void m
+        .alone()
+        .then(w.resolve, w.reject)
+        .finally(() => {
+          this.fastAlone--;
+          for (const k of w.keys) this.busy.delete(k);
+          this.pump();
+        });
+    }
+    this.pending = left;
+  }
+
   private async runGroup(members: readonly Waiting[], epoch: bigint): Promise<void> {
     // a group of one is the member alone: its own path has fewer round trips (the one-statement ACK: one, not two)
     const [only] = members;
     if (members.length === 1 && only !== undefined) return only.member.alone().then(only.resolve, only.reject);
+    if (this.o.fastGroup !== undefined) {
+      // decision 0640: the members with a one-statement form in one statement, the others as a group of their own
+      const fast: { readonly w: Waiting; readonly input: unknown }[] = [];
+      const rest: Waiting[] = [];
+      for (const w of members) {
+        const input = w.member.fast === undefined ? null : w.member.fast.input();
+        if (input === null || input === undefined) rest.push(w);
+        else fast.push({ w, input });
+      }
+      if (fast.length > 0) {
+        await Promise.all([this.runFast(fast, epoch), this.runGeneral(rest, epoch, (w) => w.member.alone())]);
+        return;
+      }
+    }
+    return this.runGeneral(members, epoch, (w) => w.member.alone());
+  }
+
+  /** The fast members' one statement; the granted ones answered after its COMMIT, the others by the general path. */
+  private async runFast(fast: readonly { readonly w: Waiting; readonly input: unknown }[], epoch: bigint) {
+    const [one] = fast;
+    // one member: its lone path, which is the same one statement (refresh_fast)
+    if (fast.length === 1 && one !== undefined) return one.w.member.alone().then(one.w.resolve, one.w.reject);
+    let granted: readonly boolean[] | null;
+    try {
+      granted = await (this.o.fastGroup as NonNullable<GroupCommitOptions['fastGroup']>)(
+        epoch,
+        fast.map((f) => f.input),
+      );
+    } catch {
+      granted = null;
+    }
+    const won = fast.filter((_, i) => granted?.[i] === true).map((f) => f.w);
+    const slow = fast.filter((_, i) => granted?.[i] !== true).map((f) => f.w);
+    if (granted !== null) {
+      this.o.stats.fastGroups = (this.o.stats.fastGroups ?? 0) + 1;
+      this.o.stats.fastGranted = (this.o.stats.fastGranted ?? 0) + won.length;
+    }
+    if (won.length > 0) {
+      // the crash point after the statement's COMMIT, before any reply; a throw there answers each granted member
+      // with the storage error (its reply is lost; a retransmission finds its grant), as transactAlone's does
+      let crashed: ServiceControlError | null = null;
+      try {
+        this.o.afterCommit?.();
+      } catch (e) {
+        crashed = this.o.lost(e);
+      }
+      for (let i = 0; i < won.length; i++) {
+        const w = won[i] as Waiting;
+        const fm = w.member.fast as FastMember<unknown>;
+        if (crashed !== null) w.resolve(Either.left(crashed));
+        else {
+          try {
+            w.resolve(Either.right(fm.granted()));
+          } catch (e) {
+            w.reject(e);
+          }
+        }
+        if (i + 1 < won.length) await this.o.afterMember?.(i, won.length);
+      }
+    }
+    // nothing of these was written: the general path, without the statement again
+    await this.runGeneral(slow, epoch, (w) => (w.member.fast as FastMember<unknown>).general());
+  }
+
+  /** Members through the general path: a group transaction, alone when one (`alone` is how a member runs alone). */
+  private async runGeneral(
+    members: readonly Waiting[],
+    epoch: bigint,
+    alone: (w: Waiting) => Promise<Either.Either<unknown, ServiceControlError>>,
+  ): Promise<void> {
+    const [only] = members;
+    if (members.length === 0) return;
+    if (members.length === 1 && only !== undefined) return alone(only).then(only.resolve, only.reject);
     const committed = await this.tryGroup(members, epoch);
     if (committed === null) {
       this.o.stats.fallbacks++;
       // nothing of the group was committed: each member alone, as if it had never been grouped
-      await Promise.all(members.map((w) => w.member.alone().then(w.resolve, w.reject)));
+      await Promise.all(members.map((w) => alone(w).then(w.resolve, w.reject)));
       return;
     }
     this.o.stats.groups++;
     this.o.stats.members += members.length;
-    if (committed.every(Either.isRight)) this.o.afterCommit?.();
+    // the crash point after the COMMIT; a throw there (an injected fault) answers every member with the storage error,
+    // as transactAlone answers its own (the replies are lost, the rows committed; was: no member ever answered)
+    let crashed: ServiceControlError | null = null;
+    try {
+      if (committed.every(Either.isRight)) this.o.afterCommit?.();
+    } catch (e) {
+      crashed = this.o.lost(e);
+    }
     for (let i = 0; i < members.length; i++) {
-      (members[i] as Waiting).resolve(committed[i] as Either.Either<unknown, ServiceControlError>);
+      (members[i] as Waiting).resolve(
+        crashed === null ? (committed[i] as Either.Either<unknown, ServiceControlError>) : Either.left(crashed),
+      );
       if (i + 1 < members.length) await this.o.afterMember?.(i, members.length);
     }
   }
