@@ -109,6 +109,24 @@ export interface TestDatabase {
   readonly config: pg.ClientConfig;
 }
 
+/**
+ * Wait (≤ 1 s) until the database has no sessions left. `pg.Pool.end()` resolves as soon as it has asked its clients to
+ * close, before their backends have exited; `DROP DATABASE … WITH (FORCE)` then terminates those backends, and the
+ * closing client receives the FATAL as an unhandled `error` event in the test process (seen under load). A connection a
+ * test really left open is still dropped after the wait.
+ */
+const closedConnectionsGone = async (database: string): Promise<void> => {
+  for (let i = 0; i < 50; i++) {
+    const r = await adminQuery(
+      `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = ${pgLiteral(database)} AND pid <> pg_backend_pid()`,
+    );
+    if ((r.rows[0] as { n: number }).n === 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+};
+
+const pgLiteral = (s: string): string => `'${s.replaceAll("'", "''")}'`;
+
 /** A fresh PostgreSQL database for this test file, dropped (with its connections) afterwards. */
 export const useDatabase = (prefix = 't'): TestDatabase => {
   const cell = lazy<TestDatabase>('database');
@@ -125,7 +143,9 @@ export const useDatabase = (prefix = 't'): TestDatabase => {
     });
   });
   afterAll(async () => {
-    await adminQuery(`DROP DATABASE IF EXISTS "${cell.get().database}" WITH (FORCE)`);
+    const { database } = cell.get();
+    await closedConnectionsGone(database);
+    await adminQuery(`DROP DATABASE IF EXISTS "${database}" WITH (FORCE)`);
   });
   return {
     get database() {
