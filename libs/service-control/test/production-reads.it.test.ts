@@ -7,8 +7,9 @@ import { useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
+import type { ListenerReadyBodyWire } from '../src/api/lease.js';
 import { type Message, decodeMessage } from '../src/api/message.js';
-import { SnapshotPushBody } from '../src/api/snapshot.js';
+import { type ListenerIntentWire, SnapshotPushBody } from '../src/api/snapshot.js';
 import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { Authority } from '../src/application/authority.js';
@@ -66,7 +67,11 @@ const network = async () => {
   const authority = new Authority({ store: paused, nsdId: t.nsdId, epoch: t.epoch, now: () => Date.now() });
   const net = rid16();
   const pubs = [generateSigner().signer.machineId, generateSigner().signer.machineId];
-  const senders: ((kind: string, body: (w: Parameters<typeof replaceBody>[0]) => unknown) => Promise<Message>)[] = [];
+  const senders: ((
+    kind: string,
+    body: (w: Parameters<typeof replaceBody>[0]) => unknown,
+    extra?: Record<string, unknown>,
+  ) => Promise<Message>)[] = [];
   for (const id of pubs) await store.addMember(id, net);
   for (const [i, pub] of pubs.entries()) {
     const w = { identity: pub, nsdId: t.nsdId, networkId: net, gen: 1n, rid: rid16(), epoch: null as bigint | null };
@@ -75,7 +80,7 @@ const network = async () => {
       if (Either.isLeft(r)) throw r.left;
       return r.right as Message;
     };
-    senders.push((kind, body) => send(msg(w, kind, body(w))));
+    senders.push((kind, body, extra) => send(msg(w, kind, body(w), extra)));
     await send(msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }));
     w.epoch = t.epoch;
     await send(msg(w, 'session.open', {}, { session_seq: 1n }));
@@ -227,5 +232,120 @@ describe('snapshot production reads (B on PostgreSQL)', () => {
       Buffer.from(net),
     ]);
     expect(resourcesOf(new Uint8Array((row.rows[0] as { body: Buffer }).body), pub)).toBe(3);
+  });
+
+  it('a claim committed while a production runs: A’s ready naming the in-between snapshot is refused once (enforcement-not-applied), commits nothing, and the ready naming the next snapshot is granted', async () => {
+    const { authority, net, pubs, senders, hold } = await network();
+    const pub = pubs[0] as Bytes;
+    const [send0, send1] = senders as [(typeof senders)[0], (typeof senders)[0]];
+    const session = { session_seq: 1n };
+    const reader = await client();
+    const stored = async () => {
+      const r = await reader.query(`SELECT body FROM service_control.snapshot WHERE target = $1 AND network_id = $2`, [
+        Buffer.from(pub),
+        Buffer.from(net),
+      ]);
+      return SnapshotPushBody.decodeOrThrow(new Uint8Array((r.rows[0] as { body: Buffer }).body));
+    };
+    type Push = ReturnType<typeof SnapshotPushBody.decodeOrThrow>;
+    const listenerIn = (p: Push, serviceId: Bytes) =>
+      p.snapshot.listeners.find((l) => toHex(l.service_ref.service_id) === toHex(serviceId)) as ListenerIntentWire;
+    const ack = async (p: Push) =>
+      (
+        await send0(
+          'snapshot.ack',
+          (w) => ({
+            scope: { subject_identity: w.identity, nsd_id: w.nsdId, network_id: w.networkId },
+            snapshot_revision: p.snapshot.snapshot_revision,
+            snapshot_digest: p.snapshot_digest,
+            accepted: true,
+            enforcement_applied: true,
+            dns_applied: false,
+            errors: [],
+          }),
+          session,
+        )
+      ).kind;
+    // A's listener.ready for the installed, claimed listener, naming the snapshot A ACKed (decision 0197)
+    const ready = async (p: Push, l: ListenerIntentWire, seq: bigint) => {
+      const pr = l.proposal as NonNullable<ListenerIntentWire['proposal']>;
+      const body: ListenerReadyBodyWire = {
+        service_ref: l.service_ref,
+        refresh_seq: seq,
+        listener_revision: l.listener_revision,
+        intent_digest: l.intent_digest,
+        proposal_id: pr.proposal_id,
+        allocation_round: pr.allocation_round,
+        proposal_seq: pr.proposal_seq,
+        P: l.P,
+        snapshot_revision: p.snapshot.snapshot_revision,
+        snapshot_digest: p.snapshot_digest,
+        proof: {
+          installed_protocols: l.protocols,
+          installed_P: l.P,
+          enforcement_policy_digest: l.enforcement_policy_digest,
+        },
+      };
+      const r = await send0('listener.ready', () => body, session);
+      expect(r.kind).toBe('lease.result');
+      return (r.body as { results: { result: string }[] }).results.map((x) => x.result);
+    };
+    /** What a ready can commit for publisher 0 (grants, seq marks) and the stamps of its snapshots, as counts. */
+    const committed = async () =>
+      (
+        await reader.query(
+          `SELECT (SELECT count(*) FROM service_control.lease_grant WHERE holder = $1)::int AS grants,
+                  (SELECT count(*) FROM service_control.lease_mark WHERE holder = $1)::int AS marks,
+                  (SELECT count(*) FROM service_control.lease_snapshot_stamp WHERE target = $1)::int AS stamps`,
+          [Buffer.from(pub)],
+        )
+      ).rows[0] as { grants: number; marks: number; stamps: number };
+
+    // r: publisher 0's current snapshot, 'a' offered; A ACKs it and installs 'a'
+    const r = await stored();
+    const offered = r.snapshot.listeners[0] as ListenerIntentWire;
+    expect(offered.state).toBe('offered');
+    const a = offered.service_ref.service_id;
+    expect(await ack(r)).toBe('snapshot.ack.result');
+
+    // publisher 1's replace queues a production P that changes publisher 0's snapshot; P pauses after its reads
+    const pause = pauseNext(hold);
+    expect(
+      (
+        await send1('report.replace', (w) =>
+          replaceBody(w, 3n, [decl('a', null, 8001), decl('b', null, 8101), decl('d', null, 8301)]),
+        )
+      ).kind,
+    ).toBe('report.accepted');
+    const built = await pause.reached;
+    // the in-between snapshot r+1: built by P before the claim, 'a' still offered
+    const between = SnapshotPushBody.decodeOrThrow(built.get(toHex(pub)) as Uint8Array);
+    expect(between.snapshot.snapshot_revision).toBe(r.snapshot.snapshot_revision + 1n);
+    expect(listenerIn(between, a).state).toBe('offered');
+
+    // A's port.result: B claims 'a' (its allocation row, service row, the stamp of the current snapshot r) and
+    // commits while P is paused (it does not wait for P: decision 0630), queueing the next production behind P
+    const { candidate_index: _, ...ref } = offered.proposal as NonNullable<ListenerIntentWire['proposal']>;
+    const claim = send0('port.result', () => ({ ...ref, result: 'installed', termination_floor: null }), session);
+    await finishesOrWaits(await client(), claim);
+    pause.release();
+    expect((await claim).body).toMatchObject({ state: 'claimed' });
+    // P commits r+1, then the claim's production commits r+2 with 'a' claimed: the claim is not lost
+    await authority.idle();
+    const next = await stored();
+    expect(next.snapshot.snapshot_revision).toBe(r.snapshot.snapshot_revision + 2n);
+    expect(listenerIn(next, a).state).toBe('claimed');
+
+    // A receives r+1, ACKs it and sends the ready naming it: B has no stamp of r+1 (never read while current, and the
+    // claim stamped r) → refused, and nothing of the ready is committed
+    expect(await ack(between)).toBe('snapshot.ack.result');
+    const before = await committed();
+    expect(await ready(between, listenerIn(between, a), 1n)).toEqual(['enforcement-not-applied']);
+    expect(await committed()).toEqual(before);
+
+    // A receives r+2, ACKs it and sends the ready again, naming r+2: granted (the refusal left no state behind)
+    expect(await ack(next)).toBe('snapshot.ack.result');
+    expect(await ready(next, listenerIn(next, a), 2n)).toEqual(['granted']);
+    expect((await committed()).grants).toBe(before.grants + 1);
   });
 });
