@@ -156,6 +156,118 @@ const queriesDuring = async (f: () => Promise<unknown>): Promise<number> => {
   return n;
 };
 
+type Push = ReturnType<typeof SnapshotPushBody.decodeOrThrow>;
+
+/**
+ * Publisher 0 as its daemon A (session 1) meets it on the wire: its stored snapshot, its snapshot.ack and its
+ * listener.ready for an installed, claimed listener naming the snapshot A ACKed (decision 0197), and what a ready can
+ * commit for it (grants, seq marks, snapshot stamps), as counts.
+ */
+const daemonOf = async ({ net, pubs, senders }: Awaited<ReturnType<typeof network>>) => {
+  const pub = pubs[0] as Bytes;
+  const send = senders[0] as (typeof senders)[0];
+  const session = { session_seq: 1n };
+  const reader = await client();
+  const stored = async () => {
+    const r = await reader.query(`SELECT body FROM service_control.snapshot WHERE target = $1 AND network_id = $2`, [
+      Buffer.from(pub),
+      Buffer.from(net),
+    ]);
+    return SnapshotPushBody.decodeOrThrow(new Uint8Array((r.rows[0] as { body: Buffer }).body));
+  };
+  const listenerIn = (p: Push, serviceId: Bytes) =>
+    p.snapshot.listeners.find((l) => toHex(l.service_ref.service_id) === toHex(serviceId)) as ListenerIntentWire;
+  const ack = async (p: Push) =>
+    (
+      await send(
+        'snapshot.ack',
+        (w) => ({
+          scope: { subject_identity: w.identity, nsd_id: w.nsdId, network_id: w.networkId },
+          snapshot_revision: p.snapshot.snapshot_revision,
+          snapshot_digest: p.snapshot_digest,
+          accepted: true,
+          enforcement_applied: true,
+          dns_applied: false,
+          errors: [],
+        }),
+        session,
+      )
+    ).kind;
+  const ready = async (p: Push, l: ListenerIntentWire, seq: bigint) => {
+    const pr = l.proposal as NonNullable<ListenerIntentWire['proposal']>;
+    const body: ListenerReadyBodyWire = {
+      service_ref: l.service_ref,
+      refresh_seq: seq,
+      listener_revision: l.listener_revision,
+      intent_digest: l.intent_digest,
+      proposal_id: pr.proposal_id,
+      allocation_round: pr.allocation_round,
+      proposal_seq: pr.proposal_seq,
+      P: l.P,
+      snapshot_revision: p.snapshot.snapshot_revision,
+      snapshot_digest: p.snapshot_digest,
+      proof: {
+        installed_protocols: l.protocols,
+        installed_P: l.P,
+        enforcement_policy_digest: l.enforcement_policy_digest,
+      },
+    };
+    const r = await send('listener.ready', () => body, session);
+    expect(r.kind).toBe('lease.result');
+    return (r.body as { results: { result: string }[] }).results.map((x) => x.result);
+  };
+  /** A's port.result for an offered listener it installed. */
+  const installed = (l: ListenerIntentWire) => {
+    const { candidate_index: _, ...ref } = l.proposal as NonNullable<ListenerIntentWire['proposal']>;
+    return send('port.result', () => ({ ...ref, result: 'installed', termination_floor: null }), session);
+  };
+  const committed = async () =>
+    (
+      await reader.query(
+        `SELECT (SELECT count(*) FROM service_control.lease_grant WHERE holder = $1)::int AS grants,
+                (SELECT count(*) FROM service_control.lease_mark WHERE holder = $1)::int AS marks,
+                (SELECT count(*) FROM service_control.lease_snapshot_stamp WHERE target = $1)::int AS stamps`,
+        [Buffer.from(pub)],
+      )
+    ).rows[0] as { grants: number; marks: number; stamps: number };
+  return { stored, listenerIn, ack, ready, installed, committed };
+};
+
+/**
+ * The interleaving decision 0630 allows: A has ACKed snapshot r (listener 'a' offered) and installed 'a'; publisher
+ * 1's replace queues a production P that changes publisher 0's snapshot, and P pauses after its reads; A's port.result
+ * claims 'a' and commits while P is paused (the claim stamps the current snapshot, r; it queues the next production
+ * behind P). Returns P's snapshot r+1 for publisher 0 ('a' still offered) and P's release; `pauseAfter` also pauses the
+ * claim's production.
+ */
+const claimDuringProduction = async (
+  n: Awaited<ReturnType<typeof network>>,
+  A: Awaited<ReturnType<typeof daemonOf>>,
+  pauseAfter: boolean,
+) => {
+  const r = await A.stored();
+  const offered = r.snapshot.listeners[0] as ListenerIntentWire;
+  expect(offered.state).toBe('offered');
+  const a = offered.service_ref.service_id;
+  expect(await A.ack(r)).toBe('snapshot.ack.result');
+  const pause = pauseNext(n.hold);
+  const replaced = await (n.senders[1] as (typeof n.senders)[0])('report.replace', (w) =>
+    replaceBody(w, 3n, [decl('a', null, 8001), decl('b', null, 8101), decl('d', null, 8301)]),
+  );
+  expect(replaced.kind).toBe('report.accepted');
+  const built = await pause.reached;
+  const between = SnapshotPushBody.decodeOrThrow(built.get(toHex(n.pubs[0] as Bytes)) as Uint8Array);
+  expect(between.snapshot.snapshot_revision).toBe(r.snapshot.snapshot_revision + 1n);
+  expect(A.listenerIn(between, a).state).toBe('offered');
+  const after = pauseAfter ? pauseNext(n.hold) : null;
+  const claim = A.installed(offered);
+  // it does not wait for P (decision 0630); were it to wait, the release below lets it commit after P
+  await finishesOrWaits(await client(), claim);
+  pause.release();
+  expect((await claim).body).toMatchObject({ state: 'claimed' });
+  return { r, a, between, after };
+};
+
 describe('snapshot production reads (B on PostgreSQL)', () => {
   it('a production reads its whole Network in one round trip and commits in a second: two round trips, every publisher’s active listener intents carried', async () => {
     const { authority, net, pubs } = await network();
@@ -234,118 +346,38 @@ describe('snapshot production reads (B on PostgreSQL)', () => {
     expect(resourcesOf(new Uint8Array((row.rows[0] as { body: Buffer }).body), pub)).toBe(3);
   });
 
-  it('a claim committed while a production runs: A’s ready naming the in-between snapshot is refused once (enforcement-not-applied), commits nothing, and the ready naming the next snapshot is granted', async () => {
-    const { authority, net, pubs, senders, hold } = await network();
-    const pub = pubs[0] as Bytes;
-    const [send0, send1] = senders as [(typeof senders)[0], (typeof senders)[0]];
-    const session = { session_seq: 1n };
-    const reader = await client();
-    const stored = async () => {
-      const r = await reader.query(`SELECT body FROM service_control.snapshot WHERE target = $1 AND network_id = $2`, [
-        Buffer.from(pub),
-        Buffer.from(net),
-      ]);
-      return SnapshotPushBody.decodeOrThrow(new Uint8Array((r.rows[0] as { body: Buffer }).body));
-    };
-    type Push = ReturnType<typeof SnapshotPushBody.decodeOrThrow>;
-    const listenerIn = (p: Push, serviceId: Bytes) =>
-      p.snapshot.listeners.find((l) => toHex(l.service_ref.service_id) === toHex(serviceId)) as ListenerIntentWire;
-    const ack = async (p: Push) =>
-      (
-        await send0(
-          'snapshot.ack',
-          (w) => ({
-            scope: { subject_identity: w.identity, nsd_id: w.nsdId, network_id: w.networkId },
-            snapshot_revision: p.snapshot.snapshot_revision,
-            snapshot_digest: p.snapshot_digest,
-            accepted: true,
-            enforcement_applied: true,
-            dns_applied: false,
-            errors: [],
-          }),
-          session,
-        )
-      ).kind;
-    // A's listener.ready for the installed, claimed listener, naming the snapshot A ACKed (decision 0197)
-    const ready = async (p: Push, l: ListenerIntentWire, seq: bigint) => {
-      const pr = l.proposal as NonNullable<ListenerIntentWire['proposal']>;
-      const body: ListenerReadyBodyWire = {
-        service_ref: l.service_ref,
-        refresh_seq: seq,
-        listener_revision: l.listener_revision,
-        intent_digest: l.intent_digest,
-        proposal_id: pr.proposal_id,
-        allocation_round: pr.allocation_round,
-        proposal_seq: pr.proposal_seq,
-        P: l.P,
-        snapshot_revision: p.snapshot.snapshot_revision,
-        snapshot_digest: p.snapshot_digest,
-        proof: {
-          installed_protocols: l.protocols,
-          installed_P: l.P,
-          enforcement_policy_digest: l.enforcement_policy_digest,
-        },
-      };
-      const r = await send0('listener.ready', () => body, session);
-      expect(r.kind).toBe('lease.result');
-      return (r.body as { results: { result: string }[] }).results.map((x) => x.result);
-    };
-    /** What a ready can commit for publisher 0 (grants, seq marks) and the stamps of its snapshots, as counts. */
-    const committed = async () =>
-      (
-        await reader.query(
-          `SELECT (SELECT count(*) FROM service_control.lease_grant WHERE holder = $1)::int AS grants,
-                  (SELECT count(*) FROM service_control.lease_mark WHERE holder = $1)::int AS marks,
-                  (SELECT count(*) FROM service_control.lease_snapshot_stamp WHERE target = $1)::int AS stamps`,
-          [Buffer.from(pub)],
-        )
-      ).rows[0] as { grants: number; marks: number; stamps: number };
-
-    // r: publisher 0's current snapshot, 'a' offered; A ACKs it and installs 'a'
-    const r = await stored();
-    const offered = r.snapshot.listeners[0] as ListenerIntentWire;
-    expect(offered.state).toBe('offered');
-    const a = offered.service_ref.service_id;
-    expect(await ack(r)).toBe('snapshot.ack.result');
-
-    // publisher 1's replace queues a production P that changes publisher 0's snapshot; P pauses after its reads
-    const pause = pauseNext(hold);
-    expect(
-      (
-        await send1('report.replace', (w) =>
-          replaceBody(w, 3n, [decl('a', null, 8001), decl('b', null, 8101), decl('d', null, 8301)]),
-        )
-      ).kind,
-    ).toBe('report.accepted');
-    const built = await pause.reached;
-    // the in-between snapshot r+1: built by P before the claim, 'a' still offered
-    const between = SnapshotPushBody.decodeOrThrow(built.get(toHex(pub)) as Uint8Array);
-    expect(between.snapshot.snapshot_revision).toBe(r.snapshot.snapshot_revision + 1n);
-    expect(listenerIn(between, a).state).toBe('offered');
-
-    // A's port.result: B claims 'a' (its allocation row, service row, the stamp of the current snapshot r) and
-    // commits while P is paused (it does not wait for P: decision 0630), queueing the next production behind P
-    const { candidate_index: _, ...ref } = offered.proposal as NonNullable<ListenerIntentWire['proposal']>;
-    const claim = send0('port.result', () => ({ ...ref, result: 'installed', termination_floor: null }), session);
-    await finishesOrWaits(await client(), claim);
-    pause.release();
-    expect((await claim).body).toMatchObject({ state: 'claimed' });
+  it('a claim committed while a production runs: A’s ready naming the in-between snapshot, once the claim’s production has committed, is refused (enforcement-not-applied), commits nothing, and the ready naming the next snapshot is granted', async () => {
+    const n = await network();
+    const A = await daemonOf(n);
+    const { r, a, between } = await claimDuringProduction(n, A, false);
     // P commits r+1, then the claim's production commits r+2 with 'a' claimed: the claim is not lost
-    await authority.idle();
-    const next = await stored();
+    await n.authority.idle();
+    const next = await A.stored();
     expect(next.snapshot.snapshot_revision).toBe(r.snapshot.snapshot_revision + 2n);
-    expect(listenerIn(next, a).state).toBe('claimed');
-
-    // A receives r+1, ACKs it and sends the ready naming it: B has no stamp of r+1 (never read while current, and the
+    expect(A.listenerIn(next, a).state).toBe('claimed');
+    // A receives r+1, ACKs it and sends the ready naming it: B has no stamp of r+1 (never read while current; the
     // claim stamped r) → refused, and nothing of the ready is committed
-    expect(await ack(between)).toBe('snapshot.ack.result');
-    const before = await committed();
-    expect(await ready(between, listenerIn(between, a), 1n)).toEqual(['enforcement-not-applied']);
-    expect(await committed()).toEqual(before);
+    expect(await A.ack(between)).toBe('snapshot.ack.result');
+    const before = await A.committed();
+    expect(await A.ready(between, A.listenerIn(between, a), 1n)).toEqual(['enforcement-not-applied']);
+    expect(await A.committed()).toEqual(before);
+    // A receives r+2, ACKs it and sends the ready again (its next seq), naming r+2: granted, no state left behind
+    expect(await A.ack(next)).toBe('snapshot.ack.result');
+    expect(await A.ready(next, A.listenerIn(next, a), 2n)).toEqual(['granted']);
+    expect((await A.committed()).grants).toBe(before.grants + 1);
+  });
 
-    // A receives r+2, ACKs it and sends the ready again, naming r+2: granted (the refusal left no state behind)
-    expect(await ack(next)).toBe('snapshot.ack.result');
-    expect(await ready(next, listenerIn(next, a), 2n)).toEqual(['granted']);
-    expect((await committed()).grants).toBe(before.grants + 1);
+  it('a claim committed while a production runs: A’s ready naming the in-between snapshot while it is still current is granted (stamped at the read)', async () => {
+    const n = await network();
+    const A = await daemonOf(n);
+    const { a, between, after } = await claimDuringProduction(n, A, true);
+    // P has committed r+1; the claim's production is paused before its COMMIT: r+1 is current
+    await (after as ReturnType<typeof pauseNext>).reached;
+    expect((await A.stored()).snapshot.snapshot_revision).toBe(between.snapshot.snapshot_revision);
+    expect(await A.ack(between)).toBe('snapshot.ack.result');
+    expect(await A.ready(between, A.listenerIn(between, a), 1n)).toEqual(['granted']);
+    after?.release();
+    await n.authority.idle();
+    expect(A.listenerIn(await A.stored(), a).state).toBe('claimed');
   });
 });
