@@ -375,8 +375,12 @@ describe('snapshot production reads (B on PostgreSQL)', () => {
     await (after as ReturnType<typeof pauseNext>).reached;
     expect((await A.stored()).snapshot.snapshot_revision).toBe(between.snapshot.snapshot_revision);
     expect(await A.ack(between)).toBe('snapshot.ack.result');
-    expect(await A.ready(between, A.listenerIn(between, a), 1n)).toEqual(['granted']);
+    // the ready does not wait for the paused production (were it to wait, the release lets it go on)
+    const ready = A.ready(between, A.listenerIn(between, a), 1n);
+    const outcome = await finishesOrWaits(await client(), ready);
     after?.release();
+    expect(await ready).toEqual(['granted']);
+    expect(outcome).toBe('finishes');
     await n.authority.idle();
     expect(A.listenerIn(await A.stored(), a).state).toBe('claimed');
   });
