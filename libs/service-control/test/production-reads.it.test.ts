@@ -2,7 +2,10 @@
 // registry and the active services' allocation rows — in ONE round trip; then the writes with the COMMIT. The
 // allocation rows are read in the production's REPEATABLE READ snapshot without a row lock (decision 0630): a
 // production neither waits for a replace holding them nor makes a replace wait, and a replace that commits while a
-// production runs reaches the next snapshot. On the machine's PostgreSQL through the real Authority.
+// production runs reaches the next snapshot. A claim (port.result) that commits while a production runs: A's ready
+// naming that production's snapshot is granted while it is current and refused once (`enforcement-not-applied`, no
+// stamp) after the claim's production, then granted for the next snapshot (0630's addendum). On the machine's
+// PostgreSQL through the real Authority.
 import { useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
 import pg from 'pg';
@@ -203,12 +206,12 @@ const daemonOf = async ({ net, pubs, senders }: Awaited<ReturnType<typeof networ
       proposal_id: pr.proposal_id,
       allocation_round: pr.allocation_round,
       proposal_seq: pr.proposal_seq,
-      P: l.P,
+      P: pr.P,
       snapshot_revision: p.snapshot.snapshot_revision,
       snapshot_digest: p.snapshot_digest,
       proof: {
         installed_protocols: l.protocols,
-        installed_P: l.P,
+        installed_P: pr.P,
         enforcement_policy_digest: l.enforcement_policy_digest,
       },
     };
