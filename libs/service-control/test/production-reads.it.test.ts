@@ -2,13 +2,17 @@
 // registry and the active services' allocation rows — in ONE round trip; then the writes with the COMMIT. The
 // allocation rows are read in the production's REPEATABLE READ snapshot without a row lock (decision 0630): a
 // production neither waits for a replace holding them nor makes a replace wait, and a replace that commits while a
-// production runs reaches the next snapshot. On the machine's PostgreSQL through the real Authority.
+// production runs reaches the next snapshot. A claim (port.result) that commits while a production runs: A's ready
+// naming that production's snapshot is granted while it is current and refused once (`enforcement-not-applied`, no
+// stamp) after the claim's production, then granted for the next snapshot (0630's addendum). On the machine's
+// PostgreSQL through the real Authority.
 import { useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
+import type { ListenerReadyBodyWire } from '../src/api/lease.js';
 import { type Message, decodeMessage } from '../src/api/message.js';
-import { SnapshotPushBody } from '../src/api/snapshot.js';
+import { type ListenerIntentWire, SnapshotPushBody } from '../src/api/snapshot.js';
 import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { Authority } from '../src/application/authority.js';
@@ -66,7 +70,11 @@ const network = async () => {
   const authority = new Authority({ store: paused, nsdId: t.nsdId, epoch: t.epoch, now: () => Date.now() });
   const net = rid16();
   const pubs = [generateSigner().signer.machineId, generateSigner().signer.machineId];
-  const senders: ((kind: string, body: (w: Parameters<typeof replaceBody>[0]) => unknown) => Promise<Message>)[] = [];
+  const senders: ((
+    kind: string,
+    body: (w: Parameters<typeof replaceBody>[0]) => unknown,
+    extra?: Record<string, unknown>,
+  ) => Promise<Message>)[] = [];
   for (const id of pubs) await store.addMember(id, net);
   for (const [i, pub] of pubs.entries()) {
     const w = { identity: pub, nsdId: t.nsdId, networkId: net, gen: 1n, rid: rid16(), epoch: null as bigint | null };
@@ -75,7 +83,7 @@ const network = async () => {
       if (Either.isLeft(r)) throw r.left;
       return r.right as Message;
     };
-    senders.push((kind, body) => send(msg(w, kind, body(w))));
+    senders.push((kind, body, extra) => send(msg(w, kind, body(w), extra)));
     await send(msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }));
     w.epoch = t.epoch;
     await send(msg(w, 'session.open', {}, { session_seq: 1n }));
@@ -149,6 +157,118 @@ const queriesDuring = async (f: () => Promise<unknown>): Promise<number> => {
     pg.Client.prototype.query = query;
   }
   return n;
+};
+
+type Push = ReturnType<typeof SnapshotPushBody.decodeOrThrow>;
+
+/**
+ * Publisher 0 as its daemon A (session 1) meets it on the wire: its stored snapshot, its snapshot.ack and its
+ * listener.ready for an installed, claimed listener naming the snapshot A ACKed (decision 0197), and what a ready can
+ * commit for it (grants, seq marks, snapshot stamps), as counts.
+ */
+const daemonOf = async ({ net, pubs, senders }: Awaited<ReturnType<typeof network>>) => {
+  const pub = pubs[0] as Bytes;
+  const send = senders[0] as (typeof senders)[0];
+  const session = { session_seq: 1n };
+  const reader = await client();
+  const stored = async () => {
+    const r = await reader.query(`SELECT body FROM service_control.snapshot WHERE target = $1 AND network_id = $2`, [
+      Buffer.from(pub),
+      Buffer.from(net),
+    ]);
+    return SnapshotPushBody.decodeOrThrow(new Uint8Array((r.rows[0] as { body: Buffer }).body));
+  };
+  const listenerIn = (p: Push, serviceId: Bytes) =>
+    p.snapshot.listeners.find((l) => toHex(l.service_ref.service_id) === toHex(serviceId)) as ListenerIntentWire;
+  const ack = async (p: Push) =>
+    (
+      await send(
+        'snapshot.ack',
+        (w) => ({
+          scope: { subject_identity: w.identity, nsd_id: w.nsdId, network_id: w.networkId },
+          snapshot_revision: p.snapshot.snapshot_revision,
+          snapshot_digest: p.snapshot_digest,
+          accepted: true,
+          enforcement_applied: true,
+          dns_applied: false,
+          errors: [],
+        }),
+        session,
+      )
+    ).kind;
+  const ready = async (p: Push, l: ListenerIntentWire, seq: bigint) => {
+    const pr = l.proposal as NonNullable<ListenerIntentWire['proposal']>;
+    const body: ListenerReadyBodyWire = {
+      service_ref: l.service_ref,
+      refresh_seq: seq,
+      listener_revision: l.listener_revision,
+      intent_digest: l.intent_digest,
+      proposal_id: pr.proposal_id,
+      allocation_round: pr.allocation_round,
+      proposal_seq: pr.proposal_seq,
+      P: pr.P,
+      snapshot_revision: p.snapshot.snapshot_revision,
+      snapshot_digest: p.snapshot_digest,
+      proof: {
+        installed_protocols: l.protocols,
+        installed_P: pr.P,
+        enforcement_policy_digest: l.enforcement_policy_digest,
+      },
+    };
+    const r = await send('listener.ready', () => body, session);
+    expect(r.kind).toBe('lease.result');
+    return (r.body as { results: { result: string }[] }).results.map((x) => x.result);
+  };
+  /** A's port.result for an offered listener it installed. */
+  const installed = (l: ListenerIntentWire) => {
+    const { candidate_index: _, ...ref } = l.proposal as NonNullable<ListenerIntentWire['proposal']>;
+    return send('port.result', () => ({ ...ref, result: 'installed', termination_floor: null }), session);
+  };
+  const committed = async () =>
+    (
+      await reader.query(
+        `SELECT (SELECT count(*) FROM service_control.lease_grant WHERE holder = $1)::int AS grants,
+                (SELECT count(*) FROM service_control.lease_mark WHERE holder = $1)::int AS marks,
+                (SELECT count(*) FROM service_control.lease_snapshot_stamp WHERE target = $1)::int AS stamps`,
+        [Buffer.from(pub)],
+      )
+    ).rows[0] as { grants: number; marks: number; stamps: number };
+  return { stored, listenerIn, ack, ready, installed, committed };
+};
+
+/**
+ * The interleaving decision 0630 allows: A has ACKed snapshot r (listener 'a' offered) and installed 'a'; publisher
+ * 1's replace queues a production P that changes publisher 0's snapshot, and P pauses after its reads; A's port.result
+ * claims 'a' and commits while P is paused (the claim stamps the current snapshot, r; it queues the next production
+ * behind P). Returns P's snapshot r+1 for publisher 0 ('a' still offered) and P's release; `pauseAfter` also pauses the
+ * claim's production.
+ */
+const claimDuringProduction = async (
+  n: Awaited<ReturnType<typeof network>>,
+  A: Awaited<ReturnType<typeof daemonOf>>,
+  pauseAfter: boolean,
+) => {
+  const r = await A.stored();
+  const offered = r.snapshot.listeners[0] as ListenerIntentWire;
+  expect(offered.state).toBe('offered');
+  const a = offered.service_ref.service_id;
+  expect(await A.ack(r)).toBe('snapshot.ack.result');
+  const pause = pauseNext(n.hold);
+  const replaced = await (n.senders[1] as (typeof n.senders)[0])('report.replace', (w) =>
+    replaceBody(w, 3n, [decl('a', null, 8001), decl('b', null, 8101), decl('d', null, 8301)]),
+  );
+  expect(replaced.kind).toBe('report.accepted');
+  const built = await pause.reached;
+  const between = SnapshotPushBody.decodeOrThrow(built.get(toHex(n.pubs[0] as Bytes)) as Uint8Array);
+  expect(between.snapshot.snapshot_revision).toBe(r.snapshot.snapshot_revision + 1n);
+  expect(A.listenerIn(between, a).state).toBe('offered');
+  const after = pauseAfter ? pauseNext(n.hold) : null;
+  const claim = A.installed(offered);
+  // it does not wait for P (decision 0630); were it to wait, the release below lets it commit after P
+  await finishesOrWaits(await client(), claim);
+  pause.release();
+  expect((await claim).body).toMatchObject({ state: 'claimed' });
+  return { r, a, between, after };
 };
 
 describe('snapshot production reads (B on PostgreSQL)', () => {
@@ -227,5 +347,44 @@ describe('snapshot production reads (B on PostgreSQL)', () => {
       Buffer.from(net),
     ]);
     expect(resourcesOf(new Uint8Array((row.rows[0] as { body: Buffer }).body), pub)).toBe(3);
+  });
+
+  it('a claim committed while a production runs: A’s ready naming the in-between snapshot, once the claim’s production has committed, is refused (enforcement-not-applied), commits nothing, and the ready naming the next snapshot is granted', async () => {
+    const n = await network();
+    const A = await daemonOf(n);
+    const { r, a, between } = await claimDuringProduction(n, A, false);
+    // P commits r+1, then the claim's production commits r+2 with 'a' claimed: the claim is not lost
+    await n.authority.idle();
+    const next = await A.stored();
+    expect(next.snapshot.snapshot_revision).toBe(r.snapshot.snapshot_revision + 2n);
+    expect(A.listenerIn(next, a).state).toBe('claimed');
+    // A receives r+1, ACKs it and sends the ready naming it: B has no stamp of r+1 (never read while current; the
+    // claim stamped r) → refused, and nothing of the ready is committed
+    expect(await A.ack(between)).toBe('snapshot.ack.result');
+    const before = await A.committed();
+    expect(await A.ready(between, A.listenerIn(between, a), 1n)).toEqual(['enforcement-not-applied']);
+    expect(await A.committed()).toEqual(before);
+    // A receives r+2, ACKs it and sends the ready again (its next seq), naming r+2: granted, no state left behind
+    expect(await A.ack(next)).toBe('snapshot.ack.result');
+    expect(await A.ready(next, A.listenerIn(next, a), 2n)).toEqual(['granted']);
+    expect((await A.committed()).grants).toBe(before.grants + 1);
+  });
+
+  it('a claim committed while a production runs: A’s ready naming the in-between snapshot while it is still current is granted (stamped at the read)', async () => {
+    const n = await network();
+    const A = await daemonOf(n);
+    const { a, between, after } = await claimDuringProduction(n, A, true);
+    // P has committed r+1; the claim's production is paused before its COMMIT: r+1 is current
+    await (after as ReturnType<typeof pauseNext>).reached;
+    expect((await A.stored()).snapshot.snapshot_revision).toBe(between.snapshot.snapshot_revision);
+    expect(await A.ack(between)).toBe('snapshot.ack.result');
+    // the ready does not wait for the paused production (were it to wait, the release lets it go on)
+    const ready = A.ready(between, A.listenerIn(between, a), 1n);
+    const outcome = await finishesOrWaits(await client(), ready);
+    after?.release();
+    expect(await ready).toEqual(['granted']);
+    expect(outcome).toBe('finishes');
+    await n.authority.idle();
+    expect(A.listenerIn(await A.stored(), a).state).toBe('claimed');
   });
 });
