@@ -12,10 +12,10 @@
 // store (acquires of one Network share groups, decision 0405), the same store keyed as before 0405 (identity AND
 // Network: one acquire of the Network at a time) and the unbatched twin, back to back in the same run, with commits
 // per acquire.
-// Each refresh load of C clients runs four times back to back: through the grouping store (decision 0640: a refresh
-// runs alone in one statement while fewer than 6 do, beyond that a group's refreshes go as one statement), through
-// the unbatched twin (each refresh alone, one statement each, decision 0580), through the grouping store with every
-// refresh in group statements (`fastAlone: 0`) and as before 0640 (a group's refreshes on the general path).
+// Each refresh load of C clients runs four times back to back: through the grouping store (decision 0640 and its
+// addendum: a group's refreshes go as one statement, a lone refresh is a group of one), through the unbatched twin
+// (each refresh alone, one statement each, decision 0580), through the grouping store with refreshes alone while fewer
+// than 6 run (`fastAlone: 6`, 0640's first default) and as before 0640 (a group's refreshes on the general path).
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -119,8 +119,9 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   // the grouping store with a group's refreshes on the general path (before decision 0640), for the refresh before/after
   const generalStore = makePgAuthorityStore({ ...stored, groupedFastRefresh: false });
   const generalAuthority = new Authority({ store: generalStore, nsdId, epoch, now: Date.now, leaseNow });
-  // the grouping store with every refresh in a group statement (none alone while connections are free)
-  const groupsStore = makePgAuthorityStore({ ...stored, groupCommit: { fastAlone: 0 } });
+  // the grouping store with refreshes alone while fewer than 6 run (0640's first default; since its addendum 0: always
+  // in group statements)
+  const groupsStore = makePgAuthorityStore({ ...stored, groupCommit: { fastAlone: 6 } });
   const groupsAuthority = new Authority({ store: groupsStore, nsdId, epoch, now: Date.now, leaseNow });
   let store = groupedStore;
   let authority = groupedAuthority;
@@ -128,13 +129,13 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
    * Serve (and count commits) through the grouping store, its unbatched twin, the acquire keying before 0405, or the
    * refresh groups before 0640.
    */
-  const use = (grouped: boolean | 'before-0405' | 'before-0640' | 'groups-only') => {
+  const use = (grouped: boolean | 'before-0405' | 'before-0640' | 'alone-while-free') => {
     store =
       grouped === 'before-0405'
         ? beforeStore
         : grouped === 'before-0640'
           ? generalStore
-          : grouped === 'groups-only'
+          : grouped === 'alone-while-free'
             ? groupsStore
             : grouped
               ? groupedStore
@@ -144,7 +145,7 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
         ? beforeAuthority
         : grouped === 'before-0640'
           ? generalAuthority
-          : grouped === 'groups-only'
+          : grouped === 'alone-while-free'
             ? groupsAuthority
             : grouped
               ? groupedAuthority
@@ -416,8 +417,8 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     const aloneC = await runLoad(`refresh-${c}-unbatched`, pubs.slice(0, c), N);
     use('before-0640');
     const generalC = await runLoad(`refresh-${c}-before-0640`, pubs.slice(0, c), N);
-    use('groups-only');
-    const groupsC = await runLoad(`refresh-${c}-groups-only`, pubs.slice(0, c), N);
+    use('alone-while-free');
+    const groupsC = await runLoad(`refresh-${c}-alone-while-free`, pubs.slice(0, c), N);
     use(true);
     const echoC = await runEcho(pubs.slice(0, c), N);
     print(
@@ -430,7 +431,7 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
       `               groups on the general path (before 0640) ${fmt(generalC.rate)} /s (ratio ${(generalC.rate / rawC).toFixed(3)}, ${generalC.roundTrips.toFixed(2)} round trips, ${generalC.commits.toFixed(2)} commits; ${cpu(generalC)}); grouped / before 0640 ${(refC.rate / generalC.rate).toFixed(2)}`,
     );
     print(
-      `               every refresh in group statements (fastAlone 0) ${fmt(groupsC.rate)} /s (ratio ${(groupsC.rate / rawC).toFixed(3)}, ${groupsC.roundTrips.toFixed(2)} round trips, ${groupsC.commits.toFixed(2)} commits; ${cpu(groupsC)}); grouped / groups only ${(refC.rate / groupsC.rate).toFixed(2)}`,
+      `               alone while fewer than 6 run (fastAlone 6) ${fmt(groupsC.rate)} /s (ratio ${(groupsC.rate / rawC).toFixed(3)}, ${groupsC.roundTrips.toFixed(2)} round trips, ${groupsC.commits.toFixed(2)} commits; ${cpu(groupsC)}); grouped / alone while free ${(refC.rate / groupsC.rate).toFixed(2)}`,
     );
     print(
       `               signed echo ${fmt(echoC.rate)} /s (${(echoC.rate / rawC).toFixed(3)}); ${requestBound(rawCRun, echoC, cores, false).text}`,
@@ -481,8 +482,8 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     const a = await runLoad(`refresh-${publishers}-publishers-unbatched`, pubs, Math.max(1, Math.ceil(N / 4)));
     use('before-0640');
     const g = await runLoad(`refresh-${publishers}-publishers-before-0640`, pubs, Math.max(1, Math.ceil(N / 4)));
-    use('groups-only');
-    const o = await runLoad(`refresh-${publishers}-publishers-groups-only`, pubs, Math.max(1, Math.ceil(N / 4)));
+    use('alone-while-free');
+    const o = await runLoad(`refresh-${publishers}-publishers-alone-while-free`, pubs, Math.max(1, Math.ceil(N / 4)));
     use(true);
     const refreshes = Math.max(1, Math.ceil(N / 4)) * maxC;
     print(
@@ -496,7 +497,7 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
       `               groups on the general path (before 0640) ${fmt(g.rate)} /s = ${(g.rate / needed).toFixed(2)}× needed, ${g.commits.toFixed(2)} commits/refresh; grouped / before 0640 ${(r.rate / g.rate).toFixed(2)}`,
     );
     print(
-      `               every refresh in group statements (fastAlone 0) ${fmt(o.rate)} /s = ${(o.rate / needed).toFixed(2)}× needed, ${o.commits.toFixed(2)} commits/refresh; grouped / groups only ${(r.rate / o.rate).toFixed(2)}`,
+      `               alone while fewer than 6 run (fastAlone 6) ${fmt(o.rate)} /s = ${(o.rate / needed).toFixed(2)}× needed, ${o.commits.toFixed(2)} commits/refresh; grouped / alone while free ${(r.rate / o.rate).toFixed(2)}`,
     );
   }
   const totalRefreshes = Number(

@@ -52,8 +52,9 @@ const open = async (s: Side, prune: boolean, grouped: boolean): Promise<void> =>
     ...s.db.config,
     pruneLeaseRows: prune,
     ...(s.name === 'general' ? { fastRefresh: false } : {}),
-    // rounds at once: every refresh in a group statement, none alone while connections are free (decision 0640)
-    ...(grouped ? { groupCommit: { fastAlone: 0 } } : {}),
+    // rounds at once: every refresh in a group statement (the default since 0640's addendum); one by one: each alone in
+    // its own `refresh_fast` while connections are free (`fastAlone`), so that path stays covered
+    groupCommit: { fastAlone: grouped ? 0 : 6 },
     afterCommit: () => {
       s.commits++;
       if (s.crash) {
