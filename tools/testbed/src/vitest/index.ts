@@ -115,12 +115,13 @@ export interface TestDatabase {
  * closing client receives the FATAL as an unhandled `error` event in the test process (seen under load). A connection a
  * test really left open is still dropped after the wait.
  */
-const closedConnectionsGone = async (database: string): Promise<void> => {
+const closedConnectionsGone = async (
+  database: string,
+  sessions: (sql: string) => Promise<number> = async (sql) => ((await adminQuery(sql)).rows[0] as { n: number }).n,
+): Promise<void> => {
+  const sql = `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = ${pgLiteral(database)} AND pid <> pg_backend_pid()`;
   for (let i = 0; i < 50; i++) {
-    const r = await adminQuery(
-      `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = ${pgLiteral(database)} AND pid <> pg_backend_pid()`,
-    );
-    if ((r.rows[0] as { n: number }).n === 0) return;
+    if ((await sessions(sql)) === 0) return;
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 };
@@ -268,6 +269,7 @@ export const useScramPostgres = (prefix = 't'): TestScramPostgres => {
   afterAll(async () => {
     try {
       const c = cell.get();
+      await closedConnectionsGone(c.database, async (sql) => (await scramQuery(c, sql))[0]?.['n'] as number);
       await scramQuery(c, `DROP DATABASE IF EXISTS "${c.database}" WITH (FORCE)`);
     } finally {
       if (scope !== undefined) await Effect.runPromise(Scope.close(scope, Exit.void));
