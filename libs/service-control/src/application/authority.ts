@@ -550,6 +550,7 @@ export class Authority {
     const r = await transact(
       this.d.epoch,
       async (tx) => {
+        outbox = null; // `fn` may run more than once (decided from remembered rows first, decision 0670): its own
         const {
           member,
           runtime: rt,
