@@ -1039,8 +1039,9 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
    * against the scope's remembered `replace_rows` row, with a transaction that has only `replaceRows` (that row) and
    * `saveReplace` (the writes, kept). Only a replace it accepts with a write goes as the statement, which writes exactly
    * those rows where every row is still the remembered one; written → the crash point after the commit and `fn`'s
-   * answer (its outbox id the statement's). Nothing remembered, a refusal, an unchanged report, a throw, slow or a
-   * storage failure → `fn` on the general path alone (after a commit whose answer was lost, it finds the report row
+   * answer (its outbox id the statement's). Slow with the rows it read (changed since they were remembered): decided
+   * once more from those. Nothing remembered, a refusal, an unchanged report, a throw, slow twice or a storage
+   * failure → `fn` on the general path alone (after a commit whose answer was lost, it finds the report row
    * it wrote: the same revision and digest, the original answer).
    */
   const replaceFastAlone = async <A>(
@@ -1053,47 +1054,55 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
     const memo = replaceMemo;
     if (scope === undefined || memo === undefined) return general();
     const key = ReplaceMemo.key(scope.identity, scope.networkId);
-    const row = memo.get(key);
-    if (row === undefined) return general();
-    let write: ReplaceWrites | null = null;
-    let outboxOf: (id: bigint) => void = () => undefined;
-    const outbox = new Promise<bigint>((resolve) => (outboxOf = resolve));
-    const remembered = {
-      replaceRows: async (identity: Bytes, networkId: Bytes) =>
-        bytesEqual(identity, scope.identity) && bytesEqual(networkId, scope.networkId)
-          ? replaceRowsOf(identity, networkId, row)
-          : Promise.reject(new Error('replace_fast: another scope')),
-      saveReplace: (w: ReplaceWrites) => {
-        replaceWriteArgs(w); // a bad port release throws here, as saveReplace does: the general path then decides
-        write = w;
-        return outbox;
-      },
-    } as unknown as AuthorityTx;
-    let decided: Either.Either<A, ServiceControlError>;
-    try {
-      decided = (await fn(remembered)) as Either.Either<A, ServiceControlError>;
-    } catch {
-      return general();
+    let row = memo.get(key);
+    // decided from the remembered row; from a slow answer's rows (changed since: a production, a port step) once more
+    for (let attempt = 0; row !== undefined && attempt < 2; attempt++) {
+      const rows: Record<string, unknown> = row;
+      let write: ReplaceWrites | null = null;
+      let outboxOf: (id: bigint) => void = () => undefined;
+      const outbox = new Promise<bigint>((resolve) => (outboxOf = resolve));
+      const remembered = {
+        replaceRows: async (identity: Bytes, networkId: Bytes) =>
+          bytesEqual(identity, scope.identity) && bytesEqual(networkId, scope.networkId)
+            ? replaceRowsOf(identity, networkId, rows)
+            : Promise.reject(new Error('replace_fast: another scope')),
+        saveReplace: (w: ReplaceWrites) => {
+          replaceWriteArgs(w); // a bad port release throws here, as saveReplace does: the general path then decides
+          write = w;
+          return outbox;
+        },
+      } as unknown as AuthorityTx;
+      let decided: Either.Either<A, ServiceControlError>;
+      try {
+        decided = (await fn(remembered)) as Either.Either<A, ServiceControlError>;
+      } catch {
+        return general();
+      }
+      const w = write as ReplaceWrites | null;
+      const rt = replaceRowsOf(scope.identity, scope.networkId, rows).runtime;
+      if (Either.isLeft(decided) || w === null || rt === null) return general();
+      if (!bytesEqual(w.publisher, scope.identity) || !bytesEqual(w.networkId, scope.networkId)) return general();
+      const q = replaceFastQuery(epoch, w, rt.generation, rt.runtimeId, rows, pruneLeaseRows !== false);
+      const out = await run(async (c) => (await c.query(q)).rows[0] as Record<string, unknown>);
+      if (Either.isLeft(out)) return general();
+      aloneCommits++;
+      const r = out.right as { outcome: FastReplaceOutcome['outcome']; outbox: string | null; state: unknown };
+      if (r.outcome !== 'written') {
+        row = (r.state ?? undefined) as Record<string, unknown> | undefined;
+        if (row !== undefined) memo.set(key, row);
+        continue;
+      }
+      fastReplaced++;
+      memo.set(key, r.state as Record<string, unknown>);
+      outboxOf(big(r.outbox as string));
+      try {
+        afterCommit?.();
+      } catch (e) {
+        return Either.left(storageError(e)); // as transactAlone answers a throw of its crash point
+      }
+      return decided;
     }
-    const w = write as ReplaceWrites | null;
-    const rt = replaceRowsOf(scope.identity, scope.networkId, row).runtime;
-    if (Either.isLeft(decided) || w === null || rt === null) return general();
-    if (!bytesEqual(w.publisher, scope.identity) || !bytesEqual(w.networkId, scope.networkId)) return general();
-    const q = replaceFastQuery(epoch, w, rt.generation, rt.runtimeId, row, pruneLeaseRows !== false);
-    const out = await run(async (c) => (await c.query(q)).rows[0] as Record<string, unknown>);
-    if (Either.isLeft(out)) return general();
-    aloneCommits++;
-    const r = out.right as { outcome: FastReplaceOutcome['outcome']; outbox: string | null; state: unknown };
-    if (r.outcome !== 'written') return general();
-    fastReplaced++;
-    memo.set(key, r.state as Record<string, unknown>);
-    outboxOf(big(r.outbox as string));
-    try {
-      afterCommit?.();
-    } catch (e) {
-      return Either.left(storageError(e)); // as transactAlone answers a throw of its crash point
-    }
-    return decided;
+    return general();
   };
 
   /** A scoped transaction through group commit: `run` in a group of several, `alone` in a group of one. */

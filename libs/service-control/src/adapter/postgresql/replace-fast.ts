@@ -9,7 +9,9 @@
 // runtime, report row, port lock, allocation rows), writes only where membership holds, the runtime row is the
 // envelope's pair and every other row of `replace_rows` is exactly the remembered one (`replace_norm`: the arrays
 // without an order of their own sorted), and then calls `replace_write` with the writes computed in TypeScript and
-// returns the rows as they now are (the next remembered row). Anything else: `slow`, nothing written, the general path.
+// returns the rows as they now are (the next remembered row). Anything else: `slow`, nothing written, with the rows
+// as it read them (past the epoch fence): the caller decides once more from those, and a second `slow` goes the
+// general path.
 import type { ReplaceWrites } from '../../application/authority-store.js';
 import { toHex } from '../../domain/bytes.js';
 import { pgBytes as buf } from './batch.js';
@@ -37,6 +39,9 @@ export const replaceFastMigration = (): string =>
      IF cur IS DISTINCT FROM e THEN RETURN; END IF;
      -- the general path's read, its locks in its order (membership, runtime row, report row, port lock, allocation rows)
      SELECT * INTO r FROM ${S}.replace_rows(i, n);
+     -- slow answers carry the rows as read here: the caller decides once more from them (a production or a port step
+     -- since the last replace changed them) before it falls back to the general path
+     state := row_to_json(r);
      IF r.member IS NOT TRUE THEN RETURN; END IF;
      -- checkFences: the current instance (the envelope's pair; the caller decided with a remembered row of this pair)
      IF r.runtime IS NULL OR (r.runtime->>'generation')::numeric <> gen OR r.runtime->>'runtime_id' <> encode(rid, 'hex')
@@ -85,7 +90,7 @@ export const replaceWriteArgs = (w: ReplaceWrites) => {
 };
 
 export type FastReplaceOutcome =
-  | { readonly outcome: 'slow' }
+  | { readonly outcome: 'slow'; readonly state: Record<string, unknown> | null }
   | { readonly outcome: 'written'; readonly outbox: bigint; readonly state: Record<string, unknown> };
 
 /** The one autocommit statement, a named prepared statement of each connection. */
