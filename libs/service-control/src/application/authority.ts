@@ -544,10 +544,13 @@ export class Authority {
     let outbox = null as Promise<bigint> | null;
     // ONE statement reads the fence rows, the report row, the publisher's own services of the Network and every P row
     // their allocation needs (decision 0371); ONE statement writes, sent with the COMMIT (decision 0372): two round trips,
-    // two statements of ours in all
-    const r = await this.d.store.transact(
+    // two statements of ours in all — or ONE autocommit statement where the store remembers the scope's rows: `fn`
+    // decides from them, and the statement writes only where they are still those (decision 0670)
+    const transact = this.d.store.replaceFast ?? this.d.store.transact;
+    const r = await transact(
       this.d.epoch,
       async (tx) => {
+        outbox = null; // `fn` may run more than once (decided from remembered rows first, decision 0670): its own
         const {
           member,
           runtime: rt,
