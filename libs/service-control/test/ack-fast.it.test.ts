@@ -2,16 +2,15 @@
 // authority whose store decides valid ACKs in one statement (`ackFast`, the default) and to a twin that answers every
 // ACK through the general path (`fastAck: false`). Every answer and the ACK rows must be equal; the fast side must
 // have taken the fast path for the valid ACKs (recorded, repeat) and handed everything else to the general path.
-import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Message, decodeMessage } from '../src/api/message.js';
-import { Authority } from '../src/application/authority.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Message } from '../src/api/message.js';
 import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { toHex } from '../src/domain/bytes.js';
 import { RETAINED_REVISION_WINDOW } from '../src/domain/snapshot.js';
 import { writeListenersSnapshot } from './listener-snapshot.js';
-import { type TwinAuthoritySide, comparableAnswer, sendToBoth } from './twin.js';
+import { type TwinAuthoritySide, closeSidesAfterAll, comparableAnswer, replyOn, sendToBoth } from './twin.js';
+import { addRequesters, bindAndOpen, takeOverSide, twinSide } from './fixtures/twin-sides.js';
 import { type Who, msg, rid16, subScope } from './wire.js';
 
 const NET = rid16();
@@ -24,44 +23,19 @@ interface Side extends TwinAuthoritySide<'fast' | 'general'> {
   /** What the fast path answered, in order (the fast side only). */
   readonly outcomes: string[];
 }
-const mk = (name: Side['name'], db: ReturnType<typeof useDatabase>) =>
-  ({
-    name,
-    db,
-    sql: sqlOn(db),
-    grants: new Map(),
-    who: new Map(),
-    digests: new Map(),
-    outcomes: [],
-  }) as unknown as Side;
-const sides = [mk('fast', useDatabase('sc_ack_fast')), mk('general', useDatabase('sc_ack_general'))] as const;
+const sides = [
+  twinSide<Side>('fast', 'sc_ack_fast', { digests: new Map(), outcomes: [] }),
+  twinSide<Side>('general', 'sc_ack_general', { digests: new Map(), outcomes: [] }),
+] as const;
 const [fast, general] = sides;
 
 const A = generateSigner().signer.machineId;
 const STRANGER = generateSigner().signer.machineId; // never a member of NET
 const who = (s: Side, identity: Uint8Array): Who => s.who.get(toHex(identity)) as Who;
 
-const reply = async (s: Side, w: Who, bytes: Uint8Array): Promise<Message> => {
-  const r = decodeMessage(await s.authority.handle(w.identity, bytes));
-  if (r._tag === 'Left') throw r.left;
-  return r.right;
-};
 const answer = (s: Side, m: Message): unknown => (m.kind === 'snapshot.ack.result' ? 'acked' : comparableAnswer(s, m));
 const both = sendToBoth<Side>(fast, general, answer);
 
-const open = async (s: Side, w: Who, sessionSeq: bigint) => {
-  w.epoch = null;
-  expect(
-    answer(
-      s,
-      await reply(s, w, msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false })),
-    ),
-  ).toBe('runtime.bind.result');
-  w.epoch = s.authority.epoch;
-  expect(answer(s, await reply(s, w, msg(w, 'session.open', {}, { session_seq: sessionSeq })))).toBe(
-    'session.open.result',
-  );
-};
 const produce = async (n = 1): Promise<bigint> => {
   let revision = 0n;
   for (let i = 0; i < n; i++)
@@ -108,7 +82,7 @@ const ack =
       dns_applied: o.dns ?? false,
       errors: [],
     };
-    return reply(s, w, msg(w, 'snapshot.ack', body, { session_seq: o.sessionSeq ?? 1n }));
+    return replyOn(s, w, msg(w, 'snapshot.ack', body, { session_seq: o.sessionSeq ?? 1n }));
   };
 
 /** The ACK rows of A: equal on both sides (digests are each side's own, so compared as "the produced one"). */
@@ -143,30 +117,17 @@ const start = async (s: Side) => {
           },
         };
   await s.store.migrate();
-  const t = await s.store.takeover();
-  s.nsdId = t.nsdId;
-  s.authority = new Authority({ store: s.store, nsdId: t.nsdId, epoch: t.epoch, now: () => Date.now() });
+  await takeOverSide(s);
 };
 
 beforeAll(async () => {
   for (const s of sides) {
     await start(s);
-    await s.store.addMember(A, NET);
-    for (const identity of [A, STRANGER])
-      s.who.set(toHex(identity), {
-        identity,
-        nsdId: s.nsdId,
-        networkId: NET,
-        gen: 1n,
-        rid: new Uint8Array(16).fill(1),
-        epoch: null,
-      });
-    await open(s, who(s, A), 1n);
+    await addRequesters(s, NET, [A, STRANGER], { fill: () => 1, member: (identity) => identity === A });
+    await bindAndOpen(s, who(s, A), 1n);
   }
 });
-afterAll(async () => {
-  for (const s of sides) await s.store.close();
-});
+closeSidesAfterAll(sides);
 
 describe('the one-round-trip snapshot.ack (decision 0198)', () => {
   it('M6-23 M6-26 equal answers and ACK rows with and without the fast path: first, repeat, conflicts, unknown and pruned revisions, fences, scope, membership, a new session and a new epoch', async () => {
@@ -195,7 +156,7 @@ describe('the one-round-trip snapshot.ack (decision 0198)', () => {
     expect(await both(ack(top))).toBe('acked'); // a new enforced revision: the old one goes below the floor (pruned)
     expect(await both(ack(r1))).toEqual({ error: 'stale-snapshot' });
     // a new session: the earlier session's ACKs go with the new mark; the old seq is stale
-    for (const s of sides) await open(s, who(s, A), 2n);
+    for (const s of sides) await bindAndOpen(s, who(s, A), 2n);
     expect(await both(ack(top, { sessionSeq: 1n }))).toEqual({ error: 'stale-session' });
     expect(await both(ack(top, { sessionSeq: 2n }))).toBe('acked');
     expect(await both(ack(top, { sessionSeq: 2n }))).toBe('acked');
@@ -206,7 +167,7 @@ describe('the one-round-trip snapshot.ack (decision 0198)', () => {
       await start(s);
     }
     expect(await both(ack(top, { sessionSeq: 2n }))).toEqual({ error: 'stale-epoch' });
-    for (const s of sides) await open(s, who(s, A), 3n);
+    for (const s of sides) await bindAndOpen(s, who(s, A), 3n);
     expect(await both(ack(top, { sessionSeq: 3n }))).toBe('acked');
 
     expect(await ackRows(fast)).toEqual(await ackRows(general));

@@ -11,20 +11,17 @@
 // are not answered from its rows). The second Network's publishers keep the allocation rows nsd's own offers left, so
 // their rows are locked and read on both paths. Every answer, and at the end every lease row, must be equal; the
 // answers must include grants, retransmissions and every refusal code the acquire path has.
-import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { PgAuthorityStore } from '../src/adapter/postgresql/authority-store.js';
-import { Authority } from '../src/application/authority.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { toHex } from '../src/domain/bytes.js';
 import { type TwinAuthoritySide, closeSidesAfterAll, comparableAnswer, openTwinSide, replyOn } from './twin.js';
+import { bindAndOpen, takeOverSide, twinSide } from './fixtures/twin-sides.js';
 import { type Who, msg, rid16, subScope } from './wire.js';
 import { readyBody, writeListenerSnapshot, writeListenersSnapshot } from './listener-snapshot.js';
 import { type NetworkConsumer, type NetworkPublisher, openLeaseNetwork } from './lease-network.js';
 
 type Side = TwinAuthoritySide<'functions' | 'statements'>;
-const mk = (name: Side['name'], db: ReturnType<typeof useDatabase>) =>
-  ({ name, db, sql: sqlOn(db), grants: new Map(), who: new Map() }) as unknown as Side;
 
 const NET_A = rid16();
 const NET_B = rid16(); // the publishers with allocation rows
@@ -145,8 +142,8 @@ const byPublisher = (answer: unknown, order: readonly number[]): unknown =>
 describe.each([{ prune: true }, { prune: false }])(
   'acquire_rows / acquire_write (decision 0540), lease rows pruned: $prune',
   ({ prune }) => {
-    const fn = mk('functions', useDatabase(`sc_acquire_rows_${prune ? 'p' : 'u'}`));
-    const st = mk('statements', useDatabase(`sc_acquire_rows_statements_${prune ? 'p' : 'u'}`));
+    const fn = twinSide<Side>('functions', `sc_acquire_rows_${prune ? 'p' : 'u'}`);
+    const st = twinSide<Side>('statements', `sc_acquire_rows_statements_${prune ? 'p' : 'u'}`);
     const sides = [fn, st] as const;
     closeSidesAfterAll(sides);
     const state = new Map<Side, SideState>();
@@ -158,31 +155,11 @@ describe.each([{ prune: true }, { prune: false }])(
     };
 
     /** A takeover on side `s`: a new epoch and authority; every requester binds, opens session 2 and ACKs again. */
-    const takeOver = async (s: Side) => {
-      const t = await s.store.takeover();
-      await s.authority.idle();
-      s.authority = new Authority({
-        store: s.store,
-        nsdId: s.nsdId,
-        epoch: t.epoch,
-        now: () => Date.now(),
-        leaseNow: () => leaseClock,
-      });
-    };
+    const takeOver = (s: Side) => takeOverSide(s, () => leaseClock);
     const rejoin = async (s: Side) => {
       const st8 = state.get(s) as SideState;
       st8.session = 2n;
-      const join = async (w: Who) => {
-        w.epoch = null;
-        await ask(
-          s,
-          w,
-          msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }),
-          'runtime.bind.result',
-        );
-        w.epoch = s.authority.epoch;
-        await ask(s, w, msg(w, 'session.open', {}, { session_seq: 2n }), 'session.open.result');
-      };
+      const join = (w: Who) => bindAndOpen(s, w, 2n);
       for (const p of st8.publishers) {
         await join(p.w);
         p.at = await writeListenerSnapshot(

@@ -12,16 +12,16 @@
 // commit group and go as ONE statement (`refresh_fast_group`), on the twin as a group transaction of the general path;
 // the same answers, crash-point calls and rows are required, and the fast side's group statements granted exactly the
 // steady refreshes of those rounds.
-import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { setPolicySource } from '../src/application/authority-lease.js';
-import { Authority } from '../src/application/authority.js';
+import type { Authority } from '../src/application/authority.js';
 import type { AuthorityStore } from '../src/application/authority-store.js';
 import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import type { PgAuthorityStore } from '../src/adapter/postgresql/authority-store.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { toHex } from '../src/domain/bytes.js';
-import { type TwinAuthoritySide, comparableAnswer, replyOn } from './twin.js';
+import { type TwinAuthoritySide, closeSidesAfterAll, comparableAnswer, replyOn } from './twin.js';
+import { addRequesters, bindAndOpen, takeOverSide, twinSide } from './fixtures/twin-sides.js';
 import { type Who, msg, rid16, subScope } from './wire.js';
 import { readyBody, writeListenerSnapshot } from './listener-snapshot.js';
 import { type NetworkPublisher, openLeaseNetwork } from './lease-network.js';
@@ -90,17 +90,7 @@ const open = async (s: Side, prune: boolean, grouped: boolean): Promise<void> =>
   } as AuthorityStore;
   await s.store.migrate();
   await newAuthority(s);
-  for (const [i, identity] of [...PLAIN, CONSUMER].entries()) {
-    await s.store.addMember(identity, NET);
-    s.who.set(toHex(identity), {
-      identity,
-      nsdId: s.nsdId,
-      networkId: NET,
-      gen: 1n,
-      rid: new Uint8Array(16).fill(i + 1),
-      epoch: null,
-    });
-  }
+  await addRequesters(s, NET, [...PLAIN, CONSUMER]);
   const sql = (q: string, v?: unknown[]) => s.sql(q, v);
   const plain = await openLeaseNetwork(
     s,
@@ -128,17 +118,8 @@ const open = async (s: Side, prune: boolean, grouped: boolean): Promise<void> =>
   s.publishers = [...plain.publishers, ...k.publishers];
 };
 
-const newAuthority = async (s: Side): Promise<void> => {
-  const t = await s.store.takeover();
-  s.nsdId = t.nsdId;
-  s.authority = new Authority({
-    store: s.store,
-    nsdId: t.nsdId,
-    epoch: t.epoch,
-    now: () => Date.now(),
-    leaseNow: () => leaseClock,
-  });
-};
+/** A takeover while the current authority may still serve (the test's old authority goes on answering). */
+const newAuthority = (s: Side): Promise<void> => takeOverSide(s, () => leaseClock, { busyOld: true });
 
 describe.each([
   { prune: true, grouped: false, dbs: ['sc_refresh_fast', 'sc_refresh_fast_general'] },
@@ -147,29 +128,14 @@ describe.each([
 ])(
   'the one-statement ready/refresh (decisions 0580, 0640), lease pruning $prune, rounds at once $grouped',
   ({ prune, grouped, dbs }) => {
-    const mk = (name: Side['name'], db: ReturnType<typeof useDatabase>) =>
-      ({
-        name,
-        db,
-        sql: sqlOn(db),
-        grants: new Map(),
-        who: new Map(),
-        fastGrants: 0,
-        commits: 0,
-        crash: false,
-      }) as unknown as Side;
-    const fast = mk('fast', useDatabase(dbs[0] as string));
-    const general = mk('general', useDatabase(dbs[1] as string));
+    const own = { fastGrants: 0, commits: 0, crash: false, publishers: [] };
+    const fast = twinSide<Side>('fast', dbs[0] as string, { ...own });
+    const general = twinSide<Side>('general', dbs[1] as string, { ...own });
     const sides = [fast, general] as const;
     beforeAll(async () => {
       for (const s of sides) await open(s, prune, grouped);
     });
-    afterAll(async () => {
-      for (const s of sides) {
-        await s.authority.idle();
-        await s.store.close();
-      }
-    });
+    closeSidesAfterAll(sides);
 
     /** Per publisher: the next refresh_seq, the session, and the last request's bytes per side (retransmissions). */
     const seq = [0n, 0n, 0n, 0n];
@@ -470,13 +436,7 @@ describe.each([
   },
 );
 
-const join = async (s: Side, w: Who): Promise<void> => {
-  w.epoch = null;
-  await replyOn(s, w, msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false }));
-  w.epoch = s.authority.epoch;
-  const r = await replyOn(s, w, msg(w, 'session.open', {}, { session_seq: 2n }));
-  expect(r.kind).toBe('session.open.result');
-};
+const join = (s: Side, w: Who): Promise<void> => bindAndOpen(s, w, 2n);
 
 const ackOn = async (s: Side, p: NetworkPublisher, at: { revision: bigint; digest: Uint8Array }): Promise<void> => {
   const sessionSeq = (await s.sql(`SELECT seq FROM service_control.session_mark WHERE identity = $1`, [

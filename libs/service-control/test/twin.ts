@@ -8,28 +8,14 @@ import { type Message, decodeMessage } from '../src/api/message.js';
 import { listenerIntentOf, setPolicySource } from '../src/application/authority-lease.js';
 import type { PolicySource } from '../src/application/lease-store.js';
 import type { StoredService } from '../src/application/service-row.js';
-import { Authority } from '../src/application/authority.js';
+import type { Authority } from '../src/application/authority.js';
 import type { AuthorityStore } from '../src/application/authority-store.js';
 import { type PgAuthorityStoreOptions, makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
 import { toHex } from '../src/domain/bytes.js';
 import type { Who } from './wire.js';
+import { type TwinSide, addRequesters, takeOverSide } from './fixtures/twin-sides.js';
 
-export interface TwinSide {
-  /** grant_id (hex) → the order it was first seen in on this side */
-  readonly grants: Map<string, number>;
-}
-
-/** One side of a twin test: its own database, store and authority, and the requesters as this side knows them. */
-export interface TwinAuthoritySide<Name extends string> extends TwinSide {
-  readonly name: Name;
-  readonly db: ReturnType<typeof useDatabase>;
-  readonly sql: ReturnType<typeof sqlOn>;
-  store: AuthorityStore;
-  authority: Authority;
-  nsdId: Uint8Array;
-  /** identity (hex) → the requester's envelope fields on this side */
-  readonly who: Map<string, Who>;
-}
+export type { TwinAuthoritySide, TwinSide } from './fixtures/twin-sides.js';
 
 /** An error as its code, a lease.result as its items with comparable grant ids, anything else as its kind. */
 export const comparableAnswer = (s: TwinSide, m: Message): unknown => {
@@ -78,20 +64,8 @@ export const openTwinSide = async (
 ): Promise<void> => {
   s.store = makePgAuthorityStore({ ...s.db.config, ...storeOptions });
   await s.store.migrate();
-  const t = await s.store.takeover();
-  s.nsdId = t.nsdId;
-  s.authority = new Authority({ store: s.store, nsdId: t.nsdId, epoch: t.epoch, now: () => Date.now(), leaseNow });
-  for (const [i, identity] of identities.entries()) {
-    await s.store.addMember(identity, networkId);
-    s.who.set(toHex(identity), {
-      identity,
-      nsdId: s.nsdId,
-      networkId,
-      gen: 1n,
-      rid: new Uint8Array(16).fill(i + 1),
-      epoch: null,
-    });
-  }
+  await takeOverSide(s, leaseNow);
+  await addRequesters(s, networkId, identities);
 };
 
 /** The decoded reply of this side's authority to `bytes` from `w`. */

@@ -6,16 +6,22 @@
 // Every answer must be the same on both; the pruned side's refresh marks and ready/refresh grants of a withdrawn
 // service are gone as soon as no retransmission can reach them, the consumer's request map as soon as the consumer's
 // next request replaces it (decision 0165).
-import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
 import { Either } from 'effect';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Message, decodeMessage } from '../src/api/message.js';
-import { Authority } from '../src/application/authority.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Message } from '../src/api/message.js';
 import { listenerIntentOf, setPolicySource } from '../src/application/authority-lease.js';
 import type { StoredService } from '../src/application/service-row.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { toHex } from '../src/domain/bytes.js';
-import { type TwinAuthoritySide, comparableAnswer, openTwinSide, sendToBoth } from './twin.js';
+import {
+  type TwinAuthoritySide,
+  closeSidesAfterAll,
+  comparableAnswer,
+  openTwinSide,
+  replyOn,
+  sendToBoth,
+} from './twin.js';
+import { bindAndOpen, takeOverSide, twinSide } from './fixtures/twin-sides.js';
 import { readyBody, writeListenersSnapshot } from './listener-snapshot.js';
 import { type Who, decl, msg, replaceBody, rid16, subScope } from './wire.js';
 
@@ -34,18 +40,11 @@ interface Side extends TwinAuthoritySide<'pruned' | 'twin'> {
     { readonly kind: 'listener.ready' | 'lease.refresh' | 'lease.acquire'; readonly body: Record<string, unknown> }
   >;
 }
-const mk = (name: Side['name'], db: ReturnType<typeof useDatabase>) =>
-  ({
-    name,
-    db,
-    sql: sqlOn(db),
-    grants: new Map(),
-    who: new Map(),
-    li: new Map(),
-    snap: new Map(),
-    sent: new Map(),
-  }) as unknown as Side;
-const sides: Side[] = [mk('pruned', useDatabase('sc_wd_prune')), mk('twin', useDatabase('sc_wd_prune_twin'))];
+const own = () => ({ li: new Map(), snap: new Map(), sent: new Map() });
+const sides: Side[] = [
+  twinSide<Side>('pruned', 'sc_wd_prune', own()),
+  twinSide<Side>('twin', 'sc_wd_prune_twin', own()),
+];
 const [pruned, twin] = sides as [Side, Side];
 
 const P = generateSigner().signer.machineId;
@@ -55,25 +54,10 @@ const each = async (f: (s: Side) => Promise<unknown>) => {
   for (const s of sides) await f(s);
 };
 
-const reply = async (s: Side, w: Who, bytes: Uint8Array): Promise<Message> => {
-  const r = decodeMessage(await s.authority.handle(w.identity, bytes));
-  if (Either.isLeft(r)) throw r.left;
-  return r.right;
-};
+const reply = replyOn;
 const answer = comparableAnswer;
 const both = sendToBoth(pruned, twin, answer);
 
-const bind = async (s: Side, w: Who, sessionSeq: bigint) => {
-  w.epoch = null;
-  expect(
-    answer(
-      s,
-      await reply(s, w, msg(w, 'runtime.bind', { mode: 'normal', floor_request_id: null, owner_recovery: false })),
-    ),
-  ).toBe('runtime.bind.result');
-  w.epoch = s.authority.epoch;
-  await openSession(s, w, sessionSeq);
-};
 const openSession = async (s: Side, w: Who, sessionSeq: bigint) =>
   expect(answer(s, await reply(s, w, msg(w, 'session.open', {}, { session_seq: sessionSeq })))).toBe(
     'session.open.result',
@@ -262,19 +246,14 @@ const rows = async (s: Side, name: string) => {
 beforeAll(async () => {
   for (const s of sides) {
     await openTwinSide(s, s.name === 'twin' ? { pruneLeaseRows: false } : {}, () => clock, NET, [P, C]);
-    for (const identity of [P, C]) await bind(s, who(s, identity), 1n);
+    for (const identity of [P, C]) await bindAndOpen(s, who(s, identity), 1n);
     expect(answer(s, await report(1n, ['web', 'db'])(s))).toBe('report.accepted');
     await declared({ web: 'web', db: 'db' })(s);
     await snapshotAcked(P, 1n, ['web', 'db'])(s);
     await snapshotAcked(C, 1n, ['web', 'db'])(s);
   }
 });
-afterAll(async () => {
-  for (const s of sides) {
-    await s.authority.idle();
-    await s.store.close();
-  }
-});
+closeSidesAfterAll(sides);
 
 // one request sequence, in order: each step starts where the previous one left both stores
 describe('lease rows of withdrawn services: pruning never changes an answer and leaves no row a request can no longer reach', () => {
@@ -377,7 +356,7 @@ describe('lease rows of withdrawn services: pruning never changes an answer and 
       const p = who(s, P);
       p.gen = 2n;
       p.rid = new Uint8Array(16).fill(3);
-      await bind(s, p, 3n);
+      await bindAndOpen(s, p, 3n);
     }
     // the new runtime's session: db is still active, so its (old runtime's) mark is kept — acquire reads it
     expect(await rows(pruned, 'db')).toMatchObject({ marks: 1, publisherGrants: 1 });
@@ -415,19 +394,11 @@ describe('lease rows of withdrawn services: pruning never changes an answer and 
     expect(await rows(pruned, 'web2')).toMatchObject({ marks: 1, publisherGrants: 1 });
 
     for (const s of sides) {
-      const t = await s.store.takeover();
-      await s.authority.idle();
-      s.authority = new Authority({
-        store: s.store,
-        nsdId: s.nsdId,
-        epoch: t.epoch,
-        now: () => Date.now(),
-        leaseNow: () => clock,
-      });
+      await takeOverSide(s, () => clock);
     }
     for (const s of sides) {
-      await bind(s, who(s, P), 4n);
-      await bind(s, who(s, C), 2n);
+      await bindAndOpen(s, who(s, P), 4n);
+      await bindAndOpen(s, who(s, C), 2n);
     }
     expect(await rows(pruned, 'web2')).toMatchObject({ marks: 0, publisherGrants: 0 });
     // the old epoch's grant is never restored (M6-36): for a withdrawn service the mark no longer applies at all

@@ -30,6 +30,7 @@ import {
   listenerDigest,
 } from '../api/snapshot.js';
 import type { AuthorityStore, AuthorityTx, FastRefreshInput, FenceRows } from './authority-store.js';
+import type { AuthorityRequests } from './authority-request.js';
 import type { StoredService } from './service-row.js';
 import type { PolicySource } from './lease-store.js';
 import { type Allocation, snapshotProposal } from '../domain/port-allocation.js';
@@ -590,3 +591,47 @@ export const setPolicySource = (
     else await tx.lease.savePolicySource(serviceId, source);
     return Either.void;
   });
+
+/**
+ * listener.ready / lease.refresh / lease.acquire at the Authority (decision 0680): the grant is committed before the
+ * reply; the answer is the `lease.result`.
+ */
+export const serveLeaseRequest = async (
+  rq: AuthorityRequests,
+  intents: IntentMemo,
+  m: MessageOf<'listener.ready'> | MessageOf<'lease.refresh'> | MessageOf<'lease.acquire'>,
+) => {
+  const d = rq.d;
+  // its one transaction locks rows of the envelope's identity and Network only: it may commit in a group (decision
+  // 0330); a ready/refresh locks only its identity's rows and its own service's allocation, so refreshes of one
+  // Network share a group (decision 0370); an acquire also locks other publishers' allocation rows of its Network,
+  // in the first round trip and the key order, so it shares too — but never beside a report of its Network (0405)
+  const scope = {
+    identity: m.subject_identity,
+    networkId: m.network_id,
+    shareNetwork: true,
+    ...(m.kind === 'lease.acquire' ? { othersAllocations: true } : {}),
+  };
+  const fast = d.store.refreshFast;
+  const store: AuthorityStore = {
+    ...d.store,
+    transact: (epoch, fn, options) => d.store.transact(epoch, fn, { ...options, scope }),
+    ...(fast === undefined
+      ? {}
+      : {
+          refreshFast: (epoch, input, fn, options) => fast(epoch, input, fn, { ...options, scope }),
+        }),
+  };
+  const deps = {
+    store,
+    nsdId: d.nsdId,
+    epoch: d.epoch,
+    now: d.leaseNow ?? d.now,
+    intents,
+  };
+  const r = m.kind === 'lease.acquire' ? await serveAcquire(deps, m) : await serveReady(deps, m);
+  if (Either.isRight(r) && r.right.committed) rq.committed(m.kind);
+  return Either.map(r, (reply) =>
+    rq.env(m, 'lease.result', m.runtime_generation, m.runtime_id, { results: reply.results }, m.session_seq),
+  );
+};

@@ -26,6 +26,8 @@ import type { StoredService } from './service-row.js';
 import type { PolicySource } from './lease-store.js';
 import { listenerIntentOf, stampCurrentSnapshot } from './authority-lease.js';
 import { proposalFromWire, proposalToWire } from './port-arbiter.js';
+import type { AuthorityRequests } from './authority-request.js';
+import type { PortRecoveryDriver } from './port-recovery.js';
 
 export interface PortDeps {
   readonly store: AuthorityStore;
@@ -305,3 +307,37 @@ export const awaitingNextCandidates = (
       })),
     ),
   );
+
+/**
+ * port.result / service.retry-port at the Authority (decision 0680): the allocation step is committed before the
+ * reply; a changed confirmed P queues the Network's production, an answered proposal ends its recovery window
+ * (port-recovery.ts), a pure refusal with budget left schedules the next candidate (authority-candidates.ts).
+ */
+export const servePortRequest = async (
+  rq: AuthorityRequests,
+  recovery: PortRecoveryDriver,
+  nextCandidate: (next: NextCandidate) => void,
+  m: MessageOf<'port.result'> | MessageOf<'service.retry-port'>,
+) => {
+  const deps = { store: rq.d.store, nsdId: rq.d.nsdId, epoch: rq.d.epoch };
+  if (m.kind === 'service.retry-port') {
+    const r = await serveRetryPort(deps, m);
+    if (Either.isRight(r)) {
+      rq.committed(m.kind);
+      if (r.right.outbox !== null) rq.queueProduction(m.network_id, await r.right.outbox);
+    }
+    return Either.map(r, ({ outbox: _, ...body }) =>
+      rq.env(m, 'service.retry-port.result', m.runtime_generation, m.runtime_id, body),
+    );
+  }
+  const r = await servePortResult(deps, m);
+  if (Either.isRight(r)) {
+    rq.committed(m.kind);
+    recovery.answered(m.body, r.right.body.state);
+    if (r.right.outbox !== null) rq.queueProduction(m.network_id, await r.right.outbox);
+    if (r.right.nextCandidate !== null) nextCandidate(r.right.nextCandidate);
+  }
+  return Either.map(r, (reply) =>
+    rq.env(m, 'port.result.result', m.runtime_generation, m.runtime_id, reply.body, m.session_seq),
+  );
+};

@@ -1,88 +1,46 @@
-// B (NSD) request handling: §3.2 validation order, then one fenced transaction per request (commit before reply),
-// snapshot production per target+Network after the report commit, and delivery on config.stream only to a stream
-// whose binding matches the full persisted session tuple. Transport-agnostic: payload bytes in, payload bytes out.
+// B (NSD): the Authority — the facade nsd and the tests build (decision 0680). It checks each signed request (§3.2:
+// kind, signer, nsd_id, shard) and routes it by the one table of request kinds (decision 0530) to its handler, each
+// one fenced transaction committed before the reply (authority-request.ts): the reconnect sequence and the machine
+// requests in authority-runtime.ts, leases in authority-lease.ts, ports in authority-port.ts (next candidates in
+// authority-candidates.ts), policy edits in authority-policy.ts, report.head / report.replace / snapshot.ack here.
+// After a commit, snapshot production per target+Network (authority-production.ts) and delivery on config.stream
+// only to a stream whose binding matches the full persisted session tuple (authority-streams.ts). Transport-agnostic:
+// payload bytes in, payload bytes out.
 import { Either } from 'effect';
 import { type Bytes, bytesEqual, toHex } from '../domain/bytes.js';
 import { type ServiceControlError, scError } from '../domain/errors.js';
-import { checkFences, currentSession, sessionOfBinding } from '../domain/fence.js';
+import { currentSession } from '../domain/fence.js';
 import { acceptReport, reportHead } from '../domain/report.js';
-import { bind, boundHeartbeat, floorView, machineAuth, plainHeartbeat } from '../domain/runtime.js';
-import { openSession, streamMayDeliver } from '../domain/session.js';
 import { type AckRecord, checkRetained, recordAck } from '../domain/snapshot.js';
 import { validateDeclaration } from '../domain/declaration.js';
-import { type Message, type MessageOf, decodeMessage, encodeMessage, errorBody } from '../api/message.js';
-import {
-  declarationFromWire,
-  floorResultBody,
-  machineAuthFromWire,
-  replaceRequest,
-  serviceControlObjectFromWire,
-  streamBindingFromWire,
-} from '../api/convert.js';
-import type { BindingWire } from '../api/report.js';
-import {
-  MachineAuthRequestCodec,
-  MachineHeartbeatCodec,
-  NodeRegisterRequestCodec,
-  checkNodeRegistration,
-  MachineHeartbeatResultCodec,
-  StreamBindingCodec,
-} from '../api/runtime.js';
-import { IntentMemo, POLICY_VERSION, serveAcquire, serveReady } from './authority-lease.js';
-import {
-  type NextCandidate,
-  awaitingNextCandidates,
-  servePortResult,
-  serveNextCandidate,
-  serveRetryPort,
-} from './authority-port.js';
-import { PortRecoveryDriver, type PortRecoveryOptions, type Schedule, timerSchedule } from './port-recovery.js';
+import { type Message, type MessageOf, decodeMessage } from '../api/message.js';
+import { declarationFromWire, replaceRequest } from '../api/convert.js';
+import { IntentMemo, serveLeaseRequest } from './authority-lease.js';
+import { servePortRequest } from './authority-port.js';
+import { PortRecoveryDriver } from './port-recovery.js';
 import { planOffer } from './authority-offer.js';
 import { reportRows } from './authority-report.js';
 import { SnapshotProduction } from './authority-production.js';
-import { type OpenStream, StreamHub, type StreamSink } from './authority-streams.js';
-import type { NetworkPolicy } from './grant-store.js';
-import { nextCounter } from '../domain/counter.js';
+import { StreamHub, type StreamSink } from './authority-streams.js';
+import { type AuthorityDeps, AuthorityRequests } from './authority-request.js';
+import {
+  openConfigStream,
+  serveBind,
+  serveFloor,
+  serveHeartbeat,
+  serveMachineAuth,
+  serveRegisterNode,
+  serveSessionOpen,
+} from './authority-runtime.js';
+import { type PolicyEdit, type PolicyEditResult, editPolicy, policyOf } from './authority-policy.js';
+import { NextCandidates } from './authority-candidates.js';
+import { drainOutbox } from './authority-outbox.js';
 import type { AuthorityRequestKind } from '../domain/kinds.js';
-import { type AuthorityShard, UNSHARDED, notThisShard, servesNetwork } from '../domain/authority-shard.js';
-import type { AuthorityStore, AuthorityTx, FenceRows } from './authority-store.js';
-import type { StoredService } from './service-row.js';
+import type { AuthorityTx } from './authority-store.js';
 
 export type { StreamSink } from './authority-streams.js';
-
-export interface AuthorityDeps {
-  readonly store: AuthorityStore;
-  readonly nsdId: Bytes;
-  readonly epoch: bigint;
-  /**
-   * The authority shard this process serves (decision 0455): requests, streams, heartbeats, policy edits and
-   * productions of a Network of another shard are refused (`unauthorized`, detail `not-this-shard`). Default: all.
-   */
-  readonly shard?: AuthorityShard;
-  readonly now: () => number;
-  /** Injected crash point (tests): called with a label after a commit and before the reply leaves. */
-  readonly fault?: (point: string) => void;
-  readonly log?: (event: string, fields: Record<string, unknown>) => void;
-  /** B's lease clock (ms, monotonic within the epoch); defaults to `now`. */
-  readonly leaseNow?: () => number;
-  /** Uncertain P proposals: confirmation window, port.cancel/port.query on the stream (decisions 0170, 0171). */
-  readonly portRecovery?: PortRecoveryOptions;
-  /** The backoff timer before the next candidate after a pure refusal (§5.14); tests inject a controlled one. */
-  readonly candidateSchedule?: Schedule;
-  /** Metrics hooks (nsd's /metrics): every handled request and every Network production, with their durations. */
-  readonly observe?: AuthorityObserver;
-}
-
-/** What the Authority reports as it works; the app turns it into metrics. Durations in seconds. */
-export interface AuthorityObserver {
-  /**
-   * One request handled: its kind (`machine.auth` and `machine.heartbeat` included; `undecodable` when the payload
-   * named none), `ok` or the refusal's error code, and the time from the verified payload to the reply.
-   */
-  readonly request?: (kind: string, outcome: string, seconds: number) => void;
-  /** One Network production transaction (after a commit, a retry, or a stream's first snapshot): ok or failed. */
-  readonly production?: (outcome: 'ok' | 'failed', seconds: number) => void;
-}
+export type { PolicyEdit, PolicyEditResult } from './authority-policy.js';
+export type { AuthorityDeps, AuthorityObserver } from './authority-request.js';
 
 /**
  * The Authority's handler table: one handler per request A sends to B, i.e. per `to-authority` kind of the kinds table
@@ -91,15 +49,6 @@ export interface AuthorityObserver {
 export type AuthorityHandlers = {
   readonly [K in AuthorityRequestKind]: (m: MessageOf<K>) => Promise<Either.Either<Uint8Array, ServiceControlError>>;
 };
-
-/** One owner edit of the policy stand-in: allow a consumer source (protocols) or remove it. */
-export type PolicyEdit =
-  | { readonly consumer: Bytes; readonly protocols: readonly ('tcp' | 'udp')[] }
-  | { readonly consumer: Bytes; readonly remove: true };
-
-export type PolicyEditResult =
-  | { readonly outcome: 'changed' | 'unchanged'; readonly policyVersion: bigint }
-  | { readonly outcome: 'unknown-service' };
 
 export interface AuthorityCounters {
   requests: number;
@@ -119,8 +68,18 @@ export class Authority {
 
   /** Offered proposals left unanswered → RecoveryRequired → port.query / port.cancel (port-recovery.ts). */
   private readonly recovery: PortRecoveryDriver;
-  /** Pending backoff timers (next candidates, production retries), cancelled when the streams close. */
-  private readonly timers = new Set<() => void>();
+  /** Next candidates after a pure refusal, on their backoff timers (authority-candidates.ts). */
+  private readonly candidates: NextCandidates;
+  /** What every handler shares: the fenced transaction, the fences, the reply envelope (authority-request.ts). */
+  private readonly rq: AuthorityRequests;
+  // The toolkit's members under the names report.head / report.replace / snapshot.ack below use (decision 0680)
+  private readonly env: AuthorityRequests['env'];
+  private readonly fences: AuthorityRequests['fences'];
+  private readonly fenced: AuthorityRequests['fenced'];
+  private readonly committed: AuthorityRequests['committed'];
+  private readonly scopeMatches: AuthorityRequests['scopeMatches'];
+  private readonly bindings: AuthorityRequests['bindings'];
+  private readonly queueProduction: AuthorityRequests['queueProduction'];
 
   constructor(private readonly d: AuthorityDeps) {
     const streams = new StreamHub({
@@ -158,6 +117,16 @@ export class Authority {
       send: (identity, networkId, kind, body, requestId) => streams.send(identity, networkId, kind, body, requestId),
       ...(d.log ? { log: d.log } : {}),
     });
+    const rq = new AuthorityRequests(d, (networkId, outboxId) => production.queue(networkId, outboxId));
+    this.rq = rq;
+    this.candidates = new NextCandidates(rq, d.candidateSchedule);
+    this.env = rq.env.bind(rq);
+    this.fences = rq.fences.bind(rq);
+    this.fenced = rq.fenced.bind(rq);
+    this.committed = rq.committed.bind(rq);
+    this.scopeMatches = rq.scopeMatches.bind(rq);
+    this.bindings = rq.bindings.bind(rq);
+    this.queueProduction = rq.queueProduction;
   }
 
   get epoch(): bigint {
@@ -176,7 +145,7 @@ export class Authority {
     const t0 = performance.now();
     const decoded = decodeMessage(payload);
     if (Either.isLeft(decoded)) {
-      this.observed('undecodable', decoded.left.code, t0);
+      this.rq.observed('undecodable', decoded.left.code, t0);
       throw decoded.left;
     }
     const m = decoded.right;
@@ -184,15 +153,11 @@ export class Authority {
     if (Either.isLeft(out)) {
       this.counters.refusals++;
       this.d.log?.('refused', { kind: m.kind, code: out.left.code, detail: out.left.detail });
-      this.observed(m.kind, out.left.code, t0);
-      return this.errorReply(m, out.left);
+      this.rq.observed(m.kind, out.left.code, t0);
+      return this.rq.errorReply(m, out.left);
     }
-    this.observed(m.kind, 'ok', t0);
+    this.rq.observed(m.kind, 'ok', t0);
     return out.right;
-  }
-
-  private observed(kind: string, outcome: string, t0: number): void {
-    this.d.observe?.request?.(kind, outcome, (performance.now() - t0) / 1000);
   }
 
   /** Networks whose production is queued and not yet started (coalesced: one per Network). */
@@ -235,271 +200,37 @@ export class Authority {
     return handler(m);
   }
 
-  /** listener.ready / lease.refresh / lease.acquire: the grant is committed before the reply (authority-lease.ts). */
-  private async lease(m: MessageOf<'listener.ready'> | MessageOf<'lease.refresh'> | MessageOf<'lease.acquire'>) {
-    // its one transaction locks rows of the envelope's identity and Network only: it may commit in a group (decision
-    // 0330); a ready/refresh locks only its identity's rows and its own service's allocation, so refreshes of one
-    // Network share a group (decision 0370); an acquire also locks other publishers' allocation rows of its Network,
-    // in the first round trip and the key order, so it shares too — but never beside a report of its Network (0405)
-    const scope = {
-      identity: m.subject_identity,
-      networkId: m.network_id,
-      shareNetwork: true,
-      ...(m.kind === 'lease.acquire' ? { othersAllocations: true } : {}),
-    };
-    const fast = this.d.store.refreshFast;
-    const store: AuthorityStore = {
-      ...this.d.store,
-      transact: (epoch, fn, options) => this.d.store.transact(epoch, fn, { ...options, scope }),
-      ...(fast === undefined
-        ? {}
-        : {
-            refreshFast: (epoch, input, fn, options) => fast(epoch, input, fn, { ...options, scope }),
-          }),
-    };
-    const deps = {
-      store,
-      nsdId: this.d.nsdId,
-      epoch: this.d.epoch,
-      now: this.d.leaseNow ?? this.d.now,
-      intents: this.intents,
-    };
-    const r = m.kind === 'lease.acquire' ? await serveAcquire(deps, m) : await serveReady(deps, m);
-    if (Either.isRight(r) && r.right.committed) this.committed(m.kind);
-    return Either.map(r, (reply) =>
-      this.env(m, 'lease.result', m.runtime_generation, m.runtime_id, { results: reply.results }, m.session_seq),
-    );
-  }
-
-  /** port.result / service.retry-port: the allocation step is committed before the reply (authority-port.ts). */
-  private async port(m: MessageOf<'port.result'> | MessageOf<'service.retry-port'>) {
-    const deps = { store: this.d.store, nsdId: this.d.nsdId, epoch: this.d.epoch };
-    if (m.kind === 'service.retry-port') {
-      const r = await serveRetryPort(deps, m);
-      if (Either.isRight(r)) {
-        this.committed(m.kind);
-        if (r.right.outbox !== null) this.queueProduction(m.network_id, await r.right.outbox);
-      }
-      return Either.map(r, ({ outbox: _, ...body }) =>
-        this.env(m, 'service.retry-port.result', m.runtime_generation, m.runtime_id, body),
-      );
-    }
-    const r = await servePortResult(deps, m);
-    if (Either.isRight(r)) {
-      this.committed(m.kind);
-      this.recovery.answered(m.body, r.right.body.state);
-      if (r.right.outbox !== null) this.queueProduction(m.network_id, await r.right.outbox);
-      if (r.right.nextCandidate !== null) this.scheduleNextCandidate(r.right.nextCandidate);
-    }
-    return Either.map(r, (reply) =>
-      this.env(m, 'port.result.result', m.runtime_generation, m.runtime_id, reply.body, m.session_seq),
-    );
-  }
-
-  private env(
-    m: Message,
-    kind: string,
-    gen: bigint | null,
-    rid: Bytes | null,
-    body: unknown,
-    sessionSeq?: bigint,
-  ): Uint8Array {
-    return encodeMessage({
-      schema: 1,
-      kind,
-      nsd_id: this.d.nsdId,
-      network_id: m.network_id,
-      subject_identity: m.subject_identity,
-      runtime_generation: gen,
-      runtime_id: rid,
-      authority_epoch: this.d.epoch,
-      request_id: m.request_id,
-      body,
-      ...(sessionSeq === undefined ? {} : { session_seq: sessionSeq }),
-    } as unknown as Message);
-  }
-
-  private errorReply(m: Message, e: ServiceControlError): Uint8Array {
-    return this.env(m, 'error', m.runtime_generation ?? null, m.runtime_id ?? null, errorBody(e, m.kind, 'peer'));
-  }
-
-  private fences(m: Message, rt: { generation: bigint; runtimeId: Bytes } | null, session: { seq: bigint } | null) {
-    const env = m as Message & { readonly session_seq?: bigint };
-    return checkFences(
-      {
-        kind: m.kind,
-        runtimeGeneration: m.runtime_generation,
-        runtimeId: m.runtime_id,
-        authorityEpoch: m.authority_epoch,
-        sessionSeq: env.session_seq ?? null,
-      },
-      { runtime: rt, epoch: this.d.epoch, session },
-    );
-  }
-
-  /**
-   * The one fenced transaction every request uses: the epoch (the store's first statement), then the fence rows of
-   * (identity, network) — membership (§3.2 step 6, checked first), runtime, session — and the request's own reads
-   * (`reads`, issued in the same tick) go to PostgreSQL in one round trip; `fn` decides and queues the writes, which
-   * go with the COMMIT (decision 0130).
-   */
-  private fenced<P, A>(
-    identity: Bytes,
-    networkId: Bytes,
-    options: { readonly session?: boolean },
-    reads: (tx: AuthorityTx) => Promise<P>,
-    fn: (tx: AuthorityTx, fence: FenceRows, pre: P) => Promise<Either.Either<A, ServiceControlError>>,
-  ): Promise<Either.Either<A, ServiceControlError>> {
-    const mine = this.inShard(networkId);
-    if (Either.isLeft(mine)) return Promise.resolve(Either.left(mine.left));
-    return this.d.store.transact<A>(
-      this.d.epoch,
-      async (tx) => {
-        const [fence, pre] = await Promise.all([tx.fence(identity, networkId, options), reads(tx)]);
-        return fence.member
-          ? fn(tx, fence, pre)
-          : Either.left(scError('unauthorized', 'identity is not a member of the Network'));
-      },
-      // every row a request locks is of its identity or its Network: it may commit in a group (decision 0330)
-      { scope: { identity, networkId } },
-    );
-  }
-
-  private tx<A>(
-    m: Message,
-    fn: (tx: AuthorityTx, fence: FenceRows) => Promise<Either.Either<A, ServiceControlError>>,
-    options: { readonly session?: boolean } = { session: false },
-  ) {
-    return this.fenced(
-      m.subject_identity,
-      m.network_id,
-      options,
-      async () => undefined,
-      (tx, fence) => fn(tx, fence),
-    );
-  }
-
   serves(networkId: Bytes): boolean {
-    return servesNetwork(this.d.shard ?? UNSHARDED, networkId);
+    return this.rq.serves(networkId);
   }
 
   /** Right when this process is the authority of the Network's shard; else the typed `not-this-shard` refusal. */
   inShard(networkId: Bytes): Either.Either<void, ServiceControlError> {
-    const shard = this.d.shard ?? UNSHARDED;
-    return servesNetwork(shard, networkId)
-      ? Either.void
-      : Either.left(scError('unauthorized', notThisShard(shard, networkId)));
+    return this.rq.inShard(networkId);
   }
 
-  private committed(point: string): void {
-    this.d.fault?.(point);
+  // ───────────────────────── the handlers of the table (kinds-table.test.ts spies them by these names) ─────────────
+
+  /** runtime.floor / runtime.bind / session.open (authority-runtime.ts). */
+  private floor(m: MessageOf<'runtime.floor'>) {
+    return serveFloor(this.rq, m);
+  }
+  private bind(m: MessageOf<'runtime.bind'>) {
+    return serveBind(this.rq, m);
+  }
+  private sessionOpen(m: MessageOf<'session.open'>) {
+    return serveSessionOpen(this.rq, this.streams, m);
   }
 
-  private async floor(m: MessageOf<'runtime.floor'>) {
-    const r = await this.tx(m, async (_tx, { runtime: rt }) =>
-      Either.map(this.fences(m, rt, null), () => floorView(rt, this.d.now())),
-    );
-    return Either.map(r, (view) =>
-      this.env(
-        m,
-        'runtime.floor.result',
-        view.runtimeGeneration,
-        view.runtimeId,
-        floorResultBody(
-          { subject_identity: m.subject_identity, nsd_id: this.d.nsdId, network_id: m.network_id },
-          view,
-          this.d.epoch,
-        ),
-      ),
-    );
+  /** listener.ready / lease.refresh / lease.acquire: the grant is committed before the reply (authority-lease.ts). */
+  private lease(m: MessageOf<'listener.ready'> | MessageOf<'lease.refresh'> | MessageOf<'lease.acquire'>) {
+    return serveLeaseRequest(this.rq, this.intents, m);
   }
 
-  private async bind(m: MessageOf<'runtime.bind'>) {
-    const r = await this.tx(
-      m,
-      async (tx, { runtime: rt, session: s }) => {
-        const f = this.fences(m, rt, null);
-        if (Either.isLeft(f)) return Either.left(f.left);
-        const out = bind(
-          rt,
-          {
-            generation: m.runtime_generation,
-            runtimeId: m.runtime_id,
-            mode: m.body.mode,
-            floorRequestId: m.body.floor_request_id,
-            ownerRecovery: m.body.owner_recovery,
-          },
-          toHex(m.network_id),
-          this.d.now(),
-        );
-        if (Either.isLeft(out)) return Either.left(out.left);
-        if (out.right.binding !== rt) await tx.saveRuntime(m.subject_identity, out.right.binding);
-        const floor =
-          s !== null && s.generation === m.runtime_generation && bytesEqual(s.runtimeId, m.runtime_id) ? s.seq : 0n;
-        return Either.right(floor);
-      },
-      { session: true },
-    );
-    if (Either.isRight(r)) this.committed('runtime.bind');
-    return Either.map(r, (sessionFloor) =>
-      this.env(m, 'runtime.bind.result', m.runtime_generation, m.runtime_id, {
-        authority_epoch: this.d.epoch,
-        runtime_generation: m.runtime_generation,
-        runtime_id: m.runtime_id,
-        session_floor: sessionFloor,
-      }),
-    );
+  /** port.result / service.retry-port: the allocation step is committed before the reply (authority-port.ts). */
+  private port(m: MessageOf<'port.result'> | MessageOf<'service.retry-port'>) {
+    return servePortRequest(this.rq, this.recovery, (next) => this.candidates.after(next), m);
   }
-
-  private async sessionOpen(m: MessageOf<'session.open'>) {
-    const r = await this.tx(
-      m,
-      async (tx, { runtime: rt, session: s }) => {
-        const f = this.fences(m, rt, null);
-        if (Either.isLeft(f)) return Either.left(f.left);
-        const o = openSession(sessionOfBinding(s, rt), m.session_seq, m.request_id, this.d.epoch);
-        if (Either.isLeft(o)) return Either.left(o.left);
-        if (o.right.outcome === 'accepted')
-          await tx.saveSession(m.subject_identity, m.network_id, {
-            ...o.right.mark,
-            generation: m.runtime_generation,
-            runtimeId: m.runtime_id,
-          });
-        return Either.right(o.right.mark);
-      },
-      { session: true },
-    );
-    if (Either.isRight(r)) {
-      this.committed('session.open');
-      // Streams of an older session of this scope stop receiving config at once.
-      this.streams.closeOtherSessions(m.subject_identity, m.network_id, m.session_seq);
-    }
-    return Either.map(r, (mark) =>
-      this.env(
-        m,
-        'session.open.result',
-        m.runtime_generation,
-        m.runtime_id,
-        {
-          session_seq: mark.seq,
-          session_request_id: mark.requestId,
-          authority_epoch: this.d.epoch,
-        },
-        m.session_seq,
-      ),
-    );
-  }
-
-  private bindings = (services: readonly StoredService[], publisher: Bytes): BindingWire[] =>
-    services
-      .filter((s) => s.state === 'active' && bytesEqual(s.publisher, publisher))
-      .map((s) => ({
-        declaration_key: s.declarationKey,
-        service_ref: { nsd_id: this.d.nsdId, network_id: s.networkId, service_id: s.serviceId },
-        P: s.port === null ? null : Number(s.port),
-        proposal_state: 'pending',
-      }))
-      .sort((a, b) => Buffer.compare(Buffer.from(a.declaration_key), Buffer.from(b.declaration_key)));
 
   private async reportHead(m: MessageOf<'report.head'>) {
     // the publisher's own services only (decision 0373): the bindings are of its services, not the Network's
@@ -529,14 +260,6 @@ export class Authority {
         bindings,
       }),
     );
-  }
-
-  private scopeMatches(m: Message, scope: { publisher_identity: Bytes; nsd_id: Bytes; network_id: Bytes }) {
-    return bytesEqual(scope.publisher_identity, m.subject_identity) &&
-      bytesEqual(scope.nsd_id, m.nsd_id) &&
-      bytesEqual(scope.network_id, m.network_id)
-      ? Either.void
-      : Either.left(scError('unauthorized', 'report scope is not the signer’s scope'));
   }
 
   private async reportReplace(m: MessageOf<'report.replace'>) {
@@ -700,181 +423,45 @@ export class Authority {
     return Either.map(r, reply);
   }
 
-  /**
-   * machine.heartbeat (existing API stand-in, M6-16): with the object, in ONE transaction, check signer, membership
-   * (the machine source), the persisted binding, instance and epoch; all match → liveness max(old, now + 30 s);
-   * any mismatch → nothing committed. A plain heartbeat never touches the 30 s liveness. Throws only on undecodable
-   * payloads.
-   */
-  async heartbeat(signer: Bytes, payload: Uint8Array): Promise<Uint8Array> {
-    const t0 = performance.now();
-    const hb = MachineHeartbeatCodec.decode(payload);
-    if (Either.isLeft(hb)) {
-      this.observed('machine.heartbeat', hb.left.code, t0);
-      throw scError(hb.left.code, hb.left.message);
-    }
-    const { network_id: networkId, service_control: obj } = hb.right;
-    const r = await this.fenced(
-      signer,
-      networkId,
-      { session: false },
-      async () => undefined,
-      async (tx, { runtime: rt }) => {
-        if (obj === undefined) {
-          plainHeartbeat(rt, this.d.now()); // the 300 s online observation only; no runtime liveness
-          return Either.void;
-        }
-        const out = boundHeartbeat(rt, serviceControlObjectFromWire(obj), toHex(networkId), {
-          nsdId: this.d.nsdId,
-          identity: signer,
-          currentEpoch: this.d.epoch,
-          now: this.d.now(),
-        });
-        if (Either.isLeft(out)) return Either.left(out.left);
-        await tx.saveRuntime(signer, out.right.binding);
-        return Either.void;
-      },
-    );
-    this.observed('machine.heartbeat', Either.isRight(r) ? 'ok' : r.left.code, t0);
-    return MachineHeartbeatResultCodec.encodeOrThrow(
-      Either.isRight(r) ? { accepted: true, error: null } : { accepted: false, error: r.left.code },
-    );
+  // ───────────────────────── the machine requests of the existing API (authority-runtime.ts) ───────────────────────
+
+  /** machine.heartbeat (M6-16): liveness of the bound runtime; throws only on undecodable payloads. */
+  heartbeat(signer: Bytes, payload: Uint8Array): Promise<Uint8Array> {
+    return serveHeartbeat(this.rq, signer, payload);
+  }
+
+  /** node.register (§3.13, decision 0272): the node's capabilities before runtime.bind; throws only on undecodable payloads. */
+  registerNode(signer: Bytes, payload: Uint8Array): Promise<Uint8Array> {
+    return serveRegisterNode(this.rq, signer, payload);
+  }
+
+  /** machine.auth (M6-15): `active_runtime_id` against the persisted binding; throws only on undecodable payloads. */
+  machineAuth(signer: Bytes, payload: Uint8Array): Promise<Uint8Array> {
+    return serveMachineAuth(this.rq, signer, payload);
   }
 
   /**
-   * node.register (existing API stand-in, spec §3.13, decision 0272): the node advertises its capabilities
-   * (`node_local_names.v1`) before `runtime.bind`. A legacy `requested_hostname` → `unsupported-field`, nothing stored;
-   * a signer that is not a member of the Network → `unauthorized`. Stores the capabilities (commit before the reply);
-   * binds nothing, grants nothing, needs no epoch. Throws only on undecodable payloads.
+   * A signed config.stream request: delivery only if its `service_control` object matches the full persisted session
+   * tuple (M6-13), else `stale-session` (authority-runtime.ts).
    */
-  async registerNode(signer: Bytes, payload: Uint8Array): Promise<Uint8Array> {
-    const t0 = performance.now();
-    const req = NodeRegisterRequestCodec.decode(payload);
-    if (Either.isLeft(req)) {
-      this.observed('node.register', req.left.code, t0);
-      throw scError(req.left.code, req.left.message);
-    }
-    const reg = checkNodeRegistration(req.right);
-    let r: Either.Either<void, ServiceControlError>;
-    if (Either.isLeft(reg)) r = Either.left(reg.left);
-    else if (!this.serves(reg.right.networkId)) {
-      // a daemon directed to the wrong shard's nsd: its first request, logged as the unary refusals are
-      const detail = notThisShard(this.d.shard ?? UNSHARDED, reg.right.networkId);
-      this.d.log?.('refused', { kind: 'node.register', code: 'unauthorized', detail });
-      r = Either.left(scError('unauthorized', detail));
-    } else
-      r = (await this.d.store.registerNode(signer, reg.right.networkId, reg.right.capabilities))
-        ? Either.void
-        : Either.left(scError('unauthorized', 'the signer is not a member of the Network'));
-    this.observed('node.register', Either.isRight(r) ? 'ok' : r.left.code, t0);
-    return MachineHeartbeatResultCodec.encodeOrThrow(
-      Either.isRight(r) ? { accepted: true, error: null } : { accepted: false, error: r.left.code },
-    );
+  openStream(
+    signer: Bytes,
+    payload: Uint8Array,
+    sink: StreamSink,
+  ): Promise<Either.Either<{ readonly start: () => Promise<void>; readonly close: () => void }, ServiceControlError>> {
+    return openConfigStream(this.rq, this.streams, this.production, signer, payload, sink);
   }
 
-  /**
-   * machine.auth (existing API stand-in, M6-15): in the transaction that writes `active_runtime_id`, lock order
-   * authority → runtime row → machine row, check the object against the persisted binding and epoch. Once the
-   * identity has an M6 runtime, a missing object or any mismatch writes nothing; machine.auth never binds or preempts.
-   */
-  async machineAuth(signer: Bytes, payload: Uint8Array): Promise<Uint8Array> {
-    const t0 = performance.now();
-    const req = MachineAuthRequestCodec.decode(payload);
-    if (Either.isLeft(req)) {
-      this.observed('machine.auth', req.left.code, t0);
-      throw scError(req.left.code, req.left.message);
-    }
-    // the machine row is locked in the same round trip, after the runtime row (authority → runtime → machine)
-    const reads = (tx: AuthorityTx) => tx.activeRuntime(signer);
-    const r = await this.fenced(
-      signer,
-      req.right.network_id,
-      { session: false },
-      reads,
-      async (tx, { runtime: rt }) => {
-        const out = machineAuth(rt, machineAuthFromWire(req.right), {
-          nsdId: this.d.nsdId,
-          identity: signer,
-          currentEpoch: this.d.epoch,
-          now: this.d.now(),
-        });
-        if (Either.isLeft(out)) return Either.left(out.left);
-        await tx.saveActiveRuntime(signer, out.right);
-        return Either.void;
-      },
-    );
-    this.observed('machine.auth', Either.isRight(r) ? 'ok' : r.left.code, t0);
-    return MachineHeartbeatResultCodec.encodeOrThrow(
-      Either.isRight(r) ? { accepted: true, error: null } : { accepted: false, error: r.left.code },
-    );
-  }
+  // ───────────────────────── the owner's policy stand-in (authority-policy.ts) ─────────────────────────────────────
 
-  /**
-   * The owner's policy edit (the stand-in's table, decision 0153): allow one consumer source of a service with its
-   * protocols, or remove it. One fenced transaction raises the service's policy version and its intent's listener
-   * revision (the aggregate authorization digest changes, so A's listener floor needs a new revision) and writes the
-   * outbox row; the Network's snapshots are produced after the commit — the consumer's Grant appears or is withdrawn,
-   * the publisher's listener intent changes (it must be ready again), new consumer leases follow the new policy.
-   */
-  async editPolicy(serviceId: Bytes, edit: PolicyEdit): Promise<Either.Either<PolicyEditResult, ServiceControlError>> {
-    let outbox = null as Promise<bigint> | null;
-    let networkId: Bytes | null = null;
-    const r = await this.d.store.transact<PolicyEditResult>(this.d.epoch, async (tx) => {
-      const [row, sources, version, allocation] = await Promise.all([
-        tx.lease.service(serviceId),
-        tx.lease.policySources(serviceId),
-        tx.grants.policyVersion(serviceId, true),
-        tx.ports.lockAllocation(serviceId),
-      ]);
-      if (row === null || row.state !== 'active') return Either.right({ outcome: 'unknown-service' as const });
-      const mine = this.inShard(row.networkId);
-      if (Either.isLeft(mine)) return Either.left(mine.left);
-      const had = sources.find((x) => bytesEqual(x.consumer, edit.consumer));
-      const protocols = 'remove' in edit ? [] : [...new Set(edit.protocols)].sort();
-      const same =
-        'remove' in edit
-          ? had === undefined
-          : had !== undefined && had.expiry === null && [...had.protocols].sort().join(',') === protocols.join(',');
-      const current = version ?? POLICY_VERSION;
-      if (same) return Either.right({ outcome: 'unchanged' as const, policyVersion: current });
-      const next = nextCounter(current, 'policy_version');
-      if (Either.isLeft(next)) return Either.left(next.left);
-      if ('remove' in edit) await tx.lease.deletePolicySource(serviceId, edit.consumer);
-      else await tx.lease.savePolicySource(serviceId, { consumer: edit.consumer, protocols, expiry: null });
-      await tx.grants.savePolicyVersion(serviceId, next.right);
-      if (allocation !== null && allocation.listenerRevision > 0n) {
-        const rev = nextCounter(allocation.listenerRevision, 'listener_revision');
-        if (Either.isLeft(rev)) return Either.left(rev.left);
-        await tx.ports.saveAllocation({ ...allocation, listenerRevision: rev.right });
-      }
-      networkId = row.networkId;
-      outbox = tx.writeOutbox(row.networkId, 'policy');
-      return Either.right({ outcome: 'changed' as const, policyVersion: next.right });
-    });
-    if (Either.isRight(r) && outbox !== null && networkId !== null) {
-      this.d.log?.('policy-changed', {
-        service_id: toHex(serviceId),
-        consumer: toHex(edit.consumer),
-        removed: 'remove' in edit,
-        policy_version: String(r.right.outcome === 'changed' ? r.right.policyVersion : ''),
-      });
-      this.queueProduction(networkId, await outbox);
-    }
-    return r;
+  /** Allow or remove one consumer source of a service; the Network's snapshots are produced after the commit. */
+  editPolicy(serviceId: Bytes, edit: PolicyEdit): Promise<Either.Either<PolicyEditResult, ServiceControlError>> {
+    return editPolicy(this.rq, serviceId, edit);
   }
 
   /** The policy stand-in's sources of a Network's services (the admin view). */
-  async policyOf(
-    networkId: Bytes,
-  ): Promise<
-    Either.Either<{ readonly services: readonly StoredService[]; readonly policy: NetworkPolicy }, ServiceControlError>
-  > {
-    const mine = this.inShard(networkId);
-    if (Either.isLeft(mine)) return Either.left(mine.left);
-    return this.d.store.transact(this.d.epoch, async (tx) => {
-      const [services, policy] = await Promise.all([tx.services(networkId), tx.grants.networkPolicy(networkId)]);
-      return Either.right({ services, policy });
-    });
+  policyOf(networkId: Bytes): ReturnType<typeof policyOf> {
+    return policyOf(this.rq, networkId);
   }
 
   // ───────────────────────── snapshot production and delivery (authority-production.ts, authority-streams.ts) ──────
@@ -892,119 +479,17 @@ export class Authority {
     return this.production.produceFor(target, networkId);
   }
 
-  private queueProduction(networkId: Bytes, outboxId: bigint): void {
-    this.production.queue(networkId, outboxId);
-  }
-
-  /** Run `fn` after `ms` on `schedule`, cancelled by closeStreams if still pending. */
-  private later(schedule: Schedule, ms: number, fn: () => void): void {
-    const cancel = schedule(ms, () => {
-      this.timers.delete(cancel);
-      fn();
-    });
-    this.timers.add(cancel);
+  /** After a restart: produce for every Network with undelivered outbox rows, then clear them (authority-outbox.ts). */
+  drainOutbox(): Promise<number> {
+    return drainOutbox(this.rq, (networkId, upTo) => this.produceNetwork(networkId, upTo));
   }
 
   /**
-   * A signed config.stream request: its payload is the `service_control` object. Delivery only if it matches the
-   * full persisted session tuple (M6-13); otherwise the stream is refused (`stale-session`) and gets no config.
+   * At start: allocations a pure refusal left waiting for their next candidate, scheduled again with a fresh backoff
+   * (authority-candidates.ts). Called once after the epoch takeover.
    */
-  async openStream(
-    signer: Bytes,
-    payload: Uint8Array,
-    sink: StreamSink,
-  ): Promise<Either.Either<{ readonly start: () => Promise<void>; readonly close: () => void }, ServiceControlError>> {
-    const obj = StreamBindingCodec.decode(payload);
-    if (Either.isLeft(obj)) return Either.left(scError(obj.left.code, obj.left.message));
-    const binding = streamBindingFromWire(obj.right);
-    if (!bytesEqual(binding.nsdId, this.d.nsdId))
-      return Either.left(scError('unauthorized', 'stream for another authority'));
-    const ok = await this.fenced(
-      signer,
-      binding.networkId,
-      { session: true },
-      async () => undefined,
-      async (_tx, { runtime: rt, session: s }) => {
-        const may = streamMayDeliver(binding, {
-          nsdId: this.d.nsdId,
-          networkId: binding.networkId,
-          runtime: rt,
-          epoch: this.d.epoch,
-          mark: sessionOfBinding(s, rt),
-        });
-        return may
-          ? Either.void
-          : Either.left(scError('stale-session', 'stream binding does not match the persisted session'));
-      },
-    );
-    if (Either.isLeft(ok)) return Either.left(ok.left);
-    const entry: OpenStream = { identity: signer, networkId: binding.networkId, binding, sink };
-    return Either.right({
-      /**
-       * Register the stream (the sink is ready) and deliver the current snapshot. When that production fails (the
-       * database refused it, e.g. a deadlock with another production), the stream is ended at once: a stream that
-       * never got its first snapshot would sit silent until the next change, and A reconnects and asks again.
-       */
-      start: async () => {
-        this.streams.add(entry);
-        const first = await this.production.produce(binding.networkId, signer).catch(() => ({ ok: false, body: null }));
-        if (!first.ok || first.body === null) {
-          this.d.log?.('stream-first-snapshot-failed', { identity: toHex(signer), network: toHex(binding.networkId) });
-          this.streams.remove(entry);
-          sink.close();
-        }
-      },
-      close: () => void this.streams.remove(entry),
-    });
-  }
-
-  /** After a restart: produce for every Network with undelivered outbox rows, then clear them. */
-  async drainOutbox(): Promise<number> {
-    const rows = await this.d.store.pendingOutbox();
-    const upTo = new Map<string, { networkId: Bytes; id: bigint }>();
-    for (const r of rows) {
-      if (Either.isLeft(this.inShard(r.networkId))) continue; // another shard's authority produces it
-      const k = toHex(r.networkId);
-      if ((upTo.get(k)?.id ?? -1n) < r.id) upTo.set(k, r);
-    }
-    for (const r of upTo.values()) await this.produceNetwork(r.networkId, r.id);
-    return rows.length;
-  }
-
-  /**
-   * After A's explicit pure refusal with budget left in the round: the next candidate once the sampled backoff has
-   * passed (spec §5.14), in its own fenced transaction that changes nothing if the allocation moved meanwhile
-   * (`serveNextCandidate`); its proposal reaches A with the Network's next snapshot.
-   */
-  private scheduleNextCandidate(next: NextCandidate): void {
-    this.later(this.d.candidateSchedule ?? timerSchedule, next.afterMs, () => {
-      const deps = { store: this.d.store, nsdId: this.d.nsdId, epoch: this.d.epoch };
-      void serveNextCandidate(deps, next)
-        .then(async (r) => {
-          if (Either.isLeft(r))
-            return this.d.log?.('next-candidate-failed', { service: toHex(next.serviceId), code: r.left.code });
-          if (r.right.refusal !== null)
-            this.d.log?.('next-candidate-refused', { service: toHex(next.serviceId), code: r.right.refusal.code });
-          if (r.right.outbox !== null) {
-            this.d.log?.('next-candidate', { service: toHex(next.serviceId), after_seq: String(next.afterSeq) });
-            this.queueProduction(next.networkId, await r.right.outbox);
-          }
-        })
-        .catch((e: unknown) =>
-          this.d.log?.('next-candidate-failed', { service: toHex(next.serviceId), error: String(e) }),
-        );
-    });
-  }
-
-  /**
-   * At start: allocations a pure refusal left waiting for their next candidate (its send time is not restored, §5.14:
-   * the backoff is sampled again, the tried ports are kept). Called once after the epoch takeover.
-   */
-  async resumeNextCandidates(): Promise<number> {
-    const r = await awaitingNextCandidates({ store: this.d.store, nsdId: this.d.nsdId, epoch: this.d.epoch });
-    if (Either.isLeft(r)) throw r.left;
-    for (const next of r.right) if (Either.isRight(this.inShard(next.networkId))) this.scheduleNextCandidate(next);
-    return r.right.length;
+  resumeNextCandidates(): Promise<number> {
+    return this.candidates.resume();
   }
 
   /** Wait until every queued snapshot production has run (tests, shutdown). */
@@ -1014,8 +499,7 @@ export class Authority {
 
   closeStreams(): void {
     this.production.close(); // no production retries once the streams are closed
-    for (const cancel of this.timers) cancel();
-    this.timers.clear();
+    this.candidates.cancel();
     this.recovery.stop();
     this.streams.closeAll();
   }

@@ -893,6 +893,8 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
     r.rows[0] !== undefined && big(r.rows[0].epoch) === epoch ? null : staleEpoch();
   const groupStats = { groups: 0, members: 0, fallbacks: 0, fastGroups: 0, fastGranted: 0 };
   const refreshStatement = fastRefresh !== false && refreshFunctions !== false;
+  /** A commit group's refreshes go as one statement (decision 0640): the statement exists and grouping is not off. */
+  const groupRefreshStatement = refreshStatement && groupedFastRefresh !== false;
   let aloneCommits = 0;
   let fastReplaced = 0;
   const groups =
@@ -901,12 +903,12 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
       : new GroupCommit({
           maxInFlight: groupCommit?.maxInFlight ?? 4,
           maxMembers: groupCommit?.maxMembers ?? 32,
-          ...(refreshStatement && groupedFastRefresh !== false ? { maxFastAlone: groupCommit?.fastAlone ?? 0 } : {}),
+          ...(groupRefreshStatement ? { maxFastAlone: groupCommit?.fastAlone ?? 0 } : {}),
           connect: () => pool.connect(),
           open: (c, epoch) => new TxBatch(c, fenceSql, fenceCheck(epoch), 'BEGIN', true),
           lost: storageError,
           stats: groupStats,
-          ...(refreshStatement && groupedFastRefresh !== false
+          ...(groupRefreshStatement
             ? {
                 fastGroup: async (epoch: bigint, inputs: readonly unknown[]) => {
                   const q = refreshFastGroupQuery(epoch, inputs as FastRefreshInput[], pruneLeaseRows !== false);

@@ -279,29 +279,9 @@ export class GroupCommit {
       this.o.stats.fastGroups = (this.o.stats.fastGroups ?? 0) + 1;
       this.o.stats.fastGranted = (this.o.stats.fastGranted ?? 0) + won.length;
     }
-    if (won.length > 0) {
-      // the crash point after the statement's COMMIT, before any reply; a throw there answers each granted member
-      // with the storage error (its reply is lost; a retransmission finds its grant), as transactAlone's does
-      let crashed: ServiceControlError | null = null;
-      try {
-        this.o.afterCommit?.();
-      } catch (e) {
-        crashed = this.o.lost(e);
-      }
-      for (let i = 0; i < won.length; i++) {
-        const w = won[i] as Waiting;
-        const fm = w.member.fast as FastMember<unknown>;
-        if (crashed !== null) w.resolve(Either.left(crashed));
-        else {
-          try {
-            w.resolve(Either.right(fm.granted()));
-          } catch (e) {
-            w.reject(e);
-          }
-        }
-        if (i + 1 < won.length) await this.o.afterMember?.(i, won.length);
-      }
-    }
+    // the granted ones: each member's own answer, computed now (its general path never ran)
+    if (won.length > 0)
+      await this.answerCommitted(won, true, (w) => Either.right((w.member.fast as FastMember<unknown>).granted()));
     // nothing of these was written: the general path, without the statement again
     await this.runGeneral(slow, epoch, (w) => (w.member.fast as FastMember<unknown>).general());
   }
@@ -324,18 +304,41 @@ export class GroupCommit {
     }
     this.o.stats.groups++;
     this.o.stats.members += members.length;
-    // the crash point after the COMMIT; a throw there (an injected fault) answers every member with the storage error,
-    // as transactAlone answers its own (the replies are lost, the rows committed; was: no member ever answered)
+    // the crash point only when the COMMIT is known to have run (a lost COMMIT answers each member its storage error)
+    await this.answerCommitted(
+      members,
+      committed.every(Either.isRight),
+      (_, i) => committed[i] as Either.Either<unknown, ServiceControlError>,
+    );
+  }
+
+  /**
+   * Answer members whose statement or group COMMITted, in order (`afterMember` between two: the tests' hook). First the
+   * crash point after the COMMIT (when `crashPoint`); a throw there (an injected fault) answers every member with the
+   * storage error, as transactAlone answers its own (the replies are lost, the rows committed; a retransmission finds
+   * them). Otherwise each member gets `answer` (a throw computing it rejects that member only).
+   */
+  private async answerCommitted(
+    members: readonly Waiting[],
+    crashPoint: boolean,
+    answer: (w: Waiting, i: number) => Either.Either<unknown, ServiceControlError>,
+  ): Promise<void> {
     let crashed: ServiceControlError | null = null;
     try {
-      if (committed.every(Either.isRight)) this.o.afterCommit?.();
+      if (crashPoint) this.o.afterCommit?.();
     } catch (e) {
       crashed = this.o.lost(e);
     }
     for (let i = 0; i < members.length; i++) {
-      (members[i] as Waiting).resolve(
-        crashed === null ? (committed[i] as Either.Either<unknown, ServiceControlError>) : Either.left(crashed),
-      );
+      const w = members[i] as Waiting;
+      if (crashed !== null) w.resolve(Either.left(crashed));
+      else {
+        try {
+          w.resolve(answer(w, i));
+        } catch (e) {
+          w.reject(e);
+        }
+      }
       if (i + 1 < members.length) await this.o.afterMember?.(i, members.length);
     }
   }
