@@ -41,12 +41,7 @@ import {
   pruneWithdrawnSql,
   pruneWithdrawnSqlOf,
 } from './lease-store.js';
-import {
-  PORT_MIGRATIONS,
-  allocationFromJson,
-  ownAllocationSql,
-  portTx,
-} from './port-store.js';
+import { PORT_MIGRATIONS, allocationFromJson, ownAllocationSql, portTx } from './port-store.js';
 import { GRANT_MIGRATIONS, grantTx } from './grant-store.js';
 import { REVISION_FLOOR_MIGRATIONS, floorOf, floorSql, pruneBelowFloorSql } from './revision-floor.js';
 import { ACK_FAST_MIGRATIONS, type FastAckOutcome, ackFastFunction, ackFastQuery, ackFastSql } from './ack-fast.js';
@@ -678,10 +673,12 @@ const tx = (
            ${lit.text(w.outboxReason)}, ${lit.bool(leaseOptions.prune !== false)}) AS outbox`,
         (r) => big(r.rows[0].outbox),
       );
-      if (replaceMemo !== undefined) {
+      if (replaceMemo !== undefined && c.inGroup !== true) {
         // the rows as written, re-read with the COMMIT (same round trip; never awaited, so it sends nothing earlier):
         // what the scope's next replace names (0670). Remembered when its result arrives, even if the transaction
-        // then rolls back: a remembered row that is not the stored one only makes replace_fast answer slow
+        // then rolls back: a remembered row that is not the stored one only makes replace_fast answer slow. Not in a
+        // group of several: the one statement runs only alone, and the re-read cost PostgreSQL CPU on every grouped
+        // replace (0670's addendum); a scope's next lone replace then decides once more from its slow answer's rows
         const key = ReplaceMemo.key(w.publisher, w.networkId);
         void c.statement(replaceStateSql(lit.bytea(w.publisher), lit.bytea(w.networkId)), (r) =>
           replaceMemo.set(key, r.rows[0].state as Record<string, unknown>),
