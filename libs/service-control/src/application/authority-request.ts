@@ -2,7 +2,7 @@
 // §3.2 (epoch, membership, runtime and session rows, then the request's own reads, in one round trip), the envelope
 // fence checks, the reply envelope, the crash point after a commit, the request observer and the hand-off of a
 // committed outbox row to snapshot production. One instance per Authority, built in its constructor; the handlers of
-// authority-runtime.ts, authority-policy.ts, authority-lease.ts, authority-port.ts and authority.ts take it.
+// authority-runtime.ts, authority-policy.ts, authority-lease.ts, authority-port.ts and authority-report.ts take it.
 import { Either } from 'effect';
 import { type Bytes, bytesEqual } from '../domain/bytes.js';
 import { type ServiceControlError, scError } from '../domain/errors.js';

@@ -2,24 +2,19 @@
 // kind, signer, nsd_id, shard) and routes it by the one table of request kinds (decision 0530) to its handler, each
 // one fenced transaction committed before the reply (authority-request.ts): the reconnect sequence and the machine
 // requests in authority-runtime.ts, leases in authority-lease.ts, ports in authority-port.ts (next candidates in
-// authority-candidates.ts), policy edits in authority-policy.ts, report.head / report.replace / snapshot.ack here.
+// authority-candidates.ts), policy edits in authority-policy.ts, report.head / report.replace / snapshot.ack in
+// authority-report.ts.
 // After a commit, snapshot production per target+Network (authority-production.ts) and delivery on config.stream
 // only to a stream whose binding matches the full persisted session tuple (authority-streams.ts). Transport-agnostic:
 // payload bytes in, payload bytes out.
 import { Either } from 'effect';
-import { type Bytes, bytesEqual, toHex } from '../domain/bytes.js';
+import { type Bytes, bytesEqual } from '../domain/bytes.js';
 import { type ServiceControlError, scError } from '../domain/errors.js';
-import { currentSession } from '../domain/fence.js';
-import { acceptReport, reportHead } from '../domain/report.js';
-import { type AckRecord, checkRetained, recordAck } from '../domain/snapshot.js';
-import { validateDeclaration } from '../domain/declaration.js';
 import { type Message, type MessageOf, decodeMessage } from '../api/message.js';
-import { declarationFromWire, replaceRequest } from '../api/convert.js';
 import { IntentMemo, serveLeaseRequest } from './authority-lease.js';
 import { servePortRequest } from './authority-port.js';
 import { PortRecoveryDriver } from './port-recovery.js';
-import { planOffer } from './authority-offer.js';
-import { reportRows } from './authority-report.js';
+import { serveReportHead, serveReportReplace, serveSnapshotAck } from './authority-report.js';
 import { SnapshotProduction } from './authority-production.js';
 import { StreamHub, type StreamSink } from './authority-streams.js';
 import { type AuthorityDeps, AuthorityRequests } from './authority-request.js';
@@ -36,7 +31,6 @@ import { type PolicyEdit, type PolicyEditResult, editPolicy, policyOf } from './
 import { NextCandidates } from './authority-candidates.js';
 import { drainOutbox } from './authority-outbox.js';
 import type { AuthorityRequestKind } from '../domain/kinds.js';
-import type { AuthorityTx } from './authority-store.js';
 
 export type { StreamSink } from './authority-streams.js';
 export type { PolicyEdit, PolicyEditResult } from './authority-policy.js';
@@ -72,14 +66,6 @@ export class Authority {
   private readonly candidates: NextCandidates;
   /** What every handler shares: the fenced transaction, the fences, the reply envelope (authority-request.ts). */
   private readonly rq: AuthorityRequests;
-  // The toolkit's members under the names report.head / report.replace / snapshot.ack below use (decision 0680)
-  private readonly env: AuthorityRequests['env'];
-  private readonly fences: AuthorityRequests['fences'];
-  private readonly fenced: AuthorityRequests['fenced'];
-  private readonly committed: AuthorityRequests['committed'];
-  private readonly scopeMatches: AuthorityRequests['scopeMatches'];
-  private readonly bindings: AuthorityRequests['bindings'];
-  private readonly queueProduction: AuthorityRequests['queueProduction'];
 
   constructor(private readonly d: AuthorityDeps) {
     const streams = new StreamHub({
@@ -120,13 +106,6 @@ export class Authority {
     const rq = new AuthorityRequests(d, (networkId, outboxId) => production.queue(networkId, outboxId));
     this.rq = rq;
     this.candidates = new NextCandidates(rq, d.candidateSchedule);
-    this.env = rq.env.bind(rq);
-    this.fences = rq.fences.bind(rq);
-    this.fenced = rq.fenced.bind(rq);
-    this.committed = rq.committed.bind(rq);
-    this.scopeMatches = rq.scopeMatches.bind(rq);
-    this.bindings = rq.bindings.bind(rq);
-    this.queueProduction = rq.queueProduction;
   }
 
   get epoch(): bigint {
@@ -232,195 +211,15 @@ export class Authority {
     return servePortRequest(this.rq, this.recovery, (next) => this.candidates.after(next), m);
   }
 
-  private async reportHead(m: MessageOf<'report.head'>) {
-    // the publisher's own services only (decision 0373): the bindings are of its services, not the Network's
-    const reads = (tx: AuthorityTx) =>
-      Promise.all([tx.lockReport(m.subject_identity, m.network_id), tx.ownServices(m.subject_identity, m.network_id)]);
-    const r = await this.fenced(
-      m.subject_identity,
-      m.network_id,
-      { session: false },
-      reads,
-      async (_tx, { runtime: rt }, [row, all]) => {
-        const f = this.fences(m, rt, null);
-        if (Either.isLeft(f)) return Either.left(f.left);
-        const scopeOk = this.scopeMatches(m, m.body.scope);
-        if (Either.isLeft(scopeOk)) return Either.left(scopeOk.left);
-        if (Either.isLeft(row)) return Either.left(row.left);
-        const head = reportHead(row.right);
-        const services = head.acceptedRevision === 0n ? [] : all;
-        return Either.right({ head, bindings: this.bindings(services, m.subject_identity) });
-      },
-    );
-    return Either.map(r, ({ head, bindings }) =>
-      this.env(m, 'report.accepted', m.runtime_generation, m.runtime_id, {
-        scope: m.body.scope,
-        accepted_revision: head.acceptedRevision,
-        report_digest: head.reportDigest,
-        bindings,
-      }),
-    );
+  /** report.head / report.replace / snapshot.ack: committed before the reply (authority-report.ts). */
+  private reportHead(m: MessageOf<'report.head'>) {
+    return serveReportHead(this.rq, m);
   }
-
-  private async reportReplace(m: MessageOf<'report.replace'>) {
-    const body = m.body;
-    let outbox = null as Promise<bigint> | null;
-    // ONE statement reads the fence rows, the report row, the publisher's own services of the Network and every P row
-    // their allocation needs (decision 0371); ONE statement writes, sent with the COMMIT (decision 0372): two round trips,
-    // two statements of ours in all — or ONE autocommit statement where the store remembers the scope's rows: `fn`
-    // decides from them, and the statement writes only where they are still those (decision 0670)
-    const transact = this.d.store.replaceFast ?? this.d.store.transact;
-    const r = await transact(
-      this.d.epoch,
-      async (tx) => {
-        outbox = null; // `fn` may run more than once (decided from remembered rows first, decision 0670): its own
-        const {
-          member,
-          runtime: rt,
-          report: row,
-          services: all,
-          offer,
-        } = await tx.replaceRows(m.subject_identity, m.network_id);
-        if (!member) return Either.left(scError('unauthorized', 'identity is not a member of the Network'));
-        const f = this.fences(m, rt, null);
-        if (Either.isLeft(f)) return Either.left(f.left);
-        for (const sc of [body.scope, body.content.scope]) {
-          const ok = this.scopeMatches(m, sc);
-          if (Either.isLeft(ok)) return Either.left(ok.left);
-        }
-        const decls = [];
-        for (const w of body.content.declarations) {
-          const v = validateDeclaration(declarationFromWire(w));
-          if (Either.isLeft(v)) return Either.left(v.left);
-          decls.push(v.right);
-        }
-        if (Either.isLeft(row)) return Either.left(row.left);
-        const outcome = acceptReport(row.right, replaceRequest(body), true);
-        if (Either.isLeft(outcome)) return Either.left(outcome.left);
-        let services = all;
-        if (outcome.right.outcome === 'replace') {
-          const rows = reportRows(m.subject_identity, m.network_id, all, decls, this.d.now());
-          if (Either.isLeft(rows)) return Either.left(rows.left);
-          const { prev, stored } = rows.right;
-          // the P allocation of the written rows, in this same transaction (committed before any snapshot carries it)
-          const plan = planOffer({ nsdId: this.d.nsdId }, m.subject_identity, prev, stored, offer);
-          if (Either.isLeft(plan)) return Either.left(plan.left);
-          // every write in ONE statement, sent with the COMMIT (decision 0372); its outbox id is read after the commit
-          outbox = tx.saveReplace({
-            publisher: m.subject_identity,
-            networkId: m.network_id,
-            services: stored,
-            allocations: plan.right.allocations,
-            ports: plan.right.ports,
-            report: outcome.right.row,
-            outboxReason: 'report.replace',
-          });
-          // the rows as committed, without reading them again
-          const written = new Map(stored.map((s) => [toHex(s.serviceId), s]));
-          services = [...all.filter((s) => !written.has(toHex(s.serviceId))), ...stored];
-        }
-        return Either.right({
-          row: outcome.right.row,
-          replaced: outcome.right.outcome === 'replace',
-          bindings: this.bindings(services, m.subject_identity),
-        });
-      },
-      // every row it locks is of its identity or its Network: it may commit in a group (decision 0330)
-      { scope: { identity: m.subject_identity, networkId: m.network_id } },
-    );
-    if (Either.isRight(r)) {
-      this.committed('report.replace');
-      // Produce after the commit, off the reply path: the outbox row makes it survive a crash in between.
-      if (outbox !== null) this.queueProduction(m.network_id, await outbox);
-    }
-    return Either.map(r, ({ row, bindings }) =>
-      this.env(m, 'report.accepted', m.runtime_generation, m.runtime_id, {
-        scope: body.scope,
-        accepted_revision: row.revision,
-        report_digest: row.digest,
-        bindings,
-      }),
-    );
+  private reportReplace(m: MessageOf<'report.replace'>) {
+    return serveReportReplace(this.rq, m);
   }
-
-  private async snapshotAck(m: MessageOf<'snapshot.ack'>) {
-    const body = m.body;
-    const reply = () =>
-      this.env(
-        m,
-        'snapshot.ack.result',
-        m.runtime_generation,
-        m.runtime_id,
-        {
-          scope: body.scope,
-          snapshot_revision: body.snapshot_revision,
-          snapshot_digest: body.snapshot_digest,
-        },
-        m.session_seq,
-      );
-    // one round trip when the store can decide a valid ACK itself (decision 0198); it answers 'slow' for anything
-    // else, having written nothing, and the general path below decides (the pure envelope checks first: a request
-    // that fails them goes the general way at once)
-    const sc = body.scope;
-    const ownScope =
-      bytesEqual(sc.subject_identity, m.subject_identity) &&
-      bytesEqual(sc.nsd_id, m.nsd_id) &&
-      bytesEqual(sc.network_id, m.network_id);
-    const rec: AckRecord = {
-      sessionSeq: m.session_seq,
-      revision: body.snapshot_revision,
-      digest: body.snapshot_digest,
-      accepted: body.accepted,
-      enforcementApplied: body.enforcement_applied,
-      dnsApplied: body.dns_applied,
-    };
-    if (
-      this.d.store.ackFast !== undefined &&
-      m.runtime_generation !== null &&
-      m.runtime_id !== null &&
-      m.authority_epoch === this.d.epoch &&
-      ownScope
-    ) {
-      const fast = await this.d.store.ackFast(this.d.epoch, {
-        identity: m.subject_identity,
-        networkId: m.network_id,
-        generation: m.runtime_generation,
-        runtimeId: m.runtime_id,
-        ...rec,
-      });
-      if (Either.isRight(fast) && fast.right !== 'slow') {
-        this.committed('snapshot.ack');
-        return Either.right(reply());
-      }
-    }
-    // the ACK records and the produced digest that this ACK can collide with, and the retained floor, are read with
-    // the fence
-    const reads = (tx: AuthorityTx) =>
-      Promise.all([
-        tx.acks(m.subject_identity, m.network_id, m.session_seq, body.snapshot_revision),
-        tx.producedDigests(m.subject_identity, m.network_id, body.snapshot_revision),
-        tx.revisionFloor(m.subject_identity, m.network_id, m.session_seq),
-      ]);
-    const r = await this.fenced(
-      m.subject_identity,
-      m.network_id,
-      { session: true },
-      reads,
-      async (tx, { runtime: rt, session: s }, [acks, produced, floor]) => {
-        const f = this.fences(m, rt, currentSession(s, rt, this.d.epoch));
-        if (Either.isLeft(f)) return Either.left(f.left);
-        if (!ownScope) return Either.left(scError('unauthorized', 'ACK scope is not the signer’s scope'));
-        // below the retained floor: refused from the floor, whatever history/ACK rows are left (decision 0191)
-        const retained = checkRetained(floor, rec.revision);
-        if (Either.isLeft(retained)) return Either.left(retained.left);
-        const next = recordAck(acks, produced, rec);
-        if (Either.isLeft(next)) return Either.left(next.left);
-        if (next.right !== acks) await tx.saveAck(m.subject_identity, m.network_id, rec);
-        return Either.void;
-      },
-    );
-    if (Either.isRight(r)) this.committed('snapshot.ack');
-    return Either.map(r, reply);
+  private snapshotAck(m: MessageOf<'snapshot.ack'>) {
+    return serveSnapshotAck(this.rq, m);
   }
 
   // ───────────────────────── the machine requests of the existing API (authority-runtime.ts) ───────────────────────
