@@ -111,9 +111,7 @@ const written = (s: Side) =>
 
 /** The rows a replace writes, each side's own ids and ports left out (service ids and offered ports are random). */
 const rows = async (s: Side) => ({
-  report: await s.sql(
-    `SELECT encode(identity, 'hex') AS i, revision::int AS r FROM service_control.report ORDER BY 1`,
-  ),
+  report: await s.sql(`SELECT encode(identity, 'hex') AS i, revision::int AS r FROM service_control.report ORDER BY 1`),
   services: await s.sql(
     `SELECT encode(publisher, 'hex') AS p, declaration_key AS k, encode(declaration, 'hex') AS d, state, port IS NULL AS no_port,
        listener_revision::int AS l FROM service_control.service ORDER BY 1, 2`,
@@ -204,13 +202,16 @@ describe('report.replace in one statement (decision 0670)', () => {
     accepted(await both(replace(A, 11n, [web, db])), 11n);
     // a service row changed underneath (its declaration): the general path decides from the stored one
     for (const s of sides)
-      await s.sql(`UPDATE service_control.service SET state = 'withdrawn' WHERE publisher = $1 AND declaration_key = 'db'`, [
-        Buffer.from(A),
-      ]);
+      await s.sql(
+        `UPDATE service_control.service SET state = 'withdrawn' WHERE publisher = $1 AND declaration_key = 'db'`,
+        [Buffer.from(A)],
+      );
     accepted(await both(replace(A, 12n, [web, db, api])), 12n);
     // the port table changed underneath: a reservation of the publisher dropped
     for (const s of sides)
-      await s.sql(`DELETE FROM service_control.port_entry WHERE publisher = $1 AND kind = 'reserved'`, [Buffer.from(A)]);
+      await s.sql(`DELETE FROM service_control.port_entry WHERE publisher = $1 AND kind = 'reserved'`, [
+        Buffer.from(A),
+      ]);
     accepted(await both(replace(A, 13n, [web, db])), 13n);
 
     // concurrent: A and B at once (B's first is the general path), then twice the same report of A at once (alone
