@@ -59,13 +59,11 @@ const CONCURRENT_N = Number(process.env['BENCH_CONCURRENT_N'] ?? 640);
 const progress = (line: string) => process.stderr.write(`nsd bench: ${line}\n`);
 
 await withBenchDatabase('nsd_bench', async (config) => {
-  // BENCH_FAST_ACK=0 / BENCH_FAST_REPLACE=0: every ACK / replace through the general path (decisions 0198, 0670), to
-  // compare in the same conditions
+  // BENCH_FAST_ACK=0: every ACK through the general path (decision 0198), to compare in the same conditions
   const store = makePgAuthorityStore({
     ...config,
     max: Math.max(10, ...CONCURRENCY),
     fastAck: process.env['BENCH_FAST_ACK'] !== '0',
-    fastReplace: process.env['BENCH_FAST_REPLACE'] !== '0',
     ...(process.env['BENCH_GROUP_COMMIT'] === '0' ? { groupCommit: false as const } : {}),
   });
   await store.migrate();
@@ -335,11 +333,9 @@ await withBenchDatabase('nsd_bench', async (config) => {
   const rt0 = roundTrips();
   const handleAck = await micros(N, () => authority.handle(p0.a.machineId, firstAckPayloads.pop() as Uint8Array));
   const ackTrips = (roundTrips() - rt0) / (N + 20);
-  const fast0 = store.commitStats().fastReplaced;
   const rtReplace0 = roundTrips();
   const handleReplace = await micros(N, () => authority.handle(p0.a.machineId, p0.replace()));
   const replaceTrips = (roundTrips() - rtReplace0) / (N + 20);
-  const replaceFastShare = (store.commitStats().fastReplaced - fast0) / (N + 20);
   await authority.idle();
   // the bare HTTP round trip: the same keep-alive node:http client and server, no envelope work
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
@@ -390,7 +386,7 @@ await withBenchDatabase('nsd_bench', async (config) => {
     `  sum ${us(seal + open + handleAck + sealReply + verifyReply + http)}; signed HTTP echo (transport without handle) ${us(signedEcho)} = ${fmt(1e6 / signedEcho)} /s (${ratio(1e6 / signedEcho, rawS)} of raw); raw upsert ${us(1e6 / rawS)}`,
   );
   rows.push(
-    `  report.replace handle incl. PostgreSQL ${us(handleReplace)} (reply path only, back to back: its snapshot production runs after the reply, beside the next replace; ${replaceTrips.toFixed(1)} round trips/request incl. productions, ${(100 * replaceFastShare).toFixed(0)} % in one statement)`,
+    `  report.replace handle incl. PostgreSQL ${us(handleReplace)} (reply path only, back to back: its snapshot production runs after the reply, beside the next replace; ${replaceTrips.toFixed(1)} round trips/request incl. productions)`,
   );
 
   print(`nsd bench (loopback; PostgreSQL ${config.host}:${config.port}; goal: each ratio ≥ 0.5)`);

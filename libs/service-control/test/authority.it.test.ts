@@ -225,6 +225,70 @@ describe('B on PostgreSQL', () => {
     );
   });
 
+  it('M6-18 M6-58 report.replace: the same report twice at once is written once and answered alike; a crash after the commit answers storage-unavailable and the retransmission the original, writing nothing; a non-member is unauthorized', async () => {
+    let crash = false;
+    const crashing = makePgAuthorityStore({
+      ...db.config,
+      afterCommit: () => {
+        if (!crash) return;
+        crash = false;
+        throw new Error('crash point after the commit');
+      },
+    });
+    const a = new Authority({ store: crashing, nsdId, epoch: authority.epoch, now });
+    const w = await newWho();
+    await boot(w);
+    const serviceRows = () =>
+      sql(
+        `SELECT encode(service_id, 'hex') AS id, declaration_key AS k, state, listener_revision::text AS l
+           FROM service_control.service WHERE publisher = $1 ORDER BY 2`,
+        [Buffer.from(w.identity)],
+      );
+    const ids = (m: Message) =>
+      (m.body as { bindings: { declaration_key: string; service_ref: { service_id: Uint8Array } }[] }).bindings.map(
+        (b) => [b.declaration_key, Buffer.from(b.service_ref.service_id).toString('hex')],
+      );
+    try {
+      // a first report sent twice at once: one writes, the other finds it (the runtime row lock orders them)
+      const first = [decl('web', 'Web'), decl('db')];
+      const [x, y] = await Promise.all([
+        reply(a, w, msg(w, 'report.replace', replaceBody(w, 1n, first))),
+        reply(a, w, msg(w, 'report.replace', replaceBody(w, 1n, first))),
+      ]);
+      expect([x.kind, y.kind]).toEqual(['report.accepted', 'report.accepted']);
+      expect(ids(y)).toEqual(ids(x));
+      expect((await serviceRows()).map((r) => [(r as { k: string }).k, (r as { id: string }).id])).toEqual(ids(x));
+
+      // committed, then the crash point before the reply
+      await a.idle();
+      const second = [decl('web', 'Web 2'), decl('db'), decl('api', 'API', 9090)];
+      crash = true;
+      expect(code(await reply(a, w, msg(w, 'report.replace', replaceBody(w, 2n, second))))).toBe('storage-unavailable');
+      expect(crash).toBe(false);
+      const committed = await serviceRows();
+      expect(committed.map((r) => (r as { k: string }).k)).toEqual(['api', 'db', 'web']);
+      const outbox = await count('outbox'); // the crashed commit's row: no production was queued for it
+      expect(outbox).toBeGreaterThan(0);
+      // the retransmission (same revision and digest, a new request id): the original answer, nothing written
+      const again = await reply(a, w, msg(w, 'report.replace', replaceBody(w, 2n, second)));
+      expect(again.kind).toBe('report.accepted');
+      expect((again.body as { accepted_revision: bigint }).accepted_revision).toBe(2n);
+      expect(ids(again)).toEqual(committed.map((r) => [(r as { k: string }).k, (r as { id: string }).id]));
+      await a.idle();
+      expect(await serviceRows()).toEqual(committed);
+      expect(await count('outbox')).toBe(outbox);
+
+      // a signer that is not a member of the Network
+      const outsider: Who = { ...w, identity: generateSigner().signer.machineId };
+      expect(code(await reply(a, outsider, msg(outsider, 'report.replace', replaceBody(outsider, 1n, first))))).toBe(
+        'unauthorized',
+      );
+    } finally {
+      await a.idle();
+      await crashing.close();
+    }
+  });
+
   it('M6-23 M6-26 snapshots per target+Network: a new revision only when content changes; ACK recorded once, idempotent, never for an unknown revision; an ACK creates no lease', async () => {
     const pub = await newWho();
     const con = await newWho();

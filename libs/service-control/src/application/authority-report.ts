@@ -105,13 +105,11 @@ export const serveReportReplace = async (rq: AuthorityRequests, m: MessageOf<'re
   let outbox = null as Promise<bigint> | null;
   // ONE statement reads the fence rows, the report row, the publisher's own services of the Network and every P row
   // their allocation needs (decision 0371); ONE statement writes, sent with the COMMIT (decision 0372): two round trips,
-  // two statements of ours in all — or ONE autocommit statement where the store remembers the scope's rows: `fn`
-  // decides from them, and the statement writes only where they are still those (decision 0670)
-  const transact = rq.d.store.replaceFast ?? rq.d.store.transact;
-  const r = await transact(
+  // two statements of ours in all (0670's one-statement path was withdrawn, decision 0690)
+  const r = await rq.d.store.transact(
     rq.d.epoch,
     async (tx) => {
-      outbox = null; // `fn` may run more than once (decided from remembered rows first, decision 0670): its own
+      outbox = null; // `fn` may run more than once (a failed commit group's member runs again alone): its own
       const {
         member,
         runtime: rt,

@@ -403,19 +403,6 @@ export interface AuthorityStore {
     fn: (tx: AuthorityTx) => Promise<Either.Either<A, ServiceControlError>>,
     options?: TransactOptions,
   ) => Promise<Either.Either<A, ServiceControlError>>;
-  /**
-   * `transact` for a report.replace, where the store has a one-statement path for it (decision 0670): when the
-   * transaction would run alone (ungrouped, or a group of one) and the store remembers the scope's rows (`replaceRows`,
-   * as it last read or wrote them), `fn` first decides from those rows, and a replace it accepts with a write
-   * (`saveReplace`) goes as ONE autocommit statement that takes the same locks in the same order and writes exactly
-   * that only where every row is still the remembered one (else nothing: slow). Otherwise `fn` runs as `transact` runs
-   * it. Answers only after the commit, as `transact`.
-   */
-  readonly replaceFast?: <A>(
-    epoch: bigint,
-    fn: (tx: AuthorityTx) => Promise<Either.Either<A, ServiceControlError>>,
-    options?: TransactOptions,
-  ) => Promise<Either.Either<A, ServiceControlError>>;
   /** Undelivered outbox rows' networks (for the producer after a restart). */
   readonly pendingOutbox: () => Promise<readonly { readonly id: bigint; readonly networkId: Bytes }[]>;
   /** Clear one outbox row, or with `networkId` every row of that Network up to `id` (one production covers them). */

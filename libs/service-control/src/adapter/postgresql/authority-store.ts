@@ -15,7 +15,6 @@ import type {
   FastRefreshInput,
   RefreshRows,
   ReplaceRows,
-  ReplaceWrites,
   SessionRow,
   StoredSnapshot,
 } from '../../application/authority-store.js';
@@ -41,7 +40,14 @@ import {
   pruneWithdrawnSql,
   pruneWithdrawnSqlOf,
 } from './lease-store.js';
-import { PORT_MIGRATIONS, allocationFromJson, ownAllocationSql, portTx } from './port-store.js';
+import {
+  PORT_MIGRATIONS,
+  allocationFromJson,
+  allocationToJson,
+  ownAllocationSql,
+  portTx,
+  portWrites,
+} from './port-store.js';
 import { GRANT_MIGRATIONS, grantTx } from './grant-store.js';
 import { REVISION_FLOOR_MIGRATIONS, floorOf, floorSql, pruneBelowFloorSql } from './revision-floor.js';
 import { ACK_FAST_MIGRATIONS, type FastAckOutcome, ackFastFunction, ackFastQuery, ackFastSql } from './ack-fast.js';
@@ -56,14 +62,7 @@ import {
   refreshFastQuery,
 } from './refresh-fast.js';
 import { releaseLease, renewLease } from './lease-sql.js';
-import {
-  type FastReplaceOutcome,
-  ReplaceMemo,
-  replaceFastMigration,
-  replaceFastQuery,
-  replaceStateSql,
-  replaceWriteArgs,
-} from './replace-fast.js';
+import { replaceFastDropMigration, replaceFastMigration } from './replace-fast.js';
 
 export const PG_SCHEMA = 'service_control';
 const S = PG_SCHEMA;
@@ -227,9 +226,15 @@ const MIGRATIONS: readonly string[] = [
   // the retained floor as one function for ack_fast and refresh_fast, and a commit group's refreshes in one autocommit
   // statement, refresh_fast_group (decision 0640)
   refreshFastGroupMigration(ackFastFunction('CREATE OR REPLACE', 'function')),
-  // report.replace in one autocommit statement where its rows are the remembered ones (decision 0670)
+  // report.replace in one autocommit statement where its rows are the remembered ones (decision 0670), kept as it ran:
+  // a database counts the migrations it ran by position
   replaceFastMigration(),
+  // ... and withdrawn (decision 0690): its functions dropped, so a fresh database and an upgraded one end alike
+  replaceFastDropMigration(),
 ];
+
+/** The migrations in the order `migrate` runs them: append-only, a database's `schema_version` counts those it ran. */
+export const AUTHORITY_MIGRATIONS: readonly string[] = MIGRATIONS;
 
 /**
  * The presence lock of the holder of `epoch` on shard row `k` (decision 0600): two int4 advisory keys (their own key
@@ -489,8 +494,6 @@ const tx = (
   pruneRevisions: boolean,
   refreshInFunctions: boolean,
   acquireInFunctions: boolean,
-  /** Where report.replace's one-statement path is on (decision 0670): the rows each replace read or wrote. */
-  replaceMemo?: ReplaceMemo,
 ): AuthorityTx => {
   let lease: AuthorityTx['lease'] | undefined;
   let ports: AuthorityTx['ports'] | undefined;
@@ -522,11 +525,7 @@ const tx = (
     replaceRows: (identity, networkId) =>
       c.statement(
         `SELECT member, runtime, report, services, ports, allocations, sources, versions FROM ${S}.replace_rows(${lit.bytea(identity)}, ${lit.bytea(networkId)})`,
-        (r) => {
-          // remembered as read (nothing written yet); a replace's own write replaces it below (decision 0670)
-          replaceMemo?.set(ReplaceMemo.key(identity, networkId), r.rows[0]);
-          return replaceRowsOf(identity, networkId, r.rows[0]);
-        },
+        (r) => replaceRowsOf(identity, networkId, r.rows[0]),
       ),
     refreshRows: (k) => {
       if (!refreshInFunctions)
@@ -666,25 +665,35 @@ const tx = (
       ),
     saveReplace: (w) => {
       // the port table's change is checked here (a released entry that is not a pure reservation throws), as savePorts
-      const { services, allocs, ports, released } = replaceWriteArgs(w);
-      const outbox = c.writing(
+      const { upserts, released } = portWrites(w.ports.before, w.ports.after);
+      // at most one allocation row per service (the last), as the former one-statement-per-row writes left it
+      const allocations = new Map(w.allocations.map((a) => [toHex(a.serviceRef.serviceId), a]));
+      const services = w.services.map((s) => ({
+        id: toHex(s.serviceId),
+        key: s.declarationKey,
+        decl: toHex(s.declaration),
+        state: s.state,
+        port: s.port === null ? null : Number(s.port),
+        lrev: s.listenerRevision.toString(),
+      }));
+      const allocs = [...allocations.values()].map((a) => ({
+        id: toHex(a.serviceRef.serviceId),
+        pub: toHex(a.publisher),
+        value: allocationToJson(a),
+      }));
+      const ports = upserts.map((e) => ({
+        port: Number(e.port),
+        kind: e.kind,
+        nsd: toHex(e.serviceRef.nsdId),
+        net: toHex(e.serviceRef.networkId),
+        svc: toHex(e.serviceRef.serviceId),
+      }));
+      return c.writing(
         `SELECT ${S}.replace_write(${lit.bytea(w.publisher)}, ${lit.bytea(w.networkId)}, ${lit.json(services)}, ${lit.json(allocs)},
-           ${lit.json(ports)}, ${lit.json(released)}, ${lit.num(w.report.revision)}, ${lit.bytea(w.report.digest)},
+           ${lit.json(ports)}, ${lit.json(released.map(String))}, ${lit.num(w.report.revision)}, ${lit.bytea(w.report.digest)},
            ${lit.text(w.outboxReason)}, ${lit.bool(leaseOptions.prune !== false)}) AS outbox`,
         (r) => big(r.rows[0].outbox),
       );
-      if (replaceMemo !== undefined && c.inGroup !== true) {
-        // the rows as written, re-read with the COMMIT (same round trip; never awaited, so it sends nothing earlier):
-        // what the scope's next replace names (0670). Remembered when its result arrives, even if the transaction
-        // then rolls back: a remembered row that is not the stored one only makes replace_fast answer slow. Not in a
-        // group of several: the one statement runs only alone, and the re-read cost PostgreSQL CPU on every grouped
-        // replace (0670's addendum); a scope's next lone replace then decides once more from its slow answer's rows
-        const key = ReplaceMemo.key(w.publisher, w.networkId);
-        void c.statement(replaceStateSql(lit.bytea(w.publisher), lit.bytea(w.networkId)), (r) =>
-          replaceMemo.set(key, r.rows[0].state as Record<string, unknown>),
-        );
-      }
-      return outbox;
     },
     upsertServices: async (rows) => {
       if (rows.length === 0) return;
@@ -792,12 +801,6 @@ export interface PgAuthorityStoreOptions extends pg.PoolConfig {
    */
   readonly groupedFastRefresh?: boolean;
   /**
-   * report.replace in one autocommit statement where it runs alone and its scope's rows are the ones this store last
-   * read or wrote (decision 0670); `false` only for the twin of `test/replace-fast.it.test.ts` and the bench's
-   * before/after, which run every replace through the general path.
-   */
-  readonly fastReplace?: boolean;
-  /**
    * lease.acquire reads and writes through `acquire_rows` / `acquire_write` (decision 0540); `false` only for the twin of
    * `test/acquire-rows.it.test.ts`, which uses the former statements.
    */
@@ -848,8 +851,6 @@ export interface PgCommitStats {
   /** Group statements of refreshes sent (decision 0640, each one COMMIT, counted in `commits`) and members granted. */
   readonly fastGroups: number;
   readonly fastGranted: number;
-  /** report.replace statements that wrote (decision 0670; each one COMMIT, counted in `commits`). */
-  readonly fastReplaced: number;
 }
 
 export type PgAuthorityStore = AuthorityStore & { readonly commitStats: () => PgCommitStats };
@@ -864,7 +865,6 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
     refreshFunctions,
     fastRefresh,
     groupedFastRefresh,
-    fastReplace,
     acquireFunctions,
     groupCommit,
     afterGroupMember,
@@ -893,7 +893,6 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
   /** A commit group's refreshes go as one statement (decision 0640): the statement exists and grouping is not off. */
   const groupRefreshStatement = refreshStatement && groupedFastRefresh !== false;
   let aloneCommits = 0;
-  let fastReplaced = 0;
   const groups =
     groupCommit === false
       ? null
@@ -918,7 +917,6 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
           ...(afterCommit === undefined ? {} : { afterCommit }),
           ...(afterGroupMember === undefined ? {} : { afterMember: afterGroupMember }),
         });
-  const replaceMemo = fastReplace === false ? undefined : new ReplaceMemo();
   const txOf = (c: TxConnection) =>
     tx(
       c,
@@ -926,7 +924,6 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
       pruneRevisionRows !== false,
       refreshFunctions !== false,
       acquireFunctions !== false,
-      replaceMemo,
     );
 
   const run = async <A>(
@@ -1031,77 +1028,6 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
       return Either.right(granted());
     }
     return transactAlone(epoch, fn as never, options) as Promise<Either.Either<A, ServiceControlError>>;
-  };
-
-  /**
-   * A report.replace in its own autocommit statement (decision 0670): `fn` — the general path's decision — runs first
-   * against the scope's remembered `replace_rows` row, with a transaction that has only `replaceRows` (that row) and
-   * `saveReplace` (the writes, kept). Only a replace it accepts with a write goes as the statement, which writes exactly
-   * those rows where every row is still the remembered one; written → the crash point after the commit and `fn`'s
-   * answer (its outbox id the statement's). Slow with the rows it read (changed since they were remembered): decided
-   * once more from those. Nothing remembered, a refusal, an unchanged report, a throw, slow twice or a storage
-   * failure → `fn` on the general path alone (after a commit whose answer was lost, it finds the report row
-   * it wrote: the same revision and digest, the original answer).
-   */
-  const replaceFastAlone = async <A>(
-    epoch: bigint,
-    fn: Parameters<AuthorityStore['transact']>[1],
-    options: Parameters<AuthorityStore['transact']>[2],
-  ): Promise<Either.Either<A, ServiceControlError>> => {
-    const general = () => transactAlone(epoch, fn as never, options) as Promise<Either.Either<A, ServiceControlError>>;
-    const scope = options?.scope;
-    const memo = replaceMemo;
-    if (scope === undefined || memo === undefined) return general();
-    const key = ReplaceMemo.key(scope.identity, scope.networkId);
-    let row = memo.get(key);
-    // decided from the remembered row; from a slow answer's rows (changed since: a production, a port step) once more
-    for (let attempt = 0; row !== undefined && attempt < 2; attempt++) {
-      const rows: Record<string, unknown> = row;
-      let write: ReplaceWrites | null = null;
-      let outboxOf: (id: bigint) => void = () => undefined;
-      const outbox = new Promise<bigint>((resolve) => (outboxOf = resolve));
-      const remembered = {
-        replaceRows: async (identity: Bytes, networkId: Bytes) =>
-          bytesEqual(identity, scope.identity) && bytesEqual(networkId, scope.networkId)
-            ? replaceRowsOf(identity, networkId, rows)
-            : Promise.reject(new Error('replace_fast: another scope')),
-        saveReplace: (w: ReplaceWrites) => {
-          replaceWriteArgs(w); // a bad port release throws here, as saveReplace does: the general path then decides
-          write = w;
-          return outbox;
-        },
-      } as unknown as AuthorityTx;
-      let decided: Either.Either<A, ServiceControlError>;
-      try {
-        decided = (await fn(remembered)) as Either.Either<A, ServiceControlError>;
-      } catch {
-        return general();
-      }
-      const w = write as ReplaceWrites | null;
-      const rt = replaceRowsOf(scope.identity, scope.networkId, rows).runtime;
-      if (Either.isLeft(decided) || w === null || rt === null) return general();
-      if (!bytesEqual(w.publisher, scope.identity) || !bytesEqual(w.networkId, scope.networkId)) return general();
-      const q = replaceFastQuery(epoch, w, rt.generation, rt.runtimeId, rows, pruneLeaseRows !== false);
-      const out = await run(async (c) => (await c.query(q)).rows[0] as Record<string, unknown>);
-      if (Either.isLeft(out)) return general();
-      aloneCommits++;
-      const r = out.right as { outcome: FastReplaceOutcome['outcome']; outbox: string | null; state: unknown };
-      if (r.outcome !== 'written') {
-        row = (r.state ?? undefined) as Record<string, unknown> | undefined;
-        if (row !== undefined) memo.set(key, row);
-        continue;
-      }
-      fastReplaced++;
-      memo.set(key, r.state as Record<string, unknown>);
-      outboxOf(big(r.outbox as string));
-      try {
-        afterCommit?.();
-      } catch (e) {
-        return Either.left(storageError(e)); // as transactAlone answers a throw of its crash point
-      }
-      return decided;
-    }
-    return general();
   };
 
   /** A scoped transaction through group commit: `run` in a group of several, `alone` in a group of one. */
@@ -1447,22 +1373,6 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
             });
           },
         }),
-    // report.replace's one statement where it runs alone: ungrouped, a group of one, or a failed group's member run
-    // again alone (decision 0670); a group of several runs its general path in the group's transaction
-    ...(replaceMemo === undefined
-      ? {}
-      : {
-          replaceFast: <A>(
-            epoch: bigint,
-            fn: Parameters<AuthorityStore['transact']>[1],
-            options?: Parameters<AuthorityStore['transact']>[2],
-          ) => {
-            const scope = options?.scope;
-            const alone = () => replaceFastAlone<A>(epoch, fn, options);
-            if (groups === null || scope === undefined || options?.consistentRead === true) return alone();
-            return grouped<A>(groups, epoch, fn, scope, alone);
-          },
-        }),
     ...(fastAck === false
       ? {}
       : {
@@ -1487,7 +1397,6 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
       commits: aloneCommits + groupStats.groups + groupStats.fastGroups,
       fastGroups: groupStats.fastGroups,
       fastGranted: groupStats.fastGranted,
-      fastReplaced,
       groups: groupStats.groups,
       grouped: groupStats.members,
       fallbacks: groupStats.fallbacks,

@@ -152,8 +152,6 @@ export interface TxConnection {
   readonly writing: <A>(sql: string, parse: (r: pg.QueryResult) => A) => Promise<A>;
   /** A parameterised query (extended protocol): sends what is queued first, then this query on its own. */
   readonly query: (text: string, values?: unknown[]) => Promise<pg.QueryResult>;
-  /** The transaction of a commit group of several requests (group-commit.ts), not one request's own. */
-  readonly inGroup?: boolean;
 }
 
 export class TxBatch implements TxConnection {
@@ -183,10 +181,6 @@ export class TxBatch implements TxConnection {
      */
     private readonly group = false,
   ) {}
-
-  get inGroup(): boolean {
-    return this.group;
-  }
 
   /** Record that a statement the read-only test cannot see through (a function call that inserts) changed a row. */
   markWritten(): void {

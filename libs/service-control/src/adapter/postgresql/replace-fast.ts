@@ -1,25 +1,15 @@
-// report.replace in ONE autocommit statement where its rows are the ones this nsd remembers (decision 0670).
+// report.replace in ONE autocommit statement (decision 0670) — withdrawn (decision 0690). On an idle machine the
+// statement cost PostgreSQL more CPU than the round trip it saved (it calls `replace_rows` twice and compares the rows
+// as normalized JSON, `replace_norm`), and replaces per second were lower at 1, 8 and 32 clients; every replace now
+// takes the general path (decisions 0371/0372: `replace_rows`, then `replace_write` with the COMMIT).
 //
-// The general path (decisions 0371/0372) reads `replace_rows` under the fence, decides in TypeScript (fences, scopes,
-// declarations, acceptReport, the service rows, the P allocation) and writes with `replace_write` sent with the COMMIT:
-// two round trips. The decision depends on nothing but the envelope, the body and `replace_rows`' row (plus fresh
-// service ids), so the store remembers that row per (identity, Network) — as read, or as re-read after its own write
-// in the same transaction — and a later replace of that scope is decided from the remembered row. `replace_fast` then
-// takes the general path's locks in its order (the authority row FOR SHARE with its epoch, then `replace_rows` itself:
-// runtime, report row, port lock, allocation rows), writes only where membership holds, the runtime row is the
-// envelope's pair and every other row of `replace_rows` is exactly the remembered one (`replace_norm`: the arrays
-// without an order of their own sorted), and then calls `replace_write` with the writes computed in TypeScript and
-// returns the rows as they now are (the next remembered row). Anything else: `slow`, nothing written, with the rows
-// as it read them (past the epoch fence): the caller decides once more from those, and a second `slow` goes the
-// general path.
-import type { ReplaceWrites } from '../../application/authority-store.js';
-import { toHex } from '../../domain/bytes.js';
-import { pgBytes as buf } from './batch.js';
-import { allocationToJson, portWrites } from './port-store.js';
+// What is left here are the two migrations: the one that created `replace_norm` and `replace_fast` (kept verbatim:
+// a database counts the migrations it ran by position, and a fresh one runs the same sequence as an upgraded one),
+// and the one that drops them.
 
 const S = 'service_control';
 
-/** Appended to the authority store's migrations. */
+/** The migration that created them (decision 0670), as it ran: the authority store's migrations are counted by position. */
 export const replaceFastMigration = (): string =>
   `CREATE FUNCTION ${S}.replace_norm(x jsonb) RETURNS jsonb LANGUAGE sql IMMUTABLE AS $fn$
      SELECT jsonb_build_object('report', x->'report', 'services', x->'services', 'allocations', x->'allocations',
@@ -55,89 +45,8 @@ export const replaceFastMigration = (): string =>
      outcome := 'written';
    END $fn$;`;
 
-/** The general path's re-read after its write, queued before the COMMIT: the rows the scope's next replace names. */
-export const replaceStateSql = (identity: string, networkId: string): string =>
-  `SELECT row_to_json(x) AS state FROM ${S}.replace_rows(${identity}, ${networkId}) x`;
-
-/** `replace_write`'s arguments for an accepted report (the port table's change checked: a bad release throws). */
-export const replaceWriteArgs = (w: ReplaceWrites) => {
-  const { upserts, released } = portWrites(w.ports.before, w.ports.after);
-  // at most one allocation row per service (the last), as the former one-statement-per-row writes left it
-  const allocations = new Map(w.allocations.map((a) => [toHex(a.serviceRef.serviceId), a]));
-  return {
-    services: w.services.map((s) => ({
-      id: toHex(s.serviceId),
-      key: s.declarationKey,
-      decl: toHex(s.declaration),
-      state: s.state,
-      port: s.port === null ? null : Number(s.port),
-      lrev: s.listenerRevision.toString(),
-    })),
-    allocs: [...allocations.values()].map((a) => ({
-      id: toHex(a.serviceRef.serviceId),
-      pub: toHex(a.publisher),
-      value: allocationToJson(a),
-    })),
-    ports: upserts.map((e) => ({
-      port: Number(e.port),
-      kind: e.kind,
-      nsd: toHex(e.serviceRef.nsdId),
-      net: toHex(e.serviceRef.networkId),
-      svc: toHex(e.serviceRef.serviceId),
-    })),
-    released: released.map(String),
-  };
-};
-
-export type FastReplaceOutcome =
-  | { readonly outcome: 'slow'; readonly state: Record<string, unknown> | null }
-  | { readonly outcome: 'written'; readonly outbox: bigint; readonly state: Record<string, unknown> };
-
-/** The one autocommit statement, a named prepared statement of each connection. */
-export const replaceFastQuery = (
-  epoch: bigint,
-  w: ReplaceWrites,
-  generation: bigint,
-  runtimeId: Uint8Array,
-  remembered: Record<string, unknown>,
-  prune: boolean,
-) => {
-  const a = replaceWriteArgs(w);
-  return {
-    name: 'sc_replace_fast',
-    text: `SELECT outcome, outbox, state FROM ${S}.replace_fast($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
-    values: [
-      epoch.toString(),
-      buf(w.publisher),
-      buf(w.networkId),
-      generation.toString(),
-      buf(runtimeId),
-      JSON.stringify(remembered),
-      JSON.stringify(a.services),
-      JSON.stringify(a.allocs),
-      JSON.stringify(a.ports),
-      JSON.stringify(a.released),
-      w.report.revision.toString(),
-      buf(w.report.digest),
-      w.outboxReason,
-      prune,
-    ],
-  };
-};
-
-/** `replace_rows`' row per (identity, Network), as last read or written by this store; at most `max`, oldest dropped. */
-export class ReplaceMemo {
-  private readonly rows = new Map<string, Record<string, unknown>>();
-  constructor(private readonly max = 65_536) {}
-  static key(identity: Uint8Array, networkId: Uint8Array): string {
-    return `${toHex(identity)}:${toHex(networkId)}`;
-  }
-  get(key: string): Record<string, unknown> | undefined {
-    return this.rows.get(key);
-  }
-  set(key: string, row: Record<string, unknown>): void {
-    this.rows.delete(key);
-    this.rows.set(key, row);
-    if (this.rows.size > this.max) this.rows.delete(this.rows.keys().next().value as string);
-  }
-}
+/** Decision 0690: the functions of 0670 dropped (every database that runs this ran the migration above). */
+export const replaceFastDropMigration = (): string =>
+  `DROP FUNCTION ${S}.replace_fast(numeric, bytea, bytea, numeric, bytea, jsonb, jsonb, jsonb, jsonb, jsonb, numeric,
+     bytea, text, boolean);
+   DROP FUNCTION ${S}.replace_norm(jsonb);`;
