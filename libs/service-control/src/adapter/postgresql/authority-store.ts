@@ -49,7 +49,13 @@ import {
   portWrites,
 } from './port-store.js';
 import { GRANT_MIGRATIONS, grantTx } from './grant-store.js';
-import { REVISION_FLOOR_MIGRATIONS, floorOf, floorSql, pruneBelowFloorSql } from './revision-floor.js';
+import {
+  PRUNE_ONE_READ_MIGRATION,
+  REVISION_FLOOR_MIGRATIONS,
+  floorOf,
+  floorSql,
+  pruneBelowFloorSql,
+} from './revision-floor.js';
 import { ACK_FAST_MIGRATIONS, type FastAckOutcome, ackFastFunction, ackFastQuery, ackFastSql } from './ack-fast.js';
 import { type FastMember, GroupCommit } from './group-commit.js';
 import { refreshFunctions, refreshRowsOf, refreshRowsSql, refreshWriteSql } from './refresh-rows.js';
@@ -70,33 +76,59 @@ const S = PG_SCHEMA;
 const RUNTIME_COLS = `generation::text AS generation, encode(runtime_id, 'hex') AS runtime_id, stopped, liveness`;
 const SESSION_COLS = `generation::text AS generation, encode(runtime_id, 'hex') AS runtime_id, seq::text AS seq, encode(request_id, 'hex') AS request_id, epoch::text AS epoch`;
 
-/** replace_write's text (decision 0372); decision 0455 re-creates it to prune against the connection's shard row. */
-function replaceWriteFunction(create: 'CREATE' | 'CREATE OR REPLACE'): string {
+/**
+ * replace_write's text (decision 0372); decision 0455 re-creates it to prune against the connection's shard row.
+ * `skipEmpty` (decision 0700): a statement over an empty argument array is not run at all (the allocation and port
+ * table upserts and the release delete of a replace that changes no port, the service upsert of an empty report), and
+ * the withdrawal test is a jsonb containment (a simple expression, no executor) — the rows written are the same.
+ */
+export function replaceWriteFunction(create: 'CREATE' | 'CREATE OR REPLACE', skipEmpty = false): string {
+  const when = (arg: string, sql: string): string =>
+    skipEmpty
+      ? `IF jsonb_array_length(${arg}) > 0 THEN
+       ${sql};
+     END IF;`
+      : `${sql};`;
+  const withdrawn = skipEmpty
+    ? `prune AND services @> '[{"state": "withdrawn"}]'`
+    : `prune AND EXISTS (SELECT 1 FROM jsonb_to_recordset(services) AS x(state text) WHERE x.state = 'withdrawn')`;
   return `${create} FUNCTION ${S}.replace_write(i bytea, n bytea, services jsonb, allocations jsonb, port_upserts jsonb,
      port_released jsonb, rev numeric, digest bytea, reason text, prune boolean) RETURNS bigint
    LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
    DECLARE outbox_id bigint;
    BEGIN
-     INSERT INTO ${S}.service (service_id, publisher, network_id, declaration_key, declaration, state, port, listener_revision)
+     ${when(
+       'services',
+       `INSERT INTO ${S}.service (service_id, publisher, network_id, declaration_key, declaration, state, port, listener_revision)
        SELECT decode(x.id, 'hex'), i, n, x.key, decode(x.decl, 'hex'), x.state, x.port, x.lrev::numeric
        FROM ROWS FROM (jsonb_to_recordset(services) AS (id text, key text, decl text, state text, port integer, lrev text)) WITH ORDINALITY AS x(id, key, decl, state, port, lrev, o)
        ORDER BY x.o
      ON CONFLICT (service_id) DO UPDATE SET declaration_key = excluded.declaration_key, declaration = excluded.declaration,
-       state = excluded.state, port = excluded.port, listener_revision = excluded.listener_revision;
-     IF prune AND EXISTS (SELECT 1 FROM jsonb_to_recordset(services) AS x(state text) WHERE x.state = 'withdrawn') THEN
+       state = excluded.state, port = excluded.port, listener_revision = excluded.listener_revision`,
+     )}
+     IF ${withdrawn} THEN
        ${pruneWithdrawnSqlOf('i', 'n').join('; ')};
      END IF;
-     INSERT INTO ${S}.port_allocation (service_id, publisher, value)
+     ${when(
+       'allocations',
+       `INSERT INTO ${S}.port_allocation (service_id, publisher, value)
        SELECT decode(x.id, 'hex'), decode(x.pub, 'hex'), x.value
        FROM ROWS FROM (jsonb_to_recordset(allocations) AS (id text, pub text, value jsonb)) WITH ORDINALITY AS x(id, pub, value, o) ORDER BY x.o
-     ON CONFLICT (service_id) DO UPDATE SET value = excluded.value;
-     INSERT INTO ${S}.port_entry (publisher, port, kind, nsd_id, network_id, service_id)
+     ON CONFLICT (service_id) DO UPDATE SET value = excluded.value`,
+     )}
+     ${when(
+       'port_upserts',
+       `INSERT INTO ${S}.port_entry (publisher, port, kind, nsd_id, network_id, service_id)
        SELECT i, x.port, x.kind, decode(x.nsd, 'hex'), decode(x.net, 'hex'), decode(x.svc, 'hex')
        FROM ROWS FROM (jsonb_to_recordset(port_upserts) AS (port integer, kind text, nsd text, net text, svc text)) WITH ORDINALITY AS x(port, kind, nsd, net, svc, o) ORDER BY x.o
      ON CONFLICT (publisher, port) DO UPDATE SET kind = excluded.kind, nsd_id = excluded.nsd_id, network_id = excluded.network_id,
-       service_id = excluded.service_id;
-     DELETE FROM ${S}.port_entry e WHERE e.publisher = i AND e.kind = 'reserved'
-       AND e.port IN (SELECT (x.v)::integer FROM jsonb_array_elements_text(port_released) AS x(v));
+       service_id = excluded.service_id`,
+     )}
+     ${when(
+       'port_released',
+       `DELETE FROM ${S}.port_entry e WHERE e.publisher = i AND e.kind = 'reserved'
+       AND e.port IN (SELECT (x.v)::integer FROM jsonb_array_elements_text(port_released) AS x(v))`,
+     )}
      INSERT INTO ${S}.report VALUES (i, n, rev, digest)
        ON CONFLICT (identity, network_id) DO UPDATE SET revision = excluded.revision, digest = excluded.digest;
      INSERT INTO ${S}.outbox (network_id, reason) VALUES (n, reason) RETURNING id INTO outbox_id;
@@ -231,6 +263,9 @@ const MIGRATIONS: readonly string[] = [
   replaceFastMigration(),
   // ... and withdrawn (decision 0690): its functions dropped, so a fresh database and an upgraded one end alike
   replaceFastDropMigration(),
+  // report.replace's writes without the statements over empty arguments, the prune's reads in one statement (0700)
+  `${replaceWriteFunction('CREATE OR REPLACE', true)}
+   ${PRUNE_ONE_READ_MIGRATION}`,
 ];
 
 /** The migrations in the order `migrate` runs them: append-only, a database's `schema_version` counts those it ran. */

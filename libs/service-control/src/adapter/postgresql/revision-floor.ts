@@ -44,6 +44,29 @@ export const REVISION_FLOOR_MIGRATIONS: readonly string[] = [
 ];
 
 /**
+ * Appended to the authority store's migrations (decision 0700): `prune_below_floor` with its three reads (the snapshot
+ * row's revision, the session's seq, its latest enforced ACK revision) in one statement — each statement of a
+ * function costs its executor start, plan check and relation locks, on every production and every first enforced
+ * ACK. The same values and the same deletes; the ACK read now runs also while no revision is below the window yet.
+ */
+export const PRUNE_ONE_READ_MIGRATION = `CREATE OR REPLACE FUNCTION ${S}.prune_below_floor(t bytea, n bytea, win numeric) RETURNS void
+   LANGUAGE plpgsql AS $fn$
+   DECLARE low numeric; seq numeric; keep numeric;
+   BEGIN
+     -- ACK rows exist for the current session only (a new session mark deletes the others); its latest enforced
+     -- revision is read before any ACK row goes (it is never one that goes)
+     SELECT s.revision - win, m.seq, (SELECT max(a.revision) FROM ${S}.ack a WHERE a.target = t AND a.network_id = n
+         AND a.session_seq = m.seq AND a.accepted AND a.enforcement_applied)
+       INTO low, seq, keep
+       FROM ${S}.snapshot s LEFT JOIN ${S}.session_mark m ON m.identity = t AND m.network_id = n
+       WHERE s.target = t AND s.network_id = n;
+     IF low IS NULL OR low < 1 THEN RETURN; END IF; -- nothing produced yet, or no revision below the window
+     DELETE FROM ${S}.snapshot_history x WHERE x.target = t AND x.network_id = n AND x.revision <= low AND x.revision IS DISTINCT FROM keep;
+     DELETE FROM ${S}.ack x WHERE x.target = t AND x.network_id = n AND x.session_seq = seq AND x.revision <= low AND x.revision IS DISTINCT FROM keep;
+     DELETE FROM ${S}.lease_snapshot_stamp x WHERE x.target = t AND x.network_id = n AND x.revision <= low AND x.revision IS DISTINCT FROM keep;
+   END $fn$;`;
+
+/**
  * Delete every history, ACK and stamp row of (target, network) whose revision is no longer retained:
  * `revision ≤ current − window` and not the current session's latest enforced revision (`IS DISTINCT FROM`: with no
  * enforced ACK nothing is exempt) — `prune_below_floor` above. Sent with the COMMIT of a transaction that already
