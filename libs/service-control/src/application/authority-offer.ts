@@ -15,6 +15,7 @@ import {
   type PortTable,
   type DeclarationFacts,
   type Rng,
+  isSubstantiveChange,
   issueCandidate,
   newAllocation,
   onDeclarationChange,
@@ -94,6 +95,9 @@ export const planOffer = (
     } else if (old !== undefined && old.state === 'active') {
       const [bf, af] = [factsOf(old), factsOf(s)];
       if (bf === null || af === null) continue;
+      // a display name or description change opens no round (`onDeclarationChange` answers 'unchanged'): no proposal id
+      // is drawn for it (a randomBytes call per such replace)
+      if (!isSubstantiveChange(bf, af)) continue;
       const ch = onDeclarationChange(found, ports, bf, af, rng, newId(), digest);
       if (Either.isLeft(ch)) return Either.left(ch.left);
       if (ch.right.kind === 'round') {

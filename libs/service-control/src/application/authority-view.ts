@@ -51,20 +51,27 @@ export interface NetworkView {
   readonly save: () => Promise<void>;
 }
 
-/** The Grants each previous snapshot carried: `sourceKey|grant_version|policy_digest`, per target (hex). */
-const carriedGrants = (last: ReadonlyMap<string, StoredSnapshot>): ReadonlyMap<string, ReadonlySet<string>> => {
-  const out = new Map<string, Set<string>>();
-  for (const [target, snap] of last) {
-    const body = SnapshotPushBody.decode(snap.body);
+/**
+ * The Grants a target's previous snapshot carried: `sourceKey|grant_version|policy_digest`, by target (hex). A body is
+ * decoded only when a registry entry asks about its target, once per production: a Network without Grants (or a
+ * production that consults two targets of many) no longer decodes every member's last snapshot.
+ */
+export const carriedGrants = (last: ReadonlyMap<string, StoredSnapshot>): ((target: string) => ReadonlySet<string>) => {
+  const decoded = new Map<string, ReadonlySet<string>>();
+  return (target) => {
+    const had = decoded.get(target);
+    if (had !== undefined) return had;
     const set = new Set<string>();
-    if (Either.isRight(body))
+    const snap = last.get(target);
+    const body = snap === undefined ? null : SnapshotPushBody.decode(snap.body);
+    if (body !== null && Either.isRight(body))
       for (const g of body.right.snapshot.grants)
         set.add(
           `${sourceKey(g.service_ref.service_id, g.consumer_identity)}|${g.grant_version}|${toHex(g.policy_digest)}`,
         );
-    out.set(target, set);
-  }
-  return out;
+    decoded.set(target, set);
+    return set;
+  };
 };
 
 /** The rows a view is built from besides the services, members and snapshots: read with them (`viewRows`). */
@@ -166,11 +173,7 @@ export const networkView = (
       const [serviceHex, consumerHex] = key.split('|') as [string, string];
       const publisher = publisherOf.get(serviceHex);
       const mark = `${key}|${e.version}|${toHex(e.policyDigest)}`;
-      return (
-        publisher !== undefined &&
-        carried.get(toHex(publisher))?.has(mark) === true &&
-        carried.get(consumerHex)?.has(mark) === true
-      );
+      return publisher !== undefined && carried(toHex(publisher)).has(mark) && carried(consumerHex).has(mark);
     },
     (ref, publisher, consumer, protocols) =>
       sourceAuthorizationDigest({
