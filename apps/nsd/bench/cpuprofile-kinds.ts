@@ -27,16 +27,17 @@ for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
 
 /** A request handler of the authority (its method names), innermost first wins. */
 const handlers: ReadonlyArray<readonly [RegExp, string, RegExp?]> = [
-  [/^registerNode$/, 'node.register', /authority\.ts/],
-  [/^machineAuth$/, 'machine.auth', /authority\.ts/],
-  [/^bind$/, 'runtime.bind', /authority\.ts/],
-  [/^sessionOpen$/, 'session.open', /authority\.ts/],
-  [/^openStream$/, 'config.stream (open)', /authority\.ts/],
+  // the handlers live in authority-runtime.ts / authority-report.ts since decision 0680's split, declared as functions
+  // so the profile names them (tsx wraps an arrow function in `__name(…)`, where V8 infers no name); the three machine
+  // requests share `machineRequest` (past its first `await` their own frames are gone)
+  [/^machineRequest$/, 'machine.* (heartbeat, register, auth)', /authority-runtime\.ts/],
+  [/^serveBind$/, 'runtime.bind', /authority-runtime\.ts/],
+  [/^serveSessionOpen$/, 'session.open', /authority-runtime\.ts/],
+  [/^openConfigStream$/, 'config.stream (open)', /authority-runtime\.ts/],
   [/^(produceNow|produceFor|produce|produceNetwork)$/, 'snapshot production', /authority-production\.ts/],
   [/^deliver$/, 'snapshot delivery', /authority-streams\.ts/],
-  [/^(reportReplace|reportHead)$/, 'report.*', /authority\.ts/],
-  [/^snapshotAck$/, 'snapshot.ack', /authority\.ts/],
-  [/^heartbeat$/, 'machine.heartbeat', /authority\.ts/],
+  [/^(serveReportReplace|serveReportHead)$/, 'report.*', /authority-report\.ts/],
+  [/^serveSnapshotAck$/, 'snapshot.ack', /authority-report\.ts/],
 ];
 /** Shared work, by the innermost matching frame (checked when no handler is on the stack). */
 const shared: ReadonlyArray<readonly [RegExp, string]> = [

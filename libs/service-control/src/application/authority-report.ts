@@ -70,7 +70,7 @@ export const reportRows = (
   return Either.right({ prev, stored });
 };
 
-export const serveReportHead = async (rq: AuthorityRequests, m: MessageOf<'report.head'>) => {
+export async function serveReportHead(rq: AuthorityRequests, m: MessageOf<'report.head'>) {
   // the publisher's own services only (decision 0373): the bindings are of its services, not the Network's
   const reads = (tx: AuthorityTx) =>
     Promise.all([tx.lockReport(m.subject_identity, m.network_id), tx.ownServices(m.subject_identity, m.network_id)]);
@@ -98,9 +98,9 @@ export const serveReportHead = async (rq: AuthorityRequests, m: MessageOf<'repor
       bindings,
     }),
   );
-};
+}
 
-export const serveReportReplace = async (rq: AuthorityRequests, m: MessageOf<'report.replace'>) => {
+export async function serveReportReplace(rq: AuthorityRequests, m: MessageOf<'report.replace'>) {
   const body = m.body;
   let outbox = null as Promise<bigint> | null;
   // ONE statement reads the fence rows, the report row, the publisher's own services of the Network and every P row
@@ -177,9 +177,9 @@ export const serveReportReplace = async (rq: AuthorityRequests, m: MessageOf<'re
       bindings,
     }),
   );
-};
+}
 
-export const serveSnapshotAck = async (rq: AuthorityRequests, m: MessageOf<'snapshot.ack'>) => {
+export async function serveSnapshotAck(rq: AuthorityRequests, m: MessageOf<'snapshot.ack'>) {
   const body = m.body;
   const reply = () =>
     rq.env(
@@ -257,4 +257,4 @@ export const serveSnapshotAck = async (rq: AuthorityRequests, m: MessageOf<'snap
   );
   if (Either.isRight(r)) rq.committed('snapshot.ack');
   return Either.map(r, reply);
-};
+}

@@ -31,7 +31,7 @@ import type { SnapshotProduction } from './authority-production.js';
 import type { OpenStream, StreamHub, StreamSink } from './authority-streams.js';
 
 /** runtime.floor: the persisted binding's floor; grants nothing. */
-export const serveFloor = async (rq: AuthorityRequests, m: MessageOf<'runtime.floor'>) => {
+export async function serveFloor(rq: AuthorityRequests, m: MessageOf<'runtime.floor'>) {
   const r = await rq.tx(m, async (_tx, { runtime: rt }) =>
     Either.map(rq.fences(m, rt, null), () => floorView(rt, rq.d.now())),
   );
@@ -48,10 +48,10 @@ export const serveFloor = async (rq: AuthorityRequests, m: MessageOf<'runtime.fl
       ),
     ),
   );
-};
+}
 
 /** runtime.bind: the binding saved (committed before the reply); the answer carries the session floor. */
-export const serveBind = async (rq: AuthorityRequests, m: MessageOf<'runtime.bind'>) => {
+export async function serveBind(rq: AuthorityRequests, m: MessageOf<'runtime.bind'>) {
   const r = await rq.tx(
     m,
     async (tx, { runtime: rt, session: s }) => {
@@ -86,10 +86,10 @@ export const serveBind = async (rq: AuthorityRequests, m: MessageOf<'runtime.bin
       session_floor: sessionFloor,
     }),
   );
-};
+}
 
 /** session.open: the session seq reserved durably; the identity's streams of an older session of the scope end. */
-export const serveSessionOpen = async (rq: AuthorityRequests, streams: StreamHub, m: MessageOf<'session.open'>) => {
+export async function serveSessionOpen(rq: AuthorityRequests, streams: StreamHub, m: MessageOf<'session.open'>) {
   const r = await rq.tx(
     m,
     async (tx, { runtime: rt, session: s }) => {
@@ -126,19 +126,19 @@ export const serveSessionOpen = async (rq: AuthorityRequests, streams: StreamHub
       m.session_seq,
     ),
   );
-};
+}
 
 /**
  * The existing API's machine requests (machine.heartbeat, node.register, machine.auth): decode the payload (undecodable
  * → observed and thrown: the transport refuses it), serve it, observe the outcome, answer `{ accepted, error }`.
  */
-const machineRequest = async <R>(
+async function machineRequest<R>(
   rq: AuthorityRequests,
   kind: string,
   codec: Codec<R>,
   payload: Uint8Array,
   serve: (req: R) => Promise<Either.Either<void, ServiceControlError>>,
-): Promise<Uint8Array> => {
+): Promise<Uint8Array> {
   const t0 = performance.now();
   const req = codec.decode(payload);
   if (Either.isLeft(req)) {
@@ -150,7 +150,7 @@ const machineRequest = async <R>(
   return MachineHeartbeatResultCodec.encodeOrThrow(
     Either.isRight(r) ? { accepted: true, error: null } : { accepted: false, error: r.left.code },
   );
-};
+}
 
 /**
  * machine.heartbeat (existing API stand-in, M6-16): with the object, in ONE transaction, check signer, membership
@@ -240,14 +240,14 @@ export const serveMachineAuth = (rq: AuthorityRequests, signer: Bytes, payload: 
  * A signed config.stream request: its payload is the `service_control` object. Delivery only if it matches the
  * full persisted session tuple (M6-13); otherwise the stream is refused (`stale-session`) and gets no config.
  */
-export const openConfigStream = async (
+export async function openConfigStream(
   rq: AuthorityRequests,
   streams: StreamHub,
   production: SnapshotProduction,
   signer: Bytes,
   payload: Uint8Array,
   sink: StreamSink,
-): Promise<Either.Either<{ readonly start: () => Promise<void>; readonly close: () => void }, ServiceControlError>> => {
+): Promise<Either.Either<{ readonly start: () => Promise<void>; readonly close: () => void }, ServiceControlError>> {
   const obj = StreamBindingCodec.decode(payload);
   if (Either.isLeft(obj)) return Either.left(scError(obj.left.code, obj.left.message));
   const binding = streamBindingFromWire(obj.right);
@@ -290,4 +290,4 @@ export const openConfigStream = async (
     },
     close: () => void streams.remove(entry),
   });
-};
+}
