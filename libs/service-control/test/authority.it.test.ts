@@ -358,6 +358,56 @@ describe('B on PostgreSQL', () => {
     ).toBe('stale-session');
   });
 
+  it('M6-58 snapshot.ack in one statement: a fault at the crash point after its commit is answered from the committed ACK row by the general path, and the retransmission alike, one row written', async () => {
+    let crash = false;
+    const crashing = makePgAuthorityStore({
+      ...db.config,
+      afterCommit: () => {
+        if (!crash) return;
+        crash = false;
+        throw new Error('crash point after the commit');
+      },
+    });
+    const a = new Authority({ store: crashing, nsdId, epoch: authority.epoch, now });
+    try {
+      const pub = await newWho();
+      const con = await newWho();
+      await boot(pub);
+      await boot(con);
+      await reply(a, pub, msg(pub, 'report.replace', replaceBody(pub, 1n, [decl('svc')])));
+      await a.idle();
+      const { SnapshotPushBody } = await import('../src/api/snapshot.js');
+      const s = SnapshotPushBody.decodeOrThrow((await a.produceFor(con.identity, NET))!);
+      const ack = msg(
+        con,
+        'snapshot.ack',
+        {
+          scope: subScope(con),
+          snapshot_revision: s.snapshot.snapshot_revision,
+          snapshot_digest: s.snapshot_digest,
+          accepted: true,
+          enforcement_applied: true,
+          dns_applied: false,
+          errors: [],
+        },
+        { session_seq: 1n },
+      );
+      const acks0 = await count('ack');
+      crash = true;
+      // the one statement commits, then its crash point throws: the handler's general path finds the committed ACK
+      const first = await reply(a, con, ack);
+      expect(first.kind).toBe('snapshot.ack.result');
+      expect(crash).toBe(false);
+      expect(await count('ack')).toBe(acks0 + 1);
+      const again = await reply(a, con, ack);
+      expect(again.kind).toBe('snapshot.ack.result');
+      expect(await count('ack')).toBe(acks0 + 1);
+    } finally {
+      await a.idle();
+      await crashing.close();
+    }
+  });
+
   it('M6-60 a corrupt report row is state-inconsistent for that scope only; the others keep working', async () => {
     const a = await newWho();
     const b = await newWho(NET2);

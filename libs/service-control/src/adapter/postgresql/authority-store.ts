@@ -1024,6 +1024,19 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
     }
   };
 
+  /**
+   * The crash point after a one-statement path's autocommit, as transactAlone's after its COMMIT: a throw there (an
+   * injected fault) is the reply lost with the row committed, answered `storage-unavailable`; a retransmission finds it.
+   */
+  const crashPointAfterCommit = (): ServiceControlError | null => {
+    try {
+      afterCommit?.();
+      return null;
+    } catch (e) {
+      return storageError(e);
+    }
+  };
+
   /** The one-statement snapshot.ack in its own autocommit transaction (decision 0198). */
   const ackFastAlone = async (epoch: bigint, ack: FastAckInput) => {
     const out = await run(
@@ -1031,7 +1044,10 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
         (await c.query(ackFastQuery(epoch, ack, pruneRevisionRows !== false))).rows[0].outcome as FastAckOutcome,
     );
     if (Either.isRight(out)) aloneCommits++;
-    if (Either.isRight(out) && out.right !== 'slow') afterCommit?.(); // the crash point after a commit, as transact's
+    if (Either.isRight(out) && out.right !== 'slow') {
+      const lost = crashPointAfterCommit();
+      if (lost !== null) return Either.left(lost);
+    }
     return out;
   };
 
@@ -1055,12 +1071,8 @@ export const makePgAuthorityStore = (options: PgAuthorityStoreOptions): PgAuthor
     );
     if (Either.isRight(out)) aloneCommits++;
     if (Either.isRight(out) && out.right === 'granted') {
-      try {
-        afterCommit?.();
-      } catch (e) {
-        return Either.left(storageError(e)); // as transactAlone answers a throw of its crash point
-      }
-      return Either.right(granted());
+      const lost = crashPointAfterCommit();
+      return lost === null ? Either.right(granted()) : Either.left(lost);
     }
     return transactAlone(epoch, fn as never, options) as Promise<Either.Either<A, ServiceControlError>>;
   };
