@@ -215,6 +215,22 @@ describe('B on PostgreSQL', () => {
     expect(await count('outbox')).toBe(0);
   });
 
+  /** An Authority on its own store whose crash point after a COMMIT throws once when `crash` is set (then clears it). */
+  const crashingAuthority = () => {
+    const c = {
+      crash: false,
+      store: makePgAuthorityStore({
+        ...db.config,
+        afterCommit: () => {
+          if (!c.crash) return;
+          c.crash = false;
+          throw new Error('crash point after the commit');
+        },
+      }),
+    };
+    return Object.assign(c, { a: new Authority({ store: c.store, nsdId, epoch: authority.epoch, now }) });
+  };
+
   it('M6-18 a report from a non-current runtime is stale-runtime even with a higher revision', async () => {
     const w = await newWho();
     await boot(w);
@@ -226,16 +242,8 @@ describe('B on PostgreSQL', () => {
   });
 
   it('M6-18 M6-58 report.replace: the same report twice at once is written once and answered alike; a crash after the commit answers storage-unavailable and the retransmission the original, writing nothing; a non-member is unauthorized', async () => {
-    let crash = false;
-    const crashing = makePgAuthorityStore({
-      ...db.config,
-      afterCommit: () => {
-        if (!crash) return;
-        crash = false;
-        throw new Error('crash point after the commit');
-      },
-    });
-    const a = new Authority({ store: crashing, nsdId, epoch: authority.epoch, now });
+    const c = crashingAuthority();
+    const { a, store: crashing } = c;
     const w = await newWho();
     await boot(w);
     const serviceRows = () =>
@@ -262,9 +270,9 @@ describe('B on PostgreSQL', () => {
       // committed, then the crash point before the reply
       await a.idle();
       const second = [decl('web', 'Web 2'), decl('db'), decl('api', 'API', 9090)];
-      crash = true;
+      c.crash = true;
       expect(code(await reply(a, w, msg(w, 'report.replace', replaceBody(w, 2n, second))))).toBe('storage-unavailable');
-      expect(crash).toBe(false);
+      expect(c.crash).toBe(false);
       const committed = await serviceRows();
       expect(committed.map((r) => (r as { k: string }).k)).toEqual(['api', 'db', 'web']);
       const outbox = await count('outbox'); // the crashed commit's row: no production was queued for it
@@ -359,16 +367,8 @@ describe('B on PostgreSQL', () => {
   });
 
   it('M6-58 snapshot.ack in one statement: a fault at the crash point after its commit is answered from the committed ACK row by the general path, and the retransmission alike, one row written', async () => {
-    let crash = false;
-    const crashing = makePgAuthorityStore({
-      ...db.config,
-      afterCommit: () => {
-        if (!crash) return;
-        crash = false;
-        throw new Error('crash point after the commit');
-      },
-    });
-    const a = new Authority({ store: crashing, nsdId, epoch: authority.epoch, now });
+    const c = crashingAuthority();
+    const { a, store: crashing } = c;
     try {
       const pub = await newWho();
       const con = await newWho();
@@ -393,11 +393,11 @@ describe('B on PostgreSQL', () => {
         { session_seq: 1n },
       );
       const acks0 = await count('ack');
-      crash = true;
+      c.crash = true;
       // the one statement commits, then its crash point throws: the handler's general path finds the committed ACK
       const first = await reply(a, con, ack);
       expect(first.kind).toBe('snapshot.ack.result');
-      expect(crash).toBe(false);
+      expect(c.crash).toBe(false);
       expect(await count('ack')).toBe(acks0 + 1);
       const again = await reply(a, con, ack);
       expect(again.kind).toBe('snapshot.ack.result');
