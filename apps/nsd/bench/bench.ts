@@ -30,6 +30,8 @@ import { signedClient } from './signed-client.js';
 import { acceptedAck, oneServiceContent } from '../test/lease-wire.js';
 import {
   type MachineCpu,
+  backendCpu,
+  backendCpuSince,
   benchClient,
   benchUnaryCrypto,
   machineCpuText,
@@ -58,7 +60,7 @@ const CONCURRENT_N = Number(process.env['BENCH_CONCURRENT_N'] ?? 640);
 /** Progress on stderr (the results table goes to stdout at the end). */
 const progress = (line: string) => process.stderr.write(`nsd bench: ${line}\n`);
 
-await withBenchDatabase('nsd_bench', async (config) => {
+await withBenchDatabase('nsd_bench', async (config, admin) => {
   // BENCH_FAST_ACK=0: every ACK through the general path (decision 0198), to compare in the same conditions
   const store = makePgAuthorityStore({
     ...config,
@@ -170,9 +172,10 @@ await withBenchDatabase('nsd_bench', async (config) => {
       clients: jobs.map((j) => ({ pem: j.pub.pem, payloads: j.payloads })),
     });
     const c0 = store.commitStats();
-    const { window, drained, busy, rt0, cpu, drainedCpu, postgres } = await profiled(label, async () => {
+    const { window, drained, busy, rt0, cpu, drainedCpu, postgres, backends } = await profiled(label, async () => {
       const rt0 = roundTrips();
       const pg0 = postgresCpu();
+      const b0 = await backendCpu(admin, config.database);
       const s0 = mainThreadSched();
       const elu0 = performance.eventLoopUtilization();
       const t0 = process.hrtime.bigint();
@@ -183,6 +186,7 @@ await withBenchDatabase('nsd_bench', async (config) => {
       const drained = Number(process.hrtime.bigint() - t0) / 1e9;
       const s2 = mainThreadSched();
       const pg1 = postgresCpu();
+      const b1 = await backendCpu(admin, config.database);
       const n = window.requests;
       return {
         window,
@@ -193,6 +197,7 @@ await withBenchDatabase('nsd_bench', async (config) => {
         // incl. the productions the run queued (they finish after the window)
         drainedCpu: s0 === null || s2 === null ? null : (s2.run - s0.run) / n,
         postgres: pg0 === null || pg1 === null ? null : (postgresCpuSince(pg0, pg1) as number) / n,
+        backends: ((us) => (us === null ? null : us / n))(backendCpuSince(b0, b1)),
       };
     });
     const check = await load.check();
@@ -209,6 +214,7 @@ await withBenchDatabase('nsd_bench', async (config) => {
       cpu,
       drainedCpu,
       postgres,
+      backends,
       machine: window.machine,
     };
   };
@@ -232,9 +238,10 @@ await withBenchDatabase('nsd_bench', async (config) => {
     cpu: { run: number; wait: number } | null;
     drainedCpu: number | null;
     postgres: number | null;
+    backends: number | null;
     machine: MachineCpu;
   }) =>
-    `nsd thread busy ${(r.busy * 100).toFixed(0)} %${r.cpu === null ? '' : `, CPU ${r.cpu.run.toFixed(0)} µs/request (+ ${r.cpu.wait.toFixed(0)} µs runnable, waiting for a core)`}${r.drainedCpu === null ? '' : `, ${r.drainedCpu.toFixed(0)} µs incl. the productions after the window`}${r.postgres === null ? '' : `; PostgreSQL processes ${r.postgres.toFixed(0)} µs/request`}; ${machineCpuText(r.machine)}`;
+    `nsd thread busy ${(r.busy * 100).toFixed(0)} %${r.cpu === null ? '' : `, CPU ${r.cpu.run.toFixed(0)} µs/request (+ ${r.cpu.wait.toFixed(0)} µs runnable, waiting for a core)`}${r.drainedCpu === null ? '' : `, ${r.drainedCpu.toFixed(0)} µs incl. the productions after the window`}${r.backends === null ? '' : `; PostgreSQL: the bench database's backends ${r.backends.toFixed(0)} µs/request`}${r.postgres === null ? '' : `${r.backends === null ? '; PostgreSQL' : ','} every postgres process of the machine ${r.postgres.toFixed(0)} µs/request`}; ${machineCpuText(r.machine)}`;
   const cores = availableParallelism();
 
   // ── one sequential client ──

@@ -179,6 +179,45 @@ export const postgresCpu = (): ReadonlyMap<string, number> | null => {
   }
 };
 
+/**
+ * CPU of the PostgreSQL backends serving `database` (the bench's own: its store's pool and clients), µs of user +
+ * system time from /proc/<pid>/stat by pid, as listed by pg_stat_activity on `admin`; null when PostgreSQL is not
+ * local or a listed backend ended before it was read. Exact where `postgresCpu` is an upper bound: it leaves out the
+ * WAL writer, the checkpointer and every other user of the machine's PostgreSQL.
+ */
+export const backendCpu = async (admin: pg.Client, database: string): Promise<ReadonlyMap<number, number> | null> => {
+  const pids = (await admin.query('SELECT pid FROM pg_stat_activity WHERE datname = $1', [database])).rows.map(
+    (r: { pid: number }) => r.pid,
+  );
+  const out = new Map<number, number>();
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      out.set(pid, (Number(f[11]) + Number(f[12])) * TICK_US); // utime + stime (fields 14, 15)
+    } catch {
+      return null;
+    }
+  }
+  return out;
+};
+
+/**
+ * µs the backends of two `backendCpu` readings ran in between (a backend started in between counts whole). Null when a
+ * backend of the first reading is gone from the second: its time in the window cannot be read any more, and a
+ * difference of two sums would be wrong.
+ */
+export const backendCpuSince = (
+  t0: ReadonlyMap<number, number> | null,
+  t1: ReadonlyMap<number, number> | null,
+): number | null => {
+  if (t0 === null || t1 === null) return null;
+  for (const pid of t0.keys()) if (!t1.has(pid)) return null;
+  let us = 0;
+  for (const [pid, v] of t1) us += v - (t0.get(pid) ?? 0);
+  return us;
+};
+
 export const postgresCpuSince = (t0: ReadonlyMap<string, number> | null, t1: ReadonlyMap<string, number> | null) => {
   if (t0 === null || t1 === null) return null;
   let us = 0;
