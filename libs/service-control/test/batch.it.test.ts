@@ -7,7 +7,7 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { AuthorityStore, AuthorityTx } from '../src/application/authority-store.js';
 import { makePgAuthorityStore } from '../src/adapter/postgresql/index.js';
-import { TxBatch, lit } from '../src/adapter/postgresql/batch.js';
+import { TxBatch, lit, plainSql } from '../src/adapter/postgresql/batch.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { rid16 } from './wire.js';
 
@@ -126,6 +126,46 @@ describe('prepared statements in the batch (decision 0194)', () => {
       expect(await b4.statement(`SELECT ${lit.num(41)} + 1 AS answer`, (r) => r.rows[0]?.answer)).toBe(42);
       await b4.commit();
       expect(sent[0]).toMatch(/^BEGIN ISOLATION LEVEL REPEATABLE READ;\nDEALLOCATE ALL;\nPREPARE sc_/);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('M6-18 every text and JSON value reaches PostgreSQL unchanged, also one containing the mark characters (decision 0740): as a parameter of the prepared form and inline', async () => {
+    const values = [
+      '',
+      'web',
+      "it's \\ a 'quote'",
+      'a\u0001b\u0002c',
+      '\u0002x\u0001',
+      '\u0001',
+      'a\uE000b\uE001c',
+      'Grüße — 網路 🙂',
+      'x::text); SELECT 1; --',
+    ];
+    const client = new pg.Client(db.config);
+    await client.connect();
+    try {
+      const b = new TxBatch(client as unknown as pg.PoolClient, 'SELECT 1 AS one', () => null);
+      sent.length = 0;
+      const rows = await Promise.all(
+        values.map((v) =>
+          b.statement(
+            `SELECT ${lit.text(v)} AS t, ${lit.json({ v, a: [v] })} AS j, ${lit.num(7)}::int AS n`,
+            (r) => r.rows[0],
+          ),
+        ),
+      );
+      await b.commit();
+      expect(rows).toEqual(values.map((v) => ({ t: v, j: { v, a: [v] }, n: 7 })));
+      // each went as EXECUTE of one prepared shape, the values as its parameters
+      expect(sent.join('\n').match(/EXECUTE sc_/g)?.length).toBe(values.length + 1);
+      expect(sent.join('\n').match(/PREPARE sc_/g)?.length).toBe(2);
+      // the same statements outside a batch (marks dropped, values inline)
+      for (const v of values) {
+        const r = await client.query(plainSql(`SELECT ${lit.text(v)} AS t, ${lit.json([v])} AS j`));
+        expect(r.rows[0]).toEqual({ t: v, j: [v] });
+      }
     } finally {
       await client.end();
     }

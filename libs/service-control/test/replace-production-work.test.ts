@@ -1,11 +1,24 @@
 // Work a report.replace and its snapshot production skip (decision 0710): a production decodes a member's previous
 // snapshot only when a Grant registry entry asks what that target carried, and a replace that changes only a display
-// name draws no proposal id. Outcomes unchanged; these tests pin the skipped work itself.
+// name draws no proposal id. A changed target's snapshot is encoded once (decision 0740). Outcomes unchanged; these
+// tests pin the skipped work itself.
 import { randomBytes } from 'node:crypto';
 import { Either } from 'effect';
-import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DeclarationCodec } from '../src/api/report.js';
-import { SnapshotPushBody } from '../src/api/snapshot.js';
+import {
+  SnapshotCodec,
+  SnapshotPushBody,
+  type SnapshotPushBodyWire,
+  encodedAtRevision,
+  pushBodyOfEncoded,
+  snapshotDigest,
+  snapshotDigestOfEncoded,
+} from '../src/api/snapshot.js';
+import { nextSnapshot } from '../src/application/authority-snapshot.js';
+import type { NetworkView } from '../src/application/authority-view.js';
+import { messageOf } from './message-arbitraries.js';
 import { toHex } from '../src/domain/bytes.js';
 import { sourceKey } from '../src/domain/authorization.js';
 import type { Allocation } from '../src/domain/port-allocation.js';
@@ -142,5 +155,91 @@ describe('proposal ids drawn by a replace (planOffer)', () => {
     const plan = planOffer(c.deps, publisher, before, [row('a', 9090)], rows(offered()));
     expect(Either.isRight(plan) && plan.right.allocations.length).toBe(1);
     expect(c.drawn()).toBe(1);
+  });
+});
+
+describe('one snapshot encode per changed target (decision 0740)', () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  it('the revision spliced into the encoding at revision 1 and the framed push body are the bytes the codecs write', () => {
+    fc.assert(
+      fc.property(messageOf('snapshot.push'), (m) => {
+        const { snapshot } = m.body as SnapshotPushBodyWire;
+        const atOne = SnapshotCodec.encodeOrThrow({ ...snapshot, snapshot_revision: 1n });
+        const encoded = encodedAtRevision(atOne, snapshot.snapshot_revision);
+        expect(Buffer.from(encoded).equals(Buffer.from(SnapshotCodec.encodeOrThrow(snapshot)))).toBe(true);
+        const digest = snapshotDigestOfEncoded(encoded);
+        expect(Buffer.from(digest).equals(Buffer.from(snapshotDigest(snapshot)))).toBe(true);
+        const body = pushBodyOfEncoded(encoded, digest);
+        const expected = SnapshotPushBody.encodeOrThrow({ snapshot, snapshot_digest: digest });
+        expect(Buffer.from(body).equals(Buffer.from(expected))).toBe(true);
+      }),
+      { numRuns: 200 },
+    );
+    // the revisions where the counter's encoding changes length
+    const m = fc.sample(messageOf('snapshot.push'), { numRuns: 1, seed: 740 })[0];
+    const { snapshot } = m?.body as SnapshotPushBodyWire;
+    const atOne = SnapshotCodec.encodeOrThrow({ ...snapshot, snapshot_revision: 1n });
+    for (const r of [1n, 23n, 24n, 255n, 256n, 65_535n, 65_536n, 2n ** 32n - 1n, 2n ** 32n, 2n ** 64n - 1n]) {
+      const want = SnapshotCodec.encodeOrThrow({ ...snapshot, snapshot_revision: r });
+      expect(Buffer.from(encodedAtRevision(atOne, r)).equals(Buffer.from(want))).toBe(true);
+    }
+    expect(() => encodedAtRevision(SnapshotCodec.encodeOrThrow({ ...snapshot, snapshot_revision: 2n }), 3n)).toThrow();
+  });
+
+  it('a production encodes a changed target once; body, digest and body digest equal the three-encode form', () => {
+    const nsdId = bytes(16);
+    const networkId = bytes(16);
+    const target = bytes(32);
+    const service: StoredService = {
+      serviceId: bytes(16),
+      publisher: target,
+      networkId,
+      declarationKey: 'web',
+      declaration: DeclarationCodec.encodeOrThrow(decl('web', 'Web', 8080)),
+      state: 'active',
+      port: 40_001n,
+      listenerRevision: 3n,
+    };
+    const services = [service];
+    const view = {
+      listeners: () => [],
+      grants: () => [],
+      sourceWithdrawals: () => [],
+      cancels: () => [],
+      save: async () => undefined,
+    } satisfies NetworkView;
+    const encodes = vi.spyOn(SnapshotCodec, 'encodeOrThrow');
+    const pushEncodes = vi.spyOn(SnapshotPushBody, 'encodeOrThrow');
+    const first = nextSnapshot(nsdId, target, networkId, services, null, view);
+    if (Either.isLeft(first) || first.right.stored === null) throw new Error('no first snapshot');
+    // the same content again: unchanged (one encode, for the body digest)
+    const same = nextSnapshot(nsdId, target, networkId, services, first.right.stored, view);
+    expect(Either.isRight(same) && same.right.stored).toBe(null);
+    // another content after revision 300 (a two-byte counter): a new revision 301
+    const later = { ...first.right.stored, revision: 300n };
+    const changed = nextSnapshot(nsdId, target, networkId, [{ ...service, port: 40_002n }], later, view);
+    if (Either.isLeft(changed) || changed.right.stored === null) throw new Error('no new revision');
+    expect(encodes).toHaveBeenCalledTimes(3);
+    expect(pushEncodes).not.toHaveBeenCalled();
+    vi.restoreAllMocks();
+    for (const [out, revision] of [
+      [first.right.stored, 1n],
+      [changed.right.stored, 301n],
+    ] as const) {
+      const pushed = SnapshotPushBody.decodeOrThrow(out.body);
+      const snapshot = pushed.snapshot;
+      expect(out.revision).toBe(revision);
+      expect(snapshot.snapshot_revision).toBe(revision);
+      expect(Buffer.from(out.digest).equals(Buffer.from(snapshotDigest(snapshot)))).toBe(true);
+      expect(Buffer.from(pushed.snapshot_digest).equals(Buffer.from(out.digest))).toBe(true);
+      expect(
+        Buffer.from(out.bodyDigest).equals(Buffer.from(snapshotDigest({ ...snapshot, snapshot_revision: 1n }))),
+      ).toBe(true);
+      const threeEncodes = SnapshotPushBody.encodeOrThrow({ snapshot, snapshot_digest: snapshotDigest(snapshot) });
+      expect(Buffer.from(out.body).equals(Buffer.from(threeEncodes))).toBe(true);
+    }
   });
 });

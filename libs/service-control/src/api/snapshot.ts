@@ -1,5 +1,6 @@
 // Snapshot content, snapshot.push / snapshot.ack and the listener / authorization digests (spec §2.4, §2.5, §3.3).
-import { Codec, Domain, SortKey, type TypeOf } from '@homelab/cbor-canonical';
+import { Codec, Domain, SortKey, type TypeOf, digestEncoded } from '@homelab/cbor-canonical';
+import { Either } from 'effect';
 import {
   BackendHostCodec,
   ErrorCodeCodec,
@@ -150,6 +151,43 @@ export const snapshotDigest = (s: SnapshotWire): Uint8Array => SnapshotCodec.dig
 /** snapshot.push body (B→A on config.stream). */
 export const SnapshotPushBody = Codec.struct({ snapshot: SnapshotCodec, snapshot_digest: Codec.bytes32 });
 export type SnapshotPushBodyWire = TypeOf<typeof SnapshotPushBody>;
+
+// One encode of a snapshot for a production (decision 0740): the digest and the push body are built from the bytes of
+// the snapshot at revision 1 (the body digest's encoding) instead of encoding the snapshot three times. Both rest on
+// the canonical key order (length first): `snapshot_revision` is the snapshot map's longest key, so its entry is the
+// last one and its value the last item; `snapshot` comes before `snapshot_digest` in the push body.
+const textBytes = Codec.text();
+const REVISION_ONE_TAIL = Uint8Array.from([...textBytes.encodeOrThrow('snapshot_revision'), 0x01]);
+const PUSH_HEAD = Uint8Array.from([0xa2, ...textBytes.encodeOrThrow('snapshot')]);
+const PUSH_DIGEST_HEAD = Uint8Array.from([...textBytes.encodeOrThrow('snapshot_digest'), 0x58, 0x20]);
+
+/** `snapshotDigest` of a snapshot already encoded (by `SnapshotCodec`). */
+export const snapshotDigestOfEncoded = (encoded: Uint8Array): Uint8Array =>
+  Either.getOrThrow(digestEncoded(Domain.snapshot, encoded));
+
+/** The encoding of a snapshot at `revision`, from its encoding at revision 1: only the last item differs. */
+export const encodedAtRevision = (atOne: Uint8Array, revision: bigint): Uint8Array => {
+  const cut = atOne.length - REVISION_ONE_TAIL.length;
+  if (cut < 0 || !REVISION_ONE_TAIL.every((b, i) => atOne[cut + i] === b))
+    throw new Error('not the encoding of a snapshot at revision 1');
+  if (revision === 1n) return atOne;
+  const value = Codec.counter.encodeOrThrow(revision);
+  const out = new Uint8Array(atOne.length - 1 + value.length);
+  out.set(atOne.subarray(0, atOne.length - 1), 0);
+  out.set(value, atOne.length - 1);
+  return out;
+};
+
+/** `SnapshotPushBody.encodeOrThrow({ snapshot, snapshot_digest })` from the snapshot's encoding and its digest. */
+export const pushBodyOfEncoded = (encoded: Uint8Array, digest: Uint8Array): Uint8Array => {
+  if (digest.length !== 32) throw new Error('a snapshot digest has 32 bytes');
+  const out = new Uint8Array(PUSH_HEAD.length + encoded.length + PUSH_DIGEST_HEAD.length + 32);
+  out.set(PUSH_HEAD, 0);
+  out.set(encoded, PUSH_HEAD.length);
+  out.set(PUSH_DIGEST_HEAD, PUSH_HEAD.length + encoded.length);
+  out.set(digest, PUSH_HEAD.length + encoded.length + PUSH_DIGEST_HEAD.length);
+  return out;
+};
 
 export const AckErrorCodec = Codec.struct({ service_ref: Codec.nullable(ServiceRefCodec), error: ErrorCodeCodec });
 

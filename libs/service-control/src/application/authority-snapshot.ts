@@ -6,7 +6,13 @@ import { type Bytes, bytesEqual, toHex } from '../domain/bytes.js';
 import { type ServiceControlError, scError } from '../domain/errors.js';
 import { produceSnapshot } from '../domain/snapshot.js';
 import { DeclarationCodec } from '../api/report.js';
-import { type SnapshotWire, SnapshotPushBody, snapshotDigest } from '../api/snapshot.js';
+import {
+  type SnapshotWire,
+  SnapshotCodec,
+  encodedAtRevision,
+  pushBodyOfEncoded,
+  snapshotDigestOfEncoded,
+} from '../api/snapshot.js';
 import { deriveN6 } from '../api/standins.js';
 import type { NetworkView } from './authority-view.js';
 import type { StoredSnapshot } from './authority-store.js';
@@ -74,16 +80,19 @@ export const nextSnapshot = (
 ): Either.Either<{ readonly body: Uint8Array; readonly stored: StoredSnapshot | null }, ServiceControlError> => {
   const content = buildSnapshot(nsdId, target, networkId, services, view);
   if (Either.isLeft(content)) return Either.left(content.left);
-  const bodyDigest = snapshotDigest({ ...content.right, snapshot_revision: 1n });
+  // one encode (decision 0740): the body digest covers the content at revision 1; a new revision's bytes differ from
+  // those only in the revision, and the push body frames them
+  const atOne = SnapshotCodec.encodeOrThrow({ ...content.right, snapshot_revision: 1n });
+  const bodyDigest = snapshotDigestOfEncoded(atOne);
   const p = produceSnapshot(
     last === null ? null : { revision: last.revision, bodyDigest: last.bodyDigest },
     bodyDigest,
   );
   if (Either.isLeft(p)) return Either.left(p.left);
   if (p.right.outcome === 'unchanged' && last !== null) return Either.right({ body: last.body, stored: null });
-  const snapshot = { ...content.right, snapshot_revision: p.right.snapshot.revision };
-  const digest = snapshotDigest(snapshot);
-  const body = SnapshotPushBody.encodeOrThrow({ snapshot, snapshot_digest: digest });
+  const encoded = encodedAtRevision(atOne, p.right.snapshot.revision);
+  const digest = encoded === atOne ? bodyDigest : snapshotDigestOfEncoded(encoded);
+  const body = pushBodyOfEncoded(encoded, digest);
   return Either.right({
     body,
     stored: { revision: p.right.snapshot.revision, bodyDigest, digest, body } satisfies StoredSnapshot,

@@ -12,16 +12,23 @@ import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { scError } from '../../domain/errors.js';
 
-// Values are MARKED where they are inlined (U+E000 literal U+E001, two private-use characters; any cast after
-// it): a batch lifts them out of each statement into the parameters of a prepared statement (below), and
-// `plainSql` drops the marks for SQL sent outside a batch.
-const M0 = '\uE000';
-const M1 = '\uE001';
-const MARKED = /\uE000([^\uE000\uE001]*)\uE001/g;
+// Values are MARKED where they are inlined (U+0001 literal U+0002, two control characters; any cast after it): a
+// batch lifts them out of each statement into the parameters of a prepared statement (below), and `plainSql` drops
+// the marks for SQL sent outside a batch. The marks are Latin-1 so that the SQL text stays a one-byte string (V8),
+// which pg UTF-8 encodes on the fast path (decision 0740; private-use marks made every statement a two-byte string).
+const M0 = '\u0001';
+const M1 = '\u0002';
+// eslint-disable-next-line no-control-regex -- the marks are control characters on purpose (see above)
+const MARKED = /\u0001([^\u0001\u0002]*)\u0002/g;
 const mark = (sqlLiteral: string): string => `${M0}${sqlLiteral}${M1}`;
-/** A text or JSON literal that itself contains a mark character stays inline: its statement is then sent as it is. */
-const markUnlessMarked = (sqlLiteral: string): string =>
-  /[\uE000\uE001]/.test(sqlLiteral) ? sqlLiteral : mark(sqlLiteral);
+/**
+ * A text literal. A text that itself contains a mark character goes as the expression of its UTF-8 bytes in hex
+ * (mark-free), so no value can open or close a mark. JSON never contains one (JSON.stringify escapes U+0000–U+001F).
+ */
+const textLiteral = (v: string): string =>
+  v.includes(M0) || v.includes(M1)
+    ? `convert_from('\\x${Buffer.from(v, 'utf8').toString('hex')}'::bytea, 'UTF8')`
+    : pg.escapeLiteral(v);
 
 /** SQL text with the marked literals inline (for a statement that does not go through a batch). */
 export const plainSql = (sql: string): string => sql.replace(MARKED, '$1');
@@ -37,9 +44,9 @@ export const lit = {
     if (s === null || !/^-?[0-9]+$/.test(s)) throw new Error(`not an integer: ${String(v)}`);
     return mark(s);
   },
-  text: (v: string): string => `${markUnlessMarked(pg.escapeLiteral(v))}::text`,
+  text: (v: string): string => `${mark(textLiteral(v))}::text`,
   bool: (v: boolean): string => `${mark(v ? 'true' : 'false')}::boolean`,
-  json: (v: unknown): string => `${markUnlessMarked(pg.escapeLiteral(JSON.stringify(v)))}::jsonb`,
+  json: (v: unknown): string => `${mark(textLiteral(JSON.stringify(v)))}::jsonb`,
   nullable: <A>(v: A | null, f: (a: A) => string): string => (v === null ? 'NULL' : f(v)),
 };
 
