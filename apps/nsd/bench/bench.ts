@@ -7,7 +7,8 @@
 // Env: BENCH_N (sequential requests, 300), BENCH_CONCURRENCY (8,32), BENCH_CONCURRENT_N (requests per concurrent run, 640),
 // BENCH_PROFILE (a directory: a CPU profile of nsd's thread per run, <run>.cpuprofile), BENCH_FAST_ACK=0 (no one-round-trip ACK),
 // BENCH_GROUP_COMMIT=0 (every transaction commits alone, decision 0330), BENCH_CRYPTO=pool|thread|busy (decision 0510),
-// BENCH_WARMUP (pg.ts `WARMUP`, decision 0560).
+// BENCH_WARMUP (pg.ts `WARMUP`, decision 0560), BENCH_PRODUCTION_WINDOW (decision 0730: `none`, `immediate` or ms; the
+// Authority's `productionWindow`, unset = its default).
 import { randomBytes } from 'node:crypto';
 import { createServer, request, Agent } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -70,7 +71,20 @@ await withBenchDatabase('nsd_bench', async (config, admin) => {
   });
   await store.migrate();
   const { nsdId, epoch } = await store.takeover();
-  const authority = new Authority({ store, nsdId, epoch, now: Date.now });
+  // ── production count and delivery lag (decision 0730; separate from the CPU counters) ──
+  const productionTrace = { transactions: 0, lags: [] as number[] };
+  const productionWindowEnv = process.env['BENCH_PRODUCTION_WINDOW'];
+  const authority = new Authority({
+    store,
+    nsdId,
+    epoch,
+    now: Date.now,
+    observe: {
+      production: () => void productionTrace.transactions++,
+      productionLag: (s) => void productionTrace.lags.push(s),
+    },
+    ...productionWindowOption(productionWindowEnv),
+  });
   const nsd = generateSigner().signer;
   const side: TransportSide = {
     signer: nsd,
@@ -172,6 +186,7 @@ await withBenchDatabase('nsd_bench', async (config, admin) => {
       clients: jobs.map((j) => ({ pem: j.pub.pem, payloads: j.payloads })),
     });
     const c0 = store.commitStats();
+    const trace0 = { transactions: productionTrace.transactions, lags: productionTrace.lags.length };
     const { window, drained, busy, rt0, cpu, drainedCpu, postgres, backends } = await profiled(label, async () => {
       const rt0 = roundTrips();
       const pg0 = postgresCpu();
@@ -205,7 +220,13 @@ await withBenchDatabase('nsd_bench', async (config, admin) => {
       throw new Error(`${label}: ${check.failures} answers failed their check, first: ${check.firstFailure}`);
     const n = window.requests;
     const c1 = store.commitStats();
+    const production = productionText(
+      productionTrace.transactions - trace0.transactions,
+      productionTrace.lags.slice(trace0.lags),
+      n,
+    );
     return {
+      production,
       commits: `${((c1.commits - c0.commits) / n).toFixed(2)} commits/request (${c1.groups - c0.groups} groups of ${((c1.grouped - c0.grouped) / Math.max(1, c1.groups - c0.groups)).toFixed(1)} on average, ${c1.fallbacks - c0.fallbacks} run alone again)`,
       rate: n / window.seconds,
       drainedRate: n / Math.max(drained, window.seconds),
@@ -265,6 +286,7 @@ await withBenchDatabase('nsd_bench', async (config, admin) => {
   rows.push(
     `  report.replace  ${fmt(repSeq.rate)} /s  ratio ${ratio(repSeq.rate, rawS)}   incl. the snapshot productions it queued: ${fmt(repSeq.drainedRate)} /s (${ratio(repSeq.drainedRate, rawS)});  ${repSeq.roundTrips.toFixed(1)} round trips/request incl. production; ${repSeq.commits}; ${busy(repSeq)}`,
   );
+  rows.push(`    ${repSeq.production}`);
   rows.push(
     `  snapshot.ack    ${fmt(ackSeq.rate)} /s  ratio ${ratio(ackSeq.rate, rawS)}   ${ackSeq.roundTrips.toFixed(1)} round trips/request (first ACK of each revision: writes the ACK row); ${ackSeq.commits}; ${busy(ackSeq)}`,
   );
@@ -306,6 +328,7 @@ await withBenchDatabase('nsd_bench', async (config, admin) => {
     rows.push(
       `  report.replace  ${fmt(rep.rate)} /s  ratio ${ratio(rep.rate, raw)}   incl. the snapshot productions it queued: ${fmt(rep.drainedRate)} /s (${ratio(rep.drainedRate, raw)}); ${rep.roundTrips.toFixed(1)} round trips/request; ${rep.commits}; ${busy(rep)}`,
     );
+    rows.push(`    ${rep.production}`);
     rows.push(
       `  snapshot.ack    ${fmt(ack.rate)} /s  ratio ${ratio(ack.rate, raw)}   ${ack.roundTrips.toFixed(1)} round trips/request (first ACKs); ${ack.commits}; ${busy(ack)}`,
     );
@@ -397,9 +420,24 @@ await withBenchDatabase('nsd_bench', async (config, admin) => {
   );
 
   print(`nsd bench (loopback; PostgreSQL ${config.host}:${config.port}; goal: each ratio ≥ 0.5)`);
+  print(`production window: ${productionWindowEnv ?? 'the Authority default'}`);
   for (const r of rows) print(r);
   server.close();
   echoServer.close();
   await fixtures.end();
   await store.close();
 });
+
+// ── production count and delivery lag (decision 0730) ──
+/** `BENCH_PRODUCTION_WINDOW`: `none`, `immediate` or a number of ms; unset leaves the Authority's default. */
+function productionWindowOption(v: string | undefined): object {
+  if (v === undefined) return {};
+  return { productionWindow: v === 'none' || v === 'immediate' ? v : Number(v) };
+}
+/** Outbox production transactions per request and each commit's delivery lag (commit → covering production's COMMIT). */
+function productionText(transactions: number, lags: number[], requests: number): string {
+  const sorted = [...lags].sort((x, y) => x - y);
+  const q = (p: number) =>
+    sorted.length === 0 ? NaN : (sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] as number) * 1e3;
+  return `productions: ${(transactions / requests).toFixed(2)} transactions/request; delivery lag (commit → covering production's commit, ${sorted.length} commits) p50 ${q(0.5).toFixed(1)} ms, p99 ${q(0.99).toFixed(1)} ms`;
+}

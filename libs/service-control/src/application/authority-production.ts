@@ -23,6 +23,8 @@ export interface ProductionDeps {
   readonly log?: (event: string, fields: Record<string, unknown>) => void;
   /** One Network production transaction: ok or failed, its duration in seconds. */
   readonly observed?: (outcome: 'ok' | 'failed', seconds: number) => void;
+  /** Seconds from each `queue` call (a commit) to the COMMIT of the outbox production that covers it (decision 0730). */
+  readonly lag?: (seconds: number) => void;
   /** The retry backoff's timer (tests inject one); default a real timer. */
   readonly schedule?: Schedule;
 }
@@ -46,6 +48,8 @@ export class SnapshotProduction {
   private chain: Promise<void> = Promise.resolve();
   /** Networks with a production queued but not started, and the highest committed outbox id each must clear. */
   private readonly queued = new Map<string, bigint>();
+  /** When each commit of a queued Network called `queue` (only with a `lag` observer): its delivery lag. */
+  private readonly queuedAt = new Map<string, number[]>();
   /** Failed productions per Network (their backoff); no retry once closed. */
   private readonly retries = new Map<string, number>();
   private closed = false;
@@ -77,6 +81,11 @@ export class SnapshotProduction {
    * rows when it starts, so it covers them.
    */
   queue(networkId: Bytes, outboxId: bigint): void {
+    if (this.d.lag !== undefined) this.stamp(toHex(networkId), [performance.now()]);
+    this.enqueue(networkId, outboxId);
+  }
+
+  private enqueue(networkId: Bytes, outboxId: bigint): void {
     const key = toHex(networkId);
     const pending = this.queued.get(key);
     this.queued.set(key, pending === undefined || outboxId > pending ? outboxId : pending);
@@ -85,17 +94,31 @@ export class SnapshotProduction {
       .then(async () => {
         const upTo = this.queued.get(key) as bigint;
         this.queued.delete(key);
+        const at = this.queuedAt.get(key);
+        this.queuedAt.delete(key);
         const ok = await this.produceNetwork(networkId, upTo).catch(() => false);
+        if (at !== undefined) {
+          if (ok) {
+            const now = performance.now();
+            for (const t of at) this.d.lag?.((now - t) / 1000);
+          } else this.stamp(key, at); // the retry (or a later commit's production) covers them
+        }
         // a production the database refused (its outbox rows are still there) is tried again, backing off up to 10 s,
         // so the Network's members do not stay on an old revision until the next change or a restart
         const attempt = (this.retries.get(key) ?? 0) + 1;
         if (ok) this.retries.delete(key);
         else if (!this.closed) {
           this.retries.set(key, attempt);
-          this.later(Math.min(10_000, 100 * 2 ** Math.min(attempt, 7)), () => this.queue(networkId, upTo));
+          this.later(Math.min(10_000, 100 * 2 ** Math.min(attempt, 7)), () => this.enqueue(networkId, upTo));
         }
       })
       .catch((e: unknown) => this.d.log?.('production-failed', { error: String(e) }));
+  }
+
+  private stamp(key: string, at: readonly number[]): void {
+    const list = this.queuedAt.get(key);
+    if (list === undefined) this.queuedAt.set(key, [...at]);
+    else list.push(...at);
   }
 
   /** Run `fn` after `ms`, cancelled by `close` if still pending. */

@@ -48,6 +48,11 @@ export interface AuthorityObserver {
   readonly request?: (kind: string, outcome: string, seconds: number) => void;
   /** One Network production transaction (after a commit, a retry, or a stream's first snapshot): ok or failed. */
   readonly production?: (outcome: 'ok' | 'failed', seconds: number) => void;
+  /**
+   * One commit's snapshot delivery lag: from the commit that queued an outbox production (a report.replace, a policy
+   * edit, …) to the COMMIT of the production that covers it. Called once per queued commit (decision 0730).
+   */
+  readonly productionLag?: (seconds: number) => void;
 }
 
 export class AuthorityRequests {

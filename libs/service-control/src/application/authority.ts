@@ -83,6 +83,7 @@ export class Authority {
       deliver: (target, networkId, body, cancels) => void streams.deliver(target, networkId, body, cancels),
       ...(d.log ? { log: d.log } : {}),
       observed: (outcome, seconds) => d.observe?.production?.(outcome, seconds),
+      ...(d.observe?.productionLag ? { lag: d.observe.productionLag } : {}),
     });
     this.streams = streams;
     this.production = production;
