@@ -56,6 +56,12 @@ export const makeNsdMetrics = (admission?: UnaryAdmission): NsdMetrics => {
     buckets: PRODUCTION_BUCKETS,
     registers: [registry],
   });
+  const deliveryLag = new client.Histogram({
+    name: 'nsd_snapshot_delivery_lag_seconds',
+    help: 'from a commit that changed what a Network sees (a report, a policy edit, …) to the COMMIT of the snapshot production that covers it',
+    buckets: PRODUCTION_BUCKETS,
+    registers: [registry],
+  });
   const observe: AuthorityObserver = {
     request: (kind, outcome, seconds) => {
       requests.inc({ kind, outcome });
@@ -65,6 +71,7 @@ export const makeNsdMetrics = (admission?: UnaryAdmission): NsdMetrics => {
       productions.inc({ outcome });
       productionSeconds.observe(seconds);
     },
+    productionLag: (seconds) => deliveryLag.observe(seconds),
   };
   /** A gauge read at scrape time. */
   const gauge = (name: string, help: string, read: () => number) =>

@@ -112,6 +112,12 @@ describe('nsd + two ns-daemons over loopback', () => {
     const ha = await healthz(pa);
     expect(ha['generation']).toBe('1');
     expect(ha['epoch']).toBe(String(nsd1.epoch));
+    // each daemon's report.replace queued its Network's production; both are covered by the snapshots acked above, so
+    // each commit's delivery lag (commit → the covering production's COMMIT) has been observed
+    const lagCount = /^nsd_snapshot_delivery_lag_seconds_count (\d+)$/m.exec(
+      await (await fetch(`http://127.0.0.1:${nsd1.port}/metrics`)).text(),
+    );
+    expect(Number(lagCount?.[1] ?? 0)).toBeGreaterThanOrEqual(2);
 
     // ── kill the daemon A (SIGKILL) and restart it: generation+1 persisted before the start, report not resent
     na.child.kill('SIGKILL');
