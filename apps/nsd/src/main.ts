@@ -50,8 +50,10 @@ const instance = config.instance ?? `${hostname()}:${process.pid}:${randomBytes(
 const signer = keyFileOrExit('nsd', config.keyFile, () => generateSigner().privateKeyPem, signerFromPem);
 {
   const { host, port, database, user } = config.database;
-  const problem = await probeDatabase(config.database);
-  if (problem !== undefined) exitStartup('nsd', 'database', `database ${user}@${host}:${port}/${database}: ${problem}`);
+  const probe = await probeDatabase(config.database);
+  if ('problem' in probe)
+    exitStartup('nsd', 'database', `database ${user}@${host}:${port}/${database}: ${probe.problem}`);
+  else for (const warning of probe.warnings) log('database-warning', { warning });
 }
 // the bound on unary requests in flight: over it, refused at once with a retryable answer (decision 0620)
 const admission = new UnaryAdmission(config.maxUnaryInFlight);

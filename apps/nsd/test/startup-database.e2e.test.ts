@@ -1,12 +1,14 @@
 // Decision 0288: a database PostgreSQL refuses is exit 5 with one line (no listener, no stack trace), checked against
-// the test bed's real PostgreSQL: a database name that does not exist, and a user that does not exist.
+// the test bed's real PostgreSQL: a database name that does not exist, and a user that does not exist. Decision 0720:
+// a server that does not autovacuum is served, with a `database-warning` line at start-up.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { testbed } from '@homelab/testbed/vitest';
+import { adminQuery, testbed, useDatabase } from '@homelab/testbed/vitest';
+import { processWorkspace, startNsd } from './processes.js';
 
 const appDir = join(dirname(fileURLToPath(import.meta.url)), '..');
 const dir = mkdtempSync(join(tmpdir(), 'nsd-db-'));
@@ -46,5 +48,26 @@ describe('nsd with database settings PostgreSQL refuses', () => {
     expect(r.stderr.trim().split('\n')).toEqual([
       expect.stringMatching(/^nsd: database homelab_no_such_role@.*role .* does not exist/),
     ]);
+  });
+});
+
+const db = useDatabase('nsd_maintenance');
+const ws = processWorkspace('nsd-maintenance');
+
+describe('nsd on a server that does not clean its tables up', () => {
+  // the machine's PostgreSQL decides which way this runs (CI's runs with autovacuum off); both ways are checked
+  it('autovacuum off: serves, and logs one database-warning naming autovacuum; on: no warning', async () => {
+    const [setting] = (await adminQuery(`SELECT current_setting('autovacuum') AS v`)).rows as { v: string }[];
+    const nsd = await startNsd(ws, db, []);
+    const warnings = nsd.proc.lines.filter((l) => l['event'] === 'database-warning');
+    if (setting?.v === 'off') {
+      expect(warnings).toHaveLength(1);
+      expect(String(warnings[0]?.['warning'])).toMatch(/^autovacuum is off on this PostgreSQL server/);
+    } else {
+      expect(setting?.v).toBe('on');
+      expect(warnings).toEqual([]);
+    }
+    nsd.proc.child.kill('SIGTERM');
+    await nsd.proc.exited;
   });
 });
