@@ -16,6 +16,13 @@
 // addendum: a group's refreshes go as one statement, a lone refresh is a group of one), through the unbatched twin
 // (each refresh alone, one statement each, decision 0580), through the grouping store with refreshes alone while fewer
 // than 6 run (`fastAlone: 6`, 0640's first default) and as before 0640 (a group's refreshes on the general path).
+// Before each timed window of the store (after the fill to N publishers and the publishers' re-ready, outside the
+// window and its CPU readings) the bench waits 1.1 s (idle backends flush their table statistics), runs `VACUUM
+// (ANALYZE)` on the service_control schema's tables, as pgbench vacuums its tables before a run (decision 0750: this
+// machine's PostgreSQL runs with autovacuum off, so without it the later phases measure tables full of dead lease_grant
+// rows and index entries that a server's autovacuum would have removed), and reads lease_grant's dead rows
+// (`pg_stat_user_tables.n_dead_tup`), printed per N-publisher window: ≈ 0 with the VACUUM. BENCH_VACUUM=0: no VACUUM
+// (the numbers before 0750; the wait and the count stay). The raw upsert windows are not preceded by it.
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -33,6 +40,7 @@ import {
   benchUnaryCrypto,
   clonePublisher,
   machineCpuText,
+  vacuumSchema,
   mainThreadSched,
   profiled,
   rawUpsertRun,
@@ -56,6 +64,14 @@ const N = Number(process.env['BENCH_N'] ?? 300);
 const CONCURRENCY = (process.env['BENCH_CONCURRENCY'] ?? '8,32').split(',').map(Number);
 const PUBLISHERS = (process.env['BENCH_PUBLISHERS'] ?? '1000,10000').split(',').map(Number);
 const ACQUIRE = process.env['BENCH_ACQUIRE'] !== '0';
+/** BENCH_VACUUM=0: no VACUUM (ANALYZE) before the timed windows (as before decision 0750). */
+const VACUUM = process.env['BENCH_VACUUM'] !== '0';
+/**
+ * The wait before each window's VACUUM: an idle PostgreSQL 15 backend flushes its pending table statistics (the dead
+ * rows its deletes made) at most once a second, so the dead-row count read after the VACUUM includes every delete
+ * before it.
+ */
+const STATS_FLUSH_MS = 1100;
 
 /** CPU ms of this process, and of each of the bench database's PostgreSQL backends by pid (/proc, when local). */
 const cpuMs = async (
@@ -277,9 +293,33 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     readonly thread: { readonly run: number; readonly wait: number } | null;
     /** COMMITs per call (below 1: group commit, decision 0330) */
     readonly commits: number;
+    /** lease_grant's dead rows (`n_dead_tup`) at the window's start, after its VACUUM (if any). */
+    readonly deadAtStart: number;
+    /** ms of the VACUUM (ANALYZE) before the window (null: BENCH_VACUUM=0). */
+    readonly vacuumMs: number | null;
   }
+  const deadGrantRows = async () =>
+    Number(
+      (
+        await rawPg.query(
+          `SELECT n_dead_tup FROM pg_stat_user_tables WHERE schemaname = 'service_control' AND relname = 'lease_grant'`,
+        )
+      ).rows[0]?.n_dead_tup ?? 0,
+    );
+  const vacuums: number[] = [];
+  /**
+   * Before a timed window, outside it and its CPU readings: the statistics flushed, the VACUUM (ANALYZE) of the
+   * service_control tables (unless BENCH_VACUUM=0), lease_grant's dead rows then.
+   */
+  const beforeWindow = async (): Promise<{ deadAtStart: number; vacuumMs: number | null }> => {
+    await new Promise((r) => setTimeout(r, STATS_FLUSH_MS));
+    const vacuumMs = VACUUM ? await vacuumSchema(rawPg, 'service_control') : null;
+    if (vacuumMs !== null) vacuums.push(vacuumMs);
+    return { deadAtStart: await deadGrantRows(), vacuumMs };
+  };
   /** Rate, round trips and CPU per call of `go` (which makes `n` calls). */
   const measure = async (label: string, n: number, go: () => Promise<number | undefined>): Promise<Run> => {
+    const before = await beforeWindow();
     const q0 = roundTrips();
     const k0 = store.commitStats();
     const c0 = await cpuMs(admin, config.database);
@@ -298,6 +338,7 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
       cpuNode: (c1.node - c0.node) / n,
       cpuPg: pgMs === null ? null : pgMs / n,
       thread,
+      ...before,
     };
   };
   /** `clients` loops of `per` calls each on this thread, all in flight together (the direct `handle` runs). */
@@ -391,6 +432,12 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     Number((await rawPg.query('SELECT count(*) AS n FROM service_control.lease_grant')).rows[0].n);
   print(
     `nsd lease bench (N=${N} per client, loopback; PostgreSQL ${config.host}:${config.port}; store pool max 10; warm-up ${WARMUP} + ${warmPer * maxC} refreshes)`,
+  );
+  const autovacuum = (await rawPg.query('SHOW autovacuum')).rows[0].autovacuum as string;
+  print(
+    VACUUM
+      ? `  before each timed window of the store: VACUUM (ANALYZE) of the service_control tables, as pgbench does (decision 0750; this PostgreSQL's autovacuum is ${autovacuum}; BENCH_VACUUM=0: none)`
+      : `  BENCH_VACUUM=0: no VACUUM before the timed windows (dead lease_grant rows accumulate: this PostgreSQL's autovacuum is ${autovacuum})`,
   );
   const raw1Run = await rawUpsertRun(config, 1, N);
   const raw1 = raw1Run.rate;
@@ -486,6 +533,10 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     const o = await runLoad(`refresh-${publishers}-publishers-alone-while-free`, pubs, Math.max(1, Math.ceil(N / 4)));
     use(true);
     const refreshes = Math.max(1, Math.ceil(N / 4)) * maxC;
+    const runs = [r, a, g, o];
+    print(
+      `               before each window ${VACUUM ? `VACUUM (ANALYZE) ${runs.map((x) => (x.vacuumMs ?? 0).toFixed(0)).join(' / ')} ms` : 'no VACUUM (BENCH_VACUUM=0)'}; lease_grant dead rows at the window's start ${runs.map((x) => x.deadAtStart).join(' / ')} (grouped / unbatched / before 0640 / alone while free)`,
+    );
     print(
       `  ${String(publishers).padStart(6)} publishers × 1 refresh / ${REFRESH_PERIOD_MS / 1000} s = ${fmt(needed, 5)} /s needed; ${maxC} clients achieved ${fmt(r.rate)} /s = ${(r.rate / needed).toFixed(2)}× needed, ${r.commits.toFixed(2)} commits/refresh` +
         ` (the load would use ${((100 * needed) / r.rate).toFixed(0)}% of that capacity); ${cpu(r)}; lease_grant rows ${rows0} → ${rows1} after ${refreshes} refreshes`,
@@ -510,6 +561,10 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   print(
     `  grant rows of the ${maxC} measured publishers after ${totalRefreshes} committed ready/refresh grants: ${(await rawPg.query('SELECT count(*) AS n FROM service_control.lease_grant WHERE holder = ANY($1)', [pubs.map((p) => Buffer.from(p.identity))])).rows[0].n} (pruned, decision 0165)`,
   );
+  if (VACUUM)
+    print(
+      `  ${vacuums.length} VACUUM (ANALYZE) before the timed windows: ${vacuums.reduce((x, y) => x + y, 0).toFixed(0)} ms in all, the longest ${Math.max(0, ...vacuums).toFixed(0)} ms (outside the windows)`,
+    );
   await rawPg.end();
   server.close();
   echoServer.close();
