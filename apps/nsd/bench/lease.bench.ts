@@ -24,7 +24,6 @@
 // (`pg_stat_user_tables.n_dead_tup`), printed per N-publisher window: ≈ 0 with the VACUUM. BENCH_VACUUM=0: no VACUUM
 // (the numbers before 0750; the wait and the count stay). The raw upsert windows are not preceded by it.
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Either } from 'effect';
@@ -36,6 +35,8 @@ import { ReplayCache, generateSigner, serveUnary, trustSelfCertifying } from '@h
 import { availableParallelism } from 'node:os';
 import {
   type PgConfig,
+  backendCpu,
+  backendCpuSince,
   benchClient,
   benchUnaryCrypto,
   clonePublisher,
@@ -73,38 +74,13 @@ const VACUUM = process.env['BENCH_VACUUM'] !== '0';
  */
 const STATS_FLUSH_MS = 1100;
 
-/** CPU ms of this process, and of each of the bench database's PostgreSQL backends by pid (/proc, when local). */
+/** CPU ms of this process, and µs of each of the bench database's PostgreSQL backends by pid (`backendCpu`, pg.ts). */
 const cpuMs = async (
   admin: pg.Client,
   database: string,
 ): Promise<{ node: number; pg: ReadonlyMap<number, number> | null }> => {
   const u = process.cpuUsage();
-  const pids = (await admin.query('SELECT pid FROM pg_stat_activity WHERE datname = $1', [database])).rows.map(
-    (r) => r.pid as number,
-  );
-  const pg = new Map<number, number>();
-  for (const pid of pids) {
-    try {
-      const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-      pg.set(pid, (Number(f[11]) + Number(f[12])) * 10); // utime + stime (fields 14, 15), in 10 ms ticks
-    } catch {
-      return { node: (u.user + u.system) / 1000, pg: null }; // not local, or a backend ended
-    }
-  }
-  return { node: (u.user + u.system) / 1000, pg };
-};
-
-/**
- * PostgreSQL CPU ms between two readings: each backend's own growth (a backend started in between counts whole).
- * Unknown (null) when a backend of the first reading ended in between: its CPU in the window cannot be read any more,
- * and the difference of two sums would be wrong (it printed a negative number).
- */
-const pgCpuBetween = (a: ReadonlyMap<number, number> | null, b: ReadonlyMap<number, number> | null): number | null => {
-  if (a === null || b === null) return null;
-  for (const pid of a.keys()) if (!b.has(pid)) return null;
-  let ms = 0;
-  for (const [pid, t] of b) ms += t - (a.get(pid) ?? 0);
-  return ms;
+  return { node: (u.user + u.system) / 1000, pg: await backendCpu(admin, database) };
 };
 
 await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
@@ -330,13 +306,13 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     const s1 = mainThreadSched();
     const c1 = await cpuMs(admin, config.database);
     const thread = s0 === null || s1 === null ? null : { run: (s1.run - s0.run) / n, wait: (s1.wait - s0.wait) / n };
-    const pgMs = pgCpuBetween(c0.pg, c1.pg);
+    const pgUs = backendCpuSince(c0.pg, c1.pg);
     return {
       rate: (n * 1e9) / ns,
       roundTrips: (roundTrips() - q0) / n,
       commits: (store.commitStats().commits - k0.commits) / n,
       cpuNode: (c1.node - c0.node) / n,
-      cpuPg: pgMs === null ? null : pgMs / n,
+      cpuPg: pgUs === null ? null : pgUs / 1000 / n,
       thread,
       ...before,
     };
