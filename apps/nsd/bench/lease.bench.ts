@@ -263,7 +263,10 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   interface Run {
     readonly rate: number;
     readonly roundTrips: number;
+    /** ms of this process per call: nsd, and in runs through the load generator also that thread (`cpuLoad`). */
     readonly cpuNode: number;
+    /** ms of the load generator's thread per call in its window (null: a direct run, or not Linux). */
+    readonly cpuLoad: number | null;
     readonly cpuPg: number | null;
     /** The main thread (nsd; in the direct runs also the calling loop): µs on a CPU and µs runnable but waiting for one, per call. */
     readonly thread: { readonly run: number; readonly wait: number } | null;
@@ -293,8 +296,13 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     if (vacuumMs !== null) vacuums.push(vacuumMs);
     return { deadAtStart: await deadGrantRows(), vacuumMs };
   };
-  /** Rate, round trips and CPU per call of `go` (which makes `n` calls). */
-  const measure = async (label: string, n: number, go: () => Promise<number | undefined>): Promise<Run> => {
+  /** The load generator's window: its ns, and µs its thread ran in it. */
+  interface LoadWindow {
+    readonly ns: number;
+    readonly loadThreadUs: number | null;
+  }
+  /** Rate, round trips and CPU per call of `go` (which makes `n` calls; undefined: timed here, no load generator). */
+  const measure = async (label: string, n: number, go: () => Promise<LoadWindow | undefined>): Promise<Run> => {
     const before = await beforeWindow();
     const q0 = roundTrips();
     const k0 = store.commitStats();
@@ -302,7 +310,7 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     const s0 = mainThreadSched();
     const t0 = process.hrtime.bigint();
     const window = await profiled(label, go);
-    const ns = window ?? Number(process.hrtime.bigint() - t0);
+    const ns = window?.ns ?? Number(process.hrtime.bigint() - t0);
     const s1 = mainThreadSched();
     const c1 = await cpuMs(admin, config.database);
     const thread = s0 === null || s1 === null ? null : { run: (s1.run - s0.run) / n, wait: (s1.wait - s0.wait) / n };
@@ -312,6 +320,7 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
       roundTrips: (roundTrips() - q0) / n,
       commits: (store.commitStats().commits - k0.commits) / n,
       cpuNode: (c1.node - c0.node) / n,
+      cpuLoad: window === undefined || window.loadThreadUs === null ? null : window.loadThreadUs / 1000 / n,
       cpuPg: pgUs === null ? null : pgUs / 1000 / n,
       thread,
       ...before,
@@ -350,7 +359,10 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     const clients = prepare();
     const load = await startLoad({ url, nsdKey: nsd.machineId, clients });
     const n = clients.reduce((sum, c) => sum + c.payloads.length, 0);
-    const r = await measure(label, n, async () => (await load.go()).seconds * 1e9);
+    const r = await measure(label, n, async () => {
+      const w = await load.go();
+      return { ns: w.seconds * 1e9, loadThreadUs: w.threadCpuUs };
+    });
     const check = await load.check();
     const refused = check.outcomes.filter((o) => o !== 'lease.result:granted');
     if (check.failures > 0 || refused.length > 0)
@@ -399,8 +411,10 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   await runLoad(`warm-up-${maxC}`, pubs, warmPer);
 
   const fmt = (x: number, w = 7) => x.toFixed(0).padStart(w);
+  /** ms of nsd's process per call without the load generator's thread (null: not known). */
+  const nsdMs = (r: Run): number | null => (r.cpuLoad === null ? null : r.cpuNode - r.cpuLoad);
   const cpu = (r: Run) =>
-    `CPU ${r.cpuNode.toFixed(2)} ms nsd + load generator${r.cpuPg === null ? ' (PostgreSQL not known: not local, or a backend ended in the run)' : ` + ${r.cpuPg.toFixed(2)} ms PostgreSQL`} per call` +
+    `CPU ${r.cpuLoad === null ? `${r.cpuNode.toFixed(2)} ms this process` : `${(nsdMs(r) as number).toFixed(2)} ms nsd (its process ${r.cpuNode.toFixed(2)} − the load generator's thread ${r.cpuLoad.toFixed(2)})`}${r.cpuPg === null ? ' (PostgreSQL not known: not local, or a backend ended in the run)' : ` + ${r.cpuPg.toFixed(2)} ms PostgreSQL`} per call` +
     (r.thread === null
       ? ''
       : ` (main thread ${r.thread.run.toFixed(0)} µs on a core + ${r.thread.wait.toFixed(0)} µs waiting for one)`);
@@ -516,6 +530,14 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     print(
       `  ${String(publishers).padStart(6)} publishers × 1 refresh / ${REFRESH_PERIOD_MS / 1000} s = ${fmt(needed, 5)} /s needed; ${maxC} clients achieved ${fmt(r.rate)} /s = ${(r.rate / needed).toFixed(2)}× needed, ${r.commits.toFixed(2)} commits/refresh` +
         ` (the load would use ${((100 * needed) / r.rate).toFixed(0)}% of that capacity); ${cpu(r)}; lease_grant rows ${rows0} → ${rows1} after ${refreshes} refreshes`,
+    );
+    // the capacity nsd and its PostgreSQL would have with the machine's cores to themselves: the clients are other
+    // machines in a deployment, and here the load generator (and anything else running) takes part of the 2 cores
+    const own = nsdMs(r);
+    print(
+      own === null || r.cpuPg === null
+        ? `               nsd + PostgreSQL alone: not known (the load generator's or PostgreSQL's CPU was not readable)`
+        : `               nsd + PostgreSQL alone: ${own.toFixed(2)} + ${r.cpuPg.toFixed(2)} = ${(own + r.cpuPg).toFixed(2)} ms of CPU per refresh → at most ${fmt((cores * 1000) / (own + r.cpuPg))} /s on ${cores} cores = ${((cores * 1000) / (own + r.cpuPg) / needed).toFixed(2)}× needed (a projection from CPU per refresh, not a measured rate: every core for nsd and PostgreSQL, none for clients, the WAL writer or the kernel's loopback work outside these threads)`,
     );
     print(
       `               unbatched twin ${fmt(a.rate)} /s = ${(a.rate / needed).toFixed(2)}× needed, ${a.commits.toFixed(2)} commits/refresh; grouped / unbatched ${(r.rate / a.rate).toFixed(2)}`,

@@ -14,10 +14,8 @@ export const startLoad = async (job: ClientJob) => {
     `import('tsx/esm/api').then((t) => { t.register(); return import(${JSON.stringify(entry)}); })`,
     { eval: true, workerData: job },
   );
-  // every message is buffered from the start: the worker posts its answers' check right after the window, while this
-  // thread may still be draining the run's snapshot productions (`authority.idle()`) — a message that arrives with no
-  // listener is lost, and the worker then exits (code 0) before `check()` asks (decision 0630: productions no longer
-  // hold the replaces back, so at 32 clients more of them finish after the window)
+  // every message is buffered from the start: a message that arrives with no listener is lost (the worker would then
+  // exit before the next step asks — decision 0630's productions made that happen when the check came unasked)
   const inbox: unknown[] = [];
   let waiter: ((m: unknown) => void) | null = null;
   worker.on('message', (m: unknown) => {
@@ -80,7 +78,9 @@ export const startLoad = async (job: ClientJob) => {
       const { window } = await answered;
       return { ...window, machine: machineCpuSince(m0, window.requests) };
     },
+    /** Every answer verified (on the load generator's thread, after the caller's readings of the window). */
     check: async (): Promise<ClientCheck> => {
+      worker.postMessage('verify');
       const { check } = await next<{ check: ClientCheck }>();
       await worker.terminate();
       return check;

@@ -4,6 +4,7 @@
 // after another as plain HTTP/1.1 keep-alive POSTs on its own TCP socket (TCP_NODELAY, a few µs per request), keeps
 // the answers, and verifies every answer AFTER the window (signature against the NSD key, replay check, decodes as
 // a Message that is not an error). A failed check fails the run: nothing unverified is counted.
+import { readFileSync } from 'node:fs';
 import { type Socket, connect } from 'node:net';
 import { Either } from 'effect';
 import { type Message, decodeMessage } from '@homelab/service-control';
@@ -28,6 +29,16 @@ export interface LoadCheck {
 }
 
 const CRLF2 = Buffer.from('\r\n\r\n');
+
+/** µs the calling thread has run on a CPU so far (Linux: /proc/thread-self/schedstat), null elsewhere. */
+const threadCpuUs = (): number | null => {
+  try {
+    const run = Number(readFileSync('/proc/thread-self/schedstat', 'utf8').split(' ')[0]);
+    return Number.isFinite(run) ? run / 1e3 : null;
+  } catch {
+    return null;
+  }
+};
 
 /** A keep-alive HTTP/1.1 connection that posts one body at a time and returns the status and the body of the answer. */
 class Connection {
@@ -109,7 +120,12 @@ export const prepareLoad = async (url: string, clients: readonly LoadClient[]) =
   );
   let raw: { status: number; body: Buffer }[][] = [];
   /** The timed window: every client posts its sealed requests one after another, all clients at once. */
-  const run = async (): Promise<{ readonly requests: number; readonly seconds: number }> => {
+  const run = async (): Promise<{
+    readonly requests: number;
+    readonly seconds: number;
+    readonly threadCpuUs: number | null;
+  }> => {
+    const cpu0 = threadCpuUs();
     const t0 = process.hrtime.bigint();
     raw = await Promise.all(
       prepared.map(async ({ sealed, connection }) => {
@@ -119,8 +135,13 @@ export const prepareLoad = async (url: string, clients: readonly LoadClient[]) =
       }),
     );
     const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+    const cpu1 = threadCpuUs();
     for (const p of prepared) p.connection.close();
-    return { requests: raw.reduce((n, r) => n + r.length, 0), seconds };
+    return {
+      requests: raw.reduce((n, r) => n + r.length, 0),
+      seconds,
+      threadCpuUs: cpu0 === null || cpu1 === null ? null : cpu1 - cpu0,
+    };
   };
   /** After the window: every answer is a signed, fresh envelope of the NSD key carrying a non-error Message. */
   const verify = (): LoadCheck => {

@@ -24,7 +24,12 @@ export const pgBase = (): PgBase => {
   };
 };
 
-export type PgConfig = PgBase & { readonly database: string };
+/**
+ * A bench database's connection settings. `idleTimeoutMillis: 0`: a pool made from them never closes an idle backend
+ * (pg's default closes it after 10 s): a backend that ended between a window's two CPU readings made its PostgreSQL
+ * figure unknown, more often since the pauses before each window (decision 0750).
+ */
+export type PgConfig = PgBase & { readonly database: string; readonly idleTimeoutMillis: 0 };
 
 /** Run `f` against a fresh database `<prefix>_<random>`, dropped afterwards (even on failure). */
 export const withBenchDatabase = async <A>(
@@ -38,7 +43,7 @@ export const withBenchDatabase = async <A>(
   uncounted.add(admin);
   await admin.query(`CREATE DATABASE ${database}`);
   try {
-    return await f({ ...base, database }, admin);
+    return await f({ ...base, database, idleTimeoutMillis: 0 }, admin);
   } finally {
     await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
     await admin.end();
@@ -152,8 +157,32 @@ export const mainThreadSched = (): { readonly run: number; readonly wait: number
 };
 
 /**
- * CPU of every PostgreSQL process on this machine (its backends, WAL writer, checkpointer), µs of user + system time
- * from /proc/<pid>/stat of each process named `postgres`, by pid (null off Linux). `postgresCpuSince` sums the growth
+ * A single-threaded process's name, start time (clock ticks since boot: with the pid, its identity) and CPU so far in
+ * µs: the run time of /proc/<pid>/schedstat, in ns where /proc/<pid>/stat's utime + stime count 10 ms ticks — a
+ * 300-request window of a few ms per request moved those by whole ticks. schedstat is the thread whose tid is the pid
+ * only: right for PostgreSQL's processes (one thread each), not for a multi-threaded one. Null when the process is
+ * gone or /proc is not Linux's.
+ */
+const processCpu = (pid: number): { readonly name: string; readonly started: string; readonly us: number } | null => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const close = stat.lastIndexOf(')');
+    const run = Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]);
+    return Number.isFinite(run)
+      ? {
+          name: stat.slice(stat.indexOf('(') + 1, close),
+          started: stat.slice(close + 2).split(' ')[19] ?? '',
+          us: run / 1e3,
+        }
+      : null;
+  } catch {
+    return null; // exited meanwhile
+  }
+};
+
+/**
+ * CPU of every PostgreSQL process on this machine (its backends, WAL writer, checkpointer), µs on a CPU (`processCpu`)
+ * of each process named `postgres`, by pid (null off Linux). `postgresCpuSince` sums the growth
  * of the processes alive at both reads plus the whole time of those started since: a process that exited in between
  * is lost (its time, not a negative). Other users of the machine's PostgreSQL count too: an upper bound of a run's cost.
  */
@@ -162,16 +191,8 @@ export const postgresCpu = (): ReadonlyMap<string, number> | null => {
     const out = new Map<string, number>();
     for (const pid of readdirSync('/proc')) {
       if (!/^[0-9]+$/.test(pid)) continue;
-      let stat: string;
-      try {
-        stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      } catch {
-        continue; // exited meanwhile
-      }
-      const close = stat.lastIndexOf(')');
-      if (stat.slice(stat.indexOf('(') + 1, close) !== 'postgres') continue;
-      const f = stat.slice(close + 2).split(' ');
-      out.set(`${pid}:${f[19]}`, (Number(f[11]) + Number(f[12])) * TICK_US); // key: pid + start time; utime, stime
+      const p = processCpu(Number(pid));
+      if (p?.name === 'postgres') out.set(`${pid}:${p.started}`, p.us); // key: pid + start time (a reused pid is new)
     }
     return out;
   } catch {
@@ -180,8 +201,8 @@ export const postgresCpu = (): ReadonlyMap<string, number> | null => {
 };
 
 /**
- * CPU of the PostgreSQL backends serving `database` (the bench's own: its store's pool and clients), µs of user +
- * system time from /proc/<pid>/stat by pid, as listed by pg_stat_activity on `admin`; null when PostgreSQL is not
+ * CPU of the PostgreSQL backends serving `database` (the bench's own: its store's pool and clients), µs on a CPU
+ * (`processCpu`) by pid, as listed by pg_stat_activity on `admin`; null when PostgreSQL is not
  * local or a listed backend ended before it was read. Exact where `postgresCpu` is an upper bound: it leaves out the
  * WAL writer, the checkpointer and every other user of the machine's PostgreSQL.
  */
@@ -191,13 +212,9 @@ export const backendCpu = async (admin: pg.Client, database: string): Promise<Re
   );
   const out = new Map<number, number>();
   for (const pid of pids) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      out.set(pid, (Number(f[11]) + Number(f[12])) * TICK_US); // utime + stime (fields 14, 15)
-    } catch {
-      return null;
-    }
+    const p = processCpu(pid);
+    if (p === null) return null;
+    out.set(pid, p.us);
   }
   return out;
 };
