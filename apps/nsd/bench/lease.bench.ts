@@ -537,7 +537,7 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     print(
       own === null || r.cpuPg === null
         ? `               nsd + PostgreSQL alone: not known (the load generator's or PostgreSQL's CPU was not readable)`
-        : `               nsd + PostgreSQL alone: ${own.toFixed(2)} + ${r.cpuPg.toFixed(2)} = ${(own + r.cpuPg).toFixed(2)} ms of CPU per refresh → at most ${fmt((cores * 1000) / (own + r.cpuPg))} /s on ${cores} cores = ${((cores * 1000) / (own + r.cpuPg) / needed).toFixed(2)}× needed (a projection from CPU per refresh, not a measured rate: every core for nsd and PostgreSQL, none for clients, the WAL writer or the kernel's loopback work outside these threads)`,
+        : `               nsd + PostgreSQL alone: ${own.toFixed(2)}${r.thread === null ? '' : ` (main thread ${(r.thread.run / 1000).toFixed(2)}, its other threads ${(own - r.thread.run / 1000).toFixed(2)}: Ed25519 on libuv's pool, V8's GC and compiler)`} + ${r.cpuPg.toFixed(2)} = ${(own + r.cpuPg).toFixed(2)} ms of CPU per refresh → at most ${fmt((cores * 1000) / (own + r.cpuPg))} /s on ${cores} cores = ${((cores * 1000) / (own + r.cpuPg) / needed).toFixed(2)}× needed (a projection from CPU per refresh, not a measured rate: every core for nsd and PostgreSQL, none for clients, the WAL writer or the kernel's loopback work outside these threads)`,
     );
     print(
       `               unbatched twin ${fmt(a.rate)} /s = ${(a.rate / needed).toFixed(2)}× needed, ${a.commits.toFixed(2)} commits/refresh; grouped / unbatched ${(r.rate / a.rate).toFixed(2)}`,

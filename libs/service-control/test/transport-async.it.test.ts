@@ -1,8 +1,8 @@
-// serveUnary with the Ed25519 verify (and the reply's sign) on libuv's thread pool (decision 0510): a request is
-// handled only after its own verify succeeded, verifies that complete out of order hand each request its own
-// envelope, a bad signature and a replay are refused with the same codes as on the synchronous path, and the `'busy'`
-// placement keeps one request alone on the synchronous path. node:crypto's callback `verify` is wrapped so that the
-// test decides when (and in which order) each verification completes.
+// serveUnary with the Ed25519 verify (and the reply's sign) on the Ed25519 worker threads (decisions 0510, 0780): a
+// request is handled only after its own verify succeeded, verifies that complete out of order hand each request its
+// own envelope, a bad signature and a replay are refused with the same codes as on the synchronous path, and the
+// `'busy'` placement keeps one request alone on the synchronous path. The worker pool's `verifyDetachedAsync` is
+// wrapped so that the test decides when (and in which order) each verification completes.
 import * as crypto from 'node:crypto';
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -39,20 +39,21 @@ const release = (i: number): void => {
   if (f === undefined) throw new Error(`no held verification ${i}`);
   f();
 };
-vi.mock('node:crypto', async (importOriginal) => {
-  const real = await importOriginal<typeof import('node:crypto')>();
-  const verify = ((...args: unknown[]) => {
-    const done = args[4] as ((e: Error | null, ok: boolean) => void) | undefined;
-    if (typeof done !== 'function') return (real.verify as (...a: unknown[]) => boolean)(...args);
+vi.mock('../src/adapter/transport/ed25519.js', async (importOriginal) => {
+  const real = await importOriginal<typeof import('../src/adapter/transport/ed25519.js')>();
+  const verifyDetachedAsync: typeof real.verifyDetachedAsync = (key, message, signature) => {
     pool.calls++;
     const slot = pool.hold ? pool.slots++ : -1;
-    (real.verify as (...a: unknown[]) => void)(...args.slice(0, 4), (e: Error | null, ok: boolean) => {
-      if (slot >= 0) held[slot] = () => done(e, ok);
-      else done(e, ok);
-    });
-    return undefined;
-  }) as typeof real.verify;
-  return { ...real, default: { ...real, verify }, verify };
+    return real.verifyDetachedAsync(key, message, signature).then(
+      (ok) =>
+        slot < 0
+          ? ok
+          : new Promise<boolean>((resolve) => {
+              held[slot] = () => resolve(ok);
+            }),
+    );
+  };
+  return { ...real, verifyDetachedAsync };
 });
 
 const a = generateSigner().signer;

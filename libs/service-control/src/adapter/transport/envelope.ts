@@ -1,19 +1,20 @@
 // The signed ControlEnvelope of spec §3.1 ([D] stand-in for the existing authenticated control transport): Ed25519
-// (node:crypto) over the canonical CBOR of {api, machine_id, nonce, payload}; machine_id is the signer's raw 32-byte
-// Ed25519 public key (decision 0100). Replaceable: nothing outside this folder knows the signature scheme.
-import {
-  type KeyObject,
-  createPrivateKey,
-  createPublicKey,
-  generateKeyPairSync,
-  randomFillSync,
-  sign,
-  verify,
-} from 'node:crypto';
+// over the canonical CBOR of {api, machine_id, nonce, payload}; machine_id is the signer's raw 32-byte Ed25519 public
+// key (decision 0100). Keys are stored and exchanged as node:crypto PKCS#8 PEM; the signatures are computed and checked
+// by libsodium (`./ed25519.ts`, decision 0780). Replaceable: nothing outside this folder knows the signature scheme.
+import { type KeyObject, createPrivateKey, createPublicKey, generateKeyPairSync, randomFillSync } from 'node:crypto';
 import { Either } from 'effect';
 import { bytesEqual, toHex } from '../../domain/bytes.js';
 import { type ServiceControlError, scError } from '../../domain/errors.js';
 import { API_NAME, ControlEnvelopeContent, SignedEnvelope } from '../../api/message.js';
+import {
+  PUBLIC_KEY_BYTES,
+  secretKeyOfSeed,
+  signDetached,
+  signDetachedAsync,
+  verifyDetached,
+  verifyDetachedAsync,
+} from './ed25519.js';
 
 /** The private half of a machine (A) or authority (B) identity. */
 export interface Signer {
@@ -21,8 +22,8 @@ export interface Signer {
   readonly machineId: Uint8Array;
   readonly sign: (content: Uint8Array) => Uint8Array;
   /**
-   * The same signature computed off the calling thread (node:crypto's callback form runs on libuv's thread pool);
-   * absent for a signer that has no such form — `sealEnvelopeAsync` then signs on the calling thread (decision 0510).
+   * The same signature computed off the calling thread (on the Ed25519 worker threads, decisions 0510 and 0780);
+   * absent for a signer that has no such form — `sealEnvelopeAsync` then signs on the calling thread.
    */
   readonly signAsync?: (content: Uint8Array) => Promise<Uint8Array>;
 }
@@ -38,14 +39,16 @@ export const rawPublicKey = (key: KeyObject): Uint8Array => {
 export const publicKeyFromRaw = (raw: Uint8Array): KeyObject =>
   createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(raw).toString('base64url') }, format: 'jwk' });
 
-export const ed25519Signer = (privateKey: KeyObject): Signer => ({
-  machineId: rawPublicKey(privateKey),
-  sign: (content) => new Uint8Array(sign(null, content, privateKey)),
-  signAsync: (content) =>
-    new Promise((resolve, reject) =>
-      sign(null, content, privateKey, (e, sig) => (e === null ? resolve(new Uint8Array(sig)) : reject(e))),
-    ),
-});
+export const ed25519Signer = (privateKey: KeyObject): Signer => {
+  const jwk = privateKey.export({ format: 'jwk' });
+  if (jwk.crv !== 'Ed25519' || typeof jwk.d !== 'string') throw new Error('not an Ed25519 private key');
+  const { publicKey, secretKey } = secretKeyOfSeed(new Uint8Array(Buffer.from(jwk.d, 'base64url')));
+  return {
+    machineId: publicKey,
+    sign: (content) => signDetached(secretKey, content),
+    signAsync: (content) => signDetachedAsync(secretKey, content),
+  };
+};
 
 /** A fresh identity (tests, first start of an app). */
 export const generateSigner = (): { readonly signer: Signer; readonly privateKeyPem: string } => {
@@ -104,39 +107,27 @@ export interface OpenedEnvelope {
 }
 
 /**
- * Who may sign: returns the public key trusted for a machine_id, or null. B trusts the member identities it knows
- * (the machine_id is the identity); A trusts exactly the configured NSD response key (`trustOnly`).
+ * Who may sign: returns the raw 32-byte Ed25519 public key trusted for a machine_id, or null. B trusts the member
+ * identities it knows (the machine_id is the identity); A trusts exactly the configured NSD response key (`trustOnly`).
  */
-export type TrustPolicy = (machineId: Uint8Array) => KeyObject | null;
+export type TrustPolicy = (machineId: Uint8Array) => Uint8Array | null;
 
 export const trustOnly = (raw: Uint8Array): TrustPolicy => {
-  const key = publicKeyFromRaw(raw);
-  return (id) => (bytesEqual(id, raw) ? key : null);
+  const key = new Uint8Array(raw);
+  return (id) => (bytesEqual(id, key) ? key : null);
 };
 
-/** Key objects of recently seen identities: building one per request costs about as much as a verification. */
-const selfCertified = new Map<string, KeyObject>();
-const SELF_CERTIFIED_CACHE = 4096;
-
-/** Trust any syntactically valid identity whose key is its machine_id (membership is checked later, §3.2 step 6). */
-export const trustSelfCertifying: TrustPolicy = (id) => {
-  const hex = toHex(id);
-  const hit = selfCertified.get(hex);
-  if (hit !== undefined) return hit;
-  try {
-    const key = publicKeyFromRaw(id);
-    if (selfCertified.size >= SELF_CERTIFIED_CACHE) selfCertified.delete(selfCertified.keys().next().value as string);
-    selfCertified.set(hex, key);
-    return key;
-  } catch {
-    return null;
-  }
-};
+/**
+ * Trust any identity of a public key's length whose key is its machine_id (membership is checked later, §3.2 step 6).
+ * Whether the 32 bytes are a usable key (a canonical point, not of small order) is the verification's refusal.
+ */
+export const trustSelfCertifying: TrustPolicy = (id) => (id.length === PUBLIC_KEY_BYTES ? id : null);
 
 /** An envelope decoded and its signer trusted, its signature not yet checked: what is left is one Ed25519 verify. */
 interface Unverified {
   readonly opened: OpenedEnvelope;
-  readonly key: KeyObject;
+  /** The trusted raw public key. */
+  readonly key: Uint8Array;
   /** The canonical encoding of the four content fields: what the signature covers. */
   readonly content: Uint8Array;
   readonly signature: Uint8Array;
@@ -178,23 +169,21 @@ export const openEnvelope = (
   const u = prepare(bytes, trust);
   if (Either.isLeft(u)) return Either.left(u.left);
   const { opened, key, content, signature } = u.right;
-  return verify(null, content, key, signature) ? Either.right(opened) : badSignature();
+  return verifyDetached(key, content, signature) ? Either.right(opened) : badSignature();
 };
 
 /**
- * As `openEnvelope`, the Ed25519 verification on libuv's thread pool (node:crypto's callback form): the same checks
- * in the same order with the same refusals, ≈ 15–35 µs of the calling thread instead of ≈ 200 µs (decision 0510).
- * Concurrent calls may resolve in any order; each resolves only after its own signature was checked.
+ * As `openEnvelope`, the Ed25519 verification on the worker threads of `./ed25519.ts`: the same checks in the same
+ * order with the same refusals, a share of one message of the calling thread instead of a verification (decisions
+ * 0510, 0780). Concurrent calls may resolve in any order; each resolves only after its own signature was checked.
  */
-export const openEnvelopeAsync = (
+export const openEnvelopeAsync = async (
   bytes: Uint8Array,
   trust: TrustPolicy,
 ): Promise<Either.Either<OpenedEnvelope, ServiceControlError>> => {
   const u = prepare(bytes, trust);
-  if (Either.isLeft(u)) return Promise.resolve(Either.left(u.left));
+  if (Either.isLeft(u)) return Either.left(u.left);
   const { opened, key, content, signature } = u.right;
-  return new Promise((resolve) =>
-    // an error of the job (a malformed signature or key) is a refusal, as the synchronous form's `false`
-    verify(null, content, key, signature, (e, ok) => resolve(e === null && ok ? Either.right(opened) : badSignature())),
-  );
+  // a worker that failed is a refusal, as the synchronous form's `false`
+  return (await verifyDetachedAsync(key, content, signature)) ? Either.right(opened) : badSignature();
 };
