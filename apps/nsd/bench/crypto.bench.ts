@@ -3,7 +3,8 @@
 // other requests are in flight (`busy`, the default) — decision 0510. The three placements run interleaved, round by
 // round, at 1 / 8 / 32 clients in flight, in one process, so the machine's load drifts over all of them alike; printed
 // per placement: nsd's main-thread CPU per request (`/proc/…/schedstat`, the primary number), its wait for a core, the
-// rate, the whole machine's CPU per request, and the ratio of each to `thread` (same rounds). The clients run on the
+// rate, the whole machine's CPU per request, nsd's process CPU per request (its main thread and the threads that run
+// the Ed25519 work: this process's CPU less the load generator's thread), and the ratio of each to `thread`. The clients run on the
 // load-generator thread (load.ts). Needs no database. Env: BENCH_N (requests per client and run, 400),
 // BENCH_ROUNDS (3), BENCH_CONCURRENCY (1,8,32), BENCH_PAYLOAD (payload bytes, 400: about a lease.refresh).
 import { randomBytes } from 'node:crypto';
@@ -41,6 +42,8 @@ const clients = Array.from({ length: Math.max(...CONCURRENCY) }, () => generateS
 
 interface Sample {
   readonly cpu: number;
+  /** µs of this process per request in the window without the load generator's thread: nsd's main thread and helpers. */
+  readonly nsd: number;
   readonly wait: number;
   readonly rate: number;
   readonly machine: number;
@@ -57,13 +60,16 @@ const run = async (c: number): Promise<Sample> => {
     })),
   });
   const s0 = mainThreadSched();
+  const p0 = process.cpuUsage();
   const window = await load.go();
+  const p = process.cpuUsage(p0);
   const s1 = mainThreadSched();
   await load.check(); // echoed bytes are not Messages: the check's verdicts do not apply here, only its end
   const n = window.requests;
   return {
     cpu: s0 === null || s1 === null ? NaN : (s1.run - s0.run) / n,
     wait: s0 === null || s1 === null ? NaN : (s1.wait - s0.wait) / n,
+    nsd: window.threadCpuUs === null ? NaN : (p.user + p.system - window.threadCpuUs) / n,
     rate: n / window.seconds,
     machine: window.machine.perRequestUs,
   };
@@ -108,7 +114,12 @@ for (const c of CONCURRENCY)
         (s) => s.wait,
       )
         .toFixed(0)
-        .padStart(6)} µs waiting; ${med(k, (s) => s.rate)
+        .padStart(6)} µs waiting; nsd's process ${med(k, (s) => s.nsd)
+        .toFixed(0)
+        .padStart(5)} µs/request (${(med(k, (s) => s.nsd) / med(t, (s) => s.nsd)).toFixed(2)}× thread); ${med(
+        k,
+        (s) => s.rate,
+      )
         .toFixed(0)
         .padStart(5)} /s (${(med(k, (s) => s.rate) / med(t, (s) => s.rate)).toFixed(2)}× thread); machine CPU ${med(
         k,
