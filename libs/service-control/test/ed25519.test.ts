@@ -3,6 +3,7 @@
 // signed and refusing every flipped bit; RFC 8032's first test vector; where libsodium is deliberately stricter (a
 // public key of small order, with which OpenSSL accepts one signature for every message); the worker threads' forms
 // equal to the synchronous ones, and a worker that dies with jobs in flight refuses them and is replaced.
+import { spawnSync } from 'node:child_process';
 import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -130,6 +131,24 @@ describe('Ed25519 through libsodium', () => {
     expect(await Promise.all(signs)).toEqual(Array.from({ length: 8 }, () => 'failed'));
     expect(await verifyDetachedAsync(publicKey, message, signature)).toBe(true);
     expect(Buffer.from(await signDetachedAsync(secretKey, message))).toEqual(Buffer.from(signature));
+  });
+
+  it('a process whose last work is an asynchronous sign and verify gets the answers and exits (its own flags not passed to the workers)', () => {
+    // --input-type=module is this child's flag for its -e source: inherited, it would make the workers' CommonJS source
+    // a module that cannot load; an idle worker that kept a reference would keep the child from exiting
+    const source = `
+      import { secretKeyOfSeed, signDetached, signDetachedAsync, verifyDetachedAsync } from './src/adapter/transport/ed25519.ts';
+      const { publicKey, secretKey } = secretKeyOfSeed(new Uint8Array(32).fill(5));
+      const m = new Uint8Array([1]);
+      const s = await signDetachedAsync(secretKey, m);
+      console.log(await verifyDetachedAsync(publicKey, m, s), await verifyDetachedAsync(publicKey, new Uint8Array([2]), s),
+        Buffer.from(s).equals(Buffer.from(signDetached(secretKey, m))));`;
+    const child = spawnSync(
+      process.execPath,
+      ['--conditions=@homelab/source', '--import', 'tsx', '--input-type=module', '-e', source],
+      { cwd: new URL('..', import.meta.url).pathname, encoding: 'utf8', timeout: 30_000 },
+    );
+    expect([child.status, child.signal, child.stdout.trim()]).toEqual([0, null, 'true false true']);
   });
 
   it("a node:crypto key pair makes the signer: machine_id is the PEM key's public key, signatures are node:crypto's", () => {

@@ -77,8 +77,8 @@ interface Lane {
 }
 
 /**
- * Worker threads for Ed25519, started on first use (one per core, at most 4) and unreferenced: they never keep a
- * process alive. Each worker has one batch in flight; jobs arriving meanwhile go together in its next batch, so under
+ * Worker threads for Ed25519, started on first use (one per core, at most 4). A worker keeps the process alive only
+ * while it has a batch in flight: a process whose last work is an asynchronous verify gets its answer, then exits. Each worker has one batch in flight; jobs arriving meanwhile go together in its next batch, so under
  * load a message carries many jobs. A worker that dies fails its jobs (a verify then refuses, a sign rejects) and is
  * replaced on the next call.
  */
@@ -92,14 +92,15 @@ class Ed25519Pool {
     this.next = (this.next + 1) % this.lanes.length;
     const existing = this.lanes[i];
     if (existing !== null && existing !== undefined) return existing;
-    const worker = new Worker(WORKER_SOURCE, { eval: true });
-    worker.unref();
+    // no flags of this process (e.g. --input-type=module would make the evaluated CommonJS source a module)
+    const worker = new Worker(WORKER_SOURCE, { eval: true, execArgv: [] });
     const lane: Lane = { worker, queued: [], inFlight: null };
     worker.on('message', (outcomes: readonly Outcome[]) => {
       const batch = lane.inFlight ?? [];
       lane.inFlight = null;
       batch.forEach((b, k) => b.settle(outcomes[k] ?? null));
       this.flush(lane);
+      if (lane.inFlight === null) worker.unref();
     });
     const fail = () => {
       if (this.lanes[i] === lane) this.lanes[i] = null;
@@ -109,6 +110,8 @@ class Ed25519Pool {
     };
     worker.on('error', fail);
     worker.on('exit', fail);
+    // idle, a worker does not keep the process alive (after the listeners: a 'message' listener refs it again)
+    worker.unref();
     this.lanes[i] = lane;
     return lane;
   }
@@ -117,6 +120,7 @@ class Ed25519Pool {
     if (lane.inFlight !== null || lane.queued.length === 0) return;
     lane.inFlight = lane.queued;
     lane.queued = [];
+    lane.worker.ref(); // a batch in flight keeps the process alive until its answers are back
     lane.worker.postMessage(lane.inFlight.map((b) => b.job));
   }
 
