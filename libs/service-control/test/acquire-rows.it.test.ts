@@ -19,7 +19,7 @@ import { type TwinAuthoritySide, closeSidesAfterAll, comparableAnswer, openTwinS
 import { bindAndOpen, takeOverSide, twinSide } from './fixtures/twin-sides.js';
 import { type Who, msg, rid16, subScope } from './wire.js';
 import { readyBody, writeListenerSnapshot, writeListenersSnapshot } from './listener-snapshot.js';
-import { type NetworkConsumer, type NetworkPublisher, openLeaseNetwork } from './lease-network.js';
+import { type NetworkConsumer, type NetworkPublisher, openLeaseNetwork, productionsSettled } from './lease-network.js';
 
 type Side = TwinAuthoritySide<'functions' | 'statements'>;
 
@@ -148,6 +148,17 @@ describe.each([{ prune: true }, { prune: false }])(
     closeSidesAfterAll(sides);
     const state = new Map<Side, SideState>();
     let leaseClock = 7_000_000;
+    /** Each side's snapshots produced when the rounds start (and again after the takeover's rejoin). */
+    const produced = new Map<Side, number>();
+    // no snapshot production may run during the rounds: one that runs on one side only (a production retried after a
+    // failure, see productionsSettled) writes snapshot revisions the other side never writes, and the stamps of the
+    // lease rows then differ at the end although every answer was equal — as they did when the setup's productions
+    // were coalesced differently on the two sides (lease-network.ts now lets each report's production commit first)
+    const noProductionSince = (s: Side) =>
+      expect(
+        [s.authority.counters.snapshotsProduced, s.authority.queuedProductions, s.authority.retryingProductions],
+        `${s.name}: snapshots produced, productions queued, productions to retry`,
+      ).toEqual([produced.get(s), 0, 0]);
 
     const ask = async (s: Side, w: Who, bytes: Uint8Array, kind: string) => {
       const got = answerKind(await replyOn(s, w, bytes));
@@ -254,6 +265,8 @@ describe.each([{ prune: true }, { prune: false }])(
             );
         }
         state.set(s, { publishers, consumers, session: 1n });
+        await productionsSettled(s.authority);
+        produced.set(s, s.authority.counters.snapshotsProduced);
       }
     });
 
@@ -370,6 +383,7 @@ describe.each([{ prune: true }, { prune: false }])(
       for (let round = 0; round < ROUNDS; round++) {
         if (round === TAKEOVER) {
           // a request of the old epoch first: fenced out; then everyone joins the new epoch
+          for (const s of sides) noProductionSince(s);
           for (const s of sides) await takeOver(s);
           const stale = await Promise.all(
             sides.map(async (s) => {
@@ -379,7 +393,11 @@ describe.each([{ prune: true }, { prune: false }])(
           );
           expect(stale).toEqual(['error:stale-epoch', 'error:stale-epoch']);
           flat.push({ error: 'stale-epoch' });
-          for (const s of sides) await rejoin(s);
+          for (const s of sides) {
+            await rejoin(s);
+            await productionsSettled(s.authority);
+            produced.set(s, s.authority.counters.snapshotsProduced);
+          }
         }
         // every fourth round the lease clock passes every deadline (the grants lapse; readies grant again)
         leaseClock += round % 4 === 3 ? 45_000 : 1_000;
@@ -447,6 +465,7 @@ describe.each([{ prune: true }, { prune: false }])(
           if (round === TAKEOVER) afterTakeover.push(a);
         });
       }
+      for (const s of sides) noProductionSince(s);
       expect(await leaseRows(st)).toEqual(await leaseRows(fn));
       // the old epoch's request maps are not restored: every retransmission right after the takeover is lease-expired
       expect(afterTakeover.flat().every((x) => (x as { result?: string }).result === 'lease-expired')).toBe(true);

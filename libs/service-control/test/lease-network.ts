@@ -45,6 +45,23 @@ const ackBody = (w: Who, at: At) => ({
 });
 
 /**
+ * Until none of the authority's snapshot productions is queued, running or waiting to be tried again. `idle()` waits
+ * for the queued ones only: a production the database refused (a connection refused, its serialization retries
+ * exhausted) runs again after a backoff timer (0.2–10 s), at a moment of its own — in a twin test on one side only,
+ * in the middle of the test's own snapshot writes, so that side's snapshot revisions count differently from the
+ * other's: every answer stays equal, the stored revisions (and the stamps of them) do not.
+ */
+export const productionsSettled = async (authority: Authority, withinMs = 30_000): Promise<void> => {
+  const until = Date.now() + withinMs;
+  for (;;) {
+    await authority.idle();
+    if (authority.queuedProductions === 0 && authority.retryingProductions === 0) return;
+    check(Date.now() < until, `snapshot productions still failing after ${withinMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+};
+
+/**
  * Publishers `publishers` (each with one service `web`, P 40000 + its index, its offer dropped) and consumers `consumers` of one Network
  * (every one of them a member, `epoch` unset), bound and in session 1 with ACKed snapshots; consumer `k` is authorized
  * (tcp) for publisher `i`'s service when `authorized(i, k)`. Nothing is granted yet.
@@ -77,11 +94,14 @@ export const openLeaseNetwork = async (
     w.epoch = authority.epoch;
     await ask(w, msg(w, 'session.open', {}, { session_seq: 1n }), 'session.open.result');
   };
+  // each report's production committed before the next report: productions queued while one runs are coalesced
+  // (authority-production.ts), so how many there are — and every member's snapshot revisions after them — would
+  // otherwise depend on how fast each production ran (a twin's two sides then count different revisions)
   for (const w of publishers) {
     await join(w);
     await ask(w, msg(w, 'report.replace', replaceBody(w, 1n, [decl('web', 'Web')])), 'report.accepted');
+    await productionsSettled(authority);
   }
-  await authority.idle();
   for (const [i, w] of publishers.entries())
     await sql(`UPDATE service_control.service SET port = $1 WHERE publisher = $2`, [
       (options.firstPort ?? 40000) + i,
