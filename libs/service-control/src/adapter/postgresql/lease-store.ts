@@ -75,7 +75,7 @@ const EPOCH_NOW = `(SELECT epoch FROM ${S}.authority WHERE id = ${S}.current_sha
  * batch (after the mark upsert, with the COMMIT): every grant/request-map read filters on the current epoch and looks
  * up the grants of a mark's request only. So a ready/refresh grant of an older epoch or of another request than the
  * new mark's can never be read again; nor can an acquire grant or item of an older epoch or of a request no consumer
- * mark of the holder names. The deletes use the (service, holder, …) and (holder, request_id) indexes and touch the
+ * mark of the holder names. The deletes use the (holder, service_id, request_id) index (decision 0760) and touch the
  * few rows the previous request left: rows stay bounded by publisher services + consumer marks instead of growing
  * with every refresh.
  */
@@ -106,7 +106,7 @@ const WITHDRAWN = (serviceCol: string) =>
  * Queued with the COMMIT of every transaction that withdraws a service (`upsertServices`) or opens a new session
  * (`saveSession`, after the new session mark): the publisher's transactions are serialised on its runtime row, so
  * nothing grants in between. Driven from the publisher's marks/grants in the Network (the (holder, network, space)
- * key and the (holder, request_id) index), each joined to its service row by primary key. The consumers' acquire
+ * key and the (holder, service_id, request_id) index), each joined to its service row by primary key. The consumers' acquire
  * items and grants that name the service are kept: they are the request map of the consumer's mark (0165) — a
  * retransmission of that request must still get them — and go with the consumer's next request.
  */
