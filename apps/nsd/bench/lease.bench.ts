@@ -23,6 +23,11 @@
 // rows and index entries that a server's autovacuum would have removed), and reads lease_grant's dead rows
 // (`pg_stat_user_tables.n_dead_tup`), printed per N-publisher window: ≈ 0 with the VACUUM. BENCH_VACUUM=0: no VACUUM
 // (the numbers before 0750; the wait and the count stay). The raw upsert windows are not preceded by it.
+// BENCH_GRANT_IO=1 (decision 0760): in each N-publisher phase's grouped window, lease_grant's blocks (heap + index,
+// `pg_statio_user_tables`) per grant row inserted, read 10.5 s after the window's VACUUM and after its end (an idle
+// backend sends its counts within 10 s), outside the window's CPU readings. BENCH_GRANT_INDEXES=main: lease_grant with
+// the three indexes it had before decision 0760 (primary key grant_id, (service_id, holder, epoch, seq),
+// (holder, request_id)) in place of its one, right after the migration: the base of 0760's interleaved pairs.
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -41,6 +46,7 @@ import {
   benchUnaryCrypto,
   clonePublisher,
   machineCpuText,
+  mainGrantIndexes,
   vacuumSchema,
   mainThreadSched,
   profiled,
@@ -73,6 +79,10 @@ const VACUUM = process.env['BENCH_VACUUM'] !== '0';
  * before it.
  */
 const STATS_FLUSH_MS = 1100;
+const GRANT_IO = process.env['BENCH_GRANT_IO'] === '1';
+const GRANT_INDEXES = process.env['BENCH_GRANT_INDEXES'] ?? 'branch';
+/** BENCH_GRANT_IO's wait: PostgreSQL 15 sends an idle backend's counts at most 10 s after its last statement. */
+const STATS_IDLE_FLUSH_MS = 10_500;
 
 /** CPU ms of this process, and µs of each of the bench database's PostgreSQL backends by pid (`backendCpu`, pg.ts). */
 const cpuMs = async (
@@ -98,6 +108,8 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   };
   const groupedStore = makePgAuthorityStore({ ...stored, ...(grouping ? {} : { groupCommit: false as const }) });
   await groupedStore.migrate();
+  if (GRANT_INDEXES === 'main') await mainGrantIndexes(config);
+  else if (GRANT_INDEXES !== 'branch') throw new Error(`BENCH_GRANT_INDEXES=${GRANT_INDEXES}: main or branch`);
   const { nsdId, epoch } = await groupedStore.takeover();
   const leaseNow = () => Math.floor(performance.now());
   const groupedAuthority = new Authority({ store: groupedStore, nsdId, epoch, now: Date.now, leaseNow });
@@ -276,7 +288,28 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     readonly deadAtStart: number;
     /** ms of the VACUUM (ANALYZE) before the window (null: BENCH_VACUUM=0). */
     readonly vacuumMs: number | null;
+    /** BENCH_GRANT_IO=1, the windows that ask for it: lease_grant's blocks and grant rows inserted in the window. */
+    readonly grantIo: GrantIo | null;
   }
+  interface GrantIo {
+    readonly heap: number;
+    readonly index: number;
+    readonly inserted: number;
+  }
+  const grantIoNow = async (): Promise<GrantIo> => {
+    await new Promise((r) => setTimeout(r, STATS_IDLE_FLUSH_MS));
+    const r = (
+      await rawPg.query(
+        `SELECT coalesce(io.heap_blks_hit, 0) + coalesce(io.heap_blks_read, 0) AS heap,
+           coalesce(io.idx_blks_hit, 0) + coalesce(io.idx_blks_read, 0) AS index, t.n_tup_ins AS inserted
+         FROM pg_statio_user_tables io JOIN pg_stat_user_tables t USING (relid)
+         WHERE io.schemaname = 'service_control' AND io.relname = 'lease_grant'`,
+      )
+    ).rows[0];
+    return { heap: Number(r.heap), index: Number(r.index), inserted: Number(r.inserted) };
+  };
+  /** The next window measured reads lease_grant's blocks (BENCH_GRANT_IO=1). */
+  let grantIoNext = false;
   const deadGrantRows = async () =>
     Number(
       (
@@ -304,6 +337,8 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   /** Rate, round trips and CPU per call of `go` (which makes `n` calls; undefined: timed here, no load generator). */
   const measure = async (label: string, n: number, go: () => Promise<LoadWindow | undefined>): Promise<Run> => {
     const before = await beforeWindow();
+    const io0 = grantIoNext ? await grantIoNow() : null;
+    grantIoNext = false;
     const q0 = roundTrips();
     const k0 = store.commitStats();
     const c0 = await cpuMs(admin, config.database);
@@ -315,7 +350,12 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     const c1 = await cpuMs(admin, config.database);
     const thread = s0 === null || s1 === null ? null : { run: (s1.run - s0.run) / n, wait: (s1.wait - s0.wait) / n };
     const pgUs = backendCpuSince(c0.pg, c1.pg);
+    const io1 = io0 === null ? null : await grantIoNow();
     return {
+      grantIo:
+        io0 === null || io1 === null
+          ? null
+          : { heap: io1.heap - io0.heap, index: io1.index - io0.index, inserted: io1.inserted - io0.inserted },
       rate: (n * 1e9) / ns,
       roundTrips: (roundTrips() - q0) / n,
       commits: (store.commitStats().commits - k0.commits) / n,
@@ -425,6 +465,9 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
   );
   const autovacuum = (await rawPg.query('SHOW autovacuum')).rows[0].autovacuum as string;
   print(
+    `  lease_grant's indexes: ${(await rawPg.query(`SELECT string_agg(indexdef, '; ' ORDER BY indexname) AS d FROM pg_indexes WHERE schemaname = 'service_control' AND tablename = 'lease_grant'`)).rows[0].d.replaceAll('service_control.', '').replaceAll('CREATE ', '')} (BENCH_GRANT_INDEXES=${GRANT_INDEXES})`,
+  );
+  print(
     VACUUM
       ? `  before each timed window of the store: VACUUM (ANALYZE) of the service_control tables, as pgbench does (decision 0750; this PostgreSQL's autovacuum is ${autovacuum}; BENCH_VACUUM=0: none)`
       : `  BENCH_VACUUM=0: no VACUUM before the timed windows (dead lease_grant rows accumulate: this PostgreSQL's autovacuum is ${autovacuum})`,
@@ -513,6 +556,7 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     }
     const needed = (publishers * 1000) / REFRESH_PERIOD_MS;
     const rows0 = await grantRows();
+    grantIoNext = GRANT_IO;
     const r = await runLoad(`refresh-${publishers}-publishers`, pubs, Math.max(1, Math.ceil(N / 4)));
     const rows1 = await grantRows();
     use(false);
@@ -537,8 +581,12 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     print(
       own === null || r.cpuPg === null
         ? `               nsd + PostgreSQL alone: not known (the load generator's or PostgreSQL's CPU was not readable)`
-        : `               nsd + PostgreSQL alone: ${own.toFixed(2)}${r.thread === null ? '' : ` (main thread ${(r.thread.run / 1000).toFixed(2)}, its other threads ${(own - r.thread.run / 1000).toFixed(2)}: Ed25519 on libuv's pool, V8's GC and compiler)`} + ${r.cpuPg.toFixed(2)} = ${(own + r.cpuPg).toFixed(2)} ms of CPU per refresh → at most ${fmt((cores * 1000) / (own + r.cpuPg))} /s on ${cores} cores = ${((cores * 1000) / (own + r.cpuPg) / needed).toFixed(2)}× needed (a projection from CPU per refresh, not a measured rate: every core for nsd and PostgreSQL, none for clients, the WAL writer or the kernel's loopback work outside these threads)`,
+        : `               nsd + PostgreSQL alone: ${own.toFixed(2)}${r.thread === null ? '' : ` (main thread ${(r.thread.run / 1000).toFixed(2)}, its other threads ${(own - r.thread.run / 1000).toFixed(2)}: Ed25519 on its worker threads (decision 0780), V8's GC and compiler)`} + ${r.cpuPg.toFixed(2)} = ${(own + r.cpuPg).toFixed(2)} ms of CPU per refresh → at most ${fmt((cores * 1000) / (own + r.cpuPg))} /s on ${cores} cores = ${((cores * 1000) / (own + r.cpuPg) / needed).toFixed(2)}× needed (a projection from CPU per refresh, not a measured rate: every core for nsd and PostgreSQL, none for clients, the WAL writer or the kernel's loopback work outside these threads)`,
     );
+    if (r.grantIo !== null)
+      print(
+        `               lease_grant per grant row inserted in the grouped window (${r.grantIo.inserted} rows): heap ${(r.grantIo.heap / r.grantIo.inserted).toFixed(2)} + index ${(r.grantIo.index / r.grantIo.inserted).toFixed(2)} blocks (BENCH_GRANT_IO=1; indexes: ${GRANT_INDEXES})`,
+      );
     print(
       `               unbatched twin ${fmt(a.rate)} /s = ${(a.rate / needed).toFixed(2)}× needed, ${a.commits.toFixed(2)} commits/refresh; grouped / unbatched ${(r.rate / a.rate).toFixed(2)}`,
     );

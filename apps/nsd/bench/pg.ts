@@ -416,3 +416,20 @@ export const vacuumSchema = async (client: pg.Client, schema: string): Promise<n
   if (tables.length > 0) await client.query(`VACUUM (ANALYZE) ${tables.join(', ')}`);
   return performance.now() - t0;
 };
+
+/**
+ * lease_grant's indexes as they were before decision 0760 (primary key grant_id, (service_id, holder, epoch, seq),
+ * (holder, request_id)) in place of its one (holder, service_id, request_id): the lease bench's BENCH_GRANT_INDEXES=main,
+ * right after the migration (the functions' SQL is the same on both: only the indexes differ).
+ */
+export const mainGrantIndexes = async (config: PgConfig): Promise<void> => {
+  const c = await benchClient(config);
+  try {
+    await c.query(`DROP INDEX service_control.lease_grant_holder_service_id_request_id_idx;
+      ALTER TABLE service_control.lease_grant ADD PRIMARY KEY (grant_id);
+      CREATE INDEX lease_grant_service_id_holder_epoch_seq_idx ON service_control.lease_grant (service_id, holder, epoch, seq);
+      CREATE INDEX lease_grant_holder_request_id_idx ON service_control.lease_grant (holder, request_id);`);
+  } finally {
+    await c.end();
+  }
+};

@@ -33,6 +33,7 @@ import type { AckRecord } from '../../domain/snapshot.js';
 import { TxBatch, type TxConnection, lit, pgBytes as buf, plainSql, staleEpoch } from './batch.js';
 
 import {
+  LEASE_GRANT_ONE_INDEX_MIGRATION,
   LEASE_MIGRATIONS,
   type LeaseTxOptions,
   leaseTx,
@@ -266,6 +267,8 @@ const MIGRATIONS: readonly string[] = [
   // report.replace's writes without the statements over empty arguments, the prune's reads in one statement (0700)
   `${replaceWriteFunction('CREATE OR REPLACE', true)}
    ${PRUNE_ONE_READ_MIGRATION}`,
+  // lease_grant with one index, (holder, service_id, request_id), in place of its three (decision 0760)
+  LEASE_GRANT_ONE_INDEX_MIGRATION,
 ];
 
 /** The migrations in the order `migrate` runs them: append-only, a database's `schema_version` counts those it ran. */

@@ -29,6 +29,23 @@ export const LEASE_MIGRATIONS: readonly string[] = [
      PRIMARY KEY (target, network_id, revision, service_id));`,
 ];
 
+/**
+ * Decision 0760, appended at the end of the authority store's migrations: `lease_grant` keeps ONE index,
+ * `(holder, service_id, request_id)`, in place of its primary key `grant_id` (never read by key: a grant is found
+ * through its holder and request — the acquire items' `grant_id` is read back with the item's holder, request and
+ * service), `(service_id, holder, epoch, seq)` and `(holder, request_id)`. Every granted ready/refresh inserts one
+ * grant row and deletes the previous one (decision 0165): one B-tree insert instead of three. Every read names the
+ * holder: the grant of a request (holder, request, service) is a point lookup; the live grant (the functions' generic
+ * plans read the (holder, service) range and filter on the mark's request) and the refresh prune walk the publisher's
+ * range, which is ordered by request id: a new entry lands among the dead ones, whose leaf page drops those the scans
+ * found dead when it fills, instead of to the right of all of them as by (service_id, holder, epoch, seq), where only
+ * VACUUM removed them. The acquire and withdrawn prunes are (holder) ranges as before; the takeover scans the table.
+ */
+export const LEASE_GRANT_ONE_INDEX_MIGRATION = `ALTER TABLE ${S}.lease_grant DROP CONSTRAINT lease_grant_pkey;
+   DROP INDEX ${S}.lease_grant_service_id_holder_epoch_seq_idx;
+   DROP INDEX ${S}.lease_grant_holder_request_id_idx;
+   CREATE INDEX lease_grant_holder_service_id_request_id_idx ON ${S}.lease_grant (holder, service_id, request_id);`;
+
 const b = (v: unknown): Uint8Array => new Uint8Array(v as Buffer);
 /** `refresh` marks are keyed by the service id, the consumer mark by the empty key. */
 const spaceKey = (s: MarkSpace): string => lit.bytea(s.kind === 'refresh' ? s.serviceId : new Uint8Array(0));
@@ -58,7 +75,7 @@ const EPOCH_NOW = `(SELECT epoch FROM ${S}.authority WHERE id = ${S}.current_sha
  * batch (after the mark upsert, with the COMMIT): every grant/request-map read filters on the current epoch and looks
  * up the grants of a mark's request only. So a ready/refresh grant of an older epoch or of another request than the
  * new mark's can never be read again; nor can an acquire grant or item of an older epoch or of a request no consumer
- * mark of the holder names. The deletes use the (service, holder, …) and (holder, request_id) indexes and touch the
+ * mark of the holder names. The deletes use the (holder, service_id, request_id) index (decision 0760) and touch the
  * few rows the previous request left: rows stay bounded by publisher services + consumer marks instead of growing
  * with every refresh.
  */
@@ -89,7 +106,7 @@ const WITHDRAWN = (serviceCol: string) =>
  * Queued with the COMMIT of every transaction that withdraws a service (`upsertServices`) or opens a new session
  * (`saveSession`, after the new session mark): the publisher's transactions are serialised on its runtime row, so
  * nothing grants in between. Driven from the publisher's marks/grants in the Network (the (holder, network, space)
- * key and the (holder, request_id) index), each joined to its service row by primary key. The consumers' acquire
+ * key and the (holder, service_id, request_id) index), each joined to its service row by primary key. The consumers' acquire
  * items and grants that name the service are kept: they are the request map of the consumer's mark (0165) — a
  * retransmission of that request must still get them — and go with the consumer's next request.
  */
