@@ -44,13 +44,12 @@ vi.mock('../src/adapter/transport/ed25519.js', async (importOriginal) => {
   const verifyDetachedAsync: typeof real.verifyDetachedAsync = (key, message, signature) => {
     pool.calls++;
     const slot = pool.hold ? pool.slots++ : -1;
-    return real.verifyDetachedAsync(key, message, signature).then(
-      (ok) =>
-        slot < 0
-          ? ok
-          : new Promise<boolean>((resolve) => {
-              held[slot] = () => resolve(ok);
-            }),
+    return real.verifyDetachedAsync(key, message, signature).then((ok) =>
+      slot < 0
+        ? ok
+        : new Promise<boolean>((resolve) => {
+            held[slot] = () => resolve(ok);
+          }),
     );
   };
   return { ...real, verifyDetachedAsync };
