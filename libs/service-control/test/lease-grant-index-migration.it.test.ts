@@ -3,10 +3,10 @@
 // the store, keeps its rows and ends with exactly the schema of a fresh database migrated in one go: lease_grant with
 // the (holder, service_id, request_id) index only.
 import { sqlOn, useDatabase } from '@homelab/testbed/vitest';
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { AUTHORITY_MIGRATIONS, makePgAuthorityStore } from '../src/adapter/postgresql/authority-store.js';
+import { AUTHORITY_MIGRATIONS } from '../src/adapter/postgresql/authority-store.js';
 import { LEASE_GRANT_ONE_INDEX_MIGRATION } from '../src/adapter/postgresql/lease-store.js';
+import { migrate, migrateTo, schemaOf } from './fixtures/migrations.js';
 
 const upgraded = useDatabase('sc_upgrade_0760');
 const fresh = useDatabase('sc_fresh_0760');
@@ -14,59 +14,12 @@ const fresh = useDatabase('sc_fresh_0760');
 /** The head before 0760: every migration before the one that replaces lease_grant's indexes. */
 const PREVIOUS_HEAD = AUTHORITY_MIGRATIONS.indexOf(LEASE_GRANT_ONE_INDEX_MIGRATION);
 
-const migrateTo = async (config: pg.ClientConfig, head: number) => {
-  const c = new pg.Client(config);
-  await c.connect();
-  try {
-    await c.query('BEGIN');
-    await c.query(
-      `CREATE SCHEMA service_control; CREATE TABLE service_control.schema_version (version int PRIMARY KEY)`,
-    );
-    for (let i = 0; i < head; i++) {
-      await c.query(AUTHORITY_MIGRATIONS[i] as string);
-      await c.query(`INSERT INTO service_control.schema_version VALUES ($1)`, [i + 1]);
-    }
-    await c.query('COMMIT');
-  } finally {
-    await c.end();
-  }
-};
-
-const migrate = async (config: pg.ClientConfig) => {
-  const store = makePgAuthorityStore(config);
-  try {
-    await store.migrate();
-  } finally {
-    await store.close();
-  }
-};
-
-const schema = async (db: typeof fresh) => {
-  const sql = sqlOn(db);
-  return {
-    functions: await sql(
-      `SELECT p.proname AS name, pg_get_function_identity_arguments(p.oid) AS args, md5(p.prosrc) AS body
-         FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'service_control' ORDER BY 1, 2`,
-    ),
-    columns: await sql(
-      `SELECT table_name AS t, column_name AS c, data_type AS d, is_nullable AS n, column_default AS dflt
-         FROM information_schema.columns WHERE table_schema = 'service_control' ORDER BY 1, 2`,
-    ),
-    indexes: await sql(`SELECT indexdef FROM pg_indexes WHERE schemaname = 'service_control' ORDER BY 1`),
-    constraints: await sql(
-      `SELECT conrelid::regclass::text AS t, conname, pg_get_constraintdef(oid) AS def FROM pg_constraint
-         WHERE connamespace = 'service_control'::regnamespace ORDER BY 1, 2`,
-    ),
-    version: await sql(`SELECT max(version)::int AS v FROM service_control.schema_version`),
-  };
-};
-
 const GRANTS = `SELECT encode(grant_id, 'hex') AS g, epoch::text, kind, encode(service_id, 'hex') AS s, encode(holder, 'hex') AS h,
   encode(request_id, 'hex') AS r, seq::text, deadline::text FROM service_control.lease_grant ORDER BY 1`;
 
 describe('lease_grant with one index (decision 0760): the migration', () => {
   it('a database at the previous head, with grant rows, migrated again keeps them and has the schema of a fresh one', async () => {
-    expect(PREVIOUS_HEAD).toBe(AUTHORITY_MIGRATIONS.length - 1);
+    expect(PREVIOUS_HEAD).toBeGreaterThan(0);
     await migrateTo(upgraded.config, PREVIOUS_HEAD);
     const sql = sqlOn(upgraded);
     await sql(
@@ -89,7 +42,7 @@ describe('lease_grant with one index (decision 0760): the migration', () => {
     await migrate(upgraded.config);
     await migrate(fresh.config);
     expect(await sql(GRANTS)).toEqual(rows);
-    const after = await schema(upgraded);
+    const after = await schemaOf(upgraded);
     expect(
       (after.indexes as { indexdef: string }[])
         .filter((x) => x.indexdef.includes('.lease_grant '))
@@ -98,6 +51,6 @@ describe('lease_grant with one index (decision 0760): the migration', () => {
       'CREATE INDEX lease_grant_holder_service_id_request_id_idx ON service_control.lease_grant USING btree (holder, service_id, request_id)',
     ]);
     expect(after.version).toEqual([{ v: AUTHORITY_MIGRATIONS.length }]);
-    expect(after).toEqual(await schema(fresh));
+    expect(after).toEqual(await schemaOf(fresh));
   });
 });
