@@ -134,15 +134,17 @@ describe('Ed25519 through libsodium', () => {
   });
 
   it('a process whose last work is an asynchronous sign and verify gets the answers and exits (its own flags not passed to the workers)', () => {
-    // --input-type=module is this child's flag for its -e source: inherited, it would make the workers' CommonJS source
+    // plain text out (console.log colours booleans when FORCE_COLOR is set, as in CI). --input-type=module is this
+    // child's flag for its -e source: inherited, it would make the workers' CommonJS source
     // a module that cannot load; an idle worker that kept a reference would keep the child from exiting
     const source = `
       import { secretKeyOfSeed, signDetached, signDetachedAsync, verifyDetachedAsync } from './src/adapter/transport/ed25519.ts';
       const { publicKey, secretKey } = secretKeyOfSeed(new Uint8Array(32).fill(5));
       const m = new Uint8Array([1]);
       const s = await signDetachedAsync(secretKey, m);
-      console.log(await verifyDetachedAsync(publicKey, m, s), await verifyDetachedAsync(publicKey, new Uint8Array([2]), s),
-        Buffer.from(s).equals(Buffer.from(signDetached(secretKey, m))));`;
+      const answers = [await verifyDetachedAsync(publicKey, m, s), await verifyDetachedAsync(publicKey, new Uint8Array([2]), s),
+        Buffer.from(s).equals(Buffer.from(signDetached(secretKey, m)))];
+      process.stdout.write(answers.join(' '));`;
     const child = spawnSync(
       process.execPath,
       ['--conditions=@homelab/source', '--import', 'tsx', '--input-type=module', '-e', source],

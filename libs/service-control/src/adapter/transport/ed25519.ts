@@ -77,10 +77,11 @@ interface Lane {
 }
 
 /**
- * Worker threads for Ed25519, started on first use (one per core, at most 4). A worker keeps the process alive only
- * while it has a batch in flight: a process whose last work is an asynchronous verify gets its answer, then exits. Each worker has one batch in flight; jobs arriving meanwhile go together in its next batch, so under
- * load a message carries many jobs. A worker that dies fails its jobs (a verify then refuses, a sign rejects) and is
- * replaced on the next call.
+ * Worker threads for Ed25519, started on first use (one per core, at most 4). Each worker has one batch in flight;
+ * jobs arriving meanwhile go together in its next batch, so under load a message carries many jobs. A worker keeps the
+ * process alive only while it has a batch in flight: a process whose last work is an asynchronous verify gets its
+ * answer, then exits. A worker that dies fails its jobs (a verify then refuses, a sign rejects) and is replaced on the
+ * next call.
  */
 class Ed25519Pool {
   private lanes: (Lane | null)[] = [];
