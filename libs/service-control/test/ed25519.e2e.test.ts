@@ -80,11 +80,14 @@ describe('Ed25519 through libsodium', () => {
     for (const k of flips(publicKey)) expect(verifyDetached(k, message, signature)).toBe(false);
   });
 
-  it('a key or signature of the wrong length is a refusal, not an exception', () => {
+  it('a key or signature of the wrong length is a refusal, not an exception (on the calling thread and the workers)', async () => {
     const { publicKey, secretKey } = secretKeyOfSeed(new Uint8Array(32).fill(1));
     const signature = signDetached(secretKey, new Uint8Array([1]));
     expect(verifyDetached(publicKey.subarray(0, 31), new Uint8Array([1]), signature)).toBe(false);
     expect(verifyDetached(publicKey, new Uint8Array([1]), signature.subarray(0, 63))).toBe(false);
+    expect(await verifyDetachedAsync(publicKey.subarray(0, 31), new Uint8Array([1]), signature)).toBe(false);
+    expect(await verifyDetachedAsync(publicKey, new Uint8Array([1]), signature.subarray(0, 63))).toBe(false);
+    expect(await verifyDetachedAsync(publicKey, new Uint8Array([1]), signature)).toBe(true);
   });
 
   it('stricter than OpenSSL: the small-order key 01 00…00 with the signature (R = 01 00…00, S = 0) is refused for every message (OpenSSL accepts it)', () => {

@@ -40,11 +40,13 @@ export const signDetached = (secretKey: Uint8Array, message: Uint8Array): Uint8A
   return signature;
 };
 
-/** False for a wrong length of key or signature too (libsodium would throw): a refusal, never an exception. */
+/** A key and signature of the right lengths (libsodium throws on others: they are refused before it is asked). */
+const wellFormed = (publicKey: Uint8Array, signature: Uint8Array): boolean =>
+  publicKey.length === PUBLIC_KEY_BYTES && signature.length === SIGNATURE_BYTES;
+
+/** False for a wrong length of key or signature too: a refusal, never an exception. */
 export const verifyDetached = (publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): boolean =>
-  publicKey.length === PUBLIC_KEY_BYTES &&
-  signature.length === SIGNATURE_BYTES &&
-  sodium.crypto_sign_verify_detached(signature, message, publicKey);
+  wellFormed(publicKey, signature) && sodium.crypto_sign_verify_detached(signature, message, publicKey);
 
 type Job =
   | { readonly op: 'verify'; readonly key: Uint8Array; readonly message: Uint8Array; readonly signature: Uint8Array }
@@ -149,9 +151,7 @@ export const verifyDetachedAsync = async (
   message: Uint8Array,
   signature: Uint8Array,
 ): Promise<boolean> =>
-  publicKey.length === PUBLIC_KEY_BYTES &&
-  signature.length === SIGNATURE_BYTES &&
-  (await pool.run({ op: 'verify', key: publicKey, message, signature })) === true;
+  wellFormed(publicKey, signature) && (await pool.run({ op: 'verify', key: publicKey, message, signature })) === true;
 
 /** As `signDetached`, on the pool's threads. */
 export const signDetachedAsync = async (secretKey: Uint8Array, message: Uint8Array): Promise<Uint8Array> => {
