@@ -247,6 +247,110 @@ describe('A: DaemonLeases as a consumer', () => {
   });
 });
 
+describe('A: a consumer asks again soon after a refusal that passes by itself (decision 0810)', () => {
+  const OTHER = id32(7);
+  const theirs: ListenerIntentWire = {
+    ...listener(sha('intent-1')),
+    service_ref: { ...SVC, service_id: id16(51) },
+    publisher_identity: OTHER,
+    backend_host: null,
+    backend_port: null,
+    proposal: null,
+  };
+  /**
+   * A scripted B answering every acquire with `answer()` (granted: 12 s; null: the call fails), 400 ms after it was
+   * sent; `hold`: each call waits for `release()`.
+   */
+  const harness = (answer: () => LeaseResultItemWire['result'] | null, hold = false) => {
+    const clock = { now: 500_000 };
+    const sent: { t: number; seq: bigint; revision: bigint }[] = [];
+    const held: (() => void)[] = [];
+    const leases = new DaemonLeases({
+      readyProof: installedAsIntent,
+      clock: { nowMs: () => clock.now, resolutionMs: 0 },
+      session: () => ({ authorityEpoch: 1n, runtimeGeneration: 1n, runtimeId: id16(5), sessionSeq: 1n }),
+      call: async (_kind, body, requestId) => {
+        const b = body as {
+          consumer_seq: bigint;
+          snapshot_revision: bigint;
+          snapshot_digest: Uint8Array;
+          services: { service_ref: typeof SVC; intent_digest: Uint8Array }[];
+        };
+        sent.push({ t: clock.now, seq: b.consumer_seq, revision: b.snapshot_revision });
+        if (hold) await new Promise<void>((r) => held.push(r));
+        clock.now += 400;
+        const result = answer();
+        if (result === null) throw new Error('connection refused');
+        const ok = result === 'granted';
+        return b.services.map((s): LeaseResultItemWire => ({
+          request_id: requestId,
+          scope: { subject_identity: ME, nsd_id: SVC.nsd_id, network_id: SVC.network_id },
+          authority_epoch: 1n,
+          runtime_generation: 1n,
+          runtime_id: id16(5),
+          session_seq: 1n,
+          service_ref: s.service_ref,
+          listener_revision: 1n,
+          intent_digest: s.intent_digest,
+          grant_id: ok ? id16(200) : null,
+          consumer_seq: b.consumer_seq,
+          snapshot_revision: b.snapshot_revision,
+          snapshot_digest: b.snapshot_digest,
+          remaining_ms: ok ? 12_000n : 0n,
+          result,
+        }));
+      },
+    });
+    const run = async (until: number) => {
+      for (; clock.now < until; clock.now += 100) await leases.tick();
+    };
+    return { clock, sent, leases, run, release: () => held.splice(0).forEach((r) => r()) };
+  };
+
+  it('refused with lease-expired (the publisher not Ready yet): asked again 1, 2, 4 s after each refusal; once granted, every 10 s from its t0', async () => {
+    let refusals = 3;
+    const h = harness(() => (refusals-- > 0 ? 'lease-expired' : 'granted'));
+    await h.leases.onEnforcementAck(ME, { revision: 4n, digest: sha('s4') }, [theirs], 1n);
+    await h.run(530_000);
+    // sent at 0 (answered at 400), 400 + 1000, 1800 + 400 + 2000, 4200 + 400 + 4000 (granted), then t0 + 10 s
+    expect(h.sent.map((s) => s.t - 500_000)).toEqual([0, 1_400, 3_800, 8_200, 18_200, 28_200]);
+    expect(h.sent.map((s) => s.seq)).toEqual([1n, 2n, 3n, 4n, 5n, 6n]);
+    expect(h.leases.consumerActive(id16(51))).toBe(true);
+  });
+
+  it('refused with enforcement-not-applied, or the call failed: asked again after 1 s too; the backoff never passes 10 s', async () => {
+    const answers: (LeaseResultItemWire['result'] | null)[] = ['enforcement-not-applied', null, 'lease-expired'];
+    const h = harness(() => answers.shift() ?? 'lease-expired');
+    await h.leases.onEnforcementAck(ME, { revision: 4n, digest: sha('s4') }, [theirs], 1n);
+    await h.run(540_000);
+    const gaps = h.sent.slice(1).map((s, i) => s.t - (h.sent[i] as { t: number }).t - 400);
+    expect(gaps).toEqual([1_000, 2_000, 4_000, 8_000, 9_600, 9_600]); // capped: t0 + 10 s comes first
+  });
+
+  it('refused for a reason only a new snapshot changes (unauthorized): only the 10 s re-acquire', async () => {
+    const h = harness(() => 'unauthorized');
+    await h.leases.onEnforcementAck(ME, { revision: 4n, digest: sha('s4') }, [theirs], 1n);
+    await h.run(521_000);
+    expect(h.sent.map((s) => s.t - 500_000)).toEqual([0, 10_000, 20_000]);
+  });
+
+  it('a snapshot ACKed while an acquire is in flight is acquired right after it (not at the next 10 s)', async () => {
+    const h = harness(() => 'granted', true);
+    const first = h.leases.onEnforcementAck(ME, { revision: 4n, digest: sha('s4') }, [theirs], 1n);
+    await Promise.resolve();
+    expect(h.sent.map((s) => s.revision)).toEqual([4n]);
+    const second = h.leases.onEnforcementAck(ME, { revision: 5n, digest: sha('s5') }, [theirs], 1n);
+    await second; // it found revision 4's acquire in flight and left its own to follow it
+    expect(h.sent.map((s) => s.revision)).toEqual([4n]);
+    h.release();
+    for (let i = 0; i < 50 && h.sent.length < 2; i++) await Promise.resolve();
+    h.release();
+    await first;
+    expect(h.sent.map((s) => s.revision)).toEqual([4n, 5n]);
+    expect(h.sent[1]?.t).toBe(500_400); // at once, not 10 s later
+  });
+});
+
 describe('A: one permit gate (decision 0145)', () => {
   it('M6-62 M6-27 a consumer flow is allowed by the engine fed from lease.result; the own Grant removed → denied at the next check; the boot clock resolution shortens the permit', async () => {
     const clock = { now: 1_000 };

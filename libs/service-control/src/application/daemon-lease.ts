@@ -14,7 +14,7 @@ import { randomBytes } from 'node:crypto';
 import { type Bytes, bytesEqual, toHex } from '../domain/bytes.js';
 import { ServiceControlError as SCE } from '../domain/errors.js';
 import { type Scope, scopeKey, serviceRefText } from '../domain/ids.js';
-import { REFRESH_PERIOD_MS, refreshDue } from '../domain/lease.js';
+import { REFRESH_PERIOD_MS, acquireRefusalPasses, acquireRetryDelayMs, refreshDue } from '../domain/lease.js';
 import type { LeaseResultItemWire, ReadyProofWire } from '../api/lease.js';
 import { ServiceRefCodec } from '../api/common.js';
 import { serviceRefFromWire } from '../api/convert.js';
@@ -172,6 +172,11 @@ export class DaemonLeases {
   private consumerT0: number | null = null;
   private consumerSnapshot: { readonly revision: bigint; readonly digest: Bytes } | null = null;
   private acquiring = false;
+  /** An acquire was asked for while one was in flight (e.g. a new snapshot's ACK): it goes as soon as that one ends. */
+  private acquireAgain = false;
+  /** After a refusal that passes by itself, or a failed call: when to ask again, and how many attempts in a row. */
+  private consumerRetryAt: number | null = null;
+  private consumerRetries = 0;
   private epoch = 0n;
 
   constructor(private readonly d: DaemonLeaseDeps) {
@@ -233,6 +238,8 @@ export class DaemonLeases {
     for (const scope of this.scopes.values()) this.teardown(this.engine.onEpochChange(scope, epoch));
     for (const l of this.publishers.values()) l.lastT0 = null;
     this.consumerT0 = null;
+    this.consumerRetryAt = null;
+    this.consumerRetries = 0;
   }
 
   /** A new session fences receipts of older sessions but cuts no unexpired permit (M6-14). */
@@ -363,8 +370,14 @@ export class DaemonLeases {
   private async acquire(): Promise<void> {
     const snapshot = this.consumerSnapshot;
     const session = this.d.session();
-    if (this.acquiring || snapshot === null || session === null || this.consumers.size === 0) return;
+    if (snapshot === null || session === null || this.consumers.size === 0) return;
+    if (this.acquiring) {
+      this.acquireAgain = true; // what it would ask (a newer snapshot, session) goes right after the one in flight
+      return;
+    }
     this.acquiring = true;
+    this.acquireAgain = false;
+    this.consumerRetryAt = null; // this attempt is the retry: a tick meanwhile must not queue another
     const requestId = new Uint8Array(randomBytes(16));
     this.consumerSeq += 1n;
     const seq = this.consumerSeq;
@@ -414,13 +427,31 @@ export class DaemonLeases {
         l.lastResult = this.applyItem(p, it);
       }
       this.log('lease-acquired', { items: items.length, granted: items.filter((i) => i.result === 'granted').length });
+      this.retryAcquireIf(items.some((i) => acquireRefusalPasses(i.result)));
     } catch (e) {
       const code = e instanceof SCE ? e.code : 'transport-failed';
       for (const l of leases) l.lastResult = code;
       this.log('lease-request-failed', { kind: 'lease.acquire', error: code });
+      this.retryAcquireIf(true);
     } finally {
       this.acquiring = false;
     }
+    if (this.acquireAgain) await this.acquire();
+  }
+
+  /**
+   * Decision 0810: a consumer refused for a reason that passes by itself (the publisher re-readying after a failover,
+   * B not having this session's ACK yet) or whose call failed asks again after 1, 2, 4, 8 s — not only at the next
+   * 10 s re-acquire — so its flows resume within about a second of the publisher's. Anything else resets the backoff.
+   */
+  private retryAcquireIf(passes: boolean): void {
+    if (!passes) {
+      this.consumerRetryAt = null;
+      this.consumerRetries = 0;
+      return;
+    }
+    this.consumerRetries += 1;
+    this.consumerRetryAt = this.now() + acquireRetryDelayMs(this.consumerRetries);
   }
 
   /** Forwarding to a consumed service is allowed only while its permit is live. */
@@ -446,7 +477,9 @@ export class DaemonLeases {
     for (const [k, l] of this.publishers)
       if (!l.inFlight && (l.readyDue || refreshDue(l.lastT0, now)))
         await this.send(k, l, !l.readyDue && this.engine.remainingMs(l.key) > 0 ? 'lease.refresh' : 'listener.ready');
-    if (refreshDue(this.consumerT0, now)) await this.acquire(); // consumers re-acquire every 10 s
+    // consumers re-acquire every 10 s, and sooner after a refusal that passes by itself (decision 0810)
+    if (refreshDue(this.consumerT0, now) || (this.consumerRetryAt !== null && now >= this.consumerRetryAt))
+      await this.acquire();
   }
 
   private async send(k: string, l: PublisherLease, kind: 'listener.ready' | 'lease.refresh'): Promise<void> {

@@ -373,3 +373,19 @@ export const decideAcquire = (i: AcquireInput): Either.Either<AcquireDecision, S
 /** M6-34: the next refresh is due 10000 ms after the previous logical request's t0. */
 export const refreshDue = (lastT0: number | null, now: number): boolean =>
   lastT0 === null || now >= lastT0 + REFRESH_PERIOD_MS;
+
+/**
+ * A consumer's acquire refused for a reason that passes without a new snapshot (decision 0810): the publisher has no
+ * live grant yet (`lease-expired`: after a failover it re-readies within a second or two) or B has not seen this
+ * session's ACK yet (`enforcement-not-applied`). The other refusals (`unauthorized`, `stale-listener`,
+ * `stale-snapshot`) change only with a new snapshot, whose ACK sends an acquire of its own.
+ */
+export const acquireRefusalPasses = (result: string): boolean =>
+  result === 'lease-expired' || result === 'enforcement-not-applied';
+
+/**
+ * How long a consumer waits before asking again after a refused or failed acquire (decision 0810): 1 s, doubling per
+ * consecutive attempt, never later than the 10 s re-acquire period.
+ */
+export const acquireRetryDelayMs = (attempt: number): number =>
+  Math.min(REFRESH_PERIOD_MS, 1_000 * 2 ** Math.max(0, Math.min(attempt - 1, 10)));
