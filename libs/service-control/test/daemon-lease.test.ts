@@ -334,6 +334,16 @@ describe('A: a consumer asks again soon after a refusal that passes by itself (d
     expect(h.sent.map((s) => s.t - 500_000)).toEqual([0, 10_000, 20_000]);
   });
 
+  it('a new session sends no acquire before its own snapshot ACK (B would refuse it: enforcement-not-applied)', async () => {
+    const h = harness(() => 'granted');
+    await h.leases.onEnforcementAck(ME, { revision: 4n, digest: sha('s4') }, [theirs], 1n);
+    h.leases.observeSession(2n);
+    await h.run(525_000); // past two re-acquire points
+    expect(h.sent.map((s) => s.t - 500_000)).toEqual([0]);
+    await h.leases.onEnforcementAck(ME, { revision: 4n, digest: sha('s4') }, [theirs], 1n);
+    expect(h.sent.map((s) => s.t - 500_000)).toEqual([0, 25_000]);
+  });
+
   it('a snapshot ACKed while an acquire is in flight is acquired right after it (not at the next 10 s)', async () => {
     const h = harness(() => 'granted', true);
     const first = h.leases.onEnforcementAck(ME, { revision: 4n, digest: sha('s4') }, [theirs], 1n);

@@ -242,9 +242,14 @@ export class DaemonLeases {
     this.consumerRetries = 0;
   }
 
-  /** A new session fences receipts of older sessions but cuts no unexpired permit (M6-14). */
+  /**
+   * A new session fences receipts of older sessions but cuts no unexpired permit (M6-14). The consumer's next acquire
+   * waits for this session's snapshot ACK: B refuses one naming a snapshot ACKed in an older session
+   * (`enforcement-not-applied`, decision 0810).
+   */
   observeSession(sessionSeq: bigint): void {
     for (const scope of this.scopes.values()) this.engine.onSessionChange(scope, sessionSeq);
+    this.consumerSnapshot = null;
   }
 
   /** The Grants of an applied snapshot: a removed or re-versioned Grant kills that source's flows (M6-27). */
