@@ -19,7 +19,8 @@ import { type TwinAuthoritySide, closeSidesAfterAll, comparableAnswer, openTwinS
 import { bindAndOpen, takeOverSide, twinSide } from './fixtures/twin-sides.js';
 import { type Who, msg, rid16, subScope } from './wire.js';
 import { readyBody, writeListenerSnapshot, writeListenersSnapshot } from './listener-snapshot.js';
-import { type NetworkConsumer, type NetworkPublisher, openLeaseNetwork, productionsSettled } from './lease-network.js';
+import { type NetworkConsumer, type NetworkPublisher, openLeaseNetwork } from './lease-network.js';
+import { productionsSettled } from './fixtures/productions.js';
 
 type Side = TwinAuthoritySide<'functions' | 'statements'>;
 

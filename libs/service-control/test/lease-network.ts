@@ -11,6 +11,7 @@ import type { AuthorityStore } from '../src/application/authority-store.js';
 import type { PolicySource } from '../src/application/lease-store.js';
 import { type Who, decl, msg, replaceBody, subScope } from './wire.js';
 import { readyBody, writeListenerSnapshot, writeListenersSnapshot } from './listener-snapshot.js';
+import { productionsSettled } from './fixtures/productions.js';
 
 type Sql = (q: string, values?: unknown[]) => Promise<unknown[]>;
 type Intent = NonNullable<ReturnType<typeof listenerIntentOf>>;
@@ -43,23 +44,6 @@ const ackBody = (w: Who, at: At) => ({
   dns_applied: false,
   errors: [],
 });
-
-/**
- * Until none of the authority's snapshot productions is queued, running or waiting to be tried again. `idle()` waits
- * for the queued ones only: a production the database refused (a connection refused, its serialization retries
- * exhausted) runs again after a backoff timer (0.2–10 s), at a moment of its own — in a twin test on one side only,
- * in the middle of the test's own snapshot writes, so that side's snapshot revisions count differently from the
- * other's: every answer stays equal, the stored revisions (and the stamps of them) do not.
- */
-export const productionsSettled = async (authority: Authority, withinMs = 30_000): Promise<void> => {
-  const until = Date.now() + withinMs;
-  for (;;) {
-    await authority.idle();
-    if (authority.queuedProductions === 0 && authority.retryingProductions === 0) return;
-    check(Date.now() < until, `snapshot productions still failing after ${withinMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-};
 
 /**
  * Publishers `publishers` (each with one service `web`, P 40000 + its index, its offer dropped) and consumers `consumers` of one Network

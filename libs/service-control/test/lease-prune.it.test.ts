@@ -9,6 +9,7 @@ import { Authority } from '../src/application/authority.js';
 import type { AuthorityStore } from '../src/application/authority-store.js';
 import { generateSigner } from '../src/adapter/transport/index.js';
 import { toHex } from '../src/domain/bytes.js';
+import { productionsSettled } from './fixtures/productions.js';
 import {
   allowConsumer,
   authorizedIntent,
@@ -154,7 +155,9 @@ beforeAll(async () => {
     for (const identity of [P, C]) await bind(s, who(s, identity), 1n);
     const p = who(s, P);
     ok(await reply(s, p, msg(p, 'report.replace', replaceBody(p, 1n, [decl('web', 'Web')]))));
-    await s.authority.idle();
+    // the report's production committed, a refused one retried too: a retry that commits after the snapshots below
+    // are written and ACKed (on one side only) leaves that side's first ready enforcement-not-applied
+    await productionsSettled(s.authority);
     await pinPublisherPort((q, v) => sql(s, q, v), P);
     await allowConsumer(s, NET, P, C);
     snaps.set(snapKey(s, P), await snapshotAcked(s, P, 1n));

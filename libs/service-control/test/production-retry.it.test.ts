@@ -13,6 +13,7 @@ import { Authority } from '../src/application/authority.js';
 import type { AuthorityStore } from '../src/application/authority-store.js';
 import { scError } from '../src/domain/errors.js';
 import { decl, msg, replaceBody, rid16 } from './wire.js';
+import { productionsSettled } from './fixtures/productions.js';
 
 const db = useDatabase('prodretry');
 const stores: AuthorityStore[] = [];
@@ -123,6 +124,26 @@ describe('snapshot production under storage failure', () => {
     const again = await s.stream();
     expect(again.pushed.map((m) => m.kind)).toEqual(['snapshot.push']);
     expect(again.closed()).toBe(false);
+    s.authority.closeStreams();
+  });
+
+  it('M6-59 idle() returns while a refused production waits for its retry (shutdown closes first, the outbox keeps it); productionsSettled, what the twin tests wait for, returns once the retry committed', async () => {
+    const s = await setup();
+    const produced = s.authority.counters.snapshotsProduced;
+    s.failTransaction(2); // the report's transaction commits, the production after it is refused
+    expect((await s.send(msg(s.w, 'report.replace', replaceBody(s.w, 1n, [decl('web', null, 8097)])))).kind).toBe(
+      'report.accepted',
+    );
+    await s.authority.idle();
+    expect(
+      [s.authority.queuedProductions, s.authority.retryingProductions, s.authority.counters.snapshotsProduced],
+      'after idle(): queued, waiting for a retry, snapshots produced',
+    ).toEqual([0, 1, produced]);
+    await productionsSettled(s.authority);
+    expect(
+      [s.authority.queuedProductions, s.authority.retryingProductions, s.authority.counters.snapshotsProduced],
+      'after productionsSettled: queued, waiting for a retry, snapshots produced',
+    ).toEqual([0, 0, produced + 1]);
     s.authority.closeStreams();
   });
 });

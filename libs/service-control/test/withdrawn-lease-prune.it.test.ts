@@ -24,6 +24,7 @@ import {
 import { bindAndOpen, takeOverSide, twinSide } from './fixtures/twin-sides.js';
 import { readyBody, writeListenersSnapshot } from './listener-snapshot.js';
 import { type Who, decl, msg, replaceBody, rid16, subScope } from './wire.js';
+import { productionsSettled } from './fixtures/productions.js';
 
 type Intent = NonNullable<ReturnType<typeof listenerIntentOf>>;
 const NET = rid16();
@@ -66,7 +67,11 @@ const openSession = async (s: Side, w: Who, sessionSeq: bigint) =>
 const DECLS = { web: decl('web', 'Web', 8080), db: decl('db', 'DB', 5432) } as const;
 const PORTS: Record<string, number> = { web: 40000, db: 40001, web2: 40002 };
 
-/** P's report.replace with the given declaration keys; the production it queues is awaited. */
+/**
+ * P's report.replace with the given declaration keys; the production it queues is committed before the next step, a
+ * refused one retried too (`idle()` does not wait for that retry: committed later on one side only, in the middle of
+ * the next steps' snapshot writes and ACKs, it changes that side's lease answers).
+ */
 const report = (revision: bigint, keys: readonly (keyof typeof DECLS)[]) => async (s: Side) => {
   const p = who(s, P);
   const m = await reply(
@@ -82,7 +87,7 @@ const report = (revision: bigint, keys: readonly (keyof typeof DECLS)[]) => asyn
       ),
     ),
   );
-  await s.authority.idle();
+  await productionsSettled(s.authority);
   return m;
 };
 const services = async (s: Side): Promise<readonly StoredService[]> => {

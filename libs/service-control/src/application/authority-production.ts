@@ -254,7 +254,12 @@ export class SnapshotProduction {
     return { ok: true, bodies };
   }
 
-  /** Wait until every queued outbox production has run (tests, shutdown). */
+  /**
+   * Wait until every queued outbox production has run (tests, shutdown). Not for a refused one waiting for its retry:
+   * at shutdown `close` cancels that timer first (the outbox rows stay, the next authority's drain produces them), and
+   * an authority fenced out by a takeover fails every retry. A test that counts revisions waits for the retry too
+   * (test/fixtures/productions.ts).
+   */
   async idle(): Promise<void> {
     let p: Promise<void>;
     do {

@@ -292,7 +292,10 @@ export class Authority {
     return this.candidates.resume();
   }
 
-  /** Wait until every queued snapshot production has run (tests, shutdown). */
+  /**
+   * Wait until every queued snapshot production has run (tests, shutdown); not for a refused one waiting for its retry
+   * (`retryingProductions`, see SnapshotProduction.idle).
+   */
   idle(): Promise<void> {
     return this.production.idle();
   }
