@@ -344,6 +344,19 @@ describe('A: a consumer asks again soon after a refusal that passes by itself (d
     expect(h.sent.map((s) => s.t - 500_000)).toEqual([0, 25_000]);
   });
 
+  it("the old session's failed calls do not carry their backoff into the new session: its first refusal waits 1 s", async () => {
+    let answer: LeaseResultItemWire['result'] | null = null;
+    const h = harness(() => answer);
+    await h.leases.onEnforcementAck(ME, { revision: 4n, digest: sha('s4') }, [theirs], 1n); // fails
+    await h.run(508_000); // fails again at +1.4 s and +3.8 s: the next wait would be 8 s
+    expect(h.sent.map((s) => s.t - 500_000)).toEqual([0, 1_400, 3_800]);
+    h.leases.observeSession(2n);
+    answer = 'lease-expired';
+    await h.leases.onEnforcementAck(ME, { revision: 4n, digest: sha('s4') }, [theirs], 1n);
+    await h.run(511_000);
+    expect(h.sent.map((s) => s.t - 500_000)).toEqual([0, 1_400, 3_800, 8_000, 9_400]);
+  });
+
   it('a snapshot ACKed while an acquire is in flight is acquired right after it (not at the next 10 s)', async () => {
     const h = harness(() => 'granted', true);
     const first = h.leases.onEnforcementAck(ME, { revision: 4n, digest: sha('s4') }, [theirs], 1n);

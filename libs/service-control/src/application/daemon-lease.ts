@@ -250,6 +250,9 @@ export class DaemonLeases {
   observeSession(sessionSeq: bigint): void {
     for (const scope of this.scopes.values()) this.engine.onSessionChange(scope, sessionSeq);
     this.consumerSnapshot = null;
+    // what the old session's calls met (refusals, a broken transport) says nothing about the new one
+    this.consumerRetryAt = null;
+    this.consumerRetries = 0;
   }
 
   /** The Grants of an applied snapshot: a removed or re-versioned Grant kills that source's flows (M6-27). */
