@@ -177,6 +177,49 @@ describe('A: DaemonLeases', () => {
   });
 });
 
+/** A lease.acquire body as the scripted Bs below read it. */
+interface AcquireBody {
+  readonly consumer_seq: bigint;
+  readonly snapshot_revision: bigint;
+  readonly snapshot_digest: Uint8Array;
+  readonly services: readonly {
+    readonly service_ref: typeof SVC;
+    readonly listener_revision: bigint;
+    readonly intent_digest: Uint8Array;
+  }[];
+}
+
+/**
+ * B's lease.result item for one service of an acquire, echoing the request (the engine checks every echo): granted
+ * with `remainingMs` when `result` is 'granted' (grant `grantId`), else refused with that code.
+ */
+const acquireItem = (
+  requestId: Uint8Array,
+  b: AcquireBody,
+  s: AcquireBody['services'][number],
+  result: LeaseResultItemWire['result'],
+  o: { readonly remainingMs: bigint; readonly grantId: Uint8Array; readonly epoch?: bigint },
+): LeaseResultItemWire => {
+  const ok = result === 'granted';
+  return {
+    request_id: requestId,
+    scope: { subject_identity: ME, nsd_id: SVC.nsd_id, network_id: SVC.network_id },
+    authority_epoch: o.epoch ?? 1n,
+    runtime_generation: 1n,
+    runtime_id: id16(5),
+    session_seq: o.epoch ?? 1n,
+    service_ref: s.service_ref,
+    listener_revision: s.listener_revision,
+    intent_digest: s.intent_digest,
+    grant_id: ok ? o.grantId : null,
+    consumer_seq: b.consumer_seq,
+    snapshot_revision: b.snapshot_revision,
+    snapshot_digest: b.snapshot_digest,
+    remaining_ms: ok ? o.remainingMs : 0n,
+    result,
+  };
+};
+
 describe('A: DaemonLeases as a consumer', () => {
   const OTHER = id32(7);
   const theirs = (i: number, digest = sha(`intent-${i}`)): ListenerIntentWire => ({
@@ -189,39 +232,21 @@ describe('A: DaemonLeases as a consumer', () => {
   });
   const consumerHarness = (grant: (serviceId: Uint8Array) => boolean) => {
     const clock = { now: 500_000 };
-    const sent: {
-      kind: string;
-      t: number;
-      body: { consumer_seq: bigint; services: { service_ref: typeof SVC; intent_digest: Uint8Array }[] };
-    }[] = [];
+    const sent: { kind: string; t: number; body: AcquireBody }[] = [];
     const leases = new DaemonLeases({
       readyProof: installedAsIntent,
       clock: { nowMs: () => clock.now, resolutionMs: 0 },
       session: () => ({ authorityEpoch: 1n, runtimeGeneration: 1n, runtimeId: id16(5), sessionSeq: 1n }),
       call: async (kind, body, requestId) => {
-        const b = body as (typeof sent)[number]['body'] & { snapshot_revision: bigint; snapshot_digest: Uint8Array };
+        const b = body as AcquireBody;
         sent.push({ kind, t: clock.now, body: b });
         clock.now += 400;
-        return b.services.map((s): LeaseResultItemWire => {
-          const ok = grant(s.service_ref.service_id);
-          return {
-            request_id: requestId,
-            scope: { subject_identity: ME, nsd_id: SVC.nsd_id, network_id: SVC.network_id },
-            authority_epoch: 1n,
-            runtime_generation: 1n,
-            runtime_id: id16(5),
-            session_seq: 1n,
-            service_ref: s.service_ref,
-            listener_revision: 1n,
-            intent_digest: s.intent_digest, // the receipt echoes the request (the engine checks every echo)
-            grant_id: ok ? id16(200) : null,
-            consumer_seq: b.consumer_seq,
-            snapshot_revision: b.snapshot_revision,
-            snapshot_digest: b.snapshot_digest,
-            remaining_ms: ok ? 12_000n : 0n,
-            result: ok ? 'granted' : 'unauthorized',
-          };
-        });
+        return b.services.map((s) =>
+          acquireItem(requestId, b, s, grant(s.service_ref.service_id) ? 'granted' : 'unauthorized', {
+            remainingMs: 12_000n,
+            grantId: id16(200),
+          }),
+        );
       },
     });
     return { clock, sent, leases };
@@ -270,35 +295,15 @@ describe('A: a consumer asks again soon after a refusal that passes by itself (d
       clock: { nowMs: () => clock.now, resolutionMs: 0 },
       session: () => ({ authorityEpoch: 1n, runtimeGeneration: 1n, runtimeId: id16(5), sessionSeq: 1n }),
       call: async (_kind, body, requestId) => {
-        const b = body as {
-          consumer_seq: bigint;
-          snapshot_revision: bigint;
-          snapshot_digest: Uint8Array;
-          services: { service_ref: typeof SVC; intent_digest: Uint8Array }[];
-        };
+        const b = body as AcquireBody;
         sent.push({ t: clock.now, seq: b.consumer_seq, revision: b.snapshot_revision });
         if (hold) await new Promise<void>((r) => held.push(r));
         clock.now += 400;
         const result = answer();
         if (result === null) throw new Error('connection refused');
-        const ok = result === 'granted';
-        return b.services.map((s): LeaseResultItemWire => ({
-          request_id: requestId,
-          scope: { subject_identity: ME, nsd_id: SVC.nsd_id, network_id: SVC.network_id },
-          authority_epoch: 1n,
-          runtime_generation: 1n,
-          runtime_id: id16(5),
-          session_seq: 1n,
-          service_ref: s.service_ref,
-          listener_revision: 1n,
-          intent_digest: s.intent_digest,
-          grant_id: ok ? id16(200) : null,
-          consumer_seq: b.consumer_seq,
-          snapshot_revision: b.snapshot_revision,
-          snapshot_digest: b.snapshot_digest,
-          remaining_ms: ok ? 12_000n : 0n,
-          result,
-        }));
+        return b.services.map((s) =>
+          acquireItem(requestId, b, s, result, { remainingMs: 12_000n, grantId: id16(200) }),
+        );
       },
     });
     const run = async (until: number) => {
@@ -392,30 +397,11 @@ describe('A: one permit gate (decision 0145)', () => {
       clock: { nowMs: () => clock.now, resolutionMs: 10 },
       session: () => ({ authorityEpoch: 1n, runtimeGeneration: 1n, runtimeId: id16(5), sessionSeq: 1n }),
       call: async (_kind, body, requestId) => {
-        const b = body as {
-          consumer_seq: bigint;
-          snapshot_revision: bigint;
-          snapshot_digest: Uint8Array;
-          services: { service_ref: typeof SVC; listener_revision: bigint; intent_digest: Uint8Array }[];
-        };
+        const b = body as AcquireBody;
         clock.now += 50;
-        return b.services.map((s) => ({
-          request_id: requestId,
-          scope: { subject_identity: ME, nsd_id: SVC.nsd_id, network_id: SVC.network_id },
-          authority_epoch: 1n,
-          runtime_generation: 1n,
-          runtime_id: id16(5),
-          session_seq: 1n,
-          service_ref: s.service_ref,
-          listener_revision: s.listener_revision,
-          intent_digest: s.intent_digest,
-          grant_id: id16(201),
-          consumer_seq: b.consumer_seq,
-          snapshot_revision: b.snapshot_revision,
-          snapshot_digest: b.snapshot_digest,
-          remaining_ms: 20_000n,
-          result: 'granted' as const,
-        }));
+        return b.services.map((s) =>
+          acquireItem(requestId, b, s, 'granted', { remainingMs: 20_000n, grantId: id16(201) }),
+        );
       },
     });
     const scope = { identity: ME, nsdId: SVC.nsd_id, networkId: SVC.network_id };
@@ -466,30 +452,11 @@ describe('A: one permit gate (decision 0145)', () => {
       clock: { nowMs: () => clock.now, resolutionMs: 10 },
       session: () => ({ authorityEpoch: epoch, runtimeGeneration: 1n, runtimeId: id16(5), sessionSeq: epoch }),
       call: async (_kind, body, requestId) => {
-        const b = body as {
-          consumer_seq: bigint;
-          snapshot_revision: bigint;
-          snapshot_digest: Uint8Array;
-          services: { service_ref: typeof SVC; listener_revision: bigint; intent_digest: Uint8Array }[];
-        };
+        const b = body as AcquireBody;
         clock.now += 20;
-        return b.services.map((s) => ({
-          request_id: requestId,
-          scope: { subject_identity: ME, nsd_id: SVC.nsd_id, network_id: SVC.network_id },
-          authority_epoch: epoch,
-          runtime_generation: 1n,
-          runtime_id: id16(5),
-          session_seq: epoch,
-          service_ref: s.service_ref,
-          listener_revision: s.listener_revision,
-          intent_digest: s.intent_digest,
-          grant_id: id16(210),
-          consumer_seq: b.consumer_seq,
-          snapshot_revision: b.snapshot_revision,
-          snapshot_digest: b.snapshot_digest,
-          remaining_ms: 25_000n,
-          result: 'granted' as const,
-        }));
+        return b.services.map((s) =>
+          acquireItem(requestId, b, s, 'granted', { remainingMs: 25_000n, grantId: id16(210), epoch: epoch }),
+        );
       },
     });
     await leases.onEnforcementAck(ME, { revision: 1n, digest: sha('s1') }, [l], 1n);
