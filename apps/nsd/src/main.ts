@@ -176,7 +176,7 @@ const HttpServer = Layer.scopedDiscard(
       if (route === 'POST /v1/machine.heartbeat')
         return void serveUnary(side, req, res, (env) => authority.heartbeat(env.machineId, env.payload));
       if (route === 'POST /v1/rpc')
-        return void serveUnary(side, req, res, (env, after) => authority.handle(env.machineId, env.payload, after));
+        return void serveUnary(side, req, res, (env) => authority.handle(env.machineId, env.payload));
       if (route === 'POST /v1/config.stream')
         return void (async () => {
           const env = receiveEnvelope(side, await readBody(req));

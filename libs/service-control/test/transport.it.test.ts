@@ -4,7 +4,6 @@ import type { AddressInfo } from 'node:net';
 import { Effect, Either, Fiber } from 'effect';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlEnvelopeContent, SignedEnvelope } from '../src/api/message.js';
-import { scError } from '../src/domain/errors.js';
 import {
   ReplayCache,
   SSE_EVENT,
@@ -142,7 +141,6 @@ describe('HTTP on loopback', () => {
   let failFirst = 0;
   let hangFirst = 0;
   let hangClosed = 0;
-  const afterRan: { ended: boolean; status: number }[] = [];
   let sinks: SseSink[] = [];
   let server: Server;
   let base = '';
@@ -152,13 +150,6 @@ describe('HTTP on loopback', () => {
         void serveUnary(serverSide, req, res, async (env) => {
           seenNonces.push(Buffer.from(env.nonce).toString('hex'));
           return env.payload; // echo
-        });
-      else if (req.url === '/after' || req.url === '/after-throws')
-        // work handed to afterReply records whether the reply had been written when it ran (decision 0800)
-        void serveUnary(serverSide, req, res, async (env, afterReply) => {
-          afterReply(() => afterRan.push({ ended: res.writableEnded, status: res.statusCode }));
-          if (req.url === '/after-throws') throw scError('invalid-encoding', 'handler failed after queueing work');
-          return env.payload;
         });
       else if (req.url === '/flaky') {
         if (failFirst-- > 0) {
@@ -204,17 +195,6 @@ describe('HTTP on loopback', () => {
   it('unary request: POST envelope, signed response verified against the NSD key', async () => {
     const out = await Effect.runPromise(postUnary(client(), `${base}/rpc`, new Uint8Array([0x01])));
     expect([...out]).toEqual([0x01]);
-  });
-
-  it('work handed to afterReply runs once, after the reply was written — also when the handler fails', async () => {
-    afterRan.length = 0;
-    const out = await Effect.runPromise(postUnary(client(), `${base}/after`, new Uint8Array([0x02])));
-    expect([...out]).toEqual([0x02]);
-    expect(afterRan).toEqual([{ ended: true, status: 200 }]);
-    afterRan.length = 0;
-    const failed = await Effect.runPromise(Effect.either(postUnary(client(), `${base}/after-throws`, payload)));
-    expect(Either.isLeft(failed)).toBe(true);
-    expect(afterRan).toEqual([{ ended: true, status: 400 }]);
   });
 
   it("a side's own agent carries its unary requests (one connection of its own, kept alive)", async () => {

@@ -15,7 +15,7 @@ import type { MessageOf } from '../api/message.js';
 import { DeclarationCodec } from '../api/report.js';
 import { declarationFromWire, declarationToWire, replaceRequest } from '../api/convert.js';
 import { planOffer } from './authority-offer.js';
-import type { AfterReply, AuthorityRequests } from './authority-request.js';
+import type { AuthorityRequests } from './authority-request.js';
 import type { AuthorityTx } from './authority-store.js';
 import type { StoredService } from './service-row.js';
 
@@ -100,16 +100,7 @@ export async function serveReportHead(rq: AuthorityRequests, m: MessageOf<'repor
   );
 }
 
-/**
- * report.replace: committed before its reply. The snapshot production its commit queues is handed to `afterReply`
- * when the transport gives one (decision 0800: started once the reply is written, not ahead of it on this thread);
- * the outbox row committed with the replace makes the production survive a crash in between, as before.
- */
-export async function serveReportReplace(
-  rq: AuthorityRequests,
-  m: MessageOf<'report.replace'>,
-  afterReply?: AfterReply,
-) {
+export async function serveReportReplace(rq: AuthorityRequests, m: MessageOf<'report.replace'>) {
   const body = m.body;
   let outbox = null as Promise<bigint> | null;
   // ONE statement reads the fence rows, the report row, the publisher's own services of the Network and every P row
@@ -176,12 +167,7 @@ export async function serveReportReplace(
   if (Either.isRight(r)) {
     rq.committed('report.replace');
     // Produce after the commit, off the reply path: the outbox row makes it survive a crash in between.
-    if (outbox !== null) {
-      const id = await outbox;
-      const produce = () => rq.queueProduction(m.network_id, id);
-      if (afterReply === undefined) produce();
-      else afterReply(produce);
-    }
+    if (outbox !== null) rq.queueProduction(m.network_id, await outbox);
   }
   return Either.map(r, ({ row, bindings }) =>
     rq.env(m, 'report.accepted', m.runtime_generation, m.runtime_id, {

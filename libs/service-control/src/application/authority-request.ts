@@ -55,11 +55,6 @@ export interface AuthorityObserver {
   readonly productionLag?: (seconds: number) => void;
 }
 
-/**
- * Work a handler's answer does not depend on, handed to the transport to run once the reply is written (decision 0800).
- */
-export type AfterReply = (work: () => void) => void;
-
 export class AuthorityRequests {
   constructor(
     readonly d: AuthorityDeps,

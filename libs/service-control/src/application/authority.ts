@@ -17,7 +17,7 @@ import { PortRecoveryDriver } from './port-recovery.js';
 import { serveReportHead, serveReportReplace, serveSnapshotAck } from './authority-report.js';
 import { SnapshotProduction } from './authority-production.js';
 import { StreamHub, type StreamSink } from './authority-streams.js';
-import { type AfterReply, type AuthorityDeps, AuthorityRequests } from './authority-request.js';
+import { type AuthorityDeps, AuthorityRequests } from './authority-request.js';
 import {
   openConfigStream,
   serveBind,
@@ -41,10 +41,7 @@ export type { AuthorityDeps, AuthorityObserver } from './authority-request.js';
  * (domain/kinds.ts, decision 0530). A kind left out, or one that is not such a kind, fails to compile.
  */
 export type AuthorityHandlers = {
-  readonly [K in AuthorityRequestKind]: (
-    m: MessageOf<K>,
-    afterReply?: AfterReply,
-  ) => Promise<Either.Either<Uint8Array, ServiceControlError>>;
+  readonly [K in AuthorityRequestKind]: (m: MessageOf<K>) => Promise<Either.Either<Uint8Array, ServiceControlError>>;
 };
 
 export interface AuthorityCounters {
@@ -121,11 +118,9 @@ export class Authority {
 
   /**
    * Handle one unary request payload from a verified envelope signed by `signer`. Throws a ServiceControlError only
-   * when the payload cannot be decoded at all (no scope to answer to: the transport refuses it). `afterReply` (decision
-   * 0800): the transport runs what a handler hands it once the reply is written — a report.replace's snapshot
-   * production then starts after its reply instead of ahead of it; absent, that work starts at once.
+   * when the payload cannot be decoded at all (no scope to answer to: the transport refuses it).
    */
-  async handle(signer: Bytes, payload: Uint8Array, afterReply?: AfterReply): Promise<Uint8Array> {
+  async handle(signer: Bytes, payload: Uint8Array): Promise<Uint8Array> {
     this.counters.requests++;
     const t0 = performance.now();
     const decoded = decodeMessage(payload);
@@ -134,7 +129,7 @@ export class Authority {
       throw decoded.left;
     }
     const m = decoded.right;
-    const out = await this.dispatch(signer, m, afterReply);
+    const out = await this.dispatch(signer, m);
     if (Either.isLeft(out)) {
       this.counters.refusals++;
       this.d.log?.('refused', { kind: m.kind, code: out.left.code, detail: out.left.detail });
@@ -160,7 +155,7 @@ export class Authority {
     'runtime.bind': (m) => this.bind(m),
     'session.open': (m) => this.sessionOpen(m),
     'report.head': (m) => this.reportHead(m),
-    'report.replace': (m, afterReply) => this.reportReplace(m, afterReply),
+    'report.replace': (m) => this.reportReplace(m),
     'snapshot.ack': (m) => this.snapshotAck(m),
     'listener.ready': (m) => this.lease(m),
     'lease.refresh': (m) => this.lease(m),
@@ -169,11 +164,7 @@ export class Authority {
     'service.retry-port': (m) => this.port(m),
   };
 
-  private async dispatch(
-    signer: Bytes,
-    m: Message,
-    afterReply: AfterReply | undefined,
-  ): Promise<Either.Either<Uint8Array, ServiceControlError>> {
+  private async dispatch(signer: Bytes, m: Message): Promise<Either.Either<Uint8Array, ServiceControlError>> {
     if (!Object.hasOwn(this.handlers, m.kind))
       return Either.left(scError('unsupported-field', `${m.kind} is not a request to the authority`));
     if (!bytesEqual(m.subject_identity, signer))
@@ -185,9 +176,8 @@ export class Authority {
     // the table is keyed by kind: the message of that kind is the handler's argument
     const handler = this.handlers[m.kind as AuthorityRequestKind] as (
       m: Message,
-      afterReply?: AfterReply,
     ) => ReturnType<AuthorityHandlers[AuthorityRequestKind]>;
-    return handler(m, afterReply);
+    return handler(m);
   }
 
   serves(networkId: Bytes): boolean {
@@ -226,8 +216,8 @@ export class Authority {
   private reportHead(m: MessageOf<'report.head'>) {
     return serveReportHead(this.rq, m);
   }
-  private reportReplace(m: MessageOf<'report.replace'>, afterReply?: AfterReply) {
-    return serveReportReplace(this.rq, m, afterReply);
+  private reportReplace(m: MessageOf<'report.replace'>) {
+    return serveReportReplace(this.rq, m);
   }
   private snapshotAck(m: MessageOf<'snapshot.ack'>) {
     return serveSnapshotAck(this.rq, m);

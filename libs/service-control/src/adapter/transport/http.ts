@@ -174,14 +174,13 @@ const refuseBusy = (res: ServerResponse, admission: UnaryAdmission): void =>
 /**
  * Server side of a unary request: admit (when the side has an admission bound), read, open, replay-check, hand the
  * payload to `handle`, seal its answer. `handle` must have committed everything it changed before it resolves (commit
- * first, reply after). Work that `handle` hands to `afterReply` (decision 0800: work its answer does not depend on, such
- * as a snapshot production its commit queued) runs once the reply is written — or refused — and never before.
+ * first, reply after).
  */
 export const serveUnary = async (
   side: TransportSide,
   req: IncomingMessage,
   res: ServerResponse,
-  handle: (env: OpenedEnvelope, afterReply: AfterReply) => Promise<Uint8Array>,
+  handle: (env: OpenedEnvelope) => Promise<Uint8Array>,
 ): Promise<void> => {
   const admission = side.admission;
   if (admission === undefined) return serveAdmitted(side, req, res, handle);
@@ -193,14 +192,11 @@ export const serveUnary = async (
   }
 };
 
-/** Hand work to run after the reply is written (decision 0800). */
-export type AfterReply = (work: () => void) => void;
-
 const serveAdmitted = async (
   side: TransportSide,
   req: IncomingMessage,
   res: ServerResponse,
-  handle: (env: OpenedEnvelope, afterReply: AfterReply) => Promise<Uint8Array>,
+  handle: (env: OpenedEnvelope) => Promise<Uint8Array>,
 ): Promise<void> => {
   let bytes: Uint8Array;
   try {
@@ -212,14 +208,13 @@ const serveAdmitted = async (
     );
   }
   unaryInFlight++;
-  const later: (() => void)[] = [];
   try {
     // the request is handled only after its own signature verified and its nonce was admitted, on either path
     const env = offThread(side) ? await receiveEnvelopeAsync(side, bytes) : receiveEnvelope(side, bytes);
     if (Either.isLeft(env)) return refuse(res, env.left);
     let answer: Uint8Array;
     try {
-      answer = await handle(env.right, (work) => void later.push(work));
+      answer = await handle(env.right);
     } catch (e) {
       // The handler could not even decode the payload (no scope to answer to) or failed unexpectedly.
       return refuse(
@@ -233,8 +228,6 @@ const serveAdmitted = async (
     res.writeHead(200, { 'content-type': ENVELOPE_CONTENT_TYPE, 'content-length': sealed.length }).end(sealed);
   } finally {
     unaryInFlight--;
-    // after the reply (or its refusal) was handed to the socket; work a handler handed is never dropped
-    for (const work of later) work();
   }
 };
 
