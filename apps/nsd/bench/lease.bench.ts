@@ -578,10 +578,12 @@ await withBenchDatabase('nsd_lease_bench', async (config: PgConfig, admin) => {
     // the capacity nsd and its PostgreSQL would have with the machine's cores to themselves: the clients are other
     // machines in a deployment, and here the load generator (and anything else running) takes part of the 2 cores
     const own = nsdMs(r);
+    const alone =
+      own === null || r.cpuPg === null ? null : { ms: own + r.cpuPg, rate: (cores * 1000) / (own + r.cpuPg) };
     print(
-      own === null || r.cpuPg === null
+      own === null || r.cpuPg === null || alone === null
         ? `               nsd + PostgreSQL alone: not known (the load generator's or PostgreSQL's CPU was not readable)`
-        : `               nsd + PostgreSQL alone: ${own.toFixed(2)}${r.thread === null ? '' : ` (main thread ${(r.thread.run / 1000).toFixed(2)}, its other threads ${(own - r.thread.run / 1000).toFixed(2)}: Ed25519 on its worker threads (decision 0780), V8's GC and compiler)`} + ${r.cpuPg.toFixed(2)} = ${(own + r.cpuPg).toFixed(2)} ms of CPU per refresh → at most ${fmt((cores * 1000) / (own + r.cpuPg))} /s on ${cores} cores = ${((cores * 1000) / (own + r.cpuPg) / needed).toFixed(2)}× needed (a projection from CPU per refresh, not a measured rate: every core for nsd and PostgreSQL, none for clients, the WAL writer or the kernel's loopback work outside these threads)`,
+        : `               nsd + PostgreSQL alone: ${own.toFixed(2)}${r.thread === null ? '' : ` (main thread ${(r.thread.run / 1000).toFixed(2)}, its other threads ${(own - r.thread.run / 1000).toFixed(2)}: Ed25519 on its worker threads (decision 0780), V8's GC and compiler)`} + ${r.cpuPg.toFixed(2)} = ${alone.ms.toFixed(2)} ms of CPU per refresh → at most ${fmt(alone.rate)} /s on ${cores} cores = ${(alone.rate / needed).toFixed(2)}× needed (a projection from CPU per refresh, not a measured rate: every core for nsd and PostgreSQL, none for clients, the WAL writer or the kernel's loopback work outside these threads)`,
     );
     if (r.grantIo !== null)
       print(
